@@ -1,0 +1,27 @@
+"""The Palace rules engine: pure functions over immutable data, no I/O.
+
+Typical use::
+
+    state = new_game(preset("classic"), players=2, seed=7)
+    while not state.over:
+        action = choose(legal_actions(state))
+        state, events = apply_action(state, action)
+"""
+
+from .cards import card_str, cards_str, parse_card, parse_cards
+from .game import (
+    DEFAULT_MAX_TURNS, IllegalActionError, apply_action, can_play, effective_top, forfeit,
+    legal_actions, new_game,
+)
+from .model import (
+    Action, Done, Event, Flip, PickUp, Play, Result, Seat, SetFaceUp, Stack, State,
+)
+from .rules import PRESETS, Rules, RulesError, parse_option, preset, rules_from, with_options
+
+__all__ = [
+    "DEFAULT_MAX_TURNS", "PRESETS", "Action", "Done", "Event", "Flip", "IllegalActionError",
+    "PickUp", "Play", "Result", "Rules", "RulesError", "Seat", "SetFaceUp", "Stack", "State",
+    "apply_action", "can_play", "card_str", "cards_str", "effective_top", "forfeit",
+    "legal_actions", "new_game", "parse_card", "parse_cards", "parse_option", "preset",
+    "rules_from", "with_options",
+]

@@ -1,0 +1,72 @@
+"""Cards as small integers.
+
+A card is ``rank * 4 + suit``, so sorting a tuple of cards sorts it by rank, and
+``card >> 2`` is its rank. Suits never matter to the rules; they exist so that
+cards look like cards and so that every physical card can be followed through a
+game. Several decks simply repeat the same integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+TWO, THREE, FOUR, FIVE, SIX, SEVEN, EIGHT, NINE, TEN = range(2, 11)
+JACK, QUEEN, KING, ACE, JOKER = 11, 12, 13, 14, 15
+
+RANK_CHARS = {2: "2", 3: "3", 4: "4", 5: "5", 6: "6", 7: "7", 8: "8", 9: "9",
+              10: "T", 11: "J", 12: "Q", 13: "K", 14: "A", 15: "X"}
+RANK_NAMES = {2: "2", 3: "3", 4: "4", 5: "5", 6: "6", 7: "7", 8: "8", 9: "9",
+              10: "10", 11: "jack", 12: "queen", 13: "king", 14: "ace", 15: "joker"}
+SUIT_CHARS = "CDHS"
+JOKER_CHARS = "RB"  # a deck's two jokers: red and black
+COURT = frozenset({JACK, QUEEN, KING})
+_CHAR_RANKS = {c: r for r, c in RANK_CHARS.items()}
+_CHAR_RANKS["1"] = 10  # lets "10H" parse as well as "TH"
+
+
+def card(rank: int, suit: int = 0) -> int:
+    return rank * 4 + suit
+
+
+def rank_of(c: int) -> int:
+    return c >> 2
+
+
+def card_str(c: int) -> str:
+    """``"7H"``, ``"TS"``, ``"XR"`` (red joker)."""
+    r = c >> 2
+    if r == JOKER:
+        return "X" + JOKER_CHARS[c & 1]
+    return RANK_CHARS[r] + SUIT_CHARS[c & 3]
+
+
+def parse_card(text: str) -> int:
+    """Inverse of :func:`card_str`; accepts ``"10H"`` and lower case too."""
+    t = text.strip().upper()
+    if t.startswith("10"):
+        t = "T" + t[2:]
+    if len(t) != 2 or t[0] not in _CHAR_RANKS:
+        raise ValueError(f"not a card: {text!r}")
+    r = _CHAR_RANKS[t[0]]
+    if r == JOKER:
+        if t[1] not in JOKER_CHARS:
+            raise ValueError(f"not a card: {text!r}")
+        return card(JOKER, JOKER_CHARS.index(t[1]))
+    if t[1] not in SUIT_CHARS:
+        raise ValueError(f"not a card: {text!r}")
+    return card(r, SUIT_CHARS.index(t[1]))
+
+
+def cards_str(cs: Iterable[int]) -> list[str]:
+    return [card_str(c) for c in cs]
+
+
+def parse_cards(texts: Iterable[str]) -> tuple[int, ...]:
+    return tuple(parse_card(t) for t in texts)
+
+
+def make_deck(decks: int, jokers_per_deck: int) -> list[int]:
+    """Every card of ``decks`` full packs plus their jokers, in a fixed order."""
+    one = [card(r, s) for r in range(2, 15) for s in range(4)]
+    one += [card(JOKER, j % 2) for j in range(jokers_per_deck)]
+    return one * decks

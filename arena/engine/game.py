@@ -1,0 +1,508 @@
+"""The rules of play: deal, legal actions, and the pure transition function.
+
+``new_game`` deals from a seed; ``legal_actions`` lists what the player to move
+may do; ``apply_action`` returns the next state and the events that happened.
+Nothing here does I/O or touches global randomness.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import groupby
+
+from .cards import COURT, JOKER, SEVEN, TEN, TWO, make_deck
+from .model import (
+    FACE_DOWN, FACE_UP, HAND, Action, Burned, Done, Drew, Event, Flip, Flipped, Forfeited,
+    GameOver, GavePile, Leads, PickedUp, PickUp, Play, Played, Result, Reversed, Seat,
+    SetFaceUp, SetupChosen, Skipped, Stack, StartCard, State, Surrendered, WentOut,
+)
+from .rules import Rules, RulesError
+
+DEFAULT_MAX_TURNS = 2000
+LEAD_ORDER = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 2, JOKER)
+
+
+class IllegalActionError(ValueError):
+    """A well-formed action that the rules do not allow in this state."""
+
+
+def new_game(rules: Rules, players: int, seed: int, *, max_turns: int = DEFAULT_MAX_TURNS) -> State:
+    """Shuffle with ``random.Random(seed)`` and deal; the same inputs give the same game anywhere."""
+    if not rules.min_players <= players <= rules.max_players:
+        raise RulesError(f"{rules.name} is for {rules.min_players}-{rules.max_players} players, not {players}")
+    deck = make_deck(rules.decks_for(players), rules.jokers)
+    random.Random(seed).shuffle(deck)
+    down, up, hand, has_stock = rules.deal_for(players)
+    face_down = [[deck.pop() for _ in range(down)] for _ in range(players)]
+    face_up = [[deck.pop() for _ in range(up)] for _ in range(players)]
+    hands = [[deck.pop() for _ in range(hand)] for _ in range(players)]
+    decide = rules.setup != "none" or rules.stacking
+    seats = []
+    for i in range(players):
+        if rules.setup == "choose":
+            seat = Seat(tuple(sorted(hands[i] + face_up[i])), (), tuple(face_down[i]))
+        else:
+            seat = Seat(tuple(sorted(hands[i])), tuple((c,) for c in face_up[i]), tuple(face_down[i]))
+        seats.append(seat._replace(setup="face_up" if decide else ""))
+    rest = tuple(deck)
+    state = State(rules=rules, seats=tuple(seats), stock=rest if has_stock else (), pile=(), burned=(),
+                  set_aside=() if has_stock else rest, to_move=0, phase="setup",
+                  max_turns=max_turns, seed=seed)
+    if decide:
+        return state
+    state, _ = _begin_play(state, [])
+    return state
+
+
+# ---------------------------------------------------------------- legality
+
+def effective_top(rules: Rules, pile: tuple[int, ...]) -> int | None:
+    """Rank of the card to beat: the topmost card that is not see-through, or None (anything goes)."""
+    see = rules.see_through
+    for c in reversed(pile):
+        r = c >> 2
+        if r not in see:
+            return None if r == TWO else r
+    return None
+
+
+def can_play(state: State, rank: int, count: int, top: int | None, *, blind: bool = False) -> bool:
+    """Whether ``count`` cards of ``rank`` may go on the pile whose card to beat is ``top``.
+
+    ``blind`` is a face-down flip, judged on rank alone (a set-size requirement cannot apply to one card).
+    """
+    rules = state.rules
+    if rank == TEN:
+        return rules.ten_on_court or top not in COURT
+    if rank in rules.wild or top is None:
+        return True
+    if rules.match_count and not blind and count < state.need:
+        return False
+    if state.descending:
+        return rank <= top
+    if top == SEVEN and rules.seven in ("at_most", "at_most_or_8", "descending"):
+        return rank <= SEVEN or (rank == 8 and rules.seven == "at_most_or_8")
+    return rank >= top
+
+
+def _burns(state: State, cards: tuple[int, ...]) -> str | None:
+    """Why laying ``cards`` burns the pile, or None."""
+    rank = cards[0] >> 2
+    if rank == TEN:
+        return "ten"
+    if state.rules.four_of_a_kind != "off":
+        top = state.pile + cards
+        if len(top) >= 4 and all(c >> 2 == rank for c in top[-4:]):
+            return "four_of_a_kind"
+    return None
+
+
+def legal_actions(state: State) -> tuple[Action, ...]:
+    """Everything the player to move may do, in a stable order. Empty only when the game is over."""
+    if state.result is not None:
+        return ()
+    if state.phase == "setup":
+        return _setup_actions(state)
+    seat = state.seats[state.to_move]
+    rules = state.rules
+    top = effective_top(rules, state.pile)
+    if not seat.hand and not seat.face_up:
+        return tuple(Flip(i) for i, c in enumerate(seat.face_down) if c is not None)
+    plays: list[Action] = []
+    if seat.hand:
+        zone = HAND
+        for rank, group in groupby(seat.hand, key=lambda c: c >> 2):
+            cards = tuple(group)
+            for n in range(1, len(cards) + 1):
+                if can_play(state, rank, n, top):
+                    plays.append(Play(cards[:n], HAND))
+    else:
+        zone = FACE_UP
+        for rank, group in groupby(sorted(seat.face_up), key=lambda s: s[0] >> 2):
+            stacks = list(group)
+            choices: list[tuple[int, ...]] = []
+            if rules.face_up_multi:
+                run: tuple[int, ...] = ()
+                for s in sorted(stacks, key=len):
+                    run += s
+                    choices.append(run)
+            else:
+                choices = list({len(s): s for s in stacks}.values())
+            for cards in choices:
+                if can_play(state, rank, len(cards), top):
+                    plays.append(Play(cards, FACE_UP))
+    if not rules.burner_out:
+        allowed = [p for p in plays if not (len(p.cards) == seat.card_count and _burns(state, p.cards))]
+        if allowed or state.pile:
+            plays = allowed
+    if rules.jokers and rules.joker == "give_pile":
+        plays = [q for p in plays for q in _joker_targets(state, p)]
+    if state.pile and (not plays or not rules.must_play):
+        if zone == FACE_UP and rules.harsh_face_up:
+            ranks = {s[0] >> 2: s[0] for s in seat.face_up}
+            plays.extend(PickUp(c) for c in sorted(ranks.values()))
+        else:
+            plays.append(PickUp())
+    return tuple(plays)
+
+
+def _joker_targets(state: State, play: Play) -> list[Play]:
+    if play.cards[0] >> 2 != JOKER:
+        return [play]
+    return [play._replace(target=i) for i, s in enumerate(state.seats)
+            if s.active and i != state.to_move]
+
+
+def _setup_actions(state: State) -> tuple[Action, ...]:
+    seat = state.seats[state.to_move]
+    if seat.setup == "stack":
+        ranks = {s[0] >> 2 for s in seat.face_up}
+        out: list[Action] = []
+        for rank, group in groupby(seat.hand, key=lambda c: c >> 2):
+            if rank in ranks:
+                cards = tuple(group)
+                out.extend(Stack(cards[:n]) for n in range(1, len(cards) + 1))
+        out.append(Done())
+        return tuple(out)
+    visible = tuple(sorted(seat.hand + seat.face_up_cards))
+    slots = state.rules.deal_for(state.players)[1]
+    groups = [tuple(g) for _, g in groupby(visible, key=lambda c: c >> 2)]
+    return tuple(SetFaceUp(s) for s in _face_up_choices(groups, slots, state.rules.stacking))
+
+
+def _face_up_choices(groups: list[tuple[int, ...]], slots: int, stacking: bool):
+    """Every distinct way (by rank) to fill ``slots`` face-up places from the visible cards."""
+    if slots == 0:
+        yield ()
+        return
+    if not groups:
+        return
+    first, rest = groups[0], groups[1:]
+    if stacking:  # one stack per rank, any number of its cards
+        yield from _face_up_choices(rest, slots, stacking)
+        for n in range(1, len(first) + 1):
+            for tail in _face_up_choices(rest, slots - 1, stacking):
+                yield (first[:n],) + tail
+    else:  # singles: take 0..n cards of this rank
+        for n in range(0, min(len(first), slots) + 1):
+            for tail in _face_up_choices(rest, slots - n, stacking):
+                yield tuple((c,) for c in first[:n]) + tail
+
+
+# ---------------------------------------------------------------- transitions
+
+def apply_action(state: State, action: Action, *, check: bool = True) -> tuple[State, list[Event]]:
+    """The state after ``action`` and the events it caused.
+
+    ``check=False`` skips the legality test for callers that took ``action`` from
+    :func:`legal_actions` themselves (the referee and simulations).
+    """
+    if check and action not in legal_actions(state):
+        raise IllegalActionError(f"{action!r} is not legal for seat {state.to_move} now")
+    events: list[Event] = []
+    kind = action.kind
+    if kind == "play":
+        state = _play(state, action.cards, action.zone, action.target, events)
+    elif kind == "pick_up":
+        state = _pick_up(state, action.surrender, events)
+    elif kind == "flip":
+        state = _flip(state, action.position, events)
+    else:
+        state = _setup(state, action, events)
+    return state, events
+
+
+def _remove(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
+    out = list(cards)
+    for c in gone:
+        out.remove(c)
+    return tuple(out)
+
+
+def _remove_present(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
+    out = list(cards)
+    for c in gone:
+        if c in out:
+            out.remove(c)
+    return tuple(out)
+
+
+def _take_face_up(face_up: tuple[tuple[int, ...], ...], cards: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    left = list(face_up)
+    for c in cards:
+        for k, s in enumerate(left):
+            if c in s:
+                left[k] = _remove(s, (c,))
+                break
+    return tuple(s for s in left if s)
+
+
+def _draw(state: State, seat: Seat, i: int, events: list[Event]) -> tuple[State, Seat]:
+    n = state.rules.hand_size - len(seat.hand)
+    if n <= 0 or not state.stock:
+        return state, seat
+    drawn = state.stock[-n:]
+    events.append(Drew(i, drawn))
+    return state._replace(stock=state.stock[:-n]), seat._replace(hand=tuple(sorted(seat.hand + drawn)))
+
+
+def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
+          events: list[Event], flipped: bool = False) -> State:
+    rules = state.rules
+    i = state.to_move
+    seat = state.seats[i]
+    if zone == HAND:
+        seat = seat._replace(hand=_remove(seat.hand, cards),
+                             known=_remove_present(seat.known, cards) if seat.known else ())
+    elif zone == FACE_UP:
+        seat = seat._replace(face_up=_take_face_up(seat.face_up, cards))
+    if not flipped:
+        events.append(Played(i, cards, zone))
+    rank = cards[0] >> 2
+    burn = _burns(state, cards)
+    pile = state.pile + cards
+    need, descending = state.need, state.descending
+    if rank == JOKER and target is not None:
+        t = state.seats[target]
+        t = t._replace(hand=tuple(sorted(t.hand + pile)), known=tuple(sorted(t.known + pile)))
+        state = state._replace(seats=_set(_set(state.seats, i, seat), target, t))
+        seat = state.seats[i]
+        events.append(GavePile(i, target, pile))
+        pile, need, descending = (), 0, False
+    elif burn:
+        events.append(Burned(pile, burn))
+        state = state._replace(burned=state.burned + pile)
+        pile, need, descending = (), 0, False
+    elif rank in rules.see_through:
+        descending = descending and rank not in rules.wild
+    elif rank in rules.wild:
+        need, descending = 0, False
+    else:
+        need = len(cards) if rules.match_count else 0
+        if rank == SEVEN and rules.seven == "descending":
+            descending = True
+    state = state._replace(pile=pile, need=need, descending=descending)
+    state, seat = _draw(state, seat, i, events)
+    went_out = seat.card_count == 0
+    if went_out:
+        seat = seat._replace(place=_next_place(state), known=())
+        events.append(WentOut(i, seat.place))
+    state = state._replace(seats=_set(state.seats, i, seat))
+    if _finished(state):
+        return _end(state, events, "first_out" if not rules.play_on else "played_out")
+    again = (burn == "ten" or (burn == "four_of_a_kind" and rules.four_of_a_kind == "burn_again")
+             or (rank == TWO and rules.reset_again))
+    skips = 0
+    if not burn and target is None:
+        if rank in rules.skip:
+            skips = len(cards)
+        if rank in rules.reverse and len(cards) % 2:
+            state = state._replace(direction=-state.direction)
+            events.append(Reversed(state.direction))
+    if again and not went_out:
+        nxt = i
+    else:
+        nxt = _advance(state, i, 1)
+        for _ in range(skips):
+            events.append(Skipped(nxt))
+            nxt = _advance(state, nxt, 1)
+    return _next_turn(state, nxt, bool(burn) or went_out, events)
+
+
+def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
+    i = state.to_move
+    seat = state.seats[i]
+    pile = state.pile
+    if surrender is not None:
+        seat = seat._replace(face_up=_take_face_up(seat.face_up, (surrender,)))
+        events.append(Surrendered(i, surrender))
+        pile = pile + (surrender,)
+    seat = seat._replace(hand=tuple(sorted(seat.hand + pile)), known=tuple(sorted(seat.known + pile)))
+    events.append(PickedUp(i, pile))
+    state = state._replace(seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
+    return _next_turn(state, _advance(state, i, 1), False, events)
+
+
+def _flip(state: State, position: int, events: list[Event]) -> State:
+    i = state.to_move
+    seat = state.seats[i]
+    c = seat.face_down[position]
+    assert c is not None
+    seat = seat._replace(face_down=seat.face_down[:position] + (None,) + seat.face_down[position + 1:])
+    state = state._replace(seats=_set(state.seats, i, seat))
+    legal = can_play(state, c >> 2, 1, effective_top(state.rules, state.pile), blind=True)
+    if legal and not state.rules.burner_out and seat.card_count == 0 and _burns(state, (c,)):
+        legal = False
+    events.append(Flipped(i, position, c, legal))
+    if legal:
+        return _play(state, (c,), FACE_DOWN, None, events, flipped=True)
+    taken = state.pile + (c,)
+    seat = seat._replace(hand=tuple(sorted(seat.hand + taken)), known=tuple(sorted(seat.known + taken)))
+    events.append(PickedUp(i, taken))
+    state = state._replace(seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
+    return _next_turn(state, _advance(state, i, 1), False, events)
+
+
+def _next_turn(state: State, nxt: int, progress: bool, events: list[Event]) -> State:
+    stale = 0 if progress else state.stale + 1
+    state = state._replace(to_move=nxt, turn=state.turn + 1, stale=stale)
+    limit = state.rules.stale_turns
+    if limit is not None and stale >= limit:
+        return _end(state, events, "stale_draw")
+    if state.turn >= state.max_turns:
+        return _end(state, events, "turn_cap")
+    return state
+
+
+def _set(seats: tuple[Seat, ...], i: int, seat: Seat) -> tuple[Seat, ...]:
+    return seats[:i] + (seat,) + seats[i + 1:]
+
+
+def _advance(state: State, frm: int, steps: int) -> int:
+    """The ``steps``-th seat still in the game after ``frm`` in the direction of play."""
+    n, d, seats = len(state.seats), state.direction, state.seats
+    j = frm
+    for _ in range(steps):
+        for _ in range(n):
+            j = (j + d) % n
+            if seats[j].place is None:
+                break
+    return j
+
+
+def _next_place(state: State) -> int:
+    return 1 + sum(1 for s in state.seats if s.place is not None and s.forfeit is None)
+
+
+def _finished(state: State) -> bool:
+    active = sum(1 for s in state.seats if s.place is None)
+    if active <= 1:
+        return True
+    return not state.rules.play_on and any(s.place is not None and s.forfeit is None for s in state.seats)
+
+
+def _end(state: State, events: list[Event], reason: str) -> State:
+    """Close the game: players still holding cards share the places between the finished and the forfeited."""
+    draw = reason in ("stale_draw", "turn_cap")
+    placed = sorted((s.place, i) for i, s in enumerate(state.seats) if s.place is not None)
+    top = tuple((i,) for p, i in placed if state.seats[i].forfeit is None)
+    bottom = tuple((i,) for p, i in placed if state.seats[i].forfeit is not None)
+    left = tuple(i for i, s in enumerate(state.seats) if s.place is None)
+    if draw:
+        order = ((tuple(sorted(left + tuple(g[0] for g in top))),) if left or top else ()) + bottom
+        complete = len(order[0]) <= 1 if order else True
+    else:
+        order = top + ((left,) if left else ()) + bottom
+        complete = len(left) <= 1
+    result = Result(reason, order, complete, draw)
+    events.append(GameOver(result))
+    return state._replace(phase="over", result=result)
+
+
+def forfeit(state: State, seat: int, reason: str) -> tuple[State, list[Event]]:
+    """Remove a seat whose bot failed: it takes the last place still free; the others play on.
+
+    Its cards leave the game unseen. This is the referee's tool; the rules never call it.
+    """
+    s = state.seats[seat]
+    if state.result is not None or s.place is not None:
+        return state, []
+    events: list[Event] = [Forfeited(seat, reason)]
+    gone = s.hand + s.face_up_cards + tuple(c for c in s.face_down if c is not None)
+    fallen = sum(1 for x in state.seats if x.forfeit is not None)
+    s = Seat((), (), tuple(None for _ in s.face_down), (), state.players - fallen, reason, "")
+    state = state._replace(seats=_set(state.seats, seat, s), set_aside=state.set_aside + gone)
+    if sum(1 for x in state.seats if x.place is None) <= 1:
+        return _end(state, events, "forfeit"), events
+    if state.phase == "setup":
+        if state.to_move == seat:
+            return _next_setup(state, events), events
+        return state, events
+    if state.to_move == seat:
+        state = state._replace(to_move=_advance(state, seat, 1))
+    return state, events
+
+
+# ---------------------------------------------------------------- setup
+
+def _setup(state: State, action: Action, events: list[Event]) -> State:
+    i = state.to_move
+    seat = state.seats[i]
+    if isinstance(action, SetFaceUp):
+        chosen = tuple(c for s in action.stacks for c in s)
+        visible = tuple(sorted(seat.hand + seat.face_up_cards))
+        seat = seat._replace(hand=_remove(visible, chosen), face_up=action.stacks)
+        events.append(SetupChosen(i, action.stacks))
+    elif isinstance(action, Stack):
+        rank = action.cards[0] >> 2
+        seat = seat._replace(hand=_remove(seat.hand, action.cards),
+                             face_up=tuple(s + action.cards if s[0] >> 2 == rank else s for s in seat.face_up))
+        events.append(SetupChosen(i, seat.face_up))
+    elif isinstance(action, Done):
+        state = state._replace(seats=_set(state.seats, i, seat._replace(setup="")))
+        return _next_setup(state, events)
+    if state.rules.stacking:
+        state, seat = _draw(state, seat, i, events)
+        stack_ranks = {s[0] >> 2 for s in seat.face_up}
+        more = any(c >> 2 in stack_ranks for c in seat.hand)
+        seat = seat._replace(setup="stack" if more else "")
+    else:
+        seat = seat._replace(setup="")
+    state = state._replace(seats=_set(state.seats, i, seat))
+    return _next_setup(state, events)
+
+
+def _next_setup(state: State, events: list[Event]) -> State:
+    for j in range(state.players):
+        k = (state.to_move + j) % state.players
+        if state.seats[k].setup and state.seats[k].place is None:
+            return state._replace(to_move=k)
+    state, _ = _begin_play(state, events)
+    return state
+
+
+def _begin_play(state: State, events: list[Event]) -> tuple[State, list[Event]]:
+    rules = state.rules
+    state = state._replace(phase="play", to_move=_first_active(state, 0))
+    if rules.start == "stock_card":
+        stock, burned = state.stock, state.burned
+        while stock:
+            c = stock[-1]
+            stock = stock[:-1]
+            gone = (c >> 2) in (TEN, JOKER)
+            events.append(StartCard(c, gone))
+            if gone:
+                burned += (c,)
+                continue
+            state = state._replace(pile=(c,), descending=(c >> 2 == SEVEN and rules.seven == "descending"))
+            break
+        state = state._replace(stock=stock, burned=burned)
+        events.append(Leads(state.to_move, "left of the dealer, on the start card"))
+    elif rules.start == "lowest_card":
+        seat, why = _lowest_card_leader(state)
+        state = state._replace(to_move=seat)
+        events.append(Leads(seat, why))
+    else:
+        events.append(Leads(state.to_move, "left of the dealer"))
+    return state, events
+
+
+def _first_active(state: State, frm: int) -> int:
+    for j in range(state.players):
+        if state.seats[(frm + j) % state.players].place is None:
+            return (frm + j) % state.players
+    return frm
+
+
+def _lowest_card_leader(state: State) -> tuple[int, str]:
+    """003: the first face-up 3 leads, else the first 3 in hand, then the same on 4s and up."""
+    from .cards import RANK_NAMES
+    live = [i for i, s in enumerate(state.seats) if s.place is None]
+    for rank in LEAD_ORDER:
+        for i in live:
+            if any(c >> 2 == rank for c in state.seats[i].face_up_cards):
+                return i, f"first face-up {RANK_NAMES[rank]}"
+        for i in live:
+            if any(c >> 2 == rank for c in state.seats[i].hand):
+                return i, f"first {RANK_NAMES[rank]} in hand"
+    return live[0], "first seat"

@@ -1,0 +1,165 @@
+"""What each seat may see, as JSON-ready dicts, and the position format.
+
+``seat_view`` is the only description of a game the protocol ever sends to a bot;
+``event_for`` censors an event for one seat. ``to_position``/``from_position``
+save and load the full (omniscient) state for tests, bug reports and puzzles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cards import card_str, cards_str, parse_card, parse_cards
+from .game import effective_top
+from .model import Action, Event, Result, Seat, State
+from .rules import Rules
+
+POSITION_VERSION = 1
+
+
+def seat_view(state: State, seat: int) -> dict[str, Any]:
+    """Everything ``seat`` may know now, and nothing more.
+
+    During setup the other seats' face-up choices are not shown: the choices are
+    simultaneous in a real game, even though the engine takes them in seat order.
+    """
+    me = state.seats[seat]
+    top = effective_top(state.rules, state.pile)
+    players = []
+    for i, s in enumerate(state.seats):
+        show_up = i == seat or state.phase != "setup"
+        players.append({
+            "seat": i,
+            "hand_count": len(s.hand),
+            "face_up": [cards_str(st) for st in s.face_up] if show_up else None,
+            "face_down": [c is not None for c in s.face_down],
+            "known_hand": cards_str(s.known),
+            "place": s.place,
+            "forfeit": s.forfeit,
+        })
+    return {
+        "seat": seat,
+        "phase": state.phase,
+        "to_move": state.to_move,
+        "turn": state.turn,
+        "direction": state.direction,
+        "hand": cards_str(me.hand),
+        "face_up": [cards_str(st) for st in me.face_up],
+        "face_down": [c is not None for c in me.face_down],
+        "players": players,
+        "pile": cards_str(state.pile),
+        "pile_top": None if top is None else _rank_name(top),
+        "need": state.need,
+        "descending": state.descending,
+        "stock": len(state.stock),
+        "burned": cards_str(state.burned),
+        "set_aside": len(state.set_aside),
+    }
+
+
+def _rank_name(rank: int) -> str:
+    return card_str(rank * 4)[0]
+
+
+def action_json(action: Action) -> dict[str, Any]:
+    kind = action.kind
+    if kind == "play":
+        out = {"kind": kind, "cards": cards_str(action.cards), "from": action.zone}
+        if action.target is not None:
+            out["target"] = action.target
+        return out
+    if kind == "pick_up":
+        return {"kind": kind} if action.surrender is None else {"kind": kind, "surrender": card_str(action.surrender)}
+    if kind == "flip":
+        return {"kind": kind, "position": action.position}
+    if kind == "set_face_up":
+        return {"kind": kind, "face_up": [cards_str(s) for s in action.stacks]}
+    if kind == "stack":
+        return {"kind": kind, "cards": cards_str(action.cards)}
+    return {"kind": kind}
+
+
+def result_json(result: Result) -> dict[str, Any]:
+    return {"reason": result.reason, "order": [list(g) for g in result.order],
+            "complete": result.complete, "draw": result.draw,
+            "winner": result.winner, "loser": result.loser}
+
+
+def event_for(event: Event, seat: int | None) -> dict[str, Any]:
+    """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs."""
+    kind = event.kind
+    if kind == "drew":
+        out: dict[str, Any] = {"kind": kind, "seat": event.seat, "count": len(event.cards)}
+        if seat is None or seat == event.seat:
+            out["cards"] = cards_str(event.cards)
+        return out
+    if kind == "setup":
+        out = {"kind": kind, "seat": event.seat}
+        if seat is None or seat == event.seat:
+            out["face_up"] = [cards_str(s) for s in event.face_up]
+        return out
+    if kind == "game_over":
+        return {"kind": kind, "result": result_json(event.result)}
+    out = {"kind": kind}
+    for name, value in zip(event._fields, event):
+        if name == "kind":
+            continue
+        if name in ("cards",):
+            value = cards_str(value)
+        elif name in ("card", "surrender"):
+            value = card_str(value)
+        out[name] = value
+    return out
+
+
+# ---------------------------------------------------------------- positions
+
+def to_position(state: State) -> dict[str, Any]:
+    """The whole state as JSON: every card's place, whose turn, the rules."""
+    return {
+        "version": POSITION_VERSION,
+        "rules": state.rules.options(),
+        "seats": [{
+            "hand": cards_str(s.hand),
+            "face_up": [cards_str(st) for st in s.face_up],
+            "face_down": [None if c is None else card_str(c) for c in s.face_down],
+            "known": cards_str(s.known),
+            "place": s.place, "forfeit": s.forfeit, "setup": s.setup,
+        } for s in state.seats],
+        "stock": cards_str(state.stock),
+        "pile": cards_str(state.pile),
+        "burned": cards_str(state.burned),
+        "set_aside": cards_str(state.set_aside),
+        "to_move": state.to_move, "direction": state.direction, "phase": state.phase,
+        "turn": state.turn, "stale": state.stale, "need": state.need,
+        "descending": state.descending, "max_turns": state.max_turns, "seed": state.seed,
+        "result": None if state.result is None else {
+            "reason": state.result.reason, "order": [list(g) for g in state.result.order],
+            "complete": state.result.complete, "draw": state.result.draw},
+    }
+
+
+def from_position(data: dict[str, Any]) -> State:
+    """Inverse of :func:`to_position`. Missing optional fields take their defaults."""
+    if data.get("version", POSITION_VERSION) != POSITION_VERSION:
+        raise ValueError(f"unsupported position version {data.get('version')!r}")
+    rules = Rules.from_options(data["rules"])
+    seats = tuple(Seat(
+        hand=tuple(sorted(parse_cards(s.get("hand", [])))),
+        face_up=tuple(parse_cards(st) for st in s.get("face_up", [])),
+        face_down=tuple(None if c is None else parse_card(c) for c in s.get("face_down", [])),
+        known=tuple(sorted(parse_cards(s.get("known", [])))),
+        place=s.get("place"), forfeit=s.get("forfeit"), setup=s.get("setup", ""),
+    ) for s in data["seats"])
+    res = data.get("result")
+    return State(
+        rules=rules, seats=seats,
+        stock=parse_cards(data.get("stock", [])), pile=parse_cards(data.get("pile", [])),
+        burned=parse_cards(data.get("burned", [])), set_aside=parse_cards(data.get("set_aside", [])),
+        to_move=data.get("to_move", 0), direction=data.get("direction", 1),
+        phase=data.get("phase", "play"), turn=data.get("turn", 0), stale=data.get("stale", 0),
+        need=data.get("need", 0), descending=data.get("descending", False),
+        max_turns=data.get("max_turns", 2000), seed=data.get("seed"),
+        result=None if res is None else Result(res["reason"], tuple(tuple(g) for g in res["order"]),
+                                               res["complete"], res.get("draw", False)),
+    )

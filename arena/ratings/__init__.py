@@ -1,0 +1,48 @@
+"""Ratings for Palace Arena: pure functions, no I/O.
+
+* :func:`fit_elo` - the official table: a maximum-likelihood Plackett-Luce
+  fit over every game at once (2-6 seats, full orders with ties, winner-only
+  games, draws), on the Elo scale, with 95% intervals from the observed
+  information and a likelihood-of-superiority matrix.
+* :func:`elo_difference`, :func:`los`, :class:`Sprt` - head-to-head numbers
+  as chess engine testers compute them (cutechess / fishtest conventions).
+* :class:`ProvisionalRatings` - a live openskill table during a run, clearly
+  provisional.
+
+Why not the PyPI ``elo`` package: 0.1.1 (2017) uses ``use_2to3`` in its
+setup.py, which current setuptools rejects, so it does not even build; and it
+only does two-player incremental updates, which depend on game order and give
+no multiplayer results and no confidence intervals.  A fitted, order
+independent Elo is the requirement here.
+"""
+
+from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
+from .outcome import Outcome
+from .plackett_luce import (
+    ELO_PER_NAT,
+    Rating,
+    Ratings,
+    fit_elo,
+    likelihood_of_superiority,
+    los_matrix,
+    neighbour_los,
+)
+from .provisional import ProvisionalRatings, ProvisionalRow
+
+__all__ = [
+    "ELO_PER_NAT",
+    "Outcome",
+    "ProvisionalRatings",
+    "ProvisionalRow",
+    "Rating",
+    "Ratings",
+    "Sprt",
+    "elo_difference",
+    "elo_to_score",
+    "fit_elo",
+    "likelihood_of_superiority",
+    "los",
+    "los_matrix",
+    "neighbour_los",
+    "score_to_elo",
+]
