@@ -11,7 +11,7 @@ Typical use::
 from .cards import card_str, cards_str, parse_card, parse_cards
 from .game import (
     DEFAULT_MAX_TURNS, IllegalActionError, apply_action, can_play, effective_top, forfeit,
-    legal_actions, new_game,
+    legal_actions, new_game, start_game,
 )
 from .model import (
     Action, Done, Event, Flip, PickUp, Play, Result, Seat, SetFaceUp, Stack, State,
@@ -23,5 +23,5 @@ __all__ = [
     "PickUp", "Play", "Result", "Rules", "RulesError", "Seat", "SetFaceUp", "Stack", "State",
     "apply_action", "can_play", "card_str", "cards_str", "effective_top", "forfeit",
     "legal_actions", "new_game", "parse_card", "parse_cards", "parse_option", "preset",
-    "rules_from", "with_options",
+    "rules_from", "start_game", "with_options",
 ]

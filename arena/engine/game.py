@@ -28,6 +28,12 @@ class IllegalActionError(ValueError):
 
 def new_game(rules: Rules, players: int, seed: int, *, max_turns: int = DEFAULT_MAX_TURNS) -> State:
     """Shuffle with ``random.Random(seed)`` and deal; the same inputs give the same game anywhere."""
+    return start_game(rules, players, seed, max_turns=max_turns)[0]
+
+
+def start_game(rules: Rules, players: int, seed: int, *,
+               max_turns: int = DEFAULT_MAX_TURNS) -> tuple[State, list[Event]]:
+    """:func:`new_game` plus the events of the deal itself (a start card turned, who leads)."""
     if not rules.min_players <= players <= rules.max_players:
         raise RulesError(f"{rules.name} is for {rules.min_players}-{rules.max_players} players, not {players}")
     deck = make_deck(rules.decks_for(players), rules.jokers)
@@ -49,9 +55,8 @@ def new_game(rules: Rules, players: int, seed: int, *, max_turns: int = DEFAULT_
                   set_aside=() if has_stock else rest, to_move=0, phase="setup",
                   max_turns=max_turns, seed=seed)
     if decide:
-        return state
-    state, _ = _begin_play(state, [])
-    return state
+        return state, []
+    return _begin_play(state, [])
 
 
 # ---------------------------------------------------------------- legality

@@ -1,0 +1,153 @@
+"""The bot protocol: building the referee's messages and reading the bot's replies.
+
+One JSON object per line, UTF-8, both ways. Every message has a JSON Schema in
+``protocol/schemas/``; the bot's messages are validated against them, and the
+tests validate every message the referee writes. ``protocol/PROTOCOL.md`` is
+the contract a bot author reads.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from . import __version__
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 1 << 20  # longest line a bot may send; longer is a fault
+MAX_JSON_DEPTH = 32  # deeper nesting is rejected before parsing deeper
+
+REFEREE_MESSAGES = ("hello", "start", "request", "error", "end", "shutdown")
+BOT_MESSAGES = ("bot_hello", "action")
+
+
+class ProtocolError(ValueError):
+    """A bot's line that breaks the protocol. ``reason`` names the fault for logs and results."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def schema_dir() -> Path:
+    """``protocol/schemas`` from a source checkout, or the copy installed with the package."""
+    here = Path(__file__).resolve().parent.parent / "protocol" / "schemas"
+    if here.is_dir():
+        return here
+    return Path(str(resources.files("arena") / "schemas"))
+
+
+@cache
+def validator(name: str) -> jsonschema.protocols.Validator:
+    schema = json.loads((schema_dir() / f"{name}.schema.json").read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def validate(name: str, message: Any) -> None:
+    """Raise ``jsonschema.ValidationError`` if ``message`` does not match schema ``name``."""
+    validator(name).validate(message)
+
+
+# ---------------------------------------------------------------- referee -> bot
+
+def hello() -> dict[str, Any]:
+    return {"type": "hello", "protocol": PROTOCOL_VERSION, "arena": __version__}
+
+
+def start(game: str, seat: int, players: int, names: list[str], rules: dict[str, Any],
+          clock: dict[str, int]) -> dict[str, Any]:
+    return {"type": "start", "game": game, "seat": seat, "players": players, "names": names,
+            "rules": rules, "clock": clock}
+
+
+def request(request_id: int, game: str, decision: str, view: dict[str, Any],
+            events: list[dict[str, Any]], actions: list[dict[str, Any]],
+            clock: dict[str, int]) -> dict[str, Any]:
+    return {"type": "request", "id": request_id, "game": game, "decision": decision,
+            "view": view, "events": events,
+            "actions": [{"id": i, **a} for i, a in enumerate(actions)], "clock": clock}
+
+
+def error(reason: str, message: str, request_id: int | None = None) -> dict[str, Any]:
+    out = {"type": "error", "reason": reason, "message": message}
+    if request_id is not None:
+        out["request"] = request_id
+    return out
+
+
+def end(game: str, result: dict[str, Any], reveal: list[dict[str, Any]],
+        events: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "end", "game": game, "result": result, "reveal": reveal, "events": events}
+
+
+def shutdown() -> dict[str, Any]:
+    return {"type": "shutdown"}
+
+
+def encode(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- bot -> referee
+
+def _depth_ok(line: str) -> bool:
+    """Reject absurd nesting cheaply, before json.loads recurses into it."""
+    depth = 0
+    for ch in line:
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def parse_line(line: str) -> Any:
+    """A bot's line as JSON, or a ``ProtocolError('bad_json')``."""
+    text = line.strip()
+    if not text:
+        raise ProtocolError("bad_json", "empty line")
+    if not _depth_ok(text):
+        raise ProtocolError("bad_json", f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ProtocolError("bad_json", f"not JSON: {e}") from None
+
+
+def read_bot_hello(line: str) -> dict[str, Any]:
+    msg = parse_line(line)
+    _check("bot_hello", msg)
+    if msg["protocol"] != PROTOCOL_VERSION:
+        raise ProtocolError("bad_version", f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")
+    return msg
+
+
+def read_action(line: str, request_id: int, n_actions: int) -> int:
+    """The action id a bot chose: a bare integer line, or an ``action`` message for this request."""
+    msg = parse_line(line)
+    if isinstance(msg, int) and not isinstance(msg, bool):
+        action = msg
+    else:
+        _check("action", msg)
+        if msg["request"] != request_id:
+            raise ProtocolError("wrong_request", f"reply names request {msg['request']}, expected {request_id}")
+        action = msg["action"]
+    if not 0 <= action < n_actions:
+        raise ProtocolError("illegal_action", f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
+    return action
+
+
+def _check(schema: str, msg: Any) -> None:
+    try:
+        validate(schema, msg)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "message"
+        raise ProtocolError("schema", f"{schema} message invalid at {where}: {e.message}") from None
