@@ -18,16 +18,9 @@ independent Elo is the requirement here.
 
 from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
 from .outcome import Outcome
-from .plackett_luce import (
-    ELO_PER_NAT,
-    Rating,
-    Ratings,
-    fit_elo,
-    likelihood_of_superiority,
-    los_matrix,
-    neighbour_los,
-)
+from .plackett_luce import ELO_PER_NAT, Rating, Ratings, fit_elo
 from .provisional import ProvisionalRatings, ProvisionalRow
+from .superiority import likelihood_of_superiority, los_matrix, neighbour_los
 
 __all__ = [
     "ELO_PER_NAT",

@@ -37,7 +37,7 @@ def score_to_elo(score: float) -> float:
         return -math.inf
     if score >= 1.0:
         return math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
+    return 400.0 * math.log10(score / (1.0 - score))
 
 
 def elo_difference(wins: int, draws: int, losses: int) -> tuple[float, float]:

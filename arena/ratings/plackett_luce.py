@@ -18,11 +18,15 @@ log-probabilities):
   there is a stage "choose from T + L" with weight 1/C(k,|T|), the chooser
   spread evenly over T - so no k! enumeration.  This is a composite
   likelihood, so the Hessian-based errors are approximate for tie-heavy data.
-* a draw is the tie of everyone, treated the same way (``draws="tie"``, the
-  default): a draw between unequal bots is evidence that they are closer,
-  as in every chess rating list.  ``draws="ignore"`` drops draws from the
-  likelihood (they still count in ``games``/``draws``) for pools where draws
-  are adjudication artefacts rather than play.
+* a draw (no finishing order at all: agreed, or adjudicated when a game is
+  stopped) is by default *left out of the likelihood* and only counted in
+  ``games``/``draws``.  Plackett-Luce never produces a draw; a stopped game is
+  a censored observation, and when the stop does not depend on who is ahead
+  (turn cap, bots looping) its probability does not involve the strengths,
+  so dropping it is exact - and a weak bot's stalling cannot drag a strong
+  one down.  ``draws="tie"`` instead treats it as everyone tied (the rule
+  above; for two seats, chess's half point) for pools where a draw really
+  means "nobody could beat anyone".
 
 Prior.  Each bot also plays ``prior`` virtual drawn two-seat games (default 1)
 against the *current pool average* (theta_bar, itself a function of all
@@ -49,6 +53,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -57,15 +63,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .outcome import Outcome
 
-__all__ = [
-    "ELO_PER_NAT",
-    "Rating",
-    "Ratings",
-    "fit_elo",
-    "likelihood_of_superiority",
-    "los_matrix",
-    "neighbour_los",
-]
+__all__ = ["ELO_PER_NAT", "Rating", "Ratings", "fit_elo"]
 
 ELO_PER_NAT = 400.0 / math.log(10.0)
 _Z95 = 1.959963984540054
@@ -130,48 +128,54 @@ class Ratings(dict[str, Rating]):
 # outcomes -> aggregated stages
 
 
+@lru_cache(maxsize=None)
+def _template(sizes: tuple[int, ...], partial: bool) -> tuple[tuple[tuple[int, ...], tuple[int, ...], float], ...]:
+    """Stages of one game *shape* (group sizes, partial) as column positions.
+
+    Returns (set columns, chooser columns, weight) triples; the weight of the
+    stage is shared evenly by its choosers.  A singleton group gives the plain
+    PL stage; a tied group of k gives, for every subset T of it, the stage
+    "choose from T + everyone below" with weight 1/C(k, |T|) (the average
+    over the k! orders, see the module docstring).
+    """
+    starts = [sum(sizes[:g]) for g in range(len(sizes))]
+    total = sum(sizes)
+    stages = []
+    for g in range(1 if partial else len(sizes)):
+        group = range(starts[g], starts[g] + sizes[g])
+        below = tuple(range(starts[g] + sizes[g], total))
+        k = sizes[g]
+        for t in range(1, k + 1):
+            for chosen in combinations(group, t):
+                if t + len(below) >= 2:
+                    stages.append((chosen + below, chosen, 1.0 / math.comb(k, t)))
+    return tuple(stages)
+
+
 class _StageBuilder:
-    """Collects (choice set, weight) stages and per-bot stage wins."""
+    """Collects (choice set, weight) stages and per-bot stage wins, shape by shape."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.sets: dict[int, list[np.ndarray]] = defaultdict(list)
         self.wts: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.win_idx: list[np.ndarray] = []
-        self.win_w: list[np.ndarray] = []
+        self.win_idx: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+        self.win_w: list[np.ndarray] = [np.zeros(0)]
 
-    def add_rows(self, rows: np.ndarray, counts: np.ndarray, stages: int) -> None:
-        """Untied games, ``rows`` in finishing order: first ``stages`` stages."""
-        k = rows.shape[1]
-        for t in range(min(stages, k - 1)):
-            self.sets[k - t].append(rows[:, t:])
-            self.wts[k - t].append(counts)
-            self.win_idx.append(rows[:, t])
-            self.win_w.append(counts)
-
-    def add_tied(self, groups: list[list[int]], count: float, partial: bool) -> None:
-        """Games with ties: average over the orders of each tied group (see module doc)."""
-        last = 1 if partial else len(groups)
-        for g in range(last):
-            group = groups[g]
-            below = [b for h in groups[g + 1 :] for b in h]
-            k = len(group)
-            for t in range(1, k + 1):
-                share = count / math.comb(k, t)
-                for T in _subsets(group, t):
-                    members = list(T) + below
-                    if len(members) < 2:
-                        continue
-                    self.sets[len(members)].append(np.array([members]))
-                    self.wts[len(members)].append(np.array([share]))
-                    self.win_idx.append(np.array(T))
-                    self.win_w.append(np.full(t, share / t))
+    def add_shape(self, sizes: tuple[int, ...], partial: bool, rows: np.ndarray, counts: np.ndarray) -> None:
+        """``rows[i]`` lists game i's bots group by group, best group first."""
+        for cols, chosen, share in _template(sizes, partial):
+            w = counts * share
+            self.sets[len(cols)].append(rows[:, list(cols)])
+            self.wts[len(cols)].append(w)
+            self.win_idx.append(rows[:, list(chosen)].ravel())
+            self.win_w.append(np.repeat(w / len(chosen), len(chosen)))
 
     def build(self) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
         groups = []
         for s in sorted(self.sets):
-            rows = np.sort(np.concatenate(self.sets[s]).astype(np.int64), axis=1)
-            w = np.concatenate(self.wts[s]).astype(float)
+            rows = np.sort(np.concatenate(self.sets[s]), axis=1)
+            w = np.concatenate(self.wts[s])
             # canonical order (rows, then weight) => sums are order independent
             order = np.lexsort((w,) + tuple(rows[:, j] for j in reversed(range(s))))
             rows, w = rows[order], w[order]
@@ -179,20 +183,11 @@ class _StageBuilder:
             new[1:] = np.any(rows[1:] != rows[:-1], axis=1)
             starts = np.flatnonzero(new)
             groups.append((rows[starts], np.add.reduceat(w, starts)))
-        if self.win_idx:
-            idx = np.concatenate(self.win_idx).astype(np.int64)
-            w = np.concatenate(self.win_w).astype(float)
-            order = np.lexsort((w, idx))
-            b = np.bincount(idx[order], w[order], minlength=self.n)
-        else:
-            b = np.zeros(self.n)
+        idx = np.concatenate(self.win_idx)
+        w = np.concatenate(self.win_w)
+        order = np.lexsort((w, idx))
+        b = np.bincount(idx[order], w[order], minlength=self.n).astype(float)
         return groups, b
-
-
-def _subsets(items: list[int], t: int):
-    from itertools import combinations
-
-    return combinations(items, t)
 
 
 def _beat_edges(o: Outcome, index: Mapping[str, int], draws: str) -> list[tuple[int, int]]:
@@ -307,7 +302,7 @@ def fit_elo(
     anchor: str | None = None,
     anchor_elo: float = 1500.0,
     prior: float = 1.0,
-    draws: Literal["tie", "ignore"] = "tie",
+    draws: Literal["ignore", "tie"] = "ignore",
 ) -> Ratings:
     """Fit Plackett-Luce Elo to all games at once (order independent).
 
@@ -316,39 +311,50 @@ def fit_elo(
     against the pool average (0 = plain MLE).  95% intervals come from the
     observed information (Hessian of the negative log-posterior) under the
     gauge constraint.  See the module docstring for ties and draws.
+
+    The result is a dict ``name -> Rating`` that also carries ``covariance``
+    (Elo^2, for :meth:`Ratings.diff_se` and the LOS helpers), the data
+    ``log_likelihood`` at the fit (prior excluded) and Newton ``iterations``.
     """
     if draws not in ("tie", "ignore"):
         raise ValueError("draws must be 'tie' or 'ignore'")
     if prior < 0:
         raise ValueError("prior must be >= 0")
     counts = Counter(outcomes)
+    names_seen: set[str] = set()
     for o in counts:
         if not isinstance(o, Outcome):
             raise TypeError(f"expected Outcome, got {type(o).__name__}")
-    names = sorted({b for o in counts for b in o.bots})
-    if anchor is not None and anchor not in names:
+        for g in o.groups:
+            names_seen.update(g)
+    names = sorted(names_seen)
+    if anchor is not None and anchor not in names_seen:
         raise ValueError(f"anchor {anchor!r} played no games")
     n = len(names)
     index = {b: i for i, b in enumerate(names)}
-    games = np.zeros(n, dtype=np.int64)
-    ndraws = np.zeros(n, dtype=np.int64)
     builder = _StageBuilder(n)
-    untied: dict[tuple[int, bool], tuple[list[list[int]], list[int]]] = defaultdict(lambda: ([], []))
+    seat_ids: list[int] = []  # every seat of every distinct game, for the games count
+    seat_w: list[int] = []
+    draw_ids: list[int] = []
+    draw_w: list[int] = []
+    shapes: dict[tuple[tuple[int, ...], bool], tuple[list[list[int]], list[int]]] = defaultdict(lambda: ([], []))
     for o, c in counts.items():
-        ids = [index[b] for b in o.bots]
-        games[ids] += c
-        if o.is_draw:
-            ndraws[ids] += c
+        groups = o.groups
+        ids = [index[b] for g in groups for b in g]
+        seat_ids += ids
+        seat_w += [c] * len(ids)
+        if len(groups) == 1:  # draw
+            draw_ids += ids
+            draw_w += [c] * len(ids)
             if draws == "ignore":
                 continue
-        if all(len(g) == 1 for g in o.groups[:1 if o.partial else None]):
-            rows, cs = untied[(len(ids), o.partial)]
-            rows.append(ids)
-            cs.append(c)
-        else:
-            builder.add_tied([[index[b] for b in g] for g in o.groups], c, o.partial)
-    for (k, partial), (rows, cs) in untied.items():
-        builder.add_rows(np.array(rows, dtype=np.int64), np.array(cs, dtype=float), 1 if partial else k)
+        rows, cs = shapes[(tuple(map(len, groups)), o.partial)]
+        rows.append(ids)
+        cs.append(c)
+    for (sizes, partial), (rows, cs) in shapes.items():
+        builder.add_shape(sizes, partial, np.array(rows, dtype=np.int64), np.array(cs, dtype=float))
+    games = np.bincount(np.array(seat_ids, dtype=np.int64), np.array(seat_w, dtype=np.int64), minlength=n)
+    ndraws = np.bincount(np.array(draw_ids, dtype=np.int64), np.array(draw_w, dtype=np.int64), minlength=n)
 
     if n == 0:
         return Ratings({}, np.zeros((0, 0)), anchor=anchor, prior=prior, draws=draws,
@@ -393,53 +399,4 @@ def fit_elo(
         for i, name in enumerate(names)
     }
     return Ratings(ratings, cov_elo, anchor=anchor, prior=prior, draws=draws,
-                   log_likelihood=-obj.value(theta), iterations=iterations)
-
-
-# --------------------------------------------------------------------------
-# likelihood of superiority
-
-
-def _phi(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
-def likelihood_of_superiority(a: Rating, b: Rating, *, covariance: float = 0.0) -> float:
-    """P(a is truly stronger than b), normal approximation of the fitted ratings.
-
-    Pass ``covariance`` (Elo^2, e.g. ``ratings.covariance[i, j]``) for the
-    exact error of the difference; without it the two errors are treated as
-    independent.  :func:`los_matrix` and :func:`neighbour_los` do this for you.
-    """
-    var = a.se**2 + b.se**2 - 2.0 * covariance
-    diff = a.elo - b.elo
-    if var <= 0.0:
-        return 0.5 if diff == 0 else float(diff > 0)
-    return _phi(diff / math.sqrt(var))
-
-
-def _cov(ratings: Mapping[str, Rating], a: str, b: str) -> float:
-    if isinstance(ratings, Ratings):
-        i, j = ratings._index[a], ratings._index[b]
-        return float(ratings.covariance[i, j])
-    return 0.0
-
-
-def los_matrix(ratings: Mapping[str, Rating]) -> tuple[list[str], np.ndarray]:
-    """Names in standings order and M[i, j] = LOS(row bot over column bot)."""
-    names = sorted(ratings, key=lambda n: (-ratings[n].elo, n))
-    m = np.full((len(names), len(names)), 0.5)
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            if i != j:
-                m[i, j] = likelihood_of_superiority(ratings[a], ratings[b], covariance=_cov(ratings, a, b))
-    return names, m
-
-
-def neighbour_los(ratings: Mapping[str, Rating]) -> list[tuple[str, str, float]]:
-    """For a standings table: (bot, bot just below, LOS of bot over it), best first."""
-    names = sorted(ratings, key=lambda n: (-ratings[n].elo, n))
-    return [
-        (a, b, likelihood_of_superiority(ratings[a], ratings[b], covariance=_cov(ratings, a, b)))
-        for a, b in zip(names, names[1:])
-    ]
+                   log_likelihood=-_Objective(groups, b, 0.0).value(theta), iterations=iterations)

@@ -1,0 +1,388 @@
+"""Tests for arena.ratings: fitted PL Elo, head-to-head stats, SPRT, provisional table."""
+
+from __future__ import annotations
+
+import math
+from itertools import permutations
+
+import choix
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+
+from arena.ratings import (
+    ELO_PER_NAT,
+    Outcome,
+    ProvisionalRatings,
+    Rating,
+    Sprt,
+    elo_difference,
+    fit_elo,
+    likelihood_of_superiority,
+    los,
+    los_matrix,
+    neighbour_los,
+)
+
+K = ELO_PER_NAT
+
+
+def sig(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def simulate(true_elo: np.ndarray, seats: int, n_games: int, seed: int) -> list[Outcome]:
+    """Plackett-Luce games (Gumbel-max trick: sorting theta + Gumbel noise is a PL draw)."""
+    rng = np.random.default_rng(seed)
+    theta = true_elo / K
+    names = [f"b{i:02d}" for i in range(len(true_elo))]
+    out = []
+    for _ in range(n_games):
+        table = rng.choice(len(true_elo), size=seats, replace=False)
+        order = table[np.argsort(-(theta[table] + rng.gumbel(size=seats)))]
+        out.append(Outcome.order(*(names[i] for i in order)))
+    return out
+
+
+def diffs(r, names):
+    return np.array([r[n].elo for n in names]) - r[names[0]].elo
+
+
+# ---------------------------------------------------------------- Outcome
+
+
+def test_outcome_constructors_are_canonical():
+    assert Outcome.order("a", ("c", "b"), "d") == Outcome.order("a", ["b", "c"], "d")
+    assert Outcome.order("a", ("c", "b")).groups == (("a",), ("b", "c"))
+    w = Outcome.winner_only("x", ["z", "y"])
+    assert w.partial and w.groups == (("x",), ("y", "z")) and w.winners == ("x",)
+    d = Outcome.draw(["q", "p"])
+    assert d.is_draw and d.winners == () and d.groups == (("p", "q"),)
+    assert Outcome.from_ranks({"a": 2, "b": 1, "c": 2}) == Outcome.order("b", ("a", "c"))
+    assert hash(Outcome.order("a", "b")) == hash(Outcome.order("a", "b"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Outcome.order(["a", "b", "c"]),  # forgot to unpack: would be a silent draw
+        lambda: Outcome.order("a", "a"),
+        lambda: Outcome.order("a"),
+        lambda: Outcome.winner_only("a", []),
+        lambda: Outcome((("a",), ("b",), ("c",)), partial=True),
+        lambda: Outcome((("a",), ()),),
+    ],
+)
+def test_outcome_rejects_bad_input(make):
+    with pytest.raises(ValueError):
+        make()
+
+
+# ---------------------------------------------------------------- hand-computed two-player fits
+
+
+def test_two_player_mle_is_the_elo_logistic():
+    games = [Outcome.order("A", "B")] * 3 + [Outcome.order("B", "A")]
+    r = fit_elo(games, prior=0)
+    assert r["A"].elo - r["B"].elo == pytest.approx(400 * math.log10(3), abs=1e-6)
+    assert (r["A"].elo + r["B"].elo) / 2 == pytest.approx(1500.0, abs=1e-9)
+    # observed information of the difference: n p (1-p) = 4 * 3/16 = 3/4 (nats^-2)
+    assert r.diff_se("A", "B") == pytest.approx(K * math.sqrt(4 / 3), rel=1e-6)
+    assert r["A"].se == pytest.approx(K * math.sqrt(1 / 3), rel=1e-6)  # half the difference
+    assert r["A"].ci_high - r["A"].ci_low == pytest.approx(2 * 1.959964 * r["A"].se, rel=1e-6)
+    assert r["A"].games == r["B"].games == 4
+
+
+def test_two_player_with_prior_matches_hand_solution():
+    games = [Outcome.order("A", "B")] * 3 + [Outcome.order("B", "A")]
+    # d/dD of 3 log s(D) + log s(-D) + [log s(D/2) + log s(-D/2)]  (one virtual draw each vs pool mean)
+    root = brentq(lambda x: 3 * sig(-x) - sig(x) + 0.5 * (sig(-x / 2) - sig(x / 2)), 0.01, 5)
+    r = fit_elo(games)  # prior=1 by default
+    assert r["A"].elo - r["B"].elo == pytest.approx(K * root, abs=1e-6)
+    assert r["A"].elo - r["B"].elo < 400 * math.log10(3)  # pulled toward the pool
+
+
+def test_all_wins_is_finite_with_prior_and_refused_without():
+    games = [Outcome.order("A", "B")] * 10 + [Outcome.order("B", "C"), Outcome.order("C", "B")]
+    r = fit_elo(games)
+    assert all(math.isfinite(x.elo) and math.isfinite(x.se) for x in r.values())
+    assert r["A"].elo > r["B"].elo
+    with pytest.raises(ValueError, match="prior"):
+        fit_elo(games, prior=0)
+
+
+# ---------------------------------------------------------------- draws and ties
+
+
+def test_draws_ignored_by_default_but_counted():
+    base = [Outcome.order("A", "B")] * 3 + [Outcome.order("B", "A")]
+    with_draws = base + [Outcome.draw(["A", "B"])] * 2
+    r0, r1 = fit_elo(base, prior=0), fit_elo(with_draws, prior=0)
+    assert r1["A"].elo == pytest.approx(r0["A"].elo, abs=1e-9)
+    assert r1["A"].se == pytest.approx(r0["A"].se, abs=1e-9)
+    assert (r1["A"].games, r1["A"].draws) == (6, 2)
+
+
+def test_draws_as_ties_are_half_points():
+    games = [Outcome.order("A", "B")] * 3 + [Outcome.draw(["A", "B"])] * 2
+    r = fit_elo(games, prior=0, draws="tie")
+    # score 4/5 -> 400 log10(4): the chess convention
+    assert r["A"].elo - r["B"].elo == pytest.approx(400 * math.log10(4), abs=1e-6)
+
+
+def test_tied_group_equals_average_over_its_orders():
+    ctx = [Outcome.order("b", "a", "c"), Outcome.order("c", "b", "a"), Outcome.order("a", "c", "b")] * 2
+    tied = fit_elo(ctx + [Outcome.order("a", ("b", "c"))] * 2, prior=0)
+    expanded = fit_elo(ctx + [Outcome.order("a", "b", "c"), Outcome.order("a", "c", "b")], prior=0)
+    for n in "abc":
+        assert tied[n].elo == pytest.approx(expanded[n].elo, abs=1e-8)
+        assert tied[n].se == pytest.approx(expanded[n].se, abs=1e-8)
+
+
+def test_full_draw_as_tie_equals_all_orders_and_pulls_together():
+    ctx = [Outcome.order("a", "b", "c")] * 4 + [Outcome.order("c", "a", "b"), Outcome.order("b", "c", "a")]
+    draw = fit_elo(ctx + [Outcome.draw("abc")] * 6, prior=0, draws="tie")
+    perms = fit_elo(ctx + [Outcome.order(*p) for p in permutations("abc")], prior=0)
+    alone = fit_elo(ctx, prior=0)
+    for n in "abc":
+        assert draw[n].elo == pytest.approx(perms[n].elo, abs=1e-8)
+    assert draw["a"].elo - draw["c"].elo < alone["a"].elo - alone["c"].elo
+
+
+def test_winner_only_matches_choix_top1():
+    rng = np.random.default_rng(7)
+    theta = np.array([0.8, 0.3, 0.0, -0.4, -0.7])
+    names = list("vwxyz")
+    data, outcomes = [], []
+    for _ in range(600):
+        table = rng.choice(5, size=int(rng.integers(2, 6)), replace=False)
+        order = table[np.argsort(-(theta[table] + rng.gumbel(size=len(table))))]
+        data.append((int(order[0]), tuple(int(i) for i in order[1:])))
+        outcomes.append(Outcome.winner_only(names[order[0]], [names[i] for i in order[1:]]))
+    r = fit_elo(outcomes, prior=0)
+    ref = choix.ilsr_top1(5, data, alpha=0.0, max_iter=10_000, tol=1e-12)
+    np.testing.assert_allclose(diffs(r, names), K * (ref - ref[0]), atol=1e-4)
+
+
+def test_full_orders_match_choix_rankings():
+    true = np.array([150.0, 60.0, 0.0, -40.0, -170.0, 0.0])
+    names = [f"b{i:02d}" for i in range(6)]
+    outs = simulate(true, 4, 500, seed=3) + simulate(true, 6, 200, seed=4)
+    data = [tuple(names.index(b) for b in o.bots) for o in outs]
+    ref = choix.ilsr_rankings(6, data, alpha=0.0, max_iter=10_000, tol=1e-12)
+    np.testing.assert_allclose(diffs(fit_elo(outs, prior=0), names), K * (ref - ref[0]), atol=1e-4)
+
+
+# ---------------------------------------------------------------- synthetic recovery
+
+
+@pytest.mark.parametrize("seats,n_games", [(2, 6000), (4, 3000), (6, 2000)])
+def test_recovers_known_strengths(seats, n_games):
+    true = np.linspace(330, -330, 12)  # 60 Elo apart, best first
+    names = [f"b{i:02d}" for i in range(12)]
+    r = fit_elo(simulate(true, seats, n_games, seed=seats))
+    assert r.standings() == names
+    centred = true - true.mean() + 1500.0
+    inside = [r[n].ci_low <= t <= r[n].ci_high for n, t in zip(names, centred)]
+    assert sum(inside) >= 9  # 95% intervals: expect ~11.4 of 12
+    gap_ok = [
+        abs((r[a].elo - r[b].elo) - (ta - tb)) <= 1.96 * r.diff_se(a, b)
+        for (a, ta), (b, tb) in zip(zip(names, true), zip(names[1:], true[1:]))
+    ]
+    assert sum(gap_ok) >= 8  # of 11 neighbour gaps (expect ~10.5)
+    z = [(r[n].elo - t) / r[n].se for n, t in zip(names, centred)]
+    assert 0.2 < np.mean(np.square(z)) < 3.0  # errors are of the size the CIs claim
+
+
+def test_mixed_seat_pool_recovers_order():
+    true = np.array([300.0, 180.0, 60.0, -60.0, -180.0, -300.0])
+    outs = simulate(true, 2, 1500, 1) + simulate(true, 4, 800, 2) + simulate(true, 6, 500, 3)
+    r = fit_elo(outs)
+    assert r.standings() == [f"b{i:02d}" for i in range(6)]
+    assert all(p > 0.99 for _, _, p in neighbour_los(r))
+
+
+# ---------------------------------------------------------------- order independence, anchor
+
+
+names_st = st.sampled_from(["ann", "bob", "cy", "dee", "eve"])
+
+
+@st.composite
+def outcomes_st(draw):
+    bots = draw(st.lists(names_st, min_size=2, max_size=5, unique=True))
+    kind = draw(st.sampled_from(["order", "ties", "winner", "draw"]))
+    if kind == "order":
+        return Outcome.order(*bots)
+    if kind == "winner":
+        return Outcome.winner_only(bots[0], bots[1:])
+    if kind == "draw":
+        return Outcome.draw(bots)
+    cuts = sorted(draw(st.sets(st.integers(1, len(bots) - 1), min_size=1)))
+    groups = [bots[i:j] for i, j in zip([0] + cuts, cuts + [len(bots)])]
+    return Outcome.order(*groups)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(outcomes_st(), min_size=1, max_size=40), st.randoms(use_true_random=False),
+       st.sampled_from(["ignore", "tie"]))
+def test_order_independent(games, rnd, draws):
+    shuffled = list(games)
+    rnd.shuffle(shuffled)
+    a, b = fit_elo(games, draws=draws), fit_elo(shuffled, draws=draws)
+    assert dict(a) == dict(b)  # bit-identical, not just close
+    assert np.array_equal(a.covariance, b.covariance)
+
+
+def test_anchor_is_a_gauge():
+    outs = simulate(np.array([100.0, 0.0, -50.0, -200.0]), 4, 400, seed=11)
+    free = fit_elo(outs)
+    fixed = fit_elo(outs, anchor="b02", anchor_elo=2000.0)
+    assert fixed["b02"].elo == 2000.0 and fixed["b02"].se == 0.0
+    for n in free:
+        assert fixed[n].elo - 2000.0 == pytest.approx(free[n].elo - free["b02"].elo, abs=1e-9)
+        assert fixed.diff_se(n, "b02") == pytest.approx(free.diff_se(n, "b02"), rel=1e-9)
+        if n != "b02":
+            assert fixed[n].se == pytest.approx(free.diff_se(n, "b02"), rel=1e-9)
+    assert np.mean([free[n].elo for n in free]) == pytest.approx(1500.0, abs=1e-9)
+    with pytest.raises(ValueError):
+        fit_elo(outs, anchor="nobody")
+
+
+def test_empty_input():
+    assert dict(fit_elo([])) == {}
+
+
+# ---------------------------------------------------------------- LOS
+
+
+def test_los_helpers():
+    a = Rating(elo=1600, se=20, ci_low=0, ci_high=0, games=10)
+    b = Rating(elo=1550, se=30, ci_low=0, ci_high=0, games=10)
+    p = likelihood_of_superiority(a, b)
+    assert p == pytest.approx(0.5 * math.erfc(-50 / math.sqrt(1300) / math.sqrt(2)))
+    assert p + likelihood_of_superiority(b, a) == pytest.approx(1.0)
+    assert likelihood_of_superiority(a, b, covariance=500) > p  # correlated -> sharper
+    r = fit_elo(simulate(np.array([200.0, 0.0, -200.0]), 2, 300, seed=5))
+    names, m = los_matrix(r)
+    assert names == r.standings()
+    np.testing.assert_allclose(m + m.T, 1.0)
+    assert m[0, 2] > 0.99
+    assert [(x, y) for x, y, _ in neighbour_los(r)] == list(zip(names, names[1:]))
+    i, j = r.names.index(names[0]), r.names.index(names[1])
+    with_cov = likelihood_of_superiority(r[names[0]], r[names[1]], covariance=r.covariance[i, j])
+    assert m[0, 1] == pytest.approx(with_cov, rel=1e-12)
+    _, plain = los_matrix(dict(r))  # plain mapping: independence approximation
+    assert plain[0, 1] == pytest.approx(likelihood_of_superiority(r[names[0]], r[names[1]]), rel=1e-12)
+
+
+# ---------------------------------------------------------------- head to head
+
+
+def test_elo_difference_known_numbers():
+    assert elo_difference(3, 0, 1)[0] == pytest.approx(190.8485, abs=1e-4)
+    assert elo_difference(3, 0, 1)[1] == math.inf  # the +1.96 sd bound passes score 1
+    assert elo_difference(10, 0, 10) == (0.0, pytest.approx(163.321, abs=1e-3))  # s = .5 +- .2191
+    elo, err = elo_difference(30, 20, 10)  # score 2/3, per-game sd sqrt(5/36)
+    assert elo == pytest.approx(120.412, abs=1e-3)
+    assert err == pytest.approx(75.260, abs=1e-3)
+    assert elo_difference(10, 20, 30)[0] == pytest.approx(-elo)
+    assert elo_difference(0, 0, 0) == (0.0, math.inf)
+    assert elo_difference(5, 0, 0)[0] == math.inf
+
+
+def test_los_known_numbers():
+    assert los(10, 10) == 0.5
+    assert los(0, 0) == 0.5
+    assert los(30, 10) == pytest.approx(0.5 + 0.5 * math.erf(20 / math.sqrt(80)))
+    assert los(60, 40) == pytest.approx(0.97725, abs=1e-4)  # z = 2
+
+
+def _fishtest_style_llr(w, d, l, elo0, elo1):
+    """Independent bisection version of fishtest's LLR_logistic (trinomial)."""
+    counts = [c if c else 1e-3 for c in (l, d, w)]
+    n = sum(counts)
+    pdf = [(0.0, counts[0] / n), (0.5, counts[1] / n), (1.0, counts[2] / n)]
+
+    def mle(s):
+        x = [(a - s, p) for a, p in pdf]
+        lo, hi = -1 / max(a for a, _ in x) + 1e-12, -1 / min(a for a, _ in x) - 1e-12
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if sum(p * a / (1 + mid * a) for a, p in x) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return [p / (1 + lo * (a - s)) for a, p in pdf]
+
+    s0, s1 = (1 / (1 + 10 ** (-e / 400)) for e in (elo0, elo1))
+    q0, q1 = mle(s0), mle(s1)
+    return n * sum(p * math.log(b / a) for (_, p), a, b in zip(pdf, q0, q1))
+
+
+@pytest.mark.parametrize("w,d,l", [(100, 50, 80), (520, 0, 480), (7, 1, 2), (3, 0, 0)])
+def test_sprt_llr_matches_reference_and_approximation(w, d, l):
+    s = Sprt(elo0=0, elo1=10)
+    s.add(w, d, l)
+    assert s.llr == pytest.approx(_fishtest_style_llr(w, d, l, 0, 10), rel=1e-6, abs=1e-9)
+    if w + d + l >= 200:
+        assert s.llr == pytest.approx(s.llr_approx, rel=0.05, abs=0.02)
+
+
+def test_sprt_bounds_and_decisions():
+    s = Sprt(elo0=0, elo1=10, alpha=0.05, beta=0.05)
+    assert s.lower == pytest.approx(math.log(0.05 / 0.95))
+    assert s.upper == pytest.approx(math.log(0.95 / 0.05))
+    assert s.status == "continue" and s.llr == 0.0
+    for _ in range(3):
+        s.update("win")
+    assert s.status == "continue"  # three straight wins prove nothing yet
+
+    rng = np.random.default_rng(1)
+    strong = Sprt(elo0=0, elo1=10)
+    while strong.status == "continue":  # true score 0.7 (~ +147 Elo): clearly H1
+        strong.update(1 if rng.random() < 0.7 else 0)
+    assert strong.status == "accept_h1" and strong.wins + strong.losses < 2000
+
+    even = Sprt(elo0=0, elo1=10)
+    cycle = ["win", "draw", "loss", "loss", "draw", "win"]
+    i = 0
+    while even.status == "continue":
+        even.update(cycle[i % len(cycle)])
+        i += 1
+    assert even.status == "accept_h0"
+    assert even.wins == pytest.approx(even.losses, abs=1)
+
+    with pytest.raises(ValueError):
+        s.update("resign")
+    with pytest.raises(ValueError):
+        Sprt(elo0=5, elo1=0)
+
+
+# ---------------------------------------------------------------- provisional (openskill)
+
+
+def test_provisional_moves_the_right_way():
+    p = ProvisionalRatings()
+    p.update(Outcome.order("a", "b", "c"))
+    rows = {row.name: row for row in p.table()}
+    assert rows["a"].mu > 25.0 > rows["c"].mu
+    assert all(row.sigma < 25 / 3 for row in rows.values())
+    for _ in range(20):
+        p.update(Outcome.order("a", "b", "c"))
+        p.update(Outcome.winner_only("a", ["b", "c"]))
+    p.update(Outcome.draw(["a", "b", "c"]))
+    table = p.table()
+    assert [row.name for row in table] == ["a", "b", "c"]
+    assert table[0].elo > table[1].elo > table[2].elo
+    assert all(row.elo_ordinal < row.elo for row in table)
+    assert table[0].games == 42
+
+
+def test_provisional_scale_is_the_small_sigma_two_seat_limit():
+    p = ProvisionalRatings()
+    assert p.elo_per_mu() == pytest.approx(K / (p.model.beta * math.sqrt(2)))
+    p.update(Outcome.order("a", "b", "c", "d"))
+    assert p.elo_per_mu() == pytest.approx(K / (p.model.beta * 2))
