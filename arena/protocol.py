@@ -9,12 +9,15 @@ the contract a bot author reads.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import referencing
+from referencing.jsonschema import DRAFT202012
 
 from . import __version__
 
@@ -43,10 +46,21 @@ def schema_dir() -> Path:
 
 
 @cache
+def registry() -> referencing.Registry:
+    """Every schema file, under its ``$id``, so ``$ref``s between files (``defs.schema.json``) resolve offline."""
+    entries = []
+    for path in sorted(schema_dir().glob("*.schema.json")):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        resource = referencing.Resource.from_contents(schema, default_specification=DRAFT202012)
+        entries.append((resource.id() or path.name, resource))
+    return referencing.Registry().with_resources(entries).crawl()
+
+
+@cache
 def validator(name: str) -> jsonschema.protocols.Validator:
-    schema = json.loads((schema_dir() / f"{name}.schema.json").read_text())
+    schema = json.loads((schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    return cls(schema, registry=registry())
 
 
 def validate(name: str, message: Any) -> None:
@@ -61,9 +75,10 @@ def hello() -> dict[str, Any]:
 
 
 def start(game: str, seat: int, players: int, names: list[str], rules: dict[str, Any],
-          clock: dict[str, int]) -> dict[str, Any]:
+          clock: dict[str, int], seed: int) -> dict[str, Any]:
+    """``seed`` is for the bot's own randomness: a bot that seeds from it replays identically."""
     return {"type": "start", "game": game, "seat": seat, "players": players, "names": names,
-            "rules": rules, "clock": clock}
+            "rules": rules, "clock": clock, "seed": seed}
 
 
 def request(request_id: int, game: str, decision: str, view: dict[str, Any],
@@ -96,15 +111,22 @@ def encode(message: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- bot -> referee
 
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = re.compile(r"[][{}]")
+
+
 def _depth_ok(line: str) -> bool:
-    """Reject absurd nesting cheaply, before json.loads recurses into it."""
+    """Reject absurd nesting cheaply, before json.loads recurses into it.
+
+    Brackets inside JSON strings are not nesting: strings are blanked out first.
+    """
     depth = 0
-    for ch in line:
-        if ch in "[{":
+    for m in _BRACKET.finditer(_JSON_STRING.sub('""', line)):
+        if m.group() in "[{":
             depth += 1
             if depth > MAX_JSON_DEPTH:
                 return False
-        elif ch in "]}":
+        else:
             depth -= 1
     return True
 
@@ -136,13 +158,25 @@ def read_action(line: str, request_id: int, n_actions: int) -> int:
     if isinstance(msg, int) and not isinstance(msg, bool):
         action = msg
     else:
-        _check("action", msg)
+        if not _plain_action(msg):  # the schema is run only to explain what is wrong
+            _check("action", msg)
         if msg["request"] != request_id:
             raise ProtocolError("wrong_request", f"reply names request {msg['request']}, expected {request_id}")
-        action = msg["action"]
+        action = int(msg["action"])  # JSON Schema counts 1.0 as an integer; the referee indexes with it
     if not 0 <= action < n_actions:
         raise ProtocolError("illegal_action", f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
     return action
+
+
+def _plain_action(msg: Any) -> bool:
+    """The common, valid shape of an ``action`` message, checked without jsonschema's overhead.
+
+    It accepts exactly what action.schema.json accepts when it says yes; anything
+    else goes through the schema for a precise error.
+    """
+    return (type(msg) is dict and msg.get("type") == "action"
+            and type(msg.get("request")) is int and msg["request"] >= 0
+            and type(msg.get("action")) is int and msg["action"] >= 0)
 
 
 def _check(schema: str, msg: Any) -> None:

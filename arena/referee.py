@@ -251,7 +251,8 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         return evs
 
     for seat, p in enumerate(players):
-        msg = protocol.start(game_id, seat, n, rec.players, rec.rules, clock.as_json())
+        msg = protocol.start(game_id, seat, n, rec.players, rec.rules, clock.as_json(),
+                             (seed * 1_000_003 + seat) % (1 << 31))
         try:
             await p.begin(msg)
         except BotFault as fault:

@@ -32,12 +32,19 @@ def rank_of(c: int) -> int:
     return c >> 2
 
 
-def card_str(c: int) -> str:
-    """``"7H"``, ``"TS"``, ``"XR"`` (red joker)."""
+def _name(c: int) -> str:
     r = c >> 2
     if r == JOKER:
         return "X" + JOKER_CHARS[c & 1]
     return RANK_CHARS[r] + SUIT_CHARS[c & 3]
+
+
+_NAMES = [_name(c) if c >= 8 else "" for c in range(64)]
+
+
+def card_str(c: int) -> str:
+    """``"7H"``, ``"TS"``, ``"XR"`` (red joker)."""
+    return _NAMES[c]
 
 
 def parse_card(text: str) -> int:
@@ -58,7 +65,8 @@ def parse_card(text: str) -> int:
 
 
 def cards_str(cs: Iterable[int]) -> list[str]:
-    return [card_str(c) for c in cs]
+    names = _NAMES
+    return [names[c] for c in cs]
 
 
 def parse_cards(texts: Iterable[str]) -> tuple[int, ...]:

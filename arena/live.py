@@ -1,0 +1,126 @@
+"""Showing a running tournament: a rich progress bar with live standings, or plain log lines."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .referee import GameRecord
+from .standings import Line, standings
+from .tournament import Reporter, ScheduledGame, TournamentConfig
+
+
+def standings_table(lines: list[Line], title: str = "Standings", *, provisional: bool = False) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("bot")
+    table.add_column("Elo" + (" (provisional)" if provisional else ""), justify="right")
+    table.add_column("games", justify="right")
+    table.add_column("win %", justify="right")
+    table.add_column("avg place", justify="right")
+    table.add_column("draws", justify="right")
+    table.add_column("faults", justify="right")
+    table.add_column("ms/decision", justify="right")
+    for i, l in enumerate(lines, 1):
+        elo = "-" if l.elo is None else f"{l.elo:.0f}"
+        if l.elo is not None and l.elo_low is not None and l.elo_high is not None:
+            elo += f" ±{(l.elo_high - l.elo_low) / 2:.0f}"
+        faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
+        table.add_row(str(i), l.bot, elo, str(l.games), f"{100 * l.win_rate:.1f}", f"{l.avg_place:.2f}",
+                      str(l.draws), faults, f"{l.ms_per_decision:.1f}")
+    return table
+
+
+class _Base(Reporter):
+    def __init__(self) -> None:
+        self.results: list[tuple[list[str], dict[str, Any]]] = []
+        self.faults: Counter = Counter()
+        self.total = self.done = self.base = 0
+        self.t0 = time.perf_counter()
+
+    def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
+        self.cfg, self.total, self.done, self.base = cfg, total, done, done
+        self.t0 = time.perf_counter()
+
+    def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
+        self.done += 1
+        assert record.result is not None
+        self.results.append((list(game.seats), record.result))
+        for f in record.faults:
+            self.faults[(game.seats[f["seat"]], f["reason"])] += 1
+
+    @property
+    def rate(self) -> float:
+        dt = time.perf_counter() - self.t0
+        return (self.done - self.base) / dt if dt > 0 else 0.0
+
+
+class PlainReporter(_Base):
+    """One line per finished game and a summary every ``every`` games: for CI and pipes."""
+
+    def __init__(self, every: int = 50, stream=None) -> None:
+        super().__init__()
+        self.every = every
+        self.out = stream or sys.stdout
+
+    def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
+        super().started(cfg, total, done)
+        resumed = f", resuming with {done} already stored" if done else ""
+        print(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, "
+              f"{cfg.workers} at a time{resumed}", file=self.out, flush=True)
+
+    def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
+        super().game_done(game, record)
+        r = record.result or {}
+        faults = "".join(f" fault:{game.seats[f['seat']]}:{f['reason']}" for f in record.faults)
+        if self.done % self.every == 0 or record.faults or self.done == self.total:
+            print(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')} "
+                  f"order {r.get('order')}{faults} ({self.rate:.1f} games/s)", file=self.out, flush=True)
+
+    def finished(self, interrupted: bool) -> None:
+        state = "interrupted" if interrupted else "finished"
+        print(f"{state}: {self.done}/{self.total} games stored", file=self.out, flush=True)
+
+
+class RichReporter(_Base):
+    """A progress bar (done, games/s, ETA) over a live standings table with fault counts."""
+
+    def __init__(self, console: Console | None = None, refresh_every: int = 1) -> None:
+        super().__init__()
+        self.console = console or Console()
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]:.1f} games/s"), TimeRemainingColumn(),
+                                 console=self.console)
+        self.live: Live | None = None
+        self.refresh_every = refresh_every
+
+    def _render(self) -> Group:
+        table = standings_table(standings(self.results, with_elo=False), "Live standings (this run)")
+        return Group(self.progress, table)
+
+    def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
+        super().started(cfg, total, done)
+        self.task = self.progress.add_task(cfg.name, total=total, completed=done, rate=0.0)
+        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self.live.start()
+
+    def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
+        super().game_done(game, record)
+        self.progress.update(self.task, completed=self.done, rate=self.rate)
+        if self.live and (self.done % self.refresh_every == 0 or self.done == self.total):
+            self.live.update(self._render())
+
+    def finished(self, interrupted: bool) -> None:
+        if self.live:
+            self.live.update(self._render())
+            self.live.stop()
+        if interrupted:
+            self.console.print(f"[yellow]interrupted[/] after {self.done}/{self.total} games; "
+                               "run the same command again to resume")

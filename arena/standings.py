@@ -1,0 +1,97 @@
+"""Standings: per-bot tallies from stored games, with fitted Elo where there is data for it."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Line:
+    bot: str
+    games: int = 0
+    wins: int = 0
+    lasts: int = 0
+    draws: int = 0
+    place_sum: float = 0.0
+    faults: Counter = field(default_factory=Counter)
+    think_ms: float = 0.0
+    decisions: int = 0
+    elo: float | None = None
+    elo_low: float | None = None
+    elo_high: float | None = None
+
+    @property
+    def avg_place(self) -> float:
+        return self.place_sum / self.games if self.games else 0.0
+
+    @property
+    def win_rate(self) -> float:
+        return self.wins / self.games if self.games else 0.0
+
+    @property
+    def ms_per_decision(self) -> float:
+        return self.think_ms / self.decisions if self.decisions else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"bot": self.bot, "games": self.games, "wins": self.wins, "win_rate": round(self.win_rate, 4),
+                "lasts": self.lasts, "draws": self.draws, "avg_place": round(self.avg_place, 4),
+                "faults": dict(self.faults), "ms_per_decision": round(self.ms_per_decision, 3),
+                "elo": self.elo, "elo_low": self.elo_low, "elo_high": self.elo_high}
+
+
+def tally(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, Line]:
+    """Tally (seats, result) pairs. A draw counts as a draw for every seat still in it."""
+    lines: dict[str, Line] = defaultdict(lambda: Line(""))
+    for seats, result in games:
+        forfeits = result.get("forfeits", {})
+        n = len(seats)
+        place = 1
+        for group in result["order"]:
+            for s in group:
+                line = lines[seats[s]]
+                line.bot = seats[s]
+                line.games += 1
+                line.place_sum += place
+                if str(s) in forfeits:
+                    line.faults[forfeits[str(s)]] += 1
+                elif result["draw"]:
+                    line.draws += 1
+                elif place == 1 and len(group) == 1:
+                    line.wins += 1
+                if place + len(group) - 1 == n and len(group) == 1 and not result["draw"]:
+                    line.lasts += 1
+            place += len(group)
+    return dict(lines)
+
+
+def outcomes(games: list[tuple[list[str], dict[str, Any]]]):
+    """Stored results as rating outcomes: full orders where known, winner-only otherwise."""
+    from .ratings import Outcome
+    out = []
+    for seats, result in games:
+        order = [tuple(seats[s] for s in g) for g in result["order"]]
+        if result["draw"]:
+            # forfeited seats still lose to those who drew
+            out.append(Outcome(tuple(order), partial=False))
+        elif result["complete"]:
+            out.append(Outcome(tuple(order), partial=False))
+        else:
+            rest = tuple(b for g in order[1:] for b in g)
+            out.append(Outcome.winner_only(order[0][0], rest) if len(order[0]) == 1 else Outcome(tuple(order), partial=False))
+    return out
+
+
+def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool = True) -> list[Line]:
+    lines = tally(games)
+    if with_elo and games and len(lines) >= 2:
+        try:
+            from .ratings import fit_elo
+            ratings = fit_elo(outcomes(games))
+        except Exception:  # ratings are a bonus on the table, never a reason to lose it
+            ratings = {}
+        for bot, r in ratings.items():
+            if bot in lines:
+                lines[bot].elo, lines[bot].elo_low, lines[bot].elo_high = r.elo, r.ci_low, r.ci_high
+    return sorted(lines.values(), key=lambda l: (-(l.elo if l.elo is not None else 0), l.avg_place, -l.wins, l.bot))

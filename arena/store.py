@@ -1,0 +1,248 @@
+"""The game store: one SQLite file (WAL) holding tournaments, bots, games and their logs.
+
+Each finished game is written in one transaction keyed by its game id, so a
+killed tournament loses at most the games that were still being played, and a
+resumed one never stores a game twice. Logs are zlib-compressed JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+DEFAULT_STORE = Path("arena-data") / "arena.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tournaments (
+    id TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    planned INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bots (
+    label TEXT PRIMARY KEY,          -- name@version
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    path TEXT NOT NULL,
+    registered REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS games (
+    id TEXT PRIMARY KEY,
+    tournament TEXT NOT NULL REFERENCES tournaments(id),
+    idx INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    rules TEXT NOT NULL,
+    seats TEXT NOT NULL,             -- JSON list of bot labels, seat order
+    reason TEXT NOT NULL,
+    draw INTEGER NOT NULL,
+    complete INTEGER NOT NULL,
+    result TEXT NOT NULL,            -- JSON result, with forfeits
+    turns INTEGER NOT NULL,
+    wall_ms REAL NOT NULL,
+    faults INTEGER NOT NULL,
+    finished REAL NOT NULL,
+    UNIQUE (tournament, idx)
+);
+CREATE TABLE IF NOT EXISTS game_seats (
+    game TEXT NOT NULL REFERENCES games(id),
+    seat INTEGER NOT NULL,
+    bot TEXT NOT NULL,
+    place INTEGER NOT NULL,
+    forfeit TEXT,
+    think_ms REAL NOT NULL,
+    decisions INTEGER NOT NULL,
+    PRIMARY KEY (game, seat)
+);
+CREATE INDEX IF NOT EXISTS game_seats_bot ON game_seats(bot);
+CREATE INDEX IF NOT EXISTS games_tournament ON games(tournament);
+CREATE TABLE IF NOT EXISTS game_logs (
+    game TEXT PRIMARY KEY REFERENCES games(id),
+    log BLOB NOT NULL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store file is missing, unreadable, or not an arena store."""
+
+
+class Store:
+    def __init__(self, path: str | Path = DEFAULT_STORE, *, readonly: bool = False):
+        self.path = Path(path)
+        if readonly and not self.path.exists():
+            raise StoreError(f"no store at {self.path}: run a tournament first, or pass --store")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            if not readonly:
+                self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a usable arena store: {e}") from None
+        try:
+            self.path.chmod(0o600)  # bots run as another user and must not read it
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------ tournaments
+
+    def begin_tournament(self, tid: str, config: dict[str, Any], planned: int) -> bool:
+        """Create the tournament, or check a resumed one has the same config. True if new."""
+        row = self.db.execute("SELECT config FROM tournaments WHERE id=?", (tid,)).fetchone()
+        now = time.time()
+        text = json.dumps(config, sort_keys=True)
+        if row is None:
+            with self.tx() as db:
+                db.execute("INSERT INTO tournaments VALUES (?,?,?,?,?,?)", (tid, text, planned, "running", now, now))
+            return True
+        if row[0] != text:
+            raise StoreError(f"tournament {tid!r} already exists with a different configuration; "
+                             "give it a new name to start afresh")
+        self.db.execute("UPDATE tournaments SET status='running', updated=? WHERE id=?", (now, tid))
+        return False
+
+    def finish_tournament(self, tid: str, status: str = "done") -> None:
+        self.db.execute("UPDATE tournaments SET status=?, updated=? WHERE id=?", (status, time.time(), tid))
+
+    def tournament(self, tid: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT id, config, planned, status, created, updated FROM tournaments WHERE id=?",
+                              (tid,)).fetchone()
+        if row is None:
+            return None
+        played = self.db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0]
+        return {"id": row[0], "config": json.loads(row[1]), "planned": row[2], "status": row[3],
+                "created": row[4], "updated": row[5], "played": played}
+
+    def tournaments(self) -> list[dict[str, Any]]:
+        ids = [r[0] for r in self.db.execute("SELECT id FROM tournaments ORDER BY created")]
+        return [t for t in (self.tournament(i) for i in ids) if t]
+
+    # ------------------------------------------------------------ bots
+
+    def register_bot(self, label: str, name: str, version: str, digest: str, manifest: dict[str, Any],
+                     path: str) -> None:
+        row = self.db.execute("SELECT hash FROM bots WHERE label=?", (label,)).fetchone()
+        if row is None:
+            with self.tx() as db:
+                db.execute("INSERT INTO bots VALUES (?,?,?,?,?,?,?)",
+                           (label, name, version, digest, json.dumps(manifest), path, time.time()))
+        elif row[0] != digest:
+            with self.tx() as db:
+                db.execute("UPDATE bots SET hash=?, manifest=?, path=? WHERE label=?",
+                           (digest, json.dumps(manifest), path, label))
+
+    def bot(self, label: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT label, name, version, hash, manifest, path FROM bots WHERE label=?",
+                              (label,)).fetchone()
+        if row is None:
+            return None
+        return {"label": row[0], "name": row[1], "version": row[2], "hash": row[3],
+                "manifest": json.loads(row[4]), "path": row[5]}
+
+    # ------------------------------------------------------------ games
+
+    def done_indexes(self, tid: str) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT idx FROM games WHERE tournament=?", (tid,))}
+
+    def save_game(self, tid: str, idx: int, seats: list[str], record: dict[str, Any]) -> bool:
+        """Store a finished game and its log atomically. False if it was already stored."""
+        result = record["result"]
+        places = {}
+        for rank, group in enumerate(result["order"]):
+            best = 1 + sum(len(g) for g in result["order"][:rank])
+            for s in group:
+                places[s] = best
+        forfeits = result.get("forfeits", {})
+        turns = len(record["steps"])
+        try:
+            with self.tx() as db:
+                db.execute("INSERT INTO games VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                    record["game_id"], tid, idx, record["seed"], json.dumps(record["rules"]),
+                    json.dumps(seats), result["reason"], int(result["draw"]), int(result["complete"]),
+                    json.dumps(result), turns, record["wall_ms"], len(record["faults"]), time.time()))
+                db.executemany("INSERT INTO game_seats VALUES (?,?,?,?,?,?,?)", [
+                    (record["game_id"], s, seats[s], places[s], forfeits.get(str(s)),
+                     round(record["think_ms"][s], 3), record["decisions"][s]) for s in range(len(seats))])
+                db.execute("INSERT INTO game_logs VALUES (?,?)",
+                           (record["game_id"], zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def game_record(self, game_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT log FROM game_logs WHERE game=?", (game_id,)).fetchone()
+        if row is None:
+            return None
+        return json.loads(zlib.decompress(row[0]))
+
+    def games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
+              min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
+              limit: int = 100) -> list[dict[str, Any]]:
+        sql = "SELECT id, tournament, idx, seed, seats, reason, draw, result, turns, wall_ms, faults FROM games g"
+        where, args = [], []
+        if tournament:
+            where.append("tournament=?"); args.append(tournament)
+        if bot:
+            where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
+            args += [bot, bot + "@%"]
+        if reason:
+            where.append("reason=?"); args.append(reason)
+        if fault:
+            where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
+        if min_turns is not None:
+            where.append("turns>=?"); args.append(min_turns)
+        if max_turns is not None:
+            where.append("turns<=?"); args.append(max_turns)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY tournament, idx LIMIT ?"
+        args.append(limit)
+        out = []
+        for r in self.db.execute(sql, args):
+            out.append({"id": r[0], "tournament": r[1], "index": r[2], "seed": r[3], "seats": json.loads(r[4]),
+                        "reason": r[5], "draw": bool(r[6]), "result": json.loads(r[7]), "turns": r[8],
+                        "wall_ms": r[9], "faults": r[10]})
+        return out
+
+    def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
+        """(game, bot, place, forfeit, think_ms, decisions, draw, players) for standings."""
+        sql = ("SELECT s.game, s.bot, s.place, s.forfeit, s.think_ms, s.decisions, g.draw, "
+               "json_array_length(g.seats) FROM game_seats s JOIN games g ON g.id=s.game")
+        args: tuple = ()
+        if tournament:
+            sql += " WHERE g.tournament=?"
+            args = (tournament,)
+        return list(self.db.execute(sql + " ORDER BY g.tournament, g.idx, s.seat", args))
+
+    def results(self, tournament: str | None = None) -> list[tuple[list[str], dict[str, Any]]]:
+        sql = "SELECT seats, result FROM games"
+        args: tuple = ()
+        if tournament:
+            sql += " WHERE tournament=?"
+            args = (tournament,)
+        return [(json.loads(s), json.loads(r)) for s, r in self.db.execute(sql + " ORDER BY tournament, idx", args)]
