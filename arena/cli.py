@@ -19,7 +19,7 @@ from .tournament import ConfigError
 
 app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=140)
 err = Console(stderr=True)
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite).")]

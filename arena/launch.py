@@ -47,6 +47,10 @@ class Launcher:
 
     limits: Limits = field(default_factory=Limits)
     sandbox: bool = False
+    # Run each bot under a private uid (root referees only). Off by default because a
+    # bot's interpreter may live where other users cannot read it (e.g. under /root);
+    # --sandbox turns it on. docs/SANDBOX.md says what a bot can reach either way.
+    isolate_user: bool | None = None
     built: dict[str, bool] = field(default_factory=dict)
     build_lock: trio.Lock = field(default_factory=trio.Lock)
 
@@ -73,5 +77,6 @@ class Launcher:
     async def __call__(self, spec: BotSpec):
         from .botproc import start_bot
         await self.build(spec)
+        isolate = self.sandbox if self.isolate_user is None else self.isolate_user
         return await start_bot(argv(spec), spec.workdir, limits=limits_for(spec, self.limits),
-                               sandbox=self.sandbox)
+                               sandbox=self.sandbox, run_as="auto" if isolate else None)

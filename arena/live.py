@@ -20,21 +20,20 @@ from .tournament import Reporter, ScheduledGame, TournamentConfig
 def standings_table(lines: list[Line], title: str = "Standings", *, provisional: bool = False) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("bot")
+    table.add_column("bot", no_wrap=True)
     table.add_column("Elo" + (" (provisional)" if provisional else ""), justify="right")
     table.add_column("games", justify="right")
     table.add_column("win %", justify="right")
     table.add_column("avg place", justify="right")
     table.add_column("draws", justify="right")
     table.add_column("faults", justify="right")
-    table.add_column("ms/decision", justify="right")
     for i, l in enumerate(lines, 1):
         elo = "-" if l.elo is None else f"{l.elo:.0f}"
         if l.elo is not None and l.elo_low is not None and l.elo_high is not None:
             elo += f" ±{(l.elo_high - l.elo_low) / 2:.0f}"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
         table.add_row(str(i), l.bot, elo, str(l.games), f"{100 * l.win_rate:.1f}", f"{l.avg_place:.2f}",
-                      str(l.draws), faults, f"{l.ms_per_decision:.1f}")
+                      str(l.draws), faults)
     return table
 
 

@@ -25,7 +25,8 @@ from .manifest import BotSpec
 
 FAULT_REASONS = ("timeout", "crash", "bad_json", "schema", "illegal_action", "wrong_request",
                  "line_too_long", "bad_encoding", "handshake", "bad_version", "closed_input",
-                 "start_failed")
+                 "closed_output", "start_failed", "cpu_limit", "memory_limit", "output_limit",
+                 "bot_error")
 
 
 @dataclass(frozen=True)
@@ -250,14 +251,21 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         state, evs = forfeit(state, seat, fault.reason)
         return evs
 
-    for seat, p in enumerate(players):
+    async def begin(seat: int) -> None:
         msg = protocol.start(game_id, seat, n, rec.players, rec.rules, clock.as_json(),
                              (seed * 1_000_003 + seat) % (1 << 31))
         try:
-            await p.begin(msg)
+            await players[seat].begin(msg)
         except BotFault as fault:
-            evs = await drop(seat, fault, None)
-            _deliver(evs, pending, rec, None, on_event, state)
+            start_faults.append((seat, fault))
+
+    start_faults: list[tuple[int, BotFault]] = []
+    async with trio.open_nursery() as nursery:  # slow starters (JVMs) start side by side
+        for seat in range(n):
+            nursery.start_soon(begin, seat)
+    for seat, fault in sorted(start_faults, key=lambda x: x[0]):
+        evs = await drop(seat, fault, None)
+        _deliver(evs, pending, rec, None, on_event, state)
     request_id = 0
     while state.result is None:
         seat = state.to_move
