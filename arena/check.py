@@ -9,6 +9,7 @@ decision is measured by the referee as in a tournament.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -66,15 +67,19 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000,
         report["starts"] = me.starts
         usage = getattr(me.conn, "resource_usage", None)
         if callable(usage):
-            report["resources"] = usage()
+            u = usage()
+            report["resources"] = {"peak_memory_mb": None if u.peak_memory_bytes is None
+                                   else round(u.peak_memory_bytes / 2**20, 1),
+                                   "cpu_seconds": u.cpu_seconds, "source": u.source,
+                                   "cpu_ms_per_decision": None if u.cpu_seconds is None or not report["requests"]
+                                   else round(1000 * u.cpu_seconds / report["requests"], 3)}
     finally:
         await me.shutdown()
         for p in others:
             await p.shutdown()
     report["decisions"] = dict(report["decisions"])
     report["mean_ms"] = report["total_ms"] / report["requests"] if report["requests"] else 0.0
-    report["limits"] = {"move_ms": clock.move_ms, "bank_ms": clock.bank_ms, **{
-        k: v for k, v in vars(launcher.limits).items()}} if hasattr(launcher.limits, "__dict__") else {}
+    report["limits"] = {"move_ms": clock.move_ms, "bank_ms": clock.bank_ms, **asdict(launcher.limits)}
     report["ok"] = not report["faults"] and report["requests"] > 0
     return report
 
@@ -92,7 +97,10 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     console.print(f"time per decision: mean {report['mean_ms']:.1f} ms, max {report['max_ms']:.1f} ms "
                   f"(limit {report['limits'].get('move_ms', '?')} ms + bank)")
     if "resources" in report:
-        console.print(f"resources: {report['resources']}")
+        r, lim = report["resources"], report["limits"]
+        console.print(f"resources ({r['source']}): peak memory {r['peak_memory_mb']} MB of {lim['memory_mb']} MB; "
+                      f"CPU {r['cpu_seconds']} s in all ({r['cpu_ms_per_decision']} ms per decision), "
+                      f"limit {lim['cpu_seconds']} s per process")
     if report["faults"]:
         console.print(f"[red]{len(report['faults'])} fault(s):[/]")
         for f in report["faults"]:
