@@ -8,7 +8,7 @@ Nothing here does I/O or touches global randomness.
 from __future__ import annotations
 
 import random
-from itertools import groupby
+from itertools import combinations, groupby
 
 from .cards import COURT, JOKER, SEVEN, TEN, TWO, make_deck
 from .model import (
@@ -126,11 +126,13 @@ def legal_actions(state: State) -> tuple[Action, ...]:
         for rank, group in groupby(sorted(seat.face_up), key=lambda s: s[0] >> 2):
             stacks = list(group)
             choices: list[tuple[int, ...]] = []
-            if rules.face_up_multi:
-                run: tuple[int, ...] = ()
-                for s in sorted(stacks, key=len):
-                    run += s
-                    choices.append(run)
+            if rules.face_up_multi:  # any one stack or several together: one play per card count
+                by_count: dict[int, tuple[int, ...]] = {}
+                for m in range(1, len(stacks) + 1):
+                    for combo in combinations(sorted(stacks, key=len), m):
+                        cards = tuple(c for s in combo for c in s)
+                        by_count.setdefault(len(cards), cards)
+                choices = list(by_count.values())
             else:
                 choices = list({len(s): s for s in stacks}.values())
             for cards in choices:
@@ -172,7 +174,8 @@ def _setup_actions(state: State) -> tuple[Action, ...]:
     visible = tuple(sorted(seat.hand + seat.face_up_cards))
     slots = state.rules.deal_for(state.players)[1]
     groups = [tuple(g) for _, g in groupby(visible, key=lambda c: c >> 2)]
-    return tuple(SetFaceUp(s) for s in _face_up_choices(groups, slots, state.rules.stacking))
+    stacking = state.rules.stacking and len(groups) >= slots  # too few ranks for one stack each: singles
+    return tuple(SetFaceUp(s) for s in _face_up_choices(groups, slots, stacking))
 
 
 def _face_up_choices(groups: list[tuple[int, ...]], slots: int, stacking: bool):
@@ -273,7 +276,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         state = state._replace(seats=_set(_set(state.seats, i, seat), target, t))
         seat = state.seats[i]
         events.append(GavePile(i, target, pile))
-        pile, need, descending = (), 0, False
+        pile, need, descending, burn = (), 0, False, None  # the pile went to a hand: nothing burned
     elif burn:
         events.append(Burned(pile, burn))
         state = state._replace(burned=state.burned + pile)
@@ -296,7 +299,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     if _finished(state):
         return _end(state, events, "first_out" if not rules.play_on else "played_out")
     again = (burn == "ten" or (burn == "four_of_a_kind" and rules.four_of_a_kind == "burn_again")
-             or (rank == TWO and rules.reset_again))
+             or (rank == TWO and rules.reset_again and not burn))
     skips = 0
     if not burn and target is None:
         if rank in rules.skip:
@@ -393,12 +396,10 @@ def _end(state: State, events: list[Event], reason: str) -> State:
     top = tuple((i,) for p, i in placed if state.seats[i].forfeit is None)
     bottom = tuple((i,) for p, i in placed if state.seats[i].forfeit is not None)
     left = tuple(i for i, s in enumerate(state.seats) if s.place is None)
-    if draw:
-        order = ((tuple(sorted(left + tuple(g[0] for g in top))),) if left or top else ()) + bottom
-        complete = len(order[0]) <= 1 if order else True
-    else:
-        order = top + ((left,) if left else ()) + bottom
-        complete = len(left) <= 1
+    order = top + ((left,) if left else ()) + bottom
+    # A draw ties the seats still holding cards (every place is then known); a first-out
+    # game leaves them unranked among themselves.
+    complete = draw or len(left) <= 1
     result = Result(reason, order, complete, draw)
     events.append(GameOver(result))
     return state._replace(phase="over", result=result)
@@ -440,8 +441,10 @@ def _setup(state: State, action: Action, events: list[Event]) -> State:
         events.append(SetupChosen(i, action.stacks))
     elif isinstance(action, Stack):
         rank = action.cards[0] >> 2
-        seat = seat._replace(hand=_remove(seat.hand, action.cards),
-                             face_up=tuple(s + action.cards if s[0] >> 2 == rank else s for s in seat.face_up))
+        stacks = list(seat.face_up)
+        k = next(k for k, s in enumerate(stacks) if s[0] >> 2 == rank)  # the first stack of that rank
+        stacks[k] += action.cards
+        seat = seat._replace(hand=_remove(seat.hand, action.cards), face_up=tuple(stacks))
         events.append(SetupChosen(i, seat.face_up))
     elif isinstance(action, Done):
         state = state._replace(seats=_set(state.seats, i, seat._replace(setup="")))

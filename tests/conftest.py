@@ -1,0 +1,153 @@
+"""Small helpers that let the engine's scenario tests read like stories.
+
+    s = table("classic", "7H 9C | QS | 4D", "5S | KD | 3C", pile="8D")
+    s, ev = play(s, "9C")
+    assert pile(s) == "8D 9C" and s.to_move == 1
+
+A seat is written ``"hand | face-up | face-down"``; cards are separated by spaces,
+a face-up stack is joined with ``+`` (``"JH+JD"``), and ``-`` is a face-down place
+already played. The position goes through :func:`arena.engine.views.from_position`,
+so the helper builds nothing the engine could not load itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.engine import IllegalActionError, apply_action, legal_actions, parse_card
+from arena.engine.cards import card_str
+from arena.engine.model import Done, Flip, PickUp, Play, SetFaceUp, Stack, State
+from arena.engine.rules import Rules, preset
+from arena.engine.views import action_json, event_for, from_position
+
+
+def _cards(text: str) -> list[str]:
+    return [card_str(parse_card(t)) for t in text.split()]
+
+
+def _seat(text: str) -> dict[str, Any]:
+    parts = [p.strip() for p in text.split("|")] + ["", ""]
+    hand, up, down = parts[:3]
+    return {
+        "hand": _cards(hand),
+        "face_up": [sorted(_cards(s.replace("+", " ")), key=parse_card) for s in up.split()],
+        "face_down": [None if t == "-" else card_str(parse_card(t)) for t in down.split()],
+    }
+
+
+def table(rules: str | Rules, *seats: str, pile: str = "", stock: str = "", burned: str = "",
+          to_move: int = 0, known: dict[int, str] | None = None, places: dict[int, int] | None = None,
+          need: int = 0, descending: bool = False, direction: int = 1, turn: int = 0, stale: int = 0,
+          max_turns: int = 2000, phase: str = "play", deciding: tuple[int, ...] = (),
+          **options: Any) -> State:
+    """A position in play: a preset (or Rules) with options, and each seat as ``"hand | up | down"``.
+
+    ``deciding`` lists seats that still owe their setup choice (use with ``phase="setup"``).
+    """
+    r = preset(rules) if isinstance(rules, str) else rules
+    if options:
+        r = r.replace(**options)
+    data = {
+        "rules": r.options(), "seats": [_seat(s) for s in seats],
+        "pile": _cards(pile), "stock": _cards(stock), "burned": _cards(burned),
+        "to_move": to_move, "need": need, "descending": descending, "direction": direction,
+        "turn": turn, "stale": stale, "max_turns": max_turns, "phase": phase,
+    }
+    for i, text in (known or {}).items():
+        data["seats"][i]["known"] = _cards(text)
+    for i, place in (places or {}).items():
+        data["seats"][i]["place"] = place
+    for i in deciding:
+        data["seats"][i]["setup"] = "face_up"
+    return from_position(data)
+
+
+def show(cards) -> str:
+    """Cards as one readable string: ``"7H 8C"``."""
+    return " ".join(card_str(c) for c in cards)
+
+
+def pile(s: State) -> str:
+    return show(s.pile)
+
+
+def hand(s: State, seat: int) -> str:
+    return show(s.seats[seat].hand)
+
+
+def moves(s: State) -> list[str]:
+    """The legal actions in words: ``"play 7H 7S"``, ``"play 4D from face_up"``, ``"pick_up"``, ``"flip 2"``."""
+    out = []
+    for a in legal_actions(s):
+        j = action_json(a)
+        if j["kind"] == "play":
+            text = "play " + " ".join(j["cards"])
+            if j["from"] != "hand":
+                text += " from " + j["from"]
+            if "target" in j:
+                text += f" to {j['target']}"
+        elif j["kind"] == "pick_up":
+            text = "pick_up" + (" " + j["surrender"] if "surrender" in j else "")
+        elif j["kind"] == "flip":
+            text = f"flip {j['position']}"
+        elif j["kind"] == "set_face_up":
+            text = "set_face_up " + " ".join("+".join(st) for st in j["face_up"])
+        elif j["kind"] == "stack":
+            text = "stack " + " ".join(j["cards"])
+        else:
+            text = j["kind"]
+        out.append(text)
+    return out
+
+
+def play(s: State, cards: str, target: int | None = None):
+    """Play these cards (from hand, else from face-up); fails the test if that is not legal."""
+    want = tuple(sorted(parse_card(c) for c in cards.split()))
+    for a in legal_actions(s):
+        if isinstance(a, Play) and tuple(sorted(a.cards)) == want and a.target == target:
+            return apply_action(s, a)
+    raise IllegalActionError(f"play {cards} is not legal; legal: {moves(s)}")
+
+
+def can(s: State, cards: str) -> bool:
+    """Whether some legal action plays exactly these cards."""
+    want = tuple(sorted(parse_card(c) for c in cards.split()))
+    return any(isinstance(a, Play) and tuple(sorted(a.cards)) == want for a in legal_actions(s))
+
+
+def pick_up(s: State, surrender: str | None = None):
+    return apply_action(s, PickUp(None if surrender is None else parse_card(surrender)))
+
+
+def flip(s: State, position: int):
+    return apply_action(s, Flip(position))
+
+
+def log(events) -> list[dict[str, Any]]:
+    """The omniscient record of ``events``."""
+    return [event_for(e, None) for e in events]
+
+
+def kinds(events) -> list[str]:
+    return [e.kind for e in events]
+
+
+def _stacks(text: str) -> list[tuple[int, ...]]:
+    return sorted(tuple(sorted(parse_card(c) for c in t.split("+"))) for t in text.split())
+
+
+def choose(s: State, face_up: str):
+    """Setup: lay these face up (``"JH+JD 5S 9C"``); the rest of the seat's cards are its hand."""
+    want = _stacks(face_up)
+    for a in legal_actions(s):
+        if isinstance(a, SetFaceUp) and sorted(a.stacks) == want:
+            return apply_action(s, a)
+    raise IllegalActionError(f"face-up {face_up} is not a legal choice; legal: {moves(s)}")
+
+
+def stack(s: State, cards: str):
+    return apply_action(s, Stack(tuple(sorted(parse_card(c) for c in cards.split()))))
+
+
+def done(s: State):
+    return apply_action(s, Done())
