@@ -1,5 +1,7 @@
 """Small helpers that let the engine's scenario tests read like stories.
 
+    from tests.conftest import table, play, pile
+
     s = table("classic", "7H 9C | QS | 4D", "5S | KD | 3C", pile="8D")
     s, ev = play(s, "9C")
     assert pile(s) == "8D 9C" and s.to_move == 1

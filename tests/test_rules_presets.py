@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,33 @@ def test_describe_follows_options():
     assert "may not go on a jack" in describe(rules_from("classic", ["ten_on_court=false"]))
     assert "hands the pile" not in describe(preset("shithead"))
     assert "target" in describe(rules_from("shithead", ["jokers=1", "joker=give_pile"]))
+
+
+# ---------------------------------------------------------------- docs/RULES.md
+
+
+def test_rules_doc_names_only_tests_that_exist():
+    """Every test docs/RULES.md cites for a decision exists, in a file that decision links."""
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "RULES.md").read_text()
+    defs = {path.stem: set(re.findall(r"^def (test_\w+)", path.read_text(), re.M))
+            for path in (root / "tests").glob("test_*.py")}
+    items = re.split(r"\n(?=\d+\. \*\*)", doc.split("## Decisions", 1)[1])[1:]
+    assert len(items) >= 27
+    cited = 0
+    for item in items:
+        files = re.findall(r"\(\.\./tests/(\w+)\.py\)", item)
+        names = set(re.findall(r"\b(test_\w+)", item)) - set(defs)
+        assert files and names, item[:60]
+        known = set().union(*(defs[f] for f in files))
+        assert not names - known, (item[:40], sorted(names - known))
+        cited += len(names)
+    assert cited > 100
+
+
+def test_rules_doc_lists_every_option_and_preset():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "RULES.md").read_text()
+    for field in INIT_FIELDS:
+        assert f"`{field}`" in doc, field
+    for name in PRESETS:
+        assert f"`{name}`" in doc, name

@@ -300,3 +300,15 @@ def test_every_preset_deals_each_seat_the_same_count():
         for n in range(r.min_players, r.max_players + 1):
             s = new_game(r, n, seed=n)
             assert len(Counter(x.card_count for x in s.seats)) == 1
+
+
+def test_stacking_with_setup_none_still_lays_out_the_face_up_places():
+    """Added decision 34: stacking is itself a setup choice."""
+    s = new_game(preset("shithead").replace(setup="none", stacking=True), 2, seed=8)
+    assert s.phase == "setup" and moves(s)[0].startswith("set_face_up")
+
+
+def test_start_card_with_no_stock_leads_on_an_empty_pile():
+    """Added decision 35: a short deal leaves no stock to turn a start card from."""
+    s = new_game(preset("skip8").replace(start="stock_card", setup="none"), 6, seed=8)
+    assert s.phase == "play" and s.pile == () and s.to_move == 0 and s.burned == ()
