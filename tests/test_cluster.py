@@ -1,0 +1,336 @@
+"""Tournaments on a Dask cluster: same stored games as a local run, no game lost or doubled when a
+worker dies, resume, duplicates, bot bundles, and no Dask import unless a cluster is asked for.
+
+The cluster tests use a real ``distributed.LocalCluster`` (two worker processes, one thread each)
+and the bundled bots as real processes; they are skipped, with the reason shown, when the
+``dask`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena import cluster as C
+from arena.manifest import load_bot
+from arena.store import Store
+from arena.tournament import Reporter, TournamentConfig, run_tournament
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _have_dask() -> bool:
+    try:
+        import dask  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAVE_DASK = _have_dask()
+needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="dask/distributed not installed: "
+                                "pip install 'palace-arena[dask]' to run the cluster tests")
+
+BOTS = ["random", "lowest", "heuristic"]  # deterministic: random reseeds from each start message
+
+
+def config(name: str, store: Path, **kw) -> TournamentConfig:
+    base = dict(name=name, bots=list(BOTS), deals=2, seed=7, concurrency=2, store=str(store))
+    base.update(kw)
+    return TournamentConfig(**base)
+
+
+def stored(path: Path, name: str) -> dict[int, dict]:
+    """What must not depend on where a game ran: ids, seeds, seats, results, every action."""
+    db = Store(path, readonly=True)
+    out = {}
+    for g in db.games(tournament=name, limit=10**6):
+        rec = db.game_record(g["id"])
+        out[g["index"]] = {
+            "id": g["id"], "seed": g["seed"], "seats": g["seats"], "result": g["result"],
+            "players": rec["players"], "rules": rec["rules"], "setup": rec["setup_events"],
+            "faults": [(f["seat"], f["reason"]) for f in rec["faults"]],
+            "actions": [(s["seat"], s.get("action"), s.get("act"), s.get("fault")) for s in rec["steps"]],
+        }
+    count = db.db.execute("SELECT COUNT(*), COUNT(DISTINCT idx) FROM games WHERE tournament=?", (name,)).fetchone()
+    assert count[0] == count[1] == len(out), f"a game is stored twice: {count}"
+    db.close()
+    return out
+
+
+def run(cfg: TournamentConfig, reporter: Reporter | None = None) -> list:
+    db = Store(cfg.store)
+    try:
+        return trio.run(run_tournament, cfg, db, reporter)
+    finally:
+        db.close()
+
+
+# --------------------------------------------------------------------------- without Dask
+
+
+def test_local_runs_do_not_import_dask(tmp_path):
+    code = f"""
+import sys, trio
+sys.path.insert(0, {str(REPO)!r})
+import arena.cli, arena.cluster
+from arena.store import Store
+from arena.tournament import TournamentConfig, run_tournament
+from tests.fakes import policy_launcher
+cfg = TournamentConfig(name="t", bots=["lowest", "highest"], deals=1, store={str(tmp_path / 's.sqlite')!r})
+trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed'))
+assert not bad, bad
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.raises(C.ClusterError, match=r"pip install 'palace-arena\[dask\]'"):
+        C.require_dask()
+    cfg = config("nodask", tmp_path / "s.sqlite", cluster="tcp://127.0.0.1:1")
+    with pytest.raises(C.ClusterError, match="palace-arena"):
+        run(cfg)
+
+
+def test_cluster_is_a_runtime_knob_not_part_of_the_fingerprint(tmp_path):
+    a = config("x", tmp_path / "s", cluster="")
+    b = config("x", tmp_path / "s", cluster="tcp://10.0.0.1:8786")
+    assert a.fingerprint() == b.fingerprint()
+
+
+# --------------------------------------------------------------------------- bot bundles
+
+
+def test_bundle_round_trip_verifies_and_builds_once(tmp_path):
+    bot = tmp_path / "src"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "b"\nversion = "2"\ncommand = ["sh", "run.sh"]\n'
+                                  'build = ["sh", "-c", "echo x >> built.txt"]\n')
+    (bot / "run.sh").write_text("exit 0\n")
+    (bot / "run.sh").chmod(0o755)
+    (bot / "__pycache__").mkdir()
+    (bot / "__pycache__" / "junk.pyc").write_bytes(b"not shipped")
+    spec = load_bot(bot)
+    digest = spec.files_hash()
+    blob = C.pack_bot(spec)
+    assert blob == C.pack_bot(spec), "the same files must give the same blob"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    got, err = C.prepare_bot(digest, "bot.toml", blob, cache)
+    assert err is None and got.label == "b@2"
+    home = cache / digest / "bot"
+    assert got.root == home.resolve() and os.access(home / "run.sh", os.X_OK)
+    assert not (home / "__pycache__").exists()
+    C._PREPARED.clear()  # as if another worker process on the same machine
+    C.prepare_bot(digest, "bot.toml", blob, cache)
+    assert (home / "built.txt").read_text() == "x\n", "built once per machine"
+
+    # A blob whose files do not hash to the key it came under is refused and leaves nothing.
+    (bot / "run.sh").write_text("exit 1\n")
+    other = C.pack_bot(load_bot(bot))
+    bad = "0" * 64
+    with pytest.raises(C.BundleError, match="hashing to"):
+        C.prepare_bot(bad, "bot.toml", other, cache)
+    assert not (cache / bad).exists()
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
+    """The worker side without Dask: the referee thread plays a game between a bundled bot
+    and one whose build fails, which forfeits with the build's output, as a local run records."""
+    bot = tmp_path / "broken"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "broken"\ncommand = ["./nothing"]\n'
+                                  'build = ["sh", "-c", "echo no compiler; exit 3"]\n')
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    specs = [load_bot("lowest"), load_bot(bot)]
+    bots = {}
+    for spec in specs:
+        digest = spec.files_hash()
+        bots[digest] = C.prepare_bot(digest, "bot.toml", C.pack_bot(spec), cache)
+    assert bots[specs[1].files_hash()][1] is not None
+    cfg = TournamentConfig()
+    task = {"rules": cfg.ruleset().options(), "max_turns": 200, "clock": cfg.clock().as_json(), "limits": {},
+            "sandbox": False, "restart_each_game": False, "game_id": "unit-000000", "seed": 5,
+            "seats": [s.label for s in specs], "bots": [s.files_hash() for s in specs]}
+    host = C.referee_host()
+    try:
+        rec = host.play(task, bots)
+    finally:
+        host.stop()
+    assert [(f["seat"], f["reason"]) for f in rec["faults"]] == [(1, "start_failed")]
+    assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
+    assert rec["result"]["order"][0] == [0]
+    assert not (cache / specs[1].files_hash() / "BUILT").exists()
+
+
+def test_addresses(tmp_path):
+    for good in ("tcp://10.0.0.5:8786", "tls://h:1", "local", "local:3"):
+        C.check_address(good)
+    for bad in ("", "10.0.0.5:8786", "local:0", "local:x", 8786):
+        with pytest.raises(C.ClusterError):
+            C.check_address(bad)
+
+
+def test_bundle_with_a_link_is_refused(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("evil")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tar.addfile(info)
+    with pytest.raises(C.BundleError, match="not a plain file"):
+        C.unpack_bot(buf.getvalue(), tmp_path / "x")
+
+
+# --------------------------------------------------------------------------- on a LocalCluster
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    if not HAVE_DASK:
+        pytest.skip("dask/distributed not installed")
+    import distributed
+    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=40)
+    client = distributed.Client(lc, set_as_default=False)
+    client.wait_for_workers(2, timeout=60)
+    yield lc, client
+    client.close()
+    lc.close()
+
+
+@pytest.fixture(scope="module")
+def local_games(tmp_path_factory):
+    """The reference: the tournament played by the local runner."""
+    path = tmp_path_factory.mktemp("local") / "local.sqlite"
+    run(config("ref", path))
+    games = stored(path, "ref")
+    assert len(games) == 12  # 3 pairs x 2 deals x 2 seat rotations
+    return path, games
+
+
+def same(a: dict[int, dict], b: dict[int, dict]) -> None:
+    assert sorted(a) == sorted(b)
+    for i in a:
+        assert a[i] == b[i], f"game {i} differs"
+
+
+def rename(games: dict[int, dict], old: str, new: str) -> dict[int, dict]:
+    return {i: {**g, "id": g["id"].replace(old, new, 1)} for i, g in games.items()}
+
+
+@needs_dask
+def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games, tmp_path):
+    lc, _ = dask_cluster
+    path = tmp_path / "c.sqlite"
+    cfg = config("ref", path, cluster=lc.scheduler_address)
+    seen = []
+
+    class Rec(Reporter):
+        def game_done(self, game, record):
+            seen.append(game.index)
+
+    played = run(cfg, Rec())
+    assert len(played) == 12 and sorted(seen) == list(range(12))
+    same(stored(path, "ref"), local_games[1])
+    assert Store(path).tournament("ref")["status"] == "done"
+    # Run again: everything is stored, nothing is submitted.
+    assert run(cfg) == []
+
+
+@needs_dask
+def test_resume_submits_only_missing_games_and_duplicates_are_ignored(dask_cluster, local_games, tmp_path):
+    lc, _ = dask_cluster
+    ref_path, ref = local_games
+    path = tmp_path / "r.sqlite"
+    cfg = config("ref", path, cluster=lc.scheduler_address)
+    src = Store(ref_path, readonly=True)
+    db = Store(path)
+    db.begin_tournament("ref", cfg.fingerprint(), 12)
+    for i in range(5):  # a run killed after five games
+        db.save_game("ref", i, ref[i]["seats"], src.game_record(ref[i]["id"]))
+    last = src.game_record(ref[11]["id"])
+
+    class Racer(Reporter):
+        """Another runner stores game 11 while ours is still playing it."""
+        def game_done(self, game, record):
+            if game.index != 11 and 11 not in db.done_indexes("ref"):
+                assert db.save_game("ref", 11, ref[11]["seats"], last)
+
+    stats = C.ClusterStats()
+    played = trio.run(lambda: C.run_on_cluster(cfg, db, Racer(), stats=stats))
+    assert stats.submitted == 7 and stats.failed == []
+    assert stats.stored + stats.duplicates == 7
+    assert stats.duplicates == (0 if any(r.game_id.endswith("000011") for r in played) else 1)
+    assert len(played) == stats.stored
+    db.close()
+    same(stored(path, "ref"), ref)
+
+
+@needs_dask
+def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
+    from typer.testing import CliRunner
+    from arena.cli import app
+    lc, _ = dask_cluster
+    path = tmp_path / "cli.sqlite"
+    toml = tmp_path / "t.toml"
+    toml.write_text(f'name = "ref"\nbots = {json.dumps(BOTS)}\ndeals = 2\nseed = 7\n')
+    res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--plain",
+                                   "--cluster", lc.scheduler_address])
+    assert res.exit_code == 0, res.output
+    assert "12/12 games stored" in res.output
+    same(stored(path, "ref"), local_games[1])
+    bad = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--name", "other",
+                                   "--plain", "--cluster", "localhost:8786"])
+    assert bad.exit_code == 2 and "tcp://HOST:PORT" in bad.output
+
+
+@needs_dask
+def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_games, tmp_path):
+    lc, client = dask_cluster
+    client.wait_for_workers(2, timeout=60)
+    pids = client.run(os.getpid)
+    path = tmp_path / "k.sqlite"
+    cfg = config("ref", path, cluster=lc.scheduler_address)
+    killed: dict[str, list] = {}
+
+    class Killer(Reporter):
+        def game_done(self, game, record):
+            if killed or game.index < 2:
+                return
+            for addr, keys in client.processing().items():
+                if keys and addr in pids:  # a worker in the middle of a game
+                    killed[addr] = list(keys)
+                    os.kill(pids[addr], signal.SIGKILL)
+                    return
+
+    stats = C.ClusterStats()
+    db = Store(path)
+    trio.run(lambda: C.run_on_cluster(cfg, db, Killer(), stats=stats))
+    db.close()
+    assert killed, "no worker was busy to kill"
+    lost = [int(str(k).split("-")[-2]) for keys in killed.values() for k in keys]
+    assert lost, "the killed worker had no game in flight"
+    games = stored(path, "ref")
+    assert all(i in games for i in lost)
+    assert stats.failed == [] and stats.duplicates == 0 and stats.stored == 12
+    same(games, local_games[1])
+    # The nanny restarts the worker; the next test (or run) gets two again.
+    client.wait_for_workers(2, timeout=60)
+    assert set(client.run(os.getpid).values()).isdisjoint({pids[a] for a in killed})
