@@ -200,6 +200,7 @@ class GameRecord:
     players: list[str]
     max_turns: int
     steps: list[dict[str, Any]] = field(default_factory=list)
+    clock: dict[str, int] = field(default_factory=dict)  # TimeControl.as_json(): requests carry it
     setup_events: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
     faults: list[dict[str, Any]] = field(default_factory=list)
@@ -236,7 +237,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
     t0 = time.perf_counter()
     state, events = start_game(rules, n, seed, max_turns=max_turns)
     rec = GameRecord(game_id, rules.options(), seed, [p.name for p in players], max_turns,
-                     setup_events=[event_for(e, None) for e in events],
+                     clock=clock.as_json(), setup_events=[event_for(e, None) for e in events],
                      think_ms=[0.0] * n, decisions=[0] * n, stderr=[[] for _ in range(n)])
     pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(n)]
     bank = [clock.bank_ms / 1000] * n
@@ -291,9 +292,8 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                 rec.steps.append(step)
                 _deliver(evs, pending, rec, None, on_event, state)
                 continue
-            elapsed = trio.current_time() - start
-            ms = elapsed * 1000
-            bank[seat] = max(0.0, bank[seat] - max(0.0, elapsed - clock.move_ms / 1000))
+            ms = round((trio.current_time() - start) * 1000, 3)  # the logged ms: replays rebuild the bank from it
+            bank[seat] = max(0.0, bank[seat] - max(0.0, ms / 1000 - clock.move_ms / 1000))
             pending[seat] = []
             rec.think_ms[seat] += ms
             rec.decisions[seat] += 1
