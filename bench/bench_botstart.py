@@ -1,0 +1,89 @@
+"""Per-bot start-up cost of each containment level.
+
+    python bench/bench_botstart.py [rounds]
+
+One sample = start a trivial Python bot, one handshake line each way, close
+(kill + reap + clean up).  Modes run interleaved, round by round, so drift on a
+shared machine hits them alike.  Prints mean and median ms per bot and the ratio
+of means to "plain" (bare trio.lowlevel.open_process, no limits at all).
+Modes the machine cannot do are reported and skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from arena import botproc as bp  # noqa: E402
+
+PY = shutil.which("python3", path=bp.DEFAULT_PATH)
+BOT = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush(); sys.stdin.read()"]
+CWD = Path(__file__).resolve().parent
+
+
+async def plain() -> None:
+    proc = await trio.lowlevel.open_process(BOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    await proc.stdin.send_all(b"hello\n")
+    got = b""
+    while not got.endswith(b"\n"):
+        got += await proc.stdout.receive_some(4096)
+    proc.kill()
+    await proc.wait()
+    await proc.stdin.aclose()
+    await proc.stdout.aclose()
+
+
+def managed(**kw):
+    async def sample() -> None:
+        async with await bp.start_bot(BOT, CWD, limits=bp.Limits(), **kw) as bot:
+            await bot.send_line("hello")
+            assert await bot.receive_line(10) == "hello"
+    return sample
+
+
+async def main(rounds: int) -> None:
+    caps = await bp.capabilities()
+    root = os.geteuid() == 0
+    modes = {
+        "plain (open_process)": plain,
+        "rlimits, same uid": managed(run_as=None, cgroup=False),
+    }
+    if root:
+        modes["rlimits + private uid"] = managed(cgroup=False)
+    if caps["cgroup"]:
+        modes["+ cgroup" if root else "rlimits + cgroup"] = managed(cgroup=True)
+    if caps["bwrap"] == "ok":
+        modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(sandbox=True)
+    print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} CPUs, "
+          f"root={root}")
+    print(f"cgroup: {caps['cgroup'] or caps['cgroup_note']}")
+    print(f"bwrap: {caps['bwrap']}")
+    for sample in modes.values():  # warm-up: imports, page cache, first cgroup mkdir
+        for _ in range(3):
+            await sample()
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(rounds):
+        for name, sample in modes.items():
+            t = time.perf_counter()
+            await sample()
+            times[name].append((time.perf_counter() - t) * 1000)
+    base = statistics.mean(times["plain (open_process)"])
+    print(f"\n{rounds} bots per mode: start + 1 line round trip + close")
+    print(f"{'mode':26} {'mean ms':>8} {'median':>8} {'stdev':>7} {'x plain':>8}")
+    for name, ts in times.items():
+        mean = statistics.mean(ts)
+        print(f"{name:26} {mean:8.1f} {statistics.median(ts):8.1f} "
+              f"{statistics.stdev(ts):7.1f} {mean / base:8.2f}")
+
+
+if __name__ == "__main__":
+    trio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 30)

@@ -1,0 +1,4 @@
+"""Spins on the CPU forever."""
+print("burning", flush=True)
+while True:
+    pass

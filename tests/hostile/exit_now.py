@@ -1,0 +1,4 @@
+"""Exits at once with status 3."""
+import sys
+
+sys.exit(3)

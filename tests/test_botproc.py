@@ -1,0 +1,681 @@
+"""Hostile bots against arena.botproc, at the process level.
+
+Every bot is a small script in tests/hostile/ run by the system python (which a
+private bot uid can execute, unlike a pyenv under /root).  Each test checks the
+named error and, through the autouse ``no_leftovers`` fixture, that nothing the
+test started is still in /proc (every bot's argv carries a marker, which forked
+children inherit), that the test process has no zombie children and that no
+cgroup or temp dir of ours remains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena import botproc as bp
+from arena import sandbox as sb
+from arena.botproc import Limits
+
+HOSTILE = Path(__file__).parent / "hostile"
+PY = shutil.which("python3", path=bp.DEFAULT_PATH)
+MARK = f"arena-hostile-{os.getpid()}"
+ROOT = os.geteuid() == 0
+FAST = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 << 20)
+
+CGROUPS, CGROUP_NOTE = bp._cgroup_root()
+SANDBOX_PROBLEM = trio.run(bp.sandbox_problem) if PY else "no python3"
+
+needs_root = pytest.mark.skipif(not ROOT, reason="private bot uids need a root referee")
+needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
+needs_cgroup = pytest.mark.skipif(CGROUPS is None, reason=f"no usable cgroup: {CGROUP_NOTE}")
+pytestmark = pytest.mark.skipif(PY is None, reason="no python3 on the bots' PATH")
+
+
+def cmd(script: str, *args: str) -> list[str]:
+    return [PY, str(HOSTILE / script), *args, MARK]
+
+
+def run(fn, *args):
+    return trio.run(fn, *args)
+
+
+def marked_pids() -> dict[int, str]:
+    """Processes whose argv carries this test run's marker, with their state."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if MARK.encode() not in f.read():
+                    continue
+            info = sb.read_proc(int(name))
+        except OSError:
+            continue
+        if info is not None:
+            found[info.pid] = info.state
+    return found
+
+
+def zombie_children() -> list[int]:
+    me = os.getpid()
+    return [i.pid for i in sb.scan_procs().values() if i.ppid == me and i.state == "Z"]
+
+
+def our_cgroups() -> list[str]:
+    if CGROUPS is None:
+        return []
+    prefix = f"r{os.getpid()}-"
+    return [str(p) for parent in CGROUPS.parents.values() if parent.is_dir()
+            for p in parent.iterdir() if p.name.startswith(prefix)]
+
+
+def our_homes() -> list[str]:
+    return [str(p) for p in Path(tempfile.gettempdir()).glob(f"r{os.getpid()}-b*")]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    yield
+    deadline = time.monotonic() + 2
+    while marked_pids() and time.monotonic() < deadline:
+        time.sleep(0.02)  # only a failing test gets here: give it a chance
+    assert marked_pids() == {}, "bot processes survived the test"
+    assert zombie_children() == []
+    assert our_cgroups() == []
+    assert our_homes() == []
+
+
+async def start(script: str, *args: str, limits: Limits = FAST, **kw) -> bp.BotProcess:
+    return await bp.start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
+
+
+# -- the well-behaved case ------------------------------------------------------
+
+
+def test_echo_round_trip_minimal_env_and_private_home():
+    async def main():
+        async with await start("env_report.py") as bot:
+            report = json.loads(await bot.receive_line(5))
+            home = Path(report["env"]["HOME"])
+            assert home.is_dir() and bot.home == home
+            usage = bot.resource_usage()
+        return report, home, usage
+
+    report, home, usage = run(main)
+    env = report["env"]
+    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", bp.ENV_TOKEN}
+    assert env["PATH"] == bp.DEFAULT_PATH and env["LANG"] == "C.UTF-8"
+    assert env["TMPDIR"] == env["HOME"]
+    assert report["cwd"] == str(HOSTILE.resolve())
+    assert report["home_mode"] == "0o700"
+    assert report["sid"] == report["pid"] == report["pgid"]  # own session and group
+    assert report["nofile"] == [FAST.open_files, FAST.open_files]
+    if ROOT:
+        assert sb.uid_in_pool(report["uid"]) and report["gid"] == report["uid"]
+        assert report["groups"] in ([], [report["gid"]])
+        assert report["home_owner"] == report["uid"]
+    assert not home.exists()  # removed by aclose
+    assert usage.cpu_seconds is not None and usage.peak_memory_bytes
+
+
+def test_echo_and_context_manager_close():
+    async def main():
+        async with await start("echo.py") as bot:
+            assert await bot.receive_line(5) == "ready"
+            if bot.cgroup is not None:  # joined before exec, in every hierarchy
+                for d in bot.cgroup.dirs.values():
+                    assert str(bot.pid) in (d / "cgroup.procs").read_text().split()
+            for i in range(50):
+                await bot.send_line(f"ping {i}")
+                assert await bot.receive_line(5) == f"ping {i}"
+        with pytest.raises(trio.ClosedResourceError):
+            await bot.send_line("after close")
+        return bot
+
+    bot = run(main)
+    assert bot.returncode == -signal.SIGKILL
+
+
+def test_no_fd_leak_over_many_bots():
+    async def main():
+        async def cycle():
+            async with await start("echo.py", sandbox=SANDBOX_PROBLEM is None) as bot:
+                assert await bot.receive_line(10) == "ready"
+            with pytest.raises(bp.BotStartError):
+                await bp.start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+
+        await cycle()  # warm-up: registry, locks, cgroup detection
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(5):
+            await cycle()
+        assert len(os.listdir("/proc/self/fd")) == before
+
+    run(main)
+
+
+# -- time ----------------------------------------------------------------------
+
+
+def test_never_answers_times_out():
+    async def main():
+        async with await start("never_answers.py") as bot:
+            await bot.send_line("your move")
+            t = time.monotonic()
+            with pytest.raises(bp.BotTimeout) as info:
+                await bot.receive_line(0.3)
+            assert 0.25 < time.monotonic() - t < 1.0
+            assert info.value.reason == "timeout"
+
+    run(main)
+
+
+def test_answers_late_is_timeout_then_stays_in_sync():
+    async def main():
+        async with await start("late.py") as bot:
+            await bot.send_line("a")
+            with pytest.raises(bp.BotTimeout):
+                await bot.receive_line(0.2)
+            assert await bot.receive_line(3) == "late a"  # the late line is not lost
+
+    run(main)
+
+
+def test_slow_start():
+    async def main():
+        async with await start("slow_start.py") as bot:
+            with pytest.raises(bp.BotTimeout):
+                await bot.receive_line(0.1)
+            assert await bot.receive_line(3) == "ready"
+
+    run(main)
+
+
+def test_send_times_out_when_bot_never_reads():
+    async def main():
+        async with await start("slow_start.py") as bot:  # never reads stdin
+            with pytest.raises(bp.BotTimeout) as info:
+                for _ in range(1000):  # the pipe holds 64 KiB
+                    await bot.send_line("z" * 4000, timeout=0.3)
+            assert info.value.during == "send"
+
+    run(main)
+
+
+# -- death -----------------------------------------------------------------------
+
+
+def test_exits_immediately():
+    async def main():
+        async with await start("exit_now.py") as bot:
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(5)
+            assert (info.value.returncode, info.value.signal) == (3, None)
+            assert info.value.reason == "crash"
+            with pytest.raises(bp.BotExited):
+                await bot.send_line("anyone there?")
+            assert bot.returncode == 3
+
+    run(main)
+
+
+def test_crash_with_signal():
+    async def main():
+        async with await start("crash.py", "segv") as bot:
+            assert await bot.receive_line(5) == "ready"
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(5)
+            assert info.value.signal == signal.SIGSEGV and info.value.returncode is None
+
+    run(main)
+
+
+def test_crash_traceback_reaches_take_stderr():
+    async def main():
+        async with await start("crash.py", "raise") as bot:
+            assert await bot.receive_line(5) == "ready"
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(5)
+            assert info.value.returncode == 1
+            err = bot.take_stderr()
+            assert err[0].startswith("Traceback") and "boom from the bot" in err[-1]
+            assert bot.take_stderr() == []  # only lines since the last call
+
+    run(main)
+
+
+def test_ignores_sigterm_still_dies_fast():
+    async def main():
+        bot = await start("ignore_term.py")
+        assert await bot.receive_line(5) == "ready"
+        t = time.monotonic()
+        await bot.aclose()
+        assert time.monotonic() - t < 1.0
+        assert bot.returncode == -signal.SIGKILL
+
+    run(main)
+
+
+# -- malformed output ------------------------------------------------------------
+
+
+def test_garbage_is_returned_verbatim_and_bad_json_named():
+    async def main():
+        async with await start("garbage.py") as bot:
+            with pytest.raises(bp.BadJson) as info:
+                await bot.receive_json(5)
+            assert info.value.reason == "bad_json"
+            assert info.value.line == "}{ this is not json \x00\x07 \u2603"
+            assert await bot.receive_line(5) == ""
+
+    run(main)
+
+
+def test_not_utf8_names_the_line_and_moves_on():
+    async def main():
+        async with await start("not_utf8.py") as bot:
+            with pytest.raises(bp.NotUtf8) as info:
+                await bot.receive_line(5)
+            assert info.value.reason == "bad_encoding"
+            assert info.value.raw_prefix.startswith(b"\xff\xfe")
+            assert await bot.receive_line(5) == "ok"
+
+    run(main)
+
+
+def test_100mb_line_keeps_referee_memory_bounded():
+    limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 << 20)
+
+    async def main():
+        async with await start("long_line.py", limits=limits) as bot:
+            tracemalloc.start()
+            try:
+                t = time.monotonic()
+                with pytest.raises(bp.LineTooLong) as info:
+                    await bot.receive_line(10)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert info.value.reason == "line_too_long"
+            assert time.monotonic() - t < 5
+            assert bot._reader.peak_buffer <= limits.max_line_bytes + bp.READ_CHUNK
+            assert peak < 4 * limits.max_line_bytes  # a few copies of one line at most
+            with pytest.raises(bp.LineTooLong):  # sticky
+                await bot.receive_line(1)
+
+    run(main)
+
+
+def test_output_volume_cap():
+    limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_output_bytes=1 << 20)
+
+    async def main():
+        async with await start("output_flood.py", limits=limits) as bot:
+            with pytest.raises(bp.OutputLimitExceeded) as info:
+                for _ in range(100_000):
+                    await bot.receive_line(5)
+            assert info.value.reason == "output_limit"
+
+    run(main)
+
+
+def test_stderr_flood_is_capped_and_drained():
+    limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, stderr_cap_bytes=64 * 1024)
+    total = 10 * 1024 * 1024
+
+    async def main():
+        async with await start("stderr_flood.py", limits=limits) as bot:
+            # the bot is never blocked on a full stderr pipe, so "done" arrives
+            assert await bot.receive_line(10) == "done"
+            await bot.send_line("bye")
+            with pytest.raises(bp.BotExited):
+                await bot.receive_line(5)
+        lines = bot.take_stderr()
+        kept = sum(len(line) + 1 for line in lines)
+        assert limits.stderr_cap_bytes - 1000 <= kept <= limits.stderr_cap_bytes + 1
+        assert bot.stderr_dropped_bytes == total - limits.stderr_cap_bytes
+
+    run(main)
+
+
+# -- pipes -------------------------------------------------------------------------
+
+
+def test_closes_stdin_and_keeps_running():
+    async def main():
+        async with await start("close_stdin.py", "stdin") as bot:
+            assert await bot.receive_line(5) == "closed"
+            with pytest.raises(bp.BotClosedInput) as info:
+                await bot.send_line("hello?")
+            assert info.value.reason == "closed_input"
+            assert bot.returncode is None
+
+    run(main)
+
+
+def test_closes_stdout_and_keeps_running():
+    async def main():
+        async with await start("close_stdin.py", "stdout") as bot:
+            assert await bot.receive_line(5) == "closing"
+            t = time.monotonic()
+            with pytest.raises(bp.BotClosedOutput) as info:
+                await bot.receive_line(5)
+            assert info.value.reason == "closed_output"
+            assert time.monotonic() - t < bp.EXIT_GRACE + 0.5
+
+    run(main)
+
+
+# -- escaping ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["full", "bare"])
+def test_setsid_grandchild_is_killed(mode):
+    """full: private uid + cgroup (grandchild even scrubs its environment);
+    bare: same uid, no cgroup: found as the subreaper's orphan carrying the env token."""
+    kw = {} if mode == "full" else {"run_as": None, "cgroup": False}
+    if mode == "full" and not ROOT and CGROUPS is None:
+        pytest.skip("neither private uids nor cgroups here")
+
+    async def main():
+        args = ("scrub",) if mode == "full" else ("keep",)
+        async with await start("setsid_grandchild.py", *args, **kw) as bot:
+            grandchild = int(await bot.receive_line(5))
+            assert await bot.receive_line(5) == "parent done"
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(5)
+            assert info.value.returncode == 0
+            g = sb.read_proc(grandchild)
+            assert g is not None and g.state != "Z"
+            assert g.sid != bot.pid and g.pgid != bot.pid  # escaped session and group
+            assert g.ppid == os.getpid()  # handed to us, the subreaper
+        return grandchild
+
+    grandchild = run(main)
+    assert sb.read_proc(grandchild) is None
+
+
+@pytest.mark.parametrize("cgroup", [None, False], ids=["cgroup", "nproc-only"])
+def test_fork_bomb_is_bounded(cgroup):
+    if cgroup is None and CGROUPS is None:
+        pytest.skip(f"no usable cgroup: {CGROUP_NOTE}")
+    # nproc-only: a private uid's RLIMIT_NPROC as root; unprivileged, the uid's
+    # current process count plus max_processes (shared with the referee's uid)
+    limits = Limits(cpu_seconds=3, memory_mb=256, max_processes=12)
+
+    async def main():
+        async with await start("fork_bomb.py", limits=limits, cgroup=cgroup) as bot:
+            assert await bot.receive_line(5) == "bombing"
+            peak = 0
+            for _ in range(20):
+                await trio.sleep(0.02)
+                peak = max(peak, len(marked_pids()))
+            assert peak <= limits.max_processes
+            t = time.monotonic()
+        assert time.monotonic() - t < 3
+
+    run(main)
+
+
+@needs_cgroup
+def test_memory_hog_hits_the_cgroup_limit():
+    limits = Limits(cpu_seconds=5, memory_mb=96, max_processes=16)
+
+    async def main():
+        async with await start("memory_hog.py", limits=limits) as bot:
+            assert await bot.receive_line(5) == "eating"
+            with pytest.raises(bp.MemoryLimitExceeded) as info:
+                await bot.receive_line(10)
+            assert info.value.reason == "memory_limit"
+            assert info.value.signal == signal.SIGKILL
+        usage = bot.resource_usage()
+        assert usage.source.startswith("cgroup")
+        assert 64 << 20 < usage.peak_memory_bytes <= (96 << 20) + (1 << 20)
+
+    run(main)
+
+
+def test_memory_hog_without_cgroup_hits_rlimit_as():
+    limits = Limits(cpu_seconds=5, memory_mb=96, max_processes=16)
+
+    async def main():
+        async with await start("memory_hog.py", limits=limits, cgroup=False) as bot:
+            assert await bot.receive_line(5) == "eating"
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(10)
+            assert info.value.returncode == 1
+            assert any("MemoryError" in line for line in bot.take_stderr())
+
+    run(main)
+
+
+def test_cpu_limit():
+    limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
+
+    async def main():
+        async with await start("cpu_burn.py", limits=limits) as bot:
+            assert await bot.receive_line(5) == "burning"
+            with pytest.raises(bp.CpuLimitExceeded) as info:
+                await bot.receive_line(5)
+            assert info.value.reason == "cpu_limit" and info.value.signal == signal.SIGXCPU
+        assert bot.resource_usage().cpu_seconds > 0.5  # cpuacct and RLIMIT_CPU differ a little
+
+    run(main)
+
+
+@needs_root
+def test_cannot_read_root_only_file():
+    with tempfile.NamedTemporaryFile("w", suffix=".store") as secret:
+        secret.write("game store secret")
+        secret.flush()
+        os.chmod(secret.name, 0o600)
+
+        async def main():
+            async with await start("probe.py", "read", secret.name) as bot:
+                return await bot.receive_line(5)
+
+        assert run(main) == "denied PermissionError"
+
+
+@needs_root
+def test_cannot_read_another_bots_home():
+    async def main():
+        async with await start("env_report.py") as victim:
+            home = json.loads(await victim.receive_line(5))["env"]["HOME"]
+            (Path(home) / "notes.txt").write_text("my secret plan")
+            async with await start("probe.py", "list", home) as thief:
+                return await thief.receive_line(5)
+
+    assert run(main) == "denied PermissionError"
+
+
+@needs_root
+def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
+    hidden = Path(sys.executable)
+    if sb.inaccessible_reason(hidden, sb.BOT_UID_BASE, sb.BOT_UID_BASE, os.X_OK) is None:
+        pytest.skip(f"{hidden} is usable by other uids here")
+
+    async def main():
+        with pytest.raises(bp.BotStartError, match="cannot use"):
+            await bp.start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+
+    run(main)
+
+
+def test_start_errors():
+    async def main():
+        with pytest.raises(bp.BotStartError, match="not found"):
+            await bp.start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+        with pytest.raises(bp.BotStartError, match="does not exist"):
+            await bp.start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
+        with pytest.raises(bp.BotStartError, match="empty"):
+            await bp.start_bot([], HOSTILE, limits=FAST)
+
+        if SANDBOX_PROBLEM is None:
+            with pytest.raises(bp.BotStartError, match="system directory"):
+                await bp.start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
+            if not sb.sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
+                with pytest.raises(bp.BotStartError, match="not visible inside the sandbox"):
+                    await bp.start_bot([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
+
+    run(main)
+    assert not issubclass(bp.BotStartError, bp.BotError)
+
+
+# -- bubblewrap --------------------------------------------------------------------
+
+
+@pytest.fixture
+def other_bot():
+    """Another bot's directory, world-readable like a checkout under /work."""
+    with tempfile.TemporaryDirectory(prefix="arena-other-bot-") as d:
+        (Path(d) / "bot.py").write_text("print('my secret strategy')\n")
+        os.chmod(d, 0o755)
+        os.chmod(Path(d) / "bot.py", 0o644)
+        yield Path(d)
+
+
+@needs_sandbox
+def test_sandbox_network_and_filesystem(other_bot):
+    with socket.socket() as listener:  # a service on the host's loopback
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = str(listener.getsockname()[1])
+
+        async def probe(*args, sandbox=True):
+            async with await start("probe.py", *args, sandbox=sandbox) as bot:
+                return await bot.receive_line(10)
+
+        async def main():
+            return {
+                "loopback": await probe("connect", "127.0.0.1", port),
+                "internet": await probe("connect", "1.1.1.1", "80"),
+                "parent_dir": await probe("list", str(HOSTILE.parent)),
+                "other_bot_dir": await probe("list", str(other_bot)),
+                "unsandboxed_other_bot_dir": await probe("list", str(other_bot), sandbox=False),
+                "root_home": await probe("list", "/root"),
+                "write_own_dir": await probe("write", str(HOSTILE / "x.txt")),
+                "write_tmp": await probe("write", "/tmp/x.txt"),
+                "unsandboxed_loopback": await probe("connect", "127.0.0.1", port, sandbox=False),
+            }
+
+        seen = run(main)
+    assert seen["loopback"].startswith("denied")  # its own empty network namespace
+    assert seen["internet"].startswith("denied")
+    assert seen["parent_dir"] == "LEAK hostile"  # only our own directory was bound in
+    assert seen["other_bot_dir"] == "denied FileNotFoundError"
+    assert seen["unsandboxed_other_bot_dir"].startswith("LEAK")  # world-readable without bwrap
+    assert seen["root_home"] == "denied FileNotFoundError"
+    assert seen["write_own_dir"].startswith("denied")
+    assert seen["write_tmp"] == "LEAK wrote"  # private tmpfs
+    assert seen["unsandboxed_loopback"] == "LEAK connected"  # a fact worth knowing
+    assert not (HOSTILE / "x.txt").exists()
+
+
+@needs_sandbox
+def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
+    async def main():
+        async with await start("env_report.py", sandbox=True) as bot:
+            report = json.loads(await bot.receive_line(10))
+        async with await start("crash.py", "segv", sandbox=True) as bot:
+            assert await bot.receive_line(10) == "ready"
+            with pytest.raises(bp.BotExited) as info:
+                await bot.receive_line(10)
+        return report, info.value
+
+    report, crash = run(main)
+    assert report["pid"] <= 3  # a fresh pid namespace
+    assert report["env"]["HOME"] == "/tmp"
+    if ROOT:
+        assert sb.uid_in_pool(report["uid"])
+    assert (crash.returncode, crash.signal) == (128 + signal.SIGSEGV, signal.SIGSEGV)
+
+
+@needs_sandbox
+def test_sandbox_fork_bomb_and_grandchild():
+    limits = Limits(cpu_seconds=3, memory_mb=256, max_processes=12)
+
+    async def main():
+        async with await start("fork_bomb.py", limits=limits, sandbox=True) as bot:
+            assert await bot.receive_line(10) == "bombing"
+            await trio.sleep(0.3)
+            assert len(marked_pids()) <= limits.max_processes + 2
+        async with await start("setsid_grandchild.py", "keep", sandbox=True) as bot:
+            await bot.receive_line(10)
+            assert await bot.receive_line(5) == "parent done"
+
+    run(main)
+
+
+def test_missing_or_broken_bwrap_is_reported(monkeypatch):
+    """What a machine with user namespaces disabled looks like, simulated."""
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)  # the fake must be executable by the bot uid
+        fake = Path(d) / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace,"
+                        " likely because the kernel does not allow non-privileged user"
+                        " namespaces' >&2\nexit 1\n")
+        fake.chmod(0o755)
+
+        async def main():
+            for path, message in ((str(Path(d) / "missing"), "bwrap not found"),
+                                  (str(fake), "No permissions to create new namespace")):
+                monkeypatch.setattr(bp, "BWRAP", path)
+                with pytest.raises(bp.SandboxUnavailable, match=message):
+                    await start("echo.py", sandbox=True)
+
+        run(main)
+
+
+# -- a referee killed -9 --------------------------------------------------------------
+
+
+REFEREE = textwrap.dedent("""
+    import sys, trio
+    from arena import botproc as bp
+    async def main():
+        bot = await bp.start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
+                                 limits=bp.Limits(max_processes=16))
+        print(bot.pid, await bot.receive_line(5), flush=True)
+        await trio.sleep(60)
+    trio.run(main)
+""")
+
+
+def test_cleanup_stale_after_referee_killed():
+    repo = Path(__file__).resolve().parent.parent
+    referee = subprocess.Popen(
+        [sys.executable, "-c", REFEREE, PY, str(HOSTILE / "setsid_grandchild.py"), MARK,
+         str(HOSTILE)],
+        cwd=repo, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        bot_pid, grandchild = map(int, referee.stdout.readline().split())
+    finally:
+        referee.kill()
+        referee.wait()
+        referee.stdout.close()
+    assert sb.read_proc(grandchild) is not None  # orphaned and still running
+    report = bp.cleanup_stale()
+    assert referee.pid in report.referees
+    assert sb.read_proc(grandchild) is None and sb.read_proc(bot_pid) is None
+    prefix = f"r{referee.pid}-"
+    assert not list(Path(tempfile.gettempdir()).glob(prefix + "*"))
+    if CGROUPS is not None:
+        assert any(prefix in c for c in report.cgroups)
+        assert not [p for parent in CGROUPS.parents.values() if parent.is_dir()
+                    for p in parent.glob(prefix + "*")]
