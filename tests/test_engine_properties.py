@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from arena.engine import PRESETS, Rules, apply_action, legal_actions, new_game
 from arena.engine.cards import card_str, make_deck
-from arena.engine.model import HAND, Seat, State
+from arena.engine.model import HAND, State
 from arena.engine.rules import RulesError
 from arena.engine.views import action_json, event_for, from_position, seat_view, to_position
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from arena.engine import preset
 from arena.engine.views import event_for
 from tests.conftest import can, flip, hand, kinds, log, moves, pick_up, pile, play, show, table
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from arena.engine import forfeit, new_game, preset
-from arena.engine.model import Result
+from arena.engine import PRESETS, forfeit, new_game, preset
+from arena.engine.model import GameOver, Result
 from arena.engine.views import event_for, seat_view
 from tests.conftest import flip, kinds, log, moves, pick_up, play, show, table
 
@@ -151,7 +151,7 @@ def test_a_pick_up_counts_as_a_stale_turn():
 
 
 def test_only_powers_has_the_stale_rule():
-    assert {n: r.stale_turns for n, r in __import__("arena.engine").engine.PRESETS.items()} == {
+    assert {n: r.stale_turns for n, r in PRESETS.items()} == {
         "powers": 400, "classic": None, "skip8": None, "shithead": None, "smeghead": None}
 
 
@@ -200,9 +200,4 @@ def test_forfeit_keeps_places_already_won():
     s, _ = forfeit(s, 1, "timeout")
     s, _ = forfeit(s, 2, "timeout")
     assert s.result == Result("forfeit", ((0,), (3,), (2,), (1,)), True)
-    assert event_for(_last_event(s), None)["result"]["loser"] == 1
-
-
-def _last_event(s):
-    from arena.engine.model import GameOver
-    return GameOver(s.result)
+    assert event_for(GameOver(s.result), None)["result"]["loser"] == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena.engine import IllegalActionError, Play, apply_action, parse_cards
+from arena.engine import IllegalActionError, Play, apply_action, legal_actions, parse_cards
 from arena.engine.model import PickUp
 from arena.engine.views import event_for
 from tests.conftest import can, flip, hand, kinds, log, moves, pick_up, pile, play, show, table
@@ -29,12 +29,7 @@ def test_a_set_is_one_rank_and_names_each_card_once():
         apply_action(s, Play(parse_cards(["2C", "5C"])))
     with pytest.raises(IllegalActionError):
         apply_action(s, Play(parse_cards(["5C", "5C"])))
-    assert all(len({c >> 2 for c in a.cards}) == 1 for a in _legal(s) if a.kind == "play")
-
-
-def _legal(s):
-    from arena.engine import legal_actions
-    return legal_actions(s)
+    assert all(len({c >> 2 for c in a.cards}) == 1 for a in legal_actions(s) if a.kind == "play")
 
 
 # ---------------------------------------------------------------- drawing (decision 20)
@@ -226,6 +221,12 @@ def test_a_pair_must_be_answered_with_a_pair_or_more():
 def test_wild_cards_answer_a_set_singly():
     s = pair_of_fives()
     assert moves(s) == ["play 2C", "play 6H 6S", "play TC"]
+
+
+def test_every_wild_card_answers_a_set_singly_but_a_see_through_eight_does_not():
+    """Decision 3: see-through 3s, glass 7s and jokers are wild; a see-through 8 is not (decision 33)."""
+    s = pair_of_fives(answer="3H 7H XR 8H", three="see_through", seven="glass", eight="see_through", jokers=1)
+    assert moves(s) == ["play 3H", "play 7H", "play XR"]
 
 
 def test_fewer_cards_of_a_rank_than_the_set_cannot_answer_it():

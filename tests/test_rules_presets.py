@@ -10,7 +10,7 @@ import pytest
 
 from arena.engine import PRESETS, Rules, RulesError, new_game, parse_option, preset, rules_from
 from arena.engine.describe import OPTION_HELP, describe
-from tests.conftest import can, moves, play, table
+from tests.conftest import moves, play, table
 
 INIT_FIELDS = [f.name for f in dataclasses.fields(Rules) if f.init]
 DEFAULT = Rules()

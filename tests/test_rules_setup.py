@@ -5,11 +5,26 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tests.conftest import choose, done, hand, kinds, log, moves, pile, play, show, stack, table
 
-from arena.engine import PRESETS, legal_actions, new_game, preset
+from arena.engine import PRESETS, apply_action, legal_actions, new_game, parse_card, preset
 from arena.engine.cards import JOKER, rank_of
 from arena.engine.views import event_for, seat_view
+from tests.conftest import can, choose, done, hand, kinds, log, moves, pile, play, show, stack, table
+
+
+def apply_first(s):
+    """Take the first legal action (for setup steps whose choice does not matter)."""
+    return apply_action(s, legal_actions(s)[0])
+
+
+def parse(c):
+    return parse_card(c)
+
+
+def can_any(s, cards):
+    """Whether any one of these cards may be played alone."""
+    return any(can(s, c) for c in cards.split())
+
 
 # ---------------------------------------------------------------- the deal
 
@@ -52,11 +67,6 @@ def test_choose_deal_gives_six_to_hand_and_nothing_face_up(name):
     assert len(s.seats[0].hand) == 3 and len(s.seats[0].face_up) == 3
 
 
-def apply_first(s):
-    from arena.engine import apply_action
-    return apply_action(s, legal_actions(s)[0])
-
-
 def test_skip8_six_players_short_deal_sets_four_cards_aside_unseen():
     """Decision 2: at six players 002 deals 3 down, 3 up, 2 in hand; the 4 left over are set aside."""
     s = new_game(preset("skip8"), 6, seed=9)
@@ -64,7 +74,7 @@ def test_skip8_six_players_short_deal_sets_four_cards_aside_unseen():
     assert all((len(x.face_down), len(x.face_up_cards), len(x.hand)) == (3, 3, 2) for x in s.seats)
     view = seat_view(s, 0)
     assert view["set_aside"] == 4 and view["stock"] == 0
-    assert not set(show(s.set_aside).split()) & set(str(view).replace("'", " ").split())
+    assert not set(show(s.set_aside).split()) & set(str(view).replace("'", " ").split())  # one deck: unique
 
 
 def test_short_deal_means_no_drawing():
@@ -88,11 +98,6 @@ def test_setup_choose_from_six():
     s, ev = choose(s, "JS KD AC")
     assert hand(s, 0) == "3C 5D 9H" and s.seats[0].face_up == ((parse("JS"),), (parse("KD"),), (parse("AC"),))
     assert s.to_move == 1 and s.phase == "setup"  # seats decide in seat order
-
-
-def parse(c):
-    from arena.engine import parse_card
-    return parse_card(c)
 
 
 def test_setup_swap_may_take_face_up_cards_into_hand():
@@ -195,11 +200,6 @@ def test_start_card_seat_zero_plays_on_it():
     assert log(ev)[-2:] == [{"kind": "start_card", "card": "9S", "set_aside": False},
                             {"kind": "leads", "seat": 0, "why": "left of the dealer, on the start card"}]
     assert not can_any(s, "4C 5C 6C")
-
-
-def can_any(s, cards):
-    from tests.conftest import can
-    return any(can(s, c) for c in cards.split())
 
 
 @pytest.mark.parametrize("name", ["powers", "classic"])
