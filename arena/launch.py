@@ -6,9 +6,13 @@ interpreter, so Python bots see the same installed packages as the arena.
 
 from __future__ import annotations
 
+import functools
+import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -34,10 +38,52 @@ def limits_for(spec: BotSpec, base: Limits) -> Limits:
     return Limits(**{**{f.name: getattr(base, f.name) for f in fields(Limits)}, **changes})
 
 
-def argv(spec: BotSpec) -> list[str]:
+ARENA_SOURCE = Path(__file__).resolve().parent.parent  # holds the ``arena`` package
+
+
+def _others_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:
+    """Whether any other user can reach ``path`` (x on every directory) and has ``need`` on it."""
+    p = path.resolve()
+    if not p.exists() or not os.stat(p).st_mode & need:
+        return False
+    return all(os.stat(d).st_mode & stat.S_IXOTH for d in p.parents)
+
+
+@functools.cache
+def _system_python() -> str | None:
+    """A Python 3.11+ that any uid can run, for bots when ours lives somewhere private."""
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if _others_can_use(Path(cand)):
+            try:
+                out = subprocess.run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                                     capture_output=True, text=True, timeout=10).stdout.strip()
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if out == "True":
+                return cand
+    return None
+
+
+def python_for(isolated: bool) -> tuple[str, dict[str, str]] | None:
+    """The interpreter for ``python3`` in a manifest, and the environment it needs.
+
+    Our own interpreter when the bot's uid can run it (same packages as the arena);
+    otherwise the system's, with the arena source on PYTHONPATH so reference bots
+    still import ``arena``. None when no interpreter is usable by an isolated bot.
+    """
+    ours = Path(sys.executable)
+    if not isolated or (_others_can_use(ours) and str(ours.resolve()).startswith("/usr/")):
+        return sys.executable, {}
+    system = _system_python()
+    if system is None:
+        return None
+    return system, {"PYTHONPATH": str(ARENA_SOURCE)} if _others_can_use(ARENA_SOURCE / "arena" / "__init__.py", stat.S_IROTH) else {}
+
+
+def argv(spec: BotSpec, python: str = sys.executable) -> list[str]:
     cmd = list(spec.command)
     if cmd and cmd[0] in ("python3", "python"):
-        cmd[0] = sys.executable
+        cmd[0] = python
     return cmd
 
 
@@ -47,10 +93,10 @@ class Launcher:
 
     limits: Limits = field(default_factory=Limits)
     sandbox: bool = False
-    # Run each bot under a private uid (root referees only). Off by default because a
-    # bot's interpreter may live where other users cannot read it (e.g. under /root);
-    # --sandbox turns it on. docs/SANDBOX.md says what a bot can reach either way.
+    # Run each bot under a private uid when the referee is root (None: whenever possible).
+    # docs/SANDBOX.md says what a bot can reach either way.
     isolate_user: bool | None = None
+    warnings: list[str] = field(default_factory=list)
     built: dict[str, bool] = field(default_factory=dict)
     build_lock: trio.Lock = field(default_factory=trio.Lock)
 
@@ -77,6 +123,24 @@ class Launcher:
     async def __call__(self, spec: BotSpec):
         from .botproc import start_bot
         await self.build(spec)
-        isolate = self.sandbox if self.isolate_user is None else self.isolate_user
-        return await start_bot(argv(spec), spec.workdir, limits=limits_for(spec, self.limits),
-                               sandbox=self.sandbox, run_as="auto" if isolate else None)
+        isolate = os.geteuid() == 0 if self.isolate_user is None else self.isolate_user
+        env: dict[str, str] = {}
+        python = sys.executable
+        if spec.command and spec.command[0] in ("python3", "python"):
+            found = python_for(isolate or self.sandbox)
+            if found is None and (self.sandbox or self.isolate_user):
+                raise BuildError("no Python 3.11+ that an isolated bot may run (install python3 in /usr/bin)")
+            if found is None:
+                isolate = False
+                self._warn("no system Python 3.11+ for isolated Python bots: they run as the referee's user")
+            else:
+                python, env = found
+        binds = [ARENA_SOURCE] if env.get("PYTHONPATH") else []
+        return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
+                               sandbox=self.sandbox, run_as="auto" if isolate else None,
+                               extra_env=env or None, ro_binds=binds)
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+            print(f"warning: {text}", file=sys.stderr)
