@@ -121,7 +121,7 @@ class Launcher:
             self.built[spec.label] = True
 
     async def __call__(self, spec: BotSpec):
-        from .botproc import start_bot
+        from .botproc import BotStartError, start_bot
         await self.build(spec)
         isolate = os.geteuid() == 0 if self.isolate_user is None else self.isolate_user
         env: dict[str, str] = {}
@@ -136,9 +136,18 @@ class Launcher:
             else:
                 python, env = found
         binds = [ARENA_SOURCE] if env.get("PYTHONPATH") else []
-        return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
-                               sandbox=self.sandbox, run_as="auto" if isolate else None,
-                               extra_env=env or None, ro_binds=binds)
+        try:
+            return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
+                                   sandbox=self.sandbox, run_as="auto" if isolate else None,
+                                   extra_env=env or None, ro_binds=binds)
+        except BotStartError as e:
+            if not isolate or self.sandbox or self.isolate_user:
+                raise
+            # Isolation was only "where possible": a bot kept where other users cannot read
+            # (a private home directory) still runs, as the referee's user, and we say so.
+            self._warn(f"{spec.label} runs as the referee's user: {e}")
+            return await start_bot(argv(spec), spec.workdir, limits=limits_for(spec, self.limits),
+                                   sandbox=False, run_as=None)
 
     def _warn(self, text: str) -> None:
         if text not in self.warnings:
