@@ -112,15 +112,24 @@ def legal_actions(state: State) -> tuple[Action, ...]:
     rules = state.rules
     top = effective_top(rules, state.pile)
     if not seat.hand and not seat.face_up:
-        return tuple(Flip(i) for i, c in enumerate(seat.face_down) if c is not None)
+        return tuple(_FLIPS[i] for i, c in enumerate(seat.face_down) if c is not None)
     plays: list[Action] = []
     if seat.hand:
         zone = HAND
-        for rank, group in groupby(seat.hand, key=lambda c: c >> 2):
-            cards = tuple(group)
-            for n in range(1, len(cards) + 1):
-                if can_play(state, rank, n, top):
-                    plays.append(Play(cards[:n], HAND))
+        hand = seat.hand
+        counted = rules.match_count and state.need > 1  # only then does a set's size matter
+        i, n = 0, len(hand)
+        while i < n:  # hands are sorted, so each rank is one run
+            rank = hand[i] >> 2
+            j = i + 1
+            while j < n and hand[j] >> 2 == rank:
+                j += 1
+            if counted and rank not in rules.wild:
+                plays.extend(_play_of(hand[i:k], HAND) for k in range(i + 1, j + 1)
+                             if can_play(state, rank, k - i, top))
+            elif can_play(state, rank, 1, top):
+                plays.extend(_play_of(hand[i:k], HAND) for k in range(i + 1, j + 1))
+            i = j
     else:
         zone = FACE_UP
         for rank, group in groupby(sorted(seat.face_up), key=lambda s: s[0] >> 2):
@@ -149,8 +158,22 @@ def legal_actions(state: State) -> tuple[Action, ...]:
             ranks = {s[0] >> 2: s[0] for s in seat.face_up}
             plays.extend(PickUp(c) for c in sorted(ranks.values()))
         else:
-            plays.append(PickUp())
+            plays.append(_PICK_UP)
     return tuple(plays)
+
+
+_PLAYS: dict[tuple[tuple[int, ...], str], Play] = {}
+_PICK_UP = PickUp()
+_FLIPS = tuple(Flip(i) for i in range(64))
+
+
+def _play_of(cards: tuple[int, ...], zone: str) -> Play:
+    """Play actions are immutable and few (same-rank runs), so each is built once and shared."""
+    try:
+        return _PLAYS[cards, zone]
+    except KeyError:
+        play = _PLAYS[cards, zone] = Play(cards, zone)
+        return play
 
 
 def _joker_targets(state: State, play: Play) -> list[Play]:
@@ -256,9 +279,12 @@ def _draw(state: State, seat: Seat, i: int, events: list[Event]) -> tuple[State,
 
 def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
           events: list[Event], flipped: bool = False) -> State:
+    # The hot path of every simulation: fields are computed first and the state is
+    # rebuilt once in _next_turn, rather than copied after each change.
     rules = state.rules
     i = state.to_move
-    seat = state.seats[i]
+    seats = state.seats
+    seat = seats[i]
     if zone == HAND:
         seat = seat._replace(hand=_remove(seat.hand, cards),
                              known=_remove_present(seat.known, cards) if seat.known else ())
@@ -269,17 +295,15 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     rank = cards[0] >> 2
     burn = _burns(state, cards)
     pile = state.pile + cards
-    need, descending = state.need, state.descending
+    need, descending, burned = state.need, state.descending, state.burned
     if rank == JOKER and target is not None:
-        t = state.seats[target]
-        t = t._replace(hand=tuple(sorted(t.hand + pile)), known=tuple(sorted(t.known + pile)))
-        state = state._replace(seats=_set(_set(state.seats, i, seat), target, t))
-        seat = state.seats[i]
+        t = seats[target]
+        seats = _set(seats, target, t._replace(hand=tuple(sorted(t.hand + pile)), known=tuple(sorted(t.known + pile))))
         events.append(GavePile(i, target, pile))
         pile, need, descending, burn = (), 0, False, None  # the pile went to a hand: nothing burned
     elif burn:
         events.append(Burned(pile, burn))
-        state = state._replace(burned=state.burned + pile)
+        burned = burned + pile
         pile, need, descending = (), 0, False
     elif rank in rules.see_through:
         descending = descending and rank not in rules.wild
@@ -289,32 +313,42 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         need = len(cards) if rules.match_count else 0
         if rank == SEVEN and rules.seven == "descending":
             descending = True
-    state = state._replace(pile=pile, need=need, descending=descending)
-    state, seat = _draw(state, seat, i, events)
-    went_out = seat.card_count == 0
+    stock = state.stock
+    short = rules.hand_size - len(seat.hand)
+    if short > 0 and stock:
+        drawn = stock[-short:]
+        stock = stock[:-short]
+        events.append(Drew(i, drawn))
+        seat = seat._replace(hand=tuple(sorted(seat.hand + drawn)))
+    went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
         seat = seat._replace(place=_next_place(state), known=())
         events.append(WentOut(i, seat.place))
-    state = state._replace(seats=_set(state.seats, i, seat))
-    if _finished(state):
-        return _end(state, events, "first_out" if not rules.play_on else "played_out")
+    seats = _set(seats, i, seat)
+    if went_out:
+        state = state._replace(seats=seats, pile=pile, burned=burned, stock=stock, need=need,
+                               descending=descending)
+        if _finished(state):
+            return _end(state, events, "first_out" if not rules.play_on else "played_out")
     again = (burn == "ten" or (burn == "four_of_a_kind" and rules.four_of_a_kind == "burn_again")
              or (rank == TWO and rules.reset_again and not burn))
     skips = 0
+    direction = state.direction
     if not burn and target is None:
         if rank in rules.skip:
             skips = len(cards)
         if rank in rules.reverse and len(cards) % 2:
-            state = state._replace(direction=-state.direction)
-            events.append(Reversed(state.direction))
+            direction = -direction
+            events.append(Reversed(direction))
     if again and not went_out:
         nxt = i
     else:
-        nxt = _advance(state, i, 1)
+        nxt = _advance(seats, direction, i, 1)
         for _ in range(skips):
             events.append(Skipped(nxt))
-            nxt = _advance(state, nxt, 1)
-    return _next_turn(state, nxt, bool(burn) or went_out, events)
+            nxt = _advance(seats, direction, nxt, 1)
+    return _next_turn(state, nxt, bool(burn) or went_out, events, seats=seats, pile=pile, burned=burned,
+                      stock=stock, need=need, descending=descending, direction=direction)
 
 
 def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
@@ -328,7 +362,7 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
     seat = seat._replace(hand=tuple(sorted(seat.hand + pile)), known=tuple(sorted(seat.known + pile)))
     events.append(PickedUp(i, pile))
     state = state._replace(seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
-    return _next_turn(state, _advance(state, i, 1), False, events)
+    return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events)
 
 
 def _flip(state: State, position: int, events: list[Event]) -> State:
@@ -348,12 +382,12 @@ def _flip(state: State, position: int, events: list[Event]) -> State:
     seat = seat._replace(hand=tuple(sorted(seat.hand + taken)), known=tuple(sorted(seat.known + taken)))
     events.append(PickedUp(i, taken))
     state = state._replace(seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
-    return _next_turn(state, _advance(state, i, 1), False, events)
+    return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events)
 
 
-def _next_turn(state: State, nxt: int, progress: bool, events: list[Event]) -> State:
+def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], **changes) -> State:
     stale = 0 if progress else state.stale + 1
-    state = state._replace(to_move=nxt, turn=state.turn + 1, stale=stale)
+    state = state._replace(to_move=nxt, turn=state.turn + 1, stale=stale, **changes)
     limit = state.rules.stale_turns
     if limit is not None and stale >= limit:
         return _end(state, events, "stale_draw")
@@ -366,9 +400,9 @@ def _set(seats: tuple[Seat, ...], i: int, seat: Seat) -> tuple[Seat, ...]:
     return seats[:i] + (seat,) + seats[i + 1:]
 
 
-def _advance(state: State, frm: int, steps: int) -> int:
-    """The ``steps``-th seat still in the game after ``frm`` in the direction of play."""
-    n, d, seats = len(state.seats), state.direction, state.seats
+def _advance(seats: tuple[Seat, ...], d: int, frm: int, steps: int) -> int:
+    """The ``steps``-th seat still in the game after ``frm`` in direction ``d``."""
+    n = len(seats)
     j = frm
     for _ in range(steps):
         for _ in range(n):
@@ -425,7 +459,7 @@ def forfeit(state: State, seat: int, reason: str) -> tuple[State, list[Event]]:
             return _next_setup(state, events), events
         return state, events
     if state.to_move == seat:
-        state = state._replace(to_move=_advance(state, seat, 1))
+        state = state._replace(to_move=_advance(state.seats, state.direction, seat, 1))
     return state, events
 
 
