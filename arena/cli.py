@@ -111,6 +111,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                max_turns: Annotated[Optional[int], typer.Option()] = None,
                sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox")] = None,
                store: Annotated[Optional[Path], typer.Option("--store")] = None,
+               cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
+                                  help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
     from .live import PlainReporter, RichReporter, standings_table
@@ -118,7 +120,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from .tournament import load_config, run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "max_turns": max_turns, "sandbox": sandbox,
-                 "store": str(store) if store else None}
+                 "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from .engine.rules import parse_option
         try:

@@ -99,6 +99,8 @@ class RichReporter(_Base):
                                  console=self.console)
         self.live: Live | None = None
         self.refresh_every = refresh_every
+        self.min_interval = 0.25  # the table is re-tallied from every result: at most at the display's rate
+        self._rendered = 0.0
 
     def _render(self) -> Group:
         table = standings_table(standings(self.results, with_elo=False), "Live standings (this run)")
@@ -113,7 +115,10 @@ class RichReporter(_Base):
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         super().game_done(game, record)
         self.progress.update(self.task, completed=self.done, rate=self.rate)
-        if self.live and (self.done % self.refresh_every == 0 or self.done == self.total):
+        now = time.perf_counter()
+        if self.live and (self.done == self.total or (self.done % self.refresh_every == 0
+                                                      and now - self._rendered >= self.min_interval)):
+            self._rendered = now
             self.live.update(self._render())
 
     def finished(self, interrupted: bool) -> None:

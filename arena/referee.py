@@ -117,7 +117,7 @@ class BotPlayer:
             if fault.reason in ("bad_json", "schema", "timeout", "crash"):
                 fault = BotFault("handshake" if fault.reason != "timeout" else "timeout",
                                  f"handshake failed: {fault.message}")
-            await self.close()
+            await self.fault(fault.reason, fault.message, None)  # a live bot is told why (bad_version...)
             raise fault from None
         return self.conn
 
@@ -167,17 +167,15 @@ class BotPlayer:
         await self.close()
 
     def take_stderr(self) -> list[str]:
-        if self.conn is None:
-            out, self._stderr = self._stderr, []
-            return out
-        return self._stderr + self.conn.take_stderr() if self._stderr else self.conn.take_stderr()
+        out, self._stderr = self._stderr, []  # lines kept from a closed process are handed out once
+        return out + self.conn.take_stderr() if self.conn is not None else out
 
     async def close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
-            self._stderr += conn.take_stderr()
             with trio.CancelScope(shield=True):
                 await conn.aclose()
+            self._stderr += conn.take_stderr()  # after aclose, which waits for a dying bot's last lines
 
     async def shutdown(self) -> None:
         if self.conn is not None:
@@ -266,6 +264,8 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
             nursery.start_soon(begin, seat)
     for seat, fault in sorted(start_faults, key=lambda x: x[0]):
         evs = await drop(seat, fault, None)
+        # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here
+        rec.stderr[seat] += players[seat].take_stderr()[-stderr_lines_per_step:]
         _deliver(evs, pending, rec, None, on_event, state)
     request_id = 0
     while state.result is None:
@@ -285,9 +285,10 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                 choice = await players[seat].decide(msg, clock.move_ms / 1000 + bank[seat])
             except BotFault as fault:
                 ms = (trio.current_time() - start) * 1000
-                step.update(request=request_id, ms=round(ms, 3), fault=fault.reason,
-                            stderr=players[seat].take_stderr()[-stderr_lines_per_step:])
+                step.update(request=request_id, ms=round(ms, 3), fault=fault.reason)
                 evs = await drop(seat, fault, request_id)
+                # taken once the bot is stopped: what it wrote while dying belongs to this game
+                step["stderr"] = players[seat].take_stderr()[-stderr_lines_per_step:]
                 step["events"] = [event_for(e, None) for e in evs]
                 rec.steps.append(step)
                 _deliver(evs, pending, rec, None, on_event, state)

@@ -55,6 +55,7 @@ class TournamentConfig:
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
     limits: dict[str, int] = field(default_factory=dict)
+    cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
 
     def ruleset(self) -> Rules:
         try:
@@ -90,11 +91,13 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         if not isinstance(time, dict):
             raise ConfigError(f"{p}: [time] must be a table")
         data.update({k: v for k, v in time.items()})
+        _check_types(data, f"{p}: ")
         base = p.parent
         data["bots"] = [_resolve(b, base) for b in data.get("bots", [])]
         data["candidates"] = [_resolve(b, base) for b in data.get("candidates", [])]
         data.setdefault("name", p.stem)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    _check_types(data, "")
     known = set(TournamentConfig.__dataclass_fields__)
     unknown = set(data) - known
     if unknown:
@@ -105,6 +108,23 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         raise ConfigError(str(e)) from None
     check_config(cfg)
     return cfg
+
+
+def _check_types(data: dict[str, Any], where: str) -> None:
+    """A wrongly typed value is named here rather than failing deep inside (``seats = "3"``)."""
+    defaults = TournamentConfig()
+    for key, value in data.items():
+        if key not in TournamentConfig.__dataclass_fields__:
+            continue  # reported as unknown
+        want = type(getattr(defaults, key))
+        if want is list:
+            ok, what = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
+        elif want is int:
+            ok, what = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        else:
+            ok, what = isinstance(value, want), {str: "a string", bool: "true or false", dict: "a table"}[want]
+        if not ok:
+            raise ConfigError(f"{where}{key} must be {what}, not {value!r}")
 
 
 def _resolve(ref: str, base: Path) -> str:
@@ -240,8 +260,14 @@ class PlayerPool:
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
-                         *, launcher: Callable | None = None) -> list[GameRecord]:
-    """Play every scheduled game the store does not hold yet; returns the records played now."""
+                         *, launcher: Callable | None = None, keep_logs: bool = False) -> list[GameRecord]:
+    """Play every scheduled game the store does not hold yet; returns the records played now.
+
+    Their step logs (steps, setup events, stderr) are in the store and are dropped from the
+    returned records unless ``keep_logs``: a long tournament would hold every log in memory."""
+    if cfg.cluster:  # Dask is imported only on this path
+        from .cluster import run_on_cluster
+        return await run_on_cluster(cfg, store, reporter)
     from .botproc import cleanup_stale
     reporter = reporter or Reporter()
     rules = cfg.ruleset()
@@ -275,6 +301,8 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
             store.save_game(cfg.name, game.index, list(game.seats), record.as_json())
             played.append(record)
             reporter.game_done(game, record)
+            if not keep_logs:
+                record.steps, record.setup_events, record.stderr = [], [], []
 
     try:
         async with trio.open_nursery() as nursery:
