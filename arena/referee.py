@@ -131,9 +131,19 @@ class BotPlayer:
             raise _as_fault(e) from None
 
     async def begin(self, message: dict[str, Any]) -> None:
-        if self.restart_each_game:
+        if self.restart_each_game or self._cpu_spent():
             await self.close()
         await self._send(message)
+
+    def _cpu_spent(self) -> bool:
+        """True once the process has used half its CPU limit: a fresh process then serves the
+        next game, so the limit (per process, see arena.limits) bounds one game, not a match."""
+        usage = getattr(self.conn, "resource_usage", None)
+        limits = getattr(self.conn, "limits", None)
+        if not callable(usage) or limits is None:
+            return False
+        spent = usage().cpu_seconds
+        return spent is not None and spent >= limits.cpu_seconds / 2
 
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
         await self._send(message)
