@@ -1,0 +1,200 @@
+"""A tournament killed with SIGKILL and resumed ends up exactly like one that was never interrupted.
+
+The bundled bots are deterministic (random reseeds from each game's start seed), so
+every game's actions depend only on the schedule. The test copies them into a
+directory of their own, which makes every bot process recognisable by its working
+directory when looking for leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.standings import standings
+from arena.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+BOTS = ("random", "lowest", "heuristic")
+NAME = "resume"
+TOTAL = 3 * 8 * 2  # 3 tables x 8 deals x 2 seat rotations
+
+TOURNAMENT = f"""\
+name = "{NAME}"
+bots = ["BOTS/random", "BOTS/lowest", "BOTS/heuristic"]
+seats = 2
+deals = 8
+seed = 2024
+rules = "classic"
+concurrency = 2
+[time]
+move_ms = 5000
+"""
+
+
+def arena_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+
+
+def stored(path: Path) -> int:
+    """Games in the store so far, read while the tournament writes (WAL: readers never block it)."""
+    if not path.exists():
+        return 0
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            return db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def bot_processes(bots_dir: Path) -> list[int]:
+    """Live processes whose working directory is one of our bot copies."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            continue  # gone, or a zombie
+        if cwd.startswith(str(bots_dir)):
+            found.append(int(name))
+    return found
+
+
+def reap_orphans(before: set[int]) -> None:
+    """Bots orphaned by the kill may be handed to this process (a subreaper once a test here used
+    arena.botproc); reap those zombies so they do not linger."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in before:
+            continue
+        try:
+            text = open(f"/proc/{name}/stat").read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                os.waitpid(int(name), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def wait_gone(bots_dir: Path, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while True:
+        left = bot_processes(bots_dir)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def snapshot(path: Path) -> dict[str, Any]:
+    """Everything about the stored games that must not depend on timing or interruption."""
+    db = Store(path, readonly=True)
+    try:
+        games = {}
+        for row in db.games(tournament=NAME, limit=10**6):
+            log = db.game_record(row["id"])
+            assert log is not None
+            steps = [{k: v for k, v in s.items() if k not in ("ms", "stderr")} for s in log["steps"]]
+            games[row["id"]] = {
+                "index": row["index"], "seed": row["seed"], "seats": row["seats"], "result": row["result"],
+                "reason": row["reason"], "turns": row["turns"], "faults": log["faults"],
+                "decisions": log["decisions"], "setup_events": log["setup_events"], "steps": steps,
+            }
+        lines = [{k: v for k, v in line.as_json().items() if k != "ms_per_decision"}
+                 for line in standings(db.results(NAME))]
+        (n_logs,) = db.db.execute("SELECT COUNT(*) FROM game_logs").fetchone()
+        (n_seats,) = db.db.execute("SELECT COUNT(*) FROM game_seats").fetchone()
+        (n_games,) = db.db.execute("SELECT COUNT(*) FROM games").fetchone()
+        t = db.tournament(NAME)
+        return {"games": games, "standings": lines, "counts": (n_games, n_logs, n_seats),
+                "status": t and (t["status"], t["planned"], t["played"])}
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def bots_dir() -> Any:
+    """Copies of the bundled bots in a directory of their own, one a bot's private uid can enter
+    (when the referee is root, bots do not run as root; pytest's temporary directories are 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="arena-resume-bots-"))
+    d.chmod(0o755)
+    for b in BOTS:
+        shutil.copytree(ROOT / "bots" / b, d / b, ignore=shutil.ignore_patterns("__pycache__"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_killed_tournament_resumes_to_the_same_games(tmp_path: Path, bots_dir: Path) -> None:
+    conf = tmp_path / "resume.toml"
+    conf.write_text(TOURNAMENT.replace("BOTS", str(bots_dir)))
+    pids_before = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+
+    # the reference: one uninterrupted run
+    ref_store = tmp_path / "reference.sqlite"
+    ref = subprocess.run(arena_cmd("tournament", str(conf), "--plain", "--store", str(ref_store)),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    assert f"finished: {TOTAL}/{TOTAL} games stored" in ref.stdout
+
+    # the same file into another store, killed at a random point after some games are stored
+    seed = int(os.environ.get("RESUME_KILL_SEED", random.randrange(1 << 30)))
+    kill_after = random.Random(seed).randint(2, TOTAL // 2)
+    store = tmp_path / "killed.sqlite"
+    log = (tmp_path / "killed.log").open("w")
+    proc = subprocess.Popen(arena_cmd("tournament", str(conf), "--plain", "--store", str(store)),
+                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while stored(store) < kill_after and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            log.flush()
+            raise AssertionError(f"the run ended before the kill (seed {seed}):\n"
+                                 + (tmp_path / "killed.log").read_text()[-2000:])
+        running = bot_processes(bots_dir)  # (so the leftover check below can see bots at all)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+    assert running, "no bot process found while the tournament ran"
+    at_kill = stored(store)
+    assert kill_after <= at_kill < TOTAL, (seed, at_kill)
+    reap_orphans(pids_before)
+
+    # resume with the very same command
+    again = subprocess.run(arena_cmd("tournament", str(conf), "--plain", "--store", str(store)),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming with {at_kill} already stored" in again.stdout
+    assert f"finished: {TOTAL}/{TOTAL} games stored" in again.stdout
+
+    want, got = snapshot(ref_store), snapshot(store)
+    assert got["counts"] == want["counts"] == (TOTAL, TOTAL, 2 * TOTAL)  # nothing stored twice
+    assert got["status"] == want["status"] == ("done", TOTAL, TOTAL)
+    assert sorted(got["games"]) == sorted(want["games"])
+    for gid in want["games"]:
+        assert got["games"][gid] == want["games"][gid], f"{gid} differs after resuming (kill seed {seed})"
+    assert got["standings"] == want["standings"]
+    assert all(g["faults"] == [] for g in got["games"].values())
+
+    reap_orphans(pids_before)
+    assert wait_gone(bots_dir, 5.0) == [], "bot processes left behind"
