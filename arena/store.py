@@ -72,6 +72,21 @@ CREATE TABLE IF NOT EXISTS game_logs (
 """
 
 
+LOG_FIELDS = ("steps", "setup_events", "stderr")
+
+
+def pack_log(record: dict[str, Any]) -> bytes:
+    """A game's full record as stored: compressed JSON."""
+    return zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without its step log (what standings and reporters need), with its length."""
+    out = {k: v for k, v in record.items() if k not in LOG_FIELDS}
+    out["turns"] = len(record["steps"])
+    return out
+
+
 class StoreError(RuntimeError):
     """The store file is missing, unreadable, or not an arena store."""
 
@@ -169,8 +184,12 @@ class Store:
     def done_indexes(self, tid: str) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT idx FROM games WHERE tournament=?", (tid,))}
 
-    def save_game(self, tid: str, idx: int, seats: list[str], record: dict[str, Any]) -> bool:
-        """Store a finished game and its log atomically. False if it was already stored."""
+    def save_game(self, tid: str, idx: int, seats: list[str], record: dict[str, Any],
+                  log: bytes | None = None) -> bool:
+        """Store a finished game and its log atomically. False if it was already stored.
+
+        ``record`` is a full game record, or its :func:`summary` with the log already
+        packed by :func:`pack_log` (as worker processes send them)."""
         result = record["result"]
         places = {}
         for rank, group in enumerate(result["order"]):
@@ -178,7 +197,9 @@ class Store:
             for s in group:
                 places[s] = best
         forfeits = result.get("forfeits", {})
-        turns = len(record["steps"])
+        turns = record["turns"] if "turns" in record else len(record["steps"])
+        if log is None:
+            log = pack_log(record)
         try:
             with self.tx() as db:
                 db.execute("INSERT INTO games VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
@@ -188,8 +209,7 @@ class Store:
                 db.executemany("INSERT INTO game_seats VALUES (?,?,?,?,?,?,?)", [
                     (record["game_id"], s, seats[s], places[s], forfeits.get(str(s)),
                      round(record["think_ms"][s], 3), record["decisions"][s]) for s in range(len(seats))])
-                db.execute("INSERT INTO game_logs VALUES (?,?)",
-                           (record["game_id"], zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)))
+                db.execute("INSERT INTO game_logs VALUES (?,?)", (record["game_id"], log))
         except sqlite3.IntegrityError:
             return False
         return True

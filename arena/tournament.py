@@ -55,6 +55,7 @@ class TournamentConfig:
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
     limits: dict[str, int] = field(default_factory=dict)
+    processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
 
     def ruleset(self) -> Rules:
@@ -75,6 +76,12 @@ class TournamentConfig:
     @property
     def workers(self) -> int:
         return self.concurrency if self.concurrency > 0 else (os.cpu_count() or 1)
+
+    @property
+    def process_count(self) -> int:
+        if self.processes > 0:
+            return min(self.processes, self.workers)
+        return max(1, min(self.workers, os.cpu_count() or 1))
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
@@ -151,8 +158,8 @@ def check_config(cfg: TournamentConfig) -> None:
     for name, lo in (("deals", 1), ("max_turns", 10), ("move_ms", 1), ("handshake_ms", 1), ("max_tables", 1)):
         if getattr(cfg, name) < lo:
             raise ConfigError(f"{name} must be at least {lo}")
-    if cfg.bank_ms < 0 or cfg.concurrency < 0:
-        raise ConfigError("bank_ms and concurrency must not be negative")
+    if cfg.bank_ms < 0 or cfg.concurrency < 0 or cfg.processes < 0:
+        raise ConfigError("bank_ms, concurrency and processes must not be negative")
     try:
         Limits(**cfg.limits)
     except (TypeError, ValueError) as e:
@@ -259,6 +266,18 @@ class PlayerPool:
                     n.start_soon(p.shutdown)
 
 
+async def play_scheduled(game: ScheduledGame, pool: PlayerPool, rules: Rules,
+                         cfg: TournamentConfig) -> GameRecord:
+    """One scheduled game, with bot processes borrowed from the pool for its duration."""
+    players = [pool.take(label) for label in game.seats]
+    try:
+        return await run_game(players, rules, game.seed, game_id=f"{cfg.name}-{game.index:06d}",
+                              clock=cfg.clock(), max_turns=cfg.max_turns)
+    finally:
+        for p in players:
+            pool.give_back(p)
+
+
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
                          *, launcher: Callable | None = None, keep_logs: bool = False) -> list[GameRecord]:
     """Play every scheduled game the store does not hold yet; returns the records played now.
@@ -283,6 +302,17 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
     todo = [g for g in games if g.index not in done]
     reporter.started(cfg, len(games), len(done))
     cleanup_stale()
+    processes = min(cfg.process_count, max(1, len(todo)))
+    if launcher is None and processes > 1:
+        from .worker import run_in_workers
+        interrupted = True
+        try:
+            played = await run_in_workers(cfg, store, reporter, todo, processes)
+            interrupted = False
+            store.finish_tournament(cfg.name)
+        finally:
+            reporter.finished(interrupted)
+        return played
     launch = launcher or Launcher(Limits(**cfg.limits), cfg.sandbox)
     pool = PlayerPool(specs, launch, cfg.clock(), cfg.restart_each_game, max(2, cfg.workers))
     played: list[GameRecord] = []
@@ -291,13 +321,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
 
     async def worker() -> None:
         async for game in receive:
-            players = [pool.take(label) for label in game.seats]
-            try:
-                record = await run_game(players, rules, game.seed, game_id=f"{cfg.name}-{game.index:06d}",
-                                        clock=cfg.clock(), max_turns=cfg.max_turns)
-            finally:
-                for p in players:
-                    pool.give_back(p)
+            record = await play_scheduled(game, pool, rules, cfg)
             store.save_game(cfg.name, game.index, list(game.seats), record.as_json())
             played.append(record)
             reporter.game_done(game, record)
