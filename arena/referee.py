@@ -276,7 +276,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         evs = await drop(seat, fault, None)
         # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here
         rec.stderr[seat] += players[seat].take_stderr()[-stderr_lines_per_step:]
-        _deliver(evs, pending, rec, None, on_event, state)
+        _deliver(evs, pending, on_event, state)
     request_id = 0
     while state.result is None:
         seat = state.to_move
@@ -299,9 +299,8 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                 evs = await drop(seat, fault, request_id)
                 # taken once the bot is stopped: what it wrote while dying belongs to this game
                 step["stderr"] = players[seat].take_stderr()[-stderr_lines_per_step:]
-                step["events"] = [event_for(e, None) for e in evs]
+                step["events"] = _deliver(evs, pending, on_event, state)
                 rec.steps.append(step)
-                _deliver(evs, pending, rec, None, on_event, state)
                 continue
             ms = round((trio.current_time() - start) * 1000, 3)  # the logged ms: replays rebuild the bank from it
             bank[seat] = max(0.0, bank[seat] - max(0.0, ms / 1000 - clock.move_ms / 1000))
@@ -312,13 +311,12 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         action = actions[choice]
         state, evs = apply_action(state, action, check=False)
         step.update(action=choice, ms=round(ms, 3), act=action_json(action),
-                    events=[event_for(e, None) for e in evs])
+                    events=_deliver(evs, pending, on_event, state))
         lines = players[seat].take_stderr()
         if lines:
             step["stderr"] = lines[-stderr_lines_per_step:]
             rec.stderr[seat] += lines[-stderr_lines_per_step:]
         rec.steps.append(step)
-        _deliver(evs, pending, rec, seat, on_event, state)
     assert state.result is not None
     rec.result = result_json(state.result)
     rec.result["forfeits"] = {str(f["seat"]): f["reason"] for f in rec.faults}
@@ -330,10 +328,19 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
     return rec
 
 
-def _deliver(evs: list[Any], pending: list[list[dict[str, Any]]], rec: GameRecord, actor: int | None,
-             on_event: Callable[[State, dict[str, Any]], None] | None, state: State) -> None:
+PRIVATE_EVENTS = ("drew", "setup")  # the only events whose content depends on who sees them
+
+
+def _deliver(evs: list[Any], pending: list[list[dict[str, Any]]],
+             on_event: Callable[[State, dict[str, Any]], None] | None, state: State) -> list[dict[str, Any]]:
+    """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
+
+    Public events are rendered once and the same dict is shared by every seat and the log."""
+    omni = [event_for(e, None) for e in evs]
     for seat in range(len(pending)):
-        pending[seat].extend(event_for(e, seat) for e in evs)
+        pending[seat].extend(o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
+                             for e, o in zip(evs, omni))
     if on_event is not None:
-        for e in evs:
-            on_event(state, event_for(e, None))
+        for o in omni:
+            on_event(state, o)
+    return omni
