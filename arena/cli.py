@@ -179,7 +179,7 @@ def games(tournament_name: Annotated[Optional[str], typer.Option("--tournament",
           max_turns: Annotated[Optional[int], typer.Option()] = None,
           limit: Annotated[int, typer.Option()] = 50, store: StoreOpt = DEFAULT_STORE,
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List stored games, filtered; each id can be given to ``arena replay``."""
+    """List stored games, filtered; replay any of them with: arena replay ID."""
     from rich.table import Table
     db = _open(store)
     rows = db.games(tournament=tournament_name, bot=bot, reason=reason, fault=fault,
@@ -195,6 +195,9 @@ def games(tournament_name: Annotated[Optional[str], typer.Option("--tournament",
         table.add_row(g["id"], " ".join(g["seats"]), g["reason"], str(g["result"]["order"]), str(g["turns"]),
                       ", ".join(f"{g['seats'][int(s)]}:{r}" for s, r in forf.items()))
     console.print(table)
+    if rows:
+        where = "" if store == DEFAULT_STORE else f" --store {store}"
+        console.print(f"replay one with: arena replay {rows[0]['id']}{where}   (--as SEAT for a seat's view, --html FILE)")
 
 
 @app.command()
@@ -236,14 +239,12 @@ def main() -> None:  # pragma: no cover
     app()
 
 
-def _register_optional() -> None:
-    """Commands whose modules may be absent in a partial checkout are added when present."""
-    for module in ("arena.replay.cli", "arena.ladder_cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(app)
+def _register_more() -> None:
+    """Replays and ladders live in their own packages; they add their commands here."""
+    from .ladder_cli import register as register_ladders
+    from .replay.cli import register as register_replays
+    register_replays(app)
+    register_ladders(app)
 
 
-_register_optional()
+_register_more()
