@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -134,7 +135,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
         fail(str(e))
     reporter = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
     try:
-        trio.run(run_tournament, cfg, db, reporter)
+        trio.run(partial(run_tournament, collect=False), cfg, db, reporter)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished games are stored in {cfg.store}; run the same command to resume")
         raise typer.Exit(130)

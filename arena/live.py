@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .referee import GameRecord
-from .standings import Line, standings
+from .standings import Line, add_game, ranked
 from .tournament import Reporter, ScheduledGame, TournamentConfig
 
 
@@ -39,7 +39,7 @@ def standings_table(lines: list[Line], title: str = "Standings", *, provisional:
 
 class _Base(Reporter):
     def __init__(self) -> None:
-        self.results: list[tuple[list[str], dict[str, Any]]] = []
+        self.lines: dict[str, Line] = {}  # running tallies: memory stays flat however long the run
         self.faults: Counter = Counter()
         self.total = self.done = self.base = 0
         self.t0 = time.perf_counter()
@@ -51,7 +51,7 @@ class _Base(Reporter):
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         self.done += 1
         assert record.result is not None
-        self.results.append((list(game.seats), record.result))
+        add_game(self.lines, list(game.seats), record.result)
         for f in record.faults:
             self.faults[(game.seats[f["seat"]], f["reason"])] += 1
 
@@ -103,7 +103,7 @@ class RichReporter(_Base):
         self._rendered = 0.0
 
     def _render(self) -> Group:
-        table = standings_table(standings(self.results, with_elo=False), "Live standings (this run)")
+        table = standings_table(ranked(self.lines), "Live standings (this run)")
         return Group(self.progress, table)
 
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None:

@@ -10,6 +10,7 @@ out of :func:`run_game`.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -221,6 +222,12 @@ class GameRecord:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+@functools.lru_cache(maxsize=32)
+def _options(rules: Rules) -> dict[str, Any]:
+    """Rules as JSON, built once per rule set: every record of a tournament shares it (read-only)."""
+    return rules.options()
+
+
 def decision_name(state: State) -> str:
     if state.phase == "setup":
         return "setup"
@@ -244,7 +251,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
     n = len(players)
     t0 = time.perf_counter()
     state, events = start_game(rules, n, seed, max_turns=max_turns)
-    rec = GameRecord(game_id, rules.options(), seed, [p.name for p in players], max_turns,
+    rec = GameRecord(game_id, _options(rules), seed, [p.name for p in players], max_turns,
                      clock=clock.as_json(), setup_events=[event_for(e, None) for e in events],
                      think_ms=[0.0] * n, decisions=[0] * n, stderr=[[] for _ in range(n)])
     pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(n)]

@@ -43,27 +43,37 @@ class Line:
 
 def tally(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, Line]:
     """Tally (seats, result) pairs. A draw counts as a draw for every seat still in it."""
-    lines: dict[str, Line] = defaultdict(lambda: Line(""))
+    lines: dict[str, Line] = {}
     for seats, result in games:
-        forfeits = result.get("forfeits", {})
-        n = len(seats)
-        place = 1
-        for group in result["order"]:
-            for s in group:
-                line = lines[seats[s]]
-                line.bot = seats[s]
-                line.games += 1
-                line.place_sum += place
-                if str(s) in forfeits:
-                    line.faults[forfeits[str(s)]] += 1
-                elif result["draw"]:
-                    line.draws += 1
-                elif place == 1 and len(group) == 1:
-                    line.wins += 1
-                if place + len(group) - 1 == n and len(group) == 1 and not result["draw"]:
-                    line.lasts += 1
-            place += len(group)
-    return dict(lines)
+        add_game(lines, seats, result)
+    return lines
+
+
+def add_game(lines: dict[str, Line], seats: list[str], result: dict[str, Any]) -> None:
+    """Fold one game into running tallies (a long tournament keeps these, not every result)."""
+    forfeits = result.get("forfeits", {})
+    n = len(seats)
+    place = 1
+    for group in result["order"]:
+        for s in group:
+            line = lines.get(seats[s])
+            if line is None:
+                line = lines[seats[s]] = Line(seats[s])
+            line.games += 1
+            line.place_sum += place
+            if str(s) in forfeits:
+                line.faults[forfeits[str(s)]] += 1
+            elif result["draw"]:
+                line.draws += 1
+            elif place == 1 and len(group) == 1:
+                line.wins += 1
+            if place + len(group) - 1 == n and len(group) == 1 and not result["draw"]:
+                line.lasts += 1
+        place += len(group)
+
+
+def ranked(lines: dict[str, Line]) -> list[Line]:
+    return sorted(lines.values(), key=lambda l: (-(l.elo if l.elo is not None else 0), l.avg_place, -l.wins, l.bot))
 
 
 def outcomes(games: list[tuple[list[str], dict[str, Any]]]):
@@ -94,4 +104,4 @@ def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool =
         for bot, r in ratings.items():
             if bot in lines:
                 lines[bot].elo, lines[bot].elo_low, lines[bot].elo_high = r.elo, r.ci_low, r.ci_high
-    return sorted(lines.values(), key=lambda l: (-(l.elo if l.elo is not None else 0), l.avg_place, -l.wins, l.bot))
+    return ranked(lines)

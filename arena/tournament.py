@@ -279,11 +279,14 @@ async def play_scheduled(game: ScheduledGame, pool: PlayerPool, rules: Rules,
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
-                         *, launcher: Callable | None = None, keep_logs: bool = False) -> list[GameRecord]:
+                         *, launcher: Callable | None = None, keep_logs: bool = False,
+                         collect: bool = True) -> list[GameRecord]:
     """Play every scheduled game the store does not hold yet; returns the records played now.
 
     Their step logs (steps, setup events, stderr) are in the store and are dropped from the
-    returned records unless ``keep_logs``: a long tournament would hold every log in memory."""
+    returned records unless ``keep_logs``: a long tournament would hold every log in memory.
+    ``collect=False`` returns nothing at all, so memory stays flat however many games are
+    played (the command line does this: the reporter and the store see every game)."""
     if cfg.cluster:  # Dask is imported only on this path
         from .cluster import run_on_cluster
         return await run_on_cluster(cfg, store, reporter)
@@ -307,7 +310,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
         from .worker import run_in_workers
         interrupted = True
         try:
-            played = await run_in_workers(cfg, store, reporter, todo, processes)
+            played = await run_in_workers(cfg, store, reporter, todo, processes, collect=collect)
             interrupted = False
             store.finish_tournament(cfg.name)
         finally:
@@ -323,7 +326,8 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
         async for game in receive:
             record = await play_scheduled(game, pool, rules, cfg)
             store.save_game(cfg.name, game.index, list(game.seats), record.as_json())
-            played.append(record)
+            if collect:
+                played.append(record)
             reporter.game_done(game, record)
             if not keep_logs:
                 record.steps, record.setup_events, record.stderr = [], [], []

@@ -107,12 +107,13 @@ def main() -> None:
 # ---------------------------------------------------------------- parent side
 
 async def run_in_workers(cfg: TournamentConfig, store: Store, reporter: Reporter,
-                         todo: list[ScheduledGame], processes: int) -> list[GameRecord]:
+                         todo: list[ScheduledGame], processes: int, *, collect: bool = True) -> list[GameRecord]:
     """Play ``todo`` on ``processes`` worker processes, storing each result as it arrives."""
     slots = max(1, -(-cfg.workers // processes))
     queue = list(reversed(todo))
     played: list[GameRecord] = []
     by_index = {g.index: g for g in todo}
+    shared_rules = cfg.ruleset().options()
 
     async def drive(nursery: trio.Nursery) -> None:
         proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.worker"],
@@ -158,7 +159,9 @@ async def run_in_workers(cfg: TournamentConfig, store: Store, reporter: Reporter
                     store.save_game(cfg.name, game.index, list(game.seats), msg["summary"],
                                     base64.b64decode(msg["log"]))
                     record = record_from_summary(msg["summary"])
-                    played.append(record)
+                    record.rules = shared_rules  # one copy for the whole run, not one per game
+                    if collect:
+                        played.append(record)
                     reporter.game_done(game, record)
                     outstanding += await next_game()
             await send({"type": "end"})

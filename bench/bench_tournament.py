@@ -22,6 +22,7 @@ Prints figures only; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 import os
 import resource
 import sys
@@ -81,6 +82,7 @@ class Timing(Reporter):
         self.total = total
         self.trace = trace
         self.times: list[float] = []
+        self.faults = 0
         self.mark: dict[str, float] | None = None  # memory after the first tenth
 
     def started(self, cfg, total, done) -> None:
@@ -88,6 +90,7 @@ class Timing(Reporter):
 
     def game_done(self, game, record) -> None:
         self.times.append(time.perf_counter())
+        self.faults += len(record.faults)
         if self.mark is None and len(self.times) >= max(1, self.total // 10):
             self.mark = snapshot(self.trace)
 
@@ -108,12 +111,10 @@ def run(bots: list[str], games: int, concurrency: int, rules: str, store: Path, 
     db = Store(cfg.store)
     rep = Timing(games, trace)
     t0 = time.perf_counter()
-    played = trio.run(run_tournament, cfg, db, rep)
+    trio.run(partial(run_tournament, collect=False), cfg, db, rep)  # as `arena tournament` runs it
     elapsed = time.perf_counter() - t0
     db.close()
-    faults = sum(len(r.faults) for r in played)
-    del played
-    return rep, elapsed, faults
+    return rep, elapsed, rep.faults
 
 
 def rate(times: list[float], lo: int, hi: int) -> float:
