@@ -143,7 +143,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
         fail(str(e))
     lines = standings(db.results(cfg.name))
     console.print(standings_table(lines, f"Standings: {cfg.name} ({len(db.results(cfg.name))} games)"))
-    console.print(f"games stored in {cfg.store}; replay one with: arena games --tournament {cfg.name}")
+    console.print(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
+                  f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID")
 
 
 def _open(store: Path) -> Store:

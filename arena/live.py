@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .referee import GameRecord
-from .standings import Line, add_game, ranked
+from .standings import Line, add_game, outcomes, ranked
 from .tournament import Reporter, ScheduledGame, TournamentConfig
 
 
@@ -99,11 +99,21 @@ class RichReporter(_Base):
                                  console=self.console)
         self.live: Live | None = None
         self.refresh_every = refresh_every
+        from .ratings import ProvisionalRatings
+        self.provisional: ProvisionalRatings | None = ProvisionalRatings()
         self.min_interval = 0.25  # the table is re-tallied from every result: at most at the display's rate
         self._rendered = 0.0
 
     def _render(self) -> Group:
-        table = standings_table(ranked(self.lines), "Live standings (this run)")
+        lines = ranked(self.lines)
+        if self.provisional is not None:
+            by_bot = {row.name: row for row in self.provisional.table()}
+            for line in lines:
+                row = by_bot.get(line.bot)
+                line.elo = None if row is None else row.elo
+            lines.sort(key=lambda l: -(l.elo or 0))
+        table = standings_table(lines, "Live standings (this run; Elo is openskill's running estimate)",
+                                provisional=True)
         return Group(self.progress, table)
 
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
@@ -114,6 +124,10 @@ class RichReporter(_Base):
 
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         super().game_done(game, record)
+        if self.provisional is not None and record.result is not None:
+            for outcome in outcomes([(list(game.seats), record.result)]):
+                if len(outcome.groups) > 1:  # a draw among everyone carries no information
+                    self.provisional.update(outcome)
         self.progress.update(self.task, completed=self.done, rate=self.rate)
         now = time.perf_counter()
         if self.live and (self.done == self.total or (self.done % self.refresh_every == 0
