@@ -1,0 +1,142 @@
+"""Hostile bots in a real tournament: it completes, each bad bot forfeits for the right
+reason, the well-behaved bots' play is untouched, memory stays bounded, nothing is left running.
+
+Each hostile bot (tests/hostile_bots/hostile.py) plays its first decision properly and then
+misbehaves one way. It sits at a three-seat table with two reference bots (a gauntlet), so
+the other two must play on to a normal finish after it forfeits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.store import Store
+from arena.tournament import load_config, run_tournament
+
+HOSTILE = Path(__file__).resolve().parent / "hostile_bots" / "hostile.py"
+
+# mode -> the forfeit reasons that are right for it (None: it must not forfeit at all)
+EXPECTED: dict[str, set[str] | None] = {
+    "never_answer": {"timeout"},
+    "ignore_term": {"timeout"},
+    "late": {"timeout"},
+    "garbage": {"bad_json"},
+    "not_utf8": {"bad_encoding"},
+    "long_line": {"line_too_long"},
+    "old_request": {"wrong_request"},
+    "two_replies": {"wrong_request"},
+    "illegal": {"illegal_action"},
+    "nested": {"bad_json"},
+    "close_stdin": {"closed_input", "timeout"},
+    "exit_mid": {"crash"},
+    "exit_handshake": {"handshake", "crash"},
+    "segfault": {"crash"},
+    "setsid_grandchild": {"timeout"},
+    "fork_bomb": {"timeout", "crash"},
+    "memory_hog": {"memory_limit", "crash"},
+    "stderr_flood": None,
+    "snoop": None,
+}
+
+
+def _open_dir() -> Path:
+    """A directory every uid can read: bots run under private uids when the referee is root."""
+    d = Path(tempfile.mkdtemp(prefix="arena-hostile-"))
+    d.chmod(0o755)
+    return d
+
+
+def _leftovers() -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if HOSTILE.name.encode() in cmd:
+                shown = cmd.replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"{pid}: {shown}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def played():
+    base = _open_dir()
+    store_path = base / "store" / "arena.sqlite"
+    bots = []
+    for mode in EXPECTED:
+        d = base / mode
+        d.mkdir()
+        d.chmod(0o755)
+        (d / "bot.toml").write_text(
+            f'name = "hostile-{mode.replace("_", "-")}"\nversion = "1"\n'
+            f'command = ["python3", "{HOSTILE}", "{mode}", "{store_path}"]\n')
+        (d / "bot.toml").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+        bots.append(str(d))
+    cfg = load_config(None, {
+        "name": "hostile", "format": "gauntlet", "candidates": bots, "bots": ["lowest", "heuristic"],
+        "seats": 3, "deals": 1, "concurrency": 2, "processes": 1, "move_ms": 400, "bank_ms": 200,
+        "handshake_ms": 5000, "max_turns": 400, "store": str(store_path),
+        "limits": {"memory_mb": 128, "max_processes": 16}})
+    store = Store(cfg.store)
+    tracemalloc.start()
+    trio.run(run_tournament, cfg, store)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    yield store, peak, len(EXPECTED) * 3
+    store.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_tournament_completes(played) -> None:
+    store, _, planned = played
+    assert len(store.games(tournament="hostile", limit=10_000)) == planned
+    assert store.tournament("hostile")["status"] == "done"
+
+
+@pytest.mark.parametrize("mode", list(EXPECTED))
+def test_each_hostile_bot_forfeits_for_the_right_reason(played, mode: str) -> None:
+    store, _, _ = played
+    label = f"hostile-{mode.replace('_', '-')}@1"
+    games = store.games(tournament="hostile", bot=label, limit=100)
+    assert len(games) == 3
+    for g in games:
+        seat = g["seats"].index(label)
+        reason = g["result"].get("forfeits", {}).get(str(seat))
+        if EXPECTED[mode] is None:
+            assert reason is None, f"{mode} forfeited ({reason}) in {g['id']}"
+        else:
+            assert reason in EXPECTED[mode], f"{mode}: got {reason!r} in {g['id']}"
+        # the reference bots never fault, and play on to a real finish
+        for other, bot in enumerate(g["seats"]):
+            if bot != label:
+                assert str(other) not in g["result"].get("forfeits", {})
+        assert g["reason"] in ("first_out", "played_out", "forfeit", "turn_cap")
+
+
+def test_the_referee_never_held_the_huge_line(played) -> None:
+    _, peak, _ = played
+    assert peak < 64 * 2**20, f"referee heap peaked at {peak / 2**20:.0f} MiB"
+
+
+def test_no_hostile_process_is_left(played) -> None:
+    assert _leftovers() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bots run under a private uid only when the referee is root")
+def test_a_bot_cannot_read_the_store(played) -> None:
+    store, _, _ = played
+    g = store.games(tournament="hostile", bot="hostile-snoop@1", limit=1)[0]
+    log = store.game_record(g["id"])
+    seat = g["seats"].index("hostile-snoop@1")
+    said = "\n".join(log["stderr"][seat])
+    assert "denied" in said and "READ" not in said, said
