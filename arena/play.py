@@ -13,44 +13,8 @@ from .engine import Rules, State
 from .launch import Launcher
 from .manifest import BotSpec
 from .referee import BotPlayer, TimeControl, run_game
+from .replay.view import Names, describe_event
 from .store import Store
-
-
-def describe_event(e: dict[str, Any], names: list[str]) -> str | None:
-    """One line of plain words for an omniscient event."""
-    k = e["kind"]
-    who = names[e["seat"]] if "seat" in e else ""
-    if k == "played":
-        return f"{who} plays {' '.join(e['cards'])} from {e['zone'].replace('_', ' ')}"
-    if k == "flipped":
-        return f"{who} flips face-down #{e['position']}: {e['card']} ({'plays' if e['legal'] else 'does not go'})"
-    if k == "drew":
-        return f"{who} draws {e['count']}"
-    if k == "burned":
-        return f"  burn! ({e['why'].replace('_', ' ')}, {len(e['cards'])} cards)"
-    if k == "picked_up":
-        return f"{who} picks up {len(e['cards'])} card(s)"
-    if k == "surrendered":
-        return f"{who} surrenders face-up {e['card']}"
-    if k == "gave_pile":
-        return f"{who} gives the pile ({len(e['cards'])}) to {names[e['target']]}"
-    if k == "skipped":
-        return f"  {who} is skipped"
-    if k == "reversed":
-        return "  direction reversed"
-    if k == "went_out":
-        return f"{who} is out, place {e['place']}"
-    if k == "forfeited":
-        return f"{who} forfeits: {e['reason']}"
-    if k == "start_card":
-        return f"start card {e['card']}" + (" (set aside)" if e["set_aside"] else "")
-    if k == "leads":
-        return f"{who} leads ({e['why']})"
-    if k == "setup":
-        return f"{who} sets face-up {e.get('face_up', '')}"
-    if k == "game_over":
-        return None
-    return f"{k} {e}"
 
 
 class HumanPlayer:
@@ -107,10 +71,11 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
     names = [p.name for p in players]
     game_id = f"play-{int(time.time() * 1000)}"
 
+    who = Names(names)
+
     def show(state: State, e: dict[str, Any]) -> None:
-        line = describe_event(e, names)
-        if line and not quiet:
-            console.print(f"[dim]{state.turn:4}[/] {line}")
+        if e["kind"] != "game_over" and not quiet:
+            console.print(f"[dim]{state.turn:4}[/] {describe_event(e, who)[0]}")
 
     try:
         record = await run_game(players, rules, seed, game_id=game_id, clock=clock, max_turns=max_turns,
