@@ -86,7 +86,7 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
     res = record.result or {}
     console.rule("result")
     for rank, group in enumerate(res["order"], 1):
-        console.print(f"  {rank}. " + ", ".join(names[s] for s in group))
+        console.print(f"  {rank}. " + ", ".join(who(s) for s in group))
     console.print(f"ended by {res['reason']}" + (" (draw)" if res["draw"] else ""))
     for f in record.faults:
         console.print(f"[red]fault[/] {f['bot']}: {f['reason']}: {f['message']}")
