@@ -11,6 +11,7 @@ from typing import Any
 
 LADDER = "3456789TJQKA"
 SPECIAL = {"2": 20, "T": 21, "X": 22}  # powers are worth most: keep them
+LONG_GAME = 400  # turns; most games end well before
 
 
 def rank(card: str) -> str:
@@ -64,8 +65,8 @@ def highest_first(req: dict[str, Any]) -> int:
 
 def heuristic(req: dict[str, Any]) -> int:
     """Keep 2s, 10s and jokers for piles that need them, finish burns, dump low cards early,
-    play high when the next player is down to table cards, never pick up by choice when a
-    cheap play exists."""
+    block a next player down to table cards when none of their face-up cards can answer,
+    never pick up by choice when a cheap play exists, and break pick-up cycles in long games."""
     acts = req["actions"]
     view = req["view"]
     kinds = {a["kind"] for a in acts}
@@ -78,6 +79,13 @@ def heuristic(req: dict[str, Any]) -> int:
     if not plays:
         flips = [a for a in acts if a["kind"] == "flip"]
         return (flips or acts)[0]["id"]
+    turn = view.get("turn", 0)
+    if turn > LONG_GAME:
+        # two deterministic players can cycle (pick up, play back) until the turn cap:
+        # past a normal game's length, vary a third of the moves, pseudo-randomly by turn
+        h = (turn * 2654435761) & 0xFFFFFF
+        if h % 3 == 0:
+            return acts[(h >> 4) % len(acts)]["id"]
     pile = view["pile"]
     top = view.get("pile_top")
     me = view["seat"]
@@ -105,7 +113,14 @@ def heuristic(req: dict[str, Any]) -> int:
             # a burn is worth it on a big pile or when nothing else goes
             s = -250 + (len(pile) * 8 if r == "T" else 0)
         if opp_on_table and r not in SPECIAL:
-            s += v * 20  # make the next player's blind or face-up card hard to beat
+            # block only when it works: no face-up card of theirs answers it (a blind flip
+            # is a gamble, worth a little); blocking at any cost spends high cards for
+            # nothing and can loop (pick up, play back) until the turn cap
+            ups = [c for st in (opp.get("face_up") or []) for c in st]
+            if ups and all(rank(c) not in SPECIAL and value(c) < v for c in ups):
+                s += 150
+            elif not ups:
+                s += v * 4
         if stock == 0 and a.get("from") == "hand" and r not in SPECIAL:
             s += len(a["cards"]) * 5
         return s

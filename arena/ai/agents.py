@@ -1,0 +1,152 @@
+"""Request-level bots: what a bot program runs, and what the benchmark drives in-process.
+
+An agent gets exactly the protocol messages (``begin(start)``, ``choose(request)``,
+``end(end)``) and nothing else. The search agents sample a state from those messages,
+ask the engine which actions are legal in it, and map their choice back to the
+request's action id through ``action_json``; whenever that cannot be done (no start
+message, a view that does not add up, an action with no match) they fall back to the
+heuristic so the game always goes on.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+from arena.engine.game import legal_actions
+from arena.engine.views import action_json
+
+from .budget import Budget
+from .observe import DeterminizationError, Observer, action_key, parse_action
+from .policy import heuristic_action, make_policy, setup_choice
+from .setup_table import SetupTable, default_table
+
+HORIZON = 20  # playout turns before the evaluator scores the position (measured best of 20 vs full)
+
+
+class Agent:
+    name = "agent"
+
+    def begin(self, msg: dict[str, Any]) -> None:
+        pass
+
+    def choose(self, req: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def end(self, msg: dict[str, Any]) -> None:
+        pass
+
+
+class PolicyAgent(Agent):
+    """A stateless request policy from :mod:`arena.strategies`."""
+
+    def __init__(self, policy, name: str):
+        self.policy = policy
+        self.name = name
+
+    def choose(self, req):
+        return self.policy(req)
+
+
+class HeuristicAgent(Agent):
+    """The engine heuristic plus the learned setup table, played from the request alone."""
+
+    name = "heuristic-setup"
+
+    def __init__(self, table: SetupTable | None = None, seed: int | None = None):
+        self.table = table or default_table()
+        self.obs = Observer()
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.policy = make_policy(self.table)
+        self.fallbacks = 0
+
+    def begin(self, msg):
+        try:
+            self.obs.start(msg)
+        except Exception as e:  # rules this engine cannot build: play on with the JSON heuristic
+            self.obs = Observer()
+            print(f"{self.name}: cannot read the rules ({e}); using the plain heuristic", file=sys.stderr)
+        if msg.get("seed") is not None:  # the referee's per-game seed: games replay exactly
+            self.rng = random.Random(f"{self.seed}/{msg['seed']}")
+
+    def choose(self, req):
+        acts = req["actions"]
+        try:
+            self.obs.update(req)
+            if len(acts) == 1:
+                return acts[0]["id"]
+            if req["view"]["phase"] != "play":
+                return self._setup(req)
+            state = self.obs.sample(self.rng)
+            legal = legal_actions(state)
+            ids = self._ids(req, legal)
+            return self.decide(req, state, legal, ids)
+        except Exception as e:  # never forfeit over our own bug: the plain heuristic answers
+            return self.fallback(req, e)
+
+    def decide(self, req, state, legal, ids) -> int:
+        return ids[legal.index(heuristic_action(state, legal, self.table))]
+
+    def _setup(self, req) -> int:
+        if self.obs.rules is None:
+            raise DeterminizationError("no start message")
+        acts = req["actions"]
+        engine = [parse_action(a) for a in acts]
+        return acts[engine.index(setup_choice(self.obs.rules, engine, self.table))]["id"]
+
+    @staticmethod
+    def _ids(req, legal) -> list[int]:
+        """The request id of every engine action, matched by its JSON; a mismatch is an error."""
+        by_key = {action_key(a): a["id"] for a in req["actions"]}
+        ids = [by_key.get(action_key(action_json(a))) for a in legal]
+        if None in ids or len(ids) != len(by_key):
+            raise DeterminizationError("sampled state's legal actions differ from the request's")
+        return ids
+
+    def fallback(self, req, why) -> int:
+        """The JSON heuristic, which needs nothing but the request."""
+        from arena.strategies import heuristic
+        self.fallbacks += 1
+        print(f"{self.name}: falling back to the plain heuristic: {type(why).__name__}: {why}",
+              file=sys.stderr, flush=True)
+        return heuristic(req)
+
+
+class MonteCarloAgent(HeuristicAgent):
+    """Flat Monte Carlo over heuristic playouts (:mod:`arena.ai.montecarlo`)."""
+
+    name = "montecarlo"
+
+    def __init__(self, budget: Budget | None = None, seed: int | None = None,
+                 table: SetupTable | None = None, horizon: int = HORIZON):
+        super().__init__(table, seed)
+        self.budget = budget or Budget.from_env("MC")
+        self.horizon = horizon
+
+    def decide(self, req, state, legal, ids) -> int:
+        from .montecarlo import monte_carlo
+        deadline, iters = self.budget.deadline(req)
+        fav = legal.index(heuristic_action(state, legal, self.table))
+        best, _ = monte_carlo(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, fav)
+        return ids[best]
+
+
+class ISMCTSAgent(HeuristicAgent):
+    """Single-observer information-set MCTS (:mod:`arena.ai.ismcts`)."""
+
+    name = "ismcts"
+
+    def __init__(self, budget: Budget | None = None, seed: int | None = None,
+                 table: SetupTable | None = None, horizon: int = HORIZON, c: float = 0.7):
+        super().__init__(table, seed)
+        self.budget = budget or Budget.from_env("ISMCTS")
+        self.horizon = horizon
+        self.c = c
+
+    def decide(self, req, state, legal, ids) -> int:
+        from .ismcts import ismcts
+        deadline, iters = self.budget.deadline(req)
+        best, _ = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c)
+        return ids[best]

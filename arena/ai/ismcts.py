@@ -1,0 +1,103 @@
+"""Single-observer information-set MCTS (Cowling, Powley & Whitehouse 2012).
+
+One tree for the observer's information set. Every iteration deals a fresh
+determinization and walks the tree using only the actions legal in that deal, so a
+node's children are keyed by what an action *is* (kind, rank, count, zone, target:
+:func:`arena.ai.observe.rank_key`), not by the physical cards, which differ between
+deals. Selection is UCB1 over the children available in this deal, with the
+availability count in place of the parent's visits, which keeps rarely-available
+moves from being starved or over-trusted. Each node stores the reward of the seat
+that made its move, so opponents in the tree play for themselves. Forced moves are
+passed through without nodes. Leaves are finished with heuristic playouts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from arena.engine.game import apply_action, legal_actions
+
+from .observe import Observer, rank_key
+from .simulate import playout, result_scores
+
+
+class Node:
+    __slots__ = ("player", "children", "visits", "avail", "total")
+
+    def __init__(self, player: int):
+        self.player = player  # the seat that made the move into this node
+        self.children: dict[tuple, Node] = {}
+        self.visits = 0
+        self.avail = 0
+        self.total = 0.0
+
+
+def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
+           iterations: int | None, policy, horizon: int, c: float = 0.7,
+           max_depth: int = 40) -> tuple[int, dict]:
+    """Index into ``root_actions`` of the most visited root move, and the root's children."""
+    root = Node(-1)
+    root_keys = [rank_key(a) for a in root_actions]
+    n_iter = 0
+    while True:
+        state = obs.sample(rng)
+        node = root
+        path: list[Node] = []
+        depth = 0
+        while state.result is None and depth < max_depth:
+            actions = root_actions if node is root else legal_actions(state)
+            if len(actions) == 1:
+                state = apply_action(state, actions[0], check=False)[0]
+                continue
+            keys = root_keys if node is root else [rank_key(a) for a in actions]
+            mover = state.to_move
+            children = node.children
+            untried = []
+            best_j, best_v = -1, -1.0
+            for j, k in enumerate(keys):
+                ch = children.get(k)
+                if ch is None:
+                    untried.append(j)
+                    continue
+                ch.avail += 1
+                if not untried:
+                    v = ch.total / ch.visits + c * math.sqrt(math.log(ch.avail) / ch.visits)
+                    if v > best_v:
+                        best_j, best_v = j, v
+            if untried:
+                # expand the heuristic's choice first: good moves get looked at early
+                favourite = policy(state, actions)
+                j = next((u for u in untried if actions[u] == favourite), None)
+                if j is None:
+                    j = untried[rng.randrange(len(untried))]
+                ch = Node(mover)
+                ch.avail = 1
+                children[keys[j]] = ch
+                state = apply_action(state, actions[j], check=False)[0]
+                path.append(ch)
+                break
+            ch = children[keys[best_j]]
+            state = apply_action(state, actions[best_j], check=False)[0]
+            path.append(ch)
+            node = ch
+            depth += 1
+        if state.result is None:
+            state = playout(state, policy, horizon)
+        scores = result_scores(state)
+        for nd in path:
+            nd.visits += 1
+            nd.total += scores[nd.player]
+        n_iter += 1
+        if iterations is not None and n_iter >= iterations:
+            break
+        if time.perf_counter() >= deadline:
+            break
+    visits = [root.children[k].visits if k in root.children else 0 for k in root_keys]
+    best = max(range(len(root_actions)), key=lambda j: (visits[j], _mean(root.children.get(root_keys[j]))))
+    return best, root.children
+
+
+def _mean(node: Node | None) -> float:
+    return node.total / node.visits if node is not None and node.visits else 0.0

@@ -1,0 +1,11 @@
+"""Monte Carlo: every legal action tried on many card-counted deals of the hidden cards,
+each followed by heuristic playouts; the best average place wins.
+
+Budget per decision: MC_MS (milliseconds) or MC_ITERATIONS (rounds over all actions);
+by default 30% of the request's move_ms, never more than 80% of it.
+"""
+from arena.ai.agents import MonteCarloAgent
+from arena.botkit import serve
+
+agent = MonteCarloAgent()
+serve(agent.choose, "montecarlo", "1.0", on_start=agent.begin, on_end=agent.end)
