@@ -20,6 +20,7 @@ enforced where.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -332,6 +333,22 @@ class _LineReader:
         self._failed: BotError | None = None
         self.peak_buffer = 0  # largest _buf seen, for tests and curiosity
 
+    async def _receive_some(self) -> bytes:
+        """The next chunk. For a pipe, read first and wait only if nothing is there: a bot's
+        reply usually is, and trio's receive_some would first yield a whole scheduler pass."""
+        stream = self._stream
+        if not isinstance(stream, trio.lowlevel.FdStream):
+            return await stream.receive_some(READ_CHUNK)
+        while True:
+            try:
+                return os.read(stream.fileno(), READ_CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(stream.fileno())
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("file was already closed") from None
+                raise trio.BrokenResourceError from exc
+
     def _fail(self, exc: BotError) -> BotError:
         self._failed = exc
         self._buf, self._pos, self._scanned = bytearray(), 0, 0  # release the memory now
@@ -360,7 +377,7 @@ class _LineReader:
                     return None
                 line, self._buf, self._scanned = bytes(self._buf), bytearray(), 0
                 return line
-            data = await self._stream.receive_some(READ_CHUNK)
+            data = await self._receive_some()
             if not data:
                 self._eof = True
                 continue
@@ -451,6 +468,7 @@ class BotProcess:
         self._stderr_done = trio.Event()
         self._stderr_scope = trio.CancelScope()
         self._stdin_error: BotError | None = None
+        self._sending = False  # a slow (waiting) write is under way: later lines queue behind it
         # (exit code, signal) once the main process has exited.  It is *not*
         # reaped until aclose(): while it is an unreaped zombie its pid, and so
         # the session and group ids of everything it forked, cannot be recycled.
@@ -489,15 +507,28 @@ class BotProcess:
             raise ValueError("a protocol line must not contain newlines")
         if self._stdin_error is not None:
             raise self._stdin_error
+        data = text.encode("utf-8") + b"\n"
+        written = 0
+        if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
+            try:
+                written = os.write(self._stdin.fileno(), data)
+            except OSError:  # full, broken or closed: the slow path below waits or names it
+                pass
+            if written == len(data):
+                return
+            data = data[written:]
+        self._sending = True
         with trio.move_on_after(timeout) as scope:
             try:
-                await self._stdin.send_all(text.encode("utf-8") + b"\n")
+                await self._stdin.send_all(data)
             except trio.BrokenResourceError:
                 if await self._wait_exit(0.2):
                     self._stdin_error = await self._exited_error()
                 else:
                     self._stdin_error = BotClosedInput("bot closed its stdin")
                 raise self._stdin_error from None
+            finally:
+                self._sending = False
         if scope.cancelled_caught:
             self._stdin_error = BotTimeout(timeout, during="send")
             raise self._stdin_error

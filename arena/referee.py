@@ -147,10 +147,10 @@ class BotPlayer:
         return spent is not None and spent >= limits.cpu_seconds / 2
 
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
-        await self._send(message)
-        assert self.conn is not None
+        conn = self.conn if self.conn is not None else await self._ensure()
         try:
-            line = await self.conn.receive_line(timeout)
+            await conn.send_line(protocol.encode(message))
+            line = await conn.receive_line(timeout)
             return protocol.read_action(line, message["id"], len(message["actions"]))
         except BaseException as e:
             if isinstance(e, trio.Cancelled):
@@ -178,7 +178,9 @@ class BotPlayer:
         await self.close()
 
     def take_stderr(self) -> list[str]:
-        out, self._stderr = self._stderr, []  # lines kept from a closed process are handed out once
+        out = self._stderr  # lines kept from a closed process are handed out once
+        if out:
+            self._stderr = []
         return out + self.conn.take_stderr() if self.conn is not None else out
 
     async def close(self) -> None:
@@ -292,10 +294,12 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         if len(actions) == 1 and not ask_forced:
             choice, ms = 0, 0.0
             step["forced"] = True
+            offered = None
         else:
             request_id += 1
+            offered = [action_json(a) for a in actions]
             msg = protocol.request(request_id, game_id, decision_name(state), seat_view(state, seat),
-                                   pending[seat], [action_json(a) for a in actions],
+                                   pending[seat], offered,
                                    {"move_ms": clock.move_ms, "bank_ms": int(bank[seat] * 1000)})
             start = trio.current_time()
             try:
@@ -317,7 +321,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
             step["request"] = request_id
         action = actions[choice]
         state, evs = apply_action(state, action, check=False)
-        step.update(action=choice, ms=round(ms, 3), act=action_json(action),
+        step.update(action=choice, ms=round(ms, 3), act=action_json(action) if offered is None else offered[choice],
                     events=_deliver(evs, pending, on_event, state))
         lines = players[seat].take_stderr()
         if lines:
@@ -344,9 +348,13 @@ def _deliver(evs: list[Any], pending: list[list[dict[str, Any]]],
 
     Public events are rendered once and the same dict is shared by every seat and the log."""
     omni = [event_for(e, None) for e in evs]
-    for seat in range(len(pending)):
-        pending[seat].extend(o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
-                             for e, o in zip(evs, omni))
+    if any(e.kind in PRIVATE_EVENTS for e in evs):
+        for seat, queue in enumerate(pending):
+            queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
+                          for e, o in zip(evs, omni)])
+    else:
+        for queue in pending:
+            queue.extend(omni)
     if on_event is not None:
         for o in omni:
             on_event(state, o)

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 DEFAULT_STORE = Path("arena-data") / "arena.sqlite"
 
 SCHEMA = """
@@ -77,7 +79,7 @@ LOG_FIELDS = ("steps", "setup_events", "stderr")
 
 def pack_log(record: dict[str, Any]) -> bytes:
     """A game's full record as stored: compressed JSON."""
-    return zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)
+    return zlib.compress(orjson.dumps(record), 6)
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ every request with its first action), through the real runner, store and launche
 1. games/s at concurrency 1 and at concurrency = cores (``--quick`` games each);
 2. one long run of ``--games`` games at concurrency = cores: games/s over its first and
    last tenth, the referee's RSS after the first tenth and at the end, and its peak RSS
-   (``resource.getrusage``);
+   (``resource.getrusage``); above concurrency 1 the games are played by referee worker
+   processes (``arena.worker``), whose RSS and peak (``/proc``) are printed too;
 3. a shorter run under ``tracemalloc`` (``--traced-games``): the Python heap retained per
    game between the first tenth and the end, and the heap's peak. A runner that holds on
    to finished games shows here: the heap grows with the game count. (tracemalloc slows
@@ -84,6 +85,7 @@ class Timing(Reporter):
         self.times: list[float] = []
         self.faults = 0
         self.mark: dict[str, float] | None = None  # memory after the first tenth
+        self.last: dict[str, float] | None = None  # memory as the last game finished
 
     def started(self, cfg, total, done) -> None:
         self.t0 = time.perf_counter()
@@ -93,10 +95,35 @@ class Timing(Reporter):
         self.faults += len(record.faults)
         if self.mark is None and len(self.times) >= max(1, self.total // 10):
             self.mark = snapshot(self.trace)
+        if len(self.times) == self.total:  # the workers still run: their memory at the last game
+            self.last = snapshot(self.trace)
+
+
+def worker_memory_mb() -> tuple[float, float]:
+    """(RSS now, peak RSS) summed over this process's referee workers (``arena.worker``),
+    which play the games once concurrency is above 1; (0, 0) when none is running."""
+    rss = peak = 0.0
+    me = str(os.getpid())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            status = (proc / "status").read_text()
+            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+                continue
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("PPid", "").strip() != me:
+            continue
+        rss += int(fields.get("VmRSS", "0 kB").split()[0]) / 1e3
+        peak += int(fields.get("VmHWM", "0 kB").split()[0]) / 1e3
+    return rss, peak
 
 
 def snapshot(trace: bool) -> dict[str, float]:
     out = {"rss": rss_mb(), "peak_rss": peak_rss_mb()}
+    out["worker_rss"], out["worker_peak"] = worker_memory_mb()
     if trace:
         cur, peak = tracemalloc.get_traced_memory()
         out.update(heap=cur / 1e6, heap_peak=peak / 1e6)
@@ -160,6 +187,12 @@ def main() -> None:
         print(f"    RSS MB: before {before['rss']:.1f}, after 1/10 {mark['rss']:.1f}, end {end['rss']:.1f} "
               f"({(end['rss'] - mark['rss']) / max(1, n - tenth) * 1e3:.1f} kB/game); "
               f"peak RSS (ru_maxrss) {end['peak_rss']:.1f}")
+        last = rep.last or end
+        if mark["worker_rss"] or last["worker_rss"]:
+            print(f"    referee workers' RSS MB (all {cores}): after 1/10 {mark['worker_rss']:.1f}, "
+                  f"at the last game {last['worker_rss']:.1f} "
+                  f"({(last['worker_rss'] - mark['worker_rss']) / max(1, n - tenth) * 1e3:.1f} kB/game); "
+                  f"peak {last['worker_peak']:.1f}")
         if args.traced_games <= 0:
             return
         # a traced run: the Python heap (tracemalloc slows allocation-heavy code several times over)

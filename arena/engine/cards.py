@@ -69,6 +69,12 @@ def cards_str(cs: Iterable[int]) -> list[str]:
     return [names[c] for c in cs]
 
 
+def stacks_str(stacks: Iterable[Iterable[int]]) -> list[list[str]]:
+    """Face-up stacks as lists of names (one call per seat: views render many of them)."""
+    names = _NAMES
+    return [[names[c] for c in st] for st in stacks]
+
+
 def parse_cards(texts: Iterable[str]) -> tuple[int, ...]:
     return tuple(parse_card(t) for t in texts)
 

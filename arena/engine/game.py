@@ -286,8 +286,8 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     seats = state.seats
     seat = seats[i]
     if zone == HAND:
-        seat = seat._replace(hand=_remove(seat.hand, cards),
-                             known=_remove_present(seat.known, cards) if seat.known else ())
+        seat = Seat(_remove(seat.hand, cards), seat.face_up, seat.face_down,
+                    _remove_present(seat.known, cards) if seat.known else (), seat.place, seat.forfeit, seat.setup)
     elif zone == FACE_UP:
         seat = seat._replace(face_up=_take_face_up(seat.face_up, cards))
     if not flipped:
@@ -319,7 +319,8 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         drawn = stock[-short:]
         stock = stock[:-short]
         events.append(Drew(i, drawn))
-        seat = seat._replace(hand=tuple(sorted(seat.hand + drawn)))
+        seat = Seat(tuple(sorted(seat.hand + drawn)), seat.face_up, seat.face_down, seat.known, seat.place,
+                    seat.forfeit, seat.setup)
     went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
         seat = seat._replace(place=_next_place(state), known=())
@@ -359,10 +360,11 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
         seat = seat._replace(face_up=_take_face_up(seat.face_up, (surrender,)))
         events.append(Surrendered(i, surrender))
         pile = pile + (surrender,)
-    seat = seat._replace(hand=tuple(sorted(seat.hand + pile)), known=tuple(sorted(seat.known + pile)))
+    seat = Seat(tuple(sorted(seat.hand + pile)), seat.face_up, seat.face_down, tuple(sorted(seat.known + pile)),
+                seat.place, seat.forfeit, seat.setup)
     events.append(PickedUp(i, pile))
-    state = state._replace(seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
-    return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events)
+    return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events,
+                      seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
 
 
 def _flip(state: State, position: int, events: list[Event]) -> State:
@@ -385,9 +387,18 @@ def _flip(state: State, position: int, events: list[Event]) -> State:
     return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events)
 
 
-def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], **changes) -> State:
+def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], *, seats: tuple[Seat, ...] | None = None,
+               pile: tuple[int, ...] | None = None, burned: tuple[int, ...] | None = None,
+               stock: tuple[int, ...] | None = None, need: int | None = None,
+               descending: bool | None = None, direction: int | None = None) -> State:
     stale = 0 if progress else state.stale + 1
-    state = state._replace(to_move=nxt, turn=state.turn + 1, stale=stale, **changes)
+    # built directly: NamedTuple._replace costs several times a constructor call, on every turn
+    state = State(state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
+                  state.pile if pile is None else pile, state.burned if burned is None else burned,
+                  state.set_aside, nxt, state.direction if direction is None else direction, state.phase,
+                  state.turn + 1, stale, state.need if need is None else need,
+                  state.descending if descending is None else descending, state.max_turns, state.result,
+                  state.seed)
     limit = state.rules.stale_turns
     if limit is not None and stale >= limit:
         return _end(state, events, "stale_draw")

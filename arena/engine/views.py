@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cards import card_str, cards_str, parse_card, parse_cards
+from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
 from .model import Action, Event, Result, Seat, State
 from .rules import Rules
@@ -31,7 +31,7 @@ def seat_view(state: State, seat: int) -> dict[str, Any]:
         players.append({
             "seat": i,
             "hand_count": len(s.hand),
-            "face_up": [cards_str(st) for st in s.face_up] if show_up else None,
+            "face_up": stacks_str(s.face_up) if show_up else None,
             "face_down": [c is not None for c in s.face_down],
             "known_hand": cards_str(s.known),
             "place": s.place,
@@ -44,7 +44,7 @@ def seat_view(state: State, seat: int) -> dict[str, Any]:
         "turn": state.turn,
         "direction": state.direction,
         "hand": cards_str(me.hand),
-        "face_up": [cards_str(st) for st in me.face_up],
+        "face_up": stacks_str(me.face_up),
         "face_down": [c is not None for c in me.face_down],
         "players": players,
         "pile": cards_str(state.pile),
@@ -73,7 +73,7 @@ def action_json(action: Action) -> dict[str, Any]:
     if kind == "flip":
         return {"kind": kind, "position": action.position}
     if kind == "set_face_up":
-        return {"kind": kind, "face_up": [cards_str(s) for s in action.stacks]}
+        return {"kind": kind, "face_up": stacks_str(action.stacks)}
     if kind == "stack":
         return {"kind": kind, "cards": cards_str(action.cards)}
     return {"kind": kind}
@@ -96,7 +96,7 @@ def event_for(event: Event, seat: int | None) -> dict[str, Any]:
     if kind == "setup":
         out = {"kind": kind, "seat": event.seat}
         if seat is None or seat == event.seat:
-            out["face_up"] = [cards_str(s) for s in event.face_up]
+            out["face_up"] = stacks_str(event.face_up)
         return out
     if kind == "game_over":
         return {"kind": kind, "result": result_json(event.result)}
@@ -121,7 +121,7 @@ def to_position(state: State) -> dict[str, Any]:
         "rules": state.rules.options(),
         "seats": [{
             "hand": cards_str(s.hand),
-            "face_up": [cards_str(st) for st in s.face_up],
+            "face_up": stacks_str(s.face_up),
             "face_down": [None if c is None else card_str(c) for c in s.face_down],
             "known": cards_str(s.known),
             "place": s.place, "forfeit": s.forfeit, "setup": s.setup,
