@@ -113,7 +113,7 @@ def legal_actions(state: State) -> tuple[Action, ...]:
     top = effective_top(rules, state.pile)
     if not seat.hand and not seat.face_up:
         return tuple(_FLIPS[i] for i, c in enumerate(seat.face_down) if c is not None)
-    plays: list[Action] = []
+    plays: list[Play] = []
     if seat.hand:
         zone = HAND
         hand = seat.hand
@@ -153,13 +153,14 @@ def legal_actions(state: State) -> tuple[Action, ...]:
             plays = allowed
     if rules.jokers and rules.joker == "give_pile":
         plays = [q for p in plays for q in _joker_targets(state, p)]
+    out: list[Action] = list(plays)
     if state.pile and (not plays or not rules.must_play):
         if zone == FACE_UP and rules.harsh_face_up:
             ranks = {s[0] >> 2: s[0] for s in seat.face_up}
-            plays.extend(PickUp(c) for c in sorted(ranks.values()))
+            out.extend(PickUp(c) for c in sorted(ranks.values()))
         else:
-            plays.append(_PICK_UP)
-    return tuple(plays)
+            out.append(_PICK_UP)
+    return tuple(out)
 
 
 _PLAYS: dict[tuple[tuple[int, ...], str], Play] = {}
@@ -231,12 +232,11 @@ def apply_action(state: State, action: Action, *, check: bool = True) -> tuple[S
     if check and action not in legal_actions(state):
         raise IllegalActionError(f"{action!r} is not legal for seat {state.to_move} now")
     events: list[Event] = []
-    kind = action.kind
-    if kind == "play":
+    if isinstance(action, Play):
         state = _play(state, action.cards, action.zone, action.target, events)
-    elif kind == "pick_up":
+    elif isinstance(action, PickUp):
         state = _pick_up(state, action.surrender, events)
-    elif kind == "flip":
+    elif isinstance(action, Flip):
         state = _flip(state, action.position, events)
     else:
         state = _setup(state, action, events)
@@ -323,8 +323,9 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
                     seat.forfeit, seat.setup)
     went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
-        seat = seat._replace(place=_next_place(state), known=())
-        events.append(WentOut(i, seat.place))
+        place = _next_place(state)
+        seat = seat._replace(place=place, known=())
+        events.append(WentOut(i, place))
     seats = _set(seats, i, seat)
     if went_out:
         state = state._replace(seats=seats, pile=pile, burned=burned, stock=stock, need=need,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .cards import ACE, EIGHT, JOKER, SEVEN, TEN, THREE, TWO
 
@@ -139,7 +139,7 @@ _CHOICES = {
 
 def check_rules(r: Rules) -> None:
     for name, lit in _CHOICES.items():
-        allowed = lit.__args__
+        allowed = get_args(lit)
         if getattr(r, name) not in allowed:
             raise RulesError(f"{name} must be one of {', '.join(allowed)}; got {getattr(r, name)!r}")
     if not 2 <= r.min_players <= r.max_players <= 8:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
-from .model import Action, Event, Result, Seat, State
+from .model import Action, Drew, Event, Flip, GameOver, PickUp, Play, Result, Seat, SetFaceUp, SetupChosen, Stack, State
 from .rules import Rules
 
 POSITION_VERSION = 1
@@ -62,21 +62,22 @@ def _rank_name(rank: int) -> str:
 
 
 def action_json(action: Action) -> dict[str, Any]:
-    kind = action.kind
-    if kind == "play":
-        out = {"kind": kind, "cards": cards_str(action.cards), "from": action.zone}
+    if isinstance(action, Play):
+        out: dict[str, Any] = {"kind": "play", "cards": cards_str(action.cards), "from": action.zone}
         if action.target is not None:
             out["target"] = action.target
         return out
-    if kind == "pick_up":
-        return {"kind": kind} if action.surrender is None else {"kind": kind, "surrender": card_str(action.surrender)}
-    if kind == "flip":
-        return {"kind": kind, "position": action.position}
-    if kind == "set_face_up":
-        return {"kind": kind, "face_up": stacks_str(action.stacks)}
-    if kind == "stack":
-        return {"kind": kind, "cards": cards_str(action.cards)}
-    return {"kind": kind}
+    if isinstance(action, PickUp):
+        if action.surrender is None:
+            return {"kind": "pick_up"}
+        return {"kind": "pick_up", "surrender": card_str(action.surrender)}
+    if isinstance(action, Flip):
+        return {"kind": "flip", "position": action.position}
+    if isinstance(action, SetFaceUp):
+        return {"kind": "set_face_up", "face_up": stacks_str(action.stacks)}
+    if isinstance(action, Stack):
+        return {"kind": "stack", "cards": cards_str(action.cards)}
+    return {"kind": action.kind}
 
 
 def result_json(result: Result) -> dict[str, Any]:
@@ -87,27 +88,27 @@ def result_json(result: Result) -> dict[str, Any]:
 
 def event_for(event: Event, seat: int | None) -> dict[str, Any]:
     """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs."""
-    kind = event.kind
-    if kind == "drew":
-        out: dict[str, Any] = {"kind": kind, "seat": event.seat, "count": len(event.cards)}
+    out: dict[str, Any]
+    if isinstance(event, Drew):
+        out = {"kind": "drew", "seat": event.seat, "count": len(event.cards)}
         if seat is None or seat == event.seat:
             out["cards"] = cards_str(event.cards)
         return out
-    if kind == "setup":
-        out = {"kind": kind, "seat": event.seat}
+    if isinstance(event, SetupChosen):
+        out = {"kind": "setup", "seat": event.seat}
         if seat is None or seat == event.seat:
             out["face_up"] = stacks_str(event.face_up)
         return out
-    if kind == "game_over":
-        return {"kind": kind, "result": result_json(event.result)}
-    out = {"kind": kind}
+    if isinstance(event, GameOver):
+        return {"kind": "game_over", "result": result_json(event.result)}
+    out = {"kind": event.kind}
     for name, value in zip(event._fields, event):
         if name == "kind":
             continue
-        if name in ("cards",):
-            value = cards_str(value)
+        if name == "cards":
+            value = cards_str(value)  # type: ignore[arg-type]  # named fields hold what their names say
         elif name in ("card", "surrender"):
-            value = card_str(value)
+            value = card_str(value)  # type: ignore[arg-type]
         out[name] = value
     return out
 
