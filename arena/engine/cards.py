@@ -9,9 +9,23 @@ game. Several decks simply repeat the same integers.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
-TWO, THREE, FOUR, FIVE, SIX, SEVEN, EIGHT, NINE, TEN = range(2, 11)
-JACK, QUEEN, KING, ACE, JOKER = 11, 12, 13, 14, 15
+# Final: mypyc inlines these into the compiled engine instead of looking them up per use.
+TWO: Final = 2
+THREE: Final = 3
+FOUR: Final = 4
+FIVE: Final = 5
+SIX: Final = 6
+SEVEN: Final = 7
+EIGHT: Final = 8
+NINE: Final = 9
+TEN: Final = 10
+JACK: Final = 11
+QUEEN: Final = 12
+KING: Final = 13
+ACE: Final = 14
+JOKER: Final = 15
 
 RANK_CHARS = {2: "2", 3: "3", 4: "4", 5: "5", 6: "6", 7: "7", 8: "8", 9: "9",
               10: "T", 11: "J", 12: "Q", 13: "K", 14: "A", 15: "X"}

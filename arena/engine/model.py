@@ -7,11 +7,13 @@ turn, so they are deliberately plain.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .rules import Rules
 
-HAND, FACE_UP, FACE_DOWN = "hand", "face_up", "face_down"
+HAND: Final = "hand"
+FACE_UP: Final = "face_up"
+FACE_DOWN: Final = "face_down"
 
 
 class Seat(NamedTuple):
