@@ -32,18 +32,7 @@ from arena.launch import Launcher  # noqa: E402
 from arena.manifest import BotSpec  # noqa: E402
 from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
 
-TRIVIAL_BOT = """\
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    kind = msg["type"]
-    if kind == "hello":
-        print('{"type":"hello","protocol":1,"name":"trivial","version":"1"}', flush=True)
-    elif kind == "request":
-        print('{"type":"action","request":%d,"action":0}' % msg["id"], flush=True)
-    elif kind == "shutdown":
-        break
-"""
+TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
 
 class Recording:

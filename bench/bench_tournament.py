@@ -39,18 +39,7 @@ import trio  # noqa: E402
 from arena.store import Store  # noqa: E402
 from arena.tournament import Reporter, load_config, run_tournament  # noqa: E402
 
-TRIVIAL_BOT = """\
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    kind = msg["type"]
-    if kind == "hello":
-        print('{"type":"hello","protocol":1,"name":"%s","version":"1"}' % sys.argv[1], flush=True)
-    elif kind == "request":
-        print('{"type":"action","request":%d,"action":0}' % msg["id"], flush=True)
-    elif kind == "shutdown":
-        break
-"""
+TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
 
 def make_bots(root: Path) -> list[str]:
