@@ -33,7 +33,7 @@ RANK_NAMES = {2: "2", 3: "3", 4: "4", 5: "5", 6: "6", 7: "7", 8: "8", 9: "9",
               10: "10", 11: "jack", 12: "queen", 13: "king", 14: "ace", 15: "joker"}
 SUIT_CHARS = "CDHS"
 JOKER_CHARS = "RB"  # a deck's two jokers: red and black
-COURT = frozenset({JACK, QUEEN, KING})
+COURT: Final = frozenset({JACK, QUEEN, KING})
 _CHAR_RANKS = {c: r for r, c in RANK_CHARS.items()}
 _CHAR_RANKS["1"] = 10  # lets "10H" parse as well as "TH"
 
@@ -53,7 +53,7 @@ def _name(c: int) -> str:
     return RANK_CHARS[r] + SUIT_CHARS[c & 3]
 
 
-_NAMES = [_name(c) if c >= 8 else "" for c in range(64)]
+_NAMES: Final = [_name(c) if c >= 8 else "" for c in range(64)]
 
 
 def card_str(c: int) -> str:

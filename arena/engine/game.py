@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from itertools import combinations, groupby
+from typing import Final
 
 from .cards import COURT, JOKER, SEVEN, TEN, TWO, make_deck
 from .model import (
@@ -18,8 +19,8 @@ from .model import (
 )
 from .rules import Rules, RulesError
 
-DEFAULT_MAX_TURNS = 2000
-LEAD_ORDER = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 2, JOKER)
+DEFAULT_MAX_TURNS: Final = 2000
+LEAD_ORDER: Final = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 2, JOKER)
 
 
 class IllegalActionError(ValueError):
@@ -125,10 +126,12 @@ def legal_actions(state: State) -> tuple[Action, ...]:
             while j < n and hand[j] >> 2 == rank:
                 j += 1
             if counted and rank not in rules.wild:
-                plays.extend(_play_of(hand[i:k], HAND) for k in range(i + 1, j + 1)
-                             if can_play(state, rank, k - i, top))
+                for k in range(i + 1, j + 1):
+                    if can_play(state, rank, k - i, top):
+                        plays.append(_hand_play(hand[i:k]))
             elif can_play(state, rank, 1, top):
-                plays.extend(_play_of(hand[i:k], HAND) for k in range(i + 1, j + 1))
+                for k in range(i + 1, j + 1):
+                    plays.append(_hand_play(hand[i:k]))
             i = j
     else:
         zone = FACE_UP
@@ -163,18 +166,19 @@ def legal_actions(state: State) -> tuple[Action, ...]:
     return tuple(out)
 
 
-_PLAYS: dict[tuple[tuple[int, ...], str], Play] = {}
-_PICK_UP = PickUp()
-_FLIPS = tuple(Flip(i) for i in range(64))
+# Final module constants live in C statics once compiled, not in the module's dict.
+_NEW: Final = tuple.__new__  # NamedTuple's own __new__ is interpreted Python; this is tuple's, in C
+_HAND_PLAYS: Final[dict[tuple[int, ...], Play]] = {}
+_PICK_UP: Final = PickUp()
+_FLIPS: Final = tuple(Flip(i) for i in range(64))
 
 
-def _play_of(cards: tuple[int, ...], zone: str) -> Play:
-    """Play actions are immutable and few (same-rank runs), so each is built once and shared."""
-    try:
-        return _PLAYS[cards, zone]
-    except KeyError:
-        play = _PLAYS[cards, zone] = Play(cards, zone)
-        return play
+def _hand_play(cards: tuple[int, ...]) -> Play:
+    """Plays from the hand are immutable and few (same-rank runs), so each is built once and shared."""
+    play = _HAND_PLAYS.get(cards)
+    if play is None:
+        play = _HAND_PLAYS[cards] = Play(cards, HAND)
+    return play
 
 
 def _joker_targets(state: State, play: Play) -> list[Play]:
@@ -286,12 +290,13 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     seats = state.seats
     seat = seats[i]
     if zone == HAND:
-        seat = Seat(_remove(seat.hand, cards), seat.face_up, seat.face_down,
-                    _remove_present(seat.known, cards) if seat.known else (), seat.place, seat.forfeit, seat.setup)
+        seat = _NEW(Seat, (_remove(seat.hand, cards), seat.face_up, seat.face_down,
+                    _remove_present(seat.known, cards) if seat.known else (), seat.place, seat.forfeit, seat.setup))
     elif zone == FACE_UP:
-        seat = seat._replace(face_up=_take_face_up(seat.face_up, cards))
+        seat = _NEW(Seat, (seat.hand, _take_face_up(seat.face_up, cards), seat.face_down, seat.known, seat.place,
+                           seat.forfeit, seat.setup))
     if not flipped:
-        events.append(Played(i, cards, zone))
+        events.append(_NEW(Played, (i, cards, zone, "played")))
     rank = cards[0] >> 2
     burn = _burns(state, cards)
     pile = state.pile + cards
@@ -302,7 +307,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         events.append(GavePile(i, target, pile))
         pile, need, descending, burn = (), 0, False, None  # the pile went to a hand: nothing burned
     elif burn:
-        events.append(Burned(pile, burn))
+        events.append(_NEW(Burned, (pile, burn, "burned")))
         burned = burned + pile
         pile, need, descending = (), 0, False
     elif rank in rules.see_through:
@@ -318,9 +323,9 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     if short > 0 and stock:
         drawn = stock[-short:]
         stock = stock[:-short]
-        events.append(Drew(i, drawn))
-        seat = Seat(tuple(sorted(seat.hand + drawn)), seat.face_up, seat.face_down, seat.known, seat.place,
-                    seat.forfeit, seat.setup)
+        events.append(_NEW(Drew, (i, drawn, "drew")))
+        seat = _NEW(Seat, (tuple(sorted(seat.hand + drawn)), seat.face_up, seat.face_down, seat.known, seat.place,
+                    seat.forfeit, seat.setup))
     went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
         place = _next_place(state)
@@ -361,9 +366,9 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
         seat = seat._replace(face_up=_take_face_up(seat.face_up, (surrender,)))
         events.append(Surrendered(i, surrender))
         pile = pile + (surrender,)
-    seat = Seat(tuple(sorted(seat.hand + pile)), seat.face_up, seat.face_down, tuple(sorted(seat.known + pile)),
-                seat.place, seat.forfeit, seat.setup)
-    events.append(PickedUp(i, pile))
+    seat = _NEW(Seat, (tuple(sorted(seat.hand + pile)), seat.face_up, seat.face_down,
+                       tuple(sorted(seat.known + pile)), seat.place, seat.forfeit, seat.setup))
+    events.append(_NEW(PickedUp, (i, pile, "picked_up")))
     return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events,
                       seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
 
@@ -394,12 +399,12 @@ def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], *, s
                descending: bool | None = None, direction: int | None = None) -> State:
     stale = 0 if progress else state.stale + 1
     # built directly: NamedTuple._replace costs several times a constructor call, on every turn
-    state = State(state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
+    state = _NEW(State, (state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
                   state.pile if pile is None else pile, state.burned if burned is None else burned,
                   state.set_aside, nxt, state.direction if direction is None else direction, state.phase,
                   state.turn + 1, stale, state.need if need is None else need,
                   state.descending if descending is None else descending, state.max_turns, state.result,
-                  state.seed)
+                  state.seed))
     limit = state.rules.stale_turns
     if limit is not None and stale >= limit:
         return _end(state, events, "stale_draw")
