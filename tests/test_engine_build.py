@@ -88,3 +88,19 @@ def test_a_missing_compiled_module_is_not_used(tmp_path, monkeypatch):
 def test_the_environment_can_force_the_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("ARENA_PURE_ENGINE", "1")
     assert check_compiled(fake_build(tmp_path), tmp_path)[0] is False
+
+
+def test_events_built_on_the_hot_path_carry_their_own_kind():
+    """The engine builds some events with tuple.__new__ and spells out their kind: it must be
+    the one their class declares, or bots and logs would be told the wrong kind."""
+    seen = set()
+    for rules, players in [("classic", 2), ("shithead", 3), ("powers", 4), ("skip8", 5)]:
+        for seed in range(3):
+            state, _ = start_game(preset(rules), players, seed)
+            rng = random.Random(seed)
+            while state.result is None:
+                state, evs = apply_action(state, rng.choice(legal_actions(state)), check=False)
+                for e in evs:
+                    assert e.kind == type(e)._field_defaults["kind"], e
+                    seen.add(type(e).__name__)
+    assert {"Played", "Drew", "Burned", "PickedUp"} <= seen
