@@ -576,7 +576,9 @@ async def run_on_cluster(cfg: TournamentConfig, store, reporter: Reporter | None
                 for future, result in batch:
                     pending -= 1
                     game: ScheduledGame = by_key[future.key]
-                    if future.status != "finished":
+                    if not isinstance(result, dict):  # play_game returns a dict; anything else is its error
+                        # (the future's status is no guide: it goes back to "pending" when the worker
+                        # that holds a result we already have dies, and the result is still good)
                         exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
                         stats.failed.append((game.index, f"{type(exc).__name__}: {exc}"))
                         log.error("game %d failed on the cluster: %r", game.index, exc)
