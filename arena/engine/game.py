@@ -156,14 +156,15 @@ def legal_actions(state: State) -> tuple[Action, ...]:
             plays = allowed
     if rules.jokers and rules.joker == "give_pile":
         plays = [q for p in plays for q in _joker_targets(state, p)]
-    out: list[Action] = list(plays)
     if state.pile and (not plays or not rules.must_play):
+        out: list[Action] = list(plays)
         if zone == FACE_UP and rules.harsh_face_up:
             ranks = {s[0] >> 2: s[0] for s in seat.face_up}
             out.extend(PickUp(c) for c in sorted(ranks.values()))
         else:
             out.append(_PICK_UP)
-    return tuple(out)
+        return tuple(out)
+    return tuple(plays)
 
 
 # Final module constants live in C statics once compiled, not in the module's dict.
@@ -171,6 +172,11 @@ _NEW: Final = tuple.__new__  # NamedTuple's own __new__ is interpreted Python; t
 _HAND_PLAYS: Final[dict[tuple[int, ...], Play]] = {}
 _PICK_UP: Final = PickUp()
 _FLIPS: Final = tuple(Flip(i) for i in range(64))
+
+
+def _with_hand(seat: Seat, hand: tuple[int, ...], known: tuple[int, ...]) -> Seat:
+    """``seat`` with a new hand and known cards: built with tuple.__new__, as it happens every turn."""
+    return _NEW(Seat, (hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup))
 
 
 def _hand_play(cards: tuple[int, ...]) -> Play:
@@ -290,8 +296,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     seats = state.seats
     seat = seats[i]
     if zone == HAND:
-        seat = _NEW(Seat, (_remove(seat.hand, cards), seat.face_up, seat.face_down,
-                    _remove_present(seat.known, cards) if seat.known else (), seat.place, seat.forfeit, seat.setup))
+        seat = _with_hand(seat, _remove(seat.hand, cards), _remove_present(seat.known, cards) if seat.known else ())
     elif zone == FACE_UP:
         seat = _NEW(Seat, (seat.hand, _take_face_up(seat.face_up, cards), seat.face_down, seat.known, seat.place,
                            seat.forfeit, seat.setup))
@@ -324,8 +329,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         drawn = stock[-short:]
         stock = stock[:-short]
         events.append(_NEW(Drew, (i, drawn, "drew")))
-        seat = _NEW(Seat, (tuple(sorted(seat.hand + drawn)), seat.face_up, seat.face_down, seat.known, seat.place,
-                    seat.forfeit, seat.setup))
+        seat = _with_hand(seat, tuple(sorted(seat.hand + drawn)), seat.known)
     went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
         place = _next_place(state)
@@ -366,8 +370,7 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
         seat = seat._replace(face_up=_take_face_up(seat.face_up, (surrender,)))
         events.append(Surrendered(i, surrender))
         pile = pile + (surrender,)
-    seat = _NEW(Seat, (tuple(sorted(seat.hand + pile)), seat.face_up, seat.face_down,
-                       tuple(sorted(seat.known + pile)), seat.place, seat.forfeit, seat.setup))
+    seat = _with_hand(seat, tuple(sorted(seat.hand + pile)), tuple(sorted(seat.known + pile)))
     events.append(_NEW(PickedUp, (i, pile, "picked_up")))
     return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events,
                       seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
