@@ -589,7 +589,7 @@ async def run_on_cluster(cfg: TournamentConfig, store, reporter: Reporter | None
                         log.info("game %d was already stored; this copy is ignored", game.index)
                         continue
                     stats.stored += 1
-                    record = GameRecord(**{k: v for k, v in result.items() if k in GameRecord.__dataclass_fields__})
+                    record = GameRecord.from_json(result)
                     played.append(record)
                     reporter.game_done(game, record)
             if stats.failed:

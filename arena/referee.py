@@ -223,6 +223,12 @@ class GameRecord:
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GameRecord:
+        """A record from :meth:`as_json`'s output, or from a summary of it (keys it lacks keep
+        their defaults; keys it does not know, such as a summary's ``turns``, are ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
 
 @functools.lru_cache(maxsize=32)
 def _options(rules: Rules) -> dict[str, Any]:

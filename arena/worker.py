@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 import trio
@@ -33,11 +33,6 @@ from .tournament import (
 
 class WorkerError(RuntimeError):
     """A worker process failed (not a bot: the arena itself); its stderr tail is in the message."""
-
-
-def record_from_summary(data: dict[str, Any]) -> GameRecord:
-    names = {f.name for f in fields(GameRecord)}
-    return GameRecord(**{k: v for k, v in data.items() if k in names})
 
 
 # ---------------------------------------------------------------- worker side
@@ -158,7 +153,7 @@ async def run_in_workers(cfg: TournamentConfig, store: Store, reporter: Reporter
                     game = by_index[msg["index"]]
                     store.save_game(cfg.name, game.index, list(game.seats), msg["summary"],
                                     base64.b64decode(msg["log"]))
-                    record = record_from_summary(msg["summary"])
+                    record = GameRecord.from_json(msg["summary"])
                     record.rules = shared_rules  # one copy for the whole run, not one per game
                     if collect:
                         played.append(record)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import cache
 from pathlib import Path
 
 WEIGHTS_PATH = Path(__file__).with_name("eval_weights.json")
@@ -103,11 +104,7 @@ class Evaluator:
         return out
 
 
-_DEFAULT: Evaluator | None = None
-
-
+@cache
 def default_evaluator() -> Evaluator:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Evaluator.load()
-    return _DEFAULT
+    """The shipped data, read once per process."""
+    return Evaluator.load()

@@ -10,6 +10,7 @@ not in the table use its ``default`` entry, trained over all presets.
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 TABLE_PATH = Path(__file__).with_name("setup_table.json")
@@ -64,14 +65,10 @@ class SetupTable:
         return max(actions, key=lambda a: self.score(rules, a.stacks))
 
 
-_DEFAULT: SetupTable | None = None
-
-
+@cache
 def default_table() -> SetupTable:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = SetupTable.load()
-    return _DEFAULT
+    """The shipped data, read once per process."""
+    return SetupTable.load()
 
 
 def fallback_table() -> SetupTable:
