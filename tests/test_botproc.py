@@ -29,6 +29,7 @@ import trio
 from arena import botproc as bp
 from arena import sandbox as sb
 from arena.botproc import Limits
+from tests.checks import zombie_children
 
 HOSTILE = Path(__file__).parent / "hostile"
 PY = shutil.which("python3", path=bp.DEFAULT_PATH)
@@ -69,11 +70,6 @@ def marked_pids() -> dict[int, str]:
         if info is not None:
             found[info.pid] = info.state
     return found
-
-
-def zombie_children() -> list[int]:
-    me = os.getpid()
-    return [i.pid for i in sb.scan_procs().values() if i.ppid == me and i.state == "Z"]
 
 
 def our_cgroups() -> list[str]:

@@ -12,7 +12,6 @@ and also checks that no process outlives its game.
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -27,12 +26,14 @@ from arena.botproc import (
     BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout, CpuLimitExceeded,
     LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
 )
-from arena.engine import apply_action, forfeit, legal_actions, preset, start_game
-from arena.engine.views import action_json, event_for, result_json, seat_view
+from arena.engine import legal_actions, preset
+from arena.engine.views import action_json, event_for, seat_view
 from arena.launch import Launcher
 from arena.limits import Limits
 from arena.manifest import BotSpec
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
+from arena.sandbox import read_proc
+from tests.checks import children, replay
 
 HELLO = {"type": "hello", "protocol": 1, "name": "fake", "version": "1"}
 CLOCK = TimeControl(move_ms=1000, bank_ms=10_000, handshake_ms=10_000)
@@ -189,36 +190,6 @@ def run_fake(bots: list[Any], *, rules: str = "classic", seed: int = 3, clock: T
             await p.shutdown()
         return rec
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-
-
-def replay(rec: GameRecord):
-    """Re-simulate a record with the engine and check each step's logged events are exactly what
-    the engine produces. Returns [(state before, step, engine events)], the first entry being the
-    deal plus the forfeits of bots that failed to start (those have no step), and the final state."""
-    from arena.engine import Rules
-    state, events = start_game(Rules.from_options(rec.rules), len(rec.players), rec.seed, max_turns=rec.max_turns)
-    assert rec.setup_events == [event_for(e, None) for e in events]
-    fault_steps = [s for s in rec.steps if "fault" in s]
-    at_start = rec.faults[:len(rec.faults) - len(fault_steps)]
-    for f in at_start:
-        assert f["turn"] == 0
-        state, evs = forfeit(state, f["seat"], f["reason"])
-        events += evs
-    out: list[tuple[Any, Any, list[Any]]] = [(None, None, events)]
-    for step in rec.steps:
-        assert step["seat"] == state.to_move and step["turn"] == state.turn and step["phase"] == state.phase
-        before = state
-        if "fault" in step:
-            state, evs = forfeit(state, step["seat"], step["fault"])
-        else:
-            actions = legal_actions(state)
-            assert step["act"] == action_json(actions[step["action"]])
-            state, evs = apply_action(state, actions[step["action"]])
-        assert step["events"] == [event_for(e, None) for e in evs]
-        out.append((before, step, evs))
-    assert state.result is not None
-    assert {**rec.result, "forfeits": {}} == {**result_json(state.result), "forfeits": {}}
-    return out, state
 
 
 # ---------------------------------------------------------------- fault cases (fakes)
@@ -388,25 +359,33 @@ def test_every_seat_faults_at_start() -> None:
     assert rec.result["order"] == [[1], [0]]
 
 
-def test_restart_after_fault_next_game() -> None:
-    """A player that faulted is started afresh for its next game (a match keeps one BotPlayer)."""
-    made: list[FakeBot] = []
+def play_match(launch: Launcher, seeds: tuple[int, ...], **kw) -> list[GameRecord]:
+    """Games of classic between a BotPlayer "a" started by ``launch`` (``kw`` go to it) and a
+    well-behaved "b": one BotPlayer each for the whole match, as a tournament keeps them."""
+    async def main() -> list[GameRecord]:
+        a = BotPlayer(spec("a"), launch, CLOCK, **kw)
+        b = BotPlayer(spec("b"), lambda s: _const(FakeBot()), CLOCK)
+        recs = [await run_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
+                for seed in seeds]
+        await a.shutdown()
+        await b.shutdown()
+        return recs
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
+
+def faulting_first(made: list[FakeBot]) -> Launcher:
+    """A launcher whose first bot answers its second message with junk; later ones behave."""
     async def launch(_spec: BotSpec) -> FakeBot:
         bot = FakeBot(at={2: lambda m: ["junk"]}) if not made else FakeBot()
         made.append(bot)
         return bot
+    return launch
 
-    async def main() -> list[GameRecord]:
-        a = BotPlayer(spec("a"), launch, CLOCK)
-        b = BotPlayer(spec("b"), lambda s: _const(FakeBot()), CLOCK)
-        recs = [await run_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
-                for seed in (1, 2)]
-        await a.shutdown()
-        await b.shutdown()
-        return recs
 
-    first, second = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+def test_restart_after_fault_next_game() -> None:
+    """A player that faulted is started afresh for its next game (a match keeps one BotPlayer)."""
+    made: list[FakeBot] = []
+    first, second = play_match(faulting_first(made), (1, 2))
     assert [f["reason"] for f in first.faults] == ["bad_json"]
     assert second.faults == [] and len(made) == 2
     assert made[0].closed and made[1].of_type("hello")
@@ -421,16 +400,7 @@ def test_stale_stderr_is_not_repeated() -> None:
     async def launch(_spec: BotSpec) -> FakeBot:
         return FakeBot(stderr_at_end=["bye from the last game"])
 
-    async def main() -> list[GameRecord]:
-        a = BotPlayer(spec("a"), launch, CLOCK, restart_each_game=True)
-        b = BotPlayer(spec("b"), lambda s: _const(FakeBot()), CLOCK)
-        recs = [await run_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
-                for seed in (1, 2, 3)]
-        await a.shutdown()
-        await b.shutdown()
-        return recs
-
-    recs = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    recs = play_match(launch, (1, 2, 3), restart_each_game=True)
     for rec in recs[1:]:
         lines = [line for step in rec.steps for line in step.get("stderr", [])]
         assert lines.count("bye from the last game") <= 1, lines[:5]
@@ -439,23 +409,7 @@ def test_stale_stderr_is_not_repeated() -> None:
 def test_dying_words_are_logged_with_the_fault() -> None:
     """What a faulting bot writes to stderr while it is told and stopped is in that game's
     fault step, not handed to the next game the player serves."""
-    made: list[FakeBot] = []
-
-    async def launch(_spec: BotSpec) -> FakeBot:
-        bot = FakeBot(at={2: lambda m: ["junk"]}) if not made else FakeBot()
-        made.append(bot)
-        return bot
-
-    async def main() -> list[GameRecord]:
-        a = BotPlayer(spec("a"), launch, CLOCK)
-        b = BotPlayer(spec("b"), lambda s: _const(FakeBot()), CLOCK)
-        recs = [await run_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
-                for seed in (1, 2)]
-        await a.shutdown()
-        await b.shutdown()
-        return recs
-
-    first, second = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    first, second = play_match(faulting_first([]), (1, 2))
     (step,) = [s for s in first.steps if "fault" in s]
     assert step["stderr"] == ["referee says: bad_json"]
     assert not [line for s in second.steps for line in s.get("stderr", [])]
@@ -702,32 +656,9 @@ def bot_dir() -> Any:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, start time) of a live pid, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], int(fields[1]), int(fields[19])
-
-
-def children() -> set[tuple[int, int]]:
-    """(pid, start time) of every process whose parent is this one, zombies included."""
-    me = os.getpid()
-    out = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = proc_stat(int(name))
-            if st is not None and st[1] == me:
-                out.add((int(name), st[2]))
-    return out
-
-
 def alive(pid: int, start: int) -> bool:
-    st = proc_stat(pid)
-    return st is not None and st[2] == start
+    info = read_proc(pid)
+    return info is not None and info.start == start
 
 
 class Tracked:
@@ -739,9 +670,9 @@ class Tracked:
 
     async def __call__(self, s: BotSpec) -> botproc.BotProcess:
         proc = await self.launcher(s)
-        st = proc_stat(proc.pid)
-        assert st is not None
-        self.procs.append((proc.pid, st[2]))
+        info = read_proc(proc.pid)
+        assert info is not None
+        self.procs.append((proc.pid, info.start))
         return proc
 
 

@@ -24,6 +24,7 @@ import pytest
 
 from arena.standings import standings
 from arena.store import Store
+from tests.checks import zombie_children
 
 ROOT = Path(__file__).resolve().parents[1]
 BOTS = ("random", "lowest", "heuristic")
@@ -79,18 +80,10 @@ def bot_processes(bots_dir: Path) -> list[int]:
 def reap_orphans(before: set[int]) -> None:
     """Bots orphaned by the kill may be handed to this process (a subreaper once a test here used
     arena.botproc); reap those zombies so they do not linger."""
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in before:
-            continue
-        try:
-            text = open(f"/proc/{name}/stat").read()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if fields[0] == "Z" and int(fields[1]) == me:
+    for pid in zombie_children():
+        if pid not in before:
             try:
-                os.waitpid(int(name), os.WNOHANG)
+                os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
 

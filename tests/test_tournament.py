@@ -21,13 +21,13 @@ import pytest
 import trio
 import trio.testing
 
-from arena.engine import Rules, apply_action, forfeit, legal_actions, start_game
-from arena.engine.views import action_json, event_for, result_json
 from arena.standings import standings
+from arena.referee import GameRecord
 from arena.store import Store
 from arena.tournament import (
     ConfigError, TournamentConfig, deal_seed, load_bots, load_config, run_tournament, schedule, tables,
 )
+from tests.checks import children, replay
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,24 +198,6 @@ def test_config_file_fields(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the runner with fake bots
 
-def resimulate(log: dict[str, Any]) -> None:
-    """A stored log is one coherent game: replaying its actions with the engine gives its events."""
-    state, events = start_game(Rules.from_options(log["rules"]), len(log["players"]), log["seed"],
-                               max_turns=log["max_turns"])
-    assert log["setup_events"] == [event_for(e, None) for e in events]
-    for step in log["steps"]:
-        assert (step["seat"], step["turn"]) == (state.to_move, state.turn)
-        if "fault" in step:
-            state, evs = forfeit(state, step["seat"], step["fault"])
-        else:
-            actions = legal_actions(state)
-            assert step["act"] == action_json(actions[step["action"]])
-            state, evs = apply_action(state, actions[step["action"]])
-        assert step["events"] == [event_for(e, None) for e in evs]
-    assert state.result is not None
-    assert {k: v for k, v in log["result"].items() if k != "forfeits"} == result_json(state.result)
-
-
 def check_store(db: Store, cfg: TournamentConfig, lab: dict[str, str]) -> list[dict[str, Any]]:
     """Every scheduled game is stored exactly once, as scheduled, with a coherent log."""
     games = schedule(cfg, lab)
@@ -229,7 +211,7 @@ def check_store(db: Store, cfg: TournamentConfig, lab: dict[str, str]) -> list[d
         assert log is not None and log["game_id"] == row["id"] and log["seed"] == g.seed
         assert log["players"] == [s.split("@")[0] for s in g.seats]
         assert log["result"] == row["result"]
-        resimulate(log)
+        replay(GameRecord.from_json(log))
     (n_games,) = db.db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (cfg.name,)).fetchone()
     (n_logs,) = db.db.execute("SELECT COUNT(*) FROM game_logs l JOIN games g ON g.id=l.game "
                               "WHERE g.tournament=?", (cfg.name,)).fetchone()
@@ -342,22 +324,6 @@ def test_concurrent_games_do_not_interleave(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- real bundled bots
 
-def children() -> set[tuple[int, int]]:
-    me = os.getpid()
-    out = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            text = open(f"/proc/{name}/stat").read()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if int(fields[1]) == me:
-            out.add((int(name), int(fields[19])))
-    return out
-
-
 def test_real_bundled_bots(tmp_path: Path) -> None:
     before = children()
     cfg = cfg_of(name="real", bots=["random", "lowest"], seats=2, deals=2, concurrency=2, move_ms=5000,
@@ -439,7 +405,7 @@ def test_cli_standings_games_export(cli_run: Any) -> None:
     games = [json.loads(line) for line in jl.read_text().splitlines()]
     assert [g["id"] for g in games] == [r["id"] for r in rows]
     for g in games:
-        resimulate(g["log"])
+        replay(GameRecord.from_json(g["log"]))
 
     cv = tmp / "out.csv"
     ex = run_cli("export", str(cv), "--tournament", "cup", "--store", str(store))
@@ -506,7 +472,6 @@ def test_rich_display_does_not_retally_every_game() -> None:
     from rich.console import Console
 
     from arena.live import RichReporter
-    from arena.referee import GameRecord
     from arena.tournament import ScheduledGame
 
     rep = RichReporter(Console(file=io.StringIO(), width=120))

@@ -1,0 +1,52 @@
+"""Checks shared by the referee, tournament and resume tests: a logged game re-simulated
+with the engine, and the processes this test process has started."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from arena.engine import Rules, apply_action, forfeit, legal_actions, start_game
+from arena.engine.views import action_json, event_for, result_json
+from arena.referee import GameRecord
+from arena.sandbox import scan_procs
+
+
+def replay(rec: GameRecord):
+    """Re-simulate a record with the engine and check each step's logged events are exactly what
+    the engine produces. Returns [(state before, step, engine events)], the first entry being the
+    deal plus the forfeits of bots that failed to start (those have no step), and the final state."""
+    state, events = start_game(Rules.from_options(rec.rules), len(rec.players), rec.seed, max_turns=rec.max_turns)
+    assert rec.setup_events == [event_for(e, None) for e in events]
+    fault_steps = [s for s in rec.steps if "fault" in s]
+    at_start = rec.faults[:len(rec.faults) - len(fault_steps)]
+    for f in at_start:
+        assert f["turn"] == 0
+        state, evs = forfeit(state, f["seat"], f["reason"])
+        events += evs
+    out: list[tuple[Any, Any, list[Any]]] = [(None, None, events)]
+    for step in rec.steps:
+        assert step["seat"] == state.to_move and step["turn"] == state.turn and step["phase"] == state.phase
+        before = state
+        if "fault" in step:
+            state, evs = forfeit(state, step["seat"], step["fault"])
+        else:
+            actions = legal_actions(state)
+            assert step["act"] == action_json(actions[step["action"]])
+            state, evs = apply_action(state, actions[step["action"]])
+        assert step["events"] == [event_for(e, None) for e in evs]
+        out.append((before, step, evs))
+    assert state.result is not None
+    assert {**rec.result, "forfeits": {}} == {**result_json(state.result), "forfeits": {}}
+    return out, state
+
+
+def children() -> set[tuple[int, int]]:
+    """(pid, start time) of every process whose parent is this one, zombies included."""
+    me = os.getpid()
+    return {(p.pid, p.start) for p in scan_procs().values() if p.ppid == me}
+
+
+def zombie_children() -> list[int]:
+    me = os.getpid()
+    return [p.pid for p in scan_procs().values() if p.ppid == me and p.state == "Z"]
