@@ -507,9 +507,12 @@ def _preflight(client, cfg: TournamentConfig) -> int:
 
 
 async def run_on_cluster(cfg: TournamentConfig, store, reporter: Reporter | None = None, *,
-                         client=None, stats: ClusterStats | None = None) -> list:
+                         client=None, stats: ClusterStats | None = None, keep_logs: bool = True,
+                         collect: bool = True) -> list:
     """Play every scheduled game the store lacks on the Dask cluster ``cfg.cluster`` (or ``client``);
-    store each as it completes and tell ``reporter``. Returns the records stored now.
+    store each as it completes and tell ``reporter``. Returns the records stored now (with their
+    step logs unless ``keep_logs`` is false; none at all with ``collect=False``, as in
+    :func:`arena.tournament.run_tournament`).
 
     Raises :class:`ClusterError` if games failed on the cluster after their retries; the games
     that did finish are stored, so running it again plays only the rest."""
@@ -590,8 +593,11 @@ async def run_on_cluster(cfg: TournamentConfig, store, reporter: Reporter | None
                         continue
                     stats.stored += 1
                     record = GameRecord.from_json(result)
-                    played.append(record)
+                    if collect:
+                        played.append(record)
                     reporter.game_done(game, record)
+                    if not keep_logs:
+                        record.steps, record.setup_events, record.stderr = [], [], []
             if stats.failed:
                 first = min(stats.failed)
                 raise ClusterError(

@@ -289,7 +289,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
     played (the command line does this: the reporter and the store see every game)."""
     if cfg.cluster:  # Dask is imported only on this path
         from .cluster import run_on_cluster
-        return await run_on_cluster(cfg, store, reporter)
+        return await run_on_cluster(cfg, store, reporter, keep_logs=keep_logs, collect=collect)
     from .botproc import cleanup_stale
     reporter = reporter or Reporter()
     rules = cfg.ruleset()

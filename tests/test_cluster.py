@@ -248,6 +248,8 @@ def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games,
 
     played = run(cfg, Rec())
     assert len(played) == 12 and sorted(seen) == list(range(12))
+    # as locally: the returned records leave their step logs to the store (memory stays flat)
+    assert all(r.steps == [] and r.result is not None for r in played)
     same(stored(path, "ref"), local_games[1])
     assert Store(path).tournament("ref")["status"] == "done"
     # Run again: everything is stored, nothing is submitted.
