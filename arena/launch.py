@@ -6,11 +6,14 @@ interpreter, so Python bots see the same installed packages as the arena.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -77,7 +80,28 @@ def python_for(isolated: bool) -> tuple[str, dict[str, str]] | None:
     system = _system_python()
     if system is None:
         return None
-    return system, {"PYTHONPATH": str(ARENA_SOURCE)} if _others_can_use(ARENA_SOURCE / "arena" / "__init__.py", stat.S_IROTH) else {}
+    source = _reachable_source()
+    return system, {"PYTHONPATH": str(source)} if source is not None else {}
+
+
+@functools.cache
+def _reachable_source() -> Path | None:
+    """A directory holding the ``arena`` package that other uids can read: ARENA_SOURCE itself,
+    or, when it sits somewhere private (a 0700 checkout), a world-readable copy made once per
+    process and removed at exit. None if neither can be had."""
+    if _others_can_use(ARENA_SOURCE / "arena" / "__init__.py", stat.S_IROTH):
+        return ARENA_SOURCE
+    try:
+        root = Path(tempfile.mkdtemp(prefix="palace-arena-src-"))
+        atexit.register(shutil.rmtree, root, True)
+        shutil.copytree(ARENA_SOURCE / "arena", root / "arena", ignore=shutil.ignore_patterns("__pycache__"))
+        for lib in ARENA_SOURCE.glob("arena_engine__mypyc*"):  # the compiled engine's shared library
+            shutil.copy2(lib, root)
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    except OSError:
+        return None
+    return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
 
 
 def argv(spec: BotSpec, python: str = sys.executable) -> list[str]:
@@ -135,7 +159,7 @@ class Launcher:
                 self._warn("no system Python 3.11+ for isolated Python bots: they run as the referee's user")
             else:
                 python, env = found
-        binds = [ARENA_SOURCE] if env.get("PYTHONPATH") else []
+        binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         try:
             return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
                                    sandbox=self.sandbox, run_as="auto" if isolate else None,

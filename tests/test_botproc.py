@@ -29,9 +29,9 @@ import trio
 from arena import botproc as bp
 from arena import sandbox as sb
 from arena.botproc import Limits
-from tests.checks import zombie_children
+from tests.checks import reachable, zombie_children
 
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=bp.DEFAULT_PATH)
 MARK = f"arena-hostile-{os.getpid()}"
 ROOT = os.geteuid() == 0
