@@ -92,16 +92,25 @@ def _reachable_source() -> Path | None:
     if _others_can_use(ARENA_SOURCE / "arena" / "__init__.py", stat.S_IROTH):
         return ARENA_SOURCE
     try:
-        root = Path(tempfile.mkdtemp(prefix="palace-arena-src-"))
-        atexit.register(shutil.rmtree, root, True)
-        shutil.copytree(ARENA_SOURCE / "arena", root / "arena", ignore=shutil.ignore_patterns("__pycache__"))
-        for lib in ARENA_SOURCE.glob("arena_engine__mypyc*"):  # the compiled engine's shared library
-            shutil.copy2(lib, root)
-        for path in [root, *root.rglob("*")]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
+        libs = tuple(ARENA_SOURCE.glob("arena_engine__mypyc*"))  # the compiled engine's shared library
+        root = world_readable_copy(ARENA_SOURCE / "arena", "palace-arena-src-", extra=libs).parent
     except OSError:
         return None
     return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
+
+
+def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = ()) -> Path:
+    """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
+    new temporary directory removed when this process exits. Returns the copied directory."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, root, True)
+    copy = root / directory.name
+    shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in extra:
+        shutil.copy2(path, root)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    return copy
 
 
 def argv(spec: BotSpec, python: str = sys.executable) -> list[str]:

@@ -3,17 +3,14 @@ with the engine, and the processes this test process has started."""
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from arena.engine import Rules, apply_action, forfeit, legal_actions, start_game
 from arena.engine.views import action_json, event_for, result_json
-from arena.launch import _others_can_use
+from arena.launch import _others_can_use, world_readable_copy
 from arena.referee import GameRecord
 from arena.sandbox import scan_procs
 
@@ -63,10 +60,4 @@ def reachable(directory: Path) -> Path:
     cannot reach (a 0700 ``mktemp -d``): as root, bots run under private uids that must read it."""
     if _others_can_use(directory, stat.S_IXOTH):
         return directory
-    root = Path(tempfile.mkdtemp(prefix="palace-arena-tests-"))
-    atexit.register(shutil.rmtree, root, True)
-    copy = root / directory.name
-    shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-    return copy
+    return world_readable_copy(directory, "palace-arena-tests-")
