@@ -97,8 +97,9 @@ def _burns(state: State, cards: tuple[int, ...]) -> str | None:
     if rank == TEN:
         return "ten"
     if state.rules.four_of_a_kind != "off":
-        top = state.pile + cards
-        if len(top) >= 4 and all(c >> 2 == rank for c in top[-4:]):
+        below = 4 - len(cards)  # pile cards that must match to make four (cards are one rank)
+        pile = state.pile
+        if below <= 0 or (len(pile) >= below and all(c >> 2 == rank for c in pile[-below:])):
             return "four_of_a_kind"
     return None
 
@@ -126,12 +127,12 @@ def legal_actions(state: State) -> tuple[Action, ...]:
             while j < n and hand[j] >> 2 == rank:
                 j += 1
             if counted and rank not in rules.wild:
-                for k in range(i + 1, j + 1):
-                    if can_play(state, rank, k - i, top):
-                        plays.append(_hand_play(hand[i:k]))
+                run = _run_plays(hand[i:j])
+                for k in range(1, j - i + 1):
+                    if can_play(state, rank, k, top):
+                        plays.append(run[k - 1])
             elif can_play(state, rank, 1, top):
-                for k in range(i + 1, j + 1):
-                    plays.append(_hand_play(hand[i:k]))
+                plays.extend(_run_plays(hand[i:j]))
             i = j
     else:
         zone = FACE_UP
@@ -169,22 +170,32 @@ def legal_actions(state: State) -> tuple[Action, ...]:
 
 # Final module constants live in C statics once compiled, not in the module's dict.
 _NEW: Final = tuple.__new__  # NamedTuple's own __new__ is interpreted Python; this is tuple's, in C
-_HAND_PLAYS: Final[dict[tuple[int, ...], Play]] = {}
+# The classes built every turn, as Final aliases: a C static each, not a module-dict lookup per use.
+_SEAT: Final = Seat
+_STATE: Final = State
+_PLAYED: Final = Played
+_DREW: Final = Drew
+_BURNED: Final = Burned
+_PICKED_UP: Final = PickedUp
+_RUN_PLAYS: Final[dict[tuple[int, ...], tuple[Play, ...]]] = {}
 _PICK_UP: Final = PickUp()
 _FLIPS: Final = tuple(Flip(i) for i in range(64))
 
 
 def _with_hand(seat: Seat, hand: tuple[int, ...], known: tuple[int, ...]) -> Seat:
     """``seat`` with a new hand and known cards: built with tuple.__new__, as it happens every turn."""
-    return _NEW(Seat, (hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup))
+    return _NEW(_SEAT, (hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup))
 
 
-def _hand_play(cards: tuple[int, ...]) -> Play:
-    """Plays from the hand are immutable and few (same-rank runs), so each is built once and shared."""
-    play = _HAND_PLAYS.get(cards)
-    if play is None:
-        play = _HAND_PLAYS[cards] = Play(cards, HAND)
-    return play
+def _run_plays(run: tuple[int, ...]) -> tuple[Play, ...]:
+    """The hand plays of one same-rank run: one card, two, ... all of them.
+
+    Plays are immutable and few, so each is built once and shared.
+    """
+    plays = _RUN_PLAYS.get(run)
+    if plays is None:
+        plays = _RUN_PLAYS[run] = tuple(Play(run[:k], HAND) for k in range(1, len(run) + 1))
+    return plays
 
 
 def _joker_targets(state: State, play: Play) -> list[Play]:
@@ -260,12 +271,30 @@ def _remove(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _remove_present(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
-    out = list(cards)
-    for c in gone:
-        if c in out:
-            out.remove(c)
-    return tuple(out)
+def _drop(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
+    """Sorted ``cards`` less one copy of each card of sorted ``gone`` that it holds.
+
+    One pass over the cards, one slice-and-join: it runs on every play, on hands and
+    known cards that random play grows to dozens.
+    """
+    lo, n = 0, len(cards)
+    first, last = gone[0], gone[-1]
+    while lo < n and cards[lo] < first:
+        lo += 1
+    keep: list[int] = []
+    hi, g, m = lo, 0, len(gone)
+    while hi < n and cards[hi] <= last:
+        c = cards[hi]
+        while g < m and gone[g] < c:
+            g += 1
+        if g < m and gone[g] == c:
+            g += 1
+        else:
+            keep.append(c)
+        hi += 1
+    if len(keep) == hi - lo:
+        return cards
+    return cards[:lo] + tuple(keep) + cards[hi:]
 
 
 def _take_face_up(face_up: tuple[tuple[int, ...], ...], cards: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
@@ -296,12 +325,15 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     seats = state.seats
     seat = seats[i]
     if zone == HAND:
-        seat = _with_hand(seat, _remove(seat.hand, cards), _remove_present(seat.known, cards) if seat.known else ())
+        hand = _drop(seat.hand, cards)
+        if len(hand) + len(cards) != len(seat.hand):
+            raise IllegalActionError(f"seat {i} does not hold {cards}")
+        seat = _with_hand(seat, hand, _drop(seat.known, cards) if seat.known else ())
     elif zone == FACE_UP:
-        seat = _NEW(Seat, (seat.hand, _take_face_up(seat.face_up, cards), seat.face_down, seat.known, seat.place,
+        seat = _NEW(_SEAT, (seat.hand, _take_face_up(seat.face_up, cards), seat.face_down, seat.known, seat.place,
                            seat.forfeit, seat.setup))
     if not flipped:
-        events.append(_NEW(Played, (i, cards, zone, "played")))
+        events.append(_NEW(_PLAYED, (i, cards, zone, "played")))
     rank = cards[0] >> 2
     burn = _burns(state, cards)
     pile = state.pile + cards
@@ -312,7 +344,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         events.append(GavePile(i, target, pile))
         pile, need, descending, burn = (), 0, False, None  # the pile went to a hand: nothing burned
     elif burn:
-        events.append(_NEW(Burned, (pile, burn, "burned")))
+        events.append(_NEW(_BURNED, (pile, burn, "burned")))
         burned = burned + pile
         pile, need, descending = (), 0, False
     elif rank in rules.see_through:
@@ -328,7 +360,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     if short > 0 and stock:
         drawn = stock[-short:]
         stock = stock[:-short]
-        events.append(_NEW(Drew, (i, drawn, "drew")))
+        events.append(_NEW(_DREW, (i, drawn, "drew")))
         seat = _with_hand(seat, tuple(sorted(seat.hand + drawn)), seat.known)
     went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
     if went_out:
@@ -371,7 +403,7 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
         events.append(Surrendered(i, surrender))
         pile = pile + (surrender,)
     seat = _with_hand(seat, tuple(sorted(seat.hand + pile)), tuple(sorted(seat.known + pile)))
-    events.append(_NEW(PickedUp, (i, pile, "picked_up")))
+    events.append(_NEW(_PICKED_UP, (i, pile, "picked_up")))
     return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events,
                       seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
 
@@ -402,7 +434,7 @@ def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], *, s
                descending: bool | None = None, direction: int | None = None) -> State:
     stale = 0 if progress else state.stale + 1
     # built directly: NamedTuple._replace costs several times a constructor call, on every turn
-    state = _NEW(State, (state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
+    state = _NEW(_STATE, (state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
                   state.pile if pile is None else pile, state.burned if burned is None else burned,
                   state.set_aside, nxt, state.direction if direction is None else direction, state.phase,
                   state.turn + 1, stale, state.need if need is None else need,
@@ -417,6 +449,8 @@ def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], *, s
 
 
 def _set(seats: tuple[Seat, ...], i: int, seat: Seat) -> tuple[Seat, ...]:
+    if len(seats) == 2:  # the most common table, in one allocation instead of three
+        return (seat, seats[1]) if i == 0 else (seats[0], seat)
     return seats[:i] + (seat,) + seats[i + 1:]
 
 
