@@ -47,10 +47,12 @@ def extensions() -> list:
         return []
     try:
         from mypyc.build import mypycify
+        from setuptools import Extension
+        records = Extension("arena.engine._records", [str(ENGINE_DIR / "_records.c")])
         return mypycify([str(ENGINE_DIR / f"{name}.py") for name in ENGINE], opt_level="3",
-                        group_name="arena_engine")
-    except Exception as e:  # noqa: BLE001 - no mypyc, or it rejects the sources
-        print(f"palace-arena: not compiling the engine ({e}); using the pure-Python engine")
+                        group_name="arena_engine") + [records]
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - no mypyc, or it rejects the sources (it exits then)
+        print(f"palace-arena: not compiling the engine ({e!r}); using the pure-Python engine")
         return []
 
 

@@ -11,14 +11,21 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+import pytest
+
 from arena.engine import IMPLEMENTATION, apply_action, legal_actions, preset, start_game
+from arena.engine import records
 from arena.engine.compiled import check_compiled
+from arena.engine.model import Played, Seat
 from arena.engine.views import event_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PLAY_A_GAME = """
 import hashlib, json, random, sys
+if sys.argv[4:] == ["no-native-records"]:
+    sys.modules["arena.engine._records"] = None  # as if the C helper had not been built
+from arena.engine.records import NATIVE
 from arena.engine import IMPLEMENTATION, apply_action, legal_actions, preset, start_game
 from arena.engine.views import event_for
 state, events = start_game(preset(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
@@ -27,7 +34,7 @@ log = [event_for(e, None) for e in events]
 while state.result is None:
     state, evs = apply_action(state, rng.choice(legal_actions(state)), check=False)
     log += [event_for(e, None) for e in evs]
-print(IMPLEMENTATION, hashlib.sha256(json.dumps(log).encode()).hexdigest())
+print(IMPLEMENTATION, NATIVE, hashlib.sha256(json.dumps(log).encode()).hexdigest())
 """
 
 
@@ -46,7 +53,28 @@ def test_the_python_sources_play_the_same_games_as_the_engine_in_use():
     for rules, players, seed in [("classic", 2, 3), ("shithead", 4, 8), ("skip8", 6, 1), ("powers", 3, 5)]:
         out = subprocess.run([sys.executable, "-c", PLAY_A_GAME, rules, str(players), str(seed)], env=env,
                              capture_output=True, text=True, check=True).stdout.split()
-        assert out == ["python", game_digest(rules, players, seed)], (rules, IMPLEMENTATION)
+        assert out[0] == "python" and out[2] == game_digest(rules, players, seed), (rules, IMPLEMENTATION)
+
+
+def test_games_are_the_same_without_the_native_record_builder():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for rules, players, seed in [("classic", 2, 3), ("smeghead", 5, 2)]:
+        out = subprocess.run([sys.executable, "-c", PLAY_A_GAME, rules, str(players), str(seed), "no-native-records"],
+                             env=env, capture_output=True, text=True, check=True).stdout.split()
+        assert out[1:] == ["False", game_digest(rules, players, seed)], rules
+
+
+def test_the_record_builder_makes_the_namedtuple_the_constructor_makes():
+    seat = Seat((1, 2), ((5,),), (9, None), (2,), None, None, "")
+    played = Played(1, (8, 9), "face_up")
+    for build in {records.build, records.build_with_tuple_new}:
+        assert build(Seat, *seat) == seat and type(build(Seat, *seat)) is Seat
+        made = build(Played, 1, (8, 9), "face_up", "played")
+        assert made == played and made.cards == (8, 9) and type(made) is Played
+    with pytest.raises(TypeError):
+        records.build(dict, 1)
+    with pytest.raises(TypeError):
+        records.build()
 
 
 def fake_build(tmp_path: Path, names=("game", "cards")) -> Path:
@@ -91,7 +119,7 @@ def test_the_environment_can_force_the_sources(tmp_path, monkeypatch):
 
 
 def test_events_built_on_the_hot_path_carry_their_own_kind():
-    """The engine builds some events with tuple.__new__ and spells out their kind: it must be
+    """The engine builds some events field by field (records.build) and spells out their kind: it must be
     the one their class declares, or bots and logs would be told the wrong kind."""
     seen = set()
     for rules, players in [("classic", 2), ("shithead", 3), ("powers", 4), ("skip8", 5)]:

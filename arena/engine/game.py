@@ -17,6 +17,7 @@ from .model import (
     GameOver, GavePile, Leads, PickedUp, PickUp, Play, Played, Result, Reversed, Seat,
     SetFaceUp, SetupChosen, Skipped, Stack, StartCard, State, Surrendered, WentOut,
 )
+from .records import build
 from .rules import Rules, RulesError
 
 DEFAULT_MAX_TURNS: Final = 2000
@@ -169,7 +170,7 @@ def legal_actions(state: State) -> tuple[Action, ...]:
 
 
 # Final module constants live in C statics once compiled, not in the module's dict.
-_NEW: Final = tuple.__new__  # NamedTuple's own __new__ is interpreted Python; this is tuple's, in C
+_BUILD: Final = build  # NamedTuple's own __new__ is interpreted Python: every field is passed, kind too
 # The classes built every turn, as Final aliases: a C static each, not a module-dict lookup per use.
 _SEAT: Final = Seat
 _STATE: Final = State
@@ -178,13 +179,14 @@ _DREW: Final = Drew
 _BURNED: Final = Burned
 _PICKED_UP: Final = PickedUp
 _RUN_PLAYS: Final[dict[tuple[int, ...], tuple[Play, ...]]] = {}
+_FACE_UP_PATTERNS: Final[dict[tuple[tuple[int, ...], int, bool], tuple[tuple[tuple[int, ...], ...], ...]]] = {}
 _PICK_UP: Final = PickUp()
 _FLIPS: Final = tuple(Flip(i) for i in range(64))
 
 
 def _with_hand(seat: Seat, hand: tuple[int, ...], known: tuple[int, ...]) -> Seat:
     """``seat`` with a new hand and known cards: built with tuple.__new__, as it happens every turn."""
-    return _NEW(_SEAT, (hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup))
+    return _BUILD(_SEAT, hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup)
 
 
 def _run_plays(run: tuple[int, ...]) -> tuple[Play, ...]:
@@ -218,9 +220,26 @@ def _setup_actions(state: State) -> tuple[Action, ...]:
         return tuple(out)
     visible = tuple(sorted(seat.hand + seat.face_up_cards))
     slots = state.rules.deal_for(state.players)[1]
-    groups = [tuple(g) for _, g in groupby(visible, key=lambda c: c >> 2)]
-    stacking = state.rules.stacking and len(groups) >= slots  # too few ranks for one stack each: singles
-    return tuple(SetFaceUp(s) for s in _face_up_choices(groups, slots, stacking))
+    sizes = tuple(len(tuple(g)) for _, g in groupby(visible, key=lambda c: c >> 2))
+    stacking = state.rules.stacking and len(sizes) >= slots  # too few ranks for one stack each: singles
+    return tuple(SetFaceUp(tuple(tuple(visible[p] for p in stack) for stack in choice))
+                 for choice in _face_up_patterns(sizes, slots, stacking))
+
+
+def _face_up_patterns(sizes: tuple[int, ...], slots: int, stacking: bool) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """:func:`_face_up_choices` over positions in the sorted visible cards, for rank groups of ``sizes``.
+
+    Every deal of a rule set has the same few shapes, so each is enumerated once.
+    """
+    key = (sizes, slots, stacking)
+    hit = _FACE_UP_PATTERNS.get(key)
+    if hit is None:
+        groups, start = [], 0
+        for size in sizes:
+            groups.append(tuple(range(start, start + size)))
+            start += size
+        hit = _FACE_UP_PATTERNS[key] = tuple(_face_up_choices(groups, slots, stacking))
+    return hit
 
 
 def _face_up_choices(groups: list[tuple[int, ...]], slots: int, stacking: bool):
@@ -324,16 +343,17 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     i = state.to_move
     seats = state.seats
     seat = seats[i]
+    hand, face_up, known = seat.hand, seat.face_up, seat.known  # the seat is rebuilt once, below
     if zone == HAND:
-        hand = _drop(seat.hand, cards)
+        hand = _drop(hand, cards)
         if len(hand) + len(cards) != len(seat.hand):
             raise IllegalActionError(f"seat {i} does not hold {cards}")
-        seat = _with_hand(seat, hand, _drop(seat.known, cards) if seat.known else ())
+        if known:
+            known = _drop(known, cards)
     elif zone == FACE_UP:
-        seat = _NEW(_SEAT, (seat.hand, _take_face_up(seat.face_up, cards), seat.face_down, seat.known, seat.place,
-                           seat.forfeit, seat.setup))
+        face_up = _take_face_up(face_up, cards)
     if not flipped:
-        events.append(_NEW(_PLAYED, (i, cards, zone, "played")))
+        events.append(_BUILD(_PLAYED, i, cards, zone, "played"))
     rank = cards[0] >> 2
     burn = _burns(state, cards)
     pile = state.pile + cards
@@ -344,7 +364,7 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         events.append(GavePile(i, target, pile))
         pile, need, descending, burn = (), 0, False, None  # the pile went to a hand: nothing burned
     elif burn:
-        events.append(_NEW(_BURNED, (pile, burn, "burned")))
+        events.append(_BUILD(_BURNED, pile, burn, "burned"))
         burned = burned + pile
         pile, need, descending = (), 0, False
     elif rank in rules.see_through:
@@ -356,18 +376,21 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
         if rank == SEVEN and rules.seven == "descending":
             descending = True
     stock = state.stock
-    short = rules.hand_size - len(seat.hand)
+    short = rules.hand_size - len(hand)
     if short > 0 and stock:
         drawn = stock[-short:]
         stock = stock[:-short]
-        events.append(_NEW(_DREW, (i, drawn, "drew")))
-        seat = _with_hand(seat, tuple(sorted(seat.hand + drawn)), seat.known)
-    went_out = not seat.hand and not seat.face_up and seat.face_down_count == 0
+        events.append(_BUILD(_DREW, i, drawn, "drew"))
+        hand = tuple(sorted(hand + drawn))
+    went_out = not hand and not face_up and seat.face_down_count == 0
+    place = seat.place
     if went_out:
         place = _next_place(state)
-        seat = seat._replace(place=place, known=())
+        known = ()
         events.append(WentOut(i, place))
-    seats = _set(seats, i, seat)
+    if went_out or hand is not seat.hand or face_up is not seat.face_up:
+        seat = _BUILD(_SEAT, hand, face_up, seat.face_down, known, place, seat.forfeit, seat.setup)
+        seats = _set(seats, i, seat)
     if went_out:
         state = state._replace(seats=seats, pile=pile, burned=burned, stock=stock, need=need,
                                descending=descending)
@@ -403,7 +426,7 @@ def _pick_up(state: State, surrender: int | None, events: list[Event]) -> State:
         events.append(Surrendered(i, surrender))
         pile = pile + (surrender,)
     seat = _with_hand(seat, tuple(sorted(seat.hand + pile)), tuple(sorted(seat.known + pile)))
-    events.append(_NEW(_PICKED_UP, (i, pile, "picked_up")))
+    events.append(_BUILD(_PICKED_UP, i, pile, "picked_up"))
     return _next_turn(state, _advance(state.seats, state.direction, i, 1), False, events,
                       seats=_set(state.seats, i, seat), pile=(), need=0, descending=False)
 
@@ -434,12 +457,12 @@ def _next_turn(state: State, nxt: int, progress: bool, events: list[Event], *, s
                descending: bool | None = None, direction: int | None = None) -> State:
     stale = 0 if progress else state.stale + 1
     # built directly: NamedTuple._replace costs several times a constructor call, on every turn
-    state = _NEW(_STATE, (state.rules, state.seats if seats is None else seats, state.stock if stock is None else stock,
-                  state.pile if pile is None else pile, state.burned if burned is None else burned,
-                  state.set_aside, nxt, state.direction if direction is None else direction, state.phase,
-                  state.turn + 1, stale, state.need if need is None else need,
-                  state.descending if descending is None else descending, state.max_turns, state.result,
-                  state.seed))
+    state = _BUILD(_STATE, state.rules, state.seats if seats is None else seats,
+                   state.stock if stock is None else stock, state.pile if pile is None else pile,
+                   state.burned if burned is None else burned, state.set_aside, nxt,
+                   state.direction if direction is None else direction, state.phase, state.turn + 1, stale,
+                   state.need if need is None else need, state.descending if descending is None else descending,
+                   state.max_turns, state.result, state.seed)
     limit = state.rules.stale_turns
     if limit is not None and stale >= limit:
         return _end(state, events, "stale_draw")

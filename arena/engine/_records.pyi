@@ -1,0 +1,3 @@
+from typing import Any
+
+def build(cls: type, *items: object) -> Any: ...
