@@ -344,3 +344,60 @@ def test_random_forfeits_keep_the_books(seed, choices, name, players, when):
             assert state.seats[victim].place is not None
             assert state.over or state.to_move != victim
     assert sorted(x for g in state.result.order for x in g) == list(range(players))
+
+
+# ------------------------------------------------------- hot-path helpers against plain versions
+
+def _remove_each_present(cards: tuple[int, ...], gone: tuple[int, ...]) -> tuple[int, ...]:
+    """The obvious version of game._drop: remove one copy of each gone card that is there."""
+    out = list(cards)
+    for c in gone:
+        if c in out:
+            out.remove(c)
+    return tuple(out)
+
+
+# several decks: the same card number can appear more than once in a hand
+_CARD = st.integers(min_value=8, max_value=59)
+
+
+@FAST
+@given(st.lists(_CARD, max_size=30), st.lists(_CARD, min_size=1, max_size=5))
+def test_drop_removes_one_copy_of_each_card_like_list_remove(cards, gone):
+    from arena.engine.game import _drop
+    cards, gone = tuple(sorted(cards)), tuple(sorted(gone))
+    assert _drop(cards, gone) == _remove_each_present(cards, gone)
+
+
+@FAST
+@given(st.lists(_CARD, max_size=12), st.integers(min_value=0, max_value=6))
+def test_drop_of_a_hand_run_leaves_the_rest_of_the_hand(cards, start):
+    from arena.engine.game import _drop
+    hand = tuple(sorted(cards))
+    run = hand[start:start + 2]
+    if run:
+        assert sorted(_drop(hand, run) + run) == list(hand)
+
+
+@FAST
+@given(st.lists(_CARD, min_size=1, max_size=9), st.integers(min_value=0, max_value=4), st.booleans())
+def test_face_up_choices_by_shape_match_the_choices_over_the_cards(cards, slots, stacking):
+    from itertools import groupby
+
+    from arena.engine.game import _face_up_choices, _face_up_patterns
+    visible = tuple(sorted(cards))
+    groups = [tuple(g) for _, g in groupby(visible, key=lambda c: c >> 2)]
+    sizes = tuple(len(g) for g in groups)
+    by_shape = [tuple(tuple(visible[p] for p in stack) for stack in choice)
+                for choice in _face_up_patterns(sizes, slots, stacking)]
+    assert by_shape == list(_face_up_choices(groups, slots, stacking))
+
+
+def test_replacing_a_seat_keeps_the_others_at_every_table_size():
+    from arena.engine.game import _set
+    from arena.engine.model import Seat
+    new = Seat((99,), (), ())
+    for n in range(2, 7):
+        seats = tuple(Seat((i,), (), ()) for i in range(n))
+        for i in range(n):
+            assert _set(seats, i, new) == seats[:i] + (new,) + seats[i + 1:]
