@@ -299,3 +299,36 @@ def test_agents_fall_back_when_they_cannot_determinize():
         agent.begin({"type": "start", "seat": state.to_move, "players": 2, "rules": {"no_such_rule": 1}})
         assert 0 <= agent.choose(req) < len(acts)
         assert agent.fallbacks == 1
+
+
+def test_observer_knows_how_long_the_game_went_without_progress():
+    """The search bots' cycle breaker reads Observer.stale: turns since a burn or a player out.
+    The observer learns of progress with its next request, so it may count from a little
+    earlier than the engine (by at most one gap between its requests), never later."""
+    rules = PRESETS["classic"]
+    for seed in range(3):
+        obs = Observer()
+        obs.start(protocol.start("g", 0, 2, ["x", "y"], rules.options(), {"move_ms": 1000}, seed))
+        last_turn = [0]
+        widest_gap = [0]
+        seen = [0]
+
+        def on_request(state, req):
+            if req["view"]["seat"] != 0:
+                return
+            obs.update(req)
+            widest_gap[0] = max(widest_gap[0], state.turn - last_turn[0])
+            if state.phase == "play":
+                assert state.stale <= obs.stale <= state.stale + widest_gap[0]
+                seen[0] += 1
+            last_turn[0] = state.turn
+
+        drive(rules, 2, seed, on_request)
+        assert seen[0] > 10
+
+
+def test_unstick_picks_among_the_near_best_moves_only():
+    from arena.ai.agents import NEAR_BEST, unstick
+    scores = [0.5, 0.53, 0.2, 0.53 - NEAR_BEST / 2]
+    picks = {unstick(1, scores, random.Random(s)) for s in range(60)}
+    assert picks == {0, 1, 3}

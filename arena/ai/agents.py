@@ -23,6 +23,18 @@ from .policy import heuristic_action, make_policy, setup_choice
 from .setup_table import SetupTable, default_table
 
 HORIZON = 20  # playout turns before the evaluator scores the position (measured best of 20 vs full)
+# Turns without a burn or anyone going out after which the search bots stop always playing
+# their single best move. At 1 s a decision, ISMCTS and the heuristic fell into pick-up
+# cycles (the same king passed back and forth for 1,500 turns) that ended as turn-cap draws.
+STUCK_TURNS = 100
+NEAR_BEST = 0.05  # in a cycle, any move within this much of the best score may be played
+
+
+def unstick(best: int, scores: list[float], rng: random.Random) -> int:
+    """A random move among those scored within NEAR_BEST of ``best``: breaks a cycle that
+    two players who always answer the same way would otherwise repeat until the turn cap."""
+    near = [j for j, v in enumerate(scores) if v >= scores[best] - NEAR_BEST]
+    return near[rng.randrange(len(near))]
 
 
 class Agent:
@@ -129,7 +141,9 @@ class MonteCarloAgent(HeuristicAgent):
         from .montecarlo import monte_carlo
         deadline, iters = self.budget.deadline(req)
         fav = legal.index(heuristic_action(state, legal, self.table))
-        best, _ = monte_carlo(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, fav)
+        best, means = monte_carlo(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, fav)
+        if self.obs.stale > STUCK_TURNS:
+            best = unstick(best, [m for m, _ in means], self.rng)
         return ids[best]
 
 
@@ -146,7 +160,9 @@ class ISMCTSAgent(HeuristicAgent):
         self.c = c
 
     def decide(self, req, state, legal, ids) -> int:
-        from .ismcts import ismcts
+        from .ismcts import ismcts, root_mean
         deadline, iters = self.budget.deadline(req)
-        best, _ = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c)
+        best, children = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c)
+        if self.obs.stale > STUCK_TURNS:
+            best = unstick(best, [root_mean(children, a) for a in legal], self.rng)
         return ids[best]

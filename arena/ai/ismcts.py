@@ -101,3 +101,8 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
 
 def _mean(node: Node | None) -> float:
     return node.total / node.visits if node is not None and node.visits else 0.0
+
+
+def root_mean(children: dict, action) -> float:
+    """Mean score of a root move in the tree :func:`ismcts` returned (0 if never tried)."""
+    return _mean(children.get(rank_key(action)))

@@ -54,6 +54,11 @@ class Observer:
         self.progress_turn = 0  # approximate turn of the last burn or player going out
 
     @property
+    def stale(self) -> int:
+        """Turns since the last burn or player going out, as far as this seat saw."""
+        return max(0, self.view["turn"] - self.progress_turn) if self.view is not None else 0
+
+    @property
     def ready(self) -> bool:
         return self.rules is not None and self.view is not None
 
@@ -155,7 +160,7 @@ class Observer:
         pos += n_aside
         stock = tuple(pool[pos:pos + v["stock"]])
         turn = v["turn"]
-        stale = max(0, turn - self.progress_turn)
+        stale = self.stale
         return State(rules=self.rules, seats=tuple(seats), stock=stock, pile=cards(v["pile"]),
                      burned=cards(v["burned"]), set_aside=set_aside, to_move=v["to_move"],
                      direction=v["direction"], phase="play", turn=turn, stale=stale,
