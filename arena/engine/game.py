@@ -185,7 +185,7 @@ _FLIPS: Final = tuple(Flip(i) for i in range(64))
 
 
 def _with_hand(seat: Seat, hand: tuple[int, ...], known: tuple[int, ...]) -> Seat:
-    """``seat`` with a new hand and known cards: built with tuple.__new__, as it happens every turn."""
+    """``seat`` with a new hand and known cards: built with records.build, as it happens every turn."""
     return _BUILD(_SEAT, hand, seat.face_up, seat.face_down, known, seat.place, seat.forfeit, seat.setup)
 
 
