@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ENGINE = ("cards", "model", "rules", "game", "views")  # the hot path; describe.py stays Python
@@ -47,7 +47,6 @@ def extensions() -> list:
         return []
     try:
         from mypyc.build import mypycify
-        from setuptools import Extension
         records = Extension("arena.engine._records", [str(ENGINE_DIR / "_records.c")])
         return mypycify([str(ENGINE_DIR / f"{name}.py") for name in ENGINE], opt_level="3",
                         group_name="arena_engine") + [records]

@@ -33,11 +33,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_engine import lowest_first  # noqa: E402
+from bench_engine import POWER, lowest_first  # noqa: E402
 
 from arena.ai.policy import heuristic_action  # noqa: E402
 from arena.engine import apply_action, legal_actions, preset, start_game  # noqa: E402
-from arena.engine.cards import TEN, TWO, make_deck  # noqa: E402
+from arena.engine.cards import make_deck  # noqa: E402
 from arena.engine.game import can_play  # noqa: E402
 
 ROLLOUT_CAP = 400  # turns after which a rollout counts as a draw
@@ -48,8 +48,8 @@ def _rank(a) -> int:
 
 
 def _ladder(rank: int) -> int:
-    """Ladder order with 2, 10 and jokers above every plain card (as lowest-first keeps them)."""
-    return {TWO: 20, TEN: 21, 15: 22}.get(rank, rank)
+    """Ladder order with 2, 10 and jokers above every plain card, as lowest-first keeps them."""
+    return POWER.get(rank, rank)
 
 
 def determinize(state, me: int, rng: random.Random):

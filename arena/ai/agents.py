@@ -25,7 +25,7 @@ from .setup_table import SetupTable, default_table
 HORIZON = 20  # playout turns before the evaluator scores the position (measured best of 20 vs full)
 # Turns without a burn or anyone going out after which the search bots stop always playing
 # their single best move. At 1 s a decision, ISMCTS and the heuristic fell into pick-up
-# cycles (the same king passed back and forth for 1,500 turns) that ended as turn-cap draws.
+# cycles (the same king passed back and forth for hundreds of turns) that ended as turn-cap draws.
 STUCK_TURNS = 100
 NEAR_BEST = 0.05  # in a cycle, any move within this much of the best score may be played
 
