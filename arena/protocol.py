@@ -21,6 +21,8 @@ import referencing
 from referencing.jsonschema import DRAFT202012
 
 from . import __version__
+from .faults import BadJson, BadVersion, IllegalAction, SchemaViolation, WrongRequest
+from .faults import ProtocolError  # noqa: F401 - re-exported: every bad line raises a subclass of it
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1 << 20  # longest line a bot may send; longer is a fault
@@ -28,14 +30,6 @@ MAX_JSON_DEPTH = 32  # deeper nesting is rejected before parsing deeper
 
 REFEREE_MESSAGES = ("hello", "start", "request", "error", "end", "shutdown")
 BOT_MESSAGES = ("bot_hello", "action")
-
-
-class ProtocolError(ValueError):
-    """A bot's line that breaks the protocol. ``reason`` names the fault for logs and results."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
 
 
 def schema_dir() -> Path:
@@ -137,23 +131,23 @@ def _depth_ok(line: str) -> bool:
 
 
 def parse_line(line: str) -> Any:
-    """A bot's line as JSON, or a ``ProtocolError('bad_json')``."""
+    """A bot's line as JSON, or a ``BadJson`` fault."""
     text = line.strip()
     if not text:
-        raise ProtocolError("bad_json", "empty line")
+        raise BadJson("empty line")
     if not _depth_ok(text):
-        raise ProtocolError("bad_json", f"JSON nested deeper than {MAX_JSON_DEPTH}")
+        raise BadJson(f"JSON nested deeper than {MAX_JSON_DEPTH}")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as e:
-        raise ProtocolError("bad_json", f"not JSON: {e}") from None
+        raise BadJson(f"not JSON: {e}") from None
 
 
 def read_bot_hello(line: str) -> dict[str, Any]:
     msg = parse_line(line)
     _check("bot_hello", msg)
     if msg["protocol"] != PROTOCOL_VERSION:
-        raise ProtocolError("bad_version", f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")
+        raise BadVersion(f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")
     return msg
 
 
@@ -166,10 +160,10 @@ def read_action(line: str, request_id: int, n_actions: int) -> int:
         if not _plain_action(msg):  # the schema is run only to explain what is wrong
             _check("action", msg)
         if msg["request"] != request_id:
-            raise ProtocolError("wrong_request", f"reply names request {msg['request']}, expected {request_id}")
+            raise WrongRequest(f"reply names request {msg['request']}, expected {request_id}")
         action = int(msg["action"])  # JSON Schema counts 1.0 as an integer; the referee indexes with it
     if not 0 <= action < n_actions:
-        raise ProtocolError("illegal_action", f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
+        raise IllegalAction(f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
     return action
 
 
@@ -189,4 +183,4 @@ def _check(schema: str, msg: Any) -> None:
         validate(schema, msg)
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "message"
-        raise ProtocolError("schema", f"{schema} message invalid at {where}: {e.message}") from None
+        raise SchemaViolation(f"{schema} message invalid at {where}: {e.message}") from None

@@ -1,74 +1,43 @@
-"""In-process stand-ins for bot processes, so referee and tournament tests need no subprocesses.
+"""In-process bots for referee, replay and tournament tests, on the package's test double.
 
-A ``ScriptedConnection`` runs a Python function as the bot: it receives each line the
-referee writes and returns the lines the bot would print (or raises to act out a fault).
+Everything here is :class:`arena.referee.testing.MockBot`; these helpers keep the
+line-level form older tests use: ``ScriptedConnection(respond)`` runs ``respond(line)``
+as the bot (the lines it prints, or None when it exits).
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
+import random
 from collections.abc import Callable
 
-import trio
-
 from arena import strategies
+from arena.referee.testing import EXIT, MockBot, Sleep, hello_line
 
 
-class FakeExit(Exception):
-    reason = "crash"
+class ScriptedConnection(MockBot):
+    """A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
 
-
-class FakeTimeout(Exception):
-    reason = "timeout"
-
-
-class ScriptedConnection:
     def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
-        self.respond = respond
-        self.delay = delay
-        self.out: deque[str] = deque()
-        self.sent: list[str] = []
-        self.closed = False
-        self.stderr: list[str] = []
+        def by_message(msg: dict) -> list | None:
+            lines = respond(self._line)
+            if lines is None:
+                return [EXIT]
+            return [item for line in lines for item in ((Sleep(delay), line) if delay else (line,))]
+        self._line = ""
+        super().__init__(by_message)
 
     async def send_line(self, text: str) -> None:
-        if self.closed:
-            raise FakeExit("bot is gone")
-        self.sent.append(text)
-        replies = self.respond(text)
-        if replies is None:
-            self.closed = True
-            return
-        self.out.extend(replies)
-
-    async def receive_line(self, timeout: float) -> str:
-        if self.delay:
-            if self.delay > timeout:
-                await trio.sleep(timeout)
-                raise FakeTimeout(f"no reply within {timeout:.3f}s")
-            await trio.sleep(self.delay)
-        if not self.out:
-            if self.closed:
-                raise FakeExit("bot exited")
-            await trio.sleep(timeout)
-            raise FakeTimeout(f"no reply within {timeout:.3f}s")
-        return self.out.popleft()
-
-    def take_stderr(self) -> list[str]:
-        out, self.stderr = self.stderr, []
-        return out
-
-    async def aclose(self) -> None:
-        self.closed = True
+        self._line = text
+        await super().send_line(text)
 
 
 def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[str], list[str] | None]:
-    """A well-behaved bot around a request -> action id function."""
+    """A well-behaved bot around a request -> action id function, as a line-level ``respond``."""
     def respond(line: str) -> list[str] | None:
         msg = json.loads(line)
         if msg["type"] == "hello":
-            return [json.dumps({"type": "hello", "protocol": 1, "name": name, "version": "1"})]
+            return [hello_line(name)]
         if msg["type"] == "request":
             return [json.dumps({"type": "action", "request": msg["id"], "action": choose(msg)})]
         if msg["type"] == "shutdown":
@@ -78,7 +47,7 @@ def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[s
 
 
 POLICIES = {
-    "random": lambda: strategies.random_policy(__import__("random").Random(0)),
+    "random": lambda: strategies.random_policy(random.Random(0)),
     "lowest": lambda: strategies.lowest_first,
     "highest": lambda: strategies.highest_first,
     "heuristic": lambda: strategies.heuristic,

@@ -28,7 +28,8 @@ from arena.ai.observe import Observer, action_key, parse_action
 from arena.engine import PRESETS, apply_action, forfeit, legal_actions, new_game, start_game, with_options
 from arena.engine.cards import make_deck
 from arena.engine.views import action_json, event_for, seat_view
-from arena.referee import decision_name
+from arena.engine.views import decision_name
+from arena.referee.core import RefereeCore, TimeControl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,32 +99,20 @@ def check_sample(sample, true, me: int, req: dict, obs: Observer) -> None:
 
 
 def drive(rules, players: int, seed: int, on_request, forfeit_at: int | None = None):
-    """A random game with requests built as the referee builds them; ``on_request(state, req)``."""
+    """A random game through the referee core (requests exactly as bots get them); ``on_request(state, req)``."""
     rng = random.Random(seed)
-    state, events = start_game(rules, players, seed)
-    pending = [[event_for(e, s) for e in events] for s in range(players)]
-    rid = 0
-    while state.result is None:
-        if forfeit_at is not None and state.turn == forfeit_at and state.phase == "play":
-            victim = (state.to_move + 1) % players
-            state, evs = forfeit(state, victim, "crash")
-            for s in range(players):
-                pending[s].extend(event_for(e, s) for e in evs)
+    core = RefereeCore(rules, [f"p{s}" for s in range(players)], seed, game_id="g",
+                       clock=TimeControl(move_ms=1000, bank_ms=0))
+    while True:
+        state = core.state
+        if forfeit_at is not None and state.result is None and state.turn >= forfeit_at and state.phase == "play":
+            core.forfeit((state.to_move + 1) % players, "crash")  # another seat drops out mid-game
             forfeit_at = None
-            continue
-        acts = legal_actions(state)
-        if len(acts) > 1:
-            rid += 1
-            seat = state.to_move
-            req = protocol.request(rid, "g", decision_name(state), seat_view(state, seat), pending[seat],
-                                   [action_json(a) for a in acts], {"move_ms": 1000, "bank_ms": 0})
-            pending[seat] = []
-            on_request(state, req)
-        a = acts[rng.randrange(len(acts))]
-        state, evs = apply_action(state, a, check=False)
-        for s in range(players):
-            pending[s].extend(event_for(e, s) for e in evs)
-    return state
+        req = core.next_request()
+        if req is None:
+            return core.state
+        on_request(core.state, req.message)
+        core.answer(rng.randrange(req.n_actions), 0.0)
 
 
 @pytest.mark.parametrize("name,rules", VARIANTS, ids=[v[0] for v in VARIANTS])

@@ -25,7 +25,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,13 +35,15 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import protocol, strategies
+from arena import faults, protocol, strategies
 from arena.engine import PRESETS, Rules, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
 from arena.manifest import BotSpec
 from arena.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
+from arena.faults import BotFault
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
+from arena.referee.testing import MockBot
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "protocol" / "schemas"
@@ -78,52 +79,22 @@ def schema_of_example(path: Path) -> str:
 
 # ====================================================================== fake bots
 
-class FakeFault(Exception):
-    """What a real connection raises for a dead, silent or closed bot: ``reason`` is the fault."""
-
-    def __init__(self, reason: str, message: str = ""):
-        super().__init__(message or reason)
-        self.reason = reason
+Bot = Callable[[dict[str, Any]], "str | BotFault | None"]  # a message in, a reply line (or a fault, or nothing) out
 
 
-Bot = Callable[[dict[str, Any]], "str | None"]  # a message in, a reply line (or None) out
+class CheckedBot(MockBot):
+    """A bot that is a Python function; every line the referee sends is checked and logged."""
 
-
-class FakeConnection:
-    """A bot that is a Python function: every line the referee sends is checked and logged."""
-
-    def __init__(self, bot: Bot, log: list[dict[str, Any]], seat_of: Callable[[], int]):
-        self.bot = bot
-        self.log = log
-        self.seat_of = seat_of
-        self.replies: deque[str | FakeFault] = deque()
-        self.closed = False
+    def __init__(self, bot: Bot, log: list[dict[str, Any]], seat: int):
+        super().__init__(lambda msg: [] if (reply := bot(msg)) is None else [reply], transcript=log, label=seat)
 
     async def send_line(self, text: str) -> None:
         assert not self.closed, "the referee wrote to a closed bot"
         assert "\n" not in text and "\r" not in text
         text.encode("utf-8")  # always encodable
-        msg = json.loads(text)
-        assert text.startswith('{"type":"%s"' % msg["type"]), "type must come first, unspaced"
-        self.log.append({"seat": self.seat_of(), "line": text, "msg": msg})
-        reply = self.bot(msg)
-        if reply is not None:
-            self.replies.append(reply)
-
-    async def receive_line(self, timeout: float) -> str:
-        if not self.replies:
-            raise FakeFault("timeout", f"no complete line within {timeout:g}s")
-        reply = self.replies.popleft()
-        if isinstance(reply, FakeFault):
-            raise reply
-        self.log.append({"seat": self.seat_of(), "reply": reply})
-        return reply
-
-    def take_stderr(self) -> list[str]:
-        return []
-
-    async def aclose(self) -> None:
-        self.closed = True
+        kind = json.loads(text)["type"]
+        assert text.startswith('{"type":"%s"' % kind), "type must come first, unspaced"
+        await super().send_line(text)
 
 
 def hello_line(name: str, protocol_version: int = 1) -> str:
@@ -152,7 +123,7 @@ def faulty_bot(name: str, fault: str, at: int = 2) -> Bot:
     """Plays lowest-first, then commits ``fault`` from its ``at``-th request on (or at the handshake)."""
     count = 0
 
-    def bot(msg: dict[str, Any]) -> str | FakeFault | None:
+    def bot(msg: dict[str, Any]) -> str | BotFault | None:
         nonlocal count
         if msg["type"] == "hello":
             if fault == "bad_version":
@@ -171,10 +142,10 @@ def faulty_bot(name: str, fault: str, at: int = 2) -> Bot:
             "wrong_request": json.dumps({"type": "action", "request": msg["id"] + 1, "action": 0}),
             "illegal_action": str(len(msg["actions"])),
             "timeout": None,
-            "crash": FakeFault("crash", "bot exited with status 1"),
-            "closed_input": FakeFault("closed_input", "the bot closed its stdin"),
-            "line_too_long": FakeFault("line_too_long", f"line longer than {protocol.MAX_LINE_BYTES} bytes"),
-            "bad_encoding": FakeFault("bad_encoding", "line is not UTF-8"),
+            "crash": faults.Crash("bot exited with status 1"),
+            "closed_input": faults.ClosedInput("the bot closed its stdin"),
+            "line_too_long": faults.LineTooLong(f"line longer than {protocol.MAX_LINE_BYTES} bytes"),
+            "bad_encoding": faults.BadEncoding("line is not UTF-8"),
         }[fault]
     return bot
 
@@ -198,11 +169,11 @@ class Match:
         return BotSpec(name=name, version="1.0", command=("fake",), workdir=ROOT, root=ROOT)
 
     def _launcher(self, seat: int, bot: Bot, fail: bool):
-        async def launch(spec: BotSpec) -> FakeConnection:
+        async def launch(spec: BotSpec) -> CheckedBot:
             self.launches[seat] += 1
             if fail:
                 raise FileNotFoundError("no such command: fake")
-            return FakeConnection(bot, self.log, lambda: seat)
+            return CheckedBot(bot, self.log, seat)
         return launch
 
     async def play(self, rules: Rules, seeds: list[int], max_turns: int = 2000) -> None:
@@ -220,7 +191,7 @@ class Match:
 
     def sent(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Messages the referee sent (each with ``seat`` added under ``_seat``), optionally of one type."""
-        return [{**e["msg"], "_seat": e["seat"]} for e in self.log
+        return [{**e["msg"], "_seat": e["bot"]} for e in self.log
                 if "msg" in e and (kind is None or e["msg"]["type"] == kind)]
 
 
@@ -236,9 +207,9 @@ def check_conversation(match: Match) -> None:
             msg = entry["msg"]
             assert msg["type"] in REFEREE_MESSAGES, msg["type"]
             protocol.validate(msg["type"], msg)
-            per_seat.setdefault(entry["seat"], []).append(msg)
+            per_seat.setdefault(entry["bot"], []).append(msg)
         else:
-            per_seat.setdefault(entry["seat"], []).append({"type": "<reply>", "line": entry["reply"]})
+            per_seat.setdefault(entry["bot"], []).append({"type": "<reply>", "line": entry["reply"]})
     for seat, msgs in per_seat.items():
         check_lifecycle(seat, msgs)
 
@@ -720,11 +691,11 @@ class ProcConnection:
             while b"\n" not in self.buf:
                 chunk = await self.proc.stdout.receive_some(65536)
                 if not chunk:
-                    raise FakeFault("crash", "bot closed its stdout")
+                    raise faults.Crash("bot closed its stdout")
                 self.buf += chunk
             line, self.buf = self.buf.split(b"\n", 1)
             return line.decode("utf-8")
-        raise FakeFault("timeout", f"no line within {timeout}s")
+        raise faults.Timeout(f"no line within {timeout}s")
 
     def take_stderr(self) -> list[str]:
         return []

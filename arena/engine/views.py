@@ -1,7 +1,8 @@
 """What each seat may see, as JSON-ready dicts, and the position format.
 
 ``seat_view`` is the only description of a game the protocol ever sends to a bot;
-``event_for`` censors an event for one seat. ``to_position``/``from_position``
+``event_for`` censors an event for one seat; ``decision_name`` names what a request
+asks and ``reveal`` is what every seat is shown once the game is over. ``to_position``/``from_position``
 save and load the full (omniscient) state for tests, bug reports and puzzles.
 """
 
@@ -55,6 +56,23 @@ def seat_view(state: State, seat: int) -> dict[str, Any]:
         "burned": cards_str(state.burned),
         "set_aside": len(state.set_aside),
     }
+
+
+def decision_name(state: State) -> str:
+    """What the seat to move decides now: ``request.decision`` (see :class:`.values.Decision`)."""
+    if state.phase == "setup":
+        return "setup"
+    seat = state.seats[state.to_move]
+    if seat.hand:
+        return "play_hand"
+    return "play_face_up" if seat.face_up else "flip_face_down"
+
+
+def reveal(state: State) -> list[dict[str, Any]]:
+    """Every seat's cards, face-down ones included: sent to all in ``end`` once the game is over."""
+    return [{"seat": i, "hand": cards_str(s.hand), "face_up": [cards_str(x) for x in s.face_up],
+             "face_down": [None if c is None else cards_str((c,))[0] for c in s.face_down]}
+            for i, s in enumerate(state.seats)]
 
 
 def _rank_name(rank: int) -> str:

@@ -8,10 +8,11 @@ and compares what the engine produces with what was logged. Every difference
 becomes a :class:`Mismatch` naming the step: a tampered or corrupted log, or an
 engine change that alters old games.
 
-:func:`requests_for` rebuilds, byte for byte, the requests a seat was sent,
-following :func:`arena.referee.run_game`: the seat's censored events pending
-since its last request, its view, the legal actions, and its clock with the
-time bank drawn down from the logged ``ms`` of its earlier decisions.
+:func:`requests_for` rebuilds, byte for byte, the requests a seat was sent, by
+driving the referee's own :class:`~arena.referee.core.RefereeCore` with the
+logged actions, faults and times: the seat's censored events pending since its
+last request, its view, the legal actions, and its clock with the time bank
+drawn down from the logged ``ms`` of its earlier decisions.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 from .. import protocol
 from ..engine import Rules, RulesError, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action, Event
-from ..engine.views import action_json, event_for, result_json, seat_view
-from ..referee import TimeControl, decision_name, reveal
+from ..engine.views import action_json, event_for, result_json
+from ..referee.core import RefereeCore, Request, TimeControl
 
 
 class ReplayError(ValueError):
@@ -301,78 +302,94 @@ class Decision:
         return protocol.encode(self.request)
 
 
-def _pending_start(replay: Replay) -> list[list[dict[str, Any]]]:
-    n = len(replay.players)
-    frame0 = replay.frames[0]
-    return [[event_for(e, s) for e in frame0.raw_events] for s in range(n)]
+def _ms(step: dict[str, Any]) -> float:
+    ms = step.get("ms")
+    return float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0
 
 
-def requests_for(replay: Replay, seat: int) -> list[Decision]:
-    """Every request ``seat`` was sent, as :func:`arena.referee.run_game` built it.
+def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, int | None]]]:
+    """The referee core driven again by the log: every request it makes, with the frame that
+    answered it and the action id taken (None for a fault). It stops where the log does, or
+    where a tampered log leaves the game the core is playing."""
+    record = replay.record
+    frames = replay.frames[1:]
+    ask_forced = any(not (fr.step or {}).get("forced") and len(fr.actions) == 1 for fr in frames)
+    core = RefereeCore(replay.rules, replay.players, int(record["seed"]), game_id=replay.game_id,
+                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)), ask_forced=ask_forced)
+    for f in replay.start_forfeits:
+        try:
+            core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue  # simulate() reported it
+    asked: list[tuple[Request, Frame, int | None]] = []
+    while (req := core.next_request()) is not None:
+        k = len(core.record.steps)  # steps the core has taken: this request is the log's next one
+        if k >= len(frames) or frames[k].before is None or frames[k].before.to_move != req.seat:
+            break
+        fr = frames[k]
+        step = fr.step or {}
+        if "fault" in step:
+            core.fault(str(step["fault"]), "", _ms(step))
+            asked.append((req, fr, None))
+            continue
+        if fr.action is None or fr.action not in fr.actions:
+            break
+        choice = fr.actions.index(fr.action)
+        core.answer(choice, _ms(step))
+        asked.append((req, fr, choice))
+    return core, asked
 
-    Forced steps (one legal action) sent no request. The clock's ``bank_ms`` is
-    the bank drawn down by each earlier overrun, computed from the logged ``ms``
-    exactly as the referee did.
-    """
+
+def _decision(req: Request, fr: Frame, choice: int | None) -> Decision:
+    step = fr.step or {}
+    return Decision(fr.index, req.message, choice, step.get("ms"), step.get("fault"), list(step.get("stderr", [])))
+
+
+def _check_seat(replay: Replay, seat: int) -> None:
     n = len(replay.players)
     if not 0 <= seat < n:
         raise ReplayError(f"seat {seat} is not at this table (seats 0..{n - 1})")
-    clock = replay.clock
-    game_id = replay.game_id
-    pending = _pending_start(replay)
-    bank = [clock.bank_ms / 1000] * n
-    out: list[Decision] = []
-    request_id = 0
-    for fr in replay.frames[1:]:
-        step = fr.step or {}
-        before = fr.before
-        assert before is not None
-        s = before.to_move
-        if not step.get("forced"):
-            request_id += 1
-            if s == seat:
-                msg = protocol.request(request_id, game_id, decision_name(before), seat_view(before, s),
-                                       list(pending[s]), [action_json(a) for a in fr.actions],
-                                       {"move_ms": clock.move_ms, "bank_ms": int(bank[s] * 1000)})
-                choice = None if fr.action is None else fr.actions.index(fr.action)
-                out.append(Decision(fr.index, msg, choice, step.get("ms"), step.get("fault"),
-                                    list(step.get("stderr", []))))
-            if "fault" not in step:
-                ms = step.get("ms")
-                ms = float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0
-                bank[s] = max(0.0, bank[s] - max(0.0, ms / 1000 - clock.move_ms / 1000))
-                pending[s] = []
-        for t in range(n):
-            pending[t].extend(event_for(e, t) for e in fr.raw_events)
-    return out
+
+
+def requests_for(replay: Replay, seat: int) -> list[Decision]:
+    """Every request ``seat`` was sent, rebuilt by the referee core from the log.
+
+    Forced steps (one legal action) sent no request. The clock's ``bank_ms`` is
+    the bank drawn down by each earlier overrun, from the logged ``ms``.
+    """
+    _check_seat(replay, seat)
+    _, asked = _converse(replay)
+    return [_decision(req, fr, choice) for req, fr, choice in asked if req.seat == seat]
 
 
 def start_for(replay: Replay, seat: int) -> dict[str, Any]:
     """The ``start`` message ``seat`` was sent before the game."""
+    _check_seat(replay, seat)
+    return _core(replay).start_message(seat)
+
+
+def _core(replay: Replay) -> RefereeCore:
     r = replay.record
-    return protocol.start(replay.game_id, seat, len(replay.players), list(replay.players), dict(r["rules"]),
-                          replay.clock.as_json(), (int(r["seed"]) * 1_000_003 + seat) % (1 << 31))
+    return RefereeCore(replay.rules, replay.players, int(r["seed"]), game_id=replay.game_id,
+                       clock=replay.clock, max_turns=int(r.get("max_turns", 2000)))
+
+
+def _end(replay: Replay, core: RefereeCore, seat: int) -> dict[str, Any] | None:
+    if replay.result is None or not core.over:
+        return None
+    return dict(core.end_messages()).get(seat)
 
 
 def end_for(replay: Replay, seat: int) -> dict[str, Any] | None:
     """The ``end`` message ``seat`` was sent, or None (it forfeited, or the log is incomplete)."""
-    final = replay.final
-    if replay.result is None or final.result is None or final.seats[seat].forfeit is not None:
-        return None
-    pending = _pending_start(replay)
-    for fr in replay.frames[1:]:
-        step = fr.step or {}
-        if not step.get("forced") and "fault" not in step and fr.before is not None:
-            pending[fr.before.to_move] = []
-        for t in range(len(pending)):
-            pending[t].extend(event_for(e, t) for e in fr.raw_events)
-    result = result_json(final.result)
-    result["forfeits"] = replay.result.get("forfeits", {})
-    return protocol.end(replay.game_id, result, reveal(final), pending[seat])
+    _check_seat(replay, seat)
+    return _end(replay, _converse(replay)[0], seat)
 
 
 def conversation_for(replay: Replay, seat: int) -> list[dict[str, Any]]:
     """``start``, every ``request`` and ``end``: the game's messages to ``seat`` (hello and errors aside)."""
-    out = [start_for(replay, seat)] + [d.request for d in requests_for(replay, seat)]
-    end = end_for(replay, seat)
+    _check_seat(replay, seat)
+    core, asked = _converse(replay)
+    out = [core.start_message(seat)] + [req.message for req, _, _ in asked if req.seat == seat]
+    end = _end(replay, core, seat)
     return out + ([end] if end is not None else [])

@@ -1,0 +1,297 @@
+"""The referee's conversation with the seats of one game, without I/O, trio or clocks.
+
+:class:`RefereeCore` knows the rules of the conversation: what each seat is sent
+(``start``, then a ``request`` carrying the events it has not seen yet, its view,
+the legal actions and its clock, then ``end``), which moves are forced and asked of
+no one, how an answer draws down the seat's time bank, and how a fault becomes a
+forfeit. It is told what happened (an answer and how long it took, or a fault) and
+writes the :class:`GameRecord`. Whoever moves the bytes drives it: the trio referee
+(:mod:`arena.referee.driver`), the in-process matches of the search bots
+(:mod:`arena.ai.match`), the replay that rebuilds what a seat was sent
+(:mod:`arena.replay.simulate`) and the tests. So they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import protocol
+from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
+from ..engine.model import Action, Event
+from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
+
+# Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
+# many games add up, and a percentile over all of a bot's decisions is a bucket bound.
+THINK_BUCKETS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000,
+                                       float("inf"))
+
+PRIVATE_EVENTS = ("drew", "setup")  # the only events whose content depends on who sees them
+
+
+@dataclass(frozen=True)
+class TimeControl:
+    """Per-decision limit plus a bank drawn on when a decision runs over (like Kaggle's overage)."""
+
+    move_ms: int = 1000
+    bank_ms: int = 10_000
+    handshake_ms: int = 10_000  # generous: JVMs and heavy imports start slowly
+
+    def as_json(self) -> dict[str, int]:
+        return {"move_ms": self.move_ms, "bank_ms": self.bank_ms, "handshake_ms": self.handshake_ms}
+
+
+@dataclass
+class GameRecord:
+    """Everything needed to store, score and replay a game. Requests are not stored:
+    they are rebuilt exactly from the deal and the actions (see :mod:`arena.replay`).
+
+    Per seat: ``decisions`` answered requests, ``think_ms`` their total time, and
+    ``think_hist`` their count per :data:`THINK_BUCKETS_MS` bucket (mean = think_ms /
+    decisions; a percentile comes from the summed histograms, see :func:`think_percentile`).
+    """
+
+    game_id: str
+    rules: dict[str, Any]
+    seed: int
+    players: list[str]
+    max_turns: int
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    clock: dict[str, int] = field(default_factory=dict)  # TimeControl.as_json(): requests carry it
+    setup_events: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    think_ms: list[float] = field(default_factory=list)
+    decisions: list[int] = field(default_factory=list)
+    think_hist: list[list[int]] = field(default_factory=list)
+    stderr: list[list[str]] = field(default_factory=list)
+    wall_ms: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GameRecord:
+        """A record from :meth:`as_json`'s output, or from a summary of it (keys it lacks keep
+        their defaults; keys it does not know, such as a summary's ``turns``, are ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def think_percentile(hist: Sequence[int], q: float) -> float | None:
+    """The bucket bound (ms) below which a fraction ``q`` of the decisions in ``hist`` fell
+    (``None`` without decisions): ``think_percentile(h, 0.95)`` is a p95 to within one bucket."""
+    total = sum(hist)
+    if not total:
+        return None
+    need = q * total
+    seen = 0
+    for bound, count in zip(THINK_BUCKETS_MS, hist):
+        seen += count
+        if seen >= need:
+            return bound
+    return THINK_BUCKETS_MS[len(hist) - 1]
+
+
+def _bucket(ms: float) -> int:
+    for i, bound in enumerate(THINK_BUCKETS_MS):
+        if ms <= bound:
+            return i
+    return len(THINK_BUCKETS_MS) - 1
+
+
+def bot_seed(deal_seed: int, seat: int) -> int:
+    """The seed a seat's bot is given in ``start``: HMAC-SHA256 of the seat, keyed by the deal seed,
+    cut to 31 bits. Without the deal seed it says nothing about the deal or the other seats' seeds
+    (earlier versions sent ``(deal_seed * 1_000_003 + seat) % 2**31``, which inverts to the deal).
+    It hides the deal only as well as the deal seed itself is secret: a guessable deal seed can be
+    found by trying candidates, so tournaments derive deal seeds from a secret (arena/seeds.py)."""
+    key = str(int(deal_seed)).encode()
+    digest = hmac.new(key, f"palace-bot-seed:{int(seat)}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+
+
+@functools.lru_cache(maxsize=32)
+def _options(rules: Rules) -> dict[str, Any]:
+    """Rules as JSON, built once per rule set: every record of a tournament shares it (read-only)."""
+    return rules.options()
+
+
+@dataclass
+class Request:
+    """A decision a seat is asked for: the message, its line (encoded once, when first needed;
+    in-process agents never need it), and how long the seat has."""
+
+    seat: int
+    id: int
+    message: dict[str, Any]
+    timeout: float  # seconds: the move time plus what is left of the seat's bank
+    n_actions: int
+
+    @functools.cached_property
+    def line(self) -> str:
+        return protocol.encode(self.message)
+
+
+class RefereeCore:
+    """One game's conversation. Call :meth:`start_message` per seat, :meth:`start_fault` for seats
+    that failed to start, then loop: :meth:`next_request`, and :meth:`answer` or :meth:`fault`;
+    when ``next_request`` returns None the game is over and :meth:`end_messages` says goodbye."""
+
+    def __init__(self, rules: Rules, names: Sequence[str], seed: int, *, game_id: str,
+                 clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
+                 stderr_lines_per_step: int = 20,
+                 on_event: Callable[[State, dict[str, Any]], None] | None = None) -> None:
+        n = len(names)
+        self.rules = rules
+        self.game_id = game_id
+        self.clock = clock
+        self.ask_forced = ask_forced
+        self.stderr_lines = stderr_lines_per_step
+        self.on_event = on_event
+        self.seed = seed
+        self.state, events = start_game(rules, n, seed, max_turns=max_turns)
+        self.record = GameRecord(game_id, _options(rules), seed, list(names), max_turns,
+                                 clock=clock.as_json(), setup_events=[event_for(e, None) for e in events],
+                                 think_ms=[0.0] * n, decisions=[0] * n,
+                                 think_hist=[[0] * len(THINK_BUCKETS_MS) for _ in range(n)],
+                                 stderr=[[] for _ in range(n)])
+        self.pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(n)]
+        self.bank = [clock.bank_ms / 1000] * n  # seconds
+        self.faulted: set[int] = set()
+        self.request_id = 0
+        self._asked: tuple[dict[str, Any], tuple[Action, ...], list[dict[str, Any]], int] | None = None
+        self._clock_json = clock.as_json()
+
+    @property
+    def players(self) -> int:
+        return len(self.record.players)
+
+    @property
+    def over(self) -> bool:
+        return self.state.result is not None
+
+    # ------------------------------------------------------------ before play
+
+    def start_message(self, seat: int) -> dict[str, Any]:
+        rec = self.record
+        return protocol.start(self.game_id, seat, self.players, rec.players, rec.rules, self._clock_json,
+                              bot_seed(self.seed, seat))
+
+    def start_fault(self, seat: int, reason: str, message: str, stderr: Iterable[str] = ()) -> None:
+        """A seat that could not start (or greet) is out before the first request; no step logs it."""
+        self.forfeit(seat, reason, message)
+        self.record.stderr[seat] += list(stderr)[-self.stderr_lines:]
+
+    def forfeit(self, seat: int, reason: str, message: str = "") -> list[dict[str, Any]]:
+        """Remove ``seat`` now, outside any request (start faults; simulations). Returns the events."""
+        self._note_fault(seat, reason, message)
+        self.state, evs = forfeit(self.state, seat, reason)
+        return self._deliver(evs)
+
+    # ------------------------------------------------------------ play
+
+    def next_request(self) -> Request | None:
+        """Apply forced moves (one legal action, not asked unless ``ask_forced``) up to the next
+        decision someone must make, and return it; None once the game is over."""
+        if self._asked is not None:
+            raise RuntimeError("the last request has not been answered")
+        while self.state.result is None:
+            state = self.state
+            seat = state.to_move
+            actions = legal_actions(state)
+            step: dict[str, Any] = {"turn": state.turn, "seat": seat, "phase": state.phase}
+            if len(actions) == 1 and not self.ask_forced:
+                step["forced"] = True
+                action = actions[0]
+                self.state, evs = apply_action(state, action, check=False)
+                step.update(action=0, ms=0.0, act=action_json(action), events=self._deliver(evs))
+                self.record.steps.append(step)
+                continue
+            self.request_id += 1
+            offered = [action_json(a) for a in actions]
+            bank = self.bank[seat]
+            msg = protocol.request(self.request_id, self.game_id, decision_name(state), seat_view(state, seat),
+                                   self.pending[seat], offered,
+                                   {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
+            self.pending[seat] = []  # handed over: the message keeps its list, later events start anew
+            step["request"] = self.request_id
+            self._asked = (step, actions, offered, seat)
+            return Request(seat, self.request_id, msg, self.clock.move_ms / 1000 + bank, len(actions))
+        return None
+
+    def answer(self, choice: int, ms: float, stderr: Sequence[str] = ()) -> None:
+        """The seat asked chose action ``choice`` after ``ms`` milliseconds (the logged ms:
+        replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it."""
+        step, actions, offered, seat = self._take()
+        if not 0 <= choice < len(actions):
+            raise ValueError(f"action {choice} is not one of the {len(actions)} offered")
+        ms = round(ms, 3)
+        move = self.clock.move_ms / 1000
+        self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - move))
+        rec = self.record
+        rec.think_ms[seat] += ms
+        rec.decisions[seat] += 1
+        rec.think_hist[seat][_bucket(ms)] += 1
+        self.state, evs = apply_action(self.state, actions[choice], check=False)
+        step.update(action=choice, ms=ms, act=offered[choice], events=self._deliver(evs))
+        if stderr:
+            lines = list(stderr)[-self.stderr_lines:]
+            step["stderr"] = lines
+            rec.stderr[seat] += lines
+        rec.steps.append(step)
+
+    def fault(self, reason: str, message: str, ms: float, stderr: Sequence[str] = ()) -> None:
+        """The seat asked faulted instead of answering (what it wrote while dying is ``stderr``)."""
+        step, _, _, seat = self._take()
+        step.update(ms=round(ms, 3), fault=str(reason))
+        self._note_fault(seat, reason, message)
+        self.state, evs = forfeit(self.state, seat, str(reason))
+        step["stderr"] = list(stderr)[-self.stderr_lines:]
+        step["events"] = self._deliver(evs)
+        self.record.steps.append(step)
+
+    def end_messages(self) -> list[tuple[int, dict[str, Any]]]:
+        """The game is over: (seat, ``end``) for every seat still at the table. Fills the result."""
+        state = self.state
+        assert state.result is not None, "the game is not over"
+        rec = self.record
+        rec.result = result_json(state.result)
+        rec.result["forfeits"] = {str(f["seat"]): f["reason"] for f in rec.faults}
+        final = reveal(state)
+        return [(seat, protocol.end(self.game_id, rec.result, final, self.pending[seat]))
+                for seat in range(self.players) if seat not in self.faulted]
+
+    # ------------------------------------------------------------ inside
+
+    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], list[dict[str, Any]], int]:
+        asked = self._asked
+        if asked is None:
+            raise RuntimeError("no request is waiting for an answer")
+        self._asked = None
+        return asked
+
+    def _note_fault(self, seat: int, reason: str, message: str) -> None:
+        self.faulted.add(seat)
+        self.record.faults.append({"seat": seat, "bot": self.record.players[seat], "reason": str(reason),
+                                   "message": message[:500], "turn": self.state.turn})
+
+    def _deliver(self, evs: Sequence[Event]) -> list[dict[str, Any]]:
+        """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
+
+        Public events are rendered once and the same dict is shared by every seat and the log."""
+        omni = [event_for(e, None) for e in evs]
+        if any(e.kind in PRIVATE_EVENTS for e in evs):
+            for seat, queue in enumerate(self.pending):
+                queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
+                              for e, o in zip(evs, omni)])
+        else:
+            for queue in self.pending:
+                queue.extend(omni)
+        if self.on_event is not None:
+            for o in omni:
+                self.on_event(self.state, o)
+        return omni

@@ -1,0 +1,236 @@
+"""The trio referee: plays one game between players over their connections, with real clocks.
+
+A :class:`Player` is a seat's occupant for a whole match: a bot process
+(:class:`BotPlayer`) or a person at the terminal. :func:`run_game` moves the
+messages that :class:`~arena.referee.core.RefereeCore` writes to the players and
+their replies back, timing each; the core decides everything else. A bot that
+faults (times out, crashes, breaks the protocol) forfeits the game; the others
+play on. Nothing a bot sends can raise out of :func:`run_game`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import trio
+
+from .. import botproc, protocol
+from ..engine import Rules, State
+from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout, from_reason
+from ..manifest import BotSpec
+from .core import GameRecord, RefereeCore, Request, TimeControl
+
+
+class Connection(Protocol):
+    """A line-based link to a bot process (see :mod:`arena.botproc`); tests script their own."""
+
+    async def send_line(self, text: str) -> None: ...
+    async def receive_line(self, timeout: float) -> str: ...
+    def take_stderr(self) -> list[str]: ...
+    async def aclose(self) -> None: ...
+
+
+Launcher = Callable[[BotSpec], Awaitable[Connection]]
+
+
+class Player(Protocol):
+    name: str
+
+    async def begin(self, message: dict[str, Any]) -> None: ...
+    async def decide(self, message: dict[str, Any], timeout: float) -> int: ...
+    async def finish(self, message: dict[str, Any]) -> None: ...
+    async def fault(self, reason: str, message: str, request_id: int | None) -> None: ...
+    def take_stderr(self) -> list[str]: ...
+    async def close(self) -> None: ...
+
+
+def as_fault(exc: BaseException) -> BotFault:
+    """Any error from a player's connection, as the fault it costs the bot.
+
+    The one place where the process layer's errors meet the fault classes: once
+    ``botproc.BotError`` subclasses :class:`~arena.faults.BotFault` the second case goes.
+    Anything else a connection raises is a crash of that bot, never of the referee."""
+    if isinstance(exc, BotFault):
+        return exc
+    if isinstance(exc, botproc.BotError):
+        return from_reason(exc.reason, str(exc))
+    return Crash(f"{type(exc).__name__}: {exc}")
+
+
+_HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
+
+
+class BotPlayer:
+    """A bot process serving a match: started and greeted on first use, restarted after a fault."""
+
+    def __init__(self, spec: BotSpec, launcher: Launcher, clock: TimeControl, *, restart_each_game: bool = False):
+        self.spec = spec
+        self.name = spec.name
+        self.launcher = launcher
+        self.clock = clock
+        self.restart_each_game = restart_each_game
+        self.conn: Connection | None = None
+        self.hello: dict[str, Any] | None = None
+        self.starts = 0
+        self._stderr: list[str] = []
+
+    async def _ensure(self) -> Connection:
+        if self.conn is not None:
+            return self.conn
+        try:
+            self.conn = await self.launcher(self.spec)
+        except Exception as e:  # a missing command or unbuildable bot is still the bot's problem
+            raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+        self.starts += 1
+        try:
+            await self.conn.send_line(protocol.encode(protocol.hello()))
+            line = await self.conn.receive_line(self.clock.handshake_ms / 1000)
+            self.hello = protocol.read_bot_hello(line)
+        except BaseException as e:
+            if isinstance(e, trio.Cancelled):
+                raise
+            fault = as_fault(e)
+            if fault.reason in _HANDSHAKE_FAULTS:
+                fault = HandshakeFailed(f"handshake failed: {fault.message}")
+            elif fault.reason == FaultReason.TIMEOUT:
+                fault = Timeout(f"handshake failed: {fault.message}")
+            await self.fault(fault.reason, fault.message, None)  # a live bot is told why (bad_version...)
+            raise fault from None
+        return self.conn
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        conn = await self._ensure()
+        try:
+            await conn.send_line(protocol.encode(message))
+        except BaseException as e:
+            if isinstance(e, trio.Cancelled):
+                raise
+            raise as_fault(e) from None
+
+    async def begin(self, message: dict[str, Any]) -> None:
+        if self.restart_each_game or self._cpu_spent():
+            await self.close()
+        await self._send(message)
+
+    def _cpu_spent(self) -> bool:
+        """True once the process has used half its CPU limit: a fresh process then serves the
+        next game, so the limit (per process, see arena.limits) bounds one game, not a match."""
+        usage = getattr(self.conn, "resource_usage", None)
+        limits = getattr(self.conn, "limits", None)
+        if not callable(usage) or limits is None:
+            return False
+        spent = usage().cpu_seconds
+        return spent is not None and spent >= limits.cpu_seconds / 2
+
+    async def decide(self, message: dict[str, Any], timeout: float) -> int:
+        return await self._ask(protocol.encode(message), message["id"], len(message["actions"]), timeout)
+
+    async def ask(self, request: Request) -> int:
+        """:meth:`decide` for a request the core already encoded."""
+        return await self._ask(request.line, request.id, request.n_actions, request.timeout)
+
+    async def _ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
+        conn = self.conn if self.conn is not None else await self._ensure()
+        try:
+            await conn.send_line(line)
+            reply = await conn.receive_line(timeout)
+            return protocol.read_action(reply, request_id, n_actions)
+        except BaseException as e:
+            if isinstance(e, trio.Cancelled):
+                raise
+            raise as_fault(e) from None
+
+    async def finish(self, message: dict[str, Any]) -> None:
+        if self.conn is None:
+            return
+        try:
+            await self.conn.send_line(protocol.encode(message))
+        except BaseException as e:
+            if isinstance(e, trio.Cancelled):
+                raise
+            await self.close()
+
+    async def fault(self, reason: str, message: str, request_id: int | None) -> None:
+        """Tell the bot what went wrong if it can still hear, then stop it: it restarts next game."""
+        if self.conn is not None:
+            with trio.move_on_after(0.2):
+                try:
+                    await self.conn.send_line(protocol.encode(protocol.error(reason, message, request_id)))
+                except Exception:
+                    pass
+        await self.close()
+
+    def take_stderr(self) -> list[str]:
+        out = self._stderr  # lines kept from a closed process are handed out once
+        if out:
+            self._stderr = []
+        return out + self.conn.take_stderr() if self.conn is not None else out
+
+    async def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with trio.CancelScope(shield=True):
+                await conn.aclose()
+            self._stderr += conn.take_stderr()  # after aclose, which waits for a dying bot's last lines
+
+    async def shutdown(self) -> None:
+        if self.conn is not None:
+            with trio.move_on_after(0.5):
+                try:
+                    await self.conn.send_line(protocol.encode(protocol.shutdown()))
+                except Exception:
+                    pass
+        await self.close()
+
+
+
+
+async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
+                   clock: TimeControl = TimeControl(), max_turns: int = 2000,
+                   ask_forced: bool = False, stderr_lines_per_step: int = 20,
+                   on_event: Callable[[State, dict[str, Any]], None] | None = None) -> GameRecord:
+    """Play one game to its end and return its record. Bot faults become forfeits."""
+    t0 = time.perf_counter()
+    core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
+                       max_turns=max_turns, ask_forced=ask_forced,
+                       stderr_lines_per_step=stderr_lines_per_step, on_event=on_event)
+
+    start_faults: list[tuple[int, BotFault]] = []
+
+    async def begin(seat: int) -> None:
+        try:
+            await players[seat].begin(core.start_message(seat))
+        except BotFault as fault:
+            start_faults.append((seat, fault))
+
+    async with trio.open_nursery() as nursery:  # slow starters (JVMs) start side by side
+        for seat in range(len(players)):
+            nursery.start_soon(begin, seat)
+    for seat, fault in sorted(start_faults, key=lambda x: x[0]):
+        await players[seat].fault(fault.reason, fault.message, None)
+        # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here
+        core.start_fault(seat, fault.reason, fault.message, players[seat].take_stderr())
+
+    while (req := core.next_request()) is not None:
+        player = players[req.seat]
+        start = trio.current_time()
+        try:
+            if isinstance(player, BotPlayer):
+                choice = await player.ask(req)
+            else:
+                choice = await player.decide(req.message, req.timeout)
+        except BotFault as fault:
+            ms = (trio.current_time() - start) * 1000
+            await player.fault(fault.reason, fault.message, req.id)
+            # taken once the bot is stopped: what it wrote while dying belongs to this game
+            core.fault(fault.reason, fault.message, ms, player.take_stderr())
+            continue
+        core.answer(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+
+    rec = core.record
+    for seat, message in core.end_messages():
+        await players[seat].finish(message)
+    rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
+    return rec
