@@ -27,6 +27,11 @@ class ScriptedConnection(MockBot):
         self._line = ""
         super().__init__(by_message)
 
+    @property
+    def sent(self) -> list[str]:
+        """Every line the referee wrote."""
+        return self.lines
+
     async def send_line(self, text: str) -> None:
         self._line = text
         await super().send_line(text)

@@ -41,7 +41,8 @@ from arena.engine import model
 from arena.engine.cards import card_str, make_deck
 from arena.manifest import BotSpec
 from arena.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
-from arena.faults import BotFault
+from arena.engine.values import Decision, EndReason, Phase, Zone
+from arena.faults import BotFault, FaultReason
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
 from arena.referee.testing import MockBot
 
@@ -429,7 +430,14 @@ def test_card_pattern_matches_the_engine() -> None:
 
 def test_schema_enums_match_the_code() -> None:
     d = defs()
-    assert d["fault_reason"]["enum"] == list(FAULT_REASONS)
+    assert d["fault_reason"]["enum"] == list(FAULT_REASONS) == [str(r) for r in FaultReason]
+    assert d["decision"]["enum"] == list(Decision)
+    assert set(d["view"]["properties"]["phase"]["enum"]) == {Phase.SETUP, Phase.PLAY}
+    assert d["result"]["properties"]["reason"]["enum"] == list(EndReason)
+    assert set(d["play_zone"]["enum"]) < set(Zone)
+    assert (model.HAND, model.FACE_UP, model.FACE_DOWN) == (Zone.HAND, Zone.FACE_UP, Zone.FACE_DOWN)
+    assert json.dumps([Phase.OVER, FaultReason.CPU_LIMIT]) == '["over", "cpu_limit"]'  # the JSON is unchanged
+    assert protocol.encode(protocol.error(FaultReason.TIMEOUT, "x")) == '{"type":"error","reason":"timeout","message":"x"}'
     # every rule option the engine has is described (start.rules lists them all)
     fields = set(Rules().options())
     described = set(d["rules"]["properties"])

@@ -11,8 +11,9 @@ and also checks that no process outlives its game.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import deque
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,17 +22,22 @@ import pytest
 import trio
 import trio.testing
 
-from arena import botproc, strategies
+from arena import botproc, faults, protocol, strategies
 from arena.botproc import (
     BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout, CpuLimitExceeded,
     LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
 )
-from arena.engine import legal_actions, preset
+from arena.engine import Rules, legal_actions, new_game, preset
+from arena.engine.cards import cards_str, stacks_str
 from arena.engine.views import action_json, event_for, seat_view
 from arena.launch import Launcher
 from arena.limits import Limits
 from arena.manifest import BotSpec
-from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
+from arena.referee import (
+    FAULT_REASONS, THINK_BUCKETS_MS, BotPlayer, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, run_game,
+    think_percentile,
+)
+from arena.referee.testing import EXIT, MockBot, Refuse, Sleep, hello_line
 from arena.sandbox import read_proc
 from tests.checks import children, replay
 
@@ -41,20 +47,6 @@ CLOCK = TimeControl(move_ms=1000, bank_ms=10_000, handshake_ms=10_000)
 
 # ---------------------------------------------------------------- in-process fakes
 
-class Sleep(float):
-    """In a bot's output queue: the bot thinks this many (fake) seconds before the next item."""
-
-
-EXIT = object()  # in a bot's output queue: the bot process exits here
-
-
-class Refuse:
-    """A behaviour that makes the referee's write fail (the bot closed its stdin or died)."""
-
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
 Behaviour = Callable[[dict[str, Any]], "list[Any] | Refuse"]
 
 
@@ -62,8 +54,8 @@ def answer(msg: dict[str, Any], action: int = 0, request: int | None = None) -> 
     return json.dumps({"type": "action", "request": msg["id"] if request is None else request, "action": action})
 
 
-class FakeBot:
-    """A bot connection acted out in-process.
+class FakeBot(MockBot):
+    """A bot connection acted out in-process (the package's MockBot), by behaviour per message.
 
     It answers with ``choose`` (a request -> action id policy) unless ``at`` holds a
     behaviour for the message: keys are ``"hello"``, ``"start"`` or the bot's own
@@ -78,86 +70,38 @@ class FakeBot:
         self.choose = choose
         self.at = at or {}
         self.stderr_at_end = stderr_at_end
-        self.sent: list[dict[str, Any]] = []
-        self.out: deque[Any] = deque()
         self.requests = 0
-        self.exited = False
-        self.closed = False
-        self.refused: BaseException | None = None
-        self.stderr: list[str] = []
+        super().__init__(self._respond)
 
-    async def send_line(self, text: str) -> None:
-        await trio.lowlevel.checkpoint()
-        if self.exited or self.closed:
-            raise BotExited(1, None)
-        if self.refused is not None:
-            raise self.refused
-        msg = json.loads(text)
+    def _respond(self, msg: dict[str, Any]) -> Any:
         kind = msg["type"]
         key: Any = kind
         if kind == "request":
             self.requests += 1
             key = self.requests
-        behaviour = self.at.get(key)
-        items: Any
-        if behaviour is not None:
-            items = behaviour(msg)
-            if isinstance(items, Refuse):
-                self.refused = items.exc
-                raise items.exc
-        elif kind == "hello":
-            items = [json.dumps(HELLO)]
-        elif kind == "request":
-            items = [answer(msg, self.choose(msg))]
-        elif kind == "shutdown":
-            items = [EXIT]
-        else:
-            items = []
         if kind == "end" and self.stderr_at_end:
             self.stderr += self.stderr_at_end
-        if kind == "error":  # as arena.botkit does: the bot logs why it lost, while being stopped
-            self.stderr.append(f"referee says: {msg['reason']}")
-        self.sent.append(msg)
-        self.out.extend(items)
+        behaviour = self.at.get(key)
+        if behaviour is not None:
+            return behaviour(msg)
+        if kind == "hello":
+            return [json.dumps(HELLO)]
+        if kind == "request":
+            return [answer(msg, self.choose(msg))]
+        if kind == "shutdown":
+            return [EXIT]
+        return []
 
     async def receive_line(self, timeout: float) -> str:
-        while True:
-            if not self.out:
-                if self.exited:
-                    raise BotExited(0, None)
-                await trio.sleep(timeout)
-                raise BotTimeout(timeout)
-            item = self.out[0]
-            if isinstance(item, Sleep):
-                if item > timeout:
-                    await trio.sleep(timeout)
-                    self.out[0] = Sleep(item - timeout)  # a late reply stays queued, like a pipe
-                    raise BotTimeout(timeout)
-                await trio.sleep(item)
-                timeout -= item
-                self.out.popleft()
-                continue
-            self.out.popleft()
-            if item is EXIT:
-                self.exited = True
-                raise BotExited(0, None)
-            if isinstance(item, BaseException):
-                if isinstance(item, BotExited):
-                    self.exited = True
-                raise item
-            await trio.lowlevel.checkpoint()
-            return item
+        try:
+            return await super().receive_line(timeout)
+        except BotExited:
+            self.exited = True  # the process layer said it is gone: so it is
+            raise
 
-    def take_stderr(self) -> list[str]:
-        out, self.stderr = self.stderr, []
-        return out
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-    # what the referee told this bot
-    def of_type(self, kind: str) -> list[dict[str, Any]]:
-        return [m for m in self.sent if m["type"] == kind]
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        return self.messages
 
     @property
     def errors(self) -> list[dict[str, Any]]:
@@ -766,3 +710,193 @@ def test_events_since_last_request_with_a_start_fault() -> None:
     check_event_stream(rec, bots)
     first = bots[0].of_type("request")[0]["events"]
     assert {"kind": "forfeited", "seat": 1, "reason": "handshake"} in first
+
+
+# ---------------------------------------------------------------- bot seeds (an attack)
+
+def _old_start_seed(deal_seed: int, seat: int) -> int:
+    return (deal_seed * 1_000_003 + seat) % (1 << 31)  # what start.seed used to be
+
+
+def _old_deal_seed(base: int, table: int, deal: int) -> int:
+    digest = hashlib.sha256(f"palace:{base}:{table}:{deal}".encode()).digest()  # public bases, before secrets
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+class DealThief:
+    """A cheating bot: from its ``start`` seed and its first view, it tries every formula the arena
+    has used, and the arena's own one over guessable seeds, then deals candidate games with the
+    engine's ``new_game`` and keeps those that match what it holds. It predicts its own face-down
+    cards and the other seats' hands."""
+
+    BASES, TABLES, DEALS, SMALL = range(8), range(4), range(8), range(5000)
+
+    def candidates(self, start: dict[str, Any]) -> set[int]:
+        seed, seat = start["seed"], start["seat"]
+        inverse = pow(1_000_003, -1, 1 << 31)
+        found = {((seed - seat) * inverse) % (1 << 31)}  # the old formula, inverted (seeds below 2**31)
+        tried = [_old_deal_seed(b, t, d) for b in self.BASES for t in self.TABLES for d in self.DEALS]
+        tried += list(self.SMALL)  # `arena play --seed N`, test seeds
+        for deal in tried:
+            if seed in (_old_start_seed(deal, seat), bot_seed(deal, seat)):
+                found.add(deal)
+        return found
+
+    def predict(self, start: dict[str, Any], view: dict[str, Any]) -> list[Any] | None:
+        """(my face-down cards, every seat's hand) of the deal, or None when no candidate fits."""
+        rules = Rules.from_options(start["rules"])
+        for deal in self.candidates(start):
+            state = new_game(rules, start["players"], deal)
+            me = state.seats[start["seat"]]
+            if cards_str(me.hand) == view["hand"] and stacks_str(me.face_up) == view["face_up"]:
+                return [me.face_down, [s.hand for s in state.seats]]
+        return None
+
+
+def _first_view(rules: str, deal_seed: int, seat: int, start_seed=None) -> tuple[dict, dict, Any]:
+    """What ``seat`` is told before it has seen any play: its start and its first request's view."""
+    core = RefereeCore(preset(rules), ["a", "b", "c"], deal_seed, game_id="g")
+    start = core.start_message(seat)
+    if start_seed is not None:
+        start["seed"] = start_seed(deal_seed, seat)
+    truth = [core.state.seats[seat].face_down, [s.hand for s in core.state.seats]]
+    while (req := core.next_request()) is not None and req.seat != seat:
+        core.answer(0, 0.0)
+    assert req is not None
+    return start, req.message["view"], truth
+
+
+@pytest.mark.parametrize("rules", ["classic", "shithead"])
+def test_the_old_start_seed_gives_the_deal_away(rules: str) -> None:
+    """The attack works: against the formula the arena used to send, it predicts the deal."""
+    for deal in (_old_deal_seed(0, 0, 3), _old_deal_seed(1, 2, 5), 1):
+        start, view, truth = _first_view(rules, deal, 1, start_seed=_old_start_seed)
+        assert DealThief().predict(start, view) == truth
+
+
+@pytest.mark.parametrize("rules", ["classic", "shithead"])
+def test_bot_seed_reveals_nothing_of_a_secret_deal(rules: str) -> None:
+    """start.seed = bot_seed(deal, seat): with a deal seed the bot cannot guess, every formula fails."""
+    rng = random.Random(20261201)  # stands for a secret-derived seed (arena/seeds.py): 63 unguessable bits
+    for _ in range(3):
+        deal = rng.getrandbits(63)
+        for seat in range(3):
+            start, view, truth = _first_view(rules, deal, seat)
+            assert start["seed"] == bot_seed(deal, seat)
+            assert DealThief().predict(start, view) is None
+
+
+def test_bot_seed_hides_a_deal_only_as_well_as_the_deal_seed_is_secret() -> None:
+    """The limit, stated as a test: a guessable deal seed (``--seed 1``, or a tournament seed from a
+    public base) is found by trying the arena's own bot_seed over the candidates. Hence deal seeds
+    derived from a secret for anything rated (arena/seeds.py)."""
+    for deal in (1, _old_deal_seed(0, 0, 3)):
+        start, view, truth = _first_view("classic", deal, 0)
+        assert DealThief().predict(start, view) == truth
+
+
+def test_bot_seeds_are_independent_per_seat_and_31_bits() -> None:
+    seeds = [bot_seed(d, s) for d in range(200) for s in range(8)]
+    assert all(0 <= x < 2 ** 31 for x in seeds)
+    assert len(set(seeds)) == len(seeds)
+    # neighbouring seats or deals share no simple relation (the old formula differed by exactly 1)
+    assert not any(bot_seed(d, 1) - bot_seed(d, 0) == 1 for d in range(200))
+    assert bot_seed(2 ** 70, 0) != bot_seed(2 ** 70 + 1, 0)  # any deal seed size
+
+
+# ---------------------------------------------------------------- the core without I/O, the test double
+
+def test_core_conversation_by_hand() -> None:
+    """The core alone: starts, requests with their pending events and the drawn-down bank, end."""
+    clock = TimeControl(move_ms=100, bank_ms=1000)
+    core = RefereeCore(preset("classic"), ["a", "b"], 7, game_id="g", clock=clock)
+    starts = [core.start_message(s) for s in range(2)]
+    assert [m["seed"] for m in starts] == [bot_seed(7, 0), bot_seed(7, 1)]
+    with pytest.raises(RuntimeError):
+        core.answer(0, 1.0)  # nothing was asked
+    req = core.next_request()
+    assert req is not None and req.timeout == pytest.approx(1.1) and req.message["clock"]["bank_ms"] == 1000
+    with pytest.raises(ValueError):
+        core.answer(req.n_actions, 1.0)
+    with pytest.raises(RuntimeError):
+        core.next_request()  # still waiting for that answer
+    core.answer(0, 350.0)  # 250 ms over the move time: drawn from the bank
+    seat = req.seat
+    while (req := core.next_request()) is not None and req.seat != seat:
+        core.answer(0, 1.0)
+    assert req is not None and req.message["clock"]["bank_ms"] == 750 and req.message["events"]
+    core.fault("timeout", "no reply", 850.0, ["dying words"])
+    assert core.over, "two players: a forfeit ends the game"
+    while (req := core.next_request()) is not None:
+        core.answer(0, 1.0)
+    ends = core.end_messages()
+    assert [s for s, _ in ends] == [1 - seat]
+    rec = core.record
+    assert rec.result is not None and rec.result["forfeits"] == {str(seat): "timeout"}
+    assert rec.steps[-1]["events"][-1]["kind"] == "game_over"
+    faulted = [st for st in rec.steps if "fault" in st]
+    assert faulted == [faulted[0]] and faulted[0]["stderr"] == ["dying words"] and faulted[0]["ms"] == 850.0
+    # the think-time data per seat adds up: count, total, histogram
+    for s in range(2):
+        asked = [st["ms"] for st in rec.steps if st["seat"] == s and "request" in st and "fault" not in st]
+        assert rec.decisions[s] == len(asked) == sum(rec.think_hist[s])
+        assert rec.think_ms[s] == pytest.approx(sum(asked))
+    assert think_percentile(rec.think_hist[seat], 0.99) == 500  # 350 ms falls in the (200, 500] bucket
+
+
+def test_think_percentile() -> None:
+    hist = [0] * len(THINK_BUCKETS_MS)
+    assert think_percentile(hist, 0.5) is None
+    hist[THINK_BUCKETS_MS.index(10)] = 90
+    hist[THINK_BUCKETS_MS.index(1000)] = 10
+    assert think_percentile(hist, 0.5) == 10 and think_percentile(hist, 0.9) == 10
+    assert think_percentile(hist, 0.95) == 1000
+
+
+def test_run_game_fills_think_time_per_seat() -> None:
+    """``decisions``, ``think_ms`` and ``think_hist`` per seat, from the bots' real (mock-clock) times."""
+    bots = [FakeBot(at={k: (lambda m: [Sleep(0.03), answer(m)]) for k in range(1, 400)}), FakeBot()]
+    rec = run_fake(bots)
+    assert rec.decisions[0] > 0 and rec.decisions[1] > 0
+    assert rec.think_ms[0] == pytest.approx(30.0 * rec.decisions[0], rel=1e-6)
+    assert sum(rec.think_hist[0]) == rec.decisions[0]
+    assert think_percentile(rec.think_hist[0], 0.95) == 50 and think_percentile(rec.think_hist[1], 0.95) == 1
+
+
+def test_mock_bot_expectations_script_a_whole_conversation() -> None:
+    """MockBot as MockTransport: expect this line, answer that; a broken expectation fails the game's bot."""
+    bot = MockBot()
+    bot.expect(protocol.encode(protocol.hello()), hello_line("scripted"))
+    bot.expect({"type": "start", "seat": 0, "seed": bot_seed(3, 0)})
+    bot.expect(lambda m: m["type"] == "request" and m["id"] == 1, Sleep(0.2), '{"type":"action","request":1,"action":0}')
+    other = MockBot()
+    rec = run_fake([bot, other])
+    bot.assert_done()
+    assert rec.faults == []
+    asked = [st for st in rec.steps if st["seat"] == 0 and "request" in st]
+    assert asked[0]["ms"] == 200.0
+    assert bot.of_type("end") and other.of_type("end")
+
+    wrong = MockBot().expect({"type": "start", "seat": 5})
+    with pytest.raises(AssertionError):
+        wrong.assert_done()
+    rec = run_fake([wrong, MockBot()])  # its first line is hello, not the start it expects
+    assert rec.faults[0]["reason"] == "handshake" and "expected {'type': 'start'" in rec.faults[0]["message"]
+
+
+def test_process_errors_map_to_fault_classes() -> None:
+    """The one mapping from the process layer's errors to faults: reason and class agree."""
+    cases = [(botproc.BotTimeout(1.0), faults.Timeout), (botproc.BotExited(1, None), faults.Crash),
+             (botproc.LineTooLong(10), faults.LineTooLong), (botproc.BotClosedInput("x"), faults.ClosedInput),
+             (botproc.BotClosedOutput("x"), faults.ClosedOutput),
+             (botproc.OutputLimitExceeded("x"), faults.OutputLimit)]
+    for exc, cls in cases:
+        fault = as_fault(exc)
+        assert type(fault) is cls and fault.reason == exc.reason and fault.message == str(exc)
+    assert type(as_fault(KeyError("x"))) is faults.Crash
+    own = faults.WrongRequest("late")
+    assert as_fault(own) is own and own.reason == "wrong_request" and isinstance(own, protocol.ProtocolError)
+    for reason in FAULT_REASONS:
+        assert faults.from_reason(reason, "m").reason == reason
+    with pytest.raises(ValueError):
+        faults.fault_class("sneezed")

@@ -226,9 +226,9 @@ class RefereeCore:
     def answer(self, choice: int, ms: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked chose action ``choice`` after ``ms`` milliseconds (the logged ms:
         replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it."""
+        if self._asked is not None and not 0 <= choice < len(self._asked[1]):
+            raise ValueError(f"action {choice} is not one of the {len(self._asked[1])} offered")
         step, actions, offered, seat = self._take()
-        if not 0 <= choice < len(actions):
-            raise ValueError(f"action {choice} is not one of the {len(actions)} offered")
         ms = round(ms, 3)
         move = self.clock.move_ms / 1000
         self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - move))

@@ -7,7 +7,8 @@ script it with :meth:`MockBot.expect` (expect this line, answer that), or give i
 or the things a process does instead of answering: :class:`Sleep` (think this long; on
 trio's ``MockClock`` no real time passes), :data:`EXIT` (the process exits), a
 :class:`~arena.faults.BotFault` (what reading raises), or :class:`Refuse` (the
-referee's write fails). Every line the referee wrote is kept in :attr:`MockBot.sent`.
+referee's write fails). Every line the referee wrote is kept in :attr:`MockBot.lines`,
+parsed in :attr:`MockBot.messages`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class MockBot:
                  transcript: list[dict[str, Any]] | None = None, label: Any = None):
         self.respond = respond if respond is not None else policy(lambda msg: 0, name)
         self.expected: deque[tuple[Callable[[str, dict[str, Any]], bool], str, list[Item]]] = deque()
-        self.sent: list[str] = []
+        self.lines: list[str] = []
         self.messages: list[dict[str, Any]] = []
         self.out: deque[Item] = deque()
         self.stderr: list[str] = []
@@ -125,7 +126,7 @@ class MockBot:
         if isinstance(items, Refuse):
             self.refused = items.exc
             raise items.exc
-        self.sent.append(text)
+        self.lines.append(text)
         self.messages.append(msg)
         if self.transcript is not None:
             self.transcript.append({"bot": self.label, "line": text, "msg": msg})
