@@ -78,10 +78,11 @@ def start(game: str, seat: int, players: int, names: list[str], rules: dict[str,
 
 def request(request_id: int, game: str, decision: str, view: dict[str, Any],
             events: list[dict[str, Any]], actions: list[dict[str, Any]],
-            clock: dict[str, int]) -> dict[str, Any]:
+            clock: dict[str, int], *, numbered: bool = False) -> dict[str, Any]:
+    """``actions`` get their ids here, unless ``numbered`` says each already starts with ``"id": i``."""
     return {"type": "request", "id": request_id, "game": game, "decision": decision,
             "view": view, "events": events,
-            "actions": [{"id": i, **a} for i, a in enumerate(actions)], "clock": clock}
+            "actions": actions if numbered else [{"id": i, **a} for i, a in enumerate(actions)], "clock": clock}
 
 
 def error(reason: str, message: str, request_id: int | None = None) -> dict[str, Any]:
@@ -151,8 +152,25 @@ def read_bot_hello(line: str) -> dict[str, Any]:
     return msg
 
 
+_ID = "(0|[1-9][0-9]{0,17})"
+_COMMON_REPLY = re.compile(f'{_ID}|\\{{"type": ?"action", ?"request": ?{_ID}, ?"action": ?{_ID}\\}}')
+
+
 def read_action(line: str, request_id: int, n_actions: int) -> int:
     """The action id a bot chose: a bare integer line, or an ``action`` message for this request."""
+    m = _COMMON_REPLY.fullmatch(line)  # the usual replies, read without a JSON parser; the rest below
+    if m is not None:
+        bare, req, act = m.groups()
+        if bare is None and int(req) != request_id:
+            raise WrongRequest(f"reply names request {req}, expected {request_id}")
+        action = int(bare if bare is not None else act)
+        if not action < n_actions:
+            raise IllegalAction(f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
+        return action
+    return _read_action_json(line, request_id, n_actions)
+
+
+def _read_action_json(line: str, request_id: int, n_actions: int) -> int:
     msg = parse_line(line)
     if isinstance(msg, int) and not isinstance(msg, bool):
         action = msg

@@ -7,16 +7,19 @@ are sent to one copy of the same bot program over a plain blocking pipe (subproc
 write a line, readline), one round trip per decision. The difference is what the arena
 adds per decision; the ratio says how far it is from the floor a pipe allows.
 
-    python bench/bench_referee.py                     # 20 games of classic, 2 players
+    python bench/bench_referee.py                     # 20 games of classic, 2 players, 3 runs
     python bench/bench_referee.py --games 50 --rules shithead --players 4
 
-Prints figures only; nothing is asserted.
+Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the
+referee on one CPU, the bots on another; ``--cpus``), each against its own raw
+baseline measured right after it. Prints figures only; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,7 @@ from arena.launch import Launcher  # noqa: E402
 from arena.manifest import BotSpec  # noqa: E402
 from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
 
+ALL_CPUS = set(os.sched_getaffinity(0))
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
 
@@ -58,13 +62,21 @@ class Recording:
         return proc
 
 
-async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int):
+def pin(cpus: set[int] | None) -> None:
+    """Move this process (the referee, or the raw loop) to ``cpus``; None: all the machine's."""
+    os.sched_setaffinity(0, cpus if cpus is not None else ALL_CPUS)
+
+
+async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
+                      cpus: tuple[int, int] | None):
     launcher = Recording()
     clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
     seats = [BotPlayer(spec, launcher, clock) for _ in range(players)]
     r = preset(rules)
     try:
+        pin({cpus[1]} if cpus else None)  # the bots start here and inherit this CPU...
         await run_game(seats, r, 10_000, game_id="warm-up", clock=clock, max_turns=max_turns)  # starts the bots
+        pin({cpus[0]} if cpus else None)  # ...and the referee moves to the other one
         launcher.lines.clear()
         decisions = steps = 0
         c0 = time.process_time()
@@ -79,29 +91,37 @@ async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_t
     finally:
         for p in seats:
             await p.shutdown()
+        pin(None)
     return elapsed, cpu, decisions, steps, launcher.lines, launcher.argv
 
 
-def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: int) -> tuple[float, float]:
+def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: int,
+            cpus: tuple[int, int] | None) -> tuple[float, float]:
     """Blocking pipe: write a request line, read the answer; ``round_trips`` times."""
+    if cpus:
+        argv = ["taskset", "-c", str(cpus[1]), *argv]
+        pin({cpus[0]})
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=spec.workdir,
                             text=True, bufsize=1)
     assert proc.stdin and proc.stdout
-    proc.stdin.write('{"type":"hello","protocol":1}\n')
-    proc.stdin.flush()
-    proc.stdout.readline()
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    for i in range(round_trips):
-        proc.stdin.write(requests[i % len(requests)] + "\n")
+    try:
+        proc.stdin.write('{"type":"hello","protocol":1}\n')
         proc.stdin.flush()
-        if not proc.stdout.readline():
-            raise RuntimeError("the bot died")
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
-    proc.stdin.write('{"type":"shutdown"}\n')
-    proc.stdin.close()
-    proc.wait(timeout=10)
+        proc.stdout.readline()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for i in range(round_trips):
+            proc.stdin.write(requests[i % len(requests)] + "\n")
+            proc.stdin.flush()
+            if not proc.stdout.readline():
+                raise RuntimeError("the bot died")
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        proc.stdin.write('{"type":"shutdown"}\n')
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    finally:
+        pin(None)
     return elapsed, cpu
 
 
@@ -111,27 +131,45 @@ def main() -> None:
     ap.add_argument("--rules", default="classic")
     ap.add_argument("--players", type=int, default=2)
     ap.add_argument("--max-turns", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=3, help="runs of each mode (default 3)")
+    ap.add_argument("--cpus", default="0,1", help="referee CPU,bot CPU for the pinned runs (default 0,1)")
     args = ap.parse_args()
+    pinned = tuple(int(c) for c in args.cpus.split(","))
+    modes: list[tuple[str, tuple[int, int] | None]] = [("unpinned", None)]
+    if len(ALL_CPUS) >= 2 and set(pinned) <= ALL_CPUS and len(set(pinned)) == 2:
+        modes.append((f"pinned {pinned[0]}/{pinned[1]}", pinned))  # type: ignore[arg-type]
+    else:
+        print(f"(pinned runs skipped: CPUs {sorted(ALL_CPUS)} cannot hold referee and bot apart as {args.cpus})")
+    print(f"referee benchmark: {args.games} games of {args.rules}, {args.players} trivial Python bots over stdio, "
+          f"{args.runs} runs per mode, modes interleaved")
+    print(f"  {'mode':14} {'run':>3} {'decisions':>9} {'ref wall us':>11} {'raw wall us':>11} {'wall x':>6} "
+          f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6}")
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in modes}
     with tempfile.TemporaryDirectory(prefix="bench-referee-") as tmp:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
         spec = BotSpec("trivial", "1", ("python3", "bot.py"), Path(tmp), Path(tmp))
-        ref_s, ref_cpu, decisions, steps, lines, argv = trio.run(referee_run, spec, args.rules, args.players,
-                                                           args.games, args.max_turns)
-        requests = [line for line in lines if json.loads(line)["type"] == "request"]
-        raw_s, raw_cpu = raw_run(spec, argv, requests, decisions)
-    us = 1e6 / decisions
+        for run in range(1, args.runs + 1):
+            for name, cpus in modes:
+                ref_s, ref_cpu, decisions, steps, lines, argv = trio.run(
+                    referee_run, spec, args.rules, args.players, args.games, args.max_turns, cpus)
+                requests = [line for line in lines if json.loads(line)["type"] == "request"]
+                raw_s, raw_cpu = raw_run(spec, argv, requests, decisions, cpus)
+                us = 1e6 / decisions
+                results[name].append((ref_s / raw_s, ref_cpu / max(raw_cpu, 1e-9)))
+                print(f"  {name:14} {run:3d} {decisions:9d} {ref_s * us:11.1f} {raw_s * us:11.1f} "
+                      f"{ref_s / raw_s:6.2f} {ref_cpu * us:10.1f} {raw_cpu * us:10.1f} "
+                      f"{ref_cpu / max(raw_cpu, 1e-9):6.2f}", flush=True)
     avg_req = sum(map(len, requests)) / max(1, len(requests))
-    print(f"referee benchmark: {args.games} games of {args.rules}, {args.players} trivial Python bots over stdio")
-    print(f"  decisions (requests answered): {decisions}   steps incl. forced: {steps}   "
-          f"average request: {avg_req:.0f} bytes")
-    print(f"  {'':9} {'wall us/decision':>17} {'decisions/s':>12} {'own CPU us/decision':>20}")
-    print(f"  {'referee':9} {ref_s * us:17.1f} {decisions / ref_s:12.0f} {ref_cpu * us:20.1f}")
-    print(f"  {'raw pipe':9} {raw_s * us:17.1f} {decisions / raw_s:12.0f} {raw_cpu * us:20.1f}")
-    print(f"  ratio referee/raw: {ref_s / raw_s:.2f}x wall, {ref_cpu / max(raw_cpu, 1e-9):.2f}x own CPU; "
-          f"overhead {(ref_s - raw_s) * us:.1f} us wall per decision")
-    print(f"  (the referee's side: engine, views, JSON, reply checks, clock, trio, logging; "
-          f"{steps / decisions:.2f} steps per decision, forced ones included)")
+    print(f"  per decision: {steps / decisions:.2f} steps (forced ones included), average request {avg_req:.0f} bytes")
+    print("  denominators: raw wall = one blocking write+readline round trip to the same bot program with the")
+    print("  same request lines; raw CPU = this process's CPU in that loop. The referee's side adds the engine,")
+    print("  views, JSON, reply checks, clock, trio and the record.")
+    for name, rows in results.items():
+        walls = sorted(w for w, _ in rows)
+        cpus_ = sorted(c for _, c in rows)
+        print(f"  {name:14} ratio wall {walls[0]:.2f}-{walls[-1]:.2f}x (median {walls[len(walls) // 2]:.2f}), "
+              f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f})")
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def drive(rules, players: int, seed: int, on_request, forfeit_at: int | None = N
     """A random game through the referee core (requests exactly as bots get them); ``on_request(state, req)``."""
     rng = random.Random(seed)
     core = RefereeCore(rules, [f"p{s}" for s in range(players)], seed, game_id="g",
-                       clock=TimeControl(move_ms=1000, bank_ms=0))
+                       clock=TimeControl(move_ms=1000, bank_ms=0), encode=False)
     while True:
         state = core.state
         if forfeit_at is not None and state.result is None and state.turn >= forfeit_at and state.phase == "play":

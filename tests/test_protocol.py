@@ -665,6 +665,32 @@ def test_read_action_fuzz(line: str, request_id: int, n: int) -> None:
         assert type(got) is int and 0 <= got < n
 
 
+def _outcome(read: Callable[[str, int, int], int], line: str, request_id: int, n: int) -> Any:
+    try:
+        return read(line, request_id, n)
+    except ProtocolError as e:
+        return e.reason
+
+
+reply_like = st.one_of(
+    st.integers(-2, 10 ** 20).map(str),
+    st.builds(lambda r, a, sp: json.dumps({"type": "action", "request": r, "action": a},
+                                          separators=(",", ":") if sp else None),
+              st.integers(-2, 10 ** 19), st.integers(-2, 10 ** 19), st.booleans()),
+    st.sampled_from(["007", "1.0", "-0", "0 ", " 1", "1e2", '{"type":"action","request":1,"action":01}',
+                     '{"type":"action","request":1,"action":1,"x":0}', '{"request":1,"type":"action","action":1}',
+                     '{"type":"action","request":1,"action":1}\n', '{"type":"action" ,"request":1,"action":1}']),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(line=st.one_of(reply_like, lines), request_id=st.integers(0, 10), n=st.integers(1, 10))
+def test_read_action_fast_path_agrees_with_the_parser(line: str, request_id: int, n: int) -> None:
+    """The usual replies are read by a regular expression: it decides exactly as the JSON path does."""
+    assert _outcome(protocol.read_action, line, request_id, n) == \
+        _outcome(protocol._read_action_json, line, request_id, n)
+
+
 @settings(max_examples=100, deadline=None)
 @given(line=lines)
 def test_read_bot_hello_fuzz(line: str) -> None:

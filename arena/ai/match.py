@@ -29,7 +29,7 @@ def play(agents, rules, seed: int, *, clock: TimeControl = TimeControl(), max_tu
          game_id: str = "g") -> Played:
     """Play one game; ``agents[seat]`` answers that seat's requests. Illegal ids raise."""
     names = [a.name for a in agents]
-    core = RefereeCore(rules, names, seed, game_id=game_id, clock=clock, max_turns=max_turns)
+    core = RefereeCore(rules, names, seed, game_id=game_id, clock=clock, max_turns=max_turns, encode=False)
     for seat, a in enumerate(agents):
         a.begin(core.start_message(seat))
     while (req := core.next_request()) is not None:

@@ -13,6 +13,7 @@ writes the :class:`GameRecord`. Whoever moves the bytes drives it: the trio refe
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import hmac
@@ -96,11 +97,6 @@ def think_percentile(hist: Sequence[int], q: float) -> float | None:
     return THINK_BUCKETS_MS[len(hist) - 1]
 
 
-def _bucket(ms: float) -> int:
-    for i, bound in enumerate(THINK_BUCKETS_MS):
-        if ms <= bound:
-            return i
-    return len(THINK_BUCKETS_MS) - 1
 
 
 def bot_seed(deal_seed: int, seat: int) -> int:
@@ -120,20 +116,17 @@ def _options(rules: Rules) -> dict[str, Any]:
     return rules.options()
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Request:
-    """A decision a seat is asked for: the message, its line (encoded once, when first needed;
-    in-process agents never need it), and how long the seat has."""
+    """A decision a seat is asked for: the message, its line (encoded once; empty where the core
+    was told not to encode, for in-process agents), and how long the seat has."""
 
     seat: int
     id: int
     message: dict[str, Any]
+    line: str
     timeout: float  # seconds: the move time plus what is left of the seat's bank
     n_actions: int
-
-    @functools.cached_property
-    def line(self) -> str:
-        return protocol.encode(self.message)
 
 
 class RefereeCore:
@@ -143,7 +136,7 @@ class RefereeCore:
 
     def __init__(self, rules: Rules, names: Sequence[str], seed: int, *, game_id: str,
                  clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
-                 stderr_lines_per_step: int = 20,
+                 stderr_lines_per_step: int = 20, encode: bool = True,
                  on_event: Callable[[State, dict[str, Any]], None] | None = None) -> None:
         n = len(names)
         self.rules = rules
@@ -152,6 +145,7 @@ class RefereeCore:
         self.ask_forced = ask_forced
         self.stderr_lines = stderr_lines_per_step
         self.on_event = on_event
+        self.encode = encode
         self.seed = seed
         self.state, events = start_game(rules, n, seed, max_turns=max_turns)
         self.record = GameRecord(game_id, _options(rules), seed, list(names), max_turns,
@@ -163,7 +157,7 @@ class RefereeCore:
         self.bank = [clock.bank_ms / 1000] * n  # seconds
         self.faulted: set[int] = set()
         self.request_id = 0
-        self._asked: tuple[dict[str, Any], tuple[Action, ...], list[dict[str, Any]], int] | None = None
+        self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
 
     @property
@@ -212,15 +206,16 @@ class RefereeCore:
                 self.record.steps.append(step)
                 continue
             self.request_id += 1
-            offered = [action_json(a) for a in actions]
             bank = self.bank[seat]
+            offered = [{"id": i, **action_json(a)} for i, a in enumerate(actions)]
             msg = protocol.request(self.request_id, self.game_id, decision_name(state), seat_view(state, seat),
                                    self.pending[seat], offered,
-                                   {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
+                                   {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}, numbered=True)
             self.pending[seat] = []  # handed over: the message keeps its list, later events start anew
             step["request"] = self.request_id
-            self._asked = (step, actions, offered, seat)
-            return Request(seat, self.request_id, msg, self.clock.move_ms / 1000 + bank, len(actions))
+            self._asked = (step, actions, seat)
+            return Request(seat, self.request_id, msg, protocol.encode(msg) if self.encode else "",
+                           self.clock.move_ms / 1000 + bank, len(actions))
         return None
 
     def answer(self, choice: int, ms: float, stderr: Sequence[str] = ()) -> None:
@@ -228,16 +223,16 @@ class RefereeCore:
         replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it."""
         if self._asked is not None and not 0 <= choice < len(self._asked[1]):
             raise ValueError(f"action {choice} is not one of the {len(self._asked[1])} offered")
-        step, actions, offered, seat = self._take()
+        step, actions, seat = self._take()
         ms = round(ms, 3)
         move = self.clock.move_ms / 1000
         self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - move))
         rec = self.record
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
-        rec.think_hist[seat][_bucket(ms)] += 1
+        rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
         self.state, evs = apply_action(self.state, actions[choice], check=False)
-        step.update(action=choice, ms=ms, act=offered[choice], events=self._deliver(evs))
+        step.update(action=choice, ms=ms, act=action_json(actions[choice]), events=self._deliver(evs))
         if stderr:
             lines = list(stderr)[-self.stderr_lines:]
             step["stderr"] = lines
@@ -246,7 +241,7 @@ class RefereeCore:
 
     def fault(self, reason: str, message: str, ms: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering (what it wrote while dying is ``stderr``)."""
-        step, _, _, seat = self._take()
+        step, _, seat = self._take()
         step.update(ms=round(ms, 3), fault=str(reason))
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
@@ -267,7 +262,7 @@ class RefereeCore:
 
     # ------------------------------------------------------------ inside
 
-    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], list[dict[str, Any]], int]:
+    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], int]:
         asked = self._asked
         if asked is None:
             raise RuntimeError("no request is waiting for an answer")

@@ -315,7 +315,8 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
     frames = replay.frames[1:]
     ask_forced = any(not (fr.step or {}).get("forced") and len(fr.actions) == 1 for fr in frames)
     core = RefereeCore(replay.rules, replay.players, int(record["seed"]), game_id=replay.game_id,
-                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)), ask_forced=ask_forced)
+                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)), ask_forced=ask_forced,
+                       encode=False)
     for f in replay.start_forfeits:
         try:
             core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
