@@ -86,7 +86,7 @@ def request(request_id: int, game: str, decision: str, view: dict[str, Any],
 
 
 def error(reason: str, message: str, request_id: int | None = None) -> dict[str, Any]:
-    out = {"type": "error", "reason": reason, "message": message}
+    out: dict[str, Any] = {"type": "error", "reason": reason, "message": message}
     if request_id is not None:
         out["request"] = request_id
     return out

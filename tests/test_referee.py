@@ -24,7 +24,7 @@ import trio.testing
 
 from arena import botproc, faults, protocol, strategies
 from arena.botproc import (
-    BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout, CpuLimitExceeded,
+    BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, CpuLimitExceeded,
     LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
 )
 from arena.engine import Rules, legal_actions, new_game, preset

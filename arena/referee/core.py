@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import protocol
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
-from ..engine.model import Action, Event
+from ..engine.model import Action
 from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
@@ -274,7 +274,7 @@ class RefereeCore:
         self.record.faults.append({"seat": seat, "bot": self.record.players[seat], "reason": str(reason),
                                    "message": message[:500], "turn": self.state.turn})
 
-    def _deliver(self, evs: Sequence[Event]) -> list[dict[str, Any]]:
+    def _deliver(self, evs: Sequence[Any]) -> list[dict[str, Any]]:  # engine events (a union)
         """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
 
         Public events are rendered once and the same dict is shared by every seat and the log."""

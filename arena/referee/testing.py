@@ -38,7 +38,7 @@ class Refuse:
 
 
 Item = Any  # str | Sleep | EXIT | BaseException
-Respond = Callable[[dict[str, Any]], "Iterable[Item] | Refuse | None"]
+Respond = Callable[[dict[str, Any]], Iterable[Item] | Refuse | None]
 
 
 def hello_line(name: str = "mock", version: str = "1") -> str:

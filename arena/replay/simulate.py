@@ -325,9 +325,9 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
     asked: list[tuple[Request, Frame, int | None]] = []
     while (req := core.next_request()) is not None:
         k = len(core.record.steps)  # steps the core has taken: this request is the log's next one
-        if k >= len(frames) or frames[k].before is None or frames[k].before.to_move != req.seat:
+        fr = frames[k] if k < len(frames) else None
+        if fr is None or fr.before is None or fr.before.to_move != req.seat:
             break
-        fr = frames[k]
         step = fr.step or {}
         if "fault" in step:
             core.fault(str(step["fault"]), "", _ms(step))
