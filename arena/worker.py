@@ -110,6 +110,7 @@ class _Worker:
         self.number = number
         self.proc = proc
         self.held: dict[int, _Slot] = {}
+        self.served = 0  # games it sent back
         self.alive = True
         self.send_lock = trio.Lock()
         self.err_tail = bytearray()
@@ -144,6 +145,7 @@ class WorkerExecutor:
         self.on_incident = on_incident
         self.max_deaths = 2 * processes + 2 if max_deaths is None else max_deaths
         self.deaths = 0
+        self.stillborn = 0  # workers in a row that died before sending back any game: they cannot start
         self.workers: list[_Worker] = []
         self.broken: str | None = None
         self.closing = False
@@ -183,6 +185,7 @@ class WorkerExecutor:
         try:
             async for msg in _messages(w.proc.stdout):
                 slot = w.held.pop(msg["id"], None)
+                w.served += 1
                 if slot is not None:
                     slot.reply = msg
                     slot.done.set()
@@ -204,12 +207,13 @@ class WorkerExecutor:
         if self.closing:
             return
         self.deaths += 1
+        self.stillborn = self.stillborn + 1 if w.served == 0 else 0
         code = w.proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         tail = w.err_tail.decode(errors="replace").strip().splitlines()[-1:] or ["(no stderr)"]
         text = (f"referee worker {w.number} (pid {w.proc.pid}) died ({how}) holding {len(held)} game(s); "
                 f"last stderr: {tail[0][:300]}")
-        if self.deaths > self.max_deaths:
+        if self.deaths > self.max_deaths or self.stillborn >= max(3, self.processes + 1):
             self.broken = (f"referee worker processes died {self.deaths} times; the last: "
                            f"{w.err_tail.decode(errors='replace').strip()[-1500:] or how}")
         else:
@@ -238,7 +242,8 @@ class WorkerExecutor:
                 return await w.play(self._next_id, task)
             except WorkerDied:
                 continue
-        raise ExecutorError(f"{task.game_id}: every worker that took this game died ({TRIES} tries)")
+        last = self.incidents[-1] if self.incidents else ""
+        raise ExecutorError(f"{task.game_id}: every worker that took this game died ({TRIES} tries); last: {last}")
 
     async def aclose(self, graceful: bool = True) -> None:
         """Stop the workers: with ``end`` (they finish what they hold), or by closing their
