@@ -348,3 +348,27 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     # The nanny restarts the worker; the next test (or run) gets two again.
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()).isdisjoint({pids[a] for a in killed})
+
+
+@needs_dask
+def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
+    """The remembering bot of tests/memory_bot.py on the cluster: its processes, warm on the
+    workers between games, are never dealt a deal they saw (checked from the store)."""
+    import shutil
+    import tempfile
+
+    from tests.test_executors import assert_no_process_saw_a_deal_twice
+    lc, _ = dask_cluster
+    bot = Path(tempfile.mkdtemp(prefix="arena-memory-bot-"))
+    try:
+        bot.chmod(0o755)
+        shutil.copy(REPO / "tests" / "memory_bot.py", bot / "bot.py")
+        (bot / "bot.toml").write_text('name = "memory"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+        cfg = config("memory", tmp_path / "m.sqlite", bots=[str(bot), "lowest", "heuristic"], deals=3,
+                     cluster=lc.scheduler_address)
+        run(cfg)
+        db = Store(cfg.store, readonly=True)
+        assert len(db.games(tournament="memory", limit=100)) == 18
+        assert_no_process_saw_a_deal_twice(db, "memory")
+    finally:
+        shutil.rmtree(bot, ignore_errors=True)
