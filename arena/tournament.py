@@ -29,6 +29,7 @@ from .cluster import open_dask
 from .engine import Rules, RulesError, rules_from
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
                         open_in_process, store_played)
+from .launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
 from .limits import Limits
 from .manifest import BotSpec, ManifestError, load_bot
 from .referee import GameRecord, TimeControl
