@@ -313,10 +313,9 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                             "build": list(spec.build) if spec.build else None}, str(spec.root))
     done = store.done_indexes(cfg.name)
     todo = [g for g in games if g.index not in done]
-    reporter.started(cfg, len(games), len(done))
     played: list[GameRecord] = []
     options = rules.options()
-    interrupted = True
+    interrupted = shown = True
 
     def incident(text: str) -> None:
         stats.incidents.append(text)
@@ -369,15 +368,20 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             if cfg.cluster == "" and client is None:
                 from .botproc import cleanup_stale
                 cleanup_stale()
+            shown = False  # an executor that cannot start (no cluster) is one error, before any display
             try:
                 async with open_executor(cfg, bot_setup(cfg, specs), len(todo), launcher=launcher,
                                          client=client, on_incident=incident) as ex:
+                    reporter.started(cfg, len(games), len(done))
+                    shown = True
                     await play_all(ex)
                     for text in ex.incidents:
                         if text not in stats.incidents:
                             incident(text)
             except ExecutorError as e:  # the executor could not start (no cluster, no Dask)
                 raise TournamentIncomplete(str(e)) from None
+        else:
+            reporter.started(cfg, len(games), len(done))
         if stats.failed:
             first = min(stats.failed)
             raise TournamentIncomplete(
@@ -387,5 +391,6 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         interrupted = False
         store.finish_tournament(cfg.name)
     finally:
-        reporter.finished(interrupted)
+        if shown:
+            reporter.finished(interrupted)
     return played

@@ -87,8 +87,13 @@ async def _serve() -> None:
             nursery.cancel_scope.cancel()
 
 
+def _ignore(signum: int, frame: Any) -> None:
+    """Ctrl-C reaches the whole process group; the parent handles it by closing our stdin.
+    (A handler rather than SIG_IGN, which bots would inherit through exec.)"""
+
+
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes our stdin
+    signal.signal(signal.SIGINT, _ignore)
     try:
         trio.run(_serve)
     except (BrokenPipeError, trio.BrokenResourceError, StopAsyncIteration):  # the parent died
