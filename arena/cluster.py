@@ -1,57 +1,44 @@
-"""Running a tournament's games on a Dask cluster (``arena tournament --cluster tcp://HOST:PORT``).
+"""The Dask executor: games on Dask workers (``arena tournament --cluster tcp://HOST:PORT``).
 
 The client (the machine running ``arena tournament``) keeps everything that is
-not a game: the schedule, the SQLite store, the reporter. Each unstored game
-becomes one Dask task carrying the rules options, the deal seed, the seats and
-a reference to each seated bot: the sha256 of its files
-(:meth:`arena.manifest.BotSpec.files_hash`). The bots' files travel as one
-tar.gz blob per bot inside a worker plugin, so each worker receives them once
-(and a worker that joins or restarts later receives them when it registers).
-A worker unpacks a blob into a cache directory keyed by the hash, checks the
-hash of what it unpacked, and runs the manifest's build command once per
-machine. Games run in a referee thread that each worker process starts once:
-one trio loop with the :class:`~arena.launch.Launcher` (the tournament's limits
-and sandbox flag, applied on the worker machine) and warm bot processes
-reused from game to game, as the local runner does. A task returns
-:meth:`GameRecord.as_json() <arena.referee.GameRecord.as_json>`; the client
-stores records as they complete and feeds the same reporter as a local run.
+not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
+Each :meth:`DaskExecutor.play` is one Dask task carrying the game's
+:class:`~arena.executors.GameTask` (rules options, deal seed, seats), the run's
+clock, limits and sandbox flag, and a reference to each seated bot: the sha256 of
+its files. The bots' files travel once per worker as tar.gz blobs inside a worker
+plugin (:mod:`arena.bundles`). Each worker process runs one referee thread: a trio
+loop with an :class:`~arena.executors.InProcessExecutor` per setup, whose bot pool
+keeps processes warm between games (and never lends one a deal it has seen). A
+task returns :meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker
+process sends.
 
 Faults: a worker that dies mid-game has its games re-run elsewhere by the
-scheduler; a task that raises is retried (``RETRIES``). A game is stored once:
-:meth:`Store.save_game` refuses a second copy of an id, which is counted and
-ignored. A resumed tournament submits only the games the store lacks.
-
-Nothing here imports Dask at module level: ``dask`` and ``distributed`` are
-imported only when a cluster is actually used, and their absence is reported
-with the install hint (``pip install 'palace-arena[dask]'``).
+scheduler; a task that raises is retried (``RETRIES``) and then fails its game
+(:class:`~arena.executors.ExecutorError`), which the tournament reports at the end
+with the rest stored. Nothing here imports Dask at module level: ``dask`` and
+``distributed`` are imported only when a cluster is used, and their absence is
+reported with the install hint (``pip install 'palace-arena[dask]'``).
 """
 
 from __future__ import annotations
 
-import fcntl
-import io
 import json
 import logging
 import os
-import shutil
-import stat
-import subprocess
-import tarfile
-import tempfile
 import threading
-import time
 import uuid
-from collections import defaultdict
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import trio
 
 from . import __version__
-from .manifest import MANIFEST, BotSpec, ManifestError, _walk, load_bot
-from .tournament import ConfigError, Reporter, ScheduledGame, TournamentConfig, load_bots, schedule
+from .bundles import (_PREPARED, BundleError, cache_root, manifest_path, pack_bot,  # noqa: F401 - re-exported
+                      prepare_bot, unpack_bot)
+from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
+from .manifest import BotSpec
 
 log = logging.getLogger(__name__)
 
@@ -60,28 +47,12 @@ RETRIES = 2  # extra tries for a task that raised; a dead worker's games are re-
 POLL_S = 0.02  # how often the client looks for finished games (the trio loop stays responsive)
 CONNECT_TIMEOUT_S = 15
 IDLE_POOL_S = 120.0  # a worker shuts down bot processes no game has used for this long
-CACHE_ENV = "PALACE_ARENA_CACHE"
 REFEREE_PLUGIN = "palace-arena-referee"
 
 
-class ClusterError(ConfigError):
-    """The cluster cannot run the tournament: the extra is missing, the scheduler is unreachable,
-    a worker lacks the arena, or games failed there. A ConfigError, so the CLI reports it plainly."""
-
-
-class BundleError(RuntimeError):
-    """A bot's files arrived on a worker but do not match the hash they were sent under."""
-
-
-@dataclass
-class ClusterStats:
-    """What a cluster run did, for callers that want more than the records."""
-
-    submitted: int = 0
-    stored: int = 0
-    duplicates: int = 0  # records the store already held (a game computed twice) — ignored
-    failed: list[tuple[int, str]] = field(default_factory=list)  # (game index, error) not stored
-    workers: int = 0
+class ClusterError(ExecutorBroken):
+    """The cluster cannot run the games: the extra is missing, the scheduler is unreachable or a
+    worker lacks the arena. The tournament turns it into a one-line error."""
 
 
 # --------------------------------------------------------------------------- dask, lazily
@@ -146,177 +117,18 @@ def _define_plugins() -> None:
         globals()[cls.__name__] = cls
 
 
-# --------------------------------------------------------------------------- bot bundles
-
-
-def manifest_path(ref: str, spec: BotSpec) -> str:
-    """The manifest's path relative to the bot's root (``bot.toml`` unless a file was named)."""
-    p = Path(ref)
-    if p.is_file():
-        return str(p.resolve().relative_to(spec.root))
-    return MANIFEST
-
-
-def pack_bot(spec: BotSpec) -> bytes:
-    """The bot's files (exactly those :meth:`BotSpec.files_hash` covers) as a reproducible tar.gz."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
-        # gzip's header carries a timestamp; tarfile passes mtime=None -> now, so fix it below.
-        for path in sorted(_walk(spec.root)):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(str(path.relative_to(spec.root)))
-            info.size = len(data)
-            info.mode = 0o755 if os.stat(path).st_mode & stat.S_IXUSR else 0o644
-            info.mtime = 0
-            tar.addfile(info, io.BytesIO(data))
-    raw = buf.getvalue()
-    # Zero gzip's MTIME field (bytes 4..7) so the same files always give the same blob.
-    return raw[:4] + b"\0\0\0\0" + raw[8:]
-
-
-def unpack_bot(blob: bytes, dest: Path) -> None:
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            if not (member.isfile() or member.isdir()):
-                raise BundleError(f"bot bundle holds {member.name!r}, which is not a plain file")
-            if member.name.startswith("/") or ".." in Path(member.name).parts:
-                raise BundleError(f"bot bundle holds {member.name!r}, outside the bot's directory")
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
-            tar.extractall(dest, filter="data")
-        else:
-            tar.extractall(dest)
-
-
-def cache_root() -> Path:
-    """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
-    It must be readable by the bots' uid when the sandbox runs them as another user, so it is 0755
-    and must belong to us and be writable by no one else."""
-    env = os.environ.get(CACHE_ENV)
-    root = Path(env) if env else Path(tempfile.gettempdir()) / f"palace-arena-cache-{os.geteuid()}"
-    root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    st = root.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise BundleError(f"bot cache {root} must be a directory owned by uid {os.geteuid()} and "
-                          f"writable by no one else; set {CACHE_ENV} to another place")
-    return root
-
-
-@contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-_PREPARED: dict[tuple[Path, str], BotSpec] = {}  # (cache, hash) -> spec, once built
-_PREP_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
-_PREP_GUARD = threading.Lock()
-
-
-def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> tuple[BotSpec, str | None]:
-    """Unpack (once per machine), verify and build (once per machine) a bot; its spec and build error.
-
-    The unpacked tree is renamed into ``<cache>/<hash>/bot`` only after its hash checked out, so
-    a directory that exists was verified. A successful build leaves ``<cache>/<hash>/BUILT``; a
-    failed one is remembered by this process only (the next worker process tries again), and
-    its message becomes the bots' ``start_failed`` forfeits, as in a local run.
-    """
-    base = root or cache_root()
-    with _PREP_GUARD:
-        lock = _PREP_LOCKS[digest]
-    with lock:
-        known = _PREPARED.get((base, digest))
-        if known is not None and known.root.is_dir():  # a temp-dir cleaner may have removed it
-            return known, None
-        home = base / digest
-        with _flock(base / f"{digest}.lock"):
-            if not home.is_dir():
-                tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=base))
-                try:
-                    unpack_bot(blob, tmp / "bot")
-                    got = load_bot(tmp / "bot" / manifest).files_hash()
-                    if got != digest:
-                        raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
-                    tmp.chmod(0o755)
-                    tmp.rename(home)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
-            try:
-                spec = load_bot(home / "bot" / manifest)
-            except ManifestError as e:
-                raise BundleError(str(e)) from None
-            error = None
-            if spec.build and not (home / "BUILT").exists():
-                error = _build(spec)
-                if error is None:
-                    (home / "BUILT").write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"))
-        if error is None:
-            _PREPARED[(base, digest)] = spec
-        return spec, error
-
-
-def _build(spec: BotSpec) -> str | None:
-    from .launch import BUILD_TIMEOUT_S
-    assert spec.build is not None
-    cmd = list(spec.build)
-    try:
-        done = subprocess.run(cmd, cwd=spec.workdir, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{spec.label}: build {' '.join(cmd)!r} failed: {e}"
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr)[-2000:]
-        return f"{spec.label}: build exited {done.returncode}:\n{tail}"
-    return None
-
-
 # --------------------------------------------------------------------------- the worker's referee
 
 
-class _Seats:
-    """Warm bot processes for one setup (limits, sandbox, clock, restart flag), by files hash."""
+@dataclass
+class _Hosted:
+    """An in-process executor for one setup (clock, limits, sandbox), alive while games use it."""
 
-    def __init__(self, limits: dict[str, int], sandbox: bool, clock, restart: bool):
-        from .launch import Launcher
-        from .limits import Limits
-        self.launcher = Launcher(Limits(**limits), sandbox)
-        self.build_errors: dict[Path, str] = {}  # bot root -> why its build failed (prepare_bot)
-        self.clock = clock
-        self.restart = restart
-        self.idle: defaultdict[str, list] = defaultdict(list)
-        self.all: list = []
-        self.busy = 0
-        self.last = 0.0
-
-    async def launch(self, spec: BotSpec):
-        from .launch import BuildError
-        error = self.build_errors.get(spec.root)
-        if error is not None:
-            raise BuildError(error)  # the player turns it into a start_failed forfeit, as locally
-        self.launcher.built[spec.label] = True  # built once per machine by prepare_bot
-        return await self.launcher(spec)
-
-    def take(self, digest: str, spec: BotSpec):
-        from .referee import BotPlayer
-        if self.idle[digest]:
-            return self.idle[digest].pop()
-        p = BotPlayer(spec, self.launch, self.clock, restart_each_game=self.restart)
-        p.digest = digest  # type: ignore[attr-defined]
-        self.all.append(p)
-        return p
-
-    def give_back(self, player) -> None:
-        self.idle[player.digest].append(player)
-
-    async def close(self) -> None:
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as n:
-                for p in self.all:
-                    n.start_soon(p.shutdown)
+    ready: trio.Event = field(default_factory=trio.Event)
+    stop: trio.Event = field(default_factory=trio.Event)
+    ex: Any = None
+    busy: int = 0
+    last: float = 0.0
 
 
 class RefereeHost:
@@ -328,8 +140,10 @@ class RefereeHost:
         self._ready = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
+        self._nursery: trio.Nursery | None = None
         self._error: BaseException | None = None
-        self.seats: dict[str, _Seats] = {}
+        self.hosted: dict[str, _Hosted] = {}
+        self.build_errors: dict[Any, str] = {}  # bot root -> why its build failed (prepare_bot)
         self.thread = threading.Thread(target=self._run, name="palace-arena-referee", daemon=True)
         self.thread.start()
         self._ready.wait()
@@ -355,24 +169,42 @@ class RefereeHost:
         except Exception as e:  # noqa: BLE001 - best effort
             log.warning("cleanup_stale failed: %s", e)
         self._stop = trio.Event()
-        self._token = trio.lowlevel.current_trio_token()
-        self._ready.set()
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._token = trio.lowlevel.current_trio_token()
+            self._ready.set()
             nursery.start_soon(self._reap)
             await self._stop.wait()
             nursery.cancel_scope.cancel()
-        for s in list(self.seats.values()):
-            await s.close()
-        self.seats.clear()
+
+    async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
+        from .launch import BuildError, Launcher
+        from .limits import Limits
+        from .referee import TimeControl
+        launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"])
+
+        async def launch(spec: BotSpec) -> Any:
+            error = self.build_errors.get(spec.root)
+            if error is not None:
+                raise BuildError(error)  # the player turns it into a start_failed forfeit, as locally
+            launcher.built[spec.label] = True  # built once per machine by prepare_bot
+            return await launcher(spec)
+
+        bots = BotSetup({}, {}, TimeControl(**setup["clock"]), setup["limits"], setup["sandbox"],
+                        setup["restart_each_game"])
+        async with open_in_process(bots, capacity=4, launcher=launch) as ex:
+            hosted.ex = ex
+            hosted.ready.set()
+            await hosted.stop.wait()
 
     async def _reap(self) -> None:
         while True:
             await trio.sleep(IDLE_POOL_S / 4)
             now = trio.current_time()
-            for key, s in list(self.seats.items()):
-                if s.busy == 0 and now - s.last > IDLE_POOL_S:
-                    del self.seats[key]
-                    await s.close()
+            for key, h in list(self.hosted.items()):
+                if h.busy == 0 and now - h.last > IDLE_POOL_S:
+                    del self.hosted[key]
+                    h.stop.set()
 
     def stop(self, timeout: float = 10.0) -> None:
         token, stop = self._token, self._stop
@@ -383,36 +215,31 @@ class RefereeHost:
                 pass
         self.thread.join(timeout)
 
-    def play(self, task: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> dict[str, Any]:
+    def play(self, payload: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> bytes:
         assert self._token is not None
-        return trio.from_thread.run(self._play, task, bots, trio_token=self._token)
+        return trio.from_thread.run(self._play, payload, bots, trio_token=self._token)
 
-    async def _play(self, task: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> dict[str, Any]:
-        from .engine.rules import Rules
-        from .referee import TimeControl, run_game
-
-        clock = TimeControl(**task["clock"])
-        key = json.dumps([task["limits"], task["sandbox"], task["clock"], task["restart_each_game"]],
-                         sort_keys=True)
-        seats = self.seats.get(key)
-        if seats is None:
-            seats = self.seats[key] = _Seats(task["limits"], task["sandbox"], clock, task["restart_each_game"])
+    async def _play(self, payload: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> bytes:
         for spec, error in bots.values():
             if error is None:
-                seats.build_errors.pop(spec.root, None)
+                self.build_errors.pop(spec.root, None)
             else:
-                seats.build_errors[spec.root] = error
-        seats.busy += 1
-        players = [seats.take(d, bots[d][0]) for d in task["bots"]]
+                self.build_errors[spec.root] = error
+        key = json.dumps(payload["setup"], sort_keys=True)
+        hosted = self.hosted.get(key)
+        if hosted is None:
+            assert self._nursery is not None
+            hosted = self.hosted[key] = _Hosted()
+            self._nursery.start_soon(self._host, hosted, payload["setup"])
+        await hosted.ready.wait()
+        hosted.busy += 1
         try:
-            record = await run_game(players, Rules.from_options(task["rules"]), task["seed"],
-                                    game_id=task["game_id"], clock=clock, max_turns=task["max_turns"])
+            played = await hosted.ex.play_with(GameTask.from_wire(payload["task"]),
+                                               [bots[d][0] for d in payload["bots"]])
         finally:
-            for p in players:
-                seats.give_back(p)
-            seats.busy -= 1
-            seats.last = trio.current_time()
-        return record.as_json()
+            hosted.busy -= 1
+            hosted.last = trio.current_time()
+        return played.to_bytes()
 
 
 _HOST: RefereeHost | None = None
@@ -427,18 +254,18 @@ def referee_host() -> RefereeHost:
         return _HOST
 
 
-def play_game(task: dict[str, Any]) -> dict[str, Any]:
-    """The Dask task: one game on this worker; returns ``GameRecord.as_json()``."""
+def play_game(payload: dict[str, Any]) -> bytes:
+    """The Dask task: one game on this worker; returns :meth:`PlayedGame.to_bytes`."""
     from distributed import get_worker
     worker = get_worker()
-    plugin = worker.plugins.get(task["plugin"])
+    plugin = worker.plugins.get(payload["plugin"])
     if plugin is None:
-        raise BundleError(f"worker {worker.address} has no bots for this run ({task['plugin']})")
-    bots = {d: plugin.prepare(d) for d in dict.fromkeys(task["bots"])}
-    for d, label in zip(task["bots"], task["seats"]):
+        raise BundleError(f"worker {worker.address} has no bots for this run ({payload['plugin']})")
+    bots = {d: plugin.prepare(d) for d in dict.fromkeys(payload["bots"])}
+    for d, label in zip(payload["bots"], payload["task"]["seats"]):
         if bots[d][0].label != label:
             raise BundleError(f"bot {d[:12]} unpacked as {bots[d][0].label}, expected {label}")
-    return referee_host().play(task, bots)
+    return referee_host().play(payload, bots)
 
 
 def probe(sandbox: bool) -> dict[str, Any]:
@@ -485,9 +312,9 @@ def _connect(address: str):
     return client, None
 
 
-def _preflight(client, cfg: TournamentConfig) -> int:
+def _preflight(client, sandbox: bool) -> int:
     try:
-        infos = client.run(probe, cfg.sandbox, on_error="return")
+        infos = client.run(probe, sandbox, on_error="return")
     except Exception as e:  # noqa: BLE001
         raise ClusterError(f"could not ask the workers what they run: {e}") from None
     problems = []
@@ -503,115 +330,107 @@ def _preflight(client, cfg: TournamentConfig) -> int:
         raise ClusterError("workers not ready:\n  " + "\n  ".join(problems))
     if not infos:
         log.warning("the cluster has no workers yet; games wait until one joins")
-    return len(infos)
+    threads = client.scheduler_info().get("workers", {})
+    return sum(w.get("nthreads", 1) for w in threads.values()) or 1
 
 
-async def run_on_cluster(cfg: TournamentConfig, store, reporter: Reporter | None = None, *,
-                         client=None, stats: ClusterStats | None = None, keep_logs: bool = True,
-                         collect: bool = True) -> list:
-    """Play every scheduled game the store lacks on the Dask cluster ``cfg.cluster`` (or ``client``);
-    store each as it completes and tell ``reporter``. Returns the records stored now (with their
-    step logs unless ``keep_logs`` is false; none at all with ``collect=False``, as in
-    :func:`arena.tournament.run_tournament`).
+# --------------------------------------------------------------------------- the client's executor
 
-    Raises :class:`ClusterError` if games failed on the cluster after their retries; the games
-    that did finish are stored, so running it again plays only the rest."""
-    from .referee import GameRecord
+
+class _Waiting:
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.result: Any = None
+
+
+class DaskExecutor:
+    """Submits one Dask task per ``play`` and wakes the caller when a poller sees it finish."""
+
+    def __init__(self, client: Any, distributed: Any, plugin: str, hashes: dict[str, str],
+                 setup: BotSetup, capacity: int):
+        self.client = client
+        self.plugin = plugin
+        self.hashes = hashes
+        self.setup = {k: v for k, v in setup.wire().items() if k != "refs"}
+        self.capacity = capacity
+        self.incidents: list[str] = []
+        self.run = uuid.uuid4().hex[:12]
+        self.futures: dict[str, Any] = {}
+        self._waiting: dict[str, _Waiting] = {}
+        self._finished = distributed.as_completed(loop=client.loop, with_results=True, raise_errors=False)
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        key = f"palace-game-{task.game_id}-{self.run}"
+        payload = {"plugin": self.plugin, "setup": self.setup, "task": task.wire(),
+                   "bots": [self.hashes[label] for label in task.seats]}
+        waiting = self._waiting[key] = _Waiting()
+        future = await trio.to_thread.run_sync(
+            lambda: self.client.submit(play_game, payload, key=key, retries=RETRIES, pure=False))
+        self.futures[key] = future
+        self._finished.add(future)
+        await waiting.done.wait()
+        self.futures.pop(key, None)
+        result = waiting.result
+        if not isinstance(result, bytes):  # anything else is the task's error
+            # (the future's status is no guide: it goes back to "pending" when the worker
+            # that holds a result we already have dies, and the result is still good)
+            exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
+            raise ExecutorError(f"{task.game_id} failed on the cluster: {type(exc).__name__}: {exc}")
+        future.release()
+        return PlayedGame.from_bytes(result)
+
+    async def poll(self) -> None:
+        while True:
+            batch = self._finished.next_batch(block=False)
+            if not batch:
+                await trio.sleep(POLL_S)
+                continue
+            for future, result in batch:
+                waiting = self._waiting.pop(future.key, None)
+                if waiting is not None:
+                    waiting.result = result
+                    waiting.done.set()
+
+
+@asynccontextmanager
+async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> AsyncIterator[DaskExecutor]:
+    """A Dask executor on the scheduler at ``address`` (or on ``client``): connects, checks every
+    worker runs this arena version (and can sandbox, if asked), sends the bots, and on leaving
+    cancels what is still queued and drops this run's bots from the workers."""
     distributed = require_dask()
     if client is None:
-        check_address(cfg.cluster)
-    reporter = reporter or Reporter()
-    stats = stats if stats is not None else ClusterStats()
-    rules = cfg.ruleset()
-    specs = load_bots(cfg)
-    labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels)
-    store.begin_tournament(cfg.name, cfg.fingerprint(), len(games))
-    hashes: dict[str, str] = {}
-    for ref, spec in specs.items():
-        hashes[spec.label] = digest = spec.files_hash()
-        store.register_bot(spec.label, spec.name, spec.version, digest,
-                           {"command": list(spec.command), "author": spec.author,
-                            "build": list(spec.build) if spec.build else None}, str(spec.root))
-    done = store.done_indexes(cfg.name)
-    todo = [g for g in games if g.index not in done]
-    reporter.started(cfg, len(games), len(done))
-    played: list[GameRecord] = []
-    interrupted = True
-    t0 = time.perf_counter()
-    owned = cluster = None
-    futures: list = []
-    plugin_name = None
+        check_address(address)
+    hashes, bundles = await trio.to_thread.run_sync(_bundles, setup)
+    owned = cluster = ex = None
+    plugin = f"palace-arena-bots-{uuid.uuid4().hex[:12]}"
+    registered = False
     try:
-        if todo:
-            bundles = await trio.to_thread.run_sync(
-                lambda: {hashes[s.label]: (manifest_path(ref, s), pack_bot(s)) for ref, s in specs.items()})
-            if client is None:
-                owned, cluster = await trio.to_thread.run_sync(_connect, cfg.cluster)
-                client = owned
-            log.debug("connected at %.2fs", time.perf_counter() - t0)
-            stats.workers = await trio.to_thread.run_sync(_preflight, client, cfg)
-            log.debug("%d worker(s) ready at %.2fs", stats.workers, time.perf_counter() - t0)
-            run = uuid.uuid4().hex[:12]
-            plugin_name = f"palace-arena-bots-{run}"
-            plugin = distributed_plugin("BotBundles")(bundles)
-            await trio.to_thread.run_sync(lambda: client.register_plugin(plugin, name=plugin_name))
-            await trio.to_thread.run_sync(lambda: client.register_plugin(distributed_plugin("RefereePlugin")(),
-                                                                         name=REFEREE_PLUGIN))
-            common = {"rules": rules.options(), "max_turns": cfg.max_turns, "clock": cfg.clock().as_json(),
-                      "limits": dict(cfg.limits), "sandbox": cfg.sandbox,
-                      "restart_each_game": cfg.restart_each_game, "plugin": plugin_name}
-            tasks = [{**common, "index": g.index, "game_id": f"{cfg.name}-{g.index:06d}", "seed": g.seed,
-                      "seats": list(g.seats), "bots": [hashes[label] for label in g.seats]} for g in todo]
-            keys = [f"palace-game-{cfg.name}-{g.index:06d}-{run}" for g in todo]
-            by_key = dict(zip(keys, todo))
-            futures = await trio.to_thread.run_sync(
-                lambda: client.map(play_game, tasks, key=keys, retries=RETRIES, pure=False))
-            stats.submitted = len(futures)
-            log.debug("%d game(s) submitted at %.2fs", stats.submitted, time.perf_counter() - t0)
-            pending = len(futures)
-            finished = distributed.as_completed(futures, loop=client.loop, with_results=True, raise_errors=False)
-            while pending:
-                batch = finished.next_batch(block=False)
-                if not batch:
-                    await trio.sleep(POLL_S)
-                    continue
-                for future, result in batch:
-                    pending -= 1
-                    game: ScheduledGame = by_key[future.key]
-                    if not isinstance(result, dict):  # play_game returns a dict; anything else is its error
-                        # (the future's status is no guide: it goes back to "pending" when the worker
-                        # that holds a result we already have dies, and the result is still good)
-                        exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
-                        stats.failed.append((game.index, f"{type(exc).__name__}: {exc}"))
-                        log.error("game %d failed on the cluster: %r", game.index, exc)
-                        continue
-                    future.release()
-                    if not store.save_game(cfg.name, game.index, list(game.seats), result):
-                        stats.duplicates += 1
-                        log.info("game %d was already stored; this copy is ignored", game.index)
-                        continue
-                    stats.stored += 1
-                    record = GameRecord.from_json(result)
-                    if collect:
-                        played.append(record)
-                    reporter.game_done(game, record)
-                    if not keep_logs:
-                        record.steps, record.setup_events, record.stderr = [], [], []
-            if stats.failed:
-                first = min(stats.failed)
-                raise ClusterError(
-                    f"{len(stats.failed)} of {stats.submitted} game(s) failed on the cluster and were not stored "
-                    f"(first: game {first[0]}: {first[1]}); the rest are stored: run the same command again "
-                    "to retry the failed ones")
-        interrupted = False
-        store.finish_tournament(cfg.name)
-        log.debug("all games back at %.2fs", time.perf_counter() - t0)
+        if client is None:
+            owned, cluster = await trio.to_thread.run_sync(_connect, address)
+            client = owned
+        threads = await trio.to_thread.run_sync(_preflight, client, setup.sandbox)
+        bot_plugin = distributed_plugin("BotBundles")(bundles)
+        await trio.to_thread.run_sync(lambda: client.register_plugin(bot_plugin, name=plugin))
+        registered = True
+        await trio.to_thread.run_sync(lambda: client.register_plugin(distributed_plugin("RefereePlugin")(),
+                                                                     name=REFEREE_PLUGIN))
+        ex = DaskExecutor(client, distributed, plugin, hashes, setup, capacity=max(16, 4 * threads))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ex.poll)
+            yield ex
+            nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(_release, client, futures, plugin_name, owned, cluster)
-        reporter.finished(interrupted)
-    return played
+            futures = list(ex.futures.values()) if ex is not None else []
+            await trio.to_thread.run_sync(_release, client, futures, plugin if registered else None,
+                                          owned, cluster)
+
+
+def _bundles(setup: BotSetup) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+    hashes = {label: spec.files_hash() for label, spec in setup.specs.items()}
+    bundles = {hashes[label]: (manifest_path(setup.refs[label], spec), pack_bot(spec))
+               for label, spec in setup.specs.items()}
+    return hashes, bundles
 
 
 def distributed_plugin(name: str):

@@ -44,11 +44,12 @@ import trio
 from .engine import Rules, RulesError, rules_from
 from .manifest import NAME_RE, BotSpec, ManifestError, bundled_bots, load_bot
 from .ratings import Sprt, elo_difference, fit_elo, los, neighbour_los
-from .referee import GameRecord, TimeControl, run_game
+from .referee import TimeControl
 from .standings import outcomes, tally
 from .store import DEFAULT_STORE, Store
-from .tournament import (MAX_TABLES, ConfigError, PlayerPool, Reporter, TournamentConfig, check_config,
-                         deal_seed, run_tournament)
+from .executors import BotSetup, GameTask, open_in_process, store_played
+from .seeds import deal_seed, load_secret, run_secret
+from .tournament import MAX_TABLES, ConfigError, Reporter, TournamentConfig, check_config, run_tournament
 
 LADDER_DIR = Path(__file__).resolve().parent.parent / "ladders"
 
@@ -811,23 +812,19 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | None =
         from .launch import Launcher
         cleanup_stale()
         launcher = Launcher()
-    pool = PlayerPool({a.label: a, b.label: b}, launcher, clock, False, max(2, 2 * concurrency))
+    secret = load_secret(store.path.parent) if store is not None else run_secret()
+    setup = BotSetup.of({a.label: a, b.label: b}, clock=clock)  # in process: refs unused
 
     async def play(idx: int) -> None:
         deal = idx // 2
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
-        players = [pool.take(s) for s in seats]
-        try:
-            rec: GameRecord = await run_game(players, rules, deal_seed(seed, 0, deal), game_id=f"{tid}-{idx:06d}",
-                                             clock=clock, max_turns=max_turns)
-        finally:
-            for p in players:
-                pool.give_back(p)
+        played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
+                                              rules.options(), max_turns))
         if store is not None:
-            store.save_game(tid, idx, seats, rec.as_json())
-        stored[idx] = (seats, rec.result or {})
+            store_played(store, tid, idx, seats, played)
+        stored[idx] = (seats, played.record.result or {})
 
-    try:
+    async with open_in_process(setup, capacity=2 * concurrency, launcher=launcher) as executor:
         deal = 0
         while deal < pairs and progress.status == "continue":
             batch = range(deal, min(pairs, deal + max(1, concurrency)))
@@ -858,8 +855,6 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | None =
                     break
         if store is not None:
             store.finish_tournament(tid)
-    finally:
-        await pool.close()
     return progress, tid
 
 

@@ -37,12 +37,25 @@ def standings_table(lines: list[Line], title: str = "Standings", *, provisional:
     return table
 
 
+def summary(incidents: list[str]) -> str:
+    """The arena's own trouble in a run, for its last line ("" when there was none)."""
+    if not incidents:
+        return ""
+    deaths = sum("replaced" in t for t in incidents)
+    return f"; {deaths} referee worker death(s), each replaced and its games played again" if deaths \
+        else f"; {len(incidents)} incident(s)"
+
+
 class _Base(Reporter):
     def __init__(self) -> None:
         self.lines: dict[str, Line] = {}  # running tallies: memory stays flat however long the run
         self.faults: Counter = Counter()
         self.total = self.done = self.base = 0
         self.t0 = time.perf_counter()
+        self.incidents: list[str] = []
+
+    def incident(self, text: str) -> None:
+        self.incidents.append(text)
 
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
         self.cfg, self.total, self.done, self.base = cfg, total, done, done
@@ -83,9 +96,13 @@ class PlainReporter(_Base):
             print(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')} "
                   f"order {r.get('order')}{faults} ({self.rate:.1f} games/s)", file=self.out, flush=True)
 
+    def incident(self, text: str) -> None:
+        super().incident(text)
+        print(f"arena: {text}", file=self.out, flush=True)
+
     def finished(self, interrupted: bool) -> None:
         state = "interrupted" if interrupted else "finished"
-        print(f"{state}: {self.done}/{self.total} games stored", file=self.out, flush=True)
+        print(f"{state}: {self.done}/{self.total} games stored{summary(self.incidents)}", file=self.out, flush=True)
 
 
 class RichReporter(_Base):
@@ -139,6 +156,10 @@ class RichReporter(_Base):
         if self.live:
             self.live.update(self._render())
             self.live.stop()
+        if self.incidents:
+            self.console.print(f"[yellow]{summary(self.incidents).lstrip('; ')}[/]")
+            for text in self.incidents:
+                self.console.print(f"  {text}")
         if interrupted:
             self.console.print(f"[yellow]interrupted[/] after {self.done}/{self.total} games; "
                                "run the same command again to resume")

@@ -14,6 +14,7 @@ from .launch import Launcher
 from .manifest import BotSpec
 from .referee import BotPlayer, TimeControl, run_game
 from .replay.view import Names, describe_event
+from .seeds import deal_seed, load_secret
 from .store import Store
 
 
@@ -78,7 +79,9 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
             console.print(f"[dim]{state.turn:4}[/] {describe_event(e, who)[0]}")
 
     try:
-        record = await run_game(players, rules, seed, game_id=game_id, clock=clock, max_turns=max_turns,
+        # --seed names the deal for the operator; the cards come from the store's secret
+        record = await run_game(players, rules, deal_seed(load_secret(store_path.parent), seed, 0, 0),
+                                game_id=game_id, clock=clock, max_turns=max_turns,
                                 on_event=show)
     finally:
         for p in players:

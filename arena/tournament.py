@@ -1,14 +1,18 @@
-"""Tournaments: the config file, the schedule of duplicate deals, and the concurrent runner.
+"""Tournaments: the config file, the schedule of duplicate deals, and the runner.
 
-The schedule is a pure function of the config: game ``i`` always has the same
-seats and deal seed, whatever order games finish in. Each deal is played once
-per seat rotation so the luck of the deal cancels. A tournament that was
-killed resumes by playing only the games the store does not hold yet.
+The schedule is a pure function of the config and the store's secret: game ``i``
+always has the same seats and deal seed, whatever order games finish in. Each
+deal is played once per seat rotation so the luck of the deal cancels, and the
+schedule is ordered by rotation round (every deal's first rotation, then every
+deal's second...) so that the bot pool can keep its never-the-same-deal-twice
+promise with about one fresh process per bot per round. A tournament that was
+killed resumes by playing only the games the store does not hold yet. The games
+themselves are played by an executor (:mod:`arena.executors`): here, on worker
+processes, or on Dask.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import random
@@ -20,18 +24,33 @@ from typing import Any
 
 import trio
 
+from . import seeds
+from .cluster import open_dask
 from .engine import Rules, RulesError, rules_from
-from .launch import Launcher
+from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
+                        open_in_process, store_played)
+from .launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
 from .limits import Limits
 from .manifest import BotSpec, ManifestError, load_bot
-from .referee import BotPlayer, GameRecord, TimeControl, run_game
+from .referee import GameRecord, TimeControl
+from .runlock import LockHeld, tournament_lock
 from .store import Store
+from .worker import open_workers
 
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
+SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
 
 
 class ConfigError(ValueError):
     """A tournament file or flag that cannot be run; the message names the field."""
+
+
+class TournamentBusy(ConfigError):
+    """Another process is playing this tournament in this store."""
+
+
+class TournamentIncomplete(ConfigError):
+    """Games could not be played (the arena's fault, not a bot's); the rest are stored, resumable."""
 
 
 @dataclass
@@ -71,7 +90,8 @@ class TournamentConfig:
         """What decides the games; a resumed run must match it. Runtime knobs are left out."""
         keep = ("bots", "format", "candidates", "rules", "options", "seats", "deals", "seed",
                 "max_turns", "max_tables")
-        return {k: v for k, v in asdict(self).items() if k in keep}
+        # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
+        return {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
 
     @property
     def workers(self) -> int:
@@ -176,12 +196,6 @@ class ScheduledGame:
     seed: int
 
 
-def deal_seed(base: int, table: int, deal: int) -> int:
-    """A stable 63-bit seed from (base seed, table, deal): the same on every machine and run."""
-    digest = hashlib.sha256(f"palace:{base}:{table}:{deal}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
 def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...]]:
     """The groups of bots that meet: every k-subset (round-robin), or each candidate with each
     (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed."""
@@ -196,14 +210,15 @@ def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...
     return groups
 
 
-def schedule(cfg: TournamentConfig, labels: dict[str, str]) -> list[ScheduledGame]:
+def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes) -> list[ScheduledGame]:
+    """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.seeds.load_secret`)."""
+    groups = tables(cfg, labels)
+    seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
     out = []
-    for t, table in enumerate(tables(cfg, labels)):
-        for d in range(cfg.deals):
-            seed = deal_seed(cfg.seed, t, d)
-            for r in range(cfg.seats):
-                seats = table[r:] + table[:r]
-                out.append(ScheduledGame(len(out), t, d, r, seats, seed))
+    for r in range(cfg.seats):
+        for t, table in enumerate(groups):
+            for d in range(cfg.deals):
+                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
     return out
 
 
@@ -228,74 +243,69 @@ class Reporter:
 
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None: ...
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None: ...
+    def incident(self, text: str) -> None: ...  # the arena's own trouble (a worker died), as it happens
     def finished(self, interrupted: bool) -> None: ...
 
 
-class PlayerPool:
-    """Idle bot processes by bot label, so a process serves many games (a match) in turn."""
+@dataclass
+class RunStats:
+    """What one run did, beyond the records: for the summary and for tests."""
 
-    def __init__(self, specs: dict[str, BotSpec], launcher: Launcher, clock: TimeControl,
-                 restart_each_game: bool, start_limit: int):
-        self.specs = specs
-        self.idle: dict[str, list[BotPlayer]] = {s.label: [] for s in specs.values()}
-        self.launcher = launcher
-        self.clock = clock
-        self.restart = restart_each_game
-        self.starting = trio.CapacityLimiter(start_limit)
-        self.all: list[BotPlayer] = []
-
-    async def _launch(self, spec: BotSpec):
-        async with self.starting:  # bounded: a big tournament never starts hundreds at once
-            return await self.launcher(spec)
-
-    def take(self, label: str) -> BotPlayer:
-        if self.idle[label]:
-            return self.idle[label].pop()
-        spec = next(s for s in self.specs.values() if s.label == label)
-        p = BotPlayer(spec, self._launch, self.clock, restart_each_game=self.restart)
-        self.all.append(p)
-        return p
-
-    def give_back(self, player: BotPlayer) -> None:
-        self.idle[player.spec.label].append(player)
-
-    async def close(self) -> None:
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as n:
-                for p in self.all:
-                    n.start_soon(p.shutdown)
+    submitted: int = 0
+    stored: int = 0
+    duplicates: int = 0  # records the store already held (another runner stored them first): ignored
+    failed: list[tuple[int, str]] = field(default_factory=list)  # (game index, why) not stored
+    incidents: list[str] = field(default_factory=list)  # e.g. a worker process that died and was replaced
 
 
-async def play_scheduled(game: ScheduledGame, pool: PlayerPool, rules: Rules,
-                         cfg: TournamentConfig) -> GameRecord:
-    """One scheduled game, with bot processes borrowed from the pool for its duration."""
-    players = [pool.take(label) for label in game.seats]
-    try:
-        return await run_game(players, rules, game.seed, game_id=f"{cfg.name}-{game.index:06d}",
-                              clock=cfg.clock(), max_turns=cfg.max_turns)
-    finally:
-        for p in players:
-            pool.give_back(p)
+def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launcher: Callable | None = None,
+                  client: Any = None, on_incident: Callable[[str], None] | None = None):
+    """The executor a run's settings ask for: Dask with ``cluster``, worker processes when more than
+    one process would help, else this process (always, with an in-process ``launcher`` of fakes)."""
+    if cfg.cluster or client is not None:
+        return open_dask(setup, cfg.cluster, client=client)
+    processes = min(cfg.process_count, max(1, games))
+    if launcher is None and processes > 1:
+        slots = max(1, -(-cfg.workers // processes))
+        return open_workers(setup, processes, slots, on_incident=on_incident)
+    return open_in_process(setup, capacity=min(cfg.workers, max(1, games)), launcher=launcher)
+
+
+def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
+    return BotSetup.of(specs, clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
+                       restart_each_game=cfg.restart_each_game)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
                          *, launcher: Callable | None = None, keep_logs: bool = False,
-                         collect: bool = True) -> list[GameRecord]:
+                         collect: bool = True, stats: RunStats | None = None,
+                         client: Any = None) -> list[GameRecord]:
     """Play every scheduled game the store does not hold yet; returns the records played now.
 
     Their step logs (steps, setup events, stderr) are in the store and are dropped from the
     returned records unless ``keep_logs``: a long tournament would hold every log in memory.
     ``collect=False`` returns nothing at all, so memory stays flat however many games are
-    played (the command line does this: the reporter and the store see every game)."""
-    if cfg.cluster:  # Dask is imported only on this path
-        from .cluster import run_on_cluster
-        return await run_on_cluster(cfg, store, reporter, keep_logs=keep_logs, collect=collect)
-    from .botproc import cleanup_stale
+    played (the command line does this: the reporter and the store see every game).
+    ``launcher`` plays in this process with it (tests' fakes); ``client`` is a Dask client.
+
+    Raises :class:`TournamentBusy` if another process is playing it in this store, and
+    :class:`TournamentIncomplete` if games could not be played (they stay unstored; the
+    same command plays them later)."""
     reporter = reporter or Reporter()
+    stats = stats if stats is not None else RunStats()
+    try:
+        with tournament_lock(store.path, cfg.name):
+            return await _run(cfg, store, reporter, stats, launcher, keep_logs, collect, client)
+    except LockHeld as e:
+        raise TournamentBusy(str(e)) from None
+
+
+async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: RunStats,
+               launcher: Callable | None, keep_logs: bool, collect: bool, client: Any) -> list[GameRecord]:
     rules = cfg.ruleset()
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels)
+    games = schedule(cfg, labels, seeds.load_secret(store.path.parent))
     store.begin_tournament(cfg.name, cfg.fingerprint(), len(games))
     for spec in specs.values():
         store.register_bot(spec.label, spec.name, spec.version, spec.files_hash(),
@@ -303,45 +313,84 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
                             "build": list(spec.build) if spec.build else None}, str(spec.root))
     done = store.done_indexes(cfg.name)
     todo = [g for g in games if g.index not in done]
-    reporter.started(cfg, len(games), len(done))
-    cleanup_stale()
-    processes = min(cfg.process_count, max(1, len(todo)))
-    if launcher is None and processes > 1:
-        from .worker import run_in_workers
-        interrupted = True
-        try:
-            played = await run_in_workers(cfg, store, reporter, todo, processes, collect=collect)
-            interrupted = False
-            store.finish_tournament(cfg.name)
-        finally:
-            reporter.finished(interrupted)
-        return played
-    launch = launcher or Launcher(Limits(**cfg.limits), cfg.sandbox)
-    pool = PlayerPool(specs, launch, cfg.clock(), cfg.restart_each_game, max(2, cfg.workers))
     played: list[GameRecord] = []
-    send, receive = trio.open_memory_channel[ScheduledGame](0)
-    interrupted = True
+    options = rules.options()
+    interrupted = shown = True
 
-    async def worker() -> None:
-        async for game in receive:
-            record = await play_scheduled(game, pool, rules, cfg)
-            store.save_game(cfg.name, game.index, list(game.seats), record.as_json())
-            if collect:
-                played.append(record)
-            reporter.game_done(game, record)
-            if not keep_logs:
-                record.steps, record.setup_events, record.stderr = [], [], []
+    def incident(text: str) -> None:
+        stats.incidents.append(text)
+        reporter.incident(text)
+
+    async def play_all(ex: Executor) -> None:
+        send, receive = trio.open_memory_channel[ScheduledGame](0)
+        trouble: list[BaseException] = []
+
+        async def loop() -> None:
+            async for g in receive:
+                try:
+                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, options,
+                                                    cfg.max_turns))
+                    keep(g, result)
+                except ExecutorBroken as e:
+                    trouble.append(TournamentIncomplete(f"{e}; the games played so far are stored"))
+                    nursery.cancel_scope.cancel()
+                except ExecutorError as e:
+                    stats.failed.append((g.index, str(e)))
+                except Exception as e:  # noqa: BLE001 - one plain error, not a group of them
+                    trouble.append(e)
+                    nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(max(1, min(ex.capacity, len(todo)))):
+                nursery.start_soon(loop)
+            async with send:
+                for g in todo:
+                    stats.submitted += 1
+                    await send.send(g)
+        if trouble:
+            raise trouble[0]
+
+    def keep(g: ScheduledGame, result: PlayedGame) -> None:
+        if not store_played(store, cfg.name, g.index, list(g.seats), result):
+            stats.duplicates += 1
+            return
+        stats.stored += 1
+        record = result.full_record() if keep_logs else result.record
+        if not keep_logs:
+            record.steps, record.setup_events, record.stderr = [], [], []
+        if collect:
+            record.rules = options  # one copy for the whole run, not one per game
+            played.append(record)
+        reporter.game_done(g, record)
 
     try:
-        async with trio.open_nursery() as nursery:
-            for _ in range(min(cfg.workers, max(1, len(todo)))):
-                nursery.start_soon(worker)
-            async with send:
-                for game in todo:
-                    await send.send(game)
+        if todo:
+            if cfg.cluster == "" and client is None:
+                from .botproc import cleanup_stale
+                cleanup_stale()
+            shown = False  # an executor that cannot start (no cluster) is one error, before any display
+            try:
+                async with open_executor(cfg, bot_setup(cfg, specs), len(todo), launcher=launcher,
+                                         client=client, on_incident=incident) as ex:
+                    reporter.started(cfg, len(games), len(done))
+                    shown = True
+                    await play_all(ex)
+                    for text in ex.incidents:
+                        if text not in stats.incidents:
+                            incident(text)
+            except ExecutorError as e:  # the executor could not start (no cluster, no Dask)
+                raise TournamentIncomplete(str(e)) from None
+        else:
+            reporter.started(cfg, len(games), len(done))
+        if stats.failed:
+            first = min(stats.failed)
+            raise TournamentIncomplete(
+                f"{len(stats.failed)} of {stats.submitted} game(s) could not be played and were not stored "
+                f"(first: game {first[0]}: {first[1]}); the rest are stored: run the same command again "
+                "to play the missing ones")
         interrupted = False
         store.finish_tournament(cfg.name)
     finally:
-        await pool.close()
-        reporter.finished(interrupted)
+        if shown:
+            reporter.finished(interrupted)
     return played

@@ -1,181 +1,293 @@
-"""Tournament worker processes: more than one trio loop, so a tournament can use every core.
+"""Referee worker processes: the executor that uses every core of this machine.
 
 One referee loop spends most of its time building requests and reading replies; on a
-machine with several cores it saturates one of them. ``run_in_workers`` starts
-``processes`` copies of ``python -m arena.worker``; each runs its own trio loop, bot
-pool and referees, and plays the games the parent hands it. The parent alone writes
-the store, so storage stays single-writer and resume works exactly as in one process.
+machine with several cores it saturates one of them. :class:`WorkerExecutor` starts
+``processes`` copies of ``python -m arena.worker``; each is an
+:class:`~arena.executors.InProcessExecutor` with its own trio loop and bot pool, and
+plays the games the parent hands it. The parent alone writes the store, so storage
+stays single-writer and resume works exactly as in one process.
 
-Wire format, JSON lines. Parent to worker: a ``setup`` line (the tournament config and
-how many games to play at once), then ``game`` lines, then ``end``. Worker to parent:
-``result`` lines carrying a game's summary and its packed log (base64). A worker
-whose stdin closes without ``end`` (the parent died) stops at once.
+Wire format: a stream of msgpack maps each way (msgpack frames itself, so no length
+prefix or line splitting). Parent to worker: ``setup`` (the bots and their clock, how
+many games to play at once), then ``game`` maps, then ``end``. Worker to parent: one
+map per game with its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
+bytes), or the error that kept it from being played. A worker whose stdin closes
+without ``end`` (the parent died) stops at once.
+
+A worker that dies (killed, out of memory, a crash of the arena itself) is replaced,
+and the games it held are played again by the others: games are deterministic, so
+the result is the one it would have sent. The death is kept in ``incidents`` for the
+run's summary. Workers that keep dying (``max_deaths``) break the executor instead
+of looping: every ``play`` then raises :class:`~arena.executors.ExecutorBroken`.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
+import signal
 import subprocess
 import sys
-from dataclasses import asdict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import msgpack
 import trio
 
-from .referee import GameRecord
-from .store import Store, pack_log, summary
-from .tournament import (
-    PlayerPool, Reporter, ScheduledGame, TournamentConfig, load_bots, play_scheduled,
-)
+from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
+
+TRIES = 3  # a game whose worker dies is played again, at most this many times in all
 
 
-class WorkerError(RuntimeError):
-    """A worker process failed (not a bot: the arena itself); its stderr tail is in the message."""
+class WorkerDied(Exception):
+    """The worker holding a game died before sending it back (internal: the game is retried)."""
+
+
+def _pack(msg: dict[str, Any]) -> bytes:
+    return msgpack.packb(msg, use_bin_type=True)
+
+
+async def _messages(stream: trio.abc.ReceiveStream) -> AsyncIterator[Any]:
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
+    while True:
+        chunk = await stream.receive_some(1 << 16)
+        if not chunk:
+            return
+        unpacker.feed(chunk)
+        for msg in unpacker:
+            yield msg
 
 
 # ---------------------------------------------------------------- worker side
 
 async def _serve() -> None:
-    from .launch import Launcher
-    from .limits import Limits
-    lines = _stdin_lines()
-    setup = json.loads(next(lines))
-    cfg = TournamentConfig(**setup["config"])
-    rules = cfg.ruleset()
-    specs = load_bots(cfg)
-    pool = PlayerPool(specs, Launcher(Limits(**cfg.limits), cfg.sandbox), cfg.clock(),
-                      cfg.restart_each_game, max(2, setup["slots"]))
-    send, receive = trio.open_memory_channel[ScheduledGame](setup["slots"] * 2)
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    messages = _messages(stdin)
+    first = await messages.__anext__()
+    setup = BotSetup.from_wire(first["setup"])
+    slots = trio.Semaphore(first["slots"])
     out_lock = trio.Lock()
 
-    async def play(task_receive) -> None:
-        async for game in task_receive:
-            record = (await play_scheduled(game, pool, rules, cfg)).as_json()
-            line = json.dumps({"type": "result", "index": game.index, "summary": summary(record),
-                               "log": base64.b64encode(pack_log(record)).decode()}, separators=(",", ":"))
-            async with out_lock:
-                await trio.to_thread.run_sync(_write, line)
+    async def one(ex: Any, rid: int, task: GameTask) -> None:
+        async with slots:
+            try:
+                reply = {"id": rid, "played": (await ex.play(task)).to_bytes()}
+            except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this game
+                reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
+        async with out_lock:
+            await stdout.send_all(_pack(reply))
 
-    async def read(nursery: trio.Nursery) -> None:
-        async with send:
-            while True:
-                line = await trio.to_thread.run_sync(next, lines, None)
-                if line is None:  # the parent is gone: nobody will store what we play
-                    nursery.cancel_scope.cancel()
-                    return
-                msg = json.loads(line)
-                if msg["type"] == "end":
-                    return
-                g = msg["game"]
-                await send.send(ScheduledGame(g["index"], g["table"], g["deal"], g["rotation"],
-                                              tuple(g["seats"]), g["seed"]))
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read, nursery)
-            for _ in range(setup["slots"]):
-                nursery.start_soon(play, receive.clone())
-            await receive.aclose()
-    finally:
-        await pool.close()
+    async with open_in_process(setup, capacity=first["slots"]) as ex, trio.open_nursery() as nursery:
+        async for msg in messages:
+            if msg["t"] == "end":
+                break
+            nursery.start_soon(one, ex, msg["id"], GameTask.from_wire(msg["task"]))
+        else:  # the parent is gone: nobody will store what we play
+            nursery.cancel_scope.cancel()
 
 
-def _stdin_lines():
-    for raw in sys.stdin.buffer:
-        yield raw.decode()
-
-
-def _write(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+def _ignore(signum: int, frame: Any) -> None:
+    """Ctrl-C reaches the whole process group; the parent handles it by closing our stdin.
+    (A handler rather than SIG_IGN, which bots would inherit through exec.)"""
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, _ignore)
     try:
         trio.run(_serve)
-    except BrokenPipeError:  # the parent died mid-write
+    except (BrokenPipeError, trio.BrokenResourceError, StopAsyncIteration):  # the parent died
         os._exit(1)
 
 
 # ---------------------------------------------------------------- parent side
 
-async def run_in_workers(cfg: TournamentConfig, store: Store, reporter: Reporter,
-                         todo: list[ScheduledGame], processes: int, *, collect: bool = True) -> list[GameRecord]:
-    """Play ``todo`` on ``processes`` worker processes, storing each result as it arrives."""
-    slots = max(1, -(-cfg.workers // processes))
-    queue = list(reversed(todo))
-    played: list[GameRecord] = []
-    by_index = {g.index: g for g in todo}
-    shared_rules = cfg.ruleset().options()
+class _Slot:
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.reply: dict[str, Any] | None = None
 
-    async def drive(nursery: trio.Nursery) -> None:
-        proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.worker"],
-                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=subprocess.PIPE)
-        err_tail = bytearray()
 
-        async def keep_stderr() -> None:
-            async for chunk in proc.stderr:
-                err_tail.extend(chunk)
-                del err_tail[:-4000]
+class _Worker:
+    """One worker process as the parent sees it: its pipe, and the games it holds."""
 
-        nursery.start_soon(keep_stderr)
+    def __init__(self, number: int, proc: trio.Process):
+        self.number = number
+        self.proc = proc
+        self.held: dict[int, _Slot] = {}
+        self.served = 0  # games it sent back
+        self.alive = True
+        self.send_lock = trio.Lock()
+        self.err_tail = bytearray()
 
-        async def send(msg: dict[str, Any]) -> None:
-            await proc.stdin.send_all((json.dumps(msg, separators=(",", ":")) + "\n").encode())
-
-        async def next_game() -> bool:
-            if not queue:
-                return False
-            g = queue.pop()
-            await send({"type": "game", "game": asdict(g)})
-            return True
-
+    async def play(self, rid: int, task: GameTask) -> PlayedGame:
+        slot = self.held[rid] = _Slot()
         try:
-            await send({"type": "setup", "config": asdict(cfg), "slots": slots})
-            outstanding = 0
-            for _ in range(slots * 2):  # keep each slot busy while results travel back
-                outstanding += await next_game()
-            buf = b""
-            while outstanding:
-                chunk = await proc.stdout.receive_some(1 << 16)
-                if not chunk:
-                    await proc.wait()
-                    raise WorkerError(f"a tournament worker exited ({proc.returncode}):\n"
-                                      f"{err_tail.decode(errors='replace')}")
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    msg = json.loads(line)
-                    outstanding -= 1
-                    game = by_index[msg["index"]]
-                    store.save_game(cfg.name, game.index, list(game.seats), msg["summary"],
-                                    base64.b64decode(msg["log"]))
-                    record = GameRecord.from_json(msg["summary"])
-                    record.rules = shared_rules  # one copy for the whole run, not one per game
-                    if collect:
-                        played.append(record)
-                    reporter.game_done(game, record)
-                    outstanding += await next_game()
-            await send({"type": "end"})
-            await proc.stdin.aclose()
-            await proc.wait()
-        finally:
-            if proc.returncode is None:
-                with trio.CancelScope(shield=True):
-                    await proc.stdin.aclose()  # the worker sees EOF without "end" and stops
-                    with trio.move_on_after(5):
-                        await proc.wait()
-                    if proc.returncode is None:
-                        proc.kill()
-                        await proc.wait()
+            async with self.send_lock:
+                await self.proc.stdin.send_all(_pack({"t": "game", "id": rid, "task": task.wire()}))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.held.pop(rid, None)
+            raise WorkerDied() from None
+        await slot.done.wait()
+        reply = slot.reply
+        if reply is None:
+            raise WorkerDied()
+        if "error" in reply:
+            raise ExecutorError(f"{task.game_id}: {reply['error']}")
+        return PlayedGame.from_bytes(reply["played"])
 
+
+class WorkerExecutor:
+    """Games on referee worker processes of this machine; see the module's docstring."""
+
+    def __init__(self, setup: BotSetup, processes: int, slots: int, nursery: trio.Nursery, *,
+                 max_deaths: int | None = None, on_incident: Callable[[str], None] | None = None):
+        self.setup = setup
+        self.processes = processes
+        self.slots = slots
+        self.capacity = 2 * processes * slots  # a queued game per slot: no worker idles while results travel
+        self.incidents: list[str] = []
+        self.on_incident = on_incident
+        self.max_deaths = 2 * processes + 2 if max_deaths is None else max_deaths
+        self.deaths = 0
+        self.stillborn = 0  # workers in a row that died before sending back any game: they cannot start
+        self.workers: list[_Worker] = []
+        self.broken: str | None = None
+        self.closing = False
+        self._nursery = nursery
+        self._changed = trio.Event()
+        self._next_id = 0
+        self._started = 0
+
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self.workers if w.alive]
+
+    async def start(self) -> None:
+        for _ in range(self.processes):
+            await self._spawn()
+
+    async def _spawn(self) -> None:
+        self._started += 1
+        proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.worker"], stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        w = _Worker(self._started, proc)
+        self.workers.append(w)
+        await proc.stdin.send_all(_pack({"t": "setup", "setup": self.setup.wire(), "slots": self.slots}))
+        self._nursery.start_soon(self._keep_stderr, w)
+        self._nursery.start_soon(self._read, w)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def _keep_stderr(self, w: _Worker) -> None:
+        async for chunk in w.proc.stderr:
+            w.err_tail.extend(chunk)
+            del w.err_tail[:-4000]
+
+    async def _read(self, w: _Worker) -> None:
+        try:
+            async for msg in _messages(w.proc.stdout):
+                slot = w.held.pop(msg["id"], None)
+                w.served += 1
+                if slot is not None:
+                    slot.reply = msg
+                    slot.done.set()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ValueError):
+            pass  # a torn stream is a dead worker (ValueError: msgpack saw garbage)
+        await self._buried(w)
+
+    async def _buried(self, w: _Worker) -> None:
+        w.alive = False
+        with trio.move_on_after(5):
+            await w.proc.wait()
+        if w.proc.returncode is None:
+            w.proc.kill()
+            await w.proc.wait()
+        held, w.held = w.held, {}
+        for slot in held.values():
+            slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
+        self.workers.remove(w)
+        if self.closing:
+            return
+        self.deaths += 1
+        self.stillborn = self.stillborn + 1 if w.served == 0 else 0
+        code = w.proc.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        tail = w.err_tail.decode(errors="replace").strip().splitlines()[-1:] or ["(no stderr)"]
+        text = (f"referee worker {w.number} (pid {w.proc.pid}) died ({how}) holding {len(held)} game(s); "
+                f"last stderr: {tail[0][:300]}")
+        if self.deaths > self.max_deaths or self.stillborn >= max(3, self.processes + 1):
+            self.broken = (f"referee worker processes died {self.deaths} times; the last: "
+                           f"{w.err_tail.decode(errors='replace').strip()[-1500:] or how}")
+        else:
+            text += "; replaced, its games rescheduled"
+        self.incidents.append(text)
+        if self.on_incident is not None:
+            self.on_incident(text)
+        if self.broken is None:
+            await self._spawn()
+        self._notify()
+
+    async def _pick(self) -> _Worker:
+        while True:
+            if self.broken is not None:
+                raise ExecutorBroken(self.broken)
+            alive = [w for w in self.workers if w.alive]
+            if alive:
+                return min(alive, key=lambda w: len(w.held))
+            await self._changed.wait()
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        for _ in range(TRIES):
+            w = await self._pick()
+            self._next_id += 1
+            try:
+                return await w.play(self._next_id, task)
+            except WorkerDied:
+                continue
+        last = self.incidents[-1] if self.incidents else ""
+        raise ExecutorError(f"{task.game_id}: every worker that took this game died ({TRIES} tries); last: {last}")
+
+    async def aclose(self, graceful: bool = True) -> None:
+        """Stop the workers: with ``end`` (they finish what they hold), or by closing their
+        stdin (they drop it); those that do not exit in time are killed."""
+        self.closing = True
+        with trio.CancelScope(shield=True):
+            for w in list(self.workers):
+                try:
+                    if graceful:
+                        await w.proc.stdin.send_all(_pack({"t": "end"}))
+                    await w.proc.stdin.aclose()
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+            with trio.move_on_after(10 if graceful else 5):
+                for w in list(self.workers):
+                    await w.proc.wait()
+            for w in list(self.workers):
+                if w.proc.returncode is None:
+                    w.proc.kill()
+
+
+@asynccontextmanager
+async def open_workers(setup: BotSetup, processes: int, slots: int, *,
+                       on_incident: Callable[[str], None] | None = None,
+                       max_deaths: int | None = None) -> AsyncIterator[WorkerExecutor]:
+    """Worker processes for the block's duration. Leaving it normally lets each worker finish
+    and exit; leaving it by an error or Ctrl-C closes their stdin, which stops them at once."""
     async with trio.open_nursery() as nursery:
-        for _ in range(processes):
-            nursery.start_soon(drive, nursery)
-    return played
+        ex = WorkerExecutor(setup, processes, slots, nursery, on_incident=on_incident, max_deaths=max_deaths)
+        try:
+            await ex.start()
+            yield ex
+        except BaseException:
+            await ex.aclose(graceful=False)
+            raise
+        else:
+            await ex.aclose(graceful=True)
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@ every request with its first action), through the real runner, store and launche
     python bench/bench_tournament.py --games 10000         # the long run proper (minutes)
     python bench/bench_tournament.py --games 500 --quick 100 --traced-games 200   # a quick look
 
+Each run also prints the referee's CPU per game: this process's CPU time plus its referee
+workers' (``/proc``), from the first tenth of the run to its last game. On a machine shared with other jobs,
+wall-clock rates move with the load while CPU per game barely does, so compare those.
+
 Prints figures only; nothing is asserted.
 """
 
@@ -110,8 +114,32 @@ def worker_memory_mb() -> tuple[float, float]:
     return rss, peak
 
 
+def worker_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this process's referee workers."""
+    total = 0.0
+    me = str(os.getpid())
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+                continue
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[1] == me:  # fields after the command: state, ppid, ...; utime and stime are 12 and 13
+            total += (int(stat[11]) + int(stat[12])) / tick
+    return total
+
+
+def own_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def snapshot(trace: bool) -> dict[str, float]:
-    out = {"rss": rss_mb(), "peak_rss": peak_rss_mb()}
+    out = {"rss": rss_mb(), "peak_rss": peak_rss_mb(), "cpu": own_cpu_s(), "worker_cpu": worker_cpu_s()}
     out["worker_rss"], out["worker_peak"] = worker_memory_mb()
     if trace:
         cur, peak = tracemalloc.get_traced_memory()
@@ -131,6 +159,18 @@ def run(bots: list[str], games: int, concurrency: int, rules: str, store: Path, 
     elapsed = time.perf_counter() - t0
     db.close()
     return rep, elapsed, rep.faults
+
+
+def cpu_ms_per_game(rep: Timing) -> str:
+    """The referee's CPU per game between the first tenth of the run and its last game: this
+    process and its workers (from the first tenth on, so the workers' start-up is left out)."""
+    first, last = rep.mark, rep.last
+    n = len(rep.times) - max(1, rep.total // 10)
+    if first is None or last is None or n <= 0:
+        return "n/a"
+    own = (last["cpu"] - first["cpu"]) * 1e3 / n
+    workers = (last["worker_cpu"] - first["worker_cpu"]) * 1e3 / n
+    return f"{own + workers:.2f} ms (this process {own:.2f}, referee workers {workers:.2f})"
 
 
 def rate(times: list[float], lo: int, hi: int) -> float:
@@ -158,7 +198,7 @@ def main() -> None:
             n = len(rep.times)
             quick[conc] = n / elapsed
             print(f"  concurrency {conc:2}: {n} games in {elapsed:6.2f} s = {n / elapsed:7.1f} games/s"
-                  f"  (faults: {faults})", flush=True)
+                  f"  (faults: {faults}); referee CPU per game {cpu_ms_per_game(rep)}", flush=True)
         if cores > 1:
             print(f"  speed-up at concurrency {cores}: {quick[cores] / quick[1]:.2f}x")
 
@@ -171,6 +211,7 @@ def main() -> None:
         first, last = rate(rep.times, 0, tenth), rate(rep.times, n - 1 - tenth, n - 1)
         print(f"  long run: {n} games at concurrency {cores} in {elapsed:.1f} s = {n / elapsed:.1f} games/s"
               f"  (faults: {faults})")
+        print(f"    referee CPU per game: {cpu_ms_per_game(rep)}")
         print(f"    games/s, first tenth: {first:7.1f}   last tenth: {last:7.1f}   end/start: {last / first:.2f}x")
         mark = rep.mark or before
         print(f"    RSS MB: before {before['rss']:.1f}, after 1/10 {mark['rss']:.1f}, end {end['rss']:.1f} "

@@ -21,9 +21,10 @@ import pytest
 import trio
 
 from arena import cluster as C
+from arena.executors import PlayedGame
 from arena.manifest import load_bot
 from arena.store import Store
-from arena.tournament import Reporter, TournamentConfig, run_tournament
+from arena.tournament import ConfigError, Reporter, RunStats, TournamentConfig, run_tournament
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,7 +103,7 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
     with pytest.raises(C.ClusterError, match=r"pip install 'palace-arena\[dask\]'"):
         C.require_dask()
     cfg = config("nodask", tmp_path / "s.sqlite", cluster="tcp://127.0.0.1:1")
-    with pytest.raises(C.ClusterError, match="palace-arena"):
+    with pytest.raises(ConfigError, match="palace-arena"):  # the CLI's one-line kind of error
         run(cfg)
 
 
@@ -165,12 +166,13 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
         bots[digest] = C.prepare_bot(digest, "bot.toml", C.pack_bot(spec), cache)
     assert bots[specs[1].files_hash()][1] is not None
     cfg = TournamentConfig()
-    task = {"rules": cfg.ruleset().options(), "max_turns": 200, "clock": cfg.clock().as_json(), "limits": {},
-            "sandbox": False, "restart_each_game": False, "game_id": "unit-000000", "seed": 5,
-            "seats": [s.label for s in specs], "bots": [s.files_hash() for s in specs]}
+    payload = {"setup": {"clock": cfg.clock().as_json(), "limits": {}, "sandbox": False, "restart_each_game": False},
+               "task": {"game_id": "unit-000000", "seed": 5, "seats": [s.label for s in specs],
+                        "rules": cfg.ruleset().options(), "max_turns": 200},
+               "bots": [s.files_hash() for s in specs]}
     host = C.referee_host()
     try:
-        rec = host.play(task, bots)
+        rec = PlayedGame.from_bytes(host.play(payload, bots)).full_record().as_json()
     finally:
         host.stop()
     assert [(f["seat"], f["reason"]) for f in rec["faults"]] == [(1, "start_failed")]
@@ -225,6 +227,16 @@ def local_games(tmp_path_factory):
     return path, games
 
 
+def beside(local_games, path: Path) -> Path:
+    """``path``, in a directory holding the reference store's secret: the same secret deals the
+    same cards, which is what lets a store be resumed anywhere (another store would deal others)."""
+    secret = local_games[0].parent / "secret.key"
+    fd = os.open(path.parent / "secret.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secret.read_bytes())
+    return path
+
+
 def same(a: dict[int, dict], b: dict[int, dict]) -> None:
     assert sorted(a) == sorted(b)
     for i in a:
@@ -238,7 +250,7 @@ def rename(games: dict[int, dict], old: str, new: str) -> dict[int, dict]:
 @needs_dask
 def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games, tmp_path):
     lc, _ = dask_cluster
-    path = tmp_path / "c.sqlite"
+    path = beside(local_games, tmp_path / "c.sqlite")
     cfg = config("ref", path, cluster=lc.scheduler_address)
     seen = []
 
@@ -260,7 +272,7 @@ def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games,
 def test_resume_submits_only_missing_games_and_duplicates_are_ignored(dask_cluster, local_games, tmp_path):
     lc, _ = dask_cluster
     ref_path, ref = local_games
-    path = tmp_path / "r.sqlite"
+    path = beside(local_games, tmp_path / "r.sqlite")
     cfg = config("ref", path, cluster=lc.scheduler_address)
     src = Store(ref_path, readonly=True)
     db = Store(path)
@@ -275,8 +287,8 @@ def test_resume_submits_only_missing_games_and_duplicates_are_ignored(dask_clust
             if game.index != 11 and 11 not in db.done_indexes("ref"):
                 assert db.save_game("ref", 11, ref[11]["seats"], last)
 
-    stats = C.ClusterStats()
-    played = trio.run(lambda: C.run_on_cluster(cfg, db, Racer(), stats=stats))
+    stats = RunStats()
+    played = trio.run(lambda: run_tournament(cfg, db, Racer(), stats=stats))
     assert stats.submitted == 7 and stats.failed == []
     assert stats.stored + stats.duplicates == 7
     assert stats.duplicates == (0 if any(r.game_id.endswith("000011") for r in played) else 1)
@@ -290,7 +302,7 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
     from typer.testing import CliRunner
     from arena.cli import app
     lc, _ = dask_cluster
-    path = tmp_path / "cli.sqlite"
+    path = beside(local_games, tmp_path / "cli.sqlite")
     toml = tmp_path / "t.toml"
     toml.write_text(f'name = "ref"\nbots = {json.dumps(BOTS)}\ndeals = 2\nseed = 7\n')
     res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--plain",
@@ -308,7 +320,7 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     lc, client = dask_cluster
     client.wait_for_workers(2, timeout=60)
     pids = client.run(os.getpid)
-    path = tmp_path / "k.sqlite"
+    path = beside(local_games, tmp_path / "k.sqlite")
     cfg = config("ref", path, cluster=lc.scheduler_address)
     killed: dict[str, list] = {}
 
@@ -322,9 +334,9 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
                     os.kill(pids[addr], signal.SIGKILL)
                     return
 
-    stats = C.ClusterStats()
+    stats = RunStats()
     db = Store(path)
-    trio.run(lambda: C.run_on_cluster(cfg, db, Killer(), stats=stats))
+    trio.run(lambda: run_tournament(cfg, db, Killer(), stats=stats))
     db.close()
     assert killed, "no worker was busy to kill"
     lost = [int(str(k).split("-")[-2]) for keys in killed.values() for k in keys]
@@ -336,3 +348,27 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     # The nanny restarts the worker; the next test (or run) gets two again.
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()).isdisjoint({pids[a] for a in killed})
+
+
+@needs_dask
+def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
+    """The remembering bot of tests/memory_bot.py on the cluster: its processes, warm on the
+    workers between games, are never dealt a deal they saw (checked from the store)."""
+    import shutil
+    import tempfile
+
+    from tests.test_executors import assert_no_process_saw_a_deal_twice
+    lc, _ = dask_cluster
+    bot = Path(tempfile.mkdtemp(prefix="arena-memory-bot-"))
+    try:
+        bot.chmod(0o755)
+        shutil.copy(REPO / "tests" / "memory_bot.py", bot / "bot.py")
+        (bot / "bot.toml").write_text('name = "memory"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+        cfg = config("memory", tmp_path / "m.sqlite", bots=[str(bot), "lowest", "heuristic"], deals=3,
+                     cluster=lc.scheduler_address)
+        run(cfg)
+        db = Store(cfg.store, readonly=True)
+        assert len(db.games(tournament="memory", limit=100)) == 18
+        assert_no_process_saw_a_deal_twice(db, "memory")
+    finally:
+        shutil.rmtree(bot, ignore_errors=True)

@@ -24,8 +24,9 @@ import trio.testing
 from arena.standings import standings
 from arena.referee import GameRecord
 from arena.store import Store
+from arena.seeds import deal_seed
 from arena.tournament import (
-    ConfigError, TournamentConfig, deal_seed, load_bots, load_config, run_tournament, schedule, tables,
+    ConfigError, TournamentConfig, load_bots, load_config, run_tournament, schedule, tables,
 )
 from tests.checks import children, replay
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
@@ -34,8 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BOTS3 = ["random", "lowest", "heuristic"]
 
 
+SECRET = bytes(range(32))  # a fixed store secret, so the tests' schedules are fixed
+
+
 def labels(bots: list[str]) -> dict[str, str]:
     return {b: f"{b}@1" for b in bots}
+
+
+def schedule_of(cfg: TournamentConfig, lab: dict[str, str]) -> list[Any]:
+    return schedule(cfg, lab, SECRET)
 
 
 def cfg_of(**kw: Any) -> TournamentConfig:
@@ -48,7 +56,7 @@ def cfg_of(**kw: Any) -> TournamentConfig:
 def test_round_robin_duplicate_deals(n_bots: int, seats: int, deals: int) -> None:
     bots = [f"b{i}" for i in range(n_bots)]
     cfg = TournamentConfig(bots=bots, seats=seats, deals=deals, rules="skip8", seed=9)
-    games = schedule(cfg, labels(bots))
+    games = schedule_of(cfg, labels(bots))
     groups = list(itertools.combinations([f"b{i}@1" for i in range(n_bots)], seats))
     assert len(games) == len(groups) * deals * seats
     assert [g.index for g in games] == list(range(len(games)))
@@ -59,7 +67,7 @@ def test_round_robin_duplicate_deals(n_bots: int, seats: int, deals: int) -> Non
     for (table, deal), rotations in by_deal.items():
         # every deal is played once per seat rotation, all with the same seed
         assert len(rotations) == seats
-        assert {g.seed for g in rotations} == {deal_seed(9, table, deal)}
+        assert {g.seed for g in rotations} == {deal_seed(SECRET, 9, table, deal)}
         assert sorted(g.rotation for g in rotations) == list(range(seats))
         base = rotations[0].seats
         assert rotations[0].rotation == 0 and base == groups[table]
@@ -73,24 +81,37 @@ def test_round_robin_duplicate_deals(n_bots: int, seats: int, deals: int) -> Non
 
 
 def test_seeds_depend_only_on_base_table_and_deal() -> None:
-    a = schedule(TournamentConfig(bots=["x", "y", "z"], deals=3, seed=5), labels(["x", "y", "z"]))
-    b = schedule(TournamentConfig(bots=["p", "q", "r"], deals=3, seed=5, rules="shithead", max_turns=50),
-                 labels(["p", "q", "r"]))
+    a = schedule_of(TournamentConfig(bots=["x", "y", "z"], deals=3, seed=5), labels(["x", "y", "z"]))
+    b = schedule_of(TournamentConfig(bots=["p", "q", "r"], deals=3, seed=5, rules="shithead", max_turns=50),
+                    labels(["p", "q", "r"]))
     assert [(g.table, g.deal, g.seed) for g in a] == [(g.table, g.deal, g.seed) for g in b]
-    c = schedule(TournamentConfig(bots=["x", "y", "z"], deals=3, seed=6), labels(["x", "y", "z"]))
+    c = schedule_of(TournamentConfig(bots=["x", "y", "z"], deals=3, seed=6), labels(["x", "y", "z"]))
     assert all(g.seed != h.seed for g, h in zip(a, c))
     seeds = {(g.table, g.deal): g.seed for g in a}
     assert len(set(seeds.values())) == len(seeds)  # no two deals share a seed
-    # stable across runs, machines and Python versions (sha256, not hash())
-    assert deal_seed(1, 0, 0) == 3327077367643703089
-    assert deal_seed(42, 3, 7) == 2440945520568960167
+    # stable across runs, machines and Python versions (HMAC-SHA256, not hash())
+    assert deal_seed(SECRET, 1, 0, 0) == deal_seed(bytes(range(32)), 1, 0, 0)
     assert all(0 <= s < 1 << 63 for s in seeds.values())
+    # another secret (another store) deals other cards for the same public seed
+    other = schedule(TournamentConfig(bots=["x", "y", "z"], deals=3, seed=5), labels(["x", "y", "z"]), b"k" * 32)
+    assert all(g.seed != h.seed for g, h in zip(a, other))
+
+
+def test_schedule_is_ordered_by_rotation_round() -> None:
+    """Every deal's first rotation before any deal's second: a pooled process can serve a whole
+    round without meeting a deal twice."""
+    cfg = TournamentConfig(bots=BOTS3 + ["highest"], seats=3, deals=2)
+    games = schedule_of(cfg, labels(cfg.bots))
+    assert [g.rotation for g in games] == sorted(g.rotation for g in games)
+    for r in range(cfg.seats):
+        round_ = [g for g in games if g.rotation == r]
+        assert len({(g.table, g.deal) for g in round_}) == len(round_) == 4 * 2
 
 
 def test_more_deals_extend_the_schedule() -> None:
     """Raising ``deals`` keeps the seeds of the deals already there (a longer run extends a shorter)."""
-    short = schedule(TournamentConfig(bots=BOTS3, deals=2), labels(BOTS3))
-    long = schedule(TournamentConfig(bots=BOTS3, deals=5), labels(BOTS3))
+    short = schedule_of(TournamentConfig(bots=BOTS3, deals=2), labels(BOTS3))
+    long = schedule_of(TournamentConfig(bots=BOTS3, deals=5), labels(BOTS3))
     key = lambda g: (g.table, g.deal, g.rotation, g.seats, g.seed)  # noqa: E731
     assert {key(g) for g in short} <= {key(g) for g in long}
 
@@ -106,7 +127,7 @@ def test_gauntlet_tables() -> None:
     for c in ("c1@1", "c2@1"):
         assert sorted(g[1:] for g in groups if g[0] == c) == sorted(itertools.combinations(
             [lab[f] for f in field], 2))
-    games = schedule(cfg, lab)
+    games = schedule_of(cfg, lab)
     assert len(games) == len(groups) * 2 * 3
     per_seat = Counter((g.seats.index(c), c) for g in games for c in ("c1@1", "c2@1") if c in g.seats)
     assert len(set(per_seat.values())) == 1  # each candidate sits in every seat equally often
@@ -121,7 +142,7 @@ def test_sampling_when_max_tables_is_exceeded() -> None:
     assert len(sample) == 10 == len(set(sample)) and set(sample) <= everything
     assert tables(cfg, lab) == sample  # reproducible
     assert tables(TournamentConfig(bots=bots, seats=3, max_tables=10, seed=2), lab) != sample
-    assert len(schedule(cfg, lab)) == 10 * cfg.deals * 3
+    assert len(schedule_of(cfg, lab)) == 10 * cfg.deals * 3
     assert set(tables(TournamentConfig(bots=bots, seats=3, max_tables=84), lab)) == everything
 
 
@@ -131,7 +152,7 @@ def test_schedule_is_reproducible_from_the_file(tmp_path: Path) -> None:
     one = load_config(f)
     two = load_config(f)
     lab = {ref: s.label for ref, s in load_bots(one).items()}
-    assert schedule(one, lab) == schedule(two, lab)
+    assert schedule_of(one, lab) == schedule_of(two, lab)
     assert one.fingerprint() == two.fingerprint()
 
 
@@ -200,7 +221,8 @@ def test_config_file_fields(tmp_path: Path) -> None:
 
 def check_store(db: Store, cfg: TournamentConfig, lab: dict[str, str]) -> list[dict[str, Any]]:
     """Every scheduled game is stored exactly once, as scheduled, with a coherent log."""
-    games = schedule(cfg, lab)
+    from arena.seeds import load_secret
+    games = schedule(cfg, lab, load_secret(db.path.parent))
     rows = db.games(tournament=cfg.name, limit=10**6)
     assert [r["index"] for r in rows] == [g.index for g in games]
     assert len({r["id"] for r in rows}) == len(rows)
@@ -231,9 +253,10 @@ def test_fake_round_robin_end_to_end(tmp_path: Path) -> None:
     lab = {ref: s.label for ref, s in load_bots(cfg).items()}
     assert len(played) == 18
     check_store(db, cfg, lab)
-    # processes serve many games in turn: at most one per concurrent game per bot, not one per game
+    # processes serve many games in turn (each bot plays 12): at most one per concurrent game per bot
+    # and rotation round, since a process never meets a deal twice
     assert set(starts) == set(lab.values())
-    assert all(count <= cfg.workers for count in Counter(starts).values())
+    assert all(count <= cfg.workers * cfg.seats for count in Counter(starts).values()), Counter(starts)
     lines = {l.bot: l for l in standings(db.results("rr"))}
     assert set(lines) == set(lab.values()) and all(l.games == 12 for l in lines.values())
     assert sum(l.wins for l in lines.values()) == 18
@@ -441,7 +464,7 @@ def test_example_tournaments_load(name: str, games: int) -> None:
     cfg = load_config(EXAMPLES / f"{name}.toml")
     assert cfg.name == name
     lab = {ref: s.label for ref, s in load_bots(cfg).items()}
-    assert len(schedule(cfg, lab)) == games  # the count each file's comments promise
+    assert len(schedule_of(cfg, lab)) == games  # the count each file's comments promise
     cfg.ruleset()
 
 

@@ -1,14 +1,18 @@
-"""Several referee processes play one tournament: same games as one process, stored once each."""
+"""Several referee processes play one tournament: same games as one process, stored once each;
+a worker that dies is replaced and its games played again; workers that cannot start are one
+plain error, not a traceback."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
+import pytest
 import trio
 
 from arena.store import Store
-from arena.tournament import load_config, run_tournament
-from arena.worker import WorkerError
+from arena.tournament import Reporter, RunStats, TournamentIncomplete, load_config, run_tournament
 
 
 def _games(store: Store, name: str) -> list[tuple]:
@@ -21,11 +25,16 @@ def _games(store: Store, name: str) -> list[tuple]:
     return out
 
 
-def _run(tmp: Path, name: str, processes: int) -> Store:
-    cfg = load_config(None, {"name": name, "bots": ["random", "lowest", "heuristic"], "deals": 3,
-                             "concurrency": 2, "processes": processes, "store": str(tmp / f"{name}.sqlite")})
+def _cfg(tmp: Path, name: str, processes: int, store: str = "t.sqlite", **kw):
+    return load_config(None, {"name": name, "bots": ["random", "lowest", "heuristic"], "deals": 3,
+                              "concurrency": 2, "processes": processes, "store": str(tmp / store), **kw})
+
+
+def _run(tmp: Path, name: str, processes: int, reporter: Reporter | None = None,
+         stats: RunStats | None = None) -> Store:
+    cfg = _cfg(tmp, name, processes)
     store = Store(cfg.store)
-    trio.run(run_tournament, cfg, store)
+    trio.run(lambda: run_tournament(cfg, store, reporter, stats=stats))
     return store
 
 
@@ -33,12 +42,62 @@ def test_two_processes_play_the_same_games_as_one(tmp_path: Path) -> None:
     one = _games(_run(tmp_path, "t", 1), "t")
     two = _games(_run(tmp_path, "t2", 2), "t2")
     assert len(one) == 18 and len(two) == 18
-    assert [g[1:] for g in one] == [g[1:] for g in two]  # seeds, seats, results, every action
+    # same store, so same secret: same seeds, seats, results, every action
+    assert [g[1:] for g in one] == [g[1:] for g in two]
     assert len({g[0] for g in two}) == 18  # each game stored once
 
 
-def test_a_worker_that_dies_is_an_arena_error_and_keeps_what_was_stored(tmp_path: Path, monkeypatch) -> None:
-    # A config that workers cannot load (a bot path that vanished after scheduling) kills them.
+def worker_pids() -> list[int]:
+    """This test process's referee workers (``python -m arena.worker``)."""
+    me, found = str(os.getpid()), []
+    for proc in Path("/proc").iterdir():
+        try:
+            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+                continue
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if f"PPid:\t{me}\n" in status:
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path) -> None:
+    reference = _games(_run(tmp_path, "ref", 1), "ref")
+
+    class Killer(Reporter):
+        """SIGKILLs one worker as the third game is stored (mid-tournament, games in flight)."""
+
+        def __init__(self) -> None:
+            self.stored = 0
+            self.killed: list[int] = []
+            self.incidents: list[str] = []
+
+        def game_done(self, game, record) -> None:
+            self.stored += 1
+            if self.stored == 3:
+                pid = worker_pids()[0]
+                os.kill(pid, signal.SIGKILL)
+                self.killed.append(pid)
+
+        def incident(self, text: str) -> None:
+            self.incidents.append(text)
+
+    killer = Killer()
+    stats = RunStats()
+    store = _run(tmp_path, "k", 2, killer, stats)
+    assert killer.killed, "no worker was killed"
+    got = _games(store, "k")
+    assert [g[1:] for g in got] == [g[1:] for g in reference]  # nothing lost, nothing doubled
+    assert store.tournament("k")["status"] == "done"
+    assert len(killer.incidents) == 1 and f"pid {killer.killed[0]}" in killer.incidents[0]
+    assert "signal 9" in killer.incidents[0] and "rescheduled" in killer.incidents[0]
+    assert "holding 0 game" not in killer.incidents[0]  # it died with games in flight
+    assert stats.incidents == killer.incidents and stats.failed == []
+
+
+def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypatch) -> None:
+    # A bot path that vanishes after scheduling: every worker dies loading it.
     bot = tmp_path / "gone"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "gone"\ncommand = ["python3", "bot.py"]\n')
@@ -46,17 +105,14 @@ def test_a_worker_that_dies_is_an_arena_error_and_keeps_what_was_stored(tmp_path
                              "processes": 2, "store": str(tmp_path / "w.sqlite")})
     store = Store(cfg.store)
     import arena.worker as worker
-    real = worker.run_in_workers
+    real = worker.WorkerExecutor.start
 
-    async def vanish_then_run(*args, **kwargs):
-        (bot / "bot.toml").unlink()
-        return await real(*args, **kwargs)
+    async def vanish_then_start(self):
+        (bot / "bot.toml").unlink(missing_ok=True)
+        return await real(self)
 
-    monkeypatch.setattr(worker, "run_in_workers", vanish_then_run)
-    try:
+    monkeypatch.setattr(worker.WorkerExecutor, "start", vanish_then_start)
+    with pytest.raises(TournamentIncomplete) as info:  # one exception, not a group
         trio.run(run_tournament, cfg, store)
-    except* WorkerError as group:
-        assert "worker exited" in str(group.exceptions[0])
-    else:
-        raise AssertionError("a worker that cannot start must be reported")
+    assert "referee worker processes died" in str(info.value) and "no bot at" in str(info.value)
     assert store.tournament("w")["status"] == "running"  # resumable, not marked done

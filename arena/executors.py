@@ -1,0 +1,278 @@
+"""One way to run a game: ``await executor.play(task) -> PlayedGame``.
+
+Three executors implement it: :class:`InProcessExecutor` (here: a trio loop and a
+:class:`BotPool` in this process), :class:`arena.worker.WorkerExecutor` (referee
+processes on this machine, each an in-process executor) and
+:class:`arena.cluster.DaskExecutor` (Dask workers, each again an in-process
+executor). A caller (a tournament, a match, a ladder placement) builds
+:class:`GameTask` s, calls ``play`` as many times at once as the executor's
+``capacity`` says, and stores what comes back with :func:`store_played`; it
+never needs to know where a game ran.
+
+This module imports neither the tournament nor the other executors, so the
+import graph has no cycle: tournament -> worker, cluster -> executors.
+
+Fair play lives in the pool: a bot process never plays the same deal twice
+(``end`` reveals every card, so a process that saw a deal in one seat rotation
+would know the hidden cards in the next). Each game records which pooled
+process played each seat, so the store can prove it.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgpack
+import orjson
+import trio
+
+from .engine.rules import Rules
+from .manifest import BotSpec, load_bot
+from .referee import BotPlayer, GameRecord, TimeControl, run_game
+from .store import Store, pack_log, summary
+
+
+class ExecutorError(RuntimeError):
+    """A game could not be played because of the arena, not a bot (a bot's faults are in its record)."""
+
+
+class ExecutorBroken(ExecutorError):
+    """The executor can play no more games (its workers keep dying, the cluster is gone)."""
+
+
+@dataclass(frozen=True)
+class GameTask:
+    """Everything that decides one game, in plain values so it can travel to another process.
+
+    ``seed`` is the secret deal seed (:mod:`arena.seeds`); it is also the deal's identity
+    for the pool's never-the-same-deal-twice rule, which is stricter than (tournament,
+    table, deal): two tournaments with the same seed deal the same cards."""
+
+    game_id: str
+    seed: int
+    seats: tuple[str, ...]  # bot labels, seat order
+    rules: dict[str, Any]  # Rules.options()
+    max_turns: int
+
+    def wire(self) -> dict[str, Any]:
+        return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "rules": self.rules,
+                "max_turns": self.max_turns}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> GameTask:
+        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["rules"], d["max_turns"])
+
+
+@dataclass(frozen=True)
+class BotSetup:
+    """What every game of a run shares: the bots (by label), their clock, limits and sandbox."""
+
+    specs: dict[str, BotSpec]
+    refs: dict[str, str]  # label -> how another process on this machine loads the bot again
+    clock: TimeControl = TimeControl()
+    limits: dict[str, int] = field(default_factory=dict)
+    sandbox: bool = False
+    restart_each_game: bool = False
+
+    @classmethod
+    def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
+        """From bot references (loaded here) or from ref -> already loaded spec."""
+        loaded = refs if isinstance(refs, dict) else {r: load_bot(r) for r in refs}
+        return cls({s.label: s for s in loaded.values()}, {s.label: r for r, s in loaded.items()}, **kw)
+
+    def wire(self) -> dict[str, Any]:
+        return {"refs": self.refs, "clock": self.clock.as_json(), "limits": self.limits,
+                "sandbox": self.sandbox, "restart_each_game": self.restart_each_game}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> BotSetup:
+        specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
+        return cls(specs, dict(d["refs"]), TimeControl(**d["clock"]), dict(d["limits"]), d["sandbox"],
+                   d["restart_each_game"])
+
+
+@dataclass
+class PlayedGame:
+    """A finished game as an executor returns it: the record (full when played here, its summary
+    when it came from another process), which pooled process played each seat, and the log
+    already packed for the store (packed where the game ran, so the storing parent does not)."""
+
+    record: GameRecord
+    processes: list[str]
+    summary: dict[str, Any]
+    log: bytes
+
+    @classmethod
+    def of(cls, record: GameRecord, processes: list[str]) -> PlayedGame:
+        full = record.as_json()
+        full["processes"] = processes
+        return cls(record, processes, summary(full), pack_log(full))
+
+    def to_bytes(self) -> bytes:
+        """The one form a game crosses a process boundary in: msgpack, the log as raw bytes."""
+        return msgpack.packb({"summary": self.summary, "log": self.log}, use_bin_type=True)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PlayedGame:
+        d = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return cls(GameRecord.from_json(d["summary"]), d["summary"].get("processes", []), d["summary"], d["log"])
+
+    def full_record(self) -> GameRecord:
+        """The record with its step log (decoded from the packed log if it came as a summary)."""
+        if self.record.steps or not self.summary.get("turns"):
+            return self.record
+        return GameRecord.from_json(orjson.loads(zlib.decompress(self.log)))
+
+
+def store_played(store: Store, tournament: str, index: int, seats: list[str], played: PlayedGame) -> bool:
+    """Store a played game; False if the store already had it (another run stored it first)."""
+    return store.save_game(tournament, index, seats, played.summary, played.log)
+
+
+class Executor(Protocol):
+    """Plays games. ``capacity``: how many ``play`` calls to keep in flight to keep it busy.
+    ``incidents``: what went wrong in the arena itself (a worker that died), for the summary."""
+
+    capacity: int
+    incidents: list[str]
+
+    async def play(self, task: GameTask) -> PlayedGame: ...
+
+
+Launch = Callable[[BotSpec], Awaitable[Any]]
+
+
+@dataclass
+class _Pooled:
+    serial: str
+    spec: BotSpec
+    seen: set[int] = field(default_factory=set)
+
+
+class BotPool:
+    """Bot processes lent one game at a time, so a process serves many games (a match) in turn,
+    but never a deal it has already seen: such a game gets another process, and the idle
+    processes that saw the deal are retired (with the schedule ordered by seat-rotation
+    round, that is about one fresh process per bot per round and concurrent game).
+
+    Each lent player has a serial ``<pool id>.<n>``, unique across machines and runs, that
+    the game record keeps per seat. A serial covers the player's process and the fresh
+    ones started after a fault: none of them sees a deal twice either."""
+
+    def __init__(self, launcher: Launch, clock: TimeControl, *, restart_each_game: bool = False,
+                 start_limit: int = 4):
+        self.id = uuid.uuid4().hex[:8]
+        self.launcher = launcher
+        self.clock = clock
+        self.restart = restart_each_game
+        self.starting = trio.CapacityLimiter(max(1, start_limit))
+        self.idle: dict[BotSpec, list[BotPlayer]] = {}
+        self.info: dict[BotPlayer, _Pooled] = {}
+        self.started = 0
+        self._nursery: trio.Nursery | None = None
+
+    async def _launch(self, spec: BotSpec) -> Any:
+        async with self.starting:  # bounded: a big tournament never starts hundreds at once
+            return await self.launcher(spec)
+
+    def take(self, spec: BotSpec, deal: int) -> BotPlayer:
+        idle = self.idle.setdefault(spec, [])
+        for i in range(len(idle) - 1, -1, -1):
+            if deal not in self.info[idle[i]].seen:
+                player = idle.pop(i)
+                break
+        else:
+            for old in [p for p in idle if deal in self.info[p].seen]:
+                idle.remove(old)
+                self._retire(old)
+            player = BotPlayer(spec, self._launch, self.clock, restart_each_game=self.restart)
+            self.started += 1
+            self.info[player] = _Pooled(f"{self.id}.{self.started}", spec)
+        self.info[player].seen.add(deal)
+        return player
+
+    def serial(self, player: BotPlayer) -> str:
+        return self.info[player].serial
+
+    def give_back(self, player: BotPlayer) -> None:
+        self.idle.setdefault(self.info[player].spec, []).append(player)
+
+    def _retire(self, player: BotPlayer) -> None:
+        del self.info[player]
+        if self._nursery is not None:
+            self._nursery.start_soon(player.shutdown)
+
+    async def close(self) -> None:
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as n:
+                for p in list(self.info):
+                    n.start_soon(p.shutdown)
+
+
+@asynccontextmanager
+async def open_pool(launcher: Launch, clock: TimeControl, **kw: Any) -> AsyncIterator[BotPool]:
+    """A pool whose retired processes are shut down in the background, and all of them at the end."""
+    pool = BotPool(launcher, clock, **kw)
+    try:
+        async with trio.open_nursery() as nursery:
+            pool._nursery = nursery
+            yield pool
+            pool._nursery = None
+    finally:
+        await pool.close()
+
+
+@functools.lru_cache(maxsize=32)
+def _rules(key: bytes) -> Rules:
+    return Rules.from_options(orjson.loads(key))
+
+
+def rules_of(options: dict[str, Any]) -> Rules:
+    """One Rules object per rule set, so every record of a run shares one options dict."""
+    return _rules(orjson.dumps(options, option=orjson.OPT_SORT_KEYS))
+
+
+class InProcessExecutor:
+    """Plays games in this trio loop with bots from one :class:`BotPool`."""
+
+    def __init__(self, setup: BotSetup, pool: BotPool, capacity: int):
+        self.setup = setup
+        self.pool = pool
+        self.capacity = max(1, capacity)
+        self.incidents: list[str] = []
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        return await self.play_with(task, [self.setup.specs[label] for label in task.seats])
+
+    async def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
+        """``play`` with the seats' specs given (a Dask worker unpacks them per run)."""
+        players = [self.pool.take(spec, task.seed) for spec in specs]
+        try:
+            record = await run_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
+                                    clock=self.setup.clock, max_turns=task.max_turns)
+        finally:
+            for p in players:
+                self.pool.give_back(p)
+        return PlayedGame.of(record, [self.pool.serial(p) for p in players])
+
+
+def default_launcher(setup: BotSetup) -> Launch:
+    from .launch import Launcher
+    from .limits import Limits
+    return Launcher(Limits(**setup.limits), setup.sandbox)
+
+
+@asynccontextmanager
+async def open_in_process(setup: BotSetup, *, capacity: int = 1,
+                          launcher: Launch | None = None) -> AsyncIterator[InProcessExecutor]:
+    """An in-process executor; ``launcher`` (tests' in-process fakes) defaults to real processes."""
+    launch = launcher or default_launcher(setup)
+    async with open_pool(launch, setup.clock, restart_each_game=setup.restart_each_game,
+                         start_limit=max(2, capacity)) as pool:
+        yield InProcessExecutor(setup, pool, capacity)

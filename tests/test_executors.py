@@ -1,0 +1,254 @@
+"""The executors and what they promise: secret deal seeds, no bot process meets a deal twice
+(attacked by a bot that remembers deals), one compact record form between processes, one run
+of a tournament per store, and an import graph without cycles."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from arena import seeds
+from arena.engine import rules_from
+from arena.executors import BotPool, PlayedGame
+from arena.manifest import load_bot
+from arena.referee import BotPlayer, GameRecord, TimeControl, run_game
+from arena.runlock import tournament_lock
+from arena.store import Store
+from arena.tournament import TournamentBusy, load_config, run_tournament
+from tests.fakes import policy_launcher
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- secret seeds
+
+def test_secret_is_made_once_private_and_shared_by_every_run(tmp_path: Path) -> None:
+    store_dir = tmp_path / "new-store"
+    one = seeds.load_secret(store_dir)
+    assert len(one) == 32 and seeds.load_secret(store_dir) == one
+    assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700  # we made the directory: closed
+    assert stat.S_IMODE((store_dir / "secret.key").stat().st_mode) == 0o600
+    assert sorted(p.name for p in store_dir.iterdir()) == ["secret.key"]  # no temporary file left
+
+
+def test_secret_made_by_racing_runs_is_one_secret(tmp_path: Path) -> None:
+    got: list[bytes] = []
+    threads = [threading.Thread(target=lambda: got.append(seeds.load_secret(tmp_path))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and len(set(got)) == 1
+
+
+def test_a_readable_or_damaged_secret_is_refused(tmp_path: Path) -> None:
+    seeds.load_secret(tmp_path)
+    key = tmp_path / "secret.key"
+    key.chmod(0o644)
+    with pytest.raises(seeds.SecretError, match="chmod 600"):
+        seeds.load_secret(tmp_path)
+    key.chmod(0o600)
+    key.write_bytes(b"short")
+    with pytest.raises(seeds.SecretError, match="damaged"):
+        seeds.load_secret(tmp_path)
+
+
+def test_deal_seed_needs_the_secret() -> None:
+    a, b = b"a" * 32, b"b" * 32
+    assert seeds.deal_seed(a, 1, 0, 0) == seeds.deal_seed(a, 1, 0, 0)
+    assert seeds.deal_seed(a, 1, 0, 0) != seeds.deal_seed(b, 1, 0, 0)
+    assert len({seeds.deal_seed(a, 1, t, d) for t in range(20) for d in range(20)}) == 400
+    # pinned (HMAC-SHA256 as `openssl dgst -sha256 -mac HMAC` computes it, first 8 bytes, >> 1):
+    # the same secret deals the same cards on every machine and Python version
+    assert seeds.deal_seed(bytes(range(32)), 1, 0, 0) == 2466492544145381759
+    # the old public formula is gone: the default seed no longer names a predictable deal
+    import hashlib
+    public = int.from_bytes(hashlib.sha256(b"palace:1:0:0").digest()[:8], "big") >> 1
+    assert seeds.deal_seed(seeds.run_secret(), 1, 0, 0) != public
+
+
+def test_arena_play_seed_deals_from_the_store_secret(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arena.cli import app
+    runs = []
+    for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):
+        res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "-q", "--store",
+                                       str(tmp_path / store)])
+        assert res.exit_code == 0, res.output
+        db = Store(tmp_path / store, readonly=True)
+        runs.append(db.games(tournament="play")[-1]["seed"])
+    assert runs[0] == runs[1] == seeds.deal_seed(seeds.load_secret(tmp_path / "a"), 1, 0, 0)
+    assert runs[2] != runs[0]  # another store, another secret, other cards for --seed 1
+
+
+# ---------------------------------------------------------------- the pool
+
+def test_pool_never_lends_a_process_a_deal_it_has_seen() -> None:
+    async def main() -> None:
+        pool = BotPool(policy_launcher(), TimeControl())
+        spec = load_bot("lowest")
+        seen: dict[str, set[int]] = {}
+        lent = []
+        for rnd in range(3):  # three rotation rounds over five deals, two games at once
+            for deal in range(5):
+                p = pool.take(spec, deal)
+                lent.append(p)
+                serial = pool.serial(p)
+                assert deal not in seen.setdefault(serial, set()), (serial, deal)
+                seen[serial].add(deal)
+                if len(lent) == 2:
+                    for q in lent:
+                        pool.give_back(q)
+                    lent = []
+        for q in lent:
+            pool.give_back(q)
+        assert len(seen) < 15  # processes are reused within a round...
+        assert max(len(s) for s in seen.values()) > 1
+        # ...and the idle ones that saw a deal asked for again were retired, not hoarded
+        assert sum(len(v) for v in pool.idle.values()) <= 3
+        await pool.close()
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- the attack: a bot with a memory
+
+@pytest.fixture
+def memory_bot() -> Any:
+    """The remembering bot in a directory a private bot uid can reach (tmp_path is 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="arena-memory-bot-"))
+    d.chmod(0o755)
+    shutil.copy(REPO / "tests" / "memory_bot.py", d / "bot.py")
+    (d / "bot.toml").write_text('name = "memory"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+    for p in d.iterdir():
+        p.chmod(0o644)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_memory_bot_recognises_a_deal_played_again_by_the_same_process(memory_bot: Path) -> None:
+    """The control: one process playing both rotations of a deal does recognise it, so the
+    tournament tests below would see a pool that reuses a process for a deal."""
+    from arena.launch import Launcher
+
+    async def main() -> list[str]:
+        launcher = Launcher()
+        me = BotPlayer(load_bot(memory_bot), launcher, TimeControl(5000))
+        other = BotPlayer(load_bot("lowest"), launcher, TimeControl(5000))
+        rules = rules_from("classic", {})
+        try:
+            await run_game([me, other], rules, 424242, game_id="first")
+            again = await run_game([other, me], rules, 424242, game_id="again")
+        finally:
+            await me.shutdown()
+            await other.shutdown()
+        return [line for steps in again.stderr for line in steps]
+
+    lines = trio.run(main)
+    assert any(line.startswith("RECOGNISED again: the deal of first") for line in lines), lines
+
+
+def assert_no_process_saw_a_deal_twice(store: Store, name: str) -> Counter:
+    """From the store alone: every (process, deal) at most once, and no RECOGNISED line."""
+    plays: Counter = Counter()
+    games = store.games(tournament=name, limit=10**6)
+    assert games
+    for g in games:
+        log = store.game_record(g["id"])
+        assert log is not None and len(log["processes"]) == len(g["seats"])
+        for seat, process in enumerate(log["processes"]):
+            plays[(process, g["seed"])] += 1
+        lines = [line for seat_lines in log["stderr"] for line in seat_lines]
+        lines += [line for step in log["steps"] for line in step.get("stderr", [])]
+        assert not any("RECOGNISED" in line for line in lines), (g["id"], lines)
+    assert max(plays.values()) == 1, [k for k, v in plays.items() if v > 1]
+    per_process = Counter(process for process, _ in plays)
+    assert max(per_process.values()) > 1  # processes did serve several games: the test means something
+    return per_process
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["in-process", "worker-processes"])
+def test_no_bot_process_plays_a_deal_twice(memory_bot: Path, tmp_path: Path, processes: int) -> None:
+    cfg = load_config(None, {"name": "memory", "bots": [str(memory_bot), "lowest", "heuristic"], "deals": 3,
+                             "rules": "classic", "concurrency": 2, "processes": processes, "move_ms": 5000,
+                             "store": str(tmp_path / "m.sqlite")})
+    store = Store(cfg.store)
+    trio.run(run_tournament, cfg, store)
+    assert len(store.games(tournament="memory", limit=100)) == 18
+    assert_no_process_saw_a_deal_twice(store, "memory")
+
+
+# ---------------------------------------------------------------- one compact form across processes
+
+def test_a_played_game_crosses_processes_as_msgpack_with_the_log_as_raw_bytes() -> None:
+    async def main() -> GameRecord:
+        launch = policy_launcher()
+        players = [BotPlayer(load_bot(b), launch, TimeControl()) for b in ("lowest", "highest")]
+        return await run_game(players, rules_from("classic", {}), 99, game_id="x-000001")
+
+    record = trio.run(main)
+    played = PlayedGame.of(record, ["p.1", "p.2"])
+    data = played.to_bytes()
+    assert isinstance(data, bytes) and played.log in data  # the packed log travels as is: no base64
+    back = PlayedGame.from_bytes(data)
+    assert back.processes == ["p.1", "p.2"] and back.log == played.log
+    assert back.record.result == record.result and back.record.steps == []  # the summary, log apart
+    assert back.full_record().as_json() == record.as_json()
+
+
+# ---------------------------------------------------------------- one run per tournament and store
+
+def test_a_second_run_of_the_same_tournament_is_refused_with_the_holder(tmp_path: Path) -> None:
+    cfg = load_config(None, {"name": "busy", "bots": ["lowest", "highest"], "deals": 1,
+                             "store": str(tmp_path / "b.sqlite")})
+    store = Store(cfg.store)
+    with tournament_lock(store.path, "busy"):
+        with pytest.raises(TournamentBusy, match=f"process {os.getpid()}"):
+            trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))
+        # another tournament in the same store is not held up
+        other = load_config(None, {"name": "other", "bots": ["lowest", "highest"], "deals": 1,
+                                   "store": cfg.store})
+        assert len(trio.run(lambda: run_tournament(other, store, launcher=policy_launcher()))) == 2
+    assert store.games(tournament="busy") == []
+    assert len(trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))) == 2  # lock gone
+
+
+def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None:
+    store = tmp_path / "cli.sqlite"
+    Store(store).close()
+    with tournament_lock(store, "demo"):
+        done = subprocess.run([sys.executable, "-c", "from arena.cli import app; app()", "tournament", "--plain",
+                               "--store", str(store), "--deals", "1"], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"already being played in {store} by process {os.getpid()}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- the import graph
+
+@pytest.mark.parametrize("module,forbidden", [
+    ("arena.executors", ["arena.tournament", "arena.worker", "arena.cluster"]),
+    ("arena.worker", ["arena.tournament", "arena.cluster"]),
+    ("arena.cluster", ["arena.tournament", "arena.worker", "dask", "distributed"]),
+])
+def test_executors_do_not_import_the_tournament(module: str, forbidden: list[str]) -> None:
+    code = f"import sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout))
+    assert not loaded & set(forbidden), loaded & set(forbidden)
