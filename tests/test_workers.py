@@ -116,3 +116,20 @@ def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypat
         trio.run(run_tournament, cfg, store)
     assert "referee worker processes died" in str(info.value) and "no bot at" in str(info.value)
     assert store.tournament("w")["status"] == "running"  # resumable, not marked done
+
+
+def test_the_plain_summary_reports_worker_deaths() -> None:
+    import io
+
+    from arena.live import PlainReporter
+    from arena.tournament import TournamentConfig
+    out = io.StringIO()
+    rep = PlainReporter(stream=out)
+    rep.started(TournamentConfig(bots=["a", "b"]), 4, 0)
+    rep.incident("referee worker 1 (pid 7) died (signal 9) holding 2 game(s); last stderr: (no stderr); "
+                 "replaced, its games rescheduled")
+    rep.finished(False)
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("arena: referee worker 1 (pid 7) died (signal 9)")
+    assert lines[-1] == ("finished: 0/4 games stored; 1 referee worker death(s), each replaced and its games "
+                         "played again")

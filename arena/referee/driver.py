@@ -185,8 +185,6 @@ class BotPlayer:
         await self.close()
 
 
-
-
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
