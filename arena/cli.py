@@ -15,7 +15,7 @@ from rich.console import Console
 
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
-from .store import DEFAULT_STORE, Store, StoreError
+from .store import DEFAULT_STORE, Store, StoreError, open_private
 from .tournament import ConfigError
 
 app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
@@ -211,7 +211,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
     db = _open(store)
     rows = db.games(tournament=tournament_name, limit=10**9)
     if out.suffix == ".csv":
-        with out.open("w", newline="") as f:
+        with open_private(out, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["game", "tournament", "index", "seed", "seat", "bot", "place", "forfeit", "reason", "draw", "turns"])
             for g in rows:
@@ -221,7 +221,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
                     w.writerow([g["id"], g["tournament"], g["index"], g["seed"], seat, bot_label, place,
                                 g["result"].get("forfeits", {}).get(str(seat), ""), g["reason"], int(g["draw"]), g["turns"]])
     else:
-        with out.open("w") as f:
+        with open_private(out, "w") as f:
             for g in rows:
                 if logs:
                     g["log"] = db.game_record(g["id"])
