@@ -1182,8 +1182,9 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
-            containment=describe_containment(sandbox=sandbox, namespaces=namespaces, uid=uid,
-                                             exclusive_uid=lease is not None, cgroup=cg),
+            containment=describe_containment(sandbox=sandbox, namespaces=namespaces,
+                                             who=_who(uid, lease is not None),
+                                             cgroup=cg.root.kind if cg else None),
         )
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
             bot._attribution.extra[sandbox_init.pid] = sandbox_init.start
@@ -1208,12 +1209,9 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
     return bot
 
 
-def describe_containment(*, sandbox: bool, namespaces: bool, uid: int | None, exclusive_uid: bool,
-                         cgroup: sb.BotCgroup | None = None) -> str:
+def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None) -> str:
     """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
-    private /tmp, pid namespace, cgroup v1"."""
-    who = (f"uid {uid}" if exclusive_uid else f"shared uid {uid}") if uid is not None else (
-        "the referee's uid " + str(os.geteuid()))
+    private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
     if sandbox:
         parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
                  "only the system, its own directory and the arena package visible"]
@@ -1223,9 +1221,15 @@ def describe_containment(*, sandbox: bool, namespaces: bool, uid: int | None, ex
                  "only the system, its own directory and the arena package visible"]
     else:
         parts = ["no containment: " + who, "sees what that uid may read, network open"]
-    if cgroup is not None:
-        parts.append(f"cgroup {cgroup.root.kind}")
+    if cgroup:
+        parts.append(f"cgroup {cgroup}")
     return ", ".join(parts)
+
+
+def _who(uid: int | None, exclusive: bool) -> str:
+    if uid is None:
+        return f"the referee's uid {os.geteuid()}"
+    return f"uid {uid}" if exclusive else f"shared uid {uid}"
 
 
 def cleanup_stale() -> sb.StaleReport:

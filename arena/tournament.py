@@ -51,7 +51,8 @@ class TournamentConfig:
     bank_ms: int = 10_000
     handshake_ms: int = 10_000
     restart_each_game: bool = False
-    sandbox: bool = False
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
+    trusted_bots: bool = False  # run bots as the referee's own user, on purpose
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
     limits: dict[str, int] = field(default_factory=dict)
@@ -123,7 +124,7 @@ def _check_types(data: dict[str, Any], where: str) -> None:
     for key, value in data.items():
         if key not in TournamentConfig.__dataclass_fields__:
             continue  # reported as unknown
-        want = type(getattr(defaults, key))
+        want = bool if key == "sandbox" else type(getattr(defaults, key))
         if want is list:
             ok, what = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
         elif want is int:
@@ -316,7 +317,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
         finally:
             reporter.finished(interrupted)
         return played
-    launch = launcher or Launcher(Limits(**cfg.limits), cfg.sandbox)
+    launch = launcher or Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots)
     pool = PlayerPool(specs, launch, cfg.clock(), cfg.restart_each_game, max(2, cfg.workers))
     played: list[GameRecord] = []
     send, receive = trio.open_memory_channel[ScheduledGame](0)

@@ -45,7 +45,7 @@ async def _serve() -> None:
     cfg = TournamentConfig(**setup["config"])
     rules = cfg.ruleset()
     specs = load_bots(cfg)
-    pool = PlayerPool(specs, Launcher(Limits(**cfg.limits), cfg.sandbox), cfg.clock(),
+    pool = PlayerPool(specs, Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots), cfg.clock(),
                       cfg.restart_each_game, max(2, setup["slots"]))
     send, receive = trio.open_memory_channel[ScheduledGame](setup["slots"] * 2)
     out_lock = trio.Lock()
