@@ -513,6 +513,7 @@ class BotProcess:
         self._game_cpu0 = 0.0
         self._game_decisions = 0
         self._cpu_checked_at = -1e9
+        self._stdin_checked_at = -1e9
         self._uid_lease = uid_lease
         self._registry = registry
         self._stdin = trio.lowlevel.FdStream(fds[0])
@@ -562,6 +563,8 @@ class BotProcess:
             raise ValueError("a protocol line must not contain newlines")
         if self._stdin_error is not None:
             raise self._stdin_error
+        if self.sandboxed:
+            self._check_stdin()
         data = text.encode("utf-8") + b"\n"
         written = 0
         if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
@@ -606,13 +609,17 @@ class BotProcess:
                     raise await self._exited_error()
                 raise BotTimeout(timeout)
             self._check_cpu(force=True)
-            if self.sandboxed and self._stdout_abandoned():
-                raise BotClosedOutput("bot closed its stdout")
+            if self.sandboxed:  # bwrap holds copies of both pipes: no EOF, no EPIPE ever comes
+                if self._pipe_abandoned(self._stdout):
+                    raise BotClosedOutput("bot closed its stdout")
+                self._check_stdin(force=True)
         if raw is None:
             left = deadline - trio.current_time()
             if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
                 raise await self._exited_error()
             raise BotClosedOutput("bot closed its stdout")
+        if self._game_decisions == 0 and self._game_clock is None:
+            self._stdin_checked_at = -1e9  # the handshake reply: look at stdin on the next send
         self._game_decisions += 1
         self._check_cpu()
         if raw.endswith(b"\r"):
@@ -685,12 +692,23 @@ class BotProcess:
                 ticks += info.cpu_ticks
         return ticks / sb.CLK_TCK
 
-    def _stdout_abandoned(self) -> bool:
-        """Under bubblewrap the outer bwrap and its init keep copies of the bot's stdout, so
-        the referee never sees EOF when the bot closes it: True when some bot process runs
-        but none of them, helpers aside, holds the pipe any more."""
+    def _check_stdin(self, force: bool = False) -> None:
+        """BotClosedInput if no bot process holds its stdin any more (under bubblewrap, where
+        writes never fail); looked at most every WATCH_S unless ``force``d."""
+        now = trio.current_time()
+        if self._stdin_error is None and (force or now - self._stdin_checked_at >= WATCH_S):
+            self._stdin_checked_at = now
+            if self._pipe_abandoned(self._stdin):
+                self._stdin_error = BotClosedInput("bot closed its stdin")
+        if self._stdin_error is not None:
+            raise self._stdin_error
+
+    def _pipe_abandoned(self, stream: trio.lowlevel.FdStream) -> bool:
+        """Under bubblewrap the outer bwrap and its init keep copies of the bot's stdin and
+        stdout, so the referee never sees EOF (or EPIPE) when the bot closes one: True when
+        some bot process runs but none of them, helpers aside, holds that pipe any more."""
         try:
-            pipe = f"pipe:[{os.fstat(self._stdout.fileno()).st_ino}]"
+            pipe = f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
         except OSError:
             return False
         helpers = {self.pid, self._sandbox_init}

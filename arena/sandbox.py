@@ -523,8 +523,6 @@ nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
 
-TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
-
 
 def default_run_dir() -> Path:
     if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
@@ -563,7 +561,7 @@ def uid_in_pool(uid: int) -> bool:
 def sweep_uid_files(uid: int) -> None:
     """Remove top-level entries a bot uid left in world-writable temp dirs, so
     the next bot given this uid does not inherit them (best effort)."""
-    for top in TMP_DIRS:
+    for top in world_writable_dirs():
         try:
             entries = list(os.scandir(top))
         except OSError:
