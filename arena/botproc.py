@@ -923,7 +923,7 @@ class BotProcess:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            table = sb.scan_procs()
+            table = self._process_table()
             members = self._attribution.members(table, me)
             sb.kill_pids(members)
             await self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
@@ -931,7 +931,7 @@ class BotProcess:
                 if pid != self.pid and pid in table and table[pid].ppid == me:
                     sb.reap_if_child(pid)  # orphans the subreaper inherited
             # Judge by a fresh scan: a member may have forked after the first one.
-            table = sb.scan_procs()
+            table = self._process_table()
             left = sb.still_present(self._attribution.members(table, me), table, me)
             left.discard(self.pid)  # the leader's zombie is reaped last, by aclose
             if self._exit is not None and not left:
@@ -939,6 +939,19 @@ class BotProcess:
             if trio.current_time() > deadline:
                 return False
             await trio.sleep(0.002)
+
+    def _process_table(self) -> dict[int, sb.ProcInfo]:
+        """The processes that may be the bot's.  With a uid of its own, every one of them runs
+        under it (no bot process can change uid), so a stat per /proc entry and a read per
+        bot process replace reading every process's stat file (9 ms on a busy machine)."""
+        if self._uid_lease is None:
+            return sb.scan_procs()
+        table = {}
+        for pid in sb.pids_of_uid(self.uid):
+            info = sb.read_proc(pid)
+            if info is not None:
+                table[pid] = info
+        return table
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
