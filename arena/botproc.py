@@ -62,7 +62,7 @@ SHUTDOWN_GRACE = 2.0
 is killed: time to write its statistics or a last log line (protocol/PROTOCOL.md)."""
 WATCH_S = 0.25
 """While waiting for a reply, the referee looks this often at the bot's CPU use this game and,
-under bubblewrap, at whether any bot process still holds its stdout."""
+under bubblewrap, at whether any bot process still holds its stdin and stdout."""
 CPU_CHECK_S = 0.2  # after a reply, the game's CPU is measured at most this often
 ENV_TOKEN = "PALACE_ARENA_BOT"
 
@@ -514,6 +514,7 @@ class BotProcess:
         self._game_decisions = 0
         self._cpu_checked_at = -1e9
         self._stdin_checked_at = -1e9
+        self._replies = 0  # lines received over the process's life
         self._uid_lease = uid_lease
         self._registry = registry
         self._stdin = trio.lowlevel.FdStream(fds[0])
@@ -618,8 +619,9 @@ class BotProcess:
             if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
                 raise await self._exited_error()
             raise BotClosedOutput("bot closed its stdout")
-        if self._game_decisions == 0 and self._game_clock is None:
-            self._stdin_checked_at = -1e9  # the handshake reply: look at stdin on the next send
+        self._replies += 1
+        if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
+            self._stdin_checked_at = -1e9
         self._game_decisions += 1
         self._check_cpu()
         if raw.endswith(b"\r"):
