@@ -300,3 +300,17 @@ def test_exports_and_reports_are_written_0600(tmp_path):
     from arena.store import write_private_text
     write_private_text(tmp_path / "r.html", "<p>")
     assert stat.S_IMODE((tmp_path / "r.html").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("flag, expected", [([], "bubblewrap"), (["--no-sandbox"], "namespaces")])
+def test_arena_check_says_which_containment_applied(flag, expected):
+    if (BWRAP_PROBLEM if expected == "bubblewrap" else NS_PROBLEM) is not None:
+        pytest.skip(f"{expected} is not available here")
+    from typer.testing import CliRunner
+
+    from arena.cli import app
+    result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--move-ms", "200", *flag])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("containment:"))
+    assert line.startswith(f"containment: {expected}: a private uid per bot" if ROOT else f"containment: {expected}")
+    assert "no network" in line
