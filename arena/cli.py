@@ -16,6 +16,7 @@ from rich.console import Console
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
 from .store import DEFAULT_STORE, Store, StoreError, open_private
+from .launch import ContainmentError
 from .tournament import ConfigError
 
 app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
@@ -147,7 +148,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     except KeyboardInterrupt:
         err.print(f"interrupted: finished games are stored in {cfg.store}; run the same command to resume")
         raise typer.Exit(130)
-    except (ConfigError, StoreError) as e:
+    except (ConfigError, StoreError, ContainmentError) as e:
         fail(str(e))
     lines = standings(db.results(cfg.name))
     console.print(standings_table(lines, f"Standings: {cfg.name} ({len(db.results(cfg.name))} games)"))

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import trio
 
@@ -199,6 +199,27 @@ class Launcher:
             f"no containment for bots on this machine: bubblewrap: {no_bwrap}; namespaces: {no_ns}. "
             "Install bubblewrap (Debian/Ubuntu: apt install bubblewrap), run the referee as root, "
             "or pass --trusted-bots to run bots as your own user on purpose")
+
+    async def preflight(self, specs: Iterable[BotSpec]) -> None:
+        """Fail before any game, with one ContainmentError, when bots cannot be contained here or
+        a bot's private uid could not run it (rather than forfeiting each of its games)."""
+        from .botproc import DEFAULT_PATH, _resolve
+        from .sandbox import BOT_UID_BASE, inaccessible_reason
+        mode = await self.mode()
+        if mode == TRUSTED or os.geteuid() != 0:
+            return
+        for spec in specs:
+            if spec.human or not spec.command:
+                continue
+            found = python_for(True)
+            cmd = argv(spec, found[0] if found else sys.executable)
+            exe = _resolve(cmd[0], spec.workdir, DEFAULT_PATH)
+            for path, need in ((spec.workdir, os.R_OK | os.X_OK), (exe, os.X_OK)):
+                if path is None:
+                    continue  # a missing command is reported when the bot starts
+                why = inaccessible_reason(path, BOT_UID_BASE, BOT_UID_BASE, need)
+                if why:
+                    raise ContainmentError(f"{spec.label}: a bot's private uid cannot use {path}: {why}; {FIX_ACCESS}")
 
     async def describe(self) -> str:
         """One line for ``arena check`` and logs: the containment bots get here."""

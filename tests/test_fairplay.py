@@ -314,3 +314,19 @@ def test_arena_check_says_which_containment_applied(flag, expected):
     line = next(line for line in result.output.splitlines() if line.startswith("containment:"))
     assert line.startswith(f"containment: {expected}: a private uid per bot" if ROOT else f"containment: {expected}")
     assert "no network" in line
+
+
+@needs_root
+def test_a_tournament_with_a_bot_its_uid_cannot_run_stops_before_any_game(world, tmp_path):
+    from typer.testing import CliRunner
+
+    from arena.cli import app
+    attacker = world.attacker()
+    attacker.chmod(0o700)
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    result = CliRunner().invoke(app, ["tournament", "--bot", str(attacker), "--bot", "random", "--deals", "1",
+                                      "--store", str(store), "--plain"])
+    assert result.exit_code == 2, result.output
+    assert "--trusted-bots" in result.output and "chmod" in result.output
+    assert "Traceback" not in result.output
+    assert not store.exists() or Store(store, readonly=True).games(limit=10) == []
