@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import trio
@@ -39,8 +41,11 @@ def test_two_processes_play_the_same_games_as_one(tmp_path: Path) -> None:
 
 def test_a_worker_that_dies_is_an_arena_error_and_keeps_what_was_stored(tmp_path: Path, monkeypatch) -> None:
     # A config that workers cannot load (a bot path that vanished after scheduling) kills them.
-    bot = tmp_path / "gone"
+    reachable = Path(tempfile.mkdtemp(prefix="arena-gone-"))  # a bot's private uid must reach it
+    reachable.chmod(0o755)
+    bot = reachable / "gone"
     bot.mkdir()
+    bot.chmod(0o755)
     (bot / "bot.toml").write_text('name = "gone"\ncommand = ["python3", "bot.py"]\n')
     cfg = load_config(None, {"name": "w", "bots": [str(bot), "lowest"], "deals": 2, "concurrency": 2,
                              "processes": 2, "store": str(tmp_path / "w.sqlite")})
@@ -60,3 +65,4 @@ def test_a_worker_that_dies_is_an_arena_error_and_keeps_what_was_stored(tmp_path
     else:
         raise AssertionError("a worker that cannot start must be reported")
     assert store.tournament("w")["status"] == "running"  # resumable, not marked done
+    shutil.rmtree(reachable)
