@@ -16,6 +16,10 @@ Typical use from a referee (inside ``trio.run``)::
 Everything is bound to the trio run that started the bot: call ``aclose`` (or
 leave the ``async with``) before that run ends.  docs/SANDBOX.md lists what is
 enforced where.
+
+Over 500 lines because one bot's life (start, talk, watch its CPU and pipes, kill and
+reap) shares one object's state; the readers and the errors are the seams to split off
+when the bot layer becomes a package.
 """
 
 from __future__ import annotations

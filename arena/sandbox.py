@@ -6,6 +6,10 @@ told.  Policy (which mechanisms a bot gets, which errors are raised) lives in
 ``arena.botproc``.  Everything here is synchronous and cheap (a few syscalls or
 a /proc scan); nothing blocks for long.  docs/SANDBOX.md says what each
 mechanism enforces.
+
+Over 500 lines because its five sections (/proc, cgroups, run directory, permissions,
+the contained view with bubblewrap and the namespace root) share the process table and
+the uid pool; they are the natural seams when the bot layer becomes a package.
 """
 
 from __future__ import annotations
