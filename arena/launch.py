@@ -31,13 +31,23 @@ class BuildError(RuntimeError):
 
 
 def limits_for(spec: BotSpec, base: Limits) -> Limits:
-    """Tournament limits, tightened (never loosened) by the manifest's ``[limits]`` table."""
+    """Tournament limits, tightened (never loosened) by the manifest's ``[limits]`` table.
+
+    Where the tournament leaves a limit to be derived (``cpu_seconds`` from the clock), a
+    bot's own value is ignored: a fixed number could be looser than what the clock gives.
+    A bot's ``address_space_mb`` stays within its ``memory_mb``."""
     known = {f.name for f in fields(Limits)}
     changes: dict[str, Any] = {}
     for key, value in spec.limits.items():
-        if key in known and isinstance(value, int) and value > 0:
+        if key in known and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             current = getattr(base, key)
-            changes[key] = value if current is None else min(value, current)
+            if current is not None:
+                changes[key] = min(value, current)
+            elif key == "address_space_mb":
+                changes[key] = value
+    if "address_space_mb" in changes:
+        memory = changes.get("memory_mb", base.memory_mb)
+        changes["address_space_mb"] = min(changes["address_space_mb"], memory)
     return Limits(**{**{f.name: getattr(base, f.name) for f in fields(Limits)}, **changes})
 
 

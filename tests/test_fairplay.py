@@ -330,3 +330,17 @@ def test_a_tournament_with_a_bot_its_uid_cannot_run_stops_before_any_game(world,
     assert "--trusted-bots" in result.output and "chmod" in result.output
     assert "Traceback" not in result.output
     assert not store.exists() or Store(store, readonly=True).games(limit=10) == []
+
+
+def test_a_bot_cannot_loosen_its_limits():
+    from dataclasses import replace
+
+    from arena.launch import limits_for
+    from arena.limits import Limits
+    spec = replace(load_bot("random"), limits={"cpu_seconds": 100_000, "memory_mb": 100_000,
+                                                "address_space_mb": 100_000, "max_processes": 8})
+    derived = limits_for(spec, Limits())
+    assert derived.cpu_seconds is None  # still from the clock, not the bot's 100000 s
+    assert derived.memory_mb == 512 and derived.address_space_mb == 512 and derived.max_processes == 8
+    assert limits_for(spec, Limits(cpu_seconds=30)).cpu_seconds == 30
+    assert limits_for(replace(spec, limits={"cpu_seconds": 5}), Limits(cpu_seconds=30)).cpu_seconds == 5
