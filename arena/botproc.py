@@ -16,6 +16,10 @@ Typical use from a referee (inside ``trio.run``)::
 Everything is bound to the trio run that started the bot: call ``aclose`` (or
 leave the ``async with``) before that run ends.  docs/SANDBOX.md lists what is
 enforced where.
+
+Over 500 lines because one bot's life (start, talk, watch its CPU and pipes, kill and
+reap) shares one object's state; the readers and the errors are the seams to split off
+when the bot layer becomes a package.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ __all__ = [
     "BadJson", "BotClosedInput", "BotClosedOutput", "BotError", "BotExited", "BotProcess",
     "BotStartError", "BotTimeout", "CpuLimitExceeded", "LineTooLong", "Limits",
     "MemoryLimitExceeded", "NotUtf8", "OutputLimitExceeded", "ResourceUsage",
-    "SandboxUnavailable", "capabilities", "cleanup_stale", "start_bot",
+    "SandboxUnavailable", "capabilities", "cleanup_stale", "describe_containment",
+    "namespaces_problem", "sandbox_problem", "start_bot",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,13 @@ READ_CHUNK = 64 * 1024
 KILL_DEADLINE = 5.0  # seconds aclose() keeps killing before giving up (and logging)
 EXIT_GRACE = 1.0  # how long EOF on stdout may precede the exit of the process
 STDERR_GRACE = 0.5  # how long to wait for the last stderr bytes of a dead bot
+SHUTDOWN_GRACE = 2.0
+"""Seconds a bot has to exit by itself after ``shutdown`` (its stdin is closed too) before it
+is killed: time to write its statistics or a last log line (protocol/PROTOCOL.md)."""
+WATCH_S = 0.25
+"""While waiting for a reply, the referee looks this often at the bot's CPU use this game and,
+under bubblewrap, at whether any bot process still holds its stdin and stdout."""
+CPU_CHECK_S = 0.2  # after a reply, the game's CPU is measured at most this often
 ENV_TOKEN = "PALACE_ARENA_BOT"
 
 BWRAP: str | None = None
@@ -108,6 +120,13 @@ class BotExited(BotError):
 
 class CpuLimitExceeded(BotExited):
     reason = "cpu_limit"
+
+    @classmethod
+    def over_allowance(cls, used: float, allowed: float) -> CpuLimitExceeded:
+        """The bot is still running but has used more CPU this game than it may."""
+        exc = cls(None, None)
+        exc.args = (f"bot used {used:.2f} s of CPU this game, over its allowance of {allowed:.2f} s",)
+        return exc
 
 
 class MemoryLimitExceeded(BotExited):
@@ -258,6 +277,37 @@ def _find_bwrap() -> str | None:
     return shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin")
 
 
+_namespaces_checked: dict[bool, str | None] = {}
+
+
+async def namespaces_problem() -> str | None:
+    """None if this referee can contain bots without bubblewrap (private uid, new mount,
+    network, IPC and UTS namespaces, a root of its own; see sandbox.NamespaceRoot), else why not.
+    Needs root; tried once with ``/usr/bin/true``."""
+    if os.geteuid() != 0:
+        return "needs a root referee (private uids and mount namespaces)"
+    if True not in _namespaces_checked:
+        problem = None
+        try:
+            bot = await _start(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=False,
+                               namespaces=True, extra_env=None, run_as="auto", cgroup=False,
+                               ro_binds=(), bwrap=None)
+        except BotStartError as exc:
+            problem = str(exc)
+        else:
+            async with bot:
+                try:
+                    await bot.receive_line(20)
+                    problem = "namespace probe printed output"
+                except BotExited as exc:
+                    if exc.returncode != 0:
+                        problem = f"namespace probe failed: {exc}"
+                except BotError as exc:
+                    problem = f"namespace probe failed: {exc}"
+        _namespaces_checked[True] = problem
+    return _namespaces_checked[True]
+
+
 async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
     """None if bwrap can build our sandbox here (as the bots' uid), else why not.
 
@@ -272,8 +322,8 @@ async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
         problem = None
         try:
             bot = await _start(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=True,
-                               extra_env=None, run_as=run_as, cgroup=False, ro_binds=(),
-                               bwrap=bwrap)
+                               namespaces=False, extra_env=None, run_as=run_as, cgroup=False,
+                               ro_binds=(), bwrap=bwrap)
         except BotStartError as exc:
             problem = f"cannot run {bwrap}: {exc}"
         else:
@@ -309,6 +359,7 @@ async def capabilities() -> dict[str, Any]:
         "cgroup_note": note,
         "subreaper": _get_registry().subreaper,
         "bwrap": await sandbox_problem() or "ok",
+        "namespaces": await namespaces_problem() or "ok",
         "pidfd": hasattr(os, "pidfd_open"),
     }
 
@@ -448,7 +499,8 @@ class BotProcess:
     def __init__(self, *, popen: subprocess.Popen, fds: tuple[int, int, int], name: str,
                  command: list[str], limits: Limits, cgroup: sb.BotCgroup | None,
                  uid: int | None, uid_lease: sb.UidLease | None, home: Path | None,
-                 sandboxed: bool, token: str, start: int, registry: sb.Registry):
+                 sandboxed: bool, token: str, start: int, registry: sb.Registry,
+                 containment: str = ""):
         self.pid = popen.pid
         self.name = name
         self.command = command
@@ -457,7 +509,16 @@ class BotProcess:
         self.uid = uid
         self.home = home
         self.sandboxed = sandboxed
+        self.containment = containment  # what contains it, in words (see Launcher.describe)
         self._popen = popen
+        self._sandbox_init: int | None = None  # host pid of bwrap's init inside the sandbox
+        # Per-game CPU accounting (begin_game); without a game the whole life counts as one.
+        self._game_clock: tuple[float, float] | None = None  # (move_s, bank_s)
+        self._game_cpu0 = 0.0
+        self._game_decisions = 0
+        self._cpu_checked_at = -1e9
+        self._stdin_checked_at = -1e9
+        self._replies = 0  # lines received over the process's life
         self._uid_lease = uid_lease
         self._registry = registry
         self._stdin = trio.lowlevel.FdStream(fds[0])
@@ -507,6 +568,8 @@ class BotProcess:
             raise ValueError("a protocol line must not contain newlines")
         if self._stdin_error is not None:
             raise self._stdin_error
+        if self.sandboxed:
+            self._check_stdin()
         data = text.encode("utf-8") + b"\n"
         written = 0
         if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
@@ -540,17 +603,31 @@ class BotProcess:
         by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
         BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
         """
-        with trio.move_on_after(timeout) as scope:
-            raw = await self._reader.read_line()
-        if scope.cancelled_caught:
-            if await self._wait_exit(0):  # dead, but a descendant holds stdout open
-                raise await self._exited_error()
-            raise BotTimeout(timeout)
+        deadline = trio.current_time() + timeout
+        while True:  # in slices of WATCH_S: a fast reply never sees more than the first
+            with trio.move_on_at(min(deadline, trio.current_time() + WATCH_S)) as scope:
+                raw = await self._reader.read_line()
+            if not scope.cancelled_caught:
+                break
+            if trio.current_time() >= deadline:
+                if await self._wait_exit(0):  # dead, but a descendant holds stdout open
+                    raise await self._exited_error()
+                raise BotTimeout(timeout)
+            self._check_cpu(force=True)
+            if self.sandboxed:  # bwrap holds copies of both pipes: no EOF, no EPIPE ever comes
+                if self._pipe_abandoned(self._stdout):
+                    raise BotClosedOutput("bot closed its stdout")
+                self._check_stdin(force=True)
         if raw is None:
-            left = scope.deadline - trio.current_time()
+            left = deadline - trio.current_time()
             if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
                 raise await self._exited_error()
             raise BotClosedOutput("bot closed its stdout")
+        self._replies += 1
+        if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
+            self._stdin_checked_at = -1e9
+        self._game_decisions += 1
+        self._check_cpu()
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         try:
@@ -565,6 +642,97 @@ class BotProcess:
             return json.loads(line)
         except ValueError as exc:
             raise BadJson(line, exc) from None
+
+    # -- per-game CPU and stdout watch -------------------------------------
+
+    def begin_game(self, move_s: float, bank_s: float) -> None:
+        """A new game starts for this process: its CPU is counted from now, against
+        ``Limits.game_cpu_allowance`` under this clock (called by the referee before ``start``)."""
+        self._game_clock = (move_s, bank_s)
+        self._game_decisions = 0
+        self._game_cpu0 = self._cpu_now() or 0.0
+        self._cpu_checked_at = trio.current_time()
+
+    def game_cpu_seconds(self) -> float | None:
+        """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
+        now = self._cpu_now()
+        return None if now is None else now - self._game_cpu0
+
+    def _check_cpu(self, force: bool = False) -> None:
+        """CpuLimitExceeded if the bot has used more CPU this game than it may.  Measured at
+        most every CPU_CHECK_S unless ``force``d (a cgroup read is cheap, a /proc scan is not)."""
+        if self._game_clock is None and self.limits.cpu_seconds is None:
+            return
+        now = trio.current_time()
+        if not force and now - self._cpu_checked_at < CPU_CHECK_S:
+            return
+        self._cpu_checked_at = now
+        used = self.game_cpu_seconds()
+        if used is None:
+            return
+        move_s, bank_s = self._game_clock or (0.0, 0.0)
+        allowed = self.limits.game_cpu_allowance(move_s, bank_s, self._game_decisions)
+        if used > allowed:
+            raise CpuLimitExceeded.over_allowance(used, allowed)
+
+    def _live_pids(self) -> set[int]:
+        """Every live process of the bot, as cheaply as the bot's containment allows."""
+        if self.cgroup is not None:
+            pids = self.cgroup.pids()
+            if pids or self.cgroup.has_pids:
+                return pids
+        if self._uid_lease is not None:
+            return set(sb.pids_of_uid(self.uid))
+        table = sb.scan_procs()
+        return {p for p in self._attribution.members(table, os.getpid()) if table[p].state != "Z"}
+
+    def _cpu_now(self) -> float | None:
+        if self.cgroup is not None:
+            cpu = self.cgroup.cpu_seconds()
+            if cpu is not None:
+                return cpu
+        ticks = 0
+        for pid in self._live_pids():
+            info = sb.read_proc(pid)
+            if info is not None:
+                ticks += info.cpu_ticks
+        return ticks / sb.CLK_TCK
+
+    def _check_stdin(self, force: bool = False) -> None:
+        """BotClosedInput if no bot process holds its stdin any more (under bubblewrap, where
+        writes never fail); looked at most every WATCH_S unless ``force``d."""
+        now = trio.current_time()
+        if self._stdin_error is None and (force or now - self._stdin_checked_at >= WATCH_S):
+            self._stdin_checked_at = now
+            if self._pipe_abandoned(self._stdin):
+                self._stdin_error = BotClosedInput("bot closed its stdin")
+        if self._stdin_error is not None:
+            raise self._stdin_error
+
+    def _pipe_abandoned(self, stream: trio.lowlevel.FdStream) -> bool:
+        """Under bubblewrap the outer bwrap and its init keep copies of the bot's stdin and
+        stdout, so the referee never sees EOF (or EPIPE) when the bot closes one: True when
+        some bot process runs but none of them, helpers aside, holds that pipe any more."""
+        try:
+            pipe = f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
+        except OSError:
+            return False
+        helpers = {self.pid, self._sandbox_init}
+        others = self._live_pids() - helpers
+        if not others:
+            return False  # not started yet, or gone (then the exit is reported instead)
+        for pid in others:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                return False  # cannot tell: do not guess
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == pipe:
+                        return False
+                except OSError:
+                    continue
+        return True
 
     def take_stderr(self) -> list[str]:
         """stderr lines received since the last call (kept ones only; see
@@ -655,9 +823,9 @@ class BotProcess:
         usage = self._measure()
         if sig == signal.SIGXCPU or (
             sig == signal.SIGKILL and usage.cpu_seconds is not None
-            and usage.cpu_seconds >= self.limits.cpu_seconds
+            and usage.cpu_seconds >= self.limits.process_cpu_seconds
         ):
-            return CpuLimitExceeded(code, sig, f"CPU limit of {self.limits.cpu_seconds}s")
+            return CpuLimitExceeded(code, sig, f"CPU limit of {self.limits.process_cpu_seconds}s per process")
         if sig == signal.SIGKILL and self.cgroup is not None and self.cgroup.oom_kills():
             return MemoryLimitExceeded(code, sig, f"memory limit of {self.limits.memory_mb} MB")
         return BotExited(code, sig)
@@ -711,6 +879,11 @@ class BotProcess:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    async def close_gracefully(self) -> None:
+        """After ``shutdown``: close stdin, give the bot SHUTDOWN_GRACE seconds to exit by
+        itself, then kill whatever is left (see :meth:`aclose`)."""
+        await self.aclose(grace=SHUTDOWN_GRACE)
+
     async def aclose(self, grace: float = 0.0) -> None:
         """Kill the bot and everything it started, reap it all, free its cgroup,
         uid and temp dir.  Idempotent and shielded from cancellation.
@@ -756,7 +929,7 @@ class BotProcess:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            table = sb.scan_procs()
+            table = self._process_table()
             members = self._attribution.members(table, me)
             sb.kill_pids(members)
             await self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
@@ -764,7 +937,7 @@ class BotProcess:
                 if pid != self.pid and pid in table and table[pid].ppid == me:
                     sb.reap_if_child(pid)  # orphans the subreaper inherited
             # Judge by a fresh scan: a member may have forked after the first one.
-            table = sb.scan_procs()
+            table = self._process_table()
             left = sb.still_present(self._attribution.members(table, me), table, me)
             left.discard(self.pid)  # the leader's zombie is reaped last, by aclose
             if self._exit is not None and not left:
@@ -772,6 +945,19 @@ class BotProcess:
             if trio.current_time() > deadline:
                 return False
             await trio.sleep(0.002)
+
+    def _process_table(self) -> dict[int, sb.ProcInfo]:
+        """The processes that may be the bot's.  With a uid of its own, every one of them runs
+        under it (no bot process can change uid), so a stat per /proc entry and a read per
+        bot process replace reading every process's stat file (9 ms on a busy machine)."""
+        if self._uid_lease is None:
+            return sb.scan_procs()
+        table = {}
+        for pid in sb.pids_of_uid(self.uid):
+            info = sb.read_proc(pid)
+            if info is not None:
+                table[pid] = info
+        return table
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -791,9 +977,11 @@ class BotProcess:
 # starting
 
 
-def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]]):
+def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
+                 nsroot: sb.NamespaceRoot | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root), drop to the bot uid, forbid privilege gain,
+    join the cgroup (needs root), enter the namespaces and root of ``nsroot``
+    (needs root), drop to the bot uid, forbid privilege gain,
     ask for SIGKILL when the referee thread dies (after the uid change, which
     would reset it), bail out if the referee already died, set rlimits
     (RLIMIT_AS last: the child is still a copy of the big referee).
@@ -803,6 +991,8 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
     def setup() -> None:
         for fd in join_fds:
             os.write(fd, b"0")
+        if nsroot is not None:
+            nsroot.enter()
         if uid is not None:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
@@ -839,6 +1029,7 @@ async def start_bot(
     *,
     limits: Limits = Limits(),
     sandbox: bool = False,
+    namespaces: bool = False,
     extra_env: dict[str, str] | None = None,
     run_as: int | str | None = "auto",
     cgroup: bool | None = None,
@@ -853,6 +1044,10 @@ async def start_bot(
     sandbox: run inside bubblewrap (no network, read-only system, only ``cwd``
         and ``ro_binds`` visible, private /tmp).  SandboxUnavailable if bwrap
         is missing or cannot create namespaces here.
+    namespaces: the containment for a root referee without bubblewrap: new
+        mount, network, IPC and UTS namespaces and a root of its own with the
+        same view as the sandbox (sandbox.NamespaceRoot); needs a private uid.
+        HOME and TMPDIR are then a private tmpfs /tmp, like in the sandbox.
     extra_env: added to the minimal environment (PATH, HOME, TMPDIR, LANG).
     run_as: "auto" = when the referee is root, a private uid from
         sandbox.BOT_UID_BASE.. leased for this bot alone (so it cannot read
@@ -873,12 +1068,15 @@ async def start_bot(
         if problem:
             raise SandboxUnavailable(problem)
         bwrap = _find_bwrap()
-    return await _start(list(command), cwd, limits=limits, sandbox=sandbox, extra_env=extra_env,
-                        run_as=run_as, cgroup=cgroup, ro_binds=ro_binds, bwrap=bwrap)
+    if sandbox and namespaces:
+        raise BotStartError("choose bubblewrap or namespaces, not both")
+    return await _start(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
+                        extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
+                        bwrap=bwrap)
 
 
 async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-                 extra_env: dict[str, str] | None, run_as: int | str | None,
+                 namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
                  cgroup: bool | None, ro_binds: Sequence[Path | str],
                  bwrap: str | None) -> BotProcess:
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
@@ -901,6 +1099,8 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
         raise BotStartError(f"run_as must be 'auto', an int or None, not {run_as!r}")
     if isinstance(run_as, int) and not root:
         raise BotStartError("run_as needs a root referee")
+    if namespaces and not _drops_uid(run_as):
+        raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
 
     token = secrets.token_hex(8)
     name = registry.next_name()
@@ -909,7 +1109,7 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
     exe = _resolve(command[0], cwd, env["PATH"])
     if exe is None:
         raise BotStartError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
-    if sandbox:
+    if sandbox or namespaces:
         why = sb.unsuitable_sandbox_dir(cwd)
         if why:
             raise BotStartError(f"bot directory {cwd} {why}")
@@ -934,7 +1134,7 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
                 why = sb.inaccessible_reason(path, uid, uid, need)
                 if why:
                     raise BotStartError(f"bot uid {uid} cannot use {path}: {why}")
-        if sandbox:
+        if sandbox or namespaces:  # a private tmpfs, new at every start
             env["HOME"] = env["TMPDIR"] = "/tmp"
         else:
             home = Path(tempfile.mkdtemp(prefix=f"{name}-"))
@@ -968,6 +1168,12 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             parent_fds += [info_r, info_w]
             argv = sb.bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
                                  tmp_bytes=limits.memory_mb * MiB, info_fd=info_w)
+        nsroot = None
+        if namespaces:
+            mountpoint = registry.dir / "nsroot"
+            mountpoint.mkdir(mode=0o700, exist_ok=True)
+            nsroot = sb.NamespaceRoot.plan(mountpoint, cwd, [Path(p) for p in ro_binds], uid,
+                                           limits.memory_mb * MiB)
         join_fds = cg.open_join_fds() if cg is not None else []
         parent_fds += join_fds
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
@@ -985,7 +1191,7 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
                 argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
                 close_fds=True, start_new_session=True, restore_signals=True,
                 pass_fds=(info_w,) if sandbox else (),
-                preexec_fn=_child_setup(uid, join_fds, rlimits),
+                preexec_fn=_child_setup(uid, join_fds, rlimits, nsroot),
             )
             if not sandbox:
                 return child, {}
@@ -1013,9 +1219,13 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
+            containment=describe_containment(sandbox=sandbox, namespaces=namespaces,
+                                             who=_who(uid, lease is not None),
+                                             cgroup=cg.root.kind if cg else None),
         )
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
             bot._attribution.extra[sandbox_init.pid] = sandbox_init.start
+            bot._sandbox_init = sandbox_init.pid
     except BaseException:
         for fd in fds + parent_fds:
             os.close(fd)
@@ -1034,6 +1244,29 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             registry.release_uid(lease)
         raise
     return bot
+
+
+def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None) -> str:
+    """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
+    private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
+    if sandbox:
+        parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
+                 "only the system, its own directory and the arena package visible"]
+    elif namespaces:
+        parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
+                 "/proc shows only its own processes",
+                 "only the system, its own directory and the arena package visible"]
+    else:
+        parts = ["no containment: " + who, "sees what that uid may read, network open"]
+    if cgroup:
+        parts.append(f"cgroup {cgroup}")
+    return ", ".join(parts)
+
+
+def _who(uid: int | None, exclusive: bool) -> str:
+    if uid is None:
+        return f"the referee's uid {os.geteuid()}"
+    return f"uid {uid}" if exclusive else f"shared uid {uid}"
 
 
 def cleanup_stale() -> sb.StaleReport:

@@ -31,9 +31,9 @@ SCENARIOS: list[tuple[str, Rules, int]] = [
 
 
 async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000,
-                    opponent: str = "random") -> dict[str, Any]:
+                    opponent: str = "random", launcher: Launcher | None = None) -> dict[str, Any]:
     clock = TimeControl(move_ms=move_ms, bank_ms=move_ms * 5)
-    launcher = Launcher()
+    launcher = launcher or Launcher()
     opp = load_bot(opponent)
     report: dict[str, Any] = {"bot": spec.label, "scenarios": [], "faults": [], "decisions": Counter(),
                               "max_ms": 0.0, "total_ms": 0.0, "requests": 0, "starts": 0}
@@ -80,6 +80,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000,
     report["decisions"] = dict(report["decisions"])
     report["mean_ms"] = report["total_ms"] / report["requests"] if report["requests"] else 0.0
     report["limits"] = {"move_ms": clock.move_ms, "bank_ms": clock.bank_ms, **asdict(launcher.limits)}
+    report["containment"] = await launcher.describe()
     report["ok"] = not report["faults"] and report["requests"] > 0
     return report
 
@@ -93,6 +94,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         table.add_row(s["scenario"], str(s["game"]), str(s["seat"]), str(s["requests"]),
                       f"{res.get('reason')} {res.get('order')}")
     console.print(table)
+    console.print(f"containment: {report.get('containment', '?')}", markup=False)
     console.print(f"decisions answered: {report['decisions']}")
     console.print(f"time per decision: mean {report['mean_ms']:.1f} ms, max {report['max_ms']:.1f} ms "
                   f"(limit {report['limits'].get('move_ms', '?')} ms + bank)")
@@ -100,7 +102,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         r, lim = report["resources"], report["limits"]
         console.print(f"resources ({r['source']}): peak memory {r['peak_memory_mb']} MB of {lim['memory_mb']} MB; "
                       f"CPU {r['cpu_seconds']} s in all ({r['cpu_ms_per_decision']} ms per decision), "
-                      f"limit {lim['cpu_seconds']} s per process")
+                      + (f"limit {lim['cpu_seconds']} s per game" if lim["cpu_seconds"] else "per-game limit from the clock"))
     if report["faults"]:
         console.print(f"[red]{len(report['faults'])} fault(s):[/]")
         for f in report["faults"]:

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
-from .store import DEFAULT_STORE, Store, StoreError
+from .store import DEFAULT_STORE, Store, StoreError, open_private
+from .launch import ContainmentError
 from .tournament import ConfigError
 
 app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
@@ -62,7 +63,9 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          move_ms: Annotated[int, typer.Option(help="Time per decision.")] = 1000,
          bank_ms: Annotated[int, typer.Option(help="Time bank for overruns.")] = 10_000,
          max_turns: Annotated[int, typer.Option(help="Adjudication cap.")] = 2000,
-         store: StoreOpt = DEFAULT_STORE, quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
+         store: StoreOpt = DEFAULT_STORE, quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+         sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
+         trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
     from .play import play_one
     try:
@@ -73,7 +76,9 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     if not r.min_players <= len(specs) <= r.max_players:
         fail(f"{r.name} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     try:
-        code = trio.run(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console)
+        from .launch import Launcher
+        code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
+                                launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
     except StoreError as e:
         fail(str(e))
     raise typer.Exit(code)
@@ -83,6 +88,8 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
 def check(bot: Annotated[str, typer.Argument(help="The bot to check.")],
           games: Annotated[int, typer.Option(help="Games per preset.")] = 2,
           move_ms: Annotated[int, typer.Option()] = 1000,
+          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works).")] = None,
+          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Conformance run: the bot plays every preset and every kind of decision; exit 1 on any fault."""
     from .check import run_check
@@ -90,7 +97,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot to check.")],
         spec = load_bot(bot)
     except ManifestError as e:
         fail(str(e))
-    report = trio.run(run_check, spec, games, move_ms)
+    from .launch import Launcher
+    report = trio.run(partial(run_check, spec, games, move_ms, launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -110,7 +118,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j")] = None,
                move_ms: Annotated[Optional[int], typer.Option()] = None,
                max_turns: Annotated[Optional[int], typer.Option()] = None,
-               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox")] = None,
+               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
+               trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
                store: Annotated[Optional[Path], typer.Option("--store")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
@@ -120,7 +129,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from .standings import standings
     from .tournament import load_config, run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
-                 "concurrency": concurrency, "move_ms": move_ms, "max_turns": max_turns, "sandbox": sandbox,
+                 "concurrency": concurrency, "move_ms": move_ms, "max_turns": max_turns, "sandbox": sandbox, "trusted_bots": trusted_bots or None,
                  "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from .engine.rules import parse_option
@@ -139,7 +148,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     except KeyboardInterrupt:
         err.print(f"interrupted: finished games are stored in {cfg.store}; run the same command to resume")
         raise typer.Exit(130)
-    except (ConfigError, StoreError) as e:
+    except (ConfigError, StoreError, ContainmentError) as e:
         fail(str(e))
     lines = standings(db.results(cfg.name))
     console.print(standings_table(lines, f"Standings: {cfg.name} ({len(db.results(cfg.name))} games)"))
@@ -211,7 +220,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
     db = _open(store)
     rows = db.games(tournament=tournament_name, limit=10**9)
     if out.suffix == ".csv":
-        with out.open("w", newline="") as f:
+        with open_private(out, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["game", "tournament", "index", "seed", "seat", "bot", "place", "forfeit", "reason", "draw", "turns"])
             for g in rows:
@@ -221,7 +230,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
                     w.writerow([g["id"], g["tournament"], g["index"], g["seed"], seat, bot_label, place,
                                 g["result"].get("forfeits", {}).get(str(seat), ""), g["reason"], int(g["draw"]), g["turns"]])
     else:
-        with out.open("w") as f:
+        with open_private(out, "w") as f:
             for g in rows:
                 if logs:
                     g["log"] = db.game_record(g["id"])

@@ -181,7 +181,7 @@ class RefereeHost:
         from .launch import BuildError, Launcher
         from .limits import Limits
         from .referee import TimeControl
-        launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"])
+        launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 
         async def launch(spec: BotSpec) -> Any:
             error = self.build_errors.get(spec.root)

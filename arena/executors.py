@@ -77,8 +77,9 @@ class BotSetup:
     refs: dict[str, str]  # label -> how another process on this machine loads the bot again
     clock: TimeControl = TimeControl()
     limits: dict[str, int] = field(default_factory=dict)
-    sandbox: bool = False
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
     restart_each_game: bool = False
+    trusted_bots: bool = False  # bots run as the referee's own user, on purpose
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -88,13 +89,14 @@ class BotSetup:
 
     def wire(self) -> dict[str, Any]:
         return {"refs": self.refs, "clock": self.clock.as_json(), "limits": self.limits,
-                "sandbox": self.sandbox, "restart_each_game": self.restart_each_game}
+                "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
+                "trusted_bots": self.trusted_bots}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
         return cls(specs, dict(d["refs"]), TimeControl(**d["clock"]), dict(d["limits"]), d["sandbox"],
-                   d["restart_each_game"])
+                   d["restart_each_game"], d.get("trusted_bots", False))
 
 
 @dataclass
@@ -265,7 +267,7 @@ class InProcessExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from .launch import Launcher
     from .limits import Limits
-    return Launcher(Limits(**setup.limits), setup.sandbox)
+    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
 
 
 @asynccontextmanager

@@ -1,7 +1,7 @@
-"""From a bot manifest to a running, limited bot process: build once, then start.
+"""From a bot manifest to a running, contained bot process: build once, then start.
 
-``python3``/``python`` as a manifest's first word runs the arena's own
-interpreter, so Python bots see the same installed packages as the arena.
+The Launcher decides the containment (bubblewrap, else namespaces, never less unless the
+operator says ``--trusted-bots``) and what ``python3`` in a manifest means for it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import trio
 
@@ -31,13 +31,23 @@ class BuildError(RuntimeError):
 
 
 def limits_for(spec: BotSpec, base: Limits) -> Limits:
-    """Tournament limits, tightened (never loosened) by the manifest's ``[limits]`` table."""
+    """Tournament limits, tightened (never loosened) by the manifest's ``[limits]`` table.
+
+    Where the tournament leaves a limit to be derived (``cpu_seconds`` from the clock), a
+    bot's own value is ignored: a fixed number could be looser than what the clock gives.
+    A bot's ``address_space_mb`` stays within its ``memory_mb``."""
     known = {f.name for f in fields(Limits)}
     changes: dict[str, Any] = {}
     for key, value in spec.limits.items():
-        if key in known and isinstance(value, int) and value > 0:
+        if key in known and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             current = getattr(base, key)
-            changes[key] = value if current is None else min(value, current)
+            if current is not None:
+                changes[key] = min(value, current)
+            elif key == "address_space_mb":
+                changes[key] = value
+    if "address_space_mb" in changes:
+        memory = changes.get("memory_mb", base.memory_mb)
+        changes["address_space_mb"] = min(changes["address_space_mb"], memory)
     return Limits(**{**{f.name: getattr(base, f.name) for f in fields(Limits)}, **changes})
 
 
@@ -67,30 +77,30 @@ def _system_python() -> str | None:
     return None
 
 
-def python_for(isolated: bool) -> tuple[str, dict[str, str]] | None:
+def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     """The interpreter for ``python3`` in a manifest, and the environment it needs.
 
-    Our own interpreter when the bot's uid can run it (same packages as the arena);
-    otherwise the system's, with the arena source on PYTHONPATH so reference bots
-    still import ``arena``. None when no interpreter is usable by an isolated bot.
+    A contained bot (private uid, and bubblewrap or namespaces) sees only the system, its own
+    directory and a private copy of the ``arena`` package: our own interpreter when it lives
+    under /usr (same packages as the arena), otherwise the system's; PYTHONPATH names the
+    copy so reference bots still import ``arena``. Never the checkout (it holds arena-data/).
+    None when no interpreter is usable by a contained bot.
     """
-    ours = Path(sys.executable)
-    if not isolated or (_others_can_use(ours) and str(ours.resolve()).startswith("/usr/")):
+    if not contained:
         return sys.executable, {}
-    system = _system_python()
-    if system is None:
+    ours = Path(sys.executable)
+    python = sys.executable if _others_can_use(ours) and str(ours.resolve()).startswith("/usr/") else _system_python()
+    if python is None:
         return None
-    source = _reachable_source()
-    return system, {"PYTHONPATH": str(source)} if source is not None else {}
+    source = _package_copy()
+    return python, {"PYTHONPATH": str(source)} if source is not None else {}
 
 
 @functools.cache
-def _reachable_source() -> Path | None:
-    """A directory holding the ``arena`` package that other uids can read: ARENA_SOURCE itself,
-    or, when it sits somewhere private (a 0700 checkout), a world-readable copy made once per
-    process and removed at exit. None if neither can be had."""
-    if _others_can_use(ARENA_SOURCE / "arena" / "__init__.py", stat.S_IROTH):
-        return ARENA_SOURCE
+def _package_copy() -> Path | None:
+    """A world-readable copy of the ``arena`` package (and the compiled engine beside it), made
+    once per process in a directory of its own and removed at exit: what contained bots bind
+    and import. None if it cannot be made."""
     try:
         libs = tuple(ARENA_SOURCE.glob("arena_engine__mypyc*"))  # the compiled engine's shared library
         root = world_readable_copy(ARENA_SOURCE / "arena", "palace-arena-src-", extra=libs).parent
@@ -120,18 +130,37 @@ def argv(spec: BotSpec, python: str = sys.executable) -> list[str]:
     return cmd
 
 
+class ContainmentError(BuildError):
+    """No containment is available for bots here, or a bot cannot run inside it; the message
+    says how to fix it (never a silent fallback to fewer restrictions)."""
+
+
+BUBBLEWRAP, NAMESPACES, TRUSTED = "bubblewrap", "namespaces", "trusted"
+
+FIX_ACCESS = ("make it readable by other users (chmod o+rx on the bot's directory and every "
+              "directory above it, o+x on its command), or pass --trusted-bots to run bots as the "
+              "referee's own user on purpose")
+
+
 @dataclass
 class Launcher:
-    """Starts bots for a tournament; builds each bot at most once per run."""
+    """Starts bots for a tournament; builds each bot at most once per run.
+
+    ``sandbox``: None (the default) contains every bot with bubblewrap where it works, else
+    (root referee) with a private uid and namespaces; False skips bubblewrap (namespaces only,
+    said on stderr); True requires bubblewrap. ``trusted`` runs bots as the referee's own user
+    with rlimits only, on purpose (``--trusted-bots``). Nothing falls back silently: a mode that
+    cannot be had, or a bot that its private uid cannot run, is a ContainmentError that says
+    how to fix it. docs/SANDBOX.md says what a bot can reach in each mode.
+    """
 
     limits: Limits = field(default_factory=Limits)
-    sandbox: bool = False
-    # Run each bot under a private uid when the referee is root (None: whenever possible).
-    # docs/SANDBOX.md says what a bot can reach either way.
-    isolate_user: bool | None = None
+    sandbox: bool | None = None
+    trusted: bool = False
     warnings: list[str] = field(default_factory=list)
     built: dict[str, bool] = field(default_factory=dict)
     build_lock: trio.Lock = field(default_factory=trio.Lock)
+    _mode: str | None = None
 
     async def build(self, spec: BotSpec) -> None:
         if spec.build is None or self.built.get(spec.label):
@@ -153,34 +182,91 @@ class Launcher:
                 raise BuildError(f"{spec.label}: build exited {done.returncode}:\n{tail}")
             self.built[spec.label] = True
 
+    async def mode(self) -> str:
+        """The containment every bot of this launcher gets (decided once, probed on first use)."""
+        if self._mode is None:
+            self._mode = await self._choose_mode()
+        return self._mode
+
+    async def _choose_mode(self) -> str:
+        from .botproc import namespaces_problem, sandbox_problem
+        if self.trusted:
+            self._warn("--trusted-bots: bots run as the referee's own user "
+                       f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
+            return TRUSTED
+        no_bwrap = "--no-sandbox was given" if self.sandbox is False else await sandbox_problem()
+        if no_bwrap is None:
+            return BUBBLEWRAP
+        if self.sandbox:
+            raise ContainmentError(f"the sandbox was asked for but bubblewrap cannot run here: {no_bwrap}")
+        no_ns = await namespaces_problem()
+        if no_ns is None:
+            if self.sandbox is False:
+                self._warn("--no-sandbox: bots run without bubblewrap, contained by a private uid and "
+                           "namespaces (no network, private /tmp, only the system and their own directory visible)")
+            return NAMESPACES
+        raise ContainmentError(
+            f"no containment for bots on this machine: bubblewrap: {no_bwrap}; namespaces: {no_ns}. "
+            "Install bubblewrap (Debian/Ubuntu: apt install bubblewrap), run the referee as root, "
+            "or pass --trusted-bots to run bots as your own user on purpose")
+
+    async def preflight(self, specs: Iterable[BotSpec]) -> None:
+        """Fail before any game, with one ContainmentError, when bots cannot be contained here or
+        a bot's private uid could not run it (rather than forfeiting each of its games)."""
+        from .botproc import DEFAULT_PATH, _resolve
+        from .sandbox import BOT_UID_BASE, inaccessible_reason
+        mode = await self.mode()
+        if mode == TRUSTED or os.geteuid() != 0:
+            return
+        for spec in specs:
+            if spec.human or not spec.command:
+                continue
+            found = python_for(True)
+            cmd = argv(spec, found[0] if found else sys.executable)
+            exe = _resolve(cmd[0], spec.workdir, DEFAULT_PATH)
+            for path, need in ((spec.workdir, os.R_OK | os.X_OK), (exe, os.X_OK)):
+                if path is None:
+                    continue  # a missing command is reported when the bot starts
+                why = inaccessible_reason(path, BOT_UID_BASE, BOT_UID_BASE, need)
+                if why:
+                    raise ContainmentError(f"{spec.label}: a bot's private uid cannot use {path}: {why}; {FIX_ACCESS}")
+
+    async def describe(self) -> str:
+        """One line for ``arena check`` and logs: the containment bots get here."""
+        from .botproc import _cgroup_root, describe_containment
+        try:
+            mode = await self.mode()
+        except ContainmentError as e:
+            return f"none: {e}"
+        who = (f"the referee's uid {os.geteuid()}" if mode == TRUSTED
+               else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
+        cgroups = _cgroup_root()[0]
+        return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES, who=who,
+                                    cgroup=cgroups.kind if cgroups else None)
+
     async def __call__(self, spec: BotSpec):
         from .botproc import BotStartError, start_bot
         await self.build(spec)
-        isolate = os.geteuid() == 0 if self.isolate_user is None else self.isolate_user
+        mode = await self.mode()
+        contained = mode != TRUSTED
         env: dict[str, str] = {}
         python = sys.executable
         if spec.command and spec.command[0] in ("python3", "python"):
-            found = python_for(isolate or self.sandbox)
-            if found is None and (self.sandbox or self.isolate_user):
-                raise BuildError("no Python 3.11+ that an isolated bot may run (install python3 in /usr/bin)")
+            found = python_for(contained)
             if found is None:
-                isolate = False
-                self._warn("no system Python 3.11+ for isolated Python bots: they run as the referee's user")
-            else:
-                python, env = found
+                raise ContainmentError("no Python 3.11+ that a contained bot may run: install python3 "
+                                       "under /usr, or pass --trusted-bots")
+            python, env = found
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         try:
             return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
-                                   sandbox=self.sandbox, run_as="auto" if isolate else None,
+                                   sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
+                                   run_as="auto" if contained else None,
                                    extra_env=env or None, ro_binds=binds)
         except BotStartError as e:
-            if not isolate or self.sandbox or self.isolate_user:
-                raise
-            # Isolation was only "where possible": a bot kept where other users cannot read
-            # (a private home directory) still runs, as the referee's user, and we say so.
-            self._warn(f"{spec.label} runs as the referee's user: {e}")
-            return await start_bot(argv(spec), spec.workdir, limits=limits_for(spec, self.limits),
-                                   sandbox=False, run_as=None)
+            if contained and "cannot use" in str(e):
+                raise ContainmentError(f"{spec.label}: {e}; {FIX_ACCESS}") from None
+            raise
 
     def _warn(self, text: str) -> None:
         if text not in self.warnings:

@@ -1,7 +1,8 @@
 """Resource limits applied to one bot process (and everything it spawns).
 
-The numbers are per bot *process*, which lives for one game.  Where each limit
-is enforced (cgroup, rlimit, reader) is described in docs/SANDBOX.md.
+The numbers are per bot process, except ``cpu_seconds``, which is per game (a
+process may serve several games).  Where each limit is enforced (cgroup, rlimit,
+the referee's own checks) is described in docs/SANDBOX.md.
 """
 
 from __future__ import annotations
@@ -11,15 +12,28 @@ from dataclasses import dataclass
 
 MiB = 1 << 20
 
+CPU_BASE_S = 5.0
+"""CPU seconds every game may use whatever its length (imports warm up, a JIT compiles)."""
+CPU_THREADS = 2
+"""A derived allowance counts each decision's ``move_ms`` this many times: a bot may think
+with a helper thread, or ponder while the others move."""
+
 
 @dataclass(frozen=True)
 class Limits:
     """Caps for one bot.  All fields must be positive.
 
-    cpu_seconds: RLIMIT_CPU of every process of the bot (SIGXCPU at the soft
-        limit, SIGKILL one second later).  Per-turn wall-clock limits are the
-        referee's job (``receive_line(timeout=...)``); this only stops a bot
-        that burns a core for the whole game.
+    cpu_seconds: CPU seconds the whole bot (every process) may use in one
+        game, measured from the game's start (cgroup usage, else /proc).  None
+        (the default) derives it from the time control: see
+        :meth:`game_cpu_allowance`.  Checked by the referee at every reply and
+        every quarter second while it waits for one; over it: ``cpu_limit``.
+        Per-turn wall-clock limits are the clock's job; this stops a bot that
+        answers in time but burns CPU in the background.
+    process_cpu_seconds: RLIMIT_CPU of every process (SIGXCPU at the soft
+        limit, SIGKILL one second later): a backstop over a process's whole
+        life.  The referee starts a fresh process before a game once one has
+        used half of it.
     memory_mb: memory cgroup limit for the whole bot (all its processes).
         Without a memory cgroup it falls back to RLIMIT_AS per process, which is
         a much cruder proxy (see ``address_space_mb``).
@@ -40,7 +54,7 @@ class Limits:
         used when nothing better exists.  0 disables RLIMIT_AS entirely.
     """
 
-    cpu_seconds: int = 60
+    cpu_seconds: int | None = None
     memory_mb: int = 512
     max_processes: int = 64
     open_files: int = 256
@@ -49,10 +63,14 @@ class Limits:
     stderr_cap_bytes: int = 64 * 1024
     max_output_bytes: int = 64 * MiB
     address_space_mb: int | None = None
+    process_cpu_seconds: int = 3600
 
     def __post_init__(self) -> None:
+        if self.cpu_seconds is not None and (
+                not isinstance(self.cpu_seconds, int) or isinstance(self.cpu_seconds, bool) or self.cpu_seconds <= 0):
+            raise ValueError(f"Limits.cpu_seconds must be a positive int or None, got {self.cpu_seconds!r}")
         for name in (
-            "cpu_seconds", "memory_mb", "max_processes", "open_files",
+            "process_cpu_seconds", "memory_mb", "max_processes", "open_files",
             "file_size_mb", "max_line_bytes", "stderr_cap_bytes", "max_output_bytes",
         ):
             value = getattr(self, name)
@@ -72,7 +90,7 @@ class Limits:
         has a uid of its own).
         """
         out = [
-            (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
+            (resource.RLIMIT_CPU, self.process_cpu_seconds, self.process_cpu_seconds + 1),
             (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
             (resource.RLIMIT_FSIZE, self.file_size_mb * MiB, self.file_size_mb * MiB),
             (resource.RLIMIT_CORE, 0, 0),
@@ -85,6 +103,18 @@ class Limits:
         if address_space > 0:
             out.append((resource.RLIMIT_AS, address_space * MiB, address_space * MiB))
         return out
+
+    def game_cpu_allowance(self, move_s: float, bank_s: float, decisions: int) -> float:
+        """CPU seconds the bot may have used so far in a game in which it has answered
+        ``decisions`` requests under a clock of ``move_s`` per decision plus a ``bank_s`` bank.
+
+        ``cpu_seconds`` when set; otherwise what the clock let it think, counted
+        :data:`CPU_THREADS` times, plus the bank and :data:`CPU_BASE_S`: it grows with the
+        game, so a long game is never starved and a short one cannot hog a core.
+        """
+        if self.cpu_seconds is not None:
+            return float(self.cpu_seconds)
+        return CPU_BASE_S + bank_s + CPU_THREADS * move_s * max(decisions, 1)
 
 
 DEFAULT_LIMITS = Limits()

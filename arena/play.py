@@ -64,9 +64,10 @@ class HumanPlayer:
 
 
 async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, bank_ms: int,
-                   max_turns: int, store_path: Path, quiet: bool, console: Console) -> int:
+                   max_turns: int, store_path: Path, quiet: bool, console: Console,
+                   launcher: Launcher | None = None) -> int:
     clock = TimeControl(move_ms, bank_ms)
-    launcher = Launcher()
+    launcher = launcher or Launcher()
     players: list[Any] = [HumanPlayer(f"human{i}", console) if s.human else BotPlayer(s, launcher, clock)
                           for i, s in enumerate(specs)]
     names = [p.name for p in players]

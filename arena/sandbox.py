@@ -6,6 +6,10 @@ told.  Policy (which mechanisms a bot gets, which errors are raised) lives in
 ``arena.botproc``.  Everything here is synchronous and cheap (a few syscalls or
 a /proc scan); nothing blocks for long.  docs/SANDBOX.md says what each
 mechanism enforces.
+
+Over 500 lines because its five sections (/proc, cgroups, run directory, permissions,
+the contained view with bubblewrap and the namespace root) share the process table and
+the uid pool; they are the natural seams when the bot layer becomes a package.
 """
 
 from __future__ import annotations
@@ -523,8 +527,6 @@ nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
 
-TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
-
 
 def default_run_dir() -> Path:
     if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
@@ -563,7 +565,7 @@ def uid_in_pool(uid: int) -> bool:
 def sweep_uid_files(uid: int) -> None:
     """Remove top-level entries a bot uid left in world-writable temp dirs, so
     the next bot given this uid does not inherit them (best effort)."""
-    for top in TMP_DIRS:
+    for top in world_writable_dirs():
         try:
             entries = list(os.scandir(top))
         except OSError:
@@ -817,9 +819,146 @@ def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None
 
 
 # ---------------------------------------------------------------------------
-# bubblewrap
+# what a contained bot sees of the filesystem (both modes)
 
 SANDBOX_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_DIRS = ("/usr", "/etc")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def contained_view(cwd: Path, ro_binds: Iterable[Path] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """What a contained bot sees of the host: symlinks as (target, path), then read-only binds
+    of the system, then read-only binds of the bot (mounted after the private /tmp, so a bot
+    directory under /tmp stays visible).
+
+    The system (/usr, /etc and the /bin, /lib... directories or their links), the bot's own
+    directory and ``ro_binds``; nothing else of the host (no checkout, no store, no other bot,
+    no /home or /root).  Both containments (bubblewrap and the namespace root) build this view.
+    """
+    links: list[tuple[str, str]] = []
+    binds = list(SYSTEM_DIRS)
+    for d in SANDBOX_ROOT_DIRS:
+        if os.path.islink(d):
+            links.append((os.readlink(d), d))
+        elif os.path.isdir(d):
+            binds.append(d)
+    own = []
+    for p in [cwd, *ro_binds]:
+        if str(p) not in binds and str(p) not in own:
+            own.append(str(p))
+    return links, binds, own
+
+
+def world_writable_dirs() -> list[str]:
+    """Host directories any uid may write (sticky temp dirs): what a bot could use to leave a
+    file for its next process if it could see them.  Contained bots get private ones."""
+    out = []
+    for d in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue"):
+        try:
+            real = os.path.realpath(d)
+            if os.stat(real).st_mode & 0o002 and real not in out:
+                out.append(real)
+        except OSError:
+            pass
+    return out
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+
+_mount = _libc.mount
+_mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_mount.restype = ctypes.c_int
+_unshare = _libc.unshare
+_unshare.argtypes = [ctypes.c_int]
+_unshare.restype = ctypes.c_int
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+@dataclass(frozen=True)
+class NamespaceRoot:
+    """The containment used where bubblewrap is not: new mount, network, IPC and UTS
+    namespaces entered by the forked child while it is still root, with a root directory
+    built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
+    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes, and a /proc that shows only
+    the bot's own uid (``hidepid=2``).  The child then drops to the bot's private uid, which
+    cannot undo any of it.  Every writable place is a tmpfs of this mount namespace, so it
+    vanishes with the bot's last process.
+
+    Everything is computed in the parent; :meth:`enter` runs in the child between fork and
+    exec and only makes system calls.
+    """
+
+    mountpoint: str  # an empty host directory to build the new root on (only this child sees it)
+    cwd: str
+    links: tuple[tuple[str, str], ...]
+    system: tuple[str, ...]
+    own: tuple[str, ...]
+    uid: int
+    tmp_bytes: int
+
+    @classmethod
+    def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int) -> NamespaceRoot:
+        links, system, own = contained_view(cwd, ro_binds)
+        return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes)
+
+    def enter(self) -> None:
+        _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        # Nothing mounted from here on propagates back to the host.
+        _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        root = self.mountpoint
+        _check(_mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "root tmpfs")
+        for target, link in self.links:
+            os.symlink(target, root + link)
+        for path in self.system:
+            self._bind(path, root + path, MS_NOSUID | MS_NODEV)
+        os.makedirs(root + "/dev", exist_ok=True)
+        for dev in DEVICES:
+            if os.path.exists(dev):
+                self._bind(dev, root + dev, MS_NOSUID)
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+            os.symlink(target, f"{root}/dev/{name}")
+        private = f"mode=0700,uid={self.uid},gid={self.uid},size={self.tmp_bytes}".encode()
+        for d in ("/tmp", "/dev/shm"):
+            os.makedirs(root + d, exist_ok=True)
+            _check(_mount(b"tmpfs", (root + d).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, private), f"tmpfs {d}")
+        os.makedirs(root + "/var", exist_ok=True)
+        os.symlink("/tmp", root + "/var/tmp")
+        for path in self.own:
+            self._bind(path, root + path, MS_NOSUID | MS_NODEV)
+        os.mkdir(root + "/proc")
+        _check(_mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      b"hidepid=2"), "proc")
+        _check(_mount(None, root.encode(), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+               "read-only root")
+        os.chdir(root)
+        os.chroot(".")
+        os.chdir(self.cwd)
+
+    @staticmethod
+    def _bind(src: str, dst: str, flags: int) -> None:
+        if os.path.isdir(src):
+            os.makedirs(dst, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o600))
+        _check(_mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
+        _check(_mount(None, dst.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None),
+               f"read-only {src}")
+
+
+# ---------------------------------------------------------------------------
+# bubblewrap
 
 
 def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
@@ -841,17 +980,16 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--ro-bind", "/usr", "/usr",
     ]
-    for d in SANDBOX_ROOT_DIRS:
-        if os.path.islink(d):
-            argv += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            argv += ["--ro-bind", d, d]
-    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-             "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    for p in [cwd, *ro_binds]:
-        argv += ["--ro-bind", str(p), str(p)]
+    links, system, own = contained_view(cwd, ro_binds)
+    for target, link in links:
+        argv += ["--symlink", target, link]
+    for p in system:
+        argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
+    for p in own:
+        argv += ["--ro-bind", p, p]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     argv += ["--remount-ro", "/", "--chdir", str(cwd), "--", *command]
@@ -894,8 +1032,8 @@ def unsuitable_sandbox_dir(cwd: Path) -> str | None:
 
 
 def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path]) -> bool:
+    """Whether ``path`` lies inside what :func:`contained_view` shows a bot."""
     real = Path(os.path.realpath(path))
-    roots = [Path("/usr"), Path("/etc"), Path(os.path.realpath(cwd)),
-             *(Path(os.path.realpath(p)) for p in ro_binds)]
-    roots += [Path(d) for d in SANDBOX_ROOT_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    _, system, own = contained_view(Path(os.path.realpath(cwd)), [Path(os.path.realpath(p)) for p in ro_binds])
+    roots = [Path(b) for b in system + own]
     return any(real == r or r in real.parents for r in roots)

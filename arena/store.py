@@ -8,6 +8,7 @@ resumed one never stores a game twice. Logs are zlib-compressed JSON.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import zlib
@@ -89,6 +90,57 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+STORE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def create_private_store(path: Path) -> None:
+    """Create the store's directory (0700) and an empty store file (0600) before SQLite opens it.
+
+    SQLite gives its -wal, -shm and -journal files the mode of the database file, so a file
+    that is 0600 from its first byte keeps every game log (finished or being written) away
+    from bots, which run under other uids. A directory named ``arena-data`` that we own is
+    tightened to 0700 too (older versions made it 0755); any other existing directory (say
+    /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private.
+    """
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
+        parent.chmod(STORE_DIR_MODE)  # mkdir's mode is filtered by the umask
+    elif parent.name == DEFAULT_STORE.parent.name and parent.stat().st_uid == os.geteuid():
+        parent.chmod(STORE_DIR_MODE)
+    if not path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE))
+        except FileExistsError:
+            pass  # another process created it meanwhile: close_store_files() fixes its mode
+
+
+def close_store_files(path: Path) -> None:
+    """Make the store and its SQLite side files 0600 (a store created by an older version
+    may have a 0644 -wal). Quietly skips files that are missing or not ours."""
+    for p in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            if p.stat().st_mode & 0o077:
+                p.chmod(PRIVATE_FILE_MODE)
+        except OSError:
+            pass
+
+
+def open_private(path: str | Path, mode: str = "w", **kw: Any):
+    """``open(path, mode)`` for an export or a report: a new file is created 0600, an existing
+    one is truncated and keeps its mode (the operator widened it on purpose). Game logs and
+    exports can hold what bots must not read, and bots may run on this machine."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    return os.fdopen(fd, mode, **kw)
+
+
+def write_private_text(path: str | Path, text: str) -> None:
+    """``Path.write_text`` with :func:`open_private`'s mode rule."""
+    with open_private(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 class StoreError(RuntimeError):
     """The store file is missing, unreadable, or not an arena store."""
 
@@ -98,7 +150,8 @@ class Store:
         self.path = Path(path)
         if readonly and not self.path.exists():
             raise StoreError(f"no store at {self.path}: run a tournament first, or pass --store")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not readonly:
+            create_private_store(self.path)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -108,10 +161,8 @@ class Store:
                 self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path} is not a usable arena store: {e}") from None
-        try:
-            self.path.chmod(0o600)  # bots run as another user and must not read it
-        except OSError:
-            pass
+        if not readonly:
+            close_store_files(self.path)
 
     def close(self) -> None:
         self.db.close()

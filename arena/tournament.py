@@ -70,7 +70,8 @@ class TournamentConfig:
     bank_ms: int = 10_000
     handshake_ms: int = 10_000
     restart_each_game: bool = False
-    sandbox: bool = False
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
+    trusted_bots: bool = False  # run bots as the referee's own user, on purpose
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
     limits: dict[str, int] = field(default_factory=dict)
@@ -143,7 +144,7 @@ def _check_types(data: dict[str, Any], where: str) -> None:
     for key, value in data.items():
         if key not in TournamentConfig.__dataclass_fields__:
             continue  # reported as unknown
-        want = type(getattr(defaults, key))
+        want = bool if key == "sandbox" else type(getattr(defaults, key))
         if want is list:
             ok, what = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
         elif want is int:
@@ -273,7 +274,7 @@ def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launche
 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
-                       restart_each_game=cfg.restart_each_game)
+                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
@@ -306,6 +307,8 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
     games = schedule(cfg, labels, seeds.load_secret(store.path.parent))
+    if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
+        await Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots).preflight(specs.values())
     store.begin_tournament(cfg.name, cfg.fingerprint(), len(games))
     for spec in specs.values():
         store.register_bot(spec.label, spec.name, spec.version, spec.files_hash(),

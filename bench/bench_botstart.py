@@ -1,4 +1,4 @@
-"""Per-bot start-up cost of each containment level.
+"""Per-bot start-up cost of each containment level, and of the default one against a plain start.
 
     python bench/bench_botstart.py [rounds]
 
@@ -6,7 +6,9 @@ One sample = start a trivial Python bot, one handshake line each way, close
 (kill + reap + clean up).  Modes run interleaved, round by round, so drift on a
 shared machine hits them alike.  Prints mean and median ms per bot and the ratio
 of means to "plain" (bare trio.lowlevel.open_process, no limits at all).
-Modes the machine cannot do are reported and skipped.
+Modes the machine cannot do are reported and skipped.  The last line compares the mode
+``arena`` uses by default here (arena.launch.Launcher: bubblewrap where it works, else
+namespaces) with the plain start; the target is under ~3x.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena import botproc as bp  # noqa: E402
+from arena.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher  # noqa: E402
 
 PY = shutil.which("python3", path=bp.DEFAULT_PATH)
 BOT = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush(); sys.stdin.read()"]
@@ -61,12 +64,19 @@ async def main(rounds: int) -> None:
         modes["rlimits + private uid"] = managed(cgroup=False)
     if caps["cgroup"]:
         modes["+ cgroup" if root else "rlimits + cgroup"] = managed(cgroup=True)
+    if caps["namespaces"] == "ok":
+        modes["+ cgroup + namespaces" if caps["cgroup"] else "+ namespaces"] = managed(namespaces=True)
     if caps["bwrap"] == "ok":
         modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(sandbox=True)
+    try:
+        default = await Launcher().mode()
+    except ContainmentError as e:
+        default = f"none ({e})"
+    default_row = {BUBBLEWRAP: "bwrap", NAMESPACES: "namespaces"}.get(default)
     print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} CPUs, "
           f"root={root}")
     print(f"cgroup: {caps['cgroup'] or caps['cgroup_note']}")
-    print(f"bwrap: {caps['bwrap']}")
+    print(f"bwrap: {caps['bwrap']}; namespaces: {caps['namespaces']}; default containment: {default}")
     for sample in modes.values():  # warm-up: imports, page cache, first cgroup mkdir
         for _ in range(3):
             await sample()
@@ -83,6 +93,10 @@ async def main(rounds: int) -> None:
         mean = statistics.mean(ts)
         print(f"{name:26} {mean:8.1f} {statistics.median(ts):8.1f} "
               f"{statistics.stdev(ts):7.1f} {mean / base:8.2f}")
+    rows = [name for name in times if default_row and name.endswith(default_row)]
+    if rows:
+        ratio = statistics.mean(times[rows[0]]) / base
+        print(f"\ndefault mode ({default}, row '{rows[0]}'): {ratio:.2f}x a plain start (target: under ~3x)")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ PY = shutil.which("python3", path=bp.DEFAULT_PATH)
 MARK = f"arena-hostile-{os.getpid()}"
 ROOT = os.geteuid() == 0
 FAST = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 << 20)
+SLOW = 120  # a wait that only a broken test reaches: nothing here asserts how fast a bot is
 
 CGROUPS, CGROUP_NOTE = bp._cgroup_root()
 SANDBOX_PROBLEM = trio.run(bp.sandbox_problem) if PY else "no python3"
@@ -376,6 +377,20 @@ def test_closes_stdout_and_keeps_running():
     run(main)
 
 
+@needs_sandbox
+def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
+    """bwrap keeps copies of the bot's stdout, so no EOF ever comes: the referee looks at which
+    processes still hold the pipe."""
+    async def main():
+        async with await start("close_stdin.py", "stdout", sandbox=True) as bot:
+            assert await bot.receive_line(SLOW) == "closing"
+            with pytest.raises(bp.BotClosedOutput) as info:
+                await bot.receive_line(SLOW)
+            assert info.value.reason == "closed_output"
+
+    run(main)
+
+
 # -- escaping ----------------------------------------------------------------------
 
 
@@ -433,9 +448,11 @@ def test_memory_hog_hits_the_cgroup_limit():
 
     async def main():
         async with await start("memory_hog.py", limits=limits) as bot:
-            assert await bot.receive_line(5) == "eating"
+            # Generous waits: only the kernel's verdict is asserted, never how fast it came
+            # (a 10 s wait read as a timeout on a loaded machine).
+            assert await bot.receive_line(SLOW) == "eating"
             with pytest.raises(bp.MemoryLimitExceeded) as info:
-                await bot.receive_line(10)
+                await bot.receive_line(SLOW)
             assert info.value.reason == "memory_limit"
             assert info.value.signal == signal.SIGKILL
         usage = bot.resource_usage()
@@ -450,27 +467,111 @@ def test_memory_hog_without_cgroup_hits_rlimit_as():
 
     async def main():
         async with await start("memory_hog.py", limits=limits, cgroup=False) as bot:
-            assert await bot.receive_line(5) == "eating"
+            assert await bot.receive_line(SLOW) == "eating"
             with pytest.raises(bp.BotExited) as info:
-                await bot.receive_line(10)
+                await bot.receive_line(SLOW)
             assert info.value.returncode == 1
             assert any("MemoryError" in line for line in bot.take_stderr())
 
     run(main)
 
 
-def test_cpu_limit():
+def test_cpu_limit_without_games_counts_the_whole_life():
     limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
 
     async def main():
         async with await start("cpu_burn.py", limits=limits) as bot:
-            assert await bot.receive_line(5) == "burning"
+            assert await bot.receive_line(SLOW) == "burning"
             with pytest.raises(bp.CpuLimitExceeded) as info:
-                await bot.receive_line(5)
-            assert info.value.reason == "cpu_limit" and info.value.signal == signal.SIGXCPU
-        assert bot.resource_usage().cpu_seconds > 0.5  # cpuacct and RLIMIT_CPU differ a little
+                await bot.receive_line(SLOW)  # seen while waiting, not after the wait
+            assert info.value.reason == "cpu_limit"
+            assert "this game" in str(info.value)
+        assert bot.resource_usage().cpu_seconds > 0.9
 
     run(main)
+
+
+def test_cpu_is_counted_per_game():
+    """One process, three games: 0.6 s of CPU twice is fine under a 1 s per-game limit (a
+    per-process limit forfeited the second game); 3 s in one game is not."""
+    limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
+
+    async def main():
+        async with await start("cpu_on_demand.py", limits=limits) as bot:
+            assert await bot.receive_line(SLOW) == "ready"
+            for _ in range(2):
+                bot.begin_game(1.0, 0.0)
+                await bot.send_line("burn 0.6")
+                assert await bot.receive_line(SLOW) == "done"
+                assert 0.5 < bot.game_cpu_seconds() < 1.0
+            bot.begin_game(1.0, 0.0)
+            await bot.send_line("burn 3")
+            with pytest.raises(bp.CpuLimitExceeded):
+                await bot.receive_line(SLOW)
+            assert bot.returncode is None  # still running: the referee closes it on the fault
+
+    run(main)
+
+
+def test_cpu_allowance_derived_from_the_clock(monkeypatch):
+    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
+    assert Limits().game_cpu_allowance(0.05, 0.0, 3) == pytest.approx(0.3 + 2 * 0.05 * 3)
+    assert Limits().game_cpu_allowance(1.0, 10.0, 100) == pytest.approx(0.3 + 10 + 200)
+    assert Limits(cpu_seconds=7).game_cpu_allowance(1.0, 10.0, 100) == 7
+
+    async def main():
+        async with await start("cpu_on_demand.py", limits=Limits(memory_mb=256, max_processes=16)) as bot:
+            assert await bot.receive_line(SLOW) == "ready"
+            bot.begin_game(0.05, 0.0)
+            for _ in range(3):  # quick answers stay within 0.3 + 0.1 per decision
+                await bot.send_line("burn 0.01")
+                assert await bot.receive_line(SLOW) == "done"
+            await bot.send_line("burn 2")
+            with pytest.raises(bp.CpuLimitExceeded):
+                await bot.receive_line(SLOW)
+
+    run(main)
+
+
+def test_process_cpu_backstop_is_rlimit_cpu():
+    limits = Limits(process_cpu_seconds=1, memory_mb=256, max_processes=16)
+
+    async def main():
+        async with await start("cpu_burn.py", limits=limits) as bot:
+            assert await bot.receive_line(SLOW) == "burning"
+            with pytest.raises(bp.CpuLimitExceeded) as info:
+                await bot.receive_line(SLOW)
+            assert info.value.signal == signal.SIGXCPU
+
+    run(main)
+
+
+# -- end of a bot's life -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=needs_sandbox)], ids=["plain", "sandbox"])
+def test_shutdown_grace_lets_a_bot_finish_its_last_words(sandbox):
+    async def main():
+        async with await start("last_words.py", sandbox=sandbox) as bot:
+            assert await bot.receive_line(SLOW) == "ready"
+            await bot.send_line("shutdown")
+            await bot.close_gracefully()
+        return bot
+
+    bot = run(main)
+    assert bot.returncode == 0  # it exited by itself
+    assert "last words: 42 games, 0 faults" in bot.take_stderr()
+
+
+def test_shutdown_grace_ends_in_a_kill():
+    async def main():
+        async with await start("last_words.py", "stubborn") as bot:
+            assert await bot.receive_line(SLOW) == "ready"
+            await bot.send_line("shutdown")
+            await bot.close_gracefully()
+        return bot
+
+    assert run(main).returncode == -signal.SIGKILL
 
 
 @needs_root
@@ -613,6 +714,78 @@ def test_sandbox_fork_bomb_and_grandchild():
         async with await start("setsid_grandchild.py", "keep", sandbox=True) as bot:
             await bot.receive_line(10)
             assert await bot.receive_line(5) == "parent done"
+
+    run(main)
+
+
+# -- namespaces (the containment without bubblewrap) ---------------------------------
+
+
+NS_PROBLEM = trio.run(bp.namespaces_problem) if PY else "no python3"
+needs_namespaces = pytest.mark.skipif(NS_PROBLEM is not None, reason=f"namespaces: {NS_PROBLEM}")
+
+
+@needs_namespaces
+def test_namespaces_network_filesystem_and_processes(other_bot):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = str(listener.getsockname()[1])
+
+        async def probe(*args):
+            async with await start("probe.py", *args, namespaces=True) as bot:
+                return await bot.receive_line(SLOW)
+
+        async def main():
+            async with await start("env_report.py", namespaces=True) as bot:
+                report = json.loads(await bot.receive_line(SLOW))
+            return report, {
+                "loopback": await probe("connect", "127.0.0.1", port),
+                "parent_dir": await probe("list", str(HOSTILE.parent)),
+                "other_bot_dir": await probe("list", str(other_bot)),
+                "root_home": await probe("list", "/root"),
+                "proc": await probe("list", "/proc/1"),
+                "write_own_dir": await probe("write", str(HOSTILE / "x.txt")),
+                "write_tmp": await probe("write", "/tmp/x.txt"),
+                "write_dev_shm": await probe("write", "/dev/shm/x.txt"),
+                "write_run_lock": await probe("write", "/run/lock/x.txt"),
+            }
+
+        report, seen = run(main)
+    assert report["env"]["HOME"] == report["env"]["TMPDIR"] == "/tmp"
+    assert report["home_mode"] == "0o700" and report["home_owner"] == report["uid"]
+    assert sb.uid_in_pool(report["uid"])
+    assert seen["loopback"].startswith("denied")  # a network namespace of its own: no route
+    assert seen["parent_dir"] == "LEAK hostile"  # only the way down to its own directory
+    assert seen["other_bot_dir"] == "denied FileNotFoundError"
+    assert seen["root_home"] == "denied FileNotFoundError"
+    assert seen["proc"] == "denied FileNotFoundError"  # hidepid: init is not ours
+    assert seen["write_own_dir"].startswith("denied")
+    assert seen["write_tmp"] == seen["write_dev_shm"] == "LEAK wrote"  # private tmpfs, gone with it
+    assert seen["write_run_lock"].startswith("denied")  # /run is not there at all
+    assert not (HOSTILE / "x.txt").exists()
+
+
+@needs_namespaces
+def test_namespaces_fork_bomb_and_grandchild():
+    limits = Limits(memory_mb=256, max_processes=12)
+
+    async def main():
+        async with await start("fork_bomb.py", limits=limits, namespaces=True) as bot:
+            assert await bot.receive_line(SLOW) == "bombing"
+            await trio.sleep(0.3)
+            assert len(marked_pids()) <= limits.max_processes
+        async with await start("setsid_grandchild.py", "scrub", namespaces=True) as bot:
+            await bot.receive_line(SLOW)
+            assert await bot.receive_line(SLOW) == "parent done"
+
+    run(main)
+
+
+def test_namespaces_need_a_private_uid():
+    async def main():
+        with pytest.raises(bp.BotStartError, match="namespace"):
+            await bp.start_bot(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=None)
 
     run(main)
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -157,8 +159,8 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "broken"\ncommand = ["./nothing"]\n'
                                   'build = ["sh", "-c", "echo no compiler; exit 3"]\n')
-    cache = tmp_path / "cache"
-    cache.mkdir()
+    cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
+    cache.chmod(0o755)
     specs = [load_bot("lowest"), load_bot(bot)]
     bots = {}
     for spec in specs:
@@ -179,6 +181,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
     assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
     assert rec["result"]["order"][0] == [0]
     assert not (cache / specs[1].files_hash() / "BUILT").exists()
+    shutil.rmtree(cache)
 
 
 def test_addresses(tmp_path):

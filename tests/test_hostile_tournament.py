@@ -78,9 +78,11 @@ def played():
         d = base / mode
         d.mkdir()
         d.chmod(0o755)
+        shutil.copy(HOSTILE, d / HOSTILE.name)  # a contained bot sees its own directory only
+        (d / HOSTILE.name).chmod(0o644)
         (d / "bot.toml").write_text(
             f'name = "hostile-{mode.replace("_", "-")}"\nversion = "1"\n'
-            f'command = ["python3", "{HOSTILE}", "{mode}", "{store_path}"]\n')
+            f'command = ["python3", "{HOSTILE.name}", "{mode}", "{store_path}"]\n')
         (d / "bot.toml").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
         bots.append(str(d))
     cfg = load_config(None, {

@@ -5,7 +5,9 @@ plain error, not a traceback."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -98,8 +100,11 @@ def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path)
 
 def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypatch) -> None:
     # A bot path that vanishes after scheduling: every worker dies loading it.
-    bot = tmp_path / "gone"
+    reachable = Path(tempfile.mkdtemp(prefix="arena-gone-"))  # a bot's private uid must reach it
+    reachable.chmod(0o755)
+    bot = reachable / "gone"
     bot.mkdir()
+    bot.chmod(0o755)
     (bot / "bot.toml").write_text('name = "gone"\ncommand = ["python3", "bot.py"]\n')
     cfg = load_config(None, {"name": "w", "bots": [str(bot), "lowest"], "deals": 2, "concurrency": 2,
                              "processes": 2, "store": str(tmp_path / "w.sqlite")})
@@ -116,6 +121,7 @@ def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypat
         trio.run(run_tournament, cfg, store)
     assert "referee worker processes died" in str(info.value) and "no bot at" in str(info.value)
     assert store.tournament("w")["status"] == "running"  # resumable, not marked done
+    shutil.rmtree(reachable)
 
 
 def test_the_plain_summary_reports_worker_deaths() -> None:

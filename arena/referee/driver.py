@@ -112,17 +112,20 @@ class BotPlayer:
     async def begin(self, message: dict[str, Any]) -> None:
         if self.restart_each_game or self._cpu_spent():
             await self.close()
+        begin_game = getattr(await self._ensure(), "begin_game", None)
+        if begin_game is not None:  # the bot's CPU is counted per game (arena.limits)
+            begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
         await self._send(message)
 
     def _cpu_spent(self) -> bool:
-        """True once the process has used half its CPU limit: a fresh process then serves the
-        next game, so the limit (per process, see arena.limits) bounds one game, not a match."""
+        """True once the process has used half of its lifetime CPU backstop
+        (``Limits.process_cpu_seconds``): a fresh process then serves the next game."""
         usage = getattr(self.conn, "resource_usage", None)
         limits = getattr(self.conn, "limits", None)
         if not callable(usage) or limits is None:
             return False
         spent = usage().cpu_seconds
-        return spent is not None and spent >= limits.cpu_seconds / 2
+        return spent is not None and spent >= limits.process_cpu_seconds / 2
 
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
         return await self._ask(protocol.encode(message), message["id"], len(message["actions"]), timeout)
@@ -168,11 +171,12 @@ class BotPlayer:
             self._stderr = []
         return out + self.conn.take_stderr() if self.conn is not None else out
 
-    async def close(self) -> None:
+    async def close(self, graceful: bool = False) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
             with trio.CancelScope(shield=True):
-                await conn.aclose()
+                close_gracefully = getattr(conn, "close_gracefully", None)
+                await (close_gracefully() if graceful and close_gracefully else conn.aclose())
             self._stderr += conn.take_stderr()  # after aclose, which waits for a dying bot's last lines
 
     async def shutdown(self) -> None:
@@ -182,7 +186,7 @@ class BotPlayer:
                     await self.conn.send_line(protocol.encode(protocol.shutdown()))
                 except Exception:
                     pass
-        await self.close()
+        await self.close(graceful=True)  # a grace period to exit by itself (arena.botproc.SHUTDOWN_GRACE)
 
 
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..store import DEFAULT_STORE, Store, StoreError
+from ..store import DEFAULT_STORE, Store, StoreError, write_private_text
 from .load import load_game
 from .simulate import ReplayError, conversation_for, requests_for, simulate
 
@@ -71,7 +71,7 @@ def replay(
         if seat is not None:
             data["view"] = seat  # the page opens in that seat's view
         try:
-            html_out.write_text(replay_html(data), encoding="utf-8")
+            write_private_text(html_out, replay_html(data))
         except OSError as e:
             _fail(err, f"cannot write {html_out}: {e}")
         console.print(f"wrote {html_out} ({len(rp.frames) - 1} turns); open it in any browser, offline")
@@ -148,7 +148,7 @@ def report(
         db.close()
     links = write_report_folder(html_out, replays) if split else None
     try:
-        html_out.write_text(report_html(t, tournament, lines, games, replays, links=links), encoding="utf-8")
+        write_private_text(html_out, report_html(t, tournament, lines, games, replays, links=links))
     except OSError as e:
         _fail(err, f"cannot write {html_out}: {e}")
     where = (f"; replays in {html_out.with_name(html_out.stem + '-replays')}/" if split else "; replays embedded")

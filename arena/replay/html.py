@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..standings import Line
+from ..store import write_private_text
 
 CSS = r"""
 :root { --felt: #1f5d3a; --felt2: #174a2e; --ink: #1b1b1b; --red: #c0142b; --gold: #f2c14e; }
@@ -471,6 +472,6 @@ def write_report_folder(out: Path, replays: dict[str, dict[str, Any]]) -> dict[s
     links = {}
     for gid, data in replays.items():
         path = folder / f"{safe_name(gid)}.html"
-        path.write_text(replay_html(data), encoding="utf-8")
+        write_private_text(path, replay_html(data))
         links[gid] = f"{folder.name}/{path.name}"
     return links
