@@ -12,29 +12,49 @@ from typing import Annotated, Optional
 import trio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .engine import PRESETS, RulesError, rules_from
+from .config import rule_label
 from .manifest import ManifestError, bundled_bots, load_bot
 from .store import DEFAULT_STORE, Store, StoreError
 from .tournament import ConfigError
 
-app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console() if sys.stdout.isatty() else Console(width=140)
-err = Console(stderr=True)
+from . import __version__
+from .cli_common import ArenaTyper, fail, progress, warn
 
-StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite).")]
-RuleOpt = Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option override, name=value (repeatable).")]
+app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
+                 no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                 context_settings={"help_option_names": ["-h", "--help"]})
+console = Console(highlight=False) if sys.stdout.isatty() else Console(width=140, highlight=False)
+
+# One spelling per argument, shared by every command that takes it.
+StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite file).")]
+RuleOpt = Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="A rule option, name=value (repeatable).")]
+RulesOpt = Annotated[str, typer.Option("--rules", help="Rule preset (arena rules lists them).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Deal seed.")]
+MoveMsOpt = Annotated[int, typer.Option("--move-ms", min=1, help="Milliseconds per decision.")]
+BankMsOpt = Annotated[int, typer.Option("--bank-ms", min=0, help="Time bank in ms, drawn on when a decision runs over.")]
+MaxTurnsOpt = Annotated[int, typer.Option("--max-turns", min=1, help="Turn cap: a game still running then is a draw.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+TournamentOpt = Annotated[Optional[str], typer.Option("--tournament", "-t", help="Only the games of this tournament.")]
 
 
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}")
-    raise typer.Exit(code)
+def _version(value: bool) -> None:
+    if value:
+        print(f"palace-arena {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Palace Arena: referee, tournaments, ladders and replays for Palace bots."""
 
 
 @app.command()
 def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to list them all.")] = None,
-          rule: RuleOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+          rule: RuleOpt = None, as_json: JsonOpt = False) -> None:
     """List the rule presets and options, or print one rule set in plain words."""
     from .engine.describe import OPTION_HELP, describe
     if name is None:
@@ -43,7 +63,7 @@ def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to 
             console.print(f"  {key:10} {r.min_players}-{r.max_players} players")
         console.print("\n[bold]Options[/] (use with --rule name=value)")
         for key, text in OPTION_HELP.items():
-            console.print(f"  {key:16} {text}")
+            console.print(f"  {key:16} {escape(text)}")
         return
     try:
         r = rules_from(name, rule or [])
@@ -52,17 +72,15 @@ def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to 
     if as_json:
         print(json.dumps(r.options(), indent=2))
     else:
-        console.print(describe(r))
+        console.print(describe(r), markup=False)
 
 
 @app.command()
 def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manifest, directory, bundled name, or 'human').")],
-         rules_name: Annotated[str, typer.Option("--rules", help="Rule preset.")] = "classic",
-         rule: RuleOpt = None, seed: Annotated[int, typer.Option(help="Deal seed.")] = 1,
-         move_ms: Annotated[int, typer.Option(help="Time per decision.")] = 1000,
-         bank_ms: Annotated[int, typer.Option(help="Time bank for overruns.")] = 10_000,
-         max_turns: Annotated[int, typer.Option(help="Adjudication cap.")] = 2000,
-         store: StoreOpt = DEFAULT_STORE, quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
+         rules_name: RulesOpt = "classic", rule: RuleOpt = None, seed: SeedOpt = 1,
+         move_ms: MoveMsOpt = 1000, bank_ms: BankMsOpt = 10_000, max_turns: MaxTurnsOpt = 2000,
+         store: StoreOpt = DEFAULT_STORE,
+         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result, not every move.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
     from .play import play_one
     try:
@@ -71,11 +89,9 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     except (RulesError, ManifestError) as e:
         fail(str(e))
     if not r.min_players <= len(specs) <= r.max_players:
-        fail(f"{r.name} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
-    try:
-        code = trio.run(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console)
-    except StoreError as e:
-        fail(str(e))
+        fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
+    progress.set(0, 1, resumable=False)
+    code = trio.run(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console)
     raise typer.Exit(code)
 
 

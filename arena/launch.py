@@ -159,7 +159,9 @@ class Launcher:
         isolate = os.geteuid() == 0 if self.isolate_user is None else self.isolate_user
         env: dict[str, str] = {}
         python = sys.executable
-        if spec.command and spec.command[0] in ("python3", "python"):
+        if spec.command and spec.command[0] in ("python3", "python") and spec.python:
+            python = spec.python  # bot.toml's interpreter or venv: the author's choice
+        elif spec.command and spec.command[0] in ("python3", "python"):
             found = python_for(isolate or self.sandbox)
             if found is None and (self.sandbox or self.isolate_user):
                 raise BuildError("no Python 3.11+ that an isolated bot may run (install python3 in /usr/bin)")
@@ -172,7 +174,7 @@ class Launcher:
         try:
             return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
                                    sandbox=self.sandbox, run_as="auto" if isolate else None,
-                                   extra_env=env or None, ro_binds=binds)
+                                   extra_env={**spec.env, **env} or None, ro_binds=binds)
         except BotStartError as e:
             if not isolate or self.sandbox or self.isolate_user:
                 raise
