@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from .engine import PRESETS, RulesError, rules_from
-from .config import rule_label
 from .manifest import ManifestError, bundled_bots, load_bot
 from .store import DEFAULT_STORE, Store, StoreError
 from .tournament import ConfigError
@@ -27,6 +26,7 @@ app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays f
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                  context_settings={"help_option_names": ["-h", "--help"]})
 console = Console(highlight=False) if sys.stdout.isatty() else Console(width=140, highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 # One spelling per argument, shared by every command that takes it.
 StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite file).")]
@@ -89,6 +89,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     except (RulesError, ManifestError) as e:
         fail(str(e))
     if not r.min_players <= len(specs) <= r.max_players:
+        from .config import rule_label
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     progress.set(0, 1, resumable=False)
     code = trio.run(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console)
@@ -96,38 +97,99 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
 
 
 @app.command()
-def check(bot: Annotated[str, typer.Argument(help="The bot to check.")],
-          games: Annotated[int, typer.Option(help="Games per preset.")] = 2,
-          move_ms: Annotated[int, typer.Option()] = 1000,
-          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Conformance run: the bot plays every preset and every kind of decision; exit 1 on any fault."""
-    from .check import run_check
-    try:
-        spec = load_bot(bot)
-    except ManifestError as e:
-        fail(str(e))
-    report = trio.run(run_check, spec, games, move_ms)
+def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a directory holding one, or a bundled name.")],
+          games: Annotated[int, typer.Option("--games", min=1, help="Games per scenario.")] = 2,
+          rules_name: Annotated[Optional[str], typer.Option("--rules", help="Only this preset (the rules the bot "
+                                                            "is meant for); default: every preset.")] = None,
+          rule: RuleOpt = None, move_ms: MoveMsOpt = 1000,
+          bank_ms: Annotated[Optional[int], typer.Option("--bank-ms", min=0, help="Time bank in ms "
+                                                         "(default: five moves' time).")] = None,
+          limit: Annotated[Optional[list[str]], typer.Option("--limit", "-L", metavar="KEY=VALUE",
+                                                             help="A resource limit, e.g. memory_mb=256 (repeatable; "
+                                                                  "keys as in bot.toml's [limits]).")] = None,
+          all_games: Annotated[bool, typer.Option("--all", help="Play every scenario even after a fault repeats.")] = False,
+          as_json: JsonOpt = False) -> None:
+    """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
+    from .check import print_report, run_check
+    from .limits import Limits
+    spec = load_bot(bot)
+    if spec.human:
+        fail("arena check takes a bot, not 'human'")
+    ruleset = None
+    if rules_name is not None or rule:
+        ruleset = rules_from(rules_name or "classic", rule or [])
+    limits = Limits(**_limits(limit or []))
+    out = err_console if as_json else console
+    progress.set(0, None, resumable=False)
+
+    def say(text: str) -> None:
+        progress.set(progress.done or 0, None, resumable=False)
+        out.print(escape(text), style="dim")
+
+    def tick(text: str) -> None:
+        if text.startswith("["):
+            progress.set((progress.done or 0) + 1, None, resumable=False)
+        say(text)
+
+    report = trio.run(partial(run_check, spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits,
+                              all_faults=all_games, progress=tick))
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        from .check import print_report
         print_report(report, console)
     raise typer.Exit(0 if report["ok"] else 1)
 
 
+def _limits(items: list[str]) -> dict[str, int]:
+    """``--limit key=value`` flags, checked like bot.toml's [limits]."""
+    from .config import LimitsTable, validate
+    raw: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            fail(f"--limit takes KEY=VALUE with a whole number, got {item!r}")
+        raw[key.strip()] = int(value)
+    return validate(LimitsTable, raw, "--limit").model_dump(exclude_none=True)
+
+
+class _Quiet:
+    """Wraps a tournament reporter: counts for the interrupt line, and no 'interrupted' line of its own
+    (the command prints one line, and only once it knows whether it was an interrupt or an error)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def started(self, cfg, total: int, done: int) -> None:
+        progress.set(done, total)
+        if done:
+            err_console.print(f"resuming: {done} of {total} games already stored")
+        self.inner.started(cfg, total, done)
+
+    def game_done(self, game, record) -> None:
+        self.inner.game_done(game, record)
+        progress.set((progress.done or 0) + 1, progress.total)
+
+    def finished(self, interrupted: bool) -> None:
+        from .live import RichReporter
+        if not interrupted or isinstance(self.inner, RichReporter):
+            self.inner.finished(False)  # a live display is stopped either way
+
+
 @app.command()
 def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament file (TOML); omit for the demo.")] = None,
-               name: Annotated[Optional[str], typer.Option(help="Tournament name (also the resume key).")] = None,
+               name: Annotated[Optional[str], typer.Option("--name", help="Tournament name (also the resume key).")] = None,
                bots: Annotated[Optional[list[str]], typer.Option("--bot", help="A bot (repeatable).")] = None,
-               rules_name: Annotated[Optional[str], typer.Option("--rules")] = None, rule: RuleOpt = None,
-               seats: Annotated[Optional[int], typer.Option()] = None,
-               deals: Annotated[Optional[int], typer.Option(help="Deals per table, each played in every seat rotation.")] = None,
-               seed: Annotated[Optional[int], typer.Option()] = None,
-               concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j")] = None,
-               move_ms: Annotated[Optional[int], typer.Option()] = None,
-               max_turns: Annotated[Optional[int], typer.Option()] = None,
-               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox")] = None,
-               store: Annotated[Optional[Path], typer.Option("--store")] = None,
+               rules_name: Annotated[Optional[str], typer.Option("--rules", help="Rule preset (arena rules lists them).")] = None,
+               rule: RuleOpt = None,
+               seats: Annotated[Optional[int], typer.Option("--seats", help="Players per game.")] = None,
+               deals: Annotated[Optional[int], typer.Option("--deals", help="Deals per table, each played in every seat rotation.")] = None,
+               seed: Annotated[Optional[int], typer.Option("--seed", help="Base deal seed.")] = None,
+               concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Games at a time (default: cores).")] = None,
+               move_ms: Annotated[Optional[int], typer.Option("--move-ms", min=1, help="Milliseconds per decision.")] = None,
+               bank_ms: Annotated[Optional[int], typer.Option("--bank-ms", min=0, help="Time bank in ms, drawn on when a decision runs over.")] = None,
+               max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Turn cap: a game still running then is a draw.")] = None,
+               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Run bots under bubblewrap (docs/SANDBOX.md).")] = None,
+               store: Annotated[Optional[Path], typer.Option("--store", help="The game store (SQLite file).")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
@@ -136,31 +198,19 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from .standings import standings
     from .tournament import load_config, run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
-                 "concurrency": concurrency, "move_ms": move_ms, "max_turns": max_turns, "sandbox": sandbox,
-                 "store": str(store) if store else None, "cluster": cluster}
+                 "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
+                 "sandbox": sandbox, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from .engine.rules import parse_option
-        try:
-            overrides["options"] = dict(parse_option(o) for o in rule)
-        except RulesError as e:
-            fail(str(e))
-    try:
-        cfg = load_config(file, overrides)
-        db = Store(cfg.store)
-    except (ConfigError, StoreError) as e:
-        fail(str(e))
-    reporter = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
-    try:
-        trio.run(partial(run_tournament, collect=False), cfg, db, reporter)
-    except KeyboardInterrupt:
-        err.print(f"interrupted: finished games are stored in {cfg.store}; run the same command to resume")
-        raise typer.Exit(130)
-    except (ConfigError, StoreError) as e:
-        fail(str(e))
+        overrides["options"] = dict(parse_option(o) for o in rule)
+    cfg = load_config(file, overrides)
+    db = Store(cfg.store)
+    inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
+    trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
     lines = standings(db.results(cfg.name))
-    console.print(standings_table(lines, f"Standings: {cfg.name} ({len(db.results(cfg.name))} games)"))
-    console.print(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
-                  f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID")
+    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({len(db.results(cfg.name))} games)"))
+    console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
+                         f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
 
 def _open(store: Path) -> Store:
@@ -266,3 +316,7 @@ def _register_more() -> None:
 
 
 _register_more()
+
+
+if __name__ == "__main__":  # python -m arena.cli ...
+    app()

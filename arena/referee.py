@@ -112,7 +112,7 @@ class BotPlayer:
             line = await self.conn.receive_line(self.clock.handshake_ms / 1000)
             self.hello = protocol.read_bot_hello(line)
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             fault = _as_fault(e)
             if fault.reason in ("bad_json", "schema", "timeout", "crash"):
@@ -127,7 +127,7 @@ class BotPlayer:
         try:
             await conn.send_line(protocol.encode(message))
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             raise _as_fault(e) from None
 
@@ -153,7 +153,7 @@ class BotPlayer:
             line = await conn.receive_line(timeout)
             return protocol.read_action(line, message["id"], len(message["actions"]))
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             raise _as_fault(e) from None
 
@@ -163,7 +163,7 @@ class BotPlayer:
         try:
             await self.conn.send_line(protocol.encode(message))
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             await self.close()
 
