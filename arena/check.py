@@ -248,10 +248,13 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
         first["line"] = last_line[:120] + ("..." if len(last_line) > 120 else "")
         first["hint"] = STDOUT_HINT
     if kind == "timeout":
-        slow = [st["ms"] for st in mine if st["ms"] > clock.move_ms]
-        first["hint"] = (f"the clock is {clock_words(clock.move_ms, clock.bank_ms)}; "
-                         f"the bot answered {len(slow)} move(s) late in that game before this one"
-                         + (f", slowest {max(slow):,.0f} ms" if slow else ""))
+        slow = [st["ms"] for st in mine if "fault" not in st and st["ms"] > clock.move_ms]
+        left = (step or {}).get("ms")
+        if left is not None:
+            first["message"] = f"no answer within the {left:,.0f} ms it had left"
+        first["hint"] = (f"{clock_words(clock.move_ms, clock.bank_ms)}; bank used up after {len(slow)} slow "
+                         f"move(s), slowest {max(slow):,.0f} ms" if slow else
+                         f"{clock_words(clock.move_ms, clock.bank_ms)}; one move took longer than all of it")
     if any("ModuleNotFoundError" in line or "ImportError" in line for line in stderr):
         first["hint"] = ("an import failed: check which interpreter runs the bot (the header says) "
                          f"and name the one with your packages with interpreter or venv in bot.toml ({BOT_TOML_DOC})")
@@ -284,7 +287,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         p(f"time per decision: mean {ms['mean']:,.1f} ms, p95 {ms['p95']:,.1f} ms, slowest {ms['max']:,.0f} ms "
           f"({escape(report.get('clock_words', ''))})")
     slow = report.get("slow")
-    if slow:
+    if slow and "timeout" not in report["faults"]:
         text = f"{slow['moves']} slow move(s) in one game drew on the bank, slowest {slow['slowest_ms']:,} ms"
         if slow["bank_used_up_after"]:
             text = (f"{escape(report['clock_words'])}; bank used up after {slow['bank_used_up_after']} slow moves, "

@@ -214,67 +214,82 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
 
 
 def _open(store: Path) -> Store:
-    try:
-        return Store(store, readonly=True)
-    except StoreError as e:
-        fail(str(e))
-        raise
+    """Reading commands open the store read-only: they work on read-only media and never change it."""
+    return Store(store, readonly=True)
+
+
+def _need_tournament(db: Store, name: str | None, store: Path) -> None:
+    if name and db.tournament(name) is None:
+        known = ", ".join(t["id"] for t in db.tournaments()) or "none"
+        fail(f"no tournament {name!r} in {store} (known: {known})")
 
 
 @app.command("standings")
-def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT")] = None,
-                  store: StoreOpt = DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
+                                                                            help="A tournament; omit for every game.")] = None,
+                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from .live import standings_table
     from .standings import standings
     db = _open(store)
-    if tournament_name and db.tournament(tournament_name) is None:
-        known = ", ".join(t["id"] for t in db.tournaments()) or "none"
-        fail(f"no tournament {tournament_name!r} in {store} (known: {known})")
+    _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))
     if as_json:
         print(json.dumps([l.as_json() for l in lines], indent=2))
     else:
-        console.print(standings_table(lines, f"Standings: {tournament_name or 'all games'}"))
+        console.print(standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}"))
 
 
 @app.command()
-def games(tournament_name: Annotated[Optional[str], typer.Option("--tournament", "-t")] = None,
-          bot: Annotated[Optional[str], typer.Option(help="Games this bot played.")] = None,
-          reason: Annotated[Optional[str], typer.Option(help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
-          fault: Annotated[Optional[str], typer.Option(help="A seat forfeited for this reason: timeout, crash ...")] = None,
-          min_turns: Annotated[Optional[int], typer.Option()] = None,
-          max_turns: Annotated[Optional[int], typer.Option()] = None,
-          limit: Annotated[int, typer.Option()] = 50, store: StoreOpt = DEFAULT_STORE,
-          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def games(tournament_name: TournamentOpt = None,
+          bot: Annotated[Optional[str], typer.Option("--bot", help="Games this bot played.")] = None,
+          reason: Annotated[Optional[str], typer.Option("--reason", help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
+          fault: Annotated[Optional[str], typer.Option("--fault", help="A seat forfeited for this reason: timeout, crash ...")] = None,
+          min_turns: Annotated[Optional[int], typer.Option("--min-turns", min=0, help="At least this many turns.")] = None,
+          max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=0, help="At most this many turns.")] = None,
+          limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many games.")] = 50,
+          store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """List stored games, filtered; replay any of them with: arena replay ID."""
     from rich.table import Table
     db = _open(store)
-    rows = db.games(tournament=tournament_name, bot=bot, reason=reason, fault=fault,
-                    min_turns=min_turns, max_turns=max_turns, limit=limit)
+    _need_tournament(db, tournament_name, store)
+    filters = dict(tournament=tournament_name, bot=bot, reason=reason, fault=fault, min_turns=min_turns,
+                   max_turns=max_turns)
+    rows = db.games(**filters, limit=limit)
+    total = db.count_games(**filters)
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"{len(rows)} game(s)", title_justify="left")
+    shown = f"showing {len(rows)} of {total} game(s)" + (" (--limit for more)" if total > len(rows) else "")
+    table = Table(title=shown, title_justify="left")
     for col in ("game", "seats", "end", "order", "turns", "faults"):
         table.add_column(col)
     for g in rows:
         forf = g["result"].get("forfeits", {})
-        table.add_row(g["id"], " ".join(g["seats"]), g["reason"], str(g["result"]["order"]), str(g["turns"]),
-                      ", ".join(f"{g['seats'][int(s)]}:{r}" for s, r in forf.items()))
+        order = " > ".join("=".join(g["seats"][s] for s in group) for group in g["result"]["order"])
+        table.add_row(escape(g["id"]), escape(" ".join(g["seats"])), g["reason"], escape(order), str(g["turns"]),
+                      escape(", ".join(f"{g['seats'][int(s)]}:{r}" for s, r in forf.items())))
     console.print(table)
     if rows:
         where = "" if store == DEFAULT_STORE else f" --store {store}"
-        console.print(f"replay one with: arena replay {rows[0]['id']}{where}   (--as SEAT for a seat's view, --html FILE)")
+        console.print(escape(f"replay one with: arena replay {rows[0]['id']}{where}   (--as SEAT for a seat's view, --html FILE)"))
+
+
+EXPORT_FORMATS = (".jsonl", ".csv")
 
 
 @app.command()
-def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv).")],
-           tournament_name: Annotated[Optional[str], typer.Option("--tournament", "-t")] = None,
+def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one game per line) or .csv (one seat per row).")],
+           tournament_name: TournamentOpt = None,
            logs: Annotated[bool, typer.Option("--logs", help="JSONL only: include each game's full log.")] = False,
            store: StoreOpt = DEFAULT_STORE) -> None:
     """Write stored games as JSONL (one game per line) or CSV (one seat per row)."""
+    if out.suffix not in EXPORT_FORMATS:
+        fail(f"cannot export to {out.name!r}: the file name must end in {' or '.join(EXPORT_FORMATS)}")
+    if logs and out.suffix == ".csv":
+        fail("--logs needs a .jsonl file: CSV has no room for game logs")
     db = _open(store)
+    _need_tournament(db, tournament_name, store)
     rows = db.games(tournament=tournament_name, limit=10**9)
     if out.suffix == ".csv":
         with out.open("w", newline="") as f:
@@ -292,15 +307,28 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
                 if logs:
                     g["log"] = db.game_record(g["id"])
                 f.write(json.dumps(g, separators=(",", ":")) + "\n")
-    console.print(f"wrote {len(rows)} game(s) to {out}")
+    console.print(escape(f"wrote {len(rows)} game(s) to {out}"))
 
 
 @app.command("bots")
-def bots_cmd() -> None:
-    """List the bundled reference bots."""
+def bots_cmd(as_json: JsonOpt = False) -> None:
+    """List the bundled reference bots: what each does and how strong it measured (docs/BOTS.md)."""
+    from .strategies import STRENGTH
+    rows = []
     for name in bundled_bots():
         spec = load_bot(name)
-        console.print(f"{spec.label:24} {' '.join(spec.command)}")
+        rows.append({"bot": spec.label, "description": spec.description, "strength": STRENGTH.get(spec.name, ""),
+                     "command": list(spec.command)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+    table = Table(title="Bundled bots (use by name: arena play NAME ...)", title_justify="left")
+    for col in ("bot", "what it does", "measured strength"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(escape(r["bot"]), escape(r["description"] or "-"), escape(r["strength"] or "-"))
+    console.print(table)
 
 
 def main() -> None:  # pragma: no cover
