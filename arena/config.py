@@ -25,7 +25,7 @@ from .engine.describe import option_value
 from .engine.rules import ALIASES
 from .limits import Limits
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas" / "config"  # not bot messages
 BOT_TOML_DOC = "protocol/PROTOCOL.md#bottoml-reference"
 
 
@@ -395,9 +395,10 @@ SCHEMAS = {"bot-toml.schema.json": BotManifest, "tournament.schema.json": Tourna
            "ladder.schema.json": LadderFile}
 
 
-def schema_text(model: type[BaseModel]) -> str:
+def schema_text(model: type[BaseModel], name: str) -> str:
     schema = model.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://palace-arena.invalid/schemas/config/{name}"
     return json.dumps(schema, indent=1, sort_keys=True) + "\n"
 
 
@@ -405,7 +406,8 @@ def write_schemas(directory: Path = SCHEMA_DIR) -> list[Path]:
     out = []
     for name, model in SCHEMAS.items():
         path = directory / name
-        path.write_text(schema_text(model))
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(schema_text(model, name))
         out.append(path)
     return out
 
