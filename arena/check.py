@@ -146,8 +146,9 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
         try:
             await launcher.build(spec)
         except BuildError as e:
-            report["faults"]["build"] = {"count": 1, "first": {"where": "build", "message": str(e)[:300],
-                                                               "stderr": str(e).splitlines()[-STDERR_LINES:]}}
+            head, *tail = str(e).splitlines()
+            report["faults"]["build"] = {"count": 1, "first": {"where": "the build", "message": head[:300],
+                                                               "stderr": tail[-STDERR_LINES:]}}
             report["stopped"] = "the build failed: nothing to check until it builds"
             report["ok"] = False
             return report

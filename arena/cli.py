@@ -119,7 +119,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
     if rules_name is not None or rule:
         ruleset = rules_from(rules_name or "classic", rule or [])
     limits = Limits(**_limits(limit or []))
-    out = err_console if as_json else console
+    out = err_console  # progress on stderr; the report on stdout
     progress.set(0, None, resumable=False)
 
     def say(text: str) -> None:

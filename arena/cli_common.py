@@ -21,6 +21,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+try:  # typer 0.29 carries its own copy of click's exceptions
+    from typer import exceptions as _typer_exc
+    from typer._click import exceptions as _typer_click
+    _CLICK_ERRORS: tuple[type[BaseException], ...] = (click.ClickException, _typer_click.ClickException)
+    _NO_ARGS: tuple[type[BaseException], ...] = (click.exceptions.NoArgsIsHelpError, _typer_click.NoArgsIsHelpError)
+    _ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, _typer_exc.Abort)
+    _EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit, _typer_exc.Exit)
+except ImportError:  # pragma: no cover - older typer uses click's own
+    _CLICK_ERRORS, _NO_ARGS = (click.ClickException,), (click.exceptions.NoArgsIsHelpError,)
+    _ABORTS, _EXITS = (click.exceptions.Abort,), (typer.Exit, click.exceptions.Exit)
+
 INTERRUPTED = 130
 USAGE = 2
 
@@ -57,12 +68,12 @@ progress = Progress()
 
 def fail(message: str, code: int = USAGE) -> None:
     """The one error style: ``error: <message>`` on stderr, the message printed as written."""
-    err.print(f"[red]error:[/] {escape(str(message))}")
+    err.print(f"[red]error:[/] {escape(str(message))}", soft_wrap=True)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(str(message))}")
+    err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -137,7 +148,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
         progress.reset()
         try:
             return f(*args, **kwargs)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (*_EXITS, *_CLICK_ERRORS, *_ABORTS):
             raise
         except BaseException as exc:  # noqa: BLE001 - sorted below; anything unknown is re-raised
             if isinstance(exc, SystemExit):
@@ -148,13 +159,13 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
                     raise
                 first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
-                          "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)")
+                          "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
                 raise typer.Exit(1) from None
             code, line = result
             if code == INTERRUPTED:
-                err.print(escape(line))
+                err.print(escape(line), soft_wrap=True)
             else:
-                err.print(f"[red]error:[/] {escape(line)}")
+                err.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
             raise typer.Exit(code) from None
 
     return run
@@ -177,17 +188,17 @@ class ArenaTyper(typer.Typer):
         command = typer.main.get_command(self)
         try:
             code = command.main(*args, standalone_mode=False, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as e:
-            click.echo(e.ctx.get_help())
+        except _NO_ARGS as e:
+            print(e.ctx.get_help())  # type: ignore[attr-defined]
             sys.exit(0)
-        except click.ClickException as e:
+        except _CLICK_ERRORS as e:
             hint = ""
             ctx = getattr(e, "ctx", None)
             if ctx is not None:
                 hint = f" (see: {ctx.command_path} -h)"
-            err.print(f"[red]error:[/] {escape(e.format_message())}{escape(hint)}")
+            err.print(f"[red]error:[/] {escape(e.format_message())}{escape(hint)}", soft_wrap=True)  # type: ignore[attr-defined]
             sys.exit(e.exit_code)
-        except click.exceptions.Abort:
-            err.print(escape(progress.interrupted_line()))
+        except _ABORTS:
+            err.print(escape(progress.interrupted_line()), soft_wrap=True)
             sys.exit(INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
