@@ -262,7 +262,26 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
     report["faults"][kind] = {"count": 1, "first": first}
 
 
+def _grouped(faults: Any) -> dict[str, Any]:
+    """Faults by kind; a list of single faults (an older report, a test's fake) is grouped here."""
+    if isinstance(faults, dict):
+        return faults
+    out: dict[str, Any] = {}
+    for f in faults or []:
+        entry = out.setdefault(f["reason"], {"count": 0, "first": {
+            "where": f"{f.get('scenario', '?')}, game {f.get('game', '?')}", "message": f.get("message", ""),
+            "stderr": f.get("stderr", [])}})
+        entry["count"] += 1
+    return out
+
+
 def print_report(report: dict[str, Any], console: Console) -> None:
+    report = {"decisions": {}, "scenarios": [], "played": len(report.get("scenarios", [])),
+              "planned": len(report.get("scenarios", [])), "reference": BOT_TOML_DOC, **report}
+    report["faults"] = _grouped(report.get("faults"))
+    report["scenarios"] = [{"decisions": s.get("requests", 0), **s,
+                            "result": s["result"] if isinstance(s.get("result"), str) else "-"}
+                           for s in report["scenarios"]]
     p = console.print
     p(f"[bold]arena check {escape(report['bot'])}[/]  clock: {escape(report.get('clock_words', ''))}")
     if report.get("interpreter"):

@@ -365,3 +365,32 @@ def test_bots_lists_descriptions_and_strength() -> None:
     rows = {r["bot"]: r for r in json.loads(done.output)}
     assert rows["lowest@1.0"]["description"] and "vs random" in rows["lowest@1.0"]["strength"]
     assert all(r["description"] for r in rows.values())
+
+
+# ---------------------------------------------------------------------------------------------- standings
+
+def test_standings_credit_a_seat_that_went_out_before_a_draw() -> None:
+    from arena.standings import tally
+    seats = ["a", "b", "c", "d"]
+    # a went out first; b, c and d were still in when the game was drawn (stale rule or turn cap)
+    drawn = {"order": [[0], [1, 2, 3]], "draw": True, "complete": True, "reason": "stale_draw", "forfeits": {}}
+    # a plain four-way draw, and a game c won outright with a forfeit by d
+    everyone = {"order": [[0, 1, 2, 3]], "draw": True, "complete": True, "reason": "turn_cap", "forfeits": {}}
+    won = {"order": [[2], [0], [1], [3]], "draw": False, "complete": True, "reason": "played_out",
+           "forfeits": {"3": "crash"}}
+    lines = tally([(seats, drawn), (seats, everyone), (seats, won)])
+    a, b, c, d = (lines[x] for x in "abcd")
+    assert (a.wins, a.draws) == (1, 1) and a.place_sum == 1 + 2.5 + 2
+    assert (b.wins, b.draws) == (0, 2) and b.place_sum == 3 + 2.5 + 3
+    assert (c.wins, c.draws) == (1, 2) and c.place_sum == 3 + 2.5 + 1
+    assert d.faults["crash"] == 1 and d.lasts == 0 and d.place_sum == 3 + 2.5 + 4
+    # a seat credited with a win never has a worse average place than one that never won
+    assert a.avg_place < b.avg_place
+
+
+def test_html_replay_carries_big_seeds_as_strings() -> None:
+    from arena.replay.html import for_browser, replay_html
+    seed = 4995867663529943376
+    assert for_browser({"seed": seed, "n": [1, True, 2**60]}) == {"seed": str(seed), "n": [1, True, str(2**60)]}
+    page = replay_html({"game": "g", "seed": seed, "frames": []})
+    assert f'"seed":"{seed}"' in page
