@@ -91,7 +91,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     if not r.min_players <= len(specs) <= r.max_players:
         from .config import rule_label
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
-    progress.set(0, 1, resumable=False)
+    progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
     code = trio.run(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console)
     raise typer.Exit(code)
 

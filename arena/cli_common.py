@@ -49,11 +49,14 @@ class Progress:
         self.total: int | None = None
         self.resumable = True
         self.what = "games"
+        self.message: str | None = None  # a command's own line, in place of the count
 
     def set(self, done: int, total: int | None = None, *, resumable: bool = True, what: str = "games") -> None:
         self.done, self.total, self.resumable, self.what = done, total, resumable, what
 
     def interrupted_line(self) -> str:
+        if self.message is not None:
+            return self.message
         if self.done is None:
             text = "interrupted"
         elif self.total is None:
