@@ -234,10 +234,26 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))
+    _add_think_time(db, tournament_name, lines)
     if as_json:
         print(json.dumps([l.as_json() for l in lines], indent=2))
-    else:
-        console.print(standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}"))
+        return
+    table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
+    if any(l.decisions for l in lines):
+        from rich.table import Column
+        table.columns.append(Column(header="ms/decision", justify="right",
+                                    _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
+    console.print(table)
+
+
+def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
+    """Each bot's think time and answered decisions, from the per-seat rows the store keeps."""
+    by_bot = {l.bot: l for l in lines}
+    for _game, bot, _place, _forfeit, think_ms, decisions, _draw, _players in db.seat_rows(tournament_name):
+        line = by_bot.get(bot)
+        if line is not None:
+            line.think_ms += think_ms
+            line.decisions += decisions
 
 
 @app.command()

@@ -394,3 +394,21 @@ def test_html_replay_carries_big_seeds_as_strings() -> None:
     assert for_browser({"seed": seed, "n": [1, True, 2**60]}) == {"seed": str(seed), "n": [1, True, str(2**60)]}
     page = replay_html({"game": "g", "seed": seed, "frames": []})
     assert f'"seed":"{seed}"' in page
+
+
+def test_standings_show_think_time(tmp_path: Path) -> None:
+    store = str(_demo_store(tmp_path))
+    rows = json.loads(arena("standings", "demo", "--store", store, "--json").stdout)
+    assert all(r["ms_per_decision"] > 0 for r in rows)
+    assert "ms/decision" in arena("standings", "demo", "--store", store).stdout
+
+
+def test_ctrl_c_on_submit(tmp_path: Path) -> None:
+    ladder = tmp_path / "tiny.toml"
+    ladder.write_text('rules = "classic"\nseats = 2\ndeals = 200\nbots = ["random", "lowest"]\n'
+                      f'store = "{tmp_path / "l.sqlite"}"\n')
+    code, before, after = interrupt_after("[50/", "submit", "highest", "--ladder", str(ladder), "--plain",
+                                          "-j", "1", cwd=tmp_path)
+    assert code == 130, before + after
+    assert "Traceback" not in before + after
+    assert after.strip().splitlines()[-1].startswith(("interrupted", "error: interrupted")), after
