@@ -16,11 +16,10 @@ from rich.markup import escape
 
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
-from .store import DEFAULT_STORE, Store, StoreError
-from .tournament import ConfigError
+from .store import DEFAULT_STORE, Store
 
 from . import __version__
-from .cli_common import ArenaTyper, fail, progress, warn
+from .cli_common import ArenaTyper, fail, progress
 
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,

@@ -87,25 +87,7 @@ class CheckFailed(LadderError):
 
 # --------------------------------------------------------------------------- the ladder file
 
-_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "description": (str, "a string"),
-    "rules": (str, "a preset name"),
-    "options": (dict, "a table of rule options"),
-    "seats": (int, "an integer"),
-    "deals": (int, "an integer"),
-    "seed": (int, "an integer"),
-    "max_turns": (int, "an integer"),
-    "max_tables": (int, "an integer"),
-    "move_ms": (int, "an integer"),
-    "bank_ms": (int, "an integer"),
-    "handshake_ms": (int, "an integer"),
-    "bots": (list, "a list of bots (bundled names or paths)"),
-    "anchor": (str, "a bot name or label"),
-    "anchor_elo": ((int, float), "a number"),
-    "store": (str, "a path"),
-    "concurrency": (int, "an integer"),
-    "check_games": (int, "an integer"),
-}
+# The file's fields and their checks: arena.config.LadderFile (shared with tournament files).
 
 
 @dataclass

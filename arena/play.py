@@ -131,7 +131,7 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
         console.print(escape(f"  {rank}. " + ", ".join(who(s) for s in group)))
     console.print(f"ended by {res['reason']}" + (" (draw)" if res["draw"] else ""))
     for f in record.faults:
-        console.print(f"[red]fault[/] " + escape(f"{f['bot']}: {f['reason']}: {f['message']}"))
+        console.print("[red]fault[/] " + escape(f"{f['bot']}: {f['reason']}: {f['message']}"))
     db = Store(store_path)
     labels = [s.label for s in specs]
     db.begin_tournament("play", {"kind": "single games"}, 0)

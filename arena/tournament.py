@@ -12,7 +12,6 @@ import hashlib
 import itertools
 import os
 import random
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,23 +102,6 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     cfg = TournamentConfig(**data)
     check_config(cfg)
     return cfg
-
-
-def _check_types(data: dict[str, Any], where: str) -> None:
-    """A wrongly typed value is named here rather than failing deep inside (``seats = "3"``)."""
-    defaults = TournamentConfig()
-    for key, value in data.items():
-        if key not in TournamentConfig.__dataclass_fields__:
-            continue  # reported as unknown
-        want = type(getattr(defaults, key))
-        if want is list:
-            ok, what = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
-        elif want is int:
-            ok, what = isinstance(value, int) and not isinstance(value, bool), "an integer"
-        else:
-            ok, what = isinstance(value, want), {str: "a string", bool: "true or false", dict: "a table"}[want]
-        if not ok:
-            raise ConfigError(f"{where}{key} must be {what}, not {value!r}")
 
 
 def _resolve(ref: str, base: Path) -> str:

@@ -412,3 +412,18 @@ def test_ctrl_c_on_submit(tmp_path: Path) -> None:
     assert code == 130, before + after
     assert "Traceback" not in before + after
     assert after.strip().splitlines()[-1].startswith(("interrupted", "error: interrupted")), after
+
+
+@pytest.mark.parametrize("flag,needle", [
+    ("memory_mb=lots", "--limit takes KEY=VALUE with a whole number"),
+    ("shoe_size=3", "--limit: unknown field(s): shoe_size; allowed: cpu_seconds"),
+    ("memory_mb=0", "--limit: memory_mb must be at least 1"),
+])
+def test_check_limit_flags_are_checked_like_bot_toml(flag: str, needle: str) -> None:
+    done = arena("check", "random", "--limit", flag)
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+
+
+def test_unknown_rule_option_from_a_flag_is_named() -> None:
+    done = arena("tournament", "-r", "colour=red", "--store", "/nonexistent/x.sqlite")
+    assert done.returncode == 2 and "unknown rule option 'colour'" in done.stderr
