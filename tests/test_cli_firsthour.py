@@ -427,3 +427,12 @@ def test_check_limit_flags_are_checked_like_bot_toml(flag: str, needle: str) -> 
 def test_unknown_rule_option_from_a_flag_is_named() -> None:
     done = arena("tournament", "-r", "colour=red", "--store", "/nonexistent/x.sqlite")
     assert done.returncode == 2 and "unknown rule option 'colour'" in done.stderr
+
+
+def test_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+            "from arena.cli import app\n"
+            f"app(['tournament', '--cluster', 'tcp://x:1', '--store', {str(tmp_path / 'c.sqlite')!r}, '--plain'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 2
+    assert "pip install 'palace-arena[dask]'" in done.stderr and "interrupted" not in done.stdout + done.stderr
