@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, create_model
 
 from .engine import PRESETS, Rules
 from .engine.describe import option_value
@@ -176,8 +176,6 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"{key}: a value may not hold a NUL byte")
     return env
 
-
-from pydantic import AfterValidator  # noqa: E402 - kept beside its only use
 
 BotEnv = Annotated[dict[str, StrictStr], AfterValidator(_check_env)]
 Argv = Annotated[list[StrictStr], Field(min_length=1)]

@@ -40,7 +40,6 @@ def test_the_human_sees_only_what_its_seat_is_sent(tmp_path: Path, monkeypatch, 
     rng = random.Random(seed)
     received: dict[int, list[object]] = {0: [], 1: []}
     screens: dict[int, io.StringIO] = {0: io.StringIO(), 1: io.StringIO()}
-    seat_of: dict[int, int] = {}
 
     class Recording(play.HumanPlayer):
         def __init__(self, name: str, console: Console):
