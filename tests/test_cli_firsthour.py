@@ -25,7 +25,8 @@ from arena.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+# warnings off: a stale compiled engine in a checkout warns on stderr, which is not what these tests read
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
 
 
 def arena(*args: str, cwd: Path | None = None, timeout: float = 300, **popen) -> subprocess.CompletedProcess:

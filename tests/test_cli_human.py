@@ -74,7 +74,7 @@ def test_the_human_sees_only_what_its_seat_is_sent(tmp_path: Path, monkeypatch, 
 def test_ctrl_c_at_the_human_prompt(tmp_path: Path) -> None:
     session = f"arena-human-{os.getpid()}"
     done = tmp_path / "exit"
-    cmd = (f"cd {tmp_path} && PYTHONPATH={ROOT} {sys.executable} -m arena.cli play human random "
+    cmd = (f"cd {tmp_path} && PYTHONWARNINGS=ignore PYTHONPATH={ROOT} {sys.executable} -m arena.cli play human random "
            f"--store {tmp_path / 's.sqlite'}; echo $? > {done}; sleep 60")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", cmd], check=True)
     try:
