@@ -12,30 +12,48 @@ from typing import Annotated, Optional
 import trio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
-from .store import DEFAULT_STORE, Store, StoreError, open_private
-from .launch import ContainmentError
-from .tournament import ConfigError
+from .store import DEFAULT_STORE, Store, open_private
 
-app = typer.Typer(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console() if sys.stdout.isatty() else Console(width=140)
-err = Console(stderr=True)
+from . import __version__
+from .cli_common import ArenaTyper, fail, progress
 
-StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite).")]
-RuleOpt = Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option override, name=value (repeatable).")]
+app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
+                 no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                 context_settings={"help_option_names": ["-h", "--help"]})
+console = Console(highlight=False) if sys.stdout.isatty() else Console(width=140, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+# One spelling per argument, shared by every command that takes it.
+StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite file).")]
+RuleOpt = Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="A rule option, name=value (repeatable).")]
+RulesOpt = Annotated[str, typer.Option("--rules", help="Rule preset (arena rules lists them).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Deal seed.")]
+MoveMsOpt = Annotated[int, typer.Option("--move-ms", min=1, help="Milliseconds per decision.")]
+BankMsOpt = Annotated[int, typer.Option("--bank-ms", min=0, help="Time bank in ms, drawn on when a decision runs over.")]
+MaxTurnsOpt = Annotated[int, typer.Option("--max-turns", min=1, help="Turn cap: a game still running then is a draw.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+TournamentOpt = Annotated[Optional[str], typer.Option("--tournament", "-t", help="Only the games of this tournament.")]
 
 
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}")
-    raise typer.Exit(code)
+def _version(value: bool) -> None:
+    if value:
+        print(f"palace-arena {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Palace Arena: referee, tournaments, ladders and replays for Palace bots."""
 
 
 @app.command()
 def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to list them all.")] = None,
-          rule: RuleOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+          rule: RuleOpt = None, as_json: JsonOpt = False) -> None:
     """List the rule presets and options, or print one rule set in plain words."""
     from .engine.describe import OPTION_HELP, describe
     if name is None:
@@ -44,7 +62,7 @@ def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to 
             console.print(f"  {key:10} {r.min_players}-{r.max_players} players")
         console.print("\n[bold]Options[/] (use with --rule name=value)")
         for key, text in OPTION_HELP.items():
-            console.print(f"  {key:16} {text}")
+            console.print(f"  {key:16} {escape(text)}")
         return
     try:
         r = rules_from(name, rule or [])
@@ -53,17 +71,15 @@ def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to 
     if as_json:
         print(json.dumps(r.options(), indent=2))
     else:
-        console.print(describe(r))
+        console.print(describe(r), markup=False)
 
 
 @app.command()
 def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manifest, directory, bundled name, or 'human').")],
-         rules_name: Annotated[str, typer.Option("--rules", help="Rule preset.")] = "classic",
-         rule: RuleOpt = None, seed: Annotated[int, typer.Option(help="Deal seed.")] = 1,
-         move_ms: Annotated[int, typer.Option(help="Time per decision.")] = 1000,
-         bank_ms: Annotated[int, typer.Option(help="Time bank for overruns.")] = 10_000,
-         max_turns: Annotated[int, typer.Option(help="Adjudication cap.")] = 2000,
-         store: StoreOpt = DEFAULT_STORE, quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+         rules_name: RulesOpt = "classic", rule: RuleOpt = None, seed: SeedOpt = 1,
+         move_ms: MoveMsOpt = 1000, bank_ms: BankMsOpt = 10_000, max_turns: MaxTurnsOpt = 2000,
+         store: StoreOpt = DEFAULT_STORE,
+         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result, not every move.")] = False,
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
@@ -74,53 +90,114 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     except (RulesError, ManifestError) as e:
         fail(str(e))
     if not r.min_players <= len(specs) <= r.max_players:
-        fail(f"{r.name} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
-    try:
-        from .launch import Launcher
-        code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
-                                launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
-    except StoreError as e:
-        fail(str(e))
+        from .config import rule_label
+        fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
+    progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
+    from .launch import Launcher
+    code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
+                            launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
     raise typer.Exit(code)
 
 
 @app.command()
-def check(bot: Annotated[str, typer.Argument(help="The bot to check.")],
-          games: Annotated[int, typer.Option(help="Games per preset.")] = 2,
-          move_ms: Annotated[int, typer.Option()] = 1000,
-          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works).")] = None,
+def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a directory holding one, or a bundled name.")],
+          games: Annotated[int, typer.Option("--games", min=1, help="Games per scenario.")] = 2,
+          rules_name: Annotated[Optional[str], typer.Option("--rules", help="Only this preset (the rules the bot "
+                                                            "is meant for); default: every preset.")] = None,
+          rule: RuleOpt = None, move_ms: MoveMsOpt = 1000,
+          bank_ms: Annotated[Optional[int], typer.Option("--bank-ms", min=0, help="Time bank in ms "
+                                                         "(default: five moves' time).")] = None,
+          limit: Annotated[Optional[list[str]], typer.Option("--limit", "-L", metavar="KEY=VALUE",
+                                                             help="A resource limit, e.g. memory_mb=256 (repeatable; "
+                                                                  "keys as in bot.toml's [limits]).")] = None,
+          all_games: Annotated[bool, typer.Option("--all", help="Play every scenario even after a fault repeats.")] = False,
+          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
-          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Conformance run: the bot plays every preset and every kind of decision; exit 1 on any fault."""
-    from .check import run_check
-    try:
-        spec = load_bot(bot)
-    except ManifestError as e:
-        fail(str(e))
+          as_json: JsonOpt = False) -> None:
+    """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
+    from .check import print_report, run_check
     from .launch import Launcher
-    report = trio.run(partial(run_check, spec, games, move_ms, launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
+    from .limits import Limits
+    spec = load_bot(bot)
+    if spec.human:
+        fail("arena check takes a bot, not 'human'")
+    ruleset = None
+    if rules_name is not None or rule:
+        ruleset = rules_from(rules_name or "classic", rule or [])
+    limits = Limits(**_limits(limit or []))
+    out = err_console  # progress on stderr; the report on stdout
+    progress.set(0, None, resumable=False)
+
+    def say(text: str) -> None:
+        progress.set(progress.done or 0, None, resumable=False)
+        out.print(escape(text), style="dim")
+
+    def tick(text: str) -> None:
+        if text.startswith("["):
+            progress.set((progress.done or 0) + 1, None, resumable=False)
+        say(text)
+
+    report = trio.run(partial(run_check, spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits,
+                              all_faults=all_games, progress=tick,
+                              launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots)))
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        from .check import print_report
         print_report(report, console)
     raise typer.Exit(0 if report["ok"] else 1)
 
 
+def _limits(items: list[str]) -> dict[str, int]:
+    """``--limit key=value`` flags, checked like bot.toml's [limits]."""
+    from .config import LimitsTable, validate
+    raw: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            fail(f"--limit takes KEY=VALUE with a whole number, got {item!r}")
+        raw[key.strip()] = int(value)
+    return validate(LimitsTable, raw, "--limit").model_dump(exclude_none=True)
+
+
+class _Quiet:
+    """Wraps a tournament reporter: counts for the interrupt line, and no 'interrupted' line of its own
+    (the command prints one line, and only once it knows whether it was an interrupt or an error)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def started(self, cfg, total: int, done: int) -> None:
+        progress.set(done, total)
+        if done:
+            err_console.print(f"resuming: {done} of {total} games already stored")
+        self.inner.started(cfg, total, done)
+
+    def game_done(self, game, record) -> None:
+        self.inner.game_done(game, record)
+        progress.set((progress.done or 0) + 1, progress.total)
+
+    def finished(self, interrupted: bool) -> None:
+        from .live import RichReporter
+        if not interrupted or isinstance(self.inner, RichReporter):
+            self.inner.finished(False)  # a live display is stopped either way
+
+
 @app.command()
 def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament file (TOML); omit for the demo.")] = None,
-               name: Annotated[Optional[str], typer.Option(help="Tournament name (also the resume key).")] = None,
+               name: Annotated[Optional[str], typer.Option("--name", help="Tournament name (also the resume key).")] = None,
                bots: Annotated[Optional[list[str]], typer.Option("--bot", help="A bot (repeatable).")] = None,
-               rules_name: Annotated[Optional[str], typer.Option("--rules")] = None, rule: RuleOpt = None,
-               seats: Annotated[Optional[int], typer.Option()] = None,
-               deals: Annotated[Optional[int], typer.Option(help="Deals per table, each played in every seat rotation.")] = None,
-               seed: Annotated[Optional[int], typer.Option()] = None,
-               concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j")] = None,
-               move_ms: Annotated[Optional[int], typer.Option()] = None,
-               max_turns: Annotated[Optional[int], typer.Option()] = None,
-               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
+               rules_name: Annotated[Optional[str], typer.Option("--rules", help="Rule preset (arena rules lists them).")] = None,
+               rule: RuleOpt = None,
+               seats: Annotated[Optional[int], typer.Option("--seats", help="Players per game.")] = None,
+               deals: Annotated[Optional[int], typer.Option("--deals", help="Deals per table, each played in every seat rotation.")] = None,
+               seed: Annotated[Optional[int], typer.Option("--seed", help="Base deal seed.")] = None,
+               concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Games at a time (default: cores).")] = None,
+               move_ms: Annotated[Optional[int], typer.Option("--move-ms", min=1, help="Milliseconds per decision.")] = None,
+               bank_ms: Annotated[Optional[int], typer.Option("--bank-ms", min=0, help="Time bank in ms, drawn on when a decision runs over.")] = None,
+               max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Turn cap: a game still running then is a draw.")] = None,
+               sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only (docs/SANDBOX.md).")] = None,
                trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
-               store: Annotated[Optional[Path], typer.Option("--store")] = None,
+               store: Annotated[Optional[Path], typer.Option("--store", help="The game store (SQLite file).")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
@@ -129,95 +206,114 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from .standings import standings
     from .tournament import load_config, run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
-                 "concurrency": concurrency, "move_ms": move_ms, "max_turns": max_turns, "sandbox": sandbox, "trusted_bots": trusted_bots or None,
-                 "store": str(store) if store else None, "cluster": cluster}
+                 "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from .engine.rules import parse_option
-        try:
-            overrides["options"] = dict(parse_option(o) for o in rule)
-        except RulesError as e:
-            fail(str(e))
-    try:
-        cfg = load_config(file, overrides)
-        db = Store(cfg.store)
-    except (ConfigError, StoreError) as e:
-        fail(str(e))
-    reporter = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
-    try:
-        trio.run(partial(run_tournament, collect=False), cfg, db, reporter)
-    except KeyboardInterrupt:
-        err.print(f"interrupted: finished games are stored in {cfg.store}; run the same command to resume")
-        raise typer.Exit(130)
-    except (ConfigError, StoreError, ContainmentError) as e:
-        fail(str(e))
+        overrides["options"] = dict(parse_option(o) for o in rule)
+    cfg = load_config(file, overrides)
+    db = Store(cfg.store)
+    inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
+    trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
     lines = standings(db.results(cfg.name))
-    console.print(standings_table(lines, f"Standings: {cfg.name} ({len(db.results(cfg.name))} games)"))
-    console.print(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
-                  f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID")
+    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({len(db.results(cfg.name))} games)"))
+    console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
+                         f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
 
 def _open(store: Path) -> Store:
-    try:
-        return Store(store, readonly=True)
-    except StoreError as e:
-        fail(str(e))
-        raise
+    """Reading commands open the store read-only: they work on read-only media and never change it."""
+    return Store(store, readonly=True)
+
+
+def _need_tournament(db: Store, name: str | None, store: Path) -> None:
+    if name and db.tournament(name) is None:
+        known = ", ".join(t["id"] for t in db.tournaments()) or "none"
+        fail(f"no tournament {name!r} in {store} (known: {known})")
 
 
 @app.command("standings")
-def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT")] = None,
-                  store: StoreOpt = DEFAULT_STORE, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
+                                                                            help="A tournament; omit for every game.")] = None,
+                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from .live import standings_table
     from .standings import standings
     db = _open(store)
-    if tournament_name and db.tournament(tournament_name) is None:
-        known = ", ".join(t["id"] for t in db.tournaments()) or "none"
-        fail(f"no tournament {tournament_name!r} in {store} (known: {known})")
+    _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))
+    _add_think_time(db, tournament_name, lines)
     if as_json:
         print(json.dumps([l.as_json() for l in lines], indent=2))
-    else:
-        console.print(standings_table(lines, f"Standings: {tournament_name or 'all games'}"))
+        return
+    table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
+    if any(l.decisions for l in lines):
+        from rich.table import Column
+        table.columns.append(Column(header="ms/decision", justify="right",
+                                    _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
+    console.print(table)
+
+
+def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
+    """Each bot's think time and answered decisions, from the per-seat rows the store keeps."""
+    by_bot = {l.bot: l for l in lines}
+    for _game, bot, _place, _forfeit, think_ms, decisions, _draw, _players in db.seat_rows(tournament_name):
+        line = by_bot.get(bot)
+        if line is not None:
+            line.think_ms += think_ms
+            line.decisions += decisions
 
 
 @app.command()
-def games(tournament_name: Annotated[Optional[str], typer.Option("--tournament", "-t")] = None,
-          bot: Annotated[Optional[str], typer.Option(help="Games this bot played.")] = None,
-          reason: Annotated[Optional[str], typer.Option(help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
-          fault: Annotated[Optional[str], typer.Option(help="A seat forfeited for this reason: timeout, crash ...")] = None,
-          min_turns: Annotated[Optional[int], typer.Option()] = None,
-          max_turns: Annotated[Optional[int], typer.Option()] = None,
-          limit: Annotated[int, typer.Option()] = 50, store: StoreOpt = DEFAULT_STORE,
-          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def games(tournament_name: TournamentOpt = None,
+          bot: Annotated[Optional[str], typer.Option("--bot", help="Games this bot played.")] = None,
+          reason: Annotated[Optional[str], typer.Option("--reason", help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
+          fault: Annotated[Optional[str], typer.Option("--fault", help="A seat forfeited for this reason: timeout, crash ...")] = None,
+          min_turns: Annotated[Optional[int], typer.Option("--min-turns", min=0, help="At least this many turns.")] = None,
+          max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=0, help="At most this many turns.")] = None,
+          limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many games.")] = 50,
+          store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """List stored games, filtered; replay any of them with: arena replay ID."""
     from rich.table import Table
     db = _open(store)
-    rows = db.games(tournament=tournament_name, bot=bot, reason=reason, fault=fault,
-                    min_turns=min_turns, max_turns=max_turns, limit=limit)
+    _need_tournament(db, tournament_name, store)
+    filters = dict(tournament=tournament_name, bot=bot, reason=reason, fault=fault, min_turns=min_turns,
+                   max_turns=max_turns)
+    rows = db.games(**filters, limit=limit)
+    total = db.count_games(**filters)
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"{len(rows)} game(s)", title_justify="left")
+    shown = f"showing {len(rows)} of {total} game(s)" + (" (--limit for more)" if total > len(rows) else "")
+    table = Table(title=shown, title_justify="left")
     for col in ("game", "seats", "end", "order", "turns", "faults"):
         table.add_column(col)
     for g in rows:
         forf = g["result"].get("forfeits", {})
-        table.add_row(g["id"], " ".join(g["seats"]), g["reason"], str(g["result"]["order"]), str(g["turns"]),
-                      ", ".join(f"{g['seats'][int(s)]}:{r}" for s, r in forf.items()))
+        order = " > ".join("=".join(g["seats"][s] for s in group) for group in g["result"]["order"])
+        table.add_row(escape(g["id"]), escape(" ".join(g["seats"])), g["reason"], escape(order), str(g["turns"]),
+                      escape(", ".join(f"{g['seats'][int(s)]}:{r}" for s, r in forf.items())))
     console.print(table)
     if rows:
         where = "" if store == DEFAULT_STORE else f" --store {store}"
-        console.print(f"replay one with: arena replay {rows[0]['id']}{where}   (--as SEAT for a seat's view, --html FILE)")
+        console.print(escape(f"replay one with: arena replay {rows[0]['id']}{where}   (--as SEAT for a seat's view, --html FILE)"))
+
+
+EXPORT_FORMATS = (".jsonl", ".csv")
 
 
 @app.command()
-def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv).")],
-           tournament_name: Annotated[Optional[str], typer.Option("--tournament", "-t")] = None,
+def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one game per line) or .csv (one seat per row).")],
+           tournament_name: TournamentOpt = None,
            logs: Annotated[bool, typer.Option("--logs", help="JSONL only: include each game's full log.")] = False,
            store: StoreOpt = DEFAULT_STORE) -> None:
     """Write stored games as JSONL (one game per line) or CSV (one seat per row)."""
+    if out.suffix not in EXPORT_FORMATS:
+        fail(f"cannot export to {out.name!r}: the file name must end in {' or '.join(EXPORT_FORMATS)}")
+    if logs and out.suffix == ".csv":
+        fail("--logs needs a .jsonl file: CSV has no room for game logs")
     db = _open(store)
+    _need_tournament(db, tournament_name, store)
     rows = db.games(tournament=tournament_name, limit=10**9)
     if out.suffix == ".csv":
         with open_private(out, "w", newline="") as f:
@@ -235,15 +331,28 @@ def export(out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .csv
                 if logs:
                     g["log"] = db.game_record(g["id"])
                 f.write(json.dumps(g, separators=(",", ":")) + "\n")
-    console.print(f"wrote {len(rows)} game(s) to {out}")
+    console.print(escape(f"wrote {len(rows)} game(s) to {out}"))
 
 
 @app.command("bots")
-def bots_cmd() -> None:
-    """List the bundled reference bots."""
+def bots_cmd(as_json: JsonOpt = False) -> None:
+    """List the bundled reference bots: what each does and how strong it measured (docs/BOTS.md)."""
+    from .strategies import STRENGTH
+    rows = []
     for name in bundled_bots():
         spec = load_bot(name)
-        console.print(f"{spec.label:24} {' '.join(spec.command)}")
+        rows.append({"bot": spec.label, "description": spec.description, "strength": STRENGTH.get(spec.name, ""),
+                     "command": list(spec.command)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+    table = Table(title="Bundled bots (use by name: arena play NAME ...)", title_justify="left")
+    for col in ("bot", "what it does", "measured strength"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(escape(r["bot"]), escape(r["description"] or "-"), escape(r["strength"] or "-"))
+    console.print(table)
 
 
 def main() -> None:  # pragma: no cover
@@ -259,3 +368,7 @@ def _register_more() -> None:
 
 
 _register_more()
+
+
+if __name__ == "__main__":  # python -m arena.cli ...
+    app()

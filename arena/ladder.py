@@ -88,25 +88,7 @@ class CheckFailed(LadderError):
 
 # --------------------------------------------------------------------------- the ladder file
 
-_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "description": (str, "a string"),
-    "rules": (str, "a preset name"),
-    "options": (dict, "a table of rule options"),
-    "seats": (int, "an integer"),
-    "deals": (int, "an integer"),
-    "seed": (int, "an integer"),
-    "max_turns": (int, "an integer"),
-    "max_tables": (int, "an integer"),
-    "move_ms": (int, "an integer"),
-    "bank_ms": (int, "an integer"),
-    "handshake_ms": (int, "an integer"),
-    "bots": (list, "a list of bots (bundled names or paths)"),
-    "anchor": (str, "a bot name or label"),
-    "anchor_elo": ((int, float), "a number"),
-    "store": (str, "a path"),
-    "concurrency": (int, "an integer"),
-    "check_games": (int, "an integer"),
-}
+# The file's fields and their checks: arena.config.LadderFile (shared with tournament files).
 
 
 @dataclass
@@ -200,25 +182,11 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     if not NAME_RE.match(name):
         raise LadderError(f"{where}: the ladder name {name!r} (the file name) must be lower-case letters, "
                           "digits, '.', '_' or '-'")
-    time_table = data.pop("time", {})
-    if not isinstance(time_table, dict):
-        raise LadderError(f"{where}: [time] must be a table (move_ms, bank_ms, handshake_ms)")
-    for key, value in time_table.items():
-        if key not in ("move_ms", "bank_ms", "handshake_ms"):
-            raise LadderError(f"{where}: unknown field time.{key}; known: move_ms, bank_ms, handshake_ms")
-        if key in data:
-            raise LadderError(f"{where}: {key} is given both at the top level and in [time]")
-        data[key] = value
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_FIELDS))}, [time]")
-    for key, value in data.items():
-        kind, words = _FIELDS[key]
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-            raise LadderError(f"{where}: {key} must be {words}, got {value!r}")
-    if "bots" not in data:
-        raise LadderError(f"{where}: missing required field 'bots' (the initial bots, e.g. "
-                          f"bots = [\"random\", \"lowest\"])")
+    from .config import ConfigFileError, ladder_data
+    try:
+        data = ladder_data(data, where, set(Ladder.__dataclass_fields__) - {"name", "path"})
+    except ConfigFileError as e:
+        raise LadderError(str(e)) from None
     base = path.parent
     bots = []
     for i, ref_ in enumerate(data["bots"]):

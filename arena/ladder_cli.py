@@ -39,8 +39,8 @@ def _consoles(to_stderr: bool) -> tuple[Console, Console]:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    from .cli_common import fail
+    fail(message, code)  # the one error style, the message printed as written
 
 
 # --------------------------------------------------------------------------- live display

@@ -251,7 +251,9 @@ class Launcher:
         contained = mode != TRUSTED
         env: dict[str, str] = {}
         python = sys.executable
-        if spec.command and spec.command[0] in ("python3", "python"):
+        if spec.command and spec.command[0] in ("python3", "python") and spec.python:
+            python = spec.python  # bot.toml's interpreter or venv: the author's choice
+        elif spec.command and spec.command[0] in ("python3", "python"):
             found = python_for(contained)
             if found is None:
                 raise ContainmentError("no Python 3.11+ that a contained bot may run: install python3 "
@@ -262,7 +264,7 @@ class Launcher:
             return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
                                    sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
                                    run_as="auto" if contained else None,
-                                   extra_env=env or None, ro_binds=binds)
+                                   extra_env={**spec.env, **env} or None, ro_binds=binds)
         except BotStartError as e:
             if contained and "cannot use" in str(e):
                 raise ContainmentError(f"{spec.label}: {e}; {FIX_ACCESS}") from None

@@ -35,13 +35,18 @@ class BotSpec:
     build: tuple[str, ...] | None = None
     limits: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     human: bool = False
+    env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)  # never what the arena sets
+    python: str | None = None  # replaces python3/python in command: bot.toml's interpreter or venv
+    description: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.name}@{self.version}"
 
     def files_hash(self) -> str:
-        """sha256 over the manifest and every file under the bot's directory (build outputs excluded)."""
+        """sha256 over the manifest and every file under the bot's directory (build outputs, .git,
+        node_modules, target and .venv excluded). It does not cover what the command runs outside that
+        directory: the interpreter, system libraries, a venv's installed packages."""
         h = hashlib.sha256()
         for path in sorted(_walk(self.root)):
             h.update(str(path.relative_to(self.root)).encode() + b"\0")
@@ -87,28 +92,28 @@ def load_bot(ref: str | Path) -> BotSpec:
 
 
 def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") -> BotSpec:
-    def need(key: str, kind: type) -> Any:
-        if key not in data:
-            raise ManifestError(f"{where}: missing required field {key!r}")
-        if not isinstance(data[key], kind):
-            raise ManifestError(f"{where}: field {key!r} must be a {kind.__name__}")
-        return data[key]
-
-    name = need("name", str)
-    if not NAME_RE.match(name):
-        raise ManifestError(f"{where}: name {name!r} must be lower-case letters, digits, '.', '_' or '-'")
-    command = need("command", list)
-    if not command or not all(isinstance(a, str) for a in command):
-        raise ManifestError(f"{where}: command must be a non-empty list of strings (argv)")
-    build = data.get("build")
-    if build is not None and (not isinstance(build, list) or not all(isinstance(a, str) for a in build)):
-        raise ManifestError(f"{where}: build must be a list of strings (argv)")
-    workdir = (root / str(data.get("workdir", "."))).resolve()
+    """A validated manifest (:class:`arena.config.BotManifest`) as the spec the launcher runs."""
+    from .config import BOT_TOML_DOC, ConfigFileError, manifest_data
+    try:
+        m = manifest_data(data, where)
+    except ConfigFileError as e:
+        raise ManifestError(f"{e} (bot.toml reference: {BOT_TOML_DOC})") from None
+    workdir = (root / m.workdir).resolve()
     if not workdir.is_relative_to(root):
         raise ManifestError(f"{where}: workdir must stay inside the bot's directory")
-    limits = data.get("limits", {})
-    if not isinstance(limits, dict):
-        raise ManifestError(f"{where}: [limits] must be a table")
-    return BotSpec(name=name, version=str(data.get("version", "0")), command=tuple(command),
-                   workdir=workdir, root=root, author=str(data.get("author", "")),
-                   build=tuple(build) if build else None, limits=limits)
+    if m.interpreter and m.venv:
+        raise ManifestError(f"{where}: give interpreter or venv, not both")
+    python = None
+    if m.venv:
+        venv = (root / m.venv).resolve()
+        python = str(venv / "bin" / "python")
+        if not (venv / "bin" / "python").exists():
+            raise ManifestError(f"{where}: venv {m.venv!r} has no bin/python (create it with: "
+                                f"python3 -m venv {m.venv})")
+    elif m.interpreter:
+        python = m.interpreter if m.interpreter.startswith("/") else str((root / m.interpreter).resolve())
+    version = m.version if isinstance(m.version, str) else str(m.version)
+    return BotSpec(name=m.name, version=version, command=tuple(m.command), workdir=workdir, root=root,
+                   author=m.author, build=tuple(m.build) if m.build else None,
+                   limits=m.limits.model_dump(exclude_none=True), env=dict(m.env), python=python,
+                   description=m.description)

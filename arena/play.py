@@ -2,53 +2,91 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from pathlib import Path
 from typing import Any
 
 import trio
 from rich.console import Console
+from rich.markup import escape
 
 from .engine import Rules, State
 from .launch import Launcher
 from .manifest import BotSpec
 from .referee import BotPlayer, TimeControl, run_game
-from .replay.view import Names, describe_event
+from .replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
 from .seeds import deal_seed, load_secret
 from .store import Store
 
 
+# a thread blocked in input() is abandoned on Ctrl-C, not waited for (the keyword changed in trio 0.23)
+_ABANDON = ({"abandon_on_cancel": True} if "abandon_on_cancel" in inspect.signature(trio.to_thread.run_sync).parameters
+            else {"cancellable": True})
+
+
+def ask(prompt: str) -> str:
+    """Read one line from the person at the terminal (tests replace this)."""
+    return input(prompt)
+
+
+SETUP_HELP = ("Setup: choose which cards lie face up in front of you. You play them once your hand and "
+              "the stock are empty, then your face-down cards blind. Strong cards (2s, 10s, aces) face up "
+              "are a common choice; the rest stay in your hand.")
+
+
+def _face_up(stacks: list[list[str]] | None) -> str:
+    return "(not chosen yet)" if stacks is None else _stacks(stacks)
+
+
 class HumanPlayer:
-    """A person at the terminal: sees only the request (their seat's view), picks an action."""
+    """A person at the terminal. Everything shown comes from the messages this seat is sent, exactly
+    what a bot in the seat would read: its view, the events since its last turn, its actions."""
 
     def __init__(self, name: str, console: Console):
         self.name = name
         self.console = console
+        self.who = Names([name])
+        self.explained_setup = False
 
     async def begin(self, message: dict[str, Any]) -> None:
-        self.console.print(f"[bold]You are seat {message['seat']}[/] ({self.name}).")
+        self.who = Names(list(message.get("names") or []))
+        self.console.print(f"[bold]You are seat {message['seat']}[/] ({escape(self.name)}) of "
+                           f"{message['players']}: " + escape(", ".join(self.who.labels)))
+
+    def _events(self, events: list[dict[str, Any]]) -> None:
+        for e in events:
+            if e.get("kind") != "game_over":
+                self.console.print(f"  [dim]{escape(describe_event(e, self.who)[0])}[/]")
 
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
         v = message["view"]
         c = self.console
-        c.rule(f"your turn ({message['decision']})")
-        c.print(f"pile: {' '.join(v['pile'][-6:]) or '(empty)'}   to beat: {v['pile_top'] or 'anything'}"
-                f"   stock: {v['stock']}   burned: {len(v['burned'])}")
-        for p in v["players"]:
-            if p["seat"] != v["seat"]:
-                c.print(f"  seat {p['seat']}: {p['hand_count']} in hand, face-up {p['face_up']}, "
-                        f"{sum(p['face_down'])} face-down" + (f", known {p['known_hand']}" if p["known_hand"] else ""))
-        c.print(f"[bold]your hand:[/] {' '.join(v['hand'])}   face-up: {v['face_up']}   face-down: {sum(v['face_down'])}")
+        self._events(message.get("events", []))
+        c.rule(f"your turn ({escape(message['decision'])})")
+        if message["decision"] == "setup" and not self.explained_setup:
+            c.print(escape(SETUP_HELP))
+            self.explained_setup = True
+        top = pretty(v["pile_top"]) if v.get("pile_top") else "anything"
+        c.print(escape(f"pile: {_cards(v['pile'][-6:]) or '(empty)'}   to beat: {top}   stock: {v['stock']}   "
+                       f"burned: {len(v['burned'])}"))
+        for pl in v["players"]:
+            if pl["seat"] != v["seat"]:
+                known = f", known in hand: {_cards(pl['known_hand'])}" if pl.get("known_hand") else ""
+                c.print(escape(f"  {self.who(pl['seat'])}: {pl['hand_count']} in hand, face-up {_face_up(pl['face_up'])}, "
+                               f"{sum(pl['face_down'])} face-down{known}"))
+        c.print("[bold]you:[/] " + escape(f"hand {_cards(v['hand']) or '(empty)'}   face-up {_face_up(v['face_up'])}   "
+                                          f"face-down {sum(v['face_down'])}"))
         for a in message["actions"]:
-            c.print(f"  [{a['id']}] " + " ".join(f"{k}={val}" for k, val in a.items() if k != "id"))
+            c.print(escape(f"  [{a['id']}] {describe_action(a, self.who)}"))
         while True:
-            text = await trio.to_thread.run_sync(input, "action id> ")
+            text = await trio.to_thread.run_sync(ask, "action id> ", **_ABANDON)  # Ctrl-C reaches trio
             if text.strip().isdigit() and int(text) < len(message["actions"]):
                 return int(text)
-            c.print("type one of the ids above")
+            c.print("type one of the ids above (Ctrl-C to stop)")
 
     async def finish(self, message: dict[str, Any]) -> None:
-        pass
+        self._events(message.get("events", []))
 
     async def fault(self, reason: str, message: str, request_id: int | None) -> None:
         pass
@@ -77,23 +115,27 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
 
     def show(state: State, e: dict[str, Any]) -> None:
         if e["kind"] != "game_over" and not quiet:
-            console.print(f"[dim]{state.turn:4}[/] {describe_event(e, who)[0]}")
+            console.print(f"[dim]{state.turn:4}[/] {escape(describe_event(e, who)[0])}")
 
+    from .config import rule_label
+    console.print(escape(f"{rule_label(rules)}, seed {seed}: {', '.join(who.labels)}"))
+    # with a person at the table, the only events shown are those their seat is sent
+    spectator = None if any(s.human for s in specs) else show
     try:
         # --seed names the deal for the operator; the cards come from the store's secret
         record = await run_game(players, rules, deal_seed(load_secret(store_path.parent), seed, 0, 0),
                                 game_id=game_id, clock=clock, max_turns=max_turns,
-                                on_event=show)
+                                on_event=spectator)
     finally:
         for p in players:
             await p.shutdown()
     res = record.result or {}
     console.rule("result")
     for rank, group in enumerate(res["order"], 1):
-        console.print(f"  {rank}. " + ", ".join(who(s) for s in group))
+        console.print(escape(f"  {rank}. " + ", ".join(who(s) for s in group)))
     console.print(f"ended by {res['reason']}" + (" (draw)" if res["draw"] else ""))
     for f in record.faults:
-        console.print(f"[red]fault[/] {f['bot']}: {f['reason']}: {f['message']}")
+        console.print("[red]fault[/] " + escape(f"{f['bot']}: {f['reason']}: {f['message']}"))
     db = Store(store_path)
     labels = [s.label for s in specs]
     db.begin_tournament("play", {"kind": "single games"}, 0)

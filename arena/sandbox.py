@@ -627,6 +627,10 @@ class StaleReport:
     def __bool__(self) -> bool:
         return bool(self.referees or self.killed or self.cgroups or self.homes)
 
+    def __str__(self) -> str:
+        return (f"{len(self.referees)} dead referee(s): {self.killed} bot process(es) killed, "
+                f"{len(self.cgroups)} cgroup(s) and {len(self.homes)} temporary home(s) removed")
+
 
 class Registry:
     """This referee's footprint in the run directory.

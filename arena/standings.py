@@ -42,7 +42,7 @@ class Line:
 
 
 def tally(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, Line]:
-    """Tally (seats, result) pairs. A draw counts as a draw for every seat still in it."""
+    """Tally (seats, result) pairs by the rule in docs/RATINGS.md ("Places, wins and draws")."""
     lines: dict[str, Line] = {}
     for seats, result in games:
         add_game(lines, seats, result)
@@ -50,24 +50,29 @@ def tally(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, Line]:
 
 
 def add_game(lines: dict[str, Line], seats: list[str], result: dict[str, Any]) -> None:
-    """Fold one game into running tallies (a long tournament keeps these, not every result)."""
+    """Fold one game into running tallies (a long tournament keeps these, not every result).
+
+    A seat that went out on its own is credited with its place, and with a win when that place
+    is first, even when the others then draw. Seats tied in one group share the average of
+    the places they span; in a drawn game they are the ones credited with the draw."""
     forfeits = result.get("forfeits", {})
     n = len(seats)
     place = 1
     for group in result["order"]:
+        shared = place + (len(group) - 1) / 2
         for s in group:
             line = lines.get(seats[s])
             if line is None:
                 line = lines[seats[s]] = Line(seats[s])
             line.games += 1
-            line.place_sum += place
+            line.place_sum += shared
             if str(s) in forfeits:
                 line.faults[forfeits[str(s)]] += 1
-            elif result["draw"]:
-                line.draws += 1
-            elif place == 1 and len(group) == 1:
+            elif len(group) == 1 and place == 1:
                 line.wins += 1
-            if place + len(group) - 1 == n and len(group) == 1 and not result["draw"]:
+            elif len(group) > 1 and result["draw"]:
+                line.draws += 1
+            if place == n and len(group) == 1 and str(s) not in forfeits and not result["draw"]:
                 line.lasts += 1
         place += len(group)
 

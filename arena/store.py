@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,8 +151,10 @@ class Store:
         self.path = Path(path)
         if readonly and not self.path.exists():
             raise StoreError(f"no store at {self.path}: run a tournament first, or pass --store")
-        if not readonly:
-            create_private_store(self.path)
+        if readonly:
+            self.db = _open_readonly(self.path)
+            return
+        create_private_store(self.path)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -277,23 +280,8 @@ class Store:
               min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
               limit: int = 100) -> list[dict[str, Any]]:
         sql = "SELECT id, tournament, idx, seed, seats, reason, draw, result, turns, wall_ms, faults FROM games g"
-        where, args = [], []
-        if tournament:
-            where.append("tournament=?"); args.append(tournament)
-        if bot:
-            where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
-            args += [bot, bot + "@%"]
-        if reason:
-            where.append("reason=?"); args.append(reason)
-        if fault:
-            where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
-        if min_turns is not None:
-            where.append("turns>=?"); args.append(min_turns)
-        if max_turns is not None:
-            where.append("turns<=?"); args.append(max_turns)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY tournament, idx LIMIT ?"
+        where, args = _game_filter(tournament, bot, reason, min_turns, max_turns, fault)
+        sql += where + " ORDER BY tournament, idx LIMIT ?"
         args.append(limit)
         out = []
         for r in self.db.execute(sql, args):
@@ -301,6 +289,12 @@ class Store:
                         "reason": r[5], "draw": bool(r[6]), "result": json.loads(r[7]), "turns": r[8],
                         "wall_ms": r[9], "faults": r[10]})
         return out
+
+    def count_games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
+                    min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None) -> int:
+        """How many games :meth:`games` would list without its limit."""
+        where, args = _game_filter(tournament, bot, reason, min_turns, max_turns, fault)
+        return self.db.execute("SELECT COUNT(*) FROM games g" + where, args).fetchone()[0]
 
     def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
         """(game, bot, place, forfeit, think_ms, decisions, draw, players) for standings."""
@@ -319,3 +313,41 @@ class Store:
             sql += " WHERE tournament=?"
             args = (tournament,)
         return [(json.loads(s), json.loads(r)) for s, r in self.db.execute(sql + " ORDER BY tournament, idx", args)]
+
+
+def _game_filter(tournament: str | None, bot: str | None, reason: str | None, min_turns: int | None,
+                 max_turns: int | None, fault: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its arguments) shared by listing and counting games."""
+    where: list[str] = []
+    args: list[Any] = []
+    if tournament:
+        where.append("tournament=?"); args.append(tournament)
+    if bot:
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
+        args += [bot, bot + "@%"]
+    if reason:
+        where.append("reason=?"); args.append(reason)
+    if fault:
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
+    if min_turns is not None:
+        where.append("turns>=?"); args.append(min_turns)
+    if max_turns is not None:
+        where.append("turns<=?"); args.append(max_turns)
+    return (" WHERE " + " AND ".join(where) if where else ""), args
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that never writes, so reading works on read-only media and beside a running writer.
+
+    ``mode=ro`` still needs the WAL index (``-shm``), which SQLite cannot create where nothing may be
+    written; then the file is opened ``immutable``, which is right for a store nobody can be writing."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    last: Exception | None = None
+    for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+        try:
+            db = sqlite3.connect(uri + flags, uri=True, timeout=30, isolation_level=None)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.DatabaseError as e:
+            last = e
+    raise StoreError(f"{path} is not a readable arena store: {last}")

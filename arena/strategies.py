@@ -13,6 +13,17 @@ LADDER = "3456789TJQKA"
 SPECIAL = {"2": 20, "T": 21, "X": 22}  # powers are worth most: keep them
 LONG_GAME = 400  # turns; most games end well before
 
+# What `arena bots` says of each bundled bot's strength: figures measured in docs/BOTS.md (2 players).
+STRENGTH = {
+    "random": "baseline: lowest beats it 93.7% (classic)",
+    "highest": "",
+    "lowest": "93.7% vs random (classic); 99.7% (shithead)",
+    "heuristic": "46.6% vs lowest (classic)",
+    "heuristic-setup": "55.4% vs heuristic, 51.6% vs lowest (classic)",
+    "montecarlo": "83.2% vs heuristic-setup at 10 ms per decision (classic)",
+    "ismcts": "76.3% vs heuristic-setup at 10 ms; 91.0% vs heuristic at 1 s (classic)",
+}
+
 
 def rank(card: str) -> str:
     return card[0]

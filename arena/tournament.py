@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,53 +105,24 @@ class TournamentConfig:
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"no tournament file at {p}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{p}: not valid TOML: {e}") from None
-        time = data.pop("time", {})
-        if not isinstance(time, dict):
-            raise ConfigError(f"{p}: [time] must be a table")
-        data.update({k: v for k, v in time.items()})
-        _check_types(data, f"{p}: ")
-        base = p.parent
-        data["bots"] = [_resolve(b, base) for b in data.get("bots", [])]
-        data["candidates"] = [_resolve(b, base) for b in data.get("candidates", [])]
-        data.setdefault("name", p.stem)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    _check_types(data, "")
+    """The file (if any), then the flags, each validated by :mod:`arena.config`."""
+    from .config import ConfigFileError, read_toml, tournament_data
     known = set(TournamentConfig.__dataclass_fields__)
-    unknown = set(data) - known
-    if unknown:
-        raise ConfigError(f"unknown tournament field(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    data: dict[str, Any] = {}
     try:
-        cfg = TournamentConfig(**data)
-    except TypeError as e:
+        if path is not None:
+            p = Path(path)
+            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
+            data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
+            data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
+            data.setdefault("name", p.stem)
+        flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+        data.update(tournament_data(flags, "command line", known))
+    except ConfigFileError as e:
         raise ConfigError(str(e)) from None
+    cfg = TournamentConfig(**data)
     check_config(cfg)
     return cfg
-
-
-def _check_types(data: dict[str, Any], where: str) -> None:
-    """A wrongly typed value is named here rather than failing deep inside (``seats = "3"``)."""
-    defaults = TournamentConfig()
-    for key, value in data.items():
-        if key not in TournamentConfig.__dataclass_fields__:
-            continue  # reported as unknown
-        want = bool if key == "sandbox" else type(getattr(defaults, key))
-        if want is list:
-            ok, what = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
-        elif want is int:
-            ok, what = isinstance(value, int) and not isinstance(value, bool), "an integer"
-        else:
-            ok, what = isinstance(value, want), {str: "a string", bool: "true or false", dict: "a table"}[want]
-        if not ok:
-            raise ConfigError(f"{where}{key} must be {what}, not {value!r}")
 
 
 def _resolve(ref: str, base: Path) -> str:

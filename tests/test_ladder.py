@@ -108,7 +108,7 @@ def test_ladder_file_paths_and_time_table(tmp_path: Path):
 
 @pytest.mark.parametrize("text, needle", [
     ("bots = [", "not valid TOML"),
-    ('bots = ["random", "lowest"]\ncolour = "red"', "unknown field(s) colour"),
+    ('bots = ["random", "lowest"]\ncolour = "red"', "unknown ladder field(s): colour"),
     ('bots = ["random", "lowest"]\nseats = "two"', "seats must be an integer"),
     ('bots = ["random", "lowest"]\nseats = true', "seats must be an integer"),
     ('rules = "classic"', "missing required field 'bots'"),
@@ -121,7 +121,7 @@ def test_ladder_file_paths_and_time_table(tmp_path: Path):
     ('bots = ["random", "lowest"]\n[time]\nmove = 5', "time.move"),
     ('bots = ["random", "lowest"]\nmove_ms = 5\n[time]\nmove_ms = 5', "both at the top level and in [time]"),
     ('bots = ["random", 3]', "bots[1] must be"),
-    ('bots = ["random", "lowest"]\noptions = 3', "options must be a table"),
+    ('bots = ["random", "lowest"]\noptions = 3', "[options] must be a table"),
 ])
 def test_broken_ladder_files(tmp_path: Path, text: str, needle: str):
     path = tmp_path / "broken.toml"

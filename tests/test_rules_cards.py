@@ -291,6 +291,22 @@ def test_two_jokers_do_not_reverse():
     assert s.direction == 1 and s.to_move == 1
 
 
+def test_eights_that_complete_four_of_a_kind_burn_and_reverse_nothing():
+    """Decision 36: under eight=reverse a burning play of 8s has the burn's effect only, as under eight=skip."""
+    for rule, nxt in (("burn_next", 1), ("burn_again", 0)):
+        s = table("classic", "8S 5D | | 4S", "9H | | 4H", "9S | | 4C", pile="8C 8D 8H", eight="reverse",
+                  four_of_a_kind=rule)
+        s, ev = play(s, "8S")
+        assert "burned" in kinds(ev) and "reversed" not in kinds(ev)
+        assert s.direction == 1 and s.to_move == nxt
+
+
+def test_an_eight_that_does_not_burn_reverses():
+    s = table("classic", "8S 5D | | 4S", "9H | | 4H", "9S | | 4C", pile="8C 8D", eight="reverse")
+    s, ev = play(s, "8S")
+    assert "reversed" in kinds(ev) and s.direction == -1 and s.to_move == 2
+
+
 def test_joker_reverse_with_two_players_next_is_still_the_other():
     s = table("classic", "XR 5D | | 4S", "7H 9H | | 4H", pile="9C", jokers=1)
     s, _ = play(s, "XR")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from arena.engine import PRESETS, forfeit, new_game, preset
 from arena.engine.model import GameOver, Result
 from arena.engine.views import event_for, seat_view
@@ -201,3 +203,22 @@ def test_forfeit_keeps_places_already_won():
     s, _ = forfeit(s, 2, "timeout")
     assert s.result == Result("forfeit", ((0,), (3,), (2,), (1,)), True)
     assert event_for(GameOver(s.result), None)["result"]["loser"] == 1
+
+
+@pytest.mark.parametrize("preset_name", ["powers", "classic", "skip8", "shithead", "smeghead"])
+@pytest.mark.parametrize("players", [2, 4])
+def test_turn_counts_the_action_that_ends_the_game(preset_name: str, players: int) -> None:
+    """Decision 37: a finished game's turn is the number of play-phase actions, the last included."""
+    import random
+
+    from arena.engine import PRESETS, apply_action, legal_actions, new_game
+    for seed in range(5):
+        state = new_game(PRESETS[preset_name], players, seed)
+        rng = random.Random(seed)
+        actions = 0
+        while not state.over:
+            playing = state.phase == "play"
+            acts = legal_actions(state)
+            state, _ = apply_action(state, acts[rng.randrange(len(acts))])
+            actions += playing
+        assert state.turn == actions, (seed, state.result)

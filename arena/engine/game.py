@@ -394,8 +394,8 @@ def _play(state: State, cards: tuple[int, ...], zone: str, target: int | None,
     if went_out:
         state = state._replace(seats=seats, pile=pile, burned=burned, stock=stock, need=need,
                                descending=descending)
-        if _finished(state):
-            return _end(state, events, "first_out" if not rules.play_on else "played_out")
+        if _finished(state):  # the action that ends the game counts as a turn like any other
+            return _end(state._replace(turn=state.turn + 1), events, "first_out" if not rules.play_on else "played_out")
     again = (burn == "ten" or (burn == "four_of_a_kind" and rules.four_of_a_kind == "burn_again")
              or (rank == TWO and rules.reset_again and not burn))
     skips = 0

@@ -89,7 +89,7 @@ class BotPlayer:
             line = await self.conn.receive_line(self.clock.handshake_ms / 1000)
             self.hello = protocol.read_bot_hello(line)
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             fault = as_fault(e)
             if fault.reason in _HANDSHAKE_FAULTS:
@@ -105,7 +105,7 @@ class BotPlayer:
         try:
             await conn.send_line(protocol.encode(message))
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             raise as_fault(e) from None
 
@@ -141,7 +141,7 @@ class BotPlayer:
             reply = await conn.receive_line(timeout)
             return protocol.read_action(reply, request_id, n_actions)
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             raise as_fault(e) from None
 
@@ -151,7 +151,7 @@ class BotPlayer:
         try:
             await self.conn.send_line(protocol.encode(message))
         except BaseException as e:
-            if isinstance(e, trio.Cancelled):
+            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             await self.close()
 

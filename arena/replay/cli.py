@@ -21,8 +21,8 @@ def _consoles() -> tuple[Console, Console]:
 
 
 def _fail(err: Console, message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    from ..cli_common import fail
+    fail(message, code)  # the one error style, the message printed as written
 
 
 def replay(

@@ -369,9 +369,25 @@ REPORT_BOOT = r"""
 """
 
 
+JS_SAFE_INT = 2**53 - 1  # larger integers lose digits as JavaScript numbers
+
+
+def for_browser(data: Any) -> Any:
+    """Integers a browser cannot hold exactly (63-bit seeds) as strings, everything else as it is."""
+    if isinstance(data, bool):
+        return data
+    if isinstance(data, int):
+        return str(data) if abs(data) > JS_SAFE_INT else data
+    if isinstance(data, dict):
+        return {k: for_browser(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [for_browser(v) for v in data]
+    return data
+
+
 def _json_for_script(data: Any) -> str:
     """JSON that can sit inside a ``<script>`` element: no ``<`` at all (``\\u003c`` in strings)."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    return json.dumps(for_browser(data), separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
 
 
 def _page(title: str, body: str, scripts: list[str]) -> str:
@@ -457,7 +473,7 @@ def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line],
     if links is None:
         blobs = []
         for gid, data in replays.items():
-            packed = base64.b64encode(gzip.compress(json.dumps(data, separators=(",", ":")).encode(), 9, mtime=0))
+            packed = base64.b64encode(gzip.compress(json.dumps(for_browser(data), separators=(",", ":")).encode(), 9, mtime=0))
             blobs.append(f"<script type=\"application/gzip-base64\" data-game=\"{html.escape(gid)}\">"
                          f"{packed.decode()}</script>")
         body += "\n" + "\n".join(blobs)

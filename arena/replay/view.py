@@ -188,6 +188,15 @@ def step_info(replay: Replay, frame: Frame, who: Names) -> dict[str, Any]:
     return info
 
 
+def _rules_label(options: dict[str, Any]) -> str:
+    """``shithead + seven=at_most`` rather than ``shithead+``."""
+    try:
+        from ..config import rule_label
+        return rule_label(Rules.from_options(options))
+    except Exception:  # an old or odd record: its stored name is still a fair header
+        return str(options.get("name", "?"))
+
+
 def replay_data(replay: Replay) -> dict[str, Any]:
     """The whole replay as JSON: game facts, verification, and one frame per step."""
     rec = replay.record
@@ -198,7 +207,7 @@ def replay_data(replay: Replay) -> dict[str, Any]:
         "game": replay.game_id,
         "players": replay.players,
         "labels": who.labels,
-        "rules": rec.get("rules", {}).get("name", "?"),
+        "rules": _rules_label(rec.get("rules", {})),
         "seed": rec.get("seed"),
         "max_turns": rec.get("max_turns"),
         "result": res,

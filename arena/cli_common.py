@@ -1,0 +1,209 @@
+"""What every ``arena`` command shares: one error style, Ctrl-C and failures without tracebacks.
+
+Every command registered on :class:`ArenaTyper` (the ladder, replay and serve commands too)
+runs inside :func:`guard`: a Ctrl-C anywhere, even one trio wraps in an exception group,
+ends in a single "interrupted ..." line and exit status 130; a full disk, an unusable store
+or a bad config file ends in a single ``error:`` line and exit status 2. Messages are escaped
+before Rich sees them, so a bracketed name such as ``palace-arena[dask]`` prints as written.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+try:  # typer 0.29 carries its own copy of click's exceptions
+    from typer import exceptions as _typer_exc
+    from typer._click import exceptions as _typer_click
+    _CLICK_ERRORS: tuple[type[BaseException], ...] = (click.ClickException, _typer_click.ClickException)
+    _NO_ARGS: tuple[type[BaseException], ...] = (click.exceptions.NoArgsIsHelpError, _typer_click.NoArgsIsHelpError)
+    _ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, _typer_exc.Abort)
+    _EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit, _typer_exc.Exit)
+except ImportError:  # pragma: no cover - older typer uses click's own
+    _CLICK_ERRORS, _NO_ARGS = (click.ClickException,), (click.exceptions.NoArgsIsHelpError,)
+    _ABORTS, _EXITS = (click.exceptions.Abort,), (typer.Exit, click.exceptions.Exit)
+
+INTERRUPTED = 130
+USAGE = 2
+
+err = Console(stderr=True, highlight=False) if sys.stderr.isatty() else Console(stderr=True, width=160, highlight=False)
+
+
+class Progress:
+    """How far the running command got, for the line printed when it is interrupted."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.done: int | None = None
+        self.total: int | None = None
+        self.resumable = True
+        self.what = "games"
+        self.message: str | None = None  # a command's own line, in place of the count
+
+    def set(self, done: int, total: int | None = None, *, resumable: bool = True, what: str = "games") -> None:
+        self.done, self.total, self.resumable, self.what = done, total, resumable, what
+
+    def interrupted_line(self) -> str:
+        if self.message is not None:
+            return self.message
+        if self.done is None:
+            text = "interrupted"
+        elif self.total is None:
+            text = f"interrupted after {self.done} {self.what}"
+        else:
+            text = f"interrupted after {self.done}/{self.total} {self.what}"
+        return text + ("; run the same command again to resume" if self.resumable else "")
+
+
+progress = Progress()
+
+
+def fail(message: str, code: int = USAGE) -> None:
+    """The one error style: ``error: <message>`` on stderr, the message printed as written."""
+    err.print(f"[red]error:[/] {escape(str(message))}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or the exception itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in leaves(e)]
+    return [exc]
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    """User-facing failures: each is reported in one line. Imported late: most commands need few."""
+    from .engine import RulesError
+    from .manifest import ManifestError
+    from .store import StoreError
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    try:
+        from .config import ConfigFileError
+        kinds.append(ConfigFileError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from .tournament import ConfigError
+        kinds.append(ConfigError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from .ladder import LadderError
+        kinds.append(LadderError)
+    except ImportError:  # pragma: no cover
+        pass
+    from .launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
+    kinds.append(ContainmentError)
+    return tuple(kinds)
+
+
+def describe_error(e: BaseException) -> str:
+    """One line for a failure; the disk-full and read-only cases say what to do."""
+    text = str(e) or type(e).__name__
+    low = text.lower()
+    if isinstance(e, sqlite3.Error) or "disk is full" in low or "no space left" in low:
+        if "full" in low or "no space" in low or "too large" in low or "disk i/o" in low:
+            return (f"could not store a game: {text}; the games stored before it are kept; "
+                    "free some space (or pass another --store) and run the same command again to resume")
+        if "readonly" in low or "read-only" in low:
+            return f"the store is read-only: {text}; pass a writable --store"
+        return f"store: {text}"
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror or text}"
+    return text
+
+
+def outcome_of(exc: BaseException) -> tuple[int, str] | None:
+    """(exit status, line) for an interrupt or a known failure, None for a bug (its traceback shows)."""
+    found = leaves(exc)
+    if any(isinstance(e, KeyboardInterrupt) for e in found):
+        return INTERRUPTED, progress.interrupted_line()
+    known = _known_errors()
+    real = [e for e in found if not _is_cancel(e)]
+    for e in real:
+        if isinstance(e, known):
+            return USAGE, describe_error(e)
+    return None
+
+
+def _is_cancel(e: BaseException) -> bool:
+    return type(e).__name__ == "Cancelled" and type(e).__module__.startswith("trio")
+
+
+def guard(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command so that Ctrl-C and known failures end in one line, never a traceback."""
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        progress.reset()
+        try:
+            return f(*args, **kwargs)
+        except (*_EXITS, *_CLICK_ERRORS, *_ABORTS):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - sorted below; anything unknown is re-raised
+            if isinstance(exc, SystemExit):
+                raise
+            result = outcome_of(exc)
+            if result is None:
+                if os.environ.get("ARENA_DEBUG"):
+                    raise
+                first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
+                err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
+                          "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
+                raise typer.Exit(1) from None
+            code, line = result
+            if code == INTERRUPTED:
+                err.print(escape(line), soft_wrap=True)
+            else:
+                err.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
+            raise typer.Exit(code) from None
+
+    return run
+
+
+class ArenaTyper(typer.Typer):
+    """A Typer whose every command runs inside :func:`guard`, whoever registers it."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        register = super().command(*args, **kwargs)
+
+        def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
+            register(guard(f))
+            return f
+
+        return decorator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the app; a usage error prints in the same one-line style as every other error."""
+        command = typer.main.get_command(self)
+        try:
+            code = command.main(*args, standalone_mode=False, **kwargs)
+        except _NO_ARGS as e:
+            print(e.ctx.get_help())  # type: ignore[attr-defined]
+            sys.exit(0)
+        except _CLICK_ERRORS as e:
+            hint = ""
+            ctx = getattr(e, "ctx", None)
+            if ctx is not None:
+                hint = f" (see: {ctx.command_path} -h)"
+            err.print(f"[red]error:[/] {escape(e.format_message())}{escape(hint)}", soft_wrap=True)  # type: ignore[attr-defined]
+            sys.exit(e.exit_code)
+        except _ABORTS:
+            err.print(escape(progress.interrupted_line()), soft_wrap=True)
+            sys.exit(INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)

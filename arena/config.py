@@ -1,0 +1,415 @@
+"""One config layer: the files a user writes (bot.toml, tournament files, ladder files) as pydantic models.
+
+The three files share their field definitions (a clock, rule options, limits), so a field
+means the same and is checked the same wherever it appears. Every problem is a
+:class:`ConfigFileError` whose one line names the file, the key and what is allowed:
+an unknown key, a key in the wrong table (``seats`` under ``[time]``), a bad value, an
+unknown rule option. ``python -m arena.config`` writes the models' JSON Schemas to
+``protocol/schemas/`` so editors can check the files as they are typed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tomllib
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, create_model
+
+from .engine import PRESETS, Rules
+from .engine.describe import option_value
+from .engine.rules import ALIASES
+from .limits import Limits
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas" / "config"  # not bot messages
+BOT_TOML_DOC = "protocol/PROTOCOL.md#bottoml-reference"
+
+
+class ConfigFileError(ValueError):
+    """A config file (or flag) that cannot be used; the message names the file, key and allowed values."""
+
+
+# --------------------------------------------------------------------------- shared fields
+
+MoveMs = Annotated[StrictInt, Field(ge=1, description="Milliseconds per decision.")]
+BankMs = Annotated[StrictInt, Field(ge=0, description="Time bank in milliseconds, drawn on when a decision runs over.")]
+HandshakeMs = Annotated[StrictInt, Field(ge=1, description="Milliseconds a bot has to start and answer hello.")]
+Seats = Annotated[StrictInt, Field(ge=2, description="Players per game, within the preset's range.")]
+Deals = Annotated[StrictInt, Field(ge=1, description="Deals per table, each played in every seat rotation.")]
+Seed = Annotated[StrictInt, Field(description="Base deal seed.")]
+MaxTurns = Annotated[StrictInt, Field(ge=10, description="Turn cap: a game still running then is a draw.")]
+MaxTables = Annotated[StrictInt, Field(ge=1, description="At most this many tables; more are sampled from the seed.")]
+Concurrency = Annotated[StrictInt, Field(ge=0, description="Games at a time; 0: one per core.")]
+BotRefs = Annotated[list[StrictStr], Field(description="Bundled bot names, or paths (relative to this file) "
+                                                        "to a bot.toml or a directory holding one.")]
+PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)
+RulesName = Annotated[StrictStr, Field(description="A rule preset (arena rules lists them).",
+                                        json_schema_extra={"enum": list(PRESET_NAMES)})]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Clock(Strict):
+    """The ``[time]`` table: only the clock belongs here."""
+
+    move_ms: Optional[MoveMs] = None
+    bank_ms: Optional[BankMs] = None
+    handshake_ms: Optional[HandshakeMs] = None
+
+
+CLOCK_KEYS = tuple(Clock.model_fields)
+
+
+def _rule_option_fields() -> dict[str, Any]:
+    """One optional field per rule option, typed from the engine's own choices and defaults
+    (the compiled engine keeps no annotations to read)."""
+    from .engine.rules import _CHOICES
+    defaults = Rules()
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Rules):
+        if not f.init or f.name == "name":
+            continue
+        default = getattr(defaults, f.name)
+        kind: Any
+        if f.name in _CHOICES:
+            kind = Literal[typing.get_args(_CHOICES[f.name])]  # type: ignore[misc]
+        elif f.name == "short_deal":
+            kind = list[Annotated[list[StrictInt], Field(min_length=4, max_length=4)]]
+        elif isinstance(default, tuple):
+            kind = list[StrictInt]
+        elif isinstance(default, bool):
+            kind = StrictBool
+        elif f.name == "stale_turns":
+            kind = Optional[Annotated[StrictInt, Field(ge=1)]]
+        else:
+            kind = StrictInt
+        out[f.name] = (Optional[kind], Field(None, description=_option_help(f.name)))
+    return out
+
+
+def _option_help(name: str) -> str | None:
+    from .engine.describe import OPTION_HELP
+    return OPTION_HELP.get(name)
+
+
+RuleOptions = create_model("RuleOptions", __base__=Strict, **_rule_option_fields())  # type: ignore[call-overload]
+RuleOptions.__doc__ = "Rule options that change the preset (arena rules lists them)."
+
+
+def _limit_fields() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Limits):
+        low = 0 if f.name == "address_space_mb" else 1
+        out[f.name] = (Optional[Annotated[StrictInt, Field(ge=low)]], None)
+    return out
+
+
+LimitsTable = create_model("LimitsTable", __base__=Strict, **_limit_fields())  # type: ignore[call-overload]
+LimitsTable.__doc__ = "Resource limits for one bot process (docs/SANDBOX.md); a bot's own can only tighten them."
+
+
+class _Shared(Strict):
+    """Fields a tournament file and a ladder file both have."""
+
+    rules: RulesName = "classic"
+    options: RuleOptions = Field(default_factory=RuleOptions)  # type: ignore[valid-type]
+    seats: Seats = 2
+    deals: Deals = 4
+    seed: Seed = 1
+    max_turns: MaxTurns = 2000
+    max_tables: MaxTables = 2000
+    concurrency: Concurrency = 0
+    move_ms: MoveMs = 1000
+    bank_ms: BankMs = 10_000
+    handshake_ms: HandshakeMs = 10_000
+    store: StrictStr = "arena-data/arena.sqlite"
+    time: Optional[Clock] = Field(None, description="The clock, as a table: move_ms, bank_ms, handshake_ms.")
+
+
+class TournamentFile(_Shared):
+    """A tournament file (examples/tournaments/*.toml)."""
+
+    name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
+        None, description="The tournament's name and resume key; defaults to the file name.")
+    bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
+    format: Literal["round-robin", "gauntlet"] = "round-robin"
+    candidates: BotRefs = Field(default_factory=list, description="Gauntlet: the bots under test.")
+    restart_each_game: StrictBool = False
+    sandbox: StrictBool = False
+    limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
+    processes: Annotated[StrictInt, Field(ge=0)] = 0
+    cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
+
+
+class LadderFile(_Shared):
+    """A ladder file (ladders/*.toml)."""
+
+    description: StrictStr = ""
+    bots: BotRefs = Field(description="The initial bots.")
+    deals: Deals = 4
+    anchor: Optional[StrictStr] = Field(None, description="A bot pinned at anchor_elo; default: the pool mean.")
+    anchor_elo: float = 1500.0
+    check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
+
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What the arena sets for every bot: a manifest's env can never replace these.
+ARENA_ENV = frozenset({"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONPATH", "PYTHONHOME",
+                       "LD_PRELOAD", "LD_LIBRARY_PATH", "USER", "LOGNAME", "SHELL"})
+ARENA_ENV_PREFIXES = ("ARENA_",)
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for key, value in env.items():
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a variable name (letters, digits and _)")
+        if key in ARENA_ENV or key.startswith(ARENA_ENV_PREFIXES):
+            raise ValueError(f"{key} is set by the arena and cannot be changed by a bot "
+                             f"(reserved: {', '.join(sorted(ARENA_ENV))}, ARENA_*)")
+        if "\0" in value:
+            raise ValueError(f"{key}: a value may not hold a NUL byte")
+    return env
+
+
+BotEnv = Annotated[dict[str, StrictStr], AfterValidator(_check_env)]
+Argv = Annotated[list[StrictStr], Field(min_length=1)]
+
+
+class BotManifest(Strict):
+    """A bot's ``bot.toml`` (reference: protocol/PROTOCOL.md, section bot.toml)."""
+
+    name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+                                     description="Lower-case letters, digits, '.', '_' or '-'.")]
+    version: StrictStr | StrictInt | float = Field("0", description="Any text; name@version is the bot's label.")
+    author: StrictStr = ""
+    description: StrictStr = Field("", description="One line shown by arena bots.")
+    command: Argv = Field(description="The program and its arguments; python3 means the arena's choice of "
+                                      "interpreter unless `interpreter` or `venv` is set.")
+    build: Optional[Argv] = Field(None, description="Run once, in workdir, before the first game.")
+    workdir: StrictStr = Field(".", description="Where command and build run, inside the bot's directory.")
+    interpreter: Optional[StrictStr] = Field(None, description="The program that replaces python3/python in "
+                                                                "command (an absolute path, or relative to the bot).")
+    venv: Optional[StrictStr] = Field(None, description="A virtual environment (relative to the bot) whose "
+                                                         "bin/python replaces python3/python in command.")
+    env: BotEnv = Field(default_factory=dict, description="Extra environment variables; never those the arena sets.")
+    limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
+
+
+# --------------------------------------------------------------------------- loading
+
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigFileError(f"no {what} at {path}") from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path} is a directory, not a {what}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigFileError(f"{path}: not valid TOML: {e}") from None
+
+
+def _table_model(model: type[BaseModel], key: str) -> type[BaseModel] | None:
+    field = model.model_fields.get(key)
+    if field is None:
+        return None
+    for arg in typing.get_args(field.annotation) or (field.annotation,):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+_KINDS = {"int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+          "string_type": "a string", "bool_type": "true or false", "bool_parsing": "true or false",
+          "list_type": "a list", "float_type": "a number", "float_parsing": "a number",
+          "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table"}
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not str(part).startswith(("function-", "constrained-", "list[", "str", "int", "float")):
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
+    """One line: ``file: key must be ...; ...`` with the allowed keys or values.
+
+    Inside a table the table leads (``limits: memory_mb must be at least 1``); an
+    unknown key lists the keys its table takes; a key under the wrong table says so."""
+    unknown: dict[str, list[str]] = {}
+    parts = []
+    for e in error.errors():
+        loc = tuple(e["loc"])
+        table, inner = (str(loc[0]), loc[1:]) if len(loc) > 1 and isinstance(loc[0], str) \
+            and _table_model(model, str(loc[0])) is not None else ("", loc)
+        lead = {"": "", "options": "rules: [options] "}.get(table, f"{table}: ")
+        if e["type"] == "extra_forbidden":
+            unknown.setdefault(table, []).append(_path(inner))
+            continue
+        key = _path(inner)
+        kind = e["type"]
+        ctx = e.get("ctx", {})
+        if kind in _KINDS:
+            text = f"must be {_KINDS[kind]}"
+            if _KINDS[kind] == "a table":
+                parts.append(f"{lead}[{key}] must be a table (got {e.get('input')!r})")
+                continue
+        elif kind == "literal_error":
+            text = f"must be one of {ctx.get('expected')}"
+        elif kind == "missing":
+            parts.append(f"{lead}missing required field {key!r}")
+            continue
+        elif kind == "greater_than_equal":
+            text = f"must be at least {ctx.get('ge')}"
+        elif kind == "less_than_equal":
+            text = f"must be at most {ctx.get('le')}"
+        elif kind == "too_short":
+            text = "must not be empty"
+        elif kind == "string_pattern_mismatch":
+            sub = _table_model(model, table) if table else model
+            field = (sub or model).model_fields.get(str(inner[0])) if inner else None
+            text = "must be " + ((field.description or "").rstrip(".").lower() if field and field.description
+                                  else f"like {ctx.get('pattern')}")
+        elif kind == "value_error":
+            text = e["msg"].removeprefix("Value error, ")
+        else:
+            text = e["msg"].lower()
+        got = e.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        parts.append(f"{lead}{key} {text}{shown}")
+    for table, keys in unknown.items():
+        sub = _table_model(model, table) if table else model
+        allowed = ", ".join(k for k in (sub or model).model_fields if k != "time")
+        if table == "time":
+            parts.insert(0, f"{', '.join('time.' + k for k in keys)} does not belong under [time], "
+                            f"which takes only {', '.join(CLOCK_KEYS)}")
+        elif table == "options":
+            parts.insert(0, f"rules: unknown option(s) under [options]: {', '.join(keys)}; allowed: {allowed}")
+        else:
+            lead = f"{table}: " if table else ""
+            kind = "" if table else {"TournamentFile": "tournament ", "LadderFile": "ladder ",
+                                     "BotManifest": "bot.toml "}.get(model.__name__, "")
+            parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}; allowed: {allowed}"
+                            + (", [time]" if not table and "time" in model.model_fields else ""))
+    shown = parts[:3]
+    more = len(parts) - len(shown)
+    return f"{where}: " + "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def validate(model: type[BaseModel], data: dict[str, Any], where: str) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigFileError(explain(e, where, model)) from None
+
+
+def _merge_clock(model: BaseModel, out: dict[str, Any], where: str) -> None:
+    """Move ``[time]``'s keys to the top level; a key given in both places is an error."""
+    clock = getattr(model, "time", None)
+    if clock is None:
+        return
+    for key, value in clock.model_dump(exclude_none=True).items():
+        if key in model.model_fields_set:
+            raise ConfigFileError(f"{where}: {key} is given both at the top level and in [time]; keep one")
+        out[key] = value
+
+
+def _split_extra(data: dict[str, Any], model: type[BaseModel], passthrough: set[str]) -> dict[str, Any]:
+    """Keys another part of the arena added to its config since these models were written pass through."""
+    return {k: data.pop(k) for k in list(data) if k not in model.model_fields and k in passthrough}
+
+
+def tournament_data(data: dict[str, Any], where: str, passthrough: set[str] = frozenset()) -> dict[str, Any]:
+    """A tournament file's (or flags') values, validated, with ``[time]`` merged and defaults left out."""
+    extra = _split_extra(dict(data), TournamentFile, set(passthrough))
+    data = {k: v for k, v in data.items() if k not in extra}
+    model = validate(TournamentFile, data, where)
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options", "limits"})
+    if "options" in model.model_fields_set:
+        out["options"] = _options(model.options)  # type: ignore[attr-defined]
+    if "limits" in model.model_fields_set:
+        out["limits"] = model.limits.model_dump(exclude_none=True)  # type: ignore[attr-defined]
+    _merge_clock(model, out, where)
+    return out | extra
+
+
+def ladder_data(data: dict[str, Any], where: str, passthrough: set[str] = frozenset()) -> dict[str, Any]:
+    """A ladder file's values, validated, with ``[time]`` merged and defaults left out."""
+    extra = _split_extra(dict(data), LadderFile, set(passthrough))
+    data = {k: v for k, v in data.items() if k not in extra}
+    model = validate(LadderFile, data, where)
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options"})
+    if "options" in model.model_fields_set:
+        out["options"] = _options(model.options)  # type: ignore[attr-defined]
+    _merge_clock(model, out, where)
+    return out | extra
+
+
+def _options(options: BaseModel) -> dict[str, Any]:
+    """Rule options as the engine takes them (lists back to tuples)."""
+    out = {}
+    for key, value in options.model_dump(exclude_unset=True).items():
+        if isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        out[key] = value
+    return out
+
+
+def manifest_data(data: dict[str, Any], where: str) -> BotManifest:
+    model = validate(BotManifest, data, where)
+    return model  # type: ignore[return-value]
+
+
+def check_rule_options(options: dict[str, Any], where: str = "options") -> dict[str, Any]:
+    """Flag-given rule options checked like a file's: unknown names and bad values named."""
+    return _options(validate(RuleOptions, dict(options), where))
+
+
+# --------------------------------------------------------------------------- names
+
+def rule_label(rules: Rules) -> str:
+    """``shithead + seven=at_most``: the preset, then each option that differs from it."""
+    base_name = rules.name.rstrip("+")
+    base = PRESETS.get(base_name)
+    if base is None:
+        return rules.name
+    changed = [f"{f.name}={option_value(getattr(rules, f.name))}" for f in dataclasses.fields(Rules)
+               if f.init and f.name != "name" and getattr(rules, f.name) != getattr(base, f.name)]
+    return base_name + (" + " + ", ".join(changed) if changed else "")
+
+
+# --------------------------------------------------------------------------- schemas
+
+SCHEMAS = {"bot-toml.schema.json": BotManifest, "tournament.schema.json": TournamentFile,
+           "ladder.schema.json": LadderFile}
+
+
+def schema_text(model: type[BaseModel], name: str) -> str:
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://palace-arena.invalid/schemas/config/{name}"
+    return json.dumps(schema, indent=1, sort_keys=True) + "\n"
+
+
+def write_schemas(directory: Path = SCHEMA_DIR) -> list[Path]:
+    out = []
+    for name, model in SCHEMAS.items():
+        path = directory / name
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(schema_text(model, name))
+        out.append(path)
+    return out
+
+
+if __name__ == "__main__":  # python -m arena.config: refresh the published schemas
+    for p in write_schemas():
+        print(p)

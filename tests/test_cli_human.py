@@ -1,0 +1,98 @@
+"""The human seat of `arena play`: it shows exactly what a bot in that seat is sent, and Ctrl-C at its prompt works."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from rich.console import Console
+
+import arena.play as play
+from arena.engine import PRESETS
+from arena.manifest import HUMAN
+from arena.replay.view import pretty
+
+ROOT = Path(__file__).resolve().parent.parent
+CARD = re.compile(r"(?:10|[2-9JQKA])[♣♦♥♠]|red joker|black joker")
+
+
+def cards_in(message: object) -> set[str]:
+    """Every card a message names, written as the terminal writes cards."""
+    text = json.dumps(message)
+    return {pretty(c) for c in re.findall(r'"((?:[2-9TJQKA][CDHS])|X[RB])"', text)}
+
+
+@pytest.mark.parametrize("preset", ["classic", "shithead", "skip8"])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_human_sees_only_what_its_seat_is_sent(tmp_path: Path, monkeypatch, preset: str, seed: int) -> None:
+    """Two people at the table, answering at random: every card each is shown is in a message its
+    seat received. (Before, the person saw every event, the other seat's drawn cards included.)"""
+    import random
+    rng = random.Random(seed)
+    received: dict[int, list[object]] = {0: [], 1: []}
+    screens: dict[int, io.StringIO] = {0: io.StringIO(), 1: io.StringIO()}
+
+    class Recording(play.HumanPlayer):
+        def __init__(self, name: str, console: Console):
+            self.index = int(name.removeprefix("human"))
+            super().__init__(name, Console(file=screens[self.index], width=200, force_terminal=False))
+
+        async def begin(self, message):
+            received[self.index].append(message)
+            await super().begin(message)
+
+        async def decide(self, message, timeout):
+            received[self.index].append(message)
+            monkeypatch.setattr(play, "ask", lambda prompt: str(rng.randrange(len(message["actions"]))))
+            return await super().decide(message, timeout)
+
+        async def finish(self, message):
+            received[self.index].append(message)
+            await super().finish(message)
+
+    monkeypatch.setattr(play, "HumanPlayer", Recording)
+    quiet = Console(file=io.StringIO())
+    trio.run(play.play_one, [HUMAN, HUMAN], PRESETS[preset], seed, 1000, 1000, 300, tmp_path / "s.sqlite", False, quiet)
+    for i in (0, 1):
+        shown = set(CARD.findall(screens[i].getvalue()))
+        sent = set().union(*(cards_in(m) for m in received[i]))
+        assert shown and shown <= sent, shown - sent
+    # and what one saw differs from the other: they are not both shown the whole table
+    assert screens[0].getvalue() != screens[1].getvalue()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_ctrl_c_at_the_human_prompt(tmp_path: Path) -> None:
+    session = f"arena-human-{os.getpid()}"
+    done = tmp_path / "exit"
+    cmd = (f"cd {tmp_path} && PYTHONWARNINGS=ignore PYTHONPATH={ROOT} {sys.executable} -m arena.cli play human random "
+           f"--store {tmp_path / 's.sqlite'}; echo $? > {done}; sleep 60")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", cmd], check=True)
+    try:
+        for _ in range(600):
+            pane = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+            if "action id>" in pane:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the prompt never showed:\n" + pane)
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        for _ in range(300):
+            if done.exists() and done.read_text().strip():
+                break
+            time.sleep(0.1)
+        assert done.read_text().strip() == "130"
+        pane = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+        assert "Traceback" not in pane
+        assert pane.rstrip().splitlines()[-1] == "interrupted: the game was not stored", pane
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
