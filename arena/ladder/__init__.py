@@ -19,22 +19,38 @@ The table is one :func:`arena.ratings.fit_elo` over *all* games of the ladder (o
 independent; ``docs/RATINGS.md``).
 """
 
-from .config import LADDER_DIR, CheckFailed, Ladder, LadderError, Matchmaking, ladder_path, list_ladders, load_ladder
-from .history import LadderState, history, take_snapshot, trends
-from .match import MatchProgress, match_games, match_id, resolve_bot, run_match
-from .matchmaking import Candidate, Table, choose_table
-from .placement import RunContext, SubmitResult, ensure_seeded, play_games, submit
-from .run import RunSummary, retire, run_ladder
-from .standings import Cell, LadderStandings, Row, head_to_head, ladder_standings, resolve_anchor
-from .tables import (LADDER_SCHEMA, BotStatus, Member, bot_statuses, check_identity, clear_status,
-                     keep_ladder_file, ladder_results, member, members, open_store, resolve_ref, snapshot_dir)
+import importlib
+from typing import Any
 
-__all__ = [
-    "LADDER_DIR", "LADDER_SCHEMA", "BotStatus", "Candidate", "Cell", "CheckFailed", "Ladder", "LadderError",
-    "LadderStandings", "LadderState", "MatchProgress", "Matchmaking", "Member", "Row", "RunContext", "RunSummary",
-    "SubmitResult", "Table", "bot_statuses", "check_identity", "choose_table", "clear_status", "ensure_seeded",
-    "head_to_head", "history", "keep_ladder_file", "ladder_path", "ladder_results", "ladder_standings",
-    "list_ladders", "load_ladder", "match_games", "match_id", "member", "members", "open_store", "play_games",
-    "resolve_anchor", "resolve_bot", "retire", "run_ladder", "run_match", "snapshot_dir", "submit",
-    "take_snapshot", "trends",
-]
+# Loaded on first use (PEP 562): every ``arena`` command imports the match command from this
+# package, and only the ladder commands need numpy, scipy and openskill.
+_WHERE = {
+    "config": ["LADDER_DIR", "CheckFailed", "Ladder", "LadderError", "Matchmaking", "ladder_path", "list_ladders",
+               "load_ladder"],
+    "history": ["LadderState", "rating_history", "take_snapshot", "trends"],
+    "match": ["MatchProgress", "match_games", "match_id", "resolve_bot", "run_match"],
+    "matchmaking": ["Candidate", "Table", "choose_table"],
+    "placement": ["RunContext", "SubmitResult", "ensure_seeded", "play_games", "submit"],
+    "run": ["RunSummary", "retire", "run_ladder"],
+    "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings", "resolve_anchor"],
+    "tables": ["LADDER_SCHEMA", "BotStatus", "Member", "bot_statuses", "check_identity", "clear_status",
+               "keep_ladder_file", "ladder_results", "member", "members", "open_store", "resolve_ref",
+               "snapshot_dir"],
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_MODULE_OF))
+
+
+__all__ = sorted(_MODULE_OF)

@@ -105,7 +105,7 @@ def take_snapshot(store: Store, ladder: Ladder, *, reason: str = "", state: Ladd
     return len(rows)
 
 
-def history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:
+def rating_history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:
     """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name."""
     if not _has_tables(store):
         return []

@@ -9,7 +9,9 @@ The rule (docs/RATINGS.md, "Matchmaking"), one batch at a time:
    every pair has met at least once more.
 3. Otherwise the *focus* is the bot a game teaches most about: a **new** bot first (fewer than
    ``new_games`` games, fewest first), else the bot with the **widest 95% interval** (unrated
-   counts as infinitely wide); ties go to fewer games, then label.
+   counts as infinitely wide); ties go to fewer games, then label.  The focus of the previous
+   batch is not the focus again (when another bot can be): a bot that loses every game keeps a
+   wide interval, and would otherwise take every batch.
 4. The focus's opponents are the active bots of **nearest rating** (a two-seat game is most
    informative, p(1-p) largest, between equals), ties to the pair that met least, then label;
    ``field_size`` of them (at least seats - 1).
@@ -54,7 +56,7 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 
 def choose_table(bots: list[Candidate], pair_games: Mapping[tuple[str, str], int], *, seats: int,
-                 field_size: int, new_games: int, explore: bool) -> Table | None:
+                 field_size: int, new_games: int, explore: bool, previous: str | None = None) -> Table | None:
     """The next batch's focus and field, or None when fewer than ``seats`` bots are active."""
     if len(bots) < seats:
         return None
@@ -66,12 +68,13 @@ def choose_table(bots: list[Candidate], pair_games: Mapping[tuple[str, str], int
         first = b if focus.label == a else a
         rest = _nearest(focus, [c for c in bots if c.label not in (a, b)], pair_games)
         return Table(focus.label, tuple([first] + rest[: need - 1]), "least-played pairing")
-    new = [b for b in bots if b.games < new_games]
+    eligible = [b for b in bots if b.label != previous] or bots
+    new = [b for b in eligible if b.games < new_games]
     if new:
         focus = min(new, key=lambda c: (c.games, c.label))
         why = "new"
     else:
-        focus = min(bots, key=lambda c: (-c.width, c.games, c.label))
+        focus = min(eligible, key=lambda c: (-c.width, c.games, c.label))
         why = "widest interval"
     field = _nearest(focus, [c for c in bots if c.label != focus.label], pair_games)[:need]
     return Table(focus.label, tuple(field), why)

@@ -71,19 +71,25 @@ def _batches(store: Store, ladder: Ladder) -> list[tuple[int, str]]:
     return [(int(tid[n:]), status) for tid, status in rows]
 
 
-def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None]) -> dict[str, Any]:
-    """Active members whose files are still what they joined with: label -> (ref, Candidate)."""
+def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None],
+                verified: set[tuple[str, str]]) -> dict[str, Any]:
+    """Active members whose files are still what they joined with: label -> (ref, Candidate).
+    Files are hashed once per member and run (``verified``); the tournament checks them again."""
     out = bot_statuses(store, ladder.name)
     ratings = state.ratings()
     active: dict[str, Any] = {}
     for m in members(store, ladder.name):
         if m.label in out:
             continue
-        try:
-            spec = load_bot(m.ref)
-            ok = spec.label == m.label and spec.files_hash() == m.hash
-        except (ManifestError, OSError):
-            ok = False
+        ok = (m.label, m.ref) in verified
+        if not ok:
+            try:
+                spec = load_bot(m.ref)
+                ok = spec.label == m.label and spec.files_hash() == m.hash
+            except (ManifestError, OSError):
+                ok = False
+            if ok:
+                verified.add((m.label, m.ref))
         if not ok:
             set_status(store, ladder.name, m.label, "suspended", f"its files at {m.ref} are missing or changed "
                        "since it joined")
@@ -151,6 +157,8 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         state.refresh(store)
         last_snapshot = state.games
         known = {m.label for m in members(store, ladder.name)}
+        verified: set[tuple[str, str]] = set()
+        previous: str | None = None
         batches = _batches(store, ladder)
         unfinished = [b for b, status in batches if status != "done"]
         number = batches[-1][0] + 1 if batches else 0
@@ -182,10 +190,10 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 out.stopped = stop
                 overhead += time.perf_counter() - tick
                 break
-            active = _candidates(store, ladder, state, ctx.say)
+            active = _candidates(store, ladder, state, ctx.say, verified)
             table = choose_table([c for _, c in active.values()], state.pair_games, seats=ladder.seats,
                                  field_size=mm.field_size(ladder.seats), new_games=mm.new_threshold(ladder.seats),
-                                 explore=number % mm.explore_every == mm.explore_every - 1)
+                                 explore=number % mm.explore_every == mm.explore_every - 1, previous=previous)
             if table is None:
                 out.stopped = "no_table"
                 ctx.say(f"ladder {ladder.name} has {len(active)} active bot(s); a {ladder.seats}-seat table needs "
@@ -199,6 +207,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             played = await play_games(cfg, store, None, ctx.launcher)
             out.games += played
             out.batches += 1
+            previous = table.focus
             out.wall_s = time.perf_counter() - t0
             out.overhead_s = overhead
             if on_batch is not None:

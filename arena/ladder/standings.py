@@ -200,7 +200,7 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
 
 
 def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
-    from .history import history, trends
+    from .history import rating_history, trends
     now = time.time()
     n = len(ladder.prefix)
     recent: dict[str, int] = defaultdict(int)
@@ -208,7 +208,7 @@ def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
                                      (n, ladder.prefix, now - 3600)):
         for label in json.loads(seats):
             recent[label] += 1
-    st.history = history(store, ladder.name)
+    st.history = rating_history(store, ladder.name)
     arrows = trends(st.history)
     for row in st.rows:
         row.last_hour = recent.get(row.label, 0)
