@@ -111,7 +111,7 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
         if m.label in out or run is None or run.count < limit:
             continue
         record = store.game_record(run.last_game) or {}
-        stderr = (record.get("stderr") or [[]] * (run.last_seat + 1))[run.last_seat][-STDERR_LINES:]
+        stderr = _stderr_of(record, run.last_seat)
         message = next((f.get("message", "") for f in reversed(record.get("faults", []))
                         if f.get("seat") == run.last_seat), "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
@@ -123,6 +123,16 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
             f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")
         done.append(m.label)
     return done
+
+
+def _stderr_of(record: dict[str, Any], seat: int) -> list[str]:
+    """The last stderr lines a seat wrote in a stored game (start faults keep theirs in
+    ``stderr``; a fault during play keeps them on its step)."""
+    lines = [line for step in record.get("steps", []) if step.get("seat") == seat
+             for line in step.get("stderr", [])]
+    if not lines:
+        lines = list((record.get("stderr") or [[]] * (seat + 1))[seat])
+    return lines[-STDERR_LINES:]
 
 
 def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int):
