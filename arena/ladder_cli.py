@@ -115,7 +115,7 @@ def _context(progress: Console, plain: bool):
             return RichLadderReporter(focus, history, progress)
         return PlainLadderReporter(focus, history, stream=stream)
 
-    return RunContext(reporter=reporter, say=lambda text: progress.print(text, highlight=False))
+    return RunContext(reporter=reporter, say=lambda text: progress.print(text, highlight=False, markup=False, soft_wrap=True))
 
 
 # --------------------------------------------------------------------------- tables
@@ -294,7 +294,7 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         return
     out.print(ladder_table(st))
     for line in view_lines(st):
-        out.print(line, highlight=False, markup=False)
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if matrix:
         out.print(matrix_table(st))
 
@@ -359,10 +359,11 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
         every["next"] = now + 5.0
         progress.print(f"batch {number} ({table.why}): {table.focus} vs {', '.join(table.field)} | "
                        f"{s.games} games this run, {s.games_per_hour:,.0f}/h, ladder overhead "
-                       f"{100 * s.overhead_share:.1f}% of wall time", highlight=False, markup=False)
+                       f"{100 * s.overhead_share:.1f}% of wall time", highlight=False, markup=False, soft_wrap=True)
 
     bounds = ", ".join(x for x in (f"{games} games" if games else "", f"{hours:g} h" if hours else "") if x)
-    progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False)
+    progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False,
+                   markup=False, soft_wrap=True)
     interrupted = False
     try:
         trio.run(lambda: run_ladder(ladder, db, ctx, games=games, hours=hours, cluster=cluster or "",
@@ -385,7 +386,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     else:
         if not interrupted:
             out.print(ladder_table(ladder_standings(ladder, db)))
-        out.print(line, highlight=False)
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if interrupted:
         _fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
 

@@ -119,17 +119,17 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
     head += f", at most {planned} games ({planned // 2} deals)"
     if planned != max_games:
         head += f"; --max-games {max_games} is rounded down to whole deal pairs"
-    progress.print(head, highlight=False, markup=False)
+    progress.print(head, highlight=False, markup=False, soft_wrap=True)
     last = {"printed": 0}
 
     def on_resume(stored: int, total: int) -> None:
         progress.print(f"resuming: {stored} of {total} games already stored in {store} (same bots, files in their "
                        "directories, rules, seed and turn cap); they are counted, not replayed", highlight=False,
-                       markup=False)
+                       markup=False, soft_wrap=True)
 
     def on_pair(p: MatchProgress) -> None:
         if p.games // every > last["printed"] // every or p.status != "continue":
-            progress.print(match_line(p), highlight=False, markup=False)
+            progress.print(match_line(p), highlight=False, markup=False, soft_wrap=True)
             last["printed"] = p.games
 
     try:
@@ -151,14 +151,14 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
         return
     data = result.as_json()
     fmt = lambda x: "inf" if x is None else f"{x:+.1f}"  # noqa: E731
-    out.print(verdict, highlight=False, markup=False)
+    out.print(verdict, highlight=False, markup=False, soft_wrap=True)
     out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
               + f"; Elo {fmt(data['elo'])} [{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] from pairs, "
               f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
               f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",
-              highlight=False, markup=False)
+              highlight=False, markup=False, soft_wrap=True)
     if db is not None:
-        out.print(f"games stored in {store}: arena games --tournament {tid!r}", highlight=False, markup=False)
+        out.print(f"games stored in {store}: arena games --tournament {tid!r}", highlight=False, markup=False, soft_wrap=True)
 
 
 __all__ = ["match_cmd", "match_line"]
