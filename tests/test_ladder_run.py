@@ -122,7 +122,7 @@ def test_retire_and_new_members_take_effect_while_running(lad4, tmp_path: Path):
         if number == 2:  # a submission's registration, seen at the next batch
             _add_member(store, ladder, load_bot(bot_copy(tmp_path, "lowest", "9.0")), "submitted", "test")
 
-    trio.run(lambda: run_ladder(ladder, store, ctx(), games=60, on_batch=on_batch))
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=120, on_batch=on_batch))
     after = [t for n, t in log if n >= 2]
     assert all("highest@1.0" not in (t.focus, *t.field) for t in after)
     assert log[3][1].focus == "lowest@9.0"  # the batch after it joined (an exploration batch: it met nobody)

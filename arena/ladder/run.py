@@ -29,6 +29,8 @@ from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
 from .tables import bot_statuses, members, rebase_refs, set_status
 
+BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
+# bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
 STDERR_LINES = 20  # of a suspended bot's last faulted game, kept with its status
 
 
@@ -136,13 +138,14 @@ def _stderr_of(record: dict[str, Any], seat: int) -> list[str]:
 
 
 def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int):
-    """The tournament config of one batch: the focus against its field, enough deals to keep
-    ``concurrency`` games going."""
+    """The tournament config of one batch: the focus against its field, with enough deals for
+    ``BATCH_GAMES_PER_SLOT`` games per concurrent slot."""
     mm = ladder.matchmaking
     tables = math.comb(len(table.field), ladder.seats - 1)
-    deals = max(mm.deals, math.ceil(concurrency / max(1, tables * ladder.seats)))
+    deals = max(mm.deals, math.ceil(BATCH_GAMES_PER_SLOT * concurrency / max(1, tables * ladder.seats)))
     cfg = ladder.tournament(ladder.run_id(batch), format="gauntlet", bots=[refs[b] for b in table.field],
                             candidates=[refs[table.focus]], deals=deals, seed=batch_seed(ladder, batch))
+    cfg.processes = 1  # a batch is a few games: starting worker processes for each would cost more than they save
     return cfg
 
 
@@ -161,7 +164,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
     mm = ladder.matchmaking
     overhead = 0.0
     try:
-        await ensure_seeded(ladder, store, ctx)
+        out.games += await ensure_seeded(ladder, store, ctx)
         tick = time.perf_counter()
         state = LadderState(ladder)
         state.refresh(store)
