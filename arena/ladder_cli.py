@@ -124,16 +124,25 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
+def _win(r) -> str:
+    if not r.games:
+        return "-"
+    if r.win_low is None or r.win_high is None:
+        return _pct(r.win_rate)
+    return f"{_pct(r.win_rate)} [{100 * r.win_low:.0f}, {100 * r.win_high:.0f}]"
+
+
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
                   caption=f"Elo: one Plackett-Luce fit over all games of the ladder ({gauge}); ± is the 95% "
-                          "interval. LOS↓: likelihood of superiority over the next bot down.",
+                          "interval. win %: outright wins, [95% interval] bootstrapped over deals. LOS↓: "
+                          "likelihood of superiority over the next bot down.",
                   caption_justify="left")
     view = st.last_view is not None or st.history or any(r.status != "active" for r in st.rows)
-    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win %", "avg place", "draw %", "faults", "LOS↓"]
+    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw %", "faults", "LOS↓"]
     if view:
         cols += ["trend", "last hour", "status"]
     for col in cols:
@@ -146,7 +155,7 @@ def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r.faults.items())) or "0"
         style = "bold yellow" if r.label == highlight else "dim" if r.status != "active" else None
         cells = [str(r.rank), escape(r.name), escape(r.version), elo, str(r.games),
-                 _pct(r.win_rate if r.games else None), f"{r.avg_place:.2f}" if r.games else "-",
+                 _win(r), f"{r.avg_place:.2f}" if r.games else "-",
                  _pct(r.draw_rate if r.games else None), faults,
                  "-" if r.los_next is None else f"{100 * r.los_next:.1f}%"]
         if view:

@@ -270,6 +270,7 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     as_json = json.loads(runner.invoke(app, ["ladder", str(path), "--store", store, "--json"]).stdout)
     assert as_json["since_last_view"] == 0 and as_json["history"]
     assert {r["games_last_hour"] for r in as_json["standings"]} != {0}
+    assert all(r["win_rate_low"] <= r["win_rate"] <= r["win_rate_high"] for r in as_json["standings"])
     hist = runner.invoke(app, ["ladder", str(path), "--store", store, "--history", "lowest"])
     assert hist.exit_code == 0 and "Rating history of lowest" in hist.output and "●" in hist.output
     out = runner.invoke(app, ["ladder", "retire", str(path), "lowest@1.0", "--store", store])

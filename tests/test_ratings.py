@@ -531,3 +531,18 @@ def test_fit_takes_aggregated_counts():
     from_list = fit_elo(games)
     from_counts = fit_elo(Counter(games))
     assert {k: v.elo for k, v in from_list.items()} == {k: v.elo for k, v in from_counts.items()}
+
+
+def test_bootstrap_rate_and_its_large_sample_form_agree():
+    from arena.ratings.pairs import BOOTSTRAP_MAX_DEALS, bootstrap_rate
+    rng = np.random.default_rng(11)
+    # four-seat deals (4 games each); a deal suits the bot (3-4 wins) or not (0-1): correlated rotations
+    good = rng.random(BOOTSTRAP_MAX_DEALS) < 0.3
+    hits = np.where(good, rng.integers(3, 5, BOOTSTRAP_MAX_DEALS), rng.integers(0, 2, BOOTSTRAP_MAX_DEALS))
+    games = np.full(BOOTSTRAP_MAX_DEALS, 4)
+    boot = bootstrap_rate(hits, games, samples=2000, seed=1)
+    normal = bootstrap_rate(np.tile(hits, 2), np.tile(games, 2))  # past the limit: the normal form
+    assert boot[0] == pytest.approx(normal[0])
+    # twice the deals: an interval about 1/sqrt(2) as wide
+    assert (normal[2] - normal[1]) == pytest.approx((boot[2] - boot[1]) / math.sqrt(2), rel=0.1)
+    assert bootstrap_rate([], []) == (0.0, 0.0, 1.0)

@@ -40,6 +40,8 @@ class Row:
     last_hour: int = 0  # games finished in the last hour
     trend: str = ""  # ↑ ↓ → over the last snapshots ('' before two snapshots)
     wide: bool = False  # the 95% interval is wider than the ladder's wide_elo (or unrated)
+    win_low: float | None = None  # the win rate's 95% interval, bootstrapped over deals
+    win_high: float | None = None
 
     @property
     def win_rate(self) -> float:
@@ -64,7 +66,9 @@ class Row:
                 "los_next": None if self.los_next is None else round(self.los_next, 4),
                 "origin": self.origin, "registered": self.registered, "status": self.status,
                 "status_reason": self.status_reason or None, "games_last_hour": self.last_hour,
-                "trend": self.trend or None, "wide_interval": self.wide}
+                "trend": self.trend or None, "wide_interval": self.wide,
+                "win_rate_low": None if self.win_low is None else round(self.win_low, 4),
+                "win_rate_high": None if self.win_high is None else round(self.win_high, 4)}
 
 
 @dataclass
@@ -187,6 +191,10 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
                          str(store.path))
     statuses = bot_statuses(store, ladder.name)
     wide = ladder.matchmaking.wide_elo
+    intervals = win_intervals(store, ladder)
+    for row in rows:
+        if row.label in intervals:
+            _, row.win_low, row.win_high = intervals[row.label]
     for row in rows:
         got = statuses.get(row.label)
         if got is not None:
@@ -221,3 +229,28 @@ def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
             db.execute("INSERT OR REPLACE INTO ladder_views VALUES (?,?,?)", (ladder.name, now, st.games))
     except Exception:  # a read-only store shows the table without remembering the view
         pass
+
+
+def win_intervals(store: Store, ladder: Ladder) -> dict[str, tuple[float, float, float]]:
+    """Per bot: (win rate, low, high), the 95% interval from a bootstrap over deals.  A deal is one
+    (tournament, deal seed): all its seat rotations are resampled together, since they share the
+    cards.  A win is an outright first place, as in the table's win %."""
+    from ..ratings import bootstrap_rate
+    n = len(ladder.prefix)
+    deals: dict[tuple[str, int], int] = {}
+    hits: dict[str, dict[int, int]] = defaultdict(dict)
+    games: dict[str, dict[int, int]] = defaultdict(dict)
+    for tid, seed, seats_text, result_text in store.db.execute(
+            "SELECT tournament, seed, seats, result FROM games WHERE substr(tournament,1,?)=?", (n, ladder.prefix)):
+        d = deals.setdefault((tid, seed), len(deals))
+        seats, result = json.loads(seats_text), json.loads(result_text)
+        first = result["order"][0] if result["order"] else []
+        won = None if result["draw"] or len(first) != 1 or str(first[0]) in result.get("forfeits", {}) else first[0]
+        for seat, label in enumerate(seats):
+            games[label][d] = games[label].get(d, 0) + 1
+            hits[label][d] = hits[label].get(d, 0) + (seat == won)
+    out = {}
+    for label, per_deal in games.items():
+        keys = sorted(per_deal)
+        out[label] = bootstrap_rate([hits[label][k] for k in keys], [per_deal[k] for k in keys])
+    return out

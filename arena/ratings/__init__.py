@@ -20,7 +20,7 @@ independent Elo is the requirement here.
 
 from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
 from .outcome import Outcome
-from .pairs import PAIR_NAMES, PairSprt, bootstrap_over_deals, pair_elo, pair_index, rate_interval
+from .pairs import PAIR_NAMES, PairSprt, bootstrap_over_deals, bootstrap_rate, pair_elo, pair_index, rate_interval
 from .plackett_luce import ELO_PER_NAT, Rating, Ratings, fit_elo
 from .provisional import ProvisionalRatings, ProvisionalRow
 from .superiority import likelihood_of_superiority, los_matrix, neighbour_los
@@ -36,6 +36,7 @@ __all__ = [
     "Ratings",
     "Sprt",
     "bootstrap_over_deals",
+    "bootstrap_rate",
     "elo_difference",
     "elo_to_score",
     "fit_elo",

@@ -27,12 +27,14 @@ import numpy as np
 
 from .headtohead import _constrained_mle, elo_to_score, score_to_elo
 
-__all__ = ["PAIR_NAMES", "PairSprt", "bootstrap_over_deals", "pair_elo", "pair_index", "rate_interval"]
+__all__ = ["PAIR_NAMES", "PairSprt", "bootstrap_over_deals", "bootstrap_rate", "pair_elo", "pair_index",
+           "rate_interval"]
 
 _Z975 = 1.959963984540054
 PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")
 PAIR_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)  # per game
 NELO_PER_NT = 800.0 / math.log(10.0)
+BOOTSTRAP_MAX_DEALS = 2000
 
 
 def pair_index(first: float, second: float) -> int:
@@ -147,3 +149,28 @@ def bootstrap_over_deals(deals: Sequence[Any], statistic: Callable[[Sequence[Any
     n = len(deals)
     values = np.array([statistic([deals[i] for i in rng.integers(0, n, n)]) for _ in range(samples)])
     return float(statistic(list(deals))), float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def bootstrap_rate(hits: Sequence[float], games: Sequence[float], *, samples: int = 1000,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """(rate, low, high): sum(hits) / sum(games) with a 95% percentile interval from resampling
+    deals; ``hits[i]`` and ``games[i]`` are deal i's count over all its seat rotations.  The
+    vectorised case of :func:`bootstrap_over_deals`, for a win rate at tables of any size.
+
+    Past ``BOOTSTRAP_MAX_DEALS`` deals the resampling would cost seconds, and the normal
+    approximation of the ratio estimator over deals (its variance from the deals' residuals
+    h_i - rate * g_i) is as good; that is used instead."""
+    h = np.asarray(hits, dtype=float)
+    g = np.asarray(games, dtype=float)
+    if len(g) == 0 or g.sum() == 0:
+        return 0.0, 0.0, 1.0
+    if len(g) > BOOTSTRAP_MAX_DEALS:
+        n = len(g)
+        rate = float(h.sum() / g.sum())
+        sd = math.sqrt(float(np.sum((h - rate * g) ** 2)) / (n - 1) / n) / float(g.mean())
+        return rate, max(0.0, rate - _Z975 * sd), min(1.0, rate + _Z975 * sd)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(g), (samples, len(g)))
+    totals = g[idx].sum(axis=1)
+    rates = np.divide(h[idx].sum(axis=1), totals, out=np.zeros(samples), where=totals > 0)
+    return float(h.sum() / g.sum()), float(np.percentile(rates, 2.5)), float(np.percentile(rates, 97.5))
