@@ -41,7 +41,7 @@ def _consoles(to_stderr: bool) -> tuple[Console, Console]:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -236,11 +236,13 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
         from .check import print_report
         print_report(e.report, progress)
         _fail(str(e), 1)
-    except KeyboardInterrupt:
-        _fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
-              "its placement", 130)
     except (LadderError, StoreError, ManifestError) as e:
         _fail(str(e))
+    except BaseException as e:
+        if _is_interrupt(e):
+            _fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
+                  "its placement", 130)
+        raise
     st = result.standings
     row = result.row
     if as_json:
@@ -294,10 +296,12 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         if seed:
             trio.run(ensure_seeded, ladder, db, _context(progress, plain))
         st = ladder_standings(ladder, db, matrix=matrix, view=True)
-    except KeyboardInterrupt:
-        _fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
     except (LadderError, StoreError, ManifestError) as e:
         _fail(str(e))
+    except BaseException as e:
+        if _is_interrupt(e):
+            _fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
+        raise
     if as_json:
         print(json.dumps(st.as_json(), indent=2))
         return
@@ -377,16 +381,17 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     try:
         trio.run(lambda: run_ladder(ladder, db, ctx, games=games, hours=hours, cluster=cluster or "",
                                     on_batch=on_batch, summary=summary))
-    except KeyboardInterrupt:
-        interrupted = True
-        summary.stopped = "interrupted"
     except (LadderError, StoreError, ManifestError) as e:
         _fail(str(e))
-    except Exception as e:  # a cluster that cannot run it, say: one line, not a traceback
-        from .cluster import ClusterError
-        if isinstance(e, ClusterError):
-            _fail(str(e))
-        raise
+    except BaseException as e:  # Ctrl-C (possibly inside an exception group), or a cluster that cannot run it
+        if _is_interrupt(e):
+            interrupted = True
+            summary.stopped = "interrupted"
+        else:
+            from .cluster import ClusterError
+            if isinstance(e, ClusterError):
+                _fail(str(e))
+            raise
     line = (f"{summary.games} games in {summary.wall_s:.0f} s ({summary.games_per_hour:,.0f} games/h), "
             f"{summary.batches} batches, {summary.snapshots} rating snapshot(s); ladder overhead "
             f"{summary.overhead_s:.2f} s = {100 * summary.overhead_share:.2f}% of wall time")
@@ -398,6 +403,15 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     if interrupted:
         _fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
+    if isinstance(e, KeyboardInterrupt):
+        return True
+    if isinstance(e, BaseExceptionGroup):
+        return any(_is_interrupt(x) for x in e.exceptions)
+    return False
 
 
 @ladder_app.command("retire")

@@ -341,3 +341,24 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(public_tmp: P
     assert "ladder overhead" in out
     if cut:  # killed mid-batch (the usual case): that batch was finished before any new table
         assert "finishing batch" in out
+
+
+def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
+    path = write_ladder(public_tmp, "intr", bots=["random", "lowest"], max_turns=400, concurrency=1)
+    store = public_tmp / "s.sqlite"
+    proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=public_tmp)
+    deadline = time.monotonic() + 300
+    try:
+        while _count(store, "SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:intr:run:%'") < 1:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run stored no batch game in 300 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err and "ExceptionGroup" not in out + err
+    assert "stopped:" in err and "continues where it stopped" in err

@@ -27,7 +27,7 @@ PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, w
 
 
 def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -136,10 +136,14 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
                                                  store=db, on_pair=on_pair, on_resume=on_resume))
-    except KeyboardInterrupt:
-        _fail("interrupted" + (f": the games played are stored in {store}; the same command resumes" if db else ""), 130)
     except (LadderError, StoreError) as e:
         _fail(str(e))
+    except BaseException as e:
+        from ..ladder_cli import _is_interrupt
+        if _is_interrupt(e):
+            _fail("interrupted" + (f": the games played are stored in {store}; the same command resumes"
+                                   if db else ""), 130)
+        raise
     if test is None:
         verdict = f"{result.games} games played"
     else:

@@ -163,6 +163,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
     deadline = None if hours is None else t0 + 3600.0 * hours
     mm = ladder.matchmaking
     overhead = 0.0
+    current: tuple[str, int] | None = None  # the batch being played and its games stored before
     try:
         out.games += await ensure_seeded(ladder, store, ctx)
         tick = time.perf_counter()
@@ -217,7 +218,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                              ladder.concurrency or os.cpu_count() or 1)
             cfg.cluster = cluster
             overhead += time.perf_counter() - tick
+            current = (cfg.name, len(store.done_indexes(cfg.name)))
             played = await play_games(cfg, store, None, ctx.launcher)
+            current = None
             out.games += played
             out.batches += 1
             previous = table.focus
@@ -232,6 +235,8 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             out.snapshots += 1
         overhead += time.perf_counter() - tick
     finally:
+        if current is not None:  # stopped mid-batch: its games stored so far are this run's too
+            out.games += len(store.done_indexes(current[0])) - current[1]
         out.wall_s = time.perf_counter() - t0
         out.overhead_s = overhead
     return out
