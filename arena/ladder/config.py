@@ -164,7 +164,7 @@ def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Pat
 def list_ladders(ladders_dir: Path | None = None) -> list[tuple[str, Ladder | None, str]]:
     """(name, ladder or None, error) for every ``*.toml`` in the ladders directory."""
     directory = ladders_dir or LADDER_DIR
-    out = []
+    out: list[tuple[str, Ladder | None, str]] = []
     for p in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
         try:
             out.append((p.stem, load_ladder(p), ""))
@@ -252,6 +252,7 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
 def _matchmaking(table: Any, where: str) -> Matchmaking:
     if not isinstance(table, dict):
         raise LadderError(f"{where}: [matchmaking] must be a table ({', '.join(_MATCHMAKING)})")
+    value: Any
     for key, value in table.items():
         if key not in _MATCHMAKING:
             raise LadderError(f"{where}: unknown field matchmaking.{key}; known: {', '.join(_MATCHMAKING)}")
@@ -259,7 +260,7 @@ def _matchmaking(table: Any, where: str) -> Matchmaking:
         if isinstance(value, bool) or not isinstance(value, kind):
             raise LadderError(f"{where}: matchmaking.{key} must be {words}, got {value!r}")
         least = 0 if key in ("opponents", "new_games") else 1
-        if value < least:
+        if float(value) < least:
             raise LadderError(f"{where}: matchmaking.{key} must be at least {least}, got {value!r}")
     return Matchmaking(**table)
 
