@@ -6,6 +6,10 @@ A fresh two-seat classic ladder in a temporary store: the seeding round-robin (`
 deals per pair), then ``arena ladder run`` matchmaking until the time is up.  Prints games per
 hour, the ladder's own overhead as a share of wall time, how each bot's 95% interval narrowed,
 the final table, and the time of one refit from the run's aggregated outcomes.
+
+``--compare`` then plays a plain round-robin tournament of the same bots, in the same process
+and store settings, for about as many games, so the ladder's games per hour can be read against
+the tournament runner's on the same machine under the same load (a ratio within one run).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ def main() -> None:
     ap.add_argument("--seed-deals", type=int, default=2)
     ap.add_argument("--move-ms", type=int, default=1000)
     ap.add_argument("--json", action="store_true", help="also print the numbers as one JSON line")
+    ap.add_argument("--compare", action="store_true", help="then time a round-robin of the same bots")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ladder-"))
     tmp.chmod(0o755)  # bots may run under a private uid: they must reach the store's copies
@@ -72,9 +77,37 @@ def main() -> None:
     for r in st.rows:
         print(f"  {r.rank}. {r.label:18} {r.elo:7.0f} ± {r.margin:4.0f}  {r.games:5d} games  LOS↓ "
               f"{'-' if r.los_next is None else f'{100 * r.los_next:.1f}%'}")
+    compare = None
+    if args.compare:
+        compare = _round_robin(ladder, tmp, summary.games)
+        print(f"round-robin of the same bots right after: {compare['games']} games in {compare['wall_s']:.0f} s = "
+              f"{compare['games_per_hour']:,.0f} games/h (load {compare['load']:.2f}); the ladder ran at "
+              f"{summary.games_per_hour / compare['games_per_hour']:.2f}x that rate")
+        print("round-robin order: " + ", ".join(f"{b} {e:.0f}" for b, e in compare["order"]))
     if args.json:
         print(json.dumps({"summary": summary.as_json(), "refit_ms": refit_ms, "load": load[0],
-                          "table": [r.as_json() for r in st.rows]}))
+                          "table": [r.as_json() for r in st.rows], "round_robin": compare}))
+
+
+def _round_robin(ladder, tmp: Path, games: int) -> dict:
+    from arena.ratings import fit_elo
+    from arena.standings import outcomes
+    from arena.store import Store
+    from arena.tournament import run_tournament
+    pairs = len(ladder.bots) * (len(ladder.bots) - 1) // 2
+    deals = max(1, round(games / (2 * pairs)))
+    cfg = ladder.tournament("bench-rr", format="round-robin", bots=list(ladder.bots), deals=deals,
+                            seed=ladder.seed + 1)
+    cfg.store = str(tmp / "rr.sqlite")
+    store = Store(cfg.store)
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    trio.run(lambda: run_tournament(cfg, store, collect=False))
+    wall = time.perf_counter() - t
+    n = len(store.done_indexes("bench-rr"))
+    r = fit_elo(outcomes(store.results("bench-rr")))
+    return {"games": n, "wall_s": wall, "games_per_hour": 3600 * n / wall, "load": load,
+            "order": [(b, r[b].elo) for b in r.standings()]}
 
 
 if __name__ == "__main__":

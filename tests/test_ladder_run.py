@@ -362,3 +362,13 @@ def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err and "ExceptionGroup" not in out + err
     assert "stopped:" in err and "continues where it stopped" in err
+
+
+def test_a_hopeless_bot_does_not_take_every_batch():
+    """highest loses every game: its interval stays wide, but a game teaches little about it."""
+    bots = _cands(heuristic=(1970, 130), lowest=(1920, 130), random=(1450, 130), highest=(650, 340))
+    t = choose_table(bots, {}, seats=2, field_size=3, new_games=0, explore=False)
+    assert t.focus in ("heuristic", "lowest") and t.why == "widest interval"
+    # among equals, the widest interval still goes first
+    even = _cands(a=(1500, 100), b=(1510, 150), c=(1490, 120))
+    assert choose_table(even, {}, seats=2, field_size=2, new_games=0, explore=False).focus == "b"

@@ -8,10 +8,12 @@ The rule (docs/RATINGS.md, "Matchmaking"), one batch at a time:
    again and again however the ratings look: after P exploration batches (P = number of pairs)
    every pair has met at least once more.
 3. Otherwise the *focus* is the bot a game teaches most about: a **new** bot first (fewer than
-   ``new_games`` games, fewest first), else the bot with the **widest 95% interval** (unrated
-   counts as infinitely wide); ties go to fewer games, then label.  The focus of the previous
-   batch is not the focus again (when another bot can be): a bot that loses every game keeps a
-   wide interval, and would otherwise take every batch.
+   ``new_games`` games, fewest first), else the bot with the **widest 95% interval weighted by
+   how informative its best game is**: width x 4 p(1-p), p its expected score against the
+   nearest-rated other bot (1 between equals; an unrated bot counts as infinitely wide).  A bot
+   that loses every game keeps a wide interval, but a game against anyone teaches little about
+   it (p near 0), so it does not take every batch.  Ties go to fewer games, then label.  The focus
+   of the previous batch is not the focus again when another bot can be.
 4. The focus's opponents are the active bots of **nearest rating** (a two-seat game is most
    informative, p(1-p) largest, between equals), ties to the pair that met least, then label;
    ``field_size`` of them (at least seats - 1).
@@ -74,10 +76,23 @@ def choose_table(bots: list[Candidate], pair_games: Mapping[tuple[str, str], int
         focus = min(new, key=lambda c: (c.games, c.label))
         why = "new"
     else:
-        focus = min(eligible, key=lambda c: (-c.width, c.games, c.label))
+        focus = min(eligible, key=lambda c: (-_weighted_width(c, bots), c.games, c.label))
         why = "widest interval"
     field = _nearest(focus, [c for c in bots if c.label != focus.label], pair_games)[:need]
     return Table(focus.label, tuple(field), why)
+
+
+def _weighted_width(c: Candidate, bots: list[Candidate]) -> float:
+    """Interval width x 4 p(1-p) of the bot's most even game (Fisher information of one game
+    between equals is 1/4: the weight is 1 there)."""
+    if c.elo is None:
+        return math.inf
+    rated = [o.elo for o in bots if o.label != c.label and o.elo is not None]
+    if not rated:
+        return c.width
+    nearest = min(rated, key=lambda e: abs(e - c.elo))  # type: ignore[operator]
+    p = 1.0 / (1.0 + 10.0 ** ((nearest - c.elo) / 400.0))
+    return c.width * 4.0 * p * (1.0 - p)
 
 
 def _nearest(focus: Candidate, others: list[Candidate], pair_games: Mapping[tuple[str, str], int]) -> list[str]:
