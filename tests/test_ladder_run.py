@@ -207,6 +207,7 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
     ladder = load_ladder(path)
     store = open_store(ladder)
     trio.run(submit, ladder, str(bot_copy(origin, "heuristic", "3.0")), store, ctx())
+    assert {h["bot"] for h in rating_history(store, "travel")} == {"random@1.0", "lowest@1.0", "heuristic@3.0"}
     trio.run(lambda: run_ladder(ladder, store, ctx(), games=10))
     # leave an unfinished batch, as a kill -9 would: the last batch lost its last game
     last = max(r[0] for r in store.db.execute("SELECT id FROM tournaments WHERE id LIKE 'ladder:travel:run:%'"))

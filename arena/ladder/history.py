@@ -90,7 +90,7 @@ def _fit(ladder: Ladder, counts: Counter[Outcome]) -> Ratings | None:
     return fit_elo(counts, anchor=resolve_anchor(ladder, names), anchor_elo=ladder.anchor_elo)
 
 
-def take_snapshot(store: Store, ladder: Ladder, *, reason: str = "", state: LadderState | None = None) -> int:
+def take_snapshot(store: Store, ladder: Ladder, *, state: LadderState | None = None) -> int:
     """Store the fitted table now (one ``rating_snapshots`` row per rated bot); returns the rows written."""
     if state is None:
         state = LadderState(ladder)

@@ -195,8 +195,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             known = now_members
             out.suspended += _suspend_faulty(store, ladder, state, ctx.say)
             if joined or state.games - last_snapshot >= mm.snapshot_every:
-                reason = f"joined: {', '.join(joined)}" if joined else "periodic"
-                if take_snapshot(store, ladder, reason=reason, state=state):
+                if take_snapshot(store, ladder, state=state):  # every snapshot_every games, and when bots join
                     out.snapshots += 1
                 last_snapshot = state.games
             stop = _stop_reason(out, games, deadline)
@@ -231,7 +230,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             number += 1
         tick = time.perf_counter()
         state.refresh(store)
-        if state.games > last_snapshot and take_snapshot(store, ladder, reason="end of run", state=state):
+        if state.games > last_snapshot and take_snapshot(store, ladder, state=state):
             out.snapshots += 1
         overhead += time.perf_counter() - tick
     finally:
