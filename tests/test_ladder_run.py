@@ -373,3 +373,21 @@ def test_a_hopeless_bot_does_not_take_every_batch():
     # among equals, the widest interval still goes first
     even = _cands(a=(1500, 100), b=(1510, 150), c=(1490, 120))
     assert choose_table(even, {}, seats=2, field_size=2, new_games=0, explore=False).focus == "b"
+
+
+def test_matchmaking_refits_after_the_games_grew_enough(lad4, monkeypatch):
+    import arena.ladder.history as history
+    ladder, store = lad4
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=12))
+    state = LadderState(ladder)
+    state.refresh(store)
+    first = state.ratings()
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=12))
+    assert state.refresh(store) > 0
+    monkeypatch.setattr(history, "REFIT_SHARE", 10.0)  # refit only after the games grew tenfold
+    assert state.ratings() is first
+    assert state.ratings(fresh=True) is not first  # a snapshot always fits every game
+    monkeypatch.setattr(history, "REFIT_SHARE", 0.01)
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=12))
+    state.refresh(store)
+    assert state.ratings() is not first

@@ -3,7 +3,8 @@
 :class:`LadderState` reads only the games stored since its last read (by SQLite rowid) and keeps
 what the run needs: aggregated outcomes (the fit takes them as counts, so a refit costs the same
 after 100 games or 100k), games per bot and per pair, and each bot's run of consecutive faulted
-games.  Snapshots of the fitted table go to the shared ``rating_snapshots`` table.
+games.  Matchmaking refits once the games grew by ``REFIT_SHARE`` (a big ladder's refit takes
+about half a second: 100 bots, measured in bench/bench_ratings.py), snapshots always refit.  Snapshots of the fitted table go to the shared ``rating_snapshots`` table.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class FaultRun:
     last_game: str = ""
     last_seat: int = 0
     last_reason: str = ""
+
+
+REFIT_SHARE = 0.01  # matchmaking refits once the ladder's games grew by 1% (every batch while small)
 
 
 class LadderState:
@@ -74,9 +78,14 @@ class LadderState:
             self.last_rowid = rows[-1][0]
         return len(rows)
 
-    def ratings(self) -> Ratings | None:
-        """The maximum-likelihood table over every game read so far (refitted only after new games)."""
-        if self._fitted_at != self.games:
+    def ratings(self, *, fresh: bool = False) -> Ratings | None:
+        """The maximum-likelihood table for matchmaking: refitted once the games grew by
+        ``REFIT_SHARE`` since the last fit, or a bot without a rating played (``fresh``: over
+        every game read so far, as a snapshot needs)."""
+        grown = self.games - max(self._fitted_at, 0)
+        unrated = self._ratings is not None and any(b not in self._ratings for b in self.bot_games)
+        if self._fitted_at != self.games and (fresh or self._ratings is None or unrated
+                                              or grown >= REFIT_SHARE * self._fitted_at):
             self._ratings = _fit(self.ladder, self.outcomes) if self.bot_games else None
             self._fitted_at = self.games
         return self._ratings
@@ -95,7 +104,7 @@ def take_snapshot(store: Store, ladder: Ladder, *, state: LadderState | None = N
     if state is None:
         state = LadderState(ladder)
         state.refresh(store)
-    ratings = state.ratings()
+    ratings = state.ratings(fresh=True)
     if ratings is None:
         return 0
     now = time.time()
