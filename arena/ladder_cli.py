@@ -350,7 +350,8 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             store: StoreOpt = None, concurrency: JobsOpt = None,
             games: Annotated[Optional[int], typer.Option("--games", help="Stop after this many games "
                                                                           "(whole batches: it may play a few more).")] = None,
-            hours: Annotated[Optional[float], typer.Option("--hours", help="Stop after this long.")] = None,
+            hours: Annotated[Optional[float], typer.Option("--hours", help="Stop after this long (at the end of the "
+                                                                              "batch then playing).")] = None,
             cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                                            help="Play the games on a Dask cluster (docs/CLUSTER.md).")] = None,
             plain: PlainOpt = False,

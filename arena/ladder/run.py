@@ -186,7 +186,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             cfg = ladder.tournament(tid, format="gauntlet", bots=bots, candidates=candidates, **fp)
             cfg.cluster = cluster
             ctx.say(f"finishing batch {b} (planned before the last run stopped)")
+            current = (tid, len(store.done_indexes(tid)))
             out.games += await play_games(cfg, store, None, ctx.launcher)
+            current = None
         while True:
             tick = time.perf_counter()
             state.refresh(store)
