@@ -1,21 +1,23 @@
-"""``arena submit``, ``arena ladder`` and ``arena match``: added to the main app by :func:`register`."""
+"""``arena submit``, ``arena ladder [show|run|retire|reinstate]`` and ``arena match``: added to the
+main app by :func:`register` (the match command lives in :mod:`arena.ladder.match_cli`)."""
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import trio
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
-    from .ladder import LadderStandings, MatchProgress
+    from .ladder import LadderStandings, RunSummary
 
 from .live import PlainReporter, RichReporter
 from .manifest import ManifestError, load_bot
@@ -113,7 +115,7 @@ def _context(progress: Console, plain: bool):
             return RichLadderReporter(focus, history, progress)
         return PlainLadderReporter(focus, history, stream=stream)
 
-    return RunContext(reporter=reporter, say=lambda text: progress.print(text, highlight=False))
+    return RunContext(reporter=reporter, say=lambda text: progress.print(text, highlight=False, markup=False, soft_wrap=True))
 
 
 # --------------------------------------------------------------------------- tables
@@ -122,25 +124,65 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
+def _win(r) -> str:
+    if not r.games:
+        return "-"
+    if r.win_low is None or r.win_high is None:
+        return _pct(r.win_rate)
+    return f"{_pct(r.win_rate)} [{100 * r.win_low:.0f}, {100 * r.win_high:.0f}]"
+
+
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
                   caption=f"Elo: one Plackett-Luce fit over all games of the ladder ({gauge}); ± is the 95% "
-                          "interval. LOS↓: likelihood of superiority over the next bot down.",
+                          "interval. win %: outright wins, [95% interval] bootstrapped over deals. LOS↓: "
+                          "likelihood of superiority over the next bot down.",
                   caption_justify="left")
-    for col in ("#", "bot", "version", "Elo ± 95%", "games", "win %", "avg place", "draw %", "faults", "LOS↓"):
-        table.add_column(col, justify="left" if col in ("bot", "version") else "right",
+    view = st.last_view is not None or st.history or any(r.status != "active" for r in st.rows)
+    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw %", "faults", "LOS↓"]
+    if view:
+        cols += ["trend", "last hour", "status"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("bot", "version", "status") else "right",
                          no_wrap=col in ("bot", "Elo ± 95%", "LOS↓"), min_width=6 if col == "LOS↓" else None)
     for r in st.rows:
         elo = "-" if r.elo is None else f"{r.elo:.0f} ± {r.margin:.0f}"
+        if r.wide and r.elo is not None:
+            elo += " (wide)"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r.faults.items())) or "0"
-        style = "bold yellow" if r.label == highlight else None
-        table.add_row(str(r.rank), r.name, r.version, elo, str(r.games), _pct(r.win_rate if r.games else None),
-                      f"{r.avg_place:.2f}" if r.games else "-", _pct(r.draw_rate if r.games else None), faults,
-                      "-" if r.los_next is None else f"{100 * r.los_next:.1f}%", style=style)
+        style = "bold yellow" if r.label == highlight else "dim" if r.status != "active" else None
+        cells = [str(r.rank), escape(r.name), escape(r.version), elo, str(r.games),
+                 _win(r), f"{r.avg_place:.2f}" if r.games else "-",
+                 _pct(r.draw_rate if r.games else None), faults,
+                 "-" if r.los_next is None else f"{100 * r.los_next:.1f}%"]
+        if view:
+            cells += [r.trend or "-", str(r.last_hour), r.status]
+        table.add_row(*cells, style=style)
     return table
+
+
+def view_lines(st: "LadderStandings") -> list[str]:
+    """What `arena ladder NAME` says under the table: games since the last view, wide intervals,
+    suspended bots with their last stderr lines."""
+    out = []
+    if st.last_view is None:
+        out.append("first view of this ladder from this store: the next view says how many games were played since")
+    else:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.last_view))
+        out.append(f"{st.since_last_view} game(s) since the last view ({when})")
+    wide = [r.label for r in st.rows if r.wide and r.status == "active"]
+    if wide:
+        out.append(f"intervals still wider than ±{st.ladder.matchmaking.wide_elo:g} Elo: {', '.join(wide)} "
+                   "(`arena ladder run` plays these first)")
+    for label, detail in st.suspensions.items():
+        out.append(f"suspended {label}: {detail.get('reason', '')}; last fault {detail.get('last_reason', '')} "
+                   f"{detail.get('last_message', '')} (game {detail.get('last_game', '')})".rstrip())
+        for line in detail.get("stderr", [])[-10:]:
+            out.append(f"    {line}")
+    return out
 
 
 def matrix_table(st: "LadderStandings") -> Table:
@@ -166,8 +208,8 @@ def matrix_table(st: "LadderStandings") -> Table:
 
 def _load(ref: str, store: Path | None, jobs: int | None):
     from .ladder import LadderError, load_ladder, open_store
-    try:
-        ladder = load_ladder(ref)
+    try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
+        ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
     except LadderError as e:
         _fail(str(e))
     if jobs is not None:
@@ -194,11 +236,13 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
         from .check import print_report
         print_report(e.report, progress)
         _fail(str(e), 1)
-    except KeyboardInterrupt:
-        _fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
-              "its placement", 130)
     except (LadderError, StoreError, ManifestError) as e:
         _fail(str(e))
+    except BaseException as e:
+        if _is_interrupt(e):
+            _fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
+                  "its placement", 130)
+        raise
     st = result.standings
     row = result.row
     if as_json:
@@ -212,33 +256,191 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
               f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
 
 
+class _LadderGroup(TyperGroup):
+    """``arena ladder NAME`` shows a ladder: a first word that is not a subcommand means ``show``."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False,
+                         help="List ladders, show one (arena ladder NAME), keep one playing (arena ladder run NAME), "
+                              "retire or reinstate a member.")
+
+
+@ladder_app.command("show")
 def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omit to list them.")] = None,
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
-               as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+               as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout (with the "
+                                                                    "rating history).")] = False,
                matrix: Annotated[bool, typer.Option("--matrix", help="Add the head-to-head matrix.")] = False,
+               history_of: Annotated[Optional[str], typer.Option("--history", metavar="BOT",
+                                                                 help="One bot's rating over time (name or "
+                                                                      "name@version) instead of the table.")] = None,
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
-    """List the ladders, or show one ladder's standings (Elo with 95% intervals)."""
-    from .ladder import LadderError, ensure_seeded, ladder_standings
+    """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
+    from .ladder import LadderError, ensure_seeded, ladder_standings, rating_history
     out, progress = _consoles(as_json)
     if name is None:
         _list(out, store, as_json)
         return
     ladder, db = _load(name, store, concurrency)
+    if history_of is not None:
+        rows = rating_history(db, ladder.name, history_of)
+        _show_history(out, ladder.name, history_of, rows, as_json)
+        return
     try:
         if seed:
             trio.run(ensure_seeded, ladder, db, _context(progress, plain))
-        st = ladder_standings(ladder, db, matrix=matrix)
-    except KeyboardInterrupt:
-        _fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
+        st = ladder_standings(ladder, db, matrix=matrix, view=True)
     except (LadderError, StoreError, ManifestError) as e:
         _fail(str(e))
+    except BaseException as e:
+        if _is_interrupt(e):
+            _fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
+        raise
     if as_json:
         print(json.dumps(st.as_json(), indent=2))
         return
     out.print(ladder_table(st))
+    for line in view_lines(st):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if matrix:
         out.print(matrix_table(st))
+
+
+def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"ladder": ladder, "bot": bot, "history": rows}, indent=2))
+        return
+    if not rows:
+        out.print(f"no rating snapshots of {escape(bot)} on {ladder} yet (`arena ladder run {ladder}` and "
+                  "`arena submit` take them)", highlight=False)
+        return
+    table = Table(title=f"Rating history of {escape(bot)} on {ladder}", title_justify="left",
+                  caption="one row per snapshot: the maximum-likelihood fit over the ladder's games at that time",
+                  caption_justify="left")
+    for col in ("taken", "ladder games", "bot", "Elo", "95% interval", ""):
+        table.add_column(col, justify="left" if col in ("taken", "bot", "") else "right")
+    lo = min(r["lo"] for r in rows)
+    hi = max(r["hi"] for r in rows)
+    for r in rows:
+        table.add_row(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["taken_at"])), str(r["games"]),
+                      escape(r["bot"]), f"{r['elo']:.0f}", f"{r['lo']:.0f} .. {r['hi']:.0f}",
+                      _bar(r["lo"], r["elo"], r["hi"], lo, hi))
+    out.print(table)
+
+
+def _bar(lo: float, mid: float, hi: float, left: float, right: float, width: int = 30) -> str:
+    """The interval as a text bar on a common scale (the estimate is the ●)."""
+    span = max(right - left, 1e-9)
+    pos = lambda x: min(width - 1, max(0, int(round((x - left) / span * (width - 1)))))  # noqa: E731
+    cells = [" "] * width
+    for i in range(pos(lo), pos(hi) + 1):
+        cells[i] = "─"
+    cells[pos(mid)] = "●"
+    return "".join(cells)
+
+
+@ladder_app.command("run")
+def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.toml, a file, or one kept in the store).")],
+            store: StoreOpt = None, concurrency: JobsOpt = None,
+            games: Annotated[Optional[int], typer.Option("--games", help="Stop after this many games "
+                                                                          "(whole batches: it may play a few more).")] = None,
+            hours: Annotated[Optional[float], typer.Option("--hours", help="Stop after this long (at the end of the "
+                                                                              "batch then playing).")] = None,
+            cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
+                                                           help="Play the games on a Dask cluster (docs/CLUSTER.md).")] = None,
+            plain: PlainOpt = False,
+            as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
+    """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
+    from .ladder import LadderError, RunSummary, ladder_standings, run_ladder
+    if games is not None and games < 1 or hours is not None and hours <= 0:
+        _fail("--games must be at least 1 and --hours above 0")
+    ladder, db = _load(name, store, concurrency)
+    out, progress = _consoles(as_json)
+    ctx = _context(progress, True)
+    summary = RunSummary()
+    every = {"next": 0.0}
+
+    def on_batch(s: "RunSummary", table, number: int) -> None:
+        now = time.monotonic()
+        if now < every["next"] and not plain:
+            return
+        every["next"] = now + 5.0
+        progress.print(f"batch {number} ({table.why}): {table.focus} vs {', '.join(table.field)} | "
+                       f"{s.games} games this run, {s.games_per_hour:,.0f}/h, ladder overhead "
+                       f"{100 * s.overhead_share:.1f}% of wall time", highlight=False, markup=False, soft_wrap=True)
+
+    bounds = ", ".join(x for x in (f"{games} games" if games else "", f"{hours:g} h" if hours else "") if x)
+    progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False,
+                   markup=False, soft_wrap=True)
+    interrupted = False
+    try:
+        trio.run(lambda: run_ladder(ladder, db, ctx, games=games, hours=hours, cluster=cluster or "",
+                                    on_batch=on_batch, summary=summary))
+    except (LadderError, StoreError, ManifestError) as e:
+        _fail(str(e))
+    except BaseException as e:  # Ctrl-C (possibly inside an exception group), or a cluster that cannot run it
+        if _is_interrupt(e):
+            interrupted = True
+            summary.stopped = "interrupted"
+        else:
+            from .cluster import ClusterError
+            if isinstance(e, ClusterError):
+                _fail(str(e))
+            raise
+    line = (f"{summary.games} games in {summary.wall_s:.0f} s ({summary.games_per_hour:,.0f} games/h), "
+            f"{summary.batches} batches, {summary.snapshots} rating snapshot(s); ladder overhead "
+            f"{summary.overhead_s:.2f} s = {100 * summary.overhead_share:.2f}% of wall time")
+    if as_json:
+        print(json.dumps({"ladder": ladder.name, **summary.as_json()}, indent=2))
+    else:
+        if not interrupted:
+            out.print(ladder_table(ladder_standings(ladder, db)))
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if interrupted:
+        _fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
+    if isinstance(e, KeyboardInterrupt):
+        return True
+    if isinstance(e, BaseExceptionGroup):
+        return any(_is_interrupt(x) for x in e.exceptions)
+    return False
+
+
+@ladder_app.command("retire")
+def retire_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
+               bot: Annotated[str, typer.Argument(help="The member to retire, name@version.")],
+               store: StoreOpt = None) -> None:
+    """Take a member out of matchmaking (a running `arena ladder run` sees it at its next batch)."""
+    from .ladder import LadderError, retire
+    ladder, db = _load(name, store, None)
+    try:
+        print(retire(db, ladder, bot))
+    except LadderError as e:
+        _fail(str(e))
+
+
+@ladder_app.command("reinstate")
+def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
+                  bot: Annotated[str, typer.Argument(help="A retired or suspended member, name@version.")],
+                  store: StoreOpt = None) -> None:
+    """Put a retired or suspended member back into matchmaking."""
+    from .ladder import clear_status, member
+    ladder, db = _load(name, store, None)
+    if member(db, ladder.name, bot) is None:
+        _fail(f"{bot} is not a member of ladder {ladder.name}")
+    if clear_status(db, ladder.name, bot):
+        print(f"reinstated {bot} on {ladder.name}")
+    else:
+        print(f"{bot} is already active on {ladder.name}")
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
@@ -280,112 +482,12 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
     out.print(table)
 
 
-def _parse_sprt(text: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(x) for x in text.split(","))
-    except ValueError:
-        _fail(f"--sprt takes two Elo values 'elo0,elo1' (e.g. 0,10), got {text!r}")
-    if not hi > lo:
-        _fail(f"--sprt: elo1 must be above elo0, got {text!r}")
-    return lo, hi
-
-
-def match_line(p: "MatchProgress") -> str:
-    elo, margin = p.elo()
-    e = f"{elo:+.1f}" if math.isfinite(elo) else ("+inf" if elo > 0 else "-inf")
-    m = f"{margin:.1f}" if math.isfinite(margin) else "inf"
-    text = f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  Elo {e} ± {m}  LOS {100 * p.los():.1f}%"
-    if p.sprt is not None:
-        s = p.sprt
-        text += f"  LLR {s.llr:+.2f} [{s.lower:+.2f}, {s.upper:+.2f}]"
-    return text + f"  {p.status}"
-
-
-def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. the new version).")],
-              b: Annotated[str, typer.Argument(help="Bot B (the baseline).")],
-              rules_name: Annotated[str, typer.Option("--rules", help="Rule preset.")] = "classic",
-              rule: Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option, name=value.")] = None,
-              sprt: Annotated[Optional[str], typer.Option(help="elo0,elo1: stop when the SPRT accepts H0 (A - B = elo0) "
-                                                          "or H1 (A - B = elo1).")] = None,
-              alpha: Annotated[float, typer.Option(help="SPRT false-positive rate.")] = 0.05,
-              beta: Annotated[float, typer.Option(help="SPRT false-negative rate.")] = 0.05,
-              max_games: Annotated[int, typer.Option(help="Stop here if the SPRT has not decided (or without --sprt).")] = 1000,
-              seed: Annotated[int, typer.Option(help="Base deal seed.")] = 1,
-              move_ms: Annotated[int, typer.Option()] = 1000, bank_ms: Annotated[int, typer.Option()] = 10_000,
-              max_turns: Annotated[int, typer.Option()] = 2000,
-              concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Deal pairs at a time (0: cores).")] = 0,
-              every: Annotated[int, typer.Option(help="Print a progress line every N games.")] = 10,
-              store: Annotated[Path, typer.Option("--store", help="The game store.")] = DEFAULT_STORE,
-              no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
-              as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
-    """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides."""
-    from .engine import RulesError, rules_from
-    from .ladder import LadderError, MatchProgress, run_match
-    from .ratings import Sprt
-    out, progress = _consoles(as_json)
-    try:
-        r = rules_from(rules_name, rule or [])
-        spec_a, spec_b = load_bot(a), load_bot(b)
-    except (RulesError, ManifestError) as e:
-        _fail(str(e))
-    if spec_a.human or spec_b.human:
-        _fail("a match is between two bots")
-    if max_games < 2 or concurrency < 0 or every < 1:
-        _fail("--max-games must be at least 2, --every at least 1 and --concurrency not negative")
-    concurrency = concurrency or os.cpu_count() or 1
-    test = None
-    if sprt is not None:
-        elo0, elo1 = _parse_sprt(sprt)
-        try:
-            test = Sprt(elo0, elo1, alpha, beta)
-        except ValueError as e:
-            _fail(f"--sprt: {e}")
-    from .referee import TimeControl
-    clock = TimeControl(move_ms, bank_ms)
-    db = None
-    if not no_store:
-        try:
-            db = Store(store)
-        except StoreError as e:
-            _fail(str(e))
-    head = f"match {spec_a.label} vs {spec_b.label}, {r.name}, duplicate deals (each deal twice, seats swapped)"
-    if test is not None:
-        head += f", SPRT H0: Elo {test.elo0:g}  H1: Elo {test.elo1:g} (alpha {alpha:g}, beta {beta:g})"
-    progress.print(head + f", at most {max_games} games", highlight=False)
-    last = {"printed": 0}
-
-    def on_pair(p: MatchProgress) -> None:
-        if p.games // every > last["printed"] // every or p.status != "continue":
-            progress.print(match_line(p), highlight=False)
-            last["printed"] = p.games
-
-    try:
-        result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
-                                                 clock=clock, max_turns=max_turns, concurrency=concurrency,
-                                                 store=db, on_pair=on_pair))
-    except KeyboardInterrupt:
-        _fail("interrupted" + (f": the games played are stored in {store}; the same command resumes" if db else ""), 130)
-    except (LadderError, StoreError) as e:
-        _fail(str(e))
-    if test is None:
-        verdict = f"{result.games} games played"
-    else:
-        verdict = {"accept_h1": f"H1 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo1:g} Elo than {test.elo0:g}",
-                   "accept_h0": f"H0 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo0:g} Elo than {test.elo1:g}",
-                   "max_games": f"no SPRT decision within {max_games} games"}[result.status]
-    if as_json:
-        print(json.dumps({**result.as_json(), "tournament": tid if db else None, "verdict": verdict}, indent=2))
-        return
-    out.print(verdict, highlight=False)
-    if db is not None:
-        out.print(f"games stored in {store}: arena games --tournament {tid!r}", highlight=False)
-
-
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``ladder`` and ``match`` to the ``arena`` app."""
+    from .ladder.match_cli import match_cmd
     app.command("submit")(submit_cmd)
-    app.command("ladder")(ladder_cmd)
+    app.add_typer(ladder_app, name="ladder")
     app.command("match")(match_cmd)
 
 
-__all__ = ["ladder_table", "match_line", "matrix_table", "register"]
+__all__ = ["ladder_app", "ladder_table", "matrix_table", "register", "view_lines"]

@@ -471,3 +471,55 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     assert "LLR" in result.stdout and "LOS" in result.stdout and "arena games --tournament 'match:" in result.stdout
     result = runner.invoke(app, ["match", "lowest", "highest", "--sprt", "10,0"])
     assert result.exit_code == 2 and "elo1 must be above elo0" in result.output
+
+
+# --------------------------------------------------------------------------- arena match: pairs, labels, resume
+
+def test_match_counts_pairs_and_win_rate_over_deals():
+    from arena.engine import rules_from
+    from arena.ratings import PairSprt
+    p, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}),
+                                      sprt=PairSprt(0, 100), max_games=400, max_turns=600, launcher=policy_launcher()))
+    assert sum(p.pairs) * 2 == p.games and len(p.deal_wins) == sum(p.pairs)
+    assert p.wins == 2 * p.pairs[4] + p.pairs[3] + p.pairs[2] - _split_draws(p)
+    data = p.as_json()
+    assert set(data["pairs"]) == {"LL", "LD", "DD/WL", "WD", "WW"} and data["sprt"]["model"] == "pentanomial"
+    assert data["win_rate_low"] <= data["win_rate"] <= data["win_rate_high"]
+    assert data["elo_low"] is None or data["elo_low"] <= data["elo"]
+    assert p.status == "accept_h1"
+
+
+def _split_draws(p) -> int:
+    """DD/WL pairs hold a win only when they are WL: DD pairs = draws that sit in them."""
+    dd = (p.draws - p.pairs[1] - p.pairs[3]) // 2
+    return dd
+
+
+def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch):
+    """Issue 16's `arena match` items: ladder labels as bots, --max-games 7 says it plays 6, a rerun
+    says what it resumes; the pair counts and the win rate interval are in the output and JSON."""
+    import arena.check
+    import arena.launch
+    import arena.tournament
+    monkeypatch.setattr(arena.tournament, "Launcher", lambda *a, **k: policy_launcher())
+    monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
+    monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    path = write_ladder(tmp_path, "lab")
+    store = str(tmp_path / "s.sqlite")
+    src = bot_copy(tmp_path / "src", "lowest", "2.0")
+    assert runner.invoke(app, ["submit", str(src), "--ladder", str(path), "--store", store]).exit_code == 0
+    shutil.rmtree(tmp_path / "src")  # only the ladder's copy is left: the label must find it
+    args = ["match", "lowest@2.0", "random@1.0", "--max-games", "7", "--max-turns", "400", "--store", store]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "at most 6 games (3 deals); --max-games 7 is rounded down to whole deal pairs" in first.output
+    assert "6 games played" in first.output and "resuming" not in first.output
+    assert "pairs (A's two games of a deal): LL" in first.output and "95% over deals" in first.output
+    again = runner.invoke(app, args + ["--json"])
+    assert again.exit_code == 0, again.output
+    assert "resuming: 6 of 6 games already stored" in again.stderr
+    data = json.loads(again.stdout)
+    assert data["games"] == 6 and sum(data["pairs"].values()) == 3 and data["deals"] == 3
+    assert {"win_rate", "win_rate_low", "win_rate_high", "normalized_elo", "trinomial_elo"} <= set(data)
+    unknown = runner.invoke(app, ["match", "nobody@1.0", "random", "--store", store])
+    assert unknown.exit_code == 2 and "no ladder member or stored bot is labelled 'nobody@1.0'" in unknown.output

@@ -14,7 +14,9 @@ from scipy.optimize import brentq
 
 from arena.ratings import (
     ELO_PER_NAT,
+    PAIR_NAMES,
     Outcome,
+    PairSprt,
     ProvisionalRatings,
     Rating,
     Sprt,
@@ -24,7 +26,12 @@ from arena.ratings import (
     los,
     los_matrix,
     neighbour_los,
+    pair_elo,
+    pair_index,
+    rate_interval,
+    score_to_elo,
 )
+from arena.ratings.pairs import bootstrap_over_deals
 
 K = ELO_PER_NAT
 
@@ -386,3 +393,156 @@ def test_provisional_scale_is_the_small_sigma_two_seat_limit():
     assert p.elo_per_mu() == pytest.approx(K / (p.model.beta * math.sqrt(2)))
     p.update(Outcome.order("a", "b", "c", "d"))
     assert p.elo_per_mu() == pytest.approx(K / (p.model.beta * 2))
+
+
+# --------------------------------------------------------------------------- duplicate-deal pairs
+
+def _reference_llr(counts, values, elo0, elo1):
+    """Independent bisection version of fishtest's generalised LLR for any outcome values."""
+    counts = [c if c else 1e-3 for c in counts]
+    n = sum(counts)
+    pdf = [(a, c / n) for a, c in zip(values, counts)]
+
+    def mle(s):
+        x = [(a - s, p) for a, p in pdf]
+        lo, hi = -1 / max(a for a, _ in x) + 1e-12, -1 / min(a for a, _ in x) - 1e-12
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if sum(p * a / (1 + mid * a) for a, p in x) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return [p / (1 + lo * (a - s)) for a, p in pdf]
+
+    s0, s1 = (1 / (1 + 10 ** (-e / 400)) for e in (elo0, elo1))
+    q0, q1 = mle(s0), mle(s1)
+    return n * sum(p * math.log(b / a) for (_, p), a, b in zip(pdf, q0, q1))
+
+
+def test_pair_index_names_the_five_outcomes():
+    assert [pair_index(*p) for p in [(0, 0), (0, 0.5), (1, 0), (0.5, 0.5), (1, 0.5), (1, 1)]] == [0, 1, 2, 2, 3, 4]
+    assert PAIR_NAMES == ("LL", "LD", "DD/WL", "WD", "WW")
+    with pytest.raises(ValueError):
+        pair_index(0.3, 1)
+
+
+def test_pair_elo_known_numbers():
+    even = pair_elo([0, 0, 10, 0, 0])  # every deal split: no spread, score exactly 1/2
+    assert even["score"] == 0.5 and even["elo"] == 0.0 and even["score_low"] == even["score_high"] == 0.5
+    e = pair_elo([1, 2, 3, 4, 5])
+    mean = (2 * 0.25 + 3 * 0.5 + 4 * 0.75 + 5 * 1.0) / 15
+    var = sum(c * (s - mean) ** 2 for c, s in zip([1, 2, 3, 4, 5], [0, .25, .5, .75, 1])) / 15
+    assert e["score"] == pytest.approx(mean)
+    assert e["score_high"] - e["score"] == pytest.approx(1.959963984540054 * math.sqrt(var / 15))
+    assert e["elo"] == pytest.approx(score_to_elo(mean))
+    assert e["nelo"] == pytest.approx(800 / math.log(10) * (mean - 0.5) / math.sqrt(2 * var))
+    assert e["elo_low"] < e["elo"] < e["elo_high"]
+
+
+@pytest.mark.parametrize("pairs", [[10, 20, 40, 25, 12], [0, 0, 30, 5, 1], [3, 0, 0, 0, 0], [40, 5, 100, 8, 60]])
+def test_pair_sprt_llr_matches_reference(pairs):
+    s = PairSprt(elo0=0, elo1=10)
+    scores = {0: (0, 0), 1: (0, 0.5), 2: (1, 0), 3: (1, 0.5), 4: (1, 1)}
+    for i, c in enumerate(pairs):
+        for _ in range(c):
+            s.update(*scores[i])
+    assert s.pairs == pairs
+    assert s.llr == pytest.approx(_reference_llr(pairs, [0, .25, .5, .75, 1], 0, 10), rel=1e-6, abs=1e-9)
+
+
+def test_pair_sprt_decides():
+    s = PairSprt(0, 50)
+    while s.status == "continue":
+        s.update(1, 1)  # WW every deal
+    assert s.status == "accept_h1" and sum(s.pairs) < 30
+    s = PairSprt(0, 50)
+    while s.status == "continue":
+        s.update(0, 0.5)
+    assert s.status == "accept_h0"
+    with pytest.raises(ValueError):
+        PairSprt(10, 0)
+
+
+def _simulated_match(rng, q: float, rho: float, deals: int) -> tuple[list[int], tuple[int, int, int]]:
+    """A's results over ``deals`` duplicate deals: with probability rho a deal decides both games the
+    same way (A wins both with probability q), otherwise the two games are independent coin flips
+    with P(A wins) = q.  Every game's expected score is q; games of a deal are positively correlated."""
+    pairs = [0, 0, 0, 0, 0]
+    wins = losses = 0
+    for _ in range(deals):
+        if rng.random() < rho:
+            g1 = g2 = float(rng.random() < q)
+        else:
+            g1, g2 = float(rng.random() < q), float(rng.random() < q)
+        pairs[pair_index(g1, g2)] += 1
+        wins += int(g1) + int(g2)
+        losses += 2 - int(g1) - int(g2)
+    return pairs, (wins, 0, losses)
+
+
+def test_pair_intervals_cover_where_the_trinomial_model_does_not():
+    """Correlated pairs (deals that suit one bot in both seats): the interval from pair counts holds
+    the true score about 95% of the time; the trinomial one (games taken as independent) is too narrow."""
+    rng = np.random.default_rng(20261201)
+    q, trials = 0.6, 2000
+    covered_pairs = covered_trinomial = 0
+    for _ in range(trials):
+        pairs, (w, d, l) = _simulated_match(rng, q, rho=0.6, deals=100)
+        e = pair_elo(pairs)
+        covered_pairs += e["score_low"] <= q <= e["score_high"]
+        n = w + d + l
+        s = (w + d / 2) / n
+        sd = math.sqrt((w * (1 - s) ** 2 + d * (0.5 - s) ** 2 + l * s ** 2) / n / n)
+        covered_trinomial += s - 1.96 * sd <= q <= s + 1.96 * sd
+    assert 0.93 <= covered_pairs / trials <= 0.97
+    assert covered_trinomial / trials < 0.91
+
+
+def test_pair_intervals_are_right_for_independent_games_too():
+    rng = np.random.default_rng(7)
+    q, trials, covered = 0.45, 2000, 0
+    for _ in range(trials):
+        pairs, _ = _simulated_match(rng, q, rho=0.0, deals=100)
+        e = pair_elo(pairs)
+        covered += e["score_low"] <= q <= e["score_high"]
+    assert 0.93 <= covered / trials <= 0.97
+
+
+def test_rate_interval_and_bootstrap_over_deals():
+    rate, lo, hi = rate_interval([1, 0, 0.5, 1, 0.5, 0.5])
+    assert rate == pytest.approx(0.5833333) and lo < rate < hi
+    assert rate_interval([]) == (0.0, 0.0, 1.0)
+    # four-seat deals: each deal holds the four rotations' results for the bot of interest
+    deals = [[1, 0, 0, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [1, 1, 0, 1]] * 5
+    mean = lambda ds: float(np.mean([x for d in ds for x in d]))  # noqa: E731
+    a = bootstrap_over_deals(deals, mean, samples=500, seed=3)
+    assert a == bootstrap_over_deals(deals, mean, samples=500, seed=3)  # seeded
+    assert a[1] < a[0] < a[2] and a[0] == pytest.approx(mean(deals))
+    # the same games taken as independent single-game "deals" give a narrower interval: the
+    # correlation inside a deal (deal 2 and 3 are all wins / all losses) is what widens it
+    flat = bootstrap_over_deals([[x] for d in deals for x in d], mean, samples=500, seed=3)
+    assert (flat[2] - flat[1]) < (a[2] - a[1])
+    assert all(math.isnan(x) for x in bootstrap_over_deals([], mean))
+
+
+def test_fit_takes_aggregated_counts():
+    from collections import Counter
+    games = [Outcome.order("a", "b")] * 30 + [Outcome.order("b", "a")] * 10 + [Outcome.order("c", "a")] * 7
+    from_list = fit_elo(games)
+    from_counts = fit_elo(Counter(games))
+    assert {k: v.elo for k, v in from_list.items()} == {k: v.elo for k, v in from_counts.items()}
+
+
+def test_bootstrap_rate_and_its_large_sample_form_agree():
+    from arena.ratings.pairs import BOOTSTRAP_MAX_DEALS, bootstrap_rate
+    rng = np.random.default_rng(11)
+    # four-seat deals (4 games each); a deal suits the bot (3-4 wins) or not (0-1): correlated rotations
+    good = rng.random(BOOTSTRAP_MAX_DEALS) < 0.3
+    hits = np.where(good, rng.integers(3, 5, BOOTSTRAP_MAX_DEALS), rng.integers(0, 2, BOOTSTRAP_MAX_DEALS))
+    games = np.full(BOOTSTRAP_MAX_DEALS, 4)
+    boot = bootstrap_rate(hits, games, samples=2000, seed=1)
+    normal = bootstrap_rate(np.tile(hits, 2), np.tile(games, 2))  # past the limit: the normal form
+    assert boot[0] == pytest.approx(normal[0])
+    # twice the deals: an interval about 1/sqrt(2) as wide
+    assert (normal[2] - normal[1]) == pytest.approx((boot[2] - boot[1]) / math.sqrt(2), rel=0.1)
+    assert bootstrap_rate([], []) == (0.0, 0.0, 1.0)

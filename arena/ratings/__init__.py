@@ -6,6 +6,8 @@
   information and a likelihood-of-superiority matrix.
 * :func:`elo_difference`, :func:`los`, :class:`Sprt` - head-to-head numbers
   as chess engine testers compute them (cutechess / fishtest conventions).
+* :func:`pair_elo`, :class:`PairSprt`, :func:`bootstrap_over_deals` - the same for duplicate
+  deals, whose games come in correlated pairs (pentanomial counts, as fishtest and fastchess).
 * :class:`ProvisionalRatings` - a live openskill table during a run, clearly
   provisional.
 
@@ -18,6 +20,7 @@ independent Elo is the requirement here.
 
 from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
 from .outcome import Outcome
+from .pairs import PAIR_NAMES, PairSprt, bootstrap_over_deals, bootstrap_rate, pair_elo, pair_index, rate_interval
 from .plackett_luce import ELO_PER_NAT, Rating, Ratings, fit_elo
 from .provisional import ProvisionalRatings, ProvisionalRow
 from .superiority import likelihood_of_superiority, los_matrix, neighbour_los
@@ -25,11 +28,15 @@ from .superiority import likelihood_of_superiority, los_matrix, neighbour_los
 __all__ = [
     "ELO_PER_NAT",
     "Outcome",
+    "PAIR_NAMES",
+    "PairSprt",
     "ProvisionalRatings",
     "ProvisionalRow",
     "Rating",
     "Ratings",
     "Sprt",
+    "bootstrap_over_deals",
+    "bootstrap_rate",
     "elo_difference",
     "elo_to_score",
     "fit_elo",
@@ -37,5 +44,8 @@ __all__ = [
     "los",
     "los_matrix",
     "neighbour_los",
+    "pair_elo",
+    "pair_index",
+    "rate_interval",
     "score_to_elo",
 ]

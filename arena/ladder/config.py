@@ -1,0 +1,290 @@
+"""The ladder file: ``ladders/<name>.toml`` (rules, seats, time control, initial bots, anchor,
+matchmaking), loaded and validated into a :class:`Ladder`; every problem names the file and field.
+
+A ladder also keeps a copy of its file in the store directory (``<store dir>/ladders/NAME.toml``,
+see :func:`arena.ladder.tables.keep_ladder_file`), so a store copied to another machine is a whole
+ladder: ``load_ladder(NAME, store_dir=...)`` falls back to that copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import Rules, RulesError, rules_from
+from ..manifest import NAME_RE, ManifestError, bundled_bots, load_bot
+from ..store import DEFAULT_STORE
+from ..tournament import MAX_TABLES, ConfigError, TournamentConfig, check_config
+
+LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
+
+
+class LadderError(ValueError):
+    """A ladder file, submission or store state that cannot be used; the message says why."""
+
+
+class CheckFailed(LadderError):
+    """``arena check`` found faults; ``report`` is its report."""
+
+    def __init__(self, message: str, report: dict[str, Any]):
+        super().__init__(message)
+        self.report = report
+
+
+# --------------------------------------------------------------------------- the ladder file
+
+_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "description": (str, "a string"),
+    "rules": (str, "a preset name"),
+    "options": (dict, "a table of rule options"),
+    "seats": (int, "an integer"),
+    "deals": (int, "an integer"),
+    "seed": (int, "an integer"),
+    "max_turns": (int, "an integer"),
+    "max_tables": (int, "an integer"),
+    "move_ms": (int, "an integer"),
+    "bank_ms": (int, "an integer"),
+    "handshake_ms": (int, "an integer"),
+    "bots": (list, "a list of bots (bundled names or paths)"),
+    "anchor": (str, "a bot name or label"),
+    "anchor_elo": ((int, float), "a number"),
+    "store": (str, "a path"),
+    "concurrency": (int, "an integer"),
+    "check_games": (int, "an integer"),
+}
+
+# ``[matchmaking]``: how ``arena ladder run`` chooses its tables (docs/RATINGS.md, "Matchmaking")
+_MATCHMAKING: dict[str, tuple[type | tuple[type, ...], str, int | float]] = {
+    "deals": (int, "an integer", 1),            # deals per table of a run batch (each in every rotation)
+    "opponents": (int, "an integer", 0),        # opponents of the focus bot per batch; 0: 3 (2 seats), seats-1
+    "snapshot_every": (int, "an integer", 100),  # store a rating snapshot every this many run games
+    "explore_every": (int, "an integer", 4),    # every this many batches, play the least-played pairing
+    "new_games": (int, "an integer", 0),        # fewer games than this is a new bot, played first; 0: 20 x seats
+    "suspend_after": (int, "an integer", 3),    # consecutive faulted games that suspend a bot
+    "wide_elo": ((int, float), "a number", 100),  # a 95% interval wider than +-this is "still wide"
+}
+
+
+@dataclass
+class Matchmaking:
+    """The ``[matchmaking]`` table of a ladder file (defaults above)."""
+
+    deals: int = 1
+    opponents: int = 0
+    snapshot_every: int = 100
+    explore_every: int = 4
+    new_games: int = 0
+    suspend_after: int = 3
+    wide_elo: float = 100.0
+
+    def field_size(self, seats: int) -> int:
+        return self.opponents if self.opponents > 0 else (3 if seats == 2 else seats - 1)
+
+    def new_threshold(self, seats: int) -> int:
+        return self.new_games if self.new_games > 0 else 20 * seats
+
+
+@dataclass
+class Ladder:
+    name: str
+    bots: list[str]  # initial bots: bundled names or absolute paths
+    path: Path | None = None
+    description: str = ""
+    rules: str = "classic"
+    options: dict[str, Any] = field(default_factory=dict)
+    seats: int = 2
+    deals: int = 4  # per placement table; each deal is played in every seat rotation
+    seed: int = 1
+    max_turns: int = 2000
+    max_tables: int = MAX_TABLES
+    move_ms: int = 1000
+    bank_ms: int = 10_000
+    handshake_ms: int = 10_000
+    anchor: str | None = None  # None: the pool mean is anchor_elo
+    anchor_elo: float = 1500.0
+    store: str = str(DEFAULT_STORE)
+    concurrency: int = 0
+    check_games: int = 1  # games per scenario of the entry check
+    matchmaking: Matchmaking = field(default_factory=Matchmaking)
+
+    # -- names of what the ladder keeps in the store
+    @property
+    def prefix(self) -> str:
+        return f"ladder:{self.name}:"
+
+    @property
+    def seed_id(self) -> str:
+        return f"ladder:{self.name}:seed"
+
+    def placement_id(self, label: str) -> str:
+        return f"ladder:{self.name}:placement:{label}"
+
+    @property
+    def run_prefix(self) -> str:
+        return f"ladder:{self.name}:run:"
+
+    def run_id(self, batch: int) -> str:
+        """The tournament id of ``arena ladder run``'s batch number ``batch``."""
+        return f"{self.run_prefix}{batch:06d}"
+
+    def ruleset(self) -> Rules:
+        return rules_from(self.rules, dict(self.options))
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the games; fixed for the ladder's life once it has any."""
+        return {"rules": self.ruleset().options(), "seats": self.seats}
+
+    def tournament(self, tid: str, *, format: str, bots: list[str], candidates: list[str] | None = None,
+                   **fingerprint: Any) -> TournamentConfig:
+        """A tournament config with this ladder's settings; ``fingerprint`` (a stored config) wins."""
+        cfg = TournamentConfig(
+            name=tid, bots=list(bots), format=format, candidates=list(candidates or []), rules=self.rules,
+            options=dict(self.options), seats=self.seats, deals=self.deals, seed=self.seed,
+            concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
+            bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
+            store=self.store)
+        return dataclasses.replace(cfg, **fingerprint) if fingerprint else cfg
+
+
+def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Path | None = None) -> Path:
+    """A ladder name (``ladders/<name>.toml``, else the copy kept in ``store_dir``) or a path to a file."""
+    directory = ladders_dir or LADDER_DIR
+    p = Path(ref)
+    if p.suffix == ".toml" or p.is_file():
+        return p
+    named = directory / f"{ref}.toml"
+    if not named.is_file() and store_dir is not None and (store_dir / "ladders" / f"{ref}.toml").is_file():
+        return store_dir / "ladders" / f"{ref}.toml"
+    return named
+
+
+def list_ladders(ladders_dir: Path | None = None) -> list[tuple[str, Ladder | None, str]]:
+    """(name, ladder or None, error) for every ``*.toml`` in the ladders directory."""
+    directory = ladders_dir or LADDER_DIR
+    out: list[tuple[str, Ladder | None, str]] = []
+    for p in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
+        try:
+            out.append((p.stem, load_ladder(p), ""))
+        except LadderError as e:
+            out.append((p.stem, None, str(e)))
+    return out
+
+
+def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots: bool = True,
+                store_dir: Path | None = None) -> Ladder:
+    """Load and validate a ladder file; every problem is a :class:`LadderError` naming the field.
+    A name that is not in ``ladders/`` is looked up in ``store_dir`` (the copy a store keeps)."""
+    path = ladder_path(ref, ladders_dir, store_dir)
+    if not path.is_file():
+        directory = ladders_dir or LADDER_DIR
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.toml"))) if directory.is_dir() else ""
+        raise LadderError(f"no ladder {str(ref)!r}: expected {path}"
+                          + (f" (known ladders: {known})" if known else ""))
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise LadderError(f"{where}: not valid TOML: {e}") from None
+    name = path.stem
+    if not NAME_RE.match(name):
+        raise LadderError(f"{where}: the ladder name {name!r} (the file name) must be lower-case letters, "
+                          "digits, '.', '_' or '-'")
+    mm = _matchmaking(data.pop("matchmaking", {}), where)
+    from ..config import ConfigFileError, ladder_data  # the fields and their checks: arena.config.LadderFile
+    try:
+        data = ladder_data(data, where, set(Ladder.__dataclass_fields__) - {"name", "path", "matchmaking"})
+    except ConfigFileError as e:
+        raise LadderError(str(e)) from None
+    base = path.parent
+    bots = []
+    for i, ref_ in enumerate(data["bots"]):
+        if not isinstance(ref_, str) or not ref_:
+            raise LadderError(f"{where}: bots[{i}] must be a bundled bot name or a path, got {ref_!r}")
+        bots.append(_resolve(ref_, base))
+    data["bots"] = bots
+    ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, **data)
+    try:
+        rules = ladder.ruleset()
+    except (RulesError, TypeError) as e:
+        raise LadderError(f"{where}: rules: {e}") from None
+    if not rules.min_players <= ladder.seats <= rules.max_players:
+        raise LadderError(f"{where}: seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, "
+                          f"not {ladder.seats}")
+    if len(bots) < ladder.seats:
+        raise LadderError(f"{where}: {ladder.seats} seats need at least {ladder.seats} initial bots, "
+                          f"got {len(bots)}")
+    if ladder.check_games < 1:
+        raise LadderError(f"{where}: check_games must be at least 1")
+    try:
+        check_config(ladder.tournament(ladder.seed_id, format="round-robin", bots=bots))
+    except ConfigError as e:
+        raise LadderError(f"{where}: {e}") from None
+    if check_bots:
+        labels: dict[str, str] = {}
+        for i, ref_ in enumerate(bots):
+            try:
+                spec = load_bot(ref_)
+            except ManifestError as e:
+                raise LadderError(f"{where}: bots[{i}]: {e}") from None
+            if spec.label in labels:
+                raise LadderError(f"{where}: bots[{i}] is {spec.label} again (also {labels[spec.label]})")
+            labels[spec.label] = ref_
+    return ladder
+
+
+def _matchmaking(table: Any, where: str) -> Matchmaking:
+    if not isinstance(table, dict):
+        raise LadderError(f"{where}: [matchmaking] must be a table ({', '.join(_MATCHMAKING)})")
+    value: Any
+    for key, value in table.items():
+        if key not in _MATCHMAKING:
+            raise LadderError(f"{where}: unknown field matchmaking.{key}; known: {', '.join(_MATCHMAKING)}")
+        kind, words, _ = _MATCHMAKING[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise LadderError(f"{where}: matchmaking.{key} must be {words}, got {value!r}")
+        least = 0 if key in ("opponents", "new_games") else 1
+        if float(value) < least:
+            raise LadderError(f"{where}: matchmaking.{key} must be at least {least}, got {value!r}")
+    return Matchmaking(**table)
+
+
+def _resolve(ref: str, base: Path) -> str:
+    """Initial bots: a path relative to the ladder file if it exists there, else a bundled name."""
+    p = base / ref
+    if p.exists():
+        return str(p.resolve())
+    if NAME_RE.match(ref) and ref in bundled_bots():
+        return ref
+    return str(p.resolve()) if ("/" in ref or ref.endswith(".toml")) else ref
+
+
+def _toml_value(value: Any) -> str:
+    """TOML for the plain values a ladder file holds (JSON strings are valid TOML basic strings)."""
+    import json
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as a ladder file value")
+
+
+def ladder_toml(ladder: Ladder, bots: list[str]) -> str:
+    """The ladder as a file with ``bots`` as its initial bots: what the store keeps beside its games."""
+    top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
+           "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
+           "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games, "bots": bots}
+    if ladder.anchor is not None:
+        top["anchor"] = ladder.anchor
+    lines = [f"# A copy of ladder {ladder.name} kept with its store, so the store alone can resume it.",
+             f"# Written by arena from {ladder.path}; initial bots point at the store's copies of their files."]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in top.items()]
+    lines += ["", "[options]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(ladder.options.items())]
+    lines += ["", "[time]"] + [f"{k} = {getattr(ladder, k)}" for k in ("move_ms", "bank_ms", "handshake_ms")]
+    lines += ["", "[matchmaking]"] + [f"{f.name} = {_toml_value(getattr(ladder.matchmaking, f.name))}"
+                                      for f in dataclasses.fields(Matchmaking)]
+    return "\n".join(lines) + "\n"

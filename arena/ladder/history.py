@@ -1,0 +1,147 @@
+"""Rating history and the running ladder's view of its games, kept up to date incrementally.
+
+:class:`LadderState` reads only the games stored since its last read (by SQLite rowid) and keeps
+what the run needs: aggregated outcomes (the fit takes them as counts, so a refit costs the same
+after 100 games or 100k), games per bot and per pair, and each bot's run of consecutive faulted
+games.  Matchmaking refits once the games grew by ``REFIT_SHARE`` (a big ladder's refit takes
+about half a second: 100 bots, measured in bench/bench_ratings.py), snapshots always refit.  Snapshots of the fitted table go to the shared ``rating_snapshots`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ratings import Outcome, Ratings, fit_elo
+from ..standings import outcomes
+from ..store import Store
+from .config import Ladder
+from .matchmaking import pair_key
+from .tables import _has_tables
+
+
+@dataclass
+class FaultRun:
+    """A bot's current run of consecutive games with a forfeit of its own, and the last one."""
+
+    count: int = 0
+    reasons: Counter = field(default_factory=Counter)
+    last_game: str = ""
+    last_seat: int = 0
+    last_reason: str = ""
+
+
+REFIT_SHARE = 0.01  # matchmaking refits once the ladder's games grew by 1% (every batch while small)
+
+
+class LadderState:
+    """The ladder's games as the run needs them; :meth:`refresh` adds what was stored since."""
+
+    def __init__(self, ladder: Ladder) -> None:
+        self.ladder = ladder
+        self.last_rowid = 0
+        self.games = 0
+        self.outcomes: Counter[Outcome] = Counter()
+        self.bot_games: Counter[str] = Counter()
+        self.pair_games: Counter[tuple[str, str]] = Counter()
+        self.faults: dict[str, FaultRun] = {}
+        self._ratings: Ratings | None = None
+        self._fitted_at = -1
+
+    def refresh(self, store: Store) -> int:
+        """Read the ladder's games stored since the last call; returns how many there were."""
+        prefix = self.ladder.prefix
+        rows = store.db.execute("SELECT rowid, id, seats, result FROM games WHERE rowid>? AND substr(tournament,1,?)=? "
+                                "ORDER BY rowid", (self.last_rowid, len(prefix), prefix)).fetchall()
+        for rowid, gid, seats_text, result_text in rows:
+            seats, result = json.loads(seats_text), json.loads(result_text)
+            self.last_rowid = rowid
+            self.games += 1
+            self.outcomes.update(outcomes([(seats, result)]))
+            self.bot_games.update(seats)
+            for a, b in ((a, b) for i, a in enumerate(seats) for b in seats[i + 1:]):
+                self.pair_games[pair_key(a, b)] += 1
+            forfeits = result.get("forfeits", {})
+            for seat, label in enumerate(seats):
+                run = self.faults.setdefault(label, FaultRun())
+                reason = forfeits.get(str(seat))
+                if reason is None:
+                    self.faults[label] = FaultRun()
+                else:
+                    run.count += 1
+                    run.reasons[reason] += 1
+                    run.last_game, run.last_seat, run.last_reason = gid, seat, reason
+        if rows:
+            self.last_rowid = rows[-1][0]
+        return len(rows)
+
+    def ratings(self, *, fresh: bool = False) -> Ratings | None:
+        """The maximum-likelihood table for matchmaking: refitted once the games grew by
+        ``REFIT_SHARE`` since the last fit, or a bot without a rating played (``fresh``: over
+        every game read so far, as a snapshot needs)."""
+        grown = self.games - max(self._fitted_at, 0)
+        unrated = self._ratings is not None and any(b not in self._ratings for b in self.bot_games)
+        if self._fitted_at != self.games and (fresh or self._ratings is None or unrated
+                                              or grown >= REFIT_SHARE * self._fitted_at):
+            self._ratings = _fit(self.ladder, self.outcomes) if self.bot_games else None
+            self._fitted_at = self.games
+        return self._ratings
+
+
+def _fit(ladder: Ladder, counts: Counter[Outcome]) -> Ratings | None:
+    from .standings import resolve_anchor
+    names = sorted({b for o in counts for b in o.bots})
+    if len(names) < 2:
+        return None
+    return fit_elo(counts, anchor=resolve_anchor(ladder, names), anchor_elo=ladder.anchor_elo)
+
+
+def take_snapshot(store: Store, ladder: Ladder, *, state: LadderState | None = None) -> int:
+    """Store the fitted table now (one ``rating_snapshots`` row per rated bot); returns the rows written."""
+    if state is None:
+        state = LadderState(ladder)
+        state.refresh(store)
+    ratings = state.ratings(fresh=True)
+    if ratings is None:
+        return 0
+    now = time.time()
+    rows = [(ladder.name, now, state.games, label, r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()]
+    with store.tx() as db:
+        db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)", rows)
+    return len(rows)
+
+
+def rating_history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:
+    """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name."""
+    if not _has_tables(store):
+        return []
+    sql = "SELECT taken_at, games, bot, elo, lo, hi FROM rating_snapshots WHERE ladder=?"
+    args: list[Any] = [ladder]
+    if bot is not None:
+        sql += " AND (bot=? OR bot LIKE ?)"
+        args += [bot, bot + "@%"]
+    rows = store.db.execute(sql + " ORDER BY taken_at, bot", args)
+    return [{"taken_at": r[0], "games": r[1], "bot": r[2], "elo": round(r[3], 1), "lo": round(r[4], 1),
+             "hi": round(r[5], 1)} for r in rows]
+
+
+TREND_SNAPSHOTS = 3  # a trend compares the latest snapshot with the one this many before it
+TREND_ELO = 5.0  # smaller moves are shown as steady
+
+
+def trends(snapshots: list[dict[str, Any]]) -> dict[str, str]:
+    """Per bot: '↑', '↓' or '→' comparing its latest snapshot with the one TREND_SNAPSHOTS before it
+    (or its first); no entry for a bot with a single snapshot."""
+    by_bot: dict[str, list[float]] = {}
+    for s in snapshots:
+        by_bot.setdefault(s["bot"], []).append(s["elo"])
+    out = {}
+    for bot, elos in by_bot.items():
+        if len(elos) < 2:
+            continue
+        delta = elos[-1] - elos[max(0, len(elos) - 1 - TREND_SNAPSHOTS)]
+        out[bot] = "↑" if delta > TREND_ELO else "↓" if delta < -TREND_ELO else "→"
+    return out

@@ -1,0 +1,226 @@
+"""``arena match``: two bots head to head on duplicate deals until an SPRT decides.
+
+Each deal is played twice with the seats swapped; the pair is the unit of the statistics
+(pentanomial counts, :mod:`arena.ratings.pairs`): the Elo interval, the win rate's interval and
+the SPRT all treat a deal as one observation.  A bot can be named by its ladder label
+(``name@version``) through :func:`resolve_bot`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..engine import Rules
+from ..manifest import BotSpec, ManifestError, load_bot
+from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
+from ..executors import BotSetup, GameTask, open_in_process, store_played
+from ..referee import TimeControl
+from ..seeds import deal_seed, load_secret, run_secret
+from ..store import Store
+from .config import LadderError
+
+@dataclass
+class MatchProgress:
+    a: str
+    b: str
+    wins: int = 0  # from a's side
+    draws: int = 0
+    losses: int = 0
+    sprt: Sprt | PairSprt | None = None
+    status: str = "continue"  # or accept_h0 / accept_h1 / max_games
+    pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
+    deal_wins: list[float] = field(default_factory=list)  # a's outright wins per deal / 2
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    def elo(self) -> tuple[float, float]:
+        """(Elo of a - b, 95% half-width), from the pairs (pentanomial) once there are any."""
+        if sum(self.pairs) == 0:
+            return elo_difference(self.wins, self.draws, self.losses)
+        e = pair_elo(self.pairs)
+        if not (math.isfinite(e["elo_low"]) and math.isfinite(e["elo_high"])):
+            return e["elo"], math.inf
+        return e["elo"], (e["elo_high"] - e["elo_low"]) / 2
+
+    def trinomial_elo(self) -> tuple[float, float]:
+        """The per-game (W/D/L) estimate, which takes the two games of a deal as independent."""
+        return elo_difference(self.wins, self.draws, self.losses)
+
+    def win_rate(self) -> tuple[float, float, float]:
+        """a's outright win rate per game with its 95% interval over deals."""
+        return rate_interval(self.deal_wins)
+
+    def los(self) -> float:
+        return los(self.wins, self.losses)
+
+    def as_json(self) -> dict[str, Any]:
+        elo, margin = self.elo()
+        tri, tri_margin = self.trinomial_elo()
+        fin = lambda x, k=1: round(x, k) if math.isfinite(x) else None  # noqa: E731
+        pe = pair_elo(self.pairs)
+        rate, rate_lo, rate_hi = self.win_rate()
+        out: dict[str, Any] = {"a": self.a, "b": self.b, "games": self.games, "wins": self.wins,
+                               "draws": self.draws, "losses": self.losses,
+                               "pairs": dict(zip(PAIR_NAMES, self.pairs)), "deals": sum(self.pairs),
+                               "elo": fin(elo), "elo_margin": fin(margin),
+                               "elo_low": fin(pe["elo_low"]), "elo_high": fin(pe["elo_high"]),
+                               "normalized_elo": fin(pe["nelo"]), "normalized_elo_low": fin(pe["nelo_low"]),
+                               "normalized_elo_high": fin(pe["nelo_high"]),
+                               "score": round(pe["score"], 4), "score_low": round(pe["score_low"], 4),
+                               "score_high": round(pe["score_high"], 4),
+                               "win_rate": round(rate, 4), "win_rate_low": round(rate_lo, 4),
+                               "win_rate_high": round(rate_hi, 4),
+                               "trinomial_elo": fin(tri), "trinomial_elo_margin": fin(tri_margin),
+                               "los": round(self.los(), 4), "status": self.status}
+        if self.sprt is not None:
+            s = self.sprt
+            out["sprt"] = {"model": "pentanomial" if isinstance(s, PairSprt) else "trinomial",
+                           "elo0": s.elo0, "elo1": s.elo1, "alpha": s.alpha, "beta": s.beta,
+                           "llr": round(s.llr, 4), "lower": round(s.lower, 4), "upper": round(s.upper, 4)}
+        return out
+
+    def add_pair(self, first: float, second: float) -> None:
+        """Count one deal's two games (a's scores, seat order a-b then b-a)."""
+        for s in (first, second):
+            if s == 1.0:
+                self.wins += 1
+            elif s == 0.5:
+                self.draws += 1
+            else:
+                self.losses += 1
+        self.pairs[pair_index(first, second)] += 1
+        self.deal_wins.append(((first == 1.0) + (second == 1.0)) / 2)
+        if isinstance(self.sprt, PairSprt):
+            self.sprt.update(first, second)
+        elif self.sprt is not None:
+            self.sprt.update(first)
+            self.sprt.update(second)
+
+
+def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int) -> tuple[str, dict[str, Any]]:
+    """The store's tournament id for a match: same bots (the files in their directories), rules,
+    seed and turn cap = same games, resumed."""
+    fp = {"format": "match", "bots": [a.label, b.label], "hashes": [a.files_hash(), b.files_hash()],
+          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns, "deals": "secret"}
+    digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:10]
+    return f"match:{a.label}:{b.label}:{digest}", fp
+
+
+def match_games(max_games: int) -> int:
+    """The games a match with ``--max-games max_games`` plays at most: whole deal pairs."""
+    return 2 * max(1, max_games // 2)
+
+
+def resolve_bot(ref: str, store: Store | None) -> BotSpec:
+    """A bot by path or bundled name, else by a ladder label ``name@version`` found in the store
+    (a ladder member's copy of its files, or a bot a tournament registered)."""
+    try:
+        return load_bot(ref)
+    except ManifestError as first:
+        if "@" not in ref or store is None:
+            raise
+        error = first
+    from .tables import _has_tables, resolve_ref
+    refs: list[str] = []
+    if _has_tables(store):
+        refs += [resolve_ref(store, r[0]) for r in
+                 store.db.execute("SELECT ref FROM ladder_members WHERE label=? ORDER BY registered", (ref,))]
+    known = store.bot(ref)
+    if known is not None:
+        refs.append(known["path"])
+    for candidate in refs:
+        try:
+            spec = load_bot(candidate)
+        except (ManifestError, OSError):
+            continue
+        if spec.label == ref:
+            return spec
+    if refs:
+        raise ManifestError(f"{ref} is known to the store {store.path}, but its files are no longer at "
+                            f"{', '.join(dict.fromkeys(refs))}")
+    raise ManifestError(f"{error}; no ladder member or stored bot is labelled {ref!r} in {store.path} either")
+
+
+def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
+    place = {seats[s]: g for g, group in enumerate(result["order"]) for s in group}
+    b = next(x for x in seats if x != a)
+    return 1.0 if place[a] < place[b] else 0.5 if place[a] == place[b] else 0.0
+
+
+async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
+                    max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
+                    concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
+                    on_pair: Callable[[MatchProgress], None] | None = None,
+                    on_resume: Callable[[int, int], None] | None = None) -> tuple[MatchProgress, str]:
+    """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
+    accepts H0 or H1 or ``match_games(max_games)`` are played.  The verdict depends only on the
+    games, in order: concurrency plays some pairs ahead, and a stored match resumes where it
+    stopped (``on_resume(stored, planned)`` is told first).  Returns the progress (from ``a``'s
+    side: W/D/L, pair counts, SPRT state) and the store's tournament id."""
+    if a.label == b.label:
+        raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
+    if not rules.min_players <= 2 <= rules.max_players:
+        raise LadderError(f"{rules.name} is not a two-player game")
+    tid, fp = match_id(a, b, rules, seed, max_turns)
+    pairs = match_games(max_games) // 2
+    stored: dict[int, tuple[list[str], dict[str, Any]]] = {}
+    if store is not None:
+        store.begin_tournament(tid, fp, 2 * pairs)
+        for spec in (a, b):
+            store.register_bot(spec.label, spec.name, spec.version, spec.files_hash(),
+                               {"command": list(spec.command), "author": spec.author,
+                                "build": list(spec.build) if spec.build else None}, str(spec.root))
+        for g in store.games(tournament=tid, limit=10**9):
+            stored[g["index"]] = (g["seats"], g["result"])
+    if stored and on_resume is not None:
+        on_resume(len([i for i in stored if i < 2 * pairs]), 2 * pairs)
+    progress = MatchProgress(a.label, b.label, sprt=sprt)
+    if launcher is None:
+        from ..botproc import cleanup_stale
+        from ..launch import Launcher
+        cleanup_stale()
+        launcher = Launcher()
+    secret = load_secret(store.path.parent) if store is not None else run_secret()
+    setup = BotSetup.of({a.label: a, b.label: b}, clock=clock)  # in process: refs unused
+
+    async def play(idx: int) -> None:
+        deal = idx // 2
+        seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
+        played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
+                                              rules.options(), max_turns))
+        if store is not None:
+            store_played(store, tid, idx, seats, played)
+        stored[idx] = (seats, played.record.result or {})
+
+    async with open_in_process(setup, capacity=2 * concurrency, launcher=launcher) as executor:
+        deal = 0
+        while deal < pairs and progress.status == "continue":
+            batch = range(deal, min(pairs, deal + max(1, concurrency)))
+            todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
+            if todo:
+                async with trio.open_nursery() as nursery:
+                    for i in todo:
+                        nursery.start_soon(play, i)
+            for d in batch:
+                progress.add_pair(_score(*stored[2 * d], a.label), _score(*stored[2 * d + 1], a.label))
+                deal = d + 1
+                if sprt is not None:
+                    progress.status = sprt.status
+                if progress.status == "continue" and deal >= pairs:
+                    progress.status = "max_games"
+                if on_pair is not None:
+                    on_pair(progress)
+                if progress.status != "continue":
+                    break
+        if store is not None:
+            store.finish_tournament(tid)
+    return progress, tid

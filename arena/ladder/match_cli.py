@@ -1,0 +1,168 @@
+"""``arena match``: the command line of :func:`arena.ladder.match.run_match`.
+
+Kept free of numpy/scipy imports at module level: every ``arena`` command loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import trio
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..manifest import ManifestError
+from ..store import DEFAULT_STORE, Store, StoreError
+
+if TYPE_CHECKING:
+    from .match import MatchProgress
+
+PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, without importing numpy here
+
+
+def _fail(message: str, code: int = 2) -> None:
+    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _parse_sprt(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        _fail(f"--sprt takes two Elo values 'elo0,elo1' (e.g. 0,10), got {text!r}")
+    if not hi > lo:
+        _fail(f"--sprt: elo1 must be above elo0, got {text!r}")
+    return lo, hi
+
+
+def _num(x: float, fmt: str = "+.1f") -> str:
+    return format(x, fmt) if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
+
+
+def match_line(p: "MatchProgress") -> str:
+    """One progress line: games, W/D/L, pair counts, Elo from pairs, win rate over deals, LOS, LLR."""
+    elo, margin = p.elo()
+    m = f"{margin:.1f}" if math.isfinite(margin) else "inf"
+    pairs = " ".join(f"{n} {c}" for n, c in zip(PAIR_NAMES, p.pairs))
+    rate, lo, hi = p.win_rate()
+    text = (f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  pairs {pairs}  Elo {_num(elo)} ± {m}  "
+            f"win {100 * rate:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]  LOS {100 * p.los():.1f}%")
+    if p.sprt is not None:
+        s = p.sprt
+        text += f"  LLR {s.llr:+.2f} [{s.lower:+.2f}, {s.upper:+.2f}]"
+    return text + f"  {p.status}"
+
+
+def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. the new version): a path, a bundled "
+                                                    "name, or a ladder label name@version from the store.")],
+              b: Annotated[str, typer.Argument(help="Bot B (the baseline), the same way.")],
+              rules_name: Annotated[str, typer.Option("--rules", help="Rule preset.")] = "classic",
+              rule: Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option, name=value.")] = None,
+              sprt: Annotated[Optional[str], typer.Option(help="elo0,elo1: stop when the SPRT (pentanomial, on deal "
+                                                          "pairs) accepts H0 (A - B = elo0) or H1 (A - B = elo1).")] = None,
+              alpha: Annotated[float, typer.Option(help="SPRT false-positive rate.")] = 0.05,
+              beta: Annotated[float, typer.Option(help="SPRT false-negative rate.")] = 0.05,
+              max_games: Annotated[int, typer.Option(help="Stop here if the SPRT has not decided (or without --sprt); "
+                                                          "whole deal pairs, so an odd number plays one game fewer.")] = 1000,
+              seed: Annotated[int, typer.Option(help="Base deal seed.")] = 1,
+              move_ms: Annotated[int, typer.Option(help="Time per decision, ms.")] = 1000,
+              bank_ms: Annotated[int, typer.Option(help="Time bank for overruns, ms.")] = 10_000,
+              max_turns: Annotated[int, typer.Option(help="Turn cap: a longer game is adjudicated a draw.")] = 2000,
+              concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Deal pairs at a time (0: cores).")] = 0,
+              every: Annotated[int, typer.Option(help="Print a progress line every N games.")] = 10,
+              store: Annotated[Path, typer.Option("--store", help="The game store.")] = DEFAULT_STORE,
+              no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
+              as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
+    """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides."""
+    from ..engine import RulesError, rules_from
+    from ..ratings import PairSprt
+    from ..referee import TimeControl
+    from .config import LadderError
+    from .match import MatchProgress, match_games, resolve_bot, run_match
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    progress = Console(stderr=True) if as_json else out
+    if max_games < 2 or concurrency < 0 or every < 1:
+        _fail("--max-games must be at least 2, --every at least 1 and --concurrency not negative")
+    db = None
+    if not no_store:
+        try:
+            db = Store(store)
+        except StoreError as e:
+            _fail(str(e))
+    try:
+        r = rules_from(rules_name, rule or [])
+        spec_a, spec_b = resolve_bot(a, db), resolve_bot(b, db)
+    except (RulesError, ManifestError) as e:
+        _fail(str(e))
+    if spec_a.human or spec_b.human:
+        _fail("a match is between two bots")
+    concurrency = concurrency or os.cpu_count() or 1
+    test = None
+    if sprt is not None:
+        elo0, elo1 = _parse_sprt(sprt)
+        try:
+            test = PairSprt(elo0, elo1, alpha, beta)
+        except ValueError as e:
+            _fail(f"--sprt: {e}")
+    clock = TimeControl(move_ms, bank_ms)
+    planned = match_games(max_games)
+    head = f"match {spec_a.label} vs {spec_b.label}, {r.name}, duplicate deals (each deal twice, seats swapped)"
+    if test is not None:
+        head += (f", SPRT on deal pairs H0: Elo {test.elo0:g}  H1: Elo {test.elo1:g} "
+                 f"(alpha {alpha:g}, beta {beta:g})")
+    head += f", at most {planned} games ({planned // 2} deals)"
+    if planned != max_games:
+        head += f"; --max-games {max_games} is rounded down to whole deal pairs"
+    progress.print(head, highlight=False, markup=False, soft_wrap=True)
+    last = {"printed": 0}
+
+    def on_resume(stored: int, total: int) -> None:
+        progress.print(f"resuming: {stored} of {total} games already stored in {store} (same bots, files in their "
+                       "directories, rules, seed and turn cap); they are counted, not replayed", highlight=False,
+                       markup=False, soft_wrap=True)
+
+    def on_pair(p: MatchProgress) -> None:
+        if p.games // every > last["printed"] // every or p.status != "continue":
+            progress.print(match_line(p), highlight=False, markup=False, soft_wrap=True)
+            last["printed"] = p.games
+
+    try:
+        result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
+                                                 clock=clock, max_turns=max_turns, concurrency=concurrency,
+                                                 store=db, on_pair=on_pair, on_resume=on_resume))
+    except (LadderError, StoreError) as e:
+        _fail(str(e))
+    except BaseException as e:
+        from ..ladder_cli import _is_interrupt
+        if _is_interrupt(e):
+            _fail("interrupted" + (f": the games played are stored in {store}; the same command resumes"
+                                   if db else ""), 130)
+        raise
+    if test is None:
+        verdict = f"{result.games} games played"
+    else:
+        verdict = {"accept_h1": f"H1 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo1:g} Elo than {test.elo0:g}",
+                   "accept_h0": f"H0 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo0:g} Elo than {test.elo1:g}",
+                   "max_games": f"no SPRT decision within {planned} games"}[result.status]
+    if as_json:
+        print(json.dumps({**result.as_json(), "tournament": tid if db else None, "verdict": verdict}, indent=2))
+        return
+    data = result.as_json()
+    fmt = lambda x: "inf" if x is None else f"{x:+.1f}"  # noqa: E731
+    out.print(verdict, highlight=False, markup=False, soft_wrap=True)
+    out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
+              + f"; Elo {fmt(data['elo'])} [{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] from pairs, "
+              f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
+              f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",
+              highlight=False, markup=False, soft_wrap=True)
+    if db is not None:
+        out.print(f"games stored in {store}: arena games --tournament {tid!r}", highlight=False, markup=False, soft_wrap=True)
+
+
+__all__ = ["match_cmd", "match_line"]

@@ -1,0 +1,191 @@
+"""Joining a ladder: the initial bots' seeding round-robin and a newcomer's placement gauntlet.
+
+Both are ordinary resumable tournaments (``ladder:<name>:seed``, ``ladder:<name>:placement:<label>``)
+played through :func:`play_games`, the ladder's one call into the tournament machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..manifest import BotSpec, ManifestError, load_bot
+from ..store import Store
+from ..tournament import ConfigError, Reporter, TournamentConfig, run_tournament
+from .config import CheckFailed, Ladder, LadderError
+from .tables import (_add_member, _bump_message, bot_statuses, check_identity, keep_ladder_file, ladder_results, member,
+                     members, rebase_refs)
+
+if TYPE_CHECKING:
+    from .standings import LadderStandings, Row
+
+ReporterFactory = Callable[[str, str | None, list[tuple[list[str], dict[str, Any]]]], Reporter]
+"""(title, focus label, ladder games so far) -> a Reporter for one run (the CLI's live display)."""
+
+
+@dataclass
+class RunContext:
+    """What a ladder run needs from its caller: how to start bots and show progress."""
+
+    launcher: Callable | None = None  # None: real processes (arena.launch.Launcher)
+    reporter: ReporterFactory | None = None
+    say: Callable[[str], None] = lambda text: None
+    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.check.run_check
+
+    def make_reporter(self, title: str, focus: str | None, history) -> Reporter | None:
+        return self.reporter(title, focus, history) if self.reporter else None
+
+
+async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | None,
+                     launcher: Callable | None) -> int:
+    """Play the games of ``cfg`` that the store lacks; returns how many were stored now.
+
+    Every ladder game (seeding, placement, ``arena ladder run`` batches) goes through here, so
+    pointing the ladder at another executor is a change to this function only."""
+    before = len(store.done_indexes(cfg.name))
+    try:
+        await run_tournament(cfg, store, reporter, launcher=launcher, collect=False)
+    except ConfigError as e:
+        raise LadderError(str(e)) from None
+    return len(store.done_indexes(cfg.name)) - before
+
+
+async def _run(cfg: TournamentConfig, store: Store, ctx: RunContext, title: str, focus: str | None,
+               ladder: Ladder) -> int:
+    reporter = ctx.make_reporter(title, focus, ladder_results(store, ladder))
+    return await play_games(cfg, store, reporter, ctx.launcher)
+
+
+def _spec(ref: str) -> BotSpec:
+    try:
+        return load_bot(ref)
+    except ManifestError as e:
+        raise LadderError(str(e)) from None
+
+
+def _opponents(store: Store, ladder: Ladder, exclude: str, ctx: RunContext) -> list[str]:
+    """Refs of the members a newcomer plays; a member whose files changed since it joined is left out."""
+    refs = []
+    out = bot_statuses(store, ladder.name)
+    for m in members(store, ladder.name):
+        if m.label == exclude or m.label in out:
+            continue
+        try:
+            spec = load_bot(m.ref)
+            ok = spec.label == m.label and spec.files_hash() == m.hash
+        except (ManifestError, OSError):
+            ok = False
+        if ok:
+            refs.append(m.ref)
+        else:
+            ctx.say(f"warning: {m.label} is left out of this placement: its files at {m.ref} are missing or "
+                    "changed since it joined the ladder")
+    return refs
+
+
+async def ensure_seeded(ladder: Ladder, store: Store, ctx: RunContext | None = None) -> int:
+    """Play the initial bots' round-robin if it is not complete, and place initial bots added to
+    the file later.  Returns the number of games played now."""
+    ctx = ctx or RunContext()
+    check_identity(store, ladder)
+    played = 0
+    seed = store.tournament(ladder.seed_id)
+    if seed is None or seed["status"] != "done":
+        if seed is not None:  # resuming: the same schedule as when it started
+            fp = dict(seed["config"])
+            refs = rebase_refs(store, ladder.seed_id, fp.pop("bots"))
+            fp.pop("format", None)
+        else:  # members play from their snapshots; one registered before keeps its own
+            fp, refs = {}, [_add_member(store, ladder, _spec(r), "initial", ladder.seed_id, ctx.say).ref
+                            for r in ladder.bots]
+        ctx.say(f"seeding ladder {ladder.name}: round-robin of its initial bots "
+                f"({', '.join(_spec(r).label for r in refs)})")
+        cfg = ladder.tournament(ladder.seed_id, format="round-robin", bots=refs, **fp)
+        played += await _run(cfg, store, ctx, f"{ladder.name}: seeding", None, ladder)
+    for ref in ladder.bots:  # initial bots added to the file after the seed
+        spec = _spec(ref)
+        if member(store, ladder.name, spec.label) is None:
+            ctx.say(f"{spec.label} was added to {ladder.name}'s initial bots: placing it")
+            played += await _place(ladder, store, spec, "initial", ctx)
+    keep_ladder_file(store, ladder)
+    return played
+
+
+async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: RunContext) -> int:
+    """Register ``spec`` and play (or finish) its placement gauntlet."""
+    tid = ladder.placement_id(spec.label)
+    existing = store.tournament(tid)
+    me = _add_member(store, ladder, spec, origin, tid, ctx.say)
+    if existing is not None:
+        fp = dict(existing["config"])
+        opponents = rebase_refs(store, tid, fp.pop("bots"))
+        candidates = rebase_refs(store, tid, fp.pop("candidates"))
+        fp.pop("format", None)
+    else:
+        opponents, candidates, fp = _opponents(store, ladder, spec.label, ctx), [me.ref], {}
+    if len(opponents) < ladder.seats - 1:
+        raise LadderError(f"ladder {ladder.name} has {len(opponents)} playable member(s) besides {spec.label}; "
+                          f"a {ladder.seats}-seat placement needs {ladder.seats - 1}")
+    cfg = ladder.tournament(tid, format="gauntlet", bots=opponents, candidates=candidates, **fp)
+    ctx.say(f"placement of {spec.label} on {ladder.name}: against {len(opponents)} member(s), "
+            f"{ladder.deals} deal(s) per table x {ladder.seats} seat rotations")
+    return await _run(cfg, store, ctx, f"{ladder.name}: placing {spec.label}", spec.label, ladder)
+
+
+@dataclass
+class SubmitResult:
+    label: str
+    status: str  # 'placed' (new entry), 'resumed' (placement finished now), 'unchanged' (nothing to play)
+    games_played: int
+    standings: "LadderStandings"
+
+    @property
+    def row(self) -> "Row":
+        return next(r for r in self.standings.rows if r.label == self.label)
+
+
+async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | None = None) -> SubmitResult:
+    """``arena submit``: version rules, ``arena check``, seed the ladder, place the bot, refit."""
+    ctx = ctx or RunContext()
+    spec = _spec(bot_ref)
+    if spec.human:
+        raise LadderError("a ladder cannot seat a human")
+    check_identity(store, ladder)
+    digest = spec.files_hash()
+    known = member(store, ladder.name, spec.label)
+    if known is not None and known.hash != digest:
+        raise LadderError(_bump_message(ladder, known, digest))
+    played = 0
+    if known is None:
+        ctx.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
+        if ctx.checker is not None:
+            report = await ctx.checker(spec)
+        else:
+            from ..check import run_check
+            report = await run_check(spec, ladder.check_games, ladder.move_ms)
+        if not report.get("ok"):
+            n = len(report.get("faults", []))
+            why = f"{n} fault(s)" if n else "it answered no requests"
+            raise CheckFailed(f"{spec.label} failed arena check ({why}); fix it and submit again", report)
+        played += await ensure_seeded(ladder, store, ctx)
+        played += await _place(ladder, store, spec, "submitted", ctx)
+        status = "placed"
+    else:
+        played += await ensure_seeded(ladder, store, ctx)
+        t = store.tournament(known.placement)
+        if t is not None and t["status"] == "done":
+            ctx.say(f"{spec.label} is already on ladder {ladder.name} with these files; nothing to play")
+            status = "unchanged"
+        else:
+            ctx.say(f"{spec.label} is already on ladder {ladder.name}: finishing its placement")
+            if known.placement == ladder.seed_id:
+                status = "resumed"  # ensure_seeded finished it
+            else:
+                played += await _place(ladder, store, _spec(known.ref), known.origin, ctx)
+                status = "resumed"
+    from .history import take_snapshot
+    from .standings import ladder_standings
+    if played:
+        take_snapshot(store, ladder)  # at every submission that played games
+    return SubmitResult(spec.label, status, played, ladder_standings(ladder, store))

@@ -1,0 +1,268 @@
+"""``arena ladder run``: keep playing the table where a game teaches the most, until stopped.
+
+The run is a sequence of *batches*; batch ``n`` is the ordinary gauntlet tournament
+``ladder:<name>:run:<n>`` (the focus bot against its field, every deal in every seat rotation),
+so it is stored, listed and resumed like any tournament.  Between batches the run re-reads the
+store: games stored by others (``arena submit`` placements), new members, retirements.  A batch
+that was planned when the run was killed is finished first on the next start, so a kill -9 loses
+only the games that were being played, and the matchmaking resumes where it stopped.
+
+The ladder's own work (reading new games, refitting, matchmaking, snapshots, suspensions) is
+timed apart from playing and reported as a share of the run's wall time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..manifest import ManifestError, load_bot
+from ..store import Store
+from .config import Ladder, LadderError
+from .history import LadderState, take_snapshot
+from .matchmaking import Candidate, Table, choose_table
+from .placement import RunContext, ensure_seeded, play_games
+from .tables import bot_statuses, members, rebase_refs, set_status
+
+BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
+# bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
+STDERR_LINES = 20  # of a suspended bot's last faulted game, kept with its status
+
+
+@dataclass
+class RunSummary:
+    games: int = 0  # played by this run
+    batches: int = 0
+    wall_s: float = 0.0
+    overhead_s: float = 0.0  # the ladder's own work, outside playing
+    snapshots: int = 0
+    suspended: list[str] = field(default_factory=list)
+    stopped: str = ""  # why the run ended: games, hours, no_table, interrupted
+
+    @property
+    def overhead_share(self) -> float:
+        return self.overhead_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def games_per_hour(self) -> float:
+        return 3600.0 * self.games / self.wall_s if self.wall_s > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"games": self.games, "batches": self.batches, "wall_s": round(self.wall_s, 3),
+                "overhead_s": round(self.overhead_s, 4), "overhead_share": round(self.overhead_share, 5),
+                "games_per_hour": round(self.games_per_hour, 1), "snapshots": self.snapshots,
+                "suspended": self.suspended, "stopped": self.stopped}
+
+
+def batch_seed(ladder: Ladder, batch: int) -> int:
+    """The public base seed of batch ``batch``: every batch deals new cards."""
+    digest = hashlib.sha256(f"palace-ladder:{ladder.name}:{ladder.seed}:{batch}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def _batches(store: Store, ladder: Ladder) -> list[tuple[int, str]]:
+    """(batch number, status) of every run batch stored so far, in order."""
+    n = len(ladder.run_prefix)
+    rows = store.db.execute("SELECT id, status FROM tournaments WHERE substr(id,1,?)=? ORDER BY id",
+                            (n, ladder.run_prefix))
+    return [(int(tid[n:]), status) for tid, status in rows]
+
+
+def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None],
+                verified: set[tuple[str, str]]) -> dict[str, Any]:
+    """Active members whose files are still what they joined with: label -> (ref, Candidate).
+    Files are hashed once per member and run (``verified``); the tournament checks them again."""
+    out = bot_statuses(store, ladder.name)
+    ratings = state.ratings()
+    active: dict[str, Any] = {}
+    for m in members(store, ladder.name):
+        if m.label in out:
+            continue
+        ok = (m.label, m.ref) in verified
+        if not ok:
+            try:
+                spec = load_bot(m.ref)
+                ok = spec.label == m.label and spec.files_hash() == m.hash
+            except (ManifestError, OSError):
+                ok = False
+            if ok:
+                verified.add((m.label, m.ref))
+        if not ok:
+            set_status(store, ladder.name, m.label, "suspended", f"its files at {m.ref} are missing or changed "
+                       "since it joined")
+            say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")
+            continue
+        r = ratings.get(m.label) if ratings is not None else None
+        active[m.label] = (m.ref, Candidate(m.label, state.bot_games[m.label], r.elo if r else None,
+                                            r.ci_low if r else None, r.ci_high if r else None))
+    return active
+
+
+def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None]) -> list[str]:
+    """Suspend active members whose last ``suspend_after`` games all ended in a forfeit of their own."""
+    limit = ladder.matchmaking.suspend_after
+    out = bot_statuses(store, ladder.name)
+    done = []
+    for m in members(store, ladder.name):
+        run = state.faults.get(m.label)
+        if m.label in out or run is None or run.count < limit:
+            continue
+        record = store.game_record(run.last_game) or {}
+        stderr = _stderr_of(record, run.last_seat)
+        message = next((f.get("message", "") for f in reversed(record.get("faults", []))
+                        if f.get("seat") == run.last_seat), "")
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
+        set_status(store, ladder.name, m.label, "suspended", f"{run.count} faulted games in a row ({reasons})",
+                   {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
+                    "last_message": message, "stderr": stderr})
+        tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
+        say(f"suspended {m.label}: {run.count} faulted games in a row ({reasons}); last game {run.last_game}: "
+            f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")
+        done.append(m.label)
+    return done
+
+
+def _stderr_of(record: dict[str, Any], seat: int) -> list[str]:
+    """The last stderr lines a seat wrote in a stored game (start faults keep theirs in
+    ``stderr``; a fault during play keeps them on its step)."""
+    lines = [line for step in record.get("steps", []) if step.get("seat") == seat
+             for line in step.get("stderr", [])]
+    if not lines:
+        lines = list((record.get("stderr") or [[]] * (seat + 1))[seat])
+    return lines[-STDERR_LINES:]
+
+
+def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int):
+    """The tournament config of one batch: the focus against its field, with enough deals for
+    ``BATCH_GAMES_PER_SLOT`` games per concurrent slot."""
+    mm = ladder.matchmaking
+    tables = math.comb(len(table.field), ladder.seats - 1)
+    deals = max(mm.deals, math.ceil(BATCH_GAMES_PER_SLOT * concurrency / max(1, tables * ladder.seats)))
+    cfg = ladder.tournament(ladder.run_id(batch), format="gauntlet", bots=[refs[b] for b in table.field],
+                            candidates=[refs[table.focus]], deals=deals, seed=batch_seed(ladder, batch))
+    cfg.processes = 1  # a batch is a few games: starting worker processes for each would cost more than they save
+    return cfg
+
+
+async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None, *, games: int | None = None,
+                     hours: float | None = None, cluster: str = "",
+                     on_batch: Callable[[RunSummary, Table, int], None] | None = None,
+                     summary: RunSummary | None = None) -> RunSummary:
+    """Play batches until ``games`` are played, ``hours`` have passed, or the caller cancels.
+
+    ``summary`` (if given) is filled in as the run goes, so a caller interrupted by Ctrl-C still
+    has the numbers."""
+    ctx = ctx or RunContext()
+    out = summary or RunSummary()
+    t0 = time.perf_counter()
+    deadline = None if hours is None else t0 + 3600.0 * hours
+    mm = ladder.matchmaking
+    overhead = 0.0
+    current: tuple[str, int] | None = None  # the batch being played and its games stored before
+    try:
+        out.games += await ensure_seeded(ladder, store, ctx)
+        tick = time.perf_counter()
+        state = LadderState(ladder)
+        state.refresh(store)
+        last_snapshot = state.games
+        known = {m.label for m in members(store, ladder.name)}
+        verified: set[tuple[str, str]] = set()
+        previous: str | None = None
+        batches = _batches(store, ladder)
+        unfinished = [b for b, status in batches if status != "done"]
+        number = batches[-1][0] + 1 if batches else 0
+        overhead += time.perf_counter() - tick
+        for b in unfinished:  # planned before a kill: finish them as they were planned
+            tid = ladder.run_id(b)
+            fp = dict(store.tournament(tid)["config"])  # type: ignore[index]
+            bots = rebase_refs(store, tid, fp.pop("bots"))
+            candidates = rebase_refs(store, tid, fp.pop("candidates"))
+            fp.pop("format", None)
+            cfg = ladder.tournament(tid, format="gauntlet", bots=bots, candidates=candidates, **fp)
+            cfg.cluster = cluster
+            ctx.say(f"finishing batch {b} (planned before the last run stopped)")
+            current = (tid, len(store.done_indexes(tid)))
+            out.games += await play_games(cfg, store, None, ctx.launcher)
+            current = None
+        while True:
+            tick = time.perf_counter()
+            state.refresh(store)
+            now_members = {m.label for m in members(store, ladder.name)}
+            joined = sorted(now_members - known)
+            known = now_members
+            out.suspended += _suspend_faulty(store, ladder, state, ctx.say)
+            if joined or state.games - last_snapshot >= mm.snapshot_every:
+                if take_snapshot(store, ladder, state=state):  # every snapshot_every games, and when bots join
+                    out.snapshots += 1
+                last_snapshot = state.games
+            stop = _stop_reason(out, games, deadline)
+            if stop:
+                out.stopped = stop
+                overhead += time.perf_counter() - tick
+                break
+            active = _candidates(store, ladder, state, ctx.say, verified)
+            table = choose_table([c for _, c in active.values()], state.pair_games, seats=ladder.seats,
+                                 field_size=mm.field_size(ladder.seats), new_games=mm.new_threshold(ladder.seats),
+                                 explore=number % mm.explore_every == mm.explore_every - 1, previous=previous)
+            if table is None:
+                out.stopped = "no_table"
+                ctx.say(f"ladder {ladder.name} has {len(active)} active bot(s); a {ladder.seats}-seat table needs "
+                        f"{ladder.seats}: stopping")
+                overhead += time.perf_counter() - tick
+                break
+            cfg = plan_batch(ladder, table, {label: ref for label, (ref, _) in active.items()}, number,
+                             ladder.concurrency or os.cpu_count() or 1)
+            cfg.cluster = cluster
+            overhead += time.perf_counter() - tick
+            current = (cfg.name, len(store.done_indexes(cfg.name)))
+            played = await play_games(cfg, store, None, ctx.launcher)
+            current = None
+            out.games += played
+            out.batches += 1
+            previous = table.focus
+            out.wall_s = time.perf_counter() - t0
+            out.overhead_s = overhead
+            if on_batch is not None:
+                on_batch(out, table, number)
+            number += 1
+        tick = time.perf_counter()
+        state.refresh(store)
+        if state.games > last_snapshot and take_snapshot(store, ladder, state=state):
+            out.snapshots += 1
+        overhead += time.perf_counter() - tick
+    finally:
+        if current is not None:  # stopped mid-batch: its games stored so far are this run's too
+            out.games += len(store.done_indexes(current[0])) - current[1]
+        out.wall_s = time.perf_counter() - t0
+        out.overhead_s = overhead
+    return out
+
+
+def _stop_reason(out: RunSummary, games: int | None, deadline: float | None) -> str:
+    if games is not None and out.games >= games:
+        return "games"
+    if deadline is not None and time.perf_counter() >= deadline:
+        return "hours"
+    return ""
+
+
+def retire(store: Store, ladder: Ladder, label: str) -> str:
+    """Take a member out of matchmaking for good (its games and rating stay); returns a message."""
+    names = {m.label for m in members(store, ladder.name)}
+    if label not in names:
+        same = sorted(n for n in names if n.split("@", 1)[0] == label)
+        hint = f" (did you mean {', '.join(same)}?)" if same else f" (members: {', '.join(sorted(names)) or 'none'})"
+        raise LadderError(f"{label} is not a member of ladder {ladder.name}{hint}")
+    current = bot_statuses(store, ladder.name).get(label)
+    if current is not None and current.status == "retired":
+        return f"{label} was already retired from {ladder.name}"
+    set_status(store, ladder.name, label, "retired", "retired by the operator")
+    return f"retired {label} from {ladder.name}: it plays no more games there (its games and rating stay)"
+
+
+__all__ = ["RunSummary", "batch_seed", "plan_batch", "retire", "run_ladder"]

@@ -1,0 +1,256 @@
+"""The ladder's table: one Plackett-Luce fit over all its games, with what the view adds
+(status, games in the last hour, trend over the last snapshots, intervals still wide)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ratings import fit_elo, neighbour_los
+from ..standings import outcomes, tally
+from ..store import Store
+from .config import Ladder, LadderError
+from .tables import bot_statuses, ladder_results, members
+
+@dataclass
+class Row:
+    rank: int
+    label: str
+    name: str
+    version: str
+    games: int = 0
+    wins: int = 0
+    draws: int = 0
+    lasts: int = 0
+    avg_place: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    elo: float | None = None
+    se: float | None = None
+    elo_low: float | None = None
+    elo_high: float | None = None
+    los_next: float | None = None  # P(stronger than the bot ranked just below)
+    origin: str = ""
+    registered: float | None = None
+    status: str = "active"  # or retired / suspended
+    status_reason: str = ""
+    last_hour: int = 0  # games finished in the last hour
+    trend: str = ""  # ↑ ↓ → over the last snapshots ('' before two snapshots)
+    wide: bool = False  # the 95% interval is wider than the ladder's wide_elo (or unrated)
+    win_low: float | None = None  # the win rate's 95% interval, bootstrapped over deals
+    win_high: float | None = None
+
+    @property
+    def win_rate(self) -> float:
+        return self.wins / self.games if self.games else 0.0
+
+    @property
+    def draw_rate(self) -> float:
+        return self.draws / self.games if self.games else 0.0
+
+    @property
+    def margin(self) -> float | None:
+        return None if self.elo_low is None or self.elo_high is None else (self.elo_high - self.elo_low) / 2
+
+    def as_json(self) -> dict[str, Any]:
+        r = lambda x, k=1: None if x is None else round(x, k)  # noqa: E731
+        return {"rank": self.rank, "bot": self.label, "name": self.name, "version": self.version,
+                "elo": r(self.elo), "elo_se": r(self.se), "elo_low": r(self.elo_low), "elo_high": r(self.elo_high),
+                "games": self.games, "wins": self.wins, "win_rate": round(self.win_rate, 4),
+                "draws": self.draws, "draw_rate": round(self.draw_rate, 4), "lasts": self.lasts,
+                "avg_place": round(self.avg_place, 4), "faults": dict(self.faults),
+                "fault_count": sum(self.faults.values()),
+                "los_next": None if self.los_next is None else round(self.los_next, 4),
+                "origin": self.origin, "registered": self.registered, "status": self.status,
+                "status_reason": self.status_reason or None, "games_last_hour": self.last_hour,
+                "trend": self.trend or None, "wide_interval": self.wide,
+                "win_rate_low": None if self.win_low is None else round(self.win_low, 4),
+                "win_rate_high": None if self.win_high is None else round(self.win_high, 4)}
+
+
+@dataclass
+class Cell:
+    games: int = 0
+    ahead: int = 0  # row finished ahead of column
+    tied: int = 0  # same place (draws included)
+    behind: int = 0
+
+    @property
+    def score(self) -> float | None:
+        return (self.ahead + 0.5 * self.tied) / self.games if self.games else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"games": self.games, "wins": self.ahead, "ties": self.tied, "losses": self.behind,
+                "score": None if self.score is None else round(self.score, 4)}
+
+
+@dataclass
+class LadderStandings:
+    ladder: Ladder
+    rows: list[Row]
+    games: int
+    anchor: str | None  # the anchor bot's label, or None for the pool mean
+    matrix: dict[str, dict[str, Cell]] | None = None
+    store: str = ""
+    since_last_view: int | None = None  # games stored since the previous `arena ladder NAME` (None: first view)
+    last_view: float | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    suspensions: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> detail (faults, stderr)
+
+    def as_json(self) -> dict[str, Any]:
+        lad = self.ladder
+        out: dict[str, Any] = {
+            "ladder": lad.name, "description": lad.description, "rules": lad.rules, "options": lad.options,
+            "seats": lad.seats, "time": {"move_ms": lad.move_ms, "bank_ms": lad.bank_ms},
+            "deals_per_placement": lad.deals, "store": self.store, "games": self.games,
+            "anchor": {"bot": self.anchor, "elo": lad.anchor_elo} if self.anchor else
+                      {"bot": None, "pool_mean": lad.anchor_elo},
+            "standings": [r.as_json() for r in self.rows],
+            "since_last_view": self.since_last_view, "last_view": self.last_view,
+            "matchmaking": dataclasses.asdict(lad.matchmaking),
+            "history": self.history, "suspended": self.suspensions,
+        }
+        if self.matrix is not None:
+            order = [r.label for r in self.rows]
+            out["matrix"] = {"bots": order, "cells": {a: {b: c.as_json() for b, c in self.matrix[a].items()}
+                                                      for a in order if a in self.matrix}}
+        return out
+
+
+def head_to_head(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, dict[str, Cell]]:
+    """Row bot against column bot over every game where both sat: who finished ahead."""
+    m: dict[str, dict[str, Cell]] = defaultdict(lambda: defaultdict(Cell))
+    for seats, result in games:
+        place = {s: g for g, group in enumerate(result["order"]) for s in group}
+        for i, a in enumerate(seats):
+            for j, b in enumerate(seats):
+                if i == j:
+                    continue
+                c = m[a][b]
+                c.games += 1
+                if place[i] < place[j]:
+                    c.ahead += 1
+                elif place[i] == place[j]:
+                    c.tied += 1
+                else:
+                    c.behind += 1
+    return {a: dict(row) for a, row in m.items()}
+
+
+def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
+    """The ladder file's ``anchor`` (a label, or a name with one version on the ladder) as a label."""
+    if ladder.anchor is None:
+        return None
+    if ladder.anchor in labels:
+        return ladder.anchor
+    same = [lab for lab in labels if lab.split("@", 1)[0] == ladder.anchor]
+    if len(same) == 1:
+        return same[0]
+    if not same:
+        raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} has no games on the ladder "
+                          f"(rated: {', '.join(labels) or 'none'})")
+    raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} is ambiguous ({', '.join(same)}); "
+                      "name one version, e.g. anchor = \"" + same[0] + "\"")
+
+
+def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view: bool = False) -> LadderStandings:
+    """The ladder's table: one Plackett-Luce fit over all its games, best first.  ``view`` adds
+    what `arena ladder NAME` shows besides (games since the last view, which it records; games in
+    the last hour; trends; rating history)."""
+    games = ladder_results(store, ladder)
+    lines = tally(games)
+    mem = {m.label: m for m in members(store, ladder.name)}
+    ratings = None
+    anchor = None
+    if len(lines) >= 2:
+        anchor = resolve_anchor(ladder, sorted(lines))
+        ratings = fit_elo(outcomes(games), anchor=anchor, anchor_elo=ladder.anchor_elo)
+    order = ratings.standings() if ratings is not None else sorted(lines, key=lambda b: (lines[b].avg_place, b))
+    order += sorted(set(lines) - set(order))
+    order += sorted(set(mem) - set(order))
+    neighbours = {a: p for a, _, p in neighbour_los(ratings)} if ratings is not None else {}
+    rows = []
+    for rank, label in enumerate(order, 1):
+        m = mem.get(label)
+        name, _, version = label.partition("@")
+        row = Row(rank, label, m.name if m else name, m.version if m else version,
+                  origin=m.origin if m else "", registered=m.registered if m else None)
+        line = lines.get(label)
+        if line is not None:
+            row.games, row.wins, row.draws, row.lasts = line.games, line.wins, line.draws, line.lasts
+            row.avg_place, row.faults = line.avg_place, dict(line.faults)
+        if ratings is not None and label in ratings:
+            r = ratings[label]
+            row.elo, row.se, row.elo_low, row.elo_high = r.elo, r.se, r.ci_low, r.ci_high
+            row.los_next = neighbours.get(label)
+        rows.append(row)
+    st = LadderStandings(ladder, rows, len(games), anchor, head_to_head(games) if matrix else None,
+                         str(store.path))
+    statuses = bot_statuses(store, ladder.name)
+    wide = ladder.matchmaking.wide_elo
+    intervals = win_intervals(store, ladder)
+    for row in rows:
+        if row.label in intervals:
+            _, row.win_low, row.win_high = intervals[row.label]
+    for row in rows:
+        got = statuses.get(row.label)
+        if got is not None:
+            row.status, row.status_reason = got.status, got.reason
+            if got.status == "suspended":
+                st.suspensions[row.label] = {"reason": got.reason, "since": got.since, **got.detail}
+        row.wide = row.margin is None or row.margin > wide
+    if view:
+        _add_view(st, ladder, store)
+    return st
+
+
+def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
+    from .history import rating_history, trends
+    now = time.time()
+    n = len(ladder.prefix)
+    recent: dict[str, int] = defaultdict(int)
+    for (seats,) in store.db.execute("SELECT seats FROM games WHERE substr(tournament,1,?)=? AND finished>=?",
+                                     (n, ladder.prefix, now - 3600)):
+        for label in json.loads(seats):
+            recent[label] += 1
+    st.history = rating_history(store, ladder.name)
+    arrows = trends(st.history)
+    for row in st.rows:
+        row.last_hour = recent.get(row.label, 0)
+        row.trend = arrows.get(row.label, "")
+    seen = store.db.execute("SELECT viewed_at, games FROM ladder_views WHERE ladder=?", (ladder.name,)).fetchone()
+    if seen is not None:
+        st.last_view, st.since_last_view = seen[0], max(0, st.games - seen[1])
+    try:
+        with store.tx() as db:
+            db.execute("INSERT OR REPLACE INTO ladder_views VALUES (?,?,?)", (ladder.name, now, st.games))
+    except Exception:  # a read-only store shows the table without remembering the view
+        pass
+
+
+def win_intervals(store: Store, ladder: Ladder) -> dict[str, tuple[float, float, float]]:
+    """Per bot: (win rate, low, high), the 95% interval from a bootstrap over deals.  A deal is one
+    (tournament, deal seed): all its seat rotations are resampled together, since they share the
+    cards.  A win is an outright first place, as in the table's win %."""
+    from ..ratings import bootstrap_rate
+    n = len(ladder.prefix)
+    deals: dict[tuple[str, int], int] = {}
+    hits: dict[str, dict[int, int]] = defaultdict(dict)
+    games: dict[str, dict[int, int]] = defaultdict(dict)
+    for tid, seed, seats_text, result_text in store.db.execute(
+            "SELECT tournament, seed, seats, result FROM games WHERE substr(tournament,1,?)=?", (n, ladder.prefix)):
+        d = deals.setdefault((tid, seed), len(deals))
+        seats, result = json.loads(seats_text), json.loads(result_text)
+        first = result["order"][0] if result["order"] else []
+        won = None if result["draw"] or len(first) != 1 or str(first[0]) in result.get("forfeits", {}) else first[0]
+        for seat, label in enumerate(seats):
+            games[label][d] = games[label].get(d, 0) + 1
+            hits[label][d] = hits[label].get(d, 0) + (seat == won)
+    out = {}
+    for label, per_deal in games.items():
+        keys = sorted(per_deal)
+        out[label] = bootstrap_rate([hits[label][k] for k in keys], [per_deal[k] for k in keys])
+    return out

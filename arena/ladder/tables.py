@@ -1,0 +1,329 @@
+"""What a ladder keeps in the game store, beside its games.
+
+* ``ladders`` - the settings that decide what a game *is* (rules, options, seats), recorded on
+  first use, so a ladder whose file later changes them is refused instead of silently mixing two
+  games in one rating pool;
+* ``ladder_members`` - who is on the ladder: label (name@version), files hash, where its copy of
+  the bot's files is (relative to the store directory, so a copied store still finds them), when it
+  joined and which tournament placed it;
+* ``ladder_bot_status`` - members taken out of matchmaking: ``retired`` by the operator or
+  ``suspended`` after repeated faults (with the last stderr lines);
+* ``rating_snapshots`` - the fitted table over time (schema shared with ``arena serve``);
+* ``ladder_views`` - when ``arena ladder NAME`` was last shown, for "games since the last view".
+
+Every game is a normal game of a normal tournament whose id starts with ``ladder:<name>:``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..manifest import BotSpec, ManifestError, load_bot
+from ..store import Store
+from .config import Ladder, LadderError, ladder_toml
+
+LADDER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ladders (
+    name TEXT PRIMARY KEY,
+    config TEXT NOT NULL,            -- JSON: what decides a game (rules, options, seats)
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ladder_members (
+    ladder TEXT NOT NULL,
+    label TEXT NOT NULL,             -- name@version
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    hash TEXT NOT NULL,              -- BotSpec.files_hash() when it joined
+    ref TEXT NOT NULL,               -- how to load it again: bundled name, or a path (relative: to the store dir)
+    origin TEXT NOT NULL,            -- 'initial' (from the ladder file) or 'submitted'
+    placement TEXT NOT NULL,         -- the tournament that placed it
+    registered REAL NOT NULL,
+    PRIMARY KEY (ladder, label)
+);
+CREATE TABLE IF NOT EXISTS ladder_bot_status (
+    ladder TEXT NOT NULL,
+    label TEXT NOT NULL,
+    status TEXT NOT NULL,            -- 'retired' or 'suspended'
+    since REAL NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL,            -- JSON: for a suspension, the faults and the last stderr lines
+    PRIMARY KEY (ladder, label)
+);
+CREATE TABLE IF NOT EXISTS rating_snapshots (
+    ladder TEXT NOT NULL,
+    taken_at REAL NOT NULL,
+    games INTEGER NOT NULL,
+    bot TEXT NOT NULL,
+    elo REAL NOT NULL,
+    lo REAL NOT NULL,
+    hi REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rating_snapshots_ladder ON rating_snapshots(ladder, taken_at);
+CREATE TABLE IF NOT EXISTS ladder_views (
+    ladder TEXT PRIMARY KEY,
+    viewed_at REAL NOT NULL,
+    games INTEGER NOT NULL
+);
+"""
+
+
+@dataclass
+class Member:
+    ladder: str
+    label: str
+    name: str
+    version: str
+    hash: str
+    ref: str
+    origin: str
+    placement: str
+    registered: float
+
+
+def open_store(ladder: Ladder, path: str | Path | None = None) -> Store:
+    """The ladder's store (``path`` overrides the file's), with the ladder tables created."""
+    store = Store(path or ladder.store)
+    store.db.executescript(LADDER_SCHEMA)
+    return store
+
+
+def _has_tables(store: Store) -> bool:
+    row = store.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='ladder_members'").fetchone()
+    return row is not None
+
+
+def members(store: Store, ladder: str) -> list[Member]:
+    if not _has_tables(store):
+        return []
+    rows = store.db.execute("SELECT ladder, label, name, version, hash, ref, origin, placement, registered "
+                            "FROM ladder_members WHERE ladder=? ORDER BY registered, label", (ladder,))
+    return [Member(r[0], r[1], r[2], r[3], r[4], resolve_ref(store, r[5]), *r[6:]) for r in rows]
+
+
+def store_dir(store: Store) -> Path:
+    return store.path.resolve().parent
+
+
+def resolve_ref(store: Store, ref: str) -> str:
+    """A stored bot reference as a loadable one: bundled names stay names; a relative path is
+    relative to the store directory; an absolute path into a ``ladder-bots`` copy that no longer
+    exists (the store was moved) is looked up under this store's ``ladder-bots``."""
+    if "/" not in ref and not ref.endswith(".toml"):
+        return ref
+    p = Path(ref)
+    if not p.is_absolute():
+        return str(store_dir(store) / p)
+    if not p.exists() and "ladder-bots" in p.parts:
+        moved = store_dir(store).joinpath(*p.parts[p.parts.index("ladder-bots"):])
+        if moved.exists():
+            return str(moved)
+    return ref
+
+
+def _stored_ref(store: Store, ref: str) -> str:
+    """What ``ladder_members.ref`` holds: a path inside the store directory is kept relative to it."""
+    p = Path(ref)
+    if p.is_absolute():
+        try:
+            return str(p.resolve().relative_to(store_dir(store)))
+        except ValueError:
+            pass
+    return ref
+
+
+def member(store: Store, ladder: str, label: str) -> Member | None:
+    return next((m for m in members(store, ladder) if m.label == label), None)
+
+
+def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placement: str,
+                say: Callable[[str], None] = lambda text: None) -> Member:
+    """Register ``spec`` (a snapshot of its files is what the ladder runs from then on); an existing
+    member with the same files is returned as is, one with other files is refused."""
+    digest = spec.files_hash()
+    m = member(store, ladder.name, spec.label)
+    if m is None:
+        ref = _snapshot(store, ladder, spec, digest)
+        why = _unreachable(Path(ref), spec)
+        if why:
+            say(f"warning: the ladder's copy of {spec.label} cannot be run by the bots' private uid ({why}); "
+                f"the ladder runs it from {spec.root} instead, so leave those files as they are (bump the "
+                "version for changes)")
+            ref = str(spec.root)
+        with store.tx() as db:  # a concurrent insert of the same label is fine if the files match
+            db.execute("INSERT OR IGNORE INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
+                       (ladder.name, spec.label, spec.name, spec.version, digest, _stored_ref(store, ref), origin,
+                        placement, time.time()))
+        m = member(store, ladder.name, spec.label)
+        assert m is not None
+    if m.hash != digest:
+        raise LadderError(_bump_message(ladder, m, digest))
+    return m
+
+
+SNAPSHOT_IGNORE = {".git", "__pycache__"}
+
+
+def snapshot_dir(store: Store, ladder: Ladder, label: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "._@-" else "_" for c in label)
+    return store.path.resolve().parent / "ladder-bots" / ladder.name / safe
+
+
+def _unreachable(copy: Path, spec: BotSpec) -> str | None:
+    """Why a bot that could start from its own directory could not start from ``copy`` when the
+    launcher runs it under a private uid (root referees), or None."""
+    if os.geteuid() != 0:
+        return None
+    from ..sandbox import inaccessible_reason
+    other = 65534  # any uid that owns neither directory
+    need = os.R_OK | os.X_OK
+    if inaccessible_reason(spec.workdir, other, other, need):
+        return None  # the original is no better: arena check has said so already
+    return inaccessible_reason(copy / spec.workdir.relative_to(spec.root), other, other, need)
+
+
+def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
+    """Copy the bot's directory next to the store, so a member keeps playing exactly the files it
+    joined with even after its author edits them in place (for the next version)."""
+    dest = snapshot_dir(store, ladder, spec.label)
+    data_dir = store.path.resolve().parent
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {n for n in names if n in SNAPSHOT_IGNORE or (Path(directory) / n).resolve() == data_dir}
+
+    if dest.exists():
+        try:
+            if load_bot(dest).files_hash() == digest:
+                return str(dest)
+        except (ManifestError, OSError):
+            pass
+        shutil.rmtree(dest)  # left by an attempt that never registered (members are checked first)
+    for d in (dest.parent.parent, dest.parent):
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True)
+            d.chmod(0o755)  # bots may run under a private uid: they must reach their copy
+    tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
+    try:
+        shutil.copytree(spec.root, tmp, ignore=ignore)
+        os.replace(tmp, dest)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not dest.exists():
+            raise LadderError(f"could not copy {spec.label} from {spec.root} to {dest}: {e}") from None
+    copy = load_bot(dest)
+    if copy.files_hash() != digest or copy.label != spec.label:
+        raise LadderError(f"the copy of {spec.label} at {dest} differs from {spec.root} (files changed while "
+                          "submitting?); submit again")
+    return str(dest)
+
+
+def _bump_message(ladder: Ladder, m: Member, digest: str) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.registered))
+    return (f"{m.label} is already on ladder {ladder.name} (registered {when}, files {m.hash[:12]}) and these "
+            f"files differ ({digest[:12]}); a label names one exact bot, so bump `version` in its bot.toml "
+            f"to submit the changed bot as a new entry")
+
+
+def check_identity(store: Store, ladder: Ladder) -> None:
+    """Record the ladder's rules on first use; refuse a ladder file that changed them since."""
+    now = ladder.identity()
+    row = store.db.execute("SELECT config FROM ladders WHERE name=?", (ladder.name,)).fetchone()
+    if row is None:
+        with store.tx() as db:
+            db.execute("INSERT OR IGNORE INTO ladders VALUES (?,?,?)",
+                       (ladder.name, json.dumps(now, sort_keys=True), time.time()))
+        row = store.db.execute("SELECT config FROM ladders WHERE name=?", (ladder.name,)).fetchone()
+    before = json.loads(row[0])
+    # options the engine gained since (absent from the record) are not a change of the ladder's rules
+    changed = [f"rules.{k}" for k in now["rules"] if k in before["rules"] and before["rules"][k] != now["rules"][k]]
+    if before["seats"] != now["seats"]:
+        changed.append("seats")
+    if changed:
+        raise LadderError(f"ladder {ladder.name}: the file changes {', '.join(changed)} since its games in "
+                          f"{store.path} were played; games under other rules cannot share one rating pool - "
+                          f"make a new ladder file (or use another --store)")
+
+
+def ladder_results(store: Store, ladder: Ladder) -> list[tuple[list[str], dict[str, Any]]]:
+    """(seats, result) of every game of every tournament of the ladder, in a stable order."""
+    n = len(ladder.prefix)
+    rows = store.db.execute("SELECT seats, result FROM games WHERE substr(tournament, 1, ?)=? "
+                            "ORDER BY tournament, idx", (n, ladder.prefix))
+    return [(json.loads(s), json.loads(r)) for s, r in rows]
+
+
+def rebase_refs(store: Store, tid: str, stored: list[str]) -> list[str]:
+    """Bot refs of a stored (unfinished) tournament, as this machine loads them; when the store was
+    moved since, the tournament's recorded config is updated to match so that it resumes."""
+    refs = [resolve_ref(store, r) for r in stored]
+    if refs != stored:
+        row = store.db.execute("SELECT config FROM tournaments WHERE id=?", (tid,)).fetchone()
+        config = json.loads(row[0])
+        moved = dict(zip(stored, refs))
+        for key in ("bots", "candidates"):
+            config[key] = [moved.get(r, resolve_ref(store, r)) for r in config.get(key, [])]
+        with store.tx() as db:
+            db.execute("UPDATE tournaments SET config=? WHERE id=?", (json.dumps(config, sort_keys=True), tid))
+    return refs
+
+
+def keep_ladder_file(store: Store, ladder: Ladder) -> Path:
+    """Write the ladder's file into the store directory (``ladders/NAME.toml``), its initial bots
+    pointing at the store's copies of their files, so the store directory alone is the ladder."""
+    by_label: dict[str, str] = {}
+    for m in members(store, ladder.name):
+        by_label[m.label] = m.ref
+    bots = []
+    for ref in ladder.bots:
+        try:
+            label = load_bot(ref).label
+        except (ManifestError, OSError):
+            label = None
+        kept = by_label.get(label or "")
+        bots.append(os.path.relpath(kept, store_dir(store) / "ladders") if kept and "/" in kept else ref)
+    dest = store_dir(store) / "ladders" / f"{ladder.name}.toml"
+    text = ladder_toml(ladder, bots)
+    if not dest.is_file() or dest.read_text(encoding="utf-8") != text:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, dest)
+    return dest
+
+
+# --------------------------------------------------------------------------- retired and suspended bots
+
+@dataclass
+class BotStatus:
+    label: str
+    status: str  # 'retired' or 'suspended'
+    since: float
+    reason: str
+    detail: dict[str, Any]
+
+
+def bot_statuses(store: Store, ladder: str) -> dict[str, BotStatus]:
+    """Members out of matchmaking, by label (a bot not listed is active)."""
+    if not _has_tables(store):
+        return {}
+    rows = store.db.execute("SELECT label, status, since, reason, detail FROM ladder_bot_status WHERE ladder=?",
+                            (ladder,))
+    return {r[0]: BotStatus(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows}
+
+
+def set_status(store: Store, ladder: str, label: str, status: str, reason: str,
+               detail: dict[str, Any] | None = None) -> None:
+    with store.tx() as db:
+        db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",
+                   (ladder, label, status, time.time(), reason, json.dumps(detail or {})))
+
+
+def clear_status(store: Store, ladder: str, label: str) -> bool:
+    with store.tx() as db:
+        return db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
