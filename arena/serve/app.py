@@ -275,7 +275,7 @@ class Headers:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-                            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+                            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")]
                 if set_cookie:
                     headers.append((b"set-cookie", f"arena_token={token}; HttpOnly; SameSite=Strict; Path=/".encode()))
                 message = dict(message, headers=headers)

@@ -35,6 +35,7 @@
     return e;
   }
   function stacks(list) {
+    if (list === null || list === undefined) return [el("span", "hidden-note", "hidden until play starts")];
     return list.map(function (st) {
       var g = el("span", "stack");
       st.forEach(function (c) { g.appendChild(card(c)); });
@@ -65,18 +66,19 @@
       head.appendChild(el("span", "status", p.forfeit ? "forfeited" : (p.place !== null ? "out: place " + p.place : p.hand_count + " in hand")));
       box.appendChild(head);
       var hand = el("div", "cards");
-      p.known_hand.forEach(function (c) { hand.appendChild(card(c, "known")); });
-      for (var i = p.known_hand.length; i < p.hand_count; i++) hand.appendChild(card("back"));
+      var known = p.known_hand || [];
+      known.forEach(function (c) { hand.appendChild(card(c, "known")); });
+      for (var i = known.length; i < p.hand_count; i++) hand.appendChild(card("back"));
       box.appendChild(hand);
       var table = el("div", "cards");
       stacks(p.face_up).forEach(function (s) { table.appendChild(s); });
-      p.face_down.forEach(function (d) { table.appendChild(card(d ? "back" : "empty", "down")); });
+      (p.face_down || []).forEach(function (d) { table.appendChild(card(d ? "back" : "empty", "down")); });
       box.appendChild(table);
       return box;
     }));
     fill($("play-hand"), v.hand.map(function (c) { return card(c); }));
     fill($("play-face-up"), stacks(v.face_up));
-    fill($("play-face-down"), v.face_down.map(function (d) { return card(d ? "back" : "empty"); }));
+    fill($("play-face-down"), (v.face_down || []).map(function (d) { return card(d ? "back" : "empty"); }));
   }
 
   function choose(id, button) {
