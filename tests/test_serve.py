@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import io
-import json
 import os
 import re
 import signal
@@ -17,8 +16,6 @@ import subprocess
 import sys
 import tarfile
 import time
-import urllib.error
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -165,9 +162,9 @@ class ServerProc:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -367,3 +364,25 @@ def test_oversized_body_is_refused_while_read(writable: ServerProc) -> None:
     status, _, text = writable.request("POST", "/submit", body, {"Content-Type": ctype})
     assert status == 413 and b"larger than 0.25 MB" in text
     assert not list((Path(writable.proc.args[writable.proc.args.index("--store") + 1]).parent).glob("uploads/*"))
+
+
+def test_games_search_by_ladder(served: ServerProc) -> None:
+    status, _, body = served.get(f"/games?ladder={LADDER}&fault=timeout")
+    assert status == 200 and b"3 game(s) match" in body
+    status, _, body = served.get(f"/games?ladder={LADDER}")
+    assert b"48 game(s) match" in body
+
+
+def test_progress_of_a_running_tournament(tmp_path: Path) -> None:
+    """10 games stored one second apart, 20 planned: 1 game/s, 10 s to go."""
+    path = tmp_path / "s.sqlite"
+    db = Store(path)
+    db.begin_tournament("run", {"format": "round-robin"}, 20)
+    now = time.time()
+    for i in range(10):
+        db.save_game("run", i, ["a@1", "b@1"], fake_record(f"run-{i}", ["a@1", "b@1"], [[0], [1]]))
+        db.db.execute("UPDATE games SET finished=? WHERE id=?", (now - 9 + i, f"run-{i}"))
+    db.close()
+    t = data.tournament(data.ReadStore(path), "run")
+    assert t is not None and t.played == 10 and t.status == "running" and not t.stalled
+    assert t.rate == pytest.approx(1.0) and t.eta_s == pytest.approx(10.0)

@@ -193,7 +193,7 @@ PAGE_SIZE = 100
 
 async def games(request: Request) -> Response:
     q = request.query_params
-    filters = {k: q.get(k, "").strip()[:200] for k in ("bot", "tournament", "reason", "fault")}
+    filters = {k: q.get(k, "").strip()[:200] for k in ("bot", "tournament", "ladder", "reason", "fault")}
     turns = {"min_turns": _int(q.get("min_turns")), "max_turns": _int(q.get("max_turns"))}
     page_no = max(1, _int(q.get("page")) or 1)
 

@@ -118,7 +118,7 @@ def heat_map(order: list[str], cells: dict[str, dict[str, tuple[float | None, in
     if n < 2:
         return Markup('<p class="empty" id="heat-map-empty">The head-to-head map needs games between two bots.</p>')
     label_w, head_h = 150, 110
-    width, height = label_w + n * cell + 8, head_h + n * cell + 8
+    width, height = label_w + n * cell + 90, head_h + n * cell + 8  # room on the right for slanted labels
     out = [f'<svg id="heat-map" class="chart heat" viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="Head-to-head score, row against column" xmlns="http://www.w3.org/2000/svg" '
            f'style="max-width:{width}px">']

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -98,14 +99,17 @@ def serve(
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             app = build_app(options, nursery)
-            await hypercorn_serve(app, config)  # type: ignore[arg-type]
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+                async def stop() -> None:  # Ctrl-C or kill: finish the responses in flight, then leave
+                    async for _ in signals:
+                        return
+
+                await hypercorn_serve(app, config, shutdown_trigger=stop)  # type: ignore[arg-type]
             nursery.cancel_scope.cancel()
 
-    try:
-        trio.run(main)
-    except KeyboardInterrupt:
-        out.print("stopped")
-        raise typer.Exit(130)
+    trio.run(main)
+    out.print("stopped")
 
 
 def register(app: typer.Typer) -> None:

@@ -150,8 +150,8 @@ def _game(r: tuple) -> dict[str, Any]:
             "faults": r[10], "finished": r[11]}
 
 
-def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", reason: str = "", fault: str = "",
-                 min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
+def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: str = "", reason: str = "",
+                 fault: str = "", min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
                  offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """Games matching every filter given, newest first, and how many match in all."""
     where, args = [], []
@@ -160,6 +160,9 @@ def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", reason: 
         args += [bot, bot.replace("%", "").replace("_", "\\_") + "@%"]
     if tournament:
         where.append("g.tournament=?"); args.append(tournament)
+    if ladder:
+        prefix = f"{LADDER_PREFIX}{ladder}:"
+        where.append("substr(g.tournament, 1, ?)=?"); args += [len(prefix), prefix]
     if reason:
         where.append("g.reason=?"); args.append(reason)
     if fault:
