@@ -37,8 +37,10 @@
       });
   }
 
-  if (window.EventSource) {
-    var source = new EventSource("/events");
+  var source = null;
+  function connect() {
+    if (!window.EventSource) { say("not live", "off"); return; }
+    source = new EventSource("/events");
     source.addEventListener("hello", function () {
       say("live", "on");
       hellos += 1;
@@ -49,10 +51,13 @@
       try { body.setAttribute("data-store-games", String(JSON.parse(e.data).games)); } catch (err) { /* ignore */ }
       refresh();
     });
-    source.onerror = function () { say("reconnecting…", "off"); };
-  } else {
-    say("not live", "off");
+    source.onerror = function () { say("reconnecting\u2026", "off"); };
   }
+  // A page left open in the back/forward cache would keep its stream, and browsers allow only a
+  // few connections per server: close it when the page is hidden, reopen when it comes back.
+  window.addEventListener("pagehide", function () { if (source) { source.close(); source = null; } });
+  window.addEventListener("pageshow", function (e) { if (e.persisted && !source) { hellos = 1; connect(); } });
+  connect();
   setInterval(function () { if (body.getAttribute("data-poll")) refresh(); }, 1500);
   window.arenaLive = { refresh: refresh };
 })();
