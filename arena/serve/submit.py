@@ -155,7 +155,7 @@ async def run_job(app: Starlette, job: Job, root: Path) -> None:
             ladder = load_ladder(job.ladder, opts.ladders_dir)
             spec = load_bot(root)
             job.status = "checking"
-            job.say(f"arena check {spec.label} ({ladder.check_games} game(s) per scenario)")
+            job.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
             report = await run_check(spec, ladder.check_games, ladder.move_ms)
             job.report = report
             if not report.get("ok"):
@@ -166,7 +166,7 @@ async def run_job(app: Starlette, job: Job, root: Path) -> None:
             store = open_store(ladder, opts.store)
 
             async def checked(_spec: Any) -> dict[str, Any]:
-                return report
+                return report  # submit() announces the check again: this one has already run
 
             try:
                 result = await submit(ladder, str(root), store, RunContext(say=job.say, checker=checked))
