@@ -363,8 +363,10 @@ def _register_more() -> None:
     """Replays and ladders live in their own packages; they add their commands here."""
     from .ladder_cli import register as register_ladders
     from .replay.cli import register as register_replays
+    from .serve.cli import register as register_serve
     register_replays(app)
     register_ladders(app)
+    register_serve(app)
 
 
 _register_more()

@@ -1,0 +1,319 @@
+"""The web application: routes for the read-only pages, and the assembly of the whole app.
+
+Pages are Jinja2 templates with autoescaping on, so every bot name, tournament
+name or stderr line is escaped where it is printed; the only unescaped markup
+is the server's own SVG (:mod:`.charts`, which escapes its text itself).
+Queries run in worker threads, each on its own read-only connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import trio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from . import data, views
+from .live import StoreFollower, events
+
+HERE = Path(__file__).resolve().parent
+log = logging.getLogger("arena.serve")
+
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
+       "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+
+
+@dataclass
+class Options:
+    """How ``arena serve`` was started."""
+
+    store: Path
+    ladders_dir: Path | None = None
+    allow_play: bool = False
+    allow_submit: bool = False
+    token: str = ""
+    loopback_only: bool = True  # bound to 127.0.0.1: refuse other Host headers (DNS rebinding)
+    max_upload_bytes: int = 2 * 2**20
+    max_upload_files: int = 200
+    max_unpacked_bytes: int = 20 * 2**20
+    poll_s: float = 0.5
+
+    @property
+    def writable(self) -> bool:
+        return self.allow_play or self.allow_submit
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+class PageCache:
+    """Page models keyed by the store's version: a fit or a log scan runs once per change of the store."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.items: OrderedDict[tuple, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+templates.env.autoescape = True
+templates.env.filters["u"] = lambda s: quote(str(s), safe="@")
+templates.env.filters["pct"] = lambda x: "-" if x is None else f"{100 * x:.1f}%"
+templates.env.filters["num"] = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+templates.env.filters["duration"] = _duration
+templates.env.filters["age"] = lambda ts: _duration(time.time() - ts) if ts else "-"
+templates.env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    opts: Options = request.app.state.options
+    context.update(opts=opts, store=str(opts.store))
+    return templates.TemplateResponse(request, name, context, status_code=status)
+
+
+def message(request: Request, title: str, text: str, status: int) -> Response:
+    return render(request, "message.html", status, title=title, text=text)
+
+
+async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key: tuple | None = None) -> Any:
+    """Run ``fn`` on a fresh read-only connection in a worker thread; None when there is no store yet."""
+    opts: Options = request.app.state.options
+    cache: PageCache = request.app.state.cache
+
+    def work() -> Any:
+        db = data.open_read(opts.store)
+        if db is None:
+            return None
+        try:
+            if cache_key is None:
+                return fn(db)
+            return cache.get((*cache_key, data.version(db)), lambda: fn(db))
+        finally:
+            db.db.close()
+
+    return await trio.to_thread.run_sync(work)
+
+
+def no_store(request: Request) -> Response:
+    return render(request, "message.html", 200, title="No games yet",
+                  text=f"There is no store at {request.app.state.options.store} yet. Start a tournament or a "
+                       "ladder with this store (--store), and this page fills in as games are played.")
+
+
+# --------------------------------------------------------------------------- read-only pages
+
+async def home(request: Request) -> Response:
+    page = await query(request, views.home, ("home",))
+    if page is None:
+        return no_store(request)
+    return render(request, "home.html", page=page, title="Overview")
+
+
+async def ladder(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await query(request, lambda db: views.ladder_page(db, name, request.app.state.options.ladders_dir)
+                       if name in data.ladder_names(db) else None, ("ladder", name))
+    if page is None:
+        return message(request, "No such ladder", f"The store has no ladder {name!r}.", 404)
+    return render(request, "ladder.html", page=page, title=f"Ladder {name}")
+
+
+async def tournament(request: Request) -> Response:
+    tid = request.path_params["tid"]
+
+    def build(db: data.ReadStore) -> Any:
+        t = data.tournament(db, tid)
+        if t is None:
+            return None
+        recent, _ = data.search_games(db, tournament=tid, limit=10)
+        return {"t": t, "rows": views.tournament_rows(db, tid), "recent": recent}
+
+    page = await query(request, build, ("tournament", tid))
+    if page is None:
+        return message(request, "No such tournament", f"The store has no tournament {tid!r}.", 404)
+    return render(request, "tournament.html", title=f"Tournament {tid}", **page)
+
+
+async def bot(request: Request) -> Response:
+    label = request.path_params["label"]
+    page = await query(request, lambda db: views.bot_page(db, label), ("bot", label))
+    if page is None:
+        return message(request, "No such bot", f"No games or registration for {label!r} in this store.", 404)
+    return render(request, "bot.html", page=page, title=f"Bot {label}")
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+PAGE_SIZE = 100
+
+
+async def games(request: Request) -> Response:
+    q = request.query_params
+    filters = {k: q.get(k, "").strip()[:200] for k in ("bot", "tournament", "ladder", "reason", "fault")}
+    turns = {"min_turns": _int(q.get("min_turns")), "max_turns": _int(q.get("max_turns"))}
+    page_no = max(1, _int(q.get("page")) or 1)
+
+    def build(db: data.ReadStore) -> Any:
+        rows, total = data.search_games(db, **filters, **turns, limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+        return {"rows": rows, "total": total, "choices": data.filter_choices(db)}
+
+    page = await query(request, build)
+    if page is None:
+        return no_store(request)
+    pages = max(1, -(-page["total"] // PAGE_SIZE))
+    args = {k: v for k, v in {**filters, **turns}.items() if v not in ("", None)}
+    return render(request, "games.html", title="Games", filters=filters, turns=turns, page_no=page_no,
+                  pages=pages, args=args, places=data.places, **page)
+
+
+async def game(request: Request) -> Response:
+    gid = request.path_params["gid"]
+
+    def build(db: data.ReadStore) -> Any:
+        from ..replay.simulate import ReplayError, simulate
+        from ..replay.view import replay_data
+        row = data.game_row(db, gid)
+        record = db.game_record(gid)
+        if row is None or record is None:
+            return None
+        try:
+            replay = replay_data(simulate(record))
+        except ReplayError as e:
+            return {"row": row, "error": str(e)}
+        replay["seed"] = str(replay.get("seed"))  # 64-bit seeds lose digits as JavaScript numbers
+        return {"row": row, "replay": replay}
+
+    page = await query(request, build, ("game", gid))
+    if page is None:
+        return message(request, "No such game", f"The store has no game {gid!r}.", 404)
+    view = _int(request.query_params.get("as"))
+    if "replay" in page:
+        page = dict(page, replay=dict(page["replay"], view=view if view is not None and
+                                      0 <= view < len(page["replay"]["players"]) else None))
+    return render(request, "game.html", title=f"Game {gid}", **page)
+
+
+async def replay_asset(request: Request) -> Response:
+    from ..replay import html as replay_html
+    if request.path_params["kind"] == "js":
+        return Response(replay_html.JS, media_type="text/javascript")
+    return Response(replay_html.CSS, media_type="text/css")
+
+
+# --------------------------------------------------------------------------- assembly
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    return message(request, "Not found" if status == 404 else "Not allowed",
+                   getattr(exc, "detail", "") or "There is nothing at this address.", status)
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    log.exception("error serving %s", request.url.path, exc_info=exc)
+    return message(request, "Something went wrong", "The server could not build this page; its log says why.", 500)
+
+
+class Headers:
+    """Security headers on every response, and the token cookie set from ``?token=``."""
+
+    def __init__(self, app: Any, options: Options):
+        self.app = app
+        self.options = options
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = Request(scope).query_params.get("token", "")
+        set_cookie = bool(self.options.token and token and secrets.compare_digest(token, self.options.token))
+
+        async def wrapped(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")]
+                if set_cookie:
+                    headers.append((b"set-cookie", f"arena_token={token}; HttpOnly; SameSite=Strict; Path=/".encode()))
+                message = dict(message, headers=headers)
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+
+def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
+    """The app; background work (following the store, games in play, submissions) runs in ``nursery``."""
+    from . import play, submit
+    routes = [
+        Route("/", home),
+        Route("/ladders/{name}", ladder),
+        Route("/tournaments/{tid:path}", tournament),
+        Route("/bots/{label:path}", bot),
+        Route("/games", games),
+        Route("/games/{gid:path}", game),
+        Route("/events", events),
+        Route("/static/replay.{kind:str}", replay_asset),
+        *play.routes(),
+        *submit.routes(),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(Headers, options=options)]
+    if options.loopback_only:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={HTTPException: not_found, 404: not_found, 500: server_error})
+    app.state.options = options
+    app.state.cache = PageCache()
+    app.state.nursery = nursery
+    app.state.follower = StoreFollower(options.store, options.poll_s)
+    nursery.start_soon(app.state.follower.run)
+    play.setup(app)
+    submit.setup(app)
+    return app
+
+
+def redirect(url: str) -> Response:
+    return RedirectResponse(url, status_code=303)

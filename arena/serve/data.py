@@ -1,0 +1,319 @@
+"""What the pages show, read from the store through a read-only SQLite connection.
+
+Every function here opens nothing and writes nothing: it takes a
+:class:`ReadStore` (a :class:`arena.store.Store` whose connection is opened
+``mode=ro``), so the web server cannot change the store even by mistake, and it
+reads the same file that ``arena tournament`` or ``arena ladder run`` write in
+another process. Tables other branches add (``ladders``, ``rating_snapshots``)
+may be absent: readers then return nothing rather than fail.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..store import Store
+
+LADDER_PREFIX = "ladder:"
+
+
+class ReadStore(Store):
+    """The game store opened read-only (``mode=ro``): queries only, from any thread."""
+
+    def __init__(self, path: str | Path):  # noqa: super().__init__ would create the file and its tables
+        self.path = Path(path)
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        self.db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None, check_same_thread=False)
+
+    def has_table(self, name: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
+def open_read(path: str | Path) -> ReadStore | None:
+    """The store, or None while it does not exist yet (serve can start before the first tournament)."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        return ReadStore(p)
+    except sqlite3.Error:
+        return None
+
+
+def version(db: ReadStore | None) -> tuple:
+    """Changes whenever a game, snapshot or ladder member is stored: the key for caches and live pushes."""
+    if db is None:
+        return (0,)
+    n, last = db.db.execute("SELECT COUNT(*), COALESCE(MAX(finished), 0) FROM games").fetchone()
+    tours = db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM tournaments").fetchone()
+    snaps = db.db.execute("SELECT COUNT(*) FROM rating_snapshots").fetchone()[0] if db.has_table("rating_snapshots") else 0
+    mem = db.db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0] if db.has_table("ladder_members") else 0
+    return (n, last, *tours, snaps, mem)
+
+
+# --------------------------------------------------------------------------- per-bot timing
+
+def think_times(db: ReadStore, *, tournament: str | None = None, prefix: str | None = None) -> dict[str, float]:
+    """Mean ms per decision for each bot, from the seats' stored totals."""
+    sql = ("SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM game_seats s JOIN games g ON g.id=s.game")
+    args: tuple = ()
+    if tournament is not None:
+        sql += " WHERE g.tournament=?"
+        args = (tournament,)
+    elif prefix is not None:
+        sql += " WHERE substr(g.tournament, 1, ?)=?"
+        args = (len(prefix), prefix)
+    out = {}
+    for bot, ms, n in db.db.execute(sql + " GROUP BY s.bot", args):
+        out[bot] = ms / n if n else 0.0
+    return out
+
+
+# --------------------------------------------------------------------------- tournaments
+
+@dataclass
+class Progress:
+    """A tournament as the progress bar shows it."""
+
+    id: str
+    planned: int
+    played: int
+    status: str
+    created: float
+    updated: float
+    first: float | None  # when its first and last stored games finished
+    last: float | None
+    recent_rate: float | None  # games per second over the last minute of play
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        if self.recent_rate:
+            return self.recent_rate
+        if self.first is None or self.last is None or self.last <= self.first or self.played < 2:
+            return None
+        return (self.played - 1) / (self.last - self.first)
+
+    @property
+    def eta_s(self) -> float | None:
+        left = self.planned - self.played
+        if self.status != "running" or left <= 0 or not self.rate:
+            return None
+        return left / self.rate
+
+    @property
+    def stalled(self) -> bool:
+        """Marked running, but nothing stored for two minutes: killed, or very slow games."""
+        return self.status == "running" and time.time() - (self.last or self.updated) > 120
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.played / self.planned) if self.planned else 0.0
+
+
+def tournaments(db: ReadStore) -> list[Progress]:
+    rows = db.db.execute(
+        "SELECT t.id, t.planned, t.status, t.created, t.updated, t.config, COUNT(g.id), MIN(g.finished), "
+        "MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id GROUP BY t.id "
+        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC").fetchall()
+    out = []
+    for tid, planned, status, created, updated, config, played, first, last in rows:
+        recent = None
+        if status == "running" and last is not None:
+            n = db.db.execute("SELECT COUNT(*) FROM games WHERE tournament=? AND finished>=?",
+                              (tid, last - 60)).fetchone()[0]
+            span = min(60.0, last - first) if first is not None else 0
+            recent = (n - 1) / span if n > 1 and span > 0 else None
+        out.append(Progress(tid, planned, played, status, created, updated, first, last, recent, json.loads(config)))
+    return out
+
+
+def tournament(db: ReadStore, tid: str) -> Progress | None:
+    return next((t for t in tournaments(db) if t.id == tid), None)
+
+
+# --------------------------------------------------------------------------- games
+
+GAME_COLUMNS = "g.id, g.tournament, g.idx, g.seed, g.seats, g.reason, g.draw, g.result, g.turns, g.wall_ms, g.faults, g.finished"
+
+
+def _game(r: tuple) -> dict[str, Any]:
+    return {"id": r[0], "tournament": r[1], "index": r[2], "seed": str(r[3]), "seats": json.loads(r[4]),
+            "reason": r[5], "draw": bool(r[6]), "result": json.loads(r[7]), "turns": r[8], "wall_ms": r[9],
+            "faults": r[10], "finished": r[11]}
+
+
+def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: str = "", reason: str = "",
+                 fault: str = "", min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
+                 offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Games matching every filter given, newest first, and how many match in all."""
+    where, args = [], []
+    if bot:
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
+        args += [bot, bot.replace("%", "").replace("_", "\\_") + "@%"]
+    if tournament:
+        where.append("g.tournament=?"); args.append(tournament)
+    if ladder:
+        prefix = f"{LADDER_PREFIX}{ladder}:"
+        where.append("substr(g.tournament, 1, ?)=?"); args += [len(prefix), prefix]
+    if reason:
+        where.append("g.reason=?"); args.append(reason)
+    if fault:
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
+    if min_turns is not None:
+        where.append("g.turns>=?"); args.append(min_turns)
+    if max_turns is not None:
+        where.append("g.turns<=?"); args.append(max_turns)
+    clause = (" WHERE " + " AND ".join(where)) if where else ""
+    total = db.db.execute(f"SELECT COUNT(*) FROM games g{clause}", args).fetchone()[0]
+    rows = db.db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
+                         [*args, limit, offset]).fetchall()
+    return [_game(r) for r in rows], total
+
+
+def filter_choices(db: ReadStore) -> dict[str, list[str]]:
+    """Values the games list can be filtered by (the form's menus)."""
+    q = lambda sql: [r[0] for r in db.db.execute(sql)]  # noqa: E731
+    return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
+            "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
+            "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
+            "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+
+
+def game_row(db: ReadStore, gid: str) -> dict[str, Any] | None:
+    r = db.db.execute(f"SELECT {GAME_COLUMNS} FROM games g WHERE g.id=?", (gid,)).fetchone()
+    return _game(r) if r else None
+
+
+def places(game: dict[str, Any]) -> dict[int, int]:
+    """Seat -> place (tied seats share the best place of their group)."""
+    out, place = {}, 1
+    for group in game["result"].get("order", []):
+        for s in group:
+            out[s] = place
+        place += len(group)
+    return out
+
+
+# --------------------------------------------------------------------------- bots
+
+def bot_labels(db: ReadStore) -> list[str]:
+    known = {r[0] for r in db.db.execute("SELECT DISTINCT bot FROM game_seats")}
+    known |= {r[0] for r in db.db.execute("SELECT label FROM bots")}
+    return sorted(known)
+
+
+def bot_versions(db: ReadStore, label: str) -> list[dict[str, Any]]:
+    """Every version of the bot's name seen in the store, with its games and first appearance."""
+    name = label.split("@", 1)[0]
+    rows = db.db.execute(
+        "SELECT s.bot, COUNT(*), MIN(g.finished), MAX(g.finished) FROM game_seats s JOIN games g ON g.id=s.game "
+        "WHERE s.bot=? OR substr(s.bot, 1, ?)=? GROUP BY s.bot", (name, len(name) + 1, name + "@")).fetchall()
+    info = {r[0]: {"label": r[0], "games": r[1], "first": r[2], "last": r[3]} for r in rows}
+    for lab, registered in db.db.execute("SELECT label, registered FROM bots WHERE name=?", (name,)):
+        info.setdefault(lab, {"label": lab, "games": 0, "first": registered, "last": None})
+    return sorted(info.values(), key=lambda v: (v["first"] or 0, v["label"]))
+
+
+def bot_results(db: ReadStore, label: str) -> list[tuple[list[str], dict[str, Any]]]:
+    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE EXISTS (SELECT 1 FROM game_seats s "
+                         "WHERE s.game=g.id AND s.bot=?) ORDER BY g.finished", (label,))
+    return [(json.loads(s), json.loads(r)) for s, r in rows]
+
+
+def _log(db: ReadStore, gid: str) -> dict[str, Any] | None:
+    row = db.db.execute("SELECT log FROM game_logs WHERE game=?", (gid,)).fetchone()
+    return None if row is None else json.loads(zlib.decompress(row[0]))
+
+
+def bot_faults(db: ReadStore, label: str, limit: int = 20, stderr_lines: int = 8) -> tuple[list[dict[str, Any]], Counter]:
+    """The bot's latest faulted games with the last stderr lines it wrote in each; counts by reason."""
+    counts = Counter(dict(db.db.execute("SELECT forfeit, COUNT(*) FROM game_seats WHERE bot=? AND forfeit IS NOT NULL "
+                                        "GROUP BY forfeit", (label,)).fetchall()))
+    rows = db.db.execute("SELECT s.game, s.seat, s.forfeit, g.finished FROM game_seats s JOIN games g ON g.id=s.game "
+                         "WHERE s.bot=? AND s.forfeit IS NOT NULL ORDER BY g.finished DESC LIMIT ?",
+                         (label, limit)).fetchall()
+    out = []
+    for gid, seat, reason, finished in rows:
+        rec = _log(db, gid) or {}
+        fault = next((f for f in rec.get("faults", []) if f.get("seat") == seat), {})
+        lines: list[str] = []
+        for step in rec.get("steps", []):
+            if step.get("seat") == seat and step.get("stderr"):
+                lines = step["stderr"]
+        stderr = rec.get("stderr", [])
+        if not lines and seat < len(stderr):
+            lines = stderr[seat]
+        out.append({"game": gid, "seat": seat, "reason": reason, "finished": finished,
+                    "message": fault.get("message", ""), "turn": fault.get("turn"),
+                    "stderr": [str(x) for x in lines[-stderr_lines:]]})
+    return out, counts
+
+
+def slowest_decisions(db: ReadStore, label: str, games: int = 200, keep: int = 10) -> list[dict[str, Any]]:
+    """The bot's slowest answered requests over its latest ``games`` games (logs are read, so bounded)."""
+    rows = db.db.execute("SELECT s.game, s.seat FROM game_seats s JOIN games g ON g.id=s.game WHERE s.bot=? "
+                         "ORDER BY g.finished DESC LIMIT ?", (label, games)).fetchall()
+    found = []
+    for gid, seat in rows:
+        rec = _log(db, gid) or {}
+        for step in rec.get("steps", []):
+            if step.get("seat") == seat and "request" in step and not step.get("forced"):
+                found.append({"game": gid, "turn": step.get("turn"), "ms": float(step.get("ms", 0.0)),
+                              "phase": step.get("phase"), "kind": (step.get("act") or {}).get("kind", step.get("fault"))})
+    found.sort(key=lambda d: -d["ms"])
+    return found[:keep]
+
+
+# --------------------------------------------------------------------------- ladders
+
+def ladder_names(db: ReadStore) -> list[str]:
+    """Ladders with anything in this store: a recorded identity or games under ``ladder:NAME:``."""
+    names = set()
+    if db.has_table("ladders"):
+        names |= {r[0] for r in db.db.execute("SELECT name FROM ladders")}
+    for (tid,) in db.db.execute("SELECT id FROM tournaments WHERE substr(id, 1, ?)=?",
+                                (len(LADDER_PREFIX), LADDER_PREFIX)):
+        names.add(tid[len(LADDER_PREFIX):].split(":", 1)[0])
+    if db.has_table("rating_snapshots"):
+        names |= {r[0] for r in db.db.execute("SELECT DISTINCT ladder FROM rating_snapshots")}
+    return sorted(names)
+
+
+@dataclass
+class Snapshot:
+    taken_at: float
+    games: int
+    elo: float
+    lo: float
+    hi: float
+
+
+def rating_history(db: ReadStore, ladder: str | None = None, bot: str | None = None,
+                   max_points: int = 200) -> dict[str, dict[str, list[Snapshot]]]:
+    """ladder -> bot -> snapshots in time order (thinned evenly to ``max_points``); {} without the table."""
+    if not db.has_table("rating_snapshots"):
+        return {}
+    sql, where, args = "SELECT ladder, bot, taken_at, games, elo, lo, hi FROM rating_snapshots", [], []
+    if ladder is not None:
+        where.append("ladder=?"); args.append(ladder)
+    if bot is not None:
+        where.append("bot=?"); args.append(bot)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    out: dict[str, dict[str, list[Snapshot]]] = {}
+    for lad, b, *rest in db.db.execute(sql + " ORDER BY taken_at, games", args):
+        out.setdefault(lad, {}).setdefault(b, []).append(Snapshot(*rest))
+    for series in out.values():
+        for b, points in series.items():
+            if len(points) > max_points:
+                step = (len(points) - 1) / (max_points - 1)
+                series[b] = [points[round(i * step)] for i in range(max_points)]
+    return out

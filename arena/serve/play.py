@@ -1,0 +1,272 @@
+"""Play: a person takes a seat against bots in the browser.
+
+The seat is a :class:`WebPlayer`, a referee ``Player`` like a bot process: the
+referee sends it exactly the ``start``, ``request`` and ``end`` messages a bot
+in that seat would get, and the page draws only those (it also shows them raw).
+Nothing else about the game reaches the browser while it is played. The game is
+stored like ``arena play`` stores one (tournament ``play``), and its replay
+opens once it is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..engine import PRESETS, RulesError, rules_from
+from ..manifest import HUMAN, ManifestError, bundled_bots, load_bot
+from ..referee import BotFault, BotPlayer, TimeControl, run_game
+from ..replay.view import Names, describe_action, describe_event, result_text
+from . import guard
+
+log = logging.getLogger("arena.serve")
+
+IDLE_S = 900  # a person who leaves forfeits after this long without a move
+MAX_SESSIONS = 4  # games in play at once (each runs bot processes)
+KEEP_S = 3600  # finished sessions stay readable this long
+
+
+@dataclass
+class Session:
+    """One browser game: the messages the person's seat was sent, and the answers coming back."""
+
+    id: str
+    seat: int
+    names: list[str]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "starting"  # playing, over, failed
+    game_id: str = ""
+    stored: bool = False
+    error: str = ""
+    ended: float | None = None
+    changed: trio.Event = field(default_factory=trio.Event)
+    answers: tuple = field(default_factory=lambda: trio.open_memory_channel(16))
+
+    def push(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.touch()
+
+    def touch(self) -> None:
+        changed, self.changed = self.changed, trio.Event()
+        changed.set()
+
+    def finish(self, status: str, error: str = "") -> None:
+        self.status, self.error, self.ended = status, error, time.time()
+        self.touch()
+
+
+class WebPlayer:
+    """A person in the browser (see the module docstring). Waits up to :data:`IDLE_S` per move."""
+
+    def __init__(self, session: Session):
+        self.name = HUMAN.name
+        self.session = session
+
+    async def begin(self, message: dict[str, Any]) -> None:
+        self.session.status = "playing"
+        self.session.push(message)
+
+    async def decide(self, message: dict[str, Any], timeout: float) -> int:
+        self.session.push(message)
+        receive = self.session.answers[1]
+        with trio.move_on_after(IDLE_S):
+            while True:
+                request_id, choice = await receive.receive()
+                if request_id == message["id"] and 0 <= choice < len(message["actions"]):
+                    return choice
+        raise BotFault("timeout", f"no move within {IDLE_S // 60} minutes")
+
+    async def finish(self, message: dict[str, Any]) -> None:
+        self.session.push(message)
+
+    async def fault(self, reason: str, message: str, request_id: int | None) -> None:
+        from ..protocol import error
+        self.session.push(error(reason, message, request_id))
+
+    def take_stderr(self) -> list[str]:
+        return []
+
+    async def close(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        pass
+
+
+def annotate(message: dict[str, Any], who: Names) -> dict[str, Any]:
+    """The message as sent, with sentences for its events and actions (made from the message alone)."""
+    out: dict[str, Any] = {"raw": message}
+    if message.get("events"):
+        out["events"] = [describe_event(e, who)[0] for e in message["events"]]
+    if message.get("type") == "request":
+        out["actions"] = [describe_action(a, who) for a in message["actions"]]
+    if message.get("type") == "end":
+        out["result"] = result_text(message["result"], who)
+    return out
+
+
+def _save(store: Path, labels: list[str], record: dict[str, Any]) -> None:
+    from ..store import Store
+    db = Store(store)
+    try:
+        db.begin_tournament("play", {"kind": "single games"}, 0)
+        while True:  # another process may take the same index: try the next one
+            idx = 1 + max(db.done_indexes("play"), default=0)
+            if db.save_game("play", idx, labels, record) or db.game_record(record["game_id"]) is not None:
+                return
+    finally:
+        db.close()
+
+
+async def play_game(app: Starlette, session: Session, specs: list, rules: Any, seed: int, clock: TimeControl,
+                    max_turns: int) -> None:
+    from ..launch import Launcher
+    launcher = Launcher()
+    players: list[Any] = [WebPlayer(session) if s.human else BotPlayer(s, launcher, clock) for s in specs]
+    session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+    try:
+        try:
+            record = await run_game(players, rules, seed, game_id=session.game_id, clock=clock, max_turns=max_turns)
+        finally:
+            with trio.CancelScope(shield=True):
+                for p in players:
+                    await p.shutdown()
+        await trio.to_thread.run_sync(_save, app.state.options.store, [s.label for s in specs], record.as_json())
+        session.stored = True
+        session.finish("over")
+    except Exception as e:  # the page says what happened; the server keeps serving
+        log.exception("browser game %s failed", session.game_id)
+        session.finish("failed", f"{type(e).__name__}: {e}")
+
+
+def _sessions(request: Request) -> dict[str, Session]:
+    return request.app.state.play_sessions
+
+
+def _session(request: Request) -> Session:
+    s = _sessions(request).get(request.path_params["sid"])
+    if s is None:
+        raise HTTPException(404, "No such game in play (finished games are kept for an hour; see Games).")
+    return s
+
+
+async def new_game(request: Request) -> Response:
+    from .app import render
+    guard.enabled(request, "play")
+    return render(request, "play_new.html", title="Play", presets=list(PRESETS), bots=bundled_bots(),
+                  has_token=guard.has_token(request), error="")
+
+
+def _parse(form: Any) -> tuple[Any, list, int, int, int, int]:
+    """(rules, specs with the person in their seat, seat, seed, turn cap, ms per decision) from the form."""
+    try:
+        rules = rules_from(str(form.get("rules", "classic")), {})
+    except RulesError as e:
+        raise ValueError(str(e)) from None
+    bundled = set(bundled_bots())
+    opponents = [o for o in form.getlist("opponent") if o]
+    if any(o not in bundled for o in opponents):
+        raise ValueError("opponents must be bundled bots")
+    seats = 1 + len(opponents)
+    if not rules.min_players <= seats <= rules.max_players:
+        raise ValueError(f"{rules.name} is for {rules.min_players}-{rules.max_players} players, not {seats}")
+    try:
+        seat = int(form.get("seat", 0))
+        seed = int(form.get("seed") or secrets.randbelow(2**31))
+        max_turns = int(form.get("max_turns") or 2000)
+        move_ms = int(form.get("move_ms") or 1000)
+    except ValueError:
+        raise ValueError("seat, seed, turn cap and time must be whole numbers") from None
+    if not 0 <= seat < seats:
+        raise ValueError(f"your seat must be 0 to {seats - 1}")
+    if not 1 <= max_turns <= 10_000 or not 10 <= move_ms <= 60_000:
+        raise ValueError("turn cap must be 1-10000 and time per decision 10-60000 ms")
+    try:
+        specs = [load_bot(o) for o in opponents]
+    except ManifestError as e:
+        raise ValueError(str(e)) from None
+    specs.insert(seat, HUMAN)
+    return rules, specs, seat, seed, max_turns, move_ms
+
+
+async def start_game(request: Request) -> Response:
+    from .app import redirect, render
+    form = await request.form(max_files=0, max_fields=20)
+    guard.require(request, "play", str(form.get("token", "")) or None)
+    try:
+        rules, specs, seat, seed, max_turns, move_ms = _parse(form)
+    except ValueError as e:
+        return render(request, "play_new.html", 400, title="Play", presets=list(PRESETS), bots=bundled_bots(),
+                      has_token=True, error=str(e))
+    sessions = _sessions(request)
+    now = time.time()
+    for sid in [k for k, s in sessions.items() if s.ended is not None and now - s.ended > KEEP_S]:
+        del sessions[sid]
+    if sum(s.ended is None for s in sessions.values()) >= MAX_SESSIONS:
+        return render(request, "play_new.html", 429, title="Play", presets=list(PRESETS), bots=bundled_bots(),
+                      has_token=True, error=f"{MAX_SESSIONS} games are being played already; finish one first")
+    session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels)
+    sessions[session.id] = session
+    clock = TimeControl(move_ms=move_ms, bank_ms=10 * move_ms)
+    request.app.state.nursery.start_soon(play_game, request.app, session, specs, rules, seed, clock, max_turns)
+    return redirect(f"/play/{session.id}")
+
+
+async def page(request: Request) -> Response:
+    from .app import render
+    s = _session(request)
+    return render(request, "play.html", title="Play", session=s)
+
+
+async def state(request: Request) -> Response:
+    """Long poll: the messages after the first ``seen``, once there are any (or after 20 s)."""
+    s = _session(request)
+    try:
+        seen = max(0, int(request.query_params.get("seen", "0")))
+    except ValueError:
+        seen = 0
+    with trio.move_on_after(20):
+        while len(s.messages) <= seen and s.status in ("starting", "playing"):
+            await s.changed.wait()
+    who = Names(s.names)
+    return JSONResponse({"status": s.status, "seat": s.seat, "names": s.names, "game": s.game_id,
+                         "error": s.error, "count": len(s.messages),
+                         "replay": f"/games/{s.game_id}" if s.stored else None,
+                         "messages": [annotate(m, who) for m in s.messages[seen:]]},
+                        headers={"Cache-Control": "no-store"})
+
+
+async def act(request: Request) -> Response:
+    s = _session(request)
+    guard.require(request, "play", request.headers.get("x-arena-token"))
+    try:
+        body = await request.json()
+        answer = (int(body["request"]), int(body["action"]))
+    except (ValueError, KeyError, TypeError):
+        return JSONResponse({"ok": False, "error": "send {request: ID, action: ID}"}, status_code=400)
+    try:
+        s.answers[0].send_nowait(answer)
+    except trio.WouldBlock:
+        return JSONResponse({"ok": False, "error": "too many answers at once"}, status_code=429)
+    return JSONResponse({"ok": True})
+
+
+def routes() -> list[Route]:
+    return [Route("/play", new_game, methods=["GET"]), Route("/play", start_game, methods=["POST"]),
+            Route("/play/{sid}", page), Route("/play/{sid}/state", state),
+            Route("/play/{sid}/act", act, methods=["POST"])]
+
+
+def setup(app: Starlette) -> None:
+    app.state.play_sessions = {}

@@ -1,0 +1,63 @@
+/* Live regions: elements with data-live and an id are re-read from the server when the store
+   changes (server-sent events from /events), without reloading the page. Pages whose state lives
+   in the server process (a submission being checked) set data-poll on <body> and refresh on a timer. */
+(function () {
+  "use strict";
+  var status = document.getElementById("live-status");
+  var body = document.body;
+  var refreshes = 0, busy = false, again = false, hellos = 0;
+
+  function say(text, cls) {
+    if (!status) return;
+    status.textContent = text;
+    status.className = "live-status " + cls;
+  }
+
+  function refresh() {
+    if (!document.querySelector("[data-live]")) return;
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(location.href, { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(String(r.status))); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (node) {
+          var fresh = node.id ? doc.getElementById(node.id) : null;
+          if (fresh) node.replaceWith(document.importNode(fresh, true));
+        });
+        var poll = doc.body.getAttribute("data-poll");
+        if (poll) body.setAttribute("data-poll", poll); else body.removeAttribute("data-poll");
+        refreshes += 1;
+        body.setAttribute("data-refreshes", String(refreshes));
+      })
+      .catch(function () { /* the next event or tick tries again */ })
+      .then(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  var source = null;
+  function connect() {
+    if (!window.EventSource) { say("not live", "off"); return; }
+    source = new EventSource("/events");
+    source.addEventListener("hello", function () {
+      say("live", "on");
+      hellos += 1;
+      if (hellos > 1) refresh();  // reconnected: something may have changed meanwhile
+    });
+    source.addEventListener("store", function (e) {
+      say("live", "on");
+      try { body.setAttribute("data-store-games", String(JSON.parse(e.data).games)); } catch (err) { /* ignore */ }
+      refresh();
+    });
+    source.onerror = function () { say("reconnecting\u2026", "off"); };
+  }
+  // A page left open in the back/forward cache would keep its stream, and browsers allow only a
+  // few connections per server: close it when the page is hidden, reopen when it comes back.
+  window.addEventListener("pagehide", function () { if (source) { source.close(); source = null; } });
+  window.addEventListener("pageshow", function (e) { if (e.persisted && !source) { hellos = 1; connect(); } });
+  connect();
+  setInterval(function () { if (body.getAttribute("data-poll")) refresh(); }, 1500);
+  window.arenaLive = { refresh: refresh };
+})();

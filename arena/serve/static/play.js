@@ -1,0 +1,169 @@
+/* Play: draws only the messages the person's seat is sent (start, request, end, error), as a bot
+   in that seat would get them, and answers each request with the id of the chosen action. */
+(function () {
+  "use strict";
+  var root = document.getElementById("play");
+  var sid = root.getAttribute("data-session");
+  var seen = 0, current = null, names = [];
+  var SUITS = { C: "\u2663", D: "\u2666", H: "\u2665", S: "\u2660" };
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function fill(node, kids) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    kids.forEach(function (k) { node.appendChild(k); });
+  }
+  function card(c, extra) {
+    if (c === "back") return el("span", "card back", null);
+    if (c === "empty") return el("span", "card empty", null);
+    var rank = c[0], suit = c[1], e;
+    if (rank === "X") {
+      e = el("span", "card joker" + (suit === "R" ? " red" : ""));
+      e.appendChild(el("b", null, "JKR")); e.appendChild(el("i", null, "\u2605"));
+    } else {
+      e = el("span", "card" + (suit === "D" || suit === "H" ? " red" : ""));
+      e.appendChild(el("b", null, rank === "T" ? "10" : rank)); e.appendChild(el("i", null, SUITS[suit] || suit));
+    }
+    e.setAttribute("data-card", c);
+    e.title = c;
+    if (extra) e.className += " " + extra;
+    return e;
+  }
+  function stacks(list) {
+    if (list === null || list === undefined) return [el("span", "hidden-note", "hidden until play starts")];
+    return list.map(function (st) {
+      var g = el("span", "stack");
+      st.forEach(function (c) { g.appendChild(card(c)); });
+      return g;
+    });
+  }
+  function who(seat) { return seat === Number(root.getAttribute("data-seat")) ? "you" : (names[seat] || "seat " + seat); }
+  function status(text) { $("play-status").textContent = text; }
+  function addEvents(list) {
+    var box = $("play-events");
+    list.forEach(function (t) { box.appendChild(el("li", /^burn!/.test(t) ? "burn" : "", t)); });
+    while (box.children.length > 200) box.removeChild(box.firstChild);
+    box.scrollTop = box.scrollHeight;
+  }
+
+  function draw(v) {
+    var pile = v.pile.map(function (c, i) { return card(c, i === v.pile.length - 1 ? "top" : ""); });
+    fill($("play-pile"), pile.length ? pile : [el("span", "hidden-note", "(empty pile)")]);
+    var info = ["to beat: " + (v.pile_top || "anything"), "stock " + v.stock, "burned " + v.burned.length];
+    if (v.need > 1) info.push("at least " + v.need + " cards");
+    if (v.descending) info.push("descending");
+    fill($("play-pile-info"), info.map(function (t) { return el("span", null, t); }));
+    fill($("play-others"), v.players.filter(function (p) { return p.seat !== v.seat; }).map(function (p) {
+      var box = el("div", "seat" + (v.to_move === p.seat ? " to-move" : "") + (p.place !== null ? " gone" : ""));
+      box.setAttribute("data-seat", String(p.seat));
+      var head = el("div", "seat-head");
+      head.appendChild(el("span", "name", "seat " + p.seat + ": " + who(p.seat)));
+      head.appendChild(el("span", "status", p.forfeit ? "forfeited" : (p.place !== null ? "out: place " + p.place : p.hand_count + " in hand")));
+      box.appendChild(head);
+      var hand = el("div", "cards");
+      var known = p.known_hand || [];
+      known.forEach(function (c) { hand.appendChild(card(c, "known")); });
+      for (var i = known.length; i < p.hand_count; i++) hand.appendChild(card("back"));
+      box.appendChild(hand);
+      var table = el("div", "cards");
+      stacks(p.face_up).forEach(function (s) { table.appendChild(s); });
+      (p.face_down || []).forEach(function (d) { table.appendChild(card(d ? "back" : "empty", "down")); });
+      box.appendChild(table);
+      return box;
+    }));
+    fill($("play-hand"), v.hand.map(function (c) { return card(c); }));
+    fill($("play-face-up"), stacks(v.face_up));
+    fill($("play-face-down"), (v.face_down || []).map(function (d) { return card(d ? "back" : "empty"); }));
+  }
+
+  function choose(id, button) {
+    if (!current) return;
+    var req = current;
+    current = null;
+    document.querySelectorAll("#play-actions button").forEach(function (b) { b.disabled = true; });
+    button.classList.add("chosen");
+    status("Sent. Waiting for the others…");
+    fetch("/play/" + sid + "/act", {
+      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ request: req.id, action: id })
+    }).then(function (r) {
+      if (!r.ok) return r.text().then(function (t) { status("Refused: " + t.slice(0, 200)); current = req; });
+    });
+  }
+
+  function actions(req, labels) {
+    fill($("play-actions"), req.actions.map(function (a, i) {
+      var b = el("button", "action", labels[i]);
+      b.type = "button";
+      b.setAttribute("data-action", String(a.id));
+      b.addEventListener("click", function () { choose(a.id, b); });
+      return b;
+    }));
+  }
+
+  function handle(m) {
+    var raw = m.raw;
+    $("play-raw").textContent = JSON.stringify(raw, null, 2);
+    if (m.events) addEvents(m.events);
+    if (raw.type === "start") {
+      names = raw.names.slice();
+      status("Dealt. You get a request when it is your move.");
+    } else if (raw.type === "request") {
+      current = raw;
+      draw(raw.view);
+      $("play-decision").textContent = "Your move (" + raw.decision.replace(/_/g, " ") + "), request " + raw.id;
+      actions(raw, m.actions);
+      root.setAttribute("data-request", String(raw.id));
+      status("Your move: choose one of the " + raw.actions.length + " legal actions below.");
+    } else if (raw.type === "error") {
+      addEvents(["you forfeit (" + raw.reason + "): " + raw.message]);
+    } else if (raw.type === "end") {
+      current = null;
+      fill($("play-actions"), []);
+      $("play-decision").textContent = "Game over";
+      addEvents(["game over: " + m.result]);
+      status("Game over: " + m.result);
+    }
+  }
+
+  function finish(s) {
+    root.setAttribute("data-status", s.status);
+    var end = $("play-end");
+    end.hidden = false;
+    fill(end, []);
+    if (s.status === "failed") {
+      end.appendChild(document.createTextNode("The game could not be finished: " + s.error));
+      return;
+    }
+    end.appendChild(document.createTextNode("Stored as " + s.game + ". "));
+    var a = el("a", null, "Watch its replay");
+    a.href = s.replay;
+    a.id = "play-replay";
+    end.appendChild(a);
+    var again = el("a", null, "play again");
+    again.href = "/play";
+    end.appendChild(document.createTextNode(" or "));
+    end.appendChild(again);
+    end.appendChild(document.createTextNode("."));
+  }
+
+  function poll() {
+    fetch("/play/" + sid + "/state?seen=" + seen, { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error(String(r.status))); })
+      .then(function (s) {
+        names = s.names;
+        s.messages.forEach(handle);
+        seen = s.count;
+        root.setAttribute("data-seen", String(seen));
+        if (s.status === "over" || s.status === "failed") { finish(s); return; }
+        root.setAttribute("data-status", s.status);
+        poll();
+      }, function () { setTimeout(poll, 1000); });
+  }
+  poll();
+})();

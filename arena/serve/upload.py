@@ -1,0 +1,141 @@
+"""Unpacking an uploaded bot (zip or tar.gz) without trusting it.
+
+Refused, before anything is written: absolute names, ``..`` anywhere in a name,
+backslashes or NUL in a name, symbolic and hard links, devices and FIFOs, more
+than ``max_files`` entries, more than ``max_bytes`` unpacked (declared sizes are
+checked first, and actual bytes are counted while writing, so a lying header
+cannot write more). Files are written with fresh permissions (0644, or 0755 if
+the archive marked them executable); nothing of the archive's ownership is kept.
+"""
+
+from __future__ import annotations
+
+import io
+import stat
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from ..manifest import MANIFEST
+
+CHUNK = 1 << 16
+
+
+class UploadError(ValueError):
+    """The upload is refused; the message says why, in one line."""
+
+
+@dataclass
+class Entry:
+    name: str
+    is_dir: bool
+    size: int
+    executable: bool
+    open: Callable[[], IO[bytes]]
+
+
+def safe_parts(name: str) -> tuple[str, ...]:
+    """The path's parts, or :class:`UploadError` if it could land outside the target folder."""
+    if not name or "\\" in name or "\0" in name:
+        raise UploadError(f"refused: the archive has an unsafe file name {name[:80]!r}")
+    p = PurePosixPath(name)
+    if p.is_absolute() or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise UploadError(f"refused: the archive has an absolute path {name[:80]!r}")
+    parts = tuple(x for x in p.parts if x not in ("", "."))
+    if ".." in parts:
+        raise UploadError(f"refused: the archive has a path that leaves its folder ({name[:80]!r})")
+    return parts
+
+
+def _zip_entries(data: bytes) -> Iterator[Entry]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise UploadError(f"not a readable zip archive: {e}") from None
+    for info in infos:
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise UploadError(f"refused: the archive has a symbolic link ({info.filename[:80]!r})")
+        if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # 0: no type recorded
+            raise UploadError(f"refused: the archive has a special file ({info.filename[:80]!r})")
+        yield Entry(info.filename, info.is_dir(), info.file_size, bool(mode & 0o111),
+                    lambda info=info: zf.open(info))
+
+
+def _tar_entries(data: bytes) -> Iterator[Entry]:
+    try:
+        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise UploadError(f"not a readable tar archive: {e}") from None
+    try:
+        for m in tf:
+            if m.issym() or m.islnk():
+                raise UploadError(f"refused: the archive has a link ({m.name[:80]!r})")
+            if not (m.isfile() or m.isdir()):
+                raise UploadError(f"refused: the archive has a special file ({m.name[:80]!r})")
+            yield Entry(m.name, m.isdir(), m.size, bool(m.mode & 0o111),
+                        lambda m=m: tf.extractfile(m) or io.BytesIO())  # type: ignore[return-value]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise UploadError(f"the tar archive is damaged: {e}") from None
+
+
+def entries(data: bytes) -> Iterator[Entry]:
+    if data[:4] == b"PK\x03\x04":
+        return _zip_entries(data)
+    if data[:2] == b"\x1f\x8b" or data[257:262] == b"ustar":
+        return _tar_entries(data)
+    raise UploadError("not a zip or tar.gz archive")
+
+
+def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
+    """Check every entry, then write them under ``dest`` (which must not exist); the bot's root.
+
+    The root is ``dest`` if ``bot.toml`` is at the top, or the archive's single top-level folder."""
+    plan: list[tuple[tuple[str, ...], Entry]] = []
+    total = 0
+    for entry in entries(data):
+        parts = safe_parts(entry.name)
+        if not parts:
+            continue
+        plan.append((parts, entry))
+        total += max(0, entry.size)
+        if len(plan) > max_files:
+            raise UploadError(f"refused: more than {max_files} files in the archive")
+        if total > max_bytes:
+            raise UploadError(f"refused: more than {max_bytes // 2**20} MB once unpacked")
+    dest.mkdir(parents=True)
+    dest.chmod(0o755)
+    written = 0
+    for parts, entry in plan:
+        target = dest.joinpath(*parts)
+        for parent in reversed(target.parents):
+            if parent == dest or dest not in parent.parents:
+                continue
+            if parent.is_file():
+                raise UploadError(f"refused: {'/'.join(parts)[:80]!r} is inside a file")
+            if not parent.exists():
+                parent.mkdir(mode=0o755)
+        if entry.is_dir:
+            if target.is_file():
+                raise UploadError(f"refused: {'/'.join(parts)[:80]!r} is both a file and a folder")
+            target.mkdir(mode=0o755, exist_ok=True)
+            continue
+        if target.exists():
+            raise UploadError(f"refused: {'/'.join(parts)[:80]!r} appears twice in the archive")
+        with entry.open() as src, open(target, "xb") as out:
+            while chunk := src.read(CHUNK):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise UploadError(f"refused: more than {max_bytes // 2**20} MB once unpacked")
+                out.write(chunk)
+        target.chmod(0o755 if entry.executable else 0o644)
+    if (dest / MANIFEST).is_file():
+        return dest
+    tops = list(dest.iterdir())
+    if len(tops) == 1 and tops[0].is_dir() and (tops[0] / MANIFEST).is_file():
+        return tops[0]
+    raise UploadError(f"no {MANIFEST} at the top of the archive or in its one top-level folder")

@@ -1,0 +1,165 @@
+"""Page models: what each page needs, gathered from :mod:`.data` and the arena's own tables.
+
+Standings are the same numbers ``arena standings`` and ``arena ladder`` print:
+tournaments go through :func:`arena.standings.standings`, ladders through
+:func:`arena.ladder.ladder_standings` (one Elo fit over every game of the
+ladder). Mean ms per decision is added from the stored per-seat totals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..standings import standings
+from . import data
+from .charts import Band, heat_map, rating_chart
+
+
+@dataclass
+class StandingRow:
+    rank: int
+    bot: str
+    version: str
+    elo: float | None
+    margin: float | None
+    games: int
+    win_rate: float
+    avg_place: float
+    faults: dict[str, int]
+    ms: float | None
+
+    @property
+    def name(self) -> str:
+        return self.bot.split("@", 1)[0]
+
+    @property
+    def fault_count(self) -> int:
+        return sum(self.faults.values())
+
+
+def _margin(lo: float | None, hi: float | None) -> float | None:
+    return None if lo is None or hi is None else (hi - lo) / 2
+
+
+def tournament_rows(db: data.ReadStore, tid: str | None) -> list[StandingRow]:
+    ms = data.think_times(db, tournament=tid)
+    rows = []
+    for rank, line in enumerate(standings(db.results(tid)), 1):
+        rows.append(StandingRow(rank, line.bot, line.bot.partition("@")[2], line.elo,
+                                _margin(line.elo_low, line.elo_high), line.games, line.win_rate, line.avg_place,
+                                dict(line.faults), ms.get(line.bot)))
+    return rows
+
+
+def _ladder(name: str, ladders_dir: Path | None):
+    """The ladder's file if it can be read (its anchor decides the scale), else its defaults."""
+    from ..ladder import Ladder, LadderError, load_ladder
+    try:
+        return load_ladder(name, ladders_dir, check_bots=False)
+    except (LadderError, OSError):
+        return Ladder(name=name, bots=[])
+
+
+@dataclass
+class LadderPage:
+    name: str
+    description: str
+    games: int
+    rows: list[StandingRow]
+    chart: str  # SVG markup
+    series: int
+    heat: str  # SVG markup
+    cells: int
+    error: str = ""
+    members: list[str] = field(default_factory=list)
+
+
+def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
+    from ..ladder import LadderError, ladder_standings
+    ladder = _ladder(name, ladders_dir)
+    ms = data.think_times(db, prefix=ladder.prefix)
+    error = ""
+    try:
+        table = ladder_standings(ladder, db, matrix=True)
+    except (LadderError, ValueError) as e:  # an anchor without games: show the table unrated
+        error = str(e)
+        ladder.anchor = None
+        table = ladder_standings(ladder, db, matrix=True)
+    rows = [StandingRow(r.rank, r.label, r.version, r.elo, r.margin, r.games, r.win_rate, r.avg_place,
+                        dict(r.faults), ms.get(r.label)) for r in table.rows]
+    order = [r.bot for r in rows if r.games]
+    history = data.rating_history(db, ladder=name).get(name, {})
+    bands = {bot: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in pts] for bot, pts in history.items()}
+    chart = rating_chart(bands, order=[b for b in order if b in bands] + sorted(set(bands) - set(order)))
+    matrix = table.matrix or {}
+    cells = {a: {b: (c.score, c.games) for b, c in row.items()} for a, row in matrix.items()}
+    return LadderPage(name, ladder.description, table.games, rows, chart, len(bands), heat_map(order, cells),
+                      len(order) * (len(order) - 1), error, [r.bot for r in rows])
+
+
+@dataclass
+class BotPage:
+    label: str
+    versions: list[dict[str, Any]]
+    line: StandingRow | None
+    opponents: list[dict[str, Any]]
+    faults: list[dict[str, Any]]
+    fault_counts: dict[str, int]
+    slowest: list[dict[str, Any]]
+    charts: list[tuple[str, str]]  # (ladder, SVG) for each ladder with history
+    ladders: list[str]
+
+
+def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
+    from ..ladder import head_to_head
+    versions = data.bot_versions(db, label)
+    if not any(v["label"] == label for v in versions):
+        return None
+    games = data.bot_results(db, label)
+    line = next((r for r in _rows_for(games, db) if r.bot == label), None)
+    opponents = []
+    for other, cell in sorted(head_to_head(games).get(label, {}).items()):
+        opponents.append({"bot": other, "games": cell.games, "ahead": cell.ahead, "tied": cell.tied,
+                          "behind": cell.behind, "score": cell.score})
+    faults, counts = data.bot_faults(db, label)
+    charts = []
+    for ladder, series in sorted(data.rating_history(db, bot=label).items()):
+        bands = {label: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in series.get(label, [])]}
+        charts.append((ladder, rating_chart(bands, order=[label])))
+    ladders = sorted({g_tid for g_tid in _ladders_of(db, label)})
+    return BotPage(label, versions, line, opponents, faults, dict(counts), data.slowest_decisions(db, label),
+                   charts, ladders)
+
+
+def _rows_for(games: list, db: data.ReadStore) -> list[StandingRow]:
+    """The bot's own line over all its games (no fit: Elo is per ladder or tournament)."""
+    from ..standings import tally
+    ms = data.think_times(db)
+    return [StandingRow(0, l.bot, l.bot.partition("@")[2], None, None, l.games, l.win_rate, l.avg_place,
+                        dict(l.faults), ms.get(l.bot)) for l in tally(games).values()]
+
+
+def _ladders_of(db: data.ReadStore, label: str) -> list[str]:
+    rows = db.db.execute("SELECT DISTINCT g.tournament FROM games g JOIN game_seats s ON s.game=g.id WHERE s.bot=? "
+                         "AND substr(g.tournament, 1, ?)=?", (label, len(data.LADDER_PREFIX), data.LADDER_PREFIX))
+    return [r[0][len(data.LADDER_PREFIX):].split(":", 1)[0] for r in rows]
+
+
+@dataclass
+class Home:
+    ladders: list[tuple[str, int]]  # (name, games)
+    tournaments: list[data.Progress]
+    recent: list[dict[str, Any]]
+    games: int
+
+
+def home(db: data.ReadStore) -> Home:
+    ladders = []
+    for name in data.ladder_names(db):
+        prefix = f"{data.LADDER_PREFIX}{name}:"
+        n = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, ?)=?", (len(prefix), prefix)).fetchone()[0]
+        ladders.append((name, n))
+    recent, total = data.search_games(db, limit=10)
+    return Home(ladders, data.tournaments(db), recent, total)

@@ -1,0 +1,422 @@
+"""``arena serve`` without a browser: the upload checks, the charts, the store readers, and the
+server's HTTP rules (read-only default, token, host check, body cap, headers), against a real
+``arena serve`` process on a free port.
+
+The browser tests (tests/test_serve_browser.py) reuse :class:`ServerProc` and :func:`build_store`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+pytest.importorskip("hypercorn", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+
+from arena.serve import data
+from arena.serve.charts import Band, heat_map, rating_chart
+from arena.serve.upload import UploadError, unpack
+from arena.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = 'evil<script>window.__pwned=1</script>"\'&@1.0'
+LADDER = "test-ladder"
+LADDER_BOTS = ["alpha@1.0", "beta@2.0", "gamma@1.0", HOSTILE]
+MS_PER_DECISION = {"alpha@1.0": 4.0, "beta@2.0": 12.5, "gamma@1.0": 1.5, HOSTILE: 40.0}
+SNAPSHOTS = 6
+
+
+# --------------------------------------------------------------------------- a store built by the tests
+
+def fake_record(gid: str, seats: list[str], order: list[list[int]], forfeits: dict[str, str] | None = None,
+                decisions: int = 20) -> dict[str, Any]:
+    """A stored game's record with chosen results and timings (no steps: not replayable)."""
+    forfeits = forfeits or {}
+    return {"game_id": gid, "rules": {"name": "classic"}, "seed": 7, "players": seats, "max_turns": 2000,
+            "steps": [], "clock": {}, "setup_events": [],
+            "result": {"order": order, "reason": "forfeit" if forfeits else "first_out", "draw": False,
+                       "complete": True, "forfeits": forfeits},
+            "faults": [{"seat": int(s), "bot": seats[int(s)], "reason": r, "message": f"{r} in game {gid}",
+                        "turn": 5} for s, r in forfeits.items()],
+            "think_ms": [MS_PER_DECISION.get(b, 1.0) * decisions for b in seats], "decisions": [decisions] * len(seats),
+            "stderr": [["Traceback (most recent call last):", f"ValueError: <boom> {gid}"] if str(i) in forfeits else []
+                       for i in range(len(seats))],
+            "wall_ms": 3.0}
+
+
+def ladder_games() -> list[tuple[list[str], list[list[int]], dict[str, str]]]:
+    """Every pair of ladder bots, 8 games each in both seat orders; the earlier bot in the list wins
+    6 of 8; the hostile bot forfeits one game against each opponent (a timeout)."""
+    games = []
+    for i, a in enumerate(LADDER_BOTS):
+        for b in LADDER_BOTS[i + 1:]:
+            for k in range(8):
+                seats = [a, b] if k % 2 == 0 else [b, a]
+                winner = a if k < 6 else b
+                w = seats.index(winner)
+                forfeits = {str(seats.index(HOSTILE)): "timeout"} if HOSTILE in seats and k == 7 else {}
+                if forfeits:
+                    w = 1 - int(next(iter(forfeits)))
+                games.append((seats, [[w], [1 - w]], forfeits))
+    return games
+
+
+def build_store(path: Path) -> None:
+    """A ladder of four bots (synthetic games with known numbers) and rating snapshots."""
+    db = Store(path)
+    tid = f"ladder:{LADDER}:seed"
+    db.begin_tournament(tid, {"format": "round-robin", "rules": "classic", "seats": 2}, len(ladder_games()))
+    for idx, (seats, order, forfeits) in enumerate(ladder_games()):
+        db.save_game(tid, idx, seats, fake_record(f"{LADDER}-{idx:04d}", seats, order, forfeits))
+    db.finish_tournament(tid)
+    db.db.execute("CREATE TABLE IF NOT EXISTS rating_snapshots (ladder TEXT NOT NULL, taken_at REAL NOT NULL, "
+                  "games INTEGER NOT NULL, bot TEXT NOT NULL, elo REAL NOT NULL, lo REAL NOT NULL, hi REAL NOT NULL)")
+    now = time.time() - 3600
+    for k in range(SNAPSHOTS):
+        for j, bot in enumerate(LADDER_BOTS):
+            elo = 1500 + (1.5 - j) * 40 * (k + 1) / SNAPSHOTS
+            width = 400 / (k + 2)
+            db.db.execute("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)",
+                          (LADDER, now + 60 * k, 8 * (k + 1), bot, elo, elo - width, elo + width))
+    db.close()
+
+
+def expected_ladder() -> dict[str, dict[str, Any]]:
+    """What the standings must say, counted here from the games' definition."""
+    out = {b: {"games": 0, "wins": 0, "place_sum": 0, "faults": 0} for b in LADDER_BOTS}
+    for seats, order, forfeits in ladder_games():
+        for place, group in enumerate(order, 1):
+            for s in group:
+                line = out[seats[s]]
+                line["games"] += 1
+                line["place_sum"] += place
+                line["wins"] += place == 1
+                line["faults"] += str(s) in forfeits
+    return out
+
+
+# --------------------------------------------------------------------------- a real server
+
+def arena_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+
+
+class ServerProc:
+    """``arena serve`` on a free port, as a user starts it; its address and token read from its output."""
+
+    def __init__(self, store: Path, *args: str):
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2", *args),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
+        self.url, self.token, self.banner = "", "", []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"arena serve exited: {self.proc.stderr.read()}")
+            self.banner.append(line)
+            if m := re.match(r"arena serve: (http://\S+/)", line):
+                self.url = m.group(1).rstrip("/")
+            if m := re.match(r"token: (\S+)", line):
+                self.token = m.group(1)
+            if line.startswith("Ctrl-C"):
+                break
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.get("/static/site.css")
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw: Any) -> tuple[int, dict[str, str], bytes]:
+        return self.request("GET", path, **kw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    base = tmp_path_factory.mktemp("serve")
+    store = base / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store)
+    yield server
+    server.stop()
+
+
+# --------------------------------------------------------------------------- HTTP rules
+
+def test_read_only_by_default(served: ServerProc) -> None:
+    assert served.token == "" and "read-only" in "".join(served.banner)
+    for path in ("/play", "/submit"):
+        status, _, body = served.get(path)
+        assert status == 403 and b"--allow-" in body
+    status, _, body = served.request("POST", "/play", b"rules=classic&opponent=random",
+                                     {"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 403
+    status, _, _ = served.request("POST", "/submit", b"x", {"Content-Type": "application/octet-stream"})
+    assert status == 403
+
+
+def test_pages_escape_user_text_and_set_headers(served: ServerProc) -> None:
+    status, headers, body = served.get(f"/ladders/{LADDER}")
+    assert status == 200
+    text = body.decode()
+    assert "<script>window.__pwned" not in text
+    assert "evil&lt;script&gt;window.__pwned=1&lt;/script&gt;&#34;&#39;&amp;" in text
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_unknown_pages_are_plain_404s(served: ServerProc) -> None:
+    for path in ("/games/no-such-game", "/ladders/nope", "/tournaments/%3Cb%3E", "/bots/x@1", "/nothing"):
+        status, _, body = served.get(path)
+        assert status == 404, path
+        assert b"Traceback" not in body and b"<b>" not in body
+
+
+def test_other_host_headers_are_refused(served: ServerProc) -> None:
+    """A page of another site that resolves its name to 127.0.0.1 (DNS rebinding) gets nothing."""
+    status, _, _ = served.get("/", headers={"Host": "attacker.example:80"})
+    assert status == 400
+
+
+def test_events_stream_starts(served: ServerProc) -> None:
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/events")
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("content-type").startswith("text/event-stream")
+    assert r.readline().startswith(b"retry:")
+    conn.close()
+
+
+def test_store_readers_cope_without_optional_tables(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    db = data.ReadStore(path)
+    assert data.rating_history(db) == {} and data.ladder_names(db) == []
+    assert data.version(db)[0] == 0
+    with pytest.raises(Exception):
+        db.db.execute("CREATE TABLE x (a)")  # read-only connection
+    assert data.open_read(tmp_path / "missing.sqlite") is None
+
+
+# --------------------------------------------------------------------------- charts
+
+def test_rating_chart_draws_one_series_per_bot_and_escapes() -> None:
+    series = {b: [Band(10 * k, 0.0, 1500 + k, 1400, 1600) for k in range(3)] for b in ("a@1", "<x>@1")}
+    svg = str(rating_chart(series, order=["a@1", "<x>@1"]))
+    assert svg.count('<g class="series"') == 2 and "&lt;x&gt;@1" in svg and "<x>" not in svg
+    assert "No rating history" in str(rating_chart({}, order=[]))
+
+
+def test_heat_map_has_a_cell_per_ordered_pair() -> None:
+    order = ["a", "b", "c"]
+    svg = str(heat_map(order, {"a": {"b": (0.75, 8)}, "b": {"a": (0.25, 8)}}))
+    assert svg.count('<rect class="cell') == 6 and svg.count('<rect class="cell empty"') == 4
+    assert 'data-games="8"' in svg
+
+
+# --------------------------------------------------------------------------- uploads
+
+def zip_bytes(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+        for name, target in (links or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16)
+            zf.writestr(info, target)
+    return buf.getvalue()
+
+
+def tar_bytes(files: dict[str, bytes], links: dict[str, str] | None = None, hard: bool = False) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tf.addfile(info, io.BytesIO(content))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.LNKTYPE if hard else tarfile.SYMTYPE
+            info.linkname = target
+            tf.addfile(info)
+    return buf.getvalue()
+
+
+MANIFEST = b'name = "upl"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n'
+LIMITS = {"max_files": 50, "max_bytes": 1 << 20}
+
+
+def test_unpack_accepts_a_bot_folder(tmp_path: Path) -> None:
+    root = unpack(zip_bytes({"mybot/bot.toml": MANIFEST, "mybot/bot.py": b"print(1)\n"}), tmp_path / "a", **LIMITS)
+    assert root == tmp_path / "a" / "mybot" and (root / "bot.py").read_bytes() == b"print(1)\n"
+    root = unpack(tar_bytes({"bot.toml": MANIFEST, "lib/x.py": b""}), tmp_path / "b", **LIMITS)
+    assert root == tmp_path / "b" and (root / "lib" / "x.py").is_file()
+
+
+@pytest.mark.parametrize("archive, why", [
+    (zip_bytes({"bot.toml": MANIFEST, "../escape.py": b"x"}), "leaves its folder"),
+    (zip_bytes({"bot.toml": MANIFEST, "a/../../escape.py": b"x"}), "leaves its folder"),
+    (zip_bytes({"/etc/evil": b"x", "bot.toml": MANIFEST}), "absolute"),
+    (zip_bytes({"bot.toml": MANIFEST, "a\\..\\b": b"x"}), "unsafe file name"),
+    (zip_bytes({"bot.toml": MANIFEST}, links={"secret": "/etc/passwd"}), "symbolic link"),
+    (tar_bytes({"bot.toml": MANIFEST}, links={"secret": "/etc/passwd"}), "link"),
+    (tar_bytes({"bot.toml": MANIFEST}, links={"hard": "bot.toml"}, hard=True), "link"),
+    (tar_bytes({"bot.toml": MANIFEST, "../../x": b"x"}), "leaves its folder"),
+    (zip_bytes({f"f{i}.txt": b"" for i in range(60)}), "more than 50 files"),
+    (zip_bytes({"bot.toml": MANIFEST, "big.bin": b"\0" * (2 << 20)}), "MB once unpacked"),
+    (b"just some text, not an archive", "not a zip or tar.gz"),
+    (zip_bytes({"readme.txt": b"hi"}), "no bot.toml"),
+])
+def test_unpack_refuses(tmp_path: Path, archive: bytes, why: str) -> None:
+    with pytest.raises(UploadError, match=re.escape(why)):
+        unpack(archive, tmp_path / "dest", **LIMITS)
+    assert not (tmp_path / "escape.py").exists() and not (tmp_path.parent / "x").exists()
+
+
+# --------------------------------------------------------------------------- write paths over HTTP
+
+@pytest.fixture(scope="module")
+def writable(tmp_path_factory):
+    base = tmp_path_factory.mktemp("serve-w")
+    store = base / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", "--allow-play", "--max-upload-mb", "0.25")
+    yield server
+    server.stop()
+
+
+def multipart(fields: dict[str, str], file: tuple[str, bytes]) -> tuple[bytes, str]:
+    boundary = "----arenatest7MA4YWxkTrZu0gW"
+    out = io.BytesIO()
+    for k, v in fields.items():
+        out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
+    out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="bot"; filename="{file[0]}"\r\n'
+              f"Content-Type: application/zip\r\n\r\n".encode() + file[1] + b"\r\n")
+    out.write(f"--{boundary}--\r\n".encode())
+    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_a_good_bot_is_checked_then_placed(tmp_path_factory) -> None:
+    """The whole Submit path: upload, arena check, seeding and placement on a small ladder."""
+    base = tmp_path_factory.mktemp("serve-place")
+    (base / "ladders").mkdir()
+    (base / "ladders" / "mini.toml").write_text('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\n'
+                                                'check_games = 1\n')
+    store = base / "data" / "arena.sqlite"
+    store.parent.mkdir()
+    server = ServerProc(store, "--allow-submit", "--ladders", str(base / "ladders"))  # no store yet
+    assert b"No games yet" in server.get("/")[2]
+    try:
+        starter = ROOT / "examples" / "bots" / "python"
+        files = {f"starter/{p.relative_to(starter)}": p.read_bytes() for p in starter.rglob("*") if p.is_file()}
+        body, ctype = multipart({"ladder": "mini", "token": server.token}, ("starter.zip", zip_bytes(files)))
+        status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 303
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            _, _, page = server.get(headers["location"])
+            m = re.search(rb'data-status="([^"]+)"', page)
+            if m and m.group(1) in (b"placed", b"failed", b"check failed"):
+                break
+            time.sleep(1)
+        assert m and m.group(1) == b"placed", page.decode()[-3000:]
+        assert b"no faults" in page and b"Placed: rank" in page
+        db = data.ReadStore(store)
+        assert ("starter-python@1.0.0",) in db.db.execute("SELECT label FROM ladder_members").fetchall()
+        db.db.close()
+        _, _, ladder_page = server.get("/ladders/mini")
+        assert b'data-bot="starter-python@1.0.0"' in ladder_page
+    finally:
+        server.stop()
+
+
+def test_writes_need_the_token(writable: ServerProc) -> None:
+    assert writable.token
+    body, ctype = multipart({"ladder": "classic-2p", "token": "wrong"}, ("b.zip", zip_bytes({"bot.toml": MANIFEST})))
+    status, _, text = writable.request("POST", "/submit", body, {"Content-Type": ctype})
+    assert status == 403 and b"token" in text
+    status, _, _ = writable.request("POST", "/play", f"token={writable.token}&opponent=random".encode(),
+                                    {"Content-Type": "application/x-www-form-urlencoded",
+                                     "Origin": "http://attacker.example"})
+    assert status == 403
+
+
+def test_oversized_body_is_refused_while_read(writable: ServerProc) -> None:
+    """No Content-Length (chunked): the cap is counted on the bytes as they arrive."""
+    body, ctype = multipart({"ladder": "classic-2p", "token": writable.token},
+                            ("big.zip", os.urandom(400 * 1024)))
+    host, port = writable.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("POST", "/submit", body=iter([body[i:i + 8192] for i in range(0, len(body), 8192)]),
+                 headers={"Content-Type": ctype}, encode_chunked=True)
+    r = conn.getresponse()
+    assert r.status == 413 and b"larger than 0.25 MB" in r.read()
+    conn.close()
+    status, _, text = writable.request("POST", "/submit", body, {"Content-Type": ctype})
+    assert status == 413 and b"larger than 0.25 MB" in text
+    assert not list((Path(writable.proc.args[writable.proc.args.index("--store") + 1]).parent).glob("uploads/*"))
+
+
+def test_games_search_by_ladder(served: ServerProc) -> None:
+    status, _, body = served.get(f"/games?ladder={LADDER}&fault=timeout")
+    assert status == 200 and b"3 game(s) match" in body
+    status, _, body = served.get(f"/games?ladder={LADDER}")
+    assert b"48 game(s) match" in body
+
+
+def test_progress_of_a_running_tournament(tmp_path: Path) -> None:
+    """10 games stored one second apart, 20 planned: 1 game/s, 10 s to go."""
+    path = tmp_path / "s.sqlite"
+    db = Store(path)
+    db.begin_tournament("run", {"format": "round-robin"}, 20)
+    now = time.time()
+    for i in range(10):
+        db.save_game("run", i, ["a@1", "b@1"], fake_record(f"run-{i}", ["a@1", "b@1"], [[0], [1]]))
+        db.db.execute("UPDATE games SET finished=? WHERE id=?", (now - 9 + i, f"run-{i}"))
+    db.close()
+    t = data.tournament(data.ReadStore(path), "run")
+    assert t is not None and t.played == 10 and t.status == "running" and not t.stalled
+    assert t.rate == pytest.approx(1.0) and t.eta_s == pytest.approx(10.0)

@@ -1,0 +1,369 @@
+"""``arena serve`` in a real headless Chromium (Selenium + Debian's chromium-driver).
+
+The tests start ``arena serve`` on a free port over a store they build (a ladder of synthetic
+games with known numbers and rating snapshots, and a real tournament played by ``arena
+tournament``), then drive the pages as a person would. Each page is photographed into
+``docs/screenshots/`` at 1366x768 (and a few at phone width), which the README links to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
+                         build_store, expected_ladder)
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+SHOTS = ROOT / "docs" / "screenshots"
+DESKTOP = (1366, 768)
+PHONE = (390, 844)
+
+
+def _exe(*names: str) -> str | None:
+    return next((p for p in map(shutil.which, names) if p), None)
+
+
+CHROMIUM = _exe("chromium", "chromium-browser", "google-chrome")
+CHROMEDRIVER = _exe("chromedriver", "chromium-driver")
+ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest.fixture(scope="module")
+def chrome():
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver): "
+                    "arena serve is not tested in a browser")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+                f"--window-size={DESKTOP[0]},{DESKTOP[1]}", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    viewport(driver, *DESKTOP)
+    yield driver
+    driver.quit()
+
+
+def viewport(driver: Any, width: int, height: int, mobile: bool = False) -> None:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+
+
+def shot(driver: Any, name: str, phone: bool = False) -> None:
+    """Photograph the page as it is now into docs/screenshots/NAME.png (NAME-phone.png at phone width)."""
+    try:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        if phone:
+            viewport(driver, *PHONE, mobile=True)
+            time.sleep(0.3)
+        driver.execute_script("window.scrollTo(0, 0)")
+        driver.save_screenshot(str(SHOTS / f"{name}{'-phone' if phone else ''}.png"))
+    except OSError:
+        pass  # a read-only checkout: the test still ran
+    finally:
+        if phone:
+            viewport(driver, *DESKTOP)
+
+
+def wait(driver: Any, cond, timeout: float = 60, what: str = "") -> Any:
+    def safe(d: Any) -> Any:
+        try:
+            return cond(d)
+        except (StaleElementReferenceException, WebDriverException):
+            return None
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(safe, what)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+MINI_LADDER = """description = "A small test ladder"
+rules = "powers"
+seats = 2
+deals = 1
+bots = ["random", "lowest"]
+check_games = 1
+[time]
+move_ms = 2000
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    base = tmp_path_factory.mktemp("site")
+    store = base / "data" / "arena.sqlite"
+    build_store(store)
+    subprocess.run(arena_cmd("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
+                             "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain"),
+                   check=True, env=ENV, cwd=base, stdout=subprocess.DEVNULL, timeout=300)
+    ladders = base / "ladders"
+    ladders.mkdir()
+    (ladders / "mini.toml").write_text(MINI_LADDER)
+    server = ServerProc(store, "--allow-play", "--allow-submit", "--ladders", str(ladders), "--max-upload-mb", "1")
+    server.store = store  # type: ignore[attr-defined]
+    server.base = base  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def table_rows(driver: Any, selector: str) -> list[dict[str, str]]:
+    return driver.execute_script("""
+        var t = document.querySelector(arguments[0]);
+        var heads = Array.from(t.querySelectorAll('thead th')).map(function (h) { return h.textContent.trim(); });
+        return Array.from(t.querySelectorAll('tbody tr')).map(function (tr) {
+          var row = {label: tr.getAttribute('data-bot')};
+          Array.from(tr.children).forEach(function (td, i) { row[heads[i]] = td.textContent.trim(); });
+          return row;
+        });""", selector)
+
+
+# --------------------------------------------------------------------------- standings, charts
+
+def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
+    from arena.ratings import fit_elo
+    from arena.standings import outcomes
+    from arena.store import Store
+    chrome.get(f"{site.url}/ladders/{LADDER}")
+    rows = table_rows(chrome, "#standings")
+    expect = expected_ladder()
+    db = Store(site.store)  # type: ignore[attr-defined]
+    ratings = fit_elo(outcomes(db.results(f"ladder:{LADDER}:seed")), anchor_elo=1500.0)
+    db.close()
+    assert [r["label"] for r in rows] == ratings.standings()
+    for rank, r in enumerate(rows, 1):
+        e, fit = expect[r["label"]], ratings[r["label"]]
+        assert r["#"] == str(rank)
+        assert r["games"] == str(e["games"]) == "24"
+        assert r["win %"] == f"{100 * e['wins'] / e['games']:.1f}%"
+        assert r["avg place"] == f"{e['place_sum'] / e['games']:.2f}"
+        assert r["faults"] == str(e["faults"])
+        assert r["ms/decision"] == f"{MS_PER_DECISION[r['label']]:.1f}"
+        assert r["Elo ± 95%"] == f"{fit.elo:.0f} ± {(fit.ci_high - fit.ci_low) / 2:.0f}"
+        assert r["version"] == r["label"].rsplit("@", 1)[1] and r["bot"] == r["label"].split("@", 1)[0]
+    hostile = next(r for r in rows if r["label"] == HOSTILE)
+    assert hostile["faults"] == "3" and hostile["bot"] == HOSTILE.split("@", 1)[0]
+    assert chrome.execute_script("return window.__pwned") is None  # the name was shown, not run
+    shot(chrome, "ladder")
+    shot(chrome, "ladder", phone=True)
+
+
+def test_rating_chart_and_heat_map(chrome: Any, site: ServerProc) -> None:
+    chrome.get(f"{site.url}/ladders/{LADDER}")
+    series = css(chrome, "#rating-chart g.series")
+    assert sorted(s.get_attribute("data-bot") for s in series) == sorted(LADDER_BOTS)
+    assert {s.get_attribute("data-points") for s in series} == {str(SNAPSHOTS)}
+    assert len(css(chrome, "#rating-chart polygon.band")) == len(LADDER_BOTS)
+    cells = css(chrome, "#heat-map rect.cell")
+    assert len(cells) == len(LADDER_BOTS) * (len(LADDER_BOTS) - 1)
+    by_pair = {(c.get_attribute("data-row"), c.get_attribute("data-col")): c for c in cells}
+    ab = by_pair[("alpha@1.0", "beta@2.0")]
+    assert ab.get_attribute("data-games") == "8" and float(ab.get_attribute("data-score")) == 0.75
+    assert all(c.get_attribute("data-games") == "8" for c in cells)
+    chrome.execute_script("document.getElementById('chart-box').scrollIntoView()")
+    driver_shot_y = chrome.execute_script("return window.scrollY")
+    assert driver_shot_y >= 0
+
+
+def test_tournament_page_matches_arena_standings(chrome: Any, site: ServerProc) -> None:
+    out = subprocess.run(arena_cmd("standings", "demo", "--json", "--store", str(site.store)),  # type: ignore[attr-defined]
+                         check=True, env=ENV, capture_output=True, text=True, timeout=120).stdout
+    cli = json.loads(out)
+    chrome.get(f"{site.url}/tournaments/demo")
+    rows = table_rows(chrome, "#standings")
+    assert [r["label"] for r in rows] == [c["bot"] for c in cli]
+    for r, c in zip(rows, cli):
+        assert r["games"] == str(c["games"])
+        assert r["win %"] == f"{100 * c['win_rate']:.1f}%"
+        assert r["avg place"] == f"{c['avg_place']:.2f}"
+        assert r["Elo ± 95%"].split(" ")[0] == f"{c['elo']:.0f}"
+    assert chrome.find_element(By.CSS_SELECTOR, "#progress-box .played").text == "12"
+    shot(chrome, "tournament")
+
+
+def test_bot_page_lists_faults_with_stderr(chrome: Any, site: ServerProc) -> None:
+    from urllib.parse import quote
+    chrome.get(f"{site.url}/bots/{quote(HOSTILE, safe='@')}")
+    assert chrome.find_element(By.TAG_NAME, "h1").text == HOSTILE
+    faults = css(chrome, ".fault")
+    assert len(faults) == 3
+    assert all("ValueError: <boom>" in f.find_element(By.CSS_SELECTOR, "pre.stderr").text for f in faults)
+    assert chrome.execute_script("return window.__pwned") is None
+    chrome.get(f"{site.url}/bots/heuristic@1.0")
+    assert len(css(chrome, "#slowest tbody tr")) == 10  # real logs: its ten slowest requests
+    assert len(css(chrome, "#opponents tbody tr")) == 2
+    shot(chrome, "bot")
+
+
+def test_games_search_and_replay(chrome: Any, site: ServerProc) -> None:
+    chrome.get(f"{site.url}/games?tournament=demo&bot=lowest")
+    rows = css(chrome, "#games tbody tr[data-game]")
+    assert len(rows) == 8 and all("lowest@1.0" in r.text for r in rows)
+    shot(chrome, "games")
+    rows[0].find_element(By.CSS_SELECTOR, "a.game-link").click()
+    wait(chrome, lambda d: d.find_element(By.ID, "turn").text.startswith("Turn 0"), what="the replay")
+    assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
+    chrome.find_element(By.ID, "next").click()
+    assert chrome.find_element(By.ID, "turn").text.startswith("Turn 1")
+    shot(chrome, "replay")
+    chrome.get(chrome.current_url + "?as=1")
+    wait(chrome, lambda d: d.find_element(By.ID, "view").get_attribute("value") == "1", what="seat view")
+    assert css(chrome, "#seat-0-hand [data-card='back']")  # seat 1 cannot see seat 0's hand
+
+
+# --------------------------------------------------------------------------- live
+
+def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, site: ServerProc) -> None:
+    chrome.get(f"{site.url}/")
+    wait(chrome, lambda d: d.find_element(By.ID, "live-status").text == "live", what="the event stream")
+    chrome.execute_script("window.__samePage = 42")
+    before = int(chrome.find_element(By.ID, "game-count").get_attribute("data-count"))
+    proc = subprocess.Popen(arena_cmd("tournament", "--name", "live", "--bot", "random", "--bot", "lowest",
+                                      "--rules", "powers", "--deals", "1", "-j", "1",
+                                      "--store", str(site.store), "--plain"),  # type: ignore[attr-defined]
+                            env=ENV, cwd=site.base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # type: ignore[attr-defined]
+    try:
+        wait(chrome, lambda d: css(d, "#recent-games tr[data-game^='live-']"), 120, "a game of 'live' on the page")
+        assert chrome.execute_script("return window.__samePage") == 42  # no reload
+        assert css(chrome, "#tournaments tr[data-tournament='live']")
+        assert proc.wait(timeout=120) == 0
+        wait(chrome, lambda d: int(d.find_element(By.ID, "game-count").get_attribute("data-count")) == before + 2,
+             60, "both games counted")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert chrome.execute_script("return window.__samePage") == 42
+    shot(chrome, "overview")
+    shot(chrome, "overview", phone=True)
+
+
+# --------------------------------------------------------------------------- play
+
+def test_a_person_plays_a_game_to_the_end_by_clicking(chrome: Any, site: ServerProc) -> None:
+    chrome.get(f"{site.url}/?token={site.token}")  # sets the token cookie for this browser
+    chrome.get(f"{site.url}/play")
+    Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
+    Select(css(chrome, "select[name='opponent']")[0]).select_by_visible_text("lowest")
+    turns = chrome.find_element(By.NAME, "max_turns")
+    turns.clear()
+    turns.send_keys("300")
+    shot(chrome, "play-new")
+    chrome.find_element(By.ID, "play-start").click()
+    wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
+    clicks, shot_taken = 0, False
+    while True:
+        def ready(d: Any) -> Any:
+            if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
+                return "end"
+            buttons = css(d, "#play-actions button.action:not([disabled])")
+            return buttons[0] if buttons else None
+        nxt = wait(chrome, ready, 60, "a request or the end")
+        if nxt == "end":
+            break
+        if clicks == 6 and not shot_taken:
+            shot(chrome, "play")
+            shot(chrome, "play", phone=True)
+            shot_taken = True
+        nxt.click()
+        clicks += 1
+        assert clicks < 400
+    root = chrome.find_element(By.ID, "play")
+    assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
+    assert clicks >= 2
+    sid = root.get_attribute("data-session")
+    sent = chrome.execute_script(
+        "return fetch('/play/' + arguments[0] + '/state?seen=0').then(function (r) { return r.json(); })", sid)
+    kinds = [m["raw"]["type"] for m in sent["messages"]]
+    assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds) <= {"start", "request", "end", "error"}
+    assert kinds.count("request") == clicks
+    assert all(m["raw"]["view"]["seat"] == 0 for m in sent["messages"] if m["raw"]["type"] == "request")
+    shot(chrome, "play-over")
+    chrome.find_element(By.ID, "play-replay").click()
+    wait(chrome, lambda d: d.find_element(By.ID, "turn").text.startswith("Turn 0"), what="the stored game's replay")
+    assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
+    from arena.store import Store
+    db = Store(site.store)  # type: ignore[attr-defined]
+    games = db.games(tournament="play")
+    db.close()
+    assert len(games) == 1 and games[0]["seats"] == ["human@-", "lowest@1.0"] and games[0]["id"] == sent["game"]
+
+
+# --------------------------------------------------------------------------- submit
+
+def _zip(path: Path, files: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+BROKEN_BOT = {
+    "broken/bot.toml": 'name = "broken"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
+    "broken/bot.py": "import sys\nprint('loading my model...', file=sys.stderr)\nraise SystemExit('no model file')\n",
+}
+
+
+def _upload(chrome: Any, site: ServerProc, archive: Path) -> None:
+    chrome.get(f"{site.url}/submit")
+    Select(chrome.find_element(By.NAME, "ladder")).select_by_visible_text("mini")
+    chrome.find_element(By.NAME, "bot").send_keys(str(archive))
+    chrome.find_element(By.ID, "submit-upload").click()
+
+
+def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any, site: ServerProc,
+                                                                       tmp_path: Path) -> None:
+    chrome.get(f"{site.url}/?token={site.token}")
+    chrome.get(f"{site.url}/submit")
+    shot(chrome, "submit")
+    _upload(chrome, site, _zip(tmp_path / "broken.zip", BROKEN_BOT))
+    wait(chrome, lambda d: "/submit/" in d.current_url, what="the job page")
+    wait(chrome, lambda d: d.find_element(By.ID, "job").get_attribute("data-status") in ("check failed", "placed",
+                                                                                        "failed"),
+         300, "the check to finish")
+    assert chrome.find_element(By.ID, "job-status").text == "check failed"
+    faults = css(chrome, "#check-faults li")
+    assert faults and all(f.find_element(By.TAG_NAME, "b").text for f in faults)
+    assert css(chrome, "#check-scenarios tbody tr")
+    shot(chrome, "submit-report")
+    from arena.store import Store
+    db = Store(site.store)  # type: ignore[attr-defined]
+    try:
+        has = db.db.execute("SELECT 1 FROM sqlite_master WHERE name='ladder_members'").fetchone()
+        members = [r[0] for r in db.db.execute("SELECT label FROM ladder_members")] if has else []
+        assert "broken@1.0" not in members
+        assert not db.db.execute("SELECT 1 FROM game_seats WHERE bot='broken@1.0' AND game IN "
+                                 "(SELECT id FROM games WHERE tournament LIKE 'ladder:%')").fetchone()
+    finally:
+        db.close()
+
+
+def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: ServerProc, tmp_path: Path) -> None:
+    chrome.get(f"{site.url}/?token={site.token}")
+    evil = _zip(tmp_path / "evil.zip", {"bot.toml": BROKEN_BOT["broken/bot.toml"], "../../outside.txt": "gotcha"})
+    _upload(chrome, site, evil)
+    error = wait(chrome, lambda d: d.find_element(By.ID, "submit-error"), what="the refusal")
+    assert "leaves its folder" in error.text
+    big = tmp_path / "big.zip"
+    big.write_bytes(os.urandom(int(1.5 * 2**20)))
+    _upload(chrome, site, big)
+    error = wait(chrome, lambda d: d.find_element(By.ID, "submit-error"), what="the refusal")
+    assert "larger than 1 MB" in error.text
+    shot(chrome, "submit-refused")
+    uploads = site.store.parent / "uploads"  # type: ignore[attr-defined]
+    assert not any(uploads.rglob("outside.txt")) and not (site.base / "outside.txt").exists()  # type: ignore[attr-defined]
