@@ -170,3 +170,23 @@ class ISMCTSAgent(HeuristicAgent):
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [root_mean(children, a) for a in legal], self.rng)
         return ids[best]
+
+
+REFERENCE = ("random", "highest", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts")
+
+
+def reference_agent(name: str, seed: int | None = None, budget: Budget | None = None) -> Agent:
+    """One of the bundled bots, in process, by its name in ``bots/`` (what ``arena.envs`` plays against)."""
+    from arena import strategies
+    if name == "random":
+        return PolicyAgent(strategies.random_policy(random.Random(seed)), name)
+    if name in ("highest", "lowest", "heuristic"):
+        return PolicyAgent({"highest": strategies.highest_first, "lowest": strategies.lowest_first,
+                            "heuristic": strategies.heuristic}[name], name)
+    if name == "heuristic-setup":
+        return HeuristicAgent(seed=seed)
+    if name == "montecarlo":
+        return MonteCarloAgent(budget or Budget(ms=10), seed=seed)
+    if name == "ismcts":
+        return ISMCTSAgent(budget or Budget(ms=10), seed=seed)
+    raise ValueError(f"unknown reference bot {name!r}; known: {', '.join(REFERENCE)}")

@@ -1,0 +1,167 @@
+"""A fixed action space and a fixed-size observation, for learning agents.
+
+Both are built from what a bot is sent (the request's ``view`` and ``actions``), never
+from the engine's state, so a policy trained in :mod:`arena.envs` computes the same
+inputs when it plays as a bot (see ``examples/rl``). Needs numpy only.
+
+Action indices (``N_ACTIONS`` in all, the same for every rule set and table size):
+
+=============  ===========================================================
+index          action
+=============  ===========================================================
+0              pick up the pile
+1 + r - 2      pick up, surrendering a face-up card of rank r (harsh rule)
+15 + p         flip face-down position p (p < 8)
+23 + k         play from hand: rank r, count c (k = (r-2)*12 + c-1)
+191 + k        play from face-up: rank r, count c
+359 + k        play jokers giving the pile: zone, target seat, count
+503 + i        the i-th setup action of the request (setup, stack, done; i < 128)
+=============  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from arena.engine.cards import JOKER, RANK_CHARS, make_deck
+from arena.engine.resample import card_of
+from arena.engine.rules import Rules
+
+RANKS = 14  # 2..14 and the joker (15)
+MAX_COUNT = 12  # cards of one rank in one play (three decks)
+MAX_FLIPS = 8
+MAX_SEATS = 6
+MAX_SETUP = 128
+PICK_UP, SURRENDER, FLIP, HAND_PLAY, FACE_UP_PLAY, GIVE_PLAY, SETUP = 0, 1, 15, 23, 191, 359, 503
+N_ACTIONS = SETUP + MAX_SETUP
+SEAT_FEATURES = 4 + 2 * RANKS + 2
+N_FEATURES = 2 * RANKS + 1 + (RANKS + 1) + 3 + RANKS + RANKS + 5 + RANKS + (MAX_SEATS - 1) * SEAT_FEATURES
+
+
+_TOP = {ch: r - 1 for r, ch in RANK_CHARS.items()}  # the view's pile_top (a rank letter) -> 1..14
+
+
+class ActionSpaceError(ValueError):
+    """An action the fixed space has no index for (a table or deck beyond its sizes)."""
+
+
+def index_of(kind: str, *, rank: int = 0, count: int = 1, zone: str = "hand", target: int | None = None,
+             position: int = 0, setup: int = 0) -> int:
+    """The fixed index of one action, from its parts."""
+    if kind == "pick_up":
+        return PICK_UP if not rank else SURRENDER + rank - 2
+    if kind == "flip":
+        if position >= MAX_FLIPS:
+            raise ActionSpaceError(f"face-down position {position} beyond {MAX_FLIPS}")
+        return FLIP + position
+    if kind == "play":
+        if count > MAX_COUNT:
+            raise ActionSpaceError(f"a play of {count} cards is beyond {MAX_COUNT}")
+        if target is not None:
+            if target >= MAX_SEATS:
+                raise ActionSpaceError(f"target seat {target} beyond {MAX_SEATS}")
+            return GIVE_PLAY + ((zone != "hand") * MAX_SEATS + target) * MAX_COUNT + count - 1
+        base = HAND_PLAY if zone == "hand" else FACE_UP_PLAY
+        return base + (rank - 2) * MAX_COUNT + count - 1
+    if setup >= MAX_SETUP:
+        raise ActionSpaceError(f"setup choice {setup} beyond {MAX_SETUP}")
+    return SETUP + setup
+
+
+def json_index(action: dict[str, Any], position: int) -> int:
+    """The index of a request action (``position`` is its place in the request's list)."""
+    kind = action["kind"]
+    if kind == "pick_up":
+        s = action.get("surrender")
+        return index_of(kind, rank=card_of(s) >> 2 if s else 0)
+    if kind == "flip":
+        return index_of(kind, position=action["position"])
+    if kind == "play":
+        cards = action["cards"]
+        return index_of(kind, rank=card_of(cards[0]) >> 2, count=len(cards), zone=action["from"],
+                        target=action.get("target"))
+    return index_of(kind, setup=position)
+
+
+def engine_index(action, position: int) -> int:
+    """The index of an engine action (``position``: its place in ``legal_actions``)."""
+    kind = action.kind
+    if kind == "pick_up":
+        return PICK_UP if action.surrender is None else SURRENDER + (action.surrender >> 2) - 2
+    if kind == "flip":
+        return index_of(kind, position=action.position)
+    if kind == "play":
+        return index_of(kind, rank=action.cards[0] >> 2, count=len(action.cards), zone=action.zone,
+                        target=action.target)
+    return index_of(kind, setup=position)
+
+
+def request_mask(actions: list[dict[str, Any]]) -> tuple[np.ndarray, dict[int, int]]:
+    """(mask over the fixed space, index -> the request's action id)."""
+    mask = np.zeros(N_ACTIONS, dtype=np.int8)
+    ids = {}
+    for pos, a in enumerate(actions):
+        k = json_index(a, pos)
+        mask[k] = 1
+        ids[k] = a["id"]
+    return mask, ids
+
+
+def _counts(out: np.ndarray, at: int, cards, scale: float = 0.25) -> None:
+    for t in cards:
+        out[at + (card_of(t) >> 2) - 2] += scale
+
+
+def encode(view: dict[str, Any], rules: Rules, players: int) -> np.ndarray:
+    """The view as ``N_FEATURES`` floats: card counts by rank (a quarter per card), sizes, flags.
+
+    Seats are listed from the viewer's left, so a policy sees the table the same way
+    from every seat. Unseen cards (the deck less everything visible) are counted too.
+    """
+    out = np.zeros(N_FEATURES, dtype=np.float32)
+    me = view["seat"]
+    _counts(out, 0, view["hand"])
+    for st in view["face_up"]:
+        _counts(out, RANKS, st)
+    at = 2 * RANKS
+    out[at] = sum(view["face_down"]) / 4
+    at += 1
+    top = view["pile_top"]
+    out[at + (0 if top is None else _TOP[top])] = 1
+    at += RANKS + 1
+    out[at:at + 3] = (len(view["pile"]) / 16, view["need"] / 4, float(view["descending"]))
+    at += 3
+    _counts(out, at, view["pile"])
+    at += RANKS
+    _counts(out, at, view["burned"])
+    at += RANKS
+    out[at:at + 5] = (view["stock"] / 16, view["set_aside"] / 16, view["phase"] == "setup",
+                      view["phase"] == "play", view["direction"] == 1)
+    at += 5
+    seen = Counter(card_of(t) >> 2 for t in view["hand"] + view["pile"] + view["burned"])
+    for p in view["players"]:
+        for st in (p["face_up"] or ()):
+            seen.update(card_of(t) >> 2 for t in st)
+        if p["seat"] != me:
+            seen.update(card_of(t) >> 2 for t in p["known_hand"])
+    if view["players"][me]["face_up"] is None:
+        for st in view["face_up"]:
+            seen.update(card_of(t) >> 2 for t in st)
+    deck = Counter(c >> 2 for c in make_deck(rules.decks_for(players), rules.jokers))
+    for r in range(2, JOKER + 1):
+        out[at + r - 2] = max(0, deck[r] - seen[r]) / 4
+    at += RANKS
+    n = len(view["players"])
+    for k in range(1, min(n, MAX_SEATS)):
+        p = view["players"][(me + k) % n]
+        out[at:at + 4] = (1.0, p["place"] is None, view["to_move"] == p["seat"], p["hand_count"] / 8)
+        _counts(out, at + 4, p["known_hand"])
+        for st in (p["face_up"] or ()):
+            _counts(out, at + 4 + RANKS, st)
+        out[at + 4 + 2 * RANKS] = sum(p["face_down"]) / 4
+        out[at + 5 + 2 * RANKS] = 0 if p["place"] is None else p["place"] / n
+        at += SEAT_FEATURES
+    return out
