@@ -108,3 +108,21 @@ def test_request_mask_maps_indices_to_ids():
     assert mask.shape == (N_ACTIONS,) and sorted(ids.values()) == list(range(len(req["actions"])))
     assert [action_json(a) for a in legal_actions(e.state)] == [
         {k: v for k, v in a.items() if k != "id"} for a in req["actions"]]
+
+
+@pytest.mark.parametrize("name,rules", VARIANTS[::3], ids=[v[0] for v in VARIANTS[::3]])
+def test_fast_encoding_equals_the_views(name, rules):
+    """The environments encode from the engine state; bots encode from the view: the same numbers."""
+    from arena.engine import apply_action, start_game
+    from arena.engine.views import seat_view
+    from arena.envs.encode import encode, encode_state
+    players = max(rules.min_players, min(rules.max_players, 4))
+    state, _ = start_game(rules, players, 4)
+    rng = random.Random(4)
+    n = 0
+    while state.result is None and n < 300:
+        for seat in range(players):
+            np.testing.assert_array_equal(encode_state(state, seat), encode(seat_view(state, seat), rules, players))
+        acts = legal_actions(state)
+        state = apply_action(state, acts[rng.randrange(len(acts))], check=False)[0]
+        n += 1

@@ -27,7 +27,7 @@ from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules, rules_from
 from arena.engine.views import action_json, event_for, seat_view
 
-from .encode import MAX_SEATS, N_ACTIONS, N_FEATURES, encode, engine_index
+from .encode import MAX_SEATS, N_ACTIONS, N_FEATURES, encode_state, engine_index
 
 
 def make_rules(rules: str | Rules, options: list[str] | dict[str, Any] | None) -> Rules:
@@ -112,7 +112,7 @@ class PalaceEnv(AECEnv):
         mask = np.zeros(N_ACTIONS, dtype=np.int8)
         if self.state.result is None and self.state.to_move == seat:
             mask[list(self.by_index)] = 1
-        return {"observation": encode(seat_view(self.state, seat), self.rules, self.players), "action_mask": mask}
+        return {"observation": encode_state(self.state, seat), "action_mask": mask}
 
     def step(self, action: int | None) -> None:
         agent = self.agent_selection

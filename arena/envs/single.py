@@ -27,7 +27,7 @@ from arena.engine.rules import Rules
 from arena.engine.views import action_json, event_for, result_json, seat_view
 
 from .aec import make_rules, place_rewards, spaces
-from .encode import N_ACTIONS, encode, engine_index
+from .encode import N_ACTIONS, encode_state, engine_index
 
 
 class PalaceSingleEnv(gymnasium.Env):
@@ -107,7 +107,7 @@ class PalaceSingleEnv(gymnasium.Env):
         mask = np.zeros(N_ACTIONS, dtype=np.int8)
         if self.state.result is None:
             mask[list(self.by_index)] = 1
-        return {"observation": encode(seat_view(self.state, self.seat), self.rules, self.players), "action_mask": mask}
+        return {"observation": encode_state(self.state, self.seat), "action_mask": mask}
 
     def _info(self) -> dict[str, Any]:
         if self.state.result is None:
