@@ -198,57 +198,74 @@ def encode_state(state, seat: int) -> np.ndarray:
     """:func:`encode` of ``seat_view(state, seat)``, read straight from the engine state (the
     environments' fast path). It reads only what the view shows; a test checks both agree.
 
-    Every card count is one index into a single ``bincount``: random play grows hands to
-    dozens of cards, and per-card Python arithmetic was most of a step's cost.
+    Card counts go into a Python list that becomes an array once (``np.fromiter``): a
+    numpy call costs more than counting a few dozen cards.
     """
     me = state.seats[seat]
     setup = state.phase == "setup"
-    pile_at = 2 * RANKS + 1 + RANKS + 1 + 3
-    burned_at = pile_at + RANKS
-    unseen_at = burned_at + RANKS + 5
-    idx = [(c >> 2) - 2 for c in me.hand]
-    idx += [RANKS - 2 + (c >> 2) for st in me.face_up for c in st]
-    idx += [pile_at - 2 + (c >> 2) for c in state.pile]
-    idx += [burned_at - 2 + (c >> 2) for c in state.burned]
-    seen = [c >> 2 for c in me.hand]
-    seen += [c >> 2 for c in state.pile]
-    seen += [c >> 2 for c in state.burned]
-    n = state.players
-    at = unseen_at + RANKS
-    for i, s in enumerate(state.seats):
-        if i == seat:
-            seen += [c >> 2 for st in s.face_up for c in st]
-            continue
-        seen += [c >> 2 for c in s.known]
-        if not setup:
-            seen += [c >> 2 for st in s.face_up for c in st]
-    for k in range(1, min(n, MAX_SEATS)):
-        s = state.seats[(seat + k) % n]
-        idx += [at + 2 + (c >> 2) for c in s.known]
-        if not setup:
-            idx += [at + 2 + RANKS + (c >> 2) for st in s.face_up for c in st]
-        at += SEAT_FEATURES
-    out = np.bincount(np.array(idx, dtype=np.intp), minlength=N_FEATURES).astype(np.float32)
-    out *= 0.25
-    out[2 * RANKS] = me.face_down_count / 4
+    out = [0.0] * N_FEATURES
+    unseen = _deck_ranks(state.rules, state.players)[:]
+    for c in me.hand:
+        r = (c >> 2) - 2
+        out[r] += 0.25
+        unseen[r] -= 1
+    for st in me.face_up:
+        for c in st:
+            r = (c >> 2) - 2
+            out[RANKS + r] += 0.25
+            unseen[r] -= 1
+    at = 2 * RANKS
+    out[at] = me.face_down_count / 4
     top = effective_top(state.rules, state.pile)
-    out[2 * RANKS + 1 + (0 if top is None else top - 1)] = 1.0
-    at = pile_at - 3
+    out[at + 1 + (0 if top is None else top - 1)] = 1.0
+    at += 2 + RANKS
     out[at] = len(state.pile) / 16
     out[at + 1] = state.need / 4
-    out[at + 2] = float(state.descending)
-    at = burned_at + RANKS
-    out[at:at + 5] = (len(state.stock) / 16, len(state.set_aside) / 16, float(setup),
-                      float(state.phase == "play"), float(state.direction == 1))
-    deck = np.array(_deck_ranks(state.rules, n), dtype=np.float32)
-    gone = np.bincount(np.array(seen, dtype=np.intp), minlength=JOKER + 1)[2:].astype(np.float32)
-    out[unseen_at:unseen_at + RANKS] = np.maximum(deck - gone, 0) / 4
+    out[at + 2] = 1.0 if state.descending else 0.0
+    at += 3
+    for c in state.pile:
+        r = (c >> 2) - 2
+        out[at + r] += 0.25
+        unseen[r] -= 1
+    at += RANKS
+    for c in state.burned:
+        r = (c >> 2) - 2
+        out[at + r] += 0.25
+        unseen[r] -= 1
+    at += RANKS
+    out[at] = len(state.stock) / 16
+    out[at + 1] = len(state.set_aside) / 16
+    out[at + 2] = 1.0 if setup else 0.0
+    out[at + 3] = 1.0 if state.phase == "play" else 0.0
+    out[at + 4] = 1.0 if state.direction == 1 else 0.0
+    unseen_at = at + 5
     at = unseen_at + RANKS
-    for k in range(1, min(n, MAX_SEATS)):
+    n = state.players
+    for k in range(1, n):
         i = (seat + k) % n
         s = state.seats[i]
-        out[at:at + 4] = (1.0, s.place is None, state.to_move == i, len(s.hand) / 8)
-        out[at + 4 + 2 * RANKS] = s.face_down_count / 4
-        out[at + 5 + 2 * RANKS] = 0.0 if s.place is None else s.place / n
+        show = k < MAX_SEATS
+        if show:
+            out[at] = 1.0
+            out[at + 1] = 1.0 if s.place is None else 0.0
+            out[at + 2] = 1.0 if state.to_move == i else 0.0
+            out[at + 3] = len(s.hand) / 8
+            out[at + 4 + 2 * RANKS] = s.face_down_count / 4
+            out[at + 5 + 2 * RANKS] = 0.0 if s.place is None else s.place / n
+        for c in s.known:
+            r = (c >> 2) - 2
+            unseen[r] -= 1
+            if show:
+                out[at + 4 + r] += 0.25
+        if not setup:
+            for st in s.face_up:
+                for c in st:
+                    r = (c >> 2) - 2
+                    unseen[r] -= 1
+                    if show:
+                        out[at + 4 + RANKS + r] += 0.25
         at += SEAT_FEATURES
-    return out
+    for r in range(RANKS):
+        if unseen[r] > 0:
+            out[unseen_at + r] = unseen[r] / 4
+    return np.fromiter(out, np.float32, N_FEATURES)  # several times faster than np.array on a list
