@@ -126,3 +126,43 @@ def test_fast_encoding_equals_the_views(name, rules):
         acts = legal_actions(state)
         state = apply_action(state, acts[rng.randrange(len(acts))], check=False)[0]
         n += 1
+
+
+def _load(path, name):
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod
+
+
+@pytest.mark.parametrize("name,rules", VARIANTS[::2], ids=[v[0] for v in VARIANTS[::2]])
+def test_rl_example_bot_plays_as_the_trained_policy(name, rules):
+    """examples/rl/bot (standard library) chooses exactly what the numpy policy it came from chooses."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "examples" / "rl"
+    policy_mod = _load(root / "policy.py", "rl_policy")
+    bot = _load(root / "bot" / "bot.py", "rl_bot")
+    policy = policy_mod.LinearPolicy.load(root / "bot" / "theta.json")
+    players = max(rules.min_players, min(rules.max_players, 3))
+    e = PalaceEnv(rules, players)
+    e.reset(seed=11)
+    rng = random.Random(11)
+    asked = 0
+    for agent in e.agent_iter(3000):
+        obs, _, term, trunc, info = e.last()
+        if term or trunc:
+            e.step(None)
+            continue
+        req = info["request"]
+        if len(req["actions"]) > 1:
+            mask, ids = request_mask(req["actions"])
+            assert bot.choose(req) == ids[policy.greedy(obs["observation"], obs["action_mask"])]
+            asked += 1
+        e.step(int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
+    assert asked > 10

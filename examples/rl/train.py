@@ -1,13 +1,14 @@
-"""Train a linear policy for Palace with REINFORCE, on the CPU, in a few minutes.
+"""Train a linear policy over action features for Palace with REINFORCE, on the CPU, in a few minutes.
 
-    PYTHONPATH=. python examples/rl/train.py --episodes 3000 --out examples/rl/bot/policy.npz
+    PYTHONPATH=. python examples/rl/train.py --out examples/rl/bot/theta.json
 
 One learning seat plays ``classic`` against the ``random`` reference bot in
 ``arena.envs.PalaceSingleEnv`` (a random seat each game). After each batch of games
 the policy moves along the REINFORCE gradient (reward +1 win, -1 loss, minus a running
 baseline). Then the greedy policy plays fresh deals against random and the win rate is
 printed with a 95% interval. Needs numpy, gymnasium and pettingzoo (``pip install
-'palace-arena[rl]'``); the bot it produces needs only numpy.
+'palace-arena[rl]'``); the bot it produces (``bot/``, weights in ``theta.json``) needs only
+the standard library and ``arena.botkit``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "bot"))
+sys.path.insert(0, str(HERE))
 from policy import LinearPolicy  # noqa: E402
 
 from arena.envs import PalaceSingleEnv  # noqa: E402
@@ -32,9 +33,9 @@ def episode(env, policy: LinearPolicy, rng: np.random.Generator, seed: int):
     steps, reward, done = [], 0.0, False
     while not done:
         x, mask = obs["observation"], obs["action_mask"]
-        legal, p = policy.probs(x, mask)
+        legal, f, p = policy.probs(x, mask)
         k = rng.choice(len(legal), p=p)
-        steps.append((x, legal, p, k))
+        steps.append((f, p, k))
         obs, reward, term, trunc, _ = env.step(int(legal[k]))
         done = term or trunc
     return steps, reward
@@ -58,34 +59,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rules", default="classic")
     p.add_argument("--opponent", default="random")
-    p.add_argument("--episodes", type=int, default=3000)
+    p.add_argument("--episodes", type=int, default=800)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--eval-games", type=int, default=400)
+    p.add_argument("--lr", type=float, default=0.3)
+    p.add_argument("--eval-games", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=HERE / "bot" / "policy.npz")
+    p.add_argument("--out", type=Path, default=HERE / "bot" / "theta.json")
     a = p.parse_args()
     rng = np.random.default_rng(a.seed)
     env = PalaceSingleEnv(a.rules, [a.opponent], seat=None)
     policy = LinearPolicy()
     baseline, t0 = 0.0, time.perf_counter()
-    gw, gb = np.zeros_like(policy.w), np.zeros_like(policy.b)
+    grad = np.zeros_like(policy.theta)
     recent: list[float] = []
     for ep in range(1, a.episodes + 1):
         steps, reward = episode(env, policy, rng, seed=a.seed * 1_000_000 + ep)
         adv = reward - baseline
         baseline += 0.02 * (reward - baseline)
-        for x, legal, prob, k in steps:
-            g = -prob
-            g[k] += 1.0  # d log p(k) / d logits, over the legal actions
-            gw[legal] += adv * np.outer(g, x)
-            gb[legal] += adv * g
+        for f, prob, k in steps:
+            grad += adv * (f[k] - prob @ f)  # d log p(k) / d theta
         recent.append(reward)
         if ep % a.batch == 0:
-            policy.w += a.lr * gw / a.batch
-            policy.b += a.lr * gb / a.batch
-            gw[:] = 0
-            gb[:] = 0
+            policy.theta += a.lr * grad / a.batch
+            grad[:] = 0
         if ep % 500 == 0:
             print(f"episode {ep}: mean reward of the last 500 {np.mean(recent[-500:]):+.3f} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
