@@ -23,7 +23,7 @@ from arena import protocol
 from arena.ai.observe import Observer
 from arena.engine import PRESETS, apply_action, can_play, effective_top, legal_actions, start_game
 from arena.engine.game import LEAD_ORDER
-from arena.engine.model import Drew, Flipped, Leads, PickedUp, PickUp, Played, Surrendered
+from arena.engine.model import Drew, Flipped, Leads, PickUp, Played, Surrendered
 from arena.engine.resample import FULL, History, ResampleError, resample
 from arena.engine.rules import RulesError, with_options
 from arena.engine.views import action_json, event_for, seat_view
@@ -64,7 +64,6 @@ class Record:
             return
         top = effective_top(rules, state.pile)
         counted = rules.match_count and state.need > 1
-        unknown = Counter(seat.hand) - Counter(seat.known)
         known_ranks = Counter(c >> 2 for c in seat.known)
         for r in range(2, 16):
             if can_play(state, r, 1, top):
@@ -72,7 +71,6 @@ class Record:
             elif counted and r not in rules.wild and can_play(state, r, state.need, top):
                 self.limits.append(Limit(j, frozenset({r}), max(0, state.need - 1 - known_ranks[r]),
                                          self.drawn[j], "must_play_count"))
-        assert sum(unknown.values()) >= 0
 
     def after(self, state, events):
         for e in events:
@@ -259,18 +257,15 @@ def test_must_play_pick_up_rules_out_every_playable_rank():
         if got is None:
             continue
         h, view, state = got
-        top = effective_top(rules, state.pile) if state.pile else None
         assert [k for k, j, _ in h.inferences if j == 1].count("must_play") >= 1
         rng = random.Random(seed)
         for _ in range(20):
             sample = resample(view, h, rng)
             unknown = Counter(sample.seats[1].hand) - Counter(sample.seats[1].known)
-            # the pile is now picked up: what it was is in the pick-up event; check against the slots
             assert h.admits(sample)
             assert all(any(s.mask >> (c >> 2) & 1 for s in h.slots[1]) for c in unknown)
         assert any(s.mask != FULL for s in h.slots[1])
         found += 1
-        del top
         if found >= 5:
             break
     assert found >= 5
@@ -328,7 +323,6 @@ def test_failed_flip_and_surrender_show_their_cards():
                 sample = resample(view, h, rng)
                 assert Counter(sample.seats[1].known) == shown
                 assert not shown - Counter(sample.seats[1].hand)
-            assert not [k for k, j, _ in h.inferences if j == 1 and k == "must_play"][-1:] or True
             hit += 1
             if hit >= 3:
                 break

@@ -27,7 +27,8 @@ from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules, rules_from
 from arena.engine.views import action_json, event_for, seat_view
 
-from .encode import MAX_SEATS, N_ACTIONS, N_FEATURES, encode_state, engine_index
+from .actions import MAX_SEATS, N_ACTIONS, engine_index
+from .encode import N_FEATURES, encode_state
 
 
 def make_rules(rules: str | Rules, options: list[str] | dict[str, Any] | None) -> Rules:

@@ -19,10 +19,7 @@ from arena.engine.game import effective_top
 from arena.engine.resample import card_of
 from arena.engine.rules import Rules
 
-from .actions import (  # noqa: F401 - re-exported: the layout belongs with the observation
-    FACE_UP_PLAY, FLIP, GIVE_PLAY, HAND_PLAY, MAX_COUNT, MAX_FLIPS, MAX_SEATS, MAX_SETUP, N_ACTIONS, PICK_UP,
-    RANKS, SETUP, SURRENDER, ActionSpaceError, engine_index, index_of, json_index,
-)
+from .actions import MAX_SEATS, N_ACTIONS, RANKS, json_index
 
 SEAT_FEATURES = 4 + 2 * RANKS + 2
 N_FEATURES = 2 * RANKS + 1 + (RANKS + 1) + 3 + RANKS + RANKS + 5 + RANKS + (MAX_SEATS - 1) * SEAT_FEATURES

@@ -27,7 +27,8 @@ from arena.engine.rules import Rules
 from arena.engine.views import action_json, event_for, result_json, seat_view
 
 from .aec import make_rules, place_rewards, spaces
-from .encode import N_ACTIONS, encode_state, engine_index
+from .actions import N_ACTIONS, engine_index
+from .encode import encode_state
 
 
 class PalaceSingleEnv(gymnasium.Env):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.envs.encode import FACE_UP_PLAY, FLIP, GIVE_PLAY, HAND_PLAY, MAX_COUNT, N_ACTIONS, PICK_UP, RANKS, SETUP
+from arena.envs.actions import FACE_UP_PLAY, FLIP, GIVE_PLAY, HAND_PLAY, MAX_COUNT, N_ACTIONS, PICK_UP, RANKS, SETUP
 
 PILE_SIZE = 2 * RANKS + 1 + RANKS + 1  # observation index of the pile size (encode's layout)
 STOCK = PILE_SIZE + 3 + 2 * RANKS  # ... of the stock size
