@@ -11,6 +11,7 @@ sampler is shown to fail the same checks, so they test something.
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -212,7 +213,8 @@ OPTION_VALUES = {
 }
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("RESAMPLE_EXAMPLES", 100)), deadline=None, derandomize=not os.environ.get("RESAMPLE_EXAMPLES"),
+          suppress_health_check=[HealthCheck.too_slow])
 @given(preset=st.sampled_from(sorted(PRESETS)), options=st.fixed_dictionaries({}, optional=OPTION_VALUES),
        players=st.integers(2, 6), seed=st.integers(0, 10_000))
 def test_no_sample_contradicts_the_record(preset, options, players, seed):

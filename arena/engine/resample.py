@@ -267,9 +267,8 @@ class History:
         slots, known = self.slots[j], self.known[j]
         if not slots and not known:
             return  # playing from the table: its cards are all in view
-        table = (self.face_up[j] or 0) + self.face_down[j]
-        if not rules.burner_out and (self.face_up[j] is None or table == 0):
-            return  # its only play may have been a forbidden burn-out
+        if not rules.burner_out and self.face_down[j] == 0 and not self.face_up[j]:
+            return  # no table cards (or none known): its only play may have been a forbidden burn-out
         probe = State(rules=rules, seats=(), stock=(), pile=tuple(self.pile), burned=(), set_aside=(),
                       to_move=0, need=self.need, descending=self.descending)
         top = effective_top(rules, probe.pile)
