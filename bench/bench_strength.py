@@ -36,7 +36,7 @@ from arena.ai.setup_table import fallback_table  # noqa: E402
 from arena.engine import preset  # noqa: E402
 
 LADDER = ["random", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts"]
-SEARCH = {"montecarlo", "ismcts"}
+SEARCH = {"montecarlo", "ismcts", "montecarlo-uniform", "ismcts-uniform"}
 DEFAULT_PAIRS = [("lowest", "random"), ("heuristic", "lowest"), ("heuristic-setup", "lowest"),
                  ("heuristic-setup", "heuristic"), ("montecarlo", "heuristic-setup"),
                  ("ismcts", "heuristic-setup")]
@@ -57,11 +57,13 @@ def make_agent(name: str, seed: int, opts) -> object:
     if name == "heuristic-nosetup":  # the engine heuristic with the untrained 'high cards up' setup
         return HeuristicAgent(table=fallback_table(), seed=seed)
     kw = {"horizon": opts.horizon} if getattr(opts, "horizon", None) else {}
-    if name == "montecarlo":
-        return MonteCarloAgent(budget, seed=seed, **kw)
-    if name == "ismcts":
-        return ISMCTSAgent(budget, seed=seed, **kw)
-    raise SystemExit(f"unknown bot {name!r}; known: {', '.join(LADDER + ['heuristic-nosetup'])}")
+    base, _, variant = name.partition("-")
+    if base in ("montecarlo", "ismcts") and variant in ("", "uniform"):
+        agent = (MonteCarloAgent if base == "montecarlo" else ISMCTSAgent)(budget, seed=seed, **kw)
+        agent.infer = variant != "uniform"  # -uniform: hidden cards dealt without the resampler's inferences
+        return agent
+    raise SystemExit(f"unknown bot {name!r}; known: {', '.join(LADDER + ['heuristic-nosetup'])}, "
+                     "montecarlo-uniform, ismcts-uniform")
 
 
 def run_deal(task) -> dict:

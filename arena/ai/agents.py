@@ -66,6 +66,8 @@ class HeuristicAgent(Agent):
 
     name = "heuristic-setup"
 
+    infer = True  # search bots deal hidden cards through the resampler (False: uniformly, as before)
+
     def __init__(self, table: SetupTable | None = None, seed: int | None = None):
         self.table = table or default_table()
         self.obs = Observer()
@@ -141,7 +143,8 @@ class MonteCarloAgent(HeuristicAgent):
         from .montecarlo import monte_carlo
         deadline, iters = self.budget.deadline(req)
         fav = legal.index(heuristic_action(state, legal, self.table))
-        best, means = monte_carlo(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, fav)
+        best, means = monte_carlo(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, fav,
+                                  infer=self.infer)
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [m for m, _ in means], self.rng)
         return ids[best]
@@ -162,7 +165,28 @@ class ISMCTSAgent(HeuristicAgent):
     def decide(self, req, state, legal, ids) -> int:
         from .ismcts import ismcts, root_mean
         deadline, iters = self.budget.deadline(req)
-        best, children = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c)
+        best, children = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c,
+                                infer=self.infer)
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [root_mean(children, a) for a in legal], self.rng)
         return ids[best]
+
+
+REFERENCE = ("random", "highest", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts")
+
+
+def reference_agent(name: str, seed: int | None = None, budget: Budget | None = None) -> Agent:
+    """One of the bundled bots, in process, by its name in ``bots/`` (what ``arena.envs`` plays against)."""
+    from arena import strategies
+    if name == "random":
+        return PolicyAgent(strategies.random_policy(random.Random(seed)), name)
+    if name in ("highest", "lowest", "heuristic"):
+        return PolicyAgent({"highest": strategies.highest_first, "lowest": strategies.lowest_first,
+                            "heuristic": strategies.heuristic}[name], name)
+    if name == "heuristic-setup":
+        return HeuristicAgent(seed=seed)
+    if name == "montecarlo":
+        return MonteCarloAgent(budget or Budget(ms=10), seed=seed)
+    if name == "ismcts":
+        return ISMCTSAgent(budget or Budget(ms=10), seed=seed)
+    raise ValueError(f"unknown reference bot {name!r}; known: {', '.join(REFERENCE)}")

@@ -36,13 +36,15 @@ class Node:
 
 def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
            iterations: int | None, policy, horizon: int, c: float = 0.7,
-           max_depth: int = 40) -> tuple[int, dict]:
-    """Index into ``root_actions`` of the most visited root move, and the root's children."""
+           max_depth: int = 40, infer: bool = True) -> tuple[int, dict]:
+    """Index into ``root_actions`` of the most visited root move, and the root's children.
+    ``infer=False`` deals hidden cards uniformly instead of through the resampler."""
     root = Node(-1)
     root_keys = [rank_key(a) for a in root_actions]
     n_iter = 0
+    deal = obs.resample if infer else obs.sample
     while True:
-        state = obs.sample(rng)
+        state = deal(rng)
         node = root
         path: list[Node] = []
         depth = 0

@@ -20,16 +20,19 @@ TIE_BONUS = 0.01  # the heuristic's own choice wins near-ties: fewer noisy devia
 
 
 def monte_carlo(obs: Observer, actions, rng: random.Random, deadline: float,
-                iterations: int | None, policy, horizon: int, favourite=None) -> tuple[int, list]:
+                iterations: int | None, policy, horizon: int, favourite=None,
+                infer: bool = True) -> tuple[int, list]:
     """Index of the best of ``actions`` (engine actions legal for the observer) and the
-    per-action (mean, playouts) table. ``iterations`` counts rounds over all actions."""
+    per-action (mean, playouts) table. ``iterations`` counts rounds over all actions.
+    ``infer=False`` deals hidden cards uniformly instead of through the resampler."""
     me = obs.seat
     n = len(actions)
     total = [0.0] * n
     count = [0] * n
     rounds = 0
+    deal = obs.resample if infer else obs.sample
     while True:
-        det = obs.sample(rng)
+        det = deal(rng)
         for j, a in enumerate(actions):
             s = apply_action(det, a, check=False)[0]
             if s.result is None:

@@ -11,6 +11,11 @@ forgets is a forfeited seat's known cards, which leave the game unseen: the obse
 remembers them from its previous view and keeps them in the set-aside zone.
 
 Nothing here touches the real game state; a sample is built only from messages.
+
+:meth:`Observer.resample` is what the search bots use: the engine's resampler
+(:mod:`arena.engine.resample`), which also keeps every card out of the hands the event
+history rules it out of. :meth:`Observer.sample` is the older uniform deal, kept to
+measure what the inferences add.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections import Counter
 
 from arena.engine.cards import make_deck, parse_card
 from arena.engine.model import Done, Flip, PickUp, Play, Seat, SetFaceUp, Stack, State
+from arena.engine.resample import History, ResampleError, resample
 from arena.engine.rules import Rules
 
 _CARD_CACHE: dict[str, int] = {}
@@ -37,7 +43,7 @@ def cards(texts) -> tuple[int, ...]:
     return tuple(card(t) for t in texts)
 
 
-class DeterminizationError(ValueError):
+class DeterminizationError(ResampleError):
     """The view does not add up (should not happen); callers fall back to the heuristic."""
 
 
@@ -52,6 +58,7 @@ class Observer:
         self.view: dict | None = None
         self.aside_known: Counter = Counter()  # forfeited seats' cards this seat had seen
         self.progress_turn = 0  # approximate turn of the last burn or player going out
+        self.history: History | None = None  # what the events rule out, for resample
 
     @property
     def stale(self) -> int:
@@ -70,11 +77,14 @@ class Observer:
         self.view = None
         self.aside_known = Counter()
         self.progress_turn = 0
+        self.history = History(self.rules, self.players, self.seat)
 
     def update(self, req: dict) -> None:
         """Take in a request: remember forfeited cards and when the pile last burned."""
         view = req["view"]
         prev = self.view
+        if self.history is not None:
+            self.history.see(req.get("events", ()), view)
         for ev in req.get("events", ()):
             k = ev.get("kind")
             if k in ("burned", "went_out", "forfeited"):
@@ -115,8 +125,14 @@ class Observer:
             raise DeterminizationError(f"view shows cards not in the deck: {dict(seen - self.deck)}")
         return pool
 
+    def resample(self, rng: random.Random) -> State:
+        """A full game state consistent with the view and every inference the events allow."""
+        if self.history is None or self.view is None:
+            raise DeterminizationError("no start message or request seen yet")
+        return resample(self.view, self.history, rng)
+
     def sample(self, rng: random.Random) -> State:
-        """A full game state consistent with everything seen, hidden cards dealt at random."""
+        """A full game state consistent with the view, hidden cards dealt uniformly (no inference)."""
         v = self.view
         if self.rules is None or v is None:
             raise DeterminizationError("no start message or request seen yet")

@@ -1,0 +1,163 @@
+"""Palace as a PettingZoo AEC environment: any preset and options, 2 to 6 seats.
+
+Each agent (``seat_0`` ...) observes a dict: ``observation``, its view encoded by
+:func:`arena.envs.encode.encode` (``N_FEATURES`` floats), and ``action_mask`` over the
+fixed ``N_ACTIONS`` indices (all zero when it is not its turn). ``infos[agent]["request"]``
+is the protocol request a bot would be sent at that decision (view, events since its
+last decision, actions with ids), so a bot's ``choose(request)`` can play in the
+environment unchanged. Every engine turn is a step, forced ones included.
+
+Rewards come at the end, by finishing place: +1 first, -1 last, linear between; tied
+seats share; in first-out games every seat but the winner gets -1. A game cut by the
+turn cap is truncated; every other ending (a stale draw too) terminates.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import gymnasium
+import numpy as np
+from pettingzoo import AECEnv
+
+from arena import protocol
+from arena.ai.simulate import result_scores
+from arena.engine import apply_action, legal_actions, start_game
+from arena.engine.rules import Rules, rules_from
+from arena.engine.views import action_json, event_for, seat_view
+
+from .actions import MAX_SEATS, N_ACTIONS, engine_index
+from .encode import N_FEATURES, encode_state
+
+
+def make_rules(rules: str | Rules, options: list[str] | dict[str, Any] | None) -> Rules:
+    return rules_from(rules, options) if isinstance(rules, str) else rules
+
+
+def place_rewards(state) -> list[float]:
+    """+1 first, -1 last, linear between (the engine's place scores, rescaled)."""
+    return [2 * s - 1 for s in result_scores(state)]
+
+
+def spaces() -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
+    obs = gymnasium.spaces.Dict({
+        "observation": gymnasium.spaces.Box(0.0, np.inf, (N_FEATURES,), np.float32),
+        "action_mask": gymnasium.spaces.Box(0, 1, (N_ACTIONS,), np.int8),
+    })
+    return obs, gymnasium.spaces.Discrete(N_ACTIONS)
+
+
+class PalaceEnv(AECEnv):
+    """``PalaceEnv("shithead", players=4, options={"jokers": 1})``; ``protocol=False`` skips
+    building the protocol request in ``infos`` (faster when only arrays are used)."""
+
+    metadata = {"name": "palace_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+
+    def __init__(self, rules: str | Rules = "classic", players: int = 2,
+                 options: list[str] | dict[str, Any] | None = None, *, max_turns: int = 2000,
+                 protocol: bool = True, render_mode: str | None = None):
+        super().__init__()
+        self.rules = make_rules(rules, options)
+        if not (2 <= players <= MAX_SEATS and self.rules.min_players <= players <= self.rules.max_players):
+            raise ValueError(f"{self.rules.name} is for {self.rules.min_players}-"
+                             f"{min(self.rules.max_players, MAX_SEATS)} players here, not {players}")
+        self.players = players
+        self.max_turns = max_turns
+        self.with_protocol = protocol
+        self.render_mode = render_mode
+        self.possible_agents = [f"seat_{i}" for i in range(players)]
+        self._obs_space, self._act_space = spaces()
+        self._seeder = random.Random()
+        self.state = None
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Discrete:
+        return self._act_space
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self._seeder.seed(seed)
+        game_seed = self._seeder.randrange(1 << 31)
+        self.state, events = start_game(self.rules, self.players, game_seed, max_turns=self.max_turns)
+        self.game_seed = game_seed
+        self.agents = self.possible_agents[:]
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
+        self.pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(self.players)] \
+            if self.with_protocol else []
+        self._request_id = 0
+        self._next()
+
+    def _next(self) -> None:
+        state = self.state
+        self.legal = legal_actions(state)
+        self.by_index = {engine_index(a, k): a for k, a in enumerate(self.legal)}
+        seat = state.to_move
+        self.agent_selection = self.possible_agents[seat]
+        if self.with_protocol:
+            self._request_id += 1
+            decision = "setup" if state.phase == "setup" else "play"
+            self.infos[self.agent_selection] = {"request": protocol.request(
+                self._request_id, "env", decision, seat_view(state, seat), self.pending[seat],
+                [action_json(a) for a in self.legal], {"move_ms": 1000, "bank_ms": 0})}
+            self.pending[seat] = []
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        seat = self.possible_agents.index(agent)
+        mask = np.zeros(N_ACTIONS, dtype=np.int8)
+        if self.state.result is None and self.state.to_move == seat:
+            mask[list(self.by_index)] = 1
+        return {"observation": encode_state(self.state, seat), "action_mask": mask}
+
+    def step(self, action: int | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        chosen = self.by_index.get(int(action)) if action is not None else None
+        if chosen is None:
+            raise ValueError(f"action {action} is not legal for {agent} now (see the action mask)")
+        self._cumulative_rewards[agent] = 0.0
+        self.state, events = apply_action(self.state, chosen, check=False)
+        if self.with_protocol:
+            for s in range(self.players):
+                self.pending[s].extend(event_for(e, s) for e in events)
+        result = self.state.result
+        if result is None:
+            self._next()
+        else:
+            cut = result.reason == "turn_cap"
+            for a, r in zip(self.agents, place_rewards(self.state)):
+                self.rewards[a] = r
+                self.terminations[a] = not cut
+                self.truncations[a] = cut
+                self.infos[a] = {"result": result}
+            self.agent_selection = self.possible_agents[(self.state.to_move + 1) % self.players]
+        self._accumulate_rewards()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.state is None:
+            return None
+        from arena.engine.cards import cards_str
+        lines = [f"turn {self.state.turn}, pile {' '.join(cards_str(self.state.pile)) or '-'}"]
+        for i, s in enumerate(self.state.seats):
+            lines.append(f"seat {i}: {len(s.hand)} in hand, up {[cards_str(x) for x in s.face_up]}, "
+                         f"{s.face_down_count} down")
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        pass
+
+
+def env(**kwargs: Any) -> PalaceEnv:
+    """The environment with PettingZoo's usual wrappers (order checks, no illegal actions)."""
+    from pettingzoo.utils import wrappers
+    e: Any = PalaceEnv(**kwargs)
+    e = wrappers.AssertOutOfBoundsWrapper(e)
+    return wrappers.OrderEnforcingWrapper(e)

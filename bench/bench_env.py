@@ -1,0 +1,86 @@
+"""AEC environment steps per second against the bare engine's turns per second.
+
+    python bench/bench_env.py --rules classic --players 2 --seconds 5
+
+The same uniformly random play, four ways, one after the other in one process (compare
+the ratios, not the absolute figures, on a shared machine):
+
+* ``engine``: ``legal_actions`` + ``apply_action``, nothing else;
+* ``env step``: ``PalaceEnv(protocol=False)``, the action drawn from the legal indices,
+  no observation built (what a step itself costs);
+* ``env last+step``: the usual loop, ``env.last()`` (the encoded view and the mask) then ``step``;
+* ``env last+step, protocol``: the same with the protocol request in ``infos`` (view,
+  events, actions as JSON-ready dicts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from arena.engine import IMPLEMENTATION, apply_action, legal_actions, new_game, rules_from  # noqa: E402
+from arena.envs import PalaceEnv  # noqa: E402
+
+
+def bare(rules, players: int, seconds: float) -> float:
+    rng = random.Random(1)
+    turns, seed = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        seed += 1
+        s = new_game(rules, players, seed)
+        while s.result is None:
+            acts = legal_actions(s)
+            s = apply_action(s, acts[int(rng.random() * len(acts))], check=False)[0]
+            turns += 1
+    return turns / (time.perf_counter() - t0)
+
+
+def env_rate(rules, players: int, seconds: float, *, observe: bool, protocol: bool) -> float:
+    rng = random.Random(1)
+    e = PalaceEnv(rules, players, protocol=protocol)
+    steps, seed = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        seed += 1
+        e.reset(seed=seed)
+        while e.agents:
+            if e.terminations[e.agent_selection] or e.truncations[e.agent_selection]:
+                e.step(None)
+                continue
+            if observe:
+                obs = e.last()[0]
+                legal = np.flatnonzero(obs["action_mask"])
+            else:
+                legal = list(e.by_index)
+            e.step(int(legal[int(rng.random() * len(legal))]))
+            steps += 1
+    return steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rules", default="classic")
+    p.add_argument("--players", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=5.0)
+    a = p.parse_args()
+    rules = rules_from(a.rules)
+    print(f"{a.rules}, {a.players} players, random play, {IMPLEMENTATION} engine, {a.seconds:g} s each")
+    base = bare(rules, a.players, a.seconds)
+    print(f"| engine | {base:,.0f} turns/s | 1.00 |")
+    for label, kw in (("env step", dict(observe=False, protocol=False)),
+                      ("env last+step", dict(observe=True, protocol=False)),
+                      ("env last+step, protocol", dict(observe=True, protocol=True))):
+        r = env_rate(rules, a.players, a.seconds, **kw)
+        print(f"| {label} | {r:,.0f} steps/s | {r / base:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""arena.envs: the PettingZoo AEC environment passes PettingZoo's API test under presets,
+options and table sizes; masks are exactly the legal actions; the Gymnasium wrapper plays
+whole games against arena bots; the fixed action space round-trips every request action."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+pettingzoo = pytest.importorskip("pettingzoo", reason="the rl extra is not installed: pip install '.[rl]'")
+gymnasium = pytest.importorskip("gymnasium", reason="the rl extra is not installed: pip install '.[rl]'")
+
+from pettingzoo.test import api_test  # noqa: E402
+
+from arena.engine import PRESETS, legal_actions  # noqa: E402
+from arena.engine.views import action_json  # noqa: E402
+from arena.envs import N_ACTIONS, PalaceEnv, PalaceSingleEnv, env, json_index, request_mask  # noqa: E402
+from arena.envs.actions import engine_index  # noqa: E402
+from tests.test_ai import VARIANTS  # noqa: E402
+
+TABLES = [("classic", 2, None), ("shithead", 4, None), ("skip8", 6, None), ("smeghead", 5, None),
+          ("powers", 3, {"jokers": 1, "joker": "give_pile"}), ("classic", 2, {"harsh_face_up": True}),
+          ("shithead", 2, {"stacking": True, "match_count": True})]
+
+
+@pytest.mark.parametrize("rules,players,options", TABLES)
+def test_pettingzoo_api(rules, players, options):
+    api_test(PalaceEnv(rules, players, options), num_cycles=200)
+
+
+def test_wrapped_env_passes_too():
+    api_test(env(rules="shithead", players=3), num_cycles=100)
+
+
+@pytest.mark.parametrize("name,rules", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_masks_are_the_legal_actions_and_games_finish(name, rules):
+    players = max(rules.min_players, min(rules.max_players, 6, 2 + len(name) % 4))
+    e = PalaceEnv(rules, players)
+    e.reset(seed=len(name))
+    rng = random.Random(1)
+    for agent in e.agent_iter(20_000):
+        obs, reward, term, trunc, info = e.last()
+        if term or trunc:
+            e.step(None)
+            continue
+        mask = obs["action_mask"]
+        legal = legal_actions(e.state)
+        assert mask.sum() == len(legal), "two legal actions share an index"
+        assert {engine_index(a, k) for k, a in enumerate(legal)} == set(np.flatnonzero(mask))
+        req = info["request"]
+        assert [json_index(a, k) for k, a in enumerate(req["actions"])] == \
+            [engine_index(a, k) for k, a in enumerate(legal)]
+        assert req["view"]["seat"] == e.state.to_move
+        e.step(int(rng.choice(list(np.flatnonzero(mask)))))
+    assert not e.agents, "the game did not finish"
+    assert e.state.result is not None
+
+
+def test_illegal_action_is_refused():
+    e = PalaceEnv("classic", 2)
+    e.reset(seed=3)
+    obs, *_ = e.last()
+    bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+    with pytest.raises(ValueError, match="not legal"):
+        e.step(bad)
+
+
+def test_rewards_follow_places():
+    e = PalaceEnv("shithead", 4, protocol=False)
+    e.reset(seed=5)
+    rng = random.Random(0)
+    total = {a: 0.0 for a in e.possible_agents}
+    for agent in e.agent_iter():
+        obs, reward, term, trunc, _ = e.last()
+        total[agent] += reward
+        e.step(None if term or trunc else int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
+    res = e.state.result
+    if not res.draw:
+        first, last = res.order[0][0], res.order[-1][0]
+        assert total[f"seat_{first}"] == 1.0 and total[f"seat_{last}"] == -1.0
+    assert abs(sum(total.values())) < 1e-9  # play-on places are symmetric around zero
+
+
+@pytest.mark.parametrize("opponents", [["random"], ["heuristic", "lowest", "heuristic-setup"]])
+def test_single_agent_env_plays_against_bots(opponents):
+    g = PalaceSingleEnv("shithead" if len(opponents) > 1 else "classic", opponents, seat=None)
+    rng = np.random.default_rng(0)
+    for ep in range(3):
+        obs, info = g.reset(seed=ep)
+        assert g.observation_space.contains(obs)
+        done, steps = False, 0
+        while not done:
+            assert info["request"]["view"]["seat"] == g.seat and len(info["request"]["actions"]) > 1
+            obs, reward, term, trunc, info = g.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+            done, steps = term or trunc, steps + 1
+        assert -1.0 <= reward <= 1.0 and steps > 0
+        assert info["place"] >= 1
+
+
+def test_request_mask_maps_indices_to_ids():
+    rules = PRESETS["classic"]
+    e = PalaceEnv(rules, 2)
+    e.reset(seed=9)
+    req = e.infos[e.agent_selection]["request"]
+    mask, ids = request_mask(req["actions"])
+    assert mask.shape == (N_ACTIONS,) and sorted(ids.values()) == list(range(len(req["actions"])))
+    assert [action_json(a) for a in legal_actions(e.state)] == [
+        {k: v for k, v in a.items() if k != "id"} for a in req["actions"]]
+
+
+@pytest.mark.parametrize("name,rules", VARIANTS[::3], ids=[v[0] for v in VARIANTS[::3]])
+def test_fast_encoding_equals_the_views(name, rules):
+    """The environments encode from the engine state; bots encode from the view: the same numbers."""
+    from arena.engine import apply_action, start_game
+    from arena.engine.views import seat_view
+    from arena.envs.encode import encode, encode_state
+    players = max(rules.min_players, min(rules.max_players, 4))
+    state, _ = start_game(rules, players, 4)
+    rng = random.Random(4)
+    n = 0
+    while state.result is None and n < 300:
+        for seat in range(players):
+            np.testing.assert_array_equal(encode_state(state, seat), encode(seat_view(state, seat), rules, players))
+        acts = legal_actions(state)
+        state = apply_action(state, acts[rng.randrange(len(acts))], check=False)[0]
+        n += 1
+
+
+def _load(path, name):
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod
+
+
+@pytest.mark.parametrize("name,rules", VARIANTS[::2], ids=[v[0] for v in VARIANTS[::2]])
+def test_rl_example_bot_plays_as_the_trained_policy(name, rules):
+    """examples/rl/bot (standard library) chooses exactly what the numpy policy it came from chooses."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "examples" / "rl"
+    policy_mod = _load(root / "policy.py", "rl_policy")
+    bot = _load(root / "bot" / "bot.py", "rl_bot")
+    policy = policy_mod.LinearPolicy.load(root / "bot" / "theta.json")
+    players = max(rules.min_players, min(rules.max_players, 3))
+    e = PalaceEnv(rules, players)
+    e.reset(seed=11)
+    rng = random.Random(11)
+    asked = 0
+    for agent in e.agent_iter(3000):
+        obs, _, term, trunc, info = e.last()
+        if term or trunc:
+            e.step(None)
+            continue
+        req = info["request"]
+        if len(req["actions"]) > 1:
+            mask, ids = request_mask(req["actions"])
+            assert bot.choose(req) == ids[policy.greedy(obs["observation"], obs["action_mask"])]
+            asked += 1
+        e.step(int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
+    assert asked > 10
