@@ -7,6 +7,7 @@ operator says ``--trusted-bots``) and what ``python3`` in a manifest means for i
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import os
 import shutil
@@ -107,6 +108,28 @@ def _package_copy() -> Path | None:
     except OSError:
         return None
     return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
+
+
+ARENA_COPIES = ".arena-bot-copies"
+"""A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
+submissions, inside the closed store directory that no bot uid may enter)."""
+
+_runnable_copies: dict[Path, Path] = {}
+
+
+def runnable(spec: BotSpec) -> BotSpec:
+    """``spec`` itself, or, for a bot the arena keeps inside its closed store, the same bot from a
+    world-readable copy made once per process: its private uid may read the bot, never the store.
+    Any other bot its uid cannot reach stays as it is and is refused (fail closed)."""
+    if os.geteuid() != 0 or spec.human or _others_can_use(spec.workdir):
+        return spec
+    root = spec.root.resolve()
+    if not any((d / ARENA_COPIES).is_file() for d in root.parents):
+        return spec
+    copy = _runnable_copies.get(root)
+    if copy is None:
+        copy = _runnable_copies[root] = world_readable_copy(root, "palace-arena-bot-")
+    return dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root))
 
 
 def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = ()) -> Path:
@@ -218,7 +241,7 @@ class Launcher:
         mode = await self.mode()
         if mode == TRUSTED or os.geteuid() != 0:
             return
-        for spec in specs:
+        for spec in map(runnable, specs):
             if spec.human or not spec.command:
                 continue
             found = python_for(True)
@@ -249,6 +272,8 @@ class Launcher:
         await self.build(spec)
         mode = await self.mode()
         contained = mode != TRUSTED
+        if contained:
+            spec = runnable(spec)
         env: dict[str, str] = {}
         python = sys.executable
         if spec.command and spec.command[0] in ("python3", "python") and spec.python:

@@ -278,20 +278,24 @@ def test_members_play_from_snapshots_and_initial_bot_added_later(public_tmp: Pat
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="bots run under a private uid only when the referee is root")
-def test_snapshot_the_bots_cannot_reach_falls_back_to_the_original(tmp_path: Path):
-    """pytest's tmp_path is private (0700): a copy there could not be started by a bot's private uid."""
+def test_snapshots_inside_the_closed_store_run_from_a_readable_copy(tmp_path: Path):
+    """The ladder keeps its members' files in the store directory, which no bot uid may enter
+    (pytest's tmp_path is 0700 too): the launcher runs such a member from a world-readable copy
+    of that bot alone, so the ladder still plays exactly the files it registered."""
+    from arena.launch import ARENA_COPIES, _others_can_use, runnable
+    from arena.manifest import load_bot
     ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
     store = open_store(ladder)
-    said: list[str] = []
-    trio.run(ensure_seeded, ladder, store, ctx(said))
-    from arena.sandbox import inaccessible_reason
-    if inaccessible_reason(BUNDLED_DIR / "random", 65534, 65534, os.R_OK | os.X_OK):
-        # the checkout itself is private too (a 0700 clone): the original is no better, the copy stays
-        assert members(store, ladder.name)[0].ref != str(BUNDLED_DIR / "random")
-        assert not any("cannot be run by the bots' private uid" in s for s in said)
-    else:
-        assert members(store, ladder.name)[0].ref == str(BUNDLED_DIR / "random")
-        assert any("cannot be run by the bots' private uid" in s for s in said)
+    trio.run(ensure_seeded, ladder, store, ctx())
+    m = members(store, ladder.name)[0]
+    ref = Path(m.ref)
+    assert ref.is_relative_to(tmp_path) and any((d / ARENA_COPIES).is_file() for d in ref.parents)
+    spec = load_bot(ref)
+    played = runnable(spec)
+    if os.geteuid() == 0:  # private uids: the copy is elsewhere, readable, and the same bot
+        assert played.root != spec.root and _others_can_use(played.workdir)
+        assert played.files_hash() == spec.files_hash() == m.hash
+        assert not _others_can_use(tmp_path / "s.sqlite")
     store.close()
 
 

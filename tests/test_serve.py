@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -118,14 +120,17 @@ class ServerProc:
 
     def __init__(self, store: Path, *args: str):
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        # stderr goes to a file and stdout is drained after the banner: a server whose log fills
+        # an unread pipe blocks on its next write and stops answering
+        self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2", *args),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=store.parent)
         self.url, self.token, self.banner = "", "", []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
-                raise RuntimeError(f"arena serve exited: {self.proc.stderr.read()}")
+                raise RuntimeError(f"arena serve exited: {self.stderr()}")
             self.banner.append(line)
             if m := re.match(r"arena serve: (http://\S+/)", line):
                 self.url = m.group(1).rstrip("/")
@@ -133,7 +138,12 @@ class ServerProc:
                 self.token = m.group(1)
             if line.startswith("Ctrl-C"):
                 break
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
         self._wait_ready()
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 30
@@ -168,8 +178,7 @@ class ServerProc:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -362,7 +371,7 @@ def test_a_good_bot_is_checked_then_placed(tmp_path_factory) -> None:
             if m and m.group(1) in (b"placed", b"failed", b"check failed"):
                 break
             time.sleep(1)
-        assert m and m.group(1) == b"placed", page.decode()[-3000:]
+        assert m and m.group(1) == b"placed", page.decode()[-3000:] + server.stderr()[-3000:]
         assert b"no faults" in page and b"Placed: rank" in page
         db = data.ReadStore(store)
         assert ("starter-python@1.0.0",) in db.db.execute("SELECT label FROM ladder_members").fetchall()

@@ -146,7 +146,8 @@ class Ladder:
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
             store=self.store)
-        return dataclasses.replace(cfg, **fingerprint) if fingerprint else cfg
+        known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
+        return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
 
 
 def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Path | None = None) -> Path:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..launch import ARENA_COPIES
 from ..manifest import BotSpec, ManifestError, load_bot
 from ..store import Store
 from .config import Ladder, LadderError, ladder_toml
@@ -149,13 +150,7 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     digest = spec.files_hash()
     m = member(store, ladder.name, spec.label)
     if m is None:
-        ref = _snapshot(store, ladder, spec, digest)
-        why = _unreachable(Path(ref), spec)
-        if why:
-            say(f"warning: the ladder's copy of {spec.label} cannot be run by the bots' private uid ({why}); "
-                f"the ladder runs it from {spec.root} instead, so leave those files as they are (bump the "
-                "version for changes)")
-            ref = str(spec.root)
+        ref = _snapshot(store, ladder, spec, digest)  # bots run from it (arena.launch.runnable)
         with store.tx() as db:  # a concurrent insert of the same label is fine if the files match
             db.execute("INSERT OR IGNORE INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
                        (ladder.name, spec.label, spec.name, spec.version, digest, _stored_ref(store, ref), origin,
@@ -175,19 +170,6 @@ def snapshot_dir(store: Store, ladder: Ladder, label: str) -> Path:
     return store.path.resolve().parent / "ladder-bots" / ladder.name / safe
 
 
-def _unreachable(copy: Path, spec: BotSpec) -> str | None:
-    """Why a bot that could start from its own directory could not start from ``copy`` when the
-    launcher runs it under a private uid (root referees), or None."""
-    if os.geteuid() != 0:
-        return None
-    from ..sandbox import inaccessible_reason
-    other = 65534  # any uid that owns neither directory
-    need = os.R_OK | os.X_OK
-    if inaccessible_reason(spec.workdir, other, other, need):
-        return None  # the original is no better: arena check has said so already
-    return inaccessible_reason(copy / spec.workdir.relative_to(spec.root), other, other, need)
-
-
 def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
     """Copy the bot's directory next to the store, so a member keeps playing exactly the files it
     joined with even after its author edits them in place (for the next version)."""
@@ -204,10 +186,8 @@ def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
         except (ManifestError, OSError):
             pass
         shutil.rmtree(dest)  # left by an attempt that never registered (members are checked first)
-    for d in (dest.parent.parent, dest.parent):
-        if not d.is_dir():
-            d.mkdir(parents=True, exist_ok=True)
-            d.chmod(0o755)  # bots may run under a private uid: they must reach their copy
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    (dest.parent.parent / ARENA_COPIES).touch()  # contained bots run from a readable copy of these
     tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     try:
         shutil.copytree(spec.root, tmp, ignore=ignore)

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..launch import ARENA_COPIES
 from ..manifest import ManifestError, load_bot
 from . import guard
 from .upload import UploadError, unpack
@@ -130,6 +131,7 @@ async def upload(request: Request) -> Response:
     dest = opts.store.resolve().parent / "uploads" / job.id
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+        (dest.parent / ARENA_COPIES).touch()  # inside the closed store: bots run from a readable copy
         root = await trio.to_thread.run_sync(lambda: unpack(data, dest, max_files=opts.max_upload_files,
                                                              max_bytes=opts.max_unpacked_bytes))
         spec = load_bot(root)
@@ -156,7 +158,7 @@ async def run_job(app: Starlette, job: Job, root: Path) -> None:
             spec = load_bot(root)
             job.status = "checking"
             job.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
-            report = await run_check(spec, ladder.check_games, ladder.move_ms)
+            report = await run_check(spec, ladder.check_games, ladder.move_ms, rules=ladder.ruleset())
             job.report = report
             if not report.get("ok"):
                 job.status = "check failed"
