@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from .engine import PRESETS, RulesError, rules_from
 from .manifest import ManifestError, bundled_bots, load_bot
-from .store import DEFAULT_STORE, Store, open_private
+from .tournament.store import DEFAULT_STORE, Store, open_private
 
 from . import __version__
 from .cli_common import ArenaTyper, fail, progress
@@ -177,7 +177,7 @@ class _Quiet:
         progress.set((progress.done or 0) + 1, progress.total)
 
     def finished(self, interrupted: bool) -> None:
-        from .live import RichReporter
+        from .tournament.live import RichReporter
         if not interrupted or isinstance(self.inner, RichReporter):
             self.inner.finished(False)  # a live display is stopped either way
 
@@ -202,9 +202,10 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
-    from .live import PlainReporter, RichReporter, standings_table
+    from .tournament.live import PlainReporter, RichReporter, standings_table
     from .standings import standings
-    from .tournament import load_config, run_tournament
+    from .tournament.config import load_config
+    from .tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
                  "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
@@ -237,7 +238,7 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                                                                             help="A tournament; omit for every game.")] = None,
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
-    from .live import standings_table
+    from .tournament.live import standings_table
     from .standings import standings
     db = _open(store)
     _need_tournament(db, tournament_name, store)

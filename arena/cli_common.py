@@ -90,7 +90,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     """User-facing failures: each is reported in one line. Imported late: most commands need few."""
     from .engine import RulesError
     from .manifest import ManifestError
-    from .store import StoreError
+    from .tournament.store import StoreError
     kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
     try:
         from .config import ConfigFileError
@@ -98,7 +98,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover
         pass
     try:
-        from .tournament import ConfigError
+        from .tournament.config import ConfigError
         kinds.append(ConfigError)
     except ImportError:  # pragma: no cover
         pass

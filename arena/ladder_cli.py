@@ -19,10 +19,10 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from .ladder import LadderStandings, RunSummary
 
-from .live import PlainReporter, RichReporter
+from .tournament.live import PlainReporter, RichReporter
 from .manifest import ManifestError, load_bot
 from .standings import outcomes
-from .store import DEFAULT_STORE, Store, StoreError
+from .tournament.store import DEFAULT_STORE, Store, StoreError
 
 # arena.ladder (numpy, scipy, openskill) is imported inside the commands: every ``arena`` command
 # loads this module, and only these three need the ratings.
@@ -389,7 +389,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             interrupted = True
             summary.stopped = "interrupted"
         else:
-            from .cluster import ClusterError
+            from .tournament.cluster import ClusterError
             if isinstance(e, ClusterError):
                 _fail(str(e))
             raise

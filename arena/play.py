@@ -16,8 +16,8 @@ from .launch import Launcher
 from .manifest import BotSpec
 from .referee import BotPlayer, TimeControl, run_game
 from .replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
-from .seeds import deal_seed, load_secret
-from .store import Store
+from .tournament.seeds import deal_seed, load_secret
+from .tournament.store import Store
 
 
 # a thread blocked in input() is abandoned on Ctrl-C, not waited for (the keyword changed in trio 0.23)

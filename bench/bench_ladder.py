@@ -92,8 +92,8 @@ def main() -> None:
 def _round_robin(ladder, tmp: Path, games: int) -> dict:
     from arena.ratings import fit_elo
     from arena.standings import outcomes
-    from arena.store import Store
-    from arena.tournament import run_tournament
+    from arena.tournament.store import Store
+    from arena.tournament.run import run_tournament
     pairs = len(ladder.bots) * (len(ladder.bots) - 1) // 2
     deals = max(1, round(games / (2 * pairs)))
     cfg = ladder.tournament("bench-rr", format="round-robin", bots=list(ladder.bots), deals=deals,

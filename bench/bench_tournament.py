@@ -7,7 +7,7 @@ every request with its first action), through the real runner, store and launche
 2. one long run of ``--games`` games at concurrency = cores: games/s over its first and
    last tenth, the referee's RSS after the first tenth and at the end, and its peak RSS
    (``resource.getrusage``); above concurrency 1 the games are played by referee worker
-   processes (``arena.worker``), whose RSS and peak (``/proc``) are printed too;
+   processes (``arena.tournament.worker``), whose RSS and peak (``/proc``) are printed too;
 3. a shorter run under ``tracemalloc`` (``--traced-games``): the Python heap retained per
    game between the first tenth and the end, and the heap's peak. A runner that holds on
    to finished games shows here: the heap grows with the game count. (tracemalloc slows
@@ -40,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from arena.store import Store  # noqa: E402
-from arena.tournament import Reporter, load_config, run_tournament  # noqa: E402
+from arena.tournament.store import Store  # noqa: E402
+from arena.tournament.config import load_config  # noqa: E402
+from arena.tournament.run import Reporter, run_tournament  # noqa: E402
 
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
@@ -93,7 +94,7 @@ class Timing(Reporter):
 
 
 def worker_memory_mb() -> tuple[float, float]:
-    """(RSS now, peak RSS) summed over this process's referee workers (``arena.worker``),
+    """(RSS now, peak RSS) summed over this process's referee workers (``arena.tournament.worker``),
     which play the games once concurrency is above 1; (0, 0) when none is running."""
     rss = peak = 0.0
     me = str(os.getpid())
@@ -102,7 +103,7 @@ def worker_memory_mb() -> tuple[float, float]:
             continue
         try:
             status = (proc / "status").read_text()
-            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+            if b"arena.tournament.worker" not in (proc / "cmdline").read_bytes():
                 continue
         except OSError:
             continue
@@ -123,7 +124,7 @@ def worker_cpu_s() -> float:
         if not proc.name.isdigit():
             continue
         try:
-            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+            if b"arena.tournament.worker" not in (proc / "cmdline").read_bytes():
                 continue
             stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena import cluster as C
-from arena.executors import PlayedGame
+from arena.tournament import cluster as C
+from arena.tournament.executors import PlayedGame
 from arena.manifest import load_bot
-from arena.store import Store
-from arena.tournament import ConfigError, Reporter, RunStats, TournamentConfig, run_tournament
+from arena.tournament.store import Store
+from arena.tournament.config import ConfigError, TournamentConfig
+from arena.tournament.run import Reporter, RunStats, run_tournament
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,9 +87,10 @@ def test_local_runs_do_not_import_dask(tmp_path):
     code = f"""
 import sys, trio
 sys.path.insert(0, {str(REPO)!r})
-import arena.cli, arena.cluster
-from arena.store import Store
-from arena.tournament import TournamentConfig, run_tournament
+import arena.cli, arena.tournament.cluster
+from arena.tournament.store import Store
+from arena.tournament.config import TournamentConfig
+from arena.tournament.run import run_tournament
 from tests.fakes import policy_launcher
 cfg = TournamentConfig(name="t", bots=["lowest", "highest"], deals=1, store={str(tmp_path / 's.sqlite')!r})
 trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))

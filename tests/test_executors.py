@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 import trio
 
-from arena import seeds
+from arena.tournament import seeds
 from arena.engine import rules_from
-from arena.executors import BotPool, PlayedGame
+from arena.tournament.executors import BotPool, PlayedGame
 from arena.manifest import load_bot
 from arena.referee import BotPlayer, GameRecord, TimeControl, run_game
-from arena.runlock import tournament_lock
-from arena.store import Store
-from arena.tournament import TournamentBusy, load_config, run_tournament
+from arena.tournament.runlock import tournament_lock
+from arena.tournament.store import Store
+from arena.tournament.config import load_config
+from arena.tournament.run import TournamentBusy, run_tournament
 from tests.fakes import policy_launcher
 
 REPO = Path(__file__).resolve().parents[1]
@@ -241,9 +242,9 @@ def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None
 # ---------------------------------------------------------------- the import graph
 
 @pytest.mark.parametrize("module,forbidden", [
-    ("arena.executors", ["arena.tournament", "arena.worker", "arena.cluster"]),
-    ("arena.worker", ["arena.tournament", "arena.cluster"]),
-    ("arena.cluster", ["arena.tournament", "arena.worker", "dask", "distributed"]),
+    ("arena.tournament.executors", ["arena.tournament.run", "arena.tournament.worker", "arena.tournament.cluster"]),
+    ("arena.tournament.worker", ["arena.tournament.run", "arena.tournament.cluster"]),
+    ("arena.tournament.cluster", ["arena.tournament.run", "arena.tournament.worker", "dask", "distributed"]),
 ])
 def test_executors_do_not_import_the_tournament(module: str, forbidden: list[str]) -> None:
     code = f"import sys, {module}; print(json.dumps(sorted(sys.modules)))"

@@ -29,7 +29,7 @@ from arena.engine import PRESETS
 from arena.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher
 from arena.manifest import load_bot
 from arena.referee import BotPlayer, TimeControl, run_game
-from arena.store import Store
+from arena.tournament.store import Store
 
 ROOT = os.geteuid() == 0
 ATTACKER = Path(__file__).resolve().parent / "fairplay_bots" / "attacker"
@@ -297,7 +297,7 @@ def test_exports_and_reports_are_written_0600(tmp_path):
         result = runner.invoke(app, ["export", str(tmp_path / name), "--store", str(tmp_path / "s.sqlite")])
         assert result.exit_code == 0, result.output
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
-    from arena.store import write_private_text
+    from arena.tournament.store import write_private_text
     write_private_text(tmp_path / "r.html", "<p>")
     assert stat.S_IMODE((tmp_path / "r.html").stat().st_mode) == 0o600
 

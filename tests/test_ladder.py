@@ -369,7 +369,7 @@ def test_head_to_head_two_seats():
 
 def test_match_sprt_stops_early_and_resumes(tmp_path: Path):
     from arena.engine import rules_from
-    from arena.store import Store
+    from arena.tournament.store import Store
     store = Store(tmp_path / "s.sqlite")
     low, high = load_bot("lowest"), load_bot("highest")
     seen = []
@@ -454,8 +454,8 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     """The CLI paths with in-process bots: submit --json keeps stdout pure JSON; match prints the SPRT."""
     import arena.check
     import arena.launch
-    import arena.tournament
-    monkeypatch.setattr(arena.tournament, "Launcher", lambda *a, **k: policy_launcher())
+    import arena.tournament.run
+    monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "cli")
@@ -504,8 +504,8 @@ def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch
     says what it resumes; the pair counts and the win rate interval are in the output and JSON."""
     import arena.check
     import arena.launch
-    import arena.tournament
-    monkeypatch.setattr(arena.tournament, "Launcher", lambda *a, **k: policy_launcher())
+    import arena.tournament.run
+    monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "lab")

@@ -246,8 +246,8 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
 def _in_process(monkeypatch):
     import arena.check
     import arena.launch
-    import arena.tournament
-    monkeypatch.setattr(arena.tournament, "Launcher", lambda *a, **k: policy_launcher())
+    import arena.tournament.run
+    monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 

@@ -777,7 +777,7 @@ def test_the_old_start_seed_gives_the_deal_away(rules: str) -> None:
 @pytest.mark.parametrize("rules", ["classic", "shithead"])
 def test_bot_seed_reveals_nothing_of_a_secret_deal(rules: str) -> None:
     """start.seed = bot_seed(deal, seat): with a deal seed the bot cannot guess, every formula fails."""
-    rng = random.Random(20261201)  # stands for a secret-derived seed (arena/seeds.py): 63 unguessable bits
+    rng = random.Random(20261201)  # stands for a secret-derived seed (arena/tournament/seeds.py): 63 unguessable bits
     for _ in range(3):
         deal = rng.getrandbits(63)
         for seat in range(3):
@@ -789,7 +789,7 @@ def test_bot_seed_reveals_nothing_of_a_secret_deal(rules: str) -> None:
 def test_bot_seed_hides_a_deal_only_as_well_as_the_deal_seed_is_secret() -> None:
     """The limit, stated as a test: a guessable deal seed (``--seed 1``, or a tournament seed from a
     public base) is found by trying the arena's own bot_seed over the candidates. Hence deal seeds
-    derived from a secret for anything rated (arena/seeds.py)."""
+    derived from a secret for anything rated (arena/tournament/seeds.py)."""
     for deal in (1, _old_deal_seed(0, 0, 3)):
         start, view, truth = _first_view("classic", deal, 0)
         assert DealThief().predict(start, view) == truth

@@ -3,7 +3,7 @@
 Games are played by the real referee (:func:`arena.referee.run_game` with
 :class:`arena.referee.BotPlayer`) against in-process bots behind
 ``tests.fakes.ScriptedConnection``, which keeps every line the referee wrote,
-and stored in a temporary :class:`arena.store.Store`.
+and stored in a temporary :class:`arena.tournament.store.Store`.
 
 * golden check: re-simulating each stored game (every preset, forfeits included)
   reproduces the live states, the logged events and the result;
@@ -55,7 +55,7 @@ from arena.replay import (
 from arena.replay.html import replay_html, report_html
 from arena.replay.terminal import navigate, render_frame, run_interactive, run_seat_interactive
 from arena.replay.view import replay_data
-from arena.store import Store
+from arena.tournament.store import Store
 from tests.fakes import ScriptedConnection, policy_bot
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from arena.standings import standings
-from arena.store import Store
+from arena.tournament.store import Store
 from tests.checks import zombie_children
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ pytest.importorskip("hypercorn", reason="arena serve needs the serve extra: pip 
 from arena.serve import data
 from arena.serve.charts import Band, heat_map, rating_chart
 from arena.serve.upload import UploadError, unpack
-from arena.store import Store
+from arena.tournament.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = 'evil<script>window.__pwned=1</script>"\'&@1.0'

@@ -138,7 +138,7 @@ def table_rows(driver: Any, selector: str) -> list[dict[str, str]]:
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
     from arena.standings import outcomes
-    from arena.store import Store
+    from arena.tournament.store import Store
     chrome.get(f"{site.url}/ladders/{LADDER}")
     rows = table_rows(chrome, "#standings")
     expect = expected_ladder()
@@ -297,7 +297,7 @@ def test_a_person_plays_a_game_to_the_end_by_clicking(chrome: Any, site: ServerP
     chrome.find_element(By.ID, "play-replay").click()
     wait(chrome, lambda d: d.find_element(By.ID, "turn").text.startswith("Turn 0"), what="the stored game's replay")
     assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
-    from arena.store import Store
+    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     games = db.games(tournament="play")
     db.close()
@@ -341,7 +341,7 @@ def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any
     assert faults and all(f.find_element(By.TAG_NAME, "b").text for f in faults)
     assert css(chrome, "#check-scenarios tbody tr")
     shot(chrome, "submit-report")
-    from arena.store import Store
+    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         has = db.db.execute("SELECT 1 FROM sqlite_master WHERE name='ladder_members'").fetchone()

@@ -23,11 +23,11 @@ import trio.testing
 
 from arena.standings import standings
 from arena.referee import GameRecord
-from arena.store import Store
-from arena.seeds import deal_seed
-from arena.tournament import (
-    ConfigError, TournamentConfig, load_bots, load_config, run_tournament, schedule, tables,
-)
+from arena.tournament.store import Store
+from arena.tournament.seeds import deal_seed
+from arena.tournament.config import ConfigError, TournamentConfig, load_bots, load_config
+from arena.tournament.run import run_tournament
+from arena.tournament.schedule import schedule, tables
 from tests.checks import children, replay
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 
@@ -221,7 +221,7 @@ def test_config_file_fields(tmp_path: Path) -> None:
 
 def check_store(db: Store, cfg: TournamentConfig, lab: dict[str, str]) -> list[dict[str, Any]]:
     """Every scheduled game is stored exactly once, as scheduled, with a coherent log."""
-    from arena.seeds import load_secret
+    from arena.tournament.seeds import load_secret
     games = schedule(cfg, lab, load_secret(db.path.parent))
     rows = db.games(tournament=cfg.name, limit=10**6)
     assert [r["index"] for r in rows] == [g.index for g in games]
@@ -494,8 +494,8 @@ def test_rich_display_does_not_retally_every_game() -> None:
 
     from rich.console import Console
 
-    from arena.live import RichReporter
-    from arena.tournament import ScheduledGame
+    from arena.tournament.live import RichReporter
+    from arena.tournament.schedule import ScheduledGame
 
     rep = RichReporter(Console(file=io.StringIO(), width=120))
     renders = 0

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.store import Store
-from arena.tournament import Reporter, RunStats, TournamentIncomplete, load_config, run_tournament
+from arena.tournament.store import Store
+from arena.tournament.config import load_config
+from arena.tournament.run import Reporter, RunStats, TournamentIncomplete, run_tournament
 
 
 def _games(store: Store, name: str) -> list[tuple]:
@@ -50,11 +51,11 @@ def test_two_processes_play_the_same_games_as_one(tmp_path: Path) -> None:
 
 
 def worker_pids() -> list[int]:
-    """This test process's referee workers (``python -m arena.worker``)."""
+    """This test process's referee workers (``python -m arena.tournament.worker``)."""
     me, found = str(os.getpid()), []
     for proc in Path("/proc").iterdir():
         try:
-            if b"arena.worker" not in (proc / "cmdline").read_bytes():
+            if b"arena.tournament.worker" not in (proc / "cmdline").read_bytes():
                 continue
             status = (proc / "status").read_text()
         except OSError:
@@ -109,7 +110,7 @@ def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypat
     cfg = load_config(None, {"name": "w", "bots": [str(bot), "lowest"], "deals": 2, "concurrency": 2,
                              "processes": 2, "store": str(tmp_path / "w.sqlite")})
     store = Store(cfg.store)
-    import arena.worker as worker
+    import arena.tournament.worker as worker
     real = worker.WorkerExecutor.start
 
     async def vanish_then_start(self):
@@ -127,8 +128,8 @@ def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypat
 def test_the_plain_summary_reports_worker_deaths() -> None:
     import io
 
-    from arena.live import PlainReporter
-    from arena.tournament import TournamentConfig
+    from arena.tournament.live import PlainReporter
+    from arena.tournament.config import TournamentConfig
     out = io.StringIO()
     rep = PlainReporter(stream=out)
     rep.started(TournamentConfig(bots=["a", "b"]), 4, 0)

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..engine import Rules, RulesError, rules_from
 from ..manifest import NAME_RE, ManifestError, bundled_bots, load_bot
-from ..store import DEFAULT_STORE
-from ..tournament import MAX_TABLES, ConfigError, TournamentConfig, check_config
+from ..tournament.store import DEFAULT_STORE
+from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 
 LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..ratings import Outcome, Ratings, fit_elo
 from ..standings import outcomes
-from ..store import Store
+from ..tournament.store import Store
 from .config import Ladder
 from .matchmaking import pair_key
 from .tables import _has_tables

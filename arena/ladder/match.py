@@ -20,10 +20,10 @@ import trio
 from ..engine import Rules
 from ..manifest import BotSpec, ManifestError, load_bot
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
-from ..executors import BotSetup, GameTask, open_in_process, store_played
+from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..referee import TimeControl
-from ..seeds import deal_seed, load_secret, run_secret
-from ..store import Store
+from ..tournament.seeds import deal_seed, load_secret, run_secret
+from ..tournament.store import Store
 from .config import LadderError
 
 @dataclass

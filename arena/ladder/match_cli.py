@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..manifest import ManifestError
-from ..store import DEFAULT_STORE, Store, StoreError
+from ..tournament.store import DEFAULT_STORE, Store, StoreError
 
 if TYPE_CHECKING:
     from .match import MatchProgress

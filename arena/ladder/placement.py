@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..manifest import BotSpec, ManifestError, load_bot
-from ..store import Store
-from ..tournament import ConfigError, Reporter, TournamentConfig, run_tournament
+from ..tournament.store import Store
+from ..tournament.config import ConfigError, TournamentConfig
+from ..tournament.run import Reporter, run_tournament
 from .config import CheckFailed, Ladder, LadderError
 from .tables import (_add_member, _bump_message, bot_statuses, check_identity, keep_ladder_file, ladder_results, member,
                      members, rebase_refs)

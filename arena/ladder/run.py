@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..manifest import ManifestError, load_bot
-from ..store import Store
+from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .history import LadderState, take_snapshot
 from .matchmaking import Candidate, Table, choose_table

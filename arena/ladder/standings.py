@@ -12,7 +12,7 @@ from typing import Any
 
 from ..ratings import fit_elo, neighbour_los
 from ..standings import outcomes, tally
-from ..store import Store
+from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .tables import bot_statuses, ladder_results, members
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..launch import ARENA_COPIES
 from ..manifest import BotSpec, ManifestError, load_bot
-from ..store import Store
+from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
 
 LADDER_SCHEMA = """

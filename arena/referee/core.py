@@ -104,7 +104,7 @@ def bot_seed(deal_seed: int, seat: int) -> int:
     cut to 31 bits. Without the deal seed it says nothing about the deal or the other seats' seeds
     (earlier versions sent ``(deal_seed * 1_000_003 + seat) % 2**31``, which inverts to the deal).
     It hides the deal only as well as the deal seed itself is secret: a guessable deal seed can be
-    found by trying candidates, so tournaments derive deal seeds from a secret (arena/seeds.py)."""
+    found by trying candidates, so tournaments derive deal seeds from a secret (arena/tournament/seeds.py)."""
     key = str(int(deal_seed)).encode()
     digest = hmac.new(key, f"palace-bot-seed:{int(seat)}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF

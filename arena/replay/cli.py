@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..store import DEFAULT_STORE, Store, StoreError, write_private_text
+from ..tournament.store import DEFAULT_STORE, Store, StoreError, write_private_text
 from .load import load_game
 from .simulate import ReplayError, conversation_for, requests_for, simulate
 

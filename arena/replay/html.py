@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..standings import Line
-from ..store import write_private_text
+from ..tournament.store import write_private_text
 
 CSS = r"""
 :root { --felt: #1f5d3a; --felt2: #174a2e; --ink: #1b1b1b; --red: #c0142b; --gold: #f2c14e; }

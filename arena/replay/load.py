@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..store import Store, StoreError
+from ..tournament.store import Store, StoreError
 from .simulate import ReplayError
 
 

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..store import DEFAULT_STORE
+from ..tournament.store import DEFAULT_STORE
 
 
 def _loopback(host: str) -> bool:

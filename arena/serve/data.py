@@ -1,7 +1,7 @@
 """What the pages show, read from the store through a read-only SQLite connection.
 
 Every function here opens nothing and writes nothing: it takes a
-:class:`ReadStore` (a :class:`arena.store.Store` whose connection is opened
+:class:`ReadStore` (a :class:`arena.tournament.store.Store` whose connection is opened
 ``mode=ro``), so the web server cannot change the store even by mistake, and it
 reads the same file that ``arena tournament`` or ``arena ladder run`` write in
 another process. Tables other branches add (``ladders``, ``rating_snapshots``)
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store import Store
+from ..tournament.store import Store
 
 LADDER_PREFIX = "ladder:"
 

@@ -117,7 +117,7 @@ def annotate(message: dict[str, Any], who: Names) -> dict[str, Any]:
 
 
 def _save(store: Path, labels: list[str], record: dict[str, Any]) -> None:
-    from ..store import Store
+    from ..tournament.store import Store
     db = Store(store)
     try:
         db.begin_tournament("play", {"kind": "single games"}, 0)

@@ -3,18 +3,18 @@
 The client (the machine running ``arena tournament``) keeps everything that is
 not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
 Each :meth:`DaskExecutor.play` is one Dask task carrying the game's
-:class:`~arena.executors.GameTask` (rules options, deal seed, seats), the run's
+:class:`~arena.tournament.executors.GameTask` (rules options, deal seed, seats), the run's
 clock, limits and sandbox flag, and a reference to each seated bot: the sha256 of
 its files. The bots' files travel once per worker as tar.gz blobs inside a worker
 plugin (:mod:`arena.bundles`). Each worker process runs one referee thread: a trio
-loop with an :class:`~arena.executors.InProcessExecutor` per setup, whose bot pool
+loop with an :class:`~arena.tournament.executors.InProcessExecutor` per setup, whose bot pool
 keeps processes warm between games (and never lends one a deal it has seen). A
 task returns :meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker
 process sends.
 
 Faults: a worker that dies mid-game has its games re-run elsewhere by the
 scheduler; a task that raises is retried (``RETRIES``) and then fails its game
-(:class:`~arena.executors.ExecutorError`), which the tournament reports at the end
+(:class:`~arena.tournament.executors.ExecutorError`), which the tournament reports at the end
 with the rest stored. Nothing here imports Dask at module level: ``dask`` and
 ``distributed`` are imported only when a cluster is used, and their absence is
 reported with the install hint (``pip install 'palace-arena[dask]'``).
@@ -34,11 +34,11 @@ from typing import Any
 
 import trio
 
-from . import __version__
-from .bundles import (_PREPARED, BundleError, cache_root, manifest_path, pack_bot,  # noqa: F401 - re-exported
-                      prepare_bot, unpack_bot)
+from .. import __version__
+from ..bundles import (_PREPARED, BundleError, cache_root, manifest_path, pack_bot,  # noqa: F401 - re-exported
+                       prepare_bot, unpack_bot)
+from ..manifest import BotSpec
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
-from .manifest import BotSpec
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class RefereeHost:
             self._ready.set()
 
     async def _main(self) -> None:
-        from .botproc import cleanup_stale
+        from ..botproc import cleanup_stale
         try:
             cleanup_stale()  # bots a killed worker on this machine left behind
         except Exception as e:  # noqa: BLE001 - best effort
@@ -178,9 +178,9 @@ class RefereeHost:
             nursery.cancel_scope.cancel()
 
     async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
-        from .launch import BuildError, Launcher
-        from .limits import Limits
-        from .referee import TimeControl
+        from ..launch import BuildError, Launcher
+        from ..limits import Limits
+        from ..referee import TimeControl
         launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 
         async def launch(spec: BotSpec) -> Any:
@@ -273,7 +273,7 @@ def probe(sandbox: bool) -> dict[str, Any]:
     import sys
     info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "sandbox": None}
     if sandbox:  # in a thread of its own: client.run calls us on the worker's event loop
-        from .botproc import sandbox_problem
+        from ..botproc import sandbox_problem
         out: list[Any] = []
         t = threading.Thread(target=lambda: out.append(trio.run(sandbox_problem)), daemon=True)
         t.start()

@@ -1,9 +1,9 @@
 """One way to run a game: ``await executor.play(task) -> PlayedGame``.
 
 Three executors implement it: :class:`InProcessExecutor` (here: a trio loop and a
-:class:`BotPool` in this process), :class:`arena.worker.WorkerExecutor` (referee
+:class:`BotPool` in this process), :class:`arena.tournament.worker.WorkerExecutor` (referee
 processes on this machine, each an in-process executor) and
-:class:`arena.cluster.DaskExecutor` (Dask workers, each again an in-process
+:class:`arena.tournament.cluster.DaskExecutor` (Dask workers, each again an in-process
 executor). A caller (a tournament, a match, a ladder placement) builds
 :class:`GameTask` s, calls ``play`` as many times at once as the executor's
 ``capacity`` says, and stores what comes back with :func:`store_played`; it
@@ -32,9 +32,9 @@ import msgpack
 import orjson
 import trio
 
-from .engine.rules import Rules
-from .manifest import BotSpec, load_bot
-from .referee import BotPlayer, GameRecord, TimeControl, run_game
+from ..engine.rules import Rules
+from ..manifest import BotSpec, load_bot
+from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
 
@@ -50,7 +50,7 @@ class ExecutorBroken(ExecutorError):
 class GameTask:
     """Everything that decides one game, in plain values so it can travel to another process.
 
-    ``seed`` is the secret deal seed (:mod:`arena.seeds`); it is also the deal's identity
+    ``seed`` is the secret deal seed (:mod:`arena.tournament.seeds`); it is also the deal's identity
     for the pool's never-the-same-deal-twice rule, which is stricter than (tournament,
     table, deal): two tournaments with the same seed deal the same cards."""
 
@@ -265,8 +265,8 @@ class InProcessExecutor:
 
 
 def default_launcher(setup: BotSetup) -> Launch:
-    from .launch import Launcher
-    from .limits import Limits
+    from ..launch import Launcher
+    from ..limits import Limits
     return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
 
 

@@ -1,47 +1,30 @@
-"""Tournaments: the config file, the schedule of duplicate deals, and the runner.
+"""Running a tournament: play every scheduled game the store does not hold yet.
 
-The schedule is a pure function of the config and the store's secret: game ``i``
-always has the same seats and deal seed, whatever order games finish in. Each
-deal is played once per seat rotation so the luck of the deal cancels, and the
-schedule is ordered by rotation round (every deal's first rotation, then every
-deal's second...) so that the bot pool can keep its never-the-same-deal-twice
-promise with about one fresh process per bot per round. A tournament that was
-killed resumes by playing only the games the store does not hold yet. The games
-themselves are played by an executor (:mod:`arena.executors`): here, on worker
-processes, or on Dask.
+A tournament that was killed resumes by playing only the missing games. The games
+themselves are played by an executor (:mod:`arena.tournament.executors`): here, on worker
+processes, or on Dask; the runner only feeds it the schedule and stores what comes back.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from ..launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
+from ..limits import Limits
+from ..referee import GameRecord
 from . import seeds
 from .cluster import open_dask
-from .engine import Rules, RulesError, rules_from
+from .config import ConfigError, TournamentConfig, load_bots
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
                         open_in_process, store_played)
-from .launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
-from .limits import Limits
-from .manifest import BotSpec, ManifestError, load_bot
-from .referee import GameRecord, TimeControl
 from .runlock import LockHeld, tournament_lock
+from .schedule import ScheduledGame, schedule
 from .store import Store
 from .worker import open_workers
-
-MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
-SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
-
-
-class ConfigError(ValueError):
-    """A tournament file or flag that cannot be run; the message names the field."""
 
 
 class TournamentBusy(ConfigError):
@@ -50,163 +33,6 @@ class TournamentBusy(ConfigError):
 
 class TournamentIncomplete(ConfigError):
     """Games could not be played (the arena's fault, not a bot's); the rest are stored, resumable."""
-
-
-@dataclass
-class TournamentConfig:
-    name: str = "demo"
-    bots: list[str] = field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: str = "round-robin"  # or "gauntlet"
-    candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
-    rules: str = "classic"
-    options: dict[str, Any] = field(default_factory=dict)
-    seats: int = 2
-    deals: int = 4  # deals per table; each is played once per seat rotation
-    seed: int = 1
-    concurrency: int = 0  # 0: number of cores
-    max_turns: int = 2000
-    move_ms: int = 1000
-    bank_ms: int = 10_000
-    handshake_ms: int = 10_000
-    restart_each_game: bool = False
-    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
-    trusted_bots: bool = False  # run bots as the referee's own user, on purpose
-    max_tables: int = MAX_TABLES
-    store: str = "arena-data/arena.sqlite"
-    limits: dict[str, int] = field(default_factory=dict)
-    processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
-    cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
-
-    def ruleset(self) -> Rules:
-        try:
-            return rules_from(self.rules, dict(self.options))
-        except (RulesError, TypeError) as e:
-            raise ConfigError(f"rules: {e}") from None
-
-    def clock(self) -> TimeControl:
-        return TimeControl(self.move_ms, self.bank_ms, self.handshake_ms)
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What decides the games; a resumed run must match it. Runtime knobs are left out."""
-        keep = ("bots", "format", "candidates", "rules", "options", "seats", "deals", "seed",
-                "max_turns", "max_tables")
-        # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
-        return {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
-
-    @property
-    def workers(self) -> int:
-        return self.concurrency if self.concurrency > 0 else (os.cpu_count() or 1)
-
-    @property
-    def process_count(self) -> int:
-        if self.processes > 0:
-            return min(self.processes, self.workers)
-        return max(1, min(self.workers, os.cpu_count() or 1))
-
-
-def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
-    """The file (if any), then the flags, each validated by :mod:`arena.config`."""
-    from .config import ConfigFileError, read_toml, tournament_data
-    known = set(TournamentConfig.__dataclass_fields__)
-    data: dict[str, Any] = {}
-    try:
-        if path is not None:
-            p = Path(path)
-            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
-            data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
-            data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
-            data.setdefault("name", p.stem)
-        flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-        data.update(tournament_data(flags, "command line", known))
-    except ConfigFileError as e:
-        raise ConfigError(str(e)) from None
-    cfg = TournamentConfig(**data)
-    check_config(cfg)
-    return cfg
-
-
-def _resolve(ref: str, base: Path) -> str:
-    """Paths in a tournament file are relative to the file; bundled names stay names."""
-    p = base / ref
-    return str(p.resolve()) if p.exists() else ref
-
-
-def check_config(cfg: TournamentConfig) -> None:
-    rules = cfg.ruleset()
-    if cfg.format not in ("round-robin", "gauntlet"):
-        raise ConfigError("format must be 'round-robin' or 'gauntlet'")
-    if not rules.min_players <= cfg.seats <= rules.max_players:
-        raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
-    pool = cfg.bots + cfg.candidates
-    if cfg.format == "gauntlet" and not cfg.candidates:
-        raise ConfigError("a gauntlet needs candidates = [...] to play against the bots")
-    if cfg.format == "round-robin" and len(cfg.bots) < cfg.seats:
-        raise ConfigError(f"{cfg.seats} seats need at least {cfg.seats} bots, got {len(cfg.bots)}")
-    if cfg.format == "gauntlet" and len(cfg.bots) < cfg.seats - 1:
-        raise ConfigError(f"a {cfg.seats}-seat gauntlet needs at least {cfg.seats - 1} field bots")
-    if len(set(pool)) != len(pool):
-        raise ConfigError("each bot may be listed once")
-    for name, lo in (("deals", 1), ("max_turns", 10), ("move_ms", 1), ("handshake_ms", 1), ("max_tables", 1)):
-        if getattr(cfg, name) < lo:
-            raise ConfigError(f"{name} must be at least {lo}")
-    if cfg.bank_ms < 0 or cfg.concurrency < 0 or cfg.processes < 0:
-        raise ConfigError("bank_ms, concurrency and processes must not be negative")
-    try:
-        Limits(**cfg.limits)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"limits: {e}") from None
-
-
-@dataclass(frozen=True)
-class ScheduledGame:
-    index: int
-    table: int
-    deal: int
-    rotation: int
-    seats: tuple[str, ...]  # bot labels in seat order
-    seed: int
-
-
-def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...]]:
-    """The groups of bots that meet: every k-subset (round-robin), or each candidate with each
-    (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed."""
-    bots = [labels[b] for b in cfg.bots]
-    if cfg.format == "round-robin":
-        groups = list(itertools.combinations(bots, cfg.seats))
-    else:
-        groups = [(labels[c],) + rest for c in cfg.candidates
-                  for rest in itertools.combinations(bots, cfg.seats - 1)]
-    if len(groups) > cfg.max_tables:
-        groups = random.Random(cfg.seed).sample(groups, cfg.max_tables)
-    return groups
-
-
-def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes) -> list[ScheduledGame]:
-    """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.seeds.load_secret`)."""
-    groups = tables(cfg, labels)
-    seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
-    out = []
-    for r in range(cfg.seats):
-        for t, table in enumerate(groups):
-            for d in range(cfg.deals):
-                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
-    return out
-
-
-def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:
-    """Bot reference -> spec; two references to one bot version are refused."""
-    specs: dict[str, BotSpec] = {}
-    for ref in cfg.bots + cfg.candidates:
-        try:
-            spec = load_bot(ref)
-        except ManifestError as e:
-            raise ConfigError(str(e)) from None
-        if spec.human:
-            raise ConfigError("a tournament cannot seat a human")
-        if any(s.label == spec.label for s in specs.values()):
-            raise ConfigError(f"{spec.label} is listed twice")
-        specs[ref] = spec
-    return specs
 
 
 class Reporter:
@@ -341,7 +167,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     try:
         if todo:
             if cfg.cluster == "" and client is None:
-                from .botproc import cleanup_stale
+                from ..botproc import cleanup_stale
                 cleanup_stale()
             shown = False  # an executor that cannot start (no cluster) is one error, before any display
             try:

@@ -12,9 +12,11 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .referee import GameRecord
-from .standings import Line, add_game, outcomes, ranked
-from .tournament import Reporter, ScheduledGame, TournamentConfig
+from ..referee import GameRecord
+from ..standings import Line, add_game, outcomes, ranked
+from .config import TournamentConfig
+from .run import Reporter
+from .schedule import ScheduledGame
 
 
 def standings_table(lines: list[Line], title: str = "Standings", *, provisional: bool = False) -> Table:
@@ -116,7 +118,7 @@ class RichReporter(_Base):
                                  console=self.console)
         self.live: Live | None = None
         self.refresh_every = refresh_every
-        from .ratings import ProvisionalRatings
+        from ..ratings import ProvisionalRatings
         self.provisional: ProvisionalRatings | None = ProvisionalRatings()
         self.min_interval = 0.25  # the table is re-tallied from every result: at most at the display's rate
         self._rendered = 0.0

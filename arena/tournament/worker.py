@@ -2,8 +2,8 @@
 
 One referee loop spends most of its time building requests and reading replies; on a
 machine with several cores it saturates one of them. :class:`WorkerExecutor` starts
-``processes`` copies of ``python -m arena.worker``; each is an
-:class:`~arena.executors.InProcessExecutor` with its own trio loop and bot pool, and
+``processes`` copies of ``python -m arena.tournament.worker``; each is an
+:class:`~arena.tournament.executors.InProcessExecutor` with its own trio loop and bot pool, and
 plays the games the parent hands it. The parent alone writes the store, so storage
 stays single-writer and resume works exactly as in one process.
 
@@ -18,7 +18,7 @@ A worker that dies (killed, out of memory, a crash of the arena itself) is repla
 and the games it held are played again by the others: games are deterministic, so
 the result is the one it would have sent. The death is kept in ``incidents`` for the
 run's summary. Workers that keep dying (``max_deaths``) break the executor instead
-of looping: every ``play`` then raises :class:`~arena.executors.ExecutorBroken`.
+of looping: every ``play`` then raises :class:`~arena.tournament.executors.ExecutorBroken`.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class WorkerExecutor:
 
     async def _spawn(self) -> None:
         self._started += 1
-        proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.worker"], stdin=subprocess.PIPE,
+        proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.tournament.worker"], stdin=subprocess.PIPE,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         w = _Worker(self._started, proc)
         self.workers.append(w)

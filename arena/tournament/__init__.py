@@ -1,0 +1,15 @@
+"""Tournaments: what to play, who plays it where, and where the games are kept.
+
+* :mod:`.config` - the tournament file and flags (:class:`TournamentConfig`), checked, and its bots;
+* :mod:`.schedule` - every game of a tournament: tables, duplicate deals, seat rotations (pure);
+* :mod:`.seeds` - deal seeds from the store's secret, so no bot can predict a deal;
+* :mod:`.run` - :func:`run_tournament`: plays the games the store lacks, on one executor;
+* :mod:`.executors` - the executor interface and the in-process one with its bot pool;
+  :mod:`.worker` (referee processes, ``python -m arena.tournament.worker``) and
+  :mod:`.cluster` (Dask) are the other two;
+* :mod:`.store` - the SQLite game store; :mod:`.runlock` - one run per tournament and store;
+* :mod:`.live` - the progress display and live standings.
+
+Importing the package loads nothing: ``arena.tournament.store`` is read by the replay and the web
+pages without the runner or its executors.
+"""

@@ -1,0 +1,145 @@
+"""A tournament's settings: the file and flags, validated, and the bots they name.
+
+:class:`TournamentConfig` is what ``arena tournament`` runs and what a ladder hands the runner;
+:func:`TournamentConfig.fingerprint` is the part that decides the games, so a resumed run
+can be checked against the one it continues.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import Rules, RulesError, rules_from
+from ..limits import Limits
+from ..manifest import BotSpec, ManifestError, load_bot
+from ..referee import TimeControl
+
+MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
+SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
+
+
+class ConfigError(ValueError):
+    """A tournament file or flag that cannot be run; the message names the field."""
+
+
+@dataclass
+class TournamentConfig:
+    name: str = "demo"
+    bots: list[str] = field(default_factory=lambda: ["random", "lowest", "heuristic"])
+    format: str = "round-robin"  # or "gauntlet"
+    candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
+    rules: str = "classic"
+    options: dict[str, Any] = field(default_factory=dict)
+    seats: int = 2
+    deals: int = 4  # deals per table; each is played once per seat rotation
+    seed: int = 1
+    concurrency: int = 0  # 0: number of cores
+    max_turns: int = 2000
+    move_ms: int = 1000
+    bank_ms: int = 10_000
+    handshake_ms: int = 10_000
+    restart_each_game: bool = False
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
+    trusted_bots: bool = False  # run bots as the referee's own user, on purpose
+    max_tables: int = MAX_TABLES
+    store: str = "arena-data/arena.sqlite"
+    limits: dict[str, int] = field(default_factory=dict)
+    processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
+    cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
+
+    def ruleset(self) -> Rules:
+        try:
+            return rules_from(self.rules, dict(self.options))
+        except (RulesError, TypeError) as e:
+            raise ConfigError(f"rules: {e}") from None
+
+    def clock(self) -> TimeControl:
+        return TimeControl(self.move_ms, self.bank_ms, self.handshake_ms)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What decides the games; a resumed run must match it. Runtime knobs are left out."""
+        keep = ("bots", "format", "candidates", "rules", "options", "seats", "deals", "seed",
+                "max_turns", "max_tables")
+        # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
+        return {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
+
+    @property
+    def workers(self) -> int:
+        return self.concurrency if self.concurrency > 0 else (os.cpu_count() or 1)
+
+    @property
+    def process_count(self) -> int:
+        if self.processes > 0:
+            return min(self.processes, self.workers)
+        return max(1, min(self.workers, os.cpu_count() or 1))
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
+    """The file (if any), then the flags, each validated by :mod:`arena.config`."""
+    from ..config import ConfigFileError, read_toml, tournament_data
+    known = set(TournamentConfig.__dataclass_fields__)
+    data: dict[str, Any] = {}
+    try:
+        if path is not None:
+            p = Path(path)
+            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
+            data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
+            data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
+            data.setdefault("name", p.stem)
+        flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+        data.update(tournament_data(flags, "command line", known))
+    except ConfigFileError as e:
+        raise ConfigError(str(e)) from None
+    cfg = TournamentConfig(**data)
+    check_config(cfg)
+    return cfg
+
+
+def _resolve(ref: str, base: Path) -> str:
+    """Paths in a tournament file are relative to the file; bundled names stay names."""
+    p = base / ref
+    return str(p.resolve()) if p.exists() else ref
+
+
+def check_config(cfg: TournamentConfig) -> None:
+    rules = cfg.ruleset()
+    if cfg.format not in ("round-robin", "gauntlet"):
+        raise ConfigError("format must be 'round-robin' or 'gauntlet'")
+    if not rules.min_players <= cfg.seats <= rules.max_players:
+        raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
+    pool = cfg.bots + cfg.candidates
+    if cfg.format == "gauntlet" and not cfg.candidates:
+        raise ConfigError("a gauntlet needs candidates = [...] to play against the bots")
+    if cfg.format == "round-robin" and len(cfg.bots) < cfg.seats:
+        raise ConfigError(f"{cfg.seats} seats need at least {cfg.seats} bots, got {len(cfg.bots)}")
+    if cfg.format == "gauntlet" and len(cfg.bots) < cfg.seats - 1:
+        raise ConfigError(f"a {cfg.seats}-seat gauntlet needs at least {cfg.seats - 1} field bots")
+    if len(set(pool)) != len(pool):
+        raise ConfigError("each bot may be listed once")
+    for name, lo in (("deals", 1), ("max_turns", 10), ("move_ms", 1), ("handshake_ms", 1), ("max_tables", 1)):
+        if getattr(cfg, name) < lo:
+            raise ConfigError(f"{name} must be at least {lo}")
+    if cfg.bank_ms < 0 or cfg.concurrency < 0 or cfg.processes < 0:
+        raise ConfigError("bank_ms, concurrency and processes must not be negative")
+    try:
+        Limits(**cfg.limits)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"limits: {e}") from None
+
+def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:
+    """Bot reference -> spec; two references to one bot version are refused."""
+    specs: dict[str, BotSpec] = {}
+    for ref in cfg.bots + cfg.candidates:
+        try:
+            spec = load_bot(ref)
+        except ManifestError as e:
+            raise ConfigError(str(e)) from None
+        if spec.human:
+            raise ConfigError("a tournament cannot seat a human")
+        if any(s.label == spec.label for s in specs.values()):
+            raise ConfigError(f"{spec.label} is listed twice")
+        specs[ref] = spec
+    return specs

@@ -1,0 +1,53 @@
+"""The schedule: every game of a tournament, as a pure function of its config and the store's secret.
+
+Game ``i`` always has the same seats and deal seed, whatever order games finish in. Each
+deal is played once per seat rotation so the luck of the deal cancels, and the schedule is
+ordered by rotation round (every deal's first rotation, then every deal's second...) so that
+the bot pool can keep its never-the-same-deal-twice promise with about one fresh process per
+bot per round.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+from . import seeds
+from .config import TournamentConfig
+
+
+@dataclass(frozen=True)
+class ScheduledGame:
+    index: int
+    table: int
+    deal: int
+    rotation: int
+    seats: tuple[str, ...]  # bot labels in seat order
+    seed: int
+
+
+def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...]]:
+    """The groups of bots that meet: every k-subset (round-robin), or each candidate with each
+    (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed."""
+    bots = [labels[b] for b in cfg.bots]
+    if cfg.format == "round-robin":
+        groups = list(itertools.combinations(bots, cfg.seats))
+    else:
+        groups = [(labels[c],) + rest for c in cfg.candidates
+                  for rest in itertools.combinations(bots, cfg.seats - 1)]
+    if len(groups) > cfg.max_tables:
+        groups = random.Random(cfg.seed).sample(groups, cfg.max_tables)
+    return groups
+
+
+def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes) -> list[ScheduledGame]:
+    """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.seeds.load_secret`)."""
+    groups = tables(cfg, labels)
+    seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
+    out = []
+    for r in range(cfg.seats):
+        for t, table in enumerate(groups):
+            for d in range(cfg.deals):
+                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
+    return out
