@@ -21,7 +21,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 
 from tests.checks import reachable
 
@@ -436,7 +436,7 @@ def test_unknown_rule_option_from_a_flag_is_named() -> None:
 
 def test_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
-            "from arena.cli import app\n"
+            "from arena.cli.main import app\n"
             f"app(['tournament', '--cluster', 'tcp://x:1', '--store', {str(tmp_path / 'c.sqlite')!r}, '--plain'])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     assert done.returncode == 2

@@ -16,7 +16,7 @@ import pytest
 import trio
 from rich.console import Console
 
-import arena.play as play
+import arena.cli.play as play
 from arena.engine import PRESETS
 from arena.manifest import HUMAN
 from arena.replay.view import pretty

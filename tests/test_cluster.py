@@ -87,7 +87,7 @@ def test_local_runs_do_not_import_dask(tmp_path):
     code = f"""
 import sys, trio
 sys.path.insert(0, {str(REPO)!r})
-import arena.cli, arena.tournament.cluster
+import arena.cli.main, arena.tournament.cluster
 from arena.tournament.store import Store
 from arena.tournament.config import TournamentConfig
 from arena.tournament.run import run_tournament
@@ -305,7 +305,7 @@ def test_resume_submits_only_missing_games_and_duplicates_are_ignored(dask_clust
 @needs_dask
 def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
     from typer.testing import CliRunner
-    from arena.cli import app
+    from arena.cli.main import app
     lc, _ = dask_cluster
     path = beside(local_games, tmp_path / "cli.sqlite")
     toml = tmp_path / "t.toml"

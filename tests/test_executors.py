@@ -83,7 +83,7 @@ def test_deal_seed_needs_the_secret() -> None:
 def test_arena_play_seed_deals_from_the_store_secret(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from arena.cli import app
+    from arena.cli.main import app
     runs = []
     for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):
         res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "-q", "--store",
@@ -231,7 +231,7 @@ def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None
     store = tmp_path / "cli.sqlite"
     Store(store).close()
     with tournament_lock(store, "demo"):
-        done = subprocess.run([sys.executable, "-c", "from arena.cli import app; app()", "tournament", "--plain",
+        done = subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", "tournament", "--plain",
                                "--store", str(store), "--deals", "1"], capture_output=True, text=True,
                               timeout=120, env={**os.environ, "COLUMNS": "300"})
     assert done.returncode == 2, done.stdout + done.stderr

@@ -288,7 +288,7 @@ def test_an_old_open_store_is_closed_on_open(tmp_path):
 def test_exports_and_reports_are_written_0600(tmp_path):
     from typer.testing import CliRunner
 
-    from arena.cli import app
+    from arena.cli.main import app
     store = Store(tmp_path / "s.sqlite")
     store.begin_tournament("t", {}, 1)
     store.close()
@@ -308,7 +308,7 @@ def test_arena_check_says_which_containment_applied(flag, expected):
         pytest.skip(f"{expected} is not available here")
     from typer.testing import CliRunner
 
-    from arena.cli import app
+    from arena.cli.main import app
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--move-ms", "200", *flag])
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("containment:"))
@@ -320,7 +320,7 @@ def test_arena_check_says_which_containment_applied(flag, expected):
 def test_a_tournament_with_a_bot_its_uid_cannot_run_stops_before_any_game(world, tmp_path):
     from typer.testing import CliRunner
 
-    from arena.cli import app
+    from arena.cli.main import app
     attacker = world.attacker()
     attacker.chmod(0o700)
     store = tmp_path / "arena-data" / "arena.sqlite"

@@ -20,11 +20,11 @@ import trio
 from rich.console import Console
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from arena.ladder import (CheckFailed, LadderError, RunContext, ensure_seeded, head_to_head, ladder_results,
                           ladder_standings, list_ladders, load_ladder, members, open_store, run_match, snapshot_dir,
                           submit)
-from arena.ladder_cli import ladder_table
+from arena.cli.ladder import ladder_table
 from arena.manifest import BUNDLED_DIR, load_bot
 from arena.ratings import Sprt
 
@@ -407,7 +407,7 @@ def test_match_without_sprt_plays_max_games():
 # --------------------------------------------------------------------------- end to end
 
 def _arena(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from arena.cli import app; app()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=240)
 
 

@@ -22,7 +22,7 @@ import pytest
 import trio
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choose_table, ladder_standings,
                           load_ladder, members, open_store, rating_history, retire, run_ladder, submit, trends)
 from arena.ladder.tables import _add_member
@@ -288,7 +288,7 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
 
 def _arena(*args: str, cwd: Path, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-c", "from arena.cli import app; app()", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-c", "from arena.cli.main import app; app()", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
 
 

@@ -44,7 +44,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from arena import protocol, strategies
-from arena.cli import app
+from arena.cli.main import app
 from arena.engine import PRESETS, Rules, preset
 from arena.engine.views import to_position
 from arena.manifest import BotSpec

@@ -45,7 +45,7 @@ move_ms = 5000
 
 
 def arena_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+    return [sys.executable, "-c", "from arena.cli.main import app; app()", *args]
 
 
 def stored(path: Path) -> int:

@@ -112,7 +112,7 @@ def expected_ladder() -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- a real server
 
 def arena_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+    return [sys.executable, "-c", "from arena.cli.main import app; app()", *args]
 
 
 class ServerProc:

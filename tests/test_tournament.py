@@ -362,7 +362,7 @@ def test_real_bundled_bots(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the command line
 
 def arena(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from arena.cli import app; app()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})
 
@@ -393,7 +393,7 @@ def run_cli(*args: str) -> Any:
     """The other commands run in-process (typer's runner): the same code without a new interpreter each."""
     from typer.testing import CliRunner
 
-    from arena.cli import app
+    from arena.cli.main import app
     try:
         runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr in unless told
     except TypeError:

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from ..cli.common import fail
 from ..tournament.store import DEFAULT_STORE, Store, StoreError, write_private_text
 from .load import load_game
 from .simulate import ReplayError, conversation_for, requests_for, simulate
@@ -21,7 +22,6 @@ def _consoles() -> tuple[Console, Console]:
 
 
 def _fail(err: Console, message: str, code: int = 2) -> None:
-    from ..cli_common import fail
     fail(message, code)  # the one error style, the message printed as written
 
 

@@ -14,12 +14,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .engine import PRESETS, RulesError, rules_from
-from .manifest import ManifestError, bundled_bots, load_bot
-from .tournament.store import DEFAULT_STORE, Store, open_private
-
-from . import __version__
-from .cli_common import ArenaTyper, fail, progress
+from .. import __version__
+from ..engine import PRESETS, RulesError, rules_from
+from ..manifest import ManifestError, bundled_bots, load_bot
+from ..replay.cli import register as register_replays
+from ..serve.cli import register as register_serve
+from ..tournament.store import DEFAULT_STORE, Store, open_private
+from .common import ArenaTyper, fail, progress
+from .ladder import register as register_ladders
 
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -55,7 +57,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to list them all.")] = None,
           rule: RuleOpt = None, as_json: JsonOpt = False) -> None:
     """List the rule presets and options, or print one rule set in plain words."""
-    from .engine.describe import OPTION_HELP, describe
+    from ..engine.describe import OPTION_HELP, describe
     if name is None:
         console.print("[bold]Presets[/]")
         for key, r in PRESETS.items():
@@ -90,10 +92,10 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     except (RulesError, ManifestError) as e:
         fail(str(e))
     if not r.min_players <= len(specs) <= r.max_players:
-        from .config import rule_label
+        from ..config import rule_label
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
-    from .launch import Launcher
+    from ..launch import Launcher
     code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
                             launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
     raise typer.Exit(code)
@@ -115,9 +117,9 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
-    from .check import print_report, run_check
-    from .launch import Launcher
-    from .limits import Limits
+    from ..check import print_report, run_check
+    from ..launch import Launcher
+    from ..limits import Limits
     spec = load_bot(bot)
     if spec.human:
         fail("arena check takes a bot, not 'human'")
@@ -149,7 +151,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
 
 def _limits(items: list[str]) -> dict[str, int]:
     """``--limit key=value`` flags, checked like bot.toml's [limits]."""
-    from .config import LimitsTable, validate
+    from ..config import LimitsTable, validate
     raw: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -177,7 +179,7 @@ class _Quiet:
         progress.set((progress.done or 0) + 1, progress.total)
 
     def finished(self, interrupted: bool) -> None:
-        from .tournament.live import RichReporter
+        from ..tournament.live import RichReporter
         if not interrupted or isinstance(self.inner, RichReporter):
             self.inner.finished(False)  # a live display is stopped either way
 
@@ -202,15 +204,15 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
-    from .tournament.live import PlainReporter, RichReporter, standings_table
-    from .standings import standings
-    from .tournament.config import load_config
-    from .tournament.run import run_tournament
+    from ..tournament.live import PlainReporter, RichReporter, standings_table
+    from ..standings import standings
+    from ..tournament.config import load_config
+    from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
                  "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
-        from .engine.rules import parse_option
+        from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)
     cfg = load_config(file, overrides)
     db = Store(cfg.store)
@@ -238,8 +240,8 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                                                                             help="A tournament; omit for every game.")] = None,
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
-    from .tournament.live import standings_table
-    from .standings import standings
+    from ..tournament.live import standings_table
+    from ..standings import standings
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))
@@ -338,7 +340,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
 @app.command("bots")
 def bots_cmd(as_json: JsonOpt = False) -> None:
     """List the bundled reference bots: what each does and how strong it measured (docs/BOTS.md)."""
-    from .strategies import STRENGTH
+    from ..strategies import STRENGTH
     rows = []
     for name in bundled_bots():
         spec = load_bot(name)
@@ -360,18 +362,7 @@ def main() -> None:  # pragma: no cover
     app()
 
 
-def _register_more() -> None:
-    """Replays and ladders live in their own packages; they add their commands here."""
-    from .ladder_cli import register as register_ladders
-    from .replay.cli import register as register_replays
-    from .serve.cli import register as register_serve
-    register_replays(app)
-    register_ladders(app)
-    register_serve(app)
-
-
-_register_more()
-
-
-if __name__ == "__main__":  # python -m arena.cli ...
-    app()
+# the replay and the web arena own their commands; the ladder commands are in .ladder and .match
+register_replays(app)
+register_ladders(app)
+register_serve(app)

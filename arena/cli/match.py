@@ -19,9 +19,10 @@ from rich.markup import escape
 
 from ..manifest import ManifestError
 from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from .common import is_interrupt
 
 if TYPE_CHECKING:
-    from .match import MatchProgress
+    from ..ladder.match import MatchProgress
 
 PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, without importing numpy here
 
@@ -83,8 +84,8 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt
     from ..referee import TimeControl
-    from .config import LadderError
-    from .match import MatchProgress, match_games, resolve_bot, run_match
+    from ..ladder.config import LadderError
+    from ..ladder.match import MatchProgress, match_games, resolve_bot, run_match
     out = Console() if sys.stdout.isatty() else Console(width=160)
     progress = Console(stderr=True) if as_json else out
     if max_games < 2 or concurrency < 0 or every < 1:
@@ -139,8 +140,7 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
     except (LadderError, StoreError) as e:
         _fail(str(e))
     except BaseException as e:
-        from ..ladder_cli import _is_interrupt
-        if _is_interrupt(e):
+        if is_interrupt(e):
             _fail("interrupted" + (f": the games played are stored in {store}; the same command resumes"
                                    if db else ""), 130)
         raise

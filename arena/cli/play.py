@@ -11,13 +11,13 @@ import trio
 from rich.console import Console
 from rich.markup import escape
 
-from .engine import Rules, State
-from .launch import Launcher
-from .manifest import BotSpec
-from .referee import BotPlayer, TimeControl, run_game
-from .replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
-from .tournament.seeds import deal_seed, load_secret
-from .tournament.store import Store
+from ..engine import Rules, State
+from ..launch import Launcher
+from ..manifest import BotSpec
+from ..referee import BotPlayer, TimeControl, run_game
+from ..replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
+from ..tournament.seeds import deal_seed, load_secret
+from ..tournament.store import Store
 
 
 # a thread blocked in input() is abandoned on Ctrl-C, not waited for (the keyword changed in trio 0.23)
@@ -117,7 +117,7 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
         if e["kind"] != "game_over" and not quiet:
             console.print(f"[dim]{state.turn:4}[/] {escape(describe_event(e, who)[0])}")
 
-    from .config import rule_label
+    from ..config import rule_label
     console.print(escape(f"{rule_label(rules)}, seed {seed}: {', '.join(who.labels)}"))
     # with a person at the table, the only events shown are those their seat is sent
     spectator = None if any(s.human for s in specs) else show

@@ -1,5 +1,5 @@
 """``arena submit``, ``arena ladder [show|run|retire|reinstate]`` and ``arena match``: added to the
-main app by :func:`register` (the match command lives in :mod:`arena.ladder.match_cli`)."""
+main app by :func:`register` (the match command lives in :mod:`arena.cli.match`)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
-    from .ladder import LadderStandings, RunSummary
+    from ..ladder import LadderStandings, RunSummary
 
-from .tournament.live import PlainReporter, RichReporter
-from .manifest import ManifestError, load_bot
-from .standings import outcomes
-from .tournament.store import DEFAULT_STORE, Store, StoreError
+from ..manifest import ManifestError, load_bot
+from ..standings import outcomes
+from ..tournament.live import PlainReporter, RichReporter
+from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from .common import fail, is_interrupt
+from .match import match_cmd
 
 # arena.ladder (numpy, scipy, openskill) is imported inside the commands: every ``arena`` command
 # loads this module, and only these three need the ratings.
@@ -40,18 +42,13 @@ def _consoles(to_stderr: bool) -> tuple[Console, Console]:
     return out, (err if to_stderr else out)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    from .cli_common import fail
-    fail(message, code)  # the one error style, the message printed as written
-
-
 # --------------------------------------------------------------------------- live display
 
 class _Provisional:
     """Live openskill ratings (clearly provisional) fed with the ladder's games so far, then each new one."""
 
     def _prov_init(self, focus: str | None, history: list) -> None:
-        from .ratings import ProvisionalRatings
+        from ..ratings import ProvisionalRatings
         self.focus = focus
         self.prov = ProvisionalRatings()
         for o in outcomes(history):
@@ -106,7 +103,7 @@ class RichLadderReporter(_Provisional, RichReporter):
 
 
 def _context(progress: Console, plain: bool):
-    from .ladder import RunContext
+    from ..ladder import RunContext
     stream = progress.file
     rich = not plain and progress.is_terminal
 
@@ -207,17 +204,17 @@ def matrix_table(st: "LadderStandings") -> Table:
 # --------------------------------------------------------------------------- commands
 
 def _load(ref: str, store: Path | None, jobs: int | None):
-    from .ladder import LadderError, load_ladder, open_store
+    from ..ladder import LadderError, load_ladder, open_store
     try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
         ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
     except LadderError as e:
-        _fail(str(e))
+        fail(str(e))
     if jobs is not None:
         ladder.concurrency = jobs
     try:
         db = open_store(ladder, store)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     return ladder, db
 
 
@@ -226,21 +223,21 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
                as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
-    from .ladder import CheckFailed, LadderError, submit
+    from ..ladder import CheckFailed, LadderError, submit
     ladder, db = _load(ladder_name, store, concurrency)
     out, progress = _consoles(as_json)
     ctx = _context(progress, plain)
     try:
         result = trio.run(submit, ladder, bot, db, ctx)
     except CheckFailed as e:
-        from .check import print_report
+        from ..check import print_report
         print_report(e.report, progress)
-        _fail(str(e), 1)
+        fail(str(e), 1)
     except (LadderError, StoreError, ManifestError) as e:
-        _fail(str(e))
+        fail(str(e))
     except BaseException as e:
-        if _is_interrupt(e):
-            _fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
+        if is_interrupt(e):
+            fail(f"interrupted: finished games are stored in {db.path}; submit the same bot again to finish "
                   "its placement", 130)
         raise
     st = result.standings
@@ -282,7 +279,7 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
     """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
-    from .ladder import LadderError, ensure_seeded, ladder_standings, rating_history
+    from ..ladder import LadderError, ensure_seeded, ladder_standings, rating_history
     out, progress = _consoles(as_json)
     if name is None:
         _list(out, store, as_json)
@@ -297,10 +294,10 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
             trio.run(ensure_seeded, ladder, db, _context(progress, plain))
         st = ladder_standings(ladder, db, matrix=matrix, view=True)
     except (LadderError, StoreError, ManifestError) as e:
-        _fail(str(e))
+        fail(str(e))
     except BaseException as e:
-        if _is_interrupt(e):
-            _fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
+        if is_interrupt(e):
+            fail(f"interrupted: finished games are stored in {db.path}; run the same command to resume", 130)
         raise
     if as_json:
         print(json.dumps(st.as_json(), indent=2))
@@ -357,9 +354,9 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             plain: PlainOpt = False,
             as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
     """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
-    from .ladder import LadderError, RunSummary, ladder_standings, run_ladder
+    from ..ladder import LadderError, RunSummary, ladder_standings, run_ladder
     if games is not None and games < 1 or hours is not None and hours <= 0:
-        _fail("--games must be at least 1 and --hours above 0")
+        fail("--games must be at least 1 and --hours above 0")
     ladder, db = _load(name, store, concurrency)
     out, progress = _consoles(as_json)
     ctx = _context(progress, True)
@@ -383,15 +380,15 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
         trio.run(lambda: run_ladder(ladder, db, ctx, games=games, hours=hours, cluster=cluster or "",
                                     on_batch=on_batch, summary=summary))
     except (LadderError, StoreError, ManifestError) as e:
-        _fail(str(e))
+        fail(str(e))
     except BaseException as e:  # Ctrl-C (possibly inside an exception group), or a cluster that cannot run it
-        if _is_interrupt(e):
+        if is_interrupt(e):
             interrupted = True
             summary.stopped = "interrupted"
         else:
-            from .tournament.cluster import ClusterError
+            from ..tournament.cluster import ClusterError
             if isinstance(e, ClusterError):
-                _fail(str(e))
+                fail(str(e))
             raise
     line = (f"{summary.games} games in {summary.wall_s:.0f} s ({summary.games_per_hour:,.0f} games/h), "
             f"{summary.batches} batches, {summary.snapshots} rating snapshot(s); ladder overhead "
@@ -403,16 +400,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             out.print(ladder_table(ladder_standings(ladder, db)))
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     if interrupted:
-        _fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
-
-
-def _is_interrupt(e: BaseException) -> bool:
-    """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
-    if isinstance(e, KeyboardInterrupt):
-        return True
-    if isinstance(e, BaseExceptionGroup):
-        return any(_is_interrupt(x) for x in e.exceptions)
-    return False
+        fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
 
 
 @ladder_app.command("retire")
@@ -420,12 +408,12 @@ def retire_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
                bot: Annotated[str, typer.Argument(help="The member to retire, name@version.")],
                store: StoreOpt = None) -> None:
     """Take a member out of matchmaking (a running `arena ladder run` sees it at its next batch)."""
-    from .ladder import LadderError, retire
+    from ..ladder import LadderError, retire
     ladder, db = _load(name, store, None)
     try:
         print(retire(db, ladder, bot))
     except LadderError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 @ladder_app.command("reinstate")
@@ -433,10 +421,10 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
                   bot: Annotated[str, typer.Argument(help="A retired or suspended member, name@version.")],
                   store: StoreOpt = None) -> None:
     """Put a retired or suspended member back into matchmaking."""
-    from .ladder import clear_status, member
+    from ..ladder import clear_status, member
     ladder, db = _load(name, store, None)
     if member(db, ladder.name, bot) is None:
-        _fail(f"{bot} is not a member of ladder {ladder.name}")
+        fail(f"{bot} is not a member of ladder {ladder.name}")
     if clear_status(db, ladder.name, bot):
         print(f"reinstated {bot} on {ladder.name}")
     else:
@@ -444,7 +432,7 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
-    from .ladder import list_ladders, members
+    from ..ladder import list_ladders, members
     rows = []
     for name, lad, error in list_ladders():
         item: dict[str, Any] = {"name": name, "error": error or None}
@@ -484,7 +472,6 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``ladder`` and ``match`` to the ``arena`` app."""
-    from .ladder.match_cli import match_cmd
     app.command("submit")(submit_cmd)
     app.add_typer(ladder_app, name="ladder")
     app.command("match")(match_cmd)

@@ -86,28 +86,33 @@ def leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
+    return any(isinstance(e, KeyboardInterrupt) for e in leaves(exc))
+
+
 def _known_errors() -> tuple[type[BaseException], ...]:
     """User-facing failures: each is reported in one line. Imported late: most commands need few."""
-    from .engine import RulesError
-    from .manifest import ManifestError
-    from .tournament.store import StoreError
+    from ..engine import RulesError
+    from ..manifest import ManifestError
+    from ..tournament.store import StoreError
     kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
     try:
-        from .config import ConfigFileError
+        from ..config import ConfigFileError
         kinds.append(ConfigFileError)
     except ImportError:  # pragma: no cover
         pass
     try:
-        from .tournament.config import ConfigError
+        from ..tournament.config import ConfigError
         kinds.append(ConfigError)
     except ImportError:  # pragma: no cover
         pass
     try:
-        from .ladder import LadderError
+        from ..ladder import LadderError
         kinds.append(LadderError)
     except ImportError:  # pragma: no cover
         pass
-    from .launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
+    from ..launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
     kinds.append(ContainmentError)
     return tuple(kinds)
 
