@@ -23,7 +23,7 @@ import trio
 
 from . import sandbox as sb
 from .limits import MiB, Limits
-from .manifest import BotSpec
+from .manifest import BUNDLED_DIR, BotSpec
 
 BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
@@ -124,14 +124,21 @@ submissions, inside the closed store directory that no bot uid may enter)."""
 _runnable_copies: dict[Path, Path] = {}
 
 
+SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
+"""The arena's own bots (the reference bots and the starters): a checkout in a private directory
+(a root user's clone under /root) must still run them contained."""
+
+
 def runnable(spec: BotSpec) -> BotSpec:
-    """``spec`` itself, or, for a bot the arena keeps inside its closed store, the same bot from a
-    world-readable copy made once per process: its private uid may read the bot, never the store.
-    Any other bot its uid cannot reach stays as it is and is refused (fail closed)."""
+    """``spec`` itself, or, for a bot the arena ships or keeps inside its closed store, the same bot
+    from a world-readable copy made once per process: its private uid may read the bot, never the
+    store or the checkout. Any other bot its uid cannot reach stays as it is and is refused (fail
+    closed): the arena never decides on its own to expose a user's private directory."""
     if os.geteuid() != 0 or spec.human or _others_can_use(spec.workdir):
         return spec
     root = spec.root.resolve()
-    if not any((d / ARENA_COPIES).is_file() for d in root.parents):
+    if not (any((d / ARENA_COPIES).is_file() for d in root.parents)
+            or any(d == root or d in root.parents for d in SHIPPED)):
         return spec
     copy = _runnable_copies.get(root)
     if copy is None:
