@@ -643,6 +643,28 @@ class BotProcess:
         except ValueError as exc:
             raise BadJson(line, exc) from None
 
+    async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
+        """For a command that is no bot (a contained build): close its stdin, collect its stdout
+        and stderr lines until it exits, at most ``timeout`` seconds. Returns its exit status
+        (None if it did not exit in time or its status was lost) and its output; the caller
+        still ``aclose()``s it, which kills whatever it left running."""
+        await self._stdin.aclose()
+        lines: list[str] = []
+        deadline = trio.current_time() + timeout
+        while trio.current_time() < deadline:
+            try:
+                lines.append(await self.receive_line(deadline - trio.current_time()))
+            except (NotUtf8, LineTooLong):
+                continue
+            except BotExited:
+                break
+            except BotError:  # stdout closed or over its limit, or out of time: wait for the exit
+                await self._wait_exit(max(deadline - trio.current_time(), 0))
+                break
+        with trio.move_on_after(STDERR_GRACE):
+            await self._stderr_done.wait()
+        return self.returncode, lines + self.take_stderr()
+
     # -- per-game CPU and stdout watch -------------------------------------
 
     def begin_game(self, move_s: float, bank_s: float) -> None:
@@ -1034,6 +1056,7 @@ async def start_bot(
     run_as: int | str | None = "auto",
     cgroup: bool | None = None,
     ro_binds: Sequence[Path | str] = (),
+    writable_cwd: bool = False,
 ) -> BotProcess:
     """Start a bot and return its BotProcess (use ``async with await start_bot(...)``).
 
@@ -1057,6 +1080,9 @@ async def start_bot(
     cgroup: None = use a per-bot cgroup when one can be created; True =
         require it (BotStartError otherwise); False = rlimits only.
     ro_binds: extra read-only paths visible in the sandbox (e.g. a JDK in /opt).
+    writable_cwd: ``cwd`` is writable and, under a private uid, handed to that uid
+        first: for a contained build, in a copy of the bot made for it (see
+        launch.Launcher.build), never for a bot that plays.
 
     The fork happens on a dedicated thread (see _SpawnThread for why not
     trio.lowlevel.open_process); the pipes are trio FdStreams and exit is
@@ -1072,13 +1098,13 @@ async def start_bot(
         raise BotStartError("choose bubblewrap or namespaces, not both")
     return await _start(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
                         extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
-                        bwrap=bwrap)
+                        bwrap=bwrap, writable_cwd=writable_cwd)
 
 
 async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
                  namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
                  cgroup: bool | None, ro_binds: Sequence[Path | str],
-                 bwrap: str | None) -> BotProcess:
+                 bwrap: str | None, writable_cwd: bool = False) -> BotProcess:
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
     command = [str(c) for c in command]
     if not command:
@@ -1129,6 +1155,8 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             uid = lease.uid
         elif isinstance(run_as, int):
             uid = run_as
+        if uid is not None and writable_cwd:
+            sb.chown_tree(cwd, uid)
         if uid is not None:
             for path, need in ((exe, os.X_OK), (cwd, os.R_OK | os.X_OK)):
                 why = sb.inaccessible_reason(path, uid, uid, need)
@@ -1167,13 +1195,13 @@ async def _start(command: list[str], cwd: Path | str, *, limits: Limits, sandbox
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
             argv = sb.bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
-                                 tmp_bytes=limits.memory_mb * MiB, info_fd=info_w)
+                                 tmp_bytes=limits.memory_mb * MiB, info_fd=info_w, writable_cwd=writable_cwd)
         nsroot = None
         if namespaces:
             mountpoint = registry.dir / "nsroot"
             mountpoint.mkdir(mode=0o700, exist_ok=True)
             nsroot = sb.NamespaceRoot.plan(mountpoint, cwd, [Path(p) for p in ro_binds], uid,
-                                           limits.memory_mb * MiB)
+                                           limits.memory_mb * MiB, writable_cwd=writable_cwd)
         join_fds = cg.open_join_fds() if cg is not None else []
         parent_fds += join_fds
         in_r, in_w = os.pipe2(os.O_CLOEXEC)

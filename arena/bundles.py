@@ -96,18 +96,17 @@ def _flock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-_PREPARED: dict[tuple[Path, str], BotSpec] = {}  # (cache, hash) -> spec, once built
+_PREPARED: dict[tuple[Path, str], BotSpec] = {}  # (cache, hash) -> spec, once unpacked
 _PREP_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _PREP_GUARD = threading.Lock()
 
 
-def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> tuple[BotSpec, str | None]:
-    """Unpack (once per machine), verify and build (once per machine) a bot; its spec and build error.
+def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> BotSpec:
+    """Unpack (once per machine) and verify a bot; its spec.
 
     The unpacked tree is renamed into ``<cache>/<hash>/bot`` only after its hash checked out, so
-    a directory that exists was verified. A successful build leaves ``<cache>/<hash>/BUILT``; a
-    failed one is remembered by this process only (the next worker process tries again), and
-    its message becomes the bots' ``start_failed`` forfeits, as in a local run.
+    a directory that exists was verified. Its ``build`` is not run here: the worker's Launcher
+    builds it contained, in a copy, as a local run does (a build is a stranger's code too).
     """
     base = root or cache_root()
     with _PREP_GUARD:
@@ -115,7 +114,7 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
     with lock:
         known = _PREPARED.get((base, digest))
         if known is not None and known.root.is_dir():  # a temp-dir cleaner may have removed it
-            return known, None
+            return known
         home = base / digest
         with _flock(base / f"{digest}.lock"):
             if not home.is_dir():
@@ -134,26 +133,5 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 spec = load_bot(home / "bot" / manifest)
             except ManifestError as e:
                 raise BundleError(str(e)) from None
-            error = None
-            if spec.build and not (home / "BUILT").exists():
-                error = _build(spec)
-                if error is None:
-                    (home / "BUILT").write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"))
-        if error is None:
-            _PREPARED[(base, digest)] = spec
-        return spec, error
-
-
-def _build(spec: BotSpec) -> str | None:
-    from .launch import BUILD_TIMEOUT_S
-    assert spec.build is not None
-    cmd = list(spec.build)
-    try:
-        done = subprocess.run(cmd, cwd=spec.workdir, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{spec.label}: build {' '.join(cmd)!r} failed: {e}"
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr)[-2000:]
-        return f"{spec.label}: build exited {done.returncode}:\n{tail}"
-    return None
-
+        _PREPARED[(base, digest)] = spec
+        return spec

@@ -21,10 +21,17 @@ from typing import Any, Iterable
 
 import trio
 
-from .limits import Limits
-from .manifest import BotSpec
+from . import sandbox as sb
+from .limits import MiB, Limits
+from .manifest import BUNDLED_DIR, BotSpec
 
 BUILD_TIMEOUT_S = 300
+BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
+                      process_cpu_seconds=BUILD_TIMEOUT_S, max_output_bytes=16 * MiB)
+"""A compiler needs more than a bot's defaults; the wall-clock timeout bounds it all."""
+CONTAINED_BUILD = ("builds run contained, like the bot: no network, only the system (/usr, /etc) and a "
+                   "copy of the bot's directory; install the build's tools system-wide, or pass "
+                   "--trusted-bots to build and run bots as the referee's own user")
 
 
 class BuildError(RuntimeError):
@@ -117,14 +124,21 @@ submissions, inside the closed store directory that no bot uid may enter)."""
 _runnable_copies: dict[Path, Path] = {}
 
 
+SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
+"""The arena's own bots (the reference bots and the starters): a checkout in a private directory
+(a root user's clone under /root) must still run them contained."""
+
+
 def runnable(spec: BotSpec) -> BotSpec:
-    """``spec`` itself, or, for a bot the arena keeps inside its closed store, the same bot from a
-    world-readable copy made once per process: its private uid may read the bot, never the store.
-    Any other bot its uid cannot reach stays as it is and is refused (fail closed)."""
+    """``spec`` itself, or, for a bot the arena ships or keeps inside its closed store, the same bot
+    from a world-readable copy made once per process: its private uid may read the bot, never the
+    store or the checkout. Any other bot its uid cannot reach stays as it is and is refused (fail
+    closed): the arena never decides on its own to expose a user's private directory."""
     if os.geteuid() != 0 or spec.human or _others_can_use(spec.workdir):
         return spec
     root = spec.root.resolve()
-    if not any((d / ARENA_COPIES).is_file() for d in root.parents):
+    if not (any((d / ARENA_COPIES).is_file() for d in root.parents)
+            or any(d == root or d in root.parents for d in SHIPPED)):
         return spec
     copy = _runnable_copies.get(root)
     if copy is None:
@@ -138,12 +152,16 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     root = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, root, True)
     copy = root / directory.name
-    shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     for path in extra:
         shutil.copy2(path, root)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    sb.chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     return copy
+
+
+def _read_only_mode(st: os.stat_result) -> int:
+    """Everyone reads (and runs what was executable); only the owner writes; no set-id bits."""
+    return 0o755 if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111 else 0o644
 
 
 def argv(spec: BotSpec, python: str = sys.executable) -> list[str]:
@@ -181,29 +199,78 @@ class Launcher:
     sandbox: bool | None = None
     trusted: bool = False
     warnings: list[str] = field(default_factory=list)
-    built: dict[str, bool] = field(default_factory=dict)
+    built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     build_lock: trio.Lock = field(default_factory=trio.Lock)
     _mode: str | None = None
 
-    async def build(self, spec: BotSpec) -> None:
-        if spec.build is None or self.built.get(spec.label):
-            return
-        async with self.build_lock:
-            if self.built.get(spec.label):
-                return
-            cmd = list(spec.build)
+    async def build(self, spec: BotSpec) -> BotSpec:
+        """The bot to run for ``spec``: itself when it has no ``build``, else its built copy.
 
-            def run() -> subprocess.CompletedProcess:
-                return subprocess.run(cmd, cwd=spec.workdir, capture_output=True, text=True,
-                                      timeout=BUILD_TIMEOUT_S)
-            try:
-                done = await trio.to_thread.run_sync(run)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                raise BuildError(f"{spec.label}: build {' '.join(cmd)!r} failed: {e}") from None
-            if done.returncode != 0:
-                tail = (done.stdout + done.stderr)[-2000:]
-                raise BuildError(f"{spec.label}: build exited {done.returncode}:\n{tail}")
-            self.built[spec.label] = True
+        A build is a stranger's code like the bot itself, so it runs under the same containment:
+        in a copy of the bot's directory made for it (the only place it may write), as the bot's
+        private uid, with no network and only the system visible. The copy is then handed back to
+        the referee's user, read-only for everyone else, and every start of the bot uses it.
+        Only ``--trusted-bots`` builds in place as the referee's user. Each bot is built at most
+        once per launcher; a failed build is remembered and raised again, not retried per game.
+        """
+        if spec.build is None:
+            return spec
+        async with self.build_lock:
+            done = self.built.get(spec.label)
+            if done is None:
+                try:
+                    done = await (self._build_in_place(spec) if await self.mode() == TRUSTED
+                                  else self._build_contained(spec))
+                except BuildError as e:
+                    done = e
+                self.built[spec.label] = done
+        if isinstance(done, BuildError):
+            raise done
+        return done
+
+    async def _build_in_place(self, spec: BotSpec) -> BotSpec:
+        cmd = list(spec.build or ())
+
+        def run() -> subprocess.CompletedProcess:
+            return subprocess.run(cmd, cwd=spec.workdir, capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_S)
+        try:
+            done = await trio.to_thread.run_sync(run)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise BuildError(f"{spec.label}: build {' '.join(cmd)!r} failed: {e}") from None
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr)[-2000:]
+            raise BuildError(f"{spec.label}: build exited {done.returncode}:\n{tail}")
+        return spec
+
+    async def _build_contained(self, spec: BotSpec) -> BotSpec:
+        from .botproc import BotStartError, start_bot
+        mode = await self.mode()
+        source = spec.root.resolve()
+        parent = Path(tempfile.mkdtemp(prefix="palace-arena-build-"))
+        atexit.register(shutil.rmtree, parent, True)
+        parent.chmod(0o711)  # the build's uid must reach its copy, and list nothing beside it
+        copy = parent / source.name
+        shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        built = dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(source))
+        python, env = self._python(spec, contained=True)
+        cmd = argv(dataclasses.replace(spec, command=spec.build or ()), python)
+        binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
+        try:
+            proc = await start_bot(cmd, built.workdir, limits=BUILD_LIMITS, sandbox=mode == BUBBLEWRAP,
+                                   namespaces=mode == NAMESPACES, run_as="auto",
+                                   extra_env={**spec.env, **env} or None, ro_binds=binds, writable_cwd=True)
+        except BotStartError as e:
+            raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
+                             f"{CONTAINED_BUILD}") from None
+        async with proc:
+            status, output = await proc.run_to_end(BUILD_TIMEOUT_S)
+        sb.chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
+        if status != 0:
+            what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
+            tail = "\n".join(output)[-2000:]
+            raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
+        return built
 
     async def mode(self) -> str:
         """The containment every bot of this launcher gets (decided once, probed on first use)."""
@@ -269,21 +336,13 @@ class Launcher:
 
     async def __call__(self, spec: BotSpec):
         from .botproc import BotStartError, start_bot
-        await self.build(spec)
         mode = await self.mode()
         contained = mode != TRUSTED
-        if contained:
+        if spec.build is not None:
+            spec = await self.build(spec)  # contained: a readable copy, like runnable()'s
+        elif contained:
             spec = runnable(spec)
-        env: dict[str, str] = {}
-        python = sys.executable
-        if spec.command and spec.command[0] in ("python3", "python") and spec.python:
-            python = spec.python  # bot.toml's interpreter or venv: the author's choice
-        elif spec.command and spec.command[0] in ("python3", "python"):
-            found = python_for(contained)
-            if found is None:
-                raise ContainmentError("no Python 3.11+ that a contained bot may run: install python3 "
-                                       "under /usr, or pass --trusted-bots")
-            python, env = found
+        python, env = self._python(spec, contained)
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         try:
             return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
@@ -294,6 +353,17 @@ class Launcher:
             if contained and "cannot use" in str(e):
                 raise ContainmentError(f"{spec.label}: {e}; {FIX_ACCESS}") from None
             raise
+
+    @staticmethod
+    def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:
+        """What ``python3`` in the bot's command (and build) runs, and the environment it needs."""
+        if spec.python:
+            return spec.python, {}  # bot.toml's interpreter or venv: the author's choice
+        found = python_for(contained)
+        if found is None:
+            raise ContainmentError("no Python 3.11+ that a contained bot may run: install python3 "
+                                   "under /usr, or pass --trusted-bots")
+        return found
 
     def _warn(self, text: str) -> None:
         if text not in self.warnings:

@@ -797,6 +797,19 @@ def _kill_cgroup_dir(d: Path, deadline: float) -> int:
 # permissions as seen by the bot's uid
 
 
+def chown_tree(top: Path, uid: int, *, mode_for: Callable[[os.stat_result], int] | None = None) -> None:
+    """Give ``top`` and everything under it to ``uid`` (and, with ``mode_for``, that mode), never
+    following a symbolic link: a tree a bot's uid has written may hold links to the referee's
+    files, and those must stay as they are."""
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in [None, *dirnames, *filenames]:
+            path = dirpath if name is None else os.path.join(dirpath, name)
+            os.lchown(path, uid, uid)
+            st = os.lstat(path)
+            if mode_for is not None and not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, mode_for(st))
+
+
 def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None:
     """Why ``uid``/``gid`` cannot use ``path`` with ``need`` (an os.R_OK|os.X_OK
     mask), or None.  Checks every ancestor for search permission.  Plain mode
@@ -909,11 +922,14 @@ class NamespaceRoot:
     own: tuple[str, ...]
     uid: int
     tmp_bytes: int
+    writable_cwd: bool = False  # a contained build writes its products into (a copy of) its directory
 
     @classmethod
-    def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int) -> NamespaceRoot:
+    def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int,
+             writable_cwd: bool = False) -> NamespaceRoot:
         links, system, own = contained_view(cwd, ro_binds)
-        return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes)
+        return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
+                   writable_cwd)
 
     def enter(self) -> None:
         _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
@@ -939,7 +955,8 @@ class NamespaceRoot:
         os.makedirs(root + "/var", exist_ok=True)
         os.symlink("/tmp", root + "/var/tmp")
         for path in self.own:
-            self._bind(path, root + path, MS_NOSUID | MS_NODEV)
+            self._bind(path, root + path, MS_NOSUID | MS_NODEV,
+                       read_only=not (self.writable_cwd and path == self.cwd))
         os.mkdir(root + "/proc")
         _check(_mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       b"hidepid=2"), "proc")
@@ -950,15 +967,15 @@ class NamespaceRoot:
         os.chdir(self.cwd)
 
     @staticmethod
-    def _bind(src: str, dst: str, flags: int) -> None:
+    def _bind(src: str, dst: str, flags: int, read_only: bool = True) -> None:
         if os.path.isdir(src):
             os.makedirs(dst, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o600))
         _check(_mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
-        _check(_mount(None, dst.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, None),
-               f"read-only {src}")
+        _check(_mount(None, dst.encode(), None, MS_BIND | MS_REMOUNT | (MS_RDONLY if read_only else 0) | flags,
+                      None), f"{'read-only' if read_only else 'remount'} {src}")
 
 
 # ---------------------------------------------------------------------------
@@ -966,7 +983,7 @@ class NamespaceRoot:
 
 
 def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
-               tmp_bytes: int, info_fd: int | None = None) -> list[str]:
+               tmp_bytes: int, info_fd: int | None = None, writable_cwd: bool = False) -> list[str]:
     """The bwrap command line that runs ``command`` in a fresh sandbox.
 
     New user/pid/net/ipc/uts/cgroup namespaces (no network but a private
@@ -980,6 +997,9 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     process, which is then reparented to the referee (a subreaper) and must be
     recognised and reaped; with no private uid or cgroup nothing else links
     it to the bot.
+
+    ``writable_cwd`` binds the directory read-write: only a contained build,
+    in a copy of the bot made for it, gets that.
     """
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
@@ -993,7 +1013,7 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
     for p in own:
-        argv += ["--ro-bind", p, p]
+        argv += ["--bind" if writable_cwd and p == str(cwd) else "--ro-bind", p, p]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     argv += ["--remount-ro", "/", "--chdir", str(cwd), "--", *command]

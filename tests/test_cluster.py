@@ -120,7 +120,7 @@ def test_cluster_is_a_runtime_knob_not_part_of_the_fingerprint(tmp_path):
 # --------------------------------------------------------------------------- bot bundles
 
 
-def test_bundle_round_trip_verifies_and_builds_once(tmp_path):
+def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_path):
     bot = tmp_path / "src"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "b"\nversion = "2"\ncommand = ["sh", "run.sh"]\n'
@@ -135,14 +135,14 @@ def test_bundle_round_trip_verifies_and_builds_once(tmp_path):
     assert blob == C.pack_bot(spec), "the same files must give the same blob"
     cache = tmp_path / "cache"
     cache.mkdir()
-    got, err = C.prepare_bot(digest, "bot.toml", blob, cache)
-    assert err is None and got.label == "b@2"
+    got = C.prepare_bot(digest, "bot.toml", blob, cache)
+    assert got.label == "b@2"
     home = cache / digest / "bot"
     assert got.root == home.resolve() and os.access(home / "run.sh", os.X_OK)
     assert not (home / "__pycache__").exists()
     C._PREPARED.clear()  # as if another worker process on the same machine
-    C.prepare_bot(digest, "bot.toml", blob, cache)
-    assert (home / "built.txt").read_text() == "x\n", "built once per machine"
+    assert C.prepare_bot(digest, "bot.toml", blob, cache) == got
+    assert not (home / "built.txt").exists(), "the build is the worker's Launcher's, contained"
 
     # A blob whose files do not hash to the key it came under is refused and leaves nothing.
     (bot / "run.sh").write_text("exit 1\n")
@@ -168,7 +168,6 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
     for spec in specs:
         digest = spec.files_hash()
         bots[digest] = C.prepare_bot(digest, "bot.toml", C.pack_bot(spec), cache)
-    assert bots[specs[1].files_hash()][1] is not None
     cfg = TournamentConfig()
     payload = {"setup": {"clock": cfg.clock().as_json(), "limits": {}, "sandbox": False, "restart_each_game": False},
                "task": {"game_id": "unit-000000", "seed": 5, "seats": [s.label for s in specs],
@@ -182,7 +181,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
     assert [(f["seat"], f["reason"]) for f in rec["faults"]] == [(1, "start_failed")]
     assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
     assert rec["result"]["order"][0] == [0]
-    assert not (cache / specs[1].files_hash() / "BUILT").exists()
+    assert not (cache / specs[1].files_hash() / "bot" / "nothing").exists()
     shutil.rmtree(cache)
 
 

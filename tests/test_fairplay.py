@@ -26,7 +26,7 @@ import trio
 
 from arena import botproc as bp
 from arena.engine import PRESETS
-from arena.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher
+from arena.launch import BUBBLEWRAP, NAMESPACES, BuildError, ContainmentError, Launcher
 from arena.manifest import load_bot
 from arena.referee import BotPlayer, TimeControl, run_game
 from arena.tournament.store import Store
@@ -176,6 +176,51 @@ def test_every_attack_fails(world, sandbox):
     assert world.nobody_connected()
     assert not any(world.root.rglob("planted.txt"))
     assert all(not r.faults for r in records)  # and it played its games normally
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_build_is_contained_like_the_bot(world, sandbox):
+    """A bot's ``build`` runs as its private uid in a copy of its directory, with the bot's
+    containment: every attack of the bot fails there too, its source stays untouched, and a link
+    it leaves to a referee-only file is not followed when the copy is handed back."""
+    root_only = world.root / "referee-only.txt"
+    root_only.write_text(world.secret)
+    root_only.chmod(0o600)
+    attacker = world.attacker(source=str(world.root / "attacker"), root_only=str(root_only))
+    (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text() + 'build = ["python3", "attack.py", "build"]\n')
+    launcher = Launcher(sandbox=sandbox)
+    reports, records = trio.run(play, attacker, launcher)
+    built = launcher.built[load_bot(attacker).label]
+    assert built.root != attacker.resolve()  # the bot plays from the built copy
+    report = json.loads((built.root / "build-report.json").read_text())
+    assert EVERY_ATTACK - {"write own directory", "read other HOME", "read other TMPDIR"} <= set(report)
+    assert leaks(report) == {}
+    assert report["write source directory"].startswith("denied")
+    if ROOT:
+        assert report["uid"] != "0"
+        assert (built.root / "build-report.json").stat().st_uid == 0  # handed back to the referee
+    assert not (built.root / "build-report.json").stat().st_mode & 0o022
+    st = root_only.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()  # the link was not followed
+    assert world.nobody_connected()
+    assert not (attacker / "build-report.json").exists() and not any(world.root.rglob("planted.txt"))
+    assert len(reports) == 1 and leaks(reports[0]) == {} and not records[0].faults
+
+
+def test_a_build_that_needs_what_containment_hides_says_how_to_fix_it(world):
+    """A build tool outside the system directories (a toolchain under /root) is not run as root
+    instead: the build fails, once, and says why."""
+    if NS_PROBLEM is not None and BWRAP_PROBLEM is not None:
+        pytest.skip("no containment here")
+    attacker = world.attacker()
+    (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text() + 'build = ["no-such-compiler"]\n')
+    launcher = Launcher()
+    spec = load_bot(attacker)
+    for _ in range(2):  # the failure is remembered, not retried per game
+        with pytest.raises(BuildError, match="--trusted-bots") as caught:
+            trio.run(launcher.build, spec)
+    assert "not found" in str(caught.value) and "system-wide" in str(caught.value)
+    assert isinstance(launcher.built[spec.label], BuildError)
 
 
 @pytest.mark.parametrize("sandbox", MODES)

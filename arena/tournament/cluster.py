@@ -92,7 +92,7 @@ def _define_plugins() -> None:
         def setup(self, worker) -> None:  # unpacking and building happen in the task's thread
             pass
 
-        def prepare(self, digest: str) -> tuple[BotSpec, str | None]:
+        def prepare(self, digest: str) -> BotSpec:
             if digest not in self.bundles:
                 raise BundleError(f"no bot with files hash {digest[:12]} was sent to this worker")
             manifest, blob = self.bundles[digest]
@@ -143,7 +143,6 @@ class RefereeHost:
         self._nursery: trio.Nursery | None = None
         self._error: BaseException | None = None
         self.hosted: dict[str, _Hosted] = {}
-        self.build_errors: dict[Any, str] = {}  # bot root -> why its build failed (prepare_bot)
         self.thread = threading.Thread(target=self._run, name="palace-arena-referee", daemon=True)
         self.thread.start()
         self._ready.wait()
@@ -178,21 +177,14 @@ class RefereeHost:
             nursery.cancel_scope.cancel()
 
     async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
-        from ..launch import BuildError, Launcher
+        from ..launch import Launcher
         from ..limits import Limits
         from ..referee import TimeControl
         launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 
-        async def launch(spec: BotSpec) -> Any:
-            error = self.build_errors.get(spec.root)
-            if error is not None:
-                raise BuildError(error)  # the player turns it into a start_failed forfeit, as locally
-            launcher.built[spec.label] = True  # built once per machine by prepare_bot
-            return await launcher(spec)
-
         bots = BotSetup({}, {}, TimeControl(**setup["clock"]), setup["limits"], setup["sandbox"],
                         setup["restart_each_game"])
-        async with open_in_process(bots, capacity=4, launcher=launch) as ex:
+        async with open_in_process(bots, capacity=4, launcher=launcher) as ex:
             hosted.ex = ex
             hosted.ready.set()
             await hosted.stop.wait()
@@ -215,16 +207,11 @@ class RefereeHost:
                 pass
         self.thread.join(timeout)
 
-    def play(self, payload: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> bytes:
+    def play(self, payload: dict[str, Any], bots: dict[str, BotSpec]) -> bytes:
         assert self._token is not None
         return trio.from_thread.run(self._play, payload, bots, trio_token=self._token)
 
-    async def _play(self, payload: dict[str, Any], bots: dict[str, tuple[BotSpec, str | None]]) -> bytes:
-        for spec, error in bots.values():
-            if error is None:
-                self.build_errors.pop(spec.root, None)
-            else:
-                self.build_errors[spec.root] = error
+    async def _play(self, payload: dict[str, Any], bots: dict[str, BotSpec]) -> bytes:
         key = json.dumps(payload["setup"], sort_keys=True)
         hosted = self.hosted.get(key)
         if hosted is None:
@@ -235,7 +222,7 @@ class RefereeHost:
         hosted.busy += 1
         try:
             played = await hosted.ex.play_with(GameTask.from_wire(payload["task"]),
-                                               [bots[d][0] for d in payload["bots"]])
+                                               [bots[d] for d in payload["bots"]])
         finally:
             hosted.busy -= 1
             hosted.last = trio.current_time()
@@ -263,8 +250,8 @@ def play_game(payload: dict[str, Any]) -> bytes:
         raise BundleError(f"worker {worker.address} has no bots for this run ({payload['plugin']})")
     bots = {d: plugin.prepare(d) for d in dict.fromkeys(payload["bots"])}
     for d, label in zip(payload["bots"], payload["task"]["seats"]):
-        if bots[d][0].label != label:
-            raise BundleError(f"bot {d[:12]} unpacked as {bots[d][0].label}, expected {label}")
+        if bots[d].label != label:
+            raise BundleError(f"bot {d[:12]} unpacked as {bots[d].label}, expected {label}")
     return referee_host().play(payload, bots)
 
 

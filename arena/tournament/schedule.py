@@ -42,7 +42,7 @@ def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...
 
 
 def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes) -> list[ScheduledGame]:
-    """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.seeds.load_secret`)."""
+    """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.tournament.seeds.load_secret`)."""
     groups = tables(cfg, labels)
     seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
     out = []

@@ -149,5 +149,23 @@ def play():
         sys.stdout.flush()
 
 
+def build():
+    """As the bot's ``build`` command: a build is a stranger's code too, so it tries the same, plus
+    writing to the directory it was copied from and leaving a link to a file only the referee may
+    read (the referee hands the built copy back to itself afterwards and must not follow it). It
+    writes its report into the directory it builds in; the test reads it from the built copy."""
+    with open(os.path.join(HERE, "targets.json")) as f:
+        targets = json.load(f)
+    report = attack(targets)
+    del report["write own directory"]  # a build writes its own copy: that is what it is for
+    attempt(report, "write source directory",
+            lambda: open(os.path.join(targets["source"], "planted.txt"), "w").close())
+    attempt(report, "link referee file", lambda: os.symlink(targets["root_only"], os.path.join(HERE, "link")))
+    report["link referee file"] = "made"  # the link itself is allowed; following it is what must fail
+    report["uid"] = str(os.geteuid())
+    with open(os.path.join(HERE, "build-report.json"), "w") as f:
+        json.dump(report, f)
+
+
 if __name__ == "__main__":
-    victim() if sys.argv[1:] == ["victim"] else play()
+    {"victim": victim, "build": build}.get(sys.argv[1] if sys.argv[1:] else "", play)()
