@@ -24,9 +24,9 @@ from rich.table import Table
 
 from .config import BOT_TOML_DOC, rule_label
 from .engine import PRESETS, Rules, rules_from
-from .launch import BuildError, Launcher, python_for
-from .limits import Limits
-from .manifest import BotSpec, load_bot
+from .bots.launch import BuildError, Launcher, python_for
+from .bots.limits import Limits
+from .bots.manifest import BotSpec, load_bot
 from .referee import BotPlayer, TimeControl, run_game
 
 SCENARIOS: list[tuple[str, Rules, int]] = [

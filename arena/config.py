@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from .engine import PRESETS, Rules
 from .engine.describe import option_value
 from .engine.rules import ALIASES
-from .limits import Limits
+from .bots.limits import Limits
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas" / "config"  # not bot messages
 BOT_TOML_DOC = "protocol/PROTOCOL.md#bottoml-reference"

@@ -6,7 +6,7 @@ python-chess's ``EngineError`` family and ``Termination`` do, so code that catch
 a fault reads ``fault.reason`` and never guesses. :class:`FaultReason` is a
 ``StrEnum``: its members are the JSON strings of ``protocol/schemas`` unchanged.
 
-The bot-process layer (:mod:`arena.botproc`) raises its own errors; until they
+The bot-process layer (:mod:`arena.bots.errors`) raises its own errors; until they
 subclass these, :func:`arena.referee.driver.as_fault` maps them in one place.
 """
 

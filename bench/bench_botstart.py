@@ -7,7 +7,7 @@ One sample = start a trivial Python bot, one handshake line each way, close
 shared machine hits them alike.  Prints mean and median ms per bot and the ratio
 of means to "plain" (bare trio.lowlevel.open_process, no limits at all).
 Modes the machine cannot do are reported and skipped.  The last line compares the mode
-``arena`` uses by default here (arena.launch.Launcher: bubblewrap where it works, else
+``arena`` uses by default here (arena.bots.launch.Launcher: bubblewrap where it works, else
 namespaces) with the plain start; the target is under ~3x.
 """
 
@@ -25,10 +25,13 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena import botproc as bp  # noqa: E402
-from arena.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher  # noqa: E402
+from arena.bots.limits import Limits  # noqa: E402
+from arena.bots.probes import capabilities  # noqa: E402
+from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
+from arena.bots.start import start_bot  # noqa: E402
+from arena.bots.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher  # noqa: E402
 
-PY = shutil.which("python3", path=bp.DEFAULT_PATH)
+PY = shutil.which("python3", path=DEFAULT_PATH)
 BOT = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush(); sys.stdin.read()"]
 CWD = Path(__file__).resolve().parent
 
@@ -47,14 +50,14 @@ async def plain() -> None:
 
 def managed(**kw):
     async def sample() -> None:
-        async with await bp.start_bot(BOT, CWD, limits=bp.Limits(), **kw) as bot:
+        async with await start_bot(BOT, CWD, limits=Limits(), **kw) as bot:
             await bot.send_line("hello")
             assert await bot.receive_line(10) == "hello"
     return sample
 
 
 async def main(rounds: int) -> None:
-    caps = await bp.capabilities()
+    caps = await capabilities()
     root = os.geteuid() == 0
     modes = {
         "plain (open_process)": plain,

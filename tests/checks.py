@@ -10,9 +10,9 @@ from typing import Any
 
 from arena.engine import Rules, apply_action, forfeit, legal_actions, start_game
 from arena.engine.views import action_json, event_for, result_json
-from arena.launch import _others_can_use, world_readable_copy
+from arena.bots.launch import _others_can_use, world_readable_copy
 from arena.referee import GameRecord
-from arena.sandbox import scan_procs
+from arena.bots.procs import scan_procs
 
 
 def replay(rec: GameRecord):

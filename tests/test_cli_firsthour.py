@@ -260,7 +260,7 @@ def test_bot_toml_env_reaches_the_bot_and_interpreter_is_named(tmp_path: Path) -
     d = bot(tmp_path, "envy", body, f'interpreter = "{sys.executable}"\n[env]\nMY_BUDGET = "77"\n')
     (d / "bot.py").write_text("import os\n" + (d / "bot.py").read_text())
     from arena.check import run_check
-    from arena.manifest import load_bot
+    from arena.bots.manifest import load_bot
     import trio
     spec = load_bot(d)
     assert spec.env == {"MY_BUDGET": "77"} and spec.python == sys.executable

@@ -18,7 +18,7 @@ from rich.console import Console
 
 import arena.cli.play as play
 from arena.engine import PRESETS
-from arena.manifest import HUMAN
+from arena.bots.manifest import HUMAN
 from arena.replay.view import pretty
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from arena.bots.bundles import _PREPARED, BundleError, pack_bot, prepare_bot, unpack_bot
 from arena.tournament import cluster as C
 from arena.tournament.executors import PlayedGame
-from arena.manifest import load_bot
+from arena.bots.manifest import load_bot
 from arena.tournament.store import Store
 from arena.tournament.config import ConfigError, TournamentConfig
 from arena.tournament.run import Reporter, RunStats, run_tournament
@@ -131,25 +132,25 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     (bot / "__pycache__" / "junk.pyc").write_bytes(b"not shipped")
     spec = load_bot(bot)
     digest = spec.files_hash()
-    blob = C.pack_bot(spec)
-    assert blob == C.pack_bot(spec), "the same files must give the same blob"
+    blob = pack_bot(spec)
+    assert blob == pack_bot(spec), "the same files must give the same blob"
     cache = tmp_path / "cache"
     cache.mkdir()
-    got = C.prepare_bot(digest, "bot.toml", blob, cache)
+    got = prepare_bot(digest, "bot.toml", blob, cache)
     assert got.label == "b@2"
     home = cache / digest / "bot"
     assert got.root == home.resolve() and os.access(home / "run.sh", os.X_OK)
     assert not (home / "__pycache__").exists()
-    C._PREPARED.clear()  # as if another worker process on the same machine
-    assert C.prepare_bot(digest, "bot.toml", blob, cache) == got
+    _PREPARED.clear()  # as if another worker process on the same machine
+    assert prepare_bot(digest, "bot.toml", blob, cache) == got
     assert not (home / "built.txt").exists(), "the build is the worker's Launcher's, contained"
 
     # A blob whose files do not hash to the key it came under is refused and leaves nothing.
     (bot / "run.sh").write_text("exit 1\n")
-    other = C.pack_bot(load_bot(bot))
+    other = pack_bot(load_bot(bot))
     bad = "0" * 64
-    with pytest.raises(C.BundleError, match="hashing to"):
-        C.prepare_bot(bad, "bot.toml", other, cache)
+    with pytest.raises(BundleError, match="hashing to"):
+        prepare_bot(bad, "bot.toml", other, cache)
     assert not (cache / bad).exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
 
@@ -167,7 +168,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
     bots = {}
     for spec in specs:
         digest = spec.files_hash()
-        bots[digest] = C.prepare_bot(digest, "bot.toml", C.pack_bot(spec), cache)
+        bots[digest] = prepare_bot(digest, "bot.toml", pack_bot(spec), cache)
     cfg = TournamentConfig()
     payload = {"setup": {"clock": cfg.clock().as_json(), "limits": {}, "sandbox": False, "restart_each_game": False},
                "task": {"game_id": "unit-000000", "seed": 5, "seats": [s.label for s in specs],
@@ -200,8 +201,8 @@ def test_bundle_with_a_link_is_refused(tmp_path):
         info.type = tarfile.SYMTYPE
         info.linkname = "/etc/passwd"
         tar.addfile(info)
-    with pytest.raises(C.BundleError, match="not a plain file"):
-        C.unpack_bot(buf.getvalue(), tmp_path / "x")
+    with pytest.raises(BundleError, match="not a plain file"):
+        unpack_bot(buf.getvalue(), tmp_path / "x")
 
 
 # --------------------------------------------------------------------------- on a LocalCluster

@@ -22,7 +22,7 @@ import trio
 from arena.tournament import seeds
 from arena.engine import rules_from
 from arena.tournament.executors import BotPool, PlayedGame
-from arena.manifest import load_bot
+from arena.bots.manifest import load_bot
 from arena.referee import BotPlayer, GameRecord, TimeControl, run_game
 from arena.tournament.runlock import tournament_lock
 from arena.tournament.store import Store
@@ -143,7 +143,7 @@ def memory_bot() -> Any:
 def test_the_memory_bot_recognises_a_deal_played_again_by_the_same_process(memory_bot: Path) -> None:
     """The control: one process playing both rotations of a deal does recognise it, so the
     tournament tests below would see a pool that reuses a process for a deal."""
-    from arena.launch import Launcher
+    from arena.bots.launch import Launcher
 
     async def main() -> list[str]:
         launcher = Launcher()

@@ -4,7 +4,7 @@ memory, other processes' command lines, to reach the network, to signal the refe
 leave a file for its next process; it reports each attempt on stderr and must manage none, in
 every containment mode.  A bot its private uid cannot run is an error, never a run as root.
 
-Every bot is started the way a tournament starts it: arena.launch.Launcher, then the referee's
+Every bot is started the way a tournament starts it: arena.bots.launch.Launcher, then the referee's
 BotPlayer and run_game.  docs/SANDBOX.md ties each line of the threat model to a test here.
 """
 
@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena import botproc as bp
+from arena.bots.errors import BotStartError
+from arena.bots.probes import namespaces_problem, sandbox_problem
 from arena.engine import PRESETS
-from arena.launch import BUBBLEWRAP, NAMESPACES, BuildError, ContainmentError, Launcher
-from arena.manifest import load_bot
+from arena.bots.launch import BUBBLEWRAP, NAMESPACES, BuildError, ContainmentError, Launcher
+from arena.bots.manifest import load_bot
 from arena.referee import BotPlayer, TimeControl, run_game
 from arena.tournament.store import Store
 
@@ -36,8 +37,8 @@ ATTACKER = Path(__file__).resolve().parent / "fairplay_bots" / "attacker"
 REPO = Path(__file__).resolve().parent.parent
 CLOCK = TimeControl(move_ms=2000, bank_ms=10_000, handshake_ms=30_000)
 
-BWRAP_PROBLEM = trio.run(bp.sandbox_problem)
-NS_PROBLEM = trio.run(bp.namespaces_problem)
+BWRAP_PROBLEM = trio.run(sandbox_problem)
+NS_PROBLEM = trio.run(namespaces_problem)
 MODES = [
     pytest.param(True, id="bubblewrap", marks=pytest.mark.skipif(
         BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")),
@@ -263,7 +264,7 @@ def test_a_missing_command_is_an_error():
         d = world_readable_dir("arena-missing-")
         try:
             (d / "bot.toml").write_text('name = "ghost"\nversion = "1"\ncommand = ["./no-such-program"]\n')
-            with pytest.raises(bp.BotStartError, match="not found"):
+            with pytest.raises(BotStartError, match="not found"):
                 await Launcher()(load_bot(d))
         finally:
             shutil.rmtree(d)
@@ -380,8 +381,8 @@ def test_a_tournament_with_a_bot_its_uid_cannot_run_stops_before_any_game(world,
 def test_a_bot_cannot_loosen_its_limits():
     from dataclasses import replace
 
-    from arena.launch import limits_for
-    from arena.limits import Limits
+    from arena.bots.launch import limits_for
+    from arena.bots.limits import Limits
     spec = replace(load_bot("random"), limits={"cpu_seconds": 100_000, "memory_mb": 100_000,
                                                 "address_space_mb": 100_000, "max_processes": 8})
     derived = limits_for(spec, Limits())

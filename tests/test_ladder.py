@@ -25,7 +25,7 @@ from arena.ladder import (CheckFailed, LadderError, RunContext, ensure_seeded, h
                           ladder_standings, list_ladders, load_ladder, members, open_store, run_match, snapshot_dir,
                           submit)
 from arena.cli.ladder import ladder_table
-from arena.manifest import BUNDLED_DIR, load_bot
+from arena.bots.manifest import BUNDLED_DIR, load_bot
 from arena.ratings import Sprt
 
 from .fakes import policy_launcher
@@ -282,8 +282,8 @@ def test_snapshots_inside_the_closed_store_run_from_a_readable_copy(tmp_path: Pa
     """The ladder keeps its members' files in the store directory, which no bot uid may enter
     (pytest's tmp_path is 0700 too): the launcher runs such a member from a world-readable copy
     of that bot alone, so the ladder still plays exactly the files it registered."""
-    from arena.launch import ARENA_COPIES, _others_can_use, runnable
-    from arena.manifest import load_bot
+    from arena.bots.launch import ARENA_COPIES, _others_can_use, runnable
+    from arena.bots.manifest import load_bot
     ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
     store = open_store(ladder)
     trio.run(ensure_seeded, ladder, store, ctx())
@@ -453,10 +453,10 @@ def test_cli_submit_refuses_a_faulty_bot_with_the_report(tmp_path: Path, monkeyp
 def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     """The CLI paths with in-process bots: submit --json keeps stdout pure JSON; match prints the SPRT."""
     import arena.check
-    import arena.launch
+    import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
+    monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "cli")
     store = str(tmp_path / "s.sqlite")
@@ -503,10 +503,10 @@ def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch
     """Issue 16's `arena match` items: ladder labels as bots, --max-games 7 says it plays 6, a rerun
     says what it resumes; the pair counts and the win rate interval are in the output and JSON."""
     import arena.check
-    import arena.launch
+    import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
+    monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "lab")
     store = str(tmp_path / "s.sqlite")

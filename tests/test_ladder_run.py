@@ -26,7 +26,7 @@ from arena.cli.main import app
 from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choose_table, ladder_standings,
                           load_ladder, members, open_store, rating_history, retire, run_ladder, submit, trends)
 from arena.ladder.tables import _add_member
-from arena.manifest import load_bot
+from arena.bots.manifest import load_bot
 
 from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 from .test_ladder import bot_copy, ctx, public_tmp, write_ladder  # noqa: F401 (fixture)
@@ -245,10 +245,10 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
 
 def _in_process(monkeypatch):
     import arena.check
-    import arena.launch
+    import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.launch, "Launcher", lambda *a, **k: policy_launcher())
+    monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 
 

@@ -39,7 +39,7 @@ from arena import faults, protocol, strategies
 from arena.engine import PRESETS, Rules, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
-from arena.manifest import BotSpec
+from arena.bots.manifest import BotSpec
 from arena.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
 from arena.engine.values import Decision, EndReason, Phase, Zone
 from arena.faults import BotFault, FaultReason

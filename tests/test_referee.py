@@ -3,9 +3,9 @@
 Most bots here are in-process fakes (:class:`FakeBot`) driven by trio's
 ``MockClock(autojump_threshold=0)``: the referee measures time with
 ``trio.current_time()``, so a bot that "thinks" for an hour costs nothing. They
-raise the process layer's own errors (``arena.botproc``), so each fault reason
+raise the process layer's own errors (``arena.bots.errors``), so each fault reason
 is reached the way a real process reaches it. A second set runs real bot
-processes (tiny ``python -c`` programs through :class:`arena.launch.Launcher`)
+processes (tiny ``python -c`` programs through :class:`arena.bots.launch.Launcher`)
 and also checks that no process outlives its game.
 """
 
@@ -22,23 +22,22 @@ import pytest
 import trio
 import trio.testing
 
-from arena import botproc, faults, protocol, strategies
-from arena.botproc import (
-    BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, CpuLimitExceeded,
-    LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
-)
+from arena import faults, protocol, strategies
+from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
+                               CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded)
+from arena.bots.process import BotProcess
+from arena.bots.procs import read_proc
 from arena.engine import Rules, legal_actions, new_game, preset
 from arena.engine.cards import cards_str, stacks_str
 from arena.engine.views import action_json, event_for, seat_view
-from arena.launch import Launcher
-from arena.limits import Limits
-from arena.manifest import BotSpec
+from arena.bots.launch import Launcher
+from arena.bots.limits import Limits
+from arena.bots.manifest import BotSpec
 from arena.referee import (
     FAULT_REASONS, THINK_BUCKETS_MS, BotPlayer, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, run_game,
     think_percentile,
 )
 from arena.referee.testing import EXIT, MockBot, Refuse, Sleep, hello_line
-from arena.sandbox import read_proc
 from tests.checks import children, replay
 
 HELLO = {"type": "hello", "protocol": 1, "name": "fake", "version": "1"}
@@ -612,7 +611,7 @@ class Tracked:
         self.launcher = launcher
         self.procs: list[tuple[int, int]] = []
 
-    async def __call__(self, s: BotSpec) -> botproc.BotProcess:
+    async def __call__(self, s: BotSpec) -> BotProcess:
         proc = await self.launcher(s)
         info = read_proc(proc.pid)
         assert info is not None
@@ -886,10 +885,10 @@ def test_mock_bot_expectations_script_a_whole_conversation() -> None:
 
 def test_process_errors_map_to_fault_classes() -> None:
     """The one mapping from the process layer's errors to faults: reason and class agree."""
-    cases = [(botproc.BotTimeout(1.0), faults.Timeout), (botproc.BotExited(1, None), faults.Crash),
-             (botproc.LineTooLong(10), faults.LineTooLong), (botproc.BotClosedInput("x"), faults.ClosedInput),
-             (botproc.BotClosedOutput("x"), faults.ClosedOutput),
-             (botproc.OutputLimitExceeded("x"), faults.OutputLimit)]
+    cases = [(BotTimeout(1.0), faults.Timeout), (BotExited(1, None), faults.Crash),
+             (LineTooLong(10), faults.LineTooLong), (BotClosedInput("x"), faults.ClosedInput),
+             (BotClosedOutput("x"), faults.ClosedOutput),
+             (OutputLimitExceeded("x"), faults.OutputLimit)]
     for exc, cls in cases:
         fault = as_fault(exc)
         assert type(fault) is cls and fault.reason == exc.reason and fault.message == str(exc)

@@ -47,7 +47,7 @@ from arena import protocol, strategies
 from arena.cli.main import app
 from arena.engine import PRESETS, Rules, preset
 from arena.engine.views import to_position
-from arena.manifest import BotSpec
+from arena.bots.manifest import BotSpec
 from arena.referee import GameRecord, TimeControl, run_game
 from arena.replay import (
     Replay, ReplayError, conversation_for, load_file, requests_for, simulate,

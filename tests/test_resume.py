@@ -79,7 +79,7 @@ def bot_processes(bots_dir: Path) -> list[int]:
 
 def reap_orphans(before: set[int]) -> None:
     """Bots orphaned by the kill may be handed to this process (a subreaper once a test here used
-    arena.botproc); reap those zombies so they do not linger."""
+    arena.bots); reap those zombies so they do not linger."""
     for pid in zombie_children():
         if pid not in before:
             try:

@@ -94,7 +94,7 @@ def is_interrupt(exc: BaseException) -> bool:
 def _known_errors() -> tuple[type[BaseException], ...]:
     """User-facing failures: each is reported in one line. Imported late: most commands need few."""
     from ..engine import RulesError
-    from ..manifest import ManifestError
+    from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
     kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
     try:
@@ -112,7 +112,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         kinds.append(LadderError)
     except ImportError:  # pragma: no cover
         pass
-    from ..launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
+    from ..bots.launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
     kinds.append(ContainmentError)
     return tuple(kinds)
 

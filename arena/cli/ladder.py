@@ -19,7 +19,7 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from ..ladder import LadderStandings, RunSummary
 
-from ..manifest import ManifestError, load_bot
+from ..bots.manifest import ManifestError, load_bot
 from ..standings import outcomes
 from ..tournament.live import PlainReporter, RichReporter
 from ..tournament.store import DEFAULT_STORE, Store, StoreError

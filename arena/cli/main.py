@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from .. import __version__
 from ..engine import PRESETS, RulesError, rules_from
-from ..manifest import ManifestError, bundled_bots, load_bot
+from ..bots.manifest import ManifestError, bundled_bots, load_bot
 from ..replay.cli import register as register_replays
 from ..serve.cli import register as register_serve
 from ..tournament.store import DEFAULT_STORE, Store, open_private
@@ -95,7 +95,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
         from ..config import rule_label
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
-    from ..launch import Launcher
+    from ..bots.launch import Launcher
     code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
                             launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
     raise typer.Exit(code)
@@ -118,8 +118,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
     from ..check import print_report, run_check
-    from ..launch import Launcher
-    from ..limits import Limits
+    from ..bots.launch import Launcher
+    from ..bots.limits import Limits
     spec = load_bot(bot)
     if spec.human:
         fail("arena check takes a bot, not 'human'")

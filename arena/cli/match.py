@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..manifest import ManifestError
+from ..bots.manifest import ManifestError
 from ..tournament.store import DEFAULT_STORE, Store, StoreError
 from .common import is_interrupt
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Rules, RulesError, rules_from
-from ..manifest import NAME_RE, ManifestError, bundled_bots, load_bot
+from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..tournament.store import DEFAULT_STORE
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 

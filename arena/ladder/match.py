@@ -17,8 +17,9 @@ from typing import Any
 
 import trio
 
+from ..bots.containment import cleanup_stale
 from ..engine import Rules
-from ..manifest import BotSpec, ManifestError, load_bot
+from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..referee import TimeControl
@@ -185,8 +186,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         on_resume(len([i for i in stored if i < 2 * pairs]), 2 * pairs)
     progress = MatchProgress(a.label, b.label, sprt=sprt)
     if launcher is None:
-        from ..botproc import cleanup_stale
-        from ..launch import Launcher
+        from ..bots.launch import Launcher
         cleanup_stale()
         launcher = Launcher()
     secret = load_secret(store.path.parent) if store is not None else run_secret()

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..manifest import BotSpec, ManifestError, load_bot
+from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.store import Store
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, run_tournament
@@ -29,7 +29,7 @@ ReporterFactory = Callable[[str, str | None, list[tuple[list[str], dict[str, Any
 class RunContext:
     """What a ladder run needs from its caller: how to start bots and show progress."""
 
-    launcher: Callable | None = None  # None: real processes (arena.launch.Launcher)
+    launcher: Callable | None = None  # None: real processes (arena.bots.launch.Launcher)
     reporter: ReporterFactory | None = None
     say: Callable[[str], None] = lambda text: None
     checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.check.run_check

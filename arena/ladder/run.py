@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..manifest import ManifestError, load_bot
+from ..bots.manifest import ManifestError, load_bot
 from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .history import LadderState, take_snapshot

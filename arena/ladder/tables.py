@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..launch import ARENA_COPIES
-from ..manifest import BotSpec, ManifestError, load_bot
+from ..bots.launch import ARENA_COPIES
+from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
 
@@ -150,7 +150,7 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     digest = spec.files_hash()
     m = member(store, ladder.name, spec.label)
     if m is None:
-        ref = _snapshot(store, ladder, spec, digest)  # bots run from it (arena.launch.runnable)
+        ref = _snapshot(store, ladder, spec, digest)  # bots run from it (arena.bots.launch.runnable)
         with store.tx() as db:  # a concurrent insert of the same label is fine if the files match
             db.execute("INSERT OR IGNORE INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
                        (ladder.name, spec.label, spec.name, spec.version, digest, _stored_ref(store, ref), origin,

@@ -16,15 +16,16 @@ from typing import Any, Protocol
 
 import trio
 
-from .. import botproc, protocol
+from .. import protocol
+from ..bots.errors import BotError
 from ..engine import Rules, State
 from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout, from_reason
-from ..manifest import BotSpec
+from ..bots.manifest import BotSpec
 from .core import GameRecord, RefereeCore, Request, TimeControl
 
 
 class Connection(Protocol):
-    """A line-based link to a bot process (see :mod:`arena.botproc`); tests script their own."""
+    """A line-based link to a bot process (see :mod:`arena.bots.process`); tests script their own."""
 
     async def send_line(self, text: str) -> None: ...
     async def receive_line(self, timeout: float) -> str: ...
@@ -50,11 +51,11 @@ def as_fault(exc: BaseException) -> BotFault:
     """Any error from a player's connection, as the fault it costs the bot.
 
     The one place where the process layer's errors meet the fault classes: once
-    ``botproc.BotError`` subclasses :class:`~arena.faults.BotFault` the second case goes.
+    ``BotError`` subclasses :class:`~arena.faults.BotFault` the second case goes.
     Anything else a connection raises is a crash of that bot, never of the referee."""
     if isinstance(exc, BotFault):
         return exc
-    if isinstance(exc, botproc.BotError):
+    if isinstance(exc, BotError):
         return from_reason(exc.reason, str(exc))
     return Crash(f"{type(exc).__name__}: {exc}")
 
@@ -113,7 +114,7 @@ class BotPlayer:
         if self.restart_each_game or self._cpu_spent():
             await self.close()
         begin_game = getattr(await self._ensure(), "begin_game", None)
-        if begin_game is not None:  # the bot's CPU is counted per game (arena.limits)
+        if begin_game is not None:  # the bot's CPU is counted per game (arena.bots.limits)
             begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
         await self._send(message)
 
@@ -186,7 +187,7 @@ class BotPlayer:
                     await self.conn.send_line(protocol.encode(protocol.shutdown()))
                 except Exception:
                     pass
-        await self.close(graceful=True)  # a grace period to exit by itself (arena.botproc.SHUTDOWN_GRACE)
+        await self.close(graceful=True)  # a grace period to exit by itself (arena.bots.process.SHUTDOWN_GRACE)
 
 
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,

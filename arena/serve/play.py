@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import PRESETS, RulesError, rules_from
-from ..manifest import HUMAN, ManifestError, bundled_bots, load_bot
+from ..bots.manifest import HUMAN, ManifestError, bundled_bots, load_bot
 from ..referee import BotFault, BotPlayer, TimeControl, run_game
 from ..replay.view import Names, describe_action, describe_event, result_text
 from . import guard
@@ -131,7 +131,7 @@ def _save(store: Path, labels: list[str], record: dict[str, Any]) -> None:
 
 async def play_game(app: Starlette, session: Session, specs: list, rules: Any, seed: int, clock: TimeControl,
                     max_turns: int) -> None:
-    from ..launch import Launcher
+    from ..bots.launch import Launcher
     launcher = Launcher()
     players: list[Any] = [WebPlayer(session) if s.human else BotPlayer(s, launcher, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"

@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..launch import ARENA_COPIES
-from ..manifest import ManifestError, load_bot
+from ..bots.launch import ARENA_COPIES
+from ..bots.manifest import ManifestError, load_bot
 from . import guard
 from .upload import UploadError, unpack
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from ..manifest import MANIFEST
+from ..bots.manifest import MANIFEST
 
 CHUNK = 1 << 16
 

@@ -6,7 +6,7 @@ Each :meth:`DaskExecutor.play` is one Dask task carrying the game's
 :class:`~arena.tournament.executors.GameTask` (rules options, deal seed, seats), the run's
 clock, limits and sandbox flag, and a reference to each seated bot: the sha256 of
 its files. The bots' files travel once per worker as tar.gz blobs inside a worker
-plugin (:mod:`arena.bundles`). Each worker process runs one referee thread: a trio
+plugin (:mod:`arena.bots.bundles`). Each worker process runs one referee thread: a trio
 loop with an :class:`~arena.tournament.executors.InProcessExecutor` per setup, whose bot pool
 keeps processes warm between games (and never lends one a deal it has seen). A
 task returns :meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker
@@ -35,9 +35,10 @@ from typing import Any
 import trio
 
 from .. import __version__
-from ..bundles import (_PREPARED, BundleError, cache_root, manifest_path, pack_bot,  # noqa: F401 - re-exported
-                       prepare_bot, unpack_bot)
-from ..manifest import BotSpec
+from ..bots.bundles import BundleError, manifest_path, pack_bot, prepare_bot
+from ..bots.containment import cleanup_stale
+from ..bots.manifest import BotSpec
+from ..bots.probes import sandbox_problem
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,6 @@ class RefereeHost:
             self._ready.set()
 
     async def _main(self) -> None:
-        from ..botproc import cleanup_stale
         try:
             cleanup_stale()  # bots a killed worker on this machine left behind
         except Exception as e:  # noqa: BLE001 - best effort
@@ -177,8 +177,8 @@ class RefereeHost:
             nursery.cancel_scope.cancel()
 
     async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
-        from ..launch import Launcher
-        from ..limits import Limits
+        from ..bots.launch import Launcher
+        from ..bots.limits import Limits
         from ..referee import TimeControl
         launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 
@@ -260,7 +260,6 @@ def probe(sandbox: bool) -> dict[str, Any]:
     import sys
     info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "sandbox": None}
     if sandbox:  # in a thread of its own: client.run calls us on the worker's event loop
-        from ..botproc import sandbox_problem
         out: list[Any] = []
         t = threading.Thread(target=lambda: out.append(trio.run(sandbox_problem)), daemon=True)
         t.start()

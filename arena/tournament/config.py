@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Rules, RulesError, rules_from
-from ..limits import Limits
-from ..manifest import BotSpec, ManifestError, load_bot
+from ..bots.limits import Limits
+from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..referee import TimeControl
 
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
@@ -42,7 +42,7 @@ class TournamentConfig:
     bank_ms: int = 10_000
     handshake_ms: int = 10_000
     restart_each_game: bool = False
-    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
     trusted_bots: bool = False  # run bots as the referee's own user, on purpose
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"

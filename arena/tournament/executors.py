@@ -33,7 +33,7 @@ import orjson
 import trio
 
 from ..engine.rules import Rules
-from ..manifest import BotSpec, load_bot
+from ..bots.manifest import BotSpec, load_bot
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
@@ -77,7 +77,7 @@ class BotSetup:
     refs: dict[str, str]  # label -> how another process on this machine loads the bot again
     clock: TimeControl = TimeControl()
     limits: dict[str, int] = field(default_factory=dict)
-    sandbox: bool | None = None  # None: bubblewrap where it works (arena.launch.Launcher)
+    sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
     restart_each_game: bool = False
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
 
@@ -265,8 +265,8 @@ class InProcessExecutor:
 
 
 def default_launcher(setup: BotSetup) -> Launch:
-    from ..launch import Launcher
-    from ..limits import Limits
+    from ..bots.launch import Launcher
+    from ..bots.limits import Limits
     return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
 
 

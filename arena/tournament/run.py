@@ -13,8 +13,10 @@ from typing import Any
 
 import trio
 
-from ..launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
-from ..limits import Limits
+from ..bots.containment import cleanup_stale
+from ..bots.launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
+from ..bots.limits import Limits
+from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds
 from .cluster import open_dask
@@ -167,7 +169,6 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     try:
         if todo:
             if cfg.cluster == "" and client is None:
-                from ..botproc import cleanup_stale
                 cleanup_stale()
             shown = False  # an executor that cannot start (no cluster) is one error, before any display
             try:

@@ -21,9 +21,14 @@ from typing import Any, Iterable
 
 import trio
 
-from . import sandbox as sb
+from .containment import cgroup_root, describe_containment
+from .errors import BotStartError
 from .limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
+from .probes import namespaces_problem, sandbox_problem
+from .spawn import DEFAULT_PATH, resolve_command
+from .start import start_bot
+from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
@@ -59,7 +64,7 @@ def limits_for(spec: BotSpec, base: Limits) -> Limits:
     return Limits(**{**{f.name: getattr(base, f.name) for f in fields(Limits)}, **changes})
 
 
-ARENA_SOURCE = Path(__file__).resolve().parent.parent  # holds the ``arena`` package
+ARENA_SOURCE = Path(__file__).resolve().parents[2]  # holds the ``arena`` package
 
 
 def _others_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:
@@ -155,7 +160,7 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     for path in extra:
         shutil.copy2(path, root)
-    sb.chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
+    chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     return copy
 
 
@@ -244,7 +249,6 @@ class Launcher:
         return spec
 
     async def _build_contained(self, spec: BotSpec) -> BotSpec:
-        from .botproc import BotStartError, start_bot
         mode = await self.mode()
         source = spec.root.resolve()
         parent = Path(tempfile.mkdtemp(prefix="palace-arena-build-"))
@@ -265,7 +269,7 @@ class Launcher:
                              f"{CONTAINED_BUILD}") from None
         async with proc:
             status, output = await proc.run_to_end(BUILD_TIMEOUT_S)
-        sb.chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
+        chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
         if status != 0:
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
             tail = "\n".join(output)[-2000:]
@@ -279,7 +283,6 @@ class Launcher:
         return self._mode
 
     async def _choose_mode(self) -> str:
-        from .botproc import namespaces_problem, sandbox_problem
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
@@ -303,8 +306,6 @@ class Launcher:
     async def preflight(self, specs: Iterable[BotSpec]) -> None:
         """Fail before any game, with one ContainmentError, when bots cannot be contained here or
         a bot's private uid could not run it (rather than forfeiting each of its games)."""
-        from .botproc import DEFAULT_PATH, _resolve
-        from .sandbox import BOT_UID_BASE, inaccessible_reason
         mode = await self.mode()
         if mode == TRUSTED or os.geteuid() != 0:
             return
@@ -313,7 +314,7 @@ class Launcher:
                 continue
             found = python_for(True)
             cmd = argv(spec, found[0] if found else sys.executable)
-            exe = _resolve(cmd[0], spec.workdir, DEFAULT_PATH)
+            exe = resolve_command(cmd[0], spec.workdir, DEFAULT_PATH)
             for path, need in ((spec.workdir, os.R_OK | os.X_OK), (exe, os.X_OK)):
                 if path is None:
                     continue  # a missing command is reported when the bot starts
@@ -323,19 +324,17 @@ class Launcher:
 
     async def describe(self) -> str:
         """One line for ``arena check`` and logs: the containment bots get here."""
-        from .botproc import _cgroup_root, describe_containment
         try:
             mode = await self.mode()
         except ContainmentError as e:
             return f"none: {e}"
         who = (f"the referee's uid {os.geteuid()}" if mode == TRUSTED
                else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
-        cgroups = _cgroup_root()[0]
+        cgroups = cgroup_root()[0]
         return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES, who=who,
                                     cgroup=cgroups.kind if cgroups else None)
 
     async def __call__(self, spec: BotSpec):
-        from .botproc import BotStartError, start_bot
         mode = await self.mode()
         contained = mode != TRUSTED
         if spec.build is not None:

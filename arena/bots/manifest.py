@@ -16,7 +16,7 @@ from typing import Any
 
 MANIFEST = "bot.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bots"
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "bots"
 SKIP_DIRS = {".git", "__pycache__", "target", "node_modules", ".venv"}
 
 
@@ -93,7 +93,7 @@ def load_bot(ref: str | Path) -> BotSpec:
 
 def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") -> BotSpec:
     """A validated manifest (:class:`arena.config.BotManifest`) as the spec the launcher runs."""
-    from .config import BOT_TOML_DOC, ConfigFileError, manifest_data
+    from ..config import BOT_TOML_DOC, ConfigFileError, manifest_data
     try:
         m = manifest_data(data, where)
     except ConfigFileError as e:

@@ -1,7 +1,7 @@
 """Bot bundles: a bot's files packed on one machine and unpacked, verified and built on another.
 
 A Dask worker may be a machine that never saw the bots' directories. The client
-packs each bot (exactly the files :meth:`arena.manifest.BotSpec.files_hash`
+packs each bot (exactly the files :meth:`arena.bots.manifest.BotSpec.files_hash`
 covers) into a reproducible tar.gz keyed by that hash; a worker unpacks it into
 its cache, checks the unpacked files hash to the key, and builds it once per
 machine. A directory in the cache therefore always holds verified files.
@@ -14,11 +14,9 @@ import io
 import os
 import shutil
 import stat
-import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager

@@ -1,4 +1,4 @@
-"""Hostile bots against arena.botproc, at the process level.
+"""Hostile bots against arena.bots, at the process level.
 
 Every bot is a small script in tests/hostile/ run by the system python (which a
 private bot uid can execute, unlike a pyenv under /root).  Each test checks the
@@ -26,20 +26,31 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena import botproc as bp
-from arena import sandbox as sb
-from arena.botproc import Limits
+from arena.bots import containment
+from arena.bots.containment import cgroup_root, cleanup_stale
+from arena.bots.errors import (BadJson, BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError,
+                               BotTimeout, CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8,
+                               OutputLimitExceeded, SandboxUnavailable)
+from arena.bots.filesystem import sandbox_visible
+from arena.bots.limits import Limits
+from arena.bots.probes import namespaces_problem, sandbox_problem
+from arena.bots.process import ENV_TOKEN, EXIT_GRACE, BotProcess
+from arena.bots.procs import read_proc
+from arena.bots.reader import READ_CHUNK
+from arena.bots.spawn import DEFAULT_PATH
+from arena.bots.start import start_bot
+from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
 from tests.checks import reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
-PY = shutil.which("python3", path=bp.DEFAULT_PATH)
+PY = shutil.which("python3", path=DEFAULT_PATH)
 MARK = f"arena-hostile-{os.getpid()}"
 ROOT = os.geteuid() == 0
 FAST = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 << 20)
 SLOW = 120  # a wait that only a broken test reaches: nothing here asserts how fast a bot is
 
-CGROUPS, CGROUP_NOTE = bp._cgroup_root()
-SANDBOX_PROBLEM = trio.run(bp.sandbox_problem) if PY else "no python3"
+CGROUPS, CGROUP_NOTE = cgroup_root()
+SANDBOX_PROBLEM = trio.run(sandbox_problem) if PY else "no python3"
 
 needs_root = pytest.mark.skipif(not ROOT, reason="private bot uids need a root referee")
 needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
@@ -65,7 +76,7 @@ def marked_pids() -> dict[int, str]:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 if MARK.encode() not in f.read():
                     continue
-            info = sb.read_proc(int(name))
+            info = read_proc(int(name))
         except OSError:
             continue
         if info is not None:
@@ -97,8 +108,8 @@ def no_leftovers():
     assert our_homes() == []
 
 
-async def start(script: str, *args: str, limits: Limits = FAST, **kw) -> bp.BotProcess:
-    return await bp.start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
+async def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BotProcess:
+    return await start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
 
 
 # -- the well-behaved case ------------------------------------------------------
@@ -115,15 +126,15 @@ def test_echo_round_trip_minimal_env_and_private_home():
 
     report, home, usage = run(main)
     env = report["env"]
-    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", bp.ENV_TOKEN}
-    assert env["PATH"] == bp.DEFAULT_PATH and env["LANG"] == "C.UTF-8"
+    assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", ENV_TOKEN}
+    assert env["PATH"] == DEFAULT_PATH and env["LANG"] == "C.UTF-8"
     assert env["TMPDIR"] == env["HOME"]
     assert report["cwd"] == str(HOSTILE.resolve())
     assert report["home_mode"] == "0o700"
     assert report["sid"] == report["pid"] == report["pgid"]  # own session and group
     assert report["nofile"] == [FAST.open_files, FAST.open_files]
     if ROOT:
-        assert sb.uid_in_pool(report["uid"]) and report["gid"] == report["uid"]
+        assert uid_in_pool(report["uid"]) and report["gid"] == report["uid"]
         assert report["groups"] in ([], [report["gid"]])
         assert report["home_owner"] == report["uid"]
     assert not home.exists()  # removed by aclose
@@ -153,8 +164,8 @@ def test_no_fd_leak_over_many_bots():
         async def cycle():
             async with await start("echo.py", sandbox=SANDBOX_PROBLEM is None) as bot:
                 assert await bot.receive_line(10) == "ready"
-            with pytest.raises(bp.BotStartError):
-                await bp.start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+            with pytest.raises(BotStartError):
+                await start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
 
         await cycle()  # warm-up: registry, locks, cgroup detection
         before = len(os.listdir("/proc/self/fd"))
@@ -173,7 +184,7 @@ def test_never_answers_times_out():
         async with await start("never_answers.py") as bot:
             await bot.send_line("your move")
             t = time.monotonic()
-            with pytest.raises(bp.BotTimeout) as info:
+            with pytest.raises(BotTimeout) as info:
                 await bot.receive_line(0.3)
             assert 0.25 < time.monotonic() - t < 1.0
             assert info.value.reason == "timeout"
@@ -185,7 +196,7 @@ def test_answers_late_is_timeout_then_stays_in_sync():
     async def main():
         async with await start("late.py") as bot:
             await bot.send_line("a")
-            with pytest.raises(bp.BotTimeout):
+            with pytest.raises(BotTimeout):
                 await bot.receive_line(0.2)
             assert await bot.receive_line(3) == "late a"  # the late line is not lost
 
@@ -195,7 +206,7 @@ def test_answers_late_is_timeout_then_stays_in_sync():
 def test_slow_start():
     async def main():
         async with await start("slow_start.py") as bot:
-            with pytest.raises(bp.BotTimeout):
+            with pytest.raises(BotTimeout):
                 await bot.receive_line(0.1)
             assert await bot.receive_line(3) == "ready"
 
@@ -205,7 +216,7 @@ def test_slow_start():
 def test_send_times_out_when_bot_never_reads():
     async def main():
         async with await start("slow_start.py") as bot:  # never reads stdin
-            with pytest.raises(bp.BotTimeout) as info:
+            with pytest.raises(BotTimeout) as info:
                 for _ in range(1000):  # the pipe holds 64 KiB
                     await bot.send_line("z" * 4000, timeout=0.3)
             assert info.value.during == "send"
@@ -219,11 +230,11 @@ def test_send_times_out_when_bot_never_reads():
 def test_exits_immediately():
     async def main():
         async with await start("exit_now.py") as bot:
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(5)
             assert (info.value.returncode, info.value.signal) == (3, None)
             assert info.value.reason == "crash"
-            with pytest.raises(bp.BotExited):
+            with pytest.raises(BotExited):
                 await bot.send_line("anyone there?")
             assert bot.returncode == 3
 
@@ -234,7 +245,7 @@ def test_crash_with_signal():
     async def main():
         async with await start("crash.py", "segv") as bot:
             assert await bot.receive_line(5) == "ready"
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(5)
             assert info.value.signal == signal.SIGSEGV and info.value.returncode is None
 
@@ -245,7 +256,7 @@ def test_crash_traceback_reaches_take_stderr():
     async def main():
         async with await start("crash.py", "raise") as bot:
             assert await bot.receive_line(5) == "ready"
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(5)
             assert info.value.returncode == 1
             err = bot.take_stderr()
@@ -273,7 +284,7 @@ def test_ignores_sigterm_still_dies_fast():
 def test_garbage_is_returned_verbatim_and_bad_json_named():
     async def main():
         async with await start("garbage.py") as bot:
-            with pytest.raises(bp.BadJson) as info:
+            with pytest.raises(BadJson) as info:
                 await bot.receive_json(5)
             assert info.value.reason == "bad_json"
             assert info.value.line == "}{ this is not json \x00\x07 \u2603"
@@ -285,7 +296,7 @@ def test_garbage_is_returned_verbatim_and_bad_json_named():
 def test_not_utf8_names_the_line_and_moves_on():
     async def main():
         async with await start("not_utf8.py") as bot:
-            with pytest.raises(bp.NotUtf8) as info:
+            with pytest.raises(NotUtf8) as info:
                 await bot.receive_line(5)
             assert info.value.reason == "bad_encoding"
             assert info.value.raw_prefix.startswith(b"\xff\xfe")
@@ -302,16 +313,16 @@ def test_100mb_line_keeps_referee_memory_bounded():
             tracemalloc.start()
             try:
                 t = time.monotonic()
-                with pytest.raises(bp.LineTooLong) as info:
+                with pytest.raises(LineTooLong) as info:
                     await bot.receive_line(10)
                 _, peak = tracemalloc.get_traced_memory()
             finally:
                 tracemalloc.stop()
             assert info.value.reason == "line_too_long"
             assert time.monotonic() - t < 5
-            assert bot._reader.peak_buffer <= limits.max_line_bytes + bp.READ_CHUNK
+            assert bot._reader.peak_buffer <= limits.max_line_bytes + READ_CHUNK
             assert peak < 4 * limits.max_line_bytes  # a few copies of one line at most
-            with pytest.raises(bp.LineTooLong):  # sticky
+            with pytest.raises(LineTooLong):  # sticky
                 await bot.receive_line(1)
 
     run(main)
@@ -322,7 +333,7 @@ def test_output_volume_cap():
 
     async def main():
         async with await start("output_flood.py", limits=limits) as bot:
-            with pytest.raises(bp.OutputLimitExceeded) as info:
+            with pytest.raises(OutputLimitExceeded) as info:
                 for _ in range(100_000):
                     await bot.receive_line(5)
             assert info.value.reason == "output_limit"
@@ -339,7 +350,7 @@ def test_stderr_flood_is_capped_and_drained():
             # the bot is never blocked on a full stderr pipe, so "done" arrives
             assert await bot.receive_line(10) == "done"
             await bot.send_line("bye")
-            with pytest.raises(bp.BotExited):
+            with pytest.raises(BotExited):
                 await bot.receive_line(5)
         lines = bot.take_stderr()
         kept = sum(len(line) + 1 for line in lines)
@@ -356,7 +367,7 @@ def test_closes_stdin_and_keeps_running():
     async def main():
         async with await start("close_stdin.py", "stdin") as bot:
             assert await bot.receive_line(5) == "closed"
-            with pytest.raises(bp.BotClosedInput) as info:
+            with pytest.raises(BotClosedInput) as info:
                 await bot.send_line("hello?")
             assert info.value.reason == "closed_input"
             assert bot.returncode is None
@@ -369,10 +380,10 @@ def test_closes_stdout_and_keeps_running():
         async with await start("close_stdin.py", "stdout") as bot:
             assert await bot.receive_line(5) == "closing"
             t = time.monotonic()
-            with pytest.raises(bp.BotClosedOutput) as info:
+            with pytest.raises(BotClosedOutput) as info:
                 await bot.receive_line(5)
             assert info.value.reason == "closed_output"
-            assert time.monotonic() - t < bp.EXIT_GRACE + 0.5
+            assert time.monotonic() - t < EXIT_GRACE + 0.5
 
     run(main)
 
@@ -384,7 +395,7 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
     async def main():
         async with await start("close_stdin.py", "stdout", sandbox=True) as bot:
             assert await bot.receive_line(SLOW) == "closing"
-            with pytest.raises(bp.BotClosedOutput) as info:
+            with pytest.raises(BotClosedOutput) as info:
                 await bot.receive_line(SLOW)
             assert info.value.reason == "closed_output"
 
@@ -407,17 +418,17 @@ def test_setsid_grandchild_is_killed(mode):
         async with await start("setsid_grandchild.py", *args, **kw) as bot:
             grandchild = int(await bot.receive_line(5))
             assert await bot.receive_line(5) == "parent done"
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(5)
             assert info.value.returncode == 0
-            g = sb.read_proc(grandchild)
+            g = read_proc(grandchild)
             assert g is not None and g.state != "Z"
             assert g.sid != bot.pid and g.pgid != bot.pid  # escaped session and group
             assert g.ppid == os.getpid()  # handed to us, the subreaper
         return grandchild
 
     grandchild = run(main)
-    assert sb.read_proc(grandchild) is None
+    assert read_proc(grandchild) is None
 
 
 @pytest.mark.parametrize("cgroup", [None, False], ids=["cgroup", "nproc-only"])
@@ -451,7 +462,7 @@ def test_memory_hog_hits_the_cgroup_limit():
             # Generous waits: only the kernel's verdict is asserted, never how fast it came
             # (a 10 s wait read as a timeout on a loaded machine).
             assert await bot.receive_line(SLOW) == "eating"
-            with pytest.raises(bp.MemoryLimitExceeded) as info:
+            with pytest.raises(MemoryLimitExceeded) as info:
                 await bot.receive_line(SLOW)
             assert info.value.reason == "memory_limit"
             assert info.value.signal == signal.SIGKILL
@@ -468,7 +479,7 @@ def test_memory_hog_without_cgroup_hits_rlimit_as():
     async def main():
         async with await start("memory_hog.py", limits=limits, cgroup=False) as bot:
             assert await bot.receive_line(SLOW) == "eating"
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(SLOW)
             assert info.value.returncode == 1
             assert any("MemoryError" in line for line in bot.take_stderr())
@@ -482,7 +493,7 @@ def test_cpu_limit_without_games_counts_the_whole_life():
     async def main():
         async with await start("cpu_burn.py", limits=limits) as bot:
             assert await bot.receive_line(SLOW) == "burning"
-            with pytest.raises(bp.CpuLimitExceeded) as info:
+            with pytest.raises(CpuLimitExceeded) as info:
                 await bot.receive_line(SLOW)  # seen while waiting, not after the wait
             assert info.value.reason == "cpu_limit"
             assert "this game" in str(info.value)
@@ -506,7 +517,7 @@ def test_cpu_is_counted_per_game():
                 assert 0.5 < bot.game_cpu_seconds() < 1.0
             bot.begin_game(1.0, 0.0)
             await bot.send_line("burn 3")
-            with pytest.raises(bp.CpuLimitExceeded):
+            with pytest.raises(CpuLimitExceeded):
                 await bot.receive_line(SLOW)
             assert bot.returncode is None  # still running: the referee closes it on the fault
 
@@ -514,7 +525,7 @@ def test_cpu_is_counted_per_game():
 
 
 def test_cpu_allowance_derived_from_the_clock(monkeypatch):
-    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
+    monkeypatch.setattr("arena.bots.limits.CPU_BASE_S", 0.3)
     assert Limits().game_cpu_allowance(0.05, 0.0, 3) == pytest.approx(0.3 + 2 * 0.05 * 3)
     assert Limits().game_cpu_allowance(1.0, 10.0, 100) == pytest.approx(0.3 + 10 + 200)
     assert Limits(cpu_seconds=7).game_cpu_allowance(1.0, 10.0, 100) == 7
@@ -527,7 +538,7 @@ def test_cpu_allowance_derived_from_the_clock(monkeypatch):
                 await bot.send_line("burn 0.01")
                 assert await bot.receive_line(SLOW) == "done"
             await bot.send_line("burn 2")
-            with pytest.raises(bp.CpuLimitExceeded):
+            with pytest.raises(CpuLimitExceeded):
                 await bot.receive_line(SLOW)
 
     run(main)
@@ -539,7 +550,7 @@ def test_process_cpu_backstop_is_rlimit_cpu():
     async def main():
         async with await start("cpu_burn.py", limits=limits) as bot:
             assert await bot.receive_line(SLOW) == "burning"
-            with pytest.raises(bp.CpuLimitExceeded) as info:
+            with pytest.raises(CpuLimitExceeded) as info:
                 await bot.receive_line(SLOW)
             assert info.value.signal == signal.SIGXCPU
 
@@ -603,34 +614,34 @@ def test_cannot_read_another_bots_home():
 @needs_root
 def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
     hidden = Path(sys.executable)
-    if sb.inaccessible_reason(hidden, sb.BOT_UID_BASE, sb.BOT_UID_BASE, os.X_OK) is None:
+    if inaccessible_reason(hidden, BOT_UID_BASE, BOT_UID_BASE, os.X_OK) is None:
         pytest.skip(f"{hidden} is usable by other uids here")
 
     async def main():
-        with pytest.raises(bp.BotStartError, match="cannot use"):
-            await bp.start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+        with pytest.raises(BotStartError, match="cannot use"):
+            await start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
 
     run(main)
 
 
 def test_start_errors():
     async def main():
-        with pytest.raises(bp.BotStartError, match="not found"):
-            await bp.start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
-        with pytest.raises(bp.BotStartError, match="does not exist"):
-            await bp.start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
-        with pytest.raises(bp.BotStartError, match="empty"):
-            await bp.start_bot([], HOSTILE, limits=FAST)
+        with pytest.raises(BotStartError, match="not found"):
+            await start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+        with pytest.raises(BotStartError, match="does not exist"):
+            await start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
+        with pytest.raises(BotStartError, match="empty"):
+            await start_bot([], HOSTILE, limits=FAST)
 
         if SANDBOX_PROBLEM is None:
-            with pytest.raises(bp.BotStartError, match="system directory"):
-                await bp.start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
-            if not sb.sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
-                with pytest.raises(bp.BotStartError, match="not visible inside the sandbox"):
-                    await bp.start_bot([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
+            with pytest.raises(BotStartError, match="system directory"):
+                await start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
+            if not sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
+                with pytest.raises(BotStartError, match="not visible inside the sandbox"):
+                    await start_bot([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
 
     run(main)
-    assert not issubclass(bp.BotStartError, bp.BotError)
+    assert not issubclass(BotStartError, BotError)
 
 
 # -- bubblewrap --------------------------------------------------------------------
@@ -690,7 +701,7 @@ def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
             report = json.loads(await bot.receive_line(10))
         async with await start("crash.py", "segv", sandbox=True) as bot:
             assert await bot.receive_line(10) == "ready"
-            with pytest.raises(bp.BotExited) as info:
+            with pytest.raises(BotExited) as info:
                 await bot.receive_line(10)
         return report, info.value
 
@@ -698,7 +709,7 @@ def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
     assert report["pid"] <= 3  # a fresh pid namespace
     assert report["env"]["HOME"] == "/tmp"
     if ROOT:
-        assert sb.uid_in_pool(report["uid"])
+        assert uid_in_pool(report["uid"])
     assert (crash.returncode, crash.signal) == (128 + signal.SIGSEGV, signal.SIGSEGV)
 
 
@@ -721,7 +732,7 @@ def test_sandbox_fork_bomb_and_grandchild():
 # -- namespaces (the containment without bubblewrap) ---------------------------------
 
 
-NS_PROBLEM = trio.run(bp.namespaces_problem) if PY else "no python3"
+NS_PROBLEM = trio.run(namespaces_problem) if PY else "no python3"
 needs_namespaces = pytest.mark.skipif(NS_PROBLEM is not None, reason=f"namespaces: {NS_PROBLEM}")
 
 
@@ -754,7 +765,7 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
         report, seen = run(main)
     assert report["env"]["HOME"] == report["env"]["TMPDIR"] == "/tmp"
     assert report["home_mode"] == "0o700" and report["home_owner"] == report["uid"]
-    assert sb.uid_in_pool(report["uid"])
+    assert uid_in_pool(report["uid"])
     assert seen["loopback"].startswith("denied")  # a network namespace of its own: no route
     assert seen["parent_dir"] == "LEAK hostile"  # only the way down to its own directory
     assert seen["other_bot_dir"] == "denied FileNotFoundError"
@@ -784,8 +795,8 @@ def test_namespaces_fork_bomb_and_grandchild():
 
 def test_namespaces_need_a_private_uid():
     async def main():
-        with pytest.raises(bp.BotStartError, match="namespace"):
-            await bp.start_bot(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=None)
+        with pytest.raises(BotStartError, match="namespace"):
+            await start_bot(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=None)
 
     run(main)
 
@@ -803,8 +814,8 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
         async def main():
             for path, message in ((str(Path(d) / "missing"), "bwrap not found"),
                                   (str(fake), "No permissions to create new namespace")):
-                monkeypatch.setattr(bp, "BWRAP", path)
-                with pytest.raises(bp.SandboxUnavailable, match=message):
+                monkeypatch.setattr(containment, "BWRAP", path)
+                with pytest.raises(SandboxUnavailable, match=message):
                     await start("echo.py", sandbox=True)
 
         run(main)
@@ -815,10 +826,11 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
 
 REFEREE = textwrap.dedent("""
     import sys, trio
-    from arena import botproc as bp
+    from arena.bots.limits import Limits
+    from arena.bots.start import start_bot
     async def main():
-        bot = await bp.start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
-                                 limits=bp.Limits(max_processes=16))
+        bot = await start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
+                              limits=Limits(max_processes=16))
         print(bot.pid, await bot.receive_line(5), flush=True)
         await trio.sleep(60)
     trio.run(main)
@@ -838,10 +850,10 @@ def test_cleanup_stale_after_referee_killed():
         referee.kill()
         referee.wait()
         referee.stdout.close()
-    assert sb.read_proc(grandchild) is not None  # orphaned and still running
-    report = bp.cleanup_stale()
+    assert read_proc(grandchild) is not None  # orphaned and still running
+    report = cleanup_stale()
     assert referee.pid in report.referees
-    assert sb.read_proc(grandchild) is None and sb.read_proc(bot_pid) is None
+    assert read_proc(grandchild) is None and read_proc(bot_pid) is None
     prefix = f"r{referee.pid}-"
     assert not list(Path(tempfile.gettempdir()).glob(prefix + "*"))
     if CGROUPS is not None:

@@ -1,0 +1,72 @@
+"""The bubblewrap sandbox: its command line for one bot, and the pid of its in-sandbox init."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from pathlib import Path
+from typing import Iterable
+
+from .filesystem import contained_view
+
+
+def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
+               tmp_bytes: int, info_fd: int | None = None, writable_cwd: bool = False) -> list[str]:
+    """The bwrap command line that runs ``command`` in a fresh sandbox.
+
+    New user/pid/net/ipc/uts/cgroup namespaces (no network but a private
+    loopback), a read-only system (/usr, /etc and the /bin, /lib... links),
+    the bot's directory read-only at its real path, a private size-capped
+    tmpfs /tmp used as HOME, no capabilities, no further user namespaces, and
+    SIGKILL for the bot when bwrap or the referee dies.
+
+    ``info_fd`` makes bwrap report the host pid of its in-sandbox init
+    ("child-pid"): when the outer bwrap exits it does not wait for that
+    process, which is then reparented to the referee (a subreaper) and must be
+    recognised and reaped; with no private uid or cgroup nothing else links
+    it to the bot.
+
+    ``writable_cwd`` binds the directory read-write: only a contained build,
+    in a copy of the bot made for it, gets that.
+    """
+    argv = [
+        bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    ]
+    links, system, own = contained_view(cwd, ro_binds)
+    for target, link in links:
+        argv += ["--symlink", target, link]
+    for p in system:
+        argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
+    for p in own:
+        argv += ["--bind" if writable_cwd and p == str(cwd) else "--ro-bind", p, p]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    argv += ["--remount-ro", "/", "--chdir", str(cwd), "--", *command]
+    return argv
+
+
+def read_bwrap_info(fd: int, timeout: float = 5.0) -> dict:
+    """Read bwrap's --info-fd JSON (written right after it forks the sandbox,
+    then closed).  Blocking, bounded by ``timeout``; {} if nothing usable."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while len(data) < 65536:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}

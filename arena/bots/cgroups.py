@@ -1,0 +1,303 @@
+"""Per-bot cgroups (v1 or v2): memory and process caps for the whole bot, its CPU and peak
+memory as the kernel counts them, and one kill for everything in it.
+
+:func:`detect_cgroups` finds where this referee may create them; docs/SANDBOX.md says which
+hosts give which.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .procs import kill_and_reap, kill_pids
+
+
+ARENA_CGROUP = "palace-arena"
+_V1_CONTROLLERS = ("memory", "pids", "cpuacct")
+
+
+def _mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(fstype, mountpoint, root, superoptions) for cgroup mounts."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            lf, rf = left.split(), right.split()
+            if rf and rf[0] in ("cgroup", "cgroup2"):
+                mnt = lf[4].replace("\\040", " ")
+                out.append((rf[0], mnt, lf[3], set(rf[2].split(",")) if len(rf) > 2 else set()))
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller -> our path in it ("" key for the cgroup2 hierarchy)."""
+    out = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(",") if ctrls else [""]:
+                out[c] = path
+    return out
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _read_keyed(path: Path, key: str) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key:
+                return int(v)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class CgroupRoot:
+    """Where per-bot cgroups go: ``kind`` is "v2" or "v1"; ``parents`` maps a
+    controller ("unified" for v2) to our ``palace-arena`` directory in it.
+
+    The parents sit *below the referee's own cgroup*, so bots stay inside
+    whatever limits the host put on the referee.
+    """
+
+    kind: str
+    parents: dict[str, Path]
+
+    def ensure_parent(self, ctrl: str) -> Path:
+        """Create our parent group on demand.  It is removed again whenever it
+        empties (see remove_cgroup_dir), so an idle referee leaves no trace in
+        the host's cgroup tree and never blocks the host from removing its own."""
+        parent = self.parents[ctrl]
+        parent.mkdir(exist_ok=True)
+        if self.kind == "v2":
+            _write(parent / "cgroup.subtree_control", "+memory +pids")
+        return parent
+
+    def describe(self) -> str:
+        return f"cgroup {self.kind} ({', '.join(f'{c}={p}' for c, p in self.parents.items())})"
+
+
+def detect_cgroups() -> tuple[CgroupRoot | None, str]:
+    """Find a writable cgroup hierarchy with memory and pids control.
+
+    Returns (root or None, human-readable explanation).  cgroup v2 is used when
+    the memory and pids controllers can be enabled below our own cgroup (this
+    fails with EBUSY when our cgroup holds processes and is not the root, the
+    "no internal processes" rule); otherwise the v1 memory/pids/cpuacct
+    hierarchies are used if we may create directories in them.
+    """
+    try:
+        mounts, own = _mounts(), _own_cgroups()
+    except OSError as exc:
+        return None, f"cannot read cgroup mounts: {exc}"
+    notes = []
+    for fstype, mnt, root, _ in mounts:
+        if fstype != "cgroup2" or "" not in own:
+            continue
+        base = Path(mnt + own[""][len(root.rstrip("/")):] if own[""].startswith(root) else mnt)
+        try:
+            available = set((base / "cgroup.controllers").read_text().split())
+        except OSError as exc:
+            notes.append(f"v2 at {mnt}: {exc}")
+            continue
+        if not {"memory", "pids"} <= available:
+            notes.append(f"v2 at {mnt}: memory/pids controllers not available ({' '.join(sorted(available)) or 'none'})")
+            continue
+        found = CgroupRoot("v2", {"unified": base / ARENA_CGROUP})
+        probe = found.parents["unified"] / f".probe-{os.getpid()}"
+        try:
+            enabled = set((base / "cgroup.subtree_control").read_text().split())
+            if not {"memory", "pids"} <= enabled:
+                _write(base / "cgroup.subtree_control", "+memory +pids")
+            found.ensure_parent("unified")
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as exc:
+            notes.append(f"v2 at {base}: cannot delegate memory+pids: {exc}")
+            continue
+        finally:
+            _rmdir_quietly(found.parents["unified"])
+        return found, "; ".join(notes)
+    parents = {}
+    for fstype, mnt, root, opts in mounts:
+        if fstype != "cgroup":
+            continue
+        for ctrl in _V1_CONTROLLERS:
+            if ctrl in opts and ctrl in own and ctrl not in parents:
+                path = own[ctrl]
+                rel = path[len(root.rstrip("/")):] if path.startswith(root) else ""
+                parent = Path(mnt + rel) / ARENA_CGROUP
+                probe = parent / f".probe-{os.getpid()}"
+                try:  # the parent may exist already (another referee): try a child
+                    parent.mkdir(exist_ok=True)
+                    probe.mkdir()
+                    probe.rmdir()
+                except OSError as exc:
+                    notes.append(f"v1 {ctrl}: cannot create groups in {parent}: {exc.strerror}")
+                    continue
+                finally:
+                    _rmdir_quietly(parent)
+                parents[ctrl] = parent
+    if "memory" in parents or "pids" in parents:
+        return CgroupRoot("v1", parents), "; ".join(notes)
+    return None, "; ".join(notes) or "no cgroup hierarchy with memory/pids found"
+
+
+def _rmdir_quietly(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:
+        pass  # not empty: other bots (maybe another referee's) live there
+
+
+class BotCgroup:
+    """One bot's cgroup (one directory per v1 hierarchy, one for v2)."""
+
+    def __init__(self, root: CgroupRoot, name: str, *, memory_bytes: int, max_pids: int):
+        self.root = root
+        self.name = name
+        self.dirs: dict[str, Path] = {}
+        try:
+            for ctrl, parent in root.parents.items():
+                d = parent / name
+                for attempt in range(3):  # another referee may rmdir an empty parent
+                    try:
+                        root.ensure_parent(ctrl)
+                        d.mkdir()
+                        break
+                    except FileNotFoundError:
+                        if attempt == 2:
+                            raise
+                self.dirs[ctrl] = d
+            if root.kind == "v2":
+                d = self.dirs["unified"]
+                _write(d / "memory.max", str(memory_bytes))
+                _write(d / "pids.max", str(max_pids))
+                for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if (d / knob).exists():
+                        _write(d / knob, value)
+            else:
+                if "memory" in self.dirs:
+                    d = self.dirs["memory"]
+                    _write(d / "memory.limit_in_bytes", str(memory_bytes))
+                    for knob in ("memory.memsw.limit_in_bytes", "memory.swappiness"):
+                        try:  # absent without swap accounting; harmless to skip
+                            _write(d / knob, str(memory_bytes) if "memsw" in knob else "0")
+                        except OSError:
+                            pass
+                if "pids" in self.dirs:
+                    _write(self.dirs["pids"] / "pids.max", str(max_pids))
+        except BaseException:
+            self.remove()
+            raise
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.dirs or "unified" in self.dirs
+
+    @property
+    def has_pids(self) -> bool:
+        return "pids" in self.dirs or "unified" in self.dirs
+
+    def open_join_fds(self) -> list[int]:
+        """cgroup.procs of every hierarchy, opened for the forked child to
+        write "0" (itself) into before exec, so no bot code ever runs outside
+        its cgroup."""
+        return [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs.values()]
+
+    def pids(self) -> set[int]:
+        out: set[int] = set()
+        for d in self.dirs.values():
+            try:
+                out |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return out
+
+    def kill(self) -> None:
+        d = self.dirs.get("unified")
+        if d is not None and (d / "cgroup.kill").exists():
+            try:
+                _write(d / "cgroup.kill", "1")
+                return
+            except OSError:
+                pass
+        kill_pids(self.pids())
+
+    def peak_memory(self) -> int | None:
+        if "unified" in self.dirs:
+            return _read_int(self.dirs["unified"] / "memory.peak")
+        if "memory" in self.dirs:
+            return _read_int(self.dirs["memory"] / "memory.max_usage_in_bytes")
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        if "unified" in self.dirs:
+            usec = _read_keyed(self.dirs["unified"] / "cpu.stat", "usage_usec")
+            return None if usec is None else usec / 1e6
+        if "cpuacct" in self.dirs:
+            ns = _read_int(self.dirs["cpuacct"] / "cpuacct.usage")
+            return None if ns is None else ns / 1e9
+        return None
+
+    def oom_kills(self) -> int:
+        if "unified" in self.dirs:
+            return _read_keyed(self.dirs["unified"] / "memory.events", "oom_kill") or 0
+        if "memory" in self.dirs:
+            return _read_keyed(self.dirs["memory"] / "memory.oom_control", "oom_kill") or 0
+        return 0
+
+    def remove(self) -> bool:
+        """rmdir every directory (only possible once empty); True if all gone."""
+        ok = True
+        for d in self.dirs.values():
+            ok &= remove_cgroup_dir(d)
+        return ok
+
+
+def remove_cgroup_dir(d: Path) -> bool:
+    for _ in range(50):
+        try:
+            d.rmdir()
+            break
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return False
+            time.sleep(0.002)  # last tasks are still leaving the group
+    else:
+        return False
+    if d.parent.name == ARENA_CGROUP:
+        _rmdir_quietly(d.parent)  # leave nothing behind in the host's cgroup once idle
+    return True
+
+
+def cgroup_dir_pids(dirs: list[Path]) -> set[int]:
+    out: set[int] = set()
+    for d in dirs:
+        try:
+            out |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+        except OSError:
+            pass
+    return out
+
+
+def kill_cgroup_dir(d: Path, deadline: float) -> int:
+    return kill_and_reap(lambda table: cgroup_dir_pids([d]), deadline)

@@ -1,0 +1,85 @@
+"""This referee process's containment machinery: the uid registry, the cgroup root, the bubblewrap
+binary; the one line that says what contains a bot; and the cleanup after a referee that died.
+
+Each is found once per process and found again after a fork (a worker process gets its own).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+from .cgroups import CgroupRoot, detect_cgroups
+from .uids import Registry, StaleReport
+
+
+log = logging.getLogger(__name__)
+
+
+BWRAP: str | None = None
+"""Path of bwrap; None means look it up on PATH (and /usr/bin)."""
+
+
+_registry: Registry | None = None
+_cgroups: tuple[CgroupRoot | None, str] | None = None
+
+
+def process_registry() -> Registry:
+    """This process's run directory registry (uid leases, bot records), made anew after a fork."""
+    global _registry
+    if _registry is None or _registry.pid != os.getpid():
+        _registry = Registry()
+        if _registry.report:
+            log.warning("cleaned leftovers of a dead referee with our pid: %s", _registry.report)
+    return _registry
+
+
+def cgroup_root() -> tuple[CgroupRoot | None, str]:
+    """Where this process may create bot cgroups (None if nowhere) and a note saying why."""
+    global _cgroups
+    if _cgroups is None:
+        _cgroups = detect_cgroups()
+    return _cgroups
+
+
+def find_bwrap() -> str | None:
+    """The bwrap binary to use: ``BWRAP`` if set (tests point it elsewhere), else the one on PATH."""
+    if BWRAP is not None:
+        return BWRAP if os.path.isfile(BWRAP) and os.access(BWRAP, os.X_OK) else None
+    return shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin")
+
+
+def drops_uid(run_as: int | str | None) -> bool:
+    """Whether ``run_as`` gives the bot a uid other than the referee's."""
+    return isinstance(run_as, int) or (run_as == "auto" and os.geteuid() == 0)
+
+
+def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None) -> str:
+    """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
+    private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
+    if sandbox:
+        parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
+                 "only the system, its own directory and the arena package visible"]
+    elif namespaces:
+        parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
+                 "/proc shows only its own processes",
+                 "only the system, its own directory and the arena package visible"]
+    else:
+        parts = ["no containment: " + who, "sees what that uid may read, network open"]
+    if cgroup:
+        parts.append(f"cgroup {cgroup}")
+    return ", ".join(parts)
+
+
+def cleanup_stale() -> StaleReport:
+    """Kill what a previous referee left behind when it died without aclose()
+    (kill -9, OOM, power cut of the VM but not of /run...): its bots and their
+    descendants, cgroups, temp dirs and bot uids.  Referees that are still
+    running (their lock is held) are left alone.  Call when a tournament
+    starts or resumes; returns what was cleaned, for the log."""
+    registry = process_registry()
+    report = registry.cleanup_stale(cgroup_root()[0])
+    if report:
+        log.warning("cleaned up after a dead referee: %s", report)
+    return report

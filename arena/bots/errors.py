@@ -1,0 +1,120 @@
+"""How a bot process misbehaves, one exception class each, and why one could not be started.
+
+``reason`` on each class is a stable short string for logs and results tables;
+:func:`arena.referee.driver.as_fault` turns these into the referee's faults.
+"""
+
+from __future__ import annotations
+
+import signal
+
+
+class BotError(Exception):
+    """The bot misbehaved.  ``reason`` is a stable short string for logs and
+    results tables; the message is for humans."""
+
+    reason = "bot_error"
+
+
+class BotTimeout(BotError):
+    reason = "timeout"
+
+    def __init__(self, timeout: float, during: str = "receive"):
+        super().__init__(f"no complete line within {timeout:g}s" if during == "receive"
+                         else f"bot did not read its input within {timeout:g}s")
+        self.timeout = timeout
+        self.during = during
+
+
+class BotExited(BotError):
+    """The bot's main process is gone.  ``returncode`` is its exit status (None
+    if killed by a signal), ``signal`` the killing signal (None if it exited).
+    In sandbox mode bwrap reports a signal death as status 128+N; then both
+    are set (e.g. 139 and 11)."""
+
+    reason = "crash"
+
+    def __init__(self, returncode: int | None, signal_: int | None, detail: str = ""):
+        if signal_ is not None:
+            try:
+                what = f"killed by {signal.Signals(signal_).name}"
+            except ValueError:
+                what = f"killed by signal {signal_}"
+        elif returncode is not None:
+            what = f"exited with status {returncode}"
+        else:
+            what = "exited (status unknown)"
+        super().__init__(f"bot {what}{': ' + detail if detail else ''}")
+        self.returncode = returncode
+        self.signal = signal_
+
+
+class CpuLimitExceeded(BotExited):
+    reason = "cpu_limit"
+
+    @classmethod
+    def over_allowance(cls, used: float, allowed: float) -> CpuLimitExceeded:
+        """The bot is still running but has used more CPU this game than it may."""
+        exc = cls(None, None)
+        exc.args = (f"bot used {used:.2f} s of CPU this game, over its allowance of {allowed:.2f} s",)
+        return exc
+
+
+class MemoryLimitExceeded(BotExited):
+    reason = "memory_limit"
+
+
+class LineTooLong(BotError):
+    """A line exceeded Limits.max_line_bytes.  Sticky: the output stream is
+    not resynchronised, every later receive raises this again."""
+
+    reason = "line_too_long"
+
+    def __init__(self, limit: int):
+        super().__init__(f"line longer than {limit} bytes")
+        self.limit = limit
+
+
+class NotUtf8(BotError):
+    """One line was not valid UTF-8 (the line is consumed; the next one may be fine)."""
+
+    reason = "bad_encoding"
+
+    def __init__(self, raw: bytes, error: UnicodeDecodeError):
+        super().__init__(f"line is not UTF-8 ({error.reason} at byte {error.start}): {raw[:60]!r}")
+        self.raw_prefix = raw[:200]
+
+
+class OutputLimitExceeded(BotError):
+    """Total stdout exceeded Limits.max_output_bytes (sticky)."""
+
+    reason = "output_limit"
+
+
+class BotClosedInput(BotError):
+    """The bot closed its stdin but is still running."""
+
+    reason = "closed_input"
+
+
+class BotClosedOutput(BotError):
+    """The bot closed its stdout but is still running."""
+
+    reason = "closed_output"
+
+
+class BadJson(BotError):
+    reason = "bad_json"
+
+    def __init__(self, line: str, error: ValueError):
+        super().__init__(f"not JSON ({error}): {line[:80]!r}")
+        self.line = line
+
+
+class BotStartError(Exception):
+    """The referee could not start the bot (missing command, bad directory,
+    permissions, no cgroups when required...).  Not the bot's fault."""
+
+
+class SandboxUnavailable(BotStartError):
+    """bwrap is missing or cannot create namespaces on this machine."""

@@ -1,0 +1,72 @@
+"""What a contained bot sees of the filesystem, the same under bubblewrap and the namespace root:
+the system read-only, its own directory, the extra read-only paths, and nothing else of the host.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+
+SANDBOX_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_DIRS = ("/usr", "/etc")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def contained_view(cwd: Path, ro_binds: Iterable[Path] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """What a contained bot sees of the host: symlinks as (target, path), then read-only binds
+    of the system, then read-only binds of the bot (mounted after the private /tmp, so a bot
+    directory under /tmp stays visible).
+
+    The system (/usr, /etc and the /bin, /lib... directories or their links), the bot's own
+    directory and ``ro_binds``; nothing else of the host (no checkout, no store, no other bot,
+    no /home or /root).  Both containments (bubblewrap and the namespace root) build this view.
+    """
+    links: list[tuple[str, str]] = []
+    binds = list(SYSTEM_DIRS)
+    for d in SANDBOX_ROOT_DIRS:
+        if os.path.islink(d):
+            links.append((os.readlink(d), d))
+        elif os.path.isdir(d):
+            binds.append(d)
+    own = []
+    for p in [cwd, *ro_binds]:
+        if str(p) not in binds and str(p) not in own:
+            own.append(str(p))
+    return links, binds, own
+
+
+def world_writable_dirs() -> list[str]:
+    """Host directories any uid may write (sticky temp dirs): what a bot could use to leave a
+    file for its next process if it could see them.  Contained bots get private ones."""
+    out = []
+    for d in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue"):
+        try:
+            real = os.path.realpath(d)
+            if os.stat(real).st_mode & 0o002 and real not in out:
+                out.append(real)
+        except OSError:
+            pass
+    return out
+
+
+def unsuitable_sandbox_dir(cwd: Path) -> str | None:
+    """Why ``cwd`` cannot be a sandboxed bot's directory, or None.  It is bound
+    into the sandbox as is, so it must be a directory of its own: "/" would
+    expose the whole host, and a system directory would hide the sandbox's
+    own /tmp, /proc or /dev."""
+    cwd = Path(os.path.realpath(cwd))
+    special = {Path(p) for p in ("/", "/tmp", "/proc", "/dev", "/usr", "/etc", "/run", "/sys",
+                                 *SANDBOX_ROOT_DIRS)}
+    if cwd in special:
+        return "is a system directory; give the bot a directory of its own"
+    return None
+
+
+def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path]) -> bool:
+    """Whether ``path`` lies inside what :func:`contained_view` shows a bot."""
+    real = Path(os.path.realpath(path))
+    _, system, own = contained_view(Path(os.path.realpath(cwd)), [Path(os.path.realpath(p)) for p in ro_binds])
+    roots = [Path(b) for b in system + own]
+    return any(real == r or r in real.parents for r in roots)

@@ -1,0 +1,114 @@
+"""Containment without bubblewrap, for a root referee: the namespaces and the root directory
+a bot's forked child enters before it drops to its private uid (:class:`NamespaceRoot`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from .filesystem import DEVICES, contained_view
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+
+_mount = _libc.mount
+_mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_mount.restype = ctypes.c_int
+_unshare = _libc.unshare
+_unshare.argtypes = [ctypes.c_int]
+_unshare.restype = ctypes.c_int
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+@dataclass(frozen=True)
+class NamespaceRoot:
+    """The containment used where bubblewrap is not: new mount, network, IPC and UTS
+    namespaces entered by the forked child while it is still root, with a root directory
+    built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
+    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes, and a /proc that shows only
+    the bot's own uid (``hidepid=2``).  The child then drops to the bot's private uid, which
+    cannot undo any of it.  Every writable place is a tmpfs of this mount namespace, so it
+    vanishes with the bot's last process.
+
+    Everything is computed in the parent; :meth:`enter` runs in the child between fork and
+    exec and only makes system calls.
+    """
+
+    mountpoint: str  # an empty host directory to build the new root on (only this child sees it)
+    cwd: str
+    links: tuple[tuple[str, str], ...]
+    system: tuple[str, ...]
+    own: tuple[str, ...]
+    uid: int
+    tmp_bytes: int
+    writable_cwd: bool = False  # a contained build writes its products into (a copy of) its directory
+
+    @classmethod
+    def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int,
+             writable_cwd: bool = False) -> NamespaceRoot:
+        links, system, own = contained_view(cwd, ro_binds)
+        return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
+                   writable_cwd)
+
+    def enter(self) -> None:
+        _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        # Nothing mounted from here on propagates back to the host.
+        _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        root = self.mountpoint
+        _check(_mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "root tmpfs")
+        for target, link in self.links:
+            os.symlink(target, root + link)
+        for path in self.system:
+            self._bind(path, root + path, MS_NOSUID | MS_NODEV)
+        os.makedirs(root + "/dev", exist_ok=True)
+        for dev in DEVICES:
+            if os.path.exists(dev):
+                self._bind(dev, root + dev, MS_NOSUID)
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+            os.symlink(target, f"{root}/dev/{name}")
+        private = f"mode=0700,uid={self.uid},gid={self.uid},size={self.tmp_bytes}".encode()
+        for d in ("/tmp", "/dev/shm"):
+            os.makedirs(root + d, exist_ok=True)
+            _check(_mount(b"tmpfs", (root + d).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, private), f"tmpfs {d}")
+        os.makedirs(root + "/var", exist_ok=True)
+        os.symlink("/tmp", root + "/var/tmp")
+        for path in self.own:
+            self._bind(path, root + path, MS_NOSUID | MS_NODEV,
+                       read_only=not (self.writable_cwd and path == self.cwd))
+        os.mkdir(root + "/proc")
+        _check(_mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      b"hidepid=2"), "proc")
+        _check(_mount(None, root.encode(), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+               "read-only root")
+        os.chdir(root)
+        os.chroot(".")
+        os.chdir(self.cwd)
+
+    @staticmethod
+    def _bind(src: str, dst: str, flags: int, read_only: bool = True) -> None:
+        if os.path.isdir(src):
+            os.makedirs(dst, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o600))
+        _check(_mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
+        _check(_mount(None, dst.encode(), None, MS_BIND | MS_REMOUNT | (MS_RDONLY if read_only else 0) | flags,
+                      None), f"{'read-only' if read_only else 'remount'} {src}")

@@ -1,0 +1,100 @@
+"""Can this machine contain bots? One probe per containment, run once per process and cached.
+
+Each starts ``/usr/bin/true`` through the normal machinery, so its leftovers are reaped like
+any bot's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
+from .errors import BotError, BotExited, BotStartError
+from .limits import Limits
+from .spawn import spawn_bot
+
+
+_bwrap_checked: dict[tuple[str, bool], str | None] = {}
+_namespaces_checked: dict[bool, str | None] = {}
+
+
+async def namespaces_problem() -> str | None:
+    """None if this referee can contain bots without bubblewrap (private uid, new mount,
+    network, IPC and UTS namespaces, a root of its own; see namespaces.NamespaceRoot), else why not.
+    Needs root; tried once with ``/usr/bin/true``."""
+    if os.geteuid() != 0:
+        return "needs a root referee (private uids and mount namespaces)"
+    if True not in _namespaces_checked:
+        problem = None
+        try:
+            bot = await spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=False,
+                                  namespaces=True, extra_env=None, run_as="auto", cgroup=False,
+                                  ro_binds=(), bwrap=None)
+        except BotStartError as exc:
+            problem = str(exc)
+        else:
+            async with bot:
+                try:
+                    await bot.receive_line(20)
+                    problem = "namespace probe printed output"
+                except BotExited as exc:
+                    if exc.returncode != 0:
+                        problem = f"namespace probe failed: {exc}"
+                except BotError as exc:
+                    problem = f"namespace probe failed: {exc}"
+        _namespaces_checked[True] = problem
+    return _namespaces_checked[True]
+
+
+async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
+    """None if bwrap can build our sandbox here (as the bots' uid), else why not.
+
+    Starts one sandboxed ``/usr/bin/true`` through the normal machinery (so its
+    leftovers are reaped like any bot's) and caches the answer per bwrap path
+    and uid mode."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bwrap not found (Debian/Ubuntu package: bubblewrap)"
+    key = (bwrap, drops_uid(run_as))
+    if key not in _bwrap_checked:
+        problem = None
+        try:
+            bot = await spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=True,
+                                  namespaces=False, extra_env=None, run_as=run_as, cgroup=False,
+                                  ro_binds=(), bwrap=bwrap)
+        except BotStartError as exc:
+            problem = f"cannot run {bwrap}: {exc}"
+        else:
+            async with bot:
+                try:
+                    await bot.receive_line(20)
+                    problem = "bwrap probe printed output"
+                except BotExited as exc:
+                    if exc.returncode != 0:
+                        err = " ".join(bot.take_stderr()).strip()[:300]
+                        problem = (
+                            f"bwrap cannot create its sandbox here (exit {exc.returncode}): {err}"
+                            " (are unprivileged user namespaces disabled? see"
+                            " user.max_user_namespaces, kernel.unprivileged_userns_clone,"
+                            " kernel.apparmor_restrict_unprivileged_userns)")
+                except BotError as exc:
+                    problem = f"bwrap probe failed: {exc}"
+        _bwrap_checked[key] = problem
+    return _bwrap_checked[key]
+
+
+async def capabilities() -> dict[str, Any]:
+    """What containment this machine offers, for logs and docs."""
+    root, note = cgroup_root()
+    return {
+        "root": os.geteuid() == 0,
+        "private_uids": os.geteuid() == 0,
+        "cgroup": root.describe() if root else None,
+        "cgroup_note": note,
+        "subreaper": process_registry().subreaper,
+        "bwrap": await sandbox_problem() or "ok",
+        "namespaces": await namespaces_problem() or "ok",
+        "pidfd": hasattr(os, "pidfd_open"),
+    }

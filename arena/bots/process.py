@@ -1,0 +1,576 @@
+"""One running bot: talking to it over its pipes, watching its clock and CPU, and killing it.
+
+A :class:`BotProcess` owns its bot's whole life after the fork: bounded reads of its output
+(:mod:`.reader`), stderr drained in the background, its CPU this game, and a teardown that
+leaves no process, zombie, cgroup or temp dir behind whatever the bot did. No game logic
+lives here. Typical use from a referee (inside ``trio.run``)::
+
+    async with await start_bot(["python3", "bot.py"], bot_dir, limits=Limits()) as bot:
+        await bot.send_line(json.dumps(hello))
+        reply = await bot.receive_line(timeout=1.0)   # raises a BotError subclass
+        log_turn(reply, bot.take_stderr())
+
+Everything is bound to the trio run that started the bot: call ``aclose`` (or leave the
+``async with``) before that run ends. docs/SANDBOX.md lists what is enforced where.
+
+Over 500 lines because one bot's life (talk, watch its CPU and pipes, kill and reap) shares
+one object's state; the readers (:mod:`.reader`), the errors (:mod:`.errors`) and the
+fork (:mod:`.spawn`) are already their own modules.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .cgroups import BotCgroup
+from .errors import (BadJson, BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
+                     CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8)
+from .limits import Limits
+from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
+                    scan_procs, still_present)
+from .reader import READ_CHUNK, LineReader, StderrBuffer
+from .uids import Registry, UidLease, pids_of_uid
+
+
+log = logging.getLogger(__name__)
+
+
+KILL_DEADLINE = 5.0  # seconds aclose() keeps killing before giving up (and logging)
+EXIT_GRACE = 1.0  # how long EOF on stdout may precede the exit of the process
+STDERR_GRACE = 0.5  # how long to wait for the last stderr bytes of a dead bot
+SHUTDOWN_GRACE = 2.0
+"""Seconds a bot has to exit by itself after ``shutdown`` (its stdin is closed too) before it
+is killed: time to write its statistics or a last log line (protocol/PROTOCOL.md)."""
+WATCH_S = 0.25
+"""While waiting for a reply, the referee looks this often at the bot's CPU use this game and,
+under bubblewrap, at whether any bot process still holds its stdin and stdout."""
+CPU_CHECK_S = 0.2  # after a reply, the game's CPU is measured at most this often
+ENV_TOKEN = "PALACE_ARENA_BOT"
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """Peak memory and CPU of the whole bot where the source allows it.
+
+    ``source`` says where the numbers come from: "cgroup-v1"/"cgroup-v2"
+    (whole bot; v1 memory includes page cache it caused), "rusage" (the main
+    process and the descendants it reaped, after exit), or "proc" (live
+    processes only, peak = largest single VmHWM)."""
+
+    peak_memory_bytes: int | None
+    cpu_seconds: float | None
+    source: str
+
+
+class BotProcess:
+    """A running bot.  Create with :func:`start_bot`; always ``aclose()``."""
+
+    def __init__(self, *, popen: subprocess.Popen, fds: tuple[int, int, int], name: str,
+                 command: list[str], limits: Limits, cgroup: BotCgroup | None,
+                 uid: int | None, uid_lease: UidLease | None, home: Path | None,
+                 sandboxed: bool, token: str, start: int, registry: Registry,
+                 containment: str = ""):
+        self.pid = popen.pid
+        self.name = name
+        self.command = command
+        self.limits = limits
+        self.cgroup = cgroup
+        self.uid = uid
+        self.home = home
+        self.sandboxed = sandboxed
+        self.containment = containment  # what contains it, in words (see Launcher.describe)
+        self._popen = popen
+        self._sandbox_init: int | None = None  # host pid of bwrap's init inside the sandbox
+        # Per-game CPU accounting (begin_game); without a game the whole life counts as one.
+        self._game_clock: tuple[float, float] | None = None  # (move_s, bank_s)
+        self._game_cpu0 = 0.0
+        self._game_decisions = 0
+        self._cpu_checked_at = -1e9
+        self._stdin_checked_at = -1e9
+        self._replies = 0  # lines received over the process's life
+        self._uid_lease = uid_lease
+        self._registry = registry
+        self._stdin = trio.lowlevel.FdStream(fds[0])
+        self._stdout = trio.lowlevel.FdStream(fds[1])
+        self._stderr = trio.lowlevel.FdStream(fds[2])
+        self._reader = LineReader(self._stdout, limits.max_line_bytes, limits.max_output_bytes)
+        self._stderr_buf = StderrBuffer(limits.stderr_cap_bytes)
+        self._stderr_done = trio.Event()
+        self._stderr_scope = trio.CancelScope()
+        self._stdin_error: BotError | None = None
+        self._sending = False  # a slow (waiting) write is under way: later lines queue behind it
+        # (exit code, signal) once the main process has exited.  It is *not*
+        # reaped until aclose(): while it is an unreaped zombie its pid, and so
+        # the session and group ids of everything it forked, cannot be recycled.
+        self._exit: tuple[int | None, int | None] | None = None
+        self._reaped = False
+        self._rusage: resource.struct_rusage | None = None
+        self._wait_lock = trio.Lock()
+        self._closed = False
+        self._final_usage: ResourceUsage | None = None
+        try:
+            self._pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        self._attribution = Attribution(
+            pid=self.pid, start=start,
+            uid=uid if uid_lease is not None else None,
+            token=f"{ENV_TOKEN}={token}".encode(),
+            cgroup_pids=cgroup.pids if cgroup is not None else None,
+        )
+        trio.lowlevel.spawn_system_task(self._drain_stderr, name=f"stderr of {name}")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("exited" if self._exit is not None else "running")
+        return f"<BotProcess {self.name} pid={self.pid} uid={self.uid} {state}>"
+
+    # -- talking ---------------------------------------------------------
+
+    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+        """Write one line (a newline is appended).
+
+        Raises BotExited if the bot is gone, BotClosedInput if it closed its
+        stdin but lives on, BotTimeout if it does not read for ``timeout``
+        seconds (its pipe stays full).  After any of these, stdin is unusable.
+        """
+        if "\n" in text or "\r" in text:
+            raise ValueError("a protocol line must not contain newlines")
+        if self._stdin_error is not None:
+            raise self._stdin_error
+        if self.sandboxed:
+            self._check_stdin()
+        data = text.encode("utf-8") + b"\n"
+        written = 0
+        if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
+            try:
+                written = os.write(self._stdin.fileno(), data)
+            except OSError:  # full, broken or closed: the slow path below waits or names it
+                pass
+            if written == len(data):
+                return
+            data = data[written:]
+        self._sending = True
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await self._stdin.send_all(data)
+            except trio.BrokenResourceError:
+                if await self._wait_exit(0.2):
+                    self._stdin_error = await self._exited_error()
+                else:
+                    self._stdin_error = BotClosedInput("bot closed its stdin")
+                raise self._stdin_error from None
+            finally:
+                self._sending = False
+        if scope.cancelled_caught:
+            self._stdin_error = BotTimeout(timeout, during="send")
+            raise self._stdin_error
+
+    async def receive_line(self, timeout: float) -> str:
+        """The next line from the bot's stdout, without its newline.
+
+        Raises BotTimeout (no full line in time; a late line is still returned
+        by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
+        BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
+        """
+        deadline = trio.current_time() + timeout
+        while True:  # in slices of WATCH_S: a fast reply never sees more than the first
+            with trio.move_on_at(min(deadline, trio.current_time() + WATCH_S)) as scope:
+                raw = await self._reader.read_line()
+            if not scope.cancelled_caught:
+                break
+            if trio.current_time() >= deadline:
+                if await self._wait_exit(0):  # dead, but a descendant holds stdout open
+                    raise await self._exited_error()
+                raise BotTimeout(timeout)
+            self._check_cpu(force=True)
+            if self.sandboxed:  # bwrap holds copies of both pipes: no EOF, no EPIPE ever comes
+                if self._pipe_abandoned(self._stdout):
+                    raise BotClosedOutput("bot closed its stdout")
+                self._check_stdin(force=True)
+        if raw is None:
+            left = deadline - trio.current_time()
+            if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
+                raise await self._exited_error()
+            raise BotClosedOutput("bot closed its stdout")
+        self._replies += 1
+        if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
+            self._stdin_checked_at = -1e9
+        self._game_decisions += 1
+        self._check_cpu()
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotUtf8(raw, exc) from None
+
+    async def receive_json(self, timeout: float) -> Any:
+        """receive_line + json.loads; BadJson if the line is not JSON."""
+        line = await self.receive_line(timeout)
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise BadJson(line, exc) from None
+
+    async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
+        """For a command that is no bot (a contained build): close its stdin, collect its stdout
+        and stderr lines until it exits, at most ``timeout`` seconds. Returns its exit status
+        (None if it did not exit in time or its status was lost) and its output; the caller
+        still ``aclose()``s it, which kills whatever it left running."""
+        await self._stdin.aclose()
+        lines: list[str] = []
+        deadline = trio.current_time() + timeout
+        while trio.current_time() < deadline:
+            try:
+                lines.append(await self.receive_line(deadline - trio.current_time()))
+            except (NotUtf8, LineTooLong):
+                continue
+            except BotExited:
+                break
+            except BotError:  # stdout closed or over its limit, or out of time: wait for the exit
+                await self._wait_exit(max(deadline - trio.current_time(), 0))
+                break
+        with trio.move_on_after(STDERR_GRACE):
+            await self._stderr_done.wait()
+        return self.returncode, lines + self.take_stderr()
+
+    # -- per-game CPU and stdout watch -------------------------------------
+
+    def begin_game(self, move_s: float, bank_s: float) -> None:
+        """A new game starts for this process: its CPU is counted from now, against
+        ``Limits.game_cpu_allowance`` under this clock (called by the referee before ``start``)."""
+        self._game_clock = (move_s, bank_s)
+        self._game_decisions = 0
+        self._game_cpu0 = self._cpu_now() or 0.0
+        self._cpu_checked_at = trio.current_time()
+
+    def game_cpu_seconds(self) -> float | None:
+        """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
+        now = self._cpu_now()
+        return None if now is None else now - self._game_cpu0
+
+    def _check_cpu(self, force: bool = False) -> None:
+        """CpuLimitExceeded if the bot has used more CPU this game than it may.  Measured at
+        most every CPU_CHECK_S unless ``force``d (a cgroup read is cheap, a /proc scan is not)."""
+        if self._game_clock is None and self.limits.cpu_seconds is None:
+            return
+        now = trio.current_time()
+        if not force and now - self._cpu_checked_at < CPU_CHECK_S:
+            return
+        self._cpu_checked_at = now
+        used = self.game_cpu_seconds()
+        if used is None:
+            return
+        move_s, bank_s = self._game_clock or (0.0, 0.0)
+        allowed = self.limits.game_cpu_allowance(move_s, bank_s, self._game_decisions)
+        if used > allowed:
+            raise CpuLimitExceeded.over_allowance(used, allowed)
+
+    def _live_pids(self) -> set[int]:
+        """Every live process of the bot, as cheaply as the bot's containment allows."""
+        if self.cgroup is not None:
+            pids = self.cgroup.pids()
+            if pids or self.cgroup.has_pids:
+                return pids
+        if self._uid_lease is not None:
+            return set(pids_of_uid(self.uid))
+        table = scan_procs()
+        return {p for p in self._attribution.members(table, os.getpid()) if table[p].state != "Z"}
+
+    def _cpu_now(self) -> float | None:
+        if self.cgroup is not None:
+            cpu = self.cgroup.cpu_seconds()
+            if cpu is not None:
+                return cpu
+        ticks = 0
+        for pid in self._live_pids():
+            info = read_proc(pid)
+            if info is not None:
+                ticks += info.cpu_ticks
+        return ticks / CLK_TCK
+
+    def _check_stdin(self, force: bool = False) -> None:
+        """BotClosedInput if no bot process holds its stdin any more (under bubblewrap, where
+        writes never fail); looked at most every WATCH_S unless ``force``d."""
+        now = trio.current_time()
+        if self._stdin_error is None and (force or now - self._stdin_checked_at >= WATCH_S):
+            self._stdin_checked_at = now
+            if self._pipe_abandoned(self._stdin):
+                self._stdin_error = BotClosedInput("bot closed its stdin")
+        if self._stdin_error is not None:
+            raise self._stdin_error
+
+    def _pipe_abandoned(self, stream: trio.lowlevel.FdStream) -> bool:
+        """Under bubblewrap the outer bwrap and its init keep copies of the bot's stdin and
+        stdout, so the referee never sees EOF (or EPIPE) when the bot closes one: True when
+        some bot process runs but none of them, helpers aside, holds that pipe any more."""
+        try:
+            pipe = f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
+        except OSError:
+            return False
+        helpers = {self.pid, self._sandbox_init}
+        others = self._live_pids() - helpers
+        if not others:
+            return False  # not started yet, or gone (then the exit is reported instead)
+        for pid in others:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                return False  # cannot tell: do not guess
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == pipe:
+                        return False
+                except OSError:
+                    continue
+        return True
+
+    def take_stderr(self) -> list[str]:
+        """stderr lines received since the last call (kept ones only; see
+        ``stderr_dropped_bytes``)."""
+        return self._stderr_buf.take()
+
+    @property
+    def stderr_dropped_bytes(self) -> int:
+        """stderr bytes read past Limits.stderr_cap_bytes and thrown away."""
+        return self._stderr_buf.dropped
+
+    @property
+    def returncode(self) -> int | None:
+        """subprocess-style status of the main process (negative = signal), or
+        None while it runs."""
+        if self._exit is None or self._exit == (None, None):
+            return None
+        code, sig = self._exit
+        return -sig if sig is not None else code
+
+    # -- exit handling ---------------------------------------------------
+
+    def _poll_exit(self) -> bool:
+        """Record the exit status if the main process has exited (WNOWAIT: it
+        stays a zombie until _reap)."""
+        if self._exit is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # somebody else reaped it: status lost
+            self._exit, self._reaped = (None, None), True
+            return True
+        if info is None or info.si_pid == 0:
+            return False
+        if info.si_code == os.CLD_EXITED:
+            self._exit = (info.si_status, None)
+        else:
+            self._exit = (None, info.si_status)
+        return True
+
+    def _reap(self) -> None:
+        """Collect the zombie main process and its rusage (last step of aclose)."""
+        if self._reaped:
+            return
+        try:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status, rusage = self.pid, -1, None
+        if pid == 0:
+            return
+        self._reaped, self._rusage = True, rusage
+        if self._exit is None and status >= 0:
+            code = os.waitstatus_to_exitcode(status)
+            self._exit = (None, -code) if code < 0 else (code, None)
+        # Tell Popen so it neither waits again nor warns that it is "still running".
+        self._popen.returncode = self.returncode if self.returncode is not None else -1
+        if self._pidfd is not None:
+            trio.lowlevel.notify_closing(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    async def _wait_exit(self, timeout: float) -> bool:
+        """True once the main process has exited, waiting up to ``timeout``."""
+        if self._poll_exit():
+            return True
+        async with self._wait_lock:
+            with trio.move_on_after(timeout):
+                while not self._poll_exit():
+                    if self._pidfd is not None:
+                        try:
+                            await trio.lowlevel.wait_readable(self._pidfd)
+                        except trio.ClosedResourceError:  # aclose() reaped it meanwhile
+                            break
+                    else:
+                        await trio.sleep(0.005)
+        return self._exit is not None
+
+    async def _exited_error(self) -> BotExited:
+        """The right BotExited for the exited main process.  Waits briefly for
+        the end of stderr so a dying bot's traceback is in take_stderr()."""
+        with trio.move_on_after(STDERR_GRACE):
+            await self._stderr_done.wait()
+        if self._exit is None or self._exit == (None, None):
+            return BotExited(None, None, "exit status lost")
+        code, sig = self._exit
+        if self.sandboxed and code is not None and 128 < code <= 128 + 64:
+            sig = code - 128  # bwrap's convention for a child killed by a signal
+        usage = self._measure()
+        if sig == signal.SIGXCPU or (
+            sig == signal.SIGKILL and usage.cpu_seconds is not None
+            and usage.cpu_seconds >= self.limits.process_cpu_seconds
+        ):
+            return CpuLimitExceeded(code, sig, f"CPU limit of {self.limits.process_cpu_seconds}s per process")
+        if sig == signal.SIGKILL and self.cgroup is not None and self.cgroup.oom_kills():
+            return MemoryLimitExceeded(code, sig, f"memory limit of {self.limits.memory_mb} MB")
+        return BotExited(code, sig)
+
+    async def _drain_stderr(self) -> None:
+        with self._stderr_scope:
+            try:
+                while True:
+                    data = await self._stderr.receive_some(READ_CHUNK)
+                    if not data:
+                        break
+                    self._stderr_buf.feed(data)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                pass
+            finally:
+                self._stderr_buf.finish()
+                self._stderr_done.set()
+
+    # -- usage -------------------------------------------------------------
+
+    def resource_usage(self) -> ResourceUsage:
+        """Peak memory and CPU seconds used so far (final after aclose)."""
+        return self._final_usage or self._measure()
+
+    def _measure(self) -> ResourceUsage:
+        peak = cpu = None
+        source = ""
+        if self.cgroup is not None:
+            peak, cpu = self.cgroup.peak_memory(), self.cgroup.cpu_seconds()
+            source = f"cgroup-{self.cgroup.root.kind}"
+        if peak is not None and cpu is not None:
+            return ResourceUsage(peak, cpu, source)
+        if self._rusage is not None:
+            peak = peak if peak is not None else self._rusage.ru_maxrss * 1024
+            cpu = cpu if cpu is not None else self._rusage.ru_utime + self._rusage.ru_stime
+            return ResourceUsage(peak, cpu, source or "rusage")
+        table = scan_procs()
+        members = self._attribution.members(table, os.getpid())
+        if peak is None:
+            peaks = [p for p in map(proc_peak_rss, members) if p is not None]
+            peak = max(peaks) if peaks else None
+        if cpu is None:
+            cpu = sum(table[p].cpu_ticks for p in members if p in table) / CLK_TCK
+        return ResourceUsage(peak, cpu, source or "proc")
+
+    # -- teardown ----------------------------------------------------------
+
+    async def __aenter__(self) -> BotProcess:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def close_gracefully(self) -> None:
+        """After ``shutdown``: close stdin, give the bot SHUTDOWN_GRACE seconds to exit by
+        itself, then kill whatever is left (see :meth:`aclose`)."""
+        await self.aclose(grace=SHUTDOWN_GRACE)
+
+    async def aclose(self, grace: float = 0.0) -> None:
+        """Kill the bot and everything it started, reap it all, free its cgroup,
+        uid and temp dir.  Idempotent and shielded from cancellation.
+
+        With ``grace`` > 0 the bot first gets its stdin closed and that long
+        to exit by itself (for a clean "game over"); then SIGKILL regardless.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            if grace > 0 and self._exit is None:
+                await self._stdin.aclose()
+                await self._wait_exit(grace)
+            clean = await self._kill_everything()
+            with trio.move_on_after(STDERR_GRACE):
+                await self._stderr_done.wait()
+            self._stderr_scope.cancel()
+            await self._stderr_done.wait()
+            for stream in (self._stdin, self._stdout, self._stderr):
+                await stream.aclose()
+            self._reap()
+            self._final_usage = self._measure()
+            cgroup_gone = self.cgroup.remove() if self.cgroup is not None else True
+            if self.home is not None:
+                shutil.rmtree(self.home, ignore_errors=True)
+            if self._uid_lease is not None:
+                self._registry.release_uid(self._uid_lease)
+            if clean and cgroup_gone:
+                self._registry.drop_record(self.name)
+            else:
+                log.warning("%r: processes survived %.0fs of SIGKILL; left for cleanup_stale()",
+                            self, KILL_DEADLINE)
+
+    async def _kill_everything(self) -> bool:
+        """SIGKILL and reap every process of the bot until none is left."""
+        me = os.getpid()
+        deadline = trio.current_time() + KILL_DEADLINE
+        while True:
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            try:  # safe: the leader is not reaped yet, so its pgid is still ours
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            table = self._process_table()
+            members = self._attribution.members(table, me)
+            kill_pids(members)
+            await self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
+            for pid in members:
+                if pid != self.pid and pid in table and table[pid].ppid == me:
+                    reap_if_child(pid)  # orphans the subreaper inherited
+            # Judge by a fresh scan: a member may have forked after the first one.
+            table = self._process_table()
+            left = still_present(self._attribution.members(table, me), table, me)
+            left.discard(self.pid)  # the leader's zombie is reaped last, by aclose
+            if self._exit is not None and not left:
+                return True
+            if trio.current_time() > deadline:
+                return False
+            await trio.sleep(0.002)
+
+    def _process_table(self) -> dict[int, ProcInfo]:
+        """The processes that may be the bot's.  With a uid of its own, every one of them runs
+        under it (no bot process can change uid), so a stat per /proc entry and a read per
+        bot process replace reading every process's stat file (9 ms on a busy machine)."""
+        if self._uid_lease is None:
+            return scan_procs()
+        table = {}
+        for pid in pids_of_uid(self.uid):
+            info = read_proc(pid)
+            if info is not None:
+                table[pid] = info
+        return table
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(f"{self!r} was never closed; killing it without reaping",
+                      ResourceWarning, stacklevel=1)
+        try:
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            if not self._reaped:
+                os.killpg(self.pid, signal.SIGKILL)
+        except Exception:
+            pass

@@ -1,0 +1,220 @@
+"""The bot's processes as the kernel shows them: prctl, /proc scans, which processes are
+whose (:class:`Attribution`), and killing and reaping them.
+
+Mechanism only, synchronous and cheap (a few syscalls or one /proc scan); which bot gets
+what is decided by :mod:`arena.bots.spawn` and :mod:`arena.bots.process`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_prctl.restype = ctypes.c_int
+
+
+def prctl(option: int, arg: int = 0) -> int:
+    """Raw prctl(2); returns 0 or -1 (errno is not raised: this also runs in
+    the forked child, where raising is pointless)."""
+    return _prctl(option, arg, 0, 0, 0)
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants.
+
+    A bot that double-forks (setsid + fork, the classic daemon dance) would
+    otherwise hand its grandchild to init, out of our sight.  As a subreaper we
+    become its parent, can find it through /proc and must reap it ourselves.
+    """
+    return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    uid: int
+    state: str
+    start: int  # clock ticks since boot; (pid, start) identifies a process
+    cpu_ticks: int  # utime + stime, plus those of its reaped children
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    """One /proc/<pid>/stat, or None if the process is gone."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    if not raw:
+        return None
+    # comm may contain spaces and parentheses: split at the *last* ')'.
+    rest = raw[raw.rindex(b")") + 2:].split()
+    return ProcInfo(
+        pid=pid, ppid=int(rest[1]), pgid=int(rest[2]), sid=int(rest[3]), uid=uid,
+        state=rest[0].decode(), start=int(rest[19]), cpu_ticks=sum(map(int, rest[11:15])),
+    )
+
+
+def scan_procs() -> dict[int, ProcInfo]:
+    """Snapshot of every process visible in /proc (threads excluded)."""
+    table: dict[int, ProcInfo] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = read_proc(int(name))
+            if info is not None:
+                table[info.pid] = info
+    return table
+
+
+def proc_environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def proc_peak_rss(pid: int) -> int | None:
+    """VmHWM (peak resident set) of a live process, in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+@dataclass
+class Attribution:
+    """What identifies the processes of one bot.
+
+    Each clue covers a different escape: the cgroup and the private uid cover
+    everything (a process cannot leave either without privileges); session and
+    process group cover plain forks; the env token and the process tree cover
+    the double-fork-and-setsid case when neither cgroup nor uid is available
+    (the orphan is reparented to us, the subreaper, and still carries the env).
+    Every clue is checked against recycled pids, so a stranger is never a member.
+    Without cgroup or private uid, a descendant that both leaves the session
+    and scrubs its environment after its parent died cannot be found.
+    """
+
+    pid: int
+    start: int
+    uid: int | None = None  # only when the uid is exclusive to this bot
+    token: bytes | None = None  # b"NAME=value" entry of the bot's environment
+    cgroup_pids: Callable[[], set[int]] | None = None
+    extra: dict[int, int] = field(default_factory=dict)  # pid -> start, seen earlier
+
+    def members(self, table: dict[int, ProcInfo], referee_pid: int) -> set[int]:
+        found: set[int] = set()
+        if self.cgroup_pids is not None:
+            found |= {p for p in self.cgroup_pids() if p in table}
+        # Session and group ids are the leader's pid: trust them only while that
+        # pid is still the leader (same start time).  Once it is reaped the pid
+        # can be recycled by a stranger whose session would then match.
+        leader = table.get(self.pid)
+        leader_ok = leader is not None and leader.start == self.start
+        if leader_ok:
+            found.add(self.pid)
+        for info in table.values():
+            if info.pid in found:
+                continue
+            if self.uid is not None and info.uid == self.uid:
+                found.add(info.pid)
+            elif leader_ok and (info.sid == self.pid or info.pgid == self.pid):
+                found.add(info.pid)
+        # Seen in an earlier scan (same start time, so not a recycled pid).
+        found |= {p for p, t in self.extra.items() if p in table and table[p].start == t}
+        if self.token is not None and self.uid is None and self.cgroup_pids is None:
+            for info in table.values():
+                if (
+                    info.pid not in found and info.start >= self.start and info.state != "Z"
+                    and proc_environ_has(info.pid, self.token)
+                ):
+                    found.add(info.pid)
+        # Close over descendants: anything forked by a member is a member.
+        children: dict[int, list[int]] = {}
+        for info in table.values():
+            children.setdefault(info.ppid, []).append(info.pid)
+        stack = list(found)
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in found:
+                    found.add(child)
+                    stack.append(child)
+        found.discard(referee_pid)
+        found.discard(1)
+        self.extra = {p: table[p].start for p in found if p in table}
+        return found
+
+
+def kill_pids(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap_if_child(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
+    """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
+    names until nothing is left (reaping those that were reparented to us),
+    or until ``deadline`` (time.monotonic()).  Returns how many pids it hit."""
+    me = os.getpid()
+    seen: set[int] = set()
+    while time.monotonic() < deadline:
+        table = scan_procs()
+        pids = still_present(collect(table), table, me)
+        if not pids:
+            break
+        seen |= pids
+        kill_pids(pids)
+        for pid in pids:
+            if table[pid].ppid == me:
+                reap_if_child(pid)
+        time.sleep(0.002)
+    return len(seen)
+
+
+def still_present(pids: set[int], table: dict[int, ProcInfo], referee_pid: int) -> set[int]:
+    """Members that still need work: alive, or zombies we must reap ourselves.
+
+    A zombie whose parent is someone else is that parent's business (and the
+    parent, if it is ours, is being killed too; its zombies then come to us).
+    """
+    return {
+        p for p in pids
+        if p in table and (table[p].state != "Z" or table[p].ppid == referee_pid)
+    }

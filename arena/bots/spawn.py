@@ -1,0 +1,323 @@
+"""Forking a bot: its environment, uid, rlimits, cgroup and containment, from one long-lived thread.
+
+:func:`spawn_bot` does the work for :func:`arena.bots.start.start_bot` and for the probes that
+check a containment works here (:mod:`.probes`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import trio
+
+from .bwrap import bwrap_argv, read_bwrap_info
+from .cgroups import BotCgroup
+from .containment import cgroup_root, describe_containment, drops_uid, process_registry
+from .errors import BotStartError
+from .filesystem import sandbox_visible, unsuitable_sandbox_dir
+from .limits import Limits, MiB
+from .namespaces import NamespaceRoot
+from .process import ENV_TOKEN, BotProcess
+from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl, read_proc, scan_procs
+from .uids import UidLease, chown_tree, inaccessible_reason
+
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+_spawner: _SpawnThread | None = None
+
+
+class _SpawnThread:
+    """Forks every bot from one long-lived daemon thread.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so
+    the fork must come from a thread that lives as long as the referee:
+    trio.lowlevel.open_process forks from trio's worker threads, which retire
+    after 10 s idle and take their bots with them (verified on this machine).
+    A dedicated thread also keeps the event loop free while Popen waits for the
+    child to exec (10-20 ms with a cgroup v1 attach).
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="arena-bot-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, deliver = self._jobs.get()
+            try:
+                result = (fn(), None)
+            except BaseException as exc:  # delivered to the caller, not lost
+                result = (None, exc)
+            deliver(result)
+
+    async def run(self, fn):
+        token = trio.lowlevel.current_trio_token()
+        box: list = []
+        done = trio.Event()
+
+        def deliver(result) -> None:
+            def finish() -> None:
+                box.append(result)
+                done.set()
+            try:
+                token.run_sync_soon(finish)
+            except trio.RunFinishedError:  # nobody will ever own this process
+                if isinstance(result[0], subprocess.Popen):
+                    os.killpg(result[0].pid, signal.SIGKILL)
+                    result[0].wait()
+
+        self._jobs.put((fn, deliver))
+        with trio.CancelScope(shield=True):  # a started process must not be orphaned
+            await done.wait()
+        value, exc = box[0]
+        if exc is not None:
+            raise exc
+        return value
+
+
+def _get_spawner() -> _SpawnThread:
+    global _spawner
+    if _spawner is None or _spawner.pid != os.getpid():
+        _spawner = _SpawnThread()
+    return _spawner
+
+
+def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
+                 nsroot: NamespaceRoot | None = None):
+    """preexec_fn: runs in the forked child, before exec, in this order:
+    join the cgroup (needs root), enter the namespaces and root of ``nsroot``
+    (needs root), drop to the bot uid, forbid privilege gain,
+    ask for SIGKILL when the referee thread dies (after the uid change, which
+    would reset it), bail out if the referee already died, set rlimits
+    (RLIMIT_AS last: the child is still a copy of the big referee).
+    Only async-signal-safe-ish calls: no imports, no locks, no logging."""
+    referee = os.getpid()
+
+    def setup() -> None:
+        for fd in join_fds:
+            os.write(fd, b"0")
+        if nsroot is not None:
+            nsroot.enter()
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != referee:
+            os._exit(111)
+        for res, soft, hard in rlimits:
+            resource.setrlimit(res, (soft, hard))
+
+    return setup
+
+
+def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:
+    """An unprivileged process cannot raise a hard limit: stay within ours."""
+    ours = resource.getrlimit(res)[1]
+    if ours == resource.RLIM_INFINITY:
+        return res, soft, hard
+    return res, min(soft, ours), min(hard, ours)
+
+
+def resolve_command(exe: str, cwd: Path, path: str) -> Path | None:
+    """The file ``exe`` names: relative to ``cwd`` if it has a slash, else found on ``path``."""
+    if "/" in exe:
+        p = cwd / exe
+        return p if p.is_file() else None
+    found = shutil.which(exe, path=path)
+    return Path(found) if found else None
+
+
+async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
+                    namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
+                    cgroup: bool | None, ro_binds: Sequence[Path | str],
+                    bwrap: str | None, writable_cwd: bool = False) -> BotProcess:
+    """:func:`~arena.bots.start.start_bot` once its containment was checked (``bwrap`` found):
+    every argument explicit. If anything fails, whatever was allocated is released."""
+    await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
+    command = [str(c) for c in command]
+    if not command:
+        raise BotStartError("empty command")
+    cwd = Path(cwd).resolve()
+    if not cwd.is_dir():
+        raise BotStartError(f"bot directory {cwd} does not exist")
+    registry = process_registry()
+    root = os.geteuid() == 0
+
+    cg_root = None
+    if cgroup is not False:
+        cg_root, note = cgroup_root()
+        if cg_root is None and cgroup:
+            raise BotStartError(f"cgroups required but unavailable: {note}")
+
+    if run_as not in ("auto", None) and not isinstance(run_as, int):
+        raise BotStartError(f"run_as must be 'auto', an int or None, not {run_as!r}")
+    if isinstance(run_as, int) and not root:
+        raise BotStartError("run_as needs a root referee")
+    if namespaces and not drops_uid(run_as):
+        raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
+
+    token = secrets.token_hex(8)
+    name = registry.next_name()
+    env = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", ENV_TOKEN: token}
+    env.update(extra_env or {})
+    exe = resolve_command(command[0], cwd, env["PATH"])
+    if exe is None:
+        raise BotStartError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
+    if sandbox or namespaces:
+        why = unsuitable_sandbox_dir(cwd)
+        if why:
+            raise BotStartError(f"bot directory {cwd} {why}")
+        if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
+            raise BotStartError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
+
+    lease: UidLease | None = None
+    home: Path | None = None
+    cg: BotCgroup | None = None
+    popen: subprocess.Popen | None = None
+    fds: list[int] = []  # our ends of the pipes, owned by the BotProcess once it exists
+    parent_fds: list[int] = []  # the child's ends (and cgroup fds): closed once it has them
+    try:
+        uid: int | None = None
+        if run_as == "auto" and root:
+            lease = registry.lease_uid()
+            uid = lease.uid
+        elif isinstance(run_as, int):
+            uid = run_as
+        if uid is not None and writable_cwd:
+            chown_tree(cwd, uid)
+        if uid is not None:
+            for path, need in ((exe, os.X_OK), (cwd, os.R_OK | os.X_OK)):
+                why = inaccessible_reason(path, uid, uid, need)
+                if why:
+                    raise BotStartError(f"bot uid {uid} cannot use {path}: {why}")
+        if sandbox or namespaces:  # a private tmpfs, new at every start
+            env["HOME"] = env["TMPDIR"] = "/tmp"
+        else:
+            home = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+            if uid is not None:
+                os.chown(home, uid, uid)
+            env.setdefault("HOME", str(home))
+            env.setdefault("TMPDIR", str(home))
+
+        extra_procs = 2 if sandbox else 0  # bwrap and its pid-1 monitor
+        if cg_root is not None:
+            try:
+                cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
+                                  max_pids=limits.max_processes + extra_procs)
+            except OSError as exc:
+                raise BotStartError(f"cannot create the bot's cgroup: {exc}") from exc
+        if lease is not None:
+            nproc = limits.max_processes + extra_procs
+        elif (cg is not None and cg.has_pids) or root:
+            nproc = None  # shared uid: the count would include unrelated processes
+        else:  # unprivileged, no cgroup: cap the uid's total a bit above today's
+            mine = sum(1 for i in scan_procs().values() if i.uid == os.geteuid())
+            nproc = mine + limits.max_processes + extra_procs
+        rlimits = limits.rlimits(nproc=nproc, memory_cgroup=cg is not None and cg.has_memory)
+        if not root:
+            rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
+
+        argv = [str(exe), *command[1:]]
+        info_r = info_w = -1
+        if sandbox:
+            info_r, info_w = os.pipe2(os.O_CLOEXEC)
+            parent_fds += [info_r, info_w]
+            argv = bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
+                                 tmp_bytes=limits.memory_mb * MiB, info_fd=info_w, writable_cwd=writable_cwd)
+        nsroot = None
+        if namespaces:
+            mountpoint = registry.dir / "nsroot"
+            mountpoint.mkdir(mode=0o700, exist_ok=True)
+            nsroot = NamespaceRoot.plan(mountpoint, cwd, [Path(p) for p in ro_binds], uid,
+                                           limits.memory_mb * MiB, writable_cwd=writable_cwd)
+        join_fds = cg.open_join_fds() if cg is not None else []
+        parent_fds += join_fds
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        fds.append(in_w)
+        parent_fds.append(in_r)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        fds.append(out_r)
+        parent_fds.append(out_w)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        fds.append(err_r)
+        parent_fds.append(err_w)
+
+        def spawn() -> tuple[subprocess.Popen, dict]:
+            child = subprocess.Popen(
+                argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
+                close_fds=True, start_new_session=True, restore_signals=True,
+                pass_fds=(info_w,) if sandbox else (),
+                preexec_fn=_child_setup(uid, join_fds, rlimits, nsroot),
+            )
+            if not sandbox:
+                return child, {}
+            os.close(info_w)  # our copy: EOF on info_r once bwrap closes its own
+            parent_fds.remove(info_w)
+            return child, read_bwrap_info(info_r)
+
+        try:
+            popen, bwrap_info = await _get_spawner().run(spawn)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BotStartError(f"cannot start {command!r}: {exc}") from exc
+        finally:
+            while parent_fds:
+                os.close(parent_fds.pop())
+        info = read_proc(popen.pid)
+        start = info.start if info else 0
+        sandbox_init = read_proc(bwrap_info.get("child-pid", 0) or 0)
+        registry.write_record(name, {
+            "pid": popen.pid, "start": start, "uid": uid, "uid_exclusive": lease is not None,
+            "token": f"{ENV_TOKEN}={token}", "home": str(home) if home else None,
+            "cgroups": [str(d) for d in cg.dirs.values()] if cg else [],
+            "command": command,
+        })
+        bot = BotProcess(
+            popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
+            cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
+            start=start, registry=registry,
+            containment=describe_containment(sandbox=sandbox, namespaces=namespaces,
+                                             who=_who(uid, lease is not None),
+                                             cgroup=cg.root.kind if cg else None),
+        )
+        if sandbox_init is not None and sandbox_init.ppid == popen.pid:
+            bot._attribution.extra[sandbox_init.pid] = sandbox_init.start
+            bot._sandbox_init = sandbox_init.pid
+    except BaseException:
+        for fd in fds + parent_fds:
+            os.close(fd)
+        if popen is not None:
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            popen.wait()
+        if cg is not None:
+            cg.kill()
+            cg.remove()
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+        if lease is not None:
+            registry.release_uid(lease)
+        raise
+    return bot
+
+
+def _who(uid: int | None, exclusive: bool) -> str:
+    if uid is None:
+        return f"the referee's uid {os.geteuid()}"
+    return f"uid {uid}" if exclusive else f"shared uid {uid}"

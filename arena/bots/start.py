@@ -1,0 +1,69 @@
+"""Starting a bot: :func:`start_bot`, which refuses a containment that does not work here before it forks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from .containment import find_bwrap
+from .errors import BotStartError, SandboxUnavailable
+from .limits import Limits
+from .probes import sandbox_problem
+from .process import BotProcess
+from .spawn import spawn_bot
+
+
+async def start_bot(
+    command: Sequence[str],
+    cwd: Path | str,
+    *,
+    limits: Limits = Limits(),
+    sandbox: bool = False,
+    namespaces: bool = False,
+    extra_env: dict[str, str] | None = None,
+    run_as: int | str | None = "auto",
+    cgroup: bool | None = None,
+    ro_binds: Sequence[Path | str] = (),
+    writable_cwd: bool = False,
+) -> BotProcess:
+    """Start a bot and return its BotProcess (use ``async with await start_bot(...)``).
+
+    command: argv; command[0] is looked up on the bot's PATH
+        (/usr/local/bin:/usr/bin:/bin unless extra_env sets PATH) or relative
+        to ``cwd`` if it contains a slash.
+    cwd: the bot's directory; must be readable by the bot's uid.
+    sandbox: run inside bubblewrap (no network, read-only system, only ``cwd``
+        and ``ro_binds`` visible, private /tmp).  SandboxUnavailable if bwrap
+        is missing or cannot create namespaces here.
+    namespaces: the containment for a root referee without bubblewrap: new
+        mount, network, IPC and UTS namespaces and a root of its own with the
+        same view as the sandbox (namespaces.NamespaceRoot); needs a private uid.
+        HOME and TMPDIR are then a private tmpfs /tmp, like in the sandbox.
+    extra_env: added to the minimal environment (PATH, HOME, TMPDIR, LANG).
+    run_as: "auto" = when the referee is root, a private uid from
+        uids.BOT_UID_BASE.. leased for this bot alone (so it cannot read
+        root-only files nor touch other bots, and RLIMIT_NPROC is its own);
+        an int = that uid (shared, e.g. 65534; RLIMIT_NPROC is then not set);
+        None = keep the referee's uid.
+    cgroup: None = use a per-bot cgroup when one can be created; True =
+        require it (BotStartError otherwise); False = rlimits only.
+    ro_binds: extra read-only paths visible in the sandbox (e.g. a JDK in /opt).
+    writable_cwd: ``cwd`` is writable and, under a private uid, handed to that uid
+        first: for a contained build, in a copy of the bot made for it (see
+        launch.Launcher.build), never for a bot that plays.
+
+    The fork happens on a dedicated thread (see spawn._SpawnThread for why not
+    trio.lowlevel.open_process); the pipes are trio FdStreams and exit is
+    watched through a pidfd, so everything else is ordinary trio I/O.
+    """
+    bwrap = None
+    if sandbox:
+        problem = await sandbox_problem(run_as)
+        if problem:
+            raise SandboxUnavailable(problem)
+        bwrap = find_bwrap()
+    if sandbox and namespaces:
+        raise BotStartError("choose bubblewrap or namespaces, not both")
+    return await spawn_bot(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
+                           extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
+                           bwrap=bwrap, writable_cwd=writable_cwd)

@@ -1,0 +1,323 @@
+"""Private bot uids and the run directory: leases from the uid pool, the records of running bots,
+the cleanup after a referee that died, and what a bot's uid may read.
+
+A root referee leases each bot a uid of its own (``BOT_UID_BASE`` onwards) so bots cannot read
+the referee's files or signal each other. The run directory records every bot a referee starts,
+so :meth:`Registry.cleanup_stale` can kill what a killed referee left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
+from .filesystem import world_writable_dirs
+from .procs import Attribution, kill_and_reap, scan_procs, set_child_subreaper
+
+
+BOT_UID_BASE = 1_900_000_000
+"""Private uids for bots are BOT_UID_BASE .. BOT_UID_BASE+BOT_UID_COUNT-1.
+
+Chosen outside the ranges used by distributions, systemd (dynamic users,
+nspawn containers) and the usual /etc/subuid allocations, so that a uid in
+this range belongs to a bot and nothing else."""
+BOT_UID_COUNT = 1000
+
+
+def default_run_dir() -> Path:
+    if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
+        return Path("/run/palace-arena")
+    return Path(tempfile.gettempdir()) / f"palace-arena-{os.geteuid()}"
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise PermissionError(f"{path} is not a directory owned by uid {os.geteuid()}")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _try_lock(path: Path) -> int | None:
+    """Open and flock(LOCK_EX|LOCK_NB) ``path``; the fd, or None if held.
+
+    flock locks die with their process, including on kill -9, so a lock we
+    can take means its previous holder is gone."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def uid_in_pool(uid: int) -> bool:
+    return BOT_UID_BASE <= uid < BOT_UID_BASE + BOT_UID_COUNT
+
+
+def sweep_uid_files(uid: int) -> None:
+    """Remove top-level entries a bot uid left in world-writable temp dirs, so
+    the next bot given this uid does not inherit them (best effort)."""
+    for top in world_writable_dirs():
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    """Cheaper than scan_procs(): one stat per process, no file reads."""
+    out = []
+    for e in os.scandir("/proc"):
+        if e.name.isdigit():
+            try:
+                if e.stat().st_uid == uid:
+                    out.append(int(e.name))
+            except OSError:
+                pass
+    return out
+
+
+def kill_uid(uid: int, deadline: float) -> int:
+    """SIGKILL every process of ``uid`` until none is left; returns how many
+    distinct pids were killed.  Only for uids exclusive to bots."""
+    if not pids_of_uid(uid):
+        return 0
+    return kill_and_reap(lambda table: {i.pid for i in table.values() if i.uid == uid}, deadline)
+
+
+@dataclass
+class UidLease:
+    uid: int
+    fd: int
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            sweep_uid_files(self.uid)
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass
+class StaleReport:
+    """What cleanup_stale() found and removed."""
+
+    referees: list[int] = field(default_factory=list)
+    killed: int = 0
+    cgroups: list[str] = field(default_factory=list)
+    homes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.referees or self.killed or self.cgroups or self.homes)
+
+    def __str__(self) -> str:
+        return (f"{len(self.referees)} dead referee(s): {self.killed} bot process(es) killed, "
+                f"{len(self.cgroups)} cgroup(s) and {len(self.homes)} temporary home(s) removed")
+
+
+class Registry:
+    """This referee's footprint in the run directory.
+
+    ``<run>/ref-<pid>/lock`` is flocked for the referee's lifetime and
+    ``<run>/ref-<pid>/<bot>.json`` records each live bot (pid, uid, cgroups,
+    home).  ``<run>/uids/<uid>`` is flocked while a bot holds that uid.  A
+    referee killed -9 loses its locks, which is how cleanup_stale() tells its
+    leftovers from those of a referee that is still running.
+    """
+
+    def __init__(self, run_dir: Path | None = None):
+        self.pid = os.getpid()
+        self.run_dir = _private_dir(run_dir or default_run_dir())
+        _private_dir(self.run_dir / "uids")
+        self.dir = self.run_dir / f"ref-{self.pid}"
+        self.subreaper = set_child_subreaper()
+        self._seq = 0
+        self._uid_next = 0
+        self._leased: set[int] = set()
+        self.report = StaleReport()
+        if self.dir.exists():  # a dead referee had our pid: its leftovers go first
+            self._clean_referee_dir(self.dir, None, self.report)
+        # Lock first, publish second: a cleaner never sees an unlocked ref dir.
+        tmp = self.run_dir / f".ref-{self.pid}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        _private_dir(tmp)
+        self._lock_fd = _try_lock(tmp / "lock")
+        tmp.rename(self.dir)
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """Remove our directory on a normal exit if no bot record is left."""
+        if os.getpid() == self.pid and not any(self.dir.glob("*.json")):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def next_name(self) -> str:
+        self._seq += 1
+        return f"r{self.pid}-b{self._seq}"
+
+    def lease_uid(self) -> UidLease:
+        """An exclusive bot uid; any process still running under it (left by a
+        dead referee) is killed first."""
+        for i in range(BOT_UID_COUNT):
+            uid = BOT_UID_BASE + (self._uid_next + i) % BOT_UID_COUNT
+            if uid in self._leased:
+                continue
+            fd = _try_lock(self.run_dir / "uids" / str(uid))
+            if fd is None:
+                continue
+            self._uid_next = (self._uid_next + i + 1) % BOT_UID_COUNT
+            kill_uid(uid, time.monotonic() + 2.0)
+            sweep_uid_files(uid)
+            self._leased.add(uid)
+            return UidLease(uid, fd)
+        raise RuntimeError(f"all {BOT_UID_COUNT} bot uids are in use")
+
+    def release_uid(self, lease: UidLease) -> None:
+        lease.release()
+        self._leased.discard(lease.uid)
+
+    def write_record(self, name: str, record: dict) -> None:
+        tmp = self.dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.dir / f"{name}.json")
+
+    def drop_record(self, name: str) -> None:
+        try:
+            (self.dir / f"{name}.json").unlink()
+        except FileNotFoundError:
+            pass
+
+    # -- stale cleanup -----------------------------------------------------
+
+    def cleanup_stale(self, cgroups: CgroupRoot | None) -> StaleReport:
+        report = StaleReport()
+        for d in sorted(self.run_dir.glob("ref-*")):
+            if d != self.dir:
+                self._clean_referee_dir(d, cgroups, report)
+        live = {self.pid} | {
+            int(d.name[4:]) for d in self.run_dir.glob("ref-*") if d.name[4:].isdigit()
+        }
+        deadline = time.monotonic() + 5.0
+        if cgroups is not None:  # groups whose record was never written or was lost
+            for parent in cgroups.parents.values():
+                for g in sorted(parent.glob("r*-b*")) if parent.is_dir() else ():
+                    owner = g.name[1:].split("-", 1)[0]
+                    if owner.isdigit() and int(owner) not in live:
+                        report.killed += kill_cgroup_dir(g, deadline)
+                        remove_cgroup_dir(g)
+                        report.cgroups.append(str(g))
+        stray = {i.uid for i in scan_procs().values() if uid_in_pool(i.uid)}
+        for uid in sorted(stray - self._leased):  # bot uids with no live owner
+            fd = _try_lock(self.run_dir / "uids" / str(uid))
+            if fd is not None:
+                try:
+                    report.killed += kill_uid(uid, deadline)
+                    sweep_uid_files(uid)
+                finally:
+                    os.close(fd)
+        return report
+
+    def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
+        fd = _try_lock(d / "lock") if d.is_dir() else None
+        if fd is None:
+            return  # that referee is alive (or the dir is not ours to touch)
+        try:
+            report.referees.append(int(d.name[4:]))
+            deadline = time.monotonic() + 5.0
+            for rec_path in d.glob("*.json"):
+                try:
+                    rec = json.loads(rec_path.read_text())
+                except (OSError, ValueError):
+                    continue
+                self._kill_record(rec, deadline, report)
+            shutil.rmtree(d, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+    def _kill_record(self, rec: dict, deadline: float, report: StaleReport) -> None:
+        uid_fd = None
+        uid = rec.get("uid")
+        if rec.get("uid_exclusive") and uid is not None:
+            uid_fd = _try_lock(self.run_dir / "uids" / str(uid))
+        cg_dirs = [Path(p) for p in rec.get("cgroups", [])]
+        attribution = Attribution(
+            pid=rec["pid"], start=rec["start"],
+            uid=uid if uid_fd is not None else None,
+            token=rec["token"].encode() if rec.get("token") else None,
+            cgroup_pids=(lambda: cgroup_dir_pids(cg_dirs)) if cg_dirs else None,
+        )
+        try:
+            report.killed += kill_and_reap(lambda t: attribution.members(t, self.pid), deadline)
+            for g in cg_dirs:
+                if g.exists():
+                    remove_cgroup_dir(g)
+                    report.cgroups.append(str(g))
+            home = rec.get("home")
+            if home and os.path.isdir(home):
+                shutil.rmtree(home, ignore_errors=True)
+                report.homes.append(home)
+            if uid_fd is not None:
+                sweep_uid_files(uid)
+        finally:
+            if uid_fd is not None:
+                os.close(uid_fd)
+
+
+def chown_tree(top: Path, uid: int, *, mode_for: Callable[[os.stat_result], int] | None = None) -> None:
+    """Give ``top`` and everything under it to ``uid`` (and, with ``mode_for``, that mode), never
+    following a symbolic link: a tree a bot's uid has written may hold links to the referee's
+    files, and those must stay as they are."""
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in [None, *dirnames, *filenames]:
+            path = dirpath if name is None else os.path.join(dirpath, name)
+            os.lchown(path, uid, uid)
+            st = os.lstat(path)
+            if mode_for is not None and not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, mode_for(st))
+
+
+def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None:
+    """Why ``uid``/``gid`` cannot use ``path`` with ``need`` (an os.R_OK|os.X_OK
+    mask), or None.  Checks every ancestor for search permission.  Plain mode
+    bits only: ACLs and capabilities are ignored."""
+    if uid == 0:
+        return None
+    path = Path(os.path.abspath(path))
+    chain = [*reversed(path.parents), path]
+    for i, p in enumerate(chain):
+        want = need if i == len(chain) - 1 else os.X_OK
+        try:
+            st = os.stat(p)
+        except OSError as exc:
+            return f"{p}: {exc.strerror}"
+        if st.st_uid == uid:
+            bits = (st.st_mode >> 6) & 7
+        elif st.st_gid == gid:
+            bits = (st.st_mode >> 3) & 7
+        else:
+            bits = st.st_mode & 7
+        if bits & want != want:
+            return f"{p} (mode {stat.filemode(st.st_mode)}, owner {st.st_uid}) is not accessible to uid {uid}"
+    return None
