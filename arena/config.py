@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, create_model
 
+from .bots.limits import Limits
 from .engine import PRESETS, Rules
 from .engine.describe import option_value
 from .engine.rules import ALIASES
-from .bots.limits import Limits
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas" / "config"  # not bot messages
 BOT_TOML_DOC = "protocol/PROTOCOL.md#bottoml-reference"

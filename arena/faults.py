@@ -101,7 +101,7 @@ class OutputLimit(BotFault):
 
 
 class ProtocolError(BotFault, ValueError):
-    """A line that breaks the protocol (see :mod:`arena.protocol`). Abstract: raise a subclass."""
+    """A line that breaks the protocol (see :mod:`arena.referee.protocol`). Abstract: raise a subclass."""
 
 
 class BadJson(ProtocolError):

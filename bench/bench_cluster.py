@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from arena.tournament.store import Store  # noqa: E402
 from arena.tournament.config import TournamentConfig  # noqa: E402
 from arena.tournament.run import Reporter, run_tournament  # noqa: E402
+from arena.tournament.store import Store  # noqa: E402
 
 
 class Clock(Reporter):

@@ -91,7 +91,7 @@ def main() -> None:
 
 def _round_robin(ladder, tmp: Path, games: int) -> dict:
     from arena.ratings import fit_elo
-    from arena.standings import outcomes
+    from arena.tournament.standings import outcomes
     from arena.tournament.store import Store
     from arena.tournament.run import run_tournament
     pairs = len(ladder.bots) * (len(ladder.bots) - 1) // 2

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from arena.engine import preset  # noqa: E402
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import BotSpec  # noqa: E402
+from arena.engine import preset  # noqa: E402
 from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
 
 ALL_CPUS = set(os.sched_getaffinity(0))

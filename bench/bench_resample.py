@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena import protocol  # noqa: E402
 from arena.ai.observe import Observer  # noqa: E402
 from arena.engine import IMPLEMENTATION, apply_action, legal_actions, preset, start_game  # noqa: E402
 from arena.engine.views import action_json, event_for, seat_view  # noqa: E402
+from arena.referee import protocol  # noqa: E402
 from arena.referee import decision_name  # noqa: E402
 
 

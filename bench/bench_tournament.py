@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from arena.tournament.store import Store  # noqa: E402
 from arena.tournament.config import load_config  # noqa: E402
 from arena.tournament.run import Reporter, run_tournament  # noqa: E402
+from arena.tournament.store import Store  # noqa: E402
 
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 

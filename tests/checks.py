@@ -8,11 +8,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from arena.bots.launch import _others_can_use, world_readable_copy
+from arena.bots.procs import scan_procs
 from arena.engine import Rules, apply_action, forfeit, legal_actions, start_game
 from arena.engine.views import action_json, event_for, result_json
-from arena.bots.launch import _others_can_use, world_readable_copy
 from arena.referee import GameRecord
-from arena.bots.procs import scan_procs
 
 
 def replay(rec: GameRecord):

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from arena import protocol
 from arena.ai.agents import HeuristicAgent, ISMCTSAgent, MonteCarloAgent
 from arena.ai.budget import Budget
 from arena.ai.match import play
@@ -29,6 +28,7 @@ from arena.engine import PRESETS, apply_action, forfeit, legal_actions, new_game
 from arena.engine.cards import make_deck
 from arena.engine.views import action_json, event_for, seat_view
 from arena.engine.views import decision_name
+from arena.referee import protocol
 from arena.referee.core import RefereeCore, TimeControl
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arena import protocol
 from arena.botkit import Card, Game, Request, serve
 from arena.engine import PRESETS, apply_action, legal_actions, start_game
 from arena.engine.views import action_json, event_for, seat_view
+from arena.referee import protocol
 from arena.referee import decision_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -259,7 +259,7 @@ def test_bot_toml_env_reaches_the_bot_and_interpreter_is_named(tmp_path: Path) -
     body = 'print(0, flush=True)\nprint(os.environ.get("MY_BUDGET"), file=sys.stderr, flush=True)\n'
     d = bot(tmp_path, "envy", body, f'interpreter = "{sys.executable}"\n[env]\nMY_BUDGET = "77"\n')
     (d / "bot.py").write_text("import os\n" + (d / "bot.py").read_text())
-    from arena.check import run_check
+    from arena.referee.check import run_check
     from arena.bots.manifest import load_bot
     import trio
     spec = load_bot(d)
@@ -375,7 +375,7 @@ def test_bots_lists_descriptions_and_strength() -> None:
 # ---------------------------------------------------------------------------------------------- standings
 
 def test_standings_credit_a_seat_that_went_out_before_a_draw() -> None:
-    from arena.standings import tally
+    from arena.tournament.standings import tally
     seats = ["a", "b", "c", "d"]
     # a went out first; b, c and d were still in when the game was drawn (stale rule or turn cap)
     drawn = {"order": [[0], [1, 2, 3]], "draw": True, "complete": True, "reason": "stale_draw", "forfeits": {}}

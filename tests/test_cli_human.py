@@ -16,9 +16,9 @@ import pytest
 import trio
 from rich.console import Console
 
+from arena.bots.manifest import HUMAN
 import arena.cli.play as play
 from arena.engine import PRESETS
-from arena.bots.manifest import HUMAN
 from arena.replay.view import pretty
 
 ROOT = Path(__file__).resolve().parent.parent

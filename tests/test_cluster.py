@@ -23,12 +23,12 @@ import pytest
 import trio
 
 from arena.bots.bundles import _PREPARED, BundleError, pack_bot, prepare_bot, unpack_bot
-from arena.tournament import cluster as C
-from arena.tournament.executors import PlayedGame
 from arena.bots.manifest import load_bot
-from arena.tournament.store import Store
+from arena.tournament import cluster as C
 from arena.tournament.config import ConfigError, TournamentConfig
+from arena.tournament.executors import PlayedGame
 from arena.tournament.run import Reporter, RunStats, run_tournament
+from arena.tournament.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,9 +89,9 @@ def test_local_runs_do_not_import_dask(tmp_path):
 import sys, trio
 sys.path.insert(0, {str(REPO)!r})
 import arena.cli.main, arena.tournament.cluster
-from arena.tournament.store import Store
 from arena.tournament.config import TournamentConfig
 from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
 from tests.fakes import policy_launcher
 cfg = TournamentConfig(name="t", bots=["lowest", "highest"], deals=1, store={str(tmp_path / 's.sqlite')!r})
 trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))

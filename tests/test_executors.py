@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import trio
 
-from arena.tournament import seeds
-from arena.engine import rules_from
-from arena.tournament.executors import BotPool, PlayedGame
 from arena.bots.manifest import load_bot
+from arena.engine import rules_from
 from arena.referee import BotPlayer, GameRecord, TimeControl, run_game
+from arena.tournament import seeds
+from arena.tournament.config import load_config
+from arena.tournament.executors import BotPool, PlayedGame
+from arena.tournament.run import TournamentBusy, run_tournament
 from arena.tournament.runlock import tournament_lock
 from arena.tournament.store import Store
-from arena.tournament.config import load_config
-from arena.tournament.run import TournamentBusy, run_tournament
 from tests.fakes import policy_launcher
 
 REPO = Path(__file__).resolve().parents[1]

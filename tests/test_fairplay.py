@@ -25,10 +25,10 @@ import pytest
 import trio
 
 from arena.bots.errors import BotStartError
-from arena.bots.probes import namespaces_problem, sandbox_problem
-from arena.engine import PRESETS
 from arena.bots.launch import BUBBLEWRAP, NAMESPACES, BuildError, ContainmentError, Launcher
 from arena.bots.manifest import load_bot
+from arena.bots.probes import namespaces_problem, sandbox_problem
+from arena.engine import PRESETS
 from arena.referee import BotPlayer, TimeControl, run_game
 from arena.tournament.store import Store
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.tournament.store import Store
 from arena.tournament.config import load_config
 from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
 from tests.checks import reachable
 
 HOSTILE = reachable(Path(__file__).resolve().parent / "hostile_bots") / "hostile.py"  # private uids run it

@@ -20,12 +20,12 @@ import trio
 from rich.console import Console
 from typer.testing import CliRunner
 
+from arena.bots.manifest import BUNDLED_DIR, load_bot
+from arena.cli.ladder import ladder_table
 from arena.cli.main import app
 from arena.ladder import (CheckFailed, LadderError, RunContext, ensure_seeded, head_to_head, ladder_results,
                           ladder_standings, list_ladders, load_ladder, members, open_store, run_match, snapshot_dir,
                           submit)
-from arena.cli.ladder import ladder_table
-from arena.bots.manifest import BUNDLED_DIR, load_bot
 from arena.ratings import Sprt
 
 from .fakes import policy_launcher
@@ -434,14 +434,14 @@ def test_cli_submit_end_to_end(public_tmp: Path):
 
 
 def test_cli_submit_refuses_a_faulty_bot_with_the_report(tmp_path: Path, monkeypatch):
-    import arena.check
+    import arena.referee.check
 
     async def faulty(spec, games=2, move_ms=1000, opponent="random"):
         return {"ok": False, "bot": spec.label, "requests": 3, "decisions": {"play": 3}, "mean_ms": 1.0,
                 "max_ms": 2.0, "limits": {"move_ms": move_ms},
                 "scenarios": [{"scenario": "classic", "game": 0, "seat": 0, "requests": 3, "result": None}],
                 "faults": [{"scenario": "classic", "game": 0, "reason": "illegal_action", "message": "id 99"}]}
-    monkeypatch.setattr(arena.check, "run_check", faulty)
+    monkeypatch.setattr(arena.referee.check, "run_check", faulty)
     path = write_ladder(tmp_path, "refuse")
     bad = bot_copy(tmp_path, "random", "7")
     result = runner.invoke(app, ["submit", str(bad), "--ladder", str(path), "--store", str(tmp_path / "s.sqlite")])
@@ -452,12 +452,12 @@ def test_cli_submit_refuses_a_faulty_bot_with_the_report(tmp_path: Path, monkeyp
 
 def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     """The CLI paths with in-process bots: submit --json keeps stdout pure JSON; match prints the SPRT."""
-    import arena.check
+    import arena.referee.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "cli")
     store = str(tmp_path / "s.sqlite")
     result = runner.invoke(app, ["submit", str(bot_copy(tmp_path, "heuristic", "5")), "--ladder", str(path),
@@ -502,12 +502,12 @@ def _split_draws(p) -> int:
 def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch):
     """Issue 16's `arena match` items: ladder labels as bots, --max-games 7 says it plays 6, a rerun
     says what it resumes; the pair counts and the win rate interval are in the output and JSON."""
-    import arena.check
+    import arena.referee.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "lab")
     store = str(tmp_path / "s.sqlite")
     src = bot_copy(tmp_path / "src", "lowest", "2.0")

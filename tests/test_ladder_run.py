@@ -22,11 +22,11 @@ import pytest
 import trio
 from typer.testing import CliRunner
 
+from arena.bots.manifest import load_bot
 from arena.cli.main import app
 from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choose_table, ladder_standings,
                           load_ladder, members, open_store, rating_history, retire, run_ladder, submit, trends)
 from arena.ladder.tables import _add_member
-from arena.bots.manifest import load_bot
 
 from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 from .test_ladder import bot_copy, ctx, public_tmp, write_ladder  # noqa: F401 (fixture)
@@ -244,12 +244,12 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
 # --------------------------------------------------------------------------- command line
 
 def _in_process(monkeypatch):
-    import arena.check
+    import arena.referee.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
+    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 
 
 def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):

@@ -8,7 +8,7 @@
   referee writes is checked against its schema and the protocol's promises
   (censoring, action ids, type-first encoding);
 * faults of every kind a bot can cause reach the bot as a valid ``error``;
-* :func:`arena.protocol.read_action` / :func:`arena.protocol.read_bot_hello`
+* :func:`arena.referee.protocol.read_action` / :func:`arena.referee.protocol.read_bot_hello`
   accept good replies and reject bad ones with the documented reason, and a
   fuzz test checks that nothing but a ``ProtocolError`` ever comes out;
 * the minimal bots printed in ``protocol/PROTOCOL.md`` play a real game.
@@ -35,15 +35,16 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import faults, protocol, strategies
+from arena import faults, strategies
+from arena.bots.manifest import BotSpec
 from arena.engine import PRESETS, Rules, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
-from arena.bots.manifest import BotSpec
-from arena.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
 from arena.engine.values import Decision, EndReason, Phase, Zone
 from arena.faults import BotFault, FaultReason
+from arena.referee import protocol
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
+from arena.referee.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
 from arena.referee.testing import MockBot
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,17 +22,18 @@ import pytest
 import trio
 import trio.testing
 
-from arena import faults, protocol, strategies
+from arena import faults, strategies
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded)
+from arena.bots.launch import Launcher
+from arena.bots.limits import Limits
+from arena.bots.manifest import BotSpec
 from arena.bots.process import BotProcess
 from arena.bots.procs import read_proc
 from arena.engine import Rules, legal_actions, new_game, preset
 from arena.engine.cards import cards_str, stacks_str
 from arena.engine.views import action_json, event_for, seat_view
-from arena.bots.launch import Launcher
-from arena.bots.limits import Limits
-from arena.bots.manifest import BotSpec
+from arena.referee import protocol
 from arena.referee import (
     FAULT_REASONS, THINK_BUCKETS_MS, BotPlayer, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, run_game,
     think_percentile,
@@ -275,7 +276,7 @@ def test_fault_fake(case: str, n: int) -> None:
 
 
 def test_fault_messages_validate_against_schema() -> None:
-    from arena import protocol
+    from arena.referee import protocol
     bots = [FakeBot(), FakeBot(at={2: lambda m: ["garbage"]})]
     run_fake(bots)
     (err,) = bots[1].errors

@@ -43,11 +43,12 @@ import trio.testing
 from rich.console import Console
 from typer.testing import CliRunner
 
-from arena import protocol, strategies
+from arena import strategies
+from arena.bots.manifest import BotSpec
 from arena.cli.main import app
 from arena.engine import PRESETS, Rules, preset
 from arena.engine.views import to_position
-from arena.bots.manifest import BotSpec
+from arena.referee import protocol
 from arena.referee import GameRecord, TimeControl, run_game
 from arena.replay import (
     Replay, ReplayError, conversation_for, load_file, requests_for, simulate,

@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import protocol
 from arena.ai.observe import Observer
 from arena.engine import PRESETS, apply_action, can_play, effective_top, legal_actions, start_game
 from arena.engine.game import LEAD_ORDER
@@ -28,6 +27,7 @@ from arena.engine.model import Drew, Flipped, Leads, PickUp, Played, Surrendered
 from arena.engine.resample import FULL, History, ResampleError, resample
 from arena.engine.rules import RulesError, with_options
 from arena.engine.views import action_json, event_for, seat_view
+from arena.referee import protocol
 from arena.referee import decision_name
 from tests.test_ai import VARIANTS, check_sample
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from arena.standings import standings
+from arena.tournament.standings import standings
 from arena.tournament.store import Store
 from tests.checks import zombie_children
 

@@ -137,7 +137,7 @@ def table_rows(driver: Any, selector: str) -> list[dict[str, str]]:
 
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
-    from arena.standings import outcomes
+    from arena.tournament.standings import outcomes
     from arena.tournament.store import Store
     chrome.get(f"{site.url}/ladders/{LADDER}")
     rows = table_rows(chrome, "#standings")

@@ -21,13 +21,13 @@ import pytest
 import trio
 import trio.testing
 
-from arena.standings import standings
 from arena.referee import GameRecord
-from arena.tournament.store import Store
-from arena.tournament.seeds import deal_seed
 from arena.tournament.config import ConfigError, TournamentConfig, load_bots, load_config
 from arena.tournament.run import run_tournament
 from arena.tournament.schedule import schedule, tables
+from arena.tournament.seeds import deal_seed
+from arena.tournament.standings import standings
+from arena.tournament.store import Store
 from tests.checks import children, replay
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.tournament.store import Store
 from arena.tournament.config import load_config
 from arena.tournament.run import Reporter, RunStats, TournamentIncomplete, run_tournament
+from arena.tournament.store import Store
 
 
 def _games(store: Store, name: str) -> list[tuple]:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from ..ladder import LadderStandings, RunSummary
 
 from ..bots.manifest import ManifestError, load_bot
-from ..standings import outcomes
 from ..tournament.live import PlainReporter, RichReporter
+from ..tournament.standings import outcomes
 from ..tournament.store import DEFAULT_STORE, Store, StoreError
 from .common import fail, is_interrupt
 from .match import match_cmd
@@ -230,7 +230,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
     try:
         result = trio.run(submit, ladder, bot, db, ctx)
     except CheckFailed as e:
-        from ..check import print_report
+        from ..referee.check import print_report
         print_report(e.report, progress)
         fail(str(e), 1)
     except (LadderError, StoreError, ManifestError) as e:

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..engine import PRESETS, RulesError, rules_from
 from ..bots.manifest import ManifestError, bundled_bots, load_bot
+from ..engine import PRESETS, RulesError, rules_from
 from ..replay.cli import register as register_replays
 from ..serve.cli import register as register_serve
 from ..tournament.store import DEFAULT_STORE, Store, open_private
@@ -117,7 +117,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
-    from ..check import print_report, run_check
+    from ..referee.check import print_report, run_check
     from ..bots.launch import Launcher
     from ..bots.limits import Limits
     spec = load_bot(bot)
@@ -205,7 +205,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
     from ..tournament.live import PlainReporter, RichReporter, standings_table
-    from ..standings import standings
+    from ..tournament.standings import standings
     from ..tournament.config import load_config
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
@@ -241,7 +241,7 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
-    from ..standings import standings
+    from ..tournament.standings import standings
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))

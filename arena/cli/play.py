@@ -11,9 +11,9 @@ import trio
 from rich.console import Console
 from rich.markup import escape
 
-from ..engine import Rules, State
 from ..bots.launch import Launcher
 from ..bots.manifest import BotSpec
+from ..engine import Rules, State
 from ..referee import BotPlayer, TimeControl, run_game
 from ..replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
 from ..tournament.seeds import deal_seed, load_secret

@@ -21,11 +21,11 @@ import gymnasium
 import numpy as np
 from pettingzoo import AECEnv
 
-from arena import protocol
 from arena.ai.simulate import result_scores
 from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules, rules_from
 from arena.engine.views import action_json, event_for, seat_view
+from arena.referee import protocol
 
 from .actions import MAX_SEATS, N_ACTIONS, engine_index
 from .encode import N_FEATURES, encode_state

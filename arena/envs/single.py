@@ -20,14 +20,14 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from arena import protocol
 from arena.ai.agents import reference_agent
 from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules
 from arena.engine.views import action_json, event_for, result_json, seat_view
+from arena.referee import protocol
 
-from .aec import make_rules, place_rewards, spaces
 from .actions import N_ACTIONS, engine_index
+from .aec import make_rules, place_rewards, spaces
 from .encode import encode_state
 
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import Rules, RulesError, rules_from
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
-from ..tournament.store import DEFAULT_STORE
+from ..engine import Rules, RulesError, rules_from
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
+from ..tournament.store import DEFAULT_STORE
 
 LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
 

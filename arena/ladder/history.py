@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ratings import Outcome, Ratings, fit_elo
-from ..standings import outcomes
+from ..tournament.standings import outcomes
 from ..tournament.store import Store
 from .config import Ladder
 from .matchmaking import pair_key

@@ -18,11 +18,11 @@ from typing import Any
 import trio
 
 from ..bots.containment import cleanup_stale
-from ..engine import Rules
 from ..bots.manifest import BotSpec, ManifestError, load_bot
+from ..engine import Rules
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
-from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..referee import TimeControl
+from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
 from .config import LadderError

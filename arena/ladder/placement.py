@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..bots.manifest import BotSpec, ManifestError, load_bot
-from ..tournament.store import Store
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, run_tournament
+from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
 from .tables import (_add_member, _bump_message, bot_statuses, check_identity, keep_ladder_file, ladder_results, member,
                      members, rebase_refs)
@@ -32,7 +32,7 @@ class RunContext:
     launcher: Callable | None = None  # None: real processes (arena.bots.launch.Launcher)
     reporter: ReporterFactory | None = None
     say: Callable[[str], None] = lambda text: None
-    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.check.run_check
+    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.referee.check.run_check
 
     def make_reporter(self, title: str, focus: str | None, history) -> Reporter | None:
         return self.reporter(title, focus, history) if self.reporter else None
@@ -163,7 +163,7 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
         if ctx.checker is not None:
             report = await ctx.checker(spec)
         else:
-            from ..check import run_check
+            from ..referee.check import run_check
             report = await run_check(spec, ladder.check_games, ladder.move_ms)
         if not report.get("ok"):
             n = len(report.get("faults", []))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ratings import fit_elo, neighbour_los
-from ..standings import outcomes, tally
+from ..tournament.standings import outcomes, tally
 from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .tables import bot_statuses, ladder_results, members

@@ -1,19 +1,42 @@
-"""The referee: the conversation with the seats of a game, and the trio driver that carries it.
+"""The referee: the conversation with the seats of a game, the protocol it speaks, and the driver.
 
 - :mod:`.core`: :class:`RefereeCore`, the pure, synchronous rules of the conversation
   (messages out, answers and faults in, clock and record kept). No I/O.
 - :mod:`.driver`: :func:`run_game` and :class:`BotPlayer`, which move the core's messages
   over bot processes with trio and real clocks.
+- :mod:`.protocol`: the messages, built and read against ``protocol/schemas``; a bad line
+  raises one of :mod:`arena.faults`, as every fault does.
+- :mod:`.check`: ``arena check``, the referee put to one bot in every kind of decision.
 - :mod:`.testing`: :class:`MockBot`, a scripted connection for tests (expect this, answer that).
 """
 
-from ..engine.views import decision_name, reveal
-from ..faults import FAULT_REASONS, BotFault, FaultReason
-from .core import (
-    THINK_BUCKETS_MS, GameRecord, RefereeCore, Request, TimeControl, bot_seed, think_percentile,
-)
-from .driver import BotPlayer, Connection, Launcher, Player, as_fault, run_game
+import importlib
+from typing import Any
 
-__all__ = ["FAULT_REASONS", "THINK_BUCKETS_MS", "BotFault", "BotPlayer", "Connection", "FaultReason",
-           "GameRecord", "Launcher", "Player", "RefereeCore", "Request", "TimeControl", "as_fault",
-           "bot_seed", "decision_name", "reveal", "run_game", "think_percentile"]
+# Loaded on first use (PEP 562): the environments and the replay read the protocol from here
+# without the driver, trio and the bot process layer.
+_WHERE = {
+    "core": ["THINK_BUCKETS_MS", "GameRecord", "RefereeCore", "Request", "TimeControl", "bot_seed",
+             "think_percentile"],
+    "driver": ["BotPlayer", "Connection", "Launcher", "Player", "as_fault", "run_game"],
+    "..faults": ["FAULT_REASONS", "BotFault", "FaultReason"],
+    "..engine.views": ["decision_name", "reveal"],  # the engine's names for what a seat is asked and shown
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = module if module.startswith(".") else f".{module}"
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_MODULE_OF))
+
+
+__all__ = sorted(_MODULE_OF)

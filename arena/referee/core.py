@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import protocol
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
 from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
+from . import protocol
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
 # many games add up, and a percentile over all of a bot's decisions is a bucket bound.

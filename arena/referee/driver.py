@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import trio
 
-from .. import protocol
 from ..bots.errors import BotError
+from ..bots.manifest import BotSpec
 from ..engine import Rules, State
 from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout, from_reason
-from ..bots.manifest import BotSpec
+from . import protocol
 from .core import GameRecord, RefereeCore, Request, TimeControl
 
 

@@ -115,7 +115,7 @@ def report(
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
     """
-    from ..standings import standings
+    from ..tournament.standings import standings
     from .html import report_html, write_report_folder
     from .view import replay_data
     console, err = _consoles()

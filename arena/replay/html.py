@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..standings import Line
+from ..tournament.standings import Line
 from ..tournament.store import write_private_text
 
 CSS = r"""

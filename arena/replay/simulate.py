@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import protocol
 from ..engine import Rules, RulesError, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action, Event
 from ..engine.views import action_json, event_for, result_json
+from ..referee import protocol
 from ..referee.core import RefereeCore, Request, TimeControl
 
 

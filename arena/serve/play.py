@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..engine import PRESETS, RulesError, rules_from
 from ..bots.manifest import HUMAN, ManifestError, bundled_bots, load_bot
+from ..engine import PRESETS, RulesError, rules_from
 from ..referee import BotFault, BotPlayer, TimeControl, run_game
 from ..replay.view import Names, describe_action, describe_event, result_text
 from . import guard
@@ -91,7 +91,7 @@ class WebPlayer:
         self.session.push(message)
 
     async def fault(self, reason: str, message: str, request_id: int | None) -> None:
-        from ..protocol import error
+        from ..referee.protocol import error
         self.session.push(error(reason, message, request_id))
 
     def take_stderr(self) -> list[str]:

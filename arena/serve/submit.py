@@ -149,7 +149,7 @@ async def upload(request: Request) -> Response:
 
 async def run_job(app: Starlette, job: Job, root: Path) -> None:
     """``arena check``, then (only if it passed) the ladder's placement, one job at a time."""
-    from ..check import run_check
+    from ..referee.check import run_check
     from ..ladder import LadderError, RunContext, load_ladder, open_store, submit
     opts = app.state.options
     async with app.state.submit_lock:

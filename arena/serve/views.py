@@ -1,7 +1,7 @@
 """Page models: what each page needs, gathered from :mod:`.data` and the arena's own tables.
 
 Standings are the same numbers ``arena standings`` and ``arena ladder`` print:
-tournaments go through :func:`arena.standings.standings`, ladders through
+tournaments go through :func:`arena.tournament.standings.standings`, ladders through
 :func:`arena.ladder.ladder_standings` (one Elo fit over every game of the
 ladder). Mean ms per decision is added from the stored per-seat totals.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..standings import standings
+from ..tournament.standings import standings
 from . import data
 from .charts import Band, heat_map, rating_chart
 
@@ -135,7 +135,7 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
 
 def _rows_for(games: list, db: data.ReadStore) -> list[StandingRow]:
     """The bot's own line over all its games (no fit: Elo is per ladder or tournament)."""
-    from ..standings import tally
+    from ..tournament.standings import tally
     ms = data.think_times(db)
     return [StandingRow(0, l.bot, l.bot.partition("@")[2], None, None, l.games, l.win_rate, l.avg_place,
                         dict(l.faults), ms.get(l.bot)) for l in tally(games).values()]

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import Rules, RulesError, rules_from
 from ..bots.limits import Limits
 from ..bots.manifest import BotSpec, ManifestError, load_bot
+from ..engine import Rules, RulesError, rules_from
 from ..referee import TimeControl
 
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played

@@ -32,8 +32,8 @@ import msgpack
 import orjson
 import trio
 
-from ..engine.rules import Rules
 from ..bots.manifest import BotSpec, load_bot
+from ..engine.rules import Rules
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 

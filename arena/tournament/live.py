@@ -13,10 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..referee import GameRecord
-from ..standings import Line, add_game, outcomes, ranked
 from .config import TournamentConfig
 from .run import Reporter
 from .schedule import ScheduledGame
+from .standings import Line, add_game, outcomes, ranked
 
 
 def standings_table(lines: list[Line], title: str = "Standings", *, provisional: bool = False) -> Table:

@@ -20,9 +20,9 @@ import orjson
 import referencing
 from referencing.jsonschema import DRAFT202012
 
-from . import __version__
-from .faults import BadJson, BadVersion, IllegalAction, SchemaViolation, WrongRequest
-from .faults import ProtocolError  # noqa: F401 - re-exported: every bad line raises a subclass of it
+from .. import __version__
+from ..faults import BadJson, BadVersion, IllegalAction, SchemaViolation, WrongRequest
+from ..faults import ProtocolError  # noqa: F401 - re-exported: every bad line raises a subclass of it
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1 << 20  # longest line a bot may send; longer is a fault
@@ -34,7 +34,7 @@ BOT_MESSAGES = ("bot_hello", "action")
 
 def schema_dir() -> Path:
     """``protocol/schemas`` from a source checkout, or the copy installed with the package."""
-    here = Path(__file__).resolve().parent.parent / "protocol" / "schemas"
+    here = Path(__file__).resolve().parents[2] / "protocol" / "schemas"
     if here.is_dir():
         return here
     return Path(str(resources.files("arena") / "schemas"))

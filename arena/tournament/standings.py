@@ -83,7 +83,7 @@ def ranked(lines: dict[str, Line]) -> list[Line]:
 
 def outcomes(games: list[tuple[list[str], dict[str, Any]]]):
     """Stored results as rating outcomes: full orders where known, winner-only otherwise."""
-    from .ratings import Outcome
+    from ..ratings import Outcome
     out = []
     for seats, result in games:
         order = [tuple(seats[s] for s in g) for g in result["order"]]
@@ -102,7 +102,7 @@ def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool =
     lines = tally(games)
     if with_elo and games and len(lines) >= 2:
         try:
-            from .ratings import fit_elo
+            from ..ratings import fit_elo
             ratings = fit_elo(outcomes(games))
         except Exception:  # ratings are a bonus on the table, never a reason to lose it
             ratings = {}

@@ -22,12 +22,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .config import BOT_TOML_DOC, rule_label
-from .engine import PRESETS, Rules, rules_from
-from .bots.launch import BuildError, Launcher, python_for
-from .bots.limits import Limits
-from .bots.manifest import BotSpec, load_bot
-from .referee import BotPlayer, TimeControl, run_game
+from ..bots.launch import BuildError, Launcher, python_for
+from ..bots.limits import Limits
+from ..bots.manifest import BotSpec, load_bot
+from ..config import BOT_TOML_DOC, rule_label
+from ..engine import PRESETS, Rules, rules_from
+from .core import TimeControl
+from .driver import BotPlayer, run_game
 
 SCENARIOS: list[tuple[str, Rules, int]] = [
     *[(name, r, 2) for name, r in PRESETS.items()],
