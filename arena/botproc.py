@@ -25,7 +25,6 @@ when the bot layer becomes a package.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import queue
@@ -43,11 +42,12 @@ from typing import Any, Sequence
 
 import trio
 
+from . import faults
 from . import sandbox as sb
 from .limits import MiB, Limits
 
 __all__ = [
-    "BadJson", "BotClosedInput", "BotClosedOutput", "BotError", "BotExited", "BotProcess",
+    "BotClosedInput", "BotClosedOutput", "BotError", "BotExited", "BotProcess",
     "BotStartError", "BotTimeout", "CpuLimitExceeded", "LineTooLong", "Limits",
     "MemoryLimitExceeded", "NotUtf8", "OutputLimitExceeded", "ResourceUsage",
     "SandboxUnavailable", "capabilities", "cleanup_stale", "describe_containment",
@@ -78,16 +78,13 @@ BWRAP: str | None = None
 # errors
 
 
-class BotError(Exception):
-    """The bot misbehaved.  ``reason`` is a stable short string for logs and
-    results tables; the message is for humans."""
+class BotError(faults.BotFault):
+    """The bot misbehaved at the process level. Every subclass is also the
+    :mod:`arena.faults` class of its fault, so ``reason`` comes from there and the
+    referee needs no mapping."""
 
-    reason = "bot_error"
 
-
-class BotTimeout(BotError):
-    reason = "timeout"
-
+class BotTimeout(BotError, faults.Timeout):
     def __init__(self, timeout: float, during: str = "receive"):
         super().__init__(f"no complete line within {timeout:g}s" if during == "receive"
                          else f"bot did not read its input within {timeout:g}s")
@@ -95,13 +92,11 @@ class BotTimeout(BotError):
         self.during = during
 
 
-class BotExited(BotError):
+class BotExited(BotError, faults.Crash):
     """The bot's main process is gone.  ``returncode`` is its exit status (None
     if killed by a signal), ``signal`` the killing signal (None if it exited).
     In sandbox mode bwrap reports a signal death as status 128+N; then both
     are set (e.g. 139 and 11)."""
-
-    reason = "crash"
 
     def __init__(self, returncode: int | None, signal_: int | None, detail: str = ""):
         if signal_ is not None:
@@ -118,9 +113,7 @@ class BotExited(BotError):
         self.signal = signal_
 
 
-class CpuLimitExceeded(BotExited):
-    reason = "cpu_limit"
-
+class CpuLimitExceeded(BotExited, faults.CpuLimit):
     @classmethod
     def over_allowance(cls, used: float, allowed: float) -> CpuLimitExceeded:
         """The bot is still running but has used more CPU this game than it may."""
@@ -129,55 +122,36 @@ class CpuLimitExceeded(BotExited):
         return exc
 
 
-class MemoryLimitExceeded(BotExited):
-    reason = "memory_limit"
+class MemoryLimitExceeded(BotExited, faults.MemoryLimit):
+    pass
 
-
-class LineTooLong(BotError):
+class LineTooLong(BotError, faults.LineTooLong):
     """A line exceeded Limits.max_line_bytes.  Sticky: the output stream is
     not resynchronised, every later receive raises this again."""
-
-    reason = "line_too_long"
 
     def __init__(self, limit: int):
         super().__init__(f"line longer than {limit} bytes")
         self.limit = limit
 
 
-class NotUtf8(BotError):
+class NotUtf8(BotError, faults.BadEncoding):
     """One line was not valid UTF-8 (the line is consumed; the next one may be fine)."""
-
-    reason = "bad_encoding"
 
     def __init__(self, raw: bytes, error: UnicodeDecodeError):
         super().__init__(f"line is not UTF-8 ({error.reason} at byte {error.start}): {raw[:60]!r}")
         self.raw_prefix = raw[:200]
 
 
-class OutputLimitExceeded(BotError):
+class OutputLimitExceeded(BotError, faults.OutputLimit):
     """Total stdout exceeded Limits.max_output_bytes (sticky)."""
 
-    reason = "output_limit"
 
-
-class BotClosedInput(BotError):
+class BotClosedInput(BotError, faults.ClosedInput):
     """The bot closed its stdin but is still running."""
 
-    reason = "closed_input"
 
-
-class BotClosedOutput(BotError):
+class BotClosedOutput(BotError, faults.ClosedOutput):
     """The bot closed its stdout but is still running."""
-
-    reason = "closed_output"
-
-
-class BadJson(BotError):
-    reason = "bad_json"
-
-    def __init__(self, line: str, error: ValueError):
-        super().__init__(f"not JSON ({error}): {line[:80]!r}")
-        self.line = line
 
 
 class BotStartError(Exception):
@@ -634,14 +608,6 @@ class BotProcess:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise NotUtf8(raw, exc) from None
-
-    async def receive_json(self, timeout: float) -> Any:
-        """receive_line + json.loads; BadJson if the line is not JSON."""
-        line = await self.receive_line(timeout)
-        try:
-            return json.loads(line)
-        except ValueError as exc:
-            raise BadJson(line, exc) from None
 
     async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
         """For a command that is no bot (a contained build): close its stdin, collect its stdout

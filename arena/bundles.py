@@ -14,11 +14,9 @@ import io
 import os
 import shutil
 import stat
-import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
