@@ -6,8 +6,8 @@ python-chess's ``EngineError`` family and ``Termination`` do, so code that catch
 a fault reads ``fault.reason`` and never guesses. :class:`FaultReason` is a
 ``StrEnum``: its members are the JSON strings of ``protocol/schemas`` unchanged.
 
-The bot-process layer (:mod:`arena.bots.errors`) raises its own errors; until they
-subclass these, :func:`arena.referee.driver.as_fault` maps them in one place.
+The bot-process layer's errors (:mod:`arena.bots.errors`) subclass these, so a fault
+raised anywhere, by the process, the protocol parser or the referee, is one of them.
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ import trio
 
 from arena.bots import containment
 from arena.bots.containment import cgroup_root, cleanup_stale
-from arena.bots.errors import (BadJson, BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError,
-                               BotTimeout, CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8,
-                               OutputLimitExceeded, SandboxUnavailable)
+from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
+                               CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
+                               SandboxUnavailable)
 from arena.bots.filesystem import sandbox_visible
 from arena.bots.limits import Limits
 from arena.bots.probes import namespaces_problem, sandbox_problem
@@ -40,6 +40,8 @@ from arena.bots.reader import READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
+from arena.faults import BadJson
+from arena.referee.protocol import parse_line
 from tests.checks import reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
@@ -284,10 +286,11 @@ def test_ignores_sigterm_still_dies_fast():
 def test_garbage_is_returned_verbatim_and_bad_json_named():
     async def main():
         async with await start("garbage.py") as bot:
-            with pytest.raises(BadJson) as info:
-                await bot.receive_json(5)
+            line = await bot.receive_line(5)
+            assert line == "}{ this is not json \x00\x07 \u2603"  # the process layer passes it on as is
+            with pytest.raises(BadJson) as info:  # and the protocol's parser (with its depth guard) names it
+                parse_line(line)
             assert info.value.reason == "bad_json"
-            assert info.value.line == "}{ this is not json \x00\x07 \u2603"
             assert await bot.receive_line(5) == ""
 
     run(main)
@@ -642,6 +645,7 @@ def test_start_errors():
 
     run(main)
     assert not issubclass(BotStartError, BotError)
+
 
 
 # -- bubblewrap --------------------------------------------------------------------

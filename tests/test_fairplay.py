@@ -259,6 +259,27 @@ def test_a_bot_its_uid_cannot_run_is_an_error_never_root(world, sandbox, unreach
     assert "chmod" in fault["message"] and "--trusted-bots" in fault["message"]
 
 
+@needs_root
+def test_shipped_bots_run_from_a_copy_and_users_bots_fail_closed(monkeypatch):
+    """A private checkout's own bots (reference bots, starters) run from a readable copy that keeps
+    links as links; a user's bot in a private directory is left as it is, to be refused."""
+    from arena.bots import launch
+    private = Path(tempfile.mkdtemp(prefix="arena-private-checkout-"))  # 0700, like a clone under /root
+    try:
+        shipped = private / "bots" / "lowest"
+        shutil.copytree(REPO / "bots" / "lowest", shipped)
+        (shipped / "passwd").symlink_to("/etc/shadow")
+        users = copy_bot(private / "mine")
+        monkeypatch.setattr(launch, "SHIPPED", (private / "bots",))
+        copied = launch.runnable(load_bot(shipped))
+        assert copied.root != shipped and launch._others_can_use(copied.workdir / "bot.py", stat.S_IROTH)
+        assert (copied.root / "passwd").is_symlink()  # not /etc/shadow's bytes, read as root
+        assert not any(p.stat().st_mode & 0o022 for p in copied.root.rglob("*") if not p.is_symlink())
+        assert launch.runnable(load_bot(users)).root == users.resolve()
+    finally:
+        shutil.rmtree(private)
+
+
 def test_a_missing_command_is_an_error():
     async def main():
         d = world_readable_dir("arena-missing-")

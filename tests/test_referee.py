@@ -884,15 +884,26 @@ def test_mock_bot_expectations_script_a_whole_conversation() -> None:
     assert rec.faults[0]["reason"] == "handshake" and "expected {'type': 'start'" in rec.faults[0]["message"]
 
 
+def _utf8_error() -> UnicodeDecodeError:
+    try:
+        b"\xff".decode()
+    except UnicodeDecodeError as e:
+        return e
+    raise AssertionError
+
+
 def test_process_errors_map_to_fault_classes() -> None:
-    """The one mapping from the process layer's errors to faults: reason and class agree."""
+    """One hierarchy: every process-level error is the arena.faults class of its reason, so the
+    referee passes it on as it is."""
     cases = [(BotTimeout(1.0), faults.Timeout), (BotExited(1, None), faults.Crash),
+             (CpuLimitExceeded.over_allowance(2, 1), faults.CpuLimit),
+             (MemoryLimitExceeded(None, 9), faults.MemoryLimit),
              (LineTooLong(10), faults.LineTooLong), (BotClosedInput("x"), faults.ClosedInput),
-             (BotClosedOutput("x"), faults.ClosedOutput),
+             (BotClosedOutput("x"), faults.ClosedOutput), (NotUtf8(b"\xff", _utf8_error()), faults.BadEncoding),
              (OutputLimitExceeded("x"), faults.OutputLimit)]
     for exc, cls in cases:
-        fault = as_fault(exc)
-        assert type(fault) is cls and fault.reason == exc.reason and fault.message == str(exc)
+        assert as_fault(exc) is exc and isinstance(exc, cls) and exc.reason == cls.reason
+        assert faults.fault_class(exc.reason) is cls
     assert type(as_fault(KeyError("x"))) is faults.Crash
     own = faults.WrongRequest("late")
     assert as_fault(own) is own and own.reason == "wrong_request" and isinstance(own, protocol.ProtocolError)

@@ -518,3 +518,9 @@ def test_rich_display_does_not_retally_every_game() -> None:
     finally:
         rep.finished(False)
     assert renders < total // 4
+
+
+def test_plain_log_names_the_finishing_order():
+    from arena.tournament.live import finishing_order
+    assert finishing_order([[1], [0, 2]], ["a@1", "b@1", "c@1"]) == "b@1 > a@1 = c@1"
+    assert finishing_order([], ["a@1"]) == "no order"

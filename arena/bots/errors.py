@@ -1,24 +1,23 @@
 """How a bot process misbehaves, one exception class each, and why one could not be started.
 
-``reason`` on each class is a stable short string for logs and results tables;
-:func:`arena.referee.driver.as_fault` turns these into the referee's faults.
+Each error is also the :mod:`arena.faults` class of its reason, so the referee forfeits the bot
+with the error as it is; :class:`BotStartError` is the arena's trouble starting it.
 """
 
 from __future__ import annotations
 
 import signal
 
-
-class BotError(Exception):
-    """The bot misbehaved.  ``reason`` is a stable short string for logs and
-    results tables; the message is for humans."""
-
-    reason = "bot_error"
+from .. import faults
 
 
-class BotTimeout(BotError):
-    reason = "timeout"
+class BotError(faults.BotFault):
+    """The bot misbehaved at the process level. Every subclass is also the
+    :mod:`arena.faults` class of its fault, so ``reason`` comes from there and the
+    referee needs no mapping."""
 
+
+class BotTimeout(BotError, faults.Timeout):
     def __init__(self, timeout: float, during: str = "receive"):
         super().__init__(f"no complete line within {timeout:g}s" if during == "receive"
                          else f"bot did not read its input within {timeout:g}s")
@@ -26,13 +25,11 @@ class BotTimeout(BotError):
         self.during = during
 
 
-class BotExited(BotError):
+class BotExited(BotError, faults.Crash):
     """The bot's main process is gone.  ``returncode`` is its exit status (None
     if killed by a signal), ``signal`` the killing signal (None if it exited).
     In sandbox mode bwrap reports a signal death as status 128+N; then both
     are set (e.g. 139 and 11)."""
-
-    reason = "crash"
 
     def __init__(self, returncode: int | None, signal_: int | None, detail: str = ""):
         if signal_ is not None:
@@ -49,9 +46,7 @@ class BotExited(BotError):
         self.signal = signal_
 
 
-class CpuLimitExceeded(BotExited):
-    reason = "cpu_limit"
-
+class CpuLimitExceeded(BotExited, faults.CpuLimit):
     @classmethod
     def over_allowance(cls, used: float, allowed: float) -> CpuLimitExceeded:
         """The bot is still running but has used more CPU this game than it may."""
@@ -60,55 +55,37 @@ class CpuLimitExceeded(BotExited):
         return exc
 
 
-class MemoryLimitExceeded(BotExited):
-    reason = "memory_limit"
+class MemoryLimitExceeded(BotExited, faults.MemoryLimit):
+    pass
 
 
-class LineTooLong(BotError):
+class LineTooLong(BotError, faults.LineTooLong):
     """A line exceeded Limits.max_line_bytes.  Sticky: the output stream is
     not resynchronised, every later receive raises this again."""
-
-    reason = "line_too_long"
 
     def __init__(self, limit: int):
         super().__init__(f"line longer than {limit} bytes")
         self.limit = limit
 
 
-class NotUtf8(BotError):
+class NotUtf8(BotError, faults.BadEncoding):
     """One line was not valid UTF-8 (the line is consumed; the next one may be fine)."""
-
-    reason = "bad_encoding"
 
     def __init__(self, raw: bytes, error: UnicodeDecodeError):
         super().__init__(f"line is not UTF-8 ({error.reason} at byte {error.start}): {raw[:60]!r}")
         self.raw_prefix = raw[:200]
 
 
-class OutputLimitExceeded(BotError):
+class OutputLimitExceeded(BotError, faults.OutputLimit):
     """Total stdout exceeded Limits.max_output_bytes (sticky)."""
 
-    reason = "output_limit"
 
-
-class BotClosedInput(BotError):
+class BotClosedInput(BotError, faults.ClosedInput):
     """The bot closed its stdin but is still running."""
 
-    reason = "closed_input"
 
-
-class BotClosedOutput(BotError):
+class BotClosedOutput(BotError, faults.ClosedOutput):
     """The bot closed its stdout but is still running."""
-
-    reason = "closed_output"
-
-
-class BadJson(BotError):
-    reason = "bad_json"
-
-    def __init__(self, line: str, error: ValueError):
-        super().__init__(f"not JSON ({error}): {line[:80]!r}")
-        self.line = line
 
 
 class BotStartError(Exception):

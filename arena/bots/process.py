@@ -20,7 +20,6 @@ fork (:mod:`.spawn`) are already their own modules.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
@@ -30,12 +29,11 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from .cgroups import BotCgroup
-from .errors import (BadJson, BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
+from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
                      CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8)
 from .limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
@@ -215,14 +213,6 @@ class BotProcess:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise NotUtf8(raw, exc) from None
-
-    async def receive_json(self, timeout: float) -> Any:
-        """receive_line + json.loads; BadJson if the line is not JSON."""
-        line = await self.receive_line(timeout)
-        try:
-            return json.loads(line)
-        except ValueError as exc:
-            raise BadJson(line, exc) from None
 
     async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
         """For a command that is no bot (a contained build): close its stdin, collect its stdout

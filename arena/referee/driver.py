@@ -16,10 +16,9 @@ from typing import Any, Protocol
 
 import trio
 
-from ..bots.errors import BotError
 from ..bots.manifest import BotSpec
 from ..engine import Rules, State
-from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout, from_reason
+from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
 from .core import GameRecord, RefereeCore, Request, TimeControl
 
@@ -48,15 +47,11 @@ class Player(Protocol):
 
 
 def as_fault(exc: BaseException) -> BotFault:
-    """Any error from a player's connection, as the fault it costs the bot.
-
-    The one place where the process layer's errors meet the fault classes: once
-    ``BotError`` subclasses :class:`~arena.faults.BotFault` the second case goes.
-    Anything else a connection raises is a crash of that bot, never of the referee."""
+    """Any error from a player's connection, as the fault it costs the bot: the process
+    layer's errors are faults already; anything else a connection raises is a crash of
+    that bot, never of the referee."""
     if isinstance(exc, BotFault):
         return exc
-    if isinstance(exc, BotError):
-        return from_reason(exc.reason, str(exc))
     return Crash(f"{type(exc).__name__}: {exc}")
 
 

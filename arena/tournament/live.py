@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -47,6 +46,11 @@ def summary(incidents: list[str]) -> str:
     return f"; {deaths} referee worker death(s), each replaced and its games played again" if deaths \
         else f"; {len(incidents)} incident(s)"
 
+
+
+def finishing_order(order: list[list[int]], seats: list[str]) -> str:
+    """A result's finishing order by name, best first, ties joined: ``a@1 > b@1 = c@1``."""
+    return " > ".join(" = ".join(seats[i] for i in group) for group in order) or "no order"
 
 class _Base(Reporter):
     def __init__(self) -> None:
@@ -95,8 +99,9 @@ class PlainReporter(_Base):
         r = record.result or {}
         faults = "".join(f" fault:{game.seats[f['seat']]}:{f['reason']}" for f in record.faults)
         if self.done % self.every == 0 or record.faults or self.done == self.total:
-            print(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')} "
-                  f"order {r.get('order')}{faults} ({self.rate:.1f} games/s)", file=self.out, flush=True)
+            print(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')}: "
+                  f"{finishing_order(r.get('order') or [], game.seats)}{faults} ({self.rate:.1f} games/s)",
+                  file=self.out, flush=True)
 
     def incident(self, text: str) -> None:
         super().incident(text)
