@@ -526,7 +526,8 @@ FAULTS = ["bad_json", "schema", "wrong_request", "illegal_action", "timeout", "c
 def test_faults_reach_the_bot_as_error_and_forfeit(fault: str) -> None:
     assert fault in FAULT_REASONS
     bots = [faulty_bot("faulty", fault), policy_bot("a", strategies.lowest_first), policy_bot("b", strategies.heuristic)]
-    match = Match(bots, ["faulty", "a", "b"], fail_start={0} if fault == "start_failed" else set())
+    clock = TimeControl(move_ms=500, bank_ms=500) if fault == "timeout" else TimeControl()  # a timeout waits it out
+    match = Match(bots, ["faulty", "a", "b"], clock=clock, fail_start={0} if fault == "start_failed" else set())
     match.run(rules("classic"), [11, 12], max_turns=60)
     check_conversation(match)
     for rec in match.records:
