@@ -155,3 +155,57 @@ def make_policy(table: SetupTable | None = None):
     def policy(state, actions):
         return heuristic_action(state, actions, table)
     return policy
+
+
+def rollout_action(state, actions):
+    """A cheaper playout policy: the heuristic's card order, sets, 10s on big piles and
+    four-of-a-kinds, without looking at the next player (its block and trap terms cost
+    half of every playout). Tried as the search's rollout policy (docs/BOTS.md)."""
+    if len(actions) == 1:
+        return actions[0]
+    first = actions[0]
+    if first.kind != "play" and first.kind != "pick_up":
+        return heuristic_action(state, actions)
+    if state.stale > W["stuck"]:
+        h = (state.turn * 2654435761) & 0xFFFFFF
+        if h % 3 == 0:
+            return actions[(h >> 4) % len(actions)]
+    rules, keep = _keep_values(state.rules)
+    pile = state.pile
+    burn4 = rules.four_of_a_kind != "off"
+    run_rank = pile[-1] >> 2 if pile else -1
+    run = 0
+    if burn4 and pile:
+        for c in reversed(pile):
+            if c >> 2 != run_rank:
+                break
+            run += 1
+    endgame = not state.stock
+    best = None
+    best_score = -1e9
+    pickup = None
+    for a in actions:
+        if a.kind != "play":
+            if a.kind == "pick_up" and (pickup is None or (
+                    a.surrender is not None and keep[a.surrender >> 2] < keep[pickup.surrender >> 2])):
+                pickup = a
+            continue
+        r = a.cards[0] >> 2
+        k = len(a.cards)
+        kv = keep[r]
+        s = -kv * W["low"] + k * W["multi"]
+        if kv >= 15:
+            s -= W["power"]
+            if r == TEN:
+                s += min(len(pile), 12) * W["ten_pile"]
+        if burn4 and r == run_rank and run + k >= 4:
+            s += W["four"] if kv < 15 else W["four"] * 0.25
+        if endgame and a.zone == "hand":
+            s += k * W["endgame"]
+        if a.target is not None:
+            s += 30.0 - state.seats[a.target].card_count
+        if s > best_score:
+            best, best_score = a, s
+    if best is None:
+        return pickup if pickup is not None else first
+    return best
