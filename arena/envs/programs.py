@@ -41,6 +41,12 @@ class Program:
     ref: str | Path
 
 
+class Answer(NamedTuple):
+    choice: int
+    ms: float
+    stderr: list[str]
+
+
 class Faulted(NamedTuple):
     """A program's answer that is no answer: the fault that forfeits its seat."""
 
@@ -137,9 +143,9 @@ class ProgramOpponent:
             return None
         return self.host.call(run)
 
-    def decide(self, req: Request) -> int | Faulted:
+    def decide(self, req: Request) -> Answer | Faulted:
         """The bot's answer to ``req``, timed as the referee times it, or the fault it made."""
-        async def run() -> int | Faulted:
+        async def run() -> Answer | Faulted:
             start = trio.current_time()
             try:
                 choice = await self.player.decide(req.message, req.timeout)
@@ -147,9 +153,7 @@ class ProgramOpponent:
                 ms = (trio.current_time() - start) * 1000
                 await self.player.fault(f.reason, f.message, req.id)
                 return Faulted(str(f.reason), f.message, ms, self.player.take_stderr())
-            self.ms = (trio.current_time() - start) * 1000
-            return choice
-        self.ms = 0.0
+            return Answer(choice, (trio.current_time() - start) * 1000, self.player.take_stderr())
         return self.host.call(run)
 
     def end(self, message: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ class PalaceSingleEnv(gymnasium.Env):
                 if isinstance(answer, programs.Faulted):
                     core.fault(answer.reason, answer.message, answer.ms, answer.stderr)
                 else:
-                    core.answer(answer, bot.ms, bot.player.take_stderr())
+                    core.answer(answer.choice, answer.ms, answer.stderr)
                 continue
             t = time.perf_counter()
             choice = bot.choose(req.message)
