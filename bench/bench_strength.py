@@ -63,7 +63,7 @@ def make_agent(name: str, seed: int, opts) -> object:
         agent.infer = variant != "uniform"  # -uniform: hidden cards dealt without the resampler's inferences
         return agent
     if base == "ismcts" and set(variant.split("+")) <= set(ISMCTS_VARIANTS):
-        # ismcts-reuse, ismcts-widen, ismcts-fast, or several joined by '+': ismcts-reuse+fast
+        # ismcts-reuse (the variants measured are in docs/BOTS.md; several join with '+')
         for v in variant.split("+"):
             kw.update(ISMCTS_VARIANTS[v])
         return ISMCTSAgent(budget, seed=seed, **kw)
@@ -71,7 +71,7 @@ def make_agent(name: str, seed: int, opts) -> object:
                      f"montecarlo-uniform, ismcts-uniform, ismcts-{'/'.join(ISMCTS_VARIANTS)} (joined by '+')")
 
 
-ISMCTS_VARIANTS = {"reuse": {"reuse": True}, "widen": {"widen": (1.0, 0.5)}, "fast": {"rollout": "fast"}}
+ISMCTS_VARIANTS = {"reuse": {"reuse": True}}
 
 
 def run_deal(task) -> dict:

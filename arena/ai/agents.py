@@ -154,27 +154,18 @@ class ISMCTSAgent(HeuristicAgent):
     """Single-observer information-set MCTS (:mod:`arena.ai.ismcts`).
 
     ``reuse``: keep the subtree under the moves made since the last decision (they are read
-    from the request's events) instead of starting each search from an empty tree.
-    ``widen``: progressive widening ``(k, alpha)``. ``rollout``: ``"fast"`` plays out with
-    :func:`arena.ai.policy.rollout_action` instead of the full heuristic."""
+    from the request's events) instead of starting each search from an empty tree."""
 
     name = "ismcts"
 
     def __init__(self, budget: Budget | None = None, seed: int | None = None,
                  table: SetupTable | None = None, horizon: int = HORIZON, c: float = 0.7, *,
-                 reuse: bool = False, widen: tuple[float, float] | None = None, rollout: str | None = None):
+                 reuse: bool = False):
         super().__init__(table, seed)
         self.budget = budget or Budget.from_env("ISMCTS")
         self.horizon = horizon
         self.c = c
         self.reuse = reuse
-        self.widen = widen
-        self.rollout = None
-        if rollout == "fast":
-            from .policy import rollout_action
-            self.rollout = rollout_action
-        elif rollout is not None:
-            raise ValueError(f"unknown rollout policy {rollout!r}")
         self.tree = None  # with reuse: the root of the last search
         self._kept = None
         self.reused = 0  # searches that started from a kept subtree (for tests and benchmarks)
@@ -197,8 +188,7 @@ class ISMCTSAgent(HeuristicAgent):
             self.reused += root is not None
         root = root if root is not None else Node(-1)
         best, children = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c,
-                                infer=self.infer, root=root, record_forced=self.reuse, widen=self.widen,
-                                rollout=self.rollout)
+                                infer=self.infer, root=root, record_forced=self.reuse)
         if self.reuse:
             self.tree = root
         if self.obs.stale > STUCK_TURNS:

@@ -41,22 +41,18 @@ class Node:
 def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
            iterations: int | None, policy, horizon: int, c: float = 0.7,
            max_depth: int = 40, infer: bool = True, *, root: Node | None = None,
-           record_forced: bool = False, widen: tuple[float, float] | None = None,
-           rollout=None) -> tuple[int, dict]:
+           record_forced: bool = False) -> tuple[int, dict]:
     """Index into ``root_actions`` of the most visited root move, and the root's children.
 
     ``infer=False`` deals hidden cards uniformly instead of through the resampler.
     ``root``: a tree kept from an earlier decision (:func:`advance`); its root moves that
-    are not legal now are dropped first. ``widen=(k, alpha)``: progressive widening, a node
-    visited n times expands at most ``1 + k * n**alpha`` moves, the heuristic's first and
-    pick-ups last. ``rollout``: the playout policy (default: ``policy``, which also picks
-    the first move to expand)."""
+    are not legal now are dropped first. ``record_forced``: give forced moves nodes too, so
+    that the tree can be advanced by the moves made."""
     root = Node(-1) if root is None else root
     root_keys = [rank_key(a) for a in root_actions]
     if root.children:
         kept = root.children
         root.children = {k: kept[k] for k in root_keys if k in kept}
-    rollout = rollout or policy
     n_iter = 0
     deal = obs.resample if infer else obs.sample
     while True:
@@ -82,7 +78,6 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
             mover = state.to_move
             children = node.children
             untried = []
-            tried = 0
             best_j, best_v = -1, -1.0
             for j, k in enumerate(keys):
                 ch = children.get(k)
@@ -90,15 +85,16 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
                     untried.append(j)
                     continue
                 ch.avail += 1
-                tried += 1
-                v = ch.total / ch.visits + c * math.sqrt(math.log(ch.avail) / ch.visits)  # visits >= 1
-                if v > best_v:
-                    best_j, best_v = j, v
-            expand = bool(untried)
-            if expand and tried and widen is not None:
-                expand = tried < 1 + widen[0] * node.visits ** widen[1]
-            if expand:
-                j = _first(untried, actions, state, policy, rng, widen is not None)
+                if not untried:
+                    v = ch.total / ch.visits + c * math.sqrt(math.log(ch.avail) / ch.visits)
+                    if v > best_v:
+                        best_j, best_v = j, v
+            if untried:
+                # expand the heuristic's choice first: good moves get looked at early
+                favourite = policy(state, actions)
+                j = next((u for u in untried if actions[u] == favourite), None)
+                if j is None:
+                    j = untried[rng.randrange(len(untried))]
                 ch = Node(mover)
                 ch.avail = 1
                 children[keys[j]] = ch
@@ -111,7 +107,7 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
             node = ch
             depth += 1
         if state.result is None:
-            state = playout(state, rollout, horizon)
+            state = playout(state, policy, horizon)
         scores = result_scores(state)
         for nd in path:
             nd.visits += 1
@@ -124,20 +120,6 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
     visits = [root.children[k].visits if k in root.children else 0 for k in root_keys]
     best = max(range(len(root_actions)), key=lambda j: (visits[j], _mean(root.children.get(root_keys[j]))))
     return best, root.children
-
-
-def _first(untried: list[int], actions, state, policy, rng: random.Random, pick_ups_last: bool) -> int:
-    """The untried move to expand: the heuristic's choice, else a random one (with widening,
-    a random play before any pick-up, which the heuristic takes only when it must)."""
-    favourite = policy(state, actions)
-    j = next((u for u in untried if actions[u] == favourite), None)
-    if j is not None:
-        return j
-    if pick_ups_last:
-        plays = [u for u in untried if actions[u].kind != "pick_up"]
-        if plays:
-            return plays[rng.randrange(len(plays))]
-    return untried[rng.randrange(len(untried))]
 
 
 def _mean(node: Node | None) -> float:

@@ -68,7 +68,7 @@ class PalaceSingleEnv(gymnasium.Env):
         self.observation_space, self.action_space = spaces()
         self._seeder = random.Random()
         self.core: RefereeCore | None = None
-        self.programs: dict[int, Any] = {}  # opponent index -> ProgramOpponent, kept across games
+        self.program_opponents: dict[int, Any] = {}  # opponent index -> ProgramOpponent, kept across games
         self._host = None
         program_specs = {k: spec for k, spec in enumerate(self.opponent_specs) if programs.is_program(spec)}
         if program_specs:
@@ -77,7 +77,7 @@ class PalaceSingleEnv(gymnasium.Env):
             launcher = launcher or programs.default_launcher()
             specs = {k: programs.load(ref) for k, ref in program_specs.items()}
             programs.preflight(self._host, launcher, specs.values())
-            self.programs = {k: programs.ProgramOpponent(spec, launcher, self.clock, self._host)
+            self.program_opponents = {k: programs.ProgramOpponent(spec, launcher, self.clock, self._host)
                              for k, spec in specs.items()}
 
     @property
@@ -94,7 +94,7 @@ class PalaceSingleEnv(gymnasium.Env):
         if seed is not None:
             self._seeder.seed(seed)
         if self.core is not None and not self.core.over:
-            for p in self.programs.values():
+            for p in self.program_opponents.values():
                 p.abandon()
         skipped: list[dict[str, Any]] = []
         for _ in range(REDEALS):
@@ -106,7 +106,7 @@ class PalaceSingleEnv(gymnasium.Env):
                 return self._observe(), info
             rec = self.core.record
             skipped += [{**f, "stderr": rec.stderr[f["seat"]][-3:]} for f in rec.faults]
-        last = skipped[-1]
+        last = skipped[-1] if skipped else {"bot": "?", "reason": "none", "message": "", "stderr": []}
         why = f"{last['bot']}: {last['reason']}: {last['message']}; its stderr: {' | '.join(last['stderr'])}"
         raise RuntimeError(f"bot programs forfeited {REDEALS} games in a row before the learner's first "
                            f"decision ({why})")
@@ -121,8 +121,8 @@ class PalaceSingleEnv(gymnasium.Env):
         names = [LEARNER] * n
         for k, s in enumerate(others):
             spec = self.opponent_specs[k]
-            if k in self.programs:
-                bot = self.programs[k]
+            if k in self.program_opponents:
+                bot = self.program_opponents[k]
                 self._program_seats.add(s)
             elif isinstance(spec, str):
                 bot = reference_agent(spec, seed=game_seed + s)
