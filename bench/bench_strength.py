@@ -71,7 +71,7 @@ def make_agent(name: str, seed: int, opts) -> object:
                      f"montecarlo-uniform, ismcts-uniform, ismcts-{'/'.join(ISMCTS_VARIANTS)} (joined by '+')")
 
 
-ISMCTS_VARIANTS = {"reuse": {"reuse": True}}
+ISMCTS_VARIANTS = {"reuse": {"reuse": True}, "pickups": {"widen_pick_ups": True}}
 
 
 def run_deal(task) -> dict:

@@ -1,6 +1,7 @@
 """ISMCTS tree reuse: the moves since the last decision are read from the events exactly as
 they happened (checked against the true game, which the tests hold and the bots never see),
-only the subtree they lead to is kept, and a kept root never holds a move not legal now."""
+only the subtree they lead to is kept, and a kept root never holds a move not legal now.
+Widening over pick-ups expands a pick-up only after every play, and only once visits allow."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import random
 import pytest
 
 import arena.ai.ismcts as ismcts_mod
+from arena import protocol
 from arena.ai.agents import ISMCTSAgent, PolicyAgent
 from arena.ai.budget import Budget
-from arena.ai.ismcts import Node, advance, moves_in
+from arena.ai.ismcts import Node, advance, ismcts, moves_in
 from arena.ai.match import play
-from arena.ai.observe import parse_action, rank_key
+from arena.ai.observe import Observer, parse_action, rank_key
+from arena.ai.policy import make_policy
+from arena.engine import PRESETS, legal_actions
 from arena.referee.core import RefereeCore, TimeControl
 from arena.strategies import heuristic
 from tests.test_ai import VARIANTS
@@ -100,12 +104,46 @@ def test_reused_tree_never_keeps_a_move_not_legal_now(name, monkeypatch):
     assert seen["reused"] > 10 and seen["prior"] > 0
 
 
+def _position(rules, want):
+    """Seat 0's first play decision (random play otherwise) whose actions ``want`` accepts."""
+    for seed in range(200):
+        rng = random.Random(seed)
+        obs = Observer()
+        obs.start(protocol.start("g", 0, 2, ["a", "b"], rules.options(), {"move_ms": 1000}, seed))
+        core = RefereeCore(rules, ["a", "b"], seed, game_id="g", clock=TimeControl(bank_ms=0), encode=False)
+        while (req := core.next_request()) is not None:
+            if req.seat == 0:
+                obs.update(req.message)
+                acts = legal_actions(core.state)
+                if core.state.phase == "play" and want(acts):
+                    return obs, acts
+            core.answer(rng.randrange(req.n_actions), 0.0)
+    raise AssertionError("no such position")
+
+
+def test_pick_ups_wait_for_every_play_and_for_visits():
+    rules = PRESETS["shithead"]  # picking up is a choice here
+    obs, acts = _position(rules, lambda a: len(a) >= 4 and any(x.kind == "pick_up" for x in a))
+    plays = {rank_key(a) for a in acts if a.kind == "play"}
+    for n in (len(plays), len(plays) + 1, 3 * len(acts), 200):
+        root = Node(-1)
+        ismcts(obs, acts, random.Random(n), 1e18, n, make_policy(), 8, root=root, widen_pick_ups=True)
+        assert set(root.children) <= plays | {("u", None)}
+        if n <= len(plays) + 1:
+            assert set(root.children) == plays, "every play is tried before a pick-up"
+        if ("u", None) in root.children:
+            assert plays <= set(root.children) and n >= (len(plays) - 1) ** 2
+    root = Node(-1)
+    ismcts(obs, acts, random.Random(0), 1e18, len(acts), make_policy(), 8, root=root)
+    assert len(root.children) == len(acts)  # without widening every move is tried at once
+
+
 def test_reuse_plays_every_rule_set():
-    """Three and four seats too: whole legal games, no fallbacks, kept subtrees found."""
+    """With and without widening, three and four seats too: whole legal games, no fallbacks, kept subtrees found."""
     reused = 0
     for k, (name, rules) in enumerate(VARIANTS):
         players = 2 + k % 3 if rules.max_players >= 4 else 2
-        agent = ISMCTSAgent(Budget(iterations=8), seed=k, horizon=8, reuse=True)
+        agent = ISMCTSAgent(Budget(iterations=8), seed=k, horizon=8, reuse=True, widen_pick_ups=k % 2 == 0)
         others = [PolicyAgent(heuristic, "heuristic") for _ in range(players - 1)]
         g = play([agent] + others, rules, seed=300 + k, max_turns=600)
         assert g.result is not None and agent.fallbacks == 0, name

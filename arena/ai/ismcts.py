@@ -41,13 +41,15 @@ class Node:
 def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
            iterations: int | None, policy, horizon: int, c: float = 0.7,
            max_depth: int = 40, infer: bool = True, *, root: Node | None = None,
-           record_forced: bool = False) -> tuple[int, dict]:
+           record_forced: bool = False, widen_pick_ups: bool = False) -> tuple[int, dict]:
     """Index into ``root_actions`` of the most visited root move, and the root's children.
 
     ``infer=False`` deals hidden cards uniformly instead of through the resampler.
     ``root``: a tree kept from an earlier decision (:func:`advance`); its root moves that
     are not legal now are dropped first. ``record_forced``: give forced moves nodes too, so
-    that the tree can be advanced by the moves made."""
+    that the tree can be advanced by the moves made. ``widen_pick_ups``: progressive
+    widening over pick-ups: where a play is legal, picking up is expanded only after every
+    play, and only once the node's visits n allow one more child (``tried < 1 + sqrt(n)``)."""
     root = Node(-1) if root is None else root
     root_keys = [rank_key(a) for a in root_actions]
     if root.children:
@@ -85,10 +87,16 @@ def ismcts(obs: Observer, root_actions, rng: random.Random, deadline: float,
                     untried.append(j)
                     continue
                 ch.avail += 1
-                if not untried:
-                    v = ch.total / ch.visits + c * math.sqrt(math.log(ch.avail) / ch.visits)
-                    if v > best_v:
-                        best_j, best_v = j, v
+                v = ch.total / ch.visits + c * math.sqrt(math.log(ch.avail) / ch.visits)
+                if v > best_v:
+                    best_j, best_v = j, v
+            if untried and widen_pick_ups:
+                plays = [u for u in untried if actions[u].kind != "pick_up"]
+                tried = len(actions) - len(untried)
+                if plays:
+                    untried = plays
+                elif tried and tried >= 1 + math.sqrt(node.visits):
+                    untried = []  # only pick-ups are left: not yet, the plays get the visits
             if untried:
                 # expand the heuristic's choice first: good moves get looked at early
                 favourite = policy(state, actions)
