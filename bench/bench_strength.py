@@ -36,7 +36,7 @@ from arena.ai.setup_table import fallback_table  # noqa: E402
 from arena.engine import preset  # noqa: E402
 
 LADDER = ["random", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts"]
-SEARCH = {"montecarlo", "ismcts", "montecarlo-uniform", "ismcts-uniform"}
+SEARCH = {"montecarlo", "ismcts", "montecarlo-uniform", "ismcts-uniform"}  # and every ismcts-VARIANT
 DEFAULT_PAIRS = [("lowest", "random"), ("heuristic", "lowest"), ("heuristic-setup", "lowest"),
                  ("heuristic-setup", "heuristic"), ("montecarlo", "heuristic-setup"),
                  ("ismcts", "heuristic-setup")]
@@ -62,8 +62,16 @@ def make_agent(name: str, seed: int, opts) -> object:
         agent = (MonteCarloAgent if base == "montecarlo" else ISMCTSAgent)(budget, seed=seed, **kw)
         agent.infer = variant != "uniform"  # -uniform: hidden cards dealt without the resampler's inferences
         return agent
+    if base == "ismcts" and set(variant.split("+")) <= set(ISMCTS_VARIANTS):
+        # ismcts-reuse (the variants measured are in docs/BOTS.md; several join with '+')
+        for v in variant.split("+"):
+            kw.update(ISMCTS_VARIANTS[v])
+        return ISMCTSAgent(budget, seed=seed, **kw)
     raise SystemExit(f"unknown bot {name!r}; known: {', '.join(LADDER + ['heuristic-nosetup'])}, "
-                     "montecarlo-uniform, ismcts-uniform")
+                     f"montecarlo-uniform, ismcts-uniform, ismcts-{'/'.join(ISMCTS_VARIANTS)} (joined by '+')")
+
+
+ISMCTS_VARIANTS = {"reuse": {"reuse": True}, "pickups": {"widen_pick_ups": True}}
 
 
 def run_deal(task) -> dict:
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         for rules_name in opts.presets.split(","):
             for players in player_counts:
                 for a, b in (two if players == 2 else four):
-                    games = opts.search_games if {a, b} & SEARCH else opts.games
+                    games = opts.search_games if {a, b} & SEARCH or any(x.startswith("ismcts-") for x in (a, b)) else opts.games
                     r = measure(pool, a, b, rules_name, players, games, opts, opts.seed)
                     print(fmt(r), flush=True)
     finally:

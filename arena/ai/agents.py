@@ -151,22 +151,49 @@ class MonteCarloAgent(HeuristicAgent):
 
 
 class ISMCTSAgent(HeuristicAgent):
-    """Single-observer information-set MCTS (:mod:`arena.ai.ismcts`)."""
+    """Single-observer information-set MCTS (:mod:`arena.ai.ismcts`).
+
+    ``reuse``: keep the subtree under the moves made since the last decision (they are read
+    from the request's events) instead of starting each search from an empty tree.
+    ``widen_pick_ups``: progressive widening over pick-ups (:func:`arena.ai.ismcts.ismcts`)."""
 
     name = "ismcts"
 
     def __init__(self, budget: Budget | None = None, seed: int | None = None,
-                 table: SetupTable | None = None, horizon: int = HORIZON, c: float = 0.7):
+                 table: SetupTable | None = None, horizon: int = HORIZON, c: float = 0.7, *,
+                 reuse: bool = False, widen_pick_ups: bool = False):
         super().__init__(table, seed)
         self.budget = budget or Budget.from_env("ISMCTS")
         self.horizon = horizon
         self.c = c
+        self.reuse = reuse
+        self.widen_pick_ups = widen_pick_ups
+        self.tree = None  # with reuse: the root of the last search
+        self._kept = None
+        self.reused = 0  # searches that started from a kept subtree (for tests and benchmarks)
+
+    def begin(self, msg):
+        self.tree = None
+        super().begin(msg)
+
+    def choose(self, req):
+        tree, self.tree = self.tree, None  # only a search that just ran may leave a tree behind
+        self._kept = tree
+        return super().choose(req)
 
     def decide(self, req, state, legal, ids) -> int:
-        from .ismcts import ismcts, root_mean
+        from .ismcts import Node, advance, ismcts, moves_in, root_mean
         deadline, iters = self.budget.deadline(req)
+        root = None
+        if self.reuse and self._kept is not None:
+            root = advance(self._kept, moves_in(req.get("events", ())), self.obs.seat)
+            self.reused += root is not None
+        root = root if root is not None else Node(-1)
         best, children = ismcts(self.obs, legal, self.rng, deadline, iters, self.policy, self.horizon, self.c,
-                                infer=self.infer)
+                                infer=self.infer, root=root, record_forced=self.reuse,
+                                widen_pick_ups=self.widen_pick_ups)
+        if self.reuse:
+            self.tree = root
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [root_mean(children, a) for a in legal], self.rng)
         return ids[best]

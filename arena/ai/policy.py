@@ -155,3 +155,4 @@ def make_policy(table: SetupTable | None = None):
     def policy(state, actions):
         return heuristic_action(state, actions, table)
     return policy
+

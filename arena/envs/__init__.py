@@ -3,7 +3,8 @@
 * :mod:`arena.envs.actions`: the fixed action space (standard library only, for bots);
 * :mod:`arena.envs.encode`: the fixed-size observation and action masks (numpy);
 * :class:`PalaceEnv` (:mod:`arena.envs.aec`) and :class:`PalaceSingleEnv`
-  (:mod:`arena.envs.single`): need the optional extra, ``pip install 'palace-arena[rl]'``.
+  (:mod:`arena.envs.single`): need the optional extra, ``pip install 'palace-arena[rl]'``;
+* :class:`Program` (:mod:`arena.envs.programs`): a bot program as an opponent of ``PalaceSingleEnv``.
 
 Names are loaded when first used, so importing one part never pulls in the others'
 dependencies.
@@ -15,7 +16,7 @@ import importlib
 
 _WHERE = {"PalaceEnv": "aec", "env": "aec", "PalaceSingleEnv": "single", "N_FEATURES": "encode",
           "encode": "encode", "encode_state": "encode", "request_mask": "encode", "N_ACTIONS": "actions",
-          "json_index": "actions", "engine_index": "actions"}
+          "json_index": "actions", "engine_index": "actions", "Program": "programs"}
 
 __all__ = sorted(_WHERE)
 

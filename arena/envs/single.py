@@ -1,10 +1,18 @@
 """One learning seat against arena bots: a Gymnasium environment.
 
-The opponents are request-level agents (:mod:`arena.ai.agents`), given exactly the
-messages the referee would send them (``start``, then a ``request`` per decision with
-their censored events), so they play as they do in a tournament, in process. Name
-them (``"random"``, ``"lowest"``, ``"heuristic"``, ``"heuristic-setup"``, ``"montecarlo"``,
-``"ismcts"``) or pass objects with ``begin(start)``/``choose(request)``/``end(end)``.
+The game runs through the referee's own core (:class:`arena.referee.core.RefereeCore`), so
+every opponent gets exactly the messages a tournament sends (``start``, a ``request`` per
+decision with its censored events and clock, ``end``) and the learner's ``info["request"]``
+is the request a bot would get. Opponents are
+
+* reference bots in process: a name (``"random"``, ``"lowest"``, ``"heuristic"``,
+  ``"heuristic-setup"``, ``"montecarlo"``, ``"ismcts"``) or any object with
+  ``begin(start)``/``choose(request)``/``end(end)``; an exception it raises is a bug and
+  propagates;
+* bot programs: :class:`arena.envs.programs.Program` (a bot directory, a bot.toml or a
+  bundled name), a path, or a ``BotSpec``; each runs as a real process under the
+  arena's launcher and containment, is held to the clock, and forfeits a game it faults
+  in, as in the referee (:mod:`arena.envs.programs`). ``close()`` stops them.
 
 Decisions with a single legal action are played for the learner; a step is one real
 choice. Observation and action space are the AEC environment's; the reward comes at
@@ -14,6 +22,8 @@ the end (+1 first ... -1 last).
 from __future__ import annotations
 
 import random
+import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,88 +31,136 @@ import gymnasium
 import numpy as np
 
 from arena.ai.agents import reference_agent
-from arena.engine import apply_action, legal_actions, start_game
+from arena.engine import legal_actions
 from arena.engine.rules import Rules
-from arena.engine.views import action_json, event_for, result_json, seat_view
-from arena.referee import protocol
+from arena.referee.core import RefereeCore, TimeControl
 
-from .actions import N_ACTIONS, engine_index
+from . import programs
 from .aec import make_rules, place_rewards, spaces
+from .actions import N_ACTIONS, engine_index
 from .encode import encode_state
+
+LEARNER = "learner"
+REDEALS = 10  # deals a reset tries when bot programs forfeit before the learner's first decision
 
 
 class PalaceSingleEnv(gymnasium.Env):
     """``PalaceSingleEnv("classic", opponents=["heuristic"])``: the learner and one bot per other seat.
 
-    ``seat``: the learner's seat, or None for a random seat each game.
+    ``seat``: the learner's seat, or None for a random seat each game. ``clock``: what every
+    request announces and what bot programs are held to (default: the tournament default,
+    1000 ms a move plus a 10 s bank). ``launcher``: starts bot programs (default: an
+    ``arena.bots.launch.Launcher()``, the tournament's containment; pass ``Launcher(trusted=True)``
+    to run them as your own user on purpose).
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, rules: str | Rules = "classic", opponents: Sequence[Any] = ("random",),
                  options: list[str] | dict[str, Any] | None = None, *, seat: int | None = 0,
-                 max_turns: int = 2000):
+                 max_turns: int = 2000, clock: TimeControl | None = None, launcher: Any = None):
         self.rules = make_rules(rules, options)
         self.players = len(opponents) + 1
         self.opponent_specs = list(opponents)
         self.seat_choice = seat
         self.max_turns = max_turns
+        self.clock = clock or TimeControl()
         self.observation_space, self.action_space = spaces()
         self._seeder = random.Random()
-        self.state = None
+        self.core: RefereeCore | None = None
+        self.program_opponents: dict[int, Any] = {}  # opponent index -> ProgramOpponent, kept across games
+        self._host = None
+        program_specs = {k: spec for k, spec in enumerate(self.opponent_specs) if programs.is_program(spec)}
+        if program_specs:
+            self._host = programs.BotHost()
+            self._finalizer = weakref.finalize(self, self._host.close)  # processes never outlive the env
+            launcher = launcher or programs.default_launcher()
+            specs = {k: programs.load(ref) for k, ref in program_specs.items()}
+            programs.preflight(self._host, launcher, specs.values())
+            self.program_opponents = {k: programs.ProgramOpponent(spec, launcher, self.clock, self._host)
+                             for k, spec in specs.items()}
+
+    @property
+    def state(self):
+        """The engine state of the game in play (None before the first reset)."""
+        return None if self.core is None else self.core.state
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """A new game. A deal that a bot program's fault ends before the learner's first
+        decision is no game to learn from: the next deal is played instead (its faults are
+        in ``info["forfeited_before_learner"]``), and after ``REDEALS`` such deals in a row
+        the opponent cannot play at all and ``RuntimeError`` says why."""
         super().reset(seed=seed)
         if seed is not None:
             self._seeder.seed(seed)
+        if self.core is not None and not self.core.over:
+            for p in self.program_opponents.values():
+                p.abandon()
+        skipped: list[dict[str, Any]] = []
+        for _ in range(REDEALS):
+            self._deal()
+            if not self.core.over:
+                info = self._info()
+                if skipped:
+                    info["forfeited_before_learner"] = skipped
+                return self._observe(), info
+            rec = self.core.record
+            skipped += [{**f, "stderr": rec.stderr[f["seat"]][-3:]} for f in rec.faults]
+        last = skipped[-1] if skipped else {"bot": "?", "reason": "none", "message": "", "stderr": []}
+        why = f"{last['bot']}: {last['reason']}: {last['message']}; its stderr: {' | '.join(last['stderr'])}"
+        raise RuntimeError(f"bot programs forfeited {REDEALS} games in a row before the learner's first "
+                           f"decision ({why})")
+
+    def _deal(self) -> None:
         game_seed = self._seeder.randrange(1 << 31)
         n = self.players
         self.seat = self._seeder.randrange(n) if self.seat_choice is None else self.seat_choice
-        self.state, events = start_game(self.rules, n, game_seed, max_turns=self.max_turns)
-        self.pending = [[event_for(e, s) for e in events] for s in range(n)]
         others = [s for s in range(n) if s != self.seat]
         self.bots: dict[int, Any] = {}
+        self._program_seats: set[int] = set()
+        names = [LEARNER] * n
         for k, s in enumerate(others):
             spec = self.opponent_specs[k]
-            bot = reference_agent(spec, seed=game_seed + s) if isinstance(spec, str) else spec
-            bot.begin(protocol.start("env", s, n, ["learner" if i == self.seat else "bot" for i in range(n)],
-                                     self.rules.options(), {"move_ms": 1000, "bank_ms": 0},
-                                     (game_seed * 1_000_003 + s) % (1 << 31)))
+            if k in self.program_opponents:
+                bot = self.program_opponents[k]
+                self._program_seats.add(s)
+            elif isinstance(spec, str):
+                bot = reference_agent(spec, seed=game_seed + s)
+            else:
+                bot = spec
             self.bots[s] = bot
-        self._rid = 0
+            names[s] = getattr(bot, "name", "bot")
+        self.core = core = RefereeCore(self.rules, names, game_seed, game_id=f"env-{game_seed}",
+                                       clock=self.clock, max_turns=self.max_turns, encode=False)
+        for s, bot in self.bots.items():
+            fault = bot.begin(core.start_message(s))
+            if s in self._program_seats and fault is not None:
+                core.start_fault(s, fault.reason, fault.message, fault.stderr)
         self._run_others()
-        return self._observe(), self._info()
-
-    def _request(self, seat: int) -> dict[str, Any]:
-        self._rid += 1
-        req = protocol.request(self._rid, "env", "setup" if self.state.phase == "setup" else "play",
-                               seat_view(self.state, seat), self.pending[seat],
-                               [action_json(a) for a in self.legal], {"move_ms": 1000, "bank_ms": 0})
-        self.pending[seat] = []
-        return req
-
-    def _apply(self, action) -> None:
-        self.state, events = apply_action(self.state, action, check=False)
-        for s in range(self.players):
-            self.pending[s].extend(event_for(e, s) for e in events)
 
     def _run_others(self) -> None:
-        """Play the bots' turns and the learner's forced moves until the learner must choose."""
-        while self.state.result is None:
-            self.legal = legal_actions(self.state)
-            seat = self.state.to_move
-            if len(self.legal) == 1:
-                self._apply(self.legal[0])
-            elif seat == self.seat:
-                self.by_index = {engine_index(a, k): a for k, a in enumerate(self.legal)}
-                self.request = self._request(seat)
+        """Play the bots' turns until the learner must choose (the core plays forced moves)."""
+        core = self.core
+        while (req := core.next_request()) is not None:
+            if req.seat == self.seat:
+                self.legal = legal_actions(core.state)
+                self.by_index = {engine_index(a, k): k for k, a in enumerate(self.legal)}
+                self.request = req.message
                 return
-            else:
-                choice = self.bots[seat].choose(self._request(seat))
-                self._apply(self.legal[choice])
-        result = result_json(self.state.result)
-        for s, bot in self.bots.items():
-            bot.end(protocol.end("env", result, [], self.pending[s]))
+            bot = self.bots[req.seat]
+            if req.seat in self._program_seats:
+                answer = bot.decide(req)
+                if isinstance(answer, programs.Faulted):
+                    core.fault(answer.reason, answer.message, answer.ms, answer.stderr)
+                else:
+                    core.answer(answer.choice, answer.ms, answer.stderr)
+                continue
+            t = time.perf_counter()
+            choice = bot.choose(req.message)
+            core.answer(choice, (time.perf_counter() - t) * 1000)
+        for s, message in core.end_messages():
+            if s != self.seat:
+                self.bots[s].end(message)
 
     def _observe(self) -> dict[str, np.ndarray]:
         mask = np.zeros(N_ACTIONS, dtype=np.int8)
@@ -113,13 +171,16 @@ class PalaceSingleEnv(gymnasium.Env):
     def _info(self) -> dict[str, Any]:
         if self.state.result is None:
             return {"request": self.request}
-        return {"result": self.state.result, "place": self.state.result.place_of(self.seat)}
+        info: dict[str, Any] = {"result": self.state.result, "place": self.state.result.place_of(self.seat)}
+        if self.core.record.faults:
+            info["faults"] = list(self.core.record.faults)  # opponents that forfeited, and why
+        return info
 
     def step(self, action: int):
-        chosen = self.by_index.get(int(action)) if self.state.result is None else None
-        if chosen is None:
+        k = self.by_index.get(int(action)) if self.state is not None and self.state.result is None else None
+        if k is None:
             raise ValueError(f"action {action} is not legal now (see the action mask)")
-        self._apply(chosen)
+        self.core.answer(k, 0.0)  # the learner is not on the clock
         self._run_others()
         reward, terminated, truncated = 0.0, False, False
         if self.state.result is not None:
@@ -127,3 +188,10 @@ class PalaceSingleEnv(gymnasium.Env):
             truncated = self.state.result.reason == "turn_cap"
             terminated = not truncated
         return self._observe(), reward, terminated, truncated, self._info()
+
+    def close(self) -> None:
+        """Stop the bot programs (each gets the referee's shutdown grace)."""
+        if self._host is not None:
+            self._finalizer()
+        super().close()
+
