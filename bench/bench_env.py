@@ -2,7 +2,7 @@
 
     python bench/bench_env.py --rules classic --players 2 --seconds 5
 
-The same uniformly random play, four ways, one after the other in one process (compare
+The same uniformly random play, five ways, one after the other in one process (compare
 the ratios, not the absolute figures, on a shared machine):
 
 * ``engine``: ``legal_actions`` + ``apply_action``, nothing else;
@@ -11,6 +11,8 @@ the ratios, not the absolute figures, on a shared machine):
 * ``env last+step``: the usual loop, ``env.last()`` (the encoded view and the mask) then ``step``;
 * ``env last+step, protocol``: the same with the protocol request in ``infos`` (view,
   events, actions as JSON-ready dicts).
+* ``single-seat env``: ``PalaceSingleEnv`` against in-process random bots, every game through
+  the referee core, counted in game turns (the learner's and the opponents').
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from arena.engine import IMPLEMENTATION, apply_action, legal_actions, new_game, rules_from  # noqa: E402
-from arena.envs import PalaceEnv  # noqa: E402
+from arena.envs import PalaceEnv, PalaceSingleEnv  # noqa: E402
 
 
 def bare(rules, players: int, seconds: float) -> float:
@@ -65,6 +67,26 @@ def env_rate(rules, players: int, seconds: float, *, observe: bool, protocol: bo
     return steps / (time.perf_counter() - t0)
 
 
+def single_rate(rules, players: int, seconds: float) -> float:
+    """Game turns per second (the learner's and the in-process random opponents') through
+    ``PalaceSingleEnv``, which runs every game through the referee core."""
+    rng = random.Random(1)
+    e = PalaceSingleEnv(rules, opponents=["random"] * (players - 1))
+    turns, seed = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        seed += 1
+        obs, _ = e.reset(seed=seed)
+        done = False
+        while not done:
+            legal = np.flatnonzero(obs["action_mask"])
+            obs, _, terminated, truncated, _ = e.step(int(legal[int(rng.random() * len(legal))]))
+            done = terminated or truncated
+        turns += e.core.state.turn
+    e.close()
+    return turns / (time.perf_counter() - t0)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rules", default="classic")
@@ -80,6 +102,8 @@ def main() -> None:
                       ("env last+step, protocol", dict(observe=True, protocol=True))):
         r = env_rate(rules, a.players, a.seconds, **kw)
         print(f"| {label} | {r:,.0f} steps/s | {r / base:.2f} |", flush=True)
+    r = single_rate(rules, a.players, a.seconds)
+    print(f"| single-seat env, random opponents (game turns) | {r:,.0f} turns/s | {r / base:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
