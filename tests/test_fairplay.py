@@ -280,6 +280,15 @@ def test_shipped_bots_run_from_a_copy_and_users_bots_fail_closed(monkeypatch):
         shutil.rmtree(private)
 
 
+def test_only_a_python_command_gets_the_arena_package():
+    """The copy of the ``arena`` package (on PYTHONPATH, bound into the sandbox) is for commands
+    that start with python3; any other program, bot or build, gets nothing added."""
+    spec = load_bot(REPO / "examples" / "bots" / "javascript")
+    assert Launcher._python(spec, contained=True) == (sys.executable, {})
+    python, env = Launcher._python(load_bot("lowest"), contained=True)
+    assert python and set(env) <= {"PYTHONPATH"}
+
+
 def test_a_missing_command_is_an_error():
     async def main():
         d = world_readable_dir("arena-missing-")

@@ -148,6 +148,12 @@ def runnable(spec: BotSpec) -> BotSpec:
     copy = _runnable_copies.get(root)
     if copy is None:
         copy = _runnable_copies[root] = world_readable_copy(root, "palace-arena-bot-")
+    return _relocated(spec, copy)
+
+
+def _relocated(spec: BotSpec, copy: Path) -> BotSpec:
+    """``spec`` run from ``copy``, a copy of its directory."""
+    root = spec.root.resolve()
     return dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root))
 
 
@@ -250,15 +256,11 @@ class Launcher:
 
     async def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = await self.mode()
-        source = spec.root.resolve()
-        parent = Path(tempfile.mkdtemp(prefix="palace-arena-build-"))
-        atexit.register(shutil.rmtree, parent, True)
-        parent.chmod(0o711)  # the build's uid must reach its copy, and list nothing beside it
-        copy = parent / source.name
-        shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-        built = dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(source))
-        python, env = self._python(spec, contained=True)
-        cmd = argv(dataclasses.replace(spec, command=spec.build or ()), python)
+        copy = world_readable_copy(spec.root.resolve(), "palace-arena-build-")  # start_bot gives it to the build's uid
+        built = _relocated(spec, copy)
+        build = dataclasses.replace(spec, command=spec.build or ())
+        python, env = self._python(build, contained=True)
+        cmd = argv(build, python)
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         try:
             proc = await start_bot(cmd, built.workdir, limits=BUILD_LIMITS, sandbox=mode == BUBBLEWRAP,
@@ -355,7 +357,10 @@ class Launcher:
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:
-        """What ``python3`` in the bot's command (and build) runs, and the environment it needs."""
+        """What ``python3`` at the head of ``spec.command`` runs, and the environment it needs;
+        nothing for any other program."""
+        if not spec.command or spec.command[0] not in ("python3", "python"):
+            return sys.executable, {}
         if spec.python:
             return spec.python, {}  # bot.toml's interpreter or venv: the author's choice
         found = python_for(contained)

@@ -34,7 +34,7 @@ import trio
 
 from .cgroups import BotCgroup
 from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
-                     CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8)
+                     CpuLimitExceeded, MemoryLimitExceeded, NotUtf8)
 from .limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
@@ -225,11 +225,12 @@ class BotProcess:
         while trio.current_time() < deadline:
             try:
                 lines.append(await self.receive_line(deadline - trio.current_time()))
-            except (NotUtf8, LineTooLong):
+            except NotUtf8:  # that line is consumed; the next may be fine
                 continue
             except BotExited:
                 break
-            except BotError:  # stdout closed or over its limit, or out of time: wait for the exit
+            except BotError:  # stdout closed, a line or all of it over its limit (both sticky), or
+                # out of time: read no more, wait for the exit
                 await self._wait_exit(max(deadline - trio.current_time(), 0))
                 break
         with trio.move_on_after(STDERR_GRACE):
