@@ -6,7 +6,8 @@ the hidden cards in the next. This bot does not need ``end``: in a game it keeps
 setup cards and the face-up cards each opponent chose (public). Dealt the same cards again in
 another seat, it holds the cards an opponent chose its face-up from, and that opponent now
 chooses face-up from the cards it held before: both together match by chance about once in
-a million games. It plays the first action offered, so its games are deterministic.
+a million games. It keeps each opponent's face-up cards as first shown, the full choice: the
+piles shrink in play, and a one-card remnant would lie in a six-card hand one time in nine. It plays the first action offered, so its games are deterministic.
 """
 import json
 import sys
@@ -41,9 +42,9 @@ for line in sys.stdin:
         view = msg["view"]
         if view["phase"] == "setup" and hand is None:
             hand = frozenset(view["hand"])
-        for p in view["players"]:
+        for p in view["players"]:  # each opponent's face-up as first shown: the three it chose
             if p["seat"] != view["seat"] and cards(p["face_up"]):
-                faces[p["seat"]] = cards(p["face_up"])
+                faces.setdefault(p["seat"], cards(p["face_up"]))
         old = recognised() if hand is not None and faces and not told else None
         if old is not None:
             told = True
