@@ -32,10 +32,15 @@ import trio  # noqa: E402
 
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import BotSpec  # noqa: E402
+from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
 from arena.engine import preset  # noqa: E402
-from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
+from arena.referee import BotPlayer, TimeControl, protocol, run_game  # noqa: E402
+from arena.referee.core import RefereeCore  # noqa: E402
 
 ALL_CPUS = set(os.sched_getaffinity(0))
+# The environment the launcher gives a bot, not this shell's: PYTHONUNBUFFERED=1 inherited by
+# the raw bot split each reply into two writes and slowed the denominator.
+BOT_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
 
@@ -102,7 +107,7 @@ def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: in
         argv = ["taskset", "-c", str(cpus[1]), *argv]
         pin({cpus[0]})
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=spec.workdir,
-                            text=True, bufsize=1)
+                            text=True, bufsize=1, env=BOT_ENV)
     assert proc.stdin and proc.stdout
     try:
         proc.stdin.write('{"type":"hello","protocol":1}\n')
@@ -125,6 +130,64 @@ def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: in
     return elapsed, cpu
 
 
+def trio_floor_run(argv: list[str], workdir: Path, requests: list[str], round_trips: int,
+                   cpus: tuple[int, int] | None) -> float:
+    """The least a trio referee pays for I/O: the same lines to the same bot program, each a
+    non-blocking write, one ``wait_readable`` and a read; no timeout, no checks. CPU seconds."""
+    async def loop() -> float:
+        proc = subprocess.Popen(["taskset", "-c", str(cpus[1]), *argv] if cpus else argv, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, cwd=workdir, env=BOT_ENV)
+        assert proc.stdin and proc.stdout
+        w, r = proc.stdin.fileno(), proc.stdout.fileno()
+        os.set_blocking(w, False)
+        os.set_blocking(r, False)
+        buf = b""
+
+        async def round_trip(line: bytes) -> None:
+            nonlocal buf
+            os.write(w, line)
+            while b"\n" not in buf:
+                await trio.lowlevel.wait_readable(r)
+                buf += os.read(r, 65536)
+            buf = buf.partition(b"\n")[2]
+        try:
+            await round_trip(b'{"type":"hello","protocol":1}\n')
+            lines = [line.encode() + b"\n" for line in requests]
+            c0 = time.process_time()
+            for i in range(round_trips):
+                await round_trip(lines[i % len(lines)])
+            return time.process_time() - c0
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+    if cpus:
+        pin({cpus[0]})
+    try:
+        return trio.run(loop)
+    finally:
+        pin(None)
+
+
+def core_run(rules: str, players: int, games: int, max_turns: int) -> tuple[float, int]:
+    """The referee's work without any I/O: the same games through RefereeCore, each reply read
+    by the protocol parser as a bot's line would be. (CPU seconds, decisions)."""
+    r = preset(rules)
+    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
+    decisions = 0
+    c0 = time.process_time()
+    for seed in range(games):
+        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+        for seat in range(players):
+            protocol.encode(core.start_message(seat))
+        while (req := core.next_request()) is not None:
+            reply = '{"type":"action","request":%d,"action":0}' % req.id
+            core.answer(protocol.read_action(reply, req.id, req.n_actions), 0.05)
+            decisions += 1
+        for _, message in core.end_messages():
+            protocol.encode(message)
+    return time.process_time() - c0, decisions
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--games", type=int, default=20)
@@ -143,8 +206,8 @@ def main() -> None:
     print(f"referee benchmark: {args.games} games of {args.rules}, {args.players} trivial Python bots over stdio, "
           f"{args.runs} runs per mode, modes interleaved")
     print(f"  {'mode':14} {'run':>3} {'decisions':>9} {'ref wall us':>11} {'raw wall us':>11} {'wall x':>6} "
-          f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6}")
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in modes}
+          f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6} {'trio io us':>10} {'core us':>7} {'floor x':>7}")
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in modes}
     with tempfile.TemporaryDirectory(prefix="bench-referee-") as tmp:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
@@ -155,21 +218,35 @@ def main() -> None:
                     referee_run, spec, args.rules, args.players, args.games, args.max_turns, cpus)
                 requests = [line for line in lines if json.loads(line)["type"] == "request"]
                 raw_s, raw_cpu = raw_run(spec, argv, requests, decisions, cpus)
+                io_cpu = trio_floor_run(argv, spec.workdir, requests, decisions, cpus)
+                if cpus:
+                    pin({cpus[0]})
+                core_cpu, core_decisions = core_run(args.rules, args.players, args.games, args.max_turns)
+                pin(None)
                 us = 1e6 / decisions
-                results[name].append((ref_s / raw_s, ref_cpu / max(raw_cpu, 1e-9)))
+                floor = io_cpu / decisions + core_cpu / core_decisions  # seconds per decision
+                raw_cpu = max(raw_cpu, 1e-9)
+                results[name].append((ref_s / raw_s, ref_cpu / raw_cpu, floor * decisions / raw_cpu))
                 print(f"  {name:14} {run:3d} {decisions:9d} {ref_s * us:11.1f} {raw_s * us:11.1f} "
                       f"{ref_s / raw_s:6.2f} {ref_cpu * us:10.1f} {raw_cpu * us:10.1f} "
-                      f"{ref_cpu / max(raw_cpu, 1e-9):6.2f}", flush=True)
+                      f"{ref_cpu / raw_cpu:6.2f} {io_cpu * us:10.1f} {core_cpu / core_decisions * 1e6:7.1f} "
+                      f"{floor * decisions / raw_cpu:7.2f}", flush=True)
     avg_req = sum(map(len, requests)) / max(1, len(requests))
     print(f"  per decision: {steps / decisions:.2f} steps (forced ones included), average request {avg_req:.0f} bytes")
     print("  denominators: raw wall = one blocking write+readline round trip to the same bot program with the")
     print("  same request lines; raw CPU = this process's CPU in that loop. The referee's side adds the engine,")
     print("  views, JSON, reply checks, clock, trio and the record.")
+    print("  the floor of this design, measured in the same run: trio io = CPU of the same round trips with")
+    print("  a bare trio wait (write, wait_readable, read; no timeout, no checks); core = CPU of the same")
+    print("  games through RefereeCore with no I/O; floor x = (trio io + core) / raw CPU, what a referee")
+    print("  of this shape spends with nothing else at all.")
     for name, rows in results.items():
-        walls = sorted(w for w, _ in rows)
-        cpus_ = sorted(c for _, c in rows)
+        walls = sorted(w for w, _, _ in rows)
+        cpus_ = sorted(c for _, c, _ in rows)
+        floors = sorted(f for _, _, f in rows)
         print(f"  {name:14} ratio wall {walls[0]:.2f}-{walls[-1]:.2f}x (median {walls[len(walls) // 2]:.2f}), "
-              f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f})")
+              f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f}), "
+              f"floor {floors[0]:.2f}-{floors[-1]:.2f}x (median {floors[len(floors) // 2]:.2f})")
 
 
 if __name__ == "__main__":

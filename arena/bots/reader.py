@@ -22,6 +22,7 @@ class LineReader:
 
     def __init__(self, stream: trio.abc.ReceiveStream, max_line: int, max_total: int):
         self._stream = stream
+        self._pipe = stream if isinstance(stream, trio.lowlevel.FdStream) else None
         self._max_line = max_line
         self._max_total = max_total
         self._buf = bytearray()
@@ -33,18 +34,21 @@ class LineReader:
         self.peak_buffer = 0  # largest _buf seen, for tests and curiosity
 
     async def _receive_some(self) -> bytes:
-        """The next chunk. For a pipe, read first and wait only if nothing is there: a bot's
-        reply usually is, and trio's receive_some would first yield a whole scheduler pass."""
-        stream = self._stream
-        if not isinstance(stream, trio.lowlevel.FdStream):
-            return await stream.receive_some(READ_CHUNK)
-        while True:
+        """The next chunk. For a pipe, wait for it first and then read: the reader only gets
+        here with no whole line buffered, when a bot has nearly always not answered yet, so an
+        optimistic read would cost a failed syscall per reply (and trio's receive_some a whole
+        extra scheduler pass)."""
+        stream = self._pipe
+        if stream is None:
+            return await self._stream.receive_some(READ_CHUNK)
+        while True:  # fileno() each time: a closed stream says -1, never a reused number
             try:
-                return os.read(stream.fileno(), READ_CHUNK)
-            except BlockingIOError:
                 await trio.lowlevel.wait_readable(stream.fileno())
-            except OSError as exc:
-                if exc.errno == errno.EBADF:
+                return os.read(stream.fileno(), READ_CHUNK)
+            except BlockingIOError:  # woken, but another reader took the bytes: wait again
+                continue
+            except (OSError, ValueError) as exc:  # ValueError: the fd was closed meanwhile
+                if isinstance(exc, ValueError) or exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("file was already closed") from None
                 raise trio.BrokenResourceError from exc
 
@@ -53,18 +57,25 @@ class LineReader:
         self._buf, self._pos, self._scanned = bytearray(), 0, 0  # release the memory now
         return exc
 
+    def buffered_line(self) -> bytes | None:
+        """The next line if one is already whole in the buffer (no I/O); else None."""
+        if self._failed is not None:
+            raise self._failed
+        i = self._buf.find(b"\n", max(self._pos, self._scanned))
+        if i < 0:
+            return None
+        if i - self._pos > self._max_line:
+            raise self._fail(LineTooLong(self._max_line))
+        line = bytes(self._buf[self._pos:i])
+        self._pos = self._scanned = i + 1
+        return line
+
     async def read_line(self) -> bytes | None:
         """Next line without its newline; None at EOF.  A final unterminated
         line is returned as a line."""
         while True:
-            if self._failed is not None:
-                raise self._failed
-            i = self._buf.find(b"\n", max(self._pos, self._scanned))
-            if i >= 0:
-                if i - self._pos > self._max_line:
-                    raise self._fail(LineTooLong(self._max_line))
-                line = bytes(self._buf[self._pos:i])
-                self._pos = self._scanned = i + 1
+            line = self.buffered_line()
+            if line is not None:
                 return line
             del self._buf[: self._pos]  # compact once per read, not once per line
             self._pos = 0

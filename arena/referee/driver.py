@@ -134,8 +134,7 @@ class BotPlayer:
         conn = self.conn if self.conn is not None else await self._ensure()
         try:
             await conn.send_line(line)
-            reply = await conn.receive_line(timeout)
-            return protocol.read_action(reply, request_id, n_actions)
+            return protocol.read_action(await conn.receive_line(timeout), request_id, n_actions)
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
@@ -162,10 +161,11 @@ class BotPlayer:
         await self.close()
 
     def take_stderr(self) -> list[str]:
-        out = self._stderr  # lines kept from a closed process are handed out once
-        if out:
-            self._stderr = []
-        return out + self.conn.take_stderr() if self.conn is not None else out
+        fresh = self.conn.take_stderr() if self.conn is not None else []
+        if not self._stderr:
+            return fresh
+        out, self._stderr = self._stderr + fresh, []  # lines kept from a closed process, handed out once
+        return out
 
     async def close(self, graceful: bool = False) -> None:
         conn, self.conn = self.conn, None
