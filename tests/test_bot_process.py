@@ -205,6 +205,24 @@ def test_answers_late_is_timeout_then_stays_in_sync():
     run(main)
 
 
+def test_a_line_that_came_with_the_last_read_needs_no_time_and_survives_a_cancel():
+    async def main():
+        async with await start("two_lines.py") as bot:
+            assert await bot.receive_line(5) == "one"
+            assert await bot.receive_line(0) == "two"  # read with "one": a zero timeout still gets it
+            await bot.send_line("x")
+            assert await bot.receive_line(5) == "x 1"
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                with pytest.raises(trio.Cancelled):  # a buffered line does not skip the cancellation
+                    await bot.receive_line(5)
+            assert await bot.receive_line(0) == "x 2"  # and it is not lost by it
+            with pytest.raises(BotTimeout):
+                await bot.receive_line(0.1)  # nothing buffered: a real wait, and a real timeout
+
+    run(main)
+
+
 def test_slow_start():
     async def main():
         async with await start("slow_start.py") as bot:

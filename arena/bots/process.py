@@ -185,9 +185,10 @@ class BotProcess:
         """
         now = trio.current_time()
         deadline = now + timeout
-        raw = self._reader.buffered_line()  # a line that came with an earlier read: no wait
-        if raw is None:
-            await trio.lowlevel.checkpoint_if_cancelled()
+        raw = None
+        if self._reader.unread:  # perhaps a line that came with an earlier read: then no wait
+            await trio.lowlevel.checkpoint_if_cancelled()  # but still a place a cancelled caller stops
+            raw = self._reader.buffered_line()
         while raw is None:  # in slices of WATCH_S: a fast reply never sees more than the first
             with trio.CancelScope(deadline=min(deadline, now + WATCH_S)) as scope:
                 raw = await self._reader.read_line()

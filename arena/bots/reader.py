@@ -57,6 +57,11 @@ class LineReader:
         self._buf, self._pos, self._scanned = bytearray(), 0, 0  # release the memory now
         return exc
 
+    @property
+    def unread(self) -> int:
+        """Bytes read from the stream and not yet handed out as lines."""
+        return len(self._buf) - self._pos
+
     def buffered_line(self) -> bytes | None:
         """The next line if one is already whole in the buffer (no I/O); else None."""
         if self._failed is not None:
