@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -169,6 +170,18 @@ def test_cluster_error_comes_first(tmp_path: Path) -> None:
     assert "interrupted" not in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[0].startswith("error:")
+    assert "no such host 'nohost.invalid'" in done.stderr  # said at once, not after a 15 s timeout
+
+
+def test_a_scheduler_port_nobody_listens_on_is_said_at_once(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
+                 "--store", str(tmp_path / "s.sqlite"), "--cluster", f"tcp://127.0.0.1:{port}", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"tcp://127.0.0.1:{port}: nothing listens there" in done.stderr
 
 
 # ---------------------------------------------------------------------------------------------- arena check

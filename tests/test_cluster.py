@@ -29,6 +29,7 @@ from arena.tournament.config import ConfigError, TournamentConfig
 from arena.tournament.executors import PlayedGame
 from arena.tournament.run import Reporter, RunStats, run_tournament
 from arena.tournament.store import Store
+from tests.checks import zombie_children
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -220,6 +221,11 @@ def dask_cluster():
     yield lc, client
     client.close()
     lc.close()
+    # What the runner does after closing a local cluster it made (cluster._release): the bots of
+    # the worker a test killed were orphaned to this process, and are reaped here, not left as
+    # zombies that later tests would blame on themselves (test_bot_process checks for them).
+    C.cleanup_stale()
+    assert zombie_children() == []
 
 
 @pytest.fixture(scope="module")
@@ -377,3 +383,4 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
         assert_no_process_saw_a_deal_twice(db, "memory")
     finally:
         shutil.rmtree(bot, ignore_errors=True)
+

@@ -16,6 +16,7 @@ import trio
 from arena.tournament.config import load_config
 from arena.tournament.run import Reporter, RunStats, TournamentIncomplete, run_tournament
 from arena.tournament.store import Store
+from tests.checks import zombie_children
 
 
 def _games(store: Store, name: str) -> list[tuple]:
@@ -97,6 +98,8 @@ def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path)
     assert "signal 9" in killer.incidents[0] and "rescheduled" in killer.incidents[0]
     assert "holding 0 game" not in killer.incidents[0]  # it died with games in flight
     assert stats.incidents == killer.incidents and stats.failed == []
+    # The dead worker's bots were orphaned to this process (a subreaper): reaped, not zombies.
+    assert zombie_children() == []
 
 
 def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypatch) -> None:

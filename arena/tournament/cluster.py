@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -283,6 +284,27 @@ def check_address(address: Any) -> None:
                            "(what `dask scheduler` prints), or local[:N] for workers on this machine")
 
 
+def _knock(address: str) -> None:
+    """For ``tcp://HOST:PORT``, fail at once where a plain connect already says why (no such
+    host, nothing listening): Dask's client would retry either until its timeout, 15 s of silence
+    for a typo. Anything that accepts the connection is left to the client to judge."""
+    scheme, _, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme != "tcp" or not host or not port.isdigit():
+        return
+    host = host.strip("[]")  # an IPv6 literal
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except socket.gaierror as e:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: no such host {host!r} ({e.strerror})") from None
+    except ConnectionRefusedError:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: nothing listens there "
+                           "(is `dask scheduler` running, and is that its port?)") from None
+    except OSError as e:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {e.strerror or e}") from None
+
+
 def _connect(address: str):
     distributed = require_dask()
     check_address(address)
@@ -291,6 +313,7 @@ def _connect(address: str):
         cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
                                            threads_per_worker=1, processes=True, dashboard_address=None)
         return distributed.Client(cluster, set_as_default=False), cluster
+    _knock(address)
     try:
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
@@ -440,3 +463,9 @@ def _release(client, futures: list, plugin_name: str | None, owned, cluster) -> 
             owned.close()
         if cluster is not None:
             cluster.close()
+            # Workers of a local cluster are our descendants: the bots of one that died were
+            # orphaned to this process (a subreaper). Kill what lives on and reap the zombies.
+            try:
+                cleanup_stale()
+            except Exception as e:  # noqa: BLE001 - best effort, as at start
+                log.warning("cleanup_stale failed: %s", e)

@@ -23,6 +23,7 @@ of looping: every ``play`` then raises :class:`~arena.tournament.executors.Execu
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -34,10 +35,13 @@ from typing import Any
 import msgpack
 import trio
 
+from ..bots.containment import cleanup_stale
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
 TRIES = 3  # a game whose worker dies is played again, at most this many times in all
 
+
+log = logging.getLogger(__name__)
 
 class WorkerDied(Exception):
     """The worker holding a game died before sending it back (internal: the game is retried)."""
@@ -205,6 +209,12 @@ class WorkerExecutor:
         if w.proc.returncode is None:
             w.proc.kill()
             await w.proc.wait()
+        # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what lives
+        # on and reap the rest, or every worker death would leave zombies here until we exit.
+        try:
+            await trio.to_thread.run_sync(cleanup_stale)
+        except Exception as e:  # noqa: BLE001 - best effort: the games go on
+            log.warning("cleaning up after worker %s failed: %s", w.number, e)
         held, w.held = w.held, {}
         for slot in held.values():
             slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
