@@ -96,3 +96,25 @@ def test_ctrl_c_at_the_human_prompt(tmp_path: Path) -> None:
         assert pane.rstrip().splitlines()[-1] == "interrupted: the game was not stored", pane
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        # tmux's server daemonized, so it was orphaned to this process (a subreaper once any
+        # bot ran here): reap it, as the arena reaps what it adopts.
+        deadline = time.monotonic() + 5
+        while (servers := _tmux_children()) and time.monotonic() < deadline:
+            for pid, state in servers:
+                if state == "Z":
+                    os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.02)
+
+
+def _tmux_children() -> list[tuple[int, str]]:
+    """(pid, state) of the tmux processes whose parent is this process."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            comm, rest = d.joinpath("stat").read_text().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        state, ppid = rest.split()[:2]
+        if comm.split("(", 1)[1].startswith("tmux") and int(ppid) == os.getpid():
+            out.append((int(d.name), state))
+    return out
