@@ -429,3 +429,22 @@ def test_progress_of_a_running_tournament(tmp_path: Path) -> None:
     t = data.tournament(data.ReadStore(path), "run")
     assert t is not None and t.played == 10 and t.status == "running" and not t.stalled
     assert t.rate == pytest.approx(1.0) and t.eta_s == pytest.approx(10.0)
+
+
+def test_a_bot_filter_matches_every_version_of_that_name_and_no_other(tmp_path: Path) -> None:
+    """``--bot NAME`` and the games page's bot menu: NAME or NAME@version, with ``_`` and ``%``
+    in a name taken literally (SQL LIKE would read them as wildcards)."""
+    path = tmp_path / "s.sqlite"
+    db = Store(path)
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 3)
+    for idx, seats in enumerate([["my_bot@1.0", "lowest@1.0"], ["myXbot@1.0", "lowest@1.0"],
+                                 ["my_bot", "random@1.0"]]):
+        db.save_game("t", idx, seats, fake_record(f"t-{idx}", seats, [[0], [1]]))
+    assert {g["id"] for g in db.games(bot="my_bot")} == {"t-0", "t-2"}
+    assert db.count_games(bot="my_bot") == 2
+    assert db.count_games(bot="my%") == 0
+    db.close()
+    read = data.ReadStore(path)
+    games, total = data.search_games(read, bot="my_bot")
+    assert {g["id"] for g in games} == {"t-0", "t-2"} and total == 2
+    assert data.search_games(read, bot="my%")[1] == 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tournament.store import Store
+from ..tournament.store import Store, game_filter
 
 LADDER_PREFIX = "ladder:"
 
@@ -154,24 +154,8 @@ def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: 
                  fault: str = "", min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
                  offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """Games matching every filter given, newest first, and how many match in all."""
-    where, args = [], []
-    if bot:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
-        args += [bot, bot.replace("%", "").replace("_", "\\_") + "@%"]
-    if tournament:
-        where.append("g.tournament=?"); args.append(tournament)
-    if ladder:
-        prefix = f"{LADDER_PREFIX}{ladder}:"
-        where.append("substr(g.tournament, 1, ?)=?"); args += [len(prefix), prefix]
-    if reason:
-        where.append("g.reason=?"); args.append(reason)
-    if fault:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
-    if min_turns is not None:
-        where.append("g.turns>=?"); args.append(min_turns)
-    if max_turns is not None:
-        where.append("g.turns<=?"); args.append(max_turns)
-    clause = (" WHERE " + " AND ".join(where)) if where else ""
+    clause, args = game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
+                               bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
     total = db.db.execute(f"SELECT COUNT(*) FROM games g{clause}", args).fetchone()[0]
     rows = db.db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
                          [*args, limit, offset]).fetchall()

@@ -280,7 +280,8 @@ class Store:
               min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
               limit: int = 100) -> list[dict[str, Any]]:
         sql = "SELECT id, tournament, idx, seed, seats, reason, draw, result, turns, wall_ms, faults FROM games g"
-        where, args = _game_filter(tournament, bot, reason, min_turns, max_turns, fault)
+        where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
+                                  min_turns=min_turns, max_turns=max_turns)
         sql += where + " ORDER BY tournament, idx LIMIT ?"
         args.append(limit)
         out = []
@@ -293,7 +294,8 @@ class Store:
     def count_games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
                     min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None) -> int:
         """How many games :meth:`games` would list without its limit."""
-        where, args = _game_filter(tournament, bot, reason, min_turns, max_turns, fault)
+        where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
+                                  min_turns=min_turns, max_turns=max_turns)
         return self.db.execute("SELECT COUNT(*) FROM games g" + where, args).fetchone()[0]
 
     def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
@@ -315,24 +317,29 @@ class Store:
         return [(json.loads(s), json.loads(r)) for s, r in self.db.execute(sql + " ORDER BY tournament, idx", args)]
 
 
-def _game_filter(tournament: str | None, bot: str | None, reason: str | None, min_turns: int | None,
-                 max_turns: int | None, fault: str | None) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its arguments) shared by listing and counting games."""
+def game_filter(*, tournament: str | None = None, tournament_prefix: str | None = None, bot: str | None = None,
+                reason: str | None = None, fault: str | None = None, min_turns: int | None = None,
+                max_turns: int | None = None) -> tuple[str, list[Any]]:
+    """The WHERE clause over ``games g`` (and its arguments) for every game list: the CLI's and the
+    web page's. A ``bot`` matches that name and each of its versions (``name@version``)."""
     where: list[str] = []
     args: list[Any] = []
     if tournament:
-        where.append("tournament=?"); args.append(tournament)
+        where.append("g.tournament=?"); args.append(tournament)
+    if tournament_prefix:
+        where.append("substr(g.tournament, 1, ?)=?"); args += [len(tournament_prefix), tournament_prefix]
     if bot:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ?))")
-        args += [bot, bot + "@%"]
+        literal = bot.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")  # LIKE's wildcards, as text
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\'))")
+        args += [bot, literal + "@%"]
     if reason:
-        where.append("reason=?"); args.append(reason)
+        where.append("g.reason=?"); args.append(reason)
     if fault:
         where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
     if min_turns is not None:
-        where.append("turns>=?"); args.append(min_turns)
+        where.append("g.turns>=?"); args.append(min_turns)
     if max_turns is not None:
-        where.append("turns<=?"); args.append(max_turns)
+        where.append("g.turns<=?"); args.append(max_turns)
     return (" WHERE " + " AND ".join(where) if where else ""), args
 
 
