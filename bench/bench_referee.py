@@ -32,7 +32,7 @@ import trio  # noqa: E402
 
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import BotSpec  # noqa: E402
-from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
+from arena.bots.spawn import BASE_ENV  # noqa: E402
 from arena.engine import preset  # noqa: E402
 from arena.referee import BotPlayer, TimeControl, protocol, run_game  # noqa: E402
 from arena.referee.core import RefereeCore  # noqa: E402
@@ -40,7 +40,7 @@ from arena.referee.core import RefereeCore  # noqa: E402
 ALL_CPUS = set(os.sched_getaffinity(0))
 # The environment the launcher gives a bot, not this shell's: PYTHONUNBUFFERED=1 inherited by
 # the raw bot split each reply into two writes and slowed the denominator.
-BOT_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
+BOT_ENV = BASE_ENV
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
 
 

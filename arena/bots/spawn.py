@@ -33,6 +33,7 @@ from .uids import UidLease, chown_tree, inaccessible_reason
 
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}  # all of the environment a bot gets from us, its token aside
 
 
 _spawner: _SpawnThread | None = None
@@ -173,7 +174,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
 
     token = secrets.token_hex(8)
     name = registry.next_name()
-    env = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", ENV_TOKEN: token}
+    env = {**BASE_ENV, ENV_TOKEN: token}
     env.update(extra_env or {})
     exe = resolve_command(command[0], cwd, env["PATH"])
     if exe is None:

@@ -43,6 +43,7 @@ TRIES = 3  # a game whose worker dies is played again, at most this many times i
 
 log = logging.getLogger(__name__)
 
+
 class WorkerDied(Exception):
     """The worker holding a game died before sending it back (internal: the game is retried)."""
 
@@ -209,12 +210,13 @@ class WorkerExecutor:
         if w.proc.returncode is None:
             w.proc.kill()
             await w.proc.wait()
-        # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what lives
-        # on and reap the rest, or every worker death would leave zombies here until we exit.
-        try:
-            await trio.to_thread.run_sync(cleanup_stale)
-        except Exception as e:  # noqa: BLE001 - best effort: the games go on
-            log.warning("cleaning up after worker %s failed: %s", w.number, e)
+        if w.proc.returncode != 0:  # a worker that exits cleanly has closed its bots itself
+            # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what
+            # lives on and reap the rest, or every worker death would leave zombies until we exit.
+            try:
+                await trio.to_thread.run_sync(cleanup_stale)
+            except Exception as e:  # noqa: BLE001 - best effort: the games go on
+                log.warning("cleaning up after worker %s failed: %s", w.number, e)
         held, w.held = w.held, {}
         for slot in held.values():
             slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
