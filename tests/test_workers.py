@@ -144,3 +144,68 @@ def test_the_plain_summary_reports_worker_deaths() -> None:
     assert lines[1].startswith("arena: referee worker 1 (pid 7) died (signal 9)")
     assert lines[-1] == ("finished: 0/4 games stored; 1 referee worker death(s), each replaced and its games "
                          "played again")
+
+
+@pytest.mark.parametrize("reporter", ["plain", "live", "none"])
+def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monkeypatch, reporter: str) -> None:
+    """kill -9 of a referee worker mid-run, under each reporter the runner is given: the plain log
+    and the live display (both wrapped by the command line's reporter) and none at all. The run
+    says what happened and finishes with every game stored."""
+    import io
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    import arena.tournament.run as run
+    from arena.cli.main import app
+    from arena.tournament import live
+    zombies_before = set(zombie_children())
+    real_store = run.store_played
+    killed: list[int] = []
+    stored: list[int] = []
+
+    def store_then_kill(*args, **kw):
+        saved = real_store(*args, **kw)
+        stored.append(1)
+        if len(stored) == 3:  # mid-run, games in flight
+            pid = worker_pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return saved
+
+    monkeypatch.setattr(run, "store_played", store_then_kill)
+    # The workers' temporary copies of the arena package (and of the bots) go here, where no
+    # other test or process puts any: what is left at the end is known to be this run's.
+    temp = Path(tempfile.mkdtemp(prefix="arena-worker-temps-"))
+    temp.chmod(0o711)  # bots' private uids read the copies inside
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    screen = io.StringIO()
+    if reporter == "live":  # the command picks the live display on a terminal
+        monkeypatch.setattr(live, "PlainReporter", lambda: live.RichReporter(Console(file=screen, width=200)))
+    toml = tmp_path / "t.toml"
+    toml.write_text('name = "k"\nbots = ["random", "lowest", "heuristic"]\ndeals = 3\nconcurrency = 2\n'
+                    f'processes = 2\nstore = "{tmp_path / "k.sqlite"}"\n')
+    if reporter == "none":
+        cfg = load_config(toml)
+        stats = RunStats()
+        trio.run(lambda: run.run_tournament(cfg, Store(cfg.store), None, stats=stats))
+        said = "\n".join(stats.incidents)
+    else:
+        res = CliRunner().invoke(app, ["tournament", str(toml), "--plain"])
+        assert res.exit_code == 0, res.output
+        said = res.output + screen.getvalue()
+        assert "an arena bug" not in said and "AttributeError" not in said
+    assert killed, "no worker was killed"
+    assert f"pid {killed[0]}" in said and "signal 9" in said and "rescheduled" in said
+    store = Store(tmp_path / "k.sqlite")
+    assert store.tournament("k")["status"] == "done"
+    assert sorted(g[0] for g in _games(store, "k")) == list(range(18))
+    assert set(zombie_children()) - zombies_before == set()
+    # The dead worker's copies were removed by the clean-up after it, the others' at their exit;
+    # only this process's own (made once per process, removed at its exit) may remain.
+    from arena.bots import launch
+    ours = {str(launch._package_copy())}  # the directory that holds the copied package
+    ours |= {str(p.parent) for p in launch._runnable_copies.values()}
+    assert {str(p) for p in temp.glob("palace-arena-*")} - ours == set()
+    shutil.rmtree(temp, ignore_errors=True)

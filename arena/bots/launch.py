@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import trio
 
-from .containment import cgroup_root, describe_containment
+from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotStartError
 from .limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
@@ -161,6 +161,7 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
     new temporary directory removed when this process exits. Returns the copied directory."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
+    process_registry().keep_temp(root)  # a kill -9 runs no exit handler: cleanup_stale removes it
     atexit.register(shutil.rmtree, root, True)
     copy = root / directory.name
     shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))

@@ -32,6 +32,7 @@ Chosen outside the ranges used by distributions, systemd (dynamic users,
 nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
+TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
 
 
 def default_run_dir() -> Path:
@@ -129,13 +130,15 @@ class StaleReport:
     killed: int = 0
     cgroups: list[str] = field(default_factory=list)
     homes: list[str] = field(default_factory=list)
+    temps: list[str] = field(default_factory=list)  # its copies of the arena package and of bots
 
     def __bool__(self) -> bool:
-        return bool(self.referees or self.killed or self.cgroups or self.homes)
+        return bool(self.referees or self.killed or self.cgroups or self.homes or self.temps)
 
     def __str__(self) -> str:
         return (f"{len(self.referees)} dead referee(s): {self.killed} bot process(es) killed, "
-                f"{len(self.cgroups)} cgroup(s) and {len(self.homes)} temporary home(s) removed")
+                f"{len(self.cgroups)} cgroup(s), {len(self.homes)} temporary home(s) and "
+                f"{len(self.temps)} copy(ies) of the arena or a bot removed")
 
 
 class Registry:
@@ -203,6 +206,13 @@ class Registry:
         tmp.write_text(json.dumps(record))
         tmp.replace(self.dir / f"{name}.json")
 
+    def keep_temp(self, path: Path) -> None:
+        """Note a temporary directory this referee made for its bots (a world-readable copy of
+        the arena package or of a bot): removed at a normal exit by whoever made it, and by
+        :meth:`cleanup_stale` after a kill -9, when no exit handler ran."""
+        with open(self.dir / TEMPS, "a") as f:
+            f.write(f"{path}\n")
+
     def drop_record(self, name: str) -> None:
         try:
             (self.dir / f"{name}.json").unlink()
@@ -252,6 +262,9 @@ class Registry:
                 except (OSError, ValueError):
                     continue
                 self._kill_record(rec, deadline, report)
+            for temp in _kept_temps(d / TEMPS):
+                shutil.rmtree(temp, ignore_errors=True)
+                report.temps.append(str(temp))
             shutil.rmtree(d, ignore_errors=True)
         finally:
             os.close(fd)
@@ -283,6 +296,23 @@ class Registry:
         finally:
             if uid_fd is not None:
                 os.close(uid_fd)
+
+
+def _kept_temps(listing: Path) -> list[Path]:
+    """The directories a dead referee noted with :meth:`Registry.keep_temp` that still exist. Only
+    ``palace-arena-*`` directories directly in a temp directory, whatever the file says (it sits
+    in the private run directory, but a wrong path must never cost a user's files)."""
+    try:
+        lines = listing.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        path = Path(line)
+        if (path.is_absolute() and path.name.startswith("palace-arena-") and ".." not in path.parts
+                and path.is_dir() and not path.is_symlink()):
+            out.append(path)
+    return out
 
 
 def chown_tree(top: Path, uid: int, *, mode_for: Callable[[os.stat_result], int] | None = None) -> None:

@@ -178,6 +178,9 @@ class _Quiet:
         self.inner.game_done(game, record)
         progress.set((progress.done or 0) + 1, progress.total)
 
+    def incident(self, text: str) -> None:  # a referee worker died: said as it happens, the run goes on
+        self.inner.incident(text)
+
     def finished(self, interrupted: bool) -> None:
         from ..tournament.live import RichReporter
         if not interrupted or isinstance(self.inner, RichReporter):
