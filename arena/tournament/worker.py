@@ -288,18 +288,21 @@ async def open_workers(setup: BotSetup, processes: int, slots: int, *,
                        max_deaths: int | None = None) -> AsyncIterator[WorkerExecutor]:
     """Worker processes for the block's duration. Leaving it normally lets each worker finish
     and exit; leaving it by an error or Ctrl-C closes their stdin, which stops them at once."""
+    failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         ex = WorkerExecutor(setup, processes, slots, nursery, on_incident=on_incident, max_deaths=max_deaths)
         try:
             await ex.start()
             yield ex
-        except BaseException:
+        except BaseException as e:
             await ex.aclose(graceful=False)
-            raise
+            failure = e  # raised below, outside the nursery: the caller's error, not a group of one
         else:
             await ex.aclose(graceful=True)
         finally:
             nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 if __name__ == "__main__":
