@@ -191,3 +191,77 @@ def test_killed_tournament_resumes_to_the_same_games(tmp_path: Path, bots_dir: P
 
     reap_orphans(pids_before)
     assert wait_gone(bots_dir, 5.0) == [], "bot processes left behind"
+
+
+# ---------------------------------------------------------------- nothing is played twice
+
+def _counting_launcher(starts: list[str], games: list[str]):
+    """In-process bots (the bundled policies) that note every process started and every game
+    begun (a seat's ``start``): what a resume really plays, whatever the store keeps."""
+    import json
+
+    from tests.fakes import policy_launcher
+    inner = policy_launcher(starts)
+
+    async def launch(spec):
+        conn = await inner(spec)
+        send = conn.send_line
+
+        async def send_line(text: str) -> None:
+            msg = json.loads(text)
+            if msg.get("type") == "start":
+                games.append(msg["game"])
+            await send(text)
+
+        conn.send_line = send_line
+        return conn
+    return launch
+
+
+def test_resume_plays_nothing_twice(tmp_path: Path) -> None:
+    """Stopped after some games, a run resumes with exactly the missing ones, each once; run again
+    once finished, it starts no bot and plays no game. (The store's key would hide a game played
+    twice, so the games are counted where they are played, not where they are stored.)"""
+    import trio
+
+    from arena.tournament.config import load_config
+    from arena.tournament.run import Reporter, RunStats, run_tournament
+    cfg = load_config(None, {"name": "twice", "bots": list(BOTS), "deals": 4, "concurrency": 2,
+                             "store": str(tmp_path / "t.sqlite")})
+    total = 3 * 4 * 2
+    db = Store(cfg.store)
+
+    class Stop(Exception):
+        pass
+
+    class StopAfter(Reporter):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def game_done(self, game, record) -> None:
+            self.n -= 1
+            if self.n == 0:
+                raise Stop()
+
+    starts: list[str] = []
+    games: list[str] = []
+    with pytest.raises(Stop):
+        trio.run(lambda: run_tournament(cfg, db, StopAfter(9), launcher=_counting_launcher(starts, games)))
+    first = {g["id"] for g in db.games(tournament="twice", limit=10**6)}
+    assert len(first) == 9
+
+    starts, games = [], []
+    stats = RunStats()
+    trio.run(lambda: run_tournament(cfg, db, stats=stats, launcher=_counting_launcher(starts, games)))
+    every = {g["id"] for g in db.games(tournament="twice", limit=10**6)}
+    assert len(every) == total and db.tournament("twice")["status"] == "done"
+    played = [g for i, g in enumerate(games) if g not in games[:i]]  # each game once (its seats all start it)
+    assert sorted(played) == sorted(every - first)  # the missing games, none of those stored before
+    assert len(games) == 2 * len(played)  # two seats each, no game begun a second time
+    assert stats.submitted == stats.stored == total - 9 and stats.duplicates == 0
+
+    starts, games = [], []
+    stats = RunStats()
+    trio.run(lambda: run_tournament(cfg, db, stats=stats, launcher=_counting_launcher(starts, games)))
+    assert (starts, games) == ([], [])  # finished: no bot started, no game played
+    assert stats.submitted == stats.stored == stats.duplicates == 0

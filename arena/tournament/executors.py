@@ -221,13 +221,19 @@ class BotPool:
 async def open_pool(launcher: Launch, clock: TimeControl, **kw: Any) -> AsyncIterator[BotPool]:
     """A pool whose retired processes are shut down in the background, and all of them at the end."""
     pool = BotPool(launcher, clock, **kw)
+    failure: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             pool._nursery = nursery
-            yield pool
+            try:
+                yield pool
+            except BaseException as e:
+                failure = e  # raised below, outside the nursery: the caller's error, not a group of one
             pool._nursery = None
     finally:
         await pool.close()
+    if failure is not None:
+        raise failure
 
 
 @functools.lru_cache(maxsize=32)
