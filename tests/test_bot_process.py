@@ -36,7 +36,7 @@ from arena.bots.limits import Limits
 from arena.bots.probes import namespaces_problem, sandbox_problem
 from arena.bots.process import ENV_TOKEN, EXIT_GRACE, BotProcess
 from arena.bots.procs import read_proc
-from arena.bots.reader import READ_CHUNK
+from arena.bots.channel import READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
@@ -342,7 +342,7 @@ def test_100mb_line_keeps_referee_memory_bounded():
                 tracemalloc.stop()
             assert info.value.reason == "line_too_long"
             assert time.monotonic() - t < 5
-            assert bot._reader.peak_buffer <= limits.max_line_bytes + READ_CHUNK
+            assert bot._channel.peak_buffer <= limits.max_line_bytes + READ_CHUNK
             assert peak < 4 * limits.max_line_bytes  # a few copies of one line at most
             with pytest.raises(LineTooLong):  # sticky
                 await bot.receive_line(1)

@@ -4,8 +4,10 @@
   :mod:`.limits` - the numbers a bot is held to;
 * :mod:`.launch` - how a bot is started: its containment, its interpreter, its contained build;
 * :mod:`.start` - :func:`~.start.start_bot`; :mod:`.spawn` - the fork itself;
-* :mod:`.process` - a running bot (:class:`~.process.BotProcess`): its pipes, clock, CPU and
-  teardown; :mod:`.reader` - bounded reads of its output; :mod:`.errors` - how it misbehaves;
+* :mod:`.channel` - a bot's output as lines and faults, without I/O; :mod:`.process` - a running
+  bot (:class:`~.process.BotBase`): its pipes, clock, CPU and teardown, and its trio shell
+  (:class:`~.process.BotProcess`); :mod:`.blocking` - its shell on ``selectors``
+  (:class:`~.blocking.BlockingBot`); :mod:`.errors` - how it misbehaves;
 * :mod:`.probes` - which containment works here; :mod:`.containment` - this process's uid
   registry, cgroup root and bubblewrap, and the cleanup after a referee that died;
 * the mechanisms, synchronous and cheap: :mod:`.procs` (/proc, attribution, kill),

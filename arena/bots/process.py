@@ -1,9 +1,12 @@
 """One running bot: talking to it over its pipes, watching its clock and CPU, and killing it.
 
-A :class:`BotProcess` owns its bot's whole life after the fork: bounded reads of its output
-(:mod:`.reader`), stderr drained in the background, its CPU this game, and a teardown that
-leaves no process, zombie, cgroup or temp dir behind whatever the bot did. No game logic
-lives here. Typical use from a referee (inside ``trio.run``)::
+:class:`BotBase` is a bot's whole life after the fork, minus the waiting: its line channel
+(:mod:`.channel`, bytes in, lines and faults out), its stderr kept, its CPU this game, its
+exit status and a teardown that leaves no process, zombie, cgroup or temp dir behind
+whatever the bot did. Two shells wait for it: :class:`BotProcess` here, on trio (interactive
+play, ``arena serve``, the in-process executor), and :class:`arena.bots.blocking.BlockingBot`
+on ``selectors`` (referee worker processes, the environments' program opponents). No game
+logic lives here. Typical use from a referee (inside ``trio.run``)::
 
     async with await start_bot(["python3", "bot.py"], bot_dir, limits=Limits()) as bot:
         await bot.send_line(json.dumps(hello))
@@ -14,8 +17,8 @@ Everything is bound to the trio run that started the bot: call ``aclose`` (or le
 ``async with``) before that run ends. docs/SANDBOX.md lists what is enforced where.
 
 Over 500 lines because one bot's life (talk, watch its CPU and pipes, kill and reap) shares
-one object's state; the readers (:mod:`.reader`), the errors (:mod:`.errors`) and the
-fork (:mod:`.spawn`) are already their own modules.
+one object's state; the channel (:mod:`.channel`), the errors (:mod:`.errors`), the fork
+(:mod:`.spawn`) and the blocking shell (:mod:`.blocking`) are already their own modules.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTi
 from .limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
-from .reader import READ_CHUNK, LineReader, StderrBuffer
+from .channel import READ_CHUNK, LineChannel, StderrBuffer, encode_line
 from .uids import Registry, UidLease, pids_of_uid
 
 
@@ -73,8 +76,10 @@ class ResourceUsage:
     source: str
 
 
-class BotProcess:
-    """A running bot.  Create with :func:`start_bot`; always ``aclose()``."""
+class BotBase:
+    """A running bot, whatever waits for it: the state and the decisions that need no waiting.
+    A shell (:class:`BotProcess`, :class:`~arena.bots.blocking.BlockingBot`) moves the bytes
+    and sleeps; everything it decides, it decides here, so both give a bot the same verdict."""
 
     def __init__(self, *, popen: subprocess.Popen, fds: tuple[int, int, int], name: str,
                  command: list[str], limits: Limits, cgroup: BotCgroup | None,
@@ -91,6 +96,7 @@ class BotProcess:
         self.sandboxed = sandboxed
         self.containment = containment  # what contains it, in words (see Launcher.describe)
         self._popen = popen
+        self._fds = fds  # stdin, stdout, stderr: our ends, non-blocking
         self._sandbox_init: int | None = None  # host pid of bwrap's init inside the sandbox
         # Per-game CPU accounting (begin_game); without a game the whole life counts as one.
         self._game_clock: tuple[float, float] | None = None  # (move_s, bank_s)
@@ -101,22 +107,15 @@ class BotProcess:
         self._replies = 0  # lines received over the process's life
         self._uid_lease = uid_lease
         self._registry = registry
-        self._stdin = trio.lowlevel.FdStream(fds[0])
-        self._stdout = trio.lowlevel.FdStream(fds[1])
-        self._stderr = trio.lowlevel.FdStream(fds[2])
-        self._reader = LineReader(self._stdout, limits.max_line_bytes, limits.max_output_bytes)
+        self._channel = LineChannel(limits.max_line_bytes, limits.max_output_bytes)
         self._stderr_buf = StderrBuffer(limits.stderr_cap_bytes)
-        self._stderr_done = trio.Event()
-        self._stderr_scope = trio.CancelScope()
         self._stdin_error: BotError | None = None
-        self._sending = False  # a slow (waiting) write is under way: later lines queue behind it
         # (exit code, signal) once the main process has exited.  It is *not*
         # reaped until aclose(): while it is an unreaped zombie its pid, and so
         # the session and group ids of everything it forked, cannot be recycled.
         self._exit: tuple[int | None, int | None] | None = None
         self._reaped = False
         self._rusage: resource.struct_rusage | None = None
-        self._wait_lock = trio.Lock()
         self._closed = False
         self._final_usage: ResourceUsage | None = None
         try:
@@ -129,120 +128,72 @@ class BotProcess:
             token=f"{ENV_TOKEN}={token}".encode(),
             cgroup_pids=cgroup.pids if cgroup is not None else None,
         )
-        trio.lowlevel.spawn_system_task(self._drain_stderr, name=f"stderr of {name}")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("exited" if self._exit is not None else "running")
-        return f"<BotProcess {self.name} pid={self.pid} uid={self.uid} {state}>"
+        return f"<{type(self).__name__} {self.name} pid={self.pid} uid={self.uid} {state}>"
 
-    # -- talking ---------------------------------------------------------
+    # -- the decisions of talking, no waiting ---------------------------------
 
-    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
-        """Write one line (a newline is appended).
-
-        Raises BotExited if the bot is gone, BotClosedInput if it closed its
-        stdin but lives on, BotTimeout if it does not read for ``timeout``
-        seconds (its pipe stays full).  After any of these, stdin is unusable.
-        """
-        if "\n" in text or "\r" in text:
-            raise ValueError("a protocol line must not contain newlines")
+    def _write_now(self, data: bytes) -> int:
+        """Write what the non-blocking pipe takes at once (almost always a whole line); the shell
+        waits for the rest. 0 when it takes nothing (full, or broken: the shell finds out which)."""
         if self._stdin_error is not None:
             raise self._stdin_error
         if self.sandboxed:
             self._check_stdin()
-        data = text.encode("utf-8") + b"\n"
-        written = 0
-        if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
-            try:
-                written = os.write(self._stdin.fileno(), data)
-            except OSError:  # full, broken or closed: the slow path below waits or names it
-                pass
-            if written == len(data):
-                return
-            data = data[written:]
-        self._sending = True
-        with trio.move_on_after(timeout) as scope:
-            try:
-                await self._stdin.send_all(data)
-            except trio.BrokenResourceError:
-                if await self._wait_exit(0.2):
-                    self._stdin_error = await self._exited_error()
-                else:
-                    self._stdin_error = BotClosedInput("bot closed its stdin")
-                raise self._stdin_error from None
-            finally:
-                self._sending = False
-        if scope.cancelled_caught:
-            self._stdin_error = BotTimeout(timeout, during="send")
-            raise self._stdin_error
+        try:
+            return os.write(self._fds[0], data)
+        except OSError:
+            return 0
 
-    async def receive_line(self, timeout: float) -> str:
-        """The next line from the bot's stdout, without its newline.
+    def _line_ready(self) -> str | None:
+        """The next line if the channel holds a whole one, counted as a reply; else None."""
+        line = self._channel.next_line() if self._channel.unread or self._channel.failed else None
+        if line is not None:
+            self._got_reply()
+        return line
 
-        Raises BotTimeout (no full line in time; a late line is still returned
-        by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
-        BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
-        """
-        now = trio.current_time()
-        deadline = now + timeout
-        raw = None
-        if self._reader.unread:  # perhaps a line that came with an earlier read: then no wait
-            await trio.lowlevel.checkpoint_if_cancelled()  # but still a place a cancelled caller stops
-            raw = self._reader.buffered_line()
-        while raw is None:  # in slices of WATCH_S: a fast reply never sees more than the first
-            with trio.CancelScope(deadline=min(deadline, now + WATCH_S)) as scope:
-                raw = await self._reader.read_line()
-            if not scope.cancelled_caught:
-                break
-            now = trio.current_time()
-            if now >= deadline:
-                if await self._wait_exit(0):  # dead, but a descendant holds stdout open
-                    raise await self._exited_error()
-                raise BotTimeout(timeout)
-            self._check_cpu(force=True)
-            if self.sandboxed:  # bwrap holds copies of both pipes: no EOF, no EPIPE ever comes
-                if self._pipe_abandoned(self._stdout):
-                    raise BotClosedOutput("bot closed its stdout")
-                self._check_stdin(force=True)
-        if raw is None:
-            left = deadline - trio.current_time()
-            if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
-                raise await self._exited_error()
-            raise BotClosedOutput("bot closed its stdout")
+    def _got_reply(self) -> None:
         self._replies += 1
         if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
             self._stdin_checked_at = -1e9
         self._game_decisions += 1
         self._check_cpu()
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotUtf8(raw, exc) from None
 
-    async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
-        """For a command that is no bot (a contained build): close its stdin, collect its stdout
-        and stderr lines until it exits, at most ``timeout`` seconds. Returns its exit status
-        (None if it did not exit in time or its status was lost) and its output; the caller
-        still ``aclose()``s it, which kills whatever it left running."""
-        await self._stdin.aclose()
-        lines: list[str] = []
-        deadline = trio.current_time() + timeout
-        while trio.current_time() < deadline:
-            try:
-                lines.append(await self.receive_line(deadline - trio.current_time()))
-            except NotUtf8:  # that line is consumed; the next may be fine
-                continue
-            except BotExited:
-                break
-            except BotError:  # stdout closed, a line or all of it over its limit (both sticky), or
-                # out of time: read no more, wait for the exit
-                await self._wait_exit(max(deadline - trio.current_time(), 0))
-                break
-        with trio.move_on_after(STDERR_GRACE):
-            await self._stderr_done.wait()
-        return self.returncode, lines + self.take_stderr()
+    def _watch(self) -> None:
+        """Every WATCH_S of a wait: the game's CPU, and under bubblewrap (whose helpers hold copies
+        of both pipes, so no EOF or EPIPE ever comes) whether the bot abandoned a pipe."""
+        self._check_cpu(force=True)
+        if self.sandboxed:
+            if self._pipe_abandoned(self._fds[1]):
+                raise BotClosedOutput("bot closed its stdout")
+            self._check_stdin(force=True)
+
+    def _feed_stdout(self) -> bool:
+        """Read what the bot wrote into the channel; False if there was nothing to read yet."""
+        try:
+            data = os.read(self._fds[1], READ_CHUNK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""  # a torn pipe is the end of the stream
+        self._channel.receive_data(data)
+        return True
+
+    def _feed_stderr(self) -> bool:
+        """Keep what the bot wrote to stderr; False once it is closed (or nothing came)."""
+        try:
+            data = os.read(self._fds[2], READ_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            data = b""
+        if not data:
+            self._stderr_buf.finish()
+            return False
+        self._stderr_buf.feed(data)
+        return True
 
     # -- per-game CPU and stdout watch -------------------------------------
 
@@ -264,7 +215,7 @@ class BotProcess:
         most every CPU_CHECK_S unless ``force``d (a cgroup read is cheap, a /proc scan is not)."""
         if self._game_clock is None and self.limits.cpu_seconds is None:
             return
-        now = time.perf_counter()  # a throttle, no deadline: the plain clock is cheaper than trio's
+        now = time.perf_counter()  # a throttle, no deadline
         if not force and now - self._cpu_checked_at < CPU_CHECK_S:
             return
         self._cpu_checked_at = now
@@ -305,17 +256,17 @@ class BotProcess:
         now = time.perf_counter()  # a throttle, as in _check_cpu
         if self._stdin_error is None and (force or now - self._stdin_checked_at >= WATCH_S):
             self._stdin_checked_at = now
-            if self._pipe_abandoned(self._stdin):
+            if self._pipe_abandoned(self._fds[0]):
                 self._stdin_error = BotClosedInput("bot closed its stdin")
         if self._stdin_error is not None:
             raise self._stdin_error
 
-    def _pipe_abandoned(self, stream: trio.lowlevel.FdStream) -> bool:
+    def _pipe_abandoned(self, fd: int) -> bool:
         """Under bubblewrap the outer bwrap and its init keep copies of the bot's stdin and
         stdout, so the referee never sees EOF (or EPIPE) when the bot closes one: True when
         some bot process runs but none of them, helpers aside, holds that pipe any more."""
         try:
-            pipe = f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
+            pipe = f"pipe:[{os.fstat(fd).st_ino}]"
         except OSError:
             return False
         helpers = {self.pid, self._sandbox_init}
@@ -327,9 +278,9 @@ class BotProcess:
                 fds = os.listdir(f"/proc/{pid}/fd")
             except OSError:
                 return False  # cannot tell: do not guess
-            for fd in fds:
+            for fd_name in fds:
                 try:
-                    if os.readlink(f"/proc/{pid}/fd/{fd}") == pipe:
+                    if os.readlink(f"/proc/{pid}/fd/{fd_name}") == pipe:
                         return False
                 except OSError:
                     continue
@@ -375,7 +326,7 @@ class BotProcess:
         return True
 
     def _reap(self) -> None:
-        """Collect the zombie main process and its rusage (last step of aclose)."""
+        """Collect the zombie main process and its rusage (last step of a close)."""
         if self._reaped:
             return
         try:
@@ -391,31 +342,16 @@ class BotProcess:
         # Tell Popen so it neither waits again nor warns that it is "still running".
         self._popen.returncode = self.returncode if self.returncode is not None else -1
         if self._pidfd is not None:
-            trio.lowlevel.notify_closing(self._pidfd)
+            self._release_pidfd(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
 
-    async def _wait_exit(self, timeout: float) -> bool:
-        """True once the main process has exited, waiting up to ``timeout``."""
-        if self._poll_exit():
-            return True
-        async with self._wait_lock:
-            with trio.move_on_after(timeout):
-                while not self._poll_exit():
-                    if self._pidfd is not None:
-                        try:
-                            await trio.lowlevel.wait_readable(self._pidfd)
-                        except trio.ClosedResourceError:  # aclose() reaped it meanwhile
-                            break
-                    else:
-                        await trio.sleep(0.005)
-        return self._exit is not None
+    def _release_pidfd(self, fd: int) -> None:
+        """The shell stops watching ``fd`` before it is closed."""
 
-    async def _exited_error(self) -> BotExited:
-        """The right BotExited for the exited main process.  Waits briefly for
-        the end of stderr so a dying bot's traceback is in take_stderr()."""
-        with trio.move_on_after(STDERR_GRACE):
-            await self._stderr_done.wait()
+    def _exited_error(self) -> BotExited:
+        """The right BotExited for the exited main process (the shell first waits briefly for the
+        end of stderr, so a dying bot's traceback is in take_stderr())."""
         if self._exit is None or self._exit == (None, None):
             return BotExited(None, None, "exit status lost")
         code, sig = self._exit
@@ -431,24 +367,10 @@ class BotProcess:
             return MemoryLimitExceeded(code, sig, f"memory limit of {self.limits.memory_mb} MB")
         return BotExited(code, sig)
 
-    async def _drain_stderr(self) -> None:
-        with self._stderr_scope:
-            try:
-                while True:
-                    data = await self._stderr.receive_some(READ_CHUNK)
-                    if not data:
-                        break
-                    self._stderr_buf.feed(data)
-            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                pass
-            finally:
-                self._stderr_buf.finish()
-                self._stderr_done.set()
-
     # -- usage -------------------------------------------------------------
 
     def resource_usage(self) -> ResourceUsage:
-        """Peak memory and CPU seconds used so far (final after aclose)."""
+        """Peak memory and CPU seconds used so far (final after the close)."""
         return self._final_usage or self._measure()
 
     def _measure(self) -> ResourceUsage:
@@ -471,6 +393,245 @@ class BotProcess:
         if cpu is None:
             cpu = sum(table[p].cpu_ticks for p in members if p in table) / CLK_TCK
         return ResourceUsage(peak, cpu, source or "proc")
+
+    # -- teardown ----------------------------------------------------------
+
+    def _kill_round(self) -> bool:
+        """SIGKILL every process of the bot once and reap the orphans the subreaper inherited; True
+        when none is left but the leader's zombie (reaped last). The shell repeats it, waiting a
+        little between rounds, until True or KILL_DEADLINE."""
+        me = os.getpid()
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        try:  # safe: the leader is not reaped yet, so its pgid is still ours
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        table = self._process_table()
+        members = self._attribution.members(table, me)
+        kill_pids(members)
+        self._members_killed = (members, table)
+        return False
+
+    def _kill_settled(self) -> bool:
+        """After a round and a short wait for SIGKILL to take effect: reap the orphans and judge by
+        a fresh scan (a member may have forked after the first one)."""
+        me = os.getpid()
+        members, table = self._members_killed
+        for pid in members:
+            if pid != self.pid and pid in table and table[pid].ppid == me:
+                reap_if_child(pid)  # orphans the subreaper inherited
+        table = self._process_table()
+        left = still_present(self._attribution.members(table, me), table, me)
+        left.discard(self.pid)  # the leader's zombie is reaped last
+        return self._poll_exit() and not left
+
+    def _process_table(self) -> dict[int, ProcInfo]:
+        """The processes that may be the bot's.  With a uid of its own, every one of them runs
+        under it (no bot process can change uid), so a stat per /proc entry and a read per
+        bot process replace reading every process's stat file (9 ms on a busy machine)."""
+        if self._uid_lease is None:
+            return scan_procs()
+        table = {}
+        for pid in pids_of_uid(self.uid):
+            info = read_proc(pid)
+            if info is not None:
+                table[pid] = info
+        return table
+
+    def _release(self, clean: bool) -> None:
+        """The end of a close, once every process is dead and stderr read: reap, measure, free the
+        cgroup, home and uid."""
+        self._reap()
+        self._final_usage = self._measure()
+        cgroup_gone = self.cgroup.remove() if self.cgroup is not None else True
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+        if self._uid_lease is not None:
+            self._registry.release_uid(self._uid_lease)
+        if clean and cgroup_gone:
+            self._registry.drop_record(self.name)
+        else:
+            log.warning("%r: processes survived %.0fs of SIGKILL; left for cleanup_stale()",
+                        self, KILL_DEADLINE)
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(f"{self!r} was never closed; killing it without reaping",
+                      ResourceWarning, stacklevel=1)
+        try:
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            if not self._reaped:
+                os.killpg(self.pid, signal.SIGKILL)
+        except Exception:
+            pass
+
+
+class BotProcess(BotBase):
+    """A running bot on trio.  Create with :func:`start_bot`; always ``aclose()``."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self._stdin = trio.lowlevel.FdStream(self._fds[0])
+        self._stdout = trio.lowlevel.FdStream(self._fds[1])
+        self._stderr = trio.lowlevel.FdStream(self._fds[2])
+        self._stderr_done = trio.Event()
+        self._stderr_scope = trio.CancelScope()
+        self._sending = False  # a slow (waiting) write is under way: later lines queue behind it
+        self._wait_lock = trio.Lock()
+        trio.lowlevel.spawn_system_task(self._drain_stderr, name=f"stderr of {self.name}")
+
+    # -- talking ---------------------------------------------------------
+
+    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+        """Write one line (a newline is appended).
+
+        Raises BotExited if the bot is gone, BotClosedInput if it closed its
+        stdin but lives on, BotTimeout if it does not read for ``timeout``
+        seconds (its pipe stays full).  After any of these, stdin is unusable.
+        """
+        data = encode_line(text)
+        if self._stdin_error is not None:
+            raise self._stdin_error
+        if self._stdin.fileno() < 0:
+            raise trio.ClosedResourceError("the bot's stdin was closed")
+        if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
+            written = self._write_now(data)
+            if written == len(data):
+                return
+            data = data[written:]
+        self._sending = True
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await self._stdin.send_all(data)
+            except trio.BrokenResourceError:
+                if await self._wait_exit(0.2):
+                    self._stdin_error = await self._exit_fault()
+                else:
+                    self._stdin_error = BotClosedInput("bot closed its stdin")
+                raise self._stdin_error from None
+            finally:
+                self._sending = False
+        if scope.cancelled_caught:
+            self._stdin_error = BotTimeout(timeout, during="send")
+            raise self._stdin_error
+
+    async def receive_line(self, timeout: float) -> str:
+        """The next line from the bot's stdout, without its newline.
+
+        Raises BotTimeout (no full line in time; a late line is still returned
+        by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
+        BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
+        """
+        now = trio.current_time()
+        deadline = now + timeout
+        channel = self._channel
+        if channel.unread or channel.failed:  # perhaps a line that came with an earlier read: no wait
+            await trio.lowlevel.checkpoint_if_cancelled()  # but still a place a cancelled caller stops
+            line = self._line_ready()
+            if line is not None:
+                return line
+        while True:
+            if channel.at_eof:
+                left = deadline - trio.current_time()
+                if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
+                    raise await self._exit_fault()
+                raise BotClosedOutput("bot closed its stdout")
+            # in slices of WATCH_S: a fast reply never sees more than the first
+            with trio.CancelScope(deadline=min(deadline, now + WATCH_S)) as scope:
+                await self._read_stdout()
+            if not scope.cancelled_caught:
+                line = self._line_ready()
+                if line is not None:
+                    return line
+                continue
+            now = trio.current_time()
+            if now >= deadline:
+                if await self._wait_exit(0):  # dead, but a descendant holds stdout open
+                    raise await self._exit_fault()
+                raise BotTimeout(timeout)
+            self._watch()
+
+    async def _read_stdout(self) -> None:
+        """Wait for the bot's stdout, then read once into the channel. Waiting first: the shell
+        only gets here with no whole line buffered, when a bot has nearly always not answered
+        yet, so an optimistic read would cost a failed syscall per reply."""
+        while True:
+            fd = self._stdout.fileno()  # each time: a closed stream says -1, never a reused number
+            if fd < 0:
+                raise trio.ClosedResourceError("file was already closed")
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            except ValueError:
+                raise trio.ClosedResourceError("file was already closed") from None
+            if self._feed_stdout():
+                return
+
+    async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
+        """For a command that is no bot (a contained build): close its stdin, collect its stdout
+        and stderr lines until it exits, at most ``timeout`` seconds. Returns its exit status
+        (None if it did not exit in time or its status was lost) and its output; the caller
+        still ``aclose()``s it, which kills whatever it left running."""
+        await self._stdin.aclose()
+        lines: list[str] = []
+        deadline = trio.current_time() + timeout
+        while trio.current_time() < deadline:
+            try:
+                lines.append(await self.receive_line(deadline - trio.current_time()))
+            except NotUtf8:  # that line is consumed; the next may be fine
+                continue
+            except BotExited:
+                break
+            except BotError:  # stdout closed, a line or all of it over its limit (both sticky), or
+                # out of time: read no more, wait for the exit
+                await self._wait_exit(max(deadline - trio.current_time(), 0))
+                break
+        with trio.move_on_after(STDERR_GRACE):
+            await self._stderr_done.wait()
+        return self.returncode, lines + self.take_stderr()
+
+    # -- exit handling ---------------------------------------------------
+
+    def _release_pidfd(self, fd: int) -> None:
+        trio.lowlevel.notify_closing(fd)
+
+    async def _wait_exit(self, timeout: float) -> bool:
+        """True once the main process has exited, waiting up to ``timeout``."""
+        if self._poll_exit():
+            return True
+        async with self._wait_lock:
+            with trio.move_on_after(timeout):
+                while not self._poll_exit():
+                    if self._pidfd is not None:
+                        try:
+                            await trio.lowlevel.wait_readable(self._pidfd)
+                        except trio.ClosedResourceError:  # aclose() reaped it meanwhile
+                            break
+                    else:
+                        await trio.sleep(0.005)
+        return self._exit is not None
+
+    async def _exit_fault(self) -> BotExited:
+        """The exit as a fault, once the last of stderr is in (a dying bot's traceback)."""
+        with trio.move_on_after(STDERR_GRACE):
+            await self._stderr_done.wait()
+        return self._exited_error()
+
+    async def _drain_stderr(self) -> None:
+        with self._stderr_scope:
+            try:
+                while True:
+                    data = await self._stderr.receive_some(READ_CHUNK)
+                    if not data:
+                        break
+                    self._stderr_buf.feed(data)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                pass
+            finally:
+                self._stderr_buf.finish()
+                self._stderr_done.set()
 
     # -- teardown ----------------------------------------------------------
 
@@ -506,69 +667,16 @@ class BotProcess:
             await self._stderr_done.wait()
             for stream in (self._stdin, self._stdout, self._stderr):
                 await stream.aclose()
-            self._reap()
-            self._final_usage = self._measure()
-            cgroup_gone = self.cgroup.remove() if self.cgroup is not None else True
-            if self.home is not None:
-                shutil.rmtree(self.home, ignore_errors=True)
-            if self._uid_lease is not None:
-                self._registry.release_uid(self._uid_lease)
-            if clean and cgroup_gone:
-                self._registry.drop_record(self.name)
-            else:
-                log.warning("%r: processes survived %.0fs of SIGKILL; left for cleanup_stale()",
-                            self, KILL_DEADLINE)
+            self._release(clean)
 
     async def _kill_everything(self) -> bool:
         """SIGKILL and reap every process of the bot until none is left."""
-        me = os.getpid()
         deadline = trio.current_time() + KILL_DEADLINE
         while True:
-            if self.cgroup is not None:
-                self.cgroup.kill()
-            try:  # safe: the leader is not reaped yet, so its pgid is still ours
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            table = self._process_table()
-            members = self._attribution.members(table, me)
-            kill_pids(members)
+            self._kill_round()
             await self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
-            for pid in members:
-                if pid != self.pid and pid in table and table[pid].ppid == me:
-                    reap_if_child(pid)  # orphans the subreaper inherited
-            # Judge by a fresh scan: a member may have forked after the first one.
-            table = self._process_table()
-            left = still_present(self._attribution.members(table, me), table, me)
-            left.discard(self.pid)  # the leader's zombie is reaped last, by aclose
-            if self._exit is not None and not left:
+            if self._kill_settled():
                 return True
             if trio.current_time() > deadline:
                 return False
             await trio.sleep(0.002)
-
-    def _process_table(self) -> dict[int, ProcInfo]:
-        """The processes that may be the bot's.  With a uid of its own, every one of them runs
-        under it (no bot process can change uid), so a stat per /proc entry and a read per
-        bot process replace reading every process's stat file (9 ms on a busy machine)."""
-        if self._uid_lease is None:
-            return scan_procs()
-        table = {}
-        for pid in pids_of_uid(self.uid):
-            info = read_proc(pid)
-            if info is not None:
-                table[pid] = info
-        return table
-
-    def __del__(self) -> None:
-        if getattr(self, "_closed", True):
-            return
-        warnings.warn(f"{self!r} was never closed; killing it without reaping",
-                      ResourceWarning, stacklevel=1)
-        try:
-            if self.cgroup is not None:
-                self.cgroup.kill()
-            if not self._reaped:
-                os.killpg(self.pid, signal.SIGKILL)
-        except Exception:
-            pass
