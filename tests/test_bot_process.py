@@ -21,12 +21,14 @@ import tempfile
 import textwrap
 import time
 import tracemalloc
+import types
 from pathlib import Path
 
 import pytest
 import trio
 
 from arena.bots import containment
+from arena.bots.blocking import BlockingBot, BotClosed, hub, start_bot_blocking
 from arena.bots.containment import cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
@@ -111,7 +113,66 @@ def no_leftovers():
     assert our_homes() == []
 
 
+# Every test that starts a bot through ``start`` runs against both shells (the trio one and the
+# blocking one on poll) and expects the same verdict from each.
+SHELLS = ("trio", "blocking")
+_shell = ["trio"]
+
+
+def _uses(code: types.CodeType, name: str) -> bool:
+    return name in code.co_names or any(_uses(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def pytest_generate_tests(metafunc):
+    if _uses(metafunc.function.__code__, "start"):
+        metafunc.parametrize("shell", SHELLS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def shell(request):
+    _shell[0] = getattr(request, "param", "trio")
+    yield _shell[0]
+    _shell[0] = "trio"
+    hub().settle()  # bots closed with a grace period: finished before the leftover check
+
+
+class Blocking:
+    """A :class:`BlockingBot` behind the trio shell's awaitable calls, so one test drives either.
+    Each call blocks the test's trio loop, which has nothing else to do."""
+
+    def __init__(self, bot: BlockingBot):
+        self.bot = bot
+
+    def __getattr__(self, name: str):
+        return getattr(self.bot, name)
+
+    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.bot.send_line(text, timeout=timeout)
+
+    async def receive_line(self, timeout: float) -> str:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return self.bot.receive_line(timeout)
+
+    async def close_gracefully(self) -> None:
+        self.bot.close_gracefully()  # returns at once: the grace runs in the hub
+        assert hub().closing or self.bot.returncode is not None
+        hub().settle()
+
+    async def aclose(self) -> None:
+        self.bot.close()
+
+    async def __aenter__(self) -> Blocking:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.bot.close()
+
+
 async def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BotProcess:
+    if _shell[0] == "blocking":
+        await trio.lowlevel.checkpoint()
+        return Blocking(start_bot_blocking(cmd(script, *args), HOSTILE, limits=limits, **kw))
     return await start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
 
 
@@ -154,7 +215,7 @@ def test_echo_and_context_manager_close():
             for i in range(50):
                 await bot.send_line(f"ping {i}")
                 assert await bot.receive_line(5) == f"ping {i}"
-        with pytest.raises(trio.ClosedResourceError):
+        with pytest.raises((trio.ClosedResourceError, BotClosed)):  # trio's, or the blocking shell's
             await bot.send_line("after close")
         return bot
 

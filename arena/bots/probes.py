@@ -1,7 +1,8 @@
 """Can this machine contain bots? One probe per containment, run once per process and cached.
 
 Each starts ``/usr/bin/true`` through the normal machinery, so its leftovers are reaped like
-any bot's.
+any bot's. A probe runs on the blocking shell (no event loop needed, so a worker process probes
+too); the async names are for trio callers, whose loop it holds once per process, briefly.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
 from .limits import Limits
-from .spawn import spawn_bot
 
 
 _bwrap_checked: dict[tuple[str, bool], str | None] = {}
@@ -21,6 +21,23 @@ _namespaces_checked: dict[bool, str | None] = {}
 
 
 async def namespaces_problem() -> str | None:
+    """:func:`namespaces_problem_now` for a trio caller."""
+    return namespaces_problem_now()
+
+
+async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
+    """:func:`sandbox_problem_now` for a trio caller."""
+    return sandbox_problem_now(run_as)
+
+
+def _probe(**kw: Any):
+    from .blocking import BlockingBot
+    from .spawn import spawn_bot_blocking
+    return spawn_bot_blocking(["/usr/bin/true"], Path("/usr/bin"), shell=BlockingBot, limits=Limits(),
+                              extra_env=None, cgroup=False, ro_binds=(), **kw)
+
+
+def namespaces_problem_now() -> str | None:
     """None if this referee can contain bots without bubblewrap (private uid, new mount,
     network, IPC and UTS namespaces, a root of its own; see namespaces.NamespaceRoot), else why not.
     Needs root; tried once with ``/usr/bin/true``."""
@@ -29,15 +46,13 @@ async def namespaces_problem() -> str | None:
     if True not in _namespaces_checked:
         problem = None
         try:
-            bot = await spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=False,
-                                  namespaces=True, extra_env=None, run_as="auto", cgroup=False,
-                                  ro_binds=(), bwrap=None)
+            bot = _probe(sandbox=False, namespaces=True, run_as="auto", bwrap=None)
         except BotStartError as exc:
             problem = str(exc)
         else:
-            async with bot:
+            with bot:
                 try:
-                    await bot.receive_line(20)
+                    bot.receive_line(20)
                     problem = "namespace probe printed output"
                 except BotExited as exc:
                     if exc.returncode != 0:
@@ -48,7 +63,7 @@ async def namespaces_problem() -> str | None:
     return _namespaces_checked[True]
 
 
-async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
+def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
     """None if bwrap can build our sandbox here (as the bots' uid), else why not.
 
     Starts one sandboxed ``/usr/bin/true`` through the normal machinery (so its
@@ -61,15 +76,13 @@ async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
     if key not in _bwrap_checked:
         problem = None
         try:
-            bot = await spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(), sandbox=True,
-                                  namespaces=False, extra_env=None, run_as=run_as, cgroup=False,
-                                  ro_binds=(), bwrap=bwrap)
+            bot = _probe(sandbox=True, namespaces=False, run_as=run_as, bwrap=bwrap)
         except BotStartError as exc:
             problem = f"cannot run {bwrap}: {exc}"
         else:
-            async with bot:
+            with bot:
                 try:
-                    await bot.receive_line(20)
+                    bot.receive_line(20)
                     problem = "bwrap probe printed output"
                 except BotExited as exc:
                     if exc.returncode != 0:

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Generator, Sequence
 
 import trio
 
@@ -88,6 +88,22 @@ class _SpawnThread:
             raise exc
         return value
 
+    def run_blocking(self, fn):
+        """:meth:`run` for a caller with no event loop: waits here for the fork."""
+        box: list = []
+        done = threading.Event()
+
+        def deliver(result) -> None:
+            box.append(result)
+            done.set()
+
+        self._jobs.put((fn, deliver))
+        done.wait()
+        value, exc = box[0]
+        if exc is not None:
+            raise exc
+        return value
+
 
 def _get_spawner() -> _SpawnThread:
     global _spawner
@@ -143,13 +159,52 @@ def resolve_command(exe: str, cwd: Path, path: str) -> Path | None:
     return Path(found) if found else None
 
 
-async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-                    namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
-                    cgroup: bool | None, ro_binds: Sequence[Path | str],
-                    bwrap: str | None, writable_cwd: bool = False) -> BotProcess:
+async def spawn_bot(command: list[str], cwd: Path | str, **kw) -> BotProcess:
     """:func:`~arena.bots.start.start_bot` once its containment was checked (``bwrap`` found):
-    every argument explicit. If anything fails, whatever was allocated is released."""
+    every argument explicit (see :func:`_spawn`). The fork runs on the spawner thread while
+    this trio loop goes on."""
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
+    steps = _spawn(command, cwd, shell=BotProcess, **kw)
+    fork = next(steps)
+    try:
+        forked = await _get_spawner().run(fork)
+    except BaseException as exc:
+        return _finish(steps, exc, None)
+    return _finish(steps, None, forked)
+
+
+def spawn_bot_blocking(command: list[str], cwd: Path | str, *, shell: type, **kw) -> Any:
+    """:func:`spawn_bot` for a blocking shell (``shell``, a :class:`~.process.BotBase` that needs
+    no event loop): the same steps, the fork on the same spawner thread, waited for here."""
+    steps = _spawn(command, cwd, shell=shell, **kw)
+    fork = next(steps)
+    try:
+        forked = _get_spawner().run_blocking(fork)
+    except BaseException as exc:
+        return _finish(steps, exc, None)
+    return _finish(steps, None, forked)
+
+
+def _finish(steps: Generator, exc: BaseException | None, forked: Any) -> Any:
+    """Hand the fork's outcome back to :func:`_spawn` and return the bot it builds."""
+    try:
+        if exc is not None:
+            steps.throw(exc)
+        else:
+            steps.send(forked)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("spawn steps did not finish")
+
+
+def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
+           namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
+           cgroup: bool | None, ro_binds: Sequence[Path | str],
+           bwrap: str | None, writable_cwd: bool = False, shell: type) -> Generator:
+    """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
+    callable for the spawner thread), is sent its result, and returns the bot as ``shell``. The
+    shells drive it (trio awaits the fork, a blocking shell waits for it), so neither copies it.
+    If anything fails, whatever was allocated is released."""
     command = [str(c) for c in command]
     if not command:
         raise BotStartError("empty command")
@@ -272,7 +327,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             return child, read_bwrap_info(info_r)
 
         try:
-            popen, bwrap_info = await _get_spawner().run(spawn)
+            popen, bwrap_info = yield spawn
         except (OSError, subprocess.SubprocessError) as exc:
             raise BotStartError(f"cannot start {command!r}: {exc}") from exc
         finally:
@@ -287,7 +342,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             "cgroups": [str(d) for d in cg.dirs.values()] if cg else [],
             "command": command,
         })
-        bot = BotProcess(
+        bot = shell(
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,

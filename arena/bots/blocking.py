@@ -1,0 +1,330 @@
+"""The blocking shell of a bot: its pipes waited on with ``poll``, no event loop.
+
+For a process that plays one game at a time (a referee worker, an environment's program
+opponent), a bot's round trip needs no scheduler: write the line, ``poll`` its stdout, read.
+:class:`BlockingBot` does that over the same :class:`~arena.bots.process.BotBase` as the trio
+shell, so every decision (the channel's faults, the clock, the CPU allowance, the exit, the
+teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
+stderr during every wait, so no bot ever blocks on a full stderr pipe while another is asked,
+and finishes the bots closed with a grace period, so no caller waits out anyone's grace.
+
+Typical use::
+
+    bot = start_bot_blocking(["python3", "bot.py"], bot_dir, limits=Limits())
+    try:
+        bot.send_line(json.dumps(hello))
+        reply = bot.receive_line(timeout=1.0)   # raises a BotError subclass
+    finally:
+        bot.close()
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .containment import find_bwrap
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout, SandboxUnavailable
+from .limits import Limits
+from .process import EXIT_GRACE, KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, WATCH_S, BotBase
+from .channel import encode_line
+
+_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+
+class BotClosed(OSError):
+    """The bot was closed by the referee: nothing can be sent or received any more."""
+
+
+class Hub:
+    """Every blocking bot of this process: their stderr, drained during every wait, and the bots
+    closing with a grace period, finished during waits (or by :meth:`settle`)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._poll = select.poll()
+        self._stderr: dict[int, BlockingBot] = {}
+        self._closing: dict[int, tuple[BlockingBot, float]] = {}  # pidfd (or -pid) -> bot, kill time
+
+    def add(self, bot: BlockingBot) -> None:
+        fd = bot._fds[2]
+        self._stderr[fd] = bot
+        self._poll.register(fd, _IN)
+
+    def _drop_stderr(self, fd: int) -> None:
+        if self._stderr.pop(fd, None) is not None:
+            self._poll.unregister(fd)
+
+    def wait(self, fd: int | None, events: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for ``events`` on ``fd`` (None: just serve the others),
+        keeping every bot's stderr read meanwhile; True if ``fd`` is ready."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        poll = self._poll
+        watched = fd is not None and fd not in self._stderr
+        if watched:
+            poll.register(fd, events)
+        try:
+            while True:
+                wait = deadline - time.monotonic()
+                if self._closing:
+                    wait = min(wait, max(0.0, min(t for _, t in self._closing.values()) - time.monotonic()))
+                hit = False
+                for ready, _ in poll.poll(max(0, int(wait * 1000 + 0.999))):
+                    if ready == fd:
+                        hit = True
+                        continue
+                    bot = self._stderr.get(ready)
+                    if bot is not None:
+                        if not bot._feed_stderr():
+                            self._drop_stderr(ready)
+                        continue
+                    closing = self._closing.get(ready)
+                    if closing is not None:
+                        self._finish(ready)
+                if self._closing:
+                    self._finish_due()
+                if hit or time.monotonic() >= deadline:
+                    return hit
+        finally:
+            if watched:
+                poll.unregister(fd)
+
+    def close_later(self, bot: BlockingBot, grace: float) -> None:
+        """``bot`` has its stdin closed: finish it once it exits, or kill it after ``grace``."""
+        key = bot._pidfd if bot._pidfd is not None else -bot.pid
+        self._closing[key] = (bot, time.monotonic() + grace)
+        if key >= 0:
+            self._poll.register(key, select.POLLIN)
+
+    def _finish(self, key: int) -> None:
+        closing = self._closing.pop(key, None)
+        if closing is None:  # finished meanwhile (a teardown waits, and so serves the others)
+            return
+        bot = closing[0]
+        if key >= 0:
+            self._poll.unregister(key)
+        bot._teardown()
+
+    def _finish_due(self) -> None:
+        now = time.monotonic()
+        for key, (bot, at) in list(self._closing.items()):
+            if at <= now or bot._poll_exit():
+                self._finish(key)
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until every bot closed with a grace period is finished (at most ``timeout``
+        seconds, then the rest are killed now)."""
+        end = time.monotonic() + (SHUTDOWN_GRACE + KILL_DEADLINE if timeout is None else timeout)
+        while self._closing and time.monotonic() < end:
+            self.wait(None, 0, min(0.05, end - time.monotonic()))
+        for key in list(self._closing):
+            self._finish(key)
+
+    @property
+    def closing(self) -> int:
+        return len(self._closing)
+
+
+_hub: Hub | None = None
+
+
+def hub() -> Hub:
+    """This process's hub (a new one after a fork)."""
+    global _hub
+    if _hub is None or _hub.pid != os.getpid():
+        _hub = Hub()
+    return _hub
+
+
+class BlockingBot(BotBase):
+    """A running bot waited on with ``poll``. Create with :func:`start_bot_blocking`; always
+    :meth:`close` (or :meth:`close_gracefully`)."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        for fd in self._fds:
+            os.set_blocking(fd, False)
+        self._hub = hub()
+        self._hub.add(self)
+        self._stdin_open = True
+
+    # -- talking ---------------------------------------------------------
+
+    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+        """Write one line (a newline is appended); the errors of the trio shell's ``send_line``."""
+        data = encode_line(text)
+        if self._stdin_error is not None:
+            raise self._stdin_error
+        if self._closed or not self._stdin_open:
+            raise BotClosed("the bot's stdin was closed")
+        written = self._write_now(data)
+        if written == len(data):
+            return
+        data = data[written:]
+        deadline = time.monotonic() + timeout
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._hub.wait(self._fds[0], _OUT, left):
+                self._stdin_error = BotTimeout(timeout, during="send")
+                raise self._stdin_error
+            try:
+                data = data[os.write(self._fds[0], data):]
+            except BlockingIOError:
+                continue
+            except OSError:  # broken: the bot is gone, or closed its stdin
+                if self._wait_exit(0.2):
+                    self._stdin_error = self._exit_fault()
+                else:
+                    self._stdin_error = BotClosedInput("bot closed its stdin")
+                raise self._stdin_error from None
+
+    def receive_line(self, timeout: float) -> str:
+        """The next line from the bot's stdout; the errors of the trio shell's ``receive_line``."""
+        if self._closed:
+            raise BotClosed("the bot was closed")
+        channel = self._channel
+        line = self._line_ready()
+        if line is not None:
+            return line
+        now = time.monotonic()
+        deadline = now + timeout
+        while True:
+            if channel.at_eof:
+                left = deadline - time.monotonic()
+                if self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
+                    raise self._exit_fault()
+                raise BotClosedOutput("bot closed its stdout")
+            ready = self._hub.wait(self._fds[1], _IN, min(deadline, now + WATCH_S) - time.monotonic())
+            if ready:
+                self._feed_stdout()
+                line = self._line_ready()
+                if line is not None:
+                    return line
+                continue
+            now = time.monotonic()
+            if now >= deadline:
+                if self._wait_exit(0):  # dead, but a descendant holds stdout open
+                    raise self._exit_fault()
+                raise BotTimeout(timeout)
+            self._watch()
+
+    # -- exit -------------------------------------------------------------
+
+    def _wait_exit(self, timeout: float) -> bool:
+        """True once the main process has exited, waiting up to ``timeout``."""
+        if self._poll_exit():
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._poll_exit()
+            if self._pidfd is not None:
+                self._hub.wait(self._pidfd, select.POLLIN, left)
+            else:
+                self._hub.wait(None, 0, min(left, 0.005))
+            if self._poll_exit():
+                return True
+
+    def _exit_fault(self) -> BotExited:
+        """The exit as a fault, once the last of stderr is in (a dying bot's traceback)."""
+        self._drain_stderr(STDERR_GRACE)
+        return self._exited_error()
+
+    def _drain_stderr(self, grace: float) -> None:
+        """Read stderr to its end, at most ``grace`` seconds (a descendant may hold it open)."""
+        fd = self._fds[2]
+        if fd not in self._hub._stderr:
+            return
+        deadline = time.monotonic() + grace
+        poll = select.poll()
+        poll.register(fd, _IN)
+        while time.monotonic() < deadline:
+            if not poll.poll(max(0, int((deadline - time.monotonic()) * 1000 + 0.999))):
+                break
+            if not self._feed_stderr():
+                self._hub._drop_stderr(fd)
+                return
+
+    # -- teardown ----------------------------------------------------------
+
+    def __enter__(self) -> BlockingBot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close_gracefully(self) -> None:
+        """After ``shutdown``: close stdin and return at once; the bot has SHUTDOWN_GRACE seconds
+        to exit by itself, then whatever is left is killed (by this process's :class:`Hub`, during
+        later waits or :meth:`Hub.settle`)."""
+        self.close(grace=SHUTDOWN_GRACE)
+
+    def close(self, grace: float = 0.0) -> None:
+        """Kill the bot and everything it started, reap it all, free its cgroup, uid and temp dir.
+        Idempotent. With ``grace`` > 0 and the bot alive, its stdin is closed and the rest is left
+        to the hub (this returns at once)."""
+        if self._closed:
+            return
+        self._closed = True
+        if grace > 0 and not self._poll_exit():
+            self._close_stdin()
+            self._hub.close_later(self, grace)
+            return
+        self._teardown()
+
+    def _close_stdin(self) -> None:
+        if self._stdin_open:
+            self._stdin_open = False
+            os.close(self._fds[0])
+
+    def _teardown(self) -> None:
+        clean = self._kill_everything()
+        self._drain_stderr(STDERR_GRACE)
+        self._hub._drop_stderr(self._fds[2])
+        self._stderr_buf.finish()
+        self._close_stdin()
+        os.close(self._fds[1])
+        os.close(self._fds[2])
+        self._release(clean)
+
+    def _kill_everything(self) -> bool:
+        """SIGKILL and reap every process of the bot until none is left."""
+        deadline = time.monotonic() + KILL_DEADLINE
+        while True:
+            self._kill_round()
+            self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
+            if self._kill_settled():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+
+
+def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+                       sandbox: bool = False, namespaces: bool = False,
+                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
+                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = ()) -> BlockingBot:
+    """:func:`~arena.bots.start.start_bot` for the blocking shell: the same arguments, the same
+    refusal of a containment that does not work here."""
+    from .errors import BotStartError
+    from .spawn import spawn_bot_blocking
+    from .probes import sandbox_problem_now
+    bwrap = None
+    if sandbox:
+        problem = sandbox_problem_now(run_as)
+        if problem:
+            raise SandboxUnavailable(problem)
+        bwrap = find_bwrap()
+    if sandbox and namespaces:
+        raise BotStartError("choose bubblewrap or namespaces, not both")
+    return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
+                              namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
+                              ro_binds=ro_binds, bwrap=bwrap)
+
+
+__all__ = ["BlockingBot", "BotClosed", "BotError", "Hub", "hub", "start_bot_blocking"]
