@@ -10,7 +10,9 @@ adds per decision; the ratio says how far it is from the floor a pipe allows.
     python bench/bench_referee.py                     # 20 games of classic, 2 players, 3 runs
     python bench/bench_referee.py --games 50 --rules shithead --players 4
 
-Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the
+Each run also plays the same games through the blocking shell (``arena.referee.blocking``, what
+a worker process plays with), compared with (raw round trip + RefereeCore alone): the least any
+referee spends. Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the
 referee on one CPU, the bots on another; ``--cpus``), each against its own raw
 baseline measured right after it. Prints figures only; nothing is asserted.
 """
@@ -98,6 +100,38 @@ async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_t
             await p.shutdown()
         pin(None)
     return elapsed, cpu, decisions, steps, launcher.lines, launcher.argv
+
+
+def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
+                 cpus: tuple[int, int] | None) -> tuple[float, float, int]:
+    """The same games through the blocking shell (what a referee worker runs): wall and CPU
+    seconds, decisions."""
+    from arena.bots.blocking import start_bot_blocking
+    from arena.referee.blocking import BlockingPlayer, play_game, settle
+    command, workdir, kw = trio.run(Launcher().start_args, spec)
+    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
+    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(command, workdir, **kw), clock)
+             for _ in range(players)]
+    r = preset(rules)
+    try:
+        pin({cpus[1]} if cpus else None)
+        play_game(seats, r, 10_000, game_id="warm-up", clock=clock, max_turns=max_turns)
+        pin({cpus[0]} if cpus else None)
+        decisions = 0
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for seed in range(games):
+            rec = play_game(seats, r, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+            assert not rec.faults, rec.faults
+            decisions += sum(rec.decisions)
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+    finally:
+        for p in seats:
+            p.shutdown()
+        settle()
+        pin(None)
+    return elapsed, cpu, decisions
 
 
 def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: int,
@@ -208,6 +242,7 @@ def main() -> None:
     print(f"  {'mode':14} {'run':>3} {'decisions':>9} {'ref wall us':>11} {'raw wall us':>11} {'wall x':>6} "
           f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6} {'trio io us':>10} {'core us':>7} {'floor x':>7}")
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in modes}
+    blocking: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in modes}
     with tempfile.TemporaryDirectory(prefix="bench-referee-") as tmp:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
@@ -223,6 +258,17 @@ def main() -> None:
                     pin({cpus[0]})
                 core_cpu, core_decisions = core_run(args.rules, args.players, args.games, args.max_turns)
                 pin(None)
+                blk_s, blk_cpu, blk_decisions = blocking_run(spec, args.rules, args.players, args.games,
+                                                             args.max_turns, cpus)
+                core_us = core_cpu / core_decisions * 1e6
+                blocking[name].append((blk_cpu / blk_decisions * 1e6 / (raw_cpu * 1e6 / decisions + core_us),
+                                       blk_s / blk_decisions * 1e6 / (raw_s * 1e6 / decisions + core_us)))
+                print(f"  {name:14} {run:3d} blocking shell: {blk_decisions} decisions, own CPU "
+                      f"{blk_cpu / blk_decisions * 1e6:.1f} us, wall {blk_s / blk_decisions * 1e6:.1f} us; "
+                      f"raw CPU + core {raw_cpu / decisions * 1e6 + core_us:.1f} us "
+                      f"({raw_cpu / decisions * 1e6:.1f} + {core_us:.1f}), raw wall + core "
+                      f"{raw_s / decisions * 1e6 + core_us:.1f} us; CPU x {blocking[name][-1][0]:.2f}, "
+                      f"wall x {blocking[name][-1][1]:.2f}", flush=True)
                 us = 1e6 / decisions
                 floor = io_cpu / decisions + core_cpu / core_decisions  # seconds per decision
                 raw_cpu = max(raw_cpu, 1e-9)
@@ -247,6 +293,10 @@ def main() -> None:
         print(f"  {name:14} ratio wall {walls[0]:.2f}-{walls[-1]:.2f}x (median {walls[len(walls) // 2]:.2f}), "
               f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f}), "
               f"floor {floors[0]:.2f}-{floors[-1]:.2f}x (median {floors[len(floors) // 2]:.2f})")
+        b_cpu = sorted(c for c, _ in blocking[name])
+        b_wall = sorted(w for _, w in blocking[name])
+        print(f"  {name:14} blocking shell: own CPU / (raw CPU + core) {b_cpu[0]:.2f}-{b_cpu[-1]:.2f}x, "
+              f"wall / (raw wall + core) {b_wall[0]:.2f}-{b_wall[-1]:.2f}x")
 
 
 if __name__ == "__main__":

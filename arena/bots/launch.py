@@ -337,7 +337,9 @@ class Launcher:
         return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES, who=who,
                                     cgroup=cgroups.kind if cgroups else None)
 
-    async def __call__(self, spec: BotSpec):
+    async def start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
+        """How to start ``spec`` here (built, probed): the arguments of ``start_bot``, which a
+        blocking shell passes to :func:`~arena.bots.blocking.start_bot_blocking` as they are."""
         mode = await self.mode()
         contained = mode != TRUSTED
         if spec.build is not None:
@@ -346,15 +348,22 @@ class Launcher:
             spec = runnable(spec)
         python, env = self._python(spec, contained)
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
+        return argv(spec, python), spec.workdir, dict(
+            limits=limits_for(spec, self.limits), sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
+            run_as="auto" if contained else None, extra_env={**spec.env, **env} or None, ro_binds=binds)
+
+    def start_error(self, spec: BotSpec, error: BotStartError, run_as: Any) -> Exception:
+        """A start error as the user reads it: a bot its private uid cannot run says how to fix it."""
+        if run_as is not None and "cannot use" in str(error):
+            return ContainmentError(f"{spec.label}: {error}; {FIX_ACCESS}")
+        return error
+
+    async def __call__(self, spec: BotSpec):
+        command, workdir, kw = await self.start_args(spec)
         try:
-            return await start_bot(argv(spec, python), spec.workdir, limits=limits_for(spec, self.limits),
-                                   sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
-                                   run_as="auto" if contained else None,
-                                   extra_env={**spec.env, **env} or None, ro_binds=binds)
+            return await start_bot(command, workdir, **kw)
         except BotStartError as e:
-            if contained and "cannot use" in str(e):
-                raise ContainmentError(f"{spec.label}: {e}; {FIX_ACCESS}") from None
-            raise
+            raise self.start_error(spec, e, kw["run_as"]) from None
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

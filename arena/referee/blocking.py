@@ -1,0 +1,164 @@
+"""The referee on the blocking shell: one game at a time, each bot a
+:class:`~arena.bots.blocking.BlockingBot`, no event loop.
+
+For a process that plays one game at a time (a referee worker, a benchmark), a decision is a
+write and a ``poll``: :func:`play_game` is :func:`arena.referee.driver.run_game` with the
+waiting done by ``poll`` instead of trio. The conversation itself is the same
+:class:`~arena.referee.core.RefereeCore`, and the protocol's checks the same functions, so the
+two give every bot the same verdict. Bots start one after the other here (the trio referee
+starts slow starters side by side).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..bots.blocking import BlockingBot, hub
+from ..bots.manifest import BotSpec
+from ..engine import Rules
+from ..faults import BotFault, FaultReason, HandshakeFailed, StartFailed, Timeout
+from . import protocol
+from .core import GameRecord, RefereeCore, TimeControl
+from .driver import _HANDSHAKE_FAULTS, as_fault
+
+BlockingLauncher = Callable[[BotSpec], BlockingBot]
+
+
+class BlockingPlayer:
+    """:class:`~arena.referee.driver.BotPlayer` on the blocking shell: started and greeted on first
+    use, restarted after a fault, shut down without waiting for its grace."""
+
+    def __init__(self, spec: BotSpec, launcher: BlockingLauncher, clock: TimeControl, *,
+                 restart_each_game: bool = False):
+        self.spec = spec
+        self.name = spec.name
+        self.launcher = launcher
+        self.clock = clock
+        self.restart_each_game = restart_each_game
+        self.conn: BlockingBot | None = None
+        self.hello: dict[str, Any] | None = None
+        self.starts = 0
+        self._stderr: list[str] = []
+
+    def _ensure(self) -> BlockingBot:
+        if self.conn is not None:
+            return self.conn
+        try:
+            self.conn = self.launcher(self.spec)
+        except Exception as e:  # a missing command or unbuildable bot is still the bot's problem
+            raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+        self.starts += 1
+        try:
+            self.conn.send_line(protocol.encode(protocol.hello()))
+            self.hello = protocol.read_bot_hello(self.conn.receive_line(self.clock.handshake_ms / 1000))
+        except Exception as e:
+            fault = as_fault(e)
+            if fault.reason in _HANDSHAKE_FAULTS:
+                fault = HandshakeFailed(f"handshake failed: {fault.message}")
+            elif fault.reason == FaultReason.TIMEOUT:
+                fault = Timeout(f"handshake failed: {fault.message}")
+            self.fault(fault.reason, fault.message, None)
+            raise fault from None
+        return self.conn
+
+    def begin(self, message: dict[str, Any]) -> None:
+        if self.restart_each_game or self._cpu_spent():
+            self.close()
+        conn = self._ensure()
+        conn.begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
+        try:
+            conn.send_line(protocol.encode(message))
+        except Exception as e:
+            raise as_fault(e) from None
+
+    def _cpu_spent(self) -> bool:
+        if self.conn is None:
+            return False
+        spent = self.conn.resource_usage().cpu_seconds
+        return spent is not None and spent >= self.conn.limits.process_cpu_seconds / 2
+
+    def ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
+        conn = self.conn if self.conn is not None else self._ensure()
+        try:
+            conn.send_line(line)
+            return protocol.read_action(conn.receive_line(timeout), request_id, n_actions)
+        except Exception as e:
+            raise as_fault(e) from None
+
+    def finish(self, message: dict[str, Any]) -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.send_line(protocol.encode(message))
+        except Exception:
+            self.close()
+
+    def fault(self, reason: str, message: str, request_id: int | None) -> None:
+        """Tell the bot what went wrong if it can still hear, then stop it: it restarts next game."""
+        if self.conn is not None:
+            try:
+                self.conn.send_line(protocol.encode(protocol.error(reason, message, request_id)), timeout=0.2)
+            except Exception:
+                pass
+        self.close()
+
+    def take_stderr(self) -> list[str]:
+        fresh = self.conn.take_stderr() if self.conn is not None else []
+        if not self._stderr:
+            return fresh
+        out, self._stderr = self._stderr + fresh, []
+        return out
+
+    def close(self, graceful: bool = False) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close_gracefully() if graceful else conn.close()
+            self._stderr += conn.take_stderr()
+
+    def shutdown(self) -> None:
+        """``shutdown``, then the bot's grace runs in the hub while this process goes on."""
+        if self.conn is not None:
+            try:
+                self.conn.send_line(protocol.encode(protocol.shutdown()), timeout=0.5)
+            except Exception:
+                pass
+        self.close(graceful=True)
+
+
+def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
+              clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
+              stderr_lines_per_step: int = 20) -> GameRecord:
+    """Play one game to its end and return its record. Bot faults become forfeits."""
+    t0 = time.perf_counter()
+    core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
+                       max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step)
+    for seat, player in enumerate(players):
+        try:
+            player.begin(core.start_message(seat))
+        except BotFault as fault:
+            player.fault(fault.reason, fault.message, None)
+            core.start_fault(seat, fault.reason, fault.message, player.take_stderr())
+    clock_now = time.monotonic
+    while (req := core.next_request()) is not None:
+        player = players[req.seat]
+        start = clock_now()
+        try:
+            choice = player.ask(req.line, req.id, req.n_actions, req.timeout)
+        except BotFault as fault:
+            ms = (clock_now() - start) * 1000
+            player.fault(fault.reason, fault.message, req.id)
+            core.fault(fault.reason, fault.message, ms, player.take_stderr())
+            continue
+        core.answer(choice, (clock_now() - start) * 1000, player.take_stderr())
+    rec = core.record
+    for seat, message in core.end_messages():
+        players[seat].finish(message)
+    rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
+    return rec
+
+
+def settle() -> None:
+    """Wait for the bots shut down with a grace period (at the end of a process's work)."""
+    hub().settle()
