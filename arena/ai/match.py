@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from arena.referee.core import RefereeCore, TimeControl
+from arena.referee.core import Answered, RefereeCore, TimeControl
 
 MatchClock = TimeControl  # the name the benchmarks use
 
@@ -38,7 +38,7 @@ def play(agents, rules, seed: int, *, clock: TimeControl = TimeControl(), max_tu
         ms = (time.perf_counter() - t) * 1000
         if not (isinstance(choice, int) and not isinstance(choice, bool) and 0 <= choice < req.n_actions):
             raise ValueError(f"{names[req.seat]} answered {choice!r} to {req.n_actions} actions")
-        core.answer(choice, ms)
+        core.settle(Answered(choice, ms))
     for seat, message in core.end_messages():
         agents[seat].end(message)
     rec = core.record

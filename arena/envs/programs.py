@@ -7,14 +7,13 @@ tournaments), so it gets the referee's messages, clock and fault rules: a bot th
 out, crashes or breaks the protocol forfeits that game, is stopped, and is started again
 for the next one.
 
-Why a trio loop on a thread: the launcher and ``BotPlayer`` are trio code, and a bot
-process belongs to the loop that started it, so it needs one loop that lives as long as
-the environment (a ``trio.run`` per call would orphan the process). :class:`BotHost` runs
-that loop on a daemon thread and each call blocks on it (``trio.from_thread.run``); the
-environment's API stays plain and synchronous, and the caller's own code needs no event
-loop. Nothing waits without a deadline: an answer is waited for at most the seat's move
-time plus its bank, as in the referee, and closing gives each bot the referee's shutdown
-grace before it is killed.
+The bots run on the blocking shell (:mod:`arena.bots.blocking`, :mod:`arena.referee.blocking`):
+a decision is a write and a ``poll`` on the caller's own thread, with no event loop anywhere,
+and the environment's API stays plain and synchronous. Nothing waits without a deadline: an
+answer is waited for at most the seat's move time plus its bank, as in the referee, and
+closing gives each bot the referee's shutdown grace (run by the shell's hub, all bots at once)
+before it is killed. The launcher's own work (choosing the containment, a contained build) is
+trio code, run once per bot on a short-lived loop.
 
 This module is the environments' only door to the process layer.
 """
@@ -24,12 +23,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import trio
 
-from arena.referee import BotFault, BotPlayer, TimeControl
-from arena.referee.core import Request
+from arena.referee import BotFault, TimeControl
+from arena.referee.blocking import BlockingPlayer, settle
+from arena.referee.core import Answered, Faulted, Outcome, Request
 
 
 @dataclass(frozen=True)
@@ -41,19 +41,8 @@ class Program:
     ref: str | Path
 
 
-class Answer(NamedTuple):
-    choice: int
-    ms: float
-    stderr: list[str]
-
-
-class Faulted(NamedTuple):
-    """A program's answer that is no answer: the fault that forfeits its seat."""
-
-    reason: str
-    message: str
-    ms: float
-    stderr: list[str]
+Answer = Answered  # the names this module used to give them
+__all__ = ["Answered", "Faulted", "Program", "ProgramOpponent", "BotHost", "BlockingLaunch"]
 
 
 def is_program(spec: Any) -> bool:
@@ -78,94 +67,95 @@ def default_launcher():
     return Launcher()
 
 
+def _run_async(afn, *args):
+    """``await afn(*args)`` on a loop of its own, on a thread of its own (so a caller inside an
+    event loop of its own is no trouble); its exception is raised here."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append((trio.run(afn, *args), None))
+        except BaseException as e:  # delivered to the caller
+            box.append((None, e))
+
+    thread = threading.Thread(target=run, name="arena-env-launch")
+    thread.start()
+    thread.join()
+    value, error = box[0]
+    if error is not None:
+        raise error
+    return value
+
+
+class BlockingLaunch:
+    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
+    worked out once (containment, build), and every start is then a plain fork."""
+
+    def __init__(self, launcher: Any):
+        self.launcher = launcher
+        self._args: dict[str, tuple] = {}
+
+    def __call__(self, spec):
+        from arena.bots.blocking import start_bot_blocking
+        from arena.bots.errors import BotStartError
+        args = self._args.get(spec.label)
+        if args is None:
+            args = self._args[spec.label] = _run_async(self.launcher.start_args, spec)
+        command, workdir, kw = args
+        try:
+            return start_bot_blocking(command, workdir, **kw)
+        except BotStartError as e:
+            raise self.launcher.start_error(spec, e, kw["run_as"]) from None
+
+
 class BotHost:
-    """A trio loop on a daemon thread that owns the environment's bot processes."""
+    """The environment's bot programs: shut down together when it closes."""
 
     def __init__(self) -> None:
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self.players: list[BotPlayer] = []
-
-    def call(self, afn, *args):
-        """Run ``await afn(*args)`` on the loop and return its result (its exception is raised here)."""
-        if self._thread is None:
-            ready = threading.Event()
-
-            async def serve() -> None:
-                self._token = trio.lowlevel.current_trio_token()
-                self._stop = trio.Event()
-                ready.set()
-                await self._stop.wait()
-
-            self._thread = threading.Thread(target=trio.run, args=(serve,), name="arena-env-bots", daemon=True)
-            self._thread.start()
-            ready.wait()
-        return trio.from_thread.run(afn, *args, trio_token=self._token)
+        self.players: list[BlockingPlayer] = []
 
     def close(self) -> None:
-        """Shut every bot down (the referee's grace, then kill) and stop the loop."""
-        if self._thread is None:
-            return
-
-        async def stop() -> None:
-            for p in self.players:
-                await p.shutdown()
-            assert self._stop is not None
-            self._stop.set()
-
-        try:
-            trio.from_thread.run(stop, trio_token=self._token)
-        except trio.RunFinishedError:
-            pass
-        self._thread.join()
-        self._thread = None
+        """Shut every bot down (the referee's grace, all at once, then kill)."""
+        for p in self.players:
+            p.shutdown()
+        settle()
         self.players = []
 
 
 class ProgramOpponent:
-    """One seat's bot program, served through ``host``; the environment's side of a BotPlayer."""
+    """One seat's bot program; the environment's side of a BlockingPlayer."""
 
     def __init__(self, spec, launcher, clock: TimeControl, host: BotHost):
         self.host = host
-        self.player = BotPlayer(spec, launcher, clock)
+        if not isinstance(launcher, BlockingLaunch):
+            launcher = BlockingLaunch(launcher)
+        self.player = BlockingPlayer(spec, launcher, clock)
         self.name = spec.name
         host.players.append(self.player)
 
     def begin(self, message: dict[str, Any]) -> Faulted | None:
         """Send ``start`` (starting the process if needed); a bot that cannot start faults."""
-        async def run() -> Faulted | None:
-            try:
-                await self.player.begin(message)
-            except BotFault as f:
-                await self.player.fault(f.reason, f.message, None)
-                return Faulted(str(f.reason), f.message, 0.0, self.player.take_stderr())
-            return None
-        return self.host.call(run)
+        try:
+            self.player.begin(message)
+        except BotFault as f:
+            self.player.fault(f.reason, f.message, None)
+            return Faulted(str(f.reason), f.message, 0.0, self.player.take_stderr())
+        return None
 
-    def decide(self, req: Request) -> Answer | Faulted:
+    def decide(self, req: Request) -> Outcome:
         """The bot's answer to ``req``, timed as the referee times it, or the fault it made."""
-        async def run() -> Answer | Faulted:
-            start = trio.current_time()
-            try:
-                choice = await self.player.decide(req.message, req.timeout)
-            except BotFault as f:
-                ms = (trio.current_time() - start) * 1000
-                await self.player.fault(f.reason, f.message, req.id)
-                return Faulted(str(f.reason), f.message, ms, self.player.take_stderr())
-            return Answer(choice, (trio.current_time() - start) * 1000, self.player.take_stderr())
-        return self.host.call(run)
+        return self.player.decide(req)
 
     def end(self, message: dict[str, Any]) -> None:
-        self.host.call(self.player.finish, message)
+        self.player.finish(message)
 
     def abandon(self) -> None:
         """The game was left unfinished (a reset mid-game): stop the process; the next game
         starts a fresh one, since the protocol has no way to call a game off."""
-        self.host.call(self.player.close)
+        self.player.close()
 
 
 def preflight(host: BotHost, launcher, specs) -> None:
     """Fail now, with the launcher's ContainmentError, when these bots cannot be contained
     here (rather than letting every game be a forfeit the learner wins)."""
-    host.call(launcher.preflight, list(specs))
+    _run_async(launcher.preflight, list(specs))

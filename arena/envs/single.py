@@ -33,7 +33,7 @@ import numpy as np
 from arena.ai.agents import reference_agent
 from arena.engine import legal_actions
 from arena.engine.rules import Rules
-from arena.referee.core import RefereeCore, TimeControl
+from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from . import programs
 from .aec import make_rules, place_rewards, spaces
@@ -149,15 +149,11 @@ class PalaceSingleEnv(gymnasium.Env):
                 return
             bot = self.bots[req.seat]
             if req.seat in self._program_seats:
-                answer = bot.decide(req)
-                if isinstance(answer, programs.Faulted):
-                    core.fault(answer.reason, answer.message, answer.ms, answer.stderr)
-                else:
-                    core.answer(answer.choice, answer.ms, answer.stderr)
+                core.settle(bot.decide(req))
                 continue
             t = time.perf_counter()
             choice = bot.choose(req.message)
-            core.answer(choice, (time.perf_counter() - t) * 1000)
+            core.settle(Answered(choice, (time.perf_counter() - t) * 1000))
         for s, message in core.end_messages():
             if s != self.seat:
                 self.bots[s].end(message)

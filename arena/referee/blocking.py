@@ -20,7 +20,7 @@ from ..bots.manifest import BotSpec
 from ..engine import Rules
 from ..faults import BotFault, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
-from .core import GameRecord, RefereeCore, TimeControl
+from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
 from .driver import _HANDSHAKE_FAULTS, as_fault
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
@@ -87,6 +87,19 @@ class BlockingPlayer:
         except Exception as e:
             raise as_fault(e) from None
 
+    def decide(self, req: Request) -> Outcome:
+        """Ask ``req`` and time the answer; a fault is told to the bot, which is stopped."""
+        start = time.monotonic()
+        try:
+            line = req.line or protocol.encode(req.message)  # a core told not to encode leaves it empty
+            choice = self.ask(line, req.id, req.n_actions, req.timeout)
+        except BotFault as fault:
+            ms = (time.monotonic() - start) * 1000
+            self.fault(fault.reason, fault.message, req.id)
+            # taken once the bot is stopped: what it wrote while dying belongs to this game
+            return Faulted(str(fault.reason), fault.message, ms, self.take_stderr())
+        return Answered(choice, (time.monotonic() - start) * 1000, self.take_stderr())
+
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
             return
@@ -140,18 +153,8 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
         except BotFault as fault:
             player.fault(fault.reason, fault.message, None)
             core.start_fault(seat, fault.reason, fault.message, player.take_stderr())
-    clock_now = time.monotonic
     while (req := core.next_request()) is not None:
-        player = players[req.seat]
-        start = clock_now()
-        try:
-            choice = player.ask(req.line, req.id, req.n_actions, req.timeout)
-        except BotFault as fault:
-            ms = (clock_now() - start) * 1000
-            player.fault(fault.reason, fault.message, req.id)
-            core.fault(fault.reason, fault.message, ms, player.take_stderr())
-            continue
-        core.answer(choice, (clock_now() - start) * 1000, player.take_stderr())
+        core.settle(players[req.seat].decide(req))
     rec = core.record
     for seat, message in core.end_messages():
         players[seat].finish(message)

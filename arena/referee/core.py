@@ -129,6 +129,28 @@ class Request:
     n_actions: int
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """How a decision ended: the seat chose ``choice`` after ``ms`` milliseconds."""
+
+    choice: int
+    ms: float
+    stderr: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Faulted:
+    """How a decision ended: the seat faulted (``reason``, a :class:`~arena.faults.FaultReason`)."""
+
+    reason: str
+    message: str
+    ms: float
+    stderr: list[str] = field(default_factory=list)
+
+
+Outcome = Answered | Faulted
+
+
 class RefereeCore:
     """One game's conversation. Call :meth:`start_message` per seat, :meth:`start_fault` for seats
     that failed to start, then loop: :meth:`next_request`, and :meth:`answer` or :meth:`fault`;
@@ -248,6 +270,14 @@ class RefereeCore:
         step["stderr"] = list(stderr)[-self.stderr_lines:]
         step["events"] = self._deliver(evs)
         self.record.steps.append(step)
+
+    def settle(self, outcome: Outcome) -> None:
+        """The one step that ends every decision, whoever moved the bytes (the trio referee, the
+        blocking one, the environments, the in-process matches): an answer or a fault."""
+        if isinstance(outcome, Faulted):
+            self.fault(outcome.reason, outcome.message, outcome.ms, outcome.stderr)
+        else:
+            self.answer(outcome.choice, outcome.ms, outcome.stderr)
 
     def end_messages(self) -> list[tuple[int, dict[str, Any]]]:
         """The game is over: (seat, ``end``) for every seat still at the table. Fills the result."""

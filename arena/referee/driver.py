@@ -20,7 +20,7 @@ from ..bots.manifest import BotSpec
 from ..engine import Rules, State
 from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
-from .core import GameRecord, RefereeCore, Request, TimeControl
+from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
 
 
 class Connection(Protocol):
@@ -185,6 +185,23 @@ class BotPlayer:
         await self.close(graceful=True)  # a grace period to exit by itself (arena.bots.process.SHUTDOWN_GRACE)
 
 
+async def outcome(player: Player, req: Request) -> Outcome:
+    """Ask ``player`` for ``req`` and time the answer; a fault is told to the player, which is
+    stopped (the blocking shell's is :meth:`arena.referee.blocking.BlockingPlayer.decide`)."""
+    start = trio.current_time()
+    try:
+        if isinstance(player, BotPlayer):
+            choice = await player.ask(req)
+        else:
+            choice = await player.decide(req.message, req.timeout)
+    except BotFault as fault:
+        ms = (trio.current_time() - start) * 1000
+        await player.fault(fault.reason, fault.message, req.id)
+        # taken once the bot is stopped: what it wrote while dying belongs to this game
+        return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
+    return Answered(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+
+
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
@@ -212,20 +229,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         core.start_fault(seat, fault.reason, fault.message, players[seat].take_stderr())
 
     while (req := core.next_request()) is not None:
-        player = players[req.seat]
-        start = trio.current_time()
-        try:
-            if isinstance(player, BotPlayer):
-                choice = await player.ask(req)
-            else:
-                choice = await player.decide(req.message, req.timeout)
-        except BotFault as fault:
-            ms = (trio.current_time() - start) * 1000
-            await player.fault(fault.reason, fault.message, req.id)
-            # taken once the bot is stopped: what it wrote while dying belongs to this game
-            core.fault(fault.reason, fault.message, ms, player.take_stderr())
-            continue
-        core.answer(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+        core.settle(await outcome(players[req.seat], req))
 
     rec = core.record
     for seat, message in core.end_messages():
