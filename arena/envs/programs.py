@@ -20,15 +20,12 @@ This module is the environments' only door to the process layer.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from arena.referee import BotFault, TimeControl
-from arena.referee.blocking import BlockingPlayer, settle
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, run_async, settle
 from arena.referee.core import Answered, Faulted, Outcome, Request
 
 
@@ -65,47 +62,6 @@ def load(ref: Any):
 def default_launcher():
     from arena.bots.launch import Launcher
     return Launcher()
-
-
-def _run_async(afn, *args):
-    """``await afn(*args)`` on a loop of its own, on a thread of its own (so a caller inside an
-    event loop of its own is no trouble); its exception is raised here."""
-    box: list = []
-
-    def run() -> None:
-        try:
-            box.append((trio.run(afn, *args), None))
-        except BaseException as e:  # delivered to the caller
-            box.append((None, e))
-
-    thread = threading.Thread(target=run, name="arena-env-launch")
-    thread.start()
-    thread.join()
-    value, error = box[0]
-    if error is not None:
-        raise error
-    return value
-
-
-class BlockingLaunch:
-    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
-    worked out once (containment, build), and every start is then a plain fork."""
-
-    def __init__(self, launcher: Any):
-        self.launcher = launcher
-        self._args: dict[str, tuple] = {}
-
-    def __call__(self, spec):
-        from arena.bots.blocking import start_bot_blocking
-        from arena.bots.errors import BotStartError
-        args = self._args.get(spec.label)
-        if args is None:
-            args = self._args[spec.label] = _run_async(self.launcher.start_args, spec)
-        command, workdir, kw = args
-        try:
-            return start_bot_blocking(command, workdir, **kw)
-        except BotStartError as e:
-            raise self.launcher.start_error(spec, e, kw["run_as"]) from None
 
 
 class BotHost:
@@ -158,4 +114,4 @@ class ProgramOpponent:
 def preflight(host: BotHost, launcher, specs) -> None:
     """Fail now, with the launcher's ContainmentError, when these bots cannot be contained
     here (rather than letting every game be a forfeit the learner wins)."""
-    _run_async(launcher.preflight, list(specs))
+    run_async(launcher.preflight, list(specs))

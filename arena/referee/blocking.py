@@ -11,9 +11,12 @@ starts slow starters side by side).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import trio
 
 from ..bots.blocking import BlockingBot, hub
 from ..bots.manifest import BotSpec
@@ -138,6 +141,47 @@ class BlockingPlayer:
             except Exception:
                 pass
         self.close(graceful=True)
+
+
+def run_async(afn, *args):
+    """``await afn(*args)`` on a loop of its own, on a thread of its own (so a caller inside an
+    event loop of its own is no trouble); its exception is raised here."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append((trio.run(afn, *args), None))
+        except BaseException as e:  # delivered to the caller
+            box.append((None, e))
+
+    thread = threading.Thread(target=run, name="arena-env-launch")
+    thread.start()
+    thread.join()
+    value, error = box[0]
+    if error is not None:
+        raise error
+    return value
+
+
+class BlockingLaunch:
+    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
+    worked out once (containment, build), and every start is then a plain fork."""
+
+    def __init__(self, launcher: Any):
+        self.launcher = launcher
+        self._args: dict[str, tuple] = {}
+
+    def __call__(self, spec):
+        from ..bots.blocking import start_bot_blocking
+        from ..bots.errors import BotStartError
+        args = self._args.get(spec.label)
+        if args is None:
+            args = self._args[spec.label] = run_async(self.launcher.start_args, spec)
+        command, workdir, kw = args
+        try:
+            return start_bot_blocking(command, workdir, **kw)
+        except BotStartError as e:
+            raise self.launcher.start_error(spec, e, kw["run_as"]) from None
 
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,

@@ -193,11 +193,14 @@ class BotPool:
             for old in [p for p in idle if deal in self.info[p].seen]:
                 idle.remove(old)
                 self._retire(old)
-            player = BotPlayer(spec, self._launch, self.clock, restart_each_game=self.restart)
+            player = self._new_player(spec)
             self.started += 1
             self.info[player] = _Pooled(f"{self.id}.{self.started}", spec)
         self.info[player].seen.add(deal)
         return player
+
+    def _new_player(self, spec: BotSpec) -> BotPlayer:
+        return BotPlayer(spec, self._launch, self.clock, restart_each_game=self.restart)
 
     def serial(self, player: BotPlayer) -> str:
         return self.info[player].serial
@@ -268,6 +271,51 @@ class InProcessExecutor:
             for p in players:
                 self.pool.give_back(p)
         return PlayedGame.of(record, [self.pool.serial(p) for p in players])
+
+
+class BlockingPool(BotPool):
+    """The pool on the blocking shell, for a process that plays one game at a time: the same
+    lending rules, players that need no event loop, retirement that waits for no grace."""
+
+    def _new_player(self, spec: BotSpec) -> Any:
+        from ..referee.blocking import BlockingPlayer
+        return BlockingPlayer(spec, self.launcher, self.clock, restart_each_game=self.restart)
+
+    def _retire(self, player: Any) -> None:
+        del self.info[player]
+        player.shutdown()  # its grace runs in the shell's hub
+
+    def close_now(self) -> None:
+        from ..referee.blocking import settle
+        for p in list(self.info):
+            p.shutdown()
+        settle()
+
+
+class BlockingExecutor:
+    """Plays one game at a time on the blocking shell (a referee worker process)."""
+
+    def __init__(self, setup: BotSetup, launcher: Any = None):
+        from ..referee.blocking import BlockingLaunch
+        self.setup = setup
+        self.pool = BlockingPool(launcher or BlockingLaunch(default_launcher(setup)), setup.clock,
+                                 restart_each_game=setup.restart_each_game)
+        self.capacity = 1
+        self.incidents: list[str] = []
+
+    def play(self, task: GameTask) -> PlayedGame:
+        from ..referee.blocking import play_game
+        players = [self.pool.take(self.setup.specs[label], task.seed) for label in task.seats]
+        try:
+            record = play_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
+                               clock=self.setup.clock, max_turns=task.max_turns)
+        finally:
+            for p in players:
+                self.pool.give_back(p)
+        return PlayedGame.of(record, [self.pool.serial(p) for p in players])
+
+    def close(self) -> None:
+        self.pool.close_now()
 
 
 def default_launcher(setup: BotSetup) -> Launch:

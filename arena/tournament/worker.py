@@ -2,9 +2,11 @@
 
 One referee loop spends most of its time building requests and reading replies; on a
 machine with several cores it saturates one of them. :class:`WorkerExecutor` starts
-``processes`` copies of ``python -m arena.tournament.worker``; each is an
-:class:`~arena.tournament.executors.InProcessExecutor` with its own trio loop and bot pool, and
-plays the games the parent hands it. The parent alone writes the store, so storage
+``processes`` copies of ``python -m arena.tournament.worker``; each plays the games the parent
+hands it with a bot pool of its own: one game at a time on the blocking shell
+(:class:`~arena.tournament.executors.BlockingExecutor`: a round trip is a write and a ``poll``)
+when it has one slot, several at once on trio
+(:class:`~arena.tournament.executors.InProcessExecutor`) when it has more. The parent alone writes the store, so storage
 stays single-writer and resume works exactly as in one process.
 
 Wire format: a stream of msgpack maps each way (msgpack frames itself, so no length
@@ -52,8 +54,10 @@ def _pack(msg: dict[str, Any]) -> bytes:
     return msgpack.packb(msg, use_bin_type=True)
 
 
-async def _messages(stream: trio.abc.ReceiveStream) -> AsyncIterator[Any]:
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
+async def _messages(stream: trio.abc.ReceiveStream, unpacker: msgpack.Unpacker | None = None) -> AsyncIterator[Any]:
+    unpacker = unpacker or msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
+    for msg in unpacker:  # what came with the setup
+        yield msg
     while True:
         chunk = await stream.receive_some(1 << 16)
         if not chunk:
@@ -65,11 +69,11 @@ async def _messages(stream: trio.abc.ReceiveStream) -> AsyncIterator[Any]:
 
 # ---------------------------------------------------------------- worker side
 
-async def _serve() -> None:
+async def _serve(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
+    """Several games at once (``slots`` > 1) on the trio shell."""
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
-    messages = _messages(stdin)
-    first = await messages.__anext__()
+    messages = _messages(stdin, unpacker)
     setup = BotSetup.from_wire(first["setup"])
     slots = trio.Semaphore(first["slots"])
     out_lock = trio.Lock()
@@ -92,6 +96,42 @@ async def _serve() -> None:
             nursery.cancel_scope.cancel()
 
 
+def _serve_blocking(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
+    """One game at a time on the blocking shell: read a game, play it, send it back. A game's
+    round trips then cost a write and a ``poll`` each, no scheduler. The parent queues the
+    next game in the pipe meanwhile; its stdin closing without ``end`` stops us at once."""
+    from .executors import BlockingExecutor
+    ex = BlockingExecutor(BotSetup.from_wire(first["setup"]))
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    try:
+        while True:
+            for msg in unpacker:
+                if msg["t"] == "end":
+                    return
+                task = GameTask.from_wire(msg["task"])
+                try:
+                    reply = {"id": msg["id"], "played": ex.play(task).to_bytes()}
+                except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this game
+                    reply = {"id": msg["id"], "error": f"{type(e).__name__}: {e}"}
+                out.write(_pack(reply))
+            data = os.read(0, 1 << 16)
+            if not data:  # the parent is gone: nobody will store what we play
+                return
+            unpacker.feed(data)
+    finally:
+        ex.close()
+
+
+def _first(unpacker: msgpack.Unpacker) -> dict[str, Any]:
+    while True:
+        for msg in unpacker:
+            return msg
+        data = os.read(0, 1 << 16)
+        if not data:
+            raise StopAsyncIteration  # the parent died before the setup
+        unpacker.feed(data)
+
+
 def _ignore(signum: int, frame: Any) -> None:
     """Ctrl-C reaches the whole process group; the parent handles it by closing our stdin.
     (A handler rather than SIG_IGN, which bots would inherit through exec.)"""
@@ -99,8 +139,13 @@ def _ignore(signum: int, frame: Any) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, _ignore)
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
     try:
-        trio.run(_serve)
+        first = _first(unpacker)
+        if first["slots"] == 1:
+            _serve_blocking(first, unpacker)
+        else:
+            trio.run(_serve, first, unpacker)
     except (BrokenPipeError, trio.BrokenResourceError, StopAsyncIteration):  # the parent died
         os._exit(1)
 
