@@ -166,3 +166,38 @@ def test_rl_example_bot_plays_as_the_trained_policy(name, rules):
             asked += 1
         e.step(int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
     assert asked > 10
+
+
+@pytest.mark.parametrize("rules,players", [("classic", 2), ("shithead", 3)])
+def test_the_requests_an_env_hands_out_are_the_protocols(rules, players):
+    """What ``infos["request"]`` (AEC) and ``info["request"]`` (single seat) carry is a request a
+    bot would be sent: it validates against protocol/schemas/request.schema.json, and a bot's
+    ``choose`` answers it with an action id the env takes."""
+    from arena.referee import protocol
+    rng = random.Random(3)
+    e = PalaceEnv(rules, players)
+    e.reset(seed=5)
+    seen = 0
+    for agent in e.agent_iter():
+        _, _, term, trunc, info = e.last()
+        if term or trunc:
+            e.step(None)
+            continue
+        req = info["request"]
+        protocol.validate("request", req)
+        ids = [a["id"] for a in req["actions"]]
+        assert ids == list(range(len(ids)))
+        k = rng.choice(ids)
+        e.step(json_index(req["actions"][k], k))
+        seen += 1
+        if seen == 150:  # the schema is slow to run: enough of a game, every kind of decision
+            break
+    assert seen > 10
+    single = PalaceSingleEnv(rules, ["lowest"] * (players - 1))
+    obs, info = single.reset(seed=5)
+    for _ in range(150):
+        protocol.validate("request", info["request"])
+        legal = np.flatnonzero(obs["action_mask"])
+        obs, _, term, trunc, info = single.step(int(rng.choice(legal)))
+        if term or trunc:
+            obs, info = single.reset()

@@ -24,11 +24,14 @@ from pettingzoo import AECEnv
 from arena.ai.simulate import result_scores
 from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules, rules_from
-from arena.engine.views import action_json, event_for, seat_view
-from arena.referee import protocol
+from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from .actions import MAX_SEATS, N_ACTIONS, engine_index
 from .encode import N_FEATURES, encode_state
+
+
+ENV_CLOCK = TimeControl(move_ms=1000, bank_ms=0)
+"""The clock the environment's requests announce (the learner is not held to it)."""
 
 
 def make_rules(rules: str | Rules, options: list[str] | dict[str, Any] | None) -> Rules:
@@ -81,7 +84,14 @@ class PalaceEnv(AECEnv):
         if seed is not None:
             self._seeder.seed(seed)
         game_seed = self._seeder.randrange(1 << 31)
-        self.state, events = start_game(self.rules, self.players, game_seed, max_turns=self.max_turns)
+        if self.with_protocol:  # the referee's own core writes the requests, as for a bot
+            self.core: RefereeCore | None = RefereeCore(
+                self.rules, self.possible_agents, game_seed, game_id="env", clock=ENV_CLOCK,
+                max_turns=self.max_turns, ask_forced=True, encode=False)
+            self.state = self.core.state
+        else:
+            self.core = None
+            self.state, _ = start_game(self.rules, self.players, game_seed, max_turns=self.max_turns)
         self.game_seed = game_seed
         self.agents = self.possible_agents[:]
         self.rewards = {a: 0.0 for a in self.agents}
@@ -89,9 +99,6 @@ class PalaceEnv(AECEnv):
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
         self.infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
-        self.pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(self.players)] \
-            if self.with_protocol else []
-        self._request_id = 0
         self._next()
 
     def _next(self) -> None:
@@ -100,13 +107,10 @@ class PalaceEnv(AECEnv):
         self.by_index = {engine_index(a, k): a for k, a in enumerate(self.legal)}
         seat = state.to_move
         self.agent_selection = self.possible_agents[seat]
-        if self.with_protocol:
-            self._request_id += 1
-            decision = "setup" if state.phase == "setup" else "play"
-            self.infos[self.agent_selection] = {"request": protocol.request(
-                self._request_id, "env", decision, seat_view(state, seat), self.pending[seat],
-                [action_json(a) for a in self.legal], {"move_ms": 1000, "bank_ms": 0})}
-            self.pending[seat] = []
+        if self.core is not None:
+            req = self.core.next_request()
+            assert req is not None and req.seat == seat
+            self.infos[self.agent_selection] = {"request": req.message}
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         seat = self.possible_agents.index(agent)
@@ -124,10 +128,11 @@ class PalaceEnv(AECEnv):
         if chosen is None:
             raise ValueError(f"action {action} is not legal for {agent} now (see the action mask)")
         self._cumulative_rewards[agent] = 0.0
-        self.state, events = apply_action(self.state, chosen, check=False)
-        if self.with_protocol:
-            for s in range(self.players):
-                self.pending[s].extend(event_for(e, s) for e in events)
+        if self.core is not None:
+            self.core.settle(Answered(self.legal.index(chosen), 0.0))  # the learner is not on the clock
+            self.state = self.core.state
+        else:
+            self.state, _ = apply_action(self.state, chosen, check=False)
         result = self.state.result
         if result is None:
             self._next()
