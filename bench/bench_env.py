@@ -12,7 +12,9 @@ the ratios, not the absolute figures, on a shared machine):
 * ``env last+step, protocol``: the same with the protocol request in ``infos`` (view,
   events, actions as JSON-ready dicts).
 * ``single-seat env``: ``PalaceSingleEnv`` against in-process random bots, every game through
-  the referee core, counted in game turns (the learner's and the opponents').
+  the referee core, counted in game turns (the learner's and the opponents'), and the same
+  against the bundled random bot run as processes (``Program("random")``: a round trip per
+  opponent decision, on the blocking shell).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np  # noqa: E402
 
 from arena.engine import IMPLEMENTATION, apply_action, legal_actions, new_game, rules_from  # noqa: E402
 from arena.envs import PalaceEnv, PalaceSingleEnv  # noqa: E402
+from arena.envs.programs import Program  # noqa: E402
 
 
 def bare(rules, players: int, seconds: float) -> float:
@@ -67,11 +70,14 @@ def env_rate(rules, players: int, seconds: float, *, observe: bool, protocol: bo
     return steps / (time.perf_counter() - t0)
 
 
-def single_rate(rules, players: int, seconds: float) -> float:
-    """Game turns per second (the learner's and the in-process random opponents') through
-    ``PalaceSingleEnv``, which runs every game through the referee core."""
+def single_rate(rules, players: int, seconds: float, program: bool = False) -> float:
+    """Game turns per second (the learner's and the random opponents') through
+    ``PalaceSingleEnv``, which runs every game through the referee core; with ``program`` the
+    opponents are the bundled random bot as processes (the blocking shell, the default
+    containment), else the same bot in process."""
     rng = random.Random(1)
-    e = PalaceSingleEnv(rules, opponents=["random"] * (players - 1))
+    opponent = Program("random") if program else "random"
+    e = PalaceSingleEnv(rules, opponents=[opponent] * (players - 1))
     turns, seed = 0, 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
@@ -104,6 +110,9 @@ def main() -> None:
         print(f"| {label} | {r:,.0f} steps/s | {r / base:.2f} |", flush=True)
     r = single_rate(rules, a.players, a.seconds)
     print(f"| single-seat env, random opponents (game turns) | {r:,.0f} turns/s | {r / base:.2f} |", flush=True)
+    r = single_rate(rules, a.players, a.seconds, program=True)
+    print(f"| single-seat env, random opponents as processes (game turns) | {r:,.0f} turns/s | {r / base:.2f} |",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -527,3 +527,28 @@ def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch
     assert {"win_rate", "win_rate_low", "win_rate_high", "normalized_elo", "trinomial_elo"} <= set(data)
     unknown = runner.invoke(app, ["match", "nobody@1.0", "random", "--store", store])
     assert unknown.exit_code == 2 and "no ladder member or stored bot is labelled 'nobody@1.0'" in unknown.output
+
+
+def test_a_match_plays_the_same_games_on_worker_processes(tmp_path: Path) -> None:
+    """``arena match`` goes through the executors as tournaments do: on two referee worker
+    processes it plays, deal for deal, the games one process plays (both stores share a secret)."""
+    from arena.engine import rules_from
+    from arena.tournament.store import Store
+
+    def games(processes: int) -> tuple[list, set[str]]:
+        db = Store(tmp_path / f"p{processes}.sqlite")
+        p, tid = trio.run(lambda: run_match(load_bot("lowest"), load_bot("random"), rules_from("shithead", {}),
+                                            max_games=8, max_turns=400, concurrency=2, store=db,
+                                            processes=processes))
+        assert p.games == 8 and p.status == "max_games"
+        rows = db.games(tournament=tid, limit=100)
+        logs = [db.game_record(g["id"]) for g in rows]
+        played = [(g["index"], g["seats"], g["result"]["order"], [s.get("action") for s in log["steps"]])
+                  for g, log in zip(rows, logs)]
+        pools = {serial.split(".")[0] for log in logs for serial in log["processes"]}
+        return played, pools
+
+    one, pools_one = games(1)
+    two, pools_two = games(2)
+    assert len(one) == 8 and one == two
+    assert len(pools_one) == 1 and len(pools_two) == 2  # each worker process lends from a pool of its own

@@ -77,6 +77,8 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
               max_turns: Annotated[int, typer.Option(help="Turn cap: a longer game is adjudicated a draw.")] = 2000,
               concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Deal pairs at a time (0: cores).")] = 0,
               every: Annotated[int, typer.Option(help="Print a progress line every N games.")] = 10,
+              cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
+                                 help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
               store: Annotated[Path, typer.Option("--store", help="The game store.")] = DEFAULT_STORE,
               no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
@@ -133,11 +135,16 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
             progress.print(match_line(p), highlight=False, markup=False, soft_wrap=True)
             last["printed"] = p.games
 
+    def on_incident(text: str) -> None:  # a referee worker died: replaced, its games played again
+        progress.print(f"arena: {text}", highlight=False, markup=False, soft_wrap=True)
+
+    from ..tournament.executors import ExecutorError
     try:
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
-                                                 store=db, on_pair=on_pair, on_resume=on_resume))
-    except (LadderError, StoreError) as e:
+                                                 store=db, on_pair=on_pair, on_resume=on_resume,
+                                                 cluster=cluster or "", on_incident=on_incident))
+    except (LadderError, StoreError, ExecutorError) as e:
         _fail(str(e))
     except BaseException as e:
         if is_interrupt(e):

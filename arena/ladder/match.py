@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from ..engine import Rules
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
 from ..referee import TimeControl
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
+from ..tournament.worker import open_workers
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
 from .config import LadderError
@@ -161,12 +163,19 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
                     on_pair: Callable[[MatchProgress], None] | None = None,
-                    on_resume: Callable[[int, int], None] | None = None) -> tuple[MatchProgress, str]:
+                    on_resume: Callable[[int, int], None] | None = None, cluster: str = "",
+                    processes: int | None = None,
+                    on_incident: Callable[[str], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
     accepts H0 or H1 or ``match_games(max_games)`` are played.  The verdict depends only on the
     games, in order: concurrency plays some pairs ahead, and a stored match resumes where it
     stopped (``on_resume(stored, planned)`` is told first).  Returns the progress (from ``a``'s
-    side: W/D/L, pair counts, SPRT state) and the store's tournament id."""
+    side: W/D/L, pair counts, SPRT state) and the store's tournament id.
+
+    The games go through an executor, as a tournament's do: referee worker processes (at most
+    ``processes``, default one per core, never more than the games in flight), the Dask
+    cluster at ``cluster``, or this process when one process is all that is asked or
+    ``launcher`` starts the bots (tests' in-process fakes)."""
     if a.label == b.label:
         raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
     if not rules.min_players <= 2 <= rules.max_players:
@@ -185,12 +194,22 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     if stored and on_resume is not None:
         on_resume(len([i for i in stored if i < 2 * pairs]), 2 * pairs)
     progress = MatchProgress(a.label, b.label, sprt=sprt)
-    if launcher is None:
-        from ..bots.launch import Launcher
-        cleanup_stale()
-        launcher = Launcher()
     secret = load_secret(store.path.parent) if store is not None else run_secret()
-    setup = BotSetup.of({a.label: a, b.label: b}, clock=clock)  # in process: refs unused
+    # refs: how another process loads each bot again (the directory of its manifest)
+    setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, clock=clock)
+    workers = max(1, min(processes or os.cpu_count() or 1, 2 * max(1, concurrency)))
+    if cluster:
+        from ..tournament.cluster import open_dask
+        opened = open_dask(setup, cluster)
+    elif launcher is None and workers > 1:
+        cleanup_stale()
+        opened = open_workers(setup, workers, 1, on_incident=on_incident)
+    else:
+        if launcher is None:
+            from ..bots.launch import Launcher
+            cleanup_stale()
+            launcher = Launcher()
+        opened = open_in_process(setup, capacity=2 * concurrency, launcher=launcher)
 
     async def play(idx: int) -> None:
         deal = idx // 2
@@ -201,7 +220,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})
 
-    async with open_in_process(setup, capacity=2 * concurrency, launcher=launcher) as executor:
+    async with opened as executor:
         deal = 0
         while deal < pairs and progress.status == "continue":
             batch = range(deal, min(pairs, deal + max(1, concurrency)))
