@@ -16,21 +16,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
+# typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
+from typer import exceptions as _typer_exc
+from typer._click import exceptions as _click_exc
 
-try:  # typer 0.29 carries its own copy of click's exceptions
-    from typer import exceptions as _typer_exc
-    from typer._click import exceptions as _typer_click
-    _CLICK_ERRORS: tuple[type[BaseException], ...] = (click.ClickException, _typer_click.ClickException)
-    _NO_ARGS: tuple[type[BaseException], ...] = (click.exceptions.NoArgsIsHelpError, _typer_click.NoArgsIsHelpError)
-    _ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, _typer_exc.Abort)
-    _EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit, _typer_exc.Exit)
-except ImportError:  # pragma: no cover - older typer uses click's own
-    _CLICK_ERRORS, _NO_ARGS = (click.ClickException,), (click.exceptions.NoArgsIsHelpError,)
-    _ABORTS, _EXITS = (click.exceptions.Abort,), (typer.Exit, click.exceptions.Exit)
+_CLICK_ERRORS: tuple[type[BaseException], ...] = (_click_exc.ClickException,)
+_NO_ARGS: tuple[type[BaseException], ...] = (_click_exc.NoArgsIsHelpError,)
+_ABORTS: tuple[type[BaseException], ...] = (_typer_exc.Abort,)
+_EXITS: tuple[type[BaseException], ...] = (_typer_exc.Exit,)
 
 INTERRUPTED = 130
 USAGE = 2
