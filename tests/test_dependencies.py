@@ -25,6 +25,7 @@ PACKAGE = ROOT / "arena"
 # Which extra a part of the package belongs to; everything else is the base install.
 PARTS = {
     "arena/serve/": "serve",
+    "arena/cli/serve.py": "serve",  # imports the server only when `arena serve` runs
     "arena/envs/": "rl",
     "arena/tournament/cluster.py": "dask",
 }

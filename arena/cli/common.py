@@ -19,6 +19,8 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from ..groups import is_cancel, leaves
 # typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
 from typer import exceptions as _typer_exc
 from typer._click import exceptions as _click_exc
@@ -75,13 +77,6 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or the exception itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in leaves(e)]
-    return [exc]
-
-
 def is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
     return any(isinstance(e, KeyboardInterrupt) for e in leaves(exc))
@@ -135,15 +130,11 @@ def outcome_of(exc: BaseException) -> tuple[int, str] | None:
     if any(isinstance(e, KeyboardInterrupt) for e in found):
         return INTERRUPTED, progress.interrupted_line()
     known = _known_errors()
-    real = [e for e in found if not _is_cancel(e)]
+    real = [e for e in found if not is_cancel(e)]
     for e in real:
         if isinstance(e, known):
             return USAGE, describe_error(e)
     return None
-
-
-def _is_cancel(e: BaseException) -> bool:
-    return type(e).__name__ == "Cancelled" and type(e).__module__.startswith("trio")
 
 
 def guard(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -163,7 +154,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
             if result is None:
                 if os.environ.get("ARENA_DEBUG"):
                     raise
-                first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
+                first = next((e for e in leaves(exc) if not is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
                           "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
                 raise typer.Exit(1) from None
