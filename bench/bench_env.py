@@ -38,6 +38,7 @@ def bare(rules, players: int, seconds: float) -> float:
     rng = random.Random(1)
     turns, seed = 0, 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     while time.perf_counter() - t0 < seconds:
         seed += 1
         s = new_game(rules, players, seed)
@@ -45,7 +46,13 @@ def bare(rules, players: int, seconds: float) -> float:
             acts = legal_actions(s)
             s = apply_action(s, acts[int(rng.random() * len(acts))], check=False)[0]
             turns += 1
+    CPU["engine"] = turns / (time.process_time() - c0)
     return turns / (time.perf_counter() - t0)
+
+
+CPU: dict[str, float] = {}
+"""Turns per second of this process's CPU, per row: on a shared machine the wall-clock rates
+move with the load, these barely do (a program opponent's own CPU is not in them)."""
 
 
 def env_rate(rules, players: int, seconds: float, *, observe: bool, protocol: bool) -> float:
@@ -78,8 +85,10 @@ def single_rate(rules, players: int, seconds: float, program: bool = False) -> f
     rng = random.Random(1)
     opponent = Program("random") if program else "random"
     e = PalaceSingleEnv(rules, opponents=[opponent] * (players - 1))
+    e.reset(seed=0)  # the processes start here, outside the measurement
     turns, seed = 0, 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     while time.perf_counter() - t0 < seconds:
         seed += 1
         obs, _ = e.reset(seed=seed)
@@ -89,8 +98,10 @@ def single_rate(rules, players: int, seconds: float, program: bool = False) -> f
             obs, _, terminated, truncated, _ = e.step(int(legal[int(rng.random() * len(legal))]))
             done = terminated or truncated
         turns += e.core.state.turn
+    rate = turns / (time.perf_counter() - t0)
+    CPU["program" if program else "single"] = turns / (time.process_time() - c0)
     e.close()
-    return turns / (time.perf_counter() - t0)
+    return rate
 
 
 def main() -> None:
@@ -113,6 +124,8 @@ def main() -> None:
     r = single_rate(rules, a.players, a.seconds, program=True)
     print(f"| single-seat env, random opponents as processes (game turns) | {r:,.0f} turns/s | {r / base:.2f} |",
           flush=True)
+    print("turns per second of this process's CPU: " + ", ".join(
+        f"{k} {v:,.0f} ({v / CPU['engine']:.2f})" for k, v in CPU.items()))
 
 
 if __name__ == "__main__":
