@@ -114,6 +114,7 @@ def main() -> None:
     print(f"{a.rules}, {a.players} players, random play, {IMPLEMENTATION} engine, {a.seconds:g} s each")
     base = bare(rules, a.players, a.seconds)
     print(f"| engine | {base:,.0f} turns/s | 1.00 |")
+    program = single_rate(rules, a.players, a.seconds, program=True)
     for label, kw in (("env step", dict(observe=False, protocol=False)),
                       ("env last+step", dict(observe=True, protocol=False)),
                       ("env last+step, protocol", dict(observe=True, protocol=True))):
@@ -121,9 +122,8 @@ def main() -> None:
         print(f"| {label} | {r:,.0f} steps/s | {r / base:.2f} |", flush=True)
     r = single_rate(rules, a.players, a.seconds)
     print(f"| single-seat env, random opponents (game turns) | {r:,.0f} turns/s | {r / base:.2f} |", flush=True)
-    r = single_rate(rules, a.players, a.seconds, program=True)
-    print(f"| single-seat env, random opponents as processes (game turns) | {r:,.0f} turns/s | {r / base:.2f} |",
-          flush=True)
+    print(f"| single-seat env, random opponents as processes (game turns) | {program:,.0f} turns/s | "
+          f"{program / base:.2f} |", flush=True)
     print("turns per second of this process's CPU: " + ", ".join(
         f"{k} {v:,.0f} ({v / CPU['engine']:.2f})" for k, v in CPU.items()))
 
