@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-DEFAULT_STORE = Path("arena-data") / "arena.sqlite"
+from . import DEFAULT_STORE  # defined with the package, so the command line names it without sqlite
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tournaments (
