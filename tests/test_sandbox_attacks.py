@@ -307,6 +307,21 @@ def test_a_colluder_in_arena_check_finds_every_channel_closed(base, sandbox):
 
 # -- each layer alone, and fail closed ------------------------------------------------------------
 
+def test_a_mode_is_skipped_only_where_the_machine_lacks_it():
+    """The tests above skip a mode whose probe fails; a probe must fail for a reason of the
+    machine's, never because of our own sandbox (a skip would hide exactly that): where a plain
+    ``bwrap`` runs, ours runs, and a root referee that can unshare namespaces gets namespaces mode."""
+    for problem in (BWRAP_PROBLEM, NS_PROBLEM):
+        assert "system-call filter" not in (problem or ""), problem
+    bwrap = containment.find_bwrap()
+    if bwrap and subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--", "/usr/bin/true"],
+                                capture_output=True, timeout=30).returncode == 0:
+        assert BWRAP_PROBLEM is None
+    if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "-n", "-i", "-u", "/usr/bin/true"],
+                                            capture_output=True, timeout=30).returncode == 0:
+        assert NS_PROBLEM is None
+
+
 @pytest.mark.parametrize("sandbox", MODES)
 def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatch, fresh_probes):
     """With the system-call filter emptied (as if a rule were lost), the channels it closes open

@@ -121,6 +121,13 @@ def probe(bits):
     attempt(r, "sysinfo", lambda: syscall("sysinfo", ctypes.create_string_buffer(128)))
     attempt(r, "TCP socket (moves /proc/net/sockstat)", lambda: __import__("socket").socket())
     # other processes, the kernel, containment itself
+    # a nested user namespace, first: a raw unshare() that worked would leave this process in an
+    # unmapped one, where the command could no longer map its uid
+    try:
+        done = subprocess.run(["unshare", "-U", "-r", "id", "-u"], capture_output=True, text=True, timeout=10)
+        r["unshare -U -r"] = ("LEAK " + done.stdout.strip()) if done.returncode == 0 else "denied"
+    except OSError as e:
+        r["unshare -U -r"] = f"absent {e.errno}"
     attempt(r, "ptrace", lambda: syscall("ptrace", 2, os.getppid(), 0, 0))  # PTRACE_PEEKDATA: ESRCH unless filtered
     attempt(r, "process_vm_readv", lambda: syscall("process_vm_readv", os.getpid(), 0, 0, 0, 0, 0))
     attempt(r, "bpf", lambda: syscall("bpf", 0, 0, 0))
@@ -132,11 +139,6 @@ def probe(bits):
     attempt(r, "setns", lambda: syscall("setns", -1, 0))
     for name in ("init_module", "reboot", "swapon"):  # arguments no kernel would accept, filter or not
         attempt(r, name, lambda: syscall(name, 0, 0, 0, 0))
-    try:
-        done = subprocess.run(["unshare", "-U", "-r", "id", "-u"], capture_output=True, text=True, timeout=10)
-        r["unshare -U -r"] = ("LEAK " + done.stdout.strip()) if done.returncode == 0 else "denied"
-    except OSError as e:
-        r["unshare -U -r"] = f"absent {e.errno}"
     status = read("/proc/self/status").decode()
     r["no_new_privs"] = "set" if "NoNewPrivs:\t1" in status else "LEAK not set"
     r["seccomp"] = "filtered" if "Seccomp:\t2" in status else "LEAK no filter"
