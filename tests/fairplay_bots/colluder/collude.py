@@ -24,7 +24,7 @@ SHARED = "/etc/hostname"  # a file every seat can open read-only
 NR = {"io_setup": 206, "inotify_init1": 294, "fanotify_init": 300, "keyctl": 250, "add_key": 248,
       "ptrace": 101, "process_vm_readv": 310, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
       "unshare": 272, "mount": 165, "setns": 308, "sysinfo": 99, "io_uring_setup": 425, "cachestat": 451,
-      "init_module": 175, "reboot": 169, "swapon": 167, "mincore": 27}
+      "init_module": 175, "futex": 202, "reboot": 169, "swapon": 167, "mincore": 27}
 
 
 def syscall(name, *args):
@@ -34,15 +34,16 @@ def syscall(name, *args):
     return res
 
 
-def attempt(report, name, fn, *, reader=False):
-    """A primitive: LEAK when it works (or reads anything), else how it failed."""
+def attempt(report, name, fn, *, reader=False, denied=errno.EPERM):
+    """A primitive: LEAK when it works (or reads anything), else how it failed: ``denied`` is the
+    filter's answer (EPERM, or EAGAIN for a futex wait)."""
     try:
         out = fn()
     except OSError as e:
         code = errno.errorcode.get(e.errno, str(e.errno))
         if e.errno in (errno.ENOENT,):
             report[name] = "absent"
-        elif e.errno == errno.EPERM or (reader and e.errno == errno.EACCES):
+        elif e.errno == denied or (reader and e.errno in (errno.EPERM, errno.EACCES)):
             report[name] = f"denied {code}"
         else:  # a filtered call fails with EPERM; anything else means the kernel ran it
             report[name] = f"LEAK reached the kernel ({code})"
@@ -106,6 +107,11 @@ def probe(bits):
     attempt(r, "mincore", lambda: syscall("mincore", ctypes.c_void_p(base), 4096, buf))
     attempt(r, "cachestat", lambda: syscall("cachestat", fd, ctypes.create_string_buffer(16),
                                            ctypes.create_string_buffer(32), 0))
+    # a shared futex on that page is keyed by the file: a seat waiting on it is woken by another
+    word = ctypes.c_uint32.from_address(base).value
+    timeout = struct.pack("qq", 0, 20_000_000)
+    attempt(r, "futex wait on a shared file page",
+            lambda: syscall("futex", ctypes.c_void_p(base), 0, word, ctypes.c_char_p(timeout), 0, 0), denied=errno.EAGAIN)
     libc.munmap(ctypes.c_void_p(base), ctypes.c_size_t(4096))
     os.close(fd)
     # kernel keyrings: join (create) a named session keyring the other seat could join too
