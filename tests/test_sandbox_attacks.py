@@ -166,6 +166,7 @@ def test_bwrap_runs_with_the_arenas_environment_and_the_bot_gets_its_own(base, m
 
     inside, host, cmdline = trio.run(main)
     assert os.path.basename(cmdline[0]) == b"bwrap"
+    assert not any(b"BOT_SETTING" in arg or b"42" == arg for arg in cmdline)  # nor on its command line
     assert host == {**HOST_ENV, ENV_TOKEN: host[ENV_TOKEN]}  # the arena's, and its token
     assert inside["BOT_SETTING"] == "42" and inside[ENV_TOKEN] == host[ENV_TOKEN]
     assert "REFEREE_ONLY" not in inside and "REFEREE_ONLY" not in host

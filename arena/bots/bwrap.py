@@ -73,6 +73,21 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     return argv
 
 
+def args_fd(argv: list[str]) -> tuple[list[str], int]:
+    """``argv`` with its options moved into a file descriptor (``bwrap --args FD``): the bot's
+    environment then appears on no host command line (its command still does). Returns the short command line and
+    the descriptor, which the caller passes to bwrap and closes."""
+    split = argv.index("--")  # bwrap takes options from the descriptor, the command from argv
+    fd = os.memfd_create("arena-bwrap-args", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return [argv[0], "--args", str(fd), *argv[split:]], fd
+
+
 def read_bwrap_info(fd: int, timeout: float = 5.0) -> dict:
     """Read bwrap's --info-fd JSON (written right after it forks the sandbox,
     then closed).  Blocking, bounded by ``timeout``; {} if nothing usable."""

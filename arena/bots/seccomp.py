@@ -29,6 +29,7 @@ F_SETLEASE, F_GETLEASE, F_NOTIFY = 1024, 1025, 1026
 RWF_NOWAIT = 0x8
 MADV_COLD, MADV_PAGEOUT = 20, 21
 AF_UNIX = 1
+FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_PRIVATE_FLAG = 0, 9, 11, 128
 NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: a clone with any of them is denied."""
 
@@ -59,7 +60,8 @@ DENIED = (
 NEWER = {"cachestat": 451, "mount_setattr": 442, "quotactl_fd": 443, "process_mrelease": 448,
          "pidfd_getfd": 438, "process_madvise": 440, "open_tree": 428, "move_mount": 429, "fsopen": 430,
          "fsconfig": 431, "fsmount": 432, "fspick": 433, "io_uring_setup": 425, "io_uring_enter": 426,
-         "io_uring_register": 427, "clone3": 435}
+         "io_uring_register": 427, "clone3": 435, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455,
+         "futex_requeue": 456}
 """Numbers of calls newer than some libseccomp releases know (the same on every architecture from 424 on)."""
 
 
@@ -78,6 +80,16 @@ def _rules(sc) -> list[tuple[int, str | int, tuple]]:
         rules.append((eperm, name, (sc.Arg(5, sc.MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT),)))
     for advice in (MADV_COLD, MADV_PAGEOUT):  # evicting shared pages from the cache
         rules.append((eperm, "madvise", (sc.Arg(2, sc.EQ, advice),)))
+    # A shared futex on a page of a file every seat maps (a system library, /etc/...) is keyed by
+    # the file, not the process: one seat waits, another wakes it. Waiting on a shared futex
+    # answers EAGAIN ("the value changed"), which every caller handles by checking again: threads
+    # that join or process-shared locks then spin instead of sleeping. Private futexes (what
+    # threads of one process use) are untouched; the futex2 calls, which carry the flag in memory
+    # or are new, are refused as absent.
+    for cmd in (FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI):
+        rules.append((sc.ERRNO(errno.EAGAIN), "futex", (sc.Arg(1, sc.MASKED_EQ, 0x7F | FUTEX_PRIVATE_FLAG, cmd),)))
+    for name in ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue"):
+        rules.append((sc.ERRNO(errno.ENOSYS), name, ()))
     # only UNIX sockets: TCP and UDP sockets move the kernel-wide counters of /proc/net/sockstat
     rules.append((eperm, "socket", (sc.Arg(0, sc.NE, AF_UNIX),)))
     return rules

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import trio
 
-from .bwrap import bwrap_argv, read_bwrap_info
+from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotStartError
@@ -259,6 +259,9 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             argv = bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
                                  tmp_bytes=limits.memory_mb * MiB, env=env, seccomp_fd=filter_fd,
                                  info_fd=info_w, writable_cwd=writable_cwd)
+            argv, arguments = args_fd(argv)  # the bot's environment on no host command line
+            parent_fds.append(arguments)
+            pass_fds += (arguments,)
             popen_env = {**HOST_ENV, ENV_TOKEN: token}  # bwrap runs on the host: the arena's environment
         nsroot = None
         installer = seccomp.Installer() if namespaces else None
