@@ -75,8 +75,8 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
 
 def args_fd(argv: list[str]) -> tuple[list[str], int]:
     """``argv`` with its options moved into a file descriptor (``bwrap --args FD``): the bot's
-    environment then appears on no host command line (its command still does). Returns the short command line and
-    the descriptor, which the caller passes to bwrap and closes."""
+    environment then appears on no host command line (its command still does). Returns the
+    short command line and the descriptor, which the caller passes to bwrap and closes."""
     split = argv.index("--")  # bwrap takes options from the descriptor, the command from argv
     fd = os.memfd_create("arena-bwrap-args", os.MFD_CLOEXEC)
     try:

@@ -4,6 +4,7 @@ the system read-only, its own directory, the extra read-only paths, and nothing 
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Iterable
@@ -24,17 +25,18 @@ change. Every other entry is the kernel's view of the whole machine: counters an
 ``sys/kernel/pty/nr``...), or the keys, interrupts and devices of everyone."""
 
 
-def hidden_proc_entries(proc: str = "/proc") -> tuple[list[str], list[str]]:
+@functools.cache
+def hidden_proc_entries(proc: str = "/proc") -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The top-level /proc files and directories to cover, as absolute paths: everything this
     kernel shows there but :data:`PROC_KEPT`, the process directories and links. Listed from the
-    host's /proc, so an entry a newer kernel adds is hidden without a change here."""
+    host's /proc (once per process), so an entry a newer kernel adds is hidden without a change here."""
     files, dirs = [], []
     for name in sorted(os.listdir(proc)):
         path = os.path.join(proc, name)
         if name.isdigit() or name in PROC_KEPT or os.path.islink(path):
             continue
         (dirs if os.path.isdir(path) else files).append(f"/proc/{name}")
-    return files, dirs
+    return tuple(files), tuple(dirs)
 
 
 def contained_view(cwd: Path, ro_binds: Iterable[Path] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:

@@ -69,7 +69,7 @@ class NamespaceRoot:
         links, system, own = contained_view(cwd, ro_binds)
         files, dirs = hidden_proc_entries()
         return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
-                   writable_cwd, tuple(files), tuple(dirs))
+                   writable_cwd, files, dirs)
 
     def enter(self) -> None:
         _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
