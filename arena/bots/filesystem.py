@@ -30,7 +30,8 @@ def hidden_proc_entries(proc: str = "/proc") -> tuple[tuple[str, ...], tuple[str
     """The top-level /proc files and directories to cover, as absolute paths: everything this
     kernel shows there but :data:`PROC_KEPT`, the process directories and links. Listed from the
     host's /proc (once per process), so an entry a newer kernel adds is hidden without a change here."""
-    files, dirs = [], []
+    files: list[str] = []
+    dirs: list[str] = []
     for name in sorted(os.listdir(proc)):
         path = os.path.join(proc, name)
         if name.isdigit() or name in PROC_KEPT or os.path.islink(path):
