@@ -17,6 +17,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
@@ -70,6 +71,11 @@ class NamespaceRoot:
         files, dirs = hidden_proc_entries()
         return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
                    writable_cwd, files, dirs)
+
+    @staticmethod
+    def new_pid_namespace() -> None:
+        """The next child of the caller is pid 1 of a new pid namespace (see spawn._stand_in)."""
+        _check(_unshare(CLONE_NEWPID), "unshare pid")
 
     def enter(self) -> None:
         _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")

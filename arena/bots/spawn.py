@@ -104,8 +104,10 @@ def _get_spawner() -> _SpawnThread:
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
                  nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root), enter the namespaces and root of ``nsroot``
-    (needs root), drop to the bot uid, forbid privilege gain,
+    join the cgroup (needs root); with ``nsroot``, unshare a pid namespace and
+    fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
+    the grandchild, pid 1 of the new namespace, goes on to enter the other
+    namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
     ask for SIGKILL when the referee thread dies (after the uid change, which
     would reset it), bail out if the referee already died, set rlimits
     (RLIMIT_AS last: the child is still a copy of the big referee), and last
@@ -117,7 +119,13 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
     def setup() -> None:
         for fd in join_fds:
             os.write(fd, b"0")
+        parent = referee
         if nsroot is not None:
+            nsroot.new_pid_namespace()
+            child = os.fork()
+            if child:
+                _stand_in(child, uid, referee)  # never returns
+            parent = 0  # the stand-in lives outside this pid namespace
             nsroot.enter()
         if uid is not None:
             os.setgroups([])
@@ -125,7 +133,7 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
             os.setresuid(uid, uid, uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != referee:
+        if os.getppid() != parent:
             os._exit(111)
         for res, soft, hard in rlimits:
             resource.setrlimit(res, (soft, hard))
@@ -135,6 +143,37 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
                 raise OSError(err, "cannot install the system-call filter")
 
     return setup
+
+
+def _stand_in(child: int, uid: int | None, referee: int) -> None:
+    """The process the referee started, in namespaces mode: it stays in the host's pid namespace
+    while ``child``, pid 1 of a namespace of its own, becomes the bot, so the bot's processes
+    never see (or move) the host's pid numbers. As the bot's uid, without files (its copies of the
+    pipes would hide the bot's end of them), it waits for the bot and ends as the bot ended; its
+    death kills the bot (PR_SET_PDEATHSIG, and pid 1 takes its namespace with it)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != referee:
+            os.kill(child, signal.SIGKILL)
+            os._exit(111)
+        os.closerange(0, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+        if os.WIFSIGNALED(status):
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    except BaseException:
+        os._exit(112)
 
 
 def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:
@@ -228,7 +267,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             env.setdefault("HOME", str(home))
             env.setdefault("TMPDIR", str(home))
 
-        extra_procs = 2 if sandbox else 0  # bwrap and its pid-1 monitor
+        extra_procs = 2 if sandbox else 1 if namespaces else 0  # bwrap and its pid-1 monitor; the stand-in
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,

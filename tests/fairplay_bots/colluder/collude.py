@@ -145,6 +145,9 @@ def probe(bits):
     attempt(r, "setns", lambda: syscall("setns", -1, 0))
     for name in ("init_module", "reboot", "swapon"):  # arguments no kernel would accept, filter or not
         attempt(r, name, lambda: syscall(name, 0, 0, 0, 0))
+    # the host's pid counter: forks by one seat would move the pid the other's next fork gets
+    pid = os.getpid()
+    r["pid namespace of its own"] = "yes" if pid <= 3 else f"LEAK host pid {pid}"
     status = read("/proc/self/status").decode()
     r["no_new_privs"] = "set" if "NoNewPrivs:\t1" in status else "LEAK not set"
     r["seccomp"] = "filtered" if "Seccomp:\t2" in status else "LEAK no filter"
