@@ -64,7 +64,7 @@ def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: s
                  "system-call filter", "kernel-wide /proc files hidden"]
     elif namespaces:
         parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
-                 "/proc shows only its own processes",
+                 "pid namespace",
                  "only the system, its own directory and the arena package visible",
                  "system-call filter", "kernel-wide /proc files hidden"]
     else:

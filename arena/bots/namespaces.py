@@ -41,10 +41,11 @@ def _check(result: int, what: str) -> None:
 @dataclass(frozen=True)
 class NamespaceRoot:
     """The containment used where bubblewrap is not: new mount, network, IPC and UTS
-    namespaces entered by the forked child while it is still root, with a root directory
+    namespaces entered while still root by the forked child's child, pid 1 of a pid namespace
+    of its own (spawn._stand_in), with a root directory
     built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
-    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes (no /dev/ptmx), and a /proc that
-    shows only the bot's own uid (``hidepid=2``) with its kernel-wide files covered, as under
+    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes (no /dev/ptmx), and a /proc of
+    its pid namespace (``hidepid=2`` besides) with its kernel-wide files covered, as under
     bubblewrap (:func:`hidden_proc_entries`).  The child then drops to the bot's private uid, which
     cannot undo any of it.  Every writable place is a tmpfs of this mount namespace, so it
     vanishes with the bot's last process.
