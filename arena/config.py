@@ -159,19 +159,55 @@ class LadderFile(_Shared):
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# What the arena sets for every bot: a manifest's env can never replace these.
-ARENA_ENV = frozenset({"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONPATH", "PYTHONHOME",
-                       "LD_PRELOAD", "LD_LIBRARY_PATH", "USER", "LOGNAME", "SHELL"})
-ARENA_ENV_PREFIXES = ("ARENA_",)
+_SET = "is set by the arena for every bot"
+_LIBC = "changes how the C library runs every program"
+ARENA_ENV: dict[str, str] = {
+    # what the arena sets: a bot's value would be ignored or would undo the arena's choice
+    **dict.fromkeys(("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL"), _SET),
+    "PYTHONPATH": "is set by the arena (where a Python bot finds the arena package)",
+    "PYTHONHOME": "would move the standard library of the interpreter the arena chose",
+    # the C library's list of variables unsafe for set-id programs (glibc's unsecvars.h),
+    # less the LD_ and MALLOC_ families below
+    "GCONV_PATH": "makes the C library load code (iconv modules) from the directory it names",
+    "GLIBC_TUNABLES": _LIBC + " (allocator, CPU features; the way in of the 2023 'Looney Tunables' exploit)",
+    "LOCPATH": "makes the C library parse locale files from the directory it names",
+    "NLSPATH": "makes the C library read message catalogs from the path it names",
+    "GETCONF_DIR": "makes getconf run programs from the directory it names",
+    "TZDIR": "makes the C library parse time-zone files from the directory it names",
+    **dict.fromkeys(("HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS", "RESOLV_HOST_CONF", "NIS_PATH"),
+                    "changes how the C library resolves names (no bot has a network)"),
+    # shells read these at start: a shell the arena ran would run the file they name
+    "BASH_ENV": "makes every non-interactive bash run the file it names",
+    "ENV": "makes every sh run the file it names",
+    "SHELLOPTS": "changes how every bash runs", "BASHOPTS": "changes how every bash runs",
+}
+ARENA_ENV_PREFIXES: dict[str, str] = {
+    "LD_": "is the dynamic loader's: it loads code into every program before it starts "
+           "(LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH...) or changes what and how it loads",
+    "MALLOC_": _LIBC + " (its allocator; MALLOC_TRACE writes a file)",
+    "ARENA_": "is the arena's own",
+    "PALACE_ARENA_": "is the arena's own (it finds a bot's processes by it)",
+}
+"""Keys a manifest's ``[env]`` may not set, and why (docs/SANDBOX.md, "Environment of a bot").
+A bot's environment reaches its own processes only, inside its sandbox; these are refused all
+the same because they act on any program started with them, the loader and the C library first,
+and the arena never wants a bot's value for its own."""
+
+
+def reserved_env(key: str) -> str | None:
+    """Why ``key`` may not be set by a bot, or None if it may."""
+    if key in ARENA_ENV:
+        return ARENA_ENV[key]
+    return next((why for prefix, why in ARENA_ENV_PREFIXES.items() if key.startswith(prefix)), None)
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key, value in env.items():
         if not ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a variable name (letters, digits and _)")
-        if key in ARENA_ENV or key.startswith(ARENA_ENV_PREFIXES):
-            raise ValueError(f"{key} is set by the arena and cannot be changed by a bot "
-                             f"(reserved: {', '.join(sorted(ARENA_ENV))}, ARENA_*)")
+        why = reserved_env(key)
+        if why:
+            raise ValueError(f"{key} cannot be set by a bot: it {why} (docs/SANDBOX.md lists the reserved keys)")
         if "\0" in value:
             raise ValueError(f"{key}: a value may not hold a NUL byte")
     return env

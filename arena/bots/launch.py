@@ -26,7 +26,7 @@ from .errors import BotStartError
 from .limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import namespaces_problem, sandbox_problem
-from .spawn import DEFAULT_PATH, resolve_command
+from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
@@ -82,7 +82,7 @@ def _system_python() -> str | None:
         if _others_can_use(Path(cand)):
             try:
                 out = subprocess.run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                                     capture_output=True, text=True, timeout=10).stdout.strip()
+                                     capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if out == "True":

@@ -25,6 +25,7 @@ from rich.table import Table
 from ..bots.launch import BuildError, Launcher, python_for
 from ..bots.limits import Limits
 from ..bots.manifest import BotSpec, load_bot
+from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
 from ..engine import PRESETS, Rules, rules_from
 from .core import TimeControl
@@ -68,7 +69,7 @@ def interpreter_note(spec: BotSpec, launcher: Launcher) -> str | None:
     path = found[0]
     try:
         version = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+                                 capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         version = "?"
     if path == sys.executable:
