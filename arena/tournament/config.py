@@ -80,17 +80,16 @@ class TournamentConfig:
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
     """The file (if any), then the flags, each validated by :mod:`arena.config`."""
     from ..config import ConfigFileError, read_toml, tournament_data
-    known = set(TournamentConfig.__dataclass_fields__)
     data: dict[str, Any] = {}
     try:
         if path is not None:
             p = Path(path)
-            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
+            data = tournament_data(read_toml(p, "tournament file"), str(p))
             data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
             data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
             data.setdefault("name", p.stem)
         flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-        data.update(tournament_data(flags, "command line", known))
+        data.update(tournament_data(flags, "command line", flags=True))
     except ConfigFileError as e:
         raise ConfigError(str(e)) from None
     cfg = TournamentConfig(**data)
