@@ -6,6 +6,7 @@ check a containment works here (:mod:`.probes`).
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import resource
@@ -23,7 +24,7 @@ import trio
 from .bwrap import bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
-from .errors import BotStartError
+from .errors import BotCommandError, BotStartError
 from .filesystem import sandbox_visible, unsuitable_sandbox_dir
 from .limits import Limits, MiB
 from .namespaces import NamespaceRoot
@@ -143,6 +144,12 @@ def resolve_command(exe: str, cwd: Path, path: str) -> Path | None:
     return Path(found) if found else None
 
 
+# exec of the bot's own program failing on the program itself (missing, not runnable, not a
+# program): the bot's fault; anything else a failed start raises (no memory, no processes) is ours
+BOT_FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.ELOOP,
+                             errno.EISDIR, errno.ETXTBSY, errno.ENAMETOOLONG})
+
+
 async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
                     namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
                     cgroup: bool | None, ro_binds: Sequence[Path | str],
@@ -152,10 +159,10 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
     command = [str(c) for c in command]
     if not command:
-        raise BotStartError("empty command")
+        raise BotCommandError("empty command")
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
-        raise BotStartError(f"bot directory {cwd} does not exist")
+        raise BotCommandError(f"bot directory {cwd} does not exist")
     registry = process_registry()
     root = os.geteuid() == 0
 
@@ -178,7 +185,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     env.update(extra_env or {})
     exe = resolve_command(command[0], cwd, env["PATH"])
     if exe is None:
-        raise BotStartError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
+        raise BotCommandError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
     if sandbox or namespaces:
         why = unsuitable_sandbox_dir(cwd)
         if why:
@@ -274,6 +281,8 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
         try:
             popen, bwrap_info = await _get_spawner().run(spawn)
         except (OSError, subprocess.SubprocessError) as exc:
+            if not sandbox and isinstance(exc, OSError) and exc.errno in BOT_FILE_ERRNOS:
+                raise BotCommandError(f"cannot start {command!r}: {exc}") from exc  # its program, run directly
             raise BotStartError(f"cannot start {command!r}: {exc}") from exc
         finally:
             while parent_fds:

@@ -96,7 +96,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..engine import RulesError
     from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    from ..faults import ArenaFailure
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
     try:
         from ..config import ConfigFileError
         kinds.append(ConfigFileError)

@@ -5,7 +5,8 @@ A :class:`Player` is a seat's occupant for a whole match: a bot process
 messages that :class:`~arena.referee.core.RefereeCore` writes to the players and
 their replies back, timing each; the core decides everything else. A bot that
 faults (times out, crashes, breaks the protocol) forfeits the game; the others
-play on. Nothing a bot sends can raise out of :func:`run_game`.
+play on. Nothing a bot sends can raise out of :func:`run_game`; the arena's own failure to
+start a bot (:class:`~arena.faults.ArenaFailure`) does, since it must cost no bot a game.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import trio
 
 from ..bots.manifest import BotSpec
 from ..engine import Rules, State
-from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
+from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
 from .core import GameRecord, RefereeCore, Request, TimeControl
 
@@ -58,6 +59,15 @@ def as_fault(exc: BaseException) -> BotFault:
 _HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
 
 
+def _bots_doing(exc: Exception) -> bool:
+    """Whether a launcher's error is the bot's: a fault (its command cannot start,
+    :class:`~arena.bots.errors.BotCommandError`) or its build failing. Anything else (no
+    containment here, no cgroup, a failed fork, a bug) is the arena's, so a bot never
+    forfeits, nor is suspended, for it."""
+    from ..bots.launch import BuildError, ContainmentError
+    return isinstance(exc, BotFault) or (isinstance(exc, BuildError) and not isinstance(exc, ContainmentError))
+
+
 class BotPlayer:
     """A bot process serving a match: started and greeted on first use, restarted after a fault."""
 
@@ -77,8 +87,10 @@ class BotPlayer:
             return self.conn
         try:
             self.conn = await self.launcher(self.spec)
-        except Exception as e:  # a missing command or unbuildable bot is still the bot's problem
-            raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+        except Exception as e:
+            if _bots_doing(e):  # its command is missing, its build failed
+                raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+            raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(e).__name__}: {e}") from e
         self.starts += 1
         try:
             await self.conn.send_line(protocol.encode(protocol.hello()))
@@ -196,16 +208,23 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                        stderr_lines_per_step=stderr_lines_per_step, on_event=on_event)
 
     start_faults: list[tuple[int, BotFault]] = []
+    arena_failures: list[ArenaFailure] = []
 
     async def begin(seat: int) -> None:
         try:
             await players[seat].begin(core.start_message(seat))
         except BotFault as fault:
             start_faults.append((seat, fault))
+        except ArenaFailure as e:
+            arena_failures.append(e)
 
     async with trio.open_nursery() as nursery:  # slow starters (JVMs) start side by side
         for seat in range(len(players)):
             nursery.start_soon(begin, seat)
+    if arena_failures:  # no game: every seat's process stops (it was sent a start that leads nowhere)
+        for p in players:
+            await p.close()
+        raise arena_failures[0]
     for seat, fault in sorted(start_faults, key=lambda x: x[0]):
         await players[seat].fault(fault.reason, fault.message, None)
         # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here

@@ -34,6 +34,7 @@ import trio
 
 from ..bots.manifest import BotSpec, load_bot
 from ..engine.rules import Rules
+from ..faults import ArenaFailure
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
@@ -258,6 +259,8 @@ class InProcessExecutor:
         try:
             record = await run_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
                                     clock=self.setup.clock, max_turns=task.max_turns)
+        except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
+            raise ExecutorError(f"{task.game_id}: {e}") from None
         finally:
             for p in players:
                 self.pool.give_back(p)
