@@ -47,6 +47,11 @@ MaxTables = Annotated[StrictInt, Field(ge=1, description="At most this many tabl
 Concurrency = Annotated[StrictInt, Field(ge=0, description="Games at a time; 0: one per core.")]
 BotRefs = Annotated[list[StrictStr], Field(description="Bundled bot names, or paths (relative to this file) "
                                                         "to a bot.toml or a directory holding one.")]
+FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes whole slots of move_ms: the next "
+                                              "request waits for the slot's end, so think time carries "
+                                              "nothing between seats (docs/SANDBOX.md).")]
+OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
+                                                 "author; a bot without one is its own; docs/SANDBOX.md).")]
 PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)
 RulesName = Annotated[StrictStr, Field(description="A rule preset (arena rules lists them).",
                                         json_schema_extra={"enum": list(PRESET_NAMES)})]
@@ -160,6 +165,8 @@ class _TournamentFields(_Shared):
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
     processes: Annotated[StrictInt, Field(ge=0)] = 0
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
+    fixed_schedule: FixedSchedule = False
+    one_seat_per_author: OneSeatPerAuthor = False
 
 
 class TournamentFile(_TournamentFields):
@@ -204,6 +211,8 @@ class LadderFile(_Shared):
     anchor_elo: StrictInt | StrictFloat = 1500.0
     check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
+    fixed_schedule: FixedSchedule = False
+    one_seat_per_author: OneSeatPerAuthor = False
     _containment = model_validator(mode="before")(_no_weaker_containment)
 
 

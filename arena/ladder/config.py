@@ -76,6 +76,8 @@ class Ladder:
     store: str = str(DEFAULT_STORE)
     concurrency: int = 0
     check_games: int = 1  # games per scenario of the entry check
+    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
+    one_seat_per_author: bool = False  # no table seats two bots of one author
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
 
     # -- names of what the ladder keeps in the store
@@ -113,7 +115,7 @@ class Ladder:
             options=dict(self.options), seats=self.seats, deals=self.deals, seed=self.seed,
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
-            store=self.store)
+            store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author)
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
 
@@ -230,7 +232,8 @@ def ladder_toml(ladder: Ladder, bots: list[str]) -> str:
     """The ladder as a file with ``bots`` as its initial bots: what the store keeps beside its games."""
     top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
            "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
-           "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games, "bots": bots}
+           "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games,
+           "fixed_schedule": ladder.fixed_schedule, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
     if ladder.anchor is not None:
         top["anchor"] = ladder.anchor
     lines = [f"# A copy of ladder {ladder.name} kept with its store, so the store alone can resume it.",

@@ -11,6 +11,7 @@ start a bot (:class:`~arena.faults.ArenaFailure`) does, since it must cost no bo
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -197,11 +198,23 @@ class BotPlayer:
         await self.close(graceful=True)  # a grace period to exit by itself (arena.bots.process.SHUTDOWN_GRACE)
 
 
+async def _end_of_slot(start: float, slot: float) -> None:
+    """Sleep until the end of the decision's last slot: whole slots of ``slot`` seconds from ``start``."""
+    slots = max(1, math.ceil((trio.current_time() - start) / slot))
+    await trio.sleep_until(start + slots * slot)
+
+
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
-                   on_event: Callable[[State, dict[str, Any]], None] | None = None) -> GameRecord:
-    """Play one game to its end and return its record. Bot faults become forfeits."""
+                   on_event: Callable[[State, dict[str, Any]], None] | None = None,
+                   fixed_schedule: bool = False) -> GameRecord:
+    """Play one game to its end and return its record. Bot faults become forfeits.
+
+    ``fixed_schedule``: every decision takes whole slots of ``clock.move_ms`` (one, for an answer
+    within the move time): the next request is sent only when the slot is over. How long a bot
+    thought then changes nothing another seat can time, so think time carries no message between
+    seats; only a bot that draws on its bank shifts the schedule, by whole slots."""
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced,
@@ -243,8 +256,12 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
             await player.fault(fault.reason, fault.message, req.id)
             # taken once the bot is stopped: what it wrote while dying belongs to this game
             core.fault(fault.reason, fault.message, ms, player.take_stderr())
+            if fixed_schedule:
+                await _end_of_slot(start, clock.move_ms / 1000)
             continue
         core.answer(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+        if fixed_schedule:
+            await _end_of_slot(start, clock.move_ms / 1000)
 
     rec = core.record
     for seat, message in core.end_messages():

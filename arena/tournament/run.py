@@ -72,7 +72,8 @@ def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launche
 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
-                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots)
+                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
+                       fixed_schedule=cfg.fixed_schedule)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
@@ -104,7 +105,8 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     rules = cfg.ruleset()
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels, seeds.load_secret(store.path.parent))
+    games = schedule(cfg, labels, seeds.load_secret(store.path.parent),
+                     {spec.label: spec.author for spec in specs.values()})
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)
