@@ -128,7 +128,7 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
 
 
 def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:
-    """An unprivileged process cannot raise a hard limit: stay within ours."""
+    """A process without CAP_SYS_RESOURCE cannot raise a hard limit: stay within ours."""
     ours = resource.getrlimit(res)[1]
     if ours == resource.RLIM_INFINITY:
         return res, soft, hard
@@ -191,7 +191,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
         if why:
             raise BotStartError(f"bot directory {cwd} {why}")
         if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
-            raise BotStartError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
+            raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
 
     lease: UidLease | None = None
     home: Path | None = None
@@ -237,8 +237,9 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             mine = sum(1 for i in scan_procs().values() if i.uid == os.geteuid())
             nproc = mine + limits.max_processes + extra_procs
         rlimits = limits.rlimits(nproc=nproc, memory_cgroup=cg is not None and cg.has_memory)
-        if not root:
-            rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
+        # within ours even as root: raising a hard limit needs CAP_SYS_RESOURCE, which a container's
+        # root often lacks, and a limit the arena cannot set would fail every start
+        rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
 
         argv = [str(exe), *command[1:]]
         info_r = info_w = -1
