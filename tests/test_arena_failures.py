@@ -125,3 +125,21 @@ def test_a_ladder_suspends_no_one_for_the_arenas_failures(tmp_path: Path) -> Non
         assert summary.suspended == [] and summary.games >= 10 and bot_statuses(store, ladder.name) == {}
     finally:
         store.close()
+
+
+def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``arena check`` (also the entry check of submissions) reports the arena's failure as its own,
+    in one line, and not as a fault of the bot."""
+    from typer.testing import CliRunner
+
+    from arena.bots.launch import Launcher
+    from arena.cli.main import app
+
+    async def broken(self, spec):
+        raise BotStartError("cannot create the bot's cgroup: [Errno 28] No space left on device")
+    monkeypatch.setattr(Launcher, "__call__", broken)
+    result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--rules", "classic"])
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert len(errors) == 1 and "the arena could not start random@1.0" in errors[0] and "cgroup" in errors[0]
+    assert "start_failed" not in result.output
