@@ -47,9 +47,9 @@ MaxTables = Annotated[StrictInt, Field(ge=1, description="At most this many tabl
 Concurrency = Annotated[StrictInt, Field(ge=0, description="Games at a time; 0: one per core.")]
 BotRefs = Annotated[list[StrictStr], Field(description="Bundled bot names, or paths (relative to this file) "
                                                         "to a bot.toml or a directory holding one.")]
-FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes whole slots of move_ms: the next "
-                                              "request waits for the slot's end, so think time carries "
-                                              "nothing between seats (docs/SANDBOX.md).")]
+FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes one slot of move_ms, with no "
+                                              "bank: the next request waits for the slot's end, so think "
+                                              "time carries nothing between seats (docs/SANDBOX.md).")]
 OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
                                                  "author; a bot without one is its own; docs/SANDBOX.md).")]
 PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)

@@ -1,6 +1,6 @@
 """Think time as a channel between seats, and the two table rules against it (docs/SANDBOX.md):
 
-- ``fixed_schedule``: every decision takes whole ``move_ms`` slots, so when a seat's requests
+- ``fixed_schedule``: every decision takes one ``move_ms`` slot (no bank), so when a seat's requests
   arrive says nothing of how long the others thought. Checked on a virtual clock (trio's
   MockClock): a sender that spells bits in its think time, a receiver that times its requests.
 - ``one_seat_per_author``: no table seats two bots of one author (tournament schedule and ladder
@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -56,22 +57,28 @@ def _receiver(seen: list[float]):
     return respond
 
 
-def _observed(think: list[float], fixed: bool) -> list[float]:
-    """The times (from the first) at which the receiver was asked, with the sender thinking ``think``."""
+def _play(think: list[float], fixed: bool) -> tuple[list[float], Any, MockBot]:
+    """The times (from the first) at which the receiver was asked, with the sender thinking ``think``;
+    the game's record; the receiver."""
     seen: list[float] = []
     bots = {"sender": MockBot(_sender(think)), "receiver": MockBot(_receiver(seen))}
 
     async def launch(spec):
         return bots[spec.name]
 
-    async def main() -> None:
+    async def main() -> Any:
         players = [BotPlayer(dataclasses.replace(load_bot("random"), name=name), launch, CLOCK)
                    for name in ("receiver", "sender")]
-        rec = await run_game(players, PRESETS["classic"], 11, game_id="g", clock=CLOCK, max_turns=120,
-                             fixed_schedule=fixed)
-        assert not rec.faults
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    return [round(t - seen[0], 6) for t in seen]
+        return await run_game(players, PRESETS["classic"], 11, game_id="g", clock=CLOCK, max_turns=120,
+                              fixed_schedule=fixed)
+    rec = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return [round(t - seen[0], 6) for t in seen], rec, bots["receiver"]
+
+
+def _observed(think: list[float], fixed: bool) -> list[float]:
+    times, rec, _ = _play(think, fixed)
+    assert not rec.faults
+    return times
 
 
 BITS_A = [0.01, 0.06, 0.06, 0.01, 0.06, 0.01, 0.01, 0.01]  # a hand, spelled in think time (10 ms: 0, 60 ms: 1)
@@ -89,11 +96,15 @@ def test_the_fixed_schedule_leaves_the_receiver_nothing_to_read() -> None:
     assert len(a) > 10 and a == b == _observed([0.0], True)
 
 
-def test_the_schedule_moves_in_whole_slots_even_for_a_bot_on_its_bank() -> None:
-    """A sender that runs over its move time (150 ms of 100) draws on its bank: the schedule moves by
-    whole slots, never by the exact time it took."""
-    times = _observed([0.01, 0.15, 0.03], True)
+def test_the_fixed_schedule_has_no_bank_so_running_over_is_a_forfeit() -> None:
+    """With a bank, a bot 1 ms over its move time would move the schedule by a whole slot for 1 ms
+    of bank. On the fixed schedule the clock has no bank (the requests say so): the late sender
+    forfeits, and every request the receiver got stayed on the grid of whole slots."""
+    times, rec, receiver = _play([0.01, 0.01, 0.101], True)
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "timeout")]
     assert all(abs(t / SLOT - round(t / SLOT)) < 1e-6 for t in times)
+    assert {m["clock"]["bank_ms"] for m in receiver.of_type("request")} == {0}
+    assert rec.clock["bank_ms"] == 0  # the record says which clock the game had
 
 
 def test_fixed_schedule_goes_from_the_files_to_every_game(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ start a bot (:class:`~arena.faults.ArenaFailure`) does, since it must cost no bo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -211,10 +212,14 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                    fixed_schedule: bool = False) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits.
 
-    ``fixed_schedule``: every decision takes whole slots of ``clock.move_ms`` (one, for an answer
-    within the move time): the next request is sent only when the slot is over. How long a bot
-    thought then changes nothing another seat can time, so think time carries no message between
-    seats; only a bot that draws on its bank shifts the schedule, by whole slots."""
+    ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is sent
+    only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so the
+    requests say so): a bot answers within its move time or forfeits. How long a bot thought then
+    changes nothing another seat can time, so think time carries no message between seats. (With
+    a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms of
+    bank: a bit per decision almost for free.)"""
+    if fixed_schedule:
+        clock = dataclasses.replace(clock, bank_ms=0)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced,

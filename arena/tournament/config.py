@@ -49,7 +49,7 @@ class TournamentConfig:
     limits: dict[str, int] = field(default_factory=dict)
     processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
-    fixed_schedule: bool = False  # every decision takes whole move_ms slots: think time carries nothing
+    fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
 
     def ruleset(self) -> Rules:
