@@ -130,3 +130,55 @@ def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path:
         assert [p.name for p in uploads.iterdir()] == [".arena-bot-copies"]
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- arena submit: checked from the ladder's copy
+
+def test_a_bot_swapped_after_its_check_never_reaches_the_ladder(tmp_path: Path) -> None:
+    """The check runs on the ladder's copy, made first inside the closed store: a bot directory
+    whose files are swapped while (or after) it is checked joins with the files that were checked."""
+    import trio
+
+    from arena.bots.manifest import load_bot
+    from arena.ladder import load_ladder, members, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    bot = bot_copy(tmp_path, "random", "9")
+    honest = load_bot(bot).files_hash()
+    checked: list[Path] = []
+
+    async def swapping_check(spec):
+        checked.append(spec.root)
+        (bot / "bot.py").write_text("import os  # the cheat, swapped in once the check has begun\n")
+        return {"ok": True, "bot": spec.label, "faults": {}}
+    try:
+        trio.run(submit, ladder, str(bot), store, ctx(checker=swapping_check))
+        copy = snapshot_dir(store, ladder, "random@9")
+        assert checked == [copy] and store.path.resolve().parent in copy.parents
+        m = next(m for m in members(store, ladder.name) if m.label == "random@9")
+        assert m.hash == honest and load_bot(m.ref).files_hash() == honest
+        assert "the cheat" not in (copy / "bot.py").read_text()
+    finally:
+        store.close()
+
+
+def test_a_refused_submission_leaves_no_copy(tmp_path: Path) -> None:
+    import trio
+
+    from arena.ladder import CheckFailed, load_ladder, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+
+    async def faulty(spec):
+        return {"ok": False, "bot": spec.label, "faults": [{"reason": "timeout", "message": "no reply"}]}
+    try:
+        with pytest.raises(CheckFailed):
+            trio.run(submit, ladder, str(bot_copy(tmp_path, "random", "9")), store, ctx(checker=faulty))
+        assert not snapshot_dir(store, ladder, "random@9").exists()
+        assert not (store.path.resolve().parent / "ladder-bots").exists()
+    finally:
+        store.close()

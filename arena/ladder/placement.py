@@ -6,17 +6,20 @@ played through :func:`play_games`, the ladder's one call into the tournament mac
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
-from .tables import (_add_member, _bump_message, bot_statuses, check_identity, keep_ladder_file, ladder_results, member,
-                     members, rebase_refs)
+from .tables import (_add_member, _bump_message, _snapshot, bot_statuses, check_identity, keep_ladder_file,
+                     ladder_results, member, members, rebase_refs)
 
 if TYPE_CHECKING:
     from .standings import LadderStandings, Row
@@ -134,6 +137,22 @@ async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: 
     return await _run(cfg, store, ctx, f"{ladder.name}: placing {spec.label}", spec.label, ladder)
 
 
+def _drop_copy(store: Store, ladder: Ladder, label: str, copy: str) -> None:
+    """Remove the copy of a bot that did not join (unless another process registered it meanwhile),
+    and the folders above it that held nothing else: a refused bot leaves nothing behind."""
+    if member(store, ladder.name, label) is not None:
+        return
+    path = Path(copy)
+    shutil.rmtree(path, ignore_errors=True)
+    for folder in (path.parent, path.parent.parent):  # ladder-bots/NAME, then ladder-bots
+        try:
+            if any(p.name != ARENA_COPIES for p in folder.iterdir()):
+                return
+            shutil.rmtree(folder)
+        except OSError:
+            return
+
+
 @dataclass
 class SubmitResult:
     label: str
@@ -159,13 +178,22 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
         raise LadderError(_bump_message(ladder, known, digest))
     played = 0
     if known is None:
+        # the check and the placement run from the ladder's copy, made first inside the closed store:
+        # files swapped in the bot's directory after the check never reach the ladder
+        copy = _snapshot(store, ladder, spec, digest)
+        spec = _spec(copy)
         ctx.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
-        if ctx.checker is not None:
-            report = await ctx.checker(spec)
-        else:
-            from ..referee.check import run_check
-            report = await run_check(spec, ladder.check_games, ladder.move_ms)
+        try:
+            if ctx.checker is not None:
+                report = await ctx.checker(spec)
+            else:
+                from ..referee.check import run_check
+                report = await run_check(spec, ladder.check_games, ladder.move_ms)
+        except BaseException:
+            _drop_copy(store, ladder, spec.label, copy)
+            raise
         if not report.get("ok"):
+            _drop_copy(store, ladder, spec.label, copy)
             n = len(report.get("faults", []))
             why = f"{n} fault(s)" if n else "it answered no requests"
             raise CheckFailed(f"{spec.label} failed arena check ({why}); fix it and submit again", report)
