@@ -95,9 +95,11 @@ class BotStartError(Exception):
 
 
 class BotCommandError(BotStartError, faults.StartFailed):
-    """The bot's own command cannot start: its manifest names a program that is not there or not
-    runnable, or a directory that does not exist. The bot's fault (it forfeits), unlike the
-    arena's troubles above (no cgroup, no sandbox, a failed fork), which void the game instead."""
+    """The bot's own command cannot start: its manifest names a program that is not there, not
+    runnable or not visible in the sandbox, or a directory that does not exist or is a system
+    directory. The bot's fault (it forfeits), unlike the arena's troubles above (no cgroup, no
+    sandbox, a failed fork), which void the game instead: nothing in a bot's directory may turn
+    its games into the arena's failures."""
 
 
 class SandboxUnavailable(BotStartError):

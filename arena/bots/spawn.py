@@ -189,7 +189,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     if sandbox or namespaces:
         why = unsuitable_sandbox_dir(cwd)
         if why:
-            raise BotStartError(f"bot directory {cwd} {why}")
+            raise BotCommandError(f"bot directory {cwd} {why}")
         if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
             raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
 
