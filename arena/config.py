@@ -141,7 +141,6 @@ class _Shared(Strict):
 # Containment is weakened only on the command line, where the operator types it for one run: a
 # file is often someone else's (a shared example, a ladder kept in a store), and a key in it would
 # weaken every run that reads it without a word on the command line.
-CONTAINMENT_FLAGS = {"trusted_bots": "--trusted-bots", "sandbox": "--no-sandbox"}
 
 
 def _no_weaker_containment(data: Any) -> Any:
