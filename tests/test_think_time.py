@@ -121,6 +121,22 @@ def test_fixed_schedule_goes_from_the_files_to_every_game(tmp_path: Path) -> Non
     assert t.fixed_schedule and t.one_seat_per_author
 
 
+def test_a_tournament_plays_its_games_on_the_fixed_schedule(tmp_path: Path) -> None:
+    """Through the runner and the executor: every stored game had the schedule's clock (no bank),
+    and a game took at least one slot per decision."""
+    from arena.tournament.run import run_tournament
+    from arena.tournament.store import Store
+    from tests.fakes import policy_launcher
+
+    cfg = load_config(None, {"name": "fx", "bots": ["lowest", "highest"], "deals": 1, "move_ms": 5,
+                             "fixed_schedule": True, "max_turns": 60, "store": str(tmp_path / "s.sqlite")})
+    played = trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher(), keep_logs=True))
+    assert len(played) == 2
+    for rec in played:
+        asked = sum(1 for st in rec.steps if "request" in st)
+        assert rec.clock["bank_ms"] == 0 and asked > 5 and rec.wall_ms >= asked * 5
+
+
 # ---------------------------------------------------------------- one seat per author
 
 def _bot(tmp_path: Path, name: str, author: str) -> str:
