@@ -185,3 +185,43 @@ def test_ladder_matchmaking_seats_no_author_twice(explore: bool) -> None:
     alone = [Candidate("a1", author="alice"), Candidate("a2", author="alice")]
     assert choose_table(alone, {}, seats=2, field_size=3, new_games=20, explore=explore, one_per_author=True) is None
     assert choose_table(alone, {}, seats=2, field_size=3, new_games=20, explore=explore) is not None
+
+
+def test_the_bots_the_arena_ships_count_as_their_own_authors(tmp_path: Path) -> None:
+    """The bundled bots share an author ("Palace Arena") but may sit together; claiming that author
+    only keeps a bot away from its own kind."""
+    from arena.tournament.run import seat_authors
+    cfg = load_config(None, {"bots": ["random", "lowest", "highest"], "one_seat_per_author": True})
+    specs = load_bots(cfg)
+    assert len({s.author for s in specs.values()}) == 1
+    authors = seat_authors(specs)
+    assert set(authors.values()) == {""}
+    assert len(schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, authors)) == 3 * 2 * 4
+    mine = load_bots(load_config(None, {"bots": [_bot(tmp_path, "imp", "Palace Arena"), "random"]}))
+    assert seat_authors(mine) == {"imp@1.0": "Palace Arena", "random@1.0": ""}
+
+
+def test_a_ladder_never_seats_one_submitters_two_bots_together(tmp_path: Path) -> None:
+    """Placement and matchmaking alike: two bots of one author never share a table; the ladder file's
+    own bots (all by one author) still play each other."""
+    from arena.ladder import open_store, run_ladder, submit
+    from tests.test_ladder import ctx, write_ladder
+
+    path = write_ladder(tmp_path, "authors", bots=["random", "lowest", "highest"], store=str(tmp_path / "s.sqlite"),
+                        one_seat_per_author=True)
+    ladder = load_ladder(path)
+    store = open_store(ladder)
+    try:
+        for name in ("m1", "m2"):
+            d = Path(_bot(tmp_path, name, "Mallory"))
+            text = (d / "bot.toml").read_text().replace(f'name = "{name}"', 'name = "random"')
+            (d / "bot.toml").write_text(text.replace('version = "1.0"', f'version = "{name}"'))
+            trio.run(submit, ladder, str(d), store, ctx())
+        trio.run(lambda: run_ladder(ladder, store, ctx(), games=60))
+        mallory = {"random@m1", "random@m2"}
+        seatings = [set(g["seats"]) for t in store.tournaments() for g in store.games(tournament=t["id"], limit=5000)]
+        assert len(seatings) > 60 and not any(mallory <= s for s in seatings)
+        assert any({"random@1.0", "lowest@1.0"} <= s for s in seatings)  # the file's own bots met
+        assert sum(bool(mallory & s) for s in seatings) > 20  # and Mallory's bots did play
+    finally:
+        store.close()

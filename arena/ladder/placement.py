@@ -42,14 +42,18 @@ class RunContext:
 
 
 async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | None,
-                     launcher: Callable | None) -> int:
+                     launcher: Callable | None, ladder: Ladder | None = None) -> int:
     """Play the games of ``cfg`` that the store lacks; returns how many were stored now.
 
     Every ladder game (seeding, placement, ``arena ladder run`` batches) goes through here, so
-    pointing the ladder at another executor is a change to this function only."""
+    pointing the ladder at another executor is a change to this function only. With
+    ``one_seat_per_author``, the ladder file's own bots (``ladder``'s initial members) count as
+    their own authors."""
     before = len(store.done_indexes(cfg.name))
     try:
-        await run_tournament(cfg, store, reporter, launcher=launcher, collect=False)
+        initial = [m.label for m in members(store, ladder.name) if m.origin == "initial"] \
+            if ladder is not None and cfg.one_seat_per_author else []
+        await run_tournament(cfg, store, reporter, launcher=launcher, collect=False, own_authors=initial)
     except ConfigError as e:
         raise LadderError(str(e)) from None
     return len(store.done_indexes(cfg.name)) - before
@@ -58,7 +62,7 @@ async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | N
 async def _run(cfg: TournamentConfig, store: Store, ctx: RunContext, title: str, focus: str | None,
                ladder: Ladder) -> int:
     reporter = ctx.make_reporter(title, focus, ladder_results(store, ladder))
-    return await play_games(cfg, store, reporter, ctx.launcher)
+    return await play_games(cfg, store, reporter, ctx.launcher, ladder)
 
 
 def _spec(ref: str) -> BotSpec:

@@ -99,9 +99,9 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
             say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")
             continue
         r = ratings.get(m.label) if ratings is not None else None
+        author = "" if m.origin == "initial" else verified[m.label, m.ref]  # the file's own bots: their own
         active[m.label] = (m.ref, Candidate(m.label, state.bot_games[m.label], r.elo if r else None,
-                                            r.ci_low if r else None, r.ci_high if r else None,
-                                            verified[m.label, m.ref]))
+                                            r.ci_low if r else None, r.ci_high if r else None, author))
     return active
 
 
@@ -189,7 +189,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             cfg.cluster = cluster
             ctx.say(f"finishing batch {b} (planned before the last run stopped)")
             current = (tid, len(store.done_indexes(tid)))
-            out.games += await play_games(cfg, store, None, ctx.launcher)
+            out.games += await play_games(cfg, store, None, ctx.launcher, ladder)
             current = None
         while True:
             tick = time.perf_counter()
@@ -224,7 +224,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             cfg.cluster = cluster
             overhead += time.perf_counter() - tick
             current = (cfg.name, len(store.done_indexes(cfg.name)))
-            played = await play_games(cfg, store, None, ctx.launcher)
+            played = await play_games(cfg, store, None, ctx.launcher, ladder)
             current = None
             out.games += played
             out.batches += 1
