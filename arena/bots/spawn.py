@@ -6,6 +6,7 @@ check a containment works here (:mod:`.probes`).
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import resource
@@ -23,7 +24,7 @@ import trio
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
-from .errors import BotStartError
+from .errors import BotCommandError, BotStartError
 from .filesystem import sandbox_visible, unsuitable_sandbox_dir
 from .limits import Limits, MiB
 from .namespaces import NamespaceRoot
@@ -177,7 +178,7 @@ def _stand_in(child: int, uid: int | None, referee: int) -> None:
 
 
 def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:
-    """An unprivileged process cannot raise a hard limit: stay within ours."""
+    """A process without CAP_SYS_RESOURCE cannot raise a hard limit: stay within ours."""
     ours = resource.getrlimit(res)[1]
     if ours == resource.RLIM_INFINITY:
         return res, soft, hard
@@ -193,6 +194,12 @@ def resolve_command(exe: str, cwd: Path, path: str) -> Path | None:
     return Path(found) if found else None
 
 
+# exec of the bot's own program failing on the program itself (missing, not runnable, not a
+# program): the bot's fault; anything else a failed start raises (no memory, no processes) is ours
+BOT_FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.ELOOP,
+                             errno.EISDIR, errno.ETXTBSY, errno.ENAMETOOLONG})
+
+
 async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
                     namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
                     cgroup: bool | None, ro_binds: Sequence[Path | str],
@@ -202,10 +209,10 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
     command = [str(c) for c in command]
     if not command:
-        raise BotStartError("empty command")
+        raise BotCommandError("empty command")
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
-        raise BotStartError(f"bot directory {cwd} does not exist")
+        raise BotCommandError(f"bot directory {cwd} does not exist")
     registry = process_registry()
     root = os.geteuid() == 0
 
@@ -230,13 +237,13 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     env = {**BASE_ENV, **(extra_env or {}), ENV_TOKEN: token}
     exe = resolve_command(command[0], cwd, env["PATH"])
     if exe is None:
-        raise BotStartError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
+        raise BotCommandError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
     if sandbox or namespaces:
         why = unsuitable_sandbox_dir(cwd)
         if why:
-            raise BotStartError(f"bot directory {cwd} {why}")
+            raise BotCommandError(f"bot directory {cwd} {why}")
         if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
-            raise BotStartError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
+            raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
 
     lease: UidLease | None = None
     home: Path | None = None
@@ -282,8 +289,9 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             mine = sum(1 for i in scan_procs().values() if i.uid == os.geteuid())
             nproc = mine + limits.max_processes + extra_procs
         rlimits = limits.rlimits(nproc=nproc, memory_cgroup=cg is not None and cg.has_memory)
-        if not root:
-            rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
+        # within ours even as root: raising a hard limit needs CAP_SYS_RESOURCE, which a container's
+        # root often lacks, and a limit the arena cannot set would fail every start
+        rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
 
         argv = [str(exe), *command[1:]]
         info_r = info_w = -1
@@ -336,6 +344,8 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
         try:
             popen, bwrap_info = await _get_spawner().run(spawn)
         except (OSError, subprocess.SubprocessError) as exc:
+            if not sandbox and isinstance(exc, OSError) and exc.errno in BOT_FILE_ERRNOS:
+                raise BotCommandError(f"cannot start {command!r}: {exc}") from exc  # its program, run directly
             detail = (" (entering the namespaces, dropping to the bot's uid or installing the "
                       "system-call filter failed)" if isinstance(exc, subprocess.SubprocessError) and contained else "")
             raise BotStartError(f"cannot start {command!r}: {exc}{detail}") from exc

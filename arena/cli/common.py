@@ -87,7 +87,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
     import sqlite3
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    from ..faults import ArenaFailure
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
     try:
         from ..config import ConfigFileError
         kinds.append(ConfigFileError)
