@@ -11,6 +11,8 @@ starts slow starters side by side).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,10 +23,10 @@ import trio
 from ..bots.blocking import BlockingBot, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
-from ..faults import BotFault, FaultReason, HandshakeFailed, StartFailed, Timeout
+from ..faults import ArenaFailure, BotFault, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
 from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .driver import _HANDSHAKE_FAULTS, as_fault
+from .driver import _HANDSHAKE_FAULTS, _bots_doing, as_fault
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
@@ -50,8 +52,10 @@ class BlockingPlayer:
             return self.conn
         try:
             self.conn = self.launcher(self.spec)
-        except Exception as e:  # a missing command or unbuildable bot is still the bot's problem
-            raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+        except Exception as e:
+            if _bots_doing(e):  # its command is missing, its build failed
+                raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+            raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(e).__name__}: {e}") from e
         self.starts += 1
         try:
             self.conn.send_line(protocol.encode(protocol.hello()))
@@ -186,19 +190,36 @@ class BlockingLaunch:
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
-              stderr_lines_per_step: int = 20) -> GameRecord:
-    """Play one game to its end and return its record. Bot faults become forfeits."""
+              stderr_lines_per_step: int = 20, fixed_schedule: bool = False) -> GameRecord:
+    """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
+    failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
+    ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
+    decision, no bank, so think time carries nothing another seat can time."""
+    if fixed_schedule:
+        clock = dataclasses.replace(clock, bank_ms=0)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step)
+    start_faults: list[tuple[int, BotFault]] = []
     for seat, player in enumerate(players):
         try:
             player.begin(core.start_message(seat))
         except BotFault as fault:
-            player.fault(fault.reason, fault.message, None)
-            core.start_fault(seat, fault.reason, fault.message, player.take_stderr())
+            start_faults.append((seat, fault))
+        except ArenaFailure:  # no game: every seat's process stops (it was sent a start that leads nowhere)
+            for p in players:
+                p.close()
+            raise
+    for seat, fault in start_faults:
+        players[seat].fault(fault.reason, fault.message, None)
+        core.start_fault(seat, fault.reason, fault.message, players[seat].take_stderr())
+    slot = clock.move_ms / 1000
     while (req := core.next_request()) is not None:
+        start = time.monotonic()
         core.settle(players[req.seat].decide(req))
+        if fixed_schedule:  # until the end of the decision's last whole slot
+            slots = max(1, math.ceil((time.monotonic() - start) / slot))
+            time.sleep(max(0.0, start + slots * slot - time.monotonic()))
     rec = core.record
     for seat, message in core.end_messages():
         players[seat].finish(message)
