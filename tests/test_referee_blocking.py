@@ -50,3 +50,28 @@ def test_blocking_and_trio_referees_play_the_same_games() -> None:
     assert [r.result for r in got] == [r.result for r in want]
     assert all(not r.faults for r in got) and sum(got[0].decisions) > 10
     assert blocking[0].starts == 1  # one process served both games
+
+
+def test_the_blocking_referee_keeps_the_fixed_schedule() -> None:
+    """As the trio referee: one move_ms slot per decision and no bank, so how long a bot thinks
+    changes nothing another seat could time (the slots are slept out, a lower bound)."""
+    import time
+
+    clock = TimeControl(move_ms=25, bank_ms=5000, handshake_ms=20_000)
+    launcher = Launcher()
+    specs = [load_bot("lowest"), load_bot("random")]
+    args = {s.label: trio.run(launcher.start_args, s) for s in specs}
+    players = [BlockingPlayer(s, lambda spec: start_bot_blocking(args[spec.label][0], args[spec.label][1],
+                                                                 **args[spec.label][2]), clock) for s in specs]
+    try:
+        players[0]._ensure(), players[1]._ensure()  # started and greeted outside the timing
+        t0 = time.monotonic()
+        rec = play_game(players, preset("classic"), 3, game_id="f", clock=clock, max_turns=60, fixed_schedule=True)
+        took = time.monotonic() - t0
+    finally:
+        for p in players:
+            p.shutdown()
+        settle()
+    assert rec.clock["bank_ms"] == 0 and not rec.faults
+    asked = sum(rec.decisions)
+    assert asked > 5 and took >= asked * 0.025
