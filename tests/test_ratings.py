@@ -29,7 +29,9 @@ from arena.ratings import (
     pair_elo,
     pair_index,
     rate_interval,
+    score_interval,
     score_to_elo,
+    wilson,
 )
 from arena.ratings.pairs import bootstrap_over_deals
 
@@ -470,12 +472,16 @@ def test_pair_index_names_the_five_outcomes():
 
 def test_pair_elo_known_numbers():
     even = pair_elo([0, 0, 10, 0, 0])  # every deal split: no spread, score exactly 1/2
-    assert even["score"] == 0.5 and even["elo"] == 0.0 and even["score_low"] == even["score_high"] == 0.5
+    assert even["score"] == 0.5 and even["elo"] == 0.0
+    # no spread is not certainty: Wilson at the number of pairs, never a zero-width interval
+    assert (even["score_low"], even["score_high"]) == pytest.approx(wilson(0.5, 10))
+    assert even["score_low"] < 0.5 < even["score_high"]
     e = pair_elo([1, 2, 3, 4, 5])
     mean = (2 * 0.25 + 3 * 0.5 + 4 * 0.75 + 5 * 1.0) / 15
     var = sum(c * (s - mean) ** 2 for c, s in zip([1, 2, 3, 4, 5], [0, .25, .5, .75, 1])) / 15
+    neff = min(30, max(15, mean * (1 - mean) / (var / 15)))
     assert e["score"] == pytest.approx(mean)
-    assert e["score_high"] - e["score"] == pytest.approx(1.959963984540054 * math.sqrt(var / 15))
+    assert (e["score_low"], e["score_high"]) == pytest.approx(wilson(mean, neff))
     assert e["elo"] == pytest.approx(score_to_elo(mean))
     assert e["nelo"] == pytest.approx(800 / math.log(10) * (mean - 0.5) / math.sqrt(2 * var))
     assert e["elo_low"] < e["elo"] < e["elo_high"]
@@ -551,9 +557,9 @@ def test_pair_intervals_are_right_for_independent_games_too():
 
 
 def test_rate_interval_and_bootstrap_over_deals():
-    rate, lo, hi = rate_interval([1, 0, 0.5, 1, 0.5, 0.5])
+    rate, lo, hi = rate_interval([2, 0, 1, 2, 1, 1], [2] * 6)
     assert rate == pytest.approx(0.5833333) and lo < rate < hi
-    assert rate_interval([]) == (0.0, 0.0, 1.0)
+    assert rate_interval([], []) == (0.0, 0.0, 1.0)
     # four-seat deals: each deal holds the four rotations' results for the bot of interest
     deals = [[1, 0, 0, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [1, 1, 0, 1]] * 5
     mean = lambda ds: float(np.mean([x for d in ds for x in d]))  # noqa: E731
@@ -565,6 +571,29 @@ def test_rate_interval_and_bootstrap_over_deals():
     flat = bootstrap_over_deals([[x] for d in deals for x in d], mean, samples=500, seed=3)
     assert (flat[2] - flat[1]) < (a[2] - a[1])
     assert all(math.isnan(x) for x in bootstrap_over_deals([], mean))
+
+
+def test_wilson_and_rates_are_never_certain():
+    z2 = 1.959963984540054 ** 2
+    assert wilson(0.0, 10) == pytest.approx((0.0, z2 / (10 + z2)))  # a one-sided bound, not [0, 0]
+    assert wilson(1.0, 10) == pytest.approx((10 / (10 + z2), 1.0))
+    assert wilson(0.5, 0) == (0.0, 1.0)
+    lo, hi = wilson(0.3, 100)  # known value: 0.2189 to 0.3958
+    assert (lo, hi) == pytest.approx((0.21887, 0.39576), abs=1e-4)
+    # a winless bot over 20 deals of 2 games: 0 of 40, interval at the 20 deals (the cautious end)
+    assert rate_interval([0] * 20, [2] * 20) == pytest.approx((0.0, *wilson(0.0, 20)))
+    # deals that go all one way: the effective size is the deals, not the games
+    assert rate_interval([2, 0] * 10, [2, 2] * 10) == pytest.approx((0.5, *wilson(0.5, 20)))
+    # games of a deal that split evenly are worth more than the deals alone (up to the games)
+    _, lo, hi = rate_interval([1] * 20, [2] * 20)
+    assert (lo, hi) == pytest.approx(wilson(0.5, 20))  # no spread at all: the number of deals
+    _, lo2, hi2 = rate_interval([1, 1, 2, 0, 1, 1] * 10, [2] * 60)
+    assert hi2 - lo2 < wilson(0.5, 60)[1] - wilson(0.5, 60)[0]
+    # a match's score: unbeaten is finite on one side, and never a point
+    s, lo, hi = score_interval([0, 0, 0, 0, 20])
+    assert (s, hi) == (1.0, 1.0) and 0.8 < lo < 1.0
+    e = pair_elo([0, 0, 0, 0, 20])
+    assert e["elo"] == math.inf and math.isfinite(e["elo_low"]) and e["elo_low"] > 0
 
 
 def test_fit_takes_aggregated_counts():

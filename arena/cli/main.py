@@ -205,7 +205,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
     from ..tournament.live import PlainReporter, RichReporter, standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     from ..tournament.config import load_config
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
@@ -218,8 +218,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     db = Store(cfg.store)
     inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
     trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
-    lines = standings(db.results(cfg.name))
-    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({len(db.results(cfg.name))} games)"))
+    lines = from_store(db, cfg.name)
+    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({db.count_games(tournament=cfg.name)} games)"))
     console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
                          f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
@@ -241,30 +241,14 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     db = _open(store)
     _need_tournament(db, tournament_name, store)
-    lines = standings(db.results(tournament_name))
-    _add_think_time(db, tournament_name, lines)
+    lines = from_store(db, tournament_name)
     if as_json:
         print(json.dumps([l.as_json() for l in lines], indent=2))
         return
-    table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
-    if any(l.decisions for l in lines):
-        from rich.table import Column
-        table.columns.append(Column(header="ms/decision", justify="right",
-                                    _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
-    console.print(table)
-
-
-def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
-    """Each bot's think time and answered decisions, from the per-seat rows the store keeps."""
-    by_bot = {l.bot: l for l in lines}
-    for _game, bot, _place, _forfeit, think_ms, decisions, _draw, _players in db.seat_rows(tournament_name):
-        line = by_bot.get(bot)
-        if line is not None:
-            line.think_ms += think_ms
-            line.decisions += decisions
+    console.print(standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}"))
 
 
 @app.command()

@@ -20,13 +20,15 @@ independent Elo is the requirement here.
 
 from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
 from .outcome import Outcome
-from .pairs import PAIR_NAMES, PairSprt, bootstrap_over_deals, bootstrap_rate, pair_elo, pair_index, rate_interval
-from .plackett_luce import ELO_PER_NAT, Rating, Ratings, fit_elo
+from .pairs import (PAIR_NAMES, PairSprt, bootstrap_over_deals, bootstrap_rate, pair_elo, pair_index, rate_interval,
+                    score_interval, wilson)
+from .plackett_luce import ELO_PER_NAT, MIN_RATED_GAMES, Rating, Ratings, fit_elo
 from .provisional import ProvisionalRatings, ProvisionalRow
 from .superiority import likelihood_of_superiority, los_matrix, neighbour_los
 
 __all__ = [
     "ELO_PER_NAT",
+    "MIN_RATED_GAMES",
     "Outcome",
     "PAIR_NAMES",
     "PairSprt",
@@ -47,5 +49,7 @@ __all__ = [
     "pair_elo",
     "pair_index",
     "rate_interval",
+    "score_interval",
     "score_to_elo",
+    "wilson",
 ]

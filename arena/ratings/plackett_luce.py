@@ -21,13 +21,17 @@ stage choosing the whole group (the players still in at a draw: "tied for the re
 group); a forfeited seat is below everyone, so it is simply never chosen before the last stage; a
 winner-only game (the rest unranked) is its first stage only.
 
-Scale.  With ties the two-seat expected score is 1/2 + sinh(d/2) / (2 cosh(d/2) + delta_2) for a
-strength gap d, flatter than the logistic.  The reported rating is
-``elo = 400/ln 10 * 2 / (2 + delta_2) * theta``: the gap whose expected-score slope at equal
-strength is that of the Elo logistic, so that, near equality, 100 Elo still means a 64% score, and a
-pair's Elo difference reads like the score-based Elo `arena match` prints.  (With delta_2 = 2 the
-two curves coincide exactly.)  Without two-seat ties the scale is 400/ln 10 and two-seat games are
-exactly the Elo logistic.  The intervals carry the uncertainty of delta_2 through this scale too.
+Scale.  With ties the expected head-to-head score (finishing ahead = 1, tied = 1/2) rises more
+slowly with the strength gap than the logistic: for two seats it is 1/2 + sinh(d/2) / (2 cosh(d/2)
++ delta_2).  The reported rating is ``elo = 400/ln 10 * c * theta``, with c chosen so that at equal
+strength the expected head-to-head score changes with the Elo gap exactly as the Elo logistic does
+(slope ln 10 / 1600 per Elo).  So, near equality, 100 Elo still means a 64% score against that
+bot, and a pair's Elo difference reads like the score-based Elo that `arena match` and the
+head-to-head matrix give.  For two seats c = 2 / (2 + delta_2) (with delta_2 = 2 the curves
+coincide exactly); for bigger tables c comes from the same slope, computed in the model for each
+table size and averaged over the games' pairs of seats.  Without ties c = 1: Plackett-Luce puts
+any two bots of a table in order with exactly the logistic probability.  The intervals carry the
+tie parameters' uncertainty through c too.
 
 Prior on strengths.  Each bot also plays ``prior`` virtual games (default 1) scored half a win and
 half a loss against the *current pool average*.  This keeps all-win / all-loss bots finite, is
@@ -52,8 +56,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import combinations
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -142,40 +144,64 @@ class Ratings(dict[str, Rating]):
 # outcomes -> aggregated stages
 
 
-def _stages(o: Outcome) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """(choice set S, chosen group T) for each stage of one game that is a choice (|S| >= 2)."""
+def _stages(o: Outcome) -> list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
+    """(choice set S, chosen group T, the tie that was possible U) for each stage of one game
+    that is a choice (|S| >= 2).  U is everyone in S who could still tie: S less the bots placed
+    below the game's tie (seats that forfeited before the draw); for a tie stage, T itself."""
     out = []
     groups = o.groups
+    below: set[str] = set()
+    if not o.partial:
+        first_tie = next((g for g, grp in enumerate(groups) if len(grp) > 1), None)
+        if first_tie is not None:
+            below = {b for h in groups[first_tie + 1:] for b in h}
     for g in range(1 if o.partial else len(groups)):
         rest = tuple(b for h in groups[g:] for b in h)
         if len(rest) >= 2:
-            out.append((rest, groups[g]))
+            tie = groups[g] if len(groups[g]) > 1 else tuple(b for b in rest if b not in below)
+            out.append((rest, groups[g], tie))
     return out
-
-
-@lru_cache(maxsize=None)
-def _candidates(s: int, tie_sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Every subset a choice set of ``s`` bots can yield: (membership weights 1/|U|, c x s;
-    column of its tie parameter in the local feature block, -1 for a single bot)."""
-    rows, cols = [], []
-    for t in (1, *tie_sizes):
-        if t > s:
-            continue
-        for u in combinations(range(s), t):
-            m = np.zeros(s)
-            m[list(u)] = 1.0 / t
-            rows.append(m)
-            cols.append(-1 if t == 1 else tie_sizes.index(t))
-    return np.array(rows), np.array(cols, dtype=np.int64)
 
 
 def _beat_edges(o: Outcome, index: Mapping[str, int]) -> list[tuple[int, int]]:
     """Directed 'a finished ahead of (or tied with) b' edges, for the MLE existence check."""
     edges = []
-    for rest, chosen in _stages(o):
+    for rest, chosen, _ in _stages(o):
         for a in chosen:
             edges += [(index[a], index[c]) for c in rest if c != a]
     return edges
+
+
+def _pair_score(k: int, d: float, ties: Mapping[int, float]) -> float:
+    """Expected head-to-head score of seat 0 against seat 1 at a table of k bots, the first d
+    nats stronger than the second, the others in between (strengths d/2, -d/2, 0, ...)."""
+    theta = [d / 2, -d / 2] + [0.0] * (k - 2)
+    memo: dict[int, float] = {}
+
+    def score(left: int) -> float:  # both 0 and 1 still in; left = bitmask of those in play
+        if left in memo:
+            return memo[left]
+        members = [i for i in range(k) if left >> i & 1]
+        cands = [(i,) for i in members] + ([tuple(members)] if len(members) in ties else [])
+        w = [math.exp(sum(theta[i] for i in u) / len(u)) * (ties[len(u)] if len(u) > 1 else 1.0) for u in cands]
+        total, e = sum(w), 0.0
+        for u, wu in zip(cands, w):
+            a, b = 0 in u, 1 in u
+            e += wu * (0.5 if a and b else 1.0 if a else 0.0 if b else score(left & ~sum(1 << i for i in u)))
+        memo[left] = e / total
+        return memo[left]
+
+    return score((1 << k) - 1)
+
+
+def _scale(sizes: Mapping[int, float], ties: Mapping[int, float]) -> float:
+    """c of the module docstring: the model's slope at equality over the logistic's (1/4 per nat),
+    the model's averaged over table sizes weighted by ``sizes`` (size -> pairs of seats)."""
+    if not ties or not sizes:
+        return 1.0
+    h = 1e-4
+    slope = sum(w * (_pair_score(k, h, ties) - _pair_score(k, -h, ties)) / (2 * h) for k, w in sizes.items())
+    return slope / (0.25 * sum(sizes.values()))
 
 
 # --------------------------------------------------------------------------
@@ -185,32 +211,45 @@ def _beat_edges(o: Outcome, index: Mapping[str, int]) -> list[tuple[int, int]]:
 class _Objective:
     """Negative log-posterior, gradient and Hessian in phi = (theta, lambda), lambda = log delta.
 
-    Each stage is a conditional logit over the candidate subsets of its choice set, with features
-    (1/|U| on U's bots, one-hot of U's tie size), so the Hessian is the weighted covariance of
-    those features: positive semi-definite, and the whole objective convex."""
+    Each stage is a conditional logit over its candidates - every single bot of the choice set,
+    and the tie of the bots still able to tie - with features (1/|U| on U's bots, one-hot of U's
+    tie size), so the Hessian is the weighted covariance of those features: positive
+    semi-definite, and the whole objective convex."""
 
-    def __init__(self, n: int, tie_sizes: tuple[int, ...], sets: dict[int, tuple[np.ndarray, np.ndarray]],
+    def __init__(self, n: int, tie_sizes: tuple[int, ...], sets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
                  b: np.ndarray, prior: float) -> None:
         self.n, self.L = n, len(tie_sizes)
         self.N = n + self.L
         self.tie_sizes = tie_sizes
-        self.sets = sets  # s -> (rows m x s of bot indices, weights m)
-        self.b = b  # length N: chosen-feature totals
         self.prior = prior
-        self._keys: dict[int, np.ndarray] = {}
+        self.b = b  # length N: chosen-feature totals
+        self.sets = {}  # s -> (features m x (s+1) x (s+L), -inf where no tie, weights, global columns, Hessian keys)
+        sizes = np.array(tie_sizes, dtype=np.int64)
+        for s, (idx, masks, W) in sets.items():
+            m = len(idx)
+            F = np.zeros((m, s + 1, s + self.L))
+            F[:, np.arange(s), np.arange(s)] = 1.0
+            size = masks.sum(axis=1).astype(np.int64)
+            ok = np.isin(size, sizes)
+            F[ok, s, :s] = masks[ok] / size[ok, None]
+            F[np.flatnonzero(ok), s, s + np.searchsorted(sizes, size[ok])] = 1.0
+            off = np.zeros((m, s + 1))
+            off[~ok, s] = -np.inf  # no tie possible at this stage
+            glob = np.concatenate([idx, np.broadcast_to(n + np.arange(self.L), (m, self.L))], axis=1)
+            keys = (glob[:, :, None] * self.N + glob[:, None, :]).ravel()
+            self.sets[s] = (F, off, W, glob, keys)
 
-    def _scores(self, phi: np.ndarray, s: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        M, col = _candidates(s, self.tie_sizes)
-        lam = np.append(phi[self.n:], 0.0)  # index -1 (a single bot) reads the trailing 0
-        x = phi[idx] @ M.T + lam[col]
-        return x, M, col
+    def _probs(self, phi: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
+        F, off, _, glob, _ = self.sets[s]
+        x = np.einsum("mck,mk->mc", F, phi[glob]) + off
+        top = x.max(axis=1)
+        logz = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+        return np.exp(x - logz[:, None]), logz
 
     def value(self, phi: np.ndarray, *, with_prior: bool = True) -> float:
         v = -float(self.b @ phi)
-        for s, (idx, W) in self.sets.items():
-            x, _, _ = self._scores(phi, s, idx)
-            m = x.max(axis=1)
-            v += float(W @ (m + np.log(np.exp(x - m[:, None]).sum(axis=1))))
+        for s, (_, _, W, _, _) in self.sets.items():
+            v += float(W @ self._probs(phi, s)[1])
         if with_prior:
             theta, lam = phi[: self.n], phi[self.n:]
             if self.prior:
@@ -220,24 +259,15 @@ class _Objective:
         return v
 
     def derivatives(self, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n, L, N = self.n, self.L, self.N
+        n, N = self.n, self.N
         grad = -self.b.copy()
         hess = np.zeros(N * N)
-        for s, (idx, W) in self.sets.items():
-            x, M, col = self._scores(phi, s, idx)
-            p = np.exp(x - x.max(axis=1)[:, None])
-            p /= p.sum(axis=1)[:, None]
-            F = np.zeros((len(col), s + L))  # local features: the s bots, then the tie sizes
-            F[:, :s] = M
-            F[np.flatnonzero(col >= 0), s + col[col >= 0]] = 1.0
-            mu = p @ F
-            second = np.einsum("mc,ci,cj->mij", p, F, F)
+        for s, (F, _, W, glob, keys) in self.sets.items():
+            p, _ = self._probs(phi, s)
+            mu = np.einsum("mc,mck->mk", p, F)
+            second = np.einsum("mc,mci,mcj->mij", p, F, F)
             cov = (second - mu[:, :, None] * mu[:, None, :]) * W[:, None, None]
-            glob = np.concatenate([idx, np.broadcast_to(n + np.arange(L), (len(idx), L))], axis=1)
             grad += np.bincount(glob.ravel(), (W[:, None] * mu).ravel(), minlength=N)
-            keys = self._keys.get(s)
-            if keys is None:
-                keys = self._keys[s] = (glob[:, :, None] * N + glob[:, None, :]).ravel()
             hess += np.bincount(keys, cov.ravel(), minlength=N * N)
         hess = hess.reshape(N, N)
         theta, lam = phi[:n], phi[n:]
@@ -331,18 +361,23 @@ def fit_elo(
     index = {b: i for i, b in enumerate(names)}
     games = np.zeros(n, dtype=np.int64)
     ndraws = np.zeros(n, dtype=np.int64)
-    set_w: dict[tuple[int, ...], float] = defaultdict(float)
+    set_w: dict[tuple[tuple[int, ...], tuple[bool, ...]], float] = defaultdict(float)
     chosen: list[tuple[tuple[int, ...], float]] = []
+    pair_weights: dict[int, float] = defaultdict(float)  # table size -> pairs of seats, for the scale
     for o in sorted(counts, key=lambda o: (o.groups, o.partial)):  # canonical order: bit-identical sums
         c = counts[o]
         for b in o.bots:
             games[index[b]] += c
+        k = len(o.bots)
+        pair_weights[k] += c * k * (k - 1) / 2
         for g in (o.groups[:1] if o.partial else o.groups):
             if len(g) > 1:
                 for b in g:
                     ndraws[index[b]] += c
-        for rest, group in _stages(o):
-            set_w[tuple(sorted(index[b] for b in rest))] += c
+        for rest, group, tie in _stages(o):
+            key = tuple(sorted(index[b] for b in rest))
+            can = {index[b] for b in tie}
+            set_w[(key, tuple(i in can for i in key))] += c
             chosen.append((tuple(index[b] for b in group), c))
     tie_sizes = tuple(sorted({len(g) for g, _ in chosen if len(g) > 1}))
     N = n + len(tie_sizes)
@@ -352,11 +387,11 @@ def fit_elo(
             b[i] += c / len(g)
         if len(g) > 1:
             b[n + tie_sizes.index(len(g))] += c
-    by_size: dict[int, list[tuple[tuple[int, ...], float]]] = defaultdict(list)
-    for key in sorted(set_w):
-        by_size[len(key)].append((key, set_w[key]))
-    sets = {s: (np.array([k for k, _ in rows], dtype=np.int64), np.array([w for _, w in rows]))
-            for s, rows in sorted(by_size.items())}
+    by_size: dict[int, list[tuple[tuple[int, ...], tuple[bool, ...], float]]] = defaultdict(list)
+    for key, mask in sorted(set_w):
+        by_size[len(key)].append((key, mask, set_w[(key, mask)]))
+    sets = {s: (np.array([k for k, _, _ in rows], dtype=np.int64), np.array([m for _, m, _ in rows], dtype=float),
+                np.array([w for _, _, w in rows])) for s, rows in sorted(by_size.items())}
 
     if prior == 0:
         edges = [e for o in counts for e in _beat_edges(o, index)]
@@ -376,20 +411,20 @@ def fit_elo(
     # covariance in the sum-zero gauge: pseudo-inverse of H (null space = the gauge direction)
     gauge = _gauge(n, N)
     cov = np.linalg.inv(hess + gauge) - gauge / (n * n)
-    # Elo = anchor_elo + K s(lambda_2) (theta - theta_anchor); its Jacobian carries lambda_2's error
-    if 2 in tie_sizes:
-        d2 = math.exp(lam[tie_sizes.index(2)])
-        s, ds = 2.0 / (2.0 + d2), -2.0 * d2 / (2.0 + d2) ** 2
-    else:
-        s, ds = 1.0, 0.0
+    # Elo = anchor_elo + K c(lambda) (theta - theta_anchor); its Jacobian carries lambda's error
+    fitted = {t: math.exp(lam[k]) for k, t in enumerate(tie_sizes)}
+    s = _scale(pair_weights, fitted)
     a = None if anchor is None else index[anchor]
     rel = theta - (0.0 if a is None else theta[a])
     J = np.zeros((n, N))
     J[:, :n] = s * np.eye(n)
     if a is not None:
         J[:, a] -= s
-    if 2 in tie_sizes:
-        J[:, n + tie_sizes.index(2)] = rel * ds
+    for k, t in enumerate(tie_sizes):
+        h = 1e-5
+        up = _scale(pair_weights, {**fitted, t: fitted[t] * math.exp(h)})
+        down = _scale(pair_weights, {**fitted, t: fitted[t] * math.exp(-h)})
+        J[:, n + k] = rel * (up - down) / (2 * h)
     cov_elo = ELO_PER_NAT**2 * (J @ cov @ J.T)
     if a is not None:
         cov_elo[a, :] = 0.0
@@ -409,4 +444,4 @@ def fit_elo(
     }
     return Ratings(ratings, cov_elo, anchor=anchor, prior=prior,
                    log_likelihood=-obj.value(phi, with_prior=False), iterations=iterations,
-                   ties={t: math.exp(lam[k]) for k, t in enumerate(tie_sizes)}, scale=ELO_PER_NAT * s)
+                   ties=fitted, scale=ELO_PER_NAT * s)

@@ -115,7 +115,7 @@ def report(
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
     """
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     from .html import report_html, write_report_folder
     from .view import replay_data
     console, err = _consoles()
@@ -130,7 +130,7 @@ def report(
             known = ", ".join(x["id"] for x in db.tournaments()) or "none"
             _fail(err, f"no tournament {tournament!r} in {store} (known: {known})")
         games = db.games(tournament=tournament, limit=limit if limit is not None else 10**9)
-        lines = standings(db.results(tournament))
+        lines = from_store(db, tournament)
         replays, bad = {}, []
         for g in games:
             rec = db.game_record(g["id"])
