@@ -126,14 +126,13 @@ def test_all_wins_is_finite_with_prior_and_refused_without():
 
 
 def brute_fit(games: list[Outcome], prior_lambda: bool = True) -> tuple[dict[str, float], dict[int, float]]:
-    """Reference for the tie model, written out stage by stage with every candidate subset enumerated
-    and maximised by scipy (prior=0 on the strengths): returns theta (sum zero) and delta by tie size."""
-    from itertools import combinations
-
+    """Reference for the tie model, written out stage by stage and maximised by scipy (prior=0 on
+    the strengths): at each stage one bot goes out (weight exp theta) or all who can still tie do
+    (weight delta * exp(mean theta)); bots placed below a tie (forfeits) cannot be in it.
+    Returns theta (sum zero) and delta by tie size."""
     from scipy.optimize import minimize
     names = sorted({b for o in games for b in o.bots})
-    sizes = sorted({len(g) for o in games for g in (o.groups[:1] if o.partial else o.groups) if len(g) > 1
-                    and sum(len(h) for h in o.groups[o.groups.index(g):]) >= 2})
+    sizes = sorted({len(g) for o in games for g in (o.groups[:1] if o.partial else o.groups) if len(g) > 1})
     n = len(names)
 
     def nll(x):
@@ -141,15 +140,19 @@ def brute_fit(games: list[Outcome], prior_lambda: bool = True) -> tuple[dict[str
         lam = dict(zip(sizes, x[n:]))
         total = 0.0
         for o in games:
+            ties = [g for g, grp in enumerate(o.groups) if len(grp) > 1]
+            below = set() if o.partial or not ties else {b for h in o.groups[ties[0] + 1:] for b in h}
             for g in range(1 if o.partial else len(o.groups)):
                 rest = [b for h in o.groups[g:] for b in h]
                 if len(rest) < 2:
                     continue
-                def score(u):
-                    return np.mean([th[b] for b in u]) + (lam[len(u)] if len(u) > 1 else 0.0)
-                cands = [u for t in [1, *sizes] if t <= len(rest) for u in combinations(rest, t)]
-                z = np.logaddexp.reduce([score(u) for u in cands])
-                total -= score(o.groups[g]) - z
+                tie = list(o.groups[g]) if len(o.groups[g]) > 1 else [b for b in rest if b not in below]
+                scores = [th[b] for b in rest]
+                if len(tie) in lam:
+                    scores.append(np.mean([th[b] for b in tie]) + lam[len(tie)])
+                chosen = (np.mean([th[b] for b in o.groups[g]]) + lam[len(o.groups[g])] if len(o.groups[g]) > 1
+                          else th[o.groups[g][0]])
+                total -= chosen - np.logaddexp.reduce(scores)
         if prior_lambda:
             total += sum(np.logaddexp(0, -v) + np.logaddexp(0, v) for v in x[n:])
         return total + 1e3 * np.sum(x[:n]) ** 2
@@ -186,7 +189,9 @@ def test_multi_seat_ties_match_the_enumerated_model():
     games = ([Outcome.order("a", ("b", "c")), Outcome.order("b", "a", "c"), Outcome.order("c", "b", "a"),
               Outcome.order("a", "c", "b"), Outcome.draw("abc"), Outcome.order(("a", "b"), "c", "d"),
               Outcome.order("d", ("a", "b", "c")), Outcome.order("c", "d", "a", "b"), Outcome.draw("bd"),
-              Outcome.winner_only("d", ["a", "b", "c"]), Outcome.order("b", "d")] * 2)
+              Outcome.winner_only("d", ["a", "b", "c"]), Outcome.order("b", "d"),
+              Outcome.order("c", ("a", "d"), "b"),  # a tie, then a seat that had forfeited
+              Outcome.order(("a", "c"), "d", "b")] * 2)
     r = fit_elo(games, prior=0)
     theta, ties = brute_fit(games)
     assert set(r.ties) == {2, 3} and all(r.ties[t] == pytest.approx(ties[t], rel=1e-4) for t in ties)

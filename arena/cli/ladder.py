@@ -164,6 +164,10 @@ def view_lines(st: "LadderStandings") -> list[str]:
     if wide:
         out.append(f"intervals still wider than ±{st.ladder.matchmaking.wide_elo:g} Elo: {', '.join(wide)} "
                    "(`arena ladder run` plays these first)")
+    for m in st.misfits:
+        out.append(f"{m['a']} scored {100 * m['score']:.0f}% [{100 * m['score_low']:.0f}, {100 * m['score_high']:.0f}] "
+                   f"against {m['b']} in {m['games']} games, where their ratings predict {100 * m['predicted']:.0f}%: "
+                   "one rating per bot does not fit this pair (see --matrix)")
     for label, detail in st.suspensions.items():
         out.append(f"suspended {label}: {detail.get('reason', '')}; last fault {detail.get('last_reason', '')} "
                    f"{detail.get('last_message', '')} (game {detail.get('last_game', '')})".rstrip())

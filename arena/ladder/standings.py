@@ -111,6 +111,7 @@ class LadderStandings:
     last_view: float | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     suspensions: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> detail (faults, stderr)
+    misfits: list[dict[str, Any]] = field(default_factory=list)  # pairs the ratings do not predict (see misfits())
 
     def as_json(self) -> dict[str, Any]:
         lad = self.ladder
@@ -123,7 +124,7 @@ class LadderStandings:
             "standings": [r.as_json() for r in self.rows],
             "since_last_view": self.since_last_view, "last_view": self.last_view,
             "matchmaking": dataclasses.asdict(lad.matchmaking),
-            "history": self.history, "suspended": self.suspensions,
+            "history": self.history, "suspended": self.suspensions, "misfits": self.misfits,
         }
         if self.matrix is not None:
             order = [r.label for r in self.rows]
@@ -154,6 +155,32 @@ def head_to_head(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, dic
                 else:
                     c.behind += 1
     return {a: dict(row) for a, row in m.items()}
+
+
+MISFIT_GAMES = 20  # a pair needs this many games together before its score is held against the ratings
+
+
+def misfits(rows: list[Row], cells: dict[str, dict[str, Cell]]) -> list[dict[str, Any]]:
+    """Pairs whose head-to-head score the table does not predict: the score the two ratings imply
+    (the Elo logistic of their gap) lies outside the pair's own 95% score interval (Wilson, as a
+    match's).  One rating per bot cannot fit a bot whose score hardly depends on its opponent (a
+    bot that draws most games against everyone); the view says so instead of letting the table
+    alone mislead a reader."""
+    from ..ratings import elo_to_score, score_interval
+    out = []
+    rated = [r for r in rows if r.elo is not None and r.rated]
+    for i, a in enumerate(rated):
+        for b in rated[i + 1:]:
+            c = cells.get(a.label, {}).get(b.label)
+            if c is None or c.games < MISFIT_GAMES:
+                continue
+            score, lo, hi = score_interval([c.behind, 0, c.tied, 0, c.ahead])
+            predicted = elo_to_score(a.elo - b.elo)
+            if not lo <= predicted <= hi:
+                out.append({"a": a.label, "b": b.label, "games": c.games, "score": round(score, 4),
+                            "score_low": round(lo, 4), "score_high": round(hi, 4),
+                            "predicted": round(predicted, 4)})
+    return out
 
 
 def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
@@ -200,8 +227,9 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
             row.draw_low, row.draw_high = line.draw_low, line.draw_high
             row.think_ms, row.decisions = line.think_ms, line.decisions
         rows.append(row)
-    st = LadderStandings(ladder, rows, len(games), anchor, head_to_head(games) if matrix else None,
-                         str(store.path))
+    cells = head_to_head(games)
+    st = LadderStandings(ladder, rows, len(games), anchor, cells if matrix else None, str(store.path),
+                         misfits=misfits(rows, cells))
     statuses = bot_statuses(store, ladder.name)
     wide = ladder.matchmaking.wide_elo
     for row in rows:

@@ -87,6 +87,7 @@ class LadderPage:
     cells: int
     error: str = ""
     members: list[str] = field(default_factory=list)
+    misfits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
@@ -107,7 +108,7 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     matrix = table.matrix or {}
     cells = {a: {b: (c.score, c.games) for b, c in row.items()} for a, row in matrix.items()}
     return LadderPage(name, ladder.description, table.games, rows, chart, len(bands), heat_map(order, cells),
-                      len(order) * (len(order) - 1), error, [r.bot for r in rows])
+                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits)
 
 
 @dataclass
