@@ -199,3 +199,128 @@ def test_the_last_place_of_a_three_seat_game_moves_the_weakest_bot():
     truth = dict(zip([f"p{i}" for i in range(6)], np.linspace(1.2, -1.2, 6)))
     true_gap = (truth["p0"] - truth["p5"]) * ratings.scale
     assert abs((ratings["p0"].elo - ratings["p5"].elo) - true_gap) < 2.5 * ratings.diff_se("p0", "p5")
+
+
+# ---------------------------------------------------------------- every view reads the same numbers
+
+
+def _record(gid: str, seats: list[str], order: list[list[int]], draw: bool, ms: list[float], seed: int = 7) -> dict[str, Any]:
+    return {"game_id": gid, "rules": {"name": "classic"}, "seed": seed, "players": seats, "max_turns": 2000,
+            "steps": [], "clock": {}, "setup_events": [],
+            "result": {"order": order, "reason": "turn_cap" if draw else "played_out", "draw": draw,
+                       "complete": True, "forfeits": {}},
+            "faults": [], "think_ms": [m * 10 for m in ms], "decisions": [10] * len(seats),
+            "stderr": [[] for _ in seats], "wall_ms": 3.0}
+
+
+def _store(tmp_path, tid: str = "t"):
+    """A tournament in which 'drawer' never wins and draws most games: 12 games per pair."""
+    from arena.tournament.store import Store
+    db = Store(tmp_path / "s.sqlite")
+    bots = ["strong@1", "weak@1", "drawer@1"]
+    ms = {"strong@1": 2.0, "weak@1": 0.5, "drawer@1": 1.25}
+    db.begin_tournament(tid, {"format": "round-robin", "rules": "classic", "seats": 2}, 36)
+    idx = 0
+    for a, b in combinations(bots, 2):
+        for k in range(12):
+            seats = [a, b] if k % 2 == 0 else [b, a]
+            if "drawer@1" in seats and k % 3:
+                order, draw = [[0, 1]], True
+            else:
+                w = seats.index(a) if k % 4 or "drawer@1" in seats else seats.index(b)
+                order, draw = [[w], [1 - w]], False
+            db.save_game(tid, idx, seats, _record(f"g{idx:03d}", seats, order, draw, [ms[s] for s in seats], idx // 2))
+            idx += 1
+    db.finish_tournament(tid)
+    return db
+
+
+def test_cli_json_report_and_page_rows_agree(tmp_path):
+    from arena.replay.html import report_html
+    from arena.serve import views
+    from arena.serve.data import ReadStore
+    from arena.tournament.standings import from_store
+    db = _store(tmp_path)
+    lines = from_store(db, "t")
+    js = {l.bot: l.as_json() for l in lines}
+    assert js["strong@1"]["ms_per_decision"] == 2.0 and js["weak@1"]["ms_per_decision"] == 0.5
+    assert js["drawer@1"]["wins"] == 0 and 0 < js["drawer@1"]["win_rate_high"] < 0.3  # not [0, 0]
+    assert all(v["win_rate_low"] < v["win_rate_high"] and v["draw_rate_low"] < v["draw_rate_high"] for v in js.values())
+    page = {r.bot: r for r in views.tournament_rows(ReadStore(db.path), "t")}
+    report = report_html(db.tournament("t"), "t", lines, [], {})
+    for l in lines:
+        r = page[l.bot]
+        assert r.ms_text == f"{l.ms_per_decision:,.1f}" and r.ms_text in report
+        assert r.win_text in report and r.draw_text in report and r.los_text in report
+    assert "0.0</td>" not in report.split("ms/decision")[1].split("</table>")[0]  # the old report's ms/decision
+    # the draws count: the drawer is not placed a thousand Elo below bots it scores 40% against
+    gap = js["weak@1"]["elo"] - js["drawer@1"]["elo"]
+    assert abs(gap) < 200
+
+
+def test_a_bot_with_few_games_says_so(tmp_path):
+    from arena.tournament.live import standings_table
+    from arena.tournament.standings import from_store
+    from rich.console import Console
+    from arena.tournament.store import Store
+    db = Store(tmp_path / "s.sqlite")
+    db.begin_tournament("t", {}, 4)
+    for i in range(4):
+        seats = ["a@1", "b@1"] if i % 2 == 0 else ["b@1", "a@1"]
+        db.save_game("t", i, seats, _record(f"g{i}", seats, [[0], [1]], False, [1.0, 1.0]))
+    lines = from_store(db, "t")
+    assert not any(l.rated for l in lines)
+    console = Console(record=True, width=200)
+    console.print(standings_table(lines))
+    text = console.export_text()
+    assert "too few games (4)" in text and "inf" not in text
+
+
+def test_a_match_ended_by_its_sprt_shows_a_full_bar(tmp_path):
+    from arena.serve.app import templates
+    from arena.serve.data import ReadStore, tournaments
+    db = _store(tmp_path, tid="match:a@1:b@1:0123456789")
+    db.db.execute("UPDATE tournaments SET planned=400")
+    t = next(x for x in tournaments(ReadStore(db.path)) if x.id.startswith("match:"))
+    assert t.ended_early and t.fraction == 1.0
+    html = templates.env.get_template("macros.html").module.progress(t)
+    assert "width: 100.0%" in html and "its SPRT decided" in html and "of 400" not in html
+
+
+def test_rating_chart_starts_at_game_0_and_shows_bands_on_demand():
+    from arena.serve.charts import Band, rating_chart
+    series = {b: [Band(160 + 40 * k, 0.0, 1500 + k, 1400 - 100 * (b == "wide"), 1600) for k in range(4)]
+              for b in ("a", "b", "wide")}
+    svg = str(rating_chart(series, order=["a", "b", "wide"]))
+    assert '>0</text>' in svg  # the x axis starts at game 0, not at the first snapshot
+    assert 'class="series selected"' not in svg and "Hover or focus a line" in svg
+    one = str(rating_chart(series, order=["a", "b", "wide"], selected="wide"))
+    assert one.count('class="series selected"') == 1 and 'data-bot="wide"' in one.split('series selected')[1][:30]
+    from pathlib import Path
+    css = (Path(__file__).parent.parent / "arena/serve/static/site.css").read_text()
+    assert ".chart .band { opacity: 0;" in css and ".chart .series:hover .band" in css
+
+
+def test_arena_report_html_shows_the_cli_numbers(tmp_path):
+    """`arena report --html` reads the same standings as `arena standings --json` (it showed
+    ms/decision 0.0 for every bot when it read the results without the per-seat times)."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    db = _store(tmp_path)
+    db.close()
+    runner = CliRunner()
+    store = str(tmp_path / "s.sqlite")
+    out = runner.invoke(app, ["standings", "t", "--json", "--store", store])
+    assert out.exit_code == 0, out.output
+    cli = _json.loads(out.stdout)
+    page = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", "t", "--html", str(page), "--store", store])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    for c in cli:
+        row = text.split(f"<td>{c['bot']}</td>")[1].split("</tr>")[0]
+        assert f"<td class=num>{c['ms_per_decision']:,.1f}</td>" in row
+        assert f"{100 * c['win_rate']:.1f} [{100 * c['win_rate_low']:.0f}, {100 * c['win_rate_high']:.0f}]" in row
