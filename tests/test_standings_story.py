@@ -324,3 +324,33 @@ def test_arena_report_html_shows_the_cli_numbers(tmp_path):
         row = text.split(f"<td>{c['bot']}</td>")[1].split("</tr>")[0]
         assert f"<td class=num>{c['ms_per_decision']:,.1f}</td>" in row
         assert f"{100 * c['win_rate']:.1f} [{100 * c['win_rate_low']:.0f}, {100 * c['win_rate_high']:.0f}]" in row
+
+
+def test_csv_exports_agree_with_the_standings(tmp_path):
+    """`arena standings --csv` carries the --json numbers, and the places `arena export x.csv`
+    writes average to each bot's avg place (tied seats share the average of their places)."""
+    import csv as _csv
+    import io
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    db = _store(tmp_path)
+    db.close()
+    store = str(tmp_path / "s.sqlite")
+    runner = CliRunner()
+    js = _json.loads(runner.invoke(app, ["standings", "t", "--json", "--store", store]).stdout)
+    out = runner.invoke(app, ["standings", "t", "--csv", "--store", store])
+    assert out.exit_code == 0, out.output
+    rows = list(_csv.DictReader(io.StringIO(out.stdout)))
+    assert [r["bot"] for r in rows] == [c["bot"] for c in js]
+    for r, c in zip(rows, js):
+        assert float(r["elo"]) == c["elo"] and float(r["win_rate_high"]) == c["win_rate_high"]
+        assert float(r["ms_per_decision"]) == c["ms_per_decision"] and r["rated"] == str(c["rated"])
+    path = tmp_path / "x.csv"
+    assert runner.invoke(app, ["export", str(path), "--tournament", "t", "--store", store]).exit_code == 0
+    seats = list(_csv.DictReader(path.open()))
+    for c in js:
+        places = [float(s["place"]) for s in seats if s["bot"] == c["bot"]]
+        assert len(places) == c["games"] and sum(places) / len(places) == pytest.approx(c["avg_place"], abs=1e-4)

@@ -238,7 +238,8 @@ def _need_tournament(db: Store, name: str | None, store: Path) -> None:
 @app.command("standings")
 def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
                                                                             help="A tournament; omit for every game.")] = None,
-                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False,
+                  as_csv: Annotated[bool, typer.Option("--csv", help="The standings as CSV on stdout (the --json fields).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
     from ..tournament.standings import from_store
@@ -247,6 +248,15 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
     lines = from_store(db, tournament_name)
     if as_json:
         print(json.dumps([l.as_json() for l in lines], indent=2))
+        return
+    if as_csv:
+        rows = [l.as_json() for l in lines]
+        w = csv.writer(sys.stdout)
+        fields = list(rows[0]) if rows else ["bot"]
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
+                        else "" if r[f] is None else r[f] for f in fields])
         return
     console.print(standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}"))
 
@@ -309,7 +319,10 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
             for g in rows:
                 order = g["result"]["order"]
                 for seat, bot_label in enumerate(g["seats"]):
-                    place = next(1 + sum(len(x) for x in order[:k]) for k, grp in enumerate(order) if seat in grp)
+                    # tied seats share the average of the places they span, as in every standings table
+                    place = next(1 + sum(len(x) for x in order[:k]) + (len(grp) - 1) / 2
+                                 for k, grp in enumerate(order) if seat in grp)
+                    place = int(place) if place == int(place) else place
                     w.writerow([g["id"], g["tournament"], g["index"], g["seed"], seat, bot_label, place,
                                 g["result"].get("forfeits", {}).get(str(seat), ""), g["reason"], int(g["draw"]), g["turns"]])
     else:
