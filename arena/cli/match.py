@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import trio
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -76,6 +75,7 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
               no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
     """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides."""
+    import trio
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt
     from ..referee import TimeControl

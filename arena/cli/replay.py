@@ -10,10 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..cli.common import fail
 from ..tournament.store import DEFAULT_STORE, Store, StoreError, write_private_text
-from .load import load_game
-from .simulate import ReplayError, conversation_for, requests_for, simulate
+from .common import fail
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -44,9 +42,11 @@ def replay(
     Every replay first re-simulates the game from its deal and actions and warns if
     the log does not match. Interactive on a terminal (n, p, g N, b, u, q); plain when piped.
     """
-    from .terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
+    from ..replay.load import load_game
+    from ..replay.simulate import ReplayError, conversation_for, requests_for, simulate
+    from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
                            run_seat_plain)
-    from .view import replay_data
+    from ..replay.view import replay_data
     console, err = _consoles()
     try:
         record = load_game(game, store)
@@ -67,7 +67,7 @@ def replay(
         _fail(err, f"--as {seat}: this game has seats 0..{len(rp.players) - 1}")
     data = replay_data(rp)
     if html_out is not None:
-        from .html import replay_html
+        from ..replay.html import replay_html
         if seat is not None:
             data["view"] = seat  # the page opens in that seat's view
         try:
@@ -115,9 +115,10 @@ def report(
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
     """
+    from ..replay.simulate import ReplayError, simulate
     from ..tournament.standings import from_store
-    from .html import report_html, write_report_folder
-    from .view import replay_data
+    from ..replay.html import report_html, write_report_folder
+    from ..replay.view import replay_data
     console, err = _consoles()
     try:
         db = Store(store, readonly=True)
