@@ -1,13 +1,16 @@
 """Ratings for Palace Arena: pure functions, no I/O.
 
 * :func:`fit_elo` - the official table: a maximum-likelihood Plackett-Luce
-  fit over every game at once (2-6 seats, full orders with ties, winner-only
+  fit with ties (Davidson's tie model; draws are evidence, the tie parameters
+  are fitted) over every game at once (2-6 seats, full orders, winner-only
   games, draws), on the Elo scale, with 95% intervals from the observed
   information and a likelihood-of-superiority matrix.
 * :func:`elo_difference`, :func:`los`, :class:`Sprt` - head-to-head numbers
   as chess engine testers compute them (cutechess / fishtest conventions).
 * :func:`pair_elo`, :class:`PairSprt`, :func:`bootstrap_over_deals` - the same for duplicate
   deals, whose games come in correlated pairs (pentanomial counts, as fishtest and fastchess).
+* :func:`rate_interval`, :func:`score_interval`, :func:`wilson` - every rate and match score
+  with a Wilson interval at the effective number of games: never of width zero, never infinite.
 * :class:`ProvisionalRatings` - a live openskill table during a run, clearly
   provisional.
 
