@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from itertools import permutations
 
 import choix
 import numpy as np

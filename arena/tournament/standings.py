@@ -9,7 +9,7 @@ they show the same Elo, intervals, rates, LOS and ms/decision for the same games
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
