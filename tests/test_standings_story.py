@@ -357,3 +357,11 @@ def test_csv_exports_agree_with_the_standings(tmp_path):
     for c in js:
         places = [float(s["place"]) for s in seats if s["bot"] == c["bot"]]
         assert len(places) == c["games"] and sum(places) / len(places) == pytest.approx(c["avg_place"], abs=1e-4)
+
+
+def test_no_interval_of_width_zero_or_infinity_is_written():
+    from arena.tournament.standings import elo_text, rate_text
+    assert elo_text(1500.0, 1500.0, 1500.0, True, 40) == "1500 (anchor)"  # fixed, not "± 0"
+    assert elo_text(1612.4, 1550.0, 1674.8, True, 40) == "1612 ± 62"
+    assert elo_text(1612.4, 1550.0, 1674.8, False, 4) == "too few games (4)"
+    assert rate_text(0.0, 0.0, 0.16, 40) == "0.0 [0, 16]"

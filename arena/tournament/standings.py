@@ -218,13 +218,16 @@ def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool =
 # -- how the numbers are written: the same text in every view ------------------------------------
 
 def elo_text(elo: float | None, low: float | None, high: float | None, rated: bool, games: int) -> str:
-    """``1512 ± 64``; ``too few games (4)`` below ratings.MIN_RATED_GAMES; ``-`` when unrated."""
+    """``1512 ± 64``; ``too few games (4)`` below ratings.MIN_RATED_GAMES; ``1500 (anchor)`` for a
+    ladder's anchor, whose rating is fixed rather than measured; ``-`` when unrated."""
     if elo is None:
         return "-"
     if not rated:
         return f"too few games ({games})"
     if low is None or high is None:
         return f"{elo:.0f}"
+    if high <= low:  # the ladder's anchor: fixed by definition, every other interval is relative to it
+        return f"{elo:.0f} (anchor)"
     return f"{elo:.0f} ± {(high - low) / 2:.0f}"
 
 
