@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -87,7 +86,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..engine import RulesError
     from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    import sqlite3
+    from ..faults import ArenaFailure
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
     try:
         from ..config import ConfigFileError
         kinds.append(ConfigFileError)
@@ -112,6 +113,7 @@ def describe_error(e: BaseException) -> str:
     """One line for a failure; the disk-full and read-only cases say what to do."""
     text = str(e) or type(e).__name__
     low = text.lower()
+    import sqlite3
     if isinstance(e, sqlite3.Error) or "disk is full" in low or "no space left" in low:
         if "full" in low or "no space" in low or "too large" in low or "disk i/o" in low:
             return (f"could not store a game: {text}; the games stored before it are kept; "
@@ -169,7 +171,16 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class ArenaTyper(typer.Typer):
-    """A Typer whose every command runs inside :func:`guard`, whoever registers it."""
+    """A Typer whose every command runs inside :func:`guard`, whoever registers it.
+
+    Help is plain text (``rich_markup_mode=None``): typer's Rich help alone takes about six
+    times the interpreter's start to import (bench/bench_cli.py), and plain help shows a
+    ``[limits]`` in a help string as written instead of reading it as markup.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(*args, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)

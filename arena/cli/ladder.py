@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..ladder import LadderStandings, RunSummary
 
-from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from ..tournament import DEFAULT_STORE
 from .common import fail, is_interrupt
 from .match import match_cmd
 
@@ -58,6 +59,7 @@ def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
     from ..tournament.standings import elo_text, los_text, rate_text
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
+    from rich.table import Table
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
                   caption=f"Elo: one Plackett-Luce fit with ties over all games of the ladder ({gauge}); ± and "
@@ -116,6 +118,7 @@ def view_lines(st: "LadderStandings") -> list[str]:
 def matrix_table(st: "LadderStandings") -> Table:
     assert st.matrix is not None
     order = [r.label for r in st.rows]
+    from rich.table import Table
     table = Table(title="Head to head", title_justify="left",
                   caption="score of row vs column over the games where both sat (finished ahead = 1, same place "
                           "or a draw = ½) / number of those games", caption_justify="left")
@@ -135,6 +138,7 @@ def matrix_table(st: "LadderStandings") -> Table:
 # --------------------------------------------------------------------------- commands
 
 def _load(ref: str, store: Path | None, jobs: int | None):
+    from ..tournament.store import StoreError
     from ..ladder import LadderError, load_ladder, open_store
     try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
         ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
@@ -154,6 +158,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
                as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import CheckFailed, LadderError, submit
@@ -196,7 +201,7 @@ class _LadderGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False,
+ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                          help="List ladders, show one (arena ladder NAME), keep one playing (arena ladder run NAME), "
                               "retire or reinstate a member.")
 
@@ -213,6 +218,7 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
     """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import LadderError, ensure_seeded, ladder_standings, rating_history
@@ -253,6 +259,7 @@ def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]
         out.print(f"no rating snapshots of {escape(bot)} on {ladder} yet (`arena ladder run {ladder}` and "
                   "`arena submit` take them)", highlight=False)
         return
+    from rich.table import Table
     table = Table(title=f"Rating history of {escape(bot)} on {ladder}", title_justify="left",
                   caption="one row per snapshot: the maximum-likelihood fit over the ladder's games at that time",
                   caption_justify="left")
@@ -290,6 +297,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             plain: PlainOpt = False,
             as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
     """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import LadderError, RunSummary, ladder_standings, run_ladder
@@ -370,6 +378,7 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
+    from ..tournament.store import Store, StoreError
     from ..ladder import list_ladders, members
     rows = []
     for name, lad, error in list_ladders():
@@ -394,6 +403,7 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
     if not rows:
         out.print("no ladders (add ladders/NAME.toml; see ladders/README.md)")
         return
+    from rich.table import Table
     table = Table(title="Ladders", title_justify="left", caption="arena ladder NAME shows one; "
                   "arena submit BOT --ladder NAME joins one", caption_justify="left")
     for col in ("ladder", "rules", "seats", "members", "games", "description"):

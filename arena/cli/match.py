@@ -15,8 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..bots.manifest import ManifestError
-from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from ..tournament import DEFAULT_STORE
 from .common import is_interrupt
 
 if TYPE_CHECKING:
@@ -75,6 +74,8 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
               no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
     """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides."""
+    from ..tournament.store import Store, StoreError
+    from ..bots.manifest import ManifestError
     import trio
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt
