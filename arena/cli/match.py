@@ -6,7 +6,6 @@ Kept free of numpy/scipy imports at module level: every ``arena`` command loads 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -40,17 +39,13 @@ def _parse_sprt(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _num(x: float, fmt: str = "+.1f") -> str:
-    return format(x, fmt) if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
-
-
 def match_line(p: "MatchProgress") -> str:
     """One progress line: games, W/D/L, pair counts, Elo from pairs, win rate over deals, LOS, LLR."""
-    elo, margin = p.elo()
-    m = f"{margin:.1f}" if math.isfinite(margin) else "inf"
+    from ..ladder.match import elo_text
+    from ..ratings import pair_elo
     pairs = " ".join(f"{n} {c}" for n, c in zip(PAIR_NAMES, p.pairs))
     rate, lo, hi = p.win_rate()
-    text = (f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  pairs {pairs}  Elo {_num(elo)} ± {m}  "
+    text = (f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  pairs {pairs}  Elo {elo_text(pair_elo(p.pairs))}  "
             f"win {100 * rate:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]  LOS {100 * p.los():.1f}%")
     if p.sprt is not None:
         s = p.sprt
@@ -162,10 +157,10 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
         print(json.dumps({**result.as_json(), "tournament": tid if db else None, "verdict": verdict}, indent=2))
         return
     data = result.as_json()
-    fmt = lambda x: "inf" if x is None else f"{x:+.1f}"  # noqa: E731
+    fmt = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
     out.print(verdict, highlight=False, markup=False, soft_wrap=True)
     out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
-              + f"; Elo {fmt(data['elo'])} [{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] from pairs, "
+              + f"; +{data['wins']} ={data['draws']} -{data['losses']}; Elo {data['elo_text']} from pairs, "
               f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
               f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",
               highlight=False, markup=False, soft_wrap=True)
