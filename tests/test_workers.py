@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,10 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
             pid = worker_pids()[0]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
+            # dead before the run can notice (this runs inside its loop): the next games sent may
+            # go to the dead worker's broken pipe, and must be played elsewhere all the same
+            while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                time.sleep(0.001)
         return saved
 
     monkeypatch.setattr(run, "store_played", store_then_kill)

@@ -177,6 +177,7 @@ class _Worker:
                 await self.proc.stdin.send_all(_pack({"t": "game", "id": rid, "task": task.wire()}))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.held.pop(rid, None)
+            self.alive = False  # dead before its reader noticed: no other game is sent here meanwhile
             raise WorkerDied() from None
         await slot.done.wait()
         reply = slot.reply
