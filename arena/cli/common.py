@@ -3,7 +3,9 @@
 Every command registered on :class:`ArenaTyper` (the ladder, replay and serve commands too)
 runs inside :func:`guard`: a Ctrl-C anywhere, even one trio wraps in an exception group,
 ends in a single "interrupted ..." line and exit status 130; a full disk, an unusable store
-or a bad config file ends in a single ``error:`` line and exit status 2. Messages are escaped
+or a bad config file ends in a single ``error:`` line and exit status 2, and anything else (an
+arena bug) in one line and exit status 70, so that a verdict's 1 (``arena check`` found a fault,
+``arena match`` accepted H0) is never mistaken for a crash. Messages are escaped
 before Rich sees them, so a bracketed name such as ``palace-arena[dask]`` prints as written.
 """
 
@@ -34,6 +36,7 @@ except ImportError:  # pragma: no cover - older typer uses click's own
 
 INTERRUPTED = 130
 USAGE = 2
+BUG = 70  # sysexits' EX_SOFTWARE: apart from 1, which commands use for a verdict (a fault, H0 accepted)
 
 err = Console(stderr=True, highlight=False) if sys.stderr.isatty() else Console(stderr=True, width=160, highlight=False)
 
@@ -170,7 +173,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
                 first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
                           "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
-                raise typer.Exit(1) from None
+                raise typer.Exit(BUG) from None
             code, line = result
             if code == INTERRUPTED:
                 err.print(escape(line), soft_wrap=True)

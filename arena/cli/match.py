@@ -1,6 +1,9 @@
-"""``arena match``: the command line of :func:`arena.ladder.match.run_match`.
+"""``arena match``: the command line of :func:`arena.ladder.match.run_match`, usable as a CI gate.
 
-Kept free of numpy/scipy imports at module level: every ``arena`` command loads it.
+With ``--sprt`` the exit status is the verdict (:data:`EXIT_STATUS`), distinct from errors (2),
+an interrupt (130) and an arena bug (70), and ``--summary`` writes it as Markdown for a
+pull-request comment. Kept free of numpy/scipy imports at module level: every ``arena`` command
+loads it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 
 PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, without importing numpy here
 
+# The verdict of an SPRT as the exit status: a CI job passes only when H1 is accepted.
+EXIT_STATUS = {"accept_h1": 0, "accept_h0": 1, "max_games": 3}
 
 def _fail(message: str, code: int = 2) -> None:
     Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -60,9 +65,9 @@ def match_line(p: "MatchProgress") -> str:
     return text + f"  {p.status}"
 
 
-def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. the new version): a path, a bundled "
+def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the candidate, e.g. the new version): a path, a bundled "
                                                     "name, or a ladder label name@version from the store.")],
-              b: Annotated[str, typer.Argument(help="Bot B (the baseline), the same way.")],
+              b: Annotated[str, typer.Argument(metavar="B", help="Bot B (the baseline), the same way.")],
               rules_name: Annotated[str, typer.Option("--rules", help="Rule preset.")] = "classic",
               rule: Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option, name=value.")] = None,
               sprt: Annotated[Optional[str], typer.Option(help="elo0,elo1: stop when the SPRT (pentanomial, on deal "
@@ -75,12 +80,25 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
               move_ms: Annotated[int, typer.Option(help="Time per decision, ms.")] = 1000,
               bank_ms: Annotated[int, typer.Option(help="Time bank for overruns, ms.")] = 10_000,
               max_turns: Annotated[int, typer.Option(help="Turn cap: a longer game is adjudicated a draw.")] = 2000,
-              concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Deal pairs at a time (0: cores).")] = 0,
+              concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Games at a time (0: cores). "
+                                                       "-j 1 plays a deal's two games one after the other, so "
+                                                       "bots that search on the clock never share a core.")] = 0,
               every: Annotated[int, typer.Option(help="Print a progress line every N games.")] = 10,
               store: Annotated[Path, typer.Option("--store", help="The game store.")] = DEFAULT_STORE,
               no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the games.")] = False,
-              as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False) -> None:
-    """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides."""
+              as_json: Annotated[bool, typer.Option("--json", help="The final result as JSON on stdout.")] = False,
+              summary: Annotated[Optional[Path], typer.Option("--summary", metavar="FILE.md",
+                                                              help="Also write the result as Markdown (for a "
+                                                                   "pull-request comment or a CI job summary).")] = None,
+              sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with "
+                                                              "bubblewrap (the default where it works); --no-sandbox: "
+                                                              "private uid and namespaces only.")] = None,
+              trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, "
+                                                         "uncontained, on purpose.")] = False) -> None:
+    """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides.
+
+    Exit status with --sprt: 0 H1 accepted (A is better by elo1), 1 H0 accepted (it is not), 3 undecided when --max-games ran out; without --sprt 0 once the games are played. Either way 2 means an error (bad arguments, a bot that cannot start), 130 an interrupt, 70 an arena bug.
+    """  # noqa: E501 - one line: the help keeps the docstring's line breaks
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt
     from ..referee import TimeControl
@@ -136,7 +154,8 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
     try:
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
-                                                 store=db, on_pair=on_pair, on_resume=on_resume))
+                                                 store=db, on_pair=on_pair, on_resume=on_resume,
+                                                 sandbox=sandbox, trusted=trusted_bots))
     except (LadderError, StoreError) as e:
         _fail(str(e))
     except BaseException as e:
@@ -150,10 +169,16 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
         verdict = {"accept_h1": f"H1 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo1:g} Elo than {test.elo0:g}",
                    "accept_h0": f"H0 accepted: {spec_a.label} - {spec_b.label} is nearer {test.elo0:g} Elo than {test.elo1:g}",
                    "max_games": f"no SPRT decision within {planned} games"}[result.status]
-    if as_json:
-        print(json.dumps({**result.as_json(), "tournament": tid if db else None, "verdict": verdict}, indent=2))
-        return
+    code = EXIT_STATUS[result.status] if test is not None else 0
     data = result.as_json()
+    if summary is not None:
+        try:
+            summary.write_text(summary_markdown(data, verdict, head, tid if db else None))
+        except OSError as e:
+            _fail(f"--summary: cannot write {summary}: {e.strerror or e}")
+    if as_json:
+        print(json.dumps({**data, "tournament": tid if db else None, "verdict": verdict, "exit_status": code}, indent=2))
+        raise typer.Exit(code)
     fmt = lambda x: "inf" if x is None else f"{x:+.1f}"  # noqa: E731
     out.print(verdict, highlight=False, markup=False, soft_wrap=True)
     out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
@@ -163,6 +188,34 @@ def match_cmd(a: Annotated[str, typer.Argument(help="Bot A (the candidate, e.g. 
               highlight=False, markup=False, soft_wrap=True)
     if db is not None:
         out.print(f"games stored in {store}: arena games --tournament {tid!r}", highlight=False, markup=False, soft_wrap=True)
+    if summary is not None:
+        out.print(f"summary written to {summary}", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
-__all__ = ["match_cmd", "match_line"]
+def summary_markdown(data: dict, verdict: str, head: str, tournament: str | None = None) -> str:
+    """The result of a match as a short Markdown report (from :meth:`MatchProgress.as_json`)."""
+    fmt = lambda x: "∞" if x is None else f"{x:+.1f}"  # noqa: E731
+    icon = {"accept_h1": "✅", "accept_h0": "❌", "max_games": "⚠️"}.get(data["status"], "ℹ️")
+    margin = "∞" if data["elo_margin"] is None else f"{data['elo_margin']:.1f}"
+    lines = [f"### {icon} {data['a']} vs {data['b']}: {verdict}", "", head, "",
+             "| | |", "|---|---|",
+             f"| Elo (A − B, from deal pairs) | {fmt(data['elo'])} ± {margin} "
+             f"[{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] (95%) |",
+             f"| LOS | {100 * data['los']:.1f}% |",
+             f"| games | {data['games']} ({data['deals']} deals): +{data['wins']} ={data['draws']} -{data['losses']} |",
+             f"| A's win rate | {100 * data['win_rate']:.1f}% [{100 * data['win_rate_low']:.1f}, "
+             f"{100 * data['win_rate_high']:.1f}] |"]
+    s = data.get("sprt")
+    if s is not None:
+        lines.append(f"| SPRT ({s['model']}) | LLR {s['llr']:+.2f} in [{s['lower']:+.2f}, {s['upper']:+.2f}], "
+                     f"H0 Elo {s['elo0']:g}, H1 Elo {s['elo1']:g}, α {s['alpha']:g}, β {s['beta']:g} |")
+    lines += ["", "Deal pairs (A's two games of a deal, pentanomial):", "",
+              "| " + " | ".join(data["pairs"]) + " |", "|" + "---|" * len(data["pairs"]),
+              "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |"]
+    if tournament:
+        lines += ["", f"Games: `arena games --tournament '{tournament}'`"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["EXIT_STATUS", "match_cmd", "match_line", "summary_markdown"]

@@ -160,12 +160,16 @@ def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
 async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
+                    sandbox: bool | None = None, trusted: bool = False,
                     on_pair: Callable[[MatchProgress], None] | None = None,
                     on_resume: Callable[[int, int], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
-    accepts H0 or H1 or ``match_games(max_games)`` are played.  The verdict depends only on the
-    games, in order: concurrency plays some pairs ahead, and a stored match resumes where it
-    stopped (``on_resume(stored, planned)`` is told first).  Returns the progress (from ``a``'s
+    accepts H0 or H1 or ``match_games(max_games)`` are played.  ``concurrency`` counts games at a
+    time (1: the two games of a deal one after the other, so bots that search on the clock never
+    share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
+    ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
+    first).  Without a ``launcher`` the bots start contained as ``sandbox``/``trusted`` say
+    (:class:`arena.bots.launch.Launcher`).  Returns the progress (from ``a``'s
     side: W/D/L, pair counts, SPRT state) and the store's tournament id."""
     if a.label == b.label:
         raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
@@ -188,23 +192,27 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     if launcher is None:
         from ..bots.launch import Launcher
         cleanup_stale()
-        launcher = Launcher()
+        launcher = Launcher(sandbox=sandbox, trusted=trusted)
     secret = load_secret(store.path.parent) if store is not None else run_secret()
     setup = BotSetup.of({a.label: a, b.label: b}, clock=clock)  # in process: refs unused
+
+    concurrency = max(1, concurrency)
+    limiter = trio.CapacityLimiter(concurrency)
 
     async def play(idx: int) -> None:
         deal = idx // 2
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
-        played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
-                                              rules.options(), max_turns))
+        async with limiter:
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
+                                                  rules.options(), max_turns))
         if store is not None:
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})
 
-    async with open_in_process(setup, capacity=2 * concurrency, launcher=launcher) as executor:
+    async with open_in_process(setup, capacity=concurrency, launcher=launcher) as executor:
         deal = 0
         while deal < pairs and progress.status == "continue":
-            batch = range(deal, min(pairs, deal + max(1, concurrency)))
+            batch = range(deal, min(pairs, deal + (concurrency + 1) // 2))
             todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
             if todo:
                 async with trio.open_nursery() as nursery:
