@@ -238,7 +238,10 @@ def _need_tournament(db: Store, name: str | None, store: Path) -> None:
 @app.command("standings")
 def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
                                                                             help="A tournament; omit for every game.")] = None,
-                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False,
+                  calibration: Annotated[bool, typer.Option("--calibration", help="Add each bot's Brier score: its "
+                                                            "info.win_prob against how its games ended (reads every "
+                                                            "game's log).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
     from ..tournament.standings import standings
@@ -246,15 +249,31 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
     _need_tournament(db, tournament_name, store)
     lines = standings(db.results(tournament_name))
     _add_think_time(db, tournament_name, lines)
+    briers = {}
+    if calibration:
+        from ..tournament.calibration import stored_calibration
+        briers = stored_calibration(db, tournament_name)
     if as_json:
-        print(json.dumps([l.as_json() for l in lines], indent=2))
+        rows = [l.as_json() for l in lines]
+        if calibration:
+            for row in rows:
+                c = briers.get(row["bot"])
+                row["calibration"] = c.as_json() if c is not None else None
+        print(json.dumps(rows, indent=2))
         return
     table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
     if any(l.decisions for l in lines):
         from rich.table import Column
         table.columns.append(Column(header="ms/decision", justify="right",
                                     _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
+    if calibration:
+        from rich.table import Column
+        cells = [f"{briers[l.bot].brier:.3f} ({briers[l.bot].decisions:,})" if l.bot in briers else "-" for l in lines]
+        table.columns.append(Column(header="Brier (decisions)", justify="right", _cells=cells))
     console.print(table)
+    if calibration:
+        console.print("Brier: the mean of (win_prob - won)² over a bot's decisions that carried a win_prob; "
+                      "0 is perfect, 0.25 is always saying 50%.", style="dim")
 
 
 def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
