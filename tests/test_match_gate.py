@@ -175,7 +175,7 @@ def test_example_workflow_uses_real_options():
     for argv in commands:
         sub = cli.get_command(None, argv[1])  # type: ignore[attr-defined]
         assert sub is not None, argv
-        sub.make_context(argv[1], argv[2:])
+        sub.make_context(argv[1], [w for w in argv[2:] if not w.startswith("${")])  # bash arrays: set above
 
 
 @pytest.fixture
@@ -206,11 +206,15 @@ def test_example_workflow_gate_steps_run(public_tmp: Path):
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m arena.cli \"$@\"\n")
     shim.chmod(0o755)
     env["PATH"] = f"{shim.parent}:{env['PATH']}"
+    assert subprocess.run([sys.executable, "-m", "arena.cli", "deals", "make", str(public_tmp / "new" / "deals.json"),
+                           "-n", "3", "--rules", env["RULES"]], capture_output=True, env=env).returncode == 0
+    env["DEALS"] = "deals.json"
     for name in ("Label the baseline", "SPRT gate"):
         done = subprocess.run(["bash", "-e", "-c", steps[name]["run"]], cwd=public_tmp, env=env,
                               capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
     assert 'version = "base"' in (public_tmp / "old" / "bot" / "bot.toml").read_text()
     assert "starter-python@1.0.0 vs starter-python@base" in done.stdout
+    assert "from the suite new/deals.json (3 deals)" in done.stdout
     assert (public_tmp / "out").read_text() == "status=3\n"
     assert (public_tmp / "summary.md").read_text().startswith("### ⚠️ starter-python@1.0.0 vs starter-python@base")

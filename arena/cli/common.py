@@ -115,6 +115,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         kinds.append(LadderError)
     except ImportError:  # pragma: no cover
         pass
+    from ..tournament.suites import SuiteError  # a StoreError already; named for clarity
+    kinds.append(SuiteError)
     from ..bots.launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
     kinds.append(ContainmentError)
     return tuple(kinds)

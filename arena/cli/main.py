@@ -21,6 +21,7 @@ from ..replay.cli import register as register_replays
 from ..serve.cli import register as register_serve
 from ..tournament.store import DEFAULT_STORE, Store, open_private
 from .common import ArenaTyper, fail, progress
+from .deals import register as register_deals
 from .ladder import register as register_ladders
 
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
@@ -385,3 +386,4 @@ def main() -> None:  # pragma: no cover
 register_replays(app)
 register_ladders(app)
 register_serve(app)
+register_deals(app)

@@ -25,6 +25,7 @@ from ..referee import TimeControl
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
+from ..tournament.suites import Suite
 from .config import LadderError
 
 @dataclass
@@ -38,6 +39,7 @@ class MatchProgress:
     status: str = "continue"  # or accept_h0 / accept_h1 / max_games
     pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
     deal_wins: list[float] = field(default_factory=list)  # a's outright wins per deal / 2
+    deal_pairs: list[int] = field(default_factory=list)  # each deal's pair outcome, an index into PAIR_NAMES
 
     @property
     def games(self) -> int:
@@ -99,6 +101,7 @@ class MatchProgress:
             else:
                 self.losses += 1
         self.pairs[pair_index(first, second)] += 1
+        self.deal_pairs.append(pair_index(first, second))
         self.deal_wins.append(((first == 1.0) + (second == 1.0)) / 2)
         if isinstance(self.sprt, PairSprt):
             self.sprt.update(first, second)
@@ -107,11 +110,13 @@ class MatchProgress:
             self.sprt.update(second)
 
 
-def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int) -> tuple[str, dict[str, Any]]:
+def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int,
+             suite: Suite | None = None) -> tuple[str, dict[str, Any]]:
     """The store's tournament id for a match: same bots (the files in their directories), rules,
-    seed and turn cap = same games, resumed."""
+    seed (or deal suite) and turn cap = same games, resumed."""
     fp = {"format": "match", "bots": [a.label, b.label], "hashes": [a.files_hash(), b.files_hash()],
-          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns, "deals": "secret"}
+          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns,
+          "deals": "secret" if suite is None else f"suite:{suite.digest()}"}
     digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:10]
     return f"match:{a.label}:{b.label}:{digest}", fp
 
@@ -160,7 +165,7 @@ def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
 async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
-                    sandbox: bool | None = None, trusted: bool = False,
+                    sandbox: bool | None = None, trusted: bool = False, suite: Suite | None = None,
                     on_pair: Callable[[MatchProgress], None] | None = None,
                     on_resume: Callable[[int, int], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
@@ -169,14 +174,22 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
     ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
     first).  Without a ``launcher`` the bots start contained as ``sandbox``/``trusted`` say
-    (:class:`arena.bots.launch.Launcher`).  Returns the progress (from ``a``'s
+    (:class:`arena.bots.launch.Launcher`).  With a ``suite`` its deals are played in order (at
+    most ``max_games`` games) under its rules instead of fresh deals from ``seed``.  Returns the progress (from ``a``'s
     side: W/D/L, pair counts, SPRT state) and the store's tournament id."""
     if a.label == b.label:
         raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
     if not rules.min_players <= 2 <= rules.max_players:
         raise LadderError(f"{rules.name} is not a two-player game")
-    tid, fp = match_id(a, b, rules, seed, max_turns)
+    if suite is not None:
+        if suite.players != 2:
+            raise LadderError(f"the deal suite is for {suite.players} players; a match is two-player")
+        if suite.rules.options() != rules.options():
+            raise LadderError("the deal suite was made for other rules than the match's")
+    tid, fp = match_id(a, b, rules, seed, max_turns, suite)
     pairs = match_games(max_games) // 2
+    if suite is not None:
+        pairs = min(pairs, len(suite.deals))
     stored: dict[int, tuple[list[str], dict[str, Any]]] = {}
     if store is not None:
         store.begin_tournament(tid, fp, 2 * pairs)
@@ -203,7 +216,8 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         deal = idx // 2
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
         async with limiter:
-            played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
+            dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats),
                                                   rules.options(), max_turns))
         if store is not None:
             store_played(store, tid, idx, seats, played)
