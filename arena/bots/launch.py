@@ -289,7 +289,8 @@ class Launcher:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
             return TRUSTED
-        no_bwrap = "--no-sandbox was given" if self.sandbox is False else await sandbox_problem()
+        off = "the sandbox is off (--no-sandbox, or sandbox = false in the tournament or ladder file)"
+        no_bwrap = off if self.sandbox is False else await sandbox_problem()
         if no_bwrap is None:
             return BUBBLEWRAP
         if self.sandbox:
@@ -297,7 +298,7 @@ class Launcher:
         no_ns = await namespaces_problem()
         if no_ns is None:
             if self.sandbox is False:
-                self._warn("--no-sandbox: bots run without bubblewrap, contained by a private uid and "
+                self._warn(f"{off}: bots run without bubblewrap, contained by a private uid and "
                            "namespaces (no network, private /tmp, only the system and their own directory visible)")
             return NAMESPACES
         raise ContainmentError(

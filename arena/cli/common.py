@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -186,6 +188,43 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _flags_without_type() -> None:
+    """typer 0.29 shows a flag's type as ``<bool>`` in --help, as if it took a value: drop it."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # pragma: no cover - an older typer prints no such placeholder
+        return
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_arena", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) and self.metavar is None else shown(self, ctx)
+    display_type_rich._arena = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type()
+
+
+def _term_as_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM (a service manager, ``kill``, a CI timeout) stops a command the way Ctrl-C does:
+    trio's SIGINT handler delivers it where it is safe, games in flight are abandoned, bots and
+    their cgroups are cleaned up, and one "interrupted" line says what was kept. Where SIGINT is
+    ignored (a background job), SIGTERM keeps its default action."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    signal.raise_signal(signal.SIGINT)
+
+
+def handle_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C from here on (main thread only, and only over the default action)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _term_as_interrupt)
+
+
 class ArenaTyper(typer.Typer):
     """A Typer whose every command runs inside :func:`guard`, whoever registers it."""
 
@@ -201,6 +240,7 @@ class ArenaTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the app; a usage error prints in the same one-line style as every other error."""
         command = typer.main.get_command(self)
+        handle_sigterm()
         try:
             code = command.main(*args, standalone_mode=False, **kwargs)
         except _NO_ARGS as e:

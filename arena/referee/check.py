@@ -39,6 +39,11 @@ SCENARIOS: list[tuple[str, Rules, int]] = [
     ("skip8 at six", PRESETS["skip8"], 6),
 ]
 STDERR_LINES = 8
+FLUSH_HINT = ("not one complete line arrived: if the bot did print its answer, its output was probably "
+              "buffered. Flush stdout after every line (Python: print(..., flush=True) or run python3 -u; "
+              "C/C++: fflush(stdout) or setvbuf(stdout, NULL, _IOLBF, 0); Java: System.out.flush(); "
+              "Rust: std::io::stdout().flush(); Go: use fmt.Println on os.Stdout, or Flush a bufio.Writer; "
+              "Node: process.stdout.write is fine) and end every line with a newline")
 STDOUT_HINT = ("stdout is for protocol lines only: write logs and debugging output to stderr "
                "(Python: print(..., file=sys.stderr))")
 
@@ -253,8 +258,10 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
         left = (step or {}).get("ms")
         if left is not None:
             first["message"] = f"no answer within the {left:,.0f} ms it had left"
+        answered = [st for st in mine if "fault" not in st]
         first["hint"] = (f"{clock_words(clock.move_ms, clock.bank_ms)}; bank used up after {len(slow)} slow "
                          f"move(s), slowest {max(slow):,.0f} ms" if slow else
+                         FLUSH_HINT if not answered else
                          f"{clock_words(clock.move_ms, clock.bank_ms)}; one move took longer than all of it")
     if any("ModuleNotFoundError" in line or "ImportError" in line for line in stderr):
         first["hint"] = ("an import failed: check which interpreter runs the bot (the header says) "
@@ -286,8 +293,6 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     p(f"[bold]arena check {escape(report['bot'])}[/]  clock: {escape(report.get('clock_words', ''))}")
     if report.get("interpreter"):
         p(f"  {escape(report['interpreter'])}")
-    if report.get("containment"):
-        p(f"  containment: {escape(str(report['containment']))}")
     table = Table(title_justify="left", show_edge=False)
     for col in ("scenario", "game", "seat", "decisions", "result"):
         table.add_column(col, justify="right" if col in ("game", "seat", "decisions") else "left")

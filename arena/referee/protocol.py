@@ -145,9 +145,17 @@ def parse_line(line: str) -> Any:
         raise BadJson(f"not JSON: {e}") from None
 
 
+HELLO_HINT = ("the first line a bot prints must be its hello answer; write banners, logs and debugging "
+              "output to stderr (Python: print(..., file=sys.stderr))")
+
+
 def read_bot_hello(line: str) -> dict[str, Any]:
-    msg = parse_line(line)
-    _check("bot_hello", msg)
+    """The bot's ``hello`` answer; a bad one names the line it got (a banner, a log line) and what to do."""
+    try:
+        msg = parse_line(line)
+        _check("bot_hello", msg)
+    except (BadJson, SchemaViolation) as e:
+        raise type(e)(f"{e}; the bot's first line was {_quote(line.rstrip(chr(10)), 80)}; hint: {HELLO_HINT}") from None
     if msg["protocol"] != PROTOCOL_VERSION:
         raise BadVersion(f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")
     return msg
