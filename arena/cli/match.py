@@ -199,17 +199,21 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         data["deals_report"] = deal_report(result.deal_pairs, suite.games)
     if summary is not None:
         try:
-            summary.write_text(summary_markdown(data, verdict, head, tid if db else None))
+            from ..ratings import pair_elo
+            pe = pair_elo(result.pairs)
+            signs = {"elo": result.elo()[0], "elo_low": pe["elo_low"], "elo_high": pe["elo_high"]}
+            summary.write_text(summary_markdown(data, verdict, head, tid if db else None, signs))
         except OSError as e:
             _fail(f"--summary: cannot write {summary}: {e.strerror or e}")
     if as_json:
         print(json.dumps({**data, "tournament": tid if db else None, "verdict": verdict, "exit_status": code}, indent=2))
         raise typer.Exit(code)
-    fmt = lambda x: "inf" if x is None else f"{x:+.1f}"  # noqa: E731
+    from ..ratings import pair_elo
+    pe = pair_elo(result.pairs)  # the raw figures: JSON's null loses an infinity's sign
     out.print(verdict, highlight=False, markup=False, soft_wrap=True)
     out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
-              + f"; Elo {fmt(data['elo'])} [{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] from pairs, "
-              f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
+              + f"; Elo {_num(result.elo()[0])} [{_num(pe['elo_low'])}, {_num(pe['elo_high'])}] from pairs, "
+              f"normalized Elo {_num(pe['nelo'])}; A's win rate {100 * data['win_rate']:.1f}% "
               f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",
               highlight=False, markup=False, soft_wrap=True)
     if suite is not None:
@@ -243,15 +247,19 @@ def flip_lines(report: list[dict], a: str, b: str) -> list[str]:
             f"  the rest: {same} (WL or DD: the seat decided it; LD or WD: a draw in one seat)"]
 
 
-def summary_markdown(data: dict, verdict: str, head: str, tournament: str | None = None) -> str:
-    """The result of a match as a short Markdown report (from :meth:`MatchProgress.as_json`)."""
-    fmt = lambda x: "∞" if x is None else f"{x:+.1f}"  # noqa: E731
+def summary_markdown(data: dict, verdict: str, head: str, tournament: str | None = None,
+                     signs: dict[str, float] | None = None) -> str:
+    """The result of a match as a short Markdown report (from :meth:`MatchProgress.as_json`;
+    ``signs``: the raw Elo figures, whose infinities JSON's null does not keep)."""
+    raw = signs or {}
+    fmt = lambda x, key="": (f"{x:+.1f}" if x is not None else  # noqa: E731
+                             ("-∞" if raw.get(key, 1) < 0 else "+∞") if key in raw else "±∞")
     icon = {"accept_h1": "✅", "accept_h0": "❌", "max_games": "⚠️"}.get(data["status"], "ℹ️") if "sprt" in data else "ℹ️"
     margin = "∞" if data["elo_margin"] is None else f"{data['elo_margin']:.1f}"
     lines = [f"### {icon} {data['a']} vs {data['b']}: {verdict}", "", head, "",
              "| | |", "|---|---|",
-             f"| Elo (A − B, from deal pairs) | {fmt(data['elo'])} ± {margin} "
-             f"[{fmt(data['elo_low'])}, {fmt(data['elo_high'])}] (95%) |",
+             f"| Elo (A − B, from deal pairs) | {fmt(data['elo'], 'elo')} ± {margin} "
+             f"[{fmt(data['elo_low'], 'elo_low')}, {fmt(data['elo_high'], 'elo_high')}] (95%) |",
              f"| LOS | {100 * data['los']:.1f}% |",
              f"| games | {data['games']} ({data['deals']} deals): +{data['wins']} ={data['draws']} -{data['losses']} |",
              f"| A's win rate | {100 * data['win_rate']:.1f}% [{100 * data['win_rate_low']:.1f}, "
