@@ -145,6 +145,9 @@ class TournamentFile(_Shared):
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
     processes: Annotated[StrictInt, Field(ge=0)] = 0
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
+    suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
+                                             "file: its deals are played at every table instead of fresh ones. It "
+                                             "sets the number of deals; rules, options and seats must match it.")
 
 
 class LadderFile(_Shared):

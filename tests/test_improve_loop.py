@@ -83,7 +83,7 @@ def test_the_improve_loop(work: Path):
     # 4. a suite of the lost deals; the new version proves itself on it
     cut = _arena(work, "deals", "from-games", "lost.json", "--lost-by", "starter-python@1.0.0")
     assert cut.returncode == 0, cut.stdout + cut.stderr
-    proved = _arena(work, "match", "my-bot-2", "my-bot", "--deals", "lost.json", "--sprt", "0,50",
+    proved = _arena(work, "match", "my-bot-2", "my-bot", "--suite", "lost.json", "--sprt", "0,50",
                     "--summary", "summary.md")
     assert proved.returncode == 0, proved.stdout + proved.stderr
     assert "H1 accepted: starter-python@1.1.0 - starter-python@1.0.0" in proved.stdout

@@ -1,4 +1,4 @@
-"""Deal suites: `arena deals make` / `from-games` / `show`, and `arena match --deals` playing a
+"""Deal suites: `arena deals make` / `from-games` / `show`, and `arena match --suite` (and `arena tournament --suite`) playing a
 suite (its seeds, never shown to a bot) with the per-deal flip report."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_broken_suites_are_named(tmp_path: Path, text: str, needle: str):
     path.write_text(text)
     with pytest.raises(SuiteError, match=needle):
         load_suite(path)
-    done = runner.invoke(app, ["match", "lowest", "highest", "--deals", str(path), "--no-store"])
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store"])
     assert done.exit_code == 2 and "Traceback" not in done.output
 
 
@@ -88,7 +88,7 @@ def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     path = tmp_path / "s.json"
     save_suite(path, make_suite(rules_from("shithead", {}), 2, 8))
     md = tmp_path / "m.md"
-    done = runner.invoke(app, ["match", "lowest", "highest", "--deals", str(path), "--no-store", "--max-turns", "600",
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store", "--max-turns", "600",
                                "--json", "--summary", str(md)])
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
@@ -98,7 +98,7 @@ def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     assert counts == data["pairs"]
     text = md.read_text()
     assert "per deal of the suite (8 played)" in text and "flipped from a win to a loss (LL" in text
-    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--deals", str(path), "--rules", "classic"])
+    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic"])
     assert with_rules.exit_code == 2 and "the suite sets the rules" in with_rules.output
 
 
@@ -124,7 +124,7 @@ def test_from_games_cuts_the_games_a_bot_lost_and_names_them(tmp_path: Path, in_
     shown = runner.invoke(app, ["deals", "show", str(path)])
     assert f"cut from {len(suite.deals)} stored games" in shown.output
     # the flip report names the stored game each deal came from
-    played = runner.invoke(app, ["match", "heuristic", "lowest", "--deals", str(path), "--no-store",
+    played = runner.invoke(app, ["match", "heuristic", "lowest", "--suite", str(path), "--no-store",
                                  "--max-turns", "600"])
     assert played.exit_code == 0, played.output
     assert "per deal of the suite" in played.stdout
@@ -153,14 +153,42 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
 
 
 def test_match_on_a_suite_end_to_end(tmp_path: Path):
-    """Real bot processes: arena deals make, then arena match --deals with the SPRT."""
+    """Real bot processes: arena deals make, then arena match --suite with the SPRT."""
     path = tmp_path / "s.json"
     def arena(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=240)
     assert arena("deals", "make", str(path), "-n", "40", "--rules", "shithead").returncode == 0
-    done = arena("match", "lowest", "highest", "--deals", str(path), "--sprt", "0,100", "--max-turns", "600",
+    done = arena("match", "lowest", "highest", "--suite", str(path), "--sprt", "0,100", "--max-turns", "600",
                  "--store", str(tmp_path / "st.sqlite"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "from the suite" in done.stdout and "per deal of the suite" in done.stdout
     assert "readable by other users" not in done.stderr
+
+
+def test_tournament_plays_a_suite_at_every_table(tmp_path: Path, monkeypatch):
+    import arena.tournament.run
+    monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
+    suite = make_suite(rules_from("shithead", {}), 2, 3)
+    path = tmp_path / "s.json"
+    save_suite(path, suite)
+    toml = tmp_path / "t.toml"
+    toml.write_text('bots = ["lowest", "highest", "random"]\nrules = "shithead"\nsuite = "s.json"\nmax_turns = 400\n'
+                    f'store = "{tmp_path / "st.sqlite"}"\n')
+    done = runner.invoke(app, ["tournament", str(toml), "--plain"])
+    assert done.exit_code == 0, done.output
+    store = Store(tmp_path / "st.sqlite", readonly=True)
+    games = store.games(tournament="t", limit=100)
+    store.close()
+    assert len(games) == 3 * 3 * 2  # 3 tables x 3 deals x 2 seat rotations
+    assert {g["seed"] for g in games} == set(suite.deals)
+    by_seed = {s: sum(g["seed"] == s for g in games) for s in suite.deals}
+    assert set(by_seed.values()) == {6}  # each deal: 3 tables x 2 rotations
+    # other deals under the same name are another tournament: refused, not mixed in
+    save_suite(path, make_suite(rules_from("shithead", {}), 2, 3))
+    again = runner.invoke(app, ["tournament", str(toml), "--plain"])
+    assert again.exit_code == 2 and "Traceback" not in again.output
+    # a suite for other rules is named
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 3))
+    wrong = runner.invoke(app, ["tournament", str(toml), "--plain", "--name", "t2"])
+    assert wrong.exit_code == 2 and "set rules, options and seats to match it" in wrong.output

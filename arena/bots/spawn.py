@@ -187,7 +187,11 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             raise BotStartError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
         for arg in command[1:]:  # a script named by path must be there too, or the interpreter cannot open it
             path = Path(cwd, arg)
-            if ("/" in arg or path.suffix) and path.exists() and not sandbox_visible(path, cwd, map(Path, ro_binds)):
+            try:
+                named = not arg.startswith("-") and ("/" in arg or bool(path.suffix)) and path.exists()
+            except (OSError, ValueError):  # not a file name (python3 -c CODE): nothing to check
+                named = False
+            if named and not sandbox_visible(path, cwd, map(Path, ro_binds)):
                 raise BotStartError(f"the command names {arg}, which the contained bot cannot see: it sees only the "
                                     f"system and its own directory ({cwd}); copy the file into the bot's directory "
                                     "and name it relative to it")

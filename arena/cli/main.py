@@ -193,6 +193,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                rule: RuleOpt = None,
                seats: Annotated[Optional[int], typer.Option("--seats", help="Players per game.")] = None,
                deals: Annotated[Optional[int], typer.Option("--deals", help="Deals per table, each played in every seat rotation.")] = None,
+               suite: Annotated[Optional[Path], typer.Option("--suite", metavar="SUITE.json", help="Play this deal suite's "
+                                                             "deals at every table (arena deals make / from-games).")] = None,
                seed: Annotated[Optional[int], typer.Option("--seed", help="Base deal seed.")] = None,
                concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Games at a time (default: cores).")] = None,
                move_ms: Annotated[Optional[int], typer.Option("--move-ms", min=1, help="Milliseconds per decision.")] = None,
@@ -211,7 +213,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
-                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)

@@ -69,7 +69,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
                                                     "name, or a ladder label name@version from the store.")],
               b: Annotated[str, typer.Argument(metavar="B", help="Bot B (the baseline), the same way.")],
               rules_name: Annotated[Optional[str], typer.Option("--rules", help="Rule preset (default classic; "
-                                                                "a --deals suite sets its own).")] = None,
+                                                                "a --suite sets its own).")] = None,
               rule: Annotated[Optional[list[str]], typer.Option("--rule", "-r", help="Rule option, name=value.")] = None,
               sprt: Annotated[Optional[str], typer.Option(help="elo0,elo1: stop when the SPRT (pentanomial, on deal "
                                                           "pairs) accepts H0 (A - B = elo0) or H1 (A - B = elo1).")] = None,
@@ -78,7 +78,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
               max_games: Annotated[int, typer.Option(help="Stop here if the SPRT has not decided (or without --sprt); "
                                                           "whole deal pairs, so an odd number plays one game fewer.")] = 1000,
               seed: Annotated[int, typer.Option(help="Base deal seed.")] = 1,
-              deals: Annotated[Optional[Path], typer.Option("--deals", metavar="SUITE.json",
+              deals: Annotated[Optional[Path], typer.Option("--suite", metavar="SUITE.json",
                                                             help="Play this deal suite's deals, in order, instead of "
                                                                  "fresh ones (arena deals make / from-games); after the "
                                                                  "match, the deals that flipped.")] = None,
@@ -124,7 +124,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         if deals is not None:
             from ..tournament.suites import load_suite, readable_by_others
             if rules_name is not None or rule:
-                _fail("--deals: the suite sets the rules; drop --rules and --rule")
+                _fail("--suite: the suite sets the rules; drop --rules and --rule")
             suite = load_suite(deals)
             r = suite.rules
             if readable_by_others(deals):
