@@ -100,7 +100,7 @@ def test_a_changed_build_stops_where_it_chooses_differently(recorded):
     assert "recorded (counter): [0] " in out
     assert "thinking: win 50%" in out and '"pick ' in out  # what the new build said it was thinking
     assert "stderr of counter@2 up to here (5 line(s)):" in out
-    assert out.count("\n  stderr| request ") == 5 and "recorded stderr| request " in out
+    assert out.count("\n  stderr| request ") == 5  # the recorded bot's own lines are marked "recorded stderr|"
 
     data = json.loads(_debug(recorded, "v2", "--json").stdout)
     d = data["divergence"]
@@ -137,3 +137,19 @@ def test_bad_arguments_are_errors(recorded):
         assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr
     missing = _arena("debug", "no-such-game", str(bots["v1"]), "--seat", "0", "--store", str(store), cwd=root)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_continue_plays_the_game_out_live(recorded):
+    """--continue: from the divergence on, the new build and a fresh process of the recorded
+    opponent (lowest, bundled) play the game to its end."""
+    done = _debug(recorded, "v2", "--continue", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    live = data["continued"]
+    assert data["divergence"]["decision"] == 5 and live is not None
+    assert live["result"]["complete"] and live["faults"] == [] and live["steps"] > 10
+    shown = _debug(recorded, "v2", "--continue")
+    assert "played on from decision 5, counter@2 in seat 0 against the recorded opponents" in shown.stdout
+    assert "(recorded: " in shown.stdout
+    same = _debug(recorded, "v1", "--continue")  # nothing to play on from: no divergence
+    assert same.returncode == 0 and "played on" not in same.stdout

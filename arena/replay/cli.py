@@ -171,6 +171,9 @@ def debug(
     trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run the bot as your own user, uncontained, "
                                                                       "on purpose.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="The outcome as JSON on stdout.")] = False,
+    play_on: Annotated[bool, typer.Option("--continue", help="After a divergence, play the game out live against "
+                                                            "the recorded opponents' bots (found in the store by "
+                                                            "label, or bundled) and show the result.")] = False,
 ) -> None:
     """Feed a seat's recorded requests to another build of its bot and stop where it chooses differently.
 
@@ -208,9 +211,10 @@ def debug(
     if not as_json:
         err.print(f"feeding seat {seat}'s recorded requests ({recorded_bot} in {rp.game_id}) to {spec.label}",
                   highlight=False, markup=False)
+    opponents = _opponents(rp, seat, game, store) if play_on else None
     try:
         result = trio.run(lambda: debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots),
-                                             start=start))
+                                             start=start, opponents=opponents))
     except ReplayError as e:
         _fail(err, str(e))
         raise
@@ -219,7 +223,8 @@ def debug(
         print(json.dumps({"game": rp.game_id, "seat": seat, "recorded_bot": recorded_bot, "bot": spec.label,
                           "decisions": result.decisions, "from": result.first, "agreed": result.agreed,
                           "diverged": result.diverged, "divergence": None if d is None else d.as_json(),
-                          "stderr": result.stderr[-200:]}, indent=2))
+                          "stderr": result.stderr[-200:],
+                          "continued": None if result.live is None else _live_json(result.live)}, indent=2))
         raise typer.Exit(1 if d is not None else 0)
     out = lambda text, style=None: console.print(text, style=style, highlight=False, markup=False,  # noqa: E731
                                                  soft_wrap=True)
@@ -252,7 +257,53 @@ def debug(
         out(f"  stderr| {line}", "dim cyan")
     if len(result.stderr) > 40:
         out(f"  ({len(result.stderr) - 40} earlier line(s) not shown; --json has up to 200)", "dim")
+    if result.live is not None:
+        from .view import result_text
+        live = result.live
+        out(f"played on from decision {d.number}, {spec.label} in seat {seat} against the recorded opponents: "
+            f"{len(live.steps)} steps; "
+            f"result: {result_text(live.result or {}, Names(live.players))}"
+            f" (recorded: {result_text(rp.result or record.get('result') or {}, who)})", "bold")
     raise typer.Exit(1)
+
+
+def _live_json(rec) -> dict:
+    return {"steps": len(rec.steps), "result": rec.result, "faults": rec.faults}
+
+
+def _opponents(rp, seat: int, game: str, store: Path) -> dict:
+    """The recorded opponents' bots: by the store's seat labels (a ladder member, a registered
+    bot, a bundled one), else by the names in the log."""
+    from ..bots.manifest import ManifestError, load_bot
+    from ..ladder.match import resolve_bot
+    labels: list[str] = list(rp.players)
+    db = None
+    try:
+        db = Store(store, readonly=True)
+        row = db.db.execute("SELECT seats FROM games WHERE id=?", (game,)).fetchone()
+        if row is not None:
+            labels = json.loads(row[0])
+    except (StoreError, OSError, ValueError):
+        pass
+    out = {}
+    try:
+        for s, label in enumerate(labels):
+            if s == seat:
+                continue
+            try:
+                out[s] = resolve_bot(label, db)
+            except ManifestError as e:
+                try:  # a bundled bot, named by its label
+                    spec = load_bot(label.partition("@")[0])
+                except ManifestError:
+                    spec = None
+                if spec is None or spec.label != label:
+                    fail(f"--continue: cannot find seat {s}'s bot {label}: {e}")
+                out[s] = spec
+    finally:
+        if db is not None:
+            db.close()
+    return out
 
 
 def register(app: typer.Typer) -> None:
