@@ -258,3 +258,36 @@ def test_html_win_probability_line_in_chromium(tmp_path: Path):
         assert b.js("document.getElementById('winprob-0').style.display") == "none"
     finally:
         b.close()
+
+
+def test_arena_check_reports_info_warnings(tmp_path: Path):
+    """arena check counts the info a bot sent and names the first problem; the bot still passes."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="info-check-"))
+    try:
+        root.chmod(0o755)
+        bot = root / "bot"
+        bot.mkdir()
+        (bot / "bot.py").write_text(
+            "import json, sys\n"
+            "for line in sys.stdin:\n"
+            "    m = json.loads(line)\n"
+            "    if m['type'] == 'hello':\n"
+            "        print(json.dumps({'type': 'hello', 'protocol': 1, 'name': 'b', 'version': '1'}), flush=True)\n"
+            "    elif m['type'] == 'request':\n"
+            "        print(json.dumps({'type': 'action', 'request': m['id'], 'action': 0,\n"
+            "                          'info': {'win_prob': 2, 'nodes': 5}}), flush=True)\n")
+        (bot / "bot.toml").write_text('name = "b"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+        for p in (bot, *bot.iterdir()):
+            p.chmod(0o755)
+        done = subprocess.run([sys.executable, "-m", "arena.cli", "check", str(bot), "--rules", "classic",
+                               "--games", "1", "--json"], capture_output=True, text=True, timeout=240, cwd=root)
+        assert done.returncode == 0, done.stdout + done.stderr  # a bad info is never a fault
+        info = json.loads(done.stdout)["info"]
+        assert info["sent"] > 0 and info["warnings"] == info["sent"]
+        assert "win_prob must be a number from 0 to 1, got 2" in info["first_warning"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

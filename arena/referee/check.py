@@ -181,6 +181,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                     decisions[st["act"]["kind"]] += 1
                     times.append(st["ms"])
                 report["requests"] += len(mine)
+                _note_info(report, answered, label, g)
                 _note_slow(report, answered, clock)
                 for f in rec.faults:
                     if f["seat"] == my_seat:
@@ -235,6 +236,17 @@ def _note_slow(report: dict[str, Any], answered: list[dict[str, Any]], clock: Ti
     prev = report["slow"]
     if prev is None or len(slow) > prev["moves"]:
         report["slow"] = {"moves": len(slow), "slowest_ms": round(max(slow)), "bank_used_up_after": used_up_after}
+
+
+def _note_info(report: dict[str, Any], answered: list[dict[str, Any]], label: str, g: int) -> None:
+    """Count the decisions that sent an info, and the referee's warnings about it (never a fault)."""
+    info = report.setdefault("info", {"sent": 0, "warnings": 0, "first_warning": None})
+    for st in answered:
+        info["sent"] += "info" in st or "info_warning" in st
+        if "info_warning" in st:
+            info["warnings"] += 1
+            if info["first_warning"] is None:
+                info["first_warning"] = f"{label}, game {g + 1}, request {st.get('request')}: {st['info_warning']}"
 
 
 def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, g: int, seat: int,
@@ -312,6 +324,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if ms:
         p(f"time per decision: mean {ms['mean']:,.1f} ms, p95 {ms['p95']:,.1f} ms, slowest {ms['max']:,.0f} ms "
           f"({escape(report.get('clock_words', ''))})")
+    info = report.get("info") or {}
+    if info.get("sent"):
+        line = f"info: sent with {info['sent']:,} decision(s)"
+        if info["warnings"]:
+            line = (f"[yellow]info:[/] {info['warnings']:,} of {info['sent']:,} had a problem (dropped or cut; "
+                    f"never a fault), first at {escape(info['first_warning'])}")
+        p(line)
     slow = report.get("slow")
     if slow and "timeout" not in report["faults"]:
         text = f"{slow['moves']} slow move(s) in one game drew on the bank, slowest {slow['slowest_ms']:,} ms"
