@@ -42,7 +42,7 @@ from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
 from arena.faults import BadJson
 from arena.referee.protocol import parse_line
-from tests.checks import reachable, zombie_children
+from tests.checks import boot_ticks, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
@@ -100,13 +100,13 @@ def our_homes() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
-    before = set(zombie_children())  # another module's (a daemon's orphan) are not this test's
+    since = boot_ticks()  # another module's daemons dying orphaned to us are not this test's
     yield
     deadline = time.monotonic() + 2
     while marked_pids() and time.monotonic() < deadline:
         time.sleep(0.02)  # only a failing test gets here: give it a chance
     assert marked_pids() == {}, "bot processes survived the test"
-    assert set(zombie_children()) - before == set()
+    assert zombie_children(started_since=since) == []
     assert our_cgroups() == []
     assert our_homes() == []
 

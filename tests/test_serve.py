@@ -215,6 +215,19 @@ def test_pages_escape_user_text_and_set_headers(served: ServerProc) -> None:
     assert headers["x-content-type-options"] == "nosniff"
 
 
+def test_static_files_answer_with_their_content_type(served: ServerProc) -> None:
+    """Every file of arena/serve/static/ is served whole, typed, as the browser needs it (starlette's
+    static files run on anyio's worker threads: a mismatched anyio made each of these a 500)."""
+    kinds = {".css": "text/css", ".js": "javascript"}
+    files = sorted((ROOT / "arena" / "serve" / "static").iterdir())
+    assert {f.suffix for f in files} >= {".css", ".js"}
+    for f in files:
+        status, headers, body = served.get(f"/static/{f.name}")
+        assert status == 200, (f.name, status, served.stderr()[-2000:])
+        assert kinds[f.suffix] in headers["content-type"], (f.name, headers["content-type"])
+        assert body == f.read_bytes()
+
+
 def test_unknown_pages_are_plain_404s(served: ServerProc) -> None:
     for path in ("/games/no-such-game", "/ladders/nope", "/tournaments/%3Cb%3E", "/bots/x@1", "/nothing"):
         status, _, body = served.get(path)

@@ -135,6 +135,24 @@ def table_rows(driver: Any, selector: str) -> list[dict[str, str]]:
 
 # --------------------------------------------------------------------------- standings, charts
 
+def test_pages_have_their_stylesheet_and_script_applied(chrome: Any, site: ServerProc) -> None:
+    """Not just a 200: the page in the browser is styled by site.css (a computed style no browser
+    default gives) and its script ran."""
+    chrome.get(site.url + "/")
+    WebDriverWait(chrome, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    sheets = chrome.execute_script("return Array.from(document.styleSheets).map(s => s.href || '')")
+    assert any(h.endswith("/static/site.css") for h in sheets), sheets
+    rules = chrome.execute_script(
+        "const s = Array.from(document.styleSheets).find(s => (s.href || '').endsWith('/static/site.css'));"
+        "return s ? s.cssRules.length : -1")
+    assert rules > 10, rules  # the stylesheet loaded and parsed, not an error page
+    body_font = chrome.execute_script("return getComputedStyle(document.body).fontFamily")
+    default = chrome.execute_script(
+        "const f = document.createElement('iframe'); document.documentElement.appendChild(f);"
+        "const v = getComputedStyle(f.contentDocument.body).fontFamily; f.remove(); return v")
+    assert body_font != default, (body_font, default)
+
+
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
     from arena.tournament.standings import outcomes

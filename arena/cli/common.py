@@ -20,21 +20,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-try:  # typer 0.29 carries its own copy of click's exceptions
-    from typer import exceptions as _typer_exc
-    from typer._click import exceptions as _typer_click
-    _CLICK_ERRORS: tuple[type[BaseException], ...] = (click.ClickException, _typer_click.ClickException)
-    _NO_ARGS: tuple[type[BaseException], ...] = (click.exceptions.NoArgsIsHelpError, _typer_click.NoArgsIsHelpError)
-    _ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, _typer_exc.Abort)
-    _EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit, _typer_exc.Exit)
-except ImportError:  # pragma: no cover - older typer uses click's own
-    _CLICK_ERRORS, _NO_ARGS = (click.ClickException,), (click.exceptions.NoArgsIsHelpError,)
-    _ABORTS, _EXITS = (click.exceptions.Abort,), (typer.Exit, click.exceptions.Exit)
+from ..groups import is_cancel, leaves
+# typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
+from typer import exceptions as _typer_exc
+from typer._click import exceptions as _click_exc
+
+_CLICK_ERRORS: tuple[type[BaseException], ...] = (_click_exc.ClickException,)
+_NO_ARGS: tuple[type[BaseException], ...] = (_click_exc.NoArgsIsHelpError,)
+_ABORTS: tuple[type[BaseException], ...] = (_typer_exc.Abort,)
+_EXITS: tuple[type[BaseException], ...] = (_typer_exc.Exit,)
 
 INTERRUPTED = 130
 USAGE = 2
@@ -82,13 +80,6 @@ def fail(message: str, code: int = USAGE) -> None:
 
 def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
-
-
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or the exception itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in leaves(e)]
-    return [exc]
 
 
 def is_interrupt(exc: BaseException) -> bool:
@@ -146,15 +137,11 @@ def outcome_of(exc: BaseException) -> tuple[int, str] | None:
     if any(isinstance(e, KeyboardInterrupt) for e in found):
         return INTERRUPTED, progress.interrupted_line()
     known = _known_errors()
-    real = [e for e in found if not _is_cancel(e)]
+    real = [e for e in found if not is_cancel(e)]
     for e in real:
         if isinstance(e, known):
             return USAGE, describe_error(e)
     return None
-
-
-def _is_cancel(e: BaseException) -> bool:
-    return type(e).__name__ == "Cancelled" and type(e).__module__.startswith("trio")
 
 
 def guard(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -174,7 +161,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
             if result is None:
                 if os.environ.get("ARENA_DEBUG"):
                     raise
-                first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
+                first = next((e for e in leaves(exc) if not is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
                           "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
                 raise typer.Exit(BUG) from None

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import trio
 import typer
-from rich.console import Console, Group
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
@@ -19,15 +18,12 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from ..ladder import LadderStandings, RunSummary
 
-from ..bots.manifest import ManifestError, load_bot
-from ..tournament.live import PlainReporter, RichReporter
-from ..tournament.standings import outcomes
 from ..tournament.store import DEFAULT_STORE, Store, StoreError
 from .common import fail, is_interrupt
 from .match import match_cmd
 
-# arena.ladder (numpy, scipy, openskill) is imported inside the commands: every ``arena`` command
-# loads this module, and only these three need the ratings.
+# Every ``arena`` command loads this module, so the ladder machinery (numpy, scipy, openskill, trio,
+# the tournament runner and its live display in .ladder_live) is imported inside the commands.
 
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="The game store (default: the ladder file's, "
                                                                   f"else {DEFAULT_STORE}).")]
@@ -42,68 +38,9 @@ def _consoles(to_stderr: bool) -> tuple[Console, Console]:
     return out, (err if to_stderr else out)
 
 
-# --------------------------------------------------------------------------- live display
-
-class _Provisional:
-    """Live openskill ratings (clearly provisional) fed with the ladder's games so far, then each new one."""
-
-    def _prov_init(self, focus: str | None, history: list) -> None:
-        from ..ratings import ProvisionalRatings
-        self.focus = focus
-        self.prov = ProvisionalRatings()
-        for o in outcomes(history):
-            self.prov.update(o)
-
-    def _prov_add(self, seats: list[str], result: dict[str, Any]) -> None:
-        self.prov.update(outcomes([(seats, result)])[0])
-
-    def _prov_text(self) -> str:
-        rows = self.prov.table()
-        if self.focus is not None:
-            rows = [r for r in rows if r.name == self.focus]
-        shown = ", ".join(f"{r.name} ~{r.elo:.0f} (conservative {r.elo_ordinal:.0f}, {r.games} games)"
-                          for r in rows[:6])
-        return f"provisional rating (live openskill estimate, not the ladder's fitted Elo): {shown}"
-
-    def _prov_table(self) -> Table:
-        table = Table(title="Provisional ratings (live openskill estimate; the ladder table is refitted at the end)",
-                      title_justify="left")
-        for col, just in (("bot", "left"), ("Elo~ (provisional)", "right"), ("conservative", "right"),
-                          ("games", "right")):
-            table.add_column(col, justify=just)  # type: ignore[arg-type]
-        for r in self.prov.table():
-            style = "bold yellow" if r.name == self.focus else None
-            table.add_row(r.name, f"{r.elo:.0f}", f"{r.elo_ordinal:.0f}", str(r.games), style=style)
-        return table
-
-
-class PlainLadderReporter(_Provisional, PlainReporter):
-    def __init__(self, focus: str | None, history: list, stream=None, every: int = 50) -> None:
-        PlainReporter.__init__(self, every=every, stream=stream)
-        self._prov_init(focus, history)
-
-    def game_done(self, game, record) -> None:
-        super().game_done(game, record)
-        self._prov_add(list(game.seats), record.result or {})
-        if self.done % self.every == 0 or self.done == self.total:
-            print(self._prov_text(), file=self.out, flush=True)
-
-
-class RichLadderReporter(_Provisional, RichReporter):
-    def __init__(self, focus: str | None, history: list, console: Console) -> None:
-        self._prov_init(focus, history)
-        RichReporter.__init__(self, console)
-
-    def game_done(self, game, record) -> None:
-        self._prov_add(list(game.seats), record.result or {})
-        super().game_done(game, record)
-
-    def _render(self) -> Group:
-        return Group(self.progress, self._prov_table())
-
-
 def _context(progress: Console, plain: bool):
     from ..ladder import RunContext
+    from .ladder_live import PlainLadderReporter, RichLadderReporter
     stream = progress.file
     rich = not plain and progress.is_terminal
 
@@ -223,6 +160,8 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
                as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import CheckFailed, LadderError, submit
     ladder, db = _load(ladder_name, store, concurrency)
     out, progress = _consoles(as_json)
@@ -279,6 +218,8 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
     """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import LadderError, ensure_seeded, ladder_standings, rating_history
     out, progress = _consoles(as_json)
     if name is None:
@@ -354,6 +295,8 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             plain: PlainOpt = False,
             as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
     """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import LadderError, RunSummary, ladder_standings, run_ladder
     if games is not None and games < 1 or hours is not None and hours <= 0:
         fail("--games must be at least 1 and --hours above 0")

@@ -9,20 +9,21 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
 
-import trio
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
 from ..bots.manifest import ManifestError, bundled_bots, load_bot
-from ..engine import PRESETS, RulesError, rules_from
-from ..replay.cli import register as register_replays
-from ..serve.cli import register as register_serve
 from ..tournament.store import DEFAULT_STORE, Store, open_private
 from .common import ArenaTyper, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
+from .replay import register as register_replays
+from .serve import register as register_serve
+
+# Commands import what they run (trio, the engine, the tournament machinery) inside their bodies:
+# every ``arena`` command, ``--help`` included, loads this module (bench/bench_cli.py).
 
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -58,6 +59,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to list them all.")] = None,
           rule: RuleOpt = None, as_json: JsonOpt = False) -> None:
     """List the rule presets and options, or print one rule set in plain words."""
+    from ..engine import PRESETS, RulesError, rules_from
     from ..engine.describe import OPTION_HELP, describe
     if name is None:
         console.print("[bold]Presets[/]")
@@ -86,6 +88,8 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
+    import trio
+    from ..engine import RulesError, rules_from
     from .play import play_one
     try:
         r = rules_from(rules_name, rule or [])
@@ -118,6 +122,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
+    import trio
+    from ..engine import rules_from
     from ..referee.check import print_report, run_check
     from ..bots.launch import Launcher
     from ..bots.limits import Limits
@@ -207,6 +213,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
+    import trio
     from ..tournament.live import PlainReporter, RichReporter, standings_table
     from ..tournament.standings import standings
     from ..tournament.config import load_config
@@ -378,10 +385,6 @@ def bots_cmd(as_json: JsonOpt = False) -> None:
     for r in rows:
         table.add_row(escape(r["bot"]), escape(r["description"] or "-"), escape(r["strength"] or "-"))
     console.print(table)
-
-
-def main() -> None:  # pragma: no cover
-    app()
 
 
 # the replay and the web arena own their commands; the ladder commands are in .ladder and .match

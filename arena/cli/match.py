@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import trio
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -104,6 +103,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
 
     Exit status with --sprt: 0 H1 accepted (A is better by elo1), 1 H0 accepted (it is not), 3 undecided when --max-games ran out; without --sprt 0 once the games are played. Either way 2 means an error (bad arguments, a bot that cannot start), 130 an interrupt, 70 an arena bug.
     """  # noqa: E501 - one line: the help keeps the docstring's line breaks
+    import trio
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt
     from ..referee import TimeControl

@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from ..groups import plain_errors
 from ..bots.containment import cleanup_stale
 from ..bots.launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
 from ..bots.limits import Limits
@@ -93,7 +94,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
     reporter = reporter or Reporter()
     stats = stats if stats is not None else RunStats()
     try:
-        with tournament_lock(store.path, cfg.name):
+        with tournament_lock(store.path, cfg.name), plain_errors():
             return await _run(cfg, store, reporter, stats, launcher, keep_logs, collect, client)
     except LockHeld as e:
         raise TournamentBusy(str(e)) from None

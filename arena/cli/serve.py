@@ -59,7 +59,7 @@ def serve(
         from hypercorn.config import Config
         from hypercorn.trio import serve as hypercorn_serve
 
-        from .app import Options, build_app, new_token
+        from ..serve.app import Options, build_app, new_token
     except ImportError as e:
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")

@@ -10,10 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..cli.common import fail
 from ..tournament.store import DEFAULT_STORE, Store, StoreError, write_private_text
-from .load import load_game
-from .simulate import ReplayError, conversation_for, requests_for, simulate
+from .common import fail
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -44,9 +42,11 @@ def replay(
     Every replay first re-simulates the game from its deal and actions and warns if
     the log does not match. Interactive on a terminal (n, p, g N, b, u, q); plain when piped.
     """
-    from .terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
+    from ..replay.load import load_game
+    from ..replay.simulate import ReplayError, conversation_for, requests_for, simulate
+    from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
                            run_seat_plain)
-    from .view import replay_data
+    from ..replay.view import replay_data
     console, err = _consoles()
     try:
         record = load_game(game, store)
@@ -67,7 +67,7 @@ def replay(
         _fail(err, f"--as {seat}: this game has seats 0..{len(rp.players) - 1}")
     data = replay_data(rp)
     if html_out is not None:
-        from .html import replay_html
+        from ..replay.html import replay_html
         if seat is not None:
             data["view"] = seat  # the page opens in that seat's view
         try:
@@ -115,9 +115,10 @@ def report(
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
     """
+    from ..replay.simulate import ReplayError, simulate
     from ..tournament.standings import standings
-    from .html import report_html, write_report_folder
-    from .view import replay_data
+    from ..replay.html import report_html, write_report_folder
+    from ..replay.view import replay_data
     console, err = _consoles()
     try:
         db = Store(store, readonly=True)
@@ -183,9 +184,11 @@ def debug(
 
     from ..bots.launch import Launcher
     from ..bots.manifest import ManifestError, load_bot
-    from .debug import debug_seat
-    from .terminal import render_decision, thought_lines
-    from .view import Names, describe_action, replay_data
+    from ..replay.debug import debug_seat
+    from ..replay.load import load_game
+    from ..replay.simulate import ReplayError, simulate
+    from ..replay.terminal import render_decision, thought_lines
+    from ..replay.view import Names, describe_action, replay_data
     console, err = _consoles()
     try:
         record = load_game(game, store)
@@ -196,7 +199,7 @@ def debug(
     if not 0 <= seat < len(rp.players):
         _fail(err, f"--seat {seat}: this game has seats 0..{len(rp.players) - 1}")
     if not rp.ok:
-        from .terminal import print_verification
+        from ..replay.terminal import print_verification
         print_verification(err, rp)
         _fail(err, "the log does not match its re-simulation: its requests cannot be rebuilt faithfully")
     try:
@@ -258,7 +261,7 @@ def debug(
     if len(result.stderr) > 40:
         out(f"  ({len(result.stderr) - 40} earlier line(s) not shown; --json has up to 200)", "dim")
     if result.live is not None:
-        from .view import result_text
+        from ..replay.view import result_text
         live = result.live
         out(f"played on from decision {d.number}, {spec.label} in seat {seat} against the recorded opponents: "
             f"{len(live.steps)} steps; "
