@@ -162,6 +162,7 @@ def test_terminal_replay_shows_info_and_warnings():
     from arena.replay.view import replay_data
     rec = _thinking_game()
     replay = simulate(rec.as_json())
+    assert replay.ok  # what a bot thought is shown, not verified: actions, events and result still match
     data = replay_data(replay)
     console = Console(record=True, width=200)
     for k in range(len(data["frames"])):
