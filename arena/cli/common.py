@@ -213,7 +213,16 @@ def handle_sigterm() -> None:
 
 
 class ArenaTyper(typer.Typer):
-    """A Typer whose every command runs inside :func:`guard`, whoever registers it."""
+    """A Typer whose every command runs inside :func:`guard`, whoever registers it.
+
+    Help is plain text (``rich_markup_mode=None``): typer's Rich help alone takes about six
+    times the interpreter's start to import (bench/bench_cli.py), and plain help shows a
+    ``[limits]`` in a help string as written instead of reading it as markup.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(*args, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)

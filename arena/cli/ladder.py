@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..ladder import LadderStandings, RunSummary
 
 from ..tournament.store import DEFAULT_STORE, Store, StoreError
@@ -69,6 +70,7 @@ def _win(r) -> str:
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
+    from rich.table import Table
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
                   caption=f"Elo: one Plackett-Luce fit over all games of the ladder ({gauge}); ± is the 95% "
@@ -122,6 +124,7 @@ def view_lines(st: "LadderStandings") -> list[str]:
 def matrix_table(st: "LadderStandings") -> Table:
     assert st.matrix is not None
     order = [r.label for r in st.rows]
+    from rich.table import Table
     table = Table(title="Head to head", title_justify="left",
                   caption="score of row vs column over the games where both sat (finished ahead = 1, same place "
                           "or a draw = ½) / number of those games", caption_justify="left")
@@ -201,7 +204,7 @@ class _LadderGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False,
+ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                          help="List ladders, show one (arena ladder NAME), keep one playing (arena ladder run NAME), "
                               "retire or reinstate a member.")
 
@@ -258,6 +261,7 @@ def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]
         out.print(f"no rating snapshots of {escape(bot)} on {ladder} yet (`arena ladder run {ladder}` and "
                   "`arena submit` take them)", highlight=False)
         return
+    from rich.table import Table
     table = Table(title=f"Rating history of {escape(bot)} on {ladder}", title_justify="left",
                   caption="one row per snapshot: the maximum-likelihood fit over the ladder's games at that time",
                   caption_justify="left")
@@ -399,6 +403,7 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
     if not rows:
         out.print("no ladders (add ladders/NAME.toml; see ladders/README.md)")
         return
+    from rich.table import Table
     table = Table(title="Ladders", title_justify="left", caption="arena ladder NAME shows one; "
                   "arena submit BOT --ladder NAME joins one", caption_justify="left")
     for col in ("ladder", "rules", "seats", "members", "games", "description"):
