@@ -175,25 +175,6 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _flags_without_type() -> None:
-    """typer 0.29 shows a flag's type as ``<bool>`` in --help, as if it took a value: drop it."""
-    try:
-        from typer.core import TyperOption
-    except ImportError:  # pragma: no cover - an older typer prints no such placeholder
-        return
-    shown = getattr(TyperOption, "display_type_rich", None)
-    if shown is None or getattr(shown, "_arena", False):
-        return
-
-    def display_type_rich(self: Any, ctx: Any) -> str | None:
-        return None if getattr(self, "is_flag", False) and self.metavar is None else shown(self, ctx)
-    display_type_rich._arena = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-
-
-_flags_without_type()
-
-
 def _term_as_interrupt(signum: int, frame: Any) -> None:
     """SIGTERM (a service manager, ``kill``, a CI timeout) stops a command the way Ctrl-C does:
     trio's SIGINT handler delivers it where it is safe, games in flight are abandoned, bots and

@@ -116,7 +116,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
                                                          "(default: five moves' time).")] = None,
           limit: Annotated[Optional[list[str]], typer.Option("--limit", "-L", metavar="KEY=VALUE",
                                                              help="A resource limit, e.g. memory_mb=256 (repeatable; "
-                                                                  "keys as in bot.toml's \\[limits]).")] = None,
+                                                                  "keys as in bot.toml's [limits]).")] = None,
           all_games: Annotated[bool, typer.Option("--all", help="Play every scenario even after a fault repeats.")] = False,
           sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
