@@ -257,8 +257,9 @@ def test_tournament_file_errors_name_file_key_and_allowed(tmp_path: Path, body: 
     ("colour = 1\n", "unknown bot.toml field(s): colour"),
     ("limits = 5\n", "[limits] must be a table"),
     ("[limits]\nmemory_mb = -1\n", "limits: memory_mb must be at least 1"),
-    ('[env]\nPATH = "/evil"\n', "PATH is set by the arena"),
-    ('[env]\nARENA_SECRET = "x"\n', "set by the arena"),
+    ('[env]\nPATH = "/evil"\n', "PATH cannot be set by a bot: it is set by the arena"),
+    ('[env]\nARENA_SECRET = "x"\n', "ARENA_SECRET cannot be set by a bot: it is the arena's own"),
+    ('[env]\nLD_AUDIT = "./x.so"\n', "LD_AUDIT cannot be set by a bot: it is the dynamic loader's"),
     ('[env]\nMC_MS = 300\n', "env.MC_MS must be a string"),
 ])
 def test_bot_toml_errors(tmp_path: Path, extra: str, needle: str) -> None:

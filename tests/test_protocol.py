@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena import faults, strategies
+from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
 from arena.engine import PRESETS, Rules, preset
 from arena.engine import model
@@ -174,7 +175,7 @@ class Match:
         async def launch(spec: BotSpec) -> CheckedBot:
             self.launches[seat] += 1
             if fail:
-                raise FileNotFoundError("no such command: fake")
+                raise BotCommandError("command not found: 'fake'")  # as spawn says it
             return CheckedBot(bot, self.log, seat)
         return launch
 

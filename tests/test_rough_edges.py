@@ -1,6 +1,6 @@
 """What a newcomer met: help text that lost words or showed `<bool>`, a hello answer lost behind a
 banner, a bot whose output was buffered, the containment line twice, SIGTERM without an
-"interrupted" line, a sandbox warning naming a flag nobody gave, a script outside the bot's folder."""
+"interrupted" line, a script outside the bot's folder."""
 
 from __future__ import annotations
 
@@ -114,18 +114,6 @@ def test_script_outside_the_bot_folder_is_named(public_tmp: Path):
     assert done.returncode == 1
     out = " ".join(done.stdout.split())
     assert f"the command names {elsewhere / 'adapter.py'}, which the contained bot cannot see" in out
-
-
-def test_sandbox_off_warning_does_not_name_a_flag_nobody_gave():
-    from arena.bots.launch import ContainmentError, Launcher
-    launcher = Launcher(sandbox=False)
-    try:
-        trio.run(launcher.mode)
-        said = " ".join(launcher.warnings)
-    except ContainmentError as e:  # no namespaces here either: the error says the same
-        said = str(e)
-    assert "sandbox = false in the tournament or ladder file" in said
-    assert not said.startswith("--no-sandbox:")
 
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):

@@ -124,7 +124,8 @@ class ServerProc:
         # an unread pipe blocks on its next write and stops answering
         self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2", *args),
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=store.parent)
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
+                                     cwd=next(p for p in store.parents if p.is_dir()))  # a fresh server has no store dir
         self.url, self.token, self.banner = "", "", []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import sqlite3
 import sys
 import threading
 from collections.abc import Callable
@@ -92,7 +91,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..engine import RulesError
     from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    import sqlite3
+    from ..faults import ArenaFailure
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
     try:
         from ..config import ConfigFileError
         kinds.append(ConfigFileError)
@@ -119,6 +120,7 @@ def describe_error(e: BaseException) -> str:
     """One line for a failure; the disk-full and read-only cases say what to do."""
     text = str(e) or type(e).__name__
     low = text.lower()
+    import sqlite3
     if isinstance(e, sqlite3.Error) or "disk is full" in low or "no space left" in low:
         if "full" in low or "no space" in low or "too large" in low or "disk i/o" in low:
             return (f"could not store a game: {text}; the games stored before it are kept; "

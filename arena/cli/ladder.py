@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ..ladder import LadderStandings, RunSummary
 
-from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from ..tournament import DEFAULT_STORE
 from .common import fail, is_interrupt
 from .match import match_cmd
 
@@ -144,6 +144,7 @@ def matrix_table(st: "LadderStandings") -> Table:
 # --------------------------------------------------------------------------- commands
 
 def _load(ref: str, store: Path | None, jobs: int | None):
+    from ..tournament.store import StoreError
     from ..ladder import LadderError, load_ladder, open_store
     try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
         ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
@@ -163,6 +164,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
                as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import CheckFailed, LadderError, submit
@@ -221,6 +223,7 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
     """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import LadderError, ensure_seeded, ladder_standings, rating_history
@@ -299,6 +302,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             plain: PlainOpt = False,
             as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
     """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
+    from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
     from ..ladder import LadderError, RunSummary, ladder_standings, run_ladder
@@ -379,6 +383,7 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
+    from ..tournament.store import Store, StoreError
     from ..ladder import list_ladders, members
     rows = []
     for name, lad, error in list_ladders():

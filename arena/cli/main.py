@@ -7,20 +7,22 @@ import json
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..bots.manifest import ManifestError, bundled_bots, load_bot
-from ..tournament.store import DEFAULT_STORE, Store, open_private
+from ..tournament import DEFAULT_STORE
 from .common import ArenaTyper, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
 from .replay import register as register_replays
 from .serve import register as register_serve
+
+if TYPE_CHECKING:
+    from ..tournament.store import Store
 
 # Commands import what they run (trio, the engine, the tournament machinery) inside their bodies:
 # every ``arena`` command, ``--help`` included, loads this module (bench/bench_cli.py).
@@ -88,6 +90,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
+    from ..bots.manifest import ManifestError, load_bot
     import trio
     from ..engine import RulesError, rules_from
     from .play import play_one
@@ -122,6 +125,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
+    from ..bots.manifest import load_bot
     import trio
     from ..engine import rules_from
     from ..referee.check import print_report, run_check
@@ -213,6 +217,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
+    from ..tournament.store import Store
     import trio
     from ..tournament.live import PlainReporter, RichReporter, standings_table
     from ..tournament.standings import standings
@@ -236,6 +241,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
 
 def _open(store: Path) -> Store:
     """Reading commands open the store read-only: they work on read-only media and never change it."""
+    from ..tournament.store import Store
     return Store(store, readonly=True)
 
 
@@ -340,6 +346,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
            logs: Annotated[bool, typer.Option("--logs", help="JSONL only: include each game's full log.")] = False,
            store: StoreOpt = DEFAULT_STORE) -> None:
     """Write stored games as JSONL (one game per line) or CSV (one seat per row)."""
+    from ..tournament.store import open_private
     if out.suffix not in EXPORT_FORMATS:
         fail(f"cannot export to {out.name!r}: the file name must end in {' or '.join(EXPORT_FORMATS)}")
     if logs and out.suffix == ".csv":
@@ -369,6 +376,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
 @app.command("bots")
 def bots_cmd(as_json: JsonOpt = False) -> None:
     """List the bundled reference bots: what each does and how strong it measured (docs/BOTS.md)."""
+    from ..bots.manifest import bundled_bots, load_bot
     from ..strategies import STRENGTH
     rows = []
     for name in bundled_bots():

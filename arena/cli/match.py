@@ -19,8 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..bots.manifest import ManifestError
-from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from ..tournament import DEFAULT_STORE
 from .common import is_interrupt
 
 if TYPE_CHECKING:
@@ -103,6 +102,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
 
     Exit status with --sprt: 0 H1 accepted (A is better by elo1), 1 H0 accepted (it is not), 3 undecided when --max-games ran out; without --sprt 0 once the games are played. Either way 2 means an error (bad arguments, a bot that cannot start), 130 an interrupt, 70 an arena bug.
     """  # noqa: E501 - one line: the help keeps the docstring's line breaks
+    from ..tournament.store import Store, StoreError
+    from ..bots.manifest import ManifestError
     import trio
     from ..engine import RulesError, rules_from
     from ..ratings import PairSprt

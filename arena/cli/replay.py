@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..tournament.store import DEFAULT_STORE, Store, StoreError, write_private_text
+from ..tournament import DEFAULT_STORE
 from .common import fail
 
 
@@ -42,6 +42,7 @@ def replay(
     Every replay first re-simulates the game from its deal and actions and warns if
     the log does not match. Interactive on a terminal (n, p, g N, b, u, q); plain when piped.
     """
+    from ..tournament.store import write_private_text
     from ..replay.load import load_game
     from ..replay.simulate import ReplayError, conversation_for, requests_for, simulate
     from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
@@ -115,6 +116,7 @@ def report(
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
     """
+    from ..tournament.store import Store, StoreError, write_private_text
     from ..replay.simulate import ReplayError, simulate
     from ..tournament.standings import standings
     from ..replay.html import report_html, write_report_folder

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..tournament.store import DEFAULT_STORE
+from ..tournament import DEFAULT_STORE
 
 if TYPE_CHECKING:
     import socket

@@ -6,6 +6,10 @@ only the rule set it is meant for (``--rules``). Faults are grouped by kind, eac
 where it first happened and the last lines the bot wrote to stderr then; a line on stdout
 that is not the protocol is quoted; the clock is explained in words. A check stops at the
 second fault of one kind (the rest would repeat it) unless ``--all``.
+
+Its deals come from a secret made for the run (:func:`arena.tournament.seeds.run_secret`), like
+a tournament's: with fixed deal seeds a bot could find the deal by trying its ``start.seed``
+against each of them, and a check is also the entry test of ``arena submit`` and web uploads.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from rich.table import Table
 from ..bots.launch import BuildError, Launcher, python_for
 from ..bots.limits import Limits
 from ..bots.manifest import BotSpec, load_bot
+from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
+from ..tournament.seeds import deal_seed, run_secret
 from ..engine import PRESETS, Rules, rules_from
 from .core import TimeControl
 from .driver import BotPlayer, run_game
@@ -73,7 +79,7 @@ def interpreter_note(spec: BotSpec, launcher: Launcher) -> str | None:
     path = found[0]
     try:
         version = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+                                 capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         version = "?"
     if path == sys.executable:
@@ -137,6 +143,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
     launcher = launcher or Launcher(limits or Limits())
     say = progress or (lambda text: None)
     scenarios = scenarios_for(rules)
+    secret = run_secret()  # this run's deals: no bot can rebuild them, no later run repeats them
     total = len(scenarios) * games
     report: dict[str, Any] = {
         "bot": spec.label, "interpreter": interpreter_note(spec, launcher), "clock": asdict(clock),
@@ -160,7 +167,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
     me = _Watched(spec, launcher, clock)
     others: list[BotPlayer] = []
     try:
-        for label, rule_set, seats in scenarios:
+        for number, (label, rule_set, seats) in enumerate(scenarios):
             for g in range(games):
                 my_seat = g % seats
                 table: list[Any] = []
@@ -172,8 +179,8 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                             others.append(BotPlayer(opp, launcher, clock))
                         table.append(others[s])
                 me.last_line = None
-                rec = await run_game(table, rule_set, 1000 + g, game_id=f"check-{label}-{g}", clock=clock,
-                                     max_turns=600)
+                rec = await run_game(table, rule_set, deal_seed(secret, 0, number, g),
+                                     game_id=f"check-{label}-{g}", clock=clock, max_turns=600)
                 report["played"] += 1
                 mine = [st for st in rec.steps if st["seat"] == my_seat and "request" in st]
                 answered = [st for st in mine if "fault" not in st]

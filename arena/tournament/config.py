@@ -49,6 +49,8 @@ class TournamentConfig:
     limits: dict[str, int] = field(default_factory=dict)
     processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
+    fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
+    one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
 
     def ruleset(self) -> Rules:
@@ -66,6 +68,8 @@ class TournamentConfig:
                 "max_turns", "max_tables")
         # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
         out = {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
+        if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
+            out["one_seat_per_author"] = True
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
             out["suite"] = self.deal_suite().digest()
         return out
@@ -94,19 +98,18 @@ class TournamentConfig:
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
     """The file (if any), then the flags, each validated by :mod:`arena.config`."""
     from ..config import ConfigFileError, read_toml, tournament_data
-    known = set(TournamentConfig.__dataclass_fields__)
     data: dict[str, Any] = {}
     try:
         if path is not None:
             p = Path(path)
-            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
+            data = tournament_data(read_toml(p, "tournament file"), str(p))
             data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
             data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
             if data.get("suite"):
                 data["suite"] = str(p.parent / data["suite"])
             data.setdefault("name", p.stem)
         flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-        data.update(tournament_data(flags, "command line", known))
+        data.update(tournament_data(flags, "command line", flags=True))
     except ConfigFileError as e:
         raise ConfigError(str(e)) from None
     cfg = TournamentConfig(**data)
