@@ -57,7 +57,7 @@ def test_the_improve_loop(work: Path):
     _chmod(bot)
 
     # 2. lose some games
-    lost = _arena(work, "match", "my-bot", "heuristic", "--max-games", "60")
+    lost = _arena(work, "match", "my-bot", "heuristic", "--max-games", "100")
     assert lost.returncode == 0, lost.stdout + lost.stderr
     games = json.loads(_arena(work, "games", "--bot", "starter-python@1.0.0", "--json", "--limit", "100").stdout)
     lost_games = [g for g in games if g["seats"][g["result"]["order"][0][0]] != "starter-python@1.0.0"]

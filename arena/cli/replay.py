@@ -281,6 +281,7 @@ def _opponents(rp, seat: int, game: str, store: Path) -> dict:
     bot, a bundled one), else by the names in the log."""
     from ..bots.manifest import ManifestError, load_bot
     from ..ladder.match import resolve_bot
+    from ..tournament.store import Store, StoreError
     labels: list[str] = list(rp.players)
     db = None
     try:
