@@ -81,7 +81,7 @@ def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
     assert f"H0 Elo 0, H1 Elo 100" in text
     assert f"| LOS | {100 * data['los']:.1f}% |" in text
     assert f"| games | {data['games']} ({data['deals']} deals): +{data['wins']} ={data['draws']} -{data['losses']} |" in text
-    assert f"{data['elo']:+.1f} ± {data['elo_margin']:.1f}" in text
+    assert f"| Elo (A − B, from deal pairs, 95%) | {data['elo_text']} |" in text
     assert "| LL | LD | DD/WL | WD | WW |" in text
     assert "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |" in text
 

@@ -168,8 +168,9 @@ def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) 
         e, fit = expect[r["label"]], ratings[r["label"]]
         assert r["#"] == str(rank)
         assert r["games"] == str(e["games"]) == "24"
-        assert r["win %"] == f"{100 * e['wins'] / e['games']:.1f}%"
+        assert r["win % [95%]"].split(" ")[0] == f"{100 * e['wins'] / e['games']:.1f}"
         assert r["avg place"] == f"{e['place_sum'] / e['games']:.2f}"
+        assert r["draw % [95%]"].endswith("]") and r["LOS↓"] != ""
         assert r["faults"] == str(e["faults"])
         assert r["ms/decision"] == f"{MS_PER_DECISION[r['label']]:.1f}"
         assert r["Elo ± 95%"] == f"{fit.elo:.0f} ± {(fit.ci_high - fit.ci_low) / 2:.0f}"
@@ -207,9 +208,15 @@ def test_tournament_page_matches_arena_standings(chrome: Any, site: ServerProc) 
     assert [r["label"] for r in rows] == [c["bot"] for c in cli]
     for r, c in zip(rows, cli):
         assert r["games"] == str(c["games"])
-        assert r["win %"] == f"{100 * c['win_rate']:.1f}%"
+        assert r["win % [95%]"] == (f"{100 * c['win_rate']:.1f} [{100 * c['win_rate_low']:.0f}, "
+                                    f"{100 * c['win_rate_high']:.0f}]")
         assert r["avg place"] == f"{c['avg_place']:.2f}"
-        assert r["Elo ± 95%"].split(" ")[0] == f"{c['elo']:.0f}"
+        assert r["LOS↓"] == ("-" if c["los_next"] is None else f"{100 * c['los_next']:.1f}%")
+        assert r["ms/decision"] == ("-" if c["ms_per_decision"] is None else f"{c['ms_per_decision']:,.1f}")
+        if c["rated"]:
+            assert r["Elo ± 95%"].split(" ")[0] == f"{c['elo']:.0f}"
+        else:
+            assert r["Elo ± 95%"] == f"too few games ({c['games']})"
     assert chrome.find_element(By.CSS_SELECTOR, "#progress-box .played").text == "12"
     shot(chrome, "tournament")
 

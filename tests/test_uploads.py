@@ -182,3 +182,31 @@ def test_a_refused_submission_leaves_no_copy(tmp_path: Path) -> None:
         assert not (store.path.resolve().parent / "ladder-bots").exists()
     finally:
         store.close()
+
+
+def test_a_link_in_a_submitted_bot_is_copied_as_a_link_never_as_what_it_points_to(tmp_path: Path) -> None:
+    """A bot folder holding a link to a file its author may not read (here: the store's secret deal
+    key) must not get that file's bytes into the ladder's copy, which the bot then runs from."""
+    import trio
+
+    from arena.ladder import load_ladder, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    from arena.tournament.seeds import load_secret
+    load_secret(store.path.resolve().parent)  # made 0600 on first use, as a tournament would
+    secret = store.path.resolve().parent / "secret.key"
+    assert secret.exists()
+    bot = bot_copy(tmp_path, "random", "9")
+    (bot / "loot").symlink_to(secret)
+
+    async def passing(spec):
+        return {"ok": True, "bot": spec.label, "faults": {}}
+    try:
+        trio.run(submit, ladder, str(bot), store, ctx(checker=passing))
+        copied = snapshot_dir(store, ladder, "random@9") / "loot"
+        assert copied.is_symlink()  # the bot sees a link, which resolves only where the bot may look
+        assert os.readlink(copied) == str(secret)
+    finally:
+        store.close()

@@ -55,45 +55,35 @@ def _context(progress: Console, plain: bool):
 
 # --------------------------------------------------------------------------- tables
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
-def _win(r) -> str:
-    if not r.games:
-        return "-"
-    if r.win_low is None or r.win_high is None:
-        return _pct(r.win_rate)
-    return f"{_pct(r.win_rate)} [{100 * r.win_low:.0f}, {100 * r.win_high:.0f}]"
-
-
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
+    from ..tournament.standings import elo_text, los_text, rate_text
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
     from rich.table import Table
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
-                  caption=f"Elo: one Plackett-Luce fit over all games of the ladder ({gauge}); ± is the 95% "
-                          "interval. win %: outright wins, [95% interval] bootstrapped over deals. LOS↓: "
-                          "likelihood of superiority over the next bot down.",
+                  caption=f"Elo: one Plackett-Luce fit with ties over all games of the ladder ({gauge}); ± and "
+                          "[ ] are 95% intervals (rates: Wilson, over deals). LOS↓: likelihood of superiority over "
+                          "the next bot down.",
                   caption_justify="left")
     view = st.last_view is not None or st.history or any(r.status != "active" for r in st.rows)
-    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw %", "faults", "LOS↓"]
+    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw % [95%]", "faults", "LOS↓",
+            "ms/decision"]
     if view:
         cols += ["trend", "last hour", "status"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("bot", "version", "status") else "right",
                          no_wrap=col in ("bot", "Elo ± 95%", "LOS↓"), min_width=6 if col == "LOS↓" else None)
     for r in st.rows:
-        elo = "-" if r.elo is None else f"{r.elo:.0f} ± {r.margin:.0f}"
-        if r.wide and r.elo is not None:
+        elo = elo_text(r.elo, r.elo_low, r.elo_high, r.rated, r.games)
+        if r.wide and r.elo is not None and r.rated:
             elo += " (wide)"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r.faults.items())) or "0"
         style = "bold yellow" if r.label == highlight else "dim" if r.status != "active" else None
         cells = [str(r.rank), escape(r.name), escape(r.version), elo, str(r.games),
-                 _win(r), f"{r.avg_place:.2f}" if r.games else "-",
-                 _pct(r.draw_rate if r.games else None), faults,
-                 "-" if r.los_next is None else f"{100 * r.los_next:.1f}%"]
+                 rate_text(r.win_rate, r.win_low, r.win_high, r.games), f"{r.avg_place:.2f}" if r.games else "-",
+                 rate_text(r.draw_rate, r.draw_low, r.draw_high, r.games), faults, los_text(r.los_next),
+                 f"{r.ms_per_decision:,.1f}" if r.decisions else "-"]
         if view:
             cells += [r.trend or "-", str(r.last_hour), r.status]
         table.add_row(*cells, style=style)
@@ -113,6 +103,10 @@ def view_lines(st: "LadderStandings") -> list[str]:
     if wide:
         out.append(f"intervals still wider than ±{st.ladder.matchmaking.wide_elo:g} Elo: {', '.join(wide)} "
                    "(`arena ladder run` plays these first)")
+    for m in st.misfits:
+        out.append(f"{m['a']} scored {100 * m['score']:.0f}% [{100 * m['score_low']:.0f}, {100 * m['score_high']:.0f}] "
+                   f"against {m['b']} in {m['games']} games, where their ratings predict {100 * m['predicted']:.0f}%: "
+                   "one rating per bot does not fit this pair (see --matrix)")
     for label, detail in st.suspensions.items():
         out.append(f"suspended {label}: {detail.get('reason', '')}; last fault {detail.get('last_reason', '')} "
                    f"{detail.get('last_message', '')} (game {detail.get('last_game', '')})".rstrip())
@@ -191,7 +185,8 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                           "place": row.rank, **st.as_json()}, indent=2))
         return
     out.print(ladder_table(st, highlight=row.label))
-    elo = "unrated" if row.elo is None else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)"
+    elo = ("unrated" if row.elo is None else f"too few games to rate ({row.games})" if not row.rated
+           else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
               f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)

@@ -220,7 +220,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from ..tournament.store import Store
     import trio
     from ..tournament.live import PlainReporter, RichReporter, standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     from ..tournament.config import load_config
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
@@ -233,8 +233,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     db = Store(cfg.store)
     inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
     trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
-    lines = standings(db.results(cfg.name))
-    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({len(db.results(cfg.name))} games)"))
+    lines = from_store(db, cfg.name)
+    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({db.count_games(tournament=cfg.name)} games)"))
     console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
                          f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
@@ -255,16 +255,16 @@ def _need_tournament(db: Store, name: str | None, store: Path) -> None:
 def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
                                                                             help="A tournament; omit for every game.")] = None,
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False,
+                  as_csv: Annotated[bool, typer.Option("--csv", help="The standings as CSV on stdout (the --json fields).")] = False,
                   calibration: Annotated[bool, typer.Option("--calibration", help="Add each bot's Brier score: its "
                                                             "info.win_prob against how its games ended (reads every "
                                                             "game's log).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     db = _open(store)
     _need_tournament(db, tournament_name, store)
-    lines = standings(db.results(tournament_name))
-    _add_think_time(db, tournament_name, lines)
+    lines = from_store(db, tournament_name)
     briers = {}
     if calibration:
         from ..tournament.calibration import stored_calibration
@@ -277,11 +277,16 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                 row["calibration"] = c.as_json() if c is not None else None
         print(json.dumps(rows, indent=2))
         return
+    if as_csv:
+        rows = [l.as_json() for l in lines]
+        w = csv.writer(sys.stdout)
+        fields = list(rows[0]) if rows else ["bot"]
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
+                        else "" if r[f] is None else r[f] for f in fields])
+        return
     table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
-    if any(l.decisions for l in lines):
-        from rich.table import Column
-        table.columns.append(Column(header="ms/decision", justify="right",
-                                    _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
     if calibration:
         from rich.table import Column
         cells = [f"{briers[l.bot].brier:.3f} ({briers[l.bot].decisions:,})" if l.bot in briers else "-" for l in lines]
@@ -290,16 +295,6 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
     if calibration:
         console.print("Brier: the mean of (win_prob - won)² over a bot's decisions that carried a win_prob; "
                       "0 is perfect, 0.25 is always saying 50%.", style="dim")
-
-
-def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
-    """Each bot's think time and answered decisions, from the per-seat rows the store keeps."""
-    by_bot = {l.bot: l for l in lines}
-    for _game, bot, _place, _forfeit, think_ms, decisions, _draw, _players in db.seat_rows(tournament_name):
-        line = by_bot.get(bot)
-        if line is not None:
-            line.think_ms += think_ms
-            line.decisions += decisions
 
 
 @app.command()
@@ -361,7 +356,10 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
             for g in rows:
                 order = g["result"]["order"]
                 for seat, bot_label in enumerate(g["seats"]):
-                    place = next(1 + sum(len(x) for x in order[:k]) for k, grp in enumerate(order) if seat in grp)
+                    # tied seats share the average of the places they span, as in every standings table
+                    place = next(1 + sum(len(x) for x in order[:k]) + (len(grp) - 1) / 2
+                                 for k, grp in enumerate(order) if seat in grp)
+                    place = int(place) if place == int(place) else place
                     w.writerow([g["id"], g["tournament"], g["index"], g["seed"], seat, bot_label, place,
                                 g["result"].get("forfeits", {}).get(str(seat), ""), g["reason"], int(g["draw"]), g["turns"]])
     else:

@@ -9,7 +9,6 @@ loads it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -45,17 +44,13 @@ def _parse_sprt(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _num(x: float, fmt: str = "+.1f") -> str:
-    return format(x, fmt) if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
-
-
 def match_line(p: "MatchProgress") -> str:
     """One progress line: games, W/D/L, pair counts, Elo from pairs, win rate over deals, LOS, LLR."""
-    elo, margin = p.elo()
-    m = f"{margin:.1f}" if math.isfinite(margin) else "inf"
+    from ..ladder.match import elo_text
+    from ..ratings import pair_elo
     pairs = " ".join(f"{n} {c}" for n, c in zip(PAIR_NAMES, p.pairs))
     rate, lo, hi = p.win_rate()
-    text = (f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  pairs {pairs}  Elo {_num(elo)} ± {m}  "
+    text = (f"{p.games:5d} games  +{p.wins} ={p.draws} -{p.losses}  pairs {pairs}  Elo {elo_text(pair_elo(p.pairs))}  "
             f"win {100 * rate:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]  LOS {100 * p.los():.1f}%")
     if p.sprt is not None:
         s = p.sprt
@@ -200,21 +195,17 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         data["deals_report"] = deal_report(result.deal_pairs, suite.games)
     if summary is not None:
         try:
-            from ..ratings import pair_elo
-            pe = pair_elo(result.pairs)
-            signs = {"elo": result.elo()[0], "elo_low": pe["elo_low"], "elo_high": pe["elo_high"]}
-            summary.write_text(summary_markdown(data, verdict, head, tid if db else None, signs))
+            summary.write_text(summary_markdown(data, verdict, head, tid if db else None))
         except OSError as e:
             _fail(f"--summary: cannot write {summary}: {e.strerror or e}")
     if as_json:
         print(json.dumps({**data, "tournament": tid if db else None, "verdict": verdict, "exit_status": code}, indent=2))
         raise typer.Exit(code)
-    from ..ratings import pair_elo
-    pe = pair_elo(result.pairs)  # the raw figures: JSON's null loses an infinity's sign
+    fmt = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
     out.print(verdict, highlight=False, markup=False, soft_wrap=True)
     out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
-              + f"; Elo {_num(result.elo()[0])} [{_num(pe['elo_low'])}, {_num(pe['elo_high'])}] from pairs, "
-              f"normalized Elo {_num(pe['nelo'])}; A's win rate {100 * data['win_rate']:.1f}% "
+              + f"; +{data['wins']} ={data['draws']} -{data['losses']}; Elo {data['elo_text']} from pairs, "
+              f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
               f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",
               highlight=False, markup=False, soft_wrap=True)
     if suite is not None:
@@ -248,19 +239,12 @@ def flip_lines(report: list[dict], a: str, b: str) -> list[str]:
             f"  the rest: {same} (WL or DD: the seat decided it; LD or WD: a draw in one seat)"]
 
 
-def summary_markdown(data: dict, verdict: str, head: str, tournament: str | None = None,
-                     signs: dict[str, float] | None = None) -> str:
-    """The result of a match as a short Markdown report (from :meth:`MatchProgress.as_json`;
-    ``signs``: the raw Elo figures, whose infinities JSON's null does not keep)."""
-    raw = signs or {}
-    fmt = lambda x, key="": (f"{x:+.1f}" if x is not None else  # noqa: E731
-                             ("-∞" if raw.get(key, 1) < 0 else "+∞") if key in raw else "±∞")
+def summary_markdown(data: dict, verdict: str, head: str, tournament: str | None = None) -> str:
+    """The result of a match as a short Markdown report (from :meth:`MatchProgress.as_json`)."""
     icon = {"accept_h1": "✅", "accept_h0": "❌", "max_games": "⚠️"}.get(data["status"], "ℹ️") if "sprt" in data else "ℹ️"
-    margin = "∞" if data["elo_margin"] is None else f"{data['elo_margin']:.1f}"
     lines = [f"### {icon} {data['a']} vs {data['b']}: {verdict}", "", head, "",
              "| | |", "|---|---|",
-             f"| Elo (A − B, from deal pairs) | {fmt(data['elo'], 'elo')} ± {margin} "
-             f"[{fmt(data['elo_low'], 'elo_low')}, {fmt(data['elo_high'], 'elo_high')}] (95%) |",
+             f"| Elo (A − B, from deal pairs, 95%) | {data['elo_text']} |",
              f"| LOS | {100 * data['los']:.1f}% |",
              f"| games | {data['games']} ({data['deals']} deals): +{data['wins']} ={data['draws']} -{data['losses']} |",
              f"| A's win rate | {100 * data['win_rate']:.1f}% [{100 * data['win_rate_low']:.1f}, "

@@ -118,7 +118,7 @@ def report(
     """
     from ..tournament.store import Store, StoreError, write_private_text
     from ..replay.simulate import ReplayError, simulate
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     from ..replay.html import report_html, write_report_folder
     from ..replay.view import replay_data
     console, err = _consoles()
@@ -133,7 +133,7 @@ def report(
             known = ", ".join(x["id"] for x in db.tournaments()) or "none"
             _fail(err, f"no tournament {tournament!r} in {store} (known: {known})")
         games = db.games(tournament=tournament, limit=limit if limit is not None else 10**9)
-        lines = standings(db.results(tournament))
+        lines = from_store(db, tournament)
         replays, bad = {}, []
         for g in games:
             rec = db.game_record(g["id"])

@@ -38,35 +38,33 @@ class MatchProgress:
     sprt: Sprt | PairSprt | None = None
     status: str = "continue"  # or accept_h0 / accept_h1 / max_games
     pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
-    deal_wins: list[float] = field(default_factory=list)  # a's outright wins per deal / 2
+    deal_wins: list[int] = field(default_factory=list)  # a's outright wins in each deal (of its 2 games)
     deal_pairs: list[int] = field(default_factory=list)  # each deal's pair outcome, an index into PAIR_NAMES
 
     @property
     def games(self) -> int:
         return self.wins + self.draws + self.losses
 
-    def elo(self) -> tuple[float, float]:
-        """(Elo of a - b, 95% half-width), from the pairs (pentanomial) once there are any."""
-        if sum(self.pairs) == 0:
-            return elo_difference(self.wins, self.draws, self.losses)
+    def elo(self) -> tuple[float, float, float]:
+        """(Elo of a - b, low, high): the 95% interval from the pairs (pentanomial counts, Wilson on
+        the score).  The ends are finite; the estimate is ±inf only while a side has scored nothing,
+        and then the other end is the one-sided bound a view shows instead (:func:`elo_text`)."""
         e = pair_elo(self.pairs)
-        if not (math.isfinite(e["elo_low"]) and math.isfinite(e["elo_high"])):
-            return e["elo"], math.inf
-        return e["elo"], (e["elo_high"] - e["elo_low"]) / 2
+        return e["elo"], e["elo_low"], e["elo_high"]
 
     def trinomial_elo(self) -> tuple[float, float]:
         """The per-game (W/D/L) estimate, which takes the two games of a deal as independent."""
         return elo_difference(self.wins, self.draws, self.losses)
 
     def win_rate(self) -> tuple[float, float, float]:
-        """a's outright win rate per game with its 95% interval over deals."""
-        return rate_interval(self.deal_wins)
+        """a's outright win rate per game with its 95% interval over deals (Wilson, as every rate)."""
+        return rate_interval(self.deal_wins, [2] * len(self.deal_wins))
 
     def los(self) -> float:
         return los(self.wins, self.losses)
 
     def as_json(self) -> dict[str, Any]:
-        elo, margin = self.elo()
+        elo, _, _ = self.elo()
         tri, tri_margin = self.trinomial_elo()
         fin = lambda x, k=1: round(x, k) if math.isfinite(x) else None  # noqa: E731
         pe = pair_elo(self.pairs)
@@ -74,8 +72,8 @@ class MatchProgress:
         out: dict[str, Any] = {"a": self.a, "b": self.b, "games": self.games, "wins": self.wins,
                                "draws": self.draws, "losses": self.losses,
                                "pairs": dict(zip(PAIR_NAMES, self.pairs)), "deals": sum(self.pairs),
-                               "elo": fin(elo), "elo_margin": fin(margin),
-                               "elo_low": fin(pe["elo_low"]), "elo_high": fin(pe["elo_high"]),
+                               "elo": fin(elo), "elo_low": fin(pe["elo_low"]), "elo_high": fin(pe["elo_high"]),
+                               "elo_text": elo_text(pe),
                                "normalized_elo": fin(pe["nelo"]), "normalized_elo_low": fin(pe["nelo_low"]),
                                "normalized_elo_high": fin(pe["nelo_high"]),
                                "score": round(pe["score"], 4), "score_low": round(pe["score_low"], 4),
@@ -102,12 +100,24 @@ class MatchProgress:
                 self.losses += 1
         self.pairs[pair_index(first, second)] += 1
         self.deal_pairs.append(pair_index(first, second))
-        self.deal_wins.append(((first == 1.0) + (second == 1.0)) / 2)
+        self.deal_wins.append(int(first == 1.0) + int(second == 1.0))
         if isinstance(self.sprt, PairSprt):
             self.sprt.update(first, second)
         elif self.sprt is not None:
             self.sprt.update(first)
             self.sprt.update(second)
+
+
+def elo_text(pe: dict[str, float]) -> str:
+    """A match's Elo as every view writes it: ``-79.5 [-135.6, -27.3]``, or a one-sided bound while
+    one side has scored nothing (``> +312.4 (B has scored nothing yet)``)."""
+    if pe["pairs"] == 0:
+        return "- (no games)"
+    if pe["elo"] == math.inf:
+        return f"> {pe['elo_low']:+.1f} (B has scored nothing yet)"
+    if pe["elo"] == -math.inf:
+        return f"< {pe['elo_high']:+.1f} (A has scored nothing yet)"
+    return f"{pe['elo']:+.1f} [{pe['elo_low']:+.1f}, {pe['elo_high']:+.1f}]"
 
 
 def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int,

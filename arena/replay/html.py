@@ -474,18 +474,19 @@ def safe_name(game_id: str) -> str:
 
 
 def _standings_table(lines: list[Line]) -> str:
+    """The same columns and text as `arena standings` (arena.tournament.standings formats both)."""
+    from ..tournament.standings import elo_text, los_text, ms_text, rate_text
     rows = []
     for i, l in enumerate(lines, 1):
-        elo = "-" if l.elo is None else f"{l.elo:.0f}"
-        if l.elo is not None and l.elo_low is not None and l.elo_high is not None:
-            elo += f" ±{(l.elo_high - l.elo_low) / 2:.0f}"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
-        rows.append(f"<tr><td class=num>{i}</td><td>{html.escape(l.bot)}</td><td class=num>{elo}</td>"
-                    f"<td class=num>{l.games}</td><td class=num>{100 * l.win_rate:.1f}</td>"
-                    f"<td class=num>{l.avg_place:.2f}</td><td class=num>{l.draws}</td><td>{html.escape(faults)}</td>"
-                    f"<td class=num>{l.ms_per_decision:.1f}</td></tr>")
-    return ("<table class=\"list\" id=\"standings\"><thead><tr><th>#</th><th>bot</th><th>Elo</th><th>games</th>"
-            "<th>win %</th><th>avg place</th><th>draws</th><th>faults</th><th>ms/decision</th></tr></thead>"
+        cells = [str(i), l.bot, elo_text(l.elo, l.elo_low, l.elo_high, l.rated, l.games), str(l.games),
+                 rate_text(l.win_rate, l.win_low, l.win_high, l.games), f"{l.avg_place:.2f}",
+                 rate_text(l.draw_rate, l.draw_low, l.draw_high, l.games), faults, los_text(l.los_next), ms_text(l)]
+        rows.append("<tr>" + "".join(f"<td{'' if k in (1, 7) else ' class=num'}>{html.escape(c)}</td>"
+                                     for k, c in enumerate(cells)) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("#", "bot", "Elo ± 95%", "games", "win % [95%]", "avg place",
+                                              "draw % [95%]", "faults", "LOS↓", "ms/decision"))
+    return (f"<table class=\"list\" id=\"standings\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
