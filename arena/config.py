@@ -166,6 +166,9 @@ class _TournamentFields(_Shared):
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
     fixed_schedule: FixedSchedule = False
     one_seat_per_author: OneSeatPerAuthor = False
+    suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
+                                             "file: its deals are played at every table instead of fresh ones. It "
+                                             "sets the number of deals; rules, options and seats must match it.")
 
 
 class TournamentFile(_TournamentFields):

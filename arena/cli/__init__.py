@@ -5,7 +5,8 @@
 * :mod:`.main` - the app and the commands of one game, a check, a tournament and its results:
   ``rules``, ``play``, ``check``, ``tournament``, ``standings``, ``games``, ``export``, ``bots``;
 * :mod:`.ladder` - ``arena submit`` and ``arena ladder ...`` (:mod:`.ladder_live` their live
-  display); :mod:`.match` - ``arena match``; :mod:`.replay` - ``arena replay`` and ``arena report``;
+  display); :mod:`.match` - ``arena match``; :mod:`.replay` - ``arena replay``, ``arena report`` and ``arena debug``;
+  :mod:`.deals` - ``arena deals`` (deal suites);
   :mod:`.serve` - ``arena serve``;
 * :mod:`.play` - the terminal table of ``arena play``, where people sit with bots;
 * :mod:`.common` - what every command shares: one error style, Ctrl-C without a traceback.

@@ -3,7 +3,9 @@
 Every command registered on :class:`ArenaTyper` (the ladder, replay and serve commands too)
 runs inside :func:`guard`: a Ctrl-C anywhere, even one trio wraps in an exception group,
 ends in a single "interrupted ..." line and exit status 130; a full disk, an unusable store
-or a bad config file ends in a single ``error:`` line and exit status 2. Messages are escaped
+or a bad config file ends in a single ``error:`` line and exit status 2, and anything else (an
+arena bug) in one line and exit status 70, so that a verdict's 1 (``arena check`` found a fault,
+``arena match`` accepted H0) is never mistaken for a crash. Messages are escaped
 before Rich sees them, so a bracketed name such as ``palace-arena[dask]`` prints as written.
 """
 
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +35,7 @@ _EXITS: tuple[type[BaseException], ...] = (_typer_exc.Exit,)
 
 INTERRUPTED = 130
 USAGE = 2
+BUG = 70  # sysexits' EX_SOFTWARE: apart from 1, which commands use for a verdict (a fault, H0 accepted)
 
 err = Console(stderr=True, highlight=False) if sys.stderr.isatty() else Console(stderr=True, width=160, highlight=False)
 
@@ -104,6 +109,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         kinds.append(LadderError)
     except ImportError:  # pragma: no cover
         pass
+    from ..tournament.suites import SuiteError  # a StoreError already; named for clarity
+    kinds.append(SuiteError)
     from ..bots.launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
     kinds.append(ContainmentError)
     return tuple(kinds)
@@ -159,7 +166,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
                 first = next((e for e in leaves(exc) if not is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
                           "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
-                raise typer.Exit(1) from None
+                raise typer.Exit(BUG) from None
             code, line = result
             if code == INTERRUPTED:
                 err.print(escape(line), soft_wrap=True)
@@ -168,6 +175,24 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(code) from None
 
     return run
+
+
+def _term_as_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM (a service manager, ``kill``, a CI timeout) stops a command the way Ctrl-C does:
+    trio's SIGINT handler delivers it where it is safe, games in flight are abandoned, bots and
+    their cgroups are cleaned up, and one "interrupted" line says what was kept. Where SIGINT is
+    ignored (a background job), SIGTERM keeps its default action."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    signal.raise_signal(signal.SIGINT)
+
+
+def handle_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C from here on (main thread only, and only over the default action)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _term_as_interrupt)
 
 
 class ArenaTyper(typer.Typer):
@@ -194,6 +219,7 @@ class ArenaTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the app; a usage error prints in the same one-line style as every other error."""
         command = typer.main.get_command(self)
+        handle_sigterm()
         try:
             code = command.main(*args, standalone_mode=False, **kwargs)
         except _NO_ARGS as e:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .common import ArenaTyper, fail, progress
+from .deals import register as register_deals
 from .ladder import register as register_ladders
 from .replay import register as register_replays
 from .serve import register as register_serve
@@ -205,6 +206,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                rule: RuleOpt = None,
                seats: Annotated[Optional[int], typer.Option("--seats", help="Players per game.")] = None,
                deals: Annotated[Optional[int], typer.Option("--deals", help="Deals per table, each played in every seat rotation.")] = None,
+               suite: Annotated[Optional[Path], typer.Option("--suite", metavar="SUITE.json", help="Play this deal suite's "
+                                                             "deals at every table (arena deals make / from-games).")] = None,
                seed: Annotated[Optional[int], typer.Option("--seed", help="Base deal seed.")] = None,
                concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Games at a time (default: cores).")] = None,
                move_ms: Annotated[Optional[int], typer.Option("--move-ms", min=1, help="Milliseconds per decision.")] = None,
@@ -225,7 +228,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
-                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)
@@ -255,15 +258,27 @@ def _need_tournament(db: Store, name: str | None, store: Path) -> None:
 def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
                                                                             help="A tournament; omit for every game.")] = None,
                   store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False,
-                  as_csv: Annotated[bool, typer.Option("--csv", help="The standings as CSV on stdout (the --json fields).")] = False) -> None:
+                  as_csv: Annotated[bool, typer.Option("--csv", help="The standings as CSV on stdout (the --json fields).")] = False,
+                  calibration: Annotated[bool, typer.Option("--calibration", help="Add each bot's Brier score: its "
+                                                            "info.win_prob against how its games ended (reads every "
+                                                            "game's log).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
     from ..tournament.standings import from_store
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     lines = from_store(db, tournament_name)
+    briers = {}
+    if calibration:
+        from ..tournament.calibration import stored_calibration
+        briers = stored_calibration(db, tournament_name)
     if as_json:
-        print(json.dumps([l.as_json() for l in lines], indent=2))
+        rows = [l.as_json() for l in lines]
+        if calibration:
+            for row in rows:
+                c = briers.get(row["bot"])
+                row["calibration"] = c.as_json() if c is not None else None
+        print(json.dumps(rows, indent=2))
         return
     if as_csv:
         rows = [l.as_json() for l in lines]
@@ -274,7 +289,15 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
             w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
                         else "" if r[f] is None else r[f] for f in fields])
         return
-    console.print(standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}"))
+    table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
+    if calibration:
+        from rich.table import Column
+        cells = [f"{briers[l.bot].brier:.3f} ({briers[l.bot].decisions:,})" if l.bot in briers else "-" for l in lines]
+        table.columns.append(Column(header="Brier (decisions)", justify="right", _cells=cells))
+    console.print(table)
+    if calibration:
+        console.print("Brier: the mean of (win_prob - won)² over a bot's decisions that carried a win_prob; "
+                      "0 is perfect, 0.25 is always saying 50%.", style="dim")
 
 
 @app.command()
@@ -377,3 +400,4 @@ def bots_cmd(as_json: JsonOpt = False) -> None:
 register_replays(app)
 register_ladders(app)
 register_serve(app)
+register_deals(app)

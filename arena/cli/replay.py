@@ -161,6 +161,158 @@ def report(
                   f"{' ...' if len(bad) > 10 else ''} (arena replay ID --verify)")
 
 
+def debug(
+    game: Annotated[str, typer.Argument(help="A game id in the store (see `arena games`), or an exported game file.")],
+    bot: Annotated[str, typer.Argument(help="The build to test: a bot directory, a bot.toml or a bundled name.")],
+    seat: Annotated[int, typer.Option("--seat", help="The seat whose recorded requests are fed to BOT.")],
+    start: Annotated[int, typer.Option("--from", min=1, help="Start at this decision of the seat (1 is its first; "
+                                                             "the numbers of `arena replay GAME --as SEAT`).")] = 1,
+    store: Annotated[Path, typer.Option("--store", help="The game store (SQLite).")] = DEFAULT_STORE,
+    sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap "
+                                                    "(the default where it works); --no-sandbox: private uid and "
+                                                    "namespaces only.")] = None,
+    trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run the bot as your own user, uncontained, "
+                                                                      "on purpose.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The outcome as JSON on stdout.")] = False,
+    play_on: Annotated[bool, typer.Option("--continue", help="After a divergence, play the game out live against "
+                                                            "the recorded opponents' bots (found in the store by "
+                                                            "label, or bundled) and show the result.")] = False,
+) -> None:
+    """Feed a seat's recorded requests to another build of its bot and stop where it chooses differently.
+
+    The bot gets the seat's start message and then each request exactly as the referee wrote it, on the recorded clock, in its sandbox like any bot. At the first decision where it answers otherwise than the record (or faults), it shows that decision's view, both choices and what the bot wrote to stderr so far. A bot that seeds its randomness from start.seed chooses the same again. Exit status: 0 no divergence, 1 diverged, 2 an error (no such game or seat, a bot that cannot start).
+    """  # noqa: E501 - one line: the help keeps the docstring's line breaks
+    import trio
+
+    from ..bots.launch import Launcher
+    from ..bots.manifest import ManifestError, load_bot
+    from ..replay.debug import debug_seat
+    from ..replay.load import load_game
+    from ..replay.simulate import ReplayError, simulate
+    from ..replay.terminal import render_decision, thought_lines
+    from ..replay.view import Names, describe_action, replay_data
+    console, err = _consoles()
+    try:
+        record = load_game(game, store)
+        rp = simulate(record)
+    except ReplayError as e:
+        _fail(err, str(e))
+        raise
+    if not 0 <= seat < len(rp.players):
+        _fail(err, f"--seat {seat}: this game has seats 0..{len(rp.players) - 1}")
+    if not rp.ok:
+        from ..replay.terminal import print_verification
+        print_verification(err, rp)
+        _fail(err, "the log does not match its re-simulation: its requests cannot be rebuilt faithfully")
+    try:
+        spec = load_bot(bot)
+    except ManifestError as e:
+        _fail(err, str(e))
+        raise
+    if spec.human:
+        _fail(err, "arena debug takes a bot, not 'human'")
+    who = Names(rp.players)
+    recorded_bot = who.labels[seat]
+    if not as_json:
+        err.print(f"feeding seat {seat}'s recorded requests ({recorded_bot} in {rp.game_id}) to {spec.label}",
+                  highlight=False, markup=False)
+    opponents = _opponents(rp, seat, game, store) if play_on else None
+    try:
+        result = trio.run(lambda: debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots),
+                                             start=start, opponents=opponents))
+    except ReplayError as e:
+        _fail(err, str(e))
+        raise
+    d = result.divergence
+    if as_json:
+        print(json.dumps({"game": rp.game_id, "seat": seat, "recorded_bot": recorded_bot, "bot": spec.label,
+                          "decisions": result.decisions, "from": result.first, "agreed": result.agreed,
+                          "diverged": result.diverged, "divergence": None if d is None else d.as_json(),
+                          "stderr": result.stderr[-200:],
+                          "continued": None if result.live is None else _live_json(result.live)}, indent=2))
+        raise typer.Exit(1 if d is not None else 0)
+    out = lambda text, style=None: console.print(text, style=style, highlight=False, markup=False,  # noqa: E731
+                                                 soft_wrap=True)
+    if d is None:
+        out(f"no divergence: {spec.label} chose as recorded at all {result.agreed} decisions "
+            f"{result.first}..{result.decisions} of seat {seat}")
+        raise typer.Exit(0)
+    from dataclasses import replace
+    data = replay_data(rp)
+    console.print(render_decision(data, replace(d.recorded, stderr=[]), d.number, result.decisions))
+    for line in d.recorded.stderr:
+        out(f"  recorded stderr| {line}", "dim")
+    req = d.recorded.request
+    name = lambda k: describe_action({x: v for x, v in req["actions"][k].items() if x != "id"}, who)  # noqa: E731
+    out(f"diverged at decision {d.number} of {result.decisions} (turn {d.recorded.step}, request {req['id']}), "
+        f"after {result.agreed} decision(s) chosen as recorded:", "bold")
+    if d.recorded.choice is not None:
+        out(f"  recorded ({recorded_bot}): [{d.recorded.choice}] {name(d.recorded.choice)}")
+    else:
+        out(f"  recorded ({recorded_bot}): no valid answer: forfeit ({d.recorded.fault})")
+    if d.fault is not None:
+        out(f"  {spec.label}: no valid answer: {d.fault[0]}: {d.fault[1]}", "bold red")
+    else:
+        out(f"  {spec.label}: [{d.choice}] {name(d.choice)}   ({d.ms} ms)", "bold")
+        for line in thought_lines(d.info, d.info_warning):
+            console.print(line)
+    out(f"stderr of {spec.label} up to here ({len(result.stderr)} line(s)):" if result.stderr
+        else f"stderr of {spec.label} up to here: (nothing)")
+    for line in result.stderr[-40:]:
+        out(f"  stderr| {line}", "dim cyan")
+    if len(result.stderr) > 40:
+        out(f"  ({len(result.stderr) - 40} earlier line(s) not shown; --json has up to 200)", "dim")
+    if result.live is not None:
+        from ..replay.view import result_text
+        live = result.live
+        out(f"played on from decision {d.number}, {spec.label} in seat {seat} against the recorded opponents: "
+            f"{len(live.steps)} steps; "
+            f"result: {result_text(live.result or {}, Names(live.players))}"
+            f" (recorded: {result_text(rp.result or record.get('result') or {}, who)})", "bold")
+    raise typer.Exit(1)
+
+
+def _live_json(rec) -> dict:
+    return {"steps": len(rec.steps), "result": rec.result, "faults": rec.faults}
+
+
+def _opponents(rp, seat: int, game: str, store: Path) -> dict:
+    """The recorded opponents' bots: by the store's seat labels (a ladder member, a registered
+    bot, a bundled one), else by the names in the log."""
+    from ..bots.manifest import ManifestError, load_bot
+    from ..ladder.match import resolve_bot
+    from ..tournament.store import Store, StoreError
+    labels: list[str] = list(rp.players)
+    db = None
+    try:
+        db = Store(store, readonly=True)
+        row = db.db.execute("SELECT seats FROM games WHERE id=?", (game,)).fetchone()
+        if row is not None:
+            labels = json.loads(row[0])
+    except (StoreError, OSError, ValueError):
+        pass
+    out = {}
+    try:
+        for s, label in enumerate(labels):
+            if s == seat:
+                continue
+            try:
+                out[s] = resolve_bot(label, db)
+            except ManifestError as e:
+                try:  # a bundled bot, named by its label
+                    spec = load_bot(label.partition("@")[0])
+                except ManifestError:
+                    spec = None
+                if spec is None or spec.label != label:
+                    fail(f"--continue: cannot find seat {s}'s bot {label}: {e}")
+                out[s] = spec
+    finally:
+        if db is not None:
+            db.close()
+    return out
+
+
 def register(app: typer.Typer) -> None:
     app.command("replay")(replay)
     app.command("report")(report)
+    app.command("debug")(debug)

@@ -27,6 +27,7 @@ from ..tournament.executors import BotSetup, GameTask, open_in_process, store_pl
 from ..tournament.worker import open_workers
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
+from ..tournament.suites import Suite
 from .config import LadderError
 
 @dataclass
@@ -40,6 +41,7 @@ class MatchProgress:
     status: str = "continue"  # or accept_h0 / accept_h1 / max_games
     pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
     deal_wins: list[int] = field(default_factory=list)  # a's outright wins in each deal (of its 2 games)
+    deal_pairs: list[int] = field(default_factory=list)  # each deal's pair outcome, an index into PAIR_NAMES
 
     @property
     def games(self) -> int:
@@ -99,6 +101,7 @@ class MatchProgress:
             else:
                 self.losses += 1
         self.pairs[pair_index(first, second)] += 1
+        self.deal_pairs.append(pair_index(first, second))
         self.deal_wins.append(int(first == 1.0) + int(second == 1.0))
         if isinstance(self.sprt, PairSprt):
             self.sprt.update(first, second)
@@ -119,11 +122,13 @@ def elo_text(pe: dict[str, float]) -> str:
     return f"{pe['elo']:+.1f} [{pe['elo_low']:+.1f}, {pe['elo_high']:+.1f}]"
 
 
-def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int) -> tuple[str, dict[str, Any]]:
+def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int,
+             suite: Suite | None = None) -> tuple[str, dict[str, Any]]:
     """The store's tournament id for a match: same bots (the files in their directories), rules,
-    seed and turn cap = same games, resumed."""
+    seed (or deal suite) and turn cap = same games, resumed."""
     fp = {"format": "match", "bots": [a.label, b.label], "hashes": [a.files_hash(), b.files_hash()],
-          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns, "deals": "secret"}
+          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns,
+          "deals": "secret" if suite is None else f"suite:{suite.digest()}"}
     digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:10]
     return f"match:{a.label}:{b.label}:{digest}", fp
 
@@ -172,26 +177,38 @@ def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
 async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
+                    sandbox: bool | None = None, trusted: bool = False, suite: Suite | None = None,
                     on_pair: Callable[[MatchProgress], None] | None = None,
                     on_resume: Callable[[int, int], None] | None = None, cluster: str = "",
                     processes: int | None = None,
                     on_incident: Callable[[str], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
-    accepts H0 or H1 or ``match_games(max_games)`` are played.  The verdict depends only on the
-    games, in order: concurrency plays some pairs ahead, and a stored match resumes where it
-    stopped (``on_resume(stored, planned)`` is told first).  Returns the progress (from ``a``'s
+    accepts H0 or H1 or ``match_games(max_games)`` are played.  ``concurrency`` counts games at a
+    time (1: the two games of a deal one after the other, so bots that search on the clock never
+    share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
+    ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
+    first).  Without a ``launcher`` the bots start contained as ``sandbox``/``trusted`` say
+    (:class:`arena.bots.launch.Launcher`).  With a ``suite`` its deals are played in order (at
+    most ``max_games`` games) under its rules instead of fresh deals from ``seed``.  Returns the progress (from ``a``'s
     side: W/D/L, pair counts, SPRT state) and the store's tournament id.
 
     The games go through an executor, as a tournament's do: referee worker processes (at most
-    ``processes``, default one per core, never more than the games in flight), the Dask
-    cluster at ``cluster``, or this process when one process is all that is asked or
-    ``launcher`` starts the bots (tests' in-process fakes)."""
+    ``processes``, default one per core, never more than ``concurrency``), the Dask cluster at
+    ``cluster``, or this process when one process is all that is asked or ``launcher`` starts
+    the bots (tests' in-process fakes)."""
     if a.label == b.label:
         raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
     if not rules.min_players <= 2 <= rules.max_players:
         raise LadderError(f"{rules.name} is not a two-player game")
-    tid, fp = match_id(a, b, rules, seed, max_turns)
+    if suite is not None:
+        if suite.players != 2:
+            raise LadderError(f"the deal suite is for {suite.players} players; a match is two-player")
+        if suite.rules.options() != rules.options():
+            raise LadderError("the deal suite was made for other rules than the match's")
+    tid, fp = match_id(a, b, rules, seed, max_turns, suite)
     pairs = match_games(max_games) // 2
+    if suite is not None:
+        pairs = min(pairs, len(suite.deals))
     stored: dict[int, tuple[list[str], dict[str, Any]]] = {}
     if store is not None:
         store.begin_tournament(tid, fp, 2 * pairs)
@@ -206,8 +223,10 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     progress = MatchProgress(a.label, b.label, sprt=sprt)
     secret = load_secret(store.path.parent) if store is not None else run_secret()
     # refs: how another process loads each bot again (the directory of its manifest)
-    setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, clock=clock)
-    workers = max(1, min(processes or os.cpu_count() or 1, 2 * max(1, concurrency)))
+    setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, clock=clock,
+                     sandbox=sandbox, trusted_bots=trusted)
+    concurrency = max(1, concurrency)
+    workers = max(1, min(processes or os.cpu_count() or 1, concurrency))
     if cluster:
         from ..tournament.cluster import open_dask
         opened = open_dask(setup, cluster)
@@ -218,14 +237,17 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         if launcher is None:
             from ..bots.launch import Launcher
             cleanup_stale()
-            launcher = Launcher()
-        opened = open_in_process(setup, capacity=2 * concurrency, launcher=launcher)
+            launcher = Launcher(sandbox=sandbox, trusted=trusted)
+        opened = open_in_process(setup, capacity=concurrency, launcher=launcher)
+    limiter = trio.CapacityLimiter(concurrency)
 
     async def play(idx: int) -> None:
         deal = idx // 2
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
-        played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
-                                              rules.options(), max_turns))
+        async with limiter:
+            dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats),
+                                                  rules.options(), max_turns))
         if store is not None:
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})
@@ -233,7 +255,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     async with opened as executor:
         deal = 0
         while deal < pairs and progress.status == "continue":
-            batch = range(deal, min(pairs, deal + max(1, concurrency)))
+            batch = range(deal, min(pairs, deal + (concurrency + 1) // 2))
             todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
             if todo:
                 async with trio.open_nursery() as nursery:

@@ -45,6 +45,7 @@ class BlockingPlayer:
         self.conn: BlockingBot | None = None
         self.hello: dict[str, Any] | None = None
         self.starts = 0
+        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
         self._stderr: list[str] = []
 
     def _ensure(self) -> BlockingBot:
@@ -90,7 +91,8 @@ class BlockingPlayer:
         conn = self.conn if self.conn is not None else self._ensure()
         try:
             conn.send_line(line)
-            return protocol.read_action(conn.receive_line(timeout), request_id, n_actions)
+            choice, self.note = protocol.read_reply(conn.receive_line(timeout), request_id, n_actions)
+            return choice
         except Exception as e:
             raise as_fault(e) from None
 
@@ -105,7 +107,7 @@ class BlockingPlayer:
             self.fault(fault.reason, fault.message, req.id)
             # taken once the bot is stopped: what it wrote while dying belongs to this game
             return Faulted(str(fault.reason), fault.message, ms, self.take_stderr())
-        return Answered(choice, (time.monotonic() - start) * 1000, self.take_stderr())
+        return Answered(choice, (time.monotonic() - start) * 1000, self.take_stderr(), self.note)
 
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:

@@ -83,6 +83,7 @@ class BotPlayer:
         self.hello: dict[str, Any] | None = None
         self.starts = 0
         self._stderr: list[str] = []
+        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
 
     async def _ensure(self) -> Connection:
         if self.conn is not None:
@@ -148,7 +149,8 @@ class BotPlayer:
         conn = self.conn if self.conn is not None else await self._ensure()
         try:
             await conn.send_line(line)
-            return protocol.read_action(await conn.receive_line(timeout), request_id, n_actions)
+            choice, self.note = protocol.read_reply(await conn.receive_line(timeout), request_id, n_actions)
+            return choice
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
@@ -213,7 +215,8 @@ async def outcome(player: Player, req: Request) -> Outcome:
         await player.fault(fault.reason, fault.message, req.id)
         # taken once the bot is stopped: what it wrote while dying belongs to this game
         return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
-    return Answered(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+    return Answered(choice, (trio.current_time() - start) * 1000, player.take_stderr(),
+                    getattr(player, "note", None))  # the reply's info, if the bot sent one
 
 
 async def _end_of_slot(start: float, slot: float) -> None:
