@@ -6,7 +6,7 @@ decision with its censored events and clock, ``end``) and the learner's ``info["
 is the request a bot would get. Opponents are
 
 * reference bots in process: a name (``"random"``, ``"lowest"``, ``"heuristic"``,
-  ``"heuristic-setup"``, ``"montecarlo"``, ``"ismcts"``) or any object with
+  ``"heuristic-setup"``, ``"learned"``, ``"montecarlo"``, ``"ismcts"``) or any object with
   ``begin(start)``/``choose(request)``/``end(end)``; an exception it raises is a bug and
   propagates;
 * bot programs: :class:`arena.envs.programs.Program` (a bot directory, a bot.toml or a
