@@ -18,7 +18,8 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, create_model
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
+                      ValidationError, create_model, model_validator)
 
 from .bots.limits import Limits
 from .engine import PRESETS, Rules
@@ -46,6 +47,11 @@ MaxTables = Annotated[StrictInt, Field(ge=1, description="At most this many tabl
 Concurrency = Annotated[StrictInt, Field(ge=0, description="Games at a time; 0: one per core.")]
 BotRefs = Annotated[list[StrictStr], Field(description="Bundled bot names, or paths (relative to this file) "
                                                         "to a bot.toml or a directory holding one.")]
+FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes one slot of move_ms, with no "
+                                              "bank: the next request waits for the slot's end, so think "
+                                              "time carries nothing between seats (docs/SANDBOX.md).")]
+OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
+                                                 "author; a bot without one is its own; docs/SANDBOX.md).")]
 PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)
 RulesName = Annotated[StrictStr, Field(description="A rule preset (arena rules lists them).",
                                         json_schema_extra={"enum": list(PRESET_NAMES)})]
@@ -132,19 +138,69 @@ class _Shared(Strict):
     time: Optional[Clock] = Field(None, description="The clock, as a table: move_ms, bank_ms, handshake_ms.")
 
 
-class TournamentFile(_Shared):
-    """A tournament file (examples/tournaments/*.toml)."""
+# Containment is weakened only on the command line, where the operator types it for one run: a
+# file is often someone else's (a shared example, a ladder kept in a store), and a key in it would
+# weaken every run that reads it without a word on the command line.
 
+
+def _no_weaker_containment(data: Any) -> Any:
+    if isinstance(data, dict):
+        if "trusted_bots" in data:
+            raise ValueError("trusted_bots cannot be set in a file: only the command line can run bots "
+                             "uncontained (--trusted-bots)")
+        if "sandbox" in data and data["sandbox"] is not True:
+            raise ValueError(f"sandbox = {data['sandbox']!r} cannot be set in a file: only the command line can "
+                             "run bots without bubblewrap (--no-sandbox); a file may only ask for it (sandbox = true)")
+    return data
+
+
+class _TournamentFields(_Shared):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The tournament's name and resume key; defaults to the file name.")
     bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
     format: Literal["round-robin", "gauntlet"] = "round-robin"
     candidates: BotRefs = Field(default_factory=list, description="Gauntlet: the bots under test.")
     restart_each_game: StrictBool = False
-    sandbox: StrictBool = False
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
     processes: Annotated[StrictInt, Field(ge=0)] = 0
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
+    fixed_schedule: FixedSchedule = False
+    one_seat_per_author: OneSeatPerAuthor = False
+    suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
+                                             "file: its deals are played at every table instead of fresh ones. It "
+                                             "sets the number of deals; rules, options and seats must match it.")
+
+
+class TournamentFile(_TournamentFields):
+    """A tournament file (examples/tournaments/*.toml)."""
+
+    sandbox: Optional[Literal[True]] = Field(None, description="true: require bubblewrap (an error where it "
+                                              "cannot run). Only the command line can weaken containment.")
+    _containment = model_validator(mode="before")(_no_weaker_containment)
+
+
+class TournamentFlags(_TournamentFields):
+    """``arena tournament``'s flags (and a test's or a ladder's settings): the only place that may
+    weaken containment."""
+
+    sandbox: Optional[StrictBool] = None
+    trusted_bots: StrictBool = False
+
+
+class Matchmaking(Strict):
+    """The ``[matchmaking]`` table: how ``arena ladder run`` chooses its tables (docs/RATINGS.md)."""
+
+    deals: Annotated[StrictInt, Field(ge=1, description="Deals per table of a run batch.")] = 1
+    opponents: Annotated[StrictInt, Field(ge=0, description="Opponents of the focus bot per batch; "
+                                                             "0: 3 at 2 seats, else seats - 1.")] = 0
+    snapshot_every: Annotated[StrictInt, Field(ge=1, description="A rating snapshot every this many games.")] = 100
+    explore_every: Annotated[StrictInt, Field(ge=1, description="Every this many batches, the least-played "
+                                                                 "pairing.")] = 4
+    new_games: Annotated[StrictInt, Field(ge=0, description="Fewer games than this is a new bot, played "
+                                                             "first; 0: 20 x seats.")] = 0
+    suspend_after: Annotated[StrictInt, Field(ge=1, description="Faulted games in a row that suspend a bot.")] = 3
+    wide_elo: Annotated[StrictInt | StrictFloat, Field(ge=1, description="A 95% interval wider than "
+                                                                          "+-this is still wide.")] = 100.0
 
 
 class LadderFile(_Shared):
@@ -154,24 +210,64 @@ class LadderFile(_Shared):
     bots: BotRefs = Field(description="The initial bots.")
     deals: Deals = 4
     anchor: Optional[StrictStr] = Field(None, description="A bot pinned at anchor_elo; default: the pool mean.")
-    anchor_elo: float = 1500.0
+    anchor_elo: StrictInt | StrictFloat = 1500.0
     check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
+    matchmaking: Matchmaking = Field(default_factory=Matchmaking)
+    fixed_schedule: FixedSchedule = False
+    one_seat_per_author: OneSeatPerAuthor = False
+    _containment = model_validator(mode="before")(_no_weaker_containment)
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# What the arena sets for every bot: a manifest's env can never replace these.
-ARENA_ENV = frozenset({"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONPATH", "PYTHONHOME",
-                       "LD_PRELOAD", "LD_LIBRARY_PATH", "USER", "LOGNAME", "SHELL"})
-ARENA_ENV_PREFIXES = ("ARENA_",)
+_SET = "is set by the arena for every bot"
+_LIBC = "changes how the C library runs every program"
+ARENA_ENV: dict[str, str] = {
+    # what the arena sets: a bot's value would be ignored or would undo the arena's choice
+    **dict.fromkeys(("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL"), _SET),
+    "PYTHONPATH": "is set by the arena (where a Python bot finds the arena package)",
+    "PYTHONHOME": "would move the standard library of the interpreter the arena chose",
+    # the C library's list of variables unsafe for set-id programs (glibc's unsecvars.h),
+    # less the LD_ and MALLOC_ families below
+    "GCONV_PATH": "makes the C library load code (iconv modules) from the directory it names",
+    "GLIBC_TUNABLES": _LIBC + " (allocator, CPU features; the way in of the 2023 'Looney Tunables' exploit)",
+    "LOCPATH": "makes the C library parse locale files from the directory it names",
+    "NLSPATH": "makes the C library read message catalogs from the path it names",
+    "GETCONF_DIR": "makes getconf run programs from the directory it names",
+    "TZDIR": "makes the C library parse time-zone files from the directory it names",
+    **dict.fromkeys(("HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS", "RESOLV_HOST_CONF", "NIS_PATH"),
+                    "changes how the C library resolves names (no bot has a network)"),
+    # shells read these at start: a shell the arena ran would run the file they name
+    "BASH_ENV": "makes every non-interactive bash run the file it names",
+    "ENV": "makes every sh run the file it names",
+    "SHELLOPTS": "changes how every bash runs", "BASHOPTS": "changes how every bash runs",
+}
+ARENA_ENV_PREFIXES: dict[str, str] = {
+    "LD_": "is the dynamic loader's: it loads code into every program before it starts "
+           "(LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH...) or changes what and how it loads",
+    "MALLOC_": _LIBC + " (its allocator; MALLOC_TRACE writes a file)",
+    "ARENA_": "is the arena's own",
+    "PALACE_ARENA_": "is the arena's own (it finds a bot's processes by it)",
+}
+"""Keys a manifest's ``[env]`` may not set, and why (docs/SANDBOX.md, "Environment of a bot").
+A bot's environment reaches its own processes only, inside its sandbox; these are refused all
+the same because they act on any program started with them, the loader and the C library first,
+and the arena never wants a bot's value for its own."""
+
+
+def reserved_env(key: str) -> str | None:
+    """Why ``key`` may not be set by a bot, or None if it may."""
+    if key in ARENA_ENV:
+        return ARENA_ENV[key]
+    return next((why for prefix, why in ARENA_ENV_PREFIXES.items() if key.startswith(prefix)), None)
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key, value in env.items():
         if not ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a variable name (letters, digits and _)")
-        if key in ARENA_ENV or key.startswith(ARENA_ENV_PREFIXES):
-            raise ValueError(f"{key} is set by the arena and cannot be changed by a bot "
-                             f"(reserved: {', '.join(sorted(ARENA_ENV))}, ARENA_*)")
+        why = reserved_env(key)
+        if why:
+            raise ValueError(f"{key} cannot be set by a bot: it {why} (docs/SANDBOX.md lists the reserved keys)")
         if "\0" in value:
             raise ValueError(f"{key}: a value may not hold a NUL byte")
     return env
@@ -285,7 +381,7 @@ def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
             text = e["msg"].lower()
         got = e.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        parts.append(f"{lead}{key} {text}{shown}")
+        parts.append(f"{lead}{key} {text}{shown}" if key else f"{lead}{text}")
     for table, keys in unknown.items():
         sub = _table_model(model, table) if table else model
         allowed = ", ".join(k for k in (sub or model).model_fields if k != "time")
@@ -296,7 +392,8 @@ def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
             parts.insert(0, f"rules: unknown option(s) under [options]: {', '.join(keys)}; allowed: {allowed}")
         else:
             lead = f"{table}: " if table else ""
-            kind = "" if table else {"TournamentFile": "tournament ", "LadderFile": "ladder ",
+            kind = "" if table else {"TournamentFile": "tournament ", "TournamentFlags": "tournament ",
+                                     "LadderFile": "ladder ",
                                      "BotManifest": "bot.toml "}.get(model.__name__, "")
             parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}; allowed: {allowed}"
                             + (", [time]" if not table and "time" in model.model_fields else ""))
@@ -323,35 +420,29 @@ def _merge_clock(model: BaseModel, out: dict[str, Any], where: str) -> None:
         out[key] = value
 
 
-def _split_extra(data: dict[str, Any], model: type[BaseModel], passthrough: set[str]) -> dict[str, Any]:
-    """Keys another part of the arena added to its config since these models were written pass through."""
-    return {k: data.pop(k) for k in list(data) if k not in model.model_fields and k in passthrough}
-
-
-def tournament_data(data: dict[str, Any], where: str, passthrough: set[str] = frozenset()) -> dict[str, Any]:
-    """A tournament file's (or flags') values, validated, with ``[time]`` merged and defaults left out."""
-    extra = _split_extra(dict(data), TournamentFile, set(passthrough))
-    data = {k: v for k, v in data.items() if k not in extra}
-    model = validate(TournamentFile, data, where)
+def tournament_data(data: dict[str, Any], where: str, *, flags: bool = False) -> dict[str, Any]:
+    """A tournament file's (or, with ``flags``, the command line's) values, validated, with ``[time]``
+    merged and defaults left out. Every key has its type here: nothing passes through unchecked."""
+    model = validate(TournamentFlags if flags else TournamentFile, data, where)
     out = model.model_dump(exclude_unset=True, exclude={"time", "options", "limits"})
     if "options" in model.model_fields_set:
         out["options"] = _options(model.options)  # type: ignore[attr-defined]
     if "limits" in model.model_fields_set:
         out["limits"] = model.limits.model_dump(exclude_none=True)  # type: ignore[attr-defined]
     _merge_clock(model, out, where)
-    return out | extra
+    return out
 
 
-def ladder_data(data: dict[str, Any], where: str, passthrough: set[str] = frozenset()) -> dict[str, Any]:
-    """A ladder file's values, validated, with ``[time]`` merged and defaults left out."""
-    extra = _split_extra(dict(data), LadderFile, set(passthrough))
-    data = {k: v for k, v in data.items() if k not in extra}
+def ladder_data(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ladder file's values, validated, with ``[time]`` merged and defaults left out
+    (``matchmaking`` whole, with its defaults)."""
     model = validate(LadderFile, data, where)
-    out = model.model_dump(exclude_unset=True, exclude={"time", "options"})
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options", "matchmaking"})
     if "options" in model.model_fields_set:
         out["options"] = _options(model.options)  # type: ignore[attr-defined]
+    out["matchmaking"] = model.matchmaking.model_dump()  # type: ignore[attr-defined]
     _merge_clock(model, out, where)
-    return out | extra
+    return out
 
 
 def _options(options: BaseModel) -> dict[str, Any]:

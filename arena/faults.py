@@ -8,6 +8,7 @@ a fault reads ``fault.reason`` and never guesses. :class:`FaultReason` is a
 
 The bot-process layer's errors (:mod:`arena.bots.errors`) subclass these, so a fault
 raised anywhere, by the process, the protocol parser or the referee, is one of them.
+:class:`ArenaFailure` is the other side: the arena could not do its part, no bot is blamed.
 """
 
 from __future__ import annotations
@@ -140,6 +141,12 @@ for _cls in _leaves(BotFault):
     if _cls.__module__ == __name__ and _cls is not ProtocolError:
         _BY_REASON.setdefault(_cls.reason, _cls)
 del _cls
+
+
+class ArenaFailure(Exception):
+    """The arena could not do its part (start a bot's process: no cgroup, no sandbox, a failed fork):
+    no bot's doing, so no bot forfeits. A game it stops is not recorded: the tournament leaves it
+    unstored and plays it on its next run; a ladder suspends no one for it."""
 
 
 def fault_class(reason: str) -> type[BotFault]:

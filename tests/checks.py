@@ -50,9 +50,18 @@ def children() -> set[tuple[int, int]]:
     return {(p.pid, p.start) for p in scan_procs().values() if p.ppid == me}
 
 
-def zombie_children() -> list[int]:
+def boot_ticks() -> int:
+    """Now, in the unit of a process's start time (clock ticks since boot)."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def zombie_children(started_since: int | None = None) -> list[int]:
+    """Unreaped children of this process; with ``started_since`` (boot_ticks()), only those started
+    since then: a daemon an earlier test left may die, orphaned to this subreaper, at any moment."""
     me = os.getpid()
-    return [p.pid for p in scan_procs().values() if p.ppid == me and p.state == "Z"]
+    return [p.pid for p in scan_procs().values() if p.ppid == me and p.state == "Z"
+            and (started_since is None or p.start >= started_since)]
 
 
 def reachable(directory: Path) -> Path:

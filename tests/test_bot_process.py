@@ -42,7 +42,7 @@ from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
 from arena.faults import BadJson
 from arena.referee.protocol import parse_line
-from tests.checks import reachable, zombie_children
+from tests.checks import boot_ticks, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
@@ -100,13 +100,13 @@ def our_homes() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
-    before = set(zombie_children())  # another module's (a daemon's orphan) are not this test's
+    since = boot_ticks()  # another module's daemons dying orphaned to us are not this test's
     yield
     deadline = time.monotonic() + 2
     while marked_pids() and time.monotonic() < deadline:
         time.sleep(0.02)  # only a failing test gets here: give it a chance
     assert marked_pids() == {}, "bot processes survived the test"
-    assert set(zombie_children()) - before == set()
+    assert zombie_children(started_since=since) == []
     assert our_cgroups() == []
     assert our_homes() == []
 
@@ -778,7 +778,8 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
                 "parent_dir": await probe("list", str(HOSTILE.parent)),
                 "other_bot_dir": await probe("list", str(other_bot)),
                 "root_home": await probe("list", "/root"),
-                "proc": await probe("list", "/proc/1"),
+                "proc": await probe("list", f"/proc/{os.getpid()}"),
+                "pid": await probe("read", "/proc/self/stat"),
                 "write_own_dir": await probe("write", str(HOSTILE / "x.txt")),
                 "write_tmp": await probe("write", "/tmp/x.txt"),
                 "write_dev_shm": await probe("write", "/dev/shm/x.txt"),
@@ -793,7 +794,8 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
     assert seen["parent_dir"] == "LEAK hostile"  # only the way down to its own directory
     assert seen["other_bot_dir"] == "denied FileNotFoundError"
     assert seen["root_home"] == "denied FileNotFoundError"
-    assert seen["proc"] == "denied FileNotFoundError"  # hidepid: init is not ours
+    assert seen["proc"] == "denied FileNotFoundError"  # a pid namespace of its own: the referee is not there
+    assert report["pid"] == 1 and seen["pid"].split()[1] in ("1", "2")  # and it gets no host pid numbers
     assert seen["write_own_dir"].startswith("denied")
     assert seen["write_tmp"] == seen["write_dev_shm"] == "LEAK wrote"  # private tmpfs, gone with it
     assert seen["write_run_lock"].startswith("denied")  # /run is not there at all

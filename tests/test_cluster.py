@@ -29,7 +29,7 @@ from arena.tournament.config import ConfigError, TournamentConfig
 from arena.tournament.executors import PlayedGame
 from arena.tournament.run import Reporter, RunStats, run_tournament
 from arena.tournament.store import Store
-from tests.checks import zombie_children
+from tests.checks import boot_ticks, zombie_children
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -214,7 +214,7 @@ def dask_cluster():
     if not HAVE_DASK:
         pytest.skip("dask/distributed not installed")
     import distributed
-    before = set(zombie_children())  # orphans of daemons earlier tests started (tmux, chromium)
+    since = boot_ticks()  # earlier tests' daemons (tmux, chromium) may die orphaned to us during these
     lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, silence_logs=40)
     client = distributed.Client(lc, set_as_default=False)
@@ -226,7 +226,7 @@ def dask_cluster():
     # the worker a test killed were orphaned to this process, and are reaped here, not left as
     # zombies that later tests would blame on themselves (test_bot_process checks for them).
     C.cleanup_stale()
-    assert set(zombie_children()) - before == set()
+    assert zombie_children(started_since=since) == []
 
 
 @pytest.fixture(scope="module")

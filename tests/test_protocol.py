@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena import faults, strategies
+from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
 from arena.engine import PRESETS, Rules, preset
 from arena.engine import model
@@ -174,7 +175,7 @@ class Match:
         async def launch(spec: BotSpec) -> CheckedBot:
             self.launches[seat] += 1
             if fail:
-                raise FileNotFoundError("no such command: fake")
+                raise BotCommandError("command not found: 'fake'")  # as spawn says it
             return CheckedBot(bot, self.log, seat)
         return launch
 
@@ -690,7 +691,7 @@ reply_like = st.one_of(
 def test_read_action_fast_path_agrees_with_the_parser(line: str, request_id: int, n: int) -> None:
     """The usual replies are read by a regular expression: it decides exactly as the JSON path does."""
     assert _outcome(protocol.read_action, line, request_id, n) == \
-        _outcome(protocol._read_action_json, line, request_id, n)
+        _outcome(lambda *a: protocol._read_action_json(*a)[0], line, request_id, n)
 
 
 @settings(max_examples=100, deadline=None)
@@ -851,6 +852,8 @@ def build_examples() -> dict[str, Any]:
     out["request-setup"] = _find(trio_of(strategies.heuristic), rules("classic"),
                                  lambda m: m["decision"] == "setup" and m["_seat"] == 1, range(2026, 2100))
     out["action"] = {"type": "action", "request": out["request"]["id"], "action": 1}
+    out["action-info"] = {**out["action"], "info": {"eval": 0.18, "win_prob": 0.62, "iterations": 412,
+                                                    "nodes": 20600, "text": "keep the 2s for later"}}
     out["end"] = strip_seat(main.sent("end")[0])
     out["shutdown"] = strip_seat(main.sent("shutdown")[0])
     out["request-play_face_up"] = _find(duel, rules("classic"), lambda m: (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from itertools import permutations
 
 import choix
 import numpy as np
@@ -29,7 +28,9 @@ from arena.ratings import (
     pair_elo,
     pair_index,
     rate_interval,
+    score_interval,
     score_to_elo,
+    wilson,
 )
 from arena.ratings.pairs import bootstrap_over_deals
 
@@ -123,39 +124,87 @@ def test_all_wins_is_finite_with_prior_and_refused_without():
 # ---------------------------------------------------------------- draws and ties
 
 
-def test_draws_ignored_by_default_but_counted():
-    base = [Outcome.order("A", "B")] * 3 + [Outcome.order("B", "A")]
-    with_draws = base + [Outcome.draw(["A", "B"])] * 2
-    r0, r1 = fit_elo(base, prior=0), fit_elo(with_draws, prior=0)
-    assert r1["A"].elo == pytest.approx(r0["A"].elo, abs=1e-9)
-    assert r1["A"].se == pytest.approx(r0["A"].se, abs=1e-9)
-    assert (r1["A"].games, r1["A"].draws) == (6, 2)
+def brute_fit(games: list[Outcome], prior_lambda: bool = True) -> tuple[dict[str, float], dict[int, float]]:
+    """Reference for the tie model, written out stage by stage and maximised by scipy (prior=0 on
+    the strengths): at each stage one bot goes out (weight exp theta) or all who can still tie do
+    (weight delta * exp(mean theta)); bots placed below a tie (forfeits) cannot be in it.
+    Returns theta (sum zero) and delta by tie size."""
+    from scipy.optimize import minimize
+    names = sorted({b for o in games for b in o.bots})
+    sizes = sorted({len(g) for o in games for g in (o.groups[:1] if o.partial else o.groups) if len(g) > 1})
+    n = len(names)
+
+    def nll(x):
+        th = dict(zip(names, x[:n]))
+        lam = dict(zip(sizes, x[n:]))
+        total = 0.0
+        for o in games:
+            ties = [g for g, grp in enumerate(o.groups) if len(grp) > 1]
+            below = set() if o.partial or not ties else {b for h in o.groups[ties[0] + 1:] for b in h}
+            for g in range(1 if o.partial else len(o.groups)):
+                rest = [b for h in o.groups[g:] for b in h]
+                if len(rest) < 2:
+                    continue
+                tie = list(o.groups[g]) if len(o.groups[g]) > 1 else [b for b in rest if b not in below]
+                scores = [th[b] for b in rest]
+                if len(tie) in lam:
+                    scores.append(np.mean([th[b] for b in tie]) + lam[len(tie)])
+                chosen = (np.mean([th[b] for b in o.groups[g]]) + lam[len(o.groups[g])] if len(o.groups[g]) > 1
+                          else th[o.groups[g][0]])
+                total -= chosen - np.logaddexp.reduce(scores)
+        if prior_lambda:
+            total += sum(np.logaddexp(0, -v) + np.logaddexp(0, v) for v in x[n:])
+        return total + 1e3 * np.sum(x[:n]) ** 2
+
+    res = minimize(nll, np.zeros(n + len(sizes)), method="BFGS", options={"gtol": 1e-9})
+    th = res.x[:n] - res.x[:n].mean()
+    return dict(zip(names, th)), {t: math.exp(v) for t, v in zip(sizes, res.x[n:])}
 
 
-def test_draws_as_ties_are_half_points():
-    games = [Outcome.order("A", "B")] * 3 + [Outcome.draw(["A", "B"])] * 2
-    r = fit_elo(games, prior=0, draws="tie")
-    # score 4/5 -> 400 log10(4): the chess convention
-    assert r["A"].elo - r["B"].elo == pytest.approx(400 * math.log10(4), abs=1e-6)
+def test_draws_count_and_pull_together():
+    base = [Outcome.order("A", "B")] * 6 + [Outcome.order("B", "A")] * 2 + [Outcome.order("A", "C"), Outcome.order("C", "A")]
+    with_draws = base + [Outcome.draw(["A", "B"])] * 8
+    r0, r1 = fit_elo(base), fit_elo(with_draws)
+    assert (r1["A"].games, r1["A"].draws, r1["B"].draws, r1["C"].draws) == (18, 8, 8, 0)
+    assert 0 < r1["A"].elo - r1["B"].elo < r0["A"].elo - r0["B"].elo  # a draw is evidence they are close
+    assert r1.diff_se("A", "B") < r0.diff_se("A", "B")  # and it is evidence: the interval narrows
+    assert r1.ties[2] > 0 and not r0.ties
 
 
-def test_tied_group_equals_average_over_its_orders():
-    ctx = [Outcome.order("b", "a", "c"), Outcome.order("c", "b", "a"), Outcome.order("a", "c", "b")] * 2
-    tied = fit_elo(ctx + [Outcome.order("a", ("b", "c"))] * 2, prior=0)
-    expanded = fit_elo(ctx + [Outcome.order("a", "b", "c"), Outcome.order("a", "c", "b")], prior=0)
-    for n in "abc":
-        assert tied[n].elo == pytest.approx(expanded[n].elo, abs=1e-8)
-        assert tied[n].se == pytest.approx(expanded[n].se, abs=1e-8)
+def test_two_seat_tie_model_matches_davidson_by_hand():
+    games = [Outcome.order("A", "B")] * 3 + [Outcome.draw(["A", "B"])] * 2 + [Outcome.order("B", "A")]
+    r = fit_elo(games, prior=0)
+    theta, ties = brute_fit(games)
+    d = theta["A"] - theta["B"]
+    assert r.ties[2] == pytest.approx(ties[2], rel=1e-4)
+    # reported on the Elo scale whose slope at equality is the logistic's: K * 2 / (2 + delta)
+    assert r["A"].elo - r["B"].elo == pytest.approx(K * 2 / (2 + ties[2]) * d, abs=1e-3)
+    # Davidson's MLE matches the expected score: 3 + 2/2 of 6 at the fitted gap
+    e = 0.5 + math.sinh(d / 2) / (2 * math.cosh(d / 2) + ties[2])
+    assert e == pytest.approx(4 / 6, abs=0.02)  # not exact: delta_2 has its weak prior
 
 
-def test_full_draw_as_tie_equals_all_orders_and_pulls_together():
-    ctx = [Outcome.order("a", "b", "c")] * 4 + [Outcome.order("c", "a", "b"), Outcome.order("b", "c", "a")]
-    draw = fit_elo(ctx + [Outcome.draw("abc")] * 6, prior=0, draws="tie")
-    perms = fit_elo(ctx + [Outcome.order(*p) for p in permutations("abc")], prior=0)
-    alone = fit_elo(ctx, prior=0)
-    for n in "abc":
-        assert draw[n].elo == pytest.approx(perms[n].elo, abs=1e-8)
-    assert draw["a"].elo - draw["c"].elo < alone["a"].elo - alone["c"].elo
+def test_multi_seat_ties_match_the_enumerated_model():
+    games = ([Outcome.order("a", ("b", "c")), Outcome.order("b", "a", "c"), Outcome.order("c", "b", "a"),
+              Outcome.order("a", "c", "b"), Outcome.draw("abc"), Outcome.order(("a", "b"), "c", "d"),
+              Outcome.order("d", ("a", "b", "c")), Outcome.order("c", "d", "a", "b"), Outcome.draw("bd"),
+              Outcome.winner_only("d", ["a", "b", "c"]), Outcome.order("b", "d"),
+              Outcome.order("c", ("a", "d"), "b"),  # a tie, then a seat that had forfeited
+              Outcome.order(("a", "c"), "d", "b")] * 2)
+    r = fit_elo(games, prior=0)
+    theta, ties = brute_fit(games)
+    assert set(r.ties) == {2, 3} and all(r.ties[t] == pytest.approx(ties[t], rel=1e-4) for t in ties)
+    for x in "abcd":
+        assert (r[x].elo - 1500) / r.scale == pytest.approx(theta[x], abs=1e-5)
+
+
+def test_a_draw_heavy_bot_is_rated_by_its_score():
+    """The issue's case: a bot that never wins but draws two thirds of its games against a strong
+    bot is about 115 Elo below it (its score is 34%), not a thousand."""
+    games = [Outcome.draw(["h", "l"])] * 66 + [Outcome.order("l", "h")] * 34
+    r = fit_elo(games)
+    assert -160 < r["h"].elo - r["l"].elo < -80
+    assert score_to_elo(0.33) - 60 < r["h"].elo - r["l"].elo < score_to_elo(0.33) + 60
 
 
 def test_winner_only_matches_choix_top1():
@@ -233,12 +282,11 @@ def outcomes_st(draw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(outcomes_st(), min_size=1, max_size=40), st.randoms(use_true_random=False),
-       st.sampled_from(["ignore", "tie"]))
-def test_order_independent(games, rnd, draws):
+@given(st.lists(outcomes_st(), min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_order_independent(games, rnd):
     shuffled = list(games)
     rnd.shuffle(shuffled)
-    a, b = fit_elo(games, draws=draws), fit_elo(shuffled, draws=draws)
+    a, b = fit_elo(games), fit_elo(shuffled)
     assert dict(a) == dict(b)  # bit-identical, not just close
     assert np.array_equal(a.covariance, b.covariance)
 
@@ -428,12 +476,16 @@ def test_pair_index_names_the_five_outcomes():
 
 def test_pair_elo_known_numbers():
     even = pair_elo([0, 0, 10, 0, 0])  # every deal split: no spread, score exactly 1/2
-    assert even["score"] == 0.5 and even["elo"] == 0.0 and even["score_low"] == even["score_high"] == 0.5
+    assert even["score"] == 0.5 and even["elo"] == 0.0
+    # no spread is not certainty: Wilson at the number of pairs, never a zero-width interval
+    assert (even["score_low"], even["score_high"]) == pytest.approx(wilson(0.5, 10))
+    assert even["score_low"] < 0.5 < even["score_high"]
     e = pair_elo([1, 2, 3, 4, 5])
     mean = (2 * 0.25 + 3 * 0.5 + 4 * 0.75 + 5 * 1.0) / 15
     var = sum(c * (s - mean) ** 2 for c, s in zip([1, 2, 3, 4, 5], [0, .25, .5, .75, 1])) / 15
+    neff = min(30, max(15, mean * (1 - mean) / (var / 15)))
     assert e["score"] == pytest.approx(mean)
-    assert e["score_high"] - e["score"] == pytest.approx(1.959963984540054 * math.sqrt(var / 15))
+    assert (e["score_low"], e["score_high"]) == pytest.approx(wilson(mean, neff))
     assert e["elo"] == pytest.approx(score_to_elo(mean))
     assert e["nelo"] == pytest.approx(800 / math.log(10) * (mean - 0.5) / math.sqrt(2 * var))
     assert e["elo_low"] < e["elo"] < e["elo_high"]
@@ -509,9 +561,9 @@ def test_pair_intervals_are_right_for_independent_games_too():
 
 
 def test_rate_interval_and_bootstrap_over_deals():
-    rate, lo, hi = rate_interval([1, 0, 0.5, 1, 0.5, 0.5])
+    rate, lo, hi = rate_interval([2, 0, 1, 2, 1, 1], [2] * 6)
     assert rate == pytest.approx(0.5833333) and lo < rate < hi
-    assert rate_interval([]) == (0.0, 0.0, 1.0)
+    assert rate_interval([], []) == (0.0, 0.0, 1.0)
     # four-seat deals: each deal holds the four rotations' results for the bot of interest
     deals = [[1, 0, 0, 1], [1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [1, 1, 0, 1]] * 5
     mean = lambda ds: float(np.mean([x for d in ds for x in d]))  # noqa: E731
@@ -523,6 +575,29 @@ def test_rate_interval_and_bootstrap_over_deals():
     flat = bootstrap_over_deals([[x] for d in deals for x in d], mean, samples=500, seed=3)
     assert (flat[2] - flat[1]) < (a[2] - a[1])
     assert all(math.isnan(x) for x in bootstrap_over_deals([], mean))
+
+
+def test_wilson_and_rates_are_never_certain():
+    z2 = 1.959963984540054 ** 2
+    assert wilson(0.0, 10) == pytest.approx((0.0, z2 / (10 + z2)))  # a one-sided bound, not [0, 0]
+    assert wilson(1.0, 10) == pytest.approx((10 / (10 + z2), 1.0))
+    assert wilson(0.5, 0) == (0.0, 1.0)
+    lo, hi = wilson(0.3, 100)  # known value: 0.2189 to 0.3958
+    assert (lo, hi) == pytest.approx((0.21887, 0.39576), abs=1e-4)
+    # a winless bot over 20 deals of 2 games: 0 of 40, interval at the 20 deals (the cautious end)
+    assert rate_interval([0] * 20, [2] * 20) == pytest.approx((0.0, *wilson(0.0, 20)))
+    # deals that go all one way: the effective size is the deals, not the games
+    assert rate_interval([2, 0] * 10, [2, 2] * 10) == pytest.approx((0.5, *wilson(0.5, 20)))
+    # games of a deal that split evenly are worth more than the deals alone (up to the games)
+    _, lo, hi = rate_interval([1] * 20, [2] * 20)
+    assert (lo, hi) == pytest.approx(wilson(0.5, 20))  # no spread at all: the number of deals
+    _, lo2, hi2 = rate_interval([1, 1, 2, 0, 1, 1] * 10, [2] * 60)
+    assert hi2 - lo2 < wilson(0.5, 60)[1] - wilson(0.5, 60)[0]
+    # a match's score: unbeaten is finite on one side, and never a point
+    s, lo, hi = score_interval([0, 0, 0, 0, 20])
+    assert (s, hi) == (1.0, 1.0) and 0.8 < lo < 1.0
+    e = pair_elo([0, 0, 0, 0, 20])
+    assert e["elo"] == math.inf and math.isfinite(e["elo_low"]) and e["elo_low"] > 0
 
 
 def test_fit_takes_aggregated_counts():

@@ -23,7 +23,7 @@ import trio
 import trio.testing
 
 from arena import faults, strategies
-from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
+from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotCommandError, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded)
 from arena.bots.launch import Launcher
 from arena.bots.limits import Limits
@@ -198,7 +198,7 @@ FAKE_CASES: dict[str, tuple[str, str, bool, Callable[[], Any]]] = {
     "hello_not_utf8": ("bad_encoding", "start", True, lambda: FakeBot(at={"hello": lambda m: [_not_utf8()]})),
     "closed_input_at_start": ("closed_input", "start", False,
                               lambda: FakeBot(at={"start": lambda m: Refuse(BotClosedInput("bot closed its stdin"))})),
-    "start_failed": ("start_failed", "start", False, lambda: BotStartError("command not found: 'nope'")),
+    "start_failed": ("start_failed", "start", False, lambda: BotCommandError("command not found: 'nope'")),
 }
 
 # Faults only the arena itself can cause are not a bot's to provoke.
@@ -297,7 +297,7 @@ def test_two_faults_in_one_game() -> None:
 
 
 def test_every_seat_faults_at_start() -> None:
-    rec = run_fake([BotStartError("no"), FakeBot(at={"hello": lambda m: ["x"]})])
+    rec = run_fake([BotCommandError("no"), FakeBot(at={"hello": lambda m: ["x"]})])
     assert [f["reason"] for f in rec.faults] == ["start_failed", "handshake"]
     assert rec.result["reason"] == "forfeit"
     assert rec.result["order"] == [[1], [0]]

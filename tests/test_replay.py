@@ -44,6 +44,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from arena import strategies
+from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
 from arena.cli.main import app
 from arena.engine import PRESETS, Rules, preset
@@ -79,7 +80,7 @@ class Bot:
     def launcher(self, name: str):
         async def launch(spec: BotSpec) -> ScriptedConnection:
             if self.fail_start:
-                raise FileNotFoundError("no such command: fake")
+                raise BotCommandError("command not found: 'fake'")  # as spawn says it
             count = 0
             base = policy_bot(self.policy, name)
 

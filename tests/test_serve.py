@@ -124,7 +124,8 @@ class ServerProc:
         # an unread pipe blocks on its next write and stops answering
         self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2", *args),
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=store.parent)
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
+                                     cwd=next(p for p in store.parents if p.is_dir()))  # a fresh server has no store dir
         self.url, self.token, self.banner = "", "", []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -213,6 +214,19 @@ def test_pages_escape_user_text_and_set_headers(served: ServerProc) -> None:
     assert "evil&lt;script&gt;window.__pwned=1&lt;/script&gt;&#34;&#39;&amp;" in text
     assert "script-src 'self'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_static_files_answer_with_their_content_type(served: ServerProc) -> None:
+    """Every file of arena/serve/static/ is served whole, typed, as the browser needs it (starlette's
+    static files run on anyio's worker threads: a mismatched anyio made each of these a 500)."""
+    kinds = {".css": "text/css", ".js": "javascript"}
+    files = sorted((ROOT / "arena" / "serve" / "static").iterdir())
+    assert {f.suffix for f in files} >= {".css", ".js"}
+    for f in files:
+        status, headers, body = served.get(f"/static/{f.name}")
+        assert status == 200, (f.name, status, served.stderr()[-2000:])
+        assert kinds[f.suffix] in headers["content-type"], (f.name, headers["content-type"])
+        assert body == f.read_bytes()
 
 
 def test_unknown_pages_are_plain_404s(served: ServerProc) -> None:

@@ -135,6 +135,24 @@ def table_rows(driver: Any, selector: str) -> list[dict[str, str]]:
 
 # --------------------------------------------------------------------------- standings, charts
 
+def test_pages_have_their_stylesheet_and_script_applied(chrome: Any, site: ServerProc) -> None:
+    """Not just a 200: the page in the browser is styled by site.css (a computed style no browser
+    default gives) and its script ran."""
+    chrome.get(site.url + "/")
+    WebDriverWait(chrome, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    sheets = chrome.execute_script("return Array.from(document.styleSheets).map(s => s.href || '')")
+    assert any(h.endswith("/static/site.css") for h in sheets), sheets
+    rules = chrome.execute_script(
+        "const s = Array.from(document.styleSheets).find(s => (s.href || '').endsWith('/static/site.css'));"
+        "return s ? s.cssRules.length : -1")
+    assert rules > 10, rules  # the stylesheet loaded and parsed, not an error page
+    body_font = chrome.execute_script("return getComputedStyle(document.body).fontFamily")
+    default = chrome.execute_script(
+        "const f = document.createElement('iframe'); document.documentElement.appendChild(f);"
+        "const v = getComputedStyle(f.contentDocument.body).fontFamily; f.remove(); return v")
+    assert body_font != default, (body_font, default)
+
+
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
     from arena.tournament.standings import outcomes
@@ -150,8 +168,9 @@ def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) 
         e, fit = expect[r["label"]], ratings[r["label"]]
         assert r["#"] == str(rank)
         assert r["games"] == str(e["games"]) == "24"
-        assert r["win %"] == f"{100 * e['wins'] / e['games']:.1f}%"
+        assert r["win % [95%]"].split(" ")[0] == f"{100 * e['wins'] / e['games']:.1f}"
         assert r["avg place"] == f"{e['place_sum'] / e['games']:.2f}"
+        assert r["draw % [95%]"].endswith("]") and r["LOS↓"] != ""
         assert r["faults"] == str(e["faults"])
         assert r["ms/decision"] == f"{MS_PER_DECISION[r['label']]:.1f}"
         assert r["Elo ± 95%"] == f"{fit.elo:.0f} ± {(fit.ci_high - fit.ci_low) / 2:.0f}"
@@ -189,9 +208,15 @@ def test_tournament_page_matches_arena_standings(chrome: Any, site: ServerProc) 
     assert [r["label"] for r in rows] == [c["bot"] for c in cli]
     for r, c in zip(rows, cli):
         assert r["games"] == str(c["games"])
-        assert r["win %"] == f"{100 * c['win_rate']:.1f}%"
+        assert r["win % [95%]"] == (f"{100 * c['win_rate']:.1f} [{100 * c['win_rate_low']:.0f}, "
+                                    f"{100 * c['win_rate_high']:.0f}]")
         assert r["avg place"] == f"{c['avg_place']:.2f}"
-        assert r["Elo ± 95%"].split(" ")[0] == f"{c['elo']:.0f}"
+        assert r["LOS↓"] == ("-" if c["los_next"] is None else f"{100 * c['los_next']:.1f}%")
+        assert r["ms/decision"] == ("-" if c["ms_per_decision"] is None else f"{c['ms_per_decision']:,.1f}")
+        if c["rated"]:
+            assert r["Elo ± 95%"].split(" ")[0] == f"{c['elo']:.0f}"
+        else:
+            assert r["Elo ± 95%"] == f"too few games ({c['games']})"
     assert chrome.find_element(By.CSS_SELECTOR, "#progress-box .played").text == "12"
     shot(chrome, "tournament")
 

@@ -16,7 +16,7 @@ import trio
 from arena.tournament.config import load_config
 from arena.tournament.run import Reporter, RunStats, TournamentIncomplete, run_tournament
 from arena.tournament.store import Store
-from tests.checks import zombie_children
+from tests.checks import boot_ticks, zombie_children
 
 
 def _games(store: Store, name: str) -> list[tuple]:
@@ -67,7 +67,7 @@ def worker_pids() -> list[int]:
 
 
 def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path) -> None:
-    zombies_before = set(zombie_children())  # other tests' daemons' orphans (tmux, chromium)
+    since = boot_ticks()  # other tests' daemons dying orphaned to us (tmux, chromium) are not ours
     reference = _games(_run(tmp_path, "ref", 1), "ref")
 
     class Killer(Reporter):
@@ -100,7 +100,7 @@ def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path)
     assert "holding 0 game" not in killer.incidents[0]  # it died with games in flight
     assert stats.incidents == killer.incidents and stats.failed == []
     # The dead worker's bots were orphaned to this process (a subreaper): reaped, not zombies.
-    assert set(zombie_children()) - zombies_before == set()
+    assert zombie_children(started_since=since) == []
 
 
 def test_workers_that_cannot_start_are_one_plain_error(tmp_path: Path, monkeypatch) -> None:

@@ -39,6 +39,7 @@ def unstick(best: int, scores: list[float], rng: random.Random) -> int:
 
 class Agent:
     name = "agent"
+    info: dict[str, Any] | None = None  # what the last choice's search found, if it searched
 
     def begin(self, msg: dict[str, Any]) -> None:
         pass
@@ -87,6 +88,7 @@ class HeuristicAgent(Agent):
 
     def choose(self, req):
         acts = req["actions"]
+        self.info = None  # what a search says it found (decide), sent as the reply's info
         try:
             self.obs.update(req)
             if len(acts) == 1:
@@ -128,6 +130,21 @@ class HeuristicAgent(Agent):
         return heuristic(req)
 
 
+def search_info(mean: float, players: int, *, iterations: int, nodes: int | None = None,
+                text: str = "") -> dict[str, Any]:
+    """A search's ``info`` for the reply: ``eval`` is the chosen action's mean place score
+    (1 first, 0 last) over its playouts; in two-player games that is also the chance of
+    winning (a draw counts half), sent as ``win_prob``."""
+    info: dict[str, Any] = {"eval": round(mean, 4), "iterations": int(iterations)}
+    if players == 2:
+        info["win_prob"] = round(min(1.0, max(0.0, mean)), 4)
+    if nodes is not None:
+        info["nodes"] = int(nodes)
+    if text:
+        info["text"] = text
+    return info
+
+
 class MonteCarloAgent(HeuristicAgent):
     """Flat Monte Carlo over heuristic playouts (:mod:`arena.ai.montecarlo`)."""
 
@@ -147,6 +164,9 @@ class MonteCarloAgent(HeuristicAgent):
                                   infer=self.infer)
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [m for m, _ in means], self.rng)
+        mean, rounds = means[best]
+        self.info = search_info(mean, len(state.seats), iterations=rounds, nodes=sum(c for _, c in means),
+                                text=f"{len(legal)} actions x {rounds} deals")
         return ids[best]
 
 
@@ -182,7 +202,7 @@ class ISMCTSAgent(HeuristicAgent):
         return super().choose(req)
 
     def decide(self, req, state, legal, ids) -> int:
-        from .ismcts import Node, advance, ismcts, moves_in, root_mean
+        from .ismcts import Node, advance, ismcts, moves_in, rank_key, root_mean
         deadline, iters = self.budget.deadline(req)
         root = None
         if self.reuse and self._kept is not None:
@@ -196,6 +216,9 @@ class ISMCTSAgent(HeuristicAgent):
             self.tree = root
         if self.obs.stale > STUCK_TURNS:
             best = unstick(best, [root_mean(children, a) for a in legal], self.rng)
+        chosen = children.get(rank_key(legal[best]))
+        self.info = search_info(root_mean(children, legal[best]), len(state.seats), iterations=root.visits,
+                                text=f"{chosen.visits if chosen else 0} of {root.visits} visits")
         return ids[best]
 
 

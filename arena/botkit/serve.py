@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from .types import Request
 
-Chooser = Callable[[Any], int]
+Chooser = Callable[[Any], "int | tuple[int, dict[str, Any] | None]"]
 
 
 def serve(choose: Chooser, name: str, version: str = "1.0", *, on_start: Callable[[dict], None] | None = None,
@@ -18,7 +18,9 @@ def serve(choose: Chooser, name: str, version: str = "1.0", *, on_start: Callabl
     """Answer the referee until it says shutdown or closes stdin.
 
     ``choose`` gets each request as the decoded dict, or with ``typed=True`` as a
-    :class:`~arena.botkit.types.Request`, and returns an action id. While serving,
+    :class:`~arena.botkit.types.Request`, and returns an action id, or ``(id, info)`` to say
+    what it was thinking (``eval``, ``win_prob``, ``nodes``, ``iterations``, ``text``: see
+    protocol/PROTOCOL.md; the referee records it with the decision). While serving,
     ``print`` goes to stderr, so a stray debug print cannot break the protocol.
     """
     stdin = sys.stdin if stdin is None else stdin
@@ -41,8 +43,14 @@ def serve(choose: Chooser, name: str, version: str = "1.0", *, on_start: Callabl
             if kind == "hello":
                 send({"type": "hello", "protocol": 1, "name": name, "version": version})
             elif kind == "request":
-                send({"type": "action", "request": msg.get("id"),
-                      "action": int(choose(Request(msg) if typed else msg))})
+                chosen = choose(Request(msg) if typed else msg)
+                info = None
+                if isinstance(chosen, tuple):
+                    chosen, info = chosen
+                reply: dict[str, Any] = {"type": "action", "request": msg.get("id"), "action": int(chosen)}
+                if info:
+                    reply["info"] = info
+                send(reply)
             elif kind == "start" and on_start:
                 on_start(msg)
             elif kind == "end" and on_end:

@@ -9,18 +9,27 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from .filesystem import contained_view
+from .filesystem import DEVICE_LINKS, DEVICES, contained_view, hidden_proc_entries
 
 
 def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
-               tmp_bytes: int, info_fd: int | None = None, writable_cwd: bool = False) -> list[str]:
+               tmp_bytes: int, env: dict[str, str], seccomp_fd: int, info_fd: int | None = None,
+               writable_cwd: bool = False) -> list[str]:
     """The bwrap command line that runs ``command`` in a fresh sandbox.
 
     New user/pid/net/ipc/uts/cgroup namespaces (no network but a private
     loopback), a read-only system (/usr, /etc and the /bin, /lib... links),
     the bot's directory read-only at its real path, a private size-capped
-    tmpfs /tmp used as HOME, no capabilities, no further user namespaces, and
-    SIGKILL for the bot when bwrap or the referee dies.
+    tmpfs /tmp used as HOME, five device nodes (no /dev/ptmx), the kernel-wide
+    files of /proc covered (:func:`hidden_proc_entries`), no capabilities, no
+    further user namespaces, the system-call filter read from ``seccomp_fd``,
+    and SIGKILL for the bot when bwrap or the referee dies.
+
+    ``env`` is the bot's whole environment, set by bwrap inside the sandbox
+    (``--clearenv``, ``--setenv``): bwrap itself runs on the host with the
+    arena's own, so nothing of a bot's manifest acts on a host process (a
+    loader variable would otherwise load a bot's library into bwrap before any
+    namespace exists).
 
     ``info_fd`` makes bwrap report the host pid of its in-sandbox init
     ("child-pid"): when the outer bwrap exits it does not wait for that
@@ -40,14 +49,43 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
         argv += ["--symlink", target, link]
     for p in system:
         argv += ["--ro-bind", p, p]
-    argv += ["--proc", "/proc", "--dev", "/dev",
+    argv += ["--proc", "/proc"]
+    files, dirs = hidden_proc_entries()
+    for p in files:
+        argv += ["--ro-bind", "/dev/null", p]
+    for p in dirs:
+        argv += ["--size", "4096", "--tmpfs", p, "--remount-ro", p]
+    argv += ["--size", "65536", "--tmpfs", "/dev"]
+    for dev in DEVICES:
+        argv += ["--dev-bind-try", dev, dev]
+    for target, link in DEVICE_LINKS:
+        argv += ["--symlink", target, link]
+    argv += ["--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
     for p in own:
         argv += ["--bind" if writable_cwd and p == str(cwd) else "--ro-bind", p, p]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    argv += ["--remount-ro", "/", "--chdir", str(cwd), "--", *command]
+    argv += ["--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--seccomp", str(seccomp_fd), "--remount-ro", "/", "--chdir", str(cwd), "--", *command]
     return argv
+
+
+def args_fd(argv: list[str]) -> tuple[list[str], int]:
+    """``argv`` with its options moved into a file descriptor (``bwrap --args FD``): the bot's
+    environment then appears on no host command line (its command still does). Returns the
+    short command line and the descriptor, which the caller passes to bwrap and closes."""
+    split = argv.index("--")  # bwrap takes options from the descriptor, the command from argv
+    fd = os.memfd_create("arena-bwrap-args", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return [argv[0], "--args", str(fd), *argv[split:]], fd
 
 
 def read_bwrap_info(fd: int, timeout: float = 5.0) -> dict:

@@ -60,11 +60,13 @@ def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: s
     private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
     if sandbox:
         parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
-                 "only the system, its own directory and the arena package visible"]
+                 "only the system, its own directory and the arena package visible",
+                 "system-call filter", "kernel-wide /proc files hidden"]
     elif namespaces:
         parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
-                 "/proc shows only its own processes",
-                 "only the system, its own directory and the arena package visible"]
+                 "pid namespace",
+                 "only the system, its own directory and the arena package visible",
+                 "system-call filter", "kernel-wide /proc files hidden"]
     else:
         parts = ["no containment: " + who, "sees what that uid may read, network open"]
     if cgroup:

@@ -1,7 +1,8 @@
 """How a bot process misbehaves, one exception class each, and why one could not be started.
 
 Each error is also the :mod:`arena.faults` class of its reason, so the referee forfeits the bot
-with the error as it is; :class:`BotStartError` is the arena's trouble starting it.
+with the error as it is; :class:`BotStartError` is the arena's trouble starting it, except
+:class:`BotCommandError`, a start that fails on the bot's own files.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ class BotClosedOutput(BotError, faults.ClosedOutput):
 class BotStartError(Exception):
     """The referee could not start the bot (missing command, bad directory,
     permissions, no cgroups when required...).  Not the bot's fault."""
+
+
+class BotCommandError(BotStartError, faults.StartFailed):
+    """The bot's own command cannot start: its manifest names a program that is not there, not
+    runnable or not visible in the sandbox, or a directory that does not exist or is a system
+    directory. The bot's fault (it forfeits), unlike the arena's troubles above (no cgroup, no
+    sandbox, a failed fork), which void the game instead: nothing in a bot's directory may turn
+    its games into the arena's failures."""
 
 
 class SandboxUnavailable(BotStartError):

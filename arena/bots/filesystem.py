@@ -4,6 +4,7 @@ the system read-only, its own directory, the extra read-only paths, and nothing 
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Iterable
@@ -12,6 +13,31 @@ from typing import Iterable
 SANDBOX_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_DIRS = ("/usr", "/etc")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+"""The only device nodes a contained bot gets: no /dev/ptmx (the pty count is kernel-wide), no tty."""
+DEVICE_LINKS = (("/proc/self/fd", "/dev/fd"), ("/proc/self/fd/0", "/dev/stdin"),
+                ("/proc/self/fd/1", "/dev/stdout"), ("/proc/self/fd/2", "/dev/stderr"))
+PROC_KEPT = frozenset({"self", "thread-self", "mounts", "net", "filesystems", "version"})
+"""What a bot sees at the top of /proc besides the process directories: its own process, its own
+network namespace (``net``; the kernel-wide socket counters of ``net/sockstat`` move only with
+sockets other than UNIX ones, which the system-call filter refuses), and two files that never
+change. Every other entry is the kernel's view of the whole machine: counters another seat moves
+(``locks``, ``loadavg``, ``stat``, ``meminfo``, ``vmstat``, ``pressure/``, ``sys/fs/aio-nr``,
+``sys/kernel/pty/nr``...), or the keys, interrupts and devices of everyone."""
+
+
+@functools.cache
+def hidden_proc_entries(proc: str = "/proc") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The top-level /proc files and directories to cover, as absolute paths: everything this
+    kernel shows there but :data:`PROC_KEPT`, the process directories and links. Listed from the
+    host's /proc (once per process), so an entry a newer kernel adds is hidden without a change here."""
+    files: list[str] = []
+    dirs: list[str] = []
+    for name in sorted(os.listdir(proc)):
+        path = os.path.join(proc, name)
+        if name.isdigit() or name in PROC_KEPT or os.path.islink(path):
+            continue
+        (dirs if os.path.isdir(path) else files).append(f"/proc/{name}")
+    return tuple(files), tuple(dirs)
 
 
 def contained_view(cwd: Path, ro_binds: Iterable[Path] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:

@@ -21,12 +21,13 @@ from typing import Any, Iterable
 
 import trio
 
+from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment
-from .errors import BotStartError
+from .errors import BotCommandError, BotStartError
 from .limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import namespaces_problem, sandbox_problem
-from .spawn import DEFAULT_PATH, resolve_command
+from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
@@ -82,7 +83,7 @@ def _system_python() -> str | None:
         if _others_can_use(Path(cand)):
             try:
                 out = subprocess.run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                                     capture_output=True, text=True, timeout=10).stdout.strip()
+                                     capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if out == "True":
@@ -187,6 +188,12 @@ class ContainmentError(BuildError):
     says how to fix it (never a silent fallback to fewer restrictions)."""
 
 
+class BotUnreadable(ContainmentError, StartFailed):
+    """A bot's own files are not readable by its private uid (a file of its directory, or a
+    directory above it, that others may not use): the bot forfeits, as for a missing command, so
+    nothing in a bot's directory can turn its games into the arena's failures."""
+
+
 BUBBLEWRAP, NAMESPACES, TRUSTED = "bubblewrap", "namespaces", "trusted"
 
 FIX_ACCESS = ("make it readable by other users (chmod o+rx on the bot's directory and every "
@@ -266,7 +273,7 @@ class Launcher:
             proc = await start_bot(cmd, built.workdir, limits=BUILD_LIMITS, sandbox=mode == BUBBLEWRAP,
                                    namespaces=mode == NAMESPACES, run_as="auto",
                                    extra_env={**spec.env, **env} or None, ro_binds=binds, writable_cwd=True)
-        except BotStartError as e:
+        except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None
         async with proc:
@@ -352,7 +359,7 @@ class Launcher:
                                    extra_env={**spec.env, **env} or None, ro_binds=binds)
         except BotStartError as e:
             if contained and "cannot use" in str(e):
-                raise ContainmentError(f"{spec.label}: {e}; {FIX_ACCESS}") from None
+                raise BotUnreadable(f"{spec.label}: {e}; {FIX_ACCESS}") from None
             raise
 
     @staticmethod

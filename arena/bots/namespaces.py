@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .filesystem import DEVICES, contained_view
+from .filesystem import DEVICE_LINKS, DEVICES, contained_view, hidden_proc_entries
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
@@ -40,10 +41,12 @@ def _check(result: int, what: str) -> None:
 @dataclass(frozen=True)
 class NamespaceRoot:
     """The containment used where bubblewrap is not: new mount, network, IPC and UTS
-    namespaces entered by the forked child while it is still root, with a root directory
+    namespaces entered while still root by the forked child's child, pid 1 of a pid namespace
+    of its own (spawn._stand_in), with a root directory
     built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
-    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes, and a /proc that shows only
-    the bot's own uid (``hidepid=2``).  The child then drops to the bot's private uid, which
+    HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes (no /dev/ptmx), and a /proc of
+    its pid namespace (``hidepid=2`` besides) with its kernel-wide files covered, as under
+    bubblewrap (:func:`hidden_proc_entries`).  The child then drops to the bot's private uid, which
     cannot undo any of it.  Every writable place is a tmpfs of this mount namespace, so it
     vanishes with the bot's last process.
 
@@ -59,13 +62,21 @@ class NamespaceRoot:
     uid: int
     tmp_bytes: int
     writable_cwd: bool = False  # a contained build writes its products into (a copy of) its directory
+    hidden_files: tuple[str, ...] = ()
+    hidden_dirs: tuple[str, ...] = ()
 
     @classmethod
     def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int,
              writable_cwd: bool = False) -> NamespaceRoot:
         links, system, own = contained_view(cwd, ro_binds)
+        files, dirs = hidden_proc_entries()
         return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
-                   writable_cwd)
+                   writable_cwd, files, dirs)
+
+    @staticmethod
+    def new_pid_namespace() -> None:
+        """The next child of the caller is pid 1 of a new pid namespace (see spawn._stand_in)."""
+        _check(_unshare(CLONE_NEWPID), "unshare pid")
 
     def enter(self) -> None:
         _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
@@ -81,9 +92,8 @@ class NamespaceRoot:
         for dev in DEVICES:
             if os.path.exists(dev):
                 self._bind(dev, root + dev, MS_NOSUID)
-        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-            os.symlink(target, f"{root}/dev/{name}")
+        for target, link in DEVICE_LINKS:
+            os.symlink(target, root + link)
         private = f"mode=0700,uid={self.uid},gid={self.uid},size={self.tmp_bytes}".encode()
         for d in ("/tmp", "/dev/shm"):
             os.makedirs(root + d, exist_ok=True)
@@ -96,6 +106,13 @@ class NamespaceRoot:
         os.mkdir(root + "/proc")
         _check(_mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       b"hidepid=2"), "proc")
+        for path in self.hidden_files:
+            _check(_mount(b"/dev/null", (root + path).encode(), None, MS_BIND, None), f"cover {path}")
+            _check(_mount(None, (root + path).encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID
+                          | MS_NODEV | MS_NOEXEC, None), f"cover {path}")
+        for path in self.hidden_dirs:
+            _check(_mount(b"tmpfs", (root + path).encode(), b"tmpfs",
+                          MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0555"), f"cover {path}")
         _check(_mount(None, root.encode(), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
                "read-only root")
         os.chdir(root)

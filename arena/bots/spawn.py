@@ -6,6 +6,7 @@ check a containment works here (:mod:`.probes`).
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import resource
@@ -20,20 +21,25 @@ from typing import Sequence
 
 import trio
 
-from .bwrap import bwrap_argv, read_bwrap_info
+from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
-from .errors import BotStartError
+from .errors import BotCommandError, BotStartError
 from .filesystem import sandbox_visible, unsuitable_sandbox_dir
 from .limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN, BotProcess
+from . import seccomp
 from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl, read_proc, scan_procs
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}  # all of the environment a bot gets from us, its token aside
+HOST_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
+"""The whole environment of every process the arena runs on the host for a bot (bwrap, the
+interpreter checks): fixed, the arena's own, never the referee's nor the bot's (a bot's
+``[env]`` is applied inside its sandbox only; see bwrap.bwrap_argv)."""
 
 
 _spawner: _SpawnThread | None = None
@@ -97,20 +103,30 @@ def _get_spawner() -> _SpawnThread:
 
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
-                 nsroot: NamespaceRoot | None = None):
+                 nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root), enter the namespaces and root of ``nsroot``
-    (needs root), drop to the bot uid, forbid privilege gain,
+    join the cgroup (needs root); with ``nsroot``, unshare a pid namespace and
+    fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
+    the grandchild, pid 1 of the new namespace, goes on to enter the other
+    namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
     ask for SIGKILL when the referee thread dies (after the uid change, which
     would reset it), bail out if the referee already died, set rlimits
-    (RLIMIT_AS last: the child is still a copy of the big referee).
+    (RLIMIT_AS last: the child is still a copy of the big referee), and last
+    install the system-call filter (it refuses mount and unshare, and needs
+    no_new_privs); a filter that will not install stops the start.
     Only async-signal-safe-ish calls: no imports, no locks, no logging."""
     referee = os.getpid()
 
     def setup() -> None:
         for fd in join_fds:
             os.write(fd, b"0")
+        parent = referee
         if nsroot is not None:
+            nsroot.new_pid_namespace()
+            child = os.fork()
+            if child:
+                _stand_in(child, uid, referee)  # never returns
+            parent = 0  # the stand-in lives outside this pid namespace
             nsroot.enter()
         if uid is not None:
             os.setgroups([])
@@ -118,16 +134,51 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
             os.setresuid(uid, uid, uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != referee:
+        if os.getppid() != parent:
             os._exit(111)
         for res, soft, hard in rlimits:
             resource.setrlimit(res, (soft, hard))
+        if filter is not None:
+            err = filter.install()
+            if err:
+                raise OSError(err, "cannot install the system-call filter")
 
     return setup
 
 
+def _stand_in(child: int, uid: int | None, referee: int) -> None:
+    """The process the referee started, in namespaces mode: it stays in the host's pid namespace
+    while ``child``, pid 1 of a namespace of its own, becomes the bot, so the bot's processes
+    never see (or move) the host's pid numbers. As the bot's uid, without files (its copies of the
+    pipes would hide the bot's end of them), it waits for the bot and ends as the bot ended; its
+    death kills the bot (PR_SET_PDEATHSIG, and pid 1 takes its namespace with it)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != referee:
+            os.kill(child, signal.SIGKILL)
+            os._exit(111)
+        os.closerange(0, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+        if os.WIFSIGNALED(status):
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    except BaseException:
+        os._exit(112)
+
+
 def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:
-    """An unprivileged process cannot raise a hard limit: stay within ours."""
+    """A process without CAP_SYS_RESOURCE cannot raise a hard limit: stay within ours."""
     ours = resource.getrlimit(res)[1]
     if ours == resource.RLIM_INFINITY:
         return res, soft, hard
@@ -143,6 +194,12 @@ def resolve_command(exe: str, cwd: Path, path: str) -> Path | None:
     return Path(found) if found else None
 
 
+# exec of the bot's own program failing on the program itself (missing, not runnable, not a
+# program): the bot's fault; anything else a failed start raises (no memory, no processes) is ours
+BOT_FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.ELOOP,
+                             errno.EISDIR, errno.ETXTBSY, errno.ENAMETOOLONG})
+
+
 async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
                     namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
                     cgroup: bool | None, ro_binds: Sequence[Path | str],
@@ -152,10 +209,10 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
     command = [str(c) for c in command]
     if not command:
-        raise BotStartError("empty command")
+        raise BotCommandError("empty command")
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
-        raise BotStartError(f"bot directory {cwd} does not exist")
+        raise BotCommandError(f"bot directory {cwd} does not exist")
     registry = process_registry()
     root = os.geteuid() == 0
 
@@ -172,19 +229,31 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
     if namespaces and not drops_uid(run_as):
         raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
 
+    contained = sandbox or namespaces
+    if contained:
+        seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
     token = secrets.token_hex(8)
     name = registry.next_name()
-    env = {**BASE_ENV, ENV_TOKEN: token}
-    env.update(extra_env or {})
+    env = {**BASE_ENV, **(extra_env or {}), ENV_TOKEN: token}
     exe = resolve_command(command[0], cwd, env["PATH"])
     if exe is None:
-        raise BotStartError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
+        raise BotCommandError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
     if sandbox or namespaces:
         why = unsuitable_sandbox_dir(cwd)
         if why:
-            raise BotStartError(f"bot directory {cwd} {why}")
+            raise BotCommandError(f"bot directory {cwd} {why}")
         if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
-            raise BotStartError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
+            raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
+        for arg in command[1:]:  # a script named by path must be there too, or the interpreter cannot open it
+            path = Path(cwd, arg)
+            try:
+                named = not arg.startswith("-") and ("/" in arg or bool(path.suffix)) and path.exists()
+            except (OSError, ValueError):  # not a file name (python3 -c CODE): nothing to check
+                named = False
+            if named and not sandbox_visible(path, cwd, map(Path, ro_binds)):
+                raise BotCommandError(f"the command names {arg}, which the contained bot cannot see: it sees only the "
+                                    f"system and its own directory ({cwd}); copy the file into the bot's directory "
+                                    "and name it relative to it")
 
     lease: UidLease | None = None
     home: Path | None = None
@@ -215,7 +284,7 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             env.setdefault("HOME", str(home))
             env.setdefault("TMPDIR", str(home))
 
-        extra_procs = 2 if sandbox else 0  # bwrap and its pid-1 monitor
+        extra_procs = 2 if sandbox else 1 if namespaces else 0  # bwrap and its pid-1 monitor; the stand-in
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
@@ -230,17 +299,29 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
             mine = sum(1 for i in scan_procs().values() if i.uid == os.geteuid())
             nproc = mine + limits.max_processes + extra_procs
         rlimits = limits.rlimits(nproc=nproc, memory_cgroup=cg is not None and cg.has_memory)
-        if not root:
-            rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
+        # within ours even as root: raising a hard limit needs CAP_SYS_RESOURCE, which a container's
+        # root often lacks, and a limit the arena cannot set would fail every start
+        rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
 
         argv = [str(exe), *command[1:]]
         info_r = info_w = -1
+        popen_env = env  # namespaces and trusted modes: applied by the exec of the bot's own program
+        pass_fds: tuple[int, ...] = ()
         if sandbox:
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
+            filter_fd = seccomp.memfd()
+            parent_fds.append(filter_fd)
+            pass_fds = (info_w, filter_fd)
             argv = bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
-                                 tmp_bytes=limits.memory_mb * MiB, info_fd=info_w, writable_cwd=writable_cwd)
+                                 tmp_bytes=limits.memory_mb * MiB, env=env, seccomp_fd=filter_fd,
+                                 info_fd=info_w, writable_cwd=writable_cwd)
+            argv, arguments = args_fd(argv)  # the bot's environment on no host command line
+            parent_fds.append(arguments)
+            pass_fds += (arguments,)
+            popen_env = {**HOST_ENV, ENV_TOKEN: token}  # bwrap runs on the host: the arena's environment
         nsroot = None
+        installer = seccomp.Installer() if namespaces else None
         if namespaces:
             mountpoint = registry.dir / "nsroot"
             mountpoint.mkdir(mode=0o700, exist_ok=True)
@@ -260,10 +341,9 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
 
         def spawn() -> tuple[subprocess.Popen, dict]:
             child = subprocess.Popen(
-                argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
-                close_fds=True, start_new_session=True, restore_signals=True,
-                pass_fds=(info_w,) if sandbox else (),
-                preexec_fn=_child_setup(uid, join_fds, rlimits, nsroot),
+                argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=popen_env,
+                close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
+                preexec_fn=_child_setup(uid, join_fds, rlimits, nsroot, installer),
             )
             if not sandbox:
                 return child, {}
@@ -274,7 +354,11 @@ async def spawn_bot(command: list[str], cwd: Path | str, *, limits: Limits, sand
         try:
             popen, bwrap_info = await _get_spawner().run(spawn)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise BotStartError(f"cannot start {command!r}: {exc}") from exc
+            if not sandbox and isinstance(exc, OSError) and exc.errno in BOT_FILE_ERRNOS:
+                raise BotCommandError(f"cannot start {command!r}: {exc}") from exc  # its program, run directly
+            detail = (" (entering the namespaces, dropping to the bot's uid or installing the "
+                      "system-call filter failed)" if isinstance(exc, subprocess.SubprocessError) and contained else "")
+            raise BotStartError(f"cannot start {command!r}: {exc}{detail}") from exc
         finally:
             while parent_fds:
                 os.close(parent_fds.pop())

@@ -1,5 +1,5 @@
 """``python -m arena.cli ...``: the ``arena`` command without the console script."""
 
-from .main import app
+from . import main
 
-app()
+main()

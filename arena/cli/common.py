@@ -3,7 +3,9 @@
 Every command registered on :class:`ArenaTyper` (the ladder, replay and serve commands too)
 runs inside :func:`guard`: a Ctrl-C anywhere, even one trio wraps in an exception group,
 ends in a single "interrupted ..." line and exit status 130; a full disk, an unusable store
-or a bad config file ends in a single ``error:`` line and exit status 2. Messages are escaped
+or a bad config file ends in a single ``error:`` line and exit status 2, and anything else (an
+arena bug) in one line and exit status 70, so that a verdict's 1 (``arena check`` found a fault,
+``arena match`` accepted H0) is never mistaken for a crash. Messages are escaped
 before Rich sees them, so a bracketed name such as ``palace-arena[dask]`` prints as written.
 """
 
@@ -11,29 +13,29 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-try:  # typer 0.29 carries its own copy of click's exceptions
-    from typer import exceptions as _typer_exc
-    from typer._click import exceptions as _typer_click
-    _CLICK_ERRORS: tuple[type[BaseException], ...] = (click.ClickException, _typer_click.ClickException)
-    _NO_ARGS: tuple[type[BaseException], ...] = (click.exceptions.NoArgsIsHelpError, _typer_click.NoArgsIsHelpError)
-    _ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, _typer_exc.Abort)
-    _EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit, _typer_exc.Exit)
-except ImportError:  # pragma: no cover - older typer uses click's own
-    _CLICK_ERRORS, _NO_ARGS = (click.ClickException,), (click.exceptions.NoArgsIsHelpError,)
-    _ABORTS, _EXITS = (click.exceptions.Abort,), (typer.Exit, click.exceptions.Exit)
+from ..groups import is_cancel, leaves
+# typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
+from typer import exceptions as _typer_exc
+from typer._click import exceptions as _click_exc
+
+_CLICK_ERRORS: tuple[type[BaseException], ...] = (_click_exc.ClickException,)
+_NO_ARGS: tuple[type[BaseException], ...] = (_click_exc.NoArgsIsHelpError,)
+_ABORTS: tuple[type[BaseException], ...] = (_typer_exc.Abort,)
+_EXITS: tuple[type[BaseException], ...] = (_typer_exc.Exit,)
 
 INTERRUPTED = 130
 USAGE = 2
+BUG = 70  # sysexits' EX_SOFTWARE: apart from 1, which commands use for a verdict (a fault, H0 accepted)
 
 err = Console(stderr=True, highlight=False) if sys.stderr.isatty() else Console(stderr=True, width=160, highlight=False)
 
@@ -79,13 +81,6 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or the exception itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in leaves(e)]
-    return [exc]
-
-
 def is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C, as trio raises it: bare, or inside an exception group with other cancellations."""
     return any(isinstance(e, KeyboardInterrupt) for e in leaves(exc))
@@ -96,7 +91,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..engine import RulesError
     from ..bots.manifest import ManifestError
     from ..tournament.store import StoreError
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError]
+    import sqlite3
+    from ..faults import ArenaFailure
+    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
     try:
         from ..config import ConfigFileError
         kinds.append(ConfigFileError)
@@ -112,6 +109,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         kinds.append(LadderError)
     except ImportError:  # pragma: no cover
         pass
+    from ..tournament.suites import SuiteError  # a StoreError already; named for clarity
+    kinds.append(SuiteError)
     from ..bots.launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
     kinds.append(ContainmentError)
     return tuple(kinds)
@@ -121,6 +120,7 @@ def describe_error(e: BaseException) -> str:
     """One line for a failure; the disk-full and read-only cases say what to do."""
     text = str(e) or type(e).__name__
     low = text.lower()
+    import sqlite3
     if isinstance(e, sqlite3.Error) or "disk is full" in low or "no space left" in low:
         if "full" in low or "no space" in low or "too large" in low or "disk i/o" in low:
             return (f"could not store a game: {text}; the games stored before it are kept; "
@@ -139,15 +139,11 @@ def outcome_of(exc: BaseException) -> tuple[int, str] | None:
     if any(isinstance(e, KeyboardInterrupt) for e in found):
         return INTERRUPTED, progress.interrupted_line()
     known = _known_errors()
-    real = [e for e in found if not _is_cancel(e)]
+    real = [e for e in found if not is_cancel(e)]
     for e in real:
         if isinstance(e, known):
             return USAGE, describe_error(e)
     return None
-
-
-def _is_cancel(e: BaseException) -> bool:
-    return type(e).__name__ == "Cancelled" and type(e).__module__.startswith("trio")
 
 
 def guard(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -167,10 +163,10 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
             if result is None:
                 if os.environ.get("ARENA_DEBUG"):
                     raise
-                first = next((e for e in leaves(exc) if not _is_cancel(e)), exc)
+                first = next((e for e in leaves(exc) if not is_cancel(e)), exc)
                 err.print(f"[red]error:[/] {escape(type(first).__name__)}: {escape(str(first))} "
                           "(an arena bug: set ARENA_DEBUG=1 for the traceback and report it)", soft_wrap=True)
-                raise typer.Exit(1) from None
+                raise typer.Exit(BUG) from None
             code, line = result
             if code == INTERRUPTED:
                 err.print(escape(line), soft_wrap=True)
@@ -181,8 +177,35 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _term_as_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM (a service manager, ``kill``, a CI timeout) stops a command the way Ctrl-C does:
+    trio's SIGINT handler delivers it where it is safe, games in flight are abandoned, bots and
+    their cgroups are cleaned up, and one "interrupted" line says what was kept. Where SIGINT is
+    ignored (a background job), SIGTERM keeps its default action."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    signal.raise_signal(signal.SIGINT)
+
+
+def handle_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C from here on (main thread only, and only over the default action)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _term_as_interrupt)
+
+
 class ArenaTyper(typer.Typer):
-    """A Typer whose every command runs inside :func:`guard`, whoever registers it."""
+    """A Typer whose every command runs inside :func:`guard`, whoever registers it.
+
+    Help is plain text (``rich_markup_mode=None``): typer's Rich help alone takes about six
+    times the interpreter's start to import (bench/bench_cli.py), and plain help shows a
+    ``[limits]`` in a help string as written instead of reading it as markup.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(*args, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)
@@ -196,6 +219,7 @@ class ArenaTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the app; a usage error prints in the same one-line style as every other error."""
         command = typer.main.get_command(self)
+        handle_sigterm()
         try:
             code = command.main(*args, standalone_mode=False, **kwargs)
         except _NO_ARGS as e:

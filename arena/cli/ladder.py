@@ -9,25 +9,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import trio
 import typer
-from rich.console import Console, Group
+from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..ladder import LadderStandings, RunSummary
 
-from ..bots.manifest import ManifestError, load_bot
-from ..tournament.live import PlainReporter, RichReporter
-from ..tournament.standings import outcomes
-from ..tournament.store import DEFAULT_STORE, Store, StoreError
+from ..tournament import DEFAULT_STORE
 from .common import fail, is_interrupt
 from .match import match_cmd
 
-# arena.ladder (numpy, scipy, openskill) is imported inside the commands: every ``arena`` command
-# loads this module, and only these three need the ratings.
+# Every ``arena`` command loads this module, so the ladder machinery (numpy, scipy, openskill, trio,
+# the tournament runner and its live display in .ladder_live) is imported inside the commands.
 
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="The game store (default: the ladder file's, "
                                                                   f"else {DEFAULT_STORE}).")]
@@ -42,68 +39,9 @@ def _consoles(to_stderr: bool) -> tuple[Console, Console]:
     return out, (err if to_stderr else out)
 
 
-# --------------------------------------------------------------------------- live display
-
-class _Provisional:
-    """Live openskill ratings (clearly provisional) fed with the ladder's games so far, then each new one."""
-
-    def _prov_init(self, focus: str | None, history: list) -> None:
-        from ..ratings import ProvisionalRatings
-        self.focus = focus
-        self.prov = ProvisionalRatings()
-        for o in outcomes(history):
-            self.prov.update(o)
-
-    def _prov_add(self, seats: list[str], result: dict[str, Any]) -> None:
-        self.prov.update(outcomes([(seats, result)])[0])
-
-    def _prov_text(self) -> str:
-        rows = self.prov.table()
-        if self.focus is not None:
-            rows = [r for r in rows if r.name == self.focus]
-        shown = ", ".join(f"{r.name} ~{r.elo:.0f} (conservative {r.elo_ordinal:.0f}, {r.games} games)"
-                          for r in rows[:6])
-        return f"provisional rating (live openskill estimate, not the ladder's fitted Elo): {shown}"
-
-    def _prov_table(self) -> Table:
-        table = Table(title="Provisional ratings (live openskill estimate; the ladder table is refitted at the end)",
-                      title_justify="left")
-        for col, just in (("bot", "left"), ("Elo~ (provisional)", "right"), ("conservative", "right"),
-                          ("games", "right")):
-            table.add_column(col, justify=just)  # type: ignore[arg-type]
-        for r in self.prov.table():
-            style = "bold yellow" if r.name == self.focus else None
-            table.add_row(r.name, f"{r.elo:.0f}", f"{r.elo_ordinal:.0f}", str(r.games), style=style)
-        return table
-
-
-class PlainLadderReporter(_Provisional, PlainReporter):
-    def __init__(self, focus: str | None, history: list, stream=None, every: int = 50) -> None:
-        PlainReporter.__init__(self, every=every, stream=stream)
-        self._prov_init(focus, history)
-
-    def game_done(self, game, record) -> None:
-        super().game_done(game, record)
-        self._prov_add(list(game.seats), record.result or {})
-        if self.done % self.every == 0 or self.done == self.total:
-            print(self._prov_text(), file=self.out, flush=True)
-
-
-class RichLadderReporter(_Provisional, RichReporter):
-    def __init__(self, focus: str | None, history: list, console: Console) -> None:
-        self._prov_init(focus, history)
-        RichReporter.__init__(self, console)
-
-    def game_done(self, game, record) -> None:
-        self._prov_add(list(game.seats), record.result or {})
-        super().game_done(game, record)
-
-    def _render(self) -> Group:
-        return Group(self.progress, self._prov_table())
-
-
 def _context(progress: Console, plain: bool):
     from ..ladder import RunContext
+    from .ladder_live import PlainLadderReporter, RichLadderReporter
     stream = progress.file
     rich = not plain and progress.is_terminal
 
@@ -117,44 +55,35 @@ def _context(progress: Console, plain: bool):
 
 # --------------------------------------------------------------------------- tables
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
-def _win(r) -> str:
-    if not r.games:
-        return "-"
-    if r.win_low is None or r.win_high is None:
-        return _pct(r.win_rate)
-    return f"{_pct(r.win_rate)} [{100 * r.win_low:.0f}, {100 * r.win_high:.0f}]"
-
-
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
+    from ..tournament.standings import elo_text, los_text, rate_text
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
+    from rich.table import Table
     table = Table(title=f"Ladder {lad.name}: {lad.rules}, {lad.seats} seats, {st.games} games, {len(st.rows)} bots",
                   title_justify="left",
-                  caption=f"Elo: one Plackett-Luce fit over all games of the ladder ({gauge}); ± is the 95% "
-                          "interval. win %: outright wins, [95% interval] bootstrapped over deals. LOS↓: "
-                          "likelihood of superiority over the next bot down.",
+                  caption=f"Elo: one Plackett-Luce fit with ties over all games of the ladder ({gauge}); ± and "
+                          "[ ] are 95% intervals (rates: Wilson, over deals). LOS↓: likelihood of superiority over "
+                          "the next bot down.",
                   caption_justify="left")
     view = st.last_view is not None or st.history or any(r.status != "active" for r in st.rows)
-    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw %", "faults", "LOS↓"]
+    cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw % [95%]", "faults", "LOS↓",
+            "ms/decision"]
     if view:
         cols += ["trend", "last hour", "status"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("bot", "version", "status") else "right",
                          no_wrap=col in ("bot", "Elo ± 95%", "LOS↓"), min_width=6 if col == "LOS↓" else None)
     for r in st.rows:
-        elo = "-" if r.elo is None else f"{r.elo:.0f} ± {r.margin:.0f}"
-        if r.wide and r.elo is not None:
+        elo = elo_text(r.elo, r.elo_low, r.elo_high, r.rated, r.games)
+        if r.wide and r.elo is not None and r.rated:
             elo += " (wide)"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r.faults.items())) or "0"
         style = "bold yellow" if r.label == highlight else "dim" if r.status != "active" else None
         cells = [str(r.rank), escape(r.name), escape(r.version), elo, str(r.games),
-                 _win(r), f"{r.avg_place:.2f}" if r.games else "-",
-                 _pct(r.draw_rate if r.games else None), faults,
-                 "-" if r.los_next is None else f"{100 * r.los_next:.1f}%"]
+                 rate_text(r.win_rate, r.win_low, r.win_high, r.games), f"{r.avg_place:.2f}" if r.games else "-",
+                 rate_text(r.draw_rate, r.draw_low, r.draw_high, r.games), faults, los_text(r.los_next),
+                 f"{r.ms_per_decision:,.1f}" if r.decisions else "-"]
         if view:
             cells += [r.trend or "-", str(r.last_hour), r.status]
         table.add_row(*cells, style=style)
@@ -174,6 +103,10 @@ def view_lines(st: "LadderStandings") -> list[str]:
     if wide:
         out.append(f"intervals still wider than ±{st.ladder.matchmaking.wide_elo:g} Elo: {', '.join(wide)} "
                    "(`arena ladder run` plays these first)")
+    for m in st.misfits:
+        out.append(f"{m['a']} scored {100 * m['score']:.0f}% [{100 * m['score_low']:.0f}, {100 * m['score_high']:.0f}] "
+                   f"against {m['b']} in {m['games']} games, where their ratings predict {100 * m['predicted']:.0f}%: "
+                   "one rating per bot does not fit this pair (see --matrix)")
     for label, detail in st.suspensions.items():
         out.append(f"suspended {label}: {detail.get('reason', '')}; last fault {detail.get('last_reason', '')} "
                    f"{detail.get('last_message', '')} (game {detail.get('last_game', '')})".rstrip())
@@ -185,6 +118,7 @@ def view_lines(st: "LadderStandings") -> list[str]:
 def matrix_table(st: "LadderStandings") -> Table:
     assert st.matrix is not None
     order = [r.label for r in st.rows]
+    from rich.table import Table
     table = Table(title="Head to head", title_justify="left",
                   caption="score of row vs column over the games where both sat (finished ahead = 1, same place "
                           "or a draw = ½) / number of those games", caption_justify="left")
@@ -204,6 +138,7 @@ def matrix_table(st: "LadderStandings") -> Table:
 # --------------------------------------------------------------------------- commands
 
 def _load(ref: str, store: Path | None, jobs: int | None):
+    from ..tournament.store import StoreError
     from ..ladder import LadderError, load_ladder, open_store
     try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
         ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
@@ -223,6 +158,9 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
                as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
+    from ..tournament.store import StoreError
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import CheckFailed, LadderError, submit
     ladder, db = _load(ladder_name, store, concurrency)
     out, progress = _consoles(as_json)
@@ -247,7 +185,8 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                           "place": row.rank, **st.as_json()}, indent=2))
         return
     out.print(ladder_table(st, highlight=row.label))
-    elo = "unrated" if row.elo is None else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)"
+    elo = ("unrated" if row.elo is None else f"too few games to rate ({row.games})" if not row.rated
+           else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
               f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
@@ -262,7 +201,7 @@ class _LadderGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False,
+ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                          help="List ladders, show one (arena ladder NAME), keep one playing (arena ladder run NAME), "
                               "retire or reinstate a member.")
 
@@ -279,6 +218,9 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                seed: Annotated[bool, typer.Option("--seed/--no-seed",
                                                   help="Play the initial bots' round-robin if the ladder has no games yet.")] = True) -> None:
     """List the ladders, or show one ladder's standings (Elo with 95% intervals, trends, recent games)."""
+    from ..tournament.store import StoreError
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import LadderError, ensure_seeded, ladder_standings, rating_history
     out, progress = _consoles(as_json)
     if name is None:
@@ -317,6 +259,7 @@ def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]
         out.print(f"no rating snapshots of {escape(bot)} on {ladder} yet (`arena ladder run {ladder}` and "
                   "`arena submit` take them)", highlight=False)
         return
+    from rich.table import Table
     table = Table(title=f"Rating history of {escape(bot)} on {ladder}", title_justify="left",
                   caption="one row per snapshot: the maximum-likelihood fit over the ladder's games at that time",
                   caption_justify="left")
@@ -354,6 +297,9 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
             plain: PlainOpt = False,
             as_json: Annotated[bool, typer.Option("--json", help="The run's summary as JSON on stdout.")] = False) -> None:
     """Keep a ladder playing the tables where a game teaches the most, until Ctrl-C, --games or --hours; resumes where it stopped."""
+    from ..tournament.store import StoreError
+    import trio
+    from ..bots.manifest import ManifestError
     from ..ladder import LadderError, RunSummary, ladder_standings, run_ladder
     if games is not None and games < 1 or hours is not None and hours <= 0:
         fail("--games must be at least 1 and --hours above 0")
@@ -432,6 +378,7 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
+    from ..tournament.store import Store, StoreError
     from ..ladder import list_ladders, members
     rows = []
     for name, lad, error in list_ladders():
@@ -456,6 +403,7 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
     if not rows:
         out.print("no ladders (add ladders/NAME.toml; see ladders/README.md)")
         return
+    from rich.table import Table
     table = Table(title="Ladders", title_justify="left", caption="arena ladder NAME shows one; "
                   "arena submit BOT --ladder NAME joins one", caption_justify="left")
     for col in ("ladder", "rules", "seats", "members", "games", "description"):

@@ -7,21 +7,25 @@ import json
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import trio
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
-from ..bots.manifest import ManifestError, bundled_bots, load_bot
-from ..engine import PRESETS, RulesError, rules_from
-from ..replay.cli import register as register_replays
-from ..serve.cli import register as register_serve
-from ..tournament.store import DEFAULT_STORE, Store, open_private
+from ..tournament import DEFAULT_STORE
 from .common import ArenaTyper, fail, progress
+from .deals import register as register_deals
 from .ladder import register as register_ladders
+from .replay import register as register_replays
+from .serve import register as register_serve
+
+if TYPE_CHECKING:
+    from ..tournament.store import Store
+
+# Commands import what they run (trio, the engine, the tournament machinery) inside their bodies:
+# every ``arena`` command, ``--help`` included, loads this module (bench/bench_cli.py).
 
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -57,6 +61,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 def rules(name: Annotated[Optional[str], typer.Argument(help="A preset; omit to list them all.")] = None,
           rule: RuleOpt = None, as_json: JsonOpt = False) -> None:
     """List the rule presets and options, or print one rule set in plain words."""
+    from ..engine import PRESETS, RulesError, rules_from
     from ..engine.describe import OPTION_HELP, describe
     if name is None:
         console.print("[bold]Presets[/]")
@@ -85,6 +90,9 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
+    from ..bots.manifest import ManifestError, load_bot
+    import trio
+    from ..engine import RulesError, rules_from
     from .play import play_one
     try:
         r = rules_from(rules_name, rule or [])
@@ -117,6 +125,9 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
+    from ..bots.manifest import load_bot
+    import trio
+    from ..engine import rules_from
     from ..referee.check import print_report, run_check
     from ..bots.launch import Launcher
     from ..bots.limits import Limits
@@ -192,6 +203,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                rule: RuleOpt = None,
                seats: Annotated[Optional[int], typer.Option("--seats", help="Players per game.")] = None,
                deals: Annotated[Optional[int], typer.Option("--deals", help="Deals per table, each played in every seat rotation.")] = None,
+               suite: Annotated[Optional[Path], typer.Option("--suite", metavar="SUITE.json", help="Play this deal suite's "
+                                                             "deals at every table (arena deals make / from-games).")] = None,
                seed: Annotated[Optional[int], typer.Option("--seed", help="Base deal seed.")] = None,
                concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Games at a time (default: cores).")] = None,
                move_ms: Annotated[Optional[int], typer.Option("--move-ms", min=1, help="Milliseconds per decision.")] = None,
@@ -204,13 +217,15 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
                plain: Annotated[bool, typer.Option("--plain", help="Log lines instead of a live display.")] = False) -> None:
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
+    from ..tournament.store import Store
+    import trio
     from ..tournament.live import PlainReporter, RichReporter, standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     from ..tournament.config import load_config
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
-                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "store": str(store) if store else None, "cluster": cluster}
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)
@@ -218,14 +233,15 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     db = Store(cfg.store)
     inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
     trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
-    lines = standings(db.results(cfg.name))
-    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({len(db.results(cfg.name))} games)"))
+    lines = from_store(db, cfg.name)
+    console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({db.count_games(tournament=cfg.name)} games)"))
     console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
                          f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
 
 def _open(store: Path) -> Store:
     """Reading commands open the store read-only: they work on read-only media and never change it."""
+    from ..tournament.store import Store
     return Store(store, readonly=True)
 
 
@@ -238,33 +254,47 @@ def _need_tournament(db: Store, name: str | None, store: Path) -> None:
 @app.command("standings")
 def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metavar="TOURNAMENT",
                                                                             help="A tournament; omit for every game.")] = None,
-                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+                  store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False,
+                  as_csv: Annotated[bool, typer.Option("--csv", help="The standings as CSV on stdout (the --json fields).")] = False,
+                  calibration: Annotated[bool, typer.Option("--calibration", help="Add each bot's Brier score: its "
+                                                            "info.win_prob against how its games ended (reads every "
+                                                            "game's log).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
     from ..tournament.live import standings_table
-    from ..tournament.standings import standings
+    from ..tournament.standings import from_store
     db = _open(store)
     _need_tournament(db, tournament_name, store)
-    lines = standings(db.results(tournament_name))
-    _add_think_time(db, tournament_name, lines)
+    lines = from_store(db, tournament_name)
+    briers = {}
+    if calibration:
+        from ..tournament.calibration import stored_calibration
+        briers = stored_calibration(db, tournament_name)
     if as_json:
-        print(json.dumps([l.as_json() for l in lines], indent=2))
+        rows = [l.as_json() for l in lines]
+        if calibration:
+            for row in rows:
+                c = briers.get(row["bot"])
+                row["calibration"] = c.as_json() if c is not None else None
+        print(json.dumps(rows, indent=2))
+        return
+    if as_csv:
+        rows = [l.as_json() for l in lines]
+        w = csv.writer(sys.stdout)
+        fields = list(rows[0]) if rows else ["bot"]
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
+                        else "" if r[f] is None else r[f] for f in fields])
         return
     table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
-    if any(l.decisions for l in lines):
+    if calibration:
         from rich.table import Column
-        table.columns.append(Column(header="ms/decision", justify="right",
-                                    _cells=[f"{l.ms_per_decision:,.1f}" if l.decisions else "-" for l in lines]))
+        cells = [f"{briers[l.bot].brier:.3f} ({briers[l.bot].decisions:,})" if l.bot in briers else "-" for l in lines]
+        table.columns.append(Column(header="Brier (decisions)", justify="right", _cells=cells))
     console.print(table)
-
-
-def _add_think_time(db: Store, tournament_name: str | None, lines: list) -> None:
-    """Each bot's think time and answered decisions, from the per-seat rows the store keeps."""
-    by_bot = {l.bot: l for l in lines}
-    for _game, bot, _place, _forfeit, think_ms, decisions, _draw, _players in db.seat_rows(tournament_name):
-        line = by_bot.get(bot)
-        if line is not None:
-            line.think_ms += think_ms
-            line.decisions += decisions
+    if calibration:
+        console.print("Brier: the mean of (win_prob - won)² over a bot's decisions that carried a win_prob; "
+                      "0 is perfect, 0.25 is always saying 50%.", style="dim")
 
 
 @app.command()
@@ -311,6 +341,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
            logs: Annotated[bool, typer.Option("--logs", help="JSONL only: include each game's full log.")] = False,
            store: StoreOpt = DEFAULT_STORE) -> None:
     """Write stored games as JSONL (one game per line) or CSV (one seat per row)."""
+    from ..tournament.store import open_private
     if out.suffix not in EXPORT_FORMATS:
         fail(f"cannot export to {out.name!r}: the file name must end in {' or '.join(EXPORT_FORMATS)}")
     if logs and out.suffix == ".csv":
@@ -325,7 +356,10 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
             for g in rows:
                 order = g["result"]["order"]
                 for seat, bot_label in enumerate(g["seats"]):
-                    place = next(1 + sum(len(x) for x in order[:k]) for k, grp in enumerate(order) if seat in grp)
+                    # tied seats share the average of the places they span, as in every standings table
+                    place = next(1 + sum(len(x) for x in order[:k]) + (len(grp) - 1) / 2
+                                 for k, grp in enumerate(order) if seat in grp)
+                    place = int(place) if place == int(place) else place
                     w.writerow([g["id"], g["tournament"], g["index"], g["seed"], seat, bot_label, place,
                                 g["result"].get("forfeits", {}).get(str(seat), ""), g["reason"], int(g["draw"]), g["turns"]])
     else:
@@ -340,6 +374,7 @@ def export(out: Annotated[Path, typer.Argument(help="Output file: .jsonl (one ga
 @app.command("bots")
 def bots_cmd(as_json: JsonOpt = False) -> None:
     """List the bundled reference bots: what each does and how strong it measured (docs/BOTS.md)."""
+    from ..bots.manifest import bundled_bots, load_bot
     from ..strategies import STRENGTH
     rows = []
     for name in bundled_bots():
@@ -358,11 +393,8 @@ def bots_cmd(as_json: JsonOpt = False) -> None:
     console.print(table)
 
 
-def main() -> None:  # pragma: no cover
-    app()
-
-
 # the replay and the web arena own their commands; the ladder commands are in .ladder and .match
 register_replays(app)
 register_ladders(app)
 register_serve(app)
+register_deals(app)

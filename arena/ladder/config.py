@@ -36,41 +36,9 @@ class CheckFailed(LadderError):
 
 # --------------------------------------------------------------------------- the ladder file
 
-_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "description": (str, "a string"),
-    "rules": (str, "a preset name"),
-    "options": (dict, "a table of rule options"),
-    "seats": (int, "an integer"),
-    "deals": (int, "an integer"),
-    "seed": (int, "an integer"),
-    "max_turns": (int, "an integer"),
-    "max_tables": (int, "an integer"),
-    "move_ms": (int, "an integer"),
-    "bank_ms": (int, "an integer"),
-    "handshake_ms": (int, "an integer"),
-    "bots": (list, "a list of bots (bundled names or paths)"),
-    "anchor": (str, "a bot name or label"),
-    "anchor_elo": ((int, float), "a number"),
-    "store": (str, "a path"),
-    "concurrency": (int, "an integer"),
-    "check_games": (int, "an integer"),
-}
-
-# ``[matchmaking]``: how ``arena ladder run`` chooses its tables (docs/RATINGS.md, "Matchmaking")
-_MATCHMAKING: dict[str, tuple[type | tuple[type, ...], str, int | float]] = {
-    "deals": (int, "an integer", 1),            # deals per table of a run batch (each in every rotation)
-    "opponents": (int, "an integer", 0),        # opponents of the focus bot per batch; 0: 3 (2 seats), seats-1
-    "snapshot_every": (int, "an integer", 100),  # store a rating snapshot every this many run games
-    "explore_every": (int, "an integer", 4),    # every this many batches, play the least-played pairing
-    "new_games": (int, "an integer", 0),        # fewer games than this is a new bot, played first; 0: 20 x seats
-    "suspend_after": (int, "an integer", 3),    # consecutive faulted games that suspend a bot
-    "wide_elo": ((int, float), "a number", 100),  # a 95% interval wider than +-this is "still wide"
-}
-
-
 @dataclass
 class Matchmaking:
-    """The ``[matchmaking]`` table of a ladder file (defaults above)."""
+    """The ``[matchmaking]`` table of a ladder file (its keys, types and defaults: arena.config.Matchmaking)."""
 
     deals: int = 1
     opponents: int = 0
@@ -108,6 +76,8 @@ class Ladder:
     store: str = str(DEFAULT_STORE)
     concurrency: int = 0
     check_games: int = 1  # games per scenario of the entry check
+    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
+    one_seat_per_author: bool = False  # no table seats two bots of one author
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
 
     # -- names of what the ladder keeps in the store
@@ -145,7 +115,7 @@ class Ladder:
             options=dict(self.options), seats=self.seats, deals=self.deals, seed=self.seed,
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
-            store=self.store)
+            store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author)
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
 
@@ -193,10 +163,9 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     if not NAME_RE.match(name):
         raise LadderError(f"{where}: the ladder name {name!r} (the file name) must be lower-case letters, "
                           "digits, '.', '_' or '-'")
-    mm = _matchmaking(data.pop("matchmaking", {}), where)
     from ..config import ConfigFileError, ladder_data  # the fields and their checks: arena.config.LadderFile
     try:
-        data = ladder_data(data, where, set(Ladder.__dataclass_fields__) - {"name", "path", "matchmaking"})
+        data = ladder_data(data, where)
     except ConfigFileError as e:
         raise LadderError(str(e)) from None
     base = path.parent
@@ -206,6 +175,7 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
             raise LadderError(f"{where}: bots[{i}] must be a bundled bot name or a path, got {ref_!r}")
         bots.append(_resolve(ref_, base))
     data["bots"] = bots
+    mm = Matchmaking(**data.pop("matchmaking"))
     ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, **data)
     try:
         rules = ladder.ruleset()
@@ -236,22 +206,6 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     return ladder
 
 
-def _matchmaking(table: Any, where: str) -> Matchmaking:
-    if not isinstance(table, dict):
-        raise LadderError(f"{where}: [matchmaking] must be a table ({', '.join(_MATCHMAKING)})")
-    value: Any
-    for key, value in table.items():
-        if key not in _MATCHMAKING:
-            raise LadderError(f"{where}: unknown field matchmaking.{key}; known: {', '.join(_MATCHMAKING)}")
-        kind, words, _ = _MATCHMAKING[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise LadderError(f"{where}: matchmaking.{key} must be {words}, got {value!r}")
-        least = 0 if key in ("opponents", "new_games") else 1
-        if float(value) < least:
-            raise LadderError(f"{where}: matchmaking.{key} must be at least {least}, got {value!r}")
-    return Matchmaking(**table)
-
-
 def _resolve(ref: str, base: Path) -> str:
     """Initial bots: a path relative to the ladder file if it exists there, else a bundled name."""
     p = base / ref
@@ -278,7 +232,8 @@ def ladder_toml(ladder: Ladder, bots: list[str]) -> str:
     """The ladder as a file with ``bots`` as its initial bots: what the store keeps beside its games."""
     top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
            "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
-           "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games, "bots": bots}
+           "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games,
+           "fixed_schedule": ladder.fixed_schedule, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
     if ladder.anchor is not None:
         top["anchor"] = ladder.anchor
     lines = [f"# A copy of ladder {ladder.name} kept with its store, so the store alone can resume it.",

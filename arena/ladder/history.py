@@ -4,7 +4,7 @@
 what the run needs: aggregated outcomes (the fit takes them as counts, so a refit costs the same
 after 100 games or 100k), games per bot and per pair, and each bot's run of consecutive faulted
 games.  Matchmaking refits once the games grew by ``REFIT_SHARE`` (a big ladder's refit takes
-about half a second: 100 bots, measured in bench/bench_ratings.py), snapshots always refit.  Snapshots of the fitted table go to the shared ``rating_snapshots`` table.
+0.5-3 s: 100 bots, measured in bench/bench_ratings.py), snapshots always refit.  Snapshots of the fitted table go to the shared ``rating_snapshots`` table.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ..referee import TimeControl
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
+from ..tournament.suites import Suite
 from .config import LadderError
 
 @dataclass
@@ -37,34 +38,33 @@ class MatchProgress:
     sprt: Sprt | PairSprt | None = None
     status: str = "continue"  # or accept_h0 / accept_h1 / max_games
     pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
-    deal_wins: list[float] = field(default_factory=list)  # a's outright wins per deal / 2
+    deal_wins: list[int] = field(default_factory=list)  # a's outright wins in each deal (of its 2 games)
+    deal_pairs: list[int] = field(default_factory=list)  # each deal's pair outcome, an index into PAIR_NAMES
 
     @property
     def games(self) -> int:
         return self.wins + self.draws + self.losses
 
-    def elo(self) -> tuple[float, float]:
-        """(Elo of a - b, 95% half-width), from the pairs (pentanomial) once there are any."""
-        if sum(self.pairs) == 0:
-            return elo_difference(self.wins, self.draws, self.losses)
+    def elo(self) -> tuple[float, float, float]:
+        """(Elo of a - b, low, high): the 95% interval from the pairs (pentanomial counts, Wilson on
+        the score).  The ends are finite; the estimate is ±inf only while a side has scored nothing,
+        and then the other end is the one-sided bound a view shows instead (:func:`elo_text`)."""
         e = pair_elo(self.pairs)
-        if not (math.isfinite(e["elo_low"]) and math.isfinite(e["elo_high"])):
-            return e["elo"], math.inf
-        return e["elo"], (e["elo_high"] - e["elo_low"]) / 2
+        return e["elo"], e["elo_low"], e["elo_high"]
 
     def trinomial_elo(self) -> tuple[float, float]:
         """The per-game (W/D/L) estimate, which takes the two games of a deal as independent."""
         return elo_difference(self.wins, self.draws, self.losses)
 
     def win_rate(self) -> tuple[float, float, float]:
-        """a's outright win rate per game with its 95% interval over deals."""
-        return rate_interval(self.deal_wins)
+        """a's outright win rate per game with its 95% interval over deals (Wilson, as every rate)."""
+        return rate_interval(self.deal_wins, [2] * len(self.deal_wins))
 
     def los(self) -> float:
         return los(self.wins, self.losses)
 
     def as_json(self) -> dict[str, Any]:
-        elo, margin = self.elo()
+        elo, _, _ = self.elo()
         tri, tri_margin = self.trinomial_elo()
         fin = lambda x, k=1: round(x, k) if math.isfinite(x) else None  # noqa: E731
         pe = pair_elo(self.pairs)
@@ -72,8 +72,8 @@ class MatchProgress:
         out: dict[str, Any] = {"a": self.a, "b": self.b, "games": self.games, "wins": self.wins,
                                "draws": self.draws, "losses": self.losses,
                                "pairs": dict(zip(PAIR_NAMES, self.pairs)), "deals": sum(self.pairs),
-                               "elo": fin(elo), "elo_margin": fin(margin),
-                               "elo_low": fin(pe["elo_low"]), "elo_high": fin(pe["elo_high"]),
+                               "elo": fin(elo), "elo_low": fin(pe["elo_low"]), "elo_high": fin(pe["elo_high"]),
+                               "elo_text": elo_text(pe),
                                "normalized_elo": fin(pe["nelo"]), "normalized_elo_low": fin(pe["nelo_low"]),
                                "normalized_elo_high": fin(pe["nelo_high"]),
                                "score": round(pe["score"], 4), "score_low": round(pe["score_low"], 4),
@@ -99,7 +99,8 @@ class MatchProgress:
             else:
                 self.losses += 1
         self.pairs[pair_index(first, second)] += 1
-        self.deal_wins.append(((first == 1.0) + (second == 1.0)) / 2)
+        self.deal_pairs.append(pair_index(first, second))
+        self.deal_wins.append(int(first == 1.0) + int(second == 1.0))
         if isinstance(self.sprt, PairSprt):
             self.sprt.update(first, second)
         elif self.sprt is not None:
@@ -107,11 +108,25 @@ class MatchProgress:
             self.sprt.update(second)
 
 
-def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int) -> tuple[str, dict[str, Any]]:
+def elo_text(pe: dict[str, float]) -> str:
+    """A match's Elo as every view writes it: ``-79.5 [-135.6, -27.3]``, or a one-sided bound while
+    one side has scored nothing (``> +312.4 (B has scored nothing yet)``)."""
+    if pe["pairs"] == 0:
+        return "- (no games)"
+    if pe["elo"] == math.inf:
+        return f"> {pe['elo_low']:+.1f} (B has scored nothing yet)"
+    if pe["elo"] == -math.inf:
+        return f"< {pe['elo_high']:+.1f} (A has scored nothing yet)"
+    return f"{pe['elo']:+.1f} [{pe['elo_low']:+.1f}, {pe['elo_high']:+.1f}]"
+
+
+def match_id(a: BotSpec, b: BotSpec, rules: Rules, seed: int, max_turns: int,
+             suite: Suite | None = None) -> tuple[str, dict[str, Any]]:
     """The store's tournament id for a match: same bots (the files in their directories), rules,
-    seed and turn cap = same games, resumed."""
+    seed (or deal suite) and turn cap = same games, resumed."""
     fp = {"format": "match", "bots": [a.label, b.label], "hashes": [a.files_hash(), b.files_hash()],
-          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns, "deals": "secret"}
+          "rules": rules.options(), "seats": 2, "seed": seed, "max_turns": max_turns,
+          "deals": "secret" if suite is None else f"suite:{suite.digest()}"}
     digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:10]
     return f"match:{a.label}:{b.label}:{digest}", fp
 
@@ -160,19 +175,31 @@ def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
 async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
+                    sandbox: bool | None = None, trusted: bool = False, suite: Suite | None = None,
                     on_pair: Callable[[MatchProgress], None] | None = None,
                     on_resume: Callable[[int, int], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
-    accepts H0 or H1 or ``match_games(max_games)`` are played.  The verdict depends only on the
-    games, in order: concurrency plays some pairs ahead, and a stored match resumes where it
-    stopped (``on_resume(stored, planned)`` is told first).  Returns the progress (from ``a``'s
+    accepts H0 or H1 or ``match_games(max_games)`` are played.  ``concurrency`` counts games at a
+    time (1: the two games of a deal one after the other, so bots that search on the clock never
+    share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
+    ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
+    first).  Without a ``launcher`` the bots start contained as ``sandbox``/``trusted`` say
+    (:class:`arena.bots.launch.Launcher`).  With a ``suite`` its deals are played in order (at
+    most ``max_games`` games) under its rules instead of fresh deals from ``seed``.  Returns the progress (from ``a``'s
     side: W/D/L, pair counts, SPRT state) and the store's tournament id."""
     if a.label == b.label:
         raise LadderError(f"both sides are {a.label}: a match needs two different labels (bump a version)")
     if not rules.min_players <= 2 <= rules.max_players:
         raise LadderError(f"{rules.name} is not a two-player game")
-    tid, fp = match_id(a, b, rules, seed, max_turns)
+    if suite is not None:
+        if suite.players != 2:
+            raise LadderError(f"the deal suite is for {suite.players} players; a match is two-player")
+        if suite.rules.options() != rules.options():
+            raise LadderError("the deal suite was made for other rules than the match's")
+    tid, fp = match_id(a, b, rules, seed, max_turns, suite)
     pairs = match_games(max_games) // 2
+    if suite is not None:
+        pairs = min(pairs, len(suite.deals))
     stored: dict[int, tuple[list[str], dict[str, Any]]] = {}
     if store is not None:
         store.begin_tournament(tid, fp, 2 * pairs)
@@ -188,23 +215,28 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     if launcher is None:
         from ..bots.launch import Launcher
         cleanup_stale()
-        launcher = Launcher()
+        launcher = Launcher(sandbox=sandbox, trusted=trusted)
     secret = load_secret(store.path.parent) if store is not None else run_secret()
     setup = BotSetup.of({a.label: a, b.label: b}, clock=clock)  # in process: refs unused
+
+    concurrency = max(1, concurrency)
+    limiter = trio.CapacityLimiter(concurrency)
 
     async def play(idx: int) -> None:
         deal = idx // 2
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
-        played = await executor.play(GameTask(f"{tid}-{idx:06d}", deal_seed(secret, seed, 0, deal), tuple(seats),
-                                              rules.options(), max_turns))
+        async with limiter:
+            dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats),
+                                                  rules.options(), max_turns))
         if store is not None:
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})
 
-    async with open_in_process(setup, capacity=2 * concurrency, launcher=launcher) as executor:
+    async with open_in_process(setup, capacity=concurrency, launcher=launcher) as executor:
         deal = 0
         while deal < pairs and progress.status == "continue":
-            batch = range(deal, min(pairs, deal + max(1, concurrency)))
+            batch = range(deal, min(pairs, deal + (concurrency + 1) // 2))
             todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
             if todo:
                 async with trio.open_nursery() as nursery:

@@ -24,7 +24,7 @@ The rule (docs/RATINGS.md, "Matchmaking"), one batch at a time:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -40,6 +40,7 @@ class Candidate:
     elo: float | None = None  # None: unrated (no games yet)
     lo: float | None = None
     hi: float | None = None
+    author: str = ""  # the manifest's; with one_seat_per_author no table seats two of one author
 
     @property
     def width(self) -> float:
@@ -58,28 +59,54 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 
 def choose_table(bots: list[Candidate], pair_games: Mapping[tuple[str, str], int], *, seats: int,
-                 field_size: int, new_games: int, explore: bool, previous: str | None = None) -> Table | None:
-    """The next batch's focus and field, or None when fewer than ``seats`` bots are active."""
+                 field_size: int, new_games: int, explore: bool, previous: str | None = None,
+                 one_per_author: bool = False) -> Table | None:
+    """The next batch's focus and field, or None when fewer than ``seats`` bots are active (or, with
+    ``one_per_author``, of distinct authors: a field never holds the focus's author, nor one twice)."""
     if len(bots) < seats:
         return None
     by_label = {b.label: b for b in bots}
     need = max(seats - 1, min(field_size, len(bots) - 1))
-    if explore:
-        a, b = min(combinations(sorted(by_label), 2), key=lambda p: (pair_games.get(p, 0), p))
+    who = (lambda c: _author(c)) if one_per_author else (lambda c: c.label)
+    pairs = [p for p in combinations(sorted(by_label), 2) if who(by_label[p[0]]) != who(by_label[p[1]])]
+    if explore and pairs:
+        a, b = min(pairs, key=lambda p: (pair_games.get(p, 0), p))
         focus = max((by_label[a], by_label[b]), key=lambda c: (c.width, -c.games, c.label))
         first = b if focus.label == a else a
-        rest = _nearest(focus, [c for c in bots if c.label not in (a, b)], pair_games)
-        return Table(focus.label, tuple([first] + rest[: need - 1]), "least-played pairing")
+        rest = _distinct(_nearest(focus, [c for c in bots if c.label not in (a, b)], pair_games), by_label,
+                         who, {who(by_label[a]), who(by_label[b])})
+        if len(rest) >= seats - 2:
+            return Table(focus.label, tuple([first] + rest[: need - 1]), "least-played pairing")
     eligible = [b for b in bots if b.label != previous] or bots
     new = [b for b in eligible if b.games < new_games]
     if new:
-        focus = min(new, key=lambda c: (c.games, c.label))
-        why = "new"
+        ranked, why = sorted(new, key=lambda c: (c.games, c.label)), "new"
     else:
-        focus = min(eligible, key=lambda c: (-_weighted_width(c, bots), c.games, c.label))
+        ranked = sorted(eligible, key=lambda c: (-_weighted_width(c, bots), c.games, c.label))
         why = "widest interval"
-    field = _nearest(focus, [c for c in bots if c.label != focus.label], pair_games)[:need]
-    return Table(focus.label, tuple(field), why)
+    for focus in ranked:  # the first focus that has a whole table (every one, without the author rule)
+        field = _distinct(_nearest(focus, [c for c in bots if c.label != focus.label], pair_games), by_label,
+                          who, {who(focus)})
+        if len(field) >= seats - 1:
+            return Table(focus.label, tuple(field[:need]), why)
+    return None
+
+
+def _author(c: Candidate) -> str:
+    from ..tournament.schedule import author_key
+    return author_key(c.label, {c.label: c.author})
+
+
+def _distinct(labels: list[str], by_label: Mapping[str, Candidate], who: Callable[[Candidate], str],
+              taken: set[str]) -> list[str]:
+    """``labels`` in order, without a bot whose ``who`` is already taken (by the table or an earlier one)."""
+    out, seen = [], set(taken)
+    for label in labels:
+        key = who(by_label[label])
+        if key not in seen:
+            seen.add(key)
+            out.append(label)
+    return out
 
 
 def _weighted_width(c: Candidate, bots: list[Candidate]) -> float:

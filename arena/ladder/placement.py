@@ -6,17 +6,20 @@ played through :func:`play_games`, the ladder's one call into the tournament mac
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
-from .tables import (_add_member, _bump_message, bot_statuses, check_identity, keep_ladder_file, ladder_results, member,
-                     members, rebase_refs)
+from .tables import (_add_member, _bump_message, _snapshot, bot_statuses, check_identity, keep_ladder_file,
+                     ladder_results, member, members, rebase_refs)
 
 if TYPE_CHECKING:
     from .standings import LadderStandings, Row
@@ -39,14 +42,18 @@ class RunContext:
 
 
 async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | None,
-                     launcher: Callable | None) -> int:
+                     launcher: Callable | None, ladder: Ladder | None = None) -> int:
     """Play the games of ``cfg`` that the store lacks; returns how many were stored now.
 
     Every ladder game (seeding, placement, ``arena ladder run`` batches) goes through here, so
-    pointing the ladder at another executor is a change to this function only."""
+    pointing the ladder at another executor is a change to this function only. With
+    ``one_seat_per_author``, the ladder file's own bots (``ladder``'s initial members) count as
+    their own authors."""
     before = len(store.done_indexes(cfg.name))
     try:
-        await run_tournament(cfg, store, reporter, launcher=launcher, collect=False)
+        initial = [m.label for m in members(store, ladder.name) if m.origin == "initial"] \
+            if ladder is not None and cfg.one_seat_per_author else []
+        await run_tournament(cfg, store, reporter, launcher=launcher, collect=False, own_authors=initial)
     except ConfigError as e:
         raise LadderError(str(e)) from None
     return len(store.done_indexes(cfg.name)) - before
@@ -55,7 +62,7 @@ async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | N
 async def _run(cfg: TournamentConfig, store: Store, ctx: RunContext, title: str, focus: str | None,
                ladder: Ladder) -> int:
     reporter = ctx.make_reporter(title, focus, ladder_results(store, ladder))
-    return await play_games(cfg, store, reporter, ctx.launcher)
+    return await play_games(cfg, store, reporter, ctx.launcher, ladder)
 
 
 def _spec(ref: str) -> BotSpec:
@@ -134,6 +141,22 @@ async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: 
     return await _run(cfg, store, ctx, f"{ladder.name}: placing {spec.label}", spec.label, ladder)
 
 
+def _drop_copy(store: Store, ladder: Ladder, label: str, copy: str) -> None:
+    """Remove the copy of a bot that did not join (unless another process registered it meanwhile),
+    and the folders above it that held nothing else: a refused bot leaves nothing behind."""
+    if member(store, ladder.name, label) is not None:
+        return
+    path = Path(copy)
+    shutil.rmtree(path, ignore_errors=True)
+    for folder in (path.parent, path.parent.parent):  # ladder-bots/NAME, then ladder-bots
+        try:
+            if any(p.name != ARENA_COPIES for p in folder.iterdir()):
+                return
+            shutil.rmtree(folder)
+        except OSError:
+            return
+
+
 @dataclass
 class SubmitResult:
     label: str
@@ -159,13 +182,22 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
         raise LadderError(_bump_message(ladder, known, digest))
     played = 0
     if known is None:
+        # the check and the placement run from the ladder's copy, made first inside the closed store:
+        # files swapped in the bot's directory after the check never reach the ladder
+        copy = _snapshot(store, ladder, spec, digest)
+        spec = _spec(copy)
         ctx.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
-        if ctx.checker is not None:
-            report = await ctx.checker(spec)
-        else:
-            from ..referee.check import run_check
-            report = await run_check(spec, ladder.check_games, ladder.move_ms)
+        try:
+            if ctx.checker is not None:
+                report = await ctx.checker(spec)
+            else:
+                from ..referee.check import run_check
+                report = await run_check(spec, ladder.check_games, ladder.move_ms)
+        except BaseException:
+            _drop_copy(store, ladder, spec.label, copy)
+            raise
         if not report.get("ok"):
+            _drop_copy(store, ladder, spec.label, copy)
             n = len(report.get("faults", []))
             why = f"{n} fault(s)" if n else "it answered no requests"
             raise CheckFailed(f"{spec.label} failed arena check ({why}); fix it and submit again", report)

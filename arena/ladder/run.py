@@ -74,9 +74,10 @@ def _batches(store: Store, ladder: Ladder) -> list[tuple[int, str]]:
 
 
 def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None],
-                verified: set[tuple[str, str]]) -> dict[str, Any]:
+                verified: dict[tuple[str, str], str]) -> dict[str, Any]:
     """Active members whose files are still what they joined with: label -> (ref, Candidate).
-    Files are hashed once per member and run (``verified``); the tournament checks them again."""
+    Files are hashed once per member and run (``verified``: (label, ref) -> the manifest's author);
+    the tournament checks them again."""
     out = bot_statuses(store, ladder.name)
     ratings = state.ratings()
     active: dict[str, Any] = {}
@@ -91,15 +92,16 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
             except (ManifestError, OSError):
                 ok = False
             if ok:
-                verified.add((m.label, m.ref))
+                verified[m.label, m.ref] = spec.author
         if not ok:
             set_status(store, ladder.name, m.label, "suspended", f"its files at {m.ref} are missing or changed "
                        "since it joined")
             say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")
             continue
         r = ratings.get(m.label) if ratings is not None else None
+        author = "" if m.origin == "initial" else verified[m.label, m.ref]  # the file's own bots: their own
         active[m.label] = (m.ref, Candidate(m.label, state.bot_games[m.label], r.elo if r else None,
-                                            r.ci_low if r else None, r.ci_high if r else None))
+                                            r.ci_low if r else None, r.ci_high if r else None, author))
     return active
 
 
@@ -171,7 +173,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         state.refresh(store)
         last_snapshot = state.games
         known = {m.label for m in members(store, ladder.name)}
-        verified: set[tuple[str, str]] = set()
+        verified: dict[tuple[str, str], str] = {}
         previous: str | None = None
         batches = _batches(store, ladder)
         unfinished = [b for b, status in batches if status != "done"]
@@ -187,7 +189,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             cfg.cluster = cluster
             ctx.say(f"finishing batch {b} (planned before the last run stopped)")
             current = (tid, len(store.done_indexes(tid)))
-            out.games += await play_games(cfg, store, None, ctx.launcher)
+            out.games += await play_games(cfg, store, None, ctx.launcher, ladder)
             current = None
         while True:
             tick = time.perf_counter()
@@ -208,11 +210,13 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             active = _candidates(store, ladder, state, ctx.say, verified)
             table = choose_table([c for _, c in active.values()], state.pair_games, seats=ladder.seats,
                                  field_size=mm.field_size(ladder.seats), new_games=mm.new_threshold(ladder.seats),
-                                 explore=number % mm.explore_every == mm.explore_every - 1, previous=previous)
+                                 explore=number % mm.explore_every == mm.explore_every - 1, previous=previous,
+                                 one_per_author=ladder.one_seat_per_author)
             if table is None:
                 out.stopped = "no_table"
+                authors = " of distinct authors (one_seat_per_author)" if ladder.one_seat_per_author else ""
                 ctx.say(f"ladder {ladder.name} has {len(active)} active bot(s); a {ladder.seats}-seat table needs "
-                        f"{ladder.seats}: stopping")
+                        f"{ladder.seats}{authors}: stopping")
                 overhead += time.perf_counter() - tick
                 break
             cfg = plan_batch(ladder, table, {label: ref for label, (ref, _) in active.items()}, number,
@@ -220,7 +224,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             cfg.cluster = cluster
             overhead += time.perf_counter() - tick
             current = (cfg.name, len(store.done_indexes(cfg.name)))
-            played = await play_games(cfg, store, None, ctx.launcher)
+            played = await play_games(cfg, store, None, ctx.launcher, ladder)
             current = None
             out.games += played
             out.batches += 1

@@ -10,11 +10,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ratings import fit_elo, neighbour_los
-from ..tournament.standings import outcomes, tally
+from ..tournament.standings import read_games, summarise
 from ..tournament.store import Store
 from .config import Ladder, LadderError
-from .tables import bot_statuses, ladder_results, members
+from .tables import bot_statuses, members
 
 @dataclass
 class Row:
@@ -40,8 +39,17 @@ class Row:
     last_hour: int = 0  # games finished in the last hour
     trend: str = ""  # ↑ ↓ → over the last snapshots ('' before two snapshots)
     wide: bool = False  # the 95% interval is wider than the ladder's wide_elo (or unrated)
-    win_low: float | None = None  # the win rate's 95% interval, bootstrapped over deals
+    win_low: float | None = None  # the rates' 95% intervals (Wilson at the effective games over deals)
     win_high: float | None = None
+    draw_low: float | None = None
+    draw_high: float | None = None
+    rated: bool = False  # enough games to show the rating (ratings.MIN_RATED_GAMES)
+    think_ms: float = 0.0
+    decisions: int = 0
+
+    @property
+    def ms_per_decision(self) -> float:
+        return self.think_ms / self.decisions if self.decisions else 0.0
 
     @property
     def win_rate(self) -> float:
@@ -68,7 +76,11 @@ class Row:
                 "status_reason": self.status_reason or None, "games_last_hour": self.last_hour,
                 "trend": self.trend or None, "wide_interval": self.wide,
                 "win_rate_low": None if self.win_low is None else round(self.win_low, 4),
-                "win_rate_high": None if self.win_high is None else round(self.win_high, 4)}
+                "win_rate_high": None if self.win_high is None else round(self.win_high, 4),
+                "draw_rate_low": None if self.draw_low is None else round(self.draw_low, 4),
+                "draw_rate_high": None if self.draw_high is None else round(self.draw_high, 4),
+                "rated": self.rated,
+                "ms_per_decision": round(self.ms_per_decision, 3) if self.decisions else None}
 
 
 @dataclass
@@ -99,6 +111,7 @@ class LadderStandings:
     last_view: float | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     suspensions: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> detail (faults, stderr)
+    misfits: list[dict[str, Any]] = field(default_factory=list)  # pairs the ratings do not predict (see misfits())
 
     def as_json(self) -> dict[str, Any]:
         lad = self.ladder
@@ -111,7 +124,7 @@ class LadderStandings:
             "standings": [r.as_json() for r in self.rows],
             "since_last_view": self.since_last_view, "last_view": self.last_view,
             "matchmaking": dataclasses.asdict(lad.matchmaking),
-            "history": self.history, "suspended": self.suspensions,
+            "history": self.history, "suspended": self.suspensions, "misfits": self.misfits,
         }
         if self.matrix is not None:
             order = [r.label for r in self.rows]
@@ -121,13 +134,17 @@ class LadderStandings:
 
 
 def head_to_head(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, dict[str, Cell]]:
-    """Row bot against column bot over every game where both sat: who finished ahead."""
+    """Row bot against column bot over every game where both sat and their order is known: who
+    finished ahead, or on the same place (a tie or a draw).  The seats left unranked by a
+    first-out game (the rest, when only the winner is known) are no result against each other,
+    as they are none in the fit."""
     m: dict[str, dict[str, Cell]] = defaultdict(lambda: defaultdict(Cell))
     for seats, result in games:
         place = {s: g for g, group in enumerate(result["order"]) for s in group}
+        unranked = not result.get("complete", True) and not result.get("draw", False)
         for i, a in enumerate(seats):
             for j, b in enumerate(seats):
-                if i == j:
+                if i == j or (unranked and place[i] == place[j] and place[i] > 0):
                     continue
                 c = m[a][b]
                 c.games += 1
@@ -138,6 +155,32 @@ def head_to_head(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, dic
                 else:
                     c.behind += 1
     return {a: dict(row) for a, row in m.items()}
+
+
+MISFIT_GAMES = 20  # a pair needs this many games together before its score is held against the ratings
+
+
+def misfits(rows: list[Row], cells: dict[str, dict[str, Cell]]) -> list[dict[str, Any]]:
+    """Pairs whose head-to-head score the table does not predict: the score the two ratings imply
+    (the Elo logistic of their gap) lies outside the pair's own 95% score interval (Wilson, as a
+    match's).  One rating per bot cannot fit a bot whose score hardly depends on its opponent (a
+    bot that draws most games against everyone); the view says so instead of letting the table
+    alone mislead a reader."""
+    from ..ratings import elo_to_score, score_interval
+    out = []
+    rated = [r for r in rows if r.elo is not None and r.rated]
+    for i, a in enumerate(rated):
+        for b in rated[i + 1:]:
+            c = cells.get(a.label, {}).get(b.label)
+            if c is None or c.games < MISFIT_GAMES:
+                continue
+            score, lo, hi = score_interval([c.behind, 0, c.tied, 0, c.ahead])
+            predicted = elo_to_score(a.elo - b.elo)
+            if not lo <= predicted <= hi:
+                out.append({"a": a.label, "b": b.label, "games": c.games, "score": round(score, 4),
+                            "score_low": round(lo, 4), "score_high": round(hi, 4),
+                            "predicted": round(predicted, 4)})
+    return out
 
 
 def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
@@ -160,18 +203,14 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
     """The ladder's table: one Plackett-Luce fit over all its games, best first.  ``view`` adds
     what `arena ladder NAME` shows besides (games since the last view, which it records; games in
     the last hour; trends; rating history)."""
-    games = ladder_results(store, ladder)
-    lines = tally(games)
+    full, think = read_games(store, prefix=ladder.prefix)
+    games = [(seats, result) for _, _, seats, result in full]
     mem = {m.label: m for m in members(store, ladder.name)}
-    ratings = None
-    anchor = None
-    if len(lines) >= 2:
-        anchor = resolve_anchor(ladder, sorted(lines))
-        ratings = fit_elo(outcomes(games), anchor=anchor, anchor_elo=ladder.anchor_elo)
-    order = ratings.standings() if ratings is not None else sorted(lines, key=lambda b: (lines[b].avg_place, b))
-    order += sorted(set(lines) - set(order))
-    order += sorted(set(mem) - set(order))
-    neighbours = {a: p for a, _, p in neighbour_los(ratings)} if ratings is not None else {}
+    labels = sorted({b for seats, _ in games for b in seats})
+    anchor = resolve_anchor(ladder, labels) if len(labels) >= 2 else None
+    ranked_lines, ratings = summarise(full, think, anchor=anchor, anchor_elo=ladder.anchor_elo, strict=True)
+    lines = {l.bot: l for l in ranked_lines}
+    order = [l.bot for l in ranked_lines] + sorted(set(mem) - set(lines))
     rows = []
     for rank, label in enumerate(order, 1):
         m = mem.get(label)
@@ -182,19 +221,17 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
         if line is not None:
             row.games, row.wins, row.draws, row.lasts = line.games, line.wins, line.draws, line.lasts
             row.avg_place, row.faults = line.avg_place, dict(line.faults)
-        if ratings is not None and label in ratings:
-            r = ratings[label]
-            row.elo, row.se, row.elo_low, row.elo_high = r.elo, r.se, r.ci_low, r.ci_high
-            row.los_next = neighbours.get(label)
+            row.elo, row.elo_low, row.elo_high, row.rated = line.elo, line.elo_low, line.elo_high, line.rated
+            row.se = ratings[label].se if ratings is not None and label in ratings else None
+            row.los_next, row.win_low, row.win_high = line.los_next, line.win_low, line.win_high
+            row.draw_low, row.draw_high = line.draw_low, line.draw_high
+            row.think_ms, row.decisions = line.think_ms, line.decisions
         rows.append(row)
-    st = LadderStandings(ladder, rows, len(games), anchor, head_to_head(games) if matrix else None,
-                         str(store.path))
+    cells = head_to_head(games)
+    st = LadderStandings(ladder, rows, len(games), anchor, cells if matrix else None, str(store.path),
+                         misfits=misfits(rows, cells))
     statuses = bot_statuses(store, ladder.name)
     wide = ladder.matchmaking.wide_elo
-    intervals = win_intervals(store, ladder)
-    for row in rows:
-        if row.label in intervals:
-            _, row.win_low, row.win_high = intervals[row.label]
     for row in rows:
         got = statuses.get(row.label)
         if got is not None:
@@ -229,28 +266,3 @@ def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
             db.execute("INSERT OR REPLACE INTO ladder_views VALUES (?,?,?)", (ladder.name, now, st.games))
     except Exception:  # a read-only store shows the table without remembering the view
         pass
-
-
-def win_intervals(store: Store, ladder: Ladder) -> dict[str, tuple[float, float, float]]:
-    """Per bot: (win rate, low, high), the 95% interval from a bootstrap over deals.  A deal is one
-    (tournament, deal seed): all its seat rotations are resampled together, since they share the
-    cards.  A win is an outright first place, as in the table's win %."""
-    from ..ratings import bootstrap_rate
-    n = len(ladder.prefix)
-    deals: dict[tuple[str, int], int] = {}
-    hits: dict[str, dict[int, int]] = defaultdict(dict)
-    games: dict[str, dict[int, int]] = defaultdict(dict)
-    for tid, seed, seats_text, result_text in store.db.execute(
-            "SELECT tournament, seed, seats, result FROM games WHERE substr(tournament,1,?)=?", (n, ladder.prefix)):
-        d = deals.setdefault((tid, seed), len(deals))
-        seats, result = json.loads(seats_text), json.loads(result_text)
-        first = result["order"][0] if result["order"] else []
-        won = None if result["draw"] or len(first) != 1 or str(first[0]) in result.get("forfeits", {}) else first[0]
-        for seat, label in enumerate(seats):
-            games[label][d] = games[label].get(d, 0) + 1
-            hits[label][d] = hits[label].get(d, 0) + (seat == won)
-    out = {}
-    for label, per_deal in games.items():
-        keys = sorted(per_deal)
-        out[label] = bootstrap_rate([hits[label][k] for k in keys], [per_deal[k] for k in keys])
-    return out

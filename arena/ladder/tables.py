@@ -190,7 +190,9 @@ def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
     (dest.parent.parent / ARENA_COPIES).touch()  # contained bots run from a readable copy of these
     tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     try:
-        shutil.copytree(spec.root, tmp, ignore=ignore)
+        # links stay links: followed, a link to a file the bot's author cannot read (the store's
+        # deal secret) would put that file's bytes into the copy the bot runs from
+        shutil.copytree(spec.root, tmp, symlinks=True, ignore=ignore)
         os.replace(tmp, dest)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -28,7 +28,7 @@ import numpy as np
 from .headtohead import _constrained_mle, elo_to_score, score_to_elo
 
 __all__ = ["PAIR_NAMES", "PairSprt", "bootstrap_over_deals", "bootstrap_rate", "pair_elo", "pair_index",
-           "rate_interval"]
+           "rate_interval", "score_interval", "wilson"]
 
 _Z975 = 1.959963984540054
 PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")
@@ -55,38 +55,85 @@ def _moments(pairs: Sequence[int]) -> tuple[int, float, float]:
     return n, mean, var
 
 
-def pair_elo(pairs: Sequence[int]) -> dict[str, float]:
+def pair_elo(pairs: Sequence[int], z: float = _Z975) -> dict[str, float]:
     """Elo difference with its 95% interval from pentanomial counts [LL, LD, DD+WL, WD, WW].
 
-    ``score_low``/``score_high`` are the per-game score's interval, ``elo_low``/``elo_high`` the
-    same interval on the Elo scale (±inf where it reaches 0 or 1); ``nelo`` is normalized Elo."""
+    ``score_low``/``score_high`` are the per-game score's interval (:func:`score_interval`),
+    ``elo_low``/``elo_high`` the same interval on the Elo scale: finite unless the score itself is
+    0 or 1 (then ``elo`` is infinite and the other end is the finite one-sided bound); ``nelo`` is
+    normalized Elo.  ``z`` sets the level (1.96: 95%)."""
     n, mean, var = _moments(pairs)
     if n == 0:
         return {"pairs": 0, "score": 0.5, "score_low": 0.0, "score_high": 1.0, "elo": 0.0, "elo_low": -math.inf,
                 "elo_high": math.inf, "nelo": 0.0, "nelo_low": -math.inf, "nelo_high": math.inf}
     sd = math.sqrt(var / n)
-    lo, hi = mean - _Z975 * sd, mean + _Z975 * sd
+    lo, hi = mean - z * sd, mean + z * sd
+    _, wlo, whi = score_interval(pairs, z)
     sigma_pg = math.sqrt(2.0 * var)  # per game: a pair is two games
     if sigma_pg > 0:
         nelo = NELO_PER_NT * (mean - 0.5) / sigma_pg
         nelo_lo, nelo_hi = NELO_PER_NT * (lo - 0.5) / sigma_pg, NELO_PER_NT * (hi - 0.5) / sigma_pg
     else:
         nelo = nelo_lo = nelo_hi = 0.0 if mean == 0.5 else math.copysign(math.inf, mean - 0.5)
-    return {"pairs": n, "score": mean, "score_low": max(lo, 0.0), "score_high": min(hi, 1.0),
-            "elo": score_to_elo(mean), "elo_low": score_to_elo(lo), "elo_high": score_to_elo(hi),
+    return {"pairs": n, "score": mean, "score_low": wlo, "score_high": whi,
+            "elo": score_to_elo(mean), "elo_low": score_to_elo(wlo), "elo_high": score_to_elo(whi),
             "nelo": nelo, "nelo_low": nelo_lo, "nelo_high": nelo_hi}
 
 
-def rate_interval(per_deal: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high): a per-game rate with its 95% interval, each deal one observation
-    (``per_deal`` holds each deal's own rate, e.g. wins / games of that deal)."""
-    n = len(per_deal)
+def wilson(p: float, n: float, z: float = _Z975) -> tuple[float, float]:
+    """Wilson's score interval for a proportion ``p`` observed over ``n`` trials (``n`` may be an
+    effective, fractional size).  Never of width zero, always inside [0, 1]: a rate of 0 out of
+    n gets [0, z^2 / (n + z^2)], a one-sided bound."""
+    if n <= 0:
+        return 0.0, 1.0
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(max(p * (1 - p), 0.0) / n + z2 / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def effective_n(hits: Sequence[float], games: Sequence[float]) -> tuple[float, float]:
+    """(rate, effective number of games) for a rate counted over deals whose games are correlated.
+
+    The effective size is Kish's: p(1-p) over the variance of the ratio estimator across deals
+    (its residuals h_i - p g_i), kept between the number of deals and the number of games.  When
+    that variance cannot be estimated (one deal, or a rate of exactly 0 or 1) the number of deals
+    is used, the cautious end."""
+    h = np.asarray(hits, dtype=float)
+    g = np.asarray(games, dtype=float)
+    k, total = len(g), float(g.sum()) if len(g) else 0.0
+    if k == 0 or total == 0:
+        return 0.0, 0.0
+    p = float(h.sum()) / total
+    var = float(np.sum((h - p * g) ** 2)) / (k - 1) / k / float(g.mean()) ** 2 if k > 1 else 0.0
+    if var <= 0 or p <= 0 or p >= 1:
+        return p, float(k)
+    return p, min(total, max(float(k), p * (1 - p) / var))
+
+
+def rate_interval(hits: Sequence[float], games: Sequence[float]) -> tuple[float, float, float]:
+    """(rate, low, high): sum(hits) / sum(games) with Wilson's 95% interval at the effective number
+    of games (:func:`effective_n`).  ``hits[i]`` and ``games[i]`` are deal i's counts over all its
+    seat rotations, so the correlation of a deal's games widens the interval as it should.  Every
+    rate the arena shows with an interval (win %, draw %, a match's win rate) goes through here."""
+    p, n = effective_n(hits, games)
+    lo, hi = wilson(p, n)
+    return p, lo, hi
+
+
+def score_interval(pairs: Sequence[int], z: float = _Z975) -> tuple[float, float, float]:
+    """(score, low, high): a match's mean score per game from pentanomial pair counts, with Wilson's
+    95% interval at the effective number of games (the pair-score spread's design effect, between
+    the number of pairs and of games; the number of pairs when every pair scored the same).  Unlike
+    the plain normal interval it never reaches 0 or 1 unless the score is 0 or 1, and it never
+    collapses to a point."""
+    n, mean, var = _moments(pairs)
     if n == 0:
-        return 0.0, 0.0, 1.0
-    x = np.asarray(per_deal, dtype=float)
-    mean = float(x.mean())
-    sd = float(x.std()) / math.sqrt(n)
-    return mean, max(0.0, mean - _Z975 * sd), min(1.0, mean + _Z975 * sd)
+        return 0.5, 0.0, 1.0
+    per_game = mean * (1 - mean)
+    neff = float(n) if var <= 0 or per_game <= 0 else min(2.0 * n, max(float(n), per_game / (var / n)))
+    lo, hi = wilson(mean, neff, z)
+    return mean, lo, hi
 
 
 class PairSprt:

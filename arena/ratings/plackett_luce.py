@@ -1,50 +1,53 @@
-"""Maximum-likelihood Plackett-Luce Elo over a whole tournament.
+"""Maximum-likelihood Plackett-Luce Elo with ties (Davidson-Luce) over a whole tournament.
 
-Model.  Bot i has strength theta_i (natural-log units); in every *stage* of a
-game the next finisher is drawn from the bots still in play S with
-probability exp(theta_w) / sum_{j in S} exp(theta_j).  Reported
-``elo = 400/ln(10) * theta`` (i.e. 400*log10(strength)), so two-seat games
-are exactly the Elo logistic.
+Model.  Bot i has strength theta_i (natural-log units).  A game's finishing order is drawn one
+*stage* at a time: from the bots still in play S, the next finishing group T is chosen - one bot,
+or a tied group of t bots - with probability proportional to
 
-How outcomes become stages (the log-likelihood is a weighted sum of stage
-log-probabilities):
+    delta_t * exp(mean of theta over T)          (delta_1 = 1)
 
-* full order a > b > c: stages (a from abc), (b from bc).
-* winner only: one stage, the winner chosen from everyone.
-* a tied group G (k bots) above the set L of bots below it: the
-  log-likelihood is *averaged over the k! orders of G* (the "each order,
-  equal weight" rule; for two players this is exactly chess's draw = half a
-  win plus half a loss).  In closed form: for every non-empty T subset of G
-  there is a stage "choose from T + L" with weight 1/C(k,|T|), the chooser
-  spread evenly over T - so no k! enumeration.  This is a composite
-  likelihood, so the Hessian-based errors are approximate for tie-heavy data.
-* a draw (no finishing order at all: agreed, or adjudicated when a game is
-  stopped) is by default *left out of the likelihood* and only counted in
-  ``games``/``draws``.  Plackett-Luce never produces a draw; a stopped game is
-  a censored observation, and when the stop does not depend on who is ahead
-  (turn cap, bots looping) its probability does not involve the strengths,
-  so dropping it is exact - and a weak bot's stalling cannot drag a strong
-  one down.  ``draws="tie"`` instead treats it as everyone tied (the rule
-  above; for two seats, chess's half point) for pools where a draw really
-  means "nobody could beat anyone".
+over every subset of S whose size is 1 or a tie size seen in the data.  This is the tie model of
+Turner, van Etten, Firth and Kosmidis, "Modelling rankings in R: the PlackettLuce package",
+Computational Statistics 35 (2020), which generalises Davidson's tie extension of Bradley-Terry
+(R. R. Davidson, "On extending the Bradley-Terry model to accommodate ties in paired comparison
+experiments", JASA 65, 1970) to rankings: for two seats P(a beats b) : P(draw) : P(b beats a) =
+exp(theta_a) : delta_2 exp((theta_a + theta_b) / 2) : exp(theta_b).  So a draw is evidence that the
+two are close, and the tie parameters delta_t are fitted with the strengths.  Each delta_t has a
+weak prior of its own (one virtual tie and one virtual decisive result between equals), so a pool
+where every game of some size is drawn still has a finite fit.
 
-Prior.  Each bot also plays ``prior`` virtual drawn two-seat games (default 1)
-against the *current pool average* (theta_bar, itself a function of all
-thetas).  This keeps all-win / all-loss bots finite, is translation invariant
-(so anchoring stays a pure gauge choice), and is negligible next to real games.
-``prior=0`` gives the plain MLE, which exists only when the "beat" graph is
-strongly connected - checked, ValueError otherwise.
+How outcomes become stages: a full order a > b > c is (a from abc), (b from bc); a tied group is one
+stage choosing the whole group (the players still in at a draw: "tied for the rest", a tie of that
+group); a forfeited seat is below everyone, so it is simply never chosen before the last stage; a
+winner-only game (the rest unranked) is its first stage only.
 
-Speed.  The likelihood only needs, per distinct choice set, its total weight
-(plus one vector of total stage wins), so identical games and identical
-stages are aggregated first; Newton's method on the concave log-likelihood
-then needs a handful of iterations.  Aggregation is done in a canonical
-sorted order, so the same multiset of games gives bit-identical ratings.
+Scale.  With ties the expected head-to-head score (finishing ahead = 1, tied = 1/2) rises more
+slowly with the strength gap than the logistic: for two seats it is 1/2 + sinh(d/2) / (2 cosh(d/2)
++ delta_2).  The reported rating is ``elo = 400/ln 10 * c * theta``, with c chosen so that at equal
+strength the expected head-to-head score changes with the Elo gap exactly as the Elo logistic does
+(slope ln 10 / 1600 per Elo).  So, near equality, 100 Elo still means a 64% score against that
+bot, and a pair's Elo difference reads like the score-based Elo that `arena match` and the
+head-to-head matrix give.  For two seats c = 2 / (2 + delta_2) (with delta_2 = 2 the curves
+coincide exactly); for bigger tables c comes from the same slope, computed in the model for each
+table size and averaged over the games' pairs of seats.  Without ties c = 1: Plackett-Luce puts
+any two bots of a table in order with exactly the logistic probability.  The intervals carry the
+tie parameters' uncertainty through c too.
 
-Why not choix for the fit: it takes no per-observation weights (needed for
-aggregated counts and the fractional tie stages), has no ties, and its
-regulariser is an L2 ridge on absolute theta rather than this prior.  The
-tests use choix as an independent check of the untied MLE.
+Prior on strengths.  Each bot also plays ``prior`` virtual games (default 1) scored half a win and
+half a loss against the *current pool average*.  This keeps all-win / all-loss bots finite, is
+translation invariant (so anchoring stays a pure gauge choice), and is negligible next to real
+games.  ``prior=0`` gives the plain MLE, which exists only when the "finished ahead" graph (ties
+count both ways) is strongly connected - checked, ValueError otherwise.
+
+Speed.  A stage's likelihood depends on the choice set S only through its total weight, plus one
+vector of how often each bot (and each tie size) was chosen; so identical games and identical
+stages are aggregated first, and Newton's method on the concave log-likelihood needs a handful of
+iterations.  Aggregation is done in a canonical sorted order, so the same multiset of games gives
+bit-identical ratings.
+
+Why not choix for the fit: it takes no per-observation weights (needed for aggregated counts), has
+no ties, and its regulariser is an L2 ridge on absolute theta rather than this prior.  The tests use
+choix as an independent check of the untied MLE.
 """
 
 from __future__ import annotations
@@ -53,9 +56,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import combinations
-from typing import Literal
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -63,10 +63,11 @@ from scipy.sparse.csgraph import connected_components
 
 from .outcome import Outcome
 
-__all__ = ["ELO_PER_NAT", "Rating", "Ratings", "fit_elo"]
+__all__ = ["ELO_PER_NAT", "MIN_RATED_GAMES", "Rating", "Ratings", "fit_elo"]
 
 ELO_PER_NAT = 400.0 / math.log(10.0)
 _Z95 = 1.959963984540054
+MIN_RATED_GAMES = 10  # fewer games than this: the views say "too few games" instead of a rating
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Rating:
 
     With the default pool-mean gauge ``se`` is the error of (bot - pool mean);
     with an anchor it is the error of (bot - anchor), and the anchor's is 0.
+    ``draws`` counts the games in which the bot finished in a tied group.
     """
 
     elo: float
@@ -84,13 +86,19 @@ class Rating:
     games: int
     draws: int = 0
 
+    @property
+    def rated(self) -> bool:
+        """Enough games for the views to show the number (``MIN_RATED_GAMES``)."""
+        return self.games >= MIN_RATED_GAMES
+
 
 class Ratings(dict[str, Rating]):
-    """``name -> Rating`` plus the covariance that honest pairwise LOS needs.
+    """``name -> Rating`` plus the covariance that honest pairwise LOS needs, and the tie parameters.
 
     Ratings of bots that met each other are correlated, so
     ``sqrt(se_a**2 + se_b**2)`` is only an approximation of the error of a
-    difference; :meth:`diff_se` uses the full covariance.
+    difference; :meth:`diff_se` uses the full covariance.  ``ties`` maps a tie size t to its
+    fitted delta_t; ``scale`` is Elo per unit of theta (see the module docstring).
     """
 
     def __init__(
@@ -100,9 +108,10 @@ class Ratings(dict[str, Rating]):
         *,
         anchor: str | None,
         prior: float,
-        draws: str,
         log_likelihood: float,
         iterations: int,
+        ties: Mapping[int, float] | None = None,
+        scale: float = ELO_PER_NAT,
     ) -> None:
         super().__init__(ratings)
         self.names: tuple[str, ...] = tuple(ratings)
@@ -110,9 +119,10 @@ class Ratings(dict[str, Rating]):
         self.covariance = covariance  # Elo^2, same order as names
         self.anchor = anchor
         self.prior = prior
-        self.draws_policy = draws
         self.log_likelihood = log_likelihood
         self.iterations = iterations
+        self.ties = dict(ties or {})
+        self.scale = scale
 
     def diff_se(self, a: str, b: str) -> float:
         i, j = self._index[a], self._index[b]
@@ -123,86 +133,75 @@ class Ratings(dict[str, Rating]):
         """Names best first (ties broken by name so the table is stable)."""
         return sorted(self, key=lambda n: (-self[n].elo, n))
 
+    @property
+    def draw_at_equal(self) -> float | None:
+        """The model's two-seat draw probability between equals, delta_2 / (2 + delta_2); None without ties."""
+        d = self.ties.get(2)
+        return None if d is None else d / (2.0 + d)
+
 
 # --------------------------------------------------------------------------
 # outcomes -> aggregated stages
 
 
-@lru_cache(maxsize=None)
-def _template(sizes: tuple[int, ...], partial: bool) -> tuple[tuple[tuple[int, ...], tuple[int, ...], float], ...]:
-    """Stages of one game *shape* (group sizes, partial) as column positions.
-
-    Returns (set columns, chooser columns, weight) triples; the weight of the
-    stage is shared evenly by its choosers.  A singleton group gives the plain
-    PL stage; a tied group of k gives, for every subset T of it, the stage
-    "choose from T + everyone below" with weight 1/C(k, |T|) (the average
-    over the k! orders, see the module docstring).
-    """
-    starts = [sum(sizes[:g]) for g in range(len(sizes))]
-    total = sum(sizes)
-    stages = []
-    for g in range(1 if partial else len(sizes)):
-        group = range(starts[g], starts[g] + sizes[g])
-        below = tuple(range(starts[g] + sizes[g], total))
-        k = sizes[g]
-        for t in range(1, k + 1):
-            for chosen in combinations(group, t):
-                if t + len(below) >= 2:
-                    stages.append((chosen + below, chosen, 1.0 / math.comb(k, t)))
-    return tuple(stages)
+def _stages(o: Outcome) -> list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
+    """(choice set S, chosen group T, the tie that was possible U) for each stage of one game
+    that is a choice (|S| >= 2).  U is everyone in S who could still tie: S less the bots placed
+    below the game's tie (seats that forfeited before the draw); for a tie stage, T itself."""
+    out = []
+    groups = o.groups
+    below: set[str] = set()
+    if not o.partial:
+        first_tie = next((g for g, grp in enumerate(groups) if len(grp) > 1), None)
+        if first_tie is not None:
+            below = {b for h in groups[first_tie + 1:] for b in h}
+    for g in range(1 if o.partial else len(groups)):
+        rest = tuple(b for h in groups[g:] for b in h)
+        if len(rest) >= 2:
+            tie = groups[g] if len(groups[g]) > 1 else tuple(b for b in rest if b not in below)
+            out.append((rest, groups[g], tie))
+    return out
 
 
-class _StageBuilder:
-    """Collects (choice set, weight) stages and per-bot stage wins, shape by shape."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.sets: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.wts: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.win_idx: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-        self.win_w: list[np.ndarray] = [np.zeros(0)]
-
-    def add_shape(self, sizes: tuple[int, ...], partial: bool, rows: np.ndarray, counts: np.ndarray) -> None:
-        """``rows[i]`` lists game i's bots group by group, best group first."""
-        for cols, chosen, share in _template(sizes, partial):
-            w = counts * share
-            self.sets[len(cols)].append(rows[:, list(cols)])
-            self.wts[len(cols)].append(w)
-            self.win_idx.append(rows[:, list(chosen)].ravel())
-            self.win_w.append(np.repeat(w / len(chosen), len(chosen)))
-
-    def build(self) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        groups = []
-        for s in sorted(self.sets):
-            rows = np.sort(np.concatenate(self.sets[s]), axis=1)
-            w = np.concatenate(self.wts[s])
-            # canonical order (rows, then weight) => sums are order independent
-            order = np.lexsort((w,) + tuple(rows[:, j] for j in reversed(range(s))))
-            rows, w = rows[order], w[order]
-            new = np.ones(len(rows), dtype=bool)
-            new[1:] = np.any(rows[1:] != rows[:-1], axis=1)
-            starts = np.flatnonzero(new)
-            groups.append((rows[starts], np.add.reduceat(w, starts)))
-        idx = np.concatenate(self.win_idx)
-        w = np.concatenate(self.win_w)
-        order = np.lexsort((w, idx))
-        b = np.bincount(idx[order], w[order], minlength=self.n).astype(float)
-        return groups, b
-
-
-def _beat_edges(o: Outcome, index: Mapping[str, int], draws: str) -> list[tuple[int, int]]:
-    """Directed 'a finished ahead of b in some stage' edges, for the MLE existence check."""
-    if o.is_draw and draws == "ignore":
-        return []
-    groups = [[index[b] for b in g] for g in o.groups]
+def _beat_edges(o: Outcome, index: Mapping[str, int]) -> list[tuple[int, int]]:
+    """Directed 'a finished ahead of (or tied with) b' edges, for the MLE existence check."""
     edges = []
-    last = 1 if o.partial else len(groups)
-    for g in range(last):
-        below = [b for h in groups[g + 1 :] for b in h]
-        for a in groups[g]:
-            edges += [(a, c) for c in below]
-            edges += [(a, c) for c in groups[g] if c != a]
+    for rest, chosen, _ in _stages(o):
+        for a in chosen:
+            edges += [(index[a], index[c]) for c in rest if c != a]
     return edges
+
+
+def _pair_score(k: int, d: float, ties: Mapping[int, float]) -> float:
+    """Expected head-to-head score of seat 0 against seat 1 at a table of k bots, the first d
+    nats stronger than the second, the others in between (strengths d/2, -d/2, 0, ...)."""
+    theta = [d / 2, -d / 2] + [0.0] * (k - 2)
+    memo: dict[int, float] = {}
+
+    def score(left: int) -> float:  # both 0 and 1 still in; left = bitmask of those in play
+        if left in memo:
+            return memo[left]
+        members = [i for i in range(k) if left >> i & 1]
+        cands = [(i,) for i in members] + ([tuple(members)] if len(members) in ties else [])
+        w = [math.exp(sum(theta[i] for i in u) / len(u)) * (ties[len(u)] if len(u) > 1 else 1.0) for u in cands]
+        total, e = sum(w), 0.0
+        for u, wu in zip(cands, w):
+            a, b = 0 in u, 1 in u
+            e += wu * (0.5 if a and b else 1.0 if a else 0.0 if b else score(left & ~sum(1 << i for i in u)))
+        memo[left] = e / total
+        return memo[left]
+
+    return score((1 << k) - 1)
+
+
+def _scale(sizes: Mapping[int, float], ties: Mapping[int, float]) -> float:
+    """c of the module docstring: the model's slope at equality over the logistic's (1/4 per nat),
+    the model's averaged over table sizes weighted by ``sizes`` (size -> pairs of seats)."""
+    if not ties or not sizes:
+        return 1.0
+    h = 1e-4
+    slope = sum(w * (_pair_score(k, h, ties) - _pair_score(k, -h, ties)) / (2 * h) for k, w in sizes.items())
+    return slope / (0.25 * sum(sizes.values()))
 
 
 # --------------------------------------------------------------------------
@@ -210,85 +209,115 @@ def _beat_edges(o: Outcome, index: Mapping[str, int], draws: str) -> list[tuple[
 
 
 class _Objective:
-    """Negative log-posterior, gradient and Hessian in theta (natural units)."""
+    """Negative log-posterior, gradient and Hessian in phi = (theta, lambda), lambda = log delta.
 
-    def __init__(self, groups, b: np.ndarray, prior: float) -> None:
-        self.n = len(b)
-        self.b = b
+    Each stage is a conditional logit over its candidates - every single bot of the choice set,
+    and the tie of the bots still able to tie - with features (1/|U| on U's bots, one-hot of U's
+    tie size), so the Hessian is the weighted covariance of those features: positive
+    semi-definite, and the whole objective convex."""
+
+    def __init__(self, n: int, tie_sizes: tuple[int, ...], sets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                 b: np.ndarray, prior: float) -> None:
+        self.n, self.L = n, len(tie_sizes)
+        self.N = n + self.L
+        self.tie_sizes = tie_sizes
         self.prior = prior
-        self.groups = [(idx, W, None) for idx, W in groups]
+        self.b = b  # length N: chosen-feature totals
+        self.sets = {}  # s -> (features m x (s+1) x (s+L), -inf where no tie, weights, global columns, Hessian keys)
+        sizes = np.array(tie_sizes, dtype=np.int64)
+        for s, (idx, masks, W) in sets.items():
+            m = len(idx)
+            F = np.zeros((m, s + 1, s + self.L))
+            F[:, np.arange(s), np.arange(s)] = 1.0
+            size = masks.sum(axis=1).astype(np.int64)
+            ok = np.isin(size, sizes)
+            F[ok, s, :s] = masks[ok] / size[ok, None]
+            F[np.flatnonzero(ok), s, s + np.searchsorted(sizes, size[ok])] = 1.0
+            off = np.zeros((m, s + 1))
+            off[~ok, s] = -np.inf  # no tie possible at this stage
+            glob = np.concatenate([idx, np.broadcast_to(n + np.arange(self.L), (m, self.L))], axis=1)
+            keys = (glob[:, :, None] * self.N + glob[:, None, :]).ravel()
+            self.sets[s] = (F, off, W, glob, keys)
 
-    def _pairkeys(self, i: int) -> np.ndarray:
-        idx, W, keys = self.groups[i]
-        if keys is None:
-            keys = (idx[:, :, None] * self.n + idx[:, None, :]).ravel()
-            self.groups[i] = (idx, W, keys)
-        return keys
+    def _probs(self, phi: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
+        F, off, _, glob, _ = self.sets[s]
+        x = np.einsum("mck,mk->mc", F, phi[glob]) + off
+        top = x.max(axis=1)
+        logz = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+        return np.exp(x - logz[:, None]), logz
 
-    def value(self, theta: np.ndarray) -> float:
-        v = -float(self.b @ theta)
-        for idx, W, _ in self.groups:
-            x = theta[idx]
-            m = x.max(axis=1)
-            v += float(W @ (m + np.log(np.exp(x - m[:, None]).sum(axis=1))))
-        if self.prior:
-            d = theta - theta.mean()
-            v += self.prior * 0.5 * float(np.sum(np.logaddexp(0, -d) + np.logaddexp(0, d)))
+    def value(self, phi: np.ndarray, *, with_prior: bool = True) -> float:
+        v = -float(self.b @ phi)
+        for s, (_, _, W, _, _) in self.sets.items():
+            v += float(W @ self._probs(phi, s)[1])
+        if with_prior:
+            theta, lam = phi[: self.n], phi[self.n:]
+            if self.prior:
+                d = theta - theta.mean()
+                v += self.prior * 0.5 * float(np.sum(np.logaddexp(0, -d) + np.logaddexp(0, d)))
+            v += float(np.sum(np.logaddexp(0, -lam) + np.logaddexp(0, lam)))
         return v
 
-    def derivatives(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = self.n
+    def derivatives(self, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, N = self.n, self.N
         grad = -self.b.copy()
-        hess = np.zeros(n * n)
-        diag = np.zeros(n)
-        for i, (idx, W, _) in enumerate(self.groups):
-            x = theta[idx]
-            e = np.exp(x - x.max(axis=1)[:, None])
-            p = e / e.sum(axis=1)[:, None]
-            wp = (W[:, None] * p).ravel()
-            col = np.bincount(idx.ravel(), wp, minlength=n)
-            grad += col
-            diag += col
-            outer = (W[:, None, None] * p[:, :, None] * p[:, None, :]).ravel()
-            hess -= np.bincount(self._pairkeys(i), outer, minlength=n * n)
-        hess = hess.reshape(n, n)
-        hess[np.diag_indices(n)] += diag
+        hess = np.zeros(N * N)
+        for s, (F, _, W, glob, keys) in self.sets.items():
+            p, _ = self._probs(phi, s)
+            mu = np.einsum("mc,mck->mk", p, F)
+            second = np.einsum("mc,mci,mcj->mij", p, F, F)
+            cov = (second - mu[:, :, None] * mu[:, None, :]) * W[:, None, None]
+            grad += np.bincount(glob.ravel(), (W[:, None] * mu).ravel(), minlength=N)
+            hess += np.bincount(keys, cov.ravel(), minlength=N * N)
+        hess = hess.reshape(N, N)
+        theta, lam = phi[:n], phi[n:]
         if self.prior:
             d = theta - theta.mean()
             fp = self.prior * 0.5 * np.tanh(d / 2.0)  # d/dd of the prior term
-            grad += fp - fp.mean()
-            s = 1.0 / (1.0 + np.exp(-d))
+            grad[:n] += fp - fp.mean()
+            sg = 1.0 / (1.0 + np.exp(-d))
             c = np.eye(n) - 1.0 / n
-            hess += (c * (self.prior * s * (1.0 - s))) @ c
+            hess[:n, :n] += (c * (self.prior * sg * (1.0 - sg))) @ c
+        grad[n:] += np.tanh(lam / 2.0)
+        sl = 1.0 / (1.0 + np.exp(-lam))
+        hess[n:, n:] += np.diag(2.0 * sl * (1.0 - sl))
         return grad, hess
+
+
+def _gauge(n: int, N: int) -> np.ndarray:
+    """v v^T with v = (1 on the strengths, 0 on the tie parameters): the direction the fit
+    cannot see (adding a constant to every strength)."""
+    g = np.zeros((N, N))
+    g[:n, :n] = 1.0
+    return g
 
 
 def _newton(obj: _Objective, max_iter: int = 100) -> tuple[np.ndarray, np.ndarray, int]:
     """Damped Newton in the sum-zero gauge; the objective is convex and translation invariant.
 
-    Returns theta, the Hessian at theta (for the covariance) and the iteration count.
+    Returns phi, the Hessian at phi (for the covariance) and the iteration count.
     """
-    n = obj.n
-    theta = np.zeros(n)
-    ones = np.ones((n, n))  # fixes the gauge direction; gradient and step are sum-zero
-    f = obj.value(theta)
+    n, N = obj.n, obj.N
+    phi = np.zeros(N)
+    gauge = _gauge(n, N)
+    f = obj.value(phi)
     for it in range(1, max_iter + 1):
-        grad, hess = obj.derivatives(theta)
-        step = -np.linalg.solve(hess + ones, grad)
-        step -= step.mean()
+        grad, hess = obj.derivatives(phi)
+        step = -np.linalg.solve(hess + gauge, grad)
+        step[:n] -= step[:n].mean()
         if np.max(np.abs(step)) < 1e-10:  # nats; ~2e-8 Elo
-            return theta, hess, it
+            return phi, hess, it
         decrement = -float(grad @ step)
         t = 1.0
         if decrement > 1e-8:  # outside the quadratic region: backtrack
             while t > 1e-10:
-                fc = obj.value(theta + t * step)
+                fc = obj.value(phi + t * step)
                 if fc <= f - 1e-4 * t * decrement:
                     break
                 t *= 0.5
-        theta = theta + t * step
-        theta -= theta.mean()
-        f = obj.value(theta)
+        phi = phi + t * step
+        phi[:n] -= phi[:n].mean()
+        f = obj.value(phi)
     raise RuntimeError("Plackett-Luce fit did not converge")
 
 
@@ -302,22 +331,19 @@ def fit_elo(
     anchor: str | None = None,
     anchor_elo: float = 1500.0,
     prior: float = 1.0,
-    draws: Literal["ignore", "tie"] = "ignore",
 ) -> Ratings:
-    """Fit Plackett-Luce Elo to all games at once (order independent).
+    """Fit Plackett-Luce Elo with ties to all games at once (order independent).
 
-    ``anchor=None`` puts the pool mean at ``anchor_elo``; a bot name fixes
-    that bot there instead.  ``prior`` is the number of virtual draws per bot
-    against the pool average (0 = plain MLE).  95% intervals come from the
-    observed information (Hessian of the negative log-posterior) under the
-    gauge constraint.  See the module docstring for ties and draws.
+    ``outcomes`` is any iterable of :class:`Outcome` or a ``Counter`` of them (counts are
+    weights).  ``anchor=None`` puts the pool mean at ``anchor_elo``; a bot name fixes that bot
+    there instead.  ``prior`` is the number of virtual games per bot, half won and half lost,
+    against the pool average (0 = plain MLE).  95% intervals come from the observed information
+    (Hessian of the negative log-posterior) under the gauge constraint.
 
-    The result is a dict ``name -> Rating`` that also carries ``covariance``
-    (Elo^2, for :meth:`Ratings.diff_se` and the LOS helpers), the data
-    ``log_likelihood`` at the fit (prior excluded) and Newton ``iterations``.
+    The result is a dict ``name -> Rating`` that also carries ``covariance`` (Elo^2, for
+    :meth:`Ratings.diff_se` and the LOS helpers), the fitted tie parameters ``ties``, the data
+    ``log_likelihood`` at the fit (priors excluded) and Newton ``iterations``.
     """
-    if draws not in ("tie", "ignore"):
-        raise ValueError("draws must be 'tie' or 'ignore'")
     if prior < 0:
         raise ValueError("prior must be >= 0")
     counts = Counter(outcomes)
@@ -325,42 +351,50 @@ def fit_elo(
     for o in counts:
         if not isinstance(o, Outcome):
             raise TypeError(f"expected Outcome, got {type(o).__name__}")
-        for g in o.groups:
-            names_seen.update(g)
+        names_seen.update(o.bots)
     names = sorted(names_seen)
     if anchor is not None and anchor not in names_seen:
         raise ValueError(f"anchor {anchor!r} played no games")
     n = len(names)
-    index = {b: i for i, b in enumerate(names)}
-    builder = _StageBuilder(n)
-    seat_ids: list[int] = []  # every seat of every distinct game, for the games count
-    seat_w: list[int] = []
-    draw_ids: list[int] = []
-    draw_w: list[int] = []
-    shapes: dict[tuple[tuple[int, ...], bool], tuple[list[list[int]], list[int]]] = defaultdict(lambda: ([], []))
-    for o, c in counts.items():
-        groups = o.groups
-        ids = [index[b] for g in groups for b in g]
-        seat_ids += ids
-        seat_w += [c] * len(ids)
-        if len(groups) == 1:  # draw
-            draw_ids += ids
-            draw_w += [c] * len(ids)
-            if draws == "ignore":
-                continue
-        rows, cs = shapes[(tuple(map(len, groups)), o.partial)]
-        rows.append(ids)
-        cs.append(c)
-    for (sizes, partial), (rows, cs) in shapes.items():
-        builder.add_shape(sizes, partial, np.array(rows, dtype=np.int64), np.array(cs, dtype=float))
-    games = np.bincount(np.array(seat_ids, dtype=np.int64), np.array(seat_w, dtype=np.int64), minlength=n)
-    ndraws = np.bincount(np.array(draw_ids, dtype=np.int64), np.array(draw_w, dtype=np.int64), minlength=n)
-
     if n == 0:
-        return Ratings({}, np.zeros((0, 0)), anchor=anchor, prior=prior, draws=draws,
-                       log_likelihood=0.0, iterations=0)
+        return Ratings({}, np.zeros((0, 0)), anchor=anchor, prior=prior, log_likelihood=0.0, iterations=0)
+    index = {b: i for i, b in enumerate(names)}
+    games = np.zeros(n, dtype=np.int64)
+    ndraws = np.zeros(n, dtype=np.int64)
+    set_w: dict[tuple[tuple[int, ...], tuple[bool, ...]], float] = defaultdict(float)
+    chosen: list[tuple[tuple[int, ...], float]] = []
+    pair_weights: dict[int, float] = defaultdict(float)  # table size -> pairs of seats, for the scale
+    for o in sorted(counts, key=lambda o: (o.groups, o.partial)):  # canonical order: bit-identical sums
+        c = counts[o]
+        for b in o.bots:
+            games[index[b]] += c
+        k = len(o.bots)
+        pair_weights[k] += c * k * (k - 1) / 2
+        for g in (o.groups[:1] if o.partial else o.groups):
+            if len(g) > 1:
+                for b in g:
+                    ndraws[index[b]] += c
+        for rest, group, tie in _stages(o):
+            key = tuple(sorted(index[b] for b in rest))
+            can = {index[b] for b in tie}
+            set_w[(key, tuple(i in can for i in key))] += c
+            chosen.append((tuple(index[b] for b in group), c))
+    tie_sizes = tuple(sorted({len(g) for g, _ in chosen if len(g) > 1}))
+    N = n + len(tie_sizes)
+    b = np.zeros(N)
+    for g, c in chosen:
+        for i in g:
+            b[i] += c / len(g)
+        if len(g) > 1:
+            b[n + tie_sizes.index(len(g))] += c
+    by_size: dict[int, list[tuple[tuple[int, ...], tuple[bool, ...], float]]] = defaultdict(list)
+    for key, mask in sorted(set_w):
+        by_size[len(key)].append((key, mask, set_w[(key, mask)]))
+    sets = {s: (np.array([k for k, _, _ in rows], dtype=np.int64), np.array([m for _, m, _ in rows], dtype=float),
+                np.array([w for _, _, w in rows])) for s, rows in sorted(by_size.items())}
+
     if prior == 0:
-        edges = [e for o in counts for e in _beat_edges(o, index, draws)]
+        edges = [e for o in counts for e in _beat_edges(o, index)]
         arr = np.array(edges, dtype=np.int64).reshape(-1, 2)
         graph = coo_matrix((np.ones(len(arr)), (arr[:, 0], arr[:, 1])), shape=(n, n))
         ncomp, _ = connected_components(graph, directed=True, connection="strong")
@@ -370,22 +404,32 @@ def fit_elo(
                 "lost (or never won) against the rest of the pool; use prior > 0"
             )
 
-    groups, b = builder.build()
-    obj = _Objective(groups, b, prior)
-    theta, hess, iterations = _newton(obj)
+    obj = _Objective(n, tie_sizes, sets, b, prior)
+    phi, hess, iterations = _newton(obj)
+    theta, lam = phi[:n], phi[n:]
 
-    # covariance in the sum-zero gauge: pseudo-inverse of H (null space = ones)
-    cov = np.linalg.inv(hess + np.ones((n, n))) - 1.0 / (n * n)
-    if anchor is None:
-        shift = 0.0
-    else:
-        a = index[anchor]
-        shift = -theta[a]
-        cov = cov - cov[:, [a]] - cov[[a], :] + cov[a, a]
-        cov[a, :] = 0.0
-        cov[:, a] = 0.0
-    cov_elo = cov * ELO_PER_NAT**2
-    elo = anchor_elo + ELO_PER_NAT * (theta + shift)
+    # covariance in the sum-zero gauge: pseudo-inverse of H (null space = the gauge direction)
+    gauge = _gauge(n, N)
+    cov = np.linalg.inv(hess + gauge) - gauge / (n * n)
+    # Elo = anchor_elo + K c(lambda) (theta - theta_anchor); its Jacobian carries lambda's error
+    fitted = {t: math.exp(lam[k]) for k, t in enumerate(tie_sizes)}
+    s = _scale(pair_weights, fitted)
+    a = None if anchor is None else index[anchor]
+    rel = theta - (0.0 if a is None else theta[a])
+    J = np.zeros((n, N))
+    J[:, :n] = s * np.eye(n)
+    if a is not None:
+        J[:, a] -= s
+    for k, t in enumerate(tie_sizes):
+        h = 1e-5
+        up = _scale(pair_weights, {**fitted, t: fitted[t] * math.exp(h)})
+        down = _scale(pair_weights, {**fitted, t: fitted[t] * math.exp(-h)})
+        J[:, n + k] = rel * (up - down) / (2 * h)
+    cov_elo = ELO_PER_NAT**2 * (J @ cov @ J.T)
+    if a is not None:
+        cov_elo[a, :] = 0.0
+        cov_elo[:, a] = 0.0
+    elo = anchor_elo + ELO_PER_NAT * s * rel
     se = np.sqrt(np.clip(np.diag(cov_elo), 0.0, None))
     ratings = {
         name: Rating(
@@ -398,5 +442,6 @@ def fit_elo(
         )
         for i, name in enumerate(names)
     }
-    return Ratings(ratings, cov_elo, anchor=anchor, prior=prior, draws=draws,
-                   log_likelihood=-_Objective(groups, b, 0.0).value(theta), iterations=iterations)
+    return Ratings(ratings, cov_elo, anchor=anchor, prior=prior,
+                   log_likelihood=-obj.value(phi, with_prior=False), iterations=iterations,
+                   ties=fitted, scale=ELO_PER_NAT * s)

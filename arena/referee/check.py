@@ -6,6 +6,10 @@ only the rule set it is meant for (``--rules``). Faults are grouped by kind, eac
 where it first happened and the last lines the bot wrote to stderr then; a line on stdout
 that is not the protocol is quoted; the clock is explained in words. A check stops at the
 second fault of one kind (the rest would repeat it) unless ``--all``.
+
+Its deals come from a secret made for the run (:func:`arena.tournament.seeds.run_secret`), like
+a tournament's: with fixed deal seeds a bot could find the deal by trying its ``start.seed``
+against each of them, and a check is also the entry test of ``arena submit`` and web uploads.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from rich.table import Table
 from ..bots.launch import BuildError, Launcher, python_for
 from ..bots.limits import Limits
 from ..bots.manifest import BotSpec, load_bot
+from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
+from ..tournament.seeds import deal_seed, run_secret
 from ..engine import PRESETS, Rules, rules_from
 from .core import TimeControl
 from .driver import BotPlayer, run_game
@@ -39,6 +45,11 @@ SCENARIOS: list[tuple[str, Rules, int]] = [
     ("skip8 at six", PRESETS["skip8"], 6),
 ]
 STDERR_LINES = 8
+FLUSH_HINT = ("not one complete line arrived: if the bot did print its answer, its output was probably "
+              "buffered. Flush stdout after every line (Python: print(..., flush=True) or run python3 -u; "
+              "C/C++: fflush(stdout) or setvbuf(stdout, NULL, _IOLBF, 0); Java: System.out.flush(); "
+              "Rust: std::io::stdout().flush(); Go: use fmt.Println on os.Stdout, or Flush a bufio.Writer; "
+              "Node: process.stdout.write is fine) and end every line with a newline")
 STDOUT_HINT = ("stdout is for protocol lines only: write logs and debugging output to stderr "
                "(Python: print(..., file=sys.stderr))")
 
@@ -68,7 +79,7 @@ def interpreter_note(spec: BotSpec, launcher: Launcher) -> str | None:
     path = found[0]
     try:
         version = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+                                 capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         version = "?"
     if path == sys.executable:
@@ -132,6 +143,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
     launcher = launcher or Launcher(limits or Limits())
     say = progress or (lambda text: None)
     scenarios = scenarios_for(rules)
+    secret = run_secret()  # this run's deals: no bot can rebuild them, no later run repeats them
     total = len(scenarios) * games
     report: dict[str, Any] = {
         "bot": spec.label, "interpreter": interpreter_note(spec, launcher), "clock": asdict(clock),
@@ -155,7 +167,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
     me = _Watched(spec, launcher, clock)
     others: list[BotPlayer] = []
     try:
-        for label, rule_set, seats in scenarios:
+        for number, (label, rule_set, seats) in enumerate(scenarios):
             for g in range(games):
                 my_seat = g % seats
                 table: list[Any] = []
@@ -167,8 +179,8 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                             others.append(BotPlayer(opp, launcher, clock))
                         table.append(others[s])
                 me.last_line = None
-                rec = await run_game(table, rule_set, 1000 + g, game_id=f"check-{label}-{g}", clock=clock,
-                                     max_turns=600)
+                rec = await run_game(table, rule_set, deal_seed(secret, 0, number, g),
+                                     game_id=f"check-{label}-{g}", clock=clock, max_turns=600)
                 report["played"] += 1
                 mine = [st for st in rec.steps if st["seat"] == my_seat and "request" in st]
                 answered = [st for st in mine if "fault" not in st]
@@ -176,6 +188,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                     decisions[st["act"]["kind"]] += 1
                     times.append(st["ms"])
                 report["requests"] += len(mine)
+                _note_info(report, answered, label, g)
                 _note_slow(report, answered, clock)
                 for f in rec.faults:
                     if f["seat"] == my_seat:
@@ -232,6 +245,17 @@ def _note_slow(report: dict[str, Any], answered: list[dict[str, Any]], clock: Ti
         report["slow"] = {"moves": len(slow), "slowest_ms": round(max(slow)), "bank_used_up_after": used_up_after}
 
 
+def _note_info(report: dict[str, Any], answered: list[dict[str, Any]], label: str, g: int) -> None:
+    """Count the decisions that sent an info, and the referee's warnings about it (never a fault)."""
+    info = report.setdefault("info", {"sent": 0, "warnings": 0, "first_warning": None})
+    for st in answered:
+        info["sent"] += "info" in st or "info_warning" in st
+        if "info_warning" in st:
+            info["warnings"] += 1
+            if info["first_warning"] is None:
+                info["first_warning"] = f"{label}, game {g + 1}, request {st.get('request')}: {st['info_warning']}"
+
+
 def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, g: int, seat: int,
                mine: list[dict[str, Any]], last_line: str | None, clock: TimeControl) -> None:
     kind = f["reason"]
@@ -253,8 +277,10 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
         left = (step or {}).get("ms")
         if left is not None:
             first["message"] = f"no answer within the {left:,.0f} ms it had left"
+        answered = [st for st in mine if "fault" not in st]
         first["hint"] = (f"{clock_words(clock.move_ms, clock.bank_ms)}; bank used up after {len(slow)} slow "
                          f"move(s), slowest {max(slow):,.0f} ms" if slow else
+                         FLUSH_HINT if not answered else
                          f"{clock_words(clock.move_ms, clock.bank_ms)}; one move took longer than all of it")
     if any("ModuleNotFoundError" in line or "ImportError" in line for line in stderr):
         first["hint"] = ("an import failed: check which interpreter runs the bot (the header says) "
@@ -286,8 +312,6 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     p(f"[bold]arena check {escape(report['bot'])}[/]  clock: {escape(report.get('clock_words', ''))}")
     if report.get("interpreter"):
         p(f"  {escape(report['interpreter'])}")
-    if report.get("containment"):
-        p(f"  containment: {escape(str(report['containment']))}")
     table = Table(title_justify="left", show_edge=False)
     for col in ("scenario", "game", "seat", "decisions", "result"):
         table.add_column(col, justify="right" if col in ("game", "seat", "decisions") else "left")
@@ -307,6 +331,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if ms:
         p(f"time per decision: mean {ms['mean']:,.1f} ms, p95 {ms['p95']:,.1f} ms, slowest {ms['max']:,.0f} ms "
           f"({escape(report.get('clock_words', ''))})")
+    info = report.get("info") or {}
+    if info.get("sent"):
+        line = f"info: sent with {info['sent']:,} decision(s)"
+        if info["warnings"]:
+            line = (f"[yellow]info:[/] {info['warnings']:,} of {info['sent']:,} had a problem (dropped or cut; "
+                    f"never a fault), first at {escape(info['first_warning'])}")
+        p(line)
     slow = report.get("slow")
     if slow and "timeout" not in report["faults"]:
         text = f"{slow['moves']} slow move(s) in one game drew on the bank, slowest {slow['slowest_ms']:,} ms"

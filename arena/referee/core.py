@@ -218,9 +218,11 @@ class RefereeCore:
                            self.clock.move_ms / 1000 + bank, len(actions))
         return None
 
-    def answer(self, choice: int, ms: float, stderr: Sequence[str] = ()) -> None:
+    def answer(self, choice: int, ms: float, stderr: Sequence[str] = (), note: dict[str, Any] | None = None) -> None:
         """The seat asked chose action ``choice`` after ``ms`` milliseconds (the logged ms:
-        replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it."""
+        replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it.
+        ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
+        ``info`` and ``info_warning`` are kept with the step."""
         if self._asked is not None and not 0 <= choice < len(self._asked[1]):
             raise ValueError(f"action {choice} is not one of the {len(self._asked[1])} offered")
         step, actions, seat = self._take()
@@ -233,6 +235,8 @@ class RefereeCore:
         rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
         self.state, evs = apply_action(self.state, actions[choice], check=False)
         step.update(action=choice, ms=ms, act=action_json(actions[choice]), events=self._deliver(evs))
+        if note:
+            step.update(note)
         if stderr:
             lines = list(stderr)[-self.stderr_lines:]
             step["stderr"] = lines

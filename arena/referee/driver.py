@@ -5,11 +5,14 @@ A :class:`Player` is a seat's occupant for a whole match: a bot process
 messages that :class:`~arena.referee.core.RefereeCore` writes to the players and
 their replies back, timing each; the core decides everything else. A bot that
 faults (times out, crashes, breaks the protocol) forfeits the game; the others
-play on. Nothing a bot sends can raise out of :func:`run_game`.
+play on. Nothing a bot sends can raise out of :func:`run_game`; the arena's own failure to
+start a bot (:class:`~arena.faults.ArenaFailure`) does, since it must cost no bot a game.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -18,7 +21,7 @@ import trio
 
 from ..bots.manifest import BotSpec
 from ..engine import Rules, State
-from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
+from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
 from .core import GameRecord, RefereeCore, Request, TimeControl
 
@@ -58,6 +61,15 @@ def as_fault(exc: BaseException) -> BotFault:
 _HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
 
 
+def _bots_doing(exc: Exception) -> bool:
+    """Whether a launcher's error is the bot's: a fault (its command cannot start,
+    :class:`~arena.bots.errors.BotCommandError`) or its build failing. Anything else (no
+    containment here, no cgroup, a failed fork, a bug) is the arena's, so a bot never
+    forfeits, nor is suspended, for it."""
+    from ..bots.launch import BuildError, ContainmentError
+    return isinstance(exc, BotFault) or (isinstance(exc, BuildError) and not isinstance(exc, ContainmentError))
+
+
 class BotPlayer:
     """A bot process serving a match: started and greeted on first use, restarted after a fault."""
 
@@ -71,14 +83,17 @@ class BotPlayer:
         self.hello: dict[str, Any] | None = None
         self.starts = 0
         self._stderr: list[str] = []
+        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
 
     async def _ensure(self) -> Connection:
         if self.conn is not None:
             return self.conn
         try:
             self.conn = await self.launcher(self.spec)
-        except Exception as e:  # a missing command or unbuildable bot is still the bot's problem
-            raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+        except Exception as e:
+            if _bots_doing(e):  # its command is missing, its build failed
+                raise StartFailed(f"could not start {self.spec.label}: {e}") from None
+            raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(e).__name__}: {e}") from e
         self.starts += 1
         try:
             await self.conn.send_line(protocol.encode(protocol.hello()))
@@ -134,7 +149,8 @@ class BotPlayer:
         conn = self.conn if self.conn is not None else await self._ensure()
         try:
             await conn.send_line(line)
-            return protocol.read_action(await conn.receive_line(timeout), request_id, n_actions)
+            choice, self.note = protocol.read_reply(await conn.receive_line(timeout), request_id, n_actions)
+            return choice
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
@@ -185,27 +201,50 @@ class BotPlayer:
         await self.close(graceful=True)  # a grace period to exit by itself (arena.bots.process.SHUTDOWN_GRACE)
 
 
+async def _end_of_slot(start: float, slot: float) -> None:
+    """Sleep until the end of the decision's last slot: whole slots of ``slot`` seconds from ``start``."""
+    slots = max(1, math.ceil((trio.current_time() - start) / slot))
+    await trio.sleep_until(start + slots * slot)
+
+
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
-                   on_event: Callable[[State, dict[str, Any]], None] | None = None) -> GameRecord:
-    """Play one game to its end and return its record. Bot faults become forfeits."""
+                   on_event: Callable[[State, dict[str, Any]], None] | None = None,
+                   fixed_schedule: bool = False) -> GameRecord:
+    """Play one game to its end and return its record. Bot faults become forfeits.
+
+    ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is sent
+    only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so the
+    requests say so): a bot answers within its move time or forfeits. How long a bot thought then
+    changes nothing another seat can time, so think time carries no message between seats. (With
+    a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms of
+    bank: a bit per decision almost for free.)"""
+    if fixed_schedule:
+        clock = dataclasses.replace(clock, bank_ms=0)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced,
                        stderr_lines_per_step=stderr_lines_per_step, on_event=on_event)
 
     start_faults: list[tuple[int, BotFault]] = []
+    arena_failures: list[ArenaFailure] = []
 
     async def begin(seat: int) -> None:
         try:
             await players[seat].begin(core.start_message(seat))
         except BotFault as fault:
             start_faults.append((seat, fault))
+        except ArenaFailure as e:
+            arena_failures.append(e)
 
     async with trio.open_nursery() as nursery:  # slow starters (JVMs) start side by side
         for seat in range(len(players)):
             nursery.start_soon(begin, seat)
+    if arena_failures:  # no game: every seat's process stops (it was sent a start that leads nowhere)
+        for p in players:
+            await p.close()
+        raise arena_failures[0]
     for seat, fault in sorted(start_faults, key=lambda x: x[0]):
         await players[seat].fault(fault.reason, fault.message, None)
         # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here
@@ -224,8 +263,13 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
             await player.fault(fault.reason, fault.message, req.id)
             # taken once the bot is stopped: what it wrote while dying belongs to this game
             core.fault(fault.reason, fault.message, ms, player.take_stderr())
+            if fixed_schedule:
+                await _end_of_slot(start, clock.move_ms / 1000)
             continue
-        core.answer(choice, (trio.current_time() - start) * 1000, player.take_stderr())
+        core.answer(choice, (trio.current_time() - start) * 1000, player.take_stderr(),
+                    getattr(player, "note", None))  # the reply's info, if the bot sent one
+        if fixed_schedule:
+            await _end_of_slot(start, clock.move_ms / 1000)
 
     rec = core.record
     for seat, message in core.end_messages():

@@ -9,6 +9,7 @@ the contract a bot author reads.
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import cache
 from importlib import resources
@@ -144,9 +145,17 @@ def parse_line(line: str) -> Any:
         raise BadJson(f"not JSON: {e}") from None
 
 
+HELLO_HINT = ("the first line a bot prints must be its hello answer; write banners, logs and debugging "
+              "output to stderr (Python: print(..., file=sys.stderr))")
+
+
 def read_bot_hello(line: str) -> dict[str, Any]:
-    msg = parse_line(line)
-    _check("bot_hello", msg)
+    """The bot's ``hello`` answer; a bad one names the line it got (a banner, a log line) and what to do."""
+    try:
+        msg = parse_line(line)
+        _check("bot_hello", msg)
+    except (BadJson, SchemaViolation) as e:
+        raise type(e)(f"{e}; the bot's first line was {_quote(line.rstrip(chr(10)), 80)}; hint: {HELLO_HINT}") from None
     if msg["protocol"] != PROTOCOL_VERSION:
         raise BadVersion(f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")
     return msg
@@ -158,6 +167,12 @@ _COMMON_REPLY = re.compile(f'{_ID}|\\{{"type": ?"action", ?"request": ?{_ID}, ?"
 
 def read_action(line: str, request_id: int, n_actions: int) -> int:
     """The action id a bot chose: a bare integer line, or an ``action`` message for this request."""
+    return read_reply(line, request_id, n_actions)[0]
+
+
+def read_reply(line: str, request_id: int, n_actions: int) -> tuple[int, dict[str, Any] | None]:
+    """The action id a bot chose, and what to record of its ``info`` (:func:`check_info`): None
+    when the reply has none. A bad ``info`` is never a fault: it is dropped with a warning."""
     m = _COMMON_REPLY.fullmatch(line)  # the usual replies, read without a JSON parser; the rest below
     if m is not None:
         bare, req, act = m.groups()
@@ -166,23 +181,88 @@ def read_action(line: str, request_id: int, n_actions: int) -> int:
         action = int(bare if bare is not None else act)
         if not action < n_actions:
             raise IllegalAction(f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
-        return action
+        return action, None
     return _read_action_json(line, request_id, n_actions)
 
 
-def _read_action_json(line: str, request_id: int, n_actions: int) -> int:
+def _read_action_json(line: str, request_id: int, n_actions: int) -> tuple[int, dict[str, Any] | None]:
     msg = parse_line(line)
+    note = None
     if isinstance(msg, int) and not isinstance(msg, bool):
         action = msg
     else:
         if not _plain_action(msg):  # the schema is run only to explain what is wrong
-            _check("action", msg)
+            _check("action", {k: v for k, v in msg.items() if k != "info"} if type(msg) is dict else msg)
         if msg["request"] != request_id:
             raise WrongRequest(f"reply names request {msg['request']}, expected {request_id}")
         action = int(msg["action"])  # JSON Schema counts 1.0 as an integer; the referee indexes with it
+        if "info" in msg:
+            note = check_info(msg["info"])
     if not 0 <= action < n_actions:
         raise IllegalAction(f"action {action} is not one of the {n_actions} offered (0..{n_actions - 1})")
-    return action
+    return action, note
+
+
+# What a bot may say it was thinking (``info`` in an ``action``): field -> (check, what it must be).
+MAX_INFO_BYTES = 1024  # an info whose JSON is longer is dropped whole
+MAX_INFO_TEXT = 200  # characters of ``text`` kept
+_MAX_INT = 2**53  # counts above this lose precision in JSON readers; nobody searches that many nodes
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v) and abs(v) <= 1e12
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= _MAX_INT
+
+
+INFO_FIELDS: dict[str, tuple[Any, str]] = {
+    "eval": (_number, "a finite number"),
+    "win_prob": (lambda v: _number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "nodes": (_count, "a whole number from 0"),
+    "iterations": (_count, "a whole number from 0"),
+    "text": (lambda v: type(v) is str, "a string"),
+}
+
+
+def _quote(value: Any, limit: int = 40) -> str:
+    """A short, safe rendering of what a bot sent, for a warning."""
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_info(raw: Any) -> dict[str, Any]:
+    """What to record of a reply's ``info``: ``{"info": kept fields}`` and, when anything was
+    dropped or cut, ``{"info_warning": why}``. Checked field by field, so that one wrong field
+    costs only itself; the size cap bounds what a game record keeps per decision."""
+    if type(raw) is not dict:
+        return {"info_warning": f"info must be an object, got {type(raw).__name__}; dropped"}
+    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_INFO_BYTES:
+        return {"info_warning": f"info is {size:,} bytes, more than {MAX_INFO_BYTES}; dropped"}
+    kept: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        check = INFO_FIELDS.get(key)
+        if check is None:
+            problems.append(f"unknown field {_quote(key)}")
+        elif not check[0](value):
+            problems.append(f"{key} must be {check[1]}, got {_quote(value)}")
+        elif key == "text":
+            clean = "".join(c if c.isprintable() else " " for c in value)  # no terminal escapes in replays
+            if clean != value:
+                problems.append("text had control characters, replaced by spaces")
+            if len(clean) > MAX_INFO_TEXT:
+                clean = clean[:MAX_INFO_TEXT]
+                problems.append(f"text cut to {MAX_INFO_TEXT} characters")
+            kept[key] = clean
+        else:
+            kept[key] = value
+    out: dict[str, Any] = {"info": kept} if kept else {}
+    if problems:
+        shown = problems[:3] + ([f"{len(problems) - 3} more"] if len(problems) > 3 else [])
+        out["info_warning"] = "; ".join(shown) + (" (dropped)" if len(kept) < len(raw) else "")
+    return out
 
 
 def _plain_action(msg: Any) -> bool:

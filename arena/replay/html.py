@@ -49,6 +49,13 @@ a { color: #0b57a4; }
 #events li.forfeit { color: var(--red); font-weight: 600; }
 #stderr { margin: 4px 0; background: #10242e; color: #9fe3ff; padding: 4px 8px; border-radius: 4px; white-space: pre-wrap; }
 #stderr:empty { display: none; }
+#thought { color: #6a2c91; }
+#thought:empty { display: none; }
+#thought .warn { color: #8a5a00; }
+#winprob { margin: 8px 0; background: #fff; border: 1px solid #ddd; border-radius: 8px; padding: 6px 10px; }
+#winprob svg { width: 100%; height: 110px; display: block; }
+#winprob .legend span { margin-right: 12px; font-size: 12px; }
+#winprob .legend i { display: inline-block; width: 14px; height: 3px; vertical-align: middle; margin-right: 4px; }
 #mismatch { color: var(--red); font-weight: 600; }
 #notice { color: #8a5a00; min-height: 1em; }
 #table-area { background: radial-gradient(ellipse at center, var(--felt), var(--felt2)); border-radius: 14px; padding: 14px; color: #fff; }
@@ -125,6 +132,15 @@ JS = r"""
     return e;
   }
 
+  function thoughtText(t) {
+    var parts = [];
+    if (typeof t.win_prob === "number") parts.push("win " + Math.round(100 * t.win_prob) + "%");
+    if (typeof t.eval === "number") parts.push("eval " + (t.eval >= 0 ? "+" : "") + Number(t.eval.toPrecision(3)));
+    ["iterations", "nodes"].forEach(function (k) { if (typeof t[k] === "number") parts.push(t[k].toLocaleString("en") + " " + k); });
+    if (typeof t.text === "string") parts.push(JSON.stringify(t.text));
+    return parts.join(" · ");
+  }
+
   function fill(node, kids) {
     while (node.firstChild) node.removeChild(node.firstChild);
     kids.forEach(function (k) { node.appendChild(k); });
@@ -178,8 +194,9 @@ JS = r"""
       el("label", null, document.createTextNode("view "), select));
     slider.addEventListener("input", function () { self.show(parseInt(slider.value, 10)); });
     select.addEventListener("change", function () { self.view = select.value; self.show(self.k); });
-    var step = el("section", { id: "step" }, el("div", { id: "action" }), el("ul", { id: "events" }),
-      el("pre", { id: "stderr" }), el("div", { id: "mismatch" }), el("div", { id: "notice" }));
+    var step = el("section", { id: "step" }, el("div", { id: "action" }), el("div", { id: "thought" }),
+      el("ul", { id: "events" }), el("pre", { id: "stderr" }), el("div", { id: "mismatch" }), el("div", { id: "notice" }));
+    var chart = this.winChart();
     var pileInfo = el("div", { id: "pile-info" }, el("span", { id: "beat" }), el("span", { id: "stock" }),
       el("span", { id: "burned" }), el("span", { id: "set-aside" }), el("span", { id: "direction" }), el("span", { id: "to-move" }));
     var seats = el("div", { id: "seats" });
@@ -196,9 +213,40 @@ JS = r"""
     var table = el("section", { id: "table-area" },
       el("div", { id: "pile-area" }, el("div", { id: "pile", cls: "cards" }), pileInfo), seats);
     var help = el("div", { id: "help", text: "Keys: \u2190/\u2192 previous/next, Home/End first/last, b next burn, u next pick-up." });
-    fill(this.root, [el("header", null, title, meta, verify), controls, step, table, el("footer", { id: "result" }), help]);
+    fill(this.root, [el("header", null, title, meta, verify), controls, step, chart, table, el("footer", { id: "result" }), help].filter(Boolean));
     this.keys = function (e) { self.key(e); };
     document.addEventListener("keydown", this.keys);
+  };
+
+  var LINE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+
+  // Each seat's win_prob (from its info) over the game: one line per seat that sent any.
+  Viewer.prototype.winChart = function () {
+    var d = this.data, n = Math.max(1, d.frames.length - 1), series = d.labels.map(function () { return []; });
+    d.frames.forEach(function (f, k) {
+      var t = f.i.thought;
+      if (t && typeof t.win_prob === "number" && typeof f.i.seat === "number" && series[f.i.seat]) series[f.i.seat].push([k, t.win_prob]);
+    });
+    if (!series.some(function (p) { return p.length; })) return null;
+    var NS = "http://www.w3.org/2000/svg", W = 1000, H = 100;
+    function svg(tag, attrs) { var e = document.createElementNS(NS, tag); for (var a in attrs) e.setAttribute(a, attrs[a]); return e; }
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img", "aria-label": "win probability per seat" });
+    [0, 0.5, 1].forEach(function (y) { root.appendChild(svg("line", { x1: 0, x2: W, y1: H - y * H, y2: H - y * H, stroke: "#ddd", "stroke-width": 1 })); });
+    var legend = el("div", { cls: "legend" });
+    series.forEach(function (pts, i) {
+      if (!pts.length) return;
+      var color = LINE_COLORS[i % LINE_COLORS.length];
+      root.appendChild(svg("polyline", { id: "winprob-" + i, "data-seat": String(i), "data-points": String(pts.length), fill: "none", stroke: color,
+        "stroke-width": 2, "vector-effect": "non-scaling-stroke",
+        points: pts.map(function (p) { return (p[0] / n * W).toFixed(1) + "," + (H - p[1] * H).toFixed(1); }).join(" ") }));
+      var key = el("span", { id: "winprob-key-" + i }, el("i"));
+      key.firstChild.style.background = color;
+      key.appendChild(document.createTextNode("seat " + i + ": " + d.labels[i]));
+      legend.appendChild(key);
+    });
+    root.appendChild(svg("line", { id: "winprob-now", x1: 0, x2: 0, y1: 0, y2: H, stroke: "#999", "stroke-width": 1, "vector-effect": "non-scaling-stroke" }));
+    this.chartScale = W / n;
+    return el("section", { id: "winprob" }, el("div", { cls: "legend-title", text: "win probability each bot gave itself (its info.win_prob)" }), root, legend);
   };
 
   Viewer.prototype.destroy = function () { document.removeEventListener("keydown", this.keys); };
@@ -266,6 +314,22 @@ JS = r"""
     }));
     var errs = (info.stderr || []);
     $("stderr").textContent = (me === null || info.seat === me) && errs.length ? errs.map(function (x) { return "stderr| " + x; }).join("\n") : "";
+    var thought = $("thought");
+    fill(thought, []);
+    if (me === null || info.seat === me) {
+      if (info.thought) thought.appendChild(document.createTextNode("thinking: " + thoughtText(info.thought)));
+      if (info.thought_warning) thought.appendChild(el("span", { cls: "warn", text: (info.thought ? "  · " : "") + "info warning: " + info.thought_warning }));
+    }
+    var now = $("winprob-now");
+    if (now) {
+      now.setAttribute("x1", String(k * this.chartScale));
+      now.setAttribute("x2", String(k * this.chartScale));
+      d.labels.forEach(function (_, i) {
+        var line = $("winprob-" + i), key = $("winprob-key-" + i), shown = me === null || me === i;
+        if (line) line.style.display = shown ? "" : "none";
+        if (key) key.style.display = shown ? "" : "none";
+      });
+    }
     $("mismatch").textContent = (info.mismatch || []).map(function (m) { return "MISMATCH " + m; }).join("\n");
     // The pile: the card that counts is marked; see-through cards above it are faded.
     fill($("pile"), s.pile.map(function (c, i) {
@@ -410,18 +474,19 @@ def safe_name(game_id: str) -> str:
 
 
 def _standings_table(lines: list[Line]) -> str:
+    """The same columns and text as `arena standings` (arena.tournament.standings formats both)."""
+    from ..tournament.standings import elo_text, los_text, ms_text, rate_text
     rows = []
     for i, l in enumerate(lines, 1):
-        elo = "-" if l.elo is None else f"{l.elo:.0f}"
-        if l.elo is not None and l.elo_low is not None and l.elo_high is not None:
-            elo += f" ±{(l.elo_high - l.elo_low) / 2:.0f}"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
-        rows.append(f"<tr><td class=num>{i}</td><td>{html.escape(l.bot)}</td><td class=num>{elo}</td>"
-                    f"<td class=num>{l.games}</td><td class=num>{100 * l.win_rate:.1f}</td>"
-                    f"<td class=num>{l.avg_place:.2f}</td><td class=num>{l.draws}</td><td>{html.escape(faults)}</td>"
-                    f"<td class=num>{l.ms_per_decision:.1f}</td></tr>")
-    return ("<table class=\"list\" id=\"standings\"><thead><tr><th>#</th><th>bot</th><th>Elo</th><th>games</th>"
-            "<th>win %</th><th>avg place</th><th>draws</th><th>faults</th><th>ms/decision</th></tr></thead>"
+        cells = [str(i), l.bot, elo_text(l.elo, l.elo_low, l.elo_high, l.rated, l.games), str(l.games),
+                 rate_text(l.win_rate, l.win_low, l.win_high, l.games), f"{l.avg_place:.2f}",
+                 rate_text(l.draw_rate, l.draw_low, l.draw_high, l.games), faults, los_text(l.los_next), ms_text(l)]
+        rows.append("<tr>" + "".join(f"<td{'' if k in (1, 7) else ' class=num'}>{html.escape(c)}</td>"
+                                     for k, c in enumerate(cells)) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("#", "bot", "Elo ± 95%", "games", "win % [95%]", "avg place",
+                                              "draw % [95%]", "faults", "LOS↓", "ms/decision"))
+    return (f"<table class=\"list\" id=\"standings\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 

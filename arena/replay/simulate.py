@@ -295,6 +295,8 @@ class Decision:
     ms: float | None
     fault: str | None = None
     stderr: list[str] = field(default_factory=list)
+    info: dict[str, Any] | None = None  # what the bot said it was thinking (checked again on reading)
+    info_warning: str | None = None
 
     @property
     def line(self) -> str:
@@ -342,8 +344,11 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
 
 
 def _decision(req: Request, fr: Frame, choice: int | None) -> Decision:
+    from .view import thought_of
     step = fr.step or {}
-    return Decision(fr.index, req.message, choice, step.get("ms"), step.get("fault"), list(step.get("stderr", [])))
+    thought = thought_of(step)
+    return Decision(fr.index, req.message, choice, step.get("ms"), step.get("fault"), list(step.get("stderr", [])),
+                    thought.get("thought"), thought.get("thought_warning"))
 
 
 def _check_seat(replay: Replay, seat: int) -> None:

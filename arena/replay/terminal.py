@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .simulate import Decision, Replay
-from .view import Names, describe_action, describe_event
+from .view import Names, describe_action, describe_event, thought_text
 
 SUITS = {"C": "♣", "D": "♦", "H": "♥", "S": "♠"}
 HELP = ("[n]ext (Enter)  [p]revious  [g N] go to turn N  [b] next burn  [u] next pick-up  "
@@ -128,6 +128,7 @@ def render_frame(data: dict[str, Any], k: int) -> RenderableType:
         if extra:
             line.append(f"   ({', '.join(extra)})", style="dim")
         parts.append(line)
+        parts += thought_lines(info.get("thought"), info.get("thought_warning"))
     for text, _owner, _public in info["events"]:
         style = "bold yellow" if text.startswith("burn!") else ("red" if "forfeit" in text else "")
         parts.append(Text("  " + text, style=style))
@@ -147,6 +148,16 @@ def render_frame(data: dict[str, Any], k: int) -> RenderableType:
     if s["over"]:
         parts.append(Text(f"Result: {data['result_text']}", style="bold green"))
     return Group(*parts)
+
+
+def thought_lines(thought: dict[str, Any] | None, warning: str | None) -> list[Text]:
+    """The bot's own ``info`` for a decision, and the referee's warning about it."""
+    out = []
+    if thought:
+        out.append(Text(f"  thinking: {thought_text(thought)}", style="magenta"))
+    if warning:
+        out.append(Text(f"  info warning: {warning}", style="yellow"))
+    return out
 
 
 def render_decision(data: dict[str, Any], d: Decision, number: int, total: int) -> RenderableType:
@@ -196,6 +207,7 @@ def render_decision(data: dict[str, Any], d: Decision, number: int, total: int) 
         parts.append(Text(f"  no valid answer: forfeit ({d.fault}) after {d.ms} ms", style="bold red"))
     else:
         parts.append(Text(f"  answered {d.choice} in {d.ms} ms", style="dim"))
+        parts += thought_lines(d.info, d.info_warning)
     for err_line in d.stderr:
         parts.append(Text(f"  stderr| {err_line}", style="dim cyan"))
     return Group(*parts)

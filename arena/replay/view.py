@@ -7,6 +7,8 @@ card); the HTML page hides from it what a chosen seat could not see.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 from ..engine import Rules, State, effective_top
@@ -185,7 +187,38 @@ def step_info(replay: Replay, frame: Frame, who: Names) -> dict[str, Any]:
         info.update(kind="forced" if step.get("forced") else "action", act=act,
                     choice=None if frame.action is None else frame.actions.index(frame.action),
                     text=describe_action(act, who) + (" (forced: the only legal action)" if step.get("forced") else ""))
+        info.update(thought_of(step))
     return info
+
+
+def thought_of(step: dict[str, Any]) -> dict[str, Any]:
+    """What the bot said it was thinking at this step (its ``info``), as ``thought`` and
+    ``thought_warning``. Checked again here: a stored log is not trusted to hold what the
+    referee let through (:func:`arena.referee.protocol.check_info`)."""
+    from ..referee.protocol import check_info
+    out: dict[str, Any] = {}
+    if "info" in step:
+        kept = check_info(step["info"]).get("info")
+        if kept:
+            out["thought"] = kept
+    if "info_warning" in step:
+        out["thought_warning"] = str(step["info_warning"])[:300]
+    return out
+
+
+def thought_text(thought: dict[str, Any]) -> str:
+    """``win 62% · eval +0.18 · 412 iterations · 20,600 nodes · "keep the 2s"``."""
+    parts = []
+    if "win_prob" in thought:
+        parts.append(f"win {100 * thought['win_prob']:.0f}%")
+    if "eval" in thought:
+        parts.append(f"eval {thought['eval']:+.3g}")
+    for key in ("iterations", "nodes"):
+        if key in thought:
+            parts.append(f"{thought[key]:,} {key}")
+    if "text" in thought:
+        parts.append(json.dumps(thought["text"], ensure_ascii=False))
+    return " · ".join(parts)
 
 
 def _rules_label(options: dict[str, Any]) -> str:

@@ -48,25 +48,33 @@ def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def rating_chart(series: dict[str, list[Band]], order: list[str], width: int = 760, height: int = 330) -> Markup:
-    """Elo over the ladder's games, one line per bot with its 95% interval as a band."""
+def rating_chart(series: dict[str, list[Band]], order: list[str], width: int = 760, height: int = 330,
+                 selected: str | None = None) -> Markup:
+    """Elo over the ladder's games, one line per bot, the x axis from game 0.
+
+    Each bot's 95% interval is drawn as a band that stays hidden until its line is hovered or
+    focused (site.css), or always for the ``selected`` bot: a dozen overlapping bands read as one
+    grey stack.  The y range follows the lines (and the selected bot's band); a wide band is
+    clipped to the plot rather than squeezing every line flat."""
     bots = [b for b in order if series.get(b)]
     if not bots:
         return Markup('<p class="empty" id="rating-chart-empty">No rating history yet: the ladder stores a '
                       'snapshot of its ratings every few games while <code>arena ladder run</code> plays.</p>')
     left, right, top, bottom = 52, 16, 12, 40
     pts = [p for b in bots for p in series[b]]
-    x0, x1 = min(p.games for p in pts), max(p.games for p in pts)
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    y0, y1 = min(p.lo for p in pts), max(p.hi for p in pts)
-    pad = max(10.0, (y1 - y0) * 0.05)
+    x0, x1 = 0, max(p.games for p in pts)
+    if x1 <= x0:
+        x1 = x0 + 1
+    ys = [p.elo for p in pts] + [v for p in series.get(selected or "", []) for v in (p.lo, p.hi)]
+    y0, y1 = min(ys), max(ys)
+    pad = max(25.0, (y1 - y0) * 0.08)
     y0, y1 = y0 - pad, y1 + pad
     w, h = width - left - right, height - top - bottom
     sx = lambda x: left + (x - x0) / (x1 - x0) * w  # noqa: E731
     sy = lambda y: top + (1 - (y - y0) / (y1 - y0)) * h  # noqa: E731
     out = [f'<svg id="rating-chart" class="chart" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="Elo rating over ladder games" xmlns="http://www.w3.org/2000/svg">']
+           f'aria-label="Elo rating over ladder games" xmlns="http://www.w3.org/2000/svg">'
+           f'<defs><clipPath id="plot-area"><rect x="{left}" y="{top}" width="{w}" height="{h}"/></clipPath></defs>']
     for t in _ticks(y0, y1):
         y = sy(t)
         out.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}"/>'
@@ -77,6 +85,7 @@ def rating_chart(series: dict[str, list[Band]], order: list[str], width: int = 7
                    f'<text class="tick" x="{x:.1f}" y="{top + h + 16}" text-anchor="middle">{_fmt(t)}</text>')
     out.append(f'<text class="axis" x="{left + w / 2:.0f}" y="{height - 4}" text-anchor="middle">ladder games</text>'
                f'<text class="axis" transform="translate(12 {top + h / 2:.0f}) rotate(-90)" text-anchor="middle">Elo</text>')
+    out.append('<g clip-path="url(#plot-area)">')
     for i, bot in enumerate(bots):
         p = series[bot]
         c = color(i)
@@ -86,14 +95,17 @@ def rating_chart(series: dict[str, list[Band]], order: list[str], width: int = 7
         last = p[-1]
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.taken_at))
         tip = escape(f"{bot}: {last.elo:.0f} ({last.lo:.0f} to {last.hi:.0f}) after {last.games} games, {when}")
-        out.append(f'<g class="series" data-bot="{escape(bot)}" data-points="{len(p)}"><title>{tip}</title>'
+        cls = "series selected" if bot == selected else "series"
+        out.append(f'<g class="{cls}" data-bot="{escape(bot)}" data-points="{len(p)}" tabindex="0"><title>{tip}</title>'
                    f'<polygon class="band" points="{upper} {lower}" fill="{c}"/>'
+                   f'<polyline class="hit" points="{line}"/>'
                    f'<polyline class="line" points="{line}" stroke="{c}"/>'
                    f'<circle cx="{sx(last.games):.1f}" cy="{sy(last.elo):.1f}" r="3.5" fill="{c}"/></g>')
-    out.append("</svg>")
+    out.append("</g></svg>")
     legend = "".join(f'<li><span class="swatch" style="background:{color(i)}"></span>{escape(b)}</li>'
                      for i, b in enumerate(bots))
-    return Markup("".join(out) + f'<ul class="legend" id="rating-legend">{legend}</ul>')
+    return Markup("".join(out) + f'<ul class="legend" id="rating-legend">{legend}</ul>'
+                  '<p class="hint">Hover or focus a line for its 95% interval.</p>' * (selected is None))
 
 
 def _heat(score: float) -> str:

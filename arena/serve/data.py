@@ -60,20 +60,10 @@ def version(db: ReadStore | None) -> tuple:
 
 # --------------------------------------------------------------------------- per-bot timing
 
-def think_times(db: ReadStore, *, tournament: str | None = None, prefix: str | None = None) -> dict[str, float]:
-    """Mean ms per decision for each bot, from the seats' stored totals."""
-    sql = ("SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM game_seats s JOIN games g ON g.id=s.game")
-    args: tuple = ()
-    if tournament is not None:
-        sql += " WHERE g.tournament=?"
-        args = (tournament,)
-    elif prefix is not None:
-        sql += " WHERE substr(g.tournament, 1, ?)=?"
-        args = (len(prefix), prefix)
-    out = {}
-    for bot, ms, n in db.db.execute(sql + " GROUP BY s.bot", args):
-        out[bot] = ms / n if n else 0.0
-    return out
+def think_totals(db: ReadStore) -> dict[str, tuple[float, int]]:
+    """Each bot's (think ms, decisions) over every stored game: a bot page's own line."""
+    from ..tournament.standings import read_games
+    return read_games(db, prefix="")[1]
 
 
 # --------------------------------------------------------------------------- tournaments
@@ -114,7 +104,15 @@ class Progress:
         return self.status == "running" and time.time() - (self.last or self.updated) > 120
 
     @property
+    def ended_early(self) -> bool:
+        """Finished with fewer games than planned: a match whose SPRT decided before --max-games."""
+        return self.status == "done" and self.played < self.planned
+
+    @property
     def fraction(self) -> float:
+        """How full the bar is: a finished tournament is full, however many games it needed."""
+        if self.status == "done":
+            return 1.0
         return min(1.0, self.played / self.planned) if self.planned else 0.0
 
 

@@ -26,7 +26,8 @@ from starlette.routing import Route
 
 from ..bots.manifest import HUMAN, ManifestError, bundled_bots, load_bot
 from ..engine import PRESETS, RulesError, rules_from
-from ..referee import BotFault, BotPlayer, TimeControl, run_game
+from ..faults import Timeout
+from ..referee import BotPlayer, TimeControl, run_game
 from ..replay.view import Names, describe_action, describe_event, result_text
 from . import guard
 
@@ -67,11 +68,13 @@ class Session:
 
 
 class WebPlayer:
-    """A person in the browser (see the module docstring). Waits up to :data:`IDLE_S` per move."""
+    """A person in the browser (see the module docstring). Waits up to ``idle_s`` per move, then
+    forfeits like a bot that timed out, and the bots play the game to its end."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, idle_s: float = IDLE_S):
         self.name = HUMAN.name
         self.session = session
+        self.idle_s = idle_s
 
     async def begin(self, message: dict[str, Any]) -> None:
         self.session.status = "playing"
@@ -80,12 +83,13 @@ class WebPlayer:
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
         self.session.push(message)
         receive = self.session.answers[1]
-        with trio.move_on_after(IDLE_S):
+        with trio.move_on_after(self.idle_s):
             while True:
                 request_id, choice = await receive.receive()
                 if request_id == message["id"] and 0 <= choice < len(message["actions"]):
                     return choice
-        raise BotFault("timeout", f"no move within {IDLE_S // 60} minutes")
+        idle = f"{self.idle_s / 60:g} minutes" if self.idle_s >= 60 else f"{self.idle_s:g} s"
+        raise Timeout(f"no move within {idle}")
 
     async def finish(self, message: dict[str, Any]) -> None:
         self.session.push(message)
@@ -133,7 +137,7 @@ async def play_game(app: Starlette, session: Session, specs: list, rules: Any, s
                     max_turns: int) -> None:
     from ..bots.launch import Launcher
     launcher = Launcher()
-    players: list[Any] = [WebPlayer(session) if s.human else BotPlayer(s, launcher, clock) for s in specs]
+    players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BotPlayer(s, launcher, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
     try:
         try:

@@ -3,7 +3,8 @@
 Off unless ``arena serve --allow-submit``; then every upload needs the token
 printed at start (:mod:`.guard`). The request body is capped while it is read
 (``max_upload_bytes``, whatever Content-Length says), the archive is unpacked by
-:mod:`.upload`, and the bot goes through the same path as ``arena submit``:
+:mod:`.upload` into a private folder of the closed store (:func:`private_copy_dir`) before
+anything reads it, and the bot goes through the same path as ``arena submit``:
 ``arena check`` first (its report is shown), then the ladder's placement, only
 if the check found no fault. Jobs run one at a time in the server's nursery.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,23 +130,37 @@ async def upload(request: Request) -> Response:
     if len(data) > opts.max_upload_bytes:
         return _form(request, 413, too_big)
     job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200])
-    dest = opts.store.resolve().parent / "uploads" / job.id
+    dest = private_copy_dir(opts.store) / job.id
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        (dest.parent / ARENA_COPIES).touch()  # inside the closed store: bots run from a readable copy
         root = await trio.to_thread.run_sync(lambda: unpack(data, dest, max_files=opts.max_upload_files,
                                                              max_bytes=opts.max_unpacked_bytes))
         spec = load_bot(root)
+        if spec.human:
+            raise UploadError("a ladder cannot seat a human")
     except (UploadError, ManifestError) as e:
+        shutil.rmtree(dest, ignore_errors=True)  # a refused upload leaves nothing behind
         return _form(request, 400, str(e))
     except OSError as e:
+        shutil.rmtree(dest, ignore_errors=True)
         return _form(request, 500, f"could not unpack the upload: {e}")
-    if spec.human:
-        return _form(request, 400, "a ladder cannot seat a human")
     job.label = spec.label
     request.app.state.submit_jobs[job.id] = job
     request.app.state.nursery.start_soon(run_job, request.app, job, root)
     return redirect(f"/submit/{job.id}")
+
+
+def private_copy_dir(store: Path) -> Path:
+    """``<store dir>/uploads``: where each upload is unpacked, its private copy, before anything reads
+    it. The store's directory is 0700 from its first moment (a fresh server has none yet), and so
+    is this one; contained bots run from a readable copy of their own (the marker file)."""
+    from ..tournament.store import private_store_dir
+    parent = store.resolve().parent
+    private_store_dir(parent)
+    uploads = parent / "uploads"
+    uploads.mkdir(mode=0o700, exist_ok=True)
+    uploads.chmod(0o700)
+    (uploads / ARENA_COPIES).touch()
+    return uploads
 
 
 async def run_job(app: Starlette, job: Job, root: Path) -> None:

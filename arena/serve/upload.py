@@ -5,15 +5,20 @@ backslashes or NUL in a name, symbolic and hard links, devices and FIFOs, more
 than ``max_files`` entries, more than ``max_bytes`` unpacked (declared sizes are
 checked first, and actual bytes are counted while writing, so a lying header
 cannot write more). Files are written with fresh permissions (0644, or 0755 if
-the archive marked them executable); nothing of the archive's ownership is kept.
+the archive marked them executable) under a folder only the arena's user can
+enter (0700); nothing of the archive's ownership is kept. An archive that turns
+out damaged while it is written (a header that lies about a size, a bad CRC, an
+unknown compression) is refused like the rest, and nothing it wrote is left.
 """
 
 from __future__ import annotations
 
 import io
+import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -22,6 +27,11 @@ from typing import IO
 from ..bots.manifest import MANIFEST
 
 CHUNK = 1 << 16
+# what reading a damaged or unreadable entry raises (zipfile: a bad CRC or a lying size is
+# BadZipFile, a truncated stream EOFError or zlib.error, AES or another method NotImplementedError,
+# encryption RuntimeError)
+DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError, NotImplementedError, RuntimeError,
+           ValueError)
 
 
 class UploadError(ValueError):
@@ -107,8 +117,18 @@ def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
             raise UploadError(f"refused: more than {max_files} files in the archive")
         if total > max_bytes:
             raise UploadError(f"refused: more than {max_bytes // 2**20} MB once unpacked")
-    dest.mkdir(parents=True)
-    dest.chmod(0o755)
+    dest.mkdir(mode=0o700)
+    dest.chmod(0o700)
+    try:
+        return _write(plan, dest, max_bytes)
+    except BaseException as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        if isinstance(e, DAMAGED) and not isinstance(e, UploadError):
+            raise UploadError(f"refused: the archive is damaged ({type(e).__name__}: {e})") from None
+        raise
+
+
+def _write(plan: list[tuple[tuple[str, ...], Entry]], dest: Path, max_bytes: int) -> Path:
     written = 0
     for parts, entry in plan:
         target = dest.joinpath(*parts)

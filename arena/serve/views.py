@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tournament.standings import standings
+from ..tournament.standings import from_store
 from . import data
 from .charts import Band, heat_map, rating_chart
 
 
 @dataclass
 class StandingRow:
+    """One row as the page shows it; the text comes from the formatters `arena standings` and
+    `arena ladder` use (:mod:`arena.tournament.standings`), so every view writes the same numbers."""
+
     rank: int
     bot: str
     version: str
@@ -29,6 +32,13 @@ class StandingRow:
     avg_place: float
     faults: dict[str, int]
     ms: float | None
+    draw_rate: float = 0.0
+    los_next: float | None = None
+    elo_text: str = "-"
+    win_text: str = "-"
+    draw_text: str = "-"
+    los_text: str = "-"
+    ms_text: str = "-"
 
     @property
     def name(self) -> str:
@@ -39,18 +49,21 @@ class StandingRow:
         return sum(self.faults.values())
 
 
-def _margin(lo: float | None, hi: float | None) -> float | None:
-    return None if lo is None or hi is None else (hi - lo) / 2
+def row_of(rank: int, line: Any, bot: str) -> StandingRow:
+    """A page row from a standings line or a ladder row (both carry the same fields)."""
+    from ..tournament.standings import elo_text, los_text, rate_text
+    ms = line.ms_per_decision if line.decisions else None
+    return StandingRow(rank, bot, bot.partition("@")[2], line.elo if line.rated else None,
+                       line.margin if line.rated else None, line.games, line.win_rate, line.avg_place,
+                       dict(line.faults), ms, line.draw_rate, line.los_next,
+                       elo_text(line.elo, line.elo_low, line.elo_high, line.rated, line.games),
+                       rate_text(line.win_rate, line.win_low, line.win_high, line.games),
+                       rate_text(line.draw_rate, line.draw_low, line.draw_high, line.games),
+                       los_text(line.los_next), "-" if ms is None else f"{ms:,.1f}")
 
 
 def tournament_rows(db: data.ReadStore, tid: str | None) -> list[StandingRow]:
-    ms = data.think_times(db, tournament=tid)
-    rows = []
-    for rank, line in enumerate(standings(db.results(tid)), 1):
-        rows.append(StandingRow(rank, line.bot, line.bot.partition("@")[2], line.elo,
-                                _margin(line.elo_low, line.elo_high), line.games, line.win_rate, line.avg_place,
-                                dict(line.faults), ms.get(line.bot)))
-    return rows
+    return [row_of(rank, line, line.bot) for rank, line in enumerate(from_store(db, tid), 1)]
 
 
 def _ladder(name: str, ladders_dir: Path | None):
@@ -74,12 +87,12 @@ class LadderPage:
     cells: int
     error: str = ""
     members: list[str] = field(default_factory=list)
+    misfits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
     from ..ladder import LadderError, ladder_standings
     ladder = _ladder(name, ladders_dir)
-    ms = data.think_times(db, prefix=ladder.prefix)
     error = ""
     try:
         table = ladder_standings(ladder, db, matrix=True)
@@ -87,8 +100,7 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
         error = str(e)
         ladder.anchor = None
         table = ladder_standings(ladder, db, matrix=True)
-    rows = [StandingRow(r.rank, r.label, r.version, r.elo, r.margin, r.games, r.win_rate, r.avg_place,
-                        dict(r.faults), ms.get(r.label)) for r in table.rows]
+    rows = [row_of(r.rank, r, r.label) for r in table.rows]
     order = [r.bot for r in rows if r.games]
     history = data.rating_history(db, ladder=name).get(name, {})
     bands = {bot: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in pts] for bot, pts in history.items()}
@@ -96,7 +108,7 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     matrix = table.matrix or {}
     cells = {a: {b: (c.score, c.games) for b, c in row.items()} for a, row in matrix.items()}
     return LadderPage(name, ladder.description, table.games, rows, chart, len(bands), heat_map(order, cells),
-                      len(order) * (len(order) - 1), error, [r.bot for r in rows])
+                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits)
 
 
 @dataclass
@@ -127,7 +139,7 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
     charts = []
     for ladder, series in sorted(data.rating_history(db, bot=label).items()):
         bands = {label: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in series.get(label, [])]}
-        charts.append((ladder, rating_chart(bands, order=[label])))
+        charts.append((ladder, rating_chart(bands, order=[label], selected=label)))
     ladders = sorted({g_tid for g_tid in _ladders_of(db, label)})
     return BotPage(label, versions, line, opponents, faults, dict(counts), data.slowest_decisions(db, label),
                    charts, ladders)
@@ -136,9 +148,14 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
 def _rows_for(games: list, db: data.ReadStore) -> list[StandingRow]:
     """The bot's own line over all its games (no fit: Elo is per ladder or tournament)."""
     from ..tournament.standings import tally
-    ms = data.think_times(db)
-    return [StandingRow(0, l.bot, l.bot.partition("@")[2], None, None, l.games, l.win_rate, l.avg_place,
-                        dict(l.faults), ms.get(l.bot)) for l in tally(games).values()]
+    think = data.think_totals(db)
+    rows = []
+    for l in tally(games).values():
+        l.think_ms, l.decisions = think.get(l.bot, (0.0, 0))
+        row = row_of(0, l, l.bot)
+        row.elo_text = "- (per ladder or tournament)"
+        rows.append(row)
+    return rows
 
 
 def _ladders_of(db: data.ReadStore, label: str) -> list[str]:

@@ -13,3 +13,7 @@
 Importing the package loads nothing: ``arena.tournament.store`` is read by the replay and the web
 pages without the runner or its executors.
 """
+
+from pathlib import Path
+
+DEFAULT_STORE = Path("arena-data") / "arena.sqlite"  # where every command keeps its games by default

@@ -184,7 +184,7 @@ class RefereeHost:
         launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 
         bots = BotSetup({}, {}, TimeControl(**setup["clock"]), setup["limits"], setup["sandbox"],
-                        setup["restart_each_game"])
+                        setup["restart_each_game"], fixed_schedule=setup.get("fixed_schedule", False))
         async with open_in_process(bots, capacity=4, launcher=launcher) as ex:
             hosted.ex = ex
             hosted.ready.set()

@@ -49,6 +49,9 @@ class TournamentConfig:
     limits: dict[str, int] = field(default_factory=dict)
     processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
+    fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
+    one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
+    suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
 
     def ruleset(self) -> Rules:
         try:
@@ -64,7 +67,22 @@ class TournamentConfig:
         keep = ("bots", "format", "candidates", "rules", "options", "seats", "deals", "seed",
                 "max_turns", "max_tables")
         # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
-        return {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
+        out = {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
+        if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
+            out["one_seat_per_author"] = True
+        if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
+            out["suite"] = self.deal_suite().digest()
+        return out
+
+    def deal_suite(self) -> Any:
+        """The deal suite this tournament plays (:mod:`arena.tournament.suites`), or None."""
+        if not self.suite:
+            return None
+        from .suites import SuiteError, load_suite
+        try:
+            return load_suite(self.suite)
+        except SuiteError as e:
+            raise ConfigError(f"suite: {e}") from None
 
     @property
     def workers(self) -> int:
@@ -80,20 +98,28 @@ class TournamentConfig:
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TournamentConfig:
     """The file (if any), then the flags, each validated by :mod:`arena.config`."""
     from ..config import ConfigFileError, read_toml, tournament_data
-    known = set(TournamentConfig.__dataclass_fields__)
     data: dict[str, Any] = {}
     try:
         if path is not None:
             p = Path(path)
-            data = tournament_data(read_toml(p, "tournament file"), str(p), known)
+            data = tournament_data(read_toml(p, "tournament file"), str(p))
             data["bots"] = [_resolve(b, p.parent) for b in data.get("bots", [])]
             data["candidates"] = [_resolve(b, p.parent) for b in data.get("candidates", [])]
+            if data.get("suite"):
+                data["suite"] = str(p.parent / data["suite"])
             data.setdefault("name", p.stem)
         flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-        data.update(tournament_data(flags, "command line", known))
+        data.update(tournament_data(flags, "command line", flags=True))
     except ConfigFileError as e:
         raise ConfigError(str(e)) from None
     cfg = TournamentConfig(**data)
+    suite = cfg.deal_suite()
+    if suite is not None:
+        cfg.deals = len(suite.deals)  # every deal of the suite, at every table
+        if suite.rules.options() != cfg.ruleset().options() or suite.players != cfg.seats:
+            from ..config import rule_label
+            raise ConfigError(f"suite: {cfg.suite} holds deals for {rule_label(suite.rules)} with {suite.players} "
+                              f"players; set rules, options and seats to match it")
     check_config(cfg)
     return cfg
 

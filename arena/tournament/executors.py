@@ -34,6 +34,7 @@ import trio
 
 from ..bots.manifest import BotSpec, load_bot
 from ..engine.rules import Rules
+from ..faults import ArenaFailure
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
@@ -80,6 +81,7 @@ class BotSetup:
     sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
     restart_each_game: bool = False
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
+    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -90,13 +92,13 @@ class BotSetup:
     def wire(self) -> dict[str, Any]:
         return {"refs": self.refs, "clock": self.clock.as_json(), "limits": self.limits,
                 "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
-                "trusted_bots": self.trusted_bots}
+                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
         return cls(specs, dict(d["refs"]), TimeControl(**d["clock"]), dict(d["limits"]), d["sandbox"],
-                   d["restart_each_game"], d.get("trusted_bots", False))
+                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False))
 
 
 @dataclass
@@ -257,7 +259,10 @@ class InProcessExecutor:
         players = [self.pool.take(spec, task.seed) for spec in specs]
         try:
             record = await run_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
-                                    clock=self.setup.clock, max_turns=task.max_turns)
+                                    clock=self.setup.clock, max_turns=task.max_turns,
+                                    fixed_schedule=self.setup.fixed_schedule)
+        except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
+            raise ExecutorError(f"{task.game_id}: {e}") from None
         finally:
             for p in players:
                 self.pool.give_back(p)

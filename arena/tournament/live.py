@@ -15,26 +15,31 @@ from ..referee import GameRecord
 from .config import TournamentConfig
 from .run import Reporter
 from .schedule import ScheduledGame
-from .standings import Line, add_game, outcomes, ranked
+from .standings import Line, add_game, elo_text, los_text, ms_text, outcomes, ranked, rate_text
 
 
 def standings_table(lines: list[Line], title: str = "Standings", *, provisional: bool = False) -> Table:
-    table = Table(title=title, title_justify="left")
+    """The standings as a table: the columns `arena ladder` prints, for a tournament's lines."""
+    table = Table(title=title, title_justify="left",
+                  caption=None if provisional else
+                  "Elo: one Plackett-Luce fit with ties over these games (pool mean 1500); ± and [ ] are 95% "
+                  "intervals. LOS↓: likelihood of superiority over the next bot down.", caption_justify="left")
     table.add_column("#", justify="right")
     table.add_column("bot", no_wrap=True)
-    table.add_column("Elo" + (" (provisional)" if provisional else ""), justify="right")
-    table.add_column("games", justify="right")
-    table.add_column("win %", justify="right")
-    table.add_column("avg place", justify="right")
-    table.add_column("draws", justify="right")
-    table.add_column("faults", justify="right")
+    table.add_column("Elo" + (" (provisional)" if provisional else " ± 95%"), justify="right", no_wrap=True)
+    for col in ("games", "win % [95%]", "avg place", "draw % [95%]", "faults", "LOS↓"):
+        table.add_column(col, justify="right")
+    timed = any(l.decisions for l in lines)
+    if timed:
+        table.add_column("ms/decision", justify="right")
     for i, l in enumerate(lines, 1):
-        elo = "-" if l.elo is None else f"{l.elo:.0f}"
-        if l.elo is not None and l.elo_low is not None and l.elo_high is not None:
-            elo += f" ±{(l.elo_high - l.elo_low) / 2:.0f}"
+        elo = ("-" if l.elo is None else f"{l.elo:.0f}") if provisional else \
+            elo_text(l.elo, l.elo_low, l.elo_high, l.rated, l.games)
         faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
-        table.add_row(str(i), l.bot, elo, str(l.games), f"{100 * l.win_rate:.1f}", f"{l.avg_place:.2f}",
-                      str(l.draws), faults)
+        row = [str(i), l.bot, elo, str(l.games), rate_text(l.win_rate, l.win_low, l.win_high, l.games),
+               f"{l.avg_place:.2f}", rate_text(l.draw_rate, l.draw_low, l.draw_high, l.games), faults,
+               los_text(l.los_next)]
+        table.add_row(*row, *([ms_text(l)] if timed else []))
     return table
 
 

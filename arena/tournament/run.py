@@ -7,12 +7,13 @@ processes, or on Dask; the runner only feeds it the schedule and stores what com
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from ..groups import plain_errors
 from ..bots.containment import cleanup_stale
 from ..bots.launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
 from ..bots.limits import Limits
@@ -70,15 +71,30 @@ def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launche
     return open_in_process(setup, capacity=min(cfg.workers, max(1, games)), launcher=launcher)
 
 
+def seat_authors(specs: dict[str, BotSpec], own: Iterable[str] = ()) -> dict[str, str]:
+    """Label -> author for ``one_seat_per_author``: the manifest's, except for the bots the arena
+    ships and the labels in ``own`` (a ladder's initial bots, named by its file): those count as
+    their own authors. Claiming a shipped bot's author only keeps a bot away from its own kind."""
+    from ..bots.launch import SHIPPED
+    own = set(own)
+    out = {}
+    for spec in specs.values():
+        root = spec.root.resolve()
+        shipped = any(d == root or d in root.parents for d in SHIPPED)
+        out[spec.label] = "" if shipped or spec.label in own else spec.author
+    return out
+
+
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
-                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots)
+                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
+                       fixed_schedule=cfg.fixed_schedule)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
                          *, launcher: Callable | None = None, keep_logs: bool = False,
                          collect: bool = True, stats: RunStats | None = None,
-                         client: Any = None) -> list[GameRecord]:
+                         client: Any = None, own_authors: Iterable[str] = ()) -> list[GameRecord]:
     """Play every scheduled game the store does not hold yet; returns the records played now.
 
     Their step logs (steps, setup events, stderr) are in the store and are dropped from the
@@ -86,6 +102,7 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
     ``collect=False`` returns nothing at all, so memory stays flat however many games are
     played (the command line does this: the reporter and the store see every game).
     ``launcher`` plays in this process with it (tests' fakes); ``client`` is a Dask client.
+    ``own_authors``: labels that count as their own authors for ``one_seat_per_author``.
 
     Raises :class:`TournamentBusy` if another process is playing it in this store, and
     :class:`TournamentIncomplete` if games could not be played (they stay unstored; the
@@ -93,18 +110,19 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
     reporter = reporter or Reporter()
     stats = stats if stats is not None else RunStats()
     try:
-        with tournament_lock(store.path, cfg.name):
-            return await _run(cfg, store, reporter, stats, launcher, keep_logs, collect, client)
+        with tournament_lock(store.path, cfg.name), plain_errors():
+            return await _run(cfg, store, reporter, stats, launcher, keep_logs, collect, client, own_authors)
     except LockHeld as e:
         raise TournamentBusy(str(e)) from None
 
 
 async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: RunStats,
-               launcher: Callable | None, keep_logs: bool, collect: bool, client: Any) -> list[GameRecord]:
+               launcher: Callable | None, keep_logs: bool, collect: bool, client: Any,
+               own_authors: Iterable[str]) -> list[GameRecord]:
     rules = cfg.ruleset()
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels, seeds.load_secret(store.path.parent))
+    games = schedule(cfg, labels, seeds.load_secret(store.path.parent), seat_authors(specs, own_authors))
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)

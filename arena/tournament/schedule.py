@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import seeds
-from .config import TournamentConfig
+from .config import ConfigError, TournamentConfig
 
 
 @dataclass(frozen=True)
@@ -27,27 +28,47 @@ class ScheduledGame:
     seed: int
 
 
-def tables(cfg: TournamentConfig, labels: dict[str, str]) -> list[tuple[str, ...]]:
+def tables(cfg: TournamentConfig, labels: dict[str, str],
+           authors: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """The groups of bots that meet: every k-subset (round-robin), or each candidate with each
-    (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed."""
+    (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed.
+    With ``one_seat_per_author``, a group that seats two bots of one author (``authors``: label
+    -> author; a bot with none is its own) is left out: they could pass each other their hands."""
     bots = [labels[b] for b in cfg.bots]
     if cfg.format == "round-robin":
         groups = list(itertools.combinations(bots, cfg.seats))
     else:
         groups = [(labels[c],) + rest for c in cfg.candidates
                   for rest in itertools.combinations(bots, cfg.seats - 1)]
+    if cfg.one_seat_per_author:
+        if authors is None:
+            raise ConfigError("one_seat_per_author needs the bots' authors")
+        groups = [g for g in groups if len({author_key(b, authors) for b in g}) == len(g)]
+        if not groups:
+            raise ConfigError(f"one_seat_per_author leaves no {cfg.seats}-seat table: too few authors among the bots")
     if len(groups) > cfg.max_tables:
         groups = random.Random(cfg.seed).sample(groups, cfg.max_tables)
     return groups
 
 
-def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes) -> list[ScheduledGame]:
+def author_key(label: str, authors: Mapping[str, str]) -> str:
+    """Who a bot's seat counts for: its author, or the bot itself when it names none."""
+    author = authors.get(label, "").strip().casefold()
+    return f"author:{author}" if author else f"bot:{label}"
+
+
+def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes,
+             authors: Mapping[str, str] | None = None) -> list[ScheduledGame]:
     """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.tournament.seeds.load_secret`)."""
-    groups = tables(cfg, labels)
-    seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
+    groups = tables(cfg, labels, authors)
+    suite = cfg.deal_suite()
+    if suite is not None:  # the suite's deals, the same at every table
+        seed = {(t, d): suite.deals[d] for t in range(len(groups)) for d in range(len(suite.deals))}
+    else:
+        seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
     out = []
     for r in range(cfg.seats):
         for t, table in enumerate(groups):
-            for d in range(cfg.deals):
+            for d in range(len(suite.deals) if suite is not None else cfg.deals):
                 out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
     return out

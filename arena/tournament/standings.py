@@ -1,8 +1,15 @@
-"""Standings: per-bot tallies from stored games, with fitted Elo where there is data for it."""
+"""Standings: per-bot tallies from stored games, with fitted Elo where there is data for it.
+
+This module is the one place a standings table's numbers come from: `arena standings`,
+`arena tournament`, `arena report --html`, `arena ladder` and the web pages all call
+:func:`summarise` (through :func:`from_store` or :func:`arena.ladder.ladder_standings`), so
+they show the same Elo, intervals, rates, LOS and ms/decision for the same games.
+"""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +28,12 @@ class Line:
     elo: float | None = None
     elo_low: float | None = None
     elo_high: float | None = None
+    rated: bool = False  # enough games to show the rating (ratings.MIN_RATED_GAMES)
+    los_next: float | None = None  # P(stronger than the bot ranked just below)
+    win_low: float | None = None  # 95% intervals of the rates (Wilson, at the effective games over deals)
+    win_high: float | None = None
+    draw_low: float | None = None
+    draw_high: float | None = None
 
     @property
     def avg_place(self) -> float:
@@ -31,14 +44,27 @@ class Line:
         return self.wins / self.games if self.games else 0.0
 
     @property
+    def draw_rate(self) -> float:
+        return self.draws / self.games if self.games else 0.0
+
+    @property
     def ms_per_decision(self) -> float:
         return self.think_ms / self.decisions if self.decisions else 0.0
 
+    @property
+    def margin(self) -> float | None:
+        return None if self.elo_low is None or self.elo_high is None else (self.elo_high - self.elo_low) / 2
+
     def as_json(self) -> dict[str, Any]:
+        r = lambda x, k=4: None if x is None else round(x, k)  # noqa: E731
         return {"bot": self.bot, "games": self.games, "wins": self.wins, "win_rate": round(self.win_rate, 4),
-                "lasts": self.lasts, "draws": self.draws, "avg_place": round(self.avg_place, 4),
-                "faults": dict(self.faults), "ms_per_decision": round(self.ms_per_decision, 3),
-                "elo": self.elo, "elo_low": self.elo_low, "elo_high": self.elo_high}
+                "win_rate_low": r(self.win_low), "win_rate_high": r(self.win_high),
+                "lasts": self.lasts, "draws": self.draws, "draw_rate": round(self.draw_rate, 4),
+                "draw_rate_low": r(self.draw_low), "draw_rate_high": r(self.draw_high),
+                "avg_place": round(self.avg_place, 4), "faults": dict(self.faults),
+                "ms_per_decision": round(self.ms_per_decision, 3) if self.decisions else None,
+                "elo": r(self.elo, 1), "elo_low": r(self.elo_low, 1), "elo_high": r(self.elo_high, 1),
+                "rated": self.rated, "los_next": r(self.los_next)}
 
 
 def tally(games: list[tuple[list[str], dict[str, Any]]]) -> dict[str, Line]:
@@ -98,15 +124,125 @@ def outcomes(games: list[tuple[list[str], dict[str, Any]]]):
     return out
 
 
-def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool = True) -> list[Line]:
-    lines = tally(games)
-    if with_elo and games and len(lines) >= 2:
+Game = tuple[str, int, list[str], dict[str, Any]]  # (tournament, deal seed, seats, result)
+
+
+def summarise(games: list[Game], think: dict[str, tuple[float, int]] | None = None, *, anchor: str | None = None,
+              anchor_elo: float = 1500.0, strict: bool = False):
+    """Every number of a standings table, from games and each bot's (think ms, decisions).
+
+    Returns (lines best first, the fit or None).  A deal is a (tournament, seed): its seat
+    rotations share the cards, so rate intervals count it as one cluster.  ``anchor`` fixes that
+    bot at ``anchor_elo`` (else the pool mean is there).  Without ``strict`` a fit that fails
+    leaves the table unrated rather than losing it."""
+    from ..ratings import fit_elo, neighbour_los, rate_interval
+    pairs = [(seats, result) for _, _, seats, result in games]
+    lines = tally(pairs)
+    for bot, (ms, n) in (think or {}).items():
+        if bot in lines:
+            lines[bot].think_ms, lines[bot].decisions = ms, n
+    ratings = None
+    if len(lines) >= 2:
         try:
-            from ..ratings import fit_elo
-            ratings = fit_elo(outcomes(games))
-        except Exception:  # ratings are a bonus on the table, never a reason to lose it
-            ratings = {}
+            ratings = fit_elo(outcomes(pairs), anchor=anchor, anchor_elo=anchor_elo)
+        except Exception:
+            if strict:
+                raise
+    if ratings is not None:
         for bot, r in ratings.items():
-            if bot in lines:
-                lines[bot].elo, lines[bot].elo_low, lines[bot].elo_high = r.elo, r.ci_low, r.ci_high
-    return ranked(lines)
+            line = lines[bot]
+            line.elo, line.elo_low, line.elo_high, line.rated = r.elo, r.ci_low, r.ci_high, r.rated
+        for a, _, p in neighbour_los(ratings):
+            lines[a].los_next = p
+    per_deal: dict[str, dict[tuple[str, int], list[int]]] = {}
+    for tid, seed, seats, result in games:
+        won, drew = _won_drew(seats, result)
+        for s, bot in enumerate(seats):
+            cell = per_deal.setdefault(bot, {}).setdefault((tid, seed), [0, 0, 0])
+            cell[0] += s in won
+            cell[1] += s in drew
+            cell[2] += 1
+    for bot, deals in per_deal.items():
+        cells = [deals[k] for k in sorted(deals)]
+        g = [c[2] for c in cells]
+        _, lines[bot].win_low, lines[bot].win_high = rate_interval([c[0] for c in cells], g)
+        _, lines[bot].draw_low, lines[bot].draw_high = rate_interval([c[1] for c in cells], g)
+    return ranked(lines), ratings
+
+
+def _won_drew(seats: list[str], result: dict[str, Any]) -> tuple[set[int], set[int]]:
+    """Seats credited with a win and with a draw, by :func:`add_game`'s rule."""
+    forfeits = result.get("forfeits", {})
+    won, drew, place = set(), set(), 1
+    for group in result["order"]:
+        for s in group:
+            if str(s) in forfeits:
+                continue
+            if len(group) == 1 and place == 1:
+                won.add(s)
+            elif len(group) > 1 and result["draw"]:
+                drew.add(s)
+        place += len(group)
+    return won, drew
+
+
+def read_games(store, *, tournament: str | None = None, prefix: str | None = None) -> tuple[list[Game], dict[str, tuple[float, int]]]:
+    """A tournament's games (or those under a tournament-id prefix, or all) and per-bot think totals."""
+    where, args = "", ()
+    if tournament is not None:
+        where, args = " WHERE g.tournament=?", (tournament,)
+    elif prefix is not None:
+        where, args = " WHERE substr(g.tournament, 1, ?)=?", (len(prefix), prefix)
+    rows = store.db.execute(f"SELECT g.tournament, g.seed, g.seats, g.result FROM games g{where} "
+                            "ORDER BY g.tournament, g.idx", args)
+    games = [(t, seed, json.loads(seats), json.loads(result)) for t, seed, seats, result in rows]
+    think = {bot: (ms or 0.0, n or 0) for bot, ms, n in store.db.execute(
+        f"SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM game_seats s JOIN games g ON g.id=s.game{where} "
+        "GROUP BY s.bot", args)}
+    return games, think
+
+
+def from_store(store, tournament: str | None = None) -> list[Line]:
+    """The standings of a stored tournament (or of every game): what every view of it shows."""
+    games, think = read_games(store, tournament=tournament)
+    return summarise(games, think)[0]
+
+
+def standings(games: list[tuple[list[str], dict[str, Any]]], *, with_elo: bool = True) -> list[Line]:
+    """Standings of bare (seats, result) pairs, each game its own deal (no think times)."""
+    if not with_elo:
+        return ranked(tally(games))
+    return summarise([("", i, seats, result) for i, (seats, result) in enumerate(games)])[0]
+
+
+# -- how the numbers are written: the same text in every view ------------------------------------
+
+def elo_text(elo: float | None, low: float | None, high: float | None, rated: bool, games: int) -> str:
+    """``1512 ± 64``; ``too few games (4)`` below ratings.MIN_RATED_GAMES; ``1500 (anchor)`` for a
+    ladder's anchor, whose rating is fixed rather than measured; ``-`` when unrated."""
+    if elo is None:
+        return "-"
+    if not rated:
+        return f"too few games ({games})"
+    if low is None or high is None:
+        return f"{elo:.0f}"
+    if high <= low:  # the ladder's anchor: fixed by definition, every other interval is relative to it
+        return f"{elo:.0f} (anchor)"
+    return f"{elo:.0f} ± {(high - low) / 2:.0f}"
+
+
+def rate_text(rate: float, low: float | None, high: float | None, games: int) -> str:
+    """``37.5 [26, 50]``: a percentage with its 95% interval."""
+    if not games:
+        return "-"
+    if low is None or high is None:
+        return f"{100 * rate:.1f}"
+    return f"{100 * rate:.1f} [{100 * low:.0f}, {100 * high:.0f}]"
+
+
+def los_text(los: float | None) -> str:
+    return "-" if los is None else f"{100 * los:.1f}%"
+
+
+def ms_text(line: Line) -> str:
+    return f"{line.ms_per_decision:,.1f}" if line.decisions else "-"

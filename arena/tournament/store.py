@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-DEFAULT_STORE = Path("arena-data") / "arena.sqlite"
+from . import DEFAULT_STORE  # defined with the package, so the command line names it without sqlite
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tournaments (
@@ -95,6 +95,16 @@ STORE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
 
+def private_store_dir(parent: Path) -> None:
+    """The store's directory, 0700 from its first moment (mkdir's mode can only lose bits to the
+    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755)."""
+    if not parent.exists():
+        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
+        parent.chmod(STORE_DIR_MODE)
+    elif parent.name == DEFAULT_STORE.parent.name and parent.stat().st_uid == os.geteuid():
+        parent.chmod(STORE_DIR_MODE)
+
+
 def create_private_store(path: Path) -> None:
     """Create the store's directory (0700) and an empty store file (0600) before SQLite opens it.
 
@@ -104,12 +114,7 @@ def create_private_store(path: Path) -> None:
     tightened to 0700 too (older versions made it 0755); any other existing directory (say
     /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private.
     """
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
-        parent.chmod(STORE_DIR_MODE)  # mkdir's mode is filtered by the umask
-    elif parent.name == DEFAULT_STORE.parent.name and parent.stat().st_uid == os.geteuid():
-        parent.chmod(STORE_DIR_MODE)
+    private_store_dir(path.parent)
     if not path.exists():
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE))

@@ -8,4 +8,12 @@ from arena.ai.agents import ISMCTSAgent
 from arena.botkit import serve
 
 agent = ISMCTSAgent()
-serve(agent.choose, "ismcts", "1.0", on_start=agent.begin, on_end=agent.end)
+
+
+def choose(req):
+    """The agent's choice, with what its search found (sent as the reply's info)."""
+    action = agent.choose(req)
+    return action, agent.info
+
+
+serve(choose, "ismcts", "1.0", on_start=agent.begin, on_end=agent.end)

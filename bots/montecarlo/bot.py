@@ -8,4 +8,12 @@ from arena.ai.agents import MonteCarloAgent
 from arena.botkit import serve
 
 agent = MonteCarloAgent()
-serve(agent.choose, "montecarlo", "1.0", on_start=agent.begin, on_end=agent.end)
+
+
+def choose(req):
+    """The agent's choice, with what its search found (sent as the reply's info)."""
+    action = agent.choose(req)
+    return action, agent.info
+
+
+serve(choose, "montecarlo", "1.0", on_start=agent.begin, on_end=agent.end)

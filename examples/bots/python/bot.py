@@ -66,6 +66,8 @@ def choose(req: Request) -> int:
         plays = req.plays()
         return min(plays, key=lambda a: a.rank).id if plays else req.actions[0].id
     For search, arena.botkit.Game samples whole game states consistent with what you saw.
+    To say what the bot was thinking (shown in replays, scored in standings), return
+    (id, {"win_prob": 0.6, "eval": 0.2, "iterations": 400, "text": "..."}) instead of the id.
     """
     actions = req.actions
     if not actions:

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import ipaddress
-import logging
-import signal
-import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..tournament.store import DEFAULT_STORE
+from ..tournament import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    import socket
 
 
 def _loopback(host: str) -> bool:
+    import ipaddress
     if host == "localhost":
         return True
     try:
@@ -26,7 +26,8 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int) -> "socket.socket":
+    import socket
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -53,13 +54,16 @@ def serve(
 
     Read-only unless --allow-play or --allow-submit; listens on 127.0.0.1 unless --host says otherwise.
     Another process (arena tournament, arena ladder run) can play into the same store meanwhile."""
+    import logging
+    import signal
+
     import trio
     out, err = Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         from hypercorn.config import Config
         from hypercorn.trio import serve as hypercorn_serve
 
-        from .app import Options, build_app, new_token
+        from ..serve.app import Options, build_app, new_token
     except ImportError as e:
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")

@@ -1,0 +1,172 @@
+"""``arena debug``: feed one seat's recorded requests to another build of its bot, one by one,
+and stop at the first decision where it chooses differently from the record.
+
+The requests are rebuilt exactly as the referee wrote them (:func:`requests_for`), after the
+``start`` the seat was sent, so a bot that seeds its randomness from ``start.seed`` makes the
+same choices again. The bot is started like any bot (contained by the launcher), on the
+recorded time control. ``start`` (a decision number, 1-based) skips the earlier requests: the
+bot then gets ``start`` and the requests from there on, each with its full view but only the
+events since the seat's previous request.
+
+``opponents`` (``--continue``) then plays the game out live from the divergence: the referee core
+is driven by the log up to that decision, the new build's answer is applied, and every later
+request goes to the new build or to a fresh process of the recorded opponent's bot (which gets
+``start`` and then its requests from there on, like ``--from``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..bots.manifest import BotSpec
+from ..faults import BotFault
+from ..referee.core import GameRecord, RefereeCore
+from ..referee.driver import BotPlayer
+from .simulate import Decision, Replay, ReplayError, _ms, requests_for, start_for
+
+
+@dataclass
+class Divergence:
+    """The first decision where the new build did not do what the record says."""
+
+    number: int  # 1-based among the seat's decisions
+    recorded: Decision
+    choice: int | None  # the new build's action id; None when it faulted
+    ms: float | None = None
+    fault: tuple[str, str] | None = None  # (reason, message) when the new build faulted
+    info: dict[str, Any] | None = None  # what the new build said it was thinking
+    info_warning: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        req = self.recorded.request
+        return {"decision": self.number, "step": self.recorded.step, "request": req["id"],
+                "recorded": {"action": self.recorded.choice, "fault": self.recorded.fault},
+                "new": {"action": self.choice, "ms": self.ms,
+                        "fault": None if self.fault is None else {"reason": self.fault[0], "message": self.fault[1]},
+                        "info": self.info, "info_warning": self.info_warning}}
+
+
+@dataclass
+class DebugResult:
+    seat: int
+    decisions: int  # the seat's decisions in the record
+    first: int  # the decision fed first (1-based)
+    agreed: int = 0  # decisions answered as recorded before the divergence (or all of them)
+    divergence: Divergence | None = None
+    stderr: list[str] = field(default_factory=list)  # what the new build wrote, up to the divergence
+    live: GameRecord | None = None  # with opponents: the game played out from the divergence
+
+    @property
+    def diverged(self) -> bool:
+        return self.divergence is not None
+
+
+async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callable, *, start: int = 1,
+                     on_agree: Callable[[int, Decision], None] | None = None,
+                     opponents: dict[int, BotSpec] | None = None) -> DebugResult:
+    """Feed ``seat``'s recorded requests from decision ``start`` on to the bot ``spec`` started by
+    ``launcher``; stop at the first different choice (or fault). With ``opponents`` (a bot for
+    every other seat), play the game out live from there (:attr:`DebugResult.live`)."""
+    decisions = requests_for(replay, seat)
+    if not decisions:
+        raise ReplayError(f"seat {seat} was never asked in {replay.game_id}: every move it made was forced")
+    if not 1 <= start <= len(decisions):
+        raise ReplayError(f"--from {start}: seat {seat} made decisions 1..{len(decisions)} in {replay.game_id}")
+    result = DebugResult(seat, len(decisions), start)
+    player = BotPlayer(spec, launcher, replay.clock)
+    try:
+        try:
+            await player.begin(start_for(replay, seat))
+        except BotFault as f:
+            result.divergence = Divergence(start, decisions[start - 1], None, fault=(str(f.reason), str(f)))
+            return result
+        for number in range(start, len(decisions) + 1):
+            recorded = decisions[number - 1]
+            req = recorded.request
+            timeout = (req["clock"]["move_ms"] + req["clock"]["bank_ms"]) / 1000
+            t0 = _now()
+            try:
+                choice, fault = await player.decide(req, timeout), None
+            except BotFault as f:
+                choice, fault = None, (str(f.reason), str(f))
+            ms = round((_now() - t0) * 1000, 3)
+            result.stderr += player.take_stderr()
+            same = (choice == recorded.choice) if recorded.fault is None else fault is not None
+            if not same:
+                note = player.note or {}
+                result.divergence = Divergence(number, recorded, choice, ms, fault, note.get("info"),
+                                               note.get("info_warning"))
+                if opponents is not None:
+                    result.live = await _play_on(replay, seat, result.divergence, player, opponents, launcher)
+                return result
+            result.agreed += 1
+            if on_agree is not None:
+                on_agree(number, recorded)
+            if fault is not None:  # it forfeited where the record did too: nothing more to ask
+                return result
+        return result
+    finally:
+        await player.shutdown()
+        if result.divergence is not None or not result.stderr:
+            result.stderr += player.take_stderr()
+
+
+async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, opponents: dict[int, BotSpec],
+                   launcher: Callable) -> GameRecord:
+    """The game from the divergence on: the log up to it, the new build's answer, then live play."""
+    record = replay.record
+    names = list(replay.players)
+    names[seat] = player.spec.name  # the new build plays this seat from here on
+    core = RefereeCore(replay.rules, names, int(record["seed"]), game_id=f"{replay.game_id}-debug",
+                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)))
+    for f in replay.start_forfeits:
+        core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
+    frames = replay.frames[1:]
+    target = d.recorded.request["id"]
+    while (req := core.next_request()) is not None and req.id != target:
+        step = frames[len(core.record.steps)].step or {}
+        fr = frames[len(core.record.steps)]
+        if "fault" in step:
+            core.fault(str(step["fault"]), "", _ms(step))
+        else:
+            core.answer(fr.actions.index(fr.action), _ms(step))
+    if req is None:
+        raise ReplayError("the log ended before the divergence: nothing to play on from")
+    if d.fault is not None:
+        core.fault(d.fault[0], d.fault[1], d.ms or 0.0, player.take_stderr())
+    else:
+        core.answer(d.choice, d.ms or 0.0, player.take_stderr(), player.note)
+    players: dict[int, BotPlayer] = {seat: player}
+    try:
+        while (req := core.next_request()) is not None:
+            p = players.get(req.seat)
+            if p is None:
+                p = players[req.seat] = BotPlayer(opponents[req.seat], launcher, replay.clock)
+                try:
+                    await p.begin(core.start_message(req.seat))
+                except BotFault as fault:
+                    core.fault(str(fault.reason), str(fault), 0.0, p.take_stderr())
+                    continue
+            t0 = _now()
+            try:
+                choice = await p.ask(req)
+            except BotFault as fault:
+                await p.fault(fault.reason, str(fault), req.id)
+                core.fault(str(fault.reason), str(fault), (_now() - t0) * 1000, p.take_stderr())
+                continue
+            core.answer(choice, (_now() - t0) * 1000, p.take_stderr(), p.note)
+        for s, message in core.end_messages():
+            if s in players:
+                await players[s].finish(message)
+    finally:
+        for s, p in players.items():
+            if s != seat:
+                await p.shutdown()
+    return core.record
+
+
+def _now() -> float:
+    import trio
+    return trio.current_time()

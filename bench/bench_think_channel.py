@@ -1,0 +1,122 @@
+"""How many bits per second think time carries between two seats of one table.
+
+    python bench/bench_think_channel.py [games] [delays_ms...]
+
+No sandbox closes this channel: one seat (the sender) answers at once for a 0 and after
+``delay`` ms for a 1; the other (the receiver) notes when each of its requests arrives. Between
+two of the receiver's requests that hold exactly one of the sender's decisions, the gap says
+the bit. Both bots run contained, as a tournament runs them (the default containment here),
+at a 2-seat table; the bench decodes with the best threshold for each delay (what a pair could
+learn in a first game) and prints the error rate, the capacity of that binary channel per
+decision (1 - H(error)) and per second of game.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from arena.bots.launch import Launcher  # noqa: E402
+from arena.bots.manifest import load_bot  # noqa: E402
+from arena.engine import PRESETS  # noqa: E402
+from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
+
+BOT = r'''
+import json, random, sys, time
+role, delay = sys.argv[1], float(sys.argv[2]) / 1000
+bits, rng = random.Random(1), random.Random(2)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("type") == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": role, "version": "1"}), flush=True)
+    elif msg.get("type") == "request":
+        if role == "receiver":
+            print(f"GOT {msg['id']} {time.monotonic():.6f}", file=sys.stderr, flush=True)
+        else:
+            bit = bits.getrandbits(1)
+            if bit:
+                time.sleep(delay)
+            print(f"SENT {msg['id']} {bit}", file=sys.stderr, flush=True)
+        print(json.dumps({"type": "action", "request": msg["id"],
+                          "action": rng.randrange(len(msg["actions"]))}), flush=True)
+    elif msg.get("type") == "shutdown":
+        break
+'''
+CLOCK = TimeControl(move_ms=1000, bank_ms=5000, handshake_ms=30_000)
+
+
+def make_bot(base: Path, role: str, delay: float, game: int) -> Path:
+    d = base / f"{role}-{game}-{delay:g}".replace(".", "_")
+    d.mkdir(mode=0o755)
+    (d / "bot.py").write_text(BOT)
+    (d / "bot.py").chmod(0o644)
+    (d / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\ncommand = ["python3", "bot.py", "{role}", "{delay}"]\n')
+    (d / "bot.toml").chmod(0o644)
+    return d
+
+
+def lines(rec, player, seat) -> list[str]:
+    out = list(rec.stderr[seat]) + player.take_stderr()
+    for step in rec.steps:
+        if step["seat"] == seat:
+            out += step.get("stderr", [])
+    return list(dict.fromkeys(out))
+
+
+async def play(base: Path, delay: float, games: int, launcher: Launcher):
+    """(gap seconds, bit) for every receiver gap that spans exactly one sender decision; game seconds."""
+    pairs, seconds = [], 0.0
+    for g in range(games):
+        sender = BotPlayer(load_bot(make_bot(base, "sender", delay, g)), launcher, CLOCK)
+        receiver = BotPlayer(load_bot(make_bot(base, "receiver", delay, g)), launcher, CLOCK)
+        try:
+            rec = await run_game([sender, receiver], PRESETS["classic"], 500 + g, game_id=f"think-{g}",
+                                 clock=CLOCK, max_turns=300)
+            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in lines(rec, sender, 0)) if p[0] == "SENT"}
+            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in lines(rec, receiver, 1)) if p[0] == "GOT")
+        finally:
+            await sender.shutdown()
+            await receiver.shutdown()
+        seconds += rec.wall_ms / 1000
+        for (a, ta), (b, tb) in zip(got, got[1:]):
+            between = [i for i in sent if a < i < b]
+            if len(between) == 1:
+                pairs.append((tb - ta, sent[between[0]]))
+    return pairs, seconds
+
+
+def h2(p: float) -> float:
+    return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
+
+
+def main() -> None:
+    games = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    delays = [float(x) for x in sys.argv[2:]] or [2.0, 5.0, 10.0, 20.0]
+    base = Path(tempfile.mkdtemp(prefix="arena-think-"))
+    base.chmod(0o755)
+    launcher = Launcher()
+    print(f"containment: {trio.run(launcher.describe)}")
+    print(f"{'delay ms':>8} {'bits':>6} {'error':>7} {'bits/decision':>14} {'decisions/s':>12} {'bits/s':>8}")
+    try:
+        for delay in delays:
+            pairs, seconds = trio.run(play, base, delay, games, launcher)
+            gaps = sorted(g for g, _ in pairs)
+            best = min(sum((g > t) != bool(b) for g, b in pairs) for t in gaps) / len(pairs)
+            per_decision = 1 - h2(min(best, 0.5))
+            rate = len(pairs) / seconds
+            print(f"{delay:8g} {len(pairs):6d} {best:7.3f} {per_decision:14.3f} {rate:12.1f} {per_decision * rate:8.1f}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""docs/IMPROVE.md end to end: from the Python starter and games it lost, find the decision with
+`arena debug`, change the bot (the page's own code), prove the change with `arena match --sprt` on
+a deal suite cut from its lost games, and see its win_prob in the replay and in standings.
+
+Real bot processes under the default containment, fewer games than the page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _v2_code() -> str:
+    """The page's new `choose` (the python block after the improve:v2 marker)."""
+    text = (REPO / "docs" / "IMPROVE.md").read_text()
+    m = re.search(r"<!-- improve:v2 -->\s*```python\n(.*?)```", text, re.S)
+    assert m, "docs/IMPROVE.md lost its improve:v2 code block"
+    return m.group(1)
+
+
+@pytest.fixture
+def work():
+    d = Path(tempfile.mkdtemp(prefix="improve-loop-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _arena(work: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=work, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _chmod(d: Path) -> None:
+    for p in (d, *d.rglob("*")):
+        p.chmod(0o755)
+
+
+def test_the_improve_loop(work: Path):
+    # 1. the starter, reseeded from each game's seed (the page's first change)
+    bot = work / "my-bot"
+    shutil.copytree(REPO / "examples" / "bots" / "python", bot)
+    source = (bot / "bot.py").read_text()
+    hook = "players (seed {SEED})\")"
+    assert hook in source
+    (bot / "bot.py").write_text(source.replace(hook, hook + '\n    RNG.seed(msg["seed"])', 1))
+    _chmod(bot)
+
+    # 2. lose some games
+    lost = _arena(work, "match", "my-bot", "heuristic", "--max-games", "100")
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    games = json.loads(_arena(work, "games", "--bot", "starter-python@1.0.0", "--json", "--limit", "100").stdout)
+    lost_games = [g for g in games if g["seats"][g["result"]["order"][0][0]] != "starter-python@1.0.0"]
+    assert lost_games
+    game = lost_games[0]
+    seat = game["seats"].index("starter-python@1.0.0")
+
+    # 3. the same build replays the lost game exactly; the changed one diverges, and says where
+    same = _arena(work, "debug", game["id"], "my-bot", "--seat", str(seat))
+    assert same.returncode == 0 and "no divergence" in same.stdout, same.stdout + same.stderr
+    new = work / "my-bot-2"
+    shutil.copytree(bot, new)
+    (new / "bot.toml").write_text((new / "bot.toml").read_text().replace('version = "1.0.0"', 'version = "1.1.0"'))
+    source = (new / "bot.py").read_text().replace('BOT_VERSION = "1.0.0"', 'BOT_VERSION = "1.1.0"')
+    start, end = source.index("def choose(req: Request) -> int:"), source.index("def on_game_start")
+    (new / "bot.py").write_text(source[:start] + _v2_code() + "\n\n" + source[end:])
+    _chmod(new)
+    diverged = _arena(work, "debug", game["id"], "my-bot-2", "--seat", str(seat), "--json")
+    assert diverged.returncode == 1, diverged.stdout + diverged.stderr
+    where = json.loads(diverged.stdout)["divergence"]
+    assert where["new"]["action"] != where["recorded"]["action"] and "win_prob" in where["new"]["info"]
+
+    # 4. a suite of the lost deals; the new version proves itself on it
+    cut = _arena(work, "deals", "from-games", "lost.json", "--lost-by", "starter-python@1.0.0")
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    proved = _arena(work, "match", "my-bot-2", "my-bot", "--suite", "lost.json", "--sprt", "0,50",
+                    "--summary", "summary.md")
+    assert proved.returncode == 0, proved.stdout + proved.stderr
+    assert "H1 accepted: starter-python@1.1.0 - starter-python@1.0.0" in proved.stdout
+    assert "per deal of the suite" in proved.stdout
+    assert (work / "summary.md").read_text().startswith("### ✅ starter-python@1.1.0 vs starter-python@1.0.0")
+
+    # 5. its win_prob in the replay, the HTML replay's chart data, and the calibration column
+    played = _arena(work, "play", "my-bot-2", "heuristic", "--seed", "3", "-q")
+    assert played.returncode == 0, played.stdout + played.stderr
+    new_game = played.stdout.split("logged as ")[1].split()[0]
+    shown = _arena(work, "replay", new_game, "--plain")
+    assert "thinking: win " in shown.stdout and "plays offered" in shown.stdout
+    assert _arena(work, "replay", new_game, "--html", "g.html").returncode == 0
+    assert '"win_prob":' in (work / "g.html").read_text()
+    tid = proved.stdout.split("arena games --tournament ")[1].split()[0].strip("'")
+    rows = json.loads(_arena(work, "standings", tid, "--calibration", "--json").stdout)
+    brier = {r["bot"]: r["calibration"] for r in rows}
+    assert brier["starter-python@1.1.0"]["decisions"] > 0 and brier["starter-python@1.0.0"] is None

@@ -1,0 +1,222 @@
+"""`arena match` as a CI gate: the SPRT's verdict is the exit status, --summary writes Markdown,
+-j counts games, --trusted-bots reaches the launcher, and the example CI workflow runs commands
+that exist.
+
+Most runs use in-process bots (tests/fakes.py); one runs the real bundled bots as processes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+from typer.testing import CliRunner
+
+from arena.bots.manifest import load_bot
+from arena.cli.main import app
+from arena.ladder import run_match
+
+from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
+
+REPO = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Bots run in-process; the Launcher's arguments are kept for the test to see."""
+    import arena.bots.launch
+    seen: list[dict] = []
+
+    def launcher(*args, **kwargs):
+        seen.append(kwargs)
+        return policy_launcher()
+    monkeypatch.setattr(arena.bots.launch, "Launcher", launcher)
+    return seen
+
+
+def _match(*args: str):
+    return runner.invoke(app, ["match", *args, "--rules", "shithead", "--max-turns", "600", "--no-store",
+                               "--every", "1000"])
+
+
+def test_exit_status_is_the_verdict(in_process, tmp_path: Path):
+    better = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json")
+    assert better.exit_code == 0, better.output
+    data = json.loads(better.stdout)
+    assert data["status"] == "accept_h1" and data["exit_status"] == 0
+
+    worse = _match("highest", "lowest", "--sprt", "0,100", "--max-games", "400")
+    assert worse.exit_code == 1, worse.output
+    assert "H0 accepted: highest@1.0 - lowest@1.0" in worse.stdout
+
+    undecided = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "2")
+    assert undecided.exit_code == 3, undecided.output
+    assert "no SPRT decision within 2 games" in undecided.stdout
+
+    plain = _match("lowest", "highest", "--max-games", "4")
+    assert plain.exit_code == 0 and "4 games played" in plain.stdout
+
+    bad = _match("lowest", "highest", "--sprt", "10,0")
+    assert bad.exit_code == 2 and "elo1 must be above elo0" in bad.output
+    missing = _match("lowest", str(tmp_path / "nowhere"), "--sprt", "0,10")
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+
+
+def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
+    md = tmp_path / "summary.md"
+    result = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json", "--summary", str(md))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    text = md.read_text()
+    assert text.startswith("### ✅ lowest@1.0 vs highest@1.0: H1 accepted")
+    s = data["sprt"]
+    assert f"LLR {s['llr']:+.2f} in [{s['lower']:+.2f}, {s['upper']:+.2f}]" in text
+    assert f"H0 Elo 0, H1 Elo 100" in text
+    assert f"| LOS | {100 * data['los']:.1f}% |" in text
+    assert f"| games | {data['games']} ({data['deals']} deals): +{data['wins']} ={data['draws']} -{data['losses']} |" in text
+    assert f"| Elo (A − B, from deal pairs, 95%) | {data['elo_text']} |" in text
+    assert "| LL | LD | DD/WL | WD | WW |" in text
+    assert "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |" in text
+
+    worse = _match("highest", "lowest", "--sprt", "0,100", "--max-games", "400", "--summary", str(md))
+    assert worse.exit_code == 1 and md.read_text().startswith("### ❌ highest@1.0 vs lowest@1.0: H0 accepted")
+    unwritable = _match("lowest", "highest", "--max-games", "2", "--summary", str(tmp_path / "no" / "dir.md"))
+    assert unwritable.exit_code == 2 and "--summary: cannot write" in unwritable.output
+
+
+def test_trusted_bots_and_sandbox_reach_the_launcher(in_process):
+    assert _match("lowest", "highest", "--max-games", "2", "--trusted-bots").exit_code == 0
+    assert _match("lowest", "highest", "--max-games", "2", "--no-sandbox").exit_code == 0
+    assert in_process[0] == {"sandbox": None, "trusted": True}
+    assert in_process[1] == {"sandbox": False, "trusted": False}
+
+
+def _overlap_launcher(state: dict):
+    """In-process bots that count the games in progress (seat 0's bot, from its start to its end)."""
+    async def launch(spec):
+        bot = ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))
+        original, seat = bot.send_line, [None]
+
+        async def send_line(text: str) -> None:
+            msg = json.loads(text)
+            if msg["type"] == "start":
+                seat[0] = msg["seat"]
+                if seat[0] == 0:
+                    state["now"] += 1
+                    state["most"] = max(state["most"], state["now"])
+                    await trio.sleep(0.01)  # room for another game to start, if it may
+            elif msg["type"] == "end" and seat[0] == 0:
+                state["now"] -= 1
+            await original(text)
+        bot.send_line = send_line  # type: ignore[method-assign]
+        return bot
+    return launch
+
+
+@pytest.mark.parametrize("j", [1, 3])
+def test_concurrency_counts_games(j: int):
+    from arena.engine import rules_from
+    state = {"now": 0, "most": 0}
+    p, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}),
+                                      max_games=12, max_turns=400, concurrency=j,
+                                      launcher=_overlap_launcher(state)))
+    assert p.games == 12 and state["now"] == 0
+    assert state["most"] == j
+
+
+# --------------------------------------------------------------------------- end to end
+
+def test_gate_end_to_end_with_real_bots(tmp_path: Path):
+    """The real command with the bundled bots as processes: exit status and the summary file."""
+    md = tmp_path / "gate.md"
+    done = subprocess.run([sys.executable, "-m", "arena.cli", "match", "lowest", "highest", "--rules", "shithead",
+                           "--sprt", "0,100", "--max-games", "200", "--max-turns", "600", "--no-store",
+                           "--summary", str(md), "-j", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    verdicts = {"H1 accepted": 0, "H0 accepted": 1, "no SPRT decision": 3}  # fresh deals each run
+    said = [v for v in verdicts if v in done.stdout]
+    assert len(said) == 1 and done.returncode == verdicts[said[0]], done.stdout + done.stderr
+    assert f"summary written to {md}" in done.stdout
+    assert "| SPRT (pentanomial) | LLR " in md.read_text()
+    undecided = subprocess.run([sys.executable, "-m", "arena.cli", "match", "lowest", "highest", "--rules",
+                                "shithead", "--sprt", "0,100", "--max-games", "2", "--max-turns", "600",
+                                "--no-store"], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert undecided.returncode == 3, undecided.stdout + undecided.stderr
+
+
+def _workflow_commands() -> list[list[str]]:
+    """Every `arena ...` command line in the example CI workflows, with the workflow's env filled in."""
+    yaml = pytest.importorskip("yaml")
+    found = []
+    for path in sorted((REPO / "examples" / "ci").glob("*.yml")):
+        flow = yaml.safe_load(path.read_text())
+        env = {k: str(v) for k, v in flow.get("env", {}).items()}
+        for job in flow["jobs"].values():
+            for step in job["steps"]:
+                text = re.sub(r"\\\n\s*", " ", step.get("run", ""))
+                text = re.sub(r"\$\{\{[^}]*\}\}", "x", text)
+                text = re.sub(r"\$(\w+)", lambda m: env.get(m.group(1), m.group(0)), text)
+                found += [shlex.split(line.strip()) for line in text.splitlines() if line.strip().startswith("arena ")]
+    return found
+
+
+def test_example_workflow_uses_real_options():
+    """The example CI workflow's arena commands parse with this arena (no renamed or missing option)."""
+    from typer.main import get_command
+    commands = _workflow_commands()
+    assert any(c[1] == "match" and "--sprt" in c and "--summary" in c for c in commands)
+    assert any(c[1] == "check" for c in commands)
+    cli = get_command(app)
+    for argv in commands:
+        sub = cli.get_command(None, argv[1])  # type: ignore[attr-defined]
+        assert sub is not None, argv
+        sub.make_context(argv[1], [w for w in argv[2:] if not w.startswith("${")])  # bash arrays: set above
+
+
+@pytest.fixture
+def public_tmp():
+    """A directory that bots run under a private uid (root referees) can reach, unlike pytest's tmp_path."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="gate-e2e-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_example_workflow_gate_steps_run(public_tmp: Path):
+    """The workflow's own shell steps (label the baseline, the SPRT gate) on the Python starter bot
+    against itself: the gate runs, writes the summary and records exit status 3 (undecided)."""
+    import os
+    import shutil
+    yaml = pytest.importorskip("yaml")
+    flow = yaml.safe_load((REPO / "examples" / "ci" / "github-actions.yml").read_text())
+    steps = {s.get("name"): s for s in flow["jobs"]["gate"]["steps"]}
+    env = {**os.environ, **{k: str(v) for k, v in flow["env"].items()}, "MAX_GAMES": "4",
+           "GITHUB_OUTPUT": str(public_tmp / "out"), "PYTHONPATH": str(REPO)}
+    for side in ("new", "old"):
+        shutil.copytree(REPO / "examples" / "bots" / "python", public_tmp / side / env["BOT_DIR"])
+    shim = public_tmp / "bin" / "arena"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m arena.cli \"$@\"\n")
+    shim.chmod(0o755)
+    env["PATH"] = f"{shim.parent}:{env['PATH']}"
+    assert subprocess.run([sys.executable, "-m", "arena.cli", "deals", "make", str(public_tmp / "new" / "deals.json"),
+                           "-n", "3", "--rules", env["RULES"]], capture_output=True, env=env).returncode == 0
+    env["DEALS"] = "deals.json"
+    for name in ("Label the baseline", "SPRT gate"):
+        done = subprocess.run(["bash", "-e", "-c", steps[name]["run"]], cwd=public_tmp, env=env,
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert 'version = "base"' in (public_tmp / "old" / "bot" / "bot.toml").read_text()
+    assert "starter-python@1.0.0 vs starter-python@base" in done.stdout
+    assert "from the suite new/deals.json (3 deals)" in done.stdout
+    assert (public_tmp / "out").read_text() == "status=3\n"
+    assert (public_tmp / "summary.md").read_text().startswith("### ⚠️ starter-python@1.0.0 vs starter-python@base")

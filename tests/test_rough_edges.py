@@ -1,0 +1,138 @@
+"""What a newcomer met: help text that lost words or showed `<bool>`, a hello answer lost behind a
+banner, a bot whose output was buffered, the containment line twice, SIGTERM without an
+"interrupted" line, a script outside the bot's folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from typer.testing import CliRunner
+
+from arena.cli.main import app
+from arena.faults import BadJson
+from arena.referee import protocol
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("command", ["check", "match", "tournament", "play", "debug"])
+def test_help_has_no_bool_placeholder(command: str):
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "<bool>" not in shown.output and "--help" in shown.output
+
+
+def test_check_help_keeps_limits():
+    shown = runner.invoke(app, ["check", "--help"], env={"COLUMNS": "200"})
+    assert "keys as in bot.toml's [limits])" in shown.output
+
+
+def test_junk_before_hello_is_quoted_with_a_hint():
+    with pytest.raises(BadJson) as e:
+        protocol.read_bot_hello("Loading model weights... done\n")
+    text = str(e.value)
+    assert "the bot's first line was 'Loading model weights... done'" in text
+    assert "stderr" in text
+    assert protocol.read_bot_hello('{"type":"hello","protocol":1,"name":"x","version":"1"}')["name"] == "x"
+
+
+@pytest.fixture
+def public_tmp():
+    d = Path(tempfile.mkdtemp(prefix="rough-edges-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _bot(root: Path, name: str, code: str, command: str | None = None) -> Path:
+    d = root / name
+    d.mkdir()
+    (d / "bot.py").write_text(code)
+    command = command or '["python3", "bot.py"]'
+    (d / "bot.toml").write_text(f'name = "{name}"\nversion = "1"\ncommand = {command}\n')
+    for p in (d, *d.iterdir()):
+        p.chmod(0o755)
+    return d
+
+
+def _arena(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+BANNER = '''
+import json, sys
+print("Loading my bot v2...", flush=True)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": "b", "version": "1"}), flush=True)
+    elif msg["type"] == "request":
+        print(0, flush=True)
+'''
+
+UNFLUSHED = '''
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": "u", "version": "1"}), flush=True)
+    elif msg["type"] == "request":
+        sys.stdout.write("0\\n")  # never flushed: a pipe is block-buffered
+'''
+
+
+def test_check_quotes_the_banner_and_explains_buffering(public_tmp: Path):
+    banner = _arena("check", str(_bot(public_tmp, "banner", BANNER)), "--rules", "classic", "--games", "1",
+                    cwd=public_tmp)
+    assert banner.returncode == 1, banner.stdout + banner.stderr
+    assert "the bot's first line was 'Loading my bot v2...'" in " ".join(banner.stdout.split())
+    assert banner.stdout.count("containment:") == 1
+    unflushed = _arena("check", str(_bot(public_tmp, "unflushed", UNFLUSHED)), "--rules", "classic", "--games", "1",
+                       "--move-ms", "300", "--bank-ms", "0", cwd=public_tmp)
+    assert unflushed.returncode == 1, unflushed.stdout + unflushed.stderr
+    out = " ".join(unflushed.stdout.split())
+    assert "probably buffered" in out and "flush=True" in out
+    assert "one move took longer than all of it" not in out
+
+
+def test_script_outside_the_bot_folder_is_named(public_tmp: Path):
+    elsewhere = public_tmp / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "adapter.py").write_text(BANNER)
+    bot = _bot(public_tmp, "outside", "", command=f'["python3", "{elsewhere / "adapter.py"}"]')
+    done = _arena("check", str(bot), "--rules", "classic", "--games", "1", cwd=public_tmp)
+    assert done.returncode == 1
+    out = " ".join(done.stdout.split())
+    assert f"the command names {elsewhere / 'adapter.py'}, which the contained bot cannot see" in out
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
+    """A match stopped with SIGTERM ends like one stopped with Ctrl-C: one interrupted line, 130."""
+    proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "match", "montecarlo", "ismcts", "--max-games", "400",
+                             "--move-ms", "300", "--store", str(tmp_path / "s.sqlite"), "-j", "1"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = proc.stdout.readline()  # printed before the first game
+        assert head.startswith("match montecarlo@1.0 vs ismcts@1.0"), head
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted: the games played are stored" in err and "Traceback" not in err
+    # the bots are gone with it
+    children = subprocess.run(["pgrep", "-f", "bots/(montecarlo|ismcts)/bot.py"], capture_output=True, text=True)
+    assert str(proc.pid) not in children.stdout

@@ -1,0 +1,414 @@
+"""A sandbox closed from every side, written as attacks, in both contained modes (bubblewrap and
+namespaces), through the launcher and real games, ``arena tournament`` and ``arena check``:
+
+* a bot's ``[env]`` never reaches a host process: a loader library a bot points at runs only
+  inside its sandbox, the reserved keys are refused by name, and bwrap's own environment is
+  exactly the arena's;
+* a colluding pair at one table (tests/fairplay_bots/colluder) tries every channel two processes on
+  one kernel might share (locks, /proc/locks, AIO, inotify, ptys, page-cache residency, keyrings,
+  kernel-wide counters) and containment's own walls (ptrace, mount, nested user namespaces): every
+  primitive fails, and the games finish with correct results;
+* each layer holds by itself (bubblewrap's --disable-userns without the filter, no_new_privs), and
+  a missing filter or a missing bubblewrap stops bots instead of running them with less.
+docs/SANDBOX.md ties each line of the threat model to these tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import trio
+from typer.testing import CliRunner
+
+from arena.bots import containment, probes, seccomp
+from arena.bots.errors import SandboxUnavailable
+from arena.bots.launch import NAMESPACES, ContainmentError, Launcher
+from arena.bots.manifest import ManifestError, load_bot, parse_manifest
+from arena.bots.process import ENV_TOKEN
+from arena.bots.spawn import HOST_ENV
+from arena.bots.start import start_bot
+from arena.cli.main import app
+from arena.config import ARENA_ENV
+from arena.engine import PRESETS
+from arena.referee import BotPlayer, TimeControl, run_game
+from arena.tournament.store import Store
+
+HERE = Path(__file__).resolve().parent
+COLLUDER = HERE / "fairplay_bots" / "colluder"
+CLOCK = TimeControl(move_ms=3000, bank_ms=10_000, handshake_ms=30_000)
+
+BWRAP_PROBLEM = trio.run(probes.sandbox_problem)
+NS_PROBLEM = trio.run(probes.namespaces_problem)
+MODES = [
+    pytest.param(True, id="bubblewrap", marks=pytest.mark.skipif(
+        BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")),
+    pytest.param(False, id="namespaces", marks=pytest.mark.skipif(
+        NS_PROBLEM is not None, reason=f"namespaces: {NS_PROBLEM}")),
+]
+FLAGS = {True: [], False: ["--no-sandbox"]}
+
+
+def open_dir(prefix: str) -> Path:
+    """A directory any uid can traverse, like a checkout under /work (pytest's tmp_path is 0700)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d.chmod(0o755)
+    return d
+
+
+def copy_colluder(dest: Path, name: str) -> Path:
+    dest.mkdir(mode=0o755)
+    shutil.copy(COLLUDER / "collude.py", dest / "collude.py")
+    (dest / "collude.py").chmod(0o644)
+    (dest / "bot.toml").write_text(f'name = "{name}"\nversion = "1"\ncommand = ["python3", "collude.py", "{name}"]\n')
+    (dest / "bot.toml").chmod(0o644)
+    return dest
+
+
+@pytest.fixture
+def base():
+    d = open_dir("arena-attacks-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_probes(monkeypatch):
+    """Containment probed anew (the probes cache their answers per process)."""
+    monkeypatch.setattr(probes, "_bwrap_checked", {})
+    monkeypatch.setattr(probes, "_namespaces_checked", {})
+    build = seccomp.bpf
+    build.cache_clear()
+    yield
+    build.cache_clear()
+
+
+def stderr_of(record, player: BotPlayer, seat: int) -> list[str]:
+    lines = list(record.stderr[seat]) + player.take_stderr()
+    for step in record.steps:
+        if step["seat"] == seat:
+            lines += step.get("stderr", [])
+    return list(dict.fromkeys(lines))
+
+
+def reports(lines: list[str]) -> list[dict[str, str]]:
+    return [json.loads(line[len("COLLUDE "):]) for line in lines if line.startswith("COLLUDE ")]
+
+
+async def play_table(specs, launcher: Launcher, seed: int = 7):
+    players = [BotPlayer(s, launcher, CLOCK) for s in specs]
+    try:
+        rec = await run_game(players, PRESETS["classic"], seed, game_id="attack", clock=CLOCK, max_turns=400)
+        return rec, [stderr_of(rec, p, i) for i, p in enumerate(players)]
+    finally:
+        for p in players:
+            await p.shutdown()
+
+
+# -- [env]: reserved keys, and nothing of it outside the sandbox -------------------------------
+
+MUST_REFUSE = [
+    # the dynamic loader: code into every program before main, or what and how it loads
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_DEBUG", "LD_DEBUG_OUTPUT", "LD_PROFILE",
+    "LD_BIND_NOW", "LD_ORIGIN_PATH", "LD_HWCAP_MASK", "LD_USE_LOAD_BIAS", "LD_DYNAMIC_WEAK",
+    "LD_SHOW_AUXV", "LD_TRACE_LOADED_OBJECTS", "LD_ASSUME_KERNEL",
+    # the C library: modules, data files, allocator, tunables
+    "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "GETCONF_DIR", "TZDIR", "MALLOC_TRACE",
+    "MALLOC_CHECK_", "MALLOC_ARENA_MAX", "MALLOC_PERTURB_", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS",
+    "RESOLV_HOST_CONF", "NIS_PATH",
+    # shells' start files
+    "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
+    # what the arena sets
+    "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONPATH", "PYTHONHOME", "USER", "LOGNAME", "SHELL",
+    "ARENA_SECRET", ENV_TOKEN, "PALACE_ARENA_ANYTHING",
+]
+
+
+@pytest.mark.parametrize("key", sorted(set(MUST_REFUSE) | set(ARENA_ENV)))
+def test_every_reserved_key_is_refused_with_its_reason(key):
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest({"name": "b", "command": ["true"], "env": {key: "x"}}, Path("/nonexistent"))
+    message = str(caught.value)
+    assert f"{key} cannot be set by a bot: it " in message
+    assert "docs/SANDBOX.md" in message
+
+
+@pytest.mark.parametrize("key", ["MC_MS", "PYTHONUNBUFFERED", "JAVA_TOOL_OPTIONS", "NODE_OPTIONS", "RUST_BACKTRACE"])
+def test_a_bots_own_settings_are_allowed(key):
+    spec = parse_manifest({"name": "b", "command": ["true"], "env": {key: "1"}}, Path("/nonexistent"))
+    assert spec.env == {key: "1"}
+
+
+@pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")
+def test_bwrap_runs_with_the_arenas_environment_and_the_bot_gets_its_own(base, monkeypatch):
+    """The host-side bwrap process: exactly the arena's environment, nothing of the referee's or
+    the bot's; the bot, inside, gets its [env] and nothing of the referee's."""
+    monkeypatch.setenv("REFEREE_ONLY", "referee-secret")
+    (base / "env.py").write_text("import json, os, sys\nprint(json.dumps(dict(os.environ)), flush=True)\nsys.stdin.readline()\n")
+    (base / "env.py").chmod(0o644)
+
+    async def main():
+        bot = await start_bot(["/usr/bin/python3", "env.py"], base, sandbox=True,
+                              extra_env={"BOT_SETTING": "42"})
+        async with bot:
+            inside = json.loads(await bot.receive_line(30))
+            raw = Path(f"/proc/{bot.pid}/environ").read_bytes()
+            host = dict(item.split("=", 1) for item in raw.decode().split("\0") if item)
+            cmdline = Path(f"/proc/{bot.pid}/cmdline").read_bytes().split(b"\0")
+            return inside, host, cmdline
+
+    inside, host, cmdline = trio.run(main)
+    assert os.path.basename(cmdline[0]) == b"bwrap"
+    assert not any(b"BOT_SETTING" in arg or b"42" == arg for arg in cmdline)  # nor on its command line
+    assert host == {**HOST_ENV, ENV_TOKEN: host[ENV_TOKEN]}  # the arena's, and its token
+    assert inside["BOT_SETTING"] == "42" and inside[ENV_TOKEN] == host[ENV_TOKEN]
+    assert "REFEREE_ONLY" not in inside and "REFEREE_ONLY" not in host
+
+
+EVIL_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void escape(void) {
+    const char *marker = getenv("EVIL_MARKER");
+    if (marker) {
+        int fd = open(marker, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) { write(fd, "ran outside\n", 12); close(fd); }
+    }
+    write(2, "PRELOADED\n", 10);
+}
+"""
+
+
+def evil_bot(base: Path) -> Path:
+    """The random bot plus a library whose constructor leaves a marker in a host directory."""
+    d = base / "evil"
+    shutil.copytree(HERE.parent / "bots" / "random", d)
+    (d / "evil.c").write_text(EVIL_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / "evil.so"), str(d / "evil.c")], check=True)
+    (d / "bot.toml").write_text('name = "evil"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+    for p in [d, *d.iterdir()]:
+        p.chmod(0o755 if p.is_dir() or p.suffix == ".so" else 0o644)
+    outside = base / "outside"
+    outside.mkdir()
+    outside.chmod(0o777)  # any uid could leave the marker here, the bot's own included
+    return d
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the library")
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_loader_library_runs_only_inside_the_sandbox(base, sandbox):
+    """A bot whose environment preloads a library from its directory (set past the manifest's
+    check, as a future config path might): the library loads into the bot's own process, inside,
+    and never into a host process, so its marker never appears; the game finishes normally."""
+    d = evil_bot(base)
+    marker = base / "outside" / "marker"
+    spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": str(d / "evil.so"), "EVIL_MARKER": str(marker)})
+    rec, stderr = trio.run(play_table, [spec, load_bot("random")], Launcher(sandbox=sandbox))
+    assert "PRELOADED" in stderr[0]  # it did load, in the bot
+    assert not marker.exists(), marker.read_text()
+    assert not rec.faults and rec.result is not None
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the library")
+@pytest.mark.parametrize("sandbox", MODES)
+@pytest.mark.parametrize("command", ["check", "tournament"])
+def test_a_loader_variable_in_bot_toml_is_refused_by_every_entry_point(base, sandbox, command):
+    d = evil_bot(base)
+    marker = base / "outside" / "marker"
+    (d / "bot.toml").write_text((d / "bot.toml").read_text()
+                                + f'[env]\nLD_PRELOAD = "{d / "evil.so"}"\nEVIL_MARKER = "{marker}"\n')
+    args = (["check", str(d), "--games", "1"] if command == "check" else
+            ["tournament", "--bot", str(d), "--bot", "random", "--deals", "1", "--plain",
+             "--store", str(base / "store" / "arena.sqlite")])
+    result = CliRunner().invoke(app, [*args, *FLAGS[sandbox]])
+    assert result.exit_code == 2, result.output
+    assert "LD_PRELOAD cannot be set by a bot" in result.output and "Traceback" not in result.output
+    assert not marker.exists()
+
+
+# -- a colluding pair at one table --------------------------------------------------------------
+
+CHANNELS = {
+    "flock", "F_OFD_SETLK", "F_SETLK", "F_OFD_GETLK", "F_GETLK", "read /proc/locks", "io_setup",
+    "io_uring_setup", "read /proc/sys/fs/aio-nr", "inotify_init1", "fanotify_init", "open /dev/ptmx",
+    "read /proc/sys/kernel/pty/nr", "posix_fadvise DONTNEED", "preadv2 RWF_NOWAIT", "mincore", "cachestat",
+    "keyctl join named keyring", "add_key", "read /proc/keys", "sysinfo", "TCP socket (moves /proc/net/sockstat)",
+    *(f"read {p}" for p in ("/proc/loadavg", "/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/pressure/cpu",
+                            "/proc/sys/fs/inode-nr", "/proc/sys/fs/file-nr", "/proc/interrupts",
+                            "/proc/diskstats", "/proc/softirqs", "/proc/uptime")),
+    "ptrace", "process_vm_readv", "bpf", "perf_event_open", "userfaultfd", "mount", "unshare user namespace",
+    "setns", "init_module", "reboot", "swapon", "unshare -U -r", "no_new_privs", "seccomp",
+    "futex wait on a shared file page", "pid namespace of its own",
+}
+SYSCALLS = {name for name in CHANNELS
+            if not name.startswith(("read ", "open ", "unshare -U", "no_new", "seccomp", "futex", "pid "))}
+
+
+def assert_closed(report: dict[str, str]) -> None:
+    assert CHANNELS <= set(report), CHANNELS - set(report)
+    assert {k: v for k, v in report.items() if v.startswith("LEAK")} == {}
+    for name in SYSCALLS:  # the filter's answer, not a kernel's EINVAL after it ran the call
+        assert report[name] == "denied EPERM", (name, report[name])
+    for name in CHANNELS - SYSCALLS - {"unshare -U -r", "no_new_privs", "seccomp", "futex wait on a shared file page",
+                                       "pid namespace of its own"}:
+        assert report[name] in ("absent", "empty", "denied EACCES", "denied EPERM"), (name, report[name])
+    assert report["unshare -U -r"] == "denied" and report["no_new_privs"] == "set" and report["seccomp"] == "filtered"
+    assert report["futex wait on a shared file page"] == "denied EAGAIN"
+    assert report["pid namespace of its own"] == "yes"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_colluding_pair_learns_nothing(base, sandbox):
+    """Two differently named bots at one 3-seat table, each sending its hand and reading the
+    other's through every channel: each primitive fails, and the game ends with a result."""
+    pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
+    rec, stderr = trio.run(play_table, [pair[0], load_bot("random"), pair[1]], Launcher(sandbox=sandbox))
+    for seat in (0, 2):
+        found = reports(stderr[seat])
+        assert found, stderr[seat]  # it ran its probes
+        for report in found:
+            assert_closed(report)
+    assert not rec.faults, rec.faults
+    assert rec.result is not None and rec.result["reason"] != "forfeit"
+    assert sorted(s for group in rec.result["order"] for s in group) == [0, 1, 2]  # every seat placed
+
+
+FUTEX_PAIR = r"""
+import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open("/usr/share/zoneinfo/UTC", os.O_RDONLY)
+page = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)  # the page cache's page: keyed by the file
+word = ctypes.c_uint32.from_address(page).value
+if sys.argv[1] == "wait":
+    print("waiting", flush=True)
+    timeout = (ctypes.c_long * 2)(5, 0)
+    r = libc.syscall(202, ctypes.c_void_p(page), 0, ctypes.c_uint32(word), timeout, None, 0)  # FUTEX_WAIT, shared
+    print(f"woken {r == 0} errno {ctypes.get_errno()}", flush=True)
+else:
+    woke = 0
+    for _ in range(20):
+        woke += max(libc.syscall(202, ctypes.c_void_p(page), 1, 1, None, None, 0), 0)  # FUTEX_WAKE, shared
+        time.sleep(0.05)
+    print(f"woke {woke}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox):
+    """One seat waits on a shared futex in a page of a file both map, the other wakes it: keyed
+    by the file, this passes a bit per wake between sandboxes unless waiting is refused."""
+    (base / "futex.py").write_text(FUTEX_PAIR)
+    (base / "futex.py").chmod(0o644)
+
+    async def main():
+        kw = dict(sandbox=sandbox, namespaces=not sandbox)
+        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait"], base, **kw)
+        async with waiter:
+            assert await waiter.receive_line(30) == "waiting"
+            waker = await start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
+            async with waker:
+                woke = await waker.receive_line(30)
+            return woke, await waiter.receive_line(30)
+
+    woke, waited = trio.run(main)
+    assert woke == "woke 0"
+    assert waited == f"woken False errno {errno.EAGAIN}"  # refused at once, not woken, not a timeout
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_colluders_in_arena_tournament_finish_without_a_fault(base, sandbox):
+    """Through ``arena tournament``: a colluder that saw any channel open answers out of range,
+    which the store would show as a forfeit."""
+    bots = [str(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
+    store = base / "store" / "arena.sqlite"
+    result = CliRunner().invoke(app, ["tournament", "--name", "collusion", "--bot", bots[0], "--bot", bots[1],
+                                      "--bot", "random", "--seats", "3", "--deals", "1", "--plain",
+                                      "--store", str(store), *FLAGS[sandbox]])
+    assert result.exit_code == 0, result.output
+    s = Store(store, readonly=True)
+    try:
+        games = s.games(tournament="collusion", limit=100)
+    finally:
+        s.close()
+    assert games
+    for g in games:
+        assert g["result"].get("forfeits", {}) == {}, g["result"]
+        assert g["reason"] != "forfeit"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_colluder_in_arena_check_finds_every_channel_closed(base, sandbox):
+    bot = copy_colluder(base / "colluder", "colluder")
+    result = CliRunner().invoke(app, ["check", str(bot), "--games", "1", "--rules", "classic", "--json",
+                                      *FLAGS[sandbox]])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{"):])
+    assert report["faults"] == {} and report["played"] == report["planned"] > 0
+
+
+# -- each layer alone, and fail closed ------------------------------------------------------------
+
+def test_a_mode_is_skipped_only_where_the_machine_lacks_it():
+    """The tests above skip a mode whose probe fails; a probe must fail for a reason of the
+    machine's, never because of our own sandbox (a skip would hide exactly that): where a plain
+    ``bwrap`` runs, ours runs, and a root referee that can unshare namespaces gets namespaces mode."""
+    for problem in (BWRAP_PROBLEM, NS_PROBLEM):
+        assert "system-call filter" not in (problem or ""), problem
+    bwrap = containment.find_bwrap()
+    if bwrap and subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--", "/usr/bin/true"],
+                                capture_output=True, timeout=30).returncode == 0:
+        assert BWRAP_PROBLEM is None
+    if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "-n", "-i", "-u", "/usr/bin/true"],
+                                            capture_output=True, timeout=30).returncode == 0:
+        assert NS_PROBLEM is None
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatch, fresh_probes):
+    """With the system-call filter emptied (as if a rule were lost), the channels it closes open
+    (so the pair's test can tell), but bubblewrap's --disable-userns still refuses a nested user
+    namespace, and no_new_privs is still set, in both modes."""
+    monkeypatch.setattr(seccomp, "_rules", lambda sc: [])
+    pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
+    rec, stderr = trio.run(play_table, pair, Launcher(sandbox=sandbox))
+    report = reports(stderr[0])[0]
+    assert report["F_OFD_SETLK"].startswith("LEAK") and report["inotify_init1"].startswith("LEAK")
+    assert report["no_new_privs"] == "set"
+    if sandbox:  # in namespaces mode the filter is the only guard against a nested user namespace
+        assert report["unshare -U -r"] == "denied"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_no_filter_no_bot(sandbox, monkeypatch, fresh_probes):
+    """A filter that cannot be built stops every contained start (never a bot without it), and the
+    launcher says so before any game."""
+    def broken():
+        raise seccomp.FilterUnavailable("the system-call filter cannot be built: test")
+    monkeypatch.setattr(seccomp, "bpf", broken)
+    with pytest.raises(SandboxUnavailable, match="system-call filter"):
+        trio.run(lambda: start_bot(["/usr/bin/true"], "/usr/bin", sandbox=sandbox, namespaces=not sandbox))
+    with pytest.raises(ContainmentError, match="system-call filter"):
+        trio.run(Launcher(sandbox=sandbox).mode)
+
+
+def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fresh_probes):
+    monkeypatch.setattr(containment, "BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(ContainmentError, match="bubblewrap") as caught:
+        trio.run(Launcher(sandbox=True).mode)
+    assert "bwrap not found" in str(caught.value)
+    result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--sandbox"])
+    assert result.exit_code != 0 and "bubblewrap" in result.output and "Traceback" not in result.output
+    assert "containment: namespaces" not in result.output
+    if NS_PROBLEM is None:  # the default still falls back, and says which one it chose
+        assert trio.run(Launcher().mode) == NAMESPACES

@@ -1,0 +1,169 @@
+"""Deal suites: `arena deals make` / `from-games` / `show`, and `arena match --suite` (and `arena tournament --suite`) playing a
+suite (its seeds, never shown to a bot) with the per-deal flip report."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+from typer.testing import CliRunner
+
+from arena.bots.manifest import load_bot
+from arena.cli.main import app
+from arena.engine import rules_from
+from arena.ladder import run_match
+from arena.tournament.store import Store
+from arena.tournament.suites import Suite, SuiteError, load_suite, make_suite, save_suite, suite_from_games
+
+from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    import arena.bots.launch
+    monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
+
+
+def test_make_writes_a_private_suite_and_show_hides_the_seeds(tmp_path: Path):
+    path = tmp_path / "s.json"
+    done = runner.invoke(app, ["deals", "make", str(path), "-n", "7", "--rules", "shithead", "--players", "3"])
+    assert done.exit_code == 0, done.output
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    suite = load_suite(path)
+    assert len(suite.deals) == 7 == len(set(suite.deals)) and suite.players == 3 and suite.rules.name == "shithead"
+    shown = runner.invoke(app, ["deals", "show", str(path)])
+    assert shown.exit_code == 0 and "7 deals" in shown.output
+    assert not any(str(s) in shown.output for s in suite.deals)
+    again = runner.invoke(app, ["deals", "make", str(path)])
+    assert again.exit_code == 2 and "--force" in again.output and load_suite(path) == suite
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("{", "is not JSON"),
+    ('{"format": "other"}', "is not a deal suite"),
+    ('{"format": "palace-deal-suite", "version": 9}', "suite version 9"),
+    ('{"format": "palace-deal-suite", "version": 1, "rules": {"name": "classic"}, "players": 2, "deals": []}',
+     "non-empty list"),
+    ('{"format": "palace-deal-suite", "version": 1, "rules": {"name": "classic"}, "players": 2, '
+     '"deals": [{"seed": -4}]}', "deal 1 needs a 'seed'"),
+    ('{"format": "palace-deal-suite", "version": 1, "rules": {"name": "classic"}, "players": 9, '
+     '"deals": [{"seed": 4}]}', "players, not 9"),
+])
+def test_broken_suites_are_named(tmp_path: Path, text: str, needle: str):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(SuiteError, match=needle):
+        load_suite(path)
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store"])
+    assert done.exit_code == 2 and "Traceback" not in done.output
+
+
+def test_match_plays_the_suites_deals_in_order_and_reports_flips(tmp_path: Path):
+    store = Store(tmp_path / "s.sqlite")
+    suite = make_suite(rules_from("shithead", {}), 2, 6)
+    progress, tid = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, suite=suite,
+                                               max_games=100, max_turns=600, store=store, launcher=policy_launcher()))
+    games = {g["index"]: g for g in store.games(tournament=tid, limit=100)}
+    assert progress.games == 12 and len(progress.deal_pairs) == 6
+    assert [games[2 * d]["seed"] for d in range(6)] == list(suite.deals)
+    assert [games[2 * d + 1]["seed"] for d in range(6)] == list(suite.deals)
+    # the same bots on fresh deals are another match (another resume key)
+    _, fresh = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, max_games=2,
+                                          max_turns=600, store=store, launcher=policy_launcher()))
+    assert fresh != tid
+    with pytest.raises(Exception, match="other rules"):
+        trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("classic", {}), suite=suite,
+                                   launcher=policy_launcher()))
+    store.close()
+
+
+def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
+    path = tmp_path / "s.json"
+    save_suite(path, make_suite(rules_from("shithead", {}), 2, 8))
+    md = tmp_path / "m.md"
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store", "--max-turns", "600",
+                               "--json", "--summary", str(md)])
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    report = data["deals_report"]
+    assert [r["deal"] for r in report] == list(range(1, 9))
+    counts = {name: sum(r["pair"] == name for r in report) for name in data["pairs"]}
+    assert counts == data["pairs"]
+    text = md.read_text()
+    assert "per deal of the suite (8 played)" in text and "flipped from a win to a loss (LL" in text
+    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic"])
+    assert with_rules.exit_code == 2 and "the suite sets the rules" in with_rules.output
+
+
+def test_from_games_cuts_the_games_a_bot_lost_and_names_them(tmp_path: Path, in_process):
+    store_path = tmp_path / "s.sqlite"
+    store = Store(store_path)
+    trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("classic", {}), max_games=16,
+                               max_turns=600, store=store, launcher=policy_launcher()))
+    rows = store.games(limit=100)
+    lost_games = [g for g in rows if not (len(g["result"]["order"][0]) == 1
+                                          and g["seats"][g["result"]["order"][0][0]] == "lowest@1.0")]
+    assert lost_games and len(lost_games) < len(rows)  # lowest loses some games to highest, not all
+    lost = {}
+    for g in lost_games:
+        lost.setdefault(g["seed"], g["id"])
+    suite = suite_from_games(store, lost_by="lowest@1.0")
+    assert set(suite.deals) == set(lost) and {suite.origin(i) for i in range(len(suite.deals))} <= set(lost.values())
+    store.close()
+    path = tmp_path / "lost.json"
+    done = runner.invoke(app, ["deals", "from-games", str(path), "--lost-by", "lowest@1.0", "--store", str(store_path)])
+    assert done.exit_code == 0, done.output
+    assert load_suite(path).deals == suite.deals and stat.S_IMODE(path.stat().st_mode) == 0o600
+    shown = runner.invoke(app, ["deals", "show", str(path)])
+    assert f"cut from {len(suite.deals)} stored games" in shown.output
+    # the flip report names the stored game each deal came from
+    played = runner.invoke(app, ["match", "heuristic", "lowest", "--suite", str(path), "--no-store",
+                                 "--max-turns", "600"])
+    assert played.exit_code == 0, played.output
+    assert "per deal of the suite" in played.stdout
+    none = runner.invoke(app, ["deals", "from-games", str(tmp_path / "x.json"), "--lost-by", "nobody@1",
+                               "--store", str(store_path)])
+    assert none.exit_code == 2 and "no stored games lost by nobody@1" in none.output
+
+
+def test_bots_never_see_a_suites_seeds(tmp_path: Path):
+    """Every line sent to either bot during a suite match: no deal seed in any of them."""
+    sent: list[str] = []
+
+    async def launch(spec):
+        bot = ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))
+        original = bot.send_line
+
+        async def send_line(text: str) -> None:
+            sent.append(text)
+            await original(text)
+        bot.send_line = send_line  # type: ignore[method-assign]
+        return bot
+    suite = make_suite(rules_from("classic", {}), 2, 3)
+    trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, suite=suite, max_turns=400,
+                               launcher=launch))
+    assert sent and not any(str(seed) in line for seed in suite.deals for line in sent)
+
+
+def test_match_on_a_suite_end_to_end(tmp_path: Path):
+    """Real bot processes: arena deals make, then arena match --suite with the SPRT; the exit status
+    is the verdict whichever it is (the deals are fresh each run)."""
+    path = tmp_path / "s.json"
+    def arena(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=240)
+    assert arena("deals", "make", str(path), "-n", "40", "--rules", "shithead").returncode == 0
+    done = arena("match", "lowest", "highest", "--suite", str(path), "--sprt", "0,100", "--max-turns", "600",
+                 "--store", str(tmp_path / "st.sqlite"), "--json")
+    data = json.loads(done.stdout)
+    assert done.returncode == {"accept_h1": 0, "accept_h0": 1, "max_games": 3}[data["status"]], done.stderr
+    assert "from the suite" in done.stderr and len(data["deals_report"]) == data["deals"] <= 40
+    assert data["wins"] > data["losses"]  # lowest beats highest
+    assert "readable by other users" not in done.stderr

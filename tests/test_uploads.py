@@ -1,0 +1,212 @@
+"""Uploads (``arena serve --allow-submit``): unpacked into a private copy inside a store directory
+that is 0700 from its first moment, before anything reads them; a damaged archive is one clear
+refusal that leaves nothing behind, directly and over HTTP."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+
+from arena.serve.submit import private_copy_dir
+from arena.serve.upload import UploadError, unpack
+from tests.test_serve import LIMITS, MANIFEST, ServerProc, multipart, zip_bytes
+
+BOT_PY = b"print('hello')\n" * 40
+
+
+def _lying_size() -> bytes:
+    """bot.py stored (not compressed) with both headers claiming it is 50 bytes: reading stops early
+    and its CRC cannot match (zipfile raises BadZipFile)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("bot.toml", MANIFEST)
+        zf.writestr("bot.py", BOT_PY)
+    data = bytearray(buf.getvalue())
+    for sig, at in ((b"PK\x03\x04", (18, 22)), (b"PK\x01\x02", (20, 24))):
+        start = 0
+        while (i := data.find(sig, start)) >= 0:
+            start = i + 4
+            name_at = i + (30 if sig == b"PK\x03\x04" else 46)
+            if bytes(data[name_at:name_at + 6]) == b"bot.py":
+                for off in at:
+                    data[i + off:i + off + 4] = struct.pack("<I", 50)
+    return bytes(data)
+
+
+def _bad_deflate() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bot.toml", MANIFEST)
+        zf.writestr("bot.py", os.urandom(2000))
+    data = bytearray(buf.getvalue())
+    i = data.find(b"PK\x03\x04", 4)  # the second entry's local header, then its data
+    body = i + 30 + 6
+    data[body:body + 64] = b"\xff" * 64
+    return bytes(data)
+
+
+def _unknown_method() -> bytes:
+    data = bytearray(zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY}))
+    for sig, off in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        start = 0
+        while (i := data.find(sig, start)) >= 0:
+            start = i + 4
+            data[i + off:i + off + 2] = struct.pack("<H", 99)  # AES: zipfile cannot read it
+    return bytes(data)
+
+
+DAMAGED = [pytest.param(_lying_size(), id="size-lies"), pytest.param(_bad_deflate(), id="bad-deflate"),
+           pytest.param(_unknown_method(), id="unknown-method")]
+
+
+@pytest.mark.parametrize("archive", DAMAGED)
+def test_a_damaged_archive_is_one_refusal_that_leaves_nothing(tmp_path: Path, archive: bytes) -> None:
+    dest = tmp_path / "job"
+    with pytest.raises(UploadError, match="refused: the archive is damaged|not a readable zip"):
+        unpack(archive, dest, **LIMITS)
+    assert not dest.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_the_lying_zip_is_damaged_only_past_its_first_file(tmp_path: Path) -> None:
+    """The size-lies archive gets as far as writing bot.toml: the refusal must undo that."""
+    zf = zipfile.ZipFile(io.BytesIO(_lying_size()))
+    assert zf.read("bot.toml") == MANIFEST
+    with pytest.raises(zipfile.BadZipFile):
+        zf.read("bot.py")
+
+
+def test_an_unpacked_bot_is_private(tmp_path: Path) -> None:
+    root = unpack(zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY}), tmp_path / "job", **LIMITS)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+def test_the_store_dir_and_uploads_are_0700_from_their_first_moment(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every directory made for a fresh server's first upload is 0700 the moment it exists (with a
+    umask of 0, a plain mkdir would make it 0777 until something tightened it)."""
+    store = tmp_path / "fresh" / "arena-data" / "arena.sqlite"
+    made: dict[Path, int] = {}
+    real_mkdir = os.mkdir
+
+    def mkdir(path, mode=0o777, *a, **kw):
+        real_mkdir(path, mode, *a, **kw)
+        made[Path(path)] = stat.S_IMODE(os.stat(path).st_mode)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    old = os.umask(0)
+    try:
+        uploads = private_copy_dir(store)
+        unpack(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS)
+    finally:
+        os.umask(old)
+    private = [p for p in made if p == store.parent or store.parent in p.parents]
+    assert {store.parent, uploads, uploads / "job"} <= set(private)
+    assert {p: made[p] for p in private} == {p: 0o700 for p in private}
+    assert stat.S_IMODE(store.parent.stat().st_mode) == 0o700
+
+
+def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path: Path) -> None:
+    """A server with no store directory yet: a damaged zip and a folder without bot.toml are each
+    a 400 that says why, the store directory is 0700, and no upload folder is left."""
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    server = ServerProc(store, "--allow-submit")
+    try:
+        for archive, why in ((_lying_size(), b"the archive is damaged"), (zip_bytes({"readme.txt": b"hi"}), b"no bot.toml"),
+                             (zip_bytes({"bot.toml": b"name = 3\n"}), b"bot.toml")):
+            body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
+            status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
+            assert status == 400 and why in text, text[-2000:]
+        assert "Traceback" not in server.stderr()
+        assert stat.S_IMODE(store.parent.stat().st_mode) == 0o700
+        uploads = store.parent / "uploads"
+        assert stat.S_IMODE(uploads.stat().st_mode) == 0o700
+        assert [p.name for p in uploads.iterdir()] == [".arena-bot-copies"]
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- arena submit: checked from the ladder's copy
+
+def test_a_bot_swapped_after_its_check_never_reaches_the_ladder(tmp_path: Path) -> None:
+    """The check runs on the ladder's copy, made first inside the closed store: a bot directory
+    whose files are swapped while (or after) it is checked joins with the files that were checked."""
+    import trio
+
+    from arena.bots.manifest import load_bot
+    from arena.ladder import load_ladder, members, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    bot = bot_copy(tmp_path, "random", "9")
+    honest = load_bot(bot).files_hash()
+    checked: list[Path] = []
+
+    async def swapping_check(spec):
+        checked.append(spec.root)
+        (bot / "bot.py").write_text("import os  # the cheat, swapped in once the check has begun\n")
+        return {"ok": True, "bot": spec.label, "faults": {}}
+    try:
+        trio.run(submit, ladder, str(bot), store, ctx(checker=swapping_check))
+        copy = snapshot_dir(store, ladder, "random@9")
+        assert checked == [copy] and store.path.resolve().parent in copy.parents
+        m = next(m for m in members(store, ladder.name) if m.label == "random@9")
+        assert m.hash == honest and load_bot(m.ref).files_hash() == honest
+        assert "the cheat" not in (copy / "bot.py").read_text()
+    finally:
+        store.close()
+
+
+def test_a_refused_submission_leaves_no_copy(tmp_path: Path) -> None:
+    import trio
+
+    from arena.ladder import CheckFailed, load_ladder, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+
+    async def faulty(spec):
+        return {"ok": False, "bot": spec.label, "faults": [{"reason": "timeout", "message": "no reply"}]}
+    try:
+        with pytest.raises(CheckFailed):
+            trio.run(submit, ladder, str(bot_copy(tmp_path, "random", "9")), store, ctx(checker=faulty))
+        assert not snapshot_dir(store, ladder, "random@9").exists()
+        assert not (store.path.resolve().parent / "ladder-bots").exists()
+    finally:
+        store.close()
+
+
+def test_a_link_in_a_submitted_bot_is_copied_as_a_link_never_as_what_it_points_to(tmp_path: Path) -> None:
+    """A bot folder holding a link to a file its author may not read (here: the store's secret deal
+    key) must not get that file's bytes into the ladder's copy, which the bot then runs from."""
+    import trio
+
+    from arena.ladder import load_ladder, open_store, snapshot_dir, submit
+    from tests.test_ladder import bot_copy, ctx, write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    from arena.tournament.seeds import load_secret
+    load_secret(store.path.resolve().parent)  # made 0600 on first use, as a tournament would
+    secret = store.path.resolve().parent / "secret.key"
+    assert secret.exists()
+    bot = bot_copy(tmp_path, "random", "9")
+    (bot / "loot").symlink_to(secret)
+
+    async def passing(spec):
+        return {"ok": True, "bot": spec.label, "faults": {}}
+    try:
+        trio.run(submit, ladder, str(bot), store, ctx(checker=passing))
+        copied = snapshot_dir(store, ladder, "random@9") / "loot"
+        assert copied.is_symlink()  # the bot sees a link, which resolves only where the bot may look
+        assert os.readlink(copied) == str(secret)
+    finally:
+        store.close()
