@@ -20,6 +20,7 @@ STRENGTH = {
     "lowest": "93.7% vs random (classic); 99.7% (shithead)",
     "heuristic": "46.6% vs lowest (classic)",
     "heuristic-setup": "55.4% vs heuristic, 51.6% vs lowest (classic)",
+    "learned": "68.2% vs heuristic, 64.4% vs lowest (classic)",
     "montecarlo": "83.2% vs heuristic-setup at 10 ms per decision (classic)",
     "ismcts": "76.3% vs heuristic-setup at 10 ms; 91.0% vs heuristic at 1 s (classic)",
 }

@@ -15,6 +15,11 @@ the ratios, not the absolute figures, on a shared machine):
   the referee core, counted in game turns (the learner's and the opponents'), and the same
   against the bundled random bot run as processes (``Program("random")``: a round trip per
   opponent decision, on the blocking shell).
+* ``training env``: what ``examples/rl/train.py`` steps (``examples/rl/wrappers.py`` around
+  ``PalaceSingleEnv`` against the JSON ``heuristic``; setup by the table), in learner decisions
+  and in game turns. With ``--train-log run/log.csv`` the training loop's own decisions per
+  second (its last row) are printed beside it: their ratio is the share of a training step
+  that the environment costs.
 """
 
 from __future__ import annotations
@@ -104,11 +109,33 @@ def single_rate(rules, players: int, seconds: float, program: bool = False) -> f
     return rate
 
 
+def training_rate(rules, players: int, seconds: float) -> tuple[float, float]:
+    """(learner decisions/s, game turns/s) of the training example's env, random legal play."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "rl"))
+    from wrappers import LearnerEnv
+    rng = random.Random(1)
+    e = LearnerEnv(PalaceSingleEnv(rules, opponents=["heuristic"] * (players - 1), seat=None))
+    steps, turns, seed = 0, 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        seed += 1
+        e.reset(seed=seed)
+        done = False
+        while not done:
+            legal = np.flatnonzero(e.action_masks())
+            _, _, terminated, truncated, _ = e.step(int(legal[int(rng.random() * len(legal))]))
+            done, steps = terminated or truncated, steps + 1
+        turns += e.unwrapped.core.state.turn
+    t = time.perf_counter() - t0
+    return steps / t, turns / t
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rules", default="classic")
     p.add_argument("--players", type=int, default=2)
     p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--train-log", type=Path, default=None, help="a training run's log.csv (examples/rl/train.py)")
     a = p.parse_args()
     rules = rules_from(a.rules)
     print(f"{a.rules}, {a.players} players, random play, {IMPLEMENTATION} engine, {a.seconds:g} s each")
@@ -126,6 +153,15 @@ def main() -> None:
           f"{program / base:.2f} |", flush=True)
     print("turns per second of this process's CPU: " + ", ".join(
         f"{k} {v:,.0f} ({v / CPU['engine']:.2f})" for k, v in CPU.items()))
+    d, t = training_rate(rules, a.players, a.seconds)
+    print(f"| training env vs heuristic (learner decisions) | {d:,.0f} steps/s | {d / base:.3f} |")
+    print(f"| training env vs heuristic (game turns) | {t:,.0f} turns/s | {t / base:.2f} |", flush=True)
+    if a.train_log:
+        import csv
+        last = list(csv.DictReader(a.train_log.open()))[-1]
+        sps = float(last["steps_per_s"])
+        print(f"| training loop, {a.train_log} (learner decisions) | {sps:,.0f} steps/s | {sps / base:.3f} "
+              f"| the env's share of a step: {sps / d:.0%} |")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from arena.ai.match import MatchClock, play  # noqa: E402
 from arena.ai.setup_table import fallback_table  # noqa: E402
 from arena.engine import preset  # noqa: E402
 
-LADDER = ["random", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts"]
+LADDER = ["random", "lowest", "heuristic", "heuristic-setup", "learned", "montecarlo", "ismcts"]
 SEARCH = {"montecarlo", "ismcts", "montecarlo-uniform", "ismcts-uniform"}  # and every ismcts-VARIANT
 DEFAULT_PAIRS = [("lowest", "random"), ("heuristic", "lowest"), ("heuristic-setup", "lowest"),
                  ("heuristic-setup", "heuristic"), ("montecarlo", "heuristic-setup"),
@@ -56,6 +56,9 @@ def make_agent(name: str, seed: int, opts) -> object:
         return HeuristicAgent(seed=seed)
     if name == "heuristic-nosetup":  # the engine heuristic with the untrained 'high cards up' setup
         return HeuristicAgent(table=fallback_table(), seed=seed)
+    if name == "learned" or name.startswith("learned@"):  # learned@PATH: other weights (an untrained net)
+        from arena.ai.learned import LearnedAgent
+        return LearnedAgent(name.partition("@")[2] or None, seed=seed)
     kw = {"horizon": opts.horizon} if getattr(opts, "horizon", None) else {}
     base, _, variant = name.partition("-")
     if base in ("montecarlo", "ismcts") and variant in ("", "uniform"):
@@ -67,7 +70,7 @@ def make_agent(name: str, seed: int, opts) -> object:
         for v in variant.split("+"):
             kw.update(ISMCTS_VARIANTS[v])
         return ISMCTSAgent(budget, seed=seed, **kw)
-    raise SystemExit(f"unknown bot {name!r}; known: {', '.join(LADDER + ['heuristic-nosetup'])}, "
+    raise SystemExit(f"unknown bot {name!r}; known: {', '.join(LADDER + ['heuristic-nosetup', 'learned@WEIGHTS'])}, "
                      f"montecarlo-uniform, ismcts-uniform, ismcts-{'/'.join(ISMCTS_VARIANTS)} (joined by '+')")
 
 

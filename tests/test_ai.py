@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.ai.agents import HeuristicAgent, ISMCTSAgent, MonteCarloAgent
+from arena.ai.agents import HeuristicAgent, ISMCTSAgent, MonteCarloAgent, reference_agent
 from arena.ai.budget import Budget
 from arena.ai.match import play
 from arena.ai.observe import Observer, action_key, parse_action
@@ -181,10 +181,11 @@ def tiny_agents():
         "heuristic-setup": lambda seed: HeuristicAgent(seed=seed),
         "montecarlo": lambda seed: MonteCarloAgent(Budget(iterations=1), seed=seed, horizon=8),
         "ismcts": lambda seed: ISMCTSAgent(Budget(iterations=6), seed=seed, horizon=8),
+        "learned": lambda seed: reference_agent("learned", seed=seed),
     }
 
 
-@pytest.mark.parametrize("bot", ["heuristic-setup", "montecarlo", "ismcts"])
+@pytest.mark.parametrize("bot", ["heuristic-setup", "montecarlo", "ismcts", "learned"])
 def test_bot_plays_every_rule_set(bot):
     """Complete legal games in-process (``play`` rejects any id not offered); no fallbacks."""
     make = tiny_agents()[bot]
@@ -232,7 +233,7 @@ class Bot:
         return json.loads(self.lines.get(timeout=timeout))
 
 
-@pytest.mark.parametrize("name", ["heuristic-setup", "montecarlo", "ismcts"])
+@pytest.mark.parametrize("name", ["heuristic-setup", "montecarlo", "ismcts", "learned"])
 def test_bot_program_protocol(name):
     rules = PRESETS["classic"]
     bot = Bot(name, {"MC_MS": "20", "ISMCTS_MS": "20"})

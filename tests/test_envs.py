@@ -1,6 +1,9 @@
-"""arena.envs: the PettingZoo AEC environment passes PettingZoo's API test under presets,
-options and table sizes; masks are exactly the legal actions; the Gymnasium wrapper plays
-whole games against arena bots; the fixed action space round-trips every request action."""
+"""arena.envs: the PettingZoo AEC environment passes PettingZoo's API, seed and render tests
+under every preset at 2 and 4 seats and under option mixes (its parallel test does not apply:
+the game is turn-based, ``is_parallelizable`` is False); the one-seat Gymnasium env passes
+Gymnasium's ``check_env`` under each illegal-action policy that lets it; observations stay in
+their bounded space; masks are exactly the legal actions; the fixed action space round-trips
+every request action."""
 
 from __future__ import annotations
 
@@ -12,11 +15,12 @@ import pytest
 pettingzoo = pytest.importorskip("pettingzoo", reason="the rl extra is not installed: pip install '.[rl]'")
 gymnasium = pytest.importorskip("gymnasium", reason="the rl extra is not installed: pip install '.[rl]'")
 
-from pettingzoo.test import api_test  # noqa: E402
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+from pettingzoo.test import api_test, render_test, seed_test  # noqa: E402
 
 from arena.engine import PRESETS, legal_actions  # noqa: E402
 from arena.engine.views import action_json  # noqa: E402
-from arena.envs import N_ACTIONS, PalaceEnv, PalaceSingleEnv, env, json_index, request_mask  # noqa: E402
+from arena.envs import N_ACTIONS, OBS_HIGH, PalaceEnv, PalaceSingleEnv, env, json_index, request_mask  # noqa: E402
 from arena.envs.actions import engine_index  # noqa: E402
 from tests.test_ai import VARIANTS  # noqa: E402
 
@@ -28,6 +32,90 @@ TABLES = [("classic", 2, None), ("shithead", 4, None), ("skip8", 6, None), ("sme
 @pytest.mark.parametrize("rules,players,options", TABLES)
 def test_pettingzoo_api(rules, players, options):
     api_test(PalaceEnv(rules, players, options), num_cycles=200)
+
+
+@pytest.mark.parametrize("players", [2, 4])
+@pytest.mark.parametrize("rules", sorted(PRESETS))
+def test_pettingzoo_api_and_seed_every_preset(rules, players):
+    api_test(PalaceEnv(rules, players), num_cycles=200)
+    seed_test(lambda: PalaceEnv(rules, players), num_cycles=200)
+
+
+def test_pettingzoo_render():
+    render_test(lambda render_mode=None: PalaceEnv("shithead", 4, render_mode=render_mode))
+
+
+def _strict_check_env(e) -> None:
+    """Gymnasium's checker with its warnings as errors (an unbounded Box warns), except the one
+    about render modes, which it can test only on an env made by ``gymnasium.make``."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*alternative render modes.*")
+        check_env(e)
+
+
+@pytest.mark.parametrize("illegal", [None, "penalize", "random_legal"])
+@pytest.mark.parametrize("rules,opponents", [("classic", ["random"]), ("shithead", ["lowest", "heuristic", "random"])])
+def test_gymnasium_check_env(rules, opponents, illegal):
+    kw = {} if illegal is None else {"illegal": illegal}
+    _strict_check_env(PalaceSingleEnv(rules, opponents, **kw))
+
+
+def test_check_env_fails_when_illegal_actions_raise():
+    """Why "raise" is not the default: the checker steps with unmasked random actions."""
+    with pytest.raises(ValueError, match="not legal"):
+        check_env(PalaceSingleEnv("classic", ["random"], illegal="raise"))
+    with pytest.raises(ValueError, match="illegal must be one of"):
+        PalaceSingleEnv("classic", ["random"], illegal="ignore")
+
+
+def test_an_illegal_action_forfeits_under_penalize():
+    g = PalaceSingleEnv("shithead", ["random", "random", "random"], seat=2)
+    obs, _ = g.reset(seed=4)
+    bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+    obs, reward, term, trunc, info = g.step(bad)
+    assert term and not trunc and info["illegal"] == bad
+    assert reward == -1.0 and info["place"] == 4, "the learner forfeits into last place"
+    assert [f["seat"] for f in info["faults"]] == [2] and info["faults"][0]["reason"] == "illegal"
+    assert g.state.result is not None and not g.action_masks().any() and obs["action_mask"].sum() == 0
+    with pytest.raises(RuntimeError, match="reset"):
+        g.step(bad)
+
+
+def test_random_legal_plays_a_legal_action_from_the_seeded_generator():
+    def run(seed):
+        g = PalaceSingleEnv("classic", ["heuristic"], illegal="random_legal")
+        obs, info = g.reset(seed=seed)
+        played, turns = [], 0
+        while True:
+            legal = set(np.flatnonzero(g.action_masks()))
+            assert legal == set(np.flatnonzero(obs["action_mask"]))
+            bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+            before = len(g.core.record.steps)
+            obs, reward, term, trunc, info = g.step(bad)
+            assert info["illegal"] == bad and info["played"] in legal
+            assert len(g.core.record.steps) > before, "the game moved on"
+            played.append(info["played"])
+            turns += 1
+            if term or trunc or turns > 300:
+                return played
+    assert run(7) == run(7)
+    assert len(run(7)) > 3
+
+
+def test_observations_stay_in_their_bounds():
+    space = PalaceEnv("classic", 2).observation_space("seat_0")["observation"]
+    assert np.isfinite(space.high).all() and (space.low == 0).all() and (space.high == OBS_HIGH).all()
+
+
+def test_tables_beyond_the_spaces_are_refused():
+    from arena.engine.rules import rules_from
+    big = rules_from("classic", {"decks": 4})
+    with pytest.raises(ValueError, match="at most 3"):
+        PalaceEnv(big, 2)
+    with pytest.raises(ValueError, match="at most 3"):
+        PalaceSingleEnv(big, ["random"])
 
 
 def test_wrapped_env_passes_too():
@@ -122,50 +210,12 @@ def test_fast_encoding_equals_the_views(name, rules):
     n = 0
     while state.result is None and n < 300:
         for seat in range(players):
-            np.testing.assert_array_equal(encode_state(state, seat), encode(seat_view(state, seat), rules, players))
+            x = encode_state(state, seat)
+            np.testing.assert_array_equal(x, encode(seat_view(state, seat), rules, players))
+            assert (x >= 0).all() and (x <= OBS_HIGH).all(), np.flatnonzero(x > OBS_HIGH)
         acts = legal_actions(state)
         state = apply_action(state, acts[rng.randrange(len(acts))], check=False)[0]
         n += 1
-
-
-def _load(path, name):
-    import importlib.util
-    import sys
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
-    return mod
-
-
-@pytest.mark.parametrize("name,rules", VARIANTS[::2], ids=[v[0] for v in VARIANTS[::2]])
-def test_rl_example_bot_plays_as_the_trained_policy(name, rules):
-    """examples/rl/bot (standard library) chooses exactly what the numpy policy it came from chooses."""
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1] / "examples" / "rl"
-    policy_mod = _load(root / "policy.py", "rl_policy")
-    bot = _load(root / "bot" / "bot.py", "rl_bot")
-    policy = policy_mod.LinearPolicy.load(root / "bot" / "theta.json")
-    players = max(rules.min_players, min(rules.max_players, 3))
-    e = PalaceEnv(rules, players)
-    e.reset(seed=11)
-    rng = random.Random(11)
-    asked = 0
-    for agent in e.agent_iter(3000):
-        obs, _, term, trunc, info = e.last()
-        if term or trunc:
-            e.step(None)
-            continue
-        req = info["request"]
-        if len(req["actions"]) > 1:
-            mask, ids = request_mask(req["actions"])
-            assert bot.choose(req) == ids[policy.greedy(obs["observation"], obs["action_mask"])]
-            asked += 1
-        e.step(int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
-    assert asked > 10
 
 
 @pytest.mark.parametrize("rules,players", [("classic", 2), ("shithead", 3)])

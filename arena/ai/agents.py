@@ -222,7 +222,7 @@ class ISMCTSAgent(HeuristicAgent):
         return ids[best]
 
 
-REFERENCE = ("random", "highest", "lowest", "heuristic", "heuristic-setup", "montecarlo", "ismcts")
+REFERENCE = ("random", "highest", "lowest", "heuristic", "heuristic-setup", "learned", "montecarlo", "ismcts")
 
 
 def reference_agent(name: str, seed: int | None = None, budget: Budget | None = None) -> Agent:
@@ -235,6 +235,9 @@ def reference_agent(name: str, seed: int | None = None, budget: Budget | None = 
                             "heuristic": strategies.heuristic}[name], name)
     if name == "heuristic-setup":
         return HeuristicAgent(seed=seed)
+    if name == "learned":
+        from .learned import LearnedAgent  # the network's weights are read on first use
+        return LearnedAgent(seed=seed)
     if name == "montecarlo":
         return MonteCarloAgent(budget or Budget(ms=10), seed=seed)
     if name == "ismcts":

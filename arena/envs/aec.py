@@ -27,7 +27,8 @@ from arena.engine.rules import Rules, rules_from
 from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from .actions import MAX_SEATS, N_ACTIONS, engine_index
-from .encode import N_FEATURES, encode_state
+from .encode import N_FEATURES, OBS_HIGH, encode_state
+from .features import check_table
 
 
 ENV_CLOCK = TimeControl(move_ms=1000, bank_ms=0)
@@ -44,8 +45,9 @@ def place_rewards(state) -> list[float]:
 
 
 def spaces() -> tuple[gymnasium.spaces.Dict, gymnasium.spaces.Discrete]:
+    """Every feature lies in [0, ``OBS_HIGH``] (bounded, as Gymnasium's checker asks)."""
     obs = gymnasium.spaces.Dict({
-        "observation": gymnasium.spaces.Box(0.0, np.inf, (N_FEATURES,), np.float32),
+        "observation": gymnasium.spaces.Box(np.zeros(N_FEATURES, np.float32), OBS_HIGH, (N_FEATURES,), np.float32),
         "action_mask": gymnasium.spaces.Box(0, 1, (N_ACTIONS,), np.int8),
     })
     return obs, gymnasium.spaces.Discrete(N_ACTIONS)
@@ -65,6 +67,7 @@ class PalaceEnv(AECEnv):
         if not (2 <= players <= MAX_SEATS and self.rules.min_players <= players <= self.rules.max_players):
             raise ValueError(f"{self.rules.name} is for {self.rules.min_players}-"
                              f"{min(self.rules.max_players, MAX_SEATS)} players here, not {players}")
+        check_table(self.rules, players)
         self.players = players
         self.max_turns = max_turns
         self.with_protocol = protocol

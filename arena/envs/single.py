@@ -6,7 +6,7 @@ decision with its censored events and clock, ``end``) and the learner's ``info["
 is the request a bot would get. Opponents are
 
 * reference bots in process: a name (``"random"``, ``"lowest"``, ``"heuristic"``,
-  ``"heuristic-setup"``, ``"montecarlo"``, ``"ismcts"``) or any object with
+  ``"heuristic-setup"``, ``"learned"``, ``"montecarlo"``, ``"ismcts"``) or any object with
   ``begin(start)``/``choose(request)``/``end(end)``; an exception it raises is a bug and
   propagates;
 * bot programs: :class:`arena.envs.programs.Program` (a bot directory, a bot.toml or a
@@ -16,7 +16,18 @@ is the request a bot would get. Opponents are
 
 Decisions with a single legal action are played for the learner; a step is one real
 choice. Observation and action space are the AEC environment's; the reward comes at
-the end (+1 first ... -1 last).
+the end (+1 first ... -1 last). ``action_masks()`` is the observation's mask as booleans
+(the method sb3-contrib's maskable algorithms call).
+
+An action outside the mask is handled by ``illegal``:
+
+* ``"penalize"`` (the default): the learner forfeits the game, as a bot whose answer is not
+  one of the request's actions forfeits under the referee. It takes the last place (reward
+  -1, or its place in a first-out game), the others play the game out, and ``info["illegal"]``
+  holds the action. Deterministic, so Gymnasium's ``check_env`` passes;
+* ``"random_legal"``: a legal action drawn from the env's own seeded generator is played
+  instead (``info["illegal"]`` holds the action asked for, ``info["played"]`` the index played);
+* ``"raise"``: ``ValueError``, for learners that should never ask for one.
 """
 
 from __future__ import annotations
@@ -39,9 +50,11 @@ from . import programs
 from .aec import make_rules, place_rewards, spaces
 from .actions import N_ACTIONS, engine_index
 from .encode import encode_state
+from .features import check_table
 
 LEARNER = "learner"
 REDEALS = 10  # deals a reset tries when bot programs forfeit before the learner's first decision
+ILLEGAL = ("penalize", "random_legal", "raise")
 
 
 class PalaceSingleEnv(gymnasium.Env):
@@ -51,16 +64,22 @@ class PalaceSingleEnv(gymnasium.Env):
     request announces and what bot programs are held to (default: the tournament default,
     1000 ms a move plus a 10 s bank). ``launcher``: starts bot programs (default: an
     ``arena.bots.launch.Launcher()``, the tournament's containment; pass ``Launcher(trusted=True)``
-    to run them as your own user on purpose).
+    to run them as your own user on purpose). ``illegal``: what an action outside the mask
+    does (``"penalize"``, ``"random_legal"`` or ``"raise"``; see the module's docstring).
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, rules: str | Rules = "classic", opponents: Sequence[Any] = ("random",),
                  options: list[str] | dict[str, Any] | None = None, *, seat: int | None = 0,
-                 max_turns: int = 2000, clock: TimeControl | None = None, launcher: Any = None):
+                 max_turns: int = 2000, clock: TimeControl | None = None, launcher: Any = None,
+                 illegal: str = "penalize"):
+        if illegal not in ILLEGAL:
+            raise ValueError(f"illegal must be one of {', '.join(ILLEGAL)}, not {illegal!r}")
+        self.illegal = illegal
         self.rules = make_rules(rules, options)
         self.players = len(opponents) + 1
+        check_table(self.rules, self.players)
         self.opponent_specs = list(opponents)
         self.seat_choice = seat
         self.max_turns = max_turns
@@ -169,21 +188,40 @@ class PalaceSingleEnv(gymnasium.Env):
             return {"request": self.request}
         info: dict[str, Any] = {"result": self.state.result, "place": self.state.result.place_of(self.seat)}
         if self.core.record.faults:
-            info["faults"] = list(self.core.record.faults)  # opponents that forfeited, and why
+            info["faults"] = list(self.core.record.faults)  # seats that forfeited (the learner too, for an illegal action), and why
         return info
 
+    def action_masks(self) -> np.ndarray:
+        """The legal actions now, as booleans over the fixed space (none once the game is over)."""
+        mask = np.zeros(N_ACTIONS, dtype=bool)
+        if self.state is not None and self.state.result is None:
+            mask[list(self.by_index)] = True
+        return mask
+
     def step(self, action: int):
-        k = self.by_index.get(int(action)) if self.state is not None and self.state.result is None else None
+        if self.state is None or self.state.result is not None:
+            raise RuntimeError("the game is over: call reset()")
+        k = self.by_index.get(int(action))
+        illegal: dict[str, Any] = {}
         if k is None:
-            raise ValueError(f"action {action} is not legal now (see the action mask)")
-        self.core.answer(k, 0.0)  # the learner is not on the clock
+            if self.illegal == "raise":
+                raise ValueError(f"action {action} is not legal now (see the action mask)")
+            illegal["illegal"] = int(action)
+            if self.illegal == "random_legal":
+                played = sorted(self.by_index)[int(self.np_random.integers(len(self.by_index)))]
+                illegal["played"] = played
+                k = self.by_index[played]
+        if k is None:  # penalize: an answer outside the request forfeits, as under the referee
+            self.core.fault("illegal", f"action {action} is not one of the legal actions", 0.0)
+        else:
+            self.core.answer(k, 0.0)  # the learner is not on the clock
         self._run_others()
         reward, terminated, truncated = 0.0, False, False
         if self.state.result is not None:
             reward = place_rewards(self.state)[self.seat]
             truncated = self.state.result.reason == "turn_cap"
             terminated = not truncated
-        return self._observe(), reward, terminated, truncated, self._info()
+        return self._observe(), reward, terminated, truncated, {**self._info(), **illegal}
 
     def close(self) -> None:
         """Stop the bot programs (each gets the referee's shutdown grace)."""

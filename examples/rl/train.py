@@ -1,97 +1,167 @@
-"""Train a linear policy over action features for Palace with REINFORCE, on the CPU, in a few minutes.
+"""Train a Palace player with sb3-contrib's MaskablePPO, on the CPU, against the reference bots.
 
-    PYTHONPATH=. python examples/rl/train.py --out examples/rl/bot/theta.json
+    pip install '.[train]'      # torch, stable-baselines3, sb3-contrib (and the rl extra)
+    PYTHONPATH=. python examples/rl/train.py --seed 1 --steps 3000000 --minutes 55 \\
+        --out examples/rl/run                          # log.csv, curve data, weights
 
-One learning seat plays ``classic`` against the ``random`` reference bot in
-``arena.envs.PalaceSingleEnv`` (a random seat each game). After each batch of games
-the policy moves along the REINFORCE gradient (reward +1 win, -1 loss, minus a running
-baseline). Then the greedy policy plays fresh deals against random and the win rate is
-printed with a 95% interval. Needs numpy, gymnasium and pettingzoo (``pip install
-'palace-arena[rl]'``); the bot it produces (``bot/``, weights in ``theta.json``) needs only
-the standard library and ``arena.botkit``.
+One learning seat (a random seat each game) plays 2-player ``classic`` in
+``arena.envs.PalaceSingleEnv`` against the bots named by ``--opponents`` (one environment
+per entry, ``heuristic:12,lowest:4``: twelve against the JSON heuristic, four
+against lowest-first). The policy is a masked MLP over the 264 features of ``arena.envs.encode``
+and the 631 actions of ``arena.envs.actions``; setup decisions go to the setup table
+(``wrappers.py``). Every ``--eval-every`` steps the greedy policy plays ``--eval-deals``
+fixed deals against ``heuristic`` from both seats (duplicate deals); the figures go to
+``log.csv`` and the weights to ``weights-STEPS.json`` (the format ``arena.ai.learned``
+reads without numpy or torch). Training stops after ``--steps`` or ``--minutes``,
+whichever comes first; ``final.json`` is the last policy, ``best.json`` the best evaluated,
+``model.zip`` the last model for ``MaskablePPO.load``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from policy import LinearPolicy  # noqa: E402
+from wrappers import LearnerEnv  # noqa: E402
 
 from arena.envs import PalaceSingleEnv  # noqa: E402
 
-
-def episode(env, policy: LinearPolicy, rng: np.random.Generator, seed: int):
-    obs, _ = env.reset(seed=seed)
-    steps, reward, done = [], 0.0, False
-    while not done:
-        x, mask = obs["observation"], obs["action_mask"]
-        legal, f, p = policy.probs(x, mask)
-        k = rng.choice(len(legal), p=p)
-        steps.append((f, p, k))
-        obs, reward, term, trunc, _ = env.step(int(legal[k]))
-        done = term or trunc
-    return steps, reward
+EVAL_SEED = 10_000_000  # evaluation deals: EVAL_SEED + i, never a training deal's seed
 
 
-def evaluate(policy: LinearPolicy, rules: str, opponent: str, games: int, seed0: int) -> tuple[float, float]:
-    env = PalaceSingleEnv(rules, [opponent], seat=None)
-    wins = []
-    for g in range(games):
-        obs, info = env.reset(seed=seed0 + g)
-        done = False
-        while not done:
-            obs, reward, term, trunc, info = env.step(policy.greedy(obs["observation"], obs["action_mask"]))
-            done = term or trunc
-        wins.append(1.0 if info["place"] == 1 and not info["result"].draw else 0.5 if info["result"].draw else 0.0)
-    m = float(np.mean(wins))
-    return m, 1.96 * math.sqrt(max(m * (1 - m), 1e-9) / games)
+def export(policy, path: Path, meta: dict) -> None:
+    """The actor's layers as JSON (``arena.ai.learned`` plays from it in pure Python)."""
+    layers = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    layers.append(policy.action_net)
+    act = type(policy.mlp_extractor.policy_net[1]).__name__.lower()
+    data = {"format": "palace-mlp-1", "activation": act, **meta,
+            "layers": [{"w": np.round(m.weight.detach().numpy().astype(np.float64), 5).tolist(),
+                        "b": np.round(m.bias.detach().numpy().astype(np.float64), 5).tolist()} for m in layers]}
+    path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
+def greedy_games(model, deals: int, opponent: str = "heuristic", rules: str = "classic") -> tuple[float, float]:
+    """Win rate (draws half) and 95% half-width over deals, both seats of each deal."""
+    per_deal = []
+    envs = [LearnerEnv(PalaceSingleEnv(rules, [opponent], seat=s)) for s in (0, 1)]
+    for d in range(deals):
+        score = 0.0
+        for env in envs:
+            obs, info = env.reset(seed=EVAL_SEED + d)
+            done = False
+            while not done:
+                a, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+                obs, r, term, trunc, info = env.step(int(a))
+                done = term or trunc
+            res = info["result"]
+            score += 0.5 if res.draw else float(info["place"] == 1)
+        per_deal.append(score / 2)
+    m = float(np.mean(per_deal))
+    sd = float(np.std(per_deal, ddof=1)) if deals > 1 else 0.0
+    return m, 1.96 * sd / math.sqrt(deals)
+
+
+class Progress(BaseCallback):
+    def __init__(self, a, out: Path, meta: dict):
+        super().__init__()
+        self.a, self.out, self.meta = a, out, meta
+        self.t0 = time.perf_counter()
+        self.next_eval = 0
+        self.best = -1.0
+        self.env_s = 0.0
+        self.log = (out / "log.csv").open("w", newline="")
+        self.csv = csv.writer(self.log)
+        self.csv.writerow(["steps", "train_s", "steps_per_s", "win_vs_heuristic", "half_width", "eval_s"])
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.next_eval:
+            self.evaluate()
+            self.next_eval += self.a.eval_every
+        return time.perf_counter() - self.t0 - self.env_s < self.a.minutes * 60
+
+    def evaluate(self) -> None:
+        t = time.perf_counter()
+        win, half = greedy_games(self.model, self.a.eval_deals)
+        eval_s = time.perf_counter() - t
+        self.env_s += eval_s  # evaluation time does not count against the training budget
+        train_s = t - self.t0 - (self.env_s - eval_s)
+        sps = self.num_timesteps / train_s if train_s > 0 else 0.0
+        self.csv.writerow([self.num_timesteps, f"{train_s:.1f}", f"{sps:.0f}", f"{win:.4f}", f"{half:.4f}", f"{eval_s:.1f}"])
+        self.log.flush()
+        print(f"{self.num_timesteps:>9} steps  {train_s:7.0f} s  {sps:5.0f} steps/s  "
+              f"vs heuristic {100 * win:5.1f}% +- {100 * half:.1f}  (eval {eval_s:.0f} s)", flush=True)
+        meta = {**self.meta, "steps": self.num_timesteps}
+        export(self.model.policy, self.out / f"weights-{self.num_timesteps}.json", meta)
+        if win > self.best:
+            self.best = win
+            export(self.model.policy, self.out / "best.json", meta)
+
+    def _on_training_end(self) -> None:
+        self.evaluate()
+        export(self.model.policy, self.out / "final.json", {**self.meta, "steps": self.num_timesteps})
+        self.model.save(self.out / "model.zip")  # to resume, or to read back with MaskablePPO.load
+        self.log.close()
+
+
+def make_env(rules: str, opponent: str, seed: int):
+    def thunk():
+        env = LearnerEnv(PalaceSingleEnv(rules, [opponent], seat=None))
+        env.reset(seed=seed)
+        return env
+    return thunk
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rules", default="classic")
-    p.add_argument("--opponent", default="random")
-    p.add_argument("--episodes", type=int, default=800)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--lr", type=float, default=0.3)
-    p.add_argument("--eval-games", type=int, default=300)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=HERE / "bot" / "theta.json")
+    p.add_argument("--opponents", default="heuristic:12,lowest:4", help="name:environments,...")
+    p.add_argument("--steps", type=int, default=3_000_000, help="learner decisions to train on")
+    p.add_argument("--minutes", type=float, default=55.0, help="training time cap (evaluations excluded)")
+    p.add_argument("--hidden", default="128,128")
+    p.add_argument("--n-steps", type=int, default=128, help="steps per environment per update")
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--ent", type=float, default=0.01)
+    p.add_argument("--eval-every", type=int, default=100_000)
+    p.add_argument("--eval-deals", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", type=Path, default=HERE / "run")
     a = p.parse_args()
-    rng = np.random.default_rng(a.seed)
-    env = PalaceSingleEnv(a.rules, [a.opponent], seat=None)
-    policy = LinearPolicy()
-    baseline, t0 = 0.0, time.perf_counter()
-    grad = np.zeros_like(policy.theta)
-    recent: list[float] = []
-    for ep in range(1, a.episodes + 1):
-        steps, reward = episode(env, policy, rng, seed=a.seed * 1_000_000 + ep)
-        adv = reward - baseline
-        baseline += 0.02 * (reward - baseline)
-        for f, prob, k in steps:
-            grad += adv * (f[k] - prob @ f)  # d log p(k) / d theta
-        recent.append(reward)
-        if ep % a.batch == 0:
-            policy.theta += a.lr * grad / a.batch
-            grad[:] = 0
-        if ep % 500 == 0:
-            print(f"episode {ep}: mean reward of the last 500 {np.mean(recent[-500:]):+.3f} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
-    train_s = time.perf_counter() - t0
-    win, half = evaluate(policy, a.rules, a.opponent, a.eval_games, seed0=10_000_000)
-    print(f"trained {a.episodes} games in {train_s:.0f} s; greedy policy against {a.opponent}: "
-          f"{100 * win:.1f}% +- {100 * half:.1f} wins over {a.eval_games} new games")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    policy.save(a.out)
-    print(f"saved {a.out}")
+    torch.set_num_threads(a.threads)
+    torch.distributions.Distribution.set_default_validate_args(False)  # checks cost more than the step
+    a.out.mkdir(parents=True, exist_ok=True)
+    fns = []
+    for part in a.opponents.split(","):
+        name, _, n = part.partition(":")
+        fns += [make_env(a.rules, name, a.seed * 1000 + len(fns) + k) for k in range(int(n or 1))]
+    venv = DummyVecEnv(fns)
+    hidden = [int(x) for x in a.hidden.split(",")]
+    model = MaskablePPO("MlpPolicy", venv, n_steps=a.n_steps, batch_size=a.batch, n_epochs=a.epochs,
+                        learning_rate=a.lr, gamma=a.gamma, gae_lambda=0.95, ent_coef=a.ent, seed=a.seed,
+                        policy_kwargs={"net_arch": {"pi": hidden, "vf": hidden}}, device="cpu", verbose=0)
+    meta = {"rules": a.rules, "opponents": a.opponents, "seed": a.seed, "hidden": hidden,
+            "setup": "table", "trainer": "sb3-contrib MaskablePPO"}
+    (a.out / "args.json").write_text(json.dumps(vars(a), default=str, indent=1) + "\n")
+    export(model.policy, a.out / "untrained.json", {**meta, "steps": 0})
+    print(f"training {a.steps} steps or {a.minutes} min, {len(fns)} environments, torch threads "
+          f"{torch.get_num_threads()}", flush=True)
+    model.learn(total_timesteps=a.steps, callback=Progress(a, a.out, meta))
 
 
 if __name__ == "__main__":
