@@ -299,16 +299,17 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             raise BotCommandError(f"bot directory {cwd} {why}")
         if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
             raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
-        for arg in command[1:]:  # a script named by path must be there too, or the interpreter cannot open it
-            path = Path(cwd, arg)
-            try:
-                named = not arg.startswith("-") and ("/" in arg or bool(path.suffix)) and path.exists()
+        script = next((a for a in command[1:] if not a.startswith("-")), None)
+        if script is not None:  # the program's script (python3 /elsewhere/adapter.py): the interpreter
+            try:               # would only say "can't open file"; later arguments are the bot's own business
+                path = Path(cwd, script)
+                named = path.is_file()
             except (OSError, ValueError):  # not a file name (python3 -c CODE): nothing to check
                 named = False
             if named and not sandbox_visible(path, cwd, map(Path, ro_binds)):
-                raise BotCommandError(f"the command names {arg}, which the contained bot cannot see: it sees only the "
-                                    f"system and its own directory ({cwd}); copy the file into the bot's directory "
-                                    "and name it relative to it")
+                raise BotCommandError(f"the command names {script}, which the contained bot cannot see: it sees only "
+                                      f"the system and its own directory ({cwd}); copy the file into the bot's "
+                                      "directory and name it relative to it")
 
     lease: UidLease | None = None
     home: Path | None = None
