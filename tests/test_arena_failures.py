@@ -83,7 +83,14 @@ def test_a_missing_command_is_the_bots_through_the_real_launcher(tmp_path: Path)
     (bot / "bot.toml").write_text('name = "nocmd"\ncommand = ["./not-here"]\n')
     players = [BotPlayer(load_bot("random"), Launcher(trusted=True), CLOCK),
                BotPlayer(load_bot(bot), Launcher(trusted=True), CLOCK)]
-    rec = trio.run(lambda: run_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK))
+
+    async def play_then_stop():  # run_game leaves its players running for the next game: stop them
+        try:
+            return await run_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
+        finally:
+            for p in players:
+                await p.shutdown()
+    rec = trio.run(play_then_stop)
     assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "start_failed")]
     assert "command not found" in rec.faults[0]["message"]
 
