@@ -92,8 +92,10 @@ def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
 
 
 def test_trusted_bots_and_sandbox_reach_the_launcher(in_process):
-    assert _match("lowest", "highest", "--max-games", "2", "--trusted-bots").exit_code == 0
-    assert _match("lowest", "highest", "--max-games", "2", "--no-sandbox").exit_code == 0
+    # -j 1: one game at a time plays in this process, where the fixture sees the Launcher made
+    # (with more, worker processes get the same flags through the match's BotSetup)
+    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--trusted-bots").exit_code == 0
+    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
     assert in_process[0] == {"sandbox": None, "trusted": True}
     assert in_process[1] == {"sandbox": False, "trusted": False}
 
