@@ -70,3 +70,13 @@ def reachable(directory: Path) -> Path:
     if _others_can_use(directory, stat.S_IXOTH):
         return directory
     return world_readable_copy(directory, "palace-arena-tests-")
+
+
+def fixed_secret(store_dir: Path, fill: int = 7) -> None:
+    """A known deal secret for a test's store: the same deals on every run, so a test that reads
+    game outcomes (an SPRT's verdict, a ranking) cannot pass or fail by the luck of a fresh secret."""
+    from arena.tournament.seeds import SECRET_BYTES, SECRET_FILE
+    store_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store_dir / SECRET_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(bytes([fill]) * SECRET_BYTES)

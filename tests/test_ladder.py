@@ -28,6 +28,7 @@ from arena.ladder import (CheckFailed, LadderError, RunContext, ensure_seeded, h
                           submit)
 from arena.ratings import Sprt
 
+from .checks import fixed_secret
 from .fakes import policy_launcher
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,6 +75,7 @@ def public_tmp():
 
 @pytest.fixture
 def lad(tmp_path: Path):
+    fixed_secret(tmp_path)  # the same deals every run: tests here read rankings and verdicts
     path = write_ladder(tmp_path, store=str(tmp_path / "store.sqlite"))
     ladder = load_ladder(path)
     store = open_store(ladder)
@@ -370,6 +372,7 @@ def test_head_to_head_two_seats():
 def test_match_sprt_stops_early_and_resumes(tmp_path: Path):
     from arena.engine import rules_from
     from arena.tournament.store import Store
+    fixed_secret(tmp_path)  # the verdict within 100 games depends on the deals: the same ones every run
     store = Store(tmp_path / "s.sqlite")
     low, high = load_bot("lowest"), load_bot("highest")
     seen = []
