@@ -23,6 +23,18 @@ def _fail(err: Console, message: str, code: int = 2) -> None:
     fail(message, code)  # the one error style, the message printed as written
 
 
+def _load_and_simulate(game: str, store: Path):
+    """The game's record and its re-simulation; a game that cannot be read is one error line."""
+    from ..replay.load import load_game
+    from ..replay.simulate import ReplayError, simulate
+    try:
+        record = load_game(game, store)
+        return record, simulate(record)
+    except ReplayError as e:
+        fail(str(e))
+        raise
+
+
 def replay(
     game: Annotated[str, typer.Argument(help="A game id in the store (see `arena games`), or an exported game: "
                                              "a JSON file, or a JSONL export written with --logs (FILE#GAME_ID picks one).")],
@@ -43,18 +55,12 @@ def replay(
     the log does not match. Interactive on a terminal (n, p, g N, b, u, q); plain when piped.
     """
     from ..tournament.store import write_private_text
-    from ..replay.load import load_game
-    from ..replay.simulate import ReplayError, conversation_for, requests_for, simulate
+    from ..replay.simulate import conversation_for, requests_for
     from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
                            run_seat_plain)
     from ..replay.view import replay_data
     console, err = _consoles()
-    try:
-        record = load_game(game, store)
-        rp = simulate(record)
-    except ReplayError as e:
-        _fail(err, str(e))
-        raise
+    record, rp = _load_and_simulate(game, store)
     if verify:
         if as_json:
             print(json.dumps({"game": rp.game_id, "ok": rp.ok, "complete": rp.complete, "steps": rp.steps,
@@ -187,17 +193,11 @@ def debug(
     from ..bots.launch import Launcher
     from ..bots.manifest import ManifestError, load_bot
     from ..replay.debug import debug_seat
-    from ..replay.load import load_game
-    from ..replay.simulate import ReplayError, simulate
+    from ..replay.simulate import ReplayError
     from ..replay.terminal import render_decision, thought_lines
     from ..replay.view import Names, describe_action, replay_data
     console, err = _consoles()
-    try:
-        record = load_game(game, store)
-        rp = simulate(record)
-    except ReplayError as e:
-        _fail(err, str(e))
-        raise
+    record, rp = _load_and_simulate(game, store)
     if not 0 <= seat < len(rp.players):
         _fail(err, f"--seat {seat}: this game has seats 0..{len(rp.players) - 1}")
     if not rp.ok:
