@@ -144,12 +144,7 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
                 _stand_in(child, uid, referee)  # never returns
             parent = 0  # the stand-in lives outside this pid namespace
             nsroot.enter()
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-        prctl(PR_SET_NO_NEW_PRIVS, 1)
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _become(uid)
         if os.getppid() != parent:
             os._exit(111)
         for res, soft, hard in rlimits:
@@ -162,6 +157,17 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
     return setup
 
 
+def _become(uid: int | None) -> None:
+    """In a forked child: the bot's uid (no groups), no new privileges ever, and death with the
+    parent. The bot and, in namespaces mode, its stand-in take these same steps."""
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _stand_in(child: int, uid: int | None, referee: int) -> None:
     """The process the referee started, in namespaces mode: it stays in the host's pid namespace
     while ``child``, pid 1 of a namespace of its own, becomes the bot, so the bot's processes
@@ -170,12 +176,7 @@ def _stand_in(child: int, uid: int | None, referee: int) -> None:
     death kills the bot (PR_SET_PDEATHSIG, and pid 1 takes its namespace with it)."""
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-        prctl(PR_SET_NO_NEW_PRIVS, 1)
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _become(uid)
         if os.getppid() != referee:
             os.kill(child, signal.SIGKILL)
             os._exit(111)
