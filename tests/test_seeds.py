@@ -31,7 +31,7 @@ def test_a_bot_that_inverts_its_start_seed_learns_nothing_in_arena_check() -> No
     result = CliRunner().invoke(app, ["check", str(INVERTER), "--rules", "classic", "--games", "2",
                                       "--move-ms", "5000", "--json"])
     report = json.loads(result.stdout)
-    assert report["played"] == 4 and report["requests"] > 0
+    assert report["played"] == 4 and report["requests"] > 0, (report["stopped"], report["faults"])
     assert report["faults"] == {}, report["faults"]
     assert report["ok"] and result.exit_code == 0
 
