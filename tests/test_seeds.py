@@ -17,6 +17,8 @@ import pytest
 from arena.referee import bot_seed
 from arena.tournament import seeds
 
+from .checks import reachable
+
 INVERTER = Path(__file__).resolve().parent / "fairplay_bots" / "seed_inverter"
 
 
@@ -28,7 +30,7 @@ def test_a_bot_that_inverts_its_start_seed_learns_nothing_in_arena_check() -> No
     from typer.testing import CliRunner
 
     from arena.cli.main import app
-    result = CliRunner().invoke(app, ["check", str(INVERTER), "--rules", "classic", "--games", "2",
+    result = CliRunner().invoke(app, ["check", str(reachable(INVERTER)), "--rules", "classic", "--games", "2",
                                       "--move-ms", "5000", "--json"])
     report = json.loads(result.stdout)
     assert report["played"] == 4 and report["requests"] > 0, (report["stopped"], report["faults"])
