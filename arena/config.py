@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, create_model, model_validator)
 
-from .bots.limits import Limits
+from .limits import Limits
 from .engine import PRESETS, Rules
 from .engine.describe import option_value
 from .engine.rules import ALIASES

@@ -120,6 +120,22 @@ class Ladder:
         return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
 
 
+def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
+    """The ladder file's ``anchor`` (a label, or a name with one version on the ladder) as a label."""
+    if ladder.anchor is None:
+        return None
+    if ladder.anchor in labels:
+        return ladder.anchor
+    same = [lab for lab in labels if lab.split("@", 1)[0] == ladder.anchor]
+    if len(same) == 1:
+        return same[0]
+    if not same:
+        raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} has no games on the ladder "
+                          f"(rated: {', '.join(labels) or 'none'})")
+    raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} is ambiguous ({', '.join(same)}); "
+                      "name one version, e.g. anchor = \"" + same[0] + "\"")
+
+
 def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Path | None = None) -> Path:
     """A ladder name (``ladders/<name>.toml``, else the copy kept in ``store_dir``) or a path to a file."""
     directory = ladders_dir or LADDER_DIR

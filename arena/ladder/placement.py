@@ -35,7 +35,7 @@ class RunContext:
     launcher: Callable | None = None  # None: real processes (arena.bots.launch.Launcher)
     reporter: ReporterFactory | None = None
     say: Callable[[str], None] = lambda text: None
-    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.referee.check.run_check
+    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.tournament.check.run_check
 
     def make_reporter(self, title: str, focus: str | None, history) -> Reporter | None:
         return self.reporter(title, focus, history) if self.reporter else None
@@ -191,7 +191,7 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
             if ctx.checker is not None:
                 report = await ctx.checker(spec)
             else:
-                from ..referee.check import run_check
+                from ..tournament.check import run_check
                 report = await run_check(spec, ladder.check_games, ladder.move_ms)
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)

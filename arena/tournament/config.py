@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bots.limits import Limits
+from ..limits import Limits
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..referee import TimeControl

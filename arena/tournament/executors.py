@@ -326,7 +326,7 @@ class BlockingExecutor:
 
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
-    from ..bots.limits import Limits
+    from ..limits import Limits
     return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
 
 

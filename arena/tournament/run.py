@@ -16,7 +16,7 @@ import trio
 from ..groups import plain_errors
 from ..bots.containment import cleanup_stale
 from ..bots.launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
-from ..bots.limits import Limits
+from ..limits import Limits
 from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds

@@ -1,7 +1,8 @@
 """The fixed action space of :mod:`arena.envs`: one index per kind of action, for any rule set.
 
 No numpy and no engine here: a bot can map its request's actions to indices with the
-standard library alone.
+standard library alone. The environments and the learned bot (:mod:`.learned`) share it, so it
+sits here, below the environments.
 
 =============  ===========================================================
 index          action
