@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.errors import ArenaError
+
 _RANK = {ch: k + 2 for k, ch in enumerate("23456789TJQKAX")}  # a card string's first letter -> rank
 
 
@@ -37,7 +39,7 @@ N_ACTIONS = SETUP + MAX_SETUP
 
 
 
-class ActionSpaceError(ValueError):
+class ActionSpaceError(ArenaError, ValueError):
     """An action the fixed space has no index for (a table or deck beyond its sizes)."""
 
 

@@ -24,6 +24,7 @@ import os
 import select
 import time
 
+from ..errors import ArenaError
 from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout
 from .process import EXIT_GRACE, KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, WATCH_S, BotBase
 from .channel import encode_line
@@ -32,7 +33,7 @@ _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
-class BotClosed(OSError):
+class BotClosed(ArenaError, OSError):
     """The bot was closed by the referee: nothing can be sent or received any more."""
 
 

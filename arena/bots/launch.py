@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 import trio
 
+from ..errors import ArenaError
 from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError
@@ -40,7 +41,7 @@ CONTAINED_BUILD = ("builds run contained, like the bot: no network, only the sys
                    "--trusted-bots to build and run bots as the referee's own user")
 
 
-class BuildError(RuntimeError):
+class BuildError(ArenaError, RuntimeError):
     """A bot's build command failed; the message carries the tail of its output."""
 
 

@@ -16,13 +16,14 @@ from typing import Any
 
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
+from ..errors import ArenaError
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 from ..tournament.store import DEFAULT_STORE
 
 LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
 
 
-class LadderError(ValueError):
+class LadderError(ArenaError, ValueError):
     """A ladder file, submission or store state that cannot be used; the message says why."""
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
-from ..tournament.run import Reporter, run_tournament
+from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
 from .tables import (_add_member, _bump_message, _snapshot, bot_statuses, check_identity, keep_ladder_file,
@@ -54,7 +54,7 @@ async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | N
         initial = [m.label for m in members(store, ladder.name) if m.origin == "initial"] \
             if ladder is not None and cfg.one_seat_per_author else []
         await run_tournament(cfg, store, reporter, launcher=launcher, collect=False, own_authors=initial)
-    except ConfigError as e:
+    except (ConfigError, TournamentIncomplete) as e:  # a ladder's own error, whichever the run reported
         raise LadderError(str(e)) from None
     return len(store.done_indexes(cfg.name)) - before
 

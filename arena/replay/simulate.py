@@ -23,11 +23,12 @@ from typing import Any
 from ..engine import Rules, RulesError, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action, Event
 from ..engine.views import action_json, event_for, result_json
+from ..errors import ArenaError
 from ..referee import protocol
 from ..referee.core import RefereeCore, Request, TimeControl
 
 
-class ReplayError(ValueError):
+class ReplayError(ArenaError, ValueError):
     """A game that cannot be found, read or re-simulated at all."""
 
 

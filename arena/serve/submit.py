@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
+from ..errors import ArenaError
 from . import guard
 from .pages import redirect, render
 from .upload import UploadError, unpack
@@ -57,7 +58,7 @@ class Job:
         del self.lines[:-200]
 
 
-class TooLarge(Exception):
+class TooLarge(ArenaError):
     pass
 
 

@@ -34,12 +34,13 @@ import trio
 
 from ..bots.manifest import BotSpec, load_bot
 from ..engine.rules import Rules
+from ..errors import ArenaError
 from ..faults import ArenaFailure
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(ArenaError, RuntimeError):
     """A game could not be played because of the arena, not a bot (a bot's faults are in its record)."""
 
 
