@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, create_model, model_validator)
 
-from .bots.limits import Limits
+from .errors import ArenaError
+from .limits import Limits
 from .engine import PRESETS, Rules
 from .engine.describe import option_value
 from .engine.rules import ALIASES
@@ -30,7 +31,7 @@ SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schemas" / "
 BOT_TOML_DOC = "protocol/PROTOCOL.md#bottoml-reference"
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(ArenaError, ValueError):
     """A config file (or flag) that cannot be used; the message names the file, key and allowed values."""
 
 

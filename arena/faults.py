@@ -16,6 +16,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
+from .errors import ArenaError
+
 
 class FaultReason(StrEnum):
     """Why a bot forfeited. Order and values are those of ``defs.schema.json#/$defs/fault_reason``."""
@@ -42,7 +44,7 @@ class FaultReason(StrEnum):
 FAULT_REASONS: tuple[FaultReason, ...] = tuple(FaultReason)
 
 
-class BotFault(Exception):
+class BotFault(ArenaError):
     """The bot's fault: the game is forfeited. Subclasses fix :attr:`reason`."""
 
     reason: ClassVar[FaultReason] = FaultReason.BOT_ERROR
@@ -143,10 +145,11 @@ for _cls in _leaves(BotFault):
 del _cls
 
 
-class ArenaFailure(Exception):
+class ArenaFailure(ArenaError):
     """The arena could not do its part (start a bot's process: no cgroup, no sandbox, a failed fork):
     no bot's doing, so no bot forfeits. A game it stops is not recorded: the tournament leaves it
-    unstored and plays it on its next run; a ladder suspends no one for it."""
+    unstored and plays it on its next run; a ladder suspends no one for it. A run that ends with
+    such games unplayed raises its subclass ``arena.tournament.run.TournamentIncomplete``."""
 
 
 def fault_class(reason: str) -> type[BotFault]:

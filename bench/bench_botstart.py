@@ -26,7 +26,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher  # noqa: E402
-from arena.bots.limits import Limits  # noqa: E402
+from arena.limits import Limits  # noqa: E402
 from arena.bots.probes import capabilities  # noqa: E402
 from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
 from arena.bots.start import start_bot  # noqa: E402

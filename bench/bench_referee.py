@@ -106,7 +106,7 @@ def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns:
                  cpus: tuple[int, int] | None) -> tuple[float, float, int]:
     """The same games through the blocking shell (what a referee worker runs): wall and CPU
     seconds, decisions."""
-    from arena.bots.blocking import start_bot_blocking
+    from arena.bots.start import start_bot_blocking
     from arena.referee.blocking import BlockingPlayer, play_game, settle
     command, workdir, kw = trio.run(Launcher().start_args, spec)
     clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)

@@ -28,13 +28,14 @@ import pytest
 import trio
 
 from arena.bots import containment
-from arena.bots.blocking import BlockingBot, BotClosed, hub, start_bot_blocking
+from arena.bots.blocking import BlockingBot, BotClosed, hub
+from arena.bots.start import start_bot_blocking
 from arena.bots.containment import cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
                                SandboxUnavailable)
 from arena.bots.filesystem import sandbox_visible
-from arena.bots.limits import Limits
+from arena.limits import Limits
 from arena.bots.probes import namespaces_problem, sandbox_problem
 from arena.bots.process import ENV_TOKEN, EXIT_GRACE, BotProcess
 from arena.bots.procs import read_proc
@@ -608,7 +609,7 @@ def test_cpu_is_counted_per_game():
 
 
 def test_cpu_allowance_derived_from_the_clock(monkeypatch):
-    monkeypatch.setattr("arena.bots.limits.CPU_BASE_S", 0.3)
+    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
     assert Limits().game_cpu_allowance(0.05, 0.0, 3) == pytest.approx(0.3 + 2 * 0.05 * 3)
     assert Limits().game_cpu_allowance(1.0, 10.0, 100) == pytest.approx(0.3 + 10 + 200)
     assert Limits(cpu_seconds=7).game_cpu_allowance(1.0, 10.0, 100) == 7
@@ -912,7 +913,7 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
 
 REFEREE = textwrap.dedent("""
     import sys, trio
-    from arena.bots.limits import Limits
+    from arena.limits import Limits
     from arena.bots.start import start_bot
     async def main():
         bot = await start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],

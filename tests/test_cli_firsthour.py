@@ -273,7 +273,7 @@ def test_bot_toml_env_reaches_the_bot_and_interpreter_is_named(tmp_path: Path) -
     body = 'print(0, flush=True)\nprint(os.environ.get("MY_BUDGET"), file=sys.stderr, flush=True)\n'
     d = bot(tmp_path, "envy", body, f'interpreter = "{sys.executable}"\n[env]\nMY_BUDGET = "77"\n')
     (d / "bot.py").write_text("import os\n" + (d / "bot.py").read_text())
-    from arena.referee.check import run_check
+    from arena.tournament.check import run_check
     from arena.bots.manifest import load_bot
     import trio
     spec = load_bot(d)

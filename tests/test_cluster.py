@@ -24,8 +24,9 @@ import trio
 
 from arena.bots.bundles import _PREPARED, BundleError, pack_bot, prepare_bot, unpack_bot
 from arena.bots.manifest import load_bot
+from arena.errors import ArenaError
 from arena.tournament import cluster as C
-from arena.tournament.config import ConfigError, TournamentConfig
+from arena.tournament.config import TournamentConfig
 from arena.tournament.executors import PlayedGame
 from arena.tournament.run import Reporter, RunStats, run_tournament
 from arena.tournament.store import Store
@@ -109,7 +110,7 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
     with pytest.raises(C.ClusterError, match=r"pip install 'palace-arena\[dask\]'"):
         C.require_dask()
     cfg = config("nodask", tmp_path / "s.sqlite", cluster="tcp://127.0.0.1:1")
-    with pytest.raises(ConfigError, match="palace-arena"):  # the CLI's one-line kind of error
+    with pytest.raises(ArenaError, match="palace-arena"):  # the CLI's one-line kind of error
         run(cfg)
 
 

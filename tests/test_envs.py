@@ -21,7 +21,7 @@ from pettingzoo.test import api_test, render_test, seed_test  # noqa: E402
 from arena.engine import PRESETS, legal_actions  # noqa: E402
 from arena.engine.views import action_json  # noqa: E402
 from arena.envs import N_ACTIONS, OBS_HIGH, PalaceEnv, PalaceSingleEnv, env, json_index, request_mask  # noqa: E402
-from arena.envs.actions import engine_index  # noqa: E402
+from arena.ai.actions import engine_index  # noqa: E402
 from tests.test_ai import VARIANTS  # noqa: E402
 
 TABLES = [("classic", 2, None), ("shithead", 4, None), ("skip8", 6, None), ("smeghead", 5, None),

@@ -412,7 +412,7 @@ def test_a_bot_cannot_loosen_its_limits():
     from dataclasses import replace
 
     from arena.bots.launch import limits_for
-    from arena.bots.limits import Limits
+    from arena.limits import Limits
     spec = replace(load_bot("random"), limits={"cpu_seconds": 100_000, "memory_mb": 100_000,
                                                 "address_space_mb": 100_000, "max_processes": 8})
     derived = limits_for(spec, Limits())

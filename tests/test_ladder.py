@@ -437,14 +437,14 @@ def test_cli_submit_end_to_end(public_tmp: Path):
 
 
 def test_cli_submit_refuses_a_faulty_bot_with_the_report(tmp_path: Path, monkeypatch):
-    import arena.referee.check
+    import arena.tournament.check
 
     async def faulty(spec, games=2, move_ms=1000, opponent="random"):
         return {"ok": False, "bot": spec.label, "requests": 3, "decisions": {"play": 3}, "mean_ms": 1.0,
                 "max_ms": 2.0, "limits": {"move_ms": move_ms},
                 "scenarios": [{"scenario": "classic", "game": 0, "seat": 0, "requests": 3, "result": None}],
                 "faults": [{"scenario": "classic", "game": 0, "reason": "illegal_action", "message": "id 99"}]}
-    monkeypatch.setattr(arena.referee.check, "run_check", faulty)
+    monkeypatch.setattr(arena.tournament.check, "run_check", faulty)
     path = write_ladder(tmp_path, "refuse")
     bad = bot_copy(tmp_path, "random", "7")
     result = runner.invoke(app, ["submit", str(bad), "--ladder", str(path), "--store", str(tmp_path / "s.sqlite")])
@@ -455,12 +455,12 @@ def test_cli_submit_refuses_a_faulty_bot_with_the_report(tmp_path: Path, monkeyp
 
 def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     """The CLI paths with in-process bots: submit --json keeps stdout pure JSON; match prints the SPRT."""
-    import arena.referee.check
+    import arena.tournament.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "cli")
     store = str(tmp_path / "s.sqlite")
     result = runner.invoke(app, ["submit", str(bot_copy(tmp_path, "heuristic", "5")), "--ladder", str(path),
@@ -505,12 +505,12 @@ def _split_draws(p) -> int:
 def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch):
     """Issue 16's `arena match` items: ladder labels as bots, --max-games 7 says it plays 6, a rerun
     says what it resumes; the pair counts and the win rate interval are in the output and JSON."""
-    import arena.referee.check
+    import arena.tournament.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "lab")
     store = str(tmp_path / "s.sqlite")
     src = bot_copy(tmp_path / "src", "lowest", "2.0")

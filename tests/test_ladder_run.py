@@ -244,12 +244,12 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
 # --------------------------------------------------------------------------- command line
 
 def _in_process(monkeypatch):
-    import arena.referee.check
+    import arena.tournament.check
     import arena.bots.launch
     import arena.tournament.run
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
-    monkeypatch.setattr(arena.referee.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
+    monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 
 
 def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):

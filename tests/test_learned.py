@@ -33,8 +33,8 @@ from arena.ai.learned import WEIGHTS, LearnedAgent, MLP, load  # noqa: E402
 from arena.ai.match import play  # noqa: E402
 from arena.engine import preset  # noqa: E402
 from arena.envs import PalaceEnv, PalaceSingleEnv, request_mask  # noqa: E402
-from arena.envs.actions import N_ACTIONS  # noqa: E402
-from arena.envs.features import N_FEATURES  # noqa: E402
+from arena.ai.actions import N_ACTIONS  # noqa: E402
+from arena.ai.features import N_FEATURES  # noqa: E402
 from tests.test_ai import VARIANTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ games (deterministic: fixed seeds, fixed bots).
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import re
@@ -38,10 +39,9 @@ from hypothesis import strategies as st
 from arena import faults, strategies
 from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
-from arena.engine import PRESETS, Rules, preset
+from arena.engine import PRESETS, Rules, apply_action, legal_actions, new_game, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
-from arena.engine.values import Decision, EndReason, Phase, Zone
 from arena.faults import BotFault, FaultReason
 from arena.referee import protocol
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
@@ -430,15 +430,63 @@ def test_card_pattern_matches_the_engine() -> None:
     assert not any(re.fullmatch(pattern, n) for n in ("10H", "1H", "XC", "X", "7h", "AHS", ""))
 
 
+def named_values() -> dict[str, set[str]]:
+    """The protocol's named values by the field that holds them (the engine's phase "over" is its
+    state after the end, never shown in a view)."""
+    d = defs()
+    zones = set(d["play_zone"]["enum"]) | {model.HAND, model.FACE_UP, model.FACE_DOWN}
+    return {"phase": set(d["view"]["properties"]["phase"]["enum"]) | {"over"},
+            "decision": set(d["decision"]["enum"]),
+            "reason": set(d["result"]["properties"]["reason"]["enum"]) | set(d["fault_reason"]["enum"]),
+            "zone": zones, "from": zones}
+
+
+def compared_names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, field, text) for each string a field of ``named_values`` is compared with: ``x["phase"] ==
+    "play"``, ``a.zone != "hand"``, ``zone in ("hand", ...)``, ``v.get("phase") == ...``."""
+    def field(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            return node.slice.value if isinstance(node.slice.value, str) else None
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            return node.args[0].value
+        return getattr(node, "attr", None) or getattr(node, "id", None)
+
+    def texts(node: ast.AST) -> list[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for a, b in zip(sides, sides[1:]):
+                for x, y in ((a, b), (b, a)):
+                    found += [(node.lineno, field(x), t) for t in texts(y) if field(x) in named_values()]
+    return found
+
+
+def test_code_compares_phases_zones_reasons_and_decisions_only_with_names_the_protocol_has() -> None:
+    """The code writes these values as the JSON strings they are (the engine, compiled by mypyc,
+    compares plain strings); this test stands where an enum would, so a typo fails here."""
+    names = named_values()
+    seen = [(path, *hit) for path in sorted((ROOT / "arena").rglob("*.py")) for hit in compared_names(path)]
+    assert len(seen) > 20  # the comparisons are found: phases in the bots and envs, zones, end reasons
+    wrong = [f"{p.relative_to(ROOT)}:{line}: {f} compared with {t!r}" for p, line, f, t in seen if t not in names[f]]
+    assert not wrong, "\n".join(wrong)
+    state = new_game(preset("classic"), players=2, seed=3)
+    for _ in range(5000):
+        if state.result is not None:
+            break
+        state, _ = apply_action(state, legal_actions(state)[0])
+    assert state.phase == "over" and state.result.reason in names["reason"]
+
+
 def test_schema_enums_match_the_code() -> None:
     d = defs()
     assert d["fault_reason"]["enum"] == list(FAULT_REASONS) == [str(r) for r in FaultReason]
-    assert d["decision"]["enum"] == list(Decision)
-    assert set(d["view"]["properties"]["phase"]["enum"]) == {Phase.SETUP, Phase.PLAY}
-    assert d["result"]["properties"]["reason"]["enum"] == list(EndReason)
-    assert set(d["play_zone"]["enum"]) < set(Zone)
-    assert (model.HAND, model.FACE_UP, model.FACE_DOWN) == (Zone.HAND, Zone.FACE_UP, Zone.FACE_DOWN)
-    assert json.dumps([Phase.OVER, FaultReason.CPU_LIMIT]) == '["over", "cpu_limit"]'  # the JSON is unchanged
+    assert set(d["play_zone"]["enum"]) < {model.HAND, model.FACE_UP, model.FACE_DOWN}
+    assert json.dumps([FaultReason.CPU_LIMIT]) == '["cpu_limit"]'  # the JSON is unchanged
     assert protocol.encode(protocol.error(FaultReason.TIMEOUT, "x")) == '{"type":"error","reason":"timeout","message":"x"}'
     # every rule option the engine has is described (start.rules lists them all)
     fields = set(Rules().options())

@@ -26,7 +26,7 @@ from arena import faults, strategies
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotCommandError, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded)
 from arena.bots.launch import Launcher
-from arena.bots.limits import Limits
+from arena.limits import Limits
 from arena.bots.manifest import BotSpec
 from arena.bots.process import BotProcess
 from arena.bots.procs import read_proc

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import trio
 
-from arena.bots.blocking import start_bot_blocking
+from arena.bots.start import start_bot_blocking
 from arena.bots.launch import Launcher
 from arena.bots.manifest import load_bot
 from arena.engine import preset

@@ -44,7 +44,7 @@ def test_arena_check_deals_differ_from_run_to_run(monkeypatch: pytest.MonkeyPatc
 
     from arena.bots.manifest import load_bot
     from arena.engine import PRESETS
-    from arena.referee import check
+    from arena.tournament import check
 
     dealt: list[int] = []
     real = check.run_game

@@ -280,7 +280,7 @@ def test_a_bot_with_few_games_says_so(tmp_path):
 
 
 def test_a_match_ended_by_its_sprt_shows_a_full_bar(tmp_path):
-    from arena.serve.app import templates
+    from arena.serve.pages import templates
     from arena.serve.data import ReadStore, tournaments
     db = _store(tmp_path, tid="match:a@1:b@1:0123456789")
     db.db.execute("UPDATE tournaments SET planned=400")

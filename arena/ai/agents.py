@@ -17,6 +17,7 @@ from typing import Any
 from arena.engine.game import legal_actions
 from arena.engine.views import action_json
 
+from .agent import Agent
 from .budget import Budget
 from .observe import DeterminizationError, Observer, action_key, parse_action
 from .policy import heuristic_action, make_policy, setup_choice
@@ -35,20 +36,6 @@ def unstick(best: int, scores: list[float], rng: random.Random) -> int:
     two players who always answer the same way would otherwise repeat until the turn cap."""
     near = [j for j, v in enumerate(scores) if v >= scores[best] - NEAR_BEST]
     return near[rng.randrange(len(near))]
-
-
-class Agent:
-    name = "agent"
-    info: dict[str, Any] | None = None  # what the last choice's search found, if it searched
-
-    def begin(self, msg: dict[str, Any]) -> None:
-        pass
-
-    def choose(self, req: dict[str, Any]) -> int:
-        raise NotImplementedError
-
-    def end(self, msg: dict[str, Any]) -> None:
-        pass
 
 
 class PolicyAgent(Agent):

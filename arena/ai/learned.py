@@ -2,9 +2,9 @@
 played in pure Python from its exported weights.
 
 No numpy and no torch: bundled bots run under the sandbox's system Python, which has
-neither. The inputs are :func:`arena.envs.features.view_features` of the request's view
+neither. The inputs are :func:`arena.ai.features.view_features` of the request's view
 (the numbers the environments fed the network while it trained) and the output is a
-score for each index of the fixed action space (:mod:`arena.envs.actions`); the best
+score for each index of the fixed action space (:mod:`arena.ai.actions`); the best
 legal index is played, ties to the lower index, as the trainer's greedy policy does.
 Only the legal rows of the last layer are computed, and the first layer reads only the
 nonzero inputs, so a decision costs a few milliseconds.
@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from arena.engine.rules import Rules
-from arena.envs.actions import N_ACTIONS, json_index
-from arena.envs.features import N_FEATURES, view_features
-
-from .agents import Agent
+from .actions import N_ACTIONS, json_index
+from .agent import Agent
+from .features import N_FEATURES, view_features
 from .observe import parse_action
 from .policy import setup_choice
 

@@ -28,6 +28,7 @@ from arena.engine.cards import make_deck, parse_card
 from arena.engine.model import Done, Flip, PickUp, Play, Seat, SetFaceUp, Stack, State
 from arena.engine.resample import History, ResampleError, resample
 from arena.engine.rules import Rules
+from arena.errors import ArenaError
 
 _CARD_CACHE: dict[str, int] = {}
 
@@ -43,7 +44,7 @@ def cards(texts) -> tuple[int, ...]:
     return tuple(card(t) for t in texts)
 
 
-class DeterminizationError(ResampleError):
+class DeterminizationError(ArenaError, ResampleError):
     """The view does not add up (should not happen); callers fall back to the heuristic."""
 
 

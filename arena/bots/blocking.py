@@ -23,12 +23,9 @@ from __future__ import annotations
 import os
 import select
 import time
-from pathlib import Path
-from typing import Sequence
 
-from .containment import find_bwrap
-from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout, SandboxUnavailable
-from .limits import Limits
+from ..errors import ArenaError
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout
 from .process import EXIT_GRACE, KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, WATCH_S, BotBase
 from .channel import encode_line
 
@@ -36,7 +33,7 @@ _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
-class BotClosed(OSError):
+class BotClosed(ArenaError, OSError):
     """The bot was closed by the referee: nothing can be sent or received any more."""
 
 
@@ -141,7 +138,7 @@ def hub() -> Hub:
 
 
 class BlockingBot(BotBase):
-    """A running bot waited on with ``poll``. Create with :func:`start_bot_blocking`; always
+    """A running bot waited on with ``poll``. Create with :func:`~arena.bots.start.start_bot_blocking`; always
     :meth:`close` (or :meth:`close_gracefully`)."""
 
     def __init__(self, **kw) -> None:
@@ -305,26 +302,4 @@ class BlockingBot(BotBase):
             time.sleep(0.002)
 
 
-def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
-                       sandbox: bool = False, namespaces: bool = False,
-                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
-                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = ()) -> BlockingBot:
-    """:func:`~arena.bots.start.start_bot` for the blocking shell: the same arguments, the same
-    refusal of a containment that does not work here."""
-    from .errors import BotStartError
-    from .spawn import spawn_bot_blocking
-    from .probes import sandbox_problem_now
-    bwrap = None
-    if sandbox:
-        problem = sandbox_problem_now(run_as)
-        if problem:
-            raise SandboxUnavailable(problem)
-        bwrap = find_bwrap()
-    if sandbox and namespaces:
-        raise BotStartError("choose bubblewrap or namespaces, not both")
-    return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
-                              namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
-                              ro_binds=ro_binds, bwrap=bwrap)
-
-
-__all__ = ["BlockingBot", "BotClosed", "BotError", "Hub", "hub", "start_bot_blocking"]
+__all__ = ["BlockingBot", "BotClosed", "BotError", "Hub", "hub"]

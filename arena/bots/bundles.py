@@ -22,12 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import ArenaError
 from .manifest import MANIFEST, BotSpec, ManifestError, _walk, load_bot
 
 CACHE_ENV = "PALACE_ARENA_CACHE"
 
 
-class BundleError(RuntimeError):
+class BundleError(ArenaError, RuntimeError):
     """A bot's files arrived on a worker but do not match the hash they were sent under."""
 
 

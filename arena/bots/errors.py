@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 
 from .. import faults
+from ..errors import ArenaError
 
 
 class BotError(faults.BotFault):
@@ -89,7 +90,7 @@ class BotClosedOutput(BotError, faults.ClosedOutput):
     """The bot closed its stdout but is still running."""
 
 
-class BotStartError(Exception):
+class BotStartError(ArenaError):
     """The referee could not start the bot (missing command, bad directory,
     permissions, no cgroups when required...).  Not the bot's fault."""
 

@@ -21,10 +21,11 @@ from typing import Any, Iterable
 
 import trio
 
+from ..errors import ArenaError
 from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError
-from .limits import MiB, Limits
+from ..limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import namespaces_problem, sandbox_problem
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
@@ -40,7 +41,7 @@ CONTAINED_BUILD = ("builds run contained, like the bot: no network, only the sys
                    "--trusted-bots to build and run bots as the referee's own user")
 
 
-class BuildError(RuntimeError):
+class BuildError(ArenaError, RuntimeError):
     """A bot's build command failed; the message carries the tail of its output."""
 
 
@@ -346,7 +347,7 @@ class Launcher:
 
     async def start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
         """How to start ``spec`` here (built, probed): the arguments of ``start_bot``, which a
-        blocking shell passes to :func:`~arena.bots.blocking.start_bot_blocking` as they are."""
+        blocking shell passes to :func:`~arena.bots.start.start_bot_blocking` as they are."""
         mode = await self.mode()
         contained = mode != TRUSTED
         if spec.build is not None:

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ArenaError
+
 MANIFEST = "bot.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 BUNDLED_DIR = Path(__file__).resolve().parents[2] / "bots"
 SKIP_DIRS = {".git", "__pycache__", "target", "node_modules", ".venv"}
 
 
-class ManifestError(ValueError):
+class ManifestError(ArenaError, ValueError):
     """A manifest that is missing, unreadable or incomplete; the message says which field."""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
-from .limits import Limits
+from ..limits import Limits
 
 
 _bwrap_checked: dict[tuple[str, bool], str | None] = {}

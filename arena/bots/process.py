@@ -39,7 +39,7 @@ import trio
 from .cgroups import BotCgroup
 from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
                      CpuLimitExceeded, MemoryLimitExceeded, NotUtf8)
-from .limits import Limits
+from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
 from .channel import READ_CHUNK, LineChannel, StderrBuffer, encode_line

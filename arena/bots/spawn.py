@@ -26,7 +26,7 @@ from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError
 from .filesystem import sandbox_visible, unsuitable_sandbox_dir
-from .limits import Limits, MiB
+from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN, BotProcess
 from . import seccomp

@@ -1,4 +1,5 @@
-"""Starting a bot: :func:`start_bot`, which refuses a containment that does not work here before it forks."""
+"""Starting a bot: :func:`start_bot` (the trio shell) and :func:`start_bot_blocking` (the blocking shell),
+which refuse a containment that does not work here before they fork."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Sequence
 
 from .containment import find_bwrap
 from .errors import BotStartError, SandboxUnavailable
-from .limits import Limits
-from .probes import sandbox_problem
+from ..limits import Limits
+from .blocking import BlockingBot
+from .probes import sandbox_problem, sandbox_problem_now
 from .process import BotProcess
-from .spawn import spawn_bot
+from .spawn import spawn_bot, spawn_bot_blocking
 
 
 async def start_bot(
@@ -67,3 +69,22 @@ async def start_bot(
     return await spawn_bot(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
                            extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
                            bwrap=bwrap, writable_cwd=writable_cwd)
+
+
+def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+                       sandbox: bool = False, namespaces: bool = False,
+                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
+                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = ()) -> BlockingBot:
+    """:func:`start_bot` for the blocking shell: the same arguments, the same
+    refusal of a containment that does not work here."""
+    bwrap = None
+    if sandbox:
+        problem = sandbox_problem_now(run_as)
+        if problem:
+            raise SandboxUnavailable(problem)
+        bwrap = find_bwrap()
+    if sandbox and namespaces:
+        raise BotStartError("choose bubblewrap or namespaces, not both")
+    return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
+                              namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
+                              ro_binds=ro_binds, bwrap=bwrap)

@@ -87,33 +87,12 @@ def is_interrupt(exc: BaseException) -> bool:
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    """User-facing failures: each is reported in one line. Imported late: most commands need few."""
-    from ..engine import RulesError
-    from ..bots.manifest import ManifestError
-    from ..tournament.store import StoreError
+    """User-facing failures, each reported in one line: the arena's own (:class:`~arena.errors.ArenaError`),
+    the engine's rules (the engine is a library below the arena), the store's SQLite and the system's."""
     import sqlite3
-    from ..faults import ArenaFailure
-    kinds: list[type[BaseException]] = [RulesError, ManifestError, StoreError, sqlite3.Error, OSError, ArenaFailure]
-    try:
-        from ..config import ConfigFileError
-        kinds.append(ConfigFileError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from ..tournament.config import ConfigError
-        kinds.append(ConfigError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from ..ladder import LadderError
-        kinds.append(LadderError)
-    except ImportError:  # pragma: no cover
-        pass
-    from ..tournament.suites import SuiteError  # a StoreError already; named for clarity
-    kinds.append(SuiteError)
-    from ..bots.launch import ContainmentError  # a bot that cannot be contained: one line saying how to fix it
-    kinds.append(ContainmentError)
-    return tuple(kinds)
+    from ..engine import RulesError
+    from ..errors import ArenaError
+    return (ArenaError, RulesError, sqlite3.Error, OSError)
 
 
 def describe_error(e: BaseException) -> str:

@@ -168,7 +168,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
     try:
         result = trio.run(submit, ladder, bot, db, ctx)
     except CheckFailed as e:
-        from ..referee.check import print_report
+        from ..tournament.check import print_report
         print_report(e.report, progress)
         fail(str(e), 1)
     except (LadderError, StoreError, ManifestError) as e:

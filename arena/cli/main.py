@@ -128,9 +128,9 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
     from ..bots.manifest import load_bot
     import trio
     from ..engine import rules_from
-    from ..referee.check import print_report, run_check
+    from ..tournament.check import print_report, run_check
     from ..bots.launch import Launcher
-    from ..bots.limits import Limits
+    from ..limits import Limits
     spec = load_bot(bot)
     if spec.human:
         fail("arena check takes a bot, not 'human'")

@@ -21,14 +21,14 @@ import gymnasium
 import numpy as np
 from pettingzoo import AECEnv
 
+from arena.ai.actions import MAX_SEATS, N_ACTIONS, engine_index
+from arena.ai.features import check_table
 from arena.ai.simulate import result_scores
 from arena.engine import apply_action, legal_actions, start_game
 from arena.engine.rules import Rules, rules_from
 from arena.referee.core import Answered, RefereeCore, TimeControl
 
-from .actions import MAX_SEATS, N_ACTIONS, engine_index
 from .encode import N_FEATURES, OBS_HIGH, encode_state
-from .features import check_table
 
 
 ENV_CLOCK = TimeControl(move_ms=1000, bank_ms=0)

@@ -1,8 +1,8 @@
 """The observation and action mask of :mod:`arena.envs` as numpy arrays.
 
-The numbers come from :mod:`arena.envs.features` (standard library: what a bot computes
+The numbers come from :mod:`arena.ai.features` (standard library: what a bot computes
 from its request, checked equal to the environments' fast path); this module makes
-arrays of them and the mask over the fixed space of :mod:`arena.envs.actions`.
+arrays of them and the mask over the fixed space of :mod:`arena.ai.actions`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 
 from arena.engine.rules import Rules
 
-from .actions import N_ACTIONS, json_index
-from .features import HIGH, N_FEATURES, SEAT_FEATURES, state_features, view_features  # noqa: F401
+from arena.ai.actions import N_ACTIONS, json_index
+from arena.ai.features import HIGH, N_FEATURES, SEAT_FEATURES, state_features, view_features  # noqa: F401
 
 OBS_HIGH = np.array(HIGH, dtype=np.float32)  # every feature lies in [0, OBS_HIGH]
 
@@ -31,7 +31,7 @@ def request_mask(actions: list[dict[str, Any]]) -> tuple[np.ndarray, dict[int, i
 
 
 def encode(view: dict[str, Any], rules: Rules, players: int) -> np.ndarray:
-    """The view as ``N_FEATURES`` floats (:func:`arena.envs.features.view_features`)."""
+    """The view as ``N_FEATURES`` floats (:func:`arena.ai.features.view_features`)."""
     return np.fromiter(view_features(view, rules, players), np.float32, N_FEATURES)
 
 

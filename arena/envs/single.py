@@ -41,16 +41,16 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from arena.ai.actions import N_ACTIONS, engine_index
 from arena.ai.agents import reference_agent
+from arena.ai.features import check_table
 from arena.engine import legal_actions
 from arena.engine.rules import Rules
 from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from . import programs
 from .aec import make_rules, place_rewards, spaces
-from .actions import N_ACTIONS, engine_index
 from .encode import encode_state
-from .features import check_table
 
 LEARNER = "learner"
 REDEALS = 10  # deals a reset tries when bot programs forfeit before the learner's first decision

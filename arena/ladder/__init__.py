@@ -26,13 +26,13 @@ from typing import Any
 # package, and only the ladder commands need numpy, scipy and openskill.
 _WHERE = {
     "config": ["LADDER_DIR", "CheckFailed", "Ladder", "LadderError", "Matchmaking", "ladder_path", "list_ladders",
-               "load_ladder"],
+               "load_ladder", "resolve_anchor"],
     "history": ["LadderState", "rating_history", "take_snapshot", "trends"],
     "match": ["MatchProgress", "match_games", "match_id", "resolve_bot", "run_match"],
     "matchmaking": ["Candidate", "Table", "choose_table"],
     "placement": ["RunContext", "SubmitResult", "ensure_seeded", "play_games", "submit"],
     "run": ["RunSummary", "retire", "run_ladder"],
-    "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings", "resolve_anchor"],
+    "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings"],
     "tables": ["LADDER_SCHEMA", "BotStatus", "Member", "bot_statuses", "check_identity", "clear_status",
                "keep_ladder_file", "ladder_results", "member", "members", "open_store", "resolve_ref",
                "snapshot_dir"],

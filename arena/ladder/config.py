@@ -16,13 +16,14 @@ from typing import Any
 
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
+from ..errors import ArenaError
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 from ..tournament.store import DEFAULT_STORE
 
 LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
 
 
-class LadderError(ValueError):
+class LadderError(ArenaError, ValueError):
     """A ladder file, submission or store state that cannot be used; the message says why."""
 
 
@@ -118,6 +119,22 @@ class Ladder:
             store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author)
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
+
+
+def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
+    """The ladder file's ``anchor`` (a label, or a name with one version on the ladder) as a label."""
+    if ladder.anchor is None:
+        return None
+    if ladder.anchor in labels:
+        return ladder.anchor
+    same = [lab for lab in labels if lab.split("@", 1)[0] == ladder.anchor]
+    if len(same) == 1:
+        return same[0]
+    if not same:
+        raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} has no games on the ladder "
+                          f"(rated: {', '.join(labels) or 'none'})")
+    raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} is ambiguous ({', '.join(same)}); "
+                      "name one version, e.g. anchor = \"" + same[0] + "\"")
 
 
 def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Path | None = None) -> Path:

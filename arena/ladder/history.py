@@ -18,7 +18,7 @@ from typing import Any
 from ..ratings import Outcome, Ratings, fit_elo
 from ..tournament.standings import outcomes
 from ..tournament.store import Store
-from .config import Ladder
+from .config import Ladder, resolve_anchor
 from .matchmaking import pair_key
 from .tables import _has_tables
 
@@ -92,7 +92,6 @@ class LadderState:
 
 
 def _fit(ladder: Ladder, counts: Counter[Outcome]) -> Ratings | None:
-    from .standings import resolve_anchor
     names = sorted({b for o in counts for b in o.bots})
     if len(names) < 2:
         return None

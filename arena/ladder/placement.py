@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
-from ..tournament.run import Reporter, run_tournament
+from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
 from .tables import (_add_member, _bump_message, _snapshot, bot_statuses, check_identity, keep_ladder_file,
@@ -35,7 +35,7 @@ class RunContext:
     launcher: Callable | None = None  # None: real processes (arena.bots.launch.Launcher)
     reporter: ReporterFactory | None = None
     say: Callable[[str], None] = lambda text: None
-    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.referee.check.run_check
+    checker: Callable[[BotSpec], Awaitable[dict[str, Any]]] | None = None  # None: arena.tournament.check.run_check
 
     def make_reporter(self, title: str, focus: str | None, history) -> Reporter | None:
         return self.reporter(title, focus, history) if self.reporter else None
@@ -54,7 +54,7 @@ async def play_games(cfg: TournamentConfig, store: Store, reporter: Reporter | N
         initial = [m.label for m in members(store, ladder.name) if m.origin == "initial"] \
             if ladder is not None and cfg.one_seat_per_author else []
         await run_tournament(cfg, store, reporter, launcher=launcher, collect=False, own_authors=initial)
-    except ConfigError as e:
+    except (ConfigError, TournamentIncomplete) as e:  # a ladder's own error, whichever the run reported
         raise LadderError(str(e)) from None
     return len(store.done_indexes(cfg.name)) - before
 
@@ -191,7 +191,7 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
             if ctx.checker is not None:
                 report = await ctx.checker(spec)
             else:
-                from ..referee.check import run_check
+                from ..tournament.check import run_check
                 report = await run_check(spec, ladder.check_games, ladder.move_ms)
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)

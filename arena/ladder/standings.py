@@ -12,7 +12,8 @@ from typing import Any
 
 from ..tournament.standings import read_games, summarise
 from ..tournament.store import Store
-from .config import Ladder, LadderError
+from .config import Ladder, resolve_anchor
+from .history import rating_history, trends
 from .tables import bot_statuses, members
 
 @dataclass
@@ -183,22 +184,6 @@ def misfits(rows: list[Row], cells: dict[str, dict[str, Cell]]) -> list[dict[str
     return out
 
 
-def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
-    """The ladder file's ``anchor`` (a label, or a name with one version on the ladder) as a label."""
-    if ladder.anchor is None:
-        return None
-    if ladder.anchor in labels:
-        return ladder.anchor
-    same = [lab for lab in labels if lab.split("@", 1)[0] == ladder.anchor]
-    if len(same) == 1:
-        return same[0]
-    if not same:
-        raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} has no games on the ladder "
-                          f"(rated: {', '.join(labels) or 'none'})")
-    raise LadderError(f"ladder {ladder.name}: anchor {ladder.anchor!r} is ambiguous ({', '.join(same)}); "
-                      "name one version, e.g. anchor = \"" + same[0] + "\"")
-
-
 def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view: bool = False) -> LadderStandings:
     """The ladder's table: one Plackett-Luce fit over all its games, best first.  ``view`` adds
     what `arena ladder NAME` shows besides (games since the last view, which it records; games in
@@ -245,7 +230,6 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
 
 
 def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
-    from .history import rating_history, trends
     now = time.time()
     n = len(ladder.prefix)
     recent: dict[str, int] = defaultdict(int)

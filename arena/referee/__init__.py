@@ -6,7 +6,6 @@
   over bot processes with trio and real clocks.
 - :mod:`.protocol`: the messages, built and read against ``protocol/schemas``; a bad line
   raises one of :mod:`arena.faults`, as every fault does.
-- :mod:`.check`: ``arena check``, the referee put to one bot in every kind of decision.
 - :mod:`.testing`: :class:`MockBot`, a scripted connection for tests (expect this, answer that).
 """
 

@@ -178,7 +178,7 @@ class BlockingLaunch:
         self._args: dict[str, tuple] = {}
 
     def __call__(self, spec):
-        from ..bots.blocking import start_bot_blocking
+        from ..bots.start import start_bot_blocking
         from ..bots.errors import BotStartError
         args = self._args.get(spec.label)
         if args is None:

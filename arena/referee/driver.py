@@ -124,7 +124,7 @@ class BotPlayer:
         if self.restart_each_game or self._cpu_spent():
             await self.close()
         begin_game = getattr(await self._ensure(), "begin_game", None)
-        if begin_game is not None:  # the bot's CPU is counted per game (arena.bots.limits)
+        if begin_game is not None:  # the bot's CPU is counted per game (arena.limits)
             begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
         await self._send(message)
 

@@ -23,11 +23,12 @@ from typing import Any
 from ..engine import Rules, RulesError, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action, Event
 from ..engine.views import action_json, event_for, result_json
+from ..errors import ArenaError
 from ..referee import protocol
 from ..referee.core import RefereeCore, Request, TimeControl
 
 
-class ReplayError(ValueError):
+class ReplayError(ArenaError, ValueError):
     """A game that cannot be found, read or re-simulated at all."""
 
 
@@ -343,8 +344,21 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
     return core, asked
 
 
+def thought_of(step: dict[str, Any]) -> dict[str, Any]:
+    """What the bot said it was thinking at this step (its ``info``), as ``thought`` and
+    ``thought_warning``. Checked again here: a stored log is not trusted to hold what the
+    referee let through (:func:`arena.referee.protocol.check_info`)."""
+    out: dict[str, Any] = {}
+    if "info" in step:
+        kept = protocol.check_info(step["info"]).get("info")
+        if kept:
+            out["thought"] = kept
+    if "info_warning" in step:
+        out["thought_warning"] = str(step["info_warning"])[:300]
+    return out
+
+
 def _decision(req: Request, fr: Frame, choice: int | None) -> Decision:
-    from .view import thought_of
     step = fr.step or {}
     thought = thought_of(step)
     return Decision(fr.index, req.message, choice, step.get("ms"), step.get("fault"), list(step.get("stderr", [])),

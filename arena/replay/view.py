@@ -13,7 +13,7 @@ from typing import Any
 
 from ..engine import Rules, State, effective_top
 from ..engine.cards import RANK_NAMES, card_str, cards_str
-from .simulate import Frame, Replay
+from .simulate import Frame, Replay, thought_of
 
 DATA_VERSION = 1
 FLAG_OF = {"burned": "burn", "picked_up": "pickup", "gave_pile": "pickup", "skipped": "skip",
@@ -189,21 +189,6 @@ def step_info(replay: Replay, frame: Frame, who: Names) -> dict[str, Any]:
                     text=describe_action(act, who) + (" (forced: the only legal action)" if step.get("forced") else ""))
         info.update(thought_of(step))
     return info
-
-
-def thought_of(step: dict[str, Any]) -> dict[str, Any]:
-    """What the bot said it was thinking at this step (its ``info``), as ``thought`` and
-    ``thought_warning``. Checked again here: a stored log is not trusted to hold what the
-    referee let through (:func:`arena.referee.protocol.check_info`)."""
-    from ..referee.protocol import check_info
-    out: dict[str, Any] = {}
-    if "info" in step:
-        kept = check_info(step["info"]).get("info")
-        if kept:
-            out["thought"] = kept
-    if "info_warning" in step:
-        out["thought_warning"] = str(step["info_warning"])[:300]
-    return out
 
 
 def thought_text(thought: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """``arena serve``: the arena in a browser, live.
 
-* :mod:`.cli` - the command: listens (127.0.0.1 by default), prints the address and token;
-* :mod:`.app` - the Starlette app and its read-only pages; :mod:`.views` and :mod:`.data` -
+* :mod:`arena.cli.serve` - the command: listens (127.0.0.1 by default), prints the address and token;
+* :mod:`.app` - the Starlette app and its read-only pages; :mod:`.pages` - the templates and the
+  responses every route module builds; :mod:`.views` and :mod:`.data` -
   what the pages show, read from the store on a read-only connection;
 * :mod:`.charts` - rating-over-time and head-to-head charts as server-side SVG;
 * :mod:`.live` - follows the store and pushes server-sent events to open pages;

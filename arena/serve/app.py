@@ -1,6 +1,6 @@
 """The web application: routes for the read-only pages, and the assembly of the whole app.
 
-Pages are Jinja2 templates with autoescaping on, so every bot name, tournament
+Pages are Jinja2 templates with autoescaping on (:mod:`.pages`), so every bot name, tournament
 name or stderr line is escaped where it is printed; the only unescaped markup
 is the server's own SVG (:mod:`.charts`, which escapes its text itself).
 Queries run in worker threads, each on its own read-only connection.
@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import trio
 from starlette.applications import Starlette
@@ -25,13 +23,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
-from . import data, views
+from . import data, play, submit, views
 from .live import StoreFollower, events
+from .pages import message, render
 
 HERE = Path(__file__).resolve().parent
 log = logging.getLogger("arena.serve")
@@ -83,35 +81,6 @@ class PageCache:
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return value
-
-
-templates = Jinja2Templates(directory=str(HERE / "templates"))
-templates.env.autoescape = True
-templates.env.filters["u"] = lambda s: quote(str(s), safe="@")
-templates.env.filters["pct"] = lambda x: "-" if x is None else f"{100 * x:.1f}%"
-templates.env.filters["num"] = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(s)
-    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
-templates.env.filters["duration"] = _duration
-templates.env.filters["age"] = lambda ts: _duration(time.time() - ts) if ts else "-"
-templates.env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
-
-
-def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
-    opts: Options = request.app.state.options
-    context.update(opts=opts, store=str(opts.store))
-    return templates.TemplateResponse(request, name, context, status_code=status)
-
-
-def message(request: Request, title: str, text: str, status: int) -> Response:
-    return render(request, "message.html", status, title=title, text=text)
 
 
 async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key: tuple | None = None) -> Any:
@@ -286,7 +255,6 @@ class Headers:
 
 def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     """The app; background work (following the store, games in play, submissions) runs in ``nursery``."""
-    from . import play, submit
     routes = [
         Route("/", home),
         Route("/ladders/{name}", ladder),
@@ -314,6 +282,3 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     submit.setup(app)
     return app
 
-
-def redirect(url: str) -> Response:
-    return RedirectResponse(url, status_code=303)

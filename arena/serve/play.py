@@ -30,6 +30,7 @@ from ..faults import Timeout
 from ..referee import BotPlayer, TimeControl, run_game
 from ..replay.view import Names, describe_action, describe_event, result_text
 from . import guard
+from .pages import redirect, render
 
 log = logging.getLogger("arena.serve")
 
@@ -166,7 +167,6 @@ def _session(request: Request) -> Session:
 
 
 async def new_game(request: Request) -> Response:
-    from .app import render
     guard.enabled(request, "play")
     return render(request, "play_new.html", title="Play", presets=list(PRESETS), bots=bundled_bots(),
                   has_token=guard.has_token(request), error="")
@@ -205,7 +205,6 @@ def _parse(form: Any) -> tuple[Any, list, int, int, int, int]:
 
 
 async def start_game(request: Request) -> Response:
-    from .app import redirect, render
     form = await request.form(max_files=0, max_fields=20)
     guard.require(request, "play", str(form.get("token", "")) or None)
     try:
@@ -228,7 +227,6 @@ async def start_game(request: Request) -> Response:
 
 
 async def page(request: Request) -> Response:
-    from .app import render
     s = _session(request)
     return render(request, "play.html", title="Play", session=s)
 

@@ -28,7 +28,9 @@ from starlette.routing import Route
 
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
+from ..errors import ArenaError
 from . import guard
+from .pages import redirect, render
 from .upload import UploadError, unpack
 
 log = logging.getLogger("arena.serve")
@@ -56,7 +58,7 @@ class Job:
         del self.lines[:-200]
 
 
-class TooLarge(Exception):
+class TooLarge(ArenaError):
     pass
 
 
@@ -91,7 +93,6 @@ def _ladders(request: Request) -> list[str]:
 
 
 def _form(request: Request, status: int = 200, error: str = "") -> Response:
-    from .app import render
     opts = request.app.state.options
     return render(request, "submit.html", status, title="Submit a bot", ladders=_ladders(request), error=error,
                   has_token=guard.has_token(request), max_mb=opts.max_upload_bytes / 2**20,
@@ -104,7 +105,6 @@ async def form_page(request: Request) -> Response:
 
 
 async def upload(request: Request) -> Response:
-    from .app import redirect
     guard.enabled(request, "submit")
     opts = request.app.state.options
     limit = opts.max_upload_bytes + 64 * 1024  # the form's other fields and multipart headers
@@ -165,7 +165,7 @@ def private_copy_dir(store: Path) -> Path:
 
 async def run_job(app: Starlette, job: Job, root: Path) -> None:
     """``arena check``, then (only if it passed) the ladder's placement, one job at a time."""
-    from ..referee.check import run_check
+    from ..tournament.check import run_check
     from ..ladder import LadderError, RunContext, load_ladder, open_store, submit
     opts = app.state.options
     async with app.state.submit_lock:
@@ -201,7 +201,6 @@ async def run_job(app: Starlette, job: Job, root: Path) -> None:
 
 
 async def job_page(request: Request) -> Response:
-    from .app import render
     guard.enabled(request, "submit")
     job = request.app.state.submit_jobs.get(request.path_params["job"])
     if job is None:

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from ..bots.manifest import MANIFEST
+from ..errors import ArenaError
 
 CHUNK = 1 << 16
 # what reading a damaged or unreadable entry raises (zipfile: a bad CRC or a lying size is
@@ -34,7 +35,7 @@ DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError, NotImplem
            ValueError)
 
 
-class UploadError(ValueError):
+class UploadError(ArenaError, ValueError):
     """The upload is refused; the message says why, in one line."""
 
 

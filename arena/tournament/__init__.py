@@ -8,7 +8,9 @@
   :mod:`.worker` (referee processes, ``python -m arena.tournament.worker``) and
   :mod:`.cluster` (Dask) are the other two;
 * :mod:`.store` - the SQLite game store; :mod:`.runlock` - one run per tournament and store;
-* :mod:`.live` - the progress display and live standings.
+* :mod:`.live` - the progress display and live standings;
+* :mod:`.check` - ``arena check``: one bot played through every kind of decision, on deals of a
+  secret of its own run; the ladder's entry test and the web's uploads run it too.
 
 Importing the package loads nothing: ``arena.tournament.store`` is read by the replay and the web
 pages without the runner or its executors.

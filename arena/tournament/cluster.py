@@ -179,7 +179,7 @@ class RefereeHost:
 
     async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
         from ..bots.launch import Launcher
-        from ..bots.limits import Limits
+        from ..limits import Limits
         from ..referee import TimeControl
         launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
 

@@ -12,16 +12,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bots.limits import Limits
+from ..limits import Limits
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules, RulesError, rules_from
+from ..errors import ArenaError
 from ..referee import TimeControl
 
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
 SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
 
 
-class ConfigError(ValueError):
+class ConfigError(ArenaError, ValueError):
     """A tournament file or flag that cannot be run; the message names the field."""
 
 

@@ -34,12 +34,13 @@ import trio
 
 from ..bots.manifest import BotSpec, load_bot
 from ..engine.rules import Rules
+from ..errors import ArenaError
 from ..faults import ArenaFailure
 from ..referee import BotPlayer, GameRecord, TimeControl, run_game
 from .store import Store, pack_log, summary
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(ArenaError, RuntimeError):
     """A game could not be played because of the arena, not a bot (a bot's faults are in its record)."""
 
 
@@ -326,7 +327,7 @@ class BlockingExecutor:
 
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
-    from ..bots.limits import Limits
+    from ..limits import Limits
     return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import trio
 
+from ..faults import ArenaFailure
 from ..groups import plain_errors
 from ..bots.containment import cleanup_stale
 from ..bots.launch import Launcher  # noqa: F401 - tests replace it here to run bots in-process
-from ..bots.limits import Limits
+from ..limits import Limits
 from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds
@@ -34,7 +35,7 @@ class TournamentBusy(ConfigError):
     """Another process is playing this tournament in this store."""
 
 
-class TournamentIncomplete(ConfigError):
+class TournamentIncomplete(ArenaFailure):
     """Games could not be played (the arena's fault, not a bot's); the rest are stored, resumable."""
 
 

@@ -21,8 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import ArenaError
 
-class LockHeld(RuntimeError):
+
+class LockHeld(ArenaError, RuntimeError):
     """Another process is playing this tournament on this store; the message names it."""
 
 

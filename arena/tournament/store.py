@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import ArenaError
 from . import DEFAULT_STORE  # defined with the package, so the command line names it without sqlite
 
 SCHEMA = """
@@ -147,7 +148,7 @@ def write_private_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
-class StoreError(RuntimeError):
+class StoreError(ArenaError, RuntimeError):
     """The store file is missing, unreadable, or not an arena store."""
 
 

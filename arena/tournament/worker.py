@@ -38,6 +38,7 @@ import msgpack
 import trio
 
 from ..bots.containment import cleanup_stale
+from ..errors import ArenaError
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
 TRIES = 3  # a game whose worker dies is played again, at most this many times in all
@@ -46,7 +47,7 @@ TRIES = 3  # a game whose worker dies is played again, at most this many times i
 log = logging.getLogger(__name__)
 
 
-class WorkerDied(Exception):
+class WorkerDied(ArenaError):
     """The worker holding a game died before sending it back (internal: the game is retried)."""
 
 

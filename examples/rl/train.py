@@ -8,7 +8,7 @@ One learning seat (a random seat each game) plays 2-player ``classic`` in
 ``arena.envs.PalaceSingleEnv`` against the bots named by ``--opponents`` (one environment
 per entry, ``heuristic:12,lowest:4``: twelve against the JSON heuristic, four
 against lowest-first). The policy is a masked MLP over the 264 features of ``arena.envs.encode``
-and the 631 actions of ``arena.envs.actions``; setup decisions go to the setup table
+and the 631 actions of ``arena.ai.actions``; setup decisions go to the setup table
 (``wrappers.py``). Every ``--eval-every`` steps the greedy policy plays ``--eval-deals``
 fixed deals against ``heuristic`` from both seats (duplicate deals); the figures go to
 ``log.csv`` and the weights to ``weights-STEPS.json`` (the format ``arena.ai.learned``

@@ -22,7 +22,7 @@ import numpy as np
 
 from arena.ai.policy import setup_choice
 from arena.envs import PalaceSingleEnv
-from arena.envs.actions import engine_index
+from arena.ai.actions import engine_index
 
 
 class LearnerEnv(gymnasium.Wrapper):

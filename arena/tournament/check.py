@@ -7,7 +7,7 @@ where it first happened and the last lines the bot wrote to stderr then; a line 
 that is not the protocol is quoted; the clock is explained in words. A check stops at the
 second fault of one kind (the rest would repeat it) unless ``--all``.
 
-Its deals come from a secret made for the run (:func:`arena.tournament.seeds.run_secret`), like
+Its deals come from a secret made for the run (:func:`.seeds.run_secret`), like
 a tournament's: with fixed deal seeds a bot could find the deal by trying its ``start.seed``
 against each of them, and a check is also the entry test of ``arena submit`` and web uploads.
 """
@@ -27,14 +27,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..bots.launch import BuildError, Launcher, python_for
-from ..bots.limits import Limits
 from ..bots.manifest import BotSpec, load_bot
 from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
-from ..tournament.seeds import deal_seed, run_secret
 from ..engine import PRESETS, Rules, rules_from
-from .core import TimeControl
-from .driver import BotPlayer, run_game
+from ..limits import Limits
+from ..referee.core import TimeControl
+from ..referee.driver import BotPlayer, run_game
+from .seeds import deal_seed, run_secret
 
 SCENARIOS: list[tuple[str, Rules, int]] = [
     *[(name, r, 2) for name, r in PRESETS.items()],

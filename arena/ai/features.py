@@ -3,7 +3,8 @@
 Built from what a bot is sent (the request's ``view``), so a policy trained in the
 environments computes the same inputs when it plays as a bot, even under a Python without
 numpy (the sandbox's). ``state_features`` is the environments' fast path from the engine
-state; a test checks it equals ``view_features`` of the seat's view.
+state; a test checks it equals ``view_features`` of the seat's view. The environments and the
+learned bot (:mod:`.learned`) share it, so it sits here, below the environments.
 
 Every feature is bounded (``HIGH``): card counts are a quarter per card, and the action
 space already limits a table to ``MAX_DECKS`` decks (``MAX_COUNT`` cards of a rank).

@@ -1,7 +1,8 @@
 """The fixed action space of :mod:`arena.envs`: one index per kind of action, for any rule set.
 
 No numpy and no engine here: a bot can map its request's actions to indices with the
-standard library alone.
+standard library alone. The environments and the learned bot (:mod:`.learned`) share it, so it
+sits here, below the environments.
 
 =============  ===========================================================
 index          action
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.errors import ArenaError
+
 _RANK = {ch: k + 2 for k, ch in enumerate("23456789TJQKAX")}  # a card string's first letter -> rank
 
 
@@ -36,7 +39,7 @@ N_ACTIONS = SETUP + MAX_SETUP
 
 
 
-class ActionSpaceError(ValueError):
+class ActionSpaceError(ArenaError, ValueError):
     """An action the fixed space has no index for (a table or deck beyond its sizes)."""
 
 

@@ -3,6 +3,10 @@
 The numbers are per bot process, except ``cpu_seconds``, which is per game (a
 process may serve several games).  Where each limit is enforced (cgroup, rlimit,
 the referee's own checks) is described in docs/SANDBOX.md.
+
+Plain data at the top of ``arena/``: the config files' ``[limits]`` table (:mod:`arena.config`)
+is built from its fields and the bot process layer (:mod:`arena.bots`) applies it, so it sits
+below both.
 """
 
 from __future__ import annotations
