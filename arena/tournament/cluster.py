@@ -190,13 +190,13 @@ def play_game(plugin: str, task: dict[str, Any]) -> bytes:
     """The Dask task: one game of the run whose plugin is named ``plugin``, on this worker."""
     from distributed import get_worker
     worker = get_worker()
-    run = worker.plugins.get(plugin)
+    run: Any = worker.plugins.get(plugin)
     if run is None:
         raise BundleError(f"worker {worker.address} has no bots for this run ({plugin})")
     return run.referee.play(task)
 
 
-async def probe(sandbox: bool) -> dict[str, Any]:
+async def probe(sandbox: bool | None) -> dict[str, Any]:
     """Run on each worker before a tournament: its arena version, and why it cannot sandbox (if so)."""
     import sys
     info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "sandbox": None}
@@ -266,7 +266,7 @@ def _connect(address: str):
     return client, None
 
 
-def _preflight(client, sandbox: bool) -> int:
+def _preflight(client, sandbox: bool | None) -> int:
     try:
         infos = client.run(probe, sandbox, on_error="return")
     except Exception as e:  # noqa: BLE001
