@@ -175,6 +175,11 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypat
     try:
         played = referee.play(GameTask("unit-000000", 5, tuple(s.label for s in specs), 200).wire())
         rec = PlayedGame.from_bytes(played, cfg.ruleset().options()).full_record().as_json()
+        warm = referee.executor
+        referee.reap(3600)  # used a moment ago: the bots stay warm for the next game
+        assert referee.executor is warm and any(p.conn is not None for p in warm.pool.info)
+        referee.reap(0)  # idle: its bots are shut down
+        assert referee.executor is None and all(p.conn is None for p in warm.pool.info)
     finally:
         referee.close()
     assert referee.executor is None
