@@ -7,7 +7,7 @@ The same tournament (bundled random, lowest and heuristic bots as real processes
 
 * by the local runner with ``concurrency = --workers``;
 * on a ``LocalCluster(n_workers=--workers, threads_per_worker=1, processes=True)``, twice: cold
-  (the workers' first games: bot bundles unpacked, referee thread and bot processes started)
+  (the workers' first games: bot bundles unpacked and bot processes started)
   and warm (a second tournament on the same workers).
 
 Rates are games stored per second from the runner's start to its last game (the cluster's own

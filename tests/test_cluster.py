@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -22,12 +23,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.bots.bundles import _PREPARED, BundleError, pack_bot, prepare_bot, unpack_bot
+from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, pack_bot, prepare_bot, unpack_bot
 from arena.bots.manifest import load_bot
 from arena.errors import ArenaError
 from arena.tournament import cluster as C
 from arena.tournament.config import TournamentConfig
-from arena.tournament.executors import PlayedGame
+from arena.tournament.executors import BotSetup, GameTask, PlayedGame
 from arena.tournament.run import Reporter, RunStats, run_tournament
 from arena.tournament.store import Store
 from tests.checks import boot_ticks, zombie_children
@@ -157,33 +158,36 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
 
 
-def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path):
-    """The worker side without Dask: the referee thread plays a game between a bundled bot
-    and one whose build fails, which forfeits with the build's output, as a local run records."""
+def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypatch):
+    """The worker side without Dask: a run's referee plays a game between a bundled bot and one
+    whose build fails, which forfeits with the build's output, as a local run records."""
     bot = tmp_path / "broken"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "broken"\ncommand = ["./nothing"]\n'
                                   'build = ["sh", "-c", "echo no compiler; exit 3"]\n')
     cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
     cache.chmod(0o755)
-    specs = [load_bot("lowest"), load_bot(bot)]
-    bots = {}
-    for spec in specs:
-        digest = spec.files_hash()
-        bots[digest] = prepare_bot(digest, "bot.toml", pack_bot(spec), cache)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
     cfg = TournamentConfig()
-    payload = {"setup": {"clock": cfg.clock().as_json(), "limits": {}, "sandbox": False, "restart_each_game": False},
-               "task": {"game_id": "unit-000000", "seed": 5, "seats": [s.label for s in specs],
-                        "rules": cfg.ruleset().options(), "max_turns": 200},
-               "bots": [s.files_hash() for s in specs]}
-    host = C.referee_host()
+    specs = [load_bot("lowest"), load_bot(bot)]
+    setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
+                        sandbox=False)
+    referee = pickle.loads(pickle.dumps(C._referee(setup)))  # as the run's plugin reaches a worker
     try:
-        rec = PlayedGame.from_bytes(host.play(payload, bots)).full_record().as_json()
+        played = referee.play(GameTask("unit-000000", 5, tuple(s.label for s in specs), 200).wire())
+        rec = PlayedGame.from_bytes(played, cfg.ruleset().options()).full_record().as_json()
+        warm = referee.executor
+        referee.reap(3600)  # used a moment ago: the bots stay warm for the next game
+        assert referee.executor is warm and any(p.conn is not None for p in warm.pool.info)
+        referee.reap(0)  # idle: its bots are shut down
+        assert referee.executor is None and all(p.conn is None for p in warm.pool.info)
     finally:
-        host.stop()
+        referee.close()
+    assert referee.executor is None
     assert [(f["seat"], f["reason"]) for f in rec["faults"]] == [(1, "start_failed")]
     assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
     assert rec["result"]["order"][0] == [0]
+    assert rec["rules"] == cfg.ruleset().options()
     assert not (cache / specs[1].files_hash() / "bot" / "nothing").exists()
     shutil.rmtree(cache)
 
@@ -250,6 +254,22 @@ def beside(local_games, path: Path) -> Path:
     return path
 
 
+def trio_threads() -> list[str]:
+    """The threads of this process that are inside a trio run now (run on a worker). A trio loop
+    hosted on a thread sits in trio's scheduler between games, so it is seen here."""
+    import sys
+    import threading
+    root = os.path.dirname(trio.__file__)
+    names = {t.ident: t.name for t in threading.enumerate()}
+    inside = []
+    for ident, frame in sys._current_frames().items():
+        while frame is not None and not frame.f_code.co_filename.startswith(root):
+            frame = frame.f_back
+        if frame is not None:
+            inside.append(names.get(ident, str(ident)))
+    return inside
+
+
 def same(a: dict[int, dict], b: dict[int, dict]) -> None:
     assert sorted(a) == sorted(b)
     for i in a:
@@ -262,17 +282,22 @@ def rename(games: dict[int, dict], old: str, new: str) -> dict[int, dict]:
 
 @needs_dask
 def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games, tmp_path):
-    lc, _ = dask_cluster
+    lc, client = dask_cluster
     path = beside(local_games, tmp_path / "c.sqlite")
     cfg = config("ref", path, cluster=lc.scheduler_address)
     seen = []
+    looping = {}
 
     class Rec(Reporter):
         def game_done(self, game, record):
             seen.append(game.index)
+            if len(seen) == 6:  # both workers have played, and keep their bots warm
+                looping.update(client.run(trio_threads))
 
     played = run(cfg, Rec())
     assert len(played) == 12 and sorted(seen) == list(range(12))
+    # the workers play on the blocking shell: no trio loop waits on a thread of theirs
+    assert len(looping) == 2 and all(v == [] for v in looping.values()), looping
     # as locally: the returned records leave their step logs to the store (memory stays flat)
     assert all(r.steps == [] and r.result is not None for r in played)
     same(stored(path, "ref"), local_games[1])

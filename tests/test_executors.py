@@ -204,7 +204,9 @@ def test_a_played_game_crosses_processes_as_msgpack_with_the_log_as_raw_bytes() 
     played = PlayedGame.of(record, ["p.1", "p.2"])
     data = played.to_bytes()
     assert isinstance(data, bytes) and played.log in data  # the packed log travels as is: no base64
-    back = PlayedGame.from_bytes(data)
+    assert b"four_of_a_kind" not in data  # the rules stay behind: the receiver sent them
+    back = PlayedGame.from_bytes(data, record.rules)
+    assert back.summary["rules"] is record.rules
     assert back.processes == ["p.1", "p.2"] and back.log == played.log
     assert back.record.result == record.result and back.record.steps == []  # the summary, log apart
     assert back.full_record().as_json() == record.as_json()

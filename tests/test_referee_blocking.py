@@ -75,3 +75,60 @@ def test_the_blocking_referee_keeps_the_fixed_schedule() -> None:
     assert rec.clock["bank_ms"] == 0 and not rec.faults
     asked = sum(rec.decisions)
     assert asked > 5 and took >= asked * 0.025
+
+
+HELLO_FAULTS = {  # a bot that fails before its first request -> the verdict both referees give it
+    "silent": ("import time\ntime.sleep(60)\n", {"timeout"}),
+    "bad_hello": ("print('hello?', flush=True)\nimport time\ntime.sleep(60)\n", {"handshake"}),
+    "exits": ("import sys\nsys.exit(3)\n", {"handshake"}),
+    "no_command": (None, {"start_failed"}),
+}
+
+
+def test_both_referees_give_a_failed_start_the_same_verdict(tmp_path) -> None:
+    """The start and the handshake are decided once (arena.referee.seat) for both shells: each
+    failure costs the same fault, with the same message, on either."""
+    import tempfile
+    from pathlib import Path
+    from tests.checks import reachable
+
+    root = reachable(Path(tempfile.mkdtemp(prefix="arena-hello-", dir=tmp_path)))
+    root.chmod(0o755)
+    clock = TimeControl(move_ms=2000, bank_ms=0, handshake_ms=1500)
+    launcher = Launcher()
+    for mode, (script, reasons) in HELLO_FAULTS.items():
+        d = root / mode
+        d.mkdir()
+        d.chmod(0o755)
+        command = '["./nothing"]' if script is None else '["python3", "bot.py"]'
+        if script is not None:
+            (d / "bot.py").write_text(script)
+            (d / "bot.py").chmod(0o644)
+        (d / "bot.toml").write_text(f'name = "{mode.replace("_", "-")}"\ncommand = {command}\n')
+        specs = [load_bot(d), load_bot("lowest")]
+
+        def launch(spec):
+            command, workdir, kw = trio.run(launcher.start_args, spec)
+            return start_bot_blocking(command, workdir, **kw)
+
+        blocking = [BlockingPlayer(s, launch, clock) for s in specs]
+        try:
+            got = play_game(blocking, preset("classic"), 4, game_id="b", clock=clock, max_turns=50)
+        finally:
+            for p in blocking:
+                p.shutdown()
+            settle()
+
+        async def trio_game():
+            players = [BotPlayer(s, launcher, clock) for s in specs]
+            try:
+                return await run_game(players, preset("classic"), 4, game_id="t", clock=clock, max_turns=50)
+            finally:
+                for p in players:
+                    await p.shutdown()
+
+        want = trio.run(trio_game)
+        verdicts = [[(f["seat"], f["reason"], f["message"]) for f in r.faults] for r in (got, want)]
+        assert verdicts[0] == verdicts[1], mode
+        assert [(s, r) for s, r, _ in verdicts[0]] in ([(0, r)] for r in reasons), (mode, verdicts[0])
+        assert got.result["order"][0] == [1] and got.steps == [], mode

@@ -223,7 +223,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     progress = MatchProgress(a.label, b.label, sprt=sprt)
     secret = load_secret(store.path.parent) if store is not None else run_secret()
     # refs: how another process loads each bot again (the directory of its manifest)
-    setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, clock=clock,
+    setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, rules, clock=clock,
                      sandbox=sandbox, trusted_bots=trusted)
     concurrency = max(1, concurrency)
     workers = max(1, min(processes or os.cpu_count() or 1, concurrency))
@@ -246,8 +246,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
         async with limiter:
             dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
-            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats),
-                                                  rules.options(), max_turns))
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats), max_turns))
         if store is not None:
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})

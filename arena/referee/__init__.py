@@ -3,7 +3,8 @@
 - :mod:`.core`: :class:`RefereeCore`, the pure, synchronous rules of the conversation
   (messages out, answers and faults in, clock and record kept). No I/O.
 - :mod:`.driver`: :func:`run_game` and :class:`BotPlayer`, which move the core's messages
-  over bot processes with trio and real clocks.
+  over bot processes with trio and real clocks; :mod:`.blocking` does the same with ``poll``,
+  one game at a time, and :mod:`.seat` holds what a bot's seat decides on either.
 - :mod:`.protocol`: the messages, built and read against ``protocol/schemas``; a bad line
   raises one of :mod:`arena.faults`, as every fault does.
 - :mod:`.testing`: :class:`MockBot`, a scripted connection for tests (expect this, answer that).

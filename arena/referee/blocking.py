@@ -4,15 +4,14 @@
 For a process that plays one game at a time (a referee worker, a benchmark), a decision is a
 write and a ``poll``: :func:`play_game` is :func:`arena.referee.driver.run_game` with the
 waiting done by ``poll`` instead of trio. The conversation itself is the same
-:class:`~arena.referee.core.RefereeCore`, and the protocol's checks the same functions, so the
-two give every bot the same verdict. Bots start one after the other here (the trio referee
+:class:`~arena.referee.core.RefereeCore`, a seat's decisions the same
+:class:`~arena.referee.seat.BotSeat`, and the protocol's checks the same functions, so the two
+give every bot the same verdict. Bots start one after the other here (the trio referee
 starts slow starters side by side).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,30 +22,19 @@ import trio
 from ..bots.blocking import BlockingBot, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
-from ..faults import ArenaFailure, BotFault, FaultReason, HandshakeFailed, StartFailed, Timeout
+from ..faults import ArenaFailure, BotFault
 from . import protocol
-from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .driver import _HANDSHAKE_FAULTS, _bots_doing, as_fault
+from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, slot_end
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
 
-class BlockingPlayer:
-    """:class:`~arena.referee.driver.BotPlayer` on the blocking shell: started and greeted on first
-    use, restarted after a fault, shut down without waiting for its grace."""
+class BlockingPlayer(BotSeat):
+    """:class:`~arena.referee.driver.BotPlayer` on the blocking shell (the decisions are
+    :class:`~arena.referee.seat.BotSeat`'s): shut down without waiting for its grace."""
 
-    def __init__(self, spec: BotSpec, launcher: BlockingLauncher, clock: TimeControl, *,
-                 restart_each_game: bool = False):
-        self.spec = spec
-        self.name = spec.name
-        self.launcher = launcher
-        self.clock = clock
-        self.restart_each_game = restart_each_game
-        self.conn: BlockingBot | None = None
-        self.hello: dict[str, Any] | None = None
-        self.starts = 0
-        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
-        self._stderr: list[str] = []
+    conn: BlockingBot | None
 
     def _ensure(self) -> BlockingBot:
         if self.conn is not None:
@@ -54,45 +42,32 @@ class BlockingPlayer:
         try:
             self.conn = self.launcher(self.spec)
         except Exception as e:
-            if _bots_doing(e):  # its command is missing, its build failed
-                raise StartFailed(f"could not start {self.spec.label}: {e}") from None
-            raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(e).__name__}: {e}") from e
+            self._not_started(e)
         self.starts += 1
         try:
             self.conn.send_line(protocol.encode(protocol.hello()))
-            self.hello = protocol.read_bot_hello(self.conn.receive_line(self.clock.handshake_ms / 1000))
+            self._greeted(self.conn.receive_line(self.clock.handshake_ms / 1000))
         except Exception as e:
-            fault = as_fault(e)
-            if fault.reason in _HANDSHAKE_FAULTS:
-                fault = HandshakeFailed(f"handshake failed: {fault.message}")
-            elif fault.reason == FaultReason.TIMEOUT:
-                fault = Timeout(f"handshake failed: {fault.message}")
-            self.fault(fault.reason, fault.message, None)
+            fault = handshake_fault(e)
+            self.fault(fault.reason, fault.message, None)  # a live bot is told why (bad_version...)
             raise fault from None
         return self.conn
 
     def begin(self, message: dict[str, Any]) -> None:
-        if self.restart_each_game or self._cpu_spent():
+        if self._stale():
             self.close()
         conn = self._ensure()
-        conn.begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
+        self._clock_game(conn)
         try:
             conn.send_line(protocol.encode(message))
         except Exception as e:
             raise as_fault(e) from None
 
-    def _cpu_spent(self) -> bool:
-        if self.conn is None:
-            return False
-        spent = self.conn.resource_usage().cpu_seconds
-        return spent is not None and spent >= self.conn.limits.process_cpu_seconds / 2
-
     def ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
         conn = self.conn if self.conn is not None else self._ensure()
         try:
             conn.send_line(line)
-            choice, self.note = protocol.read_reply(conn.receive_line(timeout), request_id, n_actions)
-            return choice
+            return self._replied(conn.receive_line(timeout), request_id, n_actions)
         except Exception as e:
             raise as_fault(e) from None
 
@@ -105,9 +80,8 @@ class BlockingPlayer:
         except BotFault as fault:
             ms = (time.monotonic() - start) * 1000
             self.fault(fault.reason, fault.message, req.id)
-            # taken once the bot is stopped: what it wrote while dying belongs to this game
-            return Faulted(str(fault.reason), fault.message, ms, self.take_stderr())
-        return Answered(choice, (time.monotonic() - start) * 1000, self.take_stderr(), self.note)
+            return faulted(self, fault, ms)
+        return answered(self, choice, (time.monotonic() - start) * 1000)
 
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
@@ -126,18 +100,11 @@ class BlockingPlayer:
                 pass
         self.close()
 
-    def take_stderr(self) -> list[str]:
-        fresh = self.conn.take_stderr() if self.conn is not None else []
-        if not self._stderr:
-            return fresh
-        out, self._stderr = self._stderr + fresh, []
-        return out
-
     def close(self, graceful: bool = False) -> None:
-        conn, self.conn = self.conn, None
+        conn = self._detach()
         if conn is not None:
             conn.close_gracefully() if graceful else conn.close()
-            self._stderr += conn.take_stderr()
+            self._keep_stderr(conn)
 
     def shutdown(self) -> None:
         """``shutdown``, then the bot's grace runs in the hub while this process goes on."""
@@ -197,8 +164,7 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
     ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
     decision, no bank, so think time carries nothing another seat can time."""
-    if fixed_schedule:
-        clock = dataclasses.replace(clock, bank_ms=0)
+    clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step)
@@ -212,16 +178,15 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
             for p in players:
                 p.close()
             raise
-    for seat, fault in start_faults:
-        players[seat].fault(fault.reason, fault.message, None)
-        core.start_fault(seat, fault.reason, fault.message, players[seat].take_stderr())
+    for seat, failed in start_faults:
+        players[seat].fault(failed.reason, failed.message, None)
+        core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     slot = clock.move_ms / 1000
     while (req := core.next_request()) is not None:
         start = time.monotonic()
         core.settle(players[req.seat].decide(req))
         if fixed_schedule:  # until the end of the decision's last whole slot
-            slots = max(1, math.ceil((time.monotonic() - start) / slot))
-            time.sleep(max(0.0, start + slots * slot - time.monotonic()))
+            time.sleep(max(0.0, slot_end(start, time.monotonic(), slot) - time.monotonic()))
     rec = core.record
     for seat, message in core.end_messages():
         players[seat].finish(message)

@@ -14,7 +14,6 @@ writes the :class:`GameRecord`. Whoever moves the bytes drives it: the trio refe
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import hmac
 from collections.abc import Callable, Iterable, Sequence
@@ -110,12 +109,6 @@ def bot_seed(deal_seed: int, seat: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-@functools.lru_cache(maxsize=32)
-def _options(rules: Rules) -> dict[str, Any]:
-    """Rules as JSON, built once per rule set: every record of a tournament shares it (read-only)."""
-    return rules.options()
-
-
 @dataclass(frozen=True, slots=True)
 class Request:
     """A decision a seat is asked for: the message, its line (encoded once; empty where the core
@@ -171,7 +164,7 @@ class RefereeCore:
         self.encode = encode
         self.seed = seed
         self.state, events = start_game(rules, n, seed, max_turns=max_turns)
-        self.record = GameRecord(game_id, _options(rules), seed, list(names), max_turns,
+        self.record = GameRecord(game_id, rules.options(), seed, list(names), max_turns,
                                  clock=clock.as_json(), setup_events=[event_for(e, None) for e in events],
                                  think_ms=[0.0] * n, decisions=[0] * n,
                                  think_hist=[[0] * len(THINK_BUCKETS_MS) for _ in range(n)],

@@ -11,8 +11,6 @@ start a bot (:class:`~arena.faults.ArenaFailure`) does, since it must cost no bo
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -21,9 +19,10 @@ import trio
 
 from ..bots.manifest import BotSpec
 from ..engine import Rules, State
-from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
+from ..faults import ArenaFailure, BotFault
 from . import protocol
-from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, slot_end
 
 
 class Connection(Protocol):
@@ -49,41 +48,10 @@ class Player(Protocol):
     async def close(self) -> None: ...
 
 
-def as_fault(exc: BaseException) -> BotFault:
-    """Any error from a player's connection, as the fault it costs the bot: the process
-    layer's errors are faults already; anything else a connection raises is a crash of
-    that bot, never of the referee."""
-    if isinstance(exc, BotFault):
-        return exc
-    return Crash(f"{type(exc).__name__}: {exc}")
+class BotPlayer(BotSeat):
+    """A bot process serving a match on trio (the decisions are :class:`~arena.referee.seat.BotSeat`'s)."""
 
-
-_HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
-
-
-def _bots_doing(exc: Exception) -> bool:
-    """Whether a launcher's error is the bot's: a fault (its command cannot start,
-    :class:`~arena.bots.errors.BotCommandError`) or its build failing. Anything else (no
-    containment here, no cgroup, a failed fork, a bug) is the arena's, so a bot never
-    forfeits, nor is suspended, for it."""
-    from ..bots.launch import BuildError, ContainmentError
-    return isinstance(exc, BotFault) or (isinstance(exc, BuildError) and not isinstance(exc, ContainmentError))
-
-
-class BotPlayer:
-    """A bot process serving a match: started and greeted on first use, restarted after a fault."""
-
-    def __init__(self, spec: BotSpec, launcher: Launcher, clock: TimeControl, *, restart_each_game: bool = False):
-        self.spec = spec
-        self.name = spec.name
-        self.launcher = launcher
-        self.clock = clock
-        self.restart_each_game = restart_each_game
-        self.conn: Connection | None = None
-        self.hello: dict[str, Any] | None = None
-        self.starts = 0
-        self._stderr: list[str] = []
-        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
+    conn: Connection | None
 
     async def _ensure(self) -> Connection:
         if self.conn is not None:
@@ -91,52 +59,30 @@ class BotPlayer:
         try:
             self.conn = await self.launcher(self.spec)
         except Exception as e:
-            if _bots_doing(e):  # its command is missing, its build failed
-                raise StartFailed(f"could not start {self.spec.label}: {e}") from None
-            raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(e).__name__}: {e}") from e
+            self._not_started(e)
         self.starts += 1
         try:
             await self.conn.send_line(protocol.encode(protocol.hello()))
-            line = await self.conn.receive_line(self.clock.handshake_ms / 1000)
-            self.hello = protocol.read_bot_hello(line)
+            self._greeted(await self.conn.receive_line(self.clock.handshake_ms / 1000))
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
-            fault = as_fault(e)
-            if fault.reason in _HANDSHAKE_FAULTS:
-                fault = HandshakeFailed(f"handshake failed: {fault.message}")
-            elif fault.reason == FaultReason.TIMEOUT:
-                fault = Timeout(f"handshake failed: {fault.message}")
+            fault = handshake_fault(e)
             await self.fault(fault.reason, fault.message, None)  # a live bot is told why (bad_version...)
             raise fault from None
         return self.conn
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def begin(self, message: dict[str, Any]) -> None:
+        if self._stale():
+            await self.close()
         conn = await self._ensure()
+        self._clock_game(conn)
         try:
             await conn.send_line(protocol.encode(message))
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
             raise as_fault(e) from None
-
-    async def begin(self, message: dict[str, Any]) -> None:
-        if self.restart_each_game or self._cpu_spent():
-            await self.close()
-        begin_game = getattr(await self._ensure(), "begin_game", None)
-        if begin_game is not None:  # the bot's CPU is counted per game (arena.limits)
-            begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
-        await self._send(message)
-
-    def _cpu_spent(self) -> bool:
-        """True once the process has used half of its lifetime CPU backstop
-        (``Limits.process_cpu_seconds``): a fresh process then serves the next game."""
-        usage = getattr(self.conn, "resource_usage", None)
-        limits = getattr(self.conn, "limits", None)
-        if not callable(usage) or limits is None:
-            return False
-        spent = usage().cpu_seconds
-        return spent is not None and spent >= limits.process_cpu_seconds / 2
 
     async def decide(self, message: dict[str, Any], timeout: float) -> int:
         return await self._ask(protocol.encode(message), message["id"], len(message["actions"]), timeout)
@@ -149,8 +95,7 @@ class BotPlayer:
         conn = self.conn if self.conn is not None else await self._ensure()
         try:
             await conn.send_line(line)
-            choice, self.note = protocol.read_reply(await conn.receive_line(timeout), request_id, n_actions)
-            return choice
+            return self._replied(await conn.receive_line(timeout), request_id, n_actions)
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
@@ -176,20 +121,13 @@ class BotPlayer:
                     pass
         await self.close()
 
-    def take_stderr(self) -> list[str]:
-        fresh = self.conn.take_stderr() if self.conn is not None else []
-        if not self._stderr:
-            return fresh
-        out, self._stderr = self._stderr + fresh, []  # lines kept from a closed process, handed out once
-        return out
-
     async def close(self, graceful: bool = False) -> None:
-        conn, self.conn = self.conn, None
+        conn = self._detach()
         if conn is not None:
             with trio.CancelScope(shield=True):
                 close_gracefully = getattr(conn, "close_gracefully", None)
                 await (close_gracefully() if graceful and close_gracefully else conn.aclose())
-            self._stderr += conn.take_stderr()  # after aclose, which waits for a dying bot's last lines
+            self._keep_stderr(conn)
 
     async def shutdown(self) -> None:
         if self.conn is not None:
@@ -213,16 +151,8 @@ async def outcome(player: Player, req: Request) -> Outcome:
     except BotFault as fault:
         ms = (trio.current_time() - start) * 1000
         await player.fault(fault.reason, fault.message, req.id)
-        # taken once the bot is stopped: what it wrote while dying belongs to this game
-        return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
-    return Answered(choice, (trio.current_time() - start) * 1000, player.take_stderr(),
-                    getattr(player, "note", None))  # the reply's info, if the bot sent one
-
-
-async def _end_of_slot(start: float, slot: float) -> None:
-    """Sleep until the end of the decision's last slot: whole slots of ``slot`` seconds from ``start``."""
-    slots = max(1, math.ceil((trio.current_time() - start) / slot))
-    await trio.sleep_until(start + slots * slot)
+        return faulted(player, fault, ms)
+    return answered(player, choice, (trio.current_time() - start) * 1000)
 
 
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
@@ -238,8 +168,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
     changes nothing another seat can time, so think time carries no message between seats. (With
     a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms of
     bank: a bit per decision almost for free.)"""
-    if fixed_schedule:
-        clock = dataclasses.replace(clock, bank_ms=0)
+    clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced,
@@ -272,7 +201,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         start = trio.current_time()
         core.settle(await outcome(players[req.seat], req))
         if fixed_schedule:
-            await _end_of_slot(start, clock.move_ms / 1000)
+            await trio.sleep_until(slot_end(start, trio.current_time(), clock.move_ms / 1000))
 
     rec = core.record
     for seat, message in core.end_messages():

@@ -2,15 +2,16 @@
 
 The client (the machine running ``arena tournament``) keeps everything that is
 not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
-Each :meth:`DaskExecutor.play` is one Dask task carrying the game's
-:class:`~arena.tournament.executors.GameTask` (rules options, deal seed, seats), the run's
-clock, limits and sandbox flag, and a reference to each seated bot: the sha256 of
-its files. The bots' files travel once per worker as tar.gz blobs inside a worker
-plugin (:mod:`arena.bots.bundles`). Each worker process runs one referee thread: a trio
-loop with an :class:`~arena.tournament.executors.InProcessExecutor` per setup, whose bot pool
-keeps processes warm between games (and never lends one a deal it has seen). A
-task returns :meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker
-process sends.
+The run itself travels once per worker, in a worker plugin: its setup (rules, clock,
+limits, sandbox flag), each bot's files hash and the bots' files as tar.gz blobs
+(:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play` is then one Dask task
+carrying the plugin's name and the game's :class:`~arena.tournament.executors.GameTask`
+(id, deal seed, seats by label, turn cap). A worker process plays one game at a time
+on the blocking shell, as a local referee worker does
+(:class:`~arena.tournament.executors.BlockingExecutor`, in :class:`RunReferee`): no event
+loop of ours runs there, and the run's bot pool keeps processes warm between games
+(never lending one a deal it has seen) until the run ends. A task returns
+:meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker process sends.
 
 Faults: a worker that dies mid-game has its games re-run elsewhere by the
 scheduler; a task that raises is retried (``RETRIES``) and then fails its game
@@ -22,15 +23,15 @@ reported with the install hint (``pip install 'palace-arena[dask]'``).
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -39,17 +40,16 @@ from .. import __version__
 from ..bots.bundles import BundleError, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec
-from ..bots.probes import sandbox_problem
-from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
+from ..bots.probes import sandbox_problem_now
+from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'palace-arena[dask]'"
 RETRIES = 2  # extra tries for a task that raised; a dead worker's games are re-run by the scheduler anyway
-POLL_S = 0.02  # how often the client looks for finished games (the trio loop stays responsive)
+POLL_S = 0.02  # how often the client looks for finished games (its trio loop stays responsive)
 CONNECT_TIMEOUT_S = 15
 IDLE_POOL_S = 120.0  # a worker shuts down bot processes no game has used for this long
-REFEREE_PLUGIN = "palace-arena-referee"
 
 
 class ClusterError(ExecutorBroken):
@@ -72,9 +72,9 @@ def require_dask():
 
 
 def __getattr__(name: str) -> Any:
-    # The worker plugins subclass distributed's WorkerPlugin, so they are defined on first use:
-    # importing this module must not import Dask. Pickle finds them here by name on the workers.
-    if name in ("BotBundles", "RefereePlugin"):
+    # The worker plugin subclasses distributed's WorkerPlugin, so it is defined on first use:
+    # importing this module must not import Dask. Pickle finds it here by name on the workers.
+    if name == "RunPlugin":
         _define_plugins()
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -83,190 +83,135 @@ def __getattr__(name: str) -> Any:
 def _define_plugins() -> None:
     from distributed.diagnostics.plugin import WorkerPlugin
 
-    class BotBundles(WorkerPlugin):
-        """The tournament's bots as tar.gz blobs keyed by files hash; unpacked on demand."""
+    class RunPlugin(WorkerPlugin):
+        """One run on every worker, sent once per worker: its :class:`RunReferee`, which plays
+        the run's games there; shut down with the run (or the worker), or once idle."""
 
         idempotent = False
 
-        def __init__(self, bundles: dict[str, tuple[str, bytes]]):
-            self.bundles = bundles  # hash -> (manifest path inside the bot dir, tar.gz)
+        def __init__(self, referee: RunReferee):
+            self.referee = referee
+            self._reaper: asyncio.Task | None = None
 
-        def setup(self, worker) -> None:  # unpacking and building happen in the task's thread
-            pass
+        def setup(self, worker) -> None:  # called on the worker's event loop
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
-        def prepare(self, digest: str) -> BotSpec:
-            if digest not in self.bundles:
-                raise BundleError(f"no bot with files hash {digest[:12]} was sent to this worker")
-            manifest, blob = self.bundles[digest]
-            return prepare_bot(digest, manifest, blob)
+        async def _reap(self) -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                await asyncio.sleep(IDLE_POOL_S / 4)
+                await loop.run_in_executor(None, self.referee.reap, IDLE_POOL_S)
 
-    class RefereePlugin(WorkerPlugin):
-        """Stops the worker's referee thread (and its bot processes) when the worker closes."""
+        async def teardown(self, worker) -> None:
+            if self._reaper is not None:
+                self._reaper.cancel()
+            # in a thread: closing waits for the game in progress, and for the bots' grace
+            await asyncio.get_running_loop().run_in_executor(None, self.referee.close)
 
-        idempotent = True
-
-        def setup(self, worker) -> None:
-            pass
-
-        def teardown(self, worker) -> None:
-            host = _HOST
-            if host is not None:
-                host.stop()
-
-    for cls in (BotBundles, RefereePlugin):
-        cls.__qualname__ = cls.__name__
-        cls.__module__ = __name__
-        globals()[cls.__name__] = cls
+    RunPlugin.__qualname__ = RunPlugin.__name__
+    RunPlugin.__module__ = __name__
+    globals()["RunPlugin"] = RunPlugin
 
 
 # --------------------------------------------------------------------------- the worker's referee
 
-
-@dataclass
-class _Hosted:
-    """An in-process executor for one setup (clock, limits, sandbox), alive while games use it."""
-
-    ready: trio.Event = field(default_factory=trio.Event)
-    stop: trio.Event = field(default_factory=trio.Event)
-    ex: Any = None
-    busy: int = 0
-    last: float = 0.0
+_PLAYING = threading.Lock()  # a worker process plays one game at a time, whichever run it is for
+_cleaned = False
 
 
-class RefereeHost:
-    """One per worker process: a daemon thread running a trio loop that plays the games handed to
-    it, keeping bot processes warm between games (bot processes belong to the trio run that
-    started them, so a trio.run per task would restart every bot every game)."""
+class RunReferee:
+    """A run's games on one worker process, played one at a time on the blocking shell by a
+    :class:`~arena.tournament.executors.BlockingExecutor`, as a referee worker process plays
+    them: its bot pool keeps processes warm between games (and never lends one a deal it has
+    seen) until the run ends, the worker closes, or no game used them for ``IDLE_POOL_S``.
 
-    def __init__(self) -> None:
-        self._ready = threading.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._nursery: trio.Nursery | None = None
-        self._error: BaseException | None = None
-        self.hosted: dict[str, _Hosted] = {}
-        self.thread = threading.Thread(target=self._run, name="palace-arena-referee", daemon=True)
-        self.thread.start()
-        self._ready.wait()
-        if self._token is None:
-            raise RuntimeError(f"the referee thread did not start: {self._error!r}")
+    It arrives on the worker once, pickled inside the run's plugin: the run's setup (rules,
+    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and the
+    bots as tar.gz blobs keyed by that hash (unpacked and built when a game first seats them)."""
 
-    def alive(self) -> bool:
-        return self.thread.is_alive() and self._token is not None
+    def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]]):
+        self.setup = setup  # BotSetup.wire() without refs
+        self.hashes = hashes  # label -> files hash
+        self.bundles = bundles  # files hash -> (manifest path inside the bot dir, tar.gz)
+        self.executor: Any = None
+        self.last = 0.0
 
-    def _run(self) -> None:
-        try:
-            trio.run(self._main)
-        except BaseException as e:  # noqa: BLE001 - reported to the next caller
-            self._error = e
-        finally:
-            self._token = None
-            self._ready.set()
+    def bot(self, label: str) -> BotSpec:
+        digest = self.hashes.get(label)
+        if digest is None or digest not in self.bundles:
+            raise BundleError(f"no bot {label} was sent to this worker")
+        manifest, blob = self.bundles[digest]
+        spec = prepare_bot(digest, manifest, blob)
+        if spec.label != label:
+            raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
+        return spec
 
-    async def _main(self) -> None:
-        try:
-            cleanup_stale()  # bots a killed worker on this machine left behind
-        except Exception as e:  # noqa: BLE001 - best effort
-            log.warning("cleanup_stale failed: %s", e)
-        self._stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            self._token = trio.lowlevel.current_trio_token()
-            self._ready.set()
-            nursery.start_soon(self._reap)
-            await self._stop.wait()
-            nursery.cancel_scope.cancel()
-
-    async def _host(self, hosted: _Hosted, setup: dict[str, Any]) -> None:
-        from ..bots.launch import Launcher
-        from ..limits import Limits
-        from ..referee import TimeControl
-        launcher = Launcher(Limits(**setup["limits"]), setup["sandbox"], setup.get("trusted_bots", False))
-
-        bots = BotSetup({}, {}, TimeControl(**setup["clock"]), setup["limits"], setup["sandbox"],
-                        setup["restart_each_game"], fixed_schedule=setup.get("fixed_schedule", False))
-        async with open_in_process(bots, capacity=4, launcher=launcher) as ex:
-            hosted.ex = ex
-            hosted.ready.set()
-            await hosted.stop.wait()
-
-    async def _reap(self) -> None:
-        while True:
-            await trio.sleep(IDLE_POOL_S / 4)
-            now = trio.current_time()
-            for key, h in list(self.hosted.items()):
-                if h.busy == 0 and now - h.last > IDLE_POOL_S:
-                    del self.hosted[key]
-                    h.stop.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        token, stop = self._token, self._stop
-        if token is not None and stop is not None:
+    def play(self, task: dict[str, Any]) -> bytes:
+        """One game (:meth:`GameTask.wire`); returns :meth:`PlayedGame.to_bytes`."""
+        global _cleaned
+        from .executors import BlockingExecutor
+        with _PLAYING:
+            if not _cleaned:
+                _cleaned = True
+                try:
+                    cleanup_stale()  # bots a killed worker on this machine left behind
+                except Exception as e:  # noqa: BLE001 - best effort
+                    log.warning("cleanup_stale failed: %s", e)
+            game = GameTask.from_wire(task)
+            if self.executor is None:
+                self.executor = BlockingExecutor(BotSetup.from_wire({**self.setup, "refs": {}}))
             try:
-                trio.from_thread.run_sync(stop.set, trio_token=token)
-            except trio.RunFinishedError:
-                pass
-        self.thread.join(timeout)
+                return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
+            finally:
+                self.last = time.monotonic()
 
-    def play(self, payload: dict[str, Any], bots: dict[str, BotSpec]) -> bytes:
-        assert self._token is not None
-        return trio.from_thread.run(self._play, payload, bots, trio_token=self._token)
-
-    async def _play(self, payload: dict[str, Any], bots: dict[str, BotSpec]) -> bytes:
-        key = json.dumps(payload["setup"], sort_keys=True)
-        hosted = self.hosted.get(key)
-        if hosted is None:
-            assert self._nursery is not None
-            hosted = self.hosted[key] = _Hosted()
-            self._nursery.start_soon(self._host, hosted, payload["setup"])
-        await hosted.ready.wait()
-        hosted.busy += 1
+    def reap(self, idle_s: float) -> None:
+        """Shut the bots down if no game used them for ``idle_s`` (unless a game is being played)."""
+        if not _PLAYING.acquire(blocking=False):
+            return
         try:
-            played = await hosted.ex.play_with(GameTask.from_wire(payload["task"]),
-                                               [bots[d] for d in payload["bots"]])
+            if self.executor is not None and time.monotonic() - self.last > idle_s:
+                self._shut()
         finally:
-            hosted.busy -= 1
-            hosted.last = trio.current_time()
-        return played.to_bytes()
+            _PLAYING.release()
+
+    def close(self) -> None:
+        """Shut the bots down, once the game in progress (if any) is over."""
+        with _PLAYING:
+            self._shut()
+
+    def _shut(self) -> None:
+        ex, self.executor = self.executor, None
+        if ex is not None:
+            ex.close()
 
 
-_HOST: RefereeHost | None = None
-_HOST_LOCK = threading.Lock()
-
-
-def referee_host() -> RefereeHost:
-    global _HOST
-    with _HOST_LOCK:
-        if _HOST is None or not _HOST.alive():
-            _HOST = RefereeHost()
-        return _HOST
-
-
-def play_game(payload: dict[str, Any]) -> bytes:
-    """The Dask task: one game on this worker; returns :meth:`PlayedGame.to_bytes`."""
+def play_game(plugin: str, task: dict[str, Any]) -> bytes:
+    """The Dask task: one game of the run whose plugin is named ``plugin``, on this worker."""
     from distributed import get_worker
     worker = get_worker()
-    plugin = worker.plugins.get(payload["plugin"])
-    if plugin is None:
-        raise BundleError(f"worker {worker.address} has no bots for this run ({payload['plugin']})")
-    bots = {d: plugin.prepare(d) for d in dict.fromkeys(payload["bots"])}
-    for d, label in zip(payload["bots"], payload["task"]["seats"]):
-        if bots[d].label != label:
-            raise BundleError(f"bot {d[:12]} unpacked as {bots[d].label}, expected {label}")
-    return referee_host().play(payload, bots)
+    run: Any = worker.plugins.get(plugin)
+    if run is None:
+        raise BundleError(f"worker {worker.address} has no bots for this run ({plugin})")
+    return run.referee.play(task)
 
 
-def probe(sandbox: bool) -> dict[str, Any]:
+async def probe(sandbox: bool | None) -> dict[str, Any]:
     """Run on each worker before a tournament: its arena version, and why it cannot sandbox (if so)."""
     import sys
     info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "sandbox": None}
-    if sandbox:  # in a thread of its own: client.run calls us on the worker's event loop
-        out: list[Any] = []
-        t = threading.Thread(target=lambda: out.append(trio.run(sandbox_problem)), daemon=True)
-        t.start()
-        t.join(60)
-        info["sandbox"] = out[0] if out else "the sandbox check did not finish"
+    if sandbox:  # in a thread: client.run calls us on the worker's event loop
+        try:
+            info["sandbox"] = await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(None, _sandbox_problem), 60)
+        except asyncio.TimeoutError:
+            info["sandbox"] = "the sandbox check did not finish"
     return info
+
+
+def _sandbox_problem() -> str | None:
+    with _PLAYING:  # the probe starts a bot through this process's blocking shell, as games do
+        return sandbox_problem_now()
 
 
 # --------------------------------------------------------------------------- the client
@@ -321,7 +266,7 @@ def _connect(address: str):
     return client, None
 
 
-def _preflight(client, sandbox: bool) -> int:
+def _preflight(client, sandbox: bool | None) -> int:
     try:
         infos = client.run(probe, sandbox, on_error="return")
     except Exception as e:  # noqa: BLE001
@@ -339,8 +284,7 @@ def _preflight(client, sandbox: bool) -> int:
         raise ClusterError("workers not ready:\n  " + "\n  ".join(problems))
     if not infos:
         log.warning("the cluster has no workers yet; games wait until one joins")
-    threads = client.scheduler_info().get("workers", {})
-    return sum(w.get("nthreads", 1) for w in threads.values()) or 1
+    return len(client.scheduler_info().get("workers", {})) or 1  # each plays one game at a time
 
 
 # --------------------------------------------------------------------------- the client's executor
@@ -355,12 +299,10 @@ class _Waiting:
 class DaskExecutor:
     """Submits one Dask task per ``play`` and wakes the caller when a poller sees it finish."""
 
-    def __init__(self, client: Any, distributed: Any, plugin: str, hashes: dict[str, str],
-                 setup: BotSetup, capacity: int):
+    def __init__(self, client: Any, distributed: Any, plugin: str, setup: BotSetup, capacity: int):
         self.client = client
         self.plugin = plugin
-        self.hashes = hashes
-        self.setup = {k: v for k, v in setup.wire().items() if k != "refs"}
+        self.rules = setup.rules.options()  # what every game sent back shares
         self.capacity = capacity
         self.incidents: list[str] = []
         self.run = uuid.uuid4().hex[:12]
@@ -370,11 +312,10 @@ class DaskExecutor:
 
     async def play(self, task: GameTask) -> PlayedGame:
         key = f"palace-game-{task.game_id}-{self.run}"
-        payload = {"plugin": self.plugin, "setup": self.setup, "task": task.wire(),
-                   "bots": [self.hashes[label] for label in task.seats]}
+        wire = task.wire()
         waiting = self._waiting[key] = _Waiting()
         future = await trio.to_thread.run_sync(
-            lambda: self.client.submit(play_game, payload, key=key, retries=RETRIES, pure=False))
+            lambda: self.client.submit(play_game, self.plugin, wire, key=key, retries=RETRIES, pure=False))
         self.futures[key] = future
         self._finished.add(future)
         await waiting.done.wait()
@@ -386,7 +327,7 @@ class DaskExecutor:
             exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
             raise ExecutorError(f"{task.game_id} failed on the cluster: {type(exc).__name__}: {exc}")
         future.release()
-        return PlayedGame.from_bytes(result)
+        return PlayedGame.from_bytes(result, self.rules)
 
     async def poll(self) -> None:
         while True:
@@ -404,26 +345,25 @@ class DaskExecutor:
 @asynccontextmanager
 async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> AsyncIterator[DaskExecutor]:
     """A Dask executor on the scheduler at ``address`` (or on ``client``): connects, checks every
-    worker runs this arena version (and can sandbox, if asked), sends the bots, and on leaving
-    cancels what is still queued and drops this run's bots from the workers."""
+    worker runs this arena version (and can sandbox, if asked), sends the run (its setup and
+    bots, :class:`RunReferee`), and on leaving cancels what is still queued and drops the run from
+    the workers, which shut its bots down."""
     distributed = require_dask()
     if client is None:
         check_address(address)
-    hashes, bundles = await trio.to_thread.run_sync(_bundles, setup)
+    referee = await trio.to_thread.run_sync(_referee, setup)
     owned = cluster = ex = None
-    plugin = f"palace-arena-bots-{uuid.uuid4().hex[:12]}"
+    plugin = f"palace-arena-run-{uuid.uuid4().hex[:12]}"
     registered = False
     try:
         if client is None:
             owned, cluster = await trio.to_thread.run_sync(_connect, address)
             client = owned
-        threads = await trio.to_thread.run_sync(_preflight, client, setup.sandbox)
-        bot_plugin = distributed_plugin("BotBundles")(bundles)
-        await trio.to_thread.run_sync(lambda: client.register_plugin(bot_plugin, name=plugin))
+        workers = await trio.to_thread.run_sync(_preflight, client, setup.sandbox)
+        run_plugin = distributed_plugin("RunPlugin")(referee)
+        await trio.to_thread.run_sync(lambda: client.register_plugin(run_plugin, name=plugin))
         registered = True
-        await trio.to_thread.run_sync(lambda: client.register_plugin(distributed_plugin("RefereePlugin")(),
-                                                                     name=REFEREE_PLUGIN))
-        ex = DaskExecutor(client, distributed, plugin, hashes, setup, capacity=max(16, 4 * threads))
+        ex = DaskExecutor(client, distributed, plugin, setup, capacity=max(16, 4 * workers))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ex.poll)
             yield ex
@@ -435,11 +375,11 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> Asy
                                           owned, cluster)
 
 
-def _bundles(setup: BotSetup) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+def _referee(setup: BotSetup) -> RunReferee:
     hashes = {label: spec.files_hash() for label, spec in setup.specs.items()}
     bundles = {hashes[label]: (manifest_path(setup.refs[label], spec), pack_bot(spec))
                for label, spec in setup.specs.items()}
-    return hashes, bundles
+    return RunReferee({k: v for k, v in setup.wire().items() if k != "refs"}, hashes, bundles)
 
 
 def distributed_plugin(name: str):

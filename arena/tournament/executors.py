@@ -2,9 +2,9 @@
 
 Three executors implement it: :class:`InProcessExecutor` (here: a trio loop and a
 :class:`BotPool` in this process), :class:`arena.tournament.worker.WorkerExecutor` (referee
-processes on this machine, each an in-process executor) and
-:class:`arena.tournament.cluster.DaskExecutor` (Dask workers, each again an in-process
-executor). A caller (a tournament, a match, a ladder placement) builds
+processes on this machine, each a :class:`BlockingExecutor`, or an in-process executor when
+it plays several games at once) and :class:`arena.tournament.cluster.DaskExecutor` (Dask
+workers, each a :class:`BlockingExecutor` per run). A caller (a tournament, a match, a ladder placement) builds
 :class:`GameTask` s, calls ``play`` as many times at once as the executor's
 ``capacity`` says, and stores what comes back with :func:`store_played`; it
 never needs to know where a game ran.
@@ -20,7 +20,6 @@ process played each seat, so the store can prove it.
 
 from __future__ import annotations
 
-import functools
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -59,24 +58,25 @@ class GameTask:
     game_id: str
     seed: int
     seats: tuple[str, ...]  # bot labels, seat order
-    rules: dict[str, Any]  # Rules.options()
     max_turns: int
 
     def wire(self) -> dict[str, Any]:
-        return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "rules": self.rules,
-                "max_turns": self.max_turns}
+        return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "max_turns": self.max_turns}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> GameTask:
-        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["rules"], d["max_turns"])
+        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["max_turns"])
 
 
 @dataclass(frozen=True)
 class BotSetup:
-    """What every game of a run shares: the bots (by label), their clock, limits and sandbox."""
+    """What every game of a run shares: the rules, the bots (by label), their clock, limits and
+    sandbox. It crosses to another process once (:meth:`wire`), before the games; a game then
+    travels as its :class:`GameTask`, and comes back without the rules (:meth:`PlayedGame.to_bytes`)."""
 
     specs: dict[str, BotSpec]
     refs: dict[str, str]  # label -> how another process on this machine loads the bot again
+    rules: Rules
     clock: TimeControl = TimeControl()
     limits: dict[str, int] = field(default_factory=dict)
     sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
@@ -91,14 +91,15 @@ class BotSetup:
         return cls({s.label: s for s in loaded.values()}, {s.label: r for r, s in loaded.items()}, **kw)
 
     def wire(self) -> dict[str, Any]:
-        return {"refs": self.refs, "clock": self.clock.as_json(), "limits": self.limits,
+        return {"refs": self.refs, "rules": self.rules.options(), "clock": self.clock.as_json(), "limits": self.limits,
                 "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
                 "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
-        return cls(specs, dict(d["refs"]), TimeControl(**d["clock"]), dict(d["limits"]), d["sandbox"],
+        return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
+                   dict(d["limits"]), d["sandbox"],
                    d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False))
 
 
@@ -120,13 +121,19 @@ class PlayedGame:
         return cls(record, processes, summary(full), pack_log(full))
 
     def to_bytes(self) -> bytes:
-        """The one form a game crosses a process boundary in: msgpack, the log as raw bytes."""
-        return msgpack.packb({"summary": self.summary, "log": self.log}, use_bin_type=True)
+        """The one form a game crosses a process boundary in: msgpack, the log as raw bytes, the
+        summary without the rules (the receiver sent them in the run's setup)."""
+        brief = {k: v for k, v in self.summary.items() if k != "rules"}
+        return msgpack.packb({"summary": brief, "log": self.log}, use_bin_type=True)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> PlayedGame:
+    def from_bytes(cls, data: bytes, rules: dict[str, Any]) -> PlayedGame:
+        """:meth:`to_bytes` read back; ``rules`` is the run's ``Rules.options()`` (one dict that
+        every record of the run shares), put back in the summary the store keeps."""
         d = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        return cls(GameRecord.from_json(d["summary"]), d["summary"].get("processes", []), d["summary"], d["log"])
+        summary = d["summary"]
+        summary["rules"] = rules
+        return cls(GameRecord.from_json(summary), summary.get("processes", []), summary, d["log"])
 
     def full_record(self) -> GameRecord:
         """The record with its step log (decoded from the packed log if it came as a summary)."""
@@ -242,16 +249,6 @@ async def open_pool(launcher: Launch, clock: TimeControl, **kw: Any) -> AsyncIte
         raise failure
 
 
-@functools.lru_cache(maxsize=32)
-def _rules(key: bytes) -> Rules:
-    return Rules.from_options(orjson.loads(key))
-
-
-def rules_of(options: dict[str, Any]) -> Rules:
-    """One Rules object per rule set, so every record of a run shares one options dict."""
-    return _rules(orjson.dumps(options, option=orjson.OPT_SORT_KEYS))
-
-
 class InProcessExecutor:
     """Plays games in this trio loop with bots from one :class:`BotPool`."""
 
@@ -262,13 +259,9 @@ class InProcessExecutor:
         self.incidents: list[str] = []
 
     async def play(self, task: GameTask) -> PlayedGame:
-        return await self.play_with(task, [self.setup.specs[label] for label in task.seats])
-
-    async def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
-        """``play`` with the seats' specs given (a Dask worker unpacks them per run)."""
-        players = [self.pool.take(spec, task.seed) for spec in specs]
+        players = [self.pool.take(self.setup.specs[label], task.seed) for label in task.seats]
         try:
-            record = await run_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
+            record = await run_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                     clock=self.setup.clock, max_turns=task.max_turns,
                                     fixed_schedule=self.setup.fixed_schedule)
         except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
@@ -310,10 +303,14 @@ class BlockingExecutor:
         self.incidents: list[str] = []
 
     def play(self, task: GameTask) -> PlayedGame:
+        return self.play_with(task, [self.setup.specs[label] for label in task.seats])
+
+    def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
+        """``play`` with the seats' specs given (a Dask worker unpacks each bot when a game needs it)."""
         from ..referee.blocking import play_game
-        players = [self.pool.take(self.setup.specs[label], task.seed) for label in task.seats]
+        players = [self.pool.take(spec, task.seed) for spec in specs]
         try:
-            record = play_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
+            record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
                                fixed_schedule=self.setup.fixed_schedule)
         finally:

@@ -87,7 +87,7 @@ def seat_authors(specs: dict[str, BotSpec], own: Iterable[str] = ()) -> dict[str
 
 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
-    return BotSetup.of(specs, clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
+    return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
                        restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
                        fixed_schedule=cfg.fixed_schedule)
 
@@ -120,7 +120,6 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
 async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: RunStats,
                launcher: Callable | None, keep_logs: bool, collect: bool, client: Any,
                own_authors: Iterable[str]) -> list[GameRecord]:
-    rules = cfg.ruleset()
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
     games = schedule(cfg, labels, seeds.load_secret(store.path.parent), seat_authors(specs, own_authors))
@@ -136,7 +135,6 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     done = store.done_indexes(cfg.name)
     todo = [g for g in games if g.index not in done]
     played: list[GameRecord] = []
-    options = rules.options()
     interrupted = shown = True
 
     def incident(text: str) -> None:
@@ -150,8 +148,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         async def loop() -> None:
             async for g in receive:
                 try:
-                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, options,
-                                                    cfg.max_turns))
+                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, cfg.max_turns))
                     keep(g, result)
                 except ExecutorBroken as e:
                     trouble.append(TournamentIncomplete(f"{e}; the games played so far are stored"))
@@ -181,7 +178,6 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         if not keep_logs:
             record.steps, record.setup_events, record.stderr = [], [], []
         if collect:
-            record.rules = options  # one copy for the whole run, not one per game
             played.append(record)
         reporter.game_done(g, record)
 

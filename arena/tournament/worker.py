@@ -10,10 +10,11 @@ when it has one slot, several at once on trio
 stays single-writer and resume works exactly as in one process.
 
 Wire format: a stream of msgpack maps each way (msgpack frames itself, so no length
-prefix or line splitting). Parent to worker: ``setup`` (the bots and their clock, how
-many games to play at once), then ``game`` maps, then ``end``. Worker to parent: one
+prefix or line splitting). Parent to worker: ``setup`` (the rules, the bots and their clock,
+how many games to play at once: :meth:`BotSetup.wire`, once), then ``game`` maps (a
+:class:`GameTask`: id, deal seed, seats, turn cap), then ``end``. Worker to parent: one
 map per game with its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
-bytes), or the error that kept it from being played. A worker whose stdin closes
+bytes, the rules stay behind), or the error that kept it from being played. A worker whose stdin closes
 without ``end`` (the parent died) stops at once.
 
 A worker that dies (killed, out of memory, a crash of the arena itself) is replaced,
@@ -171,7 +172,7 @@ class _Worker:
         self.send_lock = trio.Lock()
         self.err_tail = bytearray()
 
-    async def play(self, rid: int, task: GameTask) -> PlayedGame:
+    async def play(self, rid: int, task: GameTask, rules: dict[str, Any]) -> PlayedGame:
         slot = self.held[rid] = _Slot()
         try:
             async with self.send_lock:
@@ -186,7 +187,7 @@ class _Worker:
             raise WorkerDied()
         if "error" in reply:
             raise ExecutorError(f"{task.game_id}: {reply['error']}")
-        return PlayedGame.from_bytes(reply["played"])
+        return PlayedGame.from_bytes(reply["played"], rules)
 
 
 class WorkerExecutor:
@@ -195,6 +196,7 @@ class WorkerExecutor:
     def __init__(self, setup: BotSetup, processes: int, slots: int, nursery: trio.Nursery, *,
                  max_deaths: int | None = None, on_incident: Callable[[str], None] | None = None):
         self.setup = setup
+        self.rules = setup.rules.options()  # what every game sent back shares
         self.processes = processes
         self.slots = slots
         self.capacity = 2 * processes * slots  # a queued game per slot: no worker idles while results travel
@@ -303,7 +305,7 @@ class WorkerExecutor:
             w = await self._pick()
             self._next_id += 1
             try:
-                return await w.play(self._next_id, task)
+                return await w.play(self._next_id, task, self.rules)
             except WorkerDied:
                 continue
         last = self.incidents[-1] if self.incidents else ""

@@ -1,0 +1,138 @@
+"""A bot's seat, decided once for both referees.
+
+:class:`~arena.referee.driver.BotPlayer` (trio) and :class:`~arena.referee.blocking.BlockingPlayer`
+(the blocking shell) differ only in how they wait: one awaits, the other polls. Everything else
+they decide the same way, here: what a failed start costs and whom, the handshake's faults, when
+a process is too spent to serve another game, the game's clock handed to the process, the
+reply's check, what a decision's outcome says, and the stderr a closed process leaves for the
+game's record. A shell subclasses :class:`BotSeat` and writes the I/O around these steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NoReturn
+
+from ..bots.manifest import BotSpec
+from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
+from . import protocol
+from .core import Answered, Faulted, TimeControl
+
+
+def as_fault(exc: BaseException) -> BotFault:
+    """Any error from a player's connection, as the fault it costs the bot: the process
+    layer's errors are faults already; anything else a connection raises is a crash of
+    that bot, never of the referee."""
+    if isinstance(exc, BotFault):
+        return exc
+    return Crash(f"{type(exc).__name__}: {exc}")
+
+
+_HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
+
+
+def _bots_doing(exc: Exception) -> bool:
+    """Whether a launcher's error is the bot's: a fault (its command cannot start,
+    :class:`~arena.bots.errors.BotCommandError`) or its build failing. Anything else (no
+    containment here, no cgroup, a failed fork, a bug) is the arena's, so a bot never
+    forfeits, nor is suspended, for it."""
+    from ..bots.launch import BuildError, ContainmentError
+    return isinstance(exc, BotFault) or (isinstance(exc, BuildError) and not isinstance(exc, ContainmentError))
+
+
+def handshake_fault(exc: BaseException) -> BotFault:
+    """What a failed handshake costs: a bad or missing hello is ``handshake_failed``, silence a timeout."""
+    fault = as_fault(exc)
+    if fault.reason in _HANDSHAKE_FAULTS:
+        return HandshakeFailed(f"handshake failed: {fault.message}")
+    if fault.reason == FaultReason.TIMEOUT:
+        return Timeout(f"handshake failed: {fault.message}")
+    return fault
+
+
+def game_clock(clock: TimeControl, fixed_schedule: bool) -> TimeControl:
+    """The clock a game runs on: on a fixed schedule there is no bank (see ``run_game``)."""
+    return dataclasses.replace(clock, bank_ms=0) if fixed_schedule else clock
+
+
+def slot_end(start: float, now: float, slot: float) -> float:
+    """On a fixed schedule, when the next request may go: the end of the decision's last
+    whole slot of ``slot`` seconds counted from ``start``."""
+    return start + max(1, math.ceil((now - start) / slot)) * slot
+
+
+def answered(player: Any, choice: int, ms: float) -> Answered:
+    """A decision answered after ``ms``, with the stderr since the last one and the reply's info."""
+    return Answered(choice, ms, player.take_stderr(), getattr(player, "note", None))
+
+
+def faulted(player: Any, fault: BotFault, ms: float) -> Faulted:
+    """A decision that faulted, taken once the player is stopped: what it wrote while dying
+    belongs to this game."""
+    return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
+
+
+class BotSeat:
+    """A bot process serving a match: started and greeted on first use, restarted after a fault.
+    Holds its connection (``conn``), its hello, how often it started, the last reply's note,
+    and the stderr lines of processes already closed (handed out once, by :meth:`take_stderr`)."""
+
+    def __init__(self, spec: BotSpec, launcher: Any, clock: TimeControl, *, restart_each_game: bool = False):
+        self.spec = spec
+        self.name = spec.name
+        self.launcher = launcher
+        self.clock = clock
+        self.restart_each_game = restart_each_game
+        self.conn: Any = None
+        self.hello: dict[str, Any] | None = None
+        self.starts = 0
+        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
+        self._stderr: list[str] = []
+
+    def _not_started(self, exc: Exception) -> NoReturn:
+        """The launcher failed: the bot's own doing (its command is missing, its build failed) is
+        its start fault; anything else is the arena's, which costs no bot a game."""
+        if _bots_doing(exc):
+            raise StartFailed(f"could not start {self.spec.label}: {exc}") from None
+        raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(exc).__name__}: {exc}") from exc
+
+    def _greeted(self, line: str) -> None:
+        self.hello = protocol.read_bot_hello(line)
+
+    def _stale(self) -> bool:
+        """Whether the next game needs a fresh process: asked for, or the process has used half
+        of its lifetime CPU backstop (``Limits.process_cpu_seconds``)."""
+        if self.restart_each_game:
+            return True
+        usage = getattr(self.conn, "resource_usage", None)
+        limits = getattr(self.conn, "limits", None)
+        if not callable(usage) or limits is None:  # (tests' scripted connections have neither)
+            return False
+        spent = usage().cpu_seconds
+        return spent is not None and spent >= limits.process_cpu_seconds / 2
+
+    def _clock_game(self, conn: Any) -> None:
+        """A game begins: the process's CPU is counted per game (arena.limits)."""
+        begin_game = getattr(conn, "begin_game", None)
+        if begin_game is not None:
+            begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
+
+    def _replied(self, line: str, request_id: int, n_actions: int) -> int:
+        choice, self.note = protocol.read_reply(line, request_id, n_actions)
+        return choice
+
+    def take_stderr(self) -> list[str]:
+        fresh = self.conn.take_stderr() if self.conn is not None else []
+        if not self._stderr:
+            return fresh
+        out, self._stderr = self._stderr + fresh, []  # lines kept from a closed process, handed out once
+        return out
+
+    def _detach(self) -> Any:
+        """Forget the connection (the shell closes it, then :meth:`_keep_stderr`)."""
+        conn, self.conn = self.conn, None
+        return conn
+
+    def _keep_stderr(self, conn: Any) -> None:
+        self._stderr += conn.take_stderr()  # after closing, which waits for a dying bot's last lines
