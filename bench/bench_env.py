@@ -14,7 +14,9 @@ the ratios, not the absolute figures, on a shared machine):
 * ``single-seat env``: ``PalaceSingleEnv`` against in-process random bots, every game through
   the referee core, counted in game turns (the learner's and the opponents'), and the same
   against the bundled random bot run as processes (``Program("random")``: a round trip per
-  opponent decision, on the blocking shell).
+  opponent decision, on the blocking shell). Its floor is printed beside it: the game turns
+  per second of the time the opponents' answers alone took (from the write of a request to its
+  reply, the bot's own work included), what any environment with process opponents waits for.
 * ``training env``: what ``examples/rl/train.py`` steps (``examples/rl/wrappers.py`` around
   ``PalaceSingleEnv`` against the JSON ``heuristic``; setup by the table), in learner decisions
   and in game turns. With ``--train-log run/log.csv`` the training loop's own decisions per
@@ -56,6 +58,7 @@ def bare(rules, players: int, seconds: float) -> float:
 
 
 CPU: dict[str, float] = {}
+FLOOR: dict[str, float] = {}  # game turns per second of the opponents' answer time alone
 """Turns per second of this process's CPU, per row: on a shared machine the wall-clock rates
 move with the load, these barely do (a program opponent's own CPU is not in them)."""
 
@@ -91,7 +94,7 @@ def single_rate(rules, players: int, seconds: float, program: bool = False) -> f
     opponent = Program("random") if program else "random"
     e = PalaceSingleEnv(rules, opponents=[opponent] * (players - 1))
     e.reset(seed=0)  # the processes start here, outside the measurement
-    turns, seed = 0, 0
+    turns, seed, waited_ms = 0, 0, 0.0
     t0 = time.perf_counter()
     c0 = time.process_time()
     while time.perf_counter() - t0 < seconds:
@@ -103,8 +106,11 @@ def single_rate(rules, players: int, seconds: float, program: bool = False) -> f
             obs, _, terminated, truncated, _ = e.step(int(legal[int(rng.random() * len(legal))]))
             done = terminated or truncated
         turns += e.core.state.turn
+        waited_ms += sum(ms for seat, ms in enumerate(e.core.record.think_ms) if seat != e.seat)
     rate = turns / (time.perf_counter() - t0)
     CPU["program" if program else "single"] = turns / (time.process_time() - c0)
+    if program:  # the opponents' answers alone (write to reply, the bot's own work included)
+        FLOOR["program"] = turns / (waited_ms / 1000)
     e.close()
     return rate
 
@@ -151,6 +157,9 @@ def main() -> None:
     print(f"| single-seat env, random opponents (game turns) | {r:,.0f} turns/s | {r / base:.2f} |", flush=True)
     print(f"| single-seat env, random opponents as processes (game turns) | {program:,.0f} turns/s | "
           f"{program / base:.2f} |", flush=True)
+    floor = FLOOR["program"]
+    print(f"| the same, if nothing but the opponents' round trips took time (game turns) | {floor:,.0f} turns/s | "
+          f"{floor / base:.2f} | the env reaches {program / floor:.2f} of it |", flush=True)
     print("turns per second of this process's CPU: " + ", ".join(
         f"{k} {v:,.0f} ({v / CPU['engine']:.2f})" for k, v in CPU.items()))
     d, t = training_rate(rules, a.players, a.seconds)
