@@ -106,7 +106,7 @@ templates.env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
     opts: Options = request.app.state.options
-    context.update(opts=opts, store=str(opts.store))
+    context.update(opts=opts, store=opts.store.name)  # the file name: a visitor learns no server path
     return templates.TemplateResponse(request, name, context, status_code=status)
 
 
