@@ -149,8 +149,9 @@ def _no_weaker_containment(data: Any) -> Any:
             raise ValueError("trusted_bots cannot be set in a file: only the command line can run bots "
                              "uncontained (--trusted-bots)")
         if "sandbox" in data and data["sandbox"] is not True:
-            raise ValueError(f"sandbox = {json.dumps(data['sandbox'])} cannot be set in a file: only the command line can "
-                             "run bots without bubblewrap (--no-sandbox); a file may only ask for it (sandbox = true)")
+            raise ValueError(f"sandbox = {json.dumps(data['sandbox'])} cannot be set in a file: only the command "
+                             "line can run bots without bubblewrap (--no-sandbox); a file may only ask for it "
+                             "(sandbox = true)")
     return data
 
 
