@@ -186,6 +186,8 @@ class TournamentFlags(_TournamentFields):
 
     sandbox: Optional[StrictBool] = None
     trusted_bots: StrictBool = False
+    suite_from: Annotated[StrictInt, Field(ge=0, description="The suite deal a ladder batch starts at (its "
+                                                              "batches go round the suite).")] = 0
 
 
 class Matchmaking(Strict):
@@ -216,6 +218,9 @@ class LadderFile(_Shared):
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
     fixed_schedule: FixedSchedule = False
     one_seat_per_author: OneSeatPerAuthor = False
+    suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
+                                             "file: placements play its first `deals` deals, run batches go round "
+                                             "it; rules, options and seats must match it.")
     _containment = model_validator(mode="before")(_no_weaker_containment)
 
 

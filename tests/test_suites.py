@@ -167,3 +167,21 @@ def test_match_on_a_suite_end_to_end(tmp_path: Path):
     assert "from the suite" in done.stderr and len(data["deals_report"]) == data["deals"] <= 40
     assert data["wins"] > data["losses"]  # lowest beats highest
     assert "readable by other users" not in done.stderr
+
+
+def test_a_suite_inside_a_bots_folder_is_refused(tmp_path: Path):
+    """The sandbox shows a bot its own folder: a suite kept there would hand it every deal."""
+    import shutil
+    from arena.bots.manifest import BUNDLED_DIR
+    from arena.tournament.config import ConfigError, load_bots, load_config
+    bot = tmp_path / "mine"
+    shutil.copytree(BUNDLED_DIR / "lowest", bot, ignore=shutil.ignore_patterns("__pycache__"))
+    (bot / "bot.toml").write_text((bot / "bot.toml").read_text().replace('name = "lowest"', 'name = "mine"'))
+    path = bot / "deals" / "s.json"
+    path.parent.mkdir()
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 3))
+    done = runner.invoke(app, ["match", str(bot), "highest", "--suite", str(path), "--no-store"])
+    assert done.exit_code == 2 and "lies inside the folder of mine@1.0" in done.output, done.output
+    cfg = load_config(None, {"bots": [str(bot), "highest"], "suite": str(path)})
+    with pytest.raises(ConfigError, match="suite: the deal suite .* lies inside the folder of mine@1.0"):
+        load_bots(cfg)

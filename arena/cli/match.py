@@ -133,6 +133,9 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         else:
             r = rules_from(rules_name or "classic", rule or [])
         spec_a, spec_b = resolve_bot(a, db), resolve_bot(b, db)
+        if deals is not None:
+            from ..tournament.suites import check_hidden
+            check_hidden(deals, {spec_a.label: spec_a.root, spec_b.label: spec_b.root})
     except (RulesError, ManifestError, StoreError) as e:
         _fail(str(e))
     if spec_a.human or spec_b.human:

@@ -62,13 +62,14 @@ def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes,
     """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.tournament.seeds.load_secret`)."""
     groups = tables(cfg, labels, authors)
     suite = cfg.deal_suite()
-    if suite is not None:  # the suite's deals, the same at every table
-        seed = {(t, d): suite.deals[d] for t in range(len(groups)) for d in range(len(suite.deals))}
+    if suite is not None:  # the suite's deals from suite_from on (round the end), the same at every table
+        n = len(suite.deals)
+        seed = {(t, d): suite.deals[(cfg.suite_from + d) % n] for t in range(len(groups)) for d in range(cfg.deals)}
     else:
         seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
     out = []
     for r in range(cfg.seats):
         for t, table in enumerate(groups):
-            for d in range(len(suite.deals) if suite is not None else cfg.deals):
+            for d in range(cfg.deals):
                 out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
     return out

@@ -1,4 +1,4 @@
-"""Deal suites: a fixed file of deals that matches play instead of fresh ones.
+"""Deal suites: a fixed file of deals that matches, tournaments and ladders play instead of fresh ones.
 
 A suite is the chess engine tester's opening book for Palace: the same deals every run, so
 two versions of a bot meet the same hands, and deals cut from games a bot lost can be played
@@ -138,6 +138,16 @@ def load_suite(path: str | Path) -> Suite:
         seeds.append(seed)
         games.append(str(game) if game is not None else None)
     return Suite(rules, players, tuple(seeds), tuple(games))
+
+
+def check_hidden(path: str | Path, bots: dict[str, Path]) -> None:
+    """Refuse a suite inside a bot's folder (``bots``: label -> its directory): the sandbox shows a
+    bot its own folder, and a ladder copies the folder whole, so that bot could read every deal."""
+    where = Path(path).resolve()
+    for label, root in bots.items():
+        if where.is_relative_to(Path(root).resolve()):
+            raise SuiteError(f"the deal suite {path} lies inside the folder of {label} ({root}), which that bot "
+                             "can read: keep suites out of bots' folders")
 
 
 def readable_by_others(path: str | Path) -> bool:
