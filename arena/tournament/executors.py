@@ -60,14 +60,16 @@ class GameTask:
     seats: tuple[str, ...]  # bot labels, seat order
     rules: dict[str, Any]  # Rules.options()
     max_turns: int
+    moves: tuple[int, ...] = ()  # a deal suite's position: the opening played for the seats
 
     def wire(self) -> dict[str, Any]:
         return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "rules": self.rules,
-                "max_turns": self.max_turns}
+                "max_turns": self.max_turns, "moves": list(self.moves)}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> GameTask:
-        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["rules"], d["max_turns"])
+        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["rules"], d["max_turns"],
+                   tuple(d.get("moves", ())))
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ class InProcessExecutor:
         try:
             record = await run_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
                                     clock=self.setup.clock, max_turns=task.max_turns,
-                                    fixed_schedule=self.setup.fixed_schedule)
+                                    fixed_schedule=self.setup.fixed_schedule, given=task.moves)
         except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
             raise ExecutorError(f"{task.game_id}: {e}") from None
         finally:
@@ -314,7 +316,7 @@ class BlockingExecutor:
         try:
             record = play_game(players, rules_of(task.rules), task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
-                               fixed_schedule=self.setup.fixed_schedule)
+                               fixed_schedule=self.setup.fixed_schedule, given=task.moves)
         finally:
             for p in players:
                 self.pool.give_back(p)

@@ -150,7 +150,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             async for g in receive:
                 try:
                     result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, options,
-                                                    cfg.max_turns))
+                                                    cfg.max_turns, g.moves))
                     keep(g, result)
                 except ExecutorBroken as e:
                     trouble.append(TournamentIncomplete(f"{e}; the games played so far are stored"))
