@@ -137,7 +137,7 @@ async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: 
                           f"a {ladder.seats}-seat placement needs {ladder.seats - 1}")
     cfg = ladder.tournament(tid, format="gauntlet", bots=opponents, candidates=candidates, **fp)
     ctx.say(f"placement of {spec.label} on {ladder.name}: against {len(opponents)} member(s), "
-            f"{ladder.deals} deal(s) per table x {ladder.seats} seat rotations")
+            f"{cfg.deals} deal(s){' of its suite' if cfg.suite else ''} per table x {ladder.seats} seat rotations")
     return await _run(cfg, store, ctx, f"{ladder.name}: placing {spec.label}", spec.label, ladder)
 
 
