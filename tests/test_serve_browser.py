@@ -364,6 +364,9 @@ def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any
     assert chrome.find_element(By.ID, "job-status").text == "check failed"
     faults = css(chrome, "#check-faults li")
     assert faults and all(f.find_element(By.TAG_NAME, "b").text for f in faults)
+    counts = [int(f.find_element(By.TAG_NAME, "b").text.rsplit("×", 1)[1]) for f in faults]
+    assert chrome.find_element(By.ID, "check-total").text.startswith(f"{sum(counts)} fault(s) in ")
+    assert "the bot wrote" not in chrome.find_element(By.ID, "check-faults").text  # it wrote nothing on stdout
     assert css(chrome, "#check-scenarios tbody tr")
     shot(chrome, "submit-report")
     from arena.tournament.store import Store

@@ -269,7 +269,7 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
     first: dict[str, Any] = {"where": f"{label}, game {g + 1}, "
                                       + (f"decision {decision}" if decision else "at start"),
                              "message": f["message"], "stderr": stderr[-STDERR_LINES:]}
-    if kind in ("bad_json", "schema", "handshake") and last_line is not None:
+    if kind in ("bad_json", "schema", "handshake") and last_line:  # "" is end of output: nothing to quote
         first["line"] = last_line[:120] + ("..." if len(last_line) > 120 else "")
         first["hint"] = STDOUT_HINT
     if kind == "timeout":
