@@ -405,8 +405,9 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     face-down cards for a seat that is out, and "game over" logged once."""
     starter = tmp_path / "starter"
     shutil.copytree(ROOT / "examples" / "bots" / "python", starter)
-    joined = subprocess.run(arena_cmd("submit", str(starter), "--ladder", str(site.base / "ladders" / "mini.toml"),  # type: ignore[attr-defined]
-                                      "--store", str(site.store), "--plain", "-j", "1"),  # type: ignore[attr-defined]
+    ladder = site.base / "ladders" / "mini.toml"  # type: ignore[attr-defined]
+    joined = subprocess.run(arena_cmd("submit", str(starter), "--ladder", str(ladder), "--store",
+                                      str(site.store), "--plain", "-j", "1"),  # type: ignore[attr-defined]
                             env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert joined.returncode == 0, joined.stdout[-2000:] + joined.stderr[-2000:]
     chrome.get(f"{site.url}/?token={site.token}")
