@@ -299,3 +299,13 @@ def test_a_positions_opening_travels_to_worker_processes():
     assert GameTask.from_wire(task.wire()) == task
     plain = GameTask("t-000002", 42, ("a@1", "b@1"), {"name": "classic"}, 600)
     assert GameTask.from_wire({k: v for k, v in plain.wire().items() if k != "moves"}) == plain
+
+
+def test_a_tournament_warns_of_a_suite_others_can_read(tmp_path: Path, in_process):
+    path = tmp_path / "open.json"
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
+    path.chmod(0o644)
+    done = runner.invoke(app, ["tournament", "--bot", "lowest", "--bot", "highest", "--suite", str(path), "--plain",
+                               "--store", str(tmp_path / "t.sqlite")])
+    assert done.exit_code == 0, done.output
+    assert f"{path} is readable by other users" in " ".join(done.output.split()) and f"chmod 600 {path}" in done.output

@@ -257,6 +257,14 @@ def check_hidden(path: str | Path, bots: dict[str, Path]) -> None:
                              "can read: keep suites out of bots' folders")
 
 
+def exposure_warning(path: str | Path) -> str | None:
+    """What to warn of when a suite file can be read by users other than its owner, or None."""
+    if not readable_by_others(path):
+        return None
+    return (f"{path} is readable by other users: its seeds deal every card; a bot running under another uid "
+            f"without the sandbox could read it (chmod 600 {path})")
+
+
 def readable_by_others(path: str | Path) -> bool:
     """True when users other than the owner may read the file (a bot under another uid could)."""
     try:
