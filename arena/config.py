@@ -150,8 +150,9 @@ def _no_weaker_containment(data: Any) -> Any:
             raise ValueError("trusted_bots cannot be set in a file: only the command line can run bots "
                              "uncontained (--trusted-bots)")
         if "sandbox" in data and data["sandbox"] is not True:
-            raise ValueError(f"sandbox = {data['sandbox']!r} cannot be set in a file: only the command line can "
-                             "run bots without bubblewrap (--no-sandbox); a file may only ask for it (sandbox = true)")
+            raise ValueError(f"sandbox = {json.dumps(data['sandbox'])} cannot be set in a file: only the command "
+                             "line can run bots without bubblewrap (--no-sandbox); a file may only ask for it "
+                             "(sandbox = true)")
     return data
 
 
@@ -186,6 +187,8 @@ class TournamentFlags(_TournamentFields):
 
     sandbox: Optional[StrictBool] = None
     trusted_bots: StrictBool = False
+    suite_from: Annotated[StrictInt, Field(ge=0, description="The suite deal a ladder batch starts at (its "
+                                                              "batches go round the suite).")] = 0
 
 
 class Matchmaking(Strict):
@@ -216,6 +219,9 @@ class LadderFile(_Shared):
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
     fixed_schedule: FixedSchedule = False
     one_seat_per_author: OneSeatPerAuthor = False
+    suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
+                                             "file: placements play its first `deals` deals, run batches go round "
+                                             "it; rules, options and seats must match it.")
     _containment = model_validator(mode="before")(_no_weaker_containment)
 
 

@@ -90,6 +90,20 @@ def test_the_improve_loop(work: Path):
     assert "per deal of the suite" in proved.stdout
     assert (work / "summary.md").read_text().startswith("### ✅ starter-python@1.1.0 vs starter-python@1.0.0")
 
+    # 4b. the same games cut at decision 20: a match starts each one there, and its games replay
+    cut = _arena(work, "deals", "from-games", "positions.json", "--lost-by", "starter-python@1.0.0",
+                 "--position-at", "20", "--limit", "5")
+    assert cut.returncode == 0 and "positions (each before its game's decision 20)" in cut.stdout, cut.stderr
+    from_there = _arena(work, "match", "heuristic", "my-bot", "--suite", "positions.json", "--json")
+    assert from_there.returncode == 0, from_there.stderr
+    at = json.loads(from_there.stdout)
+    assert at["games"] == 2 * at["deals"] > 0
+    first = _arena(work, "games", "--tournament", at["tournament"], "--json", "--limit", "1")
+    one = json.loads(first.stdout)[0]["id"]
+    assert _arena(work, "replay", one, "--verify").returncode == 0
+    asked = _arena(work, "replay", one, "--as", "0", "--plain").stdout
+    assert asked.startswith("Decision 1/") and " · turn 0 " not in asked.splitlines()[0]
+
     # 5. its win_prob in the replay, the HTML replay's chart data, and the calibration column
     played = _arena(work, "play", "my-bot-2", "heuristic", "--seed", "3", "-q")
     assert played.returncode == 0, played.stdout + played.stderr

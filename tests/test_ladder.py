@@ -485,7 +485,10 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
 def test_match_counts_pairs_and_win_rate_over_deals():
     from arena.engine import rules_from
     from arena.ratings import PairSprt
-    p, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}),
+    from arena.tournament.suites import Suite
+    rules = rules_from("shithead", {})
+    fixed = Suite(rules, 2, tuple(range(1, 201)))  # fixed deals: the verdict is the same every run
+    p, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules, suite=fixed,
                                       sprt=PairSprt(0, 100), max_games=400, max_turns=600, launcher=policy_launcher()))
     assert sum(p.pairs) * 2 == p.games and len(p.deal_wins) == sum(p.pairs)
     assert p.wins == 2 * p.pairs[4] + p.pairs[3] + p.pairs[2] - _split_draws(p)

@@ -391,3 +391,70 @@ def test_matchmaking_refits_after_the_games_grew_enough(lad4, monkeypatch):
     trio.run(lambda: run_ladder(ladder, store, ctx(), games=12))
     state.refresh(store)
     assert state.ratings() is not first
+
+
+# --------------------------------------------------------------------------- a ladder on a deal suite
+
+def test_a_ladder_plays_its_suite_goes_round_it_and_resumes_only_with_it(public_tmp: Path):
+    """`suite = ...` in a ladder file: the seed round-robin and each placement play the suite's first
+    `deals` deals, run batches go round the suite from where the last one stopped, every game
+    deals from the suite, the resume key names the suite's content, the store keeps a private copy,
+    and a suite changed under an unfinished batch is refused instead of mixing deals."""
+    import stat
+    from arena.engine import rules_from
+    from arena.ladder import LadderError
+    from arena.tournament.suites import load_suite, make_suite, save_suite
+    origin = public_tmp / "suited"
+    origin.mkdir()
+    suite = make_suite(rules_from("classic", {}), 2, 5)
+    save_suite(origin / "suite.json", suite)
+    path = write_ladder(origin, "suited", bots=["random", "lowest"], deals=2, suite="suite.json",
+                        store=str(origin / "data" / "s.sqlite"))
+    ladder = load_ladder(path)
+    store = open_store(ladder)
+    trio.run(submit, ladder, str(bot_copy(origin, "heuristic", "3.0")), store, ctx())
+    first_two = set(suite.deals[:2])
+    for tid in (ladder.seed_id, ladder.placement_id("heuristic@3.0")):
+        assert {g["seed"] for g in store.games(tournament=tid, limit=100)} == first_two
+        assert store.tournament(tid)["config"]["suite"] == suite.digest()
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=30))
+    batches = [row[0] for row in store.db.execute("SELECT id FROM tournaments WHERE id LIKE 'ladder:suited:run:%' "
+                                                  "ORDER BY id")]
+    assert len(batches) >= 3
+    start = 0
+    for tid in batches:
+        fp = store.tournament(tid)["config"]
+        assert fp["suite"] == suite.digest() and fp.get("suite_from", 0) == start
+        want = {suite.deals[(start + d) % 5] for d in range(fp["deals"])}
+        assert {g["seed"] for g in store.games(tournament=tid, limit=1000)} == want
+        start = (start + fp["deals"]) % 5
+    assert {g["seed"] for g in store.games(limit=10**6)} <= set(suite.deals)
+    kept = origin / "data" / "ladders" / "suited.suite.json"
+    assert load_suite(kept).digest() == suite.digest() and stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert 'suite = "suited.suite.json"' in (origin / "data" / "ladders" / "suited.toml").read_text()
+    # an unfinished batch, then other deals in the file: refused, nothing played with the wrong deals
+    last = batches[-1]
+    with store.tx() as db:
+        db.execute("UPDATE tournaments SET status='running' WHERE id=?", (last,))
+    save_suite(origin / "suite.json", make_suite(rules_from("classic", {}), 2, 5))
+    changed = load_ladder(path)
+    games = store.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+    with pytest.raises(LadderError, match="began with other deals than the suite"):
+        trio.run(lambda: run_ladder(changed, store, ctx(), games=4))
+    assert store.db.execute("SELECT COUNT(*) FROM games").fetchone()[0] == games
+    store.close()
+
+
+def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(public_tmp: Path):
+    from arena.engine import rules_from
+    from arena.ladder import LadderError
+    from arena.tournament.suites import make_suite, save_suite
+    bot = bot_copy(public_tmp, "heuristic", "3.0", "mine")
+    save_suite(bot / "suite.json", make_suite(rules_from("classic", {}), 2, 3))
+    inside = write_ladder(public_tmp, "inside", bots=["random", "mine"], suite="mine/suite.json")
+    with pytest.raises(LadderError, match=r"suite: .*lies inside the folder of heuristic@3.0"):
+        load_ladder(inside)
+    save_suite(public_tmp / "four.json", make_suite(rules_from("classic", {}), 4, 3))
+    other = write_ladder(public_tmp, "other", suite="four.json")
+    with pytest.raises(LadderError, match="with 4 players; the ladder plays classic with 2"):
+        load_ladder(other)

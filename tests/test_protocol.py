@@ -97,7 +97,8 @@ class CheckedBot(MockBot):
         text.encode("utf-8")  # always encodable
         kind = json.loads(text)["type"]
         assert text.startswith('{"type":"%s"' % kind), "type must come first, unspaced"
-        await super().send_line(text)
+        with trio.CancelScope(shield=True):  # taken at once, as a pipe with room takes a line: the
+            await super().send_line(text)   # referee's 0.2 s for an error line must not hang on the load
 
 
 def hello_line(name: str, protocol_version: int = 1) -> str:

@@ -136,3 +136,73 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
     # the bots are gone with it
     children = subprocess.run(["pgrep", "-f", "bots/(montecarlo|ismcts)/bot.py"], capture_output=True, text=True)
     assert str(proc.pid) not in children.stdout
+
+
+def _dead_owner(name: str) -> bool:
+    """A referee directory (ref-PID) or bot cgroup (rPID-bN) whose process is gone."""
+    digits = name[4:] if name.startswith("ref-") else name[1:].split("-", 1)[0]
+    return digits.isdigit() and not Path(f"/proc/{digits}").exists()
+
+
+def _leftovers() -> set[str]:
+    from arena.bots.uids import default_run_dir
+    found = {str(p) for p in Path("/sys/fs/cgroup").glob("*/palace-arena/r*-b*")}
+    found |= {str(p) for p in default_run_dir().glob("ref-*")}
+    return {p for p in found if _dead_owner(Path(p).name)}
+
+
+def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
+    """A tournament a script started in the background (SIGINT ignored, as `&` leaves it) and then
+    stopped with `kill -TERM`: the interrupted line, exit 130, and nothing left for the next run
+    to clean (no cgroup, no referee directory of a process that is gone)."""
+    before = _leftovers()
+    proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", "--deals", "2000", "-j", "2"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        head = proc.stdout.readline()
+        assert head.startswith("tournament demo:"), head
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted after" in err and "run the same command again to resume" in err and "Traceback" not in err
+    assert _leftovers() - before == set()
+
+
+def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
+    """A referee that died with nothing running leaves an empty directory: removed without the
+    "cleaned up" warning (which a first run then printed about nothing); real leftovers are named.
+    (One referee directory at a time: a whole cleanup_stale would also sweep the bot uids of
+    whatever else runs arena on this machine.)"""
+    from arena.bots.uids import TEMPS, Registry, StaleReport
+    run = tmp_path / "run"
+    registry = Registry(run)
+    (run / "ref-999999").mkdir()
+    (run / "ref-999999" / "lock").touch()
+    report = StaleReport()
+    registry._clean_referee_dir(run / "ref-999999", None, report)
+    assert not report and not (run / "ref-999999").exists()
+    (run / "ref-999998").mkdir()
+    copy = Path(tempfile.mkdtemp(prefix="palace-arena-"))
+    (run / "ref-999998" / TEMPS).write_text(f"{copy}\n")
+    registry._clean_referee_dir(run / "ref-999998", None, report)
+    assert report and not copy.exists()
+    assert str(report) == ("1 copy(ies) of the arena or a bot removed, left by 1 earlier arena process(es) that "
+                           "ended without cleaning up (killed, or crashed)")
+
+
+def test_sandbox_false_in_a_file_names_the_file(tmp_path: Path):
+    """`sandbox = false` in a tournament file is refused naming the file and the key as written
+    (TOML's false, not Python's False), with the flag that does it on the command line."""
+    from arena.tournament.config import ConfigError, load_config
+    league = Path(__file__).resolve().parent.parent / "examples" / "tournaments" / "league-2p.toml"
+    path = tmp_path / "league-2p.toml"
+    path.write_text(league.read_text().replace("# sandbox = true", "sandbox = false"))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert f"{path}: sandbox = false cannot be set in a file" in str(e.value) and "--no-sandbox" in str(e.value)

@@ -387,11 +387,67 @@ def test_a_good_bot_is_checked_then_placed(tmp_path_factory) -> None:
             time.sleep(1)
         assert m and m.group(1) == b"placed", page.decode()[-3000:] + server.stderr()[-3000:]
         assert b"no faults" in page and b"Placed: rank" in page
+        assert page.count(b"checking starter-python@1.0.0") == 1  # announced once, not by the page and submit
+        assert str(base).encode() not in page and str(ROOT).encode() not in page
         db = data.ReadStore(store)
         assert ("starter-python@1.0.0",) in db.db.execute("SELECT label FROM ladder_members").fetchall()
         db.db.close()
         _, _, ladder_page = server.get("/ladders/mini")
         assert b'data-bot="starter-python@1.0.0"' in ladder_page
+    finally:
+        server.stop()
+
+
+CHATTY = b"""import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("type") == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": "chatty", "version": "1.0"}), flush=True)
+    else:
+        print("reading my notes in", os.path.abspath(__file__), file=sys.stderr, flush=True)
+        print("thinking about it", flush=True)
+"""
+
+
+def _finished(server: ServerProc, location: str) -> bytes:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        _, _, page = server.get(location)
+        m = re.search(rb'data-status="([^"]+)"', page)
+        if m and m.group(1) in (b"placed", b"failed", b"check failed"):
+            return page
+        time.sleep(1)
+    raise AssertionError("the submission did not finish: " + server.stderr()[-3000:])
+
+
+def test_a_faulty_uploads_report_reads_right_on_the_web(tmp_path_factory) -> None:
+    """The check report of an upload that writes chatter on stdout: one total that agrees with the
+    per-kind counts, the line the bot wrote, no command-line hint, one "checking" line, and no
+    path of the server (its store, its uploads folder, the arena's Python) anywhere on the page."""
+    base = tmp_path_factory.mktemp("serve-faulty")
+    (base / "ladders").mkdir()
+    (base / "ladders" / "mini.toml").write_text('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\n'
+                                                'check_games = 1\n')
+    store = base / "data" / "arena.sqlite"
+    store.parent.mkdir()
+    server = ServerProc(store, "--allow-submit", "--ladders", str(base / "ladders"))
+    try:
+        files = {"chatty/bot.toml": b'name = "chatty"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
+                 "chatty/bot.py": CHATTY}
+        body, ctype = multipart({"ladder": "mini", "token": server.token}, ("chatty.zip", zip_bytes(files)))
+        status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 303
+        page = _finished(server, headers["location"]).decode()
+        assert 'data-status="check failed"' in page, page[-3000:]
+        counts = [int(n) for n in re.findall(r"bad_json ×(\d+)", page)]
+        total = re.search(r'id="check-total">(\d+) fault\(s\) in (\d+) of (\d+) games<', page)
+        assert counts and total and int(total.group(1)) == sum(counts) == 2, page[-3000:]
+        assert 'the bot wrote: <code class="wrote">thinking about it</code>' in page
+        assert "--all" not in page and "stopped after a repeated bad_json fault" in page
+        assert page.count("checking chatty@1.0") == 1
+        assert "reading my notes in [your bot]/bot.py" in page, page[page.index("check-report"):][:3000]
+        for path in (base, store.parent / "uploads", Path(sys.executable).parent):
+            assert str(path) not in page, path
     finally:
         server.stop()
 

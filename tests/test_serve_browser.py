@@ -364,6 +364,9 @@ def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any
     assert chrome.find_element(By.ID, "job-status").text == "check failed"
     faults = css(chrome, "#check-faults li")
     assert faults and all(f.find_element(By.TAG_NAME, "b").text for f in faults)
+    counts = [int(f.find_element(By.TAG_NAME, "b").text.rsplit("×", 1)[1]) for f in faults]
+    assert chrome.find_element(By.ID, "check-total").text.startswith(f"{sum(counts)} fault(s) in ")
+    assert "the bot wrote" not in chrome.find_element(By.ID, "check-faults").text  # it wrote nothing on stdout
     assert css(chrome, "#check-scenarios tbody tr")
     shot(chrome, "submit-report")
     from arena.tournament.store import Store
@@ -392,3 +395,67 @@ def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: Ser
     shot(chrome, "submit-refused")
     uploads = site.store.parent / "uploads"  # type: ignore[attr-defined]
     assert not any(uploads.rglob("outside.txt")) and not (site.base / "outside.txt").exists()  # type: ignore[attr-defined]
+
+
+def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome: Any, site: ServerProc,
+                                                                         tmp_path: Path) -> None:
+    """A bot joins the site's ladder with `arena submit`; a person picks it (not a bundled bot) on
+    the Play form and plays to the end. Then the board is the game's last position, not the last
+    request's: the pile as it ended (after a burn it is empty, never the old "to beat"), no
+    face-down cards for a seat that is out, and "game over" logged once."""
+    starter = tmp_path / "starter"
+    shutil.copytree(ROOT / "examples" / "bots" / "python", starter)
+    ladder = site.base / "ladders" / "mini.toml"  # type: ignore[attr-defined]
+    joined = subprocess.run(arena_cmd("submit", str(starter), "--ladder", str(ladder), "--store",
+                                      str(site.store), "--plain", "-j", "1"),  # type: ignore[attr-defined]
+                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert joined.returncode == 0, joined.stdout[-2000:] + joined.stderr[-2000:]
+    chrome.get(f"{site.url}/?token={site.token}")
+    chrome.get(f"{site.url}/play")
+    Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
+    Select(css(chrome, "select[name='opponent']")[0]).select_by_visible_text("starter-python@1.0.0")
+    turns = chrome.find_element(By.NAME, "max_turns")
+    turns.clear()
+    turns.send_keys("300")
+    chrome.find_element(By.ID, "play-start").click()
+    wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
+    for _ in range(400):
+        def ready(d: Any) -> Any:
+            if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
+                return "end"
+            buttons = css(d, "#play-actions button.action:not([disabled])")
+            return buttons[-1] if buttons else None  # the last action: often a play, so piles burn
+        nxt = wait(chrome, ready, 60, "a request or the end")
+        if nxt == "end":
+            break
+        nxt.click()
+    root = chrome.find_element(By.ID, "play")
+    assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
+    sent = chrome.execute_script(
+        "return fetch('/play/' + arguments[0] + '/state?seen=0').then(function (r) { return r.json(); })",
+        root.get_attribute("data-session"))
+    assert sent["names"][1].startswith("starter-python")
+    from arena.engine.views import seat_view
+    from arena.replay.simulate import simulate
+    from arena.tournament.store import Store
+    db = Store(site.store)  # type: ignore[attr-defined]
+    try:
+        record = db.game_record(sent["game"])
+        assert db.games(tournament="play", bot="starter-python@1.0.0")
+    finally:
+        db.close()
+    final = seat_view(simulate(record).final, 0)
+    assert sent["final"] == final
+    last_request = [m["raw"]["view"] for m in sent["messages"] if m["raw"]["type"] == "request"][-1]
+    assert last_request["turn"] < final["turn"]  # moves were made after the last request: its board is stale
+    assert root.get_attribute("data-turn") == str(final["turn"])
+    pile = [c.get_attribute("data-card") for c in css(chrome, "#play-pile .card")]
+    assert pile == final["pile"]
+    info = chrome.find_element(By.ID, "play-pile-info").text
+    assert f"to beat: {final['pile_top'] or 'anything'}" in info
+    for p in final["players"]:
+        if p["seat"] != 0 and p["place"] is not None:
+            box = chrome.find_element(By.CSS_SELECTOR, f"#play-others .seat[data-seat='{p['seat']}']")
+            assert not box.find_elements(By.CSS_SELECTOR, ".card.down"), "a seat that is out shows face-down cards"
+    logged = [li.text for li in css(chrome, "#play-events li")]
+    assert sum(t.startswith("game over") for t in logged) == 1, logged[-5:]

@@ -37,3 +37,24 @@ def test_a_person_who_leaves_forfeits_and_the_game_is_stored(tmp_path: Path, mon
     record = db.game_record(session.game_id)
     assert record is not None and record["result"]["forfeits"] == {"0": "timeout"}
     db.close()
+    assert session.final is not None and session.final["seat"] == 0 and session.final["phase"] == "over"
+
+
+class _Form(dict):
+    def getlist(self, key: str) -> list[str]:
+        value = self.get(key, [])
+        return value if isinstance(value, list) else [value]
+
+
+def test_opponents_are_bundled_bots_or_ladder_members_only(tmp_path: Path) -> None:
+    """A ladder member is chosen by its label and played from the store's copy; anything else
+    (a path, an unknown label, a member whose files are no longer that version) is refused."""
+    members = {"lowest@1.0": "lowest", "starter-python@1.0.0": str(Path("examples/bots/python").resolve())}
+    rules, specs, seat, *_ = play._parse(_Form(rules="classic", opponent=["starter-python@1.0.0"], seat="1"), members)
+    assert seat == 1 and specs[0].label == "starter-python@1.0.0" and specs[1].human
+    for bad in ("/etc", "examples/bots/python", "nobody@1.0"):
+        with pytest.raises(ValueError, match="bundled bots or ladder members"):
+            play._parse(_Form(rules="classic", opponent=[bad]), members)
+    with pytest.raises(ValueError, match="no longer that version"):
+        play._parse(_Form(rules="classic", opponent=["starter-python@1.0.0"]),
+                    {"starter-python@1.0.0": "lowest"})  # the label's files are another bot now

@@ -167,3 +167,145 @@ def test_match_on_a_suite_end_to_end(tmp_path: Path):
     assert "from the suite" in done.stderr and len(data["deals_report"]) == data["deals"] <= 40
     assert data["wins"] > data["losses"]  # lowest beats highest
     assert "readable by other users" not in done.stderr
+
+
+def test_a_suite_inside_a_bots_folder_is_refused(tmp_path: Path):
+    """The sandbox shows a bot its own folder: a suite kept there would hand it every deal."""
+    import shutil
+    from arena.bots.manifest import BUNDLED_DIR
+    from arena.tournament.config import ConfigError, load_bots, load_config
+    bot = tmp_path / "mine"
+    shutil.copytree(BUNDLED_DIR / "lowest", bot, ignore=shutil.ignore_patterns("__pycache__"))
+    (bot / "bot.toml").write_text((bot / "bot.toml").read_text().replace('name = "lowest"', 'name = "mine"'))
+    path = bot / "deals" / "s.json"
+    path.parent.mkdir()
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 3))
+    done = runner.invoke(app, ["match", str(bot), "highest", "--suite", str(path), "--no-store"])
+    assert done.exit_code == 2 and "lies inside the folder of mine@1.0" in done.output, done.output
+    cfg = load_config(None, {"bots": [str(bot), "highest"], "suite": str(path)})
+    with pytest.raises(ConfigError, match="suite: the deal suite .* lies inside the folder of mine@1.0"):
+        load_bots(cfg)
+
+
+# --------------------------------------------------------------------------- mid-game positions
+
+def _lost_games_store(tmp_path: Path) -> Path:
+    store_path = tmp_path / "games.sqlite"
+    store = Store(store_path)
+    trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}), max_games=12,
+                               max_turns=600, store=store, launcher=policy_launcher()))
+    store.close()
+    return store_path
+
+
+def test_positions_cut_from_games_are_checked_and_played_from_where_they_stand(tmp_path: Path, in_process):
+    """`arena deals from-games --position-at T`: each entry is the game before its T-th decision, in
+    the engine's position format, with the moves that reach it from the deal. A match on it starts
+    every game (both seat orders) there: the opening is in the record as `given` steps nobody was
+    asked for, the first request comes at the position, and the game replays from its seed."""
+    from arena.engine.views import from_position, to_position
+    from arena.replay.simulate import simulate
+    from arena.tournament.suites import reach
+    store_path = _lost_games_store(tmp_path)
+    path = tmp_path / "at7.json"
+    done = runner.invoke(app, ["deals", "from-games", str(path), "--position-at", "7", "--store", str(store_path)])
+    assert done.exit_code == 0, done.output
+    assert "positions (each before its game's decision 7)" in done.output
+    suite = load_suite(path)
+    assert suite.position_count == len(suite.deals) > 0
+    db = Store(store_path, readonly=True)
+    for i, seed in enumerate(suite.deals):
+        moves, position = suite.moves_of(i), suite.position_of(i)
+        record = db.game_record(suite.origin(i))
+        asked = [k for k, st in enumerate(record["steps"]) if "request" in st]
+        assert len(moves) == asked[6] and moves == tuple(st["action"] for st in record["steps"][:len(moves)])
+        assert to_position(reach(suite.rules, 2, seed, moves)) == position
+        assert from_position(position).to_move == record["steps"][len(moves)]["seat"]
+    db.close()
+    shown = runner.invoke(app, ["deals", "show", str(path)])
+    assert f"{len(suite.deals)} of them mid-game positions" in shown.output and "position after" in shown.output
+    store = Store(tmp_path / "m.sqlite")
+    progress, tid = trio.run(lambda: run_match(load_bot("heuristic"), load_bot("lowest"), suite.rules, suite=suite,
+                                               max_games=100, max_turns=600, store=store,
+                                               launcher=policy_launcher()))
+    assert progress.games == 2 * len(suite.deals)
+    for g in store.games(tournament=tid, limit=100):
+        d = suite.deals.index(g["seed"])
+        record = store.game_record(g["id"])
+        moves = suite.moves_of(d)
+        assert record["given"] == list(moves)
+        assert all(st.get("given") for st in record["steps"][:len(moves)])
+        assert not any(st.get("given") for st in record["steps"][len(moves):])
+        first_asked = next(st for st in record["steps"] if "request" in st)
+        assert record["steps"].index(first_asked) >= len(moves)
+        replay = simulate(record)
+        assert replay.ok, replay.mismatches[:3]
+        assert to_position(replay.frames[len(moves)].state) == {**suite.position_of(d), "max_turns": 600}
+    store.close()
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda e: e["position"]["seats"][0].__setitem__("hand", e["position"]["seats"][1]["hand"]),
+     "do not reach the position"),
+    (lambda e: e.__setitem__("moves", [99] + e["moves"][1:]), "move 1 is action 99"),
+    (lambda e: e.pop("moves"), "a position needs 'moves'"),
+])
+def test_a_position_that_its_moves_do_not_reach_is_refused(tmp_path: Path, in_process, edit, needle):
+    store_path = _lost_games_store(tmp_path)
+    path = tmp_path / "p.json"
+    assert runner.invoke(app, ["deals", "from-games", str(path), "--position-at", "3",
+                               "--store", str(store_path)]).exit_code == 0
+    data = json.loads(path.read_text())
+    edit(data["deals"][0])
+    path.write_text(json.dumps(data))
+    with pytest.raises(SuiteError, match=needle):
+        load_suite(path)
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store"])
+    assert done.exit_code == 2 and needle in done.output and "Traceback" not in done.output
+
+
+def test_a_tournament_plays_positions_in_every_seat_rotation(tmp_path: Path, in_process):
+    """Three seats: each position is played once per rotation of the table, from the position."""
+    from arena.replay.simulate import simulate
+    from arena.tournament.config import load_config
+    from arena.tournament.run import run_tournament
+    source = Store(tmp_path / "src.sqlite")
+    cfg = load_config(None, {"bots": ["random", "lowest", "highest"], "rules": "shithead", "seats": 3, "deals": 2,
+                             "max_turns": 600, "store": str(tmp_path / "src.sqlite")})
+    trio.run(lambda: run_tournament(cfg, source, launcher=policy_launcher()))
+    suite = suite_from_games(source, position_at=10, limit=2)
+    source.close()
+    path = tmp_path / "three.json"
+    save_suite(path, suite)
+    cfg = load_config(None, {"bots": ["random", "lowest", "heuristic"], "rules": "shithead", "seats": 3,
+                             "max_turns": 600, "suite": str(path), "store": str(tmp_path / "t.sqlite")})
+    store = Store(tmp_path / "t.sqlite")
+    trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))
+    games = store.games(tournament=cfg.name, limit=100)
+    assert len(games) == 3 * len(suite.deals)
+    for d, seed in enumerate(suite.deals):
+        mine = [g for g in games if g["seed"] == seed]
+        assert len({tuple(g["seats"]) for g in mine}) == 3  # every rotation
+        for g in mine:
+            record = store.game_record(g["id"])
+            assert record["given"] == list(suite.moves_of(d)) and simulate(record).ok
+    store.close()
+
+
+def test_a_positions_opening_travels_to_worker_processes():
+    """A game task crosses to a referee worker or a Dask worker as plain values: the opening too."""
+    from arena.tournament.executors import GameTask
+    task = GameTask("t-000001", 42, ("a@1", "b@1"), 600, (0, 2, 1))
+    assert GameTask.from_wire(task.wire()) == task
+    plain = GameTask("t-000002", 42, ("a@1", "b@1"), 600)
+    assert GameTask.from_wire({k: v for k, v in plain.wire().items() if k != "moves"}) == plain
+
+
+def test_a_tournament_warns_of_a_suite_others_can_read(tmp_path: Path, in_process):
+    path = tmp_path / "open.json"
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
+    path.chmod(0o644)
+    done = runner.invoke(app, ["tournament", "--bot", "lowest", "--bot", "highest", "--suite", str(path), "--plain",
+                               "--store", str(tmp_path / "t.sqlite")])
+    assert done.exit_code == 0, done.output
+    assert f"{path} is readable by other users" in " ".join(done.output.split()) and f"chmod 600 {path}" in done.output

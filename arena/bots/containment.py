@@ -31,7 +31,7 @@ def process_registry() -> Registry:
     if _registry is None or _registry.pid != os.getpid():
         _registry = Registry()
         if _registry.report:
-            log.warning("cleaned leftovers of a dead referee with our pid: %s", _registry.report)
+            log.warning("cleaned up: %s", _registry.report)
     return _registry
 
 
@@ -83,5 +83,5 @@ def cleanup_stale() -> StaleReport:
     registry = process_registry()
     report = registry.cleanup_stale(cgroup_root()[0])
     if report:
-        log.warning("cleaned up after a dead referee: %s", report)
+        log.warning("cleaned up: %s", report)
     return report

@@ -133,12 +133,16 @@ class StaleReport:
     temps: list[str] = field(default_factory=list)  # its copies of the arena package and of bots
 
     def __bool__(self) -> bool:
-        return bool(self.referees or self.killed or self.cgroups or self.homes or self.temps)
+        """True when something was cleaned: a dead referee's empty directory alone is not news."""
+        return bool(self.killed or self.cgroups or self.homes or self.temps)
 
     def __str__(self) -> str:
-        return (f"{len(self.referees)} dead referee(s): {self.killed} bot process(es) killed, "
-                f"{len(self.cgroups)} cgroup(s), {len(self.homes)} temporary home(s) and "
-                f"{len(self.temps)} copy(ies) of the arena or a bot removed")
+        parts = [f"{n} {what}" for n, what in ((self.killed, "bot process(es) killed"),
+                                              (len(self.cgroups), "cgroup(s) removed"),
+                                              (len(self.homes), "temporary home(s) removed"),
+                                              (len(self.temps), "copy(ies) of the arena or a bot removed")) if n]
+        return (f"{', '.join(parts)}, left by {len(self.referees) or 'the'} earlier arena process(es) that "
+                "ended without cleaning up (killed, or crashed)")
 
 
 class Registry:
@@ -254,7 +258,7 @@ class Registry:
         if fd is None:
             return  # that referee is alive (or the dir is not ours to touch)
         try:
-            report.referees.append(int(d.name[4:]))
+            before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0
             for rec_path in d.glob("*.json"):
                 try:
@@ -265,6 +269,8 @@ class Registry:
             for temp in _kept_temps(d / TEMPS):
                 shutil.rmtree(temp, ignore_errors=True)
                 report.temps.append(str(temp))
+            if (report.killed, len(report.cgroups), len(report.homes), len(report.temps)) != before:
+                report.referees.append(int(d.name[4:]))  # it left something: counted in the report
             shutil.rmtree(d, ignore_errors=True)
         finally:
             os.close(fd)

@@ -159,8 +159,8 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
 def _term_as_interrupt(signum: int, frame: Any) -> None:
     """SIGTERM (a service manager, ``kill``, a CI timeout) stops a command the way Ctrl-C does:
     trio's SIGINT handler delivers it where it is safe, games in flight are abandoned, bots and
-    their cgroups are cleaned up, and one "interrupted" line says what was kept. Where SIGINT is
-    ignored (a background job), SIGTERM keeps its default action."""
+    their cgroups are cleaned up, and one "interrupted" line says what was kept. Where SIGINT has
+    no Python handler (a thread that is not the main one), SIGTERM keeps its default action."""
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -169,8 +169,15 @@ def _term_as_interrupt(signum: int, frame: Any) -> None:
 
 
 def handle_sigterm() -> None:
-    """Treat SIGTERM like Ctrl-C from here on (main thread only, and only over the default action)."""
+    """Treat SIGTERM like Ctrl-C from here on (main thread only, and only over the default action).
+
+    A job a script starts in the background (``arena tournament … &``, as CI scripts do) inherits
+    SIGINT ignored; SIGTERM is delivered through SIGINT's handler, so that handler is put back:
+    otherwise ``kill`` would end such a run without its "interrupted" line and leave its bots'
+    cgroups for the next run to clean."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _term_as_interrupt)
 
 

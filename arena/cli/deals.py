@@ -11,8 +11,9 @@ from rich.console import Console
 from ..tournament.store import DEFAULT_STORE
 from .common import ArenaTyper, fail
 
-deals_app = ArenaTyper(help="Deal suites: fixed deals for arena match to play instead of fresh ones (kept secret "
-                            "from bots).", no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+deals_app = ArenaTyper(help="Deal suites: fixed deals (or mid-game positions) for arena match, tournaments and "
+                            "ladders to play instead of fresh ones (kept secret from bots).", no_args_is_help=True,
+                       context_settings={"help_option_names": ["-h", "--help"]})
 out = Console(highlight=False, soft_wrap=True)
 
 SECRET_NOTE = "its seeds deal every card: keep it from bots like the store's secret.key (it is written 0600)"
@@ -41,6 +42,11 @@ def from_games(file: Annotated[Path, typer.Argument(help="The suite file to writ
                lost_by: Annotated[Optional[str], typer.Option("--lost-by", help="Only games this bot (name@version) "
                                                               "did not win outright.")] = None,
                limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many deals.")] = None,
+               position_at: Annotated[Optional[int], typer.Option(
+                   "--position-at", min=1, metavar="T",
+                   help="Cut each game just before its T-th decision (counting every seat's): the suite holds "
+                        "those mid-game positions, and a game from one starts there. Games that asked fewer, "
+                        "or had a forfeit before it, are left out.")] = None,
                store: Annotated[Path, typer.Option("--store", help="The game store.")] = DEFAULT_STORE,
                force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False) -> None:
     """Cut a suite from the deals of stored games (each deal once), e.g. every game a bot lost."""
@@ -49,11 +55,13 @@ def from_games(file: Annotated[Path, typer.Argument(help="The suite file to writ
     _refuse_overwrite(file, force)
     db = Store(store, readonly=True)
     try:
-        suite = suite_from_games(db, tournament=tournament, bot=bot, lost_by=lost_by, limit=limit)
+        suite = suite_from_games(db, tournament=tournament, bot=bot, lost_by=lost_by, limit=limit,
+                                 position_at=position_at)
     finally:
         db.close()
     save_suite(file, suite)
-    out.print(f"wrote {file}: {len(suite.deals)} deals from stored games, {suite.rules.name}, {suite.players} "
+    what = "deals" if position_at is None else f"positions (each before its game's decision {position_at})"
+    out.print(f"wrote {file}: {len(suite.deals)} {what} from stored games, {suite.rules.name}, {suite.players} "
               f"players; {SECRET_NOTE}", markup=False)
 
 
@@ -64,11 +72,16 @@ def show(file: Annotated[Path, typer.Argument(help="A suite file.")]) -> None:
     from ..tournament.suites import load_suite
     suite = load_suite(file)
     origins = [g for g in suite.games if g]
+    positions = suite.position_count
     out.print(f"{file}: {len(suite.deals)} deals, {rule_label(suite.rules)}, {suite.players} players"
+              + (f", {positions} of them mid-game positions" if positions else "")
               + (f"; cut from {len(origins)} stored games" if origins else ""), markup=False)
-    for i, g in enumerate(suite.games, 1):
-        if g:
-            out.print(f"  #{i}: {g}", markup=False)
+    for i in range(len(suite.deals)):
+        position = suite.position_of(i)
+        where = "" if position is None else (f"position after {len(suite.moves_of(i))} moves (turn "
+                                             f"{position['turn']}, seat {position['to_move']} to move)")
+        if suite.origin(i) or where:
+            out.print(f"  #{i + 1}: " + ", ".join(x for x in (suite.origin(i) or "", where) if x), markup=False)
 
 
 def _refuse_overwrite(file: Path, force: bool) -> None:

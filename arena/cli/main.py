@@ -233,6 +233,10 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)
     cfg = load_config(file, overrides)
+    if cfg.suite:
+        from ..tournament.suites import exposure_warning
+        if (exposed := exposure_warning(cfg.suite)) is not None:
+            err_console.print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False, soft_wrap=True)
     db = Store(cfg.store)
     inner = PlainReporter() if plain or not sys.stdout.isatty() else RichReporter(console)
     trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))

@@ -120,19 +120,19 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
     suite = None
     try:
         if deals is not None:
-            from ..tournament.suites import load_suite, readable_by_others
+            from ..tournament.suites import exposure_warning, load_suite
             if rules_name is not None or rule:
                 _fail("--suite: the suite sets the rules; drop --rules and --rule")
             suite = load_suite(deals)
             r = suite.rules
-            if readable_by_others(deals):
-                Console(stderr=True).print(f"[yellow]warning:[/] {escape(str(deals))} is readable by other users: its "
-                                           "seeds deal every card; a bot running under another uid without the "
-                                           f"sandbox could read it (chmod 600 {escape(str(deals))})",
-                                           highlight=False, soft_wrap=True)
+            if (exposed := exposure_warning(deals)) is not None:
+                Console(stderr=True).print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False, soft_wrap=True)
         else:
             r = rules_from(rules_name or "classic", rule or [])
         spec_a, spec_b = resolve_bot(a, db), resolve_bot(b, db)
+        if deals is not None:
+            from ..tournament.suites import check_hidden
+            check_hidden(deals, {spec_a.label: spec_a.root, spec_b.label: spec_b.root})
     except (RulesError, ManifestError, StoreError) as e:
         _fail(str(e))
     if spec_a.human or spec_b.human:

@@ -41,8 +41,9 @@ def serve(
     store: Annotated[Path, typer.Option("--store", help="The game store (SQLite) to show.")] = DEFAULT_STORE,
     host: Annotated[str, typer.Option(help="Address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8000,
-    allow_play: Annotated[bool, typer.Option("--allow-play", help="Let a person play bots in the browser "
-                                                                  "(needs the token printed at start).")] = False,
+    allow_play: Annotated[bool, typer.Option("--allow-play", help="Let a person play the bundled bots and the "
+                                                                  "store's ladder members in the browser (needs "
+                                                                  "the token printed at start).")] = False,
     allow_submit: Annotated[bool, typer.Option("--allow-submit", help="Accept bot uploads to ladders "
                                                                       "(needs the token printed at start).")] = False,
     ladders: Annotated[Optional[Path], typer.Option("--ladders", help="Folder of ladder files (default: the "

@@ -79,6 +79,7 @@ class Ladder:
     check_games: int = 1  # games per scenario of the entry check
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
     one_seat_per_author: bool = False  # no table seats two bots of one author
+    suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
 
     # -- names of what the ladder keeps in the store
@@ -108,17 +109,42 @@ class Ladder:
         """What decides the games; fixed for the ladder's life once it has any."""
         return {"rules": self.ruleset().options(), "seats": self.seats}
 
+    def deal_suite(self) -> Any:
+        """The ladder's deal suite (:mod:`arena.tournament.suites`), or None."""
+        if not self.suite:
+            return None
+        from ..tournament.suites import SuiteError, load_suite
+        try:
+            return load_suite(self.suite)
+        except SuiteError as e:
+            raise LadderError(f"{self.path}: suite: {e}") from None
+
     def tournament(self, tid: str, *, format: str, bots: list[str], candidates: list[str] | None = None,
                    **fingerprint: Any) -> TournamentConfig:
-        """A tournament config with this ladder's settings; ``fingerprint`` (a stored config) wins."""
+        """A tournament config with this ladder's settings; ``fingerprint`` (a stored config) wins.
+
+        With a suite, a table plays ``deals`` of its deals (at most all of them) from ``suite_from``
+        on. A stored config resumes with the deals it began with: the suite its digest names (the
+        file changed since: refused), or fresh deals if it began before the ladder had a suite."""
+        fingerprint = dict(fingerprint)
+        stored = fingerprint.pop("suite", None)
+        resuming = "schedule" in fingerprint
+        suite = self.deal_suite() if (stored is not None or not resuming) else None
+        if suite is not None and stored is not None and suite.digest() != stored:
+            raise LadderError(f"{tid} began with other deals than the suite {self.suite} holds now: put back "
+                              "the suite it began with to finish it")
         cfg = TournamentConfig(
             name=tid, bots=list(bots), format=format, candidates=list(candidates or []), rules=self.rules,
             options=dict(self.options), seats=self.seats, deals=self.deals, seed=self.seed,
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
-            store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author)
+            store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author,
+            suite=self.suite if suite is not None else "")
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
-        return dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
+        cfg = dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
+        if suite is not None:
+            cfg.deals = min(cfg.deals, len(suite.deals))
+        return cfg
 
 
 def resolve_anchor(ladder: Ladder, labels: list[str]) -> str | None:
@@ -192,6 +218,8 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
             raise LadderError(f"{where}: bots[{i}] must be a bundled bot name or a path, got {ref_!r}")
         bots.append(_resolve(ref_, base))
     data["bots"] = bots
+    if data.get("suite"):
+        data["suite"] = str((base / data["suite"]).resolve())
     mm = Matchmaking(**data.pop("matchmaking"))
     ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, **data)
     try:
@@ -206,12 +234,18 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
                           f"got {len(bots)}")
     if ladder.check_games < 1:
         raise LadderError(f"{where}: check_games must be at least 1")
+    suite = ladder.deal_suite()
+    if suite is not None and (suite.rules.options() != rules.options() or suite.players != ladder.seats):
+        from ..config import rule_label
+        raise LadderError(f"{where}: suite: {ladder.suite} holds deals for {rule_label(suite.rules)} with "
+                          f"{suite.players} players; the ladder plays {rule_label(rules)} with {ladder.seats}")
     try:
         check_config(ladder.tournament(ladder.seed_id, format="round-robin", bots=bots))
     except ConfigError as e:
         raise LadderError(f"{where}: {e}") from None
     if check_bots:
         labels: dict[str, str] = {}
+        roots = {}
         for i, ref_ in enumerate(bots):
             try:
                 spec = load_bot(ref_)
@@ -220,6 +254,13 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
             if spec.label in labels:
                 raise LadderError(f"{where}: bots[{i}] is {spec.label} again (also {labels[spec.label]})")
             labels[spec.label] = ref_
+            roots[spec.label] = spec.root
+        if suite is not None:
+            from ..tournament.suites import SuiteError, check_hidden
+            try:
+                check_hidden(ladder.suite, roots)
+            except SuiteError as e:
+                raise LadderError(f"{where}: suite: {e}") from None
     return ladder
 
 
@@ -245,12 +286,15 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as a ladder file value")
 
 
-def ladder_toml(ladder: Ladder, bots: list[str]) -> str:
-    """The ladder as a file with ``bots`` as its initial bots: what the store keeps beside its games."""
+def ladder_toml(ladder: Ladder, bots: list[str], suite: str = "") -> str:
+    """The ladder as a file with ``bots`` as its initial bots (and ``suite`` as its suite file):
+    what the store keeps beside its games."""
     top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
            "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
            "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games,
            "fixed_schedule": ladder.fixed_schedule, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
+    if suite:
+        top["suite"] = suite
     if ladder.anchor is not None:
         top["anchor"] = ladder.anchor
     lines = [f"# A copy of ladder {ladder.name} kept with its store, so the store alone can resume it.",

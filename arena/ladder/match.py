@@ -246,7 +246,8 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
         async with limiter:
             dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
-            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats), max_turns))
+            moves = suite.moves_of(deal) if suite is not None else ()
+            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats), max_turns, moves))
         if store is not None:
             store_played(store, tid, idx, seats, played)
         stored[idx] = (seats, played.record.result or {})

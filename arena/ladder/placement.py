@@ -137,7 +137,7 @@ async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: 
                           f"a {ladder.seats}-seat placement needs {ladder.seats - 1}")
     cfg = ladder.tournament(tid, format="gauntlet", bots=opponents, candidates=candidates, **fp)
     ctx.say(f"placement of {spec.label} on {ladder.name}: against {len(opponents)} member(s), "
-            f"{ladder.deals} deal(s) per table x {ladder.seats} seat rotations")
+            f"{cfg.deals} deal(s){' of its suite' if cfg.suite else ''} per table x {ladder.seats} seat rotations")
     return await _run(cfg, store, ctx, f"{ladder.name}: placing {spec.label}", spec.label, ladder)
 
 
@@ -198,7 +198,8 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
             raise
         if not report.get("ok"):
             _drop_copy(store, ladder, spec.label, copy)
-            n = len(report.get("faults", []))
+            faults = report.get("faults") or {}
+            n = sum(f["count"] for f in faults.values()) if isinstance(faults, dict) else len(faults)
             why = f"{n} fault(s)" if n else "it answered no requests"
             raise CheckFailed(f"{spec.label} failed arena check ({why}); fix it and submit again", report)
         played += await ensure_seeded(ladder, store, ctx)

@@ -139,16 +139,31 @@ def _stderr_of(record: dict[str, Any], seat: int) -> list[str]:
     return lines[-STDERR_LINES:]
 
 
-def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int):
+def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int,
+               suite_from: int = 0):
     """The tournament config of one batch: the focus against its field, with enough deals for
-    ``BATCH_GAMES_PER_SLOT`` games per concurrent slot."""
+    ``BATCH_GAMES_PER_SLOT`` games per concurrent slot (with a suite: its deals from ``suite_from``)."""
     mm = ladder.matchmaking
     tables = math.comb(len(table.field), ladder.seats - 1)
     deals = max(mm.deals, math.ceil(BATCH_GAMES_PER_SLOT * concurrency / max(1, tables * ladder.seats)))
     cfg = ladder.tournament(ladder.run_id(batch), format="gauntlet", bots=[refs[b] for b in table.field],
-                            candidates=[refs[table.focus]], deals=deals, seed=batch_seed(ladder, batch))
+                            candidates=[refs[table.focus]], deals=deals, seed=batch_seed(ladder, batch),
+                            **({"suite_from": suite_from} if ladder.suite else {}))
     cfg.processes = 1  # a batch is a few games: starting worker processes for each would cost more than they save
     return cfg
+
+
+def _next_suite_deal(store: Store, ladder: Ladder, batches: list[tuple[int, str]]) -> int:
+    """Where the next batch starts in the ladder's suite: after the last batch that played it
+    (batches go round the suite, so every deal of it is played as often as the others)."""
+    suite = ladder.deal_suite()
+    if suite is None:
+        return 0
+    for b, _ in reversed(batches):
+        fp = (store.tournament(ladder.run_id(b)) or {}).get("config", {})
+        if fp.get("suite") == suite.digest():
+            return (fp.get("suite_from", 0) + fp["deals"]) % len(suite.deals)
+    return 0
 
 
 async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None, *, games: int | None = None,
@@ -178,6 +193,8 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         batches = _batches(store, ladder)
         unfinished = [b for b, status in batches if status != "done"]
         number = batches[-1][0] + 1 if batches else 0
+        suite_next = _next_suite_deal(store, ladder, batches)
+        suite_size = len(ladder.deal_suite().deals) if ladder.suite else 1
         overhead += time.perf_counter() - tick
         for b in unfinished:  # planned before a kill: finish them as they were planned
             tid = ladder.run_id(b)
@@ -220,7 +237,8 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 overhead += time.perf_counter() - tick
                 break
             cfg = plan_batch(ladder, table, {label: ref for label, (ref, _) in active.items()}, number,
-                             ladder.concurrency or os.cpu_count() or 1)
+                             ladder.concurrency or os.cpu_count() or 1, suite_next)
+            suite_next = (suite_next + cfg.deals) % suite_size
             cfg.cluster = cluster
             overhead += time.perf_counter() - tick
             current = (cfg.name, len(store.done_indexes(cfg.name)))

@@ -270,7 +270,15 @@ def keep_ladder_file(store: Store, ladder: Ladder) -> Path:
         kept = by_label.get(label or "")
         bots.append(os.path.relpath(kept, store_dir(store) / "ladders") if kept and "/" in kept else ref)
     dest = store_dir(store) / "ladders" / f"{ladder.name}.toml"
-    text = ladder_toml(ladder, bots)
+    suite = ""
+    if ladder.suite:  # a copy beside the file (0600 in the closed store directory), so the store alone plays it
+        from ..tournament.suites import save_suite
+        suite = f"{ladder.name}.suite.json"
+        kept = dest.parent / suite
+        if Path(ladder.suite).resolve() != kept.resolve():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            save_suite(kept, ladder.deal_suite())
+    text = ladder_toml(ladder, bots, suite)
     if not dest.is_file() or dest.read_text(encoding="utf-8") != text:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}")

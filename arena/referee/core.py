@@ -70,9 +70,13 @@ class GameRecord:
     think_hist: list[list[int]] = field(default_factory=list)
     stderr: list[list[str]] = field(default_factory=list)
     wall_ms: float = 0.0
+    given: list[int] = field(default_factory=list)  # a suite position's opening moves (see RefereeCore)
 
     def as_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        if not self.given:  # a game from the deal (nearly all): its record is as it always was
+            del out["given"]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GameRecord:
@@ -153,7 +157,11 @@ class RefereeCore:
     def __init__(self, rules: Rules, names: Sequence[str], seed: int, *, game_id: str,
                  clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
                  stderr_lines_per_step: int = 20, encode: bool = True,
-                 on_event: Callable[[State, dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[State, dict[str, Any]], None] | None = None,
+                 given: Sequence[int] = ()) -> None:
+        """``given``: a mid-game start (a deal suite's position): the first steps take these
+        action indexes without asking anyone, and the record keeps them (``given`` steps), so the
+        game replays from its seed like any other. The bots' first requests carry the events."""
         n = len(names)
         self.rules = rules
         self.game_id = game_id
@@ -164,11 +172,12 @@ class RefereeCore:
         self.encode = encode
         self.seed = seed
         self.state, events = start_game(rules, n, seed, max_turns=max_turns)
+        self.given = tuple(int(i) for i in given)
         self.record = GameRecord(game_id, rules.options(), seed, list(names), max_turns,
                                  clock=clock.as_json(), setup_events=[event_for(e, None) for e in events],
                                  think_ms=[0.0] * n, decisions=[0] * n,
                                  think_hist=[[0] * len(THINK_BUCKETS_MS) for _ in range(n)],
-                                 stderr=[[] for _ in range(n)])
+                                 stderr=[[] for _ in range(n)], given=list(self.given))
         self.pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(n)]
         self.bank = [clock.bank_ms / 1000] * n  # seconds
         self.faulted: set[int] = set()
@@ -214,6 +223,16 @@ class RefereeCore:
             seat = state.to_move
             actions = legal_actions(state)
             step: dict[str, Any] = {"turn": state.turn, "seat": seat, "phase": state.phase}
+            k = len(self.record.steps)
+            if k < len(self.given):  # the position's opening: played for the seats, none asked
+                if not 0 <= self.given[k] < len(actions):
+                    raise ValueError(f"given move {k + 1} is action {self.given[k]}; there are {len(actions)}")
+                action = actions[self.given[k]]
+                self.state, evs = apply_action(state, action, check=False)
+                step.update(given=True, action=self.given[k], ms=0.0, act=action_json(action),
+                            events=self._deliver(evs))
+                self.record.steps.append(step)
+                continue
             if len(actions) == 1 and not self.ask_forced:
                 step["forced"] = True
                 action = actions[0]

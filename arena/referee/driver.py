@@ -159,8 +159,11 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
                    on_event: Callable[[State, dict[str, Any]], None] | None = None,
-                   fixed_schedule: bool = False) -> GameRecord:
+                   fixed_schedule: bool = False, given: Sequence[int] = ()) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits.
+
+    ``given``: start mid-game, at a deal suite's position: these action indexes are played first,
+    for the seats, without asking (:class:`arena.referee.core.RefereeCore`).
 
     ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is sent
     only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so the
@@ -172,7 +175,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced,
-                       stderr_lines_per_step=stderr_lines_per_step, on_event=on_event)
+                       stderr_lines_per_step=stderr_lines_per_step, on_event=on_event, given=given)
 
     start_faults: list[tuple[int, BotFault]] = []
     arena_failures: list[ArenaFailure] = []

@@ -120,7 +120,8 @@ async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, 
     names = list(replay.players)
     names[seat] = player.spec.name  # the new build plays this seat from here on
     core = RefereeCore(replay.rules, names, int(record["seed"]), game_id=f"{replay.game_id}-debug",
-                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)))
+                       clock=replay.clock, max_turns=int(record.get("max_turns", 2000)),
+                       given=record.get("given") or ())
     for f in replay.start_forfeits:
         core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
     frames = replay.frames[1:]

@@ -205,12 +205,16 @@ def simulate(record: dict[str, Any]) -> Replay:
             if step.get(key) != want:
                 mism.append(Mismatch(k, key, want, step.get(key)))
         actions = legal_actions(state)
-        asked = not step.get("forced")
+        given = bool(step.get("given"))  # a suite position's opening: played for the seat, not asked
+        asked = not step.get("forced") and not given
+        if given and step.get("action") != _given_move(record, k):
+            mism.append(Mismatch(k, "given", _given_move(record, k), step.get("action"),
+                                 "the opening the record names"))
         if asked:
             request_id += 1
             if step.get("request") != request_id:
                 mism.append(Mismatch(k, "request", request_id, step.get("request")))
-        elif len(actions) != 1:
+        elif not given and len(actions) != 1:
             mism.append(Mismatch(k, "forced", "a single legal action", len(actions),
                                  "a forced step must have had no choice"))
         action: Action | None = None
@@ -305,6 +309,12 @@ class Decision:
         return protocol.encode(self.request)
 
 
+def _given_move(record: dict[str, Any], k: int) -> int | None:
+    """The ``k``-th (from 1) move of the record's given opening, or None past its end."""
+    given = record.get("given") or []
+    return given[k - 1] if 0 < k <= len(given) and isinstance(given, list) else None
+
+
 def _ms(step: dict[str, Any]) -> float:
     ms = step.get("ms")
     return float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0
@@ -319,7 +329,7 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
     ask_forced = any(not (fr.step or {}).get("forced") and len(fr.actions) == 1 for fr in frames)
     core = RefereeCore(replay.rules, replay.players, int(record["seed"]), game_id=replay.game_id,
                        clock=replay.clock, max_turns=int(record.get("max_turns", 2000)), ask_forced=ask_forced,
-                       encode=False)
+                       encode=False, given=record.get("given") or ())
     for f in replay.start_forfeits:
         try:
             core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))

@@ -184,9 +184,11 @@ def step_info(replay: Replay, frame: Frame, who: Names) -> dict[str, Any]:
                     text=f"forfeit: {step['fault']}" + (f": {fault['message']}" if fault.get("message") else ""))
     else:
         act = step.get("act")
-        info.update(kind="forced" if step.get("forced") else "action", act=act,
+        note = (" (forced: the only legal action)" if step.get("forced") else
+                " (the suite position's opening: played for the seat, not asked)" if step.get("given") else "")
+        info.update(kind="forced" if step.get("forced") or step.get("given") else "action", act=act,
                     choice=None if frame.action is None else frame.actions.index(frame.action),
-                    text=describe_action(act, who) + (" (forced: the only legal action)" if step.get("forced") else ""))
+                    text=describe_action(act, who) + note)
         info.update(thought_of(step))
     return info
 

@@ -40,7 +40,7 @@ templates.env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.
 def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
     """The template ``name`` with ``context``, plus how the server was started (``opts``, ``store``)."""
     opts = request.app.state.options
-    context.update(opts=opts, store=str(opts.store))
+    context.update(opts=opts, store=opts.store.name)  # the file name: a visitor learns no server path
     return templates.TemplateResponse(request, name, context, status_code=status)
 
 

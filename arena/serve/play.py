@@ -52,6 +52,7 @@ class Session:
     stored: bool = False
     error: str = ""
     ended: float | None = None
+    final: dict[str, Any] | None = None  # the person's view of the board once the game is over
     changed: trio.Event = field(default_factory=trio.Event)
     answers: tuple = field(default_factory=lambda: trio.open_memory_channel(16))
 
@@ -147,12 +148,46 @@ async def play_game(app: Starlette, session: Session, specs: list, rules: Any, s
             with trio.CancelScope(shield=True):
                 for p in players:
                     await p.shutdown()
+        session.final = final_view(record.as_json(), session.seat)
         await trio.to_thread.run_sync(_save, app.state.options.store, [s.label for s in specs], record.as_json())
         session.stored = True
         session.finish("over")
     except Exception as e:  # the page says what happened; the server keeps serving
         log.exception("browser game %s failed", session.game_id)
         session.finish("failed", f"{type(e).__name__}: {e}")
+
+
+def final_view(record: dict[str, Any], seat: int) -> dict[str, Any] | None:
+    """The board as the game ended, seen from ``seat``: the last request's view is older than the
+    moves after it (a burn, a seat going out), so the page draws this one once the game is over."""
+    from ..engine.views import seat_view
+    from ..replay.simulate import simulate
+    try:
+        return seat_view(simulate(record).final, seat)
+    except Exception:  # the page keeps the last board it drew; the game itself is stored regardless
+        log.exception("could not rebuild the final board of %s", record.get("game_id"))
+        return None
+
+
+def ladder_opponents(store: Path) -> dict[str, str]:
+    """Ladder members a person may play against, label -> their files (the store's copy): every
+    member of every ladder in the store but the bundled bots (offered already) and suspended ones."""
+    from ..ladder.tables import resolve_ref
+    from .data import open_read
+    db = open_read(store)
+    if db is None or not db.has_table("ladder_members"):
+        return {}
+    try:
+        suspended = {r[0] for r in db.db.execute("SELECT label FROM ladder_bot_status WHERE status='suspended'")} \
+            if db.has_table("ladder_bot_status") else set()
+        bundled = set(bundled_bots())
+        out: dict[str, str] = {}
+        for label, ref in db.db.execute("SELECT label, ref FROM ladder_members ORDER BY label"):
+            if ref not in bundled and label not in suspended:
+                out.setdefault(label, resolve_ref(db, ref))
+        return out
+    finally:
+        db.db.close()
 
 
 def _sessions(request: Request) -> dict[str, Session]:
@@ -166,22 +201,28 @@ def _session(request: Request) -> Session:
     return s
 
 
+def _form_page(request: Request, status: int = 200, error: str = "") -> Response:
+    return render(request, "play_new.html", status, title="Play", presets=list(PRESETS), bots=bundled_bots(),
+                  members=list(ladder_opponents(request.app.state.options.store)),
+                  has_token=guard.has_token(request), error=error)
+
+
 async def new_game(request: Request) -> Response:
     guard.enabled(request, "play")
-    return render(request, "play_new.html", title="Play", presets=list(PRESETS), bots=bundled_bots(),
-                  has_token=guard.has_token(request), error="")
+    return _form_page(request)
 
 
-def _parse(form: Any) -> tuple[Any, list, int, int, int, int]:
-    """(rules, specs with the person in their seat, seat, seed, turn cap, ms per decision) from the form."""
+def _parse(form: Any, members: dict[str, str]) -> tuple[Any, list, int, int, int, int]:
+    """(rules, specs with the person in their seat, seat, seed, turn cap, ms per decision) from the
+    form; an opponent is a bundled bot or a ladder member's label (``members``: label -> files)."""
     try:
         rules = rules_from(str(form.get("rules", "classic")), {})
     except RulesError as e:
         raise ValueError(str(e)) from None
     bundled = set(bundled_bots())
     opponents = [o for o in form.getlist("opponent") if o]
-    if any(o not in bundled for o in opponents):
-        raise ValueError("opponents must be bundled bots")
+    if any(o not in bundled and o not in members for o in opponents):
+        raise ValueError("opponents must be bundled bots or ladder members")
     seats = 1 + len(opponents)
     if not rules.min_players <= seats <= rules.max_players:
         raise ValueError(f"{rules.name} is for {rules.min_players}-{rules.max_players} players, not {seats}")
@@ -197,9 +238,12 @@ def _parse(form: Any) -> tuple[Any, list, int, int, int, int]:
     if not 1 <= max_turns <= 10_000 or not 10 <= move_ms <= 60_000:
         raise ValueError("turn cap must be 1-10000 and time per decision 10-60000 ms")
     try:
-        specs = [load_bot(o) for o in opponents]
+        specs = [load_bot(o if o in bundled else members[o]) for o in opponents]
     except ManifestError as e:
         raise ValueError(str(e)) from None
+    changed = [o for o, spec in zip(opponents, specs) if o not in bundled and spec.label != o]
+    if changed:
+        raise ValueError(f"the files of {changed[0]} in the store are no longer that version")
     specs.insert(seat, HUMAN)
     return rules, specs, seat, seed, max_turns, move_ms
 
@@ -208,17 +252,15 @@ async def start_game(request: Request) -> Response:
     form = await request.form(max_files=0, max_fields=20)
     guard.require(request, "play", str(form.get("token", "")) or None)
     try:
-        rules, specs, seat, seed, max_turns, move_ms = _parse(form)
+        rules, specs, seat, seed, max_turns, move_ms = _parse(form, ladder_opponents(request.app.state.options.store))
     except ValueError as e:
-        return render(request, "play_new.html", 400, title="Play", presets=list(PRESETS), bots=bundled_bots(),
-                      has_token=True, error=str(e))
+        return _form_page(request, 400, str(e))
     sessions = _sessions(request)
     now = time.time()
     for sid in [k for k, s in sessions.items() if s.ended is not None and now - s.ended > KEEP_S]:
         del sessions[sid]
     if sum(s.ended is None for s in sessions.values()) >= MAX_SESSIONS:
-        return render(request, "play_new.html", 429, title="Play", presets=list(PRESETS), bots=bundled_bots(),
-                      has_token=True, error=f"{MAX_SESSIONS} games are being played already; finish one first")
+        return _form_page(request, 429, f"{MAX_SESSIONS} games are being played already; finish one first")
     session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels)
     sessions[session.id] = session
     clock = TimeControl(move_ms=move_ms, bank_ms=10 * move_ms)
@@ -244,7 +286,7 @@ async def state(request: Request) -> Response:
     who = Names(s.names)
     return JSONResponse({"status": s.status, "seat": s.seat, "names": s.names, "game": s.game_id,
                          "error": s.error, "count": len(s.messages),
-                         "replay": f"/games/{s.game_id}" if s.stored else None,
+                         "replay": f"/games/{s.game_id}" if s.stored else None, "final": s.final,
                          "messages": [annotate(m, who) for m in s.messages[seen:]]},
                         headers={"Cache-Control": "no-store"})
 

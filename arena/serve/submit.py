@@ -12,8 +12,10 @@ if the check found no fault. Jobs run one at a time in the server's nursery.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,40 +166,75 @@ def private_copy_dir(store: Path) -> Path:
 
 
 async def run_job(app: Starlette, job: Job, root: Path) -> None:
-    """``arena check``, then (only if it passed) the ladder's placement, one job at a time."""
+    """``arena submit``'s path, one job at a time: ``arena check`` on the ladder's copy of the
+    bot, then (only if it passed) the placement. What the uploader sees names no path of the
+    server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``."""
     from ..tournament.check import run_check
-    from ..ladder import LadderError, RunContext, load_ladder, open_store, submit
+    from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
     opts = app.state.options
+    hidden = [(root, YOUR_BOT)]
+
+    def say(text: str) -> None:
+        job.say(hide_paths(text, hidden))
+
     async with app.state.submit_lock:
         try:
             ladder = load_ladder(job.ladder, opts.ladders_dir)
-            spec = load_bot(root)
+            hidden += [(opts.store.resolve().parent, SERVER_PATH), (opts.ladders_dir or ladder.path.parent,
+                                                                    SERVER_PATH)]
             job.status = "checking"
-            job.say(f"checking {spec.label} (arena check, {ladder.check_games} game(s) per scenario)")
-            report = await run_check(spec, ladder.check_games, ladder.move_ms, rules=ladder.ruleset())
-            job.report = report
-            if not report.get("ok"):
-                job.status = "check failed"
-                job.say("the check found faults: the bot was not placed on the ladder")
-                return
-            job.status = "placing"
+
+            async def checked(copy: Any) -> dict[str, Any]:
+                hidden.insert(0, (copy.root, YOUR_BOT))  # the check runs on the ladder's own copy
+                report = await run_check(copy, ladder.check_games, ladder.move_ms, rules=ladder.ruleset())
+                job.report = hide_paths(report, hidden)
+                if report.get("ok"):
+                    job.status = "placing"
+                return report
+
             store = open_store(ladder, opts.store)
-
-            async def checked(_spec: Any) -> dict[str, Any]:
-                return report  # submit() announces the check again: this one has already run
-
             try:
-                result = await submit(ladder, str(root), store, RunContext(say=job.say, checker=checked))
+                result = await submit(ladder, str(root), store, RunContext(say=say, checker=checked))
             finally:
                 store.close()
             job.row = result.row.as_json()
             job.status = "placed"
-            job.say(f"{result.label}: {result.status}, {result.games_played} game(s) played")
+            say(f"{result.label}: {result.status}, {result.games_played} game(s) played")
+        except CheckFailed:
+            job.status = "check failed"
+            say("the check found faults: the bot was not placed on the ladder")
         except (LadderError, ManifestError) as e:
-            job.status, job.error = "failed", str(e)
+            job.status, job.error = "failed", hide_paths(str(e), hidden)
         except Exception as e:  # shown on the job's page; the server keeps serving
             log.exception("submission %s failed", job.id)
-            job.status, job.error = "failed", f"{type(e).__name__}: {e}"
+            job.status, job.error = "failed", hide_paths(f"{type(e).__name__}: {e}", hidden)
+
+
+YOUR_BOT = "[your bot]"
+SERVER_PATH = "[server path]"
+_BOT_COPY = re.compile(r"/[^\s'\"]*?/palace-arena-bot-\w+/[^/\s'\"]+")  # the readable copy a bot runs from
+_ARENA_TEMP = re.compile(r"/[^\s'\"]*?/palace-arena-[\w.-]+")  # a temporary copy of the arena
+
+
+def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
+    """``value`` (a string, or a report made of lists and dicts) with the server's paths replaced:
+    each of ``hidden`` (the more specific first), then the arena's Python and its temporary
+    copies. An uploader learns nothing of how the server's disk is laid out."""
+    if isinstance(value, dict):
+        return {k: hide_paths(v, hidden) for k, v in value.items()}
+    if isinstance(value, list):
+        return [hide_paths(v, hidden) for v in value]
+    if not isinstance(value, str):
+        return value
+    arena_root = Path(__file__).resolve().parent.parent.parent
+    pairs = [*hidden, (arena_root, SERVER_PATH)]
+    if sys.prefix != sys.base_prefix:  # a virtual environment's path is the server's; /usr/bin/python3 is not
+        pairs += [(Path(sys.executable), SERVER_PATH), (Path(sys.prefix), SERVER_PATH)]
+    for path, name in pairs:
+        for form in dict.fromkeys((str(path), str(Path(path).resolve()))):
+            if len(form) > 1:
+                value = value.replace(form, name)
+    return _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value))
 
 
 async def job_page(request: Request) -> Response:

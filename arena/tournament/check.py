@@ -202,8 +202,8 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                 say(f"[{report['played']}/{total}] {label}, game {g + 1}: {status}, {len(answered)} decisions")
                 repeated = [k for k, v in report["faults"].items() if v["count"] >= 2]
                 if repeated and not all_faults:
-                    report["stopped"] = (f"stopped after a repeated {repeated[0]} fault "
-                                         "(pass --all to play every scenario anyway)")
+                    report["stopped"] = f"stopped after a repeated {repeated[0]} fault"
+                    report["stopped_at_repeat"] = True  # the command line adds how to play on (--all)
                     break
             if report["stopped"]:
                 break
@@ -269,7 +269,7 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
     first: dict[str, Any] = {"where": f"{label}, game {g + 1}, "
                                       + (f"decision {decision}" if decision else "at start"),
                              "message": f["message"], "stderr": stderr[-STDERR_LINES:]}
-    if kind in ("bad_json", "schema", "handshake") and last_line is not None:
+    if kind in ("bad_json", "schema", "handshake") and last_line:  # "" is end of output: nothing to quote
         first["line"] = last_line[:120] + ("..." if len(last_line) > 120 else "")
         first["hint"] = STDOUT_HINT
     if kind == "timeout":
@@ -362,7 +362,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
             for line in first["stderr"]:
                 p(f"    {escape(line)}")
     if report.get("stopped"):
-        p(f"[yellow]{escape(report['stopped'])}[/]")
+        more = " (pass --all to play every scenario anyway)" if report.get("stopped_at_repeat") else ""
+        p(f"[yellow]{escape(report['stopped'] + more)}[/]")
     if report["faults"]:
         p(f"[red]{sum(e['count'] for e in report['faults'].values())} fault(s)[/] in {report['played']} of "
           f"{report['planned']} games; bot.toml reference: {escape(report['reference'])}")

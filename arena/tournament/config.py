@@ -53,6 +53,7 @@ class TournamentConfig:
     fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
+    suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
 
     def ruleset(self) -> Rules:
         try:
@@ -73,6 +74,8 @@ class TournamentConfig:
             out["one_seat_per_author"] = True
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
             out["suite"] = self.deal_suite().digest()
+            if self.suite_from:
+                out["suite_from"] = self.suite_from
         return out
 
     def deal_suite(self) -> Any:
@@ -155,6 +158,9 @@ def check_config(cfg: TournamentConfig) -> None:
         Limits(**cfg.limits)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"limits: {e}") from None
+    suite = cfg.deal_suite()
+    if suite is not None and cfg.deals > len(suite.deals):
+        raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
 
 def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:
     """Bot reference -> spec; two references to one bot version are refused."""
@@ -169,4 +175,10 @@ def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:
         if any(s.label == spec.label for s in specs.values()):
             raise ConfigError(f"{spec.label} is listed twice")
         specs[ref] = spec
+    if cfg.suite:
+        from .suites import SuiteError, check_hidden
+        try:
+            check_hidden(cfg.suite, {s.label: s.root for s in specs.values()})
+        except SuiteError as e:
+            raise ConfigError(f"suite: {e}") from None
     return specs

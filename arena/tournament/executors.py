@@ -59,13 +59,15 @@ class GameTask:
     seed: int
     seats: tuple[str, ...]  # bot labels, seat order
     max_turns: int
+    moves: tuple[int, ...] = ()  # a deal suite's position: the opening played for the seats
 
     def wire(self) -> dict[str, Any]:
-        return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "max_turns": self.max_turns}
+        return {"game_id": self.game_id, "seed": self.seed, "seats": list(self.seats), "max_turns": self.max_turns,
+                "moves": list(self.moves)}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> GameTask:
-        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["max_turns"])
+        return cls(d["game_id"], d["seed"], tuple(d["seats"]), d["max_turns"], tuple(d.get("moves", ())))
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ class InProcessExecutor:
         try:
             record = await run_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                     clock=self.setup.clock, max_turns=task.max_turns,
-                                    fixed_schedule=self.setup.fixed_schedule)
+                                    fixed_schedule=self.setup.fixed_schedule, given=task.moves)
         except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
             raise ExecutorError(f"{task.game_id}: {e}") from None
         finally:
@@ -312,7 +314,7 @@ class BlockingExecutor:
         try:
             record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
-                               fixed_schedule=self.setup.fixed_schedule)
+                               fixed_schedule=self.setup.fixed_schedule, given=task.moves)
         finally:
             for p in players:
                 self.pool.give_back(p)

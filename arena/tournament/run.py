@@ -148,7 +148,8 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         async def loop() -> None:
             async for g in receive:
                 try:
-                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, cfg.max_turns))
+                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, cfg.max_turns,
+                                                    g.moves))
                     keep(g, result)
                 except ExecutorBroken as e:
                     trouble.append(TournamentIncomplete(f"{e}; the games played so far are stored"))

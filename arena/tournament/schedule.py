@@ -26,6 +26,7 @@ class ScheduledGame:
     rotation: int
     seats: tuple[str, ...]  # bot labels in seat order
     seed: int
+    moves: tuple[int, ...] = ()  # a suite position's opening (arena.tournament.suites)
 
 
 def tables(cfg: TournamentConfig, labels: dict[str, str],
@@ -62,13 +63,16 @@ def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes,
     """Every game, ordered by rotation round; deal seeds from ``secret`` (:func:`arena.tournament.seeds.load_secret`)."""
     groups = tables(cfg, labels, authors)
     suite = cfg.deal_suite()
-    if suite is not None:  # the suite's deals, the same at every table
-        seed = {(t, d): suite.deals[d] for t in range(len(groups)) for d in range(len(suite.deals))}
+    if suite is not None:  # the suite's deals from suite_from on (round the end), the same at every table
+        n = len(suite.deals)
+        seed = {(t, d): suite.deals[(cfg.suite_from + d) % n] for t in range(len(groups)) for d in range(cfg.deals)}
+        moves = {d: suite.moves_of((cfg.suite_from + d) % n) for d in range(cfg.deals)}
     else:
         seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
+        moves = {}
     out = []
     for r in range(cfg.seats):
         for t, table in enumerate(groups):
-            for d in range(len(suite.deals) if suite is not None else cfg.deals):
-                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d]))
+            for d in range(cfg.deals):
+                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d], moves.get(d, ())))
     return out

@@ -51,7 +51,8 @@
     box.scrollTop = box.scrollHeight;
   }
 
-  function draw(v) {
+  function draw(v, over) {
+    root.setAttribute("data-turn", String(v.turn));
     var pile = v.pile.map(function (c, i) { return card(c, i === v.pile.length - 1 ? "top" : ""); });
     fill($("play-pile"), pile.length ? pile : [el("span", "hidden-note", "(empty pile)")]);
     var info = ["to beat: " + (v.pile_top || "anything"), "stock " + v.stock, "burned " + v.burned.length];
@@ -59,7 +60,7 @@
     if (v.descending) info.push("descending");
     fill($("play-pile-info"), info.map(function (t) { return el("span", null, t); }));
     fill($("play-others"), v.players.filter(function (p) { return p.seat !== v.seat; }).map(function (p) {
-      var box = el("div", "seat" + (v.to_move === p.seat ? " to-move" : "") + (p.place !== null ? " gone" : ""));
+      var box = el("div", "seat" + (!over && v.to_move === p.seat ? " to-move" : "") + (p.place !== null ? " gone" : ""));
       box.setAttribute("data-seat", String(p.seat));
       var head = el("div", "seat-head");
       head.appendChild(el("span", "name", "seat " + p.seat + ": " + who(p.seat)));
@@ -72,7 +73,9 @@
       box.appendChild(hand);
       var table = el("div", "cards");
       stacks(p.face_up).forEach(function (s) { table.appendChild(s); });
-      (p.face_down || []).forEach(function (d) { table.appendChild(card(d ? "back" : "empty", "down")); });
+      if (p.place === null) {  // a seat that is out has no cards left on the table to draw
+        (p.face_down || []).forEach(function (d) { table.appendChild(card(d ? "back" : "empty", "down")); });
+      }
       box.appendChild(table);
       return box;
     }));
@@ -126,12 +129,14 @@
       current = null;
       fill($("play-actions"), []);
       $("play-decision").textContent = "Game over";
-      addEvents(["game over: " + m.result]);
+      var told = (raw.events || []).some(function (e) { return e.kind === "game_over"; });
+      if (!told) addEvents(["game over: " + m.result]);  // the events end with it as a rule
       status("Game over: " + m.result);
     }
   }
 
   function finish(s) {
+    if (s.final) draw(s.final, true);  // the last request's board is older than the game's last moves
     root.setAttribute("data-status", s.status);
     var end = $("play-end");
     end.hidden = false;
