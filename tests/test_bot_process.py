@@ -947,3 +947,32 @@ def test_cleanup_stale_after_referee_killed():
         assert any(prefix in c for c in report.cgroups)
         assert not [p for parent in CGROUPS.parents.values() if parent.is_dir()
                     for p in parent.glob(prefix + "*")]
+
+
+
+def test_the_kill_loop_reaps_a_process_that_leaves_its_group_as_it_dies():
+    """A cgroup stops listing a process once it has exited, before anyone reaps it, and a killed
+    process takes a while to exit (a large one, milliseconds). The kill loop must reap it all
+    the same: a bot's bwrap, orphaned to this subreaper when its referee worker died, was left
+    a zombie whenever the loop's next look found it gone from the group."""
+    from arena.bots.procs import kill_and_reap
+
+    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(400 << 20); print(flush=True); "
+                              "import time; time.sleep(60)"], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline()  # 400 MB touched: a slow exit
+
+        def listed_until_exited(table):  # like cgroup.procs: an exited process is not listed
+            info = table.get(child.pid)
+            return {child.pid} if info is not None and info.state != "Z" else set()
+
+        assert kill_and_reap(listed_until_exited, time.monotonic() + 10) == 1
+        info = read_proc(child.pid)
+        assert not (info is not None and info.state == "Z" and info.ppid == os.getpid()), f"left unreaped: {info}"
+    finally:
+        child.returncode = -9  # reaped by the loop (or, if the test failed, here)
+        try:
+            os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        child.stdout.close()

@@ -191,15 +191,20 @@ def reap_if_child(pid: int) -> None:
 def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
     """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
     names until nothing is left (reaping those that were reparented to us),
-    or until ``deadline`` (time.monotonic()).  Returns how many pids it hit."""
+    or until ``deadline`` (time.monotonic()).  Returns how many pids it hit.
+
+    A process once hit stays a member until it is gone: a dying process leaves its cgroup's
+    list before its parent reaps it, so a cgroup's ``collect`` no longer names the zombie an
+    orphaned ``bwrap`` becomes, and it would stay unreaped under this subreaper."""
     me = os.getpid()
-    seen: set[int] = set()
+    seen: dict[int, int] = {}  # pid -> start time (a recycled pid is not the process hit)
     while time.monotonic() < deadline:
         table = scan_procs()
-        pids = still_present(collect(table), table, me)
+        hit = {p for p, start in seen.items() if p in table and table[p].start == start}
+        pids = still_present(collect(table) | hit, table, me)
         if not pids:
             break
-        seen |= pids
+        seen.update((p, table[p].start) for p in pids)
         kill_pids(pids)
         for pid in pids:
             if table[pid].ppid == me:
