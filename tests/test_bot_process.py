@@ -976,3 +976,28 @@ def test_the_kill_loop_reaps_a_process_that_leaves_its_group_as_it_dies():
         except ChildProcessError:
             pass
         child.stdout.close()
+
+
+def test_a_bots_cgroup_survives_another_referee_removing_the_shared_parent(tmp_path: Path, monkeypatch):
+    """The arena's parent group is made on demand and removed when it empties, by whichever
+    referee or worker empties it. If that rmdir falls between our mkdir (which finds the parent)
+    and our check of it, the bot's group must still be made: two workers starting bots at once
+    failed a game with "cannot create the bot's cgroup: File exists" (seen once in 12 runs of the
+    dead-worker test under load)."""
+    from arena.bots import cgroups
+
+    parent = tmp_path / "pids" / "palace-arena"  # a plain directory for a v1 pids hierarchy
+    parent.parent.mkdir()
+    real_mkdir = os.mkdir
+    raced: list[str] = []
+
+    def mkdir_losing_the_race(path, *args, **kw):
+        if Path(path) == parent and not raced:  # it existed when we asked, and is gone now
+            raced.append(str(path))
+            raise FileExistsError(17, "File exists", str(path))
+        return real_mkdir(path, *args, **kw)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_losing_the_race)
+    group = cgroups.BotCgroup(cgroups.CgroupRoot("v1", {"pids": parent}), "r1-b1", memory_bytes=1 << 30, max_pids=64)
+    assert raced and group.dirs["pids"] == parent / "r1-b1" and (parent / "r1-b1").is_dir()
+    assert (parent / "r1-b1" / "pids.max").read_text().strip() == "64"

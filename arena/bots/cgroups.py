@@ -84,7 +84,10 @@ class CgroupRoot:
         empties (see remove_cgroup_dir), so an idle referee leaves no trace in
         the host's cgroup tree and never blocks the host from removing its own."""
         parent = self.parents[ctrl]
-        parent.mkdir(exist_ok=True)
+        try:
+            os.mkdir(parent)
+        except FileExistsError:  # another referee's, or its rmdir of it just now: the caller retries
+            pass
         if self.kind == "v2":
             _write(parent / "cgroup.subtree_control", "+memory +pids")
         return parent
@@ -176,7 +179,7 @@ class BotCgroup:
         try:
             for ctrl, parent in root.parents.items():
                 d = parent / name
-                for attempt in range(3):  # another referee may rmdir an empty parent
+                for attempt in range(3):  # another referee (or worker) may rmdir the parent once empty
                     try:
                         root.ensure_parent(ctrl)
                         d.mkdir()
