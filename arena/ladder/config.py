@@ -111,13 +111,8 @@ class Ladder:
 
     def deal_suite(self) -> Any:
         """The ladder's deal suite (:mod:`arena.tournament.suites`), or None."""
-        if not self.suite:
-            return None
-        from ..tournament.suites import SuiteError, load_suite
-        try:
-            return load_suite(self.suite)
-        except SuiteError as e:
-            raise LadderError(f"{self.path}: suite: {e}") from None
+        from ..tournament.suites import config_suite
+        return config_suite(self.suite, LadderError, f"{self.path}: suite: ")
 
     def tournament(self, tid: str, *, format: str, bots: list[str], candidates: list[str] | None = None,
                    **fingerprint: Any) -> TournamentConfig:

@@ -80,13 +80,8 @@ class TournamentConfig:
 
     def deal_suite(self) -> Any:
         """The deal suite this tournament plays (:mod:`arena.tournament.suites`), or None."""
-        if not self.suite:
-            return None
-        from .suites import SuiteError, load_suite
-        try:
-            return load_suite(self.suite)
-        except SuiteError as e:
-            raise ConfigError(f"suite: {e}") from None
+        from .suites import config_suite
+        return config_suite(self.suite, ConfigError, "suite: ")
 
     @property
     def workers(self) -> int:

@@ -188,6 +188,17 @@ def save_suite(path: str | Path, suite: Suite) -> None:
         raise SuiteError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+def config_suite(path: str | Path | None, error: type[Exception], where: str) -> Suite | None:
+    """The suite a tournament or ladder file names (None when it names none); a broken one is
+    that file's own kind of error (``error``), its message starting with ``where``."""
+    if not path:
+        return None
+    try:
+        return load_suite(path)
+    except SuiteError as e:
+        raise error(f"{where}{e}") from None
+
+
 def load_suite(path: str | Path) -> Suite:
     """A suite file, checked: a broken one is a :class:`SuiteError` naming what is wrong."""
     p = Path(path)
