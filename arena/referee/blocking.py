@@ -63,20 +63,17 @@ class BlockingPlayer(BotSeat):
         except Exception as e:
             raise as_fault(e) from None
 
-    def ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
-        conn = self.conn if self.conn is not None else self._ensure()
-        try:
-            conn.send_line(line)
-            return self._replied(conn.receive_line(timeout), request_id, n_actions)
-        except Exception as e:
-            raise as_fault(e) from None
-
     def decide(self, req: Request) -> Outcome:
         """Ask ``req`` and time the answer; a fault is told to the bot, which is stopped."""
         start = time.monotonic()
         try:
+            conn = self.conn if self.conn is not None else self._ensure()
             line = req.line or protocol.encode(req.message)  # a core told not to encode leaves it empty
-            choice = self.ask(line, req.id, req.n_actions, req.timeout)
+            try:
+                conn.send_line(line)
+                choice = self._replied(conn.receive_line(req.timeout), req.id, req.n_actions)
+            except Exception as e:
+                raise as_fault(e) from None
         except BotFault as fault:
             ms = (time.monotonic() - start) * 1000
             self.fault(fault.reason, fault.message, req.id)
