@@ -135,7 +135,8 @@ def run_async(afn, *args):
 
 class BlockingLaunch:
     """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
-    worked out once (containment, build), and every start is then a plain fork."""
+    worked out once (containment, build), and every start is then a plain fork. No event loop
+    is run for it, except once for a bot with a build step (a contained build runs on trio)."""
 
     def __init__(self, launcher: Any):
         self.launcher = launcher
@@ -145,8 +146,10 @@ class BlockingLaunch:
         from ..bots.start import start_bot_blocking
         from ..bots.errors import BotStartError
         args = self._args.get(spec.label)
-        if args is None:
-            args = self._args[spec.label] = run_async(self.launcher.start_args, spec)
+        if args is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
+            now = getattr(self.launcher, "start_args_now", None)
+            args = self._args[spec.label] = (now(spec) if now is not None and spec.build is None
+                                             else run_async(self.launcher.start_args, spec))
         command, workdir, kw = args
         try:
             return start_bot_blocking(command, workdir, **kw)
