@@ -132,3 +132,26 @@ def test_both_referees_give_a_failed_start_the_same_verdict(tmp_path) -> None:
         assert verdicts[0] == verdicts[1], mode
         assert [(s, r) for s, r, _ in verdicts[0]] in ([(0, r)] for r in reasons), (mode, verdicts[0])
         assert got.result["order"][0] == [1] and got.steps == [], mode
+
+
+def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkeypatch) -> None:
+    """Where the blocking shell serves there is no trio loop: how to start a bot with no build
+    step is worked out synchronously, and gives what the async launcher gives."""
+    import arena.referee.blocking as blocking_referee
+    from arena.referee.blocking import BlockingLaunch
+
+    spec = load_bot("random")
+    assert spec.build is None
+    expected = trio.run(Launcher().start_args, spec)
+
+    def no_loop(*args):
+        raise AssertionError("an event loop was run to start a bot without a build")
+    monkeypatch.setattr(blocking_referee, "run_async", no_loop)
+    launch = BlockingLaunch(Launcher())
+    bot = launch(spec)
+    try:
+        assert launch._args[spec.label] == expected
+        bot.send_line('{"type":"hello","protocol":1}')
+        assert '"hello"' in bot.receive_line(20)
+    finally:
+        bot.close()

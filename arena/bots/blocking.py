@@ -59,7 +59,10 @@ class Hub:
     def wait(self, fd: int | None, events: int, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for ``events`` on ``fd`` (None: just serve the others),
         keeping every bot's stderr read meanwhile; True if ``fd`` is ready."""
-        deadline = time.monotonic() + max(timeout, 0.0)
+        return self.wait_until(fd, events, time.monotonic() + timeout)
+
+    def wait_until(self, fd: int | None, events: int, deadline: float) -> bool:
+        """:meth:`wait` until the ``time.monotonic()`` ``deadline``."""
         poll = self._poll
         watched = fd is not None and fd not in self._stderr
         if watched:
@@ -68,9 +71,9 @@ class Hub:
             while True:
                 wait = deadline - time.monotonic()
                 if self._closing:
-                    wait = min(wait, max(0.0, min(t for _, t in self._closing.values()) - time.monotonic()))
+                    wait = min(wait, min(t for _, t in self._closing.values()) - time.monotonic())
                 hit = False
-                for ready, _ in poll.poll(max(0, int(wait * 1000 + 0.999))):
+                for ready, _ in poll.poll(int(wait * 1000 + 0.999) if wait > 0 else 0):
                     if ready == fd:
                         hit = True
                         continue
@@ -183,10 +186,11 @@ class BlockingBot(BotBase):
         """The next line from the bot's stdout; the errors of the trio shell's ``receive_line``."""
         if self._closed:
             raise BotClosed("the bot was closed")
-        channel = self._channel
         line = self._line_ready()
         if line is not None:
             return line
+        channel = self._channel
+        fd = self._fds[1]
         now = time.monotonic()
         deadline = now + timeout
         while True:
@@ -195,8 +199,8 @@ class BlockingBot(BotBase):
                 if self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
                     raise self._exit_fault()
                 raise BotClosedOutput("bot closed its stdout")
-            ready = self._hub.wait(self._fds[1], _IN, min(deadline, now + WATCH_S) - time.monotonic())
-            if ready:
+            watch_at = now + WATCH_S  # in slices of WATCH_S: a fast reply never sees more than the first
+            if self._hub.wait_until(fd, _IN, deadline if deadline < watch_at else watch_at):
                 self._feed_stdout()
                 line = self._line_ready()
                 if line is not None:

@@ -53,7 +53,7 @@ class LineChannel:
     @property
     def at_eof(self) -> bool:
         """The stream ended and every line of it was handed out."""
-        return self._eof and not self.unread
+        return self._eof and self._pos == len(self._buf)
 
     @property
     def failed(self) -> BotError | None:
@@ -73,12 +73,13 @@ class LineChannel:
         if self._total > self.max_total:
             self._fail(OutputLimitExceeded(f"bot wrote more than {self.max_total} bytes to stdout"))
             return
-        if self._pos and self._pos == len(self._buf):  # everything handed out: start afresh, no copy
+        if self._pos == len(self._buf):  # everything handed out: start afresh
             self._buf = bytearray(data)
             self._pos = self._scanned = 0
         else:
             self._buf += data
-        self.peak_buffer = max(self.peak_buffer, len(self._buf))
+        if len(self._buf) > self.peak_buffer:
+            self.peak_buffer = len(self._buf)
 
     def receive_eof(self) -> None:
         self._eof = True
@@ -87,42 +88,39 @@ class LineChannel:
         self._failed = exc
         self._buf, self._pos, self._scanned = bytearray(), 0, 0  # release the memory now
 
-    def next_raw(self) -> bytes | None:
-        """The next line as bytes (without ``\\n``); None if none is whole yet (or at EOF)."""
+    def next_line(self) -> str | None:
+        """The next whole line as text (without ``\\n``, a trailing ``\\r`` dropped), None if none
+        is whole yet (or at EOF)."""
         if self._failed is not None:
             raise self._failed
         buf = self._buf
-        i = buf.find(b"\n", max(self._pos, self._scanned))
+        pos = self._pos
+        if pos == len(buf):  # nothing unread: the usual case before a wait
+            return None
+        i = buf.find(b"\n", self._scanned)  # (_scanned >= _pos always)
         if i >= 0:
-            if i - self._pos > self.max_line:
+            if i - pos > self.max_line:
                 self._fail(LineTooLong(self.max_line))
                 raise self._failed  # type: ignore[misc]
-            line = bytes(buf[self._pos:i])
             self._pos = self._scanned = i + 1
-            return line
-        if self._pos:  # compact once per wait, not once per line
-            del buf[: self._pos]
-            self._pos = 0
-        self._scanned = len(buf)
-        if len(buf) > self.max_line:
-            self._fail(LineTooLong(self.max_line))
-            raise self._failed  # type: ignore[misc]
-        if self._eof and buf:
-            line, self._buf, self._scanned = bytes(buf), bytearray(), 0
-            return line
-        return None
-
-    def next_line(self) -> str | None:
-        """The next whole line as text (a trailing ``\\r`` dropped), None if none is whole yet."""
-        raw = self.next_raw()
-        if raw is None:
-            return None
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
+            raw = buf[pos:i]
+        else:
+            if pos:  # compact once per wait, not once per line
+                del buf[:pos]
+                self._pos = 0
+            self._scanned = len(buf)
+            if len(buf) > self.max_line:
+                self._fail(LineTooLong(self.max_line))
+                raise self._failed  # type: ignore[misc]
+            if not (self._eof and buf):
+                return None
+            raw, self._buf, self._scanned = buf, bytearray(), 0  # the last line, unterminated
+        if raw and raw[-1] == 13:  # b"\r"
+            del raw[-1]
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise NotUtf8(raw, exc) from None
+            raise NotUtf8(bytes(raw), exc) from None
 
 
 class StderrBuffer:

@@ -27,7 +27,7 @@ from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError
 from ..limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
-from .probes import namespaces_problem, sandbox_problem
+from .probes import namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
@@ -289,21 +289,25 @@ class Launcher:
 
     async def mode(self) -> str:
         """The containment every bot of this launcher gets (decided once, probed on first use)."""
+        return self.mode_now()
+
+    def mode_now(self) -> str:
+        """:meth:`mode` without an event loop (the probes block either way)."""
         if self._mode is None:
-            self._mode = await self._choose_mode()
+            self._mode = self._choose_mode()
         return self._mode
 
-    async def _choose_mode(self) -> str:
+    def _choose_mode(self) -> str:
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
             return TRUSTED
-        no_bwrap = "--no-sandbox was given" if self.sandbox is False else await sandbox_problem()
+        no_bwrap = "--no-sandbox was given" if self.sandbox is False else sandbox_problem_now()
         if no_bwrap is None:
             return BUBBLEWRAP
         if self.sandbox:
             raise ContainmentError(f"the sandbox was asked for but bubblewrap cannot run here: {no_bwrap}")
-        no_ns = await namespaces_problem()
+        no_ns = namespaces_problem_now()
         if no_ns is None:
             if self.sandbox is False:
                 self._warn("--no-sandbox: bots run without bubblewrap, contained by a private uid and "
@@ -348,12 +352,20 @@ class Launcher:
     async def start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
         """How to start ``spec`` here (built, probed): the arguments of ``start_bot``, which a
         blocking shell passes to :func:`~arena.bots.start.start_bot_blocking` as they are."""
-        mode = await self.mode()
-        contained = mode != TRUSTED
         if spec.build is not None:
-            spec = await self.build(spec)  # contained: a readable copy, like runnable()'s
-        elif contained:
-            spec = runnable(spec)
+            return self._start_args(await self.build(spec))  # contained: a readable copy, like runnable()'s
+        return self.start_args_now(spec)
+
+    def start_args_now(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
+        """:meth:`start_args` without an event loop, for a bot with no ``build`` (a build runs
+        through the trio shell: ask :meth:`start_args` for those)."""
+        if spec.build is not None:
+            raise ValueError(f"{spec.label} has a build step: its start arguments need start_args")
+        return self._start_args(runnable(spec) if self.mode_now() != TRUSTED else spec)
+
+    def _start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
+        mode = self.mode_now()
+        contained = mode != TRUSTED
         python, env = self._python(spec, contained)
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         return argv(spec, python), spec.workdir, dict(

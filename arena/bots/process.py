@@ -140,7 +140,7 @@ class BotBase:
         waits for the rest. 0 when it takes nothing (full, or broken: the shell finds out which)."""
         if self._stdin_error is not None:
             raise self._stdin_error
-        if self.sandboxed:
+        if self.sandboxed and time.perf_counter() - self._stdin_checked_at >= WATCH_S:  # (its throttle)
             self._check_stdin()
         try:
             return os.write(self._fds[0], data)
@@ -149,7 +149,7 @@ class BotBase:
 
     def _line_ready(self) -> str | None:
         """The next line if the channel holds a whole one, counted as a reply; else None."""
-        line = self._channel.next_line() if self._channel.unread or self._channel.failed else None
+        line = self._channel.next_line()
         if line is not None:
             self._got_reply()
         return line
@@ -159,7 +159,8 @@ class BotBase:
         if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
             self._stdin_checked_at = -1e9
         self._game_decisions += 1
-        self._check_cpu()
+        if time.perf_counter() - self._cpu_checked_at >= CPU_CHECK_S:  # (the throttle of _check_cpu)
+            self._check_cpu()
 
     def _watch(self) -> None:
         """Every WATCH_S of a wait: the game's CPU, and under bubblewrap (whose helpers hold copies

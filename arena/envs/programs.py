@@ -12,8 +12,8 @@ a decision is a write and a ``poll`` on the caller's own thread, with no event l
 and the environment's API stays plain and synchronous. Nothing waits without a deadline: an
 answer is waited for at most the seat's move time plus its bank, as in the referee, and
 closing gives each bot the referee's shutdown grace (run by the shell's hub, all bots at once)
-before it is killed. The launcher's own work (choosing the containment, a contained build) is
-trio code, run once per bot on a short-lived loop.
+before it is killed. The launcher's own work (choosing the containment) is plain code too; only
+a bot with a build step has its contained build run once, through trio, on a short-lived loop.
 
 This module is the environments' only door to the process layer.
 """

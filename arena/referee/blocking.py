@@ -63,20 +63,17 @@ class BlockingPlayer(BotSeat):
         except Exception as e:
             raise as_fault(e) from None
 
-    def ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
-        conn = self.conn if self.conn is not None else self._ensure()
-        try:
-            conn.send_line(line)
-            return self._replied(conn.receive_line(timeout), request_id, n_actions)
-        except Exception as e:
-            raise as_fault(e) from None
-
     def decide(self, req: Request) -> Outcome:
         """Ask ``req`` and time the answer; a fault is told to the bot, which is stopped."""
         start = time.monotonic()
         try:
+            conn = self.conn if self.conn is not None else self._ensure()
             line = req.line or protocol.encode(req.message)  # a core told not to encode leaves it empty
-            choice = self.ask(line, req.id, req.n_actions, req.timeout)
+            try:
+                conn.send_line(line)
+                choice = self._replied(conn.receive_line(req.timeout), req.id, req.n_actions)
+            except Exception as e:
+                raise as_fault(e) from None
         except BotFault as fault:
             ms = (time.monotonic() - start) * 1000
             self.fault(fault.reason, fault.message, req.id)
@@ -138,7 +135,8 @@ def run_async(afn, *args):
 
 class BlockingLaunch:
     """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
-    worked out once (containment, build), and every start is then a plain fork."""
+    worked out once (containment, build), and every start is then a plain fork. No event loop
+    is run for it, except once for a bot with a build step (a contained build runs on trio)."""
 
     def __init__(self, launcher: Any):
         self.launcher = launcher
@@ -148,8 +146,10 @@ class BlockingLaunch:
         from ..bots.start import start_bot_blocking
         from ..bots.errors import BotStartError
         args = self._args.get(spec.label)
-        if args is None:
-            args = self._args[spec.label] = run_async(self.launcher.start_args, spec)
+        if args is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
+            now = getattr(self.launcher, "start_args_now", None)
+            args = self._args[spec.label] = (now(spec) if now is not None and spec.build is None
+                                             else run_async(self.launcher.start_args, spec))
         command, workdir, kw = args
         try:
             return start_bot_blocking(command, workdir, **kw)

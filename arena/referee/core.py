@@ -126,9 +126,11 @@ class Request:
     n_actions: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Answered:
-    """How a decision ended: the seat chose ``choice`` after ``ms`` milliseconds."""
+    """How a decision ended: the seat chose ``choice`` after ``ms`` milliseconds. (Not frozen,
+    like :class:`Faulted`: one is built per decision, and a frozen one's ``__init__`` cost the
+    blocking referee four times as much.)"""
 
     choice: int
     ms: float
@@ -136,7 +138,7 @@ class Answered:
     note: dict[str, Any] | None = None  # what the bot said it was thinking (its reply's info)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Faulted:
     """How a decision ended: the seat faulted (``reason``, a :class:`~arena.faults.FaultReason`)."""
 
