@@ -198,8 +198,8 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
             raise
         if not report.get("ok"):
             _drop_copy(store, ladder, spec.label, copy)
-            faults = report.get("faults") or {}
-            n = sum(f["count"] for f in faults.values()) if isinstance(faults, dict) else len(faults)
+            from ..tournament.check import fault_total
+            n = fault_total(report.get("faults"))
             why = f"{n} fault(s)" if n else "it answered no requests"
             raise CheckFailed(f"{spec.label} failed arena check ({why}); fix it and submit again", report)
         played += await ensure_seeded(ladder, store, ctx)

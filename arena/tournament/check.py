@@ -301,6 +301,11 @@ def _grouped(faults: Any) -> dict[str, Any]:
     return out
 
 
+def fault_total(faults: Any) -> int:
+    """How many faults a report holds, whichever form its ``faults`` take (see :func:`_grouped`)."""
+    return sum(entry["count"] for entry in _grouped(faults).values())
+
+
 def print_report(report: dict[str, Any], console: Console) -> None:
     report = {"decisions": {}, "scenarios": [], "played": len(report.get("scenarios", [])),
               "planned": len(report.get("scenarios", [])), "reference": BOT_TOML_DOC, **report}
@@ -365,7 +370,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         more = " (pass --all to play every scenario anyway)" if report.get("stopped_at_repeat") else ""
         p(f"[yellow]{escape(report['stopped'] + more)}[/]")
     if report["faults"]:
-        p(f"[red]{sum(e['count'] for e in report['faults'].values())} fault(s)[/] in {report['played']} of "
+        p(f"[red]{fault_total(report['faults'])} fault(s)[/] in {report['played']} of "
           f"{report['planned']} games; bot.toml reference: {escape(report['reference'])}")
     elif report["requests"] == 0:
         p("[red]the bot was never asked a question[/]")
