@@ -148,8 +148,10 @@ def suite_from_games(store: Store, *, tournament: str | None = None, bot: str | 
             won = [s for s in (order[0] if order else []) if g["seats"][s] == lost_by]
             if lost_by not in g["seats"] or (won and len(order[0]) == 1):
                 continue
+        if int(g["seed"]) in seeds:  # the deal's other seatings: the same entry, not read again
+            continue
         record = store.game_record(g["id"])
-        if record is None or int(g["seed"]) in seeds:
+        if record is None:
             continue
         if position_at is not None:
             cut = cut_position(record, position_at)
