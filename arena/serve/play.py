@@ -201,10 +201,12 @@ def _session(request: Request) -> Session:
     return s
 
 
-def _form_page(request: Request, status: int = 200, error: str = "") -> Response:
+def _form_page(request: Request, status: int = 200, error: str = "",
+               members: dict[str, str] | None = None) -> Response:
+    if members is None:
+        members = ladder_opponents(request.app.state.options.store)
     return render(request, "play_new.html", status, title="Play", presets=list(PRESETS), bots=bundled_bots(),
-                  members=list(ladder_opponents(request.app.state.options.store)),
-                  has_token=guard.has_token(request), error=error)
+                  members=list(members), has_token=guard.has_token(request), error=error)
 
 
 async def new_game(request: Request) -> Response:
@@ -251,16 +253,17 @@ def _parse(form: Any, members: dict[str, str]) -> tuple[Any, list, int, int, int
 async def start_game(request: Request) -> Response:
     form = await request.form(max_files=0, max_fields=20)
     guard.require(request, "play", str(form.get("token", "")) or None)
+    members = ladder_opponents(request.app.state.options.store)
     try:
-        rules, specs, seat, seed, max_turns, move_ms = _parse(form, ladder_opponents(request.app.state.options.store))
+        rules, specs, seat, seed, max_turns, move_ms = _parse(form, members)
     except ValueError as e:
-        return _form_page(request, 400, str(e))
+        return _form_page(request, 400, str(e), members)
     sessions = _sessions(request)
     now = time.time()
     for sid in [k for k, s in sessions.items() if s.ended is not None and now - s.ended > KEEP_S]:
         del sessions[sid]
     if sum(s.ended is None for s in sessions.values()) >= MAX_SESSIONS:
-        return _form_page(request, 429, f"{MAX_SESSIONS} games are being played already; finish one first")
+        return _form_page(request, 429, f"{MAX_SESSIONS} games are being played already; finish one first", members)
     session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels)
     sessions[session.id] = session
     clock = TimeControl(move_ms=move_ms, bank_ms=10 * move_ms)
