@@ -14,7 +14,11 @@ Each run also plays the same games through the blocking shell (``arena.referee.b
 a worker process plays with), compared with (raw round trip + RefereeCore alone): the least any
 referee spends. Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the
 referee on one CPU, the bots on another; ``--cpus``), each against its own raw
-baseline measured right after it. Prints figures only; nothing is asserted.
+baseline measured right after it. Beside them, ``core+pipe``: ``RefereeCore`` and bare blocking
+pipes interleaved in one process, the raw loop and the core as any referee must alternate them;
+its CPU against (raw CPU + core) says what the alternation itself costs on this machine
+(``bench_instructions.py`` counts the instructions of each instead). Prints figures only; nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -164,6 +168,58 @@ def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: in
     return elapsed, cpu
 
 
+def core_pipe_run(argv: list[str], workdir: Path, rules: str, players: int, games: int, max_turns: int,
+                  cpus: tuple[int, int] | None) -> tuple[float, float, int]:
+    """``RefereeCore`` and a bare blocking pipe per seat, interleaved: each request written and
+    its reply read with ``readline``, to the same bot program as the raw loop; no clock, caps,
+    stderr or checks beyond the protocol's reply parser. What the raw loop and the core alone
+    cost when one process does both, one after the other, as any referee must. (wall, CPU, decisions)"""
+    from arena.referee.core import Answered
+    if cpus:
+        argv = ["taskset", "-c", str(cpus[1]), *argv]
+        pin({cpus[0]})
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, env=BOT_ENV)
+             for _ in range(players)]
+    r = preset(rules)
+    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
+
+    def play(seeds: range) -> int:
+        decisions = 0
+        for seed in seeds:
+            core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+            for seat, p in enumerate(procs):
+                p.stdin.write(protocol.encode(core.start_message(seat)).encode() + b"\n")
+                p.stdin.flush()
+            while (req := core.next_request()) is not None:
+                p = procs[req.seat]
+                p.stdin.write(req.line.encode() + b"\n")
+                p.stdin.flush()
+                choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
+                core.settle(Answered(choice, 0.05, [], note))
+                decisions += 1
+            for seat, message in core.end_messages():
+                procs[seat].stdin.write(protocol.encode(message).encode() + b"\n")
+                procs[seat].stdin.flush()
+        return decisions
+    try:
+        for p in procs:
+            p.stdin.write(b'{"type":"hello","protocol":1}\n')
+            p.stdin.flush()
+            p.stdout.readline()
+        play(range(10_000, 10_001))  # warm-up
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        decisions = play(range(games))
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        for p in procs:
+            p.stdin.close()
+            p.wait(timeout=10)
+    finally:
+        pin(None)
+    return elapsed, cpu, decisions
+
+
 def trio_floor_run(argv: list[str], workdir: Path, requests: list[str], round_trips: int,
                    cpus: tuple[int, int] | None) -> float:
     """The least a trio referee pays for I/O: the same lines to the same bot program, each a
@@ -242,7 +298,7 @@ def main() -> None:
     print(f"  {'mode':14} {'run':>3} {'decisions':>9} {'ref wall us':>11} {'raw wall us':>11} {'wall x':>6} "
           f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6} {'trio io us':>10} {'core us':>7} {'floor x':>7}")
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in modes}
-    blocking: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in modes}
+    blocking: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name, _ in modes}
     with tempfile.TemporaryDirectory(prefix="bench-referee-") as tmp:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
@@ -260,15 +316,23 @@ def main() -> None:
                 pin(None)
                 blk_s, blk_cpu, blk_decisions = blocking_run(spec, args.rules, args.players, args.games,
                                                              args.max_turns, cpus)
+                cp_s, cp_cpu, cp_decisions = core_pipe_run(argv, spec.workdir, args.rules, args.players, args.games,
+                                                           args.max_turns, cpus)
                 core_us = core_cpu / core_decisions * 1e6
-                blocking[name].append((blk_cpu / blk_decisions * 1e6 / (raw_cpu * 1e6 / decisions + core_us),
-                                       blk_s / blk_decisions * 1e6 / (raw_s * 1e6 / decisions + core_us)))
+                blk_cpu_us, blk_wall_us = blk_cpu / blk_decisions * 1e6, blk_s / blk_decisions * 1e6
+                cp_cpu_us, cp_wall_us = cp_cpu / cp_decisions * 1e6, cp_s / cp_decisions * 1e6
+                floor_cpu_us, floor_wall_us = raw_cpu * 1e6 / decisions + core_us, raw_s * 1e6 / decisions + core_us
+                blocking[name].append((blk_cpu_us / floor_cpu_us, blk_wall_us / floor_wall_us,
+                                       cp_cpu_us / floor_cpu_us, blk_cpu_us / cp_cpu_us))
                 print(f"  {name:14} {run:3d} blocking shell: {blk_decisions} decisions, own CPU "
-                      f"{blk_cpu / blk_decisions * 1e6:.1f} us, wall {blk_s / blk_decisions * 1e6:.1f} us; "
-                      f"raw CPU + core {raw_cpu / decisions * 1e6 + core_us:.1f} us "
+                      f"{blk_cpu_us:.1f} us, wall {blk_wall_us:.1f} us; "
+                      f"raw CPU + core {floor_cpu_us:.1f} us "
                       f"({raw_cpu / decisions * 1e6:.1f} + {core_us:.1f}), raw wall + core "
-                      f"{raw_s / decisions * 1e6 + core_us:.1f} us; CPU x {blocking[name][-1][0]:.2f}, "
+                      f"{floor_wall_us:.1f} us; CPU x {blocking[name][-1][0]:.2f}, "
                       f"wall x {blocking[name][-1][1]:.2f}", flush=True)
+                print(f"  {name:14} {run:3d} core+pipe (core and bare pipes, interleaved): CPU {cp_cpu_us:.1f} us, "
+                      f"wall {cp_wall_us:.1f} us; its CPU / (raw CPU + core) {blocking[name][-1][2]:.2f}x; "
+                      f"blocking shell CPU / core+pipe CPU {blocking[name][-1][3]:.2f}x", flush=True)
                 us = 1e6 / decisions
                 floor = io_cpu / decisions + core_cpu / core_decisions  # seconds per decision
                 raw_cpu = max(raw_cpu, 1e-9)
@@ -286,6 +350,9 @@ def main() -> None:
     print("  a bare trio wait (write, wait_readable, read; no timeout, no checks); core = CPU of the same")
     print("  games through RefereeCore with no I/O; floor x = (trio io + core) / raw CPU, what a referee")
     print("  of this shape spends with nothing else at all.")
+    print("  core+pipe = RefereeCore and a bare blocking pipe per seat, interleaved in one process (the same")
+    print("  bot program as the raw loop): the raw loop and the core as one referee must run them, one after")
+    print("  the other, sleeping in between. Its CPU above (raw CPU + core) is what that alternation costs.")
     for name, rows in results.items():
         walls = sorted(w for w, _, _ in rows)
         cpus_ = sorted(c for _, c, _ in rows)
@@ -293,10 +360,11 @@ def main() -> None:
         print(f"  {name:14} ratio wall {walls[0]:.2f}-{walls[-1]:.2f}x (median {walls[len(walls) // 2]:.2f}), "
               f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f}), "
               f"floor {floors[0]:.2f}-{floors[-1]:.2f}x (median {floors[len(floors) // 2]:.2f})")
-        b_cpu = sorted(c for c, _ in blocking[name])
-        b_wall = sorted(w for _, w in blocking[name])
+        b_cpu, b_wall, cp_floor, b_cp = (sorted(col) for col in zip(*blocking[name]))
         print(f"  {name:14} blocking shell: own CPU / (raw CPU + core) {b_cpu[0]:.2f}-{b_cpu[-1]:.2f}x, "
               f"wall / (raw wall + core) {b_wall[0]:.2f}-{b_wall[-1]:.2f}x")
+        print(f"  {name:14} core+pipe: CPU / (raw CPU + core) {cp_floor[0]:.2f}-{cp_floor[-1]:.2f}x; "
+              f"blocking shell CPU / core+pipe CPU {b_cp[0]:.2f}-{b_cp[-1]:.2f}x")
 
 
 if __name__ == "__main__":
