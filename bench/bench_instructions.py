@@ -62,9 +62,9 @@ def _quiet_timers() -> None:
 def child(scenario: str, rules_name: str, players: int, games: int) -> int:
     """Play ``games`` games of ``scenario`` (after one warm-up game); the decisions played."""
     from arena.engine import preset
-    from arena.referee import TimeControl, protocol
-    from arena.referee.core import Answered, RefereeCore
-    from bench_referee import BOT_ENV, core_run
+    from arena.referee import TimeControl
+    from arena.referee.core import RefereeCore
+    from bench_referee import core_pipe_games, core_run, greeted
     rules = preset(rules_name)
     clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
     if scenario == "core":
@@ -72,16 +72,9 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
         return core_run(rules_name, players, games, 2000)[1]
     bot = _bot_dir()
     argv = [sys.executable, "bot.py"]
-    hello = b'{"type":"hello","protocol":1}\n'
 
     def pipes() -> list[subprocess.Popen]:
-        procs = [subprocess.Popen(argv, cwd=bot, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=BOT_ENV)
-                 for _ in range(players)]
-        for p in procs:
-            p.stdin.write(hello)
-            p.stdin.flush()
-            p.stdout.readline()
-        return procs
+        return greeted(argv, bot, players)
 
     if scenario == "raw":  # the requests of two games, however many are played (their making is not counted)
         lines = []
@@ -100,23 +93,8 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
         return trips
     if scenario == "core+pipe":
         procs = pipes()
-        decisions = 0
-        for seed in range(-1, games):
-            core = RefereeCore(rules, ["t"] * players, seed, game_id=f"g{seed}", clock=clock)
-            for s, p in enumerate(procs):
-                p.stdin.write(protocol.encode(core.start_message(s)).encode() + b"\n")
-                p.stdin.flush()
-            while (req := core.next_request()) is not None:
-                p = procs[req.seat]
-                p.stdin.write(req.line.encode() + b"\n")
-                p.stdin.flush()
-                choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
-                core.settle(Answered(choice, 0.05, [], note))
-                decisions += seed >= 0
-            for s, message in core.end_messages():
-                procs[s].stdin.write(protocol.encode(message).encode() + b"\n")
-                procs[s].stdin.flush()
-        return decisions
+        core_pipe_games(procs, rules_name, players, range(-1, 0))  # warm-up
+        return core_pipe_games(procs, rules_name, players, range(games))
     _quiet_timers()
     from arena.bots.manifest import BotSpec
     from arena.bots.start import start_bot, start_bot_blocking

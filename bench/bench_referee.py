@@ -168,48 +168,58 @@ def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: in
     return elapsed, cpu
 
 
+def core_pipe_games(procs: list[subprocess.Popen], rules: str, players: int, seeds: range,
+                    max_turns: int = 2000) -> int:
+    """``RefereeCore`` and a bare blocking pipe per seat (``procs``, greeted), interleaved: each
+    request written and its reply read with ``readline``; no clock, caps, stderr or checks beyond
+    the protocol's reply parser. The games of ``seeds``; the decisions played."""
+    from arena.referee.core import Answered
+    r = preset(rules)
+    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
+    decisions = 0
+    for seed in seeds:
+        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+        for seat, p in enumerate(procs):
+            p.stdin.write(protocol.encode(core.start_message(seat)).encode() + b"\n")
+            p.stdin.flush()
+        while (req := core.next_request()) is not None:
+            p = procs[req.seat]
+            p.stdin.write(req.line.encode() + b"\n")
+            p.stdin.flush()
+            choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
+            core.settle(Answered(choice, 0.05, [], note))
+            decisions += 1
+        for seat, message in core.end_messages():
+            procs[seat].stdin.write(protocol.encode(message).encode() + b"\n")
+            procs[seat].stdin.flush()
+    return decisions
+
+
+def greeted(argv: list[str], workdir: Path, players: int) -> list[subprocess.Popen]:
+    """``players`` copies of the bot program on bare pipes, each past its hello."""
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, env=BOT_ENV)
+             for _ in range(players)]
+    for p in procs:
+        p.stdin.write(b'{"type":"hello","protocol":1}\n')
+        p.stdin.flush()
+        p.stdout.readline()
+    return procs
+
+
 def core_pipe_run(argv: list[str], workdir: Path, rules: str, players: int, games: int, max_turns: int,
                   cpus: tuple[int, int] | None) -> tuple[float, float, int]:
-    """``RefereeCore`` and a bare blocking pipe per seat, interleaved: each request written and
-    its reply read with ``readline``, to the same bot program as the raw loop; no clock, caps,
-    stderr or checks beyond the protocol's reply parser. What the raw loop and the core alone
-    cost when one process does both, one after the other, as any referee must. (wall, CPU, decisions)"""
-    from arena.referee.core import Answered
+    """:func:`core_pipe_games` to the same bot program as the raw loop: what the raw loop and the
+    core alone cost when one process does both, one after the other, as any referee must.
+    (wall, CPU, decisions)"""
     if cpus:
         argv = ["taskset", "-c", str(cpus[1]), *argv]
         pin({cpus[0]})
-    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, env=BOT_ENV)
-             for _ in range(players)]
-    r = preset(rules)
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
-
-    def play(seeds: range) -> int:
-        decisions = 0
-        for seed in seeds:
-            core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
-            for seat, p in enumerate(procs):
-                p.stdin.write(protocol.encode(core.start_message(seat)).encode() + b"\n")
-                p.stdin.flush()
-            while (req := core.next_request()) is not None:
-                p = procs[req.seat]
-                p.stdin.write(req.line.encode() + b"\n")
-                p.stdin.flush()
-                choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
-                core.settle(Answered(choice, 0.05, [], note))
-                decisions += 1
-            for seat, message in core.end_messages():
-                procs[seat].stdin.write(protocol.encode(message).encode() + b"\n")
-                procs[seat].stdin.flush()
-        return decisions
     try:
-        for p in procs:
-            p.stdin.write(b'{"type":"hello","protocol":1}\n')
-            p.stdin.flush()
-            p.stdout.readline()
-        play(range(10_000, 10_001))  # warm-up
+        procs = greeted(argv, workdir, players)
+        core_pipe_games(procs, rules, players, range(10_000, 10_001), max_turns)  # warm-up
         c0 = time.process_time()
         t0 = time.perf_counter()
-        decisions = play(range(games))
+        decisions = core_pipe_games(procs, rules, players, range(games), max_turns)
         elapsed = time.perf_counter() - t0
         cpu = time.process_time() - c0
         for p in procs:
