@@ -9,8 +9,9 @@ one decision, start-up and warm-up cancelled out. Bots run natively (valgrind do
 ``exec``): only the referee's side is counted.
 
 * ``core``: ``RefereeCore`` alone, no I/O (each reply read by the protocol parser);
-* ``raw``: a bare blocking loop (write a request line, ``readline``) to the trivial bot, with
-  the requests of the same games;
+* ``raw``: a bare blocking loop (write a request line, ``readline``) to the trivial bot, 500
+  round trips per game asked, over the requests of two games of the same rules (their making
+  is not counted);
 * ``core+pipe``: the two interleaved, to real bots: ``RefereeCore`` and a bare blocking pipe per
   seat, nothing else (no clock, no caps, no stderr): the least a referee of any design runs;
 * ``blocking``: the games through the blocking shell (``arena.referee.blocking``), as a referee
@@ -20,8 +21,9 @@ one decision, start-up and warm-up cancelled out. Bots run natively (valgrind do
     python bench/bench_instructions.py                  # classic, 2 players; about 5 minutes
     python bench/bench_instructions.py --games 2 --rules shithead --skip trio
 
-Under valgrind the bots start without the arena's pre-exec setup (rlimits, cgroup, uid, filter:
-the child's setup fails under valgrind), and the per-decision checks that run on a timer (the
+The shells' bots run as this process's user, uncontained, and start without the arena's pre-exec
+setup (rlimits, filter: under valgrind it fails) except joining their cgroup, whose reads are
+then as cheap as in a worker; and the per-decision checks that run on a timer (the
 game's CPU every 0.2 s, a contained bot's pipes every 0.25 s) are switched off: natively they
 come once per hundreds of decisions, but valgrind runs the referee some 50 times slower, so
 they would be counted far more often than they run. Prints figures only; nothing is asserted.
@@ -62,20 +64,14 @@ def _quiet_timers() -> None:
 def child(scenario: str, rules_name: str, players: int, games: int) -> int:
     """Play ``games`` games of ``scenario`` (after one warm-up game); the decisions played."""
     from arena.engine import preset
-    from arena.referee import TimeControl
     from arena.referee.core import RefereeCore
-    from bench_referee import core_pipe_games, core_run, greeted
+    from bench_referee import CLOCK as clock, core_pipe_games, core_run, greeted
     rules = preset(rules_name)
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
     if scenario == "core":
         core_run(rules_name, players, 1, 2000)
         return core_run(rules_name, players, games, 2000)[1]
     bot = _bot_dir()
     argv = [sys.executable, "bot.py"]
-
-    def pipes() -> list[subprocess.Popen]:
-        return greeted(argv, bot, players)
-
     if scenario == "raw":  # the requests of two games, however many are played (their making is not counted)
         lines = []
         for seed in range(2):
@@ -83,7 +79,7 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
             while (req := core.next_request()) is not None:
                 lines.append(req.line.encode() + b"\n")
                 core.answer(0, 0.05)
-        p = pipes()[0]
+        p = greeted(argv, bot, 1)[0]
         write, flush, readline = p.stdin.write, p.stdin.flush, p.stdout.readline
         trips = 500 * games
         for i in range(len(lines) + trips):  # the first pass over the lines is the warm-up
@@ -92,7 +88,7 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
             readline()
         return trips
     if scenario == "core+pipe":
-        procs = pipes()
+        procs = greeted(argv, bot, players)
         core_pipe_games(procs, rules_name, players, range(-1, 0))  # warm-up
         return core_pipe_games(procs, rules_name, players, range(games))
     _quiet_timers()

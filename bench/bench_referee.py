@@ -48,6 +48,7 @@ ALL_CPUS = set(os.sched_getaffinity(0))
 # the raw bot split each reply into two writes and slowed the denominator.
 BOT_ENV = BASE_ENV
 TRIVIAL_BOT = (Path(__file__).resolve().parent / "trivial_bot.py").read_text()  # copied next to each bot
+CLOCK = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)  # every run's: no bot comes near it
 
 
 class Recording:
@@ -81,19 +82,18 @@ def pin(cpus: set[int] | None) -> None:
 async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
                       cpus: tuple[int, int] | None):
     launcher = Recording()
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
-    seats = [BotPlayer(spec, launcher, clock) for _ in range(players)]
+    seats = [BotPlayer(spec, launcher, CLOCK) for _ in range(players)]
     r = preset(rules)
     try:
         pin({cpus[1]} if cpus else None)  # the bots start here and inherit this CPU...
-        await run_game(seats, r, 10_000, game_id="warm-up", clock=clock, max_turns=max_turns)  # starts the bots
+        await run_game(seats, r, 10_000, game_id="warm-up", clock=CLOCK, max_turns=max_turns)  # starts the bots
         pin({cpus[0]} if cpus else None)  # ...and the referee moves to the other one
         launcher.lines.clear()
         decisions = steps = 0
         c0 = time.process_time()
         t0 = time.perf_counter()
         for seed in range(games):
-            rec = await run_game(seats, r, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+            rec = await run_game(seats, r, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
             assert not rec.faults, rec.faults
             decisions += sum(rec.decisions)
             steps += len(rec.steps)
@@ -113,19 +113,18 @@ def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns:
     from arena.bots.start import start_bot_blocking
     from arena.referee.blocking import BlockingPlayer, play_game, settle
     command, workdir, kw = trio.run(Launcher().start_args, spec)
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
-    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(command, workdir, **kw), clock)
+    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(command, workdir, **kw), CLOCK)
              for _ in range(players)]
     r = preset(rules)
     try:
         pin({cpus[1]} if cpus else None)
-        play_game(seats, r, 10_000, game_id="warm-up", clock=clock, max_turns=max_turns)
+        play_game(seats, r, 10_000, game_id="warm-up", clock=CLOCK, max_turns=max_turns)
         pin({cpus[0]} if cpus else None)
         decisions = 0
         c0 = time.process_time()
         t0 = time.perf_counter()
         for seed in range(games):
-            rec = play_game(seats, r, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+            rec = play_game(seats, r, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
             assert not rec.faults, rec.faults
             decisions += sum(rec.decisions)
         elapsed = time.perf_counter() - t0
@@ -175,10 +174,9 @@ def core_pipe_games(procs: list[subprocess.Popen], rules: str, players: int, see
     the protocol's reply parser. The games of ``seeds``; the decisions played."""
     from arena.referee.core import Answered
     r = preset(rules)
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
     decisions = 0
     for seed in seeds:
-        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
         for seat, p in enumerate(procs):
             p.stdin.write(protocol.encode(core.start_message(seat)).encode() + b"\n")
             p.stdin.flush()
@@ -272,11 +270,10 @@ def core_run(rules: str, players: int, games: int, max_turns: int) -> tuple[floa
     """The referee's work without any I/O: the same games through RefereeCore, each reply read
     by the protocol parser as a bot's line would be. (CPU seconds, decisions)."""
     r = preset(rules)
-    clock = TimeControl(move_ms=10_000, bank_ms=10_000, handshake_ms=30_000)
     decisions = 0
     c0 = time.process_time()
     for seed in range(games):
-        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=clock, max_turns=max_turns)
+        core = RefereeCore(r, ["trivial"] * players, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
         for seat in range(players):
             protocol.encode(core.start_message(seat))
         while (req := core.next_request()) is not None:
