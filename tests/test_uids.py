@@ -150,3 +150,46 @@ def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena
             if info is not None and info.ppid == os.getpid():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+BUILDER = textwrap.dedent("""
+    import sys, trio
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    trio.run(Launcher(trusted=True).build, load_bot(sys.argv[1]))
+""")
+
+
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path) -> None:
+    """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
+    referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
+    the referee must find the build as it finds a bot: by the referee's record of it."""
+    process_registry()
+    since = boot_ticks()
+    bot = tmp_path / "slowbuild"
+    bot.mkdir()
+    (bot / "bot.py").write_text("print('ready', flush=True)\n")
+    (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
+                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
+    referee = subprocess.Popen([sys.executable, "-c", BUILDER, str(bot)], cwd=REPO)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + SLOW
+        while not (bot / "pids").exists():
+            assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
+            time.sleep(0.005)
+        pids = [int(p) for p in (bot / "pids").read_text().split()]
+        referee.kill()
+        referee.wait()
+        assert all(read_proc(p) is not None for p in pids)  # orphaned, still building
+        cleanup_stale()
+        assert [p for p in pids if read_proc(p) is not None] == []
+        assert zombie_children(started_since=since) == []
+    finally:
+        referee.kill()
+        referee.wait()
+        for pid in pids:
+            info = read_proc(pid)
+            if info is not None and info.ppid == os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)

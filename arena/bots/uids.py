@@ -13,7 +13,9 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -217,6 +219,30 @@ class Registry:
         tmp = self.dir / f".{name}.tmp"
         tmp.write_text(json.dumps(record))
         tmp.replace(self.dir / f"{name}.json")
+
+    def run(self, argv: list[str], *, timeout: float, **popen_kw) -> subprocess.CompletedProcess:
+        """:func:`subprocess.run` with output captured, for a program the arena runs on the host
+        outside a bot's containment (a trusted bot's build, an interpreter's version): recorded
+        here while it runs, in a session of its own, so that should this process die, the cleanup
+        after it kills that session and reaps what is orphaned, as it does a bot's processes. At
+        the timeout the session is killed and TimeoutExpired raised."""
+        name = self.next_name()
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                              **popen_kw) as proc:
+            info = read_proc(proc.pid)
+            self.write_record(name, {"procs": [[proc.pid, info.start if info else 0]], "command": argv})
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except BaseException:
+                try:  # the leader is not reaped yet: its group is still its own
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                raise
+            finally:
+                self.drop_record(name)
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def keep_temp(self, path: Path) -> None:
         """Note a temporary directory this referee made for its bots (a world-readable copy of
