@@ -4,7 +4,9 @@ lock another referee holds, and a uid with leftovers nobody cleared is not lease
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,18 +24,14 @@ from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.uids import pids_of_uid
 from tests.checks import boot_ticks, reachable, zombie_children
 
-import shutil
-
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
 REPO = Path(__file__).resolve().parent.parent
 SLOW = 120  # a wait only a broken test reaches
 SANDBOX_PROBLEM = trio.run(sandbox_problem) if PY else "no python3"
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="private bot uids need a root referee"),
-    pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}"),
-]
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="private bot uids need a root referee")
+needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
 
 WORKER = textwrap.dedent("""
     import sys, trio
@@ -91,6 +89,8 @@ def _dead_worker(uid: str = "private") -> tuple[int, int, str, str, int]:
     return int(outer), int(init), uid, name, worker.pid
 
 
+@needs_root
+@needs_sandbox
 @pytest.mark.parametrize("sibling", ["leases", "holds the lock", "holds the lock, record lost"])
 def test_a_dead_workers_bot_is_reaped_whatever_a_sibling_does_with_its_uid(sibling: str) -> None:
     """The race of a killed worker: its bot's processes are zombies of this subreaper, its uid's
@@ -130,6 +130,7 @@ def test_a_dead_workers_bot_is_reaped_whatever_a_sibling_does_with_its_uid(sibli
 CLEANS = "from arena.bots.containment import cleanup_stale; cleanup_stale()"
 
 
+@needs_sandbox
 def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena_cleaned_first() -> None:
     """No private uid to find them by: the record alone names the bot's outer bwrap and the
     sandbox's init. Another arena process cleans up first; they are not its children, so it
@@ -193,3 +194,26 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path)
             if info is not None and info.ppid == os.getpid():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) -> None:
+    """A referee of an earlier version, killed, left a record naming its bot's process as ``pid``
+    and ``start``: the cleanup still kills and reaps it, then removes the record and directory."""
+    from arena.bots.uids import Registry, StaleReport
+    registry = Registry(tmp_path / "run")
+    bot = subprocess.Popen(["sleep", "600"])
+    try:
+        dead = tmp_path / "run" / "ref-999997"
+        dead.mkdir()
+        (dead / "r999997-b1.json").write_text(json.dumps(
+            {"pid": bot.pid, "start": read_proc(bot.pid).start, "uid": None, "token": None, "cgroups": []}))
+        report = StaleReport()
+        registry._clean_referee_dir(dead, None, report)
+        assert report.killed == 1 and read_proc(bot.pid) is None and not dead.exists()
+    finally:
+        bot.kill()
+        bot.returncode = -9  # reaped by the cleanup (or, if the test failed, here)
+        try:
+            os.waitpid(bot.pid, 0)
+        except ChildProcessError:
+            pass
