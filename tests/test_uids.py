@@ -217,3 +217,37 @@ def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) 
             os.waitpid(bot.pid, 0)
         except ChildProcessError:
             pass
+
+
+def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path: Path) -> None:
+    """A dead referee's record whose process is a zombie of some other live process: the cleanup
+    cannot reap it, so it keeps the record (that parent's cleanup needs it), and a new referee
+    that happens to get the dead one's pid sets the directory aside rather than failing. Once the
+    zombie comes to us (its parent died; we are a subreaper), the next cleanup reaps it and
+    removes the record."""
+    from arena.bots.uids import Registry, StaleReport
+    run = tmp_path / "run"
+    holder = subprocess.Popen(["sh", "-c", "sleep 0 & echo $!; exec sleep 600"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        zombie = int(holder.stdout.readline())
+        deadline = time.monotonic() + SLOW
+        while (info := read_proc(zombie)) is None or info.state != "Z":
+            assert time.monotonic() < deadline, f"{zombie} did not become a zombie: {info}"
+            time.sleep(0.005)
+        assert info.ppid == holder.pid  # not ours: only the holder may reap it
+        ours = run / f"ref-{os.getpid()}"  # the dead referee had the pid we have now
+        ours.mkdir(parents=True)
+        (ours / "r1-b1.json").write_text(json.dumps({"procs": [[zombie, info.start]], "uid": None}))
+        registry = Registry(run)
+        assert registry.dir == ours and not list(ours.glob("*.json"))
+        aside = [d for d in run.glob(f"ref-{os.getpid()}-*")]
+        assert len(aside) == 1 and (aside[0] / "r1-b1.json").exists()
+        holder.kill()
+        holder.wait()  # the zombie is orphaned to this process, a subreaper
+        registry._clean_referee_dir(aside[0], None, StaleReport())
+        assert read_proc(zombie) is None and not aside[0].exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
