@@ -394,6 +394,35 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
 
 
 @needs_dask
+def test_a_bot_linking_to_the_stores_secret_never_reaches_a_worker(dask_cluster, tmp_path):
+    """The escape through packing, through ``arena tournament --cluster``: a bot folder holding a
+    link to the store's secret.key is refused in one error line naming the link, before any bundle
+    is made or game played (the key's bytes were shipped and read inside the worker's sandbox)."""
+    from typer.testing import CliRunner
+    from arena.cli.main import app
+    lc, _ = dask_cluster
+    base = Path(tempfile.mkdtemp(prefix="arena-cluster-leak-"))
+    try:
+        base.chmod(0o755)
+        bot = base / "leaky"
+        shutil.copytree(REPO / "bots" / "random", bot)
+        (bot / "bot.toml").write_text((bot / "bot.toml").read_text().replace('name = "random"', 'name = "leaky"'))
+        store = base / "data" / "s.sqlite"
+        store.parent.mkdir()
+        (bot / "loot").symlink_to(store.parent / "secret.key")
+        toml = base / "t.toml"
+        toml.write_text(f'name = "leak"\nbots = ["random", "{bot}"]\ndeals = 1\nseed = 7\n')
+        res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(store), "--plain",
+                                       "--cluster", lc.scheduler_address])
+        assert res.exit_code == 2 and res.output.strip().splitlines()[-1].startswith("error:"), res.output
+        assert "loot: a link to" in res.output and "outside the bot's folder" in res.output
+        assert "Traceback" not in res.output
+        assert not Store(store, readonly=True).games(tournament="leak")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_dask
 def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_games, tmp_path):
     lc, client = dask_cluster
     client.wait_for_workers(2, timeout=60)
