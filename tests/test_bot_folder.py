@@ -266,3 +266,64 @@ def test_an_upload_nested_5000_deep_is_refused_and_leaves_no_folder(tmp_path):
         assert "Traceback" not in server.stderr()
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- mount what was checked
+
+from tests.test_sandbox_attacks import MODES, open_dir  # noqa: E402
+
+
+async def _read_marker(directory: Path, sandbox: bool) -> tuple[int | None, list[str]]:
+    from arena.bots.start import start_bot
+    proc = await start_bot(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
+                           directory, sandbox=sandbox, namespaces=not sandbox, run_as="auto")
+    async with proc:
+        return await proc.run_to_end(60)
+
+
+@pytest.mark.skipif(not ROOT, reason="private bot uids and the namespace root need a root referee")
+@pytest.mark.parametrize("sandbox", MODES)
+@pytest.mark.parametrize("swap", ["exchanged for a link", "untouched"])
+def test_a_folder_swapped_for_a_link_after_its_check_is_never_what_is_mounted(sandbox, swap, monkeypatch):
+    """The referee checked the bot's folder, then a root child bound it by path: an author who swapped
+    the folder for a link in between (renameat2 RENAME_EXCHANGE in a loop) got a folder below a 0700
+    root directory mounted as its own. Swapped here exactly between the check and the mount, the bot
+    reads its own folder, or does not start; never the other."""
+    import trio
+    from arena.bots import spawn
+    base = open_dir("arena-swap-")
+    try:
+        mine = base / "mine"
+        mine.mkdir(mode=0o755)
+        (mine / "marker").write_text("mine\n")
+        (mine / "marker").chmod(0o644)
+        vault = base / "vault"
+        vault.mkdir(mode=0o700)  # the bot's uid cannot pass here
+        deals = vault / "deals"
+        deals.mkdir(mode=0o755)
+        (deals / "marker").write_text("SECRET\n")
+        (deals / "marker").chmod(0o644)
+        swapped = []
+        where = mine.resolve()
+
+        def exchange(cwd: Path) -> None:
+            if swap != "untouched" and cwd == where:
+                link = base / "link"
+                link.symlink_to(deals)
+                os.rename(link, base / "link-tmp")
+                os.rename(mine, base / "mine-away")  # as renameat2(RENAME_EXCHANGE) would leave it
+                os.rename(base / "link-tmp", mine)
+                swapped.append(cwd)
+        monkeypatch.setattr(spawn, "between_check_and_mount", exchange)
+        try:
+            status, out = trio.run(_read_marker, mine, sandbox)
+        except BotCommandError as e:  # refused, by the arena or by bwrap's own check: fine
+            assert swap != "untouched", e
+            return
+        text = "\n".join(out)
+        assert "SECRET" not in text, text
+        assert status == 0 and text.startswith("mine"), text
+        assert swapped == ([] if swap == "untouched" else [where])
+        assert "['0', '1', '2', '3']" in text, text  # no descriptor of the host's folder is left to the bot
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
