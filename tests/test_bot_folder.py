@@ -12,7 +12,7 @@ through one reader (arena/bots/folder.py), written here as attacks:
 * a bot is read once per run, and every copy is checked against that reading: files changed in
   between are refused (the bot's fault), never run unverified.
 
-docs/BOTS.md ("What a bot folder may hold") states the same rules.
+docs/SANDBOX.md ("What a bot folder may hold") states the same rules.
 """
 
 from __future__ import annotations

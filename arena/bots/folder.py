@@ -3,7 +3,7 @@
 A bot folder is a stranger's: the referee (often root) must never follow it somewhere else, block
 on it, or read it whole into memory. So a folder is read once, without following any link, into
 a :class:`Folder` (its entries and their hash), and every copy or pack is made from that listing
-and checked against its hash while it is written. The rules (docs/BOTS.md, "What a bot folder
+and checked against its hash while it is written. The rules (docs/SANDBOX.md, "What a bot folder
 may hold"):
 
 * only regular files, folders and symbolic links; a FIFO, socket or device is refused, named;
