@@ -205,8 +205,9 @@ def one_error_line(res) -> str:
     return res.output
 
 
+@pytest.mark.parametrize("command", ["tournament", "check"])
 @pytest.mark.parametrize("kind", ["two links to the folder", "FIFO", "absolute link"])
-def test_arena_tournament_refuses_a_hostile_folder_in_one_line(open_tmp, kind):
+def test_arena_tournament_and_check_refuse_a_hostile_folder_in_one_line(open_tmp, kind, command):
     """Two links ``a -> .`` stopped ``arena tournament`` from starting; a FIFO in a folder with a
     build made every game of its bot an ArenaFailure. Each is now one ``error:`` line naming the
     file, before any game."""
@@ -215,7 +216,9 @@ def test_arena_tournament_refuses_a_hostile_folder_in_one_line(open_tmp, kind):
     name = hostile(kind, d)
     toml = tmp_path / "t.toml"
     toml.write_text(f'name = "t"\nbots = ["random", "{d}"]\ndeals = 1\nseed = 1\n')
-    res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(tmp_path / "s.sqlite"), "--plain"])
+    args = ["check", str(d)] if command == "check" else ["tournament", str(toml), "--store",
+                                                          str(tmp_path / "s.sqlite"), "--plain"]
+    res = CliRunner().invoke(app, args)
     out = one_error_line(res)
     assert f"{name}:" in out
 
