@@ -244,6 +244,15 @@ def test_a_manifest_that_is_a_fifo_or_a_link_out_is_refused_without_blocking(tmp
     (d / "bot.toml").symlink_to(tmp_path / "elsewhere.toml")
     with pytest.raises(ManifestError, match="leads out of the bot's folder"):
         load_bot(d)
+    (d / "bot.toml").unlink()
+    (d / "conf").symlink_to(tmp_path)  # a link inside that leads through a folder link
+    (d / "bot.toml").symlink_to("conf/elsewhere.toml")
+    with pytest.raises(ManifestError, match="cannot read the manifest"):
+        load_bot(d)
+    (d / "bot.toml").unlink()
+    (d / "real.toml").write_text('name = "inside"\nversion = "1"\ncommand = ["true"]\n')
+    (d / "bot.toml").symlink_to("real.toml")  # a link to a file inside is read
+    assert load_bot(d).name == "inside"
 
 
 def test_an_upload_nested_5000_deep_is_refused_and_leaves_no_folder(tmp_path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -89,13 +90,14 @@ class Folder:
     entries: tuple[Entry, ...]
     digest: str
 
-    def files(self) -> Iterator[Entry]:
-        return (e for e in self.entries if e.kind is not Kind.DIR)
-
 
 def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     """List and hash the folder at ``root`` without following any link in it; refuse what it
-    may not hold (:class:`FolderError`, naming the file)."""
+    may not hold (:class:`FolderError`, naming the file).
+
+    The digest is sha256 over every file's path, NUL and bytes, and every link's path, NUL and
+    text, in path order: a folder of plain files hashes as it did before links were kept, so the
+    hashes ladder stores keep still match."""
     root = Path(root)
     fd = _open_root(root)
     try:
@@ -108,18 +110,10 @@ def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest)
 
 
-def files_hash(root: Path) -> str:
-    """sha256 over every file's path and bytes, and every link's path and text, in path order
-    (the files of :func:`read_folder`). A file's part is what the hash always was: a folder
-    without links hashes as it did before links were kept."""
-    return read_folder(root).digest
-
-
 def copy_folder(folder: Folder, dest: Path) -> None:
     """Write ``folder``'s entries under ``dest`` (which must not exist): files 0644 or 0755, links
     as links. What is written must hash to ``folder.digest`` (the folder is read again, not
     trusted to be unchanged); otherwise the copy is removed and :class:`FolderError` raised."""
-    import shutil
     dest = Path(dest)
     dest.mkdir(mode=0o755)
 
@@ -158,22 +152,23 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
 def read_manifest(path: Path) -> str:
     """The text of a manifest: a regular file of at most :data:`MANIFEST_BYTES`, opened without
     blocking (a FIFO is refused, not waited on). A link is followed only to a file inside the
-    manifest's own folder."""
+    manifest's own folder, through no other link."""
     path = Path(path)
     root = path.parent.resolve()
-    name = path.name
+    parts: tuple[str, ...] = (path.name,)
     try:
-        st = os.lstat(root / name)
-    except OSError as e:
-        raise FolderError(f"{path}: cannot read the manifest: {e.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(root / name)
-        where = _link_target(root, name, target)
-        if where is None:
-            raise FolderError(f"{path}: the manifest is a link ({target!r}) that leads out of the bot's folder")
-        name = where
-    try:
-        fd = os.open(root / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.lstat(root / path.name)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(root / path.name)
+            where = _link_target(path.name, target)
+            if where is None:
+                raise FolderError(f"{path}: the manifest is a link ({target!r}) that leads out of the bot's folder")
+            parts = tuple(where.split("/"))
+        root_fd = _open_root(root)
+        try:
+            fd = _open_below(root_fd, parts)
+        finally:
+            os.close(root_fd)
     except OSError as e:
         raise FolderError(f"{path}: cannot read the manifest: {e.strerror}") from None
     with os.fdopen(fd, "rb") as fh:
@@ -271,9 +266,9 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 os.close(sub)
 
 
-def _link_target(root: Path, link: str, target: str, index: dict[str, Entry] | None = None) -> str | None:
-    """Where the link at ``link`` (relative path) leads inside the folder, lexically, or None if it
-    leads out of it. Components are checked against ``index`` when given."""
+def _link_target(link: str, target: str) -> str | None:
+    """Where the link at ``link`` (a path in the folder) leads, lexically, as a path in the
+    folder; None if it leads out of it or to the folder itself."""
     if target.startswith("/") or not target:
         return None
     norm = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
@@ -291,7 +286,7 @@ def _check_links(root: Path, entries: list[Entry]) -> None:
         seen = {entry.path}
         cur = entry
         while True:
-            norm = _link_target(root, cur.path, cur.target)
+            norm = _link_target(cur.path, cur.target)
             if norm is None:
                 raise FolderError(f"{root / entry.path}: a link to {entry.target!r}, which is outside the bot's "
                                   "folder; a link may lead only to a file inside it")
@@ -346,22 +341,28 @@ class Reader:
             raise FolderError(f"{self.root / self.entry.path}: grew while the bot was read; run again")
 
 
-def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
-    """The listed file ``entry``, opened below ``root_fd`` with no link followed on the way and
-    without blocking, and checked to be the very file listed (a swap in between is refused)."""
-    parts = entry.parts
+def _open_below(root_fd: int, parts: tuple[str, ...]) -> int:
+    """The file at ``parts`` below the open folder ``root_fd``, opened read-only without blocking
+    and with no link followed on the way (OSError otherwise)."""
     fds: list[int] = []
     cur = root_fd
     try:
         for part in parts[:-1]:
             cur = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
             fds.append(cur)
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=cur)
-    except OSError as e:
-        raise FolderError(f"{root / entry.path}: changed while the bot was read ({e.strerror}); run again") from None
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=cur)
     finally:
         for d in fds:
             os.close(d)
+
+
+def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
+    """The listed file ``entry``, opened below ``root_fd`` (:func:`_open_below`) and checked to be
+    the very file listed (a swap in between is refused)."""
+    try:
+        fd = _open_below(root_fd, entry.parts)
+    except OSError as e:
+        raise FolderError(f"{root / entry.path}: changed while the bot was read ({e.strerror}); run again") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != entry.inode or st.st_size != entry.size:
         os.close(fd)
