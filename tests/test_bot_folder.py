@@ -89,6 +89,9 @@ def hostile(kind: str, d: Path) -> str:
     if kind == "device":
         os.mknod(d / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
         return "null"
+    if kind == "hard link":
+        os.link(d.parent / "secret.key", d / "key")  # refused by the kernel where protected_hardlinks
+        return "key"                                  # would stop a stranger; the reader refuses it too
     if kind == "sparse 3 GiB file":
         with open(d / "huge", "wb") as fh:
             fh.truncate(3 << 30)
@@ -99,7 +102,7 @@ def hostile(kind: str, d: Path) -> str:
 KINDS = ["absolute link", "link up and out", "link to the folder", "two links to the folder", "links in a circle",
          "link to a subfolder", "link through a link", "FIFO", "socket",
          pytest.param("device", marks=pytest.mark.skipif(not ROOT, reason="mknod needs root")),
-         "sparse 3 GiB file"]
+         "hard link", "sparse 3 GiB file"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

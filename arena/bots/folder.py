@@ -6,7 +6,9 @@ a :class:`Folder` (its entries and their hash), and every copy or pack is made f
 and checked against its hash while it is written. The rules (docs/SANDBOX.md, "What a bot folder
 may hold"):
 
-* only regular files, folders and symbolic links; a FIFO, socket or device is refused, named;
+* only regular files, folders and symbolic links; a FIFO, socket or device is refused, named,
+  and so is a hard link (where the kernel allows linking a file one cannot read, that file would
+  be read as root);
 * a link stays a link: relative, and it leads only to a file inside the folder (or to nothing
   yet, such as a build's output); a link to an absolute path, out of the folder, to a folder
   (``a -> .`` loops) or through another link to any of those is refused, named;
@@ -234,6 +236,9 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
         elif stat.S_ISREG(mode):
             if name.endswith(SKIP_SUFFIXES):
                 continue
+            if st.st_nlink > 1:  # another name of it may be a file the author could never read
+                raise FolderError(f"{where}: a file with {st.st_nlink - 1} other name(s) (a hard link); "
+                                  "a bot folder holds its own files: copy it instead")
             kind = Kind.FILE
             count[1] += max(st.st_size, st.st_blocks * 512)  # a sparse file by its length
             if count[1] > caps.bytes:
