@@ -128,8 +128,9 @@ def copy_folder(folder: Folder, dest: Path) -> None:
         else:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          0o755 if entry.executable else 0o644)
+            assert src is not None  # a file comes with its reader
             with os.fdopen(fd, "wb") as out:
-                shutil.copyfileobj(src, out, CHUNK)  # type: ignore[misc]
+                shutil.copyfileobj(src, out, CHUNK)
 
     try:
         pack_folder(folder, add)
