@@ -623,3 +623,19 @@ def test_an_old_stores_snapshot_folders_are_still_found_and_never_replaced(tmp_p
         _intact(store, ladder, "random@1.0+b1")
     finally:
         store.close()
+
+
+def test_a_bot_folder_holding_the_store_is_refused(tmp_path: Path):
+    """Submitted from the folder that holds the store (``arena submit .`` beside arena-data/), the
+    copy would carry the store's secret deal key into the bot's own files: refused, nothing copied."""
+    bot = bot_copy(tmp_path, "random", "9")
+    ladder = load_ladder(write_ladder(tmp_path, store=str(bot / "data" / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        from arena.tournament.seeds import load_secret
+        load_secret(store.path.resolve().parent)
+        with pytest.raises(LadderError, match="holds the store"):
+            trio.run(submit, ladder, str(bot), store, ctx())
+        assert not any((bot / "data").glob("ladder-bots/*/*/data/secret.key"))
+    finally:
+        store.close()
