@@ -208,9 +208,9 @@ def one_error_line(res) -> str:
     return res.output
 
 
-@pytest.mark.parametrize("command", ["tournament", "check"])
+@pytest.mark.parametrize("command", ["tournament", "check", "submit"])
 @pytest.mark.parametrize("kind", ["two links to the folder", "FIFO", "absolute link"])
-def test_arena_tournament_and_check_refuse_a_hostile_folder_in_one_line(open_tmp, kind, command):
+def test_arena_tournament_check_and_submit_refuse_a_hostile_folder_in_one_line(open_tmp, kind, command):
     """Two links ``a -> .`` stopped ``arena tournament`` from starting; a FIFO in a folder with a
     build made every game of its bot an ArenaFailure. Each is now one ``error:`` line naming the
     file, before any game."""
@@ -219,8 +219,11 @@ def test_arena_tournament_and_check_refuse_a_hostile_folder_in_one_line(open_tmp
     name = hostile(kind, d)
     toml = tmp_path / "t.toml"
     toml.write_text(f'name = "t"\nbots = ["random", "{d}"]\ndeals = 1\nseed = 1\n')
-    args = ["check", str(d)] if command == "check" else ["tournament", str(toml), "--store",
-                                                          str(tmp_path / "s.sqlite"), "--plain"]
+    ladder = tmp_path / "lad.toml"
+    ladder.write_text('rules = "classic"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\n')
+    args = {"check": ["check", str(d)],
+            "tournament": ["tournament", str(toml), "--store", str(tmp_path / "s.sqlite"), "--plain"],
+            "submit": ["submit", str(d), "--ladder", str(ladder), "--store", str(tmp_path / "l.sqlite"), "--plain"]}[command]
     res = CliRunner().invoke(app, args)
     out = one_error_line(res)
     assert f"{name}:" in out
