@@ -200,15 +200,55 @@ def test_addresses(tmp_path):
             C.check_address(bad)
 
 
-def test_bundle_with_a_link_is_refused(tmp_path):
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../etc/passwd", "sub/../../y", "sub/../../x", "."])
+def test_a_bundled_link_out_of_the_bot_is_refused_on_arrival(tmp_path, target):
+    """A bundle is not trusted on the worker either: a link that leads out of the bot's folder is
+    refused while unpacking, before any file is written through it."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         info = tarfile.TarInfo("evil")
         info.type = tarfile.SYMTYPE
-        info.linkname = "/etc/passwd"
+        info.linkname = target
         tar.addfile(info)
-    with pytest.raises(BundleError, match="not a plain file"):
-        unpack_bot(buf.getvalue(), tmp_path / "x")
+        data = b"pwned"
+        info = tarfile.TarInfo("evil/file")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "cache").mkdir()
+    with pytest.raises(BundleError, match="refused|outside"):
+        prepare_bot("0" * 64, "bot.toml", buf.getvalue(), root=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["0" * 64 + ".lock"]  # nothing unpacked stays
+
+
+def test_a_bundle_keeps_a_link_inside_the_bot_as_a_link(tmp_path):
+    """Packing never follows a link: one inside the folder arrives as the same link, and the
+    unpacked folder hashes to the key it was sent under."""
+    bot = tmp_path / "b"
+    shutil.copytree(REPO / "bots" / "random", bot)
+    (bot / "alias.py").symlink_to("bot.py")
+    spec = load_bot(bot)
+    blob = pack_bot(spec)
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        alias = tar.getmember("alias.py")
+        assert alias.issym() and alias.linkname == "bot.py"
+    (tmp_path / "cache").mkdir()
+    got = prepare_bot(spec.files_hash(), "bot.toml", blob, root=tmp_path / "cache")
+    assert (got.root / "alias.py").is_symlink() and os.readlink(got.root / "alias.py") == "bot.py"
+    assert got.files_hash() == spec.files_hash()
+
+
+def test_packing_a_link_to_the_stores_secret_is_refused_by_name(tmp_path):
+    """The escape through packing: a link to the store's secret.key was shipped as the key's bytes
+    and read inside the sandbox on the worker. Now the bot is refused, naming the link, and no
+    bundle holds a byte of the key."""
+    from arena.bots.folder import FolderError
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(b"K" * 32)
+    bot = tmp_path / "b"
+    shutil.copytree(REPO / "bots" / "random", bot)
+    (bot / "loot").symlink_to(secret)
+    with pytest.raises(FolderError, match=r"loot: a link to .*outside the bot's folder"):
+        pack_bot(load_bot(bot))
 
 
 # --------------------------------------------------------------------------- on a LocalCluster
@@ -351,6 +391,35 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
     bad = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--name", "other",
                                    "--plain", "--cluster", "localhost:8786"])
     assert bad.exit_code == 2 and "tcp://HOST:PORT" in bad.output
+
+
+@needs_dask
+def test_a_bot_linking_to_the_stores_secret_never_reaches_a_worker(dask_cluster, tmp_path):
+    """The escape through packing, through ``arena tournament --cluster``: a bot folder holding a
+    link to the store's secret.key is refused in one error line naming the link, before any bundle
+    is made or game played (the key's bytes were shipped and read inside the worker's sandbox)."""
+    from typer.testing import CliRunner
+    from arena.cli.main import app
+    lc, _ = dask_cluster
+    base = Path(tempfile.mkdtemp(prefix="arena-cluster-leak-"))
+    try:
+        base.chmod(0o755)
+        bot = base / "leaky"
+        shutil.copytree(REPO / "bots" / "random", bot)
+        (bot / "bot.toml").write_text((bot / "bot.toml").read_text().replace('name = "random"', 'name = "leaky"'))
+        store = base / "data" / "s.sqlite"
+        store.parent.mkdir()
+        (bot / "loot").symlink_to(store.parent / "secret.key")
+        toml = base / "t.toml"
+        toml.write_text(f'name = "leak"\nbots = ["random", "{bot}"]\ndeals = 1\nseed = 7\n')
+        res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(store), "--plain",
+                                       "--cluster", lc.scheduler_address])
+        assert res.exit_code == 2 and res.output.strip().splitlines()[-1].startswith("error:"), res.output
+        assert "loot: a link to" in res.output and "outside the bot's folder" in res.output
+        assert "Traceback" not in res.output
+        assert not Store(store, readonly=True).games(tournament="leak")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @needs_dask

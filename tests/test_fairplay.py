@@ -262,20 +262,30 @@ def test_a_bot_its_uid_cannot_run_is_an_error_never_root(world, sandbox, unreach
 @needs_root
 def test_shipped_bots_run_from_a_copy_and_users_bots_fail_closed(monkeypatch):
     """A private checkout's own bots (reference bots, starters) run from a readable copy that keeps
-    links as links; a user's bot in a private directory is left as it is, to be refused."""
+    links as links; one that leads out of the folder is the bot's fault (refused, named, never
+    copied as /etc/shadow's bytes read as root); a user's bot in a private directory is left as it
+    is, to be refused."""
     from arena.bots import launch
+    from arena.bots.errors import BotCommandError
     private = Path(tempfile.mkdtemp(prefix="arena-private-checkout-"))  # 0700, like a clone under /root
     try:
         shipped = private / "bots" / "lowest"
         shutil.copytree(REPO / "bots" / "lowest", shipped)
-        (shipped / "passwd").symlink_to("/etc/shadow")
+        (shipped / "same.py").symlink_to("bot.py")
         users = copy_bot(private / "mine")
         monkeypatch.setattr(launch, "SHIPPED", (private / "bots",))
         copied = launch.runnable(load_bot(shipped))
         assert copied.root != shipped and launch._others_can_use(copied.workdir / "bot.py", stat.S_IROTH)
-        assert (copied.root / "passwd").is_symlink()  # not /etc/shadow's bytes, read as root
+        assert os.readlink(copied.root / "same.py") == "bot.py"
         assert not any(p.stat().st_mode & 0o022 for p in copied.root.rglob("*") if not p.is_symlink())
         assert launch.runnable(load_bot(users)).root == users.resolve()
+        leaky = private / "bots" / "leaky"
+        shutil.copytree(REPO / "bots" / "lowest", leaky)
+        spec = load_bot(leaky)
+        spec.files_hash()  # read by the run before the link appears
+        (leaky / "passwd").symlink_to("/etc/shadow")
+        with pytest.raises(BotCommandError, match=r"passwd: a link to '/etc/shadow'"):
+            launch.runnable(spec)
     finally:
         shutil.rmtree(private)
 

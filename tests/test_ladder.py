@@ -26,6 +26,7 @@ from arena.cli.main import app
 from arena.ladder import (CheckFailed, LadderError, RunContext, ensure_seeded, head_to_head, ladder_results,
                           ladder_standings, list_ladders, load_ladder, members, open_store, run_match, snapshot_dir,
                           submit)
+from arena.ladder.tables import member
 from arena.ratings import Sprt
 
 from .checks import fixed_secret
@@ -558,3 +559,83 @@ def test_a_match_plays_the_same_games_on_worker_processes(tmp_path: Path) -> Non
     two, pools_two = games(2)
     assert len(one) == 8 and one == two
     assert len(pools_one) == 1 and len(pools_two) == 2  # each worker process lends from a pool of its own
+
+
+# --------------------------------------------------------------------------- snapshot folder names
+
+
+def _edited(tmp_path: Path, version: str, dirname: str) -> Path:
+    bot = bot_copy(tmp_path, "random", version, dirname)
+    (bot / "bot.py").write_text((bot / "bot.py").read_text() + f"\n# {dirname}\n")  # other files
+    return bot
+
+
+def _intact(store, ladder, label: str) -> str:
+    m = member(store, ladder.name, label)
+    assert m is not None and load_bot(m.ref).files_hash() == m.hash, f"{label}'s files were replaced"
+    return m.ref
+
+
+def test_a_submission_never_replaces_another_members_folder(tmp_path: Path):
+    """Snapshot names mapped ``+`` to ``_``, and a differing folder was removed: uploading
+    ``random@1.0_b1`` overwrote ``random@1.0+b1``'s files and the next run suspended the victim.
+    A snapshot folder is now a function of the exact label."""
+    from arena.ladder.tables import snapshot_name
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        trio.run(submit, ladder, str(_edited(tmp_path, "1.0+b1", "victim")), store, ctx())
+        victim = _intact(store, ladder, "random@1.0+b1")
+        trio.run(submit, ladder, str(_edited(tmp_path, "1.0_b1", "attacker")), store, ctx())
+        assert _intact(store, ladder, "random@1.0+b1") == victim != _intact(store, ladder, "random@1.0_b1")
+        names = {snapshot_name(label) for label in ("a@1+b", "a@1_b", "a@1%2Bb", "a@1%5Fb", "a@1 b", "a@1/b",
+                                                    "a@1.." , "a@é", "a@" + "x" * 300, "a@" + "x" * 301)}
+        assert len(names) == 10 and all("/" not in n and len(n.encode()) <= 200 for n in names)
+    finally:
+        store.close()
+
+
+def test_an_old_stores_snapshot_folders_are_still_found_and_never_replaced(tmp_path: Path):
+    """An older arena named ``random@1.0+b1``'s folder ``random@1.0_b1`` (the lossy map) and kept that
+    path in ladder_members.ref: the member still loads from it, and the label that name spelled
+    before, submitted now, gets a folder of its own."""
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        trio.run(submit, ladder, str(_edited(tmp_path, "1.0+b1", "victim")), store, ctx())
+        new = Path(member(store, ladder.name, "random@1.0+b1").ref)
+        old = new.with_name("random@1.0_b1")
+        new.rename(old)
+        with store.tx() as db:
+            db.execute("UPDATE ladder_members SET ref=? WHERE label=?",
+                       (str(old.relative_to(tmp_path)), "random@1.0+b1"))
+        assert _intact(store, ladder, "random@1.0+b1") == str(old)
+        trio.run(submit, ladder, str(_edited(tmp_path, "1.0_b1", "attacker")), store, ctx())
+        assert _intact(store, ladder, "random@1.0+b1") == str(old)
+        assert Path(_intact(store, ladder, "random@1.0_b1")) != old
+        # and a folder that some member runs from is never removed for another label, whatever its name
+        with store.tx() as db:
+            db.execute("UPDATE ladder_members SET ref=? WHERE label=?",
+                       (str(snapshot_dir(store, ladder, "random@7").relative_to(tmp_path)), "random@1.0+b1"))
+        old.rename(snapshot_dir(store, ladder, "random@7"))
+        with pytest.raises(LadderError, match="belongs to the member random@1.0\\+b1"):
+            trio.run(submit, ladder, str(_edited(tmp_path, "7", "squatter")), store, ctx())
+        _intact(store, ladder, "random@1.0+b1")
+    finally:
+        store.close()
+
+
+def test_a_bot_folder_holding_the_store_is_refused(tmp_path: Path):
+    """Submitted from the folder that holds the store (``arena submit .`` beside arena-data/), the
+    copy would carry the store's secret deal key into the bot's own files: refused, nothing copied."""
+    bot = bot_copy(tmp_path, "random", "9")
+    ladder = load_ladder(write_ladder(tmp_path, store=str(bot / "data" / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        from arena.tournament.seeds import load_secret
+        load_secret(store.path.resolve().parent)
+        with pytest.raises(LadderError, match="holds the store"):
+            trio.run(submit, ladder, str(bot), store, ctx())
+        assert not any((bot / "data").glob("ladder-bots/*/*/data/secret.key"))
+    finally:
+        store.close()

@@ -184,12 +184,14 @@ def test_a_refused_submission_leaves_no_copy(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_link_in_a_submitted_bot_is_copied_as_a_link_never_as_what_it_points_to(tmp_path: Path) -> None:
+def test_a_link_out_of_a_submitted_bot_is_refused_by_name_and_nothing_is_copied(tmp_path: Path) -> None:
     """A bot folder holding a link to a file its author may not read (here: the store's secret deal
-    key) must not get that file's bytes into the ladder's copy, which the bot then runs from."""
+    key) is refused, naming the link: followed, the file's bytes would enter the ladder's copy;
+    kept, it would still lead the bot (or a later reader) out of its folder."""
     import trio
 
     from arena.ladder import load_ladder, open_store, snapshot_dir, submit
+    from arena.bots.manifest import ManifestError
     from tests.test_ladder import bot_copy, ctx, write_ladder
 
     ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
@@ -204,9 +206,8 @@ def test_a_link_in_a_submitted_bot_is_copied_as_a_link_never_as_what_it_points_t
     async def passing(spec):
         return {"ok": True, "bot": spec.label, "faults": {}}
     try:
-        trio.run(submit, ladder, str(bot), store, ctx(checker=passing))
-        copied = snapshot_dir(store, ladder, "random@9") / "loot"
-        assert copied.is_symlink()  # the bot sees a link, which resolves only where the bot may look
-        assert os.readlink(copied) == str(secret)
+        with pytest.raises(ManifestError, match=r"loot: a link to .*outside the bot's folder"):
+            trio.run(submit, ladder, str(bot), store, ctx(checker=passing))
+        assert not snapshot_dir(store, ladder, "random@9").exists()
     finally:
         store.close()

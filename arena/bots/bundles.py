@@ -1,10 +1,12 @@
 """Bot bundles: a bot's files packed on one machine and unpacked, verified and built on another.
 
 A Dask worker may be a machine that never saw the bots' directories. The client
-packs each bot (exactly the files :meth:`arena.bots.manifest.BotSpec.files_hash`
-covers) into a reproducible tar.gz keyed by that hash; a worker unpacks it into
-its cache, checks the unpacked files hash to the key, and builds it once per
-machine. A directory in the cache therefore always holds verified files.
+packs each bot (exactly the files and links :func:`arena.bots.folder.read_folder`
+lists, checked against the hash the run read the bot under; links stay links) into
+a reproducible tar.gz keyed by that hash; a worker unpacks it into its cache, reads
+the unpacked folder with the same reader (the same rules and caps), checks it hashes
+to the key, and builds it once per machine. A directory in the cache therefore
+always holds verified files.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ArenaError
-from .manifest import MANIFEST, BotSpec, ManifestError, _walk, load_bot
+from .folder import CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
+from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
 
 CACHE_ENV = "PALACE_ARENA_CACHE"
 
@@ -41,34 +44,51 @@ def manifest_path(ref: str, spec: BotSpec) -> str:
 
 
 def pack_bot(spec: BotSpec) -> bytes:
-    """The bot's files (exactly those :meth:`BotSpec.files_hash` covers) as a reproducible tar.gz."""
+    """The bot's files and links (exactly those its files hash covers, which they are checked
+    against) as a reproducible tar.gz; a link is packed as a link, never as what it names."""
+    folder = read_folder(spec.root)
+    if folder.digest != spec.files_hash():
+        raise FolderError(f"{spec.root}: {spec.label}'s files changed since the run read them; run again")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
         # gzip's header carries a timestamp; tarfile passes mtime=None -> now, so fix it below.
-        for path in sorted(_walk(spec.root)):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(str(path.relative_to(spec.root)))
-            info.size = len(data)
-            info.mode = 0o755 if os.stat(path).st_mode & stat.S_IXUSR else 0o644
+        def add(entry: Entry, src: Reader | None) -> None:
+            if entry.kind is Kind.DIR:
+                return  # a folder's files name it; the hash covers no empty folder
+            info = tarfile.TarInfo(entry.path)
             info.mtime = 0
-            tar.addfile(info, io.BytesIO(data))
+            if entry.kind is Kind.LINK:
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry.target, 0o777
+            else:
+                info.size, info.mode = entry.size, 0o755 if entry.executable else 0o644
+            tar.addfile(info, src)  # type: ignore[arg-type]
+        pack_folder(folder, add)
     raw = buf.getvalue()
     # Zero gzip's MTIME field (bytes 4..7) so the same files always give the same blob.
     return raw[:4] + b"\0\0\0\0" + raw[8:]
 
 
 def unpack_bot(blob: bytes, dest: Path) -> None:
+    """Unpack a bundle under ``dest`` (made here): files, folders and links that stay inside it,
+    within the caps of a bot folder, counted from the headers before anything is written."""
+    if not hasattr(tarfile, "data_filter"):  # fail closed: without it a link could lead a file out of dest
+        raise BundleError("unpacking a bot bundle needs Python 3.11.4 or later (tarfile's data filter)")
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            if not (member.isfile() or member.isdir()):
-                raise BundleError(f"bot bundle holds {member.name!r}, which is not a plain file")
+        members = tar.getmembers()
+        total = 0
+        for member in members:
+            if not (member.isfile() or member.isdir() or member.issym()):
+                raise BundleError(f"bot bundle holds {member.name!r}, which is not a plain file, folder or link")
             if member.name.startswith("/") or ".." in Path(member.name).parts:
                 raise BundleError(f"bot bundle holds {member.name!r}, outside the bot's directory")
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
-            tar.extractall(dest, filter="data")
-        else:
-            tar.extractall(dest)
+            total += member.size
+        if len(members) > CAPS.files or total > CAPS.bytes:
+            raise BundleError(f"bot bundle holds more than a bot folder may ({len(members)} entries, {total} bytes)")
+        try:
+            tar.extractall(dest, filter="data")  # refuses links that lead out of dest
+        except (tarfile.TarError, OSError) as e:  # a filter's refusal, or a file written through a link
+            raise BundleError(f"bot bundle refused: {e}") from None
 
 
 def cache_root() -> Path:
@@ -120,7 +140,10 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=base))
                 try:
                     unpack_bot(blob, tmp / "bot")
-                    got = load_bot(tmp / "bot" / manifest).files_hash()
+                    try:
+                        got = read_folder(tmp / "bot").digest  # the same rules as where it was packed
+                    except FolderError as e:
+                        raise BundleError(f"bot bundle {digest[:12]} refused: {e}") from None
                     if got != digest:
                         raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
                     tmp.chmod(0o755)

@@ -14,7 +14,7 @@ from .filesystem import DEVICE_LINKS, DEVICES, contained_view, hidden_proc_entri
 
 def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
                tmp_bytes: int, env: dict[str, str], seccomp_fd: int, info_fd: int | None = None,
-               writable_cwd: bool = False) -> list[str]:
+               writable_cwd: bool = False, cwd_fd: int | None = None) -> list[str]:
     """The bwrap command line that runs ``command`` in a fresh sandbox.
 
     New user/pid/net/ipc/uts/cgroup namespaces (no network but a private
@@ -39,6 +39,11 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
 
     ``writable_cwd`` binds the directory read-write: only a contained build,
     in a copy of the bot made for it, gets that.
+
+    ``cwd_fd`` is the bot's directory as the referee checked it
+    (:func:`~arena.bots.filesystem.open_bot_dir`): bwrap binds it with
+    ``--ro-bind-fd`` and refuses to start if what it mounted is not that
+    directory, so a path swapped for a link after the check mounts nothing.
     """
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
@@ -63,7 +68,10 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     argv += ["--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
     for p in own:
-        argv += ["--bind" if writable_cwd and p == str(cwd) else "--ro-bind", p, p]
+        if p == str(cwd) and cwd_fd is not None:
+            argv += ["--bind-fd" if writable_cwd else "--ro-bind-fd", str(cwd_fd), p]
+        else:
+            argv += ["--bind" if writable_cwd and p == str(cwd) else "--ro-bind", p, p]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     argv += ["--clearenv"]

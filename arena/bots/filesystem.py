@@ -90,6 +90,25 @@ def unsuitable_sandbox_dir(cwd: Path) -> str | None:
     return None
 
 
+def open_bot_dir(path: Path) -> int:
+    """An ``O_PATH`` descriptor of the bot's directory at ``path`` (absolute, resolved), reached one
+    component at a time from ``/`` without following any link: what both containments then bind
+    into the sandbox, so the directory the referee checked is the one mounted, even if the path is
+    swapped for a link (renameat2 RENAME_EXCHANGE in a loop) after the check. Raises OSError
+    (ELOOP, ENOTDIR) when a component is a link now."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for part in Path(path).parts[1:]:
+            sub = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path]) -> bool:
     """Whether ``path`` lies inside what :func:`contained_view` shows a bot."""
     real = Path(os.path.realpath(path))

@@ -26,6 +26,7 @@ from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError
 from ..limits import MiB, Limits
+from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
@@ -149,7 +150,7 @@ def runnable(spec: BotSpec) -> BotSpec:
         return spec
     copy = _runnable_copies.get(root)
     if copy is None:
-        copy = _runnable_copies[root] = world_readable_copy(root, "palace-arena-bot-")
+        copy = _runnable_copies[root] = bot_copy(spec, "palace-arena-bot-")
     return _relocated(spec, copy)
 
 
@@ -159,18 +160,35 @@ def _relocated(spec: BotSpec, copy: Path) -> BotSpec:
     return dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root))
 
 
-def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = ()) -> Path:
+def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None) -> Path:
     """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
-    new temporary directory removed when this process exits. Returns the copied directory."""
+    new temporary directory removed when this process exits. Returns the copied directory.
+    A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
+    hash the run read it under; anything else (the arena's own package) by copytree."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     process_registry().keep_temp(root)  # a kill -9 runs no exit handler: cleanup_stale removes it
     atexit.register(shutil.rmtree, root, True)
     copy = root / directory.name
-    shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    if bot is not None:
+        try:
+            folder = read_folder(directory)
+            if folder.digest != bot.files_hash():
+                raise FolderError(f"{directory}: {bot.label}'s files changed since the run read them")
+            copy_folder(folder, copy)
+        except FolderError as e:  # what the bot's folder holds is the bot's doing: it forfeits
+            shutil.rmtree(root, ignore_errors=True)
+            raise BotCommandError(str(e)) from None
+    else:
+        shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     for path in extra:
         shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     return copy
+
+
+def bot_copy(spec: BotSpec, prefix: str) -> Path:
+    """A world-readable copy of ``spec``'s folder (see :func:`world_readable_copy`)."""
+    return world_readable_copy(spec.root.resolve(), prefix, bot=spec)
 
 
 def _read_only_mode(st: os.stat_result) -> int:
@@ -264,7 +282,10 @@ class Launcher:
 
     async def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = await self.mode()
-        copy = world_readable_copy(spec.root.resolve(), "palace-arena-build-")  # start_bot gives it to the build's uid
+        try:
+            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
+        except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
+            raise BuildError(f"{spec.label}: {e}") from None
         built = _relocated(spec, copy)
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)

@@ -7,23 +7,20 @@ path, a directory holding ``bot.toml``, or the name of a bundled reference bot.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArenaError
+from .folder import FolderError, ManifestError, read_folder, read_manifest
+
+__all__ = ["BUNDLED_DIR", "HUMAN", "MANIFEST", "NAME_RE", "BotSpec", "FolderError", "ManifestError",
+           "bundled_bots", "load_bot", "parse_manifest"]
 
 MANIFEST = "bot.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 BUNDLED_DIR = Path(__file__).resolve().parents[2] / "bots"
-SKIP_DIRS = {".git", "__pycache__", "target", "node_modules", ".venv"}
-
-
-class ManifestError(ArenaError, ValueError):
-    """A manifest that is missing, unreadable or incomplete; the message says which field."""
 
 
 @dataclass(frozen=True)
@@ -46,26 +43,19 @@ class BotSpec:
         return f"{self.name}@{self.version}"
 
     def files_hash(self) -> str:
-        """sha256 over the manifest and every file under the bot's directory (build outputs, .git,
-        node_modules, target and .venv excluded). It does not cover what the command runs outside that
-        directory: the interpreter, system libraries, a venv's installed packages."""
-        h = hashlib.sha256()
-        for path in sorted(_walk(self.root)):
-            h.update(str(path.relative_to(self.root)).encode() + b"\0")
-            h.update(path.read_bytes())
-        return h.hexdigest()
+        """sha256 over the manifest and every file and link of the bot's folder, as
+        :func:`arena.bots.folder.read_folder` reads it (build outputs, .git, node_modules, target
+        and .venv excluded), read once per spec: every later copy or pack of the bot is checked
+        against it. It does not cover what the command runs outside that folder: the interpreter,
+        system libraries, a venv's installed packages."""
+        known = self.__dict__.get("_files_hash")
+        if known is None:
+            known = read_folder(self.root).digest
+            object.__setattr__(self, "_files_hash", known)
+        return known
 
 
 HUMAN = BotSpec("human", "-", (), Path("."), Path("."), human=True)
-
-
-def _walk(root: Path):
-    for p in root.iterdir():
-        if p.is_dir():
-            if p.name not in SKIP_DIRS:
-                yield from _walk(p)
-        elif p.is_file() and not p.name.endswith((".class", ".o", ".pyc")):
-            yield p
 
 
 def bundled_bots() -> list[str]:
@@ -87,9 +77,11 @@ def load_bot(ref: str | Path) -> BotSpec:
         known = ", ".join(bundled_bots())
         raise ManifestError(f"no bot at {ref!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        data = tomllib.loads(read_manifest(path))
+    except tomllib.TOMLDecodeError as e:
         raise ManifestError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib parses nested tables and arrays recursively
+        raise ManifestError(f"{path}: not valid TOML: tables or arrays nested too deep") from None
     return parse_manifest(data, path.parent.resolve(), str(path))
 
 

@@ -64,14 +64,15 @@ class NamespaceRoot:
     writable_cwd: bool = False  # a contained build writes its products into (a copy of) its directory
     hidden_files: tuple[str, ...] = ()
     hidden_dirs: tuple[str, ...] = ()
+    cwd_fd: int = -1  # the bot's directory as checked (filesystem.open_bot_dir): what is mounted at cwd
 
     @classmethod
     def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int,
-             writable_cwd: bool = False) -> NamespaceRoot:
+             writable_cwd: bool = False, cwd_fd: int = -1) -> NamespaceRoot:
         links, system, own = contained_view(cwd, ro_binds)
         files, dirs = hidden_proc_entries()
         return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
-                   writable_cwd, files, dirs)
+                   writable_cwd, files, dirs, cwd_fd)
 
     @staticmethod
     def new_pid_namespace() -> None:
@@ -79,6 +80,11 @@ class NamespaceRoot:
         _check(_unshare(CLONE_NEWPID), "unshare pid")
 
     def enter(self) -> None:
+        if self.cwd_fd >= 0:
+            # Stand in the checked directory: unshare carries the working directory over to the new
+            # mount namespace (a descriptor from the old one cannot be a bind's source), and "." is
+            # then bound at cwd. Whatever the path names by now, the checked directory is mounted.
+            os.fchdir(self.cwd_fd)
         _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         # Nothing mounted from here on propagates back to the host.
         _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
@@ -101,7 +107,8 @@ class NamespaceRoot:
         os.makedirs(root + "/var", exist_ok=True)
         os.symlink("/tmp", root + "/var/tmp")
         for path in self.own:
-            self._bind(path, root + path, MS_NOSUID | MS_NODEV,
+            source = "." if path == self.cwd and self.cwd_fd >= 0 else path
+            self._bind(source, root + path, MS_NOSUID | MS_NODEV,
                        read_only=not (self.writable_cwd and path == self.cwd))
         os.mkdir(root + "/proc")
         _check(_mount(b"proc", (root + "/proc").encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,

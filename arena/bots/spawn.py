@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Generator, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 import trio
 
@@ -25,7 +25,7 @@ from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError
-from .filesystem import sandbox_visible, unsuitable_sandbox_dir
+from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN, BotProcess
@@ -255,6 +255,11 @@ def _finish(steps: Generator, exc: BaseException | None, forked: Any) -> Any:
     raise RuntimeError("spawn steps did not finish")
 
 
+between_check_and_mount: Callable[[Path], None] | None = None
+"""A test's hook, called with the bot's directory after every check and before the fork that
+mounts it: where an author racing the start would swap the directory for a link."""
+
+
 def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
            namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
@@ -325,6 +330,14 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             uid = lease.uid
         elif isinstance(run_as, int):
             uid = run_as
+        cwd_fd = -1
+        if contained:  # the directory checked below is the one mounted, whatever the path names later
+            try:
+                cwd_fd = open_bot_dir(cwd)
+            except OSError as exc:
+                raise BotCommandError(f"bot directory {cwd} cannot be reached without following a link "
+                                      f"({exc.strerror})") from None
+            parent_fds.append(cwd_fd)
         if uid is not None and writable_cwd:
             chown_tree(cwd, uid)
         if uid is not None:
@@ -332,6 +345,10 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                 why = inaccessible_reason(path, uid, uid, need)
                 if why:
                     raise BotStartError(f"bot uid {uid} cannot use {path}: {why}")
+        if contained:
+            held, now = os.fstat(cwd_fd), os.stat(cwd)
+            if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+                raise BotCommandError(f"bot directory {cwd} was replaced while the bot was started")
         if sandbox or namespaces:  # a private tmpfs, new at every start
             env["HOME"] = env["TMPDIR"] = "/tmp"
         else:
@@ -369,10 +386,10 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             parent_fds += [info_r, info_w]
             filter_fd = seccomp.memfd()
             parent_fds.append(filter_fd)
-            pass_fds = (info_w, filter_fd)
+            pass_fds = (info_w, filter_fd, cwd_fd)
             argv = bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
                                  tmp_bytes=limits.memory_mb * MiB, env=env, seccomp_fd=filter_fd,
-                                 info_fd=info_w, writable_cwd=writable_cwd)
+                                 info_fd=info_w, writable_cwd=writable_cwd, cwd_fd=cwd_fd)
             argv, arguments = args_fd(argv)  # the bot's environment on no host command line
             parent_fds.append(arguments)
             pass_fds += (arguments,)
@@ -383,7 +400,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             mountpoint = registry.dir / "nsroot"
             mountpoint.mkdir(mode=0o700, exist_ok=True)
             nsroot = NamespaceRoot.plan(mountpoint, cwd, [Path(p) for p in ro_binds], uid,
-                                           limits.memory_mb * MiB, writable_cwd=writable_cwd)
+                                           limits.memory_mb * MiB, writable_cwd=writable_cwd, cwd_fd=cwd_fd)
         join_fds = cg.open_join_fds() if cg is not None else []
         parent_fds += join_fds
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
@@ -408,6 +425,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             parent_fds.remove(info_w)
             return child, read_bwrap_info(info_r)
 
+        if between_check_and_mount is not None:
+            between_check_and_mount(cwd)
         try:
             popen, bwrap_info = yield spawn
         except (OSError, subprocess.SubprocessError) as exc:

@@ -16,6 +16,7 @@ Every game is a normal game of a normal tournament whose id starts with ``ladder
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.launch import ARENA_COPIES
+from ..bots.folder import FolderError, copy_folder, read_folder
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
@@ -162,42 +164,76 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     return m
 
 
-SNAPSHOT_IGNORE = {".git", "__pycache__"}
+SNAPSHOT_KEEP = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.@-")
+SNAPSHOT_NAME_MAX = 200  # bytes; a file name may have 255
+
+
+def snapshot_name(label: str) -> str:
+    """The folder name of a label's snapshot: the label with every byte outside ``[A-Za-z0-9.@-]``
+    written ``%XX`` (``_`` and ``%`` too), so two labels never share a folder, and no name is one the
+    lossy map of older stores (``+`` to ``_``) gave another label. A very long label keeps a prefix
+    and its sha256 (``%~`` never occurs in an escaped name)."""
+    out = "".join(c if c in SNAPSHOT_KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                  for c in label)
+    if len(out) > SNAPSHOT_NAME_MAX:
+        out = out[:120] + "%~" + hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()
+    return out
 
 
 def snapshot_dir(store: Store, ladder: Ladder, label: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "._@-" else "_" for c in label)
-    return store.path.resolve().parent / "ladder-bots" / ladder.name / safe
+    return store.path.resolve().parent / "ladder-bots" / ladder.name / snapshot_name(label)
+
+
+def _owner(store: Store, folder: Path) -> str | None:
+    """The label of the member of any ladder in ``store`` that runs from ``folder``, if one does."""
+    if not _has_tables(store):
+        return None
+    for label, ref in store.db.execute("SELECT label, ref FROM ladder_members"):
+        if "/" in ref and Path(resolve_ref(store, ref)).resolve() == folder.resolve():
+            return label
+    return None
 
 
 def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
     """Copy the bot's directory next to the store, so a member keeps playing exactly the files it
-    joined with even after its author edits them in place (for the next version)."""
-    dest = snapshot_dir(store, ladder, spec.label)
+    joined with even after its author edits them in place (for the next version). The copy is
+    made by the one reader of bot folders (links stay links, inside the folder), checked against
+    ``digest``; another member's folder is never removed or replaced."""
     data_dir = store.path.resolve().parent
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in SNAPSHOT_IGNORE or (Path(directory) / n).resolve() == data_dir}
-
+    if data_dir.is_relative_to(spec.root.resolve()):
+        raise LadderError(f"{spec.label}: its folder {spec.root} holds the store {store.path}; a bot folder "
+                          "may not hold the store (its secret would become the bot's file)")
+    dest = snapshot_dir(store, ladder, spec.label)
+    owner = _owner(store, dest) if dest.exists() else None
+    if owner is not None and owner != spec.label:
+        raise LadderError(f"{spec.label}: its folder {dest} belongs to the member {owner}; nothing was changed")
     if dest.exists():
         try:
             if load_bot(dest).files_hash() == digest:
                 return str(dest)
-        except (ManifestError, OSError):
+        except ManifestError:
             pass
+        if owner is not None:  # this label's own member with other files: never replaced
+            raise LadderError(f"{spec.label}: the ladder's copy at {dest} differs from {spec.root}; nothing "
+                              "was changed")
         shutil.rmtree(dest)  # left by an attempt that never registered (members are checked first)
     dest.parent.mkdir(parents=True, exist_ok=True)
     (dest.parent.parent / ARENA_COPIES).touch()  # contained bots run from a readable copy of these
-    tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
+    tmp = dest.with_name(f"{dest.name}%partial-{os.getpid()}")  # '%p' is in no snapshot's name
+    shutil.rmtree(tmp, ignore_errors=True)  # this process's own leftover
     try:
-        # links stay links: followed, a link to a file the bot's author cannot read (the store's
-        # deal secret) would put that file's bytes into the copy the bot runs from
-        shutil.copytree(spec.root, tmp, symlinks=True, ignore=ignore)
+        folder = read_folder(spec.root)
+        if folder.digest != digest:
+            raise FolderError(f"{spec.root}: {spec.label}'s files changed while submitting; submit again")
+        copy_folder(folder, tmp)
         os.replace(tmp, dest)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if not dest.exists():
             raise LadderError(f"could not copy {spec.label} from {spec.root} to {dest}: {e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     copy = load_bot(dest)
     if copy.files_hash() != digest or copy.label != spec.label:
         raise LadderError(f"the copy of {spec.label} at {dest} differs from {spec.root} (files changed while "

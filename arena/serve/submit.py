@@ -133,18 +133,25 @@ async def upload(request: Request) -> Response:
         return _form(request, 413, too_big)
     job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200])
     dest = private_copy_dir(opts.store) / job.id
-    try:
-        root = await trio.to_thread.run_sync(lambda: unpack(data, dest, max_files=opts.max_upload_files,
-                                                             max_bytes=opts.max_unpacked_bytes))
+
+    def unpacked() -> tuple[Path, Any]:
+        root = unpack(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
         spec = load_bot(root)
+        spec.files_hash()  # the folder read once, by the reader every path uses (its rules and caps)
+        return root, spec
+    try:
+        root, spec = await trio.to_thread.run_sync(unpacked)
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
     except (UploadError, ManifestError) as e:
         shutil.rmtree(dest, ignore_errors=True)  # a refused upload leaves nothing behind
-        return _form(request, 400, str(e))
+        return _form(request, 400, hide_paths(str(e), [(dest, YOUR_BOT)]))
     except OSError as e:
         shutil.rmtree(dest, ignore_errors=True)
-        return _form(request, 500, f"could not unpack the upload: {e}")
+        return _form(request, 500, f"could not unpack the upload: {e.strerror}")
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     job.label = spec.label
     request.app.state.submit_jobs[job.id] = job
     request.app.state.nursery.start_soon(run_job, request.app, job, root)

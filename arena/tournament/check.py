@@ -139,7 +139,9 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                     bank_ms: int | None = None, rules: Rules | None = None, limits: Limits | None = None,
                     all_faults: bool = False, progress: Callable[[str], None] | None = None,
                     launcher: Launcher | None = None) -> dict[str, Any]:
-    """Run the check; returns a JSON-able report (``print_report`` shows it)."""
+    """Run the check; returns a JSON-able report (``print_report`` shows it). A folder the bot may
+    not have (:mod:`arena.bots.folder`) is refused first, as a ``FolderError`` naming the file."""
+    spec.files_hash()  # the run's one reading of the folder, which every copy is checked against
     clock = TimeControl(move_ms=move_ms, bank_ms=move_ms * 5 if bank_ms is None else bank_ms)
     launcher = launcher or Launcher(limits or Limits())
     say = progress or (lambda text: None)

@@ -31,7 +31,7 @@ import msgpack
 import orjson
 import trio
 
-from ..bots.manifest import BotSpec, load_bot
+from ..bots.manifest import BotSpec, FolderError, load_bot
 from ..engine.rules import Rules
 from ..errors import ArenaError
 from ..faults import ArenaFailure
@@ -93,13 +93,20 @@ class BotSetup:
         return cls({s.label: s for s in loaded.values()}, {s.label: r for r, s in loaded.items()}, **kw)
 
     def wire(self) -> dict[str, Any]:
-        return {"refs": self.refs, "rules": self.rules.options(), "clock": self.clock.as_json(), "limits": self.limits,
-                "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
+        """The setup as plain data: each bot travels as its ref and the files hash this run read it
+        under, which :meth:`from_wire` checks on arrival."""
+        hashes = {label: spec.files_hash() for label, spec in self.specs.items() if not spec.human}
+        return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
+                "limits": self.limits, "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
                 "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
+        for label, digest in d.get("hashes", {}).items():
+            spec = specs.get(label)
+            if spec is not None and spec.files_hash() != digest:
+                raise FolderError(f"{spec.root}: {label}'s files changed since the run read them; run again")
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), d["sandbox"],
                    d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False))

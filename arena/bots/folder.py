@@ -1,0 +1,399 @@
+"""The one reader of a bot folder: what every path that hashes, copies, packs or unpacks a bot uses.
+
+A bot folder is a stranger's: the referee (often root) must never follow it somewhere else, block
+on it, or read it whole into memory. So a folder is read once, without following any link, into
+a :class:`Folder` (its entries and their hash), and every copy or pack is made from that listing
+and checked against its hash while it is written. The rules (docs/SANDBOX.md, "What a bot folder
+may hold"):
+
+* only regular files, folders and symbolic links; a FIFO, socket or device is refused, named,
+  and so is a hard link (where the kernel allows linking a file one cannot read, that file would
+  be read as root);
+* a link stays a link: relative, and it leads only to a file inside the folder (or to nothing
+  yet, such as a build's output); a link to an absolute path, out of the folder, to a folder
+  (``a -> .`` loops) or through another link to any of those is refused, named;
+* a file counts as the larger of its length and the blocks it holds, so a sparse file is refused
+  by its length before it is read; files are hashed in chunks;
+* at most :data:`CAPS` files, bytes and folder depth;
+* build outputs and environments (:data:`SKIP_DIRS`, :data:`SKIP_SUFFIXES`) are not part of the
+  bot: neither hashed, copied nor packed.
+
+Every refusal is a :class:`FolderError` (a :class:`ManifestError`: a bot that cannot be loaded)
+naming the file; nothing here raises a bare ``OSError`` for what a folder holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from ..errors import ArenaError
+
+SKIP_DIRS = frozenset({".git", "__pycache__", "target", "node_modules", ".venv"})
+SKIP_SUFFIXES = (".class", ".o", ".pyc")
+CHUNK = 1 << 20
+MANIFEST_BYTES = 1 << 20  # a bot.toml is a few hundred bytes
+
+
+class ManifestError(ArenaError, ValueError):
+    """A bot that cannot be loaded: its manifest is missing, unreadable or incomplete (the message
+    says which field), or its folder holds what a bot may not (:class:`FolderError`)."""
+
+
+class FolderError(ManifestError):
+    """A bot folder refused: the message names the file and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How much a bot folder may hold (files and links, bytes counted by length or blocks, depth)."""
+
+    files: int = 10_000
+    bytes: int = 256 << 20
+    depth: int = 32
+
+
+CAPS = Caps()
+
+
+class Kind(Enum):
+    FILE = "file"
+    DIR = "folder"
+    LINK = "link"
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str  # relative to the folder, '/'-separated
+    kind: Kind
+    size: int = 0  # a file's length
+    executable: bool = False
+    target: str = ""  # a link's text
+    inode: tuple[int, int] = (0, 0)  # a file's (device, inode) when listed
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.path.split("/"))
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A bot folder as read once: its entries in hash order and the hash of their contents."""
+
+    root: Path
+    inode: tuple[int, int]
+    entries: tuple[Entry, ...]
+    digest: str
+
+
+def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
+    """List and hash the folder at ``root`` without following any link in it; refuse what it
+    may not hold (:class:`FolderError`, naming the file).
+
+    The digest is sha256 over every file's path, NUL and bytes, and every link's path, NUL and
+    text, in path order: a folder of plain files hashes as it did before links were kept, so the
+    hashes ladder stores keep still match."""
+    root = Path(root)
+    fd = _open_root(root)
+    try:
+        st = os.fstat(fd)
+        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0]), key=lambda e: e.parts)
+        _check_links(root, entries)
+        digest = _replay(root, fd, entries, None)
+    finally:
+        os.close(fd)
+    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest)
+
+
+def copy_folder(folder: Folder, dest: Path) -> None:
+    """Write ``folder``'s entries under ``dest`` (which must not exist): files 0644 or 0755, links
+    as links. What is written must hash to ``folder.digest`` (the folder is read again, not
+    trusted to be unchanged); otherwise the copy is removed and :class:`FolderError` raised."""
+    dest = Path(dest)
+    dest.mkdir(mode=0o755)
+
+    def add(entry: Entry, src: Reader | None) -> None:
+        target = dest / entry.path
+        if entry.kind is Kind.DIR:
+            target.mkdir(mode=0o755)
+        elif entry.kind is Kind.LINK:
+            os.symlink(entry.target, target)
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o755 if entry.executable else 0o644)
+            assert src is not None  # a file comes with its reader
+            with os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(src, out, CHUNK)
+
+    try:
+        pack_folder(folder, add)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> None:
+    """Hand each entry of ``folder`` to ``add`` in hash order, a file with a :class:`Reader` of its
+    bytes (exactly its listed length, streamed), and check what was read against ``folder.digest``
+    (a folder changed since it was read is refused)."""
+    fd = _open_root(folder.root, folder.inode)
+    try:
+        digest = _replay(folder.root, fd, folder.entries, add)
+    finally:
+        os.close(fd)
+    if digest != folder.digest:
+        raise FolderError(f"{folder.root}: the bot's files changed since they were read; run again")
+
+
+def read_manifest(path: Path) -> str:
+    """The text of a manifest: a regular file of at most :data:`MANIFEST_BYTES`, opened without
+    blocking (a FIFO is refused, not waited on). A link is followed only to a file inside the
+    manifest's own folder, through no other link."""
+    path = Path(path)
+    root = path.parent.resolve()
+    parts: tuple[str, ...] = (path.name,)
+    try:
+        st = os.lstat(root / path.name)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(root / path.name)
+            where = _link_target(path.name, target)
+            if where is None:
+                raise FolderError(f"{path}: the manifest is a link ({target!r}) that leads out of the bot's folder")
+            parts = tuple(where.split("/"))
+        root_fd = _open_root(root)
+        try:
+            fd = _open_below(root_fd, parts)
+        finally:
+            os.close(root_fd)
+    except OSError as e:
+        raise FolderError(f"{path}: cannot read the manifest: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FolderError(f"{path}: the manifest is a {_kind_name(st.st_mode)}, not a file")
+        data = fh.read(MANIFEST_BYTES + 1)
+    if len(data) > MANIFEST_BYTES:
+        raise FolderError(f"{path}: the manifest is larger than {MANIFEST_BYTES >> 10} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FolderError(f"{path}: the manifest is not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def _open_root(root: Path, inode: tuple[int, int] | None = None) -> int:
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise FolderError(f"{root}: cannot read the bot's folder: {e.strerror}") from None
+    st = os.fstat(fd)
+    if inode is not None and (st.st_dev, st.st_ino) != inode:
+        os.close(fd)
+        raise FolderError(f"{root}: the bot's folder was replaced since it was read; run again")
+    return fd
+
+
+def _kind_name(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder"), (stat.S_ISLNK, "link")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[int]) -> Iterator[Entry]:
+    """The entries below the open folder ``dfd`` (at ``rel``), never following a link."""
+    try:
+        names = os.listdir(dfd)
+    except OSError as e:
+        raise FolderError(f"{root / rel}: cannot list this folder: {e.strerror}") from None
+    for name in names:
+        path = f"{rel}/{name}" if rel else name
+        where = root / path
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise FolderError(f"{root / rel!s}: a file name that is not UTF-8 ({name!r})") from None
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError as e:
+            raise FolderError(f"{where}: cannot read it: {e.strerror}") from None
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            if name in SKIP_DIRS:
+                continue
+            if depth >= caps.depth:
+                raise FolderError(f"{where}: folders nested deeper than {caps.depth} levels")
+            kind = Kind.DIR
+        elif stat.S_ISREG(mode):
+            if name.endswith(SKIP_SUFFIXES):
+                continue
+            if st.st_nlink > 1:  # another name of it may be a file the author could never read
+                raise FolderError(f"{where}: a file with {st.st_nlink - 1} other name(s) (a hard link); "
+                                  "a bot folder holds its own files: copy it instead")
+            kind = Kind.FILE
+            count[1] += max(st.st_size, st.st_blocks * 512)  # a sparse file by its length
+            if count[1] > caps.bytes:
+                raise FolderError(f"{where}: the bot's files exceed {caps.bytes >> 20} MiB "
+                                  f"(this one is {st.st_size} bytes long)")
+        elif stat.S_ISLNK(mode):
+            kind = Kind.LINK
+        else:
+            raise FolderError(f"{where}: a {_kind_name(mode)}; a bot folder holds only files, folders and links")
+        count[0] += 1
+        if count[0] > caps.files:
+            raise FolderError(f"{where}: the bot's folder holds more than {caps.files} entries")
+        if kind is Kind.LINK:
+            try:
+                target = os.readlink(name, dir_fd=dfd)
+            except OSError as e:
+                raise FolderError(f"{where}: cannot read the link: {e.strerror}") from None
+            yield Entry(path, kind, target=target)
+        elif kind is Kind.FILE:
+            yield Entry(path, kind, st.st_size, bool(mode & stat.S_IXUSR), inode=(st.st_dev, st.st_ino))
+        else:
+            yield Entry(path, kind)
+            try:
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as e:
+                raise FolderError(f"{where}: cannot open the folder: {e.strerror}") from None
+            try:
+                yield from _walk(root, sub, path, depth + 1, caps, count)
+            finally:
+                os.close(sub)
+
+
+def _link_target(link: str, target: str) -> str | None:
+    """Where the link at ``link`` (a path in the folder) leads, lexically, as a path in the
+    folder; None if it leads out of it or to the folder itself."""
+    if target.startswith("/") or not target:
+        return None
+    norm = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+    if norm in (".", "..") or norm.startswith("../"):
+        return None
+    return norm
+
+
+def _check_links(root: Path, entries: list[Entry]) -> None:
+    """Every link leads, through links of the folder only, to a file of the folder or to nothing."""
+    index = {e.path: e for e in entries}
+    for entry in entries:
+        if entry.kind is not Kind.LINK:
+            continue
+        seen = {entry.path}
+        cur = entry
+        while True:
+            norm = _link_target(cur.path, cur.target)
+            if norm is None:
+                raise FolderError(f"{root / entry.path}: a link to {entry.target!r}, which is outside the bot's "
+                                  "folder; a link may lead only to a file inside it")
+            parts = norm.split("/")
+            for i in range(1, len(parts)):
+                above = index.get("/".join(parts[:i]))
+                if above is not None and above.kind is Kind.LINK:
+                    raise FolderError(f"{root / entry.path}: a link to {entry.target!r}, through the link "
+                                      f"{above.path!r}; a link may lead only to a file inside the folder")
+            found = index.get(norm)
+            if found is None or found.kind is Kind.FILE:
+                break
+            if found.kind is Kind.DIR:
+                raise FolderError(f"{root / entry.path}: a link to the folder {entry.target!r}; a link may lead "
+                                  "only to a file (a link to a folder can loop)")
+            if found.path in seen:
+                raise FolderError(f"{root / entry.path}: links that lead in a circle ({entry.target!r})")
+            seen.add(found.path)
+            cur = found
+
+
+# --------------------------------------------------------------------------- reading the files
+
+
+def _hash_entry(entry: Entry, h: "hashlib._Hash") -> None:
+    h.update(entry.path.encode() + b"\0")
+    if entry.kind is Kind.LINK:
+        h.update(b"\0symlink\0" + entry.target.encode())
+
+
+class Reader:
+    """A listed file's bytes, read in chunks and hashed as they pass: exactly its listed length."""
+
+    def __init__(self, root: Path, entry: Entry, fd: int, h: "hashlib._Hash"):
+        self.root, self.entry, self.fd, self.h, self.left = root, entry, fd, h, entry.size
+
+    def read(self, n: int | None = -1) -> bytes:
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        if n == 0:
+            return b""
+        chunk = os.read(self.fd, min(n, CHUNK))
+        if not chunk:
+            raise FolderError(f"{self.root / self.entry.path}: shrank while the bot was read; run again")
+        self.left -= len(chunk)
+        self.h.update(chunk)
+        return chunk
+
+    def finish(self) -> None:
+        while self.read(CHUNK):
+            pass
+        if os.read(self.fd, 1):
+            raise FolderError(f"{self.root / self.entry.path}: grew while the bot was read; run again")
+
+
+def _open_below(root_fd: int, parts: tuple[str, ...]) -> int:
+    """The file at ``parts`` below the open folder ``root_fd``, opened read-only without blocking
+    and with no link followed on the way (OSError otherwise)."""
+    fds: list[int] = []
+    cur = root_fd
+    try:
+        for part in parts[:-1]:
+            cur = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            fds.append(cur)
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=cur)
+    finally:
+        for d in fds:
+            os.close(d)
+
+
+def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
+    """The listed file ``entry``, opened below ``root_fd`` (:func:`_open_below`) and checked to be
+    the very file listed (a swap in between is refused)."""
+    try:
+        fd = _open_below(root_fd, entry.parts)
+    except OSError as e:
+        raise FolderError(f"{root / entry.path}: changed while the bot was read ({e.strerror}); run again") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != entry.inode or st.st_size != entry.size:
+        os.close(fd)
+        raise FolderError(f"{root / entry.path}: changed while the bot was read; run again")
+    return fd
+
+
+def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
+            add: Callable[[Entry, Reader | None], None] | None) -> str:
+    """The hash of ``entries`` (in order), each handed to ``add`` (a file with its reader)."""
+    h = hashlib.sha256()
+    for entry in entries:
+        if entry.kind is Kind.FILE:
+            fd = _open_file(root, root_fd, entry)
+            try:
+                _hash_entry(entry, h)
+                reader = Reader(root, entry, fd, h)
+                if add is not None:
+                    add(entry, reader)
+                reader.finish()
+            finally:
+                os.close(fd)
+            continue
+        if entry.kind is Kind.LINK:
+            _hash_entry(entry, h)
+        if add is not None:
+            add(entry, None)
+    return h.hexdigest()
