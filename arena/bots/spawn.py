@@ -447,6 +447,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         helpers = children_of(popen.pid) if contained else {}
         registry.write_record(name, {
             "procs": [[popen.pid, start], *map(list, helpers.items())],
+            "pid": popen.pid, "start": start,  # what arena versions before "procs" read
             "uid": uid, "uid_exclusive": lease is not None,
             "token": f"{ENV_TOKEN}={token}", "home": str(home) if home else None,
             "cgroups": [str(d) for d in cg.dirs.values()] if cg else [],
