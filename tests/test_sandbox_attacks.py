@@ -412,3 +412,117 @@ def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fre
     assert "containment: namespaces" not in result.output
     if NS_PROBLEM is None:  # the default still falls back, and says which one it chose
         assert trio.run(Launcher().mode) == NAMESPACES
+
+
+# -- the system-call filter is an allow-list ----------------------------------------------------
+
+EXAMPLES = HERE.parent / "examples" / "bots"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+TOOLCHAINS = {"python": "python3", "javascript": "node", "c": "gcc", "bash": "bash", "java": "javac", "rust": "cargo"}
+
+
+@pytest.mark.parametrize("lang", sorted(TOOLCHAINS))
+@pytest.mark.parametrize("sandbox", MODES)
+def test_every_starter_bot_builds_and_plays_contained(base, sandbox, lang):
+    """The allow-list is built from what the starters call: each one the machine has a toolchain
+    for builds (under the filter too) and plays a whole game without a fault."""
+    if shutil.which(TOOLCHAINS[lang], path=SYSTEM_PATH) is None:  # a contained build sees only the system's
+        pytest.skip(f"no system-wide {TOOLCHAINS[lang]} on this machine")
+    d = base / lang
+    shutil.copytree(EXAMPLES / lang, d, ignore=shutil.ignore_patterns("target", "*.class"))
+    for p in [d, *d.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    rec, stderr = trio.run(play_table, [load_bot(d), load_bot("random")], Launcher(sandbox=sandbox))
+    assert not rec.faults, (rec.faults, stderr[0][-5:])
+    assert rec.result is not None and rec.result["reason"] != "forfeit"
+
+
+REFUSED = {
+    # calls the list lacks: new mount and memory calls, the persona, numbers no kernel assigns yet
+    "open_tree_attr", "listmount", "statmount", "memfd_secret", "personality", "unassigned 600",
+    "unassigned 1000",
+    # another ABI on this architecture (x32)
+    "x32 getpid",
+    # kernel-wide counters one seat moves and another reads (memfd and pidfd inode numbers, the
+    # autogroup id each new session takes) and sharing a CPU's counters with another seat
+    "memfd_create", "pidfd_open", "clone CLONE_PIDFD", "setsid", "sched_setaffinity",
+    # the old inotify call, a waiting OFD lock, and sockets other than UNIX ones
+    "inotify_init", "F_OFD_SETLKW", "AF_INET6 socket", "AF_NETLINK socket", "AF_INET socket",
+}
+RUN_ON_THE_HOST = REFUSED - {"unassigned 600", "unassigned 1000", "x32 getpid", "memfd_secret",
+                             "open_tree_attr", "listmount", "statmount"}
+"""What runs on any kernel the arena supports, as root outside the sandbox (so the probe can tell)."""
+
+
+def probe_report(base: Path, sandbox: bool | None) -> dict[str, str]:
+    shutil.copy(HERE / "fairplay_bots" / "syscalls.py", base / "syscalls.py")
+    (base / "syscalls.py").chmod(0o644)
+    if sandbox is None:  # on the host, unfiltered
+        out = subprocess.run(["/usr/bin/python3", "syscalls.py"], cwd=base, capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        return json.loads(out)
+
+    async def main():
+        bot = await start_bot(["/usr/bin/python3", "syscalls.py"], base, sandbox=sandbox, namespaces=not sandbox)
+        async with bot:
+            return json.loads(await bot.receive_line(30))
+    return trio.run(main)
+
+
+def test_the_probe_can_tell_on_the_host(base):
+    report = probe_report(base, None)
+    assert REFUSED <= set(report)
+    if os.geteuid() == 0:
+        assert {name: report[name] for name in RUN_ON_THE_HOST if report[name] != "ran"} == {}
+    assert report["read /proc/zoneinfo"] == "ran"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_calls_the_list_lacks_are_refused(base, sandbox):
+    """Each call on the list above, written here and not read from the filter's own list, fails
+    with the filter's EPERM (known but not allowed) or ENOSYS (newer than the list), and
+    /proc/zoneinfo (every zone's free-page counters) cannot be read."""
+    report = probe_report(base, sandbox)
+    assert {name: report[name] for name in REFUSED if report[name] not in ("EPERM", "ENOSYS")} == {}
+    assert report["x32 getpid"] == "EPERM"  # another ABI: refused as such, not left to the kernel
+    assert report["read /proc/zoneinfo"] in ("ENOENT", "EACCES", "empty")
+
+
+INT80 = r"""
+#include <stdio.h>
+#include <sys/file.h>
+static char info[128];  /* a static buffer: its address fits the 32-bit ABI's registers (no PIE) */
+static long i386(long nr, long a, long b) {
+    long r;
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b) : "memory");
+    return r;
+}
+int main(void) {
+    FILE *f = fopen("/etc/hostname", "r");
+    printf("getpid %ld flock %ld inotify_init %ld sysinfo %ld\n", i386(20, 0, 0),
+           i386(143, fileno(f), LOCK_SH), i386(291, 0, 0), i386(116, (long)info, 0));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the 32-bit ABI probe")
+@pytest.mark.parametrize("sandbox", MODES)
+def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
+    """``int 0x80`` from a 64-bit program reaches the kernel's 32-bit call table, where flock,
+    inotify_init and sysinfo have other numbers: every call of that ABI fails with EPERM."""
+    (base / "int80.c").write_text(INT80)
+    subprocess.run(["gcc", "-O0", "-no-pie", "-o", str(base / "int80"), str(base / "int80.c")], check=True)
+    (base / "int80").chmod(0o755)
+    host = subprocess.run([str(base / "int80")], capture_output=True, text=True, timeout=30)
+    if host.returncode != 0:
+        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    values = dict(zip(*[iter(host.stdout.split())] * 2))
+    assert int(values["getpid"]) > 0 and int(values["flock"]) == 0 and int(values["sysinfo"]) == 0, host.stdout
+
+    async def main():
+        bot = await start_bot([str(base / "int80")], base, sandbox=sandbox, namespaces=not sandbox)
+        async with bot:
+            return await bot.receive_line(30)
+    eperm = -errno.EPERM
+    assert trio.run(main) == f"getpid {eperm} flock {eperm} inotify_init {eperm} sysinfo {eperm}"
