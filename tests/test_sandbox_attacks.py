@@ -20,7 +20,9 @@ import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -292,8 +294,10 @@ page = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)  # the pag
 word = ctypes.c_uint32.from_address(page).value
 if sys.argv[1] == "wait":
     print("waiting", flush=True)
-    timeout = (ctypes.c_long * 2)(5, 0)
-    r = libc.syscall(202, ctypes.c_void_p(page), 0, ctypes.c_uint32(word), timeout, None, 0)  # FUTEX_WAIT, shared
+    op = int(sys.argv[2])  # FUTEX_WAIT (a relative timeout) or FUTEX_WAIT_BITSET (an absolute one), shared
+    at = 5 + (time.monotonic() if op == 9 else 0)
+    timeout = (ctypes.c_long * 2)(int(at), 0)
+    r = libc.syscall(202, ctypes.c_void_p(page), op, ctypes.c_uint32(word), timeout, None, ctypes.c_uint32(0xFFFFFFFF))
     print(f"woken {r == 0} errno {ctypes.get_errno()}", flush=True)
 else:
     woke = 0
@@ -304,8 +308,9 @@ else:
 """
 
 
+@pytest.mark.parametrize("op", [pytest.param(0, id="FUTEX_WAIT"), pytest.param(9, id="FUTEX_WAIT_BITSET")])
 @pytest.mark.parametrize("sandbox", MODES)
-def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox):
+def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
     """One seat waits on a shared futex in a page of a file both map, the other wakes it: keyed
     by the file, this passes a bit per wake between sandboxes unless waiting is refused."""
     (base / "futex.py").write_text(FUTEX_PAIR)
@@ -313,7 +318,7 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox):
 
     async def main():
         kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait"], base, **kw)
+        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
         async with waiter:
             assert await waiter.receive_line(30) == "waiting"
             waker = await start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
@@ -526,3 +531,53 @@ def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
             return await bot.receive_line(30)
     eperm = -errno.EPERM
     assert trio.run(main) == f"getpid {eperm} flock {eperm} inotify_init {eperm} sysinfo {eperm}"
+
+
+# -- each seat has a network namespace of its own -------------------------------------------------
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sandbox):
+    """An abstract UNIX socket needs no file, only a shared network namespace: one seat listens,
+    the other connects and sends a byte, and reads /proc/net/unix for the listener's name and a
+    name this (host) process bound. Each seat has its own namespace: the connection is refused
+    and neither name is listed."""
+    shutil.copy(HERE / "fairplay_bots" / "abstract.py", base / "abstract.py")
+    (base / "abstract.py").chmod(0o644)
+    tag = os.urandom(6).hex()
+    host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.bind(f"\0arena-host-{tag}")
+    host.listen(1)
+
+    async def main():
+        kw = dict(sandbox=sandbox, namespaces=not sandbox)
+        listener = await start_bot(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
+        async with listener:
+            assert await listener.receive_line(30) == "listening"
+            sender = await start_bot(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
+                                      f"arena-host-{tag}"], base, **kw)
+            async with sender:
+                return await sender.receive_line(30)
+
+    try:
+        assert "@arena-host-" + tag in Path("/proc/net/unix").read_text()  # the host does list it
+        assert trio.run(main) == "ECONNREFUSED seen none"
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_lower_hard_limit_of_the_referee_still_starts_bots(base, sandbox):
+    """Under ``prlimit --nofile=200:200`` (below a bot's default 256) the arena cannot raise a
+    hard limit without CAP_SYS_RESOURCE; it keeps each limit within its own, and bots start."""
+    script = ("import resource, trio\n"
+              "from arena.bots.start import start_bot\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
+              "async def main():\n"
+              f"    bot = await start_bot(['/usr/bin/python3', '-c', 'import resource; "
+              f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', sandbox={sandbox}, "
+              f"namespaces={not sandbox})\n"
+              "    async with bot:\n"
+              "        print(await bot.receive_line(30))\n"
+              "trio.run(main)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "(200, 200)", out.stderr[-2000:]
