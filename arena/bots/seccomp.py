@@ -34,7 +34,7 @@ ALLOWED = (
     "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
     "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink",
     "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
-    "chmod", "fchmod", "fchmodat", "fchown", "chown", "lchown", "fchownat", "umask", "truncate",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "fchown", "chown", "lchown", "fchownat", "umask", "truncate",
     "ftruncate", "fsync", "fdatasync", "sync_file_range", "fallocate", "utime", "utimes",
     "utimensat", "futimesat", "dup", "dup2", "dup3", "pipe", "pipe2", "sendfile", "splice", "tee",
     "copy_file_range", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
@@ -53,10 +53,14 @@ ALLOWED = (
     "getgroups", "getrlimit", "setrlimit", "prlimit64", "getrusage", "times", "getpriority",
     "setpriority", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
     "sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval", "sched_getattr",
-    "uname", "getrandom", "restart_syscall", "sigaltstack", "rt_sigaction", "rt_sigprocmask",
+    "uname", "getrandom", "getcpu", "restart_syscall", "sigaltstack", "rt_sigaction", "rt_sigprocmask",
     "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait", "rt_sigqueueinfo",
     "rt_tgsigqueueinfo", "pause", "alarm", "getitimer", "setitimer", "timer_create",
     "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+    # System V and POSIX IPC: each bot has an IPC namespace of its own
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
     # time
     "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
     # UNIX sockets only (the socket rules below): what a bot uses between its own processes
@@ -65,7 +69,7 @@ ALLOWED = (
 )
 """Calls a bot may make with any arguments."""
 
-NEWER = {"faccessat2": 439, "close_range": 436, "openat2": 437, "epoll_pwait2": 441, "clone3": 435,
+NEWER = {"fchmodat2": 452, "faccessat2": 439, "close_range": 436, "openat2": 437, "epoll_pwait2": 441, "clone3": 435,
          "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}
 """Numbers of calls newer than some libseccomp releases know (the same on every architecture from 424 on)."""
 
