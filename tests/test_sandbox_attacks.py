@@ -20,7 +20,9 @@ import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -292,8 +294,10 @@ page = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)  # the pag
 word = ctypes.c_uint32.from_address(page).value
 if sys.argv[1] == "wait":
     print("waiting", flush=True)
-    timeout = (ctypes.c_long * 2)(5, 0)
-    r = libc.syscall(202, ctypes.c_void_p(page), 0, ctypes.c_uint32(word), timeout, None, 0)  # FUTEX_WAIT, shared
+    op = int(sys.argv[2])  # FUTEX_WAIT (a relative timeout) or FUTEX_WAIT_BITSET (an absolute one), shared
+    at = 5 + (time.monotonic() if op == 9 else 0)
+    timeout = (ctypes.c_long * 2)(int(at), 0)
+    r = libc.syscall(202, ctypes.c_void_p(page), op, ctypes.c_uint32(word), timeout, None, ctypes.c_uint32(0xFFFFFFFF))
     print(f"woken {r == 0} errno {ctypes.get_errno()}", flush=True)
 else:
     woke = 0
@@ -304,8 +308,9 @@ else:
 """
 
 
+@pytest.mark.parametrize("op", [pytest.param(0, id="FUTEX_WAIT"), pytest.param(9, id="FUTEX_WAIT_BITSET")])
 @pytest.mark.parametrize("sandbox", MODES)
-def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox):
+def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
     """One seat waits on a shared futex in a page of a file both map, the other wakes it: keyed
     by the file, this passes a bit per wake between sandboxes unless waiting is refused."""
     (base / "futex.py").write_text(FUTEX_PAIR)
@@ -313,7 +318,7 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox):
 
     async def main():
         kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait"], base, **kw)
+        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
         async with waiter:
             assert await waiter.receive_line(30) == "waiting"
             waker = await start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
@@ -376,10 +381,10 @@ def test_a_mode_is_skipped_only_where_the_machine_lacks_it():
 
 @pytest.mark.parametrize("sandbox", MODES)
 def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatch, fresh_probes):
-    """With the system-call filter emptied (as if a rule were lost), the channels it closes open
+    """With the system-call filter allowing every call (as if its list had lost its rules), the channels it closes open
     (so the pair's test can tell), but bubblewrap's --disable-userns still refuses a nested user
     namespace, and no_new_privs is still set, in both modes."""
-    monkeypatch.setattr(seccomp, "_rules", lambda sc: [])
+    monkeypatch.setattr(seccomp, "_rules", lambda sc: [(sc.ALLOW, nr, ()) for nr in range(seccomp.MAX_NR)])
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
     rec, stderr = trio.run(play_table, pair, Launcher(sandbox=sandbox))
     report = reports(stderr[0])[0]
@@ -412,3 +417,167 @@ def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fre
     assert "containment: namespaces" not in result.output
     if NS_PROBLEM is None:  # the default still falls back, and says which one it chose
         assert trio.run(Launcher().mode) == NAMESPACES
+
+
+# -- the system-call filter is an allow-list ----------------------------------------------------
+
+EXAMPLES = HERE.parent / "examples" / "bots"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+TOOLCHAINS = {"python": "python3", "javascript": "node", "c": "gcc", "bash": "bash", "java": "javac", "rust": "cargo"}
+
+
+@pytest.mark.parametrize("lang", sorted(TOOLCHAINS))
+@pytest.mark.parametrize("sandbox", MODES)
+def test_every_starter_bot_builds_and_plays_contained(base, sandbox, lang):
+    """The allow-list is built from what the starters call: each one the machine has a toolchain
+    for builds (under the filter too) and plays a whole game without a fault."""
+    if shutil.which(TOOLCHAINS[lang], path=SYSTEM_PATH) is None:  # a contained build sees only the system's
+        pytest.skip(f"no system-wide {TOOLCHAINS[lang]} on this machine")
+    d = base / lang
+    shutil.copytree(EXAMPLES / lang, d, ignore=shutil.ignore_patterns("target", "*.class"))
+    for p in [d, *d.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    rec, stderr = trio.run(play_table, [load_bot(d), load_bot("random")], Launcher(sandbox=sandbox))
+    assert not rec.faults, (rec.faults, stderr[0][-5:])
+    assert rec.result is not None and rec.result["reason"] != "forfeit"
+
+
+REFUSED = {
+    # calls the list lacks: new mount and memory calls, the persona, numbers no kernel assigns yet
+    "open_tree_attr", "listmount", "statmount", "memfd_secret", "personality", "unassigned 600",
+    "unassigned 1000",
+    # another ABI on this architecture (x32)
+    "x32 getpid",
+    # kernel-wide counters one seat moves and another reads (memfd and pidfd inode numbers, the
+    # autogroup id each new session takes) and sharing a CPU's counters with another seat
+    "memfd_create", "pidfd_open", "clone CLONE_PIDFD", "setsid", "sched_setaffinity",
+    # the old inotify call, a waiting OFD lock, and sockets other than UNIX ones
+    "inotify_init", "F_OFD_SETLKW", "AF_INET6 socket", "AF_NETLINK socket", "AF_INET socket",
+}
+RUN_ON_THE_HOST = REFUSED - {"unassigned 600", "unassigned 1000", "x32 getpid", "memfd_secret",
+                             "open_tree_attr", "listmount", "statmount"}
+"""What runs on any kernel the arena supports, as root outside the sandbox (so the probe can tell)."""
+
+
+def probe_report(base: Path, sandbox: bool | None) -> dict[str, str]:
+    shutil.copy(HERE / "fairplay_bots" / "syscalls.py", base / "syscalls.py")
+    (base / "syscalls.py").chmod(0o644)
+    if sandbox is None:  # on the host, unfiltered
+        out = subprocess.run(["/usr/bin/python3", "syscalls.py"], cwd=base, capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        return json.loads(out)
+
+    async def main():
+        bot = await start_bot(["/usr/bin/python3", "syscalls.py"], base, sandbox=sandbox, namespaces=not sandbox)
+        async with bot:
+            return json.loads(await bot.receive_line(30))
+    return trio.run(main)
+
+
+def test_the_probe_can_tell_on_the_host(base):
+    report = probe_report(base, None)
+    assert REFUSED <= set(report)
+    if os.geteuid() == 0:
+        assert {name: report[name] for name in RUN_ON_THE_HOST if report[name] != "ran"} == {}
+    assert report["read /proc/zoneinfo"] == "ran"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_calls_the_list_lacks_are_refused(base, sandbox):
+    """Each call on the list above, written here and not read from the filter's own list, fails
+    with the filter's EPERM (known but not allowed) or ENOSYS (newer than the list), and
+    /proc/zoneinfo (every zone's free-page counters) cannot be read."""
+    report = probe_report(base, sandbox)
+    assert {name: report[name] for name in REFUSED if report[name] not in ("EPERM", "ENOSYS")} == {}
+    assert report["x32 getpid"] == "EPERM"  # another ABI: refused as such, not left to the kernel
+    assert report["read /proc/zoneinfo"] in ("ENOENT", "EACCES", "empty")
+
+
+INT80 = r"""
+#include <stdio.h>
+#include <sys/file.h>
+static char info[128];  /* a static buffer: its address fits the 32-bit ABI's registers (no PIE) */
+static long i386(long nr, long a, long b) {
+    long r;
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b) : "memory");
+    return r;
+}
+int main(void) {
+    FILE *f = fopen("/etc/hostname", "r");
+    printf("getpid %ld flock %ld inotify_init %ld sysinfo %ld\n", i386(20, 0, 0),
+           i386(143, fileno(f), LOCK_SH), i386(291, 0, 0), i386(116, (long)info, 0));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the 32-bit ABI probe")
+@pytest.mark.parametrize("sandbox", MODES)
+def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
+    """``int 0x80`` from a 64-bit program reaches the kernel's 32-bit call table, where flock,
+    inotify_init and sysinfo have other numbers: every call of that ABI fails with EPERM."""
+    (base / "int80.c").write_text(INT80)
+    subprocess.run(["gcc", "-O0", "-no-pie", "-o", str(base / "int80"), str(base / "int80.c")], check=True)
+    (base / "int80").chmod(0o755)
+    host = subprocess.run([str(base / "int80")], capture_output=True, text=True, timeout=30)
+    if host.returncode != 0:
+        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    values = dict(zip(*[iter(host.stdout.split())] * 2))
+    assert int(values["getpid"]) > 0 and int(values["flock"]) == 0 and int(values["sysinfo"]) == 0, host.stdout
+
+    async def main():
+        bot = await start_bot([str(base / "int80")], base, sandbox=sandbox, namespaces=not sandbox)
+        async with bot:
+            return await bot.receive_line(30)
+    eperm = -errno.EPERM
+    assert trio.run(main) == f"getpid {eperm} flock {eperm} inotify_init {eperm} sysinfo {eperm}"
+
+
+# -- each seat has a network namespace of its own -------------------------------------------------
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sandbox):
+    """An abstract UNIX socket needs no file, only a shared network namespace: one seat listens,
+    the other connects and sends a byte, and reads /proc/net/unix for the listener's name and a
+    name this (host) process bound. Each seat has its own namespace: the connection is refused
+    and neither name is listed."""
+    shutil.copy(HERE / "fairplay_bots" / "abstract.py", base / "abstract.py")
+    (base / "abstract.py").chmod(0o644)
+    tag = os.urandom(6).hex()
+    host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.bind(f"\0arena-host-{tag}")
+    host.listen(1)
+
+    async def main():
+        kw = dict(sandbox=sandbox, namespaces=not sandbox)
+        listener = await start_bot(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
+        async with listener:
+            assert await listener.receive_line(30) == "listening"
+            sender = await start_bot(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
+                                      f"arena-host-{tag}"], base, **kw)
+            async with sender:
+                return await sender.receive_line(30)
+
+    try:
+        assert "@arena-host-" + tag in Path("/proc/net/unix").read_text()  # the host does list it
+        assert trio.run(main) == "ECONNREFUSED seen none"
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_lower_hard_limit_of_the_referee_still_starts_bots(base, sandbox):
+    """Under ``prlimit --nofile=200:200`` (below a bot's default 256) the arena cannot raise a
+    hard limit without CAP_SYS_RESOURCE; it keeps each limit within its own, and bots start."""
+    script = ("import resource, trio\n"
+              "from arena.bots.start import start_bot\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
+              "async def main():\n"
+              f"    bot = await start_bot(['/usr/bin/python3', '-c', 'import resource; "
+              f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', sandbox={sandbox}, "
+              f"namespaces={not sandbox})\n"
+              "    async with bot:\n"
+              "        print(await bot.receive_line(30))\n"
+              "trio.run(main)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "(200, 200)", out.stderr[-2000:]

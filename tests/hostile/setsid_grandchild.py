@@ -1,4 +1,4 @@
-"""Double-forks a daemon in a new session that outlives the bot.
+"""Double-forks a daemon in a new session (where allowed) that outlives the bot.
 
 The grandchild prints its pid, detaches from every pipe and sleeps; the bot
 then exits.  argv[1] == "scrub" also wipes the grandchild's environment."""
@@ -7,7 +7,10 @@ import sys
 import time
 
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # contained: the system-call filter refuses new sessions; escape by forking alone
+        pass
     if os.fork() == 0:
         print(os.getpid(), flush=True)
         null = os.open(os.devnull, os.O_RDWR)
