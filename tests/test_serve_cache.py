@@ -188,3 +188,39 @@ def test_a_stored_game_shows_at_once_and_changes_the_etag(served) -> None:
     db.close()
     status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
     assert status == 200 and b"fresh-game" in body and after["etag"] != before["etag"]
+
+
+# --------------------------------------------------------------------------- several processes
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out |= {int(c) for c in (task / "children").read_text().split()}
+    return out
+
+
+def test_several_processes_serve_one_store_and_all_stop(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--workers", "3")
+    try:
+        workers = _children(server.proc.pid)
+        assert len(workers) == 3 and "3 processes" in "".join(server.banner)
+        status, headers, body = server.get("/health")
+        assert status == 200 and b'"status":"ok"' in body and headers["cache-control"] == "no-store"
+        etags = {server.get("/ladders/test-ladder")[1]["etag"] for _ in range(12)}
+        assert len(etags) == 1  # every process builds the same page for one version
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+    assert not [p for p in workers if Path(f"/proc/{p}").exists()]
+
+
+def test_several_processes_refuse_play_and_uploads(tmp_path: Path) -> None:
+    import subprocess
+
+    from .test_serve import arena_cmd
+    out = subprocess.run(arena_cmd("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--workers", "2",
+                                   "--allow-play"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error:") and "read-only" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -208,6 +208,16 @@ async def game(request: Request) -> Response:
     return render(request, "game.html", title=f"Game {gid}", **page)
 
 
+async def health(request: Request) -> Response:
+    """``/health``: this process answers, and whether the store is there (its version's tag)."""
+    from starlette.responses import JSONResponse
+
+    from .cache import tag
+    version = request.app.state.version.current()
+    return JSONResponse({"status": "ok", "store": "absent" if version is None else tag(version)},
+                        headers={"Cache-Control": "no-store"})
+
+
 # --------------------------------------------------------------------------- assembly
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -262,6 +272,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/games", games),
         Route("/games/{gid:path}", game),
         Route("/events", events),
+        Route("/health", health),
         *play.routes(),
         *submit.routes(),
         Route("/static/{name}", assets.route),
