@@ -224,3 +224,44 @@ def test_several_processes_refuse_play_and_uploads(tmp_path: Path) -> None:
                                    "--allow-play"), capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("error:") and "read-only" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# --------------------------------------------------------------------------- fair under load
+
+def test_buckets_refill_at_their_rate_per_client() -> None:
+    from arena.serve.limits import Buckets, Rate
+    now = [0.0]
+    buckets = Buckets(Rate(per_s=2.0, burst=3), clock=lambda: now[0])
+    assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.take("a") == pytest.approx(0.5) and buckets.take("b") == 0.0  # b has its own
+    now[0] += 0.5
+    assert buckets.take("a") == 0.0 and buckets.take("a") > 0
+
+
+def test_buckets_forget_old_clients_past_their_bound() -> None:
+    from arena.serve.limits import Buckets, Rate
+    buckets = Buckets(Rate(per_s=1.0, burst=1), clock=lambda: 0.0, clients=100)
+    for i in range(1000):  # a client from many addresses
+        buckets.take(f"10.0.{i // 250}.{i % 250}")
+    assert len(buckets.tokens) == 100
+
+
+def test_page_builds_are_counted_before_they_run_and_kept_pages_are_free() -> None:
+    from arena.serve.limits import Buckets, Rate
+    page = Page()
+    app = HttpCache(page, FixedVersion(), builds=Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    assert [call(app, f"/games?page={i}")[0] for i in range(3)] == [200, 200, 429]
+    assert page.renders == 2  # the refused build never ran
+    assert [call(app, "/games?page=0")[0] for _ in range(20)] == [200] * 20  # kept: not counted
+
+
+def test_writes_are_limited_per_client_but_moves_in_a_game_are_not() -> None:
+    from arena.serve.limits import Buckets, Rate, WriteLimit
+    page = Page()
+    app = WriteLimit(page, Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    statuses = [call(app, "/submit", method="POST")[0] for _ in range(3)]
+    assert statuses == [200, 200, 429] and page.renders == 2
+    status, headers, _ = call(app, "/submit", method="POST")
+    assert status == 429 and int(headers["retry-after"]) >= 1
+    assert [call(app, "/play/s1/act", method="POST")[0] for _ in range(5)] == [200] * 5
+    assert call(app, "/games")[0] == 200  # reads are not writes

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from . import data, play, submit, views
 from .cache import Assets, HttpCache, StoreVersion
+from .limits import BUILDS, WRITES, Buckets, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -277,7 +278,8 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         *submit.routes(),
         Route("/static/{name}", assets.route),
     ]
-    middleware = [Middleware(Headers, options=options), Middleware(HttpCache, version=version)]
+    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(WRITES)),
+                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS))]
     if options.loopback_only:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
     app = Starlette(routes=routes, middleware=middleware,

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from . import data
+from .limits import Buckets, client_of, too_many
 
 # Read-only pages built from the store alone (and the server's fixed options): kept per version.
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
@@ -157,9 +158,11 @@ class HttpCache:
 
     A response that sets a cookie, or streams (the live events), passes through untouched."""
 
-    def __init__(self, app: Any, version: StoreVersion, max_bytes: int = 64 * 2**20):
+    def __init__(self, app: Any, version: StoreVersion, max_bytes: int = 64 * 2**20,
+                 builds: Buckets | None = None):
         self.app = app
         self.version = version
+        self.builds = builds  # each client's page builds, counted before they run
         self.max_bytes = max_bytes
         self.pages: OrderedDict[tuple, Entry] = OrderedDict()
         self.bytes = 0
@@ -200,6 +203,10 @@ class HttpCache:
             if key in self.pages:
                 self.pages.move_to_end(key)
                 await self._answer(scope, send, self.pages[key])
+                return
+            wait = self.builds.take(client_of(scope)) if self.builds is not None else 0.0
+            if wait:
+                await too_many(send, wait)
                 return
             done = self.building[key] = trio.Event()
             try:
