@@ -265,3 +265,19 @@ def test_writes_are_limited_per_client_but_moves_in_a_game_are_not() -> None:
     assert status == 429 and int(headers["retry-after"]) >= 1
     assert [call(app, "/play/s1/act", method="POST")[0] for _ in range(5)] == [200] * 5
     assert call(app, "/games")[0] == 200  # reads are not writes
+
+
+def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    import signal
+    import time
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--workers", "2")
+    workers = _children(server.proc.pid)
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait()
+    deadline = time.monotonic() + 30
+    while [p for p in workers if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.1)  # orphans go to init, which reaps them
+    assert len(workers) == 2 and not [p for p in workers if Path(f"/proc/{p}").exists()]
+    server.stop()

@@ -129,6 +129,17 @@ def serve(
     out.print("stopped")
 
 
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when the one that forked it dies, however it died, so
+    a killed server leaves no serving process behind."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _run_workers(n: int, run: Callable[[], None]) -> None:
     """``run`` in ``n`` forked processes sharing the listening socket (the kernel spreads the
     connections); this process only waits, and passes SIGINT/SIGTERM on so each finishes its
@@ -140,6 +151,7 @@ def _run_workers(n: int, run: Callable[[], None]) -> None:
     for _ in range(n):
         pid = os.fork()
         if pid == 0:
+            _die_with_parent()
             code = 0
             try:
                 run()
