@@ -18,7 +18,9 @@ it is measured apart: ``--streams`` open event streams are held while the store 
 and the run prints how many streams saw it and how long the last one took.
 
 Each server (this checkout's, and ``--compare``'s) runs on the same store in turn at every client
-count, so the figures of one run are comparable. wrk shares the machine with the server: on a
+count, so the figures of one run are comparable. Before each row every path of the mix is asked
+for twice (the first views; their time is printed as ``warm-up s``), so a row measures a room
+whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
 2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
 """
 
@@ -133,8 +135,8 @@ def build_store(path: Path, bots: int, games: int) -> dict:
     return {"bots": labels, "games": ids}
 
 
-def lua_script(paths: dict, seed: int = 1) -> str:
-    """The wrk script: each request a weighted pick from the mix."""
+def mix_paths(paths: dict, seed: int = 1) -> list[str]:
+    """The 100 paths the load picks from, each kind as often as its weight."""
     rng = random.Random(seed)
     picks = {
         "standings": lambda: f"/ladders/{LADDER}",
@@ -144,7 +146,11 @@ def lua_script(paths: dict, seed: int = 1) -> str:
         "games": lambda: "/games?bot=" + rng.choice(paths["bots"]).split("@")[0],
         "static": lambda: rng.choice(paths["static"]),
     }
-    table = [picks[kind]() for kind, weight in MIX.items() for _ in range(weight)]
+    return [picks[kind]() for kind, weight in MIX.items() for _ in range(weight)]
+
+
+def lua_script(table: list[str]) -> str:
+    """The wrk script: each request a uniform pick from ``table`` (the weighted mix)."""
     return ("local paths = {" + ",".join(json.dumps(p) for p in table) + "}\n"
             "local n = 0\n"
             "function setup(thread) n = n + 1; thread:set('seed', n) end\n"
@@ -200,6 +206,16 @@ class Server:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+def warm_up(server: Server, paths: list[str]) -> float:
+    """Every path of the mix asked twice by 4 clients at once (each serving process builds its
+    own pages), outside the measurement; the seconds it took: what the first views cost."""
+    from concurrent.futures import ThreadPoolExecutor
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(server.get, paths * 2))
+    return time.perf_counter() - t0
 
 
 def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
@@ -317,22 +333,23 @@ def main() -> None:
     load = os.getloadavg()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
           f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
-    print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5}")
+    print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
+          f"{'warm-up s':>9}")
     results: dict = {}
     for clients in args.clients:
         for name, root, extra in servers:
             server = Server(root, store, extra)
             try:
                 script = tmp / f"{name}.lua"
-                script.write_text(lua_script({**paths, "static": server.static_paths()}))
-                for p in ("/", f"/ladders/{LADDER}"):  # first views outside the measurement
-                    server.get(p)
+                table = mix_paths({**paths, "static": server.static_paths()})
+                script.write_text(lua_script(table))
+                warm = warm_up(server, sorted(set(table)))
                 r = run_wrk(server.url, script, clients, args.seconds)
             finally:
                 server.stop()
             results[(name, clients)] = r
             print(f"{name:<8} {clients:>7} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>7} "
-                  f"{os.getloadavg()[0]:>5.1f}", flush=True)
+                  f"{os.getloadavg()[0]:>5.1f} {warm:>9.1f}", flush=True)
     if args.streams:
         for name, root, extra in servers:
             server = Server(root, store, extra)
