@@ -114,7 +114,8 @@ def no_store(request: Request) -> Response:
 # --------------------------------------------------------------------------- read-only pages
 
 async def home(request: Request) -> Response:
-    page = await query(request, views.home, ("home",))
+    page_no = max(1, _int(request.query_params.get("page")) or 1)
+    page = await query(request, lambda db: views.home(db, page_no), ("home", page_no))
     if page is None:
         return no_store(request)
     return render(request, "home.html", page=page, title="Overview")
