@@ -17,10 +17,10 @@ page (the replay), the game list, and static files. The live stream (``/events``
 it is measured apart: ``--streams`` open event streams are held while the store gets a new game,
 and the run prints how many streams saw it and how long the last one took.
 
-Each server (this checkout's, and ``--compare``'s) runs on the same store in turn at every client
-count, so the figures of one run are comparable. Before each row every path of the mix is asked
-for twice (the first views; their time is printed as ``warm-up s``), so a row measures a room
-whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
+Each server (this checkout's, and ``--compare``'s) runs on the same store in turn, started once
+for all its client counts, so the figures of one run are comparable. Before its first row every
+path of the mix is asked for four times (the first views; their time is printed as ``warm-up
+s``), so a row measures a room whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
 2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
 """
 
@@ -208,13 +208,13 @@ class Server:
             self.proc.wait()
 
 
-def warm_up(server: Server, paths: list[str]) -> float:
-    """Every path of the mix asked twice by 4 clients at once (each serving process builds its
-    own pages), outside the measurement; the seconds it took: what the first views cost."""
+def warm_up(server: Server, paths: list[str], rounds: int = 4) -> float:
+    """Every path of the mix asked ``rounds`` times by 4 clients at once (each serving process
+    builds its own pages), outside the measurement; the seconds it took: the first views' cost."""
     from concurrent.futures import ThreadPoolExecutor
     t0 = time.perf_counter()
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(server.get, paths * 2))
+        list(pool.map(server.get, paths * rounds))
     return time.perf_counter() - t0
 
 
@@ -335,21 +335,19 @@ def main() -> None:
           f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
     print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
           f"{'warm-up s':>9}")
-    results: dict = {}
-    for clients in args.clients:
-        for name, root, extra in servers:
-            server = Server(root, store, extra)
-            try:
-                script = tmp / f"{name}.lua"
-                table = mix_paths({**paths, "static": server.static_paths()})
-                script.write_text(lua_script(table))
-                warm = warm_up(server, sorted(set(table)))
+    for name, root, extra in servers:  # one server at a time, warmed once, then each client count
+        server = Server(root, store, extra)
+        try:
+            script = tmp / f"{name}.lua"
+            table = mix_paths({**paths, "static": server.static_paths()})
+            script.write_text(lua_script(table))
+            warm = warm_up(server, sorted(set(table)))
+            for clients in args.clients:
                 r = run_wrk(server.url, script, clients, args.seconds)
-            finally:
-                server.stop()
-            results[(name, clients)] = r
-            print(f"{name:<8} {clients:>7} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>7} "
-                  f"{os.getloadavg()[0]:>5.1f} {warm:>9.1f}", flush=True)
+                print(f"{name:<8} {clients:>7} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>7} "
+                      f"{os.getloadavg()[0]:>5.1f} {warm:>9.1f}", flush=True)
+        finally:
+            server.stop()
     if args.streams:
         for name, root, extra in servers:
             server = Server(root, store, extra)
