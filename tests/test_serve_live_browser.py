@@ -49,7 +49,12 @@ def site(tmp_path_factory):
     store = tmp_path_factory.mktemp("live") / "data" / "arena.sqlite"
     build_store(store)
     cfg = TournamentConfig(name="real", bots=["lowest", "highest"], deals=1, store=str(store))
-    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    with pytest.MonkeyPatch.context() as mp:  # the machine's run records are other arenas' business
+        mp.setattr("arena.bots.uids.default_run_dir", lambda: store.parent / "run")
+        trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    db = Store(store)  # a name with no place to break, as people name their club nights
+    db.begin_tournament("thursday-club-night-round-robin-of-every-bot-submitted-this-term", {"format": "rr"}, 10)
+    db.close()
     server = ServerProc(store)
     server.store = store  # type: ignore[attr-defined]
     yield server
@@ -126,3 +131,26 @@ def test_a_replays_turn_and_seat_are_in_its_address(chrome, site) -> None:
     chrome.get(base + "#t999999/s7")  # past the end, a seat the game has not: the last turn, everyone's view
     last = wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn"), what="restored")
     assert int(last) > 5 and chrome.find_element("id", "replay").get_attribute("data-view") == "all"
+
+
+def test_no_page_scrolls_sideways_on_a_phone(chrome, site) -> None:
+    db = Store(site.store)
+    gid = db.db.execute("SELECT id FROM games WHERE tournament='real' ORDER BY idx").fetchone()[0]
+    db.close()
+    pages = ["/", "/ladders/test-ladder", "/tournaments/real", "/bots/alpha@1.0", "/games", f"/games/{gid}",
+             "/no-such-page"]
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        wide = {}
+        for path in pages:
+            chrome.get(site.url + path)
+            wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what=path)
+            # a mobile browser widens its layout to fit a wide page (then zooms out), so the
+            # page's width is held to the phone's, not to innerWidth
+            scroll = chrome.execute_script("return document.documentElement.scrollWidth")
+            if scroll != 390:
+                wide[path] = scroll
+        assert wide == {}
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
