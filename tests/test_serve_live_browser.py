@@ -54,6 +54,10 @@ def site(tmp_path_factory):
         trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
     db = Store(store)  # a name with no place to break, as people name their club nights
     db.begin_tournament("thursday-club-night-round-robin-of-every-bot-submitted-this-term", {"format": "rr"}, 10)
+    club = [f"member-{i:02d}@1.0" for i in range(20)]  # a club's ladder: every pair has played once
+    db.begin_tournament("ladder:club:batch-0001", {"format": "batch"}, 190)
+    for k, (a, b) in enumerate((a, b) for i, a in enumerate(club) for b in club[i + 1:]):
+        db.save_game("ladder:club:batch-0001", k, [a, b], fake_record(f"club-{k}", [a, b], [[k % 2], [1 - k % 2]]))
     db.close()
     server = ServerProc(store)
     server.store = store  # type: ignore[attr-defined]
@@ -137,7 +141,7 @@ def test_no_page_scrolls_sideways_on_a_phone(chrome, site) -> None:
     db = Store(site.store)
     gid = db.db.execute("SELECT id FROM games WHERE tournament='real' ORDER BY idx").fetchone()[0]
     db.close()
-    pages = ["/", "/ladders/test-ladder", "/tournaments/real", "/bots/alpha@1.0", "/games", f"/games/{gid}",
+    pages = ["/", "/ladders/test-ladder", "/ladders/club", "/tournaments/real", "/bots/alpha@1.0", "/games", f"/games/{gid}",
              "/no-such-page"]
     chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
@@ -152,5 +156,19 @@ def test_no_page_scrolls_sideways_on_a_phone(chrome, site) -> None:
             if scroll != 390:
                 wide[path] = scroll
         assert wide == {}
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_head_to_head_map_of_twenty_bots_is_readable_on_a_phone(chrome, site) -> None:
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        chrome.get(site.url + "/ladders/club")
+        wait(chrome, lambda d: d.find_elements("css selector", "#heat-map .cell-text"), what="the map")
+        digits, page = chrome.execute_script(
+            "return [document.querySelector('#heat-map .cell-text').getBoundingClientRect().height,"
+            " document.documentElement.scrollWidth]")
+        assert digits >= 8.5 and page == 390  # the map scrolls in its own box, the page does not
     finally:
         chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
