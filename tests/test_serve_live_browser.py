@@ -172,3 +172,16 @@ def test_the_head_to_head_map_of_twenty_bots_is_readable_on_a_phone(chrome, site
         assert digits >= 8.5 and page == 390  # the map scrolls in its own box, the page does not
     finally:
         chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_a_rating_interval_is_reachable_by_tap(chrome, site) -> None:
+    chrome.get(site.url + "/ladders/test-ladder")
+    series = wait(chrome, lambda d: d.find_elements("css selector", "#rating-chart .series"), what="the chart")[0]
+    band = "return getComputedStyle(arguments[0].querySelector('.band')).opacity"
+    assert float(chrome.execute_script(band, series)) == 0
+    chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
+    note = chrome.find_element("id", "rating-chart-note").text
+    assert " to " in note and "games" in note and series.get_attribute("data-bot") in note
+    wait(chrome, lambda d: float(d.execute_script(band, series)) > 0, what="the band shown")
+    chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
+    assert chrome.find_element("id", "rating-chart-note").text == ""
