@@ -28,6 +28,7 @@ class StoreFollower:
         self.interval = interval
         self.version: tuple = ()
         self.serial = 0
+        self.event = ""  # the store event of this version, written once for every open stream
         self._changed = trio.Event()
 
     def _read(self) -> tuple:
@@ -39,6 +40,8 @@ class StoreFollower:
             if version != self.version:
                 self.version = version
                 self.serial += 1
+                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version)}
+                self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
                 changed, self._changed = self._changed, trio.Event()
                 changed.set()
             await trio.sleep(self.interval)
@@ -68,8 +71,7 @@ async def events(request: Request) -> StreamingResponse:
                 yield ": still here\n\n"
                 continue
             serial = new
-            games = follower.version[0] if follower.version else 0
-            yield f"event: store\ndata: {json.dumps({'serial': serial, 'games': games, 'version': tag(follower.version)})}\n\n"
+            yield follower.event
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
