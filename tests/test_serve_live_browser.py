@@ -49,9 +49,7 @@ def site(tmp_path_factory):
     store = tmp_path_factory.mktemp("live") / "data" / "arena.sqlite"
     build_store(store)
     cfg = TournamentConfig(name="real", bots=["lowest", "highest"], deals=1, store=str(store))
-    with pytest.MonkeyPatch.context() as mp:  # the machine's run records are other arenas' business
-        mp.setattr("arena.bots.uids.default_run_dir", lambda: store.parent / "run")
-        trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
     db = Store(store)  # a name with no place to break, as people name their club nights
     db.begin_tournament("thursday-club-night-round-robin-of-every-bot-submitted-this-term", {"format": "rr"}, 10)
     club = [f"member-{i:02d}@1.0" for i in range(20)]  # a club's ladder: every pair has played once
