@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -141,9 +142,9 @@ def test_pages_have_their_stylesheet_and_script_applied(chrome: Any, site: Serve
     chrome.get(site.url + "/")
     WebDriverWait(chrome, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
     sheets = chrome.execute_script("return Array.from(document.styleSheets).map(s => s.href || '')")
-    assert any(h.endswith("/static/site.css") for h in sheets), sheets
+    assert any(re.search(r"/static/site\.[0-9a-f]{10}\.css$", h) for h in sheets), sheets  # by content hash
     rules = chrome.execute_script(
-        "const s = Array.from(document.styleSheets).find(s => (s.href || '').endsWith('/static/site.css'));"
+        "const s = Array.from(document.styleSheets).find(s => /\\/static\\/site\\.[0-9a-f]{10}\\.css$/.test(s.href || ''));"
         "return s ? s.cssRules.length : -1")
     assert rules > 10, rules  # the stylesheet loaded and parsed, not an error page
     body_font = chrome.execute_script("return getComputedStyle(document.body).fontFamily")
@@ -246,7 +247,7 @@ def test_games_search_and_replay(chrome: Any, site: ServerProc) -> None:
     chrome.find_element(By.ID, "next").click()
     assert chrome.find_element(By.ID, "turn").text.startswith("Turn 1")
     shot(chrome, "replay")
-    chrome.get(chrome.current_url + "?as=1")
+    chrome.get(chrome.current_url.split("#")[0] + "?as=1")  # the address carries the turn (#t1) now
     wait(chrome, lambda d: d.find_element(By.ID, "view").get_attribute("value") == "1", what="seat view")
     assert css(chrome, "#seat-0-hand [data-card='back']")  # seat 1 cannot see seat 0's hand
 

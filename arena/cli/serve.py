@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -50,6 +51,8 @@ def serve(
                                                                      "arena's ladders/).")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest upload accepted, in MB.")] = 2.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
+    workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
+                                              "(read-only servers only: play and uploads live in one process).")] = 1,
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -69,8 +72,12 @@ def serve(
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
-    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0:
-        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb and --poll above 0")
+    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or not 1 <= workers <= 64:
+        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb and --poll above 0, --workers 1-64")
+        raise typer.Exit(2)
+    if workers > 1 and (allow_play or allow_submit):
+        err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
+                  "are kept by one process (drop --allow-play/--allow-submit, or --workers)")
         raise typer.Exit(2)
     try:
         sock = _listen(host, port)
@@ -92,6 +99,8 @@ def serve(
     if not loopback:
         out.print(f"[yellow]warning:[/] listening on {escape(host)}: anyone who can reach this machine can read "
                   "the store" + (" and, with the token, play or submit" if options.writable else ""))
+    if workers > 1:
+        out.print(f"{workers} processes serve the pages")
     out.print("Ctrl-C stops it.")
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -113,8 +122,63 @@ def serve(
                 await hypercorn_serve(app, config, shutdown_trigger=stop)  # type: ignore[arg-type]
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    if workers > 1:
+        _run_workers(workers, lambda: trio.run(main))
+    else:
+        trio.run(main)
     out.print("stopped")
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when the one that forked it dies, however it died, so
+    a killed server leaves no serving process behind."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_workers(n: int, run: Callable[[], None]) -> None:
+    """``run`` in ``n`` forked processes sharing the listening socket (the kernel spreads the
+    connections); this process only waits, and passes SIGINT/SIGTERM on so each finishes its
+    responses in flight."""
+    import logging
+    import os
+    import signal
+    children = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            _die_with_parent()
+            code = 0
+            try:
+                run()
+            except BaseException:  # a bug: say so in the log, and let the others serve on
+                logging.getLogger("arena.serve").exception("a serving process failed")
+                code = 1
+            os._exit(code)
+        children.append(pid)
+
+    def stop(signum: int, frame: object) -> None:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for pid in children:
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
 
 
 def register(app: typer.Typer) -> None:

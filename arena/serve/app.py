@@ -24,12 +24,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from . import data, play, submit, views
+from .cache import Assets, HttpCache, StoreVersion
+from .limits import BUILDS, WRITES, Buckets, WriteLimit
 from .live import StoreFollower, events
-from .pages import message, render
+from .pages import message, render, templates
 
 HERE = Path(__file__).resolve().parent
 log = logging.getLogger("arena.serve")
@@ -88,14 +89,16 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
     opts: Options = request.app.state.options
     cache: PageCache = request.app.state.cache
 
+    version = request.app.state.version.current()
+
     def work() -> Any:
         db = data.open_read(opts.store)
         if db is None:
             return None
         try:
-            if cache_key is None:
+            if cache_key is None or version is None:
                 return fn(db)
-            return cache.get((*cache_key, data.version(db)), lambda: fn(db))
+            return cache.get((*cache_key, version), lambda: fn(db))
         finally:
             db.db.close()
 
@@ -111,7 +114,8 @@ def no_store(request: Request) -> Response:
 # --------------------------------------------------------------------------- read-only pages
 
 async def home(request: Request) -> Response:
-    page = await query(request, views.home, ("home",))
+    page_no = max(1, _int(request.query_params.get("page")) or 1)
+    page = await query(request, lambda db: views.home(db, page_no), ("home", page_no))
     if page is None:
         return no_store(request)
     return render(request, "home.html", page=page, title="Overview")
@@ -206,11 +210,14 @@ async def game(request: Request) -> Response:
     return render(request, "game.html", title=f"Game {gid}", **page)
 
 
-async def replay_asset(request: Request) -> Response:
-    from ..replay import html as replay_html
-    if request.path_params["kind"] == "js":
-        return Response(replay_html.JS, media_type="text/javascript")
-    return Response(replay_html.CSS, media_type="text/css")
+async def health(request: Request) -> Response:
+    """``/health``: this process answers, and whether the store is there (its version's tag)."""
+    from starlette.responses import JSONResponse
+
+    from .cache import tag
+    version = request.app.state.version.current()
+    return JSONResponse({"status": "ok", "store": "absent" if version is None else tag(version)},
+                        headers={"Cache-Control": "no-store"})
 
 
 # --------------------------------------------------------------------------- assembly
@@ -255,6 +262,10 @@ class Headers:
 
 def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     """The app; background work (following the store, games in play, submissions) runs in ``nursery``."""
+    from ..replay import html as replay_html
+    version = StoreVersion(options.store)
+    assets = Assets(HERE / "static", {"replay.js": replay_html.JS, "replay.css": replay_html.CSS})
+    templates.env.globals["asset"] = assets.url
     routes = [
         Route("/", home),
         Route("/ladders/{name}", ladder),
@@ -263,20 +274,22 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/games", games),
         Route("/games/{gid:path}", game),
         Route("/events", events),
-        Route("/static/replay.{kind:str}", replay_asset),
+        Route("/health", health),
         *play.routes(),
         *submit.routes(),
-        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+        Route("/static/{name}", assets.route),
     ]
-    middleware = [Middleware(Headers, options=options)]
+    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(WRITES)),
+                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS))]
     if options.loopback_only:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
     app = Starlette(routes=routes, middleware=middleware,
                     exception_handlers={HTTPException: not_found, 404: not_found, 500: server_error})
     app.state.options = options
     app.state.cache = PageCache()
+    app.state.version = version
     app.state.nursery = nursery
-    app.state.follower = StoreFollower(options.store, options.poll_s)
+    app.state.follower = StoreFollower(version, options.poll_s)
     nursery.start_soon(app.state.follower.run)
     play.setup(app)
     submit.setup(app)

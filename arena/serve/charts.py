@@ -124,6 +124,9 @@ def _short(label: str, n: int = 18) -> str:
     return label if len(label) <= n else label[: n - 1] + "\u2026"
 
 
+READABLE = 0.75  # the head-to-head map is never drawn smaller than this: its 12 px digits stay 9 px
+
+
 def heat_map(order: list[str], cells: dict[str, dict[str, tuple[float | None, int]]], cell: int = 54) -> Markup:
     """Score of row over column (wins + half the ties, per game both played) with game counts."""
     n = len(order)
@@ -133,7 +136,7 @@ def heat_map(order: list[str], cells: dict[str, dict[str, tuple[float | None, in
     width, height = label_w + n * cell + 90, head_h + n * cell + 8  # room on the right for slanted labels
     out = [f'<svg id="heat-map" class="chart heat" viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="Head-to-head score, row against column" xmlns="http://www.w3.org/2000/svg" '
-           f'style="max-width:{width}px">']
+           f'style="max-width:{width}px;min-width:{round(width * READABLE)}px">']  # its box scrolls on a phone
     for j, col in enumerate(order):
         x = label_w + j * cell + cell / 2
         out.append(f'<text class="col-label" transform="translate({x:.0f} {head_h - 6}) rotate(-45)">'

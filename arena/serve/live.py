@@ -3,51 +3,45 @@
 The games may be played by this process (Play, Submit) or by another one
 (``arena tournament``, ``arena ladder run`` in another terminal); either way
 they end up in the SQLite store, so one poller reading a cheap version key
-(:func:`arena.serve.data.version`) covers both. Pages subscribe with
+(:class:`arena.serve.cache.StoreVersion`) covers both. Pages subscribe with
 server-sent events (``/events``) and re-fetch their live regions.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 
 import trio
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from . import data
+from .cache import StoreVersion, tag
 
 
 class StoreFollower:
-    """Polls the store's version every ``interval`` seconds; ``serial`` counts the changes seen."""
+    """The process's one watcher of the store: looks at its version every ``interval`` seconds
+    (one ``PRAGMA data_version``, :class:`~arena.serve.cache.StoreVersion`); ``serial`` counts the
+    changes seen, and every open stream waits on the same event."""
 
-    def __init__(self, path: Path, interval: float = 0.5):
-        self.path = path
+    def __init__(self, version: StoreVersion, interval: float = 0.5):
+        self.store = version
         self.interval = interval
         self.version: tuple = ()
         self.serial = 0
+        self.event = ""  # the store event of this version, written once for every open stream
         self._changed = trio.Event()
-        self._db: data.ReadStore | None = None
 
     def _read(self) -> tuple:
-        if self._db is None:
-            self._db = data.open_read(self.path)
-        try:
-            return data.version(self._db)
-        except sqlite3.Error:  # a store being created, or replaced: try again next time
-            if self._db is not None:
-                self._db.db.close()
-            self._db = None
-            return self.version
+        return self.store.current() or self.version
 
     async def run(self) -> None:
         while True:
-            version = await trio.to_thread.run_sync(self._read)
+            version = self._read()
             if version != self.version:
                 self.version = version
                 self.serial += 1
+                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version)}
+                self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
                 changed, self._changed = self._changed, trio.Event()
                 changed.set()
             await trio.sleep(self.interval)
@@ -61,9 +55,7 @@ class StoreFollower:
         return self.serial
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.db.close()
-            self._db = None
+        self.store.close()
 
 
 async def events(request: Request) -> StreamingResponse:
@@ -79,8 +71,7 @@ async def events(request: Request) -> StreamingResponse:
                 yield ": still here\n\n"
                 continue
             serial = new
-            games = follower.version[0] if follower.version else 0
-            yield f"event: store\ndata: {json.dumps({'serial': serial, 'games': games})}\n\n"
+            yield follower.event
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

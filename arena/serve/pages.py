@@ -33,6 +33,7 @@ def _duration(s: float | None) -> str:
 
 
 templates.env.filters["duration"] = _duration
+templates.env.globals["asset"] = lambda name: "/static/" + name  # the app links hashed names instead
 templates.env.filters["age"] = lambda ts: _duration(time.time() - ts) if ts else "-"
 templates.env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 

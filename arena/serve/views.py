@@ -166,17 +166,30 @@ def _ladders_of(db: data.ReadStore, label: str) -> list[str]:
 
 @dataclass
 class Home:
-    ladders: list[tuple[str, int]]  # (name, games)
-    tournaments: list[data.Progress]
+    ladders: list[tuple[str, int, int, int]]  # (name, games, batches, batches running)
+    tournaments: list[data.Progress]  # this page of them; a ladder's batches and placements are its own
     recent: list[dict[str, Any]]
     games: int
+    page_no: int = 1
+    pages: int = 1
 
 
-def home(db: data.ReadStore) -> Home:
+TOURNAMENTS_PER_PAGE = 25
+
+
+def home(db: data.ReadStore, page_no: int = 1) -> Home:
+    """The overview: each ladder once (its batches and placements folded under it), then the
+    other tournaments, newest first, a page at a time."""
     ladders = []
     for name in data.ladder_names(db):
         prefix = f"{data.LADDER_PREFIX}{name}:"
         n = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, ?)=?", (len(prefix), prefix)).fetchone()[0]
-        ladders.append((name, n))
+        batches, running = db.db.execute("SELECT COUNT(*), COALESCE(SUM(status='running'), 0) FROM tournaments "
+                                          "WHERE substr(id, 1, ?)=?", (len(prefix), prefix)).fetchone()
+        ladders.append((name, n, batches, running))
+    others = [t for t in data.tournaments(db) if not t.id.startswith(data.LADDER_PREFIX)]
+    pages = max(1, -(-len(others) // TOURNAMENTS_PER_PAGE))
+    page_no = min(max(1, page_no), pages)
+    shown = others[(page_no - 1) * TOURNAMENTS_PER_PAGE:page_no * TOURNAMENTS_PER_PAGE]
     recent, total = data.search_games(db, limit=10)
-    return Home(ladders, data.tournaments(db), recent, total)
+    return Home(ladders, shown, recent, total, page_no, pages)

@@ -1,11 +1,13 @@
 /* Live regions: elements with data-live and an id are re-read from the server when the store
    changes (server-sent events from /events), without reloading the page. Pages whose state lives
-   in the server process (a submission being checked) set data-poll on <body> and refresh on a timer. */
+   in the server process (a submission being checked) set data-poll on <body> and refresh on a timer.
+   Each store event names the store's new version: a page fetches itself at most once per version,
+   and revalidates (ETag), so a page the change did not touch costs a 304. */
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
   var body = document.body;
-  var refreshes = 0, busy = false, again = false, hellos = 0;
+  var refreshes = 0, busy = false, again = false, hellos = 0, shown = null, wanted = null;
 
   function say(text, cls) {
     if (!status) return;
@@ -17,7 +19,8 @@
     if (!document.querySelector("[data-live]")) return;
     if (busy) { again = true; return; }
     busy = true;
-    fetch(location.href, { cache: "no-store", credentials: "same-origin" })
+    var fetching = wanted;
+    fetch(location.href, { cache: "no-cache", credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(String(r.status))); })
       .then(function (text) {
         var doc = new DOMParser().parseFromString(text, "text/html");
@@ -28,6 +31,7 @@
         var poll = doc.body.getAttribute("data-poll");
         if (poll) body.setAttribute("data-poll", poll); else body.removeAttribute("data-poll");
         refreshes += 1;
+        shown = fetching;
         body.setAttribute("data-refreshes", String(refreshes));
       })
       .catch(function () { /* the next event or tick tries again */ })
@@ -48,7 +52,11 @@
     });
     source.addEventListener("store", function (e) {
       say("live", "on");
-      try { body.setAttribute("data-store-games", String(JSON.parse(e.data).games)); } catch (err) { /* ignore */ }
+      var news = {};
+      try { news = JSON.parse(e.data); } catch (err) { /* ignore */ }
+      if (news.games !== undefined) body.setAttribute("data-store-games", String(news.games));
+      if (news.version && news.version === shown) return;  // this version is on the page already
+      wanted = news.version || null;
       refresh();
     });
     source.onerror = function () { say("reconnecting\u2026", "off"); };

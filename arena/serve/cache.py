@@ -1,0 +1,268 @@
+"""Responses that cost nothing when nothing changed: the store's version, whole pages kept per
+version, ETags with ``304 Not Modified``, gzip, and static files under content-hashed names.
+
+The store's version is known with one query: ``PRAGMA data_version`` on a connection this
+process keeps open changes whenever another connection commits (every writer is another
+connection), and only then are the counts that make the version read again
+(:func:`arena.serve.data.version`). The version is the same in every server process on one
+store, so the ETags of several reader processes agree.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import mimetypes
+import re
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from . import data
+from .limits import Buckets, client_of, too_many
+
+# Read-only pages built from the store alone (and the server's fixed options): kept per version.
+PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
+COMPRESSIBLE = re.compile(rb"^(text/|application/(json|javascript)|image/svg)")
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+class StoreVersion:
+    """The store's version, checked with ``PRAGMA data_version`` on one kept connection.
+
+    Used from the event loop's thread only (the check reads SQLite's shared memory, no table)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._db: data.ReadStore | None = None
+        self._seen: int | None = None
+        self.value: tuple | None = None
+
+    def current(self) -> tuple | None:
+        """The version now; None while there is no store."""
+        try:
+            if self._db is None:
+                self._db = data.open_read(self.path)
+                if self._db is None:
+                    return None
+                self._seen = None
+            seen = self._db.db.execute("PRAGMA data_version").fetchone()[0]
+            if seen != self._seen or self.value is None:
+                self.value = data.version(self._db)
+                self._seen = seen
+            return self.value
+        except sqlite3.Error:  # a store being created or replaced: look again next time
+            self.close()
+            return self.value
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.db.close()
+            self._db = None
+
+
+def tag(version: tuple | None) -> str:
+    """A short name for a version, for the live stream's events."""
+    return hashlib.blake2b(repr(version).encode(), digest_size=6).hexdigest()
+
+
+# --------------------------------------------------------------------------- static files
+
+class Assets:
+    """The files of ``static/`` (and extra named texts), read once; each also under a name with
+    its content's hash (``site.3f2a9c1b.css``), served with a year's cache lifetime."""
+
+    def __init__(self, folder: Path, extra: dict[str, str] | None = None):
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.hashed: dict[str, str] = {}
+        texts = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        texts.update({k: v.encode() for k, v in (extra or {}).items()})
+        for name, body in texts.items():
+            media = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            if media.startswith("text/") or media.endswith("javascript"):
+                media += "; charset=utf-8"
+            stem, dot, ext = name.rpartition(".")
+            hashed = f"{stem}.{hashlib.sha256(body).hexdigest()[:10]}.{ext}" if dot else name
+            self.files[name] = (body, media)
+            self.hashed[name] = hashed
+
+        self.by_hashed = {h: n for n, h in self.hashed.items()}
+
+    def url(self, name: str) -> str:
+        """The address a page links to: the hashed name, so a changed file is a new address."""
+        return "/static/" + self.hashed.get(name, name)
+
+    async def route(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name in self.by_hashed:
+            body, media = self.files[self.by_hashed[name]]
+            return Response(body, media_type=media, headers={"Cache-Control": IMMUTABLE})
+        if name in self.files:  # the plain name: revalidated by its ETag
+            body, media = self.files[name]
+            return Response(body, media_type=media, headers={"Cache-Control": "no-cache"})
+        return Response("There is no such file.", status_code=404, media_type="text/plain")
+
+
+# --------------------------------------------------------------------------- the middleware
+
+class Entry:
+    """One finished response: its status and headers, its body, and the body gzipped (once)."""
+
+    __slots__ = ("status", "headers", "body", "etag", "_gz")
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes):
+        self.status = status
+        self.body = body
+        self.etag = b'"' + hashlib.blake2b(body, digest_size=12).hexdigest().encode() + b'"'
+        skip = {b"content-length", b"etag", b"content-encoding"}
+        self.headers = [(k, v) for k, v in headers if k.lower() not in skip]
+        if not any(k.lower() == b"cache-control" for k, _ in self.headers):
+            self.headers.append((b"cache-control", b"no-cache"))  # keep it, but ask each time (ETag)
+        self.headers += [(b"etag", self.etag), (b"vary", b"Accept-Encoding")]
+        self._gz: bytes | None = None
+
+    def compressible(self) -> bool:
+        media = next((v for k, v in self.headers if k.lower() == b"content-type"), b"")
+        return len(self.body) >= 512 and bool(COMPRESSIBLE.match(media))
+
+    def gz(self) -> bytes:
+        if self._gz is None:
+            self._gz = gzip.compress(self.body, compresslevel=6, mtime=0)
+        return self._gz
+
+    def size(self) -> int:
+        return len(self.body) + len(self._gz or b"") + 200
+
+
+def _header(scope: dict, name: bytes) -> bytes:
+    for k, v in scope.get("headers", ()):
+        if k == name:
+            return v
+    return b""
+
+
+def _matches(if_none_match: bytes, etag: bytes) -> bool:
+    given = [t.strip().removeprefix(b"W/") for t in if_none_match.split(b",")]
+    return etag in given or b"*" in given
+
+
+class HttpCache:
+    """ETag, ``304`` and gzip on every complete GET response; the read-only pages kept whole per
+    store version (and per cookie, so a page shown to someone signed in is shown to them only).
+
+    A response that sets a cookie, or streams (the live events), passes through untouched."""
+
+    def __init__(self, app: Any, version: StoreVersion, max_bytes: int = 64 * 2**20,
+                 builds: Buckets | None = None):
+        self.app = app
+        self.version = version
+        self.builds = builds  # each client's page builds, counted before they run
+        self.max_bytes = max_bytes
+        self.pages: OrderedDict[tuple, Entry] = OrderedDict()
+        self.bytes = 0
+        self.pages_version: tuple | None = None
+        self.building: dict[tuple, trio.Event] = {}
+
+    def _key(self, scope: dict) -> tuple | None:
+        path = scope["path"]
+        if scope["method"] != "GET" or not (path == "/" or path.startswith(PAGE_PREFIXES)):
+            return None
+        version = self.version.current()
+        if version is None:
+            return None
+        if version != self.pages_version:  # the store changed: every kept page is stale
+            self.pages.clear()
+            self.bytes = 0
+            self.pages_version = version
+        return (path, scope.get("query_string", b""), _header(scope, b"cookie"),
+                _header(scope, b"authorization"), version)
+
+    def _keep(self, key: tuple, entry: Entry) -> None:
+        if key[-1] != self.pages_version or entry.size() > self.max_bytes // 8:
+            return
+        self.pages[key] = entry
+        self.bytes += entry.size()
+        while self.bytes > self.max_bytes:
+            _, old = self.pages.popitem(last=False)
+            self.bytes -= old.size()
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+        key = self._key(scope)
+        if key is not None:
+            while key not in self.pages and key in self.building:  # one build per page and version
+                await self.building[key].wait()
+            if key in self.pages:
+                self.pages.move_to_end(key)
+                await self._answer(scope, send, self.pages[key])
+                return
+            wait = self.builds.take(client_of(scope)) if self.builds is not None else 0.0
+            if wait:
+                await too_many(send, wait)
+                return
+            done = self.building[key] = trio.Event()
+            try:
+                entry = await self._capture(scope, receive, send)
+                if entry is not None and entry.status == 200:
+                    self._keep(key, entry)
+                    if entry.compressible():
+                        entry.gz()
+            finally:
+                del self.building[key]
+                done.set()
+            if entry is not None:
+                await self._answer(scope, send, entry)
+            return
+        entry = await self._capture(scope, receive, send)
+        if entry is not None:
+            await self._answer(scope, send, entry)
+
+    async def _capture(self, scope: dict, receive: Callable, send: Callable) -> Entry | None:
+        """Run the app and collect its response; a streaming or cookie-setting one is sent on
+        as it comes (and None returned)."""
+        start: dict | None = None
+        chunks: list[bytes] = []
+        passing = False
+
+        async def collect(message: dict) -> None:
+            nonlocal start, passing
+            if message["type"] == "http.response.start":
+                headers = message.get("headers", [])
+                media = next((v for k, v in headers if k.lower() == b"content-type"), b"")
+                passing = (media.startswith(b"text/event-stream") or message["status"] != 200
+                           or any(k.lower() in (b"set-cookie", b"content-encoding") for k, _ in headers))
+                if passing:
+                    await send(message)
+                else:
+                    start = message
+            elif passing:
+                await send(message)
+            else:
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, collect)
+        if passing or start is None:
+            return None
+        return Entry(start["status"], list(start.get("headers", [])), b"".join(chunks))
+
+    async def _answer(self, scope: dict, send: Callable, entry: Entry) -> None:
+        if _matches(_header(scope, b"if-none-match"), entry.etag):
+            headers = [(k, v) for k, v in entry.headers if k.lower() != b"content-type"]
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body, headers = entry.body, list(entry.headers)
+        if entry.compressible() and b"gzip" in _header(scope, b"accept-encoding"):
+            body = entry.gz()
+            headers.append((b"content-encoding", b"gzip"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": entry.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,86 @@
+"""Fair under load: each client's writes and expensive reads are counted before they are served.
+
+A client is its address as the connection shows it (behind a proxy, every visitor is the proxy:
+run the arena without one, or give it its own limits). A page the server already keeps for the
+store's version costs nothing and is never counted; building one is (see
+:class:`arena.serve.cache.HttpCache`), and so is every request that is not a GET or HEAD.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``per_s`` requests a second on average, ``burst`` at once."""
+
+    per_s: float
+    burst: float
+
+
+WRITES = Rate(per_s=1.0, burst=10)
+BUILDS = Rate(per_s=20.0, burst=60)
+
+
+class Buckets:
+    """A token bucket per client; the least recently seen clients are forgotten past ``clients``."""
+
+    def __init__(self, rate: Rate, clock: Callable[[], float] = time.monotonic, clients: int = 10_000):
+        self.rate = rate
+        self.clock = clock
+        self.clients = clients
+        self.tokens: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def take(self, client: str) -> float:
+        """0 when ``client`` may go on (one token taken), else the seconds until it may."""
+        now = self.clock()
+        tokens, then = self.tokens.pop(client, (self.rate.burst, now))
+        tokens = min(self.rate.burst, tokens + (now - then) * self.rate.per_s)
+        wait = 0.0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            wait = (1 - tokens) / self.rate.per_s
+        self.tokens[client] = (tokens, now)
+        while len(self.tokens) > self.clients:
+            self.tokens.popitem(last=False)
+        return wait
+
+
+def client_of(scope: dict) -> str:
+    client = scope.get("client")
+    return client[0] if client else "-"
+
+
+async def too_many(send: Callable, wait: float) -> None:
+    """``429 Too Many Requests``, with when to come back."""
+    body = b"Too many requests from your address: wait a moment and try again."
+    await send({"type": "http.response.start", "status": 429, "headers": [
+        (b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", str(max(1, round(wait))).encode()),
+        (b"cache-control", b"no-store"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class WriteLimit:
+    """Every request other than GET and HEAD takes a token from its client's write bucket first,
+    but a move in a game being played (``/play/<id>/act``): the game bounds those itself (one
+    answer per request of the referee)."""
+
+    def __init__(self, app: Any, buckets: Buckets):
+        self.app = app
+        self.buckets = buckets
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        path = scope.get("path", "")
+        move = path.startswith("/play/") and path.endswith("/act") and path.count("/") == 3
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") and not move:
+            wait = self.buckets.take(client_of(scope))
+            if wait:
+                await too_many(send, wait)
+                return
+        await self.app(scope, receive, send)

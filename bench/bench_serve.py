@@ -1,0 +1,365 @@
+"""Load on ``arena serve``: a played club store, a real HTTP load generator, figures per client count.
+
+    python bench/bench_serve.py                         # this checkout, 1/16/64/256 clients, 10 s each
+    python bench/bench_serve.py --compare /tmp/prev     # and another checkout's arena, interleaved
+    python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
+
+The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
+as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
+games are real: a few dozen are played in-process by the referee with the bundled strategies as
+mock bots (no bot processes), then relabelled onto the 20 bots' pairings and written through the
+store's own writer (``Store.save_game``), so every game page replays a real game. Building it
+takes about half a minute.
+
+The load: ``wrk`` (Debian package ``wrk``) with a Lua script that picks each request from a
+weighted mix of what people keep open: the ladder's standings, the overview, a bot page, a game
+page (the replay), the game list, and static files. The live stream (``/events``) never ends, so
+it is measured apart: ``--streams`` open event streams are held while the store gets a new game,
+and the run prints how many streams saw it and how long the last one took.
+
+Each server (this checkout's, and ``--compare``'s) runs on the same store in turn, started once
+for all its client counts, so the figures of one run are comparable. Before its first row every
+path of the mix is asked for four times (the first views; their time is printed as ``warm-up
+s``), so a row measures a room whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
+2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+LADDER = "club"
+BATCH = 12
+
+# path kind -> weight (of 100): what a room of spectators asks for
+MIX = {"standings": 30, "overview": 10, "bot": 20, "game": 15, "games": 5, "static": 20}
+
+
+# --------------------------------------------------------------------------- the store
+
+def _played_records(n: int) -> list[dict]:
+    """``n`` real two-seat games, played in-process by the referee with the bundled strategies."""
+    import trio
+
+    from arena import strategies
+    from arena.referee.testing import MockBot, policy
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.run import run_tournament
+    from arena.tournament.store import Store
+
+    choose = {"random": strategies.random_policy(random.Random(1)), "lowest": strategies.lowest_first,
+              "highest": strategies.highest_first, "heuristic": strategies.heuristic}
+
+    async def launch(spec):
+        pick = choose[spec.name]
+        return MockBot(policy(lambda msg: pick(msg), spec.name), name=spec.name)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TournamentConfig(name="templates", bots=list(choose), deals=max(1, n // 12), max_turns=600,
+                               store=str(Path(tmp) / "t.sqlite"))
+        store = Store(cfg.store)
+        trio.run(lambda: run_tournament(cfg, store, launcher=launch))
+        ids = [r[0] for r in store.db.execute("SELECT id FROM games ORDER BY idx")]
+        records = [store.game_record(i) for i in ids]
+        store.close()
+    return [r for r in records if r]
+
+
+def build_store(path: Path, bots: int, games: int) -> dict:
+    """The club store (see the module's docstring); returns the paths the load asks for."""
+    from arena.ladder.tables import LADDER_SCHEMA
+    from arena.tournament.store import Store
+
+    t0 = time.perf_counter()
+    templates = _played_records(48)
+    labels = [f"bot{i:02d}@1.0" for i in range(bots)]
+    rng = random.Random(7)
+    strength = {b: rng.random() for b in labels}
+    store = Store(path)
+    store.db.executescript(LADDER_SCHEMA)
+    now = time.time() - games * 3
+    store.db.execute("INSERT INTO ladders VALUES (?,?,?)",
+                     (LADDER, json.dumps({"rules": "classic", "options": {}, "seats": 2}), now))
+    for b in labels:
+        store.db.execute("INSERT INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
+                         (LADDER, b, b.split("@")[0], "1.0", "0" * 16, "random", "initial",
+                          f"ladder:{LADDER}:seed", now))
+    ids, wins, played = [], {b: 0.0 for b in labels}, {b: 0 for b in labels}
+    for k in range(games):
+        batch, idx = divmod(k, BATCH)
+        tid = f"ladder:{LADDER}:batch-{batch:04d}"
+        if idx == 0:
+            store.begin_tournament(tid, {"format": "ladder-batch", "rules": "classic", "seats": 2}, BATCH)
+        a, b = rng.sample(labels, 2)
+        rec = dict(templates[k % len(templates)])
+        winner = a if rng.random() < 0.5 + (strength[a] - strength[b]) / 2 else b
+        seats = [a, b]
+        w = seats.index(winner)
+        rec.update(game_id=f"{LADDER}-{k:05d}", players=seats,
+                   result=dict(rec["result"], order=[[w], [1 - w]], forfeits={}), faults=[])
+        store.save_game(tid, idx, seats, rec)
+        ids.append(rec["game_id"])
+        wins[winner] += 1
+        played[a] += 1
+        played[b] += 1
+        if idx == BATCH - 1:
+            store.finish_tournament(tid)
+        if (k + 1) % 120 == 0:  # a rating snapshot, as the ladder takes them (a stand-in fit: win share)
+            rows = []
+            for bot in labels:
+                share = (wins[bot] + 1) / (played[bot] + 2)
+                elo = 1500 + 400 * (share - 0.5) * 2
+                half = 800 / (played[bot] + 4) ** 0.5
+                rows.append((LADDER, now + 3 * k, k + 1, bot, elo, elo - half, elo + half))
+            with store.tx() as db:
+                db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)", rows)
+    store.close()
+    print(f"store: {bots} bots, {games} games in {games // BATCH} batches, "
+          f"{games // 120} rating snapshots ({len(templates)} real games relabelled), "
+          f"{path.stat().st_size / 2**20:.0f} MB, built in {time.perf_counter() - t0:.0f} s")
+    return {"bots": labels, "games": ids}
+
+
+def mix_paths(paths: dict, seed: int = 1) -> list[str]:
+    """The 100 paths the load picks from, each kind as often as its weight."""
+    rng = random.Random(seed)
+    picks = {
+        "standings": lambda: f"/ladders/{LADDER}",
+        "overview": lambda: "/",
+        "bot": lambda: "/bots/" + rng.choice(paths["bots"]),
+        "game": lambda: "/games/" + rng.choice(paths["games"][-500:]),  # the recent games people open
+        "games": lambda: "/games?bot=" + rng.choice(paths["bots"]).split("@")[0],
+        "static": lambda: rng.choice(paths["static"]),
+    }
+    return [picks[kind]() for kind, weight in MIX.items() for _ in range(weight)]
+
+
+def lua_script(table: list[str]) -> str:
+    """The wrk script: each request a uniform pick from ``table`` (the weighted mix)."""
+    return ("local paths = {" + ",".join(json.dumps(p) for p in table) + "}\n"
+            "local n = 0\n"
+            "function setup(thread) n = n + 1; thread:set('seed', n) end\n"
+            "function init(args) math.randomseed(seed * 7919) end\n"
+            "function request() return wrk.format('GET', paths[math.random(#paths)]) end\n")
+
+
+# --------------------------------------------------------------------------- the server
+
+class Server:
+    """``arena serve`` from the checkout at ``root`` on a free port."""
+
+    def __init__(self, root: Path, store: Path, extra: list[str]):
+        env = dict(os.environ, PYTHONPATH=str(root))
+        self.log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store", str(store),
+             "--port", "0", *extra], cwd=root, env=env, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            start_new_session=True)
+        self.url = ""
+        for line in self.proc.stdout:
+            if m := re.match(r"arena serve: (http://\S+?)/?\s", line):
+                self.url = m.group(1)
+            if line.startswith("Ctrl-C"):
+                break
+        if not self.url:
+            self.log.seek(0)
+            raise SystemExit(f"arena serve did not start from {root}: {self.log.read()[-2000:]}")
+        deadline = time.monotonic() + 30
+        while not self.get("/static/site.css"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"arena serve from {root} did not answer")
+            time.sleep(0.2)
+
+    def get(self, path: str) -> bytes:
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=60) as r:
+                return r.read()
+        except OSError:
+            return b""
+
+    def static_paths(self) -> list[str]:
+        """The static files a page links to (names may carry a content hash)."""
+        page = self.get("/").decode()
+        found = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+        return sorted(set(found)) or ["/static/site.css"]
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def warm_up(server: Server, paths: list[str], rounds: int = 4) -> float:
+    """Every path of the mix asked ``rounds`` times by 4 clients at once (each serving process
+    builds its own pages), outside the measurement; the seconds it took: the first views' cost."""
+    from concurrent.futures import ThreadPoolExecutor
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(server.get, paths * rounds))
+    return time.perf_counter() - t0
+
+
+def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
+    threads = max(1, min(clients, 2))
+    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds:g}s", "--latency",
+                          "--timeout", "10s", "-s", str(script), url], capture_output=True, text=True)
+    text = out.stdout
+
+    def ms(label: str) -> float:
+        m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+        if not m:
+            return float("nan")
+        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    total = re.search(r"(\d+) requests in", text)
+    errors = sum(int(x) for x in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    return {"rps": float(rps.group(1)) if rps else 0.0, "p50": ms("50"), "p99": ms("99"),
+            "requests": int(total.group(1)) if total else 0,
+            "errors": errors + (int(non2xx.group(1)) if non2xx else 0)}
+
+
+# --------------------------------------------------------------------------- open live streams
+
+def hold_streams(url: str, store: Path, n: int, templates: dict) -> dict:
+    """Open ``n`` event streams, store one game, and time each stream's event for it."""
+    import selectors
+
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sel = selectors.DefaultSelector()
+    socks: list[socket.socket] = []
+    opened = 0
+    for _ in range(n):
+        s = socket.socket()
+        try:
+            s.connect((host, int(port)))
+            s.sendall(f"GET /events HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n".encode())
+        except OSError:
+            s.close()
+            continue
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, bytearray())
+        socks.append(s)
+        opened += 1
+    deadline = time.monotonic() + 30  # each stream's hello first
+    hello = 0
+    while hello < opened and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=1):
+            try:
+                chunk = key.fileobj.recv(65536)
+            except OSError:
+                chunk = b""
+            key.data.extend(chunk)
+            if b"event: hello" in key.data and not key.data.startswith(b"#"):
+                hello += 1
+                key.data[:0] = b"#"  # counted
+    for s in socks:
+        sel.modify(s, selectors.EVENT_READ, bytearray())
+    from arena.tournament.store import Store
+    db = Store(store)
+    rec = dict(db.game_record(templates["games"][0]), game_id=f"stream-{time.time_ns()}")
+    tid = f"ladder:{LADDER}:streams"
+    db.begin_tournament(tid, {"format": "ladder-batch", "rules": "classic", "seats": 2}, 1)
+    t0 = time.monotonic()
+    stored = db.save_game(tid, time.time_ns() % 10**9, rec["players"], rec)
+    if not stored:
+        raise SystemExit("the stream bench could not store its game")
+    db.close()
+    got, last = 0, 0.0
+    deadline = t0 + 10
+    while got < opened and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.5):
+            try:
+                chunk = key.fileobj.recv(65536)
+            except OSError:
+                chunk = b""
+            if not key.data.startswith(b"#"):
+                key.data.extend(chunk)
+                if b"event: store" in key.data:
+                    got += 1
+                    last = time.monotonic() - t0
+                    key.data[:0] = b"#"
+    for s in socks:
+        s.close()
+    return {"opened": opened, "hello": hello, "got": got, "last_s": last}
+
+
+# --------------------------------------------------------------------------- main
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64, 256])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--bots", type=int, default=20)
+    ap.add_argument("--games", type=int, default=10_000)
+    ap.add_argument("--streams", type=int, default=1000, help="open live streams to hold (0: skip)")
+    ap.add_argument("--store", type=Path, help="reuse (or build once at) this store")
+    ap.add_argument("--compare", type=Path, help="another checkout (say the previous main) served in the same run")
+    ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench_serve needs wrk: apt-get install -y wrk")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    store = args.store or tmp / "club.sqlite"
+    paths_file = store.with_suffix(".paths.json")
+    if store.exists() and paths_file.exists():
+        paths = json.loads(paths_file.read_text())
+    else:
+        paths = build_store(store, args.bots, args.games)
+        paths_file.write_text(json.dumps(paths))
+    servers = [("this", ROOT, args.args.split())]
+    if args.compare:
+        servers.insert(0, ("compare", args.compare.resolve(), []))
+    load = os.getloadavg()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
+          f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
+    print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
+          f"{'warm-up s':>9}")
+    for name, root, extra in servers:  # one server at a time, warmed once, then each client count
+        server = Server(root, store, extra)
+        try:
+            script = tmp / f"{name}.lua"
+            table = mix_paths({**paths, "static": server.static_paths()})
+            script.write_text(lua_script(table))
+            warm = warm_up(server, sorted(set(table)))
+            for clients in args.clients:
+                r = run_wrk(server.url, script, clients, args.seconds)
+                print(f"{name:<8} {clients:>7} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>7} "
+                      f"{os.getloadavg()[0]:>5.1f} {warm:>9.1f}", flush=True)
+        finally:
+            server.stop()
+    if args.streams:
+        for name, root, extra in servers:
+            server = Server(root, store, extra)
+            try:
+                s = hold_streams(server.url, store, args.streams, paths)
+            finally:
+                server.stop()
+            print(f"{name:<8} streams: {s['opened']} opened, {s['hello']} greeted, {s['got']} got the new game's "
+                  f"event, the last after {s['last_s']:.2f} s", flush=True)
+    if not args.store:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Pages that cost nothing when nothing changed: the store's version in one query, pages kept per
+version and per cookie, ETag and 304, gzip, hashed static names; on the middleware alone and on
+a real ``arena serve``."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.serve.cache import HttpCache, StoreVersion
+from arena.tournament.store import Store
+
+from .test_serve import ServerProc, build_store, fake_record
+
+
+# --------------------------------------------------------------------------- the middleware alone
+
+def call(app, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
+    """One request through an ASGI app, on trio; the status, headers (lower-case) and body."""
+    path, _, query = path.partition("?")
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
+    out: dict = {"body": b""}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+            out["headers"] = {k.decode(): v.decode() for k, v in message["headers"]}
+        else:
+            out["body"] += message.get("body", b"")
+
+    trio.run(app, scope, receive, send)
+    return out["status"], out["headers"], out["body"]
+
+
+class Page:
+    """A toy app: counts its renders; the body names the path, the cookie and a render number."""
+
+    def __init__(self, size: int = 2000, set_cookie: bool = False, stable: bool = False):
+        self.renders = 0
+        self.stable = stable
+        self.size = size
+        self.set_cookie = set_cookie
+
+    async def __call__(self, scope, receive, send) -> None:
+        self.renders += 1
+        cookie = dict(scope["headers"]).get(b"cookie", b"-")
+        body = b"<p>%s %s %d</p>" % (scope["path"].encode(), cookie, 0 if self.stable else self.renders) + b"x" * self.size
+        headers = [(b"content-type", b"text/html; charset=utf-8")]
+        if self.set_cookie:
+            headers.append((b"set-cookie", b"s=1"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class FixedVersion:
+    def __init__(self) -> None:
+        self.value: tuple | None = (1,)
+
+    def current(self) -> tuple | None:
+        return self.value
+
+
+def test_a_page_is_built_once_per_version_and_revalidates_with_304() -> None:
+    page, version = Page(), FixedVersion()
+    app = HttpCache(page, version)
+    status, headers, body = call(app, "/ladders/x")
+    assert status == 200 and headers["etag"] and headers["cache-control"] == "no-cache"
+    assert call(app, "/ladders/x")[2] == body and page.renders == 1
+    status, again, body304 = call(app, "/ladders/x", {"If-None-Match": headers["etag"]})
+    assert (status, body304, again["etag"]) == (304, b"", headers["etag"])
+    version.value = (2,)  # a game was stored
+    status, fresh, _ = call(app, "/ladders/x", {"If-None-Match": headers["etag"]})
+    assert status == 200 and page.renders == 2 and fresh["etag"] != headers["etag"]
+
+
+def test_a_page_is_kept_per_cookie() -> None:
+    page = Page()
+    app = HttpCache(page, FixedVersion())
+    mine = call(app, "/bots/a", {"Cookie": "session=alice"})[2]
+    theirs = call(app, "/bots/a", {"Cookie": "session=bob"})[2]
+    anonymous = call(app, "/bots/a")[2]
+    assert b"alice" in mine and b"alice" not in theirs and b"alice" not in anonymous and page.renders == 3
+
+
+def test_a_response_that_sets_a_cookie_passes_untouched_and_is_not_kept() -> None:
+    page = Page(set_cookie=True)
+    app = HttpCache(page, FixedVersion())
+    status, headers, _ = call(app, "/")
+    call(app, "/")
+    assert status == 200 and "etag" not in headers and page.renders == 2
+
+
+def test_gzip_when_asked_and_the_same_body() -> None:
+    app = HttpCache(Page(), FixedVersion())
+    _, plain_headers, plain = call(app, "/games")
+    _, headers, packed = call(app, "/games", {"Accept-Encoding": "gzip, br"})
+    assert headers["content-encoding"] == "gzip" and "content-encoding" not in plain_headers
+    assert gzip.decompress(packed) == plain and int(headers["content-length"]) == len(packed) < len(plain)
+    assert headers["etag"] == plain_headers["etag"] and headers["vary"] == "Accept-Encoding"
+
+
+def test_other_gets_get_an_etag_but_are_rendered_each_time() -> None:
+    page = Page(stable=True)
+    app = HttpCache(page, FixedVersion())
+    _, headers, _ = call(app, "/play/abc/state")
+    assert call(app, "/play/abc/state", {"If-None-Match": headers["etag"]})[0] == 304
+    assert page.renders == 2
+    assert "etag" not in call(app, "/play", method="POST")[1]
+
+
+def test_kept_pages_are_bounded_in_bytes() -> None:
+    page = Page(size=10_000)
+    app = HttpCache(page, FixedVersion(), max_bytes=100_000)
+    for i in range(200):  # a client asking for endless distinct queries
+        call(app, f"/games?bot=b{i}")
+    assert app.bytes <= 100_000 and len(app.pages) < 20
+
+
+def test_the_store_version_is_one_query_until_a_write(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    build_store(path)
+    version = StoreVersion(path)
+    first = version.current()
+    statements: list[str] = []
+    version._db.db.set_trace_callback(statements.append)
+    assert [version.current() for _ in range(5)] == [first] * 5
+    assert statements == ["PRAGMA data_version"] * 5
+    db = Store(path)
+    db.save_game(db.tournaments()[0]["id"], 999, ["alpha@1.0", "beta@2.0"],
+                 fake_record("new-game", ["alpha@1.0", "beta@2.0"], [[0], [1]]))
+    db.close()
+    assert version.current() != first
+    version.close()
+
+
+# --------------------------------------------------------------------------- a real server
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    store = tmp_path_factory.mktemp("cache") / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store)
+    yield server, store
+    server.stop()
+
+
+PAGES = ["/", "/ladders/test-ladder", "/bots/alpha@1.0", "/games", "/games/test-ladder-0001",
+         "/tournaments/ladder:test-ladder:seed"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_answers_304_when_nothing_changed(served, path: str) -> None:
+    server, _ = served
+    status, headers, body = server.get(path)
+    assert status == 200 and headers["etag"]
+    status, again, body = server.get(path, headers={"If-None-Match": headers["etag"]})
+    assert (status, body) == (304, b"")
+    assert again["content-security-policy"]  # the security headers ride on a 304 too
+
+
+def test_pages_link_static_files_by_content_hash(served) -> None:
+    server, _ = served
+    page = server.get("/games/test-ladder-0001")[2].decode()
+    links = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+    assert len(links) >= 4 and all(re.search(r"\.[0-9a-f]{10}\.(css|js)$", u) for u in links), links
+    for url in links:
+        status, headers, body = server.get(url)
+        assert status == 200 and "immutable" in headers["cache-control"] and body
+    assert server.get("/static/site.css")[1]["cache-control"] == "no-cache"
+    assert server.get("/static/site.0000000000.css")[0] == 404
+
+
+def test_a_stored_game_shows_at_once_and_changes_the_etag(served) -> None:
+    server, store = served
+    _, before, body = server.get("/games?bot=alpha")
+    assert b"fresh-game" not in body
+    db = Store(store)
+    db.save_game("ladder:test-ladder:seed", 500, ["alpha@1.0", "gamma@1.0"],
+                 fake_record("fresh-game", ["alpha@1.0", "gamma@1.0"], [[0], [1]]))
+    db.close()
+    status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
+    assert status == 200 and b"fresh-game" in body and after["etag"] != before["etag"]
+
+
+# --------------------------------------------------------------------------- several processes
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out |= {int(c) for c in (task / "children").read_text().split()}
+    return out
+
+
+def test_several_processes_serve_one_store_and_all_stop(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--workers", "3")
+    try:
+        workers = _children(server.proc.pid)
+        assert len(workers) == 3 and "3 processes" in "".join(server.banner)
+        status, headers, body = server.get("/health")
+        assert status == 200 and b'"status":"ok"' in body and headers["cache-control"] == "no-store"
+        etags = {server.get("/ladders/test-ladder")[1]["etag"] for _ in range(12)}
+        assert len(etags) == 1  # every process builds the same page for one version
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+    assert not [p for p in workers if Path(f"/proc/{p}").exists()]
+
+
+def test_several_processes_refuse_play_and_uploads(tmp_path: Path) -> None:
+    import subprocess
+
+    from .test_serve import arena_cmd
+    out = subprocess.run(arena_cmd("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--workers", "2",
+                                   "--allow-play"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error:") and "read-only" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# --------------------------------------------------------------------------- fair under load
+
+def test_buckets_refill_at_their_rate_per_client() -> None:
+    from arena.serve.limits import Buckets, Rate
+    now = [0.0]
+    buckets = Buckets(Rate(per_s=2.0, burst=3), clock=lambda: now[0])
+    assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.take("a") == pytest.approx(0.5) and buckets.take("b") == 0.0  # b has its own
+    now[0] += 0.5
+    assert buckets.take("a") == 0.0 and buckets.take("a") > 0
+
+
+def test_buckets_forget_old_clients_past_their_bound() -> None:
+    from arena.serve.limits import Buckets, Rate
+    buckets = Buckets(Rate(per_s=1.0, burst=1), clock=lambda: 0.0, clients=100)
+    for i in range(1000):  # a client from many addresses
+        buckets.take(f"10.0.{i // 250}.{i % 250}")
+    assert len(buckets.tokens) == 100
+
+
+def test_page_builds_are_counted_before_they_run_and_kept_pages_are_free() -> None:
+    from arena.serve.limits import Buckets, Rate
+    page = Page()
+    app = HttpCache(page, FixedVersion(), builds=Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    assert [call(app, f"/games?page={i}")[0] for i in range(3)] == [200, 200, 429]
+    assert page.renders == 2  # the refused build never ran
+    assert [call(app, "/games?page=0")[0] for _ in range(20)] == [200] * 20  # kept: not counted
+
+
+def test_writes_are_limited_per_client_but_moves_in_a_game_are_not() -> None:
+    from arena.serve.limits import Buckets, Rate, WriteLimit
+    page = Page()
+    app = WriteLimit(page, Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    statuses = [call(app, "/submit", method="POST")[0] for _ in range(3)]
+    assert statuses == [200, 200, 429] and page.renders == 2
+    status, headers, _ = call(app, "/submit", method="POST")
+    assert status == 429 and int(headers["retry-after"]) >= 1
+    assert [call(app, "/play/s1/act", method="POST")[0] for _ in range(5)] == [200] * 5
+    assert call(app, "/games")[0] == 200  # reads are not writes
+
+
+def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    import signal
+    import time
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--workers", "2")
+    workers = _children(server.proc.pid)
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait()
+    deadline = time.monotonic() + 30
+    while [p for p in workers if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.1)  # orphans go to init, which reaps them
+    assert len(workers) == 2 and not [p for p in workers if Path(f"/proc/{p}").exists()]
+    server.stop()

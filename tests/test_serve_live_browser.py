@@ -1,0 +1,185 @@
+"""What an open page costs, in a real headless Chromium: a page open through many store versions
+fetches itself at most once per version, a reload with nothing changed gets 304s, and a replay's
+turn and seat live in its address. Chrome's own network log counts the requests."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from arena.tournament.config import TournamentConfig
+from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
+
+from .fakes import policy_launcher
+from .test_serve import ServerProc, build_store, fake_record
+from .test_serve_browser import CHROMEDRIVER, CHROMIUM, DESKTOP, wait
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
+
+VERSIONS = 50
+
+
+@pytest.fixture(scope="module")
+def chrome():
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver): "
+                    "arena serve is not tested in a browser")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A store with the test ladder and two real games (played in-process), served read-only."""
+    store = tmp_path_factory.mktemp("live") / "data" / "arena.sqlite"
+    build_store(store)
+    cfg = TournamentConfig(name="real", bots=["lowest", "highest"], deals=1, store=str(store))
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    db = Store(store)  # a name with no place to break, as people name their club nights
+    db.begin_tournament("thursday-club-night-round-robin-of-every-bot-submitted-this-term", {"format": "rr"}, 10)
+    club = [f"member-{i:02d}@1.0" for i in range(20)]  # a club's ladder: every pair has played once
+    db.begin_tournament("ladder:club:batch-0001", {"format": "batch"}, 190)
+    for k, (a, b) in enumerate((a, b) for i, a in enumerate(club) for b in club[i + 1:]):
+        db.save_game("ladder:club:batch-0001", k, [a, b], fake_record(f"club-{k}", [a, b], [[k % 2], [1 - k % 2]]))
+    db.close()
+    server = ServerProc(store)
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def network(driver: Any) -> list[dict[str, Any]]:
+    """Chrome's network events since the last call: (method, params)."""
+    return [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+
+
+def requests_to(events: list[dict[str, Any]], url: str) -> int:
+    return sum(1 for e in events if e["method"] == "Network.requestWillBeSent"
+               and e["params"]["request"]["url"] == url)
+
+
+def test_a_page_open_through_many_versions_fetches_itself_at_most_once_per_version(chrome, site) -> None:
+    url = site.url + "/ladders/test-ladder"
+    chrome.get(url)
+    wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream")
+    network(chrome)
+    db = Store(site.store)
+    games = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+    for k in range(VERSIONS):
+        seats = ["alpha@1.0", "beta@2.0"]
+        db.save_game("ladder:test-ladder:seed", 1000 + k, seats, fake_record(f"v-{k}", seats, [[0], [1]]))
+        games += 1
+        # the page learns of each version before the next is stored (the poller looks every 0.2 s)
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
+             what=f"version {k}")
+    db.close()
+    time.sleep(1)  # a refresh in flight lands
+    fetched = requests_to(network(chrome), url)
+    assert VERSIONS // 5 <= fetched <= VERSIONS  # it kept up, and never fetched one version twice
+    assert int(chrome.find_element("tag name", "body").get_attribute("data-refreshes") or 0) <= VERSIONS
+
+
+def test_a_reload_with_nothing_changed_gets_304s(chrome, site) -> None:
+    url = site.url + "/games"
+    chrome.get(url)
+    network(chrome)
+    chrome.refresh()
+    wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what="reloaded")
+    time.sleep(0.5)
+    urls: dict[str, str] = {}
+    on_the_wire: dict[str, int] = {}  # what went over the network (the ExtraInfo events), by URL
+    for e in network(chrome):
+        if e["method"] == "Network.requestWillBeSent":
+            urls[e["params"]["requestId"]] = e["params"]["request"]["url"]
+        elif e["method"] == "Network.responseReceivedExtraInfo":
+            on_the_wire[urls.get(e["params"]["requestId"], "?")] = e["params"]["statusCode"]
+    assert on_the_wire[url] == 304, on_the_wire
+    assert not [u for u in on_the_wire if "/static/" in u], on_the_wire  # hashed files: from the cache
+
+
+def test_a_replays_turn_and_seat_are_in_its_address(chrome, site) -> None:
+    db = Store(site.store)
+    gid = db.db.execute("SELECT id FROM games WHERE tournament='real' ORDER BY idx").fetchone()[0]
+    db.close()
+    base = f"{site.url}/games/{gid}"
+    chrome.get(base)
+    wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn") == "0", what="replay")
+    chrome.find_element("id", "next").click()
+    chrome.find_element("id", "next").click()
+    assert chrome.execute_script("return location.hash") == "#t2"
+    from selenium.webdriver.support.ui import Select
+    Select(chrome.find_element("id", "view")).select_by_value("1")
+    assert chrome.execute_script("return location.hash") == "#t2/s1"
+    chrome.get("about:blank")
+    chrome.get(base + "#t5/s0")  # a link to move 5 as seat 0 sees it
+    wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn") == "5", what="turn 5")
+    assert chrome.find_element("id", "replay").get_attribute("data-view") == "0"
+    chrome.get("about:blank")
+    chrome.get(base + "#t999999/s7")  # past the end, a seat the game has not: the last turn, everyone's view
+    last = wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn"), what="restored")
+    assert int(last) > 5 and chrome.find_element("id", "replay").get_attribute("data-view") == "all"
+
+
+def test_no_page_scrolls_sideways_on_a_phone(chrome, site) -> None:
+    db = Store(site.store)
+    gid = db.db.execute("SELECT id FROM games WHERE tournament='real' ORDER BY idx").fetchone()[0]
+    db.close()
+    pages = ["/", "/ladders/test-ladder", "/ladders/club", "/tournaments/real", "/bots/alpha@1.0", "/games", f"/games/{gid}",
+             "/no-such-page"]
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        wide = {}
+        for path in pages:
+            chrome.get(site.url + path)
+            wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what=path)
+            # a mobile browser widens its layout to fit a wide page (then zooms out), so the
+            # page's width is held to the phone's, not to innerWidth
+            scroll = chrome.execute_script("return document.documentElement.scrollWidth")
+            if scroll != 390:
+                wide[path] = scroll
+        assert wide == {}
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_head_to_head_map_of_twenty_bots_is_readable_on_a_phone(chrome, site) -> None:
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        chrome.get(site.url + "/ladders/club")
+        wait(chrome, lambda d: d.find_elements("css selector", "#heat-map .cell-text"), what="the map")
+        digits, page = chrome.execute_script(
+            "return [document.querySelector('#heat-map .cell-text').getBoundingClientRect().height,"
+            " document.documentElement.scrollWidth]")
+        assert digits >= 8.5 and page == 390  # the map scrolls in its own box, the page does not
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_a_rating_interval_is_reachable_by_tap(chrome, site) -> None:
+    chrome.get(site.url + "/ladders/test-ladder")
+    series = wait(chrome, lambda d: d.find_elements("css selector", "#rating-chart .series"), what="the chart")[0]
+    band = "return getComputedStyle(arguments[0].querySelector('.band')).opacity"
+    assert float(chrome.execute_script(band, series)) == 0
+    chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
+    note = chrome.find_element("id", "rating-chart-note").text
+    assert " to " in note and "games" in note and series.get_attribute("data-bot") in note
+    wait(chrome, lambda d: float(d.execute_script(band, series)) > 0, what="the band shown")
+    chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
+    assert chrome.find_element("id", "rating-chart-note").text == ""
