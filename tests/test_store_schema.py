@@ -128,8 +128,9 @@ def test_a_step_that_fails_is_undone_whole(tmp_path: Path, monkeypatch: pytest.M
 
 
 class _StaleUntilLocked:
-    """A connection whose first read of the schema version outside a write lock gives the version
-    it had before another process upgraded the store (what a second opener racing the first sees)."""
+    """A connection whose reads of the schema version, until it first takes the write lock, give
+    the version it had before another process upgraded the store (what a second opener racing
+    the first sees)."""
 
     def __init__(self, db: sqlite3.Connection, version: int):
         self.db, self.version, self.locked = db, version, False
@@ -137,11 +138,10 @@ class _StaleUntilLocked:
 
     def execute(self, sql: str, *args: Any) -> Any:
         if sql.startswith("BEGIN"):
-            self.locked = True
+            self.locked, self.stale = True, False
         elif sql.startswith(("COMMIT", "ROLLBACK")):
             self.locked = False
         elif sql == "PRAGMA user_version" and not self.locked and self.stale:
-            self.stale = False
             return self.db.execute("SELECT ?", (self.version,))
         return self.db.execute(sql, *args)
 

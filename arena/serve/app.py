@@ -21,13 +21,14 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import data, play, submit, views
+from . import auth, data, play, privacy, submit, views
 from .live import StoreFollower, events
 from .pages import message, render
 
@@ -147,6 +148,7 @@ async def bot(request: Request) -> Response:
     page = await query(request, lambda db: views.bot_page(db, label), ("bot", label))
     if page is None:
         return message(request, "No such bot", f"No games or registration for {label!r} in this store.", 404)
+    page = privacy.bot_page_for(page, label in await privacy.readable_bots(request, [label]))
     return render(request, "bot.html", page=page, title=f"Bot {label}")
 
 
@@ -201,6 +203,8 @@ async def game(request: Request) -> Response:
         return message(request, "No such game", f"The store has no game {gid!r}.", 404)
     view = _int(request.query_params.get("as"))
     if "replay" in page:
+        seats = list(page["row"]["seats"])
+        page = dict(page, replay=privacy.replay_for(page["replay"], seats, await privacy.readable_bots(request, seats)))
         page = dict(page, replay=dict(page["replay"], view=view if view is not None and
                                       0 <= view < len(page["replay"]["players"]) else None))
     return render(request, "game.html", title=f"Game {gid}", **page)
@@ -266,9 +270,13 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/static/replay.{kind:str}", replay_asset),
         *play.routes(),
         *submit.routes(),
+        *auth.routes(),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    middleware = [Middleware(Headers, options=options)]
+    middleware = [Middleware(Headers, options=options),
+                  Middleware(SessionMiddleware, secret_key=auth.session_key(options.store),
+                             session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
+                             same_site="strict")]
     if options.loopback_only:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
     app = Starlette(routes=routes, middleware=middleware,
@@ -280,5 +288,6 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     nursery.start_soon(app.state.follower.run)
     play.setup(app)
     submit.setup(app)
+    auth.setup(app)
     return app
 

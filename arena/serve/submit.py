@@ -31,7 +31,8 @@ from starlette.routing import Route
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
 from ..errors import ArenaError
-from . import guard
+from ..store.people import PeopleError, claim_bot
+from . import auth, guard
 from .pages import redirect, render
 from .upload import UploadError, unpack
 
@@ -98,7 +99,7 @@ def _form(request: Request, status: int = 200, error: str = "") -> Response:
     opts = request.app.state.options
     return render(request, "submit.html", status, title="Submit a bot", ladders=_ladders(request), error=error,
                   has_token=guard.has_token(request), max_mb=opts.max_upload_bytes / 2**20,
-                  max_files=opts.max_upload_files, max_unpacked_mb=opts.max_unpacked_bytes / 2**20)
+                  person="uid" in request.session, csrf=auth.csrf_token(request), max_files=opts.max_upload_files, max_unpacked_mb=opts.max_unpacked_bytes / 2**20)
 
 
 async def form_page(request: Request) -> Response:
@@ -121,7 +122,11 @@ async def upload(request: Request) -> Response:
     except TooLarge:
         await body.drain()
         return _form(request, 413, too_big)
-    guard.require(request, "submit", str(form.get("token", "")) or None)
+    who = await auth.current(request)
+    if who is None:  # the organiser's token, as before accounts
+        guard.require(request, "submit", str(form.get("token", "")) or None)
+    else:
+        auth.check_form(request, str(form.get("csrf", "")))
     ladder = str(form.get("ladder", ""))
     upload = form.get("bot")
     if ladder not in _ladders(request):
@@ -139,6 +144,12 @@ async def upload(request: Request) -> Response:
         spec = load_bot(root)
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
+        if who is not None:
+            await auth.with_db(request, lambda db: claim_bot(db, spec.name, who, taken=_known(db, spec.name),
+                                                             now=time.time(), origin=auth.origin_of(request)))
+    except PeopleError as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        return _form(request, 403, str(e))
     except (UploadError, ManifestError) as e:
         shutil.rmtree(dest, ignore_errors=True)  # a refused upload leaves nothing behind
         return _form(request, 400, str(e))
@@ -149,6 +160,13 @@ async def upload(request: Request) -> Response:
     request.app.state.submit_jobs[job.id] = job
     request.app.state.nursery.start_soon(run_job, request.app, job, root)
     return redirect(f"/submit/{job.id}")
+
+
+def _known(db: Any, name: str) -> bool:
+    """Whether bot ``name`` has played or joined a ladder on this server (so it is someone's already)."""
+    return db.execute("SELECT 1 FROM bots WHERE name=? UNION SELECT 1 FROM ladder_members WHERE name=? "
+                      "UNION SELECT 1 FROM game_seats WHERE bot > ? AND bot < ?",  # name@...: '@' < 'A'
+                      (name, name, name + "@", name + "A")).fetchone() is not None
 
 
 def private_copy_dir(store: Path) -> Path:

@@ -114,7 +114,7 @@ LADDERS = (
 )
 
 # People on a club server: accounts, the invitations that let them sign up, the API tokens
-# their machines use, which account owns which bot name on a ladder, and who wrote what.
+# their machines use, which account owns which bot name, and who wrote what.
 PEOPLE = (
     """CREATE TABLE accounts (
     id INTEGER PRIMARY KEY,
@@ -144,11 +144,9 @@ PEOPLE = (
     revoked REAL
 )""",
     """CREATE TABLE bot_owners (
-    ladder TEXT NOT NULL,
-    name TEXT NOT NULL,              -- the bot's name, every version of it
+    name TEXT PRIMARY KEY,           -- a bot's name, every version of it, on every ladder of the server
     account INTEGER NOT NULL REFERENCES accounts(id),
-    since REAL NOT NULL,
-    PRIMARY KEY (ladder, name)
+    since REAL NOT NULL
 )""",
     """CREATE TABLE audit (
     id INTEGER PRIMARY KEY,
@@ -197,19 +195,26 @@ def schema_version(db: sqlite3.Connection) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 
 
+def _known(version: int) -> int:
+    """``version``, unless a newer arena wrote it."""
+    if version > LATEST:
+        raise SchemaError(f"this store has schema version {version}, newer than this arena knows "
+                          f"({LATEST}): upgrade the arena to open it")
+    return version
+
+
 def migrate(db: sqlite3.Connection, upto: int = LATEST) -> int:
     """Apply the steps ``db`` lacks (up to ``upto``), each in its own transaction; the version reached.
 
-    ``db`` must be in autocommit mode (``isolation_level=None``). The version is read only inside
-    the write lock, so two processes opening one old store apply every step once."""
+    ``db`` must be in autocommit mode (``isolation_level=None``). The version that decides a step
+    is read inside the write lock, so two processes opening one old store apply every step once.
+    An up-to-date store takes no write lock at all (a full disk still opens it)."""
+    if (now := _known(schema_version(db))) >= upto:
+        return now
     while True:
         db.execute("BEGIN IMMEDIATE")
         try:
-            now = schema_version(db)
-            if now > LATEST:
-                raise SchemaError(f"this store has schema version {now}, newer than this arena knows "
-                                  f"({LATEST}): upgrade the arena to open it")
-            if now < upto:
+            if (now := _known(schema_version(db))) < upto:
                 for statement in MIGRATIONS[now]:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {now + 1}")
