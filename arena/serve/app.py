@@ -52,6 +52,9 @@ class Options:
     max_upload_bytes: int = 2 * 2**20
     max_upload_files: int = 200
     max_unpacked_bytes: int = 20 * 2**20
+    max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
+    max_queued: int = 20               # ... and in all
+    min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
 
     @property

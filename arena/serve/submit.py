@@ -47,6 +47,7 @@ class Job:
     created: float = field(default_factory=time.time)
     status: str = "waiting"  # checking, check failed, placing, placed, failed
     label: str = ""
+    submitter: str = ""  # 'account:ID', or 'token' for the organiser's token
     lines: list[str] = field(default_factory=list)
     report: dict[str, Any] | None = None
     row: dict[str, Any] | None = None
@@ -127,6 +128,12 @@ async def upload(request: Request) -> Response:
         guard.require(request, "submit", str(form.get("token", "")) or None)
     else:
         auth.check_form(request, str(form.get("csrf", "")))
+    submitter = "token" if who is None else f"account:{who.id}"
+    refused = queue_refusal(list(request.app.state.submit_jobs.values()), submitter, opts)
+    if refused is None:
+        refused = await trio.to_thread.run_sync(disk_refusal, opts)
+    if refused is not None:
+        return _form(request, refused[0], refused[1])
     ladder = str(form.get("ladder", ""))
     upload = form.get("bot")
     if ladder not in _ladders(request):
@@ -136,7 +143,7 @@ async def upload(request: Request) -> Response:
     data = await upload.read(opts.max_upload_bytes + 1)
     if len(data) > opts.max_upload_bytes:
         return _form(request, 413, too_big)
-    job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200])
+    job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200], submitter=submitter)
     dest = private_copy_dir(opts.store) / job.id
     try:
         root = await trio.to_thread.run_sync(lambda: unpack(data, dest, max_files=opts.max_upload_files,
@@ -160,6 +167,27 @@ async def upload(request: Request) -> Response:
     request.app.state.submit_jobs[job.id] = job
     request.app.state.nursery.start_soon(run_job, request.app, job, root)
     return redirect(f"/submit/{job.id}")
+
+
+def queue_refusal(jobs: list[Job], submitter: str, opts: Any) -> tuple[int, str] | None:
+    """(status, why) when the queue is full for this submitter or for everyone, else None."""
+    open_jobs = [j for j in jobs if not j.done]
+    mine = sum(j.submitter == submitter for j in open_jobs)
+    if mine >= opts.max_queued_per_submitter:
+        return 429, (f"refused: you have {mine} submission(s) not finished yet (at most "
+                     f"{opts.max_queued_per_submitter}); wait for one to end")
+    if len(open_jobs) >= opts.max_queued:
+        return 429, f"refused: {len(open_jobs)} submissions are waiting already; try again later"
+    return None
+
+
+def disk_refusal(opts: Any) -> tuple[int, str] | None:
+    """(507, why) when the store's disk could not hold one more unpacked upload and keep its
+    reserve free, else None."""
+    free = shutil.disk_usage(opts.store.resolve().parent if opts.store.parent.exists() else Path.cwd()).free
+    if free < opts.max_unpacked_bytes + opts.min_free_bytes:
+        return 507, "refused: the server is short of disk space; nothing was kept. Try again later"
+    return None
 
 
 def _known(db: Any, name: str) -> bool:
@@ -186,15 +214,25 @@ def private_copy_dir(store: Path) -> Path:
 async def run_job(app: Starlette, job: Job, root: Path) -> None:
     """``arena submit``'s path, one job at a time: ``arena check`` on the ladder's copy of the
     bot, then (only if it passed) the placement. What the uploader sees names no path of the
-    server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``."""
-    from ..tournament.check import run_check
-    from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
-    opts = app.state.options
+    server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``.
+    The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
+    in the ladder's snapshot, made before its check); synchronously, so a server stopping
+    mid-job removes it too."""
     hidden = [(root, YOUR_BOT)]
 
     def say(text: str) -> None:
         job.say(hide_paths(text, hidden))
 
+    try:
+        await _run_job(app, job, root, hidden, say)
+    finally:
+        shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+
+
+async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> None:
+    from ..tournament.check import run_check
+    from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
+    opts = app.state.options
     async with app.state.submit_lock:
         try:
             ladder = load_ladder(job.ladder, opts.ladders_dir)
