@@ -492,3 +492,63 @@ def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_en
         assert not (uploads / job).exists()
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- API tokens
+
+def _make_token(b: Browser, name: str, *scopes: str) -> str:
+    fields = {"csrf": b.csrf("/account"), "name": name}
+    fields.update({f"scope_{s.replace('-', '_')}": s for s in scopes})
+    status, _, page = b.post("/account/tokens", fields)
+    assert status == 201, page[-2000:]
+    m = re.search(r'id="new-token">([^<]+)<', page)
+    assert m, page[-2000:]
+    return m.group(1)
+
+
+def _bearer_upload(server: ServerProc, token: str, name: str, version: str) -> tuple[int, str]:
+    from tests.test_serve import multipart
+    body, ctype = multipart({"ladder": "classic-2p"}, ("bot.zip", _bot_zip(name, version, "x")))
+    status, _, page = Browser(server).request("POST", "/submit", body, {"Content-Type": ctype,
+                                                                        "Authorization": f"Bearer {token}"})
+    return status, page
+
+
+def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(tmp_path: Path) -> None:
+    from arena.store.people import Status, set_status
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit")
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        ci = _make_token(alice, "CI", "submit")
+        reader = _make_token(alice, "reader", "read-logs")
+        assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
+        assert all(ci not in str(row) and reader not in str(row) for row in _rows(store, "SELECT * FROM api_tokens"))
+        assert _rows(store, "SELECT last_used FROM api_tokens WHERE name='CI'") == [(None,)]
+
+        status, page = _bearer_upload(server, ci, "alice-ci-bot", "1.0")
+        assert status == 303, page[-2000:]
+        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
+            [("alice-ci-bot", "alice")]
+        assert _rows(store, "SELECT last_used IS NOT NULL FROM api_tokens WHERE name='CI'") == [(1,)]
+        assert _bearer_upload(server, reader, "alice-ci-bot", "1.1")[0] == 403    # no submit scope
+        assert _bearer_upload(server, ci + "x", "alice-ci-bot", "1.1")[0] == 403  # unknown
+
+        (ci_id,) = _rows(store, "SELECT id FROM api_tokens WHERE name='CI'")[0]
+        assert bob.post(f"/account/tokens/{ci_id}/revoke", {"csrf": bob.csrf("/account")})[0] == 404  # not his
+        assert _bearer_upload(server, ci, "alice-ci-bot", "1.2")[0] != 403
+        assert alice.post(f"/account/tokens/{ci_id}/revoke", {"csrf": alice.csrf("/account")})[0] == 303
+        assert _bearer_upload(server, ci, "alice-ci-bot", "1.3")[0] == 403
+        assert "revoked" in alice.request("GET", "/account")[2]
+
+        other = _make_token(alice, "laptop", "submit")
+        db = sqlite3.connect(store, isolation_level=None)
+        set_status(db, "alice", Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
+        db.close()
+        assert _bearer_upload(server, other, "alice-ci-bot", "1.4")[0] == 403  # a suspended person's token
+        assert alice.request("GET", "/account")[0] == 403                     # and session
+    finally:
+        server.stop()

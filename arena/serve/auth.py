@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..store import migrate
-from ..store.people import MIN_PASSWORD, Account, PeopleError, Role, Status, account, account_by_id, sign_up
+from ..store.people import (MIN_PASSWORD, Account, PeopleError, Role, Scope, Status, account, account_by_id,
+                            sign_up)
 from .pages import redirect, render
 
 hasher = PasswordHasher()
@@ -225,9 +226,54 @@ async def logout(request: Request) -> Response:
     return redirect("/")
 
 
-async def account_page(request: Request) -> Response:
+async def account_page(request: Request, status: int = 200, new_token: str = "", error: str = "") -> Response:
+    from ..store.people import tokens
     who = await require(request)
-    return render(request, "account.html", title="Your account", who=who, csrf=csrf_token(request))
+    return render(request, "account.html", status, title="Your account", who=who, csrf=csrf_token(request),
+                  tokens=await with_db(request, lambda db: tokens(db, who.id)), new_token=new_token, error=error,
+                  scopes=[s.value for s in Scope])
+
+
+async def make_token(request: Request) -> Response:
+    """A new API token, shown on this page once."""
+    from ..store.people import create_token
+    who = await require(request)
+    form = await checked_form(request)
+    wanted = {Scope(v) for v in (form.get("scope_submit"), form.get("scope_read_logs")) if v in {s.value for s in Scope}}
+    try:
+        token = await with_db(request, lambda db: create_token(db, who, form.get("name", ""), wanted,
+                                                               now=time.time(), origin=origin_of(request)))
+    except PeopleError as e:
+        return await account_page(request, 400, error=str(e).capitalize() + ".")
+    return await account_page(request, 201, new_token=token)
+
+
+async def revoke(request: Request) -> Response:
+    from ..store.people import revoke_token
+    who = await require(request)
+    await checked_form(request)
+    try:
+        token_id = int(request.path_params["tid"])
+        await with_db(request, lambda db: revoke_token(db, who, token_id, now=time.time(), origin=origin_of(request)))
+    except (ValueError, PeopleError):
+        raise HTTPException(404, "No such token.") from None
+    return redirect("/account")
+
+
+async def bearer(request: Request, scope: Scope) -> Account | None:
+    """The account of an ``Authorization: Bearer`` API token with ``scope``; None when the request
+    carries none; 403 when it carries one that is unknown, revoked, of another scope or suspended."""
+    from ..store.people import token_account
+    given = request.headers.get("authorization", "")
+    if not given:
+        return None
+    kind, _, token = given.partition(" ")
+    if kind.lower() != "bearer" or not token.strip() or not request.app.state.options.store.exists():
+        raise HTTPException(403, "This API token is not valid here.")
+    who = await with_db(request, lambda db: token_account(db, token.strip(), scope, time.time()))
+    if who is None:
+        raise HTTPException(403, f"This API token is unknown, revoked, or lacks the scope {scope.value}.")
+    return who
 
 
 def routes() -> list[Route]:
@@ -238,6 +284,8 @@ def routes() -> list[Route]:
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/account", account_page, methods=["GET"]),
+        Route("/account/tokens", make_token, methods=["POST"]),
+        Route("/account/tokens/{tid}/revoke", revoke, methods=["POST"]),
     ]
 
 

@@ -31,7 +31,7 @@ from starlette.routing import Route
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
 from ..errors import ArenaError
-from ..store.people import PeopleError, claim_bot
+from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .pages import redirect, render
 from .upload import UploadError, unpack
@@ -123,11 +123,13 @@ async def upload(request: Request) -> Response:
     except TooLarge:
         await body.drain()
         return _form(request, 413, too_big)
-    who = await auth.current(request)
-    if who is None:  # the organiser's token, as before accounts
-        guard.require(request, "submit", str(form.get("token", "")) or None)
-    else:
+    who = await auth.bearer(request, Scope.SUBMIT)  # a person's machine: no cookie, so no CSRF to check
+    if who is not None:
+        guard.enabled(request, "submit")
+    elif (who := await auth.current(request)) is not None:
         auth.check_form(request, str(form.get("csrf", "")))
+    else:  # the organiser's token, as before accounts
+        guard.require(request, "submit", str(form.get("token", "")) or None)
     submitter = "token" if who is None else f"account:{who.id}"
     refused = queue_refusal(list(request.app.state.submit_jobs.values()), submitter, opts)
     if refused is None:

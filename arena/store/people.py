@@ -201,3 +201,58 @@ def account_authors(authors: dict[str, str], owners: dict[str, str]) -> dict[str
     """Label -> author for ``one_seat_per_author``, with the owning account standing in for whatever
     ``author`` the manifest of an owned bot claims (``authors``: from the manifests)."""
     return {label: owners.get(label.rpartition("@")[0] or label, author) for label, author in authors.items()}
+
+
+class Scope(StrEnum):
+    SUBMIT = "submit"        # upload bots (arena submit --server)
+    READ_LOGS = "read-logs"  # read one's own bots' private lines
+
+
+TOKEN_PREFIX = "arena_"
+
+
+def create_token(db: sqlite3.Connection, who: Account, name: str, scopes: set[Scope], *, now: float,
+                 origin: str) -> str:
+    """A new API token for ``who``'s machines; returned once, kept as its SHA-256."""
+    name = name.strip()
+    if not 1 <= len(name) <= 60:
+        raise PeopleError("a token needs a name of 1 to 60 characters (say where it is used: 'CI', 'laptop')")
+    if not scopes:
+        raise PeopleError("a token needs at least one scope: submit, read-logs")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(24)
+    with _tx(db):
+        db.execute("INSERT INTO api_tokens (account, token_hash, name, scopes, created) VALUES (?,?,?,?,?)",
+                   (who.id, digest(token), name, " ".join(sorted(Scope(s).value for s in scopes)), now))
+        record(db, who.id, "token-create", f"token:{name}", origin, now, scopes=sorted(s.value for s in scopes))
+    return token
+
+
+def tokens(db: sqlite3.Connection, account_id: int) -> list[dict[str, Any]]:
+    rows = db.execute("SELECT id, name, scopes, created, last_used, revoked FROM api_tokens WHERE account=? "
+                      "ORDER BY id", (account_id,))
+    return [{"id": r[0], "name": r[1], "scopes": r[2].split(), "created": r[3], "last_used": r[4], "revoked": r[5]}
+            for r in rows]
+
+
+def revoke_token(db: sqlite3.Connection, who: Account, token_id: int, *, now: float, origin: str) -> None:
+    """Revoke one of ``who``'s tokens (an admin may revoke anyone's)."""
+    with _tx(db):
+        row = db.execute("SELECT account, name, revoked FROM api_tokens WHERE id=?", (token_id,)).fetchone()
+        if row is None or (row[0] != who.id and who.role != Role.ADMIN):
+            raise PeopleError("no such token")
+        if row[2] is None:
+            db.execute("UPDATE api_tokens SET revoked=? WHERE id=?", (now, token_id))
+            record(db, who.id, "token-revoke", f"token:{row[1]}", origin, now, owner=row[0])
+
+
+def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) -> Account | None:
+    """The active account a live token with ``scope`` belongs to (its last use noted), else None."""
+    row = db.execute("SELECT id, account, scopes FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
+                     (digest(token),)).fetchone()
+    if row is None or scope.value not in row[2].split():
+        return None
+    who = account_by_id(db, row[1])
+    if who is None or who.status != Status.ACTIVE:
+        return None
+    db.execute("UPDATE api_tokens SET last_used=? WHERE id=?", (now, row[0]))
+    return who
