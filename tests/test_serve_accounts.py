@@ -552,3 +552,53 @@ def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_u
         assert alice.request("GET", "/account")[0] == 403                     # and session
     finally:
         server.stop()
+
+
+def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private_file(tmp_path: Path) -> None:
+    import os
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "bot.toml").write_text('name = "term-bot"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (folder / "bot.py").write_text("print('not a protocol line', flush=True)\n")
+    server = ServerProc(store, "--allow-submit")
+    try:
+        alice, _, _ = sign_up(server, invite(store), "alice")
+        token = _make_token(alice, "terminal", "submit")
+        env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+
+        def submit(*extra: str, token_env: str | None = None) -> subprocess.CompletedProcess:
+            e = dict(env, **({"ARENA_TOKEN": token_env} if token_env is not None else {}))
+            return subprocess.run(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url,
+                                            *extra), capture_output=True, text=True, env=e, timeout=600)
+
+        done = submit()
+        assert done.returncode == 2 and "no API token" in done.stderr
+        loose = tmp_path / "token"
+        loose.write_text(token)
+        loose.chmod(0o644)
+        done = submit("--token-file", str(loose))
+        assert done.returncode == 2 and "can be read by other users" in done.stderr
+        done = submit(token_env=token + "x")
+        assert done.returncode == 2 and "refused the upload (403)" in done.stderr and "unknown" in done.stderr
+        assert "Traceback" not in done.stderr
+        loose.chmod(0o600)
+        done = submit("--token-file", str(loose))
+        out = done.stdout + done.stderr
+        assert done.returncode == 1 and "failed arena check on the server" in done.stderr, out[-3000:]
+        assert "uploaded: " + server.url + "/submit/" in out and "checking term-bot@1.0" in out
+        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
+            [("term-bot", "alice")]
+    finally:
+        server.stop()
+
+
+def test_the_ci_example_submits_on_a_tag_with_the_token_from_a_secret() -> None:
+    yaml = pytest.importorskip("yaml")
+    flow = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "ci" / "submit-on-tag.yml").read_text())
+    assert flow[True]["push"]["tags"] == ["v*"]  # YAML reads the key `on` as True
+    step = next(s for s in flow["jobs"]["submit"]["steps"] if s.get("name") == "Submit")
+    assert step["env"]["ARENA_TOKEN"] == "${{ secrets.ARENA_TOKEN }}"
+    assert "--server" in step["run"] and "TOKEN" not in step["run"]  # never on the command line

@@ -25,7 +25,7 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..bots.launch import ARENA_COPIES
@@ -300,6 +300,12 @@ async def job_page(request: Request) -> Response:
     job = request.app.state.submit_jobs.get(request.path_params["job"])
     if job is None:
         raise HTTPException(404, "No such submission (they are kept until the server stops).")
+    if request.query_params.get("format") == "json":  # what `arena submit --server` reads
+        ahead = sum(1 for j in request.app.state.submit_jobs.values() if not j.done and j.created < job.created)
+        return JSONResponse({"id": job.id, "label": job.label, "ladder": job.ladder, "status": job.status,
+                             "done": job.done, "ahead": 0 if job.done else ahead, "lines": job.lines,
+                             "report": job.report, "row": job.row, "error": job.error},
+                            headers={"Cache-Control": "no-store"})
     return render(request, "submit_job.html", title=f"Submission {job.label}", job=job)
 
 
