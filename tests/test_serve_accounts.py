@@ -602,3 +602,44 @@ def test_the_ci_example_submits_on_a_tag_with_the_token_from_a_secret() -> None:
     step = next(s for s in flow["jobs"]["submit"]["steps"] if s.get("name") == "Submit")
     assert step["env"]["ARENA_TOKEN"] == "${{ secrets.ARENA_TOKEN }}"
     assert "--server" in step["run"] and "TOKEN" not in step["run"]  # never on the command line
+
+
+# --------------------------------------------------------------------------- admin tools
+
+def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_terminal(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    admin_code = first_admin_code(store)
+    server = ServerProc(store)
+    try:
+        root, _, _ = sign_up(server, admin_code, "root")
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        assert bob.request("GET", "/admin")[0] == 403
+        status, _, page = bob.post("/admin/accounts/alice/suspend", {"csrf": bob.csrf("/account"), "reason": "x"})
+        assert status == 403 and "needs the role admin" in page
+        assert alice.request("GET", "/account")[0] == 200
+
+        status, _, _ = root.post("/admin/accounts/alice/suspend", {"csrf": root.csrf("/admin"), "reason": "spam uploads"})
+        assert status == 303
+        assert alice.request("GET", "/account")[0] == 403  # her session ends at once
+        status, _, page = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
+        assert status == 403 and "suspended" in page
+        page = root.request("GET", "/admin")[2]
+        assert "spam uploads" in page and "account:alice" in page
+        assert root.post("/admin/accounts/root/suspend", {"csrf": root.csrf("/admin")})[0] == 400  # not oneself
+
+        done = subprocess.run(arena_cmd("accounts", "reinstate", "alice", "--store", str(store), "--reason", "ok"),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "alice is active" in done.stdout
+        status, _, _ = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
+        assert status == 303
+        done = subprocess.run(arena_cmd("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x"),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.startswith("error:") and "no account" in done.stderr
+        audit = subprocess.run(arena_cmd("accounts", "audit", "--store", str(store)), capture_output=True, text=True,
+                               timeout=120).stdout
+        assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
+    finally:
+        server.stop()

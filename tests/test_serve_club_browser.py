@@ -1,7 +1,7 @@
 """A club server in a real browser (Chromium): the first admin signs up with the link printed at the
 terminal, a member signs up with an invitation, logs out and in, uploads a version of their bot,
-and reads their own bot's lines in a game's replay but not their opponent's. Writes only to
-temporary directories."""
+and reads their own bot's lines in a game's replay but not their opponent's; the admin suspends
+the member, who can no longer log in. Writes only to temporary directories."""
 
 from __future__ import annotations
 
@@ -111,3 +111,22 @@ def test_sign_up_log_in_upload_and_read_only_ones_own_lines(chrome: Any, club: S
     wait(chrome, lambda d: d.current_url.rstrip("/") == club.url)
     chrome.get(f"{club.url}/games/{club.gid}")  # type: ignore[attr-defined]
     assert "SECRET-ERR-0" not in chrome.page_source
+
+    chrome.get(f"{club.url}/login")  # the admin suspends alice, with a reason the audit keeps
+    _fill(chrome, name="root", password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text)
+    chrome.get(f"{club.url}/admin")
+    row = chrome.find_element(By.CSS_SELECTOR, "tr[data-person='alice']")
+    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("copied code")
+    row.find_element(By.CSS_SELECTOR, "button.act").click()
+    wait(chrome, lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-person='alice'] .status").text == "suspended",
+         what="alice suspended")
+    assert "copied code" in chrome.find_element(By.ID, "audit").text
+    chrome.get(f"{club.url}/account")
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url)
+    chrome.get(f"{club.url}/login")
+    _fill(chrome, name="alice", password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    assert "suspended" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text

@@ -96,5 +96,32 @@ def audit_cmd(store: StoreOpt = DEFAULT_STORE,
     Console(highlight=False).print(table)
 
 
+def _set_status(store: Path, name: str, suspended: bool, reason: str) -> None:
+    from ..store.people import Status, set_status
+    db = _db(store)
+    try:
+        who = set_status(db.db, name, Status.SUSPENDED if suspended else Status.ACTIVE, by=None, origin="terminal",
+                         now=time.time(), reason=reason)
+    finally:
+        db.close()
+    print(f"{who.name} is {who.status.value}")
+
+
+@accounts_app.command("suspend")
+def suspend_cmd(name: Annotated[str, typer.Argument(help="The account.")],
+                reason: Annotated[str, typer.Option("--reason", help="Why (kept in the audit).")],
+                store: StoreOpt = DEFAULT_STORE) -> None:
+    """Suspend a person: their sessions and API tokens stop working at once."""
+    _set_status(store, name, True, reason)
+
+
+@accounts_app.command("reinstate")
+def reinstate_cmd(name: Annotated[str, typer.Argument(help="The account.")],
+                  reason: Annotated[str, typer.Option("--reason", help="Why (kept in the audit).")] = "",
+                  store: StoreOpt = DEFAULT_STORE) -> None:
+    """Reinstate a suspended person."""
+    _set_status(store, name, False, reason)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(accounts_app, name="accounts")
