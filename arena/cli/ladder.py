@@ -156,8 +156,15 @@ def _load(ref: str, store: Path | None, jobs: int | None):
 def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a directory holding one, or a bundled name.")],
                ladder_name: Annotated[str, typer.Option("--ladder", "-l", help="Ladder name (ladders/NAME.toml) or file.")],
                store: StoreOpt = None, concurrency: JobsOpt = None, plain: PlainOpt = False,
-               as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False) -> None:
+               as_json: Annotated[bool, typer.Option("--json", help="The refreshed standings as JSON on stdout.")] = False,
+               server: Annotated[Optional[str], typer.Option("--server", metavar="URL", help="Upload to this club "
+                                 "server (arena serve) instead; the API token from ARENA_TOKEN or --token-file.")] = None,
+               token_file: Annotated[Optional[Path], typer.Option("--token-file", help="A file (mode 600) holding "
+                                     "the API token for --server.")] = None) -> None:
     """Check a bot, add it to a ladder, play its placement games and show where it stands."""
+    if server is not None:
+        _submit_remote(bot, ladder_name, server, token_file, as_json)
+        return
     from ..tournament.store import StoreError
     import trio
     from ..bots.manifest import ManifestError
@@ -190,6 +197,34 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
               f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
+
+
+def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, as_json: bool) -> None:
+    """``arena submit --server``: upload, follow the check and placement, print the outcome."""
+
+    from .remote import follow, read_token, upload
+    token = read_token(token_file)
+    folder = Path(bot)
+    folder = folder.parent if folder.name == "bot.toml" else folder
+    if not (folder / "bot.toml").is_file():
+        fail(f"{bot} is no bot folder (no bot.toml): --server uploads a folder of your own")
+    out, progress = _consoles(as_json)
+    url = upload(server, token, ladder, folder)
+    progress.print(f"uploaded: {escape(url.split('?')[0])}", highlight=False)
+    job = follow(url, lambda line: progress.print(escape(str(line)), highlight=False))
+    if as_json:
+        print(json.dumps(job, indent=2))
+    if job.get("report") and not job["report"].get("ok"):
+        from ..tournament.check import print_report
+        print_report(job["report"], progress)
+    if job["status"] == "placed" and job.get("row"):
+        row = job["row"]
+        out.print(f"{row.get('label', job['label'])} is #{row.get('rank')} on {ladder} after {row.get('games')} games",
+                  highlight=False)
+    elif job["status"] == "check failed":
+        fail(f"{job['label']} failed arena check on the server: not placed", 1)
+    elif job["status"] != "placed":
+        fail(f"the submission failed: {job.get('error') or job['status']}")
 
 
 class _LadderGroup(TyperGroup):

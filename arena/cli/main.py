@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from .. import __version__
 from ..tournament import DEFAULT_STORE
+from .accounts import register as register_accounts
 from .common import ArenaTyper, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
@@ -405,3 +406,4 @@ register_replays(app)
 register_ladders(app)
 register_serve(app)
 register_deals(app)
+register_accounts(app)

@@ -50,6 +50,8 @@ def serve(
     ladders: Annotated[Optional[Path], typer.Option("--ladders", help="Folder of ladder files (default: the "
                                                                      "arena's ladders/).")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest upload accepted, in MB.")] = 2.0,
+    min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
+                                                    "than this, in MB, beside the upload's unpacked size.")] = 256.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
                                               "(read-only servers only: play and uploads live in one process).")] = 1,
@@ -72,8 +74,9 @@ def serve(
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
-    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or not 1 <= workers <= 64:
-        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb and --poll above 0, --workers 1-64")
+    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64:
+        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb and --poll above 0, --min-free-mb at "
+                  "least 0, --workers 1-64")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -86,7 +89,8 @@ def serve(
         raise typer.Exit(2)
     loopback = _loopback(host)
     options = Options(store=store, ladders_dir=ladders, allow_play=allow_play, allow_submit=allow_submit,
-                      loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll)
+                      loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll,
+                      min_free_bytes=int(min_free_mb * 2**20))
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

@@ -33,7 +33,7 @@ _WHERE = {
     "placement": ["RunContext", "SubmitResult", "ensure_seeded", "play_games", "submit"],
     "run": ["RunSummary", "retire", "run_ladder"],
     "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings"],
-    "tables": ["LADDER_SCHEMA", "BotStatus", "Member", "bot_statuses", "check_identity", "clear_status",
+    "tables": ["BotStatus", "Member", "bot_statuses", "check_identity", "clear_status",
                "keep_ladder_file", "ladder_results", "member", "members", "open_store", "resolve_ref",
                "snapshot_dir"],
 }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bots.manifest import ManifestError, load_bot
+from ..store.people import owner_names
 from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .history import LadderState, take_snapshot
@@ -80,6 +81,7 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
     the tournament checks them again."""
     out = bot_statuses(store, ladder.name)
     ratings = state.ratings()
+    owners = owner_names(store.db)
     active: dict[str, Any] = {}
     for m in members(store, ladder.name):
         if m.label in out:
@@ -100,6 +102,7 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
             continue
         r = ratings.get(m.label) if ratings is not None else None
         author = "" if m.origin == "initial" else verified[m.label, m.ref]  # the file's own bots: their own
+        author = owners.get(m.name, author)  # an owned bot's author is its account, whatever its manifest says
         active[m.label] = (m.ref, Candidate(m.label, state.bot_games[m.label], r.elo if r else None,
                                             r.ci_low if r else None, r.ci_high if r else None, author))
     return active

@@ -32,51 +32,6 @@ from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
 
-LADDER_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ladders (
-    name TEXT PRIMARY KEY,
-    config TEXT NOT NULL,            -- JSON: what decides a game (rules, options, seats)
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ladder_members (
-    ladder TEXT NOT NULL,
-    label TEXT NOT NULL,             -- name@version
-    name TEXT NOT NULL,
-    version TEXT NOT NULL,
-    hash TEXT NOT NULL,              -- BotSpec.files_hash() when it joined
-    ref TEXT NOT NULL,               -- how to load it again: bundled name, or a path (relative: to the store dir)
-    origin TEXT NOT NULL,            -- 'initial' (from the ladder file) or 'submitted'
-    placement TEXT NOT NULL,         -- the tournament that placed it
-    registered REAL NOT NULL,
-    PRIMARY KEY (ladder, label)
-);
-CREATE TABLE IF NOT EXISTS ladder_bot_status (
-    ladder TEXT NOT NULL,
-    label TEXT NOT NULL,
-    status TEXT NOT NULL,            -- 'retired' or 'suspended'
-    since REAL NOT NULL,
-    reason TEXT NOT NULL,
-    detail TEXT NOT NULL,            -- JSON: for a suspension, the faults and the last stderr lines
-    PRIMARY KEY (ladder, label)
-);
-CREATE TABLE IF NOT EXISTS rating_snapshots (
-    ladder TEXT NOT NULL,
-    taken_at REAL NOT NULL,
-    games INTEGER NOT NULL,
-    bot TEXT NOT NULL,
-    elo REAL NOT NULL,
-    lo REAL NOT NULL,
-    hi REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS rating_snapshots_ladder ON rating_snapshots(ladder, taken_at);
-CREATE TABLE IF NOT EXISTS ladder_views (
-    ladder TEXT PRIMARY KEY,
-    viewed_at REAL NOT NULL,
-    games INTEGER NOT NULL
-);
-"""
-
-
 @dataclass
 class Member:
     ladder: str
@@ -91,10 +46,8 @@ class Member:
 
 
 def open_store(ladder: Ladder, path: str | Path | None = None) -> Store:
-    """The ladder's store (``path`` overrides the file's), with the ladder tables created."""
-    store = Store(path or ladder.store)
-    store.db.executescript(LADDER_SCHEMA)
-    return store
+    """The ladder's store (``path`` overrides the file's); its ladder tables come with the schema."""
+    return Store(path or ladder.store)
 
 
 def _has_tables(store: Store) -> bool:

@@ -21,12 +21,13 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import data, play, submit, views
+from . import auth, data, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, WriteLimit
 from .live import StoreFollower, events
@@ -52,6 +53,9 @@ class Options:
     max_upload_bytes: int = 2 * 2**20
     max_upload_files: int = 200
     max_unpacked_bytes: int = 20 * 2**20
+    max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
+    max_queued: int = 20               # ... and in all
+    min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
 
     @property
@@ -151,6 +155,7 @@ async def bot(request: Request) -> Response:
     page = await query(request, lambda db: views.bot_page(db, label), ("bot", label))
     if page is None:
         return message(request, "No such bot", f"No games or registration for {label!r} in this store.", 404)
+    page = privacy.bot_page_for(page, label in await privacy.readable_bots(request, [label]))
     return render(request, "bot.html", page=page, title=f"Bot {label}")
 
 
@@ -205,6 +210,8 @@ async def game(request: Request) -> Response:
         return message(request, "No such game", f"The store has no game {gid!r}.", 404)
     view = _int(request.query_params.get("as"))
     if "replay" in page:
+        seats = list(page["row"]["seats"])
+        page = dict(page, replay=privacy.replay_for(page["replay"], seats, await privacy.readable_bots(request, seats)))
         page = dict(page, replay=dict(page["replay"], view=view if view is not None and
                                       0 <= view < len(page["replay"]["players"]) else None))
     return render(request, "game.html", title=f"Game {gid}", **page)
@@ -277,10 +284,16 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/health", health),
         *play.routes(),
         *submit.routes(),
+        *auth.routes(),
         Route("/static/{name}", assets.route),
     ]
+    # Outermost first. The page cache sits outside the session: a response that sets a cookie is
+    # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
     middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(WRITES)),
-                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS))]
+                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+                  Middleware(SessionMiddleware, secret_key=auth.session_key(options.store),
+                             session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
+                             same_site="strict")]
     if options.loopback_only:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
     app = Starlette(routes=routes, middleware=middleware,
@@ -293,5 +306,6 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     nursery.start_soon(app.state.follower.run)
     play.setup(app)
     submit.setup(app)
+    auth.setup(app)
     return app
 

@@ -295,8 +295,8 @@ async def state(request: Request) -> Response:
 
 
 async def act(request: Request) -> Response:
+    guard.require(request, "play", request.headers.get("x-arena-token"))  # before the lookup: no probing of ids
     s = _session(request)
-    guard.require(request, "play", request.headers.get("x-arena-token"))
     try:
         body = await request.json()
         answer = (int(body["request"]), int(body["action"]))

@@ -25,13 +25,14 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
 from ..errors import ArenaError
-from . import guard
+from ..store.people import PeopleError, Scope, claim_bot
+from . import auth, guard
 from .pages import redirect, render
 from .upload import UploadError, unpack
 
@@ -46,6 +47,7 @@ class Job:
     created: float = field(default_factory=time.time)
     status: str = "waiting"  # checking, check failed, placing, placed, failed
     label: str = ""
+    submitter: str = ""  # 'account:ID', or 'token' for the organiser's token
     lines: list[str] = field(default_factory=list)
     report: dict[str, Any] | None = None
     row: dict[str, Any] | None = None
@@ -98,7 +100,7 @@ def _form(request: Request, status: int = 200, error: str = "") -> Response:
     opts = request.app.state.options
     return render(request, "submit.html", status, title="Submit a bot", ladders=_ladders(request), error=error,
                   has_token=guard.has_token(request), max_mb=opts.max_upload_bytes / 2**20,
-                  max_files=opts.max_upload_files, max_unpacked_mb=opts.max_unpacked_bytes / 2**20)
+                  person="uid" in request.session, csrf=auth.csrf_token(request), max_files=opts.max_upload_files, max_unpacked_mb=opts.max_unpacked_bytes / 2**20)
 
 
 async def form_page(request: Request) -> Response:
@@ -121,7 +123,19 @@ async def upload(request: Request) -> Response:
     except TooLarge:
         await body.drain()
         return _form(request, 413, too_big)
-    guard.require(request, "submit", str(form.get("token", "")) or None)
+    who = await auth.bearer(request, Scope.SUBMIT)  # a person's machine: no cookie, so no CSRF to check
+    if who is not None:
+        guard.enabled(request, "submit")
+    elif (who := await auth.current(request)) is not None:
+        auth.check_form(request, str(form.get("csrf", "")))
+    else:  # the organiser's token, as before accounts
+        guard.require(request, "submit", str(form.get("token", "")) or None)
+    submitter = "token" if who is None else f"account:{who.id}"
+    refused = queue_refusal(list(request.app.state.submit_jobs.values()), submitter, opts)
+    if refused is None:
+        refused = await trio.to_thread.run_sync(disk_refusal, opts)
+    if refused is not None:
+        return _form(request, refused[0], refused[1])
     ladder = str(form.get("ladder", ""))
     upload = form.get("bot")
     if ladder not in _ladders(request):
@@ -131,7 +145,7 @@ async def upload(request: Request) -> Response:
     data = await upload.read(opts.max_upload_bytes + 1)
     if len(data) > opts.max_upload_bytes:
         return _form(request, 413, too_big)
-    job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200])
+    job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200], submitter=submitter)
     dest = private_copy_dir(opts.store) / job.id
 
     def unpacked() -> tuple[Path, Any]:
@@ -143,6 +157,12 @@ async def upload(request: Request) -> Response:
         root, spec = await trio.to_thread.run_sync(unpacked)
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
+        if who is not None:
+            await auth.with_db(request, lambda db: claim_bot(db, spec.name, who, taken=_known(db, spec.name),
+                                                             now=time.time(), origin=auth.origin_of(request)))
+    except PeopleError as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        return _form(request, 403, str(e))
     except (UploadError, ManifestError) as e:
         shutil.rmtree(dest, ignore_errors=True)  # a refused upload leaves nothing behind
         return _form(request, 400, hide_paths(str(e), [(dest, YOUR_BOT)]))
@@ -156,6 +176,34 @@ async def upload(request: Request) -> Response:
     request.app.state.submit_jobs[job.id] = job
     request.app.state.nursery.start_soon(run_job, request.app, job, root)
     return redirect(f"/submit/{job.id}")
+
+
+def queue_refusal(jobs: list[Job], submitter: str, opts: Any) -> tuple[int, str] | None:
+    """(status, why) when the queue is full for this submitter or for everyone, else None."""
+    open_jobs = [j for j in jobs if not j.done]
+    mine = sum(j.submitter == submitter for j in open_jobs)
+    if mine >= opts.max_queued_per_submitter:
+        return 429, (f"refused: you have {mine} submission(s) not finished yet (at most "
+                     f"{opts.max_queued_per_submitter}); wait for one to end")
+    if len(open_jobs) >= opts.max_queued:
+        return 429, f"refused: {len(open_jobs)} submissions are waiting already; try again later"
+    return None
+
+
+def disk_refusal(opts: Any) -> tuple[int, str] | None:
+    """(507, why) when the store's disk could not hold one more unpacked upload and keep its
+    reserve free, else None."""
+    free = shutil.disk_usage(opts.store.resolve().parent if opts.store.parent.exists() else Path.cwd()).free
+    if free < opts.max_unpacked_bytes + opts.min_free_bytes:
+        return 507, "refused: the server is short of disk space; nothing was kept. Try again later"
+    return None
+
+
+def _known(db: Any, name: str) -> bool:
+    """Whether bot ``name`` has played or joined a ladder on this server (so it is someone's already)."""
+    return db.execute("SELECT 1 FROM bots WHERE name=? UNION SELECT 1 FROM ladder_members WHERE name=? "
+                      "UNION SELECT 1 FROM game_seats WHERE bot > ? AND bot < ?",  # name@...: '@' < 'A'
+                      (name, name, name + "@", name + "A")).fetchone() is not None
 
 
 def private_copy_dir(store: Path) -> Path:
@@ -175,15 +223,25 @@ def private_copy_dir(store: Path) -> Path:
 async def run_job(app: Starlette, job: Job, root: Path) -> None:
     """``arena submit``'s path, one job at a time: ``arena check`` on the ladder's copy of the
     bot, then (only if it passed) the placement. What the uploader sees names no path of the
-    server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``."""
-    from ..tournament.check import run_check
-    from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
-    opts = app.state.options
+    server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``.
+    The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
+    in the ladder's snapshot, made before its check); synchronously, so a server stopping
+    mid-job removes it too."""
     hidden = [(root, YOUR_BOT)]
 
     def say(text: str) -> None:
         job.say(hide_paths(text, hidden))
 
+    try:
+        await _run_job(app, job, root, hidden, say)
+    finally:
+        shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+
+
+async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> None:
+    from ..tournament.check import run_check
+    from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
+    opts = app.state.options
     async with app.state.submit_lock:
         try:
             ladder = load_ladder(job.ladder, opts.ladders_dir)
@@ -249,6 +307,12 @@ async def job_page(request: Request) -> Response:
     job = request.app.state.submit_jobs.get(request.path_params["job"])
     if job is None:
         raise HTTPException(404, "No such submission (they are kept until the server stops).")
+    if request.query_params.get("format") == "json":  # what `arena submit --server` reads
+        ahead = sum(1 for j in request.app.state.submit_jobs.values() if not j.done and j.created < job.created)
+        return JSONResponse({"id": job.id, "label": job.label, "ladder": job.ladder, "status": job.status,
+                             "done": job.done, "ahead": 0 if job.done else ahead, "lines": job.lines,
+                             "report": job.report, "row": job.row, "error": job.error},
+                            headers={"Cache-Control": "no-store"})
     return render(request, "submit_job.html", title=f"Submission {job.label}", job=job)
 
 

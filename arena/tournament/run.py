@@ -27,6 +27,7 @@ from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameT
                         open_in_process, store_played)
 from .runlock import LockHeld, tournament_lock
 from .schedule import ScheduledGame, schedule
+from ..store.people import account_authors, owner_names
 from .store import Store
 from .worker import open_workers
 
@@ -86,6 +87,12 @@ def seat_authors(specs: dict[str, BotSpec], own: Iterable[str] = ()) -> dict[str
     return out
 
 
+def table_authors(specs: dict[str, BotSpec], store: Store, own: Iterable[str] = ()) -> dict[str, str]:
+    """:func:`seat_authors`, with the account that owns a bot's name on this server (arena serve's
+    accounts) in place of whatever author its manifest claims."""
+    return account_authors(seat_authors(specs, own), owner_names(store.db))
+
+
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
                        restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
@@ -122,7 +129,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                own_authors: Iterable[str]) -> list[GameRecord]:
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels, seeds.load_secret(store.path.parent), seat_authors(specs, own_authors))
+    games = schedule(cfg, labels, seeds.load_secret(store.path.parent), table_authors(specs, store, own_authors))
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)

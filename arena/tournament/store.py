@@ -1,5 +1,7 @@
 """The game store: one SQLite file (WAL) holding tournaments, bots, games and their logs.
 
+Its tables are created and upgraded by :mod:`arena.store`'s numbered migrations.
+
 Each finished game is written in one transaction keyed by its game id, so a
 killed tournament loses at most the games that were still being played, and a
 resumed one never stores a game twice. Logs are zlib-compressed JSON.
@@ -21,61 +23,8 @@ from typing import Any
 import orjson
 
 from ..errors import ArenaError
+from ..store import migrate
 from . import DEFAULT_STORE  # defined with the package, so the command line names it without sqlite
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS tournaments (
-    id TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    planned INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bots (
-    label TEXT PRIMARY KEY,          -- name@version
-    name TEXT NOT NULL,
-    version TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    manifest TEXT NOT NULL,
-    path TEXT NOT NULL,
-    registered REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS games (
-    id TEXT PRIMARY KEY,
-    tournament TEXT NOT NULL REFERENCES tournaments(id),
-    idx INTEGER NOT NULL,
-    seed INTEGER NOT NULL,
-    rules TEXT NOT NULL,
-    seats TEXT NOT NULL,             -- JSON list of bot labels, seat order
-    reason TEXT NOT NULL,
-    draw INTEGER NOT NULL,
-    complete INTEGER NOT NULL,
-    result TEXT NOT NULL,            -- JSON result, with forfeits
-    turns INTEGER NOT NULL,
-    wall_ms REAL NOT NULL,
-    faults INTEGER NOT NULL,
-    finished REAL NOT NULL,
-    UNIQUE (tournament, idx)
-);
-CREATE TABLE IF NOT EXISTS game_seats (
-    game TEXT NOT NULL REFERENCES games(id),
-    seat INTEGER NOT NULL,
-    bot TEXT NOT NULL,
-    place INTEGER NOT NULL,
-    forfeit TEXT,
-    think_ms REAL NOT NULL,
-    decisions INTEGER NOT NULL,
-    PRIMARY KEY (game, seat)
-);
-CREATE INDEX IF NOT EXISTS game_seats_bot ON game_seats(bot);
-CREATE INDEX IF NOT EXISTS games_tournament ON games(tournament);
-CREATE TABLE IF NOT EXISTS game_logs (
-    game TEXT PRIMARY KEY REFERENCES games(id),
-    log BLOB NOT NULL
-);
-"""
-
 
 LOG_FIELDS = ("steps", "setup_events", "stderr")
 
@@ -166,8 +115,7 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            if not readonly:
-                self.db.executescript(SCHEMA)
+            migrate(self.db)  # every table, old stores upgraded in place (arena/store)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path} is not a usable arena store: {e}") from None
         if not readonly:

@@ -1,0 +1,118 @@
+"""``arena submit BOT --ladder NAME --server URL``: upload a bot to a club server (arena serve) from a
+terminal or a CI job, then follow its check and placement as the web page does.
+
+The API token comes from the ``ARENA_TOKEN`` environment variable or a file only its owner can
+read (``--token-file``), never from the command line, where other users of the machine see it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import re
+import secrets
+import stat
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArenaError
+
+MAX_ZIP_BYTES = 20 * 2**20
+
+
+class RemoteError(ArenaError):
+    """The upload could not be made, or the server refused it (its reason in the message)."""
+
+
+def read_token(token_file: Path | None) -> str:
+    token = os.environ.get("ARENA_TOKEN", "").strip()
+    if token:
+        return token
+    if token_file is None:
+        raise RemoteError("no API token: set ARENA_TOKEN, or pass --token-file with a file only you can read "
+                          "(make a token on the server's /account page)")
+    try:
+        mode = token_file.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise RemoteError(f"{token_file} can be read by other users: chmod 600 {token_file}")
+        return token_file.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise RemoteError(f"cannot read the token file {token_file}: {e.strerror or e}") from None
+
+
+def zip_folder(folder: Path) -> bytes:
+    """The bot's folder as a zip of its regular files; a link or special file is refused by name."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if any(part in ("__pycache__", ".git") for part in rel.parts):
+                continue
+            if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                raise RemoteError(f"{rel} is a link or a special file: a server takes regular files only")
+            if path.is_file():
+                z.write(path, str(rel))
+    data = out.getvalue()
+    if len(data) > MAX_ZIP_BYTES:
+        raise RemoteError(f"the bot's folder zips to {len(data) / 2**20:.1f} MB: too large to upload")
+    return data
+
+
+def _multipart(fields: dict[str, str], filename: str, data: bytes) -> tuple[bytes, str]:
+    boundary = "arena-" + secrets.token_hex(12)
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="bot"; filename="{filename}"\r\n'
+                 "Content-Type: application/zip\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def _reason(body: bytes) -> str:
+    """The server's explanation on a refusal page, as plain text."""
+    text = body.decode("utf-8", "replace")
+    for pattern in (r'id="submit-error">(.*?)</p>', r'id="message">(.*?)</p>', r'id="error"[^>]*>(.*?)</p>'):
+        if m := re.search(pattern, text, re.S):
+            return html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip()
+    return text[:200]
+
+
+def upload(server: str, token: str, ladder: str, folder: Path) -> str:
+    """POST the bot; the address of its submission's JSON."""
+    body, ctype = _multipart({"ladder": ladder}, f"{folder.name}.zip", zip_folder(folder))
+    req = urllib.request.Request(server.rstrip("/") + "/submit", data=body, method="POST",
+                                 headers={"Content-Type": ctype, "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:  # the 303 is followed to the submission's page
+            return r.geturl().split("?")[0] + "?format=json"
+    except urllib.error.HTTPError as e:
+        raise RemoteError(f"the server refused the upload ({e.code}): {_reason(e.read())}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise RemoteError(f"cannot reach {server}: {getattr(e, 'reason', e)}") from None
+
+
+def follow(url: str, say: Any, poll_s: float = 1.0) -> dict[str, Any]:
+    """Poll the submission until it ends, passing each new log line (and the queue place) to ``say``."""
+    shown, ahead = 0, None
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r:
+                job = json.loads(r.read())
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise RemoteError(f"lost the submission at {url}: {getattr(e, 'reason', e)}") from None
+        if not job["done"] and job["ahead"] != ahead:
+            ahead = job["ahead"]
+            if ahead:
+                say(f"waiting: {ahead} submission(s) ahead in the queue")
+        for line in job["lines"][shown:]:
+            say(line)
+        shown = len(job["lines"])
+        if job["done"]:
+            return job
+        time.sleep(poll_s)

@@ -1,0 +1,322 @@
+"""People on the web: sign-up with an invitation, login, logout, and who is asking.
+
+A session is a signed cookie (starlette's SessionMiddleware over itsdangerous; HttpOnly,
+SameSite=Strict) holding the account's id and the session's CSRF token; every form carries
+that token and every POST here checks it and the request's Origin. Passwords are hashed with
+argon2 (argon2-cffi's defaults, rehashed at login when those change). Failed logins are
+counted per client address and per name; past the limit a login is refused, even with the
+right password, until the window has passed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..store import migrate
+from ..store.people import (MIN_PASSWORD, Account, PeopleError, Role, Scope, Status, account, account_by_id,
+                            sign_up)
+from .pages import redirect, render
+
+hasher = PasswordHasher()
+SESSION_COOKIE = "arena_session"
+SESSION_DAYS = 14
+MAX_FORM_FIELD = 200
+# a hash that no password matches, verified when the name is unknown so both cases take as long
+_NOBODY = hasher.hash(secrets.token_urlsafe(16))
+
+
+def session_key(store: Path) -> str:
+    """The key that signs session cookies: kept 0600 beside the store, so logins survive a restart.
+
+    With no store directory yet there are no accounts to log into; the key is then made for this
+    run only, and nothing is written."""
+    path = store.parent / "session.key"
+    if not store.parent.is_dir():
+        return secrets.token_hex(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip()
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        key = secrets.token_hex(32)
+        f.write(key)
+    return key
+
+
+class LoginLimiter:
+    """At most ``failures`` failed logins per key (client address, account name) in ``window_s``."""
+
+    def __init__(self, failures: int = 5, window_s: float = 900.0, clock: Callable[[], float] = time.monotonic):
+        self.failures, self.window_s, self.clock = failures, window_s, clock
+        self.seen: defaultdict[str, deque[float]] = defaultdict(deque)
+
+    def _recent(self, key: str) -> deque[float]:
+        q, now = self.seen[key], self.clock()
+        while q and q[0] <= now - self.window_s:
+            q.popleft()
+        return q
+
+    def blocked(self, *keys: str) -> bool:
+        return any(len(self._recent(k)) >= self.failures for k in keys)
+
+    def failed(self, *keys: str) -> None:
+        for k in keys:
+            self._recent(k).append(self.clock())
+
+
+def open_write(store: Path) -> sqlite3.Connection:
+    """A writing connection to the store, its schema brought up to date."""
+    from ..tournament.store import create_private_store
+    create_private_store(store)
+    db = sqlite3.connect(store, timeout=30, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    migrate(db)
+    return db
+
+
+async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``fn`` on a writing connection, in a worker thread."""
+    store: Path = request.app.state.options.store
+
+    def work() -> Any:
+        db = open_write(store)
+        try:
+            return fn(db)
+        finally:
+            db.close()
+
+    return await trio.to_thread.run_sync(work)
+
+
+def origin_of(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+async def current(request: Request) -> Account | None:
+    """The logged-in, active account of this request, or None."""
+    uid = request.session.get("uid")
+    if not isinstance(uid, int) or not request.app.state.options.store.exists():
+        return None
+    found = await with_db(request, lambda db: account_by_id(db, uid))
+    return found if found is not None and found.status == Status.ACTIVE else None
+
+
+async def require(request: Request, *roles: Role) -> Account:
+    """The account making this request, which must hold one of ``roles`` (any role when none given)."""
+    who = await current(request)
+    if who is None:
+        raise HTTPException(403, "Log in first (/login).")
+    if roles and who.role not in roles:
+        raise HTTPException(403, f"This needs the role {' or '.join(r.value for r in roles)}; you are {who.role.value}.")
+    return who
+
+
+def csrf_token(request: Request) -> str:
+    """The session's CSRF token, made on first use; every form of a logged-in page carries it."""
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = request.session["csrf"] = secrets.token_urlsafe(24)
+    return token
+
+
+def check_form(request: Request, csrf: str) -> None:
+    """Raise 403 unless the request comes from this site's page and carries the session's CSRF token."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+        raise HTTPException(403, "This request came from another site's page; refused.")
+    expected = request.session.get("csrf")
+    if not (isinstance(expected, str) and secrets.compare_digest(csrf, expected)):
+        raise HTTPException(403, "This form has expired or did not come from this site: reload the page and try again.")
+
+
+async def checked_form(request: Request) -> dict[str, str]:
+    """The POSTed form, after :func:`check_form`."""
+    form = await request.form(max_files=0, max_fields=20)
+    fields = {k: str(v)[:MAX_FORM_FIELD] for k, v in form.items() if isinstance(v, str)}
+    check_form(request, fields.get("csrf", ""))
+    return fields
+
+
+# --------------------------------------------------------------------------- pages
+
+def _signup_form(request: Request, status: int = 200, error: str = "", code: str = "", name: str = "") -> Response:
+    return render(request, "signup.html", status, title="Sign up", error=error, code=code, person=name,
+                  csrf=csrf_token(request), min_password=MIN_PASSWORD)
+
+
+async def signup_page(request: Request) -> Response:
+    return _signup_form(request, code=request.query_params.get("code", "")[:MAX_FORM_FIELD])
+
+
+async def signup(request: Request) -> Response:
+    form = await checked_form(request)
+    code, name, password = form.get("code", "").strip(), form.get("name", "").strip(), form.get("password", "")
+    if len(password) < MIN_PASSWORD:
+        return _signup_form(request, 400, f"A password has at least {MIN_PASSWORD} characters.", code, name)
+    hashed = await trio.to_thread.run_sync(hasher.hash, password)
+    try:
+        made = await with_db(request, lambda db: sign_up(db, code, name, hashed, now=time.time(),
+                                                         origin=origin_of(request)))
+    except PeopleError as e:
+        return _signup_form(request, 400, str(e).capitalize() + ".", code, name)
+    _log_in(request, made)
+    return redirect("/account")
+
+
+def _log_in(request: Request, who: Account) -> None:
+    request.session.clear()  # a new session: nothing set before login carries over
+    request.session["uid"] = who.id
+    csrf_token(request)
+
+
+def _login_form(request: Request, status: int = 200, error: str = "", name: str = "") -> Response:
+    return render(request, "login.html", status, title="Log in", error=error, person=name, csrf=csrf_token(request))
+
+
+async def login_page(request: Request) -> Response:
+    return _login_form(request)
+
+
+async def login(request: Request) -> Response:
+    form = await checked_form(request)
+    name, password = form.get("name", "").strip(), form.get("password", "")
+    limiter: LoginLimiter = request.app.state.login_limiter
+    keys = (f"addr:{origin_of(request)}", f"name:{name.lower()}")
+    if limiter.blocked(*keys):
+        return _login_form(request, 429, "Too many failed logins: wait a quarter of an hour and try again.", name)
+    found = await with_db(request, lambda db: account(db, name)) if request.app.state.options.store.exists() else None
+
+    def verify() -> bool:
+        try:
+            return hasher.verify(found.password if found else _NOBODY, password)
+        except (VerificationError, InvalidHashError):
+            return False
+
+    if not (await trio.to_thread.run_sync(verify)) or found is None:
+        limiter.failed(*keys)
+        return _login_form(request, 401, "Wrong name or password.", name)
+    if found.status != Status.ACTIVE:
+        return _login_form(request, 403, "This account is suspended: ask an admin why.", name)
+    if hasher.check_needs_rehash(found.password):
+        from ..store.people import set_password_hash
+        rehashed = await trio.to_thread.run_sync(hasher.hash, password)
+        await with_db(request, lambda db: set_password_hash(db, found.id, rehashed))
+    _log_in(request, found)
+    return redirect("/account")
+
+
+async def logout(request: Request) -> Response:
+    await checked_form(request)
+    request.session.clear()
+    return redirect("/")
+
+
+async def account_page(request: Request, status: int = 200, new_token: str = "", error: str = "") -> Response:
+    from ..store.people import tokens
+    who = await require(request)
+    return render(request, "account.html", status, title="Your account", who=who, csrf=csrf_token(request),
+                  tokens=await with_db(request, lambda db: tokens(db, who.id)), new_token=new_token, error=error,
+                  scopes=[s.value for s in Scope])
+
+
+async def make_token(request: Request) -> Response:
+    """A new API token, shown on this page once."""
+    from ..store.people import create_token
+    who = await require(request)
+    form = await checked_form(request)
+    wanted = {Scope(v) for v in (form.get("scope_submit"), form.get("scope_read_logs")) if v in {s.value for s in Scope}}
+    try:
+        token = await with_db(request, lambda db: create_token(db, who, form.get("name", ""), wanted,
+                                                               now=time.time(), origin=origin_of(request)))
+    except PeopleError as e:
+        return await account_page(request, 400, error=str(e).capitalize() + ".")
+    return await account_page(request, 201, new_token=token)
+
+
+async def revoke(request: Request) -> Response:
+    from ..store.people import revoke_token
+    who = await require(request)
+    await checked_form(request)
+    try:
+        token_id = int(request.path_params["tid"])
+        await with_db(request, lambda db: revoke_token(db, who, token_id, now=time.time(), origin=origin_of(request)))
+    except (ValueError, PeopleError):
+        raise HTTPException(404, "No such token.") from None
+    return redirect("/account")
+
+
+async def bearer(request: Request, scope: Scope) -> Account | None:
+    """The account of an ``Authorization: Bearer`` API token with ``scope``; None when the request
+    carries none; 403 when it carries one that is unknown, revoked, of another scope or suspended."""
+    from ..store.people import token_account
+    given = request.headers.get("authorization", "")
+    if not given:
+        return None
+    kind, _, token = given.partition(" ")
+    if kind.lower() != "bearer" or not token.strip() or not request.app.state.options.store.exists():
+        raise HTTPException(403, "This API token is not valid here.")
+    who = await with_db(request, lambda db: token_account(db, token.strip(), scope, time.time()))
+    if who is None:
+        raise HTTPException(403, f"This API token is unknown, revoked, or lacks the scope {scope.value}.")
+    return who
+
+
+async def admin_page(request: Request, status: int = 200, error: str = "") -> Response:
+    """The admin's view: every account (suspend, reinstate) and the latest writes."""
+    from ..store.people import accounts, audit_rows
+    who = await require(request, Role.ADMIN)
+    people, audit = await with_db(request, lambda db: (accounts(db), audit_rows(db, 200)))
+    return render(request, "admin.html", status, title="Admin", who=who, people=people, audit=audit,
+                  csrf=csrf_token(request), error=error)
+
+
+async def admin_status(request: Request) -> Response:
+    from ..store.people import set_status
+    who = await require(request, Role.ADMIN)
+    form = await checked_form(request)
+    if request.path_params["act"] not in ("suspend", "reinstate"):
+        raise HTTPException(404, "An account is suspended or reinstated.")
+    wanted = Status.SUSPENDED if request.path_params["act"] == "suspend" else Status.ACTIVE
+    name = request.path_params["name"]
+    if name.lower() == who.name.lower():
+        return await admin_page(request, 400, "An admin does not suspend or reinstate themselves.")
+    try:
+        await with_db(request, lambda db: set_status(db, name, wanted, by=who.id, origin=origin_of(request),
+                                                     now=time.time(), reason=form.get("reason", "")))
+    except PeopleError as e:
+        return await admin_page(request, 400, str(e).capitalize() + ".")
+    return redirect("/admin")
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/signup", signup_page, methods=["GET"]),
+        Route("/signup", signup, methods=["POST"]),
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/account", account_page, methods=["GET"]),
+        Route("/account/tokens", make_token, methods=["POST"]),
+        Route("/account/tokens/{tid}/revoke", revoke, methods=["POST"]),
+        Route("/admin", admin_page, methods=["GET"]),
+        Route("/admin/accounts/{name}/{act:str}", admin_status, methods=["POST"]),
+    ]
+
+
+def setup(app: Any) -> None:
+    app.state.login_limiter = LoginLimiter()

@@ -1,0 +1,645 @@
+"""People on ``arena serve``: the first admin made at the terminal, sign-up with an invitation,
+login (argon2, rate-limited), sessions in signed HttpOnly SameSite=Strict cookies, CSRF on every
+form; the guards of browser play and the token cookie; and every write route, read from the
+route table, refusing a request that carries no person or token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
+
+from arena.store.people import Role, create_invitation
+from tests.test_serve import ServerProc, arena_cmd, build_store
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+PASSWORD = "correct horse battery"
+
+
+class Browser:
+    """One visitor: its own cookies, sent back to the server that set them."""
+
+    def __init__(self, server: ServerProc):
+        self.server = server
+        self.cookies: dict[str, str] = {}
+        self.set_cookie_headers: list[str] = []
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+        headers = dict(headers or {})
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        host, port = self.server.url.removeprefix("http://").rsplit(":", 1)
+        import http.client
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            r = conn.getresponse()
+            for k, v in r.getheaders():
+                if k.lower() == "set-cookie":
+                    self.set_cookie_headers.append(v)
+                    name, _, rest = v.partition("=")
+                    value = rest.split(";", 1)[0]
+                    if value in ("", '""', "null") or "expires=Thu, 01 Jan 1970" in v:
+                        self.cookies.pop(name, None)
+                    else:
+                        self.cookies[name] = value
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+        finally:
+            conn.close()
+
+    def csrf(self, path: str) -> str:
+        status, _, page = self.request("GET", path)
+        assert status == 200, page
+        m = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert m, page
+        return m.group(1)
+
+    def post(self, path: str, fields: dict[str, str], headers: dict[str, str] | None = None
+             ) -> tuple[int, dict[str, str], str]:
+        return self.request("POST", path, urllib.parse.urlencode(fields).encode(), {**FORM, **(headers or {})})
+
+
+def first_admin_code(store: Path) -> str:
+    out = subprocess.run(arena_cmd("accounts", "first-admin", "--store", str(store)), capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    m = re.search(r"/signup\?code=(\S+)", out)
+    assert m, out
+    return m.group(1)
+
+
+def invite(store: Path, uses: int = 1, hours: float = 1.0, now: float | None = None) -> str:
+    db = sqlite3.connect(store, isolation_level=None)
+    try:
+        return create_invitation(db, Role.MEMBER, uses=uses, hours=hours, now=now or time.time(), by=None,
+                                 origin="test")
+    finally:
+        db.close()
+
+
+def sign_up(server: ServerProc, code: str, name: str, password: str = PASSWORD) -> tuple[Browser, int, str]:
+    b = Browser(server)
+    token = b.csrf(f"/signup?code={code}")
+    status, headers, page = b.post("/signup", {"csrf": token, "code": code, "name": name, "password": password})
+    return b, status, page if status != 303 else headers["location"]
+
+
+def _rows(store: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(store)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def club(tmp_path_factory):
+    base = tmp_path_factory.mktemp("club")
+    store = base / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-play")
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def test_the_first_admin_signs_up_with_the_link_printed_at_the_terminal_once(club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    code = first_admin_code(store)
+    admin, status, where = sign_up(club, code, "root")
+    assert (status, where) == (303, "/account")
+    status, _, page = admin.request("GET", "/account")
+    assert status == 200 and "Logged in as <strong>root</strong> (admin)" in page
+    again, status, page = sign_up(club, code, "mallory")
+    assert status == 400 and "used as many times as it allows" in page
+    assert _rows(store, "SELECT name, role FROM accounts WHERE name IN ('root', 'mallory')") == [("root", "admin")]
+    done = subprocess.run(arena_cmd("accounts", "first-admin", "--store", str(store)), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error:") and "admin already" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("case", ["expired", "used", "duplicate", "short-password", "unknown-code"])
+def test_a_refused_sign_up_shows_why_and_changes_nothing(club: ServerProc, case: str) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    name, password = f"p-{case}", PASSWORD
+    if case == "expired":
+        code, why = invite(store, now=time.time() - 7200), "expired"
+    elif case == "used":
+        code = invite(store)
+        assert sign_up(club, code, f"first-{case}")[1] == 303
+        why = "used as many times"
+    elif case == "duplicate":
+        code = invite(store, uses=2)
+        assert sign_up(club, code, "Taken-Name")[1] == 303
+        name, why = "taken-name", "is taken"
+    elif case == "short-password":
+        code, password, why = invite(store), "short", "at least"
+    else:
+        code, why = "no-such-code", "not valid"
+    before = _rows(store, "SELECT * FROM accounts ORDER BY id"), _rows(store, "SELECT * FROM invitations")
+    b, status, page = sign_up(club, code, name, password)
+    assert status == 400 and why in page and 'id="error"' in page
+    assert (_rows(store, "SELECT * FROM accounts ORDER BY id"), _rows(store, "SELECT * FROM invitations")) == before
+    assert "uid" not in b.cookies.get("arena_session", "")  # not logged in
+    assert b.request("GET", "/account")[0] == 403
+
+
+def test_login_with_the_right_password_only(club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    sign_up(club, invite(store), "login-ok")
+    b = Browser(club)
+    status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "login-ok", "password": PASSWORD + "x"})
+    assert status == 401 and "Wrong name or password" in page
+    assert b.request("GET", "/account")[0] == 403
+    status, headers, _ = b.post("/login", {"csrf": b.csrf("/login"), "name": "login-ok", "password": PASSWORD})
+    assert (status, headers["location"]) == (303, "/account")
+    assert "Logged in as <strong>login-ok</strong> (member)" in b.request("GET", "/account")[2]
+    status, _, _ = b.post("/logout", {"csrf": b.csrf("/account")})
+    assert status == 303 and b.request("GET", "/account")[0] == 403
+    stored = _rows(store, "SELECT password FROM accounts WHERE name='login-ok'")[0][0]
+    assert stored.startswith("$argon2id$") and PASSWORD not in stored
+
+
+def test_a_session_cookie_is_signed_httponly_and_same_site_strict(club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    b, status, _ = sign_up(club, invite(store), "cookie-check")
+    assert status == 303
+    header = next(h for h in reversed(b.set_cookie_headers) if h.startswith("arena_session="))
+    flags = {f.strip().lower() for f in header.split(";")[1:]}
+    assert "httponly" in flags and "samesite=strict" in flags
+    forged = Browser(club)  # a cookie edited by hand does not log anyone in
+    value = b.cookies["arena_session"]
+    forged.cookies["arena_session"] = value[:-2] + ("AA" if not value.endswith("AA") else "BB")
+    assert forged.request("GET", "/account")[0] == 403
+    assert b.request("GET", "/account")[0] == 200
+
+
+def test_forms_need_this_sessions_csrf_token_and_this_sites_origin(club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    sign_up(club, invite(store), "csrf-check")
+    b = Browser(club)
+    other = Browser(club)
+    fields = {"name": "csrf-check", "password": PASSWORD}
+    assert b.post("/login", fields)[0] == 403                                    # no token
+    assert b.post("/login", {**fields, "csrf": other.csrf("/login")})[0] == 403  # another session's
+    b.csrf("/login")
+    token = b.csrf("/login")
+    assert b.post("/login", {**fields, "csrf": token}, {"Origin": "http://attacker.example"})[0] == 403
+    assert b.request("GET", "/account")[0] == 403
+    assert b.post("/login", {**fields, "csrf": token})[0] == 303
+
+
+def test_failed_logins_are_limited_even_for_the_right_password(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store)
+    try:
+        sign_up(server, invite(store), "victim")
+        b = Browser(server)
+        for _ in range(5):
+            status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": "guess-guess"})
+            assert status == 401, page
+        status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": PASSWORD})
+        assert status == 429 and "Too many failed logins" in page
+        assert b.request("GET", "/account")[0] == 403
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- the guards of today's web
+
+def test_the_token_cookie_is_httponly_and_same_site_strict(club: ServerProc) -> None:
+    b = Browser(club)
+    status, _, _ = b.request("GET", f"/?token={club.token}")
+    assert status == 200
+    header = next(h for h in b.set_cookie_headers if h.startswith("arena_token="))
+    flags = {f.strip().lower() for f in header.split(";")[1:]}
+    assert "httponly" in flags and "samesite=strict" in flags
+    wrong = Browser(club)
+    assert wrong.request("GET", "/?token=wrong")[0] == 200 and "arena_token" not in wrong.cookies
+
+
+def _started_game(server: ServerProc) -> str:
+    b = Browser(server)
+    status, headers, page = b.post("/play", {"token": server.token, "opponent": "random", "rules": "classic",
+                                             "move_ms": "30000"})
+    assert status == 303, page
+    return headers["location"].rsplit("/", 1)[1]
+
+
+def test_a_move_needs_the_token_and_this_sites_origin(club: ServerProc) -> None:
+    sid = _started_game(club)
+    move = json.dumps({"request": 10**9, "action": 0}).encode()  # no such request: the game ignores it
+    kinds = {"Content-Type": "application/json"}
+    b = Browser(club)
+    assert b.request("POST", f"/play/{sid}/act", move, kinds)[0] == 403                 # nothing
+    assert b.request("POST", f"/play/{sid}/act", move, {**kinds, "X-Arena-Token": "wrong"})[0] == 403
+    assert b.request("POST", f"/play/{sid}/act", move, {**kinds, "X-Arena-Token": club.token,
+                                                          "Origin": "http://attacker.example"})[0] == 403
+    b.request("GET", f"/?token={club.token}")                                          # the cookie, then
+    assert "arena_token" in b.cookies
+    assert b.request("POST", f"/play/{sid}/act", move, {**kinds, "Origin": "http://attacker.example"})[0] == 403
+    assert b.request("POST", f"/play/{sid}/act", move, {**kinds, "X-Arena-Token": club.token})[0] == 200
+
+
+# --------------------------------------------------------------------------- every write route
+
+def _route_table() -> list[tuple[str, set[str]]]:
+    """(path, methods) of every route of the app, read from the app itself."""
+    import trio
+
+    from arena.serve.app import Options, build_app
+
+    found: list[tuple[str, set[str]]] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            app = build_app(Options(store=Path("/nonexistent/arena.sqlite"), allow_play=True, allow_submit=True),
+                            nursery)
+            for route in app.routes:
+                methods = getattr(route, "methods", None)
+                if methods is not None:
+                    found.append((route.path, set(methods)))
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return found
+
+
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def test_every_write_route_refuses_a_request_without_a_person_or_token(tmp_path: Path) -> None:
+    routes = [(p, m & WRITE_METHODS) for p, m in _route_table() if m & WRITE_METHODS]
+    assert {"/login", "/signup", "/logout", "/play", "/submit", "/play/{sid}/act"} <= {p for p, _ in routes}
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-play", "--allow-submit")
+    try:
+        sid = _started_game(server)
+        for path, methods in routes:
+            url = re.sub(r"\{sid[^}]*\}", sid, re.sub(r"\{(?!sid)[^}]*\}", "x", path))
+            for method in methods:
+                for headers in ({}, {"Origin": "http://attacker.example"}):
+                    b = Browser(server)
+                    status, _, page = b.request(method, url, b"name=x&password=y&csrf=&token=", {**FORM, **headers})
+                    assert status == 403, (method, path, headers, status, page[:300])
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- bots owned by their submitter
+
+def _bot_zip(name: str, version: str, author: str) -> bytes:
+    from tests.test_serve import zip_bytes
+    manifest = f'name = "{name}"\nversion = "{version}"\nauthor = "{author}"\ncommand = ["false"]\n'
+    return zip_bytes({"bot.toml": manifest.encode()})
+
+
+def _upload(b: Browser, name: str, version: str, author: str) -> tuple[int, dict[str, str], str]:
+    from tests.test_serve import multipart
+    body, ctype = multipart({"ladder": "classic-2p", "csrf": b.csrf("/submit")},
+                            ("bot.zip", _bot_zip(name, version, author)))
+    return b.request("POST", "/submit", body, {"Content-Type": ctype})
+
+
+def test_only_the_owner_submits_versions_of_a_bot(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit")
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        status, headers, page = _upload(alice, "alice-bot", "1.0", "alice")
+        assert status == 303 and headers["location"].startswith("/submit/"), page[-2000:]
+        owners = "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account ORDER BY b.name"
+        assert _rows(store, owners) == [("alice-bot", "alice")]
+        uploads = store.parent / "uploads"
+        before = sorted(p.name for p in uploads.iterdir())
+        for name, version, author, why in [("alice-bot", "1.0.1", "me", "belongs to another account"),
+                                           ("alice-bot", "1.0.1", "alice", "belongs to another account"),
+                                           ("alpha", "9.0", "bob", "not yours")]:  # a ladder bot nobody owns
+            status, _, page = _upload(bob, name, version, author)
+            assert status == 403 and why in page, (name, page[-2000:])
+        assert sorted(p.name for p in uploads.iterdir()) == before  # a refused upload leaves nothing behind
+        assert _rows(store, owners) == [("alice-bot", "alice")]
+        status, _, page = _upload(alice, "alice-bot", "1.1", "anyone")  # the owner's next version
+        assert status == 303, page[-2000:]
+        audit = _rows(store, "SELECT a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account "
+                             "WHERE p.name='alice' AND a.action='claim'")
+        assert audit == [("claim", "bot:alice-bot")]
+    finally:
+        server.stop()
+
+
+def test_one_seat_per_author_counts_the_account_not_the_manifest(tmp_path: Path) -> None:
+    """Two bots whose manifests name different authors but one account owns never share a table."""
+    from arena.store.people import Role as R, claim_bot, sign_up as join
+    from arena.tournament.config import load_bots, load_config
+    from arena.tournament.run import table_authors
+    from arena.tournament.schedule import schedule
+    from arena.tournament.store import Store
+    from tests.test_think_time import _bot
+    bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", "someone else"), _bot(tmp_path, "b1", "Bob"),
+            _bot(tmp_path, "m1", "alice")]
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        code = create_invitation(store.db, R.MEMBER, uses=1, hours=1, now=1.0, by=None, origin="test")
+        alice = join(store.db, code, "alice", "h", now=2.0, origin="test")
+        for name in ("a1", "a2"):
+            claim_bot(store.db, name, alice, taken=False, now=3.0, origin="test")
+        cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "seats": 2})
+        specs = load_bots(cfg)
+        authors = table_authors(specs, store)
+    finally:
+        store.close()
+    assert authors == {"a1@1.0": "alice", "a2@1.0": "alice", "b1@1.0": "Bob", "m1@1.0": "alice"}
+    tables = {frozenset(g.seats) for g in schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, authors)}
+    assert frozenset({"a1@1.0", "a2@1.0"}) not in tables and frozenset({"a1@1.0", "b1@1.0"}) in tables
+
+
+# --------------------------------------------------------------------------- private lines
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v0.sqlite"
+
+
+def _private_store(store: Path) -> str:
+    """A store with one real game between alice-bot and bob-bot whose every step and tail carries
+    its seat's secret lines, and one faulted game of alice-bot; returns the real game's id."""
+    import zlib
+
+    from arena.tournament.store import Store
+    from tests.test_serve import fake_record
+    old = sqlite3.connect(FIXTURE)
+    record = json.loads(zlib.decompress(old.execute("SELECT log FROM game_logs WHERE game='mini-000001'").fetchone()[0]))
+    old.close()
+    seats = ["alice-bot@1.0", "bob-bot@1.0"]
+    record["players"] = seats
+    for step in record["steps"]:
+        if isinstance(step.get("seat"), int):
+            step["stderr"] = [f"SECRET-ERR-{step['seat']}"]
+            step["info"] = {"text": f"SECRET-INFO-{step['seat']}"}
+    record["stderr"] = [["SECRET-TAIL-0"], ["SECRET-TAIL-1"]]
+    db = Store(store)
+    try:
+        db.begin_tournament("t", {"format": "round-robin"}, 2)
+        db.save_game("t", 0, seats, record)
+        faulted = fake_record("faulted-1", seats, [[1], [0]], {"0": "bad_json"})
+        faulted["faults"][0]["message"] = "bad_json: the bot wrote SECRET-FAULT-0"
+        db.save_game("t", 1, seats, faulted)
+    finally:
+        db.close()
+    return record["game_id"]
+
+
+def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(tmp_path: Path) -> None:
+    from arena.store.people import account, claim_bot
+    store = tmp_path / "data" / "arena.sqlite"
+    gid = _private_store(store)
+    admin_code = first_admin_code(store)
+    server = ServerProc(store)
+    try:
+        root, _, _ = sign_up(server, admin_code, "root")
+        code = invite(store, uses=3)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        carol, _, _ = sign_up(server, code, "carol")
+        db = sqlite3.connect(store, isolation_level=None)
+        for person, bot in (("alice", "alice-bot"), ("bob", "bob-bot")):
+            who = account(db, person)
+            assert who is not None
+            claim_bot(db, bot, who, taken=False, now=time.time(), origin="test")
+        db.close()
+        pages = [f"/games/{gid}", f"/games/{gid}?as=0", f"/games/{gid}?as=1", "/games/faulted-1",
+                 "/games/faulted-1?as=0", "/bots/alice-bot@1.0", "/bots/bob-bot@1.0", "/games", "/",
+                 "/tournaments/t"]
+        secrets_of = {0: ("SECRET-ERR-0", "SECRET-INFO-0", "SECRET-TAIL-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"),
+                      1: ("SECRET-ERR-1", "SECRET-INFO-1", "SECRET-TAIL-1")}
+        seen: dict[str, set[str]] = {}
+        for name, visitor in (("anonymous", Browser(server)), ("carol", carol), ("bob", bob), ("alice", alice),
+                              ("root", root)):
+            text = ""
+            for path in pages:
+                status, _, body = visitor.request("GET", path)
+                assert status == 200, (name, path, status)
+                text += body
+            seen[name] = {s for seat in secrets_of.values() for s in seat if s in text}
+        assert seen["anonymous"] == set() and seen["carol"] == set()
+        assert seen["alice"] == {"SECRET-ERR-0", "SECRET-INFO-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"}
+        assert seen["bob"] == {"SECRET-ERR-1", "SECRET-INFO-1"}
+        assert seen["root"] == seen["alice"] | seen["bob"]
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- bounded disk
+
+def test_the_queue_is_bounded_per_submitter_and_in_all() -> None:
+    from types import SimpleNamespace
+
+    from arena.serve.submit import Job, queue_refusal
+    opts = SimpleNamespace(max_queued_per_submitter=2, max_queued=3)
+
+    def job(who: str, status: str = "waiting") -> Job:
+        return Job("id", "classic-2p", "b.zip", status=status, submitter=who)
+
+    assert queue_refusal([job("account:1"), job("account:1", "placed")], "account:1", opts) is None
+    status, why = queue_refusal([job("account:1"), job("account:1", "checking")], "account:1", opts) or (0, "")
+    assert status == 429 and "2 submission(s) not finished" in why
+    assert queue_refusal([job("account:1"), job("account:1")], "account:2", opts) is None
+    status, why = queue_refusal([job("account:1"), job("account:2"), job("token")], "account:3", opts) or (0, "")
+    assert status == 429 and "3 submissions are waiting" in why
+    done = [job("account:1", s) for s in ("placed", "failed", "check failed")] * 5
+    assert queue_refusal(done, "account:1", opts) is None  # finished jobs count for nothing
+
+
+def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_ends(tmp_path: Path) -> None:
+    from tests.test_serve import _finished, multipart
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    uploads = store.parent / "uploads"
+    body, ctype = multipart({"ladder": "classic-2p"}, ("bot.zip", _bot_zip("gone", "1.0", "x")))
+    short = ServerProc(store, "--allow-submit", "--min-free-mb", str(10**12))  # more than any disk holds
+    try:
+        b = Browser(short)
+        b.request("GET", f"/?token={short.token}")
+        status, _, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 507 and "short of disk space" in page
+        assert not uploads.exists() or [p for p in uploads.iterdir() if p.is_dir()] == []
+    finally:
+        short.stop()
+    server = ServerProc(store, "--allow-submit")
+    try:
+        b = Browser(server)
+        b.request("GET", f"/?token={server.token}")
+        status, headers, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 303, page[-2000:]
+        job = headers["location"].rsplit("/", 1)[1]
+        _finished(server, headers["location"])
+        assert not (uploads / job).exists()
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- API tokens
+
+def _make_token(b: Browser, name: str, *scopes: str) -> str:
+    fields = {"csrf": b.csrf("/account"), "name": name}
+    fields.update({f"scope_{s.replace('-', '_')}": s for s in scopes})
+    status, _, page = b.post("/account/tokens", fields)
+    assert status == 201, page[-2000:]
+    m = re.search(r'id="new-token">([^<]+)<', page)
+    assert m, page[-2000:]
+    return m.group(1)
+
+
+def _bearer_upload(server: ServerProc, token: str, name: str, version: str) -> tuple[int, str]:
+    from tests.test_serve import multipart
+    body, ctype = multipart({"ladder": "classic-2p"}, ("bot.zip", _bot_zip(name, version, "x")))
+    status, _, page = Browser(server).request("POST", "/submit", body, {"Content-Type": ctype,
+                                                                        "Authorization": f"Bearer {token}"})
+    return status, page
+
+
+def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(tmp_path: Path) -> None:
+    from arena.store.people import Status, set_status
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit")
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        ci = _make_token(alice, "CI", "submit")
+        reader = _make_token(alice, "reader", "read-logs")
+        assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
+        assert all(ci not in str(row) and reader not in str(row) for row in _rows(store, "SELECT * FROM api_tokens"))
+        assert _rows(store, "SELECT last_used FROM api_tokens WHERE name='CI'") == [(None,)]
+
+        status, page = _bearer_upload(server, ci, "alice-ci-bot", "1.0")
+        assert status == 303, page[-2000:]
+        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
+            [("alice-ci-bot", "alice")]
+        assert _rows(store, "SELECT last_used IS NOT NULL FROM api_tokens WHERE name='CI'") == [(1,)]
+        assert _bearer_upload(server, reader, "alice-ci-bot", "1.1")[0] == 403    # no submit scope
+        assert _bearer_upload(server, ci + "x", "alice-ci-bot", "1.1")[0] == 403  # unknown
+
+        (ci_id,) = _rows(store, "SELECT id FROM api_tokens WHERE name='CI'")[0]
+        assert bob.post(f"/account/tokens/{ci_id}/revoke", {"csrf": bob.csrf("/account")})[0] == 404  # not his
+        assert _bearer_upload(server, ci, "alice-ci-bot", "1.2")[0] != 403
+        assert alice.post(f"/account/tokens/{ci_id}/revoke", {"csrf": alice.csrf("/account")})[0] == 303
+        assert _bearer_upload(server, ci, "alice-ci-bot", "1.3")[0] == 403
+        assert "revoked" in alice.request("GET", "/account")[2]
+
+        other = _make_token(alice, "laptop", "submit")
+        db = sqlite3.connect(store, isolation_level=None)
+        set_status(db, "alice", Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
+        db.close()
+        assert _bearer_upload(server, other, "alice-ci-bot", "1.4")[0] == 403  # a suspended person's token
+        assert alice.request("GET", "/account")[0] == 403                     # and session
+    finally:
+        server.stop()
+
+
+def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private_file(tmp_path: Path) -> None:
+    import os
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "bot.toml").write_text('name = "term-bot"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (folder / "bot.py").write_text("print('not a protocol line', flush=True)\n")
+    server = ServerProc(store, "--allow-submit")
+    try:
+        alice, _, _ = sign_up(server, invite(store), "alice")
+        token = _make_token(alice, "terminal", "submit")
+        env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+
+        def submit(*extra: str, token_env: str | None = None) -> subprocess.CompletedProcess:
+            e = dict(env, **({"ARENA_TOKEN": token_env} if token_env is not None else {}))
+            return subprocess.run(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url,
+                                            *extra), capture_output=True, text=True, env=e, timeout=600)
+
+        done = submit()
+        assert done.returncode == 2 and "no API token" in done.stderr
+        loose = tmp_path / "token"
+        loose.write_text(token)
+        loose.chmod(0o644)
+        done = submit("--token-file", str(loose))
+        assert done.returncode == 2 and "can be read by other users" in done.stderr
+        done = submit(token_env=token + "x")
+        assert done.returncode == 2 and "refused the upload (403)" in done.stderr and "unknown" in done.stderr
+        assert "Traceback" not in done.stderr
+        loose.chmod(0o600)
+        done = submit("--token-file", str(loose))
+        out = done.stdout + done.stderr
+        assert done.returncode == 1 and "failed arena check on the server" in done.stderr, out[-3000:]
+        assert "uploaded: " + server.url + "/submit/" in out and "checking term-bot@1.0" in out
+        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
+            [("term-bot", "alice")]
+    finally:
+        server.stop()
+
+
+def test_the_ci_example_submits_on_a_tag_with_the_token_from_a_secret() -> None:
+    yaml = pytest.importorskip("yaml")
+    flow = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "ci" / "submit-on-tag.yml").read_text())
+    assert flow[True]["push"]["tags"] == ["v*"]  # YAML reads the key `on` as True
+    step = next(s for s in flow["jobs"]["submit"]["steps"] if s.get("name") == "Submit")
+    assert step["env"]["ARENA_TOKEN"] == "${{ secrets.ARENA_TOKEN }}"
+    assert "--server" in step["run"] and "TOKEN" not in step["run"]  # never on the command line
+
+
+# --------------------------------------------------------------------------- admin tools
+
+def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_terminal(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    admin_code = first_admin_code(store)
+    server = ServerProc(store)
+    try:
+        root, _, _ = sign_up(server, admin_code, "root")
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        assert bob.request("GET", "/admin")[0] == 403
+        status, _, page = bob.post("/admin/accounts/alice/suspend", {"csrf": bob.csrf("/account"), "reason": "x"})
+        assert status == 403 and "needs the role admin" in page
+        assert alice.request("GET", "/account")[0] == 200
+
+        status, _, _ = root.post("/admin/accounts/alice/suspend", {"csrf": root.csrf("/admin"), "reason": "spam uploads"})
+        assert status == 303
+        assert alice.request("GET", "/account")[0] == 403  # her session ends at once
+        status, _, page = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
+        assert status == 403 and "suspended" in page
+        page = root.request("GET", "/admin")[2]
+        assert "spam uploads" in page and "account:alice" in page
+        assert root.post("/admin/accounts/root/suspend", {"csrf": root.csrf("/admin")})[0] == 400  # not oneself
+
+        done = subprocess.run(arena_cmd("accounts", "reinstate", "alice", "--store", str(store), "--reason", "ok"),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "alice is active" in done.stdout
+        status, _, _ = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
+        assert status == 303
+        done = subprocess.run(arena_cmd("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x"),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.startswith("error:") and "no account" in done.stderr
+        audit = subprocess.run(arena_cmd("accounts", "audit", "--store", str(store)), capture_output=True, text=True,
+                               timeout=120).stdout
+        assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
+    finally:
+        server.stop()

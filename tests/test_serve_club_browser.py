@@ -1,0 +1,132 @@
+"""A club server in a real browser (Chromium): the first admin signs up with the link printed at the
+terminal, a member signs up with an invitation, logs out and in, uploads a version of their bot,
+and reads their own bot's lines in a game's replay but not their opponent's; the admin suspends
+the member, who can no longer log in. Writes only to temporary directories."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("selenium", reason="browser tests need selenium: pip install -r requirements/test.txt")
+pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
+
+from selenium.webdriver.common.by import By
+
+from tests.test_serve import ServerProc, arena_cmd
+from tests.test_serve_accounts import _private_store
+from tests.test_serve_browser import ENV, chrome, wait  # noqa: F401 - chrome is the shared browser fixture
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(scope="module")
+def club(tmp_path_factory):
+    base = tmp_path_factory.mktemp("club-browser")
+    store = base / "data" / "arena.sqlite"
+    gid = _private_store(store)
+    server = ServerProc(store, "--allow-submit")
+    server.store, server.base, server.gid = store, base, gid  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def _cli(*args: str) -> str:
+    return subprocess.run(arena_cmd(*args), capture_output=True, text=True, env=ENV, timeout=120, check=True).stdout
+
+
+def _give(store: Path, bot: str, person: str) -> None:
+    import sqlite3
+    import time
+
+    from arena.store.people import account, claim_bot
+    db = sqlite3.connect(store, isolation_level=None)
+    try:
+        who = account(db, person)
+        assert who is not None
+        claim_bot(db, bot, who, taken=False, now=time.time(), origin="test")
+    finally:
+        db.close()
+
+
+def _fill(chrome: Any, **fields: str) -> None:
+    for key, value in fields.items():
+        box = chrome.find_element(By.ID, key)
+        box.clear()
+        box.send_keys(value)
+
+
+def test_sign_up_log_in_upload_and_read_only_ones_own_lines(chrome: Any, club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    link = _cli("accounts", "first-admin", "--store", str(store), "--url", club.url).split(": ", 1)[1].strip()
+    chrome.get(link)
+    _fill(chrome, name="root", password=PASSWORD)
+    chrome.find_element(By.ID, "signup").click()
+    wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text, what="the first admin")
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url, what="logged out")
+
+    invite = _cli("accounts", "invite", "--store", str(store), "--url", club.url, "--uses", "2")
+    chrome.get(invite.split(": ", 1)[1].strip())
+    _fill(chrome, name="root", password=PASSWORD)  # a taken name: refused, said so
+    chrome.find_element(By.ID, "signup").click()
+    assert "is taken" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text
+    _fill(chrome, name="alice", password=PASSWORD)
+    chrome.find_element(By.ID, "signup").click()
+    wait(chrome, lambda d: "alice" in d.find_element(By.ID, "who").text and "(member)" in d.find_element(By.ID, "who").text)
+    _give(store, "alice-bot", "alice")  # the bot she played with before accounts: an admin's act
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url)
+
+    chrome.get(f"{club.url}/login")
+    _fill(chrome, name="alice", password="not her password")
+    chrome.find_element(By.ID, "login").click()
+    assert "Wrong name or password" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text
+    _fill(chrome, name="alice", password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    wait(chrome, lambda d: "alice" in d.find_element(By.ID, "who").text)
+
+    archive = club.base / "alice-bot.zip"  # type: ignore[attr-defined]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("bot.toml", 'name = "alice-bot"\nversion = "1.1"\ncommand = ["false"]\n')
+    archive.write_bytes(buf.getvalue())
+    chrome.get(f"{club.url}/submit")
+    assert not chrome.find_elements(By.NAME, "token")  # a person needs no server token
+    chrome.find_element(By.NAME, "bot").send_keys(str(archive))
+    chrome.find_element(By.ID, "submit-upload").click()
+    wait(chrome, lambda d: "/submit/" in d.current_url, what="the submission's page")
+
+    chrome.get(f"{club.url}/games/{club.gid}")  # type: ignore[attr-defined]
+    page = chrome.page_source
+    assert "SECRET-ERR-0" in page and "SECRET-INFO-0" in page  # her seat's lines (alice-bot is seat 0)
+    assert "SECRET-ERR-1" not in page and "SECRET-INFO-1" not in page
+    chrome.get(f"{club.url}/account")
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url)
+    chrome.get(f"{club.url}/games/{club.gid}")  # type: ignore[attr-defined]
+    assert "SECRET-ERR-0" not in chrome.page_source
+
+    chrome.get(f"{club.url}/login")  # the admin suspends alice, with a reason the audit keeps
+    _fill(chrome, name="root", password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text)
+    chrome.get(f"{club.url}/admin")
+    row = chrome.find_element(By.CSS_SELECTOR, "tr[data-person='alice']")
+    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("copied code")
+    row.find_element(By.CSS_SELECTOR, "button.act").click()
+    wait(chrome, lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-person='alice'] .status").text == "suspended",
+         what="alice suspended")
+    assert "copied code" in chrome.find_element(By.ID, "audit").text
+    chrome.get(f"{club.url}/account")
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url)
+    chrome.get(f"{club.url}/login")
+    _fill(chrome, name="alice", password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    assert "suspended" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text

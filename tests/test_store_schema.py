@@ -1,0 +1,159 @@
+"""The store's versioned schema (arena/store): a store from every earlier arena opens and upgrades
+with nothing lost, each step applies once and whole, and a store from a newer arena is refused.
+
+``fixtures/store_v0.sqlite`` was written by the arena before the store package (``user_version``
+0): a two-bot tournament and a ladder with a placed member, a retired bot and rating snapshots,
+made by ``fixtures/make_store_v0.sh`` run in a checkout of that commit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena import store as schema
+from arena.store import LATEST, SchemaError, migrate, schema_version
+from arena.tournament.store import Store
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v0.sqlite"
+
+NEW_TABLES = {"accounts", "invitations", "api_tokens", "bot_owners", "audit", "jobs", "notifications"}
+
+
+def _dump(path: Path) -> dict[str, list[tuple]]:
+    """Every row of every table, sorted, read without any arena code."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: sorted(db.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+    finally:
+        db.close()
+
+
+def _columns(path: Path) -> dict[str, list[str]]:
+    db = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: [c[1] for c in db.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+    finally:
+        db.close()
+
+
+def test_the_fixture_is_what_the_earlier_arena_wrote() -> None:
+    db = sqlite3.connect(FIXTURE)
+    try:
+        assert schema_version(db) == 0
+        assert db.execute("SELECT COUNT(*) FROM games").fetchone()[0] > 0
+        assert db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0] > 0
+    finally:
+        db.close()
+
+
+def test_a_store_written_before_the_schema_was_versioned_upgrades_with_nothing_lost(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURE, path)
+    before, columns = _dump(path), _columns(path)
+    store = Store(path)
+    try:
+        assert schema_version(store.db) == LATEST
+        some_game = next(iter(before["games"]))[0]
+        record = store.game_record(some_game)
+        assert record is not None and record["game_id"] == some_game and record["steps"]
+    finally:
+        store.close()
+    after = _dump(path)
+    for table, rows in before.items():
+        assert after[table] == rows, f"{table} changed in the upgrade"
+        assert _columns(path)[table] == columns[table]
+    assert set(after) - set(before) == NEW_TABLES
+    assert all(after[t] == [] for t in NEW_TABLES)
+
+
+@pytest.mark.parametrize("start", range(LATEST + 1))
+def test_a_store_at_every_version_reaches_the_latest_and_keeps_its_rows(tmp_path: Path, start: int) -> None:
+    path = tmp_path / "s.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    assert migrate(db, upto=start) == start
+    if start >= 1:
+        db.execute("INSERT INTO tournaments VALUES ('t', '{}', 1, 'done', 1.0, 2.0)")
+    if start >= 3:
+        db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ada', 'x', 'admin', 1.0)")
+    db.close()
+    store = Store(path)
+    try:
+        assert schema_version(store.db) == LATEST
+        names = {r[0] for r in store.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert NEW_TABLES <= names and "ladder_members" in names
+        assert store.tournament("t") is not None or start == 0
+        assert store.db.execute("SELECT COUNT(*) FROM accounts").fetchone()[0] == (1 if start >= 3 else 0)
+    finally:
+        store.close()
+    again = Store(path)  # opening an up-to-date store changes nothing
+    try:
+        assert schema_version(again.db) == LATEST
+    finally:
+        again.close()
+
+
+def test_a_store_from_a_newer_arena_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    shutil.copy(FIXTURE, path)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {LATEST + 1}")
+    db.commit()
+    db.close()
+    before = _dump(path)
+    with pytest.raises(SchemaError, match="newer than this arena"):
+        Store(path)
+    assert _dump(path) == before
+
+
+def test_a_step_that_fails_is_undone_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, upto=2)
+    broken = (*schema.MIGRATIONS[:2], (schema.MIGRATIONS[2][0], "CREATE TABLE oops (")) + schema.MIGRATIONS[3:]
+    monkeypatch.setattr("arena.store.schema.MIGRATIONS", broken)
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(db)
+    assert schema_version(db) == 2
+    assert db.execute("SELECT 1 FROM sqlite_master WHERE name='accounts'").fetchone() is None
+    monkeypatch.undo()
+    assert migrate(db) == LATEST
+    db.close()
+
+
+class _StaleUntilLocked:
+    """A connection whose reads of the schema version, until it first takes the write lock, give
+    the version it had before another process upgraded the store (what a second opener racing
+    the first sees)."""
+
+    def __init__(self, db: sqlite3.Connection, version: int):
+        self.db, self.version, self.locked = db, version, False
+        self.stale = True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("BEGIN"):
+            self.locked, self.stale = True, False
+        elif sql.startswith(("COMMIT", "ROLLBACK")):
+            self.locked = False
+        elif sql == "PRAGMA user_version" and not self.locked and self.stale:
+            return self.db.execute("SELECT ?", (self.version,))
+        return self.db.execute(sql, *args)
+
+
+def test_two_openers_of_one_old_store_apply_each_step_once(tmp_path: Path) -> None:
+    """The second opener reads the version again inside its write lock and applies nothing twice
+    (a step run twice fails: the new tables have no IF NOT EXISTS)."""
+    path = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURE, path)
+    a = sqlite3.connect(path, isolation_level=None)
+    b = sqlite3.connect(path, isolation_level=None)
+    migrate(a)
+    assert migrate(_StaleUntilLocked(b, 0)) == LATEST  # type: ignore[arg-type]
+    a.close()
+    b.close()
