@@ -203,8 +203,8 @@ class Matchmaking(Strict):
     new_games: Annotated[StrictInt, Field(ge=0, description="Fewer games than this is a new bot, played "
                                                              "first; 0: 20 x seats.")] = 0
     suspend_after: Annotated[StrictInt, Field(ge=1, description="Faulted games in a row that suspend a bot.")] = 3
-    wide_elo: Annotated[StrictInt | StrictFloat, Field(ge=1, description="A 95% interval wider than "
-                                                                          "+-this is still wide.")] = 100.0
+    # StrictFloat takes integers too; a union would keep ge=1 out of the published schema's anyOf
+    wide_elo: Annotated[StrictFloat, Field(ge=1, description="A 95% interval wider than +-this is still wide.")] = 100.0
 
 
 class LadderFile(_Shared):
