@@ -458,3 +458,20 @@ def test_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     assert done.returncode == 2
     assert "pip install 'palace-arena[dask]'" in done.stderr and "interrupted" not in done.stdout + done.stderr
+
+
+def test_standings_do_not_import_scipy_optimize(tmp_path: Path) -> None:
+    """scipy.optimize takes seconds to import and only an SPRT uses it: a standings table (and a
+    resumed tournament with nothing to play) must not pay for it."""
+    store = str(tmp_path / "s.sqlite")
+    assert arena("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--deals", "2", "--store", store,
+                 "--plain", "-j", "1", cwd=tmp_path).returncode == 0
+    code = ("import sys\nfrom arena.cli.main import app\n"
+            "try:\n"
+            f"    app(['standings', 'demo', '--store', {store!r}])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print('loaded:', sorted(m for m in sys.modules if m.startswith('scipy.optimize')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Standings: demo" in done.stdout and done.stdout.rstrip().endswith("loaded: []"), done.stdout[-500:]
