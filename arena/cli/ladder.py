@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..ladder import LadderStandings, RunSummary
 
+from ..safetext import SafeConsole, printable
 from ..tournament import DEFAULT_STORE
 from .common import fail, is_interrupt
 from .match import match_cmd
@@ -34,8 +35,8 @@ JobsOpt = Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Gam
 
 def _consoles(to_stderr: bool) -> tuple[Console, Console]:
     """(where results go, where progress goes): progress goes to stderr when stdout is JSON."""
-    out = Console() if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
+    out = SafeConsole() if sys.stdout.isatty() else SafeConsole(width=160)
+    err = SafeConsole(stderr=True) if sys.stderr.isatty() else SafeConsole(stderr=True, width=160)
     return out, (err if to_stderr else out)
 
 
@@ -357,7 +358,7 @@ def retire_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
     from ..ladder import LadderError, retire
     ladder, db = _load(name, store, None)
     try:
-        print(retire(db, ladder, bot))
+        print(printable(retire(db, ladder, bot)))
     except LadderError as e:
         fail(str(e))
 
@@ -372,9 +373,9 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
     if member(db, ladder.name, bot) is None:
         fail(f"{bot} is not a member of ladder {ladder.name}")
     if clear_status(db, ladder.name, bot):
-        print(f"reinstated {bot} on {ladder.name}")
+        print(printable(f"reinstated {bot} on {ladder.name}"))
     else:
-        print(f"{bot} is already active on {ladder.name}")
+        print(printable(f"{bot} is already active on {ladder.name}"))
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..safetext import SafeConsole, printable
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .common import ArenaTyper, fail, progress
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                  context_settings={"help_option_names": ["-h", "--help"]})
-console = Console(highlight=False) if sys.stdout.isatty() else Console(width=140, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = SafeConsole(highlight=False) if sys.stdout.isatty() else SafeConsole(width=140, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 # One spelling per argument, shared by every command that takes it.
 StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite file).")]
@@ -290,8 +290,9 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
         fields = list(rows[0]) if rows else ["bot"]
         w.writerow(fields)
         for r in rows:
-            w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
-                        else "" if r[f] is None else r[f] for f in fields])
+            w.writerow([printable(";".join(f"{k} {v}" for k, v in sorted(r[f].items()))) if isinstance(r[f], dict)
+                        else "" if r[f] is None else printable(r[f]) if isinstance(r[f], str) else r[f]
+                        for f in fields])
         return
     table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
     if calibration:
