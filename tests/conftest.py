@@ -167,6 +167,12 @@ _ROOT = _Path(__file__).resolve().parent.parent
 _CACHES = ("__pycache__/", ".pytest_cache/", ".hypothesis/", ".venv/", ".egg-info/", "build/", ".so", "_compiled.json")
 
 
+# A tracked file of these kinds that changes during a run is a person editing while tests run,
+# not a test: only new files, and changes to tracked files of other kinds (a picture, a store,
+# a JSON of weights), are the tests' doing.
+_EDITED = (".py", ".pyi", ".md", ".toml", ".txt", ".in", ".c", ".html", ".css", ".js", ".yml", ".sh")
+
+
 def checkout_state(root: _Path = _ROOT) -> dict[str, tuple[int, int] | None]:
     """Every file git would report (changed, new or ignored; caches and build outputs left out),
     with its size and modification time, so a test that writes into the checkout shows up."""
@@ -179,6 +185,8 @@ def checkout_state(root: _Path = _ROOT) -> dict[str, tuple[int, int] | None]:
         if any(part in path or path.endswith(part) for part in _CACHES):
             continue
         if shots and (root / path).resolve().is_relative_to(_Path(shots).resolve()):
+            continue
+        if line[:2] not in ("??", "!!") and path.endswith(_EDITED):
             continue
         try:
             st = _os.stat(root / path)
