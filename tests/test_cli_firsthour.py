@@ -475,3 +475,25 @@ def test_standings_do_not_import_scipy_optimize(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Standings: demo" in done.stdout and done.stdout.rstrip().endswith("loaded: []"), done.stdout[-500:]
+
+
+def test_games_lost_by_lists_the_games_a_bot_did_not_win_outright(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite")
+    assert arena("tournament", "--name", "t", "--bot", "random", "--bot", "lowest", "--bot", "heuristic", "--deals", "2",
+                 "--store", store, "--plain", "-j", "1", cwd=tmp_path).returncode == 0
+    every = json.loads(arena("games", "--store", store, "--json", "--limit", "1000").stdout)
+
+    def outright(g: dict, name: str) -> bool:
+        first = g["result"]["order"][0]
+        return len(first) == 1 and g["seats"][first[0]].split("@")[0] == name
+
+    def seated(g: dict, name: str) -> bool:
+        return any(s.split("@")[0] == name for s in g["seats"])
+
+    for name, ref in (("random", "random"), ("heuristic", "heuristic@1.0")):
+        lost = json.loads(arena("games", "--store", store, "--json", "--limit", "1000", "--lost-by", ref).stdout)
+        assert {g["id"] for g in lost} == {g["id"] for g in every if seated(g, name) and not outright(g, name)}, name
+        assert 0 < len(lost) < len(every)
+    shown = arena("games", "--store", store, "--lost-by", "random")
+    expected = sum(seated(g, "random") and not outright(g, "random") for g in every)
+    assert shown.returncode == 0 and f"of {expected} game(s)" in shown.stdout

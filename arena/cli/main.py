@@ -308,6 +308,8 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
 @app.command()
 def games(tournament_name: TournamentOpt = None,
           bot: Annotated[Optional[str], typer.Option("--bot", help="Games this bot played.")] = None,
+          lost_by: Annotated[Optional[str], typer.Option("--lost-by", help="Games this bot did not win outright "
+                                                         "(name or name@version).")] = None,
           reason: Annotated[Optional[str], typer.Option("--reason", help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
           fault: Annotated[Optional[str], typer.Option("--fault", help="A seat forfeited for this reason: timeout, crash ...")] = None,
           min_turns: Annotated[Optional[int], typer.Option("--min-turns", min=0, help="At least this many turns.")] = None,
@@ -319,7 +321,7 @@ def games(tournament_name: TournamentOpt = None,
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     filters = dict(tournament=tournament_name, bot=bot, reason=reason, fault=fault, min_turns=min_turns,
-                   max_turns=max_turns)
+                   max_turns=max_turns, lost_by=lost_by)
     rows = db.games(**filters, limit=limit)
     total = db.count_games(**filters)
     if as_json:
