@@ -268,3 +268,24 @@ def test_the_requests_an_env_hands_out_are_the_protocols(rules, players):
         obs, _, term, trunc, info = single.step(int(rng.choice(legal)))
         if term or trunc:
             obs, info = single.reset()
+
+
+def test_palace_v0_is_registered_and_renders():
+    """gymnasium.make finds it (check_env then has a spec to test render modes against), and its
+    ansi render shows the table without any seat's hidden cards."""
+    import gymnasium as gym
+    e = gym.make("arena.envs.single:Palace-v0", rules="classic", opponents=["random"], render_mode="ansi")
+    assert e.spec is not None and e.spec.id == "Palace-v0"
+    e.reset(seed=3)
+    text = e.render()
+    assert text.startswith("turn ") and "seat 0: " in text and "seat 1: " in text
+    state = e.unwrapped.state
+    from arena.engine.cards import card_str
+    assert not any(card_str(c) in text for s in state.seats for c in s.hand)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(e.unwrapped)
+    e.close()
+    assert PalaceSingleEnv("classic", ["random"]).render() is None
+    with pytest.raises(ValueError, match="render_mode"):
+        PalaceSingleEnv("classic", ["random"], render_mode="human")
