@@ -169,9 +169,9 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     status = bot_statuses(store, ladder.name)["crashy@1.0"]
     # counted between batches: at least suspend_after (3) faulted games in a row, all of one batch here
     assert status.status == "suspended" and " faulted games in a row (crash " in status.reason
-    assert int(status.reason.split()[0]) >= 3
+    assert int(status.reason.split()[0]) >= 3 and "suspend_after = 3," in status.reason  # both numbers
     assert "ZeroDivisionError: division by zero" in status.detail["stderr"]
-    assert any("suspended crashy@1.0" in s and "ZeroDivisionError" in s for s in said)
+    assert any("suspended crashy@1.0" in s and "suspend_after = 3" in s and "ZeroDivisionError" in s for s in said)
     first_after = next(i for i, t in enumerate(log) if "crashy@1.0" in (t.focus, *t.field)) + 1
     assert all("crashy@1.0" not in (t.focus, *t.field) for t in log[first_after:])
     st = ladder_standings(ladder, store)

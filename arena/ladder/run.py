@@ -119,11 +119,15 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
         message = next((f.get("message", "") for f in reversed(record.get("faults", []))
                         if f.get("seat") == run.last_seat), "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
-        set_status(store, ladder.name, m.label, "suspended", f"{run.count} faulted games in a row ({reasons})",
+        # both numbers: faults are counted between batches, so the batch that reached the limit
+        # finished first and the count can be above suspend_after
+        why = (f"{run.count} faulted games in a row ({reasons}); suspend_after = {limit}, "
+               "counted when the batch that reached it finished")
+        set_status(store, ladder.name, m.label, "suspended", why,
                    {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
                     "last_message": message, "stderr": stderr})
         tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
-        say(f"suspended {m.label}: {run.count} faulted games in a row ({reasons}); last game {run.last_game}: "
+        say(f"suspended {m.label}: {why}; last game {run.last_game}: "
             f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")
         done.append(m.label)
     return done
