@@ -362,7 +362,11 @@ def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
             proc.communicate()
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err and "ExceptionGroup" not in out + err
-    assert "stopped:" in err and "continues where it stopped" in err
+    said = out + err
+    assert "interrupted: " in said and "continues where it stopped" in said and "error:" not in said
+    assert said.count("ladder overhead") == 1  # the summary once
+    played = _count(store, "SELECT COUNT(DISTINCT tournament) FROM games WHERE tournament LIKE 'ladder:intr:run:%'")
+    assert f" {played} batch(es) this run" in said, said[-800:]
 
 
 def test_a_hopeless_bot_does_not_take_every_batch():

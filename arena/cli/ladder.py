@@ -338,16 +338,17 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
                 fail(str(e))
             raise
     line = (f"{summary.games} games in {summary.wall_s:.0f} s ({summary.games_per_hour:,.0f} games/h), "
-            f"{summary.batches} batches, {summary.snapshots} rating snapshot(s); ladder overhead "
+            f"{summary.batches} batch(es) this run, {summary.snapshots} rating snapshot(s); ladder overhead "
             f"{summary.overhead_s:.2f} s = {100 * summary.overhead_share:.2f}% of wall time")
     if as_json:
         print(json.dumps({"ladder": ladder.name, **summary.as_json()}, indent=2))
-    else:
-        if not interrupted:
-            out.print(ladder_table(ladder_standings(ladder, db)))
+    elif not interrupted:
+        out.print(ladder_table(ladder_standings(ladder, db)))
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    if interrupted:
-        fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
+    if interrupted:  # the summary once, as the interrupted line (not an error)
+        progress.print(f"interrupted: {line}; `arena ladder run {ladder.name}` continues where it stopped",
+                       highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(130)
 
 
 @ladder_app.command("retire")

@@ -211,6 +211,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             ctx.say(f"finishing batch {b} (planned before the last run stopped)")
             current = (tid, len(store.done_indexes(tid)))
             out.games += await play_games(cfg, store, None, ctx.launcher, ladder)
+            out.batches += 1
             current = None
         while True:
             tick = time.perf_counter()
@@ -263,7 +264,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         overhead += time.perf_counter() - tick
     finally:
         if current is not None:  # stopped mid-batch: its games stored so far are this run's too
-            out.games += len(store.done_indexes(current[0])) - current[1]
+            stored = len(store.done_indexes(current[0])) - current[1]
+            out.games += stored
+            out.batches += stored > 0  # a batch this run played games of, though it did not finish
         out.wall_s = time.perf_counter() - t0
         out.overhead_s = overhead
     return out
