@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -272,6 +273,13 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     assert as_json["since_last_view"] == 0 and as_json["history"]
     assert {r["games_last_hour"] for r in as_json["standings"]} != {0}
     assert all(r["win_rate_low"] <= r["win_rate"] <= r["win_rate_high"] for r in as_json["standings"])
+    again = runner.invoke(app, ["ladder", "run", str(path), "--store", store, "--games", "2", "-j", "1"],
+                          env={"COLUMNS": "250"})
+    assert again.exit_code == 0, again.output
+    # the table a run ends with has the last hour and the trend, as `arena ladder NAME` a moment later
+    cells = re.findall(r"│\s*(\S+)\s*│\s*(\d+)\s*│\s*active\s*│", again.stdout)
+    assert len(cells) == 3 and all(int(n) > 0 for _, n in cells), again.stdout
+    assert any(trend != "-" for trend, _ in cells), again.stdout
     hist = runner.invoke(app, ["ladder", str(path), "--store", store, "--history", "lowest"])
     assert hist.exit_code == 0 and "Rating history of lowest" in hist.output and "●" in hist.output
     out = runner.invoke(app, ["ladder", "retire", str(path), "lowest@1.0", "--store", store])

@@ -343,7 +343,7 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     if as_json:
         print(json.dumps({"ladder": ladder.name, **summary.as_json()}, indent=2))
     elif not interrupted:
-        out.print(ladder_table(ladder_standings(ladder, db)))
+        out.print(ladder_table(ladder_standings(ladder, db, view=True)))  # with last hour and trend, as ladder show
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     if interrupted:  # the summary once, as the interrupted line (not an error)
         progress.print(f"interrupted: {line}; `arena ladder run {ladder.name}` continues where it stopped",
