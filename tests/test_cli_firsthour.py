@@ -233,6 +233,10 @@ def test_check_clean_table_and_interpreter_header(tmp_path: Path) -> None:
     assert "python3 runs " in out and "Python 3." in out
     assert "1,000 ms per move + 5 s bank" in out
     assert "no faults" in out
+    assert "against" in out and " random@1.0 " in out and "3 × random@1.0" in out  # who it played
+    report = json.loads(arena("check", "lowest", "--rules", "classic", "--games", "1", "--json", cwd=tmp_path).stdout)
+    assert [(s["seats"], s["opponents"]) for s in report["scenarios"]] == [(2, ["random@1.0"]),
+                                                                           (4, ["random@1.0"] * 3)]
 
 
 # ---------------------------------------------------------------------------------------------- config files
