@@ -57,6 +57,7 @@ class BlockingPlayer(BotSeat):
         if self._stale():
             self.close()
         conn = self._ensure()
+        self._between_games()
         self._clock_game(conn)
         try:
             conn.send_line(protocol.encode(message))

@@ -76,6 +76,7 @@ class BotPlayer(BotSeat):
         if self._stale():
             await self.close()
         conn = await self._ensure()
+        self._between_games()
         self._clock_game(conn)
         try:
             await conn.send_line(protocol.encode(message))
