@@ -98,7 +98,8 @@ def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     assert counts == data["pairs"]
     text = md.read_text()
     assert "per deal of the suite (8 played)" in text and "flipped from a win to a loss (LL" in text
-    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic"])
+    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic",
+                                     "--no-store"])
     assert with_rules.exit_code == 2 and "the suite sets the rules" in with_rules.output
 
 
