@@ -289,3 +289,33 @@ def test_palace_v0_is_registered_and_renders():
     assert PalaceSingleEnv("classic", ["random"]).render() is None
     with pytest.raises(ValueError, match="render_mode"):
         PalaceSingleEnv("classic", ["random"], render_mode="human")
+
+
+def test_the_documented_feature_layout_is_what_the_features_hold():
+    """LAYOUT (printed in docs/BOTS.md) tiles the 264 features, and its named blocks hold what
+    their names say on a real view: the hand, the pile top, the other seat's hand size."""
+    from arena.ai.features import LAYOUT, N_FEATURES, view_features
+    from arena.engine.cards import card_str
+    assert LAYOUT[0][0] == 0 and all(a + n == b for (a, n, _), (b, _, _) in zip(LAYOUT, LAYOUT[1:]))
+    assert LAYOUT[-1][0] + LAYOUT[-1][1] == N_FEATURES == 264
+    block = {what: (a, n) for a, n, what in LAYOUT}
+    e = PalaceEnv("classic", 2)
+    e.reset(seed=5)
+    for _ in range(12):  # into play, with a pile
+        obs, *_ = e.last()
+        e.step(int(np.flatnonzero(obs["action_mask"])[0]))
+    req = e.infos[e.agent_selection]["request"]
+    view = req["view"]
+    f = view_features(view, e.rules, 2)
+    a, n = block["own hand, by rank"]
+    ranks = "23456789TJQKA"
+    want = [0.25 * sum(1 for c in view["hand"] if c[0] == r) for r in ranks] + [0.25 * sum(c[0] == "X" for c in view["hand"])]
+    assert f[a:a + n] == pytest.approx(want), (view["hand"], f[a:a + n])
+    a, n = block["pile top: empty, then its rank 2..joker (one-hot)"]
+    top = view["pile_top"]
+    assert f[a:a + n].index(1.0) == (0 if top is None else 1 + (ranks + "X").index(top if top != "10" else "T"))
+    a, _ = block["seat +1 from the viewer's left: hand size / 8"]
+    other = view["players"][(view["seat"] + 1) % 2]
+    assert f[a] == pytest.approx(other["hand_count"] / 8)
+    assert all(f[b] == 0 for b in range(block["seat +2 from the viewer's left: present (1; 0 for a seat the table lacks)"][0],
+                                        N_FEATURES))  # two seats: the other blocks stay empty
