@@ -33,7 +33,8 @@ MAX_CARDS = MAX_DECKS * 54  # three decks with two jokers each
 # "by rank" has RANKS entries for 2, 3, ..., 10, J, Q, K, A and the joker, a quarter per card.
 _SEAT_BLOCKS = (("present (1; 0 for a seat the table lacks)", 1), ("still playing (no place yet)", 1),
                 ("to move", 1), ("hand size / 8", 1), ("cards known to be in its hand, by rank", RANKS),
-                ("face-up cards, by rank", RANKS), ("face-down cards / 4", 1), ("its place / seats (0 while playing)", 1))
+                ("face-up cards, by rank", RANKS), ("face-down cards / 4", 1),
+                ("its place / seats (0 while playing)", 1))
 _BLOCKS = (("own hand, by rank", RANKS), ("own face-up cards, by rank", RANKS), ("own face-down cards / 4", 1),
            ("pile top: empty, then its rank 2..joker (one-hot)", RANKS + 1), ("pile size / 16", 1),
            ("need / 4 (match_count: the fewest cards the next play must hold)", 1),

@@ -37,7 +37,8 @@ INTERRUPTED = 130
 USAGE = 2
 BUG = 70  # sysexits' EX_SOFTWARE: apart from 1, which commands use for a verdict (a fault, H0 accepted)
 
-err = SafeConsole(stderr=True, highlight=False) if sys.stderr.isatty() else SafeConsole(stderr=True, width=160, highlight=False)
+err = (SafeConsole(stderr=True, highlight=False) if sys.stderr.isatty()
+       else SafeConsole(stderr=True, width=160, highlight=False))
 
 
 class Progress:

@@ -126,7 +126,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
             suite = load_suite(deals)
             r = suite.rules
             if (exposed := exposure_warning(deals)) is not None:
-                SafeConsole(stderr=True).print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False, soft_wrap=True)
+                SafeConsole(stderr=True).print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False,
+                                               soft_wrap=True)
         else:
             r = rules_from(rules_name or "classic", rule or [])
         spec_a, spec_b = resolve_bot(a, db), resolve_bot(b, db)
