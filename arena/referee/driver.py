@@ -75,8 +75,8 @@ class BotPlayer(BotSeat):
     async def begin(self, message: dict[str, Any]) -> None:
         if self._stale():
             await self.close()
+        self._between_games()  # before a fresh process starts: its own first lines are this game's
         conn = await self._ensure()
-        self._between_games()
         self._clock_game(conn)
         try:
             await conn.send_line(protocol.encode(message))
