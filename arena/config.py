@@ -203,8 +203,8 @@ class Matchmaking(Strict):
     new_games: Annotated[StrictInt, Field(ge=0, description="Fewer games than this is a new bot, played "
                                                              "first; 0: 20 x seats.")] = 0
     suspend_after: Annotated[StrictInt, Field(ge=1, description="Faulted games in a row that suspend a bot.")] = 3
-    wide_elo: Annotated[StrictInt | StrictFloat, Field(ge=1, description="A 95% interval wider than "
-                                                                          "+-this is still wide.")] = 100.0
+    # StrictFloat takes integers too; a union would keep ge=1 out of the published schema's anyOf
+    wide_elo: Annotated[StrictFloat, Field(ge=1, description="A 95% interval wider than +-this is still wide.")] = 100.0
 
 
 class LadderFile(_Shared):
@@ -281,6 +281,18 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
 
 
 BotEnv = Annotated[dict[str, StrictStr], AfterValidator(_check_env)]
+
+
+def _one_printable_line(value: Any) -> Any:
+    """Text the arena prints (a bot's version, author, description) holds no control character:
+    an escape sequence there would drive the operator's terminal (docs/SANDBOX.md)."""
+    if isinstance(value, str) and not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        raise ValueError(f"must be one line of printable text (it holds {bad.encode('unicode_escape').decode()})")
+    return value
+
+
+ShownText = Annotated[StrictStr, AfterValidator(_one_printable_line)]
 Argv = Annotated[list[StrictStr], Field(min_length=1)]
 
 
@@ -289,9 +301,10 @@ class BotManifest(Strict):
 
     name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
                                      description="Lower-case letters, digits, '.', '_' or '-'.")]
-    version: StrictStr | StrictInt | float = Field("0", description="Any text; name@version is the bot's label.")
-    author: StrictStr = ""
-    description: StrictStr = Field("", description="One line shown by arena bots.")
+    version: Annotated[StrictStr | StrictInt | float, AfterValidator(_one_printable_line)] = Field(
+        "0", description="One line of printable text; name@version is the bot's label.")
+    author: ShownText = ""
+    description: ShownText = Field("", description="One line shown by arena bots.")
     command: Argv = Field(description="The program and its arguments; python3 means the arena's choice of "
                                       "interpreter unless `interpreter` or `venv` is set.")
     build: Optional[Argv] = Field(None, description="Run once, in workdir, before the first game.")

@@ -153,3 +153,57 @@ def stack(s: State, cards: str):
 
 def done(s: State):
     return apply_action(s, Done())
+
+
+# --------------------------------------------------------------------------- the checkout stays as it was
+
+import os as _os
+import subprocess as _subprocess
+from pathlib import Path as _Path
+
+import pytest as _pytest
+
+_ROOT = _Path(__file__).resolve().parent.parent
+_CACHES = ("__pycache__/", ".pytest_cache/", ".hypothesis/", ".venv/", ".egg-info/", "build/", ".so", "_compiled.json")
+
+
+# A tracked file of these kinds that changes during a run is a person editing while tests run,
+# not a test: only new files, and changes to tracked files of other kinds (a picture, a store,
+# a JSON of weights), are the tests' doing.
+_EDITED = (".py", ".pyi", ".md", ".toml", ".txt", ".in", ".c", ".html", ".css", ".js", ".yml", ".sh")
+
+
+def checkout_state(root: _Path = _ROOT) -> dict[str, tuple[int, int] | None]:
+    """Every file git would report (changed, new or ignored; caches and build outputs left out),
+    with its size and modification time, so a test that writes into the checkout shows up."""
+    out = _subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--ignored"],
+                          capture_output=True, text=True, check=True).stdout
+    state: dict[str, tuple[int, int] | None] = {}
+    shots = _os.environ.get("ARENA_SCREENSHOTS")  # docs/take-screenshots writes there on purpose
+    for line in out.splitlines():
+        path = line[3:].strip('"')
+        if any(part in path or path.endswith(part) for part in _CACHES):
+            continue
+        if shots and (root / path).resolve().is_relative_to(_Path(shots).resolve()):
+            continue
+        if line[:2] not in ("??", "!!") and path.endswith(_EDITED):
+            continue
+        try:
+            st = _os.stat(root / path)
+            state[line] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            state[line] = None
+    return state
+
+
+@_pytest.fixture(autouse=True, scope="module")
+def _checkout_unchanged(request):
+    """Tests write to temporary directories, never into the checkout (a store, a screenshot)."""
+    if not (_ROOT / ".git").exists():
+        yield
+        return
+    before = checkout_state()
+    yield
+    after = checkout_state()
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    assert not changed, f"{request.module.__name__} changed the checkout: {sorted({k for k, _ in changed})}"

@@ -94,3 +94,23 @@ def test_kit_and_starter_need_no_third_party_package():
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["name"] == "starter-python"
+
+
+def test_the_python_starter_seeds_each_game_from_its_start_seed():
+    """As protocol/PROTOCOL.md recommends, so arena debug replays an unmodified starter: the same
+    start.seed gives the same choices whatever BOT_SEED, and another start.seed others."""
+    def choices(start_seed: int, bot_seed: str) -> list[int]:
+        lines = ['{"type":"hello","protocol":1}',
+                 json.dumps({"type": "start", "game": "g", "seat": 0, "players": 2, "seed": start_seed})]
+        lines += [json.dumps({"type": "request", "id": i, "game": "g", "decision": "play", "view": {}, "events": [],
+                              "actions": [{"id": j, "kind": "pick_up"} for j in range(10)]}) for i in range(20)]
+        lines.append('{"type":"shutdown"}')
+        env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "ARENA_PURE_ENGINE": "1", "BOT_SEED": bot_seed}
+        out = subprocess.run([sys.executable, "-S", "bot.py"], cwd=ROOT / "examples" / "bots" / "python", env=env,
+                             input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        replies = [json.loads(line) for line in out.stdout.splitlines()[1:]]
+        return [r if isinstance(r, int) else r["action"] for r in replies]
+    first = choices(11, "1")
+    assert first == choices(11, "2") and len(set(first)) > 1
+    assert first != choices(12, "1")

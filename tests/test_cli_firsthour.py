@@ -234,6 +234,10 @@ def test_check_clean_table_and_interpreter_header(tmp_path: Path) -> None:
     assert "python3 runs " in out and "Python 3." in out
     assert "1,000 ms per move + 5 s bank" in out
     assert "no faults" in out
+    assert "against" in out and " random@1.0 " in out and "3 × random@1.0" in out  # who it played
+    report = json.loads(arena("check", "lowest", "--rules", "classic", "--games", "1", "--json", cwd=tmp_path).stdout)
+    assert [(s["seats"], s["opponents"]) for s in report["scenarios"]] == [(2, ["random@1.0"]),
+                                                                           (4, ["random@1.0"] * 3)]
 
 
 # ---------------------------------------------------------------------------------------------- config files
@@ -459,3 +463,42 @@ def test_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     assert done.returncode == 2
     assert "pip install 'palace-arena[dask]'" in done.stderr and "interrupted" not in done.stdout + done.stderr
+
+
+def test_standings_do_not_import_scipy_optimize(tmp_path: Path) -> None:
+    """scipy.optimize takes seconds to import and only an SPRT uses it: a standings table (and a
+    resumed tournament with nothing to play) must not pay for it."""
+    store = str(tmp_path / "s.sqlite")
+    assert arena("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--deals", "2", "--store", store,
+                 "--plain", "-j", "1", cwd=tmp_path).returncode == 0
+    code = ("import sys\nfrom arena.cli.main import app\n"
+            "try:\n"
+            f"    app(['standings', 'demo', '--store', {store!r}])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print('loaded:', sorted(m for m in sys.modules if m.startswith('scipy.optimize')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Standings: demo" in done.stdout and done.stdout.rstrip().endswith("loaded: []"), done.stdout[-500:]
+
+
+def test_games_lost_by_lists_the_games_a_bot_did_not_win_outright(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite")
+    assert arena("tournament", "--name", "t", "--bot", "random", "--bot", "lowest", "--bot", "heuristic", "--deals", "2",
+                 "--store", store, "--plain", "-j", "1", cwd=tmp_path).returncode == 0
+    every = json.loads(arena("games", "--store", store, "--json", "--limit", "1000").stdout)
+
+    def outright(g: dict, name: str) -> bool:
+        first = g["result"]["order"][0]
+        return len(first) == 1 and g["seats"][first[0]].split("@")[0] == name
+
+    def seated(g: dict, name: str) -> bool:
+        return any(s.split("@")[0] == name for s in g["seats"])
+
+    for name, ref in (("random", "random"), ("heuristic", "heuristic@1.0")):
+        lost = json.loads(arena("games", "--store", store, "--json", "--limit", "1000", "--lost-by", ref).stdout)
+        assert {g["id"] for g in lost} == {g["id"] for g in every if seated(g, name) and not outright(g, name)}, name
+        assert 0 < len(lost) < len(every)
+    shown = arena("games", "--store", store, "--lost-by", "random")
+    expected = sum(seated(g, "random") and not outright(g, "random") for g in every)
+    assert shown.returncode == 0 and f"of {expected} game(s)" in shown.stdout

@@ -104,3 +104,78 @@ def test_every_example_and_ladder_file_loads() -> None:
         assert load_config(f).trusted_bots is False, f
     ladders = list_ladders()
     assert ladders and all(lad is not None for _, lad, _ in ladders), ladders
+
+
+# --------------------------------------------------------------------------- published schemas hold the models' bounds
+
+def _models(model: type, seen: dict[str, type]) -> dict[str, type]:
+    """Every pydantic model reachable from MODEL's fields, by class name (a schema's $defs key)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def walk(tp: object) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp.__name__ not in seen:
+                seen[tp.__name__] = tp
+                for f in tp.model_fields.values():
+                    walk(f.annotation)
+        for arg in typing.get_args(tp):
+            walk(arg)
+    walk(model)
+    return seen
+
+
+def _bound_cases() -> list[tuple[str, str, str, float, bool]]:
+    """(schema file, model, field, value, accepted) on both sides of each numeric bound a model declares."""
+    import annotated_types as at
+
+    from arena.config import SCHEMAS
+    cases = []
+    for name, root in SCHEMAS.items():
+        for cls_name, cls in _models(root, {}).items():
+            for field, info in cls.model_fields.items():
+                for m in info.metadata:
+                    for kind, edge, inside, outside in (("ge", "ge", 0, -1), ("gt", "gt", 1, 0),
+                                                        ("le", "le", 0, 1), ("lt", "lt", -1, 0)):
+                        b = getattr(m, edge, None) if isinstance(m, (at.Ge, at.Gt, at.Le, at.Lt)) else None
+                        if b is not None:
+                            cases.append((name, cls_name, field, b + inside, True))
+                            cases.append((name, cls_name, field, b + outside, False))
+    return cases
+
+
+BOUND_CASES = _bound_cases()
+
+
+def test_the_models_declare_bounds_to_check() -> None:
+    fields = {(c[1], c[2]) for c in BOUND_CASES}
+    assert ("Matchmaking", "wide_elo") in fields and ("Matchmaking", "suspend_after") in fields, fields
+
+
+@pytest.mark.parametrize("schema_name, model_name, field, value, accepted", BOUND_CASES,
+                         ids=[f"{c[1]}.{c[2]}={c[3]}" for c in BOUND_CASES])
+def test_published_schemas_and_models_agree_on_every_bound(schema_name: str, model_name: str, field: str,
+                                                           value: float, accepted: bool) -> None:
+    """An editor checking a file against protocol/schemas/config/ sees the bound the arena holds:
+    a validator on the published schema and the model accept and refuse the same values."""
+    import json
+
+    import jsonschema
+    from pydantic import ValidationError
+
+    from arena.config import SCHEMA_DIR, SCHEMAS
+    published = json.loads((SCHEMA_DIR / schema_name).read_text())
+    model = _models(SCHEMAS[schema_name], {})[model_name]
+    sub = published if published.get("title") == model_name else published["$defs"][model_name]
+    schema = {**sub, "$defs": published.get("$defs", {})}
+    validator = jsonschema.Draft202012Validator(schema)
+    schema_ok = not [e for e in validator.iter_errors({field: value}) if list(e.absolute_path)[:1] == [field]]
+    try:
+        model.model_validate({field: value})
+        model_ok = True
+    except ValidationError as e:
+        model_ok = not [err for err in e.errors() if err["loc"][:1] == (field,)]
+    assert (schema_ok, model_ok) == (accepted, accepted), (
+        f"{model_name}.{field} = {value}: schema {'accepts' if schema_ok else 'refuses'}, "
+        f"model {'accepts' if model_ok else 'refuses'}")

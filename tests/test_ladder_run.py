@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -169,9 +170,9 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     status = bot_statuses(store, ladder.name)["crashy@1.0"]
     # counted between batches: at least suspend_after (3) faulted games in a row, all of one batch here
     assert status.status == "suspended" and " faulted games in a row (crash " in status.reason
-    assert int(status.reason.split()[0]) >= 3
+    assert int(status.reason.split()[0]) >= 3 and "suspend_after = 3," in status.reason  # both numbers
     assert "ZeroDivisionError: division by zero" in status.detail["stderr"]
-    assert any("suspended crashy@1.0" in s and "ZeroDivisionError" in s for s in said)
+    assert any("suspended crashy@1.0" in s and "suspend_after = 3" in s and "ZeroDivisionError" in s for s in said)
     first_after = next(i for i, t in enumerate(log) if "crashy@1.0" in (t.focus, *t.field)) + 1
     assert all("crashy@1.0" not in (t.focus, *t.field) for t in log[first_after:])
     st = ladder_standings(ladder, store)
@@ -272,6 +273,13 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     assert as_json["since_last_view"] == 0 and as_json["history"]
     assert {r["games_last_hour"] for r in as_json["standings"]} != {0}
     assert all(r["win_rate_low"] <= r["win_rate"] <= r["win_rate_high"] for r in as_json["standings"])
+    again = runner.invoke(app, ["ladder", "run", str(path), "--store", store, "--games", "2", "-j", "1"],
+                          env={"COLUMNS": "250"})
+    assert again.exit_code == 0, again.output
+    # the table a run ends with has the last hour and the trend, as `arena ladder NAME` a moment later
+    cells = re.findall(r"│\s*(\S+)\s*│\s*(\d+)\s*│\s*active\s*│", again.stdout)
+    assert len(cells) == 3 and all(int(n) > 0 for _, n in cells), again.stdout
+    assert any(trend != "-" for trend, _ in cells), again.stdout
     hist = runner.invoke(app, ["ladder", str(path), "--store", store, "--history", "lowest"])
     assert hist.exit_code == 0 and "Rating history of lowest" in hist.output and "●" in hist.output
     out = runner.invoke(app, ["ladder", "retire", str(path), "lowest@1.0", "--store", store])
@@ -362,7 +370,11 @@ def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
             proc.communicate()
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err and "ExceptionGroup" not in out + err
-    assert "stopped:" in err and "continues where it stopped" in err
+    said = out + err
+    assert "interrupted: " in said and "continues where it stopped" in said and "error:" not in said
+    assert said.count("ladder overhead") == 1  # the summary once
+    played = _count(store, "SELECT COUNT(DISTINCT tournament) FROM games WHERE tournament LIKE 'ladder:intr:run:%'")
+    assert f" {played} batch(es) this run" in said, said[-800:]
 
 
 def test_a_hopeless_bot_does_not_take_every_batch():

@@ -22,7 +22,7 @@ ARENA = ROOT / "arena"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("arena", "errors"),
     ("engine",),
-    ("faults", "groups", "limits", "ratings", "store", "strategies"),
+    ("faults", "groups", "limits", "ratings", "safetext", "store", "strategies"),
     ("config",),
     ("bots",),
     ("referee",),

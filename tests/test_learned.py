@@ -200,3 +200,24 @@ def test_a_tiny_training_run_exports_what_the_bot_plays(tmp_path):
             asked += 1
         env.step(int(rng.choice(list(np.flatnonzero(obs["action_mask"])))))
     assert asked > 10 and agent.fallbacks == 0
+
+
+def test_a_checkpoint_plays_as_a_bot_from_the_template(tmp_path: Path) -> None:
+    """examples/rl/mybot loads a weights file copied beside it (never the package's) and answers
+    the handshake as its own bot; without the file it says what to copy."""
+    import shutil
+    bot = tmp_path / "mybot"
+    shutil.copytree(ROOT / "examples" / "rl" / "mybot", bot, ignore=shutil.ignore_patterns("weights.json"))
+    hello = json.dumps({"type": "hello", "protocol": 1, "arena": "0.1.0"}) + "\n" + json.dumps({"type": "shutdown"}) + "\n"
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-S", "bot.py"], input=hello, capture_output=True, text=True,
+                              timeout=120, cwd=bot, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    missing = run()
+    assert missing.returncode == 1 and "weights.json is missing: copy a checkpoint" in missing.stderr
+    weights = json.loads((ROOT / "arena" / "ai" / "learned.json").read_text())
+    weights["layers"][0]["b"] = [0.0] * len(weights["layers"][0]["b"])  # a checkpoint of one's own
+    (bot / "weights.json").write_text(json.dumps(weights))
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0])["name"] == "my-learned"

@@ -38,7 +38,7 @@ from arena.referee import (
     FAULT_REASONS, THINK_BUCKETS_MS, BotPlayer, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, run_game,
     think_percentile,
 )
-from arena.referee.testing import EXIT, MockBot, Refuse, Sleep, hello_line
+from arena.referee.testing import EXIT, MockBot, Refuse, Sleep, hello_line, policy
 from tests.checks import children, replay
 
 HELLO = {"type": "hello", "protocol": 1, "name": "fake", "version": "1"}
@@ -911,3 +911,30 @@ def test_process_errors_map_to_fault_classes() -> None:
         assert faults.from_reason(reason, "m").reason == reason
     with pytest.raises(ValueError):
         faults.fault_class("sneezed")
+
+
+def test_stderr_written_after_a_games_end_is_marked_between_games() -> None:
+    """A bot that logs on ``end``: the next game's first decision gets those lines marked, not as
+    its own (arena replay and arena debug show them there)."""
+    from arena.referee.seat import BETWEEN_GAMES
+    base = policy(lambda msg: 0, "chatty")
+
+    def respond(msg):
+        if msg["type"] == "start":
+            bot.stderr.append(f"starting {msg['game']}")
+        elif msg["type"] == "end":
+            bot.stderr.append("game over, my notes")
+        return base(msg)
+    bot = MockBot(respond)
+
+    async def main() -> list[GameRecord]:
+        players = fake_players([bot, MockBot()], CLOCK)
+        recs = [await run_game(players, preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK) for seed in (3, 4)]
+        for p in players:
+            await p.shutdown()
+        return recs
+    first, second = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert first.stderr[0] == ["starting g3"]
+    assert second.stderr[0] == [BETWEEN_GAMES + "game over, my notes", "starting g4"]
+    opening = next(st for st in second.steps if st["seat"] == 0 and "stderr" in st)
+    assert opening["stderr"][0].startswith(BETWEEN_GAMES)

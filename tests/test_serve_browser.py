@@ -2,8 +2,10 @@
 
 The tests start ``arena serve`` on a free port over a store they build (a ladder of synthetic
 games with known numbers and rating snapshots, and a real tournament played by ``arena
-tournament``), then drive the pages as a person would. Each page is photographed into
-``docs/screenshots/`` at 1366x768 (and a few at phone width), which the README links to.
+tournament``), then drive the pages as a person would. Each page is photographed at 1366x768
+(and a few at phone width) into a temporary folder, or into ``$ARENA_SCREENSHOTS`` when set:
+``docs/take-screenshots`` sets it to ``docs/screenshots/``, which the README links to, so the
+suite itself never rewrites the checkout.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = os.environ.get("ARENA_SCREENSHOTS")
 DESKTOP = (1366, 768)
 PHONE = (390, 844)
 
@@ -43,7 +45,7 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHO
 
 
 @pytest.fixture(scope="module")
-def chrome():
+def chrome(tmp_path_factory):
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver): "
                     "arena serve is not tested in a browser")
@@ -56,6 +58,7 @@ def chrome():
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     viewport(driver, *DESKTOP)
+    driver.shots = Path(SHOTS) if SHOTS else tmp_path_factory.mktemp("screenshots")
     yield driver
     driver.quit()
 
@@ -66,14 +69,14 @@ def viewport(driver: Any, width: int, height: int, mobile: bool = False) -> None
 
 
 def shot(driver: Any, name: str, phone: bool = False) -> None:
-    """Photograph the page as it is now into docs/screenshots/NAME.png (NAME-phone.png at phone width)."""
+    """Photograph the page as it is now into the shots folder as NAME.png (NAME-phone.png at phone width)."""
     try:
-        SHOTS.mkdir(parents=True, exist_ok=True)
+        driver.shots.mkdir(parents=True, exist_ok=True)
         if phone:
             viewport(driver, *PHONE, mobile=True)
             time.sleep(0.3)
         driver.execute_script("window.scrollTo(0, 0)")
-        driver.save_screenshot(str(SHOTS / f"{name}{'-phone' if phone else ''}.png"))
+        driver.save_screenshot(str(driver.shots / f"{name}{'-phone' if phone else ''}.png"))
     except OSError:
         pass  # a read-only checkout: the test still ran
     finally:

@@ -58,3 +58,34 @@ def test_opponents_are_bundled_bots_or_ladder_members_only(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="no longer that version"):
         play._parse(_Form(rules="classic", opponent=["starter-python@1.0.0"]),
                     {"starter-python@1.0.0": "lowest"})  # the label's files are another bot now
+
+
+def test_a_chosen_seed_does_not_reveal_the_bots_cards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person who picks the deal seed (or reads a tournament's) cannot deal the cards themself:
+    the seed names a deal through the store's secret, and the same seed names the same deal."""
+    from arena.engine import new_game
+    from arena.tournament.seeds import deal_seed, load_secret
+    monkeypatch.setattr(play, "IDLE_S", 0.2)
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store)))
+    chosen = 7
+    rules = PRESETS["classic"]
+    records = []
+    for n in range(2):
+        session = play.Session(f"s{n}", 0, ["you", "random"])
+
+        async def main() -> None:
+            with trio.fail_after(60):
+                await play.play_game(app, session, [HUMAN, load_bot("random")], rules, chosen,  # type: ignore[arg-type]
+                                     TimeControl(move_ms=1000, bank_ms=5000), 2000)
+        trio.run(main)
+        assert session.status == "over", session.error
+        db = Store(store, readonly=True)
+        records.append(db.game_record(session.game_id))
+        db.close()
+    dealt = records[0]["seed"]
+    assert records[1]["seed"] == dealt  # the chosen seed names one deal
+    assert dealt != chosen and dealt == deal_seed(load_secret(store.parent), chosen, play.PLAY_TABLE, 0)
+    # what the person can compute from the seed is not the bot's hand, nor any tournament's deal 0
+    assert new_game(rules, 2, chosen).seats[1].hand != new_game(rules, 2, dealt).seats[1].hand
+    assert dealt != deal_seed(load_secret(store.parent), chosen, 0, 0)

@@ -365,3 +365,80 @@ def test_no_interval_of_width_zero_or_infinity_is_written():
     assert elo_text(1612.4, 1550.0, 1674.8, True, 40) == "1612 ± 62"
     assert elo_text(1612.4, 1550.0, 1674.8, False, 4) == "too few games (4)"
     assert rate_text(0.0, 0.0, 0.16, 40) == "0.0 [0, 16]"
+
+
+# --------------------------------------------------------------------------- rate intervals
+
+def _result(order: list[list[int]], draw: bool = False) -> dict[str, Any]:
+    return {"order": order, "draw": draw, "forfeits": {}, "reason": "played_out" if draw else "first_out"}
+
+
+# a two-seat deal played in both seatings: (A's outcome in seating AB, in seating BA)
+OUTCOMES = {"A": ([[0], [1]], False), "B": ([[1], [0]], False), "draw": ([[0, 1]], True)}
+
+
+def _deals(plan: list[tuple[str, str]], tid: str = "t") -> list[tuple[str, int, list[str], dict[str, Any]]]:
+    """Games of deals played in both seatings; each plan entry names who won each seating."""
+    games = []
+    for seed, pair in enumerate(plan):
+        for seats, who in zip((["A", "B"], ["B", "A"]), pair):
+            order, draw = OUTCOMES[who]
+            if seats[0] == "B" and not draw:  # the winner's seat index in this seating
+                order = order[::-1]
+            games.append((tid, seed, seats, _result(order, draw)))
+    return games
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(OUTCOMES)), st.sampled_from(sorted(OUTCOMES))), min_size=1,
+                max_size=30))
+def test_every_rate_lies_inside_its_own_interval(plan):
+    lines, _ = summarise(_deals(plan))
+    for line in lines:
+        assert line.win_low <= line.win_rate <= line.win_high, line
+        assert line.draw_low <= line.draw_rate <= line.draw_high, line
+        assert line.win_low < line.win_high and line.draw_low < line.draw_high, line
+
+
+def test_a_mostly_drawing_bot_has_its_draw_interval_around_its_draws():
+    """Two deals in three drawn: the draw interval is about the 67% of draws, not the wins'."""
+    lines, _ = summarise(_deals([("draw", "draw"), ("draw", "draw"), ("A", "A")] * 4))
+    a = next(line for line in lines if line.bot == "A")
+    assert a.draw_rate == pytest.approx(2 / 3) and a.draw_low < 2 / 3 < a.draw_high and a.draw_low > 0.3
+
+
+def test_intervals_widen_when_the_rotations_of_one_deal_are_counted():
+    """A bot that wins both seatings of 6 deals and loses both of 4 has 10 deals of evidence, not
+    20 independent games: its interval is wider than the same games dealt 20 times apart."""
+    plan = [("A", "A")] * 6 + [("B", "B")] * 4
+    clustered = {line.bot: line for line in summarise(_deals(plan))[0]}
+    apart = [(t, 100 * seed + s, seats, r) for s, (t, seed, seats, r) in enumerate(_deals(plan))]  # no shared deal
+    loose = {line.bot: line for line in summarise(apart)[0]}
+    for bot in "AB":
+        assert clustered[bot].win_rate == loose[bot].win_rate
+        assert clustered[bot].win_high - clustered[bot].win_low > loose[bot].win_high - loose[bot].win_low + 0.02
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(OUTCOMES)), st.sampled_from(sorted(OUTCOMES))), min_size=1,
+                max_size=30))
+def test_intervals_never_narrow_when_rotations_share_a_deal(plan):
+    games = _deals(plan)
+    apart = [(t, 100 * seed + s, seats, r) for s, (t, seed, seats, r) in enumerate(games)]
+    clustered = {line.bot: line for line in summarise(games)[0]}
+    loose = {line.bot: line for line in summarise(apart)[0]}
+    for bot in clustered:
+        for lo, hi in (("win_low", "win_high"), ("draw_low", "draw_high")):
+            width = getattr(clustered[bot], hi) - getattr(clustered[bot], lo)
+            assert width >= getattr(loose[bot], hi) - getattr(loose[bot], lo) - 1e-12, (bot, lo)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6)), min_size=1, max_size=40))
+def test_the_effective_number_of_games_lies_between_the_deals_and_the_games(cells):
+    from arena.ratings.pairs import effective_n
+    games = [g for g, _ in cells]
+    hits = [min(h, g) for g, h in cells]
+    p, n = effective_n(hits, games)
+    assert p == pytest.approx(sum(hits) / sum(games))
+    assert len(cells) - 1e-9 <= n <= sum(games) + 1e-9

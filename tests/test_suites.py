@@ -98,7 +98,8 @@ def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     assert counts == data["pairs"]
     text = md.read_text()
     assert "per deal of the suite (8 played)" in text and "flipped from a win to a loss (LL" in text
-    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic"])
+    with_rules = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--rules", "classic",
+                                     "--no-store"])
     assert with_rules.exit_code == 2 and "the suite sets the rules" in with_rules.output
 
 
@@ -180,11 +181,13 @@ def test_a_suite_inside_a_bots_folder_is_refused(tmp_path: Path):
     path = bot / "deals" / "s.json"
     path.parent.mkdir()
     save_suite(path, make_suite(rules_from("classic", {}), 2, 3))
-    done = runner.invoke(app, ["match", str(bot), "highest", "--suite", str(path), "--no-store"])
-    assert done.exit_code == 2 and "lies inside the folder of mine@1.0" in done.output, done.output
-    cfg = load_config(None, {"bots": [str(bot), "highest"], "suite": str(path)})
-    with pytest.raises(ConfigError, match="suite: the deal suite .* lies inside the folder of mine@1.0"):
-        load_bots(cfg)
+    for pair in ([str(bot), "highest"], ["highest", str(bot)]):  # either seat's folder
+        done = runner.invoke(app, ["match", *pair, "--suite", str(path), "--no-store"])
+        assert done.exit_code == 2 and "lies inside the folder of mine@1.0" in done.output, (pair, done.output)
+    for bots in ([str(bot), "highest"], ["highest", "lowest", str(bot)]):
+        cfg = load_config(None, {"bots": bots, "suite": str(path)})
+        with pytest.raises(ConfigError, match="suite: the deal suite .* lies inside the folder of mine@1.0"):
+            load_bots(cfg)
 
 
 # --------------------------------------------------------------------------- mid-game positions
@@ -301,10 +304,21 @@ def test_a_positions_opening_travels_to_worker_processes():
     assert GameTask.from_wire({k: v for k, v in plain.wire().items() if k != "moves"}) == plain
 
 
+@pytest.mark.parametrize("mode, warned", [(0o644, True), (0o640, True), (0o604, True), (0o600, False), (0o400, False)])
+def test_a_suite_its_group_or_others_can_read_is_warned_of(tmp_path: Path, mode: int, warned: bool):
+    """Readable by its group or by everyone: a bot under another uid could read it either way."""
+    from arena.tournament.suites import exposure_warning
+    path = tmp_path / "s.json"
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
+    path.chmod(mode)
+    said = exposure_warning(path)
+    assert (said is not None) == warned and (not warned or f"chmod 600 {path}" in said)
+
+
 def test_a_tournament_warns_of_a_suite_others_can_read(tmp_path: Path, in_process):
     path = tmp_path / "open.json"
     save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
-    path.chmod(0o644)
+    path.chmod(0o640)
     done = runner.invoke(app, ["tournament", "--bot", "lowest", "--bot", "highest", "--suite", str(path), "--plain",
                                "--store", str(tmp_path / "t.sqlite")])
     assert done.exit_code == 0, done.output

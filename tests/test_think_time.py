@@ -163,6 +163,18 @@ def test_a_tournament_seats_no_author_twice(tmp_path: Path) -> None:
     assert len(schedule(load_config(None, {"bots": bots}), labels, b"k" * 32, authors)) == 10 * 2 * 4
 
 
+def test_a_three_seat_tournament_seats_no_author_twice(tmp_path: Path) -> None:
+    """At 3 seats and more, a table with two seats of one author is refused too, not only a table
+    where every seat has one author."""
+    bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", "alice"), _bot(tmp_path, "b1", "Bob"),
+            _bot(tmp_path, "c1", "Carol")]
+    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "seats": 3})
+    specs = load_bots(cfg)
+    games = schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, {s.label: s.author for s in specs.values()})
+    assert {frozenset(g.seats) for g in games} == {frozenset({"a1@1.0", "b1@1.0", "c1@1.0"}),
+                                                  frozenset({"a2@1.0", "b1@1.0", "c1@1.0"})}
+
+
 def test_one_author_alone_has_no_table(tmp_path: Path) -> None:
     bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", "Alice")]
     cfg = load_config(None, {"bots": bots, "one_seat_per_author": True})

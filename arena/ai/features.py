@@ -29,6 +29,34 @@ MAX_DECKS = MAX_COUNT // 4  # the action space counts at most this many cards of
 MAX_CARDS = MAX_DECKS * 54  # three decks with two jokers each
 
 
+# What each index of ``view_features`` holds: (first index, length, meaning), in order. A block
+# "by rank" has RANKS entries for 2, 3, ..., 10, J, Q, K, A and the joker, a quarter per card.
+_SEAT_BLOCKS = (("present (1; 0 for a seat the table lacks)", 1), ("still playing (no place yet)", 1),
+                ("to move", 1), ("hand size / 8", 1), ("cards known to be in its hand, by rank", RANKS),
+                ("face-up cards, by rank", RANKS), ("face-down cards / 4", 1),
+                ("its place / seats (0 while playing)", 1))
+_BLOCKS = (("own hand, by rank", RANKS), ("own face-up cards, by rank", RANKS), ("own face-down cards / 4", 1),
+           ("pile top: empty, then its rank 2..joker (one-hot)", RANKS + 1), ("pile size / 16", 1),
+           ("need / 4 (match_count: the fewest cards the next play must hold)", 1),
+           ("descending (seven = descending: plays must be at most the top)", 1),
+           ("pile, by rank", RANKS), ("burned, by rank", RANKS), ("stock size / 16", 1), ("set aside / 16", 1),
+           ("phase is setup", 1), ("phase is play", 1), ("direction is +1", 1),
+           ("unseen cards (the deck less all it can see), by rank", RANKS))
+
+
+def _layout() -> tuple[tuple[int, int, str], ...]:
+    out, at = [], 0
+    blocks = list(_BLOCKS) + [(f"seat +{k} from the viewer's left: {what}", n)
+                              for k in range(1, MAX_SEATS) for what, n in _SEAT_BLOCKS]
+    for what, n in blocks:
+        out.append((at, n, what))
+        at += n
+    return tuple(out)
+
+
+LAYOUT = _layout()  # docs/BOTS.md prints it as a table
+
+
 def check_table(rules: Rules, players: int) -> None:
     """A table the fixed spaces cannot describe (more than ``MAX_DECKS`` decks) is refused."""
     if rules.decks_for(players) > MAX_DECKS:

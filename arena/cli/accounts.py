@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from ..safetext import SafeConsole
 from rich.markup import escape
 from rich.table import Table
 
@@ -74,7 +74,7 @@ def list_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
     table = Table("name", "role", "status", "since")
     for a in rows:
         table.add_row(escape(a.name), a.role.value, a.status.value, time.strftime("%Y-%m-%d %H:%M", time.localtime(a.created)))
-    Console(highlight=False).print(table)
+    SafeConsole(highlight=False).print(table)
 
 
 @accounts_app.command("audit")
@@ -93,7 +93,7 @@ def audit_cmd(store: StoreOpt = DEFAULT_STORE,
     for r in rows:
         table.add_row(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["at"])), escape(r["who"]), r["action"],
                       escape(r["target"]), escape(json.dumps(r["detail"])), escape(r["origin"]))
-    Console(highlight=False).print(table)
+    SafeConsole(highlight=False).print(table)
 
 
 def _set_status(store: Path, name: str, suspended: bool, reason: str) -> None:

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..safetext import SafeConsole
 from ..groups import is_cancel, leaves
 # typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
 from typer import exceptions as _typer_exc
@@ -37,7 +37,8 @@ INTERRUPTED = 130
 USAGE = 2
 BUG = 70  # sysexits' EX_SOFTWARE: apart from 1, which commands use for a verdict (a fault, H0 accepted)
 
-err = Console(stderr=True, highlight=False) if sys.stderr.isatty() else Console(stderr=True, width=160, highlight=False)
+err = (SafeConsole(stderr=True, highlight=False) if sys.stderr.isatty()
+       else SafeConsole(stderr=True, width=160, highlight=False))
 
 
 class Progress:

@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from ..safetext import SafeConsole
 from ..tournament.store import DEFAULT_STORE
 from .common import ArenaTyper, fail
 
 deals_app = ArenaTyper(help="Deal suites: fixed deals (or mid-game positions) for arena match, tournaments and "
                             "ladders to play instead of fresh ones (kept secret from bots).", no_args_is_help=True,
                        context_settings={"help_option_names": ["-h", "--help"]})
-out = Console(highlight=False, soft_wrap=True)
+out = SafeConsole(highlight=False, soft_wrap=True)
 
 SECRET_NOTE = "its seeds deal every card: keep it from bots like the store's secret.key (it is written 0600)"
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..ladder import LadderStandings, RunSummary
 
+from ..safetext import SafeConsole, printable
 from ..tournament import DEFAULT_STORE
 from .common import fail, is_interrupt
 from .match import match_cmd
@@ -34,8 +35,8 @@ JobsOpt = Annotated[Optional[int], typer.Option("--concurrency", "-j", help="Gam
 
 def _consoles(to_stderr: bool) -> tuple[Console, Console]:
     """(where results go, where progress goes): progress goes to stderr when stdout is JSON."""
-    out = Console() if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
+    out = SafeConsole() if sys.stdout.isatty() else SafeConsole(width=160)
+    err = SafeConsole(stderr=True) if sys.stderr.isatty() else SafeConsole(stderr=True, width=160)
     return out, (err if to_stderr else out)
 
 
@@ -372,16 +373,17 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
                 fail(str(e))
             raise
     line = (f"{summary.games} games in {summary.wall_s:.0f} s ({summary.games_per_hour:,.0f} games/h), "
-            f"{summary.batches} batches, {summary.snapshots} rating snapshot(s); ladder overhead "
+            f"{summary.batches} batch(es) this run, {summary.snapshots} rating snapshot(s); ladder overhead "
             f"{summary.overhead_s:.2f} s = {100 * summary.overhead_share:.2f}% of wall time")
     if as_json:
         print(json.dumps({"ladder": ladder.name, **summary.as_json()}, indent=2))
-    else:
-        if not interrupted:
-            out.print(ladder_table(ladder_standings(ladder, db)))
+    elif not interrupted:
+        out.print(ladder_table(ladder_standings(ladder, db, view=True)))  # with last hour and trend, as ladder show
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    if interrupted:
-        fail(f"stopped: {line}; `arena ladder run {ladder.name}` continues where it stopped", 130)
+    if interrupted:  # the summary once, as the interrupted line (not an error)
+        progress.print(f"interrupted: {line}; `arena ladder run {ladder.name}` continues where it stopped",
+                       highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(130)
 
 
 @ladder_app.command("retire")
@@ -392,7 +394,7 @@ def retire_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
     from ..ladder import LadderError, retire
     ladder, db = _load(name, store, None)
     try:
-        print(retire(db, ladder, bot))
+        print(printable(retire(db, ladder, bot)))
     except LadderError as e:
         fail(str(e))
 
@@ -407,9 +409,9 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
     if member(db, ladder.name, bot) is None:
         fail(f"{bot} is not a member of ladder {ladder.name}")
     if clear_status(db, ladder.name, bot):
-        print(f"reinstated {bot} on {ladder.name}")
+        print(printable(f"reinstated {bot} on {ladder.name}"))
     else:
-        print(f"{bot} is already active on {ladder.name}")
+        print(printable(f"{bot} is already active on {ladder.name}"))
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:

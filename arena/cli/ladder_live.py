@@ -55,7 +55,7 @@ class PlainLadderReporter(_Provisional, PlainReporter):
         super().game_done(game, record)
         self._prov_add(list(game.seats), record.result or {})
         if self.done % self.every == 0 or self.done == self.total:
-            print(self._prov_text(), file=self.out, flush=True)
+            self.say(self._prov_text())
 
 
 class RichLadderReporter(_Provisional, RichReporter):

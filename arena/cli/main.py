@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..safetext import SafeConsole, printable
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 app = ArenaTyper(help="Palace Arena: referee, tournaments, ladders and replays for Palace bots.",
                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                  context_settings={"help_option_names": ["-h", "--help"]})
-console = Console(highlight=False) if sys.stdout.isatty() else Console(width=140, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = SafeConsole(highlight=False) if sys.stdout.isatty() else SafeConsole(width=140, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 # One spelling per argument, shared by every command that takes it.
 StoreOpt = Annotated[Path, typer.Option("--store", help="The game store (SQLite file).")]
@@ -291,8 +291,9 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
         fields = list(rows[0]) if rows else ["bot"]
         w.writerow(fields)
         for r in rows:
-            w.writerow([";".join(f"{k} {v}" for k, v in sorted(r[f].items())) if isinstance(r[f], dict)
-                        else "" if r[f] is None else r[f] for f in fields])
+            w.writerow([printable(";".join(f"{k} {v}" for k, v in sorted(r[f].items()))) if isinstance(r[f], dict)
+                        else "" if r[f] is None else printable(r[f]) if isinstance(r[f], str) else r[f]
+                        for f in fields])
         return
     table = standings_table(lines, f"Standings: {escape(tournament_name or 'all games')}")
     if calibration:
@@ -308,6 +309,8 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
 @app.command()
 def games(tournament_name: TournamentOpt = None,
           bot: Annotated[Optional[str], typer.Option("--bot", help="Games this bot played.")] = None,
+          lost_by: Annotated[Optional[str], typer.Option("--lost-by", help="Games this bot did not win outright "
+                                                         "(name or name@version).")] = None,
           reason: Annotated[Optional[str], typer.Option("--reason", help="End reason: first_out, played_out, turn_cap, forfeit ...")] = None,
           fault: Annotated[Optional[str], typer.Option("--fault", help="A seat forfeited for this reason: timeout, crash ...")] = None,
           min_turns: Annotated[Optional[int], typer.Option("--min-turns", min=0, help="At least this many turns.")] = None,
@@ -319,7 +322,7 @@ def games(tournament_name: TournamentOpt = None,
     db = _open(store)
     _need_tournament(db, tournament_name, store)
     filters = dict(tournament=tournament_name, bot=bot, reason=reason, fault=fault, min_turns=min_turns,
-                   max_turns=max_turns)
+                   max_turns=max_turns, lost_by=lost_by)
     rows = db.games(**filters, limit=limit)
     total = db.count_games(**filters)
     if as_json:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
 from .common import is_interrupt
 
@@ -30,7 +30,7 @@ PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, w
 EXIT_STATUS = {"accept_h1": 0, "accept_h0": 1, "max_games": 3}
 
 def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    SafeConsole(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -107,8 +107,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
     from ..referee import TimeControl
     from ..ladder.config import LadderError
     from ..ladder.match import MatchProgress, match_games, resolve_bot, run_match
-    out = Console() if sys.stdout.isatty() else Console(width=160)
-    progress = Console(stderr=True) if as_json else out
+    out = SafeConsole() if sys.stdout.isatty() else SafeConsole(width=160)
+    progress = SafeConsole(stderr=True) if as_json else out
     if max_games < 2 or concurrency < 0 or every < 1:
         _fail("--max-games must be at least 2, --every at least 1 and --concurrency not negative")
     db = None
@@ -126,7 +126,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
             suite = load_suite(deals)
             r = suite.rules
             if (exposed := exposure_warning(deals)) is not None:
-                Console(stderr=True).print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False, soft_wrap=True)
+                SafeConsole(stderr=True).print(f"[yellow]warning:[/] {escape(exposed)}", highlight=False,
+                                               soft_wrap=True)
         else:
             r = rules_from(rules_name or "classic", rule or [])
         spec_a, spec_b = resolve_bot(a, db), resolve_bot(b, db)

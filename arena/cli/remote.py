@@ -47,17 +47,28 @@ def read_token(token_file: Path | None) -> str:
 
 
 def zip_folder(folder: Path) -> bytes:
-    """The bot's folder as a zip of its regular files; a link or special file is refused by name."""
+    """The bot's folder as a zip, read by the arena's one folder reader (so its caps and refusals
+    hold here too); a link is refused by name, since a server takes regular files only."""
+    from ..bots.folder import FolderError, Kind, pack_folder, read_folder
+
+    try:
+        listed = read_folder(folder)
+    except FolderError as e:
+        raise RemoteError(str(e)) from None
+    for entry in listed.entries:
+        if entry.kind is Kind.LINK:
+            raise RemoteError(f"{entry.path} is a link: a server takes regular files only")
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if any(part in ("__pycache__", ".git") for part in rel.parts):
-                continue
-            if path.is_symlink() or not (path.is_file() or path.is_dir()):
-                raise RemoteError(f"{rel} is a link or a special file: a server takes regular files only")
-            if path.is_file():
-                z.write(path, str(rel))
+        def add(entry, src) -> None:
+            if entry.kind is Kind.FILE and src is not None:
+                with z.open(entry.path, "w") as dest:
+                    while chunk := src.read(1 << 20):
+                        dest.write(chunk)
+        try:
+            pack_folder(listed, add)
+        except FolderError as e:
+            raise RemoteError(str(e)) from None
     data = out.getvalue()
     if len(data) > MAX_ZIP_BYTES:
         raise RemoteError(f"the bot's folder zips to {len(data) / 2**20:.1f} MB: too large to upload")

@@ -10,13 +10,14 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
 from .common import fail
 
 
 def _consoles() -> tuple[Console, Console]:
-    out = Console() if sys.stdout.isatty() else Console(width=140)
-    return out, Console(stderr=True)
+    out = SafeConsole() if sys.stdout.isatty() else SafeConsole(width=140)
+    return out, SafeConsole(stderr=True)
 
 
 def _fail(err: Console, message: str, code: int = 2) -> None:

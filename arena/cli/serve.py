@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def serve(
     import signal
 
     import trio
-    out, err = Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False, soft_wrap=True)
+    out, err = SafeConsole(highlight=False, soft_wrap=True), SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     try:
         from hypercorn.config import Config
         from hypercorn.trio import serve as hypercorn_serve

@@ -152,15 +152,20 @@ class PalaceEnv(AECEnv):
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self.state is None:
             return None
-        from arena.engine.cards import cards_str
-        lines = [f"turn {self.state.turn}, pile {' '.join(cards_str(self.state.pile)) or '-'}"]
-        for i, s in enumerate(self.state.seats):
-            lines.append(f"seat {i}: {len(s.hand)} in hand, up {[cards_str(x) for x in s.face_up]}, "
-                         f"{s.face_down_count} down")
-        return "\n".join(lines)
+        return board_text(self.state)
 
     def close(self) -> None:
         pass
+
+
+def board_text(state: Any) -> str:
+    """The ``ansi`` render of both environments: the pile and each seat's public counts."""
+    from arena.engine.cards import cards_str
+    lines = [f"turn {state.turn}, pile {' '.join(cards_str(state.pile)) or '-'}"]
+    for i, s in enumerate(state.seats):
+        lines.append(f"seat {i}: {len(s.hand)} in hand, up {[cards_str(x) for x in s.face_up]}, "
+                     f"{s.face_down_count} down")
+    return "\n".join(lines)
 
 
 def env(**kwargs: Any) -> PalaceEnv:

@@ -49,7 +49,7 @@ from arena.engine.rules import Rules
 from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from . import programs
-from .aec import make_rules, place_rewards, spaces
+from .aec import board_text, make_rules, place_rewards, spaces
 from .encode import encode_state
 
 LEARNER = "learner"
@@ -68,14 +68,17 @@ class PalaceSingleEnv(gymnasium.Env):
     does (``"penalize"``, ``"random_legal"`` or ``"raise"``; see the module's docstring).
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self, rules: str | Rules = "classic", opponents: Sequence[Any] = ("random",),
                  options: list[str] | dict[str, Any] | None = None, *, seat: int | None = 0,
                  max_turns: int = 2000, clock: TimeControl | None = None, launcher: Any = None,
-                 illegal: str = "penalize"):
+                 illegal: str = "penalize", render_mode: str | None = None):
         if illegal not in ILLEGAL:
             raise ValueError(f"illegal must be one of {', '.join(ILLEGAL)}, not {illegal!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.render_mode = render_mode
         self.illegal = illegal
         self.rules = make_rules(rules, options)
         self.players = len(opponents) + 1
@@ -191,6 +194,12 @@ class PalaceSingleEnv(gymnasium.Env):
             info["faults"] = list(self.core.record.faults)  # seats that forfeited (the learner too, for an illegal action), and why
         return info
 
+    def render(self) -> str | None:
+        """``render_mode="ansi"``: the pile and every seat's public counts, as text."""
+        if self.render_mode != "ansi" or self.state is None:
+            return None
+        return board_text(self.state)
+
     def action_masks(self) -> np.ndarray:
         """The legal actions now, as booleans over the fixed space (none once the game is over)."""
         mask = np.zeros(N_ACTIONS, dtype=bool)
@@ -229,3 +238,8 @@ class PalaceSingleEnv(gymnasium.Env):
             self._finalizer()
         super().close()
 
+
+# gymnasium.make("Palace-v0", opponents=[...]) once this module is imported (arena.envs.PalaceSingleEnv
+# imports it), or gymnasium.make("arena.envs.single:Palace-v0", ...) from nothing
+if "Palace-v0" not in gymnasium.registry:
+    gymnasium.register(id="Palace-v0", entry_point="arena.envs.single:PalaceSingleEnv")

@@ -122,11 +122,15 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
         message = next((f.get("message", "") for f in reversed(record.get("faults", []))
                         if f.get("seat") == run.last_seat), "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
-        set_status(store, ladder.name, m.label, "suspended", f"{run.count} faulted games in a row ({reasons})",
+        # both numbers: faults are counted between batches, so the batch that reached the limit
+        # finished first and the count can be above suspend_after
+        why = (f"{run.count} faulted games in a row ({reasons}); suspend_after = {limit}, "
+               "counted when the batch that reached it finished")
+        set_status(store, ladder.name, m.label, "suspended", why,
                    {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
                     "last_message": message, "stderr": stderr})
         tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
-        say(f"suspended {m.label}: {run.count} faulted games in a row ({reasons}); last game {run.last_game}: "
+        say(f"suspended {m.label}: {why}; last game {run.last_game}: "
             f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")
         done.append(m.label)
     return done
@@ -210,6 +214,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             ctx.say(f"finishing batch {b} (planned before the last run stopped)")
             current = (tid, len(store.done_indexes(tid)))
             out.games += await play_games(cfg, store, None, ctx.launcher, ladder)
+            out.batches += 1
             current = None
         while True:
             tick = time.perf_counter()
@@ -262,7 +267,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         overhead += time.perf_counter() - tick
     finally:
         if current is not None:  # stopped mid-batch: its games stored so far are this run's too
-            out.games += len(store.done_indexes(current[0])) - current[1]
+            stored = len(store.done_indexes(current[0])) - current[1]
+            out.games += stored
+            out.batches += stored > 0  # a batch this run played games of, though it did not finish
         out.wall_s = time.perf_counter() - t0
         out.overhead_s = overhead
     return out

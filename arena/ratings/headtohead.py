@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
-
 __all__ = ["elo_to_score", "score_to_elo", "elo_difference", "los", "Sprt"]
 
 _Z975 = 1.959963984540054
@@ -85,6 +83,7 @@ def _constrained_mle(values: list[float], probs: list[float], s: float) -> list[
     def f(lam: float) -> float:
         return sum(p * xi / (1.0 + lam * xi) for p, xi in zip(probs, x))
 
+    from scipy.optimize import brentq  # imported here: it is slow to import, and only an SPRT needs it
     lam = brentq(f, lo + 1e-12 * width, hi - 1e-12 * width, xtol=1e-15, rtol=1e-14)
     return [p / (1.0 + lam * xi) for p, xi in zip(probs, x)]
 

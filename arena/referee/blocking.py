@@ -56,6 +56,7 @@ class BlockingPlayer(BotSeat):
     def begin(self, message: dict[str, Any]) -> None:
         if self._stale():
             self.close()
+        self._between_games()  # before a fresh process starts: its own first lines are this game's
         conn = self._ensure()
         self._clock_game(conn)
         try:

@@ -75,6 +75,7 @@ class BotPlayer(BotSeat):
     async def begin(self, message: dict[str, Any]) -> None:
         if self._stale():
             await self.close()
+        self._between_games()  # before a fresh process starts: its own first lines are this game's
         conn = await self._ensure()
         self._clock_game(conn)
         try:

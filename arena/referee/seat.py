@@ -73,6 +73,9 @@ def faulted(player: Any, fault: BotFault, ms: float) -> Faulted:
     return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
 
 
+BETWEEN_GAMES = "(between games) "  # before a stderr line the bot wrote after its last game ended
+
+
 class BotSeat:
     """A bot process serving a match: started and greeted on first use, restarted after a fault.
     Holds its connection (``conn``), its hello, how often it started, the last reply's note,
@@ -89,6 +92,7 @@ class BotSeat:
         self.starts = 0
         self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
         self._stderr: list[str] = []
+        self.games = 0  # games begun
 
     def _not_started(self, exc: Exception) -> NoReturn:
         """The launcher failed: the bot's own doing (its command is missing, its build failed) is
@@ -111,6 +115,13 @@ class BotSeat:
             return False
         spent = usage().cpu_seconds
         return spent is not None and spent >= limits.process_cpu_seconds / 2
+
+    def _between_games(self) -> None:
+        """A game begins: what the bot wrote after its last game's ``end`` (and reached us by now)
+        is marked as written between games, not filed as this game's first decision's own."""
+        if self.games:
+            self._stderr = [BETWEEN_GAMES + line for line in self.take_stderr()]
+        self.games += 1
 
     def _clock_game(self, conn: Any) -> None:
         """A game begins: the process's CPU is counted per game (arena.limits)."""

@@ -35,6 +35,10 @@ from .pages import redirect, render
 log = logging.getLogger("arena.serve")
 
 IDLE_S = 900  # a person who leaves forfeits after this long without a move
+# A chosen seed names a deal through the store's secret, as every game's does, at a table number
+# no tournament uses: a person who knows the seed (or a tournament's, whose replays are public)
+# cannot compute the bots' cards.
+PLAY_TABLE = -1
 MAX_SESSIONS = 4  # games in play at once (each runs bot processes)
 KEEP_S = 3600  # finished sessions stay readable this long
 
@@ -138,12 +142,14 @@ def _save(store: Path, labels: list[str], record: dict[str, Any]) -> None:
 async def play_game(app: Starlette, session: Session, specs: list, rules: Any, seed: int, clock: TimeControl,
                     max_turns: int) -> None:
     from ..bots.launch import Launcher
+    from ..tournament.seeds import deal_seed, load_secret
     launcher = Launcher()
     players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BotPlayer(s, launcher, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
     try:
         try:
-            record = await run_game(players, rules, seed, game_id=session.game_id, clock=clock, max_turns=max_turns)
+            dealt = deal_seed(load_secret(Path(app.state.options.store).parent), seed, PLAY_TABLE, 0)
+            record = await run_game(players, rules, dealt, game_id=session.game_id, clock=clock, max_turns=max_turns)
         finally:
             with trio.CancelScope(shield=True):
                 for p in players:

@@ -199,6 +199,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                 assert rec.result is not None
                 report["scenarios"].append({"scenario": label, "game": g + 1, "seat": my_seat, "seats": seats,
                                             "decisions": len(answered),
+                                            "opponents": [opp.label] * (seats - 1),
                                             "result": _place_words(rec.result, my_seat, seats)})
                 status = "ok" if not any(f["seat"] == my_seat for f in rec.faults) else \
                     ", ".join(sorted({f["reason"] for f in rec.faults if f["seat"] == my_seat}))
@@ -309,6 +310,12 @@ def fault_total(faults: Any) -> int:
     return sum(entry["count"] for entry in _grouped(faults).values())
 
 
+def _against(opponents: list[str]) -> str:
+    """``random@1.0``, or ``3 × random@1.0`` for three seats of one bot; ``-`` in an older report."""
+    counts = Counter(opponents)
+    return ", ".join(label if n == 1 else f"{n} × {label}" for label, n in counts.items()) or "-"
+
+
 def print_report(report: dict[str, Any], console: Console) -> None:
     report = {"decisions": {}, "scenarios": [], "played": len(report.get("scenarios", [])),
               "planned": len(report.get("scenarios", [])), "reference": BOT_TOML_DOC, **report}
@@ -321,10 +328,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if report.get("interpreter"):
         p(f"  {escape(report['interpreter'])}")
     table = Table(title_justify="left", show_edge=False)
-    for col in ("scenario", "game", "seat", "decisions", "result"):
+    for col in ("scenario", "game", "seat", "decisions", "result", "against"):
         table.add_column(col, justify="right" if col in ("game", "seat", "decisions") else "left")
     for s in report["scenarios"]:
-        table.add_row(escape(s["scenario"]), str(s["game"]), str(s["seat"]), str(s["decisions"]), escape(s["result"]))
+        table.add_row(escape(s["scenario"]), str(s["game"]), str(s["seat"]), str(s["decisions"]), escape(s["result"]),
+                      escape(_against(s.get("opponents") or [])))
     if report["scenarios"]:
         p(table)
     p(f"containment: {escape(str(report.get('containment', '?')))}")

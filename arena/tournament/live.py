@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..referee import GameRecord
+from ..safetext import SafeConsole, printable
 from .config import TournamentConfig
 from .run import Reporter
 from .schedule import ScheduledGame
@@ -96,25 +97,28 @@ class PlainReporter(_Base):
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
         super().started(cfg, total, done)
         resumed = f", resuming with {done} already stored" if done else ""
-        print(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, "
-              f"{cfg.workers} at a time{resumed}", file=self.out, flush=True)
+        self.say(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, "
+                 f"{cfg.workers} at a time{resumed}")
 
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         super().game_done(game, record)
         r = record.result or {}
         faults = "".join(f" fault:{game.seats[f['seat']]}:{f['reason']}" for f in record.faults)
         if self.done % self.every == 0 or record.faults or self.done == self.total:
-            print(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')}: "
-                  f"{finishing_order(r.get('order') or [], game.seats)}{faults} ({self.rate:.1f} games/s)",
-                  file=self.out, flush=True)
+            self.say(f"[{self.done}/{self.total}] {record.game_id} {' '.join(game.seats)} -> {r.get('reason')}: "
+                     f"{finishing_order(r.get('order') or [], game.seats)}{faults} ({self.rate:.1f} games/s)")
 
     def incident(self, text: str) -> None:
         super().incident(text)
-        print(f"arena: {text}", file=self.out, flush=True)
+        self.say(f"arena: {text}")
 
     def finished(self, interrupted: bool) -> None:
         state = "interrupted" if interrupted else "finished"
-        print(f"{state}: {self.done}/{self.total} games stored{summary(self.incidents)}", file=self.out, flush=True)
+        self.say(f"{state}: {self.done}/{self.total} games stored{summary(self.incidents)}")
+
+    def say(self, line: str) -> None:
+        """One line out; a bot's label or text in it shown escaped (arena.safetext)."""
+        print(printable(line, lines=True), file=self.out, flush=True)
 
 
 class RichReporter(_Base):
@@ -122,7 +126,7 @@ class RichReporter(_Base):
 
     def __init__(self, console: Console | None = None, refresh_every: int = 1) -> None:
         super().__init__()
-        self.console = console or Console()
+        self.console = console or SafeConsole()
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[rate]:.1f} games/s"), TimeRemainingColumn(),
                                  console=self.console)

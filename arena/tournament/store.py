@@ -232,10 +232,10 @@ class Store:
 
     def games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
               min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
-              limit: int = 100) -> list[dict[str, Any]]:
+              lost_by: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         sql = "SELECT id, tournament, idx, seed, seats, reason, draw, result, turns, wall_ms, faults FROM games g"
         where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
-                                  min_turns=min_turns, max_turns=max_turns)
+                                  min_turns=min_turns, max_turns=max_turns, lost_by=lost_by)
         sql += where + " ORDER BY tournament, idx LIMIT ?"
         args.append(limit)
         out = []
@@ -246,10 +246,11 @@ class Store:
         return out
 
     def count_games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
-                    min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None) -> int:
+                    min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
+                    lost_by: str | None = None) -> int:
         """How many games :meth:`games` would list without its limit."""
         where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
-                                  min_turns=min_turns, max_turns=max_turns)
+                                  min_turns=min_turns, max_turns=max_turns, lost_by=lost_by)
         return self.db.execute("SELECT COUNT(*) FROM games g" + where, args).fetchone()[0]
 
     def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
@@ -273,19 +274,25 @@ class Store:
 
 def game_filter(*, tournament: str | None = None, tournament_prefix: str | None = None, bot: str | None = None,
                 reason: str | None = None, fault: str | None = None, min_turns: int | None = None,
-                max_turns: int | None = None) -> tuple[str, list[Any]]:
+                max_turns: int | None = None, lost_by: str | None = None) -> tuple[str, list[Any]]:
     """The WHERE clause over ``games g`` (and its arguments) for every game list: the CLI's and the
-    web page's. A ``bot`` matches that name and each of its versions (``name@version``)."""
+    web page's. A ``bot`` matches that name and each of its versions (``name@version``); so does
+    ``lost_by``, for the games where that bot did not finish first alone (as ``arena deals
+    from-games --lost-by``)."""
     where: list[str] = []
     args: list[Any] = []
+    if lost_by:
+        # another seat finished first (alone or beside it): the bot did not win outright
+        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\') "
+                     "AND EXISTS (SELECT 1 FROM game_seats o WHERE o.game=g.id AND o.seat<>s.seat AND o.place=1))")
+        args += [lost_by, _versions_of(lost_by)]
     if tournament:
         where.append("g.tournament=?"); args.append(tournament)
     if tournament_prefix:
         where.append("substr(g.tournament, 1, ?)=?"); args += [len(tournament_prefix), tournament_prefix]
     if bot:
-        literal = bot.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")  # LIKE's wildcards, as text
         where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\'))")
-        args += [bot, literal + "@%"]
+        args += [bot, _versions_of(bot)]
     if reason:
         where.append("g.reason=?"); args.append(reason)
     if fault:
@@ -295,6 +302,11 @@ def game_filter(*, tournament: str | None = None, tournament_prefix: str | None 
     if max_turns is not None:
         where.append("g.turns<=?"); args.append(max_turns)
     return (" WHERE " + " AND ".join(where) if where else ""), args
+
+
+def _versions_of(name: str) -> str:
+    """A LIKE pattern for every ``name@version`` (LIKE's wildcards in the name matched as text)."""
+    return name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
 
 
 def _open_readonly(path: Path) -> sqlite3.Connection:

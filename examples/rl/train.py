@@ -1,7 +1,7 @@
 """Train a Palace player with sb3-contrib's MaskablePPO, on the CPU, against the reference bots.
 
     pip install '.[train]'      # torch, stable-baselines3, sb3-contrib (and the rl extra)
-    PYTHONPATH=. python examples/rl/train.py --seed 1 --steps 3000000 --minutes 55 \\
+    PYTHONPATH=. python examples/rl/train.py --seed 1 --steps 5000000 --minutes 55 \\
         --out examples/rl/run                          # log.csv, curve data, weights
 
 One learning seat (a random seat each game) plays 2-player ``classic`` in
@@ -81,6 +81,7 @@ class Progress(BaseCallback):
         self.t0 = time.perf_counter()
         self.next_eval = 0
         self.best = -1.0
+        self.best_steps = 0
         self.env_s = 0.0
         self.log = (out / "log.csv").open("w", newline="")
         self.csv = csv.writer(self.log)
@@ -106,7 +107,7 @@ class Progress(BaseCallback):
         meta = {**self.meta, "steps": self.num_timesteps}
         export(self.model.policy, self.out / f"weights-{self.num_timesteps}.json", meta)
         if win > self.best:
-            self.best = win
+            self.best, self.best_steps = win, self.num_timesteps
             export(self.model.policy, self.out / "best.json", meta)
 
     def _on_training_end(self) -> None:
@@ -114,6 +115,10 @@ class Progress(BaseCallback):
         export(self.model.policy, self.out / "final.json", {**self.meta, "steps": self.num_timesteps})
         self.model.save(self.out / "model.zip")  # to resume, or to read back with MaskablePPO.load
         self.log.close()
+        print(f"done: the best policy is {self.out / 'best.json'} ({100 * self.best:.1f}% vs heuristic at "
+              f"{self.best_steps} steps); the last is {self.out / 'final.json'}. Play it as a bot: "
+              f"cp {self.out / 'best.json'} examples/rl/mybot/weights.json; arena match examples/rl/mybot heuristic",
+              flush=True)
 
 
 def make_env(rules: str, opponent: str, seed: int):

@@ -10,9 +10,12 @@ Needs only the standard library and the ``arena`` package: the arena runs
 ``python3`` bots with its own interpreter, where ``arena`` is importable. To run it
 by hand from a checkout: ``PYTHONPATH=/path/to/checkout python3 bot.py``.
 
+Randomness: each game's choices are seeded from its ``start`` message's ``seed``, as
+protocol/PROTOCOL.md recommends, so ``arena debug`` replays an unmodified bot exactly.
+
 Environment:
-    BOT_SEED   optional; seeds the random generator (integer or any string).
-               Without it the seed is taken from the clock.
+    BOT_SEED   optional; seeds the random generator before any start message arrives (a run
+               by hand; integer or any string). Without it that seed is taken from the clock.
 """
 
 import os
@@ -77,8 +80,10 @@ def choose(req: Request) -> int:
 
 
 def on_game_start(msg):
-    """A new game begins (one process plays many games)."""
-    log(f"game {msg.get('game')} starts: seat {msg.get('seat')} of {msg.get('players')} players (seed {SEED})")
+    """A new game begins (one process plays many games): seed from the game's start.seed."""
+    seed = msg.get("seed", SEED)
+    RNG.seed(seed)
+    log(f"game {msg.get('game')} starts: seat {msg.get('seat')} of {msg.get('players')} players (seed {seed})")
 
 
 def on_game_end(msg):
