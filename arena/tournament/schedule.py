@@ -70,9 +70,20 @@ def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes,
     else:
         seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
         moves = {}
+    return rotations(groups, cfg.deals, lambda t, d: seed[t, d], moves)
+
+
+def rotations(groups: list[tuple[str, ...]], deals: int, seed_of, moves: Mapping[int, tuple[int, ...]] | None = None,
+              start: int = 0) -> list[ScheduledGame]:
+    """Each table's deals, each in every seat rotation (a table of s bots plays s rotations, so every
+    bot sits in every seat of every deal), ordered rotation round by rotation round; indexes from
+    ``start``. ``seed_of(table, deal)`` is the deal's seed."""
     out = []
-    for r in range(cfg.seats):
+    for r in range(max((len(t) for t in groups), default=0)):
         for t, table in enumerate(groups):
-            for d in range(cfg.deals):
-                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d], moves.get(d, ())))
+            if r >= len(table):
+                continue
+            for d in range(deals):
+                out.append(ScheduledGame(start + len(out), t, d, r, table[r:] + table[:r], seed_of(t, d),
+                                         (moves or {}).get(d, ())))
     return out

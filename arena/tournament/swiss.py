@@ -36,7 +36,7 @@ class Pairing:
     repeats: int  # co-seated pairs' earlier meetings, summed over the round's tables
     spreads: tuple[float, ...]  # per table: best score less worst
     least_spread: float  # the spread of the same bots with repeats ignored (the lower bound)
-    optimal: bool  # the search ended; False: stopped at its budget with the best found
+    optimal: bool | None  # the search ended; False: stopped at its budget; None: read back, not searched
 
     @property
     def spread(self) -> float:
@@ -48,7 +48,7 @@ class Pairing:
         byes = ", ".join(self.byes) or "none"
         return (f"{len(self.tables)} tables, repeat meetings {self.repeats}, score spread {self.spread:.0f} "
                 f"(least possible {self.least_spread:.0f}, widest table {worst:.0f}), byes: {byes}"
-                + ("" if self.optimal else "; search stopped at its budget: best found"))
+                + ("; search stopped at its budget: best found" if self.optimal is False else ""))
 
 
 def meetings(tables: Iterable[Sequence[str]]) -> Counter[frozenset[str]]:
@@ -82,6 +82,18 @@ def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
                                                 met, budget)
     return Pairing(tuple(tables), out, repeats, tuple(spreads), _least_spread(
         [float(scores.get(b, 0.0)) for b in players], seats), optimal)
+
+
+def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapping[str, float],
+           met: Mapping[frozenset[str], int]) -> Pairing:
+    """The same account of a round already seated (a played round read back from the store)."""
+    seated_ = {b for t in tables for b in t}
+    repeats = sum(met.get(frozenset(p), 0) for t in tables for p in itertools.combinations(t, 2))
+    spreads = tuple(max(scores[b] for b in t) - min(scores[b] for b in t) for t in tables)
+    values = sorted((float(scores[b]) for b in seated_), reverse=True)
+    k = len(tables[0]) if tables else 2
+    return Pairing(tuple(tables), tuple(b for b in reversed(order) if b not in seated_), repeats, spreads,
+                   _least_spread(values, k), None)
 
 
 def _least_spread(values: Sequence[float], k: int) -> float:
