@@ -168,7 +168,7 @@ CONFIG_ERRORS = [
     ('bots = ["random"]\n', "2 seats need at least 2 bots, got 1"),
     ('bots = ["random", "lowest"\n', "not valid TOML"),
     ('bots = ["random", "lowest"]\nseats = 9\n', "seats:"),
-    ('bots = ["random", "lowest"]\nformat = "swiss"\n', "format"),
+    ('bots = ["random", "lowest"]\nformat = "ladder"\n', "format"),
     ('bots = ["random", "lowest"]\nformat = "gauntlet"\n', "candidates"),
     ('bots = ["random", "random"]\n', "listed once"),
     ('bots = ["random", "lowest"]\ndeals = 0\n', "deals must be at least 1"),

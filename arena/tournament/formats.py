@@ -320,10 +320,50 @@ def _decide(cfg: TournamentConfig, stage: Stage, stored: Stored, bots: Sequence[
 
 
 def winner(cfg: TournamentConfig, done: Sequence[Stage]) -> str | None:
-    """The event's winner once its last stage is played (a Swiss has none: its standings decide)."""
+    """The winner of a knockout or heats once no stage is left to play (``cfg.bots`` in seeding
+    order, as :func:`stored_config` gives them); a Swiss has none: its standings decide."""
     if cfg.format == "swiss" or not done or not done[-1].points:
         return None
-    last = done[-1]
-    if len(last.tables) == 1 and not last.byes:
-        return last.advanced[0] if last.advanced else None
-    return None
+    if _next(cfg, cfg.bots, b"", {}, list(done)) is not None:
+        return None
+    return done[-1].advanced[0]
+
+
+# --------------------------------------------------------------------------- views
+
+def stored_results(store: Any, name: str) -> dict[int, tuple[list[str], dict[str, Any]]]:
+    """A tournament's stored games by index (a :class:`~arena.tournament.store.Store`): what a staged
+    format's next stage is computed from."""
+    return {g["index"]: (g["seats"], g["result"]) for g in store.games(tournament=name, limit=2**62)}
+
+
+def stored_config(config: Mapping[str, Any]) -> TournamentConfig | None:
+    """The stages' settings from a stored tournament's fingerprint, its bots as labels in seeding
+    order; None for a format without stages."""
+    if config.get("format") not in ("swiss", "knockout", "heats") or "order" not in config:
+        return None
+    return TournamentConfig(bots=list(config["order"]), format=config["format"], seats=config["seats"],
+                            deals=config["deals"], seed=config["seed"], rounds=config.get("rounds", 0),
+                            elimination=config.get("elimination", "single"), advance=config.get("advance", 0))
+
+
+def event_view(config: Mapping[str, Any], stored: Stored) -> list[Stage] | None:
+    """A stored event's stages so far, for the terminal, the report and the web; None if it has none.
+    Only who sat where matters here, so the deal seeds are not computed from the store's secret."""
+    cfg = stored_config(config)
+    if cfg is None:
+        return None
+    return stages(cfg, cfg.bots, b"", stored)
+
+
+def stage_rows(cfg_format: str, stage: Stage) -> list[tuple[tuple[tuple[str, float | None], ...], tuple[str, ...]]]:
+    """Each table of a stage as ((bot, points or None), ...) best first once played, and who went on."""
+    out = []
+    for table in stage.tables:
+        if stage.points:
+            ranked = sorted(table, key=lambda b: -stage.points.get(b, 0.0))
+            cells = tuple((b, stage.points.get(b, 0.0)) for b in ranked)
+        else:
+            cells = tuple((b, None) for b in table)
+        out.append((cells, tuple(b for b in table if b in stage.advanced)))
+    return out

@@ -23,7 +23,7 @@ from ..referee import GameRecord
 from . import seeds
 from .cluster import open_dask
 from .config import STAGED, ConfigError, TournamentConfig, load_bots
-from .formats import Stage, next_stage, planned_games
+from .formats import Stage, next_stage, planned_games, stored_results
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
                         open_in_process, store_played)
 from .runlock import LockHeld, tournament_lock
@@ -240,11 +240,6 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         if shown:
             reporter.finished(interrupted)
     return played
-
-
-def stored_results(store: Store, name: str) -> dict[int, tuple[list[str], dict[str, Any]]]:
-    """A tournament's stored games by index: what a staged format's next stage is computed from."""
-    return {g["index"]: (g["seats"], g["result"]) for g in store.games(tournament=name, limit=2**62)}
 
 
 def seeded_order(cfg: TournamentConfig, bots: list[str], store: Store) -> list[str]:
