@@ -167,12 +167,16 @@ def test_a_stopped_swiss_resumes_to_the_same_event_and_plays_nothing_twice(tmp_p
 
     cfg, db = event(tmp_path, 5, store="cut.sqlite", format="swiss", seats=2, rounds=3, deals=2)
     stored = 0
-    for cut in (3, 8, 5):  # mid round 1, across into round 2 (8 games a round), then mid round 3
+    for cut in (3, 7, 4):  # 8 games a round: stopped in round 1, in round 2, and in round 2 again
+        before = db.done_indexes("event")
+        begun: list[str] = []
         with pytest.raises(Stop):
-            play(cfg, db, StopAfter(cut))
+            play(cfg, db, StopAfter(cut), begun=begun)
         stored += cut
         assert len(db.done_indexes("event")) == stored
+        assert not {f"event-{i:06d}" for i in before} & set(begun)  # no stored game begun again
     before = db.done_indexes("event")
+    assert 8 < len(before) < 16
     begun: list[str] = []
     play(cfg, db, begun=begun)
     every = db.done_indexes("event")

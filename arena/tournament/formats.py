@@ -108,6 +108,8 @@ def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
         stage = _next(cfg, bots, secret, stored, out)
         if stage is None:
             return out
+        if not stage.tables:  # a stage that seats nobody would be asked for again, for ever
+            raise RuntimeError(f"{cfg.format}: stage {stage.number + 1} seats nobody, with {len(bots)} bots")
         done = all(g.index in stored for g in stage.games)
         if done:
             stage = _decide(cfg, stage, stored, bots)
