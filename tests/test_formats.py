@@ -264,6 +264,21 @@ def test_a_knockout_seeded_from_a_swiss(tmp_path: Path) -> None:
     assert set(first) == {frozenset((order[3], order[4])), frozenset((order[2], order[5]))}
 
 
+def test_a_knockout_seeded_from_a_ladders_every_game(tmp_path: Path) -> None:
+    """``seeding = "ladder:NAME"``: the ladder's rating table, one fit over all its tournaments."""
+    from arena.tournament.standings import read_games, summarise
+    seed, db = event(tmp_path, 4, format="round-robin", deals=1, name="ladder:club:seed")
+    play(seed, db)
+    run, _ = event(tmp_path, 4, format="round-robin", deals=2, seed=5, name="ladder:club:run:000001")
+    play(run, db)
+    ko, _ = event(tmp_path, 4, format="knockout", deals=1, seeding="ladder:club", name="cup")
+    play(ko, db)
+    want = [line.bot for line in summarise(*read_games(db, prefix="ladder:club:"))[0]]
+    assert db.tournament("cup")["config"]["order"] == want
+    # (these games order the bots otherwise than the seeding round-robin alone: the whole ladder counts)
+    assert want != [line.bot for line in summarise(*read_games(db, tournament="ladder:club:seed"))[0]]
+
+
 @pytest.mark.parametrize("kw,needle", [
     ({"format": "knockout", "seats": 3}, "a knockout is for 2 seats"),
     ({"format": "heats", "seats": 2}, "heats are for 3 to 6 seats"),
@@ -289,7 +304,7 @@ def test_a_file_names_the_format(tmp_path: Path) -> None:
 
 def test_a_missing_seeding_is_one_clear_error(tmp_path: Path) -> None:
     cfg, db = event(tmp_path, 4, format="knockout", seeding="nowhere")
-    with pytest.raises(ConfigError, match="seeding: no tournament 'nowhere'"):
+    with pytest.raises(ConfigError, match="seeding: no tournament or ladder 'nowhere'"):
         play(cfg, db)
     assert db.tournament("event") is None  # nothing begun
 

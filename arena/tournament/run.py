@@ -247,11 +247,15 @@ def seeded_order(cfg: TournamentConfig, bots: list[str], store: Store) -> list[s
     did not rate after them in the file's order; without a seeding, the file's order."""
     if not cfg.seeding:
         return bots
-    if store.tournament(cfg.seeding) is None:
+    from .standings import read_games, summarise
+    if store.tournament(cfg.seeding) is not None:
+        games, think = read_games(store, tournament=cfg.seeding)
+    elif cfg.seeding.startswith("ladder:") and any(t["id"].startswith(cfg.seeding + ":") for t in store.tournaments()):
+        games, think = read_games(store, prefix=cfg.seeding + ":")  # a ladder's every game: its rating table
+    else:
         known = ", ".join(t["id"] for t in store.tournaments()) or "none"
-        raise ConfigError(f"seeding: no tournament {cfg.seeding!r} in {store.path} (known: {known})")
-    from .standings import from_store
-    ranked = [line.bot for line in from_store(store, cfg.seeding) if line.bot in bots]
+        raise ConfigError(f"seeding: no tournament or ladder {cfg.seeding!r} in {store.path} (known: {known})")
+    ranked = [line.bot for line in summarise(games, think)[0] if line.bot in bots]
     return ranked + [b for b in bots if b not in ranked]
 
 

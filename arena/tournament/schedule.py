@@ -35,6 +35,8 @@ def tables(cfg: TournamentConfig, labels: dict[str, str],
     (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed.
     With ``one_seat_per_author``, a group that seats two bots of one author (``authors``: label
     -> author; a bot with none is its own) is left out: they could pass each other their hands."""
+    if cfg.format not in ("round-robin", "gauntlet"):  # a staged event has no schedule up front
+        raise ConfigError(f"a {cfg.format} is played stage by stage (arena.tournament.formats), not scheduled")
     bots = [labels[b] for b in cfg.bots]
     if cfg.format == "round-robin":
         groups = list(itertools.combinations(bots, cfg.seats))

@@ -117,10 +117,13 @@ def _search(players: list[str], values: list[float], k: int, met: Mapping[frozen
     def bound(rest: list[int]) -> float:
         return _least_spread([values[i] for i in rest], k)
 
+    unmet = [frozenset(j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+
     def must_repeat(rest: list[int]) -> int:
         """Each bot needs k-1 companions; those beyond the bots it has not met are repeats,
         and a repeated pair is counted from both ends."""
-        short = sum(max(0, k - 1 - sum(1 for j in rest if j != i and not meet[i][j])) for i in rest)
+        here = frozenset(rest)
+        short = sum(max(0, k - 1 - len(unmet[i] & here)) for i in rest)
         return -(-short // 2)
 
     def walk(rest: list[int], chosen: list[tuple[int, ...]], rep: int, spr: float, spreads: list[float]) -> None:
