@@ -218,6 +218,9 @@ class Matchmaking(Strict):
     suspend_after: Annotated[StrictInt, Field(ge=1, description="Faulted games in a row that suspend a bot.")] = 3
     wide_elo: Annotated[StrictInt | StrictFloat, Field(ge=1, description="A 95% interval wider than "
                                                                           "+-this is still wide.")] = 100.0
+    policy: Literal["informative", "balanced"] = Field(
+        "informative", description="informative: the table a game teaches most about; balanced: the longest-idle "
+                                   "bot against those it has sat with least, so games and co-seatings stay even.")
 
 
 class LadderFile(_Shared):
