@@ -389,3 +389,33 @@ def test_a_swiss_killed_with_sigkill_resumes_to_the_same_event(tmp_path: Path, b
     text = page.read_text()
     assert 'id="stages"' in text and text.count("<h3>round ") == 3
 
+
+
+def test_arena_serve_draws_the_bracket(tmp_path: Path) -> None:
+    from tests.test_serve import ServerProc
+    cfg, db = event(tmp_path, 4, format="knockout", deals=1, store="data/arena.sqlite")
+    play(cfg, db)
+    t = db.tournament("event")
+    champion = winner(stored_config(t["config"]), event_view(t["config"], stored_results(db, "event")))
+    db.close()
+    server = ServerProc(tmp_path / "data" / "arena.sqlite")
+    try:
+        status, _, body = server.get("/brackets/event")
+        page = body.decode()
+        assert status == 200 and 'id="stages"' in page and "semi-finals" in page
+        assert f'<h3>winner</h3><div class="table went-on">{champion}' in page
+        status, _, body = server.get("/tournaments/event")
+        assert status == 200 and 'href="/brackets/event"' in body.decode()
+        status, _, _ = server.get("/brackets/nothing")
+        assert status == 404
+    finally:
+        server.stop()
+
+
+def test_the_drawn_stages_escape_every_name() -> None:
+    from arena.replay.html import stages_html
+    from arena.tournament.formats import Stage
+    evil = '<img src=x onerror="alert(1)">@1'
+    page = stages_html("knockout", [Stage(0, "final <b>", ((evil, "b@1"),), (evil,), points={evil: 1.0, "b@1": 0.0},
+                                          advanced=(evil,))], evil)
+    assert "<img" not in page and "<b>" not in page and "&lt;img src=x" in page
