@@ -160,8 +160,21 @@ class _TournamentFields(_Shared):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The tournament's name and resume key; defaults to the file name.")
     bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: Literal["round-robin", "gauntlet"] = "round-robin"
+    format: Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"] = Field(
+        "round-robin", description="round-robin: every table of `seats` bots; gauntlet: each candidate against "
+                                   "the bots; swiss: `rounds` rounds, each seating bots of similar standing; "
+                                   "knockout: 2 seats, matches of `deals` deals in both seatings, losers out; "
+                                   "heats: tables of `seats`, the top `advance` of each go on to the next heat.")
     candidates: BotRefs = Field(default_factory=list, description="Gauntlet: the bots under test.")
+    rounds: Annotated[StrictInt, Field(ge=0, description="Swiss: rounds to play; 0: log2 of the bots, "
+                                                         "rounded up.")] = 0
+    elimination: Literal["single", "double"] = Field("single", description="Knockout: out after one lost "
+                                                     "match, or after two (a losers' bracket and a final).")
+    advance: Annotated[StrictInt, Field(ge=0, description="Heats: bots of each table that go on; 0: half "
+                                                          "the seats.")] = 0
+    seeding: StrictStr = Field("", description="Swiss, knockout, heats: a tournament in the same store whose "
+                                               "standings seed the bots (a ladder's seeding round-robin, or the "
+                                               "Swiss before a knockout); empty: the order of `bots`.")
     restart_each_game: StrictBool = False
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
     processes: Annotated[StrictInt, Field(ge=0)] = 0
@@ -205,6 +218,9 @@ class Matchmaking(Strict):
     suspend_after: Annotated[StrictInt, Field(ge=1, description="Faulted games in a row that suspend a bot.")] = 3
     # StrictFloat takes integers too; a union would keep ge=1 out of the published schema's anyOf
     wide_elo: Annotated[StrictFloat, Field(ge=1, description="A 95% interval wider than +-this is still wide.")] = 100.0
+    policy: Literal["informative", "balanced"] = Field(
+        "informative", description="informative: the table a game teaches most about; balanced: the longest-idle "
+                                   "bot against those it has sat with least, so games and co-seatings stay even.")
 
 
 class LadderFile(_Shared):

@@ -248,6 +248,11 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
                as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout (with the "
                                                                     "rating history).")] = False,
                matrix: Annotated[bool, typer.Option("--matrix", help="Add the head-to-head matrix.")] = False,
+               balance: Annotated[bool, typer.Option("--balance", help="Games, seats and co-seatings per active "
+                                                                       "member, with their spread, instead of the "
+                                                                       "table.")] = False,
+               window: Annotated[int, typer.Option("--window", min=0, help="With --balance: only the last N games "
+                                                                           "(0: all).")] = 0,
                history_of: Annotated[Optional[str], typer.Option("--history", metavar="BOT",
                                                                  help="One bot's rating over time (name or "
                                                                       "name@version) instead of the table.")] = None,
@@ -267,6 +272,10 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         rows = rating_history(db, ladder.name, history_of)
         _show_history(out, ladder.name, history_of, rows, as_json)
         return
+    if balance:
+        from ..ladder.balance import ladder_balance
+        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json)
+        return
     try:
         if seed:
             trio.run(ensure_seeded, ladder, db, _context(progress, plain))
@@ -285,6 +294,30 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     if matrix:
         out.print(matrix_table(st))
+
+
+def _show_balance(out: Console, name: str, b: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"ladder": name, "games_spread": b.games_spread, "seat_spread": b.seat_spread,
+                          "pair_low": b.pair_low, "pair_high": b.pair_high,
+                          "bots": [{"bot": r.bot, "games": r.games, "seats": list(r.seats), "together": r.together}
+                                   for r in b.rows]}, indent=2))
+        return
+    from rich.table import Table
+    table = Table(title=f"Balance: {escape(name)} (active members)", title_justify="left",
+                  caption="seat N: games in that seat; together: fewest-most games shared with another member",
+                  caption_justify="left")
+    table.add_column("bot", no_wrap=True)
+    table.add_column("games", justify="right")
+    for s in range(len(b.rows[0].seats) if b.rows else 0):
+        table.add_column(f"seat {s + 1}", justify="right")
+    table.add_column("together", justify="right")
+    for r in b.rows:
+        shared = list(r.together.values()) or [0]
+        table.add_row(escape(r.bot), str(r.games), *map(str, r.seats), f"{min(shared)}-{max(shared)}")
+    out.print(table)
+    out.print(f"spread: games {b.games_spread}, seats {b.seat_spread} (largest per bot), games together "
+              f"{b.pair_low}-{b.pair_high} ({b.pair_spread})", highlight=False)
 
 
 def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]], as_json: bool) -> None:

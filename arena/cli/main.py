@@ -193,6 +193,9 @@ class _Quiet:
     def incident(self, text: str) -> None:  # a referee worker died: said as it happens, the run goes on
         self.inner.incident(text)
 
+    def stage(self, title: str, text: str) -> None:  # a Swiss round or a bracket's next round begins
+        self.inner.stage(title, text)
+
     def finished(self, interrupted: bool) -> None:
         from ..tournament.live import RichReporter
         if not interrupted or isinstance(self.inner, RichReporter):
@@ -243,8 +246,24 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     trio.run(partial(run_tournament, collect=False), cfg, db, _Quiet(inner))
     lines = from_store(db, cfg.name)
     console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({db.count_games(tournament=cfg.name)} games)"))
+    _print_stages(db, cfg.name)
     console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
                          f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
+
+
+def _print_stages(db: Store, name: str) -> None:
+    """A Swiss's rounds, a knockout's or heats' bracket, and the winner; nothing for other formats."""
+    from ..tournament.formats import event_view, stored_config, stored_results, winner
+    from ..tournament.live import stages_table
+    t = db.tournament(name)
+    stages = event_view(t["config"], stored_results(db, name)) if t else None
+    if not stages:
+        return
+    fmt = t["config"]["format"]
+    console.print(stages_table(fmt, stages, "Rounds" if fmt == "swiss" else "Bracket"))
+    champion = winner(stored_config(t["config"]), stages)
+    if champion:
+        console.print(f"winner: [bold]{escape(champion)}[/]", highlight=False)
 
 
 def _open(store: Path) -> Store:

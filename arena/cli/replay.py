@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -110,6 +110,16 @@ def replay(
         run_interactive(console, data, start)
 
 
+def _stages_html(db: Any, t: dict[str, Any]) -> str:
+    """A Swiss's rounds or a bracket for the report; "" for the other formats."""
+    from ..replay.html import stages_html
+    from ..tournament.formats import event_view, stored_config, stored_results, winner
+    stages = event_view(t["config"], stored_results(db, t["id"]))
+    if not stages:
+        return ""
+    return stages_html(t["config"]["format"], stages, winner(stored_config(t["config"]), stages))
+
+
 def report(
     tournament: Annotated[str, typer.Argument(help="A tournament in the store (see `arena standings`).")],
     html_out: Annotated[Path, typer.Option("--html", help="The report file to write.")],
@@ -141,6 +151,7 @@ def report(
             _fail(err, f"no tournament {tournament!r} in {store} (known: {known})")
         games = db.games(tournament=tournament, limit=limit if limit is not None else 10**9)
         lines = from_store(db, tournament)
+        stages = _stages_html(db, t)
         replays, bad = {}, []
         for g in games:
             rec = db.game_record(g["id"])
@@ -158,7 +169,7 @@ def report(
         db.close()
     links = write_report_folder(html_out, replays) if split else None
     try:
-        write_private_text(html_out, report_html(t, tournament, lines, games, replays, links=links))
+        write_private_text(html_out, report_html(t, tournament, lines, games, replays, links=links, stages=stages))
     except OSError as e:
         _fail(err, f"cannot write {html_out}: {e}")
     where = (f"; replays in {html_out.with_name(html_out.stem + '-replays')}/" if split else "; replays embedded")

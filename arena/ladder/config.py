@@ -48,6 +48,7 @@ class Matchmaking:
     new_games: int = 0
     suspend_after: int = 3
     wide_elo: float = 100.0
+    policy: str = "informative"  # or "balanced" (arena.ladder.balance)
 
     def field_size(self, seats: int) -> int:
         return self.opponents if self.opponents > 0 else (3 if seats == 2 else seats - 1)

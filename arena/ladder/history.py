@@ -47,6 +47,7 @@ class LadderState:
         self.outcomes: Counter[Outcome] = Counter()
         self.bot_games: Counter[str] = Counter()
         self.pair_games: Counter[tuple[str, str]] = Counter()
+        self.last_seen: dict[str, int] = {}  # label -> the number of its last game (balanced matchmaking)
         self.faults: dict[str, FaultRun] = {}
         self._ratings: Ratings | None = None
         self._fitted_at = -1
@@ -62,6 +63,7 @@ class LadderState:
             self.games += 1
             self.outcomes.update(outcomes([(seats, result)]))
             self.bot_games.update(seats)
+            self.last_seen.update(dict.fromkeys(seats, self.games))
             for a, b in ((a, b) for i, a in enumerate(seats) for b in seats[i + 1:]):
                 self.pair_games[pair_key(a, b)] += 1
             forfeits = result.get("forfeits", {})

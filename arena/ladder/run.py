@@ -26,6 +26,7 @@ from ..store.people import owner_names
 from ..tournament.store import Store
 from .config import Ladder, LadderError
 from .history import LadderState, take_snapshot
+from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
 from .tables import bot_statuses, members, rebase_refs, set_status
@@ -233,10 +234,15 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 overhead += time.perf_counter() - tick
                 break
             active = _candidates(store, ladder, state, ctx.say, verified)
-            table = choose_table([c for _, c in active.values()], state.pair_games, seats=ladder.seats,
-                                 field_size=mm.field_size(ladder.seats), new_games=mm.new_threshold(ladder.seats),
-                                 explore=number % mm.explore_every == mm.explore_every - 1, previous=previous,
-                                 one_per_author=ladder.one_seat_per_author)
+            if mm.policy == "balanced":
+                table = choose_balanced([c for _, c in active.values()], state.pair_games, state.last_seen,
+                                        seats=ladder.seats, field_size=mm.field_size(ladder.seats),
+                                        one_per_author=ladder.one_seat_per_author)
+            else:
+                table = choose_table([c for _, c in active.values()], state.pair_games, seats=ladder.seats,
+                                     field_size=mm.field_size(ladder.seats), new_games=mm.new_threshold(ladder.seats),
+                                     explore=number % mm.explore_every == mm.explore_every - 1, previous=previous,
+                                     one_per_author=ladder.one_seat_per_author)
             if table is None:
                 out.stopped = "no_table"
                 authors = " of distinct authors (one_seat_per_author)" if ladder.one_seat_per_author else ""

@@ -91,6 +91,13 @@ a { color: #0b57a4; }
 .hidden-note { font-style: italic; color: #cfe; font-size: 12px; }
 #result { margin-top: 12px; font-weight: 700; }
 #help { color: #666; font-size: 12px; margin-top: 8px; }
+.bracket { display: flex; gap: 16px; overflow-x: auto; margin: 8px 0 20px; align-items: center; }
+.bracket section { display: flex; flex-direction: column; gap: 10px; min-width: 180px; }
+.bracket h3 { font-size: 13px; margin: 0; color: #555; }
+.bracket .table { background: #fff; border: 1px solid #ccc; border-radius: 6px; padding: 4px 8px; }
+.bracket .table div { display: flex; justify-content: space-between; gap: 12px; }
+.bracket .went-on { font-weight: 700; }
+.bracket .note, .bracket .waiting { font-size: 12px; color: #555; }
 table.list { border-collapse: collapse; margin: 8px 0 20px; background: #fff; }
 table.list th, table.list td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; }
 table.list th { background: #eee; }
@@ -498,10 +505,40 @@ def _order_text(g: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def stages_html(fmt: str, stages: list[Any], champion: str | None = None) -> str:
+    """A staged event as columns, one per stage: each table's bots best first with their points,
+    who went on in bold; a Swiss round's account of its pairing beneath it."""
+    from ..tournament.formats import stage_rows
+    cols = []
+    for stage in stages:
+        boxes = []
+        for cells, went_on in stage_rows(fmt, stage):
+            rows = "".join(f"<div class=\"{'went-on' if b in went_on else ''}\"><span>{html.escape(b)}</span>"
+                           f"<span>{'' if p is None else f'{p:g}'}</span></div>" for b, p in cells)
+            boxes.append(f"<div class=\"table\">{rows}</div>")
+        extra = ""
+        if stage.byes:
+            extra += (f"<p class=\"waiting\">{'byes' if fmt == 'swiss' else 'waiting'}: "
+                      f"{html.escape(', '.join(stage.byes))}</p>")
+        if fmt == "swiss" and stage.pairing is not None:
+            p = stage.pairing
+            extra += (f"<p class=\"note\">repeat meetings {p.repeats}; score spread {p.spread:.0f} "
+                      f"(least possible {p.least_spread:.0f})</p>")
+        cols.append(f"<section><h3>{html.escape(stage.title)}</h3>{''.join(boxes)}{extra}</section>")
+    won = f"<section><h3>winner</h3><div class=\"table went-on\">{html.escape(champion)}</div></section>" \
+        if champion else ""
+    title = "Rounds" if fmt == "swiss" else "Bracket"
+    return (f"<h2>{title}</h2><div class=\"bracket\" id=\"stages\">{''.join(cols)}{won}</div>"
+            "<p class=\"note\">Points per table: 1 per seat finished behind and ½ per seat tied, over every "
+            "game of the table.</p>")
+
+
 def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line], games: list[dict[str, Any]],
-                replays: dict[str, dict[str, Any]], *, links: dict[str, str] | None = None) -> str:
+                replays: dict[str, dict[str, Any]], *, links: dict[str, str] | None = None,
+                stages: str = "") -> str:
     """Standings and the games table; each game links to its replay.
 
+    ``stages``: a staged event's rounds or bracket (:func:`stages_html`).
     Without ``links`` every replay is embedded (gzip + base64, decoded and drawn only
     when opened: ``#game=ID``). With ``links`` (game id -> relative URL) rows link to
     separate replay files instead.
@@ -530,7 +567,7 @@ def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line],
     mode = ("Each game id opens its replay, embedded in this file." if links is None
             else "Each game id opens its replay file (kept in the folder beside this report).")
     body = (f"<div id=\"report\" class=\"replay\"><h1>Tournament {html.escape(name)}</h1>{info}"
-            f"<h2>Standings</h2>{_standings_table(lines)}"
+            f"<h2>Standings</h2>{_standings_table(lines)}{stages}"
             f"<h2>Games ({len(games)})</h2><p>{mode}</p>"
             "<table class=\"list\" id=\"games\"><thead><tr><th>game</th><th>#</th><th>seats</th><th>end</th>"
             "<th>order</th><th>turns</th><th>forfeits</th><th>replay check</th></tr></thead>"

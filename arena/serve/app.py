@@ -150,6 +150,27 @@ async def tournament(request: Request) -> Response:
     return render(request, "tournament.html", title=f"Tournament {tid}", **page)
 
 
+async def bracket(request: Request) -> Response:
+    """A staged tournament's rounds (a Swiss) or bracket (a knockout, heats), as the report draws them."""
+    tid = request.path_params["tid"]
+
+    def build(db: data.ReadStore) -> Any:
+        from ..replay.html import stages_html
+        from ..tournament.formats import event_view, stored_config, stored_results, winner
+        t = db.tournament(tid)
+        stages = event_view(t["config"], stored_results(db, tid)) if t else None
+        if not stages:
+            return None
+        fmt = t["config"]["format"]  # type: ignore[index]
+        return {"tid": tid, "fmt": fmt, "markup": stages_html(fmt, stages, winner(stored_config(t["config"]), stages))}
+
+    page = await query(request, build, ("bracket", tid))
+    if page is None:
+        return message(request, "No stages", f"The store has no Swiss, knockout or heats named {tid!r}.", 404)
+    return render(request, "bracket.html", title=f"Tournament {tid}: {'rounds' if page['fmt'] == 'swiss' else 'bracket'}",
+                  **page)
+
+
 async def bot(request: Request) -> Response:
     label = request.path_params["label"]
     page = await query(request, lambda db: views.bot_page(db, label), ("bot", label))
@@ -277,6 +298,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/", home),
         Route("/ladders/{name}", ladder),
         Route("/tournaments/{tid:path}", tournament),
+        Route("/brackets/{tid:path}", bracket),
         Route("/bots/{label:path}", bot),
         Route("/games", games),
         Route("/games/{gid:path}", game),

@@ -7,6 +7,7 @@ can be checked against the one it continues.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
 from ..referee import TimeControl
 
+FORMATS = ("round-robin", "gauntlet", "swiss", "knockout", "heats")
+STAGED = ("swiss", "knockout", "heats")  # each stage's games follow from the stored results of the ones before
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
 SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
 
@@ -30,8 +33,12 @@ class ConfigError(ArenaError, ValueError):
 class TournamentConfig:
     name: str = "demo"
     bots: list[str] = field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: str = "round-robin"  # or "gauntlet"
+    format: str = "round-robin"  # or one of FORMATS
     candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
+    rounds: int = 0  # swiss: 0 is log2(bots) rounded up
+    elimination: str = "single"  # knockout: or "double"
+    advance: int = 0  # heats: 0 is seats // 2
+    seeding: str = ""  # staged formats: a stored tournament whose standings order the bots
     rules: str = "classic"
     options: dict[str, Any] = field(default_factory=dict)
     seats: int = 2
@@ -70,6 +77,14 @@ class TournamentConfig:
                 "max_turns", "max_tables")
         # "schedule" tells this schedule (secret seeds, rotation rounds) from the older public one
         out = {**{k: v for k, v in asdict(self).items() if k in keep}, "schedule": SCHEDULE_VERSION}
+        if self.format in STAGED:  # only for these: the older formats' stored fingerprints still match
+            out["seeding"] = self.seeding
+            if self.format == "swiss":
+                out["rounds"] = self.swiss_rounds
+            if self.format == "knockout":
+                out["elimination"] = self.elimination
+            if self.format == "heats":
+                out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
@@ -82,6 +97,17 @@ class TournamentConfig:
         """The deal suite this tournament plays (:mod:`arena.tournament.suites`), or None."""
         from .suites import config_suite
         return config_suite(self.suite, ConfigError, "suite: ")
+
+    @property
+    def swiss_rounds(self) -> int:
+        """Swiss rounds; other formats have none (their stages follow from the bracket)."""
+        if self.format != "swiss":
+            return 0
+        return self.rounds or max(1, math.ceil(math.log2(max(2, len(self.bots)))))
+
+    @property
+    def heat_advance(self) -> int:
+        return self.advance or max(1, self.seats // 2)
 
     @property
     def workers(self) -> int:
@@ -131,14 +157,16 @@ def _resolve(ref: str, base: Path) -> str:
 
 def check_config(cfg: TournamentConfig) -> None:
     rules = cfg.ruleset()
-    if cfg.format not in ("round-robin", "gauntlet"):
-        raise ConfigError("format must be 'round-robin' or 'gauntlet'")
+    if cfg.format not in FORMATS:
+        raise ConfigError("format must be one of " + ", ".join(repr(f) for f in FORMATS))
     if not rules.min_players <= cfg.seats <= rules.max_players:
         raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
     pool = cfg.bots + cfg.candidates
     if cfg.format == "gauntlet" and not cfg.candidates:
         raise ConfigError("a gauntlet needs candidates = [...] to play against the bots")
-    if cfg.format == "round-robin" and len(cfg.bots) < cfg.seats:
+    if cfg.format in STAGED:
+        _check_staged(cfg)
+    if cfg.format in ("round-robin", *STAGED) and len(cfg.bots) < cfg.seats:
         raise ConfigError(f"{cfg.seats} seats need at least {cfg.seats} bots, got {len(cfg.bots)}")
     if cfg.format == "gauntlet" and len(cfg.bots) < cfg.seats - 1:
         raise ConfigError(f"a {cfg.seats}-seat gauntlet needs at least {cfg.seats - 1} field bots")
@@ -156,6 +184,29 @@ def check_config(cfg: TournamentConfig) -> None:
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
+
+def _check_staged(cfg: TournamentConfig) -> None:
+    """What the staged formats need beyond the shared checks."""
+    name = cfg.format
+    if cfg.candidates:
+        raise ConfigError(f"candidates are for a gauntlet; a {name} plays every bot of bots = [...]")
+    if cfg.suite or cfg.one_seat_per_author:
+        raise ConfigError(f"a {name} deals its own duplicate deals per stage and seats by standing: "
+                          "suite and one_seat_per_author are for round-robins and gauntlets")
+    if cfg.rounds and name != "swiss":
+        raise ConfigError("rounds is for a swiss; a knockout or heats ends when one bot is left")
+    if name == "knockout" and cfg.seats != 2:
+        raise ConfigError("a knockout is for 2 seats; use format = \"heats\" for tables of 3 to 6")
+    if name == "heats":
+        if cfg.seats < 3:
+            raise ConfigError("heats are for 3 to 6 seats; use format = \"knockout\" for 2")
+        if not 1 <= cfg.heat_advance < cfg.seats:
+            raise ConfigError(f"advance must be 1 to {cfg.seats - 1}: fewer than the seats at a table")
+    if cfg.elimination != "single" and name != "knockout":
+        raise ConfigError("elimination is for a knockout")
+    if cfg.elimination not in ("single", "double"):
+        raise ConfigError("elimination must be 'single' or 'double'")
+
 
 def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:
     """Bot reference -> spec; two references to one bot version are refused."""

@@ -8,6 +8,7 @@ from collections import Counter
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -112,6 +113,9 @@ class PlainReporter(_Base):
         super().incident(text)
         self.say(f"arena: {text}")
 
+    def stage(self, title: str, text: str) -> None:
+        print(f"{title}: {text}", file=self.out, flush=True)
+
     def finished(self, interrupted: bool) -> None:
         state = "interrupted" if interrupted else "finished"
         self.say(f"{state}: {self.done}/{self.total} games stored{summary(self.incidents)}")
@@ -168,6 +172,9 @@ class RichReporter(_Base):
             self._rendered = now
             self.live.update(self._render())
 
+    def stage(self, title: str, text: str) -> None:
+        self.console.print(f"[bold]{escape(title)}[/]: {escape(text)}", highlight=False)
+
     def finished(self, interrupted: bool) -> None:
         if self.live:
             self.live.update(self._render())
@@ -179,3 +186,33 @@ class RichReporter(_Base):
         if interrupted:
             self.console.print(f"[yellow]interrupted[/] after {self.done}/{self.total} games; "
                                "run the same command again to resume")
+
+
+def stages_table(fmt: str, stages: list, title: str = "Stages") -> Table:
+    """A staged event's rounds (a Swiss) or bracket (a knockout, heats): one row per stage, each
+    table's bots best first with their points, who went on in bold, and a Swiss round's account of
+    what its pairing minimised."""
+    from .formats import stage_rows
+    table = Table(title=title, title_justify="left", show_lines=True,
+                  caption="points per table: 1 per seat finished behind, ½ per seat tied, over every game of "
+                          "the table" + ("; bold: went on" if fmt != "swiss" else ""), caption_justify="left")
+    table.add_column("stage", no_wrap=True)
+    table.add_column("tables")
+    if fmt == "swiss":
+        table.add_column("repeat meetings", justify="right")
+        table.add_column("score spread (least)", justify="right")
+    table.add_column("waiting" if fmt != "swiss" else "byes")
+    for stage in stages:
+        parts = []
+        for cells, went_on in stage_rows(fmt, stage):
+            parts.append(" · ".join(
+                (f"[bold]{escape(b)}[/]" if b in went_on else escape(b)) + ("" if p is None else f" {p:g}")
+                for b, p in cells))
+        row = [stage.title, "\n".join(parts)]
+        if fmt == "swiss" and stage.pairing is not None:
+            row += [str(stage.pairing.repeats), f"{stage.pairing.spread:.0f} ({stage.pairing.least_spread:.0f})"]
+        elif fmt == "swiss":
+            row += ["-", "-"]
+        row.append(", ".join(escape(b) for b in stage.byes) or "-")
+        table.add_row(*row)
+    return table

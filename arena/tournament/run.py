@@ -22,7 +22,8 @@ from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds
 from .cluster import open_dask
-from .config import ConfigError, TournamentConfig, load_bots
+from .config import STAGED, ConfigError, TournamentConfig, load_bots
+from .formats import Stage, next_stage, planned_games, stored_results
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
                         open_in_process, store_played)
 from .runlock import LockHeld, tournament_lock
@@ -46,6 +47,7 @@ class Reporter:
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None: ...
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None: ...
     def incident(self, text: str) -> None: ...  # the arena's own trouble (a worker died), as it happens
+    def stage(self, title: str, text: str) -> None: ...  # a staged format's next stage, before its games
     def finished(self, interrupted: bool) -> None: ...
 
 
@@ -129,12 +131,24 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                own_authors: Iterable[str]) -> list[GameRecord]:
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    games = schedule(cfg, labels, seeds.load_secret(store.path.parent), table_authors(specs, store, own_authors))
+    secret = seeds.load_secret(store.path.parent)
+    staged = cfg.format in STAGED
+    fingerprint = cfg.fingerprint()
+    if staged:
+        order = seeded_order(cfg, [labels[b] for b in cfg.bots], store)
+        fingerprint["order"] = order  # a seeding whose standings changed would seat another event
+        stage = next_stage(cfg, order, secret, stored_results(store, cfg.name))
+        games = [] if stage is None else list(stage.games)
+        planned = planned_games(cfg)
+    else:
+        order, stage = [], None
+        games = schedule(cfg, labels, secret, table_authors(specs, store, own_authors))
+        planned = len(games)
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)
             await preflight(specs.values())
-    store.begin_tournament(cfg.name, cfg.fingerprint(), len(games))
+    store.begin_tournament(cfg.name, fingerprint, planned)
     for spec in specs.values():
         store.register_bot(spec.label, spec.name, spec.version, spec.files_hash(),
                            {"command": list(spec.command), "author": spec.author,
@@ -147,6 +161,20 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     def incident(text: str) -> None:
         stats.incidents.append(text)
         reporter.incident(text)
+
+    async def play_stages(ex: Executor) -> None:
+        """The games of this run; a staged format's next stage once the one before is stored."""
+        nonlocal stage, todo
+        while True:
+            if staged and stage is not None:
+                reporter.stage(stage.title, "; ".join(filter(None, (stage.note, _stage_text(stage)))))
+            await play_all(ex)
+            if not staged or stats.failed:
+                return
+            stage = next_stage(cfg, order, secret, stored_results(store, cfg.name))
+            if stage is None:
+                return
+            todo = [g for g in stage.games if g.index not in done]
 
     async def play_all(ex: Executor) -> None:
         send, receive = trio.open_memory_channel[ScheduledGame](0)
@@ -197,16 +225,16 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             try:
                 async with open_executor(cfg, bot_setup(cfg, specs), len(todo), launcher=launcher,
                                          client=client, on_incident=incident) as ex:
-                    reporter.started(cfg, len(games), len(done))
+                    reporter.started(cfg, planned, len(done))
                     shown = True
-                    await play_all(ex)
+                    await play_stages(ex)
                     for text in ex.incidents:
                         if text not in stats.incidents:
                             incident(text)
             except ExecutorError as e:  # the executor could not start (no cluster, no Dask)
                 raise TournamentIncomplete(str(e)) from None
         else:
-            reporter.started(cfg, len(games), len(done))
+            reporter.started(cfg, planned, len(done))
         if stats.failed:
             first = min(stats.failed)
             raise TournamentIncomplete(
@@ -219,3 +247,25 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         if shown:
             reporter.finished(interrupted)
     return played
+
+
+def seeded_order(cfg: TournamentConfig, bots: list[str], store: Store) -> list[str]:
+    """The bots best first: by the standings of ``cfg.seeding`` (a tournament in this store), those it
+    did not rate after them in the file's order; without a seeding, the file's order."""
+    if not cfg.seeding:
+        return bots
+    from .standings import read_games, summarise
+    if store.tournament(cfg.seeding) is not None:
+        games, think = read_games(store, tournament=cfg.seeding)
+    elif cfg.seeding.startswith("ladder:") and any(t["id"].startswith(cfg.seeding + ":") for t in store.tournaments()):
+        games, think = read_games(store, prefix=cfg.seeding + ":")  # a ladder's every game: its rating table
+    else:
+        known = ", ".join(t["id"] for t in store.tournaments()) or "none"
+        raise ConfigError(f"seeding: no tournament or ladder {cfg.seeding!r} in {store.path} (known: {known})")
+    ranked = [line.bot for line in summarise(games, think)[0] if line.bot in bots]
+    return ranked + [b for b in bots if b not in ranked]
+
+
+def _stage_text(stage: Stage) -> str:
+    tables = "tables: " + " | ".join(" v ".join(t) for t in stage.tables)
+    return tables + (f"; waiting: {', '.join(stage.byes)}" if stage.byes and stage.pairing is None else "")

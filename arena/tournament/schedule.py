@@ -35,6 +35,8 @@ def tables(cfg: TournamentConfig, labels: dict[str, str],
     (k-1)-subset of the field (gauntlet); more than ``max_tables`` are sampled with the seed.
     With ``one_seat_per_author``, a group that seats two bots of one author (``authors``: label
     -> author; a bot with none is its own) is left out: they could pass each other their hands."""
+    if cfg.format not in ("round-robin", "gauntlet"):  # a staged event has no schedule up front
+        raise ConfigError(f"a {cfg.format} is played stage by stage (arena.tournament.formats), not scheduled")
     bots = [labels[b] for b in cfg.bots]
     if cfg.format == "round-robin":
         groups = list(itertools.combinations(bots, cfg.seats))
@@ -70,9 +72,20 @@ def schedule(cfg: TournamentConfig, labels: dict[str, str], secret: bytes,
     else:
         seed = {(t, d): seeds.deal_seed(secret, cfg.seed, t, d) for t in range(len(groups)) for d in range(cfg.deals)}
         moves = {}
+    return rotations(groups, cfg.deals, lambda t, d: seed[t, d], moves)
+
+
+def rotations(groups: list[tuple[str, ...]], deals: int, seed_of, moves: Mapping[int, tuple[int, ...]] | None = None,
+              start: int = 0) -> list[ScheduledGame]:
+    """Each table's deals, each in every seat rotation (a table of s bots plays s rotations, so every
+    bot sits in every seat of every deal), ordered rotation round by rotation round; indexes from
+    ``start``. ``seed_of(table, deal)`` is the deal's seed."""
     out = []
-    for r in range(cfg.seats):
+    for r in range(max((len(t) for t in groups), default=0)):
         for t, table in enumerate(groups):
-            for d in range(cfg.deals):
-                out.append(ScheduledGame(len(out), t, d, r, table[r:] + table[:r], seed[t, d], moves.get(d, ())))
+            if r >= len(table):
+                continue
+            for d in range(deals):
+                out.append(ScheduledGame(start + len(out), t, d, r, table[r:] + table[:r], seed_of(t, d),
+                                         (moves or {}).get(d, ())))
     return out

@@ -102,3 +102,10 @@ def deal_seed(secret: bytes, base: int, table: int, deal: int) -> int:
     of other deal seeds tells nothing about this one without the secret."""
     msg = f"palace-deal:{base}:{table}:{deal}".encode()
     return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1
+
+
+def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int) -> int:
+    """The deal seed of a staged tournament's stage (a Swiss round, a knockout round, a heat):
+    one set of deals for every table of the stage (duplicate deals), apart from any table's."""
+    msg = f"palace-stage-deal:{base}:{stage}:{deal}".encode()
+    return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1

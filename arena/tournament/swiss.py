@@ -1,0 +1,161 @@
+"""Swiss pairing for tables of k seats (2-6): pure functions of the standings and the rounds before.
+
+A round sits out ``n mod k`` bots (byes) and seats the rest at tables of k. Byes go to the
+bots with the fewest byes so far, the lowest-standing first, so no bot has a second bye while
+another has none. The tables then minimise, in this order:
+
+1. repeat meetings: over every pair seated together, how often that pair has already met
+   (so no two bots meet again while a pairing without it exists);
+2. score spread: over every table, its best score less its worst (bots of similar score meet).
+
+The search is branch and bound over "the best unseated bot and which k-1 join it", candidates
+tried fewest repeats first, then closest score, so its first answer is the greedy one; a lower
+bound (the sorted scores cut into consecutive tables, which is the least spread any partition
+of them can have) prunes the rest. It counts the candidate tables it scores and stops at
+``budget``: small fields are always searched to the end (``Pairing.optimal``), a large one
+keeps the best pairing found, and says so. Nothing depends on the clock, so a resumed
+tournament pairs every round exactly as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+BUDGET = 1_000_000  # candidate tables scored per round before the search keeps what it has
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One round's seating and what it minimised."""
+
+    tables: tuple[tuple[str, ...], ...]  # each in standing order; the schedule rotates the seats
+    byes: tuple[str, ...]
+    repeats: int  # co-seated pairs' earlier meetings, summed over the round's tables
+    spreads: tuple[float, ...]  # per table: best score less worst
+    least_spread: float  # the spread of the same bots with repeats ignored (the lower bound)
+    optimal: bool | None  # the search ended; False: stopped at its budget; None: read back, not searched
+
+    @property
+    def spread(self) -> float:
+        return sum(self.spreads)
+
+    def summary(self) -> str:
+        """One line for the terminal and the report."""
+        worst = max(self.spreads, default=0.0)
+        byes = ", ".join(self.byes) or "none"
+        return (f"{len(self.tables)} tables, repeat meetings {self.repeats}, score spread {self.spread:.0f} "
+                f"(least possible {self.least_spread:.0f}, widest table {worst:.0f}), byes: {byes}"
+                + ("; search stopped at its budget: best found" if self.optimal is False else ""))
+
+
+def meetings(tables: Iterable[Sequence[str]]) -> Counter[frozenset[str]]:
+    """How often each pair of bots has sat at one table (each table counts once, whatever its games)."""
+    met: Counter[frozenset[str]] = Counter()
+    for table in tables:
+        for a, b in itertools.combinations(table, 2):
+            met[frozenset((a, b))] += 1
+    return met
+
+
+def choose_byes(order: Sequence[str], count: int, byes: Mapping[str, int]) -> tuple[str, ...]:
+    """``count`` bots to sit out: fewest byes so far first, then the lowest in ``order`` (best first)."""
+    rank = {b: i for i, b in enumerate(order)}
+    return tuple(sorted(order, key=lambda b: (byes.get(b, 0), -rank[b]))[:count])
+
+
+def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
+               met: Mapping[frozenset[str], int], byes: Mapping[str, int], *, budget: int = BUDGET) -> Pairing:
+    """The round's byes and tables for bots in standing ``order`` (best first) with their ``scores``.
+
+    ``met`` counts earlier meetings (:func:`meetings`), ``byes`` earlier byes per bot."""
+    if len(set(order)) != len(order):
+        raise ValueError("each bot may be listed once")
+    if not 2 <= seats <= len(order):
+        raise ValueError(f"{seats}-seat tables need at least {seats} bots, got {len(order)}")
+    out = choose_byes(order, len(order) % seats, byes)
+    rank = {b: i for i, b in enumerate(order)}
+    players = sorted((b for b in order if b not in out), key=lambda b: (-scores.get(b, 0.0), rank[b]))
+    tables, repeats, spreads, optimal = _search(players, [float(scores.get(b, 0.0)) for b in players], seats,
+                                                met, budget)
+    return Pairing(tuple(tables), out, repeats, tuple(spreads), _least_spread(
+        [float(scores.get(b, 0.0)) for b in players], seats), optimal)
+
+
+def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapping[str, float],
+           met: Mapping[frozenset[str], int]) -> Pairing:
+    """The same account of a round already seated (a played round read back from the store)."""
+    seated_ = {b for t in tables for b in t}
+    repeats = sum(met.get(frozenset(p), 0) for t in tables for p in itertools.combinations(t, 2))
+    spreads = tuple(max(scores[b] for b in t) - min(scores[b] for b in t) for t in tables)
+    values = sorted((float(scores[b]) for b in seated_), reverse=True)
+    k = len(tables[0]) if tables else 2
+    return Pairing(tuple(tables), tuple(b for b in reversed(order) if b not in seated_), repeats, spreads,
+                   _least_spread(values, k), None)
+
+
+def _least_spread(values: Sequence[float], k: int) -> float:
+    """The least total spread of any partition of ``values`` (sorted, best first) into tables of k:
+    consecutive tables, since a gap between neighbours is crossed by at least one table unless a
+    table boundary falls on it."""
+    return sum(values[i] - values[i + k - 1] for i in range(0, len(values) - k + 1, k))
+
+
+def _search(players: list[str], values: list[float], k: int, met: Mapping[frozenset[str], int],
+            budget: int) -> tuple[list[tuple[str, ...]], int, list[float], bool]:
+    n = len(players)
+    meet = [[met.get(frozenset((a, b)), 0) for b in players] for a in players]
+    best: list = [None, (float("inf"), float("inf"))]
+    work = 0
+    stopped = False
+
+    def cost_of(group: tuple[int, ...]) -> int:
+        return sum(meet[a][b] for a, b in itertools.combinations(group, 2))
+
+    def bound(rest: list[int]) -> float:
+        return _least_spread([values[i] for i in rest], k)
+
+    unmet = [frozenset(j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+
+    def must_repeat(rest: list[int]) -> int:
+        """Each bot needs k-1 companions; those beyond the bots it has not met are repeats,
+        and a repeated pair is counted from both ends."""
+        here = frozenset(rest)
+        short = sum(max(0, k - 1 - len(unmet[i] & here)) for i in rest)
+        return -(-short // 2)
+
+    def walk(rest: list[int], chosen: list[tuple[int, ...]], rep: int, spr: float, spreads: list[float]) -> None:
+        nonlocal work, stopped
+        if not rest:
+            if (rep, spr) < best[1]:
+                best[0], best[1] = (list(chosen), list(spreads)), (rep, spr)
+            return
+        head, others = rest[0], rest[1:]
+        cands = []
+        for combo in itertools.combinations(others, k - 1):
+            group = (head, *combo)
+            cands.append((cost_of(group), values[head] - values[combo[-1]], group))
+        work += len(cands)
+        cands.sort()
+        for r, s, group in cands:
+            if stopped:
+                return
+            if rep + r > best[1][0]:
+                break  # sorted by repeats: no later candidate can do better
+            left = [i for i in others if i not in group]
+            floor = rep + r + must_repeat(left)
+            if floor > best[1][0] or (floor, spr + s + bound(left)) >= best[1]:
+                continue
+            chosen.append(group)
+            spreads.append(s)
+            walk(left, chosen, rep + r, spr + s, spreads)
+            chosen.pop()
+            spreads.pop()
+            if work >= budget and best[0] is not None:
+                stopped = True
+
+    walk(list(range(n)), [], 0, 0.0, [])
+    groups, spreads = best[0]
+    return ([tuple(players[i] for i in g) for g in groups], int(best[1][0]), spreads, not stopped)

@@ -1,0 +1,132 @@
+"""Swiss pairing for 2-6 seats: the invariants as properties, and minimality against brute force."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.tournament.swiss import choose_byes, meetings, pair_round
+
+
+def names(n: int) -> list[str]:
+    return [f"bot{i:02d}" for i in range(n)]
+
+
+def partitions(players: list[str], k: int):
+    """Every way to cut ``players`` into tables of k (the brute force the search is checked by)."""
+    if not players:
+        yield []
+        return
+    head, rest = players[0], players[1:]
+    for combo in itertools.combinations(rest, k - 1):
+        left = [p for p in rest if p not in combo]
+        for tail in partitions(left, k):
+            yield [(head, *combo), *tail]
+
+
+def cost(tables, met, scores) -> tuple[int, float]:
+    repeats = sum(met.get(frozenset(p), 0) for t in tables for p in itertools.combinations(t, 2))
+    return repeats, sum(max(scores[b] for b in t) - min(scores[b] for b in t) for t in tables)
+
+
+@st.composite
+def fields(draw, max_bots: int = 24):
+    """A field, its scores, and earlier meetings and byes drawn at random."""
+    k = draw(st.integers(2, 6))
+    n = draw(st.integers(k, max(k, max_bots)))
+    bots = names(n)
+    scores = {b: draw(st.integers(1300, 1700)) for b in bots}
+    order = sorted(bots, key=lambda b: (-scores[b], b))
+    pairs = list(itertools.combinations(bots, 2))
+    met = {frozenset(p): draw(st.integers(0, 2)) for p in draw(st.lists(st.sampled_from(pairs), max_size=40))}
+    byes = {b: draw(st.integers(0, 2)) for b in draw(st.lists(st.sampled_from(bots), max_size=8))}
+    return k, order, scores, met, byes
+
+
+@settings(max_examples=150, deadline=None)
+@given(fields(max_bots=14))
+def test_every_bot_plays_once_or_sits_out_and_byes_go_to_the_fewest(case):
+    k, order, scores, met, byes = case
+    p = pair_round(order, scores, k, met, byes, budget=20_000)
+    seated = [b for t in p.tables for b in t]
+    assert all(len(t) == k for t in p.tables)
+    assert len(seated) == len(set(seated))  # no bot twice, at one table or two
+    assert sorted(seated + list(p.byes)) == sorted(order)
+    assert len(p.byes) == len(order) % k
+    fewest = sorted(byes.get(b, 0) for b in order)
+    # the byes are the bots with the fewest byes so far: none with more sits out while one with fewer plays
+    assert sorted(byes.get(b, 0) for b in p.byes) == fewest[:len(p.byes)]
+    assert p.repeats == cost(p.tables, met, scores)[0]
+    assert abs(p.spread - cost(p.tables, met, scores)[1]) < 1e-9
+    assert p.spread >= p.least_spread - 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(fields(max_bots=10))
+def test_small_fields_are_searched_to_the_end_and_match_brute_force(case):
+    k, order, scores, met, byes = case
+    p = pair_round(order, scores, k, met, byes)
+    assert p.optimal
+    players = [b for b in order if b not in p.byes]
+    best = min(cost(t, met, scores) for t in partitions(players, k))
+    got = cost(p.tables, met, scores)
+    assert got[0] == best[0]  # repeat meetings: the fewest any seating of these bots has
+    assert abs(got[1] - best[1]) < 1e-9  # then the least score spread among those
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 12), st.integers(0, 2**32 - 1))
+def test_rounds_spread_byes_and_avoid_meetings_while_they_can(k, extra, seed):
+    """Whole Swisses with random results: byes differ by at most one between any two bots after
+    every round, and no pair meets twice in a round where brute force finds a seating without it."""
+    n = k + extra
+    rnd = random.Random(seed)
+    bots = names(n)
+    scores = {b: 1500.0 for b in bots}
+    history: list[tuple[str, ...]] = []
+    byes: Counter[str] = Counter()
+    for _ in range(5):
+        order = sorted(bots, key=lambda b: (-scores[b], b))
+        met = meetings(history)
+        p = pair_round(order, scores, k, met, byes, budget=50_000)
+        byes.update(p.byes)
+        assert max(byes[b] for b in bots) - min(byes[b] for b in bots) <= 1
+        if p.optimal and n <= 10:
+            players = [b for b in order if b not in p.byes]
+            assert p.repeats == min(cost(t, met, scores)[0] for t in partitions(players, k))
+        history += p.tables
+        for t in p.tables:
+            for b in t:
+                scores[b] += rnd.choice((-20, 0, 20))
+
+
+def test_no_repeats_while_a_fresh_seating_exists():
+    """Four bots at two-seat tables: three rounds can be played with nobody meeting twice."""
+    bots = names(4)
+    history: list[tuple[str, ...]] = []
+    for _ in range(3):
+        p = pair_round(bots, dict.fromkeys(bots, 1500.0), 2, meetings(history), {})
+        assert p.repeats == 0 and p.optimal
+        history += p.tables
+    assert sorted(meetings(history).values()) == [1] * 6  # every pair exactly once
+    fourth = pair_round(bots, dict.fromkeys(bots, 1500.0), 2, meetings(history), {})
+    assert fourth.repeats == 2  # now every seating repeats: the least is two pairs once each
+
+
+def test_similar_scores_sit_together():
+    bots = names(8)
+    scores = {b: 1500.0 + 100 * i for i, b in enumerate(bots)}
+    order = sorted(bots, key=lambda b: -scores[b])
+    p = pair_round(order, scores, 4, {}, {})
+    assert p.tables == (tuple(order[:4]), tuple(order[4:]))
+    assert p.spread == p.least_spread == 600
+
+
+def test_byes_lowest_standing_first_among_the_fewest():
+    order = names(5)
+    assert choose_byes(order, 2, {}) == ("bot04", "bot03")
+    assert choose_byes(order, 2, {"bot04": 1}) == ("bot03", "bot02")
