@@ -214,3 +214,26 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     ours |= {str(p.parent) for p in launch._runnable_copies.values()}
     assert {str(p) for p in temp.glob("palace-arena-*")} - ours == set()
     shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_worker_death_is_said_even_when_the_run_ends_during_its_cleanup(monkeypatch) -> None:
+    """The cleanup after a worker's death can take seconds; the other workers may finish every game
+    meanwhile and the run close. The death is said first, so no reporter misses it (the
+    dead-worker tests above failed at random under load while it was said only after)."""
+    from types import SimpleNamespace
+
+    import arena.tournament.worker as worker
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            ex = worker.WorkerExecutor(SimpleNamespace(rules=SimpleNamespace(options=dict)), 1, 1, nursery)
+            monkeypatch.setattr(worker, "cleanup_stale", lambda: setattr(ex, "closing", True))
+            proc = await trio.lowlevel.open_process(["sh", "-c", "kill -9 $$"])
+            w = worker._Worker(1, proc)
+            ex.workers.append(w)
+            await ex._buried(w)
+            assert ex.deaths == 1 and len(ex.incidents) == 1, ex.incidents
+            assert f"pid {proc.pid}" in ex.incidents[0] and "signal 9" in ex.incidents[0]
+            assert ex.workers == []  # not replaced: the run is closing
+
+    trio.run(main)

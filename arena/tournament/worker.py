@@ -259,6 +259,14 @@ class WorkerExecutor:
         if w.proc.returncode is None:
             w.proc.kill()
             await w.proc.wait()
+        held, w.held = w.held, {}
+        for slot in held.values():
+            slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
+        self.workers.remove(w)
+        if not self.closing:
+            # Said before the cleanup below, which can take seconds: a run whose other workers
+            # finish every game meanwhile must still have heard of this death.
+            self._report_death(w, len(held))
         if w.proc.returncode != 0:  # a worker that exits cleanly has closed its bots itself
             # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what
             # lives on and reap the rest, or every worker death would leave zombies until we exit.
@@ -266,18 +274,21 @@ class WorkerExecutor:
                 await trio.to_thread.run_sync(cleanup_stale)
             except Exception as e:  # noqa: BLE001 - best effort: the games go on
                 log.warning("cleaning up after worker %s failed: %s", w.number, e)
-        held, w.held = w.held, {}
-        for slot in held.values():
-            slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
-        self.workers.remove(w)
         if self.closing:
             return
+        if self.broken is None:
+            await self._spawn()
+        self._notify()
+
+    def _report_death(self, w: _Worker, held: int) -> None:
+        """Count a worker's death and say it (the incident every reporter shows); too many deaths,
+        or workers that die before serving anything, break the executor."""
         self.deaths += 1
         self.stillborn = self.stillborn + 1 if w.served == 0 else 0
         code = w.proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         tail = w.err_tail.decode(errors="replace").strip().splitlines()[-1:] or ["(no stderr)"]
-        text = (f"referee worker {w.number} (pid {w.proc.pid}) died ({how}) holding {len(held)} game(s); "
+        text = (f"referee worker {w.number} (pid {w.proc.pid}) died ({how}) holding {held} game(s); "
                 f"last stderr: {tail[0][:300]}")
         if self.deaths > self.max_deaths or self.stillborn >= max(3, self.processes + 1):
             self.broken = (f"referee worker processes died {self.deaths} times; the last: "
@@ -287,9 +298,6 @@ class WorkerExecutor:
         self.incidents.append(text)
         if self.on_incident is not None:
             self.on_incident(text)
-        if self.broken is None:
-            await self._spawn()
-        self._notify()
 
     async def _pick(self) -> _Worker:
         while True:
