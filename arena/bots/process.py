@@ -206,6 +206,16 @@ class BotBase:
         self._game_cpu0 = self._cpu_now() or 0.0
         self._cpu_checked_at = time.perf_counter()
 
+    def hold(self, frozen: bool) -> bool:
+        """Freeze every process of the bot (it gets no CPU, whatever it forked) or thaw it; False
+        where its cgroup has no freezer (or it has no cgroup), so it runs on."""
+        if self.cgroup is None or self._closed:
+            return False
+        try:
+            return self.cgroup.hold(frozen)
+        except OSError:  # the group is going (the bot is being torn down)
+            return False
+
     def game_cpu_seconds(self) -> float | None:
         """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
         now = self._cpu_now()
