@@ -28,11 +28,12 @@ from arena.limits import Limits
 from arena.referee import TimeControl
 from arena.referee.blocking import BlockingPlayer, play_game, settle
 from arena.referee.core import Request
+from arena.referee.seat import answered
 
 from tests.checks import reachable
 
 CGROUPS, CGROUP_NOTE = detect_cgroups() if os.geteuid() == 0 else (None, "not root")
-pytestmark = pytest.mark.skipif(
+needs_cgroups = pytest.mark.skipif(
     CGROUPS is None or not (CGROUPS.shares_cpu and CGROUPS.freezes),
     reason=f"needs cgroups with the cpu controller and a freezer: {CGROUP_NOTE}")
 
@@ -123,6 +124,7 @@ def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool) -> Played:
     return played
 
 
+@needs_cgroups
 @pytest.mark.parametrize("ponder", [False, True], ids=["frozen", "ponder"])
 def test_a_starver_costs_a_fixed_work_bot_no_forfeit(specs, ponder) -> None:
     quiet = play(specs, "quiet", ponder=ponder)
@@ -132,6 +134,7 @@ def test_a_starver_costs_a_fixed_work_bot_no_forfeit(specs, ponder) -> None:
     assert len(starved.grew) >= GAMES * 4
 
 
+@needs_cgroups
 def test_a_seat_off_its_turn_gets_no_cpu(specs) -> None:
     """While the worker thinks, the frozen starver's cgroup CPU stays where it was; on a ponder
     table the same starver does run meanwhile (so the measure can see it)."""
@@ -139,3 +142,72 @@ def test_a_seat_off_its_turn_gets_no_cpu(specs) -> None:
     assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
     pondering = play(specs, "starver", ponder=True)
     assert sum(pondering.grew) > WORK_S, pondering.grew
+
+
+class Logged(BlockingPlayer):
+    """A seat that runs no process: it logs what the game loop does to it, and always plays 0."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        super().__init__(load_bot("lowest"), None, CLOCK)
+        self.name, self.log = name, log
+
+    def begin(self, message) -> None:
+        self.log.append((self.name, "start"))
+
+    def decide(self, req: Request):
+        self.log.append((self.name, "request"))
+        return answered(self, 0, 1.0)
+
+    def finish(self, message) -> None:
+        self.log.append((self.name, "end"))
+
+    def hold(self, frozen: bool) -> None:
+        self.log.append((self.name, "freeze" if frozen else "thaw"))
+
+
+@pytest.mark.parametrize("ponder", [False, True], ids=["frozen", "ponder"])
+def test_a_seat_is_thawed_only_for_its_own_requests(ponder) -> None:
+    """The loop's order, with no process: every seat frozen once started; each request sent to a
+    thawed seat (so the thaw is outside its clock) and the seat frozen again once it answered.
+    A ponder table neither freezes nor thaws."""
+    log: list[tuple[str, str]] = []
+    play_game([Logged("a", log), Logged("b", log)], preset("classic"), 1, game_id="g", clock=CLOCK,
+              max_turns=10, ponder=ponder)
+    asked = [i for i, (_, what) in enumerate(log) if what == "request"]
+    assert len(asked) > 4
+    if ponder:
+        assert not [e for e in log if e[1] in ("freeze", "thaw")]
+        return
+    assert log[:4] == [("a", "start"), ("b", "start"), ("a", "freeze"), ("b", "freeze")]
+    for i in asked:
+        seat = log[i][0]
+        assert log[i - 1] == (seat, "thaw") and log[i + 1] == (seat, "freeze"), log[i - 1:i + 2]
+    frozen = {"a": True, "b": True}
+    for seat, what in log:  # at most one seat is ever thawed
+        if what in ("freeze", "thaw"):
+            frozen[seat] = what == "freeze"
+            assert sum(not f for f in frozen.values()) <= 1
+
+
+def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -> None:
+    from arena.ladder import load_ladder
+    from arena.tournament.config import load_bots, load_config
+    from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
+    from arena.tournament.run import bot_setup
+    import arena.referee.blocking as blocking
+
+    f = tmp_path / "t.toml"
+    f.write_text('bots = ["random", "lowest"]\nponder = true\n')
+    cfg = load_config(f)
+    setup = bot_setup(cfg, load_bots(cfg))
+    assert setup.ponder and BotSetup.from_wire(setup.wire()).ponder  # to workers and Dask
+    assert not bot_setup(load_config(None, {"bots": ["random", "lowest"]}), load_bots(cfg)).ponder
+    lad = tmp_path / "lad.toml"
+    lad.write_text('bots = ["random", "lowest"]\nponder = true\n')
+    ladder = load_ladder(lad)
+    assert ladder.tournament("x", format="round-robin", bots=ladder.bots).ponder
+    seen = []
+    monkeypatch.setattr(blocking, "play_game", lambda *a, **kw: seen.append(kw["ponder"]) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        BlockingExecutor(setup, launcher=lambda spec: None).play(GameTask("g", 1, tuple(setup.specs), 100))
+    assert seen == [True]

@@ -191,7 +191,8 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
     slot = clock.move_ms / 1000
     while (req := core.next_request()) is not None:
         player = players[req.seat]
-        hold(player, False)  # before its clock starts (in decide)
+        if not ponder:
+            hold(player, False)  # before its clock starts (in decide)
         start = time.monotonic()
         core.settle(player.decide(req))
         if not ponder:

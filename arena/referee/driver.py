@@ -206,7 +206,8 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
 
     while (req := core.next_request()) is not None:
         player = players[req.seat]
-        hold(player, False)
+        if not ponder:
+            hold(player, False)  # before its clock starts
         start = trio.current_time()
         core.settle(await outcome(player, req))
         if not ponder:

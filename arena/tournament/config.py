@@ -51,6 +51,7 @@ class TournamentConfig:
     processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
     fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
+    ponder: bool = False  # seats keep running off their turn (else frozen between requests; docs/SANDBOX.md)
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
