@@ -407,10 +407,10 @@ class BotBase:
 
     # -- teardown ----------------------------------------------------------
 
-    def _kill_round(self) -> bool:
-        """SIGKILL every process of the bot once and reap the orphans the subreaper inherited; True
-        when none is left but the leader's zombie (reaped last). The shell repeats it, waiting a
-        little between rounds, until True or KILL_DEADLINE."""
+    def _kill_round(self) -> None:
+        """SIGKILL every process of the bot once. The shell repeats it, waiting a little between
+        rounds, until :meth:`_kill_settled` (which reaps the orphans and rescans) says none is
+        left, or KILL_DEADLINE."""
         me = os.getpid()
         if self.cgroup is not None:
             self.cgroup.kill()
@@ -422,7 +422,6 @@ class BotBase:
         members = self._attribution.members(table, me)
         kill_pids(members)
         self._members_killed = (members, table)
-        return False
 
     def _kill_settled(self) -> bool:
         """After a round and a short wait for SIGKILL to take effect: reap the orphans and judge by

@@ -78,7 +78,7 @@ def answered(player: Any, choice: int, ms: float) -> Answered:
 def faulted(player: Any, fault: BotFault, ms: float) -> Faulted:
     """A decision that faulted, taken once the player is stopped: what it wrote while dying
     belongs to this game."""
-    return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
+    return Faulted(fault.reason, fault.message, ms, player.take_stderr())
 
 
 class BotSeat:

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..limits import Limits
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
@@ -131,9 +130,9 @@ def _resolve(ref: str, base: Path) -> str:
 
 
 def check_config(cfg: TournamentConfig) -> None:
+    """What holds between fields (seats and rules, bots and format, a suite's deals); each field's
+    own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
-    if cfg.format not in ("round-robin", "gauntlet"):
-        raise ConfigError("format must be 'round-robin' or 'gauntlet'")
     if not rules.min_players <= cfg.seats <= rules.max_players:
         raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
     pool = cfg.bots + cfg.candidates
@@ -145,15 +144,6 @@ def check_config(cfg: TournamentConfig) -> None:
         raise ConfigError(f"a {cfg.seats}-seat gauntlet needs at least {cfg.seats - 1} field bots")
     if len(set(pool)) != len(pool):
         raise ConfigError("each bot may be listed once")
-    for name, lo in (("deals", 1), ("max_turns", 10), ("move_ms", 1), ("handshake_ms", 1), ("max_tables", 1)):
-        if getattr(cfg, name) < lo:
-            raise ConfigError(f"{name} must be at least {lo}")
-    if cfg.bank_ms < 0 or cfg.concurrency < 0 or cfg.processes < 0:
-        raise ConfigError("bank_ms, concurrency and processes must not be negative")
-    try:
-        Limits(**cfg.limits)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"limits: {e}") from None
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
