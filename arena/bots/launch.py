@@ -83,8 +83,8 @@ def _system_python() -> str | None:
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if _others_can_use(Path(cand)):
             try:
-                out = subprocess.run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                                     capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
+                out = process_registry().run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                                             text=True, timeout=10, env=HOST_ENV).stdout.strip()
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if out == "True":
@@ -252,8 +252,7 @@ class Launcher:
         cmd = list(spec.build or ())
 
         def run() -> subprocess.CompletedProcess:
-            return subprocess.run(cmd, cwd=spec.workdir, capture_output=True, text=True,
-                                  timeout=BUILD_TIMEOUT_S)
+            return process_registry().run(cmd, cwd=spec.workdir, text=True, timeout=BUILD_TIMEOUT_S)
         try:
             done = await trio.to_thread.run_sync(run)
         except (OSError, subprocess.TimeoutExpired) as e:

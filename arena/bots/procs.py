@@ -89,6 +89,18 @@ def scan_procs() -> dict[int, ProcInfo]:
     return table
 
 
+def children_of(pid: int) -> dict[int, int]:
+    """The children of single-threaded ``pid`` that run now, each with its start time: the kernel's
+    list of them where it keeps one, else a scan of every process."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except OSError:
+        pids = [i.pid for i in scan_procs().values() if i.ppid == pid]
+    found = (read_proc(p) for p in pids)
+    return {i.pid: i.start for i in found if i is not None and i.ppid == pid}
+
+
 def proc_environ_has(pid: int, needle: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
@@ -211,6 +223,19 @@ def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: 
                 reap_if_child(pid)
         time.sleep(0.002)
     return len(seen)
+
+
+def reap_zombie_children(table: dict[int, ProcInfo], wanted: Callable[[ProcInfo], bool]) -> int:
+    """Reap this process's zombie children that ``wanted`` names; how many. Waiting for one's own
+    child is always safe, whatever lock another process holds: nobody else can reap it."""
+    me, reaped = os.getpid(), 0
+    for info in table.values():
+        if info.ppid == me and info.state == "Z" and wanted(info):
+            try:
+                reaped += os.waitpid(info.pid, os.WNOHANG)[0] == info.pid
+            except ChildProcessError:
+                pass
+    return reaped
 
 
 def still_present(pids: set[int], table: dict[int, ProcInfo], referee_pid: int) -> set[int]:

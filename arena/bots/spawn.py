@@ -30,7 +30,7 @@ from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN, BotProcess
 from . import seccomp
-from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl, read_proc, scan_procs
+from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, read_proc, scan_procs
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 
@@ -422,8 +422,13 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         info = read_proc(popen.pid)
         start = info.start if info else 0
         sandbox_init = read_proc(bwrap_info.get("child-pid", 0) or 0)
+        # Every process started for the bot, on disk: the one we forked and, contained, the one it
+        # forked (bwrap's init, pid 1 of the sandbox; the bot itself under namespaces). Should this
+        # process die, they are orphaned to its parent, and only the record names them there.
+        helpers = children_of(popen.pid) if contained else {}
         registry.write_record(name, {
-            "pid": popen.pid, "start": start, "uid": uid, "uid_exclusive": lease is not None,
+            "procs": [[popen.pid, start], *map(list, helpers.items())],
+            "uid": uid, "uid_exclusive": lease is not None,
             "token": f"{ENV_TOKEN}={token}", "home": str(home) if home else None,
             "cgroups": [str(d) for d in cg.dirs.values()] if cg else [],
             "command": command,
@@ -436,8 +441,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                                              who=_who(uid, lease is not None),
                                              cgroup=cg.root.kind if cg else None),
         )
+        bot._attribution.extra.update(helpers)
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
-            bot._attribution.extra[sandbox_init.pid] = sandbox_init.start
             bot._sandbox_init = sandbox_init.pid
     except BaseException:
         for fd in fds + parent_fds:

@@ -13,7 +13,9 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from typing import Callable
 
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
-from .procs import Attribution, kill_and_reap, scan_procs, set_child_subreaper
+from .procs import Attribution, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
 BOT_UID_BASE = 1_900_000_000
@@ -167,6 +169,8 @@ class Registry:
         self.report = StaleReport()
         if self.dir.exists():  # a dead referee had our pid: its leftovers go first
             self._clean_referee_dir(self.dir, None, self.report)
+        if self.dir.exists():  # records of processes not gone yet: kept, under a name no referee has
+            self.dir.rename(self.run_dir / f"ref-{self.pid}-{time.time_ns()}")
         # Lock first, publish second: a cleaner never sees an unlocked ref dir.
         tmp = self.run_dir / f".ref-{self.pid}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -186,7 +190,10 @@ class Registry:
 
     def lease_uid(self) -> UidLease:
         """An exclusive bot uid; any process still running under it (left by a
-        dead referee) is killed first."""
+        dead referee) is killed first. A uid whose leftovers outlive that (zombies
+        only their parent may reap, or a process SIGKILL has not ended yet) is
+        passed over until they are gone: a lease would hide them from that parent's
+        cleanup, which cannot lock the uid while we hold it."""
         for i in range(BOT_UID_COUNT):
             uid = BOT_UID_BASE + (self._uid_next + i) % BOT_UID_COUNT
             if uid in self._leased:
@@ -196,6 +203,9 @@ class Registry:
                 continue
             self._uid_next = (self._uid_next + i + 1) % BOT_UID_COUNT
             kill_uid(uid, time.monotonic() + 2.0)
+            if pids_of_uid(uid):
+                os.close(fd)
+                continue
             sweep_uid_files(uid)
             self._leased.add(uid)
             return UidLease(uid, fd)
@@ -209,6 +219,30 @@ class Registry:
         tmp = self.dir / f".{name}.tmp"
         tmp.write_text(json.dumps(record))
         tmp.replace(self.dir / f"{name}.json")
+
+    def run(self, argv: list[str], *, timeout: float, **popen_kw) -> subprocess.CompletedProcess:
+        """:func:`subprocess.run` with output captured, for a program the arena runs on the host
+        outside a bot's containment (a trusted bot's build, an interpreter's version): recorded
+        here while it runs, in a session of its own, so that should this process die, the cleanup
+        after it kills that session and reaps what is orphaned, as it does a bot's processes. At
+        the timeout the session is killed and TimeoutExpired raised."""
+        name = self.next_name()
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                              **popen_kw) as proc:
+            info = read_proc(proc.pid)
+            self.write_record(name, {"procs": [[proc.pid, info.start if info else 0]], "command": argv})
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except BaseException:
+                try:  # the leader is not reaped yet: its group is still its own
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                raise
+            finally:
+                self.drop_record(name)
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def keep_temp(self, path: Path) -> None:
         """Note a temporary directory this referee made for its bots (a world-readable copy of
@@ -251,7 +285,20 @@ class Registry:
                     sweep_uid_files(uid)
                 finally:
                     os.close(fd)
+        # Our own zombie children of dead referees' bots, whoever holds their uid's lock or their
+        # referee's directory: nobody but this process can reap them.
+        named = self._recorded_procs()
+        report.killed += reap_zombie_children(scan_procs(), lambda i: (
+            (i.pid, i.start) in named or (uid_in_pool(i.uid) and i.uid not in self._leased)))
         return report
+
+    def _recorded_procs(self) -> set[tuple[int, int]]:
+        """(pid, start time) of every process the records of other referees name."""
+        named: set[tuple[int, int]] = set()
+        for rec_path in self.run_dir.glob("ref-*/*.json"):
+            if rec_path.parent != self.dir:
+                named |= set(_record_procs(_read_record(rec_path)).items())
+        return named
 
     def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
         fd = _try_lock(d / "lock") if d.is_dir() else None
@@ -260,29 +307,36 @@ class Registry:
         try:
             before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0
+            kept = False
             for rec_path in d.glob("*.json"):
-                try:
-                    rec = json.loads(rec_path.read_text())
-                except (OSError, ValueError):
-                    continue
-                self._kill_record(rec, deadline, report)
+                rec = _read_record(rec_path)
+                if not rec or self._kill_record(rec, deadline, report):
+                    rec_path.unlink()
+                else:
+                    kept = True
             for temp in _kept_temps(d / TEMPS):
                 shutil.rmtree(temp, ignore_errors=True)
                 report.temps.append(str(temp))
             if (report.killed, len(report.cgroups), len(report.homes), len(report.temps)) != before:
-                report.referees.append(int(d.name[4:]))  # it left something: counted in the report
-            shutil.rmtree(d, ignore_errors=True)
+                report.referees.append(int(d.name[4:].split("-")[0]))  # it left something: counted
+            if not kept:  # a record goes only with the last of its processes
+                shutil.rmtree(d, ignore_errors=True)
         finally:
             os.close(fd)
 
-    def _kill_record(self, rec: dict, deadline: float, report: StaleReport) -> None:
+    def _kill_record(self, rec: dict, deadline: float, report: StaleReport) -> bool:
+        """Kill and reap what a dead referee's record names; True once none of the processes it
+        started is left. A zombie whose parent is another live process stays until that parent
+        reaps it (its own cleanup does, reading this same record), and so does the record."""
         uid_fd = None
         uid = rec.get("uid")
         if rec.get("uid_exclusive") and uid is not None:
             uid_fd = _try_lock(self.run_dir / "uids" / str(uid))
         cg_dirs = [Path(p) for p in rec.get("cgroups", [])]
+        procs = _record_procs(rec)
+        leader, start = next(iter(procs.items()), (0, 0))
         attribution = Attribution(
-            pid=rec["pid"], start=rec["start"],
+            pid=leader, start=start, extra=dict(procs),
             uid=uid if uid_fd is not None else None,
             token=rec["token"].encode() if rec.get("token") else None,
             cgroup_pids=(lambda: cgroup_dir_pids(cg_dirs)) if cg_dirs else None,
@@ -302,6 +356,26 @@ class Registry:
         finally:
             if uid_fd is not None:
                 os.close(uid_fd)
+        return not any((info := read_proc(p)) is not None and info.start == t for p, t in procs.items())
+
+
+def _read_record(path: Path) -> dict:
+    """A bot's record, or {} when it is unreadable (a torn write can leave no other trace)."""
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def _record_procs(rec: dict) -> dict[int, int]:
+    """pid -> start time of every process a record names, the one the referee forked first. Records
+    written before ``procs`` existed name that one alone, as ``pid`` and ``start``."""
+    pairs = rec.get("procs") or ([[rec["pid"], rec["start"]]] if "pid" in rec and "start" in rec else [])
+    try:
+        return {int(p): int(t) for p, t in pairs}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _kept_temps(listing: Path) -> list[Path]:

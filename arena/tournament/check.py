@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..bots.containment import process_registry
 from ..bots.launch import BuildError, Launcher, python_for
 from ..bots.manifest import BotSpec, load_bot
 from ..bots.spawn import HOST_ENV
@@ -78,8 +79,8 @@ def interpreter_note(spec: BotSpec, launcher: Launcher) -> str | None:
         return f"{spec.command[0]}: no Python 3.11+ that an isolated bot may run"
     path = found[0]
     try:
-        version = subprocess.run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                 capture_output=True, text=True, timeout=10, env=HOST_ENV).stdout.strip()
+        version = process_registry().run([path, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                         text=True, timeout=10, env=HOST_ENV).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         version = "?"
     if path == sys.executable:

@@ -1,0 +1,253 @@
+"""The run directory's records and uid leases when a referee dies: every process the arena started
+for a bot is found by whoever survives, the subreaper reaps its own zombie children whatever uid
+lock another referee holds, and a uid with leftovers nobody cleared is not leased again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.bots.containment import cleanup_stale, process_registry
+from arena.bots.probes import sandbox_problem
+from arena.bots.procs import read_proc
+from arena.bots.spawn import DEFAULT_PATH
+from arena.bots.uids import pids_of_uid
+from tests.checks import boot_ticks, reachable, zombie_children
+
+HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
+PY = shutil.which("python3", path=DEFAULT_PATH)
+REPO = Path(__file__).resolve().parent.parent
+SLOW = 120  # a wait only a broken test reaches
+SANDBOX_PROBLEM = trio.run(sandbox_problem) if PY else "no python3"
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="private bot uids need a root referee")
+needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
+
+WORKER = textwrap.dedent("""
+    import sys, trio
+    from arena.limits import Limits
+    from arena.bots.start import start_bot
+    async def main():
+        bot = await start_bot([sys.argv[1], sys.argv[2]], sys.argv[3], sandbox=True,
+                              run_as=None if sys.argv[4] == "shared" else "auto", limits=Limits(max_processes=16))
+        print(bot.pid, bot._sandbox_init, bot.uid, bot.name, await bot.receive_line(30), flush=True)
+        await trio.sleep(600)
+    trio.run(main)
+""")
+
+SIBLING_LEASES = textwrap.dedent("""
+    import sys
+    from arena.bots.containment import process_registry
+    from arena.bots.uids import BOT_UID_BASE
+    registry = process_registry()
+    registry._uid_next = int(sys.argv[1]) - BOT_UID_BASE  # its next lease tries the dead worker's uid first
+    print(registry.lease_uid().uid, flush=True)
+    sys.stdin.read()
+""")
+
+SIBLING_LOCKS = textwrap.dedent("""
+    import fcntl, os, sys
+    from arena.bots.containment import process_registry
+    fd = os.open(process_registry().run_dir / "uids" / sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a referee that holds the uid's lease does
+    print(sys.argv[1], flush=True)
+    sys.stdin.read()
+""")
+
+
+def _dead_worker(uid: str = "private") -> tuple[int, int, str, str, int]:
+    """A referee worker, child of this process (a subreaper, like the tournament's parent), starts
+    a bot under bubblewrap and is killed -9. Returns once the bot's outer bwrap and the sandbox's
+    init are both zombies of this process: (outer pid, init pid, uid, bot name, worker pid). The bot
+    has a ``private`` uid from the pool, or the ``shared`` uid of its referee."""
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, PY, str(HOSTILE / "echo.py"), str(HOSTILE), uid],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        outer, init, uid, name, ready = worker.stdout.readline().split()
+    finally:
+        worker.kill()
+        worker.wait()
+        worker.stdout.close()
+    assert ready == "ready"
+    me = os.getpid()
+    deadline = time.monotonic() + SLOW
+    for pid in (int(outer), int(init)):
+        while (info := read_proc(pid)) is None or info.state != "Z" or info.ppid != me:
+            assert time.monotonic() < deadline, f"{pid} did not become our zombie: {info}"
+            time.sleep(0.005)
+    return int(outer), int(init), uid, name, worker.pid
+
+
+@needs_root
+@needs_sandbox
+@pytest.mark.parametrize("sibling", ["leases", "holds the lock", "holds the lock, record lost"])
+def test_a_dead_workers_bot_is_reaped_whatever_a_sibling_does_with_its_uid(sibling: str) -> None:
+    """The race of a killed worker: its bot's processes are zombies of this subreaper, its uid's
+    lock is free, and a surviving referee takes the uid (or its lock) before this process cleans
+    up. Both zombies are reaped all the same, and the uid is leased again only once they are."""
+    process_registry()  # this process: a subreaper with a run directory, as the tournament's parent
+    since = boot_ticks()
+    outer, init, bot_uid, name, worker = _dead_worker()
+    uid = int(bot_uid)
+    if "record lost" in sibling:  # the worker died before it wrote the record
+        (process_registry().run_dir / f"ref-{worker}" / f"{name}.json").unlink()
+    script = SIBLING_LEASES if sibling == "leases" else SIBLING_LOCKS
+    other = subprocess.Popen([sys.executable, "-c", script, str(uid)], cwd=REPO,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None
+        leased = int(other.stdout.readline())
+        if sibling == "leases":
+            assert leased != uid, "a uid was leased while a dead worker's processes were left under it"
+        cleanup_stale()
+        assert zombie_children(started_since=since) == []
+        assert read_proc(outer) is None and read_proc(init) is None
+        assert pids_of_uid(uid) == []
+    finally:
+        other.kill()
+        other.wait()
+        for stream in (other.stdin, other.stdout):
+            stream.close()
+        for pid in (outer, init):  # a failed test must not leave them to the next one
+            info = read_proc(pid)
+            if info is not None and info.ppid == os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    cleanup_stale()  # the sibling's lease: it was killed holding it
+
+
+CLEANS = "from arena.bots.containment import cleanup_stale; cleanup_stale()"
+
+
+@needs_sandbox
+def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena_cleaned_first() -> None:
+    """No private uid to find them by: the record alone names the bot's outer bwrap and the
+    sandbox's init. Another arena process cleans up first; they are not its children, so it
+    cannot reap them and must leave the record for this process, their parent, which reaps both."""
+    process_registry()
+    since = boot_ticks()
+    outer, init, uid, _, _ = _dead_worker("shared")
+    assert uid == "None"
+    subprocess.run([sys.executable, "-c", CLEANS], cwd=REPO, check=True)
+    try:
+        assert read_proc(outer).state == "Z" and read_proc(init).state == "Z"  # not the other's to reap
+        cleanup_stale()
+        assert zombie_children(started_since=since) == []
+        assert read_proc(outer) is None and read_proc(init) is None
+    finally:
+        for pid in (outer, init):
+            info = read_proc(pid)
+            if info is not None and info.ppid == os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+BUILDER = textwrap.dedent("""
+    import sys, trio
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    trio.run(Launcher(trusted=True).build, load_bot(sys.argv[1]))
+""")
+
+
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path) -> None:
+    """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
+    referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
+    the referee must find the build as it finds a bot: by the referee's record of it."""
+    process_registry()
+    since = boot_ticks()
+    bot = tmp_path / "slowbuild"
+    bot.mkdir()
+    (bot / "bot.py").write_text("print('ready', flush=True)\n")
+    (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
+                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
+    referee = subprocess.Popen([sys.executable, "-c", BUILDER, str(bot)], cwd=REPO)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + SLOW
+        while not (bot / "pids").exists():
+            assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
+            time.sleep(0.005)
+        pids = [int(p) for p in (bot / "pids").read_text().split()]
+        referee.kill()
+        referee.wait()
+        assert all(read_proc(p) is not None for p in pids)  # orphaned, still building
+        cleanup_stale()
+        assert [p for p in pids if read_proc(p) is not None] == []
+        assert zombie_children(started_since=since) == []
+    finally:
+        referee.kill()
+        referee.wait()
+        for pid in pids:
+            info = read_proc(pid)
+            if info is not None and info.ppid == os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) -> None:
+    """A referee of an earlier version, killed, left a record naming its bot's process as ``pid``
+    and ``start``: the cleanup still kills and reaps it, then removes the record and directory."""
+    from arena.bots.uids import Registry, StaleReport
+    registry = Registry(tmp_path / "run")
+    bot = subprocess.Popen(["sleep", "600"])
+    try:
+        dead = tmp_path / "run" / "ref-999997"
+        dead.mkdir()
+        (dead / "r999997-b1.json").write_text(json.dumps(
+            {"pid": bot.pid, "start": read_proc(bot.pid).start, "uid": None, "token": None, "cgroups": []}))
+        report = StaleReport()
+        registry._clean_referee_dir(dead, None, report)
+        assert report.killed == 1 and read_proc(bot.pid) is None and not dead.exists()
+    finally:
+        bot.kill()
+        bot.returncode = -9  # reaped by the cleanup (or, if the test failed, here)
+        try:
+            os.waitpid(bot.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path: Path) -> None:
+    """A dead referee's record whose process is a zombie of some other live process: the cleanup
+    cannot reap it, so it keeps the record (that parent's cleanup needs it), and a new referee
+    that happens to get the dead one's pid sets the directory aside rather than failing. Once the
+    zombie comes to us (its parent died; we are a subreaper), the next cleanup reaps it and
+    removes the record."""
+    from arena.bots.uids import Registry, StaleReport
+    run = tmp_path / "run"
+    holder = subprocess.Popen(["sh", "-c", "sleep 0 & echo $!; exec sleep 600"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        zombie = int(holder.stdout.readline())
+        deadline = time.monotonic() + SLOW
+        while (info := read_proc(zombie)) is None or info.state != "Z":
+            assert time.monotonic() < deadline, f"{zombie} did not become a zombie: {info}"
+            time.sleep(0.005)
+        assert info.ppid == holder.pid  # not ours: only the holder may reap it
+        ours = run / f"ref-{os.getpid()}"  # the dead referee had the pid we have now
+        ours.mkdir(parents=True)
+        (ours / "r1-b1.json").write_text(json.dumps({"procs": [[zombie, info.start]], "uid": None}))
+        registry = Registry(run)
+        assert registry.dir == ours and not list(ours.glob("*.json"))
+        aside = [d for d in run.glob(f"ref-{os.getpid()}-*")]
+        assert len(aside) == 1 and (aside[0] / "r1-b1.json").exists()
+        holder.kill()
+        holder.wait()  # the zombie is orphaned to this process, a subreaper
+        registry._clean_referee_dir(aside[0], None, StaleReport())
+        assert read_proc(zombie) is None and not aside[0].exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
