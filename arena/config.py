@@ -51,6 +51,8 @@ BotRefs = Annotated[list[StrictStr], Field(description="Bundled bot names, or pa
 FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes one slot of move_ms, with no "
                                               "bank: the next request waits for the slot's end, so think "
                                               "time carries nothing between seats (docs/SANDBOX.md).")]
+Ponder = Annotated[StrictBool, Field(description="Bots may think on the other seats' time. By default a seat "
+                                       "is frozen whole between its requests and gets no CPU (docs/SANDBOX.md).")]
 OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
                                                  "author; a bot without one is its own; docs/SANDBOX.md).")]
 PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)
@@ -180,6 +182,7 @@ class _TournamentFields(_Shared):
     processes: Annotated[StrictInt, Field(ge=0)] = 0
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
     fixed_schedule: FixedSchedule = False
+    ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
@@ -234,6 +237,7 @@ class LadderFile(_Shared):
     check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
     fixed_schedule: FixedSchedule = False
+    ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "

@@ -94,7 +94,7 @@ def test_an_illegal_action_forfeits_under_penalize():
     obs, reward, term, trunc, info = g.step(bad)
     assert term and not trunc and info["illegal"] == bad
     assert reward == -1.0 and info["place"] == 4, "the learner forfeits into last place"
-    assert [f["seat"] for f in info["faults"]] == [2] and info["faults"][0]["reason"] == "illegal"
+    assert [f["seat"] for f in info["faults"]] == [2] and info["faults"][0]["reason"] == "illegal_action"
     assert g.state.result is not None and not g.action_masks().any() and obs["action_mask"].sum() == 0
     with pytest.raises(RuntimeError, match="reset"):
         g.step(bad)

@@ -27,7 +27,7 @@ from arena.bots.manifest import load_bot
 from arena.cli.main import app
 from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choose_table, ladder_standings,
                           load_ladder, members, open_store, rating_history, retire, run_ladder, submit, trends)
-from arena.ladder.tables import _add_member
+from arena.ladder.tables import MemberStatus, _add_member
 
 from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 from .test_ladder import bot_copy, ctx, public_tmp, write_ladder  # noqa: F401 (fixture)
@@ -128,7 +128,7 @@ def test_retire_and_new_members_take_effect_while_running(lad4, tmp_path: Path):
     assert all("highest@1.0" not in (t.focus, *t.field) for t in after)
     assert log[3][1].focus == "lowest@9.0"  # the batch after it joined (an exploration batch: it met nobody)
     assert log[4][1].focus != "lowest@9.0" and (log[5][1].focus, log[5][1].why) == ("lowest@9.0", "new")
-    assert bot_statuses(store, ladder.name)["highest@1.0"].status == "retired"
+    assert bot_statuses(store, ladder.name)["highest@1.0"].status is MemberStatus.RETIRED
     snaps = {h["games"] for h in rating_history(store, ladder.name)}
     assert len(snaps) >= 2  # one when lowest@9.0 joined
     with pytest.raises(Exception, match="not a member"):
@@ -169,7 +169,7 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     assert summary.suspended == ["crashy@1.0"]
     status = bot_statuses(store, ladder.name)["crashy@1.0"]
     # counted between batches: at least suspend_after (3) faulted games in a row, all of one batch here
-    assert status.status == "suspended" and " faulted games in a row (crash " in status.reason
+    assert status.status is MemberStatus.SUSPENDED and " faulted games in a row (crash " in status.reason
     assert int(status.reason.split()[0]) >= 3 and "suspend_after = 3," in status.reason  # both numbers
     assert "ZeroDivisionError: division by zero" in status.detail["stderr"]
     assert any("suspended crashy@1.0" in s and "suspend_after = 3" in s and "ZeroDivisionError" in s for s in said)
@@ -177,7 +177,7 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     assert all("crashy@1.0" not in (t.focus, *t.field) for t in log[first_after:])
     st = ladder_standings(ladder, store)
     assert st.suspensions["crashy@1.0"]["stderr"][-1] == "ZeroDivisionError: division by zero"
-    assert next(r for r in st.rows if r.label == "crashy@1.0").status == "suspended"
+    assert next(r for r in st.rows if r.label == "crashy@1.0").status is MemberStatus.SUSPENDED
 
 
 def test_state_reads_only_new_games_and_fits_counts(lad4):

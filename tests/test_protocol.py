@@ -939,3 +939,20 @@ def test_examples_can_be_regenerated() -> None:
 
 if __name__ == "__main__":
     write_examples()
+
+
+def test_mypy_rejects_a_fault_reason_given_as_a_string(tmp_path: Path) -> None:
+    """The core takes a FaultReason, so a reason the schema does not know (the environment once
+    recorded ``"illegal"``) is a type error, not a record no reader understands."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from arena.faults import FaultReason\n"
+                     "from arena.referee.core import Faulted, RefereeCore\n\n\n"
+                     "def seat_out(core: RefereeCore) -> Faulted:\n"
+                     "    core.fault(FaultReason.ILLEGAL_ACTION, '', 0.0)\n"
+                     "    core.start_fault(0, 'illegal', '')\n"
+                     "    return Faulted('timeout', '', 0.0)\n")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
+                          "--no-incremental", "--no-error-summary", str(probe)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    errors = [line.split(": error: ")[0].rsplit(":", 1)[-1] for line in out.stdout.splitlines() if ": error: " in line]
+    assert errors == ["7", "8"], out.stdout  # the two strings, not the enum

@@ -32,6 +32,7 @@ from arena.ratings import (
     score_to_elo,
     wilson,
 )
+from arena.ratings import Verdict
 from arena.ratings.pairs import bootstrap_over_deals
 
 K = ELO_PER_NAT
@@ -397,9 +398,9 @@ def test_sprt_bounds_and_decisions():
 
     rng = np.random.default_rng(1)
     strong = Sprt(elo0=0, elo1=10)
-    while strong.status == "continue":  # true score 0.7 (~ +147 Elo): clearly H1
+    while strong.status is Verdict.CONTINUE:  # true score 0.7 (~ +147 Elo): clearly H1
         strong.update(1 if rng.random() < 0.7 else 0)
-    assert strong.status == "accept_h1" and strong.wins + strong.losses < 2000
+    assert strong.status is Verdict.ACCEPT_H1 and strong.wins + strong.losses < 2000
 
     even = Sprt(elo0=0, elo1=10)
     cycle = ["win", "draw", "loss", "loss", "draw", "win"]
@@ -407,7 +408,7 @@ def test_sprt_bounds_and_decisions():
     while even.status == "continue":
         even.update(cycle[i % len(cycle)])
         i += 1
-    assert even.status == "accept_h0"
+    assert even.status is Verdict.ACCEPT_H0
     assert even.wins == pytest.approx(even.losses, abs=1)
 
     with pytest.raises(ValueError):

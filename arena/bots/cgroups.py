@@ -1,6 +1,12 @@
 """Per-bot cgroups (v1 or v2): memory and process caps for the whole bot, its CPU and peak
 memory as the kernel counts them, and one kill for everything in it.
 
+Where the ``cpu`` controller is there, every bot's group has the same weight, so a bot that forks
+(or ``setsid()``s, which in the root group makes a scheduler autogroup per session) shares one
+bot's part of the CPU among its processes instead of taking the other seats'. Where the freezer
+is there (``cgroup.freeze`` in v2, the ``freezer`` hierarchy in v1), a seat is frozen whole
+between its requests (:meth:`BotCgroup.hold`), so it gets no CPU at all while another seat thinks.
+
 :func:`detect_cgroups` finds where this referee may create them; docs/SANDBOX.md says which
 hosts give which.
 """
@@ -17,7 +23,9 @@ from .procs import kill_and_reap, kill_pids
 
 
 ARENA_CGROUP = "palace-arena"
-_V1_CONTROLLERS = ("memory", "pids", "cpuacct")
+_V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
+_CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the default, written to say so
+_FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
@@ -91,6 +99,7 @@ class CgroupRoot:
 
     kind: str
     parents: dict[str, Path]
+    v2_controllers: str = "+memory +pids"  # what a v2 parent hands down ("+cpu" too where there)
 
     def ensure_parent(self, ctrl: str) -> Path:
         """Create our parent group on demand.  It is removed again whenever it
@@ -102,8 +111,18 @@ class CgroupRoot:
         except FileExistsError:  # another referee's, or its rmdir of it just now: the caller retries
             pass
         if self.kind == "v2":
-            _write(parent / "cgroup.subtree_control", "+memory +pids")
+            _write(parent / "cgroup.subtree_control", self.v2_controllers)
         return parent
+
+    @property
+    def shares_cpu(self) -> bool:
+        """Whether each bot gets an equal CPU weight (the cpu controller)."""
+        return "cpu" in self.parents if self.kind == "v1" else "+cpu" in self.v2_controllers.split()
+
+    @property
+    def freezes(self) -> bool:
+        """Whether a bot can be frozen between its requests (every v2 group can)."""
+        return self.kind == "v2" or "freezer" in self.parents
 
     def describe(self) -> str:
         return f"cgroup {self.kind} ({', '.join(f'{c}={p}' for c, p in self.parents.items())})"
@@ -115,8 +134,9 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
     Returns (root or None, human-readable explanation).  cgroup v2 is used when
     the memory and pids controllers can be enabled below our own cgroup (this
     fails with EBUSY when our cgroup holds processes and is not the root, the
-    "no internal processes" rule); otherwise the v1 memory/pids/cpuacct
-    hierarchies are used if we may create directories in them.
+    "no internal processes" rule); otherwise the v1 memory/pids/cpuacct/cpu/freezer
+    hierarchies are used if we may create directories in them. The cpu controller (equal
+    shares) and the v1 freezer are used where they are; the explanation names them when not.
     """
     try:
         mounts, own = _mounts(), _own_cgroups()
@@ -135,12 +155,15 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
         if not {"memory", "pids"} <= available:
             notes.append(f"v2 at {mnt}: memory/pids controllers not available ({' '.join(sorted(available)) or 'none'})")
             continue
-        found = CgroupRoot("v2", {"unified": base / ARENA_CGROUP})
+        wanted = {"memory", "pids"} | ({"cpu"} & available)
+        if "cpu" not in available:
+            notes.append(f"v2 at {mnt}: no cpu controller: bots do not get equal CPU shares")
+        found = CgroupRoot("v2", {"unified": base / ARENA_CGROUP}, " ".join(f"+{c}" for c in sorted(wanted)))
         probe = found.parents["unified"] / f".probe-{os.getpid()}"
         try:
             enabled = set((base / "cgroup.subtree_control").read_text().split())
-            if not {"memory", "pids"} <= enabled:
-                _write(base / "cgroup.subtree_control", "+memory +pids")
+            if not wanted <= enabled:
+                _write(base / "cgroup.subtree_control", found.v2_controllers)
             found.ensure_parent("unified")
             probe.mkdir()
             probe.rmdir()
@@ -171,6 +194,10 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
                     _rmdir_quietly(parent)
                 parents[ctrl] = parent
     if "memory" in parents or "pids" in parents:
+        for ctrl, missing in (("cpu", "bots do not get equal CPU shares"),
+                              ("freezer", "a seat cannot be frozen off its turn")):
+            if ctrl not in parents:
+                notes.append(f"v1: no {ctrl} hierarchy: {missing}")
         return CgroupRoot("v1", parents), "; ".join(notes)
     return None, "; ".join(notes) or "no cgroup hierarchy with memory/pids found"
 
@@ -205,7 +232,7 @@ class BotCgroup:
                 d = self.dirs["unified"]
                 _write(d / "memory.max", str(memory_bytes))
                 _write(d / "pids.max", str(max_pids))
-                for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"), _CPU_WEIGHT["v2"]):
                     if (d / knob).exists():
                         _write(d / knob, value)
             else:
@@ -219,6 +246,14 @@ class BotCgroup:
                             pass
                 if "pids" in self.dirs:
                     _write(self.dirs["pids"] / "pids.max", str(max_pids))
+                if "cpu" in self.dirs:
+                    knob, value = _CPU_WEIGHT["v1"]
+                    _write(self.dirs["cpu"] / knob, value)
+            # The freezer's file stays open: a seat is frozen and thawed on every decision.
+            freeze_dir = self.dirs.get("unified" if root.kind == "v2" else "freezer")
+            knob, self._frozen, self._thawed = _FREEZE[root.kind]
+            self._freeze_fd = None if freeze_dir is None else \
+                os.open(freeze_dir / knob, os.O_WRONLY | os.O_CLOEXEC)
         except BaseException:
             self.remove()
             raise
@@ -252,15 +287,33 @@ class BotCgroup:
                 pass
         return out
 
+    def hold(self, frozen: bool) -> bool:
+        """Freeze (or thaw) every process of the bot; False where there is no freezer. Freezing
+        does not wait for the last process to stop: it is stopped before it next runs."""
+        if self._freeze_fd is None:
+            return False
+        os.write(self._freeze_fd, self._frozen if frozen else self._thawed)
+        return True
+
     def kill(self) -> None:
+        """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
+        thawed (and by then its SIGKILL is pending, so it runs no code of its own)."""
         d = self.dirs.get("unified")
         if d is not None and (d / "cgroup.kill").exists():
             try:
                 _write(d / "cgroup.kill", "1")
+                self._thaw_quietly()
                 return
             except OSError:
                 pass
         kill_pids(self.pids())
+        self._thaw_quietly()
+
+    def _thaw_quietly(self) -> None:
+        try:
+            self.hold(False)
+        except OSError:
+            pass
 
     def peak_memory(self) -> int | None:
         return None if self._peak_file is None else _read_int(self._peak_file)
@@ -283,6 +336,9 @@ class BotCgroup:
 
     def remove(self) -> bool:
         """rmdir every directory (only possible once empty); True if all gone."""
+        fd, self._freeze_fd = getattr(self, "_freeze_fd", None), None
+        if fd is not None:
+            os.close(fd)
         ok = True
         for d in self.dirs.values():
             ok &= remove_cgroup_dir(d)

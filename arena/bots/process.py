@@ -206,6 +206,16 @@ class BotBase:
         self._game_cpu0 = self._cpu_now() or 0.0
         self._cpu_checked_at = time.perf_counter()
 
+    def hold(self, frozen: bool) -> bool:
+        """Freeze every process of the bot (it gets no CPU, whatever it forked) or thaw it; False
+        where its cgroup has no freezer (or it has no cgroup), so it runs on."""
+        if self.cgroup is None or self._closed:
+            return False
+        try:
+            return self.cgroup.hold(frozen)
+        except OSError:  # the group is going (the bot is being torn down)
+            return False
+
     def game_cpu_seconds(self) -> float | None:
         """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
         now = self._cpu_now()
@@ -397,10 +407,10 @@ class BotBase:
 
     # -- teardown ----------------------------------------------------------
 
-    def _kill_round(self) -> bool:
-        """SIGKILL every process of the bot once and reap the orphans the subreaper inherited; True
-        when none is left but the leader's zombie (reaped last). The shell repeats it, waiting a
-        little between rounds, until True or KILL_DEADLINE."""
+    def _kill_round(self) -> None:
+        """SIGKILL every process of the bot once. The shell repeats it, waiting a little between
+        rounds, until :meth:`_kill_settled` (which reaps the orphans and rescans) says none is
+        left, or KILL_DEADLINE."""
         me = os.getpid()
         if self.cgroup is not None:
             self.cgroup.kill()
@@ -412,7 +422,6 @@ class BotBase:
         members = self._attribution.members(table, me)
         kill_pids(members)
         self._members_killed = (members, table)
-        return False
 
     def _kill_settled(self) -> bool:
         """After a round and a short wait for SIGKILL to take effect: reap the orphans and judge by

@@ -57,6 +57,7 @@ def _context(progress: Console, plain: bool):
 # --------------------------------------------------------------------------- tables
 
 def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
+    from ..ladder.tables import MemberStatus
     from ..tournament.standings import elo_text, los_text, rate_text
     lad = st.ladder
     gauge = (f"{st.anchor} fixed at {lad.anchor_elo:.0f}" if st.anchor else f"pool mean {lad.anchor_elo:.0f}")
@@ -67,7 +68,7 @@ def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
                           "[ ] are 95% intervals (rates: Wilson, over deals). LOS↓: likelihood of superiority over "
                           "the next bot down.",
                   caption_justify="left")
-    view = st.last_view is not None or st.history or any(r.status != "active" for r in st.rows)
+    view = st.last_view is not None or st.history or any(r.status is not MemberStatus.ACTIVE for r in st.rows)
     cols = ["#", "bot", "version", "Elo ± 95%", "games", "win % [95%]", "avg place", "draw % [95%]", "faults", "LOS↓",
             "ms/decision"]
     if view:
@@ -80,7 +81,7 @@ def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
         if r.wide and r.elo is not None and r.rated:
             elo += " (wide)"
         faults = ", ".join(f"{k} {v}" for k, v in sorted(r.faults.items())) or "0"
-        style = "bold yellow" if r.label == highlight else "dim" if r.status != "active" else None
+        style = "bold yellow" if r.label == highlight else "dim" if r.status is not MemberStatus.ACTIVE else None
         cells = [str(r.rank), escape(r.name), escape(r.version), elo, str(r.games),
                  rate_text(r.win_rate, r.win_low, r.win_high, r.games), f"{r.avg_place:.2f}" if r.games else "-",
                  rate_text(r.draw_rate, r.draw_low, r.draw_high, r.games), faults, los_text(r.los_next),
@@ -94,13 +95,14 @@ def ladder_table(st: "LadderStandings", highlight: str | None = None) -> Table:
 def view_lines(st: "LadderStandings") -> list[str]:
     """What `arena ladder NAME` says under the table: games since the last view, wide intervals,
     suspended bots with their last stderr lines."""
+    from ..ladder.tables import MemberStatus
     out = []
     if st.last_view is None:
         out.append("first view of this ladder from this store: the next view says how many games were played since")
     else:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.last_view))
         out.append(f"{st.since_last_view} game(s) since the last view ({when})")
-    wide = [r.label for r in st.rows if r.wide and r.status == "active"]
+    wide = [r.label for r in st.rows if r.wide and r.status is MemberStatus.ACTIVE]
     if wide:
         out.append(f"intervals still wider than ±{st.ladder.matchmaking.wide_elo:g} Elo: {', '.join(wide)} "
                    "(`arena ladder run` plays these first)")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 PAIR_NAMES = ("LL", "LD", "DD/WL", "WD", "WW")  # as arena.ratings.PAIR_NAMES, without importing numpy here
 
 # The verdict of an SPRT as the exit status: a CI job passes only when H1 is accepted.
-EXIT_STATUS = {"accept_h1": 0, "accept_h0": 1, "max_games": 3}
+EXIT_STATUS = {"accept_h1": 0, "accept_h0": 1, "max_games": 3}  # by ratings.Verdict (not imported at start-up)
 
 def _fail(message: str, code: int = 2) -> None:
     SafeConsole(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)

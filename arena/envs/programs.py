@@ -95,7 +95,7 @@ class ProgramOpponent:
             self.player.begin(message)
         except BotFault as f:
             self.player.fault(f.reason, f.message, None)
-            return Faulted(str(f.reason), f.message, 0.0, self.player.take_stderr())
+            return Faulted(f.reason, f.message, 0.0, self.player.take_stderr())
         return None
 
     def decide(self, req: Request) -> Outcome:

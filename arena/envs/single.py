@@ -36,6 +36,7 @@ import random
 import time
 import weakref
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any
 
 import gymnasium
@@ -46,6 +47,7 @@ from arena.ai.agents import reference_agent
 from arena.ai.features import check_table
 from arena.engine import legal_actions
 from arena.engine.rules import Rules
+from arena.faults import FaultReason
 from arena.referee.core import Answered, RefereeCore, TimeControl
 
 from . import programs
@@ -54,7 +56,15 @@ from .encode import encode_state
 
 LEARNER = "learner"
 REDEALS = 10  # deals a reset tries when bot programs forfeit before the learner's first decision
-ILLEGAL = ("penalize", "random_legal", "raise")
+
+
+class Illegal(StrEnum):
+    """What an action outside the mask does (see the module's docstring); a plain string with
+    one of these values is accepted too."""
+
+    PENALIZE = "penalize"
+    RANDOM_LEGAL = "random_legal"
+    RAISE = "raise"
 
 
 class PalaceSingleEnv(gymnasium.Env):
@@ -73,13 +83,13 @@ class PalaceSingleEnv(gymnasium.Env):
     def __init__(self, rules: str | Rules = "classic", opponents: Sequence[Any] = ("random",),
                  options: list[str] | dict[str, Any] | None = None, *, seat: int | None = 0,
                  max_turns: int = 2000, clock: TimeControl | None = None, launcher: Any = None,
-                 illegal: str = "penalize", render_mode: str | None = None):
-        if illegal not in ILLEGAL:
-            raise ValueError(f"illegal must be one of {', '.join(ILLEGAL)}, not {illegal!r}")
+                 illegal: Illegal | str = Illegal.PENALIZE, render_mode: str | None = None):
+        if illegal not in tuple(Illegal):
+            raise ValueError(f"illegal must be one of {', '.join(Illegal)}, not {illegal!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.render_mode = render_mode
-        self.illegal = illegal
+        self.illegal = Illegal(illegal)
         self.rules = make_rules(rules, options)
         self.players = len(opponents) + 1
         check_table(self.rules, self.players)
@@ -213,15 +223,15 @@ class PalaceSingleEnv(gymnasium.Env):
         k = self.by_index.get(int(action))
         illegal: dict[str, Any] = {}
         if k is None:
-            if self.illegal == "raise":
+            if self.illegal is Illegal.RAISE:
                 raise ValueError(f"action {action} is not legal now (see the action mask)")
             illegal["illegal"] = int(action)
-            if self.illegal == "random_legal":
+            if self.illegal is Illegal.RANDOM_LEGAL:
                 played = sorted(self.by_index)[int(self.np_random.integers(len(self.by_index)))]
                 illegal["played"] = played
                 k = self.by_index[played]
         if k is None:  # penalize: an answer outside the request forfeits, as under the referee
-            self.core.fault("illegal", f"action {action} is not one of the legal actions", 0.0)
+            self.core.fault(FaultReason.ILLEGAL_ACTION, f"action {action} is not one of the legal actions", 0.0)
         else:
             self.core.answer(k, 0.0)  # the learner is not on the clock
         self._run_others()

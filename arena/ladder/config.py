@@ -79,6 +79,7 @@ class Ladder:
     concurrency: int = 0
     check_games: int = 1  # games per scenario of the entry check
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
+    ponder: bool = False  # seats left running off their turn (arena.referee.driver.run_game)
     one_seat_per_author: bool = False  # no table seats two bots of one author
     suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
@@ -134,7 +135,7 @@ class Ladder:
             options=dict(self.options), seats=self.seats, deals=self.deals, seed=self.seed,
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
-            store=self.store, fixed_schedule=self.fixed_schedule, one_seat_per_author=self.one_seat_per_author,
+            store=self.store, fixed_schedule=self.fixed_schedule, ponder=self.ponder, one_seat_per_author=self.one_seat_per_author,
             suite=self.suite if suite is not None else "")
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         cfg = dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store
@@ -288,7 +289,7 @@ def ladder_toml(ladder: Ladder, bots: list[str], suite: str = "") -> str:
     top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
            "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
            "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games,
-           "fixed_schedule": ladder.fixed_schedule, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
+           "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
     if suite:
         top["suite"] = suite
     if ladder.anchor is not None:

@@ -21,7 +21,7 @@ import trio
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules
-from ..ratings import PAIR_NAMES, PairSprt, Sprt, elo_difference, los, pair_elo, pair_index, rate_interval
+from ..ratings import PAIR_NAMES, PairSprt, Sprt, Verdict, elo_difference, los, pair_elo, pair_index, rate_interval
 from ..referee import TimeControl
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..tournament.worker import open_workers
@@ -38,7 +38,7 @@ class MatchProgress:
     draws: int = 0
     losses: int = 0
     sprt: Sprt | PairSprt | None = None
-    status: str = "continue"  # or accept_h0 / accept_h1 / max_games
+    status: Verdict = Verdict.CONTINUE
     pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # LL, LD, DD/WL, WD, WW from a's side
     deal_wins: list[int] = field(default_factory=list)  # a's outright wins in each deal (of its 2 games)
     deal_pairs: list[int] = field(default_factory=list)  # each deal's pair outcome, an index into PAIR_NAMES
@@ -254,7 +254,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
 
     async with opened as executor:
         deal = 0
-        while deal < pairs and progress.status == "continue":
+        while deal < pairs and progress.status is Verdict.CONTINUE:
             batch = range(deal, min(pairs, deal + (concurrency + 1) // 2))
             todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
             if todo:
@@ -266,11 +266,11 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
                 deal = d + 1
                 if sprt is not None:
                     progress.status = sprt.status
-                if progress.status == "continue" and deal >= pairs:
-                    progress.status = "max_games"
+                if progress.status is Verdict.CONTINUE and deal >= pairs:
+                    progress.status = Verdict.MAX_GAMES
                 if on_pair is not None:
                     on_pair(progress)
-                if progress.status != "continue":
+                if progress.status is not Verdict.CONTINUE:
                     break
         if store is not None:
             store.finish_tournament(tid)

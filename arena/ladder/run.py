@@ -29,7 +29,7 @@ from .history import LadderState, take_snapshot
 from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
-from .tables import bot_statuses, members, rebase_refs, set_status
+from .tables import MemberStatus, bot_statuses, members, rebase_refs, set_status
 
 BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
 # bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
@@ -97,7 +97,7 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
             if ok:
                 verified[m.label, m.ref] = spec.author
         if not ok:
-            set_status(store, ladder.name, m.label, "suspended", f"its files at {m.ref} are missing or changed "
+            set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, f"its files at {m.ref} are missing or changed "
                        "since it joined")
             say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")
             continue
@@ -127,7 +127,7 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
         # finished first and the count can be above suspend_after
         why = (f"{run.count} faulted games in a row ({reasons}); suspend_after = {limit}, "
                "counted when the batch that reached it finished")
-        set_status(store, ladder.name, m.label, "suspended", why,
+        set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, why,
                    {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
                     "last_message": message, "stderr": stderr})
         tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
@@ -297,9 +297,9 @@ def retire(store: Store, ladder: Ladder, label: str) -> str:
         hint = f" (did you mean {', '.join(same)}?)" if same else f" (members: {', '.join(sorted(names)) or 'none'})"
         raise LadderError(f"{label} is not a member of ladder {ladder.name}{hint}")
     current = bot_statuses(store, ladder.name).get(label)
-    if current is not None and current.status == "retired":
+    if current is not None and current.status is MemberStatus.RETIRED:
         return f"{label} was already retired from {ladder.name}"
-    set_status(store, ladder.name, label, "retired", "retired by the operator")
+    set_status(store, ladder.name, label, MemberStatus.RETIRED, "retired by the operator")
     return f"retired {label} from {ladder.name}: it plays no more games there (its games and rating stay)"
 
 

@@ -14,7 +14,7 @@ from ..tournament.standings import read_games, summarise
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
 from .history import rating_history, trends
-from .tables import bot_statuses, members
+from .tables import MemberStatus, bot_statuses, members
 
 @dataclass
 class Row:
@@ -35,7 +35,7 @@ class Row:
     los_next: float | None = None  # P(stronger than the bot ranked just below)
     origin: str = ""
     registered: float | None = None
-    status: str = "active"  # or retired / suspended
+    status: MemberStatus = MemberStatus.ACTIVE
     status_reason: str = ""
     last_hour: int = 0  # games finished in the last hour
     trend: str = ""  # ↑ ↓ → over the last snapshots ('' before two snapshots)
@@ -221,7 +221,7 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
         got = statuses.get(row.label)
         if got is not None:
             row.status, row.status_reason = got.status, got.reason
-            if got.status == "suspended":
+            if got.status is MemberStatus.SUSPENDED:
                 st.suspensions[row.label] = {"reason": got.reason, "since": got.since, **got.detail}
         row.wide = row.margin is None or row.margin > wide
     if view:

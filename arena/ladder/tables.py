@@ -23,6 +23,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -278,10 +279,18 @@ def keep_ladder_file(store: Store, ladder: Ladder) -> Path:
 
 # --------------------------------------------------------------------------- retired and suspended bots
 
+class MemberStatus(StrEnum):
+    """Whether a member is in matchmaking; the store keeps only the other two (``ladder_bot_status``)."""
+
+    ACTIVE = "active"
+    RETIRED = "retired"  # by the operator
+    SUSPENDED = "suspended"  # by the ladder: its files changed, or it faulted game after game
+
+
 @dataclass
 class BotStatus:
     label: str
-    status: str  # 'retired' or 'suspended'
+    status: MemberStatus  # retired or suspended
     since: float
     reason: str
     detail: dict[str, Any]
@@ -293,10 +302,10 @@ def bot_statuses(store: Store, ladder: str) -> dict[str, BotStatus]:
         return {}
     rows = store.db.execute("SELECT label, status, since, reason, detail FROM ladder_bot_status WHERE ladder=?",
                             (ladder,))
-    return {r[0]: BotStatus(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows}
+    return {r[0]: BotStatus(r[0], MemberStatus(r[1]), r[2], r[3], json.loads(r[4])) for r in rows}
 
 
-def set_status(store: Store, ladder: str, label: str, status: str, reason: str,
+def set_status(store: Store, ladder: str, label: str, status: MemberStatus, reason: str,
                detail: dict[str, Any] | None = None) -> None:
     with store.tx() as db:
         db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",

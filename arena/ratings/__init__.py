@@ -21,7 +21,7 @@ no multiplayer results and no confidence intervals.  A fitted, order
 independent Elo is the requirement here.
 """
 
-from .headtohead import Sprt, elo_difference, elo_to_score, los, score_to_elo
+from .headtohead import Sprt, Verdict, elo_difference, elo_to_score, los, score_to_elo
 from .outcome import Outcome
 from .pairs import (PAIR_NAMES, PairSprt, bootstrap_over_deals, bootstrap_rate, pair_elo, pair_index, rate_interval,
                     score_interval, wilson)
@@ -40,6 +40,7 @@ __all__ = [
     "Rating",
     "Ratings",
     "Sprt",
+    "Verdict",
     "bootstrap_over_deals",
     "bootstrap_rate",
     "elo_difference",

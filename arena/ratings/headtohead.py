@@ -18,6 +18,18 @@ defined (draws are rare in Palace, so a zero draw count is the normal case).
 from __future__ import annotations
 
 import math
+from enum import StrEnum
+
+
+
+class Verdict(StrEnum):
+    """Where a sequential test stands: go on, or which hypothesis it accepts (a match that ends at
+    its game cap without either says ``MAX_GAMES``)."""
+
+    CONTINUE = "continue"
+    ACCEPT_H0 = "accept_h0"
+    ACCEPT_H1 = "accept_h1"
+    MAX_GAMES = "max_games"
 
 __all__ = ["elo_to_score", "score_to_elo", "elo_difference", "los", "Sprt"]
 
@@ -106,7 +118,7 @@ class Sprt:
         self.upper = math.log((1.0 - beta) / alpha)
         self.wins = self.draws = self.losses = 0
 
-    def update(self, result: float | str) -> str:
+    def update(self, result: float | str) -> Verdict:
         """Record one game; returns the new status."""
         try:
             score = _RESULTS[result]
@@ -120,7 +132,7 @@ class Sprt:
             self.losses += 1
         return self.status
 
-    def add(self, wins: int = 0, draws: int = 0, losses: int = 0) -> str:
+    def add(self, wins: int = 0, draws: int = 0, losses: int = 0) -> Verdict:
         """Record many games at once."""
         if min(wins, draws, losses) < 0:
             raise ValueError("counts must be non-negative")
@@ -156,13 +168,13 @@ class Sprt:
         return n * (s1 - s0) * (2.0 * s - s0 - s1) / (2.0 * var)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Verdict:
         llr = self.llr
         if llr >= self.upper:
-            return "accept_h1"
+            return Verdict.ACCEPT_H1
         if llr <= self.lower:
-            return "accept_h0"
-        return "continue"
+            return Verdict.ACCEPT_H0
+        return Verdict.CONTINUE
 
     def __repr__(self) -> str:
         return (

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .headtohead import _constrained_mle, elo_to_score, score_to_elo
+from .headtohead import Verdict, _constrained_mle, elo_to_score, score_to_elo
 
 __all__ = ["PAIR_NAMES", "PairSprt", "bootstrap_over_deals", "bootstrap_rate", "pair_elo", "pair_index",
            "rate_interval", "score_interval", "wilson"]
@@ -153,7 +153,7 @@ class PairSprt:
         self.upper = math.log((1.0 - beta) / alpha)
         self.pairs = [0, 0, 0, 0, 0]
 
-    def update(self, first: float, second: float) -> str:
+    def update(self, first: float, second: float) -> Verdict:
         """Record one pair by its two game scores from the candidate's side; returns the status."""
         self.pairs[pair_index(first, second)] += 1
         return self.status
@@ -170,13 +170,13 @@ class PairSprt:
         return n * sum(p * math.log(a / b) for p, a, b in zip(probs, q1, q0))
 
     @property
-    def status(self) -> str:
+    def status(self) -> Verdict:
         llr = self.llr
         if llr >= self.upper:
-            return "accept_h1"
+            return Verdict.ACCEPT_H1
         if llr <= self.lower:
-            return "accept_h0"
-        return "continue"
+            return Verdict.ACCEPT_H0
+        return Verdict.CONTINUE
 
     def __repr__(self) -> str:
         return (f"PairSprt(elo0={self.elo0}, elo1={self.elo1}, pairs={self.pairs}, llr={self.llr:.3f} in "

@@ -25,7 +25,7 @@ from ..engine import Rules
 from ..faults import ArenaFailure, BotFault
 from . import protocol
 from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, slot_end
+from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, hold, slot_end
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
@@ -106,6 +106,7 @@ class BlockingPlayer(BotSeat):
 
     def shutdown(self) -> None:
         """``shutdown``, then the bot's grace runs in the hub while this process goes on."""
+        self.hold(False)  # it may be frozen off its turn: it needs the CPU to exit by itself
         if self.conn is not None:
             try:
                 self.conn.send_line(protocol.encode(protocol.shutdown()), timeout=0.5)
@@ -160,12 +161,13 @@ class BlockingLaunch:
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
-              stderr_lines_per_step: int = 20, fixed_schedule: bool = False,
+              stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
               given: Sequence[int] = ()) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
     ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
-    decision, no bank, so think time carries nothing another seat can time; ``given`` as there."""
+    decision, no bank, so think time carries nothing another seat can time; ``ponder`` (seats
+    left running off their turn) and ``given`` as there."""
     clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
@@ -184,10 +186,18 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
+    if not ponder:
+        for p in players:
+            hold(p, True)
     slot = clock.move_ms / 1000
     while (req := core.next_request()) is not None:
+        player = players[req.seat]
+        if not ponder:
+            hold(player, False)  # before its clock starts (in decide)
         start = time.monotonic()
-        core.settle(players[req.seat].decide(req))
+        core.settle(player.decide(req))
+        if not ponder:
+            hold(player, True)
         if fixed_schedule:  # until the end of the decision's last whole slot
             time.sleep(max(0.0, slot_end(start, time.monotonic(), slot) - time.monotonic()))
     rec = core.record

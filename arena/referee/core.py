@@ -23,6 +23,7 @@ from typing import Any
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
 from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
+from ..faults import FaultReason
 from . import protocol
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
@@ -140,9 +141,9 @@ class Answered:
 
 @dataclass(slots=True)
 class Faulted:
-    """How a decision ended: the seat faulted (``reason``, a :class:`~arena.faults.FaultReason`)."""
+    """How a decision ended: the seat faulted, for ``reason``."""
 
-    reason: str
+    reason: FaultReason
     message: str
     ms: float
     stderr: list[str] = field(default_factory=list)
@@ -202,12 +203,12 @@ class RefereeCore:
         return protocol.start(self.game_id, seat, self.players, rec.players, rec.rules, self._clock_json,
                               bot_seed(self.seed, seat))
 
-    def start_fault(self, seat: int, reason: str, message: str, stderr: Iterable[str] = ()) -> None:
+    def start_fault(self, seat: int, reason: FaultReason, message: str, stderr: Iterable[str] = ()) -> None:
         """A seat that could not start (or greet) is out before the first request; no step logs it."""
         self.forfeit(seat, reason, message)
         self.record.stderr[seat] += list(stderr)[-self.stderr_lines:]
 
-    def forfeit(self, seat: int, reason: str, message: str = "") -> list[dict[str, Any]]:
+    def forfeit(self, seat: int, reason: FaultReason, message: str = "") -> list[dict[str, Any]]:
         """Remove ``seat`` now, outside any request (start faults; simulations). Returns the events."""
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, reason)
@@ -280,7 +281,7 @@ class RefereeCore:
             rec.stderr[seat] += lines
         rec.steps.append(step)
 
-    def fault(self, reason: str, message: str, ms: float, stderr: Sequence[str] = ()) -> None:
+    def fault(self, reason: FaultReason, message: str, ms: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering (what it wrote while dying is ``stderr``)."""
         step, _, seat = self._take()
         step.update(ms=round(ms, 3), fault=str(reason))
@@ -318,7 +319,7 @@ class RefereeCore:
         self._asked = None
         return asked
 
-    def _note_fault(self, seat: int, reason: str, message: str) -> None:
+    def _note_fault(self, seat: int, reason: FaultReason, message: str) -> None:
         self.faulted.add(seat)
         self.record.faults.append({"seat": seat, "bot": self.record.players[seat], "reason": str(reason),
                                    "message": message[:500], "turn": self.state.turn})

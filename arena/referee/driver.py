@@ -22,7 +22,7 @@ from ..engine import Rules, State
 from ..faults import ArenaFailure, BotFault
 from . import protocol
 from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, slot_end
+from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, hold, slot_end
 
 
 class Connection(Protocol):
@@ -131,6 +131,7 @@ class BotPlayer(BotSeat):
             self._keep_stderr(conn)
 
     async def shutdown(self) -> None:
+        self.hold(False)  # it may be frozen off its turn: it needs the CPU to exit by itself
         if self.conn is not None:
             with trio.move_on_after(0.5):
                 try:
@@ -160,7 +161,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
                    clock: TimeControl = TimeControl(), max_turns: int = 2000,
                    ask_forced: bool = False, stderr_lines_per_step: int = 20,
                    on_event: Callable[[State, dict[str, Any]], None] | None = None,
-                   fixed_schedule: bool = False, given: Sequence[int] = ()) -> GameRecord:
+                   fixed_schedule: bool = False, ponder: bool = False, given: Sequence[int] = ()) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits.
 
     ``given``: start mid-game, at a deal suite's position: these action indexes are played first,
@@ -200,10 +201,18 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         await players[seat].fault(fault.reason, fault.message, None)
         # no step logs a start fault: keep what the bot said on stderr (say, a traceback) here
         core.start_fault(seat, fault.reason, fault.message, players[seat].take_stderr())
+    if not ponder:
+        for p in players:
+            hold(p, True)
 
     while (req := core.next_request()) is not None:
+        player = players[req.seat]
+        if not ponder:
+            hold(player, False)  # before its clock starts
         start = trio.current_time()
-        core.settle(await outcome(players[req.seat], req))
+        core.settle(await outcome(player, req))
+        if not ponder:
+            hold(player, True)
         if fixed_schedule:
             await trio.sleep_until(slot_end(start, trio.current_time(), clock.move_ms / 1000))
 

@@ -62,6 +62,14 @@ def slot_end(start: float, now: float, slot: float) -> float:
     return start + max(1, math.ceil((now - start) / slot)) * slot
 
 
+def hold(player: Any, frozen: bool) -> None:
+    """Freeze a bot's seat off its turn, or thaw it for its request (a person's seat, or a
+    scripted one, is left alone). The game loops thaw a seat before its clock starts, so the
+    thaw costs it no time; ``ponder`` tables never freeze (see ``run_game``)."""
+    if isinstance(player, BotSeat):
+        player.hold(frozen)
+
+
 def answered(player: Any, choice: int, ms: float) -> Answered:
     """A decision answered after ``ms``, with the stderr since the last one and the reply's info."""
     return Answered(choice, ms, player.take_stderr(), getattr(player, "note", None))
@@ -70,7 +78,7 @@ def answered(player: Any, choice: int, ms: float) -> Answered:
 def faulted(player: Any, fault: BotFault, ms: float) -> Faulted:
     """A decision that faulted, taken once the player is stopped: what it wrote while dying
     belongs to this game."""
-    return Faulted(str(fault.reason), fault.message, ms, player.take_stderr())
+    return Faulted(fault.reason, fault.message, ms, player.take_stderr())
 
 
 BETWEEN_GAMES = "(between games) "  # before a stderr line the bot wrote after its last game ended
@@ -122,6 +130,12 @@ class BotSeat:
         if self.games:
             self._stderr = [BETWEEN_GAMES + line for line in self.take_stderr()]
         self.games += 1
+
+    def hold(self, frozen: bool) -> None:
+        """Freeze (or thaw) the bot's processes, where its cgroup has a freezer."""
+        hold = getattr(self.conn, "hold", None)  # (tests' scripted connections have none)
+        if hold is not None:
+            hold(frozen)
 
     def _clock_game(self, conn: Any) -> None:
         """A game begins: the process's CPU is counted per game (arena.limits)."""

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bots.manifest import BotSpec
-from ..faults import BotFault
+from ..faults import BotFault, FaultReason
 from ..referee.core import GameRecord, RefereeCore
 from ..referee.driver import BotPlayer
-from .simulate import Decision, Replay, ReplayError, _ms, requests_for, start_for
+from .simulate import Decision, Replay, ReplayError, _ms, fault_reason, requests_for, start_for
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Divergence:
     recorded: Decision
     choice: int | None  # the new build's action id; None when it faulted
     ms: float | None = None
-    fault: tuple[str, str] | None = None  # (reason, message) when the new build faulted
+    fault: tuple[FaultReason, str] | None = None  # (reason, message) when the new build faulted
     info: dict[str, Any] | None = None  # what the new build said it was thinking
     info_warning: str | None = None
 
@@ -80,7 +80,7 @@ async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callabl
         try:
             await player.begin(start_for(replay, seat))
         except BotFault as f:
-            result.divergence = Divergence(start, decisions[start - 1], None, fault=(str(f.reason), str(f)))
+            result.divergence = Divergence(start, decisions[start - 1], None, fault=(f.reason, str(f)))
             return result
         for number in range(start, len(decisions) + 1):
             recorded = decisions[number - 1]
@@ -90,7 +90,7 @@ async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callabl
             try:
                 choice, fault = await player.decide(req, timeout), None
             except BotFault as f:
-                choice, fault = None, (str(f.reason), str(f))
+                choice, fault = None, (f.reason, str(f))
             ms = round((_now() - t0) * 1000, 3)
             result.stderr += player.take_stderr()
             same = (choice == recorded.choice) if recorded.fault is None else fault is not None
@@ -123,14 +123,14 @@ async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, 
                        clock=replay.clock, max_turns=int(record.get("max_turns", 2000)),
                        given=record.get("given") or ())
     for f in replay.start_forfeits:
-        core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
+        core.start_fault(int(f["seat"]), fault_reason(f["reason"]), str(f.get("message", "")))
     frames = replay.frames[1:]
     target = d.recorded.request["id"]
     while (req := core.next_request()) is not None and req.id != target:
         step = frames[len(core.record.steps)].step or {}
         fr = frames[len(core.record.steps)]
         if "fault" in step:
-            core.fault(str(step["fault"]), "", _ms(step))
+            core.fault(fault_reason(step["fault"]), "", _ms(step))
         else:
             core.answer(fr.actions.index(fr.action), _ms(step))
     if req is None:
@@ -148,14 +148,14 @@ async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, 
                 try:
                     await p.begin(core.start_message(req.seat))
                 except BotFault as fault:
-                    core.fault(str(fault.reason), str(fault), 0.0, p.take_stderr())
+                    core.fault(fault.reason, str(fault), 0.0, p.take_stderr())
                     continue
             t0 = _now()
             try:
                 choice = await p.ask(req)
             except BotFault as fault:
                 await p.fault(fault.reason, str(fault), req.id)
-                core.fault(str(fault.reason), str(fault), (_now() - t0) * 1000, p.take_stderr())
+                core.fault(fault.reason, str(fault), (_now() - t0) * 1000, p.take_stderr())
                 continue
             core.answer(choice, (_now() - t0) * 1000, p.take_stderr(), p.note)
         for s, message in core.end_messages():

@@ -24,8 +24,16 @@ from ..engine import Rules, RulesError, State, apply_action, forfeit, legal_acti
 from ..engine.model import Action, Event
 from ..engine.views import action_json, event_for, result_json
 from ..errors import ArenaError
+from ..faults import FAULT_REASONS, FaultReason
 from ..referee import protocol
 from ..referee.core import RefereeCore, Request, TimeControl
+
+
+def fault_reason(value: Any) -> FaultReason:
+    """A log's fault reason, or ReplayError for one the protocol does not know (a tampered log)."""
+    if value not in FAULT_REASONS:
+        raise ReplayError(f"the log's fault {value!r} is no fault reason")
+    return FaultReason(value)
 
 
 class ReplayError(ArenaError, ValueError):
@@ -332,7 +340,7 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
                        encode=False, given=record.get("given") or ())
     for f in replay.start_forfeits:
         try:
-            core.start_fault(int(f["seat"]), str(f["reason"]), str(f.get("message", "")))
+            core.start_fault(int(f["seat"]), fault_reason(f["reason"]), str(f.get("message", "")))
         except (KeyError, TypeError, ValueError, IndexError):
             continue  # simulate() reported it
     asked: list[tuple[Request, Frame, int | None]] = []
@@ -343,7 +351,9 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
             break
         step = fr.step or {}
         if "fault" in step:
-            core.fault(str(step["fault"]), "", _ms(step))
+            if step["fault"] not in FAULT_REASONS:
+                break  # no reason the protocol knows: a tampered log
+            core.fault(FaultReason(step["fault"]), "", _ms(step))
             asked.append((req, fr, None))
             continue
         if fr.action is None or fr.action not in fr.actions:

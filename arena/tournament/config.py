@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..limits import Limits
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
@@ -58,6 +57,7 @@ class TournamentConfig:
     processes: int = 0  # referee processes sharing the games; 0: one per core, up to concurrency
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
     fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
+    ponder: bool = False  # seats keep running off their turn (else frozen between requests; docs/SANDBOX.md)
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
@@ -156,9 +156,9 @@ def _resolve(ref: str, base: Path) -> str:
 
 
 def check_config(cfg: TournamentConfig) -> None:
+    """What holds between fields (seats and rules, bots and format, a suite's deals); each field's
+    own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
-    if cfg.format not in FORMATS:
-        raise ConfigError("format must be one of " + ", ".join(repr(f) for f in FORMATS))
     if not rules.min_players <= cfg.seats <= rules.max_players:
         raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
     pool = cfg.bots + cfg.candidates
@@ -172,15 +172,6 @@ def check_config(cfg: TournamentConfig) -> None:
         raise ConfigError(f"a {cfg.seats}-seat gauntlet needs at least {cfg.seats - 1} field bots")
     if len(set(pool)) != len(pool):
         raise ConfigError("each bot may be listed once")
-    for name, lo in (("deals", 1), ("max_turns", 10), ("move_ms", 1), ("handshake_ms", 1), ("max_tables", 1)):
-        if getattr(cfg, name) < lo:
-            raise ConfigError(f"{name} must be at least {lo}")
-    if cfg.bank_ms < 0 or cfg.concurrency < 0 or cfg.processes < 0:
-        raise ConfigError("bank_ms, concurrency and processes must not be negative")
-    try:
-        Limits(**cfg.limits)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"limits: {e}") from None
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")

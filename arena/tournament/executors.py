@@ -85,6 +85,7 @@ class BotSetup:
     restart_each_game: bool = False
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
+    ponder: bool = False  # seats left running off their turn (arena.referee.driver.run_game)
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -98,7 +99,7 @@ class BotSetup:
         hashes = {label: spec.files_hash() for label, spec in self.specs.items() if not spec.human}
         return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
                 "limits": self.limits, "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
-                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule}
+                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "ponder": self.ponder}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
@@ -109,7 +110,8 @@ class BotSetup:
                 raise FolderError(f"{spec.root}: {label}'s files changed since the run read them; run again")
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), d["sandbox"],
-                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False))
+                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False),
+                   d.get("ponder", False))
 
 
 @dataclass
@@ -272,7 +274,8 @@ class InProcessExecutor:
         try:
             record = await run_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                     clock=self.setup.clock, max_turns=task.max_turns,
-                                    fixed_schedule=self.setup.fixed_schedule, given=task.moves)
+                                    fixed_schedule=self.setup.fixed_schedule, ponder=self.setup.ponder,
+                                    given=task.moves)
         except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
             raise ExecutorError(f"{task.game_id}: {e}") from None
         finally:
@@ -321,7 +324,8 @@ class BlockingExecutor:
         try:
             record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
-                               fixed_schedule=self.setup.fixed_schedule, given=task.moves)
+                               fixed_schedule=self.setup.fixed_schedule, ponder=self.setup.ponder,
+                               given=task.moves)
         finally:
             for p in players:
                 self.pool.give_back(p)

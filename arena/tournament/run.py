@@ -98,7 +98,7 @@ def table_authors(specs: dict[str, BotSpec], store: Store, own: Iterable[str] = 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
                        restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
-                       fixed_schedule=cfg.fixed_schedule)
+                       fixed_schedule=cfg.fixed_schedule, ponder=cfg.ponder)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,

@@ -1,0 +1,213 @@
+"""Seats that cannot take each other's CPU (docs/SANDBOX.md, "CPU between seats").
+
+A starver (tests/cpu_bots/starver.py) leaves many processes spinning, each in a session of its
+own; a worker (tests/cpu_bots/worker.py) needs a fixed amount of CPU per decision. Against the
+starver the worker must forfeit no more often than against a quiet opponent: by default because
+the starver is frozen off its turn, on a ``ponder`` table because every bot's cgroup has the same
+CPU weight whatever it forks. The bots are started the way a worker process starts them
+(``Launcher``, ``BlockingPlayer``, ``play_game``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.bots.cgroups import detect_cgroups
+from arena.bots.launch import Launcher
+from arena.bots.manifest import BotSpec, load_bot
+from arena.bots.start import start_bot_blocking
+from arena.engine import preset
+from arena.limits import Limits
+from arena.referee import TimeControl
+from arena.referee.blocking import BlockingPlayer, play_game, settle
+from arena.referee.core import Request
+from arena.referee.seat import answered
+
+from tests.checks import reachable
+
+CGROUPS, CGROUP_NOTE = detect_cgroups() if os.geteuid() == 0 else (None, "not root")
+needs_cgroups = pytest.mark.skipif(
+    CGROUPS is None or not (CGROUPS.shares_cpu and CGROUPS.freezes),
+    reason=f"needs cgroups with the cpu controller and a freezer: {CGROUP_NOTE}")
+
+BOTS = Path(__file__).resolve().parent / "cpu_bots"
+# The worker's CPU per decision is a 37th of its move time, room for a loaded machine; SPINNERS
+# sessions outnumber it 120 to 1, so starved on 2 idle cores it would need 4.8 s of its 3.
+WORK_S = 0.08
+CLOCK = TimeControl(move_ms=3000, bank_ms=0, handshake_ms=30_000)
+SPINNERS = 120
+LIMITS = Limits(max_processes=256)
+GAMES = 2
+
+
+def bot(root: Path, name: str, script: str, arg: float | int) -> BotSpec:
+    d = root / name
+    d.mkdir()
+    shutil.copy(BOTS / script, d / script)
+    (d / "bot.toml").write_text(f'name = "{name}"\ncommand = ["python3", "{script}", "{arg}"]\n')
+    for p in (d, d / script, d / "bot.toml"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return load_bot(d)
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory) -> dict[str, BotSpec]:
+    root = reachable(Path(tempfile.mkdtemp(prefix="arena-cpu-", dir=tmp_path_factory.mktemp("cpu"))))
+    root.chmod(0o755)
+    return {"worker": bot(root, "worker", "worker.py", WORK_S), "quiet": bot(root, "quiet", "starver.py", 0),
+            "starver": bot(root, "starver", "starver.py", SPINNERS)}
+
+
+class Watched(BlockingPlayer):
+    """The worker's seat, noting how much CPU the other seat's cgroup used while it was asked."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.other: BlockingPlayer | None = None
+        self.grew: list[float] = []
+
+    def decide(self, req: Request):
+        cgroup = self.other.conn.cgroup if self.other is not None and self.other.conn is not None else None
+        before = cgroup.cpu_seconds() if cgroup is not None else None
+        out = super().decide(req)
+        if before is not None:
+            self.grew.append(cgroup.cpu_seconds() - before)
+        return out
+
+
+@dataclass
+class Played:
+    forfeits: int = 0  # games the worker forfeited
+    grew: list[float] = field(default_factory=list)  # the opponent's CPU during each worker decision
+
+
+_played: dict[tuple[str, bool], Played] = {}
+
+
+def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool) -> Played:
+    """GAMES games of the worker against ``opponent`` (each pairing played once per test run)."""
+    if (opponent, ponder) not in _played:
+        _played[opponent, ponder] = _play(specs, opponent, ponder)
+    return _played[opponent, ponder]
+
+
+def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool) -> Played:
+    launcher = Launcher(LIMITS)
+    args = {s.label: trio.run(launcher.start_args, s) for s in specs.values()}
+
+    def launch(spec: BotSpec):
+        command, workdir, kw = args[spec.label]
+        return start_bot_blocking(command, workdir, **kw)
+
+    worker = Watched(specs["worker"], launch, CLOCK)
+    other = BlockingPlayer(specs[opponent], launch, CLOCK)
+    worker.other = other
+    played = Played()
+    try:
+        for seed in range(GAMES):
+            rec = play_game([worker, other], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK,
+                            max_turns=24, ponder=ponder)
+            assert not [f for f in rec.faults if f["seat"] == 1], rec.faults  # the opponent plays cleanly
+            played.forfeits += any(f["seat"] == 0 for f in rec.faults)
+    finally:
+        worker.shutdown()
+        other.shutdown()
+        settle()
+    played.grew = worker.grew
+    return played
+
+
+@needs_cgroups
+@pytest.mark.parametrize("ponder", [False, True], ids=["frozen", "ponder"])
+def test_a_starver_costs_a_fixed_work_bot_no_forfeit(specs, ponder) -> None:
+    quiet = play(specs, "quiet", ponder=ponder)
+    starved = play(specs, "starver", ponder=ponder)
+    assert quiet.forfeits == 0  # the premise: the work fits its time with room to spare
+    assert starved.forfeits == quiet.forfeits
+    assert len(starved.grew) >= GAMES * 4
+
+
+@needs_cgroups
+def test_a_seat_off_its_turn_gets_no_cpu(specs) -> None:
+    """While the worker thinks, the frozen starver's cgroup CPU stays where it was; on a ponder
+    table the same starver does run meanwhile (so the measure can see it)."""
+    frozen = play(specs, "starver", ponder=False)
+    assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
+    pondering = play(specs, "starver", ponder=True)
+    assert sum(pondering.grew) > WORK_S, pondering.grew
+
+
+class Logged(BlockingPlayer):
+    """A seat that runs no process: it logs what the game loop does to it, and always plays 0."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        super().__init__(load_bot("lowest"), None, CLOCK)
+        self.name, self.log = name, log
+
+    def begin(self, message) -> None:
+        self.log.append((self.name, "start"))
+
+    def decide(self, req: Request):
+        self.log.append((self.name, "request"))
+        return answered(self, 0, 1.0)
+
+    def finish(self, message) -> None:
+        self.log.append((self.name, "end"))
+
+    def hold(self, frozen: bool) -> None:
+        self.log.append((self.name, "freeze" if frozen else "thaw"))
+
+
+@pytest.mark.parametrize("ponder", [False, True], ids=["frozen", "ponder"])
+def test_a_seat_is_thawed_only_for_its_own_requests(ponder) -> None:
+    """The loop's order, with no process: every seat frozen once started; each request sent to a
+    thawed seat (so the thaw is outside its clock) and the seat frozen again once it answered.
+    A ponder table neither freezes nor thaws."""
+    log: list[tuple[str, str]] = []
+    play_game([Logged("a", log), Logged("b", log)], preset("classic"), 1, game_id="g", clock=CLOCK,
+              max_turns=10, ponder=ponder)
+    asked = [i for i, (_, what) in enumerate(log) if what == "request"]
+    assert len(asked) > 4
+    if ponder:
+        assert not [e for e in log if e[1] in ("freeze", "thaw")]
+        return
+    assert log[:4] == [("a", "start"), ("b", "start"), ("a", "freeze"), ("b", "freeze")]
+    for i in asked:
+        seat = log[i][0]
+        assert log[i - 1] == (seat, "thaw") and log[i + 1] == (seat, "freeze"), log[i - 1:i + 2]
+    frozen = {"a": True, "b": True}
+    for seat, what in log:  # at most one seat is ever thawed
+        if what in ("freeze", "thaw"):
+            frozen[seat] = what == "freeze"
+            assert sum(not f for f in frozen.values()) <= 1
+
+
+def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -> None:
+    from arena.ladder import load_ladder
+    from arena.tournament.config import load_bots, load_config
+    from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
+    from arena.tournament.run import bot_setup
+    import arena.referee.blocking as blocking
+
+    f = tmp_path / "t.toml"
+    f.write_text('bots = ["random", "lowest"]\nponder = true\n')
+    cfg = load_config(f)
+    setup = bot_setup(cfg, load_bots(cfg))
+    assert setup.ponder and BotSetup.from_wire(setup.wire()).ponder  # to workers and Dask
+    assert not bot_setup(load_config(None, {"bots": ["random", "lowest"]}), load_bots(cfg)).ponder
+    lad = tmp_path / "lad.toml"
+    lad.write_text('bots = ["random", "lowest"]\nponder = true\n')
+    ladder = load_ladder(lad)
+    assert ladder.tournament("x", format="round-robin", bots=ladder.bots).ponder
+    seen = []
+    monkeypatch.setattr(blocking, "play_game", lambda *a, **kw: seen.append(kw["ponder"]) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        BlockingExecutor(setup, launcher=lambda spec: None).play(GameTask("g", 1, tuple(setup.specs), 100))
+    assert seen == [True]
