@@ -168,6 +168,9 @@ class _TournamentFields(_Shared):
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
     fixed_schedule: FixedSchedule = False
     one_seat_per_author: OneSeatPerAuthor = False
+    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
+                                                  "kernel with the host; an error where runsc cannot run, never a "
+                                                  "weaker mode (docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
                                              "sets the number of deals; rules, options and seats must match it.")
@@ -219,6 +222,9 @@ class LadderFile(_Shared):
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
     fixed_schedule: FixedSchedule = False
     one_seat_per_author: OneSeatPerAuthor = False
+    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
+                                                  "kernel with the host; an error where runsc cannot run, never a "
+                                                  "weaker mode (docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "
                                              "it; rules, options and seats must match it.")

@@ -10,12 +10,9 @@ refused with runsc's own reason; nothing weaker is put in its place.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -34,8 +31,6 @@ HOST_THREADS = 256
 """Threads of runsc, its sandbox and gofer (Go runtimes) counted by the bot's pids cgroup on top
 of the bot's own ``max_processes``; the bot's processes live inside gVisor and are capped there
 by RLIMIT_NPROC."""
-
-PROBE_TIMEOUT_S = 60
 
 
 def find_runsc() -> str | None:
@@ -99,32 +94,4 @@ def _rlimits(limits: Limits) -> list[tuple[str, int, int]]:
     return [("NOFILE", limits.open_files, limits.open_files), ("FSIZE", fsize, fsize),
             ("NPROC", limits.max_processes, limits.max_processes),
             ("CPU", limits.process_cpu_seconds, limits.process_cpu_seconds + 1)]
-
-
-@functools.cache
-def gvisor_problem() -> str | None:
-    """Why a bot cannot run under gVisor here (None if it can): runsc missing, a referee that is
-    not root (the bundle names the bot's private uid), or runsc failing to run a trivial bundle,
-    with the tail of runsc's own error. Probed once per process."""
-    runsc = find_runsc()
-    if runsc is None:
-        return "runsc is not installed (Debian/Ubuntu: apt install runsc)"
-    if os.geteuid() != 0:
-        return "runsc run needs a root referee"
-    true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
-    with tempfile.TemporaryDirectory(prefix="palace-arena-gvisor-probe-") as tmp:
-        where = Path(tmp)
-        (where / "bot").mkdir()
-        try:
-            bundle = write_bundle(where, [true], where / "bot", uid=65534, env={"PATH": "/usr/bin:/bin"},
-                                  limits=Limits())
-            done = subprocess.run(runsc_argv(runsc, where / "state", bundle, "probe"), stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                                  env={"PATH": "/usr/bin:/bin"})
-        except (OSError, subprocess.SubprocessError) as e:
-            return f"runsc could not be run: {e}"
-    if done.returncode != 0:
-        tail = " ".join((done.stderr or done.stdout).split())[-300:]
-        return f"runsc run failed (exit {done.returncode}): {tail or 'no output'}"
-    return None
 

@@ -27,8 +27,7 @@ from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError
 from ..limits import MiB, Limits
 from .manifest import BUNDLED_DIR, BotSpec
-from .gvisor import gvisor_problem
-from .probes import namespaces_problem_now, sandbox_problem_now
+from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
@@ -299,15 +298,17 @@ class Launcher:
         return self._mode
 
     def _choose_mode(self) -> str:
+        if self.gvisor:
+            if self.trusted:
+                raise ContainmentError("gVisor and --trusted-bots contradict each other: choose one")
+            problem = gvisor_problem_now()
+            if problem:
+                raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
+            return GVISOR
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
             return TRUSTED
-        if self.gvisor:
-            problem = gvisor_problem()
-            if problem:
-                raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
-            return GVISOR
         no_bwrap = "--no-sandbox was given" if self.sandbox is False else sandbox_problem_now()
         if no_bwrap is None:
             return BUBBLEWRAP

@@ -6,14 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-import trio
-
 from .containment import find_bwrap
-from .gvisor import find_runsc, gvisor_problem
+from .gvisor import find_runsc
 from .errors import BotStartError, SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
-from .probes import sandbox_problem, sandbox_problem_now
+from .probes import gvisor_problem, gvisor_problem_now, sandbox_problem, sandbox_problem_now
 from .process import BotProcess
 from .spawn import spawn_bot, spawn_bot_blocking
 
@@ -74,7 +72,7 @@ async def start_bot(
         raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
     runsc = None
     if gvisor:
-        problem = await trio.to_thread.run_sync(gvisor_problem)
+        problem = await gvisor_problem()
         if problem:
             raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
         runsc = find_runsc()
@@ -100,7 +98,7 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
     runsc = None
     if gvisor:
-        problem = gvisor_problem()
+        problem = gvisor_problem_now()
         if problem:
             raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
         runsc = find_runsc()

@@ -85,6 +85,7 @@ class BotSetup:
     restart_each_game: bool = False
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
+    gvisor: bool = False  # every bot under gVisor (arena.bots.launch.Launcher)
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -95,14 +96,15 @@ class BotSetup:
     def wire(self) -> dict[str, Any]:
         return {"refs": self.refs, "rules": self.rules.options(), "clock": self.clock.as_json(), "limits": self.limits,
                 "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
-                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule}
+                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "gvisor": self.gvisor}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), d["sandbox"],
-                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False))
+                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False),
+                   d.get("gvisor", False))
 
 
 @dataclass
@@ -327,7 +329,7 @@ class BlockingExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
     from ..limits import Limits
-    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
+    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots, gvisor=setup.gvisor)
 
 
 @asynccontextmanager
