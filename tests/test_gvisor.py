@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from arena.bots import gvisor, probes
+from arena.bots.containment import cgroup_root
 from arena.bots.launch import ContainmentError, Launcher
 from arena.bots.start import start_bot
 from arena.bots.uids import uid_in_pool
@@ -34,6 +35,19 @@ needs_gvisor = pytest.mark.skipif(GVISOR_PROBLEM is not None, reason=f"gVisor ca
 def arena(*args: str, env: dict[str, str] = ENV, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def runsc_pids(under: Path) -> set[int]:
+    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "runsc" in cmd and f"--root={under}" in cmd:
+            found.add(int(pid))
+    return found
 
 
 def runsc_processes(under: Path) -> list[str]:
@@ -133,7 +147,12 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
         proc = await start_bot(["python3", "probe.py"], bot, gvisor=True)
         async with proc:
             assert proc.containment.startswith("gVisor (runsc run)")
-            return await proc.receive_line(60), await proc.receive_line(60)
+            lines = await proc.receive_line(60), await proc.receive_line(60)
+            if cgroup_root()[0] is not None:  # runsc, its gofer and its sandbox: counted and killed as the bot
+                assert proc.cgroup is not None and proc.home is not None
+                ours = runsc_pids(proc.home)
+                assert len(ours) == 3 and ours <= proc.cgroup.pids()
+            return lines
 
     first, second = trio.run(main)
     release, uid, top = first.split()
