@@ -116,9 +116,18 @@ def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 
 def test_ladder_and_tournament_files_may_ask_for_gvisor(tmp_path: Path) -> None:
-    from arena.config import LadderFile, TournamentFile
-    assert TournamentFile.model_validate({"gvisor": True}).gvisor is True
-    assert LadderFile.model_validate({"bots": ["random"], "gvisor": True}).gvisor is True
+    """The choice in a file reaches the launcher of every game, worker processes included."""
+    from arena.ladder.config import load_ladder
+    from arena.tournament.config import load_config
+    from arena.tournament.executors import BotSetup, default_launcher
+    from arena.tournament.run import bot_setup
+    (tmp_path / "strangers.toml").write_text('bots = ["random", "lowest"]\ngvisor = true\n')
+    (tmp_path / "t.toml").write_text('bots = ["random", "lowest"]\ngvisor = true\n')
+    ladder = load_ladder(tmp_path / "strangers.toml", tmp_path, check_bots=False)
+    for cfg in (ladder.tournament("t", format="round-robin", bots=ladder.bots), load_config(tmp_path / "t.toml")):
+        setup = BotSetup.from_wire(bot_setup(cfg, {}).wire())
+        assert setup.gvisor is True and default_launcher(setup).gvisor is True
+    assert load_config(None, {"bots": ["random", "lowest"]}).gvisor is False
 
 
 # -- where runsc runs ------------------------------------------------------------------------------
