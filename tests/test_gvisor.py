@@ -106,6 +106,27 @@ def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None
     assert stored_games(store) == 0
 
 
+def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(tmp_path: Path, scratch: Path) -> None:
+    """`gvisor = true` in a ladder file: the entry check of a submission is refused with runsc's
+    reason, and nothing is placed."""
+    from tests.test_ladder import bot_copy, write_ladder
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'cannot create sandbox: operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    path = write_ladder(scratch, "strangers", gvisor=True)
+    low = bot_copy(scratch, "lowest", "2.0")
+    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
+    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
+    assert "operation not permitted" in errors[0] or "root referee" in errors[0]
+    assert "Traceback" not in done.stderr
+    assert "seeding" not in done.stdout  # refused at the entry check, not after it ran under bubblewrap
+    assert stored_games(scratch / "s.sqlite") == 0
+
+
 def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gvisor, "RUNSC", str(tmp_path / "missing"))
     with pytest.raises(ContainmentError, match="gVisor was asked for but cannot run here: runsc not found"):
