@@ -240,3 +240,35 @@ def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, scratch: P
     subprocess.run([sys.executable, "-c", "from arena.bots.containment import cleanup_stale; cleanup_stale()"],
                    env=env, check=True, timeout=120)
     assert runsc_processes(scratch) == []
+
+
+FORK_BOT = textwrap.dedent("""
+    import os, time
+    n = 0
+    try:
+        for _ in range(200):
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+    except OSError:
+        pass
+    print(n, flush=True)
+""")
+
+
+@needs_gvisor
+def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None:
+    """The bot's processes live inside gVisor (not host pids): its own RLIMIT_NPROC bounds them."""
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "fork.py").write_text(FORK_BOT)
+    bot = reachable(bot)
+
+    async def main() -> str:
+        proc = await start_bot(["python3", "fork.py"], bot, gvisor=True, limits=Limits(max_processes=16))
+        async with proc:
+            return await proc.receive_line(60)
+
+    assert int(trio.run(main)) < 16
