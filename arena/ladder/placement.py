@@ -192,8 +192,8 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
                 report = await ctx.checker(spec)
             else:
                 from ..tournament.check import run_check
-                report = await run_check(spec, ladder.check_games, ladder.move_ms,  # the ladder's containment
-                                         launcher=Launcher(gvisor=True) if ladder.gvisor else None)
+                chosen = {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}  # the ladder's containment
+                report = await run_check(spec, ladder.check_games, ladder.move_ms, **chosen)
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)
             raise
