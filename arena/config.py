@@ -184,6 +184,9 @@ class _TournamentFields(_Shared):
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
+    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
+                                                  "kernel with the host; an error where runsc cannot run, never a "
+                                                  "weaker mode (docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
                                              "sets the number of deals; rules, options and seats must match it.")
@@ -239,6 +242,9 @@ class LadderFile(_Shared):
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
+    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
+                                                  "kernel with the host; an error where runsc cannot run, never a "
+                                                  "weaker mode (docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "
                                              "it; rules, options and seats must match it.")

@@ -1,14 +1,14 @@
-"""gVisor (``runsc do``) against bubblewrap for one bot: start-up and per-decision cost, in one run.
+"""The gVisor mode (``runsc run`` on the arena's OCI bundle) against bubblewrap for one bot:
+start-up and per-decision cost, both through the arena's own start path.
 
     python bench/bench_gvisor.py [rounds] [lines]
 
-One sample = start an echo bot in the sandbox, wait for its first line (start-up), then send
-``lines`` request-sized lines one at a time and wait for each answer (per decision), then close.
-The bubblewrap sample uses the arena's own command line (``bwrap.bwrap_argv``, with the
-system-call filter and the covered /proc) run by plain ``subprocess`` as the referee's user, so
-both sides skip the arena's uid, cgroup and kill machinery alike; ``arena`` adds those on top
-(bench_botstart.py measures them). Modes alternate round by round, so drift on a shared machine
-hits them alike. Prints mean and median ms per start and µs per decision.
+One sample = ``start_bot`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
+starts it), wait for its first line (start-up), send ``lines`` request-sized lines one at a time
+and wait for each answer (per decision), then close (kill the tree, reap, clean up; the close is
+timed apart). Modes alternate round by round, so drift on a shared machine hits them alike.
+Prints mean and median ms per start and per close, and µs per decision. Needs a root referee;
+a mode that cannot run here is reported with its reason and left out.
 """
 
 from __future__ import annotations
@@ -16,70 +16,71 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import trio
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena.bots import seccomp  # noqa: E402
-from arena.bots.bwrap import bwrap_argv  # noqa: E402
-from arena.bots.spawn import BASE_ENV, HOST_ENV  # noqa: E402
+from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
+from arena.bots.start import start_bot  # noqa: E402
 
 ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
 REQUEST = '{"type":"request","id":7,"view":{"hand":["4H","5C","AH"]},"actions":[' + ",".join(
-    f'{{"id":{i},"kind":"play","cards":["4H"],"from":"hand"}}' for i in range(12)) + "]}\n"
+    f'{{"id":{i},"kind":"play","cards":["4H"],"from":"hand"}}' for i in range(12)) + "]}"
+MODES = {"bubblewrap": {"sandbox": True}, "gVisor (runsc run)": {"gvisor": True}}
 
 
-def sample(argv: list[str], lines: int, pass_fds=()) -> tuple[float, float]:
+async def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         env=HOST_ENV, pass_fds=pass_fds, text=True, bufsize=1)
-    assert p.stdout.readline().strip() == "ready"
-    started = time.perf_counter()
-    for _ in range(lines):
-        p.stdin.write(REQUEST)
-        p.stdin.flush()
-        p.stdout.readline()
-    done = time.perf_counter()
-    p.stdin.close()
-    p.wait(timeout=30)
-    return (started - t0) * 1000, (done - started) / lines * 1e6
+    proc = await start_bot(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
+    async with proc:
+        assert await proc.receive_line(60) == "ready"
+        started = time.perf_counter()
+        for _ in range(lines):
+            await proc.send_line(REQUEST)
+            await proc.receive_line(10)
+        done = time.perf_counter()
+    closed = time.perf_counter()
+    return (started - t0) * 1000, (done - started) / lines * 1e6, (closed - done) * 1000
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     lines = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    runsc, bwrap = shutil.which("runsc"), shutil.which("bwrap")
-    if not runsc or not bwrap:
-        sys.exit(f"needs runsc and bwrap (found runsc={runsc}, bwrap={bwrap})")
-    bot_dir = Path(os.path.realpath(Path(__file__).parent / "_gvisor_echo"))
-    bot_dir.mkdir(exist_ok=True)
+    problems = {"bubblewrap": sandbox_problem_now(), "gVisor (runsc run)": gvisor_problem_now()}
+    modes = {name: kw for name, kw in MODES.items() if problems[name] is None}
+    for name, why in problems.items():
+        if why is not None:
+            print(f"{name}: left out, cannot run here: {why}")
+    if not modes:
+        sys.exit("no mode to measure")
+    bot_dir = Path(tempfile.mkdtemp(prefix="palace-arena-bench-gvisor-"))
+    bot_dir.chmod(0o755)
     (bot_dir / "echo.py").write_text(ECHO)
-    python = "/usr/bin/python3"
-    results: dict[str, list[tuple[float, float]]] = {"bubblewrap (arena's argv)": [], "gVisor runsc do": []}
-    try:
+    (bot_dir / "echo.py").chmod(0o644)
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in modes}
+
+    async def run() -> None:
         for _ in range(rounds):
-            fd = seccomp.memfd()
-            try:
-                argv = bwrap_argv(bwrap, [python, "echo.py"], bot_dir, tmp_bytes=64 << 20,
-                                  env={**BASE_ENV, "HOME": "/tmp"}, seccomp_fd=fd)
-                results["bubblewrap (arena's argv)"].append(sample(argv, lines, pass_fds=(fd,)))
-            finally:
-                os.close(fd)
-            argv = [runsc, "--network=none", "do", "--cwd", str(bot_dir),
-                    python, "echo.py"]
-            results["gVisor runsc do"].append(sample(argv, lines))
+            for name, kw in modes.items():
+                results[name].append(await sample(bot_dir, lines, kw))
+    try:
+        trio.run(run)
     finally:
         shutil.rmtree(bot_dir, ignore_errors=True)
     print(f"{rounds} rounds, {lines} decisions each; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'mode':28} {'start mean ms':>14} {'median':>8} {'decision mean µs':>17} {'median':>8}")
-    for mode, got in results.items():
-        starts, per = [g[0] for g in got], [g[1] for g in got]
-        print(f"{mode:28} {statistics.mean(starts):14.1f} {statistics.median(starts):8.1f} "
-              f"{statistics.mean(per):17.1f} {statistics.median(per):8.1f}")
+    print(f"{'mode':20} {'start ms mean':>14} {'median':>8} {'decision µs mean':>17} {'median':>8} "
+          f"{'close ms mean':>14} {'median':>8}")
+    for name, got in results.items():
+        starts, per, closes = ([g[i] for g in got] for i in range(3))
+        print(f"{name:20} {statistics.mean(starts):14.1f} {statistics.median(starts):8.1f} "
+              f"{statistics.mean(per):17.1f} {statistics.median(per):8.1f} "
+              f"{statistics.mean(closes):14.1f} {statistics.median(closes):8.1f}")
 
 
 if __name__ == "__main__":

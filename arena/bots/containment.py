@@ -55,10 +55,14 @@ def drops_uid(run_as: int | str | None) -> bool:
     return isinstance(run_as, int) or (run_as == "auto" and os.geteuid() == 0)
 
 
-def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None) -> str:
+def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None,
+                         gvisor: bool = False) -> str:
     """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
     private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
-    if sandbox:
+    if gvisor:
+        parts = ["gVisor (runsc run): " + who, "no network", "its own kernel (no host kernel counters)",
+                 "private /tmp", "only the system, its own directory and the arena package visible"]
+    elif sandbox:
         parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
                  "only the system, its own directory and the arena package visible",
                  "system-call filter", "kernel-wide /proc files hidden"]

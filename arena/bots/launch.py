@@ -28,7 +28,7 @@ from .errors import BotCommandError, BotStartError
 from ..limits import MiB, Limits
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
-from .probes import namespaces_problem_now, sandbox_problem_now
+from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
@@ -214,7 +214,7 @@ class BotUnreadable(ContainmentError, StartFailed):
     nothing in a bot's directory can turn its games into the arena's failures."""
 
 
-BUBBLEWRAP, NAMESPACES, TRUSTED = "bubblewrap", "namespaces", "trusted"
+BUBBLEWRAP, NAMESPACES, GVISOR, TRUSTED = "bubblewrap", "namespaces", "gvisor", "trusted"
 
 FIX_ACCESS = ("make it readable by other users (chmod o+rx on the bot's directory and every "
               "directory above it, o+x on its command), or pass --trusted-bots to run bots as the "
@@ -236,6 +236,7 @@ class Launcher:
     limits: Limits = field(default_factory=Limits)
     sandbox: bool | None = None
     trusted: bool = False
+    gvisor: bool = False  # every bot under gVisor, or an error saying why not (never a weaker mode)
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     build_lock: trio.Lock = field(default_factory=trio.Lock)
@@ -293,7 +294,7 @@ class Launcher:
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         try:
             proc = await start_bot(cmd, built.workdir, limits=BUILD_LIMITS, sandbox=mode == BUBBLEWRAP,
-                                   namespaces=mode == NAMESPACES, run_as="auto",
+                                   namespaces=mode == NAMESPACES, gvisor=mode == GVISOR, run_as="auto",
                                    extra_env={**spec.env, **env} or None, ro_binds=binds, writable_cwd=True)
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
@@ -318,6 +319,13 @@ class Launcher:
         return self._mode
 
     def _choose_mode(self) -> str:
+        if self.gvisor:
+            if self.trusted:
+                raise ContainmentError("gVisor and --trusted-bots contradict each other: choose one")
+            problem = gvisor_problem_now()
+            if problem:
+                raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
+            return GVISOR
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
@@ -366,7 +374,8 @@ class Launcher:
         who = (f"the referee's uid {os.geteuid()}" if mode == TRUSTED
                else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
         cgroups = cgroup_root()[0]
-        return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES, who=who,
+        return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
+                                    gvisor=mode == GVISOR, who=who,
                                     cgroup=cgroups.kind if cgroups else None)
 
     async def start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
@@ -390,6 +399,7 @@ class Launcher:
         binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
         return argv(spec, python), spec.workdir, dict(
             limits=limits_for(spec, self.limits), sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
+            gvisor=mode == GVISOR,
             run_as="auto" if contained else None, extra_env={**spec.env, **env} or None, ro_binds=binds)
 
     def start_error(self, spec: BotSpec, error: BotStartError, run_as: Any) -> Exception:

@@ -13,11 +13,13 @@ from typing import Any
 
 from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
+from .gvisor import find_runsc
 from ..limits import Limits
 
 
 _bwrap_checked: dict[tuple[str, bool], str | None] = {}
 _namespaces_checked: dict[bool, str | None] = {}
+_gvisor_checked: dict[str, str | None] = {}
 
 
 async def namespaces_problem() -> str | None:
@@ -111,3 +113,37 @@ async def capabilities() -> dict[str, Any]:
         "namespaces": await namespaces_problem() or "ok",
         "pidfd": hasattr(os, "pidfd_open"),
     }
+
+
+async def gvisor_problem() -> str | None:
+    """:func:`gvisor_problem_now` for a trio caller."""
+    return gvisor_problem_now()
+
+
+def gvisor_problem_now() -> str | None:
+    """None if a bot can run under gVisor here (``runsc run`` on a bundle, as a private uid),
+    else why not, with the tail of runsc's own error. Cached per runsc path."""
+    runsc = find_runsc()
+    if runsc is None:
+        return "runsc not found (Debian/Ubuntu package: runsc)"
+    if os.geteuid() != 0:
+        return "needs a root referee (runsc run, a private uid per bot)"
+    if runsc not in _gvisor_checked:
+        problem = None
+        try:
+            bot = _probe(sandbox=False, namespaces=False, run_as="auto", bwrap=None, gvisor=runsc)
+        except BotStartError as exc:
+            problem = f"cannot run {runsc}: {exc}"
+        else:
+            with bot:
+                try:
+                    bot.receive_line(60)
+                    problem = "gVisor probe printed output"
+                except BotExited as exc:
+                    if exc.returncode != 0:
+                        err = " ".join(" ".join(bot.take_stderr()).split())[-300:]
+                        problem = f"runsc run failed (exit {exc.returncode}): {err or 'no output'}"
+                except BotError as exc:
+                    problem = f"gVisor probe failed: {exc}"
+        _gvisor_checked[runsc] = problem
+    return _gvisor_checked[runsc]

@@ -29,6 +29,7 @@ from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN, BotProcess
+from . import gvisor as gvisor_mod
 from . import seccomp
 from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, read_proc, scan_procs
 from .uids import UidLease, chown_tree, inaccessible_reason
@@ -263,7 +264,8 @@ mounts it: where an author racing the start would swap the directory for a link.
 def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
            namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
-           bwrap: str | None, writable_cwd: bool = False, shell: type) -> Generator:
+           bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
+           shell: type) -> Generator:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot as ``shell``. The
     shells drive it (trio awaits the fork, a blocking shell waits for it), so neither copies it.
@@ -290,7 +292,9 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     if namespaces and not drops_uid(run_as):
         raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
 
-    contained = sandbox or namespaces
+    if gvisor and not (root and run_as == "auto"):
+        raise BotStartError("gVisor containment needs a root referee and a private bot uid (run_as='auto')")
+    contained = sandbox or namespaces or bool(gvisor)
     if contained:
         seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
     token = secrets.token_hex(8)
@@ -299,7 +303,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     exe = resolve_command(command[0], cwd, env["PATH"])
     if exe is None:
         raise BotCommandError(f"command not found: {command[0]!r} (PATH={env['PATH']}, cwd={cwd})")
-    if sandbox or namespaces:
+    if contained:
         why = unsuitable_sandbox_dir(cwd)
         if why:
             raise BotCommandError(f"bot directory {cwd} {why}")
@@ -349,16 +353,19 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             held, now = os.fstat(cwd_fd), os.stat(cwd)
             if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
                 raise BotCommandError(f"bot directory {cwd} was replaced while the bot was started")
-        if sandbox or namespaces:  # a private tmpfs, new at every start
+        if contained:  # a private tmpfs, new at every start
             env["HOME"] = env["TMPDIR"] = "/tmp"
-        else:
+        if gvisor:  # the bundle and runsc's state: the referee's alone, removed with the bot
+            home = Path(tempfile.mkdtemp(prefix=f"{name}-gvisor-"))
+        elif not contained:
             home = Path(tempfile.mkdtemp(prefix=f"{name}-"))
             if uid is not None:
                 os.chown(home, uid, uid)
             env.setdefault("HOME", str(home))
             env.setdefault("TMPDIR", str(home))
 
-        extra_procs = 2 if sandbox else 1 if namespaces else 0  # bwrap and its pid-1 monitor; the stand-in
+        extra_procs = (2 if sandbox else 1 if namespaces else  # bwrap and its pid-1 monitor; the stand-in
+                       gvisor_mod.HOST_THREADS if gvisor else 0)  # runsc's own threads
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
@@ -376,6 +383,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         # within ours even as root: raising a hard limit needs CAP_SYS_RESOURCE, which a container's
         # root often lacks, and a limit the arena cannot set would fail every start
         rlimits = [_clamp_to_hard(*rl) for rl in rlimits]
+        if gvisor:  # the limits go inside gVisor, in the bundle; runsc itself needs room
+            rlimits = []
 
         argv = [str(exe), *command[1:]]
         info_r = info_w = -1
@@ -394,6 +403,12 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             parent_fds.append(arguments)
             pass_fds += (arguments,)
             popen_env = {**HOST_ENV, ENV_TOKEN: token}  # bwrap runs on the host: the arena's environment
+        if gvisor:
+            assert home is not None and uid is not None
+            bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
+                                             ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd)
+            argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
+            popen_env = dict(HOST_ENV)
         nsroot = None
         installer = seccomp.Installer() if namespaces else None
         if namespaces:
@@ -415,9 +430,9 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
 
         def spawn() -> tuple[subprocess.Popen, dict]:
             child = subprocess.Popen(
-                argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=popen_env,
+                argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=home if gvisor else cwd, env=popen_env,
                 close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
-                preexec_fn=_child_setup(uid, join_fds, rlimits, nsroot, installer),
+                preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer),
             )
             if not sandbox:
                 return child, {}
@@ -457,7 +472,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
-            containment=describe_containment(sandbox=sandbox, namespaces=namespaces,
+            containment=describe_containment(sandbox=sandbox, namespaces=namespaces, gvisor=bool(gvisor),
                                              who=_who(uid, lease is not None),
                                              cgroup=cg.root.kind if cg else None),
         )

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Sequence
 
 from .containment import find_bwrap
+from .gvisor import find_runsc
 from .errors import BotStartError, SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
-from .probes import sandbox_problem, sandbox_problem_now
+from .probes import gvisor_problem, gvisor_problem_now, sandbox_problem, sandbox_problem_now
 from .process import BotProcess
 from .spawn import spawn_bot, spawn_bot_blocking
 
@@ -27,6 +28,7 @@ async def start_bot(
     cgroup: bool | None = None,
     ro_binds: Sequence[Path | str] = (),
     writable_cwd: bool = False,
+    gvisor: bool = False,
 ) -> BotProcess:
     """Start a bot and return its BotProcess (use ``async with await start_bot(...)``).
 
@@ -53,6 +55,8 @@ async def start_bot(
     writable_cwd: ``cwd`` is writable and, under a private uid, handed to that uid
         first: for a contained build, in a copy of the bot made for it (see
         launch.Launcher.build), never for a bot that plays.
+    gvisor: run inside gVisor (``runsc run`` on a bundle written for the bot, see
+        :mod:`.gvisor`); SandboxUnavailable, with runsc's reason, where it cannot run.
 
     The fork happens on a dedicated thread (see spawn._SpawnThread for why not
     trio.lowlevel.open_process); the pipes are trio FdStreams and exit is
@@ -64,17 +68,24 @@ async def start_bot(
         if problem:
             raise SandboxUnavailable(problem)
         bwrap = find_bwrap()
-    if sandbox and namespaces:
-        raise BotStartError("choose bubblewrap or namespaces, not both")
+    if sum((sandbox, namespaces, gvisor)) > 1:
+        raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
+    runsc = None
+    if gvisor:
+        problem = await gvisor_problem()
+        if problem:
+            raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
+        runsc = find_runsc()
     return await spawn_bot(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
                            extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
-                           bwrap=bwrap, writable_cwd=writable_cwd)
+                           bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc)
 
 
 def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
                        sandbox: bool = False, namespaces: bool = False,
                        extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
-                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = ()) -> BlockingBot:
+                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
+                       gvisor: bool = False) -> BlockingBot:
     """:func:`start_bot` for the blocking shell: the same arguments, the same
     refusal of a containment that does not work here."""
     bwrap = None
@@ -83,8 +94,14 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         if problem:
             raise SandboxUnavailable(problem)
         bwrap = find_bwrap()
-    if sandbox and namespaces:
-        raise BotStartError("choose bubblewrap or namespaces, not both")
+    if sum((sandbox, namespaces, gvisor)) > 1:
+        raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
+    runsc = None
+    if gvisor:
+        problem = gvisor_problem_now()
+        if problem:
+            raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
+        runsc = find_runsc()
     return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
                               namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
-                              ro_binds=ro_binds, bwrap=bwrap)
+                              ro_binds=ro_binds, bwrap=bwrap, gvisor=runsc)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bots.launch import ARENA_COPIES
+from ..bots.launch import ARENA_COPIES, Launcher
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
@@ -192,7 +192,8 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
                 report = await ctx.checker(spec)
             else:
                 from ..tournament.check import run_check
-                report = await run_check(spec, ladder.check_games, ladder.move_ms)
+                chosen = {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}  # the ladder's containment
+                report = await run_check(spec, ladder.check_games, ladder.move_ms, **chosen)
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)
             raise

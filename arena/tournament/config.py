@@ -51,6 +51,7 @@ class TournamentConfig:
     restart_each_game: bool = False
     sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
     trusted_bots: bool = False  # run bots as the referee's own user, on purpose
+    gvisor: bool = False  # every bot under gVisor, or an error where runsc cannot run (arena.bots.launch.Launcher)
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
     limits: dict[str, int] = field(default_factory=dict)

@@ -86,6 +86,7 @@ class BotSetup:
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.driver.run_game)
+    gvisor: bool = False  # every bot under gVisor (arena.bots.launch.Launcher)
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -99,7 +100,8 @@ class BotSetup:
         hashes = {label: spec.files_hash() for label, spec in self.specs.items() if not spec.human}
         return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
                 "limits": self.limits, "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
-                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "ponder": self.ponder}
+                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "ponder": self.ponder,
+                "gvisor": self.gvisor}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
@@ -111,7 +113,7 @@ class BotSetup:
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), d["sandbox"],
                    d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False),
-                   d.get("ponder", False))
+                   d.get("ponder", False), d.get("gvisor", False))
 
 
 @dataclass
@@ -338,7 +340,7 @@ class BlockingExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
     from ..limits import Limits
-    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots)
+    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots, gvisor=setup.gvisor)
 
 
 @asynccontextmanager

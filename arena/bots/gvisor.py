@@ -1,0 +1,97 @@
+"""The containment that shares no kernel with the host: gVisor (``runsc``), started with ``runsc run``
+on an OCI bundle the arena writes for each bot.
+
+The bot's system calls are served by gVisor's own kernel, so the counters the host kernel shares
+between namespaces (inode numbers, autogroup ids, ``/proc`` files) are not the host's. The host side
+is ``runsc`` and the sandbox and gofer processes it forks: they run in the bot's cgroup, so the
+arena measures and kills them as one tree, like any bot. Where runsc cannot run, the mode is
+refused with runsc's own reason; nothing weaker is put in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+from ..limits import Limits, MiB
+from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS
+
+
+RUNSC: str | None = None
+"""Path of runsc; None means look it up on PATH (and /usr/bin). Tests point it at a fake."""
+
+RUNSC_FLAGS = ("--network=none", "--ignore-cgroups")
+"""No network stack at all; the arena's own cgroup (which runsc and its sandbox inherit) does the
+accounting and the killing, so runsc is told not to make cgroups of its own."""
+
+HOST_THREADS = 256
+"""Threads of runsc, its sandbox and gofer (Go runtimes) counted by the bot's pids cgroup on top
+of the bot's own ``max_processes``; the bot's processes live inside gVisor and are capped there
+by RLIMIT_NPROC."""
+
+
+def find_runsc() -> str | None:
+    """The runsc binary: ``RUNSC`` if set, else the one on PATH."""
+    if RUNSC is not None:
+        return RUNSC if os.path.isfile(RUNSC) and os.access(RUNSC, os.X_OK) else None
+    return shutil.which("runsc") or shutil.which("runsc", path="/usr/bin:/bin")
+
+
+def runsc_argv(runsc: str, state: Path, bundle: Path, container: str) -> list[str]:
+    """The host command that runs a bundle in the foreground, its stdio the bot's."""
+    return [runsc, *RUNSC_FLAGS, f"--root={state}", "run", "--bundle", str(bundle), container]
+
+
+def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],
+                 limits: Limits, ro_binds: Sequence[Path] = (), writable_cwd: bool = False) -> Path:
+    """An OCI bundle in ``where/bundle``: an empty read-only root with the system (/usr, /etc, ...),
+    the bot's directory and ``ro_binds`` bound read-only at their host paths, a private /tmp,
+    no network, ``uid`` as user, the limits as rlimits and no new privileges. Returns its path."""
+    bundle = where / "bundle"
+    rootfs = bundle / "rootfs"
+    rootfs.mkdir(parents=True)
+    mounts = [{"destination": "/proc", "type": "proc", "source": "proc"},
+              {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+               "options": ["nosuid", "nodev", f"size={limits.memory_mb * MiB}"]}]
+    for d in (*SYSTEM_DIRS, *SANDBOX_ROOT_DIRS):
+        if os.path.islink(d):
+            os.symlink(os.readlink(d), rootfs / d.lstrip("/"))
+        elif os.path.isdir(d):
+            mounts.append(_bind(d, True))
+    for path in (cwd, *ro_binds):
+        mounts.append(_bind(str(path), not (writable_cwd and path == cwd)))
+    for d in ("proc", "tmp", "dev", *(m["destination"].lstrip("/") for m in mounts)):
+        (rootfs / d).mkdir(parents=True, exist_ok=True)
+    rlimits = [{"type": f"RLIMIT_{name}", "soft": soft, "hard": hard}
+               for name, soft, hard in _rlimits(limits)]
+    config = {
+        "ociVersion": "1.0.2",
+        "process": {"terminal": False, "user": {"uid": uid, "gid": uid}, "args": list(argv),
+                    "env": [f"{k}={v}" for k, v in env.items()], "cwd": str(cwd),
+                    "rlimits": rlimits, "noNewPrivileges": True,
+                    "capabilities": {k: [] for k in ("bounding", "effective", "inheritable", "permitted", "ambient")}},
+        "root": {"path": "rootfs", "readonly": True},
+        "hostname": "bot",
+        "mounts": mounts,
+        "linux": {"namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")],
+                  "devices": [], "maskedPaths": [], "readonlyPaths": []},
+    }
+    (bundle / "config.json").write_text(json.dumps(config))
+    return bundle
+
+
+def _bind(path: str, read_only: bool) -> dict:
+    return {"destination": path, "type": "bind", "source": path,
+            "options": ["rbind", "ro" if read_only else "rw", "nosuid", "nodev"]}
+
+
+def _rlimits(limits: Limits) -> list[tuple[str, int, int]]:
+    """The bot's rlimits inside gVisor: files, file size, processes, CPU (memory is the cgroup's)."""
+    fsize = limits.file_size_mb * MiB
+    return [("NOFILE", limits.open_files, limits.open_files), ("FSIZE", fsize, fsize),
+            ("NPROC", limits.max_processes, limits.max_processes),
+            ("CPU", limits.process_cpu_seconds, limits.process_cpu_seconds + 1)]
+

@@ -1,0 +1,274 @@
+"""The gVisor containment (arena.bots.gvisor): refused with runsc's reason where runsc cannot run,
+never replaced by a weaker mode; where it runs, a bot plays a whole game in it, sees gVisor's
+kernel and nothing of the host, and leaves no runsc process behind (a game, a timeout, a referee
+killed -9)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.bots import gvisor, probes
+from arena.bots.containment import cgroup_root
+from arena.bots.launch import ContainmentError, Launcher
+from arena.bots.start import start_bot
+from arena.bots.uids import uid_in_pool
+
+from tests.checks import reachable
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
+GVISOR_PROBLEM = probes.gvisor_problem_now()
+needs_gvisor = pytest.mark.skipif(GVISOR_PROBLEM is not None, reason=f"gVisor cannot run here: {GVISOR_PROBLEM}")
+
+
+def arena(*args: str, env: dict[str, str] = ENV, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def runsc_pids(under: Path) -> set[int]:
+    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "runsc" in cmd and f"--root={under}" in cmd:
+            found.add(int(pid))
+    return found
+
+
+def runsc_processes(under: Path) -> list[str]:
+    """Command lines of the runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "runsc" in cmd and f"--root={under}" in cmd:
+            found.append(cmd)
+    return found
+
+
+@pytest.fixture
+def scratch():
+    """A TMPDIR for the arena under test, where runsc's state goes: reachable by bot uids (the arena
+    copies its package there), unlike pytest's 0700 tmp_path."""
+    d = Path(tempfile.mkdtemp(prefix="palace-arena-gvisor-test-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def stored_games(store: Path) -> int:
+    if not store.exists():
+        return 0
+    with sqlite3.connect(store) as db:
+        return db.execute("select count(*) from games").fetchone()[0]
+
+
+# -- refusal: always runs --------------------------------------------------------------------------
+
+
+def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None:
+    """A runsc that cannot start its sandbox (as in a container without the rights it needs):
+    `arena tournament --gvisor` stops before any game with one error line carrying runsc's own
+    words; it neither plays under bubblewrap nor stores a game."""
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
+                    "operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    store = tmp_path / "store" / "arena.sqlite"
+    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
+    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--gvisor",
+                 "--store", str(store), "--plain", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert "gVisor" in errors[0] and "cannot create sandbox: operation not permitted" in errors[0]
+    if os.geteuid() != 0:
+        assert "root referee" in errors[0]
+    assert "Traceback" not in done.stderr
+    assert stored_games(store) == 0
+
+
+def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(tmp_path: Path, scratch: Path) -> None:
+    """`gvisor = true` in a ladder file: the entry check of a submission is refused with runsc's
+    reason, and nothing is placed."""
+    from tests.test_ladder import bot_copy, write_ladder
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'cannot create sandbox: operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    path = write_ladder(scratch, "strangers", gvisor=True)
+    low = bot_copy(scratch, "lowest", "2.0")
+    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
+    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
+    assert "operation not permitted" in errors[0] or "root referee" in errors[0]
+    assert "Traceback" not in done.stderr
+    assert "seeding" not in done.stdout  # refused at the entry check, not after it ran under bubblewrap
+    assert stored_games(scratch / "s.sqlite") == 0
+
+
+def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gvisor, "RUNSC", str(tmp_path / "missing"))
+    with pytest.raises(ContainmentError, match="gVisor was asked for but cannot run here: runsc not found"):
+        Launcher(gvisor=True).mode_now()
+    monkeypatch.setattr(gvisor, "RUNSC", None)
+    with pytest.raises(ContainmentError, match="contradict"):
+        Launcher(gvisor=True, trusted=True).mode_now()
+
+
+def test_ladder_and_tournament_files_may_ask_for_gvisor(tmp_path: Path) -> None:
+    """The choice in a file reaches the launcher of every game, worker processes included."""
+    from arena.ladder.config import load_ladder
+    from arena.tournament.config import load_config
+    from arena.tournament.executors import BotSetup, default_launcher
+    from arena.tournament.run import bot_setup
+    (tmp_path / "strangers.toml").write_text('bots = ["random", "lowest"]\ngvisor = true\n')
+    (tmp_path / "t.toml").write_text('bots = ["random", "lowest"]\ngvisor = true\n')
+    ladder = load_ladder(tmp_path / "strangers.toml", tmp_path, check_bots=False)
+    for cfg in (ladder.tournament("t", format="round-robin", bots=ladder.bots), load_config(tmp_path / "t.toml")):
+        setup = BotSetup.from_wire(bot_setup(cfg, {}).wire())
+        assert setup.gvisor is True and default_launcher(setup).gvisor is True
+    assert load_config(None, {"bots": ["random", "lowest"]}).gvisor is False
+
+
+# -- where runsc runs ------------------------------------------------------------------------------
+
+
+PROBE_BOT = textwrap.dedent("""
+    import os, socket, sys
+    print(os.uname().release, os.getuid(), ",".join(sorted(os.listdir("/"))), flush=True)
+    try:
+        socket.create_connection(("1.1.1.1", 80), timeout=2)
+        print("network", flush=True)
+    except OSError:
+        print("no network", flush=True)
+    sys.stdin.readline()
+""")
+
+
+@needs_gvisor
+def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path: Path) -> None:
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "probe.py").write_text(PROBE_BOT)
+    bot = reachable(bot)
+
+    async def main() -> tuple[str, str]:
+        proc = await start_bot(["python3", "probe.py"], bot, gvisor=True)
+        async with proc:
+            assert proc.containment.startswith("gVisor (runsc run)")
+            lines = await proc.receive_line(60), await proc.receive_line(60)
+            if cgroup_root()[0] is not None:  # runsc, its gofer and its sandbox: counted and killed as the bot
+                assert proc.cgroup is not None and proc.home is not None
+                ours = runsc_pids(proc.home)
+                assert len(ours) == 3 and ours <= proc.cgroup.pids()
+            return lines
+
+    first, second = trio.run(main)
+    release, uid, top = first.split()
+    assert release != os.uname().release  # gVisor's kernel answers, not the host's
+    assert uid_in_pool(int(uid))
+    assert set(top.split(",")) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin",
+                                   "sys", "tmp", "usr"}
+    assert second == "no network"
+
+
+@needs_gvisor
+def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scratch: Path) -> None:
+    """A whole game through `arena tournament --gvisor`; one bot never answers, so its game ends
+    with a timeout; afterwards nothing of runsc is left."""
+    from tests.test_cli_firsthour import bot
+    silent = bot(tmp_path, "silent", "import time; time.sleep(600)")
+    store = tmp_path / "store" / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(scratch)}
+    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--bot", str(silent), "--seats", "2",
+                 "--deals", "1", "--gvisor", "--move-ms", "300", "--bank-ms", "0", "-j", "1",
+                 "--store", str(store), "--plain", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert stored_games(store) == 6
+    with sqlite3.connect(store) as db:
+        reasons = [r for (r,) in db.execute("select result from games")]
+    assert any("timeout" in r for r in reasons), reasons
+    assert runsc_processes(scratch) == []
+    assert [p for p in scratch.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
+
+
+REFEREE = textwrap.dedent("""
+    import sys, trio
+    from arena.bots.start import start_bot
+    async def main():
+        bot = await start_bot(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+                              sys.argv[1], gvisor=True)
+        print(bot.pid, await bot.receive_line(60), flush=True)
+        await trio.sleep(600)
+    trio.run(main)
+""")
+
+
+@needs_gvisor
+def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, scratch: Path) -> None:
+    env = {**ENV, "TMPDIR": str(scratch)}
+    referee = subprocess.Popen([sys.executable, "-c", REFEREE, str(reachable(tmp_path))], stdout=subprocess.PIPE,
+                               text=True, env=env)
+    try:
+        assert referee.stdout is not None
+        assert referee.stdout.readline().split()[1] == "up"
+        assert runsc_processes(scratch)  # the test sees what it counts
+    finally:
+        os.kill(referee.pid, signal.SIGKILL)
+        referee.wait()
+    subprocess.run([sys.executable, "-c", "from arena.bots.containment import cleanup_stale; cleanup_stale()"],
+                   env=env, check=True, timeout=120)
+    assert runsc_processes(scratch) == []
+
+
+FORK_BOT = textwrap.dedent("""
+    import os, time
+    n = 0
+    try:
+        for _ in range(200):
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+    except OSError:
+        pass
+    print(n, flush=True)
+""")
+
+
+@needs_gvisor
+def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None:
+    """The bot's processes live inside gVisor (not host pids): its own RLIMIT_NPROC bounds them."""
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "fork.py").write_text(FORK_BOT)
+    bot = reachable(bot)
+
+    async def main() -> str:
+        proc = await start_bot(["python3", "fork.py"], bot, gvisor=True, limits=Limits(max_processes=16))
+        async with proc:
+            return await proc.receive_line(60)
+
+    assert int(trio.run(main)) < 16
