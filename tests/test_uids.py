@@ -251,3 +251,30 @@ def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path:
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a cgroup")
+def test_a_frozen_bot_left_by_a_dead_referee_is_killed() -> None:
+    """A seat is frozen off its turn; a referee that dies then leaves it frozen, and a frozen
+    process ignores SIGKILL until thawed. The cleanup's kill loop thaws the arena's group it is in."""
+    from arena.bots.procs import ARENA_CGROUP, _cgroup_mounts, kill_and_reap
+
+    mounts = _cgroup_mounts()
+    if "freezer" in mounts:
+        group, knob, frozen = Path(mounts["freezer"]) / ARENA_CGROUP / f"test-frozen-{os.getpid()}", "freezer.state", "FROZEN"
+    elif "unified" in mounts:
+        group, knob, frozen = Path(mounts["unified"]) / ARENA_CGROUP / f"test-frozen-{os.getpid()}", "cgroup.freeze", "1"
+    else:
+        pytest.skip("no cgroup freezer here")
+    group.mkdir(parents=True)
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        (group / "cgroup.procs").write_text(str(child.pid))
+        (group / knob).write_text(frozen)
+        killed = kill_and_reap(lambda table: {child.pid}, time.monotonic() + 3.0)
+        assert killed == 1 and read_proc(child.pid) is None, "the frozen process outlived the kill loop"
+    finally:
+        child.kill()
+        (group / knob).write_text("THAWED" if knob == "freezer.state" else "0")
+        child.wait()
+        group.rmdir()

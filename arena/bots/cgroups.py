@@ -19,10 +19,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import kill_and_reap, kill_pids
+from .procs import ARENA_CGROUP, kill_and_reap, kill_pids
 
 
-ARENA_CGROUP = "palace-arena"
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
 _CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the default, written to say so
 _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}

@@ -200,6 +200,58 @@ def reap_if_child(pid: int) -> None:
         pass
 
 
+ARENA_CGROUP = "palace-arena"  # the folder every bot's cgroup is made in (arena.bots.cgroups)
+
+
+def _cgroup_mounts() -> dict[str, str]:
+    """Where the cgroup hierarchies are mounted: "freezer" (v1) and "unified" (v2) -> mount point."""
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                _, point, kind, opts, *_ = line.split()
+                if kind == "cgroup2":
+                    found.setdefault("unified", point)
+                elif kind == "cgroup" and "freezer" in opts.split(","):
+                    found.setdefault("freezer", point)
+    except OSError:
+        pass
+    return found
+
+
+def thaw_arena_cgroups(pids: Iterable[int]) -> None:
+    """Thaw the arena's frozen cgroups these processes are in. A bot is frozen off its turn, and a
+    frozen process does not die of SIGKILL until thawed: a referee that died with a seat frozen
+    left processes no kill could end. Only groups below the arena's own folder are touched."""
+    mounts = None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if f"/{ARENA_CGROUP}/" not in path + "/" or ".." in path:
+                continue
+            if mounts is None:
+                mounts = _cgroup_mounts()
+            if controllers == "" and "unified" in mounts:
+                knob, value = f"{mounts['unified']}{path}/cgroup.freeze", b"0"
+            elif "freezer" in controllers.split(",") and "freezer" in mounts:
+                knob, value = f"{mounts['freezer']}{path}/freezer.state", b"THAWED"
+            else:
+                continue
+            try:
+                fd = os.open(knob, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    os.write(fd, value)
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+
 def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
     """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
     names until nothing is left (reaping those that were reparented to us),
@@ -218,6 +270,7 @@ def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: 
             break
         seen.update((p, table[p].start) for p in pids)
         kill_pids(pids)
+        thaw_arena_cgroups(p for p in pids if table[p].state != "Z")  # SIGKILL is pending: they die, running nothing
         for pid in pids:
             if table[pid].ppid == me:
                 reap_if_child(pid)
