@@ -47,13 +47,11 @@ def _chmod(d: Path) -> None:
 
 
 def test_the_improve_loop(work: Path):
-    # 1. the starter, reseeded from each game's seed (the page's first change)
+    # 1. the starter as it is: it already seeds from each game's start.seed (the page's first step)
     bot = work / "my-bot"
     shutil.copytree(REPO / "examples" / "bots" / "python", bot)
     source = (bot / "bot.py").read_text()
-    hook = "players (seed {SEED})\")"
-    assert hook in source
-    (bot / "bot.py").write_text(source.replace(hook, hook + '\n    RNG.seed(msg["seed"])', 1))
+    assert 'seed = msg.get("seed", SEED)\n    RNG.seed(seed)' in source
     _chmod(bot)
 
     # 2. lose some games

@@ -477,7 +477,7 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "accept_h1" in result.stdout and "H1 accepted: lowest@1.0 - highest@1.0" in result.stdout
     assert "LLR" in result.stdout and "LOS" in result.stdout and "arena games --tournament 'match:" in result.stdout
-    result = runner.invoke(app, ["match", "lowest", "highest", "--sprt", "10,0"])
+    result = runner.invoke(app, ["match", "lowest", "highest", "--sprt", "10,0", "--store", store])
     assert result.exit_code == 2 and "elo1 must be above elo0" in result.output
 
 

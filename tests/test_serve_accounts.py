@@ -103,12 +103,17 @@ def _rows(store: Path, sql: str) -> list[tuple]:
         db.close()
 
 
+# One test client posts for every person of a club from one address: the per-address write limit
+# (tests/test_serve_cache.py holds it) would refuse the club's later forms with 429.
+MANY_WRITES = ("--writes-per-minute", "60000")
+
+
 @pytest.fixture(scope="module")
 def club(tmp_path_factory):
     base = tmp_path_factory.mktemp("club")
     store = base / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-play")
+    server = ServerProc(store, "--allow-play", *MANY_WRITES)
     server.store = store  # type: ignore[attr-defined]
     yield server
     server.stop()
@@ -204,7 +209,7 @@ def test_forms_need_this_sessions_csrf_token_and_this_sites_origin(club: ServerP
 def test_failed_logins_are_limited_even_for_the_right_password(tmp_path: Path) -> None:
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store)
+    server = ServerProc(store, *MANY_WRITES)
     try:
         sign_up(server, invite(store), "victim")
         b = Browser(server)
@@ -266,7 +271,8 @@ def _route_table() -> list[tuple[str, set[str]]]:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            app = build_app(Options(store=Path("/nonexistent/arena.sqlite"), allow_play=True, allow_submit=True),
+            app = build_app(Options(store=Path("/nonexistent/arena.sqlite"), allow_play=True, allow_submit=True,
+                                    writes_per_s=1000.0),
                             nursery)
             for route in app.routes:
                 methods = getattr(route, "methods", None)
@@ -286,7 +292,7 @@ def test_every_write_route_refuses_a_request_without_a_person_or_token(tmp_path:
     assert {"/login", "/signup", "/logout", "/play", "/submit", "/play/{sid}/act"} <= {p for p, _ in routes}
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-play", "--allow-submit")
+    server = ServerProc(store, "--allow-play", "--allow-submit", *MANY_WRITES)
     try:
         sid = _started_game(server)
         for path, methods in routes:
@@ -318,7 +324,7 @@ def _upload(b: Browser, name: str, version: str, author: str) -> tuple[int, dict
 def test_only_the_owner_submits_versions_of_a_bot(tmp_path: Path) -> None:
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
     try:
         code = invite(store, uses=2)
         alice, _, _ = sign_up(server, code, "alice")
@@ -410,7 +416,7 @@ def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(tmp_path:
     store = tmp_path / "data" / "arena.sqlite"
     gid = _private_store(store)
     admin_code = first_admin_code(store)
-    server = ServerProc(store)
+    server = ServerProc(store, *MANY_WRITES)
     try:
         root, _, _ = sign_up(server, admin_code, "root")
         code = invite(store, uses=3)
@@ -472,7 +478,7 @@ def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_en
     build_store(store)
     uploads = store.parent / "uploads"
     body, ctype = multipart({"ladder": "classic-2p"}, ("bot.zip", _bot_zip("gone", "1.0", "x")))
-    short = ServerProc(store, "--allow-submit", "--min-free-mb", str(10**12))  # more than any disk holds
+    short = ServerProc(store, "--allow-submit", "--min-free-mb", str(10**12), *MANY_WRITES)  # more than any disk holds
     try:
         b = Browser(short)
         b.request("GET", f"/?token={short.token}")
@@ -481,7 +487,7 @@ def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_en
         assert not uploads.exists() or [p for p in uploads.iterdir() if p.is_dir()] == []
     finally:
         short.stop()
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
     try:
         b = Browser(server)
         b.request("GET", f"/?token={server.token}")
@@ -518,7 +524,7 @@ def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_u
     from arena.store.people import Status, set_status
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
     try:
         code = invite(store, uses=2)
         alice, _, _ = sign_up(server, code, "alice")
@@ -562,7 +568,7 @@ def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private
     folder.mkdir()
     (folder / "bot.toml").write_text('name = "term-bot"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (folder / "bot.py").write_text("print('not a protocol line', flush=True)\n")
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")
@@ -610,7 +616,7 @@ def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_termina
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
     admin_code = first_admin_code(store)
-    server = ServerProc(store)
+    server = ServerProc(store, *MANY_WRITES)
     try:
         root, _, _ = sign_up(server, admin_code, "root")
         code = invite(store, uses=2)

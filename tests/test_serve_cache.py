@@ -4,6 +4,8 @@ a real ``arena serve``."""
 
 from __future__ import annotations
 
+import os
+
 import gzip
 import re
 from pathlib import Path
@@ -276,8 +278,20 @@ def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> N
     workers = _children(server.proc.pid)
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait()
+    def running(pid: int) -> bool:
+        """Alive and not a zombie. Orphans go to the nearest subreaper: init, or this test process
+        when an earlier test's tournament made it one; then it reaps them here."""
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
     deadline = time.monotonic() + 30
-    while [p for p in workers if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
-        time.sleep(0.1)  # orphans go to init, which reaps them
-    assert len(workers) == 2 and not [p for p in workers if Path(f"/proc/{p}").exists()]
+    while [p for p in workers if running(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(workers) == 2 and not [p for p in workers if running(p)]
     server.stop()

@@ -50,6 +50,9 @@ def serve(
     ladders: Annotated[Optional[Path], typer.Option("--ladders", help="Folder of ladder files (default: the "
                                                                      "arena's ladders/).")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest upload accepted, in MB.")] = 2.0,
+    writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one address may make a minute "
+                                                          "(a burst of ten more); raise it for a class behind one "
+                                                          "address.")] = 60.0,
     min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
                                                     "than this, in MB, beside the upload's unpacked size.")] = 256.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
@@ -74,9 +77,10 @@ def serve(
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
-    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64:
-        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb and --poll above 0, --min-free-mb at "
-                  "least 0, --workers 1-64")
+    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
+            or writes_per_minute <= 0:
+        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
+                  "--min-free-mb at least 0, --workers 1-64")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -90,7 +94,7 @@ def serve(
     loopback = _loopback(host)
     options = Options(store=store, ladders_dir=ladders, allow_play=allow_play, allow_submit=allow_submit,
                       loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll,
-                      min_free_bytes=int(min_free_mb * 2**20))
+                      min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

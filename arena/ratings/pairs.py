@@ -89,7 +89,9 @@ def wilson(p: float, n: float, z: float = _Z975) -> tuple[float, float]:
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(max(p * (1 - p), 0.0) / n + z2 / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval holds its own rate exactly: in floats, centre - half can land a hair above 0
+    # for p = 0 (and centre + half below 1 for p = 1).
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def effective_n(hits: Sequence[float], games: Sequence[float]) -> tuple[float, float]:

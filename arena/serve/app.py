@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import auth, data, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
-from .limits import BUILDS, WRITES, Buckets, WriteLimit
+from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -57,6 +57,7 @@ class Options:
     max_queued: int = 20               # ... and in all
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
+    writes_per_s: float = WRITES.per_s  # per client address, with WRITES' burst
 
     @property
     def writable(self) -> bool:
@@ -311,7 +312,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
     # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
-    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(WRITES)),
+    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst))),
                   Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
                   Middleware(SessionMiddleware, secret_key=auth.session_key(options.store),
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
