@@ -185,7 +185,7 @@ def core_pipe_games(procs: list[subprocess.Popen], rules: str, players: int, see
             p.stdin.write(req.line.encode() + b"\n")
             p.stdin.flush()
             choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
-            core.settle(Answered(choice, 0.05, [], note))
+            core.settle(Answered(choice, 0.00005, [], note))
             decisions += 1
         for seat, message in core.end_messages():
             procs[seat].stdin.write(protocol.encode(message).encode() + b"\n")
@@ -278,7 +278,7 @@ def core_run(rules: str, players: int, games: int, max_turns: int) -> tuple[floa
             protocol.encode(core.start_message(seat))
         while (req := core.next_request()) is not None:
             reply = '{"type":"action","request":%d,"action":0}' % req.id
-            core.answer(protocol.read_action(reply, req.id, req.n_actions), 0.05)
+            core.answer(protocol.read_action(reply, req.id, req.n_actions), 0.00005)
             decisions += 1
         for _, message in core.end_messages():
             protocol.encode(message)

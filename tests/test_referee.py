@@ -813,22 +813,22 @@ def test_core_conversation_by_hand() -> None:
     starts = [core.start_message(s) for s in range(2)]
     assert [m["seed"] for m in starts] == [bot_seed(7, 0), bot_seed(7, 1)]
     with pytest.raises(RuntimeError):
-        core.answer(0, 1.0)  # nothing was asked
+        core.answer(0, 0.001)  # nothing was asked
     req = core.next_request()
     assert req is not None and req.timeout == pytest.approx(1.1) and req.message["clock"]["bank_ms"] == 1000
     with pytest.raises(ValueError):
-        core.answer(req.n_actions, 1.0)
+        core.answer(req.n_actions, 0.001)
     with pytest.raises(RuntimeError):
         core.next_request()  # still waiting for that answer
-    core.answer(0, 350.0)  # 250 ms over the move time: drawn from the bank
+    core.answer(0, 0.350)  # 250 ms over the move time: drawn from the bank
     seat = req.seat
     while (req := core.next_request()) is not None and req.seat != seat:
-        core.answer(0, 1.0)
+        core.answer(0, 0.001)
     assert req is not None and req.message["clock"]["bank_ms"] == 750 and req.message["events"]
-    core.fault("timeout", "no reply", 850.0, ["dying words"])
+    core.fault("timeout", "no reply", 0.850, ["dying words"])
     assert core.over, "two players: a forfeit ends the game"
     while (req := core.next_request()) is not None:
-        core.answer(0, 1.0)
+        core.answer(0, 0.001)
     ends = core.end_messages()
     assert [s for s, _ in ends] == [1 - seat]
     rec = core.record
