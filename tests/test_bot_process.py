@@ -37,9 +37,9 @@ from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExi
 from arena.bots.filesystem import sandbox_visible
 from arena.limits import Limits
 from arena.bots.probes import namespaces_problem, sandbox_problem
-from arena.bots.process import ENV_TOKEN, EXIT_GRACE, BotProcess
+from arena.bots.process import ENV_TOKEN, BotProcess
 from arena.bots.procs import read_proc
-from arena.bots.channel import READ_CHUNK
+from arena.bots.channel import EXIT_GRACE, READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool

@@ -135,6 +135,9 @@ class LineChannel:
 
 EXIT_GRACE = 1.0
 """Seconds EOF on stdout may precede the exit of the process: within them the exit is the fault."""
+WATCH_S = 0.25
+"""While waiting for a reply, the shell looks this often at the bot's CPU use this game and,
+under bubblewrap, at whether any bot process still holds its stdin and stdout."""
 
 
 class Watch:

@@ -42,7 +42,7 @@ from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTi
 from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
-from .channel import EXIT_GRACE, READ_CHUNK, WATCH, Conversation, Ended, Expired, StderrBuffer, encode_line
+from .channel import READ_CHUNK, WATCH, WATCH_S, Conversation, Ended, Expired, StderrBuffer, encode_line
 from .uids import Registry, UidLease, pids_of_uid
 
 
@@ -54,9 +54,6 @@ STDERR_GRACE = 0.5  # how long to wait for the last stderr bytes of a dead bot
 SHUTDOWN_GRACE = 2.0
 """Seconds a bot has to exit by itself after ``shutdown`` (its stdin is closed too) before it
 is killed: time to write its statistics or a last log line (protocol/PROTOCOL.md)."""
-WATCH_S = 0.25
-"""While waiting for a reply, the referee looks this often at the bot's CPU use this game and,
-under bubblewrap, at whether any bot process still holds its stdin and stdout."""
 CPU_CHECK_S = 0.2  # after a reply, the game's CPU is measured at most this often
 ENV_TOKEN = "PALACE_ARENA_BOT"
 
