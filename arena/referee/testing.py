@@ -260,6 +260,9 @@ class TrioMockBot(MockBot):
     async def aclose(self) -> None:
         self.closed = True
 
+    async def close_gracefully(self) -> None:  # type: ignore[override]
+        self.closed = True
+
 
 __all__ = ["EXIT", "BotFault", "FakeClock", "MockBot", "Refuse", "Sleep", "TrioMockBot", "action_line",
            "hello_line", "policy"]
