@@ -278,3 +278,40 @@ def test_a_frozen_bot_left_by_a_dead_referee_is_killed() -> None:
         (group / knob).write_text("THAWED" if knob == "freezer.state" else "0")
         child.wait()
         group.rmdir()
+
+
+def test_a_referee_killed_while_making_a_bot_copy_leaves_no_directory_nobody_named(tmp_path: Path) -> None:
+    """A referee killed the instant its copy's directory exists (before a byte is copied into it):
+    the cleanup after it finds and removes that directory. Noting the name only after ``mkdtemp``
+    left such an empty ``palace-arena-bot-*`` behind (seen once in CI, after a worker's kill -9)."""
+    from arena.bots import launch
+    from arena.bots.uids import Registry, StaleReport
+    temp, run, bot = tmp_path / "temp", tmp_path / "run", tmp_path / "bot"
+    temp.mkdir()
+    bot.mkdir()
+    (bot / "bot.py").write_text("print('hi')\n")
+    pid = os.fork()
+    if pid == 0:  # the referee, killed by its own hand at the worst moment
+        try:
+            registry = Registry(run)
+            launch.process_registry = lambda: registry
+            os.environ["TMPDIR"] = str(temp)
+            import tempfile
+            tempfile.tempdir = None
+            real_mkdir = os.mkdir
+
+            def mkdir_then_die(path, mode=0o777, *a, **kw):
+                real_mkdir(path, mode, *a, **kw)
+                if os.path.basename(path).startswith("palace-arena-"):
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            os.mkdir = mkdir_then_die
+            launch.world_readable_copy(bot, "palace-arena-bot-")
+        finally:
+            os._exit(3)  # not reached when the kill came
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert [p.name[:17] for p in temp.iterdir()] == ["palace-arena-bot-"]  # it died with one made
+    report = StaleReport()
+    Registry(tmp_path / "other")._clean_referee_dir(run / f"ref-{pid}", None, report)
+    assert list(temp.iterdir()) == [] and len(report.temps) == 1

@@ -237,3 +237,29 @@ def test_a_worker_death_is_said_even_when_the_run_ends_during_its_cleanup(monkey
             assert ex.workers == []  # not replaced: the run is closing
 
     trio.run(main)
+
+
+def test_a_worker_killed_for_not_exiting_at_the_end_is_cleaned_up_after(tmp_path: Path, monkeypatch) -> None:
+    """A worker that does not exit within the grace at the run's end is killed: it runs no exit
+    handler, and the readers that would clear its bots are cancelled with the run, so the close
+    itself clears what it left (its registry directory, copies and bots); before, they stayed
+    until some later arena run's cleanup."""
+    import arena.tournament.worker as worker
+    from arena.bots.containment import process_registry
+    monkeypatch.setattr(worker, "EXIT_GRACE", 0.5)
+    real_close = worker.WorkerExecutor.aclose
+    stopped: list[int] = []
+
+    async def stop_one_then_close(self, graceful: bool = True):
+        pid = self.workers[0].proc.pid
+        os.kill(pid, signal.SIGSTOP)  # alive, holding its lock and directory, deaf to `end`
+        stopped.append(pid)
+        await real_close(self, graceful)
+
+    monkeypatch.setattr(worker.WorkerExecutor, "aclose", stop_one_then_close)
+    since = boot_ticks()
+    store = _run(tmp_path, "late", 2)
+    assert store.tournament("late")["status"] == "done"
+    assert stopped and not Path(f"/proc/{stopped[0]}").exists()  # killed and reaped
+    assert not (process_registry().run_dir / f"ref-{stopped[0]}").exists()
+    assert zombie_children(started_since=since) == []

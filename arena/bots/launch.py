@@ -14,7 +14,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -165,8 +164,7 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     new temporary directory removed when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
     hash the run read it under; anything else (the arena's own package) by copytree."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
-    process_registry().keep_temp(root)  # a kill -9 runs no exit handler: cleanup_stale removes it
+    root = process_registry().temp_dir(prefix)  # a kill -9 runs no exit handler: cleanup_stale removes it
     atexit.register(shutil.rmtree, root, True)
     copy = root / directory.name
     if bot is not None:

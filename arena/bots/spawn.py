@@ -14,7 +14,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Generator, Sequence
@@ -356,9 +355,9 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         if contained:  # a private tmpfs, new at every start
             env["HOME"] = env["TMPDIR"] = "/tmp"
         if gvisor:  # the bundle and runsc's state: the referee's alone, removed with the bot
-            home = Path(tempfile.mkdtemp(prefix=f"{name}-gvisor-"))
+            home = registry.temp_dir(f"palace-arena-home-{name}-gvisor-")
         elif not contained:
-            home = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+            home = registry.temp_dir(f"palace-arena-home-{name}-")
             if uid is not None:
                 os.chown(home, uid, uid)
             env.setdefault("HOME", str(home))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import fcntl
 import json
+import secrets
 import os
 import shutil
 import signal
@@ -244,12 +245,26 @@ class Registry:
                 self.drop_record(name)
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
-    def keep_temp(self, path: Path) -> None:
-        """Note a temporary directory this referee made for its bots (a world-readable copy of
-        the arena package or of a bot): removed at a normal exit by whoever made it, and by
-        :meth:`cleanup_stale` after a kill -9, when no exit handler ran."""
-        with open(self.dir / TEMPS, "a") as f:
-            f.write(f"{path}\n")
+    def temp_dir(self, prefix: str) -> Path:
+        """A new private directory in the temporary directory, for copies this referee makes for
+        its bots; removed at a normal exit by whoever made it, and by :meth:`cleanup_stale` after a
+        kill -9, when no exit handler ran. Its name is noted here *before* it exists, so a kill at
+        any instant leaves no directory nobody named (noting it after ``mkdtemp`` left an empty
+        copy behind when a worker was killed in between)."""
+        base = Path(tempfile.gettempdir())
+        for _ in range(100):
+            path = base / f"{prefix}{secrets.token_hex(8)}"
+            fd = os.open(self.dir / TEMPS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:  # one unbuffered write: in the kernel's hands before the directory exists
+                os.write(fd, f"{path}\n".encode())
+            finally:
+                os.close(fd)
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:  # 64 random bits met a name in use: try another
+                continue
+            return path
+        raise FileExistsError(f"no free temporary directory name with prefix {prefix!r} in {base}")
 
     def drop_record(self, name: str) -> None:
         try:

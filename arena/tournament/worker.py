@@ -43,6 +43,7 @@ from ..errors import ArenaError
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
 TRIES = 3  # a game whose worker dies is played again, at most this many times in all
+EXIT_GRACE = 10.0  # seconds the workers get to finish and exit when a run ends; then they are killed
 
 
 log = logging.getLogger(__name__)
@@ -331,12 +332,19 @@ class WorkerExecutor:
                     await w.proc.stdin.aclose()
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     pass
-            with trio.move_on_after(10 if graceful else 5):
+            with trio.move_on_after(EXIT_GRACE if graceful else EXIT_GRACE / 2):
                 for w in list(self.workers):
                     await w.proc.wait()
-            for w in list(self.workers):
-                if w.proc.returncode is None:
-                    w.proc.kill()
+            late = [w for w in self.workers if w.proc.returncode is None]
+            for w in late:
+                w.proc.kill()
+            if late:  # killed, they ran no exit handler: their bots and copies are ours to clear now
+                for w in late:  # (the readers that would have cleared them are cancelled with the run)
+                    await w.proc.wait()
+                try:
+                    await trio.to_thread.run_sync(cleanup_stale)
+                except Exception as e:  # noqa: BLE001 - best effort: the next run's cleanup retries
+                    log.warning("cleaning up after the workers failed: %s", e)
 
 
 @asynccontextmanager
