@@ -110,10 +110,9 @@ def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns:
                  cpus: tuple[int, int] | None) -> tuple[float, float, int]:
     """The same games through the blocking shell (what a referee worker runs): wall and CPU
     seconds, decisions."""
-    from arena.bots.start import start_bot_blocking
     from arena.referee.blocking import BlockingPlayer, play_game, settle
-    command, workdir, kw = trio.run(Launcher().start_args, spec)
-    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(command, workdir, **kw), CLOCK)
+    plan = trio.run(Launcher().plan, spec)
+    seats = [BlockingPlayer(spec, lambda s: plan.start_blocking(), CLOCK)
              for _ in range(players)]
     r = preset(rules)
     try:

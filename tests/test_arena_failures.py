@@ -201,3 +201,29 @@ def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.Monke
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert len(errors) == 1 and "the arena could not start random@1.0" in errors[0] and "cgroup" in errors[0]
     assert "start_failed" not in result.output
+
+
+def test_a_folder_its_private_uid_cannot_use_is_the_bots_start_failure(tmp_path: Path) -> None:
+    """The start error's kind, not its words, makes it the bot's: a plan whose folder the bot's
+    private uid may not enter gives BotUnreadable (start_failed), with how to fix it."""
+    import os
+
+    from arena.bots.errors import StartErrorKind
+    from arena.bots.launch import BotUnreadable, Containment, Launcher, LaunchPlan
+    from arena.faults import StartFailed
+    from arena.limits import Limits
+
+    mode = Launcher().mode_now()
+    python = Path("/usr/bin/python3")  # visible in every containment
+    if os.geteuid() != 0 or mode is Containment.TRUSTED or not python.exists():
+        pytest.skip("private uids need a root referee (and a system python3)")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    plan = LaunchPlan("locked@1", (str(python), "-c", "pass"), locked, Limits(), mode)
+    with pytest.raises(BotUnreadable, match="chmod o\\+rx") as info:
+        plan.start_blocking()
+    assert isinstance(info.value, StartFailed)
+    with pytest.raises(BotStartError) as raw:  # the spawn's own error carries the kind
+        from arena.bots.start import start_bot_blocking
+        start_bot_blocking(plan.argv, locked, **plan._kw())
+    assert raw.value.kind is StartErrorKind.UID_DENIED

@@ -22,7 +22,6 @@ import trio
 from arena.bots.cgroups import detect_cgroups
 from arena.bots.launch import Launcher
 from arena.bots.manifest import BotSpec, load_bot
-from arena.bots.start import start_bot_blocking
 from arena.engine import preset
 from arena.limits import Limits
 from arena.referee import TimeControl
@@ -100,11 +99,10 @@ def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool) -> Played:
 
 def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool) -> Played:
     launcher = Launcher(LIMITS)
-    args = {s.label: trio.run(launcher.start_args, s) for s in specs.values()}
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs.values()}
 
     def launch(spec: BotSpec):
-        command, workdir, kw = args[spec.label]
-        return start_bot_blocking(command, workdir, **kw)
+        return plans[spec.label].start_blocking()
 
     worker = Watched(specs["worker"], launch, CLOCK)
     other = BlockingPlayer(specs[opponent], launch, CLOCK)
@@ -156,7 +154,7 @@ class Logged(BlockingPlayer):
 
     def decide(self, req: Request):
         self.log.append((self.name, "request"))
-        return answered(self, 0, 1.0)
+        return answered(self, (0, None), 0.001)
 
     def finish(self, message) -> None:
         self.log.append((self.name, "end"))

@@ -144,27 +144,21 @@ def run_async(afn, *args):
 
 
 class BlockingLaunch:
-    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
-    worked out once (containment, build), and every start is then a plain fork. No event loop
-    is run for it, except once for a bot with a build step (a contained build runs on trio)."""
+    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: each bot's
+    :class:`~arena.bots.launch.LaunchPlan` is worked out once (containment, build), and every
+    start is then a plain fork. No event loop is run for it, except once for a bot with a build
+    step (a contained build runs on trio)."""
 
     def __init__(self, launcher: Any):
         self.launcher = launcher
-        self._args: dict[str, tuple] = {}
+        self.plans: dict[str, Any] = {}  # label -> LaunchPlan
 
     def __call__(self, spec):
-        from ..bots.start import start_bot_blocking
-        from ..bots.errors import BotStartError
-        args = self._args.get(spec.label)
-        if args is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
-            now = getattr(self.launcher, "start_args_now", None)
-            args = self._args[spec.label] = (now(spec) if now is not None and spec.build is None
-                                             else run_async(self.launcher.start_args, spec))
-        command, workdir, kw = args
-        try:
-            return start_bot_blocking(command, workdir, **kw)
-        except BotStartError as e:
-            raise self.launcher.start_error(spec, e, kw["run_as"]) from None
+        plan = self.plans.get(spec.label)
+        if plan is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
+            plan = self.plans[spec.label] = (self.launcher.plan_now(spec) if spec.build is None
+                                             else run_async(self.launcher.plan, spec))
+        return plan.start_blocking()
 
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
