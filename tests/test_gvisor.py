@@ -272,3 +272,80 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
             return await proc.receive_line(60)
 
     assert int(trio.run(main)) < 16
+
+
+# -- between two seats: the kernel's shared counters -----------------------------------------------
+
+COUNTERS = Path(__file__).resolve().parent / "fairplay_bots" / "counters.py"
+MESSAGE = "1011001110"  # what the sender spells, one bit per round: 3,000 of everything for a 1
+# What a receiver may not be able to read the sender through, written here, not read from the code:
+# the inode numbers of pipes and memfds, the gap between two pipes in a row (the machine-wide
+# counter's batches), pidfd inodes, the eventfd-id in fdinfo, the autogroup id of a new session.
+CHANNELS = ("pipe", "memfd", "pipe_jump", "pidfd", "eventfd", "autogroup")
+
+
+def _round_views(readings: list[dict]) -> list[dict]:
+    """What the receiver saw change between two of its reads, per channel: a number's step, or
+    the reading itself where it is not a number."""
+    views = []
+    for before, after in zip(readings, readings[1:]):
+        views.append({k: (after[k] - before[k] if isinstance(after[k], int) and isinstance(before[k], int)
+                          and k != "pipe_jump" else after[k]) for k in CHANNELS})
+    return views
+
+
+def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
+    """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
+    the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
+    readings (one before the first bit) and the two bots' containment lines."""
+    seat = tmp_path / "seat"
+    seat.mkdir()
+    shutil.copy(COUNTERS, seat / "counters.py")
+    seat = reachable(seat)
+
+    async def main() -> tuple[list[dict], list[str]]:
+        import json
+        receiver = await start_bot(["python3", "counters.py"], seat, **mode)
+        async with receiver:
+            sender = await start_bot(["python3", "counters.py"], seat, **mode)
+            async with sender:
+                assert await receiver.receive_line(60) == "ready" and await sender.receive_line(60) == "ready"
+                await receiver.send_line("read")
+                readings = [json.loads(await receiver.receive_line(60))]
+                for bit in MESSAGE:
+                    if bit == "1":
+                        await sender.send_line("send 3000")
+                        assert await sender.receive_line(120) == "sent"
+                    await receiver.send_line("read")
+                    readings.append(json.loads(await receiver.receive_line(60)))
+                return readings, [receiver.containment, sender.containment]
+
+    return trio.run(main)
+
+
+@needs_gvisor
+def test_two_gvisor_seats_share_no_kernel_counter(tmp_path: Path) -> None:
+    """The channels that carried 20-100 bits/s between two bubblewrap seats (docs/SANDBOX.md): under
+    gVisor every counter the receiver reads moves by its own calls alone, the same after a 1 as
+    after a 0, so the sender's message leaves nothing to decode."""
+    readings, containment = counters_pair(tmp_path, gvisor=True)
+    views = _round_views(readings)
+    assert all(r["pipe_jump"] == 1 for r in readings), readings  # no other pipe ever took a number
+    after_one = {json_key(v) for v, bit in zip(views, MESSAGE) if bit == "1"}
+    after_zero = {json_key(v) for v, bit in zip(views, MESSAGE) if bit == "0"}
+    assert after_one == after_zero and len(after_one) == 1, views
+    assert all(c.startswith("gVisor (runsc run)") for c in containment), containment
+
+
+@pytest.mark.skipif(probes.sandbox_problem_now() is not None, reason="needs bubblewrap")
+def test_the_counter_pair_can_tell_a_shared_kernel(tmp_path: Path) -> None:
+    """The same pair under bubblewrap, which shares the host's kernel: the pipe counter moves with
+    the sender's bits (the channel docs/SANDBOX.md measures), so the gVisor test above can see one."""
+    readings, _ = counters_pair(tmp_path, sandbox=True)
+    views = _round_views(readings)
+    assert len({json_key(v) for v in views}) > 1, views
+
+
+def json_key(view: dict) -> str:
+    import json
+    return json.dumps(view, sort_keys=True)
