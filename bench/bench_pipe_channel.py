@@ -1,7 +1,7 @@
 """How many bits per second two contained seats pass through pipe inode numbers, the shared
 counter the filter cannot close (a bot needs pipes).
 
-    python bench/bench_pipe_channel.py [bits] [slot_ms] [pipes]
+    python bench/bench_pipe_channel.py [bits] [slot_ms] [pipes] [--gvisor]
 
 Every pipe takes its inode number from one machine-wide counter, handed out in per-CPU batches of
 1024. Two bubblewrap-contained bots (the default mode) share a clock, cut time into slots, and
@@ -11,7 +11,8 @@ counter's value then: what the counter moved beyond the receiver's own batch is 
 machine's pipes (and other pseudo-files'), the sender's most of all. Prints the bits sent,
 received, the error rate, the raw bits per second and what a code could carry at that error rate (a binary
 symmetric channel's capacity, rate x (1 - H(p))). A bench, not a test: noise from other work on
-the machine moves the counter too.
+the machine moves the counter too. ``--gvisor`` runs both seats under the gVisor mode instead
+(``start_bot(gvisor=True)``, a root referee), where each seat has a kernel, and a counter, of its own.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def pipe_ino():
     return ino
 
 def wait_until(t):
-    d = t - time.monotonic()
+    d = t - time.time()  # the wall clock: gVisor's monotonic clock is its own
     if d > 0:
         time.sleep(d)
 
@@ -73,7 +74,7 @@ def run(bits: str, slot_ms: float, pipes: int) -> list:
     (d / "seat.py").write_text(SEAT)
     (d / "seat.py").chmod(0o644)
     bwrap = shutil.which("bwrap") or sys.exit("needs bwrap")
-    start = time.monotonic() + 3.0  # both seats up by then
+    start = time.time() + 3.0  # both seats up by then
     common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes)]
     procs, fds = [], []
     try:
@@ -92,13 +93,38 @@ def run(bits: str, slot_ms: float, pipes: int) -> list:
     return json.loads(out[0])
 
 
+def run_gvisor(bits: str, slot_ms: float, pipes: int) -> list:
+    """Both seats through the arena's own start path in the gVisor mode (private uid, cgroup)."""
+    import trio
+    from arena.bots.start import start_bot
+    d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-pipe-channel-")))
+    d.chmod(0o755)
+    (d / "seat.py").write_text(SEAT)
+    (d / "seat.py").chmod(0o644)
+    start = time.time() + 8.0  # both runsc sandboxes up by then
+    common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes)]
+
+    async def main() -> str:
+        recv = await start_bot(["/usr/bin/python3", "seat.py", "recv", *common, bits], d, gvisor=True)
+        async with recv:
+            send = await start_bot(["/usr/bin/python3", "seat.py", "send", *common, bits], d, gvisor=True)
+            async with send:
+                return await recv.receive_line(30 + len(bits) * slot_ms / 1000)
+    try:
+        return json.loads(trio.run(main))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
-    slot_ms = float(sys.argv[2]) if len(sys.argv) > 2 else 100
-    pipes = int(sys.argv[3]) if len(sys.argv) > 3 else 8192
+    gvisor = "--gvisor" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--gvisor"]
+    n = int(args[0]) if len(args) > 0 else 64
+    slot_ms = float(args[1]) if len(args) > 1 else 100
+    pipes = int(args[2]) if len(args) > 2 else 8192
     rng = random.Random(1)
     bits = "".join(rng.choice("01") for _ in range(n))
-    seen = run(bits, slot_ms, pipes)
+    seen = (run_gvisor if gvisor else run)(bits, slot_ms, pipes)
     moved = [b - a - 1 for a, b in zip(seen, seen[1:])]
     threshold = pipes // 2
     got = "".join("1" if m > threshold else "0" for m in moved)
@@ -106,15 +132,19 @@ def main() -> None:
     errors = sum(1 for s, g in zip(sent, got) if s != g)
     quiet = sorted(m for m, s in zip(moved, sent) if s == "0")
     busy = sorted(m for m, s in zip(moved, sent) if s == "1")
-    print(f"slot {slot_ms:g} ms, {pipes} pipes per 1, {len(sent)} bits; the counter moved by others "
+    print(f"{'gVisor' if gvisor else 'bubblewrap'}: load {os.getloadavg()[0]:.1f}; slot {slot_ms:g} ms, {pipes} pipes per 1, {len(sent)} bits; the counter moved by others "
           f"per slot: median {quiet[len(quiet) // 2] if quiet else '-'} in 0 slots, "
           f"{busy[len(busy) // 2] if busy else '-'} in 1 slots")
     print(f"sent     {sent}\nreceived {got}")
     rate = len(sent) / (len(sent) * slot_ms / 1000)
     p = errors / len(sent)
     entropy = 0.0 if p in (0.0, 1.0) else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+    capacity = rate * max(0.0, 1 - entropy)
+    if len(set(moved)) == 1:  # every reading the same whatever was sent: nothing to decode
+        capacity = 0.0
+        print(f"the receiver read the same {moved[0]} in every slot: no information")
     print(f"errors {errors}/{len(sent)} ({p:.0%}); raw rate {rate:.1f} bits/s; "
-          f"capacity at that error rate {rate * max(0.0, 1 - entropy):.1f} bits/s")
+          f"capacity at that error rate {capacity:.1f} bits/s")
 
 
 if __name__ == "__main__":
