@@ -349,3 +349,32 @@ def test_the_counter_pair_can_tell_a_shared_kernel(tmp_path: Path) -> None:
 def json_key(view: dict) -> str:
     import json
     return json.dumps(view, sort_keys=True)
+
+
+# -- limits under runsc ----------------------------------------------------------------------------
+
+
+@needs_gvisor
+@pytest.mark.skipif(cgroup_root()[0] is None, reason="needs a memory cgroup")
+def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: Path) -> None:
+    """gVisor's kernel and the bot's memory live in runsc's sandbox process, in the bot's cgroup:
+    past ``memory_mb`` the kernel kills it, and the arena says memory limit (the bot's own fault),
+    not a crash, with the peak at the cap."""
+    from arena.bots.errors import MemoryLimitExceeded
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    shutil.copy(ROOT / "tests" / "hostile" / "memory_hog.py", bot / "memory_hog.py")
+    bot = reachable(bot)
+    limits = Limits(cpu_seconds=60, memory_mb=256, max_processes=16)
+
+    async def main() -> None:
+        proc = await start_bot(["python3", "memory_hog.py"], bot, gvisor=True, limits=limits)
+        async with proc:
+            assert await proc.receive_line(120) == "eating"
+            with pytest.raises(MemoryLimitExceeded) as info:
+                await proc.receive_line(120)  # a generous wait: only the verdict is asserted
+            assert info.value.reason == "memory_limit" and info.value.signal == signal.SIGKILL
+        assert proc.resource_usage().peak_memory_bytes <= (256 << 20) + (1 << 20)
+
+    trio.run(main)

@@ -477,6 +477,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)
+        bot.status_carries_signal = sandbox or bool(gvisor)
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
             bot._sandbox_init = sandbox_init.pid
     except BaseException:
