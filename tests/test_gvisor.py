@@ -378,3 +378,45 @@ def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: 
         assert proc.resource_usage().peak_memory_bytes <= (256 << 20) + (1 << 20)
 
     trio.run(main)
+
+
+# -- a ladder for strangers: every game of a submission in the ladder's mode -----------------------
+
+PICKY = """import os
+from arena.botkit import serve
+HOST = {host!r}
+# Plays legally only where gVisor's kernel answers; under the host's kernel, an answer out of range.
+serve(lambda msg: msg["actions"][0]["id"] if os.uname().release != HOST else 10**6, "picky", "1.0")
+"""
+
+
+@needs_gvisor
+def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_path: Path, scratch: Path) -> None:
+    """`arena serve`'s upload path: a ladder file naming `gvisor = true` runs the entry check and the
+    placement under gVisor. The bot plays legally only under gVisor's kernel, so a check or a
+    placement game run in any other mode is a fault, and the upload would not be placed cleanly."""
+    from tests.test_serve import ServerProc, _finished, multipart, zip_bytes
+    from arena.serve import data
+    (scratch / "ladders").mkdir()
+    (scratch / "ladders" / "strangers.toml").write_text(
+        'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n')
+    store = scratch / "data" / "arena.sqlite"
+    store.parent.mkdir()
+    files = {"picky/bot.toml": b'name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
+             "picky/bot.py": PICKY.format(host=os.uname().release).encode()}
+    server = ServerProc(store, "--allow-submit", "--ladders", str(scratch / "ladders"))
+    try:
+        body, ctype = multipart({"ladder": "strangers", "token": server.token}, ("picky.zip", zip_bytes(files)))
+        status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 303
+        page = _finished(server, headers["location"])
+        assert b'data-status="placed"' in page, page.decode()[-3000:] + server.stderr()[-3000:]
+        assert b"no faults" in page
+        db = data.ReadStore(store)
+        try:
+            results = [r for (r,) in db.db.execute("SELECT result FROM games")]
+        finally:
+            db.db.close()
+        assert results and not [r for r in results if "illegal" in r or "fault" in r], results
+    finally:
+        server.stop()

@@ -157,6 +157,13 @@ def _drop_copy(store: Store, ladder: Ladder, label: str, copy: str) -> None:
             return
 
 
+def check_launcher(ladder: Ladder) -> Launcher | None:
+    """The launcher of a submission's entry check: the ladder's containment (gVisor where the ladder
+    file names it), as its games get; None for the default. Every entry point (``arena submit``,
+    uploads) checks through this one."""
+    return Launcher(gvisor=True) if ladder.gvisor else None
+
+
 @dataclass
 class SubmitResult:
     label: str
@@ -192,8 +199,7 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
                 report = await ctx.checker(spec)
             else:
                 from ..tournament.check import run_check
-                chosen = {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}  # the ladder's containment
-                report = await run_check(spec, ladder.check_games, ladder.move_ms, **chosen)
+                report = await run_check(spec, ladder.check_games, ladder.move_ms, launcher=check_launcher(ladder))
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)
             raise
