@@ -5,6 +5,7 @@ that tries to write 4 GiB there is stopped as its own fault, and the host's disk
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -91,3 +92,54 @@ def test_a_bot_filling_its_tmp_is_stopped_as_its_own_fault_and_the_disk_does_not
         assert len(lines) == 2 and lines[1].startswith("stopped"), (lines, ended)
         assert int(lines[1].split()[1]) <= CAP_MB, lines
     assert grew < 1 << 30, f"the host's disk lost {grew >> 20} MiB"  # the bot tried 4 GiB
+
+
+BIG_BUILD = textwrap.dedent("""
+    chunk = b"\\1" * (1 << 20)
+    for i in range(8):  # 2 GiB in 256 MiB files, each under the build's RLIMIT_FSIZE
+        with open(f"out{i}.bin", "wb") as f:
+            for _ in range(256):
+                f.write(chunk)
+    print("built")
+""")
+MANY_FILES = textwrap.dedent("""
+    import os
+    os.mkdir("many")
+    for i in range(300_000):
+        open(f"many/{i}", "w").close()
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="private uids and cgroups need a root referee")
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("script", [BIG_BUILD, MANY_FILES], ids=["2 GiB", "300,000 files"])
+def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path, mode, script, monkeypatch) -> None:
+    """Refused: a build's copy holding more than BUILD_DISK_MB or BUILD_ENTRIES; anything of it left
+    on the host's disk afterwards. The bot is refused with a message naming what it wrote."""
+    from arena.bots import launch
+    from arena.bots.launch import BuildError, Launcher
+    from arena.bots.manifest import load_bot
+    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
+    monkeypatch.setattr(launch, "BUILD_ENTRIES", 5_000)
+    copies: list[Path] = []
+
+    def recorded(spec, prefix):
+        copies.append(copy_of(spec, prefix))
+        return copies[-1]
+    copy_of = launch.bot_copy
+    monkeypatch.setattr(launch, "bot_copy", recorded)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text(script)
+    (bot / "bot.toml").write_text('name = "filler"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    bot = reachable(bot)
+    launcher = Launcher(gvisor=True) if mode == "gvisor" else Launcher(sandbox=mode)
+    before = free_bytes()
+    with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:
+        trio.run(launcher.build, load_bot(bot))
+    assert "filler" in str(info.value)
+    seen = int(re.search(r"\((\d+) MiB", str(info.value)).group(1))
+    assert seen < 1024, info.value  # stopped while it wrote, not refused once all 2 GiB were there
+    assert len(copies) == 1 and not copies[0].parent.exists()  # nothing of it stays on the disk
+    assert before - free_bytes() < 1 << 30  # it tried 2 GiB
+    print(info.value)
