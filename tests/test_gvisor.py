@@ -37,30 +37,30 @@ def arena(*args: str, env: dict[str, str] = ENV, timeout: float = 300) -> subpro
                           timeout=timeout, env=env)
 
 
-def runsc_pids(under: Path) -> set[int]:
-    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
-    found = set()
+def runsc_processes(under: Path) -> dict[int, str]:
+    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``: pid and
+    command line."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         if "runsc" in cmd and f"--root={under}" in cmd:
-            found.add(int(pid))
+            found[int(pid)] = cmd
     return found
 
 
-def runsc_processes(under: Path) -> list[str]:
-    """Command lines of the runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "runsc" in cmd and f"--root={under}" in cmd:
-            found.append(cmd)
-    return found
+@pytest.fixture
+def failing_runsc(tmp_path: Path) -> dict[str, str]:
+    """The environment of an arena whose PATH finds a runsc that cannot start its sandbox (as in a
+    container without the rights it needs): it prints runsc's words for that and exits 128."""
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
+                    "operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    return {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
 
 
 @pytest.fixture
@@ -83,19 +83,12 @@ def stored_games(store: Path) -> int:
 # -- refusal: always runs --------------------------------------------------------------------------
 
 
-def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None:
-    """A runsc that cannot start its sandbox (as in a container without the rights it needs):
-    `arena tournament --gvisor` stops before any game with one error line carrying runsc's own
-    words; it neither plays under bubblewrap nor stores a game."""
-    fake = tmp_path / "bin" / "runsc"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
-                    "operation not permitted' >&2\nexit 128\n")
-    fake.chmod(0o755)
+def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path, failing_runsc: dict[str, str]) -> None:
+    """A runsc that cannot start its sandbox: `arena tournament --gvisor` stops before any game with
+    one error line carrying runsc's own words; it neither plays under bubblewrap nor stores a game."""
     store = tmp_path / "store" / "arena.sqlite"
-    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
     done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--gvisor",
-                 "--store", str(store), "--plain", env=env)
+                 "--store", str(store), "--plain", env=failing_runsc)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
@@ -106,18 +99,15 @@ def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None
     assert stored_games(store) == 0
 
 
-def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(tmp_path: Path, scratch: Path) -> None:
+def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(scratch: Path,
+                                                                       failing_runsc: dict[str, str]) -> None:
     """`gvisor = true` in a ladder file: the entry check of a submission is refused with runsc's
     reason, and nothing is placed."""
     from tests.test_ladder import bot_copy, write_ladder
-    fake = tmp_path / "bin" / "runsc"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'cannot create sandbox: operation not permitted' >&2\nexit 128\n")
-    fake.chmod(0o755)
     path = write_ladder(scratch, "strangers", gvisor=True)
     low = bot_copy(scratch, "lowest", "2.0")
-    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
-    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain", env=env)
+    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain",
+                 env=failing_runsc)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
@@ -180,7 +170,7 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
             lines = await proc.receive_line(60), await proc.receive_line(60)
             if cgroup_root()[0] is not None:  # runsc, its gofer and its sandbox: counted and killed as the bot
                 assert proc.cgroup is not None and proc.home is not None
-                ours = runsc_pids(proc.home)
+                ours = set(runsc_processes(proc.home))
                 assert len(ours) == 3 and ours <= proc.cgroup.pids()
             return lines
 
@@ -209,7 +199,7 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
     with sqlite3.connect(store) as db:
         reasons = [r for (r,) in db.execute("select result from games")]
     assert any("timeout" in r for r in reasons), reasons
-    assert runsc_processes(scratch) == []
+    assert runsc_processes(scratch) == {}
     assert [p for p in scratch.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
 
 
@@ -239,7 +229,7 @@ def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, scratch: P
         referee.wait()
     subprocess.run([sys.executable, "-c", "from arena.bots.containment import cleanup_stale; cleanup_stale()"],
                    env=env, check=True, timeout=120)
-    assert runsc_processes(scratch) == []
+    assert runsc_processes(scratch) == {}
 
 
 FORK_BOT = textwrap.dedent("""
