@@ -159,6 +159,16 @@ def test_a_gvisor_seat_off_its_turn_gets_no_cpu_and_costs_no_forfeit(specs) -> N
     assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
 
 
+@needs_cgroups
+@pytest.mark.skipif(GVISOR_PROBLEM is not None, reason=f"gVisor cannot run here: {GVISOR_PROBLEM}")
+def test_a_pondering_gvisor_starver_gets_its_share_and_no_more(specs) -> None:
+    """On a ponder table the gVisor starver runs while the worker thinks (the measure sees it), but
+    its cgroup's equal CPU weight holds it to its share: the worker forfeits nothing."""
+    pondering = play(specs, "gvisor-starver", ponder=True, gvisor=True)
+    assert sum(pondering.grew) > WORK_S, pondering.grew
+    assert pondering.forfeits == 0
+
+
 class Logged(BlockingPlayer):
     """A seat that runs no process: it logs what the game loop does to it, and always plays 0."""
 
