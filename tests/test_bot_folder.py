@@ -291,16 +291,26 @@ def test_an_upload_nested_5000_deep_is_refused_and_leaves_no_folder(tmp_path):
 from tests.test_sandbox_attacks import MODES, open_dir  # noqa: E402
 
 
-async def _read_marker(directory: Path, sandbox: bool) -> tuple[int | None, list[str]]:
+async def _read_marker(directory: Path, sandbox: bool | str) -> tuple[int | None, list[str]]:
     from arena.bots.start import start_bot
+    mode = {"gvisor": True} if sandbox == "gvisor" else {"sandbox": sandbox, "namespaces": not sandbox}
     proc = await start_bot(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
-                           directory, sandbox=sandbox, namespaces=not sandbox, run_as="auto")
+                           directory, run_as="auto", **mode)
     async with proc:
         return await proc.run_to_end(60)
 
 
+def _gvisor_problem() -> str | None:
+    from arena.bots.probes import gvisor_problem_now
+    return gvisor_problem_now()
+
+
+GVISOR = pytest.param("gvisor", id="gvisor", marks=pytest.mark.skipif(
+    _gvisor_problem() is not None, reason=f"gVisor: {_gvisor_problem()}"))
+
+
 @pytest.mark.skipif(not ROOT, reason="private bot uids and the namespace root need a root referee")
-@pytest.mark.parametrize("sandbox", MODES)
+@pytest.mark.parametrize("sandbox", [*MODES, GVISOR])
 @pytest.mark.parametrize("swap", ["exchanged for a link", "untouched"])
 def test_a_folder_swapped_for_a_link_after_its_check_is_never_what_is_mounted(sandbox, swap, monkeypatch):
     """The referee checked the bot's folder, then a root child bound it by path: an author who swapped

@@ -22,6 +22,7 @@ import trio
 from arena.bots.cgroups import detect_cgroups
 from arena.bots.launch import Launcher
 from arena.bots.manifest import BotSpec, load_bot
+from arena.bots.probes import gvisor_problem_now
 from arena.engine import preset
 from arena.limits import Limits
 from arena.referee import TimeControl
@@ -36,12 +37,14 @@ needs_cgroups = pytest.mark.skipif(
     CGROUPS is None or not (CGROUPS.shares_cpu and CGROUPS.freezes),
     reason=f"needs cgroups with the cpu controller and a freezer: {CGROUP_NOTE}")
 
+GVISOR_PROBLEM = gvisor_problem_now()
 BOTS = Path(__file__).resolve().parent / "cpu_bots"
 # The worker's CPU per decision is a 37th of its move time, room for a loaded machine; SPINNERS
 # sessions outnumber it 120 to 1, so starved on 2 idle cores it would need 4.8 s of its 3.
 WORK_S = 0.08
 CLOCK = TimeControl(move_ms=3000, bank_ms=0, handshake_ms=30_000)
 SPINNERS = 120
+GVISOR_SPINNERS = 16  # gVisor's scheduler ignores nice: with 120 spinners the starver missed its own handshake
 LIMITS = Limits(max_processes=256)
 GAMES = 2
 
@@ -61,7 +64,8 @@ def specs(tmp_path_factory) -> dict[str, BotSpec]:
     root = reachable(Path(tempfile.mkdtemp(prefix="arena-cpu-", dir=tmp_path_factory.mktemp("cpu"))))
     root.chmod(0o755)
     return {"worker": bot(root, "worker", "worker.py", WORK_S), "quiet": bot(root, "quiet", "starver.py", 0),
-            "starver": bot(root, "starver", "starver.py", SPINNERS)}
+            "starver": bot(root, "starver", "starver.py", SPINNERS),
+            "gvisor-starver": bot(root, "gvisor-starver", "starver.py", GVISOR_SPINNERS)}
 
 
 class Watched(BlockingPlayer):
@@ -87,18 +91,18 @@ class Played:
     grew: list[float] = field(default_factory=list)  # the opponent's CPU during each worker decision
 
 
-_played: dict[tuple[str, bool], Played] = {}
+_played: dict[tuple[str, bool, bool], Played] = {}
 
 
-def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool) -> Played:
+def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool, gvisor: bool = False) -> Played:
     """GAMES games of the worker against ``opponent`` (each pairing played once per test run)."""
-    if (opponent, ponder) not in _played:
-        _played[opponent, ponder] = _play(specs, opponent, ponder)
-    return _played[opponent, ponder]
+    if (opponent, ponder, gvisor) not in _played:
+        _played[opponent, ponder, gvisor] = _play(specs, opponent, ponder, gvisor)
+    return _played[opponent, ponder, gvisor]
 
 
-def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool) -> Played:
-    launcher = Launcher(LIMITS)
+def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool = False) -> Played:
+    launcher = Launcher(LIMITS, gvisor=gvisor)
     plans = {s.label: trio.run(launcher.plan, s) for s in specs.values()}
 
     def launch(spec: BotSpec):
@@ -140,6 +144,27 @@ def test_a_seat_off_its_turn_gets_no_cpu(specs) -> None:
     assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
     pondering = play(specs, "starver", ponder=True)
     assert sum(pondering.grew) > WORK_S, pondering.grew
+
+
+@needs_cgroups
+@pytest.mark.skipif(GVISOR_PROBLEM is not None, reason=f"gVisor cannot run here: {GVISOR_PROBLEM}")
+def test_a_gvisor_seat_off_its_turn_gets_no_cpu_and_costs_no_forfeit(specs) -> None:
+    """The same under the gVisor mode: the starver's spinners are gVisor's tasks, run by runsc's
+    sandbox process, which sits in the seat's cgroup; frozen off turn, that cgroup's CPU stays
+    where it was while the worker (under gVisor too) thinks, and the worker forfeits nothing."""
+    frozen = play(specs, "gvisor-starver", ponder=False, gvisor=True)
+    assert frozen.forfeits == 0
+    assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
+
+
+@needs_cgroups
+@pytest.mark.skipif(GVISOR_PROBLEM is not None, reason=f"gVisor cannot run here: {GVISOR_PROBLEM}")
+def test_a_pondering_gvisor_starver_gets_its_share_and_no_more(specs) -> None:
+    """On a ponder table the gVisor starver runs while the worker thinks (the measure sees it), but
+    its cgroup's equal CPU weight holds it to its share: the worker forfeits nothing."""
+    pondering = play(specs, "gvisor-starver", ponder=True, gvisor=True)
+    assert sum(pondering.grew) > WORK_S, pondering.grew
+    assert pondering.forfeits == 0
 
 
 class Logged(BlockingPlayer):

@@ -37,30 +37,30 @@ def arena(*args: str, env: dict[str, str] = ENV, timeout: float = 300) -> subpro
                           timeout=timeout, env=env)
 
 
-def runsc_pids(under: Path) -> set[int]:
-    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
-    found = set()
+def runsc_processes(under: Path) -> dict[int, str]:
+    """The runsc processes (runsc, its gofer and sandbox) whose state is under ``under``: pid and
+    command line."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         if "runsc" in cmd and f"--root={under}" in cmd:
-            found.add(int(pid))
+            found[int(pid)] = cmd
     return found
 
 
-def runsc_processes(under: Path) -> list[str]:
-    """Command lines of the runsc processes (runsc, its gofer and sandbox) whose state is under ``under``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "runsc" in cmd and f"--root={under}" in cmd:
-            found.append(cmd)
-    return found
+@pytest.fixture
+def failing_runsc(tmp_path: Path) -> dict[str, str]:
+    """The environment of an arena whose PATH finds a runsc that cannot start its sandbox (as in a
+    container without the rights it needs): it prints runsc's words for that and exits 128."""
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
+                    "operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    return {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
 
 
 @pytest.fixture
@@ -83,19 +83,12 @@ def stored_games(store: Path) -> int:
 # -- refusal: always runs --------------------------------------------------------------------------
 
 
-def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None:
-    """A runsc that cannot start its sandbox (as in a container without the rights it needs):
-    `arena tournament --gvisor` stops before any game with one error line carrying runsc's own
-    words; it neither plays under bubblewrap nor stores a game."""
-    fake = tmp_path / "bin" / "runsc"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
-                    "operation not permitted' >&2\nexit 128\n")
-    fake.chmod(0o755)
+def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path, failing_runsc: dict[str, str]) -> None:
+    """A runsc that cannot start its sandbox: `arena tournament --gvisor` stops before any game with
+    one error line carrying runsc's own words; it neither plays under bubblewrap nor stores a game."""
     store = tmp_path / "store" / "arena.sqlite"
-    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
     done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--gvisor",
-                 "--store", str(store), "--plain", env=env)
+                 "--store", str(store), "--plain", env=failing_runsc)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
@@ -106,18 +99,15 @@ def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path) -> None
     assert stored_games(store) == 0
 
 
-def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(tmp_path: Path, scratch: Path) -> None:
+def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(scratch: Path,
+                                                                       failing_runsc: dict[str, str]) -> None:
     """`gvisor = true` in a ladder file: the entry check of a submission is refused with runsc's
     reason, and nothing is placed."""
     from tests.test_ladder import bot_copy, write_ladder
-    fake = tmp_path / "bin" / "runsc"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'cannot create sandbox: operation not permitted' >&2\nexit 128\n")
-    fake.chmod(0o755)
     path = write_ladder(scratch, "strangers", gvisor=True)
     low = bot_copy(scratch, "lowest", "2.0")
-    env = {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
-    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain", env=env)
+    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain",
+                 env=failing_runsc)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
@@ -180,7 +170,7 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
             lines = await proc.receive_line(60), await proc.receive_line(60)
             if cgroup_root()[0] is not None:  # runsc, its gofer and its sandbox: counted and killed as the bot
                 assert proc.cgroup is not None and proc.home is not None
-                ours = runsc_pids(proc.home)
+                ours = set(runsc_processes(proc.home))
                 assert len(ours) == 3 and ours <= proc.cgroup.pids()
             return lines
 
@@ -209,7 +199,7 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
     with sqlite3.connect(store) as db:
         reasons = [r for (r,) in db.execute("select result from games")]
     assert any("timeout" in r for r in reasons), reasons
-    assert runsc_processes(scratch) == []
+    assert runsc_processes(scratch) == {}
     assert [p for p in scratch.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
 
 
@@ -239,7 +229,7 @@ def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, scratch: P
         referee.wait()
     subprocess.run([sys.executable, "-c", "from arena.bots.containment import cleanup_stale; cleanup_stale()"],
                    env=env, check=True, timeout=120)
-    assert runsc_processes(scratch) == []
+    assert runsc_processes(scratch) == {}
 
 
 FORK_BOT = textwrap.dedent("""
@@ -272,3 +262,151 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
             return await proc.receive_line(60)
 
     assert int(trio.run(main)) < 16
+
+
+# -- between two seats: the kernel's shared counters -----------------------------------------------
+
+COUNTERS = Path(__file__).resolve().parent / "fairplay_bots" / "counters.py"
+MESSAGE = "1011001110"  # what the sender spells, one bit per round: 3,000 of everything for a 1
+# What a receiver may not be able to read the sender through, written here, not read from the code:
+# the inode numbers of pipes and memfds, the gap between two pipes in a row (the machine-wide
+# counter's batches), pidfd inodes, the eventfd-id in fdinfo, the autogroup id of a new session.
+CHANNELS = ("pipe", "memfd", "pipe_jump", "pidfd", "eventfd", "autogroup")
+
+
+def _round_views(readings: list[dict]) -> list[dict]:
+    """What the receiver saw change between two of its reads, per channel: a number's step, or
+    the reading itself where it is not a number."""
+    views = []
+    for before, after in zip(readings, readings[1:]):
+        views.append({k: (after[k] - before[k] if isinstance(after[k], int) and isinstance(before[k], int)
+                          and k != "pipe_jump" else after[k]) for k in CHANNELS})
+    return views
+
+
+def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
+    """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
+    the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
+    readings (one before the first bit) and the two bots' containment lines."""
+    seat = tmp_path / "seat"
+    seat.mkdir()
+    shutil.copy(COUNTERS, seat / "counters.py")
+    seat = reachable(seat)
+
+    async def main() -> tuple[list[dict], list[str]]:
+        import json
+        receiver = await start_bot(["python3", "counters.py"], seat, **mode)
+        async with receiver:
+            sender = await start_bot(["python3", "counters.py"], seat, **mode)
+            async with sender:
+                assert await receiver.receive_line(60) == "ready" and await sender.receive_line(60) == "ready"
+                await receiver.send_line("read")
+                readings = [json.loads(await receiver.receive_line(60))]
+                for bit in MESSAGE:
+                    if bit == "1":
+                        await sender.send_line("send 3000")
+                        assert await sender.receive_line(120) == "sent"
+                    await receiver.send_line("read")
+                    readings.append(json.loads(await receiver.receive_line(60)))
+                return readings, [receiver.containment, sender.containment]
+
+    return trio.run(main)
+
+
+@needs_gvisor
+def test_two_gvisor_seats_share_no_kernel_counter(tmp_path: Path) -> None:
+    """The channels that carried 20-100 bits/s between two bubblewrap seats (docs/SANDBOX.md): under
+    gVisor every counter the receiver reads moves by its own calls alone, the same after a 1 as
+    after a 0, so the sender's message leaves nothing to decode."""
+    readings, containment = counters_pair(tmp_path, gvisor=True)
+    views = _round_views(readings)
+    assert all(r["pipe_jump"] == 1 for r in readings), readings  # no other pipe ever took a number
+    after_one = {json_key(v) for v, bit in zip(views, MESSAGE) if bit == "1"}
+    after_zero = {json_key(v) for v, bit in zip(views, MESSAGE) if bit == "0"}
+    assert after_one == after_zero and len(after_one) == 1, views
+    assert all(c.startswith("gVisor (runsc run)") for c in containment), containment
+
+
+@pytest.mark.skipif(probes.sandbox_problem_now() is not None, reason="needs bubblewrap")
+def test_the_counter_pair_can_tell_a_shared_kernel(tmp_path: Path) -> None:
+    """The same pair under bubblewrap, which shares the host's kernel: the pipe counter moves with
+    the sender's bits (the channel docs/SANDBOX.md measures), so the gVisor test above can see one."""
+    readings, _ = counters_pair(tmp_path, sandbox=True)
+    views = _round_views(readings)
+    assert len({json_key(v) for v in views}) > 1, views
+
+
+def json_key(view: dict) -> str:
+    import json
+    return json.dumps(view, sort_keys=True)
+
+
+# -- limits under runsc ----------------------------------------------------------------------------
+
+
+@needs_gvisor
+@pytest.mark.skipif(cgroup_root()[0] is None, reason="needs a memory cgroup")
+def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: Path) -> None:
+    """gVisor's kernel and the bot's memory live in runsc's sandbox process, in the bot's cgroup:
+    past ``memory_mb`` the kernel kills it, and the arena says memory limit (the bot's own fault),
+    not a crash, with the peak at the cap."""
+    from arena.bots.errors import MemoryLimitExceeded
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    shutil.copy(ROOT / "tests" / "hostile" / "memory_hog.py", bot / "memory_hog.py")
+    bot = reachable(bot)
+    limits = Limits(cpu_seconds=60, memory_mb=256, max_processes=16)
+
+    async def main() -> None:
+        proc = await start_bot(["python3", "memory_hog.py"], bot, gvisor=True, limits=limits)
+        async with proc:
+            assert await proc.receive_line(120) == "eating"
+            with pytest.raises(MemoryLimitExceeded) as info:
+                await proc.receive_line(120)  # a generous wait: only the verdict is asserted
+            assert info.value.reason == "memory_limit" and info.value.signal == signal.SIGKILL
+        assert proc.resource_usage().peak_memory_bytes <= (256 << 20) + (1 << 20)
+
+    trio.run(main)
+
+
+# -- a ladder for strangers: every game of a submission in the ladder's mode -----------------------
+
+PICKY = """import os
+from arena.botkit import serve
+HOST = {host!r}
+# Plays legally only where gVisor's kernel answers; under the host's kernel, an answer out of range.
+serve(lambda msg: msg["actions"][0]["id"] if os.uname().release != HOST else 10**6, "picky", "1.0")
+"""
+
+
+@needs_gvisor
+def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_path: Path, scratch: Path) -> None:
+    """`arena serve`'s upload path: a ladder file naming `gvisor = true` runs the entry check and the
+    placement under gVisor. The bot plays legally only under gVisor's kernel, so a check or a
+    placement game run in any other mode is a fault, and the upload would not be placed cleanly."""
+    from tests.test_serve import ServerProc, _finished, multipart, zip_bytes
+    from arena.serve import data
+    (scratch / "ladders").mkdir()
+    (scratch / "ladders" / "strangers.toml").write_text(
+        'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n')
+    store = scratch / "data" / "arena.sqlite"
+    store.parent.mkdir()
+    files = {"picky/bot.toml": b'name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
+             "picky/bot.py": PICKY.format(host=os.uname().release).encode()}
+    server = ServerProc(store, "--allow-submit", "--ladders", str(scratch / "ladders"))
+    try:
+        body, ctype = multipart({"ladder": "strangers", "token": server.token}, ("picky.zip", zip_bytes(files)))
+        status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        assert status == 303
+        page = _finished(server, headers["location"])
+        assert b'data-status="placed"' in page, page.decode()[-3000:] + server.stderr()[-3000:]
+        assert b"no faults" in page
+        db = data.ReadStore(store)
+        try:
+            results = [r for (r,) in db.db.execute("SELECT result FROM games")]
+        finally:
+            db.db.close()
+        assert results and not [r for r in results if "illegal" in r or "fault" in r], results
+    finally:
+        server.stop()

@@ -115,3 +115,28 @@ def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path]) -> bool:
     _, system, own = contained_view(Path(os.path.realpath(cwd)), [Path(os.path.realpath(p)) for p in ro_binds])
     roots = [Path(b) for b in system + own]
     return any(real == r or r in real.parents for r in roots)
+
+
+def tree_usage(root: Path, stop_at: int) -> tuple[int, int]:
+    """Bytes on disk (the larger of length and blocks, as the folder reader counts) and entries
+    under ``root``, never following a link; the walk ends once ``stop_at`` entries were seen, so a
+    build that makes a million empty files costs the watcher no more than that."""
+    used = entries = 0
+    stack = [str(root)]
+    while stack and entries < stop_at:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    if entries >= stop_at:
+                        break
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += max(st.st_size, st.st_blocks * 512)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return used, entries

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from ..limits import Limits, MiB
 from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS
+from .namespaces import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, _check, _mount, _unshare
 
 
 RUNSC: str | None = None
@@ -45,11 +46,33 @@ def runsc_argv(runsc: str, state: Path, bundle: Path, container: str) -> list[st
     return [runsc, *RUNSC_FLAGS, f"--root={state}", "run", "--bundle", str(bundle), container]
 
 
+def checked_folder(where: Path) -> Path:
+    """Where, in runsc's own mount namespace, the bot's checked folder is bound (:func:`bind_checked`):
+    below the bot's root-only state directory, so nobody else can put anything in its place."""
+    return where / "folder"
+
+
+def bind_checked(cwd_fd: int, where: Path) -> None:
+    """In the forked child, before it becomes runsc: a mount namespace of its own (which runsc and
+    its gofer inherit, and which ends with them) with the directory ``cwd_fd`` holds, the one the
+    referee checked, bound at :func:`checked_folder`. The bundle names that path as the bot folder's
+    source, so a folder swapped for a link after its check is not what gVisor serves. Only system
+    calls: it runs between fork and exec."""
+    target = str(checked_folder(where)).encode()
+    os.fchdir(cwd_fd)  # unshare keeps the working directory: "." is then the checked directory
+    _check(_unshare(CLONE_NEWNS), "unshare mount")
+    _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    _check(_mount(b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
+    os.chdir(where)
+
+
 def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],
                  limits: Limits, ro_binds: Sequence[Path] = (), writable_cwd: bool = False) -> Path:
     """An OCI bundle in ``where/bundle``: an empty read-only root with the system (/usr, /etc, ...),
-    the bot's directory and ``ro_binds`` bound read-only at their host paths, a private /tmp,
-    no network, ``uid`` as user, the limits as rlimits and no new privileges. Returns its path."""
+    the bot's directory (from :func:`checked_folder`) and ``ro_binds`` bound read-only at their host
+    paths, a private /tmp, no network, ``uid`` as user, the limits as rlimits and no new privileges.
+    Returns its path."""
+    checked_folder(where).mkdir(mode=0o700)
     bundle = where / "bundle"
     rootfs = bundle / "rootfs"
     rootfs.mkdir(parents=True)
@@ -61,8 +84,9 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
             os.symlink(os.readlink(d), rootfs / d.lstrip("/"))
         elif os.path.isdir(d):
             mounts.append(_bind(d, True))
-    for path in (cwd, *ro_binds):
-        mounts.append(_bind(str(path), not (writable_cwd and path == cwd)))
+    mounts.append({**_bind(str(cwd), not writable_cwd), "source": str(checked_folder(where))})
+    for path in ro_binds:
+        mounts.append(_bind(str(path), True))
     for d in ("proc", "tmp", "dev", *(m["destination"].lstrip("/") for m in mounts)):
         (rootfs / d).mkdir(parents=True, exist_ok=True)
     rlimits = [{"type": f"RLIMIT_{name}", "soft": soft, "hard": hard}

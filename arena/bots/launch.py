@@ -26,6 +26,7 @@ from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
+from .filesystem import tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -37,6 +38,13 @@ BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
                       process_cpu_seconds=BUILD_TIMEOUT_S, max_output_bytes=16 * MiB)
 """A compiler needs more than a bot's defaults; the wall-clock timeout bounds it all."""
+BUILD_DISK_MB = 1024
+BUILD_ENTRIES = 100_000
+"""What a contained build may leave in its copy of the bot's folder, the only place on the host's
+disk it can write: measured every BUILD_DISK_WATCH_S while it runs (each file is also capped by
+RLIMIT_FSIZE, ``file_size_mb``) and once at its end; past either, the build is killed, its copy
+removed, and the bot refused as its own fault."""
+BUILD_DISK_WATCH_S = 0.2
 CONTAINED_BUILD = ("builds run contained, like the bot: no network, only the system (/usr, /etc) and a "
                    "copy of the bot's directory; install the build's tools system-wide, or pass "
                    "--trusted-bots to build and run bots as the referee's own user")
@@ -349,8 +357,32 @@ class Launcher:
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None
+        over: list[tuple[int, int]] = []
+
+        def too_much() -> bool:
+            used, entries = tree_usage(copy, BUILD_ENTRIES + 1)
+            if used > BUILD_DISK_MB * MiB or entries > BUILD_ENTRIES:
+                over.append((used, entries))
+            return bool(over)
+
+        async def watch(scope: trio.CancelScope) -> None:
+            while not await trio.to_thread.run_sync(too_much):
+                await trio.sleep(BUILD_DISK_WATCH_S)
+            scope.cancel()  # the build stops here; leaving ``proc`` kills all it left running
+
+        status: int | None = None
+        output: list[str] = []
         async with proc:
-            status, output = await proc.run_to_end(BUILD_TIMEOUT_S)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch, nursery.cancel_scope)
+                status, output = await proc.run_to_end(BUILD_TIMEOUT_S)
+                nursery.cancel_scope.cancel()
+        if over or too_much():
+            shutil.rmtree(copy.parent, ignore_errors=True)  # the copy's own temporary directory
+            used, entries = over[0]
+            raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
+                             f"{entries} entries seen; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} entries): "
+                             "it was stopped and its files removed")
         chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
         if status != 0:
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"

@@ -39,6 +39,24 @@ def _probe(**kw: Any):
                               extra_env=None, cgroup=False, ro_binds=(), **kw)
 
 
+def _tried(what: str, wait: float, start_failed: str, exit_failed, **kw: Any) -> str | None:
+    """The one probe, over a mode (``kw``: spawn's mode arguments): start ``/usr/bin/true`` as a bot;
+    None if it printed nothing and exited 0, else why not. ``start_failed`` prefixes a start error;
+    ``exit_failed(exc, bot)`` words a non-zero exit in the mode's own terms."""
+    try:
+        bot = _probe(**kw)
+    except BotStartError as exc:
+        return f"{start_failed}{exc}"
+    with bot:
+        try:
+            bot.receive_line(wait)
+            return f"{what} probe printed output"
+        except BotExited as exc:
+            return None if exc.returncode == 0 else exit_failed(exc, bot)
+        except BotError as exc:
+            return f"{what} probe failed: {exc}"
+
+
 def namespaces_problem_now() -> str | None:
     """None if this referee can contain bots without bubblewrap (private uid, new mount,
     network, IPC and UTS namespaces, a root of its own; see namespaces.NamespaceRoot), else why not.
@@ -46,23 +64,18 @@ def namespaces_problem_now() -> str | None:
     if os.geteuid() != 0:
         return "needs a root referee (private uids and mount namespaces)"
     if True not in _namespaces_checked:
-        problem = None
-        try:
-            bot = _probe(sandbox=False, namespaces=True, run_as="auto", bwrap=None)
-        except BotStartError as exc:
-            problem = str(exc)
-        else:
-            with bot:
-                try:
-                    bot.receive_line(20)
-                    problem = "namespace probe printed output"
-                except BotExited as exc:
-                    if exc.returncode != 0:
-                        problem = f"namespace probe failed: {exc}"
-                except BotError as exc:
-                    problem = f"namespace probe failed: {exc}"
-        _namespaces_checked[True] = problem
+        _namespaces_checked[True] = _tried(
+            "namespace", 20, "", lambda exc, bot: f"namespace probe failed: {exc}",
+            sandbox=False, namespaces=True, run_as="auto", bwrap=None)
     return _namespaces_checked[True]
+
+
+def _bwrap_exit(exc: BotExited, bot: Any) -> str:
+    err = " ".join(bot.take_stderr()).strip()[:300]
+    return (f"bwrap cannot create its sandbox here (exit {exc.returncode}): {err}"
+            " (are unprivileged user namespaces disabled? see"
+            " user.max_user_namespaces, kernel.unprivileged_userns_clone,"
+            " kernel.apparmor_restrict_unprivileged_userns)")
 
 
 def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
@@ -76,27 +89,8 @@ def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
         return "bwrap not found (Debian/Ubuntu package: bubblewrap)"
     key = (bwrap, drops_uid(run_as))
     if key not in _bwrap_checked:
-        problem = None
-        try:
-            bot = _probe(sandbox=True, namespaces=False, run_as=run_as, bwrap=bwrap)
-        except BotStartError as exc:
-            problem = f"cannot run {bwrap}: {exc}"
-        else:
-            with bot:
-                try:
-                    bot.receive_line(20)
-                    problem = "bwrap probe printed output"
-                except BotExited as exc:
-                    if exc.returncode != 0:
-                        err = " ".join(bot.take_stderr()).strip()[:300]
-                        problem = (
-                            f"bwrap cannot create its sandbox here (exit {exc.returncode}): {err}"
-                            " (are unprivileged user namespaces disabled? see"
-                            " user.max_user_namespaces, kernel.unprivileged_userns_clone,"
-                            " kernel.apparmor_restrict_unprivileged_userns)")
-                except BotError as exc:
-                    problem = f"bwrap probe failed: {exc}"
-        _bwrap_checked[key] = problem
+        _bwrap_checked[key] = _tried("bwrap", 20, f"cannot run {bwrap}: ", _bwrap_exit,
+                                     sandbox=True, namespaces=False, run_as=run_as, bwrap=bwrap)
     return _bwrap_checked[key]
 
 
@@ -120,6 +114,11 @@ async def gvisor_problem() -> str | None:
     return gvisor_problem_now()
 
 
+def _runsc_exit(exc: BotExited, bot: Any) -> str:
+    err = " ".join(" ".join(bot.take_stderr()).split())[-300:]
+    return f"runsc run failed (exit {exc.returncode}): {err or 'no output'}"
+
+
 def gvisor_problem_now() -> str | None:
     """None if a bot can run under gVisor here (``runsc run`` on a bundle, as a private uid),
     else why not, with the tail of runsc's own error. Cached per runsc path."""
@@ -129,21 +128,6 @@ def gvisor_problem_now() -> str | None:
     if os.geteuid() != 0:
         return "needs a root referee (runsc run, a private uid per bot)"
     if runsc not in _gvisor_checked:
-        problem = None
-        try:
-            bot = _probe(sandbox=False, namespaces=False, run_as="auto", bwrap=None, gvisor=runsc)
-        except BotStartError as exc:
-            problem = f"cannot run {runsc}: {exc}"
-        else:
-            with bot:
-                try:
-                    bot.receive_line(60)
-                    problem = "gVisor probe printed output"
-                except BotExited as exc:
-                    if exc.returncode != 0:
-                        err = " ".join(" ".join(bot.take_stderr()).split())[-300:]
-                        problem = f"runsc run failed (exit {exc.returncode}): {err or 'no output'}"
-                except BotError as exc:
-                    problem = f"gVisor probe failed: {exc}"
-        _gvisor_checked[runsc] = problem
+        _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit, sandbox=False,
+                                        namespaces=False, run_as="auto", bwrap=None, gvisor=runsc)
     return _gvisor_checked[runsc]

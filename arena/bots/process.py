@@ -90,6 +90,7 @@ class BotBase:
         self.uid = uid
         self.home = home
         self.sandboxed = sandboxed
+        self.status_carries_signal = sandboxed  # exit status 128+N for a bot killed by signal N (bwrap, runsc)
         self.containment = containment  # what contains it, in words (see Launcher.describe)
         self._popen = popen
         self._fds = fds  # stdin, stdout, stderr: our ends, non-blocking
@@ -356,8 +357,8 @@ class BotBase:
         if self._exit is None or self._exit == (None, None):
             return BotExited(None, None, "exit status lost")
         code, sig = self._exit
-        if self.sandboxed and code is not None and 128 < code <= 128 + 64:
-            sig = code - 128  # bwrap's convention for a child killed by a signal
+        if self.status_carries_signal and code is not None and 128 < code <= 128 + 64:
+            sig = code - 128  # bwrap's and runsc's convention for a child killed by a signal
         usage = self._measure()
         if sig == signal.SIGXCPU or (
             sig == signal.SIGKILL and usage.cpu_seconds is not None

@@ -101,6 +101,9 @@ def _rules(sc) -> list[tuple[int, str | int, tuple]]:
     rules.append((allow, "clone", (sc.Arg(0, sc.MASKED_EQ, CLONE_FORBIDDEN, 0),)))
     # clone3 passes its flags in memory, out of a filter's reach: ENOSYS makes the C library use clone
     rules.append((sc.ERRNO(errno.ENOSYS), "clone3", ()))
+    # flock on a file both seats can open is a channel: refused, but as a file system without locks
+    # answers (ENOSYS), which build tools handle by going on unlocked (cargo stops on EPERM)
+    rules.append((sc.ERRNO(errno.ENOSYS), "flock", ()))
     rules += [(allow, "fcntl", (sc.Arg(1, sc.EQ, cmd),)) for cmd in FCNTL_ALLOWED]
     rules += [(allow, "ioctl", (sc.Arg(1, sc.EQ, cmd),)) for cmd in IOCTL_ALLOWED]
     for name in ("preadv2", "pwritev2"):  # RWF_NOWAIT says whether a page is cached, without reading it

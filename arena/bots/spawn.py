@@ -119,9 +119,11 @@ def _get_spawner() -> _SpawnThread:
 
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
-                 nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None):
+                 nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None,
+                 gvisor_bind: tuple[int, Path] | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root); with ``nsroot``, unshare a pid namespace and
+    join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor and the
+    bot's state directory), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
     fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
     the grandchild, pid 1 of the new namespace, goes on to enter the other
     namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
@@ -137,6 +139,8 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
         for fd in join_fds:
             os.write(fd, b"0")
         parent = referee
+        if gvisor_bind is not None:  # runsc's mount namespace, with the checked folder bound in it
+            gvisor_mod.bind_checked(*gvisor_bind)
         if nsroot is not None:
             nsroot.new_pid_namespace()
             child = os.fork()
@@ -431,7 +435,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             child = subprocess.Popen(
                 argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=home if gvisor else cwd, env=popen_env,
                 close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
-                preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer),
+                preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer,
+                                        (cwd_fd, home) if gvisor and home is not None else None),
             )
             if not sandbox:
                 return child, {}
@@ -476,6 +481,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)
+        bot.status_carries_signal = sandbox or bool(gvisor)
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
             bot._sandbox_init = sandbox_init.pid
     except BaseException:

@@ -157,6 +157,13 @@ def _drop_copy(store: Store, ladder: Ladder, label: str, copy: str) -> None:
             return
 
 
+def check_containment(ladder: Ladder) -> dict[str, Launcher]:
+    """``run_check``'s arguments for a submission's entry check in the ladder's containment (gVisor
+    where the ladder file names it), as its games get; none for the default. Every entry point
+    (``arena submit``, uploads) checks through this one."""
+    return {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}
+
+
 @dataclass
 class SubmitResult:
     label: str
@@ -192,8 +199,7 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
                 report = await ctx.checker(spec)
             else:
                 from ..tournament.check import run_check
-                chosen = {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}  # the ladder's containment
-                report = await run_check(spec, ladder.check_games, ladder.move_ms, **chosen)
+                report = await run_check(spec, ladder.check_games, ladder.move_ms, **check_containment(ladder))
         except BaseException:
             _drop_copy(store, ladder, spec.label, copy)
             raise

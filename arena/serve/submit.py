@@ -240,6 +240,7 @@ async def run_job(app: Starlette, job: Job, root: Path) -> None:
 
 async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> None:
     from ..tournament.check import run_check
+    from ..ladder.placement import check_containment
     from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
     opts = app.state.options
     async with app.state.submit_lock:
@@ -251,7 +252,8 @@ async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path
 
             async def checked(copy: Any) -> dict[str, Any]:
                 hidden.insert(0, (copy.root, YOUR_BOT))  # the check runs on the ladder's own copy
-                report = await run_check(copy, ladder.check_games, ladder.move_ms, rules=ladder.ruleset())
+                report = await run_check(copy, ladder.check_games, ladder.move_ms, rules=ladder.ruleset(),
+                                         **check_containment(ladder))  # the ladder's containment
                 job.report = hide_paths(report, hidden)
                 if report.get("ok"):
                     job.status = "placing"
