@@ -953,7 +953,8 @@ def test_mypy_rejects_a_fault_reason_given_as_a_string(tmp_path: Path) -> None:
                      "    core.start_fault(0, 'illegal', '')\n"
                      "    return Faulted('timeout', '', 0.0)\n")
     out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
-                          "--no-incremental", "--no-error-summary", str(probe)],
+                          "--no-incremental", "--no-error-summary", "--cache-dir", str(tmp_path / "mypy-cache"),
+                          str(probe)],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     errors = [line.split(": error: ")[0].rsplit(":", 1)[-1] for line in out.stdout.splitlines() if ": error: " in line]
     assert errors == ["7", "8"], out.stdout  # the two strings, not the enum
