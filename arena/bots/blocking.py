@@ -3,8 +3,9 @@
 For a process that plays one game at a time (a referee worker, an environment's program
 opponent), a bot's round trip needs no scheduler: write the line, ``poll`` its stdout, read.
 :class:`BlockingBot` does that over the same :class:`~arena.bots.process.BotBase` as the trio
-shell, so every decision (the channel's faults, the clock, the CPU allowance, the exit, the
-teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
+shell, and its one ``poll`` loop does what the bot's :class:`~arena.bots.channel.Conversation`
+says (a line, a fault, or wait until T), so every decision (the channel's faults, the clock, the
+CPU allowance, the exit, the teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
 stderr during every wait, so no bot ever blocks on a full stderr pipe while another is asked,
 and finishes the bots closed with a grace period, so no caller waits out anyone's grace.
 
@@ -25,7 +26,7 @@ import select
 import time
 
 from ..errors import ArenaError
-from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited
 from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
 from .channel import WATCH, Ended, Expired, encode_line
 
