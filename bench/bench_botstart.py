@@ -25,7 +25,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena.bots.launch import BUBBLEWRAP, NAMESPACES, ContainmentError, Launcher  # noqa: E402
+from arena.bots.launch import Containment, ContainmentError, Launcher  # noqa: E402
 from arena.limits import Limits  # noqa: E402
 from arena.bots.probes import capabilities  # noqa: E402
 from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
@@ -75,7 +75,7 @@ async def main(rounds: int) -> None:
         default = await Launcher().mode()
     except ContainmentError as e:
         default = f"none ({e})"
-    default_row = {BUBBLEWRAP: "bwrap", NAMESPACES: "namespaces"}.get(default)
+    default_row = {Containment.BUBBLEWRAP: "bwrap", Containment.NAMESPACES: "namespaces"}.get(default)
     print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} CPUs, "
           f"root={root}")
     print(f"cgroup: {caps['cgroup'] or caps['cgroup_note']}")

@@ -31,7 +31,6 @@ import trio  # noqa: E402
 from arena.bots.cgroups import detect_cgroups  # noqa: E402
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import BotSpec  # noqa: E402
-from arena.bots.start import start_bot_blocking  # noqa: E402
 from arena.engine import preset  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
 from arena.referee.blocking import BlockingPlayer, play_game, settle  # noqa: E402
@@ -93,10 +92,10 @@ def main() -> None:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
         spec = BotSpec("trivial", "1", ("python3", "bot.py"), Path(tmp), Path(tmp))
-        command, workdir, kw = trio.run(Launcher().start_args, spec)
+        plan = trio.run(Launcher().plan, spec)
 
         def launch(_spec: BotSpec):
-            return start_bot_blocking(command, workdir, **kw)
+            return plan.start_blocking()
 
         print("  per freeze+thaw pair (us): with another seat frozen (game) / alone; per decision (us): "
               "frozen seats / ponder, and the CPU difference")

@@ -110,10 +110,9 @@ def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns:
                  cpus: tuple[int, int] | None) -> tuple[float, float, int]:
     """The same games through the blocking shell (what a referee worker runs): wall and CPU
     seconds, decisions."""
-    from arena.bots.start import start_bot_blocking
     from arena.referee.blocking import BlockingPlayer, play_game, settle
-    command, workdir, kw = trio.run(Launcher().start_args, spec)
-    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(command, workdir, **kw), CLOCK)
+    plan = trio.run(Launcher().plan, spec)
+    seats = [BlockingPlayer(spec, lambda s: plan.start_blocking(), CLOCK)
              for _ in range(players)]
     r = preset(rules)
     try:
@@ -185,7 +184,7 @@ def core_pipe_games(procs: list[subprocess.Popen], rules: str, players: int, see
             p.stdin.write(req.line.encode() + b"\n")
             p.stdin.flush()
             choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
-            core.settle(Answered(choice, 0.05, [], note))
+            core.settle(Answered(choice, 0.00005, [], note))
             decisions += 1
         for seat, message in core.end_messages():
             procs[seat].stdin.write(protocol.encode(message).encode() + b"\n")
@@ -278,7 +277,7 @@ def core_run(rules: str, players: int, games: int, max_turns: int) -> tuple[floa
             protocol.encode(core.start_message(seat))
         while (req := core.next_request()) is not None:
             reply = '{"type":"action","request":%d,"action":0}' % req.id
-            core.answer(protocol.read_action(reply, req.id, req.n_actions), 0.05)
+            core.answer(protocol.read_action(reply, req.id, req.n_actions), 0.00005)
             decisions += 1
         for _, message in core.end_messages():
             protocol.encode(message)

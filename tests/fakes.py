@@ -2,7 +2,8 @@
 
 Everything here is :class:`arena.referee.testing.MockBot`; these helpers keep the
 line-level form older tests use: ``ScriptedConnection(respond)`` runs ``respond(line)``
-as the bot (the lines it prints, or None when it exits).
+as the bot (the lines it prints, or None when it exits). The in-process executor still plays
+on the trio referee, so these are :class:`~arena.referee.testing.TrioMockBot` doubles.
 """
 
 from __future__ import annotations
@@ -11,11 +12,17 @@ import json
 import random
 from collections.abc import Callable
 
+from pathlib import Path
+
 from arena import strategies
-from arena.referee.testing import EXIT, MockBot, Sleep, hello_line
+from arena.bots.manifest import BotSpec
+from arena.engine import Rules
+from arena.referee.blocking import BlockingPlayer, play_game
+from arena.referee.core import GameRecord, TimeControl
+from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, TrioMockBot, hello_line
 
 
-class ScriptedConnection(MockBot):
+class ScriptedConnection(TrioMockBot):
     """A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
 
     def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
@@ -66,3 +73,38 @@ def policy_launcher(starts: list[str] | None = None):
             starts.append(spec.label)
         return ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))
     return launch
+
+
+def mock_players(bots: list, clock: TimeControl, *, timer: FakeClock | None = None,
+                 names: list[str] | None = None, **kw) -> list[BlockingPlayer]:
+    """A :class:`BlockingPlayer` per seat over the given bots: a :class:`MockBot` (set on the one
+    fake clock ``timer``, which the players time on too), anything else a bot process would be,
+    or an exception, which its launcher raises."""
+    timer = timer if timer is not None else FakeClock()
+    players = []
+    for i, bot in enumerate(bots):
+        if isinstance(bot, MockBot):
+            bot.clock = timer
+
+        def launch(_spec: BotSpec, bot=bot):
+            if isinstance(bot, BaseException):
+                raise bot
+            return bot
+        name = names[i] if names else f"seat{i}"
+        players.append(BlockingPlayer(BotSpec(name, "1", ("fake",), Path("."), Path(".")), launch, clock,
+                                      timer=timer, **kw))
+    return players
+
+
+def play_mocks(bots: list, rules: Rules, seed: int, *, clock: TimeControl, shutdown: bool = True,
+               timer: FakeClock | None = None, names: list[str] | None = None, **kw) -> GameRecord:
+    """One game on the blocking referee (the production loop) on a fake clock; the players are
+    shut down afterwards unless ``shutdown`` is False."""
+    timer = timer if timer is not None else FakeClock()
+    players = mock_players(bots, clock, timer=timer, names=names)
+    try:
+        return play_game(players, rules, seed, game_id=kw.pop("game_id", "g1"), clock=clock, timer=timer, **kw)
+    finally:
+        if shutdown:
+            for p in players:
+                p.shutdown()

@@ -20,6 +20,8 @@ from arena.ladder import bot_statuses, load_ladder, open_store, run_ladder
 from arena.ladder.config import LadderError
 from arena.ladder.tables import _add_member
 from arena.referee import BotPlayer, TimeControl, run_game
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
+from arena.referee.testing import MockBot, policy
 from arena.tournament.config import load_config
 from arena.tournament.run import TournamentIncomplete, run_tournament
 from arena.tournament.store import Store
@@ -95,6 +97,55 @@ def test_a_missing_command_is_the_bots_through_the_real_launcher(tmp_path: Path)
     assert "command not found" in rec.faults[0]["message"]
 
 
+def _blocking_table(error: BaseException, started: list[MockBot]) -> list[BlockingPlayer]:
+    """Blocking players of three bots (the shell worker processes run); starting "lowest" raises ``error``."""
+    def launch(spec):
+        if spec.name == "lowest":
+            raise error
+        started.append(MockBot(policy(lambda msg: 0, spec.name)))
+        return started[-1]
+    return [BlockingPlayer(load_bot(n), launch, CLOCK) for n in ("random", "lowest", "highest")]
+
+
+@pytest.mark.parametrize("error", ARENAS, ids=lambda e: type(e).__name__)
+def test_the_blocking_referee_ends_the_game_unrecorded_on_an_arena_launch_failure(error: BaseException) -> None:
+    """The branch of play_game that worker processes reach: no forfeit, every started seat stopped."""
+    started: list[MockBot] = []
+    players = _blocking_table(error, started)
+    with pytest.raises(ArenaFailure, match="the arena could not start lowest@1.0"):
+        play_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
+    # seats start one after another here: the one before the failure was started, told the game
+    # began, and is stopped; the one after it is never started
+    assert len(started) == 1 and started[0].closed and started[0].of_type("start")
+    assert all(p.conn is None for p in players)
+
+
+@pytest.mark.parametrize("error", BOTS, ids=lambda e: type(e).__name__)
+def test_the_blocking_referee_forfeits_a_start_that_fails_on_the_bots_own_files(error: BaseException) -> None:
+    started: list[MockBot] = []
+    players = _blocking_table(error, started)
+    rec = play_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "start_failed")]
+    assert rec.result is not None and all(b.of_type("end") for b in started)
+
+
+def test_the_blocking_referee_forfeits_a_missing_command_through_the_real_launcher(tmp_path: Path) -> None:
+    from arena.bots.launch import Launcher
+    bot = tmp_path / "nocmd"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "nocmd"\ncommand = ["./not-here"]\n')
+    launch = BlockingLaunch(Launcher(trusted=True))
+    players = [BlockingPlayer(load_bot("random"), launch, CLOCK), BlockingPlayer(load_bot(bot), launch, CLOCK)]
+    try:
+        rec = play_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
+    finally:
+        for p in players:
+            p.shutdown()
+        settle()
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "start_failed")]
+    assert "command not found" in rec.faults[0]["message"]
+
+
 def test_a_tournament_voids_the_game_then_plays_it_on_the_next_run(tmp_path: Path) -> None:
     cfg = load_config(None, {"name": "af", "bots": ["random", "lowest", "highest"], "deals": 1, "concurrency": 1,
                              "store": str(tmp_path / "s.sqlite")})
@@ -150,3 +201,29 @@ def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.Monke
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert len(errors) == 1 and "the arena could not start random@1.0" in errors[0] and "cgroup" in errors[0]
     assert "start_failed" not in result.output
+
+
+def test_a_folder_its_private_uid_cannot_use_is_the_bots_start_failure(tmp_path: Path) -> None:
+    """The start error's kind, not its words, makes it the bot's: a plan whose folder the bot's
+    private uid may not enter gives BotUnreadable (start_failed), with how to fix it."""
+    import os
+
+    from arena.bots.errors import StartErrorKind
+    from arena.bots.launch import BotUnreadable, Containment, Launcher, LaunchPlan
+    from arena.faults import StartFailed
+    from arena.limits import Limits
+
+    mode = Launcher().mode_now()
+    python = Path("/usr/bin/python3")  # visible in every containment
+    if os.geteuid() != 0 or mode is Containment.TRUSTED or not python.exists():
+        pytest.skip("private uids need a root referee (and a system python3)")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    plan = LaunchPlan("locked@1", (str(python), "-c", "pass"), locked, Limits(), mode)
+    with pytest.raises(BotUnreadable, match="chmod o\\+rx") as info:
+        plan.start_blocking()
+    assert isinstance(info.value, StartFailed)
+    with pytest.raises(BotStartError) as raw:  # the spawn's own error carries the kind
+        from arena.bots.start import start_bot_blocking
+        start_bot_blocking(plan.argv, locked, **plan._kw())
+    assert raw.value.kind is StartErrorKind.UID_DENIED

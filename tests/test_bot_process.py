@@ -33,13 +33,13 @@ from arena.bots.start import start_bot_blocking
 from arena.bots.containment import cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
-                               SandboxUnavailable)
+                               SandboxUnavailable, StartErrorKind)
 from arena.bots.filesystem import sandbox_visible
 from arena.limits import Limits
 from arena.bots.probes import namespaces_problem, sandbox_problem
-from arena.bots.process import ENV_TOKEN, EXIT_GRACE, BotProcess
+from arena.bots.process import ENV_TOKEN, BotProcess
 from arena.bots.procs import read_proc
-from arena.bots.channel import READ_CHUNK
+from arena.bots.channel import EXIT_GRACE, READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
@@ -702,8 +702,9 @@ def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
         pytest.skip(f"{hidden} is usable by other uids here")
 
     async def main():
-        with pytest.raises(BotStartError, match="cannot use"):
+        with pytest.raises(BotStartError, match="cannot use") as info:
             await start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+        assert info.value.kind is StartErrorKind.UID_DENIED  # what the launcher reads, not the words
 
     run(main)
 

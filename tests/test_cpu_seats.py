@@ -23,7 +23,6 @@ from arena.bots.cgroups import detect_cgroups
 from arena.bots.launch import Launcher
 from arena.bots.manifest import BotSpec, load_bot
 from arena.bots.probes import gvisor_problem_now
-from arena.bots.start import start_bot_blocking
 from arena.engine import preset
 from arena.limits import Limits
 from arena.referee import TimeControl
@@ -104,11 +103,10 @@ def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool, gvisor: bool
 
 def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool = False) -> Played:
     launcher = Launcher(LIMITS, gvisor=gvisor)
-    args = {s.label: trio.run(launcher.start_args, s) for s in specs.values()}
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs.values()}
 
     def launch(spec: BotSpec):
-        command, workdir, kw = args[spec.label]
-        return start_bot_blocking(command, workdir, **kw)
+        return plans[spec.label].start_blocking()
 
     worker = Watched(specs["worker"], launch, CLOCK)
     other = BlockingPlayer(specs[opponent], launch, CLOCK)
@@ -181,7 +179,7 @@ class Logged(BlockingPlayer):
 
     def decide(self, req: Request):
         self.log.append((self.name, "request"))
-        return answered(self, 0, 1.0)
+        return answered(self, (0, None), 0.001)
 
     def finish(self, message) -> None:
         self.log.append((self.name, "end"))

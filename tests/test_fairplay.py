@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from arena.bots.errors import BotStartError
-from arena.bots.launch import BUBBLEWRAP, NAMESPACES, BuildError, ContainmentError, Launcher
+from arena.bots.launch import BuildError, Containment, ContainmentError, Launcher
 from arena.bots.manifest import load_bot
 from arena.bots.probes import namespaces_problem, sandbox_problem
 from arena.engine import PRESETS
@@ -169,7 +169,7 @@ def test_every_attack_fails(world, sandbox):
             return await play(attacker, launcher, games=2), await launcher.describe()
 
     (reports, records), described = trio.run(main)
-    assert described.startswith(BUBBLEWRAP if sandbox else NAMESPACES)
+    assert described.startswith(Containment.BUBBLEWRAP if sandbox else Containment.NAMESPACES)
     assert len(reports) == 2, [r.faults for r in records]  # the attacker ran, twice
     for report in reports:
         assert EVERY_ATTACK <= set(report)
@@ -327,12 +327,13 @@ def test_trusted_bots_run_as_the_referee_on_purpose(world, capsys):
 def test_no_sandbox_is_said_out_loud(capsys):
     if NS_PROBLEM is not None:
         pytest.skip(f"namespaces: {NS_PROBLEM}")
-    assert trio.run(Launcher(sandbox=False).mode) == NAMESPACES
+    assert trio.run(Launcher(sandbox=False).mode) is Containment.NAMESPACES
     assert "--no-sandbox" in capsys.readouterr().err
 
 
 def test_bubblewrap_is_the_default_where_it_works():
-    expected = BUBBLEWRAP if BWRAP_PROBLEM is None else NAMESPACES if NS_PROBLEM is None else None
+    expected = (Containment.BUBBLEWRAP if BWRAP_PROBLEM is None else Containment.NAMESPACES if NS_PROBLEM is None
+                else None)
     if expected is None:
         with pytest.raises(ContainmentError, match="--trusted-bots"):
             trio.run(Launcher().mode)

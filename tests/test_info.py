@@ -14,14 +14,13 @@ from typing import Any
 
 import jsonschema
 import pytest
-import trio
-import trio.testing
 
-from arena.bots.manifest import BotSpec
 from arena.engine import preset
-from arena.referee import BotPlayer, TimeControl, run_game
+from arena.referee import TimeControl
 from arena.referee.protocol import MAX_INFO_BYTES, MAX_INFO_TEXT, check_info, read_reply, validate
 from arena.referee.testing import MockBot, hello_line
+
+from .fakes import play_mocks
 
 CLOCK = TimeControl(1000, 10_000)
 
@@ -45,16 +44,8 @@ def _bot(info_for) -> MockBot:
 
 
 def _play(a: MockBot, b: MockBot | None = None):
-    async def main():
-        async def const(bot):
-            return bot
-        players = [BotPlayer(BotSpec(n, "1", ("x",), Path("."), Path(".")), lambda s, bot=bot: const(bot), CLOCK)
-                   for n, bot in (("a", a), ("b", b or MockBot()))]
-        rec = await run_game(players, preset("classic"), 5, game_id="g", clock=CLOCK, max_turns=300)
-        for p in players:
-            await p.shutdown()
-        return rec
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return play_mocks([a, b or MockBot()], preset("classic"), 5, clock=CLOCK, names=["a", "b"], game_id="g",
+                      max_turns=300)
 
 
 def _steps(rec, seat: int = 0) -> list[dict[str, Any]]:

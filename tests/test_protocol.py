@@ -2,9 +2,9 @@
 
 * every message type has a schema (draft 2020-12) and at least one example in
   ``protocol/examples/``, and every example validates;
-* full matches run through the real referee (:func:`arena.referee.run_game`
-  and :class:`arena.referee.BotPlayer`) with in-process bots behind a fake
-  connection, under every preset and several option sets; every line the
+* full matches run through the referee workers run (:func:`arena.referee.blocking.play_game`
+  and its :class:`~arena.referee.blocking.BlockingPlayer`) with in-process bots on a fake
+  clock, under every preset and several option sets; every line the
   referee writes is checked against its schema and the protocol's promises
   (censoring, action ids, type-first encoding);
 * faults of every kind a bot can cause reach the bot as a valid ``error``;
@@ -46,7 +46,8 @@ from arena.faults import BotFault, FaultReason
 from arena.referee import protocol
 from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
 from arena.referee.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
-from arena.referee.testing import MockBot
+from arena.referee.blocking import BlockingPlayer, play_game
+from arena.referee.testing import FakeClock, MockBot
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "protocol" / "schemas"
@@ -91,14 +92,13 @@ class CheckedBot(MockBot):
     def __init__(self, bot: Bot, log: list[dict[str, Any]], seat: int):
         super().__init__(lambda msg: [] if (reply := bot(msg)) is None else [reply], transcript=log, label=seat)
 
-    async def send_line(self, text: str) -> None:
+    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
         assert not self.closed, "the referee wrote to a closed bot"
         assert "\n" not in text and "\r" not in text
         text.encode("utf-8")  # always encodable
         kind = json.loads(text)["type"]
         assert text.startswith('{"type":"%s"' % kind), "type must come first, unspaced"
-        with trio.CancelScope(shield=True):  # taken at once, as a pipe with room takes a line: the
-            await super().send_line(text)   # referee's 0.2 s for an error line must not hang on the load
+        super().send_line(text, timeout=timeout)
 
 
 def hello_line(name: str, protocol_version: int = 1) -> str:
@@ -155,42 +155,43 @@ def faulty_bot(name: str, fault: str, at: int = 2) -> Bot:
 
 
 class Match:
-    """Seats of in-process bots playing several games in one 'process' each, through BotPlayer."""
+    """Seats of in-process bots playing several games in one 'process' each, through BlockingPlayer."""
 
     def __init__(self, bots: list[Bot], names: list[str] | None = None, *, clock: TimeControl = TimeControl(),
                  fail_start: set[int] = frozenset()):
         self.log: list[dict[str, Any]] = []
         self.records: list[GameRecord] = []
         self.launches = [0] * len(bots)
-        self.players: list[BotPlayer] = []
+        self.players: list[BlockingPlayer] = []
         self.clock = clock
+        self.timer = FakeClock()
         names = names or [f"bot{i}" for i in range(len(bots))]
         for seat, bot in enumerate(bots):
-            self.players.append(BotPlayer(self._spec(names[seat]), self._launcher(seat, bot, seat in fail_start), clock))
+            self.players.append(BlockingPlayer(self._spec(names[seat]), self._launcher(seat, bot, seat in fail_start),
+                                               clock, timer=self.timer))
 
     @staticmethod
     def _spec(name: str) -> BotSpec:
         return BotSpec(name=name, version="1.0", command=("fake",), workdir=ROOT, root=ROOT)
 
     def _launcher(self, seat: int, bot: Bot, fail: bool):
-        async def launch(spec: BotSpec) -> CheckedBot:
+        def launch(spec: BotSpec) -> CheckedBot:
             self.launches[seat] += 1
             if fail:
                 raise BotCommandError("command not found: 'fake'")  # as spawn says it
-            return CheckedBot(bot, self.log, seat)
+            bot_ = CheckedBot(bot, self.log, seat)
+            bot_.clock = self.timer
+            return bot_
         return launch
 
-    async def play(self, rules: Rules, seeds: list[int], max_turns: int = 2000) -> None:
-        for k, seed in enumerate(seeds):
-            game_id = f"{rules.name.rstrip('+')}-{len(self.records) + 1:06d}"  # like a tournament's ids
-            rec = await run_game(self.players, rules, seed, game_id=game_id,
-                                 clock=self.clock, max_turns=max_turns)
-            self.records.append(rec)
-        for p in self.players:
-            await p.shutdown()
-
     def run(self, rules: Rules, seeds: list[int], max_turns: int = 2000) -> Match:
-        trio.run(self.play, rules, seeds, max_turns)
+        """Play ``seeds`` on the blocking referee (the workers' own), on a fake clock."""
+        for seed in seeds:
+            game_id = f"{rules.name.rstrip('+')}-{len(self.records) + 1:06d}"  # like a tournament's ids
+            self.records.append(play_game(self.players, rules, seed, game_id=game_id, clock=self.clock,
+                                          max_turns=max_turns, timer=self.timer))
+        for p in self.players:
+            p.shutdown()
         return self
 
     def sent(self, kind: str | None = None) -> list[dict[str, Any]]:
@@ -952,7 +953,8 @@ def test_mypy_rejects_a_fault_reason_given_as_a_string(tmp_path: Path) -> None:
                      "    core.start_fault(0, 'illegal', '')\n"
                      "    return Faulted('timeout', '', 0.0)\n")
     out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
-                          "--no-incremental", "--no-error-summary", str(probe)],
+                          "--no-incremental", "--no-error-summary", "--cache-dir", str(tmp_path / "mypy-cache"),
+                          str(probe)],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     errors = [line.split(": error: ")[0].rsplit(":", 1)[-1] for line in out.stdout.splitlines() if ": error: " in line]
     assert errors == ["7", "8"], out.stdout  # the two strings, not the enum

@@ -1,12 +1,14 @@
 """The referee against misbehaving bots, the clock and the event stream.
 
-Most bots here are in-process fakes (:class:`FakeBot`) driven by trio's
-``MockClock(autojump_threshold=0)``: the referee measures time with
-``trio.current_time()``, so a bot that "thinks" for an hour costs nothing. They
-raise the process layer's own errors (``arena.bots.errors``), so each fault reason
-is reached the way a real process reaches it. A second set runs real bot
-processes (tiny ``python -c`` programs through :class:`arena.bots.launch.Launcher`)
-and also checks that no process outlives its game.
+Most bots here are in-process fakes (:class:`FakeBot`) played by the blocking referee that
+workers run (:func:`arena.referee.blocking.play_game`), on a fake clock
+(:class:`arena.referee.testing.FakeClock`) that the players time on too, so a bot that
+"thinks" for an hour costs nothing; their lines reach the referee through the shells'
+own conversation (:class:`arena.bots.channel.Conversation`). They raise the process
+layer's own errors (``arena.bots.errors``), so each fault reason is reached the way a
+real process reaches it. A second set runs real bot processes (tiny ``python -c``
+programs through :class:`arena.bots.launch.Launcher`) and also checks that no process
+outlives its game.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-import trio.testing
 
 from arena import faults, strategies
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotCommandError, BotError, BotExited, BotStartError, BotTimeout,
@@ -28,17 +28,18 @@ from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotCommandError,
 from arena.bots.launch import Launcher
 from arena.limits import Limits
 from arena.bots.manifest import BotSpec
-from arena.bots.process import BotProcess
+from arena.bots.blocking import BlockingBot
 from arena.bots.procs import read_proc
 from arena.engine import Rules, legal_actions, new_game, preset
 from arena.engine.cards import cards_str, stacks_str
 from arena.engine.views import action_json, event_for, seat_view
 from arena.referee import protocol
 from arena.referee import (
-    FAULT_REASONS, THINK_BUCKETS_MS, BotPlayer, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, run_game,
-    think_percentile,
+    FAULT_REASONS, THINK_BUCKETS_MS, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, think_percentile,
 )
-from arena.referee.testing import EXIT, MockBot, Refuse, Sleep, hello_line, policy
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
+from arena.referee.testing import EXIT, FakeClock, MockBot, Refuse, Sleep, hello_line, policy
+from tests.fakes import mock_players, play_mocks
 from tests.checks import children, replay
 
 HELLO = {"type": "hello", "protocol": 1, "name": "fake", "version": "1"}
@@ -92,9 +93,9 @@ class FakeBot(MockBot):
             return [EXIT]
         return []
 
-    async def receive_line(self, timeout: float) -> str:
+    def receive_line(self, timeout: float) -> str:
         try:
-            return await super().receive_line(timeout)
+            return super().receive_line(timeout)
         except BotExited:
             self.exited = True  # the process layer said it is gone: so it is
             raise
@@ -112,28 +113,11 @@ def spec(name: str) -> BotSpec:
     return BotSpec(name, "1", ("fake",), Path("."), Path("."))
 
 
-def fake_players(bots: list[Any], clock: TimeControl, **kw: Any) -> list[BotPlayer]:
-    """A BotPlayer per seat; an exception instead of a FakeBot is what its launcher raises."""
-    players = []
-    for i, bot in enumerate(bots):
-        async def launch(_spec: BotSpec, bot: Any = bot) -> Any:
-            if isinstance(bot, BaseException):
-                raise bot
-            return bot
-        players.append(BotPlayer(spec(f"seat{i}"), launch, clock, **kw))
-    return players
-
-
 def run_fake(bots: list[Any], *, rules: str = "classic", seed: int = 3, clock: TimeControl = CLOCK,
              **kw: Any) -> GameRecord:
-    """One game on the mock clock; the players are shut down afterwards."""
-    async def main() -> GameRecord:
-        players = fake_players(bots, clock)
-        rec = await run_game(players, preset(rules), seed, game_id="g1", clock=clock, **kw)
-        for p in players:
-            await p.shutdown()
-        return rec
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    """One game on the fake clock (an exception instead of a FakeBot is what its launcher
+    raises); the players are shut down afterwards."""
+    return play_mocks(bots, preset(rules), seed, clock=clock, **kw)
 
 
 # ---------------------------------------------------------------- fault cases (fakes)
@@ -303,23 +287,26 @@ def test_every_seat_faults_at_start() -> None:
     assert rec.result["order"] == [[1], [0]]
 
 
-def play_match(launch: Launcher, seeds: tuple[int, ...], **kw) -> list[GameRecord]:
-    """Games of classic between a BotPlayer "a" started by ``launch`` (``kw`` go to it) and a
-    well-behaved "b": one BotPlayer each for the whole match, as a tournament keeps them."""
-    async def main() -> list[GameRecord]:
-        a = BotPlayer(spec("a"), launch, CLOCK, **kw)
-        b = BotPlayer(spec("b"), lambda s: _const(FakeBot()), CLOCK)
-        recs = [await run_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
-                for seed in seeds]
-        await a.shutdown()
-        await b.shutdown()
-        return recs
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+def play_match(launch: Callable[[BotSpec], FakeBot], seeds: tuple[int, ...], **kw) -> list[GameRecord]:
+    """Games of classic between a player "a" started by ``launch`` (``kw`` go to it) and a
+    well-behaved "b": one player each for the whole match, as a tournament keeps them."""
+    timer = FakeClock()
+
+    def on_timer(bot: FakeBot) -> FakeBot:
+        bot.clock = timer
+        return bot
+    a = BlockingPlayer(spec("a"), lambda s: on_timer(launch(s)), CLOCK, timer=timer, **kw)
+    b = BlockingPlayer(spec("b"), lambda s: on_timer(FakeBot()), CLOCK, timer=timer)
+    recs = [play_game([a, b], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK, timer=timer)
+            for seed in seeds]
+    a.shutdown()
+    b.shutdown()
+    return recs
 
 
-def faulting_first(made: list[FakeBot]) -> Launcher:
+def faulting_first(made: list[FakeBot]) -> Callable[[BotSpec], FakeBot]:
     """A launcher whose first bot answers its second message with junk; later ones behave."""
-    async def launch(_spec: BotSpec) -> FakeBot:
+    def launch(_spec: BotSpec) -> FakeBot:
         bot = FakeBot(at={2: lambda m: ["junk"]}) if not made else FakeBot()
         made.append(bot)
         return bot
@@ -327,7 +314,7 @@ def faulting_first(made: list[FakeBot]) -> Launcher:
 
 
 def test_restart_after_fault_next_game() -> None:
-    """A player that faulted is started afresh for its next game (a match keeps one BotPlayer)."""
+    """A player that faulted is started afresh for its next game (a match keeps one player)."""
     made: list[FakeBot] = []
     first, second = play_match(faulting_first(made), (1, 2))
     assert [f["reason"] for f in first.faults] == ["bad_json"]
@@ -335,13 +322,9 @@ def test_restart_after_fault_next_game() -> None:
     assert made[0].closed and made[1].of_type("hello")
 
 
-async def _const(bot: FakeBot) -> FakeBot:
-    return bot
-
-
 def test_stale_stderr_is_not_repeated() -> None:
     """stderr kept from a closed process is logged once, not on every later step."""
-    async def launch(_spec: BotSpec) -> FakeBot:
+    def launch(_spec: BotSpec) -> FakeBot:
         return FakeBot(stderr_at_end=["bye from the last game"])
 
     recs = play_match(launch, (1, 2, 3), restart_each_game=True)
@@ -606,14 +589,14 @@ def alive(pid: int, start: int) -> bool:
 
 
 class Tracked:
-    """A launcher that remembers (pid, start time) of every process it started."""
+    """A launcher (of the blocking shell) that remembers (pid, start time) of every process it started."""
 
     def __init__(self, launcher: Launcher):
-        self.launcher = launcher
+        self.launcher = BlockingLaunch(launcher)
         self.procs: list[tuple[int, int]] = []
 
-    async def __call__(self, s: BotSpec) -> BotProcess:
-        proc = await self.launcher(s)
+    def __call__(self, s: BotSpec) -> BlockingBot:
+        proc = self.launcher(s)
         info = read_proc(proc.pid)
         assert info is not None
         self.procs.append((proc.pid, info.start))
@@ -628,24 +611,20 @@ def run_real(source: str, clock: TimeControl, *, n: int = 3, seat: int = 1, tmp:
     fakes = [FakeBot() for _ in range(n)]
     gone_after_game = False
 
-    async def main() -> GameRecord:
-        nonlocal gone_after_game
-        players: list[BotPlayer] = []
-        for s in range(n):
-            if s == seat:
-                players.append(BotPlayer(real, tracked, clock))
-            else:
-                players.append(BotPlayer(spec(f"fake{s}"), lambda _s, b=fakes[s]: _const(b), clock))
-        try:
-            rec = await run_game(players, preset("classic"), 21, game_id="real", clock=clock)
-            # the faulting process is stopped by the referee itself, before the match ends
-            gone_after_game = not any(alive(*p) for p in tracked.procs)
-        finally:
-            for p in players:
-                await p.shutdown()
-        return rec
-
-    rec = trio.run(main)
+    players: list[BlockingPlayer] = []
+    for s in range(n):  # on the wall clock: a real process cannot think on a fake one
+        if s == seat:
+            players.append(BlockingPlayer(real, tracked, clock))
+        else:
+            players.append(BlockingPlayer(spec(f"fake{s}"), lambda _s, b=fakes[s]: b, clock))
+    try:
+        rec = play_game(players, preset("classic"), 21, game_id="real", clock=clock)
+        # the faulting process is stopped by the referee itself, before the match ends
+        gone_after_game = not any(alive(*p) for p in tracked.procs)
+    finally:
+        for p in players:
+            p.shutdown()
+        settle()
     return rec, fakes, tracked, gone_after_game
 
 
@@ -686,16 +665,13 @@ def test_real_well_behaved_bots_leave_nothing(bot_dir: Path) -> None:
     tracked = Tracked(Launcher())
     bot = BotSpec("real", "1", ("python3", "-c", real_bot(at=0)), bot_dir, bot_dir)
 
-    async def main() -> list[GameRecord]:
-        players = [BotPlayer(bot, tracked, CLOCK), BotPlayer(bot, tracked, CLOCK)]
-        try:
-            return [await run_game(players, preset("classic"), seed, game_id=f"m{seed}", clock=CLOCK)
-                    for seed in range(3)]
-        finally:
-            for p in players:
-                await p.shutdown()
-
-    recs = trio.run(main)
+    players = [BlockingPlayer(bot, tracked, CLOCK), BlockingPlayer(bot, tracked, CLOCK)]
+    try:
+        recs = [play_game(players, preset("classic"), seed, game_id=f"m{seed}", clock=CLOCK) for seed in range(3)]
+    finally:
+        for p in players:
+            p.shutdown()
+        settle()
     assert all(r.faults == [] and r.result["reason"] != "forfeit" for r in recs)
     assert len(tracked.procs) == 2  # one process per seat served the whole match
     assert not any(alive(*p) for p in tracked.procs)
@@ -813,22 +789,22 @@ def test_core_conversation_by_hand() -> None:
     starts = [core.start_message(s) for s in range(2)]
     assert [m["seed"] for m in starts] == [bot_seed(7, 0), bot_seed(7, 1)]
     with pytest.raises(RuntimeError):
-        core.answer(0, 1.0)  # nothing was asked
+        core.answer(0, 0.001)  # nothing was asked
     req = core.next_request()
     assert req is not None and req.timeout == pytest.approx(1.1) and req.message["clock"]["bank_ms"] == 1000
     with pytest.raises(ValueError):
-        core.answer(req.n_actions, 1.0)
+        core.answer(req.n_actions, 0.001)
     with pytest.raises(RuntimeError):
         core.next_request()  # still waiting for that answer
-    core.answer(0, 350.0)  # 250 ms over the move time: drawn from the bank
+    core.answer(0, 0.350)  # 250 ms over the move time: drawn from the bank
     seat = req.seat
     while (req := core.next_request()) is not None and req.seat != seat:
-        core.answer(0, 1.0)
+        core.answer(0, 0.001)
     assert req is not None and req.message["clock"]["bank_ms"] == 750 and req.message["events"]
-    core.fault("timeout", "no reply", 850.0, ["dying words"])
+    core.fault("timeout", "no reply", 0.850, ["dying words"])
     assert core.over, "two players: a forfeit ends the game"
     while (req := core.next_request()) is not None:
-        core.answer(0, 1.0)
+        core.answer(0, 0.001)
     ends = core.end_messages()
     assert [s for s, _ in ends] == [1 - seat]
     rec = core.record
@@ -853,7 +829,7 @@ def test_think_percentile() -> None:
     assert think_percentile(hist, 0.95) == 1000
 
 
-def test_run_game_fills_think_time_per_seat() -> None:
+def test_play_game_fills_think_time_per_seat() -> None:
     """``decisions``, ``think_ms`` and ``think_hist`` per seat, from the bots' real (mock-clock) times."""
     bots = [FakeBot(at={k: (lambda m: [Sleep(0.03), answer(m)]) for k in range(1, 400)}), FakeBot()]
     rec = run_fake(bots)
@@ -927,13 +903,11 @@ def test_stderr_written_after_a_games_end_is_marked_between_games() -> None:
         return base(msg)
     bot = MockBot(respond)
 
-    async def main() -> list[GameRecord]:
-        players = fake_players([bot, MockBot()], CLOCK)
-        recs = [await run_game(players, preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK) for seed in (3, 4)]
-        for p in players:
-            await p.shutdown()
-        return recs
-    first, second = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    players = mock_players([bot, MockBot()], CLOCK)
+    first, second = [play_game(players, preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK,
+                               timer=players[0].timer) for seed in (3, 4)]
+    for p in players:
+        p.shutdown()
     assert first.stderr[0] == ["starting g3"]
     assert second.stderr[0] == [BETWEEN_GAMES + "game over, my notes", "starting g4"]
     opening = next(st for st in second.steps if st["seat"] == 0 and "stderr" in st)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import trio
 
-from arena.bots.start import start_bot_blocking
 from arena.bots.launch import Launcher
 from arena.bots.manifest import load_bot
 from arena.engine import preset
@@ -22,11 +21,10 @@ def _steps(rec):
 def test_blocking_and_trio_referees_play_the_same_games() -> None:
     launcher = Launcher()
     specs = [load_bot("heuristic"), load_bot("random")]
-    args = {s.label: trio.run(launcher.start_args, s) for s in specs}
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs}
 
     def launch(spec):
-        command, workdir, kw = args[spec.label]
-        return start_bot_blocking(command, workdir, **kw)
+        return plans[spec.label].start_blocking()
 
     blocking = [BlockingPlayer(s, launch, CLOCK) for s in specs]
     try:
@@ -60,9 +58,8 @@ def test_the_blocking_referee_keeps_the_fixed_schedule() -> None:
     clock = TimeControl(move_ms=25, bank_ms=5000, handshake_ms=20_000)
     launcher = Launcher()
     specs = [load_bot("lowest"), load_bot("random")]
-    args = {s.label: trio.run(launcher.start_args, s) for s in specs}
-    players = [BlockingPlayer(s, lambda spec: start_bot_blocking(args[spec.label][0], args[spec.label][1],
-                                                                 **args[spec.label][2]), clock) for s in specs]
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs}
+    players = [BlockingPlayer(s, lambda spec: plans[spec.label].start_blocking(), clock) for s in specs]
     try:
         players[0]._ensure(), players[1]._ensure()  # started and greeted outside the timing
         t0 = time.monotonic()
@@ -108,8 +105,7 @@ def test_both_referees_give_a_failed_start_the_same_verdict(tmp_path) -> None:
         specs = [load_bot(d), load_bot("lowest")]
 
         def launch(spec):
-            command, workdir, kw = trio.run(launcher.start_args, spec)
-            return start_bot_blocking(command, workdir, **kw)
+            return trio.run(launcher.plan, spec).start_blocking()
 
         blocking = [BlockingPlayer(s, launch, clock) for s in specs]
         try:
@@ -142,7 +138,7 @@ def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkey
 
     spec = load_bot("random")
     assert spec.build is None
-    expected = trio.run(Launcher().start_args, spec)
+    expected = trio.run(Launcher().plan, spec)
 
     def no_loop(*args):
         raise AssertionError("an event loop was run to start a bot without a build")
@@ -150,7 +146,7 @@ def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkey
     launch = BlockingLaunch(Launcher())
     bot = launch(spec)
     try:
-        assert launch._args[spec.label] == expected
+        assert launch.plans[spec.label] == expected
         bot.send_line('{"type":"hello","protocol":1}')
         assert '"hello"' in bot.receive_line(20)
     finally:

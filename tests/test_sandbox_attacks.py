@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 
 from arena.bots import containment, probes, seccomp
 from arena.bots.errors import SandboxUnavailable
-from arena.bots.launch import NAMESPACES, ContainmentError, Launcher
+from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
 from arena.bots.process import ENV_TOKEN
 from arena.bots.spawn import HOST_ENV
@@ -421,7 +421,7 @@ def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fre
     assert result.exit_code != 0 and "bubblewrap" in result.output and "Traceback" not in result.output
     assert "containment: namespaces" not in result.output
     if NS_PROBLEM is None:  # the default still falls back, and says which one it chose
-        assert trio.run(Launcher().mode) == NAMESPACES
+        assert trio.run(Launcher().mode) is Containment.NAMESPACES
 
 
 # -- the system-call filter is an allow-list ----------------------------------------------------

@@ -1,15 +1,14 @@
 """Think time as a channel between seats, and the two table rules against it (docs/SANDBOX.md):
 
 - ``fixed_schedule``: every decision takes one ``move_ms`` slot (no bank), so when a seat's requests
-  arrive says nothing of how long the others thought. Checked on a virtual clock (trio's
-  MockClock): a sender that spells bits in its think time, a receiver that times its requests.
+  arrive says nothing of how long the others thought. Checked on the blocking referee over a fake
+  clock: a sender that spells bits in its think time, a receiver that times its requests.
 - ``one_seat_per_author``: no table seats two bots of one author (tournament schedule and ladder
   matchmaking alike).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import shutil
 from pathlib import Path
@@ -17,18 +16,19 @@ from typing import Any
 
 import pytest
 import trio
-import trio.testing
 
-from arena.bots.manifest import BUNDLED_DIR, load_bot
+from arena.bots.manifest import BUNDLED_DIR
 from arena.engine import PRESETS
 from arena.ladder import load_ladder
 from arena.ladder.matchmaking import Candidate, choose_table
-from arena.referee import BotPlayer, TimeControl, run_game
-from arena.referee.testing import MockBot, Sleep, action_line, hello_line
+from arena.referee import TimeControl
+from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, hello_line
 from arena.tournament.config import ConfigError, load_config, load_bots
 from arena.tournament.executors import BotSetup
 from arena.tournament.run import bot_setup
 from arena.tournament.schedule import schedule
+
+from .fakes import play_mocks
 
 CLOCK = TimeControl(move_ms=100, bank_ms=1000, handshake_ms=1000)
 SLOT = CLOCK.move_ms / 1000
@@ -46,12 +46,12 @@ def _sender(think: list[float]):
     return respond
 
 
-def _receiver(seen: list[float]):
+def _receiver(seen: list[float], clock: FakeClock):
     def respond(msg):
         if msg["type"] == "hello":
             return [hello_line("receiver")]
         if msg["type"] == "request":
-            seen.append(trio.current_time())  # when the request reached this seat
+            seen.append(clock.now())  # when the request reached this seat
             return [action_line(msg, 0)]
         return []
     return respond
@@ -61,17 +61,10 @@ def _play(think: list[float], fixed: bool) -> tuple[list[float], Any, MockBot]:
     """The times (from the first) at which the receiver was asked, with the sender thinking ``think``;
     the game's record; the receiver."""
     seen: list[float] = []
-    bots = {"sender": MockBot(_sender(think)), "receiver": MockBot(_receiver(seen))}
-
-    async def launch(spec):
-        return bots[spec.name]
-
-    async def main() -> Any:
-        players = [BotPlayer(dataclasses.replace(load_bot("random"), name=name), launch, CLOCK)
-                   for name in ("receiver", "sender")]
-        return await run_game(players, PRESETS["classic"], 11, game_id="g", clock=CLOCK, max_turns=120,
-                              fixed_schedule=fixed)
-    rec = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    timer = FakeClock()
+    bots = {"sender": MockBot(_sender(think)), "receiver": MockBot(_receiver(seen, timer))}
+    rec = play_mocks([bots["receiver"], bots["sender"]], PRESETS["classic"], 11, clock=CLOCK, timer=timer,
+                     names=["receiver", "sender"], game_id="g", max_turns=120, fixed_schedule=fixed, shutdown=False)
     return [round(t - seen[0], 6) for t in seen], rec, bots["receiver"]
 
 

@@ -35,10 +35,10 @@ def play(agents, rules, seed: int, *, clock: TimeControl = TimeControl(), max_tu
     while (req := core.next_request()) is not None:
         t = time.perf_counter()
         choice = agents[req.seat].choose(req.message)
-        ms = (time.perf_counter() - t) * 1000
+        seconds = time.perf_counter() - t
         if not (isinstance(choice, int) and not isinstance(choice, bool) and 0 <= choice < req.n_actions):
             raise ValueError(f"{names[req.seat]} answered {choice!r} to {req.n_actions} actions")
-        core.settle(Answered(choice, ms))
+        core.settle(Answered(choice, seconds))
     for seat, message in core.end_messages():
         agents[seat].end(message)
     rec = core.record

@@ -3,8 +3,9 @@
 For a process that plays one game at a time (a referee worker, an environment's program
 opponent), a bot's round trip needs no scheduler: write the line, ``poll`` its stdout, read.
 :class:`BlockingBot` does that over the same :class:`~arena.bots.process.BotBase` as the trio
-shell, so every decision (the channel's faults, the clock, the CPU allowance, the exit, the
-teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
+shell, and its one ``poll`` loop does what the bot's :class:`~arena.bots.channel.Conversation`
+says (a line, a fault, or wait until T), so every decision (the channel's faults, the clock, the
+CPU allowance, the exit, the teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
 stderr during every wait, so no bot ever blocks on a full stderr pipe while another is asked,
 and finishes the bots closed with a grace period, so no caller waits out anyone's grace.
 
@@ -25,9 +26,9 @@ import select
 import time
 
 from ..errors import ArenaError
-from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout
-from .process import EXIT_GRACE, KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, WATCH_S, BotBase
-from .channel import encode_line
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited
+from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
+from .channel import WATCH, Ended, Expired, encode_line
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
@@ -164,15 +165,16 @@ class BlockingBot(BotBase):
         written = self._write_now(data)
         if written == len(data):
             return
-        data = data[written:]
-        deadline = time.monotonic() + timeout
-        while data:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._hub.wait(self._fds[0], _OUT, left):
-                self._stdin_error = BotTimeout(timeout, during="send")
-                raise self._stdin_error
+        conv = self._conv
+        conv.send(data[written:], time.monotonic(), timeout)
+        while (event := conv.send_event(time.monotonic())) is not None:
+            if not isinstance(event, float):
+                self._stdin_error = event  # the send's timeout: stdin is unusable from now on
+                raise event
+            if not self._hub.wait_until(self._fds[0], _OUT, event):
+                continue
             try:
-                data = data[os.write(self._fds[0], data):]
+                conv.sent(os.write(self._fds[0], conv.data_to_send()))
             except BlockingIOError:
                 continue
             except OSError:  # broken: the bot is gone, or closed its stdin
@@ -186,32 +188,31 @@ class BlockingBot(BotBase):
         """The next line from the bot's stdout; the errors of the trio shell's ``receive_line``."""
         if self._closed:
             raise BotClosed("the bot was closed")
-        line = self._line_ready()
-        if line is not None:
-            return line
-        channel = self._channel
+        conv = self._conv
         fd = self._fds[1]
         now = time.monotonic()
-        deadline = now + timeout
-        while True:
-            if channel.at_eof:
-                left = deadline - time.monotonic()
-                if self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
+        conv.expect(now, timeout)
+        while True:  # the one poll loop: the conversation decides (arena.bots.channel), this waits
+            event = conv.next_event(now)
+            if type(event) is str:
+                self._got_reply()
+                return event
+            if type(event) is float:
+                if self._hub.wait_until(fd, _IN, event):
+                    self._feed_stdout()
+                now = time.monotonic()
+            elif event is WATCH:
+                self._watch()
+            elif type(event) is Ended:
+                if self._wait_exit(event.until - now):
                     raise self._exit_fault()
                 raise BotClosedOutput("bot closed its stdout")
-            watch_at = now + WATCH_S  # in slices of WATCH_S: a fast reply never sees more than the first
-            if self._hub.wait_until(fd, _IN, deadline if deadline < watch_at else watch_at):
-                self._feed_stdout()
-                line = self._line_ready()
-                if line is not None:
-                    return line
-                continue
-            now = time.monotonic()
-            if now >= deadline:
+            elif type(event) is Expired:
                 if self._wait_exit(0):  # dead, but a descendant holds stdout open
                     raise self._exit_fault()
-                raise BotTimeout(timeout)
-            self._watch()
+                raise event.fault
+            else:
+                raise event  # type: ignore[misc]
 
     # -- exit -------------------------------------------------------------
 

@@ -1,5 +1,13 @@
-"""A bot's line channel without I/O: bytes in, lines and faults out (the way h11 separates HTTP
-from sockets).
+"""A bot's conversation without I/O: bytes and times in, lines, faults and "wait until T" out
+(the way h11 separates HTTP from sockets).
+
+:class:`Conversation` is the one statement of how a bot is talked to: a line goes out under a
+send deadline, a reply comes back under the decision's deadline, the bot's CPU and pipes are
+looked at every ``watch_s`` of a wait, and the end of its stdout or of its time is a fault.
+It reads no clock and touches no pipe: the shell (:mod:`.blocking`'s poll loop, the trio shell
+of :mod:`.process`, the test double :class:`arena.referee.testing.MockBot` on a fake clock)
+tells it the time and the bytes and does what the answer says, so every one of them gives a bot
+the same verdict.
 
 :class:`LineChannel` holds what the protocol says about the bytes on a bot's pipes: lines end
 with ``\\n`` (a ``\\r`` before it is dropped), no line is longer than ``max_line`` bytes, the
@@ -13,7 +21,9 @@ writes, the channel holds at most one line plus one read of it.
 
 from __future__ import annotations
 
-from .errors import BotError, LineTooLong, NotUtf8, OutputLimitExceeded
+from typing import NamedTuple
+
+from .errors import BotError, BotTimeout, LineTooLong, NotUtf8, OutputLimitExceeded
 
 
 READ_CHUNK = 64 * 1024
@@ -121,6 +131,114 @@ class LineChannel:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise NotUtf8(bytes(raw), exc) from None
+
+
+EXIT_GRACE = 1.0
+"""Seconds EOF on stdout may precede the exit of the process: within them the exit is the fault."""
+WATCH_S = 0.25
+"""While waiting for a reply, the shell looks this often at the bot's CPU use this game and,
+under bubblewrap, at whether any bot process still holds its stdin and stdout."""
+
+
+class Watch:
+    """A wait reached its next look: the shell checks the bot's CPU and pipes (faults raise)."""
+
+
+WATCH = Watch()
+
+
+class Ended(NamedTuple):
+    """The bot's stdout ended: the fault is its exit if the process ends by ``until``, else
+    :class:`~arena.bots.errors.BotClosedOutput`."""
+
+    until: float
+
+
+class Expired(NamedTuple):
+    """The reply's time is up: the fault is the bot's exit if the process is already gone (a
+    descendant holds stdout open), else ``fault``."""
+
+    fault: BotTimeout
+
+
+Event = str | float | BotError | Ended | Expired | Watch
+"""What :meth:`Conversation.next_event` says: a reply line (``str``); "wait until T" (a ``float``
+on the shell's clock, for stdout to be readable); a fault (a :class:`BotError`, to raise); or
+one of the ends the shell settles with the process's exit (:class:`Ended`, :class:`Expired`);
+or :data:`WATCH`."""
+
+
+class Conversation:
+    """One bot's conversation, for every shell: :meth:`send` a line, write :meth:`data_to_send`
+    and report it :meth:`sent`, following :meth:`send_event`; :meth:`expect` a reply, feed what
+    stdout gave (:meth:`receive_data`, empty bytes at EOF) and follow :meth:`next_event` until it
+    gives a line or a fault. Times are seconds on whatever clock the shell passes in."""
+
+    __slots__ = ("channel", "watch_s", "_out", "_send_deadline", "_send_timeout", "_deadline",
+                 "_timeout", "_watch_at")
+
+    def __init__(self, max_line: int, max_total: int, watch_s: float):
+        self.channel = LineChannel(max_line, max_total)
+        self.watch_s = watch_s
+        self._out = b""
+        self._send_deadline = self._send_timeout = 0.0
+        self._deadline = self._timeout = self._watch_at = 0.0
+
+    # -- the referee's line out ----------------------------------------------
+
+    def send(self, data: bytes, now: float, timeout: float) -> None:
+        """``data`` (one encoded line) is to be written, all of it within ``timeout``."""
+        self._out = data
+        self._send_deadline = now + timeout
+        self._send_timeout = timeout
+
+    def data_to_send(self) -> bytes:
+        return self._out
+
+    def sent(self, n: int) -> None:
+        """The shell wrote ``n`` bytes of :meth:`data_to_send`."""
+        self._out = self._out[n:]
+
+    def send_event(self, now: float) -> float | BotTimeout | None:
+        """None once the line is written; else wait until T (a ``float``) for stdin to take more,
+        or the send's fault once its time is up (the rest of the line is dropped)."""
+        if not self._out:
+            return None
+        if now >= self._send_deadline:
+            self._out = b""
+            return BotTimeout(self._send_timeout, during="send")
+        return self._send_deadline
+
+    # -- the bot's reply -------------------------------------------------------
+
+    def expect(self, now: float, timeout: float) -> None:
+        """A reply is due within ``timeout`` seconds of ``now``."""
+        self._timeout = timeout
+        self._deadline = now + timeout
+        self._watch_at = now + self.watch_s
+
+    def receive_data(self, data: bytes) -> None:
+        """What a read of stdout gave (empty: the end of the stream)."""
+        self.channel.receive_data(data)
+
+    def next_event(self, now: float) -> Event:
+        """What the shell does next for the reply it expects (see :data:`Event`). A line
+        that came with an earlier read is given at once; a late one stays for the next call."""
+        channel = self.channel
+        try:
+            line = channel.next_line()
+        except BotError as fault:
+            return fault
+        if line is not None:
+            return line
+        if channel.at_eof:
+            return Ended(now + min(EXIT_GRACE, max(self._deadline - now, 0.05)))
+        if now >= self._deadline:
+            return Expired(BotTimeout(self._timeout))
+        if now >= self._watch_at:  # in slices of watch_s: a fast reply never sees more than the first
+            self._watch_at = now + self.watch_s
+            return WATCH
+        return self._deadline if self._deadline < self._watch_at else self._watch_at
 
 
 class StderrBuffer:

@@ -8,6 +8,7 @@ with the error as it is; :class:`BotStartError` is the arena's trouble starting 
 from __future__ import annotations
 
 import signal
+from enum import Enum
 
 from .. import faults
 from ..errors import ArenaError
@@ -90,9 +91,25 @@ class BotClosedOutput(BotError, faults.ClosedOutput):
     """The bot closed its stdout but is still running."""
 
 
+class StartErrorKind(Enum):
+    """Why a start failed, for whoever must decide what it costs (never read from the words)."""
+
+    ARENA = "arena"  # the arena's own trouble: no cgroup, a failed fork, a bad directory...
+    COMMAND = "command"  # the bot's own command cannot start (BotCommandError)
+    SANDBOX = "sandbox"  # the containment cannot run on this machine (SandboxUnavailable)
+    UID_DENIED = "uid_denied"  # the bot's private uid may not use a file the bot needs
+
+
 class BotStartError(ArenaError):
     """The referee could not start the bot (missing command, bad directory,
-    permissions, no cgroups when required...).  Not the bot's fault."""
+    permissions, no cgroups when required...).  Not the bot's fault. ``kind`` says which."""
+
+    kind: StartErrorKind = StartErrorKind.ARENA
+
+    def __init__(self, message: str = "", kind: StartErrorKind | None = None):
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
 
 
 class BotCommandError(BotStartError, faults.StartFailed):
@@ -102,6 +119,10 @@ class BotCommandError(BotStartError, faults.StartFailed):
     sandbox, a failed fork), which void the game instead: nothing in a bot's directory may turn
     its games into the arena's failures."""
 
+    kind = StartErrorKind.COMMAND
+
 
 class SandboxUnavailable(BotStartError):
     """bwrap is missing or cannot create namespaces on this machine."""
+
+    kind = StartErrorKind.SANDBOX

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -23,14 +24,14 @@ import trio
 from ..errors import ArenaError
 from ..faults import StartFailed
 from .containment import cgroup_root, describe_containment, process_registry
-from .errors import BotCommandError, BotStartError
+from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
-from .start import start_bot
+from .start import start_bot, start_bot_blocking
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
@@ -220,7 +221,60 @@ class BotUnreadable(ContainmentError, StartFailed):
     nothing in a bot's directory can turn its games into the arena's failures."""
 
 
-BUBBLEWRAP, NAMESPACES, GVISOR, TRUSTED = "bubblewrap", "namespaces", "gvisor", "trusted"
+class Containment(StrEnum):
+    """What holds every bot of a run (docs/SANDBOX.md): chosen once by the :class:`Launcher`."""
+
+    BUBBLEWRAP = "bubblewrap"
+    NAMESPACES = "namespaces"  # a root referee without bubblewrap: a private uid and namespaces
+    GVISOR = "gvisor"
+    TRUSTED = "trusted"  # the referee's own user, rlimits only (--trusted-bots)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How one bot starts in this run, worked out once (built, probed, its interpreter found) and
+    then used for every start: plain data, so a blocking shell and the trio shell start it alike.
+    A contained bot runs as a private uid, leased per start; a trusted one as the referee."""
+
+    label: str
+    argv: tuple[str, ...]
+    workdir: Path
+    limits: Limits
+    containment: Containment
+    env: tuple[tuple[str, str], ...] = ()  # added to the bot's minimal environment
+    binds: tuple[Path, ...] = ()  # read-only paths it sees besides the system and its folder
+    writable_cwd: bool = False  # a contained build's own copy of the folder, never a bot that plays
+
+    def _kw(self) -> dict[str, Any]:
+        c = self.containment
+        return dict(limits=self.limits, sandbox=c is Containment.BUBBLEWRAP, namespaces=c is Containment.NAMESPACES,
+                    gvisor=c is Containment.GVISOR, run_as=None if c is Containment.TRUSTED else "auto",
+                    extra_env=dict(self.env) or None, ro_binds=list(self.binds))
+
+    def _error(self, error: BotStartError) -> Exception:
+        """A start error as the user reads it: a bot its private uid cannot run says how to fix it."""
+        if error.kind is StartErrorKind.UID_DENIED:
+            return BotUnreadable(f"{self.label}: {error}; {FIX_ACCESS}")
+        return error
+
+    def start_blocking(self):
+        """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
+        try:
+            return start_bot_blocking(self.argv, self.workdir, **self._kw())
+        except BotStartError as e:
+            raise self._error(e) from None
+
+    async def start(self):
+        """The bot, started on the trio shell (:class:`~arena.bots.process.BotProcess`)."""
+        try:
+            return await start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
+        except BotStartError as e:
+            raise self._error(e) from None
+
+def _binds(env: dict[str, str]) -> tuple[Path, ...]:
+    """The arena's own package, where a contained Python bot is given it (its PYTHONPATH)."""
+    return (Path(env["PYTHONPATH"]),) if env.get("PYTHONPATH") else ()
+
 
 FIX_ACCESS = ("make it readable by other users (chmod o+rx on the bot's directory and every "
               "directory above it, o+x on its command), or pass --trusted-bots to run bots as the "
@@ -246,7 +300,7 @@ class Launcher:
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     build_lock: trio.Lock = field(default_factory=trio.Lock)
-    _mode: str | None = None
+    _mode: Containment | None = None
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """The bot to run for ``spec``: itself when it has no ``build``, else its built copy.
@@ -264,7 +318,7 @@ class Launcher:
             done = self.built.get(spec.label)
             if done is None:
                 try:
-                    done = await (self._build_in_place(spec) if await self.mode() == TRUSTED
+                    done = await (self._build_in_place(spec) if await self.mode() is Containment.TRUSTED
                                   else self._build_contained(spec))
                 except BuildError as e:
                     done = e
@@ -296,12 +350,10 @@ class Launcher:
         built = _relocated(spec, copy)
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)
-        cmd = argv(build, python)
-        binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
+        plan = LaunchPlan(spec.label, tuple(argv(build, python)), built.workdir, BUILD_LIMITS, mode,
+                          tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True)
         try:
-            proc = await start_bot(cmd, built.workdir, limits=BUILD_LIMITS, sandbox=mode == BUBBLEWRAP,
-                                   namespaces=mode == NAMESPACES, gvisor=mode == GVISOR, run_as="auto",
-                                   extra_env={**spec.env, **env} or None, ro_binds=binds, writable_cwd=True)
+            proc = await plan.start()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None
@@ -338,31 +390,31 @@ class Launcher:
             raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
         return built
 
-    async def mode(self) -> str:
+    async def mode(self) -> Containment:
         """The containment every bot of this launcher gets (decided once, probed on first use)."""
         return self.mode_now()
 
-    def mode_now(self) -> str:
+    def mode_now(self) -> Containment:
         """:meth:`mode` without an event loop (the probes block either way)."""
         if self._mode is None:
             self._mode = self._choose_mode()
         return self._mode
 
-    def _choose_mode(self) -> str:
+    def _choose_mode(self) -> Containment:
         if self.gvisor:
             if self.trusted:
                 raise ContainmentError("gVisor and --trusted-bots contradict each other: choose one")
             problem = gvisor_problem_now()
             if problem:
                 raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
-            return GVISOR
+            return Containment.GVISOR
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
-            return TRUSTED
+            return Containment.TRUSTED
         no_bwrap = "--no-sandbox was given" if self.sandbox is False else sandbox_problem_now()
         if no_bwrap is None:
-            return BUBBLEWRAP
+            return Containment.BUBBLEWRAP
         if self.sandbox:
             raise ContainmentError(f"the sandbox was asked for but bubblewrap cannot run here: {no_bwrap}")
         no_ns = namespaces_problem_now()
@@ -370,7 +422,7 @@ class Launcher:
             if self.sandbox is False:
                 self._warn("--no-sandbox: bots run without bubblewrap, contained by a private uid and "
                            "namespaces (no network, private /tmp, only the system and their own directory visible)")
-            return NAMESPACES
+            return Containment.NAMESPACES
         raise ContainmentError(
             f"no containment for bots on this machine: bubblewrap: {no_bwrap}; namespaces: {no_ns}. "
             "Install bubblewrap (Debian/Ubuntu: apt install bubblewrap), run the referee as root, "
@@ -380,7 +432,7 @@ class Launcher:
         """Fail before any game, with one ContainmentError, when bots cannot be contained here or
         a bot's private uid could not run it (rather than forfeiting each of its games)."""
         mode = await self.mode()
-        if mode == TRUSTED or os.geteuid() != 0:
+        if mode is Containment.TRUSTED or os.geteuid() != 0:
             return
         for spec in map(runnable, specs):
             if spec.human or not spec.command:
@@ -401,49 +453,35 @@ class Launcher:
             mode = await self.mode()
         except ContainmentError as e:
             return f"none: {e}"
-        who = (f"the referee's uid {os.geteuid()}" if mode == TRUSTED
+        who = (f"the referee's uid {os.geteuid()}" if mode is Containment.TRUSTED
                else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
         cgroups = cgroup_root()[0]
-        return describe_containment(sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
-                                    gvisor=mode == GVISOR, who=who,
+        return describe_containment(sandbox=mode is Containment.BUBBLEWRAP,
+                                    namespaces=mode is Containment.NAMESPACES,
+                                    gvisor=mode is Containment.GVISOR, who=who,
                                     cgroup=cgroups.kind if cgroups else None)
 
-    async def start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
-        """How to start ``spec`` here (built, probed): the arguments of ``start_bot``, which a
-        blocking shell passes to :func:`~arena.bots.start.start_bot_blocking` as they are."""
+    async def plan(self, spec: BotSpec) -> LaunchPlan:
+        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`."""
         if spec.build is not None:
-            return self._start_args(await self.build(spec))  # contained: a readable copy, like runnable()'s
-        return self.start_args_now(spec)
+            return self._plan(await self.build(spec))  # contained: a readable copy, like runnable()'s
+        return self.plan_now(spec)
 
-    def start_args_now(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
-        """:meth:`start_args` without an event loop, for a bot with no ``build`` (a build runs
-        through the trio shell: ask :meth:`start_args` for those)."""
+    def plan_now(self, spec: BotSpec) -> LaunchPlan:
+        """:meth:`plan` without an event loop, for a bot with no ``build`` (a build runs
+        through the trio shell: ask :meth:`plan` for those)."""
         if spec.build is not None:
-            raise ValueError(f"{spec.label} has a build step: its start arguments need start_args")
-        return self._start_args(runnable(spec) if self.mode_now() != TRUSTED else spec)
+            raise ValueError(f"{spec.label} has a build step: its plan needs plan()")
+        return self._plan(runnable(spec) if self.mode_now() is not Containment.TRUSTED else spec)
 
-    def _start_args(self, spec: BotSpec) -> tuple[list[str], Path, dict[str, Any]]:
+    def _plan(self, spec: BotSpec) -> LaunchPlan:
         mode = self.mode_now()
-        contained = mode != TRUSTED
-        python, env = self._python(spec, contained)
-        binds = [Path(env["PYTHONPATH"])] if env.get("PYTHONPATH") else []
-        return argv(spec, python), spec.workdir, dict(
-            limits=limits_for(spec, self.limits), sandbox=mode == BUBBLEWRAP, namespaces=mode == NAMESPACES,
-            gvisor=mode == GVISOR,
-            run_as="auto" if contained else None, extra_env={**spec.env, **env} or None, ro_binds=binds)
-
-    def start_error(self, spec: BotSpec, error: BotStartError, run_as: Any) -> Exception:
-        """A start error as the user reads it: a bot its private uid cannot run says how to fix it."""
-        if run_as is not None and "cannot use" in str(error):
-            return BotUnreadable(f"{spec.label}: {error}; {FIX_ACCESS}")
-        return error
+        python, env = self._python(spec, mode is not Containment.TRUSTED)
+        return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
+                          tuple({**spec.env, **env}.items()), _binds(env))
 
     async def __call__(self, spec: BotSpec):
-        command, workdir, kw = await self.start_args(spec)
-        try:
-            return await start_bot(command, workdir, **kw)
-        except BotStartError as e:
-            raise self.start_error(spec, e, kw["run_as"]) from None
+        return await (await self.plan(spec)).start()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

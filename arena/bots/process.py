@@ -42,7 +42,7 @@ from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTi
 from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
-from .channel import READ_CHUNK, LineChannel, StderrBuffer, encode_line
+from .channel import READ_CHUNK, WATCH, WATCH_S, Conversation, Ended, Expired, StderrBuffer, encode_line
 from .uids import Registry, UidLease, pids_of_uid
 
 
@@ -50,14 +50,10 @@ log = logging.getLogger(__name__)
 
 
 KILL_DEADLINE = 5.0  # seconds aclose() keeps killing before giving up (and logging)
-EXIT_GRACE = 1.0  # how long EOF on stdout may precede the exit of the process
 STDERR_GRACE = 0.5  # how long to wait for the last stderr bytes of a dead bot
 SHUTDOWN_GRACE = 2.0
 """Seconds a bot has to exit by itself after ``shutdown`` (its stdin is closed too) before it
 is killed: time to write its statistics or a last log line (protocol/PROTOCOL.md)."""
-WATCH_S = 0.25
-"""While waiting for a reply, the referee looks this often at the bot's CPU use this game and,
-under bubblewrap, at whether any bot process still holds its stdin and stdout."""
 CPU_CHECK_S = 0.2  # after a reply, the game's CPU is measured at most this often
 ENV_TOKEN = "PALACE_ARENA_BOT"
 
@@ -108,7 +104,8 @@ class BotBase:
         self._replies = 0  # lines received over the process's life
         self._uid_lease = uid_lease
         self._registry = registry
-        self._channel = LineChannel(limits.max_line_bytes, limits.max_output_bytes)
+        self._conv = Conversation(limits.max_line_bytes, limits.max_output_bytes, WATCH_S)
+        self._channel = self._conv.channel
         self._stderr_buf = StderrBuffer(limits.stderr_cap_bytes)
         self._stdin_error: BotError | None = None
         # (exit code, signal) once the main process has exited.  It is *not*
@@ -147,13 +144,6 @@ class BotBase:
             return os.write(self._fds[0], data)
         except OSError:
             return 0
-
-    def _line_ready(self) -> str | None:
-        """The next line if the channel holds a whole one, counted as a reply; else None."""
-        line = self._channel.next_line()
-        if line is not None:
-            self._got_reply()
-        return line
 
     def _got_reply(self) -> None:
         self._replies += 1
@@ -536,34 +526,32 @@ class BotProcess(BotBase):
         by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
         BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
         """
+        conv = self._conv
+        if conv.channel.unread or conv.channel.failed:  # perhaps a line that came with an earlier read:
+            await trio.lowlevel.checkpoint_if_cancelled()  # no wait, but still a place a cancelled caller stops
         now = trio.current_time()
-        deadline = now + timeout
-        channel = self._channel
-        if channel.unread or channel.failed:  # perhaps a line that came with an earlier read: no wait
-            await trio.lowlevel.checkpoint_if_cancelled()  # but still a place a cancelled caller stops
-            line = self._line_ready()
-            if line is not None:
-                return line
-        while True:
-            if channel.at_eof:
-                left = deadline - trio.current_time()
-                if await self._wait_exit(min(EXIT_GRACE, max(left, 0.05))):
+        conv.expect(now, timeout)
+        while True:  # the conversation decides (arena.bots.channel); this only waits
+            event = conv.next_event(now)
+            if type(event) is str:
+                self._got_reply()
+                return event
+            if type(event) is float:
+                with trio.CancelScope(deadline=event):
+                    await self._read_stdout()
+                now = trio.current_time()
+            elif event is WATCH:
+                self._watch()
+            elif type(event) is Ended:
+                if await self._wait_exit(event.until - now):
                     raise await self._exit_fault()
                 raise BotClosedOutput("bot closed its stdout")
-            # in slices of WATCH_S: a fast reply never sees more than the first
-            with trio.CancelScope(deadline=min(deadline, now + WATCH_S)) as scope:
-                await self._read_stdout()
-            if not scope.cancelled_caught:
-                line = self._line_ready()
-                if line is not None:
-                    return line
-                continue
-            now = trio.current_time()
-            if now >= deadline:
+            elif type(event) is Expired:
                 if await self._wait_exit(0):  # dead, but a descendant holds stdout open
                     raise await self._exit_fault()
-                raise BotTimeout(timeout)
-            self._watch()
+                raise event.fault
+            else:
+                raise event  # type: ignore[misc]
 
     async def _read_stdout(self) -> None:
         """Wait for the bot's stdout, then read once into the channel. Waiting first: the shell

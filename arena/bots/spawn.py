@@ -23,7 +23,7 @@ import trio
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import cgroup_root, describe_containment, drops_uid, process_registry
-from .errors import BotCommandError, BotStartError
+from .errors import BotCommandError, BotStartError, StartErrorKind
 from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
@@ -351,7 +351,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             for path, need in ((exe, os.X_OK), (cwd, os.R_OK | os.X_OK)):
                 why = inaccessible_reason(path, uid, uid, need)
                 if why:
-                    raise BotStartError(f"bot uid {uid} cannot use {path}: {why}")
+                    raise BotStartError(f"bot uid {uid} cannot use {path}: {why}", StartErrorKind.UID_DENIED)
         if contained:
             held, now = os.fstat(cwd_fd), os.stat(cwd)
             if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):

@@ -185,7 +185,7 @@ class PalaceSingleEnv(gymnasium.Env):
                 continue
             t = time.perf_counter()
             choice = bot.choose(req.message)
-            core.settle(Answered(choice, (time.perf_counter() - t) * 1000))
+            core.settle(Answered(choice, time.perf_counter() - t))
         for s, message in core.end_messages():
             if s != self.seat:
                 self.bots[s].end(message)

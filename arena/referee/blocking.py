@@ -25,16 +25,23 @@ from ..engine import Rules
 from ..faults import ArenaFailure, BotFault
 from . import protocol
 from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .seat import BotSeat, answered, as_fault, faulted, game_clock, handshake_fault, hold, slot_end
+from .seat import WALL, BotSeat, Timer, answered, as_fault, faulted, game_clock, handshake_fault, hold, slot_end
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
 
 class BlockingPlayer(BotSeat):
     """:class:`~arena.referee.driver.BotPlayer` on the blocking shell (the decisions are
-    :class:`~arena.referee.seat.BotSeat`'s): shut down without waiting for its grace."""
+    :class:`~arena.referee.seat.BotSeat`'s): shut down without waiting for its grace. Its
+    decisions are timed on ``timer`` (the wall clock; a test's fake clock with
+    :class:`~arena.referee.testing.MockBot`)."""
 
     conn: BlockingBot | None
+
+    def __init__(self, spec: BotSpec, launcher: Any, clock: TimeControl, *, restart_each_game: bool = False,
+                 timer: Timer = WALL):
+        super().__init__(spec, launcher, clock, restart_each_game=restart_each_game)
+        self.timer = timer
 
     def _ensure(self) -> BlockingBot:
         if self.conn is not None:
@@ -46,7 +53,7 @@ class BlockingPlayer(BotSeat):
         self.starts += 1
         try:
             self.conn.send_line(protocol.encode(protocol.hello()))
-            self._greeted(self.conn.receive_line(self.clock.handshake_ms / 1000))
+            self._greeted(self.conn.receive_line(self.clock.handshake_s))
         except Exception as e:
             fault = handshake_fault(e)
             self.fault(fault.reason, fault.message, None)  # a live bot is told why (bad_version...)
@@ -65,21 +72,22 @@ class BlockingPlayer(BotSeat):
             raise as_fault(e) from None
 
     def decide(self, req: Request) -> Outcome:
-        """Ask ``req`` and time the answer; a fault is told to the bot, which is stopped."""
-        start = time.monotonic()
+        """Ask ``req`` and time the answer in seconds; a fault is told to the bot, which is stopped."""
+        now = self.timer.now
+        start = now()
         try:
             conn = self.conn if self.conn is not None else self._ensure()
             line = req.line or protocol.encode(req.message)  # a core told not to encode leaves it empty
             try:
                 conn.send_line(line)
-                choice = self._replied(conn.receive_line(req.timeout), req.id, req.n_actions)
+                reply = protocol.read_reply(conn.receive_line(req.timeout), req.id, req.n_actions)
             except Exception as e:
                 raise as_fault(e) from None
         except BotFault as fault:
-            ms = (time.monotonic() - start) * 1000
+            seconds = now() - start
             self.fault(fault.reason, fault.message, req.id)
-            return faulted(self, fault, ms)
-        return answered(self, choice, (time.monotonic() - start) * 1000)
+            return faulted(self, fault, seconds)
+        return answered(self, reply, now() - start)
 
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
@@ -136,38 +144,33 @@ def run_async(afn, *args):
 
 
 class BlockingLaunch:
-    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: how to start each bot is
-    worked out once (containment, build), and every start is then a plain fork. No event loop
-    is run for it, except once for a bot with a build step (a contained build runs on trio)."""
+    """A :class:`~arena.bots.launch.Launcher` for the blocking shell: each bot's
+    :class:`~arena.bots.launch.LaunchPlan` is worked out once (containment, build), and every
+    start is then a plain fork. No event loop is run for it, except once for a bot with a build
+    step (a contained build runs on trio)."""
 
     def __init__(self, launcher: Any):
         self.launcher = launcher
-        self._args: dict[str, tuple] = {}
+        self.plans: dict[str, Any] = {}  # label -> LaunchPlan
 
     def __call__(self, spec):
-        from ..bots.start import start_bot_blocking
-        from ..bots.errors import BotStartError
-        args = self._args.get(spec.label)
-        if args is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
-            now = getattr(self.launcher, "start_args_now", None)
-            args = self._args[spec.label] = (now(spec) if now is not None and spec.build is None
-                                             else run_async(self.launcher.start_args, spec))
-        command, workdir, kw = args
-        try:
-            return start_bot_blocking(command, workdir, **kw)
-        except BotStartError as e:
-            raise self.launcher.start_error(spec, e, kw["run_as"]) from None
+        plan = self.plans.get(spec.label)
+        if plan is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
+            plan = self.plans[spec.label] = (self.launcher.plan_now(spec) if spec.build is None
+                                             else run_async(self.launcher.plan, spec))
+        return plan.start_blocking()
 
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
-              given: Sequence[int] = ()) -> GameRecord:
+              given: Sequence[int] = (), timer: Timer = WALL) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
     ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
     decision, no bank, so think time carries nothing another seat can time; ``ponder`` (seats
-    left running off their turn) and ``given`` as there."""
+    left running off their turn) and ``given`` as there. ``timer``: the clock of the fixed schedule
+    (the players time their decisions on their own, the same one in a test)."""
     clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
@@ -189,17 +192,17 @@ def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, gam
     if not ponder:
         for p in players:
             hold(p, True)
-    slot = clock.move_ms / 1000
+    slot = clock.move_s
     while (req := core.next_request()) is not None:
         player = players[req.seat]
         if not ponder:
             hold(player, False)  # before its clock starts (in decide)
-        start = time.monotonic()
+        start = timer.now()
         core.settle(player.decide(req))
         if not ponder:
             hold(player, True)
         if fixed_schedule:  # until the end of the decision's last whole slot
-            time.sleep(max(0.0, slot_end(start, time.monotonic(), slot) - time.monotonic()))
+            timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
         players[seat].finish(message)

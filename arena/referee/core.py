@@ -45,6 +45,20 @@ class TimeControl:
     def as_json(self) -> dict[str, int]:
         return {"move_ms": self.move_ms, "bank_ms": self.bank_ms, "handshake_ms": self.handshake_ms}
 
+    # The files and the protocol speak milliseconds; the referee measures and waits in seconds.
+    # These are the one place a clock's milliseconds become seconds.
+    @property
+    def move_s(self) -> float:
+        return self.move_ms / 1000
+
+    @property
+    def bank_s(self) -> float:
+        return self.bank_ms / 1000
+
+    @property
+    def handshake_s(self) -> float:
+        return self.handshake_ms / 1000
+
 
 @dataclass
 class GameRecord:
@@ -129,12 +143,12 @@ class Request:
 
 @dataclass(slots=True)
 class Answered:
-    """How a decision ended: the seat chose ``choice`` after ``ms`` milliseconds. (Not frozen,
+    """How a decision ended: the seat chose ``choice`` after ``seconds``. (Not frozen,
     like :class:`Faulted`: one is built per decision, and a frozen one's ``__init__`` cost the
     blocking referee four times as much.)"""
 
     choice: int
-    ms: float
+    seconds: float
     stderr: list[str] = field(default_factory=list)
     note: dict[str, Any] | None = None  # what the bot said it was thinking (its reply's info)
 
@@ -145,7 +159,7 @@ class Faulted:
 
     reason: FaultReason
     message: str
-    ms: float
+    seconds: float
     stderr: list[str] = field(default_factory=list)
 
 
@@ -182,7 +196,7 @@ class RefereeCore:
                                  think_hist=[[0] * len(THINK_BUCKETS_MS) for _ in range(n)],
                                  stderr=[[] for _ in range(n)], given=list(self.given))
         self.pending: list[list[dict[str, Any]]] = [[event_for(e, s) for e in events] for s in range(n)]
-        self.bank = [clock.bank_ms / 1000] * n  # seconds
+        self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
         self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
@@ -253,20 +267,20 @@ class RefereeCore:
             step["request"] = self.request_id
             self._asked = (step, actions, seat)
             return Request(seat, self.request_id, msg, protocol.encode(msg) if self.encode else "",
-                           self.clock.move_ms / 1000 + bank, len(actions))
+                           self.clock.move_s + bank, len(actions))
         return None
 
-    def answer(self, choice: int, ms: float, stderr: Sequence[str] = (), note: dict[str, Any] | None = None) -> None:
-        """The seat asked chose action ``choice`` after ``ms`` milliseconds (the logged ms:
-        replays rebuild the bank from it). ``choice`` must be in range: the protocol checked it.
+    def answer(self, choice: int, seconds: float, stderr: Sequence[str] = (), note: dict[str, Any] | None = None) -> None:
+        """The seat asked chose action ``choice`` after ``seconds``. The record keeps it in
+        milliseconds to 3 places, and the bank is drawn by that recorded time, so a replay that
+        feeds the logged time back rebuilds the same bank. ``choice`` must be in range: the protocol checked it.
         ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
         ``info`` and ``info_warning`` are kept with the step."""
         if self._asked is not None and not 0 <= choice < len(self._asked[1]):
             raise ValueError(f"action {choice} is not one of the {len(self._asked[1])} offered")
         step, actions, seat = self._take()
-        ms = round(ms, 3)
-        move = self.clock.move_ms / 1000
-        self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - move))
+        ms = round(seconds * 1000, 3)
+        self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - self.clock.move_s))
         rec = self.record
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
@@ -281,10 +295,10 @@ class RefereeCore:
             rec.stderr[seat] += lines
         rec.steps.append(step)
 
-    def fault(self, reason: FaultReason, message: str, ms: float, stderr: Sequence[str] = ()) -> None:
-        """The seat asked faulted instead of answering (what it wrote while dying is ``stderr``)."""
+    def fault(self, reason: FaultReason, message: str, seconds: float, stderr: Sequence[str] = ()) -> None:
+        """The seat asked faulted instead of answering after ``seconds`` (what it wrote while dying is ``stderr``)."""
         step, _, seat = self._take()
-        step.update(ms=round(ms, 3), fault=str(reason))
+        step.update(ms=round(seconds * 1000, 3), fault=str(reason))
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
         step["stderr"] = list(stderr)[-self.stderr_lines:]
@@ -295,9 +309,9 @@ class RefereeCore:
         """The one step that ends every decision, whoever moved the bytes (the trio referee, the
         blocking one, the environments, the in-process matches): an answer or a fault."""
         if isinstance(outcome, Faulted):
-            self.fault(outcome.reason, outcome.message, outcome.ms, outcome.stderr)
+            self.fault(outcome.reason, outcome.message, outcome.seconds, outcome.stderr)
         else:
-            self.answer(outcome.choice, outcome.ms, outcome.stderr, outcome.note)
+            self.answer(outcome.choice, outcome.seconds, outcome.stderr, outcome.note)
 
     def end_messages(self) -> list[tuple[int, dict[str, Any]]]:
         """The game is over: (seat, ``end``) for every seat still at the table. Fills the result."""

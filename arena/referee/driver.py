@@ -63,7 +63,7 @@ class BotPlayer(BotSeat):
         self.starts += 1
         try:
             await self.conn.send_line(protocol.encode(protocol.hello()))
-            self._greeted(await self.conn.receive_line(self.clock.handshake_ms / 1000))
+            self._greeted(await self.conn.receive_line(self.clock.handshake_s))
         except BaseException as e:
             if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
                 raise
@@ -85,22 +85,23 @@ class BotPlayer(BotSeat):
                 raise
             raise as_fault(e) from None
 
-    async def decide(self, message: dict[str, Any], timeout: float) -> int:
-        return await self._ask(protocol.encode(message), message["id"], len(message["actions"]), timeout)
-
-    async def ask(self, request: Request) -> int:
-        """:meth:`decide` for a request the core already encoded."""
-        return await self._ask(request.line, request.id, request.n_actions, request.timeout)
-
-    async def _ask(self, line: str, request_id: int, n_actions: int, timeout: float) -> int:
-        conn = self.conn if self.conn is not None else await self._ensure()
+    async def outcome(self, req: Request) -> Outcome:
+        """Ask ``req`` and time the answer in seconds; a fault is told to the bot, which is stopped."""
+        start = trio.current_time()
         try:
-            await conn.send_line(line)
-            return self._replied(await conn.receive_line(timeout), request_id, n_actions)
-        except BaseException as e:
-            if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
-                raise
-            raise as_fault(e) from None
+            conn = self.conn if self.conn is not None else await self._ensure()
+            try:
+                await conn.send_line(req.line or protocol.encode(req.message))
+                reply = protocol.read_reply(await conn.receive_line(req.timeout), req.id, req.n_actions)
+            except BaseException as e:
+                if isinstance(e, (trio.Cancelled, KeyboardInterrupt)):  # Ctrl-C is never the bot's fault
+                    raise
+                raise as_fault(e) from None
+        except BotFault as fault:
+            seconds = trio.current_time() - start
+            await self.fault(fault.reason, fault.message, req.id)
+            return faulted(self, fault, seconds)
+        return answered(self, reply, trio.current_time() - start)
 
     async def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
@@ -142,19 +143,18 @@ class BotPlayer(BotSeat):
 
 
 async def outcome(player: Player, req: Request) -> Outcome:
-    """Ask ``player`` for ``req`` and time the answer; a fault is told to the player, which is
-    stopped (the blocking shell's is :meth:`arena.referee.blocking.BlockingPlayer.decide`)."""
+    """Ask ``player`` for ``req``: a bot seat decides it itself (:meth:`BotPlayer.outcome`); a
+    person (or any other :class:`Player`) is timed here, and a fault is told to it."""
+    if isinstance(player, BotPlayer):
+        return await player.outcome(req)
     start = trio.current_time()
     try:
-        if isinstance(player, BotPlayer):
-            choice = await player.ask(req)
-        else:
-            choice = await player.decide(req.message, req.timeout)
+        choice = await player.decide(req.message, req.timeout)
     except BotFault as fault:
-        ms = (trio.current_time() - start) * 1000
+        seconds = trio.current_time() - start
         await player.fault(fault.reason, fault.message, req.id)
-        return faulted(player, fault, ms)
-    return answered(player, choice, (trio.current_time() - start) * 1000)
+        return faulted(player, fault, seconds)
+    return answered(player, (choice, None), trio.current_time() - start)
 
 
 async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_id: str,
@@ -214,7 +214,7 @@ async def run_game(players: Sequence[Player], rules: Rules, seed: int, *, game_i
         if not ponder:
             hold(player, True)
         if fixed_schedule:
-            await trio.sleep_until(slot_end(start, trio.current_time(), clock.move_ms / 1000))
+            await trio.sleep_until(slot_end(start, trio.current_time(), clock.move_s))
 
     rec = core.record
     for seat, message in core.end_messages():

@@ -12,12 +12,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, NoReturn
+import time
+from typing import Any, NoReturn, Protocol
 
 from ..bots.manifest import BotSpec
 from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
 from . import protocol
 from .core import Answered, Faulted, TimeControl
+
+
+class Timer(Protocol):
+    """The referee's clock, in seconds: the wall clock in play, a fake one in tests
+    (:class:`arena.referee.testing.FakeClock`), so the production loop runs on fake time."""
+
+    def now(self) -> float: ...
+    def sleep_until(self, t: float) -> None: ...
+
+
+class WallClock:
+    """:class:`Timer` on ``time.monotonic``."""
+
+    now = staticmethod(time.monotonic)
+
+    def sleep_until(self, t: float) -> None:
+        time.sleep(max(0.0, t - time.monotonic()))
+
+
+WALL = WallClock()
 
 
 def as_fault(exc: BaseException) -> BotFault:
@@ -70,15 +91,16 @@ def hold(player: Any, frozen: bool) -> None:
         player.hold(frozen)
 
 
-def answered(player: Any, choice: int, ms: float) -> Answered:
-    """A decision answered after ``ms``, with the stderr since the last one and the reply's info."""
-    return Answered(choice, ms, player.take_stderr(), getattr(player, "note", None))
+def answered(player: Any, reply: tuple[int, dict[str, Any] | None], seconds: float) -> Answered:
+    """A decision answered after ``seconds``: the reply's choice and note (its ``info``, as
+    :func:`protocol.read_reply` gives them), with the stderr since the last one."""
+    return Answered(reply[0], seconds, player.take_stderr(), reply[1])
 
 
-def faulted(player: Any, fault: BotFault, ms: float) -> Faulted:
+def faulted(player: Any, fault: BotFault, seconds: float) -> Faulted:
     """A decision that faulted, taken once the player is stopped: what it wrote while dying
     belongs to this game."""
-    return Faulted(fault.reason, fault.message, ms, player.take_stderr())
+    return Faulted(fault.reason, fault.message, seconds, player.take_stderr())
 
 
 BETWEEN_GAMES = "(between games) "  # before a stderr line the bot wrote after its last game ended
@@ -86,8 +108,9 @@ BETWEEN_GAMES = "(between games) "  # before a stderr line the bot wrote after i
 
 class BotSeat:
     """A bot process serving a match: started and greeted on first use, restarted after a fault.
-    Holds its connection (``conn``), its hello, how often it started, the last reply's note,
-    and the stderr lines of processes already closed (handed out once, by :meth:`take_stderr`)."""
+    Holds its connection (``conn``), its hello, how often it started, and the stderr lines of
+    processes already closed (handed out once, by :meth:`take_stderr`). A reply's note travels
+    in the decision's outcome, not here."""
 
     def __init__(self, spec: BotSpec, launcher: Any, clock: TimeControl, *, restart_each_game: bool = False):
         self.spec = spec
@@ -98,7 +121,6 @@ class BotSeat:
         self.conn: Any = None
         self.hello: dict[str, Any] | None = None
         self.starts = 0
-        self.note: dict[str, Any] | None = None  # the info of the last reply (protocol.read_reply)
         self._stderr: list[str] = []
         self.games = 0  # games begun
 
@@ -141,11 +163,7 @@ class BotSeat:
         """A game begins: the process's CPU is counted per game (arena.limits)."""
         begin_game = getattr(conn, "begin_game", None)
         if begin_game is not None:
-            begin_game(self.clock.move_ms / 1000, self.clock.bank_ms / 1000)
-
-    def _replied(self, line: str, request_id: int, n_actions: int) -> int:
-        choice, self.note = protocol.read_reply(line, request_id, n_actions)
-        return choice
+            begin_game(self.clock.move_s, self.clock.bank_s)
 
     def take_stderr(self) -> list[str]:
         fresh = self.conn.take_stderr() if self.conn is not None else []

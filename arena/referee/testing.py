@@ -1,14 +1,19 @@
 """A bot connection acted out in-process, for tests of anything that talks to bots.
 
-:class:`MockBot` stands where a bot process would (it is a
-:class:`~arena.referee.driver.Connection`), like python-chess's ``MockTransport``:
+:class:`MockBot` stands where a bot process would (it is what a
+:class:`~arena.referee.blocking.BlockingPlayer` talks to), like python-chess's ``MockTransport``:
 script it with :meth:`MockBot.expect` (expect this line, answer that), or give it a
 ``respond`` function for whole games, or both (expectations first). Answers are lines,
-or the things a process does instead of answering: :class:`Sleep` (think this long; on
-trio's ``MockClock`` no real time passes), :data:`EXIT` (the process exits), a
+or the things a process does instead of answering: :class:`Sleep` (think this long, on a
+:class:`FakeClock`: no real time passes), :data:`EXIT` (the process exits), a
 :class:`~arena.faults.BotFault` (what reading raises), or :class:`Refuse` (the
 referee's write fails). Every line the referee wrote is kept in :attr:`MockBot.lines`,
 parsed in :attr:`MockBot.messages`.
+
+The bot's lines reach the referee as bytes through the shells' own
+:class:`~arena.bots.channel.Conversation`, on the fake clock the test gives the players and
+:func:`~arena.referee.blocking.play_game` too: the fault table runs the production loop on fake
+time. :class:`TrioMockBot` is the same bot for the trio referee, as long as that one is used.
 """
 
 from __future__ import annotations
@@ -18,9 +23,23 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import trio
-
+from ..bots.channel import WATCH, WATCH_S, Conversation, Ended, Expired
 from ..faults import BotFault, Crash, Timeout
+from ..limits import Limits
+
+
+class FakeClock:
+    """A :class:`~arena.referee.seat.Timer` whose time passes only when someone sleeps on it
+    (a scripted bot thinking, a referee keeping a fixed schedule)."""
+
+    def __init__(self, start: float = 0.0):
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep_until(self, t: float) -> None:
+        self.t = max(self.t, t)
 
 
 class Sleep(float):
@@ -70,7 +89,10 @@ class MockBot:
     ``AssertionError`` in the referee's write, so the test fails where the conversation did."""
 
     def __init__(self, respond: Respond | None = None, *, name: str = "mock",
-                 transcript: list[dict[str, Any]] | None = None, label: Any = None):
+                 transcript: list[dict[str, Any]] | None = None, label: Any = None,
+                 clock: FakeClock | None = None, limits: Limits = Limits()):
+        self.clock = clock if clock is not None else FakeClock()
+        self._conv = Conversation(limits.max_line_bytes, limits.max_output_bytes, WATCH_S)
         self.respond = respond if respond is not None else policy(lambda msg: 0, name)
         self.expected: deque[tuple[Callable[[str, dict[str, Any]], bool], str, list[Item]]] = deque()
         self.lines: list[str] = []
@@ -108,10 +130,9 @@ class MockBot:
         """The messages of one type the referee wrote to this bot."""
         return [m for m in self.messages if m["type"] == kind]
 
-    # ------------------------------------------------------------ Connection
+    # ------------------------------------------------------------ the connection
 
-    async def send_line(self, text: str) -> None:
-        await trio.lowlevel.checkpoint()
+    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
         if self.exited or self.closed:
             raise Crash("bot exited with status 1")
         if self.refused is not None:
@@ -136,7 +157,79 @@ class MockBot:
             items = [EXIT]
         self.out.extend(items)
 
-    async def receive_line(self, timeout: float) -> str:
+    def receive_line(self, timeout: float) -> str:
+        """The next line as the blocking shell reads it: the conversation says when to wait, and
+        the bot's script runs on the fake clock until then."""
+        conv, clock = self._conv, self.clock
+        conv.expect(clock.now(), timeout)
+        while True:
+            event = conv.next_event(clock.now())
+            if type(event) is str:
+                if self.transcript is not None:
+                    self.transcript.append({"bot": self.label, "reply": event})
+                return event
+            if type(event) is float:
+                self._act_until(event)
+            elif event is WATCH:
+                continue
+            elif type(event) is Ended:
+                raise Crash("bot exited with status 0")
+            elif type(event) is Expired:
+                if self.exited:
+                    raise Crash("bot exited with status 0")
+                raise event.fault
+            else:
+                raise event  # type: ignore[misc]
+
+    def _act_until(self, until: float) -> None:
+        """Play the script until the bot writes a line, exits or raises, or the clock reaches ``until``."""
+        clock = self.clock
+        while self.out:
+            item = self.out[0]
+            if isinstance(item, Sleep):
+                left = until - clock.now()
+                if item > left:
+                    self.out[0] = Sleep(item - left)  # a late reply stays queued, like a pipe
+                    clock.sleep_until(until)
+                    return
+                clock.sleep_until(clock.now() + item)
+                self.out.popleft()
+                continue
+            self.out.popleft()
+            if item is EXIT:
+                self.exited = True
+                self._conv.receive_data(b"")
+                return
+            if isinstance(item, BaseException):
+                raise item  # the process lives on unless EXIT says otherwise
+            self._conv.receive_data(item.encode() + b"\n")
+            return
+        if self.exited:
+            self._conv.receive_data(b"")
+        clock.sleep_until(until)  # nothing more to say: silent until then
+
+    def take_stderr(self) -> list[str]:
+        out, self.stderr = self.stderr, []
+        return out
+
+    def close(self, grace: float = 0.0) -> None:
+        self.closed = True
+
+    def close_gracefully(self) -> None:
+        self.close()
+
+
+class TrioMockBot(MockBot):
+    """:class:`MockBot` for the trio referee (:func:`arena.referee.driver.run_game`), sleeping on
+    trio's clock (``MockClock`` in tests). Goes with the trio shell."""
+
+    async def send_line(self, text: str) -> None:  # type: ignore[override]
+        import trio
+        await trio.lowlevel.checkpoint()
+        MockBot.send_line(self, text)
+
+    async def receive_line(self, timeout: float) -> str:  # type: ignore[override]
+        import trio
         while True:
             if not self.out:
                 if self.exited:
@@ -164,12 +257,12 @@ class MockBot:
                 self.transcript.append({"bot": self.label, "reply": item})
             return item
 
-    def take_stderr(self) -> list[str]:
-        out, self.stderr = self.stderr, []
-        return out
-
     async def aclose(self) -> None:
         self.closed = True
 
+    async def close_gracefully(self) -> None:  # type: ignore[override]
+        self.closed = True
 
-__all__ = ["EXIT", "BotFault", "MockBot", "Refuse", "Sleep", "action_line", "hello_line", "policy"]
+
+__all__ = ["EXIT", "BotFault", "FakeClock", "MockBot", "Refuse", "Sleep", "TrioMockBot", "action_line",
+           "hello_line", "policy"]

@@ -12,6 +12,10 @@ events since the seat's previous request.
 is driven by the log up to that decision, the new build's answer is applied, and every later
 request goes to the new build or to a fresh process of the recorded opponent's bot (which gets
 ``start`` and then its requests from there on, like ``--from``).
+
+Every bot here runs on the blocking shell (the one referee worker processes use), with no event
+loop: ``launcher`` is a :class:`~arena.bots.launch.Launcher`, wrapped once in a
+:class:`~arena.referee.blocking.BlockingLaunch`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 
 from ..bots.manifest import BotSpec
 from ..faults import BotFault, FaultReason
-from ..referee.core import GameRecord, RefereeCore
-from ..referee.driver import BotPlayer
-from .simulate import Decision, Replay, ReplayError, _ms, fault_reason, requests_for, start_for
+from ..referee import protocol
+from ..referee.core import Answered, GameRecord, RefereeCore, Request
+from ..referee.blocking import BlockingLaunch, BlockingPlayer, settle
+from .simulate import Decision, Replay, ReplayError, _seconds, fault_reason, requests_for, start_for
 
 
 @dataclass
@@ -34,10 +39,15 @@ class Divergence:
     number: int  # 1-based among the seat's decisions
     recorded: Decision
     choice: int | None  # the new build's action id; None when it faulted
-    ms: float | None = None
+    seconds: float | None = None  # how long the new build took
     fault: tuple[FaultReason, str] | None = None  # (reason, message) when the new build faulted
     info: dict[str, Any] | None = None  # what the new build said it was thinking
     info_warning: str | None = None
+
+    @property
+    def ms(self) -> float | None:
+        """The new build's time as the record and the terminal show it."""
+        return None if self.seconds is None else round(self.seconds * 1000, 3)
 
     def as_json(self) -> dict[str, Any]:
         req = self.recorded.request
@@ -63,7 +73,7 @@ class DebugResult:
         return self.divergence is not None
 
 
-async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callable, *, start: int = 1,
+def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callable, *, start: int = 1,
                      on_agree: Callable[[int, Decision], None] | None = None,
                      opponents: dict[int, BotSpec] | None = None) -> DebugResult:
     """Feed ``seat``'s recorded requests from decision ``start`` on to the bot ``spec`` started by
@@ -75,31 +85,30 @@ async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callabl
     if not 1 <= start <= len(decisions):
         raise ReplayError(f"--from {start}: seat {seat} made decisions 1..{len(decisions)} in {replay.game_id}")
     result = DebugResult(seat, len(decisions), start)
-    player = BotPlayer(spec, launcher, replay.clock)
+    launch = launcher if isinstance(launcher, BlockingLaunch) else BlockingLaunch(launcher)
+    player = BlockingPlayer(spec, launch, replay.clock)
     try:
         try:
-            await player.begin(start_for(replay, seat))
+            player.begin(start_for(replay, seat))
         except BotFault as f:
             result.divergence = Divergence(start, decisions[start - 1], None, fault=(f.reason, str(f)))
             return result
         for number in range(start, len(decisions) + 1):
             recorded = decisions[number - 1]
             req = recorded.request
-            timeout = (req["clock"]["move_ms"] + req["clock"]["bank_ms"]) / 1000
-            t0 = _now()
-            try:
-                choice, fault = await player.decide(req, timeout), None
-            except BotFault as f:
-                choice, fault = None, (f.reason, str(f))
-            ms = round((_now() - t0) * 1000, 3)
-            result.stderr += player.take_stderr()
+            timeout = (req["clock"]["move_ms"] + req["clock"]["bank_ms"]) / 1000  # the request's own clock
+            got = player.decide(Request(seat, req["id"], req, protocol.encode(req), timeout, len(req["actions"])))
+            if isinstance(got, Answered):
+                choice, fault, note = got.choice, None, got.note or {}
+            else:
+                choice, fault, note = None, (got.reason, got.message), {}
+            result.stderr += got.stderr
             same = (choice == recorded.choice) if recorded.fault is None else fault is not None
             if not same:
-                note = player.note or {}
-                result.divergence = Divergence(number, recorded, choice, ms, fault, note.get("info"),
+                result.divergence = Divergence(number, recorded, choice, got.seconds, fault, note.get("info"),
                                                note.get("info_warning"))
                 if opponents is not None:
-                    result.live = await _play_on(replay, seat, result.divergence, player, opponents, launcher)
+                    result.live = _play_on(replay, seat, result.divergence, player, opponents, launch)
                 return result
             result.agreed += 1
             if on_agree is not None:
@@ -108,13 +117,14 @@ async def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callabl
                 return result
         return result
     finally:
-        await player.shutdown()
+        player.shutdown()
+        settle()  # its grace to exit by itself, and every opponent's
         if result.divergence is not None or not result.stderr:
             result.stderr += player.take_stderr()
 
 
-async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, opponents: dict[int, BotSpec],
-                   launcher: Callable) -> GameRecord:
+def _play_on(replay: Replay, seat: int, d: Divergence, player: BlockingPlayer, opponents: dict[int, BotSpec],
+             launcher: BlockingLaunch) -> GameRecord:
     """The game from the divergence on: the log up to it, the new build's answer, then live play."""
     record = replay.record
     names = list(replay.players)
@@ -130,44 +140,34 @@ async def _play_on(replay: Replay, seat: int, d: Divergence, player: BotPlayer, 
         step = frames[len(core.record.steps)].step or {}
         fr = frames[len(core.record.steps)]
         if "fault" in step:
-            core.fault(fault_reason(step["fault"]), "", _ms(step))
+            core.fault(fault_reason(step["fault"]), "", _seconds(step))
         else:
-            core.answer(fr.actions.index(fr.action), _ms(step))
+            core.answer(fr.actions.index(fr.action), _seconds(step))
     if req is None:
         raise ReplayError("the log ended before the divergence: nothing to play on from")
     if d.fault is not None:
-        core.fault(d.fault[0], d.fault[1], d.ms or 0.0, player.take_stderr())
+        core.fault(d.fault[0], d.fault[1], d.seconds or 0.0, player.take_stderr())
     else:
-        core.answer(d.choice, d.ms or 0.0, player.take_stderr(), player.note)
-    players: dict[int, BotPlayer] = {seat: player}
+        core.answer(d.choice, d.seconds or 0.0, player.take_stderr(), {k: v for k, v in
+                    (("info", d.info), ("info_warning", d.info_warning)) if v is not None} or None)
+    players: dict[int, BlockingPlayer] = {seat: player}
     try:
         while (req := core.next_request()) is not None:
             p = players.get(req.seat)
             if p is None:
-                p = players[req.seat] = BotPlayer(opponents[req.seat], launcher, replay.clock)
+                p = players[req.seat] = BlockingPlayer(opponents[req.seat], launcher, replay.clock)
                 try:
-                    await p.begin(core.start_message(req.seat))
+                    p.begin(core.start_message(req.seat))
                 except BotFault as fault:
                     core.fault(fault.reason, str(fault), 0.0, p.take_stderr())
                     continue
-            t0 = _now()
-            try:
-                choice = await p.ask(req)
-            except BotFault as fault:
-                await p.fault(fault.reason, str(fault), req.id)
-                core.fault(fault.reason, str(fault), (_now() - t0) * 1000, p.take_stderr())
-                continue
-            core.answer(choice, (_now() - t0) * 1000, p.take_stderr(), p.note)
+            core.settle(p.decide(req))
         for s, message in core.end_messages():
             if s in players:
-                await players[s].finish(message)
+                players[s].finish(message)
     finally:
         for s, p in players.items():
             if s != seat:
-                await p.shutdown()
+                p.shutdown()
     return core.record
 
-
-def _now() -> float:
-    import trio
-    return trio.current_time()

@@ -323,9 +323,10 @@ def _given_move(record: dict[str, Any], k: int) -> int | None:
     return given[k - 1] if 0 < k <= len(given) and isinstance(given, list) else None
 
 
-def _ms(step: dict[str, Any]) -> float:
+def _seconds(step: dict[str, Any]) -> float:
+    """A logged step's time (milliseconds in the record) in the referee's seconds."""
     ms = step.get("ms")
-    return float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0
+    return float(ms) / 1000 if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0
 
 
 def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, int | None]]]:
@@ -353,13 +354,13 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
         if "fault" in step:
             if step["fault"] not in FAULT_REASONS:
                 break  # no reason the protocol knows: a tampered log
-            core.fault(FaultReason(step["fault"]), "", _ms(step))
+            core.fault(FaultReason(step["fault"]), "", _seconds(step))
             asked.append((req, fr, None))
             continue
         if fr.action is None or fr.action not in fr.actions:
             break
         choice = fr.actions.index(fr.action)
-        core.answer(choice, _ms(step))
+        core.answer(choice, _seconds(step))
         asked.append((req, fr, choice))
     return core, asked
 
