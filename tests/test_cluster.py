@@ -461,11 +461,12 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     assert stats.failed == [] and stats.duplicates == 0 and stats.stored == 12
     same(games, local_games[1])
     # said on the client's reporter as it happened, as a local referee worker's death is
+    # (a loaded machine may lose another worker too: each death is said, the killed one once)
     (addr,) = killed
-    assert said == stats.incidents and len(said) == 1, said
-    assert said[0].startswith(f"Dask worker {addr} died or lost its connection holding ")
-    assert int(said[0].split(" holding ")[1].split()[0]) >= 1  # the game in flight, at least
-    assert summary(said) == "; 1 Dask worker death(s), their games played again on other workers"
+    assert said == stats.incidents and all(t.startswith("Dask worker ") for t in said), said
+    (text,) = [t for t in said if t.startswith(f"Dask worker {addr} died or lost its connection holding ")]
+    assert int(text.split(" holding ")[1].split()[0]) >= 1  # the game in flight, at least
+    assert summary(said) == f"; {len(said)} Dask worker death(s), their games played again on other workers"
     # The nanny restarts the worker; the next test (or run) gets two again.
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()).isdisjoint({pids[a] for a in killed})
@@ -591,6 +592,6 @@ def test_a_lost_scheduler_is_one_error_line_that_says_what_is_kept(tmp_path):
         m = re.fullmatch(rf"error: lost the connection to the Dask scheduler at {re.escape(address)}; "
                          r"(\d+)/12000 games are stored: run the same command again to play the rest", last)
         assert m, last
-        assert int(m[1]) >= kept + 50
+        assert int(m[1]) >= (50 if attempt == 1 else kept + 1)  # the progress line came at a 50th game
         kept = int(m[1])
         assert len(stored(store, "long")) == kept  # (stored() also checks no game is stored twice)
