@@ -117,6 +117,17 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
         run(cfg)
 
 
+def test_a_local_runs_header_counts_its_concurrency(tmp_path):
+    """Only a cluster's header counts Dask workers: a local run on referee worker processes (whose
+    executor has workers of its own) says its `concurrency`."""
+    import io
+
+    from arena.tournament.live import PlainReporter
+    out = io.StringIO()
+    run(config("hdr", tmp_path / "h.sqlite", deals=1, concurrency=3, processes=2), PlainReporter(stream=out))
+    assert out.getvalue().splitlines()[0] == "tournament hdr: 6 games, 2 seats, rules classic, 3 at a time"
+
+
 def test_cluster_is_a_runtime_knob_not_part_of_the_fingerprint(tmp_path):
     a = config("x", tmp_path / "s", cluster="")
     b = config("x", tmp_path / "s", cluster="tcp://10.0.0.1:8786")

@@ -21,7 +21,7 @@ from ..limits import Limits
 from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds
-from .cluster import open_dask
+from .cluster import DaskExecutor, open_dask
 from .config import STAGED, ConfigError, TournamentConfig, load_bots
 from .formats import Stage, next_stage, planned_games, stored_results
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
@@ -78,8 +78,7 @@ def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launche
 def shown_config(cfg: TournamentConfig, ex: Any) -> TournamentConfig:
     """The settings as the run's header shows them: on a cluster, games at a time are the worker
     processes connected when it started (``concurrency`` does not apply there)."""
-    workers = getattr(ex, "workers", None)
-    return cfg if workers is None else replace(cfg, concurrency=workers)
+    return replace(cfg, concurrency=ex.workers) if isinstance(ex, DaskExecutor) else cfg
 
 
 def seat_authors(specs: dict[str, BotSpec], own: Iterable[str] = ()) -> dict[str, str]:
