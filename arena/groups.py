@@ -25,12 +25,13 @@ def is_cancel(exc: BaseException) -> bool:
 
 
 def the_failure(exc: BaseException) -> BaseException | None:
-    """The one exception a group stands for: a Ctrl-C if there is one, else its only real error."""
+    """The one exception a group stands for: a Ctrl-C if there is one, else its only real error
+    (the same error met by several tasks at once, such as a lost cluster, is one error)."""
     real = [e for e in leaves(exc) if not is_cancel(e)]
     interrupt = next((e for e in real if isinstance(e, KeyboardInterrupt)), None)
     if interrupt is not None:
         return interrupt
-    return real[0] if len(real) == 1 else None
+    return real[0] if len({(type(e), str(e)) for e in real}) == 1 else None
 
 
 @contextmanager

@@ -82,7 +82,6 @@ def _played_records(n: int) -> list[dict]:
 
 def build_store(path: Path, bots: int, games: int) -> dict:
     """The club store (see the module's docstring); returns the paths the load asks for."""
-    from arena.ladder.tables import LADDER_SCHEMA
     from arena.tournament.store import Store
 
     t0 = time.perf_counter()
@@ -90,8 +89,7 @@ def build_store(path: Path, bots: int, games: int) -> dict:
     labels = [f"bot{i:02d}@1.0" for i in range(bots)]
     rng = random.Random(7)
     strength = {b: rng.random() for b in labels}
-    store = Store(path)
-    store.db.executescript(LADDER_SCHEMA)
+    store = Store(path)  # (the ladder tables come with the store's schema)
     now = time.time() - games * 3
     store.db.execute("INSERT INTO ladders VALUES (?,?,?)",
                      (LADDER, json.dumps({"rules": "classic", "options": {}, "seats": 2}), now))
@@ -261,18 +259,7 @@ def hold_streams(url: str, store: Path, n: int, templates: dict) -> dict:
         sel.register(s, selectors.EVENT_READ, bytearray())
         socks.append(s)
         opened += 1
-    deadline = time.monotonic() + 30  # each stream's hello first
-    hello = 0
-    while hello < opened and time.monotonic() < deadline:
-        for key, _ in sel.select(timeout=1):
-            try:
-                chunk = key.fileobj.recv(65536)
-            except OSError:
-                chunk = b""
-            key.data.extend(chunk)
-            if b"event: hello" in key.data and not key.data.startswith(b"#"):
-                hello += 1
-                key.data[:0] = b"#"  # counted
+    hello, _ = _count_events(sel, b"event: hello", opened, time.monotonic(), 30)  # each stream's hello first
     for s in socks:
         sel.modify(s, selectors.EVENT_READ, bytearray())
     from arena.tournament.store import Store
@@ -285,23 +272,31 @@ def hold_streams(url: str, store: Path, n: int, templates: dict) -> dict:
     if not stored:
         raise SystemExit("the stream bench could not store its game")
     db.close()
+    got, last = _count_events(sel, b"event: store", opened, t0, 10)
+    for s in socks:
+        s.close()
+    return {"opened": opened, "hello": hello, "got": got, "last_s": last}
+
+
+def _count_events(sel, marker: bytes, want: int, t0: float, seconds: float) -> tuple[int, float]:
+    """Read the streams until ``want`` of them have sent ``marker`` or ``seconds`` from ``t0`` have
+    passed: (how many did, seconds from ``t0`` to the last). A stream is counted once: its buffer
+    then starts with ``#`` and is read no further."""
     got, last = 0, 0.0
-    deadline = t0 + 10
-    while got < opened and time.monotonic() < deadline:
+    while got < want and time.monotonic() < t0 + seconds:
         for key, _ in sel.select(timeout=0.5):
             try:
                 chunk = key.fileobj.recv(65536)
             except OSError:
                 chunk = b""
-            if not key.data.startswith(b"#"):
-                key.data.extend(chunk)
-                if b"event: store" in key.data:
-                    got += 1
-                    last = time.monotonic() - t0
-                    key.data[:0] = b"#"
-    for s in socks:
-        s.close()
-    return {"opened": opened, "hello": hello, "got": got, "last_s": last}
+            if key.data.startswith(b"#"):
+                continue
+            key.data.extend(chunk)
+            if marker in key.data:
+                got += 1
+                last = time.monotonic() - t0
+                key.data[:0] = b"#"
+    return got, last
 
 
 # --------------------------------------------------------------------------- main

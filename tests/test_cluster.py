@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from arena.errors import ArenaError
 from arena.tournament import cluster as C
 from arena.tournament.config import TournamentConfig
 from arena.tournament.executors import BotSetup, GameTask, PlayedGame
+from arena.tournament.live import summary
 from arena.tournament.run import Reporter, RunStats, run_tournament
 from arena.tournament.store import Store
 from tests.checks import boot_ticks, zombie_children
@@ -113,6 +115,17 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
     cfg = config("nodask", tmp_path / "s.sqlite", cluster="tcp://127.0.0.1:1")
     with pytest.raises(ArenaError, match="palace-arena"):  # the CLI's one-line kind of error
         run(cfg)
+
+
+def test_a_local_runs_header_counts_its_concurrency(tmp_path):
+    """Only a cluster's header counts Dask workers: a local run on referee worker processes (whose
+    executor has workers of its own) says its `concurrency`."""
+    import io
+
+    from arena.tournament.live import PlainReporter
+    out = io.StringIO()
+    run(config("hdr", tmp_path / "h.sqlite", deals=1, concurrency=3, processes=2), PlainReporter(stream=out))
+    assert out.getvalue().splitlines()[0] == "tournament hdr: 6 games, 2 seats, rules classic, 3 at a time"
 
 
 def test_cluster_is_a_runtime_knob_not_part_of_the_fingerprint(tmp_path):
@@ -387,6 +400,8 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
                                    "--cluster", lc.scheduler_address])
     assert res.exit_code == 0, res.output
     assert "12/12 games stored" in res.output
+    # the header counts the workers connected (not the local `concurrency`)
+    assert f"on the Dask cluster at {lc.scheduler_address} (2 worker(s) now, a game at a time each)" in res.output
     same(stored(path, "ref"), local_games[1])
     bad = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--name", "other",
                                    "--plain", "--cluster", "localhost:8786"])
@@ -430,8 +445,12 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     path = beside(local_games, tmp_path / "k.sqlite")
     cfg = config("ref", path, cluster=lc.scheduler_address)
     killed: dict[str, list] = {}
+    said: list[str] = []
 
     class Killer(Reporter):
+        def incident(self, text):
+            said.append(text)
+
         def game_done(self, game, record):
             if killed or game.index < 2:
                 return
@@ -452,6 +471,13 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     assert all(i in games for i in lost)
     assert stats.failed == [] and stats.duplicates == 0 and stats.stored == 12
     same(games, local_games[1])
+    # said on the client's reporter as it happened, as a local referee worker's death is
+    # (a loaded machine may lose another worker too: each death is said, the killed one once)
+    (addr,) = killed
+    assert said == stats.incidents and all(t.startswith("Dask worker ") for t in said), said
+    (text,) = [t for t in said if t.startswith(f"Dask worker {addr} died or lost its connection holding ")]
+    assert int(text.split(" holding ")[1].split()[0]) >= 1  # the game in flight, at least
+    assert summary(said) == f"; {len(said)} Dask worker death(s), their games played again on other workers"
     # The nanny restarts the worker; the next test (or run) gets two again.
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()).isdisjoint({pids[a] for a in killed})
@@ -480,3 +506,103 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
     finally:
         shutil.rmtree(bot, ignore_errors=True)
 
+
+
+# --------------------------------------------------------------------------- a scheduler of its own
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a process group this test started: politely (a worker shuts its bots down), then not."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _reap_orphans(since: int) -> None:
+    """Reap what the killed groups left to this process (a subreaper), as the module's fixture
+    would otherwise blame it for zombies: whatever was started since ``since`` and now waits here."""
+    from arena.bots.procs import scan_procs
+    me, deadline = os.getpid(), time.monotonic() + 30
+    while True:
+        for pid in zombie_children(started_since=since):
+            os.waitpid(pid, 0)
+        if time.monotonic() > deadline or not any(
+                p.ppid == me and p.start >= since for p in scan_procs().values()):
+            return
+        time.sleep(0.1)
+
+
+def _kill_the_scheduler_midrun(toml: Path, store: Path) -> tuple[str, str, int]:
+    """Run ``arena tournament --cluster`` on a `dask scheduler` and a `dask worker` of their own
+    (real processes); kill the scheduler at the run's first progress line. Returns the scheduler's
+    address, what the command printed and its exit status."""
+    import distributed
+    since = boot_ticks()
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", address.rsplit(":", 1)[1], "--no-dashboard"], **quiet)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--nworkers", "1", "--no-dashboard"], **quiet)
+    try:
+        with distributed.Client(address, timeout=60, set_as_default=False) as c:
+            c.wait_for_workers(1, timeout=60)
+        cli = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", str(toml), "--store", str(store),
+                                "--plain", "--cluster", address], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, cwd=toml.parent)
+        assert cli.stdout is not None
+        lines = []
+        for line in cli.stdout:  # a progress line: every 50th game is stored
+            lines.append(line)
+            if line.startswith("["):
+                scheduler.kill()
+                break
+        out = "".join(lines) + cli.communicate(timeout=180)[0]
+    finally:
+        _stop(scheduler)
+        _stop(worker)
+        C.cleanup_stale()  # bots the worker left, if its shutdown could not end them
+        _reap_orphans(since)
+    assert scheduler.returncode == -signal.SIGKILL, out
+    return address, out, cli.returncode
+
+
+@needs_dask
+def test_a_lost_scheduler_is_one_error_line_that_says_what_is_kept(tmp_path):
+    """`dask scheduler` killed mid-run: the command ends with one `error:` line naming the
+    scheduler, how many games are stored (exactly the store's count) and how to resume; no
+    traceback, none of Dask's log lines, exit status 2. Run again on a new scheduler, it resumes
+    (only missing games, none twice) and, killed again, counts what both runs stored."""
+    import re
+    toml = tmp_path / "t.toml"  # far more games than are played before the kill
+    toml.write_text(f'name = "long"\nbots = {json.dumps(BOTS)}\ndeals = 2000\nseed = 7\n')
+    store = tmp_path / "data" / "s.sqlite"
+    kept = 0
+    for attempt in (1, 2):
+        address, out, code = _kill_the_scheduler_midrun(toml, store)
+        assert code == 2, out
+        assert "Traceback" not in out and "distributed" not in out, out
+        *before, last = out.strip().splitlines()
+        assert [x for x in before if not x.startswith(("tournament long:", "[", "resuming: "))] == [], out
+        assert any(x.startswith("resuming: ") for x in before) == (attempt == 2), out
+        m = re.fullmatch(rf"error: lost the connection to the Dask scheduler at {re.escape(address)}; "
+                         r"(\d+)/12000 games are stored: run the same command again to play the rest", last)
+        assert m, last
+        assert int(m[1]) >= (50 if attempt == 1 else kept + 1)  # the progress line came at a 50th game
+        kept = int(m[1])
+        assert len(stored(store, "long")) == kept  # (stored() also checks no game is stored twice)

@@ -484,3 +484,39 @@ def test_seeded_choices_are_reproducible(bot: BuiltBot, run_bot) -> None:
     second = _play_many(bot, run_bot, "12345")
     assert first == second, "same BOT_SEED should give the same choices"
     assert len(set(first)) > 1, f"choices do not look random: {first}"
+
+
+def _game_choices(p: "BotProcess", game: str, start_seed: int | None) -> list[int]:
+    start = {"type": "start", "game": game, "seat": 0, "players": 2}
+    if start_seed is not None:
+        start["seed"] = start_seed
+    p.send(json.dumps(start))
+    choices = []
+    for i in range(20):
+        req = json.dumps({"type": "request", "id": i, "game": game, "decision": "play", "view": {}, "events": [],
+                          "actions": [{"id": j, "kind": "play", "cards": ["5S"]} for j in range(10)]})
+        p.send(req)
+        choices.append(check_action(p.read_line(), req))
+    p.send(json.dumps({"type": "end", "game": game, "result": {}}))
+    return choices
+
+
+def test_each_game_is_seeded_from_its_start_seed(bot: BuiltBot, run_bot) -> None:
+    """As protocol/PROTOCOL.md recommends, so `arena debug` replays an unmodified starter: a game's
+    choices follow its start.seed, whatever BOT_SEED says and whatever games the process played
+    before (one process plays many games); another start.seed gives other choices."""
+    def games(bot_seed: str, seeds: list[int]) -> list[list[int]]:
+        p = run_bot(bot_seed)
+        p.send(HELLO)
+        check_hello(p.read_line(FIRST_REPLY_TIMEOUT_S), bot)
+        out = [_game_choices(p, f"g-{n}", seed) for n, seed in enumerate(seeds)]
+        p.send(SHUTDOWN)
+        p.expect_exit()
+        return out
+
+    first, again, other = games("1", [2026006079, 2026006079, 11])
+    assert first == again, "the same start.seed in a later game of the process should replay the same choices"
+    assert len(set(first)) > 1, f"choices do not look random: {first}"
+    assert first != other, "another start.seed should give other choices"
+    (elsewhere,) = games("2", [2026006079])
+    assert elsewhere == first, "BOT_SEED should not matter once a start.seed is given"

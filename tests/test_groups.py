@@ -53,6 +53,23 @@ def test_an_interrupt_wins_over_the_errors_beside_it() -> None:
         trio.run(main)
 
 
+def test_one_failure_met_by_several_tasks_comes_out_once() -> None:
+    """Several games in flight that each find the cluster gone are one failure, not an arena bug;
+    two different failures of one type still stay a group."""
+    from arena.tournament.executors import ExecutorBroken
+
+    async def main(*failures: BaseException) -> None:
+        with plain_errors():
+            await _nursery(*failures)
+
+    lost = "lost the connection to the Dask scheduler at tcp://h:1"
+    with pytest.raises(ExecutorBroken, match=lost) as info:
+        trio.run(main, ExecutorBroken(lost), ExecutorBroken(lost), ExecutorBroken(lost))
+    assert not isinstance(info.value, BaseExceptionGroup)
+    with pytest.raises(BaseExceptionGroup):
+        trio.run(main, ExecutorBroken(lost), ExecutorBroken("another"))
+
+
 def test_several_real_failures_stay_a_group() -> None:
     async def main() -> None:
         with plain_errors():

@@ -221,3 +221,73 @@ def test_a_checkpoint_plays_as_a_bot_from_the_template(tmp_path: Path) -> None:
     done = run()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[0])["name"] == "my-learned"
+
+
+def _selfplay():
+    spec = importlib.util.spec_from_file_location("rl_selfplay", EXAMPLE / "selfplay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_selfplay_opponent_plays_each_game_as_one_checkpoint_of_the_pool(tmp_path):
+    """examples/rl/selfplay.py: each game's opponent is one checkpoint drawn from the pool, and it
+    chooses exactly what the bundled learned bot chooses from those weights (numpy's forward pass
+    against the pure-Python one); a pool keeps only its newest checkpoints."""
+    sp = _selfplay()
+    paths = []
+    for k in (1, 2):
+        paths.append(tmp_path / f"weights-{k}.json")
+        paths[-1].write_text(json.dumps(random_weights(k)))
+    pool = sp.Pool(size=2)
+    seen: list[tuple[Path, dict, int]] = []
+
+    class Recording(sp.PoolOpponent):
+        def choose(self, req):
+            answer = super().choose(req)
+            seen.append((self.checkpoint, req, answer))
+            return answer
+
+    opponent = Recording(pool, seed=3)
+    env = PalaceSingleEnv("classic", [opponent], seat=None)
+    obs, _ = env.reset(seed=0)  # an empty pool: random legal play until the first checkpoint
+    assert opponent.checkpoint is None
+    for path in paths:
+        pool.add(path)
+    rng = np.random.default_rng(0)
+    drawn = set()
+    for game in range(8):
+        obs, _ = env.reset(seed=game)
+        drawn.add(opponent.checkpoint)
+        done = False
+        while not done:
+            obs, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+            done = term or trunc
+    assert drawn == set(paths)
+    asked = [(path, req, answer) for path, req, answer in seen if path is not None
+             and len(req["actions"]) > 1 and req["view"]["phase"] == "play"]
+    assert len(asked) > 20
+    for path, req, answer in asked:
+        reference = LearnedAgent(path)
+        reference.begin({"rules": env.rules.options(), "players": 2})
+        assert answer == reference.choose(req)
+    assert opponent.fallbacks == 0
+    newest = sp.Pool(size=1)
+    newest.add(paths[0])
+    newest.add(paths[1])
+    assert newest.paths == [paths[1]]
+
+
+def test_a_tiny_selfplay_run_trains_against_its_own_checkpoints(tmp_path):
+    """Needs the train extra (torch, sb3-contrib): skipped without it, and the skip says so."""
+    pytest.importorskip("torch", reason="the train extra is not installed: pip install '.[train]'")
+    pytest.importorskip("sb3_contrib", reason="the train extra is not installed: pip install '.[train]'")
+    out = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--steps", "512", "--n-steps", "16",
+                          "--batch", "64", "--opponents", "self:2,heuristic:1", "--hidden", "16",
+                          "--eval-every", "200", "--eval-deals", "2", "--pool", "2", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "the best policy is" in out.stdout
+    checkpoints = sorted(tmp_path.glob("weights-*.json"))
+    assert len(checkpoints) >= 2  # the evaluations' weights: the pool's later opponents
+    assert json.loads((tmp_path / "final.json").read_text())["opponents"] == "self:2,heuristic:1"

@@ -193,7 +193,37 @@ def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
     registry._clean_referee_dir(run / "ref-999998", None, report)
     assert report and not copy.exists()
     assert str(report) == ("1 copy(ies) of the arena or a bot removed, left by 1 earlier arena process(es) that "
-                           "ended without cleaning up (killed, or crashed)")
+                           "ended without cleaning up (killed, or crashed): pid 999998 (no record of its user)")
+
+
+def test_the_cleanup_says_whose_leftovers_it_removed(tmp_path: Path, monkeypatch):
+    """A root arena's run directory (and uid pool) is shared by every root run on the machine, so
+    "left by 1 earlier arena process(es)" on a first run may be someone else's: the message names
+    each dead arena's pid and the user it ran for, and who was behind sudo, from the owner file each
+    referee writes beside its lock."""
+    import getpass
+    import json
+
+    from arena.bots.uids import OWNER, TEMPS, Registry, StaleReport
+    monkeypatch.setenv("SUDO_USER", "alice-the-organiser")
+    run = tmp_path / "run"
+    registry = Registry(run)  # its owner file is what a referee that dies later leaves behind
+    owner = json.loads((registry.dir / OWNER).read_text())
+    me = getpass.getuser()
+    assert owner["user"] == me
+    for pid in (999997, 999996):
+        (run / f"ref-{pid}").mkdir()
+        (run / f"ref-{pid}" / OWNER).write_text((registry.dir / OWNER).read_text())
+        (run / f"ref-{pid}" / TEMPS).write_text(f"{tempfile.mkdtemp(prefix='palace-arena-')}\n")
+    report = StaleReport()
+    for pid in (999997, 999996):
+        registry._clean_referee_dir(run / f"ref-{pid}", None, report)
+    login = " (logged in as alice-the-organiser)" if owner["login"] else ""
+    assert owner["login"] in (None, "alice-the-organiser")  # (a kernel login uid, where set, comes first)
+    assert str(report).endswith(
+        f"left by 2 earlier arena process(es) that ended without cleaning up (killed, or crashed): "
+        f"pid 999997 of user {me}{login}, started {owner['started']}; "
+        f"pid 999996 of user {me}{login}, started {owner['started']}")
 
 
 def test_sandbox_false_in_a_file_names_the_file(tmp_path: Path):

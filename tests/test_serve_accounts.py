@@ -308,6 +308,22 @@ def test_every_write_route_refuses_a_request_without_a_person_or_token(tmp_path:
 
 # --------------------------------------------------------------------------- bots owned by their submitter
 
+@pytest.fixture
+def submit_club(tmp_path: Path):
+    """A fresh store served with --allow-submit, and two members who joined by one invitation:
+    (store path, server, alice's browser, bob's browser)."""
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        yield store, server, alice, bob
+    finally:
+        server.stop()
+
+
 def _bot_zip(name: str, version: str, author: str) -> bytes:
     from tests.test_serve import zip_bytes
     manifest = f'name = "{name}"\nversion = "{version}"\nauthor = "{author}"\ncommand = ["false"]\n'
@@ -321,34 +337,26 @@ def _upload(b: Browser, name: str, version: str, author: str) -> tuple[int, dict
     return b.request("POST", "/submit", body, {"Content-Type": ctype})
 
 
-def test_only_the_owner_submits_versions_of_a_bot(tmp_path: Path) -> None:
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
-    try:
-        code = invite(store, uses=2)
-        alice, _, _ = sign_up(server, code, "alice")
-        bob, _, _ = sign_up(server, code, "bob")
-        status, headers, page = _upload(alice, "alice-bot", "1.0", "alice")
-        assert status == 303 and headers["location"].startswith("/submit/"), page[-2000:]
-        owners = "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account ORDER BY b.name"
-        assert _rows(store, owners) == [("alice-bot", "alice")]
-        uploads = store.parent / "uploads"
-        before = sorted(p.name for p in uploads.iterdir())
-        for name, version, author, why in [("alice-bot", "1.0.1", "me", "belongs to another account"),
-                                           ("alice-bot", "1.0.1", "alice", "belongs to another account"),
-                                           ("alpha", "9.0", "bob", "not yours")]:  # a ladder bot nobody owns
-            status, _, page = _upload(bob, name, version, author)
-            assert status == 403 and why in page, (name, page[-2000:])
-        assert sorted(p.name for p in uploads.iterdir()) == before  # a refused upload leaves nothing behind
-        assert _rows(store, owners) == [("alice-bot", "alice")]
-        status, _, page = _upload(alice, "alice-bot", "1.1", "anyone")  # the owner's next version
-        assert status == 303, page[-2000:]
-        audit = _rows(store, "SELECT a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account "
-                             "WHERE p.name='alice' AND a.action='claim'")
-        assert audit == [("claim", "bot:alice-bot")]
-    finally:
-        server.stop()
+def test_only_the_owner_submits_versions_of_a_bot(submit_club) -> None:
+    store, _, alice, bob = submit_club
+    status, headers, page = _upload(alice, "alice-bot", "1.0", "alice")
+    assert status == 303 and headers["location"].startswith("/submit/"), page[-2000:]
+    owners = "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account ORDER BY b.name"
+    assert _rows(store, owners) == [("alice-bot", "alice")]
+    uploads = store.parent / "uploads"
+    before = sorted(p.name for p in uploads.iterdir())
+    for name, version, author, why in [("alice-bot", "1.0.1", "me", "belongs to another account"),
+                                       ("alice-bot", "1.0.1", "alice", "belongs to another account"),
+                                       ("alpha", "9.0", "bob", "not yours")]:  # a ladder bot nobody owns
+        status, _, page = _upload(bob, name, version, author)
+        assert status == 403 and why in page, (name, page[-2000:])
+    assert sorted(p.name for p in uploads.iterdir()) == before  # a refused upload leaves nothing behind
+    assert _rows(store, owners) == [("alice-bot", "alice")]
+    status, _, page = _upload(alice, "alice-bot", "1.1", "anyone")  # the owner's next version
+    assert status == 303, page[-2000:]
+    audit = _rows(store, "SELECT a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account "
+                         "WHERE p.name='alice' AND a.action='claim'")
+    assert audit == [("claim", "bot:alice-bot")]
 
 
 def test_one_seat_per_author_counts_the_account_not_the_manifest(tmp_path: Path) -> None:
@@ -520,44 +528,36 @@ def _bearer_upload(server: ServerProc, token: str, name: str, version: str) -> t
     return status, page
 
 
-def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(tmp_path: Path) -> None:
+def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(submit_club) -> None:
     from arena.store.people import Status, set_status
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
-    try:
-        code = invite(store, uses=2)
-        alice, _, _ = sign_up(server, code, "alice")
-        bob, _, _ = sign_up(server, code, "bob")
-        ci = _make_token(alice, "CI", "submit")
-        reader = _make_token(alice, "reader", "read-logs")
-        assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
-        assert all(ci not in str(row) and reader not in str(row) for row in _rows(store, "SELECT * FROM api_tokens"))
-        assert _rows(store, "SELECT last_used FROM api_tokens WHERE name='CI'") == [(None,)]
+    store, server, alice, bob = submit_club
+    ci = _make_token(alice, "CI", "submit")
+    reader = _make_token(alice, "reader", "read-logs")
+    assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
+    assert all(ci not in str(row) and reader not in str(row) for row in _rows(store, "SELECT * FROM api_tokens"))
+    assert _rows(store, "SELECT last_used FROM api_tokens WHERE name='CI'") == [(None,)]
 
-        status, page = _bearer_upload(server, ci, "alice-ci-bot", "1.0")
-        assert status == 303, page[-2000:]
-        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
-            [("alice-ci-bot", "alice")]
-        assert _rows(store, "SELECT last_used IS NOT NULL FROM api_tokens WHERE name='CI'") == [(1,)]
-        assert _bearer_upload(server, reader, "alice-ci-bot", "1.1")[0] == 403    # no submit scope
-        assert _bearer_upload(server, ci + "x", "alice-ci-bot", "1.1")[0] == 403  # unknown
+    status, page = _bearer_upload(server, ci, "alice-ci-bot", "1.0")
+    assert status == 303, page[-2000:]
+    assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
+        [("alice-ci-bot", "alice")]
+    assert _rows(store, "SELECT last_used IS NOT NULL FROM api_tokens WHERE name='CI'") == [(1,)]
+    assert _bearer_upload(server, reader, "alice-ci-bot", "1.1")[0] == 403    # no submit scope
+    assert _bearer_upload(server, ci + "x", "alice-ci-bot", "1.1")[0] == 403  # unknown
 
-        (ci_id,) = _rows(store, "SELECT id FROM api_tokens WHERE name='CI'")[0]
-        assert bob.post(f"/account/tokens/{ci_id}/revoke", {"csrf": bob.csrf("/account")})[0] == 404  # not his
-        assert _bearer_upload(server, ci, "alice-ci-bot", "1.2")[0] != 403
-        assert alice.post(f"/account/tokens/{ci_id}/revoke", {"csrf": alice.csrf("/account")})[0] == 303
-        assert _bearer_upload(server, ci, "alice-ci-bot", "1.3")[0] == 403
-        assert "revoked" in alice.request("GET", "/account")[2]
+    (ci_id,) = _rows(store, "SELECT id FROM api_tokens WHERE name='CI'")[0]
+    assert bob.post(f"/account/tokens/{ci_id}/revoke", {"csrf": bob.csrf("/account")})[0] == 404  # not his
+    assert _bearer_upload(server, ci, "alice-ci-bot", "1.2")[0] != 403
+    assert alice.post(f"/account/tokens/{ci_id}/revoke", {"csrf": alice.csrf("/account")})[0] == 303
+    assert _bearer_upload(server, ci, "alice-ci-bot", "1.3")[0] == 403
+    assert "revoked" in alice.request("GET", "/account")[2]
 
-        other = _make_token(alice, "laptop", "submit")
-        db = sqlite3.connect(store, isolation_level=None)
-        set_status(db, "alice", Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
-        db.close()
-        assert _bearer_upload(server, other, "alice-ci-bot", "1.4")[0] == 403  # a suspended person's token
-        assert alice.request("GET", "/account")[0] == 403                     # and session
-    finally:
-        server.stop()
+    other = _make_token(alice, "laptop", "submit")
+    db = sqlite3.connect(store, isolation_level=None)
+    set_status(db, "alice", Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
+    db.close()
+    assert _bearer_upload(server, other, "alice-ci-bot", "1.4")[0] == 403  # a suspended person's token
+    assert alice.request("GET", "/account")[0] == 403                     # and session
 
 
 def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private_file(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
 TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
+OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
 
 
 def default_run_dir() -> Path:
@@ -130,6 +131,7 @@ class StaleReport:
     """What cleanup_stale() found and removed."""
 
     referees: list[int] = field(default_factory=list)
+    owners: dict[int, str] = field(default_factory=dict)  # referee pid -> who started it, where recorded
     killed: int = 0
     cgroups: list[str] = field(default_factory=list)
     homes: list[str] = field(default_factory=list)
@@ -144,8 +146,11 @@ class StaleReport:
                                               (len(self.cgroups), "cgroup(s) removed"),
                                               (len(self.homes), "temporary home(s) removed"),
                                               (len(self.temps), "copy(ies) of the arena or a bot removed")) if n]
+        whose = [f"pid {pid} {self.owners.get(pid, '(no record of its user)')}" for pid in self.referees[:3]]
+        if len(self.referees) > 3:
+            whose.append(f"{len(self.referees) - 3} more")
         return (f"{', '.join(parts)}, left by {len(self.referees) or 'the'} earlier arena process(es) that "
-                "ended without cleaning up (killed, or crashed)")
+                "ended without cleaning up (killed, or crashed)" + (f": {'; '.join(whose)}" if whose else ""))
 
 
 class Registry:
@@ -177,6 +182,7 @@ class Registry:
         shutil.rmtree(tmp, ignore_errors=True)
         _private_dir(tmp)
         self._lock_fd = _try_lock(tmp / "lock")
+        (tmp / OWNER).write_text(json.dumps(owner_now()))
         tmp.rename(self.dir)
         atexit.register(self._at_exit)
 
@@ -333,7 +339,11 @@ class Registry:
                 shutil.rmtree(temp, ignore_errors=True)
                 report.temps.append(str(temp))
             if (report.killed, len(report.cgroups), len(report.homes), len(report.temps)) != before:
-                report.referees.append(int(d.name[4:].split("-")[0]))  # it left something: counted
+                pid = int(d.name[4:].split("-")[0])
+                report.referees.append(pid)  # it left something: counted, and named
+                who = owner_text(d / OWNER)
+                if who:
+                    report.owners[pid] = who
             if not kept:  # a record goes only with the last of its processes
                 shutil.rmtree(d, ignore_errors=True)
         finally:
@@ -372,6 +382,45 @@ class Registry:
             if uid_fd is not None:
                 os.close(uid_fd)
         return not any((info := read_proc(p)) is not None and info.start == t for p, t in procs.items())
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def owner_now() -> dict:
+    """Who this arena process runs for: its user, and the person behind it when that differs (the
+    login uid the kernel keeps across sudo, else sudo's SUDO_USER). The run directory of a root
+    arena is shared by everyone's root runs on the machine (its uid pool is machine-wide), so a
+    cleanup says whose leftovers it removed."""
+    uid = os.geteuid()
+    login = None
+    try:
+        with open("/proc/self/loginuid") as f:
+            luid = int(f.read().strip())
+        if luid != uid and luid != 0xFFFFFFFF:  # (unset, as in most containers)
+            login = _user_name(luid)
+    except (OSError, ValueError):
+        pass
+    if login is None and os.environ.get("SUDO_USER") not in (None, "", _user_name(uid)):
+        login = os.environ["SUDO_USER"]
+    return {"user": _user_name(uid), "login": login,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def owner_text(path: Path) -> str:
+    """What a referee's owner file says, as "of user root (logged in as alice), started ..."; empty
+    when there is none (an arena from before the file, or a torn write)."""
+    try:
+        rec = json.loads(path.read_text())
+        user, login, started = str(rec["user"]), rec.get("login"), str(rec.get("started") or "?")
+    except (OSError, ValueError, TypeError, KeyError):
+        return ""
+    return f"of user {user}" + (f" (logged in as {login})" if login else "") + f", started {started}"
 
 
 def _read_record(path: Path) -> dict:

@@ -177,13 +177,16 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
     def on_incident(text: str) -> None:  # a referee worker died: replaced, its games played again
         progress.print(f"arena: {text}", highlight=False, markup=False, soft_wrap=True)
 
-    from ..tournament.executors import ExecutorError
+    from ..tournament.executors import ExecutorBroken, ExecutorError
     try:
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
                                                  store=db, on_pair=on_pair, on_resume=on_resume,
                                                  sandbox=sandbox, trusted=trusted_bots, suite=suite,
                                                  cluster=cluster or "", on_incident=on_incident))
+    except ExecutorBroken as e:  # the cluster is gone, say: what was played is kept
+        _fail(f"{e}" + (f"; the games played are stored in {store}: run the same command again to resume"
+                        if db else ""))
     except (LadderError, StoreError, ExecutorError) as e:
         _fail(str(e))
     except BaseException as e:

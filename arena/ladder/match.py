@@ -229,7 +229,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     workers = max(1, min(processes or os.cpu_count() or 1, concurrency))
     if cluster:
         from ..tournament.cluster import open_dask
-        opened = open_dask(setup, cluster)
+        opened = open_dask(setup, cluster, on_incident=on_incident)
     elif launcher is None and workers > 1:
         cleanup_stale()
         opened = open_workers(setup, workers, 1, on_incident=on_incident)

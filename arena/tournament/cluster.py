@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -284,73 +285,129 @@ def _preflight(client, sandbox: bool | None) -> int:
         raise ClusterError("workers not ready:\n  " + "\n  ".join(problems))
     if not infos:
         log.warning("the cluster has no workers yet; games wait until one joins")
-    return len(client.scheduler_info().get("workers", {})) or 1  # each plays one game at a time
+    return len(client.scheduler_info().get("workers", {}))  # each plays one game at a time
 
 
 # --------------------------------------------------------------------------- the client's executor
 
 
-class _Waiting:
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.result: Any = None
-
-
 class DaskExecutor:
-    """Submits one Dask task per ``play`` and wakes the caller when a poller sees it finish."""
+    """Submits one Dask task per ``play`` and wakes the caller when a poller sees it finish.
 
-    def __init__(self, client: Any, distributed: Any, plugin: str, setup: BotSetup, capacity: int):
+    A worker that dies unexpectedly is said as it happens (``on_incident``, as the local referee
+    workers' deaths are), from the scheduler's ``remove-worker`` events; its games are the
+    scheduler's to re-run. A lost scheduler breaks the executor (:class:`ExecutorBroken`): Dask
+    cancels every future of a client whose scheduler went away, so no game can come back."""
+
+    def __init__(self, client: Any, distributed: Any, plugin: str, setup: BotSetup, capacity: int,
+                 *, address: str = "", workers: int = 0, on_incident: Callable[[str], None] | None = None):
         self.client = client
         self.plugin = plugin
         self.rules = setup.rules.options()  # what every game sent back shares
         self.capacity = capacity
+        self.address = address
+        self.workers = workers  # worker processes connected at the start, each one game at a time
         self.incidents: list[str] = []
+        self.on_incident = on_incident
         self.run = uuid.uuid4().hex[:12]
         self.futures: dict[str, Any] = {}
-        self._waiting: dict[str, _Waiting] = {}
-        self._finished = distributed.as_completed(loop=client.loop, with_results=True, raise_errors=False)
+        self._waiting: dict[str, trio.Event] = {}  # set when the game's future is done
+        # Results are fetched by each play, not gathered here: a gather in flight when the
+        # scheduler goes would fail inside Dask's own task, which logs a traceback.
+        self._finished = distributed.as_completed(loop=client.loop, with_results=False)
+        self._events: queue.SimpleQueue[dict] = queue.SimpleQueue()  # filled on the client's loop
+
+    def lost(self) -> bool:
+        """Whether the client lost its scheduler (it reconnects for a while, then closes)."""
+        return self.client.status not in ("running", "newly-created")
+
+    def _broken(self, why: BaseException | str) -> ExecutorBroken:
+        log.debug("lost the scheduler: %s", why)  # Dask's words (a socket's repr) help no one else
+        return ExecutorBroken(f"lost the connection to the Dask scheduler at {self.address}")
 
     async def play(self, task: GameTask) -> PlayedGame:
         key = f"palace-game-{task.game_id}-{self.run}"
         wire = task.wire()
-        waiting = self._waiting[key] = _Waiting()
-        future = await trio.to_thread.run_sync(
-            lambda: self.client.submit(play_game, self.plugin, wire, key=key, retries=RETRIES, pure=False))
+        done = self._waiting[key] = trio.Event()
+        try:
+            future = await trio.to_thread.run_sync(
+                lambda: self.client.submit(play_game, self.plugin, wire, key=key, retries=RETRIES, pure=False))
+        except Exception as e:  # noqa: BLE001 - a closed client says so in several ways
+            self._waiting.pop(key, None)
+            if self.lost():
+                raise self._broken(f"{type(e).__name__}: {e}") from None
+            raise
         self.futures[key] = future
         self._finished.add(future)
-        await waiting.done.wait()
+        await done.wait()
+        # (the future's status alone is no guide: it goes back to "pending" when the worker
+        # that held a finished result dies, and result() then waits for the game played again)
+        result = await trio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True)
         self.futures.pop(key, None)
-        result = waiting.result
-        if not isinstance(result, bytes):  # anything else is the task's error
-            # (the future's status is no guide: it goes back to "pending" when the worker
-            # that holds a result we already have dies, and the result is still good)
-            exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
-            raise ExecutorError(f"{task.game_id} failed on the cluster: {type(exc).__name__}: {exc}")
+        if not isinstance(result, bytes):  # anything else is the task's error, or the cluster's
+            if _scheduler_gone(result) or self.lost():
+                raise self._broken(_first_line(result))
+            raise ExecutorError(f"{task.game_id} failed on the cluster: {type(result).__name__}: {result}")
         future.release()
         return PlayedGame.from_bytes(result, self.rules)
 
+    def watch(self) -> None:
+        """Hear of workers leaving the cluster (on the client's loop: queued for :meth:`poll`)."""
+        self.client.subscribe_topic("all", lambda event: self._events.put(event[1]))
+
+    def _said(self, msg: Any) -> None:
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker" or msg.get("expected"):
+            return  # a worker that closed on purpose (retired, scaled down) is no incident
+        mine = [k for k in msg.get("processing-tasks") or () if str(k).endswith(f"-{self.run}")]
+        text = (f"Dask worker {msg.get('worker', '?')} died or lost its connection holding {len(mine)} "
+                "game(s) of this run; the scheduler plays them again on another worker")
+        self.incidents.append(text)
+        if self.on_incident is not None:
+            self.on_incident(text)
+
     async def poll(self) -> None:
         while True:
+            while not self._events.empty():
+                self._said(self._events.get())
             batch = self._finished.next_batch(block=False)
             if not batch:
                 await trio.sleep(POLL_S)
                 continue
-            for future, result in batch:
-                waiting = self._waiting.pop(future.key, None)
-                if waiting is not None:
-                    waiting.result = result
-                    waiting.done.set()
+            for future in batch:
+                done = self._waiting.pop(future.key, None)
+                if done is not None:
+                    done.set()
+
+
+def _outcome(future: Any) -> Any:
+    """The game's bytes, or why there are none (the task's error, a cancel, a lost connection)."""
+    try:
+        return future.result()
+    except Exception as e:  # noqa: BLE001 - reported by the caller (Dask's cancel is an Exception)
+        return e
+
+
+def _scheduler_gone(e: Any) -> bool:
+    return getattr(e, "reason", None) == "scheduler-connection-lost"
+
+
+def _first_line(e: Any) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 @asynccontextmanager
-async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> AsyncIterator[DaskExecutor]:
+async def open_dask(setup: BotSetup, address: str, *, client: Any = None,
+                    on_incident: Callable[[str], None] | None = None) -> AsyncIterator[DaskExecutor]:
     """A Dask executor on the scheduler at ``address`` (or on ``client``): connects, checks every
     worker runs this arena version (and can sandbox, if asked), sends the run (its setup and
     bots, :class:`RunReferee`), and on leaving cancels what is still queued and drops the run from
-    the workers, which shut its bots down."""
+    the workers, which shut its bots down. ``on_incident`` hears of each worker's death."""
     distributed = require_dask()
     if client is None:
         check_address(address)
+    dask_log = logging.getLogger("distributed")
+    if dask_log.level == logging.INFO:  # Dask's default; its chatter is not the arena's output
+        dask_log.setLevel(logging.WARNING)  # (as LocalCluster's silence_logs does)
     referee = await trio.to_thread.run_sync(_referee, setup)
     owned = cluster = ex = None
     plugin = f"palace-arena-run-{uuid.uuid4().hex[:12]}"
@@ -363,7 +420,10 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> Asy
         run_plugin = distributed_plugin("RunPlugin")(referee)
         await trio.to_thread.run_sync(lambda: client.register_plugin(run_plugin, name=plugin))
         registered = True
-        ex = DaskExecutor(client, distributed, plugin, setup, capacity=max(16, 4 * workers))
+        ex = DaskExecutor(client, distributed, plugin, setup, capacity=max(16, 4 * workers),
+                          address=address or client.scheduler.address, workers=workers,
+                          on_incident=on_incident)
+        await trio.to_thread.run_sync(ex.watch)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ex.poll)
             yield ex
@@ -372,7 +432,7 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None) -> Asy
         with trio.CancelScope(shield=True):
             futures = list(ex.futures.values()) if ex is not None else []
             await trio.to_thread.run_sync(_release, client, futures, plugin if registered else None,
-                                          owned, cluster)
+                                          owned, cluster, ex is not None and ex.lost())
 
 
 def _referee(setup: BotSetup) -> RunReferee:
@@ -386,10 +446,15 @@ def distributed_plugin(name: str):
     return globals()[name] if name in globals() else __getattr__(name)
 
 
-def _release(client, futures: list, plugin_name: str | None, owned, cluster) -> None:
-    """Cancel what is still queued, drop this run's bots from the scheduler, close what we opened."""
+def _release(client, futures: list, plugin_name: str | None, owned, cluster, lost: bool = False) -> None:
+    """Cancel what is still queued, drop this run's bots from the scheduler, close what we opened.
+    With the scheduler lost there is nobody to tell (each call would wait for it): only close."""
     try:
-        if client is not None:
+        if client is not None and not lost:
+            try:
+                client.unsubscribe_topic("all")
+            except Exception as e:  # noqa: BLE001 - a closing cluster may not answer
+                log.debug("could not unsubscribe: %s", e)
             left = [f for f in futures if not f.done()]
             if left:
                 client.cancel(left)
@@ -400,7 +465,14 @@ def _release(client, futures: list, plugin_name: str | None, owned, cluster) -> 
                     log.debug("could not unregister %s: %s", plugin_name, e)
     finally:
         if owned is not None:
-            owned.close()
+            quiet = _NoReconnectNotice()
+            dask_log = logging.getLogger("distributed.client")
+            if lost:
+                dask_log.addFilter(quiet)
+            try:
+                owned.close()
+            finally:
+                dask_log.removeFilter(quiet)
         if cluster is not None:
             cluster.close()
             # Workers of a local cluster are our descendants: the bots of one that died were
@@ -409,3 +481,12 @@ def _release(client, futures: list, plugin_name: str | None, owned, cluster) -> 
                 cleanup_stale()
             except Exception as e:  # noqa: BLE001 - best effort, as at start
                 log.warning("cleanup_stale failed: %s", e)
+
+
+class _NoReconnectNotice(logging.Filter):
+    """Drops what Dask's client logs while it is closed after losing its scheduler: the reconnect
+    it was trying is cancelled (a traceback) or ends ("failed to reconnect after 15 s"), and the
+    arena has already said, in its own line, that the scheduler is gone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False

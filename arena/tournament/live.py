@@ -50,8 +50,12 @@ def summary(incidents: list[str]) -> str:
     if not incidents:
         return ""
     deaths = sum("replaced" in t for t in incidents)
-    return f"; {deaths} referee worker death(s), each replaced and its games played again" if deaths \
-        else f"; {len(incidents)} incident(s)"
+    if deaths:
+        return f"; {deaths} referee worker death(s), each replaced and its games played again"
+    dask = sum(t.startswith("Dask worker") for t in incidents)
+    if dask == len(incidents):
+        return f"; {dask} Dask worker death(s), their games played again on other workers"
+    return f"; {len(incidents)} incident(s)"
 
 
 
@@ -98,8 +102,9 @@ class PlainReporter(_Base):
     def started(self, cfg: TournamentConfig, total: int, done: int) -> None:
         super().started(cfg, total, done)
         resumed = f", resuming with {done} already stored" if done else ""
-        self.say(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, "
-                 f"{cfg.workers} at a time{resumed}")
+        where = (f"on the Dask cluster at {cfg.cluster} ({cfg.concurrency} worker(s) now, a game at a time each)"
+                 if cfg.cluster else f"{cfg.workers} at a time")
+        self.say(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, {where}{resumed}")
 
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         super().game_done(game, record)

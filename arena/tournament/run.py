@@ -8,7 +8,7 @@ processes, or on Dask; the runner only feeds it the schedule and stores what com
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
@@ -21,7 +21,7 @@ from ..limits import Limits
 from ..bots.manifest import BotSpec
 from ..referee import GameRecord
 from . import seeds
-from .cluster import open_dask
+from .cluster import DaskExecutor, open_dask
 from .config import STAGED, ConfigError, TournamentConfig, load_bots
 from .formats import Stage, next_stage, planned_games, stored_results
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
@@ -67,12 +67,18 @@ def open_executor(cfg: TournamentConfig, setup: BotSetup, games: int, *, launche
     """The executor a run's settings ask for: Dask with ``cluster``, worker processes when more than
     one process would help, else this process (always, with an in-process ``launcher`` of fakes)."""
     if cfg.cluster or client is not None:
-        return open_dask(setup, cfg.cluster, client=client)
+        return open_dask(setup, cfg.cluster, client=client, on_incident=on_incident)
     processes = min(cfg.process_count, max(1, games))
     if launcher is None and processes > 1:
         slots = max(1, -(-cfg.workers // processes))
         return open_workers(setup, processes, slots, on_incident=on_incident)
     return open_in_process(setup, capacity=min(cfg.workers, max(1, games)), launcher=launcher)
+
+
+def shown_config(cfg: TournamentConfig, ex: Any) -> TournamentConfig:
+    """The settings as the run's header shows them: on a cluster, games at a time are the worker
+    processes connected when it started (``concurrency`` does not apply there)."""
+    return replace(cfg, concurrency=ex.workers) if isinstance(ex, DaskExecutor) else cfg
 
 
 def seat_authors(specs: dict[str, BotSpec], own: Iterable[str] = ()) -> dict[str, str]:
@@ -187,7 +193,9 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                                                     g.moves))
                     keep(g, result)
                 except ExecutorBroken as e:
-                    trouble.append(TournamentIncomplete(f"{e}; the games played so far are stored"))
+                    kept = len(done) + stats.stored
+                    trouble.append(TournamentIncomplete(f"{e}; {kept}/{planned} games are stored: run the same "
+                                                        "command again to play the rest"))
                     nursery.cancel_scope.cancel()
                 except ExecutorError as e:
                     stats.failed.append((g.index, str(e)))
@@ -225,7 +233,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             try:
                 async with open_executor(cfg, bot_setup(cfg, specs), len(todo), launcher=launcher,
                                          client=client, on_incident=incident) as ex:
-                    reporter.started(cfg, planned, len(done))
+                    reporter.started(shown_config(cfg, ex), planned, len(done))
                     shown = True
                     await play_stages(ex)
                     for text in ex.incidents:

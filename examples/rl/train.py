@@ -7,7 +7,9 @@
 One learning seat (a random seat each game) plays 2-player ``classic`` in
 ``arena.envs.PalaceSingleEnv`` against the bots named by ``--opponents`` (one environment
 per entry, ``heuristic:12,lowest:4``: twelve against the JSON heuristic, four
-against lowest-first). The policy is a masked MLP over the 264 features of ``arena.envs.encode``
+against lowest-first). ``self`` there is self-play (``selfplay.py``): each game against one of
+the run's own checkpoints, the untrained network and then each evaluation's weights (the newest
+``--pool`` of them), e.g. ``--opponents heuristic:8,self:8``. The policy is a masked MLP over the 264 features of ``arena.envs.encode``
 and the 631 actions of ``arena.ai.actions``; setup decisions go to the setup table
 (``wrappers.py``). Every ``--eval-every`` steps the greedy policy plays ``--eval-deals``
 fixed deals against ``heuristic`` from both seats (duplicate deals); the figures go to
@@ -35,6 +37,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from selfplay import Pool, PoolOpponent  # noqa: E402
 from wrappers import LearnerEnv  # noqa: E402
 
 from arena.envs import PalaceSingleEnv  # noqa: E402
@@ -75,9 +78,9 @@ def greedy_games(model, deals: int, opponent: str = "heuristic", rules: str = "c
 
 
 class Progress(BaseCallback):
-    def __init__(self, a, out: Path, meta: dict):
+    def __init__(self, a, out: Path, meta: dict, pool: Pool):
         super().__init__()
-        self.a, self.out, self.meta = a, out, meta
+        self.a, self.out, self.meta, self.pool = a, out, meta, pool
         self.t0 = time.perf_counter()
         self.next_eval = 0
         self.best = -1.0
@@ -106,6 +109,7 @@ class Progress(BaseCallback):
               f"vs heuristic {100 * win:5.1f}% +- {100 * half:.1f}  (eval {eval_s:.0f} s)", flush=True)
         meta = {**self.meta, "steps": self.num_timesteps}
         export(self.model.policy, self.out / f"weights-{self.num_timesteps}.json", meta)
+        self.pool.add(self.out / f"weights-{self.num_timesteps}.json")  # self-play's next opponents
         if win > self.best:
             self.best, self.best_steps = win, self.num_timesteps
             export(self.model.policy, self.out / "best.json", meta)
@@ -121,9 +125,10 @@ class Progress(BaseCallback):
               flush=True)
 
 
-def make_env(rules: str, opponent: str, seed: int):
+def make_env(rules: str, opponent: str, seed: int, pool: Pool):
     def thunk():
-        env = LearnerEnv(PalaceSingleEnv(rules, [opponent], seat=None))
+        bot = PoolOpponent(pool, seed) if opponent == "self" else opponent
+        env = LearnerEnv(PalaceSingleEnv(rules, [bot], seat=None))
         env.reset(seed=seed)
         return env
     return thunk
@@ -132,7 +137,9 @@ def make_env(rules: str, opponent: str, seed: int):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rules", default="classic")
-    p.add_argument("--opponents", default="heuristic:12,lowest:4", help="name:environments,...")
+    p.add_argument("--opponents", default="heuristic:12,lowest:4",
+                   help="name:environments,...; the name self plays the run's own checkpoints")
+    p.add_argument("--pool", type=int, default=8, help="self-play draws from the newest N checkpoints (0: all)")
     p.add_argument("--steps", type=int, default=3_000_000, help="learner decisions to train on")
     p.add_argument("--minutes", type=float, default=55.0, help="training time cap (evaluations excluded)")
     p.add_argument("--hidden", default="128,128")
@@ -151,10 +158,11 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     torch.distributions.Distribution.set_default_validate_args(False)  # checks cost more than the step
     a.out.mkdir(parents=True, exist_ok=True)
+    pool = Pool(a.pool)
     fns = []
     for part in a.opponents.split(","):
         name, _, n = part.partition(":")
-        fns += [make_env(a.rules, name, a.seed * 1000 + len(fns) + k) for k in range(int(n or 1))]
+        fns += [make_env(a.rules, name, a.seed * 1000 + len(fns) + k, pool) for k in range(int(n or 1))]
     venv = DummyVecEnv(fns)
     hidden = [int(x) for x in a.hidden.split(",")]
     model = MaskablePPO("MlpPolicy", venv, n_steps=a.n_steps, batch_size=a.batch, n_epochs=a.epochs,
@@ -164,9 +172,10 @@ def main() -> None:
             "setup": "table", "trainer": "sb3-contrib MaskablePPO"}
     (a.out / "args.json").write_text(json.dumps(vars(a), default=str, indent=1) + "\n")
     export(model.policy, a.out / "untrained.json", {**meta, "steps": 0})
+    pool.add(a.out / "untrained.json")  # self-play's first opponent
     print(f"training {a.steps} steps or {a.minutes} min, {len(fns)} environments, torch threads "
           f"{torch.get_num_threads()}", flush=True)
-    model.learn(total_timesteps=a.steps, callback=Progress(a, a.out, meta))
+    model.learn(total_timesteps=a.steps, callback=Progress(a, a.out, meta, pool))
 
 
 if __name__ == "__main__":

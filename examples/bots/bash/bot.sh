@@ -14,7 +14,11 @@
 # ids are always 0..count-1.
 #
 # Put your strategy in choose() (look for "YOUR STRATEGY GOES HERE").
-# Env: BOT_SEED (optional) seeds $RANDOM; otherwise the clock does.
+# Randomness: each game reseeds $RANDOM from its "start" message's "seed", as
+# protocol/PROTOCOL.md recommends, so `arena debug` replays an unmodified bot
+# exactly.
+# Env: BOT_SEED (optional) seeds $RANDOM before any start message (a run by
+# hand); otherwise the clock does.
 
 BOT_NAME="starter-bash"   # keep in sync with bot.toml
 BOT_VERSION="1.0.0"
@@ -103,7 +107,13 @@ while IFS= read -r line || [[ -n $line ]]; do
             echo "{\"type\":\"hello\",\"protocol\":1,\"name\":\"$BOT_NAME\",\"version\":\"$BOT_VERSION\"}"
             ;;
         '"start"')
-            log "game $(unquote "${TOP[game]-?}") starts: seat ${TOP[seat]-?} of ${TOP[players]-?} players (seed $SEED)"
+            # A new game begins (one process plays many games): seed from its start.seed.
+            game_seed=$SEED
+            if [[ ${TOP[seed]-} =~ ^[0-9]{1,18}$ ]]; then
+                game_seed=$((10#${TOP[seed]}))
+            fi
+            RANDOM=$game_seed
+            log "game $(unquote "${TOP[game]-?}") starts: seat ${TOP[seat]-?} of ${TOP[players]-?} players (seed $game_seed)"
             ;;
         '"request"')
             if ((N_ACTIONS > 0)); then

@@ -14,8 +14,13 @@
  *
  * Put your strategy in choose() (look for "YOUR STRATEGY GOES HERE").
  *
+ * Randomness: each game reseeds the generator from its "start" message's "seed",
+ * as protocol/PROTOCOL.md recommends, so `arena debug` replays an unmodified bot
+ * exactly.
+ *
  * Build:  gcc -std=c11 -O2 -Wall -Wextra -o target/bot bot.c
- * Env:    BOT_SEED (optional) seeds the random generator; else the clock.
+ * Env:    BOT_SEED (optional) seeds the random generator before any start
+ *         message (a run by hand); else the clock.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -235,11 +240,17 @@ int main(void)
             send_line("{\"type\":\"hello\",\"protocol\":1,\"name\":\"" BOT_NAME
                       "\",\"version\":\"" BOT_VERSION "\"}");
         } else if (span_is_string(type, "start")) {
+            /* A new game begins (one process plays many games): seed from its start.seed. */
             Span game = top_value(line, "game");
             Span seat = top_value(line, "seat");
+            Span given = top_value(line, "seed");
+            uint64_t game_seed = seed;
+            if (given.p && given.len > 0 && given.p[0] >= '0' && given.p[0] <= '9')
+                game_seed = strtoull(given.p, NULL, 10);
+            rng_state = game_seed;
             fprintf(stderr, "[" BOT_NAME "] game %.*s starts: seat %.*s (seed %llu)\n",
                     (int)game.len, game.p ? game.p : "", (int)seat.len, seat.p ? seat.p : "",
-                    (unsigned long long)seed);
+                    (unsigned long long)game_seed);
         } else if (span_is_string(type, "request")) {
             Span id = top_value(line, "id");
             int n = array_length(top_value(line, "actions"));

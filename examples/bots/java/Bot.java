@@ -13,8 +13,13 @@
 //
 // Put your strategy in choose() (look for "YOUR STRATEGY GOES HERE").
 //
+// Randomness: each game reseeds the generator from its "start" message's
+// "seed", as protocol/PROTOCOL.md recommends, so `arena debug` replays an
+// unmodified bot exactly.
+//
 // Build: javac -encoding UTF-8 Bot.java      Run: java -cp . Bot
-// Env:   BOT_SEED (optional) seeds the random generator; else the clock.
+// Env:   BOT_SEED (optional) seeds the random generator before any start
+//        message (a run by hand); else the clock.
 
 import java.io.BufferedReader;
 import java.io.FileDescriptor;
@@ -83,8 +88,19 @@ public final class Bot {
             if ("\"hello\"".equals(type)) {
                 send("{\"type\":\"hello\",\"protocol\":1,\"name\":\"" + NAME + "\",\"version\":\"" + VERSION + "\"}");
             } else if ("\"start\"".equals(type)) {
+                // A new game begins (one process plays many games): seed from its start.seed.
+                long gameSeed = seed;
+                String given = topValue(line, "seed");
+                if (given != null) {
+                    try {
+                        gameSeed = Long.parseLong(given);
+                    } catch (NumberFormatException e) {
+                        log("start.seed " + given + " is not an integer; keeping seed " + seed);
+                    }
+                }
+                rng.setSeed(gameSeed);
                 log("game " + topValue(line, "game") + " starts: seat " + topValue(line, "seat")
-                        + " of " + topValue(line, "players") + " players (seed " + seed + ")");
+                        + " of " + topValue(line, "players") + " players (seed " + gameSeed + ")");
             } else if ("\"request\"".equals(type)) {
                 String id = topValue(line, "id");
                 int n = arrayLength(topValue(line, "actions"));

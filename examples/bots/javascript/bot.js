@@ -8,8 +8,10 @@
 // To write your own bot, replace the body of `choose(request)` below (look for
 // "YOUR STRATEGY GOES HERE"). The rest is protocol plumbing.
 //
-// Environment: BOT_SEED (optional) seeds the random generator; without it the
-// seed comes from the clock.
+// Randomness: each game reseeds the generator from its `start` message's `seed`,
+// as protocol/PROTOCOL.md recommends, so `arena debug` replays an unmodified bot
+// exactly. Environment: BOT_SEED (optional) seeds it before any start message (a
+// run by hand); without it that seed comes from the clock.
 'use strict';
 
 const readline = require('node:readline');
@@ -33,15 +35,16 @@ function send(obj) {
 }
 
 // Math.random cannot be seeded, so use a tiny seeded PRNG (mulberry32).
-function makeRng(seed) {
-  let a = seed >>> 0;
-  return function next() {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+let rngState = 0;
+function reseed(seed) {
+  rngState = seed >>> 0;
+}
+function random() {
+  rngState = (rngState + 0x6d2b79f5) >>> 0;
+  let t = rngState;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 }
 
 function seedFromEnv() {
@@ -56,7 +59,7 @@ function seedFromEnv() {
 }
 
 const SEED = seedFromEnv();
-const random = makeRng(SEED);
+reseed(SEED);
 
 // ==========================================================================
 // YOUR STRATEGY GOES HERE
@@ -82,7 +85,10 @@ function choose(request) {
 }
 
 function onGameStart(msg) {
-  log(`game ${msg.game} starts: seat ${msg.seat} of ${msg.players} players (seed ${SEED})`);
+  // A new game begins (one process plays many games): seed from the game's start.seed.
+  const seed = Number.isSafeInteger(msg.seed) ? msg.seed : SEED;
+  reseed(seed);
+  log(`game ${msg.game} starts: seat ${msg.seat} of ${msg.players} players (seed ${seed})`);
 }
 
 function onGameEnd(_msg) {}

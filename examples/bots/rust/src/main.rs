@@ -13,7 +13,13 @@
 //!
 //! Put your strategy in `choose` (look for "YOUR STRATEGY GOES HERE").
 //!
-//! Build: cargo build --release --offline      Env: BOT_SEED (optional seed)
+//! Randomness: each game reseeds the generator from its "start" message's
+//! "seed", as protocol/PROTOCOL.md recommends, so `arena debug` replays an
+//! unmodified bot exactly.
+//!
+//! Build: cargo build --release --offline
+//! Env: BOT_SEED (optional) seeds the generator before any start message (a run
+//! by hand); else the clock.
 
 use std::io::{self, BufRead, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -88,11 +94,14 @@ fn main() {
                 "{{\"type\":\"hello\",\"protocol\":1,\"name\":\"{NAME}\",\"version\":\"{VERSION}\"}}"
             )),
             Some(b"\"start\"") => {
+                // A new game begins (one process plays many games): seed from its start.seed.
                 let field = |k: &[u8]| {
                     top_value(msg, k).map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
                 };
+                let game_seed = field(b"seed").parse::<u64>().unwrap_or(seed);
+                rng = Rng(game_seed);
                 eprintln!(
-                    "[{NAME}] game {} starts: seat {} of {} players (seed {seed})",
+                    "[{NAME}] game {} starts: seat {} of {} players (seed {game_seed})",
                     field(b"game"),
                     field(b"seat"),
                     field(b"players")
