@@ -453,25 +453,6 @@ def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(tmp_path:
 
 # --------------------------------------------------------------------------- bounded disk
 
-def test_the_queue_is_bounded_per_submitter_and_in_all() -> None:
-    from types import SimpleNamespace
-
-    from arena.serve.submit import Job, queue_refusal
-    opts = SimpleNamespace(max_queued_per_submitter=2, max_queued=3)
-
-    def job(who: str, status: str = "waiting") -> Job:
-        return Job("id", "classic-2p", "b.zip", status=status, submitter=who)
-
-    assert queue_refusal([job("account:1"), job("account:1", "placed")], "account:1", opts) is None
-    status, why = queue_refusal([job("account:1"), job("account:1", "checking")], "account:1", opts) or (0, "")
-    assert status == 429 and "2 submission(s) not finished" in why
-    assert queue_refusal([job("account:1"), job("account:1")], "account:2", opts) is None
-    status, why = queue_refusal([job("account:1"), job("account:2"), job("token")], "account:3", opts) or (0, "")
-    assert status == 429 and "3 submissions are waiting" in why
-    done = [job("account:1", s) for s in ("placed", "failed", "check failed")] * 5
-    assert queue_refusal(done, "account:1", opts) is None  # finished jobs count for nothing
-
-
 def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_ends(tmp_path: Path) -> None:
     from tests.test_serve import _finished, multipart
     store = tmp_path / "data" / "arena.sqlite"

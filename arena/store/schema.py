@@ -187,7 +187,35 @@ QUEUE = (
 )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE)
+# The queue's own shape (arena/store/jobs.py). The jobs table of the step before was never
+# written by any arena, so it is replaced rather than altered.
+JOBS = (
+    "DROP TABLE jobs",
+    """CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    submitter TEXT NOT NULL,         -- 'account:ID', or 'token' (the server's own token)
+    ladder TEXT NOT NULL,
+    label TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    upload TEXT NOT NULL,            -- the unpacked folder, removed when the job ends
+    state TEXT NOT NULL CHECK (state IN ('waiting', 'running', 'done')),
+    outcome TEXT NOT NULL DEFAULT '' CHECK (outcome IN ('', 'placed', 'check failed', 'failed', 'refunded')),
+    phase TEXT NOT NULL DEFAULT '',  -- while running: checking, placing
+    passed_check INTEGER NOT NULL DEFAULT 0,   -- what the quota counts (never for a refunded job)
+    attempts INTEGER NOT NULL DEFAULT 0,       -- runs started: a second one only after a server died
+    lines TEXT NOT NULL DEFAULT '[]',          -- JSON: what the submitter is shown
+    report TEXT NOT NULL DEFAULT 'null',       -- JSON: the arena check report
+    row TEXT NOT NULL DEFAULT 'null',          -- JSON: the standings row once placed
+    error TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    started REAL,
+    ended REAL
+)""",
+    "CREATE INDEX jobs_state ON jobs(state, created)",
+    "CREATE INDEX jobs_submitter ON jobs(submitter, created)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS)
 LATEST = len(MIGRATIONS)
 
 
