@@ -103,6 +103,10 @@ def test_a_server_killed_mid_queue_finishes_every_submission_exactly_once(tmp_pa
     try:
         members = db.execute("SELECT label FROM ladder_members WHERE origin='submitted' ORDER BY label").fetchall()
         assert members == [("ann-bot@1.0.0",), ("ben-bot@1.0.0",), ("cat-bot@1.0.0",)]
+        told = db.execute("SELECT a.name, n.kind, n.link FROM notifications n JOIN accounts a ON a.id=n.account "
+                          "ORDER BY a.name").fetchall()
+        assert [(name, kind) for name, kind, _ in told] == [("ann", "placed"), ("ben", "placed"), ("cat", "placed")]
+        assert {link for _, _, link in told} == {f"/submit/{j[0]}" for j in done}
         for (label,) in members:  # each placement played its planned games once
             planned, played = db.execute(
                 "SELECT t.planned, COUNT(g.id) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id "

@@ -120,8 +120,8 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
             continue
         record = store.game_record(run.last_game) or {}
         stderr = _stderr_of(record, run.last_seat)
-        message = next((f.get("message", "") for f in reversed(record.get("faults", []))
-                        if f.get("seat") == run.last_seat), "")
+        fault = next((f for f in reversed(record.get("faults", [])) if f.get("seat") == run.last_seat), {})
+        message = fault.get("message", "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
         # both numbers: faults are counted between batches, so the batch that reached the limit
         # finished first and the count can be above suspend_after
@@ -129,7 +129,8 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
                "counted when the batch that reached it finished")
         set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, why,
                    {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
-                    "last_message": message, "stderr": stderr})
+                    "last_message": message, "stderr": stderr, "last_seat": run.last_seat,
+                    "last_turn": fault.get("turn")})
         tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
         say(f"suspended {m.label}: {why}; last game {run.last_game}: "
             f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")

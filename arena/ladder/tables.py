@@ -307,11 +307,33 @@ def bot_statuses(store: Store, ladder: str) -> dict[str, BotStatus]:
 
 def set_status(store: Store, ladder: str, label: str, status: MemberStatus, reason: str,
                detail: dict[str, Any] | None = None) -> None:
+    """Retire or suspend a member; its owner (on a club server) is told why, in the same transaction."""
+    from ..store.notes import Kind, notify_owner
+    detail = detail or {}
     with store.tx() as db:
         db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",
-                   (ladder, label, status, time.time(), reason, json.dumps(detail or {})))
+                   (ladder, label, status, time.time(), reason, json.dumps(detail)))
+        kind = Kind.SUSPENDED if status == MemberStatus.SUSPENDED else Kind.RETIRED
+        notify_owner(db, label.rpartition("@")[0], kind, f"{label} was {kind.value} on ladder {ladder}: {reason}",
+                     _fault_link(detail) or f"/bots/{label}", time.time())
+
+
+def _fault_link(detail: dict[str, Any]) -> str:
+    """The replay of the game a suspension was decided on, at the fault's turn, as its seat saw it."""
+    game = detail.get("last_game")
+    if not game:
+        return ""
+    turn, seat = detail.get("last_turn"), detail.get("last_seat")
+    return f"/games/{game}" + (f"#t{turn}" + (f"/s{seat}" if isinstance(seat, int) else "")
+                               if isinstance(turn, int) else "")
 
 
 def clear_status(store: Store, ladder: str, label: str) -> bool:
+    """Put a retired or suspended member back in matchmaking (its owner is told)."""
+    from ..store.notes import Kind, notify_owner
     with store.tx() as db:
-        return db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
+        cleared = db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
+        if cleared:
+            notify_owner(db, label.rpartition("@")[0], Kind.REINSTATED, f"{label} is back in play on ladder {ladder}",
+                         f"/bots/{label}", time.time())
+        return cleared

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import auth, data, play, privacy, submit, views
+from . import auth, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
@@ -59,6 +59,8 @@ class Options:
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
     writes_per_s: float = WRITES.per_s  # per client address, with WRITES' burst
+    local_webhooks: bool = False       # webhooks may post to this machine or a private network
+    webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
 
     @property
     def writable(self) -> bool:
@@ -309,6 +311,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         *play.routes(),
         *submit.routes(),
         *auth.routes(),
+        *notify.routes(),
         Route("/static/{name}", assets.route),
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
@@ -331,5 +334,6 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     play.setup(app)
     submit.setup(app)
     auth.setup(app)
+    notify.setup(app)
     return app
 

@@ -91,7 +91,11 @@ def open_write(store: Path) -> sqlite3.Connection:
 
 async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> Any:
     """``fn`` on a writing connection, in a worker thread."""
-    store: Path = request.app.state.options.store
+    return await db_call(request.app.state.options.store, fn)
+
+
+async def db_call(store: Path, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``fn`` on a writing connection to ``store``, in a worker thread (for work outside a request)."""
 
     def work() -> Any:
         db = open_write(store)

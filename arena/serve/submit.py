@@ -195,17 +195,7 @@ def private_copy_dir(store: Path) -> Path:
 
 
 async def _db(app: Starlette, fn: Any) -> Any:
-    """``fn`` on a writing connection to the store, in a worker thread."""
-    from .auth import open_write
-
-    def work() -> Any:
-        db = open_write(app.state.options.store)
-        try:
-            return fn(db)
-        finally:
-            db.close()
-
-    return await trio.to_thread.run_sync(work)
+    return await auth.db_call(app.state.options.store, fn)
 
 
 async def run_queue(app: Starlette) -> None:

@@ -178,8 +178,10 @@ def progress(db: sqlite3.Connection, job: Job) -> None:
 
 
 def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Job:
-    """Mark a running job done with ``outcome``, keeping its lines, report, row and error."""
+    """Mark a running job done with ``outcome``, keeping its lines, report, row and error; its
+    submitter is told in the same transaction."""
     with _tx(db):
+        _tell(db, job, outcome, now)
         db.execute("UPDATE jobs SET state='done', outcome=?, phase='', passed_check=?, lines=?, report=?, row=?, "
                    "error=?, ended=? WHERE id=? AND state='running'",
                    (Outcome(outcome).value, int(job.passed_check and outcome != Outcome.REFUNDED),
@@ -188,6 +190,23 @@ def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Jo
     done = get(db, job.id)
     assert done is not None
     return done
+
+
+def _tell(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> None:
+    from .notes import Kind, notify
+    if job.account is None:
+        return
+    if outcome == Outcome.PLACED:
+        row = job.row or {}
+        text = f"{job.label} was placed on {job.ladder}: rank {row.get('rank')} after {row.get('games')} games"
+    elif outcome == Outcome.CHECK_FAILED:
+        text = f"{job.label} failed arena check: not placed on {job.ladder}"
+    elif outcome == Outcome.REFUNDED:
+        text = f"{job.label}: the arena failed, not your bot; the submission is refunded (submit it again)"
+    else:
+        text = f"{job.label} was not placed on {job.ladder}: {job.error}"
+    kind = {Outcome.PLACED: Kind.PLACED, Outcome.REFUNDED: Kind.REFUNDED}.get(outcome, Kind.CHECK_FAILED)
+    notify(db, job.account, kind, text, f"/submit/{job.id}", now)
 
 
 def requeue(db: sqlite3.Connection, job: Job) -> None:
@@ -214,6 +233,7 @@ def recover(db: sqlite3.Connection, now: float) -> list[Job]:
                 job.error = TWICE
                 db.execute("UPDATE jobs SET state='done', outcome='refunded', passed_check=0, phase='', lines=?, "
                            "error=?, ended=? WHERE id=?", (json.dumps(job.lines), job.error, now, job.id))
+                _tell(db, job, Outcome.REFUNDED, now)
                 refunded.append(job)
             else:
                 job.say(RERUN)

@@ -187,7 +187,7 @@ QUEUE = (
 )""",
 )
 
-# The queue's own shape (arena/store/jobs.py). The jobs table of the step before was never
+# The queue's own shape (arena/store/jobs.py) and webhook deliveries (arena/store/notes.py). The jobs table of the step before was never
 # written by any arena, so it is replaced rather than altered.
 JOBS = (
     "DROP TABLE jobs",
@@ -213,6 +213,26 @@ JOBS = (
 )""",
     "CREATE INDEX jobs_state ON jobs(state, created)",
     "CREATE INDEX jobs_submitter ON jobs(submitter, created)",
+    # a person's webhook: the secret signs each delivery (HMAC-SHA256), so it is kept as it is
+    """CREATE TABLE webhooks (
+    account INTEGER PRIMARY KEY REFERENCES accounts(id),
+    url TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created REAL NOT NULL
+)""",
+    # deliveries still to make: written with the notification, retried with backoff until delivered
+    """CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY,
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    url TEXT NOT NULL,
+    body TEXT NOT NULL,              -- the JSON posted, exactly the bytes signed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,
+    delivered REAL,
+    given_up REAL,
+    last_error TEXT NOT NULL DEFAULT ''
+)""",
+    "CREATE INDEX outbox_due ON outbox(delivered, given_up, next_at)",
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS)
