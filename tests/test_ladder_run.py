@@ -253,6 +253,35 @@ def _in_process(monkeypatch):
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 
 
+def test_a_paused_ladder_plays_no_batch_until_resumed(lad4, monkeypatch):
+    """What an admin's pause does to a running `arena ladder run`: it waits, plays nothing, says why
+    once, and plays on once resumed (the wait is counted, not timed)."""
+    import arena.ladder.run as run_module
+    from arena.ladder import pause, resume
+    ladder, store = lad4
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=1))  # seeded, and a batch or more played
+    before = len(store.db.execute("SELECT id FROM tournaments").fetchall())
+    pause(store, ladder.name, "exam week")
+    waits: list[int] = []
+
+    async def wait() -> None:
+        assert len(store.db.execute("SELECT id FROM tournaments").fetchall()) == before  # no batch while paused
+        waits.append(len(waits))
+        if len(waits) == 3:
+            assert resume(store, ladder.name)
+        await trio.sleep(0)
+
+    monkeypatch.setattr(run_module, "_wait_paused", wait)
+    said: list[str] = []
+    summary = trio.run(lambda: run_ladder(ladder, store, ctx(said), games=4))
+    assert len(waits) == 3 and summary.stopped == "games" and summary.batches >= 1
+    assert [line for line in said if "paused" in line] == [
+        f"ladder {ladder.name} is paused (exam week): waiting until it is resumed"]
+    assert f"ladder {ladder.name} resumed" in said
+    audit = store.db.execute("SELECT action, target, origin FROM audit ORDER BY id").fetchall()
+    assert audit == [("pause", f"ladder:{ladder.name}", "terminal"), ("resume", f"ladder:{ladder.name}", "terminal")]
+
+
 def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     _in_process(monkeypatch)
     path = write_ladder(tmp_path, "cli-run", bots=["random", "lowest", "highest"])
@@ -290,6 +319,22 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     assert next(r for r in json.loads(shown.stdout)["standings"] if r["bot"] == "lowest@1.0")["status"] == "retired"
     out = runner.invoke(app, ["ladder", "reinstate", str(path), "lowest@1.0", "--store", store])
     assert out.exit_code == 0 and "reinstated" in out.output
+    out = runner.invoke(app, ["ladder", "suspend", str(path), "lowest@1.0", "--reason", "cheating", "--store", store])
+    assert out.exit_code == 0 and "suspended lowest@1.0" in out.output
+    shown = runner.invoke(app, ["ladder", str(path), "--store", store, "--json"])
+    assert next(r for r in json.loads(shown.stdout)["standings"] if r["bot"] == "lowest@1.0")["status"] == "suspended"
+    assert runner.invoke(app, ["ladder", "reinstate", str(path), "lowest@1.0", "--store", store]).exit_code == 0
+    out = runner.invoke(app, ["ladder", "pause", str(path), "--reason", "exam week", "--store", store])
+    assert out.exit_code == 0 and "paused cli-run: exam week" in out.output
+    out = runner.invoke(app, ["ladder", "resume", str(path), "--store", store])
+    assert out.exit_code == 0 and "resumed cli-run" in out.output
+    out = runner.invoke(app, ["ladder", "resume", str(path), "--store", store])
+    assert out.exit_code == 0 and "was not paused" in out.output
+    import sqlite3
+    db = sqlite3.connect(store)
+    actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE origin='terminal' ORDER BY id")]
+    db.close()
+    assert actions == ["retire", "reinstate", "suspend", "reinstate", "pause", "resume"]
     listed = runner.invoke(app, ["ladder", "--json"])
     assert listed.exit_code == 0 and any(r["name"] == "classic-2p" for r in json.loads(listed.stdout))
 

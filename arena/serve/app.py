@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import auth, data, notify, play, privacy, submit, views
+from . import admin, auth, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
@@ -312,6 +312,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         *submit.routes(),
         *auth.routes(),
         *notify.routes(),
+        *admin.routes(),
         Route("/static/{name}", assets.route),
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is

@@ -280,33 +280,6 @@ async def bearer(request: Request, scope: Scope) -> Account | None:
     return who
 
 
-async def admin_page(request: Request, status: int = 200, error: str = "") -> Response:
-    """The admin's view: every account (suspend, reinstate) and the latest writes."""
-    from ..store.people import accounts, audit_rows
-    who = await require(request, Role.ADMIN)
-    people, audit = await with_db(request, lambda db: (accounts(db), audit_rows(db, 200)))
-    return render(request, "admin.html", status, title="Admin", who=who, people=people, audit=audit,
-                  csrf=csrf_token(request), error=error)
-
-
-async def admin_status(request: Request) -> Response:
-    from ..store.people import set_status
-    who = await require(request, Role.ADMIN)
-    form = await checked_form(request)
-    if request.path_params["act"] not in ("suspend", "reinstate"):
-        raise HTTPException(404, "An account is suspended or reinstated.")
-    wanted = Status.SUSPENDED if request.path_params["act"] == "suspend" else Status.ACTIVE
-    name = request.path_params["name"]
-    if name.lower() == who.name.lower():
-        return await admin_page(request, 400, "An admin does not suspend or reinstate themselves.")
-    try:
-        await with_db(request, lambda db: set_status(db, name, wanted, by=who.id, origin=origin_of(request),
-                                                     now=time.time(), reason=form.get("reason", "")))
-    except PeopleError as e:
-        return await admin_page(request, 400, str(e).capitalize() + ".")
-    return redirect("/admin")
-
-
 def routes() -> list[Route]:
     return [
         Route("/signup", signup_page, methods=["GET"]),
@@ -317,8 +290,6 @@ def routes() -> list[Route]:
         Route("/account", account_page, methods=["GET"]),
         Route("/account/tokens", make_token, methods=["POST"]),
         Route("/account/tokens/{tid}/revoke", revoke, methods=["POST"]),
-        Route("/admin", admin_page, methods=["GET"]),
-        Route("/admin/accounts/{name}/{act:str}", admin_status, methods=["POST"]),
     ]
 
 

@@ -251,6 +251,17 @@ def revoke_token(db: sqlite3.Connection, who: Account, token_id: int, *, now: fl
             record(db, who.id, "token-revoke", f"token:{row[1]}", origin, now, owner=row[0])
 
 
+def revoke_all_tokens(db: sqlite3.Connection, name: str, *, by: int | None, now: float, origin: str) -> int:
+    """Revoke every live token of the account ``name`` (an admin's act, audited); how many."""
+    with _tx(db):
+        found = account(db, name)
+        if found is None:
+            raise PeopleError(f"no account named {name!r}")
+        n = db.execute("UPDATE api_tokens SET revoked=? WHERE account=? AND revoked IS NULL", (now, found.id)).rowcount
+        record(db, by, "token-revoke-all", f"account:{found.name}", origin, now, revoked=n)
+    return n
+
+
 def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) -> Account | None:
     """The active account a live token with ``scope`` belongs to (its last use noted), else None."""
     row = db.execute("SELECT id, account, scopes FROM api_tokens WHERE token_hash=? AND revoked IS NULL",

@@ -187,7 +187,8 @@ QUEUE = (
 )""",
 )
 
-# The queue's own shape (arena/store/jobs.py) and webhook deliveries (arena/store/notes.py). The jobs table of the step before was never
+# The queue's own shape (arena/store/jobs.py), webhook deliveries (arena/store/notes.py) and ladder
+# pauses (arena/ladder/tables.py). The jobs table of the step before was never
 # written by any arena, so it is replaced rather than altered.
 JOBS = (
     "DROP TABLE jobs",
@@ -233,6 +234,12 @@ JOBS = (
     last_error TEXT NOT NULL DEFAULT ''
 )""",
     "CREATE INDEX outbox_due ON outbox(delivered, given_up, next_at)",
+    # a ladder an admin or organiser paused: `arena ladder run` plays no batch while it is here
+    """CREATE TABLE ladder_pauses (
+    ladder TEXT PRIMARY KEY,
+    since REAL NOT NULL,
+    reason TEXT NOT NULL
+)""",
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS)
