@@ -50,8 +50,8 @@ def club(tmp_path_factory):
     code = invite(store, uses=2)
     alice, _, _ = sign_up(server, code, "alice")
     bob, _, _ = sign_up(server, code, "bob")
-    own_bot(store, "alice", "alice-bot")
-    _member(store, "classic-2p", "alice-bot@1.0")
+    own_bot(store, "alice", "alpha")
+    _member(store, "test-ladder", "alpha@1.0")
     yield server, store, root, alice, bob
     server.stop()
 
@@ -61,7 +61,7 @@ def test_every_admin_write_route_refuses_a_member(club) -> None:
     routes = [(p, m & WRITE_METHODS) for p, m in _route_table() if m & WRITE_METHODS and p.startswith("/admin")]
     assert {"/admin/bots", "/admin/ladders/{name}/{act:str}", "/admin/accounts/{name}/{act:str}"} <= \
         {p for p, _ in routes}
-    acts = {"/admin/ladders/{name}/{act:str}": ("classic-2p", ["pause", "resume"]),
+    acts = {"/admin/ladders/{name}/{act:str}": ("test-ladder", ["pause", "resume"]),
             "/admin/accounts/{name}/{act:str}": ("alice", ["suspend", "reinstate", "revoke-tokens"])}
     before = _rows(store, "SELECT COUNT(*) FROM audit")
     for path, methods in routes:
@@ -69,7 +69,7 @@ def test_every_admin_write_route_refuses_a_member(club) -> None:
         for verb in verbs:
             url = path.replace("{name}", name).replace("{act:str}", verb)
             for method in methods:
-                fields = {"csrf": bob.csrf("/account"), "ladder": "classic-2p", "label": "alice-bot@1.0",
+                fields = {"csrf": bob.csrf("/account"), "ladder": "test-ladder", "label": "alpha@1.0",
                           "act": "suspend", "reason": "x"}
                 body = "&".join(f"{k}={v}" for k, v in fields.items()).encode()
                 status, _, page = bob.request(method, url, body, {"Content-Type": "application/x-www-form-urlencoded"})
@@ -82,36 +82,44 @@ def test_an_admin_suspends_reinstates_and_retires_a_bot_and_its_owner_is_told(cl
     server, store, root, alice, bob = club
 
     def act(act: str, reason: str = "") -> int:
-        return root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "classic-2p",
-                                         "label": "alice-bot@1.0", "act": act, "reason": reason})[0]
+        return root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
+                                         "label": "alpha@1.0", "act": act, "reason": reason})[0]
 
     assert act("suspend", "plays far too slowly") == 303
     assert _rows(store, "SELECT status, reason FROM ladder_bot_status") == [("suspended", "plays far too slowly")]
     assert "suspended: plays far too slowly" in root.request("GET", "/admin")[2]
+    ladder = bob.request("GET", "/ladders/test-ladder")[2]  # the web standings: author and status
+    row = re.search(r'<tr data-bot="alpha@1.0">.*?</tr>', ladder, re.S)
+    assert row and '<span class="author">by alice</span>' in row.group(0), ladder[-3000:]
+    assert '<span class="member-status suspended">suspended</span>' in row.group(0)
+    status, _, page = bob.request("GET", "/bots/alpha@1.0")
+    assert status == 200 and "by <b>alice</b>" in page and "suspended on test-ladder" in page
+    assert "too slowly" not in page  # the reason is the owner's and the admins'
+    assert "suspended on test-ladder: plays far too slowly" in alice.request("GET", "/bots/alpha@1.0")[2]
     page = alice.request("GET", "/notifications")[2]
-    assert "alice-bot@1.0 was suspended on ladder classic-2p: plays far too slowly" in page
+    assert "alpha@1.0 was suspended on ladder test-ladder: plays far too slowly" in page
     assert act("reinstate") == 303
     assert _rows(store, "SELECT COUNT(*) FROM ladder_bot_status") == [(0,)]
-    assert "alice-bot@1.0 is back in play on ladder classic-2p" in alice.request("GET", "/notifications")[2]
+    assert "alpha@1.0 is back in play on ladder test-ladder" in alice.request("GET", "/notifications")[2]
     assert act("retire", "left the course") == 303
     assert _rows(store, "SELECT status FROM ladder_bot_status") == [("retired",)]
     assert act("reinstate") == 303
-    status, _, page = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "classic-2p",
+    status, _, page = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
                                                 "label": "nobody@1.0", "act": "suspend"})
     assert status == 400 and "not a member" in page
     audit = _rows(store, "SELECT p.name, a.action, a.target, a.origin FROM audit a JOIN accounts p ON p.id=a.account "
-                         "WHERE a.target LIKE 'bot:classic-2p/%' ORDER BY a.id")
-    assert audit == [("root", verb, "bot:classic-2p/alice-bot@1.0", "127.0.0.1")
+                         "WHERE a.target LIKE 'bot:test-ladder/%' ORDER BY a.id")
+    assert audit == [("root", verb, "bot:test-ladder/alpha@1.0", "127.0.0.1")
                      for verb in ("suspend", "reinstate", "retire", "reinstate")]
-    assert "alice-bot" not in bob.request("GET", "/notifications")[2]
+    assert "alpha" not in bob.request("GET", "/notifications")[2]
 
 
 def test_an_admin_pauses_and_resumes_a_ladder_and_revokes_a_persons_tokens(club) -> None:
     server, store, root, alice, bob = club
-    status, _, _ = root.post("/admin/ladders/classic-2p/pause", {"csrf": root.csrf("/admin"), "reason": "exam week"})
-    assert status == 303 and _rows(store, "SELECT ladder, reason FROM ladder_pauses") == [("classic-2p", "exam week")]
-    assert re.search(r'data-ladder="classic-2p">.*?paused: exam week', root.request("GET", "/admin")[2], re.S)
-    assert root.post("/admin/ladders/classic-2p/resume", {"csrf": root.csrf("/admin")})[0] == 303
+    status, _, _ = root.post("/admin/ladders/test-ladder/pause", {"csrf": root.csrf("/admin"), "reason": "exam week"})
+    assert status == 303 and _rows(store, "SELECT ladder, reason FROM ladder_pauses") == [("test-ladder", "exam week")]
+    assert re.search(r'data-ladder="test-ladder">.*?paused: exam week', root.request("GET", "/admin")[2], re.S)
+    assert root.post("/admin/ladders/test-ladder/resume", {"csrf": root.csrf("/admin")})[0] == 303
     assert _rows(store, "SELECT COUNT(*) FROM ladder_pauses") == [(0,)]
     assert root.post("/admin/ladders/nowhere/pause", {"csrf": root.csrf("/admin")})[0] == 404
 
@@ -122,8 +130,8 @@ def test_an_admin_pauses_and_resumes_a_ladder_and_revokes_a_persons_tokens(club)
                         "WHERE a.name='alice' AND t.revoked IS NULL") == [(0,)]
     audit = _rows(store, "SELECT p.name, a.action, a.target, a.origin FROM audit a JOIN accounts p ON p.id=a.account "
                          "WHERE a.action IN ('pause', 'resume', 'token-revoke-all') ORDER BY a.id")
-    assert audit == [("root", "pause", "ladder:classic-2p", "127.0.0.1"),
-                     ("root", "resume", "ladder:classic-2p", "127.0.0.1"),
+    assert audit == [("root", "pause", "ladder:test-ladder", "127.0.0.1"),
+                     ("root", "resume", "ladder:test-ladder", "127.0.0.1"),
                      ("root", "token-revoke-all", "account:alice", "127.0.0.1")]
 
     _make_token(alice, "again", "submit")

@@ -52,13 +52,14 @@ def test_the_order_is_fair_and_nobody_runs_two_at_once(db: sqlite3.Connection) -
     assert [q.ahead(db, j.id) for j in (a1, b1, c1, a2, a3)] == [0, 1, 2, 3, 4]
     first = q.claim(db, 10.0)
     assert first is not None and first.id == a1.id and first.state == State.RUNNING and first.attempts == 1
+    assert q.claim(db, 10.5) is None  # one runs at a time by default
     assert q.ahead(db, b1.id) == 1 and q.ahead(db, a2.id) == 3  # the running one counts, then the order
     assert q.ahead(db, first.id) == 0
-    second, third = q.claim(db, 11.0), q.claim(db, 12.0)
+    second, third = q.claim(db, 11.0, max_running=3), q.claim(db, 12.0, max_running=3)
     assert (second.id, third.id) == (b1.id, c1.id)  # type: ignore[union-attr]
-    assert q.claim(db, 13.0) is None  # a2 waits: its person has a job running
+    assert q.claim(db, 13.0, max_running=9) is None  # a2 waits: its person has a job running
     q.finish(db, first, Outcome.CHECK_FAILED, 14.0)
-    fourth = q.claim(db, 15.0)
+    fourth = q.claim(db, 15.0, max_running=3)
     assert fourth is not None and fourth.id == a2.id
 
 
@@ -70,7 +71,7 @@ def test_a_claimed_job_is_claimed_once(tmp_path: Path) -> None:
     migrate(a)
     for who in ("account:1", "account:2"):
         add(a, who, 1.0)
-    taken = [q.claim(a, 2.0), q.claim(b, 2.0), q.claim(a, 2.0)]
+    taken = [q.claim(a, 2.0, 3), q.claim(b, 2.0, 3), q.claim(a, 2.0, 3)]
     assert taken[2] is None and taken[0] is not None and taken[1] is not None and taken[0].id != taken[1].id
     a.close()
     b.close()

@@ -204,7 +204,7 @@ async def run_queue(app: Starlette) -> None:
     opts = app.state.options
     wake: trio.Event = app.state.queue_wake
     if opts.store.exists():
-        await _db(app, lambda db: _recover(db, private_copy_dir(opts.store)))
+        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads"))
     while True:
         job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
         if job is None:
@@ -218,7 +218,7 @@ async def run_queue(app: Starlette) -> None:
 def _recover(db: Any, uploads: Path) -> None:
     queue.recover(db, time.time())
     keep = {Path(p) for p in queue.open_uploads(db)}
-    for folder in uploads.iterdir():
+    for folder in uploads.iterdir() if uploads.is_dir() else ():
         if folder.is_dir() and not any(p == folder or folder in p.parents for p in keep):
             shutil.rmtree(folder, ignore_errors=True)  # an upload no waiting job holds: a leftover
 

@@ -147,9 +147,12 @@ _ORDER = ("SELECT id, submitter, turn, created FROM (SELECT id, submitter, state
           "WHERE state IN ('waiting', 'running')) WHERE state='waiting'")
 
 
-def claim(db: sqlite3.Connection, now: float) -> Job | None:
-    """Take the next waiting job whose submitter has none running, and mark it running."""
+def claim(db: sqlite3.Connection, now: float, max_running: int = 1) -> Job | None:
+    """Take the next waiting job whose submitter has none running, and mark it running; none while
+    ``max_running`` jobs run already (on this store, by any server)."""
     with _tx(db):
+        if db.execute("SELECT COUNT(*) FROM jobs WHERE state='running'").fetchone()[0] >= max_running:
+            return None
         row = db.execute(f"SELECT w.id FROM ({_ORDER}) w WHERE w.submitter NOT IN "
                          "(SELECT submitter FROM jobs WHERE state='running') "
                          "ORDER BY w.turn, w.created, w.id LIMIT 1").fetchone()
