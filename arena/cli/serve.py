@@ -50,9 +50,9 @@ def serve(
     ladders: Annotated[Optional[Path], typer.Option("--ladders", help="Folder of ladder files (default: the "
                                                                      "arena's ladders/).")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest upload accepted, in MB.")] = 2.0,
-    writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one address may make a minute "
-                                                          "(a burst of ten more); raise it for a class behind one "
-                                                          "address.")] = 60.0,
+    writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one person (a session or an "
+                                                          "API token; anyone else: one address) may make a minute "
+                                                          "(a burst of ten more).")] = 60.0,
     min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
                                                     "than this, in MB, beside the upload's unpacked size.")] = 256.0,
     submissions_per_day: Annotated[int, typer.Option(help="Submissions that passed arena check one person (or "

@@ -58,6 +58,43 @@ def session_key(store: Path) -> str:
     return key
 
 
+def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
+                   ) -> Callable[[dict], Any]:
+    """For the write limit (:class:`arena.serve.limits.WriteLimit`), which runs before the session
+    is read: the account of a request, from its signed session cookie (checked with ``key``, as
+    the session middleware checks it) or from a live API token (looked up), as ``account:ID``;
+    None for anyone else, who is then counted by address. A forged cookie or an unknown token
+    gets no bucket of its own."""
+    import base64
+    import json
+
+    import itsdangerous
+    from starlette.requests import HTTPConnection
+
+    from ..store.people import digest
+    signer = itsdangerous.TimestampSigner(str(key))
+
+    async def identify(scope: dict) -> str | None:
+        conn = HTTPConnection(scope)
+        given = conn.headers.get("authorization", "")
+        kind, _, token = given.partition(" ")
+        if kind.lower() == "bearer" and token.strip() and store.exists():
+            row = await db_call(store, lambda db: db.execute(
+                "SELECT account FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
+                (digest(token.strip()),)).fetchone())
+            return f"account:{row[0]}" if row else None
+        cookie = conn.cookies.get(SESSION_COOKIE)
+        if not cookie:
+            return None
+        try:
+            uid = json.loads(base64.b64decode(signer.unsign(cookie.encode(), max_age=max_age))).get("uid")
+        except (itsdangerous.BadSignature, ValueError, AttributeError):
+            return None
+        return f"account:{uid}" if isinstance(uid, int) else None
+
+    return identify
+
+
 class LoginLimiter:
     """At most ``failures`` failed logins per key (client address, account name) in ``window_s``."""
 
