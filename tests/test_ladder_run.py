@@ -517,3 +517,25 @@ def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(public_tmp: Path):
     other = write_ladder(public_tmp, "other", suite="four.json")
     with pytest.raises(LadderError, match="with 4 players; the ladder plays classic with 2"):
         load_ladder(other)
+
+
+def test_a_snapshot_tells_an_owner_whose_bot_moved_past_rivals(lad4):
+    """Rating moved past a rival: told by the snapshot that shows it, to the bot's owner only."""
+    from arena.ladder.history import passes, take_snapshot
+    assert passes({"a": 1400, "b": 1500, "c": 1600}, {"a": 1550, "b": 1450, "c": 1700}) == {"a": ["b"]}
+    assert passes({"a": 1400, "b": 1500, "c": 1520}, {"a": 1600, "b": 1500, "c": 1510}) == {"a": ["c", "b"]}
+    assert passes({"a": 1400}, {"a": 1600, "new": 1500}) == {}  # a bot with no earlier rating passed nobody
+    ladder, store = lad4
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=1))
+    state = LadderState(ladder)
+    state.refresh(store)
+    order = [label for label, _ in sorted(state.ratings(fresh=True).items(), key=lambda kv: -kv[1].elo)]
+    store.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ann', 'x', 'member', 0)")
+    store.db.execute("INSERT INTO bot_owners VALUES (?, 1, 0)", (order[0].partition("@")[0],))
+    taken = time.time()  # the last snapshot had them the other way round
+    store.db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)",
+                         [(ladder.name, taken, 1, label, 1000.0 + 10 * i, 900.0, 1100.0) for i, label in enumerate(order)])
+    assert take_snapshot(store, ladder, state=state) == len(order)
+    told = store.db.execute("SELECT account, kind, text, link FROM notifications").fetchall()
+    assert len(told) == 1 and told[0][:2] == (1, "passed") and told[0][3] == f"/ladders/{ladder.name}"
+    assert told[0][2].startswith(f"{order[0]} moved past {order[1]}, {order[2]}, {order[3]} on ladder {ladder.name}")

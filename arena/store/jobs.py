@@ -208,7 +208,8 @@ def _tell(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Non
         text = f"{job.label}: the arena failed, not your bot; the submission is refunded (submit it again)"
     else:
         text = f"{job.label} was not placed on {job.ladder}: {job.error}"
-    kind = {Outcome.PLACED: Kind.PLACED, Outcome.REFUNDED: Kind.REFUNDED}.get(outcome, Kind.CHECK_FAILED)
+    kind = {Outcome.PLACED: Kind.PLACED, Outcome.REFUNDED: Kind.REFUNDED, Outcome.CHECK_FAILED: Kind.CHECK_FAILED,
+            Outcome.FAILED: Kind.NOT_PLACED}[outcome]
     notify(db, job.account, kind, text, f"/submit/{job.id}", now)
 
 

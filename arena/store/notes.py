@@ -25,6 +25,7 @@ class Kind(StrEnum):
     CHECK_FAILED = "check failed"
     PLACED = "placed"
     REFUNDED = "refunded"
+    NOT_PLACED = "not placed"  # refused on its merits after upload (a version or ladder rule)
     SUSPENDED = "suspended"
     REINSTATED = "reinstated"
     RETIRED = "retired"
