@@ -125,7 +125,8 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
             continue
         record = store.game_record(run.last_game) or {}
         stderr = _stderr_of(record, run.last_seat)
-        fault = next((f for f in reversed(record.get("faults", [])) if f.get("seat") == run.last_seat), {})
+        fault: dict[str, Any] = next((f for f in reversed(record.get("faults", [])) if f.get("seat") == run.last_seat),
+                                     {})
         message = fault.get("message", "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
         # both numbers: faults are counted between batches, so the batch that reached the limit

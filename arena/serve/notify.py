@@ -44,7 +44,7 @@ def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 1
     port = parts.port or (443 if https else 80)
     host = parts.hostname or ""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    address = infos[0][4][0]
+    address = str(infos[0][4][0])
     if not allow_local and not ipaddress.ip_address(address).is_global:
         raise Refused(f"refused: {host} is this machine or a private network ({address})")
     conn: http.client.HTTPConnection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
