@@ -124,3 +124,40 @@ def invite_after_start(server: ServerProc, store: Path) -> str:
         from arena.tournament.store import Store
         Store(store).close()
     return invite(store, uses=3)
+
+
+def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A locked or broken store while claiming is logged and tried again; it does not end the server."""
+    import sqlite3 as sq
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.tournament.store import Store
+
+    class Stop(BaseException):
+        pass
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    calls: list[float] = []
+
+    def claim(db, now, max_running=1):  # type: ignore[no-untyped-def]
+        calls.append(now)
+        if len(calls) == 1:
+            raise sq.OperationalError("database is locked")
+        raise Stop()
+
+    monkeypatch.setattr(q, "claim", claim)
+    monkeypatch.setattr(submit, "QUEUE_RETRY_S", 0.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+
+    async def main() -> None:
+        app.state.queue_wake = trio.Event()
+        await submit.run_queue(app)  # type: ignore[arg-type]
+
+    with pytest.raises(Stop):
+        trio.run(main)
+    assert len(calls) == 2  # claimed again after the error

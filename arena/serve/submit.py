@@ -198,6 +198,9 @@ async def _db(app: Starlette, fn: Any) -> Any:
     return await auth.db_call(app.state.options.store, fn)
 
 
+QUEUE_RETRY_S = 5.0
+
+
 async def run_queue(app: Starlette) -> None:
     """The server's one queue runner: first put back what a dead server left running (and remove
     uploads no job holds), then run the waiting jobs in the store's fair order, one at a time."""
@@ -206,7 +209,12 @@ async def run_queue(app: Starlette) -> None:
     if opts.store.exists():
         await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads"))
     while True:
-        job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
+        try:
+            job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
+        except Exception:  # the store locked or unreadable for now: the server keeps serving, and retries
+            log.exception("could not read the submission queue; trying again")
+            await trio.sleep(QUEUE_RETRY_S)
+            continue
         if job is None:
             with trio.move_on_after(5):  # an upload wakes it at once; the timeout covers another writer
                 await wake.wait()
