@@ -1,5 +1,6 @@
-"""``arena submit``, ``arena ladder [show|run|retire|reinstate]`` and ``arena match``: added to the
-main app by :func:`register` (the match command lives in :mod:`arena.cli.match`)."""
+"""``arena submit``, ``arena ladder [show|run|retire|suspend|reinstate|pause|resume]`` and
+``arena match``: added to the main app by :func:`register` (the match command lives in
+:mod:`arena.cli.match`)."""
 
 from __future__ import annotations
 
