@@ -161,3 +161,54 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     with pytest.raises(Stop):
         trio.run(main)
     assert len(calls) == 2  # claimed again after the error
+
+
+def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) -> None:
+    """`arena submit --server` prints how many submissions are ahead while it waits."""
+    import os
+    import subprocess
+
+    from tests.test_serve import arena_cmd, build_store
+    from tests.test_serve_accounts import _make_token
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "bot.toml").write_text('name = "queued-bot"\nversion = "1.0"\ncommand = ["false"]\n')
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    try:
+        alice, _, _ = sign_up(server, invite(store), "alice")
+        token = _make_token(alice, "terminal", "submit")
+        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs
+        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created) "
+                   "VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, 0)")
+        env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+        def release() -> None:  # should the line never come, the submission still ends and the test fails
+            other = sqlite3.connect(store, timeout=30)
+            other.execute("UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")
+            other.commit()
+            other.close()
+        import threading
+        watchdog = threading.Timer(300, release)
+        watchdog.start()
+        try:
+            lines = []
+            for line in proc.stdout:  # type: ignore[union-attr]
+                lines.append(line)
+                if "in the queue" in line:
+                    break
+            assert lines and lines[-1].strip() == "waiting: 1 submission(s) ahead in the queue", lines
+            db.execute("UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")
+            rest = proc.stdout.read()  # type: ignore[union-attr]
+            assert proc.wait(timeout=600) == 1 and "failed arena check on the server" in rest, rest
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            db.close()
+    finally:
+        server.stop()
