@@ -253,6 +253,35 @@ def _in_process(monkeypatch):
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: ctx().checker(spec))
 
 
+def test_a_paused_ladder_plays_no_batch_until_resumed(lad4, monkeypatch):
+    """What an admin's pause does to a running `arena ladder run`: it waits, plays nothing, says why
+    once, and plays on once resumed (the wait is counted, not timed)."""
+    import arena.ladder.run as run_module
+    from arena.ladder import pause, resume
+    ladder, store = lad4
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=1))  # seeded, and a batch or more played
+    before = len(store.db.execute("SELECT id FROM tournaments").fetchall())
+    pause(store, ladder.name, "exam week")
+    waits: list[int] = []
+
+    async def wait() -> None:
+        assert len(store.db.execute("SELECT id FROM tournaments").fetchall()) == before  # no batch while paused
+        waits.append(len(waits))
+        if len(waits) == 3:
+            assert resume(store, ladder.name)
+        await trio.sleep(0)
+
+    monkeypatch.setattr(run_module, "_wait_paused", wait)
+    said: list[str] = []
+    summary = trio.run(lambda: run_ladder(ladder, store, ctx(said), games=4))
+    assert len(waits) == 3 and summary.stopped == "games" and summary.batches >= 1
+    assert [line for line in said if "paused" in line] == [
+        f"ladder {ladder.name} is paused (exam week): waiting until it is resumed"]
+    assert f"ladder {ladder.name} resumed" in said
+    audit = store.db.execute("SELECT action, target, origin FROM audit ORDER BY id").fetchall()
+    assert audit == [("pause", f"ladder:{ladder.name}", "terminal"), ("resume", f"ladder:{ladder.name}", "terminal")]
+
+
 def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     _in_process(monkeypatch)
     path = write_ladder(tmp_path, "cli-run", bots=["random", "lowest", "highest"])
@@ -290,6 +319,22 @@ def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     assert next(r for r in json.loads(shown.stdout)["standings"] if r["bot"] == "lowest@1.0")["status"] == "retired"
     out = runner.invoke(app, ["ladder", "reinstate", str(path), "lowest@1.0", "--store", store])
     assert out.exit_code == 0 and "reinstated" in out.output
+    out = runner.invoke(app, ["ladder", "suspend", str(path), "lowest@1.0", "--reason", "cheating", "--store", store])
+    assert out.exit_code == 0 and "suspended lowest@1.0" in out.output
+    shown = runner.invoke(app, ["ladder", str(path), "--store", store, "--json"])
+    assert next(r for r in json.loads(shown.stdout)["standings"] if r["bot"] == "lowest@1.0")["status"] == "suspended"
+    assert runner.invoke(app, ["ladder", "reinstate", str(path), "lowest@1.0", "--store", store]).exit_code == 0
+    out = runner.invoke(app, ["ladder", "pause", str(path), "--reason", "exam week", "--store", store])
+    assert out.exit_code == 0 and "paused cli-run: exam week" in out.output
+    out = runner.invoke(app, ["ladder", "resume", str(path), "--store", store])
+    assert out.exit_code == 0 and "resumed cli-run" in out.output
+    out = runner.invoke(app, ["ladder", "resume", str(path), "--store", store])
+    assert out.exit_code == 0 and "was not paused" in out.output
+    import sqlite3
+    db = sqlite3.connect(store)
+    actions = [r[0] for r in db.execute("SELECT action FROM audit WHERE origin='terminal' ORDER BY id")]
+    db.close()
+    assert actions == ["retire", "reinstate", "suspend", "reinstate", "pause", "resume"]
     listed = runner.invoke(app, ["ladder", "--json"])
     assert listed.exit_code == 0 and any(r["name"] == "classic-2p" for r in json.loads(listed.stdout))
 
@@ -472,3 +517,25 @@ def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(public_tmp: Path):
     other = write_ladder(public_tmp, "other", suite="four.json")
     with pytest.raises(LadderError, match="with 4 players; the ladder plays classic with 2"):
         load_ladder(other)
+
+
+def test_a_snapshot_tells_an_owner_whose_bot_moved_past_rivals(lad4):
+    """Rating moved past a rival: told by the snapshot that shows it, to the bot's owner only."""
+    from arena.ladder.history import passes, take_snapshot
+    assert passes({"a": 1400, "b": 1500, "c": 1600}, {"a": 1550, "b": 1450, "c": 1700}) == {"a": ["b"]}
+    assert passes({"a": 1400, "b": 1500, "c": 1520}, {"a": 1600, "b": 1500, "c": 1510}) == {"a": ["c", "b"]}
+    assert passes({"a": 1400}, {"a": 1600, "new": 1500}) == {}  # a bot with no earlier rating passed nobody
+    ladder, store = lad4
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=1))
+    state = LadderState(ladder)
+    state.refresh(store)
+    order = [label for label, _ in sorted(state.ratings(fresh=True).items(), key=lambda kv: -kv[1].elo)]
+    store.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ann', 'x', 'member', 0)")
+    store.db.execute("INSERT INTO bot_owners VALUES (?, 1, 0)", (order[0].partition("@")[0],))
+    taken = time.time()  # the last snapshot had them the other way round
+    store.db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)",
+                         [(ladder.name, taken, 1, label, 1000.0 + 10 * i, 900.0, 1100.0) for i, label in enumerate(order)])
+    assert take_snapshot(store, ladder, state=state) == len(order)
+    told = store.db.execute("SELECT account, kind, text, link FROM notifications").fetchall()
+    assert len(told) == 1 and told[0][:2] == (1, "passed") and told[0][3] == f"/ladders/{ladder.name}"
+    assert told[0][2].startswith(f"{order[0]} moved past {order[1]}, {order[2]}, {order[3]} on ladder {ladder.name}")

@@ -461,25 +461,6 @@ def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(tmp_path:
 
 # --------------------------------------------------------------------------- bounded disk
 
-def test_the_queue_is_bounded_per_submitter_and_in_all() -> None:
-    from types import SimpleNamespace
-
-    from arena.serve.submit import Job, queue_refusal
-    opts = SimpleNamespace(max_queued_per_submitter=2, max_queued=3)
-
-    def job(who: str, status: str = "waiting") -> Job:
-        return Job("id", "classic-2p", "b.zip", status=status, submitter=who)
-
-    assert queue_refusal([job("account:1"), job("account:1", "placed")], "account:1", opts) is None
-    status, why = queue_refusal([job("account:1"), job("account:1", "checking")], "account:1", opts) or (0, "")
-    assert status == 429 and "2 submission(s) not finished" in why
-    assert queue_refusal([job("account:1"), job("account:1")], "account:2", opts) is None
-    status, why = queue_refusal([job("account:1"), job("account:2"), job("token")], "account:3", opts) or (0, "")
-    assert status == 429 and "3 submissions are waiting" in why
-    done = [job("account:1", s) for s in ("placed", "failed", "check failed")] * 5
-    assert queue_refusal(done, "account:1", opts) is None  # finished jobs count for nothing
-
-
 def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_ends(tmp_path: Path) -> None:
     from tests.test_serve import _finished, multipart
     store = tmp_path / "data" / "arena.sqlite"
@@ -647,5 +628,38 @@ def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_termina
         audit = subprocess.run(arena_cmd("accounts", "audit", "--store", str(store)), capture_output=True, text=True,
                                timeout=120).stdout
         assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- the write limit, per person
+
+def test_the_write_limit_counts_each_person_not_their_shared_address(tmp_path: Path) -> None:
+    """A class behind one address: each logged-in person has their own write bucket (burst 10); a
+    visitor with no session, or a forged one, shares the address's bucket."""
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--writes-per-minute", "0.06")  # ten at once, then one every 1000 s
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")  # two anonymous posts from the address
+        bob, _, _ = sign_up(server, code, "bob")
+
+        def writes(b: Browser, n: int) -> list[int]:
+            token = b.csrf("/notifications")
+            return [b.post("/notifications/webhook/clear", {"csrf": token})[0] for _ in range(n)]
+
+        token = _make_token(alice, "laptop", "submit")   # one of her ten
+        assert writes(alice, 9) == [303] * 9             # her own bucket, spent
+        machine = {"Authorization": f"Bearer {token}"}   # her token is her, too
+        assert Browser(server).post("/logout", {"csrf": "x"}, machine)[0] == 429
+        assert writes(bob, 10) == [303] * 10             # his, untouched by hers
+        forged = Browser(server)
+        forged.cookies["arena_session"] = "eyJ1aWQiOiAzfQ==.ZZZZZZ.forgedsignature"  # {"uid": 3}, not signed
+        bogus = {"Authorization": "Bearer arena_not-a-token"}
+        anonymous = [forged.post("/logout", {"csrf": "x"})[0] for _ in range(4)] + \
+            [Browser(server).post("/logout", {"csrf": "x"}, bogus)[0] for _ in range(5)]
+        assert anonymous == [403] * 8 + [429]  # the address's ten, less the two sign-ups
+        assert writes(bob, 1) == [429]
     finally:
         server.stop()

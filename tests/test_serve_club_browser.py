@@ -130,3 +130,89 @@ def test_sign_up_log_in_upload_and_read_only_ones_own_lines(chrome: Any, club: S
     _fill(chrome, name="alice", password=PASSWORD)
     chrome.find_element(By.ID, "login").click()
     assert "suspended" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text
+
+
+def _mark(store: Path, sql: str, *args: object) -> None:
+    import sqlite3
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    try:
+        db.execute(sql, args)
+    finally:
+        db.close()
+
+
+def _log_in(chrome: Any, url: str, name: str) -> None:
+    chrome.get(f"{url}/login")
+    _fill(chrome, name=name, password=PASSWORD)
+    chrome.find_element(By.ID, "login").click()
+    wait(chrome, lambda d: name in d.find_element(By.ID, "who").text, what=f"{name} logged in")
+
+
+def _log_out(chrome: Any, url: str) -> None:
+    chrome.get(f"{url}/account")
+    chrome.find_element(By.ID, "logout").click()
+    wait(chrome, lambda d: d.current_url.rstrip("/") == url)
+
+
+def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, tmp_path: Path) -> None:
+    """A member's upload waits behind a running submission and its page says so; once it has run,
+    an admin suspends the member's bot on /admin and the member reads why on /notifications."""
+    import time
+
+    from tests.test_serve import build_store
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit")
+    try:
+        link = _cli("accounts", "first-admin", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip()
+        chrome.get(link)
+        _fill(chrome, name="root", password=PASSWORD)
+        chrome.find_element(By.ID, "signup").click()
+        wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text)
+        _log_out(chrome, server.url)
+        chrome.get(_cli("accounts", "invite", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip())
+        _fill(chrome, name="alice", password=PASSWORD)
+        chrome.find_element(By.ID, "signup").click()
+        wait(chrome, lambda d: "alice" in d.find_element(By.ID, "who").text)
+
+        # another person's submission is running (one runs at a time): alice's waits behind it
+        _mark(store, "INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
+                     "started) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, "
+                     "?, ?)", time.time(), time.time())
+        archive = tmp_path / "alice-bot.zip"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("bot.toml", 'name = "alice-bot"\nversion = "1.0"\ncommand = ["false"]\n')
+        archive.write_bytes(buf.getvalue())
+        chrome.get(f"{server.url}/submit")
+        chrome.find_element(By.NAME, "bot").send_keys(str(archive))
+        chrome.find_element(By.ID, "submit-upload").click()
+        wait(chrome, lambda d: "/submit/" in d.current_url, what="the submission's page")
+        assert chrome.find_element(By.ID, "job-status").text == "waiting"
+        assert chrome.find_element(By.ID, "job-ahead").text == "1"
+        _mark(store, "UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")  # it ended
+
+        def ran(d: Any) -> bool:
+            d.refresh()
+            return d.find_element(By.ID, "job-status").text == "check failed"
+        wait(chrome, ran, timeout=300, what="alice's submission ran")
+
+        # alice-bot on the ladder (as a placement leaves it), suspended by the admin with a reason
+        _mark(store, "INSERT INTO ladder_members VALUES ('classic-2p', 'alice-bot@1.0', 'alice-bot', '1.0', 'h', "
+                     "'/none', 'submitted', 'p', ?)", time.time())
+        _log_out(chrome, server.url)
+        _log_in(chrome, server.url, "root")
+        chrome.get(f"{server.url}/admin")
+        row = chrome.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='alice-bot@1.0']")
+        assert "alice" in row.text
+        row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("plays far too slowly")
+        row.find_element(By.CSS_SELECTOR, "button.suspend").click()
+        wait(chrome, lambda d: "suspended" in d.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='alice-bot@1.0'] .status").text)
+        _log_out(chrome, server.url)
+        _log_in(chrome, server.url, "alice")
+        chrome.find_element(By.ID, "notifications-link").click()
+        notes = wait(chrome, lambda d: d.find_element(By.ID, "notes")).text
+        assert "alice-bot@1.0 was suspended on ladder classic-2p: plays far too slowly" in notes
+        assert "alice-bot@1.0 failed arena check" in notes  # her submission's end, told too
+    finally:
+        server.stop()

@@ -21,7 +21,8 @@ from arena.tournament.store import Store
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v0.sqlite"
 
-NEW_TABLES = {"accounts", "invitations", "api_tokens", "bot_owners", "audit", "jobs", "notifications"}
+NEW_TABLES = {"accounts", "invitations", "api_tokens", "bot_owners", "audit", "jobs", "notifications", "webhooks",
+              "outbox", "ladder_pauses"}
 
 
 def _dump(path: Path) -> dict[str, list[tuple]]:

@@ -123,5 +123,18 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The account.")],
     _set_status(store, name, False, reason)
 
 
+@accounts_app.command("revoke-tokens")
+def revoke_tokens_cmd(name: Annotated[str, typer.Argument(help="The account.")],
+                      store: StoreOpt = DEFAULT_STORE) -> None:
+    """Revoke every API token of a person (their machines stop submitting at once)."""
+    from ..store.people import revoke_all_tokens
+    db = _db(store)
+    try:
+        n = revoke_all_tokens(db.db, name, by=None, now=time.time(), origin="terminal")
+    finally:
+        db.close()
+    print(f"revoked {n} token(s) of {name}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(accounts_app, name="accounts")

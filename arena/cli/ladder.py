@@ -1,5 +1,6 @@
-"""``arena submit``, ``arena ladder [show|run|retire|reinstate]`` and ``arena match``: added to the
-main app by :func:`register` (the match command lives in :mod:`arena.cli.match`)."""
+"""``arena submit``, ``arena ladder [show|run|retire|suspend|reinstate|pause|resume]`` and
+``arena match``: added to the main app by :func:`register` (the match command lives in
+:mod:`arena.cli.match`)."""
 
 from __future__ import annotations
 
@@ -241,7 +242,7 @@ class _LadderGroup(TyperGroup):
 
 ladder_app = typer.Typer(cls=_LadderGroup, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                          help="List ladders, show one (arena ladder NAME), keep one playing (arena ladder run NAME), "
-                              "retire or reinstate a member.")
+                              "retire, suspend or reinstate a member, pause or resume a ladder.")
 
 
 @ladder_app.command("show")
@@ -447,6 +448,39 @@ def reinstate_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
         print(printable(f"reinstated {bot} on {ladder.name}"))
     else:
         print(printable(f"{bot} is already active on {ladder.name}"))
+
+
+@ladder_app.command("suspend")
+def suspend_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
+                bot: Annotated[str, typer.Argument(help="The member to suspend, name@version.")],
+                reason: Annotated[str, typer.Option("--reason", help="Why (its owner is told; kept in the audit).")],
+                store: StoreOpt = None) -> None:
+    """Take a member out of matchmaking until reinstated; on a club server its owner is told why."""
+    from ..ladder import LadderError, MemberStatus, take_out
+    ladder, db = _load(name, store, None)
+    try:
+        print(printable(take_out(db, ladder.name, bot, MemberStatus.SUSPENDED, reason)))
+    except LadderError as e:
+        fail(str(e))
+
+
+@ladder_app.command("pause")
+def pause_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
+              reason: Annotated[str, typer.Option("--reason", help="Why (shown by ladder run; kept in the audit).")],
+              store: StoreOpt = None) -> None:
+    """Pause a ladder: `arena ladder run` plays no new batch until `arena ladder resume`."""
+    from ..ladder import pause
+    ladder, db = _load(name, store, None)
+    pause(db, ladder.name, reason)
+    print(printable(f"paused {ladder.name}: {reason}"))
+
+
+@ladder_app.command("resume")
+def resume_cmd(name: Annotated[str, typer.Argument(help="The ladder.")], store: StoreOpt = None) -> None:
+    """Resume a paused ladder."""
+    from ..ladder import resume
+    ladder, db = _load(name, store, None)
+    print(printable(f"resumed {ladder.name}" if resume(db, ladder.name) else f"{ladder.name} was not paused"))
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:

@@ -117,10 +117,9 @@ def follow(url: str, say: Any, poll_s: float = 1.0) -> dict[str, Any]:
                 job = json.loads(r.read())
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise RemoteError(f"lost the submission at {url}: {getattr(e, 'reason', e)}") from None
-        if not job["done"] and job["ahead"] != ahead:
+        if job["status"] == "waiting" and job["ahead"] != ahead:
             ahead = job["ahead"]
-            if ahead:
-                say(f"waiting: {ahead} submission(s) ahead in the queue")
+            say(f"waiting: {ahead} submission(s) ahead in the queue" if ahead else "waiting: next in the queue")
         for line in job["lines"][shown:]:
             say(line)
         shown = len(job["lines"])

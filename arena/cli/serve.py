@@ -50,11 +50,17 @@ def serve(
     ladders: Annotated[Optional[Path], typer.Option("--ladders", help="Folder of ladder files (default: the "
                                                                      "arena's ladders/).")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest upload accepted, in MB.")] = 2.0,
-    writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one address may make a minute "
-                                                          "(a burst of ten more); raise it for a class behind one "
-                                                          "address.")] = 60.0,
+    writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one person (a session or an "
+                                                          "API token; anyone else: one address) may make a minute "
+                                                          "(a burst of ten more).")] = 60.0,
     min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
                                                     "than this, in MB, beside the upload's unpacked size.")] = 256.0,
+    submissions_per_day: Annotated[int, typer.Option(help="Submissions that passed arena check one person (or "
+                                                          "the server token) may make in 24 hours.")] = 20,
+    local_webhooks: Annotated[bool, typer.Option("--local-webhooks", help="Let people's webhooks post to this "
+                                                                         "machine or a private network.")] = False,
+    webhook_timeout: Annotated[float, typer.Option(help="Seconds a webhook receiver has to answer one "
+                                                        "delivery.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
                                               "(read-only servers only: play and uploads live in one process).")] = 1,
@@ -78,9 +84,10 @@ def serve(
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
-            or writes_per_minute <= 0:
+            or writes_per_minute <= 0 or submissions_per_day < 1 \
+            or webhook_timeout <= 0:
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
-                  "--min-free-mb at least 0, --workers 1-64")
+                  "--min-free-mb at least 0, --workers 1-64, --submissions-per-day at least 1, --webhook-timeout above 0")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -94,7 +101,9 @@ def serve(
     loopback = _loopback(host)
     options = Options(store=store, ladders_dir=ladders, allow_play=allow_play, allow_submit=allow_submit,
                       loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll,
-                      min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60)
+                      min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60,
+                      max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
+                      webhook_timeout_s=webhook_timeout)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

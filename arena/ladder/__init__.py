@@ -31,10 +31,10 @@ _WHERE = {
     "match": ["MatchProgress", "match_games", "match_id", "resolve_bot", "run_match"],
     "matchmaking": ["Candidate", "Table", "choose_table"],
     "placement": ["RunContext", "SubmitResult", "ensure_seeded", "play_games", "submit"],
-    "run": ["RunSummary", "retire", "run_ladder"],
+    "run": ["RunSummary", "retire", "run_ladder", "take_out"],
     "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings"],
-    "tables": ["BotStatus", "Member", "bot_statuses", "check_identity", "clear_status",
-               "keep_ladder_file", "ladder_results", "member", "members", "open_store", "resolve_ref",
+    "tables": ["Actor", "BotStatus", "Member", "MemberStatus", "bot_statuses", "check_identity", "clear_status",
+               "keep_ladder_file", "ladder_results", "member", "members", "open_store", "pause", "paused", "resolve_ref", "resume",
                "snapshot_dir"],
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}

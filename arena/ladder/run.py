@@ -17,6 +17,8 @@ import hashlib
 import math
 import os
 import time
+
+import trio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +31,12 @@ from .history import LadderState, take_snapshot
 from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
-from .tables import MemberStatus, bot_statuses, members, rebase_refs, set_status
+from .tables import Actor, MemberStatus, bot_statuses, members, paused, rebase_refs, set_status
 
 BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
 # bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
+LADDER_RUN = Actor(None, "ladder run")  # who the audit says suspended a bot that faulted game after game
+PAUSE_POLL_S = 2.0
 STDERR_LINES = 20  # of a suspended bot's last faulted game, kept with its status
 
 
@@ -45,6 +49,7 @@ class RunSummary:
     snapshots: int = 0
     suspended: list[str] = field(default_factory=list)
     stopped: str = ""  # why the run ended: games, hours, no_table, interrupted
+    paused: bool = False  # waiting now because an admin paused the ladder
 
     @property
     def overhead_share(self) -> float:
@@ -98,7 +103,7 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
                 verified[m.label, m.ref] = spec.author
         if not ok:
             set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, f"its files at {m.ref} are missing or changed "
-                       "since it joined")
+                       "since it joined", by=LADDER_RUN)
             say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")
             continue
         r = ratings.get(m.label) if ratings is not None else None
@@ -120,8 +125,9 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
             continue
         record = store.game_record(run.last_game) or {}
         stderr = _stderr_of(record, run.last_seat)
-        message = next((f.get("message", "") for f in reversed(record.get("faults", []))
-                        if f.get("seat") == run.last_seat), "")
+        fault: dict[str, Any] = next((f for f in reversed(record.get("faults", [])) if f.get("seat") == run.last_seat),
+                                     {})
+        message = fault.get("message", "")
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(run.reasons.items()))
         # both numbers: faults are counted between batches, so the batch that reached the limit
         # finished first and the count can be above suspend_after
@@ -129,7 +135,8 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
                "counted when the batch that reached it finished")
         set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, why,
                    {"faults": dict(run.reasons), "last_game": run.last_game, "last_reason": run.last_reason,
-                    "last_message": message, "stderr": stderr})
+                    "last_message": message, "stderr": stderr, "last_seat": run.last_seat,
+                    "last_turn": fault.get("turn")}, by=LADDER_RUN)
         tail = "\n".join(f"    {line}" for line in stderr) or "    (no stderr)"
         say(f"suspended {m.label}: {why}; last game {run.last_game}: "
             f"{run.last_reason} {message}\n  its last stderr lines:\n{tail}")
@@ -233,6 +240,16 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 out.stopped = stop
                 overhead += time.perf_counter() - tick
                 break
+            if (why := paused(store, ladder.name)) is not None:  # an admin paused it: wait, play nothing
+                if not out.paused:
+                    ctx.say(f"ladder {ladder.name} is paused ({why}): waiting until it is resumed")
+                out.paused = True
+                overhead += time.perf_counter() - tick
+                await _wait_paused()
+                continue
+            if out.paused:
+                ctx.say(f"ladder {ladder.name} resumed")
+                out.paused = False
             active = _candidates(store, ladder, state, ctx.say, verified)
             if mm.policy == "balanced":
                 table = choose_balanced([c for _, c in active.values()], state.pair_games, state.last_seen,
@@ -281,6 +298,10 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
     return out
 
 
+async def _wait_paused() -> None:
+    await trio.sleep(PAUSE_POLL_S)
+
+
 def _stop_reason(out: RunSummary, games: int | None, deadline: float | None) -> str:
     if games is not None and out.games >= games:
         return "games"
@@ -289,18 +310,26 @@ def _stop_reason(out: RunSummary, games: int | None, deadline: float | None) -> 
     return ""
 
 
-def retire(store: Store, ladder: Ladder, label: str) -> str:
-    """Take a member out of matchmaking for good (its games and rating stay); returns a message."""
-    names = {m.label for m in members(store, ladder.name)}
+def take_out(store: Store, ladder: str, label: str, status: MemberStatus, reason: str, by: Actor = Actor()) -> str:
+    """Retire or suspend a member by hand (its games and rating stay; its owner is told; audited);
+    returns a message."""
+    names = {m.label for m in members(store, ladder)}
     if label not in names:
         same = sorted(n for n in names if n.split("@", 1)[0] == label)
         hint = f" (did you mean {', '.join(same)}?)" if same else f" (members: {', '.join(sorted(names)) or 'none'})"
-        raise LadderError(f"{label} is not a member of ladder {ladder.name}{hint}")
-    current = bot_statuses(store, ladder.name).get(label)
-    if current is not None and current.status is MemberStatus.RETIRED:
-        return f"{label} was already retired from {ladder.name}"
-    set_status(store, ladder.name, label, MemberStatus.RETIRED, "retired by the operator")
-    return f"retired {label} from {ladder.name}: it plays no more games there (its games and rating stay)"
+        raise LadderError(f"{label} is not a member of ladder {ladder}{hint}")
+    current = bot_statuses(store, ladder).get(label)
+    if current is not None and current.status is status:
+        return f"{label} was already {status.value} {'from' if status is MemberStatus.RETIRED else 'on'} {ladder}"
+    set_status(store, ladder, label, status, reason, by=by)
+    if status is MemberStatus.RETIRED:
+        return f"retired {label} from {ladder}: it plays no more games there (its games and rating stay)"
+    return f"suspended {label} on {ladder}: it plays no games until reinstated"
 
 
-__all__ = ["RunSummary", "batch_seed", "plan_batch", "retire", "run_ladder"]
+def retire(store: Store, ladder: Ladder, label: str, by: Actor = Actor()) -> str:
+    """Take a member out of matchmaking for good (its games and rating stay); returns a message."""
+    return take_out(store, ladder.name, label, MemberStatus.RETIRED, "retired by the operator", by)
+
+
+__all__ = ["RunSummary", "batch_seed", "plan_batch", "retire", "run_ladder", "take_out"]

@@ -305,13 +305,88 @@ def bot_statuses(store: Store, ladder: str) -> dict[str, BotStatus]:
     return {r[0]: BotStatus(r[0], MemberStatus(r[1]), r[2], r[3], json.loads(r[4])) for r in rows}
 
 
+@dataclass(frozen=True)
+class Actor:
+    """Who changed a ladder, for the audit: an account (None: the server's terminal) and from where."""
+
+    account: int | None = None
+    origin: str = "terminal"
+
+
 def set_status(store: Store, ladder: str, label: str, status: MemberStatus, reason: str,
-               detail: dict[str, Any] | None = None) -> None:
+               detail: dict[str, Any] | None = None, by: Actor = Actor()) -> None:
+    """Retire or suspend a member; its owner (on a club server) is told why, and the audit keeps
+    who did it, in the same transaction."""
+    from ..store.notes import Kind, notify_owner
+    from ..store.people import record
+    detail = detail or {}
     with store.tx() as db:
         db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",
-                   (ladder, label, status, time.time(), reason, json.dumps(detail or {})))
+                   (ladder, label, status, time.time(), reason, json.dumps(detail)))
+        record(db, by.account, "suspend" if status == MemberStatus.SUSPENDED else "retire", f"bot:{ladder}/{label}",
+               by.origin, time.time(), reason=reason)
+        kind = Kind.SUSPENDED if status == MemberStatus.SUSPENDED else Kind.RETIRED
+        notify_owner(db, label.rpartition("@")[0], kind, f"{label} was {kind.value} on ladder {ladder}: {reason}",
+                     _fault_link(detail) or f"/bots/{label}", time.time())
 
 
-def clear_status(store: Store, ladder: str, label: str) -> bool:
+def _fault_link(detail: dict[str, Any]) -> str:
+    """The replay of the game a suspension was decided on, at the fault's turn, as its seat saw it."""
+    game = detail.get("last_game")
+    if not game:
+        return ""
+    turn, seat = detail.get("last_turn"), detail.get("last_seat")
+    return f"/games/{game}" + (f"#t{turn}" + (f"/s{seat}" if isinstance(seat, int) else "")
+                               if isinstance(turn, int) else "")
+
+
+def clear_status(store: Store, ladder: str, label: str, by: Actor = Actor()) -> bool:
+    """Put a retired or suspended member back in matchmaking (its owner is told; audited)."""
+    from ..store.notes import Kind, notify_owner
+    from ..store.people import record
     with store.tx() as db:
-        return db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
+        cleared = db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
+        if cleared:
+            record(db, by.account, "reinstate", f"bot:{ladder}/{label}", by.origin, time.time())
+            notify_owner(db, label.rpartition("@")[0], Kind.REINSTATED, f"{label} is back in play on ladder {ladder}",
+                         f"/bots/{label}", time.time())
+        return cleared
+
+
+# --------------------------------------------------------------------------- paused ladders
+
+def pause(store: Store, ladder: str, reason: str, by: Actor = Actor()) -> None:
+    """Pause ``ladder``: ``arena ladder run`` plays no new batch until it is resumed (audited)."""
+    from ..store.people import record
+    with store.tx() as db:
+        db.execute("INSERT OR REPLACE INTO ladder_pauses VALUES (?,?,?)", (ladder, time.time(), reason))
+        record(db, by.account, "pause", f"ladder:{ladder}", by.origin, time.time(), reason=reason)
+
+
+def resume(store: Store, ladder: str, by: Actor = Actor()) -> bool:
+    """Resume a paused ladder; False when it was not paused."""
+    from ..store.people import record
+    with store.tx() as db:
+        done = db.execute("DELETE FROM ladder_pauses WHERE ladder=?", (ladder,)).rowcount > 0
+        if done:
+            record(db, by.account, "resume", f"ladder:{ladder}", by.origin, time.time())
+    return done
+
+
+def paused(store: Store, ladder: str) -> str | None:
+    """Why ``ladder`` is paused, or None when it plays."""
+    row = store.db.execute("SELECT reason FROM ladder_pauses WHERE ladder=?", (ladder,)).fetchone()
+    return None if row is None else row[0]
+
+
+def roster(store: Store) -> dict[str, Any]:
+    """Every ladder's members with their status and owner, and the paused ladders: the admin's view."""
+    rows = store.db.execute(
+        "SELECT m.ladder, m.label, COALESCE(s.status, 'active'), COALESCE(s.reason, ''), COALESCE(a.name, '') "
+        "FROM ladder_members m LEFT JOIN ladder_bot_status s ON s.ladder=m.ladder AND s.label=m.label "
+        "LEFT JOIN bot_owners o ON o.name=m.name LEFT JOIN accounts a ON a.id=o.account ORDER BY m.ladder, m.label")
+    members_ = [{"ladder": r[0], "label": r[1], "status": r[2], "reason": r[3], "owner": r[4]} for r in rows]
+    ladders = sorted({m["ladder"] for m in members_} |
+                     {r[0] for r in store.db.execute("SELECT name FROM ladders")})
+    pauses = dict(store.db.execute("SELECT ladder, reason FROM ladder_pauses").fetchall())
+    return {"members": members_, "ladders": [{"name": n, "paused": pauses.get(n)} for n in ladders]}

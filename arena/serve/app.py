@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import auth, data, play, privacy, submit, views
+from . import admin, auth, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
@@ -55,9 +55,12 @@ class Options:
     max_unpacked_bytes: int = 20 * 2**20
     max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
     max_queued: int = 20               # ... and in all
+    max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
-    writes_per_s: float = WRITES.per_s  # per client address, with WRITES' burst
+    writes_per_s: float = WRITES.per_s  # per person (or per address when anonymous), with WRITES' burst
+    local_webhooks: bool = False       # webhooks may post to this machine or a private network
+    webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
 
     @property
     def writable(self) -> bool:
@@ -308,13 +311,17 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         *play.routes(),
         *submit.routes(),
         *auth.routes(),
+        *notify.routes(),
+        *admin.routes(),
         Route("/static/{name}", assets.route),
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
     # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
-    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst))),
+    key = auth.session_key(options.store)
+    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
+                                                                   identify=auth.write_identity(options.store, key)),
                   Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
-                  Middleware(SessionMiddleware, secret_key=auth.session_key(options.store),
+                  Middleware(SessionMiddleware, secret_key=key,
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
                              same_site="strict")]
     if options.loopback_only:
@@ -330,5 +337,6 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     play.setup(app)
     submit.setup(app)
     auth.setup(app)
+    notify.setup(app)
     return app
 

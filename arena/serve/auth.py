@@ -58,6 +58,43 @@ def session_key(store: Path) -> str:
     return key
 
 
+def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
+                   ) -> Callable[[dict], Any]:
+    """For the write limit (:class:`arena.serve.limits.WriteLimit`), which runs before the session
+    is read: the account of a request, from its signed session cookie (checked with ``key``, as
+    the session middleware checks it) or from a live API token (looked up), as ``account:ID``;
+    None for anyone else, who is then counted by address. A forged cookie or an unknown token
+    gets no bucket of its own."""
+    import base64
+    import json
+
+    import itsdangerous
+    from starlette.requests import HTTPConnection
+
+    from ..store.people import digest
+    signer = itsdangerous.TimestampSigner(str(key))
+
+    async def identify(scope: dict) -> str | None:
+        conn = HTTPConnection(scope)
+        given = conn.headers.get("authorization", "")
+        kind, _, token = given.partition(" ")
+        if kind.lower() == "bearer" and token.strip() and store.exists():
+            row = await db_call(store, lambda db: db.execute(
+                "SELECT account FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
+                (digest(token.strip()),)).fetchone())
+            return f"account:{row[0]}" if row else None
+        cookie = conn.cookies.get(SESSION_COOKIE)
+        if not cookie:
+            return None
+        try:
+            uid = json.loads(base64.b64decode(signer.unsign(cookie.encode(), max_age=max_age))).get("uid")
+        except (itsdangerous.BadSignature, ValueError, AttributeError):
+            return None
+        return f"account:{uid}" if isinstance(uid, int) else None
+
+    return identify
+
+
 class LoginLimiter:
     """At most ``failures`` failed logins per key (client address, account name) in ``window_s``."""
 
@@ -91,7 +128,11 @@ def open_write(store: Path) -> sqlite3.Connection:
 
 async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> Any:
     """``fn`` on a writing connection, in a worker thread."""
-    store: Path = request.app.state.options.store
+    return await db_call(request.app.state.options.store, fn)
+
+
+async def db_call(store: Path, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``fn`` on a writing connection to ``store``, in a worker thread (for work outside a request)."""
 
     def work() -> Any:
         db = open_write(store)
@@ -276,33 +317,6 @@ async def bearer(request: Request, scope: Scope) -> Account | None:
     return who
 
 
-async def admin_page(request: Request, status: int = 200, error: str = "") -> Response:
-    """The admin's view: every account (suspend, reinstate) and the latest writes."""
-    from ..store.people import accounts, audit_rows
-    who = await require(request, Role.ADMIN)
-    people, audit = await with_db(request, lambda db: (accounts(db), audit_rows(db, 200)))
-    return render(request, "admin.html", status, title="Admin", who=who, people=people, audit=audit,
-                  csrf=csrf_token(request), error=error)
-
-
-async def admin_status(request: Request) -> Response:
-    from ..store.people import set_status
-    who = await require(request, Role.ADMIN)
-    form = await checked_form(request)
-    if request.path_params["act"] not in ("suspend", "reinstate"):
-        raise HTTPException(404, "An account is suspended or reinstated.")
-    wanted = Status.SUSPENDED if request.path_params["act"] == "suspend" else Status.ACTIVE
-    name = request.path_params["name"]
-    if name.lower() == who.name.lower():
-        return await admin_page(request, 400, "An admin does not suspend or reinstate themselves.")
-    try:
-        await with_db(request, lambda db: set_status(db, name, wanted, by=who.id, origin=origin_of(request),
-                                                     now=time.time(), reason=form.get("reason", "")))
-    except PeopleError as e:
-        return await admin_page(request, 400, str(e).capitalize() + ".")
-    return redirect("/admin")
-
-
 def routes() -> list[Route]:
     return [
         Route("/signup", signup_page, methods=["GET"]),
@@ -313,8 +327,6 @@ def routes() -> list[Route]:
         Route("/account", account_page, methods=["GET"]),
         Route("/account/tokens", make_token, methods=["POST"]),
         Route("/account/tokens/{tid}/revoke", revoke, methods=["POST"]),
-        Route("/admin", admin_page, methods=["GET"]),
-        Route("/admin/accounts/{name}/{act:str}", admin_status, methods=["POST"]),
     ]
 
 

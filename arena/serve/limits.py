@@ -1,7 +1,8 @@
 """Fair under load: each client's writes and expensive reads are counted before they are served.
 
 A client is its address as the connection shows it (behind a proxy, every visitor is the proxy:
-run the arena without one, or give it its own limits). A page the server already keeps for the
+run the arena without one, or give it its own limits); for writes, a logged-in person or a valid
+API token is its account instead (``identify``), so a class behind one address shares nothing. A page the server already keeps for the
 store's version costs nothing and is never counted; building one is (see
 :class:`arena.serve.cache.HttpCache`), and so is every request that is not a GET or HEAD.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,7 @@ def client_of(scope: dict) -> str:
 
 async def too_many(send: Callable, wait: float) -> None:
     """``429 Too Many Requests``, with when to come back."""
-    body = b"Too many requests from your address: wait a moment and try again."
+    body = b"Too many requests: wait a moment and try again."
     await send({"type": "http.response.start", "status": 429, "headers": [
         (b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", str(max(1, round(wait))).encode()),
         (b"cache-control", b"no-store"), (b"content-length", str(len(body)).encode())]})
@@ -71,15 +72,18 @@ class WriteLimit:
     but a move in a game being played (``/play/<id>/act``): the game bounds those itself (one
     answer per request of the referee)."""
 
-    def __init__(self, app: Any, buckets: Buckets):
+    def __init__(self, app: Any, buckets: Buckets,
+                 identify: Callable[[dict], Awaitable[str | None]] | None = None):
         self.app = app
         self.buckets = buckets
+        self.identify = identify  # the person making the request (verified), or None: then the address
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         path = scope.get("path", "")
         move = path.startswith("/play/") and path.endswith("/act") and path.count("/") == 3
         if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") and not move:
-            wait = self.buckets.take(client_of(scope))
+            person = await self.identify(scope) if self.identify is not None else None
+            wait = self.buckets.take(person or client_of(scope))
             if wait:
                 await too_many(send, wait)
                 return

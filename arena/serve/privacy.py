@@ -54,8 +54,10 @@ def replay_for(replay: dict[str, Any], seats: list[str], readable: set[str]) -> 
 
 
 def bot_page_for(page: Any, readable: bool) -> Any:
-    """The bot page, its fault panels without what the bot wrote unless ``readable``."""
+    """The bot page, its fault panels without what the bot wrote, and its suspensions without their
+    reasons (they may quote it, or name a server path), unless ``readable``."""
     if readable:
         return page
     return replace(page, faults=[{**{k: v for k, v in f.items() if k in PUBLIC_FAULT}, "private": True}
-                                 for f in page.faults])
+                                 for f in page.faults],
+                   statuses=[{"ladder": s["ladder"], "status": s["status"], "reason": ""} for s in page.statuses])

@@ -6,18 +6,17 @@ printed at start (:mod:`.guard`). The request body is capped while it is read
 :mod:`.upload` into a private folder of the closed store (:func:`private_copy_dir`) before
 anything reads it, and the bot goes through the same path as ``arena submit``:
 ``arena check`` first (its report is shown), then the ladder's placement, only
-if the check found no fault. Jobs run one at a time in the server's nursery.
+if the check found no fault. Jobs wait in the store's queue (:mod:`arena.store.jobs`), so a
+restart loses none, and run one at a time in the server's nursery.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import secrets
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,35 +30,14 @@ from starlette.routing import Route
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
 from ..errors import ArenaError
+from ..store import jobs as queue
+from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .pages import redirect, render
 from .upload import UploadError, unpack
 
 log = logging.getLogger("arena.serve")
-
-
-@dataclass
-class Job:
-    id: str
-    ladder: str
-    filename: str
-    created: float = field(default_factory=time.time)
-    status: str = "waiting"  # checking, check failed, placing, placed, failed
-    label: str = ""
-    submitter: str = ""  # 'account:ID', or 'token' for the organiser's token
-    lines: list[str] = field(default_factory=list)
-    report: dict[str, Any] | None = None
-    row: dict[str, Any] | None = None
-    error: str = ""
-
-    @property
-    def done(self) -> bool:
-        return self.status in ("check failed", "placed", "failed")
-
-    def say(self, text: str) -> None:
-        self.lines.append(text)
-        del self.lines[:-200]
 
 
 class TooLarge(ArenaError):
@@ -131,9 +109,9 @@ async def upload(request: Request) -> Response:
     else:  # the organiser's token, as before accounts
         guard.require(request, "submit", str(form.get("token", "")) or None)
     submitter = "token" if who is None else f"account:{who.id}"
-    refused = queue_refusal(list(request.app.state.submit_jobs.values()), submitter, opts)
-    if refused is None:
-        refused = await trio.to_thread.run_sync(disk_refusal, opts)
+    limits = limits_of(opts)
+    why = await auth.with_db(request, lambda db: queue.refusal(db, submitter, limits, time.time()))
+    refused = (429, why) if why is not None else await trio.to_thread.run_sync(disk_refusal, opts)
     if refused is not None:
         return _form(request, refused[0], refused[1])
     ladder = str(form.get("ladder", ""))
@@ -145,8 +123,8 @@ async def upload(request: Request) -> Response:
     data = await upload.read(opts.max_upload_bytes + 1)
     if len(data) > opts.max_upload_bytes:
         return _form(request, 413, too_big)
-    job = Job(secrets.token_urlsafe(9), ladder, str(upload.filename or "upload")[:200], submitter=submitter)
-    dest = private_copy_dir(opts.store) / job.id
+    job_id = queue.new_id()
+    dest = private_copy_dir(opts.store) / job_id
 
     def unpacked() -> tuple[Path, Any]:
         root = unpack(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
@@ -160,6 +138,11 @@ async def upload(request: Request) -> Response:
         if who is not None:
             await auth.with_db(request, lambda db: claim_bot(db, spec.name, who, taken=_known(db, spec.name),
                                                              now=time.time(), origin=auth.origin_of(request)))
+        job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(root))
+        await auth.with_db(request, lambda db: queue.enqueue(db, job, limits, time.time()))
+    except QueueFull as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        return _form(request, 429, str(e))
     except PeopleError as e:
         shutil.rmtree(dest, ignore_errors=True)
         return _form(request, 403, str(e))
@@ -172,22 +155,13 @@ async def upload(request: Request) -> Response:
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    job.label = spec.label
-    request.app.state.submit_jobs[job.id] = job
-    request.app.state.nursery.start_soon(run_job, request.app, job, root)
+    request.app.state.queue_wake.set()
     return redirect(f"/submit/{job.id}")
 
 
-def queue_refusal(jobs: list[Job], submitter: str, opts: Any) -> tuple[int, str] | None:
-    """(status, why) when the queue is full for this submitter or for everyone, else None."""
-    open_jobs = [j for j in jobs if not j.done]
-    mine = sum(j.submitter == submitter for j in open_jobs)
-    if mine >= opts.max_queued_per_submitter:
-        return 429, (f"refused: you have {mine} submission(s) not finished yet (at most "
-                     f"{opts.max_queued_per_submitter}); wait for one to end")
-    if len(open_jobs) >= opts.max_queued:
-        return 429, f"refused: {len(open_jobs)} submissions are waiting already; try again later"
-    return None
+def limits_of(opts: Any) -> Limits:
+    return Limits(per_submitter=opts.max_queued_per_submitter, total=opts.max_queued,
+                  per_day=opts.max_submissions_per_day)
 
 
 def disk_refusal(opts: Any) -> tuple[int, str] | None:
@@ -220,61 +194,117 @@ def private_copy_dir(store: Path) -> Path:
     return uploads
 
 
-async def run_job(app: Starlette, job: Job, root: Path) -> None:
-    """``arena submit``'s path, one job at a time: ``arena check`` on the ladder's copy of the
+async def _db(app: Starlette, fn: Any) -> Any:
+    return await auth.db_call(app.state.options.store, fn)
+
+
+QUEUE_RETRY_S = 5.0
+
+
+async def run_queue(app: Starlette) -> None:
+    """The server's one queue runner: first put back what a dead server left running (and remove
+    uploads no job holds), then run the waiting jobs in the store's fair order, one at a time."""
+    opts = app.state.options
+    wake: trio.Event = app.state.queue_wake
+    if opts.store.exists():
+        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads"))
+    while True:
+        try:
+            job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
+        except Exception:  # the store locked or unreadable for now: the server keeps serving, and retries
+            log.exception("could not read the submission queue; trying again")
+            await trio.sleep(QUEUE_RETRY_S)
+            continue
+        if job is None:
+            with trio.move_on_after(5):  # an upload wakes it at once; the timeout covers another writer
+                await wake.wait()
+            app.state.queue_wake = wake = trio.Event()
+            continue
+        await run_job(app, job)
+
+
+def _recover(db: Any, uploads: Path) -> None:
+    queue.recover(db, time.time())
+    keep = {Path(p) for p in queue.open_uploads(db)}
+    for folder in uploads.iterdir() if uploads.is_dir() else ():
+        if folder.is_dir() and not any(p == folder or folder in p.parents for p in keep):
+            shutil.rmtree(folder, ignore_errors=True)  # an upload no waiting job holds: a leftover
+
+
+async def run_job(app: Starlette, job: Job) -> None:
+    """``arena submit``'s path for one claimed job: ``arena check`` on the ladder's copy of the
     bot, then (only if it passed) the placement. What the uploader sees names no path of the
     server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``.
     The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
-    in the ladder's snapshot, made before its check); synchronously, so a server stopping
-    mid-job removes it too."""
+    in the ladder's snapshot, made before its check). A server stopped mid-job puts the job
+    back as it was, upload and all, for the next start."""
+    root = Path(job.upload)
     hidden = [(root, YOUR_BOT)]
+    app.state.running[job.id] = job
 
     def say(text: str) -> None:
         job.say(hide_paths(text, hidden))
 
     try:
-        await _run_job(app, job, root, hidden, say)
+        if job.attempts > 1:
+            say(queue.RERUN)
+        outcome = await _run_job(app, job, root, hidden, say)
+    except trio.Cancelled:
+        with trio.CancelScope(shield=True):
+            await _db(app, lambda db: queue.requeue(db, job))
+        raise
     finally:
+        app.state.running.pop(job.id, None)
+    with trio.CancelScope(shield=True):
+        await _db(app, lambda db: queue.finish(db, job, outcome, time.time()))
         shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
 
 
-async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> None:
+async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> Outcome:
     from ..tournament.check import run_check
     from ..ladder.placement import check_containment
     from ..ladder import CheckFailed, LadderError, RunContext, load_ladder, open_store, submit
     opts = app.state.options
-    async with app.state.submit_lock:
+    if not root.is_dir():
+        job.error = ("the server lost this upload; the arena failed, not your bot: it does not count against your "
+                     "quota. Submit it again")
+        return Outcome.REFUNDED
+    try:
+        ladder = load_ladder(job.ladder, opts.ladders_dir)
+        hidden += [(opts.store.resolve().parent, SERVER_PATH), (opts.ladders_dir or ladder.path.parent,
+                                                                SERVER_PATH)]
+        job.phase = "checking"
+        await _db(app, lambda db: queue.progress(db, job))
+
+        async def checked(copy: Any) -> dict[str, Any]:
+            hidden.insert(0, (copy.root, YOUR_BOT))  # the check runs on the ladder's own copy
+            report = await run_check(copy, ladder.check_games, ladder.move_ms, rules=ladder.ruleset(),
+                                     **check_containment(ladder))  # the ladder's containment
+            job.report = hide_paths(report, hidden)
+            if report.get("ok"):
+                job.phase, job.passed_check = "placing", True
+                await _db(app, lambda db: queue.progress(db, job))
+            return report
+
+        store = open_store(ladder, opts.store)
         try:
-            ladder = load_ladder(job.ladder, opts.ladders_dir)
-            hidden += [(opts.store.resolve().parent, SERVER_PATH), (opts.ladders_dir or ladder.path.parent,
-                                                                    SERVER_PATH)]
-            job.status = "checking"
-
-            async def checked(copy: Any) -> dict[str, Any]:
-                hidden.insert(0, (copy.root, YOUR_BOT))  # the check runs on the ladder's own copy
-                report = await run_check(copy, ladder.check_games, ladder.move_ms, rules=ladder.ruleset(),
-                                         **check_containment(ladder))  # the ladder's containment
-                job.report = hide_paths(report, hidden)
-                if report.get("ok"):
-                    job.status = "placing"
-                return report
-
-            store = open_store(ladder, opts.store)
-            try:
-                result = await submit(ladder, str(root), store, RunContext(say=say, checker=checked))
-            finally:
-                store.close()
-            job.row = result.row.as_json()
-            job.status = "placed"
-            say(f"{result.label}: {result.status}, {result.games_played} game(s) played")
-        except CheckFailed:
-            job.status = "check failed"
-            say("the check found faults: the bot was not placed on the ladder")
-        except (LadderError, ManifestError) as e:
-            job.status, job.error = "failed", hide_paths(str(e), hidden)
-        except Exception as e:  # shown on the job's page; the server keeps serving
-            log.exception("submission %s failed", job.id)
-            job.status, job.error = "failed", hide_paths(f"{type(e).__name__}: {e}", hidden)
+            result = await submit(ladder, str(root), store, RunContext(say=say, checker=checked))
+        finally:
+            store.close()
+        job.row = result.row.as_json()
+        say(f"{result.label}: {result.status}, {result.games_played} game(s) played")
+        return Outcome.PLACED
+    except CheckFailed:
+        say("the check found faults: the bot was not placed on the ladder")
+        return Outcome.CHECK_FAILED
+    except (LadderError, ManifestError) as e:
+        job.error = hide_paths(str(e), hidden)
+        return Outcome.FAILED
+    except Exception as e:  # the arena's failure, not the bot's: refunded, and the server keeps serving
+        log.exception("submission %s failed", job.id)
+        job.error = hide_paths(f"the arena failed, not your bot ({type(e).__name__}: {e}): this submission does "
+                               "not count against your quota; submit it again", hidden)
+        return Outcome.REFUNDED
 
 
 YOUR_BOT = "[your bot]"
@@ -306,16 +336,17 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
 
 async def job_page(request: Request) -> Response:
     guard.enabled(request, "submit")
-    job = request.app.state.submit_jobs.get(request.path_params["job"])
+    job_id = request.path_params["job"]
+    found = await auth.with_db(request, lambda db: (queue.get(db, job_id), queue.ahead(db, job_id))) \
+        if request.app.state.options.store.exists() else (None, 0)
+    job, ahead = request.app.state.running.get(job_id) or found[0], found[1]
     if job is None:
-        raise HTTPException(404, "No such submission (they are kept until the server stops).")
+        raise HTTPException(404, "No such submission.")
     if request.query_params.get("format") == "json":  # what `arena submit --server` reads
-        ahead = sum(1 for j in request.app.state.submit_jobs.values() if not j.done and j.created < job.created)
         return JSONResponse({"id": job.id, "label": job.label, "ladder": job.ladder, "status": job.status,
-                             "done": job.done, "ahead": 0 if job.done else ahead, "lines": job.lines,
-                             "report": job.report, "row": job.row, "error": job.error},
-                            headers={"Cache-Control": "no-store"})
-    return render(request, "submit_job.html", title=f"Submission {job.label}", job=job)
+                             "done": job.done, "ahead": ahead, "lines": job.lines, "report": job.report,
+                             "row": job.row, "error": job.error}, headers={"Cache-Control": "no-store"})
+    return render(request, "submit_job.html", title=f"Submission {job.label}", job=job, ahead=ahead)
 
 
 def routes() -> list[Route]:
@@ -324,5 +355,7 @@ def routes() -> list[Route]:
 
 
 def setup(app: Starlette) -> None:
-    app.state.submit_jobs = {}
-    app.state.submit_lock = trio.Lock()
+    app.state.running = {}  # the job this process runs now, by id: its lines as they come
+    app.state.queue_wake = trio.Event()
+    if app.state.options.allow_submit:
+        app.state.nursery.start_soon(run_queue, app)

@@ -8,7 +8,7 @@ ladder). Mean ms per decision is added from the stored per-seat totals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,8 @@ class StandingRow:
     draw_text: str = "-"
     los_text: str = "-"
     ms_text: str = "-"
+    author: str = ""   # the account that owns the bot, on a club server
+    status: str = ""   # on a ladder: active, suspended or retired
 
     @property
     def name(self) -> str:
@@ -64,6 +66,12 @@ def row_of(rank: int, line: Any, bot: str) -> StandingRow:
 
 def tournament_rows(db: data.ReadStore, tid: str | None) -> list[StandingRow]:
     return [row_of(rank, line, line.bot) for rank, line in enumerate(from_store(db, tid), 1)]
+
+
+def _owners(db: data.ReadStore) -> dict[str, str]:
+    """Bot name -> owning account (none on a store from before accounts)."""
+    from ..store.people import owner_names
+    return owner_names(db.db) if db.has_table("bot_owners") else {}
 
 
 def _ladder(name: str, ladders_dir: Path | None):
@@ -100,7 +108,9 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
         error = str(e)
         ladder.anchor = None
         table = ladder_standings(ladder, db, matrix=True)
-    rows = [row_of(r.rank, r, r.label) for r in table.rows]
+    owners = _owners(db)
+    rows = [replace(row_of(r.rank, r, r.label), author=owners.get(r.label.partition("@")[0], ""),
+                    status=str(getattr(r.status, "value", r.status))) for r in table.rows]
     order = [r.bot for r in rows if r.games]
     history = data.rating_history(db, ladder=name).get(name, {})
     bands = {bot: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in pts] for bot, pts in history.items()}
@@ -122,6 +132,8 @@ class BotPage:
     slowest: list[dict[str, Any]]
     charts: list[tuple[str, str]]  # (ladder, SVG) for each ladder with history
     ladders: list[str]
+    author: str = ""  # the owning account, on a club server
+    statuses: list[dict[str, Any]] = field(default_factory=list)  # ladder, status, reason where not active
 
 
 def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
@@ -141,8 +153,11 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
         bands = {label: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in series.get(label, [])]}
         charts.append((ladder, rating_chart(bands, order=[label], selected=label)))
     ladders = sorted({g_tid for g_tid in _ladders_of(db, label)})
+    statuses = [{"ladder": r[0], "status": r[1], "reason": r[2]} for r in db.db.execute(
+        "SELECT ladder, status, reason FROM ladder_bot_status WHERE label=? ORDER BY ladder", (label,))] \
+        if db.has_table("ladder_bot_status") else []
     return BotPage(label, versions, line, opponents, faults, dict(counts), data.slowest_decisions(db, label),
-                   charts, ladders)
+                   charts, ladders, _owners(db).get(label.partition("@")[0], ""), statuses)
 
 
 def _rows_for(games: list, db: data.ReadStore) -> list[StandingRow]:

@@ -18,8 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import ArenaError
+from .notes import Kind, notify
 
 
 class Role(StrEnum):
@@ -159,6 +161,10 @@ def set_status(db: sqlite3.Connection, name: str, status: Status, *, by: int | N
         db.execute("UPDATE accounts SET status=? WHERE id=?", (Status(status).value, found.id))
         record(db, by, "suspend" if status == Status.SUSPENDED else "reinstate", f"account:{found.name}", origin,
                now, reason=reason)
+        suspended = status == Status.SUSPENDED
+        notify(db, found.id, Kind.SUSPENDED if suspended else Kind.REINSTATED,
+               f"your account was {'suspended' if suspended else 'reinstated'} by an admin" +
+               (f": {reason}" if reason else ""), "/account", now)
     changed = account(db, name)
     assert changed is not None
     return changed
@@ -245,6 +251,17 @@ def revoke_token(db: sqlite3.Connection, who: Account, token_id: int, *, now: fl
             record(db, who.id, "token-revoke", f"token:{row[1]}", origin, now, owner=row[0])
 
 
+def revoke_all_tokens(db: sqlite3.Connection, name: str, *, by: int | None, now: float, origin: str) -> int:
+    """Revoke every live token of the account ``name`` (an admin's act, audited); how many."""
+    with _tx(db):
+        found = account(db, name)
+        if found is None:
+            raise PeopleError(f"no account named {name!r}")
+        n = db.execute("UPDATE api_tokens SET revoked=? WHERE account=? AND revoked IS NULL", (now, found.id)).rowcount
+        record(db, by, "token-revoke-all", f"account:{found.name}", origin, now, revoked=n)
+    return n
+
+
 def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) -> Account | None:
     """The active account a live token with ``scope`` belongs to (its last use noted), else None."""
     row = db.execute("SELECT id, account, scopes FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
@@ -256,3 +273,36 @@ def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) 
         return None
     db.execute("UPDATE api_tokens SET last_used=? WHERE id=?", (now, row[0]))
     return who
+
+
+# --------------------------------------------------------------------------- a person's webhook
+
+def check_url(url: str) -> str:
+    """A webhook address: http or https, a host, no user or password in it."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise PeopleError("a webhook is an http:// or https:// address with a host (and no user or password)")
+    if len(url) > 500:
+        raise PeopleError("a webhook address has at most 500 characters")
+    return url.strip()
+
+
+def set_webhook(db: sqlite3.Connection, who: Account, url: str, *, now: float, origin: str) -> str:
+    """Set ``who``'s webhook (arena/store/notes.py delivers to it); returns its new signing secret,
+    shown once. It is kept as it is: the server signs each delivery with it."""
+    url = check_url(url)
+    secret = "whsec_" + secrets.token_urlsafe(24)
+    with _tx(db):
+        db.execute("INSERT OR REPLACE INTO webhooks (account, url, secret, created) VALUES (?,?,?,?)",
+                   (who.id, url, secret, now))
+        record(db, who.id, "webhook-set", f"account:{who.name}", origin, now, url=url)
+    return secret
+
+
+def clear_webhook(db: sqlite3.Connection, who: Account, *, now: float, origin: str) -> None:
+    """Remove ``who``'s webhook; deliveries not yet made are dropped."""
+    with _tx(db):
+        db.execute("DELETE FROM webhooks WHERE account=?", (who.id,))
+        db.execute("UPDATE outbox SET given_up=?, last_error='the webhook was removed' "
+                   "WHERE account=? AND delivered IS NULL AND given_up IS NULL", (now, who.id))
+        record(db, who.id, "webhook-clear", f"account:{who.name}", origin, now)

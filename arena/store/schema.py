@@ -187,7 +187,62 @@ QUEUE = (
 )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE)
+# The queue's own shape (arena/store/jobs.py), webhook deliveries (arena/store/notes.py) and ladder
+# pauses (arena/ladder/tables.py). The jobs table of the step before was never
+# written by any arena, so it is replaced rather than altered.
+JOBS = (
+    "DROP TABLE jobs",
+    """CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    submitter TEXT NOT NULL,         -- 'account:ID', or 'token' (the server's own token)
+    ladder TEXT NOT NULL,
+    label TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    upload TEXT NOT NULL,            -- the unpacked folder, removed when the job ends
+    state TEXT NOT NULL CHECK (state IN ('waiting', 'running', 'done')),
+    outcome TEXT NOT NULL DEFAULT '' CHECK (outcome IN ('', 'placed', 'check failed', 'failed', 'refunded')),
+    phase TEXT NOT NULL DEFAULT '',  -- while running: checking, placing
+    passed_check INTEGER NOT NULL DEFAULT 0,   -- what the quota counts (never for a refunded job)
+    attempts INTEGER NOT NULL DEFAULT 0,       -- runs started: a second one only after a server died
+    lines TEXT NOT NULL DEFAULT '[]',          -- JSON: what the submitter is shown
+    report TEXT NOT NULL DEFAULT 'null',       -- JSON: the arena check report
+    row TEXT NOT NULL DEFAULT 'null',          -- JSON: the standings row once placed
+    error TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    started REAL,
+    ended REAL
+)""",
+    "CREATE INDEX jobs_state ON jobs(state, created)",
+    "CREATE INDEX jobs_submitter ON jobs(submitter, created)",
+    # a person's webhook: the secret signs each delivery (HMAC-SHA256), so it is kept as it is
+    """CREATE TABLE webhooks (
+    account INTEGER PRIMARY KEY REFERENCES accounts(id),
+    url TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created REAL NOT NULL
+)""",
+    # deliveries still to make: written with the notification, retried with backoff until delivered
+    """CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY,
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    url TEXT NOT NULL,
+    body TEXT NOT NULL,              -- the JSON posted, exactly the bytes signed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,
+    delivered REAL,
+    given_up REAL,
+    last_error TEXT NOT NULL DEFAULT ''
+)""",
+    "CREATE INDEX outbox_due ON outbox(delivered, given_up, next_at)",
+    # a ladder an admin or organiser paused: `arena ladder run` plays no batch while it is here
+    """CREATE TABLE ladder_pauses (
+    ladder TEXT PRIMARY KEY,
+    since REAL NOT NULL,
+    reason TEXT NOT NULL
+)""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS)
 LATEST = len(MIGRATIONS)
 
 

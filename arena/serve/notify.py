@@ -1,0 +1,139 @@
+"""What a person is told, on the web: their /notifications page (their own only), their webhook,
+and the deliverer that posts the store's outbox (arena/store/notes.py) to it.
+
+A delivery is a JSON POST signed with the person's secret (``X-Arena-Signature``: HMAC-SHA256 of
+``X-Arena-Timestamp``, a dot and the body), made in a worker thread with a timeout, so a slow or
+dead receiver never holds up a page. A failed one is retried with a doubling wait from the
+persistent outbox. Redirects are not followed, and an address that resolves to this machine or a
+private network is refused unless ``arena serve --local-webhooks`` (a member could otherwise make
+the server post to services only it can reach); the address checked is the one connected to.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import logging
+import socket
+import ssl
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..store.notes import Delivery, delivered, failed, mark_seen, notes, outbox_rows, signature, take_due, webhook
+from ..store.people import PeopleError, clear_webhook, set_webhook
+from . import auth
+from .pages import redirect, render
+
+log = logging.getLogger("arena.serve")
+
+
+class Refused(Exception):
+    """The webhook's address may not be posted to."""
+
+
+def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 10.0) -> int:
+    """POST one delivery; the receiver's status. Connects to the address it checked."""
+    parts = urlsplit(delivery.url)
+    https = parts.scheme == "https"
+    port = parts.port or (443 if https else 80)
+    host = parts.hostname or ""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    address = str(infos[0][4][0])
+    if not allow_local and not ipaddress.ip_address(address).is_global:
+        raise Refused(f"refused: {host} is this machine or a private network ({address})")
+    conn: http.client.HTTPConnection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
+        host, port, timeout=timeout_s)
+    sock = socket.create_connection((address, port), timeout=timeout_s)
+    conn.sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host) if https else sock
+    body = delivery.body.encode()
+    stamp = str(int(now))
+    try:
+        conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body, headers={
+            "Content-Type": "application/json", "User-Agent": "palace-arena-webhook",
+            "X-Arena-Timestamp": stamp, "X-Arena-Signature": signature(delivery.secret, stamp, body),
+            "X-Arena-Delivery": str(delivery.id)})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+async def deliver_due(app: Any) -> int:
+    """Post every delivery whose time has come; how many were tried."""
+    opts = app.state.options
+    todo = await auth.db_call(opts.store, lambda db: take_due(db, time.time()))
+    for d in todo:
+        try:
+            status = await trio.to_thread.run_sync(post, d, opts.local_webhooks, time.time(), opts.webhook_timeout_s,
+                                                   abandon_on_cancel=True)
+            error = "" if 200 <= status < 300 else f"the receiver answered {status}"
+        except (OSError, http.client.HTTPException, Refused, ValueError) as e:
+            error = str(e) or type(e).__name__
+        if error:
+            await auth.db_call(opts.store, lambda db: failed(db, d.id, error, time.time()))
+        else:
+            await auth.db_call(opts.store, lambda db: delivered(db, d.id, time.time()))
+    return len(todo)
+
+
+async def deliverer(app: Any, idle_s: float = 2.0) -> None:
+    """The server's webhook deliverer: the outbox is looked at every ``idle_s`` (another process, an
+    ``arena ladder run``, may have written to it)."""
+    while True:
+        tried = 0
+        if app.state.options.store.exists():
+            try:
+                tried = await deliver_due(app)
+            except Exception:  # the store busy or unreadable: try again later, keep serving
+                log.exception("webhook deliveries failed")
+        if not tried:
+            await trio.sleep(idle_s)
+
+
+# --------------------------------------------------------------------------- pages
+
+async def page(request: Request, status: int = 200, secret: str = "", error: str = "") -> Response:
+    """The logged-in person's own notifications (seen once shown), their webhook and its deliveries."""
+    who = await auth.require(request)
+
+    def read(db: Any) -> Any:
+        found = notes(db, who.id), webhook(db, who.id), outbox_rows(db, who.id)
+        mark_seen(db, who.id)
+        return found
+
+    items, hook, deliveries = await auth.with_db(request, read)
+    return render(request, "notifications.html", status, title="Notifications", who=who, items=items, hook=hook,
+                  deliveries=deliveries, secret=secret, error=error, csrf=auth.csrf_token(request))
+
+
+async def set_hook(request: Request) -> Response:
+    who = await auth.require(request)
+    form = await auth.checked_form(request)
+    try:
+        secret = await auth.with_db(request, lambda db: set_webhook(db, who, form.get("url", ""), now=time.time(),
+                                                                    origin=auth.origin_of(request)))
+    except PeopleError as e:
+        return await page(request, 400, error=str(e).capitalize() + ".")
+    return await page(request, 201, secret=secret)
+
+
+async def clear_hook(request: Request) -> Response:
+    who = await auth.require(request)
+    await auth.checked_form(request)
+    await auth.with_db(request, lambda db: clear_webhook(db, who, now=time.time(), origin=auth.origin_of(request)))
+    return redirect("/notifications")
+
+
+def routes() -> list[Route]:
+    return [Route("/notifications", page, methods=["GET"]),
+            Route("/notifications/webhook", set_hook, methods=["POST"]),
+            Route("/notifications/webhook/clear", clear_hook, methods=["POST"])]
+
+
+def setup(app: Any) -> None:
+    app.state.nursery.start_soon(deliverer, app)

@@ -1,0 +1,257 @@
+"""The submission queue of a club server, kept in the store so that a restart loses no upload and
+runs none twice.
+
+A job is ``waiting``, then ``running`` (claimed in one write transaction, so two claimers never
+take the same job), then ``done`` with an outcome. Every bound is checked inside the transaction
+that adds the job, so two uploads at once cannot both take the last place. The order is fair:
+each submitter's first waiting job comes before anyone's second, and nobody has two running at
+once. A job a dead server left ``running`` is put back once when a server starts; a job that was
+running at two deaths is refunded (it is the arena's failure, not the bot's).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..errors import ArenaError
+from .people import _tx
+
+MAX_ATTEMPTS = 2  # the first run, and the one rerun after a server died while it ran
+QUOTA_WINDOW_S = 24 * 3600
+MAX_LINES = 200
+
+
+class State(StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class Outcome(StrEnum):
+    PLACED = "placed"
+    CHECK_FAILED = "check failed"   # the bot's fault: the check found faults
+    FAILED = "failed"               # refused on its merits (a version rule, a ladder rule)
+    REFUNDED = "refunded"           # the arena failed, not the bot: counted against no quota
+
+
+class QueueFull(ArenaError):
+    """No room for another submission now (per person, in all, or the person's quota); says why."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    per_submitter: int = 2      # waiting or running, per person (or per server token)
+    total: int = 20             # waiting or running, in all
+    per_day: int = 20           # submissions that passed arena check, per person, in the last 24 hours
+
+
+@dataclass
+class Job:
+    id: str
+    submitter: str              # 'account:ID', or 'token' (the organiser's server token)
+    ladder: str
+    label: str
+    filename: str
+    upload: str                 # the unpacked folder; removed when the job ends
+    state: State = State.WAITING
+    outcome: str = ""
+    phase: str = ""             # while running: 'checking', then 'placing'
+    passed_check: bool = False
+    attempts: int = 0
+    lines: list[str] = field(default_factory=list)
+    report: dict[str, Any] | None = None
+    row: dict[str, Any] | None = None
+    error: str = ""
+    created: float = 0.0
+    started: float | None = None
+    ended: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state == State.DONE
+
+    @property
+    def status(self) -> str:
+        """What the submission's page says: waiting, checking, placing, or the outcome."""
+        return self.outcome if self.done else (self.phase or "running") if self.state == State.RUNNING else "waiting"
+
+    @property
+    def account(self) -> int | None:
+        kind, _, rest = self.submitter.partition(":")
+        return int(rest) if kind == "account" and rest.isdigit() else None
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+        del self.lines[:-MAX_LINES]
+
+
+COLUMNS = ("id, submitter, ladder, label, filename, upload, state, outcome, phase, passed_check, attempts, lines, "
+           "report, row, error, created, started, ended")
+
+
+def _job(r: tuple) -> Job:
+    return Job(r[0], r[1], r[2], r[3], r[4], r[5], State(r[6]), r[7], r[8], bool(r[9]), r[10], json.loads(r[11]),
+               json.loads(r[12]), json.loads(r[13]), r[14], r[15], r[16], r[17])
+
+
+def new_id() -> str:
+    return secrets.token_urlsafe(9)
+
+
+def refusal(db: sqlite3.Connection, submitter: str, limits: Limits, now: float) -> str | None:
+    """Why ``submitter`` may not queue another submission now, or None."""
+    mine, everyone = db.execute(
+        "SELECT COALESCE(SUM(submitter=?), 0), COUNT(*) FROM jobs WHERE state IN ('waiting', 'running')",
+        (submitter,)).fetchone()
+    if mine >= limits.per_submitter:
+        return (f"refused: you have {mine} submission(s) not finished yet (at most {limits.per_submitter}); "
+                "wait for one to end")
+    if everyone >= limits.total:
+        return f"refused: {everyone} submissions are waiting already; try again later"
+    counted = db.execute("SELECT COUNT(*) FROM jobs WHERE submitter=? AND passed_check=1 AND outcome!='refunded' "
+                         "AND created > ?", (submitter, now - QUOTA_WINDOW_S)).fetchone()[0]
+    if counted >= limits.per_day:
+        return (f"refused: {counted} of your submissions passed arena check in the last 24 hours (at most "
+                f"{limits.per_day}); submissions that failed the check or that the arena failed do not count")
+    return None
+
+
+def enqueue(db: sqlite3.Connection, job: Job, limits: Limits, now: float) -> Job:
+    """Add ``job`` as waiting, unless a bound refuses it (:class:`QueueFull`; nothing written)."""
+    with _tx(db):
+        why = refusal(db, job.submitter, limits, now)
+        if why is not None:
+            raise QueueFull(why)
+        db.execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({','.join('?' * 18)})",
+                   (job.id, job.submitter, job.ladder, job.label, job.filename, job.upload, State.WAITING.value,
+                    "", "", 0, 0, json.dumps(job.lines), "null", "null", "", now, None, None))
+    found = get(db, job.id)
+    assert found is not None
+    return found
+
+
+def get(db: sqlite3.Connection, job_id: str) -> Job | None:
+    row = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+    return None if row is None else _job(row)
+
+
+# the waiting jobs in the order they will run: each submitter's first before anyone's second (a
+# running job is its submitter's first)
+_ORDER = ("SELECT id, submitter, turn, created FROM (SELECT id, submitter, state, created, ROW_NUMBER() OVER "
+          "(PARTITION BY submitter ORDER BY state='waiting', created, id) AS turn FROM jobs "
+          "WHERE state IN ('waiting', 'running')) WHERE state='waiting'")
+
+
+def claim(db: sqlite3.Connection, now: float, max_running: int = 1) -> Job | None:
+    """Take the next waiting job whose submitter has none running, and mark it running; none while
+    ``max_running`` jobs run already (on this store, by any server)."""
+    with _tx(db):
+        if db.execute("SELECT COUNT(*) FROM jobs WHERE state='running'").fetchone()[0] >= max_running:
+            return None
+        row = db.execute(f"SELECT w.id FROM ({_ORDER}) w WHERE w.submitter NOT IN "
+                         "(SELECT submitter FROM jobs WHERE state='running') "
+                         "ORDER BY w.turn, w.created, w.id LIMIT 1").fetchone()
+        if row is None:
+            return None
+        db.execute("UPDATE jobs SET state='running', attempts=attempts+1, started=?, phase='' WHERE id=?",
+                   (now, row[0]))
+    return get(db, row[0])
+
+
+def ahead(db: sqlite3.Connection, job_id: str) -> int:
+    """How many submissions run before this waiting one: those running, and those waiting that come
+    first in the fair order (0 once it runs)."""
+    order = {r[0]: (r[2], r[3], r[0]) for r in db.execute(_ORDER)}
+    if job_id not in order:
+        return 0
+    running = db.execute("SELECT COUNT(*) FROM jobs WHERE state='running'").fetchone()[0]
+    return running + sum(key < order[job_id] for key in order.values())
+
+
+def progress(db: sqlite3.Connection, job: Job) -> None:
+    """Keep a running job's phase, check verdict (the quota counts a passed check) and lines so far."""
+    with _tx(db):
+        db.execute("UPDATE jobs SET phase=?, passed_check=?, lines=? WHERE id=? AND state='running'",
+                   (job.phase, int(job.passed_check), json.dumps(job.lines[-MAX_LINES:]), job.id))
+
+
+def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Job:
+    """Mark a running job done with ``outcome``, keeping its lines, report, row and error; its
+    submitter is told in the same transaction."""
+    with _tx(db):
+        _tell(db, job, outcome, now)
+        db.execute("UPDATE jobs SET state='done', outcome=?, phase='', passed_check=?, lines=?, report=?, row=?, "
+                   "error=?, ended=? WHERE id=? AND state='running'",
+                   (Outcome(outcome).value, int(job.passed_check and outcome != Outcome.REFUNDED),
+                    json.dumps(job.lines[-MAX_LINES:]), json.dumps(job.report), json.dumps(job.row), job.error, now,
+                    job.id))
+    done = get(db, job.id)
+    assert done is not None
+    return done
+
+
+def _tell(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> None:
+    from .notes import Kind, notify
+    if job.account is None:
+        return
+    if outcome == Outcome.PLACED:
+        row = job.row or {}
+        text = f"{job.label} was placed on {job.ladder}: rank {row.get('rank')} after {row.get('games')} games"
+    elif outcome == Outcome.CHECK_FAILED:
+        text = f"{job.label} failed arena check: not placed on {job.ladder}"
+    elif outcome == Outcome.REFUNDED:
+        text = f"{job.label}: the arena failed, not your bot; the submission is refunded (submit it again)"
+    else:
+        text = f"{job.label} was not placed on {job.ladder}: {job.error}"
+    kind = {Outcome.PLACED: Kind.PLACED, Outcome.REFUNDED: Kind.REFUNDED, Outcome.CHECK_FAILED: Kind.CHECK_FAILED,
+            Outcome.FAILED: Kind.NOT_PLACED}[outcome]
+    notify(db, job.account, kind, text, f"/submit/{job.id}", now)
+
+
+def requeue(db: sqlite3.Connection, job: Job) -> None:
+    """Put a running job back as it was before its claim (its server is stopping, not dying)."""
+    with _tx(db):
+        db.execute("UPDATE jobs SET state='waiting', phase='', attempts=MAX(attempts-1, 0), lines=? "
+                   "WHERE id=? AND state='running'", (json.dumps(job.lines[-MAX_LINES:]), job.id))
+
+
+RERUN = "the server stopped while this submission ran: it runs again from where it stopped"
+TWICE = ("the server stopped twice while this submission ran; the arena failed, not your bot: it does not count "
+         "against your quota. Submit it again")
+
+
+def recover(db: sqlite3.Connection, now: float) -> list[Job]:
+    """At a server's start: put back each job a dead server left running, once; refund one left
+    running twice. Returns the refunded jobs (their uploads are to be removed)."""
+    with _tx(db):
+        rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE state='running'").fetchall()
+        refunded = []
+        for job in map(_job, rows):
+            if job.attempts >= MAX_ATTEMPTS:
+                job.say(TWICE)
+                job.error = TWICE
+                db.execute("UPDATE jobs SET state='done', outcome='refunded', passed_check=0, phase='', lines=?, "
+                           "error=?, ended=? WHERE id=?", (json.dumps(job.lines), job.error, now, job.id))
+                _tell(db, job, Outcome.REFUNDED, now)
+                refunded.append(job)
+            else:
+                job.say(RERUN)
+                db.execute("UPDATE jobs SET state='waiting', phase='', lines=? WHERE id=?",
+                           (json.dumps(job.lines), job.id))
+    return refunded
+
+
+def open_uploads(db: sqlite3.Connection) -> set[str]:
+    """The upload folders of jobs not yet done (any other folder of the uploads is a leftover)."""
+    return {r[0] for r in db.execute("SELECT upload FROM jobs WHERE state IN ('waiting', 'running')")}
+
+
+def jobs_of(db: sqlite3.Connection, submitter: str, limit: int = 50) -> list[Job]:
+    """A person's submissions, newest first."""
+    rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE submitter=? ORDER BY created DESC LIMIT ?", (submitter, limit))
+    return [_job(r) for r in rows]

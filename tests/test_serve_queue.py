@@ -1,0 +1,214 @@
+"""The submission queue of a real ``arena serve``: killed with SIGKILL while a submission runs and
+others wait, then started again, it finishes every submission exactly once; the place in the
+queue is on the submission's page and in its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
+
+from tests.test_serve import ROOT, ServerProc, multipart, zip_bytes
+from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
+
+MINI = 'rules = "powers"\nseats = 2\ndeals = 2\nbots = ["random", "lowest"]\ncheck_games = 1\n'
+
+
+def starter_zip(name: str) -> bytes:
+    """The Python starter under another name: a bot that passes the check and plays."""
+    starter = ROOT / "examples" / "bots" / "python"
+    files = {}
+    for p in starter.rglob("*"):
+        if p.is_file() and "__pycache__" not in p.parts:
+            data = p.read_bytes()
+            if p.name == "bot.toml":
+                data = re.sub(rb'(?m)^name = "[^"]*"', f'name = "{name}"'.encode(), data)
+            files[f"{name}/{p.relative_to(starter)}"] = data
+    return zip_bytes(files)
+
+
+def upload(b: Browser, name: str) -> str:
+    body, ctype = multipart({"ladder": "mini", "csrf": b.csrf("/submit")}, (f"{name}.zip", starter_zip(name)))
+    status, headers, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
+    assert status == 303, page[-2000:]
+    return headers["location"]
+
+
+def jobs(store: Path) -> list[tuple]:
+    db = sqlite3.connect(store, timeout=30)
+    try:
+        return db.execute("SELECT id, label, state, outcome, phase, attempts FROM jobs ORDER BY created").fetchall()
+    finally:
+        db.close()
+
+
+def wait_for(what, timeout: float = 600, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := what():
+            return found
+        time.sleep(every)
+    raise AssertionError("timed out")
+
+
+def test_a_server_killed_mid_queue_finishes_every_submission_exactly_once(tmp_path: Path) -> None:
+    (tmp_path / "ladders").mkdir()
+    (tmp_path / "ladders" / "mini.toml").write_text(MINI)
+    store = tmp_path / "data" / "arena.sqlite"
+    store.parent.mkdir()
+    args = ("--allow-submit", "--ladders", str(tmp_path / "ladders"), *MANY_WRITES)
+    server = ServerProc(store, *args)
+    try:
+        code = invite_after_start(server, store)
+        people = [sign_up(server, code, name)[0] for name in ("ann", "ben", "cat")]
+        locations = [upload(b, f"{name}-bot") for b, name in zip(people, ("ann", "ben", "cat"))]
+        # the queue's place, on the page and in the JSON, while the first runs
+        status, _, page = people[2].request("GET", locations[2])
+        assert status == 200
+        ahead = json.loads(people[2].request("GET", locations[2] + "?format=json")[2])
+        assert ahead["status"] in ("waiting", "checking", "placing", "placed")
+        if ahead["status"] == "waiting":
+            assert ahead["ahead"] >= 1 and f'id="job-ahead">' in page
+        # kill it while a submission runs and another waits
+        wait_for(lambda: any(j[2] == "running" for j in jobs(store)) and any(j[2] == "waiting" for j in jobs(store)),
+                 every=0.05)
+        server.proc.kill()
+        server.proc.wait()
+    finally:
+        server.stop()
+    before = jobs(store)
+    killed = [j for j in before if j[2] == "running"]
+    assert len(killed) == 1 and any(j[2] == "waiting" for j in before), before
+
+    again = ServerProc(store, *args)
+    try:
+        done = wait_for(lambda: (rows := jobs(store)) and all(j[2] == "done" for j in rows) and rows, every=1)
+        assert [j[3] for j in done] == ["placed"] * 3, (done, again.stderr()[-3000:])
+        attempts = {j[1]: j[5] for j in done}
+        assert attempts == {j[1]: 2 if j[0] == killed[0][0] else 1 for j in done}  # only the killed one ran twice
+        people[0].server = again  # a new port; the session key (and so the login) outlives the restart
+        page = people[0].request("GET", f"/submit/{killed[0][0]}")[2]
+        assert "runs again from where it stopped" in page and 'data-status="placed"' in page
+    finally:
+        again.stop()
+    db = sqlite3.connect(store)
+    try:
+        members = db.execute("SELECT label FROM ladder_members WHERE origin='submitted' ORDER BY label").fetchall()
+        assert members == [("ann-bot@1.0.0",), ("ben-bot@1.0.0",), ("cat-bot@1.0.0",)]
+        told = db.execute("SELECT a.name, n.kind, n.link FROM notifications n JOIN accounts a ON a.id=n.account "
+                          "ORDER BY a.name").fetchall()
+        assert [(name, kind) for name, kind, _ in told] == [("ann", "placed"), ("ben", "placed"), ("cat", "placed")]
+        assert {link for _, _, link in told} == {f"/submit/{j[0]}" for j in done}
+        for (label,) in members:  # each placement played its planned games once
+            planned, played = db.execute(
+                "SELECT t.planned, COUNT(g.id) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id "
+                "WHERE t.id=? GROUP BY t.id", (f"ladder:mini:placement:{label}",)).fetchone()
+            assert played == planned
+    finally:
+        db.close()
+    assert [p for p in (store.parent / "uploads").iterdir() if p.is_dir()] == []
+
+
+def invite_after_start(server: ServerProc, store: Path) -> str:
+    """An invitation for three, made once the fresh server's store exists."""
+    server.get("/")
+    if not store.exists():
+        from arena.tournament.store import Store
+        Store(store).close()
+    return invite(store, uses=3)
+
+
+def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A locked or broken store while claiming is logged and tried again; it does not end the server."""
+    import sqlite3 as sq
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.tournament.store import Store
+
+    class Stop(BaseException):
+        pass
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    calls: list[float] = []
+
+    def claim(db, now, max_running=1):  # type: ignore[no-untyped-def]
+        calls.append(now)
+        if len(calls) == 1:
+            raise sq.OperationalError("database is locked")
+        raise Stop()
+
+    monkeypatch.setattr(q, "claim", claim)
+    monkeypatch.setattr(submit, "QUEUE_RETRY_S", 0.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+
+    async def main() -> None:
+        app.state.queue_wake = trio.Event()
+        await submit.run_queue(app)  # type: ignore[arg-type]
+
+    with pytest.raises(Stop):
+        trio.run(main)
+    assert len(calls) == 2  # claimed again after the error
+
+
+def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) -> None:
+    """`arena submit --server` prints how many submissions are ahead while it waits."""
+    import os
+    import subprocess
+
+    from tests.test_serve import arena_cmd, build_store
+    from tests.test_serve_accounts import _make_token
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "bot.toml").write_text('name = "queued-bot"\nversion = "1.0"\ncommand = ["false"]\n')
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    try:
+        alice, _, _ = sign_up(server, invite(store), "alice")
+        token = _make_token(alice, "terminal", "submit")
+        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs
+        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created) "
+                   "VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, 0)")
+        env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+        def release() -> None:  # should the line never come, the submission still ends and the test fails
+            other = sqlite3.connect(store, timeout=30)
+            other.execute("UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")
+            other.commit()
+            other.close()
+        import threading
+        watchdog = threading.Timer(300, release)
+        watchdog.start()
+        try:
+            lines = []
+            for line in proc.stdout:  # type: ignore[union-attr]
+                lines.append(line)
+                if "in the queue" in line:
+                    break
+            assert lines and lines[-1].strip() == "waiting: 1 submission(s) ahead in the queue", lines
+            db.execute("UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")
+            rest = proc.stdout.read()  # type: ignore[union-attr]
+            assert proc.wait(timeout=600) == 1 and "failed arena check on the server" in rest, rest
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            db.close()
+    finally:
+        server.stop()

@@ -1,0 +1,140 @@
+"""The submission queue in the store (arena/store/jobs.py): bounds checked in the transaction that
+adds a job, a fair order with one running job per person, a job claimed once, a dead server's
+running job put back once and refunded at the second death, and a quota that counts only
+submissions that passed arena check and were not refunded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from arena.store import migrate
+from arena.store import jobs as q
+from arena.store.jobs import Job, Limits, Outcome, QueueFull, State
+
+
+@pytest.fixture
+def db(tmp_path: Path):
+    conn = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
+    migrate(conn)
+    yield conn
+    conn.close()
+
+
+def add(db: sqlite3.Connection, who: str, now: float, limits: Limits = Limits(per_submitter=9, total=99)) -> Job:
+    job_id = q.new_id()
+    return q.enqueue(db, Job(job_id, who, "classic-2p", f"{who}-bot@{now}", "b.zip", f"/up/{job_id}"), limits, now)
+
+
+def test_bounds_per_person_and_in_all_are_checked_when_a_job_is_added(db: sqlite3.Connection) -> None:
+    limits = Limits(per_submitter=2, total=3, per_day=99)
+    add(db, "account:1", 1.0, limits)
+    add(db, "account:1", 2.0, limits)
+    with pytest.raises(QueueFull, match="2 submission\\(s\\) not finished"):
+        add(db, "account:1", 3.0, limits)
+    add(db, "account:2", 4.0, limits)
+    with pytest.raises(QueueFull, match="3 submissions are waiting"):
+        add(db, "account:3", 5.0, limits)
+    assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 3  # a refusal wrote nothing
+    done = q.claim(db, 6.0)
+    assert done is not None
+    q.finish(db, done, Outcome.PLACED, 7.0)
+    add(db, "account:3", 8.0, limits)  # a finished job holds no place
+
+
+def test_the_order_is_fair_and_nobody_runs_two_at_once(db: sqlite3.Connection) -> None:
+    a1, a2, a3 = (add(db, "account:1", t) for t in (1.0, 2.0, 3.0))
+    b1 = add(db, "account:2", 4.0)
+    c1 = add(db, "account:3", 5.0)
+    assert [q.ahead(db, j.id) for j in (a1, b1, c1, a2, a3)] == [0, 1, 2, 3, 4]
+    first = q.claim(db, 10.0)
+    assert first is not None and first.id == a1.id and first.state == State.RUNNING and first.attempts == 1
+    assert q.claim(db, 10.5) is None  # one runs at a time by default
+    assert q.ahead(db, b1.id) == 1 and q.ahead(db, a2.id) == 3  # the running one counts, then the order
+    assert q.ahead(db, first.id) == 0
+    second, third = q.claim(db, 11.0, max_running=3), q.claim(db, 12.0, max_running=3)
+    assert (second.id, third.id) == (b1.id, c1.id)  # type: ignore[union-attr]
+    assert q.claim(db, 13.0, max_running=9) is None  # a2 waits: its person has a job running
+    q.finish(db, first, Outcome.CHECK_FAILED, 14.0)
+    fourth = q.claim(db, 15.0, max_running=3)
+    assert fourth is not None and fourth.id == a2.id
+
+
+def test_a_claimed_job_is_claimed_once(tmp_path: Path) -> None:
+    """Two connections (two servers on one store) take different jobs, never one twice."""
+    path = tmp_path / "s.sqlite"
+    a = sqlite3.connect(path, isolation_level=None)
+    b = sqlite3.connect(path, isolation_level=None)
+    migrate(a)
+    for who in ("account:1", "account:2"):
+        add(a, who, 1.0)
+    taken = [q.claim(a, 2.0, 3), q.claim(b, 2.0, 3), q.claim(a, 2.0, 3)]
+    assert taken[2] is None and taken[0] is not None and taken[1] is not None and taken[0].id != taken[1].id
+    a.close()
+    b.close()
+
+
+def test_a_dead_servers_running_job_runs_again_once_then_is_refunded(db: sqlite3.Connection) -> None:
+    job = add(db, "account:1", 1.0)
+    other = add(db, "account:2", 2.0)
+    assert q.claim(db, 3.0).id == job.id  # type: ignore[union-attr]
+    assert q.recover(db, 4.0) == []  # the server died; its next start puts the job back
+    back = q.get(db, job.id)
+    assert back is not None and back.state == State.WAITING and back.attempts == 1 and q.RERUN in back.lines
+    assert q.get(db, other.id).state == State.WAITING  # type: ignore[union-attr]
+    assert q.claim(db, 5.0).id == job.id  # type: ignore[union-attr]  # it keeps its place
+    refunded = q.recover(db, 6.0)  # died again while running it
+    assert [j.id for j in refunded] == [job.id]
+    gone = q.get(db, job.id)
+    assert gone is not None and gone.done and gone.outcome == Outcome.REFUNDED and "does not count" in gone.error
+    assert q.open_uploads(db) == {other.upload}
+
+
+def test_a_stopping_server_puts_its_job_back_as_it_was(db: sqlite3.Connection) -> None:
+    job = add(db, "account:1", 1.0)
+    running = q.claim(db, 2.0)
+    assert running is not None
+    running.say("checking")
+    q.requeue(db, running)
+    back = q.get(db, job.id)
+    assert back is not None and back.state == State.WAITING and back.attempts == 0
+
+
+def test_the_quota_counts_only_checks_passed_and_not_refunded(db: sqlite3.Connection) -> None:
+    limits = Limits(per_submitter=5, total=50, per_day=2)
+    day = 24 * 3600.0
+
+    def run(now: float, outcome: Outcome, passed: bool) -> None:
+        add(db, "account:1", now, limits)
+        job = q.claim(db, now)
+        assert job is not None
+        job.passed_check = passed
+        q.finish(db, job, outcome, now)
+
+    run(1.0, Outcome.CHECK_FAILED, False)
+    run(2.0, Outcome.CHECK_FAILED, False)
+    run(3.0, Outcome.REFUNDED, True)      # the arena failed after the check: refunded
+    run(4.0, Outcome.PLACED, True)
+    run(6.0, Outcome.PLACED, True)
+    with pytest.raises(QueueFull, match="2 of your submissions passed arena check"):
+        add(db, "account:1", 7.0, limits)
+    add(db, "account:2", 7.0, limits)     # another person's quota is their own
+    add(db, "account:1", 4.0 + day + 1, limits)  # a day after the first placed one, a place again
+
+
+def test_a_job_keeps_its_lines_report_and_row(db: sqlite3.Connection) -> None:
+    add(db, "account:7", 1.0)
+    job = q.claim(db, 2.0)
+    assert job is not None and job.account == 7 and job.status == "running"
+    job.phase = "checking"
+    job.say("checking x@1")
+    q.progress(db, job)
+    assert q.get(db, job.id).status == "checking"  # type: ignore[union-attr]
+    job.report, job.row, job.passed_check = {"ok": True}, {"rank": 1}, True
+    done = q.finish(db, job, Outcome.PLACED, 3.0)
+    assert (done.status, done.lines, done.report, done.row, done.passed_check) == \
+        ("placed", ["checking x@1"], {"ok": True}, {"rank": 1}, True)
+    assert [j.id for j in q.jobs_of(db, "account:7")] == [job.id]
