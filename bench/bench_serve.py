@@ -82,7 +82,6 @@ def _played_records(n: int) -> list[dict]:
 
 def build_store(path: Path, bots: int, games: int) -> dict:
     """The club store (see the module's docstring); returns the paths the load asks for."""
-    from arena.ladder.tables import LADDER_SCHEMA
     from arena.tournament.store import Store
 
     t0 = time.perf_counter()
@@ -91,7 +90,6 @@ def build_store(path: Path, bots: int, games: int) -> dict:
     rng = random.Random(7)
     strength = {b: rng.random() for b in labels}
     store = Store(path)
-    store.db.executescript(LADDER_SCHEMA)
     now = time.time() - games * 3
     store.db.execute("INSERT INTO ladders VALUES (?,?,?)",
                      (LADDER, json.dumps({"rules": "classic", "options": {}, "seats": 2}), now))

@@ -60,10 +60,11 @@ def version(db: ReadStore | None) -> tuple:
 
 # --------------------------------------------------------------------------- per-bot timing
 
-def think_totals(db: ReadStore) -> dict[str, tuple[float, int]]:
-    """Each bot's (think ms, decisions) over every stored game: a bot page's own line."""
-    from ..tournament.standings import read_games
-    return read_games(db, prefix="")[1]
+def think_totals(db: ReadStore, label: str) -> tuple[float, int]:
+    """The bot's (think ms, decisions) over every stored game: a bot page's own line (one indexed
+    sum, not every game read)."""
+    ms, n = db.db.execute("SELECT SUM(think_ms), SUM(decisions) FROM game_seats WHERE bot=?", (label,)).fetchone()
+    return (ms or 0.0, n or 0)
 
 
 # --------------------------------------------------------------------------- tournaments
@@ -205,8 +206,10 @@ def bot_versions(db: ReadStore, label: str) -> list[dict[str, Any]]:
 
 
 def bot_results(db: ReadStore, label: str) -> list[tuple[list[str], dict[str, Any]]]:
-    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE EXISTS (SELECT 1 FROM game_seats s "
-                         "WHERE s.game=g.id AND s.bot=?) ORDER BY g.finished", (label,))
+    # IN over the seats' index, not a correlated EXISTS: SQLite scans every game for the latter
+    # (1.8 s against 5 ms on a 10,000-game store)
+    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE g.id IN (SELECT game FROM game_seats "
+                         "WHERE bot=?) ORDER BY g.finished", (label,))
     return [(json.loads(s), json.loads(r)) for s, r in rows]
 
 
