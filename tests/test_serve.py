@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import http.client
 import io
+import json
 import os
+import shutil
+import sqlite3
 import re
 import signal
 import subprocess
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -518,3 +522,33 @@ def test_a_bot_filter_matches_every_version_of_that_name_and_no_other(tmp_path: 
     games, total = data.search_games(read, bot="my_bot")
     assert {g["id"] for g in games} == {"t-0", "t-2"} and total == 2
     assert data.search_games(read, bot="my%")[1] == 0
+
+
+def test_slowest_decisions_are_read_once_per_game_and_never_mixed_between_stores(tmp_path):
+    """A stored game's slowest answers are kept per process; two stores with the same game id keep
+    their own, and a new game joins the list on the next build."""
+    def record(gid: str, ms: float) -> dict[str, Any]:
+        rec = fake_record(gid, ["a@1", "b@1"], [[0], [1]])
+        rec["steps"] = [{"seat": 0, "turn": t, "request": {}, "ms": ms + t, "phase": "play", "act": {"kind": "play"}}
+                        for t in range(3)]
+        return rec
+
+    db = Store(tmp_path / "one.sqlite")
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 2)
+    db.save_game("t", 0, ["a@1", "b@1"], record("g-0", 10.0))
+    db.close()
+    shutil.copy(tmp_path / "one.sqlite", tmp_path / "two.sqlite")  # the same game, finished at the same time
+    with sqlite3.connect(tmp_path / "two.sqlite") as other:  # ... with another log
+        other.execute("UPDATE game_logs SET log=? WHERE game='g-0'", (zlib.compress(json.dumps(record("g-0", 500.0)).encode()),))
+    stores = [data.open_read(tmp_path / f"{name}.sqlite") for name in ("one", "two")]
+    one, two = stores
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1")] == [12.0, 11.0, 10.0]
+    assert [d["ms"] for d in data.slowest_decisions(two, "a@1")] == [502.0, 501.0, 500.0]
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1", keep=2)] == [12.0, 11.0]
+    writer = Store(tmp_path / "one.sqlite")
+    writer.save_game("t", 1, ["a@1", "b@1"], record("g-1", 100.0))
+    writer.close()
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1")] == [102.0, 101.0, 100.0, 12.0, 11.0, 10.0]
+    assert data.slowest_decisions(one, "b@1") == []
+    for db in stores:
+        db.db.close()
