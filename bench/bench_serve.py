@@ -3,6 +3,7 @@
     python bench/bench_serve.py                         # this checkout, 1/16/64/256 clients, 10 s each
     python bench/bench_serve.py --compare /tmp/prev     # and another checkout's arena, interleaved
     python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
+    python bench/bench_serve.py --per-kind --compare /tmp/prev   # requests per CPU second, per page kind
 
 The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
 as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
@@ -20,7 +21,11 @@ and the run prints how many streams saw it and how long the last one took.
 Each server (this checkout's, and ``--compare``'s) runs on the same store in turn, started once
 for all its client counts, so the figures of one run are comparable. Before its first row every
 path of the mix is asked for four times (the first views; their time is printed as ``warm-up
-s``), so a row measures a room whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
+s``), so a row measures a room whose pages have been opened, not the first visitor.
+``--per-kind`` measures cost rather than speed: the server's own CPU seconds (all its processes,
+from /proc) per request of each page kind, kept, answered ``304``, and built afresh (the last in
+a separate process, on a read-only copy of the store, as a changed store makes the server do),
+which the machine's load moves far less than requests a second. wrk shares the machine with the server: on a
 2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
 """
 
@@ -237,6 +242,90 @@ def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
             "errors": errors + (int(non2xx.group(1)) if non2xx else 0)}
 
 
+# --------------------------------------------------------------------------- cost per page kind
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of every live process in the process group ``pgid``."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def kind_paths(paths: dict, static: list[str]) -> dict[str, str]:
+    """One path of each kind of the mix."""
+    bot = paths["bots"][3]
+    return {"standings": f"/ladders/{LADDER}", "overview": "/", "bot": f"/bots/{bot}",
+            "game": "/games/" + paths["games"][-3], "games": "/games?bot=" + bot.split("@")[0],
+            "static": next((p for p in static if p.endswith(".css")), static[0])}
+
+
+BUILD_COST = """
+import json, sys, time
+from pathlib import Path
+from arena.serve import data, views
+import arena.ladder.standings, arena.replay.simulate, arena.replay.view
+from arena.replay.simulate import simulate
+from arena.replay.view import replay_data
+db = data.open_read(Path(sys.argv[1])); kinds = json.loads(sys.argv[2]); bot = kinds["bot"].split("/bots/", 1)[1]
+gid = kinds["game"].split("/games/", 1)[1]
+build = {"standings": lambda: views.ladder_page(db, "club", None), "overview": lambda: views.home(db, 1),
+         "bot": lambda: views.bot_page(db, bot), "games": lambda: data.search_games(db, bot=bot.split("@")[0], limit=100),
+         "game": lambda: (data.game_row(db, gid), replay_data(simulate(db.game_record(gid))))}
+out = {}
+for kind, fn in build.items():
+    fn()  # the first build reads what a process keeps (a stored game's log, say): a store change keeps it
+    t0 = time.process_time()
+    for _ in range(3):
+        fn()
+    out[kind] = (time.process_time() - t0) / 3
+print(json.dumps(out))
+"""
+
+
+def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path) -> None:
+    """Requests per server CPU second of each page kind: kept (gzip, as browsers ask), ``304``,
+    and the page model's build after a change of the store."""
+    import urllib.request
+    print(f"{'server':<8} {'kind':<10} {'kept req/CPU-s':>14} {'304 req/CPU-s':>13} {'build CPU ms':>12} {'load':>5}")
+    for name, root, extra in servers:
+        server = Server(root, store, extra)
+        try:
+            kinds = kind_paths(paths, server.static_paths())
+            costs = {}
+            for kind, path in kinds.items():
+                server.get(path)
+                with urllib.request.urlopen(server.url + path, timeout=60) as r:
+                    etag = r.headers.get("ETag")
+                row = []
+                for headers in ([], ["-H", f"If-None-Match: {etag}"] if etag else None):
+                    if headers is None:
+                        row.append(float("nan"))
+                        continue
+                    cpu0 = group_cpu(server.proc.pid)
+                    out = subprocess.run(["wrk", "-t", "1", "-c", "8", "-d", f"{seconds:g}s", "-H",
+                                          "Accept-Encoding: gzip", *headers, server.url + path],
+                                         capture_output=True, text=True).stdout
+                    cpu = group_cpu(server.proc.pid) - cpu0
+                    n = re.search(r"(\d+) requests in", out)
+                    row.append(int(n.group(1)) / cpu if n and cpu > 0 else float("nan"))
+                costs[kind] = row
+        finally:
+            server.stop()
+        built = subprocess.run([sys.executable, "-c", BUILD_COST, str(store), json.dumps(kinds)], cwd=root,
+                               env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True)
+        builds = json.loads(built.stdout) if built.returncode == 0 else {}
+        for kind, (kept, not_modified) in costs.items():
+            b = builds.get(kind)
+            print(f"{name:<8} {kind:<10} {kept:>14.0f} {not_modified:>13.0f} "
+                  f"{'-' if b is None else f'{b * 1000:.1f}':>12} {os.getloadavg()[0]:>5.1f}", flush=True)
+
+
 # --------------------------------------------------------------------------- open live streams
 
 def hold_streams(url: str, store: Path, n: int, templates: dict) -> dict:
@@ -313,6 +402,8 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=1000, help="open live streams to hold (0: skip)")
     ap.add_argument("--store", type=Path, help="reuse (or build once at) this store")
     ap.add_argument("--compare", type=Path, help="another checkout (say the previous main) served in the same run")
+    ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
+                    "(kept, 304, built), instead of the load rows")
     ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
@@ -331,8 +422,12 @@ def main() -> None:
     load = os.getloadavg()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
           f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
-    print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
-          f"{'warm-up s':>9}")
+    if args.per_kind:
+        per_kind(servers, store, paths, args.seconds, tmp)
+        servers, args.streams = [], 0
+    else:
+        print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
+              f"{'warm-up s':>9}")
     for name, root, extra in servers:  # one server at a time, warmed once, then each client count
         server = Server(root, store, extra)
         try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -107,7 +107,7 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
         finally:
             db.db.close()
 
-    return await trio.to_thread.run_sync(work)
+    return await anyio.to_thread.run_sync(work)
 
 
 def no_store(request: Request) -> Response:
@@ -289,8 +289,9 @@ class Headers:
         await self.app(scope, receive, wrapped)
 
 
-def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
-    """The app; background work (following the store, games in play, submissions) runs in ``nursery``."""
+def build_app(options: Options, nursery: Any) -> Starlette:
+    """The app; background work (following the store, games in play, submissions) runs in ``nursery``
+    (an anyio task group, or a trio nursery: games in play and submissions need trio)."""
     from ..replay import html as replay_html
     version = StoreVersion(options.store)
     assets = Assets(HERE / "static", {"replay.js": replay_html.JS, "replay.css": replay_html.CSS})
@@ -312,8 +313,10 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
     # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
-    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst))),
-                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+    # It also sits outside the security headers, so a kept page is answered with the headers it was
+    # built with and no other layer's work (the host check stays in front of it).
+    middleware = [Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+                  Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst))),
                   Middleware(SessionMiddleware, secret_key=auth.session_key(options.store),
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
                              same_site="strict")]

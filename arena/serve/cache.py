@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -31,6 +31,7 @@ from .limits import Buckets, client_of, too_many
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
 COMPRESSIBLE = re.compile(rb"^(text/|application/(json|javascript)|image/svg)")
 IMMUTABLE = "public, max-age=31536000, immutable"
+STATIC_KEPT = 64  # static answers kept (only files that exist answer 200, so this is every one)
 
 
 class StoreVersion:
@@ -167,7 +168,8 @@ class HttpCache:
         self.pages: OrderedDict[tuple, Entry] = OrderedDict()
         self.bytes = 0
         self.pages_version: tuple | None = None
-        self.building: dict[tuple, trio.Event] = {}
+        self.building: dict[tuple, anyio.Event] = {}
+        self.static: dict[str, Entry] = {}  # /static/ answers: fixed while the process lives
 
     def _key(self, scope: dict) -> tuple | None:
         path = scope["path"]
@@ -208,7 +210,7 @@ class HttpCache:
             if wait:
                 await too_many(send, wait)
                 return
-            done = self.building[key] = trio.Event()
+            done = self.building[key] = anyio.Event()
             try:
                 entry = await self._capture(scope, receive, send)
                 if entry is not None and entry.status == 200:
@@ -221,8 +223,14 @@ class HttpCache:
             if entry is not None:
                 await self._answer(scope, send, entry)
             return
+        static = scope["path"].startswith("/static/")
+        if static and scope["path"] in self.static:
+            await self._answer(scope, send, self.static[scope["path"]])
+            return
         entry = await self._capture(scope, receive, send)
         if entry is not None:
+            if static and entry.status == 200 and len(self.static) < STATIC_KEPT:
+                self.static[scope["path"]] = entry  # its gzip made once, not on every request
             await self._answer(scope, send, entry)
 
     async def _capture(self, scope: dict, receive: Callable, send: Callable) -> Entry | None:

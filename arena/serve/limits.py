@@ -62,7 +62,8 @@ async def too_many(send: Callable, wait: float) -> None:
     body = b"Too many requests from your address: wait a moment and try again."
     await send({"type": "http.response.start", "status": 429, "headers": [
         (b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", str(max(1, round(wait))).encode()),
-        (b"cache-control", b"no-store"), (b"content-length", str(len(body)).encode())]})
+        (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"),
+        (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
