@@ -58,6 +58,12 @@ def serve(
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
                                               "(read-only servers only: play and uploads live in one process).")] = 1,
+    ladder: Annotated[Optional[list[str]], typer.Option("--ladder", help="Keep this ladder playing into the store "
+                                                        "while serving (repeat for more): an `arena ladder run` "
+                                                        "beside the pages, which finishes its batch when the "
+                                                        "server stops.")] = None,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
+                                                   help="Play the --ladder games on a Dask cluster.")] = None,
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -88,6 +94,17 @@ def serve(
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
                   "are kept by one process (drop --allow-play/--allow-submit, or --workers)")
         raise typer.Exit(2)
+    if cluster and not ladder:
+        err.print("[red]error:[/] --cluster plays --ladder games: name a ladder with --ladder")
+        raise typer.Exit(2)
+    ladder_refs = []
+    for name in ladder or []:
+        ref = _ladder_ref(name, store, ladders)
+        if ref is None:
+            err.print(f"[red]error:[/] no ladder {escape(name)!r} (ladders/NAME.toml, a ladder file, or one kept "
+                      "in the store)")
+            raise typer.Exit(2)
+        ladder_refs.append(ref)
     try:
         sock = _listen(host, port)
     except OSError as e:
@@ -144,13 +161,21 @@ def serve(
                 for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn raises the signal it stopped on again
                     signal.signal(sig, lambda *_: None)         # once it has stopped: let that end here
                 await server.serve(sockets=[sock])  # Ctrl-C or kill: finishes the responses in flight
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 tasks.cancel_scope.cancel()
 
         run = lambda: _run_asyncio(read_only)
-    if workers > 1:
-        _run_workers(workers, run)
-    else:
-        run()
+    players = [_start_ladder(ref, store, cluster) for ref in ladder_refs]
+    for ref in ladder_refs:
+        out.print(f"ladder {escape(ref)} plays into the store (one `arena ladder run` process)")
+    try:
+        if workers > 1:
+            _run_workers(workers, run)
+        else:
+            run()
+    finally:
+        _stop_ladders(players, out)
     out.print("stopped")
 
 
@@ -163,6 +188,47 @@ def _run_asyncio(main: Callable[[], Any]) -> None:
         asyncio.run(main())
         return
     uvloop.run(main())
+
+
+def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str | None:
+    """What ``arena ladder run`` is given for ``name`` (a file of --ladders first), or None when
+    no ladder has that name: said before anything starts."""
+    from ..ladder import LadderError, load_ladder
+    if ladders is not None and (ladders / f"{name}.toml").is_file():
+        name = str((ladders / f"{name}.toml").resolve())
+    try:
+        load_ladder(name, store_dir=store.resolve().parent)
+    except LadderError:
+        return None
+    return name
+
+
+def _start_ladder(ref: str, store: Path, cluster: str | None) -> "subprocess.Popen":
+    """``arena ladder run`` in its own session (Ctrl-C at the terminal reaches the server only,
+    which then asks the ladder to finish its batch); it gets SIGTERM too if the server dies."""
+    import subprocess
+    cmd = [sys.executable, "-c", "from arena.cli.main import app; app()", "ladder", "run", ref,
+           "--store", str(store), "--plain", *(["--cluster", cluster] if cluster else [])]
+    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+
+
+def _stop_ladders(players: list, out: SafeConsole) -> None:
+    """SIGTERM to each ladder run (it stops after the batch being played), then wait for them;
+    a second Ctrl-C stops them at once (their batches resume on the next start)."""
+    import signal
+    for p in players:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    if any(p.poll() is None for p in players):
+        out.print("waiting for the ladder's batch to finish (Ctrl-C again: stop it now, it resumes next time)")
+    for p in players:
+        try:
+            p.wait()
+        except KeyboardInterrupt:
+            for q in players:
+                if q.poll() is None:
+                    q.send_signal(signal.SIGINT)
+            p.wait()
 
 
 def _die_with_parent() -> None:
@@ -215,6 +281,8 @@ def _run_workers(n: int, run: Callable[[], None]) -> None:
                 continue
             except ChildProcessError:
                 break
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def register(app: typer.Typer) -> None:
