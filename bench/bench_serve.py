@@ -4,6 +4,7 @@
     python bench/bench_serve.py --compare /tmp/prev     # and another checkout's arena, interleaved
     python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
     python bench/bench_serve.py --per-kind --compare /tmp/prev   # requests per CPU second, per page kind
+    python bench/bench_serve.py --clients 64 --streams 0 --ladder --seconds 30   # and arena serve --ladder
 
 The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
 as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
@@ -182,6 +183,8 @@ class Server:
         if not self.url:
             self.log.seek(0)
             raise SystemExit(f"arena serve did not start from {root}: {self.log.read()[-2000:]}")
+        import threading  # a ladder beside the server prints here: keep the pipe from filling
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
         deadline = time.monotonic() + 30
         while not self.get("/static/site.css"):
             if time.monotonic() > deadline:
@@ -326,6 +329,53 @@ def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path)
                   f"{'-' if b is None else f'{b * 1000:.1f}':>12} {os.getloadavg()[0]:>5.1f}", flush=True)
 
 
+# --------------------------------------------------------------------------- the ladder beside the load
+
+def ladder_beside(root: Path, store: Path, paths: dict, clients: int, seconds: float, tmp: Path) -> None:
+    """``arena serve --ladder``: the ladder's games a second with no load, then beside ``clients``
+    wrk clients on the mix, on a copy of the club store (the four bundled bots, two seats)."""
+    import sqlite3
+    work = tmp / "beside"
+    work.mkdir()
+    work.chmod(0o755)  # bots run under a private uid when the referee is root
+    copy = work / "club.sqlite"
+    shutil.copy(store, copy)
+    toml = work / "night.toml"
+    toml.write_text('rules = "classic"\nseats = 2\ndeals = 4\nmax_turns = 2000\nconcurrency = 2\n'
+                    'bots = ["random", "lowest", "highest", "heuristic"]\n')
+
+    def played() -> int:
+        db = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=30)
+        try:
+            return db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, 17)='ladder:night:run:'"
+                              ).fetchone()[0]
+        finally:
+            db.close()
+
+    server = Server(root, copy, ["--ladder", str(toml)])
+    try:
+        deadline = time.monotonic() + 600
+        while played() < 1:  # past the seed round
+            if time.monotonic() > deadline:
+                raise SystemExit("the ladder played no batch game in 600 s")
+            time.sleep(0.5)
+        script = tmp / "beside.lua"
+        script.write_text(lua_script(mix_paths({**paths, "static": server.static_paths()})))
+        warm_up(server, sorted(set(mix_paths({**paths, "static": server.static_paths()}))), rounds=1)
+        g0, t0 = played(), time.monotonic()
+        time.sleep(seconds)
+        alone = (played() - g0) / (time.monotonic() - t0)
+        g0, t0 = played(), time.monotonic()
+        r = run_wrk(server.url, script, clients, seconds)
+        beside = (played() - g0) / (time.monotonic() - t0)
+    finally:
+        server.stop()
+    print(f"ladder alone {alone:.2f} games/s; beside {clients} clients {beside:.2f} games/s "
+          f"({100 * beside / alone if alone else float('nan'):.0f}%), the pages {r['rps']:.0f} req/s, "
+          f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['errors']} errors; load {os.getloadavg()[0]:.1f}",
+          flush=True)
+
+
 # --------------------------------------------------------------------------- open live streams
 
 def hold_streams(url: str, store: Path, n: int, templates: dict) -> dict:
@@ -402,6 +452,8 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=1000, help="open live streams to hold (0: skip)")
     ap.add_argument("--store", type=Path, help="reuse (or build once at) this store")
     ap.add_argument("--compare", type=Path, help="another checkout (say the previous main) served in the same run")
+    ap.add_argument("--ladder", action="store_true", help="also: arena serve --ladder, the ladder's games a second "
+                    "alone and beside the load of the largest --clients (this checkout only)")
     ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
                     "(kept, 304, built), instead of the load rows")
     ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
@@ -450,6 +502,8 @@ def main() -> None:
                 server.stop()
             print(f"{name:<8} streams: {s['opened']} opened, {s['hello']} greeted, {s['got']} got the new game's "
                   f"event, the last after {s['last_s']:.2f} s", flush=True)
+    if args.ladder:
+        ladder_beside(ROOT, store, paths, max(args.clients), args.seconds, tmp)
     if not args.store:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -57,6 +57,7 @@ class Options:
     max_queued: int = 20               # ... and in all
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
+    settle_s: float = 1.0  # the pages' version moves at most this often (cache.StoreVersion)
     writes_per_s: float = WRITES.per_s  # per client address, with WRITES' burst
 
     @property
@@ -293,7 +294,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     """The app; background work (following the store, games in play, submissions) runs in ``nursery``
     (an anyio task group, or a trio nursery: games in play and submissions need trio)."""
     from ..replay import html as replay_html
-    version = StoreVersion(options.store)
+    version = StoreVersion(options.store, settle=options.settle_s)
     assets = Assets(HERE / "static", {"replay.js": replay_html.JS, "replay.css": replay_html.CSS})
     templates.env.globals["asset"] = assets.url
     routes = [
