@@ -62,6 +62,8 @@ def serve(
                                                         "while serving (repeat for more): an `arena ladder run` "
                                                         "beside the pages, which finishes its batch when the "
                                                         "server stops.")] = None,
+    read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
+                                                     "body); a slower one is disconnected (read-only servers).")] = 30.0,
     cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                                    help="Play the --ladder games on a Dask cluster.")] = None,
 ) -> None:
@@ -86,9 +88,9 @@ def serve(
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
-            or writes_per_minute <= 0:
+            or writes_per_minute <= 0 or read_timeout <= 0:
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
-                  "--min-free-mb at least 0, --workers 1-64")
+                  "--min-free-mb at least 0, --workers 1-64, --read-timeout above 0")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -155,7 +157,8 @@ def serve(
         async def read_only() -> None:
             async with anyio.create_task_group() as tasks:
                 app = build_app(options, tasks)
-                server = uvicorn.Server(uvicorn.Config(app, http="httptools", loop="none", lifespan="off",
+                from ..serve.limits import read_deadline
+                server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
                                                        access_log=False, log_level="warning",
                                                        timeout_graceful_shutdown=1))
                 for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn raises the signal it stopped on again

@@ -1,5 +1,8 @@
 """Fair under load: each client's writes and expensive reads are counted before they are served.
 
+A request must arrive whole within a deadline (:func:`read_deadline`), so a client that sends a
+byte a second cannot keep a connection, and what it holds, forever.
+
 A client is its address as the connection shows it (behind a proxy, every visitor is the proxy:
 run the arena without one, or give it its own limits). A page the server already keeps for the
 store's version costs nothing and is never counted; building one is (see
@@ -85,3 +88,45 @@ class WriteLimit:
                 await too_many(send, wait)
                 return
         await self.app(scope, receive, send)
+
+
+def read_deadline(seconds: float) -> type:
+    """uvicorn's HTTP protocol (httptools) with a deadline on reading each request, its headers
+    and body together: from the connection's opening for its first request, from a request's first
+    byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
+    A request not read whole by then has its connection closed."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        _deadline: Any = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expired(self) -> None:
+            self._deadline = None
+            self.transport.close()
+
+    return Protocol
