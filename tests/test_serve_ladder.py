@@ -60,6 +60,11 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(public_tmp: 
             time.sleep(0.1)
         with urllib.request.urlopen(url + "/ladders/night", timeout=60) as r:  # pages served meanwhile
             assert r.status == 200 and b"random@1.0" in r.read()
+        # the games come first: the pages' process yields the CPU to the ladder's
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        ladder = [int(c) for c in children if b"ladder" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(ladder) == 1
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) >= os.getpriority(os.PRIO_PROCESS, ladder[0]) + 10
         while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"

@@ -172,6 +172,9 @@ def serve(
     players = [_start_ladder(ref, store, cluster) for ref in ladder_refs]
     for ref in ladder_refs:
         out.print(f"ladder {escape(ref)} plays into the store (one `arena ladder run` process)")
+    if players:  # the games come first: the pages take the CPU the ladder leaves (their processes too)
+        import os
+        os.nice(PAGES_NICE)
     try:
         if workers > 1:
             _run_workers(workers, run)
@@ -191,6 +194,9 @@ def _run_asyncio(main: Callable[[], Any]) -> None:
         asyncio.run(main())
         return
     uvloop.run(main())
+
+
+PAGES_NICE = 10  # beside a ladder, the pages' processes yield the CPU to its referee (about 10:1)
 
 
 def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str | None:
