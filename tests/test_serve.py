@@ -595,3 +595,20 @@ def test_a_client_sending_a_byte_a_second_is_disconnected_and_others_are_served(
         for s in slow:
             s.close()
         server.stop()
+
+
+def test_a_forwarded_for_header_does_not_make_a_new_client(tmp_path: Path) -> None:
+    """Limits are per connection address: a client naming other addresses in X-Forwarded-For or
+    Forwarded (the server trusts no proxy) is still one client, and its writes run out."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--writes-per-minute", "1")
+    try:
+        statuses = []
+        for i in range(14):  # a burst of 10, then 429 Too Many Requests
+            status, headers, _ = server.request("POST", "/login", body=b"", headers={
+                "X-Forwarded-For": f"10.0.{i}.1", "Forwarded": f"for=10.1.{i}.1", "X-Real-IP": f"10.2.{i}.1"})
+            statuses.append(status)
+        assert 429 in statuses, statuses
+    finally:
+        server.stop()

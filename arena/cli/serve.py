@@ -159,6 +159,7 @@ def serve(
                 app = build_app(options, tasks)
                 from ..serve.limits import read_deadline
                 server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                                                       proxy_headers=False,  # a client is its address: no header names another
                                                        access_log=False, log_level="warning",
                                                        timeout_graceful_shutdown=1))
                 for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn raises the signal it stopped on again
