@@ -612,3 +612,35 @@ def test_a_forwarded_for_header_does_not_make_a_new_client(tmp_path: Path) -> No
         assert 429 in statuses, statuses
     finally:
         server.stop()
+
+
+def test_endless_headers_are_cut_off_and_others_are_served(tmp_path: Path) -> None:
+    """A request whose headers never end is disconnected after 64 kB (not kept in memory until
+    the read deadline), and the server answers others."""
+    import socket
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--read-timeout", "300")
+    try:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=60)
+        line = b"X-Pad: " + b"a" * 8000 + b"\r\n"
+        sent, cut = 0, False
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\n")
+            while sent < 64 * 2**20:
+                s.sendall(line)
+                sent += len(line)
+        except OSError:
+            cut = True
+        if not cut:
+            try:
+                cut = s.recv(1024) == b""
+            except (ConnectionResetError, TimeoutError):
+                cut = isinstance(sys.exc_info()[1], ConnectionResetError)
+        s.close()
+        assert cut and sent < 64 * 2**20
+        status, _, _ = server.get(f"/ladders/{LADDER}")
+        assert status == 200
+    finally:
+        server.stop()

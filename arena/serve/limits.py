@@ -90,26 +90,44 @@ class WriteLimit:
         await self.app(scope, receive, send)
 
 
+MAX_HEAD_BYTES = 64 * 1024  # a request line and headers; a browser's are a few kB
+
+
 def read_deadline(seconds: float) -> type:
     """uvicorn's HTTP protocol (httptools) with a deadline on reading each request, its headers
     and body together: from the connection's opening for its first request, from a request's first
     byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
-    A request not read whole by then has its connection closed."""
+    A request not read whole by then has its connection closed, and so is one whose request line
+    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class Protocol(HttpToolsProtocol):
         _deadline: Any = None
+        _in_head = True   # reading a request line and headers, which uvicorn keeps whole in memory
+        _head_bytes = 0
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm()
 
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_head:
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self.transport.close()
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._arm()
 
+        def on_headers_complete(self) -> None:
+            self._in_head, self._head_bytes = False, 0
+            super().on_headers_complete()
+
         def on_message_complete(self) -> None:
             super().on_message_complete()
+            self._in_head = True
             self._disarm()
 
         def connection_lost(self, exc: Exception | None) -> None:
