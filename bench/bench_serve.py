@@ -3,6 +3,8 @@
     python bench/bench_serve.py                         # this checkout, 1/16/64/256 clients, 10 s each
     python bench/bench_serve.py --compare /tmp/prev     # and another checkout's arena, interleaved
     python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
+    python bench/bench_serve.py --per-kind --compare /tmp/prev   # requests per CPU second, per page kind
+    python bench/bench_serve.py --clients 64 --streams 0 --ladder --seconds 30   # and arena serve --ladder
 
 The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
 as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
@@ -20,7 +22,11 @@ and the run prints how many streams saw it and how long the last one took.
 Each server (this checkout's, and ``--compare``'s) runs on the same store in turn, started once
 for all its client counts, so the figures of one run are comparable. Before its first row every
 path of the mix is asked for four times (the first views; their time is printed as ``warm-up
-s``), so a row measures a room whose pages have been opened, not the first visitor. wrk shares the machine with the server: on a
+s``), so a row measures a room whose pages have been opened, not the first visitor.
+``--per-kind`` measures cost rather than speed: the server's own CPU seconds (all its processes,
+from /proc) per request of each page kind, kept, answered ``304``, and built afresh (the last in
+a separate process, on a read-only copy of the store, as a changed store makes the server do),
+which the machine's load moves far less than requests a second. wrk shares the machine with the server: on a
 2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
 """
 
@@ -177,6 +183,8 @@ class Server:
         if not self.url:
             self.log.seek(0)
             raise SystemExit(f"arena serve did not start from {root}: {self.log.read()[-2000:]}")
+        import threading  # a ladder beside the server prints here: keep the pipe from filling
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
         deadline = time.monotonic() + 30
         while not self.get("/static/site.css"):
             if time.monotonic() > deadline:
@@ -235,6 +243,137 @@ def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
     return {"rps": float(rps.group(1)) if rps else 0.0, "p50": ms("50"), "p99": ms("99"),
             "requests": int(total.group(1)) if total else 0,
             "errors": errors + (int(non2xx.group(1)) if non2xx else 0)}
+
+
+# --------------------------------------------------------------------------- cost per page kind
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of every live process in the process group ``pgid``."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def kind_paths(paths: dict, static: list[str]) -> dict[str, str]:
+    """One path of each kind of the mix."""
+    bot = paths["bots"][3]
+    return {"standings": f"/ladders/{LADDER}", "overview": "/", "bot": f"/bots/{bot}",
+            "game": "/games/" + paths["games"][-3], "games": "/games?bot=" + bot.split("@")[0],
+            "static": next((p for p in static if p.endswith(".css")), static[0])}
+
+
+BUILD_COST = """
+import json, sys, time
+from pathlib import Path
+from arena.serve import data, views
+import arena.ladder.standings, arena.replay.simulate, arena.replay.view
+from arena.replay.simulate import simulate
+from arena.replay.view import replay_data
+db = data.open_read(Path(sys.argv[1])); kinds = json.loads(sys.argv[2]); bot = kinds["bot"].split("/bots/", 1)[1]
+gid = kinds["game"].split("/games/", 1)[1]
+build = {"standings": lambda: views.ladder_page(db, "club", None), "overview": lambda: views.home(db, 1),
+         "bot": lambda: views.bot_page(db, bot), "games": lambda: data.search_games(db, bot=bot.split("@")[0], limit=100),
+         "game": lambda: (data.game_row(db, gid), replay_data(simulate(db.game_record(gid))))}
+out = {}
+for kind, fn in build.items():
+    fn()  # the first build reads what a process keeps (a stored game's log, say): a store change keeps it
+    t0 = time.process_time()
+    for _ in range(3):
+        fn()
+    out[kind] = (time.process_time() - t0) / 3
+print(json.dumps(out))
+"""
+
+
+def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path) -> None:
+    """Requests per server CPU second of each page kind: kept (gzip, as browsers ask), ``304``,
+    and the page model's build after a change of the store."""
+    import urllib.request
+    print(f"{'server':<8} {'kind':<10} {'kept req/CPU-s':>14} {'304 req/CPU-s':>13} {'build CPU ms':>12} {'load':>5}")
+    for name, root, extra in servers:
+        server = Server(root, store, extra)
+        try:
+            kinds = kind_paths(paths, server.static_paths())
+            costs = {}
+            for kind, path in kinds.items():
+                server.get(path)
+                with urllib.request.urlopen(server.url + path, timeout=60) as r:
+                    etag = r.headers.get("ETag")
+                row = []
+                for headers in ([], ["-H", f"If-None-Match: {etag}"] if etag else None):
+                    if headers is None:
+                        row.append(float("nan"))
+                        continue
+                    cpu0 = group_cpu(server.proc.pid)
+                    out = subprocess.run(["wrk", "-t", "1", "-c", "8", "-d", f"{seconds:g}s", "-H",
+                                          "Accept-Encoding: gzip", *headers, server.url + path],
+                                         capture_output=True, text=True).stdout
+                    cpu = group_cpu(server.proc.pid) - cpu0
+                    n = re.search(r"(\d+) requests in", out)
+                    row.append(int(n.group(1)) / cpu if n and cpu > 0 else float("nan"))
+                costs[kind] = row
+        finally:
+            server.stop()
+        built = subprocess.run([sys.executable, "-c", BUILD_COST, str(store), json.dumps(kinds)], cwd=root,
+                               env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True)
+        builds = json.loads(built.stdout) if built.returncode == 0 else {}
+        for kind, (kept, not_modified) in costs.items():
+            b = builds.get(kind)
+            print(f"{name:<8} {kind:<10} {kept:>14.0f} {not_modified:>13.0f} "
+                  f"{'-' if b is None else f'{b * 1000:.1f}':>12} {os.getloadavg()[0]:>5.1f}", flush=True)
+
+
+# --------------------------------------------------------------------------- the ladder beside the load
+
+def ladder_beside(root: Path, store: Path, paths: dict, clients: int, seconds: float, tmp: Path) -> None:
+    """``arena serve --ladder``: the ladder's games a second with no load, then beside ``clients``
+    wrk clients on the mix, on a copy of the club store (the four bundled bots, two seats)."""
+    import sqlite3
+    work = tmp / "beside"
+    work.mkdir()
+    work.chmod(0o755)  # bots run under a private uid when the referee is root
+    copy = work / "club.sqlite"
+    shutil.copy(store, copy)
+    toml = work / "night.toml"
+    toml.write_text('rules = "classic"\nseats = 2\ndeals = 4\nmax_turns = 2000\nconcurrency = 2\n'
+                    'bots = ["random", "lowest", "highest", "heuristic"]\n')
+
+    def played() -> int:
+        db = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=30)
+        try:
+            return db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, 17)='ladder:night:run:'"
+                              ).fetchone()[0]
+        finally:
+            db.close()
+
+    server = Server(root, copy, ["--ladder", str(toml)])
+    try:
+        deadline = time.monotonic() + 600
+        while played() < 1:  # past the seed round
+            if time.monotonic() > deadline:
+                raise SystemExit("the ladder played no batch game in 600 s")
+            time.sleep(0.5)
+        script = tmp / "beside.lua"
+        script.write_text(lua_script(mix_paths({**paths, "static": server.static_paths()})))
+        warm_up(server, sorted(set(mix_paths({**paths, "static": server.static_paths()}))), rounds=1)
+        g0, t0 = played(), time.monotonic()
+        time.sleep(seconds)
+        alone = (played() - g0) / (time.monotonic() - t0)
+        g0, t0 = played(), time.monotonic()
+        r = run_wrk(server.url, script, clients, seconds)
+        beside = (played() - g0) / (time.monotonic() - t0)
+    finally:
+        server.stop()
+    print(f"ladder alone {alone:.2f} games/s; beside {clients} clients {beside:.2f} games/s "
+          f"({100 * beside / alone if alone else float('nan'):.0f}%), the pages {r['rps']:.0f} req/s, "
+          f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['errors']} errors; load {os.getloadavg()[0]:.1f}",
+          flush=True)
 
 
 # --------------------------------------------------------------------------- open live streams
@@ -310,6 +449,10 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=1000, help="open live streams to hold (0: skip)")
     ap.add_argument("--store", type=Path, help="reuse (or build once at) this store")
     ap.add_argument("--compare", type=Path, help="another checkout (say the previous main) served in the same run")
+    ap.add_argument("--ladder", action="store_true", help="also: arena serve --ladder, the ladder's games a second "
+                    "alone and beside the load of the largest --clients (this checkout only)")
+    ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
+                    "(kept, 304, built), instead of the load rows")
     ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
@@ -328,8 +471,12 @@ def main() -> None:
     load = os.getloadavg()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
           f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
-    print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
-          f"{'warm-up s':>9}")
+    if args.per_kind:
+        per_kind(servers, store, paths, args.seconds, tmp)
+        servers, args.streams = [], 0
+    else:
+        print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
+              f"{'warm-up s':>9}")
     for name, root, extra in servers:  # one server at a time, warmed once, then each client count
         server = Server(root, store, extra)
         try:
@@ -352,6 +499,8 @@ def main() -> None:
                 server.stop()
             print(f"{name:<8} streams: {s['opened']} opened, {s['hello']} greeted, {s['got']} got the new game's "
                   f"event, the last after {s['last_s']:.2f} s", flush=True)
+    if args.ladder:
+        ladder_beside(ROOT, store, paths, max(args.clients), args.seconds, tmp)
     if not args.store:
         shutil.rmtree(tmp, ignore_errors=True)
 

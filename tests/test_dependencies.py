@@ -30,7 +30,7 @@ PARTS = {
     "arena/tournament/cluster.py": "dask",
 }
 # Modules of an extra that the base command line must start without.
-EXTRA_MODULES = ["starlette", "hypercorn", "anyio", "jinja2", "markupsafe", "multipart",
+EXTRA_MODULES = ["starlette", "hypercorn", "uvicorn", "httptools", "uvloop", "anyio", "jinja2", "markupsafe", "multipart",
                  "pettingzoo", "gymnasium", "dask", "distributed", "torch"]
 
 

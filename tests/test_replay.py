@@ -509,6 +509,11 @@ def test_cli_html_and_report_files(stored, tmp_path: Path) -> None:
     assert r.exit_code == 0 and "embedded" in r.stdout
     assert_self_contained(report.read_text())
     assert report.read_text().count('type="application/gzip-base64"') == len(games)
+    # styled as the server's pages: its stylesheet inlined, its header and main column
+    site = (Path(__file__).resolve().parents[1] / "arena" / "serve" / "static" / "site.css").read_text()
+    style = report.read_text().split("<style>", 1)[1].split("</style>", 1)[0]
+    assert site.strip() in style
+    assert '<header class="top">' in report.read_text() and "<main>" in report.read_text()
     split = tmp_path / "s.html"
     r = invoke("report", "t", "--store", str(path), "--html", str(split), "--split")
     assert r.exit_code == 0

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import http.client
 import io
+import json
 import os
+import shutil
+import sqlite3
 import re
 import signal
 import subprocess
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -518,3 +522,125 @@ def test_a_bot_filter_matches_every_version_of_that_name_and_no_other(tmp_path: 
     games, total = data.search_games(read, bot="my_bot")
     assert {g["id"] for g in games} == {"t-0", "t-2"} and total == 2
     assert data.search_games(read, bot="my%")[1] == 0
+
+
+def test_slowest_decisions_are_read_once_per_game_and_never_mixed_between_stores(tmp_path):
+    """A stored game's slowest answers are kept per process; two stores with the same game id keep
+    their own, and a new game joins the list on the next build."""
+    def record(gid: str, ms: float) -> dict[str, Any]:
+        rec = fake_record(gid, ["a@1", "b@1"], [[0], [1]])
+        rec["steps"] = [{"seat": 0, "turn": t, "request": {}, "ms": ms + t, "phase": "play", "act": {"kind": "play"}}
+                        for t in range(3)]
+        return rec
+
+    db = Store(tmp_path / "one.sqlite")
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 2)
+    db.save_game("t", 0, ["a@1", "b@1"], record("g-0", 10.0))
+    db.close()
+    shutil.copy(tmp_path / "one.sqlite", tmp_path / "two.sqlite")  # the same game, finished at the same time
+    with sqlite3.connect(tmp_path / "two.sqlite") as other:  # ... with another log
+        other.execute("UPDATE game_logs SET log=? WHERE game='g-0'", (zlib.compress(json.dumps(record("g-0", 500.0)).encode()),))
+    stores = [data.open_read(tmp_path / f"{name}.sqlite") for name in ("one", "two")]
+    one, two = stores
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1")] == [12.0, 11.0, 10.0]
+    assert [d["ms"] for d in data.slowest_decisions(two, "a@1")] == [502.0, 501.0, 500.0]
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1", keep=2)] == [12.0, 11.0]
+    writer = Store(tmp_path / "one.sqlite")
+    writer.save_game("t", 1, ["a@1", "b@1"], record("g-1", 100.0))
+    writer.close()
+    assert [d["ms"] for d in data.slowest_decisions(one, "a@1")] == [102.0, 101.0, 100.0, 12.0, 11.0, 10.0]
+    assert data.slowest_decisions(one, "b@1") == []
+    for db in stores:
+        db.db.close()
+
+
+def test_a_client_sending_a_byte_a_second_is_disconnected_and_others_are_served(tmp_path: Path) -> None:
+    """Slowloris: a request must arrive whole within --read-timeout; a client that trickles its
+    headers is disconnected, and a normal client is answered meanwhile."""
+    import socket
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--read-timeout", "2")
+    slow = []
+    try:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        for _ in range(3):  # a connection that sends nothing, and two that trickle
+            s = socket.create_connection((host, int(port)), timeout=60)
+            slow.append(s)
+        request = f"GET /ladders/{LADDER} HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: " + "a" * 200
+        started = time.monotonic()
+        closed = set()
+        for i, byte in enumerate(request.encode()):
+            for k, s in enumerate(slow[1:], 1):
+                if k in closed:
+                    continue
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:
+                    closed.add(k)
+            if i == 1:
+                status, _, _ = server.get(f"/ladders/{LADDER}")  # a normal client, while they trickle
+                assert status == 200
+            if len(closed) == 2 or time.monotonic() - started > 60:
+                break
+            time.sleep(1.0)  # a byte a second
+        for s in slow:  # each is closed by the server: the read ends, with nothing answered
+            s.settimeout(60)
+            try:
+                assert s.recv(1024) == b""
+            except ConnectionResetError:
+                pass
+        assert time.monotonic() - started < 60
+    finally:
+        for s in slow:
+            s.close()
+        server.stop()
+
+
+def test_a_forwarded_for_header_does_not_make_a_new_client(tmp_path: Path) -> None:
+    """Limits are per connection address: a client naming other addresses in X-Forwarded-For or
+    Forwarded (the server trusts no proxy) is still one client, and its writes run out."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--writes-per-minute", "1")
+    try:
+        statuses = []
+        for i in range(14):  # a burst of 10, then 429 Too Many Requests
+            status, headers, _ = server.request("POST", "/login", body=b"", headers={
+                "X-Forwarded-For": f"10.0.{i}.1", "Forwarded": f"for=10.1.{i}.1", "X-Real-IP": f"10.2.{i}.1"})
+            statuses.append(status)
+        assert 429 in statuses, statuses
+    finally:
+        server.stop()
+
+
+def test_endless_headers_are_cut_off_and_others_are_served(tmp_path: Path) -> None:
+    """A request whose headers never end is disconnected after 64 kB (not kept in memory until
+    the read deadline), and the server answers others."""
+    import socket
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--read-timeout", "300")
+    try:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=60)
+        line = b"X-Pad: " + b"a" * 8000 + b"\r\n"
+        sent, cut = 0, False
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\n")
+            while sent < 64 * 2**20:
+                s.sendall(line)
+                sent += len(line)
+        except OSError:
+            cut = True
+        if not cut:
+            try:
+                cut = s.recv(1024) == b""
+            except (ConnectionResetError, TimeoutError):
+                cut = isinstance(sys.exc_info()[1], ConnectionResetError)
+        s.close()
+        assert cut and sent < 64 * 2**20
+        status, _, _ = server.get(f"/ladders/{LADDER}")
+        assert status == 200
+    finally:
+        server.stop()

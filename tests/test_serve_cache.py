@@ -143,6 +143,36 @@ def test_the_store_version_is_one_query_until_a_write(tmp_path: Path) -> None:
     version.close()
 
 
+def test_the_pages_version_moves_at_most_once_a_settle_and_then_catches_up(tmp_path: Path) -> None:
+    """A ladder storing a game a second must not have every page built again for each: the
+    version pages are kept by moves at most once every ``settle`` seconds, and a change held back
+    is taken on the first look after that, with no further write."""
+    path = tmp_path / "s.sqlite"
+    build_store(path)
+    now = [100.0]
+    version = StoreVersion(path, settle=1.0, clock=lambda: now[0])
+    first = version.current()
+    tid = Store(path).tournaments()[0]["id"]
+
+    def store_game(i: int) -> None:
+        db = Store(path)
+        db.save_game(tid, 900 + i, ["alpha@1.0", "beta@2.0"], fake_record(f"new-{i}", ["alpha@1.0", "beta@2.0"], [[0], [1]]))
+        db.close()
+
+    store_game(0)
+    second = version.current()
+    assert second != first  # the first change after a quiet spell: at once
+    store_game(1)
+    now[0] += 0.5
+    assert version.current() == second  # held back: within a settle of the last move
+    now[0] += 0.5
+    third = version.current()  # a settle later: taken, though nothing was written meanwhile
+    assert third not in (first, second) and third[0] == second[0] + 1
+    now[0] += 5
+    assert version.current() == third
+    version.close()
+
+
 # --------------------------------------------------------------------------- a real server
 
 @pytest.fixture(scope="module")

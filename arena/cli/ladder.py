@@ -357,6 +357,22 @@ def _bar(lo: float, mid: float, hi: float, left: float, right: float, width: int
     return "".join(cells)
 
 
+def _stop_on_sigterm(progress: Any) -> "threading.Event":
+    """SIGTERM (a server stopping, a service manager) asks the run to stop once the batch being
+    played is finished, losing no game; Ctrl-C still stops at once (the batch resumes next run)."""
+    import signal
+    import threading
+    asked = threading.Event()
+
+    def on_term(signum: int, frame: object) -> None:
+        if not asked.is_set():
+            progress.print("stopping after the batch being played (SIGTERM)", highlight=False, markup=False)
+        asked.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    return asked
+
+
 @ladder_app.command("run")
 def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.toml, a file, or one kept in the store).")],
             store: StoreOpt = None, concurrency: JobsOpt = None,
@@ -394,9 +410,10 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False,
                    markup=False, soft_wrap=True)
     interrupted = False
+    asked = _stop_on_sigterm(progress)
     try:
         trio.run(lambda: run_ladder(ladder, db, ctx, games=games, hours=hours, cluster=cluster or "",
-                                    on_batch=on_batch, summary=summary))
+                                    on_batch=on_batch, summary=summary, stop=asked.is_set))
     except (LadderError, StoreError, ManifestError) as e:
         fail(str(e))
     except BaseException as e:  # Ctrl-C (possibly inside an exception group), or a cluster that cannot run it

@@ -169,7 +169,10 @@ def report(
         db.close()
     links = write_report_folder(html_out, replays) if split else None
     try:
-        write_private_text(html_out, report_html(t, tournament, lines, games, replays, links=links, stages=stages))
+        from importlib.resources import files
+        site_css = files("arena.serve").joinpath("static/site.css").read_text(encoding="utf-8")
+        write_private_text(html_out, report_html(t, tournament, lines, games, replays, links=links, stages=stages,
+                                                 stylesheet=site_css))
     except OSError as e:
         _fail(err, f"cannot write {html_out}: {e}")
     where = (f"; replays in {html_out.with_name(html_out.stem + '-replays')}/" if split else "; replays embedded")

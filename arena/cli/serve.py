@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -64,6 +64,14 @@ def serve(
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
                                               "(read-only servers only: play and uploads live in one process).")] = 1,
+    ladder: Annotated[Optional[list[str]], typer.Option("--ladder", help="Keep this ladder playing into the store "
+                                                        "while serving (repeat for more): an `arena ladder run` "
+                                                        "beside the pages, which finishes its batch when the "
+                                                        "server stops.")] = None,
+    read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
+                                                     "body); a slower one is disconnected (read-only servers).")] = 30.0,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
+                                                   help="Play the --ladder games on a Dask cluster.")] = None,
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -75,6 +83,8 @@ def serve(
     import trio
     out, err = SafeConsole(highlight=False, soft_wrap=True), SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     try:
+        import anyio
+        import uvicorn
         from hypercorn.config import Config
         from hypercorn.trio import serve as hypercorn_serve
 
@@ -85,14 +95,26 @@ def serve(
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 \
-            or webhook_timeout <= 0:
+            or webhook_timeout <= 0 or read_timeout <= 0:
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
-                  "--min-free-mb at least 0, --workers 1-64, --submissions-per-day at least 1, --webhook-timeout above 0")
+                  "--min-free-mb at least 0, --workers 1-64, --submissions-per-day at least 1, --webhook-timeout "
+                  "and --read-timeout above 0")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
                   "are kept by one process (drop --allow-play/--allow-submit, or --workers)")
         raise typer.Exit(2)
+    if cluster and not ladder:
+        err.print("[red]error:[/] --cluster plays --ladder games: name a ladder with --ladder")
+        raise typer.Exit(2)
+    ladder_refs = []
+    for name in ladder or []:
+        ref = _ladder_ref(name, store, ladders)
+        if ref is None:
+            err.print(f"[red]error:[/] no ladder {escape(name)!r} (ladders/NAME.toml, a ladder file, or one kept "
+                      "in the store)")
+            raise typer.Exit(2)
+        ladder_refs.append(ref)
     try:
         sock = _listen(host, port)
     except OSError as e:
@@ -121,29 +143,112 @@ def serve(
     out.print("Ctrl-C stops it.")
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config = Config()
-    config.bind = [f"fd://{sock.fileno()}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 1.0
+    if options.writable:  # games in play and uploads run the trio referee: hypercorn on trio
+        config = Config()
+        config.bind = [f"fd://{sock.fileno()}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hypercorn.error")
+        config.graceful_timeout = 1.0
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            app = build_app(options, nursery)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                app = build_app(options, nursery)
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
-                async def stop() -> None:  # Ctrl-C or kill: finish the responses in flight, then leave
-                    async for _ in signals:
-                        return
+                    async def stop() -> None:  # Ctrl-C or kill: finish the responses in flight, then leave
+                        async for _ in signals:
+                            return
 
-                await hypercorn_serve(app, config, shutdown_trigger=stop)  # type: ignore[arg-type]
-            nursery.cancel_scope.cancel()
+                    await hypercorn_serve(app, config, shutdown_trigger=stop)  # type: ignore[arg-type]
+                nursery.cancel_scope.cancel()
 
-    if workers > 1:
-        _run_workers(workers, lambda: trio.run(main))
-    else:
-        trio.run(main)
+        run: Callable[[], None] = lambda: trio.run(main)
+    else:  # read-only pages: uvicorn's C parser and event loop, about a tenth of the CPU a request
+        async def read_only() -> None:
+            async with anyio.create_task_group() as tasks:
+                app = build_app(options, tasks)
+                from ..serve.limits import read_deadline
+                server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                                                       proxy_headers=False,  # a client is its address: no header names another
+                                                       access_log=False, log_level="warning",
+                                                       timeout_graceful_shutdown=1))
+                for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn raises the signal it stopped on again
+                    signal.signal(sig, lambda *_: None)         # once it has stopped: let that end here
+                await server.serve(sockets=[sock])  # Ctrl-C or kill: finishes the responses in flight
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                tasks.cancel_scope.cancel()
+
+        run = lambda: _run_asyncio(read_only)
+    players = [_start_ladder(ref, store, cluster) for ref in ladder_refs]
+    for ref in ladder_refs:
+        out.print(f"ladder {escape(ref)} plays into the store (one `arena ladder run` process)")
+    if players:  # the games come first: the pages take the CPU the ladder leaves (their processes too)
+        import os
+        os.nice(PAGES_NICE)
+    try:
+        if workers > 1:
+            _run_workers(workers, run)
+        else:
+            run()
+    finally:
+        _stop_ladders(players, out)
     out.print("stopped")
+
+
+def _run_asyncio(main: Callable[[], Any]) -> None:
+    """``main`` on asyncio, on uvloop's loop where it is installed (not on Windows)."""
+    import asyncio
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+        return
+    uvloop.run(main())
+
+
+PAGES_NICE = 10  # beside a ladder, the pages' processes yield the CPU to its referee (about 10:1)
+
+
+def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str | None:
+    """What ``arena ladder run`` is given for ``name`` (a file of --ladders first), or None when
+    no ladder has that name: said before anything starts."""
+    from ..ladder import LadderError, load_ladder
+    if ladders is not None and (ladders / f"{name}.toml").is_file():
+        name = str((ladders / f"{name}.toml").resolve())
+    try:
+        load_ladder(name, store_dir=store.resolve().parent)
+    except LadderError:
+        return None
+    return name
+
+
+def _start_ladder(ref: str, store: Path, cluster: str | None) -> "subprocess.Popen":
+    """``arena ladder run`` in its own session (Ctrl-C at the terminal reaches the server only,
+    which then asks the ladder to finish its batch); it gets SIGTERM too if the server dies."""
+    import subprocess
+    cmd = [sys.executable, "-c", "from arena.cli.main import app; app()", "ladder", "run", ref,
+           "--store", str(store), "--plain", *(["--cluster", cluster] if cluster else [])]
+    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+
+
+def _stop_ladders(players: list, out: SafeConsole) -> None:
+    """SIGTERM to each ladder run (it stops after the batch being played), then wait for them;
+    a second Ctrl-C stops them at once (their batches resume on the next start)."""
+    import signal
+    for p in players:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    if any(p.poll() is None for p in players):
+        out.print("waiting for the ladder's batch to finish (Ctrl-C again: stop it now, it resumes next time)")
+    for p in players:
+        try:
+            p.wait()
+        except KeyboardInterrupt:
+            for q in players:
+                if q.poll() is None:
+                    q.send_signal(signal.SIGINT)
+            p.wait()
 
 
 def _die_with_parent() -> None:
@@ -196,6 +301,8 @@ def _run_workers(n: int, run: Callable[[], None]) -> None:
                 continue
             except ChildProcessError:
                 break
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def register(app: typer.Typer) -> None:

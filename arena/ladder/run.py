@@ -48,7 +48,7 @@ class RunSummary:
     overhead_s: float = 0.0  # the ladder's own work, outside playing
     snapshots: int = 0
     suspended: list[str] = field(default_factory=list)
-    stopped: str = ""  # why the run ended: games, hours, no_table, interrupted
+    stopped: str = ""  # why the run ended: games, hours, no_table, stopped (SIGTERM), interrupted
     paused: bool = False  # waiting now because an admin paused the ladder
 
     @property
@@ -184,8 +184,10 @@ def _next_suite_deal(store: Store, ladder: Ladder, batches: list[tuple[int, str]
 async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None, *, games: int | None = None,
                      hours: float | None = None, cluster: str = "",
                      on_batch: Callable[[RunSummary, Table, int], None] | None = None,
-                     summary: RunSummary | None = None) -> RunSummary:
-    """Play batches until ``games`` are played, ``hours`` have passed, or the caller cancels.
+                     summary: RunSummary | None = None, stop: Callable[[], bool] | None = None) -> RunSummary:
+    """Play batches until ``games`` are played, ``hours`` have passed, ``stop()`` says so (checked
+    between batches, so the batch being played is finished: a server's graceful shutdown), or the
+    caller cancels.
 
     ``summary`` (if given) is filled in as the run goes, so a caller interrupted by Ctrl-C still
     has the numbers."""
@@ -235,9 +237,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 if take_snapshot(store, ladder, state=state):  # every snapshot_every games, and when bots join
                     out.snapshots += 1
                 last_snapshot = state.games
-            stop = _stop_reason(out, games, deadline)
-            if stop:
-                out.stopped = stop
+            why = _stop_reason(out, games, deadline, stop)
+            if why:
+                out.stopped = why
                 overhead += time.perf_counter() - tick
                 break
             if (why := paused(store, ladder.name)) is not None:  # an admin paused it: wait, play nothing
@@ -302,11 +304,14 @@ async def _wait_paused() -> None:
     await trio.sleep(PAUSE_POLL_S)
 
 
-def _stop_reason(out: RunSummary, games: int | None, deadline: float | None) -> str:
+def _stop_reason(out: RunSummary, games: int | None, deadline: float | None,
+                 stop: Callable[[], bool] | None = None) -> str:
     if games is not None and out.games >= games:
         return "games"
     if deadline is not None and time.perf_counter() >= deadline:
         return "hours"
+    if stop is not None and stop():
+        return "stopped"
     return ""
 
 

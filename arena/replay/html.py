@@ -461,11 +461,14 @@ def _json_for_script(data: Any) -> str:
     return json.dumps(for_browser(data), separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
 
 
-def _page(title: str, body: str, scripts: list[str]) -> str:
+def _page(title: str, body: str, scripts: list[str], stylesheet: str = "") -> str:
     js = "".join(f"<script>{s}</script>\n" for s in scripts)
+    if stylesheet:  # dressed as the server's pages: its stylesheet, header and main column
+        body = f"<header class=\"top\"><span class=\"brand\">\u2660 Palace Arena</span></header>\n<main>\n{body}\n</main>"
+    style = stylesheet.replace("</", "<\\/")  # a stylesheet cannot end the <style> element early
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n{js}</body>\n</html>\n")
+            f"<title>{html.escape(title)}</title>\n<style>{style}{CSS}</style>\n</head>\n<body>\n{body}\n{js}</body>\n</html>\n")
 
 
 def replay_html(data: dict[str, Any]) -> str:
@@ -535,10 +538,12 @@ def stages_html(fmt: str, stages: list[Any], champion: str | None = None) -> str
 
 def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line], games: list[dict[str, Any]],
                 replays: dict[str, dict[str, Any]], *, links: dict[str, str] | None = None,
-                stages: str = "") -> str:
+                stages: str = "", stylesheet: str = "") -> str:
     """Standings and the games table; each game links to its replay.
 
-    ``stages``: a staged event's rounds or bracket (:func:`stages_html`).
+    ``stages``: a staged event's rounds or bracket (:func:`stages_html`). ``stylesheet``: CSS
+    inlined before the replay's own (``arena report --html`` gives the server's ``site.css``, so
+    a report looks like the server's pages and still needs no other file).
     Without ``links`` every replay is embedded (gzip + base64, decoded and drawn only
     when opened: ``#game=ID``). With ``links`` (game id -> relative URL) rows link to
     separate replay files instead.
@@ -579,8 +584,8 @@ def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line],
             blobs.append(f"<script type=\"application/gzip-base64\" data-game=\"{html.escape(gid)}\">"
                          f"{packed.decode()}</script>")
         body += "\n" + "\n".join(blobs)
-        return _page(f"Tournament {name}", body, [JS, REPORT_BOOT])
-    return _page(f"Tournament {name}", body, [])
+        return _page(f"Tournament {name}", body, [JS, REPORT_BOOT], stylesheet)
+    return _page(f"Tournament {name}", body, [], stylesheet)
 
 
 def write_report_folder(out: Path, replays: dict[str, dict[str, Any]]) -> dict[str, str]:

@@ -26,7 +26,7 @@ def _store(request: Request) -> Any:
 
 async def _with_store(request: Request, fn: Any) -> Any:
     """``fn`` on the store opened as the ladder code opens it, in a worker thread."""
-    import trio
+    import anyio  # (a read-only server runs on asyncio, a playing one on trio)
 
     def work() -> Any:
         store = _store(request)
@@ -35,7 +35,7 @@ async def _with_store(request: Request, fn: Any) -> Any:
         finally:
             store.close()
 
-    return await trio.to_thread.run_sync(work)
+    return await anyio.to_thread.run_sync(work)
 
 
 async def page(request: Request, status: int = 200, error: str = "") -> Response:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -58,6 +58,7 @@ class Options:
     max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
+    settle_s: float = 1.0  # the pages' version moves at most this often (cache.StoreVersion)
     writes_per_s: float = WRITES.per_s  # per person (or per address when anonymous), with WRITES' burst
     local_webhooks: bool = False       # webhooks may post to this machine or a private network
     webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
@@ -110,7 +111,7 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
         finally:
             db.db.close()
 
-    return await trio.to_thread.run_sync(work)
+    return await anyio.to_thread.run_sync(work)
 
 
 def no_store(request: Request) -> Response:
@@ -292,10 +293,11 @@ class Headers:
         await self.app(scope, receive, wrapped)
 
 
-def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
-    """The app; background work (following the store, games in play, submissions) runs in ``nursery``."""
+def build_app(options: Options, nursery: Any) -> Starlette:
+    """The app; background work (following the store, games in play, submissions) runs in ``nursery``
+    (an anyio task group, or a trio nursery: games in play and submissions need trio)."""
     from ..replay import html as replay_html
-    version = StoreVersion(options.store)
+    version = StoreVersion(options.store, settle=options.settle_s)
     assets = Assets(HERE / "static", {"replay.js": replay_html.JS, "replay.css": replay_html.CSS})
     templates.env.globals["asset"] = assets.url
     routes = [
@@ -317,10 +319,13 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
     ]
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
     # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
+    # It also sits outside the security headers, so a kept page is answered with the headers it was
+    # built with and no other layer's work (the host check stays in front of it).
     key = auth.session_key(options.store)
-    middleware = [Middleware(Headers, options=options), Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
-                                                                   identify=auth.write_identity(options.store, key)),
-                  Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+    middleware = [Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+                  Middleware(Headers, options=options),
+                  Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
+                             identify=auth.write_identity(options.store, key)),
                   Middleware(SessionMiddleware, secret_key=key,
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
                              same_site="strict")]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
+import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from starlette.exceptions import HTTPException
@@ -141,7 +141,7 @@ async def db_call(store: Path, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         finally:
             db.close()
 
-    return await trio.to_thread.run_sync(work)
+    return await anyio.to_thread.run_sync(work)
 
 
 def origin_of(request: Request) -> str:
@@ -209,7 +209,7 @@ async def signup(request: Request) -> Response:
     code, name, password = form.get("code", "").strip(), form.get("name", "").strip(), form.get("password", "")
     if len(password) < MIN_PASSWORD:
         return _signup_form(request, 400, f"A password has at least {MIN_PASSWORD} characters.", code, name)
-    hashed = await trio.to_thread.run_sync(hasher.hash, password)
+    hashed = await anyio.to_thread.run_sync(hasher.hash, password)
     try:
         made = await with_db(request, lambda db: sign_up(db, code, name, hashed, now=time.time(),
                                                          origin=origin_of(request)))
@@ -248,14 +248,14 @@ async def login(request: Request) -> Response:
         except (VerificationError, InvalidHashError):
             return False
 
-    if not (await trio.to_thread.run_sync(verify)) or found is None:
+    if not (await anyio.to_thread.run_sync(verify)) or found is None:
         limiter.failed(*keys)
         return _login_form(request, 401, "Wrong name or password.", name)
     if found.status != Status.ACTIVE:
         return _login_form(request, 403, "This account is suspended: ask an admin why.", name)
     if hasher.check_needs_rehash(found.password):
         from ..store.people import set_password_hash
-        rehashed = await trio.to_thread.run_sync(hasher.hash, password)
+        rehashed = await anyio.to_thread.run_sync(hasher.hash, password)
         await with_db(request, lambda db: set_password_hash(db, found.id, rehashed))
     _log_in(request, found)
     return redirect("/account")

@@ -15,12 +15,13 @@ import hashlib
 import mimetypes
 import re
 import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -31,21 +32,32 @@ from .limits import Buckets, client_of, too_many
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
 COMPRESSIBLE = re.compile(rb"^(text/|application/(json|javascript)|image/svg)")
 IMMUTABLE = "public, max-age=31536000, immutable"
+STATIC_KEPT = 64  # static answers kept (only files that exist answer 200, so this is every one)
 
 
 class StoreVersion:
     """The store's version, checked with ``PRAGMA data_version`` on one kept connection.
 
+    The version the pages are kept by moves at most once every ``settle`` seconds: a ladder that
+    stores a game a second would otherwise have every page (the standings' fit among them) built
+    again for each game. The first change after a quiet spell is taken at once, and one that
+    arrives within ``settle`` of the last is taken ``settle`` after it, on the next look, so a page
+    shows a stored game at most ``settle`` plus a look of the watcher (``poll``) late.
+
     Used from the event loop's thread only (the check reads SQLite's shared memory, no table)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, settle: float = 1.0, clock: Callable[[], float] = time.monotonic):
         self.path = path
+        self.settle = settle
+        self.clock = clock
         self._db: data.ReadStore | None = None
         self._seen: int | None = None
-        self.value: tuple | None = None
+        self._latest: tuple | None = None  # the store's version as last read
+        self._moved = -float("inf")        # when ``value`` last moved
+        self.value: tuple | None = None    # the version pages are kept by
 
     def current(self) -> tuple | None:
-        """The version now; None while there is no store."""
+        """The version pages are kept by now; None while there is no store."""
         try:
             if self._db is None:
                 self._db = data.open_read(self.path)
@@ -53,13 +65,18 @@ class StoreVersion:
                     return None
                 self._seen = None
             seen = self._db.db.execute("PRAGMA data_version").fetchone()[0]
-            if seen != self._seen or self.value is None:
-                self.value = data.version(self._db)
+            if seen != self._seen or self._latest is None:
+                self._latest = data.version(self._db)
                 self._seen = seen
-            return self.value
         except sqlite3.Error:  # a store being created or replaced: look again next time
             self.close()
-            return self.value
+        if self.value is None:  # the first look is no move
+            self.value = self._latest
+        elif self._latest != self.value and self._latest is not None:
+            now = self.clock()
+            if now - self._moved >= self.settle:
+                self.value, self._moved = self._latest, now
+        return self.value
 
     def close(self) -> None:
         if self._db is not None:
@@ -167,7 +184,8 @@ class HttpCache:
         self.pages: OrderedDict[tuple, Entry] = OrderedDict()
         self.bytes = 0
         self.pages_version: tuple | None = None
-        self.building: dict[tuple, trio.Event] = {}
+        self.building: dict[tuple, anyio.Event] = {}
+        self.static: dict[str, Entry] = {}  # /static/ answers: fixed while the process lives
 
     def _key(self, scope: dict) -> tuple | None:
         path = scope["path"]
@@ -208,7 +226,7 @@ class HttpCache:
             if wait:
                 await too_many(send, wait)
                 return
-            done = self.building[key] = trio.Event()
+            done = self.building[key] = anyio.Event()
             try:
                 entry = await self._capture(scope, receive, send)
                 if entry is not None and entry.status == 200:
@@ -221,8 +239,14 @@ class HttpCache:
             if entry is not None:
                 await self._answer(scope, send, entry)
             return
+        static = scope["path"].startswith("/static/")
+        if static and scope["path"] in self.static:
+            await self._answer(scope, send, self.static[scope["path"]])
+            return
         entry = await self._capture(scope, receive, send)
         if entry is not None:
+            if static and entry.status == 200 and len(self.static) < STATIC_KEPT:
+                self.static[scope["path"]] = entry  # its gzip made once, not on every request
             await self._answer(scope, send, entry)
 
     async def _capture(self, scope: dict, receive: Callable, send: Callable) -> Entry | None:

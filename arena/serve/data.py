@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import zlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,11 @@ def version(db: ReadStore | None) -> tuple:
 
 # --------------------------------------------------------------------------- per-bot timing
 
-def think_totals(db: ReadStore) -> dict[str, tuple[float, int]]:
-    """Each bot's (think ms, decisions) over every stored game: a bot page's own line."""
-    from ..tournament.standings import read_games
-    return read_games(db, prefix="")[1]
+def think_totals(db: ReadStore, label: str) -> tuple[float, int]:
+    """The bot's (think ms, decisions) over every stored game: a bot page's own line (one indexed
+    sum, not every game read)."""
+    ms, n = db.db.execute("SELECT SUM(think_ms), SUM(decisions) FROM game_seats WHERE bot=?", (label,)).fetchone()
+    return (ms or 0.0, n or 0)
 
 
 # --------------------------------------------------------------------------- tournaments
@@ -205,8 +207,10 @@ def bot_versions(db: ReadStore, label: str) -> list[dict[str, Any]]:
 
 
 def bot_results(db: ReadStore, label: str) -> list[tuple[list[str], dict[str, Any]]]:
-    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE EXISTS (SELECT 1 FROM game_seats s "
-                         "WHERE s.game=g.id AND s.bot=?) ORDER BY g.finished", (label,))
+    # IN over the seats' index, not a correlated EXISTS: SQLite scans every game for the latter
+    # (1.8 s against 5 ms on a 10,000-game store)
+    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE g.id IN (SELECT game FROM game_seats "
+                         "WHERE bot=?) ORDER BY g.finished", (label,))
     return [(json.loads(s), json.loads(r)) for s, r in rows]
 
 
@@ -241,17 +245,39 @@ def bot_faults(db: ReadStore, label: str, limit: int = 20, stderr_lines: int = 8
 
 def slowest_decisions(db: ReadStore, label: str, games: int = 200, keep: int = 10) -> list[dict[str, Any]]:
     """The bot's slowest answered requests over its latest ``games`` games (logs are read, so bounded)."""
-    rows = db.db.execute("SELECT s.game, s.seat FROM game_seats s JOIN games g ON g.id=s.game WHERE s.bot=? "
-                         "ORDER BY g.finished DESC LIMIT ?", (label, games)).fetchall()
-    found = []
-    for gid, seat in rows:
-        rec = _log(db, gid) or {}
-        for step in rec.get("steps", []):
-            if step.get("seat") == seat and "request" in step and not step.get("forced"):
-                found.append({"game": gid, "turn": step.get("turn"), "ms": float(step.get("ms", 0.0)),
-                              "phase": step.get("phase"), "kind": (step.get("act") or {}).get("kind", step.get("fault"))})
+    rows = db.db.execute("SELECT s.game, s.seat, g.finished FROM game_seats s JOIN games g ON g.id=s.game "
+                         "WHERE s.bot=? ORDER BY g.finished DESC LIMIT ?", (label, games)).fetchall()
+    found = [d for gid, seat, finished in rows for d in _decisions(db, gid, seat, finished, keep)]
     found.sort(key=lambda d: -d["ms"])
     return found[:keep]
+
+
+SLOWEST_KEPT = 20_000  # (game, seat) entries of at most ``keep`` small dicts each
+_SLOWEST: OrderedDict[tuple, list[dict[str, Any]]] = OrderedDict()
+_SLOWEST_LOCK = threading.Lock()
+
+
+def _decisions(db: ReadStore, gid: str, seat: int, finished: float, keep: int) -> list[dict[str, Any]]:
+    """A seat's ``keep`` slowest answered requests in one game. A stored game's log never changes, so
+    each is read once per process (keyed by store, game, seat and finish time), not once per page build:
+    a bot page is rebuilt on every change of the store, and 200 logs cost 0.3 s of CPU."""
+    key = (str(db.path), gid, seat, finished, keep)
+    with _SLOWEST_LOCK:
+        if key in _SLOWEST:
+            _SLOWEST.move_to_end(key)
+            return _SLOWEST[key]
+    rec = _log(db, gid) or {}
+    found = []
+    for step in rec.get("steps", []):
+        if step.get("seat") == seat and "request" in step and not step.get("forced"):
+            found.append({"game": gid, "turn": step.get("turn"), "ms": float(step.get("ms", 0.0)),
+                          "phase": step.get("phase"), "kind": (step.get("act") or {}).get("kind", step.get("fault"))})
+    found = sorted(found, key=lambda d: -d["ms"])[:keep]
+    with _SLOWEST_LOCK:
+        _SLOWEST[key] = found
+        while len(_SLOWEST) > SLOWEST_KEPT:
+            _SLOWEST.popitem(last=False)
+    return found
 
 
 # --------------------------------------------------------------------------- ladders

@@ -1,5 +1,8 @@
 """Fair under load: each client's writes and expensive reads are counted before they are served.
 
+A request must arrive whole within a deadline (:func:`read_deadline`), so a client that sends a
+byte a second cannot keep a connection, and what it holds, forever.
+
 A client is its address as the connection shows it (behind a proxy, every visitor is the proxy:
 run the arena without one, or give it its own limits); for writes, a logged-in person or a valid
 API token is its account instead (``identify``), so a class behind one address shares nothing. A page the server already keeps for the
@@ -63,7 +66,8 @@ async def too_many(send: Callable, wait: float) -> None:
     body = b"Too many requests: wait a moment and try again."
     await send({"type": "http.response.start", "status": 429, "headers": [
         (b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", str(max(1, round(wait))).encode()),
-        (b"cache-control", b"no-store"), (b"content-length", str(len(body)).encode())]})
+        (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"),
+        (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -88,3 +92,63 @@ class WriteLimit:
                 await too_many(send, wait)
                 return
         await self.app(scope, receive, send)
+
+
+MAX_HEAD_BYTES = 64 * 1024  # a request line and headers; a browser's are a few kB
+
+
+def read_deadline(seconds: float) -> type:
+    """uvicorn's HTTP protocol (httptools) with a deadline on reading each request, its headers
+    and body together: from the connection's opening for its first request, from a request's first
+    byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
+    A request not read whole by then has its connection closed, and so is one whose request line
+    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        _deadline: Any = None
+        _in_head = True   # reading a request line and headers, which uvicorn keeps whole in memory
+        _head_bytes = 0
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_head:
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self.transport.close()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._in_head, self._head_bytes = False, 0
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_head = True
+            self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expired(self) -> None:
+            self._deadline = None
+            self.transport.close()
+
+    return Protocol

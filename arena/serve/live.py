@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-import trio
+import anyio
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -29,7 +29,7 @@ class StoreFollower:
         self.version: tuple = ()
         self.serial = 0
         self.event = ""  # the store event of this version, written once for every open stream
-        self._changed = trio.Event()
+        self._changed = anyio.Event()
 
     def _read(self) -> tuple:
         return self.store.current() or self.version
@@ -42,15 +42,15 @@ class StoreFollower:
                 self.serial += 1
                 news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version)}
                 self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
-                changed, self._changed = self._changed, trio.Event()
+                changed, self._changed = self._changed, anyio.Event()
                 changed.set()
-            await trio.sleep(self.interval)
+            await anyio.sleep(self.interval)
 
     async def wait(self, serial: int, timeout: float) -> int:
         """The serial once it differs from ``serial``, or ``serial`` after ``timeout`` seconds."""
         if self.serial != serial:
             return self.serial
-        with trio.move_on_after(timeout):
+        with anyio.move_on_after(timeout):
             await self._changed.wait()
         return self.serial
 

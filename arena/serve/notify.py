@@ -20,7 +20,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-import trio
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -69,8 +69,8 @@ async def deliver_due(app: Any) -> int:
     todo = await auth.db_call(opts.store, lambda db: take_due(db, time.time()))
     for d in todo:
         try:
-            status = await trio.to_thread.run_sync(post, d, opts.local_webhooks, time.time(), opts.webhook_timeout_s,
-                                                   abandon_on_cancel=True)
+            status = await anyio.to_thread.run_sync(post, d, opts.local_webhooks, time.time(), opts.webhook_timeout_s,
+                                                    abandon_on_cancel=True)
             error = "" if 200 <= status < 300 else f"the receiver answered {status}"
         except (OSError, http.client.HTTPException, Refused, ValueError) as e:
             error = str(e) or type(e).__name__
@@ -92,7 +92,7 @@ async def deliverer(app: Any, idle_s: float = 2.0) -> None:
             except Exception:  # the store busy or unreadable: try again later, keep serving
                 log.exception("webhook deliveries failed")
         if not tried:
-            await trio.sleep(idle_s)
+            await anyio.sleep(idle_s)
 
 
 # --------------------------------------------------------------------------- pages

@@ -142,7 +142,7 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
     if not any(v["label"] == label for v in versions):
         return None
     games = data.bot_results(db, label)
-    line = next((r for r in _rows_for(games, db) if r.bot == label), None)
+    line = _row_for(games, db, label)
     opponents = []
     for other, cell in sorted(head_to_head(games).get(label, {}).items()):
         opponents.append({"bot": other, "games": cell.games, "ahead": cell.ahead, "tied": cell.tied,
@@ -160,17 +160,16 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
                    charts, ladders, _owners(db).get(label.partition("@")[0], ""), statuses)
 
 
-def _rows_for(games: list, db: data.ReadStore) -> list[StandingRow]:
+def _row_for(games: list, db: data.ReadStore, label: str) -> StandingRow | None:
     """The bot's own line over all its games (no fit: Elo is per ladder or tournament)."""
     from ..tournament.standings import tally
-    think = data.think_totals(db)
-    rows = []
-    for l in tally(games).values():
-        l.think_ms, l.decisions = think.get(l.bot, (0.0, 0))
-        row = row_of(0, l, l.bot)
-        row.elo_text = "- (per ladder or tournament)"
-        rows.append(row)
-    return rows
+    line = tally(games).get(label)
+    if line is None:
+        return None
+    line.think_ms, line.decisions = data.think_totals(db, label)
+    row = row_of(0, line, line.bot)
+    row.elo_text = "- (per ladder or tournament)"
+    return row
 
 
 def _ladders_of(db: data.ReadStore, label: str) -> list[str]:

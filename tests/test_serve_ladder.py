@@ -1,0 +1,96 @@
+"""`arena serve --ladder NAME`: the club in one command. The ladder plays into the store in one
+`arena ladder run` process beside the pages, with the real bundled bots; stopping the server
+finishes the batch being played and loses nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+
+from .test_ladder import public_tmp, write_ladder  # noqa: F401 (fixture)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _count(store: Path, sql: str) -> int:
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+    except sqlite3.OperationalError:
+        return 0
+    try:
+        return db.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(public_tmp: Path):
+    path = write_ladder(public_tmp, "night", bots=["random", "lowest"], max_turns=400, concurrency=1, deals=6)
+    store = public_tmp / "s.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store",
+                             str(store), "--port", "0", "--ladder", str(path)], cwd=public_tmp, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    mid_batch = ("SELECT COUNT(*) FROM games g JOIN tournaments t ON t.id=g.tournament "
+                 "WHERE t.id LIKE 'ladder:night:run:%' AND t.status!='done'")
+    try:
+        url = ""
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if m := re.match(r"arena serve: (http://\S+?)/?\s", line):
+                url = m.group(1)
+            if line.startswith("Ctrl-C"):
+                break
+        assert url, "arena serve did not start"
+        deadline = time.monotonic() + 300
+        while _count(store, "SELECT COUNT(*) FROM games") < 1:  # the ladder plays (its seed round first)
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ladder stored no game in 300 s"
+            time.sleep(0.1)
+        with urllib.request.urlopen(url + "/ladders/night", timeout=60) as r:  # pages served meanwhile
+            assert r.status == 200 and b"random@1.0" in r.read()
+        # the games come first: the pages' process yields the CPU to the ladder's
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        ladder = [int(c) for c in children if b"ladder" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(ladder) == 1
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) >= os.getpriority(os.PRIO_PROCESS, ladder[0]) + 10
+        while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # the server alone, as a service manager stops it
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, rest
+    assert "Traceback" not in rest and "error:" not in rest, rest
+    assert "stopping after the batch being played" in rest and "stopped" in rest
+    db = sqlite3.connect(store)
+    runs = db.execute("SELECT id, planned, status FROM tournaments WHERE id LIKE 'ladder:night:run:%'").fetchall()
+    assert runs and all(status == "done" for _, _, status in runs), runs  # the batch under way was finished
+    for tid, planned, _ in runs:
+        assert db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0] == planned
+    db.close()
+
+
+def test_serve_refuses_an_unknown_ladder_before_it_starts(tmp_path: Path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store",
+                           str(tmp_path / "s.sqlite"), "--port", "0", "--ladder", "no-such-ladder"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "no ladder 'no-such-ladder'" in done.stderr and "Traceback" not in done.stderr
+    assert "arena serve:" not in done.stdout
