@@ -62,6 +62,7 @@ class TournamentConfig:
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
+    deal_secret: str = ""  # a named secret in the store to deal from (a season's: arena.ladder.seasons); "" the store's
 
     def ruleset(self) -> Rules:
         try:
@@ -88,6 +89,8 @@ class TournamentConfig:
                 out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
+        if self.deal_secret:  # only when set: every other stored fingerprint still matches
+            out["deal_secret"] = self.deal_secret
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
             out["suite"] = self.deal_suite().digest()
             if self.suite_from:
