@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from arena.cli.main import app
 from arena.ladder import LadderError, load_ladder, open_store, run_ladder
 from arena.ladder.seasons import (archived_standings, current, division_of, end_season, published_games, reveal,
+                                  season as season_of,
                                   season_games, season_standings, start_season)
 from arena.ladder.tables import _add_member
 from arena.bots.manifest import load_bot
@@ -272,3 +273,30 @@ def test_season_commands(tmp_path: Path) -> None:
     assert data["secret"] and hashlib.sha256(bytes.fromhex(data["secret"])).hexdigest() == data["commitment"]
     assert data["standings"] and not data["open"]
     store.close()
+
+
+def test_the_web_shows_a_season_and_never_an_open_seasons_secret(tmp_path: Path) -> None:
+    from tests.test_serve import ServerProc
+    path, ladder, store = _ladder(tmp_path)
+    _play(ladder, store, 8)
+    s1 = start_season(store, ladder)
+    _play(ladder, store, 8)
+    end_season(store, ladder)
+    s2 = start_season(store, ladder)
+    secret2 = store.db.execute("SELECT secret FROM deal_secrets WHERE name=?", (s2.secret_name,)).fetchone()[0]
+    done = reveal(season_of(store, ladder.name, 1))
+    store.close()
+    server = ServerProc(tmp_path / "s.sqlite")
+    try:
+        status, _, body = server.get("/ladders/sea/seasons/1")
+        page = body.decode()
+        assert status == 200, server.stderr()[-3000:]
+        assert s1.commitment in page and done["secret"] in page and "archived" in page
+        status, _, body = server.get("/ladders/sea/seasons/2")
+        page = body.decode()
+        assert status == 200 and s2.commitment in page and bytes(secret2).hex() not in page
+        assert "revealed when the season ends" in page
+        assert server.get("/ladders/sea/seasons/3")[0] == 404
+        assert server.get("/ladders/nothing/seasons/1")[0] == 404
+    finally:
+        server.stop()
