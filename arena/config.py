@@ -158,11 +158,15 @@ def _no_weaker_containment(data: Any) -> Any:
     return data
 
 
+# A tournament's format: the one type of it, for the file, the flags and TournamentConfig alike.
+Format = Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"]
+
+
 class _TournamentFields(_Shared):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The tournament's name and resume key; defaults to the file name.")
     bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"] = Field(
+    format: Format = Field(
         "round-robin", description="round-robin: every table of `seats` bots; gauntlet: each candidate against "
                                    "the bots; swiss: `rounds` rounds, each seating bots of similar standing; "
                                    "knockout: 2 seats, matches of `deals` deals in both seatings, losers out; "

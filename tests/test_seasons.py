@@ -300,3 +300,26 @@ def test_the_web_shows_a_season_and_never_an_open_seasons_secret(tmp_path: Path)
         assert server.get("/ladders/nothing/seasons/1")[0] == 404
     finally:
         server.stop()
+
+
+def test_the_web_shows_a_ladders_balance(tmp_path: Path) -> None:
+    from arena.ladder.balance import ladder_balance
+    from tests.test_serve import ServerProc
+    _, ladder, store = _ladder(tmp_path)
+    _play(ladder, store, 12)
+    b = ladder_balance(store, ladder)
+    store.close()
+    server = ServerProc(tmp_path / "s.sqlite")
+    try:
+        status, _, body = server.get("/ladders/sea/balance")
+        page = body.decode()
+        assert status == 200, server.stderr()[-3000:]
+        assert f"spread: games {b.games_spread}, seats {b.seat_spread}" in page
+        assert len(b.rows) == 3
+        for r in b.rows:
+            shared = list(r.together.values()) or [0]
+            cells = "".join(f"<td>{n}</td>" for n in r.seats) + f"<td>{min(shared)}-{max(shared)}</td>"
+            assert f">{r.bot}</a></td><td>{r.games}</td>\n{cells}" in page, r.bot
+        assert server.get("/ladders/nothing/balance")[0] == 404
+    finally:
+        server.stop()

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
+from ..config import Format
 from ..errors import ArenaError
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 from ..tournament.store import DEFAULT_STORE
@@ -128,7 +129,7 @@ class Ladder:
         from ..tournament.suites import config_suite
         return config_suite(self.suite, LadderError, f"{self.path}: suite: ")
 
-    def tournament(self, tid: str, *, format: str, bots: list[str], candidates: list[str] | None = None,
+    def tournament(self, tid: str, *, format: Format, bots: list[str], candidates: list[str] | None = None,
                    **fingerprint: Any) -> TournamentConfig:
         """A tournament config with this ladder's settings; ``fingerprint`` (a stored config) wins.
 

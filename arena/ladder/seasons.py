@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -235,7 +235,7 @@ def season_standings(store: Store, ladder: Ladder, s: Season) -> list[SeasonRow]
     previous season's archived divisions (a bot new to the seasons starts in the bottom one)."""
     from ..ratings import Outcome, fit_elo
     from ..tournament.standings import outcomes, tally
-    counts: Counter[Outcome] = Counter()
+    counts: dict[Outcome, float] = defaultdict(float)  # weighted: fit_elo takes fractional counts
     for w, games in _weights(store, ladder, s):
         for o in outcomes(games):
             counts[o] += w

@@ -159,6 +159,24 @@ async def season_page(request: Request) -> Response:
     return render(request, "season.html", title=f"Ladder {name}: season {number}", **page)
 
 
+async def balance_page(request: Request) -> Response:
+    """A ladder's balance audit (as `arena ladder NAME --balance`): games, seats and co-seatings per
+    active member, with their spread."""
+    name = request.path_params["name"]
+
+    def build(db: data.ReadStore) -> Any:
+        from ..ladder.balance import ladder_balance
+        if name not in data.ladder_names(db):
+            return None
+        b = ladder_balance(db, views._ladder(name, request.app.state.options.ladders_dir))
+        return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0}
+
+    page = await query(request, build, ("balance", name))
+    if page is None:
+        return message(request, "No such ladder", f"The store has no ladder {name!r}.", 404)
+    return render(request, "balance.html", title=f"Ladder {name}: balance", **page)
+
+
 async def tournament(request: Request) -> Response:
     tid = request.path_params["tid"]
 
@@ -323,6 +341,7 @@ def build_app(options: Options, nursery: trio.Nursery) -> Starlette:
         Route("/", home),
         Route("/ladders/{name}", ladder),
         Route("/ladders/{name}/seasons/{number:int}", season_page),
+        Route("/ladders/{name}/balance", balance_page),
         Route("/tournaments/{tid:path}", tournament),
         Route("/brackets/{tid:path}", bracket),
         Route("/bots/{label:path}", bot),

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.manifest import BotSpec, ManifestError, load_bot
+from ..config import Format
 from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
 from ..referee import TimeControl
 
-FORMATS = ("round-robin", "gauntlet", "swiss", "knockout", "heats")
 STAGED = ("swiss", "knockout", "heats")  # each stage's games follow from the stored results of the ones before
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
 SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
@@ -32,7 +32,7 @@ class ConfigError(ArenaError, ValueError):
 class TournamentConfig:
     name: str = "demo"
     bots: list[str] = field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: str = "round-robin"  # or one of FORMATS
+    format: Format = "round-robin"  # the one type of it: arena.config.Format
     candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
     rounds: int = 0  # swiss: 0 is log2(bots) rounded up
     elimination: str = "single"  # knockout: or "double"
