@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
-                      ValidationError, create_model, model_validator)
+                      ValidationError, create_model, field_validator, model_validator)
 
 from .errors import ArenaError
 from .limits import Limits
@@ -158,11 +158,15 @@ def _no_weaker_containment(data: Any) -> Any:
     return data
 
 
+# A tournament's format: the one type of it, for the file, the flags and TournamentConfig alike.
+Format = Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"]
+
+
 class _TournamentFields(_Shared):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The tournament's name and resume key; defaults to the file name.")
     bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"] = Field(
+    format: Format = Field(
         "round-robin", description="round-robin: every table of `seats` bots; gauntlet: each candidate against "
                                    "the bots; swiss: `rounds` rounds, each seating bots of similar standing; "
                                    "knockout: 2 seats, matches of `deals` deals in both seatings, losers out; "
@@ -208,6 +212,8 @@ class TournamentFlags(_TournamentFields):
     trusted_bots: StrictBool = False
     suite_from: Annotated[StrictInt, Field(ge=0, description="The suite deal a ladder batch starts at (its "
                                                               "batches go round the suite).")] = 0
+    deal_secret: StrictStr = Field("", description="A named secret in the store to deal from instead of its key "
+                                                    "(a ladder season's batches).")
 
 
 class Matchmaking(Strict):
@@ -229,6 +235,27 @@ class Matchmaking(Strict):
                                    "bot against those it has sat with least, so games and co-seatings stay even.")
 
 
+class Season(Strict):
+    """The ``[season]`` table: how long a season lasts once `arena ladder NAME season start` begins one
+    (docs/SEASONS.md). Neither end set: the season lasts until `season end`."""
+
+    games: Annotated[StrictInt, Field(ge=1, description="The season ends after this many of its games.")] | None = None
+    days: Annotated[StrictFloat, Field(gt=0, description="The season ends this many days after it starts.")] | None = None
+    carry: Annotated[StrictFloat, Field(gt=0, le=1, description="How much the seasons before weigh in this one's fit "
+                                                                 "(1: all of it; each season back is weighed by it "
+                                                                 "once more).")] = 0.5
+    divisions: list[Annotated[StrictFloat, Field(description="A division boundary in Elo.")]] = Field(
+        default_factory=list, description="Division boundaries in Elo, highest first: a bot is in a division only "
+                                          "when its whole 95% interval clears that division's boundary.")
+
+    @field_validator("divisions")
+    @classmethod
+    def _descending(cls, v: list[float]) -> list[float]:
+        if any(a <= b for a, b in zip(v, v[1:])):
+            raise ValueError("must be listed highest first, each below the one before")
+        return v
+
+
 class LadderFile(_Shared):
     """A ladder file (ladders/*.toml)."""
 
@@ -239,6 +266,7 @@ class LadderFile(_Shared):
     anchor_elo: StrictInt | StrictFloat = 1500.0
     check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
+    season: Season = Field(default_factory=Season)
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
@@ -483,10 +511,11 @@ def ladder_data(data: dict[str, Any], where: str) -> dict[str, Any]:
     """A ladder file's values, validated, with ``[time]`` merged and defaults left out
     (``matchmaking`` whole, with its defaults)."""
     model = validate(LadderFile, data, where)
-    out = model.model_dump(exclude_unset=True, exclude={"time", "options", "matchmaking"})
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options", "matchmaking", "season"})
     if "options" in model.model_fields_set:
         out["options"] = _options(model.options)  # type: ignore[attr-defined]
     out["matchmaking"] = model.matchmaking.model_dump()  # type: ignore[attr-defined]
+    out["season"] = model.season.model_dump()  # type: ignore[attr-defined]
     _merge_clock(model, out, where)
     return out
 

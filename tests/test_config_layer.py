@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arena.config import LadderFile, TournamentFlags
-from arena.ladder.config import Ladder, LadderError, Matchmaking, list_ladders, load_ladder
+from arena.ladder.config import Ladder, LadderError, Matchmaking, SeasonRules, list_ladders, load_ladder
 from arena.tournament.config import ConfigError, TournamentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +75,8 @@ def test_no_setting_goes_around_the_config_layer() -> None:
     assert set(Ladder.__dataclass_fields__) - {"name", "path"} <= set(LadderFile.model_fields)
     mm = LadderFile.model_fields["matchmaking"].annotation
     assert {f.name for f in dataclasses.fields(Matchmaking)} == set(mm.model_fields)  # type: ignore[union-attr]
+    season = LadderFile.model_fields["season"].annotation
+    assert {f.name for f in dataclasses.fields(SeasonRules)} == set(season.model_fields)  # type: ignore[union-attr]
     for model in (TournamentFlags, LadderFile, mm):
         for name, field in model.model_fields.items():  # type: ignore[union-attr]
             assert field.annotation not in (None, object) and "Any" not in str(field.annotation), name

@@ -22,7 +22,8 @@ from arena.tournament.store import Store
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v0.sqlite"
 
 NEW_TABLES = {"accounts", "invitations", "api_tokens", "bot_owners", "audit", "jobs", "notifications", "webhooks",
-              "outbox", "ladder_pauses"}
+              "outbox", "ladder_pauses", "deal_secrets", "seasons", "season_members", "season_standings"}
+FIXTURE_V4 = Path(__file__).resolve().parent / "fixtures" / "store_v4.sqlite"  # main before seasons (make_store_v4.sh)
 
 
 def _dump(path: Path) -> dict[str, list[tuple]]:
@@ -72,6 +73,30 @@ def test_a_store_written_before_the_schema_was_versioned_upgrades_with_nothing_l
         assert _columns(path)[table] == columns[table]
     assert set(after) - set(before) == NEW_TABLES
     assert all(after[t] == [] for t in NEW_TABLES)
+
+
+def test_a_store_from_the_arena_before_seasons_upgrades_and_a_season_runs_on_it(tmp_path: Path) -> None:
+    """Version 4, written by the previous main's own code (a ladder after one run batch): every row
+    is kept, the season tables arrive empty, and its ladder can start a season at once."""
+    from arena.ladder.config import Ladder
+    from arena.ladder.seasons import current, start_season
+    path = tmp_path / "v4.sqlite"
+    shutil.copy(FIXTURE_V4, path)
+    db = sqlite3.connect(path)
+    assert schema_version(db) == 4
+    db.close()
+    before = _dump(path)
+    store = Store(path)
+    try:
+        assert schema_version(store.db) == LATEST
+        s = start_season(store, Ladder(name="club", bots=["random", "lowest"]))
+        assert current(store, "club") == s and s.members == ("lowest@1.0", "random@1.0") and s.first_batch == 1
+    finally:
+        store.close()
+    after = _dump(path)
+    for table, rows in before.items():
+        assert after[table] == rows, f"{table} changed in the upgrade"
+    assert {"deal_secrets", "seasons", "season_members", "season_standings"} == set(after) - set(before)
 
 
 @pytest.mark.parametrize("start", range(LATEST + 1))

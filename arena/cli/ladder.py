@@ -235,7 +235,9 @@ class _LadderGroup(TyperGroup):
     """``arena ladder NAME`` shows a ladder: a first word that is not a subcommand means ``show``."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+        if len(args) >= 2 and args[1] == "season" and args[0] not in self.commands:
+            args = ["season", args[0], *args[2:]]  # arena ladder NAME season ACTION
+        elif not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["show", *args]
         return super().parse_args(ctx, args)
 
@@ -498,6 +500,79 @@ def resume_cmd(name: Annotated[str, typer.Argument(help="The ladder.")], store: 
     from ..ladder import resume
     ladder, db = _load(name, store, None)
     print(printable(f"resumed {ladder.name}" if resume(db, ladder.name) else f"{ladder.name} was not paused"))
+
+
+SEASON_ACTIONS = ("start", "end", "show")
+
+
+@ladder_app.command("season")
+def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
+               action: Annotated[str, typer.Argument(help="start (freeze the ladder and publish the hash of the "
+                                                          "season's deal secret), end (archive its standings and "
+                                                          "reveal the secret) or show.")] = "show",
+               number: Annotated[Optional[int], typer.Argument(help="With show: the season (default: the open "
+                                                                    "one, else the last).")] = None,
+               store: StoreOpt = None,
+               export: Annotated[Optional[Path], typer.Option("--export", help="With show: write the season's "
+                                                                              "games for anyone to verify (JSONL).")] = None,
+               as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Seasons: arena ladder NAME season start|end|show [N] (docs/SEASONS.md)."""
+    from ..ladder import LadderError
+    from ..ladder.seasons import (current, end_season, published_games, reveal, season, seasons, standings_of,
+                                  start_season)
+    from ..tournament.store import open_private
+    if action not in SEASON_ACTIONS:
+        fail(f"season {action!r}: expected one of {', '.join(SEASON_ACTIONS)}")
+    out, _ = _consoles(as_json)
+    ladder, db = _load(name, store, None)
+    try:
+        if action == "start":
+            s = start_season(db, ladder)
+        elif action == "end":
+            s = end_season(db, ladder)
+        elif number is not None:
+            s = season(db, ladder.name, number)
+        else:
+            s = current(db, ladder.name) or next(iter(reversed(seasons(db, ladder.name))), None)
+            if s is None:
+                fail(f"ladder {ladder.name} has no seasons yet (start one: arena ladder {ladder.name} season start)")
+        rows = standings_of(db, ladder, s)
+    except LadderError as e:
+        fail(str(e))
+    if export is not None:
+        if s.open:
+            fail(f"season {s.number} is still open: export it once it has ended and its secret is revealed")
+        try:
+            with open_private(export, "w") as f:
+                for item in published_games(db, ladder, s):
+                    f.write(json.dumps(item, separators=(",", ":")) + "\n")
+        except OSError as e:
+            fail(f"cannot write {export}: {e}")
+    if as_json:
+        print(json.dumps({**s.as_json(), "standings": [r.as_json() for r in rows]}, indent=2))
+        return
+    when = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
+    ends = [f"on {when(s.ends_at)}" if s.ends_at else "", f"after {s.end_games} games" if s.end_games else ""]
+    state = (f"ended {when(s.ended)}" if s.ended else
+             "open, ends " + (" or ".join(x for x in ends if x) or "when ended by hand"))
+    out.print(f"Season {s.number} of {ladder.name}: {state}; {len(s.members)} members", highlight=False)
+    out.print(f"deal secret sha256 (published at the start): {s.commitment}", highlight=False)
+    if not s.open:
+        out.print(f"deal secret (revealed at the end): {reveal(s)['secret']}", highlight=False)
+    from rich.table import Table
+    table = Table(title=f"Season {s.number}" + (" (archived)" if not s.open else ""), title_justify="left",
+                  caption="Elo: the season's games and the seasons before, each season back weighed by carry "
+                          f"= {s.frozen.get('carry')}; a bot changes division only when its 95% interval clears "
+                          "the boundary", caption_justify="left")
+    for col in ("#", "division", "bot", "Elo [95%]", "games"):
+        table.add_column(col, justify="left" if col == "bot" else "right")
+    for r in rows:
+        elo = "-" if r.elo is None else f"{r.elo:.0f} [{r.lo:.0f}, {r.hi:.0f}]"
+        table.add_row(str(r.rank), str(r.division + 1), printable(r.bot), elo, str(r.games))
+    out.print(table)
+    if export is not None:
+        out.print(f"wrote {export}: anyone can check it with python -m arena.replay.verify {export} --secret "
+                  f"{reveal(s)['secret']} --commitment {s.commitment}", highlight=False, soft_wrap=True)
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:

@@ -49,6 +49,10 @@ def replay(
     end: Annotated[Optional[int], typer.Option("--to", help="Last turn to print (plain output).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: the replay's frames, or with --as the "
                                                          "messages that seat was sent, one per line, byte for byte.")] = False,
+    secret: Annotated[Optional[str], typer.Option("--secret", help="With --verify: GAME is a season's export; the "
+                                                                  "secret revealed at its end (hex, or a file).")] = None,
+    commitment: Annotated[Optional[str], typer.Option("--commitment", help="With --secret: the hash published at "
+                                                                          "the season's start (hex, or a file).")] = None,
 ) -> None:
     """Step through a logged game: every hand, the pile, each action and its effects.
 
@@ -61,6 +65,8 @@ def replay(
                            run_seat_plain)
     from ..replay.view import replay_data
     console, err = _consoles()
+    if secret is not None or commitment is not None:
+        _verify_season(console, game, secret, commitment, verify, as_json)
     record, rp = _load_and_simulate(game, store)
     if verify:
         if as_json:
@@ -108,6 +114,25 @@ def replay(
         run_plain(console, data, start, end)
     else:
         run_interactive(console, data, start)
+
+
+def _verify_season(console: Any, export: str, secret: str | None, published: str | None, verify: bool,
+                   as_json: bool) -> None:
+    """``arena replay EXPORT --verify --secret S --commitment H``: a whole season (arena.replay.verify)."""
+    from ..replay.verify import read_export, report, value, verify_season
+    if not verify or secret is None or published is None:
+        fail("--secret and --commitment go together, with --verify, on a season's export")
+    try:
+        items = read_export(Path(export))
+        key = bytes.fromhex(value(secret))  # type: ignore[arg-type]
+        check = verify_season(items, key, value(published))  # type: ignore[arg-type]
+    except (OSError, ValueError) as e:
+        fail(f"cannot verify {export}: {e}")
+    if as_json:
+        print(json.dumps(check.as_json(), indent=2))
+    else:
+        console.print(report(check), highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(0 if check.ok else 1)
 
 
 def _stages_html(db: Any, t: dict[str, Any]) -> str:

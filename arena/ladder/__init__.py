@@ -32,6 +32,8 @@ _WHERE = {
     "matchmaking": ["Candidate", "Table", "choose_table"],
     "placement": ["RunContext", "SubmitResult", "ensure_seeded", "play_games", "submit"],
     "run": ["RunSummary", "retire", "run_ladder", "take_out"],
+    "seasons": ["Season", "SeasonRow", "current", "end_season", "season", "season_standings", "seasons",
+                "start_season"],
     "standings": ["Cell", "LadderStandings", "Row", "head_to_head", "ladder_standings"],
     "tables": ["Actor", "BotStatus", "Member", "MemberStatus", "bot_statuses", "check_identity", "clear_status",
                "keep_ladder_file", "ladder_results", "member", "members", "open_store", "pause", "paused", "resolve_ref", "resume",

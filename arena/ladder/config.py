@@ -16,6 +16,7 @@ from typing import Any
 
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
+from ..config import Format
 from ..errors import ArenaError
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
 from ..tournament.store import DEFAULT_STORE
@@ -58,6 +59,16 @@ class Matchmaking:
 
 
 @dataclass
+class SeasonRules:
+    """The ``[season]`` table of a ladder file (its keys and checks: arena.config.Season)."""
+
+    games: int | None = None  # the season ends after this many of its games
+    days: float | None = None  # ... or this many days after it starts
+    carry: float = 0.5  # the weight of the seasons before in this one's fit (arena.ladder.seasons)
+    divisions: list[float] = field(default_factory=list)  # boundaries in Elo, highest first
+
+
+@dataclass
 class Ladder:
     name: str
     bots: list[str]  # initial bots: bundled names or absolute paths
@@ -84,6 +95,7 @@ class Ladder:
     gvisor: bool = False  # every bot under gVisor (arena.bots.gvisor), or an error
     suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
+    season: SeasonRules = field(default_factory=SeasonRules)
 
     # -- names of what the ladder keeps in the store
     @property
@@ -117,7 +129,7 @@ class Ladder:
         from ..tournament.suites import config_suite
         return config_suite(self.suite, LadderError, f"{self.path}: suite: ")
 
-    def tournament(self, tid: str, *, format: str, bots: list[str], candidates: list[str] | None = None,
+    def tournament(self, tid: str, *, format: Format, bots: list[str], candidates: list[str] | None = None,
                    **fingerprint: Any) -> TournamentConfig:
         """A tournament config with this ladder's settings; ``fingerprint`` (a stored config) wins.
 
@@ -220,7 +232,7 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     if data.get("suite"):
         data["suite"] = str((base / data["suite"]).resolve())
     mm = Matchmaking(**data.pop("matchmaking"))
-    ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, **data)
+    ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, season=SeasonRules(**data.pop("season")), **data)
     try:
         rules = ladder.ruleset()
     except (RulesError, TypeError) as e:
@@ -303,4 +315,6 @@ def ladder_toml(ladder: Ladder, bots: list[str], suite: str = "") -> str:
     lines += ["", "[time]"] + [f"{k} = {getattr(ladder, k)}" for k in ("move_ms", "bank_ms", "handshake_ms")]
     lines += ["", "[matchmaking]"] + [f"{f.name} = {_toml_value(getattr(ladder.matchmaking, f.name))}"
                                       for f in dataclasses.fields(Matchmaking)]
+    lines += ["", "[season]"] + [f"{f.name} = {_toml_value(getattr(ladder.season, f.name))}"
+                                 for f in dataclasses.fields(SeasonRules) if getattr(ladder.season, f.name) is not None]
     return "\n".join(lines) + "\n"

@@ -13,7 +13,6 @@ timed apart from playing and reported as a share of the run's wall time.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import time
@@ -31,6 +30,7 @@ from .history import LadderState, take_snapshot
 from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
+from .seasons import Season, check_frozen, current, due, end_season
 from .tables import Actor, MemberStatus, bot_statuses, members, paused, rebase_refs, set_status
 
 BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
@@ -68,8 +68,8 @@ class RunSummary:
 
 def batch_seed(ladder: Ladder, batch: int) -> int:
     """The public base seed of batch ``batch``: every batch deals new cards."""
-    digest = hashlib.sha256(f"palace-ladder:{ladder.name}:{ladder.seed}:{batch}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") >> 1
+    from ..tournament.seeds import ladder_batch_seed
+    return ladder_batch_seed(ladder.name, ladder.seed, batch)
 
 
 def _batches(store: Store, ladder: Ladder) -> list[tuple[int, str]]:
@@ -155,7 +155,7 @@ def _stderr_of(record: dict[str, Any], seat: int) -> list[str]:
 
 
 def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, concurrency: int,
-               suite_from: int = 0):
+               suite_from: int = 0, deal_secret: str = ""):
     """The tournament config of one batch: the focus against its field, with enough deals for
     ``BATCH_GAMES_PER_SLOT`` games per concurrent slot (with a suite: its deals from ``suite_from``)."""
     mm = ladder.matchmaking
@@ -163,7 +163,8 @@ def plan_batch(ladder: Ladder, table: Table, refs: dict[str, str], batch: int, c
     deals = max(mm.deals, math.ceil(BATCH_GAMES_PER_SLOT * concurrency / max(1, tables * ladder.seats)))
     cfg = ladder.tournament(ladder.run_id(batch), format="gauntlet", bots=[refs[b] for b in table.field],
                             candidates=[refs[table.focus]], deals=deals, seed=batch_seed(ladder, batch),
-                            **({"suite_from": suite_from} if ladder.suite else {}))
+                            **({"suite_from": suite_from} if ladder.suite else {}),
+                            **({"deal_secret": deal_secret} if deal_secret else {}))
     cfg.processes = 1  # a batch is a few games: starting worker processes for each would cost more than they save
     return cfg
 
@@ -253,6 +254,9 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 ctx.say(f"ladder {ladder.name} resumed")
                 out.paused = False
             active = _candidates(store, ladder, state, ctx.say, verified)
+            season = _season(store, ladder, ctx.say)
+            if season is not None:  # only the versions the season froze play in it
+                active = {label: c for label, c in active.items() if label in season.members}
             if mm.policy == "balanced":
                 table = choose_balanced([c for _, c in active.values()], state.pair_games, state.last_seen,
                                         seats=ladder.seats, field_size=mm.field_size(ladder.seats),
@@ -270,7 +274,8 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                 overhead += time.perf_counter() - tick
                 break
             cfg = plan_batch(ladder, table, {label: ref for label, (ref, _) in active.items()}, number,
-                             ladder.concurrency or os.cpu_count() or 1, suite_next)
+                             ladder.concurrency or os.cpu_count() or 1, suite_next,
+                             season.secret_name if season is not None else "")
             suite_next = (suite_next + cfg.deals) % suite_size
             cfg.cluster = cluster
             overhead += time.perf_counter() - tick
@@ -302,6 +307,22 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
 
 async def _wait_paused() -> None:
     await trio.sleep(PAUSE_POLL_S)
+
+
+def _season(store: Store, ladder: Ladder, say: Callable[[str], None]) -> Season | None:
+    """The open season the next batch belongs to: one that is due is ended first (and its secret
+    revealed); one whose frozen settings the ladder file changed stops the run."""
+    season = current(store, ladder.name)
+    if season is None:
+        return None
+    check_frozen(ladder, season)
+    why = due(store, ladder, season)
+    if not why:
+        return season
+    ended = end_season(store, ladder)
+    say(f"season {ended.number} of {ladder.name} ended: {why}; its deal secret is revealed "
+        f"(arena ladder {ladder.name} season show {ended.number})")
+    return None
 
 
 def _stop_reason(out: RunSummary, games: int | None, deadline: float | None,

@@ -217,8 +217,9 @@ class _Objective:
     semi-definite, and the whole objective convex."""
 
     def __init__(self, n: int, tie_sizes: tuple[int, ...], sets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
-                 b: np.ndarray, prior: float) -> None:
+                 b: np.ndarray, prior: float, tie_prior: float = 1.0) -> None:
         self.n, self.L = n, len(tie_sizes)
+        self.tie_prior = tie_prior
         self.N = n + self.L
         self.tie_sizes = tie_sizes
         self.prior = prior
@@ -255,7 +256,7 @@ class _Objective:
             if self.prior:
                 d = theta - theta.mean()
                 v += self.prior * 0.5 * float(np.sum(np.logaddexp(0, -d) + np.logaddexp(0, d)))
-            v += float(np.sum(np.logaddexp(0, -lam) + np.logaddexp(0, lam)))
+            v += self.tie_prior * float(np.sum(np.logaddexp(0, -lam) + np.logaddexp(0, lam)))
         return v
 
     def derivatives(self, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -278,9 +279,9 @@ class _Objective:
             sg = 1.0 / (1.0 + np.exp(-d))
             c = np.eye(n) - 1.0 / n
             hess[:n, :n] += (c * (self.prior * sg * (1.0 - sg))) @ c
-        grad[n:] += np.tanh(lam / 2.0)
+        grad[n:] += self.tie_prior * np.tanh(lam / 2.0)
         sl = 1.0 / (1.0 + np.exp(-lam))
-        hess[n:, n:] += np.diag(2.0 * sl * (1.0 - sl))
+        hess[n:, n:] += np.diag(self.tie_prior * 2.0 * sl * (1.0 - sl))
         return grad, hess
 
 
@@ -331,21 +332,25 @@ def fit_elo(
     anchor: str | None = None,
     anchor_elo: float = 1500.0,
     prior: float = 1.0,
+    tie_prior: float = 1.0,
 ) -> Ratings:
     """Fit Plackett-Luce Elo with ties to all games at once (order independent).
 
     ``outcomes`` is any iterable of :class:`Outcome` or a ``Counter`` of them (counts are
     weights).  ``anchor=None`` puts the pool mean at ``anchor_elo``; a bot name fixes that bot
     there instead.  ``prior`` is the number of virtual games per bot, half won and half lost,
-    against the pool average (0 = plain MLE).  95% intervals come from the observed information
+    against the pool average (0 = plain MLE); ``tie_prior`` weighs the tie parameters' prior the same
+    way.  Counts may be fractional: a season's fit weighs the seasons before it down (a power prior,
+    :mod:`arena.ladder.seasons`), and scaling every count and both priors by one factor leaves the
+    ratings where they were and widens the intervals.  95% intervals come from the observed information
     (Hessian of the negative log-posterior) under the gauge constraint.
 
     The result is a dict ``name -> Rating`` that also carries ``covariance`` (Elo^2, for
     :meth:`Ratings.diff_se` and the LOS helpers), the fitted tie parameters ``ties``, the data
     ``log_likelihood`` at the fit (priors excluded) and Newton ``iterations``.
     """
-    if prior < 0:
-        raise ValueError("prior must be >= 0")
+    if prior < 0 or tie_prior <= 0:
+        raise ValueError("prior must be >= 0 and tie_prior > 0")
     counts = Counter(outcomes)
     names_seen: set[str] = set()
     for o in counts:
@@ -359,8 +364,8 @@ def fit_elo(
     if n == 0:
         return Ratings({}, np.zeros((0, 0)), anchor=anchor, prior=prior, log_likelihood=0.0, iterations=0)
     index = {b: i for i, b in enumerate(names)}
-    games = np.zeros(n, dtype=np.int64)
-    ndraws = np.zeros(n, dtype=np.int64)
+    games = np.zeros(n)  # floats: a season's carried games are weighted
+    ndraws = np.zeros(n)
     set_w: dict[tuple[tuple[int, ...], tuple[bool, ...]], float] = defaultdict(float)
     chosen: list[tuple[tuple[int, ...], float]] = []
     pair_weights: dict[int, float] = defaultdict(float)  # table size -> pairs of seats, for the scale
@@ -404,7 +409,7 @@ def fit_elo(
                 "lost (or never won) against the rest of the pool; use prior > 0"
             )
 
-    obj = _Objective(n, tie_sizes, sets, b, prior)
+    obj = _Objective(n, tie_sizes, sets, b, prior, tie_prior)
     phi, hess, iterations = _newton(obj)
     theta, lam = phi[:n], phi[n:]
 
@@ -437,8 +442,8 @@ def fit_elo(
             se=float(se[i]),
             ci_low=float(elo[i] - _Z95 * se[i]),
             ci_high=float(elo[i] + _Z95 * se[i]),
-            games=int(games[i]),
-            draws=int(ndraws[i]),
+            games=int(round(games[i])),
+            draws=int(round(ndraws[i])),
         )
         for i, name in enumerate(names)
     }

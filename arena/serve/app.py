@@ -139,6 +139,48 @@ async def ladder(request: Request) -> Response:
     return render(request, "ladder.html", page=page, title=f"Ladder {name}")
 
 
+async def season_page(request: Request) -> Response:
+    """One season of a ladder: its table (archived once ended), the published hash, and once it
+    has ended the revealed secret. Never the secret of an open season."""
+    name, number = request.path_params["name"], request.path_params["number"]
+
+    def build(db: data.ReadStore) -> Any:
+        from ..ladder import LadderError
+        from ..ladder.seasons import season, seasons, standings_of
+        if name not in data.ladder_names(db) or not db.has_table("seasons"):
+            return None
+        try:
+            s = season(db, name, number)
+        except LadderError:
+            return None
+        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        return {"s": s, "ladder": name, "rows": standings_of(db, ladder, s),
+                "others": [x.number for x in seasons(db, name)], "secret": None if s.secret is None else s.secret.hex()}
+
+    page = await query(request, build, ("season", name, number))
+    if page is None:
+        return message(request, "No such season", f"The store has no season {number} of a ladder {name!r}.", 404)
+    return render(request, "season.html", title=f"Ladder {name}: season {number}", **page)
+
+
+async def balance_page(request: Request) -> Response:
+    """A ladder's balance audit (as `arena ladder NAME --balance`): games, seats and co-seatings per
+    active member, with their spread."""
+    name = request.path_params["name"]
+
+    def build(db: data.ReadStore) -> Any:
+        from ..ladder.balance import ladder_balance
+        if name not in data.ladder_names(db):
+            return None
+        b = ladder_balance(db, views._ladder(name, request.app.state.options.ladders_dir))
+        return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0}
+
+    page = await query(request, build, ("balance", name))
+    if page is None:
+        return message(request, "No such ladder", f"The store has no ladder {name!r}.", 404)
+    return render(request, "balance.html", title=f"Ladder {name}: balance", **page)
+
+
 async def tournament(request: Request) -> Response:
     tid = request.path_params["tid"]
 
@@ -303,6 +345,8 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     routes = [
         Route("/", home),
         Route("/ladders/{name}", ladder),
+        Route("/ladders/{name}/seasons/{number:int}", season_page),
+        Route("/ladders/{name}/balance", balance_page),
         Route("/tournaments/{tid:path}", tournament),
         Route("/brackets/{tid:path}", bracket),
         Route("/bots/{label:path}", bot),

@@ -242,7 +242,50 @@ JOBS = (
 )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS)
+# Seasons of a ladder: what each froze, its deal secret (committed to at the start, revealed at the
+# end), the members it froze, and its archived standings.
+SEASONS = (
+    """CREATE TABLE deal_secrets (
+    name TEXT PRIMARY KEY,           -- e.g. season:LADDER:N
+    secret BLOB NOT NULL,            -- 32 random bytes; never shown before revealed is set
+    commitment TEXT NOT NULL,        -- sha256 of the secret, published when it is made
+    created REAL NOT NULL,
+    revealed REAL                    -- NULL: still secret
+)""",
+    """CREATE TABLE seasons (
+    ladder TEXT NOT NULL,
+    number INTEGER NOT NULL CHECK (number >= 1),
+    frozen TEXT NOT NULL,            -- JSON: rules, seats, time, suite digest, carry, the end condition
+    secret TEXT NOT NULL REFERENCES deal_secrets(name),
+    first_batch INTEGER NOT NULL,    -- the ladder run's batches from this one on are the season's
+    last_batch INTEGER,              -- NULL while the season runs
+    started REAL NOT NULL,
+    ends_at REAL,                    -- a date (epoch seconds), or NULL
+    end_games INTEGER,               -- a game count, or NULL
+    ended REAL,
+    PRIMARY KEY (ladder, number)
+)""",
+    """CREATE TABLE season_members (
+    ladder TEXT NOT NULL,
+    season INTEGER NOT NULL,
+    label TEXT NOT NULL,             -- the member's active version when the season began
+    PRIMARY KEY (ladder, season, label)
+)""",
+    """CREATE TABLE season_standings (
+    ladder TEXT NOT NULL,
+    season INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    bot TEXT NOT NULL,
+    games INTEGER NOT NULL,
+    elo REAL,
+    lo REAL,
+    hi REAL,
+    division INTEGER NOT NULL,
+    PRIMARY KEY (ladder, season, bot)
+)""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS, SEASONS)
 LATEST = len(MIGRATIONS)
 
 

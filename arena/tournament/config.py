@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.manifest import BotSpec, ManifestError, load_bot
+from ..config import Format
 from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
 from ..referee import TimeControl
 
-FORMATS = ("round-robin", "gauntlet", "swiss", "knockout", "heats")
 STAGED = ("swiss", "knockout", "heats")  # each stage's games follow from the stored results of the ones before
 MAX_TABLES = 2000  # more k-subsets than this are sampled (seeded) rather than all played
 SCHEDULE_VERSION = 2  # 2: deal seeds from the store's secret, games ordered by rotation round
@@ -32,7 +32,7 @@ class ConfigError(ArenaError, ValueError):
 class TournamentConfig:
     name: str = "demo"
     bots: list[str] = field(default_factory=lambda: ["random", "lowest", "heuristic"])
-    format: str = "round-robin"  # or one of FORMATS
+    format: Format = "round-robin"  # the one type of it: arena.config.Format
     candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
     rounds: int = 0  # swiss: 0 is log2(bots) rounded up
     elimination: str = "single"  # knockout: or "double"
@@ -62,6 +62,7 @@ class TournamentConfig:
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
+    deal_secret: str = ""  # a named secret in the store to deal from (a season's: arena.ladder.seasons); "" the store's
 
     def ruleset(self) -> Rules:
         try:
@@ -88,6 +89,8 @@ class TournamentConfig:
                 out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
+        if self.deal_secret:  # only when set: every other stored fingerprint still matches
+            out["deal_secret"] = self.deal_secret
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
             out["suite"] = self.deal_suite().digest()
             if self.suite_from:

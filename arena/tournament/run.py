@@ -137,7 +137,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                own_authors: Iterable[str]) -> list[GameRecord]:
     specs = load_bots(cfg)
     labels = {ref: spec.label for ref, spec in specs.items()}
-    secret = seeds.load_secret(store.path.parent)
+    secret = seeds.named_secret(store, cfg.deal_secret) if cfg.deal_secret else seeds.load_secret(store.path.parent)
     staged = cfg.format in STAGED
     fingerprint = cfg.fingerprint()
     if staged:

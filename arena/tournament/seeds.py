@@ -104,8 +104,40 @@ def deal_seed(secret: bytes, base: int, table: int, deal: int) -> int:
     return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1
 
 
+def ladder_batch_seed(ladder: str, seed: int, batch: int) -> int:
+    """The public base seed of a ladder run's batch ``batch``: every batch deals new cards, and
+    anyone can recompute it (a season's verifier checks that no batch picked its own)."""
+    digest = hashlib.sha256(f"palace-ladder:{ladder}:{seed}:{batch}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
 def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int) -> int:
     """The deal seed of a staged tournament's stage (a Swiss round, a knockout round, a heat):
     one set of deals for every table of the stage (duplicate deals), apart from any table's."""
     msg = f"palace-stage-deal:{base}:{stage}:{deal}".encode()
     return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1
+
+
+# --------------------------------------------------------------------------- named, committed secrets
+
+def commitment(secret: bytes) -> str:
+    """What is published before a secret is used: its sha256. 32 random bytes cannot be found
+    from it, and no other secret has it, so the games dealt later were fixed when it was shown."""
+    return hashlib.sha256(secret).hexdigest()
+
+
+def make_named_secret(store, name: str) -> str:
+    """A fresh secret kept in the store as ``name`` (a season's deals); returns its commitment."""
+    import time
+    secret = os.urandom(SECRET_BYTES)
+    with store.tx() as db:
+        db.execute("INSERT INTO deal_secrets VALUES (?,?,?,?,NULL)", (name, secret, commitment(secret), time.time()))
+    return commitment(secret)
+
+
+def named_secret(store, name: str) -> bytes:
+    """The secret a tournament with ``deal_secret = name`` deals from; refused if the store lacks it."""
+    row = store.db.execute("SELECT secret FROM deal_secrets WHERE name=?", (name,)).fetchone()
+    if row is None:
+        raise SecretError(f"the store {store.path} has no deal secret {name!r}: the games that use it cannot be dealt")
+    return bytes(row[0])
