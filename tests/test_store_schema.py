@@ -76,7 +76,7 @@ def test_a_store_written_before_the_schema_was_versioned_upgrades_with_nothing_l
 
 
 def test_a_store_from_the_arena_before_seasons_upgrades_and_a_season_runs_on_it(tmp_path: Path) -> None:
-    """Version 4, written by the previous main's own code (a ladder after one run batch): every row
+    """Version 4 (before the queue and the seasons), written by the previous main's own code (a ladder after one run batch): every row
     is kept, the season tables arrive empty, and its ladder can start a season at once."""
     from arena.ladder.config import Ladder
     from arena.ladder.seasons import current, start_season
@@ -96,7 +96,8 @@ def test_a_store_from_the_arena_before_seasons_upgrades_and_a_season_runs_on_it(
     after = _dump(path)
     for table, rows in before.items():
         assert after[table] == rows, f"{table} changed in the upgrade"
-    assert {"deal_secrets", "seasons", "season_members", "season_standings"} == set(after) - set(before)
+    assert {"deal_secrets", "seasons", "season_members", "season_standings",  # seasons (step 6)
+            "webhooks", "outbox", "ladder_pauses"} == set(after) - set(before)  # the queue's step 5
 
 
 @pytest.mark.parametrize("start", range(LATEST + 1))
