@@ -151,3 +151,46 @@ def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkey
         assert '"hello"' in bot.receive_line(20)
     finally:
         bot.close()
+
+
+def test_two_threads_play_blocking_games_at_once() -> None:
+    """Each thread waits on a hub of its own: two games played side by side in two threads give
+    the games played one after the other, and each thread's bots are its hub's alone."""
+    import threading
+
+    from arena.bots.blocking import hub
+
+    launcher = Launcher()
+    specs = [load_bot("heuristic"), load_bot("random")]
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs}
+
+    def launch(spec):
+        return plans[spec.label].start_blocking()
+
+    def games(seeds, out):
+        players = [BlockingPlayer(s, launch, CLOCK) for s in specs]
+        try:
+            out["hub"] = hub()
+            out["games"] = [play_game(players, preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
+                            for seed in seeds]
+            out["mine"] = {p.conn._hub is out["hub"] for p in players}
+        finally:
+            for p in players:
+                p.shutdown()
+            settle()
+            out["left"] = hub().closing
+
+    alone: dict = {}
+    games((1, 2, 3, 4), alone)
+    outs: list[dict] = [{}, {}]
+    threads = [threading.Thread(target=games, args=(seeds, out)) for seeds, out in zip(((1, 2), (3, 4)), outs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    together = outs[0]["games"] + outs[1]["games"]
+    assert [_steps(r) for r in together] == [_steps(r) for r in alone["games"]]
+    assert all(not r.faults for r in together)
+    assert outs[0]["hub"] is not outs[1]["hub"] and outs[0]["hub"] is not alone["hub"]
+    assert outs[0]["mine"] == outs[1]["mine"] == {True}
+    assert outs[0]["left"] == outs[1]["left"] == 0
