@@ -194,3 +194,32 @@ def test_two_threads_play_blocking_games_at_once() -> None:
     assert outs[0]["hub"] is not outs[1]["hub"] and outs[0]["hub"] is not alone["hub"]
     assert outs[0]["mine"] == outs[1]["mine"] == {True}
     assert outs[0]["left"] == outs[1]["left"] == 0
+
+
+def test_a_check_from_an_event_loop_runs_whole_in_one_worker_thread() -> None:
+    """Ladder placement and web submit await ``run_check``: the check plays on the blocking shell in
+    one worker thread (its progress can call back into the loop, which only a worker thread may),
+    and its bots are finished before it returns."""
+    import threading
+
+    from arena.bots.blocking import hub
+    from arena.engine import PRESETS
+    from arena.tournament.check import run_check
+
+    seen: list[tuple[str, str]] = []
+    threads: set[int] = set()
+    hubs: set = set()
+
+    def progress(text: str) -> None:
+        threads.add(threading.get_ident())
+        hubs.add(hub())
+        trio.from_thread.run_sync(seen.append, (text, threading.current_thread().name))
+
+    async def main():
+        report = await run_check(load_bot("random"), 2, rules=PRESETS["classic"], progress=progress)
+        return report, threading.get_ident()
+
+    report, loop_thread = trio.run(main)
+    assert report["ok"] and report["played"] == 4 and len(seen) == 4
+    assert len(threads) == 1 and loop_thread not in threads
+    assert len(hubs) == 1 and hubs.pop().closing == 0  # the worker's bots, shut down and finished

@@ -449,8 +449,12 @@ class Launcher:
 
     async def describe(self) -> str:
         """One line for ``arena check`` and logs: the containment bots get here."""
+        return self.describe_now()
+
+    def describe_now(self) -> str:
+        """:meth:`describe` without an event loop (the probes block either way)."""
         try:
-            mode = await self.mode()
+            mode = self.mode_now()
         except ContainmentError as e:
             return f"none: {e}"
         who = (f"the referee's uid {os.geteuid()}" if mode is Containment.TRUSTED
