@@ -223,3 +223,31 @@ def test_a_check_from_an_event_loop_runs_whole_in_one_worker_thread() -> None:
     assert report["ok"] and report["played"] == 4 and len(seen) == 4
     assert len(threads) == 1 and loop_thread not in threads
     assert len(hubs) == 1 and hubs.pop().closing == 0  # the worker's bots, shut down and finished
+
+
+def test_a_bot_with_a_build_is_built_and_started_with_no_event_loop(tmp_path, monkeypatch) -> None:
+    """The contained build runs on the blocking shell too: the blocking launch builds a bot (its
+    output collected to the end, its copy used for every start) without ever running trio."""
+    from arena.referee.blocking import BlockingLaunch
+    from tests.checks import reachable
+
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text("import sys\nprint('compiling', flush=True)\n"
+                                  "open('built.py', 'w').write(open('src.py').read())\n")
+    (bot / "src.py").write_text("import sys\nfor line in sys.stdin:\n    print(line.strip(), flush=True)\n")
+    (bot / "bot.toml").write_text('name = "echo"\ncommand = ["python3", "built.py"]\nbuild = ["python3", "build.py"]\n')
+    spec = load_bot(reachable(bot))
+
+    def no_loop(*args, **kw):
+        raise AssertionError("an event loop was run")
+    monkeypatch.setattr(trio, "run", no_loop)
+    launch = BlockingLaunch(Launcher())
+    bot_process = launch(spec)
+    try:
+        assert launch.plans[spec.label].workdir != spec.workdir  # the built copy, not the author's folder
+        bot_process.send_line("ping")
+        assert bot_process.receive_line(20) == "ping"
+    finally:
+        bot_process.close()
+    assert not (bot / "built.py").exists()

@@ -30,7 +30,9 @@ import threading
 import time
 
 from ..errors import ArenaError
-from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited
+from collections.abc import Callable
+
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout, NotUtf8
 from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
 from .channel import WATCH, Ended, Expired, encode_line
 
@@ -218,6 +220,37 @@ class BlockingBot(BotBase):
                 raise event.fault
             else:
                 raise event  # type: ignore[misc]
+
+    def run_to_end(self, timeout: float, *, stop: Callable[[], bool] = lambda: False,
+                   look_every: float = 1.0) -> tuple[int | None, list[str]]:
+        """For a command that is no bot (a contained build): close its stdin, collect its stdout
+        and stderr lines until it exits, at most ``timeout`` seconds, or until ``stop()`` (asked
+        at once and then every ``look_every`` seconds) says so. Returns its exit status (None if
+        it did not exit in time) and its output; the caller still closes it (:meth:`close`),
+        which kills whatever it left running."""
+        self._close_stdin()
+        lines: list[str] = []
+        now = time.monotonic()
+        deadline, look = now + timeout, now
+        while now < deadline:
+            if now >= look:
+                if stop():
+                    break
+                look = now + look_every
+            try:
+                lines.append(self.receive_line(min(look, deadline) - now))
+            except NotUtf8:  # that line is consumed; the next may be fine
+                pass
+            except BotExited:
+                break
+            except BotTimeout:  # a slice without a line: look again (a timeout is not sticky)
+                pass
+            except BotError:  # stdout closed, a line or all of it over its limit: wait for the exit
+                self._wait_exit(max(deadline - time.monotonic(), 0))
+                break
+            now = time.monotonic()
+        self._drain_stderr(STDERR_GRACE)
+        return self.returncode, lines + self.take_stderr()
 
     # -- exit -------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
 from ..engine import PRESETS, Rules, rules_from
 from ..limits import Limits
-from ..referee.blocking import BlockingLaunch, BlockingPlayer, play_game, run_async
+from ..referee.blocking import BlockingLaunch, BlockingPlayer, play_game
 from ..referee.blocking import settle as settle_bots
 from ..referee.core import TimeControl
 from .seeds import deal_seed, run_secret
@@ -171,7 +171,7 @@ def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str 
     if spec.build is not None:
         say(f"building {spec.label}: {' '.join(spec.build)}")
         try:
-            run_async(launcher.build, spec)  # a contained build still runs on trio, on a loop of its own
+            launcher.build_now(spec)
         except BuildError as e:
             head, *tail = str(e).splitlines()
             report["faults"]["build"] = {"count": 1, "first": {"where": "the build", "message": head[:300],
