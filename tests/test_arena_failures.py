@@ -190,12 +190,12 @@ def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.Monke
     in one line, and not as a fault of the bot."""
     from typer.testing import CliRunner
 
-    from arena.bots.launch import Launcher
+    from arena.bots.launch import LaunchPlan
     from arena.cli.main import app
 
-    async def broken(self, spec):
+    def broken(self):
         raise BotStartError("cannot create the bot's cgroup: [Errno 28] No space left on device")
-    monkeypatch.setattr(Launcher, "__call__", broken)
+    monkeypatch.setattr(LaunchPlan, "start_blocking", broken)  # the check runs on the blocking shell
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--rules", "classic"])
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code != 0 and "Traceback" not in result.output

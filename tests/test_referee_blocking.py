@@ -151,3 +151,103 @@ def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkey
         assert '"hello"' in bot.receive_line(20)
     finally:
         bot.close()
+
+
+def test_two_threads_play_blocking_games_at_once() -> None:
+    """Each thread waits on a hub of its own: two games played side by side in two threads give
+    the games played one after the other, and each thread's bots are its hub's alone."""
+    import threading
+
+    from arena.bots.blocking import hub
+
+    launcher = Launcher()
+    specs = [load_bot("heuristic"), load_bot("random")]
+    plans = {s.label: trio.run(launcher.plan, s) for s in specs}
+
+    def launch(spec):
+        return plans[spec.label].start_blocking()
+
+    def games(seeds, out):
+        players = [BlockingPlayer(s, launch, CLOCK) for s in specs]
+        try:
+            out["hub"] = hub()
+            out["games"] = [play_game(players, preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK)
+                            for seed in seeds]
+            out["mine"] = {p.conn._hub is out["hub"] for p in players}
+        finally:
+            for p in players:
+                p.shutdown()
+            settle()
+            out["left"] = hub().closing
+
+    alone: dict = {}
+    games((1, 2, 3, 4), alone)
+    outs: list[dict] = [{}, {}]
+    threads = [threading.Thread(target=games, args=(seeds, out)) for seeds, out in zip(((1, 2), (3, 4)), outs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    together = outs[0]["games"] + outs[1]["games"]
+    assert [_steps(r) for r in together] == [_steps(r) for r in alone["games"]]
+    assert all(not r.faults for r in together)
+    assert outs[0]["hub"] is not outs[1]["hub"] and outs[0]["hub"] is not alone["hub"]
+    assert outs[0]["mine"] == outs[1]["mine"] == {True}
+    assert outs[0]["left"] == outs[1]["left"] == 0
+
+
+def test_a_check_from_an_event_loop_runs_whole_in_one_worker_thread() -> None:
+    """Ladder placement and web submit await ``run_check``: the check plays on the blocking shell in
+    one worker thread (its progress can call back into the loop, which only a worker thread may),
+    and its bots are finished before it returns."""
+    import threading
+
+    from arena.bots.blocking import hub
+    from arena.engine import PRESETS
+    from arena.tournament.check import run_check
+
+    seen: list[tuple[str, str]] = []
+    threads: set[int] = set()
+    hubs: set = set()
+
+    def progress(text: str) -> None:
+        threads.add(threading.get_ident())
+        hubs.add(hub())
+        trio.from_thread.run_sync(seen.append, (text, threading.current_thread().name))
+
+    async def main():
+        report = await run_check(load_bot("random"), 2, rules=PRESETS["classic"], progress=progress)
+        return report, threading.get_ident()
+
+    report, loop_thread = trio.run(main)
+    assert report["ok"] and report["played"] == 4 and len(seen) == 4
+    assert len(threads) == 1 and loop_thread not in threads
+    assert len(hubs) == 1 and hubs.pop().closing == 0  # the worker's bots, shut down and finished
+
+
+def test_a_bot_with_a_build_is_built_and_started_with_no_event_loop(tmp_path, monkeypatch) -> None:
+    """The contained build runs on the blocking shell too: the blocking launch builds a bot (its
+    output collected to the end, its copy used for every start) without ever running trio."""
+    from arena.referee.blocking import BlockingLaunch
+    from tests.checks import reachable
+
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text("import sys\nprint('compiling', flush=True)\n"
+                                  "open('built.py', 'w').write(open('src.py').read())\n")
+    (bot / "src.py").write_text("import sys\nfor line in sys.stdin:\n    print(line.strip(), flush=True)\n")
+    (bot / "bot.toml").write_text('name = "echo"\ncommand = ["python3", "built.py"]\nbuild = ["python3", "build.py"]\n')
+    spec = load_bot(reachable(bot))
+
+    def no_loop(*args, **kw):
+        raise AssertionError("an event loop was run")
+    monkeypatch.setattr(trio, "run", no_loop)
+    launch = BlockingLaunch(Launcher())
+    bot_process = launch(spec)
+    try:
+        assert launch.plans[spec.label].workdir != spec.workdir  # the built copy, not the author's folder
+        bot_process.send_line("ping")
+        assert bot_process.receive_line(20) == "ping"
+    finally:
+        bot_process.close()
+    assert not (bot / "built.py").exists()

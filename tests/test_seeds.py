@@ -47,12 +47,12 @@ def test_arena_check_deals_differ_from_run_to_run(monkeypatch: pytest.MonkeyPatc
     from arena.tournament import check
 
     dealt: list[int] = []
-    real = check.run_game
+    real = check.play_game
 
-    async def spy(players, rules, seed, **kw):
+    def spy(players, rules, seed, **kw):
         dealt.append(seed)
-        return await real(players, rules, seed, **kw)
-    monkeypatch.setattr(check, "run_game", spy)
+        return real(players, rules, seed, **kw)
+    monkeypatch.setattr(check, "play_game", spy)
     for _ in range(2):
         trio.run(lambda: check.run_check(load_bot("random"), 2, rules=PRESETS["classic"]))
     assert len(dealt) == 8 and len(set(dealt)) == 8

@@ -5,9 +5,12 @@ opponent), a bot's round trip needs no scheduler: write the line, ``poll`` its s
 :class:`BlockingBot` does that over the same :class:`~arena.bots.process.BotBase` as the trio
 shell, and its one ``poll`` loop does what the bot's :class:`~arena.bots.channel.Conversation`
 says (a line, a fault, or wait until T), so every decision (the channel's faults, the clock, the
-CPU allowance, the exit, the teardown) is the same; only the waiting differs. One :class:`Hub` per process polls every bot's
-stderr during every wait, so no bot ever blocks on a full stderr pipe while another is asked,
-and finishes the bots closed with a grace period, so no caller waits out anyone's grace.
+CPU allowance, the exit, the teardown) is the same; only the waiting differs. One :class:`Hub` per
+thread polls the stderr of every bot that thread started during every wait, so no bot ever
+blocks on a full stderr pipe while another is asked, and finishes the bots closed with a grace
+period, so no caller waits out anyone's grace. A hub is per thread, not per process, so that an
+event loop can run whole games or checks in worker threads (``trio.to_thread``) side by side:
+each thread waits on its own bots only. A bot is used by the thread that started it.
 
 Typical use::
 
@@ -23,10 +26,13 @@ from __future__ import annotations
 
 import os
 import select
+import threading
 import time
 
 from ..errors import ArenaError
-from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited
+from collections.abc import Callable
+
+from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout, NotUtf8
 from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
 from .channel import WATCH, Ended, Expired, encode_line
 
@@ -39,7 +45,7 @@ class BotClosed(ArenaError, OSError):
 
 
 class Hub:
-    """Every blocking bot of this process: their stderr, drained during every wait, and the bots
+    """Every blocking bot of one thread: their stderr, drained during every wait, and the bots
     closing with a grace period, finished during waits (or by :meth:`settle`)."""
 
     def __init__(self) -> None:
@@ -130,15 +136,16 @@ class Hub:
         return len(self._closing)
 
 
-_hub: Hub | None = None
+_local = threading.local()
 
 
 def hub() -> Hub:
-    """This process's hub (a new one after a fork)."""
-    global _hub
-    if _hub is None or _hub.pid != os.getpid():
-        _hub = Hub()
-    return _hub
+    """This thread's hub (a new one after a fork). A thread that ends with bots still in their
+    grace must :meth:`Hub.settle` first: nobody else waits on them."""
+    current = getattr(_local, "hub", None)
+    if current is None or current.pid != os.getpid():
+        current = _local.hub = Hub()
+    return current
 
 
 class BlockingBot(BotBase):
@@ -213,6 +220,37 @@ class BlockingBot(BotBase):
                 raise event.fault
             else:
                 raise event  # type: ignore[misc]
+
+    def run_to_end(self, timeout: float, *, stop: Callable[[], bool] = lambda: False,
+                   look_every: float = 1.0) -> tuple[int | None, list[str]]:
+        """For a command that is no bot (a contained build): close its stdin, collect its stdout
+        and stderr lines until it exits, at most ``timeout`` seconds, or until ``stop()`` (asked
+        at once and then every ``look_every`` seconds) says so. Returns its exit status (None if
+        it did not exit in time) and its output; the caller still closes it (:meth:`close`),
+        which kills whatever it left running."""
+        self._close_stdin()
+        lines: list[str] = []
+        now = time.monotonic()
+        deadline, look = now + timeout, now
+        while now < deadline:
+            if now >= look:
+                if stop():
+                    break
+                look = now + look_every
+            try:
+                lines.append(self.receive_line(min(look, deadline) - now))
+            except NotUtf8:  # that line is consumed; the next may be fine
+                pass
+            except BotExited:
+                break
+            except BotTimeout:  # a slice without a line: look again (a timeout is not sticky)
+                pass
+            except BotError:  # stdout closed, a line or all of it over its limit: wait for the exit
+                self._wait_exit(max(deadline - time.monotonic(), 0))
+                break
+            now = time.monotonic()
+        self._drain_stderr(STDERR_GRACE)
+        return self.returncode, lines + self.take_stderr()
 
     # -- exit -------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
@@ -45,6 +46,7 @@ disk it can write: measured every BUILD_DISK_WATCH_S while it runs (each file is
 RLIMIT_FSIZE, ``file_size_mb``) and once at its end; past either, the build is killed, its copy
 removed, and the bot refused as its own fault."""
 BUILD_DISK_WATCH_S = 0.2
+_BUILD_LOCK = threading.Lock()  # one build at a time in this process (a bot is built once per launcher)
 CONTAINED_BUILD = ("builds run contained, like the bot: no network, only the system (/usr, /etc) and a "
                    "copy of the bot's directory; install the build's tools system-wide, or pass "
                    "--trusted-bots to build and run bots as the referee's own user")
@@ -260,7 +262,7 @@ class LaunchPlan:
     def start_blocking(self):
         """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
         try:
-            return start_bot_blocking(self.argv, self.workdir, **self._kw())
+            return start_bot_blocking(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
 
@@ -299,10 +301,15 @@ class Launcher:
     gvisor: bool = False  # every bot under gVisor, or an error saying why not (never a weaker mode)
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
-    build_lock: trio.Lock = field(default_factory=trio.Lock)
     _mode: Containment | None = None
 
     async def build(self, spec: BotSpec) -> BotSpec:
+        """:meth:`build_now` in a worker thread, for a caller inside an event loop."""
+        if spec.build is None:
+            return spec
+        return await trio.to_thread.run_sync(self.build_now, spec)
+
+    def build_now(self, spec: BotSpec) -> BotSpec:
         """The bot to run for ``spec``: itself when it has no ``build``, else its built copy.
 
         A build is a stranger's code like the bot itself, so it runs under the same containment:
@@ -311,15 +318,16 @@ class Launcher:
         the referee's user, read-only for everyone else, and every start of the bot uses it.
         Only ``--trusted-bots`` builds in place as the referee's user. Each bot is built at most
         once per launcher; a failed build is remembered and raised again, not retried per game.
+        It runs on the blocking shell, in the calling thread (one build at a time in a process).
         """
         if spec.build is None:
             return spec
-        async with self.build_lock:
+        with _BUILD_LOCK:
             done = self.built.get(spec.label)
             if done is None:
                 try:
-                    done = await (self._build_in_place(spec) if await self.mode() is Containment.TRUSTED
-                                  else self._build_contained(spec))
+                    done = (self._build_in_place(spec) if self.mode_now() is Containment.TRUSTED
+                            else self._build_contained(spec))
                 except BuildError as e:
                     done = e
                 self.built[spec.label] = done
@@ -327,13 +335,10 @@ class Launcher:
             raise done
         return done
 
-    async def _build_in_place(self, spec: BotSpec) -> BotSpec:
+    def _build_in_place(self, spec: BotSpec) -> BotSpec:
         cmd = list(spec.build or ())
-
-        def run() -> subprocess.CompletedProcess:
-            return process_registry().run(cmd, cwd=spec.workdir, text=True, timeout=BUILD_TIMEOUT_S)
         try:
-            done = await trio.to_thread.run_sync(run)
+            done = process_registry().run(cmd, cwd=spec.workdir, text=True, timeout=BUILD_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BuildError(f"{spec.label}: build {' '.join(cmd)!r} failed: {e}") from None
         if done.returncode != 0:
@@ -341,8 +346,8 @@ class Launcher:
             raise BuildError(f"{spec.label}: build exited {done.returncode}:\n{tail}")
         return spec
 
-    async def _build_contained(self, spec: BotSpec) -> BotSpec:
-        mode = await self.mode()
+    def _build_contained(self, spec: BotSpec) -> BotSpec:
+        mode = self.mode_now()
         try:
             copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
@@ -353,7 +358,7 @@ class Launcher:
         plan = LaunchPlan(spec.label, tuple(argv(build, python)), built.workdir, BUILD_LIMITS, mode,
                           tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True)
         try:
-            proc = await plan.start()
+            proc = plan.start_blocking()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None
@@ -365,18 +370,8 @@ class Launcher:
                 over.append((used, entries))
             return bool(over)
 
-        async def watch(scope: trio.CancelScope) -> None:
-            while not await trio.to_thread.run_sync(too_much):
-                await trio.sleep(BUILD_DISK_WATCH_S)
-            scope.cancel()  # the build stops here; leaving ``proc`` kills all it left running
-
-        status: int | None = None
-        output: list[str] = []
-        async with proc:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(watch, nursery.cancel_scope)
-                status, output = await proc.run_to_end(BUILD_TIMEOUT_S)
-                nursery.cancel_scope.cancel()
+        with proc:  # leaving it kills all the build left running
+            status, output = proc.run_to_end(BUILD_TIMEOUT_S, stop=too_much, look_every=BUILD_DISK_WATCH_S)
         if over or too_much():
             shutil.rmtree(copy.parent, ignore_errors=True)  # the copy's own temporary directory
             used, entries = over[0]
@@ -449,8 +444,12 @@ class Launcher:
 
     async def describe(self) -> str:
         """One line for ``arena check`` and logs: the containment bots get here."""
+        return self.describe_now()
+
+    def describe_now(self) -> str:
+        """:meth:`describe` without an event loop (the probes block either way)."""
         try:
-            mode = await self.mode()
+            mode = self.mode_now()
         except ContainmentError as e:
             return f"none: {e}"
         who = (f"the referee's uid {os.geteuid()}" if mode is Containment.TRUSTED
@@ -462,16 +461,15 @@ class Launcher:
                                     cgroup=cgroups.kind if cgroups else None)
 
     async def plan(self, spec: BotSpec) -> LaunchPlan:
-        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`."""
+        """:meth:`plan_now` for a caller inside an event loop (a build runs in a worker thread)."""
         if spec.build is not None:
-            return self._plan(await self.build(spec))  # contained: a readable copy, like runnable()'s
+            return self._plan(await self.build(spec))
         return self.plan_now(spec)
 
     def plan_now(self, spec: BotSpec) -> LaunchPlan:
-        """:meth:`plan` without an event loop, for a bot with no ``build`` (a build runs
-        through the trio shell: ask :meth:`plan` for those)."""
+        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`."""
         if spec.build is not None:
-            raise ValueError(f"{spec.label} has a build step: its plan needs plan()")
+            return self._plan(self.build_now(spec))  # contained: a readable copy, like runnable()'s
         return self._plan(runnable(spec) if self.mode_now() is not Containment.TRUSTED else spec)
 
     def _plan(self, spec: BotSpec) -> LaunchPlan:

@@ -38,7 +38,7 @@ import trio
 
 from .cgroups import BotCgroup
 from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
-                     CpuLimitExceeded, MemoryLimitExceeded, NotUtf8)
+                     CpuLimitExceeded, MemoryLimitExceeded)
 from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
@@ -567,29 +567,6 @@ class BotProcess(BotBase):
                 raise trio.ClosedResourceError("file was already closed") from None
             if self._feed_stdout():
                 return
-
-    async def run_to_end(self, timeout: float) -> tuple[int | None, list[str]]:
-        """For a command that is no bot (a contained build): close its stdin, collect its stdout
-        and stderr lines until it exits, at most ``timeout`` seconds. Returns its exit status
-        (None if it did not exit in time or its status was lost) and its output; the caller
-        still ``aclose()``s it, which kills whatever it left running."""
-        await self._stdin.aclose()
-        lines: list[str] = []
-        deadline = trio.current_time() + timeout
-        while trio.current_time() < deadline:
-            try:
-                lines.append(await self.receive_line(deadline - trio.current_time()))
-            except NotUtf8:  # that line is consumed; the next may be fine
-                continue
-            except BotExited:
-                break
-            except BotError:  # stdout closed, a line or all of it over its limit (both sticky), or
-                # out of time: read no more, wait for the exit
-                await self._wait_exit(max(deadline - trio.current_time(), 0))
-                break
-        with trio.move_on_after(STDERR_GRACE):
-            await self._stderr_done.wait()
-        return self.returncode, lines + self.take_stderr()
 
     # -- exit handling ---------------------------------------------------
 

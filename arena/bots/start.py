@@ -85,7 +85,7 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
                        sandbox: bool = False, namespaces: bool = False,
                        extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       gvisor: bool = False) -> BlockingBot:
+                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
     """:func:`start_bot` for the blocking shell: the same arguments, the same
     refusal of a containment that does not work here."""
     bwrap = None
@@ -104,4 +104,4 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         runsc = find_runsc()
     return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
                               namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
-                              ro_binds=ro_binds, bwrap=bwrap, gvisor=runsc)
+                              ro_binds=ro_binds, bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc)

@@ -127,9 +127,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
     from ..bots.manifest import load_bot
-    import trio
     from ..engine import rules_from
-    from ..tournament.check import print_report, run_check
+    from ..tournament.check import check_bot, print_report
     from ..bots.launch import Launcher
     from ..limits import Limits
     spec = load_bot(bot)
@@ -151,9 +150,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
             progress.set((progress.done or 0) + 1, None, resumable=False)
         say(text)
 
-    report = trio.run(partial(run_check, spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits,
-                              all_faults=all_games, progress=tick,
-                              launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots)))
+    report = check_bot(spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits, all_faults=all_games,
+                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots))
     if as_json:
         print(json.dumps(report, indent=2))
     else:

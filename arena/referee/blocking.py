@@ -146,8 +146,8 @@ def run_async(afn, *args):
 class BlockingLaunch:
     """A :class:`~arena.bots.launch.Launcher` for the blocking shell: each bot's
     :class:`~arena.bots.launch.LaunchPlan` is worked out once (containment, build), and every
-    start is then a plain fork. No event loop is run for it, except once for a bot with a build
-    step (a contained build runs on trio)."""
+    start is then a plain fork. No event loop is run for it, a bot's build included (it runs on
+    the blocking shell too)."""
 
     def __init__(self, launcher: Any):
         self.launcher = launcher
@@ -155,9 +155,8 @@ class BlockingLaunch:
 
     def __call__(self, spec):
         plan = self.plans.get(spec.label)
-        if plan is None:  # a loop of its own only for a bot with a build step (run through the trio shell)
-            plan = self.plans[spec.label] = (self.launcher.plan_now(spec) if spec.build is None
-                                             else run_async(self.launcher.plan, spec))
+        if plan is None:
+            plan = self.plans[spec.label] = self.launcher.plan_now(spec)
         return plan.start_blocking()
 
 

@@ -20,7 +20,10 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import Any
+
+import trio
 
 from rich.console import Console
 from rich.markup import escape
@@ -33,8 +36,9 @@ from ..bots.spawn import HOST_ENV
 from ..config import BOT_TOML_DOC, rule_label
 from ..engine import PRESETS, Rules, rules_from
 from ..limits import Limits
+from ..referee.blocking import BlockingLaunch, BlockingPlayer, play_game
+from ..referee.blocking import settle as settle_bots
 from ..referee.core import TimeControl
-from ..referee.driver import BotPlayer, run_game
 from .seeds import deal_seed, run_secret
 
 SCENARIOS: list[tuple[str, Rules, int]] = [
@@ -96,19 +100,19 @@ def clock_words(move_ms: int, bank_ms: int) -> str:
     return f"{move_ms:,} ms per move + {bank} bank"
 
 
-class _Watched(BotPlayer):
+class _Watched(BlockingPlayer):
     """The bot under check: remembers the last line it wrote, to quote a line that is not JSON."""
 
     last_line: str | None = None
 
-    async def _ensure(self):  # type: ignore[override]
+    def _ensure(self):  # type: ignore[override]
         fresh = self.conn is None
-        conn = await super()._ensure()
+        conn = super()._ensure()
         if fresh and not getattr(conn, "_check_watched", False):
             receive = conn.receive_line
 
-            async def receive_line(timeout: float) -> str:
-                line = await receive(timeout)
+            def receive_line(timeout: float) -> str:
+                line = receive(timeout)
                 self.last_line = line
                 return line
             try:
@@ -135,12 +139,21 @@ def _place_words(result: dict[str, Any], seat: int, seats: int) -> str:
     return "?"
 
 
-async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str = "random", *,
-                    bank_ms: int | None = None, rules: Rules | None = None, limits: Limits | None = None,
-                    all_faults: bool = False, progress: Callable[[str], None] | None = None,
-                    launcher: Launcher | None = None) -> dict[str, Any]:
-    """Run the check; returns a JSON-able report (``print_report`` shows it). A folder the bot may
-    not have (:mod:`arena.bots.folder`) is refused first, as a ``FolderError`` naming the file."""
+async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str = "random",
+                    **kw: Any) -> dict[str, Any]:
+    """:func:`check_bot` for a caller inside an event loop (ladder placement, web submit): the
+    whole check on the blocking shell in one worker thread, so the loop serves others meanwhile."""
+    return await trio.to_thread.run_sync(partial(check_bot, spec, games, move_ms, opponent, **kw))
+
+
+def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str = "random", *,
+              bank_ms: int | None = None, rules: Rules | None = None, limits: Limits | None = None,
+              all_faults: bool = False, progress: Callable[[str], None] | None = None,
+              launcher: Launcher | None = None) -> dict[str, Any]:
+    """Run the check on the blocking shell, no event loop; returns a JSON-able report
+    (``print_report`` shows it). A folder the bot may not have (:mod:`arena.bots.folder`) is
+    refused first, as a ``FolderError`` naming the file. The check's bots are this thread's: each
+    is finished before this returns."""
     spec.files_hash()  # the run's one reading of the folder, which every copy is checked against
     clock = TimeControl(move_ms=move_ms, bank_ms=move_ms * 5 if bank_ms is None else bank_ms)
     launcher = launcher or Launcher(limits or Limits())
@@ -158,7 +171,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
     if spec.build is not None:
         say(f"building {spec.label}: {' '.join(spec.build)}")
         try:
-            await launcher.build(spec)
+            launcher.build_now(spec)
         except BuildError as e:
             head, *tail = str(e).splitlines()
             report["faults"]["build"] = {"count": 1, "first": {"where": "the build", "message": head[:300],
@@ -167,8 +180,9 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
             report["ok"] = False
             return report
     opp = load_bot(opponent)
-    me = _Watched(spec, launcher, clock)
-    others: list[BotPlayer] = []
+    launch = BlockingLaunch(launcher)
+    me = _Watched(spec, launch, clock)
+    others: list[BlockingPlayer] = []
     try:
         for number, (label, rule_set, seats) in enumerate(scenarios):
             for g in range(games):
@@ -179,10 +193,10 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                         table.append(me)
                     else:
                         while len(others) < s + 1:
-                            others.append(BotPlayer(opp, launcher, clock))
+                            others.append(BlockingPlayer(opp, launch, clock))
                         table.append(others[s])
                 me.last_line = None
-                rec = await run_game(table, rule_set, deal_seed(secret, 0, number, g),
+                rec = play_game(table, rule_set, deal_seed(secret, 0, number, g),
                                      game_id=f"check-{label}-{g}", clock=clock, max_turns=600)
                 report["played"] += 1
                 mine = [st for st in rec.steps if st["seat"] == my_seat and "request" in st]
@@ -219,9 +233,10 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                                    "cpu_seconds": None if u.cpu_seconds is None else round(u.cpu_seconds, 2),
                                    "source": u.source}
     finally:
-        await me.shutdown()
+        me.shutdown()
         for p in others:
-            await p.shutdown()
+            p.shutdown()
+        settle_bots()
     report["decisions"] = dict(decisions)
     if times:
         ordered = sorted(times)
@@ -229,7 +244,7 @@ async def run_check(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent
                         "p95": round(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)], 1),
                         "max": round(ordered[-1], 1)}
     report["limits"] = asdict(launcher.limits)
-    report["containment"] = await launcher.describe()
+    report["containment"] = launcher.describe_now()
     report["ok"] = not report["faults"] and report["requests"] > 0
     return report
 
