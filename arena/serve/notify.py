@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..errors import ArenaError
 from ..store.notes import Delivery, delivered, failed, mark_seen, notes, outbox_rows, signature, take_due, webhook
 from ..store.people import PeopleError, clear_webhook, set_webhook
 from . import auth
@@ -33,7 +34,7 @@ from .pages import redirect, render
 log = logging.getLogger("arena.serve")
 
 
-class Refused(Exception):
+class Refused(ArenaError, ValueError):
     """The webhook's address may not be posted to."""
 
 
