@@ -147,6 +147,26 @@ def test_a_swiss_seats_by_the_fit_avoids_repeats_and_spreads_byes(tmp_path: Path
     assert len(byes) == 3 and len(set(byes)) == 3  # one bye a round, never the same bot twice
 
 
+def test_a_swiss_with_one_seat_per_author_keeps_authors_apart_before_repeats(tmp_path: Path) -> None:
+    """Two authors with two bots each, three rounds at two seats: the first two rounds use up
+    every pairing across authors, so the third must repeat one; without the rule it would seat
+    each author's pair together (the only fresh pairing)."""
+    make_bots(tmp_path / "bots", 4)
+    for i, who in enumerate(("ann", "ann", "bob", "bob")):
+        toml = tmp_path / "bots" / f"p{i}" / "bot.toml"
+        toml.write_text(toml.read_text().replace('author = "Palace Arena"', f'author = "{who}"'))
+    cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=3, deals=1, one_seat_per_author=True)
+    play(cfg, db)
+    assert db.tournament("event")["status"] == "done"
+    author = {"p0@1.0": "ann", "p1@1.0": "ann", "p2@1.0": "bob", "p3@1.0": "bob"}
+    stages = by_stage(cfg, db)
+    assert sorted(stages) == [0, 1, 2]
+    for r in range(3):
+        for table in tables_of(stages[r]):
+            assert len({author[b] for b in table}) == 2, (r, table)
+    assert sum(meetings(tuple(t) for r in range(3) for t in tables_of(stages[r])).values()) == 6  # 4 pairs, one met twice
+
+
 def test_a_stopped_swiss_resumes_to_the_same_event_and_plays_nothing_twice(tmp_path: Path) -> None:
     ref, ref_db = event(tmp_path, 5, store="ref.sqlite", format="swiss", seats=2, rounds=3, deals=2)
     play(ref, ref_db)
@@ -292,6 +312,8 @@ def test_a_knockout_seeded_from_a_ladders_every_game(tmp_path: Path) -> None:
     ({"format": "knockout", "rounds": 3}, "rounds is for a swiss"),
     ({"format": "swiss", "elimination": "double"}, "elimination is for a knockout"),
     ({"format": "swiss", "seats": 4}, "4 seats need at least 4 bots"),
+    ({"format": "knockout", "one_seat_per_author": True}, "one_seat_per_author is for round-robins, gauntlets and swiss"),
+    ({"format": "heats", "seats": 3, "one_seat_per_author": True}, "one_seat_per_author is for"),
 ])
 def test_staged_config_errors(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):

@@ -130,3 +130,27 @@ def test_byes_lowest_standing_first_among_the_fewest():
     order = names(5)
     assert choose_byes(order, 2, {}) == ("bot04", "bot03")
     assert choose_byes(order, 2, {"bot04": 1}) == ("bot03", "bot02")
+
+
+def test_bots_of_one_author_sit_apart_while_a_pairing_allows_it():
+    """The top two share an author: by score they would meet; apart, each meets another."""
+    order = names(4)
+    scores = {b: 1800.0 - 100 * i for i, b in enumerate(order)}
+    apart = frozenset({frozenset(order[:2])})
+    assert set(pair_round(order, scores, 2, {}, {}).tables[0]) == set(order[:2])
+    p = pair_round(order, scores, 2, {}, {}, apart=apart)
+    assert all(not frozenset(t) <= set(order[:2]) for t in p.tables) and p.clashes == 0
+    # a clash outweighs every repeat: with both cross pairings met, the repeat is taken
+    met = meetings([(order[0], order[2]), (order[1], order[3]), (order[0], order[3]), (order[1], order[2])])
+    p = pair_round(order, scores, 2, met, {}, apart=apart)
+    assert p.clashes == 0 and p.repeats == 2
+    assert "one author" not in p.summary()
+
+
+def test_a_clash_no_pairing_avoids_is_counted_and_said():
+    """Three of four bots by one author at two seats: one table must seat two of them."""
+    order = names(4)
+    apart = frozenset(frozenset(p) for p in itertools.combinations(order[:3], 2))
+    p = pair_round(order, dict.fromkeys(order, 1500.0), 2, {}, {}, apart=apart)
+    assert p.clashes == 1 and p.repeats == 0
+    assert "1 pairs of one author seated together" in p.summary()

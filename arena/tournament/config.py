@@ -59,7 +59,7 @@ class TournamentConfig:
     cluster: str = ""  # a Dask scheduler (tcp://HOST:PORT) to run the games on; "" plays here (docs/CLUSTER.md)
     fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
     ponder: bool = False  # seats keep running off their turn (else frozen between requests; docs/SANDBOX.md)
-    one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md)
+    one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md); not for a bracket
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
     deal_secret: str = ""  # a named secret in the store to deal from (a season's: arena.ladder.seasons); "" the store's
@@ -185,9 +185,10 @@ def _check_staged(cfg: TournamentConfig) -> None:
     name = cfg.format
     if cfg.candidates:
         raise ConfigError(f"candidates are for a gauntlet; a {name} plays every bot of bots = [...]")
-    if cfg.suite or cfg.one_seat_per_author:
-        raise ConfigError(f"a {name} deals its own duplicate deals per stage and seats by standing: "
-                          "suite and one_seat_per_author are for round-robins and gauntlets")
+    if cfg.suite:
+        raise ConfigError(f"a {name} deals its own duplicate deals per stage: suite is for round-robins and gauntlets")
+    if cfg.one_seat_per_author and name != "swiss":
+        raise ConfigError(f"a {name} seats by its bracket: one_seat_per_author is for round-robins, gauntlets and swiss")
     if cfg.rounds and name != "swiss":
         raise ConfigError("rounds is for a swiss; a knockout or heats ends when one bot is left")
     if name == "knockout" and cfg.seats != 2:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import seeds
-from .config import TournamentConfig
-from .schedule import ScheduledGame, rotations
+from .config import ConfigError, TournamentConfig
+from .schedule import ScheduledGame, author_key, rotations
 from .swiss import Pairing, meetings, pair_round, seated
 
 Stored = Mapping[int, tuple[Sequence[str], Mapping[str, Any]]]  # game index -> (seats, result)
@@ -100,12 +100,14 @@ def table_points(stage_games: Sequence[ScheduledGame], stored: Stored) -> dict[s
     return dict(total)
 
 
-def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored) -> list[Stage]:
+def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
+           authors: Mapping[str, str] | None = None) -> list[Stage]:
     """Every stage that can be known from ``stored``: those played, then the next (whose games
-    the store may partly hold already). ``bots`` are in seeding order, best first."""
+    the store may partly hold already). ``bots`` are in seeding order, best first; ``authors``
+    (label -> author) for a Swiss with ``one_seat_per_author``."""
     out: list[Stage] = []
     while True:
-        stage = _next(cfg, bots, secret, stored, out)
+        stage = _next(cfg, bots, secret, stored, out, authors)
         if stage is None:
             return out
         if not stage.tables:  # a stage that seats nobody would be asked for again, for ever
@@ -118,18 +120,19 @@ def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
             return out
 
 
-def next_stage(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored) -> Stage | None:
+def next_stage(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
+               authors: Mapping[str, str] | None = None) -> Stage | None:
     """The first stage with games the store lacks; None when the event is over."""
-    known = stages(cfg, bots, secret, stored)
+    known = stages(cfg, bots, secret, stored, authors)
     if known and not all(g.index in stored for g in known[-1].games):
         return known[-1]
     return None
 
 
 def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-          before: list[Stage]) -> Stage | None:
+          before: list[Stage], authors: Mapping[str, str] | None = None) -> Stage | None:
     if cfg.format == "swiss":
-        return _swiss(cfg, bots, secret, stored, before)
+        return _swiss(cfg, bots, secret, stored, before, _apart(cfg, bots, authors))
     if cfg.format == "knockout":
         return _knockout(cfg, bots, secret, before)
     return _heat(cfg, bots, secret, before)
@@ -150,8 +153,18 @@ def swiss_scores(bots: Sequence[str], results: Sequence[tuple[Sequence[str], Map
     return {b: (fit[b].elo if b in fit else 1500.0) for b in bots}
 
 
+def _apart(cfg: TournamentConfig, bots: Sequence[str], authors: Mapping[str, str] | None) -> frozenset[frozenset[str]]:
+    """The pairs ``one_seat_per_author`` keeps apart: bots of one author (as the round-robin's tables count them)."""
+    if not cfg.one_seat_per_author:
+        return frozenset()
+    if authors is None:
+        raise ConfigError("one_seat_per_author needs the bots' authors")
+    return frozenset(frozenset((a, b)) for a, b in itertools.combinations(bots, 2)
+                     if author_key(a, authors) == author_key(b, authors))
+
+
 def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-           before: list[Stage]) -> Stage | None:
+           before: list[Stage], apart: frozenset[frozenset[str]] = frozenset()) -> Stage | None:
     r = len(before)
     if r >= cfg.swiss_rounds:
         return None
@@ -166,9 +179,9 @@ def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
     if all(i in stored for i in range(start, start + per_round)):
         # a round played: its tables as stored (rotation 0 of each, in table order), not searched again
         tables = tuple(tuple(stored[start + t * cfg.deals][0]) for t in range(len(bots) // k))
-        pairing = seated(tables, order, scores, met)
+        pairing = seated(tables, order, scores, met, apart)
     else:
-        pairing = pair_round(order, scores, k, met, byes)
+        pairing = pair_round(order, scores, k, met, byes, apart=apart)
     return Stage(r, f"round {r + 1} of {cfg.swiss_rounds}", pairing.tables, pairing.byes,
                  _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing)
 

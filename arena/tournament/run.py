@@ -140,15 +140,16 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     secret = seeds.named_secret(store, cfg.deal_secret) if cfg.deal_secret else seeds.load_secret(store.path.parent)
     staged = cfg.format in STAGED
     fingerprint = cfg.fingerprint()
+    authors = table_authors(specs, store, own_authors)
     if staged:
         order = seeded_order(cfg, [labels[b] for b in cfg.bots], store)
         fingerprint["order"] = order  # a seeding whose standings changed would seat another event
-        stage = next_stage(cfg, order, secret, stored_results(store, cfg.name))
+        stage = next_stage(cfg, order, secret, stored_results(store, cfg.name), authors)
         games = [] if stage is None else list(stage.games)
         planned = planned_games(cfg)
     else:
         order, stage = [], None
-        games = schedule(cfg, labels, secret, table_authors(specs, store, own_authors))
+        games = schedule(cfg, labels, secret, authors)
         planned = len(games)
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots, gvisor=cfg.gvisor), "preflight", None)
@@ -177,7 +178,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             await play_all(ex)
             if not staged or stats.failed:
                 return
-            stage = next_stage(cfg, order, secret, stored_results(store, cfg.name))
+            stage = next_stage(cfg, order, secret, stored_results(store, cfg.name), authors)
             if stage is None:
                 return
             todo = [g for g in stage.games if g.index not in done]

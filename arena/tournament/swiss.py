@@ -4,6 +4,8 @@ A round sits out ``n mod k`` bots (byes) and seats the rest at tables of k. Byes
 bots with the fewest byes so far, the lowest-standing first, so no bot has a second bye while
 another has none. The tables then minimise, in this order:
 
+0. with ``one_seat_per_author``, pairs of one author seated together (``apart``): none while
+   any pairing without one exists, and the report says how many were left when none does;
 1. repeat meetings: over every pair seated together, how often that pair has already met
    (so no two bots meet again while a pairing without it exists);
 2. score spread: over every table, its best score less its worst (bots of similar score meet).
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 BUDGET = 1_000_000  # candidate tables scored per round before the search keeps what it has
+APART = 10**9  # a pair kept apart costs more than every repeat a round can hold, so it is minimised first
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Pairing:
     spreads: tuple[float, ...]  # per table: best score less worst
     least_spread: float  # the spread of the same bots with repeats ignored (the lower bound)
     optimal: bool | None  # the search ended; False: stopped at its budget; None: read back, not searched
+    clashes: int = 0  # pairs of one author seated together (one_seat_per_author): only when no draw avoids it
 
     @property
     def spread(self) -> float:
@@ -48,6 +52,8 @@ class Pairing:
         byes = ", ".join(self.byes) or "none"
         return (f"{len(self.tables)} tables, repeat meetings {self.repeats}, score spread {self.spread:.0f} "
                 f"(least possible {self.least_spread:.0f}, widest table {worst:.0f}), byes: {byes}"
+                + (f"; {self.clashes} pairs of one author seated together: no pairing keeps them apart"
+                   if self.clashes else "")
                 + ("; search stopped at its budget: best found" if self.optimal is False else ""))
 
 
@@ -67,10 +73,12 @@ def choose_byes(order: Sequence[str], count: int, byes: Mapping[str, int]) -> tu
 
 
 def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
-               met: Mapping[frozenset[str], int], byes: Mapping[str, int], *, budget: int = BUDGET) -> Pairing:
+               met: Mapping[frozenset[str], int], byes: Mapping[str, int], *, budget: int = BUDGET,
+               apart: frozenset[frozenset[str]] = frozenset()) -> Pairing:
     """The round's byes and tables for bots in standing ``order`` (best first) with their ``scores``.
 
-    ``met`` counts earlier meetings (:func:`meetings`), ``byes`` earlier byes per bot."""
+    ``met`` counts earlier meetings (:func:`meetings`), ``byes`` earlier byes per bot; ``apart``:
+    pairs not to seat together while any pairing avoids it (bots of one author)."""
     if len(set(order)) != len(order):
         raise ValueError("each bot may be listed once")
     if not 2 <= seats <= len(order):
@@ -78,14 +86,17 @@ def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
     out = choose_byes(order, len(order) % seats, byes)
     rank = {b: i for i, b in enumerate(order)}
     players = sorted((b for b in order if b not in out), key=lambda b: (-scores.get(b, 0.0), rank[b]))
-    tables, repeats, spreads, optimal = _search(players, [float(scores.get(b, 0.0)) for b in players], seats,
-                                                met, budget)
-    return Pairing(tuple(tables), out, repeats, tuple(spreads), _least_spread(
-        [float(scores.get(b, 0.0)) for b in players], seats), optimal)
+    cost = Counter(met)
+    for pair in apart:
+        cost[pair] += APART
+    tables, weighed, spreads, optimal = _search(players, [float(scores.get(b, 0.0)) for b in players], seats,
+                                                cost, budget)
+    return Pairing(tuple(tables), out, weighed % APART, tuple(spreads), _least_spread(
+        [float(scores.get(b, 0.0)) for b in players], seats), optimal, weighed // APART)
 
 
 def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapping[str, float],
-           met: Mapping[frozenset[str], int]) -> Pairing:
+           met: Mapping[frozenset[str], int], apart: frozenset[frozenset[str]] = frozenset()) -> Pairing:
     """The same account of a round already seated (a played round read back from the store)."""
     seated_ = {b for t in tables for b in t}
     repeats = sum(met.get(frozenset(p), 0) for t in tables for p in itertools.combinations(t, 2))
@@ -93,7 +104,8 @@ def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapp
     values = sorted((float(scores[b]) for b in seated_), reverse=True)
     k = len(tables[0]) if tables else 2
     return Pairing(tuple(tables), tuple(b for b in reversed(order) if b not in seated_), repeats, spreads,
-                   _least_spread(values, k), None)
+                   _least_spread(values, k), None,
+                   sum(frozenset(p) in apart for t in tables for p in itertools.combinations(t, 2)))
 
 
 def _least_spread(values: Sequence[float], k: int) -> float:
