@@ -361,6 +361,125 @@ def test_a_person_plays_a_game_to_the_end_by_clicking(chrome: Any, site: ServerP
     assert len(games) == 1 and games[0]["seats"] == ["human@-", "lowest@1.0"] and games[0]["id"] == sent["game"]
 
 
+def _still_a_control(node: Any) -> bool:
+    """Whether a card is still clickable: a sent answer takes the controls away, and the next request redraws them."""
+    try:
+        return "pick" in (node.get_attribute("class") or "").split()
+    except StaleElementReferenceException:
+        return False
+
+
+def _own_move(events: list[dict[str, Any]], seat: int) -> tuple | None:
+    """The first move the seat made among these events, as (kind, detail), to compare with the card clicked."""
+    for e in events:
+        if e.get("seat") != seat:
+            continue
+        if e["kind"] == "played":
+            return ("play", e["zone"], sorted(e["cards"]))
+        if e["kind"] == "picked_up":
+            return ("pick_up",)
+        if e["kind"] == "flipped":
+            return ("flip", e["position"])
+    return None
+
+
+@pytest.mark.parametrize("width", [DESKTOP[0], PHONE[0]])
+def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: ServerProc, width: int) -> None:
+    """Every play, pick-up and flip is made by clicking (or pressing Enter on) a card; the setup's
+    face-up choice is not a play and stays a button. Each move the game records is the one clicked,
+    several cards of a rank are selected one by one, and at 390 px nothing scrolls sideways."""
+    narrow = width == PHONE[0]
+    viewport(chrome, *(PHONE if narrow else DESKTOP), mobile=narrow)
+    try:
+        chrome.get(f"{site.url}/?token={site.token}")
+        chrome.get(f"{site.url}/play")
+        Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
+        Select(css(chrome, "select[name='opponent']")[0]).select_by_visible_text("lowest")
+        chrome.find_element(By.NAME, "seed").send_keys("7")
+        turns = chrome.find_element(By.NAME, "max_turns")
+        turns.clear()
+        turns.send_keys("400")
+        chrome.find_element(By.ID, "play-start").click()
+        clicked: dict[int, tuple] = {}
+        last, keyboard = "", False
+        while True:
+            def ready(d: Any) -> Any:
+                root = d.find_element(By.ID, "play")
+                if root.get_attribute("data-status") in ("over", "failed"):
+                    return "end"
+                req = root.get_attribute("data-request") or ""
+                return req if req != last and (css(d, ".card.pick") or css(d, "#play-actions button.action")) else None
+            req = wait(chrome, ready, 60, "a request or the end")
+            if req == "end":
+                break
+            last = req
+            if narrow:
+                assert chrome.execute_script("return document.documentElement.scrollWidth") <= width
+            picks = css(chrome, ".card.pick")
+            if not picks:  # setup: choosing the face-up cards is not a play
+                css(chrome, "#play-actions button.action")[0].click()
+                clicked[int(req)] = ("setup",)
+                continue
+            for p in picks:
+                assert p.get_attribute("role") == "button" and p.get_attribute("tabindex") == "0"
+                assert p.get_attribute("aria-label")
+            def zone(p: Any) -> str:
+                return p.find_element(By.XPATH, "ancestor::div[@id][1]").get_attribute("id")
+            plays = [p for p in picks if zone(p) in ("play-hand", "play-face-up")]
+            groups: dict[tuple, list[Any]] = {}
+            for p in plays:
+                groups.setdefault((zone(p), p.get_attribute("data-card")[0]), []).append(p)
+            pile = [p for p in picks if zone(p) == "play-pile"]
+            if pile and not keyboard:  # once, by keyboard: the pile is reachable without a pointer
+                pile[0].send_keys("\n")
+                keyboard = True
+                clicked[int(req)] = ("pick_up",)
+            elif groups:
+                key, group = max(groups.items(), key=lambda kv: len(kv[1]))  # several of a rank when there are
+                chosen: list[str] = []
+                cards = [p.get_attribute("data-card") for p in group]
+                for p, c in zip(group, cards):
+                    if not _still_a_control(p):
+                        break  # sent
+                    chosen.append(c)
+                    p.click()
+                if _still_a_control(group[0]):
+                    group[0].click()  # a selected card clicked again sends the selection
+                clicked[int(req)] = ("play", {"play-hand": "hand", "play-face-up": "face_up"}[key[0]], sorted(chosen))
+            else:
+                p = picks[0]
+                where = zone(p)
+                move = ("pick_up",) if where == "play-pile" else (
+                    "flip", list(css(chrome, "#play-face-down .card")).index(p))
+                p.click()
+                clicked[int(req)] = move
+        root = chrome.find_element(By.ID, "play")
+        assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
+        if narrow:
+            assert chrome.execute_script("return document.documentElement.scrollWidth") <= width
+        sent = chrome.execute_script(
+            "return fetch('/play/' + arguments[0] + '/state?seen=0').then(function (r) { return r.json(); })",
+            root.get_attribute("data-session"))
+        raws = [m["raw"] for m in sent["messages"]]
+        requests = [i for i, r in enumerate(raws) if r["type"] == "request"]
+        assert sorted(clicked) == [raws[i]["id"] for i in requests]
+        moves = [c for c in clicked.values() if c[0] != "setup"]
+        assert any(c[0] == "play" and len(c[2]) >= 2 for c in moves), moves  # a multi-card play was selected
+        assert keyboard and any(c[0] == "pick_up" for c in moves)
+        checked = 0
+        for i in requests:
+            want = clicked[raws[i]["id"]]
+            if want[0] == "setup":
+                continue
+            after = next((r for r in raws[i + 1:] if r.get("events")), None)
+            assert after is not None
+            assert _own_move(after["events"], 0) == want, (raws[i]["id"], want, after["events"])
+            checked += 1
+        assert checked == len(moves) >= 5
+    finally:
+        viewport(chrome, *DESKTOP)
+
+
 # --------------------------------------------------------------------------- submit
 
 def _zip(path: Path, files: dict[str, str]) -> Path:

@@ -89,6 +89,9 @@
     var req = current;
     current = null;
     document.querySelectorAll("#play-actions button").forEach(function (b) { b.disabled = true; });
+    document.querySelectorAll(".card.pick").forEach(function (c) {
+      c.classList.remove("pick"); c.removeAttribute("tabindex"); c.removeAttribute("role");
+    });
     button.classList.add("chosen");
     status("Sent. Waiting for the others…");
     fetch("/play/" + sid + "/act", {
@@ -109,6 +112,62 @@
     }));
   }
 
+  /* Cards as controls: each play (one rank, from hand or face-up), the pile's pick-up and each
+     face-down flip is a focusable card. A click selects a card; a play is sent once the selection
+     matches a legal play and no larger legal play of that rank is left, or when a selected card is
+     clicked again. Plays that need more than cards say (joker targets, surrenders) stay buttons. */
+  function cardControls(req) {
+    var sel = [], zoneOf = { hand: "play-hand", face_up: "play-face-up" };
+    function label(a) { return a.cards.join("+"); }
+    function bag(list) { return list.slice().sort().join(","); }
+    function clear() { sel.forEach(function (n) { n.classList.remove("selected"); n.setAttribute("aria-pressed", "false"); }); sel = []; }
+    function control(node, name, onpick) {
+      node.classList.add("pick");
+      node.tabIndex = 0;
+      node.setAttribute("role", "button");
+      node.setAttribute("aria-label", name);
+      node.addEventListener("click", onpick);
+      node.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onpick(); }
+      });
+    }
+    var plays = req.actions.filter(function (a) { return a.kind === "play" && zoneOf[a.from] && a.target === undefined; });
+    Object.keys(zoneOf).forEach(function (zone) {
+      var mine = plays.filter(function (a) { return a.from === zone; });
+      if (!mine.length) return;
+      $(zoneOf[zone]).querySelectorAll(".card[data-card]").forEach(function (node) {
+        var c = node.getAttribute("data-card");
+        var ofRank = mine.filter(function (a) { return a.cards[0][0] === c[0] && a.cards.indexOf(c) >= 0; });
+        if (!ofRank.length) return;
+        node.setAttribute("aria-pressed", "false");
+        control(node, "play " + c + " from your " + zone.replace("_", "-"), function () {
+          if (!current) return;
+          var again = sel.indexOf(node) >= 0;
+          if (!again) {
+            if (sel.length && (sel[0].getAttribute("data-zone") !== zone || sel[0].getAttribute("data-card")[0] !== c[0])) clear();
+            node.setAttribute("data-zone", zone);
+            sel.push(node); node.classList.add("selected"); node.setAttribute("aria-pressed", "true");
+          }
+          var cards = sel.map(function (n) { return n.getAttribute("data-card"); });
+          var match = ofRank.filter(function (a) { return bag(a.cards) === bag(cards); })[0];
+          var larger = ofRank.some(function (a) { return a.cards.length > cards.length; });
+          if (match && (again || !larger)) choose(match.id, node);
+          else status(match ? "Selected " + label(match) + ": click a selected card to play it, or add another " + c[0] + "."
+                            : "Selected " + cards.join("+") + ": add another " + c[0] + " (click a selected card to start over).");
+          if (again && !match) clear();
+        });
+      });
+    });
+    var picks = req.actions.filter(function (a) { return a.kind === "pick_up" && a.surrender === undefined; });
+    var top = $("play-pile").querySelector(".card.top");
+    if (picks.length === 1 && top) control(top, "pick up the pile", function () { choose(picks[0].id, top); });
+    var downs = $("play-face-down").querySelectorAll(".card");
+    req.actions.forEach(function (a) {
+      var node = a.kind === "flip" ? downs[a.position] : null;
+      if (node) control(node, "turn over face-down card " + (a.position + 1), function () { choose(a.id, node); });
+    });
+  }
+
   function handle(m) {
     var raw = m.raw;
     $("play-raw").textContent = JSON.stringify(raw, null, 2);
@@ -121,6 +180,7 @@
       draw(raw.view);
       $("play-decision").textContent = "Your move (" + raw.decision.replace(/_/g, " ") + "), request " + raw.id;
       actions(raw, m.actions);
+      cardControls(raw);
       root.setAttribute("data-request", String(raw.id));
       status("Your move: choose one of the " + raw.actions.length + " legal actions below.");
     } else if (raw.type === "error") {
