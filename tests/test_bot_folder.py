@@ -291,13 +291,12 @@ def test_an_upload_nested_5000_deep_is_refused_and_leaves_no_folder(tmp_path):
 from tests.test_sandbox_attacks import MODES, open_dir  # noqa: E402
 
 
-async def _read_marker(directory: Path, sandbox: bool | str) -> tuple[int | None, list[str]]:
-    from arena.bots.start import start_bot
+def _read_marker(directory: Path, sandbox: bool | str) -> tuple[int | None, list[str]]:
+    from arena.bots.start import start_bot_blocking
     mode = {"gvisor": True} if sandbox == "gvisor" else {"sandbox": sandbox, "namespaces": not sandbox}
-    proc = await start_bot(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
-                           directory, run_as="auto", **mode)
-    async with proc:
-        return await proc.run_to_end(60)
+    with start_bot_blocking(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
+                            directory, run_as="auto", **mode) as proc:
+        return proc.run_to_end(60)
 
 
 def _gvisor_problem() -> str | None:
@@ -344,7 +343,7 @@ def test_a_folder_swapped_for_a_link_after_its_check_is_never_what_is_mounted(sa
                 swapped.append(cwd)
         monkeypatch.setattr(spawn, "between_check_and_mount", exchange)
         try:
-            status, out = trio.run(_read_marker, mine, sandbox)
+            status, out = _read_marker(mine, sandbox)
         except BotCommandError as e:  # refused, by the arena or by bwrap's own check: fine
             assert swap != "untouched", e
             return

@@ -103,8 +103,8 @@ def test_ctrl_c_on_match_and_check(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- failures
 
 def _small_files() -> None:
-    # an empty store holds every table of the schema (about 150 KB of pages): room for some games beyond it
-    resource.setrlimit(resource.RLIMIT_FSIZE, (320 * 1024, 320 * 1024))
+    # an empty store holds every table of the schema (about 225 KB of pages): room for some games beyond it
+    resource.setrlimit(resource.RLIMIT_FSIZE, (400 * 1024, 400 * 1024))
 
 
 def test_full_disk_is_one_line_and_keeps_the_stored_games(tmp_path: Path) -> None:
