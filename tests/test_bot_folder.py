@@ -316,7 +316,6 @@ def test_a_folder_swapped_for_a_link_after_its_check_is_never_what_is_mounted(sa
     the folder for a link in between (renameat2 RENAME_EXCHANGE in a loop) got a folder below a 0700
     root directory mounted as its own. Swapped here exactly between the check and the mount, the bot
     reads its own folder, or does not start; never the other."""
-    import trio
     from arena.bots import spawn
     base = open_dir("arena-swap-")
     try:
