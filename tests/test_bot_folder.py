@@ -367,3 +367,23 @@ def test_a_bot_travels_to_a_worker_process_as_its_ref_and_hash_checked_on_arriva
     (d / "bot.py").write_text((d / "bot.py").read_text() + "\n# edited mid-run\n")
     with pytest.raises(FolderError, match="mine@1.0's files changed since the run read them"):
         BotSetup.from_wire(wire)
+
+
+def test_a_venv_outside_the_bot_is_refused_without_saying_whether_it_exists(tmp_path):
+    """bot.toml's venv is relative to the bot. An absolute or ``..`` path made the arena look on its
+    own disk and say whether that place had a ``bin/python``: over an upload, a question a
+    stranger could ask of the server's files."""
+    outside = tmp_path / "elsewhere"
+    (outside / "bin").mkdir(parents=True)
+    (outside / "bin" / "python").write_text("")
+    d = bot(tmp_path)
+    toml = (d / "bot.toml").read_text()
+    for venv in (str(outside), "../elsewhere", str(tmp_path / "missing"), "../missing"):
+        (d / "bot.toml").write_text(toml + f"venv = {venv!r}\n")
+        with pytest.raises(ManifestError, match="venv must be a folder inside the bot's directory") as e:
+            load_bot(d)
+        assert "bin/python" not in str(e.value)
+    (d / "env" / "bin").mkdir(parents=True)
+    (d / "env" / "bin" / "python").write_text("")
+    (d / "bot.toml").write_text(toml + "venv = 'env'\n")
+    assert load_bot(d).python == str(d.resolve() / "env" / "bin" / "python")
