@@ -251,3 +251,13 @@ def test_a_link_out_of_a_submitted_bot_is_refused_by_name_and_nothing_is_copied(
         assert not snapshot_dir(store, ladder, "random@9").exists()
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", ["a" * 256, "d/" * 600 + "x", "é" * 128])
+def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path, name: str) -> None:
+    """A file name over 255 bytes (or a path over 1,024) failed the write with ENAMETOOLONG, which the
+    server answered as its own error (500); it is a refusal of the upload like any other."""
+    dest = tmp_path / "job"
+    with pytest.raises(UploadError, match="longer than"):
+        unpack(zip_bytes({"bot.toml": MANIFEST, name: b"x"}), dest, **LIMITS)
+    assert not dest.exists()

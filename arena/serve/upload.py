@@ -1,7 +1,7 @@
 """Unpacking an uploaded bot (zip or tar.gz) without trusting it.
 
 Refused, before anything is written: absolute names, ``..`` anywhere in a name,
-backslashes or NUL in a name, symbolic and hard links, devices and FIFOs, more
+backslashes or NUL in a name, a name over 255 bytes or a path over 1,024, symbolic and hard links, devices and FIFOs, more
 than ``max_files`` entries, more than ``max_bytes`` unpacked (declared sizes are
 checked first, and actual bytes are counted while writing, so a lying header
 cannot write more; a gzipped tar is inflated within ``max_bytes`` and a small allowance per
@@ -30,6 +30,8 @@ from ..bots.manifest import MANIFEST
 from ..errors import ArenaError
 
 CHUNK = 1 << 16
+MAX_NAME_BYTES = 255  # one name, as Linux file systems take it
+MAX_PATH_BYTES = 1024  # a whole path in the archive: far beyond a bot folder's 32 levels of sensible names
 # what reading a damaged or unreadable entry raises (zipfile: a bad CRC or a lying size is
 # BadZipFile, a truncated stream EOFError or zlib.error, AES or another method NotImplementedError,
 # encryption RuntimeError)
@@ -60,6 +62,10 @@ def safe_parts(name: str) -> tuple[str, ...]:
     parts = tuple(x for x in p.parts if x not in ("", "."))
     if ".." in parts:
         raise UploadError(f"refused: the archive has a path that leaves its folder ({name[:80]!r})")
+    if len(name.encode()) > MAX_PATH_BYTES:
+        raise UploadError(f"refused: the archive has a path longer than {MAX_PATH_BYTES:,} bytes ({name[:80]!r}…)")
+    if any(len(x.encode()) > MAX_NAME_BYTES for x in parts):  # the file system's own limit (ENAMETOOLONG)
+        raise UploadError(f"refused: the archive has a file name longer than {MAX_NAME_BYTES} bytes ({name[:80]!r}…)")
     return parts
 
 
