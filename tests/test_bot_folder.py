@@ -387,3 +387,30 @@ def test_a_venv_outside_the_bot_is_refused_without_saying_whether_it_exists(tmp_
     (d / "env" / "bin" / "python").write_text("")
     (d / "bot.toml").write_text(toml + "venv = 'env'\n")
     assert load_bot(d).python == str(d.resolve() / "env" / "bin" / "python")
+
+
+UNSTARTABLE = {
+    "NUL in the command": 'command = ["python3", "bot.py\\u0000x"]',
+    "an argument over 128 KiB": f'command = ["python3", "bot.py", "{"x" * 200_000}"]',
+    "a command over 64 KiB": f'command = ["python3", "bot.py"{", " + chr(34) + "x" * 1000 + chr(34) * 1}{(", " + chr(34) + "x" * 1000 + chr(34)) * 70}]',
+    "NUL in the build": 'command = ["python3", "bot.py"]\nbuild = ["true\\u0000"]',
+    "an env over 64 KiB": f'command = ["python3", "bot.py"]\n[env]\nBIG = "{"x" * 70_000}"',
+    "NUL in the workdir": 'command = ["python3", "bot.py"]\nworkdir = "a\\u0000b"',
+    "NUL in the interpreter": 'command = ["python3", "bot.py"]\ninterpreter = "py\\u0000"',
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSTARTABLE))
+def test_a_command_no_exec_can_take_is_the_bots_error_not_the_arenas(tmp_path, case):
+    """A NUL byte or an argument past the kernel's limits (E2BIG) in bot.toml made every game of the
+    bot an ArenaFailure: the tournament could never finish. It is a manifest error now, before any
+    game, in one line."""
+    d = bot(tmp_path)
+    (d / "bot.toml").write_text(f'name = "mine"\nversion = "1"\n{UNSTARTABLE[case]}\n')
+    with pytest.raises(ManifestError) as e:
+        load_bot(d)
+    assert len(str(e.value)) < 1000  # the refusal does not echo the megabytes it refuses
+    if case == "NUL in the command":
+        res = CliRunner().invoke(app, ["tournament", "--bot", str(d), "--bot", "random", "--deals", "1",
+                                       "--store", str(tmp_path / "s" / "a.sqlite"), "--plain"])
+        assert "NUL" in one_error_line(res)
