@@ -100,6 +100,8 @@ def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") ->
     python = None
     if m.venv:
         venv = (root / m.venv).resolve()
+        if m.venv.startswith("/") or not venv.is_relative_to(root):  # nothing is looked up outside
+            raise ManifestError(f"{where}: venv must be a folder inside the bot's directory (got {m.venv!r})")
         python = str(venv / "bin" / "python")
         if not (venv / "bin" / "python").exists():
             raise ManifestError(f"{where}: venv {m.venv!r} has no bin/python (create it with: "
