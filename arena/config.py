@@ -502,7 +502,10 @@ def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
             kind = "" if table else {"TournamentFile": "tournament ", "TournamentFlags": "tournament ",
                                      "LadderFile": "ladder ",
                                      "BotManifest": "bot.toml "}.get(model.__name__, "")
-            parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}; allowed: {allowed}"
+            homes = [] if table else [f"{k} goes under [{t}]" for k in keys for t in model.model_fields
+                                      if (sub_t := _table_model(model, t)) and k in sub_t.model_fields]
+            parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}"
+                            + (f" ({'; '.join(homes)})" if homes else "") + f"; allowed: {allowed}"
                             + (", [time]" if not table and "time" in model.model_fields else ""))
     shown = parts[:3]
     more = len(parts) - len(shown)

@@ -74,7 +74,9 @@ def load_bot(ref: str | Path) -> BotSpec:
     if path.is_dir():
         path = path / MANIFEST
     if not path.is_file():
-        known = ", ".join(bundled_bots())
+        known = ", ".join(bundled_bots()) or (
+            f"none: they live in {BUNDLED_DIR} of a checkout, which an install from a wheel ("
+            "`pip install .` without -e) leaves out; install the checkout with `pip install -e .`")
         raise ManifestError(f"no bot at {ref!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
     try:
         data = tomllib.loads(read_manifest(path))
