@@ -8,17 +8,22 @@ it, and an honest pair (two plain bots at the same kind of tables) must not be.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from arena import strategies as st
 from arena.ai.agent import Agent
 from arena.ai.match import play
 from arena.engine.rules import Rules
-from arena.tournament.collusion import Table, audit, interval, shared_tables
-from arena.tournament.config import ConfigError
+from arena.tournament.collusion import Table, audit, audit_stored, interval, shared_tables
+from arena.tournament.config import ConfigError, load_config
 from arena.tournament.formats import points
+from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
 
 RULES = Rules()
 DEALS = 8
@@ -132,3 +137,53 @@ def test_a_lift_flags_only_when_its_whole_interval_clears_the_margin():
     assert noisy.directions[0].mean > 0.25 and noisy.directions[0].low < 0.25 and not noisy.flagged
     steady = audit(tables, ("a", "b"), "r", again([1, 1, 1, 1, 1, 0.5]), margin=0.25)
     assert steady.flagged
+
+
+# ------------------------------------------------------------ a stored tournament, its bots' folders
+
+
+def stored_launcher():
+    """Bot folders named feeder, mate, h1, h2, ref play as the agents above, through the referee."""
+    from tests.fakes import ScriptedConnection, hello_line
+
+    async def launch(spec):
+        me = agent(spec.name)
+
+        def respond(line: str) -> list[str] | None:
+            msg = json.loads(line)
+            if msg["type"] == "hello":
+                return [hello_line(spec.name)]
+            if msg["type"] == "start":
+                me.begin({**msg, "names": [n.split("@")[0] for n in msg["names"]]})
+            if msg["type"] == "request":
+                return [json.dumps({"type": "action", "request": msg["id"], "action": me.choose(msg)})]
+            return None if msg["type"] == "shutdown" else []
+        return ScriptedConnection(respond)
+    return launch
+
+
+def test_a_stored_tournament_is_audited_on_its_own_bots_and_deals(tmp_path):
+    from tests.test_formats import make_bots
+    folders = {}
+    for name in ("feeder", "mate", "h1", "h2", "ref"):
+        d = Path(make_bots(tmp_path / name, 1)[0])
+        (d / "bot.toml").write_text((d / "bot.toml").read_text().replace('name = "p0"', f'name = "{name}"'))
+        folders[name] = d
+    cfg = load_config(None, {"name": "club", "bots": [str(folders[n]) for n in ("feeder", "mate", "h1", "h2")],
+                             "seats": 4, "deals": 3, "options": {"must_play": False},  # a pick-up by choice
+                             "store": str(tmp_path / "s.sqlite")})
+    db = Store(cfg.store)
+    trio.run(lambda: run_tournament(cfg, db, launcher=stored_launcher()))
+    found = trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "mate@1.0"), str(folders["ref"]),
+                                          launcher=stored_launcher()))
+    mate = found.directions[0]
+    assert found.flagged and mate.bot == "mate@1.0" and mate.tables == 3 * 4 and mate.low > 0.25
+    assert db.count_games(tournament="club") == 12  # the replays are not stored
+
+    with pytest.raises(ConfigError, match="sat at the pair's tables"):
+        trio.run(lambda: audit_stored(db, "club", ("h1@1.0", "h2@1.0"), str(folders["mate"])))
+    (folders["mate"] / "bot.py").write_text("# changed\n")
+    with pytest.raises(ConfigError, match="changed since it played"):
+        trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "mate@1.0"), str(folders["ref"])))
+    with pytest.raises(ConfigError, match="nobody@1.0 played no game of club"):
+        trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "nobody@1.0"), str(folders["ref"])))

@@ -120,3 +120,87 @@ def audit(tables: Sequence[Table], pair: tuple[str, str], reference: str, play: 
     one = dependence(tables, b, a, reference, play, confidence)
     two = dependence(tables, a, b, reference, play, confidence)
     return Audit(pair, reference, confidence, margin, (one, two), all(len(t.seats) == 2 for t in tables))
+
+
+# ------------------------------------------------------------ from a store, on real bots
+
+Game = tuple[tuple[str, ...], int, tuple[int, ...]]  # seats, seed, opening
+
+
+def replays(tables: Sequence[Table], pair: tuple[str, str], reference: str) -> list[Game]:
+    """Every game :func:`audit` will ask its ``play`` for, each once, in a fixed order."""
+    out: dict[Game, None] = {}
+    for partner in pair:
+        for t in tables:
+            out[(tuple(reference if s == partner else s for s in t.seats), t.seed, t.given)] = None
+    return list(out)
+
+
+def stored_tables(store: Any, tournament: str, pair: tuple[str, str]) -> tuple[list[Table], dict[str, Any]]:
+    """The pair's shared tables in a stored tournament (their openings read from the game logs)
+    and the rules they were played under."""
+    if store.tournament(tournament) is None:
+        raise ConfigError(f"no tournament {tournament!r} in the store")
+    games = store.games(tournament=tournament, limit=2**62)
+    for bot in pair:
+        if not any(bot in g["seats"] for g in games):
+            raise ConfigError(f"{bot} played no game of {tournament}")
+    shared = [g for g in games if pair[0] in g["seats"] and pair[1] in g["seats"]]
+    rules: dict[str, Any] = {}
+    for g in shared:
+        record = store.game_record(g["id"]) or {}
+        g["given"] = record.get("given", [])
+        rules = record.get("rules", rules)
+    return shared_tables(shared, *pair), rules
+
+
+def stored_setup(store: Any, labels: Iterable[str], reference: str, rules: dict[str, Any], **kw: Any) -> Any:
+    """A :class:`~arena.tournament.executors.BotSetup` of the stored bots, read from the folders
+    the store names, each refused if its files changed since it played (the audit would measure
+    another bot), and the reference bot (a folder or a bundled name) under its own label, which
+    must not be one of theirs."""
+    from ..bots.manifest import load_bot
+    from ..engine.rules import Rules
+    from .executors import BotSetup
+    specs = {}
+    for label in sorted(set(labels)):
+        row = store.bot(label)
+        if row is None:
+            raise ConfigError(f"{label} is not in the store's bots")
+        spec = load_bot(row["path"])
+        if spec.files_hash() != row["hash"]:
+            raise ConfigError(f"{label}: the files at {row['path']} changed since it played; the audit needs the same bot")
+        specs[row["path"]] = spec
+    ref = load_bot(reference)
+    if ref.label in labels:
+        raise ConfigError(f"the reference bot {ref.label} sat at the pair's tables: choose one that did not")
+    specs[reference] = ref
+    return BotSetup.of(specs, rules=Rules.from_options(rules), **kw)
+
+
+async def play_replays(setup: Any, games: Sequence[Game], max_turns: int, *, launcher: Any = None) -> dict[Game, dict[str, float]]:
+    """Play each game once on ``setup``'s bots; its points by bot. Nothing is stored."""
+    from .executors import GameTask, open_in_process
+    out: dict[Game, dict[str, float]] = {}
+    async with open_in_process(setup, launcher=launcher) as ex:
+        for i, (seats, seed, given) in enumerate(games):
+            played = await ex.play(GameTask(f"audit-{i}", seed, seats, max_turns, given))
+            out[(seats, seed, given)] = points(seats, played.summary["result"])
+    return out
+
+
+async def audit_stored(store: Any, tournament: str, pair: tuple[str, str], reference: str, *,
+                       confidence: float = 0.95, margin: float = 0.25, launcher: Any = None,
+                       **setup: Any) -> Audit:
+    """:func:`audit` of a stored tournament's pair, its tables dealt again on the stored bots."""
+    if pair[0] == pair[1]:
+        raise ConfigError("the pair must be two different bots")
+    tables, rules = stored_tables(store, tournament, pair)
+    if not tables:
+        raise ConfigError(f"{pair[0]} and {pair[1]} never sat at one table in {tournament}")
+    bots = stored_setup(store, {s for t in tables for s in t.seats}, reference, rules, **setup)
+    label = next(lb for lb in bots.specs if all(lb not in t.seats for t in tables))
+    max_turns = store.tournament(tournament)["config"].get("max_turns", 2000)
+    done = await play_replays(bots, replays(tables, pair, label), max_turns, launcher=launcher)
+    return audit(tables, pair, label, lambda seats, seed, given: done[(seats, seed, given)],
+                 confidence=confidence, margin=margin)
