@@ -187,3 +187,28 @@ def test_a_stored_tournament_is_audited_on_its_own_bots_and_deals(tmp_path):
         trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "mate@1.0"), str(folders["ref"])))
     with pytest.raises(ConfigError, match="nobody@1.0 played no game of club"):
         trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "nobody@1.0"), str(folders["ref"])))
+
+
+def test_the_command_reports_both_directions_and_exits_1_when_flagged(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    import arena.tournament.collusion as collusion
+    runner = CliRunner()
+    db = tmp_path / "s.sqlite"
+    Store(db).close()
+    missing = runner.invoke(app, ["audit", "collusion", "club", "a@1", "b@1", "--store", str(db)])
+    assert missing.exit_code == 2 and "error: no tournament 'club' in the store" in missing.output
+    assert "Traceback" not in missing.output
+
+    tables = [Table(f"g{i}", i, ("a@1", "b@1", "c@1"), (), {"a@1": 0, "b@1": 2, "c@1": 1}) for i in range(4)]
+
+    async def fake(store, tournament, pair, reference, **kw):
+        return audit(tables, pair, "ref@1", lambda seats, seed, given: {s: 0.0 for s in seats},
+                     confidence=kw["confidence"], margin=kw["margin"])
+    monkeypatch.setattr(collusion, "audit_stored", fake)
+    flagged = runner.invoke(app, ["audit", "collusion", "club", "a@1", "b@1", "--store", str(db)])
+    assert flagged.exit_code == 1, flagged.output
+    assert "b@1 with a@1 instead of ref@1: +1.00 points a game" in flagged.output and "flagged" in flagged.output
+    calm = runner.invoke(app, ["audit", "collusion", "club", "a@1", "b@1", "--margin", "1.5", "--store", str(db)])
+    assert calm.exit_code == 0 and "not flagged (margin 1.5" in calm.output

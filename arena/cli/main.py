@@ -16,6 +16,7 @@ from ..safetext import SafeConsole, printable
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
+from .audit import register as register_audits
 from .common import ArenaTyper, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
@@ -427,4 +428,5 @@ register_replays(app)
 register_ladders(app)
 register_serve(app)
 register_deals(app)
+register_audits(app)
 register_accounts(app)
