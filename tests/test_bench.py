@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.tournament.bench import grade_of, grades, load_bench, run_bench, write_csv
+from arena.tournament.bench import grade_of, grades, load_bench, run_bench
 from arena.tournament.config import ConfigError
 from arena.tournament.store import Store
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot
@@ -53,7 +53,7 @@ def bench_file(tmp_path: Path, deadline: str = "", deals: int = 2) -> Path:
     return tmp_path / "bench.toml"
 
 
-def test_members_play_only_references_on_the_same_deals_and_are_graded(tmp_path):
+def test_members_play_only_references_on_the_same_deals_and_are_graded(tmp_path, monkeypatch):
     bench = load_bench(bench_file(tmp_path))
     db = Store(bench.store)
     labels = trio.run(lambda: run_bench(bench, db, now=dt.datetime.now(dt.timezone.utc), launcher=launcher()))
@@ -73,14 +73,23 @@ def test_members_play_only_references_on_the_same_deals_and_are_graded(tmp_path)
     ann, bob = rows
     assert ann.score > bob.score and ann.grade in ("A", "B") and bob.grade == "C"
     assert set(ann.by_reference) == refs and ann.by_reference["weak@1.0"] >= ann.by_reference["strong@1.0"]
+    db.close()
+
+    # the command again: it plays nothing new, prints the grades and writes them as CSV
+    from typer.testing import CliRunner
+
+    import arena.tournament.bench as module
+    from arena.cli.main import app
+    real = module.run_bench
+    monkeypatch.setattr(module, "run_bench", lambda *a, **kw: real(*a, **kw, launcher=launcher()))
     out = tmp_path / "grades.csv"
-    write_csv(out, rows)
+    shown = CliRunner().invoke(app, ["bench", str(tmp_path / "bench.toml"), "--csv", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert f"bob@1.0: C (score {bob.score:.3f} in 12 games; " in shown.output
+    assert len(Store(bench.store).games(limit=1000)) == 24
     table = list(csv.DictReader(out.open()))
     assert [r["member"] for r in table] == labels and table[1]["grade"] == "C"
     assert table[0]["vs weak@1.0"] == f"{ann.by_reference['weak@1.0']:.3f}"
-
-    again = trio.run(lambda: run_bench(bench, db, now=dt.datetime.now(dt.timezone.utc), launcher=launcher()))
-    assert again == labels and len(db.games(limit=1000)) == 24  # a second run plays nothing new
 
 
 def test_the_deadline_snapshots_members_and_nothing_is_played_before_it(tmp_path):
@@ -107,3 +116,12 @@ def test_bands_and_bad_files():
 def test_a_deadline_without_its_zone_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="give its zone"):
         load_bench(bench_file(tmp_path, "2030-01-01T12:00:00"))
+
+
+def test_the_command_refuses_before_the_deadline_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    shown = CliRunner().invoke(app, ["bench", str(bench_file(tmp_path, "2999-01-01T00:00:00Z"))])
+    assert shown.exit_code == 2 and "error: bench bench: its deadline is 2999-01-01T00:00:00+00:00" in shown.output
+    assert "Traceback" not in shown.output and not (tmp_path / "bench").exists()
