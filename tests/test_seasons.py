@@ -301,6 +301,21 @@ def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secr
         assert server.get("/ladders/sea/seasons/3")[0] == 404
         assert server.get("/ladders/nothing/seasons/1")[0] == 404
 
+        # a stranger verifies season 1 from the files the server publishes, and nothing else
+        from arena.replay.verify import main as verify
+        for file in ("games.jsonl", "secret.txt", "commitment.txt"):
+            status, _, body = server.get(f"/ladders/sea/seasons/1/{file}")
+            assert status == 200 and f'href="/ladders/sea/seasons/1/{file}"' in server.get("/ladders/sea/seasons/1")[2].decode()
+            (tmp_path / file).write_bytes(body)
+        assert (tmp_path / "commitment.txt").read_text().strip() == s1.commitment
+        assert b"stderr" not in (tmp_path / "games.jsonl").read_bytes()  # no bot's private lines
+        assert verify([str(tmp_path / "games.jsonl"), "--secret", str(tmp_path / "secret.txt"),
+                       "--commitment", str(tmp_path / "commitment.txt")]) == 0
+        assert server.get("/ladders/sea/seasons/2/commitment.txt")[2].decode().strip() == s2.commitment
+        assert server.get("/ladders/sea/seasons/2/secret.txt")[0] == 404  # open: not yet
+        assert server.get("/ladders/sea/seasons/2/games.jsonl")[0] == 404
+        assert server.get("/ladders/sea/seasons/1/other.txt")[0] == 404
+
         status, _, body = server.get("/ladders/sea/balance")
         page = body.decode()
         assert status == 200, server.stderr()[-3000:]
