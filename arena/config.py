@@ -401,6 +401,33 @@ class BotManifest(Strict):
 
 # --------------------------------------------------------------------------- loading
 
+class BenchFile(_Shared):
+    """A course's bench (docs/FORMATS.md): members play only the reference bots, on the same deals."""
+
+    name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
+        None, description="The bench's name and resume key; defaults to the file name.")
+    references: Annotated[BotRefs, Field(min_length=1, description="The reference bots, weakest first.")]
+    members: Annotated[BotRefs, Field(min_length=1, description="The members' bot folders.")]
+    deadline: Optional[StrictStr] = Field(None, description="An ISO 8601 time with its zone: the bench plays "
+                                                            "nothing before it, and plays copies of the "
+                                                            "members' folders taken at its first run after it.")
+    bands: dict[StrictStr, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: {"pass": 0.5, "fail": 0.0},
+        description="Grade -> the lowest score (the share of the points a member could take) that earns it.")
+    sandbox: Optional[Literal[True]] = None
+    _containment = model_validator(mode="before")(_no_weaker_containment)
+
+
+def bench_data(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A bench file's values, validated, with ``[time]`` merged and defaults left out."""
+    model = validate(BenchFile, data, where)
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options"})
+    if "options" in model.model_fields_set:
+        out["options"] = _options(model.options)  # type: ignore[attr-defined]
+    _merge_clock(model, out, where)
+    return out
+
+
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

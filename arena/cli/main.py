@@ -16,6 +16,8 @@ from ..safetext import SafeConsole, printable
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
+from .audit import register as register_audits
+from .bench import register as register_bench
 from .common import ArenaTyper, GvisorOpt, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
@@ -429,4 +431,6 @@ register_replays(app)
 register_ladders(app)
 register_serve(app)
 register_deals(app)
+register_audits(app)
+register_bench(app)
 register_accounts(app)
