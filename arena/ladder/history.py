@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ratings import Outcome, Ratings, fit_elo
+from ..store import reads
 from ..tournament.standings import outcomes
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
@@ -142,17 +143,12 @@ def _tell_passes(db: Any, ladder: str, before: dict[str, float], after: dict[str
 
 
 def rating_history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:
-    """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name."""
+    """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name
+    (the store's one reader of snapshots, :func:`arena.store.reads.rating_history`, as rows to print)."""
     if not _has_tables(store):
         return []
-    sql = "SELECT taken_at, games, bot, elo, lo, hi FROM rating_snapshots WHERE ladder=?"
-    args: list[Any] = [ladder]
-    if bot is not None:
-        sql += " AND (bot=? OR bot LIKE ?)"
-        args += [bot, bot + "@%"]
-    rows = store.db.execute(sql + " ORDER BY taken_at, bot", args)
-    return [{"taken_at": r[0], "games": r[1], "bot": r[2], "elo": round(r[3], 1), "lo": round(r[4], 1),
-             "hi": round(r[5], 1)} for r in rows]
+    return [{"taken_at": taken_at, "games": games, "bot": b, "elo": round(elo, 1), "lo": round(lo, 1),
+             "hi": round(hi, 1)} for _, b, taken_at, games, elo, lo, hi in reads.rating_history(store.db, ladder, bot)]
 
 
 TREND_SNAPSHOTS = 3  # a trend compares the latest snapshot with the one this many before it

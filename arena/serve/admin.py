@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..store import reads
 from ..store.people import PeopleError, Role, Status
 from . import auth
 from .pages import redirect, render
@@ -107,7 +108,7 @@ async def ladder_act(request: Request) -> Response:
     by = Actor(who.id, auth.origin_of(request))
 
     def work(store: Any) -> None:
-        known = {r[0] for r in store.db.execute("SELECT name FROM ladders UNION SELECT ladder FROM ladder_members")}
+        known = reads.ladders_with_members(store.db)
         if name not in known:
             raise HTTPException(404, f"No ladder {name!r} in this store.")
         if act == "pause":
