@@ -126,11 +126,12 @@ async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> 
     return await db_call(request.app.state.options.store, fn)
 
 
-async def db_call(store: Path, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-    """``fn`` on a writing connection to ``store``, in a worker thread (for work outside a request)."""
+async def db_call(store: Path, fn: Callable[[Any], Any], opener: Callable[[Path], Any] = open_write) -> Any:
+    """``fn`` on a writing connection to ``store`` (or what ``opener`` makes of it, closed after),
+    in a worker thread (for work outside a request too)."""
 
     def work() -> Any:
-        db = open_write(store)
+        db = opener(store)
         try:
             return fn(db)
         finally:
