@@ -535,23 +535,37 @@ def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(public_tmp: Path):
         load_ladder(other)
 
 
-def test_a_snapshot_tells_an_owner_whose_bot_moved_past_rivals(lad4):
-    """Rating moved past a rival: told by the snapshot that shows it, to the bot's owner only."""
+def test_a_snapshot_tells_an_owner_whose_bot_moved_past_rivals(lad4, monkeypatch):
+    """Rating moved past a rival: told by the snapshot that shows it, to the bot's owner only, when
+    its interval clears the rival's; two bots swapping places inside their intervals are not told."""
+    from types import SimpleNamespace
+
     from arena.ladder.history import passes, take_snapshot
-    assert passes({"a": 1400, "b": 1500, "c": 1600}, {"a": 1550, "b": 1450, "c": 1700}) == {"a": ["b"]}
-    assert passes({"a": 1400, "b": 1500, "c": 1520}, {"a": 1600, "b": 1500, "c": 1510}) == {"a": ["c", "b"]}
-    assert passes({"a": 1400}, {"a": 1600, "new": 1500}) == {}  # a bot with no earlier rating passed nobody
+    wide = lambda elo: (elo, elo - 100, elo + 100)  # noqa: E731
+    assert passes({"a": wide(1400), "b": wide(1500), "c": wide(1600)},
+                  {"a": wide(1750), "b": wide(1450), "c": wide(1700)}) == {"a": ["b"], "c": ["b"]}  # a: not c
+    assert passes({"a": wide(1400)}, {"a": wide(1900), "new": wide(1500)}) == {}  # no earlier rating
+    flap = [{"a": wide(1500), "b": wide(1510)}, {"a": wide(1520), "b": wide(1500)}] * 3
+    assert not any(passes(x, y) for x, y in itertools.pairwise(flap))  # points swap, intervals overlap
+    assert passes(flap[-1], {"a": wide(1800), "b": wide(1500)}) == {"a": ["b"]}
     ladder, store = lad4
     trio.run(lambda: run_ladder(ladder, store, ctx(), games=1))
     state = LadderState(ladder)
     state.refresh(store)
-    order = [label for label, _ in sorted(state.ratings(fresh=True).items(), key=lambda kv: -kv[1].elo)]
+    order = sorted(state.ratings(fresh=True))
     store.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ann', 'x', 'member', 0)")
     store.db.execute("INSERT INTO bot_owners VALUES (?, 1, 0)", (order[0].partition("@")[0],))
-    taken = time.time()  # the last snapshot had them the other way round
-    store.db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)",
-                         [(ladder.name, taken, 1, label, 1000.0 + 10 * i, 900.0, 1100.0) for i, label in enumerate(order)])
-    assert take_snapshot(store, ladder, state=state) == len(order)
-    told = store.db.execute("SELECT account, kind, text, link FROM notifications").fetchall()
+
+    def snapshot(elos: list[float]) -> list[tuple]:
+        fitted = {label: SimpleNamespace(elo=e, ci_low=e - 100, ci_high=e + 100) for label, e in zip(order, elos)}
+        monkeypatch.setattr(state, "ratings", lambda fresh=False: fitted)
+        assert take_snapshot(store, ladder, state=state) == len(order)
+        return store.db.execute("SELECT account, kind, text, link FROM notifications").fetchall()
+
+    assert snapshot([1000, 1010, 1020, 1030]) == []  # the first snapshot: nobody passed anybody
+    for _ in range(3):  # order[0] and order[1] swap back and forth inside their intervals
+        assert snapshot([1015, 1005, 1020, 1030]) == [] and snapshot([1000, 1010, 1020, 1030]) == []
+    told = snapshot([1300, 1010, 1200, 1030])  # clears order[1] and order[3]; not order[2]
     assert len(told) == 1 and told[0][:2] == (1, "passed") and told[0][3] == f"/ladders/{ladder.name}"
-    assert told[0][2].startswith(f"{order[0]} moved past {order[1]}, {order[2]}, {order[3]} on ladder {ladder.name}")
+    assert told[0][2].startswith(f"{order[0]} moved past {order[3]}, {order[1]} on ladder {ladder.name}")
+    assert snapshot([1290, 1010, 1200, 1030]) == told  # still clear: not told again

@@ -256,15 +256,28 @@ def test_events_stream_starts(served: ServerProc) -> None:
     conn.close()
 
 
-def test_store_readers_cope_without_optional_tables(tmp_path: Path) -> None:
-    path = tmp_path / "s.sqlite"
-    Store(path).close()
-    db = data.ReadStore(path)
-    assert data.rating_history(db) == {} and data.ladder_names(db) == []
-    assert data.version(db)[0] == 0
-    with pytest.raises(Exception):
+def test_the_web_reads_only_an_up_to_date_store(tmp_path: Path) -> None:
+    """Pages probe for no table: a store an earlier arena wrote is upgraded when the server opens
+    it, and one it cannot upgrade is refused with a clear error rather than half read."""
+    from arena.store import LATEST, schema_version
+    from arena.tournament.store import StoreError
+    fixture = Path(__file__).resolve().parent / "fixtures" / "store_v0.sqlite"
+    path = tmp_path / "old.sqlite"
+    shutil.copy(fixture, path)
+    db = data.open_read(path)
+    assert db is not None and schema_version(db.db) == LATEST
+    assert data.ladder_names(db) and data.rating_series(db) and data.version(db)[0] > 0
+    with pytest.raises(sqlite3.OperationalError):
         db.db.execute("CREATE TABLE x (a)")  # read-only connection
+    db.db.close()
     assert data.open_read(tmp_path / "missing.sqlite") is None
+
+    newer = tmp_path / "newer.sqlite"
+    shutil.copy(fixture, newer)
+    with sqlite3.connect(newer) as raw:
+        raw.execute(f"PRAGMA user_version = {LATEST + 1}")
+    with pytest.raises(StoreError, match="cannot be served.*newer than this arena"):
+        data.open_read(newer)
 
 
 # --------------------------------------------------------------------------- charts

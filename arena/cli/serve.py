@@ -115,6 +115,9 @@ def serve(
                       "in the store)")
             raise typer.Exit(2)
         ladder_refs.append(ref)
+    from ..serve.data import open_read
+    if (db := open_read(store)) is not None:  # a store from an earlier arena is upgraded now, or refused
+        db.db.close()
     try:
         sock = _listen(host, port)
     except OSError as e:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ratings import Outcome, Ratings, fit_elo
+from ..store import reads
 from ..tournament.standings import outcomes
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
@@ -128,48 +129,55 @@ def take_snapshot(store: Store, ladder: Ladder, *, state: LadderState | None = N
     now = time.time()
     rows = [(ladder.name, now, state.games, label, r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()]
     with store.tx() as db:
-        before = dict(db.execute("SELECT bot, elo FROM rating_snapshots WHERE ladder=? AND taken_at=(SELECT "
-                                 "MAX(taken_at) FROM rating_snapshots WHERE ladder=?)", (ladder.name, ladder.name)))
+        before = {bot: (elo, lo, hi) for bot, elo, lo, hi in db.execute(
+            "SELECT bot, elo, lo, hi FROM rating_snapshots WHERE ladder=? AND taken_at=(SELECT "
+            "MAX(taken_at) FROM rating_snapshots WHERE ladder=?)", (ladder.name, ladder.name))}
         db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)", rows)
-        _tell_passes(db, ladder.name, before, {label: r.elo for label, r in ratings.items()}, now)
+        _tell_passes(db, ladder.name, before, {label: (r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()},
+                     now)
     return len(rows)
 
 
-def passes(before: dict[str, float], after: dict[str, float]) -> dict[str, list[str]]:
-    """Bot -> the rivals it was rated below at the last snapshot and is rated above now (bots in
-    both snapshots only), nearest first."""
+Rated = tuple[float, float, float]  # (elo, interval low, interval high)
+
+
+def passes(before: dict[str, Rated], after: dict[str, Rated]) -> dict[str, list[str]]:
+    """Bot -> the rivals whose interval its own now clears (its low end above their high end) and
+    did not clear at the last snapshot (bots in both snapshots only), nearest first.
+
+    Intervals, not points: two bots whose points swap back and forth inside overlapping intervals
+    are not told each time; a bot is told again only after falling back into its rival's interval
+    and clearing it once more."""
+    def clears(table: dict[str, Rated], a: str, b: str) -> bool:
+        return table[a][1] > table[b][2]
+
     out: dict[str, list[str]] = {}
-    for bot, elo in after.items():
+    for bot, (elo, _, _) in after.items():
         if bot not in before:
             continue
-        passed = [r for r in after if r != bot and r in before and before[bot] < before[r] and elo > after[r]]
+        passed = [r for r in after if r != bot and r in before and clears(after, bot, r) and not clears(before, bot, r)]
         if passed:
-            out[bot] = sorted(passed, key=lambda r: elo - after[r])
+            out[bot] = sorted(passed, key=lambda r: elo - after[r][0])
     return out
 
 
-def _tell_passes(db: Any, ladder: str, before: dict[str, float], after: dict[str, float], now: float) -> None:
+def _tell_passes(db: Any, ladder: str, before: dict[str, Rated], after: dict[str, Rated], now: float) -> None:
     """Tell each bot's owner (on a club server) which rivals it moved past since the last snapshot."""
     from ..store.notes import Kind, notify_owner
     for bot, rivals in passes(before, after).items():
         names = ", ".join(rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
         notify_owner(db, bot.rpartition("@")[0], Kind.PASSED,
-                     f"{bot} moved past {names} on ladder {ladder} (Elo {before[bot]:.0f} -> {after[bot]:.0f})",
+                     f"{bot} moved past {names} on ladder {ladder} (Elo {before[bot][0]:.0f} -> {after[bot][0]:.0f})",
                      f"/ladders/{ladder}", now)
 
 
 def rating_history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:
-    """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name."""
+    """Snapshots oldest first: {taken_at, games, bot, elo, lo, hi}; ``bot`` is a label or a name
+    (the store's one reader of snapshots, :func:`arena.store.reads.rating_history`, as rows to print)."""
     if not _has_tables(store):
         return []
-    sql = "SELECT taken_at, games, bot, elo, lo, hi FROM rating_snapshots WHERE ladder=?"
-    args: list[Any] = [ladder]
-    if bot is not None:
-        sql += " AND (bot=? OR bot LIKE ?)"
-        args += [bot, bot + "@%"]
-    rows = store.db.execute(sql + " ORDER BY taken_at, bot", args)
-    return [{"taken_at": r[0], "games": r[1], "bot": r[2], "elo": round(r[3], 1), "lo": round(r[4], 1),
-             "hi": round(r[5], 1)} for r in rows]
+    return [{"taken_at": taken_at, "games": games, "bot": b, "elo": round(elo, 1), "lo": round(lo, 1),
+             "hi": round(hi, 1)} for _, b, taken_at, games, elo, lo, hi in reads.rating_history(store.db, ladder, bot)]
 
 
 TREND_SNAPSHOTS = 3  # a trend compares the latest snapshot with the one this many before it

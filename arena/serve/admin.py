@@ -14,28 +14,30 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..store import reads
 from ..store.people import PeopleError, Role, Status
 from . import auth
 from .pages import redirect, render
 
 
-def _store(request: Request) -> Any:
-    from ..tournament.store import Store
-    return Store(request.app.state.options.store)
-
-
 async def _with_store(request: Request, fn: Any) -> Any:
-    """``fn`` on the store opened as the ladder code opens it, in a worker thread."""
-    import anyio  # (a read-only server runs on asyncio, a playing one on trio)
+    """``fn`` on the store opened as the ladder code opens it (a ``Store``), in a worker thread."""
+    from ..tournament.store import Store
+    return await auth.db_call(request.app.state.options.store, fn, opener=Store)
 
-    def work() -> Any:
-        store = _store(request)
-        try:
-            return fn(store)
-        finally:
-            store.close()
 
-    return await anyio.to_thread.run_sync(work)
+async def _ladder_act(request: Request, work: Any) -> Response:
+    """An admin's write to a ladder or its members: ``work(store, form, actor)`` in a worker
+    thread; a ``LadderError`` it raises is shown on the admin page (400), nothing changed."""
+    from ..ladder import Actor, LadderError
+    who = await auth.require(request, Role.ADMIN)
+    form = await auth.checked_form(request)
+    by = Actor(who.id, auth.origin_of(request))
+    try:
+        await _with_store(request, lambda store: work(store, form, by))
+    except LadderError as e:
+        return await page(request, 400, str(e).capitalize() + ".")
+    return redirect("/admin")
 
 
 async def page(request: Request, status: int = 200, error: str = "") -> Response:
@@ -72,14 +74,10 @@ async def account_act(request: Request) -> Response:
 
 async def bot_act(request: Request) -> Response:
     """Suspend, retire or reinstate one member of one ladder (its owner is told)."""
-    from ..ladder import Actor, LadderError, MemberStatus, clear_status, member, take_out
-    who = await auth.require(request, Role.ADMIN)
-    form = await auth.checked_form(request)
-    act, ladder, label = form.get("act", ""), form.get("ladder", ""), form.get("label", "")
-    by = Actor(who.id, auth.origin_of(request))
-    reason = form.get("reason", "").strip() or f"{act} by an admin"
+    from ..ladder import LadderError, MemberStatus, clear_status, member, take_out
 
-    def work(store: Any) -> str:
+    def work(store: Any, form: Any, by: Any) -> str:
+        act, ladder, label = form.get("act", ""), form.get("ladder", ""), form.get("label", "")
         if act == "reinstate":
             if member(store, ladder, label) is None:
                 raise LadderError(f"{label} is not a member of ladder {ladder}")
@@ -87,36 +85,27 @@ async def bot_act(request: Request) -> Response:
         if act not in ("suspend", "retire"):
             raise LadderError("a bot is suspended, retired or reinstated")
         status = MemberStatus.SUSPENDED if act == "suspend" else MemberStatus.RETIRED
-        return take_out(store, ladder, label, status, reason, by)
+        return take_out(store, ladder, label, status, form.get("reason", "").strip() or f"{act} by an admin", by)
 
-    try:
-        await _with_store(request, work)
-    except LadderError as e:
-        return await page(request, 400, str(e).capitalize() + ".")
-    return redirect("/admin")
+    return await _ladder_act(request, work)
 
 
 async def ladder_act(request: Request) -> Response:
     """Pause or resume a ladder: `arena ladder run` plays no batch while it is paused."""
-    from ..ladder import Actor, pause, resume
-    who = await auth.require(request, Role.ADMIN)
-    form = await auth.checked_form(request)
+    from ..ladder import pause, resume
     act, name = request.path_params["act"], request.path_params["name"]
-    if act not in ("pause", "resume"):
-        raise HTTPException(404, "A ladder is paused or resumed.")
-    by = Actor(who.id, auth.origin_of(request))
 
-    def work(store: Any) -> None:
-        known = {r[0] for r in store.db.execute("SELECT name FROM ladders UNION SELECT ladder FROM ladder_members")}
-        if name not in known:
+    def work(store: Any, form: Any, by: Any) -> None:
+        if act not in ("pause", "resume"):
+            raise HTTPException(404, "A ladder is paused or resumed.")
+        if name not in reads.ladders_with_members(store.db):
             raise HTTPException(404, f"No ladder {name!r} in this store.")
         if act == "pause":
             pause(store, name, form.get("reason", "").strip() or "paused by an admin", by)
         else:
             resume(store, name, by)
 
-    await _with_store(request, work)
-    return redirect("/admin")
+    return await _ladder_act(request, work)
 
 
 def routes() -> list[Route]:

@@ -147,7 +147,7 @@ async def season_page(request: Request) -> Response:
     def build(db: data.ReadStore) -> Any:
         from ..ladder import LadderError
         from ..ladder.seasons import season, seasons, standings_of
-        if name not in data.ladder_names(db) or not db.has_table("seasons"):
+        if name not in data.ladder_names(db):
             return None
         try:
             s = season(db, name, number)

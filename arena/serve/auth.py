@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..store import migrate
+from ..store import connect
 from ..store.people import (MIN_PASSWORD, Account, PeopleError, Role, Scope, Status, account, account_by_id,
                             sign_up)
 from .pages import redirect, render
@@ -71,7 +71,7 @@ def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
     import itsdangerous
     from starlette.requests import HTTPConnection
 
-    from ..store.people import digest
+    from ..store.people import token_holder
     signer = itsdangerous.TimestampSigner(str(key))
 
     async def identify(scope: dict) -> str | None:
@@ -79,10 +79,8 @@ def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
         given = conn.headers.get("authorization", "")
         kind, _, token = given.partition(" ")
         if kind.lower() == "bearer" and token.strip() and store.exists():
-            row = await db_call(store, lambda db: db.execute(
-                "SELECT account FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
-                (digest(token.strip()),)).fetchone())
-            return f"account:{row[0]}" if row else None
+            holder = await db_call(store, lambda db: token_holder(db, token.strip()))
+            return f"account:{holder}" if holder is not None else None
         cookie = conn.cookies.get(SESSION_COOKIE)
         if not cookie:
             return None
@@ -120,10 +118,7 @@ def open_write(store: Path) -> sqlite3.Connection:
     """A writing connection to the store, its schema brought up to date."""
     from ..tournament.store import create_private_store
     create_private_store(store)
-    db = sqlite3.connect(store, timeout=30, isolation_level=None)
-    db.execute("PRAGMA foreign_keys=ON")
-    migrate(db)
-    return db
+    return connect(store)
 
 
 async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -131,11 +126,12 @@ async def with_db(request: Request, fn: Callable[[sqlite3.Connection], Any]) -> 
     return await db_call(request.app.state.options.store, fn)
 
 
-async def db_call(store: Path, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-    """``fn`` on a writing connection to ``store``, in a worker thread (for work outside a request)."""
+async def db_call(store: Path, fn: Callable[[Any], Any], opener: Callable[[Path], Any] = open_write) -> Any:
+    """``fn`` on a writing connection to ``store`` (or what ``opener`` makes of it, closed after),
+    in a worker thread (for work outside a request too)."""
 
     def work() -> Any:
-        db = open_write(store)
+        db = opener(store)
         try:
             return fn(db)
         finally:

@@ -25,6 +25,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..store import reads
 from . import data
 from .limits import Buckets, client_of, too_many
 
@@ -64,7 +65,7 @@ class StoreVersion:
                 if self._db is None:
                     return None
                 self._seen = None
-            seen = self._db.db.execute("PRAGMA data_version").fetchone()[0]
+            seen = reads.data_version(self._db.db)
             if seen != self._seen or self._latest is None:
                 self._latest = data.version(self._db)
                 self._seen = seen

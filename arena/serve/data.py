@@ -4,8 +4,8 @@ Every function here opens nothing and writes nothing: it takes a
 :class:`ReadStore` (a :class:`arena.tournament.store.Store` whose connection is opened
 ``mode=ro``), so the web server cannot change the store even by mistake, and it
 reads the same file that ``arena tournament`` or ``arena ladder run`` write in
-another process. Tables other branches add (``ladders``, ``rating_snapshots``)
-may be absent: readers then return nothing rather than fail.
+another process. The queries are the store's (:mod:`arena.store.reads`); a store from an
+earlier arena is upgraded when it is opened here, or refused clearly, so every table is there.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tournament.store import Store, game_filter
-
-LADDER_PREFIX = "ladder:"
+from ..errors import ArenaError
+from ..store import LATEST, reads, schema_version
+from ..store.reads import LADDER_PREFIX, game_filter
+from ..tournament.store import Store, StoreError
 
 
 class ReadStore(Store):
@@ -33,30 +34,40 @@ class ReadStore(Store):
         uri = self.path.resolve().as_uri() + "?mode=ro"
         self.db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None, check_same_thread=False)
 
-    def has_table(self, name: str) -> bool:
-        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
-
 
 def open_read(path: str | Path) -> ReadStore | None:
-    """The store, or None while it does not exist yet (serve can start before the first tournament)."""
+    """The store, or None while it does not exist yet (serve can start before the first tournament).
+
+    A store an earlier arena wrote is upgraded first (opened once for writing, which runs the
+    migrations it lacks), so the pages never meet a missing table; one that cannot be upgraded
+    (read-only, or from a newer arena) raises :class:`StoreError` saying so."""
     p = Path(path)
     if not p.is_file():
         return None
     try:
-        return ReadStore(p)
+        db = ReadStore(p)
     except sqlite3.Error:
         return None
+    try:
+        old = schema_version(db.db) != LATEST
+    except sqlite3.Error:  # being created or replaced: look again next time
+        db.db.close()
+        return None
+    if not old:
+        return db
+    db.db.close()
+    try:
+        Store(p).close()
+    except (ArenaError, sqlite3.Error, OSError) as e:
+        raise StoreError(f"{p} cannot be served: {e}") from None
+    return ReadStore(p)
 
 
 def version(db: ReadStore | None) -> tuple:
     """Changes whenever a game, snapshot or ladder member is stored: the key for caches and live pushes."""
     if db is None:
         return (0,)
-    n, last = db.db.execute("SELECT COUNT(*), COALESCE(MAX(finished), 0) FROM games").fetchone()
-    tours = db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM tournaments").fetchone()
-    snaps = db.db.execute("SELECT COUNT(*) FROM rating_snapshots").fetchone()[0] if db.has_table("rating_snapshots") else 0
-    mem = db.db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0] if db.has_table("ladder_members") else 0
-    return (n, last, *tours, snaps, mem)
+    return reads.counts(db.db)
 
 
 # --------------------------------------------------------------------------- per-bot timing
@@ -64,8 +75,7 @@ def version(db: ReadStore | None) -> tuple:
 def think_totals(db: ReadStore, label: str) -> tuple[float, int]:
     """The bot's (think ms, decisions) over every stored game: a bot page's own line (one indexed
     sum, not every game read)."""
-    ms, n = db.db.execute("SELECT SUM(think_ms), SUM(decisions) FROM game_seats WHERE bot=?", (label,)).fetchone()
-    return (ms or 0.0, n or 0)
+    return reads.think_totals(db.db, label)
 
 
 # --------------------------------------------------------------------------- tournaments
@@ -119,16 +129,11 @@ class Progress:
 
 
 def tournaments(db: ReadStore) -> list[Progress]:
-    rows = db.db.execute(
-        "SELECT t.id, t.planned, t.status, t.created, t.updated, t.config, COUNT(g.id), MIN(g.finished), "
-        "MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id GROUP BY t.id "
-        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC").fetchall()
     out = []
-    for tid, planned, status, created, updated, config, played, first, last in rows:
+    for tid, planned, status, created, updated, config, played, first, last in reads.tournament_rows(db.db):
         recent = None
         if status == "running" and last is not None:
-            n = db.db.execute("SELECT COUNT(*) FROM games WHERE tournament=? AND finished>=?",
-                              (tid, last - 60)).fetchone()[0]
+            n = reads.games_since(db.db, tid, last - 60)
             span = min(60.0, last - first) if first is not None else 0
             recent = (n - 1) / span if n > 1 and span > 0 else None
         out.append(Progress(tid, planned, played, status, created, updated, first, last, recent, json.loads(config)))
@@ -140,9 +145,6 @@ def tournament(db: ReadStore, tid: str) -> Progress | None:
 
 
 # --------------------------------------------------------------------------- games
-
-GAME_COLUMNS = "g.id, g.tournament, g.idx, g.seed, g.seats, g.reason, g.draw, g.result, g.turns, g.wall_ms, g.faults, g.finished"
-
 
 def _game(r: tuple) -> dict[str, Any]:
     return {"id": r[0], "tournament": r[1], "index": r[2], "seed": str(r[3]), "seats": json.loads(r[4]),
@@ -156,23 +158,17 @@ def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: 
     """Games matching every filter given, newest first, and how many match in all."""
     clause, args = game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
                                bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
-    total = db.db.execute(f"SELECT COUNT(*) FROM games g{clause}", args).fetchone()[0]
-    rows = db.db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
-                         [*args, limit, offset]).fetchall()
+    rows, total = reads.game_rows(db.db, clause, args, limit, offset)
     return [_game(r) for r in rows], total
 
 
 def filter_choices(db: ReadStore) -> dict[str, list[str]]:
     """Values the games list can be filtered by (the form's menus)."""
-    q = lambda sql: [r[0] for r in db.db.execute(sql)]  # noqa: E731
-    return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
-            "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
-            "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
-            "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+    return reads.filter_choices(db.db)
 
 
 def game_row(db: ReadStore, gid: str) -> dict[str, Any] | None:
-    r = db.db.execute(f"SELECT {GAME_COLUMNS} FROM games g WHERE g.id=?", (gid,)).fetchone()
+    r = reads.game_row(db.db, gid)
     return _game(r) if r else None
 
 
@@ -189,45 +185,33 @@ def places(game: dict[str, Any]) -> dict[int, int]:
 # --------------------------------------------------------------------------- bots
 
 def bot_labels(db: ReadStore) -> list[str]:
-    known = {r[0] for r in db.db.execute("SELECT DISTINCT bot FROM game_seats")}
-    known |= {r[0] for r in db.db.execute("SELECT label FROM bots")}
-    return sorted(known)
+    return reads.bot_labels(db.db)
 
 
 def bot_versions(db: ReadStore, label: str) -> list[dict[str, Any]]:
     """Every version of the bot's name seen in the store, with its games and first appearance."""
     name = label.split("@", 1)[0]
-    rows = db.db.execute(
-        "SELECT s.bot, COUNT(*), MIN(g.finished), MAX(g.finished) FROM game_seats s JOIN games g ON g.id=s.game "
-        "WHERE s.bot=? OR substr(s.bot, 1, ?)=? GROUP BY s.bot", (name, len(name) + 1, name + "@")).fetchall()
+    rows, registered_rows = reads.version_rows(db.db, name)
     info = {r[0]: {"label": r[0], "games": r[1], "first": r[2], "last": r[3]} for r in rows}
-    for lab, registered in db.db.execute("SELECT label, registered FROM bots WHERE name=?", (name,)):
+    for lab, registered in registered_rows:
         info.setdefault(lab, {"label": lab, "games": 0, "first": registered, "last": None})
     return sorted(info.values(), key=lambda v: (v["first"] or 0, v["label"]))
 
 
 def bot_results(db: ReadStore, label: str) -> list[tuple[list[str], dict[str, Any]]]:
-    # IN over the seats' index, not a correlated EXISTS: SQLite scans every game for the latter
-    # (1.8 s against 5 ms on a 10,000-game store)
-    rows = db.db.execute("SELECT g.seats, g.result FROM games g WHERE g.id IN (SELECT game FROM game_seats "
-                         "WHERE bot=?) ORDER BY g.finished", (label,))
-    return [(json.loads(s), json.loads(r)) for s, r in rows]
+    return [(json.loads(s), json.loads(r)) for s, r in reads.bot_results(db.db, label)]
 
 
 def _log(db: ReadStore, gid: str) -> dict[str, Any] | None:
-    row = db.db.execute("SELECT log FROM game_logs WHERE game=?", (gid,)).fetchone()
-    return None if row is None else json.loads(zlib.decompress(row[0]))
+    blob = reads.game_log(db.db, gid)
+    return None if blob is None else json.loads(zlib.decompress(blob))
 
 
 def bot_faults(db: ReadStore, label: str, limit: int = 20, stderr_lines: int = 8) -> tuple[list[dict[str, Any]], Counter]:
     """The bot's latest faulted games with the last stderr lines it wrote in each; counts by reason."""
-    counts = Counter(dict(db.db.execute("SELECT forfeit, COUNT(*) FROM game_seats WHERE bot=? AND forfeit IS NOT NULL "
-                                        "GROUP BY forfeit", (label,)).fetchall()))
-    rows = db.db.execute("SELECT s.game, s.seat, s.forfeit, g.finished FROM game_seats s JOIN games g ON g.id=s.game "
-                         "WHERE s.bot=? AND s.forfeit IS NOT NULL ORDER BY g.finished DESC LIMIT ?",
-                         (label, limit)).fetchall()
+    counts = Counter(reads.fault_counts(db.db, label))
     out = []
-    for gid, seat, reason, finished in rows:
+    for gid, seat, reason, finished in reads.seats_of(db.db, label, limit, faulted=True):
         rec = _log(db, gid) or {}
         fault = next((f for f in rec.get("faults", []) if f.get("seat") == seat), {})
         lines: list[str] = []
@@ -245,9 +229,8 @@ def bot_faults(db: ReadStore, label: str, limit: int = 20, stderr_lines: int = 8
 
 def slowest_decisions(db: ReadStore, label: str, games: int = 200, keep: int = 10) -> list[dict[str, Any]]:
     """The bot's slowest answered requests over its latest ``games`` games (logs are read, so bounded)."""
-    rows = db.db.execute("SELECT s.game, s.seat, g.finished FROM game_seats s JOIN games g ON g.id=s.game "
-                         "WHERE s.bot=? ORDER BY g.finished DESC LIMIT ?", (label, games)).fetchall()
-    found = [d for gid, seat, finished in rows for d in _decisions(db, gid, seat, finished, keep)]
+    rows = reads.seats_of(db.db, label, games)
+    found = [d for gid, seat, _, finished in rows for d in _decisions(db, gid, seat, finished, keep)]
     found.sort(key=lambda d: -d["ms"])
     return found[:keep]
 
@@ -284,15 +267,7 @@ def _decisions(db: ReadStore, gid: str, seat: int, finished: float, keep: int) -
 
 def ladder_names(db: ReadStore) -> list[str]:
     """Ladders with anything in this store: a recorded identity or games under ``ladder:NAME:``."""
-    names = set()
-    if db.has_table("ladders"):
-        names |= {r[0] for r in db.db.execute("SELECT name FROM ladders")}
-    for (tid,) in db.db.execute("SELECT id FROM tournaments WHERE substr(id, 1, ?)=?",
-                                (len(LADDER_PREFIX), LADDER_PREFIX)):
-        names.add(tid[len(LADDER_PREFIX):].split(":", 1)[0])
-    if db.has_table("rating_snapshots"):
-        names |= {r[0] for r in db.db.execute("SELECT DISTINCT ladder FROM rating_snapshots")}
-    return sorted(names)
+    return reads.ladder_names(db.db)
 
 
 @dataclass
@@ -304,20 +279,11 @@ class Snapshot:
     hi: float
 
 
-def rating_history(db: ReadStore, ladder: str | None = None, bot: str | None = None,
-                   max_points: int = 200) -> dict[str, dict[str, list[Snapshot]]]:
-    """ladder -> bot -> snapshots in time order (thinned evenly to ``max_points``); {} without the table."""
-    if not db.has_table("rating_snapshots"):
-        return {}
-    sql, where, args = "SELECT ladder, bot, taken_at, games, elo, lo, hi FROM rating_snapshots", [], []
-    if ladder is not None:
-        where.append("ladder=?"); args.append(ladder)
-    if bot is not None:
-        where.append("bot=?"); args.append(bot)
-    if where:
-        sql += " WHERE " + " AND ".join(where)
+def rating_series(db: ReadStore, ladder: str | None = None, bot: str | None = None,
+                  max_points: int = 200) -> dict[str, dict[str, list[Snapshot]]]:
+    """ladder -> bot -> snapshots in time order (thinned evenly to ``max_points``), for the charts."""
     out: dict[str, dict[str, list[Snapshot]]] = {}
-    for lad, b, *rest in db.db.execute(sql + " ORDER BY taken_at, games", args):
+    for lad, b, *rest in reads.rating_history(db.db, ladder, bot):
         out.setdefault(lad, {}).setdefault(b, []).append(Snapshot(*rest))
     for series in out.values():
         for b, points in series.items():

@@ -29,6 +29,7 @@ from ..engine import PRESETS, RulesError, rules_from
 from ..faults import Timeout
 from ..referee import BotPlayer, TimeControl, run_game
 from ..replay.view import Names, describe_action, describe_event, result_text
+from ..store import reads
 from . import guard
 from .pages import redirect, render
 
@@ -181,14 +182,13 @@ def ladder_opponents(store: Path) -> dict[str, str]:
     from ..ladder.tables import resolve_ref
     from .data import open_read
     db = open_read(store)
-    if db is None or not db.has_table("ladder_members"):
+    if db is None:
         return {}
     try:
-        suspended = {r[0] for r in db.db.execute("SELECT label FROM ladder_bot_status WHERE status='suspended'")} \
-            if db.has_table("ladder_bot_status") else set()
+        suspended = reads.suspended_labels(db.db)
         bundled = set(bundled_bots())
         out: dict[str, str] = {}
-        for label, ref in db.db.execute("SELECT label, ref FROM ladder_members ORDER BY label"):
+        for label, ref in reads.member_refs(db.db):
             if ref not in bundled and label not in suspended:
                 out.setdefault(label, resolve_ref(db, ref))
         return out

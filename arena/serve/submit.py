@@ -30,6 +30,7 @@ from starlette.routing import Route
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, load_bot
 from ..errors import ArenaError
+from ..store import reads
 from ..store import jobs as queue
 from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
@@ -175,9 +176,7 @@ def disk_refusal(opts: Any) -> tuple[int, str] | None:
 
 def _known(db: Any, name: str) -> bool:
     """Whether bot ``name`` has played or joined a ladder on this server (so it is someone's already)."""
-    return db.execute("SELECT 1 FROM bots WHERE name=? UNION SELECT 1 FROM ladder_members WHERE name=? "
-                      "UNION SELECT 1 FROM game_seats WHERE bot > ? AND bot < ?",  # name@...: '@' < 'A'
-                      (name, name, name + "@", name + "A")).fetchone() is not None
+    return reads.name_known(db, name)
 
 
 def private_copy_dir(store: Path) -> Path:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..store import reads
 from ..tournament.standings import from_store
 from . import data
 from .charts import Band, heat_map, rating_chart
@@ -71,7 +72,7 @@ def tournament_rows(db: data.ReadStore, tid: str | None) -> list[StandingRow]:
 def _owners(db: data.ReadStore) -> dict[str, str]:
     """Bot name -> owning account (none on a store from before accounts)."""
     from ..store.people import owner_names
-    return owner_names(db.db) if db.has_table("bot_owners") else {}
+    return owner_names(db.db)
 
 
 def _ladder(name: str, ladders_dir: Path | None):
@@ -113,7 +114,7 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     rows = [replace(row_of(r.rank, r, r.label), author=owners.get(r.label.partition("@")[0], ""),
                     status=str(getattr(r.status, "value", r.status))) for r in table.rows]
     order = [r.bot for r in rows if r.games]
-    history = data.rating_history(db, ladder=name).get(name, {})
+    history = data.rating_series(db, ladder=name).get(name, {})
     bands = {bot: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in pts] for bot, pts in history.items()}
     chart = rating_chart(bands, order=[b for b in order if b in bands] + sorted(set(bands) - set(order)))
     matrix = table.matrix or {}
@@ -154,13 +155,12 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
                           "behind": cell.behind, "score": cell.score})
     faults, counts = data.bot_faults(db, label)
     charts = []
-    for ladder, series in sorted(data.rating_history(db, bot=label).items()):
+    for ladder, series in sorted(data.rating_series(db, bot=label).items()):
         bands = {label: [Band(p.games, p.taken_at, p.elo, p.lo, p.hi) for p in series.get(label, [])]}
         charts.append((ladder, rating_chart(bands, order=[label], selected=label)))
     ladders = sorted({g_tid for g_tid in _ladders_of(db, label)})
-    statuses = [{"ladder": r[0], "status": r[1], "reason": r[2]} for r in db.db.execute(
-        "SELECT ladder, status, reason FROM ladder_bot_status WHERE label=? ORDER BY ladder", (label,))] \
-        if db.has_table("ladder_bot_status") else []
+    statuses = [{"ladder": lad, "status": status, "reason": reason}
+                for lad, status, reason in reads.bot_statuses(db.db, label)]
     return BotPage(label, versions, line, opponents, faults, dict(counts), data.slowest_decisions(db, label),
                    charts, ladders, _owners(db).get(label.partition("@")[0], ""), statuses)
 
@@ -178,9 +178,7 @@ def _row_for(games: list, db: data.ReadStore, label: str) -> StandingRow | None:
 
 
 def _ladders_of(db: data.ReadStore, label: str) -> list[str]:
-    rows = db.db.execute("SELECT DISTINCT g.tournament FROM games g JOIN game_seats s ON s.game=g.id WHERE s.bot=? "
-                         "AND substr(g.tournament, 1, ?)=?", (label, len(data.LADDER_PREFIX), data.LADDER_PREFIX))
-    return [r[0][len(data.LADDER_PREFIX):].split(":", 1)[0] for r in rows]
+    return reads.ladders_played(db.db, label)
 
 
 @dataclass
@@ -202,9 +200,7 @@ def home(db: data.ReadStore, page_no: int = 1) -> Home:
     ladders = []
     for name in data.ladder_names(db):
         prefix = f"{data.LADDER_PREFIX}{name}:"
-        n = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, ?)=?", (len(prefix), prefix)).fetchone()[0]
-        batches, running = db.db.execute("SELECT COUNT(*), COALESCE(SUM(status='running'), 0) FROM tournaments "
-                                          "WHERE substr(id, 1, ?)=?", (len(prefix), prefix)).fetchone()
+        n, batches, running = reads.prefix_counts(db.db, prefix)
         ladders.append((name, n, batches, running))
     others = [t for t in data.tournaments(db) if not t.id.startswith(data.LADDER_PREFIX)]
     pages = max(1, -(-len(others) // TOURNAMENTS_PER_PAGE))

@@ -7,6 +7,6 @@ runs the steps it lacks, in one transaction each, so a store written by any earl
 with nothing lost, and a store from a newer arena is refused rather than misread.
 """
 
-from .schema import LATEST, MIGRATIONS, SchemaError, migrate, schema_version
+from .schema import LATEST, MIGRATIONS, SchemaError, connect, migrate, schema_version
 
-__all__ = ["LATEST", "MIGRATIONS", "SchemaError", "migrate", "schema_version"]
+__all__ = ["LATEST", "MIGRATIONS", "SchemaError", "connect", "migrate", "schema_version"]

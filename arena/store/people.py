@@ -262,6 +262,13 @@ def revoke_all_tokens(db: sqlite3.Connection, name: str, *, by: int | None, now:
     return n
 
 
+def token_holder(db: sqlite3.Connection, token: str) -> int | None:
+    """The id of the account a live (unrevoked) token was made for, whatever its scopes; None if none."""
+    row = db.execute("SELECT account FROM api_tokens WHERE token_hash=? AND revoked IS NULL",
+                     (digest(token),)).fetchone()
+    return None if row is None else row[0]
+
+
 def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) -> Account | None:
     """The active account a live token with ``scope`` belongs to (its last use noted), else None."""
     row = db.execute("SELECT id, account, scopes FROM api_tokens WHERE token_hash=? AND revoked IS NULL",

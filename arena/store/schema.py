@@ -8,6 +8,7 @@ written before this package (``user_version`` 0) may already hold their tables.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from ..errors import ArenaError
 
@@ -299,6 +300,15 @@ def _known(version: int) -> int:
         raise SchemaError(f"this store has schema version {version}, newer than this arena knows "
                           f"({LATEST}): upgrade the arena to open it")
     return version
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A writing connection (autocommit, foreign keys enforced) to a store whose schema is brought
+    up to date; the file must exist already, made with the store's private mode."""
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    migrate(db)
+    return db
 
 
 def migrate(db: sqlite3.Connection, upto: int = LATEST) -> int:

@@ -24,6 +24,7 @@ import orjson
 
 from ..errors import ArenaError
 from ..store import migrate
+from ..store.reads import game_filter
 from . import DEFAULT_STORE  # defined with the package, so the command line names it without sqlite
 
 LOG_FIELDS = ("steps", "setup_events", "stderr")
@@ -270,43 +271,6 @@ class Store:
             sql += " WHERE tournament=?"
             args = (tournament,)
         return [(json.loads(s), json.loads(r)) for s, r in self.db.execute(sql + " ORDER BY tournament, idx", args)]
-
-
-def game_filter(*, tournament: str | None = None, tournament_prefix: str | None = None, bot: str | None = None,
-                reason: str | None = None, fault: str | None = None, min_turns: int | None = None,
-                max_turns: int | None = None, lost_by: str | None = None) -> tuple[str, list[Any]]:
-    """The WHERE clause over ``games g`` (and its arguments) for every game list: the CLI's and the
-    web page's. A ``bot`` matches that name and each of its versions (``name@version``); so does
-    ``lost_by``, for the games where that bot did not finish first alone (as ``arena deals
-    from-games --lost-by``)."""
-    where: list[str] = []
-    args: list[Any] = []
-    if lost_by:
-        # another seat finished first (alone or beside it): the bot did not win outright
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\') "
-                     "AND EXISTS (SELECT 1 FROM game_seats o WHERE o.game=g.id AND o.seat<>s.seat AND o.place=1))")
-        args += [lost_by, _versions_of(lost_by)]
-    if tournament:
-        where.append("g.tournament=?"); args.append(tournament)
-    if tournament_prefix:
-        where.append("substr(g.tournament, 1, ?)=?"); args += [len(tournament_prefix), tournament_prefix]
-    if bot:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\'))")
-        args += [bot, _versions_of(bot)]
-    if reason:
-        where.append("g.reason=?"); args.append(reason)
-    if fault:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND s.forfeit=?)"); args.append(fault)
-    if min_turns is not None:
-        where.append("g.turns>=?"); args.append(min_turns)
-    if max_turns is not None:
-        where.append("g.turns<=?"); args.append(max_turns)
-    return (" WHERE " + " AND ".join(where) if where else ""), args
-
-
-def _versions_of(name: str) -> str:
-    """A LIKE pattern for every ``name@version`` (LIKE's wildcards in the name matched as text)."""
-    return name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
 
 
 def _open_readonly(path: Path) -> sqlite3.Connection:

@@ -1,0 +1,110 @@
+"""Issue #36's "done when", walked over HTTP against one real ``arena serve``: a class of 20 joins
+by one invitation, each uploads from the browser form, reads its own bot's lines and nobody
+else's, cannot touch anyone else's bot, and is told when its bot is suspended and why; the admin
+sees every write in the audit and undoes the suspension. (The store surviving a kill -9 mid-queue
+is tests/test_serve_queue.py's.)"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
+
+from tests.test_serve import ServerProc, build_store
+from tests.test_serve_accounts import FIXTURE, MANY_WRITES, _upload, first_admin_code, invite, sign_up
+from tests.test_serve_admin import _member, _rows
+
+CLASS = 20
+
+
+def _games(store: Path, students: list[str]) -> list[str]:
+    """One stored game between each student's bot and the next one's, each seat's lines marked
+    with its student's name; the game ids, in order."""
+    from arena.tournament.store import Store
+    old = sqlite3.connect(FIXTURE)
+    base = json.loads(zlib.decompress(old.execute("SELECT log FROM game_logs WHERE game='mini-000001'").fetchone()[0]))
+    old.close()
+    db = Store(store)
+    ids = []
+    try:
+        db.begin_tournament("class", {"format": "round-robin"}, len(students))
+        for i, me in enumerate(students):
+            seats = [f"{me}-bot@1.0", f"{students[(i + 1) % len(students)]}-bot@1.0"]
+            record = json.loads(json.dumps(base))
+            record["game_id"] = f"class-{i:03}"
+            record["players"] = seats
+            for step in record["steps"]:
+                if isinstance(step.get("seat"), int):
+                    step["stderr"] = [f"LINE-OF-{seats[step['seat']].split('-')[0]}"]
+            record["stderr"] = [[], []]
+            db.save_game("class", i, seats, record)
+            ids.append(record["game_id"])
+    finally:
+        db.close()
+    return ids
+
+
+def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    admin_code = first_admin_code(store)
+    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    try:
+        root, status, _ = sign_up(server, admin_code, "teacher")
+        assert status == 303
+        code = invite(store, uses=CLASS)
+        students = [f"s{i:02}" for i in range(CLASS)]
+        people = {}
+        for name in students:
+            people[name], status, where = sign_up(server, code, name)
+            assert status == 303, (name, where)
+        _, status, page = sign_up(server, code, "one-too-many")
+        assert status != 303 and "one-too-many" not in str(_rows(store, "SELECT name FROM accounts"))
+
+        for i, (name, b) in enumerate(people.items()):
+            if i:  # a new version of the bot uploaded just before, by someone else (before the queue of 20 fills)
+                status, _, page = _upload(b, f"{students[i - 1]}-bot", "1.1", name)
+                assert status == 403 and "belongs to another account" in page, page[-1500:]
+            status, headers, page = _upload(b, f"{name}-bot", "1.0", "teacher")  # the manifest's author is ignored
+            assert status == 303 and headers["location"].startswith("/submit/"), (name, page[-1500:])
+        owners = dict(_rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account"))
+        assert owners == {f"{n}-bot": n for n in students}
+
+        games = _games(store, students)
+        for i, name in enumerate(students):
+            b, mine, theirs = people[name], f"LINE-OF-{name}", f"LINE-OF-{students[(i + 1) % CLASS]}"
+            text = "".join(b.request("GET", path)[2] for path in (f"/games/{games[i]}", f"/games/{games[i]}?as=0",
+                                                                 f"/games/{games[i - 1]}", f"/bots/{name}-bot@1.0"))
+            assert mine in text and theirs not in text and f"LINE-OF-{students[i - 1]}" not in text, name
+            other = f"{students[(i + 1) % CLASS]}-bot"
+            status, _, _ = b.post("/admin/bots", {"csrf": b.csrf("/account"), "ladder": "test-ladder",
+                                                  "label": f"{other}@1.0", "act": "retire", "reason": "mine now"})
+            assert status == 403
+        assert _rows(store, "SELECT COUNT(*) FROM ladder_bot_status") == [(0,)]
+        assert dict(_rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account")) == owners
+
+        _member(store, "test-ladder", "s07-bot@1.0")
+        status, _, _ = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
+                                                 "label": "s07-bot@1.0", "act": "suspend", "reason": "reads the deck"})
+        assert status == 303
+        told = people["s07"].request("GET", "/notifications")[2]
+        assert "s07-bot@1.0 was suspended on ladder test-ladder: reads the deck" in told
+        assert all("s07-bot" not in people[n].request("GET", "/notifications")[2] for n in ("s06", "s08"))
+        admin_page = root.request("GET", "/admin")[2]
+        assert "bot:test-ladder/s07-bot@1.0" in admin_page and "reads the deck" in admin_page
+        status, _, _ = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
+                                                 "label": "s07-bot@1.0", "act": "reinstate"})
+        assert status == 303 and _rows(store, "SELECT COUNT(*) FROM ladder_bot_status") == [(0,)]
+        assert "s07-bot@1.0 is back in play on ladder test-ladder" in people["s07"].request("GET", "/notifications")[2]
+        audit = _rows(store, "SELECT p.name, a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account")
+        assert {(n, "claim", f"bot:{n}-bot") for n in students} <= set(audit)
+        assert [a for a in audit if a[0] == "teacher" and a[2].startswith("bot:")] == [
+            ("teacher", "suspend", "bot:test-ladder/s07-bot@1.0"), ("teacher", "reinstate", "bot:test-ladder/s07-bot@1.0")]
+    finally:
+        server.stop()
