@@ -325,3 +325,28 @@ def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> N
         time.sleep(0.1)
     assert len(workers) == 2 and not [p for p in workers if running(p)]
     server.stop()
+
+
+def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path) -> None:
+    """A stored game never changes: its replay is kept by game and finish time, so a store that
+    moves every second does not replay every open game again; a missing log is looked for again."""
+    from arena.serve import data
+    build_store(tmp_path / "s.sqlite")
+    db = data.open_read(tmp_path / "s.sqlite")
+    made = []
+
+    def make(value):
+        return lambda: made.append(value) or value
+
+    game = {"id": "test-ladder-0001", "finished": 100.0}
+    try:
+        assert data.replay_once(db, game, make("a")) == "a"
+        Store(tmp_path / "s.sqlite").close()  # any write: the store's version is no part of the key
+        assert data.replay_once(db, game, make("b")) == "a"
+        assert data.replay_once(db, dict(game, finished=101.0), make("c")) == "c"  # stored again: made again
+        other = {"id": "no-log-yet", "finished": 100.0}
+        assert data.replay_once(db, other, make(None)) is None
+        assert data.replay_once(db, other, make("d")) == "d"
+        assert made == ["a", "c", None, "d"]
+    finally:
+        db.db.close()

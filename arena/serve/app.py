@@ -263,15 +263,21 @@ async def game(request: Request) -> Response:
         from ..replay.simulate import ReplayError, simulate
         from ..replay.view import replay_data
         row = data.game_row(db, gid)
-        record = db.game_record(gid)
-        if row is None or record is None:
+        if row is None:
             return None
-        try:
-            replay = replay_data(simulate(record))
-        except ReplayError as e:
-            return {"row": row, "error": str(e)}
-        replay["seed"] = str(replay.get("seed"))  # 64-bit seeds lose digits as JavaScript numbers
-        return {"row": row, "replay": replay}
+
+        def replay() -> Any:
+            record = db.game_record(gid)
+            if record is None:
+                return None
+            try:
+                out = replay_data(simulate(record))
+            except ReplayError as e:
+                return {"row": row, "error": str(e)}
+            out["seed"] = str(out.get("seed"))  # 64-bit seeds lose digits as JavaScript numbers
+            return {"row": row, "replay": out}
+
+        return data.replay_once(db, row, replay)
 
     page = await query(request, build, ("game", gid))
     if page is None:
