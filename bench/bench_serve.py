@@ -529,7 +529,8 @@ def main() -> None:
     ap.add_argument("--ladder", action="store_true", help="also: arena serve --ladder, the ladder's games a second "
                     "alone and beside the load of the largest --clients, each server in turn")
     ap.add_argument("--watch", action="store_true", help="a phone and a laptop Chromium page on the ladder "
-                    "beside the load of the largest --clients: seconds until each shows a newly stored game")
+                    "beside --watch-clients wrk clients: seconds until each shows a newly stored game")
+    ap.add_argument("--watch-clients", type=int, default=256, help="--watch: wrk clients beside the two pages")
     ap.add_argument("--rounds", type=int, default=2, help="--ladder: alone/beside rounds per server")
     ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
                     "(kept, 304, built), instead of the load rows")
@@ -587,10 +588,10 @@ def main() -> None:
                 table = mix_paths({**paths, "static": server.static_paths()})
                 script.write_text(lua_script(table))
                 warm_up(server, sorted(set(table)), rounds=1)
-                seen = watch_under_load(server.url, store, script, max(args.clients), paths)
+                seen = watch_under_load(server.url, store, script, args.watch_clients, paths)
             finally:
                 server.stop()
-            print(f"{name:<8} a new game seen beside {max(args.clients)} clients: "
+            print(f"{name:<8} a new game seen beside {args.watch_clients} clients: "
                   + ", ".join(f"{who} after {s:.2f} s" for who, s in seen), flush=True)
     if args.ladder:
         ladder_beside(servers, store, paths, max(args.clients), args.seconds, tmp, args.rounds)

@@ -55,6 +55,7 @@ class Options:
     max_unpacked_bytes: int = 20 * 2**20
     max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
     max_queued: int = 20               # ... and in all
+    uploads_at_once: int = 4           # uploads received and unpacked at once (each holds its body)
     max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
