@@ -350,3 +350,36 @@ def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path
         assert made == ["a", "c", None, "d"]
     finally:
         db.db.close()
+
+
+def test_page_models_are_built_at_most_two_at_a_time(tmp_path: Path) -> None:
+    """After a change of the store every open page is built again: two threads at a time, not one
+    per request (forty threads share one interpreter and all finish late)."""
+    import threading
+    from types import SimpleNamespace
+
+    from arena.serve.app import QUERY_THREADS, PageCache, query
+    build_store(tmp_path / "s.sqlite")
+    state = SimpleNamespace(options=SimpleNamespace(store=tmp_path / "s.sqlite"), cache=PageCache(),
+                            version=SimpleNamespace(current=lambda: None))
+    request = SimpleNamespace(app=SimpleNamespace(state=state))
+    lock = threading.Condition()
+    running, most = 0, 0
+
+    def build(db) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            lock.notify_all()
+            lock.wait_for(lambda: running > QUERY_THREADS, timeout=0.5)  # a third would arrive now
+            running -= 1
+        return 1
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(6):
+                nursery.start_soon(query, request, build)
+
+    trio.run(main)
+    assert QUERY_THREADS == 2 and 1 <= most <= QUERY_THREADS

@@ -112,7 +112,16 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
         finally:
             db.db.close()
 
-    return await anyio.to_thread.run_sync(work)
+    threads = getattr(request.app.state, "query_threads", None)
+    if threads is None:  # made on the event loop's first query (a limiter belongs to its loop)
+        threads = request.app.state.query_threads = anyio.CapacityLimiter(QUERY_THREADS)
+    return await anyio.to_thread.run_sync(work, limiter=threads)
+
+
+# Page models built at once in a process. Python runs one thread at a time, so after a change of
+# the store the 30-odd pages people have open, built together in 40 threads, all finish late;
+# built two at a time, the first asked (the standings a live page fetches) are done first.
+QUERY_THREADS = 2
 
 
 def no_store(request: Request) -> Response:
