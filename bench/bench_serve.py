@@ -5,6 +5,7 @@
     python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
     python bench/bench_serve.py --per-kind --compare /tmp/prev   # requests per CPU second, per page kind
     python bench/bench_serve.py --clients 64 --streams 0 --ladder --seconds 30   # and arena serve --ladder
+    python bench/bench_serve.py --clients 64 --streams 0 --watch --compare /tmp/prev  # a phone and a laptop page see a new game
 
 The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
 as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
