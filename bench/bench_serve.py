@@ -5,6 +5,7 @@
     python bench/bench_serve.py --clients 64 --seconds 5 --streams 1000
     python bench/bench_serve.py --per-kind --compare /tmp/prev   # requests per CPU second, per page kind
     python bench/bench_serve.py --clients 64 --streams 0 --ladder --seconds 30   # and arena serve --ladder
+    python bench/bench_serve.py --clients 64 --streams 0 --watch --compare /tmp/prev  # a phone and a laptop page see a new game
 
 The store: 20 bots on one ladder (``club``), 10,000 games in batches of 12 (``ladder:club:batch-N``,
 as ``arena ladder run`` names them) and a rating snapshot of every bot after each 120 games. The
@@ -331,49 +332,61 @@ def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path)
 
 # --------------------------------------------------------------------------- the ladder beside the load
 
-def ladder_beside(root: Path, store: Path, paths: dict, clients: int, seconds: float, tmp: Path) -> None:
-    """``arena serve --ladder``: the ladder's games a second with no load, then beside ``clients``
-    wrk clients on the mix, on a copy of the club store (the four bundled bots, two seats)."""
+def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds: float, tmp: Path,
+                  rounds: int = 2) -> None:
+    """``arena serve --ladder`` of each server in turn on a fresh copy of the club store (the four
+    bundled bots, two seats): the ladder's games a second with the pages idle, then beside ``clients``
+    wrk clients on the mix, ``rounds`` times in turn (the machine's other load moves both alike);
+    one row per round and the median ratio. The mix's pages are the club ladder's, so every game the
+    night ladder stores moves the store's version and makes them all stale."""
     import sqlite3
-    work = tmp / "beside"
-    work.mkdir()
-    work.chmod(0o755)  # bots run under a private uid when the referee is root
-    copy = work / "club.sqlite"
-    shutil.copy(store, copy)
-    toml = work / "night.toml"
-    toml.write_text('rules = "classic"\nseats = 2\ndeals = 4\nmax_turns = 2000\nconcurrency = 2\n'
-                    'bots = ["random", "lowest", "highest", "heuristic"]\n')
+    import statistics
+    print(f"{'server':<8} {'round':>5} {'alone g/s':>9} {'beside g/s':>10} {'ratio':>6} {'req/s':>7} "
+          f"{'p50 ms':>7} {'p99 ms':>8} {'errors':>6} {'load':>5}")
+    for name, root, extra in servers:
+        work = tmp / f"beside-{name}"
+        work.mkdir()
+        work.chmod(0o755)  # bots run under a private uid when the referee is root
+        copy = work / "club.sqlite"
+        shutil.copy(store, copy)
+        toml = work / "night.toml"
+        toml.write_text('rules = "classic"\nseats = 2\ndeals = 4\nmax_turns = 2000\nconcurrency = 2\n'
+                        'bots = ["random", "lowest", "highest", "heuristic"]\n')
 
-    def played() -> int:
-        db = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=30)
+        def played() -> int:
+            db = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=30)
+            try:
+                return db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, 17)='ladder:night:run:'"
+                                  ).fetchone()[0]
+            finally:
+                db.close()
+
+        def rate(during) -> tuple:
+            g0, t0 = played(), time.monotonic()
+            got = during()
+            return (played() - g0) / (time.monotonic() - t0), got
+
+        server = Server(root, copy, ["--ladder", str(toml), *extra])
+        ratios = []
         try:
-            return db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, 17)='ladder:night:run:'"
-                              ).fetchone()[0]
+            deadline = time.monotonic() + 600
+            while played() < 1:  # past the seed round
+                if time.monotonic() > deadline:
+                    raise SystemExit("the ladder played no batch game in 600 s")
+                time.sleep(0.5)
+            table = mix_paths({**paths, "static": server.static_paths()})
+            script = tmp / f"beside-{name}.lua"
+            script.write_text(lua_script(table))
+            warm_up(server, sorted(set(table)), rounds=1)
+            for n in range(1, rounds + 1):
+                alone, _ = rate(lambda: time.sleep(seconds))
+                beside, r = rate(lambda: run_wrk(server.url, script, clients, seconds))
+                ratios.append(beside / alone if alone else float("nan"))
+                print(f"{name:<8} {n:>5} {alone:>9.2f} {beside:>10.2f} {100 * ratios[-1]:>5.0f}% {r['rps']:>7.0f} "
+                      f"{r['p50']:>7.1f} {r['p99']:>8.1f} {r['errors']:>6} {os.getloadavg()[0]:>5.1f}", flush=True)
         finally:
-            db.close()
-
-    server = Server(root, copy, ["--ladder", str(toml)])
-    try:
-        deadline = time.monotonic() + 600
-        while played() < 1:  # past the seed round
-            if time.monotonic() > deadline:
-                raise SystemExit("the ladder played no batch game in 600 s")
-            time.sleep(0.5)
-        script = tmp / "beside.lua"
-        script.write_text(lua_script(mix_paths({**paths, "static": server.static_paths()})))
-        warm_up(server, sorted(set(mix_paths({**paths, "static": server.static_paths()}))), rounds=1)
-        g0, t0 = played(), time.monotonic()
-        time.sleep(seconds)
-        alone = (played() - g0) / (time.monotonic() - t0)
-        g0, t0 = played(), time.monotonic()
-        r = run_wrk(server.url, script, clients, seconds)
-        beside = (played() - g0) / (time.monotonic() - t0)
-    finally:
-        server.stop()
-    print(f"ladder alone {alone:.2f} games/s; beside {clients} clients {beside:.2f} games/s "
-          f"({100 * beside / alone if alone else float('nan'):.0f}%), the pages {r['rps']:.0f} req/s, "
-          f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['errors']} errors; load {os.getloadavg()[0]:.1f}",
-          flush=True)
+            server.stop()
+        print(f"{name:<8} median ratio {100 * statistics.median(ratios):.0f}% beside {clients} clients", flush=True)
 
 
 # --------------------------------------------------------------------------- open live streams
@@ -438,6 +451,71 @@ def _count_events(sel, marker: bytes, want: int, t0: float, seconds: float) -> t
     return got, last
 
 
+# --------------------------------------------------------------------------- two people watching
+
+WATCH = """
+const [want, done] = [arguments[0], arguments[arguments.length - 1]];
+window.__seen = 0;
+const look = () => { const el = document.getElementById('ladder-games');
+  if (!window.__seen && el && el.textContent.trim().startsWith(want + ' ')) window.__seen = Date.now(); };
+new MutationObserver(look).observe(document.body, {subtree: true, childList: true, characterData: true});
+done(true);
+"""
+
+
+def watch_under_load(url: str, store: Path, script: Path, clients: int, templates: dict) -> list[tuple[str, float]]:
+    """The done-when of a club night: a phone-sized and a laptop-sized Chromium page on the club
+    ladder, ``clients`` wrk clients on the mix, and one game stored: the seconds from its storing
+    (the commit's wall clock) to each page showing the ladder's new game count (the page's own
+    clock, stamped by a MutationObserver, so a slow look from here adds nothing)."""
+    import threading
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from arena.tournament.store import Store
+
+    drivers = {}
+    try:
+        for who, (w, h, mobile) in {"phone 390 px": (390, 844, True), "laptop 1366 px": (1366, 768, False)}.items():
+            options = webdriver.ChromeOptions()
+            options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+            for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+                options.add_argument(arg)
+            d = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+            d.set_page_load_timeout(120)
+            d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                              {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": mobile})
+            d.get(f"{url}/ladders/{LADDER}")
+            drivers[who] = d
+        load = threading.Thread(target=run_wrk, args=(url, script, clients, 30))
+        load.start()
+        time.sleep(8)  # the load under way
+        db = Store(store)
+        games = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, ?)=?",
+                              (len(LADDER) + 8, f"ladder:{LADDER}:")).fetchone()[0]
+        for d in drivers.values():
+            d.execute_async_script(WATCH, games + 1)
+        rec = dict(db.game_record(templates["games"][0]), game_id=f"watch-{time.time_ns()}")
+        tid = f"ladder:{LADDER}:watch"
+        db.begin_tournament(tid, {"format": "ladder-batch", "rules": "classic", "seats": 2}, 1)
+        if not db.save_game(tid, time.time_ns() % 10**9, rec["players"], rec):
+            raise SystemExit("the watch bench could not store its game")
+        stored_ms = time.time() * 1000
+        db.close()
+        seen = {}
+        deadline = time.monotonic() + 15
+        while len(seen) < len(drivers) and time.monotonic() < deadline:
+            for who, d in drivers.items():
+                t = d.execute_script("return window.__seen")
+                if t and who not in seen:
+                    seen[who] = (t - stored_ms) / 1000
+            time.sleep(0.2)
+        load.join()
+        return [(who, seen.get(who, float("inf"))) for who in drivers]
+    finally:
+        for d in drivers.values():
+            d.quit()
+
+
 # --------------------------------------------------------------------------- main
 
 def main() -> None:
@@ -450,7 +528,11 @@ def main() -> None:
     ap.add_argument("--store", type=Path, help="reuse (or build once at) this store")
     ap.add_argument("--compare", type=Path, help="another checkout (say the previous main) served in the same run")
     ap.add_argument("--ladder", action="store_true", help="also: arena serve --ladder, the ladder's games a second "
-                    "alone and beside the load of the largest --clients (this checkout only)")
+                    "alone and beside the load of the largest --clients, each server in turn")
+    ap.add_argument("--watch", action="store_true", help="a phone and a laptop Chromium page on the ladder "
+                    "beside --watch-clients wrk clients: seconds until each shows a newly stored game")
+    ap.add_argument("--watch-clients", type=int, default=256, help="--watch: wrk clients beside the two pages")
+    ap.add_argument("--rounds", type=int, default=2, help="--ladder: alone/beside rounds per server")
     ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
                     "(kept, 304, built), instead of the load rows")
     ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
@@ -499,8 +581,21 @@ def main() -> None:
                 server.stop()
             print(f"{name:<8} streams: {s['opened']} opened, {s['hello']} greeted, {s['got']} got the new game's "
                   f"event, the last after {s['last_s']:.2f} s", flush=True)
+    if args.watch:
+        for name, root, extra in servers:
+            server = Server(root, store, extra)
+            try:
+                script = tmp / f"watch-{name}.lua"
+                table = mix_paths({**paths, "static": server.static_paths()})
+                script.write_text(lua_script(table))
+                warm_up(server, sorted(set(table)), rounds=1)
+                seen = watch_under_load(server.url, store, script, args.watch_clients, paths)
+            finally:
+                server.stop()
+            print(f"{name:<8} a new game seen beside {args.watch_clients} clients: "
+                  + ", ".join(f"{who} after {s:.2f} s" for who, s in seen), flush=True)
     if args.ladder:
-        ladder_beside(ROOT, store, paths, max(args.clients), args.seconds, tmp)
+        ladder_beside(servers, store, paths, max(args.clients), args.seconds, tmp, args.rounds)
     if not args.store:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -325,3 +325,61 @@ def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> N
         time.sleep(0.1)
     assert len(workers) == 2 and not [p for p in workers if running(p)]
     server.stop()
+
+
+def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path) -> None:
+    """A stored game never changes: its replay is kept by game and finish time, so a store that
+    moves every second does not replay every open game again; a missing log is looked for again."""
+    from arena.serve import data
+    build_store(tmp_path / "s.sqlite")
+    db = data.open_read(tmp_path / "s.sqlite")
+    made = []
+
+    def make(value):
+        return lambda: made.append(value) or value
+
+    game = {"id": "test-ladder-0001", "finished": 100.0}
+    try:
+        assert data.replay_once(db, game, make("a")) == "a"
+        Store(tmp_path / "s.sqlite").close()  # any write: the store's version is no part of the key
+        assert data.replay_once(db, game, make("b")) == "a"
+        assert data.replay_once(db, dict(game, finished=101.0), make("c")) == "c"  # stored again: made again
+        other = {"id": "no-log-yet", "finished": 100.0}
+        assert data.replay_once(db, other, make(None)) is None
+        assert data.replay_once(db, other, make("d")) == "d"
+        assert made == ["a", "c", None, "d"]
+    finally:
+        db.db.close()
+
+
+def test_page_models_are_built_at_most_two_at_a_time(tmp_path: Path) -> None:
+    """After a change of the store every open page is built again: two threads at a time, not one
+    per request (forty threads share one interpreter and all finish late)."""
+    import threading
+    from types import SimpleNamespace
+
+    from arena.serve.app import QUERY_THREADS, PageCache, query
+    build_store(tmp_path / "s.sqlite")
+    state = SimpleNamespace(options=SimpleNamespace(store=tmp_path / "s.sqlite"), cache=PageCache(),
+                            version=SimpleNamespace(current=lambda: None))
+    request = SimpleNamespace(app=SimpleNamespace(state=state))
+    lock = threading.Condition()
+    running, most = 0, 0
+
+    def build(db) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            lock.notify_all()
+            lock.wait_for(lambda: running > QUERY_THREADS, timeout=0.5)  # a third would arrive now
+            running -= 1
+        return 1
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(6):
+                nursery.start_soon(query, request, build)
+
+    trio.run(main)
+    assert QUERY_THREADS == 2 and 1 <= most <= QUERY_THREADS

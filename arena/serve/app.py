@@ -55,6 +55,7 @@ class Options:
     max_unpacked_bytes: int = 20 * 2**20
     max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
     max_queued: int = 20               # ... and in all
+    uploads_at_once: int = 4           # uploads received and unpacked at once (each holds its body)
     max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
     poll_s: float = 0.5
@@ -111,7 +112,16 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
         finally:
             db.db.close()
 
-    return await anyio.to_thread.run_sync(work)
+    threads = getattr(request.app.state, "query_threads", None)
+    if threads is None:  # made on the event loop's first query (a limiter belongs to its loop)
+        threads = request.app.state.query_threads = anyio.CapacityLimiter(QUERY_THREADS)
+    return await anyio.to_thread.run_sync(work, limiter=threads)
+
+
+# Page models built at once in a process. Python runs one thread at a time, so after a change of
+# the store the 30-odd pages people have open, built together in 40 threads, all finish late;
+# built two at a time, the first asked (the standings a live page fetches) are done first.
+QUERY_THREADS = 2
 
 
 def no_store(request: Request) -> Response:
@@ -302,15 +312,21 @@ async def game(request: Request) -> Response:
         from ..replay.simulate import ReplayError, simulate
         from ..replay.view import replay_data
         row = data.game_row(db, gid)
-        record = db.game_record(gid)
-        if row is None or record is None:
+        if row is None:
             return None
-        try:
-            replay = replay_data(simulate(record))
-        except ReplayError as e:
-            return {"row": row, "error": str(e)}
-        replay["seed"] = str(replay.get("seed"))  # 64-bit seeds lose digits as JavaScript numbers
-        return {"row": row, "replay": replay}
+
+        def replay() -> Any:
+            record = db.game_record(gid)
+            if record is None:
+                return None
+            try:
+                out = replay_data(simulate(record))
+            except ReplayError as e:
+                return {"row": row, "error": str(e)}
+            out["seed"] = str(out.get("seed"))  # 64-bit seeds lose digits as JavaScript numbers
+            return {"row": row, "replay": out}
+
+        return data.replay_once(db, row, replay)
 
     page = await query(request, build, ("game", gid))
     if page is None:

@@ -16,6 +16,7 @@ import threading
 import time
 import zlib
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,30 @@ def _decisions(db: ReadStore, gid: str, seat: int, finished: float, keep: int) -
         while len(_SLOWEST) > SLOWEST_KEPT:
             _SLOWEST.popitem(last=False)
     return found
+
+
+REPLAYS_KEPT = 256  # replays of the games people have open (each some tens of kB)
+_REPLAYS: OrderedDict[tuple, Any] = OrderedDict()
+_REPLAYS_LOCK = threading.Lock()
+
+
+def replay_once(db: ReadStore, game: dict[str, Any], make: Callable[[], Any]) -> Any:
+    """A stored game's replay, made once per process. A stored game never changes, so it is kept
+    by store, game and finish time, not by the store's version: a ladder that stores a game a
+    second would otherwise replay every open game again each second (about 30 ms of CPU each)."""
+    key = (str(db.path), game["id"], game["finished"])
+    with _REPLAYS_LOCK:
+        if key in _REPLAYS:
+            _REPLAYS.move_to_end(key)
+            return _REPLAYS[key]
+    value = make()
+    if value is None:  # no log (yet): looked for again next time
+        return None
+    with _REPLAYS_LOCK:
+        _REPLAYS[key] = value
+        while len(_REPLAYS) > REPLAYS_KEPT:
+            _REPLAYS.popitem(last=False)
+    return value
 
 
 # --------------------------------------------------------------------------- ladders

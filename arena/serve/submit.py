@@ -87,8 +87,34 @@ async def form_page(request: Request) -> Response:
     return _form(request)
 
 
+BUSY_RETRY_S = 5
+
+
 async def upload(request: Request) -> Response:
+    """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
+    unpacking thread, so many at once would take the server's memory and its threads. Beyond
+    them the answer is at once a 503 with Retry-After (the body read and dropped, so a browser
+    shows it)."""
     guard.enabled(request, "submit")
+    opts = request.app.state.options
+    slots = getattr(request.app.state, "uploads", None)
+    if slots is None:
+        slots = request.app.state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
+    try:
+        slots.acquire_nowait()
+    except trio.WouldBlock:
+        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        busy = _form(request, 503, f"the server is receiving {opts.uploads_at_once} uploads already: "
+                                   f"try again in {BUSY_RETRY_S} seconds")
+        busy.headers["Retry-After"] = str(BUSY_RETRY_S)
+        return busy
+    try:
+        return await _upload(request)
+    finally:
+        slots.release()
+
+
+async def _upload(request: Request) -> Response:
     opts = request.app.state.options
     limit = opts.max_upload_bytes + 64 * 1024  # the form's other fields and multipart headers
     body = LimitedBody(request.receive, limit)
