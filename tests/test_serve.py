@@ -480,42 +480,6 @@ def test_writes_need_the_token(writable: ServerProc) -> None:
     assert status == 403
 
 
-def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: ServerProc) -> None:
-    """Four uploads still arriving hold the four slots: a fifth is told at once to come back (503,
-    Retry-After), and once they are gone an upload is taken again (here refused for its token)."""
-    import socket
-    body, ctype = multipart({"ladder": "classic-2p", "token": "wrong"}, ("b.zip", zip_bytes({"bot.toml": MANIFEST})))
-    host, port = writable.url.removeprefix("http://").rsplit(":", 1)
-    held = []
-
-    def post() -> tuple[int, dict[str, str]]:
-        while True:
-            status, headers, _ = writable.request("POST", "/submit", body, {"Content-Type": ctype})
-            if status != 429:  # the write limit of the shared test client: wait as told
-                return status, headers
-            time.sleep(float(headers.get("retry-after", "1")))
-
-    try:
-        for _ in range(4):  # each sends its headers and a first part of a 200 kB body, then waits
-            s = socket.create_connection((host, int(port)), timeout=60)
-            s.sendall(f"POST /submit HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {ctype}\r\n"
-                      f"Content-Length: 200000\r\n\r\n".encode() + body[:100])
-            held.append(s)
-        deadline = time.monotonic() + 120
-        while (got := post())[0] != 503:  # until all four are being received
-            assert got[0] == 403, got
-            assert time.monotonic() < deadline, "four held uploads never filled the slots"
-        assert got[1]["retry-after"] == "5"
-    finally:
-        for s in held:
-            s.close()
-    deadline = time.monotonic() + 120
-    while (got := post())[0] == 503:  # the slots free as the held uploads end
-        assert time.monotonic() < deadline, "the slots were not given back"
-        time.sleep(0.1)
-    assert got[0] == 403
-
-
 def test_oversized_body_is_refused_while_read(writable: ServerProc) -> None:
     """No Content-Length (chunked): the cap is counted on the bytes as they arrive."""
     body, ctype = multipart({"ladder": "classic-2p", "token": writable.token},
@@ -693,3 +657,41 @@ def test_endless_headers_are_cut_off_and_others_are_served(tmp_path: Path) -> No
         assert status == 200
     finally:
         server.stop()
+
+
+def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: ServerProc) -> None:
+    """Four uploads still arriving hold the four slots: a fifth is told at once to come back (503,
+    Retry-After), and once they are gone an upload is taken again (here refused for its token).
+    Last in this file: the server may notice the other held uploads end a little later, and a
+    test after this one on the same server would meet a 503."""
+    import socket
+    body, ctype = multipart({"ladder": "classic-2p", "token": "wrong"}, ("b.zip", zip_bytes({"bot.toml": MANIFEST})))
+    host, port = writable.url.removeprefix("http://").rsplit(":", 1)
+    held = []
+
+    def post() -> tuple[int, dict[str, str]]:
+        while True:
+            status, headers, _ = writable.request("POST", "/submit", body, {"Content-Type": ctype})
+            if status != 429:  # the write limit of the shared test client: wait as told
+                return status, headers
+            time.sleep(float(headers.get("retry-after", "1")))
+
+    try:
+        for _ in range(4):  # each sends its headers and a first part of a 200 kB body, then waits
+            s = socket.create_connection((host, int(port)), timeout=60)
+            s.sendall(f"POST /submit HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {ctype}\r\n"
+                      f"Content-Length: 200000\r\n\r\n".encode() + body[:100])
+            held.append(s)
+        deadline = time.monotonic() + 120
+        while (got := post())[0] != 503:  # until all four are being received
+            assert got[0] == 403, got
+            assert time.monotonic() < deadline, "four held uploads never filled the slots"
+        assert got[1]["retry-after"] == "5"
+    finally:
+        for s in held:
+            s.close()
+    deadline = time.monotonic() + 120
+    while (got := post())[0] == 503:  # the slots free as the held uploads end
+        assert time.monotonic() < deadline, "the slots were not given back"
+        time.sleep(0.1)
+    assert got[0] == 403
