@@ -140,22 +140,46 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
 
 def _dead_owner(name: str) -> bool:
     """A referee directory (ref-PID) or bot cgroup (rPID-bN) whose process is gone."""
-    digits = name[4:] if name.startswith("ref-") else name[1:].split("-", 1)[0]
+    digits = _owner(name)
     return digits.isdigit() and not Path(f"/proc/{digits}").exists()
 
 
-def _leftovers() -> set[str]:
+def _owner(name: str) -> str:
+    """The pid a referee directory (ref-PID) or bot cgroup (rPID-bN) belongs to."""
+    return name[4:] if name.startswith("ref-") else name[1:].split("-", 1)[0]
+
+
+def _process_tree(root: int) -> set[str]:
+    """The pids of ``root`` and every process below it now (read from /proc)."""
+    parents: dict[str, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[stat.parent.name] = fields[1]
+    tree, grew = {str(root)}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree}
+        grew = not below <= tree
+        tree |= below
+    return tree
+
+
+def _leftovers(owners: set[str]) -> set[str]:
+    """What the processes ``owners`` left behind them: a referee directory or bot cgroup whose
+    process is gone. Only theirs: other arenas on the machine (other tests, other users) come and
+    go, and one killed on purpose elsewhere leaves its directory for its next run to clean."""
     from arena.bots.uids import default_run_dir
     found = {str(p) for p in Path("/sys/fs/cgroup").glob("*/palace-arena/r*-b*")}
     found |= {str(p) for p in default_run_dir().glob("ref-*")}
-    return {p for p in found if _dead_owner(Path(p).name)}
+    return {p for p in found if _owner(Path(p).name) in owners and _dead_owner(Path(p).name)}
 
 
 def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
     """A tournament a script started in the background (SIGINT ignored, as `&` leaves it) and then
     stopped with `kill -TERM`: the interrupted line, exit 130, and nothing left for the next run
     to clean (no cgroup, no referee directory of a process that is gone)."""
-    before = _leftovers()
     proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", "--deals", "2000", "-j", "2"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -163,6 +187,9 @@ def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
         head = proc.stdout.readline()
         assert head.startswith("tournament demo:"), head
         time.sleep(3.0)
+        owners = _process_tree(proc.pid)  # the referee and its workers, each with its own directory
+        from arena.bots.uids import default_run_dir
+        assert {p for p in owners if (default_run_dir() / f"ref-{p}").is_dir()}, "no referee directory seen"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
@@ -171,7 +198,7 @@ def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
             proc.wait()
     assert proc.returncode == 130, (out, err)
     assert "interrupted after" in err and "run the same command again to resume" in err and "Traceback" not in err
-    assert _leftovers() - before == set()
+    assert _leftovers(owners) == set()
 
 
 def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
