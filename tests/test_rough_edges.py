@@ -223,6 +223,32 @@ def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
                            "ended without cleaning up (killed, or crashed): pid 999998 (no record of its user)")
 
 
+def test_a_long_lived_referees_list_of_temporary_directories_stays_short(tmp_path: Path, monkeypatch):
+    """A server starts trusted or gVisor bots for weeks, each with a temporary home noted in the
+    referee's ``temps`` listing: the listing keeps the directories still there, not a line per
+    start, and every directory still there stays listed (a kill -9 must find it)."""
+    import shutil
+    from arena.bots import uids
+    monkeypatch.setattr(uids, "TEMPS_COMPACT_BYTES", 2048)
+    registry = uids.Registry(tmp_path / "run")
+    listing = registry.dir / uids.TEMPS
+    live = []
+    try:
+        for n in range(200):  # each start's home is removed at its end; every tenth outlives the loop
+            home = registry.temp_dir("palace-arena-test-")
+            if n % 10:
+                shutil.rmtree(home)
+            else:
+                live.append(home)
+        noted = listing.read_text().splitlines()
+        assert len(noted) < 200 / 4 and listing.stat().st_size < 2 * 2048
+        assert {str(h) for h in live} <= set(noted)
+        assert [p.name for p in uids._kept_temps(listing)] == [h.name for h in live]
+    finally:
+        for home in live:
+            shutil.rmtree(home, ignore_errors=True)
+
+
 def test_the_cleanup_says_whose_leftovers_it_removed(tmp_path: Path, monkeypatch):
     """A root arena's run directory (and uid pool) is shared by every root run on the machine, so
     "left by 1 earlier arena process(es)" on a first run may be someone else's: the message names

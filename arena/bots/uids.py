@@ -18,6 +18,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
 TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
+TEMPS_COMPACT_BYTES = 64 * 1024  # past this, the lines of directories already removed are dropped
 OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
 
 
@@ -172,6 +174,7 @@ class Registry:
         self._seq = 0
         self._uid_next = 0
         self._leased: set[int] = set()
+        self._temps_lock = threading.Lock()  # bots start from several threads (a hub per thread)
         self.report = StaleReport()
         if self.dir.exists():  # a dead referee had our pid: its leftovers go first
             self._clean_referee_dir(self.dir, None, self.report)
@@ -258,19 +261,42 @@ class Registry:
         any instant leaves no directory nobody named (noting it after ``mkdtemp`` left an empty
         copy behind when a worker was killed in between)."""
         base = Path(tempfile.gettempdir())
-        for _ in range(100):
-            path = base / f"{prefix}{secrets.token_hex(8)}"
-            fd = os.open(self.dir / TEMPS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:  # one unbuffered write: in the kernel's hands before the directory exists
-                os.write(fd, f"{path}\n".encode())
-            finally:
-                os.close(fd)
-            try:
-                path.mkdir(mode=0o700)
-            except FileExistsError:  # 64 random bits met a name in use: try another
-                continue
-            return path
+        listing = self.dir / TEMPS
+        with self._temps_lock:  # a compaction must not drop a name noted but not yet made
+            self._compact_temps(listing)
+            for _ in range(100):
+                path = base / f"{prefix}{secrets.token_hex(8)}"
+                fd = os.open(listing, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:  # one unbuffered write: in the kernel's hands before the directory exists
+                    os.write(fd, f"{path}\n".encode())
+                finally:
+                    os.close(fd)
+                try:
+                    path.mkdir(mode=0o700)
+                except FileExistsError:  # 64 random bits met a name in use: try another
+                    continue
+                return path
         raise FileExistsError(f"no free temporary directory name with prefix {prefix!r} in {base}")
+
+    @staticmethod
+    def _compact_temps(listing: Path) -> None:
+        """Keep the listing as long as the directories still there, not one line per bot ever
+        started (a server starts bots for weeks): past a size, rewrite it with the names that
+        still exist, in one rename, so a kill at any instant leaves one whole listing."""
+        try:
+            if listing.stat().st_size <= TEMPS_COMPACT_BYTES:
+                return
+            lines = listing.read_text().splitlines()
+        except OSError:
+            return
+        kept = "".join(f"{line}\n" for line in lines if line and os.path.lexists(line))
+        tmp = listing.with_name(f".{TEMPS}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, kept.encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, listing)
 
     def drop_record(self, name: str) -> None:
         try:
