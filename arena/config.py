@@ -322,7 +322,34 @@ def reserved_env(key: str) -> str | None:
     return next((why for prefix, why in ARENA_ENV_PREFIXES.items() if key.startswith(prefix)), None)
 
 
+EXEC_BYTES = 64 * 1024
+"""The most a bot's command, build or [env] may take in bytes, each: far below the kernel's exec limits
+(131,072 bytes a string, about 2 MB in all), which a longer one made every start of the bot fail
+as the arena's own error."""
+
+
+def _execable(strings: list[str]) -> None:
+    """Strings that ``execve`` takes: no NUL byte, at most :data:`EXEC_BYTES` together."""
+    if any("\0" in s for s in strings):
+        raise ValueError("may not hold a NUL byte")
+    size = sum(len(s.encode("utf-8", "surrogatepass")) + 1 for s in strings)
+    if size > EXEC_BYTES:
+        raise ValueError(f"is {size:,} bytes long; at most {EXEC_BYTES:,}")
+
+
+def _check_argv(argv: list[str]) -> list[str]:
+    _execable(argv)
+    return argv
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\0" in value:
+        raise ValueError("a path may not hold a NUL byte")
+    return value
+
+
 def _check_env(env: dict[str, str]) -> dict[str, str]:
+    _execable([f"{k}={v}" for k, v in env.items()])
     for key, value in env.items():
         if not ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a variable name (letters, digits and _)")
@@ -347,7 +374,8 @@ def _one_printable_line(value: Any) -> Any:
 
 
 ShownText = Annotated[StrictStr, AfterValidator(_one_printable_line)]
-Argv = Annotated[list[StrictStr], Field(min_length=1)]
+Argv = Annotated[list[StrictStr], Field(min_length=1), AfterValidator(_check_argv)]
+PathText = Annotated[StrictStr, AfterValidator(_no_nul)]
 
 
 class BotManifest(Strict):
@@ -362,16 +390,43 @@ class BotManifest(Strict):
     command: Argv = Field(description="The program and its arguments; python3 means the arena's choice of "
                                       "interpreter unless `interpreter` or `venv` is set.")
     build: Optional[Argv] = Field(None, description="Run once, in workdir, before the first game.")
-    workdir: StrictStr = Field(".", description="Where command and build run, inside the bot's directory.")
-    interpreter: Optional[StrictStr] = Field(None, description="The program that replaces python3/python in "
+    workdir: PathText = Field(".", description="Where command and build run, inside the bot's directory.")
+    interpreter: Optional[PathText] = Field(None, description="The program that replaces python3/python in "
                                                                 "command (an absolute path, or relative to the bot).")
-    venv: Optional[StrictStr] = Field(None, description="A virtual environment (relative to the bot) whose "
+    venv: Optional[PathText] = Field(None, description="A virtual environment (relative to the bot) whose "
                                                          "bin/python replaces python3/python in command.")
     env: BotEnv = Field(default_factory=dict, description="Extra environment variables; never those the arena sets.")
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
 
 
 # --------------------------------------------------------------------------- loading
+
+class BenchFile(_Shared):
+    """A course's bench (docs/FORMATS.md): members play only the reference bots, on the same deals."""
+
+    name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
+        None, description="The bench's name and resume key; defaults to the file name.")
+    references: Annotated[BotRefs, Field(min_length=1, description="The reference bots, weakest first.")]
+    members: Annotated[BotRefs, Field(min_length=1, description="The members' bot folders.")]
+    deadline: Optional[StrictStr] = Field(None, description="An ISO 8601 time with its zone: the bench plays "
+                                                            "nothing before it, and plays copies of the "
+                                                            "members' folders taken at its first run after it.")
+    bands: dict[StrictStr, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: {"pass": 0.5, "fail": 0.0},
+        description="Grade -> the lowest score (the share of the points a member could take) that earns it.")
+    sandbox: Optional[Literal[True]] = None
+    _containment = model_validator(mode="before")(_no_weaker_containment)
+
+
+def bench_data(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A bench file's values, validated, with ``[time]`` merged and defaults left out."""
+    model = validate(BenchFile, data, where)
+    out = model.model_dump(exclude_unset=True, exclude={"time", "options"})
+    if "options" in model.model_fields_set:
+        out["options"] = _options(model.options)  # type: ignore[attr-defined]
+    _merge_clock(model, out, where)
+    return out
+
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     try:
@@ -408,6 +463,11 @@ def _path(loc: tuple[Any, ...]) -> str:
         elif not str(part).startswith(("function-", "constrained-", "list[", "str", "int", "float")):
             out += ("." if out else "") + str(part)
     return out
+
+
+def _shortened(text: str, limit: int = 200) -> str:
+    """What a file gave, as an error shows it: one screenful at most (a value may be megabytes)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
@@ -454,7 +514,7 @@ def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
         else:
             text = e["msg"].lower()
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        shown = "" if isinstance(got, dict) else f" (got {_shortened(repr(got))})"
         parts.append(f"{lead}{key} {text}{shown}" if key else f"{lead}{text}")
     for table, keys in unknown.items():
         sub = _table_model(model, table) if table else model
@@ -469,7 +529,10 @@ def explain(error: ValidationError, where: str, model: type[BaseModel]) -> str:
             kind = "" if table else {"TournamentFile": "tournament ", "TournamentFlags": "tournament ",
                                      "LadderFile": "ladder ",
                                      "BotManifest": "bot.toml "}.get(model.__name__, "")
-            parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}; allowed: {allowed}"
+            homes = [] if table else [f"{k} goes under [{t}]" for k in keys for t in model.model_fields
+                                      if (sub_t := _table_model(model, t)) and k in sub_t.model_fields]
+            parts.insert(0, f"{lead}unknown {kind}field(s): {', '.join(keys)}"
+                            + (f" ({'; '.join(homes)})" if homes else "") + f"; allowed: {allowed}"
                             + (", [time]" if not table and "time" in model.model_fields else ""))
     shown = parts[:3]
     more = len(parts) - len(shown)

@@ -367,3 +367,50 @@ def test_a_bot_travels_to_a_worker_process_as_its_ref_and_hash_checked_on_arriva
     (d / "bot.py").write_text((d / "bot.py").read_text() + "\n# edited mid-run\n")
     with pytest.raises(FolderError, match="mine@1.0's files changed since the run read them"):
         BotSetup.from_wire(wire)
+
+
+def test_a_venv_outside_the_bot_is_refused_without_saying_whether_it_exists(tmp_path):
+    """bot.toml's venv is relative to the bot. An absolute or ``..`` path made the arena look on its
+    own disk and say whether that place had a ``bin/python``: over an upload, a question a
+    stranger could ask of the server's files."""
+    outside = tmp_path / "elsewhere"
+    (outside / "bin").mkdir(parents=True)
+    (outside / "bin" / "python").write_text("")
+    d = bot(tmp_path)
+    toml = (d / "bot.toml").read_text()
+    for venv in (str(outside), "../elsewhere", str(tmp_path / "missing"), "../missing"):
+        (d / "bot.toml").write_text(toml + f"venv = {venv!r}\n")
+        with pytest.raises(ManifestError, match="venv must be a folder inside the bot's directory") as e:
+            load_bot(d)
+        assert "bin/python" not in str(e.value)
+    (d / "env" / "bin").mkdir(parents=True)
+    (d / "env" / "bin" / "python").write_text("")
+    (d / "bot.toml").write_text(toml + "venv = 'env'\n")
+    assert load_bot(d).python == str(d.resolve() / "env" / "bin" / "python")
+
+
+UNSTARTABLE = {
+    "NUL in the command": 'command = ["python3", "bot.py\\u0000x"]',
+    "an argument over 128 KiB": f'command = ["python3", "bot.py", "{"x" * 200_000}"]',
+    "a command over 64 KiB": f'command = ["python3", "bot.py"{", " + chr(34) + "x" * 1000 + chr(34) * 1}{(", " + chr(34) + "x" * 1000 + chr(34)) * 70}]',
+    "NUL in the build": 'command = ["python3", "bot.py"]\nbuild = ["true\\u0000"]',
+    "an env over 64 KiB": f'command = ["python3", "bot.py"]\n[env]\nBIG = "{"x" * 70_000}"',
+    "NUL in the workdir": 'command = ["python3", "bot.py"]\nworkdir = "a\\u0000b"',
+    "NUL in the interpreter": 'command = ["python3", "bot.py"]\ninterpreter = "py\\u0000"',
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSTARTABLE))
+def test_a_command_no_exec_can_take_is_the_bots_error_not_the_arenas(tmp_path, case):
+    """A NUL byte or an argument past the kernel's limits (E2BIG) in bot.toml made every game of the
+    bot an ArenaFailure: the tournament could never finish. It is a manifest error now, before any
+    game, in one line."""
+    d = bot(tmp_path)
+    (d / "bot.toml").write_text(f'name = "mine"\nversion = "1"\n{UNSTARTABLE[case]}\n')
+    with pytest.raises(ManifestError) as e:
+        load_bot(d)
+    assert len(str(e.value)) < 1000  # the refusal does not echo the megabytes it refuses
+    if case == "NUL in the command":
+        res = CliRunner().invoke(app, ["tournament", "--bot", str(d), "--bot", "random", "--deals", "1",
+                                       "--store", str(tmp_path / "s" / "a.sqlite"), "--plain"])
+        assert "NUL" in one_error_line(res)

@@ -5,6 +5,7 @@ killed -9)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -115,6 +116,48 @@ def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(scratch: 
     assert "Traceback" not in done.stderr
     assert "seeding" not in done.stdout  # refused at the entry check, not after it ran under bubblewrap
     assert stored_games(scratch / "s.sqlite") == 0
+
+
+BOT_COMMANDS = {"check": ["check", "random", "--games", "1", "--rules", "classic"],
+                "play": ["play", "random", "lowest", "--quiet"],
+                "match": ["match", "random", "lowest", "--max-games", "2"]}
+
+
+@pytest.mark.parametrize("command", sorted(BOT_COMMANDS))
+def test_check_play_and_match_refuse_gvisor_where_runsc_fails(tmp_path: Path, failing_runsc: dict[str, str],
+                                                              command: str) -> None:
+    """`--gvisor` on the commands that start bots outside a tournament: where runsc cannot run,
+    one error line with runsc's words and no game, never the game under bubblewrap."""
+    store = tmp_path / "store" / "arena.sqlite"
+    args = [*BOT_COMMANDS[command], "--gvisor"] + ([] if command == "check" else ["--store", str(store)])
+    done = arena(*args, env=failing_runsc)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
+    assert "operation not permitted" in errors[0] or "root referee" in errors[0]
+    assert "Traceback" not in done.stderr and stored_games(store) == 0
+    done = arena(*args, "--trusted-bots", env=failing_runsc)
+    assert done.returncode == 2 and "contradict" in done.stderr, done.stdout + done.stderr
+
+
+@needs_gvisor
+def test_check_play_and_match_run_the_bot_under_gvisor(scratch: Path) -> None:
+    """The bot plays legally only under gVisor's kernel: any command that ran it in another mode
+    would record its illegal answer as a fault."""
+    picky = scratch / "picky"
+    picky.mkdir()
+    (picky / "bot.toml").write_text('name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (picky / "bot.py").write_text(PICKY.format(host=os.uname().release))
+    store = scratch / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(scratch)}
+    done = arena("check", str(picky), "--games", "1", "--rules", "classic", "--gvisor", env=env)
+    assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
+    for args in (["play", str(picky), "lowest", "--quiet"], ["match", str(picky), "lowest", "--max-games", "2"]):
+        done = arena(*args, "--gvisor", "--store", str(store), env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(store) as db:
+        results = [json.loads(r) for (r,) in db.execute("SELECT result FROM games")]
+    assert len(results) == 3 and all(r["forfeits"] == {} for r in results), results
 
 
 def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

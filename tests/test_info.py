@@ -64,6 +64,7 @@ GARBAGE = {
     "number": 0.7,
     "unknown_keys": {"eval": 1.0, "secret_channel": "hi", "__proto__": {}},
     "huge_number": {"eval": 1e300, "nodes": 2**80},
+    "lone_surrogates": {"text": "a\ud800b", "\udfff": 1},  # valid JSON escapes, not encodable as UTF-8
 }
 
 

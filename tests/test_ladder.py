@@ -112,6 +112,7 @@ def test_ladder_file_paths_and_time_table(tmp_path: Path):
 @pytest.mark.parametrize("text, needle", [
     ("bots = [", "not valid TOML"),
     ('bots = ["random", "lowest"]\ncolour = "red"', "unknown ladder field(s): colour"),
+    ('bots = ["random", "lowest"]\nsuspend_after = 3', "suspend_after goes under [matchmaking]"),
     ('bots = ["random", "lowest"]\nseats = "two"', "seats must be an integer"),
     ('bots = ["random", "lowest"]\nseats = true', "seats must be an integer"),
     ('rules = "classic"', "missing required field 'bots'"),

@@ -27,7 +27,7 @@ from arena.bots.manifest import load_bot
 from arena.cli.main import app
 from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choose_table, ladder_standings,
                           load_ladder, members, open_store, rating_history, retire, run_ladder, submit, trends)
-from arena.ladder.tables import MemberStatus, _add_member
+from arena.ladder.tables import MemberStatus, _add_member, clear_status
 
 from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 from .test_ladder import bot_copy, ctx, public_tmp, write_ladder  # noqa: F401 (fixture)
@@ -178,6 +178,22 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     st = ladder_standings(ladder, store)
     assert st.suspensions["crashy@1.0"]["stderr"][-1] == "ZeroDivisionError: division by zero"
     assert next(r for r in st.rows if r.label == "crashy@1.0").status is MemberStatus.SUSPENDED
+    # reinstated (fixed, say): the faults it was suspended for do not suspend it again before it
+    # plays; new ones do
+    assert clear_status(store, ladder.name, "crashy@1.0")
+    fixed = ctx()
+    inner = policy_launcher()
+
+    async def launch_fixed(spec):
+        if spec.name == "crashy":
+            return ScriptedConnection(policy_bot(POLICIES["random"](), spec.name))
+        return await inner(spec)
+    fixed.launcher = launch_fixed
+    assert trio.run(lambda: run_ladder(ladder, store, fixed, games=1)).suspended == []
+    assert "crashy@1.0" not in bot_statuses(store, ladder.name)
+    c = ctx()
+    c.launcher = crashy_launcher()
+    assert trio.run(lambda: run_ladder(ladder, store, c, games=12)).suspended == ["crashy@1.0"]
 
 
 def test_state_reads_only_new_games_and_fits_counts(lad4):

@@ -91,13 +91,15 @@ def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
     assert unwritable.exit_code == 2 and "--summary: cannot write" in unwritable.output
 
 
-def test_trusted_bots_and_sandbox_reach_the_launcher(in_process):
+def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process):
     # -j 1: one game at a time plays in this process, where the fixture sees the Launcher made
     # (with more, worker processes get the same flags through the match's BotSetup)
     assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--trusted-bots").exit_code == 0
     assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
-    assert in_process[0] == {"sandbox": None, "trusted": True}
-    assert in_process[1] == {"sandbox": False, "trusted": False}
+    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor").exit_code == 0
+    assert in_process[0] == {"sandbox": None, "trusted": True, "gvisor": False}
+    assert in_process[1] == {"sandbox": False, "trusted": False, "gvisor": False}
+    assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True}
 
 
 def _overlap_launcher(state: dict):

@@ -289,3 +289,12 @@ def test_sandbox_false_in_a_file_names_the_file(tmp_path: Path):
     with pytest.raises(ConfigError) as e:
         load_config(path)
     assert f"{path}: sandbox = false cannot be set in a file" in str(e.value) and "--no-sandbox" in str(e.value)
+
+
+def test_a_wheel_install_without_the_bundled_bots_says_how_to_get_them(tmp_path: Path, monkeypatch):
+    """The bundled bots are a checkout's bots/ folder, outside the package: `pip install .` (as
+    `pip install '.[train]'` once read) leaves them out, and `random` was then "no bot ... ()"."""
+    from arena.bots import manifest
+    monkeypatch.setattr(manifest, "BUNDLED_DIR", tmp_path / "bots")
+    with pytest.raises(manifest.ManifestError, match=r"no bot at 'random'.*pip install -e \."):
+        manifest.load_bot("random")

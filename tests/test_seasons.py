@@ -275,7 +275,8 @@ def test_season_commands(tmp_path: Path) -> None:
     store.close()
 
 
-def test_the_web_shows_a_season_and_never_an_open_seasons_secret(tmp_path: Path) -> None:
+def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secret(tmp_path: Path) -> None:
+    from arena.ladder.balance import ladder_balance
     from tests.test_serve import ServerProc
     path, ladder, store = _ladder(tmp_path)
     _play(ladder, store, 8)
@@ -285,6 +286,7 @@ def test_the_web_shows_a_season_and_never_an_open_seasons_secret(tmp_path: Path)
     s2 = start_season(store, ladder)
     secret2 = store.db.execute("SELECT secret FROM deal_secrets WHERE name=?", (s2.secret_name,)).fetchone()[0]
     done = reveal(season_of(store, ladder.name, 1))
+    b = ladder_balance(store, ladder)
     store.close()
     server = ServerProc(tmp_path / "s.sqlite")
     try:
@@ -298,19 +300,22 @@ def test_the_web_shows_a_season_and_never_an_open_seasons_secret(tmp_path: Path)
         assert "revealed when the season ends" in page
         assert server.get("/ladders/sea/seasons/3")[0] == 404
         assert server.get("/ladders/nothing/seasons/1")[0] == 404
-    finally:
-        server.stop()
 
+        # a stranger verifies season 1 from the files the server publishes, and nothing else
+        from arena.replay.verify import main as verify
+        for file in ("games.jsonl", "secret.txt", "commitment.txt"):
+            status, _, body = server.get(f"/ladders/sea/seasons/1/{file}")
+            assert status == 200 and f'href="/ladders/sea/seasons/1/{file}"' in server.get("/ladders/sea/seasons/1")[2].decode()
+            (tmp_path / file).write_bytes(body)
+        assert (tmp_path / "commitment.txt").read_text().strip() == s1.commitment
+        assert b"stderr" not in (tmp_path / "games.jsonl").read_bytes()  # no bot's private lines
+        assert verify([str(tmp_path / "games.jsonl"), "--secret", str(tmp_path / "secret.txt"),
+                       "--commitment", str(tmp_path / "commitment.txt")]) == 0
+        assert server.get("/ladders/sea/seasons/2/commitment.txt")[2].decode().strip() == s2.commitment
+        assert server.get("/ladders/sea/seasons/2/secret.txt")[0] == 404  # open: not yet
+        assert server.get("/ladders/sea/seasons/2/games.jsonl")[0] == 404
+        assert server.get("/ladders/sea/seasons/1/other.txt")[0] == 404
 
-def test_the_web_shows_a_ladders_balance(tmp_path: Path) -> None:
-    from arena.ladder.balance import ladder_balance
-    from tests.test_serve import ServerProc
-    _, ladder, store = _ladder(tmp_path)
-    _play(ladder, store, 12)
-    b = ladder_balance(store, ladder)
-    store.close()
-    server = ServerProc(tmp_path / "s.sqlite")
-    try:
         status, _, body = server.get("/ladders/sea/balance")
         page = body.decode()
         assert status == 200, server.stderr()[-3000:]
@@ -321,5 +326,10 @@ def test_the_web_shows_a_ladders_balance(tmp_path: Path) -> None:
             cells = "".join(f"<td>{n}</td>" for n in r.seats) + f"<td>{min(shared)}-{max(shared)}</td>"
             assert f">{r.bot}</a></td><td>{r.games}</td>\n{cells}" in page, r.bot
         assert server.get("/ladders/nothing/balance")[0] == 404
+
+        status, _, body = server.get("/ladders/sea")  # the ladder's page links both
+        page = body.decode()
+        assert status == 200 and 'href="/ladders/sea/balance"' in page
+        assert 'href="/ladders/sea/seasons/1"' in page and 'href="/ladders/sea/seasons/2"' in page
     finally:
         server.stop()

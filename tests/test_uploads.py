@@ -4,10 +4,13 @@ refusal that leaves nothing behind, directly and over HTTP."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import stat
 import struct
+import tarfile
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -73,6 +76,43 @@ def test_a_damaged_archive_is_one_refusal_that_leaves_nothing(tmp_path: Path, ar
     with pytest.raises(UploadError, match="refused: the archive is damaged|not a readable zip"):
         unpack(archive, dest, **LIMITS)
     assert not dest.exists() and list(tmp_path.iterdir()) == []
+
+
+def _inflating_tar(header_mib: int) -> bytes:
+    """A tar.gz whose first header is a pax header of ``header_mib`` MiB of zeros (about a
+    thousandth of that once gzipped), then a valid bot.toml: tarfile reads a pax header whole
+    into memory before the entry it describes can be counted."""
+    buf = io.BytesIO()
+    pax = tarfile.TarInfo("././@PaxHeader")
+    pax.type, pax.size = tarfile.XHDTYPE, header_mib << 20
+    manifest = tarfile.TarInfo("bot.toml")
+    manifest.size = len(MANIFEST)
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9) as gz:
+        gz.write(pax.tobuf(format=tarfile.USTAR_FORMAT))
+        for _ in range(header_mib):
+            gz.write(bytes(1 << 20))
+        gz.write(manifest.tobuf(format=tarfile.USTAR_FORMAT) + MANIFEST + bytes(-len(MANIFEST) % 512 + 1024))
+    return buf.getvalue()
+
+
+def test_a_tar_that_inflates_past_the_limit_is_refused_before_it_is_held(tmp_path: Path) -> None:
+    """An attacker's 33 KB upload inflating to 32 MiB (2 GB from the 2 MB the server takes) was
+    accepted, and the server held all of it at once; now it is refused having held little more
+    than the limit."""
+    archive = _inflating_tar(32)
+    assert len(archive) < LIMITS["max_bytes"] // 16
+    dest = tmp_path / "job"
+    tracemalloc.start()
+    try:
+        with pytest.raises(UploadError, match="once unpacked"):
+            unpack(archive, dest, **LIMITS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * LIMITS["max_bytes"], peak
+    assert not dest.exists() and list(tmp_path.iterdir()) == []
+    small = _inflating_tar(0)  # the same shape within the limit is a bot
+    assert (unpack(small, tmp_path / "ok", **LIMITS) / "bot.toml").read_bytes() == MANIFEST
 
 
 def test_the_lying_zip_is_damaged_only_past_its_first_file(tmp_path: Path) -> None:
@@ -211,3 +251,13 @@ def test_a_link_out_of_a_submitted_bot_is_refused_by_name_and_nothing_is_copied(
         assert not snapshot_dir(store, ladder, "random@9").exists()
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", ["a" * 256, "d/" * 600 + "x", "é" * 128])
+def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path, name: str) -> None:
+    """A file name over 255 bytes (or a path over 1,024) failed the write with ENAMETOOLONG, which the
+    server answered as its own error (500); it is a refusal of the upload like any other."""
+    dest = tmp_path / "job"
+    with pytest.raises(UploadError, match="longer than"):
+        unpack(zip_bytes({"bot.toml": MANIFEST, name: b"x"}), dest, **LIMITS)
+    assert not dest.exists()

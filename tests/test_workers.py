@@ -43,7 +43,11 @@ def _run(tmp: Path, name: str, processes: int, reporter: Reporter | None = None,
     return store
 
 
-def test_two_processes_play_the_same_games_as_one(tmp_path: Path) -> None:
+def test_two_processes_play_the_same_games_as_one(tmp_path: Path, monkeypatch) -> None:
+    # run from a directory holding a folder named arena (a clone's parent): the workers must
+    # still import the installed package, not that folder
+    (tmp_path / "arena").mkdir()
+    monkeypatch.chdir(tmp_path)
     one = _games(_run(tmp_path, "t", 1), "t")
     two = _games(_run(tmp_path, "t2", 2), "t2")
     assert len(one) == 18 and len(two) == 18

@@ -74,7 +74,9 @@ def load_bot(ref: str | Path) -> BotSpec:
     if path.is_dir():
         path = path / MANIFEST
     if not path.is_file():
-        known = ", ".join(bundled_bots())
+        known = ", ".join(bundled_bots()) or (
+            f"none: they live in {BUNDLED_DIR} of a checkout, which an install from a wheel ("
+            "`pip install .` without -e) leaves out; install the checkout with `pip install -e .`")
         raise ManifestError(f"no bot at {ref!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
     try:
         data = tomllib.loads(read_manifest(path))
@@ -100,6 +102,8 @@ def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") ->
     python = None
     if m.venv:
         venv = (root / m.venv).resolve()
+        if m.venv.startswith("/") or not venv.is_relative_to(root):  # nothing is looked up outside
+            raise ManifestError(f"{where}: venv must be a folder inside the bot's directory (got {m.venv!r})")
         python = str(venv / "bin" / "python")
         if not (venv / "bin" / "python").exists():
             raise ManifestError(f"{where}: venv {m.venv!r} has no bin/python (create it with: "

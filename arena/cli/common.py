@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -32,6 +32,11 @@ _CLICK_ERRORS: tuple[type[BaseException], ...] = (_click_exc.ClickException,)
 _NO_ARGS: tuple[type[BaseException], ...] = (_click_exc.NoArgsIsHelpError,)
 _ABORTS: tuple[type[BaseException], ...] = (_typer_exc.Abort,)
 _EXITS: tuple[type[BaseException], ...] = (_typer_exc.Exit,)
+
+GvisorOpt = Annotated[bool, typer.Option("--gvisor", help="Run every bot under gVisor (runsc), which shares no "
+                                          "kernel with the host; an error where runsc cannot run, never a "
+                                          "weaker mode (docs/SANDBOX.md).")]
+"""The one spelling of the gVisor choice, for every command that starts bots."""
 
 INTERRUPTED = 130
 USAGE = 2

@@ -16,7 +16,9 @@ from ..safetext import SafeConsole, printable
 from .. import __version__
 from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
-from .common import ArenaTyper, fail, progress
+from .audit import register as register_audits
+from .bench import register as register_bench
+from .common import ArenaTyper, GvisorOpt, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
 from .replay import register as register_replays
@@ -89,7 +91,8 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          store: StoreOpt = DEFAULT_STORE,
          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result, not every move.")] = False,
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
-         trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False) -> None:
+         trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
+         gvisor: GvisorOpt = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
     from ..bots.manifest import ManifestError, load_bot
     import trio
@@ -106,7 +109,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
     from ..bots.launch import Launcher
     code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
-                            launcher=Launcher(sandbox=sandbox, trusted=trusted_bots)))
+                            launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor)))
     raise typer.Exit(code)
 
 
@@ -124,6 +127,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           all_games: Annotated[bool, typer.Option("--all", help="Play every scenario even after a fault repeats.")] = False,
           sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
+          gvisor: GvisorOpt = False,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
     from ..bots.manifest import load_bot
@@ -151,7 +155,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
         say(text)
 
     report = check_bot(spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits, all_faults=all_games,
-                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots))
+                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor))
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -217,7 +221,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Turn cap: a game still running then is a draw.")] = None,
                sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only (docs/SANDBOX.md).")] = None,
                trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
-               gvisor: Annotated[bool, typer.Option("--gvisor", help="Run every bot under gVisor (runsc), which shares no kernel with the host; an error where runsc cannot run (docs/SANDBOX.md).")] = False,
+               gvisor: GvisorOpt = False,
                store: Annotated[Optional[Path], typer.Option("--store", help="The game store (SQLite file).")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
@@ -427,4 +431,6 @@ register_replays(app)
 register_ladders(app)
 register_serve(app)
 register_deals(app)
+register_audits(app)
+register_bench(app)
 register_accounts(app)

@@ -227,7 +227,7 @@ def _start_ladder(ref: str, store: Path, cluster: str | None) -> "subprocess.Pop
     """``arena ladder run`` in its own session (Ctrl-C at the terminal reaches the server only,
     which then asks the ladder to finish its batch); it gets SIGTERM too if the server dies."""
     import subprocess
-    cmd = [sys.executable, "-c", "from arena.cli.main import app; app()", "ladder", "run", ref,
+    cmd = [sys.executable, "-P", "-c", "from arena.cli.main import app; app()", "ladder", "run", ref,
            "--store", str(store), "--plain", *(["--cluster", cluster] if cluster else [])]
     return subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
 

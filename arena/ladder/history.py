@@ -25,13 +25,32 @@ from .tables import _has_tables
 
 @dataclass
 class FaultRun:
-    """A bot's current run of consecutive games with a forfeit of its own, and the last one."""
+    """A bot's current run of consecutive games with a forfeit of its own, and the last one.
+    ``rowids`` are the store's rows of those games, so that a run can be cut at a reinstatement
+    (:meth:`since`): the games a bot was suspended for do not suspend it again."""
 
     count: int = 0
     reasons: Counter = field(default_factory=Counter)
     last_game: str = ""
     last_seat: int = 0
     last_reason: str = ""
+    rowids: list[tuple[int, str]] = field(default_factory=list)  # (game row, its forfeit reason)
+
+    def add(self, rowid: int, gid: str, seat: int, reason: str) -> None:
+        self.count += 1
+        self.reasons[reason] += 1
+        self.last_game, self.last_seat, self.last_reason = gid, seat, reason
+        self.rowids.append((rowid, reason))
+
+    def since(self, rowid: int) -> FaultRun:
+        """The part of this run stored after game row ``rowid`` (all of it for 0)."""
+        kept = [(r, why) for r, why in self.rowids if r > rowid]
+        if len(kept) == len(self.rowids):
+            return self
+        if not kept:
+            return FaultRun()
+        return FaultRun(len(kept), Counter(why for _, why in kept), self.last_game, self.last_seat,
+                        self.last_reason, kept)
 
 
 REFIT_SHARE = 0.01  # matchmaking refits once the ladder's games grew by 1% (every batch while small)
@@ -73,9 +92,7 @@ class LadderState:
                 if reason is None:
                     self.faults[label] = FaultRun()
                 else:
-                    run.count += 1
-                    run.reasons[reason] += 1
-                    run.last_game, run.last_seat, run.last_reason = gid, seat, reason
+                    run.add(rowid, gid, seat, reason)
         if rows:
             self.last_rowid = rows[-1][0]
         return len(rows)

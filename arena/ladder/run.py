@@ -31,7 +31,7 @@ from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
 from .seasons import Season, check_frozen, current, due, end_season
-from .tables import Actor, MemberStatus, bot_statuses, members, paused, rebase_refs, set_status
+from .tables import Actor, MemberStatus, bot_statuses, members, paused, rebase_refs, reinstated_after, set_status
 
 BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
 # bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
@@ -122,6 +122,9 @@ def _suspend_faulty(store: Store, ladder: Ladder, state: LadderState, say: Calla
     for m in members(store, ladder.name):
         run = state.faults.get(m.label)
         if m.label in out or run is None or run.count < limit:
+            continue
+        run = run.since(reinstated_after(store, ladder.name, m.label))
+        if run.count < limit:  # the faults it was suspended for, before it was reinstated
             continue
         record = store.game_record(run.last_game) or {}
         stderr = _stderr_of(record, run.last_seat)

@@ -303,7 +303,25 @@ def published_games(store: Store, ladder: Ladder, s: Season) -> Iterator[dict[st
                  "tables": int(t.get("planned", 0)) // max(1, deals * seats), "deal_secret": cfg.get("deal_secret", "")}
         for g in store.games(tournament=tid, limit=10**9):
             yield {"kind": "game", "id": g["id"], "tournament": tid, "index": g["index"], "seed": g["seed"],
-                   "seats": g["seats"], "result": g["result"], "batch": batch, "log": store.game_record(g["id"])}
+                   "seats": g["seats"], "result": g["result"], "batch": batch,
+                   "log": public_log(store.game_record(g["id"]) or {})}
+
+
+# What of a game log the export carries: an allow-list, so a field added to the log later stays out
+# until named here. A bot's stderr and info lines, and fault messages (which quote them), are its
+# author's (docs/CLUB.md); the verifier needs only the deal, the moves and the result.
+PUBLIC_LOG = frozenset({"game_id", "rules", "seed", "players", "max_turns", "steps", "clock", "setup_events",
+                        "result", "faults", "think_ms", "decisions", "wall_ms", "given"})
+PUBLIC_STEP = frozenset({"turn", "seat", "phase", "request", "action", "ms", "act", "events", "forced", "given",
+                         "fault"})
+PUBLIC_FAULT = frozenset({"game", "seat", "reason", "finished", "turn"})
+
+
+def public_log(log: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in log.items() if k in PUBLIC_LOG}
+    out["steps"] = [{k: v for k, v in step.items() if k in PUBLIC_STEP} for step in log.get("steps", [])]
+    out["faults"] = [{k: v for k, v in f.items() if k in PUBLIC_FAULT} for f in log.get("faults", [])]
+    return out
 
 
 def reveal(s: Season) -> dict[str, Any]:
@@ -315,5 +333,5 @@ def reveal(s: Season) -> dict[str, Any]:
 
 
 __all__ = ["Season", "SeasonRow", "archived_standings", "check_frozen", "current", "division_of", "due",
-           "end_season", "frozen_of", "published_games", "reveal", "season", "season_games", "season_standings",
+           "end_season", "frozen_of", "public_log", "published_games", "reveal", "season", "season_games", "season_standings",
            "seasons", "standings_of", "start_season"]

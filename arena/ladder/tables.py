@@ -347,10 +347,20 @@ def clear_status(store: Store, ladder: str, label: str, by: Actor = Actor()) -> 
     with store.tx() as db:
         cleared = db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
         if cleared:
-            record(db, by.account, "reinstate", f"bot:{ladder}/{label}", by.origin, time.time())
+            # the last game row now: the faults before it were what it was suspended for
+            after = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM games").fetchone()[0]
+            record(db, by.account, "reinstate", f"bot:{ladder}/{label}", by.origin, time.time(), after_game=after)
             notify_owner(db, label.rpartition("@")[0], Kind.REINSTATED, f"{label} is back in play on ladder {ladder}",
                          f"/bots/{label}", time.time())
         return cleared
+
+
+def reinstated_after(store: Store, ladder: str, label: str) -> int:
+    """The last game row stored when ``label`` was last reinstated on ``ladder`` (0: never): only
+    faults after it count towards suspending it again."""
+    row = store.db.execute("SELECT detail FROM audit WHERE action='reinstate' AND target=? ORDER BY id DESC LIMIT 1",
+                           (f"bot:{ladder}/{label}",)).fetchone()
+    return int(json.loads(row[0]).get("after_game", 0)) if row else 0
 
 
 # --------------------------------------------------------------------------- paused ladders

@@ -237,7 +237,9 @@ def check_info(raw: Any) -> dict[str, Any]:
     costs only itself; the size cap bounds what a game record keeps per decision."""
     if type(raw) is not dict:
         return {"info_warning": f"info must be an object, got {type(raw).__name__}; dropped"}
-    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
+    # surrogatepass: JSON may escape a lone surrogate (\ud800), which strict UTF-8 cannot encode;
+    # the text check below replaces it, and the size must not raise over it
+    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if size > MAX_INFO_BYTES:
         return {"info_warning": f"info is {size:,} bytes, more than {MAX_INFO_BYTES}; dropped"}
     kept: dict[str, Any] = {}

@@ -163,6 +163,45 @@ async def season_page(request: Request) -> Response:
     return render(request, "season.html", title=f"Ladder {name}: season {number}", **page)
 
 
+SEASON_FILES = {"commitment.txt": "text/plain; charset=utf-8", "secret.txt": "text/plain; charset=utf-8",
+                "games.jsonl": "application/x-ndjson"}
+
+
+async def season_file(request: Request) -> Response:
+    """What a stranger needs to verify a season with ``python -m arena.replay.verify`` and nothing
+    else (docs/SEASONS.md): the hash published at its start, and once it has ended the secret and
+    its games (logs without any bot's private lines: :func:`arena.ladder.seasons.public_log`)."""
+    name, number, file = request.path_params["name"], request.path_params["number"], request.path_params["file"]
+    if file not in SEASON_FILES:
+        return message(request, "No such file", f"A season publishes {', '.join(SEASON_FILES)}.", 404)
+
+    def build(db: data.ReadStore) -> Any:
+        import json
+        from ..ladder import LadderError
+        from ..ladder.seasons import published_games, reveal, season
+        if name not in data.ladder_names(db) or not db.has_table("seasons"):
+            return None
+        try:
+            s = season(db, name, number)
+        except LadderError:
+            return None
+        if file == "commitment.txt":
+            return s.commitment + "\n"
+        if s.open:
+            return ""
+        if file == "secret.txt":
+            return reveal(s)["secret"] + "\n"
+        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in published_games(db, ladder, s))
+
+    body = await query(request, build, ("season-file", name, number, file))
+    if body is None:
+        return message(request, "No such season", f"The store has no season {number} of a ladder {name!r}.", 404)
+    if body == "":
+        return message(request, "Not yet", f"Season {number} is open: its {file} is published when it ends.", 404)
+    return Response(body, media_type=SEASON_FILES[file])
+
+
 async def balance_page(request: Request) -> Response:
     """A ladder's balance audit (as `arena ladder NAME --balance`): games, seats and co-seatings per
     active member, with their spread."""
@@ -346,6 +385,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
         Route("/", home),
         Route("/ladders/{name}", ladder),
         Route("/ladders/{name}/seasons/{number:int}", season_page),
+        Route("/ladders/{name}/seasons/{number:int}/{file}", season_file),
         Route("/ladders/{name}/balance", balance_page),
         Route("/tournaments/{tid:path}", tournament),
         Route("/brackets/{tid:path}", bracket),

@@ -1,10 +1,12 @@
 """Unpacking an uploaded bot (zip or tar.gz) without trusting it.
 
 Refused, before anything is written: absolute names, ``..`` anywhere in a name,
-backslashes or NUL in a name, symbolic and hard links, devices and FIFOs, more
+backslashes or NUL in a name, a name over 255 bytes or a path over 1,024, symbolic and hard links, devices and FIFOs, more
 than ``max_files`` entries, more than ``max_bytes`` unpacked (declared sizes are
 checked first, and actual bytes are counted while writing, so a lying header
-cannot write more). Files are written with fresh permissions (0644, or 0755 if
+cannot write more; a gzipped tar is inflated within ``max_bytes`` and a small allowance per
+entry before tarfile reads a header, so a few KB of zeros cannot make the server hold gigabytes).
+Files are written with fresh permissions (0644, or 0755 if
 the archive marked them executable) under a folder only the arena's user can
 enter (0700); nothing of the archive's ownership is kept. An archive that turns
 out damaged while it is written (a header that lies about a size, a bad CRC, an
@@ -28,6 +30,8 @@ from ..bots.manifest import MANIFEST
 from ..errors import ArenaError
 
 CHUNK = 1 << 16
+MAX_NAME_BYTES = 255  # one name, as Linux file systems take it
+MAX_PATH_BYTES = 1024  # a whole path in the archive: far beyond a bot folder's 32 levels of sensible names
 # what reading a damaged or unreadable entry raises (zipfile: a bad CRC or a lying size is
 # BadZipFile, a truncated stream EOFError or zlib.error, AES or another method NotImplementedError,
 # encryption RuntimeError)
@@ -58,6 +62,10 @@ def safe_parts(name: str) -> tuple[str, ...]:
     parts = tuple(x for x in p.parts if x not in ("", "."))
     if ".." in parts:
         raise UploadError(f"refused: the archive has a path that leaves its folder ({name[:80]!r})")
+    if len(name.encode()) > MAX_PATH_BYTES:
+        raise UploadError(f"refused: the archive has a path longer than {MAX_PATH_BYTES:,} bytes ({name[:80]!r}…)")
+    if any(len(x.encode()) > MAX_NAME_BYTES for x in parts):  # the file system's own limit (ENAMETOOLONG)
+        raise UploadError(f"refused: the archive has a file name longer than {MAX_NAME_BYTES} bytes ({name[:80]!r}…)")
     return parts
 
 
@@ -77,9 +85,39 @@ def _zip_entries(data: bytes) -> Iterator[Entry]:
                     lambda info=info: zf.open(info))
 
 
+TAR_ENTRY_BYTES = 4096
+"""What a tar spends on one entry besides its bytes (a header, padding to 512, a pax header for a
+long name), counted against an upload's ``max_bytes`` before a gzipped tar is decompressed."""
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """The bytes of a gzip stream, refused as soon as they pass ``limit``.
+
+    A 2 MB upload of zeros inflates to 2 GB, and tarfile reads a pax or long-name header whole
+    into memory before any entry can be counted: the stream is inflated here, within the limit,
+    and tarfile only ever sees what came out."""
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    try:
+        while rest.strip(b"\0"):  # a gzip file may be several members one after another (or padding)
+            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            chunk = d.decompress(rest, limit + 1 - size)
+            size += len(chunk)
+            out.append(chunk)
+            if size > limit or d.unconsumed_tail:
+                raise UploadError(f"refused: more than {limit // 2**20} MB once unpacked")
+            if not d.eof:
+                raise UploadError("refused: the archive is damaged (the gzip stream ends early)")
+            rest = d.unused_data
+    except zlib.error as e:
+        raise UploadError(f"refused: the archive is damaged (gzip: {e})") from None
+    return b"".join(out)
+
+
 def _tar_entries(data: bytes) -> Iterator[Entry]:
     try:
-        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
     except (tarfile.TarError, OSError, EOFError) as e:
         raise UploadError(f"not a readable tar archive: {e}") from None
     try:
@@ -94,10 +132,12 @@ def _tar_entries(data: bytes) -> Iterator[Entry]:
         raise UploadError(f"the tar archive is damaged: {e}") from None
 
 
-def entries(data: bytes) -> Iterator[Entry]:
+def entries(data: bytes, max_bytes: int, max_files: int) -> Iterator[Entry]:
     if data[:4] == b"PK\x03\x04":
         return _zip_entries(data)
-    if data[:2] == b"\x1f\x8b" or data[257:262] == b"ustar":
+    if data[:2] == b"\x1f\x8b":
+        return _tar_entries(gunzip(data, max_bytes + TAR_ENTRY_BYTES * (max_files + 3)))
+    if data[257:262] == b"ustar":
         return _tar_entries(data)
     raise UploadError("not a zip or tar.gz archive")
 
@@ -108,7 +148,7 @@ def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
     The root is ``dest`` if ``bot.toml`` is at the top, or the archive's single top-level folder."""
     plan: list[tuple[tuple[str, ...], Entry]] = []
     total = 0
-    for entry in entries(data):
+    for entry in entries(data, max_bytes, max_files):
         parts = safe_parts(entry.name)
         if not parts:
             continue

@@ -96,6 +96,7 @@ class LadderPage:
     error: str = ""
     members: list[str] = field(default_factory=list)
     misfits: list[dict[str, Any]] = field(default_factory=list)
+    seasons: list[int] = field(default_factory=list)  # the ladder's season numbers, each linked
 
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
@@ -117,8 +118,12 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     chart = rating_chart(bands, order=[b for b in order if b in bands] + sorted(set(bands) - set(order)))
     matrix = table.matrix or {}
     cells = {a: {b: (c.score, c.games) for b, c in row.items()} for a, row in matrix.items()}
+    numbers = []
+    if db.has_table("seasons"):
+        from ..ladder.seasons import seasons
+        numbers = [s.number for s in seasons(db, name)]
     return LadderPage(name, ladder.description, table.games, rows, chart, len(bands), heat_map(order, cells),
-                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits)
+                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits, numbers)
 
 
 @dataclass

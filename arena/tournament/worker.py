@@ -223,7 +223,9 @@ class WorkerExecutor:
 
     async def _spawn(self) -> None:
         self._started += 1
-        proc = await trio.lowlevel.open_process([sys.executable, "-m", "arena.tournament.worker"], stdin=subprocess.PIPE,
+        # -P: not the working directory first on sys.path, where a folder named ``arena`` (a
+        # checkout's parent, say) would shadow the installed package in the worker only.
+        proc = await trio.lowlevel.open_process([sys.executable, "-P", "-m", "arena.tournament.worker"], stdin=subprocess.PIPE,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         w = _Worker(self._started, proc)
         self.workers.append(w)

@@ -140,8 +140,8 @@ def main() -> None:
     p.add_argument("--opponents", default="heuristic:12,lowest:4",
                    help="name:environments,...; the name self plays the run's own checkpoints")
     p.add_argument("--pool", type=int, default=8, help="self-play draws from the newest N checkpoints (0: all)")
-    p.add_argument("--steps", type=int, default=3_000_000, help="learner decisions to train on")
-    p.add_argument("--minutes", type=float, default=55.0, help="training time cap (evaluations excluded)")
+    p.add_argument("--steps", type=int, default=3_000_000, help="learner decisions to train on (default: 3,000,000)")
+    p.add_argument("--minutes", type=float, default=55.0, help="training time cap (evaluations excluded; default: 55)")
     p.add_argument("--hidden", default="128,128")
     p.add_argument("--n-steps", type=int, default=128, help="steps per environment per update")
     p.add_argument("--batch", type=int, default=512)

@@ -1,0 +1,45 @@
+"""``arena bench``: a course's bench from its file (:mod:`arena.tournament.bench`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..safetext import SafeConsole
+from .common import fail
+
+out = SafeConsole(highlight=False, soft_wrap=True)
+
+
+def bench(file: Annotated[Path, typer.Argument(help="The bench file (TOML; docs/FORMATS.md).")],
+          csv_out: Annotated[Optional[Path], typer.Option("--csv", help="Write the grades here as CSV.")] = None,
+          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap "
+                                                          "(the default where it works).")] = None) -> None:
+    """Play every member's games against the reference bots that the store does not hold yet (nothing
+    before the deadline; the members' folders as copied at it), then print the grades."""
+    import trio
+    from ..tournament.bench import grades, load_bench, run_bench, write_csv
+    from ..tournament.store import Store
+    b = load_bench(file)
+    if csv_out is not None and csv_out.is_dir():
+        fail(f"--csv {csv_out} is a directory")
+    db = Store(b.store)
+    try:
+        labels = trio.run(lambda: run_bench(b, db, now=dt.datetime.now(dt.timezone.utc),
+                                            overrides={"sandbox": sandbox}))
+        rows = grades(b, db, labels)
+    finally:
+        db.close()
+    for g in rows:
+        refs = ", ".join(f"{r} {s:.2f}" for r, s in g.by_reference.items())
+        out.print(f"{g.member}: {g.grade} (score {g.score:.3f} in {g.games} games; {refs})", markup=False)
+    if csv_out is not None:
+        write_csv(csv_out, rows)
+        out.print(f"wrote {csv_out}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)

@@ -1,0 +1,154 @@
+"""A course's bench: each member plays only the reference bots, on the same duplicate deals.
+
+A bench is one gauntlet per member (``BENCH/MEMBER``), every one with the same seed, so table
+``t`` deal ``d`` is dealt from the same seed for every member: member A's third game against the
+reference bots is member B's third game, card for card. A member is graded on its own games
+only, so a member added late plays its games alone and changes no one's grade. At the deadline
+(its first run after it) each member's folder is copied to the bench's snapshot folder and the
+copies are played: what a member changes after the deadline is not graded.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, TournamentConfig, _resolve, load_config
+from .formats import points
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    references: list[str]
+    members: list[str]
+    deadline: dt.datetime | None
+    bands: dict[str, float]
+    store: str
+    shared: dict[str, Any] = field(default_factory=dict)  # rules, seats, deals, seed, clock: for every gauntlet
+
+
+def load_bench(path: str | Path) -> Bench:
+    from ..config import ConfigFileError, bench_data, read_toml
+    p = Path(path)
+    try:
+        data = bench_data(read_toml(p, "bench file"), str(p))
+    except ConfigFileError as e:
+        raise ConfigError(str(e)) from None
+    deadline = None
+    if data.get("deadline"):
+        try:
+            deadline = dt.datetime.fromisoformat(data["deadline"])
+        except ValueError:
+            raise ConfigError(f"{p}: deadline: {data['deadline']!r} is not an ISO 8601 time") from None
+        if deadline.tzinfo is None:
+            raise ConfigError(f"{p}: deadline: give its zone (e.g. {data['deadline']}Z): a course spans time zones")
+    members = [_resolve(m, p.parent) for m in data["members"]]
+    for m in members:
+        if not Path(m).is_dir():
+            raise ConfigError(f"{p}: members: {m} is not a bot folder")
+    shared = {k: v for k, v in data.items()
+              if k not in ("name", "references", "members", "deadline", "bands", "store")}
+    return Bench(data.get("name", p.stem), [_resolve(r, p.parent) for r in data["references"]], members,
+                 deadline, dict(data.get("bands", {"pass": 0.5, "fail": 0.0})),
+                 str(p.parent / data["store"]) if "store" in data else "arena-data/arena.sqlite", shared)
+
+
+def snapshot_dir(bench: Bench) -> Path:
+    return Path(bench.store).parent / "bench" / bench.name
+
+
+def snapshot(bench: Bench, now: dt.datetime) -> list[str]:
+    """The folders to play: before the deadline, nothing (an error); at or after it, copies of the
+    members' folders, taken once. A bench without a deadline plays the folders as they are."""
+    if bench.deadline is None:
+        return list(bench.members)
+    if now < bench.deadline:
+        raise ConfigError(f"bench {bench.name}: its deadline is {bench.deadline.isoformat()}; nothing is played before it")
+    root = snapshot_dir(bench)
+    out = []
+    for i, m in enumerate(bench.members):
+        copy = root / f"{i}-{Path(m).name}"
+        if not copy.exists():
+            tmp = root / f".{copy.name}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(m, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+            tmp.chmod(0o755)
+            tmp.rename(copy)  # whole or not at all: a killed copy is taken again
+        out.append(str(copy))
+    root.chmod(0o755)
+    return out
+
+
+def member_config(bench: Bench, folder: str, label: str, overrides: dict[str, Any] | None = None) -> TournamentConfig:
+    """The member's gauntlet: the references as the field, the same seed and deals for all."""
+    return load_config(None, {**bench.shared, **(overrides or {}), "name": f"{bench.name}/{label}",
+                              "format": "gauntlet", "bots": bench.references, "candidates": [folder],
+                              "store": bench.store})
+
+
+async def run_bench(bench: Bench, store: Any, *, now: dt.datetime, overrides: dict[str, Any] | None = None,
+                    launcher: Callable | None = None) -> list[str]:
+    """Play every member's games the store does not hold yet; returns the members' labels."""
+    from ..bots.manifest import load_bot
+    from .run import run_tournament
+    labels = []
+    for folder in snapshot(bench, now):
+        label = load_bot(folder).label
+        if label in labels:
+            raise ConfigError(f"bench {bench.name}: two members are {label}: give each bot its own name")
+        labels.append(label)
+        await run_tournament(member_config(bench, folder, label, overrides), store, launcher=launcher, collect=False)
+    return labels
+
+
+@dataclass(frozen=True)
+class Grade:
+    member: str
+    games: int
+    score: float  # the share of the points it could take, 0 to 1
+    by_reference: dict[str, float]  # the same, at the tables each reference sat at
+    grade: str
+
+
+def grade_of(score: float, bands: dict[str, float]) -> str:
+    """The band with the highest floor the score reaches; below every floor: the lowest band."""
+    reached = [(floor, name) for name, floor in bands.items() if score >= floor]
+    return max(reached)[1] if reached else min((floor, name) for name, floor in bands.items())[1]
+
+
+def grades(bench: Bench, store: Any, labels: list[str]) -> list[Grade]:
+    out = []
+    for label in labels:
+        games = store.games(tournament=f"{bench.name}/{label}", limit=2**62)
+        got = most = 0.0
+        ref_got: dict[str, float] = {}
+        ref_most: dict[str, float] = {}
+        for g in games:
+            seats = g["seats"]
+            mine = points(seats, g["result"])[label]
+            got += mine
+            most += len(seats) - 1
+            for other in seats:
+                if other != label:
+                    ref_got[other] = ref_got.get(other, 0.0) + mine
+                    ref_most[other] = ref_most.get(other, 0.0) + len(seats) - 1
+        score = got / most if most else 0.0
+        out.append(Grade(label, len(games), score, {r: ref_got[r] / ref_most[r] for r in sorted(ref_got)},
+                         grade_of(score, bench.bands)))
+    return out
+
+
+def write_csv(path: Path, rows: list[Grade]) -> None:
+    refs = sorted({r for g in rows for r in g.by_reference})
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["member", "games", "score", *[f"vs {r}" for r in refs], "grade"])
+        for g in rows:
+            w.writerow([g.member, g.games, f"{g.score:.3f}",
+                        *[f"{g.by_reference[r]:.3f}" if r in g.by_reference else "" for r in refs], g.grade])
