@@ -223,6 +223,33 @@ def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
                            "ended without cleaning up (killed, or crashed): pid 999998 (no record of its user)")
 
 
+def test_a_referee_directory_another_cleaner_removes_meanwhile_is_no_error(tmp_path: Path, monkeypatch):
+    """Two arenas starting together both look through the machine's run directory: one may
+    remove a dead referee's directory while the other reads it. The other goes on (it raised
+    FileNotFoundError from ``Path.glob`` and its command ended with an error)."""
+    import shutil
+    from arena.bots import uids
+    registry = uids.Registry(tmp_path / "run")
+    for pid in (999991, 999992):
+        (registry.run_dir / f"ref-{pid}").mkdir()
+        (registry.run_dir / f"ref-{pid}" / "bot.json").write_text("{}")
+    read = uids._read_record
+
+    def read_then_the_other_cleaner_strikes(path: Path) -> dict:
+        for pid in (999991, 999992):  # whichever is read first, the other goes
+            if f"ref-{pid}" != path.parent.name:
+                shutil.rmtree(registry.run_dir / f"ref-{pid}", ignore_errors=True)
+        return read(path)
+    monkeypatch.setattr(uids, "_read_record", read_then_the_other_cleaner_strikes)
+    assert registry._recorded_procs() == set()
+    (registry.run_dir / "ref-999993").mkdir()
+    (registry.run_dir / "ref-999993" / "lock").touch()
+    (registry.run_dir / "ref-999993" / "bot.json").write_text("{}")
+    monkeypatch.setattr(uids, "_read_record", lambda path: shutil.rmtree(path.parent) or {})
+    registry._clean_referee_dir(registry.run_dir / "ref-999993", None, uids.StaleReport())
+    assert not (registry.run_dir / "ref-999993").exists()
+
+
 def test_a_long_lived_referees_list_of_temporary_directories_stays_short(tmp_path: Path, monkeypatch):
     """A server starts trusted or gVisor bots for weeks, each with a temporary home noted in the
     referee's ``temps`` listing: the listing keeps the directories still there, not a line per

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import fnmatch
 import json
 import secrets
 import os
@@ -69,6 +70,18 @@ def _try_lock(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _entries(directory: Path, pattern: str) -> list[Path]:
+    """``directory.glob(pattern)`` (one level) that reads a directory removed meanwhile as empty:
+    other arenas clean the same run directory at the same time (``Path.glob`` over two levels
+    raised FileNotFoundError when one of them removed a referee directory between its steps)."""
+    try:
+        with os.scandir(directory) as it:
+            names = [e.name for e in it]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [directory / n for n in sorted(fnmatch.filter(names, pattern))]
 
 
 def uid_in_pool(uid: int) -> bool:
@@ -342,9 +355,10 @@ class Registry:
     def _recorded_procs(self) -> set[tuple[int, int]]:
         """(pid, start time) of every process the records of other referees name."""
         named: set[tuple[int, int]] = set()
-        for rec_path in self.run_dir.glob("ref-*/*.json"):
-            if rec_path.parent != self.dir:
-                named |= set(_record_procs(_read_record(rec_path)).items())
+        for d in _entries(self.run_dir, "ref-*"):
+            if d != self.dir:
+                for rec_path in _entries(d, "*.json"):
+                    named |= set(_record_procs(_read_record(rec_path)).items())
         return named
 
     def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
@@ -355,10 +369,10 @@ class Registry:
             before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0
             kept = False
-            for rec_path in d.glob("*.json"):
+            for rec_path in _entries(d, "*.json"):
                 rec = _read_record(rec_path)
                 if not rec or self._kill_record(rec, deadline, report):
-                    rec_path.unlink()
+                    rec_path.unlink(missing_ok=True)
                 else:
                     kept = True
             for temp in _kept_temps(d / TEMPS):
