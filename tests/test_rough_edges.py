@@ -140,22 +140,46 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
 
 def _dead_owner(name: str) -> bool:
     """A referee directory (ref-PID) or bot cgroup (rPID-bN) whose process is gone."""
-    digits = name[4:] if name.startswith("ref-") else name[1:].split("-", 1)[0]
+    digits = _owner(name)
     return digits.isdigit() and not Path(f"/proc/{digits}").exists()
 
 
-def _leftovers() -> set[str]:
+def _owner(name: str) -> str:
+    """The pid a referee directory (ref-PID) or bot cgroup (rPID-bN) belongs to."""
+    return name[4:] if name.startswith("ref-") else name[1:].split("-", 1)[0]
+
+
+def _process_tree(root: int) -> set[str]:
+    """The pids of ``root`` and every process below it now (read from /proc)."""
+    parents: dict[str, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[stat.parent.name] = fields[1]
+    tree, grew = {str(root)}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree}
+        grew = not below <= tree
+        tree |= below
+    return tree
+
+
+def _leftovers(owners: set[str]) -> set[str]:
+    """What the processes ``owners`` left behind them: a referee directory or bot cgroup whose
+    process is gone. Only theirs: other arenas on the machine (other tests, other users) come and
+    go, and one killed on purpose elsewhere leaves its directory for its next run to clean."""
     from arena.bots.uids import default_run_dir
     found = {str(p) for p in Path("/sys/fs/cgroup").glob("*/palace-arena/r*-b*")}
     found |= {str(p) for p in default_run_dir().glob("ref-*")}
-    return {p for p in found if _dead_owner(Path(p).name)}
+    return {p for p in found if _owner(Path(p).name) in owners and _dead_owner(Path(p).name)}
 
 
 def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
     """A tournament a script started in the background (SIGINT ignored, as `&` leaves it) and then
     stopped with `kill -TERM`: the interrupted line, exit 130, and nothing left for the next run
     to clean (no cgroup, no referee directory of a process that is gone)."""
-    before = _leftovers()
     proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", "--deals", "2000", "-j", "2"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -163,6 +187,9 @@ def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
         head = proc.stdout.readline()
         assert head.startswith("tournament demo:"), head
         time.sleep(3.0)
+        owners = _process_tree(proc.pid)  # the referee and its workers, each with its own directory
+        from arena.bots.uids import default_run_dir
+        assert {p for p in owners if (default_run_dir() / f"ref-{p}").is_dir()}, "no referee directory seen"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
@@ -171,7 +198,7 @@ def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
             proc.wait()
     assert proc.returncode == 130, (out, err)
     assert "interrupted after" in err and "run the same command again to resume" in err and "Traceback" not in err
-    assert _leftovers() - before == set()
+    assert _leftovers(owners) == set()
 
 
 def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
@@ -194,6 +221,59 @@ def test_an_empty_leftover_referee_directory_is_not_reported(tmp_path: Path):
     assert report and not copy.exists()
     assert str(report) == ("1 copy(ies) of the arena or a bot removed, left by 1 earlier arena process(es) that "
                            "ended without cleaning up (killed, or crashed): pid 999998 (no record of its user)")
+
+
+def test_a_referee_directory_another_cleaner_removes_meanwhile_is_no_error(tmp_path: Path, monkeypatch):
+    """Two arenas starting together both look through the machine's run directory: one may
+    remove a dead referee's directory while the other reads it. The other goes on (it raised
+    FileNotFoundError from ``Path.glob`` and its command ended with an error)."""
+    import shutil
+    from arena.bots import uids
+    registry = uids.Registry(tmp_path / "run")
+    for pid in (999991, 999992):
+        (registry.run_dir / f"ref-{pid}").mkdir()
+        (registry.run_dir / f"ref-{pid}" / "bot.json").write_text("{}")
+    read = uids._read_record
+
+    def read_then_the_other_cleaner_strikes(path: Path) -> dict:
+        for pid in (999991, 999992):  # whichever is read first, the other goes
+            if f"ref-{pid}" != path.parent.name:
+                shutil.rmtree(registry.run_dir / f"ref-{pid}", ignore_errors=True)
+        return read(path)
+    monkeypatch.setattr(uids, "_read_record", read_then_the_other_cleaner_strikes)
+    assert registry._recorded_procs() == set()
+    (registry.run_dir / "ref-999993").mkdir()
+    (registry.run_dir / "ref-999993" / "lock").touch()
+    (registry.run_dir / "ref-999993" / "bot.json").write_text("{}")
+    monkeypatch.setattr(uids, "_read_record", lambda path: shutil.rmtree(path.parent) or {})
+    registry._clean_referee_dir(registry.run_dir / "ref-999993", None, uids.StaleReport())
+    assert not (registry.run_dir / "ref-999993").exists()
+
+
+def test_a_long_lived_referees_list_of_temporary_directories_stays_short(tmp_path: Path, monkeypatch):
+    """A server starts trusted or gVisor bots for weeks, each with a temporary home noted in the
+    referee's ``temps`` listing: the listing keeps the directories still there, not a line per
+    start, and every directory still there stays listed (a kill -9 must find it)."""
+    import shutil
+    from arena.bots import uids
+    monkeypatch.setattr(uids, "TEMPS_COMPACT_BYTES", 2048)
+    registry = uids.Registry(tmp_path / "run")
+    listing = registry.dir / uids.TEMPS
+    live = []
+    try:
+        for n in range(200):  # each start's home is removed at its end; every tenth outlives the loop
+            home = registry.temp_dir("palace-arena-test-")
+            if n % 10:
+                shutil.rmtree(home)
+            else:
+                live.append(home)
+        noted = listing.read_text().splitlines()
+        assert len(noted) < 200 / 4 and listing.stat().st_size < 2 * 2048
+        assert {str(h) for h in live} <= set(noted)
+        assert [p.name for p in uids._kept_temps(listing)] == [h.name for h in live]
+    finally:
+        for home in live:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def test_the_cleanup_says_whose_leftovers_it_removed(tmp_path: Path, monkeypatch):

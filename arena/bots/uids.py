@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import fnmatch
 import json
 import secrets
 import os
@@ -18,6 +19,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
 TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
+TEMPS_COMPACT_BYTES = 64 * 1024  # past this, the lines of directories already removed are dropped
 OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
 
 
@@ -67,6 +70,18 @@ def _try_lock(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _entries(directory: Path, pattern: str) -> list[Path]:
+    """``directory.glob(pattern)`` (one level) that reads a directory removed meanwhile as empty:
+    other arenas clean the same run directory at the same time (``Path.glob`` over two levels
+    raised FileNotFoundError when one of them removed a referee directory between its steps)."""
+    try:
+        with os.scandir(directory) as it:
+            names = [e.name for e in it]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [directory / n for n in sorted(fnmatch.filter(names, pattern))]
 
 
 def uid_in_pool(uid: int) -> bool:
@@ -172,6 +187,7 @@ class Registry:
         self._seq = 0
         self._uid_next = 0
         self._leased: set[int] = set()
+        self._temps_lock = threading.Lock()  # bots start from several threads (a hub per thread)
         self.report = StaleReport()
         if self.dir.exists():  # a dead referee had our pid: its leftovers go first
             self._clean_referee_dir(self.dir, None, self.report)
@@ -258,19 +274,42 @@ class Registry:
         any instant leaves no directory nobody named (noting it after ``mkdtemp`` left an empty
         copy behind when a worker was killed in between)."""
         base = Path(tempfile.gettempdir())
-        for _ in range(100):
-            path = base / f"{prefix}{secrets.token_hex(8)}"
-            fd = os.open(self.dir / TEMPS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:  # one unbuffered write: in the kernel's hands before the directory exists
-                os.write(fd, f"{path}\n".encode())
-            finally:
-                os.close(fd)
-            try:
-                path.mkdir(mode=0o700)
-            except FileExistsError:  # 64 random bits met a name in use: try another
-                continue
-            return path
+        listing = self.dir / TEMPS
+        with self._temps_lock:  # a compaction must not drop a name noted but not yet made
+            self._compact_temps(listing)
+            for _ in range(100):
+                path = base / f"{prefix}{secrets.token_hex(8)}"
+                fd = os.open(listing, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:  # one unbuffered write: in the kernel's hands before the directory exists
+                    os.write(fd, f"{path}\n".encode())
+                finally:
+                    os.close(fd)
+                try:
+                    path.mkdir(mode=0o700)
+                except FileExistsError:  # 64 random bits met a name in use: try another
+                    continue
+                return path
         raise FileExistsError(f"no free temporary directory name with prefix {prefix!r} in {base}")
+
+    @staticmethod
+    def _compact_temps(listing: Path) -> None:
+        """Keep the listing as long as the directories still there, not one line per bot ever
+        started (a server starts bots for weeks): past a size, rewrite it with the names that
+        still exist, in one rename, so a kill at any instant leaves one whole listing."""
+        try:
+            if listing.stat().st_size <= TEMPS_COMPACT_BYTES:
+                return
+            lines = listing.read_text().splitlines()
+        except OSError:
+            return
+        kept = "".join(f"{line}\n" for line in lines if line and os.path.lexists(line))
+        tmp = listing.with_name(f".{TEMPS}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, kept.encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, listing)
 
     def drop_record(self, name: str) -> None:
         try:
@@ -316,9 +355,10 @@ class Registry:
     def _recorded_procs(self) -> set[tuple[int, int]]:
         """(pid, start time) of every process the records of other referees name."""
         named: set[tuple[int, int]] = set()
-        for rec_path in self.run_dir.glob("ref-*/*.json"):
-            if rec_path.parent != self.dir:
-                named |= set(_record_procs(_read_record(rec_path)).items())
+        for d in _entries(self.run_dir, "ref-*"):
+            if d != self.dir:
+                for rec_path in _entries(d, "*.json"):
+                    named |= set(_record_procs(_read_record(rec_path)).items())
         return named
 
     def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
@@ -329,10 +369,10 @@ class Registry:
             before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0
             kept = False
-            for rec_path in d.glob("*.json"):
+            for rec_path in _entries(d, "*.json"):
                 rec = _read_record(rec_path)
                 if not rec or self._kill_record(rec, deadline, report):
-                    rec_path.unlink()
+                    rec_path.unlink(missing_ok=True)
                 else:
                     kept = True
             for temp in _kept_temps(d / TEMPS):
