@@ -42,8 +42,10 @@ def in_process(monkeypatch):
 
 
 def _match(*args: str):
+    """A match of in-process bots on a clock no load can run out (on the default 200 ms, a loaded
+    machine timed both seats out and every game was a draw: the SPRT then accepted H0)."""
     return runner.invoke(app, ["match", *args, "--rules", "shithead", "--max-turns", "600", "--no-store",
-                               "--every", "1000"])
+                               "--every", "1000", "--move-ms", "60000"])
 
 
 def test_exit_status_is_the_verdict(in_process, tmp_path: Path):
