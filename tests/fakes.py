@@ -2,8 +2,9 @@
 
 Everything here is :class:`arena.referee.testing.MockBot`; these helpers keep the
 line-level form older tests use: ``ScriptedConnection(respond)`` runs ``respond(line)``
-as the bot (the lines it prints, or None when it exits). The in-process executor still plays
-on the trio referee, so these are :class:`~arena.referee.testing.TrioMockBot` doubles.
+as the bot (the lines it prints, or None when it exits). The in-process executor plays on the
+blocking shell, so these are synchronous; :class:`TrioScriptedConnection` is the same bot for the
+tests still driving the trio referee directly.
 """
 
 from __future__ import annotations
@@ -22,8 +23,31 @@ from arena.referee.core import GameRecord, TimeControl
 from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, TrioMockBot, hello_line
 
 
-class ScriptedConnection(TrioMockBot):
-    """A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
+class ScriptedConnection(MockBot):
+    """A bot given as a function of the referee's line; ``delay`` seconds of thought (on its fake
+    clock) before each reply."""
+
+    def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
+        def by_message(msg: dict) -> list | None:
+            lines = respond(self._line)
+            if lines is None:
+                return [EXIT]
+            return [item for line in lines for item in ((Sleep(delay), line) if delay else (line,))]
+        self._line = ""
+        super().__init__(by_message)
+
+    @property
+    def sent(self) -> list[str]:
+        """Every line the referee wrote."""
+        return self.lines
+
+    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+        self._line = text
+        super().send_line(text, timeout=timeout)
+
+
+class TrioScriptedConnection(TrioMockBot):
+    """:class:`ScriptedConnection` for the trio referee. A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
 
     def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
         def by_message(msg: dict) -> list | None:
@@ -68,7 +92,7 @@ POLICIES = {
 
 def policy_launcher(starts: list[str] | None = None):
     """A tournament launcher that runs bundled bots' policies in-process by bot name."""
-    async def launch(spec):
+    def launch(spec):
         if starts is not None:
             starts.append(spec.label)
         return ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))

@@ -58,7 +58,7 @@ from arena.replay.html import replay_html, report_html
 from arena.replay.terminal import navigate, render_frame, run_interactive, run_seat_interactive
 from arena.replay.view import replay_data
 from arena.tournament.store import Store
-from tests.fakes import ScriptedConnection, policy_bot
+from tests.fakes import TrioScriptedConnection as ScriptedConnection, policy_bot
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK = TimeControl(move_ms=1000, bank_ms=10_000, handshake_ms=10_000)

@@ -152,12 +152,22 @@ class BlockingLaunch:
     def __init__(self, launcher: Any):
         self.launcher = launcher
         self.plans: dict[str, Any] = {}  # label -> LaunchPlan
+        self._planning = threading.Lock()  # lanes of one executor share it: each bot planned once
 
     def __call__(self, spec):
         plan = self.plans.get(spec.label)
         if plan is None:
-            plan = self.plans[spec.label] = self.launcher.plan_now(spec)
+            with self._planning:
+                plan = self.plans.get(spec.label)
+                if plan is None:
+                    plan = self.plans[spec.label] = self.launcher.plan_now(spec)
         return plan.start_blocking()
+
+
+def blocking_launch(launcher: Any) -> BlockingLauncher:
+    """What starts bots on the blocking shell: a :class:`~arena.bots.launch.Launcher` planned once
+    per bot (:class:`BlockingLaunch`), or a spec -> bot function as it is (a test's fakes)."""
+    return BlockingLaunch(launcher) if hasattr(launcher, "plan_now") else launcher
 
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
