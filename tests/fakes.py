@@ -3,8 +3,7 @@
 Everything here is :class:`arena.referee.testing.MockBot`; these helpers keep the
 line-level form older tests use: ``ScriptedConnection(respond)`` runs ``respond(line)``
 as the bot (the lines it prints, or None when it exits). The in-process executor plays on the
-blocking shell, so these are synchronous; :class:`TrioScriptedConnection` is the same bot for the
-tests still driving the trio referee directly.
+blocking shell, so these are synchronous.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from arena.bots.manifest import BotSpec
 from arena.engine import Rules
 from arena.referee.blocking import BlockingPlayer, play_game
 from arena.referee.core import GameRecord, TimeControl
-from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, TrioMockBot, hello_line
+from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, hello_line
 
 
 class ScriptedConnection(MockBot):
@@ -44,28 +43,6 @@ class ScriptedConnection(MockBot):
     def send_line(self, text: str, *, timeout: float = 10.0) -> None:
         self._line = text
         super().send_line(text, timeout=timeout)
-
-
-class TrioScriptedConnection(TrioMockBot):
-    """:class:`ScriptedConnection` for the trio referee. A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
-
-    def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
-        def by_message(msg: dict) -> list | None:
-            lines = respond(self._line)
-            if lines is None:
-                return [EXIT]
-            return [item for line in lines for item in ((Sleep(delay), line) if delay else (line,))]
-        self._line = ""
-        super().__init__(by_message)
-
-    @property
-    def sent(self) -> list[str]:
-        """Every line the referee wrote."""
-        return self.lines
-
-    async def send_line(self, text: str) -> None:
-        self._line = text
-        await super().send_line(text)
 
 
 def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[str], list[str] | None]:
