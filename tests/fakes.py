@@ -2,8 +2,8 @@
 
 Everything here is :class:`arena.referee.testing.MockBot`; these helpers keep the
 line-level form older tests use: ``ScriptedConnection(respond)`` runs ``respond(line)``
-as the bot (the lines it prints, or None when it exits). The in-process executor still plays
-on the trio referee, so these are :class:`~arena.referee.testing.TrioMockBot` doubles.
+as the bot (the lines it prints, or None when it exits). The in-process executor plays on the
+blocking shell, so these are synchronous.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from arena.bots.manifest import BotSpec
 from arena.engine import Rules
 from arena.referee.blocking import BlockingPlayer, play_game
 from arena.referee.core import GameRecord, TimeControl
-from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, TrioMockBot, hello_line
+from arena.referee.testing import EXIT, FakeClock, MockBot, Sleep, hello_line
 
 
-class ScriptedConnection(TrioMockBot):
-    """A bot given as a function of the referee's line; ``delay`` seconds of thought before each reply."""
+class ScriptedConnection(MockBot):
+    """A bot given as a function of the referee's line; ``delay`` seconds of thought (on its fake
+    clock) before each reply."""
 
     def __init__(self, respond: Callable[[str], list[str] | None], *, delay: float = 0.0):
         def by_message(msg: dict) -> list | None:
@@ -39,9 +40,9 @@ class ScriptedConnection(TrioMockBot):
         """Every line the referee wrote."""
         return self.lines
 
-    async def send_line(self, text: str) -> None:
+    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
         self._line = text
-        await super().send_line(text)
+        super().send_line(text, timeout=timeout)
 
 
 def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[str], list[str] | None]:
@@ -68,7 +69,7 @@ POLICIES = {
 
 def policy_launcher(starts: list[str] | None = None):
     """A tournament launcher that runs bundled bots' policies in-process by bot name."""
-    async def launch(spec):
+    def launch(spec):
         if starts is not None:
             starts.append(spec.label)
         return ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))

@@ -19,7 +19,7 @@ from arena.faults import ArenaFailure
 from arena.ladder import bot_statuses, load_ladder, open_store, run_ladder
 from arena.ladder.config import LadderError
 from arena.ladder.tables import _add_member
-from arena.referee import BotPlayer, TimeControl, run_game
+from arena.referee import TimeControl
 from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
 from arena.referee.testing import MockBot, policy
 from arena.tournament.config import load_config
@@ -42,59 +42,14 @@ def failing(error: BaseException, name: str = "lowest", times: int | None = None
     inner = policy_launcher()
     count = [0]
 
-    async def launch(spec):
+    def launch(spec):
         if spec.name == name and (times is None or count[0] < times):
             count[0] += 1
             raise error
         if starts is not None:
             starts.append(spec.label)
-        return await inner(spec)
+        return inner(spec)
     return launch
-
-
-class Closing(BotPlayer):
-    closed = 0
-
-    async def close(self, graceful: bool = False) -> None:
-        if self.conn is not None:
-            Closing.closed += 1
-        await super().close(graceful)
-
-
-@pytest.mark.parametrize("error", ARENAS, ids=lambda e: type(e).__name__)
-def test_an_arena_launch_failure_ends_the_game_unrecorded(error: BaseException) -> None:
-    launch = failing(error)
-    players = [Closing(load_bot(n), launch, CLOCK) for n in ("random", "lowest", "highest")]
-    Closing.closed = 0
-    with pytest.raises(ArenaFailure, match="the arena could not start lowest@1.0"):
-        trio.run(lambda: run_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK))
-    assert Closing.closed == 2 and all(p.conn is None for p in players)  # the started seats are stopped
-
-
-@pytest.mark.parametrize("error", BOTS, ids=lambda e: type(e).__name__)
-def test_a_start_that_fails_on_the_bots_own_files_is_its_forfeit(error: BaseException) -> None:
-    players = [BotPlayer(load_bot(n), failing(error), CLOCK) for n in ("random", "lowest")]
-    rec = trio.run(lambda: run_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK))
-    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "start_failed")]
-
-
-def test_a_missing_command_is_the_bots_through_the_real_launcher(tmp_path: Path) -> None:
-    from arena.bots.launch import Launcher
-    bot = tmp_path / "nocmd"
-    bot.mkdir()
-    (bot / "bot.toml").write_text('name = "nocmd"\ncommand = ["./not-here"]\n')
-    players = [BotPlayer(load_bot("random"), Launcher(trusted=True), CLOCK),
-               BotPlayer(load_bot(bot), Launcher(trusted=True), CLOCK)]
-
-    async def play_then_stop():  # run_game leaves its players running for the next game: stop them
-        try:
-            return await run_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
-        finally:
-            for p in players:
-                await p.shutdown()
-    rec = trio.run(play_then_stop)
-    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "start_failed")]
-    assert "command not found" in rec.faults[0]["message"]
 
 
 def _blocking_table(error: BaseException, started: list[MockBot]) -> list[BlockingPlayer]:

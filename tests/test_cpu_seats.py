@@ -217,7 +217,7 @@ def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -
     from arena.tournament.config import load_bots, load_config
     from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
     from arena.tournament.run import bot_setup
-    import arena.referee.blocking as blocking
+    import arena.tournament.executors as executors
 
     f = tmp_path / "t.toml"
     f.write_text('bots = ["random", "lowest"]\nponder = true\n')
@@ -230,7 +230,7 @@ def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -
     ladder = load_ladder(lad)
     assert ladder.tournament("x", format="round-robin", bots=ladder.bots).ponder
     seen = []
-    monkeypatch.setattr(blocking, "play_game", lambda *a, **kw: seen.append(kw["ponder"]) or 1 / 0)
+    monkeypatch.setattr(executors, "play_game", lambda *a, **kw: seen.append(kw["ponder"]) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
         BlockingExecutor(setup, launcher=lambda spec: None).play(GameTask("g", 1, tuple(setup.specs), 100))
     assert seen == [True]

@@ -21,7 +21,8 @@ import trio
 
 from arena.bots.manifest import load_bot
 from arena.engine import rules_from
-from arena.referee import BotPlayer, GameRecord, TimeControl, run_game
+from arena.referee import TimeControl
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
 from arena.tournament import seeds
 from arena.tournament.config import load_config
 from arena.tournament.executors import BotPool, PlayedGame
@@ -98,7 +99,7 @@ def test_arena_play_seed_deals_from_the_store_secret(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the pool
 
 def test_pool_never_lends_a_process_a_deal_it_has_seen() -> None:
-    async def main() -> None:
+    def main() -> None:
         pool = BotPool(policy_launcher(), TimeControl())
         spec = load_bot("lowest")
         seen: dict[str, set[int]] = {}
@@ -120,9 +121,9 @@ def test_pool_never_lends_a_process_a_deal_it_has_seen() -> None:
         assert max(len(s) for s in seen.values()) > 1
         # ...and the idle ones that saw a deal asked for again were retired, not hoarded
         assert sum(len(v) for v in pool.idle.values()) <= 3
-        await pool.close()
+        pool.close()
 
-    trio.run(main)
+    main()
 
 
 # ---------------------------------------------------------------- the attack: a bot with a memory
@@ -145,20 +146,18 @@ def test_the_memory_bot_recognises_a_deal_played_again_by_the_same_process(memor
     tournament tests below would see a pool that reuses a process for a deal."""
     from arena.bots.launch import Launcher
 
-    async def main() -> list[str]:
-        launcher = Launcher()
-        me = BotPlayer(load_bot(memory_bot), launcher, TimeControl(5000))
-        other = BotPlayer(load_bot("lowest"), launcher, TimeControl(5000))
-        rules = rules_from("classic", {})
-        try:
-            await run_game([me, other], rules, 424242, game_id="first")
-            again = await run_game([other, me], rules, 424242, game_id="again")
-        finally:
-            await me.shutdown()
-            await other.shutdown()
-        return [line for steps in again.stderr for line in steps]
-
-    lines = trio.run(main)
+    launcher = BlockingLaunch(Launcher())
+    me = BlockingPlayer(load_bot(memory_bot), launcher, TimeControl(5000))
+    other = BlockingPlayer(load_bot("lowest"), launcher, TimeControl(5000))
+    rules = rules_from("classic", {})
+    try:
+        play_game([me, other], rules, 424242, game_id="first")
+        again = play_game([other, me], rules, 424242, game_id="again")
+    finally:
+        me.shutdown()
+        other.shutdown()
+        settle()
+    lines = [line for steps in again.stderr for line in steps]
     assert any(line.startswith("RECOGNISED again: the deal of first") for line in lines), lines
 
 
@@ -192,15 +191,61 @@ def test_no_bot_process_plays_a_deal_twice(memory_bot: Path, tmp_path: Path, pro
     assert_no_process_saw_a_deal_twice(store, "memory")
 
 
+# ---------------------------------------------------------------- a game called off
+
+STALLING_BOT = """import json, sys
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    kind = json.loads(line)["type"]
+    log.write(kind + "\\n")
+    log.flush()
+    if kind == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": "stall", "version": "1"}), flush=True)
+"""
+
+
+def test_a_cancelled_game_stops_its_bots_at_once_in_their_lane(tmp_path: Path) -> None:
+    """A game whose caller is cancelled (Ctrl-C, a match decided) is called off in its lane's
+    thread: the waiting bot is killed then and there, not left to time out (it would be told
+    ``error`` first) and not left running; the executor then closes cleanly."""
+    from arena.bots.launch import Launcher
+    from arena.tournament.executors import BotSetup, GameTask, open_in_process
+
+    heard = tmp_path / "heard.log"
+    heard.write_text("")
+    d = tmp_path / "stall"
+    d.mkdir()
+    (d / "bot.py").write_text(STALLING_BOT)
+    (d / "bot.toml").write_text(f'name = "stall"\nversion = "1"\ncommand = ["python3", "bot.py", "{heard}"]\n')
+    stall = load_bot(d)
+    setup = BotSetup.of({str(d): stall, "lowest": load_bot("lowest")}, rules=rules_from("classic", {}),
+                        clock=TimeControl(move_ms=3000, bank_ms=0), trusted_bots=True)
+    started: list = []
+    inner = BlockingLaunch(Launcher(trusted=True))
+
+    def launch(spec):
+        started.append(inner(spec))
+        return started[-1]
+
+    async def main() -> None:
+        async with open_in_process(setup, capacity=1, launcher=launch) as ex:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ex.play, GameTask("g-1", 5, (stall.label, "lowest@1.0"), 100))
+                while "request" not in heard.read_text():
+                    await trio.sleep(0.02)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert heard.read_text().split() == ["hello", "start", "request"]  # never told it timed out
+    assert started and all(bot.returncode is not None for bot in started)
+
+
 # ---------------------------------------------------------------- one compact form across processes
 
 def test_a_played_game_crosses_processes_as_msgpack_with_the_log_as_raw_bytes() -> None:
-    async def main() -> GameRecord:
-        launch = policy_launcher()
-        players = [BotPlayer(load_bot(b), launch, TimeControl()) for b in ("lowest", "highest")]
-        return await run_game(players, rules_from("classic", {}), 99, game_id="x-000001")
-
-    record = trio.run(main)
+    launch = policy_launcher()
+    players = [BlockingPlayer(load_bot(b), launch, TimeControl()) for b in ("lowest", "highest")]
+    record = play_game(players, rules_from("classic", {}), 99, game_id="x-000001")
     played = PlayedGame.of(record, ["p.1", "p.2"])
     data = played.to_bytes()
     assert isinstance(data, bytes) and played.log in data  # the packed log travels as is: no base64

@@ -46,16 +46,16 @@ def make_bots(where: Path, n: int) -> list[str]:
 
 def launcher(begun: list[str] | None = None):
     """p<i> plays KINDS[i % 3]; ``begun`` collects each game id as a seat is told to start it."""
-    async def launch(spec):
+    def launch(spec):
         conn = ScriptedConnection(policy_bot(POLICIES[KINDS[int(spec.name[1:]) % 3]](), spec.name))
         if begun is not None:
             send = conn.send_line
 
-            async def send_line(text: str) -> None:
+            def send_line(text: str, *, timeout: float = 10.0) -> None:
                 msg = json.loads(text)
                 if msg.get("type") == "start":
                     begun.append(msg["game"])
-                await send(text)
+                send(text, timeout=timeout)
             conn.send_line = send_line
         return conn
     return launch

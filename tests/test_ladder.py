@@ -559,7 +559,8 @@ def test_a_match_plays_the_same_games_on_worker_processes(tmp_path: Path) -> Non
     one, pools_one = games(1)
     two, pools_two = games(2)
     assert len(one) == 8 and one == two
-    assert len(pools_one) == 1 and len(pools_two) == 2  # each worker process lends from a pool of its own
+    # each lane of the in-process executor, and each worker process, lends from a pool of its own
+    assert len(pools_one) == 2 and len(pools_two) == 2
 
 
 # --------------------------------------------------------------------------- snapshot folder names

@@ -141,7 +141,7 @@ def crashy_launcher():
     request, after a traceback on stderr."""
     inner = policy_launcher()
 
-    async def launch(spec):
+    def launch(spec):
         if spec.name.startswith("crashy"):
             def respond(line):
                 if json.loads(line)["type"] == "request":
@@ -150,7 +150,7 @@ def crashy_launcher():
             conn = ScriptedConnection(respond)
             conn.stderr = ["Traceback (most recent call last):", "ZeroDivisionError: division by zero"]
             return conn
-        return await inner(spec)
+        return inner(spec)
     return launch
 
 

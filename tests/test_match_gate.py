@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -104,23 +105,31 @@ def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process):
     assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True}
 
 
-def _overlap_launcher(state: dict):
-    """In-process bots that count the games in progress (seat 0's bot, from its start to its end)."""
-    async def launch(spec):
+def _overlap_launcher(state: dict, j: int):
+    """In-process bots that count the games in progress (seat 0's bot, from its start to its end).
+    A game's start waits (on its lane's thread) until ``j`` games were once in progress at the
+    same time, so the count does not depend on how the threads happen to be scheduled; an
+    executor that cannot reach ``j`` makes it wait out the timeout and fail."""
+    ready = threading.Condition()
+
+    def launch(spec):
         bot = ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))
         original, seat = bot.send_line, [None]
 
-        async def send_line(text: str) -> None:
+        def send_line(text: str, *, timeout: float = 10.0) -> None:
             msg = json.loads(text)
             if msg["type"] == "start":
                 seat[0] = msg["seat"]
                 if seat[0] == 0:
-                    state["now"] += 1
-                    state["most"] = max(state["most"], state["now"])
-                    await trio.sleep(0.01)  # room for another game to start, if it may
+                    with ready:
+                        state["now"] += 1
+                        state["most"] = max(state["most"], state["now"])
+                        ready.notify_all()
+                        ready.wait_for(lambda: state["most"] >= j, timeout=30)
             elif msg["type"] == "end" and seat[0] == 0:
-                state["now"] -= 1
-            await original(text)
+                with ready:
+                    state["now"] -= 1
+            original(text, timeout=timeout)
         bot.send_line = send_line  # type: ignore[method-assign]
         return bot
     return launch
@@ -132,7 +141,7 @@ def test_concurrency_counts_games(j: int):
     state = {"now": 0, "most": 0}
     p, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}),
                                       max_games=12, max_turns=400, concurrency=j,
-                                      launcher=_overlap_launcher(state)))
+                                      launcher=_overlap_launcher(state, j)))
     assert p.games == 12 and state["now"] == 0
     assert state["most"] == j
 

@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-import trio.testing
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -50,7 +48,10 @@ from arena.cli.main import app
 from arena.engine import PRESETS, Rules, preset
 from arena.engine.views import to_position
 from arena.referee import protocol
-from arena.referee import GameRecord, TimeControl, run_game
+from arena.referee import GameRecord, TimeControl
+from arena.referee.blocking import BlockingPlayer, play_game
+from arena.referee.seat import WALL
+from arena.referee.testing import FakeClock
 from arena.replay import (
     Replay, ReplayError, conversation_for, load_file, requests_for, simulate,
 )
@@ -78,7 +79,7 @@ class Bot:
     conns: list[ScriptedConnection] = field(default_factory=list)
 
     def launcher(self, name: str):
-        async def launch(spec: BotSpec) -> ScriptedConnection:
+        def launch(spec: BotSpec) -> ScriptedConnection:
             if self.fail_start:
                 raise BotCommandError("command not found: 'fake'")  # as spawn says it
             count = 0
@@ -130,18 +131,27 @@ def play(rules: Rules, seed: int, bots: list[Bot], *, clock: TimeControl = CLOCK
         if not live or live[-1][0] is not state:
             live.append((state, to_position(state)))
 
-    async def main() -> GameRecord:
-        from arena.referee import BotPlayer
-        players = [BotPlayer(BotSpec(f"bot{i}", "1", ("fake",), ROOT, ROOT), b.launcher(f"bot{i}"), clock)
-                   for i, b in enumerate(bots)]
-        gid = game_id or f"{rules.name}-{len(bots)}p-{seed}"
-        rec = await run_game(players, rules, seed, game_id=gid, clock=clock, max_turns=max_turns,
-                             on_event=on_event)
-        for p in players:
-            await p.shutdown()
-        return rec
+    # a fake clock, which the bots think on and the players time on, or the wall clock
+    timer: Any = FakeClock() if mock_clock else WALL
 
-    rec = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) if mock_clock else trio.run(main)
+    def launcher(b: Bot, name: str):
+        inner = b.launcher(name)
+
+        def launch(spec: BotSpec) -> ScriptedConnection:
+            conn = inner(spec)
+            if mock_clock:
+                conn.clock = timer
+            return conn
+        return launch
+    players = [BlockingPlayer(BotSpec(f"bot{i}", "1", ("fake",), ROOT, ROOT), launcher(b, f"bot{i}"), clock,
+                              timer=timer) for i, b in enumerate(bots)]
+    gid = game_id or f"{rules.name}-{len(bots)}p-{seed}"
+    try:
+        rec = play_game(players, rules, seed, game_id=gid, clock=clock, max_turns=max_turns, on_event=on_event,
+                        timer=timer)
+    finally:
+        for p in players:
+            p.shutdown()
     return Played(rec, bots, [pos for _, pos in live])
 
 

@@ -203,15 +203,15 @@ def _counting_launcher(starts: list[str], games: list[str]):
     from tests.fakes import policy_launcher
     inner = policy_launcher(starts)
 
-    async def launch(spec):
-        conn = await inner(spec)
+    def launch(spec):
+        conn = inner(spec)
         send = conn.send_line
 
-        async def send_line(text: str) -> None:
+        def send_line(text: str, *, timeout: float = 10.0) -> None:
             msg = json.loads(text)
             if msg.get("type") == "start":
                 games.append(msg["game"])
-            await send(text)
+            send(text, timeout=timeout)
 
         conn.send_line = send_line
         return conn

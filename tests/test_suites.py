@@ -138,13 +138,13 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
     """Every line sent to either bot during a suite match: no deal seed in any of them."""
     sent: list[str] = []
 
-    async def launch(spec):
+    def launch(spec):
         bot = ScriptedConnection(policy_bot(POLICIES[spec.name](), spec.name))
         original = bot.send_line
 
-        async def send_line(text: str) -> None:
+        def send_line(text: str, *, timeout: float = 10.0) -> None:
             sent.append(text)
-            await original(text)
+            original(text, timeout=timeout)
         bot.send_line = send_line  # type: ignore[method-assign]
         return bot
     suite = make_suite(rules_from("classic", {}), 2, 3)

@@ -10,16 +10,15 @@ import csv
 import itertools
 import json
 import os
-import random
 import subprocess
 import sys
+import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-import trio.testing
 
 from arena.referee import GameRecord
 from arena.tournament.config import ConfigError, TournamentConfig, load_bots, load_config
@@ -284,15 +283,16 @@ def test_store_refuses_a_second_copy(tmp_path: Path) -> None:
 
 
 class Interleaving:
-    """Fake bots that pause a random (mock-clock) moment before each reply, so concurrent games
-    interleave; each bot checks it only ever hears about one game at a time."""
+    """Fake bots that each check they only ever hear about one game at a time. A game's first
+    start waits (on its lane's thread) until three games have begun, so the games do overlap
+    however the threads are scheduled (an executor that plays one at a time times out and fails)."""
 
-    def __init__(self, seed: int = 0):
-        self.rng = random.Random(seed)
+    def __init__(self) -> None:
+        self.begun = threading.Condition()
         self.trace: list[tuple[str, str]] = []  # (game id, message type), in the order bots saw them
         self.problems: list[str] = []
 
-    async def __call__(self, spec: Any) -> ScriptedConnection:
+    def __call__(self, spec: Any) -> ScriptedConnection:
         inner = policy_bot(POLICIES[spec.name](), spec.name)
         current: list[str | None] = [None]
         outer = self
@@ -304,6 +304,11 @@ class Interleaving:
                 if current[0] is not None:
                     outer.problems.append(f"{spec.name}: start of {game} during {current[0]}")
                 current[0] = game
+                with outer.begun:
+                    outer.trace.append((game, "start"))
+                    outer.begun.notify_all()
+                    outer.begun.wait_for(lambda: len({g for g, k in outer.trace if k == "start"}) >= 3, timeout=30)
+                return inner(line)
             elif msg["type"] in ("request", "end"):
                 if game != current[0]:
                     outer.problems.append(f"{spec.name}: {msg['type']} of {game} during {current[0]}")
@@ -313,24 +318,19 @@ class Interleaving:
                 outer.trace.append((game, msg["type"]))
             return inner(line)
 
-        class Jittery(ScriptedConnection):
-            async def receive_line(self, timeout: float) -> str:
-                await trio.sleep(outer.rng.random() * 0.05)
-                return await super().receive_line(timeout)
-
-        return Jittery(respond)
+        return ScriptedConnection(respond)
 
 
 def test_concurrent_games_do_not_interleave(tmp_path: Path) -> None:
     cfg = cfg_of(name="conc", bots=BOTS3 + ["highest"], seats=3, rules="skip8", deals=1, concurrency=4,
                  store=str(tmp_path / "c.sqlite"))
     db = Store(cfg.store)
-    bots = Interleaving(seed=3)
+    bots = Interleaving()
 
     async def main() -> Any:
         return await run_tournament(cfg, db, launcher=bots)
 
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    trio.run(main)
     assert bots.problems == []
     lab = {ref: s.label for ref, s in load_bots(cfg).items()}
     check_store(db, cfg, lab)

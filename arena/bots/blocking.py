@@ -44,6 +44,11 @@ class BotClosed(ArenaError, OSError):
     """The bot was closed by the referee: nothing can be sent or received any more."""
 
 
+class Interrupted(BaseException):
+    """Another thread called off this thread's work (:meth:`Hub.interrupt`): a game whose caller
+    was cancelled. A BaseException, so no bot-fault handler mistakes it for a bot's doing."""
+
+
 class Hub:
     """Every blocking bot of one thread: their stderr, drained during every wait, and the bots
     closing with a grace period, finished during waits (or by :meth:`settle`)."""
@@ -53,6 +58,31 @@ class Hub:
         self._poll = select.poll()
         self._stderr: dict[int, BlockingBot] = {}
         self._closing: dict[int, tuple[BlockingBot, float]] = {}  # pidfd (or -pid) -> bot, kill time
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poll.register(self._wake_r, select.POLLIN)
+
+    def interrupt(self) -> None:
+        """From any thread: the hub's next wait (or the one under way) raises :class:`Interrupted`,
+        once; the waits of the cleanup after it then work as usual."""
+        try:
+            os.write(self._wake_w, b"!")
+        except BlockingIOError:  # already pending
+            pass
+
+    def __del__(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def clear_interrupt(self) -> None:
+        """Forget an interrupt not yet raised (it came after the work it was meant for)."""
+        try:
+            while os.read(self._wake_r, 64):
+                pass
+        except BlockingIOError:
+            pass
 
     def add(self, bot: BlockingBot) -> None:
         fd = bot._fds[2]
@@ -81,6 +111,9 @@ class Hub:
                     wait = min(wait, min(t for _, t in self._closing.values()) - time.monotonic())
                 hit = False
                 for ready, _ in poll.poll(int(wait * 1000 + 0.999) if wait > 0 else 0):
+                    if ready == self._wake_r:
+                        self.clear_interrupt()
+                        raise Interrupted
                     if ready == fd:
                         hit = True
                         continue
@@ -146,6 +179,11 @@ def hub() -> Hub:
     if current is None or current.pid != os.getpid():
         current = _local.hub = Hub()
     return current
+
+
+def adopt_hub(given: Hub) -> None:
+    """Make ``given`` this thread's hub: a thread's owner made it first, to interrupt it later."""
+    _local.hub = given
 
 
 class BlockingBot(BotBase):
@@ -345,4 +383,4 @@ class BlockingBot(BotBase):
             time.sleep(0.002)
 
 
-__all__ = ["BlockingBot", "BotClosed", "BotError", "Hub", "hub"]
+__all__ = ["BlockingBot", "BotClosed", "BotError", "Hub", "Interrupted", "adopt_hub", "hub"]

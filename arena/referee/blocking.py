@@ -152,29 +152,41 @@ class BlockingLaunch:
     def __init__(self, launcher: Any):
         self.launcher = launcher
         self.plans: dict[str, Any] = {}  # label -> LaunchPlan
+        self._planning = threading.Lock()  # lanes of one executor share it: each bot planned once
 
     def __call__(self, spec):
         plan = self.plans.get(spec.label)
         if plan is None:
-            plan = self.plans[spec.label] = self.launcher.plan_now(spec)
+            with self._planning:
+                plan = self.plans.get(spec.label)
+                if plan is None:
+                    plan = self.plans[spec.label] = self.launcher.plan_now(spec)
         return plan.start_blocking()
+
+
+def blocking_launch(launcher: Any) -> BlockingLauncher:
+    """What starts bots on the blocking shell: a :class:`~arena.bots.launch.Launcher` planned once
+    per bot (:class:`BlockingLaunch`), or a spec -> bot function as it is (a test's fakes)."""
+    return BlockingLaunch(launcher) if hasattr(launcher, "plan_now") else launcher
 
 
 def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
-              given: Sequence[int] = (), timer: Timer = WALL) -> GameRecord:
+              given: Sequence[int] = (), timer: Timer = WALL,
+              on_event: Callable[[Any, dict[str, Any]], None] | None = None) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
     ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
     decision, no bank, so think time carries nothing another seat can time; ``ponder`` (seats
     left running off their turn) and ``given`` as there. ``timer``: the clock of the fixed schedule
-    (the players time their decisions on their own, the same one in a test)."""
+    (the players time their decisions on their own, the same one in a test). ``on_event`` is
+    called with the state and each event as the core applies it (a replay test watches the game)."""
     clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
                        max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step,
-                       given=given)
+                       given=given, on_event=on_event)
     start_faults: list[tuple[int, BotFault]] = []
     for seat, player in enumerate(players):
         try:

@@ -13,7 +13,7 @@ parsed in :attr:`MockBot.messages`.
 The bot's lines reach the referee as bytes through the shells' own
 :class:`~arena.bots.channel.Conversation`, on the fake clock the test gives the players and
 :func:`~arena.referee.blocking.play_game` too: the fault table runs the production loop on fake
-time. :class:`TrioMockBot` is the same bot for the trio referee, as long as that one is used.
+time.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..bots.channel import WATCH, WATCH_S, Conversation, Ended, Expired
-from ..faults import BotFault, Crash, Timeout
+from ..faults import BotFault, Crash
 from ..limits import Limits
 
 
@@ -219,50 +219,5 @@ class MockBot:
         self.close()
 
 
-class TrioMockBot(MockBot):
-    """:class:`MockBot` for the trio referee (:func:`arena.referee.driver.run_game`), sleeping on
-    trio's clock (``MockClock`` in tests). Goes with the trio shell."""
-
-    async def send_line(self, text: str) -> None:  # type: ignore[override]
-        import trio
-        await trio.lowlevel.checkpoint()
-        MockBot.send_line(self, text)
-
-    async def receive_line(self, timeout: float) -> str:  # type: ignore[override]
-        import trio
-        while True:
-            if not self.out:
-                if self.exited:
-                    raise Crash("bot exited with status 0")
-                await trio.sleep(timeout)
-                raise Timeout(f"no complete line within {timeout:g}s")
-            item = self.out[0]
-            if isinstance(item, Sleep):
-                if item > timeout:
-                    await trio.sleep(timeout)
-                    self.out[0] = Sleep(item - timeout)  # a late reply stays queued, like a pipe
-                    raise Timeout(f"no complete line within {timeout:g}s")
-                await trio.sleep(item)
-                timeout -= item
-                self.out.popleft()
-                continue
-            self.out.popleft()
-            if item is EXIT:
-                self.exited = True
-                raise Crash("bot exited with status 0")
-            if isinstance(item, BaseException):
-                raise item  # the process lives on unless EXIT says otherwise
-            await trio.lowlevel.checkpoint()
-            if self.transcript is not None:
-                self.transcript.append({"bot": self.label, "reply": item})
-            return item
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-    async def close_gracefully(self) -> None:  # type: ignore[override]
-        self.closed = True
-
-
-__all__ = ["EXIT", "BotFault", "FakeClock", "MockBot", "Refuse", "Sleep", "TrioMockBot", "action_line",
+__all__ = ["EXIT", "BotFault", "FakeClock", "MockBot", "Refuse", "Sleep", "action_line",
            "hello_line", "policy"]

@@ -1,7 +1,7 @@
 """One way to run a game: ``await executor.play(task) -> PlayedGame``.
 
-Three executors implement it: :class:`InProcessExecutor` (here: a trio loop and a
-:class:`BotPool` in this process), :class:`arena.tournament.worker.WorkerExecutor` (referee
+Three executors implement it: :class:`InProcessExecutor` (here: lanes in this process, each a
+thread playing on the blocking shell with a :class:`BotPool` of its own, driven from a trio loop), :class:`arena.tournament.worker.WorkerExecutor` (referee
 processes on this machine, each a :class:`BlockingExecutor`, or an in-process executor when
 it plays several games at once) and :class:`arena.tournament.cluster.DaskExecutor` (Dask
 workers, each a :class:`BlockingExecutor` per run). A caller (a tournament, a match, a ladder placement) builds
@@ -20,9 +20,11 @@ process played each seat, so the store can prove it.
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,7 +37,10 @@ from ..bots.manifest import BotSpec, FolderError, load_bot
 from ..engine.rules import Rules
 from ..errors import ArenaError
 from ..faults import ArenaFailure
-from ..referee import BotPlayer, GameRecord, TimeControl, run_game
+from ..bots.blocking import Hub, Interrupted, adopt_hub
+from ..referee import GameRecord, TimeControl
+from ..referee.blocking import BlockingLaunch, BlockingPlayer, blocking_launch, play_game, settle
+from ..referee.seat import WALL, Timer
 from .store import Store, pack_log, summary
 
 
@@ -170,7 +175,7 @@ class Executor(Protocol):
     async def play(self, task: GameTask) -> PlayedGame: ...
 
 
-Launch = Callable[[BotSpec], Awaitable[Any]]
+Launch = Callable[[BotSpec], Any]  # a spec -> a started bot on the blocking shell
 
 
 @dataclass
@@ -188,25 +193,21 @@ class BotPool:
 
     Each lent player has a serial ``<pool id>.<n>``, unique across machines and runs, that
     the game record keeps per seat. A serial covers the player's process and the fresh
-    ones started after a fault: none of them sees a deal twice either."""
+    ones started after a fault: none of them sees a deal twice either. A pool and its players
+    belong to one thread (a blocking bot is used by the thread that started it)."""
 
     def __init__(self, launcher: Launch, clock: TimeControl, *, restart_each_game: bool = False,
-                 start_limit: int = 4):
+                 timer: Timer = WALL):
         self.id = uuid.uuid4().hex[:8]
         self.launcher = launcher
         self.clock = clock
         self.restart = restart_each_game
-        self.starting = trio.CapacityLimiter(max(1, start_limit))
-        self.idle: dict[BotSpec, list[BotPlayer]] = {}
-        self.info: dict[BotPlayer, _Pooled] = {}
+        self.timer = timer
+        self.idle: dict[BotSpec, list[BlockingPlayer]] = {}
+        self.info: dict[BlockingPlayer, _Pooled] = {}
         self.started = 0
-        self._nursery: trio.Nursery | None = None
 
-    async def _launch(self, spec: BotSpec) -> Any:
-        async with self.starting:  # bounded: a big tournament never starts hundreds at once
-            return await self.launcher(spec)
-
-    def take(self, spec: BotSpec, deal: int) -> BotPlayer:
+    def take(self, spec: BotSpec, deal: int) -> BlockingPlayer:
         idle = self.idle.setdefault(spec, [])
         for i in range(len(idle) - 1, -1, -1):
             if deal not in self.info[idle[i]].seen:
@@ -216,103 +217,39 @@ class BotPool:
             for old in [p for p in idle if deal in self.info[p].seen]:
                 idle.remove(old)
                 self._retire(old)
-            player = self._new_player(spec)
+            player = BlockingPlayer(spec, self.launcher, self.clock, restart_each_game=self.restart,
+                                    timer=self.timer)
             self.started += 1
             self.info[player] = _Pooled(f"{self.id}.{self.started}", spec)
         self.info[player].seen.add(deal)
         return player
 
-    def _new_player(self, spec: BotSpec) -> BotPlayer:
-        return BotPlayer(spec, self._launch, self.clock, restart_each_game=self.restart)
-
-    def serial(self, player: BotPlayer) -> str:
+    def serial(self, player: BlockingPlayer) -> str:
         return self.info[player].serial
 
-    def give_back(self, player: BotPlayer) -> None:
+    def give_back(self, player: BlockingPlayer) -> None:
         self.idle.setdefault(self.info[player].spec, []).append(player)
 
-    def _retire(self, player: BotPlayer) -> None:
+    def _retire(self, player: BlockingPlayer) -> None:
         del self.info[player]
-        if self._nursery is not None:
-            self._nursery.start_soon(player.shutdown)
+        player.shutdown()  # its grace runs in the thread's hub
 
-    async def close(self) -> None:
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as n:
-                for p in list(self.info):
-                    n.start_soon(p.shutdown)
-
-
-@asynccontextmanager
-async def open_pool(launcher: Launch, clock: TimeControl, **kw: Any) -> AsyncIterator[BotPool]:
-    """A pool whose retired processes are shut down in the background, and all of them at the end."""
-    pool = BotPool(launcher, clock, **kw)
-    failure: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            pool._nursery = nursery
-            try:
-                yield pool
-            except BaseException as e:
-                failure = e  # raised below, outside the nursery: the caller's error, not a group of one
-            pool._nursery = None
-    finally:
-        await pool.close()
-    if failure is not None:
-        raise failure
-
-
-class InProcessExecutor:
-    """Plays games in this trio loop with bots from one :class:`BotPool`."""
-
-    def __init__(self, setup: BotSetup, pool: BotPool, capacity: int):
-        self.setup = setup
-        self.pool = pool
-        self.capacity = max(1, capacity)
-        self.incidents: list[str] = []
-
-    async def play(self, task: GameTask) -> PlayedGame:
-        players = [self.pool.take(self.setup.specs[label], task.seed) for label in task.seats]
-        try:
-            record = await run_game(players, self.setup.rules, task.seed, game_id=task.game_id,
-                                    clock=self.setup.clock, max_turns=task.max_turns,
-                                    fixed_schedule=self.setup.fixed_schedule, ponder=self.setup.ponder,
-                                    given=task.moves)
-        except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
-            raise ExecutorError(f"{task.game_id}: {e}") from None
-        finally:
-            for p in players:
-                self.pool.give_back(p)
-        return PlayedGame.of(record, [self.pool.serial(p) for p in players])
-
-
-class BlockingPool(BotPool):
-    """The pool on the blocking shell, for a process that plays one game at a time: the same
-    lending rules, players that need no event loop, retirement that waits for no grace."""
-
-    def _new_player(self, spec: BotSpec) -> Any:
-        from ..referee.blocking import BlockingPlayer
-        return BlockingPlayer(spec, self.launcher, self.clock, restart_each_game=self.restart)
-
-    def _retire(self, player: Any) -> None:
-        del self.info[player]
-        player.shutdown()  # its grace runs in the shell's hub
-
-    def close_now(self) -> None:
-        from ..referee.blocking import settle
+    def close(self) -> None:
+        """Shut every player down and wait out their grace."""
         for p in list(self.info):
             p.shutdown()
         settle()
 
 
 class BlockingExecutor:
-    """Plays one game at a time on the blocking shell (a referee worker process)."""
+    """Plays one game at a time on the blocking shell, in the calling thread: a referee worker
+    process, a Dask worker, and each lane of an :class:`InProcessExecutor`."""
 
-    def __init__(self, setup: BotSetup, launcher: Any = None):
-        from ..referee.blocking import BlockingLaunch
+    def __init__(self, setup: BotSetup, launcher: Launch | None = None, *, timer: Timer = WALL):
         self.setup = setup
-        self.pool = BlockingPool(launcher or BlockingLaunch(default_launcher(setup)), setup.clock,
-                                 restart_each_game=setup.restart_each_game)
+        self.pool = BotPool(launcher or BlockingLaunch(default_launcher(setup)), setup.clock,
+                            restart_each_game=setup.restart_each_game, timer=timer)
+        self.timer = timer
         self.capacity = 1
         self.incidents: list[str] = []
 
@@ -321,20 +258,113 @@ class BlockingExecutor:
 
     def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
         """``play`` with the seats' specs given (a Dask worker unpacks each bot when a game needs it)."""
-        from ..referee.blocking import play_game
         players = [self.pool.take(spec, task.seed) for spec in specs]
         try:
             record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
                                fixed_schedule=self.setup.fixed_schedule, ponder=self.setup.ponder,
-                               given=task.moves)
+                               given=task.moves, timer=self.timer)
+        except Interrupted:  # called off mid-game: its bots stop now (they restart if lent again)
+            for p in players:
+                p.close()
+            raise
         finally:
             for p in players:
                 self.pool.give_back(p)
         return PlayedGame.of(record, [self.pool.serial(p) for p in players])
 
     def close(self) -> None:
-        self.pool.close_now()
+        self.pool.close()
+
+
+class _Lane:
+    """A thread of its own that plays one game at a time with a :class:`BlockingExecutor` of its
+    own: its pooled players outlive a game, and a blocking bot is used by the thread that started
+    it. A job called off by its caller (:meth:`run` cancelled) is interrupted in its hub's wait,
+    and its bots are stopped before :meth:`run` returns."""
+
+    def __init__(self, setup: BotSetup, launch: Launch, timer: Timer, n: int):
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.hub = Hub()
+        self.thread = threading.Thread(target=self._serve, args=(setup, launch, timer), name=f"arena-lane-{n}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _serve(self, setup: BotSetup, launch: Launch, timer: Timer) -> None:
+        adopt_hub(self.hub)
+        ex = BlockingExecutor(setup, launch, timer=timer)
+        try:
+            while (job := self.jobs.get()) is not None:
+                work, deliver = job
+                self.hub.clear_interrupt()  # one meant for a job that had ended
+                result: tuple[Any, BaseException | None]
+                try:
+                    result = (work(ex), None)
+                except BaseException as e:  # noqa: BLE001 - delivered to the caller
+                    result = (None, e)
+                deliver(result)
+        finally:
+            self.hub.clear_interrupt()
+            ex.close()
+
+    async def run(self, work: Callable[[BlockingExecutor], Any]) -> Any:
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        box: list[Any] = []
+
+        def arrived(result: Any) -> None:
+            box.append(result)
+            done.set()
+        self.jobs.put((work, lambda result: token.run_sync_soon(arrived, result)))
+        try:
+            await done.wait()
+        except trio.Cancelled:
+            self.hub.interrupt()
+            with trio.CancelScope(shield=True):
+                await done.wait()
+            raise
+        await trio.lowlevel.checkpoint_if_cancelled()  # a caller cancelled meanwhile gets no game
+        value, error = box[0]
+        if error is not None:
+            raise error
+        return value
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+
+class InProcessExecutor:
+    """Plays ``capacity`` games at once in this process, each on a lane (a thread with its own
+    pool) running the blocking shell's :func:`~arena.referee.blocking.play_game`."""
+
+    def __init__(self, setup: BotSetup, launch: Launch, capacity: int, timer: Timer = WALL):
+        self.setup = setup
+        self.capacity = max(1, capacity)
+        self.incidents: list[str] = []
+        self._lanes = [_Lane(setup, launch, timer, i) for i in range(self.capacity)]
+        self._idle = list(self._lanes)
+        self._free = trio.Semaphore(self.capacity)
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        async with self._free:
+            lane = self._idle.pop()
+            try:
+                return await lane.run(lambda ex: ex.play(task))
+            except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
+                raise ExecutorError(f"{task.game_id}: {e}") from None
+            finally:
+                self._idle.append(lane)
+
+    async def aclose(self) -> None:
+        """Stop every lane: its players shut down and their grace waited out, in its own thread."""
+        for lane in self._lanes:
+            lane.stop()
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._join)
+
+    def _join(self) -> None:
+        for lane in self._lanes:
+            lane.thread.join()
 
 
 def default_launcher(setup: BotSetup) -> Launch:
@@ -344,10 +374,13 @@ def default_launcher(setup: BotSetup) -> Launch:
 
 
 @asynccontextmanager
-async def open_in_process(setup: BotSetup, *, capacity: int = 1,
-                          launcher: Launch | None = None) -> AsyncIterator[InProcessExecutor]:
-    """An in-process executor; ``launcher`` (tests' in-process fakes) defaults to real processes."""
-    launch = launcher or default_launcher(setup)
-    async with open_pool(launch, setup.clock, restart_each_game=setup.restart_each_game,
-                         start_limit=max(2, capacity)) as pool:
-        yield InProcessExecutor(setup, pool, capacity)
+async def open_in_process(setup: BotSetup, *, capacity: int = 1, launcher: Any = None,
+                          timer: Timer = WALL) -> AsyncIterator[InProcessExecutor]:
+    """An in-process executor. ``launcher``: a :class:`~arena.bots.launch.Launcher` (default: the
+    setup's), or a spec -> bot function (tests' in-process :class:`~arena.referee.testing.MockBot`
+    s, timed on ``timer``)."""
+    ex = InProcessExecutor(setup, blocking_launch(launcher or default_launcher(setup)), capacity, timer)
+    try:
+        yield ex
+    finally:
+        await ex.aclose()
