@@ -64,7 +64,7 @@ def _played_records(n: int) -> list[dict]:
     import trio
 
     from arena import strategies
-    from arena.referee.testing import TrioMockBot, policy
+    from arena.referee.testing import MockBot, policy
     from arena.tournament.config import TournamentConfig
     from arena.tournament.run import run_tournament
     from arena.tournament.store import Store
@@ -72,9 +72,9 @@ def _played_records(n: int) -> list[dict]:
     choose = {"random": strategies.random_policy(random.Random(1)), "lowest": strategies.lowest_first,
               "highest": strategies.highest_first, "heuristic": strategies.heuristic}
 
-    async def launch(spec):
+    def launch(spec):
         pick = choose[spec.name]
-        return TrioMockBot(policy(lambda msg: pick(msg), spec.name), name=spec.name)
+        return MockBot(policy(lambda msg: pick(msg), spec.name), name=spec.name)
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TournamentConfig(name="templates", bots=list(choose), deals=max(1, n // 12), max_turns=600,

@@ -22,16 +22,16 @@ KIND = {"weak": "random", "mid": "lowest", "strong": "heuristic", "ann": "heuris
 
 
 def launcher(begun: list[tuple[str, str, int]] | None = None):
-    async def launch(spec):
+    def launch(spec):
         conn = ScriptedConnection(policy_bot(POLICIES[KIND[spec.name]](), spec.name))
         if begun is not None:
             send = conn.send_line
 
-            async def send_line(text: str) -> None:
+            def send_line(text: str, **kw) -> None:
                 msg = json.loads(text)
                 if msg.get("type") == "start":
                     begun.append((spec.name, msg["game"], msg["seat"]))
-                await send(text)
+                send(text, **kw)
             conn.send_line = send_line
         return conn
     return launch

@@ -146,7 +146,7 @@ def stored_launcher():
     """Bot folders named feeder, mate, h1, h2, ref play as the agents above, through the referee."""
     from tests.fakes import ScriptedConnection, hello_line
 
-    async def launch(spec):
+    def launch(spec):
         me = agent(spec.name)
 
         def respond(line: str) -> list[str] | None:

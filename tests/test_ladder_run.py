@@ -184,10 +184,10 @@ def test_a_bot_that_keeps_crashing_is_suspended_with_its_stderr(lad4, tmp_path: 
     fixed = ctx()
     inner = policy_launcher()
 
-    async def launch_fixed(spec):
+    def launch_fixed(spec):
         if spec.name == "crashy":
             return ScriptedConnection(policy_bot(POLICIES["random"](), spec.name))
-        return await inner(spec)
+        return inner(spec)
     fixed.launcher = launch_fixed
     assert trio.run(lambda: run_ladder(ladder, store, fixed, games=1)).suspended == []
     assert "crashy@1.0" not in bot_statuses(store, ladder.name)
