@@ -695,3 +695,11 @@ def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: Se
         assert time.monotonic() < deadline, "the slots were not given back"
         time.sleep(0.1)
     assert got[0] == 403
+
+
+def test_a_negative_settle_is_refused_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--settle", "-1"])
+    assert result.exit_code == 2 and "--settle at least 0" in result.output and "Traceback" not in result.output

@@ -57,7 +57,7 @@ def site(tmp_path_factory):
     for k, (a, b) in enumerate((a, b) for i, a in enumerate(club) for b in club[i + 1:]):
         db.save_game("ladder:club:batch-0001", k, [a, b], fake_record(f"club-{k}", [a, b], [[k % 2], [1 - k % 2]]))
     db.close()
-    server = ServerProc(store)
+    server = ServerProc(store, "--settle", "0.1")  # 50 versions in seconds, not the default settle's minute
     server.store = store  # type: ignore[attr-defined]
     yield server
     server.stop()

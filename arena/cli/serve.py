@@ -64,6 +64,8 @@ def serve(
     webhook_timeout: Annotated[float, typer.Option(help="Seconds a webhook receiver has to answer one "
                                                         "delivery.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
+    settle: Annotated[float, typer.Option(help="While the store keeps changing, pages are rebuilt at most this "
+                                               "often (seconds; 0: on every change).")] = 1.0,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
                                               "(read-only servers only: play and uploads live in one process).")] = 1,
     ladder: Annotated[Optional[list[str]], typer.Option("--ladder", help="Keep this ladder playing into the store "
@@ -95,11 +97,11 @@ def serve(
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
-    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
+    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
             or webhook_timeout <= 0 or read_timeout <= 0:
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
-                  "--min-free-mb at least 0, --workers 1-64, --submissions-per-day and --uploads-at-once at least 1, "
+                  "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day and --uploads-at-once at least 1, "
                   "--webhook-timeout and --read-timeout above 0")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
@@ -127,7 +129,7 @@ def serve(
         raise typer.Exit(2)
     loopback = _loopback(host)
     options = Options(store=store, ladders_dir=ladders, allow_play=allow_play, allow_submit=allow_submit,
-                      loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll,
+                      loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll, settle_s=settle,
                       min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60,
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
                       webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once)
