@@ -149,19 +149,27 @@ async def ladder(request: Request) -> Response:
     return render(request, "ladder.html", page=page, title=f"Ladder {name}")
 
 
+def _season_or_none(db: data.ReadStore, name: str, number: int) -> Any:
+    """Season ``number`` of ladder ``name`` in the store, or None (no such ladder or season)."""
+    from ..ladder import LadderError
+    from ..ladder.seasons import season
+    if name not in data.ladder_names(db):
+        return None
+    try:
+        return season(db, name, number)
+    except LadderError:
+        return None
+
+
 async def season_page(request: Request) -> Response:
     """One season of a ladder: its table (archived once ended), the published hash, and once it
     has ended the revealed secret. Never the secret of an open season."""
     name, number = request.path_params["name"], request.path_params["number"]
 
     def build(db: data.ReadStore) -> Any:
-        from ..ladder import LadderError
-        from ..ladder.seasons import season, seasons, standings_of
-        if name not in data.ladder_names(db):
-            return None
-        try:
-            s = season(db, name, number)
-        except LadderError:
+        from ..ladder.seasons import seasons, standings_of
+        s = _season_or_none(db, name, number)
+        if s is None:
             return None
         ladder = views._ladder(name, request.app.state.options.ladders_dir)
         return {"s": s, "ladder": name, "rows": standings_of(db, ladder, s),
@@ -187,13 +195,9 @@ async def season_file(request: Request) -> Response:
 
     def build(db: data.ReadStore) -> Any:
         import json
-        from ..ladder import LadderError
-        from ..ladder.seasons import published_games, reveal, season
-        if name not in data.ladder_names(db):
-            return None
-        try:
-            s = season(db, name, number)
-        except LadderError:
+        from ..ladder.seasons import published_games, reveal
+        s = _season_or_none(db, name, number)
+        if s is None:
             return None
         if file == "commitment.txt":
             return s.commitment + "\n"
