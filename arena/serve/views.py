@@ -217,7 +217,7 @@ def home(db: data.ReadStore, page_no: int = 1) -> Home:
     ladders = []
     for name in data.ladder_names(db):
         prefix = f"{data.LADDER_PREFIX}{name}:"
-        n, batches, _ = reads.prefix_counts(db.db, prefix)
+        n, batches = reads.prefix_counts(db.db, prefix)
         mine = [t for t in unfinished if t.id.startswith(prefix)]
         playing = [t for t in mine if t.id in alive]
         seen = max((t.last or t.updated for t in playing), default=None)
