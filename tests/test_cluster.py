@@ -437,6 +437,22 @@ def test_a_bot_linking_to_the_stores_secret_never_reaches_a_worker(dask_cluster,
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_the_lost_scheduler_line_counts_the_worker_deaths_seen_before_it():
+    """The run's last line (the executor's lost-scheduler error) counts the unexpected worker
+    deaths the client was told of; a worker that closed on purpose is none. No Dask needed: the
+    scheduler's events are handed in as the client's loop would."""
+    from types import SimpleNamespace
+    rules = SimpleNamespace(options=lambda: {})
+    ex = C.DaskExecutor(SimpleNamespace(loop=None, status="closed"), SimpleNamespace(as_completed=lambda **_: None),
+                        "plugin", SimpleNamespace(rules=rules), 1, address="tcp://10.0.0.5:8786")
+    assert str(ex._broken("gone")) == "lost the connection to the Dask scheduler at tcp://10.0.0.5:8786"
+    for worker, expected in (("tcp://10.0.0.7:1", False), ("tcp://10.0.0.7:2", True), ("tcp://10.0.0.8:1", False)):
+        ex._said({"action": "remove-worker", "worker": worker, "expected": expected,
+                  "processing-tasks": [f"palace-game-t-000001-{ex.run}"]})
+    assert str(ex._broken("gone")) == ("lost the connection to the Dask scheduler at tcp://10.0.0.5:8786 "
+                                       "after 2 Dask worker death(s) this run")
+
+
 @needs_dask
 def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_games, tmp_path):
     lc, client = dask_cluster

@@ -8,6 +8,8 @@ every request action."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -274,7 +276,11 @@ def test_palace_v0_is_registered_and_renders():
     """gymnasium.make finds it (check_env then has a spec to test render modes against), and its
     ansi render shows the table without any seat's hidden cards."""
     import gymnasium as gym
-    e = gym.make("arena.envs.single:Palace-v0", rules="classic", opponents=["random"], render_mode="ansi")
+    # from nothing but `import arena.envs` (this process may have registered it otherwise)
+    fresh = subprocess.run([sys.executable, "-c", "import arena.envs, gymnasium; print(gymnasium.spec('Palace-v0').id)"],
+                           capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0 and fresh.stdout.split() == ["Palace-v0"], fresh.stderr[-800:]
+    e = gym.make("Palace-v0", rules="classic", opponents=["random"], render_mode="ansi")
     assert e.spec is not None and e.spec.id == "Palace-v0"
     e.reset(seed=3)
     text = e.render()

@@ -391,6 +391,11 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(public_tmp: P
     db = sqlite3.connect(store)
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     cut = db.execute("SELECT COUNT(*) FROM tournaments WHERE id LIKE 'ladder:kill:run:%' AND status!='done'").fetchone()[0]
+    from arena.serve import data, views
+    read = data.open_read(store)  # the web overview: the killed run's batch is not "playing" for good
+    (tile,) = views.home(read).ladders
+    read.db.close()
+    assert (tile.playing, tile.stopped) == (0, cut)
     stored = {r[0] for r in db.execute("SELECT id FROM games WHERE tournament LIKE 'ladder:kill:%'")}
     # every stored game is whole: its seats and its log went in with it
     assert {r[0] for r in db.execute("SELECT DISTINCT game FROM game_seats")} >= stored
@@ -438,6 +443,8 @@ def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
     assert said.count("batch(es) this run") == 1
     played = _count(store, "SELECT COUNT(DISTINCT tournament) FROM games WHERE tournament LIKE 'ladder:intr:run:%'")
     assert f" {played} batch(es) this run" in said, said[-800:]
+    # the batch left unfinished is marked so in the store (readers see the change; the next run finishes it)
+    assert _count(store, "SELECT COUNT(*) FROM tournaments WHERE id LIKE 'ladder:intr:run:%' AND status='running'") == 0
 
 
 def test_a_hopeless_bot_does_not_take_every_batch():

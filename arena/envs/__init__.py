@@ -9,12 +9,15 @@
 * :class:`Program` (:mod:`arena.envs.programs`): a bot program as an opponent of ``PalaceSingleEnv``.
 
 Names are loaded when first used, so importing one part never pulls in the others'
-dependencies.
+dependencies. Importing this package registers the one-seat env with Gymnasium as ``Palace-v0``
+(``gymnasium.make("Palace-v0", opponents=[...])``) where Gymnasium is installed: by a string
+entry point, so the env's module and the engine load only at ``make``.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 _WHERE = {"PalaceEnv": "aec", "env": "aec", "PalaceSingleEnv": "single", "N_FEATURES": "encode",
           "encode": "encode", "encode_state": "encode", "request_mask": "encode", "N_ACTIONS": "..ai.actions",
@@ -29,3 +32,10 @@ def __getattr__(name: str):
         where = _WHERE[name]
         return getattr(importlib.import_module(where if where.startswith(".") else f".{where}", __name__), name)
     raise AttributeError(name)
+
+
+if importlib.util.find_spec("gymnasium") is not None:
+    import gymnasium
+
+    if "Palace-v0" not in gymnasium.registry:
+        gymnasium.register(id="Palace-v0", entry_point="arena.envs.single:PalaceSingleEnv")

@@ -247,9 +247,3 @@ class PalaceSingleEnv(gymnasium.Env):
         if self._host is not None:
             self._finalizer()
         super().close()
-
-
-# gymnasium.make("Palace-v0", opponents=[...]) once this module is imported (arena.envs.PalaceSingleEnv
-# imports it), or gymnasium.make("arena.envs.single:Palace-v0", ...) from nothing
-if "Palace-v0" not in gymnasium.registry:
-    gymnasium.register(id="Palace-v0", entry_point="arena.envs.single:PalaceSingleEnv")

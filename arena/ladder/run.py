@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import time
 
 import trio
@@ -24,7 +25,8 @@ from typing import Any
 
 from ..bots.manifest import ManifestError, load_bot
 from ..store.people import owner_names
-from ..tournament.store import Store
+from ..tournament.runlock import held
+from ..tournament.store import Store, StoreError
 from .config import Ladder, LadderError
 from .history import LadderState, take_snapshot
 from .balance import choose_balanced
@@ -303,9 +305,23 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             stored = len(store.done_indexes(current[0])) - current[1]
             out.games += stored
             out.batches += stored > 0  # a batch this run played games of, though it did not finish
+            _mark_interrupted(store, current[0])
         out.wall_s = time.perf_counter() - t0
         out.overhead_s = overhead
     return out
+
+
+def _mark_interrupted(store: Store, tid: str) -> None:
+    """Say in the store that the batch this run leaves unfinished has no runner (Ctrl-C, SIGTERM,
+    an error): readers stop showing it as playing, and the next run finishes it. Left alone if
+    another process holds it (this run was refused it) or it ended; a run killed outright writes
+    nothing, and readers learn it from the lock (:func:`arena.tournament.runlock.held`)."""
+    try:
+        row = store.tournament(tid)
+        if row is not None and row["status"] == "running" and not held(store.path, [tid]):
+            store.finish_tournament(tid, "interrupted")
+    except (StoreError, sqlite3.Error):
+        pass  # an unwritable store: the lock's release says the same to readers
 
 
 async def _wait_paused() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store import reads
+from ..tournament.runlock import held
 from ..tournament.standings import from_store
 from . import data
 from .charts import Band, heat_map, rating_chart
@@ -179,9 +180,24 @@ def _ladders_of(db: data.ReadStore, label: str) -> list[str]:
     return reads.ladders_played(db.db, label)
 
 
+@dataclass(frozen=True)
+class LadderTile:
+    """A ladder on the overview. A batch marked running counts as playing only while some process
+    holds its run lock; one whose runner is gone (killed, or stopped mid-batch) is ``stopped``.
+    ``seen`` is when a playing batch last stored a game (or began): a page kept from before a
+    ``kill -9`` still shows how old that sign of life is."""
+
+    name: str
+    games: int
+    batches: int
+    playing: int = 0
+    stopped: int = 0
+    seen: float | None = None
+
+
 @dataclass
 class Home:
-    ladders: list[tuple[str, int, int, int]]  # (name, games, batches, batches running)
+    ladders: list[LadderTile]
     tournaments: list[data.Progress]  # this page of them; a ladder's batches and placements are its own
     recent: list[dict[str, Any]]
     games: int
@@ -195,12 +211,18 @@ TOURNAMENTS_PER_PAGE = 25
 def home(db: data.ReadStore, page_no: int = 1) -> Home:
     """The overview: each ladder once (its batches and placements folded under it), then the
     other tournaments, newest first, a page at a time."""
+    every = data.tournaments(db)
+    unfinished = [t for t in every if t.id.startswith(data.LADDER_PREFIX) and t.status in ("running", "interrupted")]
+    alive = held(db.path, [t.id for t in unfinished if t.status == "running"])
     ladders = []
     for name in data.ladder_names(db):
         prefix = f"{data.LADDER_PREFIX}{name}:"
-        n, batches, running = reads.prefix_counts(db.db, prefix)
-        ladders.append((name, n, batches, running))
-    others = [t for t in data.tournaments(db) if not t.id.startswith(data.LADDER_PREFIX)]
+        n, batches = reads.prefix_counts(db.db, prefix)
+        mine = [t for t in unfinished if t.id.startswith(prefix)]
+        playing = [t for t in mine if t.id in alive]
+        seen = max((t.last or t.updated for t in playing), default=None)
+        ladders.append(LadderTile(name, n, batches, len(playing), len(mine) - len(playing), seen))
+    others = [t for t in every if not t.id.startswith(data.LADDER_PREFIX)]
     pages = max(1, -(-len(others) // TOURNAMENTS_PER_PAGE))
     page_no = min(max(1, page_no), pages)
     shown = others[(page_no - 1) * TOURNAMENTS_PER_PAGE:page_no * TOURNAMENTS_PER_PAGE]

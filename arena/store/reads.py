@@ -89,12 +89,11 @@ def games_since(db: sqlite3.Connection, tid: str, since: float) -> int:
     return db.execute("SELECT COUNT(*) FROM games WHERE tournament=? AND finished>=?", (tid, since)).fetchone()[0]
 
 
-def prefix_counts(db: sqlite3.Connection, prefix: str) -> tuple[int, int, int]:
-    """Under tournaments named ``prefix...``: (games, tournaments, tournaments running)."""
+def prefix_counts(db: sqlite3.Connection, prefix: str) -> tuple[int, int]:
+    """Under tournaments named ``prefix...``: (games, tournaments)."""
     n = db.execute(f"SELECT COUNT(*) FROM games WHERE {_prefixed('tournament')}", (len(prefix), prefix)).fetchone()[0]
-    batches, running = db.execute(f"SELECT COUNT(*), COALESCE(SUM(status='running'), 0) FROM tournaments "
-                                  f"WHERE {_prefixed('id')}", (len(prefix), prefix)).fetchone()
-    return n, batches, running
+    batches = db.execute(f"SELECT COUNT(*) FROM tournaments WHERE {_prefixed('id')}", (len(prefix), prefix)).fetchone()[0]
+    return n, batches
 
 
 # --------------------------------------------------------------------------- games

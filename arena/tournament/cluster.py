@@ -323,7 +323,9 @@ class DaskExecutor:
 
     def _broken(self, why: BaseException | str) -> ExecutorBroken:
         log.debug("lost the scheduler: %s", why)  # Dask's words (a socket's repr) help no one else
-        return ExecutorBroken(f"lost the connection to the Dask scheduler at {self.address}")
+        deaths = sum(t.startswith("Dask worker") for t in self.incidents)  # this line ends the run: count them
+        seen = f" after {deaths} Dask worker death(s) this run" if deaths else ""
+        return ExecutorBroken(f"lost the connection to the Dask scheduler at {self.address}{seen}")
 
     async def play(self, task: GameTask) -> PlayedGame:
         key = f"palace-game-{task.game_id}-{self.run}"

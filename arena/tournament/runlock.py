@@ -6,7 +6,8 @@ copy, so the second run's work is wasted and the two compete for the cores).
 The first run takes an exclusive ``flock`` on a small file beside the store;
 the second is refused with the holder's pid, command and start time. The
 kernel drops the lock when its holder exits, however it exits (``kill -9``
-included), so a killed run never blocks the resume.
+included), so a killed run never blocks the resume. The same fact tells a reader (the web
+overview) whether a tournament marked running still has a runner: :func:`held`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,34 @@ def tournament_lock(store: str | Path, name: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it would race a new holder)
+
+
+def held(store: str | Path, names: list[str]) -> set[str]:
+    """Which of these tournaments some live process is playing in this store: those whose lock
+    file is locked now. Read from ``/proc/locks`` (never by taking the lock, which for an instant
+    would refuse a runner starting then). Where that table cannot be read, every name counts as
+    held: a runner is assumed alive unless the kernel says it is gone."""
+    inodes: dict[int, list[str]] = {}
+    for name in names:
+        try:
+            inodes.setdefault(os.stat(lock_path(Path(store), name)).st_ino, []).append(name)
+        except OSError:
+            continue  # no lock file beside this store: nobody played it from here
+    if not inodes:
+        return set()
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return set(names)
+    out: set[str] = set()  # matched by inode alone (overlay file systems report another device)
+    for line in table.splitlines():
+        fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 473 fe:00:5375142 0 EOF" (" -> " lines are waiters)
+        if len(fields) >= 6 and fields[1] == "FLOCK":
+            ino = fields[5].rpartition(":")[2]
+            if ino.isdigit():
+                out.update(inodes.get(int(ino), ()))
+    return out
 
 
 def _holder(fd: int) -> str:
