@@ -37,7 +37,12 @@ def test_every_exception_the_arena_defines_is_an_arena_error() -> None:
                if issubclass(cls, BaseException) and cls.__module__.startswith("arena.")
                and not cls.__module__.startswith("arena.engine")}
     assert len(defined) > 40  # the walk found the faults, the config, store, ladder and bot errors
-    assert sorted(c.__qualname__ for c in defined if not issubclass(c, ArenaError)) == []
+    # Control flow, not errors: like KeyboardInterrupt, a BaseException that no ``except Exception``
+    # catches, raised in a game's thread whose caller was cancelled and never shown to anyone.
+    control_flow = {"Interrupted"}
+    assert all(not issubclass(c, Exception) for c in defined if c.__qualname__ in control_flow)
+    assert sorted(c.__qualname__ for c in defined
+                  if not issubclass(c, ArenaError) and c.__qualname__ not in control_flow) == []
 
 
 def test_a_run_left_incomplete_is_the_arena_failing_not_a_config_error() -> None:
