@@ -169,6 +169,12 @@ def test_a_stored_tournament_is_audited_on_its_own_bots_and_deals(tmp_path):
         d = Path(make_bots(tmp_path / name, 1)[0])
         (d / "bot.toml").write_text((d / "bot.toml").read_text().replace('name = "p0"', f'name = "{name}"'))
         folders[name] = d
+    from arena.tournament.seeds import SECRET_BYTES, SECRET_FILE
+    # A fixed secret, so the same deals every run: with a fresh random one the 12 tables were now
+    # and then deals where feeding the partner helps little, and the pair was not flagged.
+    key = tmp_path / SECRET_FILE
+    key.write_bytes(bytes([1]) * SECRET_BYTES)
+    key.chmod(0o600)
     cfg = load_config(None, {"name": "club", "bots": [str(folders[n]) for n in ("feeder", "mate", "h1", "h2")],
                              "seats": 4, "deals": 3, "options": {"must_play": False},  # a pick-up by choice
                              "store": str(tmp_path / "s.sqlite")})
