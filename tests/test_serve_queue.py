@@ -179,9 +179,11 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")
-        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs
-        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created) "
-                   "VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, 0)")
+        from arena.store.jobs import server_id
+        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs, on a
+        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
+                   "owner, heartbeat) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', "
+                   "'running', 1, 0, ?, ?)", (server_id(), time.time()))  # live server (this process)
         env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -228,14 +228,17 @@ QUEUE_RETRY_S = 5.0
 
 async def run_queue(app: Starlette) -> None:
     """The server's one queue runner: first put back what a dead server left running (and remove
-    uploads no job holds), then run the waiting jobs in the store's fair order, one at a time."""
+    uploads no job holds), then run the waiting jobs in the store's fair order, one at a time.
+    While idle it puts back, every few seconds, a job whose server died after this one started
+    (its lease passed, or its process is gone)."""
     opts = app.state.options
     wake: trio.Event = app.state.queue_wake
+    me = queue.server_id()
     if opts.store.exists():
-        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads"))
+        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads", me))
     while True:
         try:
-            job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
+            job = await _db(app, lambda db: _next(db, me)) if opts.store.exists() else None
         except Exception:  # the store locked or unreadable for now: the server keeps serving, and retries
             log.exception("could not read the submission queue; trying again")
             await trio.sleep(QUEUE_RETRY_S)
@@ -248,8 +251,15 @@ async def run_queue(app: Starlette) -> None:
         await run_job(app, job)
 
 
-def _recover(db: Any, uploads: Path) -> None:
-    queue.recover(db, time.time())
+def _next(db: Any, me: str) -> Job | None:
+    """The next job to run here, once every job whose owner is gone is back in the queue."""
+    for gone in queue.recover(db, time.time(), me):
+        shutil.rmtree(gone.upload, ignore_errors=True)  # refunded: its upload is not run again
+    return queue.claim(db, time.time(), owner=me)
+
+
+def _recover(db: Any, uploads: Path, me: str) -> None:
+    queue.recover(db, time.time(), me)
     keep = {Path(p) for p in queue.open_uploads(db)}
     for folder in uploads.iterdir() if uploads.is_dir() else ():
         if folder.is_dir() and not any(p == folder or folder in p.parents for p in keep):
@@ -273,7 +283,12 @@ async def run_job(app: Starlette, job: Job) -> None:
     try:
         if job.attempts > 1:
             say(queue.RERUN)
-        outcome = await _run_job(app, job, root, hidden, say)
+        async with trio.open_nursery() as beats:
+            beats.start_soon(_heartbeat, app, job)
+            try:
+                outcome = await _run_job(app, job, root, hidden, say)
+            finally:
+                beats.cancel_scope.cancel()
     except trio.Cancelled:
         with trio.CancelScope(shield=True):
             await _db(app, lambda db: queue.requeue(db, job))
@@ -283,6 +298,21 @@ async def run_job(app: Starlette, job: Job) -> None:
     with trio.CancelScope(shield=True):
         await _db(app, lambda db: queue.finish(db, job, outcome, time.time()))
         shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+
+
+async def _heartbeat(app: Starlette, job: Job) -> None:
+    """Renew the job's heartbeat while it runs, so no other server on the store takes it back."""
+    while True:
+        await trio.sleep(queue.HEARTBEAT_S)
+        try:
+            mine = await _db(app, lambda db: queue.heartbeat(db, job, time.time()))
+        except Exception:  # a locked store now: the lease is six beats long
+            log.exception("could not renew the heartbeat of submission %s", job.id)
+            continue
+        if not mine:
+            log.warning("submission %s was put back by another server (its lease passed): its result here is "
+                        "not kept", job.id)
+            return
 
 
 async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> Outcome:
