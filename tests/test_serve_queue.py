@@ -144,7 +144,7 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     Store(store).close()
     calls: list[float] = []
 
-    def claim(db, now, max_running=1):  # type: ignore[no-untyped-def]
+    def claim(db, now, max_running=1, *, owner):  # type: ignore[no-untyped-def]
         calls.append(now)
         if len(calls) == 1:
             raise sq.OperationalError("database is locked")
@@ -161,6 +161,98 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     with pytest.raises(Stop):
         trio.run(main)
     assert len(calls) == 2  # claimed again after the error
+
+
+def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a job runs its server renews the heartbeat (so the lease never passes on a live server);
+    once another server put the job back, the beats stop. On trio's fake clock: no real waiting."""
+    from types import SimpleNamespace
+
+    import trio
+    import trio.testing
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    q.enqueue(db, Job("j", "token", "club", "b@1", "b.zip", "/up/j"), Limits(), 0.0)
+    job = q.claim(db, 0.0, owner=q.server_id())
+    assert job is not None and job.heartbeat == 0.0
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), running={}))
+
+    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that take three beats
+        await trio.sleep(3 * q.HEARTBEAT_S + 1)
+        return q.Outcome.PLACED
+
+    monkeypatch.setattr(submit, "_run_job", slow_job)
+    trio.run(submit.run_job, app, job, clock=trio.testing.MockClock(autojump_threshold=0))
+    done = q.get(db, "j")
+    assert done is not None and done.outcome == q.Outcome.PLACED and done.heartbeat > 0.0  # type: ignore[operator]
+    db.execute("UPDATE jobs SET state='running', heartbeat=0.0 WHERE id='j'")
+
+    async def beat_for(seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            await submit._heartbeat(app, job)  # type: ignore[arg-type]
+            return True  # it stopped by itself
+        return False
+
+    assert not trio.run(beat_for, 3 * q.HEARTBEAT_S, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert q.get(db, "j").heartbeat > 0.0  # type: ignore[union-attr,operator]  # beats as long as it owns it
+    db.execute("UPDATE jobs SET owner='another', heartbeat=1.0 WHERE id='j'")  # another server took it
+    assert trio.run(beat_for, 3 * q.HEARTBEAT_S, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert q.get(db, "j").heartbeat == 1.0  # type: ignore[union-attr]
+    db.close()
+
+
+def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that started while another ran a job does not wait for its own restart: once that
+    job's lease has passed, its idle runner puts it back and runs it (the second attempt)."""
+    from types import SimpleNamespace
+
+    import trio
+    import trio.testing
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    ran: list[tuple[str, int]] = []
+
+    async def record(app: object, job: q.Job, *_: object) -> q.Outcome:
+        ran.append((job.id, job.attempts))
+        return q.Outcome.PLACED
+
+    monkeypatch.setattr(submit, "_run_job", record)
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+
+    async def main() -> None:
+        app.state.queue_wake = trio.Event()
+        with trio.fail_after(120):  # a bound should it hang, not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(submit.run_queue, app)
+                while not app.state.queue_wake.statistics().tasks_waiting:  # started and idle; then the
+                    await trio.sleep(0.01)                                   # other server's job goes silent
+                db = sqlite3.connect(store, isolation_level=None, timeout=30)
+                db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, "
+                           "created, started, owner, heartbeat) VALUES ('j', 'token', 'club', 'b@1', 'b.zip', "
+                           "'/none', 'running', 1, 0, 0, 'another-boot/1/1/1', ?)", (time.time() - q.LEASE_S - 1,))
+                db.close()
+                first = app.state.queue_wake
+                first.set()  # the idle runner's next round (every 5 s, or at once here)
+                while app.state.queue_wake is first or not app.state.queue_wake.statistics().tasks_waiting:
+                    await trio.sleep(0.01)  # until it is idle again
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert ran == [("j", 2)]
 
 
 def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) -> None:
