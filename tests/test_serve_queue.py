@@ -255,6 +255,32 @@ def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_p
     assert ran == [("j", 2)]
 
 
+def test_a_starting_server_removes_old_leftover_uploads_but_not_one_being_received(tmp_path: Path) -> None:
+    """At start, an upload folder no job holds is a leftover, unless it is younger than the lease:
+    then another server on the store may be unpacking it, its job not added yet."""
+    import os
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    uploads = submit.private_copy_dir(store)
+    old, fresh, held = (uploads / name for name in ("old", "fresh", "held"))
+    for folder in (old, fresh, held):
+        (folder / "bot").mkdir(parents=True)
+    long_ago = time.time() - 2 * q.LEASE_S
+    os.utime(old, (long_ago, long_ago))
+    os.utime(held, (long_ago, long_ago))
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    q.enqueue(db, Job("held", "token", "club", "b@1", "b.zip", str(held / "bot")), Limits(), 0.0)
+    submit._recover(db, uploads, q.server_id())
+    db.close()
+    assert sorted(p.name for p in uploads.iterdir() if p.is_dir()) == ["fresh", "held"]
+
+
 def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) -> None:
     """`arena submit --server` prints how many submissions are ahead while it waits."""
     import os

@@ -259,11 +259,16 @@ def _next(db: Any, me: str) -> Job | None:
 
 
 def _recover(db: Any, uploads: Path, me: str) -> None:
-    queue.recover(db, time.time(), me)
+    """At start: put back what dead servers left running, and remove the upload folders no job
+    holds, unless younger than the lease (another server on the store may be unpacking it now,
+    before its job is added)."""
+    now = time.time()
+    queue.recover(db, now, me)
     keep = {Path(p) for p in queue.open_uploads(db)}
     for folder in uploads.iterdir() if uploads.is_dir() else ():
-        if folder.is_dir() and not any(p == folder or folder in p.parents for p in keep):
-            shutil.rmtree(folder, ignore_errors=True)  # an upload no waiting job holds: a leftover
+        if (folder.is_dir() and not any(p == folder or folder in p.parents for p in keep)
+                and folder.stat().st_mtime < now - queue.LEASE_S):
+            shutil.rmtree(folder, ignore_errors=True)  # an upload no job holds: a leftover
 
 
 async def run_job(app: Starlette, job: Job) -> None:
