@@ -195,6 +195,20 @@ def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_pa
     assert done is not None and done.outcome == q.Outcome.PLACED and done.heartbeat > 0.0  # type: ignore[operator]
     db.execute("UPDATE jobs SET state='running', heartbeat=0.0 WHERE id='j'")
 
+    async def stopped(*_: object) -> q.Outcome:  # the server is stopped (Ctrl-C) while the job runs
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def stop_mid_job() -> None:
+        with trio.move_on_after(2 * q.HEARTBEAT_S):
+            await submit.run_job(app, job)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(submit, "_run_job", stopped)
+    trio.run(stop_mid_job, clock=trio.testing.MockClock(autojump_threshold=0))
+    back = q.get(db, "j")
+    assert back is not None and back.state == q.State.WAITING and back.owner == ""  # put back as it was
+    db.execute("UPDATE jobs SET state='running', owner=?, heartbeat=0.0 WHERE id='j'", (job.owner,))
+
     async def beat_for(seconds: float) -> bool:
         with trio.move_on_after(seconds):
             await submit._heartbeat(app, job)  # type: ignore[arg-type]

@@ -277,7 +277,17 @@ async def run_job(app: Starlette, job: Job) -> None:
     server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``.
     The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
     in the ladder's snapshot, made before its check). A server stopped mid-job puts the job
-    back as it was, upload and all, for the next start."""
+    back as it was, upload and all, for the next start. The job's heartbeat is renewed
+    throughout (outside the job's own cancellation handling: a nursery groups what it raises)."""
+    async with trio.open_nursery() as beats:
+        beats.start_soon(_heartbeat, app, job)
+        try:
+            await _run_claimed(app, job)
+        finally:
+            beats.cancel_scope.cancel()
+
+
+async def _run_claimed(app: Starlette, job: Job) -> None:
     root = Path(job.upload)
     hidden = [(root, YOUR_BOT)]
     app.state.running[job.id] = job
@@ -288,12 +298,7 @@ async def run_job(app: Starlette, job: Job) -> None:
     try:
         if job.attempts > 1:
             say(queue.RERUN)
-        async with trio.open_nursery() as beats:
-            beats.start_soon(_heartbeat, app, job)
-            try:
-                outcome = await _run_job(app, job, root, hidden, say)
-            finally:
-                beats.cancel_scope.cancel()
+        outcome = await _run_job(app, job, root, hidden, say)
     except trio.Cancelled:
         with trio.CancelScope(shield=True):
             await _db(app, lambda db: queue.requeue(db, job))
