@@ -166,7 +166,8 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
 def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """While a job runs its server renews the heartbeat (so the lease never passes on a live server);
-    once another server put the job back, the beats stop. On trio's fake clock: no real waiting."""
+    a server stopped mid-job puts it back; a server whose job another server took back (it stalled
+    past the lease) stops it and writes nothing. On trio's fake clock: no real waiting."""
     from types import SimpleNamespace
 
     import trio
@@ -185,41 +186,41 @@ def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_pa
     assert job is not None and job.heartbeat == 0.0
     app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), running={}))
 
+    def run(work: object, stop_after: float | None = None) -> None:
+        """run_job with ``work`` as the check and placement, stopped after ``stop_after`` fake seconds;
+        with none, on the real clock and beats 10 ms apart, it must end by itself."""
+        async def main() -> None:
+            if stop_after is None:
+                with trio.fail_after(60):  # a bound should it hang, not a timing
+                    await submit.run_job(app, job)  # type: ignore[arg-type]
+            else:
+                with trio.move_on_after(stop_after):
+                    await submit.run_job(app, job)  # type: ignore[arg-type]
+        monkeypatch.setattr(submit, "_run_job", work)
+        trio.run(main, clock=None if stop_after is None else trio.testing.MockClock(autojump_threshold=0))
+
     async def slow_job(*_: object) -> q.Outcome:  # a check and placement that take three beats
         await trio.sleep(3 * q.HEARTBEAT_S + 1)
         return q.Outcome.PLACED
 
-    monkeypatch.setattr(submit, "_run_job", slow_job)
-    trio.run(submit.run_job, app, job, clock=trio.testing.MockClock(autojump_threshold=0))
-    done = q.get(db, "j")
-    assert done is not None and done.outcome == q.Outcome.PLACED and done.heartbeat > 0.0  # type: ignore[operator]
-    db.execute("UPDATE jobs SET state='running', heartbeat=0.0 WHERE id='j'")
-
-    async def stopped(*_: object) -> q.Outcome:  # the server is stopped (Ctrl-C) while the job runs
+    async def endless(*_: object) -> q.Outcome:
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
-    async def stop_mid_job() -> None:
-        with trio.move_on_after(2 * q.HEARTBEAT_S):
-            await submit.run_job(app, job)  # type: ignore[arg-type]
+    run(slow_job, stop_after=1000.0)
+    done = q.get(db, "j")
+    assert done is not None and done.outcome == q.Outcome.PLACED and done.heartbeat > 0.0  # type: ignore[operator]
 
-    monkeypatch.setattr(submit, "_run_job", stopped)
-    trio.run(stop_mid_job, clock=trio.testing.MockClock(autojump_threshold=0))
+    db.execute("UPDATE jobs SET state='running', outcome='', heartbeat=0.0 WHERE id='j'")
+    run(endless, stop_after=2 * q.HEARTBEAT_S)  # the server is stopped (Ctrl-C) while the job runs
     back = q.get(db, "j")
     assert back is not None and back.state == q.State.WAITING and back.owner == ""  # put back as it was
-    db.execute("UPDATE jobs SET state='running', owner=?, heartbeat=0.0 WHERE id='j'", (job.owner,))
 
-    async def beat_for(seconds: float) -> bool:
-        with trio.move_on_after(seconds):
-            await submit._heartbeat(app, job)  # type: ignore[arg-type]
-            return True  # it stopped by itself
-        return False
-
-    assert not trio.run(beat_for, 3 * q.HEARTBEAT_S, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert q.get(db, "j").heartbeat > 0.0  # type: ignore[union-attr,operator]  # beats as long as it owns it
-    db.execute("UPDATE jobs SET owner='another', heartbeat=1.0 WHERE id='j'")  # another server took it
-    assert trio.run(beat_for, 3 * q.HEARTBEAT_S, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert q.get(db, "j").heartbeat == 1.0  # type: ignore[union-attr]
+    db.execute("UPDATE jobs SET state='running', owner='another', heartbeat=1.0 WHERE id='j'")  # taken back
+    monkeypatch.setattr(q, "HEARTBEAT_S", 0.01)
+    run(endless)  # ends by itself at its next beat
+    taken = q.get(db, "j")
+    assert taken is not None and (taken.state, taken.owner, taken.heartbeat) == (q.State.RUNNING, "another", 1.0)
     db.close()
 
 

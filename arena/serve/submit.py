@@ -278,13 +278,15 @@ async def run_job(app: Starlette, job: Job) -> None:
     The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
     in the ladder's snapshot, made before its check). A server stopped mid-job puts the job
     back as it was, upload and all, for the next start. The job's heartbeat is renewed
-    throughout (outside the job's own cancellation handling: a nursery groups what it raises)."""
+    throughout (outside the job's own cancellation handling: a nursery groups what it raises); if
+    another server took the job back meanwhile (this one stalled past the lease), it is dropped here."""
     async with trio.open_nursery() as beats:
-        beats.start_soon(_heartbeat, app, job)
-        try:
-            await _run_claimed(app, job)
-        finally:
-            beats.cancel_scope.cancel()
+        with trio.CancelScope() as work:
+            beats.start_soon(_heartbeat, app, job, work)
+            try:
+                await _run_claimed(app, job)
+            finally:
+                beats.cancel_scope.cancel()
 
 
 async def _run_claimed(app: Starlette, job: Job) -> None:
@@ -310,8 +312,9 @@ async def _run_claimed(app: Starlette, job: Job) -> None:
         shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
 
 
-async def _heartbeat(app: Starlette, job: Job) -> None:
-    """Renew the job's heartbeat while it runs, so no other server on the store takes it back."""
+async def _heartbeat(app: Starlette, job: Job, work: trio.CancelScope) -> None:
+    """Renew the job's heartbeat while it runs, so no other server on the store takes it back; once
+    the job is no longer this server's, cancel ``work`` (its new owner runs it)."""
     while True:
         await trio.sleep(queue.HEARTBEAT_S)
         try:
@@ -320,8 +323,8 @@ async def _heartbeat(app: Starlette, job: Job) -> None:
             log.exception("could not renew the heartbeat of submission %s", job.id)
             continue
         if not mine:
-            log.warning("submission %s was put back by another server (its lease passed): its result here is "
-                        "not kept", job.id)
+            log.warning("submission %s was put back by another server (its lease passed): stopped here", job.id)
+            work.cancel()
             return
 
 
