@@ -144,7 +144,7 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     Store(store).close()
     calls: list[float] = []
 
-    def claim(db, now, max_running=1):  # type: ignore[no-untyped-def]
+    def claim(db, now, max_running=1, *, owner):  # type: ignore[no-untyped-def]
         calls.append(now)
         if len(calls) == 1:
             raise sq.OperationalError("database is locked")
@@ -163,6 +163,139 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     assert len(calls) == 2  # claimed again after the error
 
 
+def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a job runs its server renews the heartbeat (so the lease never passes on a live server);
+    a server stopped mid-job puts it back; a server whose job another server took back (it stalled
+    past the lease) stops it and writes nothing. On trio's fake clock: no real waiting."""
+    from types import SimpleNamespace
+
+    import trio
+    import trio.testing
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    q.enqueue(db, Job("j", "token", "club", "b@1", "b.zip", "/up/j"), Limits(), 0.0)
+    job = q.claim(db, 0.0, owner=q.server_id())
+    assert job is not None and job.heartbeat == 0.0
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), running={}))
+
+    def run(work: object, stop_after: float | None = None) -> None:
+        """run_job with ``work`` as the check and placement, stopped after ``stop_after`` fake seconds;
+        with none, on the real clock and beats 10 ms apart, it must end by itself."""
+        async def main() -> None:
+            if stop_after is None:
+                with trio.fail_after(60):  # a bound should it hang, not a timing
+                    await submit.run_job(app, job)  # type: ignore[arg-type]
+            else:
+                with trio.move_on_after(stop_after):
+                    await submit.run_job(app, job)  # type: ignore[arg-type]
+        monkeypatch.setattr(submit, "_run_job", work)
+        trio.run(main, clock=None if stop_after is None else trio.testing.MockClock(autojump_threshold=0))
+
+    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that take three beats
+        await trio.sleep(3 * q.HEARTBEAT_S + 1)
+        return q.Outcome.PLACED
+
+    async def endless(*_: object) -> q.Outcome:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    run(slow_job, stop_after=1000.0)
+    done = q.get(db, "j")
+    assert done is not None and done.outcome == q.Outcome.PLACED and done.heartbeat > 0.0  # type: ignore[operator]
+
+    db.execute("UPDATE jobs SET state='running', outcome='', heartbeat=0.0 WHERE id='j'")
+    run(endless, stop_after=2 * q.HEARTBEAT_S)  # the server is stopped (Ctrl-C) while the job runs
+    back = q.get(db, "j")
+    assert back is not None and back.state == q.State.WAITING and back.owner == ""  # put back as it was
+
+    db.execute("UPDATE jobs SET state='running', owner='another', heartbeat=1.0 WHERE id='j'")  # taken back
+    monkeypatch.setattr(q, "HEARTBEAT_S", 0.01)
+    run(endless)  # ends by itself at its next beat
+    taken = q.get(db, "j")
+    assert taken is not None and (taken.state, taken.owner, taken.heartbeat) == (q.State.RUNNING, "another", 1.0)
+    db.close()
+
+
+def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that started while another ran a job does not wait for its own restart: once that
+    job's lease has passed, its idle runner puts it back and runs it (the second attempt)."""
+    from types import SimpleNamespace
+
+    import trio
+    import trio.testing
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    ran: list[tuple[str, int]] = []
+
+    async def record(app: object, job: q.Job, *_: object) -> q.Outcome:
+        ran.append((job.id, job.attempts))
+        return q.Outcome.PLACED
+
+    monkeypatch.setattr(submit, "_run_job", record)
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+
+    async def main() -> None:
+        app.state.queue_wake = trio.Event()
+        with trio.fail_after(120):  # a bound should it hang, not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(submit.run_queue, app)
+                while not app.state.queue_wake.statistics().tasks_waiting:  # started and idle; then the
+                    await trio.sleep(0.01)                                   # other server's job goes silent
+                db = sqlite3.connect(store, isolation_level=None, timeout=30)
+                db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, "
+                           "created, started, owner, heartbeat) VALUES ('j', 'token', 'club', 'b@1', 'b.zip', "
+                           "'/none', 'running', 1, 0, 0, 'another-boot/1/1/1', ?)", (time.time() - q.LEASE_S - 1,))
+                db.close()
+                first = app.state.queue_wake
+                first.set()  # the idle runner's next round (every 5 s, or at once here)
+                while app.state.queue_wake is first or not app.state.queue_wake.statistics().tasks_waiting:
+                    await trio.sleep(0.01)  # until it is idle again
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert ran == [("j", 2)]
+
+
+def test_a_starting_server_removes_old_leftover_uploads_but_not_one_being_received(tmp_path: Path) -> None:
+    """At start, an upload folder no job holds is a leftover, unless it is younger than the lease:
+    then another server on the store may be unpacking it, its job not added yet."""
+    import os
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    uploads = submit.private_copy_dir(store)
+    old, fresh, held = (uploads / name for name in ("old", "fresh", "held"))
+    for folder in (old, fresh, held):
+        (folder / "bot").mkdir(parents=True)
+    long_ago = time.time() - 2 * q.LEASE_S
+    os.utime(old, (long_ago, long_ago))
+    os.utime(held, (long_ago, long_ago))
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    q.enqueue(db, Job("held", "token", "club", "b@1", "b.zip", str(held / "bot")), Limits(), 0.0)
+    submit._recover(db, uploads, q.server_id())
+    db.close()
+    assert sorted(p.name for p in uploads.iterdir() if p.is_dir()) == ["fresh", "held"]
+
+
 def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) -> None:
     """`arena submit --server` prints how many submissions are ahead while it waits."""
     import os
@@ -179,9 +312,11 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")
-        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs
-        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created) "
-                   "VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, 0)")
+        from arena.store.jobs import server_id
+        db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs, on a
+        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
+                   "owner, heartbeat) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', "
+                   "'running', 1, 0, ?, ?)", (server_id(), time.time()))  # live server (this process)
         env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -24,6 +24,10 @@ def db(tmp_path: Path):
     conn.close()
 
 
+ME = q.server_id()  # this process: a live server of this machine
+ELSEWHERE = "another-boot/4026531836/1/1"  # a server of another machine: only its lease tells
+
+
 def add(db: sqlite3.Connection, who: str, now: float, limits: Limits = Limits(per_submitter=9, total=99)) -> Job:
     job_id = q.new_id()
     return q.enqueue(db, Job(job_id, who, "classic-2p", f"{who}-bot@{now}", "b.zip", f"/up/{job_id}"), limits, now)
@@ -39,7 +43,7 @@ def test_bounds_per_person_and_in_all_are_checked_when_a_job_is_added(db: sqlite
     with pytest.raises(QueueFull, match="3 submissions are waiting"):
         add(db, "account:3", 5.0, limits)
     assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 3  # a refusal wrote nothing
-    done = q.claim(db, 6.0)
+    done = q.claim(db, 6.0, owner=ME)
     assert done is not None
     q.finish(db, done, Outcome.PLACED, 7.0)
     add(db, "account:3", 8.0, limits)  # a finished job holds no place
@@ -50,16 +54,16 @@ def test_the_order_is_fair_and_nobody_runs_two_at_once(db: sqlite3.Connection) -
     b1 = add(db, "account:2", 4.0)
     c1 = add(db, "account:3", 5.0)
     assert [q.ahead(db, j.id) for j in (a1, b1, c1, a2, a3)] == [0, 1, 2, 3, 4]
-    first = q.claim(db, 10.0)
+    first = q.claim(db, 10.0, owner=ME)
     assert first is not None and first.id == a1.id and first.state == State.RUNNING and first.attempts == 1
-    assert q.claim(db, 10.5) is None  # one runs at a time by default
+    assert q.claim(db, 10.5, owner=ME) is None  # one runs at a time by default
     assert q.ahead(db, b1.id) == 1 and q.ahead(db, a2.id) == 3  # the running one counts, then the order
     assert q.ahead(db, first.id) == 0
-    second, third = q.claim(db, 11.0, max_running=3), q.claim(db, 12.0, max_running=3)
+    second, third = q.claim(db, 11.0, max_running=3, owner=ME), q.claim(db, 12.0, max_running=3, owner=ME)
     assert (second.id, third.id) == (b1.id, c1.id)  # type: ignore[union-attr]
-    assert q.claim(db, 13.0, max_running=9) is None  # a2 waits: its person has a job running
+    assert q.claim(db, 13.0, max_running=9, owner=ME) is None  # a2 waits: its person has a job running
     q.finish(db, first, Outcome.CHECK_FAILED, 14.0)
-    fourth = q.claim(db, 15.0, max_running=3)
+    fourth = q.claim(db, 15.0, max_running=3, owner=ME)
     assert fourth is not None and fourth.id == a2.id
 
 
@@ -71,7 +75,7 @@ def test_a_claimed_job_is_claimed_once(tmp_path: Path) -> None:
     migrate(a)
     for who in ("account:1", "account:2"):
         add(a, who, 1.0)
-    taken = [q.claim(a, 2.0, 3), q.claim(b, 2.0, 3), q.claim(a, 2.0, 3)]
+    taken = [q.claim(a, 2.0, 3, owner=ME), q.claim(b, 2.0, 3, owner=ME), q.claim(a, 2.0, 3, owner=ME)]
     assert taken[2] is None and taken[0] is not None and taken[1] is not None and taken[0].id != taken[1].id
     a.close()
     b.close()
@@ -80,13 +84,14 @@ def test_a_claimed_job_is_claimed_once(tmp_path: Path) -> None:
 def test_a_dead_servers_running_job_runs_again_once_then_is_refunded(db: sqlite3.Connection) -> None:
     job = add(db, "account:1", 1.0)
     other = add(db, "account:2", 2.0)
-    assert q.claim(db, 3.0).id == job.id  # type: ignore[union-attr]
-    assert q.recover(db, 4.0) == []  # the server died; its next start puts the job back
+    assert q.claim(db, 3.0, owner=ELSEWHERE).id == job.id  # type: ignore[union-attr]
+    assert q.recover(db, 4.0 + q.LEASE_S, ME) == []  # its server went silent; the lease passed: put back
     back = q.get(db, job.id)
     assert back is not None and back.state == State.WAITING and back.attempts == 1 and q.RERUN in back.lines
+    assert back.owner == "" and back.heartbeat is None
     assert q.get(db, other.id).state == State.WAITING  # type: ignore[union-attr]
-    assert q.claim(db, 5.0).id == job.id  # type: ignore[union-attr]  # it keeps its place
-    refunded = q.recover(db, 6.0)  # died again while running it
+    assert q.claim(db, 50.0, owner=ELSEWHERE).id == job.id  # type: ignore[union-attr]  # it keeps its place
+    refunded = q.recover(db, 51.0 + q.LEASE_S, ME)  # died again while running it
     assert [j.id for j in refunded] == [job.id]
     gone = q.get(db, job.id)
     assert gone is not None and gone.done and gone.outcome == Outcome.REFUNDED and "does not count" in gone.error
@@ -95,7 +100,7 @@ def test_a_dead_servers_running_job_runs_again_once_then_is_refunded(db: sqlite3
 
 def test_a_stopping_server_puts_its_job_back_as_it_was(db: sqlite3.Connection) -> None:
     job = add(db, "account:1", 1.0)
-    running = q.claim(db, 2.0)
+    running = q.claim(db, 2.0, owner=ME)
     assert running is not None
     running.say("checking")
     q.requeue(db, running)
@@ -109,7 +114,7 @@ def test_the_quota_counts_only_checks_passed_and_not_refunded(db: sqlite3.Connec
 
     def run(now: float, outcome: Outcome, passed: bool) -> None:
         add(db, "account:1", now, limits)
-        job = q.claim(db, now)
+        job = q.claim(db, now, owner=ME)
         assert job is not None
         job.passed_check = passed
         q.finish(db, job, outcome, now)
@@ -127,7 +132,7 @@ def test_the_quota_counts_only_checks_passed_and_not_refunded(db: sqlite3.Connec
 
 def test_a_job_keeps_its_lines_report_and_row(db: sqlite3.Connection) -> None:
     add(db, "account:7", 1.0)
-    job = q.claim(db, 2.0)
+    job = q.claim(db, 2.0, owner=ME)
     assert job is not None and job.account == 7 and job.status == "running"
     job.phase = "checking"
     job.say("checking x@1")
@@ -138,3 +143,73 @@ def test_a_job_keeps_its_lines_report_and_row(db: sqlite3.Connection) -> None:
     assert (done.status, done.lines, done.report, done.row, done.passed_check) == \
         ("placed", ["checking x@1"], {"ok": True}, {"rank": 1}, True)
     assert [j.id for j in q.jobs_of(db, "account:7")] == [job.id]
+
+
+def test_a_live_owners_job_is_left_alone_until_its_lease_passes(db: sqlite3.Connection) -> None:
+    """A second server does not put back a job whose owner's heartbeat is fresh; once the lease
+    passes it does, once, and the silent owner can then neither renew nor finish it."""
+    job = add(db, "account:1", 1.0)
+    running = q.claim(db, 100.0, owner=ELSEWHERE)
+    assert running is not None and (running.owner, running.heartbeat) == (ELSEWHERE, 100.0)
+    assert q.recover(db, 100.0 + q.LEASE_S, ME) == []
+    assert q.get(db, job.id).state == State.RUNNING  # type: ignore[union-attr]
+    assert q.heartbeat(db, running, 120.0)  # its owner is alive: the lease starts again
+    assert q.recover(db, 149.0, ME) == [] and q.get(db, job.id).state == State.RUNNING  # type: ignore[union-attr]
+    q.recover(db, 121.0 + q.LEASE_S, ME)  # silent past the lease: put back
+    back = q.get(db, job.id)
+    assert back is not None and back.state == State.WAITING and back.attempts == 1
+    q.recover(db, 999.0, ME)
+    assert q.get(db, job.id).lines.count(q.RERUN) == 1  # put back once
+    assert not q.heartbeat(db, running, 160.0)  # the owner wakes up: the job is no longer its
+    running.passed_check = True
+    q.finish(db, running, Outcome.PLACED, 161.0)
+    assert q.get(db, job.id).state == State.WAITING  # type: ignore[union-attr]
+    assert db.execute("SELECT COUNT(*) FROM notifications").fetchone()[0] == 0
+    assert q.claim(db, 200.0, owner=ME) is not None
+    assert q.recover(db, 9999.0, ME) == []  # a server never takes back its own job, however late its beat
+    assert q.get(db, job.id).state == State.RUNNING  # type: ignore[union-attr]
+
+
+CLAIMER = """
+import sqlite3, sys
+from arena.store import jobs as q
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+job = q.claim(db, 1000.0, owner=q.server_id())
+print(job.id, job.owner, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_server_puts_back_a_killed_servers_job_once(tmp_path: Path) -> None:
+    """Two servers on one store: a job claimed by a live process (the first server) stays its own
+    while it lives, however often the second recovers; killed -9, it is provably dead on this
+    machine, and its job is put back once, before the lease has passed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "s.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db)
+    job = add(db, "account:1", 1.0)
+    root = Path(__file__).resolve().parent.parent
+    first = subprocess.Popen([sys.executable, "-c", CLAIMER, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    try:
+        claimed, owner = first.stdout.readline().split()  # type: ignore[union-attr]
+        assert claimed == job.id and owner != ME and str(first.pid) in owner.split("/")
+        for now in (1001.0, 1002.0):
+            assert q.recover(db, now, ME) == []
+            live = q.get(db, job.id)
+            assert live is not None and live.state == State.RUNNING and live.owner == owner
+        assert q.claim(db, 1002.0, max_running=9, owner=ME) is None  # and not taken twice
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    q.recover(db, 1003.0, ME)
+    q.recover(db, 1004.0, ME)
+    back = q.get(db, job.id)
+    assert back is not None and back.state == State.WAITING and back.lines.count(q.RERUN) == 1
+    again = q.claim(db, 1005.0, owner=ME)
+    assert again is not None and again.id == job.id and again.attempts == 2 and again.owner == ME
+    db.close()

@@ -184,3 +184,31 @@ def test_two_openers_of_one_old_store_apply_each_step_once(tmp_path: Path) -> No
     assert migrate(_StaleUntilLocked(b, 0)) == LATEST  # type: ignore[arg-type]
     a.close()
     b.close()
+
+
+def test_a_queue_from_before_leases_upgrades_and_its_running_job_waits_for_the_lease(tmp_path: Path) -> None:
+    """Version 6 (main before leases): every job keeps its columns; the running one has no owner and
+    its start as its heartbeat, so a server puts it back only once the lease has passed since then."""
+    from arena.store import jobs as q
+    path = tmp_path / "v6.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    assert migrate(db, upto=6) == 6
+    for job_id, state, started in (("w", "waiting", None), ("r", "running", 100.0), ("d", "done", 50.0)):
+        db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, lines, "
+                   "created, started) VALUES (?, 'account:1', 'club', 'b@1', 'b.zip', ?, ?, 1, '[\"x\"]', 1.0, ?)",
+                   (job_id, f"/up/{job_id}", state, started))
+    db.close()
+    before = _dump(path)["jobs"]
+    store = Store(path)
+    try:
+        assert schema_version(store.db) == LATEST
+        after = store.db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+        assert sorted(row[:-2] for row in after) == sorted(before)  # every old column as it was
+        assert {row[0]: row[-2:] for row in after} == {"d": ("", None), "r": ("", 100.0), "w": ("", None)}
+        me = q.server_id()
+        assert q.recover(store.db, 100.0 + q.LEASE_S, me) == []
+        assert q.get(store.db, "r").state == q.State.RUNNING  # type: ignore[union-attr]
+        q.recover(store.db, 101.0 + q.LEASE_S, me)
+        assert q.get(store.db, "r").state == q.State.WAITING  # type: ignore[union-attr]
+    finally:
+        store.close()

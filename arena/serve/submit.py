@@ -228,14 +228,17 @@ QUEUE_RETRY_S = 5.0
 
 async def run_queue(app: Starlette) -> None:
     """The server's one queue runner: first put back what a dead server left running (and remove
-    uploads no job holds), then run the waiting jobs in the store's fair order, one at a time."""
+    uploads no job holds), then run the waiting jobs in the store's fair order, one at a time.
+    While idle it puts back, every few seconds, a job whose server died after this one started
+    (its lease passed, or its process is gone)."""
     opts = app.state.options
     wake: trio.Event = app.state.queue_wake
+    me = queue.server_id()
     if opts.store.exists():
-        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads"))
+        await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads", me))
     while True:
         try:
-            job = await _db(app, lambda db: queue.claim(db, time.time())) if opts.store.exists() else None
+            job = await _db(app, lambda db: _next(db, me)) if opts.store.exists() else None
         except Exception:  # the store locked or unreadable for now: the server keeps serving, and retries
             log.exception("could not read the submission queue; trying again")
             await trio.sleep(QUEUE_RETRY_S)
@@ -248,12 +251,24 @@ async def run_queue(app: Starlette) -> None:
         await run_job(app, job)
 
 
-def _recover(db: Any, uploads: Path) -> None:
-    queue.recover(db, time.time())
+def _next(db: Any, me: str) -> Job | None:
+    """The next job to run here, once every job whose owner is gone is back in the queue."""
+    for gone in queue.recover(db, time.time(), me):
+        shutil.rmtree(gone.upload, ignore_errors=True)  # refunded: its upload is not run again
+    return queue.claim(db, time.time(), owner=me)
+
+
+def _recover(db: Any, uploads: Path, me: str) -> None:
+    """At start: put back what dead servers left running, and remove the upload folders no job
+    holds, unless younger than the lease (another server on the store may be unpacking it now,
+    before its job is added)."""
+    now = time.time()
+    queue.recover(db, now, me)
     keep = {Path(p) for p in queue.open_uploads(db)}
     for folder in uploads.iterdir() if uploads.is_dir() else ():
-        if folder.is_dir() and not any(p == folder or folder in p.parents for p in keep):
-            shutil.rmtree(folder, ignore_errors=True)  # an upload no waiting job holds: a leftover
+        if (folder.is_dir() and not any(p == folder or folder in p.parents for p in keep)
+                and folder.stat().st_mtime < now - queue.LEASE_S):
+            shutil.rmtree(folder, ignore_errors=True)  # an upload no job holds: a leftover
 
 
 async def run_job(app: Starlette, job: Job) -> None:
@@ -262,7 +277,19 @@ async def run_job(app: Starlette, job: Job) -> None:
     server: the bot's folder reads ``[your bot]``, the server's own files ``[server path]``.
     The upload's own copy is removed when the job ends, however it ends (a placed bot lives on
     in the ladder's snapshot, made before its check). A server stopped mid-job puts the job
-    back as it was, upload and all, for the next start."""
+    back as it was, upload and all, for the next start. The job's heartbeat is renewed
+    throughout (outside the job's own cancellation handling: a nursery groups what it raises); if
+    another server took the job back meanwhile (this one stalled past the lease), it is dropped here."""
+    async with trio.open_nursery() as beats:
+        with trio.CancelScope() as work:
+            beats.start_soon(_heartbeat, app, job, work)
+            try:
+                await _run_claimed(app, job)
+            finally:
+                beats.cancel_scope.cancel()
+
+
+async def _run_claimed(app: Starlette, job: Job) -> None:
     root = Path(job.upload)
     hidden = [(root, YOUR_BOT)]
     app.state.running[job.id] = job
@@ -283,6 +310,22 @@ async def run_job(app: Starlette, job: Job) -> None:
     with trio.CancelScope(shield=True):
         await _db(app, lambda db: queue.finish(db, job, outcome, time.time()))
         shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+
+
+async def _heartbeat(app: Starlette, job: Job, work: trio.CancelScope) -> None:
+    """Renew the job's heartbeat while it runs, so no other server on the store takes it back; once
+    the job is no longer this server's, cancel ``work`` (its new owner runs it)."""
+    while True:
+        await trio.sleep(queue.HEARTBEAT_S)
+        try:
+            mine = await _db(app, lambda db: queue.heartbeat(db, job, time.time()))
+        except Exception:  # a locked store now: the lease is six beats long
+            log.exception("could not renew the heartbeat of submission %s", job.id)
+            continue
+        if not mine:
+            log.warning("submission %s was put back by another server (its lease passed): stopped here", job.id)
+            work.cancel()
+            return
 
 
 async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path, str]], say: Any) -> Outcome:

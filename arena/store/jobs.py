@@ -5,18 +5,23 @@ A job is ``waiting``, then ``running`` (claimed in one write transaction, so two
 take the same job), then ``done`` with an outcome. Every bound is checked inside the transaction
 that adds the job, so two uploads at once cannot both take the last place. The order is fair:
 each submitter's first waiting job comes before anyone's second, and nobody has two running at
-once. A job a dead server left ``running`` is put back once when a server starts; a job that was
-running at two deaths is refunded (it is the arena's failure, not the bot's).
+once. A running job has an owner (the server that claimed it, :func:`server_id`) and a heartbeat its
+owner renews while the job runs; another server puts the job back only when the heartbeat is older
+than the lease, or the owner is provably dead on this machine, so two servers on one store never run
+one submission twice. A job put back runs once more; one that was running at two deaths is refunded
+(it is the arena's failure, not the bot's).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import secrets
 import sqlite3
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ArenaError
 from .people import _tx
@@ -24,6 +29,8 @@ from .people import _tx
 MAX_ATTEMPTS = 2  # the first run, and the one rerun after a server died while it ran
 QUOTA_WINDOW_S = 24 * 3600
 MAX_LINES = 200
+LEASE_S = 30.0      # a running job whose heartbeat is older than this has lost its owner
+HEARTBEAT_S = 5.0   # how often a server renews the heartbeat of the job it runs
 
 
 class State(StrEnum):
@@ -70,6 +77,8 @@ class Job:
     created: float = 0.0
     started: float | None = None
     ended: float | None = None
+    owner: str = ""             # while running: the server that claimed it (server_id)
+    heartbeat: float | None = None
 
     @property
     def done(self) -> bool:
@@ -90,13 +99,14 @@ class Job:
         del self.lines[:-MAX_LINES]
 
 
-COLUMNS = ("id, submitter, ladder, label, filename, upload, state, outcome, phase, passed_check, attempts, lines, "
-           "report, row, error, created, started, ended")
+_WRITTEN = ("id, submitter, ladder, label, filename, upload, state, outcome, phase, passed_check, attempts, lines, "
+            "report, row, error, created, started, ended")
+COLUMNS = _WRITTEN + ", owner, heartbeat"
 
 
 def _job(r: tuple) -> Job:
     return Job(r[0], r[1], r[2], r[3], r[4], r[5], State(r[6]), r[7], r[8], bool(r[9]), r[10], json.loads(r[11]),
-               json.loads(r[12]), json.loads(r[13]), r[14], r[15], r[16], r[17])
+               json.loads(r[12]), json.loads(r[13]), r[14], r[15], r[16], r[17], r[18], r[19])
 
 
 def new_id() -> str:
@@ -127,7 +137,7 @@ def enqueue(db: sqlite3.Connection, job: Job, limits: Limits, now: float) -> Job
         why = refusal(db, job.submitter, limits, now)
         if why is not None:
             raise QueueFull(why)
-        db.execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({','.join('?' * 18)})",
+        db.execute(f"INSERT INTO jobs ({_WRITTEN}) VALUES ({','.join('?' * 18)})",
                    (job.id, job.submitter, job.ladder, job.label, job.filename, job.upload, State.WAITING.value,
                     "", "", 0, 0, json.dumps(job.lines), "null", "null", "", now, None, None))
     found = get(db, job.id)
@@ -147,9 +157,10 @@ _ORDER = ("SELECT id, submitter, turn, created FROM (SELECT id, submitter, state
           "WHERE state IN ('waiting', 'running')) WHERE state='waiting'")
 
 
-def claim(db: sqlite3.Connection, now: float, max_running: int = 1) -> Job | None:
-    """Take the next waiting job whose submitter has none running, and mark it running; none while
-    ``max_running`` jobs run already (on this store, by any server)."""
+def claim(db: sqlite3.Connection, now: float, max_running: int = 1, *, owner: str) -> Job | None:
+    """Take the next waiting job whose submitter has none running, and mark it running, owned by
+    ``owner`` with a fresh heartbeat; none while ``max_running`` jobs run already (on this store, by
+    any server)."""
     with _tx(db):
         if db.execute("SELECT COUNT(*) FROM jobs WHERE state='running'").fetchone()[0] >= max_running:
             return None
@@ -158,8 +169,8 @@ def claim(db: sqlite3.Connection, now: float, max_running: int = 1) -> Job | Non
                          "ORDER BY w.turn, w.created, w.id LIMIT 1").fetchone()
         if row is None:
             return None
-        db.execute("UPDATE jobs SET state='running', attempts=attempts+1, started=?, phase='' WHERE id=?",
-                   (now, row[0]))
+        db.execute("UPDATE jobs SET state='running', attempts=attempts+1, started=?, phase='', owner=?, heartbeat=? "
+                   "WHERE id=?", (now, owner, now, row[0]))
     return get(db, row[0])
 
 
@@ -173,23 +184,33 @@ def ahead(db: sqlite3.Connection, job_id: str) -> int:
     return running + sum(key < order[job_id] for key in order.values())
 
 
-def progress(db: sqlite3.Connection, job: Job) -> None:
-    """Keep a running job's phase, check verdict (the quota counts a passed check) and lines so far."""
+def heartbeat(db: sqlite3.Connection, job: Job, now: float) -> bool:
+    """Renew the heartbeat of a job its owner runs; False when the job is no longer its (another
+    server put it back after the lease passed), and then nothing is written."""
     with _tx(db):
-        db.execute("UPDATE jobs SET phase=?, passed_check=?, lines=? WHERE id=? AND state='running'",
-                   (job.phase, int(job.passed_check), json.dumps(job.lines[-MAX_LINES:]), job.id))
+        return db.execute("UPDATE jobs SET heartbeat=? WHERE id=? AND state='running' AND owner=?",
+                          (now, job.id, job.owner)).rowcount == 1
+
+
+def progress(db: sqlite3.Connection, job: Job) -> None:
+    """Keep a running job's phase, check verdict (the quota counts a passed check) and lines so far
+    (only while its claimer still owns it)."""
+    with _tx(db):
+        db.execute("UPDATE jobs SET phase=?, passed_check=?, lines=? WHERE id=? AND state='running' AND owner=?",
+                   (job.phase, int(job.passed_check), json.dumps(job.lines[-MAX_LINES:]), job.id, job.owner))
 
 
 def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Job:
     """Mark a running job done with ``outcome``, keeping its lines, report, row and error; its
-    submitter is told in the same transaction."""
+    submitter is told in the same transaction. A job its claimer no longer owns (put back after
+    its lease passed) is left to its new run: nothing is written, nobody is told."""
     with _tx(db):
-        _tell(db, job, outcome, now)
-        db.execute("UPDATE jobs SET state='done', outcome=?, phase='', passed_check=?, lines=?, report=?, row=?, "
-                   "error=?, ended=? WHERE id=? AND state='running'",
-                   (Outcome(outcome).value, int(job.passed_check and outcome != Outcome.REFUNDED),
-                    json.dumps(job.lines[-MAX_LINES:]), json.dumps(job.report), json.dumps(job.row), job.error, now,
-                    job.id))
+        if db.execute("UPDATE jobs SET state='done', outcome=?, phase='', passed_check=?, lines=?, report=?, row=?, "
+                      "error=?, ended=? WHERE id=? AND state='running' AND owner=?",
+                      (Outcome(outcome).value, int(job.passed_check and outcome != Outcome.REFUNDED),
+                       json.dumps(job.lines[-MAX_LINES:]), json.dumps(job.report), json.dumps(job.row), job.error,
+                       now, job.id, job.owner)).rowcount == 1:
+            _tell(db, job, outcome, now)
     done = get(db, job.id)
     assert done is not None
     return done
@@ -216,8 +237,9 @@ def _tell(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Non
 def requeue(db: sqlite3.Connection, job: Job) -> None:
     """Put a running job back as it was before its claim (its server is stopping, not dying)."""
     with _tx(db):
-        db.execute("UPDATE jobs SET state='waiting', phase='', attempts=MAX(attempts-1, 0), lines=? "
-                   "WHERE id=? AND state='running'", (json.dumps(job.lines[-MAX_LINES:]), job.id))
+        db.execute("UPDATE jobs SET state='waiting', phase='', attempts=MAX(attempts-1, 0), lines=?, owner='', "
+                   "heartbeat=NULL WHERE id=? AND state='running' AND owner=?",
+                   (json.dumps(job.lines[-MAX_LINES:]), job.id, job.owner))
 
 
 RERUN = "the server stopped while this submission ran: it runs again from where it stopped"
@@ -225,25 +247,71 @@ TWICE = ("the server stopped twice while this submission ran; the arena failed, 
          "against your quota. Submit it again")
 
 
-def recover(db: sqlite3.Connection, now: float) -> list[Job]:
-    """At a server's start: put back each job a dead server left running, once; refund one left
-    running twice. Returns the refunded jobs (their uploads are to be removed)."""
+def recover(db: sqlite3.Connection, now: float, owner: str, lease_s: float = LEASE_S,
+            dead: Callable[[str], bool] | None = None) -> list[Job]:
+    """Put back each job another server left running whose heartbeat is older than ``lease_s`` or
+    whose owner is ``dead`` (:func:`owner_dead` by default), once; refund one left running twice. A
+    job with a live owner is left alone. Returns the refunded jobs (their uploads are to be removed)."""
+    dead = dead or owner_dead
     with _tx(db):
-        rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE state='running'").fetchall()
+        rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE state='running' AND owner!=?", (owner,)).fetchall()
         refunded = []
         for job in map(_job, rows):
+            if job.heartbeat is not None and now - job.heartbeat <= lease_s and not dead(job.owner):
+                continue
             if job.attempts >= MAX_ATTEMPTS:
                 job.say(TWICE)
                 job.error = TWICE
                 db.execute("UPDATE jobs SET state='done', outcome='refunded', passed_check=0, phase='', lines=?, "
-                           "error=?, ended=? WHERE id=?", (json.dumps(job.lines), job.error, now, job.id))
+                           "error=?, ended=?, owner='', heartbeat=NULL WHERE id=?", (json.dumps(job.lines), job.error, now, job.id))
                 _tell(db, job, Outcome.REFUNDED, now)
                 refunded.append(job)
             else:
                 job.say(RERUN)
-                db.execute("UPDATE jobs SET state='waiting', phase='', lines=? WHERE id=?",
+                db.execute("UPDATE jobs SET state='waiting', phase='', lines=?, owner='', heartbeat=NULL WHERE id=?",
                            (json.dumps(job.lines), job.id))
     return refunded
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None if none runs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _machine() -> str | None:
+    """This boot of this machine and this pid namespace: where a pid names one process."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f"{f.read().strip()}/{os.readlink('/proc/self/ns/pid')[len('pid:['):-1]}"
+    except OSError:
+        return None
+
+
+@functools.cache
+def _server_id(pid: int) -> str:
+    machine, start = _machine(), _start_time(pid)
+    return f"{machine}/{pid}/{start}" if machine and start else f"random/{secrets.token_hex(12)}"
+
+
+def server_id() -> str:
+    """This process as the owner of a running job: boot id, pid namespace, pid and the pid's start
+    time (a reused pid is another owner), so another server here can tell it died; a random id
+    where /proc cannot say, and then only the lease decides."""
+    return _server_id(os.getpid())
+
+
+def owner_dead(owner: str) -> bool:
+    """Whether ``owner`` (a :func:`server_id`) is provably dead: of this boot and pid namespace, and its
+    pid gone or now another process. Anything else (another machine, a random id, no owner) is not
+    known dead: the lease decides."""
+    parts = owner.split("/")
+    if len(parts) != 4 or not parts[2].isdigit() or f"{parts[0]}/{parts[1]}" != _machine():
+        return False
+    return _start_time(int(parts[2])) != parts[3]
 
 
 def open_uploads(db: sqlite3.Connection) -> set[str]:

@@ -286,7 +286,16 @@ SEASONS = (
 )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS, SEASONS)
+# A running job's owner (the server that claimed it) and its heartbeat, so that a server starting
+# beside a live one does not put back that one's job (arena/store/jobs.py). A job left running by
+# an earlier arena has no owner; its heartbeat is its start, so the lease decides for it too.
+LEASES = (
+    "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",   # the claiming server's id (jobs.server_id)
+    "ALTER TABLE jobs ADD COLUMN heartbeat REAL",                   # while running: its owner's last sign of life
+    "UPDATE jobs SET heartbeat = started WHERE state = 'running'",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS, SEASONS, LEASES)
 LATEST = len(MIGRATIONS)
 
 
