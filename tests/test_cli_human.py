@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 from rich.console import Console
 
 from arena.bots.manifest import HUMAN
@@ -46,22 +45,22 @@ def test_the_human_sees_only_what_its_seat_is_sent(tmp_path: Path, monkeypatch, 
             self.index = int(name.removeprefix("human"))
             super().__init__(name, Console(file=screens[self.index], width=200, force_terminal=False))
 
-        async def begin(self, message):
+        def begin(self, message):
             received[self.index].append(message)
-            await super().begin(message)
+            super().begin(message)
 
-        async def decide(self, message, timeout):
+        def choose(self, message, timeout):
             received[self.index].append(message)
             monkeypatch.setattr(play, "ask", lambda prompt: str(rng.randrange(len(message["actions"]))))
-            return await super().decide(message, timeout)
+            return super().choose(message, timeout)
 
-        async def finish(self, message):
+        def finish(self, message):
             received[self.index].append(message)
-            await super().finish(message)
+            super().finish(message)
 
     monkeypatch.setattr(play, "HumanPlayer", Recording)
     quiet = Console(file=io.StringIO())
-    trio.run(play.play_one, [HUMAN, HUMAN], PRESETS[preset], seed, 1000, 1000, 300, tmp_path / "s.sqlite", False, quiet)
+    play.play_one([HUMAN, HUMAN], PRESETS[preset], seed, 1000, 1000, 300, tmp_path / "s.sqlite", False, quiet)
     for i in (0, 1):
         shown = set(CARD.findall(screens[i].getvalue()))
         sent = set().union(*(cards_in(m) for m in received[i]))

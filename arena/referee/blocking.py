@@ -123,6 +123,51 @@ class BlockingPlayer(BotSeat):
         self.close(graceful=True)
 
 
+class PersonSeat:
+    """A person's seat (the terminal's, the browser's): sent exactly the messages a bot in the seat
+    would get. A subclass answers a request in :meth:`choose` (blocking; a
+    :class:`~arena.faults.BotFault` there, say a :class:`~arena.faults.Timeout`, is the person's
+    forfeit); the decision is timed here on ``timer``, as a bot's is in :class:`BlockingPlayer`."""
+
+    name: str
+    timer: Timer = WALL
+
+    def begin(self, message: dict[str, Any]) -> None:
+        pass
+
+    def choose(self, message: dict[str, Any], timeout: float) -> int:
+        raise NotImplementedError
+
+    def decide(self, req: Request) -> Outcome:
+        now = self.timer.now
+        start = now()
+        try:
+            choice = self.choose(req.message, req.timeout)
+        except BotFault as fault:
+            seconds = now() - start
+            self.fault(fault.reason, fault.message, req.id)
+            return faulted(self, fault, seconds)
+        return answered(self, (choice, None), now() - start)
+
+    def finish(self, message: dict[str, Any]) -> None:
+        pass
+
+    def fault(self, reason: str, message: str, request_id: int | None) -> None:
+        pass
+
+    def take_stderr(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+Seat = BlockingPlayer | PersonSeat
+
+
 def run_async(afn, *args):
     """``await afn(*args)`` on a loop of its own, on a thread of its own (so a caller inside an
     event loop of its own is no trouble); its exception is raised here."""
@@ -170,7 +215,7 @@ def blocking_launch(launcher: Any) -> BlockingLauncher:
     return BlockingLaunch(launcher) if hasattr(launcher, "plan_now") else launcher
 
 
-def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
+def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
               given: Sequence[int] = (), timer: Timer = WALL,
