@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from ..bots.blocking import BlockingBot, hub
+from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
 from ..faults import ArenaFailure, BotFault
@@ -182,6 +182,48 @@ def run_async(afn, *args):
     thread = threading.Thread(target=run, name="arena-env-launch")
     thread.start()
     thread.join()
+    value, error = box[0]
+    if error is not None:
+        raise error
+    return value
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` from trio on a thread of its own with a :class:`~arena.bots.blocking.Hub` of
+    its own (a game with a person at the table: the server's loop goes on meanwhile). The caller's
+    cancellation reaches the thread: its bot waits raise :class:`~arena.bots.blocking.Interrupted`
+    and its ``trio.from_thread`` calls ``trio.Cancelled``, so ``fn``'s cleanup runs at once and
+    the thread's bots in their grace are settled before this returns (or raises ``Cancelled``)."""
+    own = Hub()
+    box: list[tuple[Any, BaseException | None]] = []
+
+    def run() -> None:
+        adopt_hub(own)
+        try:
+            box.append((fn(*args), None))
+        except Interrupted:  # the caller was cancelled: it raises Cancelled itself
+            box.append((None, None))
+        except BaseException as e:  # noqa: BLE001 - delivered to the caller
+            box.append((None, e))
+        finally:
+            own.clear_interrupt()
+            try:
+                own.settle()
+            except Interrupted:  # an interrupt that came during the cleanup: finish it anyway
+                own.settle()
+
+    async def interrupt_when_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            own.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_when_cancelled)
+        try:
+            await trio.to_thread.run_sync(run)  # not abandoned: the thread's cleanup is waited for
+        finally:
+            nursery.cancel_scope.cancel()
     value, error = box[0]
     if error is not None:
         raise error
