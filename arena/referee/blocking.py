@@ -1,9 +1,10 @@
 """The referee on the blocking shell: one game at a time, each bot a
 :class:`~arena.bots.blocking.BlockingBot`, no event loop.
 
-For a process that plays one game at a time (a referee worker, a benchmark), a decision is a
-write and a ``poll``: :func:`play_game` is :func:`arena.referee.driver.run_game` with the
-waiting done by ``poll`` instead of trio. The conversation itself is the same
+For a thread that plays one game at a time (a referee worker, an in-process lane, ``arena play``,
+a game in the browser through :func:`in_thread`), a decision is a write and a ``poll``:
+:func:`play_game` is :func:`arena.referee.driver.run_game` with the waiting done by ``poll``
+instead of trio. The conversation itself is the same
 :class:`~arena.referee.core.RefereeCore`, a seat's decisions the same
 :class:`~arena.referee.seat.BotSeat`, and the protocol's checks the same functions, so the two
 give every bot the same verdict. Bots start one after the other here (the trio referee
