@@ -265,9 +265,15 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               on_event: Callable[[Any, dict[str, Any]], None] | None = None) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
-    ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
-    decision, no bank, so think time carries nothing another seat can time; ``ponder`` (seats
-    left running off their turn) and ``given`` as there. ``timer``: the clock of the fixed schedule
+
+    ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is
+    sent only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so
+    the requests say so): a bot answers within its move time or forfeits. How long a bot thought
+    then changes nothing another seat can time, so think time carries no message between seats.
+    (With a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms
+    of bank: a bit per decision almost for free.) ``ponder``: seats are left running off their
+    turn (never frozen). ``given``: start mid-game, at a deal suite's position: these action
+    indexes are played first, for the seats, without asking. ``timer``: the clock of the fixed schedule
     (the players time their decisions on their own, the same one in a test). ``on_event`` is
     called with the state and each event as the core applies it (a replay test watches the game)."""
     clock = game_clock(clock, fixed_schedule)
