@@ -26,10 +26,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..bots.blocking import Interrupted
 from ..bots.manifest import HUMAN, ManifestError, bundled_bots, load_bot
 from ..engine import PRESETS, RulesError, rules_from
 from ..faults import Timeout
-from ..bots.blocking import Interrupted
 from ..referee import TimeControl
 from ..referee.blocking import BlockingPlayer, PersonSeat, blocking_launch, in_thread
 from ..referee.blocking import play_game as referee_play
