@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 from rich.console import Console
 
 from arena.bots.manifest import HUMAN
@@ -46,22 +45,22 @@ def test_the_human_sees_only_what_its_seat_is_sent(tmp_path: Path, monkeypatch, 
             self.index = int(name.removeprefix("human"))
             super().__init__(name, Console(file=screens[self.index], width=200, force_terminal=False))
 
-        async def begin(self, message):
+        def begin(self, message):
             received[self.index].append(message)
-            await super().begin(message)
+            super().begin(message)
 
-        async def decide(self, message, timeout):
+        def choose(self, message, timeout):
             received[self.index].append(message)
             monkeypatch.setattr(play, "ask", lambda prompt: str(rng.randrange(len(message["actions"]))))
-            return await super().decide(message, timeout)
+            return super().choose(message, timeout)
 
-        async def finish(self, message):
+        def finish(self, message):
             received[self.index].append(message)
-            await super().finish(message)
+            super().finish(message)
 
     monkeypatch.setattr(play, "HumanPlayer", Recording)
     quiet = Console(file=io.StringIO())
-    trio.run(play.play_one, [HUMAN, HUMAN], PRESETS[preset], seed, 1000, 1000, 300, tmp_path / "s.sqlite", False, quiet)
+    play.play_one([HUMAN, HUMAN], PRESETS[preset], seed, 1000, 1000, 300, tmp_path / "s.sqlite", False, quiet)
     for i in (0, 1):
         shown = set(CARD.findall(screens[i].getvalue()))
         sent = set().union(*(cards_in(m) for m in received[i]))
@@ -118,3 +117,46 @@ def _tmux_children() -> list[tuple[int, str]]:
         if comm.split("(", 1)[1].startswith("tmux") and int(ppid) == os.getpid():
             out.append((int(d.name), state))
     return out
+
+
+def test_ctrl_c_while_a_bot_thinks_stops_the_game_and_its_bots(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C (SIGINT) while the referee waits for a bot that never answers: the game ends with
+    KeyboardInterrupt (no forfeit, nothing stored) and every bot process is gone first."""
+    import signal
+    import stat
+    import tempfile
+    import threading
+
+    from arena.bots.manifest import load_bot
+    from tests.checks import reachable
+    hostile = reachable(ROOT / "tests" / "hostile_bots") / "hostile.py"
+    bot = Path(tempfile.mkdtemp(prefix="arena-human-"))  # private uids must read it
+    try:
+        bot.chmod(0o755)
+        shutil.copy(hostile, bot / "hostile.py")
+        (bot / "hostile.py").chmod(0o644)
+        (bot / "bot.toml").write_text('name = "silent"\nversion = "1"\ncommand = ["python3", "hostile.py", "never_answer"]\n')
+        (bot / "bot.toml").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+        asked: dict[str, int] = {}
+        seated: list = []
+        stuck = threading.Event()
+
+        class Watched(play.BlockingPlayer):
+            def decide(self, req):
+                asked[self.name] = asked.get(self.name, 0) + 1
+                if self.conn is not None and self.conn not in seated:
+                    seated.append(self.conn)
+                if self.name == "silent" and asked[self.name] == 2:  # it answered once; now it never will
+                    stuck.set()
+                return super().decide(req)
+
+        monkeypatch.setattr(play, "BlockingPlayer", Watched)
+        threading.Thread(target=lambda: stuck.wait(120) and os.kill(os.getpid(), signal.SIGINT), daemon=True).start()
+        store = tmp_path / "s.sqlite"
+        with pytest.raises(KeyboardInterrupt):
+            play.play_one([load_bot(str(bot)), load_bot("random")], PRESETS["classic"], 3, 60_000, 0, 500, store, True,
+                          Console(file=io.StringIO()))
+        assert stuck.is_set() and not store.exists()
+        assert len(seated) == 2 and all(not Path(f"/proc/{c.pid}").exists() for c in seated)
+    finally:
+        shutil.rmtree(bot, ignore_errors=True)

@@ -251,3 +251,33 @@ def test_a_bot_with_a_build_is_built_and_started_with_no_event_loop(tmp_path, mo
     finally:
         bot_process.close()
     assert not (bot / "built.py").exists()
+
+
+def test_a_cancelled_caller_interrupts_the_games_thread() -> None:
+    """in_thread: trio cancels its caller while the thread waits on its hub (as a bot's wait
+    does): the wait raises Interrupted at once, the thread's cleanup runs, the caller sees Cancelled."""
+    import threading
+
+    from arena.bots.blocking import Interrupted, hub
+    from arena.referee.blocking import in_thread
+    waiting, seen = threading.Event(), []
+
+    def game() -> None:
+        waiting.set()
+        try:
+            hub().wait(None, 0, 20)  # no bot here: waited out only if the interrupt never comes
+        except Interrupted:
+            seen.append("interrupted")
+            raise
+        seen.append("waited out")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            async def call() -> None:
+                await in_thread(game)
+                seen.append("returned to a cancelled caller")
+            nursery.start_soon(call)
+            await trio.to_thread.run_sync(waiting.wait)
+            nursery.cancel_scope.cancel()
+    trio.run(main)
+    assert seen == ["interrupted"]

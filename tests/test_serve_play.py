@@ -89,3 +89,33 @@ def test_a_chosen_seed_does_not_reveal_the_bots_cards(tmp_path: Path, monkeypatc
     # what the person can compute from the seed is not the bot's hand, nor any tournament's deal 0
     assert new_game(rules, 2, chosen).seats[1].hand != new_game(rules, 2, dealt).seats[1].hand
     assert dealt != deal_seed(load_secret(store.parent), chosen, 0, 0)
+
+
+def test_a_server_that_stops_mid_game_stops_its_bots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's loop is cancelled while the game's thread waits for the person: the wait is
+    called off (no forfeit, nothing stored), the bots are shut down and gone before play_game
+    ends, and the cancellation reaches the caller."""
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store)))
+    session = play.Session("s1", 0, ["you", "random"])
+    seated: list = []
+
+    class Seen(play.BlockingPlayer):
+        def begin(self, message):
+            super().begin(message)
+            seated.append(self.conn)
+
+    monkeypatch.setattr(play, "BlockingPlayer", Seen)
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a hang guard only: the cancellation below ends it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(play.play_game, app, session, [HUMAN, load_bot("random")], PRESETS["classic"],
+                                   7, TimeControl(move_ms=1000, bank_ms=5000), 2000)
+                while not any(m.get("type") == "request" for m in session.messages):
+                    await session.changed.wait()
+                nursery.cancel_scope.cancel()
+    trio.run(main)
+    assert session.status == "playing" and not session.stored and not store.exists()
+    assert [m for m in session.messages if m.get("type") == "error"] == []  # the person was not faulted
+    assert len(seated) == 1 and seated[0].pid and not Path(f"/proc/{seated[0].pid}").exists()

@@ -95,7 +95,6 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          gvisor: GvisorOpt = False) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
     from ..bots.manifest import ManifestError, load_bot
-    import trio
     from ..engine import RulesError, rules_from
     from .play import play_one
     try:
@@ -108,8 +107,8 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
     from ..bots.launch import Launcher
-    code = trio.run(partial(play_one, specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
-                            launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor)))
+    code = play_one(specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
+                    launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor))
     raise typer.Exit(code)
 
 

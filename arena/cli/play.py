@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from pathlib import Path
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.markup import escape
 
 from ..bots.launch import Launcher
 from ..bots.manifest import BotSpec
 from ..engine import Rules, State
-from ..referee import BotPlayer, TimeControl, run_game
+from ..referee import TimeControl
+from ..referee.blocking import BlockingPlayer, PersonSeat, blocking_launch, play_game, settle
 from ..replay.view import Names, _cards, _stacks, describe_action, describe_event, pretty
 from ..tournament.seeds import deal_seed, load_secret
 from ..tournament.store import Store
-
-
-# a thread blocked in input() is abandoned on Ctrl-C, not waited for (the keyword changed in trio 0.23)
-_ABANDON = ({"abandon_on_cancel": True} if "abandon_on_cancel" in inspect.signature(trio.to_thread.run_sync).parameters
-            else {"cancellable": True})
 
 
 def ask(prompt: str) -> str:
@@ -39,9 +33,10 @@ def _face_up(stacks: list[list[str]] | None) -> str:
     return "(not chosen yet)" if stacks is None else _stacks(stacks)
 
 
-class HumanPlayer:
+class HumanPlayer(PersonSeat):
     """A person at the terminal. Everything shown comes from the messages this seat is sent, exactly
-    what a bot in the seat would read: its view, the events since its last turn, its actions."""
+    what a bot in the seat would read: its view, the events since its last turn, its actions. The
+    game runs in the main thread: Ctrl-C interrupts ``input()`` or a bot's wait alike."""
 
     def __init__(self, name: str, console: Console):
         self.name = name
@@ -49,7 +44,7 @@ class HumanPlayer:
         self.who = Names([name])
         self.explained_setup = False
 
-    async def begin(self, message: dict[str, Any]) -> None:
+    def begin(self, message: dict[str, Any]) -> None:
         self.who = Names(list(message.get("names") or []))
         self.console.print(f"[bold]You are seat {message['seat']}[/] ({escape(self.name)}) of "
                            f"{message['players']}: " + escape(", ".join(self.who.labels)))
@@ -59,7 +54,7 @@ class HumanPlayer:
             if e.get("kind") != "game_over":
                 self.console.print(f"  [dim]{escape(describe_event(e, self.who)[0])}[/]")
 
-    async def decide(self, message: dict[str, Any], timeout: float) -> int:
+    def choose(self, message: dict[str, Any], timeout: float) -> int:
         v = message["view"]
         c = self.console
         self._events(message.get("events", []))
@@ -80,33 +75,21 @@ class HumanPlayer:
         for a in message["actions"]:
             c.print(escape(f"  [{a['id']}] {describe_action(a, self.who)}"))
         while True:
-            text = await trio.to_thread.run_sync(ask, "action id> ", **_ABANDON)  # Ctrl-C reaches trio
+            text = ask("action id> ")
             if text.strip().isdigit() and int(text) < len(message["actions"]):
                 return int(text)
             c.print("type one of the ids above (Ctrl-C to stop)")
 
-    async def finish(self, message: dict[str, Any]) -> None:
+    def finish(self, message: dict[str, Any]) -> None:
         self._events(message.get("events", []))
 
-    async def fault(self, reason: str, message: str, request_id: int | None) -> None:
-        pass
 
-    def take_stderr(self) -> list[str]:
-        return []
-
-    async def close(self) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
-
-
-async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, bank_ms: int,
-                   max_turns: int, store_path: Path, quiet: bool, console: Console,
-                   launcher: Launcher | None = None) -> int:
+def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, bank_ms: int,
+             max_turns: int, store_path: Path, quiet: bool, console: Console,
+             launcher: Launcher | None = None) -> int:
     clock = TimeControl(move_ms, bank_ms)
-    launcher = launcher or Launcher()
-    players: list[Any] = [HumanPlayer(f"human{i}", console) if s.human else BotPlayer(s, launcher, clock)
+    launch = blocking_launch(launcher or Launcher())
+    players: list[Any] = [HumanPlayer(f"human{i}", console) if s.human else BlockingPlayer(s, launch, clock)
                           for i, s in enumerate(specs)]
     names = [p.name for p in players]
     game_id = f"play-{int(time.time() * 1000)}"
@@ -123,12 +106,12 @@ async def play_one(specs: list[BotSpec], rules: Rules, seed: int, move_ms: int, 
     spectator = None if any(s.human for s in specs) else show
     try:
         # --seed names the deal for the operator; the cards come from the store's secret
-        record = await run_game(players, rules, deal_seed(load_secret(store_path.parent), seed, 0, 0),
-                                game_id=game_id, clock=clock, max_turns=max_turns,
-                                on_event=spectator)
-    finally:
+        record = play_game(players, rules, deal_seed(load_secret(store_path.parent), seed, 0, 0),
+                           game_id=game_id, clock=clock, max_turns=max_turns, on_event=spectator)
+    finally:  # on Ctrl-C too: the bots are told, given their grace, and gone before we return
         for p in players:
-            await p.shutdown()
+            p.shutdown()
+        settle()
     res = record.result or {}
     console.rule("result")
     for rank, group in enumerate(res["order"], 1):

@@ -1,7 +1,7 @@
 """Bot programs as opponents in the synchronous environments: real processes, contained and
 spoken to exactly as in a tournament.
 
-A program opponent is a :class:`arena.referee.BotPlayer` started by the arena's
+A program opponent is a :class:`arena.referee.blocking.BlockingPlayer` started by the arena's
 :class:`arena.bots.launch.Launcher` (the same containment, limits and ``python3`` as in
 tournaments), so it gets the referee's messages, clock and fault rules: a bot that times
 out, crashes or breaks the protocol forfeits that game, is stopped, and is started again

@@ -89,8 +89,8 @@ class Ladder:
     store: str = str(DEFAULT_STORE)
     concurrency: int = 0
     check_games: int = 1  # games per scenario of the entry check
-    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
-    ponder: bool = False  # seats left running off their turn (arena.referee.driver.run_game)
+    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
+    ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
     one_seat_per_author: bool = False  # no table seats two bots of one author
     gvisor: bool = False  # every bot under gVisor (arena.bots.gvisor), or an error
     suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones

@@ -2,9 +2,11 @@
 
 - :mod:`.core`: :class:`RefereeCore`, the pure, synchronous rules of the conversation
   (messages out, answers and faults in, clock and record kept). No I/O.
-- :mod:`.driver`: :func:`run_game` and :class:`BotPlayer`, which move the core's messages
-  over bot processes with trio and real clocks; :mod:`.blocking` does the same with ``poll``,
-  one game at a time, and :mod:`.seat` holds what a bot's seat decides on either.
+- :mod:`.blocking`: :func:`~.blocking.play_game`, which moves the core's messages over bot
+  processes (:class:`~.blocking.BlockingPlayer`) and people (:class:`~.blocking.PersonSeat`)
+  with ``poll``, one game at a time per thread: what every arena command plays on;
+  :mod:`.driver` does the same on trio (benchmarks and tests still use it), and :mod:`.seat`
+  holds what a bot's seat decides on either.
 - :mod:`.protocol`: the messages, built and read against ``protocol/schemas``; a bad line
   raises one of :mod:`arena.faults`, as every fault does.
 - :mod:`.testing`: :class:`MockBot`, a scripted connection for tests (expect this, answer that).

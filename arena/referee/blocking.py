@@ -1,9 +1,10 @@
 """The referee on the blocking shell: one game at a time, each bot a
 :class:`~arena.bots.blocking.BlockingBot`, no event loop.
 
-For a process that plays one game at a time (a referee worker, a benchmark), a decision is a
-write and a ``poll``: :func:`play_game` is :func:`arena.referee.driver.run_game` with the
-waiting done by ``poll`` instead of trio. The conversation itself is the same
+For a thread that plays one game at a time (a referee worker, an in-process lane, ``arena play``,
+a game in the browser through :func:`in_thread`), a decision is a write and a ``poll``:
+:func:`play_game` is :func:`arena.referee.driver.run_game` with the waiting done by ``poll``
+instead of trio. The conversation itself is the same
 :class:`~arena.referee.core.RefereeCore`, a seat's decisions the same
 :class:`~arena.referee.seat.BotSeat`, and the protocol's checks the same functions, so the two
 give every bot the same verdict. Bots start one after the other here (the trio referee
@@ -19,7 +20,7 @@ from typing import Any
 
 import trio
 
-from ..bots.blocking import BlockingBot, hub
+from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
 from ..faults import ArenaFailure, BotFault
@@ -123,6 +124,51 @@ class BlockingPlayer(BotSeat):
         self.close(graceful=True)
 
 
+class PersonSeat:
+    """A person's seat (the terminal's, the browser's): sent exactly the messages a bot in the seat
+    would get. A subclass answers a request in :meth:`choose` (blocking; a
+    :class:`~arena.faults.BotFault` there, say a :class:`~arena.faults.Timeout`, is the person's
+    forfeit); the decision is timed here on ``timer``, as a bot's is in :class:`BlockingPlayer`."""
+
+    name: str
+    timer: Timer = WALL
+
+    def begin(self, message: dict[str, Any]) -> None:
+        pass
+
+    def choose(self, message: dict[str, Any], timeout: float) -> int:
+        raise NotImplementedError
+
+    def decide(self, req: Request) -> Outcome:
+        now = self.timer.now
+        start = now()
+        try:
+            choice = self.choose(req.message, req.timeout)
+        except BotFault as fault:
+            seconds = now() - start
+            self.fault(fault.reason, fault.message, req.id)
+            return faulted(self, fault, seconds)
+        return answered(self, (choice, None), now() - start)
+
+    def finish(self, message: dict[str, Any]) -> None:
+        pass
+
+    def fault(self, reason: str, message: str, request_id: int | None) -> None:
+        pass
+
+    def take_stderr(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+Seat = BlockingPlayer | PersonSeat
+
+
 def run_async(afn, *args):
     """``await afn(*args)`` on a loop of its own, on a thread of its own (so a caller inside an
     event loop of its own is no trouble); its exception is raised here."""
@@ -137,6 +183,48 @@ def run_async(afn, *args):
     thread = threading.Thread(target=run, name="arena-env-launch")
     thread.start()
     thread.join()
+    value, error = box[0]
+    if error is not None:
+        raise error
+    return value
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` from trio on a thread of its own with a :class:`~arena.bots.blocking.Hub` of
+    its own (a game with a person at the table: the server's loop goes on meanwhile). The caller's
+    cancellation reaches the thread: its bot waits raise :class:`~arena.bots.blocking.Interrupted`
+    and its ``trio.from_thread`` calls ``trio.Cancelled``, so ``fn``'s cleanup runs at once and
+    the thread's bots in their grace are settled before this returns (or raises ``Cancelled``)."""
+    own = Hub()
+    box: list[tuple[Any, BaseException | None]] = []
+
+    def run() -> None:
+        adopt_hub(own)
+        try:
+            box.append((fn(*args), None))
+        except Interrupted:  # the caller was cancelled: it raises Cancelled itself
+            box.append((None, None))
+        except BaseException as e:  # noqa: BLE001 - delivered to the caller
+            box.append((None, e))
+        finally:
+            own.clear_interrupt()
+            try:
+                own.settle()
+            except Interrupted:  # an interrupt that came during the cleanup: finish it anyway
+                own.settle()
+
+    async def interrupt_when_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            own.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_when_cancelled)
+        try:
+            await trio.to_thread.run_sync(run)  # not abandoned: the thread's cleanup is waited for
+        finally:
+            nursery.cancel_scope.cancel()
     value, error = box[0]
     if error is not None:
         raise error
@@ -170,16 +258,22 @@ def blocking_launch(launcher: Any) -> BlockingLauncher:
     return BlockingLaunch(launcher) if hasattr(launcher, "plan_now") else launcher
 
 
-def play_game(players: Sequence[BlockingPlayer], rules: Rules, seed: int, *, game_id: str,
+def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
               given: Sequence[int] = (), timer: Timer = WALL,
               on_event: Callable[[Any, dict[str, Any]], None] | None = None) -> GameRecord:
     """Play one game to its end and return its record. Bot faults become forfeits; the arena's own
     failure to start a bot (:class:`~arena.faults.ArenaFailure`) raises, and costs no bot a game.
-    ``fixed_schedule`` as in :func:`arena.referee.driver.run_game`: one ``move_ms`` slot per
-    decision, no bank, so think time carries nothing another seat can time; ``ponder`` (seats
-    left running off their turn) and ``given`` as there. ``timer``: the clock of the fixed schedule
+
+    ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is
+    sent only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so
+    the requests say so): a bot answers within its move time or forfeits. How long a bot thought
+    then changes nothing another seat can time, so think time carries no message between seats.
+    (With a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms
+    of bank: a bit per decision almost for free.) ``ponder``: seats are left running off their
+    turn (never frozen). ``given``: start mid-game, at a deal suite's position: these action
+    indexes are played first, for the seats, without asking. ``timer``: the clock of the fixed schedule
     (the players time their decisions on their own, the same one in a test). ``on_event`` is
     called with the state and each event as the core applies it (a replay test watches the game)."""
     clock = game_clock(clock, fixed_schedule)

@@ -1,4 +1,6 @@
 """The trio referee: plays one game between players over their connections, with real clocks.
+(Left for benchmarks and tests that compare it; every arena command, web play included, plays on
+:mod:`arena.referee.blocking`.)
 
 A :class:`Player` is a seat's occupant for a whole match: a bot process
 (:class:`BotPlayer`) or a person at the terminal. :func:`run_game` moves the

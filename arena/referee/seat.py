@@ -73,7 +73,7 @@ def handshake_fault(exc: BaseException) -> BotFault:
 
 
 def game_clock(clock: TimeControl, fixed_schedule: bool) -> TimeControl:
-    """The clock a game runs on: on a fixed schedule there is no bank (see ``run_game``)."""
+    """The clock a game runs on: on a fixed schedule there is no bank (see ``play_game``)."""
     return dataclasses.replace(clock, bank_ms=0) if fixed_schedule else clock
 
 
@@ -86,7 +86,7 @@ def slot_end(start: float, now: float, slot: float) -> float:
 def hold(player: Any, frozen: bool) -> None:
     """Freeze a bot's seat off its turn, or thaw it for its request (a person's seat, or a
     scripted one, is left alone). The game loops thaw a seat before its clock starts, so the
-    thaw costs it no time; ``ponder`` tables never freeze (see ``run_game``)."""
+    thaw costs it no time; ``ponder`` tables never freeze (see ``play_game``)."""
     if isinstance(player, BotSeat):
         player.hold(frozen)
 

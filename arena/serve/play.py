@@ -1,8 +1,10 @@
 """Play: a person takes a seat against bots in the browser.
 
-The seat is a :class:`WebPlayer`, a referee ``Player`` like a bot process: the
+The seat is a :class:`WebPlayer`, a person's seat at the blocking referee's table: the
 referee sends it exactly the ``start``, ``request`` and ``end`` messages a bot
 in that seat would get, and the page draws only those (it also shows them raw).
+The game runs on a thread of its own (:func:`arena.referee.blocking.in_thread`); the
+seat hands each message to the server's loop and waits there for the person's answer.
 Nothing else about the game reaches the browser while it is played. The game is
 stored like ``arena play`` stores one (tournament ``play``), and its replay
 opens once it is over.
@@ -24,10 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..bots.blocking import Interrupted
 from ..bots.manifest import HUMAN, ManifestError, bundled_bots, load_bot
 from ..engine import PRESETS, RulesError, rules_from
 from ..faults import Timeout
-from ..referee import BotPlayer, TimeControl, run_game
+from ..referee import TimeControl
+from ..referee.blocking import BlockingPlayer, PersonSeat, blocking_launch, in_thread
+from ..referee.blocking import play_game as referee_play
 from ..replay.view import Names, describe_action, describe_event, result_text
 from ..store import reads
 from . import guard
@@ -74,20 +79,35 @@ class Session:
         self.touch()
 
 
-class WebPlayer:
+class WebPlayer(PersonSeat):
     """A person in the browser (see the module docstring). Waits up to ``idle_s`` per move, then
-    forfeits like a bot that timed out, and the bots play the game to its end."""
+    forfeits like a bot that timed out, and the bots play the game to its end. Called on the
+    game's thread; the session is only touched on the server's loop."""
 
     def __init__(self, session: Session, idle_s: float = IDLE_S):
         self.name = HUMAN.name
         self.session = session
         self.idle_s = idle_s
 
-    async def begin(self, message: dict[str, Any]) -> None:
+    def _started(self, message: dict[str, Any]) -> None:
         self.session.status = "playing"
         self.session.push(message)
 
-    async def decide(self, message: dict[str, Any], timeout: float) -> int:
+    def begin(self, message: dict[str, Any]) -> None:
+        trio.from_thread.run_sync(self._started, message)
+
+    def choose(self, message: dict[str, Any], timeout: float) -> int:
+        try:
+            choice = trio.from_thread.run(self._answer, message)
+        except trio.Cancelled:  # the server is stopping: no forfeit, the game is dropped
+            raise Interrupted from None
+        if choice is None:
+            idle = f"{self.idle_s / 60:g} minutes" if self.idle_s >= 60 else f"{self.idle_s:g} s"
+            raise Timeout(f"no move within {idle}")
+        return choice
+
+    async def _answer(self, message: dict[str, Any]) -> int | None:
+        """The person's choice for ``message`` (one of its actions), or None after ``idle_s``."""
         self.session.push(message)
         receive = self.session.answers[1]
         with trio.move_on_after(self.idle_s):
@@ -95,24 +115,14 @@ class WebPlayer:
                 request_id, choice = await receive.receive()
                 if request_id == message["id"] and 0 <= choice < len(message["actions"]):
                     return choice
-        idle = f"{self.idle_s / 60:g} minutes" if self.idle_s >= 60 else f"{self.idle_s:g} s"
-        raise Timeout(f"no move within {idle}")
+        return None
 
-    async def finish(self, message: dict[str, Any]) -> None:
-        self.session.push(message)
+    def finish(self, message: dict[str, Any]) -> None:
+        trio.from_thread.run_sync(self.session.push, message)
 
-    async def fault(self, reason: str, message: str, request_id: int | None) -> None:
+    def fault(self, reason: str, message: str, request_id: int | None) -> None:
         from ..referee.protocol import error
-        self.session.push(error(reason, message, request_id))
-
-    def take_stderr(self) -> list[str]:
-        return []
-
-    async def close(self) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
+        trio.from_thread.run_sync(self.session.push, error(reason, message, request_id))
 
 
 def annotate(message: dict[str, Any], who: Names) -> dict[str, Any]:
@@ -144,17 +154,20 @@ async def play_game(app: Starlette, session: Session, specs: list, rules: Any, s
                     max_turns: int) -> None:
     from ..bots.launch import Launcher
     from ..tournament.seeds import deal_seed, load_secret
-    launcher = Launcher()
-    players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BotPlayer(s, launcher, clock) for s in specs]
+    launch = blocking_launch(Launcher())
+    players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BlockingPlayer(s, launch, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
-    try:
+
+    def play() -> Any:
         try:
-            dealt = deal_seed(load_secret(Path(app.state.options.store).parent), seed, PLAY_TABLE, 0)
-            record = await run_game(players, rules, dealt, game_id=session.game_id, clock=clock, max_turns=max_turns)
-        finally:
-            with trio.CancelScope(shield=True):
-                for p in players:
-                    await p.shutdown()
+            return referee_play(players, rules, dealt, game_id=session.game_id, clock=clock, max_turns=max_turns)
+        finally:  # the game's thread settles their grace (in_thread)
+            for p in players:
+                p.shutdown()
+
+    try:
+        dealt = deal_seed(load_secret(Path(app.state.options.store).parent), seed, PLAY_TABLE, 0)
+        record = await in_thread(play)
         session.final = final_view(record.as_json(), session.seat)
         await trio.to_thread.run_sync(_save, app.state.options.store, [s.label for s in specs], record.as_json())
         session.stored = True

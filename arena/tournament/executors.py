@@ -89,8 +89,8 @@ class BotSetup:
     sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
     restart_each_game: bool = False
     trusted_bots: bool = False  # bots run as the referee's own user, on purpose
-    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.driver.run_game)
-    ponder: bool = False  # seats left running off their turn (arena.referee.driver.run_game)
+    fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
+    ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
     gvisor: bool = False  # every bot under gVisor (arena.bots.launch.Launcher)
 
     @classmethod
