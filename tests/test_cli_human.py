@@ -151,11 +151,23 @@ def test_ctrl_c_while_a_bot_thinks_stops_the_game_and_its_bots(tmp_path: Path, m
                 return super().decide(req)
 
         monkeypatch.setattr(play, "BlockingPlayer", Watched)
-        threading.Thread(target=lambda: stuck.wait(120) and os.kill(os.getpid(), signal.SIGINT), daemon=True).start()
+        over = threading.Event()
+
+        def ctrl_c() -> None:  # once the silent bot has been asked (a moment for the request to go out)
+            if stuck.wait(120) and not over.wait(1.0):
+                os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=ctrl_c, daemon=True).start()
         store = tmp_path / "s.sqlite"
-        with pytest.raises(KeyboardInterrupt):
-            play.play_one([load_bot(str(bot)), load_bot("random")], PRESETS["classic"], 3, 60_000, 0, 500, store, True,
-                          Console(file=io.StringIO()))
+        said = io.StringIO()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                play.play_one([load_bot(str(bot)), load_bot("random")], PRESETS["classic"], 3, 60_000, 0, 500, store,
+                              True, Console(file=said))
+        except BaseException:
+            print(said.getvalue())  # what the game said, if it ended otherwise
+            raise
+        finally:
+            over.set()  # no stray Ctrl-C for whatever runs next in this process
         assert stuck.is_set() and not store.exists()
         assert len(seated) == 2 and all(not Path(f"/proc/{c.pid}").exists() for c in seated)
     finally:

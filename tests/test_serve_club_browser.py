@@ -175,10 +175,13 @@ def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, t
         chrome.find_element(By.ID, "signup").click()
         wait(chrome, lambda d: "alice" in d.find_element(By.ID, "who").text)
 
-        # another person's submission is running (one runs at a time): alice's waits behind it
+        # another person's submission is running (one runs at a time) on a live server (this test's
+        # process, its heartbeat an hour ahead so no lease passes however slow the machine): the
+        # server leaves it alone, and alice's waits behind it
+        from arena.store.jobs import server_id
         _mark(store, "INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
-                     "started) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', 'running', 1, "
-                     "?, ?)", time.time(), time.time())
+                     "started, owner, heartbeat) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', "
+                     "'/none', 'running', 1, ?, ?, ?, ?)", time.time(), time.time(), server_id(), time.time() + 3600)
         archive = tmp_path / "alice-bot.zip"
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as z:
