@@ -697,9 +697,31 @@ def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: Se
     assert got[0] == 403
 
 
-def test_a_negative_settle_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag, value, said", [("--settle", "-1", "--settle at least 0"),
+                                               ("--max-queued", "0", "--max-queued and --max-queued-per-person at least 1"),
+                                               ("--max-queued-per-person", "0", "--max-queued-per-person at least 1")])
+def test_a_bound_out_of_range_is_refused_in_one_line(tmp_path: Path, flag: str, value: str, said: str) -> None:
     from typer.testing import CliRunner
 
     from arena.cli.main import app
-    result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--settle", "-1"])
-    assert result.exit_code == 2 and "--settle at least 0" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", flag, value])
+    assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output
+
+
+def test_the_queue_bounds_reach_the_server(tmp_path: Path, monkeypatch) -> None:
+    """``--max-queued`` and ``--max-queued-per-person`` are the bounds the queue checks (a class
+    of 20 filled the fixed 20 in all)."""
+    from typer.testing import CliRunner
+
+    import arena.serve.app
+    from arena.cli.main import app
+    from arena.serve.submit import limits_of
+    seen = []
+
+    def build_app(options, *a, **kw):
+        seen.append(options)
+        raise KeyboardInterrupt  # stop before serving
+    monkeypatch.setattr(arena.serve.app, "build_app", build_app)
+    CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--allow-submit",
+                             "--max-queued", "90", "--max-queued-per-person", "3"])
+    assert seen and (limits_of(seen[0]).total, limits_of(seen[0]).per_submitter) == (90, 3)

@@ -53,6 +53,11 @@ def serve(
     writes_per_minute: Annotated[float, typer.Option(help="Form posts and uploads one person (a session or an "
                                                           "API token; anyone else: one address) may make a minute "
                                                           "(a burst of ten more).")] = 60.0,
+    max_queued: Annotated[int, typer.Option(help="Unfinished submissions (waiting or running) in all; past it an "
+                                                 "upload is answered 429. A class submitting at once needs about "
+                                                 "--max-queued-per-person times its size.")] = 64,
+    max_queued_per_person: Annotated[int, typer.Option(help="Unfinished submissions per person (or per server "
+                                                            "token).")] = 2,
     uploads_at_once: Annotated[int, typer.Option(help="Uploads received and unpacked at once; one more is "
                                                       "answered 503 with Retry-After.")] = 4,
     min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
@@ -99,9 +104,11 @@ def serve(
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
+            or max_queued < 1 or max_queued_per_person < 1 \
             or webhook_timeout <= 0 or read_timeout <= 0:
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
-                  "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day and --uploads-at-once at least 1, "
+                  "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
+                  "--max-queued and --max-queued-per-person at least 1, "
                   "--webhook-timeout and --read-timeout above 0")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
@@ -132,7 +139,8 @@ def serve(
                       loopback_only=loopback, max_upload_bytes=int(max_upload_mb * 2**20), poll_s=poll, settle_s=settle,
                       min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60,
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
-                      webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once)
+                      webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once, max_queued=max_queued,
+                      max_queued_per_submitter=max_queued_per_person)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

@@ -54,7 +54,7 @@ class Options:
     max_upload_files: int = 200
     max_unpacked_bytes: int = 20 * 2**20
     max_queued_per_submitter: int = 2  # submissions not yet finished, per person (or per token)
-    max_queued: int = 20               # ... and in all
+    max_queued: int = 64               # ... and in all (a class of 30 submitting at once: about 60)
     uploads_at_once: int = 4           # uploads received and unpacked at once (each holds its body)
     max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
