@@ -8,6 +8,7 @@ and the bundled bots as real processes; they are skipped, with the reason shown,
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -154,7 +155,7 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     cache.mkdir()
     got = prepare_bot(digest, "bot.toml", blob, cache)
     assert got.label == "b@2"
-    home = cache / digest / "bot"
+    home = cache / hashlib.sha256(blob).hexdigest() / "bot"  # an entry is named by its blob
     assert got.root == home.resolve() and os.access(home / "run.sh", os.X_OK)
     assert not (home / "__pycache__").exists()
     _PREPARED.clear()  # as if another worker process on the same machine
@@ -167,8 +168,32 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     bad = "0" * 64
     with pytest.raises(BundleError, match="hashing to"):
         prepare_bot(bad, "bot.toml", other, cache)
-    assert not (cache / bad).exists()
+    assert not (cache / hashlib.sha256(other).hexdigest()).exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_bundle_with_the_same_files_hash_never_stands_for_another_bots_files(tmp_path):
+    """The files hash joins paths and bytes without lengths, so another split of the same bytes
+    hashes the same: a bot.toml cut before its last line, and a file named by that line plus
+    ``main.py`` holding main.py's bytes. A worker that prepared that bundle first (the cache
+    outlives runs) must still unpack the victim's own files for the victim's bundle."""
+    victim, twin = tmp_path / "victim", tmp_path / "twin"
+    victim.mkdir(), twin.mkdir()
+    toml = b'name = "victim"\ncommand = ["python3", "main.py"]\nversion = "1"\ndescription = "plays"\n'
+    (victim / "bot.toml").write_bytes(toml)
+    (victim / "main.py").write_bytes(b"print('ready')\n")
+    cut = toml.index(b"description")
+    (twin / "bot.toml").write_bytes(toml[:cut])
+    (twin / (toml[cut:] + b"main.py").decode()).write_bytes(b"print('ready')\n")
+    v, t = load_bot(victim), load_bot(twin)
+    assert (t.label, t.files_hash()) == (v.label, v.files_hash()), "the twin no longer collides: rewrite it"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    prepare_bot(t.files_hash(), "bot.toml", pack_bot(t), cache)
+    _PREPARED.clear()  # a later run's worker process on the same machine
+    got = prepare_bot(v.files_hash(), "bot.toml", pack_bot(v), cache)
+    assert sorted(p.name for p in got.root.iterdir()) == ["bot.toml", "main.py"]
+    assert (got.root / "main.py").read_bytes() == b"print('ready')\n"
 
 
 def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypatch):
@@ -201,7 +226,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypat
     assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
     assert rec["result"]["order"][0] == [0]
     assert rec["rules"] == cfg.ruleset().options()
-    assert not (cache / specs[1].files_hash() / "bot" / "nothing").exists()
+    assert list(cache.glob("*/bot/bot.toml")) and not list(cache.glob("*/bot/nothing"))
     shutil.rmtree(cache)
 
 
@@ -230,7 +255,7 @@ def test_a_bundled_link_out_of_the_bot_is_refused_on_arrival(tmp_path, target):
     (tmp_path / "cache").mkdir()
     with pytest.raises(BundleError, match="refused|outside"):
         prepare_bot("0" * 64, "bot.toml", buf.getvalue(), root=tmp_path / "cache")
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["0" * 64 + ".lock"]  # nothing unpacked stays
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]  # nothing unpacked stays
 
 
 def test_a_bundle_keeps_a_link_inside_the_bot_as_a_link(tmp_path):

@@ -7,11 +7,17 @@ a reproducible tar.gz keyed by that hash; a worker unpacks it into its cache, re
 the unpacked folder with the same reader (the same rules and caps), checks it hashes
 to the key, and builds it once per machine. A directory in the cache therefore
 always holds verified files.
+
+The cache names an entry by the sha256 of its blob, not by the files hash: that hash joins
+paths and bytes without their lengths (kept so that stored ladder hashes still match), so
+another split of the same bytes into files hashes the same, and an entry named by it would
+hand one bot's files to every bot that hashes like it on that machine, in later runs too.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import os
 import shutil
@@ -115,7 +121,7 @@ def _flock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-_PREPARED: dict[tuple[Path, str], BotSpec] = {}  # (cache, hash) -> spec, once unpacked
+_PREPARED: dict[tuple[Path, str, str], BotSpec] = {}  # (cache, blob's sha256, manifest) -> spec, once unpacked
 _PREP_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _PREP_GUARD = threading.Lock()
 
@@ -123,21 +129,22 @@ _PREP_GUARD = threading.Lock()
 def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> BotSpec:
     """Unpack (once per machine) and verify a bot; its spec.
 
-    The unpacked tree is renamed into ``<cache>/<hash>/bot`` only after its hash checked out, so
-    a directory that exists was verified. Its ``build`` is not run here: the worker's Launcher
+    The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
+    checked out, so a directory that exists was verified and holds exactly that blob's files. Its ``build`` is not run here: the worker's Launcher
     builds it contained, in a copy, as a local run does (a build is a stranger's code too).
     """
     base = root or cache_root()
+    key = hashlib.sha256(blob).hexdigest()
     with _PREP_GUARD:
-        lock = _PREP_LOCKS[digest]
+        lock = _PREP_LOCKS[key]
     with lock:
-        known = _PREPARED.get((base, digest))
+        known = _PREPARED.get((base, key, manifest))
         if known is not None and known.root.is_dir():  # a temp-dir cleaner may have removed it
             return known
-        home = base / digest
-        with _flock(base / f"{digest}.lock"):
+        home = base / key
+        with _flock(base / f"{key}.lock"):
             if not home.is_dir():
-                tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=base))
+                tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
                 try:
                     unpack_bot(blob, tmp / "bot")
                     try:
@@ -155,5 +162,5 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 spec = load_bot(home / "bot" / manifest)
             except ManifestError as e:
                 raise BundleError(str(e)) from None
-        _PREPARED[(base, digest)] = spec
+        _PREPARED[(base, key, manifest)] = spec
         return spec
