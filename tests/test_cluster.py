@@ -172,21 +172,27 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
 
 
-def test_a_bundle_with_the_same_files_hash_never_stands_for_another_bots_files(tmp_path):
-    """The files hash joins paths and bytes without lengths, so another split of the same bytes
-    hashes the same: a bot.toml cut before its last line, and a file named by that line plus
-    ``main.py`` holding main.py's bytes. A worker that prepared that bundle first (the cache
-    outlives runs) must still unpack the victim's own files for the victim's bundle."""
+def _twins(tmp_path: Path, last: bytes, before: bytes = b"") -> tuple[Path, Path]:
+    """Two bot folders with one files hash: the hash joins paths and bytes without lengths, so
+    cutting bot.toml before its ``last`` line and naming a file by that line plus ``main.py``
+    (holding main.py's bytes) gives the same hash. Cutting ``version`` gives another label too."""
     victim, twin = tmp_path / "victim", tmp_path / "twin"
     victim.mkdir(), twin.mkdir()
-    toml = b'name = "victim"\ncommand = ["python3", "main.py"]\nversion = "1"\ndescription = "plays"\n'
+    toml = b'name = "victim"\ncommand = ["python3", "main.py"]\n' + before + last
     (victim / "bot.toml").write_bytes(toml)
     (victim / "main.py").write_bytes(b"print('ready')\n")
-    cut = toml.index(b"description")
-    (twin / "bot.toml").write_bytes(toml[:cut])
-    (twin / (toml[cut:] + b"main.py").decode()).write_bytes(b"print('ready')\n")
+    (twin / "bot.toml").write_bytes(toml[:-len(last)])
+    (twin / (last + b"main.py").decode()).write_bytes(b"print('ready')\n")
+    assert load_bot(twin).files_hash() == load_bot(victim).files_hash(), "no longer twins: rewrite them"
+    return victim, twin
+
+
+def test_a_bundle_with_the_same_files_hash_never_stands_for_another_bots_files(tmp_path):
+    """A worker that prepared the twin first (the cache outlives runs) still unpacks the victim's
+    own files for the victim's bundle."""
+    victim, twin = _twins(tmp_path, b'description = "plays"\n', before=b'version = "1"\n')
     v, t = load_bot(victim), load_bot(twin)
-    assert (t.label, t.files_hash()) == (v.label, v.files_hash()), "the twin no longer collides: rewrite it"
+    assert t.label == v.label
     cache = tmp_path / "cache"
     cache.mkdir()
     prepare_bot(t.files_hash(), "bot.toml", pack_bot(t), cache)
@@ -194,6 +200,25 @@ def test_a_bundle_with_the_same_files_hash_never_stands_for_another_bots_files(t
     got = prepare_bot(v.files_hash(), "bot.toml", pack_bot(v), cache)
     assert sorted(p.name for p in got.root.iterdir()) == ["bot.toml", "main.py"]
     assert (got.root / "main.py").read_bytes() == b"print('ready')\n"
+
+
+def test_two_bots_of_one_run_with_the_same_files_hash_each_reach_the_worker(tmp_path, monkeypatch):
+    """The twins as two labels of one run (victim@2 and victim@0): each arrives as its own files;
+    so do two bots of one folder (the same files, run from its two manifests)."""
+    victim, twin = _twins(tmp_path, b'version = "2"\n')
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    (pair / "bot.toml").write_text('name = "first"\ncommand = ["python3", "main.py"]\n')
+    (pair / "alt.toml").write_text('name = "second"\ncommand = ["python3", "main.py"]\n')
+    (pair / "main.py").write_text("print('ready')\n")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    setup = BotSetup.of([str(victim), str(twin), str(pair), str(pair / "alt.toml")], rules=TournamentConfig().ruleset())
+    referee = pickle.loads(pickle.dumps(C._referee(setup)))  # as the run's plugin reaches a worker
+    for label, files in (("victim@2", ["bot.toml", "main.py"]), ("victim@0", ["bot.toml", 'version = "2"\nmain.py']),
+                         ("first@0", ["alt.toml", "bot.toml", "main.py"]),
+                         ("second@0", ["alt.toml", "bot.toml", "main.py"])):
+        got = referee.bot(label)
+        assert got.label == label and sorted(p.name for p in got.root.iterdir()) == files
 
 
 def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypatch):

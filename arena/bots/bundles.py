@@ -130,8 +130,9 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
     """Unpack (once per machine) and verify a bot; its spec.
 
     The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
-    checked out, so a directory that exists was verified and holds exactly that blob's files. Its ``build`` is not run here: the worker's Launcher
-    builds it contained, in a copy, as a local run does (a build is a stranger's code too).
+    checked out, so a directory that exists was verified and holds exactly that blob's files.
+    Its ``build`` is not run here: the worker's Launcher builds it contained, in a copy, as a
+    local run does (a build is a stranger's code too).
     """
     base = root or cache_root()
     key = hashlib.sha256(blob).hexdigest()

@@ -127,21 +127,23 @@ class RunReferee:
     seen) until the run ends, the worker closes, or no game used them for ``IDLE_POOL_S``.
 
     It arrives on the worker once, pickled inside the run's plugin: the run's setup (rules,
-    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and the
-    bots as tar.gz blobs keyed by that hash (unpacked and built when a game first seats them)."""
+    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and each
+    label's bot as a tar.gz blob (unpacked and built when a game first seats it). Blobs go by
+    label, not by files hash: two bots may share a hash (it joins paths and bytes without their
+    lengths) and still be other files."""
 
     def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]]):
         self.setup = setup  # BotSetup.wire() without refs
         self.hashes = hashes  # label -> files hash
-        self.bundles = bundles  # files hash -> (manifest path inside the bot dir, tar.gz)
+        self.bundles = bundles  # label -> (manifest path inside the bot dir, tar.gz)
         self.executor: Any = None
         self.last = 0.0
 
     def bot(self, label: str) -> BotSpec:
         digest = self.hashes.get(label)
-        if digest is None or digest not in self.bundles:
+        if digest is None or label not in self.bundles:
             raise BundleError(f"no bot {label} was sent to this worker")
-        manifest, blob = self.bundles[digest]
+        manifest, blob = self.bundles[label]
         spec = prepare_bot(digest, manifest, blob)
         if spec.label != label:
             raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
@@ -439,7 +441,7 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None,
 
 def _referee(setup: BotSetup) -> RunReferee:
     hashes = {label: spec.files_hash() for label, spec in setup.specs.items()}
-    bundles = {hashes[label]: (manifest_path(setup.refs[label], spec), pack_bot(spec))
+    bundles = {label: (manifest_path(setup.refs[label], spec), pack_bot(spec))
                for label, spec in setup.specs.items()}
     return RunReferee({k: v for k, v in setup.wire().items() if k != "refs"}, hashes, bundles)
 
