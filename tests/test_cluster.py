@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, pack_bot, prepare_bot, unpack_bot
+from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, cache_root, pack_bot, prepare_bot, unpack_bot
 from arena.bots.manifest import load_bot
 from arena.errors import ArenaError
 from arena.tournament import cluster as C
@@ -219,6 +219,16 @@ def test_two_bots_of_one_run_with_the_same_files_hash_each_reach_the_worker(tmp_
                          ("second@0", ["alt.toml", "bot.toml", "main.py"])):
         got = referee.bot(label)
         assert got.label == label and sorted(p.name for p in got.root.iterdir()) == files
+
+
+@pytest.mark.parametrize("place", ["/usr/bin/env/cache", "/etc/hostname/cache", "/usr/../etc/passwd/cache"])
+def test_a_bot_cache_where_every_contained_bot_can_read_it_is_refused(monkeypatch, place):
+    """Every contained bot sees /usr and /etc (its system view): a cache there would show each bot
+    every other bot unpacked on that worker. Refused before anything is made (the places lie
+    below files, so a missing guard fails here without making a folder in the system)."""
+    monkeypatch.setenv(CACHE_ENV, place)
+    with pytest.raises(BundleError, match="every contained bot"):
+        cache_root()
 
 
 def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ArenaError
+from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS
 from .folder import CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
 from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
 
@@ -100,9 +101,15 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 def cache_root() -> Path:
     """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
     It must be readable by the bots' uid when the sandbox runs them as another user, so it is 0755
-    and must belong to us and be writable by no one else."""
+    and must belong to us and be writable by no one else. It may not lie in the system every
+    contained bot sees (/usr, /etc...): there each bot could read every other bot's files."""
     env = os.environ.get(CACHE_ENV)
     root = Path(env) if env else Path(tempfile.gettempdir()) / f"palace-arena-cache-{os.geteuid()}"
+    real = Path(os.path.realpath(root))
+    seen = [d for d in (*SYSTEM_DIRS, *SANDBOX_ROOT_DIRS) if real.is_relative_to(os.path.realpath(d))]
+    if seen:
+        raise BundleError(f"bot cache {root} lies in {seen[0]}, which every contained bot sees; set "
+                          f"{CACHE_ENV} to another place")
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
