@@ -133,7 +133,12 @@ _PREP_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _PREP_GUARD = threading.Lock()
 
 
-def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> BotSpec:
+def bundle_key(blob: bytes) -> str:
+    """The name of a blob's cache entry (its sha256); a caller that prepares one blob often keeps it."""
+    return hashlib.sha256(blob).hexdigest()
+
+
+def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None, key: str | None = None) -> BotSpec:
     """Unpack (once per machine) and verify a bot; its spec.
 
     The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
@@ -142,7 +147,7 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
     local run does (a build is a stranger's code too).
     """
     base = root or cache_root()
-    key = hashlib.sha256(blob).hexdigest()
+    key = key or bundle_key(blob)
     with _PREP_GUARD:
         lock = _PREP_LOCKS[key]
     with lock:

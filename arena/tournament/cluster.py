@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from .. import __version__
-from ..bots.bundles import BundleError, manifest_path, pack_bot, prepare_bot
+from ..bots.bundles import BundleError, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec
 from ..bots.probes import sandbox_problem_now
@@ -136,6 +136,7 @@ class RunReferee:
         self.setup = setup  # BotSetup.wire() without refs
         self.hashes = hashes  # label -> files hash
         self.bundles = bundles  # label -> (manifest path inside the bot dir, tar.gz)
+        self.keys: dict[str, str] = {}  # label -> its blob's cache key, hashed once per worker process
         self.executor: Any = None
         self.last = 0.0
 
@@ -144,7 +145,8 @@ class RunReferee:
         if digest is None or label not in self.bundles:
             raise BundleError(f"no bot {label} was sent to this worker")
         manifest, blob = self.bundles[label]
-        spec = prepare_bot(digest, manifest, blob)
+        key = self.keys.get(label) or self.keys.setdefault(label, bundle_key(blob))
+        spec = prepare_bot(digest, manifest, blob, key=key)
         if spec.label != label:
             raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
         return spec
