@@ -8,6 +8,7 @@ and the bundled bots as real processes; they are skipped, with the reason shown,
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, pack_bot, prepare_bot, unpack_bot
+from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, cache_root, pack_bot, prepare_bot, unpack_bot
 from arena.bots.manifest import load_bot
 from arena.errors import ArenaError
 from arena.tournament import cluster as C
@@ -154,7 +155,7 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     cache.mkdir()
     got = prepare_bot(digest, "bot.toml", blob, cache)
     assert got.label == "b@2"
-    home = cache / digest / "bot"
+    home = cache / hashlib.sha256(blob).hexdigest() / "bot"  # an entry is named by its blob
     assert got.root == home.resolve() and os.access(home / "run.sh", os.X_OK)
     assert not (home / "__pycache__").exists()
     _PREPARED.clear()  # as if another worker process on the same machine
@@ -167,8 +168,67 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
     bad = "0" * 64
     with pytest.raises(BundleError, match="hashing to"):
         prepare_bot(bad, "bot.toml", other, cache)
-    assert not (cache / bad).exists()
+    assert not (cache / hashlib.sha256(other).hexdigest()).exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
+
+
+def _twins(tmp_path: Path, last: bytes, before: bytes = b"") -> tuple[Path, Path]:
+    """Two bot folders with one files hash: the hash joins paths and bytes without lengths, so
+    cutting bot.toml before its ``last`` line and naming a file by that line plus ``main.py``
+    (holding main.py's bytes) gives the same hash. Cutting ``version`` gives another label too."""
+    victim, twin = tmp_path / "victim", tmp_path / "twin"
+    victim.mkdir(), twin.mkdir()
+    toml = b'name = "victim"\ncommand = ["python3", "main.py"]\n' + before + last
+    (victim / "bot.toml").write_bytes(toml)
+    (victim / "main.py").write_bytes(b"print('ready')\n")
+    (twin / "bot.toml").write_bytes(toml[:-len(last)])
+    (twin / (last + b"main.py").decode()).write_bytes(b"print('ready')\n")
+    assert load_bot(twin).files_hash() == load_bot(victim).files_hash(), "no longer twins: rewrite them"
+    return victim, twin
+
+
+def test_a_bundle_with_the_same_files_hash_never_stands_for_another_bots_files(tmp_path):
+    """A worker that prepared the twin first (the cache outlives runs) still unpacks the victim's
+    own files for the victim's bundle."""
+    victim, twin = _twins(tmp_path, b'description = "plays"\n', before=b'version = "1"\n')
+    v, t = load_bot(victim), load_bot(twin)
+    assert t.label == v.label
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    prepare_bot(t.files_hash(), "bot.toml", pack_bot(t), cache)
+    _PREPARED.clear()  # a later run's worker process on the same machine
+    got = prepare_bot(v.files_hash(), "bot.toml", pack_bot(v), cache)
+    assert sorted(p.name for p in got.root.iterdir()) == ["bot.toml", "main.py"]
+    assert (got.root / "main.py").read_bytes() == b"print('ready')\n"
+
+
+def test_two_bots_of_one_run_with_the_same_files_hash_each_reach_the_worker(tmp_path, monkeypatch):
+    """The twins as two labels of one run (victim@2 and victim@0): each arrives as its own files;
+    so do two bots of one folder (the same files, run from its two manifests)."""
+    victim, twin = _twins(tmp_path, b'version = "2"\n')
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    (pair / "bot.toml").write_text('name = "first"\ncommand = ["python3", "main.py"]\n')
+    (pair / "alt.toml").write_text('name = "second"\ncommand = ["python3", "main.py"]\n')
+    (pair / "main.py").write_text("print('ready')\n")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    setup = BotSetup.of([str(victim), str(twin), str(pair), str(pair / "alt.toml")], rules=TournamentConfig().ruleset())
+    referee = pickle.loads(pickle.dumps(C._referee(setup)))  # as the run's plugin reaches a worker
+    for label, files in (("victim@2", ["bot.toml", "main.py"]), ("victim@0", ["bot.toml", 'version = "2"\nmain.py']),
+                         ("first@0", ["alt.toml", "bot.toml", "main.py"]),
+                         ("second@0", ["alt.toml", "bot.toml", "main.py"])):
+        got = referee.bot(label)
+        assert got.label == label and sorted(p.name for p in got.root.iterdir()) == files
+
+
+@pytest.mark.parametrize("place", ["/usr/bin/env/cache", "/etc/hostname/cache", "/usr/../etc/passwd/cache"])
+def test_a_bot_cache_where_every_contained_bot_can_read_it_is_refused(monkeypatch, place):
+    """Every contained bot sees /usr and /etc (its system view): a cache there would show each bot
+    every other bot unpacked on that worker. Refused before anything is made (the places lie
+    below files, so a missing guard fails here without making a folder in the system)."""
+    monkeypatch.setenv(CACHE_ENV, place)
+    with pytest.raises(BundleError, match="every contained bot"):
+        cache_root()
 
 
 def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypatch):
@@ -201,7 +261,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypat
     assert "build exited 3" in rec["faults"][0]["message"] and "no compiler" in rec["faults"][0]["message"]
     assert rec["result"]["order"][0] == [0]
     assert rec["rules"] == cfg.ruleset().options()
-    assert not (cache / specs[1].files_hash() / "bot" / "nothing").exists()
+    assert list(cache.glob("*/bot/bot.toml")) and not list(cache.glob("*/bot/nothing"))
     shutil.rmtree(cache)
 
 
@@ -230,7 +290,7 @@ def test_a_bundled_link_out_of_the_bot_is_refused_on_arrival(tmp_path, target):
     (tmp_path / "cache").mkdir()
     with pytest.raises(BundleError, match="refused|outside"):
         prepare_bot("0" * 64, "bot.toml", buf.getvalue(), root=tmp_path / "cache")
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["0" * 64 + ".lock"]  # nothing unpacked stays
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]  # nothing unpacked stays
 
 
 def test_a_bundle_keeps_a_link_inside_the_bot_as_a_link(tmp_path):

@@ -7,11 +7,17 @@ a reproducible tar.gz keyed by that hash; a worker unpacks it into its cache, re
 the unpacked folder with the same reader (the same rules and caps), checks it hashes
 to the key, and builds it once per machine. A directory in the cache therefore
 always holds verified files.
+
+The cache names an entry by the sha256 of its blob, not by the files hash: that hash joins
+paths and bytes without their lengths (kept so that stored ladder hashes still match), so
+another split of the same bytes into files hashes the same, and an entry named by it would
+hand one bot's files to every bot that hashes like it on that machine, in later runs too.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import os
 import shutil
@@ -25,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ArenaError
+from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS
 from .folder import CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
 from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
 
@@ -94,9 +101,15 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 def cache_root() -> Path:
     """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
     It must be readable by the bots' uid when the sandbox runs them as another user, so it is 0755
-    and must belong to us and be writable by no one else."""
+    and must belong to us and be writable by no one else. It may not lie in the system every
+    contained bot sees (/usr, /etc...): there each bot could read every other bot's files."""
     env = os.environ.get(CACHE_ENV)
     root = Path(env) if env else Path(tempfile.gettempdir()) / f"palace-arena-cache-{os.geteuid()}"
+    real = Path(os.path.realpath(root))
+    seen = [d for d in (*SYSTEM_DIRS, *SANDBOX_ROOT_DIRS) if real.is_relative_to(os.path.realpath(d))]
+    if seen:
+        raise BundleError(f"bot cache {root} lies in {seen[0]}, which every contained bot sees; set "
+                          f"{CACHE_ENV} to another place")
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
@@ -115,29 +128,36 @@ def _flock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-_PREPARED: dict[tuple[Path, str], BotSpec] = {}  # (cache, hash) -> spec, once unpacked
+_PREPARED: dict[tuple[Path, str, str], BotSpec] = {}  # (cache, blob's sha256, manifest) -> spec, once unpacked
 _PREP_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _PREP_GUARD = threading.Lock()
 
 
-def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None) -> BotSpec:
+def bundle_key(blob: bytes) -> str:
+    """The name of a blob's cache entry (its sha256); a caller that prepares one blob often keeps it."""
+    return hashlib.sha256(blob).hexdigest()
+
+
+def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None, key: str | None = None) -> BotSpec:
     """Unpack (once per machine) and verify a bot; its spec.
 
-    The unpacked tree is renamed into ``<cache>/<hash>/bot`` only after its hash checked out, so
-    a directory that exists was verified. Its ``build`` is not run here: the worker's Launcher
-    builds it contained, in a copy, as a local run does (a build is a stranger's code too).
+    The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
+    checked out, so a directory that exists was verified and holds exactly that blob's files.
+    Its ``build`` is not run here: the worker's Launcher builds it contained, in a copy, as a
+    local run does (a build is a stranger's code too).
     """
     base = root or cache_root()
+    key = key or bundle_key(blob)
     with _PREP_GUARD:
-        lock = _PREP_LOCKS[digest]
+        lock = _PREP_LOCKS[key]
     with lock:
-        known = _PREPARED.get((base, digest))
+        known = _PREPARED.get((base, key, manifest))
         if known is not None and known.root.is_dir():  # a temp-dir cleaner may have removed it
             return known
-        home = base / digest
-        with _flock(base / f"{digest}.lock"):
+        home = base / key
+        with _flock(base / f"{key}.lock"):
             if not home.is_dir():
-                tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=base))
+                tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
                 try:
                     unpack_bot(blob, tmp / "bot")
                     try:
@@ -155,5 +175,5 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 spec = load_bot(home / "bot" / manifest)
             except ManifestError as e:
                 raise BundleError(str(e)) from None
-        _PREPARED[(base, digest)] = spec
+        _PREPARED[(base, key, manifest)] = spec
         return spec

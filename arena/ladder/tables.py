@@ -118,15 +118,16 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     return m
 
 
-SNAPSHOT_KEEP = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.@-")
+SNAPSHOT_KEEP = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.@-")
 SNAPSHOT_NAME_MAX = 200  # bytes; a file name may have 255
 
 
 def snapshot_name(label: str) -> str:
-    """The folder name of a label's snapshot: the label with every byte outside ``[A-Za-z0-9.@-]``
-    written ``%XX`` (``_`` and ``%`` too), so two labels never share a folder, and no name is one the
-    lossy map of older stores (``+`` to ``_``) gave another label. A very long label keeps a prefix
-    and its sha256 (``%~`` never occurs in an escaped name)."""
+    """The folder name of a label's snapshot: the label with every byte outside ``[a-z0-9.@-]``
+    written ``%XX`` (``_``, ``%`` and capitals too), so two labels never share a folder, even on a
+    disk that ignores case (macOS, a casefold folder), and no name is one the lossy map of older
+    stores (``+`` to ``_``) gave another label. A very long label keeps a prefix and its sha256
+    (``%~`` never occurs in an escaped name)."""
     out = "".join(c if c in SNAPSHOT_KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
                   for c in label)
     if len(out) > SNAPSHOT_NAME_MAX:

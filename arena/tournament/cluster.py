@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from .. import __version__
-from ..bots.bundles import BundleError, manifest_path, pack_bot, prepare_bot
+from ..bots.bundles import BundleError, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec
 from ..bots.probes import sandbox_problem_now
@@ -127,22 +127,26 @@ class RunReferee:
     seen) until the run ends, the worker closes, or no game used them for ``IDLE_POOL_S``.
 
     It arrives on the worker once, pickled inside the run's plugin: the run's setup (rules,
-    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and the
-    bots as tar.gz blobs keyed by that hash (unpacked and built when a game first seats them)."""
+    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and each
+    label's bot as a tar.gz blob (unpacked and built when a game first seats it). Blobs go by
+    label, not by files hash: two bots may share a hash (it joins paths and bytes without their
+    lengths) and still be other files."""
 
     def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]]):
         self.setup = setup  # BotSetup.wire() without refs
         self.hashes = hashes  # label -> files hash
-        self.bundles = bundles  # files hash -> (manifest path inside the bot dir, tar.gz)
+        self.bundles = bundles  # label -> (manifest path inside the bot dir, tar.gz)
+        self.keys: dict[str, str] = {}  # label -> its blob's cache key, hashed once per worker process
         self.executor: Any = None
         self.last = 0.0
 
     def bot(self, label: str) -> BotSpec:
         digest = self.hashes.get(label)
-        if digest is None or digest not in self.bundles:
+        if digest is None or label not in self.bundles:
             raise BundleError(f"no bot {label} was sent to this worker")
-        manifest, blob = self.bundles[digest]
-        spec = prepare_bot(digest, manifest, blob)
+        manifest, blob = self.bundles[label]
+        key = self.keys.get(label) or self.keys.setdefault(label, bundle_key(blob))
+        spec = prepare_bot(digest, manifest, blob, key=key)
         if spec.label != label:
             raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
         return spec
@@ -439,7 +443,7 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None,
 
 def _referee(setup: BotSetup) -> RunReferee:
     hashes = {label: spec.files_hash() for label, spec in setup.specs.items()}
-    bundles = {hashes[label]: (manifest_path(setup.refs[label], spec), pack_bot(spec))
+    bundles = {label: (manifest_path(setup.refs[label], spec), pack_bot(spec))
                for label, spec in setup.specs.items()}
     return RunReferee({k: v for k, v in setup.wire().items() if k != "refs"}, hashes, bundles)
 
