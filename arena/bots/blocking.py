@@ -181,8 +181,9 @@ def hub() -> Hub:
     return current
 
 
-def adopt_hub(given: Hub) -> None:
-    """Make ``given`` this thread's hub: a thread's owner made it first, to interrupt it later."""
+def adopt_hub(given: Hub | None) -> None:
+    """Make ``given`` this thread's hub: a thread's owner made it first, to interrupt it later
+    (None: the thread's next :func:`hub` is a new one)."""
     _local.hub = given
 
 

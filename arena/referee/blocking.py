@@ -212,6 +212,9 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
                 own.settle()
             except Interrupted:  # an interrupt that came during the cleanup: finish it anyway
                 own.settle()
+            # trio keeps the thread for its next job: it must not take this hub along, which the
+            # caller interrupts as it leaves (a submission check then raised Interrupted at once)
+            adopt_hub(None)
 
     async def interrupt_when_cancelled() -> None:
         try:
