@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.launch import ARENA_COPIES
-from ..bots.folder import FolderError, copy_folder, read_folder
+from ..bots.folder import V2, FolderError, copy_folder, read_folder
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
@@ -113,9 +113,30 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
                         placement, time.time()))
         m = member(store, ladder.name, spec.label)
         assert m is not None
+    m = _rehash(store, m)
     if m.hash != digest:
         raise LadderError(_bump_message(ladder, m, digest))
     return m
+
+
+def _rehash(store: Store, m: Member) -> Member:
+    """A member stored with an unframed (v1) files hash, given the framed hash of its own snapshot
+    where that snapshot still verifies against the stored hash: another folder that splits the
+    same bytes differently (and so shares the v1 hash) is then told apart. A member whose
+    snapshot does not verify keeps its hash, which no new reading equals."""
+    if m.hash.startswith(V2):
+        return m
+    try:
+        own = load_bot(m.ref)
+        if own.label != m.label or not own.has_files(m.hash):
+            return m
+        digest = own.files_hash()
+    except (ManifestError, OSError):
+        return m
+    with store.tx() as db:
+        db.execute("UPDATE ladder_members SET hash=? WHERE ladder=? AND label=? AND hash=?",
+                   (digest, m.ladder, m.label, m.hash))
+    return member(store, m.ladder, m.label) or m
 
 
 SNAPSHOT_KEEP = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.@-")

@@ -1,0 +1,100 @@
+"""Attacks on the bot-folder paths that no sandbox sees: hashes, ladder snapshots, cluster bundles.
+
+* Twin folders: two folders that split the same bytes into files differently (``a = "1"``,
+  ``b = "2"`` against ``a = "1b\\0002"``) had one files hash when it joined paths and bytes without
+  lengths. Each path that trusts a files hash must tell them apart: the run's reading and the
+  copies checked against it, a ladder's member (also one stored with the old hash), a cluster
+  bundle, an upload.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.bots.bundles import BundleError, pack_bot, prepare_bot
+from arena.bots.errors import BotCommandError
+from arena.bots.folder import read_folder
+from arena.bots.manifest import load_bot
+from arena.ladder import LadderError, load_ladder, members, open_store, submit
+from arena.serve.upload import unpack
+from tests.test_ladder import bot_copy, ctx, write_ladder
+from tests.test_serve import zip_bytes
+
+# --------------------------------------------------------------------------- twin folders
+
+SPLIT = {"a": b"1", "b": b"2"}
+JOINED = {"a": b"1b\x002"}  # "a\0" "1" "b\0" "2" read as one stream either way
+
+
+def twin(tmp: Path, files: dict[str, bytes], dirname: str) -> Path:
+    d = bot_copy(tmp, "random", "7", dirname)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    return d
+
+
+def test_twin_folders_have_different_hashes(tmp_path: Path) -> None:
+    a, b = twin(tmp_path, SPLIT, "split"), twin(tmp_path, JOINED, "joined")
+    fa, fb = read_folder(a), read_folder(b)
+    assert fa.digest_v1 == fb.digest_v1, "not twins: the old join gives them different hashes"
+    assert fa.digest.startswith("v2:") and fa.digest != fb.digest
+    sa, sb = load_bot(a), load_bot(b)
+    assert sa.label == sb.label and sa.files_hash() != sb.files_hash()
+    assert not sb.has_files(sa.files_hash())
+    assert sb.has_files(fa.digest_v1)  # an old stored hash still verifies what it always named
+
+
+def test_a_folder_rearranged_into_its_twin_after_the_run_read_it_is_refused(tmp_path: Path) -> None:
+    """The check's (and every run's) copies are checked against the run's reading."""
+    from arena.bots.launch import bot_copy as runnable_copy
+    d = twin(tmp_path, SPLIT, "bot")
+    spec = load_bot(d)
+    spec.files_hash()
+    (d / "b").unlink()
+    (d / "a").write_bytes(JOINED["a"])
+    with pytest.raises(BotCommandError, match="changed since the run read them"):
+        runnable_copy(spec, "palace-arena-test-")
+
+
+def test_a_bundle_of_one_twin_never_stands_in_for_the_other(tmp_path: Path) -> None:
+    a, b = load_bot(twin(tmp_path, SPLIT, "split")), load_bot(twin(tmp_path, JOINED, "joined"))
+    blob = pack_bot(a)
+    (tmp_path / "cache-a").mkdir()
+    (tmp_path / "cache-b").mkdir()
+    with pytest.raises(BundleError, match="unpacked to files hashing to"):
+        prepare_bot(b.files_hash(), "bot.toml", blob, tmp_path / "cache-b")
+    assert prepare_bot(a.files_hash(), "bot.toml", blob, tmp_path / "cache-a").files_hash() == a.files_hash()
+
+
+def _submit(ladder, ref: str, store) -> None:
+    trio.run(submit, ladder, ref, store, ctx())
+
+
+@pytest.mark.parametrize("stored", ["v2", "v1"])
+def test_a_twin_is_refused_by_a_ladder_under_the_same_label(tmp_path: Path, stored: str) -> None:
+    """A member's label names its exact files: its twin, submitted from a folder or uploaded, is
+    told to bump its version, also where the store holds the member's old unframed hash (it is
+    rehashed from the member's own snapshot)."""
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        _submit(ladder, str(twin(tmp_path, SPLIT, "split")), store)
+        if stored == "v1":  # a store written before the framed hash
+            with store.tx() as db:
+                db.execute("UPDATE ladder_members SET hash=? WHERE label='random@7'",
+                           (read_folder(tmp_path / "split").digest_v1,))
+            _submit(ladder, str(tmp_path / "split"), store)  # the member itself is still welcome
+        joined = twin(tmp_path, JOINED, "joined")
+        with pytest.raises(LadderError, match="bump `version`"):
+            _submit(ladder, str(joined), store)
+        files = {p.name: p.read_bytes() for p in joined.iterdir() if p.is_file()}
+        uploaded = unpack(zip_bytes(files), tmp_path / "upload", max_files=100, max_bytes=1 << 20)
+        with pytest.raises(LadderError, match="bump `version`"):
+            _submit(ladder, str(uploaded), store)
+        m = next(m for m in members(store, ladder.name) if m.label == "random@7")
+        assert m.hash == read_folder(tmp_path / "split").digest
+    finally:
+        store.close()
