@@ -18,6 +18,7 @@ from arena.bots.bundles import BundleError, pack_bot, prepare_bot
 from arena.bots.errors import BotCommandError
 from arena.bots.folder import read_folder
 from arena.bots.manifest import load_bot
+from arena.engine import Rules
 from arena.ladder import LadderError, load_ladder, members, open_store, submit
 from arena.serve.upload import unpack
 from tests.test_ladder import bot_copy, ctx, write_ladder
@@ -98,3 +99,29 @@ def test_a_twin_is_refused_by_a_ladder_under_the_same_label(tmp_path: Path, stor
         assert m.hash == read_folder(tmp_path / "split").digest
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- trusted builds on a cluster
+
+
+def test_a_trusted_build_on_a_cluster_worker_never_changes_the_shared_cache_entry(tmp_path: Path) -> None:
+    """Under ``--trusted-bots --cluster`` a worker builds as its own user: the build must run in a
+    private copy, or it could rewrite the cache entry that every later run on that machine takes
+    as verified files (another bot's, for a blob that hashes alike)."""
+    from arena.tournament.cluster import worker_launcher
+    from arena.tournament.executors import BotSetup
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bot.toml").write_text('name = "b"\nversion = "2"\ncommand = ["sh", "run.sh"]\n'
+                                  'build = ["sh", "-c", "echo pwned > run.sh; echo x > built.txt"]\n')
+    (src / "run.sh").write_text("exit 0\n")
+    spec = load_bot(src)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cached = prepare_bot(spec.files_hash(), "bot.toml", pack_bot(spec), cache)
+    setup = BotSetup.of([], rules=Rules(), trusted_bots=True)
+    built = worker_launcher(setup).build_now(cached)
+    assert (built.root / "built.txt").exists() and (built.root / "run.sh").read_text() == "pwned\n"
+    assert not (cached.root / "built.txt").exists() and (cached.root / "run.sh").read_text() == "exit 0\n"
+    assert load_bot(cached.root).files_hash() == spec.files_hash()
