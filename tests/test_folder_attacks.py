@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,49 @@ def test_a_trusted_build_on_a_cluster_worker_never_changes_the_shared_cache_entr
     assert (built.root / "built.txt").exists() and (built.root / "run.sh").read_text() == "pwned\n"
     assert not (cached.root / "built.txt").exists() and (cached.root / "run.sh").read_text() == "exit 0\n"
     assert load_bot(cached.root).files_hash() == spec.files_hash()
+
+
+# --------------------------------------------------------------------------- a member's folder by another spelling
+
+_BIND_ATTACK = r"""
+import subprocess, sys, time
+from pathlib import Path
+from arena.bots.manifest import load_bot
+from arena.ladder import LadderError, load_ladder, open_store
+from arena.ladder.tables import _snapshot, snapshot_dir
+from tests.test_ladder import bot_copy
+
+tmp, ladder_file = Path(sys.argv[1]), sys.argv[2]
+subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+ladder = load_ladder(ladder_file)
+store = open_store(ladder)
+newcomer = load_bot(bot_copy(tmp, "random", "3", "newcomer"))
+dest = snapshot_dir(store, ladder, newcomer.label)  # where the newcomer's snapshot would go
+owned = bot_copy(tmp, "lowest", "5", "owned")
+dest.parent.mkdir(parents=True)
+owned.rename(dest)  # another member's folder lies there ...
+alias = tmp / "alias"
+alias.mkdir()
+subprocess.run(["mount", "--bind", str(store.path.resolve().parent), str(alias)], check=True)
+spelled = alias / dest.relative_to(store.path.resolve().parent)  # ... registered by another spelling
+with store.tx() as db:
+    db.execute("INSERT INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
+               (ladder.name, "lowest@5", "lowest", "5", load_bot(dest).files_hash(), str(spelled), "file", "", time.time()))
+try:
+    _snapshot(store, ladder, newcomer, newcomer.files_hash())
+    print("REPLACED" if load_bot(dest).label != "lowest@5" else "KEPT")
+except LadderError as e:
+    print("REFUSED", e)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount in a private mount namespace needs root")
+def test_a_members_folder_reached_by_another_spelling_is_never_replaced(tmp_path: Path) -> None:
+    """A member may run from a folder whose registered path is not the text of the snapshot path
+    that falls on it (here a bind mount of the store's folder, as a disk that ignores case would
+    spell it too): a submission whose snapshot lands there must be refused, not remove it."""
+    ladder_file = write_ladder(tmp_path, store=str(tmp_path / "data" / "s.sqlite"))
+    done = subprocess.run(["unshare", "-m", sys.executable, "-c", _BIND_ATTACK, str(tmp_path), str(ladder_file)],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("REFUSED") and "belongs to the member lowest@5" in done.stdout, done.stdout

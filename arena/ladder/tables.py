@@ -161,13 +161,22 @@ def snapshot_dir(store: Store, ladder: Ladder, label: str) -> Path:
 
 
 def _owner(store: Store, folder: Path) -> str | None:
-    """The label of the member of any ladder in ``store`` that runs from ``folder``, if one does."""
+    """The label of the member of any ladder in ``store`` that runs from ``folder``, if one does.
+    Folders are compared by identity (device and inode), not by their paths' text: a member's
+    folder reached by another spelling (a bind mount, a disk that ignores case) is still its own."""
     if not _has_tables(store):
         return None
     for label, ref in store.db.execute("SELECT label, ref FROM ladder_members"):
-        if "/" in ref and Path(resolve_ref(store, ref)).resolve() == folder.resolve():
+        if "/" in ref and _same_file(resolve_ref(store, ref), folder):
             return label
     return None
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is gone: not the same folder
+        return False
 
 
 def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:
