@@ -20,7 +20,7 @@ import trio
 from arena.bots.bundles import BundleError, pack_bot, prepare_bot
 from arena.bots.errors import BotCommandError
 from arena.bots.folder import read_folder
-from arena.bots.manifest import load_bot
+from arena.bots.manifest import ManifestError, load_bot
 from arena.engine import Rules
 from arena.ladder import LadderError, load_ladder, members, open_store, submit
 from arena.serve.upload import unpack
@@ -135,7 +135,7 @@ def test_a_trusted_build_on_a_cluster_worker_never_changes_the_shared_cache_entr
 _BIND_ATTACK = r"""
 import subprocess, sys, time
 from pathlib import Path
-from arena.bots.manifest import load_bot
+from arena.bots.manifest import ManifestError, load_bot
 from arena.ladder import LadderError, load_ladder, open_store
 from arena.ladder.tables import _snapshot, snapshot_dir
 from tests.test_ladder import bot_copy
@@ -174,3 +174,18 @@ def test_a_members_folder_reached_by_another_spelling_is_never_replaced(tmp_path
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("REFUSED") and "belongs to the member lowest@5" in done.stdout, done.stdout
+
+
+# --------------------------------------------------------------------------- versions
+
+@pytest.mark.parametrize("version", ["1.10", "1.1", "2", "1e3", "true"])
+def test_a_version_that_is_not_a_string_is_refused_naming_the_field(tmp_path: Path, version: str) -> None:
+    """A TOML number loses its spelling (1.10 reads as 1.1): two versions would share one label."""
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "bot.toml").write_text(f'name = "b"\nversion = {version}\ncommand = ["true"]\n')
+    with pytest.raises(ManifestError, match=r"version.*quoted.*version = \"") as e:
+        load_bot(d)
+    assert "\n" not in str(e.value).split(" (bot.toml reference")[0]
+    (d / "bot.toml").write_text(f'name = "b"\nversion = "{version}"\ncommand = ["true"]\n')
+    assert load_bot(d).label == f"b@{version}"

@@ -120,8 +120,7 @@ def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") ->
                                 f"python3 -m venv {m.venv})")
     elif m.interpreter:
         python = m.interpreter if m.interpreter.startswith("/") else str((root / m.interpreter).resolve())
-    version = m.version if isinstance(m.version, str) else str(m.version)
-    return BotSpec(name=m.name, version=version, command=tuple(m.command), workdir=workdir, root=root,
+    return BotSpec(name=m.name, version=m.version, command=tuple(m.command), workdir=workdir, root=root,
                    author=m.author, build=tuple(m.build) if m.build else None,
                    limits=m.limits.model_dump(exclude_none=True), env=dict(m.env), python=python,
                    description=m.description)
