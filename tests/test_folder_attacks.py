@@ -189,3 +189,15 @@ def test_a_version_that_is_not_a_string_is_refused_naming_the_field(tmp_path: Pa
     assert "\n" not in str(e.value).split(" (bot.toml reference")[0]
     (d / "bot.toml").write_text(f'name = "b"\nversion = "{version}"\ncommand = ["true"]\n')
     assert load_bot(d).label == f"b@{version}"
+
+
+# --------------------------------------------------------------------------- the ladder for strangers
+
+def test_the_shipped_strangers_ladder_runs_every_bot_under_gvisor() -> None:
+    """Pipe inode numbers and the fdinfo eventfd-id pass hundreds of bits per second between two
+    seats under bubblewrap (docs/SANDBOX.md, bench/bench_pipe_channel.py); only gVisor closes them,
+    so the ladder shipped for strangers must name it, and the other rules for strangers with it."""
+    from arena.ladder.config import load_ladder as load
+    root = Path(__file__).resolve().parent.parent
+    ladder = load(root / "ladders" / "strangers-2p.toml", root / "ladders", check_bots=False)
+    assert ladder.gvisor and ladder.one_seat_per_author and ladder.fixed_schedule and not ladder.ponder
