@@ -199,8 +199,20 @@ def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_pa
         monkeypatch.setattr(submit, "_run_job", work)
         trio.run(main, clock=None if stop_after is None else trio.testing.MockClock(autojump_threshold=0))
 
-    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that take three beats
-        await trio.sleep(3 * q.HEARTBEAT_S + 1)
+    def renewed() -> float:
+        """The job's heartbeat in the store, once renewed (waited for on the real clock: the
+        renewal is written from a thread, which the fake clock does not wait for)."""
+        with sqlite3.connect(store, timeout=30) as own:
+            for _ in range(6000):
+                beat = own.execute("SELECT heartbeat FROM jobs WHERE id='j'").fetchone()[0]
+                if beat > 0.0:
+                    return beat
+                time.sleep(0.01)
+        return 0.0
+
+    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that last beyond a beat
+        await trio.sleep(q.HEARTBEAT_S + 1)
+        assert await trio.to_thread.run_sync(renewed) > 0.0, "no heartbeat while the job ran"
         return q.Outcome.PLACED
 
     async def endless(*_: object) -> q.Outcome:
