@@ -33,3 +33,65 @@ def test_a_member_cannot_claim_a_reference_bot_of_a_ladder_not_yet_played(submit
     status, _, page = _upload(bob, "bobs-own", "1.0", "bob")  # a name nobody has is still his to take
     assert status == 303, page[-2000:]
     assert _rows(store, OWNERS) == [("bobs-own", "bob")]
+
+
+# --------------------------------------------------------------------------- Rich markup in a bot's label
+
+MARKUP = "mk@[/]1[bold red][link=http://attacker.example]x"  # a version bot.toml allows: one printable line
+
+
+def _rendered(*renderables: object) -> str:
+    import io
+
+    from arena.safetext import SafeConsole
+    out = io.StringIO()
+    console = SafeConsole(file=out, width=400, force_terminal=True, color_system="truecolor")
+    for r in renderables:
+        console.print(r)
+    return out.getvalue()
+
+
+def test_a_version_holding_rich_markup_is_shown_as_written_by_arena_standings(tmp_path: Path) -> None:
+    """A version ``[/]1`` ended `arena tournament` and `arena standings` with "MarkupError ... an arena
+    bug" (exit 70) once its games were stored: a bot's label went into the standings table as Rich
+    markup. It is text: shown as written, no style or link of its own."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    from arena.tournament.store import Store
+    from tests.test_serve import fake_record
+    seats = [MARKUP, "random@1.0"]
+    db = Store(tmp_path / "s.sqlite")
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 2)
+    for i in range(2):
+        db.save_game("t", i, seats[::1 - 2 * i], fake_record(f"t-{i}", seats[::1 - 2 * i], [[0], [1]]))
+    db.finish_tournament("t")
+    db.close()
+    result = CliRunner().invoke(app, ["standings", "t", "--store", str(tmp_path / "s.sqlite")],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert MARKUP in result.output
+
+
+def test_every_table_of_labels_shows_markup_as_written() -> None:
+    """The tables `arena tournament` draws live and at its end, `arena ladder --matrix`'s head to head and
+    the provisional ratings `arena ladder run` and `arena submit` draw live: each with a label holding
+    markup renders it literally, with no hyperlink (OSC 8) or colour the bot chose."""
+    from types import SimpleNamespace
+
+    from arena.cli.ladder import matrix_table
+    from arena.cli.ladder_live import _Provisional
+    from arena.tournament.live import standings_table
+    from arena.tournament.standings import Line, add_game
+    result = {"order": [[0], [1]], "reason": "first_out", "draw": False, "complete": True, "forfeits": {}}
+    lines: dict[str, Line] = {}
+    add_game(lines, [MARKUP, "random@1.0"], result)
+    prov = _Provisional()
+    prov._prov_init(None, [([MARKUP, "random@1.0"], result)])
+    cell = SimpleNamespace(games=2, score=0.5)
+    st = SimpleNamespace(rows=[SimpleNamespace(label=MARKUP), SimpleNamespace(label="random@1.0")],
+                         matrix={MARKUP: {"random@1.0": cell}, "random@1.0": {MARKUP: cell}})
+    for table in (standings_table(list(lines.values())), standings_table(list(lines.values()), provisional=True),
+                  matrix_table(st), prov._prov_table()):
+        text = _rendered(table)
+        assert MARKUP in text and "\x1b]8;" not in text and "attacker.example" in text

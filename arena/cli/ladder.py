@@ -135,7 +135,7 @@ def matrix_table(st: "LadderStandings") -> Table:
         for b in order:
             c = st.matrix.get(a, {}).get(b)
             cells.append("" if a == b else "-" if c is None or not c.games else f"{100 * c.score:.0f}% /{c.games}")
-        table.add_row(str(i), a, *cells)
+        table.add_row(str(i), escape(a), *cells)
     return table
 
 
@@ -568,7 +568,7 @@ def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
         table.add_column(col, justify="left" if col == "bot" else "right")
     for r in rows:
         elo = "-" if r.elo is None else f"{r.elo:.0f} [{r.lo:.0f}, {r.hi:.0f}]"
-        table.add_row(str(r.rank), str(r.division + 1), printable(r.bot), elo, str(r.games))
+        table.add_row(str(r.rank), str(r.division + 1), escape(r.bot), elo, str(r.games))
     out.print(table)
     if export is not None:
         out.print(f"wrote {export}: anyone can check it with python -m arena.replay.verify {export} --secret "
