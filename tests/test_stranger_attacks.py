@@ -95,3 +95,23 @@ def test_every_table_of_labels_shows_markup_as_written() -> None:
                   matrix_table(st), prov._prov_table()):
         text = _rendered(table)
         assert MARKUP in text and "\x1b]8;" not in text and "attacker.example" in text
+
+
+def test_arena_submit_server_shows_a_placed_label_as_written(tmp_path: Path, monkeypatch) -> None:
+    """`arena submit --server` printed the placed bot's label as Rich markup: ``[/]`` in its version ended
+    the submitter's command with "an arena bug" (exit 70) after the server had placed it."""
+    from typer.testing import CliRunner
+
+    from arena.cli import remote
+    from arena.cli.main import app
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "mk"\nversion = "1"\ncommand = ["true"]\n')
+    job = {"id": "j", "label": MARKUP, "ladder": "x", "status": "placed", "done": True, "lines": [], "report": None,
+           "row": {"label": MARKUP, "rank": 1, "games": 2}, "error": None}
+    monkeypatch.setattr(remote, "upload", lambda *a, **k: "http://server.example/submit/j")
+    monkeypatch.setattr(remote, "follow", lambda url, say: job)
+    result = CliRunner().invoke(app, ["submit", str(bot), "--ladder", "x", "--server", "http://server.example"],
+                                env={"ARENA_TOKEN": "t", "COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert f"{MARKUP} is #1 on x after 2 games" in result.output

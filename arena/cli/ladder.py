@@ -200,7 +200,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
            else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
-              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
+              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False, markup=False)
 
 
 def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, as_json: bool) -> None:
@@ -224,7 +224,7 @@ def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, 
     if job["status"] == "placed" and job.get("row"):
         row = job["row"]
         out.print(f"{row.get('label', job['label'])} is #{row.get('rank')} on {ladder} after {row.get('games')} games",
-                  highlight=False)
+                  highlight=False, markup=False)
     elif job["status"] == "check failed":
         fail(f"{job['label']} failed arena check on the server: not placed", 1)
     elif job["status"] != "placed":
