@@ -2,17 +2,17 @@
 
     python bench/bench_cache_channel.py [--gvisor] [deals] [bits] [cold_us]
 
-Every contained mode binds the host's ``/usr`` read-only, and every mode, gVisor included,
-reads its files through the host's page cache: the first read of a file nobody read since it
-left the cache waits for the disk, the next one (in any sandbox) does not. A sender warms files
-to say its bits; a receiver times its first read of each. Both bots ship the same list of
-units (32 KiB at each MiB of the system's large files, made here from this machine's ``/usr``) cut into triples
-(marker, zero, one), each game's from a place both seats compute from its id: for each bit the sender finds the next triple whose marker is still cold,
-reads the marker and the unit its bit names; the receiver reads triples in order, stops at a
-cold marker (the sender has not come so far), and takes the bit from the data unit that
-reads at least twice as fast as the other, cold one (a triple with both warm was spent by an
-earlier game and is skipped). No call the
-filter refuses is used, and nothing is written anywhere.
+Every contained mode binds the host's ``/usr`` read-only, and every mode, gVisor included, reads its
+files through the host's page cache: the first read of a file nobody read since it left the cache
+waits for the disk, the next one (in any sandbox) does not. A sender warms files to say its bits; a
+receiver times its first read of each. Both bots ship the same list of units (32 KiB at each MiB of
+the system's large files, made here from this machine's ``/usr``) cut into triples (marker, zero,
+one), each game's from a place both seats compute from its id: for each bit the sender finds the
+next triple whose marker is still cold, reads the marker and the unit its bit names; the receiver
+reads triples in order, stops at a cold marker (the sender has not come so far), and takes the bit
+from the data unit that reads at least twice as fast as the other, cold one (a triple with both warm
+was spent by an earlier game and is skipped). No call the filter refuses is used, and nothing is
+written anywhere.
 
 The two bots (authors alice and bob) play a 2-seat ``arena tournament`` under
 ``one_seat_per_author`` and ``fixed_schedule`` (move_ms 200), as a ladder for strangers plays,
@@ -42,7 +42,8 @@ CHAN = r'''
 import hashlib, os, sys, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLD_US = float(os.environ["COLD_US"])
-UNITS = [(p, int(o)) for p, o in (line.rsplit(" ", 1) for line in open(os.path.join(HERE, "units.txt")).read().split("\n"))]
+UNITS = [(p, int(o)) for p, o in (line.rsplit(" ", 1)
+                                  for line in open(os.path.join(HERE, "units.txt")).read().split("\n"))]
 TRIPLES = [UNITS[i:i + 3] for i in range(0, len(UNITS) - 2, 3)]
 
 def first_read_us(unit):
