@@ -115,3 +115,39 @@ def test_arena_submit_server_shows_a_placed_label_as_written(tmp_path: Path, mon
                                 env={"ARENA_TOKEN": "t", "COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert f"{MARKUP} is #1 on x after 2 games" in result.output
+
+
+# --------------------------------------------------------------------------- a cluster worker's disk
+
+def test_a_worker_short_of_disk_refuses_a_new_bundle_and_keeps_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Each new bot version a ladder plays on a cluster is unpacked into every worker's bot cache (up to
+    the folder's 256 MiB), and nothing looked at the disk first: a worker filled its disk to the last
+    byte (its temp directory by default, shared with everything else there). A bundle that could not
+    be unpacked with the reserve left is refused, saying so, and nothing of it is kept; one already
+    unpacked is still used."""
+    from types import SimpleNamespace
+
+    from arena.bots import bundles
+    from arena.bots.manifest import load_bot
+    from arena.bots.folder import CAPS
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "small"\nversion = "1"\ncommand = ["true"]\n')
+    spec = load_bot(bot)
+    blob, digest = bundles.pack_bot(spec), spec.files_hash()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    real = bundles.shutil.disk_usage
+    free = {"bytes": CAPS.bytes}  # a whole folder fits, the reserve does not
+
+    def usage(path: object) -> object:
+        u = real(path)
+        return SimpleNamespace(total=u.total, used=u.used, free=free["bytes"])
+    monkeypatch.setattr(bundles.shutil, "disk_usage", usage)
+    with pytest.raises(bundles.BundleError, match="short of disk"):
+        bundles.prepare_bot(digest, "bot.toml", blob, root=cache)
+    assert not [p for p in cache.iterdir() if p.is_dir()]
+    free["bytes"] = CAPS.bytes + bundles.MIN_FREE_BYTES
+    assert bundles.prepare_bot(digest, "bot.toml", blob, root=cache).label == "small@1"
+    free["bytes"] = 0  # unpacked already: nothing more is written
+    assert bundles.prepare_bot(digest, "bot.toml", blob, root=cache).label == "small@1"
