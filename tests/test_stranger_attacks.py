@@ -1,7 +1,7 @@
-"""What a stranger on a club server tried, each held by a test that failed before its fix.
-
-The attacks of the last walk (issue 35) that got through: a bot name of the server's own ladders
-claimed by a member before the ladder had played a game.
+"""What a stranger's bot or upload got through in an attacker's walk (issue 35), each held by a test
+that failed before its fix: a member claiming the name of a reference bot before its ladder had
+played, Rich markup in a bot's version ending the arena's commands (exit 70) or styling them, and
+a cluster worker unpacking new bot versions with no look at its disk.
 """
 
 from __future__ import annotations
