@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,14 @@ def main() -> None:
         f'name = "cc"\nrules = "classic"\nseats = 2\ndeals = {deals}\nseed = 5\n'
         f'bots = ["{work / "send"}", "{work / "recv"}"]\ngvisor = {str(gvisor).lower()}\n'
         f'one_seat_per_author = true\nfixed_schedule = true\nmax_turns = 60\n[time]\nmove_ms = {MOVE_MS}\n')
+    try:
+        report(work, gvisor, bits, cold_us, len(files) // 3)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(work: Path, gvisor: bool, bits: int, cold_us: float, triples: int) -> None:
+    """Play the tournament in WORK and print, per game, what the receiver got against the replay."""
     store = work / "s.sqlite"
     run = subprocess.run([*ARENA, "tournament", str(work / "t.toml"), "--store", str(store), "--plain", "-j", "1"],
                          cwd=work, capture_output=True, text=True)
@@ -187,7 +196,7 @@ def main() -> None:
     games = json.loads(subprocess.run([*ARENA, "games", "--store", str(store), "--json", "--limit", "1000"],
                                       cwd=work, capture_output=True, text=True, check=True).stdout)
     total = wrong = slots = 0
-    print(f"mode {'gVisor' if gvisor else 'default'}, {len(files) // 3} triples in the pool, "
+    print(f"mode {'gVisor' if gvisor else 'default'}, {triples} triples in the pool, "
           f"{bits} bits a game, cold above {cold_us:g} us, move_ms {MOVE_MS}")
     for g in games:
         seat = g["seats"].index("cc-send@1.0")
