@@ -135,7 +135,7 @@ def matrix_table(st: "LadderStandings") -> Table:
         for b in order:
             c = st.matrix.get(a, {}).get(b)
             cells.append("" if a == b else "-" if c is None or not c.games else f"{100 * c.score:.0f}% /{c.games}")
-        table.add_row(str(i), a, *cells)
+        table.add_row(str(i), escape(a), *cells)
     return table
 
 
@@ -200,7 +200,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
            else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
-              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
+              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False, markup=False)
 
 
 def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, as_json: bool) -> None:
@@ -224,7 +224,7 @@ def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, 
     if job["status"] == "placed" and job.get("row"):
         row = job["row"]
         out.print(f"{row.get('label', job['label'])} is #{row.get('rank')} on {ladder} after {row.get('games')} games",
-                  highlight=False)
+                  highlight=False, markup=False)
     elif job["status"] == "check failed":
         fail(f"{job['label']} failed arena check on the server: not placed", 1)
     elif job["status"] != "placed":
@@ -568,7 +568,7 @@ def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
         table.add_column(col, justify="left" if col == "bot" else "right")
     for r in rows:
         elo = "-" if r.elo is None else f"{r.elo:.0f} [{r.lo:.0f}, {r.hi:.0f}]"
-        table.add_row(str(r.rank), str(r.division + 1), printable(r.bot), elo, str(r.games))
+        table.add_row(str(r.rank), str(r.division + 1), escape(r.bot), elo, str(r.games))
     out.print(table)
     if export is not None:
         out.print(f"wrote {export}: anyone can check it with python -m arena.replay.verify {export} --secret "

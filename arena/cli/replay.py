@@ -100,7 +100,8 @@ def replay(
             return
         decisions = requests_for(rp, seat)
         if not decisions:
-            console.print(f"seat {seat} ({data['labels'][seat]}) was never asked: every move it made was forced")
+            console.print(f"seat {seat} ({data['labels'][seat]}) was never asked: every move it made was forced",
+                          markup=False)
             return
         if plain or not (sys.stdin.isatty() and sys.stdout.isatty()):
             run_seat_plain(console, data, decisions)
