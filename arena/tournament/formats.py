@@ -101,11 +101,14 @@ def table_points(stage_games: Sequence[ScheduledGame], stored: Stored) -> dict[s
 
 
 def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-           authors: Mapping[str, str] | None = None) -> list[Stage]:
+           authors: Mapping[str, str] | None = None, known: Sequence[Stage] = ()) -> list[Stage]:
     """Every stage that can be known from ``stored``: those played, then the next (whose games
     the store may partly hold already). ``bots`` are in seeding order, best first; ``authors``
-    (label -> author) for a Swiss with ``one_seat_per_author``."""
-    out: list[Stage] = []
+    (label -> author) for a Swiss with ``one_seat_per_author``. ``known``: what an earlier call
+    returned for the same event; its decided stages are taken as they are (stored games never
+    change), so a running event computes only the new stage, from the standings and meetings of
+    the rounds before, rather than every earlier round again (as a resumed run does once)."""
+    out: list[Stage] = list(itertools.takewhile(lambda s: bool(s.points), known))
     while True:
         stage = _next(cfg, bots, secret, stored, out, authors)
         if stage is None:
@@ -120,13 +123,15 @@ def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
             return out
 
 
+def pending(known: Sequence[Stage]) -> Stage | None:
+    """The stage of :func:`stages`' answer with games still to play; None when the event is over."""
+    return known[-1] if known and not known[-1].points else None
+
+
 def next_stage(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
                authors: Mapping[str, str] | None = None) -> Stage | None:
     """The first stage with games the store lacks; None when the event is over."""
-    known = stages(cfg, bots, secret, stored, authors)
-    if known and not all(g.index in stored for g in known[-1].games):
-        return known[-1]
-    return None
+    return pending(stages(cfg, bots, secret, stored, authors))
 
 
 def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
