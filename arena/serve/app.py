@@ -256,13 +256,17 @@ async def bracket(request: Request) -> Response:
 
     def build(db: data.ReadStore) -> Any:
         from ..replay.html import stages_html
+        from ..store.reads import authors
         from ..tournament.formats import event_view, stored_config, stored_results, winner
         t = db.tournament(tid)
-        stages = event_view(t["config"], stored_results(db, tid)) if t else None
+        stored = stored_results(db, tid) if t else {}
+        stages = event_view(t["config"], stored) if t else None
         if not stages:
             return None
         fmt = t["config"]["format"]  # type: ignore[index]
-        return {"tid": tid, "fmt": fmt, "markup": stages_html(fmt, stages, winner(stored_config(t["config"]), stages))}
+        return {"tid": tid, "fmt": fmt, "markup": stages_html(
+            fmt, stages, winner(stored_config(t["config"]), stages),
+            authors=authors(db.db, list(t["config"].get("order", []))), stored=stored)}
 
     page = await query(request, build, ("bracket", tid))
     if page is None:

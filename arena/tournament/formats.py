@@ -52,6 +52,7 @@ class Stage:
     points: dict[str, float] = field(default_factory=dict)  # once played: each bot's points at its table
     advanced: tuple[str, ...] = ()  # once played: who goes on (knockout: the winners; heats: the top of each table)
     lower: tuple[bool, ...] = ()  # double elimination: per table, True in the losers' bracket
+    scores: dict[str, float] = field(default_factory=dict)  # Swiss: the standings (Elo) the round was paired on
 
     @property
     def indexes(self) -> range:
@@ -188,7 +189,7 @@ def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
     else:
         pairing = pair_round(order, scores, k, met, byes, apart=apart)
     return Stage(r, f"round {r + 1} of {cfg.swiss_rounds}", pairing.tables, pairing.byes,
-                 _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing)
+                 _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing, scores=scores)
 
 
 # --------------------------------------------------------------------------- knockout
@@ -336,7 +337,7 @@ def _decide(cfg: TournamentConfig, stage: Stage, stored: Stored, bots: Sequence[
         elif cfg.format == "heats":
             advanced += ordered[:min(cfg.heat_advance, len(table) - 1)] if len(stage.tables) > 1 else ordered[:1]
     return Stage(stage.number, stage.title, stage.tables, stage.byes, stage.games, stage.note, stage.pairing,
-                 pts, tuple(advanced), stage.lower)
+                 pts, tuple(advanced), stage.lower, stage.scores)
 
 
 def winner(cfg: TournamentConfig, done: Sequence[Stage]) -> str | None:
