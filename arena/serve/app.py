@@ -13,7 +13,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import admin, auth, data, notify, play, privacy, submit, views
+from . import admin, auth, bench, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
@@ -63,6 +63,7 @@ class Options:
     writes_per_s: float = WRITES.per_s  # per person (or per address when anonymous), with WRITES' burst
     local_webhooks: bool = False       # webhooks may post to this machine or a private network
     webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
+    benches: dict[str, str] = field(default_factory=dict)  # --bench: a bench's name -> its file (serve.bench)
 
     @property
     def writable(self) -> bool:
@@ -413,6 +414,8 @@ def build_app(options: Options, nursery: Any) -> Starlette:
         Route("/ladders/{name}/balance", balance_page),
         Route("/tournaments/{tid:path}", tournament),
         Route("/brackets/{tid:path}", bracket),
+        Route("/benches/{name}", bench.bench_page),
+        Route("/benches/{name}/games/{gid:path}", bench.bench_game),
         Route("/bots/{label:path}", bot),
         Route("/games", games),
         Route("/games/{gid:path}", game),
