@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from arena.cli.main import app
 from arena.ladder import load_ladder, open_store, run_ladder
-from arena.ladder.balance import audit, choose_balanced
+from arena.ladder.balance import audit, choose_balanced, stated_spread
 from arena.ladder.matchmaking import Candidate, pair_key
 
 from .test_ladder import ctx
@@ -59,7 +59,8 @@ def test_a_balanced_ladder_keeps_games_and_co_seatings_within_the_stated_spread(
     pairs: Counter[tuple[str, str]] = Counter()
     count: Counter[str] = Counter()
     seen: dict[str, int] = {}
-    batch = seats * math.comb(field, seats - 1)  # the focus's games in one batch
+    stated = stated_spread(seats, field)
+    assert stated.batch == seats * math.comb(field, seats - 1)  # the focus's games in one batch
     for n in range(300):
         t = choose_balanced([Candidate(x, count[x]) for x in labels], pairs, seen, seats=seats, field_size=field)
         for rest in itertools.combinations(t.field, seats - 1):
@@ -73,8 +74,9 @@ def test_a_balanced_ladder_keeps_games_and_co_seatings_within_the_stated_spread(
                     pairs[pair_key(a, b)] += 1
         if n >= 50 and n % 5 == 0:
             b = audit(games, labels, seats)
-            assert b.games_spread <= (6 if seats == 2 else 3) * batch and b.seat_spread == 0, (n, b.games_spread)
-            assert b.pair_spread <= 4 * batch, (n, b.pair_spread)
+            assert b.games_spread <= (6 if seats == 2 else 3) * stated.batch and b.seat_spread == 0, (n, b.games_spread)
+            assert b.pair_spread <= 4 * stated.batch, (n, b.pair_spread)
+            assert stated.holds(b)
 
 
 def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, monkeypatch) -> None:
@@ -104,8 +106,11 @@ def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, mon
     every = [r["games"] for r in data["bots"]]
     assert data["games_spread"] == max(every) - min(every) and len(every) == 4
     assert all(sum(r["seats"]) == r["games"] for r in data["bots"])
+    assert data["stated"] == {"batch": 2, "games": 12, "together": 8, "within": data["games_spread"] <= 12
+                              and data["pair_high"] - data["pair_low"] <= 8}
     shown = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance"])
     assert shown.exit_code == 0 and "spread: games" in shown.output and "seat 2" in shown.output
+    assert "stated spread of the balanced policy: games 12, games together 8 (B = 2)" in shown.output
     # after the seeding round-robin, every pair's games together are within one batch of each other
     batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
     assert data["pair_high"] - data["pair_low"] <= batch

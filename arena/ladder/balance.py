@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from math import comb
 
 from .matchmaking import Candidate, Table, _author, pair_key
 
@@ -46,6 +47,25 @@ class Balance:
     @property
     def pair_spread(self) -> int:
         return self.pair_high - self.pair_low
+
+
+@dataclass(frozen=True)
+class Stated:
+    """The spread the balanced policy keeps among members present over the whole window."""
+
+    batch: int  # B: the focus's games in one batch (seats x the tables of its field)
+    games: int  # most games less fewest: at most 3B (6B at two seats, where the field plays one table each)
+    together: int  # most games two members shared less fewest: at most 4B
+
+    def holds(self, b: Balance) -> bool:
+        return b.games_spread <= self.games and b.pair_spread <= self.together and b.seat_spread == 0
+
+
+def stated_spread(seats: int, field_size: int) -> Stated:
+    """What ``arena ladder NAME --balance`` holds a balanced ladder to (docs/RATINGS.md), checked by
+    tests/test_balance.py for 2 to 6 seats."""
+    batch = seats * comb(max(field_size, seats - 1), seats - 1)
+    return Stated(batch, (6 if seats == 2 else 3) * batch, 4 * batch)
 
 
 def audit(games: Iterable[Sequence[str]], members: Sequence[str], seats: int) -> Balance:
