@@ -11,8 +11,10 @@ store, from which the knockout is seeded as ``arena tournament`` seeds it. Print
 round the repeat meetings the pairing kept and the seconds its staging took, carried and
 recomputed from nothing (as a resumed run stages), then the bracket and its winner. Exit 1 when
 an invariant fails: every bot once a round, every table all four rotations, the report's repeat
-count equal to the pairs that really met again, carried and recomputed stages equal, the top 8
-seeds waiting out the first round, the strongest bot winning.
+count equal to the pairs that really met again, carried and recomputed stages equal, the stages
+read back from the store as the report and `arena serve` draw them (6 rounds of 6 tables of 4;
+the bracket's 23 matches and winner), the top 8 seeds waiting out the first round, the
+strongest bot winning.
 (Not a test: it takes several seconds on a loaded machine.)
 """
 
@@ -27,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.tournament.config import load_config  # noqa: E402
-from arena.tournament.formats import pending, stages, winner  # noqa: E402
+from arena.replay.html import stages_html  # noqa: E402
+from arena.tournament.formats import event_view, pending, stages, stored_results, winner  # noqa: E402
 from arena.tournament.run import seeded_order  # noqa: E402
 from arena.tournament.store import Store  # noqa: E402
 
@@ -55,7 +58,7 @@ def play_out(cfg, bots: list[str], db: Store, failed: list[str]) -> tuple[list, 
     stored: dict = {}
     took, again = [], []
     known: list = []
-    db.begin_tournament(cfg.name, cfg.fingerprint(), 0)
+    db.begin_tournament(cfg.name, {**cfg.fingerprint(), "order": bots}, 0)  # as run.py stores a staged event
     while True:
         t = time.perf_counter()
         known = stages(cfg, bots, SECRET, stored, known=known)
@@ -105,12 +108,23 @@ def main() -> int:
             check(r.pairing is not None and r.pairing.repeats == again, f"{r.title}: repeats as reported", failed)
         print(f"Swiss: {db.count_games(tournament='club-swiss')} games; pairs that met more than once: "
               f"{len(met) - len(set(met))}")
+        view = event_view(db.tournament("club-swiss")["config"], stored_results(db, "club-swiss"))
+        page = stages_html("swiss", view, stored=stored_results(db, "club-swiss"))
+        check([s.tables for s in view] == [s.tables for s in rounds], "the store's view (report, web) seats as played",
+              failed)
+        check(page.count("<h3>round ") == 6 and page.count('class="table"') == 36
+              and page.count('class="seat"') == 144 and "in play" not in page, "the rounds page: 6 x 6 tables of 4",
+              failed)
         ko = load_config(tmp / "knockout.toml")
         order = seeded_order(ko, BOTS, db)
         print("knockout seeding (from the Swiss):", " ".join(order))
         bracket, _, _ = play_out(ko, order, db, failed)
         for s in bracket:
             print(f"{s.title}: " + " | ".join(" v ".join(t) for t in s.tables))
+        drawn = stages_html("knockout", event_view(db.tournament("club-cup")["config"], stored_results(db, "club-cup")),
+                            winner(ko, bracket))
+        check(drawn.count('class="table"') == 23 and '<h3>winner</h3><div class="table went-on">b00' in drawn,
+              "the bracket page: 23 matches and the winner", failed)
         first = set(itertools.chain(*bracket[0].tables))
         check(first == set(order[8:]), "the top 8 seeds wait out round 1 of a 24-bot bracket", failed)
         champion = winner(ko, bracket)
