@@ -87,5 +87,8 @@ def test_each_member_sees_only_their_own_bench_games(tmp_path: Path) -> None:
         assert people["teach"].request("GET", games_url("bob@1.0"))[0] == 200
         assert server.get(f"/games/{game_of['ann@1.0']}")[0] == 404  # never in the server's own store
         assert server.get("/benches/nothing")[0] == 404
+        path.write_text(path.read_text().replace('"bots/ann"', '"bots/gone"'))  # the organiser breaks the file
+        status, _, page = people["ann"].request("GET", page_url)
+        assert status == 503 and "cannot be read now" in page and str(tmp_path) not in page and "gone" not in page
     finally:
         server.stop()

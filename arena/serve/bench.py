@@ -11,6 +11,7 @@ bots their account owns, never another member's (a game of another member is "no
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ from starlette.responses import Response
 
 from ..store.people import Role, owner_names
 from ..tournament.bench import Bench, grades, load_bench
+from ..tournament.config import ConfigError
 from . import auth, data, privacy
 from .pages import message, render
+
+log = logging.getLogger(__name__)
 
 
 def _labels(folders: list[str]) -> list[str]:
@@ -44,10 +48,16 @@ async def _open(request: Request) -> tuple[Bench, Any] | Response:
     who = await auth.current(request)
     if who is None:
         return message(request, "Sign in", "A bench's games are shown only to its members: sign in first.", 403)
+    try:
+        bench = load_bench(path)  # read again: the organiser may change the file while the server runs
+    except ConfigError as e:  # the reason names server paths: the terminal's, not a visitor's
+        log.warning("bench %s: %s", name, e)
+        return message(request, "Bench unavailable", "The bench file cannot be read now; the server's log says why.",
+                       503)
     if who.role in (Role.ADMIN, Role.ORGANISER):
-        return load_bench(path), None  # None: every member
+        return bench, None  # None: every member
     owners = await auth.with_db(request, owner_names)
-    return load_bench(path), {n for n, owner in owners.items() if owner == who.name}
+    return bench, {n for n, owner in owners.items() if owner == who.name}
 
 
 def _visible(label: str, owned: set[str] | None) -> bool:
