@@ -278,8 +278,9 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         _show_history(out, ladder.name, history_of, rows, as_json)
         return
     if balance:
-        from ..ladder.balance import ladder_balance
-        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json)
+        from ..ladder.balance import ladder_balance, stated_spread
+        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json,
+                      stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats)))
         return
     try:
         if seed:
@@ -301,10 +302,12 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         out.print(matrix_table(st))
 
 
-def _show_balance(out: Console, name: str, b: Any, as_json: bool) -> None:
+def _show_balance(out: Console, name: str, b: Any, as_json: bool, stated: Any) -> None:
     if as_json:
         print(json.dumps({"ladder": name, "games_spread": b.games_spread, "seat_spread": b.seat_spread,
                           "pair_low": b.pair_low, "pair_high": b.pair_high,
+                          "stated": {"batch": stated.batch, "games": stated.games, "together": stated.together,
+                                     "within": stated.holds(b)},
                           "bots": [{"bot": r.bot, "games": r.games, "seats": list(r.seats), "together": r.together}
                                    for r in b.rows]}, indent=2))
         return
@@ -323,6 +326,9 @@ def _show_balance(out: Console, name: str, b: Any, as_json: bool) -> None:
     out.print(table)
     out.print(f"spread: games {b.games_spread}, seats {b.seat_spread} (largest per bot), games together "
               f"{b.pair_low}-{b.pair_high} ({b.pair_spread})", highlight=False)
+    out.print(f"stated spread of the balanced policy: games {stated.games}, games together {stated.together} "
+              f"(B = {stated.batch}), seats even: {'within' if stated.holds(b) else 'OUTSIDE'} (members present "
+              "over the whole window; --window N for the games since the last one joined)", highlight=False)
 
 
 def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]], as_json: bool) -> None:

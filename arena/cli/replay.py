@@ -140,10 +140,13 @@ def _stages_html(db: Any, t: dict[str, Any]) -> str:
     """A Swiss's rounds or a bracket for the report; "" for the other formats."""
     from ..replay.html import stages_html
     from ..tournament.formats import event_view, stored_config, stored_results, winner
-    stages = event_view(t["config"], stored_results(db, t["id"]))
+    from ..store.reads import authors
+    stored = stored_results(db, t["id"])
+    stages = event_view(t["config"], stored)
     if not stages:
         return ""
-    return stages_html(t["config"]["format"], stages, winner(stored_config(t["config"]), stages))
+    return stages_html(t["config"]["format"], stages, winner(stored_config(t["config"]), stages),
+                       authors=authors(db.db, list(t["config"].get("order", []))), stored=stored)
 
 
 def report(
