@@ -288,6 +288,7 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
 
 # --------------------------------------------------------------------------- games under a tournament-id prefix
 # A ladder's games are those of the tournaments named ``ladder:NAME:...``; these read them by that prefix.
+# Their JSON is parsed by orjson: a ladder's state and standings read every game's seats and result.
 
 class GameResult(NamedTuple):
     tournament: str
@@ -328,7 +329,7 @@ def game_results(db: sqlite3.Connection, *, tournament: str | None = None, prefi
     where, args = _where(tournament, prefix, first, last)
     rows = db.execute(f"SELECT g.tournament, g.seed, g.seats, g.result FROM games g{where} "
                       "ORDER BY g.tournament, g.idx", args)
-    return [GameResult(t, seed, json.loads(seats), json.loads(result)) for t, seed, seats, result in rows]
+    return [GameResult(t, seed, orjson.loads(seats), orjson.loads(result)) for t, seed, seats, result in rows]
 
 
 def think_by_bot(db: sqlite3.Connection, *, tournament: str | None = None,
@@ -344,7 +345,7 @@ def games_after(db: sqlite3.Connection, prefix: str, rowid: int) -> list[NewGame
     """The games under ``prefix`` stored after the game row ``rowid``, in the order they were stored."""
     rows = db.execute("SELECT rowid, id, seats, result FROM games WHERE rowid>? AND substr(tournament,1,?)=? "
                       "ORDER BY rowid", (rowid, len(prefix), prefix)).fetchall()
-    return [NewGame(r, gid, json.loads(seats), json.loads(result)) for r, gid, seats, result in rows]
+    return [NewGame(r, gid, orjson.loads(seats), orjson.loads(result)) for r, gid, seats, result in rows]
 
 
 def recent_seats(db: sqlite3.Connection, prefix: str, *, since: float | None = None,
@@ -357,7 +358,7 @@ def recent_seats(db: sqlite3.Connection, prefix: str, *, since: float | None = N
     sql += " ORDER BY rowid DESC"
     if last > 0:
         sql += " LIMIT ?"; args.append(last)
-    return [json.loads(seats) for (seats,) in db.execute(sql, args)]
+    return [orjson.loads(seats) for (seats,) in db.execute(sql, args)]
 
 
 def tournament_statuses(db: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
