@@ -212,7 +212,8 @@ def _season(db: sqlite3.Connection, r: tuple) -> SeasonRecord:
 
 def season_records(db: sqlite3.Connection, ladder: str, number: int | None = None) -> list[SeasonRecord]:
     """The ladder's seasons in order (or the one numbered ``number``, if it exists)."""
-    sql, args = f"SELECT {_SEASON} FROM seasons WHERE ladder=?", [ladder]
+    sql = f"SELECT {_SEASON} FROM seasons WHERE ladder=?"
+    args: list[Any] = [ladder]
     if number is not None:
         sql += " AND number=?"; args.append(number)
     return [_season(db, r) for r in db.execute(sql + " ORDER BY number", args).fetchall()]
