@@ -582,8 +582,9 @@ def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
-    from ..tournament.store import Store, StoreError
     from ..ladder import list_ladders, members
+    from ..store.reads import prefix_counts
+    from ..tournament.store import Store, StoreError
     rows = []
     for name, lad, error in list_ladders():
         item: dict[str, Any] = {"name": name, "error": error or None}
@@ -595,8 +596,7 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
                 try:
                     db = Store(path, readonly=True)
                     item["members"] = len(members(db, lad.name))
-                    item["games"] = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament,1,?)=?",
-                                                  (len(lad.prefix), lad.prefix)).fetchone()[0]
+                    item["games"] = prefix_counts(db.db, lad.prefix)[0]
                     db.close()
                 except (StoreError, Exception):  # a listing never fails on one unreadable store
                     pass

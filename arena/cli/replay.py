@@ -329,9 +329,7 @@ def _opponents(rp, seat: int, game: str, store: Path) -> dict:
     db = None
     try:
         db = Store(store, readonly=True)
-        row = db.db.execute("SELECT seats FROM games WHERE id=?", (game,)).fetchone()
-        if row is not None:
-            labels = json.loads(row[0])
+        labels = db.game_seats(game) or labels
     except (StoreError, OSError, ValueError):
         pass
     out = {}

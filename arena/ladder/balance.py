@@ -123,12 +123,8 @@ def choose_balanced(bots: Sequence[Candidate], pair_games: Mapping[tuple[str, st
 def ladder_balance(store, ladder, window: int = 0) -> Balance:
     """The audit of a stored ladder's active members over its games (the last ``window`` of them, if
     given): what ``arena ladder NAME --balance`` shows."""
-    import json
-
+    from ..store.games import recent_seats
     from .tables import bot_statuses, members
     out = bot_statuses(store, ladder.name)
     active = [m.label for m in members(store, ladder.name) if m.label not in out]
-    rows = store.db.execute("SELECT seats FROM games WHERE substr(tournament, 1, ?)=? ORDER BY rowid DESC"
-                            + (" LIMIT ?" if window > 0 else ""),
-                            (len(ladder.prefix), ladder.prefix, *((window,) if window > 0 else ())))
-    return audit([json.loads(r[0]) for r in rows], active, ladder.seats)
+    return audit(recent_seats(store.db, ladder.prefix, last=window), active, ladder.seats)

@@ -264,7 +264,25 @@ async def run_queue(app: Starlette) -> None:
                 await wake.wait()
             app.state.queue_wake = wake = trio.Event()
             continue
-        await run_job(app, job)
+        try:
+            await run_job(app, job)
+        except Exception:  # one job's failure ends that job, never the server or the jobs behind it
+            log.exception("submission %s ended with an error of the arena; the queue goes on", job.id)
+            await _refund_broken(app, job)
+
+
+async def _refund_broken(app: Starlette, job: Job) -> None:
+    """End a job whose run raised: refunded (the arena failed, not the bot), its owner told if the
+    account still exists, its upload removed. If even that cannot be written, the job stays
+    running until its lease passes and the queue puts it back (or refunds it)."""
+    job.error = ("the arena failed, not your bot: this submission does not count against your quota; "
+                 "submit it again")
+    try:
+        with trio.CancelScope(shield=True):
+            await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
+            shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+    except Exception:
+        log.exception("could not end submission %s; its lease will put it back", job.id)
 
 
 def _next(db: Any, me: str) -> Job | None:
