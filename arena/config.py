@@ -416,7 +416,12 @@ class BenchFile(_Shared):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The bench's name and resume key; defaults to the file name.")
     references: Annotated[BotRefs, Field(min_length=1, description="The reference bots, weakest first.")]
-    members: Annotated[BotRefs, Field(min_length=1, description="The members' bot folders.")]
+    members: Annotated[BotRefs, Field(default_factory=list, description="The members' bot folders.")]
+    ladder: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
+        None, description="Also take as members the active version of every bot on this ladder at the deadline "
+                          "(the ladder in ladder_store); needs a deadline.")
+    ladder_store: Optional[StrictStr] = Field(None, description="The store that holds `ladder` (default: the "
+                                                                "bench's own store).")
     deadline: Optional[StrictStr] = Field(None, description="An ISO 8601 time with its zone: the bench plays "
                                                             "nothing before it, and plays copies of the "
                                                             "members' folders taken at its first run after it.")
@@ -425,6 +430,16 @@ class BenchFile(_Shared):
         description="Grade -> the lowest score (the share of the points a member could take) that earns it.")
     sandbox: Optional[Literal[True]] = None
     _containment = model_validator(mode="before")(_no_weaker_containment)
+
+    @model_validator(mode="after")
+    def _someone(self) -> "BenchFile":
+        if not self.members and not self.ladder:
+            raise ValueError("members: give the members' folders, or a ladder to take them from")
+        if self.ladder and not self.deadline:
+            raise ValueError("ladder: the ladder's members are taken at the deadline: give one")
+        if self.ladder_store and not self.ladder:
+            raise ValueError("ladder_store: is where `ladder` is kept: give the ladder")
+        return self
 
 
 def bench_data(data: dict[str, Any], where: str) -> dict[str, Any]:

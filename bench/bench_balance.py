@@ -1,14 +1,16 @@
 """The ladder's two matchmaking policies side by side on one simulated pool: balance and ratings.
 
-    python bench/bench_balance.py [bots] [seats] [games] [seed]
+    python bench/bench_balance.py [bots] [seats] [games] [seed] [seeds]
 
-Defaults: 12 bots, 2 seats, 3000 games. Each bot has a hidden strength (Elo, spread 200); a game's
+Defaults: 12 bots, 2 and then 4 seats, 3000 games, seeds 1-3. Each bot has a hidden strength (Elo, spread 200); a game's
 finishing order is drawn from the Plackett-Luce model at those strengths, so no bot process runs.
 Both policies run from the same seeding round-robin and the same strengths, batch by batch as
 ``arena ladder run`` would (matchmaking.choose_table, balance.choose_balanced; one deal a table,
 every seat rotation). A newcomer joins halfway. Printed per policy: the balance audit
 (games, seats, games shared by two members: spread = most less fewest), the rating fit's 95%
 interval widths, and the RMS error of the fitted Elo against the hidden strengths.
+Matchmaking refits the ratings as the ladder does (once the games grew by ``REFIT_SHARE``); the
+balanced policy reads no rating, so it fits only at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.ladder.balance import audit, choose_balanced  # noqa: E402
+from arena.ladder.history import REFIT_SHARE  # noqa: E402
 from arena.ladder.matchmaking import Candidate, choose_table, pair_key  # noqa: E402
 from arena.ratings import Outcome, fit_elo  # noqa: E402
 
@@ -62,10 +65,13 @@ def simulate(policy: str, n: int, k: int, total: int, seed: int) -> None:
     for t in itertools.combinations(bots, k):  # the seeding round-robin, one deal a table
         play(t)
     previous, batch = None, 0
+    fit, fitted_at = {}, -1
     while len(games) < total:
         if late not in bots and len(games) >= total // 2:
             bots.append(late)
-        fit = fit_elo(outcomes)
+        if policy == "informative" and (fitted_at < 0 or any(b not in fit for b in bots)
+                                        or len(games) - fitted_at >= REFIT_SHARE * fitted_at):
+            fit, fitted_at = fit_elo(outcomes), len(games)  # as the ladder refits (history.LadderState.ratings)
         cands = [Candidate(b, bot_games[b], *((fit[b].elo, fit[b].ci_low, fit[b].ci_high) if b in fit else
                                               (None, None, None))) for b in bots]
         if policy == "balanced":
@@ -90,10 +96,13 @@ def simulate(policy: str, n: int, k: int, total: int, seed: int) -> None:
           f"newcomer {bot_games[late]} games")
 
 
-def main(n: int = 12, k: int = 2, total: int = 3000, seed: int = 1) -> None:
-    print(f"{n} bots ({n - 1} at the start, one joining halfway), {k} seats, about {total} games, seed {seed}")
-    for policy in ("informative", "balanced"):
-        simulate(policy, n, k, total, seed)
+def main(n: int = 12, k: int = 0, total: int = 3000, seed: int = 1, seeds: int = 3) -> None:
+    """Seats ``k`` (0: 2 and 4 in one run), each on ``seeds`` seeds from ``seed``."""
+    for seats in ((k,) if k else (2, 4)):
+        for s in range(seed, seed + seeds):
+            print(f"{n} bots ({n - 1} at the start, one joining halfway), {seats} seats, about {total} games, seed {s}")
+            for policy in ("informative", "balanced"):
+                simulate(policy, n, seats, total, s)
 
 
 if __name__ == "__main__":

@@ -207,3 +207,16 @@ def _checkout_unchanged(request):
     after = checkout_state()
     changed = sorted(set(before.items()) ^ set(after.items()))
     assert not changed, f"{request.module.__name__} changed the checkout: {sorted({k for k, _ in changed})}"
+
+
+@_pytest.fixture(autouse=True)
+def _ctrl_c_handler_unchanged():
+    """A test leaves Ctrl-C's handler as it found it: a test that left SIGINT ignored or caught
+    would make a later test of Ctrl-C see no KeyboardInterrupt, far from the cause."""
+    import signal
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        _pytest.fail(f"the test left SIGINT's handler changed ({before!r} -> {after!r})")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import trio
 from typer.testing import CliRunner
 
 from arena.cli.main import app
 from arena.ladder import load_ladder, open_store, run_ladder
-from arena.ladder.balance import audit, choose_balanced
+from arena.ladder.balance import audit, choose_balanced, stated_spread
 from arena.ladder.matchmaking import Candidate, pair_key
 
 from .test_ladder import ctx
@@ -45,24 +48,35 @@ def test_one_seat_per_author_holds_in_the_balanced_policy() -> None:
     assert t.focus == "a" and t.field == ("c",)
 
 
-def test_a_balanced_ladder_keeps_games_and_pairs_even() -> None:
-    """Batches of the focus against two others, both seatings, one deal: after 300 batches of six
-    bots every bot's games and every pair's games together are within one batch's worth."""
-    labels = [f"b{i}" for i in range(6)]
+@pytest.mark.parametrize("bots, seats, field", [(6, 2, 2), (12, 2, 3), (12, 3, 2), (9, 3, 4), (8, 4, 3),
+                                                 (12, 4, 3), (13, 6, 5)])
+def test_a_balanced_ladder_keeps_games_and_co_seatings_within_the_stated_spread(bots, seats, field) -> None:
+    """The spread docs/RATINGS.md states for a steady membership, checked every 5th batch from
+    the 50th to the 300th: games within 3 batches of the focus's games (6 at two seats, where the
+    focus plays every table of its batch and the field one each), co-seatings within 4, seats even."""
+    labels = [f"b{i}" for i in range(bots)]
     games: list[tuple[str, ...]] = []
     pairs: Counter[tuple[str, str]] = Counter()
     count: Counter[str] = Counter()
     seen: dict[str, int] = {}
-    for _ in range(300):
-        t = choose_balanced([Candidate(x, count[x]) for x in labels], pairs, seen, seats=2, field_size=2)
-        for other in t.field:
-            for seats in ((t.focus, other), (other, t.focus)):
-                games.append(seats)
-                count.update(seats)
-                seen.update(dict.fromkeys(seats, len(games)))
-                pairs[pair_key(*seats)] += 1
-    b = audit(games, labels, 2)
-    assert b.games_spread <= 4 and b.seat_spread == 0 and b.pair_spread <= 2, b
+    stated = stated_spread(seats, field)
+    assert stated.batch == seats * math.comb(field, seats - 1)  # the focus's games in one batch
+    for n in range(300):
+        t = choose_balanced([Candidate(x, count[x]) for x in labels], pairs, seen, seats=seats, field_size=field)
+        for rest in itertools.combinations(t.field, seats - 1):
+            table = (t.focus, *rest)
+            for r in range(seats):
+                seated = table[r:] + table[:r]
+                games.append(seated)
+                count.update(seated)
+                seen.update(dict.fromkeys(seated, len(games)))
+                for a, b in itertools.combinations(seated, 2):
+                    pairs[pair_key(a, b)] += 1
+        if n >= 50 and n % 5 == 0:
+            b = audit(games, labels, seats)
+            assert b.games_spread <= (6 if seats == 2 else 3) * stated.batch and b.seat_spread == 0, (n, b.games_spread)
+            assert b.pair_spread <= 4 * stated.batch, (n, b.pair_spread)
+            assert stated.holds(b)
 
 
 def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, monkeypatch) -> None:
@@ -92,8 +106,11 @@ def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, mon
     every = [r["games"] for r in data["bots"]]
     assert data["games_spread"] == max(every) - min(every) and len(every) == 4
     assert all(sum(r["seats"]) == r["games"] for r in data["bots"])
+    assert data["stated"] == {"batch": 2, "games": 12, "together": 8, "within": data["games_spread"] <= 12
+                              and data["pair_high"] - data["pair_low"] <= 8}
     shown = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance"])
     assert shown.exit_code == 0 and "spread: games" in shown.output and "seat 2" in shown.output
+    assert "stated spread of the balanced policy: games 12, games together 8 (B = 2)" in shown.output
     # after the seeding round-robin, every pair's games together are within one batch of each other
     batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
     assert data["pair_high"] - data["pair_low"] <= batch

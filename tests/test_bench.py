@@ -125,3 +125,52 @@ def test_the_command_refuses_before_the_deadline_in_one_line(tmp_path):
     shown = CliRunner().invoke(app, ["bench", str(bench_file(tmp_path, "2999-01-01T00:00:00Z"))])
     assert shown.exit_code == 2 and "error: bench bench: its deadline is 2999-01-01T00:00:00+00:00" in shown.output
     assert "Traceback" not in shown.output and not (tmp_path / "bench").exists()
+
+
+def test_members_taken_from_a_ladders_active_versions_at_the_deadline(tmp_path):
+    """A bench whose members are a ladder's: at its first run after the deadline it takes each bot's
+    newest active version (ann@2.0, not ann@1.0; not bob, suspended) and keeps that list, so a
+    version placed later (bob@2.0) joins no bench."""
+    from arena.bots.manifest import load_bot
+    from arena.cli.bench import ladder_versions
+    from arena.ladder import load_ladder, open_store
+    from arena.ladder.tables import MemberStatus, _add_member, set_status
+    from tests.test_ladder import write_ladder
+
+    ladder = load_ladder(write_ladder(tmp_path, "club", store=str(tmp_path / "l.sqlite")))
+    lstore = open_store(ladder)
+    for name in ("weak", "mid", "strong", "ann", "bob"):
+        folder(tmp_path / "bots", name)
+
+    def version(name: str, v: str) -> Path:
+        d = tmp_path / "bots" / f"{name}-{v}"
+        shutil.copytree(tmp_path / "bots" / name, d)
+        (d / "bot.toml").write_text((d / "bot.toml").read_text().replace('version = "1.0"', f'version = "{v}"'))
+        return d
+
+    for d in (tmp_path / "bots" / "ann", tmp_path / "bots" / "bob", version("ann", "2.0")):
+        _add_member(lstore, ladder, load_bot(str(d)), "submitted", "test")
+    set_status(lstore, "club", "bob@1.0", MemberStatus.SUSPENDED, "test")
+    (tmp_path / "bench.toml").write_text(
+        'references = ["bots/weak", "bots/mid", "bots/strong"]\nladder = "club"\nladder_store = "l.sqlite"\n'
+        'deadline = "2020-01-01T00:00:00Z"\ndeals = 1\nstore = "b.sqlite"\n')
+    bench = load_bench(tmp_path / "bench.toml")
+    db = Store(bench.store)
+    now = dt.datetime.now(dt.timezone.utc)
+    assert trio.run(lambda: run_bench(bench, db, now=now, launcher=launcher(), from_ladder=ladder_versions)) == ["ann@2.0"]
+    assert db.count_games(tournament=f"{bench.name}/ann@2.0") == 6
+    _add_member(lstore, ladder, load_bot(str(version("bob", "2.0"))), "submitted", "test")
+    assert len(ladder_versions(bench)) == 2  # the ladder now has two active bots
+    assert trio.run(lambda: run_bench(bench, db, now=now, launcher=launcher(), from_ladder=ladder_versions)) == ["ann@2.0"]
+    db.close()
+    lstore.close()
+
+
+@pytest.mark.parametrize("body, error", [
+    ('deadline = "2020-01-01T00:00:00Z"\n', "give the members' folders, or a ladder"),
+    ('ladder = "club"\n', "taken at the deadline: give one"),
+])
+def test_a_bench_needs_members_and_a_ladder_needs_a_deadline(tmp_path, body, error):
+    (tmp_path / "bench.toml").write_text('references = ["random"]\n' + body)
+    with pytest.raises(ConfigError, match=error):
+        load_bench(tmp_path / "bench.toml")

@@ -154,11 +154,12 @@ def test_ctrl_c_while_a_bot_thinks_stops_the_game_and_its_bots(tmp_path: Path, m
         over = threading.Event()
 
         def ctrl_c() -> None:  # once the silent bot has been asked (a moment for the request to go out)
-            if stuck.wait(120) and not over.wait(1.0):
-                os.kill(os.getpid(), signal.SIGINT)
+            if stuck.wait(120) and not over.wait(1.0):  # to the main thread, whose poll it interrupts
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         threading.Thread(target=ctrl_c, daemon=True).start()
         store = tmp_path / "s.sqlite"
         said = io.StringIO()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as at a terminal
         try:
             with pytest.raises(KeyboardInterrupt):
                 play.play_one([load_bot(str(bot)), load_bot("random")], PRESETS["classic"], 3, 60_000, 0, 500, store,

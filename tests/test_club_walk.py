@@ -1,13 +1,18 @@
 """Issue #36's "done when", walked over HTTP against one real ``arena serve``: a class of 20 joins
-by one invitation, each uploads from the browser form, reads its own bot's lines and nobody
+by one invitation, each uploads from the browser form or (three of them, as a CI job would) with
+``arena submit --server`` and a token from ``ARENA_TOKEN``, reads its own bot's lines and nobody
 else's, cannot touch anyone else's bot, and is told when its bot is suspended and why; the admin
 sees every write in the audit and undoes the suspension. (The store surviving a kill -9 mid-queue
-is tests/test_serve_queue.py's.)"""
+is tests/test_serve_queue.py's, each job run exactly once; every write route refusing the wrong
+person is tests/test_serve_accounts.py's and tests/test_serve_admin.py's, from the route table.)"""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -16,11 +21,27 @@ import pytest
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
-from tests.test_serve import ServerProc, build_store
-from tests.test_serve_accounts import FIXTURE, MANY_WRITES, _upload, first_admin_code, invite, sign_up
+from tests.test_serve import ROOT, ServerProc, arena_cmd, build_store
+from tests.test_serve_accounts import FIXTURE, MANY_WRITES, _make_token, _upload, first_admin_code, invite, sign_up
 from tests.test_serve_admin import _member, _rows
 
 CLASS = 20
+FROM_CI = ("s05", "s11", "s17")  # these submit from a terminal (a CI job), the others from the browser
+
+
+def _submit_from_ci(server: ServerProc, store: Path, folder: Path, token: str, bot: str) -> subprocess.Popen:
+    """``arena submit BOT --server URL`` with the token in ``ARENA_TOKEN``, as examples/ci/ runs it;
+    returns once the server has taken the upload (the bot's name is its submitter's)."""
+    folder.mkdir()
+    (folder / "bot.toml").write_text(f'name = "{bot}"\nversion = "1.0"\nauthor = "teacher"\ncommand = ["false"]\n')
+    env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 120  # a bound should it hang, not a timing
+    while not _rows(store, "SELECT 1 FROM jobs WHERE label LIKE ?", f"{bot}@%"):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0] if proc.poll() else "slow"
+        time.sleep(0.05)
+    return proc
 
 
 def _games(store: Path, students: list[str]) -> list[str]:
@@ -55,6 +76,7 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
     build_store(store)
     admin_code = first_admin_code(store)
     server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    terminals: dict[str, subprocess.Popen] = {}
     try:
         root, status, _ = sign_up(server, admin_code, "teacher")
         assert status == 303
@@ -71,6 +93,10 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
             if i:  # a new version of the bot uploaded just before, by someone else (before the queue of 20 fills)
                 status, _, page = _upload(b, f"{students[i - 1]}-bot", "1.1", name)
                 assert status == 403 and "belongs to another account" in page, page[-1500:]
+            if name in FROM_CI:
+                terminals[name] = _submit_from_ci(server, store, tmp_path / name, _make_token(b, "ci", "submit"),
+                                                  f"{name}-bot")
+                continue
             status, headers, page = _upload(b, f"{name}-bot", "1.0", "teacher")  # the manifest's author is ignored
             assert status == 303 and headers["location"].startswith("/submit/"), (name, page[-1500:])
         owners = dict(_rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account"))
@@ -106,5 +132,15 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
         assert {(n, "claim", f"bot:{n}-bot") for n in students} <= set(audit)
         assert [a for a in audit if a[0] == "teacher" and a[2].startswith("bot:")] == [
             ("teacher", "suspend", "bot:test-ladder/s07-bot@1.0"), ("teacher", "reinstate", "bot:test-ladder/s07-bot@1.0")]
+        for name, proc in terminals.items():  # each prints the server's check report, as the web page shows it
+            out = proc.communicate(timeout=600)[0]
+            assert proc.returncode == 1 and "failed arena check on the server" in out, (name, out[-2000:])
+        ran = _rows(store, "SELECT a.name, j.state FROM jobs j JOIN accounts a ON 'account:' || a.id = j.submitter "
+                           "WHERE a.name IN (?,?,?)", *FROM_CI)
+        assert sorted(ran) == [(n, "done") for n in FROM_CI]
     finally:
+        for proc in terminals.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         server.stop()

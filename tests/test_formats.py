@@ -419,6 +419,46 @@ def test_a_swiss_killed_with_sigkill_resumes_to_the_same_event(tmp_path: Path, b
 
 
 
+def test_the_report_draws_an_unfinished_swiss_round_with_seats_scores_authors_and_byes(tmp_path: Path) -> None:
+    """Five bots of two authors at two seats, stopped 3 games into round 2 of 3: the report's rounds
+    show round 1 played, round 2's tables in play (3 of 8 games), each bot's seat, author and the
+    Elo it was paired on, the bye, and what the pairing minimised."""
+    import re
+
+    from arena.cli.replay import _stages_html
+
+    make_bots(tmp_path / "bots", 5)
+    for i in range(5):
+        toml = tmp_path / "bots" / f"p{i}" / "bot.toml"
+        toml.write_text(toml.read_text().replace('author = "Palace Arena"', f'author = "{"ann" if i % 2 else "bob"}"'))
+    cfg, db = event(tmp_path, 5, format="swiss", seats=2, rounds=3, deals=2)
+
+    class Stop(Exception):
+        pass
+
+    class StopAfter(Reporter):
+        n = 11  # round 1 plays 8 games (two tables, two deals, both seatings)
+
+        def game_done(self, game, record) -> None:
+            self.n -= 1
+            if self.n == 0:
+                raise Stop()
+
+    with pytest.raises(Stop):
+        play(cfg, db, StopAfter())
+    page = _stages_html(db, db.tournament("event"))
+    rounds = page.split("<h3>")[1:]
+    assert [r.split("<", 1)[0] for r in rounds] == ["round 1 of 3", "round 2 of 3"]
+    assert "in play" not in rounds[0] and "in play: 3 of 8 games stored" in rounds[1]
+    for r in rounds:
+        assert re.search(r"byes: p\d@1\.0<", r) and "minimised: repeat meetings 0, then score spread" in r
+        seated = re.findall(r'class="seat"[^>]*>(\d)</small> (p\d@1\.0) <small class="author">(\w+)</small>', r)
+        assert len(seated) == 4 and sorted(s for s, _, _ in seated) == ["1", "1", "2", "2"]
+        assert all(who == ("ann" if int(b[1]) % 2 else "bob") for _, b, who in seated)
+        assert r.count('class="elo"') == 4
+    assert rounds[1].count('class="went-on"') == 0  # nothing decided in a round in play
+
+
 def test_arena_serve_draws_the_bracket(tmp_path: Path) -> None:
     from tests.test_serve import ServerProc
     cfg, db = event(tmp_path, 4, format="knockout", deals=1, store="data/arena.sqlite")
@@ -432,6 +472,7 @@ def test_arena_serve_draws_the_bracket(tmp_path: Path) -> None:
         page = body.decode()
         assert status == 200 and 'id="stages"' in page and "semi-finals" in page
         assert f'<h3>winner</h3><div class="table went-on">{champion}' in page
+        assert page.count('<small class="author">Palace Arena</small>') == 4 + 2  # each bot at each of its tables
         status, _, body = server.get("/tournaments/event")
         assert status == 200 and 'href="/brackets/event"' in body.decode()
         status, _, _ = server.get("/brackets/nothing")
@@ -445,5 +486,5 @@ def test_the_drawn_stages_escape_every_name() -> None:
     from arena.tournament.formats import Stage
     evil = '<img src=x onerror="alert(1)">@1'
     page = stages_html("knockout", [Stage(0, "final <b>", ((evil, "b@1"),), (evil,), points={evil: 1.0, "b@1": 0.0},
-                                          advanced=(evil,))], evil)
-    assert "<img" not in page and "<b>" not in page and "&lt;img src=x" in page
+                                          advanced=(evil,))], evil, authors={evil: evil, "b@1": "<script>"})
+    assert "<img" not in page and "<b>" not in page and "<script" not in page and "&lt;img src=x" in page

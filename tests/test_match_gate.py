@@ -7,6 +7,7 @@ Most runs use in-process bots (tests/fakes.py); one runs the real bundled bots a
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -42,39 +43,51 @@ def in_process(monkeypatch):
     return seen
 
 
-def _match(*args: str):
-    """A match of in-process bots on a clock no load can run out (on the default 200 ms, a loaded
-    machine timed both seats out and every game was a draw: the SPRT then accepted H0)."""
-    return runner.invoke(app, ["match", *args, "--rules", "shithead", "--max-turns", "600", "--no-store",
-                               "--every", "1000", "--move-ms", "60000"])
+_stores = itertools.count()
+
+
+def _match(at: Path, *args: str):
+    """A match of in-process bots (``-j 1``: with more, worker processes would start the real bundled
+    bots and the fixture's launcher would go unused) on a clock no load can run out, dealt from a
+    fixed secret in a fresh store under ``at``. With a fresh random secret each run the verdicts were
+    luck: `lowest` and `highest` draw about four games in five, and now and then 18 games of draws
+    made the SPRT accept H0 where the test expects H1."""
+    from arena.tournament.seeds import SECRET_BYTES, SECRET_FILE
+    where = at / f"store{next(_stores)}"
+    where.mkdir(mode=0o700)
+    (where / SECRET_FILE).write_bytes(bytes([7]) * SECRET_BYTES)
+    (where / SECRET_FILE).chmod(0o600)
+    return runner.invoke(app, ["match", "-j", "1", *args, "--rules", "shithead", "--max-turns", "600",
+                               "--store", str(where / "games.sqlite"), "--every", "1000", "--move-ms", "60000"])
 
 
 def test_exit_status_is_the_verdict(in_process, tmp_path: Path):
-    better = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json")
+    better = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json")
     assert better.exit_code == 0, better.output
     data = json.loads(better.stdout)
     assert data["status"] == "accept_h1" and data["exit_status"] == 0
 
-    worse = _match("highest", "lowest", "--sprt", "0,100", "--max-games", "400")
+    worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,100", "--max-games", "400")
     assert worse.exit_code == 1, worse.output
     assert "H0 accepted: highest@1.0 - lowest@1.0" in worse.stdout
 
-    undecided = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "2")
+    undecided = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "2")
     assert undecided.exit_code == 3, undecided.output
     assert "no SPRT decision within 2 games" in undecided.stdout
 
-    plain = _match("lowest", "highest", "--max-games", "4")
+    plain = _match(tmp_path, "lowest", "highest", "--max-games", "4")
     assert plain.exit_code == 0 and "4 games played" in plain.stdout
 
-    bad = _match("lowest", "highest", "--sprt", "10,0")
+    bad = _match(tmp_path, "lowest", "highest", "--sprt", "10,0")
     assert bad.exit_code == 2 and "elo1 must be above elo0" in bad.output
-    missing = _match("lowest", str(tmp_path / "nowhere"), "--sprt", "0,10")
+    missing = _match(tmp_path, "lowest", str(tmp_path / "nowhere"), "--sprt", "0,10")
     assert missing.exit_code == 2 and "Traceback" not in missing.output
+    assert len(in_process) == 4, "the matches ran on worker processes, not the in-process bots"
 
 
 def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
     md = tmp_path / "summary.md"
-    result = _match("lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json", "--summary", str(md))
+    result = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json", "--summary", str(md))
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     text = md.read_text()
@@ -88,18 +101,18 @@ def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
     assert "| LL | LD | DD/WL | WD | WW |" in text
     assert "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |" in text
 
-    worse = _match("highest", "lowest", "--sprt", "0,100", "--max-games", "400", "--summary", str(md))
+    worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,100", "--max-games", "400", "--summary", str(md))
     assert worse.exit_code == 1 and md.read_text().startswith("### ❌ highest@1.0 vs lowest@1.0: H0 accepted")
-    unwritable = _match("lowest", "highest", "--max-games", "2", "--summary", str(tmp_path / "no" / "dir.md"))
+    unwritable = _match(tmp_path, "lowest", "highest", "--max-games", "2", "--summary", str(tmp_path / "no" / "dir.md"))
     assert unwritable.exit_code == 2 and "--summary: cannot write" in unwritable.output
 
 
-def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process):
+def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process, tmp_path: Path):
     # -j 1: one game at a time plays in this process, where the fixture sees the Launcher made
     # (with more, worker processes get the same flags through the match's BotSetup)
-    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--trusted-bots").exit_code == 0
-    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
-    assert _match("lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor").exit_code == 0
+    assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--trusted-bots").exit_code == 0
+    assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
+    assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor").exit_code == 0
     assert in_process[0] == {"sandbox": None, "trusted": True, "gvisor": False}
     assert in_process[1] == {"sandbox": False, "trusted": False, "gvisor": False}
     assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True}

@@ -281,3 +281,29 @@ def test_a_cancelled_caller_interrupts_the_games_thread() -> None:
             nursery.cancel_scope.cancel()
     trio.run(main)
     assert seen == ["interrupted"]
+
+
+def test_a_thread_that_returned_leaves_no_hub_or_interrupt_behind() -> None:
+    """in_thread on a normal return: its hub is not interrupted and not left on the thread, which
+    trio's thread cache hands the next job (a submission's check once raised Interrupted at once
+    there, on the hub of the web game before it, and ended the server)."""
+    import select
+    import threading
+
+    from arena.bots.blocking import hub
+    from arena.referee.blocking import in_thread
+
+    def game() -> tuple[int, object]:
+        return threading.get_ident(), hub()
+
+    def next_job() -> tuple[int, object]:
+        hub().wait(None, 0, 0)  # raises Interrupted if an interrupt was left pending on this hub
+        return threading.get_ident(), hub()
+
+    async def main() -> tuple[tuple[int, object], tuple[int, object]]:
+        first = await in_thread(game)
+        return first, await trio.to_thread.run_sync(next_job)
+    (thread, games_hub), (next_thread, next_hub) = trio.run(main)
+    assert thread == next_thread  # the cached thread took the next job: the case that failed
+    assert next_hub is not games_hub
+    assert select.select([games_hub._wake_r], [], [], 0)[0] == []  # type: ignore[attr-defined]

@@ -276,7 +276,7 @@ def test_season_commands(tmp_path: Path) -> None:
 
 
 def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secret(tmp_path: Path) -> None:
-    from arena.ladder.balance import ladder_balance
+    from arena.ladder.balance import ladder_balance, stated_spread
     from tests.test_serve import ServerProc
     path, ladder, store = _ladder(tmp_path)
     _play(ladder, store, 8)
@@ -320,6 +320,9 @@ def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secr
         page = body.decode()
         assert status == 200, server.stderr()[-3000:]
         assert f"spread: games {b.games_spread}, seats {b.seat_spread}" in page
+        stated = stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats))
+        assert (f"games {stated.games}, games together\n{stated.together} (B = {stated.batch}), seats even: "
+                f"<strong>{'within' if stated.holds(b) else 'outside'}</strong>") in page
         assert len(b.rows) == 3
         for r in b.rows:
             shared = list(r.together.values()) or [0]

@@ -163,6 +163,66 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
     assert len(calls) == 2  # claimed again after the error
 
 
+def test_one_jobs_failure_ends_that_job_and_the_queue_runs_the_next(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose submitter's account was removed by hand (the sqlite3 shell leaves foreign keys
+    off) ends, with nobody told, instead of ending the server on ``FOREIGN KEY constraint failed``;
+    a job whose run raises an error of the arena is refunded and its owner told; the job behind
+    each still runs, and every job ends once."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import submit
+    from arena.store import jobs as q
+    from arena.store import notes, people
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    db = sqlite3.connect(store, isolation_level=None, timeout=30)
+    now = time.time()
+    code = people.create_invitation(db, people.Role.MEMBER, uses=2, hours=1, now=now, by=None, origin="test")
+    gone = people.sign_up(db, code, "gone", "-", now=now, origin="test")
+    kept = people.sign_up(db, code, "kept", "-", now=now, origin="test")
+    for i, (jid, who) in enumerate((("a", gone), ("b", kept), ("c", kept))):
+        q.enqueue(db, Job(jid, f"account:{who.id}", "club", f"{jid}@1", f"{jid}.zip", f"/none/{jid}"), Limits(),
+                  now + i)
+    db.execute("DELETE FROM accounts WHERE id=?", (gone.id,))  # by hand: foreign keys are off here
+    ran: list[str] = []
+
+    async def run(app: object, job: q.Job, *_: object) -> q.Outcome:
+        ran.append(job.id)
+        if job.id == "b":
+            raise RuntimeError("the arena broke")  # not the bot's fault, and not caught by the run itself
+        return q.Outcome.PLACED
+
+    monkeypatch.setattr(submit, "_run_job", run)
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+
+    def ended() -> bool:  # jobs run one at a time, in order: the last one's end is the queue's
+        return (job := q.get(db, "c")) is not None and job.done
+
+    async def main() -> None:
+        app.state.queue_wake = trio.Event()
+        with trio.fail_after(120):  # a bound should it hang, not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(submit.run_queue, app)
+                while not ended():
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert ran == ["a", "b", "c"]
+    outcomes = {j: q.get(db, j).outcome for j in "abc"}  # type: ignore[union-attr]
+    assert outcomes == {"a": q.Outcome.PLACED, "b": q.Outcome.REFUNDED, "c": q.Outcome.PLACED}
+    told = sorted((n.kind, n.link) for n in notes.notes(db, kept.id))
+    assert told == [(notes.Kind.PLACED, "/submit/c"), (notes.Kind.REFUNDED, "/submit/b")]
+    assert db.execute("SELECT COUNT(*) FROM notifications WHERE account=?", (gone.id,)).fetchone()[0] == 0
+    db.close()
+
+
 def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """While a job runs its server renews the heartbeat (so the lease never passes on a live server);
@@ -199,8 +259,20 @@ def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_pa
         monkeypatch.setattr(submit, "_run_job", work)
         trio.run(main, clock=None if stop_after is None else trio.testing.MockClock(autojump_threshold=0))
 
-    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that take three beats
-        await trio.sleep(3 * q.HEARTBEAT_S + 1)
+    def renewed() -> float:
+        """The job's heartbeat in the store, once renewed (waited for on the real clock: the
+        renewal is written from a thread, which the fake clock does not wait for)."""
+        with sqlite3.connect(store, timeout=30) as own:
+            for _ in range(6000):
+                beat = own.execute("SELECT heartbeat FROM jobs WHERE id='j'").fetchone()[0]
+                if beat > 0.0:
+                    return beat
+                time.sleep(0.01)
+        return 0.0
+
+    async def slow_job(*_: object) -> q.Outcome:  # a check and placement that last beyond a beat
+        await trio.sleep(q.HEARTBEAT_S + 1)
+        assert await trio.to_thread.run_sync(renewed) > 0.0, "no heartbeat while the job ran"
         return q.Outcome.PLACED
 
     async def endless(*_: object) -> q.Outcome:

@@ -154,3 +154,51 @@ def test_a_clash_no_pairing_avoids_is_counted_and_said():
     p = pair_round(order, dict.fromkeys(order, 1500.0), 2, {}, {}, apart=apart)
     assert p.clashes == 1 and p.repeats == 0
     assert "1 pairs of one author seated together" in p.summary()
+
+
+def test_a_running_swiss_carried_round_to_round_pairs_as_one_recomputed_from_the_store():
+    """A 6-round Swiss of 14 bots at 3 seats (two byes a round), staged as ``arena tournament``
+    stages it (the stages so far carried to the next call) and, at every step, from the stored
+    games alone (a resumed run): the same stages, tables, byes and pairing reports."""
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.formats import pending, stages
+
+    bots = names(14)
+    cfg = TournamentConfig(bots=bots, format="swiss", seats=3, deals=1, seed=5, rounds=6)
+    stored: dict = {}
+    known: list = []
+    for _ in range(7):
+        known = stages(cfg, bots, b"s" * 32, stored, known=known)
+        assert known == stages(cfg, bots, b"s" * 32, stored)
+        stage = pending(known)
+        if stage is None:
+            break
+        for g in stage.games:  # a fixed strength order with each deal's luck
+            luck = {b: (g.seed >> (3 * i)) % 8 for i, b in enumerate(bots)}
+            order = sorted(range(len(g.seats)), key=lambda s: bots.index(g.seats[s]) - luck[g.seats[s]])
+            stored[g.index] = (list(g.seats), {"order": [[s] for s in order], "draw": False,
+                                                     "complete": True, "reason": "played_out"})
+    assert len(known) == 6 and all(s.points for s in known) and pending(known) is None
+    byes = Counter(b for s in known for b in s.byes)
+    assert sum(byes.values()) == 12 and max(byes.values()) == 1  # 12 byes over 14 bots: nobody sits out twice
+
+
+@settings(max_examples=150, deadline=None)
+@given(fields(max_bots=26))
+def test_a_search_stopped_at_once_keeps_the_greedy_seating(case):
+    """The search tries each head's tables fewest repeats first, then closest score, then in
+    standing order, so on a budget of one its answer is that greedy seating: the order a
+    budget-stopped round of a large field depends on."""
+    k, order, scores, met, byes = case
+    p = pair_round(order, scores, k, met, byes, budget=1)
+    rank = {b: i for i, b in enumerate(order)}
+    rest = sorted((b for b in order if b not in p.byes), key=lambda b: (-scores[b], rank[b]))
+    greedy = []
+    while rest:
+        head, others = rest[0], rest[1:]
+        table = min(((head, *c) for c in itertools.combinations(others, k - 1)),
+                    key=lambda t: (cost([t], met, scores)[0], scores[head] - scores[t[-1]],
+                                   [rest.index(b) for b in t]))
+        greedy.append(table)
+        rest = [b for b in rest if b not in table]
+    assert p.tables == tuple(greedy)

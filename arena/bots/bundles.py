@@ -137,13 +137,18 @@ def bundle_key(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+MIN_FREE_BYTES = 256 << 20  # what unpacking a bot leaves free on the cache's disk, beside the largest bot
+
+
 def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None, key: str | None = None) -> BotSpec:
     """Unpack (once per machine) and verify a bot; its spec.
 
     The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
     checked out, so a directory that exists was verified and holds exactly that blob's files.
     Its ``build`` is not run here: the worker's Launcher builds it contained, in a copy, as a
-    local run does (a build is a stranger's code too).
+    local run does (a build is a stranger's code too). A new entry is refused while the cache's
+    disk could not hold the largest bot and keep ``MIN_FREE_BYTES`` free: every new version of a
+    ladder's bots lands in every worker's cache, which nothing else bounds.
     """
     base = root or cache_root()
     key = key or bundle_key(blob)
@@ -156,6 +161,12 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
         home = base / key
         with _flock(base / f"{key}.lock"):
             if not home.is_dir():
+                free = shutil.disk_usage(base).free
+                if free < CAPS.bytes + MIN_FREE_BYTES:
+                    raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
+                                      f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
+                                      f"and {MIN_FREE_BYTES >> 20} MiB stay free): remove old entries there "
+                                      "between runs, or point PALACE_ARENA_CACHE at a larger disk")
                 tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
                 try:
                     unpack_bot(blob, tmp / "bot")

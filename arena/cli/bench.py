@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..safetext import SafeConsole
 from .common import fail
+
+if TYPE_CHECKING:
+    from ..tournament.bench import Bench
 
 out = SafeConsole(highlight=False, soft_wrap=True)
 
@@ -29,7 +32,7 @@ def bench(file: Annotated[Path, typer.Argument(help="The bench file (TOML; docs/
     db = Store(b.store)
     try:
         labels = trio.run(lambda: run_bench(b, db, now=dt.datetime.now(dt.timezone.utc),
-                                            overrides={"sandbox": sandbox}))
+                                            overrides={"sandbox": sandbox}, from_ladder=ladder_versions))
         rows = grades(b, db, labels)
     finally:
         db.close()
@@ -39,6 +42,25 @@ def bench(file: Annotated[Path, typer.Argument(help="The bench file (TOML; docs/
     if csv_out is not None:
         write_csv(csv_out, rows)
         out.print(f"wrote {csv_out}", markup=False)
+
+
+def ladder_versions(b: "Bench") -> list[str]:
+    """The folders of the bench's ladder's active versions: each bot's newest member that is not
+    suspended or retired (as a season freezes them)."""
+    from ..ladder.tables import bot_statuses, members
+    from ..tournament.config import ConfigError
+    from ..tournament.store import Store
+    if not Path(b.ladder_store).is_file():
+        raise ConfigError(f"bench {b.name}: no store at {b.ladder_store} to take ladder {b.ladder}'s members from")
+    db = Store(b.ladder_store, readonly=True)
+    try:
+        out = bot_statuses(db, b.ladder)
+        newest = {m.name: m.ref for m in members(db, b.ladder) if m.label not in out}  # registered order: last wins
+    finally:
+        db.close()
+    if not newest:
+        raise ConfigError(f"bench {b.name}: ladder {b.ladder} has no active member in {b.ladder_store}")
+    return list(newest.values())
 
 
 def register(app: typer.Typer) -> None:

@@ -135,7 +135,7 @@ def matrix_table(st: "LadderStandings") -> Table:
         for b in order:
             c = st.matrix.get(a, {}).get(b)
             cells.append("" if a == b else "-" if c is None or not c.games else f"{100 * c.score:.0f}% /{c.games}")
-        table.add_row(str(i), a, *cells)
+        table.add_row(str(i), escape(a), *cells)
     return table
 
 
@@ -200,7 +200,7 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
            else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
               f"({result.games_played} played now). Games: arena games --tournament "
-              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False)
+              f"{ladder.placement_id(row.label)!r} --store {db.path}", highlight=False, markup=False)
 
 
 def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, as_json: bool) -> None:
@@ -224,7 +224,7 @@ def _submit_remote(bot: str, ladder: str, server: str, token_file: Path | None, 
     if job["status"] == "placed" and job.get("row"):
         row = job["row"]
         out.print(f"{row.get('label', job['label'])} is #{row.get('rank')} on {ladder} after {row.get('games')} games",
-                  highlight=False)
+                  highlight=False, markup=False)
     elif job["status"] == "check failed":
         fail(f"{job['label']} failed arena check on the server: not placed", 1)
     elif job["status"] != "placed":
@@ -278,8 +278,9 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         _show_history(out, ladder.name, history_of, rows, as_json)
         return
     if balance:
-        from ..ladder.balance import ladder_balance
-        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json)
+        from ..ladder.balance import ladder_balance, stated_spread
+        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json,
+                      stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats)))
         return
     try:
         if seed:
@@ -301,10 +302,12 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         out.print(matrix_table(st))
 
 
-def _show_balance(out: Console, name: str, b: Any, as_json: bool) -> None:
+def _show_balance(out: Console, name: str, b: Any, as_json: bool, stated: Any) -> None:
     if as_json:
         print(json.dumps({"ladder": name, "games_spread": b.games_spread, "seat_spread": b.seat_spread,
                           "pair_low": b.pair_low, "pair_high": b.pair_high,
+                          "stated": {"batch": stated.batch, "games": stated.games, "together": stated.together,
+                                     "within": stated.holds(b)},
                           "bots": [{"bot": r.bot, "games": r.games, "seats": list(r.seats), "together": r.together}
                                    for r in b.rows]}, indent=2))
         return
@@ -323,6 +326,9 @@ def _show_balance(out: Console, name: str, b: Any, as_json: bool) -> None:
     out.print(table)
     out.print(f"spread: games {b.games_spread}, seats {b.seat_spread} (largest per bot), games together "
               f"{b.pair_low}-{b.pair_high} ({b.pair_spread})", highlight=False)
+    out.print(f"stated spread of the balanced policy: games {stated.games}, games together {stated.together} "
+              f"(B = {stated.batch}), seats even: {'within' if stated.holds(b) else 'OUTSIDE'} (members present "
+              "over the whole window; --window N for the games since the last one joined)", highlight=False)
 
 
 def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]], as_json: bool) -> None:
@@ -568,7 +574,7 @@ def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
         table.add_column(col, justify="left" if col == "bot" else "right")
     for r in rows:
         elo = "-" if r.elo is None else f"{r.elo:.0f} [{r.lo:.0f}, {r.hi:.0f}]"
-        table.add_row(str(r.rank), str(r.division + 1), printable(r.bot), elo, str(r.games))
+        table.add_row(str(r.rank), str(r.division + 1), escape(r.bot), elo, str(r.games))
     out.print(table)
     if export is not None:
         out.print(f"wrote {export}: anyone can check it with python -m arena.replay.verify {export} --secret "
@@ -576,8 +582,9 @@ def season_cmd(name: Annotated[str, typer.Argument(help="The ladder.")],
 
 
 def _list(out: Console, store: Path | None, as_json: bool) -> None:
-    from ..tournament.store import Store, StoreError
     from ..ladder import list_ladders, members
+    from ..store.reads import prefix_counts
+    from ..tournament.store import Store, StoreError
     rows = []
     for name, lad, error in list_ladders():
         item: dict[str, Any] = {"name": name, "error": error or None}
@@ -589,8 +596,7 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
                 try:
                     db = Store(path, readonly=True)
                     item["members"] = len(members(db, lad.name))
-                    item["games"] = db.db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament,1,?)=?",
-                                                  (len(lad.prefix), lad.prefix)).fetchone()[0]
+                    item["games"] = prefix_counts(db.db, lad.prefix)[0]
                     db.close()
                 except (StoreError, Exception):  # a listing never fails on one unreadable store
                     pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 
 from ..tournament.live import PlainReporter, RichReporter
@@ -42,7 +43,7 @@ class _Provisional:
             table.add_column(col, justify=just)  # type: ignore[arg-type]
         for r in self.prov.table():
             style = "bold yellow" if r.name == self.focus else None
-            table.add_row(r.name, f"{r.elo:.0f}", f"{r.elo_ordinal:.0f}", str(r.games), style=style)
+            table.add_row(escape(r.name), f"{r.elo:.0f}", f"{r.elo_ordinal:.0f}", str(r.games), style=style)
         return table
 
 

@@ -100,7 +100,8 @@ def replay(
             return
         decisions = requests_for(rp, seat)
         if not decisions:
-            console.print(f"seat {seat} ({data['labels'][seat]}) was never asked: every move it made was forced")
+            console.print(f"seat {seat} ({data['labels'][seat]}) was never asked: every move it made was forced",
+                          markup=False)
             return
         if plain or not (sys.stdin.isatty() and sys.stdout.isatty()):
             run_seat_plain(console, data, decisions)
@@ -139,10 +140,13 @@ def _stages_html(db: Any, t: dict[str, Any]) -> str:
     """A Swiss's rounds or a bracket for the report; "" for the other formats."""
     from ..replay.html import stages_html
     from ..tournament.formats import event_view, stored_config, stored_results, winner
-    stages = event_view(t["config"], stored_results(db, t["id"]))
+    from ..store.reads import authors
+    stored = stored_results(db, t["id"])
+    stages = event_view(t["config"], stored)
     if not stages:
         return ""
-    return stages_html(t["config"]["format"], stages, winner(stored_config(t["config"]), stages))
+    return stages_html(t["config"]["format"], stages, winner(stored_config(t["config"]), stages),
+                       authors=authors(db.db, list(t["config"].get("order", []))), stored=stored)
 
 
 def report(
@@ -327,9 +331,7 @@ def _opponents(rp, seat: int, game: str, store: Path) -> dict:
     db = None
     try:
         db = Store(store, readonly=True)
-        row = db.db.execute("SELECT seats FROM games WHERE id=?", (game,)).fetchone()
-        if row is not None:
-            labels = json.loads(row[0])
+        labels = db.game_seats(game) or labels
     except (StoreError, OSError, ValueError):
         pass
     out = {}

@@ -81,6 +81,9 @@ def serve(
                                                      "body); a slower one is disconnected (read-only servers).")] = 30.0,
     cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                                    help="Play the --ladder games on a Dask cluster.")] = None,
+    bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Show this course bench (its file; repeat "
+                                                        "for more) at /benches/NAME: each member sees only their "
+                                                        "own games and logs. Its store must not be this one.")] = None,
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -126,6 +129,22 @@ def serve(
                       "in the store)")
             raise typer.Exit(2)
         ladder_refs.append(ref)
+    benches = {}
+    for f in bench or []:
+        from ..tournament.bench import load_bench
+        from ..tournament.config import ConfigError
+        try:
+            b = load_bench(f)
+        except ConfigError as e:
+            err.print(f"[red]error:[/] --bench {escape(str(f))}: {escape(str(e))}")
+            raise typer.Exit(2)
+        if Path(b.store).resolve() == store.resolve():
+            err.print(f"[red]error:[/] --bench {escape(str(f))}: its store is the server's; a bench keeps its games "
+                      "in a store of its own, so that no public page shows them (set `store` in the bench file)")
+            raise typer.Exit(2)
+        if benches.setdefault(b.name, str(f.resolve())) != str(f.resolve()):
+            err.print(f"[red]error:[/] two benches are named {escape(b.name)!r}")
+            raise typer.Exit(2)
     from ..serve.data import open_read
     if (db := open_read(store)) is not None:  # a store from an earlier arena is upgraded now, or refused
         db.db.close()
@@ -140,7 +159,7 @@ def serve(
                       min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60,
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
                       webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once, max_queued=max_queued,
-                      max_queued_per_submitter=max_queued_per_person)
+                      max_queued_per_submitter=max_queued_per_person, benches=benches)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

@@ -9,7 +9,6 @@ games.  Matchmaking refits once the games grew by ``REFIT_SHARE`` (a big ladder'
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,6 +16,9 @@ from typing import Any
 
 from ..ratings import Outcome, Ratings, fit_elo
 from ..store import reads
+from ..store.games import games_after
+from ..store.ladders import Note, Rated, add_snapshot
+from ..store.notes import Kind
 from ..tournament.standings import outcomes
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
@@ -74,11 +76,8 @@ class LadderState:
 
     def refresh(self, store: Store) -> int:
         """Read the ladder's games stored since the last call; returns how many there were."""
-        prefix = self.ladder.prefix
-        rows = store.db.execute("SELECT rowid, id, seats, result FROM games WHERE rowid>? AND substr(tournament,1,?)=? "
-                                "ORDER BY rowid", (self.last_rowid, len(prefix), prefix)).fetchall()
-        for rowid, gid, seats_text, result_text in rows:
-            seats, result = json.loads(seats_text), json.loads(result_text)
+        rows = games_after(store.db, self.ladder.prefix, self.last_rowid)
+        for rowid, gid, seats, result in rows:
             self.last_rowid = rowid
             self.games += 1
             self.outcomes.update(outcomes([(seats, result)]))
@@ -126,19 +125,9 @@ def take_snapshot(store: Store, ladder: Ladder, *, state: LadderState | None = N
     ratings = state.ratings(fresh=True)
     if ratings is None:
         return 0
-    now = time.time()
-    rows = [(ladder.name, now, state.games, label, r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()]
-    with store.tx() as db:
-        before = {bot: (elo, lo, hi) for bot, elo, lo, hi in db.execute(
-            "SELECT bot, elo, lo, hi FROM rating_snapshots WHERE ladder=? AND taken_at=(SELECT "
-            "MAX(taken_at) FROM rating_snapshots WHERE ladder=?)", (ladder.name, ladder.name))}
-        db.executemany("INSERT INTO rating_snapshots VALUES (?,?,?,?,?,?,?)", rows)
-        _tell_passes(db, ladder.name, before, {label: (r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()},
-                     now)
-    return len(rows)
-
-
-Rated = tuple[float, float, float]  # (elo, interval low, interval high)
+    after = {label: (r.elo, r.ci_low, r.ci_high) for label, r in ratings.items()}
+    return add_snapshot(store.db, ladder.name, time.time(), state.games, after,
+                        lambda before: _pass_notes(ladder.name, before, after))
 
 
 def passes(before: dict[str, Rated], after: dict[str, Rated]) -> dict[str, list[str]]:
@@ -161,14 +150,15 @@ def passes(before: dict[str, Rated], after: dict[str, Rated]) -> dict[str, list[
     return out
 
 
-def _tell_passes(db: Any, ladder: str, before: dict[str, Rated], after: dict[str, Rated], now: float) -> None:
-    """Tell each bot's owner (on a club server) which rivals it moved past since the last snapshot."""
-    from ..store.notes import Kind, notify_owner
+def _pass_notes(ladder: str, before: dict[str, Rated], after: dict[str, Rated]) -> list[Note]:
+    """What to tell each bot's owner (on a club server): which rivals it moved past since the last snapshot."""
+    notes: list[Note] = []
     for bot, rivals in passes(before, after).items():
         names = ", ".join(rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
-        notify_owner(db, bot.rpartition("@")[0], Kind.PASSED,
-                     f"{bot} moved past {names} on ladder {ladder} (Elo {before[bot][0]:.0f} -> {after[bot][0]:.0f})",
-                     f"/ladders/{ladder}", now)
+        notes.append((bot.rpartition("@")[0], Kind.PASSED,
+                      f"{bot} moved past {names} on ladder {ladder} (Elo {before[bot][0]:.0f} -> {after[bot][0]:.0f})",
+                      f"/ladders/{ladder}"))
+    return notes
 
 
 def rating_history(store: Store, ladder: str, bot: str | None = None) -> list[dict[str, Any]]:

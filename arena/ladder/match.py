@@ -23,6 +23,7 @@ from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, Verdict, elo_difference, los, pair_elo, pair_index, rate_interval
 from ..referee import TimeControl
+from ..store.ladders import refs_of
 from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
 from ..tournament.worker import open_workers
 from ..tournament.seeds import deal_seed, load_secret, run_secret
@@ -150,8 +151,7 @@ def resolve_bot(ref: str, store: Store | None) -> BotSpec:
     from .tables import _has_tables, resolve_ref
     refs: list[str] = []
     if _has_tables(store):
-        refs += [resolve_ref(store, r[0]) for r in
-                 store.db.execute("SELECT ref FROM ladder_members WHERE label=? ORDER BY registered", (ref,))]
+        refs += [resolve_ref(store, r) for r in refs_of(store.db, ref)]
     known = store.bot(ref)
     if known is not None:
         refs.append(known["path"])

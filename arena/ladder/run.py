@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bots.manifest import ManifestError, load_bot
+from ..store.games import tournament_statuses
 from ..store.people import owner_names
 from ..tournament.runlock import held
 from ..tournament.store import Store, StoreError
@@ -77,9 +78,7 @@ def batch_seed(ladder: Ladder, batch: int) -> int:
 def _batches(store: Store, ladder: Ladder) -> list[tuple[int, str]]:
     """(batch number, status) of every run batch stored so far, in order."""
     n = len(ladder.run_prefix)
-    rows = store.db.execute("SELECT id, status FROM tournaments WHERE substr(id,1,?)=? ORDER BY id",
-                            (n, ladder.run_prefix))
-    return [(int(tid[n:]), status) for tid, status in rows]
+    return [(int(tid[n:]), status) for tid, status in tournament_statuses(store.db, ladder.run_prefix)]
 
 
 def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[[str], None],

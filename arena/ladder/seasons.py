@@ -17,13 +17,15 @@ standings and archive, and ratings carried into the next season without a jump (
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..store.games import game_results, tournament_statuses
+from ..store.ladders import ArchivedRow, add_season, archived_rows, season_records
+from ..store.ladders import end_season as close_season
 from ..tournament.seeds import commitment, make_named_secret
 from ..tournament.store import Store
 from .config import Ladder, LadderError, resolve_anchor
@@ -71,29 +73,16 @@ def frozen_of(ladder: Ladder) -> dict[str, Any]:
             "divisions": list(ladder.season.divisions)}
 
 
-def _row(store: Store, r: tuple) -> Season:
-    ladder, number, frozen, name, first, last, started, ends_at, end_games, ended = r
-    sec = store.db.execute("SELECT secret, commitment, revealed FROM deal_secrets WHERE name=?", (name,)).fetchone()
-    who = tuple(x for (x,) in store.db.execute("SELECT label FROM season_members WHERE ladder=? AND season=? "
-                                                 "ORDER BY label", (ladder, number)))
-    return Season(ladder, number, json.loads(frozen), name, sec[1], first, last, started, ends_at, end_games, ended,
-                  who, bytes(sec[0]) if sec[2] is not None else None)
-
-
-_COLUMNS = "ladder, number, frozen, secret, first_batch, last_batch, started, ends_at, end_games, ended"
-
-
 def seasons(store: Store, ladder: str) -> list[Season]:
-    rows = store.db.execute(f"SELECT {_COLUMNS} FROM seasons WHERE ladder=? ORDER BY number", (ladder,)).fetchall()
-    return [_row(store, r) for r in rows]
+    return [Season(*r) for r in season_records(store.db, ladder)]
 
 
 def season(store: Store, ladder: str, number: int) -> Season:
-    r = store.db.execute(f"SELECT {_COLUMNS} FROM seasons WHERE ladder=? AND number=?", (ladder, number)).fetchone()
-    if r is None:
+    found = season_records(store.db, ladder, number)
+    if not found:
         known = ", ".join(str(s.number) for s in seasons(store, ladder)) or "none yet"
         raise LadderError(f"ladder {ladder} has no season {number} (seasons: {known})")
-    return _row(store, r)
+    return Season(*found[0])
 
 
 def current(store: Store, ladder: str) -> Season | None:
@@ -102,9 +91,8 @@ def current(store: Store, ladder: str) -> Season | None:
 
 
 def _next_batch(store: Store, ladder: Ladder) -> int:
-    n = len(ladder.run_prefix)
-    row = store.db.execute("SELECT MAX(id) FROM tournaments WHERE substr(id,1,?)=?", (n, ladder.run_prefix)).fetchone()
-    return int(row[0][n:]) + 1 if row[0] else 0
+    batches = tournament_statuses(store.db, ladder.run_prefix)
+    return int(batches[-1][0][len(ladder.run_prefix):]) + 1 if batches else 0
 
 
 def start_season(store: Store, ladder: Ladder, *, now: float | None = None) -> Season:
@@ -122,12 +110,8 @@ def start_season(store: Store, ladder: Ladder, *, now: float | None = None) -> S
     name = f"season:{ladder.name}:{number}"
     make_named_secret(store, name)
     rules = ladder.season
-    with store.tx() as db:
-        db.execute("INSERT INTO seasons VALUES (?,?,?,?,?,NULL,?,?,?,NULL)",
-                   (ladder.name, number, json.dumps(frozen_of(ladder), sort_keys=True), name,
-                    _next_batch(store, ladder), now, None if rules.days is None else now + rules.days * DAY_S,
-                    rules.games))
-        db.executemany("INSERT INTO season_members VALUES (?,?,?)", [(ladder.name, number, m) for m in active])
+    add_season(store.db, ladder.name, number, frozen_of(ladder), name, _next_batch(store, ladder), now,
+               None if rules.days is None else now + rules.days * DAY_S, rules.games, active)
     return season(store, ladder.name, number)
 
 
@@ -150,10 +134,7 @@ def season_tournaments(ladder: Ladder, s: Season, last: int | None = None) -> tu
 def season_games(store: Store, ladder: Ladder, s: Season) -> list[tuple[str, int, list[str], dict[str, Any]]]:
     """(tournament, seed, seats, result) of every game of the season, in order."""
     lo, hi = season_tournaments(ladder, s)
-    rows = store.db.execute("SELECT tournament, seed, seats, result FROM games WHERE tournament>=? AND tournament<=? "
-                            "AND substr(tournament,1,?)=? ORDER BY tournament, idx",
-                            (lo, hi, len(ladder.run_prefix), ladder.run_prefix))
-    return [(t, seed, json.loads(seats), json.loads(result)) for t, seed, seats, result in rows]
+    return list(game_results(store.db, prefix=ladder.run_prefix, first=lo, last=hi))
 
 
 def due(store: Store, ladder: Ladder, s: Season, *, now: float | None = None) -> str:
@@ -175,12 +156,8 @@ def end_season(store: Store, ladder: Ladder, *, now: float | None = None) -> Sea
         raise LadderError(f"ladder {ladder.name} has no open season (start one: arena ladder {ladder.name} season start)")
     last = _next_batch(store, ladder) - 1
     rows = season_standings(store, ladder, s)
-    with store.tx() as db:
-        db.execute("UPDATE seasons SET last_batch=?, ended=? WHERE ladder=? AND number=?",
-                   (last, now, ladder.name, s.number))
-        db.execute("UPDATE deal_secrets SET revealed=? WHERE name=?", (now, s.secret_name))
-        db.executemany("INSERT INTO season_standings VALUES (?,?,?,?,?,?,?,?,?)",
-                       [(ladder.name, s.number, r.rank, r.bot, r.games, r.elo, r.lo, r.hi, r.division) for r in rows])
+    close_season(store.db, ladder.name, s.number, s.secret_name, last, now,
+                 [ArchivedRow(r.rank, r.bot, r.games, r.elo, r.lo, r.hi, r.division) for r in rows])
     return season(store, ladder.name, s.number)
 
 
@@ -266,15 +243,12 @@ def season_standings(store: Store, ladder: Ladder, s: Season) -> list[SeasonRow]
 
 
 def _archived_divisions(store: Store, ladder: str, number: int) -> dict[str, int]:
-    return {bot: d for bot, d in store.db.execute("SELECT bot, division FROM season_standings WHERE ladder=? AND "
-                                                   "season=?", (ladder, number))}
+    return {r.bot: r.division for r in archived_rows(store.db, ladder, number)}
 
 
 def archived_standings(store: Store, ladder: str, number: int) -> list[SeasonRow]:
     """An ended season's table as it was archived when it ended."""
-    rows = store.db.execute("SELECT rank, bot, games, elo, lo, hi, division FROM season_standings WHERE ladder=? "
-                            "AND season=? ORDER BY rank", (ladder, number))
-    return [SeasonRow(*r) for r in rows]
+    return [SeasonRow(*r) for r in archived_rows(store.db, ladder, number)]
 
 
 def standings_of(store: Store, ladder: Ladder, s: Season) -> list[SeasonRow]:
@@ -293,8 +267,7 @@ def published_games(store: Store, ladder: Ladder, s: Season) -> Iterator[dict[st
            "last_batch": s.last_batch, "games": len(season_games(store, ladder, s))}
     lo, hi = season_tournaments(ladder, s)
     n = len(ladder.run_prefix)
-    tids = [t for (t,) in store.db.execute("SELECT id FROM tournaments WHERE id>=? AND id<=? AND substr(id,1,?)=? "
-                                           "ORDER BY id", (lo, hi, n, ladder.run_prefix))]
+    tids = [t for t, _ in tournament_statuses(store.db, ladder.run_prefix) if lo <= t <= hi]
     for tid in tids:
         t = store.tournament(tid) or {}
         cfg = t.get("config", {})

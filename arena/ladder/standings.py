@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..tournament.standings import read_games, summarise
+from ..store.games import recent_seats
+from ..store.ladders import last_view, record_view
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
 from .history import rating_history, trends
@@ -231,22 +232,19 @@ def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view
 
 def _add_view(st: LadderStandings, ladder: Ladder, store: Store) -> None:
     now = time.time()
-    n = len(ladder.prefix)
     recent: dict[str, int] = defaultdict(int)
-    for (seats,) in store.db.execute("SELECT seats FROM games WHERE substr(tournament,1,?)=? AND finished>=?",
-                                     (n, ladder.prefix, now - 3600)):
-        for label in json.loads(seats):
+    for seats in recent_seats(store.db, ladder.prefix, since=now - 3600):
+        for label in seats:
             recent[label] += 1
     st.history = rating_history(store, ladder.name)
     arrows = trends(st.history)
     for row in st.rows:
         row.last_hour = recent.get(row.label, 0)
         row.trend = arrows.get(row.label, "")
-    seen = store.db.execute("SELECT viewed_at, games FROM ladder_views WHERE ladder=?", (ladder.name,)).fetchone()
+    seen = last_view(store.db, ladder.name)
     if seen is not None:
         st.last_view, st.since_last_view = seen[0], max(0, st.games - seen[1])
     try:
-        with store.tx() as db:
-            db.execute("INSERT OR REPLACE INTO ladder_views VALUES (?,?,?)", (ladder.name, now, st.games))
+        record_view(store.db, ladder.name, now, st.games)
     except Exception:  # a read-only store shows the table without remembering the view
         pass

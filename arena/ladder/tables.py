@@ -17,7 +17,6 @@ Every game is a normal game of a normal tournament whose id starts with ``ladder
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -30,6 +29,10 @@ from typing import Any
 from ..bots.launch import ARENA_COPIES
 from ..bots.folder import V2, FolderError, copy_folder, read_folder
 from ..bots.manifest import BotSpec, ManifestError, load_bot
+from ..store import ladders
+from ..store.games import game_results
+from ..store.notes import Kind
+from ..store.reads import member_refs
 from ..tournament.store import Store
 from .config import Ladder, LadderError, ladder_toml
 
@@ -52,16 +55,13 @@ def open_store(ladder: Ladder, path: str | Path | None = None) -> Store:
 
 
 def _has_tables(store: Store) -> bool:
-    row = store.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='ladder_members'").fetchone()
-    return row is not None
+    return ladders.has_ladder_tables(store.db)
 
 
 def members(store: Store, ladder: str) -> list[Member]:
     if not _has_tables(store):
         return []
-    rows = store.db.execute("SELECT ladder, label, name, version, hash, ref, origin, placement, registered "
-                            "FROM ladder_members WHERE ladder=? ORDER BY registered, label", (ladder,))
-    return [Member(r[0], r[1], r[2], r[3], r[4], resolve_ref(store, r[5]), *r[6:]) for r in rows]
+    return [Member(*r[:5], resolve_ref(store, r.ref), *r[6:]) for r in ladders.member_rows(store.db, ladder)]
 
 
 def store_dir(store: Store) -> Path:
@@ -107,10 +107,9 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     m = member(store, ladder.name, spec.label)
     if m is None:
         ref = _snapshot(store, ladder, spec, digest)  # bots run from it (arena.bots.launch.runnable)
-        with store.tx() as db:  # a concurrent insert of the same label is fine if the files match
-            db.execute("INSERT OR IGNORE INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)",
-                       (ladder.name, spec.label, spec.name, spec.version, digest, _stored_ref(store, ref), origin,
-                        placement, time.time()))
+        # a concurrent insert of the same label is fine if the files match
+        ladders.add_member(store.db, ladders.MemberRow(ladder.name, spec.label, spec.name, spec.version, digest,
+                                             _stored_ref(store, ref), origin, placement, time.time()))
         m = member(store, ladder.name, spec.label)
         assert m is not None
     m = _rehash(store, m)
@@ -133,9 +132,7 @@ def _rehash(store: Store, m: Member) -> Member:
         digest = own.files_hash()
     except (ManifestError, OSError):
         return m
-    with store.tx() as db:
-        db.execute("UPDATE ladder_members SET hash=? WHERE ladder=? AND label=? AND hash=?",
-                   (digest, m.ladder, m.label, m.hash))
+    ladders.rehash_member(store.db, m.ladder, m.label, m.hash, digest)
     return member(store, m.ladder, m.label) or m
 
 
@@ -166,7 +163,7 @@ def _owner(store: Store, folder: Path) -> str | None:
     folder reached by another spelling (a bind mount, a disk that ignores case) is still its own."""
     if not _has_tables(store):
         return None
-    for label, ref in store.db.execute("SELECT label, ref FROM ladder_members"):
+    for label, ref in member_refs(store.db):
         if "/" in ref and _same_file(resolve_ref(store, ref), folder):
             return label
     return None
@@ -236,13 +233,7 @@ def _bump_message(ladder: Ladder, m: Member, digest: str) -> str:
 def check_identity(store: Store, ladder: Ladder) -> None:
     """Record the ladder's rules on first use; refuse a ladder file that changed them since."""
     now = ladder.identity()
-    row = store.db.execute("SELECT config FROM ladders WHERE name=?", (ladder.name,)).fetchone()
-    if row is None:
-        with store.tx() as db:
-            db.execute("INSERT OR IGNORE INTO ladders VALUES (?,?,?)",
-                       (ladder.name, json.dumps(now, sort_keys=True), time.time()))
-        row = store.db.execute("SELECT config FROM ladders WHERE name=?", (ladder.name,)).fetchone()
-    before = json.loads(row[0])
+    before = ladders.ladder_identity(store.db, ladder.name, now, time.time())
     # options the engine gained since (absent from the record) are not a change of the ladder's rules
     changed = [f"rules.{k}" for k in now["rules"] if k in before["rules"] and before["rules"][k] != now["rules"][k]]
     if before["seats"] != now["seats"]:
@@ -255,10 +246,7 @@ def check_identity(store: Store, ladder: Ladder) -> None:
 
 def ladder_results(store: Store, ladder: Ladder) -> list[tuple[list[str], dict[str, Any]]]:
     """(seats, result) of every game of every tournament of the ladder, in a stable order."""
-    n = len(ladder.prefix)
-    rows = store.db.execute("SELECT seats, result FROM games WHERE substr(tournament, 1, ?)=? "
-                            "ORDER BY tournament, idx", (n, ladder.prefix))
-    return [(json.loads(s), json.loads(r)) for s, r in rows]
+    return [(g.seats, g.result) for g in game_results(store.db, prefix=ladder.prefix)]
 
 
 def rebase_refs(store: Store, tid: str, stored: list[str]) -> list[str]:
@@ -266,13 +254,13 @@ def rebase_refs(store: Store, tid: str, stored: list[str]) -> list[str]:
     moved since, the tournament's recorded config is updated to match so that it resumes."""
     refs = [resolve_ref(store, r) for r in stored]
     if refs != stored:
-        row = store.db.execute("SELECT config FROM tournaments WHERE id=?", (tid,)).fetchone()
-        config = json.loads(row[0])
+        t = store.tournament(tid)
+        assert t is not None
+        config = t["config"]
         moved = dict(zip(stored, refs))
         for key in ("bots", "candidates"):
             config[key] = [moved.get(r, resolve_ref(store, r)) for r in config.get(key, [])]
-        with store.tx() as db:
-            db.execute("UPDATE tournaments SET config=? WHERE id=?", (json.dumps(config, sort_keys=True), tid))
+        store.set_config(tid, config)
     return refs
 
 
@@ -331,9 +319,8 @@ def bot_statuses(store: Store, ladder: str) -> dict[str, BotStatus]:
     """Members out of matchmaking, by label (a bot not listed is active)."""
     if not _has_tables(store):
         return {}
-    rows = store.db.execute("SELECT label, status, since, reason, detail FROM ladder_bot_status WHERE ladder=?",
-                            (ladder,))
-    return {r[0]: BotStatus(r[0], MemberStatus(r[1]), r[2], r[3], json.loads(r[4])) for r in rows}
+    return {r.label: BotStatus(r.label, MemberStatus(r.status), r.since, r.reason, r.detail)
+            for r in ladders.status_rows(store.db, ladder)}
 
 
 @dataclass(frozen=True)
@@ -348,17 +335,12 @@ def set_status(store: Store, ladder: str, label: str, status: MemberStatus, reas
                detail: dict[str, Any] | None = None, by: Actor = Actor()) -> None:
     """Retire or suspend a member; its owner (on a club server) is told why, and the audit keeps
     who did it, in the same transaction."""
-    from ..store.notes import Kind, notify_owner
-    from ..store.people import record
     detail = detail or {}
-    with store.tx() as db:
-        db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",
-                   (ladder, label, status, time.time(), reason, json.dumps(detail)))
-        record(db, by.account, "suspend" if status == MemberStatus.SUSPENDED else "retire", f"bot:{ladder}/{label}",
-               by.origin, time.time(), reason=reason)
-        kind = Kind.SUSPENDED if status == MemberStatus.SUSPENDED else Kind.RETIRED
-        notify_owner(db, label.rpartition("@")[0], kind, f"{label} was {kind.value} on ladder {ladder}: {reason}",
-                     _fault_link(detail) or f"/bots/{label}", time.time())
+    kind = Kind.SUSPENDED if status == MemberStatus.SUSPENDED else Kind.RETIRED
+    ladders.set_status(store.db, ladder, label, status.value, reason, detail, account=by.account, origin=by.origin,
+                  action="suspend" if status == MemberStatus.SUSPENDED else "retire", kind=kind,
+                  text=f"{label} was {kind.value} on ladder {ladder}: {reason}",
+                  link=_fault_link(detail) or f"/bots/{label}", now=time.time())
 
 
 def _fault_link(detail: dict[str, Any]) -> str:
@@ -373,61 +355,33 @@ def _fault_link(detail: dict[str, Any]) -> str:
 
 def clear_status(store: Store, ladder: str, label: str, by: Actor = Actor()) -> bool:
     """Put a retired or suspended member back in matchmaking (its owner is told; audited)."""
-    from ..store.notes import Kind, notify_owner
-    from ..store.people import record
-    with store.tx() as db:
-        cleared = db.execute("DELETE FROM ladder_bot_status WHERE ladder=? AND label=?", (ladder, label)).rowcount > 0
-        if cleared:
-            # the last game row now: the faults before it were what it was suspended for
-            after = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM games").fetchone()[0]
-            record(db, by.account, "reinstate", f"bot:{ladder}/{label}", by.origin, time.time(), after_game=after)
-            notify_owner(db, label.rpartition("@")[0], Kind.REINSTATED, f"{label} is back in play on ladder {ladder}",
-                         f"/bots/{label}", time.time())
-        return cleared
+    return ladders.clear_status(store.db, ladder, label, account=by.account, origin=by.origin,
+                           text=f"{label} is back in play on ladder {ladder}", link=f"/bots/{label}", now=time.time())
 
 
 def reinstated_after(store: Store, ladder: str, label: str) -> int:
     """The last game row stored when ``label`` was last reinstated on ``ladder`` (0: never): only
     faults after it count towards suspending it again."""
-    row = store.db.execute("SELECT detail FROM audit WHERE action='reinstate' AND target=? ORDER BY id DESC LIMIT 1",
-                           (f"bot:{ladder}/{label}",)).fetchone()
-    return int(json.loads(row[0]).get("after_game", 0)) if row else 0
+    return ladders.reinstated_after(store.db, ladder, label)
 
 
 # --------------------------------------------------------------------------- paused ladders
 
 def pause(store: Store, ladder: str, reason: str, by: Actor = Actor()) -> None:
     """Pause ``ladder``: ``arena ladder run`` plays no new batch until it is resumed (audited)."""
-    from ..store.people import record
-    with store.tx() as db:
-        db.execute("INSERT OR REPLACE INTO ladder_pauses VALUES (?,?,?)", (ladder, time.time(), reason))
-        record(db, by.account, "pause", f"ladder:{ladder}", by.origin, time.time(), reason=reason)
+    ladders.pause(store.db, ladder, reason, account=by.account, origin=by.origin, now=time.time())
 
 
 def resume(store: Store, ladder: str, by: Actor = Actor()) -> bool:
     """Resume a paused ladder; False when it was not paused."""
-    from ..store.people import record
-    with store.tx() as db:
-        done = db.execute("DELETE FROM ladder_pauses WHERE ladder=?", (ladder,)).rowcount > 0
-        if done:
-            record(db, by.account, "resume", f"ladder:{ladder}", by.origin, time.time())
-    return done
+    return ladders.resume(store.db, ladder, account=by.account, origin=by.origin, now=time.time())
 
 
 def paused(store: Store, ladder: str) -> str | None:
     """Why ``ladder`` is paused, or None when it plays."""
-    row = store.db.execute("SELECT reason FROM ladder_pauses WHERE ladder=?", (ladder,)).fetchone()
-    return None if row is None else row[0]
+    return ladders.paused(store.db, ladder)
 
 
 def roster(store: Store) -> dict[str, Any]:
     """Every ladder's members with their status and owner, and the paused ladders: the admin's view."""
-    rows = store.db.execute(
-        "SELECT m.ladder, m.label, COALESCE(s.status, 'active'), COALESCE(s.reason, ''), COALESCE(a.name, '') "
-        "FROM ladder_members m LEFT JOIN ladder_bot_status s ON s.ladder=m.ladder AND s.label=m.label "
-        "LEFT JOIN bot_owners o ON o.name=m.name LEFT JOIN accounts a ON a.id=o.account ORDER BY m.ladder, m.label")
-    members_ = [{"ladder": r[0], "label": r[1], "status": r[2], "reason": r[3], "owner": r[4]} for r in rows]
-    ladders = sorted({m["ladder"] for m in members_} |
-                     {r[0] for r in store.db.execute("SELECT name FROM ladders")})
-    pauses = dict(store.db.execute("SELECT ladder, reason FROM ladder_pauses").fetchall())
-    return {"members": members_, "ladders": [{"name": n, "paused": pauses.get(n)} for n in ladders]}
+    return ladders.roster(store.db)

@@ -216,16 +216,20 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
             # caller interrupts as it leaves (a submission check then raised Interrupted at once)
             adopt_hub(None)
 
+    returned = False
+
     async def interrupt_when_cancelled() -> None:
         try:
             await trio.sleep_forever()
         finally:
-            own.interrupt()
+            if not returned:  # the caller was cancelled, not merely done with the thread
+                own.interrupt()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(interrupt_when_cancelled)
         try:
             await trio.to_thread.run_sync(run)  # not abandoned: the thread's cleanup is waited for
+            returned = True
         finally:
             nursery.cancel_scope.cancel()
     value, error = box[0]

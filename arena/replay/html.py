@@ -508,32 +508,49 @@ def _order_text(g: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def stages_html(fmt: str, stages: list[Any], champion: str | None = None) -> str:
-    """A staged event as columns, one per stage: each table's bots best first with their points,
-    who went on in bold; a Swiss round's account of its pairing beneath it."""
+def stages_html(fmt: str, stages: list[Any], champion: str | None = None, *,
+                authors: dict[str, str] | None = None, stored: Any = None) -> str:
+    """A staged event as columns, one per stage: each table's bots with their seat (in the table's
+    first game; every rotation follows), author where known, the Elo a Swiss paired them on, and
+    points once played, best first, who went on in bold; byes, and a Swiss round's account of what
+    its pairing minimised. ``stored`` (game indexes the store holds) marks a stage still in play."""
     from ..tournament.formats import stage_rows
+    authors = authors or {}
     cols = []
     for stage in stages:
         boxes = []
-        for cells, went_on in stage_rows(fmt, stage):
-            rows = "".join(f"<div class=\"{'went-on' if b in went_on else ''}\"><span>{html.escape(b)}</span>"
-                           f"<span>{'' if p is None else f'{p:g}'}</span></div>" for b, p in cells)
-            boxes.append(f"<div class=\"table\">{rows}</div>")
+        for table, (cells, went_on) in zip(stage.tables, stage_rows(fmt, stage)):
+            rows = []
+            for b, p in cells:
+                who = f"<small class=\"author\">{html.escape(authors[b])}</small>" if b in authors else ""
+                elo = (f"<small class=\"elo\" title=\"Elo it was paired on\">{stage.scores[b]:.0f}</small>"
+                       if b in stage.scores else "")
+                rows.append(f"<div class=\"{'went-on' if b in went_on else ''}\"><span><small class=\"seat\" "
+                            f"title=\"seat in the table's first game\">{table.index(b) + 1}</small> "
+                            f"{html.escape(b)} {who}</span><span>{elo} {'' if p is None else f'{p:g}'}</span></div>")
+            boxes.append(f"<div class=\"table\">{''.join(rows)}</div>")
         extra = ""
+        if stored is not None and not stage.points:
+            done = sum(g.index in stored for g in stage.games)
+            extra += f"<p class=\"in-play\">in play: {done} of {len(stage.games)} games stored</p>"
         if stage.byes:
             extra += (f"<p class=\"waiting\">{'byes' if fmt == 'swiss' else 'waiting'}: "
                       f"{html.escape(', '.join(stage.byes))}</p>")
         if fmt == "swiss" and stage.pairing is not None:
             p = stage.pairing
-            extra += (f"<p class=\"note\">repeat meetings {p.repeats}; score spread {p.spread:.0f} "
-                      f"(least possible {p.least_spread:.0f})</p>")
+            extra += (f"<p class=\"note\">minimised: repeat meetings {p.repeats}, then score spread {p.spread:.0f} "
+                      f"(least possible {p.least_spread:.0f}, widest table {max(p.spreads, default=0):.0f})"
+                      + (f"; {p.clashes} pairs of one author together: no pairing avoids it" if p.clashes else "")
+                      + ("; search stopped at its budget: best found" if p.optimal is False else "") + "</p>")
         cols.append(f"<section><h3>{html.escape(stage.title)}</h3>{''.join(boxes)}{extra}</section>")
     won = f"<section><h3>winner</h3><div class=\"table went-on\">{html.escape(champion)}</div></section>" \
         if champion else ""
     title = "Rounds" if fmt == "swiss" else "Bracket"
+    elo = " The small figure before the points: the Elo the round was paired on." if fmt == "swiss" else ""
     return (f"<h2>{title}</h2><div class=\"bracket\" id=\"stages\">{''.join(cols)}{won}</div>"
-            "<p class=\"note\">Points per table: 1 per seat finished behind and ½ per seat tied, over every "
-            "game of the table.</p>")
+            "<p class=\"note\">Each bot with its seat in the table's first game (every table plays each deal "
+            "in every seat rotation). Points per table: 1 per seat finished behind and ½ per seat tied, over every "
+            f"game of the table.{elo}</p>")
 
 
 def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line], games: list[dict[str, Any]],

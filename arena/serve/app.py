@@ -13,7 +13,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import admin, auth, data, notify, play, privacy, submit, views
+from . import admin, auth, bench, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
 from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
 from .live import StoreFollower, events
@@ -63,6 +63,7 @@ class Options:
     writes_per_s: float = WRITES.per_s  # per person (or per address when anonymous), with WRITES' burst
     local_webhooks: bool = False       # webhooks may post to this machine or a private network
     webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
+    benches: dict[str, str] = field(default_factory=dict)  # --bench: a bench's name -> its file (serve.bench)
 
     @property
     def writable(self) -> bool:
@@ -222,11 +223,13 @@ async def balance_page(request: Request) -> Response:
     name = request.path_params["name"]
 
     def build(db: data.ReadStore) -> Any:
-        from ..ladder.balance import ladder_balance
+        from ..ladder.balance import ladder_balance, stated_spread
         if name not in data.ladder_names(db):
             return None
-        b = ladder_balance(db, views._ladder(name, request.app.state.options.ladders_dir))
-        return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0}
+        lad = views._ladder(name, request.app.state.options.ladders_dir)
+        b = ladder_balance(db, lad)
+        return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
+                "stated": stated_spread(lad.seats, lad.matchmaking.field_size(lad.seats))}
 
     page = await query(request, build, ("balance", name))
     if page is None:
@@ -256,13 +259,17 @@ async def bracket(request: Request) -> Response:
 
     def build(db: data.ReadStore) -> Any:
         from ..replay.html import stages_html
+        from ..store.reads import authors
         from ..tournament.formats import event_view, stored_config, stored_results, winner
         t = db.tournament(tid)
-        stages = event_view(t["config"], stored_results(db, tid)) if t else None
+        stored = stored_results(db, tid) if t else {}
+        stages = event_view(t["config"], stored) if t else None
         if not stages:
             return None
         fmt = t["config"]["format"]  # type: ignore[index]
-        return {"tid": tid, "fmt": fmt, "markup": stages_html(fmt, stages, winner(stored_config(t["config"]), stages))}
+        return {"tid": tid, "fmt": fmt, "markup": stages_html(
+            fmt, stages, winner(stored_config(t["config"]), stages),
+            authors=authors(db.db, list(t["config"].get("order", []))), stored=stored)}
 
     page = await query(request, build, ("bracket", tid))
     if page is None:
@@ -409,6 +416,8 @@ def build_app(options: Options, nursery: Any) -> Starlette:
         Route("/ladders/{name}/balance", balance_page),
         Route("/tournaments/{tid:path}", tournament),
         Route("/brackets/{tid:path}", bracket),
+        Route("/benches/{name}", bench.bench_page),
+        Route("/benches/{name}/games/{gid:path}", bench.bench_game),
         Route("/bots/{label:path}", bot),
         Route("/games", games),
         Route("/games/{gid:path}", game),

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..bots.launch import ARENA_COPIES
-from ..bots.manifest import ManifestError, load_bot
+from ..bots.manifest import ManifestError, bundled_bots, load_bot
 from ..errors import ArenaError
 from ..store import reads
 from ..store import jobs as queue
@@ -163,8 +163,10 @@ async def _upload(request: Request) -> Response:
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:
-            await auth.with_db(request, lambda db: claim_bot(db, spec.name, who, taken=_known(db, spec.name),
-                                                             now=time.time(), origin=auth.origin_of(request)))
+            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir)
+            await auth.with_db(request, lambda db: claim_bot(
+                db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
+                origin=auth.origin_of(request)))
         job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(root))
         await auth.with_db(request, lambda db: queue.enqueue(db, job, limits, time.time()))
     except QueueFull as e:
@@ -198,6 +200,20 @@ def disk_refusal(opts: Any) -> tuple[int, str] | None:
     if free < opts.max_unpacked_bytes + opts.min_free_bytes:
         return 507, "refused: the server is short of disk space; nothing was kept. Try again later"
     return None
+
+
+def _organisers_names(ladders_dir: Path | None) -> set[str]:
+    """Bot names that are the organiser's before any game is stored: every bundled bot's and every
+    initial bot's of a ladder this server offers (a member who took ``heuristic`` before its ladder
+    was seeded owned the reference bot's name: its next version, its private lines)."""
+    from ..ladder import list_ladders
+    names = set()
+    for ref in [*bundled_bots(), *(r for _, lad, _ in list_ladders(ladders_dir) if lad is not None for r in lad.bots)]:
+        try:
+            names.add(load_bot(ref).name)
+        except (ArenaError, OSError):  # a bot that cannot load now is still the organiser's
+            names.add(Path(ref).name)
+    return names
 
 
 def _known(db: Any, name: str) -> bool:
@@ -248,7 +264,25 @@ async def run_queue(app: Starlette) -> None:
                 await wake.wait()
             app.state.queue_wake = wake = trio.Event()
             continue
-        await run_job(app, job)
+        try:
+            await run_job(app, job)
+        except Exception:  # one job's failure ends that job, never the server or the jobs behind it
+            log.exception("submission %s ended with an error of the arena; the queue goes on", job.id)
+            await _refund_broken(app, job)
+
+
+async def _refund_broken(app: Starlette, job: Job) -> None:
+    """End a job whose run raised: refunded (the arena failed, not the bot), its owner told if the
+    account still exists, its upload removed. If even that cannot be written, the job stays
+    running until its lease passes and the queue puts it back (or refunds it)."""
+    job.error = ("the arena failed, not your bot: this submission does not count against your quota; "
+                 "submit it again")
+    try:
+        with trio.CancelScope(shield=True):
+            await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
+            shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+    except Exception:
+        log.exception("could not end submission %s; its lease will put it back", job.id)
 
 
 def _next(db: Any, me: str) -> Job | None:

@@ -42,8 +42,12 @@ class Note:
     seen: bool
 
 
-def notify(db: sqlite3.Connection, account: int, kind: Kind, text: str, link: str, now: float) -> int:
-    """One notification for ``account`` (inside the caller's transaction), and its webhook delivery."""
+def notify(db: sqlite3.Connection, account: int, kind: Kind, text: str, link: str, now: float) -> int | None:
+    """One notification for ``account`` (inside the caller's transaction), and its webhook delivery;
+    none for an account that is gone (removed by hand): telling nobody must not undo what the
+    transaction records (a job's end, a suspension)."""
+    if db.execute("SELECT 1 FROM accounts WHERE id=?", (account,)).fetchone() is None:
+        return None
     note = db.execute("INSERT INTO notifications (account, at, kind, text, link) VALUES (?,?,?,?,?)",
                       (account, now, Kind(kind).value, text, link)).lastrowid
     hook = db.execute("SELECT url FROM webhooks WHERE account=?", (account,)).fetchone()

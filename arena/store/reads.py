@@ -7,6 +7,7 @@ it is opened), so no reader probes for a table.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -228,3 +229,18 @@ def rating_history(db: sqlite3.Connection, ladder: str | None = None,
     if where:
         sql += " WHERE " + " AND ".join(where)
     return db.execute(sql + " ORDER BY taken_at, bot, games", args).fetchall()
+
+
+def authors(db: sqlite3.Connection, labels: list[str]) -> dict[str, str]:
+    """Label -> its author, for the labels the store has registered: the account that owns the
+    bot's name where one does (a server's bots), else the ``author`` its manifest gave."""
+    owners = dict(db.execute("SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account"))
+    out: dict[str, str] = {}
+    for i in range(0, len(labels), 500):
+        part = labels[i:i + 500]
+        for label, name, manifest in db.execute(f"SELECT label, name, manifest FROM bots WHERE label IN "
+                                                f"({','.join('?' * len(part))})", part):
+            author = owners.get(name) or str(json.loads(manifest).get("author") or "")
+            if author:
+                out[label] = author
+    return out

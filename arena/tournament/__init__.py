@@ -7,7 +7,8 @@
 * :mod:`.executors` - the executor interface and the in-process one with its bot pool;
   :mod:`.worker` (referee processes, ``python -m arena.tournament.worker``) and
   :mod:`.cluster` (Dask) are the other two;
-* :mod:`.store` - the SQLite game store; :mod:`.runlock` - one run per tournament and store;
+* :mod:`.store` - the game store (:mod:`arena.store.games`) as commands name it, and private files
+  for exports; :mod:`.runlock` - one run per tournament and store;
 * :mod:`.live` - the progress display and live standings;
 * :mod:`.check` - ``arena check``: one bot played through every kind of decision, on deals of a
   secret of its own run; the ladder's entry test and the web's uploads run it too.

@@ -5,13 +5,15 @@ A bench is one gauntlet per member (``BENCH/MEMBER``), every one with the same s
 reference bots is member B's third game, card for card. A member is graded on its own games
 only, so a member added late plays its games alone and changes no one's grade. At the deadline
 (its first run after it) each member's folder is copied to the bench's snapshot folder and the
-copies are played: what a member changes after the deadline is not graded.
+copies are played: what a member changes after the deadline is not graded. A bench may also
+take its members from a ladder: the active version of each of its bots at the deadline.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,8 @@ class Bench:
     bands: dict[str, float]
     store: str
     shared: dict[str, Any] = field(default_factory=dict)  # rules, seats, deals, seed, clock: for every gauntlet
+    ladder: str = ""  # members also taken from this ladder's active versions at the deadline
+    ladder_store: str = ""  # the store that holds it
 
 
 def load_bench(path: str | Path) -> Bench:
@@ -48,31 +52,47 @@ def load_bench(path: str | Path) -> Bench:
             raise ConfigError(f"{p}: deadline: {data['deadline']!r} is not an ISO 8601 time") from None
         if deadline.tzinfo is None:
             raise ConfigError(f"{p}: deadline: give its zone (e.g. {data['deadline']}Z): a course spans time zones")
-    members = [_resolve(m, p.parent) for m in data["members"]]
+    members = [_resolve(m, p.parent) for m in data.get("members", [])]
     for m in members:
         if not Path(m).is_dir():
             raise ConfigError(f"{p}: members: {m} is not a bot folder")
     shared = {k: v for k, v in data.items()
-              if k not in ("name", "references", "members", "deadline", "bands", "store")}
+              if k not in ("name", "references", "members", "deadline", "bands", "store", "ladder", "ladder_store")}
+    store = str(p.parent / data["store"]) if "store" in data else "arena-data/arena.sqlite"
     return Bench(data.get("name", p.stem), [_resolve(r, p.parent) for r in data["references"]], members,
-                 deadline, dict(data.get("bands", {"pass": 0.5, "fail": 0.0})),
-                 str(p.parent / data["store"]) if "store" in data else "arena-data/arena.sqlite", shared)
+                 deadline, dict(data.get("bands", {"pass": 0.5, "fail": 0.0})), store, shared,
+                 data.get("ladder", ""), str(p.parent / data["ladder_store"]) if "ladder_store" in data else store)
 
 
 def snapshot_dir(bench: Bench) -> Path:
     return Path(bench.store).parent / "bench" / bench.name
 
 
-def snapshot(bench: Bench, now: dt.datetime) -> list[str]:
+def snapshot(bench: Bench, now: dt.datetime, from_ladder: Callable[[Bench], list[str]] | None = None) -> list[str]:
     """The folders to play: before the deadline, nothing (an error); at or after it, copies of the
-    members' folders, taken once. A bench without a deadline plays the folders as they are."""
+    members' folders, taken once. A bench without a deadline plays the folders as they are.
+
+    With a ``ladder``, ``from_ladder`` gives its active versions' folders; the list taken at the
+    first run after the deadline is kept beside the copies, so a later change to the ladder
+    changes no member."""
     if bench.deadline is None:
         return list(bench.members)
     if now < bench.deadline:
         raise ConfigError(f"bench {bench.name}: its deadline is {bench.deadline.isoformat()}; nothing is played before it")
     root = snapshot_dir(bench)
+    root.mkdir(parents=True, exist_ok=True)
+    folders = list(bench.members)
+    if bench.ladder:
+        taken = root / "ladder.json"
+        if not taken.exists():
+            if from_ladder is None:
+                raise ConfigError(f"bench {bench.name}: its members come from ladder {bench.ladder}, which was not read")
+            tmp = root / ".ladder.json.tmp"
+            tmp.write_text(json.dumps(from_ladder(bench)))
+            tmp.rename(taken)  # the members as they were at the deadline, whole or not at all
+        folders += json.loads(taken.read_text())
     out = []
-    for i, m in enumerate(bench.members):
+    for i, m in enumerate(folders):
         copy = root / f"{i}-{Path(m).name}"
         if not copy.exists():
             tmp = root / f".{copy.name}.tmp"
@@ -93,12 +113,13 @@ def member_config(bench: Bench, folder: str, label: str, overrides: dict[str, An
 
 
 async def run_bench(bench: Bench, store: Any, *, now: dt.datetime, overrides: dict[str, Any] | None = None,
-                    launcher: Callable | None = None) -> list[str]:
+                    launcher: Callable | None = None,
+                    from_ladder: Callable[[Bench], list[str]] | None = None) -> list[str]:
     """Play every member's games the store does not hold yet; returns the members' labels."""
     from ..bots.manifest import load_bot
     from .run import run_tournament
     labels = []
-    for folder in snapshot(bench, now):
+    for folder in snapshot(bench, now, from_ladder):
         label = load_bot(folder).label
         if label in labels:
             raise ConfigError(f"bench {bench.name}: two members are {label}: give each bot its own name")

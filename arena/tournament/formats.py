@@ -52,6 +52,7 @@ class Stage:
     points: dict[str, float] = field(default_factory=dict)  # once played: each bot's points at its table
     advanced: tuple[str, ...] = ()  # once played: who goes on (knockout: the winners; heats: the top of each table)
     lower: tuple[bool, ...] = ()  # double elimination: per table, True in the losers' bracket
+    scores: dict[str, float] = field(default_factory=dict)  # Swiss: the standings (Elo) the round was paired on
 
     @property
     def indexes(self) -> range:
@@ -101,11 +102,14 @@ def table_points(stage_games: Sequence[ScheduledGame], stored: Stored) -> dict[s
 
 
 def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-           authors: Mapping[str, str] | None = None) -> list[Stage]:
+           authors: Mapping[str, str] | None = None, known: Sequence[Stage] = ()) -> list[Stage]:
     """Every stage that can be known from ``stored``: those played, then the next (whose games
     the store may partly hold already). ``bots`` are in seeding order, best first; ``authors``
-    (label -> author) for a Swiss with ``one_seat_per_author``."""
-    out: list[Stage] = []
+    (label -> author) for a Swiss with ``one_seat_per_author``. ``known``: what an earlier call
+    returned for the same event; its decided stages are taken as they are (stored games never
+    change), so a running event computes only the new stage, from the standings and meetings of
+    the rounds before, rather than every earlier round again (as a resumed run does once)."""
+    out: list[Stage] = list(itertools.takewhile(lambda s: bool(s.points), known))
     while True:
         stage = _next(cfg, bots, secret, stored, out, authors)
         if stage is None:
@@ -120,13 +124,15 @@ def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
             return out
 
 
+def pending(known: Sequence[Stage]) -> Stage | None:
+    """The stage of :func:`stages`' answer with games still to play; None when the event is over."""
+    return known[-1] if known and not known[-1].points else None
+
+
 def next_stage(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
                authors: Mapping[str, str] | None = None) -> Stage | None:
     """The first stage with games the store lacks; None when the event is over."""
-    known = stages(cfg, bots, secret, stored, authors)
-    if known and not all(g.index in stored for g in known[-1].games):
-        return known[-1]
-    return None
+    return pending(stages(cfg, bots, secret, stored, authors))
 
 
 def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
@@ -183,7 +189,7 @@ def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
     else:
         pairing = pair_round(order, scores, k, met, byes, apart=apart)
     return Stage(r, f"round {r + 1} of {cfg.swiss_rounds}", pairing.tables, pairing.byes,
-                 _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing)
+                 _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing, scores=scores)
 
 
 # --------------------------------------------------------------------------- knockout
@@ -331,7 +337,7 @@ def _decide(cfg: TournamentConfig, stage: Stage, stored: Stored, bots: Sequence[
         elif cfg.format == "heats":
             advanced += ordered[:min(cfg.heat_advance, len(table) - 1)] if len(stage.tables) > 1 else ordered[:1]
     return Stage(stage.number, stage.title, stage.tables, stage.byes, stage.games, stage.note, stage.pairing,
-                 pts, tuple(advanced), stage.lower)
+                 pts, tuple(advanced), stage.lower, stage.scores)
 
 
 def winner(cfg: TournamentConfig, done: Sequence[Stage]) -> str | None:

@@ -38,7 +38,7 @@ def standings_table(lines: list[Line], title: str = "Standings", *, provisional:
         elo = ("-" if l.elo is None else f"{l.elo:.0f}") if provisional else \
             elo_text(l.elo, l.elo_low, l.elo_high, l.rated, l.games)
         faults = ", ".join(f"{k} {v}" for k, v in sorted(l.faults.items())) or "0"
-        row = [str(i), l.bot, elo, str(l.games), rate_text(l.win_rate, l.win_low, l.win_high, l.games),
+        row = [str(i), escape(l.bot), elo, str(l.games), rate_text(l.win_rate, l.win_low, l.win_high, l.games),
                f"{l.avg_place:.2f}", rate_text(l.draw_rate, l.draw_low, l.draw_high, l.games), faults,
                los_text(l.los_next)]
         table.add_row(*row, *([ms_text(l)] if timed else []))
@@ -187,7 +187,7 @@ class RichReporter(_Base):
         if self.incidents:
             self.console.print(f"[yellow]{summary(self.incidents).lstrip('; ')}[/]")
             for text in self.incidents:
-                self.console.print(f"  {text}")
+                self.console.print(f"  {text}", markup=False)
         if interrupted:
             self.console.print(f"[yellow]interrupted[/] after {self.done}/{self.total} games; "
                                "run the same command again to resume")

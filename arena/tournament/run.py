@@ -23,7 +23,7 @@ from ..referee import GameRecord
 from . import seeds
 from .cluster import DaskExecutor, open_dask
 from .config import STAGED, ConfigError, TournamentConfig, load_bots
-from .formats import Stage, next_stage, planned_games, stored_results
+from .formats import Stage, pending, planned_games, stages, stored_results
 from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
                         open_in_process, store_played)
 from .runlock import LockHeld, tournament_lock
@@ -144,11 +144,12 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     if staged:
         order = seeded_order(cfg, [labels[b] for b in cfg.bots], store)
         fingerprint["order"] = order  # a seeding whose standings changed would seat another event
-        stage = next_stage(cfg, order, secret, stored_results(store, cfg.name), authors)
+        known = stages(cfg, order, secret, stored_results(store, cfg.name), authors)
+        stage = pending(known)
         games = [] if stage is None else list(stage.games)
         planned = planned_games(cfg)
     else:
-        order, stage = [], None
+        order, stage, known = [], None, []
         games = schedule(cfg, labels, secret, authors)
         planned = len(games)
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
@@ -171,14 +172,15 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
 
     async def play_stages(ex: Executor) -> None:
         """The games of this run; a staged format's next stage once the one before is stored."""
-        nonlocal stage, todo
+        nonlocal stage, todo, known
         while True:
             if staged and stage is not None:
                 reporter.stage(stage.title, "; ".join(filter(None, (stage.note, _stage_text(stage)))))
             await play_all(ex)
             if not staged or stats.failed:
                 return
-            stage = next_stage(cfg, order, secret, stored_results(store, cfg.name), authors)
+            known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, known)
+            stage = pending(known)
             if stage is None:
                 return
             todo = [g for g in stage.games if g.index not in done]

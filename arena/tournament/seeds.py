@@ -23,6 +23,7 @@ import hmac
 import os
 from pathlib import Path
 
+from ..store.games import add_secret, deal_secret
 from .store import StoreError
 
 SECRET_FILE = "secret.key"
@@ -130,14 +131,13 @@ def make_named_secret(store, name: str) -> str:
     """A fresh secret kept in the store as ``name`` (a season's deals); returns its commitment."""
     import time
     secret = os.urandom(SECRET_BYTES)
-    with store.tx() as db:
-        db.execute("INSERT INTO deal_secrets VALUES (?,?,?,?,NULL)", (name, secret, commitment(secret), time.time()))
+    add_secret(store.db, name, secret, commitment(secret), time.time())
     return commitment(secret)
 
 
 def named_secret(store, name: str) -> bytes:
     """The secret a tournament with ``deal_secret = name`` deals from; refused if the store lacks it."""
-    row = store.db.execute("SELECT secret FROM deal_secrets WHERE name=?", (name,)).fetchone()
-    if row is None:
+    secret = deal_secret(store.db, name)
+    if secret is None:
         raise SecretError(f"the store {store.path} has no deal secret {name!r}: the games that use it cannot be dealt")
-    return bytes(row[0])
+    return secret

@@ -8,10 +8,11 @@ they show the same Elo, intervals, rates, LOS and ms/decision for the same games
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..store.games import game_results, think_by_bot
 
 
 @dataclass
@@ -188,17 +189,9 @@ def _won_drew(seats: list[str], result: dict[str, Any]) -> tuple[set[int], set[i
 
 def read_games(store, *, tournament: str | None = None, prefix: str | None = None) -> tuple[list[Game], dict[str, tuple[float, int]]]:
     """A tournament's games (or those under a tournament-id prefix, or all) and per-bot think totals."""
-    where, args = "", ()
-    if tournament is not None:
-        where, args = " WHERE g.tournament=?", (tournament,)
-    elif prefix is not None:
-        where, args = " WHERE substr(g.tournament, 1, ?)=?", (len(prefix), prefix)
-    rows = store.db.execute(f"SELECT g.tournament, g.seed, g.seats, g.result FROM games g{where} "
-                            "ORDER BY g.tournament, g.idx", args)
-    games = [(t, seed, json.loads(seats), json.loads(result)) for t, seed, seats, result in rows]
-    think = {bot: (ms or 0.0, n or 0) for bot, ms, n in store.db.execute(
-        f"SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM game_seats s JOIN games g ON g.id=s.game{where} "
-        "GROUP BY s.bot", args)}
+    only = prefix if tournament is None else None
+    games = list(game_results(store.db, tournament=tournament, prefix=only))
+    think = think_by_bot(store.db, tournament=tournament, prefix=only)
     return games, think
 
 

@@ -22,6 +22,7 @@ tournament pairs every round exactly as before.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ def _least_spread(values: Sequence[float], k: int) -> float:
     return sum(values[i] - values[i + k - 1] for i in range(0, len(values) - k + 1, k))
 
 
+CACHED = 20_000  # a head's candidate tables kept ranked for the whole search when there are at most this many
+
+
 def _search(players: list[str], values: list[float], k: int, met: Mapping[frozenset[str], int],
             budget: int) -> tuple[list[tuple[str, ...]], int, list[float], bool]:
     n = len(players)
@@ -122,52 +126,76 @@ def _search(players: list[str], values: list[float], k: int, met: Mapping[frozen
     best: list = [None, (float("inf"), float("inf"))]
     work = 0
     stopped = False
+    ranked: dict[int, list[tuple[int, float, tuple[int, ...], int]]] = {}
 
-    def cost_of(group: tuple[int, ...]) -> int:
-        return sum(meet[a][b] for a, b in itertools.combinations(group, 2))
+    def rank(head: int, pool: Sequence[int]) -> list[tuple[int, float, tuple[int, ...], int]]:
+        """Tables of ``head`` and k-1 of ``pool`` as (repeats, spread, members, bit mask), fewest
+        repeats first, then closest score: the order the search tries them in."""
+        row = meet[head]
+        out = []
+        for combo in itertools.combinations(pool, k - 1):
+            r = sum(row[c] for c in combo)
+            for a, b in itertools.combinations(combo, 2):
+                r += meet[a][b]
+            mask = 1 << head
+            for c in combo:
+                mask |= 1 << c
+            out.append((r, values[head] - values[combo[-1]], (head, *combo), mask))
+        out.sort()
+        return out
+
+    def candidates(head: int, others: list[int]) -> list[tuple[int, float, tuple[int, ...], int]]:
+        """The ranked tables for ``head``; the bots still unseated are always later in the order than
+        the head, so one ranking over every later bot, filtered, serves every node with that head."""
+        if head not in ranked:
+            if math.comb(n - 1 - head, k - 1) > CACHED:
+                return rank(head, others)
+            ranked[head] = rank(head, range(head + 1, n))
+        return ranked[head]
 
     def bound(rest: list[int]) -> float:
         return _least_spread([values[i] for i in rest], k)
 
-    unmet = [frozenset(j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+    unmet = [sum(1 << j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+    known = [n - 1 - m.bit_count() for m in unmet]  # how many bots each has met
 
-    def must_repeat(rest: list[int]) -> int:
+    def must_repeat(rest: list[int], here: int) -> int:
         """Each bot needs k-1 companions; those beyond the bots it has not met are repeats,
-        and a repeated pair is counted from both ends."""
-        here = frozenset(rest)
-        short = sum(max(0, k - 1 - len(unmet[i] & here)) for i in rest)
+        and a repeated pair is counted from both ends. A bot that has met at most
+        len(rest) - k of them has k-1 unmet left, so only the others are counted."""
+        limit = len(rest) - k
+        short = sum(max(0, k - 1 - (unmet[i] & here).bit_count()) for i in rest if known[i] > limit)
         return -(-short // 2)
 
-    def walk(rest: list[int], chosen: list[tuple[int, ...]], rep: int, spr: float, spreads: list[float]) -> None:
+    def walk(rest: list[int], here: int, chosen: list[tuple[int, ...]], rep: int, spr: float,
+             spreads: list[float]) -> None:
         nonlocal work, stopped
         if not rest:
             if (rep, spr) < best[1]:
                 best[0], best[1] = (list(chosen), list(spreads)), (rep, spr)
             return
         head, others = rest[0], rest[1:]
-        cands = []
-        for combo in itertools.combinations(others, k - 1):
-            group = (head, *combo)
-            cands.append((cost_of(group), values[head] - values[combo[-1]], group))
-        work += len(cands)
-        cands.sort()
-        for r, s, group in cands:
+        work += math.comb(len(others), k - 1)
+        for r, s, group, mask in candidates(head, others):
             if stopped:
                 return
             if rep + r > best[1][0]:
                 break  # sorted by repeats: no later candidate can do better
-            left = [i for i in others if i not in group]
-            floor = rep + r + must_repeat(left)
+            if mask & here != mask:
+                continue  # a bot of this table is seated already
+            left_mask = here & ~mask
+            left = [i for i in others if left_mask >> i & 1]
+            floor = rep + r + must_repeat(left, left_mask)
             if floor > best[1][0] or (floor, spr + s + bound(left)) >= best[1]:
                 continue
             chosen.append(group)
             spreads.append(s)
-            walk(left, chosen, rep + r, spr + s, spreads)
+            walk(left, left_mask, chosen, rep + r, spr + s, spreads)
             chosen.pop()
             spreads.pop()
             if work >= budget and best[0] is not None:
                 stopped = True
 
-    walk(list(range(n)), [], 0, 0.0, [])
+    walk(list(range(n)), (1 << n) - 1, [], 0, 0.0, [])
     groups, spreads = best[0]
     return ([tuple(players[i] for i in g) for g in groups], int(best[1][0]), spreads, not stopped)

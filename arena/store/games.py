@@ -1,0 +1,385 @@
+"""Tournaments, bots and games: the game store's tables and every query over them.
+
+One SQLite file (WAL) holds a store's tournaments, bots, games and their logs; its tables are
+created and upgraded by :mod:`.schema`'s numbered migrations. Each finished game is written in one
+transaction keyed by its game id, so a killed tournament loses at most the games that were still
+being played, and a resumed one never stores a game twice. Logs are zlib-compressed JSON.
+
+Callers get plain values and typed rows, never a cursor, so another database could stand behind
+these functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import urllib.parse
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from ..errors import ArenaError
+from .people import _tx
+from .reads import game_filter
+from .schema import migrate
+
+DATA_DIR_NAME = "arena-data"  # the default store's directory (arena.tournament.DEFAULT_STORE)
+
+LOG_FIELDS = ("steps", "setup_events", "stderr")
+
+
+def pack_log(record: dict[str, Any]) -> bytes:
+    """A game's full record as stored: compressed JSON."""
+    return zlib.compress(orjson.dumps(record), 6)
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without its step log (what standings and reporters need), with its length."""
+    out = {k: v for k, v in record.items() if k not in LOG_FIELDS}
+    out["turns"] = len(record["steps"])
+    return out
+
+
+STORE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_store_dir(parent: Path) -> None:
+    """The store's directory, 0700 from its first moment (mkdir's mode can only lose bits to the
+    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755)."""
+    if not parent.exists():
+        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
+        parent.chmod(STORE_DIR_MODE)
+    elif parent.name == DATA_DIR_NAME and parent.stat().st_uid == os.geteuid():
+        parent.chmod(STORE_DIR_MODE)
+
+
+def create_private_store(path: Path) -> None:
+    """Create the store's directory (0700) and an empty store file (0600) before SQLite opens it.
+
+    SQLite gives its -wal, -shm and -journal files the mode of the database file, so a file
+    that is 0600 from its first byte keeps every game log (finished or being written) away
+    from bots, which run under other uids. A directory named ``arena-data`` that we own is
+    tightened to 0700 too (older versions made it 0755); any other existing directory (say
+    /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private.
+    """
+    private_store_dir(path.parent)
+    if not path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE))
+        except FileExistsError:
+            pass  # another process created it meanwhile: close_store_files() fixes its mode
+
+
+def close_store_files(path: Path) -> None:
+    """Make the store and its SQLite side files 0600 (a store created by an older version
+    may have a 0644 -wal). Quietly skips files that are missing or not ours."""
+    for p in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            if p.stat().st_mode & 0o077:
+                p.chmod(PRIVATE_FILE_MODE)
+        except OSError:
+            pass
+
+
+class StoreError(ArenaError, RuntimeError):
+    """The store file is missing, unreadable, or not an arena store."""
+
+
+class Store:
+    def __init__(self, path: str | Path, *, readonly: bool = False):
+        self.path = Path(path)
+        if readonly and not self.path.exists():
+            raise StoreError(f"no store at {self.path}: run a tournament first, or pass --store")
+        if readonly:
+            self.db = _open_readonly(self.path)
+            return
+        create_private_store(self.path)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            migrate(self.db)  # every table, old stores upgraded in place (arena/store)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a usable arena store: {e}") from None
+        if not readonly:
+            close_store_files(self.path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------ tournaments
+
+    def begin_tournament(self, tid: str, config: dict[str, Any], planned: int) -> bool:
+        """Create the tournament, or check a resumed one has the same config. True if new."""
+        row = self.db.execute("SELECT config FROM tournaments WHERE id=?", (tid,)).fetchone()
+        now = time.time()
+        text = json.dumps(config, sort_keys=True)
+        if row is None:
+            with self.tx() as db:
+                db.execute("INSERT INTO tournaments VALUES (?,?,?,?,?,?)", (tid, text, planned, "running", now, now))
+            return True
+        if row[0] != text:
+            raise StoreError(f"tournament {tid!r} already exists with a different configuration; "
+                             "give it a new name to start afresh")
+        self.db.execute("UPDATE tournaments SET status='running', updated=? WHERE id=?", (now, tid))
+        return False
+
+    def finish_tournament(self, tid: str, status: str = "done") -> None:
+        self.db.execute("UPDATE tournaments SET status=?, updated=? WHERE id=?", (status, time.time(), tid))
+
+    def tournament(self, tid: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT id, config, planned, status, created, updated FROM tournaments WHERE id=?",
+                              (tid,)).fetchone()
+        if row is None:
+            return None
+        played = self.db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0]
+        return {"id": row[0], "config": json.loads(row[1]), "planned": row[2], "status": row[3],
+                "created": row[4], "updated": row[5], "played": played}
+
+    def tournaments(self) -> list[dict[str, Any]]:
+        ids = [r[0] for r in self.db.execute("SELECT id FROM tournaments ORDER BY created")]
+        return [t for t in (self.tournament(i) for i in ids) if t]
+
+    # ------------------------------------------------------------ bots
+
+    def register_bot(self, label: str, name: str, version: str, digest: str, manifest: dict[str, Any],
+                     path: str) -> None:
+        row = self.db.execute("SELECT hash FROM bots WHERE label=?", (label,)).fetchone()
+        if row is None:
+            with self.tx() as db:
+                db.execute("INSERT INTO bots VALUES (?,?,?,?,?,?,?)",
+                           (label, name, version, digest, json.dumps(manifest), path, time.time()))
+        elif row[0] != digest:
+            with self.tx() as db:
+                db.execute("UPDATE bots SET hash=?, manifest=?, path=? WHERE label=?",
+                           (digest, json.dumps(manifest), path, label))
+
+    def bot(self, label: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT label, name, version, hash, manifest, path FROM bots WHERE label=?",
+                              (label,)).fetchone()
+        if row is None:
+            return None
+        return {"label": row[0], "name": row[1], "version": row[2], "hash": row[3],
+                "manifest": json.loads(row[4]), "path": row[5]}
+
+    # ------------------------------------------------------------ games
+
+    def done_indexes(self, tid: str) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT idx FROM games WHERE tournament=?", (tid,))}
+
+    def save_game(self, tid: str, idx: int, seats: list[str], record: dict[str, Any],
+                  log: bytes | None = None) -> bool:
+        """Store a finished game and its log atomically. False if it was already stored.
+
+        ``record`` is a full game record, or its :func:`summary` with the log already
+        packed by :func:`pack_log` (as worker processes send them)."""
+        result = record["result"]
+        places = {}
+        for rank, group in enumerate(result["order"]):
+            best = 1 + sum(len(g) for g in result["order"][:rank])
+            for s in group:
+                places[s] = best
+        forfeits = result.get("forfeits", {})
+        turns = record["turns"] if "turns" in record else len(record["steps"])
+        if log is None:
+            log = pack_log(record)
+        try:
+            with self.tx() as db:
+                db.execute("INSERT INTO games VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                    record["game_id"], tid, idx, record["seed"], json.dumps(record["rules"]),
+                    json.dumps(seats), result["reason"], int(result["draw"]), int(result["complete"]),
+                    json.dumps(result), turns, record["wall_ms"], len(record["faults"]), time.time()))
+                db.executemany("INSERT INTO game_seats VALUES (?,?,?,?,?,?,?)", [
+                    (record["game_id"], s, seats[s], places[s], forfeits.get(str(s)),
+                     round(record["think_ms"][s], 3), record["decisions"][s]) for s in range(len(seats))])
+                db.execute("INSERT INTO game_logs VALUES (?,?)", (record["game_id"], log))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def game_record(self, game_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT log FROM game_logs WHERE game=?", (game_id,)).fetchone()
+        if row is None:
+            return None
+        return json.loads(zlib.decompress(row[0]))
+
+    def games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
+              min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
+              lost_by: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        sql = "SELECT id, tournament, idx, seed, seats, reason, draw, result, turns, wall_ms, faults FROM games g"
+        where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
+                                  min_turns=min_turns, max_turns=max_turns, lost_by=lost_by)
+        sql += where + " ORDER BY tournament, idx LIMIT ?"
+        args.append(limit)
+        out = []
+        for r in self.db.execute(sql, args):
+            out.append({"id": r[0], "tournament": r[1], "index": r[2], "seed": r[3], "seats": json.loads(r[4]),
+                        "reason": r[5], "draw": bool(r[6]), "result": json.loads(r[7]), "turns": r[8],
+                        "wall_ms": r[9], "faults": r[10]})
+        return out
+
+    def count_games(self, *, tournament: str | None = None, bot: str | None = None, reason: str | None = None,
+                    min_turns: int | None = None, max_turns: int | None = None, fault: str | None = None,
+                    lost_by: str | None = None) -> int:
+        """How many games :meth:`games` would list without its limit."""
+        where, args = game_filter(tournament=tournament, bot=bot, reason=reason, fault=fault,
+                                  min_turns=min_turns, max_turns=max_turns, lost_by=lost_by)
+        return self.db.execute("SELECT COUNT(*) FROM games g" + where, args).fetchone()[0]
+
+    def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
+        """(game, bot, place, forfeit, think_ms, decisions, draw, players) for standings."""
+        sql = ("SELECT s.game, s.bot, s.place, s.forfeit, s.think_ms, s.decisions, g.draw, "
+               "json_array_length(g.seats) FROM game_seats s JOIN games g ON g.id=s.game")
+        args: tuple = ()
+        if tournament:
+            sql += " WHERE g.tournament=?"
+            args = (tournament,)
+        return list(self.db.execute(sql + " ORDER BY g.tournament, g.idx, s.seat", args))
+
+    def results(self, tournament: str | None = None) -> list[tuple[list[str], dict[str, Any]]]:
+        """(seats, result) of one tournament's games, or of all, in stored order."""
+        return [(g.seats, g.result) for g in game_results(self.db, tournament=tournament or None)]
+
+    def set_config(self, tid: str, config: dict[str, Any]) -> None:
+        """Replace a tournament's recorded config (its bots' paths after the store was moved)."""
+        with self.tx() as db:
+            db.execute("UPDATE tournaments SET config=? WHERE id=?", (json.dumps(config, sort_keys=True), tid))
+
+    def game_seats(self, game_id: str) -> list[str] | None:
+        """The labels of a stored game's seats, in seat order (None: no such game)."""
+        row = self.db.execute("SELECT seats FROM games WHERE id=?", (game_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that never writes, so reading works on read-only media and beside a running writer.
+
+    ``mode=ro`` still needs the WAL index (``-shm``), which SQLite cannot create where nothing may be
+    written; then the file is opened ``immutable``, which is right for a store nobody can be writing."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    last: Exception | None = None
+    for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+        try:
+            db = sqlite3.connect(uri + flags, uri=True, timeout=30, isolation_level=None)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.DatabaseError as e:
+            last = e
+    raise StoreError(f"{path} is not a readable arena store: {last}")
+
+
+# --------------------------------------------------------------------------- games under a tournament-id prefix
+# A ladder's games are those of the tournaments named ``ladder:NAME:...``; these read them by that prefix.
+# Their JSON is parsed by orjson: a ladder's state and standings read every game's seats and result.
+
+class GameResult(NamedTuple):
+    tournament: str
+    seed: int
+    seats: list[str]
+    result: dict[str, Any]
+
+
+class NewGame(NamedTuple):
+    """A game as a ladder's running state reads it: ``rowid`` orders games as they were stored."""
+
+    rowid: int
+    id: str
+    seats: list[str]
+    result: dict[str, Any]
+
+
+def _where(tournament: str | None, prefix: str | None, first: str | None = None,
+           last: str | None = None) -> tuple[str, list[Any]]:
+    """The WHERE clause over ``games g`` for one tournament, or a prefix (between two ids, inclusive)."""
+    where: list[str] = []
+    args: list[Any] = []
+    if tournament is not None:
+        where.append("g.tournament=?"); args.append(tournament)
+    if prefix is not None:
+        where.append("substr(g.tournament, 1, ?)=?"); args += [len(prefix), prefix]
+    if first is not None:
+        where.append("g.tournament>=?"); args.append(first)
+    if last is not None:
+        where.append("g.tournament<=?"); args.append(last)
+    return (" WHERE " + " AND ".join(where) if where else ""), args
+
+
+def game_results(db: sqlite3.Connection, *, tournament: str | None = None, prefix: str | None = None,
+                 first: str | None = None, last: str | None = None) -> list[GameResult]:
+    """Every game of one tournament, or under a tournament-id prefix (and between two tournament ids,
+    inclusive), or of the whole store, in stored order (tournament, index)."""
+    where, args = _where(tournament, prefix, first, last)
+    rows = db.execute(f"SELECT g.tournament, g.seed, g.seats, g.result FROM games g{where} "
+                      "ORDER BY g.tournament, g.idx", args)
+    return [GameResult(t, seed, orjson.loads(seats), orjson.loads(result)) for t, seed, seats, result in rows]
+
+
+def think_by_bot(db: sqlite3.Connection, *, tournament: str | None = None,
+                 prefix: str | None = None) -> dict[str, tuple[float, int]]:
+    """Per bot label: (thinking ms, decisions) over the same games as :func:`game_results`."""
+    where, args = _where(tournament, prefix)
+    rows = db.execute(f"SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM game_seats s "
+                      f"JOIN games g ON g.id=s.game{where} GROUP BY s.bot", args)
+    return {bot: (ms or 0.0, n or 0) for bot, ms, n in rows}
+
+
+def games_after(db: sqlite3.Connection, prefix: str, rowid: int) -> list[NewGame]:
+    """The games under ``prefix`` stored after the game row ``rowid``, in the order they were stored."""
+    rows = db.execute("SELECT rowid, id, seats, result FROM games WHERE rowid>? AND substr(tournament,1,?)=? "
+                      "ORDER BY rowid", (rowid, len(prefix), prefix)).fetchall()
+    return [NewGame(r, gid, orjson.loads(seats), orjson.loads(result)) for r, gid, seats, result in rows]
+
+
+def recent_seats(db: sqlite3.Connection, prefix: str, *, since: float | None = None,
+                 last: int = 0) -> list[list[str]]:
+    """The seats of the games under ``prefix``, newest first: those finished at or after ``since``,
+    or the ``last`` stored (0: all)."""
+    sql, args = "SELECT seats FROM games WHERE substr(tournament, 1, ?)=?", [len(prefix), prefix]
+    if since is not None:
+        sql += " AND finished>=?"; args.append(since)
+    sql += " ORDER BY rowid DESC"
+    if last > 0:
+        sql += " LIMIT ?"; args.append(last)
+    return [orjson.loads(seats) for (seats,) in db.execute(sql, args)]
+
+
+def tournament_statuses(db: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
+    """(id, status) of every tournament whose id starts with ``prefix``, by id."""
+    return db.execute("SELECT id, status FROM tournaments WHERE substr(id,1,?)=? ORDER BY id",
+                      (len(prefix), prefix)).fetchall()
+
+
+def last_game_row(db: sqlite3.Connection) -> int:
+    """The row number of the last game stored (0: none)."""
+    return db.execute("SELECT COALESCE(MAX(rowid), 0) FROM games").fetchone()[0]
+
+
+# --------------------------------------------------------------------------- named deal secrets
+
+def add_secret(db: sqlite3.Connection, name: str, secret: bytes, commitment: str, now: float) -> None:
+    """Keep a named deal secret (a season's) with its published commitment; revealed later."""
+    with _tx(db):
+        db.execute("INSERT INTO deal_secrets VALUES (?,?,?,?,NULL)", (name, secret, commitment, now))
+
+
+def deal_secret(db: sqlite3.Connection, name: str) -> bytes | None:
+    row = db.execute("SELECT secret FROM deal_secrets WHERE name=?", (name,)).fetchone()
+    return None if row is None else bytes(row[0])
