@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, create_model, field_validator, model_validator)
 
 from .errors import ArenaError
@@ -373,6 +373,15 @@ def _one_printable_line(value: Any) -> Any:
     return value
 
 
+def _quoted_version(value: Any) -> Any:
+    """A version is the text its author wrote: a TOML number loses it (``1.10`` reads as ``1.1``),
+    so two versions would share one label."""
+    if not isinstance(value, str):
+        raise ValueError('must be quoted text (version = "1.10", not version = 1.10: a TOML number loses its '
+                         "spelling, so 1.10 and 1.1 would be one label)")
+    return value
+
+
 ShownText = Annotated[StrictStr, AfterValidator(_one_printable_line)]
 Argv = Annotated[list[StrictStr], Field(min_length=1), AfterValidator(_check_argv)]
 PathText = Annotated[StrictStr, AfterValidator(_no_nul)]
@@ -383,8 +392,8 @@ class BotManifest(Strict):
 
     name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
                                      description="Lower-case letters, digits, '.', '_' or '-'.")]
-    version: Annotated[StrictStr | StrictInt | float, AfterValidator(_one_printable_line)] = Field(
-        "0", description="One line of printable text; name@version is the bot's label.")
+    version: Annotated[StrictStr, BeforeValidator(_quoted_version), AfterValidator(_one_printable_line)] = Field(
+        "0", description="One line of printable text, quoted; name@version is the bot's label.")
     author: ShownText = ""
     description: ShownText = Field("", description="One line shown by arena bots.")
     command: Argv = Field(description="The program and its arguments; python3 means the arena's choice of "

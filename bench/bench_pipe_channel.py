@@ -12,7 +12,8 @@ machine's pipes (and other pseudo-files'), the sender's most of all. Prints the 
 received, the error rate, the raw bits per second and what a code could carry at that error rate (a binary
 symmetric channel's capacity, rate x (1 - H(p))). A bench, not a test: noise from other work on
 the machine moves the counter too. ``--gvisor`` runs both seats under the gVisor mode instead
-(``start_bot(gvisor=True)``, a root referee), where each seat has a kernel, and a counter, of its own.
+(the arena's blocking start path, ``Launcher(gvisor=True)``, a root referee), where each seat has a
+kernel, and a counter, of its own.
 ``--eventfd`` measures the ``eventfd-id`` of /proc/self/fdinfo instead: the sender holds ``pipes``
 eventfds through a 1-slot, the receiver reads the id a new eventfd gets (the lowest free one).
 """
@@ -34,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots import seccomp  # noqa: E402
 from arena.bots.bwrap import bwrap_argv  # noqa: E402
-from arena.bots.spawn import BASE_ENV, HOST_ENV  # noqa: E402
+
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}  # fixed, as the arena gives bwrap and a bot
 
 SEAT = r'''
 import json, os, sys, time
@@ -97,8 +99,8 @@ def run(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
             fd = seccomp.memfd()
             fds.append(fd)
             argv = bwrap_argv(bwrap, ["/usr/bin/python3", "seat.py", role, *common, *tail], d, tmp_bytes=64 << 20,
-                              env={**BASE_ENV, "HOME": "/tmp"}, seccomp_fd=fd)
-            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, env=HOST_ENV, pass_fds=(fd,), text=True))
+                              env={**ENV, "HOME": "/tmp"}, seccomp_fd=fd)
+            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, env=ENV, pass_fds=(fd,), text=True))
         timeout = 30 + len(bits) * slot_ms / 1000
         out = [p.communicate(timeout=timeout)[0] for p in procs]
     finally:
@@ -109,28 +111,30 @@ def run(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
 
 
 def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
-    """Both seats through the arena's own start path in the gVisor mode (private uid, cgroup)."""
-    import trio
-    from arena.bots.start import start_bot
+    """Both seats through the arena's own blocking start path in the gVisor mode (private uid,
+    cgroup): each seat a bot folder whose command is its role."""
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-pipe-channel-")))
     d.chmod(0o755)
-    (d / "seat.py").write_text(SEAT)
-    (d / "seat.py").chmod(0o644)
     start = time.time() + 8.0  # both runsc sandboxes up by then
-    common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes)]
-
-    async def main() -> str:
-        recv = await start_bot(["/usr/bin/python3", "seat.py", "recv", *common, bits, channel], d, gvisor=True)
-        async with recv:
-            send = await start_bot(["/usr/bin/python3", "seat.py", "send", *common, bits, channel], d, gvisor=True)
-            async with send:
-                return await recv.receive_line(30 + len(bits) * slot_ms / 1000)
+    common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes), bits, channel]
+    launcher = Launcher(gvisor=True)
+    seats = {}
+    for role in ("recv", "send"):
+        seat = d / role
+        seat.mkdir(mode=0o755)
+        (seat / "seat.py").write_text(SEAT)
+        (seat / "seat.py").chmod(0o644)
+        command = json.dumps(["/usr/bin/python3", "seat.py", role, *common])
+        (seat / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
+        (seat / "bot.toml").chmod(0o644)
+        seats[role] = launcher.plan_now(load_bot(seat))
     try:
-        return json.loads(trio.run(main))
+        with seats["recv"].start_blocking() as recv, seats["send"].start_blocking():
+            return json.loads(recv.receive_line(30 + len(bits) * slot_ms / 1000))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-
-
 def main() -> None:
     gvisor = "--gvisor" in sys.argv
     channel = "eventfd" if "--eventfd" in sys.argv else "pipe"

@@ -135,10 +135,11 @@ def test_links_inside_the_folder_stay_links(tmp_path):
     assert read_folder(copy).digest == folder.digest
 
 
-def test_a_folder_without_links_hashes_as_it_always_did(tmp_path):
-    """Ladder stores keep each member's hash: the reader must give a folder of plain files the
-    digest the arena always gave it (sha256 over each path, NUL, bytes, in path order; build
-    outputs and .git left out)."""
+def test_the_files_hash_is_framed_and_the_old_one_still_verifies(tmp_path):
+    """Every new hash is ``v2:`` over one frame per entry (kind, path length, path, size, sha256 of
+    its bytes); the unframed hash older stores hold (each path, NUL, bytes, in path order) is
+    still computed the same way, so those stored hashes keep verifying. Build outputs and .git
+    are in neither."""
     d = tmp_path / "b"
     (d / "a").mkdir(parents=True)
     (d / "a" / "x.py").write_bytes(b"one")
@@ -147,8 +148,13 @@ def test_a_folder_without_links_hashes_as_it_always_did(tmp_path):
     (d / "x.pyc").write_bytes(b"skipped")
     (d / ".git").mkdir()
     (d / ".git" / "HEAD").write_bytes(b"skipped")
-    want = hashlib.sha256(b"a/x.py\0one" + b"a.txt\0two" + b"bot.toml\0three").hexdigest()
-    assert read_folder(d).digest == want
+
+    def frame(path: bytes, data: bytes) -> bytes:
+        return b"F" + len(path).to_bytes(8, "big") + path + len(data).to_bytes(8, "big") + hashlib.sha256(data).digest()
+    folder = read_folder(d)
+    assert folder.digest_v1 == hashlib.sha256(b"a/x.py\0one" + b"a.txt\0two" + b"bot.toml\0three").hexdigest()
+    v2 = hashlib.sha256(frame(b"a/x.py", b"one") + frame(b"a.txt", b"two") + frame(b"bot.toml", b"three"))
+    assert folder.digest == "v2:" + v2.hexdigest()
 
 
 def test_caps_on_entries_bytes_and_depth(tmp_path):

@@ -26,6 +26,7 @@ import pytest
 import trio
 
 from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, cache_root, pack_bot, prepare_bot, unpack_bot
+from arena.bots.folder import read_folder
 from arena.bots.manifest import load_bot
 from arena.errors import ArenaError
 from arena.tournament import cluster as C
@@ -173,9 +174,10 @@ def test_bundle_round_trip_verifies_and_leaves_the_build_to_the_launcher(tmp_pat
 
 
 def _twins(tmp_path: Path, last: bytes, before: bytes = b"") -> tuple[Path, Path]:
-    """Two bot folders with one files hash: the hash joins paths and bytes without lengths, so
-    cutting bot.toml before its ``last`` line and naming a file by that line plus ``main.py``
-    (holding main.py's bytes) gives the same hash. Cutting ``version`` gives another label too."""
+    """Two bot folders with one unframed (v1) files hash, which joins paths and bytes without
+    lengths: cutting bot.toml before its ``last`` line and naming a file by that line plus
+    ``main.py`` (holding main.py's bytes) gives the same v1 hash; their framed hashes differ.
+    Cutting ``version`` gives another label too."""
     victim, twin = tmp_path / "victim", tmp_path / "twin"
     victim.mkdir(), twin.mkdir()
     toml = b'name = "victim"\ncommand = ["python3", "main.py"]\n' + before + last
@@ -183,7 +185,8 @@ def _twins(tmp_path: Path, last: bytes, before: bytes = b"") -> tuple[Path, Path
     (victim / "main.py").write_bytes(b"print('ready')\n")
     (twin / "bot.toml").write_bytes(toml[:-len(last)])
     (twin / (last + b"main.py").decode()).write_bytes(b"print('ready')\n")
-    assert load_bot(twin).files_hash() == load_bot(victim).files_hash(), "no longer twins: rewrite them"
+    assert read_folder(twin).digest_v1 == read_folder(victim).digest_v1, "no longer twins: rewrite them"
+    assert load_bot(twin).files_hash() != load_bot(victim).files_hash()
     return victim, twin
 
 

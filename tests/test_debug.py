@@ -153,3 +153,24 @@ def test_continue_plays_the_game_out_live(recorded):
     assert "(recorded: " in shown.stdout
     same = _debug(recorded, "v1", "--continue")  # nothing to play on from: no divergence
     assert same.returncode == 0 and "played on" not in same.stdout
+
+
+def test_gvisor_is_refused_with_runscs_reason_where_it_cannot_run(recorded, tmp_path):
+    """`arena debug --gvisor`, like check, play and match: where runsc cannot start its sandbox,
+    one error line with runsc's words and nothing run, never the bot under bubblewrap instead."""
+    import os
+    root, store, game, bots = recorded
+    fake = tmp_path / "bin" / "runsc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
+                    "operation not permitted' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    args = ("debug", game, str(bots["v1"]), "--seat", "0", "--store", str(store), "--gvisor")
+    done = subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
+    assert "operation not permitted" in errors[0] or "root referee" in errors[0]
+    assert "no divergence" not in done.stdout and "Traceback" not in done.stderr

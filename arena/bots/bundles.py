@@ -8,10 +8,9 @@ the unpacked folder with the same reader (the same rules and caps), checks it ha
 to the key, and builds it once per machine. A directory in the cache therefore
 always holds verified files.
 
-The cache names an entry by the sha256 of its blob, not by the files hash: that hash joins
-paths and bytes without their lengths (kept so that stored ladder hashes still match), so
-another split of the same bytes into files hashes the same, and an entry named by it would
-hand one bot's files to every bot that hashes like it on that machine, in later runs too.
+The cache names an entry by the sha256 of its blob, not by the files hash the client sends:
+the blob is what was unpacked (modes included), and a key the sender chooses would let one
+run's entry stand in for another bot's files on that machine, in later runs too.
 """
 
 from __future__ import annotations

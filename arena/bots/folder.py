@@ -39,6 +39,7 @@ from ..errors import ArenaError
 SKIP_DIRS = frozenset({".git", "__pycache__", "target", "node_modules", ".venv"})
 SKIP_SUFFIXES = (".class", ".o", ".pyc")
 CHUNK = 1 << 20
+V2 = "v2:"  # the prefix of a framed files hash (:func:`read_folder`)
 MANIFEST_BYTES = 1 << 20  # a bot.toml is a few hundred bytes
 
 
@@ -85,31 +86,36 @@ class Entry:
 
 @dataclass(frozen=True)
 class Folder:
-    """A bot folder as read once: its entries in hash order and the hash of their contents."""
+    """A bot folder as read once: its entries in hash order and the hashes of their contents
+    (``digest``, the framed ``v2:`` hash every new record uses; ``digest_v1``, the unframed one
+    that older stores hold, read only to verify them: :meth:`BotSpec.has_files`)."""
 
     root: Path
     inode: tuple[int, int]
     entries: tuple[Entry, ...]
     digest: str
+    digest_v1: str = ""
 
 
 def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     """List and hash the folder at ``root`` without following any link in it; refuse what it
     may not hold (:class:`FolderError`, naming the file).
 
-    The digest is sha256 over every file's path, NUL and bytes, and every link's path, NUL and
-    text, in path order: a folder of plain files hashes as it did before links were kept, so the
-    hashes ladder stores keep still match."""
+    The digest (:func:`_frame`) is ``v2:`` and sha256 over one frame per file or link, in path
+    order: its kind, its path's length and path, its size and the sha256 of its bytes (a link's
+    text), so no two folders that split the same bytes differently hash alike. ``digest_v1``
+    (each path, NUL and bytes joined without lengths) is kept only to verify hashes older stores
+    hold."""
     root = Path(root)
     fd = _open_root(root)
     try:
         st = os.fstat(fd)
         entries = sorted(_walk(root, fd, "", 1, caps, [0, 0]), key=lambda e: e.parts)
         _check_links(root, entries)
-        digest = _replay(root, fd, entries, None)
+        digest, v1 = _replay(root, fd, entries, None)
     finally:
         os.close(fd)
-    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest)
+    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1)
 
 
 def copy_folder(folder: Folder, dest: Path) -> None:
@@ -145,7 +151,7 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
     (a folder changed since it was read is refused)."""
     fd = _open_root(folder.root, folder.inode)
     try:
-        digest = _replay(folder.root, fd, folder.entries, add)
+        digest, _ = _replay(folder.root, fd, folder.entries, add)
     finally:
         os.close(fd)
     if digest != folder.digest:
@@ -318,16 +324,26 @@ def _check_links(root: Path, entries: list[Entry]) -> None:
 
 
 def _hash_entry(entry: Entry, h: "hashlib._Hash") -> None:
+    """The unframed (v1) prefix of an entry: path, NUL (and a link's marker and text)."""
     h.update(entry.path.encode() + b"\0")
     if entry.kind is Kind.LINK:
         h.update(b"\0symlink\0" + entry.target.encode())
 
 
+def _frame(entry: Entry, size: int, content: bytes) -> bytes:
+    """An entry's v2 frame: kind, path length and path, size, sha256 of its content; every field
+    has a fixed length or is preceded by its length, so the frames of two folders are equal only
+    if their entries are."""
+    path = entry.path.encode()
+    kind = b"L" if entry.kind is Kind.LINK else b"F"
+    return kind + len(path).to_bytes(8, "big") + path + size.to_bytes(8, "big") + content
+
+
 class Reader:
     """A listed file's bytes, read in chunks and hashed as they pass: exactly its listed length."""
 
-    def __init__(self, root: Path, entry: Entry, fd: int, h: "hashlib._Hash"):
-        self.root, self.entry, self.fd, self.h, self.left = root, entry, fd, h, entry.size
+    def __init__(self, root: Path, entry: Entry, fd: int, *hashes: "hashlib._Hash"):
+        self.root, self.entry, self.fd, self.hashes, self.left = root, entry, fd, hashes, entry.size
 
     def read(self, n: int | None = -1) -> bytes:
         n = self.left if n is None or n < 0 else min(n, self.left)
@@ -337,7 +353,8 @@ class Reader:
         if not chunk:
             raise FolderError(f"{self.root / self.entry.path}: shrank while the bot was read; run again")
         self.left -= len(chunk)
-        self.h.update(chunk)
+        for h in self.hashes:
+            h.update(chunk)
         return chunk
 
     def finish(self) -> None:
@@ -377,23 +394,28 @@ def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
 
 
 def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
-            add: Callable[[Entry, Reader | None], None] | None) -> str:
-    """The hash of ``entries`` (in order), each handed to ``add`` (a file with its reader)."""
-    h = hashlib.sha256()
+            add: Callable[[Entry, Reader | None], None] | None) -> tuple[str, str]:
+    """The v2 and v1 hashes of ``entries`` (in order), each entry handed to ``add`` (a file with
+    its reader)."""
+    h2, h1 = hashlib.sha256(), hashlib.sha256()
     for entry in entries:
         if entry.kind is Kind.FILE:
             fd = _open_file(root, root_fd, entry)
             try:
-                _hash_entry(entry, h)
-                reader = Reader(root, entry, fd, h)
+                _hash_entry(entry, h1)
+                content = hashlib.sha256()
+                reader = Reader(root, entry, fd, h1, content)
                 if add is not None:
                     add(entry, reader)
                 reader.finish()
             finally:
                 os.close(fd)
+            h2.update(_frame(entry, entry.size, content.digest()))
             continue
         if entry.kind is Kind.LINK:
-            _hash_entry(entry, h)
+            _hash_entry(entry, h1)
+            target = entry.target.encode()
+            h2.update(_frame(entry, len(target), hashlib.sha256(target).digest()))
         if add is not None:
             add(entry, None)
-    return h.hexdigest()
+    return V2 + h2.hexdigest(), h1.hexdigest()

@@ -299,6 +299,7 @@ class Launcher:
     sandbox: bool | None = None
     trusted: bool = False
     gvisor: bool = False  # every bot under gVisor, or an error saying why not (never a weaker mode)
+    build_in_copy: bool = False  # trusted builds too, in a private copy (a worker's shared bot cache)
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     _mode: Containment | None = None
@@ -316,7 +317,9 @@ class Launcher:
         in a copy of the bot's directory made for it (the only place it may write), as the bot's
         private uid, with no network and only the system visible. The copy is then handed back to
         the referee's user, read-only for everyone else, and every start of the bot uses it.
-        Only ``--trusted-bots`` builds in place as the referee's user. Each bot is built at most
+        Only ``--trusted-bots`` builds in place as the referee's user, except with
+        ``build_in_copy`` (a cluster worker, whose bot folders are the machine's shared cache
+        entries: a build there would change the files other runs take as verified). Each bot is built at most
         once per launcher; a failed build is remembered and raised again, not retried per game.
         It runs on the blocking shell, in the calling thread (one build at a time in a process).
         """
@@ -337,6 +340,11 @@ class Launcher:
 
     def _build_in_place(self, spec: BotSpec) -> BotSpec:
         cmd = list(spec.build or ())
+        if self.build_in_copy:
+            try:
+                spec = _relocated(spec, bot_copy(spec, "palace-arena-build-"))
+            except BotCommandError as e:
+                raise BuildError(f"{spec.label}: {e}") from None
         try:
             done = process_registry().run(cmd, cwd=spec.workdir, text=True, timeout=BUILD_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as e:

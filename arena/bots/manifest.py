@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .folder import FolderError, ManifestError, read_folder, read_manifest
+from .folder import V2, FolderError, ManifestError, read_folder, read_manifest
 
 __all__ = ["BUNDLED_DIR", "HUMAN", "MANIFEST", "NAME_RE", "BotSpec", "FolderError", "ManifestError",
            "bundled_bots", "load_bot", "parse_manifest"]
@@ -43,15 +43,25 @@ class BotSpec:
         return f"{self.name}@{self.version}"
 
     def files_hash(self) -> str:
-        """sha256 over the manifest and every file and link of the bot's folder, as
+        """The framed ``v2:`` hash of the manifest and every file and link of the bot's folder, as
         :func:`arena.bots.folder.read_folder` reads it (build outputs, .git, node_modules, target
         and .venv excluded), read once per spec: every later copy or pack of the bot is checked
         against it. It does not cover what the command runs outside that folder: the interpreter,
         system libraries, a venv's installed packages."""
-        known = self.__dict__.get("_files_hash")
+        return self._folder_hashes()[0]
+
+    def has_files(self, stored: str) -> bool:
+        """Whether a hash a store recorded names this bot's files: a ``v2:`` hash is compared with
+        :meth:`files_hash`, an older unframed one with the unframed hash of the same reading."""
+        v2, v1 = self._folder_hashes()
+        return stored == (v2 if stored.startswith(V2) else v1)
+
+    def _folder_hashes(self) -> tuple[str, str]:
+        known = self.__dict__.get("_files_hashes")
         if known is None:
-            known = read_folder(self.root).digest
-            object.__setattr__(self, "_files_hash", known)
+            folder = read_folder(self.root)
+            known = (folder.digest, folder.digest_v1)
+            object.__setattr__(self, "_files_hashes", known)
         return known
 
 
@@ -110,8 +120,7 @@ def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") ->
                                 f"python3 -m venv {m.venv})")
     elif m.interpreter:
         python = m.interpreter if m.interpreter.startswith("/") else str((root / m.interpreter).resolve())
-    version = m.version if isinstance(m.version, str) else str(m.version)
-    return BotSpec(name=m.name, version=version, command=tuple(m.command), workdir=workdir, root=root,
+    return BotSpec(name=m.name, version=m.version, command=tuple(m.command), workdir=workdir, root=root,
                    author=m.author, build=tuple(m.build) if m.build else None,
                    limits=m.limits.model_dump(exclude_none=True), env=dict(m.env), python=python,
                    description=m.description)

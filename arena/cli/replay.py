@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
-from .common import fail
+from .common import GvisorOpt, fail
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -223,6 +223,7 @@ def debug(
                                                     "namespaces only.")] = None,
     trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run the bot as your own user, uncontained, "
                                                                       "on purpose.")] = False,
+    gvisor: GvisorOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="The outcome as JSON on stdout.")] = False,
     play_on: Annotated[bool, typer.Option("--continue", help="After a divergence, play the game out live against "
                                                             "the recorded opponents' bots (found in the store by "
@@ -261,7 +262,8 @@ def debug(
                   highlight=False, markup=False)
     opponents = _opponents(rp, seat, game, store) if play_on else None
     try:
-        result = debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots), start=start,
+        result = debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor),
+                            start=start,
                             opponents=opponents)
     except ReplayError as e:
         _fail(err, str(e))

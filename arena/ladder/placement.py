@@ -18,7 +18,7 @@ from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
-from .tables import (_add_member, _bump_message, _snapshot, bot_statuses, check_identity, keep_ladder_file,
+from .tables import (_add_member, _bump_message, _rehash, _snapshot, bot_statuses, check_identity, keep_ladder_file,
                      ladder_results, member, members, rebase_refs)
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _opponents(store: Store, ladder: Ladder, exclude: str, ctx: RunContext) -> l
             continue
         try:
             spec = load_bot(m.ref)
-            ok = spec.label == m.label and spec.files_hash() == m.hash
+            ok = spec.label == m.label and spec.has_files(m.hash)
         except (ManifestError, OSError):
             ok = False
         if ok:
@@ -185,6 +185,8 @@ async def submit(ladder: Ladder, bot_ref: str, store: Store, ctx: RunContext | N
     check_identity(store, ladder)
     digest = spec.files_hash()
     known = member(store, ladder.name, spec.label)
+    if known is not None:
+        known = _rehash(store, known)  # a member stored with the unframed hash: rehashed from its snapshot
     if known is not None and known.hash != digest:
         raise LadderError(_bump_message(ladder, known, digest))
     played = 0

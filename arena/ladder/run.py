@@ -97,7 +97,7 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
         if not ok:
             try:
                 spec = load_bot(m.ref)
-                ok = spec.label == m.label and spec.files_hash() == m.hash
+                ok = spec.label == m.label and spec.has_files(m.hash)
             except (ManifestError, OSError):
                 ok = False
             if ok:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.launch import ARENA_COPIES
-from ..bots.folder import FolderError, copy_folder, read_folder
+from ..bots.folder import V2, FolderError, copy_folder, read_folder
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..store import ladders
 from ..store.games import game_results
@@ -112,9 +112,28 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
                                              _stored_ref(store, ref), origin, placement, time.time()))
         m = member(store, ladder.name, spec.label)
         assert m is not None
+    m = _rehash(store, m)
     if m.hash != digest:
         raise LadderError(_bump_message(ladder, m, digest))
     return m
+
+
+def _rehash(store: Store, m: Member) -> Member:
+    """A member stored with an unframed (v1) files hash, given the framed hash of its own snapshot
+    where that snapshot still verifies against the stored hash: another folder that splits the
+    same bytes differently (and so shares the v1 hash) is then told apart. A member whose
+    snapshot does not verify keeps its hash, which no new reading equals."""
+    if m.hash.startswith(V2):
+        return m
+    try:
+        own = load_bot(m.ref)
+        if own.label != m.label or not own.has_files(m.hash):
+            return m
+        digest = own.files_hash()
+    except (ManifestError, OSError):
+        return m
+    ladders.rehash_member(store.db, m.ladder, m.label, m.hash, digest)
+    return member(store, m.ladder, m.label) or m
 
 
 SNAPSHOT_KEEP = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.@-")
@@ -139,13 +158,22 @@ def snapshot_dir(store: Store, ladder: Ladder, label: str) -> Path:
 
 
 def _owner(store: Store, folder: Path) -> str | None:
-    """The label of the member of any ladder in ``store`` that runs from ``folder``, if one does."""
+    """The label of the member of any ladder in ``store`` that runs from ``folder``, if one does.
+    Folders are compared by identity (device and inode), not by their paths' text: a member's
+    folder reached by another spelling (a bind mount, a disk that ignores case) is still its own."""
     if not _has_tables(store):
         return None
     for label, ref in member_refs(store.db):
-        if "/" in ref and Path(resolve_ref(store, ref)).resolve() == folder.resolve():
+        if "/" in ref and _same_file(resolve_ref(store, ref), folder):
             return label
     return None
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is gone: not the same folder
+        return False
 
 
 def _snapshot(store: Store, ladder: Ladder, spec: BotSpec, digest: str) -> str:

@@ -63,6 +63,13 @@ def add_member(db: sqlite3.Connection, row: MemberRow) -> None:
         db.execute("INSERT OR IGNORE INTO ladder_members VALUES (?,?,?,?,?,?,?,?,?)", tuple(row))
 
 
+def rehash_member(db: sqlite3.Connection, ladder: str, label: str, old: str, new: str) -> None:
+    """Replace a member's files hash ``old`` by ``new`` (the same files' framed hash); a member
+    whose hash is no longer ``old`` is left as it is."""
+    with _tx(db):
+        db.execute("UPDATE ladder_members SET hash=? WHERE ladder=? AND label=? AND hash=?", (new, ladder, label, old))
+
+
 def refs_of(db: sqlite3.Connection, label: str) -> list[str]:
     """Where every ladder's member ``label`` runs from (stored refs), earliest first."""
     return [r for (r,) in db.execute("SELECT ref FROM ladder_members WHERE label=? ORDER BY registered", (label,))]

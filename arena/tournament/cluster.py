@@ -129,8 +129,7 @@ class RunReferee:
     It arrives on the worker once, pickled inside the run's plugin: the run's setup (rules,
     clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and each
     label's bot as a tar.gz blob (unpacked and built when a game first seats it). Blobs go by
-    label, not by files hash: two bots may share a hash (it joins paths and bytes without their
-    lengths) and still be other files."""
+    label, not by files hash: a label is what a game seats, and each is checked on arrival."""
 
     def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]]):
         self.setup = setup  # BotSetup.wire() without refs
@@ -154,6 +153,7 @@ class RunReferee:
     def play(self, task: dict[str, Any]) -> bytes:
         """One game (:meth:`GameTask.wire`); returns :meth:`PlayedGame.to_bytes`."""
         global _cleaned
+        from ..referee.blocking import BlockingLaunch
         from .executors import BlockingExecutor
         with _PLAYING:
             if not _cleaned:
@@ -164,7 +164,8 @@ class RunReferee:
                     log.warning("cleanup_stale failed: %s", e)
             game = GameTask.from_wire(task)
             if self.executor is None:
-                self.executor = BlockingExecutor(BotSetup.from_wire({**self.setup, "refs": {}}))
+                setup = BotSetup.from_wire({**self.setup, "refs": {}})
+                self.executor = BlockingExecutor(setup, BlockingLaunch(worker_launcher(setup)))
             try:
                 return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
             finally:
@@ -189,6 +190,15 @@ class RunReferee:
         ex, self.executor = self.executor, None
         if ex is not None:
             ex.close()
+
+
+def worker_launcher(setup: BotSetup) -> Any:
+    """A worker's launcher: the setup's, but a trusted bot builds in a private copy, never in the
+    cache entry every run on the machine shares (:func:`arena.bots.bundles.prepare_bot`)."""
+    import dataclasses
+
+    from .executors import default_launcher
+    return dataclasses.replace(default_launcher(setup), build_in_copy=True)
 
 
 def play_game(plugin: str, task: dict[str, Any]) -> bytes:
