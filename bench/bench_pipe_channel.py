@@ -12,7 +12,7 @@ machine's pipes (and other pseudo-files'), the sender's most of all. Prints the 
 received, the error rate, the raw bits per second and what a code could carry at that error rate (a binary
 symmetric channel's capacity, rate x (1 - H(p))). A bench, not a test: noise from other work on
 the machine moves the counter too. ``--gvisor`` runs both seats under the gVisor mode instead
-(``start_bot(gvisor=True)``, a root referee), where each seat has a kernel, and a counter, of its own.
+(``start_bot_blocking(gvisor=True)``, a root referee), where each seat has a kernel, and a counter, of its own.
 ``--eventfd`` measures the ``eventfd-id`` of /proc/self/fdinfo instead: the sender holds ``pipes``
 eventfds through a 1-slot, the receiver reads the id a new eventfd gets (the lowest free one).
 """
@@ -110,8 +110,7 @@ def run(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
 
 def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
     """Both seats through the arena's own start path in the gVisor mode (private uid, cgroup)."""
-    import trio
-    from arena.bots.start import start_bot
+    from arena.bots.start import start_bot_blocking
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-pipe-channel-")))
     d.chmod(0o755)
     (d / "seat.py").write_text(SEAT)
@@ -119,14 +118,14 @@ def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> 
     start = time.time() + 8.0  # both runsc sandboxes up by then
     common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes)]
 
-    async def main() -> str:
-        recv = await start_bot(["/usr/bin/python3", "seat.py", "recv", *common, bits, channel], d, gvisor=True)
-        async with recv:
-            send = await start_bot(["/usr/bin/python3", "seat.py", "send", *common, bits, channel], d, gvisor=True)
-            async with send:
-                return await recv.receive_line(30 + len(bits) * slot_ms / 1000)
+    def main() -> str:
+        recv = start_bot_blocking(["/usr/bin/python3", "seat.py", "recv", *common, bits, channel], d, gvisor=True)
+        with recv:
+            send = start_bot_blocking(["/usr/bin/python3", "seat.py", "send", *common, bits, channel], d, gvisor=True)
+            with send:
+                return recv.receive_line(30 + len(bits) * slot_ms / 1000)
     try:
-        return json.loads(trio.run(main))
+        return json.loads(main())
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

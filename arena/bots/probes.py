@@ -94,7 +94,7 @@ def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
     return _bwrap_checked[key]
 
 
-async def capabilities() -> dict[str, Any]:
+def capabilities() -> dict[str, Any]:
     """What containment this machine offers, for logs and docs."""
     root, note = cgroup_root()
     return {
@@ -103,8 +103,8 @@ async def capabilities() -> dict[str, Any]:
         "cgroup": root.describe() if root else None,
         "cgroup_note": note,
         "subreaper": process_registry().subreaper,
-        "bwrap": await sandbox_problem() or "ok",
-        "namespaces": await namespaces_problem() or "ok",
+        "bwrap": sandbox_problem_now() or "ok",
+        "namespaces": namespaces_problem_now() or "ok",
         "pidfd": hasattr(os, "pidfd_open"),
     }
 
