@@ -32,7 +32,7 @@ from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
-from .start import start_bot, start_bot_blocking
+from .start import start_bot_blocking
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
@@ -235,7 +235,7 @@ class Containment(StrEnum):
 @dataclass(frozen=True)
 class LaunchPlan:
     """How one bot starts in this run, worked out once (built, probed, its interpreter found) and
-    then used for every start: plain data, so a blocking shell and the trio shell start it alike.
+    then used for every start: plain data, started by :meth:`start_blocking`.
     A contained bot runs as a private uid, leased per start; a trusted one as the referee."""
 
     label: str
@@ -263,13 +263,6 @@ class LaunchPlan:
         """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
         try:
             return start_bot_blocking(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
-        except BotStartError as e:
-            raise self._error(e) from None
-
-    async def start(self):
-        """The bot, started on the trio shell (:class:`~arena.bots.process.BotProcess`)."""
-        try:
-            return await start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
 
@@ -349,7 +342,7 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
+            copy = bot_copy(spec, "palace-arena-build-")  # start_bot_blocking gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
         built = _relocated(spec, copy)
@@ -477,9 +470,6 @@ class Launcher:
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
                           tuple({**spec.env, **env}.items()), _binds(env))
-
-    async def __call__(self, spec: BotSpec):
-        return await (await self.plan(spec)).start()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

@@ -2,7 +2,7 @@
 
 Each starts ``/usr/bin/true`` through the normal machinery, so its leftovers are reaped like
 any bot's. A probe runs on the blocking shell (no event loop needed, so a worker process probes
-too); the async names are for trio callers, whose loop it holds once per process, briefly.
+too); a caller inside an event loop holds it once per process, briefly.
 """
 
 from __future__ import annotations
@@ -20,16 +20,6 @@ from ..limits import Limits
 _bwrap_checked: dict[tuple[str, bool], str | None] = {}
 _namespaces_checked: dict[bool, str | None] = {}
 _gvisor_checked: dict[str, str | None] = {}
-
-
-async def namespaces_problem() -> str | None:
-    """:func:`namespaces_problem_now` for a trio caller."""
-    return namespaces_problem_now()
-
-
-async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
-    """:func:`sandbox_problem_now` for a trio caller."""
-    return sandbox_problem_now(run_as)
 
 
 def _probe(**kw: Any):
@@ -107,11 +97,6 @@ def capabilities() -> dict[str, Any]:
         "namespaces": namespaces_problem_now() or "ok",
         "pidfd": hasattr(os, "pidfd_open"),
     }
-
-
-async def gvisor_problem() -> str | None:
-    """:func:`gvisor_problem_now` for a trio caller."""
-    return gvisor_problem_now()
 
 
 def _runsc_exit(exc: BotExited, bot: Any) -> str:

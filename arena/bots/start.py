@@ -1,5 +1,5 @@
-"""Starting a bot: :func:`start_bot` (the trio shell) and :func:`start_bot_blocking` (the blocking shell),
-which refuse a containment that does not work here before they fork."""
+"""Starting a bot: :func:`start_bot_blocking`, which refuses a containment that does not work here
+before it forks."""
 
 from __future__ import annotations
 
@@ -11,26 +11,16 @@ from .gvisor import find_runsc
 from .errors import BotStartError, SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
-from .probes import gvisor_problem, gvisor_problem_now, sandbox_problem, sandbox_problem_now
-from .process import BotProcess
-from .spawn import spawn_bot, spawn_bot_blocking
+from .probes import gvisor_problem_now, sandbox_problem_now
+from .spawn import spawn_bot_blocking
 
 
-async def start_bot(
-    command: Sequence[str],
-    cwd: Path | str,
-    *,
-    limits: Limits = Limits(),
-    sandbox: bool = False,
-    namespaces: bool = False,
-    extra_env: dict[str, str] | None = None,
-    run_as: int | str | None = "auto",
-    cgroup: bool | None = None,
-    ro_binds: Sequence[Path | str] = (),
-    writable_cwd: bool = False,
-    gvisor: bool = False,
-) -> BotProcess:
-    """Start a bot and return its BotProcess (use ``async with await start_bot(...)``).
+def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+                       sandbox: bool = False, namespaces: bool = False,
+                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
+                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
+                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
+    """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
         (/usr/local/bin:/usr/bin:/bin unless extra_env sets PATH) or relative
@@ -58,36 +48,10 @@ async def start_bot(
     gvisor: run inside gVisor (``runsc run`` on a bundle written for the bot, see
         :mod:`.gvisor`); SandboxUnavailable, with runsc's reason, where it cannot run.
 
-    The fork happens on a dedicated thread (see spawn._SpawnThread for why not
-    trio.lowlevel.open_process); the pipes are trio FdStreams and exit is
-    watched through a pidfd, so everything else is ordinary trio I/O.
+    The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
+    pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
+    :class:`~arena.bots.blocking.Hub`.
     """
-    bwrap = None
-    if sandbox:
-        problem = await sandbox_problem(run_as)
-        if problem:
-            raise SandboxUnavailable(problem)
-        bwrap = find_bwrap()
-    if sum((sandbox, namespaces, gvisor)) > 1:
-        raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
-    runsc = None
-    if gvisor:
-        problem = await gvisor_problem()
-        if problem:
-            raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
-        runsc = find_runsc()
-    return await spawn_bot(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
-                           extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
-                           bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc)
-
-
-def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
-                       sandbox: bool = False, namespaces: bool = False,
-                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
-                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
-    """:func:`start_bot` for the blocking shell: the same arguments, the same
-    refusal of a containment that does not work here."""
     bwrap = None
     if sandbox:
         problem = sandbox_problem_now(run_as)
