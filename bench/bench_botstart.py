@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from arena.bots.containment import RunAs  # noqa: E402
 from arena.bots.launch import Containment, ContainmentError, Launcher  # noqa: E402
 from arena.limits import Limits  # noqa: E402
 from arena.bots.probes import capabilities  # noqa: E402
@@ -58,7 +59,7 @@ def main(rounds: int) -> None:
     root = os.geteuid() == 0
     modes = {
         "plain (Popen)": plain,
-        "rlimits, same uid": managed(run_as=None, cgroup=False),
+        "rlimits, same uid": managed(run_as=RunAs.REFEREE, cgroup=False),
     }
     if root:
         modes["rlimits + private uid"] = managed(cgroup=False)

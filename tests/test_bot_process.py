@@ -28,7 +28,7 @@ import pytest
 from arena.bots import containment
 from arena.bots.blocking import BlockingBot, BotClosed, Interrupted, hub
 from arena.bots.start import start_bot_blocking
-from arena.bots.containment import cgroup_root, cleanup_stale
+from arena.bots.containment import RunAs, cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
                                SandboxUnavailable, StartErrorKind)
@@ -381,7 +381,7 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
 def test_setsid_grandchild_is_killed(mode):
     """full: private uid + cgroup (grandchild even scrubs its environment);
     bare: same uid, no cgroup: found as the subreaper's orphan carrying the env token."""
-    kw = {} if mode == "full" else {"run_as": None, "cgroup": False}
+    kw = {} if mode == "full" else {"run_as": RunAs.REFEREE, "cgroup": False}
     if mode == "full" and not ROOT and CGROUPS is None:
         pytest.skip("neither private uids nor cgroups here")
 
@@ -740,9 +740,17 @@ def test_namespaces_fork_bomb_and_grandchild():
         assert bot.receive_line(SLOW) == "parent done"
 
 
+def test_a_run_as_that_is_no_policy_is_refused():
+    """Only RunAs.REFEREE means the referee's uid: an old string, None or a uid number (0 is root)
+    is refused before anything is allocated, never taken for "no private uid"."""
+    for wrong in ("auto", None, 0, "referee"):
+        with pytest.raises(BotStartError, match="RunAs"):
+            start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
+
+
 def test_namespaces_need_a_private_uid():
     with pytest.raises(BotStartError, match="namespace"):
-        start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=None)
+        start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=RunAs.REFEREE)
 
 
 def test_missing_or_broken_bwrap_is_reported(monkeypatch):

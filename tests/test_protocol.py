@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from arena import faults, strategies
 from arena.bots.blocking import BlockingBot
+from arena.bots.containment import RunAs
 from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
 from arena.bots.start import start_bot_blocking
@@ -775,7 +776,7 @@ def test_doc_bots_play_a_match(tmp_path: Path) -> None:
 
     def launcher(argv: list[str]):
         def launch(spec: BotSpec) -> BlockingBot:  # our own doc bots: no sandbox, the referee's uid
-            bots.append(start_bot_blocking(argv, tmp_path, run_as=None, cgroup=False))
+            bots.append(start_bot_blocking(argv, tmp_path, run_as=RunAs.REFEREE, cgroup=False))
             return bots[-1]
         return launch
 

@@ -35,9 +35,11 @@ needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: 
 WORKER = textwrap.dedent("""
     import sys, time
     from arena.limits import Limits
+    from arena.bots.containment import RunAs
     from arena.bots.start import start_bot_blocking
     bot = start_bot_blocking([sys.argv[1], sys.argv[2]], sys.argv[3], sandbox=True,
-                             run_as=None if sys.argv[4] == "shared" else "auto", limits=Limits(max_processes=16))
+                             run_as=RunAs.REFEREE if sys.argv[4] == "shared" else RunAs.PRIVATE,
+                             limits=Limits(max_processes=16))
     print(bot.pid, bot._sandbox_init, bot.uid, bot.name, bot.receive_line(30), flush=True)
     time.sleep(600)
 """)

@@ -24,7 +24,7 @@ import trio
 
 from ..errors import ArenaError
 from ..faults import StartFailed
-from .containment import cgroup_root, describe_containment, process_registry
+from .containment import RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import tree_usage
@@ -250,7 +250,7 @@ class LaunchPlan:
     def _kw(self) -> dict[str, Any]:
         c = self.containment
         return dict(limits=self.limits, sandbox=c is Containment.BUBBLEWRAP, namespaces=c is Containment.NAMESPACES,
-                    gvisor=c is Containment.GVISOR, run_as=None if c is Containment.TRUSTED else "auto",
+                    gvisor=c is Containment.GVISOR, run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
                     extra_env=dict(self.env) or None, ro_binds=list(self.binds))
 
     def _error(self, error: BotStartError) -> Exception:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
+from .containment import RunAs, cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
 from .gvisor import find_runsc
 from ..limits import Limits
@@ -56,7 +56,7 @@ def namespaces_problem_now() -> str | None:
     if True not in _namespaces_checked:
         _namespaces_checked[True] = _tried(
             "namespace", 20, "", lambda exc, bot: f"namespace probe failed: {exc}",
-            sandbox=False, namespaces=True, run_as="auto", bwrap=None)
+            sandbox=False, namespaces=True, run_as=RunAs.PRIVATE, bwrap=None)
     return _namespaces_checked[True]
 
 
@@ -68,7 +68,7 @@ def _bwrap_exit(exc: BotExited, bot: Any) -> str:
             " kernel.apparmor_restrict_unprivileged_userns)")
 
 
-def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
+def sandbox_problem_now(run_as: RunAs = RunAs.PRIVATE) -> str | None:
     """None if bwrap can build our sandbox here (as the bots' uid), else why not.
 
     Starts one sandboxed ``/usr/bin/true`` through the normal machinery (so its
@@ -114,5 +114,5 @@ def gvisor_problem_now() -> str | None:
         return "needs a root referee (runsc run, a private uid per bot)"
     if runsc not in _gvisor_checked:
         _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit, sandbox=False,
-                                        namespaces=False, run_as="auto", bwrap=None, gvisor=runsc)
+                                        namespaces=False, run_as=RunAs.PRIVATE, bwrap=None, gvisor=runsc)
     return _gvisor_checked[runsc]

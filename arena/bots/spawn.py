@@ -20,7 +20,7 @@ from typing import Any, Callable, Generator, Sequence
 
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
-from .containment import cgroup_root, describe_containment, drops_uid, process_registry
+from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
@@ -224,7 +224,7 @@ mounts it: where an author racing the start would swap the directory for a link.
 
 
 def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-           namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
+           namespaces: bool, extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
            shell: type) -> Generator:
@@ -247,15 +247,13 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         if cg_root is None and cgroup:
             raise BotStartError(f"cgroups required but unavailable: {note}")
 
-    if run_as not in ("auto", None) and not isinstance(run_as, int):
-        raise BotStartError(f"run_as must be 'auto', an int or None, not {run_as!r}")
-    if isinstance(run_as, int) and not root:
-        raise BotStartError("run_as needs a root referee")
+    if not isinstance(run_as, RunAs):  # fail closed: no other value may mean "the referee's uid"
+        raise BotStartError(f"run_as must be a RunAs, not {run_as!r}")
     if namespaces and not drops_uid(run_as):
-        raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
+        raise BotStartError("namespace containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
 
-    if gvisor and not (root and run_as == "auto"):
-        raise BotStartError("gVisor containment needs a root referee and a private bot uid (run_as='auto')")
+    if gvisor and not drops_uid(run_as):
+        raise BotStartError("gVisor containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
     contained = sandbox or namespaces or bool(gvisor)
     if contained:
         seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
@@ -291,11 +289,9 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     parent_fds: list[int] = []  # the child's ends (and cgroup fds): closed once it has them
     try:
         uid: int | None = None
-        if run_as == "auto" and root:
+        if drops_uid(run_as):
             lease = registry.lease_uid()
             uid = lease.uid
-        elif isinstance(run_as, int):
-            uid = run_as
         cwd_fd = -1
         if contained:  # the directory checked below is the one mounted, whatever the path names later
             try:
@@ -436,7 +432,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
             containment=describe_containment(sandbox=sandbox, namespaces=namespaces, gvisor=bool(gvisor),
-                                             who=_who(uid, lease is not None),
+                                             who=_who(uid),
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)
@@ -463,7 +459,5 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     return bot
 
 
-def _who(uid: int | None, exclusive: bool) -> str:
-    if uid is None:
-        return f"the referee's uid {os.geteuid()}"
-    return f"uid {uid}" if exclusive else f"shared uid {uid}"
+def _who(uid: int | None) -> str:
+    return f"the referee's uid {os.geteuid()}" if uid is None else f"uid {uid}"

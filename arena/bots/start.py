@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from .containment import find_bwrap
+from .containment import RunAs, find_bwrap
 from .gvisor import find_runsc
 from .errors import BotStartError, SandboxUnavailable
 from ..limits import Limits
@@ -17,7 +17,7 @@ from .spawn import spawn_bot_blocking
 
 def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
                        sandbox: bool = False, namespaces: bool = False,
-                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
+                       extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
                        writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
     """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
@@ -34,11 +34,10 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         same view as the sandbox (namespaces.NamespaceRoot); needs a private uid.
         HOME and TMPDIR are then a private tmpfs /tmp, like in the sandbox.
     extra_env: added to the minimal environment (PATH, HOME, TMPDIR, LANG).
-    run_as: "auto" = when the referee is root, a private uid from
+    run_as: RunAs.PRIVATE = when the referee is root, a private uid from
         uids.BOT_UID_BASE.. leased for this bot alone (so it cannot read
         root-only files nor touch other bots, and RLIMIT_NPROC is its own);
-        an int = that uid (shared, e.g. 65534; RLIMIT_NPROC is then not set);
-        None = keep the referee's uid.
+        RunAs.REFEREE = keep the referee's uid.
     cgroup: None = use a per-bot cgroup when one can be created; True =
         require it (BotStartError otherwise); False = rlimits only.
     ro_binds: extra read-only paths visible in the sandbox (e.g. a JDK in /opt).
