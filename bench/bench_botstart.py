@@ -5,7 +5,7 @@
 One sample = start a trivial Python bot, one handshake line each way, close
 (kill + reap + clean up).  Modes run interleaved, round by round, so drift on a
 shared machine hits them alike.  Prints mean and median ms per bot and the ratio
-of means to "plain" (bare trio.lowlevel.open_process, no limits at all).
+of means to "plain" (a bare subprocess.Popen, no limits at all).
 Modes the machine cannot do are reported and skipped.  The last line compares the mode
 ``arena`` uses by default here (arena.bots.launch.Launcher: bubblewrap where it works, else
 namespaces) with the plain start; the target is under ~3x.
@@ -21,47 +21,45 @@ import sys
 import time
 from pathlib import Path
 
-import trio
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from arena.bots.containment import RunAs  # noqa: E402
 from arena.bots.launch import Containment, ContainmentError, Launcher  # noqa: E402
 from arena.limits import Limits  # noqa: E402
 from arena.bots.probes import capabilities  # noqa: E402
 from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
-from arena.bots.start import start_bot  # noqa: E402
+from arena.bots.start import start_bot_blocking  # noqa: E402
 
 PY = shutil.which("python3", path=DEFAULT_PATH)
 BOT = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush(); sys.stdin.read()"]
 CWD = Path(__file__).resolve().parent
 
 
-async def plain() -> None:
-    proc = await trio.lowlevel.open_process(BOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    await proc.stdin.send_all(b"hello\n")
-    got = b""
-    while not got.endswith(b"\n"):
-        got += await proc.stdout.receive_some(4096)
+def plain() -> None:
+    proc = subprocess.Popen(BOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc.stdin.write(b"hello\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"hello\n"
     proc.kill()
-    await proc.wait()
-    await proc.stdin.aclose()
-    await proc.stdout.aclose()
+    proc.wait()
+    proc.stdin.close()
+    proc.stdout.close()
 
 
 def managed(**kw):
-    async def sample() -> None:
-        async with await start_bot(BOT, CWD, limits=Limits(), **kw) as bot:
-            await bot.send_line("hello")
-            assert await bot.receive_line(10) == "hello"
+    def sample() -> None:
+        with start_bot_blocking(BOT, CWD, limits=Limits(), **kw) as bot:
+            bot.send_line("hello")
+            assert bot.receive_line(10) == "hello"
     return sample
 
 
-async def main(rounds: int) -> None:
-    caps = await capabilities()
+def main(rounds: int) -> None:
+    caps = capabilities()
     root = os.geteuid() == 0
     modes = {
-        "plain (open_process)": plain,
-        "rlimits, same uid": managed(run_as=None, cgroup=False),
+        "plain (Popen)": plain,
+        "rlimits, same uid": managed(run_as=RunAs.REFEREE, cgroup=False),
     }
     if root:
         modes["rlimits + private uid"] = managed(cgroup=False)
@@ -72,24 +70,24 @@ async def main(rounds: int) -> None:
     if caps["bwrap"] == "ok":
         modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(sandbox=True)
     try:
-        default = await Launcher().mode()
+        default = Launcher().mode_now()
     except ContainmentError as e:
         default = f"none ({e})"
     default_row = {Containment.BUBBLEWRAP: "bwrap", Containment.NAMESPACES: "namespaces"}.get(default)
-    print(f"python {sys.version.split()[0]}, trio {trio.__version__}, {os.cpu_count()} CPUs, "
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"root={root}")
     print(f"cgroup: {caps['cgroup'] or caps['cgroup_note']}")
     print(f"bwrap: {caps['bwrap']}; namespaces: {caps['namespaces']}; default containment: {default}")
     for sample in modes.values():  # warm-up: imports, page cache, first cgroup mkdir
         for _ in range(3):
-            await sample()
+            sample()
     times: dict[str, list[float]] = {name: [] for name in modes}
     for _ in range(rounds):
         for name, sample in modes.items():
             t = time.perf_counter()
-            await sample()
+            sample()
             times[name].append((time.perf_counter() - t) * 1000)
-    base = statistics.mean(times["plain (open_process)"])
+    base = statistics.mean(times["plain (Popen)"])
     print(f"\n{rounds} bots per mode: start + 1 line round trip + close")
     print(f"{'mode':26} {'mean ms':>8} {'median':>8} {'stdev':>7} {'x plain':>8}")
     for name, ts in times.items():
@@ -103,4 +101,4 @@ async def main(rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 30)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)

@@ -3,7 +3,7 @@ start-up and per-decision cost, both through the arena's own start path.
 
     python bench/bench_gvisor.py [rounds] [lines]
 
-One sample = ``start_bot`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
+One sample = ``start_bot_blocking`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
 starts it), wait for its first line (start-up), send ``lines`` request-sized lines one at a time
 and wait for each answer (per decision), then close (kill the tree, reap, clean up; the close is
 timed apart). Modes alternate round by round, so drift on a shared machine hits them alike.
@@ -21,12 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import trio
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
-from arena.bots.start import start_bot  # noqa: E402
+from arena.bots.start import start_bot_blocking  # noqa: E402
 
 ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
@@ -35,15 +33,15 @@ REQUEST = '{"type":"request","id":7,"view":{"hand":["4H","5C","AH"]},"actions":[
 MODES = {"bubblewrap": {"sandbox": True}, "gVisor (runsc run)": {"gvisor": True}}
 
 
-async def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
+def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
     t0 = time.perf_counter()
-    proc = await start_bot(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
-    async with proc:
-        assert await proc.receive_line(60) == "ready"
+    proc = start_bot_blocking(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
+    with proc:
+        assert proc.receive_line(60) == "ready"
         started = time.perf_counter()
         for _ in range(lines):
-            await proc.send_line(REQUEST)
-            await proc.receive_line(10)
+            proc.send_line(REQUEST)
+            proc.receive_line(10)
         done = time.perf_counter()
     closed = time.perf_counter()
     return (started - t0) * 1000, (done - started) / lines * 1e6, (closed - done) * 1000
@@ -65,12 +63,12 @@ def main() -> None:
     (bot_dir / "echo.py").chmod(0o644)
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in modes}
 
-    async def run() -> None:
+    def run() -> None:
         for _ in range(rounds):
             for name, kw in modes.items():
-                results[name].append(await sample(bot_dir, lines, kw))
+                results[name].append(sample(bot_dir, lines, kw))
     try:
-        trio.run(run)
+        run()
     finally:
         shutil.rmtree(bot_dir, ignore_errors=True)
     print(f"{rounds} rounds, {lines} decisions each; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

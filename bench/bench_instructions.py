@@ -14,14 +14,13 @@ one decision, start-up and warm-up cancelled out. Bots run natively (valgrind do
   is not counted);
 * ``core+pipe``: the two interleaved, to real bots: ``RefereeCore`` and a bare blocking pipe per
   seat, nothing else (no clock, no caps, no stderr): the least a referee of any design runs;
-* ``blocking``: the games through the blocking shell (``arena.referee.blocking``), as a referee
-  worker plays them;
-* ``trio``: the same through the trio referee (``arena.referee.run_game``).
+* ``blocking``: the games through the referee (``arena.referee.blocking``, the one shell), as a
+  referee worker plays them.
 
     python bench/bench_instructions.py                  # classic, 2 players; about 5 minutes
-    python bench/bench_instructions.py --games 2 --rules shithead --skip trio
+    python bench/bench_instructions.py --games 2 --rules shithead --skip raw
 
-The shells' bots run as this process's user, uncontained, and start without the arena's pre-exec
+The shell's bots run as this process's user, uncontained, and start without the arena's pre-exec
 setup (rlimits, filter: under valgrind it fails) except joining their cgroup, whose reads are
 then as cheap as in a worker; and the per-decision checks that run on a timer (the
 game's CPU every 0.2 s, a contained bot's pipes every 0.25 s) are switched off: natively they
@@ -42,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-SCENARIOS = ("core", "raw", "core+pipe", "blocking", "trio")
+SCENARIOS = ("core", "raw", "core+pipe", "blocking")
 
 
 def _bot_dir() -> Path:
@@ -93,36 +92,20 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
         return core_pipe_games(procs, rules_name, players, range(games))
     _quiet_timers()
     from arena.bots.manifest import BotSpec
-    from arena.bots.start import start_bot, start_bot_blocking
+    from arena.bots.containment import RunAs
+    from arena.bots.start import start_bot_blocking
+    from arena.referee.blocking import BlockingPlayer, play_game, settle
     spec = BotSpec("trivial", "1", tuple(argv), bot, bot)
-    if scenario == "blocking":
-        from arena.referee.blocking import BlockingPlayer, play_game, settle
-        seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(argv, bot, run_as=None), clock)
-                 for _ in range(players)]
-        decisions = 0
-        for seed in range(-1, games):
-            rec = play_game(seats, rules, seed, game_id=f"g{seed}", clock=clock)
-            decisions += sum(rec.decisions) if seed >= 0 else 0
-        for s in seats:
-            s.shutdown()
-        settle()
-        return decisions
-    import trio
-    from arena.referee import BotPlayer, run_game
-
-    async def launch(s: BotSpec):
-        return await start_bot(argv, bot, run_as=None)
-
-    async def play() -> int:
-        seats = [BotPlayer(spec, launch, clock) for _ in range(players)]
-        decisions = 0
-        for seed in range(-1, games):
-            rec = await run_game(seats, rules, seed, game_id=f"g{seed}", clock=clock)
-            decisions += sum(rec.decisions) if seed >= 0 else 0
-        for s in seats:
-            await s.shutdown()
-        return decisions
-    return trio.run(play)
+    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(argv, bot, run_as=RunAs.REFEREE), clock)
+             for _ in range(players)]
+    decisions = 0
+    for seed in range(-1, games):
+        rec = play_game(seats, rules, seed, game_id=f"g{seed}", clock=clock)
+        decisions += sum(rec.decisions) if seed >= 0 else 0
+    for s in seats:
+        s.shutdown()
+    settle()
+    return decisions
 
 
 def count(scenario: str, rules: str, players: int, games: int) -> tuple[int, int]:
@@ -167,7 +150,7 @@ def main() -> None:
     if {"core", "raw"} <= per.keys():
         floor = per["core"] + per["raw"]
         print(f"  raw + core {floor / 1000:8.1f}k   (what bench_referee.py's targets divide by)")
-        for scenario in ("core+pipe", "blocking", "trio"):
+        for scenario in ("core+pipe", "blocking"):
             if scenario in per:
                 print(f"  {scenario} / (raw + core): {per[scenario] / floor:.2f}x")
     if {"core+pipe", "blocking"} <= per.keys():

@@ -10,13 +10,12 @@ adds per decision; the ratio says how far it is from the floor a pipe allows.
     python bench/bench_referee.py                     # 20 games of classic, 2 players, 3 runs
     python bench/bench_referee.py --games 50 --rules shithead --players 4
 
-Each run also plays the same games through the blocking shell (``arena.referee.blocking``, what
-a worker process plays with), compared with (raw round trip + RefereeCore alone): the least any
-referee spends. Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the
-referee on one CPU, the bots on another; ``--cpus``), each against its own raw
-baseline measured right after it. Beside them, ``core+pipe``: ``RefereeCore`` and bare blocking
-pipes interleaved in one process, the raw loop and the core as any referee must alternate them;
-its CPU against (raw CPU + core) says what the alternation itself costs on this machine
+The referee is the one every arena command plays on (``arena.referee.blocking``, the blocking
+shell). Each run is done twice, interleaved: unpinned, and pinned with ``taskset`` (the referee on
+one CPU, the bots on another; ``--cpus``), each against its own raw baseline measured right after
+it. Beside them, ``core``: the same games through ``RefereeCore`` with no I/O, and ``core+pipe``:
+``RefereeCore`` and bare blocking pipes interleaved in one process, the raw loop and the core as
+any referee must alternate them, the least a referee of any design spends
 (``bench_instructions.py`` counts the instructions of each instead). Prints figures only; nothing
 is asserted.
 """
@@ -34,13 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import trio  # noqa: E402
-
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import BotSpec  # noqa: E402
 from arena.bots.spawn import BASE_ENV  # noqa: E402
 from arena.engine import preset  # noqa: E402
-from arena.referee import BotPlayer, TimeControl, protocol, run_game  # noqa: E402
+from arena.referee import TimeControl, protocol  # noqa: E402
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
 from arena.referee.core import RefereeCore  # noqa: E402
 
 ALL_CPUS = set(os.sched_getaffinity(0))
@@ -55,21 +53,21 @@ class Recording:
     """A launcher that keeps every line the referee writes to bot 0 (to replay them raw)."""
 
     def __init__(self) -> None:
-        self.launcher = Launcher()
+        self.launch = BlockingLaunch(Launcher())
         self.lines: list[str] = []
         self.first = True
 
-    async def __call__(self, spec: BotSpec):
-        proc = await self.launcher(spec)
+    def __call__(self, spec: BotSpec):
+        proc = self.launch(spec)
         if self.first:
             self.first = False
             self.argv = list(proc.command)  # the interpreter the launcher chose, for the raw baseline
             lines = self.lines
             send = proc.send_line
 
-            async def send_line(text: str, **kw):
+            def send_line(text: str, **kw):
                 lines.append(text)
-                return await send(text, **kw)
+                return send(text, **kw)
             proc.send_line = send_line  # type: ignore[method-assign]
         return proc
 
@@ -79,21 +77,23 @@ def pin(cpus: set[int] | None) -> None:
     os.sched_setaffinity(0, cpus if cpus is not None else ALL_CPUS)
 
 
-async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
-                      cpus: tuple[int, int] | None):
+def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
+                cpus: tuple[int, int] | None):
+    """The games through the referee (the blocking shell, as a worker plays them): wall and CPU
+    seconds, decisions, steps, the lines written to bot 0 and its argv."""
     launcher = Recording()
-    seats = [BotPlayer(spec, launcher, CLOCK) for _ in range(players)]
+    seats = [BlockingPlayer(spec, launcher, CLOCK) for _ in range(players)]
     r = preset(rules)
     try:
         pin({cpus[1]} if cpus else None)  # the bots start here and inherit this CPU...
-        await run_game(seats, r, 10_000, game_id="warm-up", clock=CLOCK, max_turns=max_turns)  # starts the bots
+        play_game(seats, r, 10_000, game_id="warm-up", clock=CLOCK, max_turns=max_turns)  # starts the bots
         pin({cpus[0]} if cpus else None)  # ...and the referee moves to the other one
         launcher.lines.clear()
         decisions = steps = 0
         c0 = time.process_time()
         t0 = time.perf_counter()
         for seed in range(games):
-            rec = await run_game(seats, r, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
+            rec = play_game(seats, r, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
             assert not rec.faults, rec.faults
             decisions += sum(rec.decisions)
             steps += len(rec.steps)
@@ -101,39 +101,10 @@ async def referee_run(spec: BotSpec, rules: str, players: int, games: int, max_t
         cpu = time.process_time() - c0
     finally:
         for p in seats:
-            await p.shutdown()
-        pin(None)
-    return elapsed, cpu, decisions, steps, launcher.lines, launcher.argv
-
-
-def blocking_run(spec: BotSpec, rules: str, players: int, games: int, max_turns: int,
-                 cpus: tuple[int, int] | None) -> tuple[float, float, int]:
-    """The same games through the blocking shell (what a referee worker runs): wall and CPU
-    seconds, decisions."""
-    from arena.referee.blocking import BlockingPlayer, play_game, settle
-    plan = trio.run(Launcher().plan, spec)
-    seats = [BlockingPlayer(spec, lambda s: plan.start_blocking(), CLOCK)
-             for _ in range(players)]
-    r = preset(rules)
-    try:
-        pin({cpus[1]} if cpus else None)
-        play_game(seats, r, 10_000, game_id="warm-up", clock=CLOCK, max_turns=max_turns)
-        pin({cpus[0]} if cpus else None)
-        decisions = 0
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        for seed in range(games):
-            rec = play_game(seats, r, seed, game_id=f"g{seed}", clock=CLOCK, max_turns=max_turns)
-            assert not rec.faults, rec.faults
-            decisions += sum(rec.decisions)
-        elapsed = time.perf_counter() - t0
-        cpu = time.process_time() - c0
-    finally:
-        for p in seats:
             p.shutdown()
         settle()
         pin(None)
-    return elapsed, cpu, decisions
+    return elapsed, cpu, decisions, steps, launcher.lines, launcher.argv
 
 
 def raw_run(spec: BotSpec, argv: list[str], requests: list[str], round_trips: int,
@@ -227,44 +198,6 @@ def core_pipe_run(argv: list[str], workdir: Path, rules: str, players: int, game
     return elapsed, cpu, decisions
 
 
-def trio_floor_run(argv: list[str], workdir: Path, requests: list[str], round_trips: int,
-                   cpus: tuple[int, int] | None) -> float:
-    """The least a trio referee pays for I/O: the same lines to the same bot program, each a
-    non-blocking write, one ``wait_readable`` and a read; no timeout, no checks. CPU seconds."""
-    async def loop() -> float:
-        proc = subprocess.Popen(["taskset", "-c", str(cpus[1]), *argv] if cpus else argv, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, cwd=workdir, env=BOT_ENV)
-        assert proc.stdin and proc.stdout
-        w, r = proc.stdin.fileno(), proc.stdout.fileno()
-        os.set_blocking(w, False)
-        os.set_blocking(r, False)
-        buf = b""
-
-        async def round_trip(line: bytes) -> None:
-            nonlocal buf
-            os.write(w, line)
-            while b"\n" not in buf:
-                await trio.lowlevel.wait_readable(r)
-                buf += os.read(r, 65536)
-            buf = buf.partition(b"\n")[2]
-        try:
-            await round_trip(b'{"type":"hello","protocol":1}\n')
-            lines = [line.encode() + b"\n" for line in requests]
-            c0 = time.process_time()
-            for i in range(round_trips):
-                await round_trip(lines[i % len(lines)])
-            return time.process_time() - c0
-        finally:
-            proc.stdin.close()
-            proc.wait(timeout=10)
-    if cpus:
-        pin({cpus[0]})
-    try:
-        return trio.run(loop)
-    finally:
-        pin(None)
-
-
 def core_run(rules: str, players: int, games: int, max_turns: int) -> tuple[float, int]:
     """The referee's work without any I/O: the same games through RefereeCore, each reply read
     by the protocol parser as a bot's line would be. (CPU seconds, decisions)."""
@@ -302,76 +235,48 @@ def main() -> None:
     print(f"referee benchmark: {args.games} games of {args.rules}, {args.players} trivial Python bots over stdio, "
           f"{args.runs} runs per mode, modes interleaved")
     print(f"  {'mode':14} {'run':>3} {'decisions':>9} {'ref wall us':>11} {'raw wall us':>11} {'wall x':>6} "
-          f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6} {'trio io us':>10} {'core us':>7} {'floor x':>7}")
-    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in modes}
-    blocking: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name, _ in modes}
+          f"{'ref CPU us':>10} {'raw CPU us':>10} {'CPU x':>6} {'core us':>7} {'c+p CPU us':>10} {'floor x':>7} "
+          f"{'ref/c+p':>7}")
+    results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name, _ in modes}
     with tempfile.TemporaryDirectory(prefix="bench-referee-") as tmp:
         Path(tmp).chmod(0o755)  # a root referee runs bots under private uids, which must reach bot.py
         (Path(tmp) / "bot.py").write_text(TRIVIAL_BOT)
         spec = BotSpec("trivial", "1", ("python3", "bot.py"), Path(tmp), Path(tmp))
         for run in range(1, args.runs + 1):
             for name, cpus in modes:
-                ref_s, ref_cpu, decisions, steps, lines, argv = trio.run(
-                    referee_run, spec, args.rules, args.players, args.games, args.max_turns, cpus)
+                ref_s, ref_cpu, decisions, steps, lines, argv = referee_run(
+                    spec, args.rules, args.players, args.games, args.max_turns, cpus)
                 requests = [line for line in lines if json.loads(line)["type"] == "request"]
                 raw_s, raw_cpu = raw_run(spec, argv, requests, decisions, cpus)
-                io_cpu = trio_floor_run(argv, spec.workdir, requests, decisions, cpus)
                 if cpus:
                     pin({cpus[0]})
                 core_cpu, core_decisions = core_run(args.rules, args.players, args.games, args.max_turns)
                 pin(None)
-                blk_s, blk_cpu, blk_decisions = blocking_run(spec, args.rules, args.players, args.games,
-                                                             args.max_turns, cpus)
                 cp_s, cp_cpu, cp_decisions = core_pipe_run(argv, spec.workdir, args.rules, args.players, args.games,
                                                            args.max_turns, cpus)
-                core_us = core_cpu / core_decisions * 1e6
-                blk_cpu_us, blk_wall_us = blk_cpu / blk_decisions * 1e6, blk_s / blk_decisions * 1e6
-                cp_cpu_us, cp_wall_us = cp_cpu / cp_decisions * 1e6, cp_s / cp_decisions * 1e6
-                floor_cpu_us, floor_wall_us = raw_cpu * 1e6 / decisions + core_us, raw_s * 1e6 / decisions + core_us
-                blocking[name].append((blk_cpu_us / floor_cpu_us, blk_wall_us / floor_wall_us,
-                                       cp_cpu_us / floor_cpu_us, blk_cpu_us / cp_cpu_us))
-                print(f"  {name:14} {run:3d} blocking shell: {blk_decisions} decisions, own CPU "
-                      f"{blk_cpu_us:.1f} us, wall {blk_wall_us:.1f} us; "
-                      f"raw CPU + core {floor_cpu_us:.1f} us "
-                      f"({raw_cpu / decisions * 1e6:.1f} + {core_us:.1f}), raw wall + core "
-                      f"{floor_wall_us:.1f} us; CPU x {blocking[name][-1][0]:.2f}, "
-                      f"wall x {blocking[name][-1][1]:.2f}", flush=True)
-                print(f"  {name:14} {run:3d} core+pipe (core and bare pipes, interleaved): CPU {cp_cpu_us:.1f} us, "
-                      f"wall {cp_wall_us:.1f} us; its CPU / (raw CPU + core) {blocking[name][-1][2]:.2f}x; "
-                      f"blocking shell CPU / core+pipe CPU {blocking[name][-1][3]:.2f}x", flush=True)
                 us = 1e6 / decisions
-                floor = io_cpu / decisions + core_cpu / core_decisions  # seconds per decision
                 raw_cpu = max(raw_cpu, 1e-9)
-                results[name].append((ref_s / raw_s, ref_cpu / raw_cpu, floor * decisions / raw_cpu))
+                cp_cpu_us = cp_cpu / cp_decisions * 1e6
+                row = (ref_s / raw_s, ref_cpu / raw_cpu, cp_cpu_us / (raw_cpu * us), ref_cpu * us / cp_cpu_us)
+                results[name].append(row)
                 print(f"  {name:14} {run:3d} {decisions:9d} {ref_s * us:11.1f} {raw_s * us:11.1f} "
-                      f"{ref_s / raw_s:6.2f} {ref_cpu * us:10.1f} {raw_cpu * us:10.1f} "
-                      f"{ref_cpu / raw_cpu:6.2f} {io_cpu * us:10.1f} {core_cpu / core_decisions * 1e6:7.1f} "
-                      f"{floor * decisions / raw_cpu:7.2f}", flush=True)
+                      f"{row[0]:6.2f} {ref_cpu * us:10.1f} {raw_cpu * us:10.1f} {row[1]:6.2f} "
+                      f"{core_cpu / core_decisions * 1e6:7.1f} {cp_cpu_us:10.1f} {row[2]:7.2f} {row[3]:7.2f}",
+                      flush=True)
     avg_req = sum(map(len, requests)) / max(1, len(requests))
     print(f"  per decision: {steps / decisions:.2f} steps (forced ones included), average request {avg_req:.0f} bytes")
     print("  denominators: raw wall = one blocking write+readline round trip to the same bot program with the")
     print("  same request lines; raw CPU = this process's CPU in that loop. The referee's side adds the engine,")
-    print("  views, JSON, reply checks, clock, trio and the record.")
-    print("  the floor of this design, measured in the same run: trio io = CPU of the same round trips with")
-    print("  a bare trio wait (write, wait_readable, read; no timeout, no checks); core = CPU of the same")
-    print("  games through RefereeCore with no I/O; floor x = (trio io + core) / raw CPU, what a referee")
-    print("  of this shape spends with nothing else at all.")
-    print("  core+pipe = RefereeCore and a bare blocking pipe per seat, interleaved in one process (the same")
-    print("  bot program as the raw loop): the raw loop and the core as one referee must run them, one after")
-    print("  the other, sleeping in between. Its CPU above (raw CPU + core) is what that alternation costs.")
+    print("  views, JSON, reply checks, clock, the shell's poll loop and the record.")
+    print("  core = CPU of the same games through RefereeCore with no I/O; c+p = core+pipe, RefereeCore and a")
+    print("  bare blocking pipe per seat interleaved in one process (the same bot program as the raw loop);")
+    print("  floor x = c+p CPU / raw CPU, what a referee spends with nothing else at all; ref/c+p = the")
+    print("  referee's CPU over that floor.")
     for name, rows in results.items():
-        walls = sorted(w for w, _, _ in rows)
-        cpus_ = sorted(c for _, c, _ in rows)
-        floors = sorted(f for _, _, f in rows)
-        print(f"  {name:14} ratio wall {walls[0]:.2f}-{walls[-1]:.2f}x (median {walls[len(walls) // 2]:.2f}), "
-              f"own CPU {cpus_[0]:.2f}-{cpus_[-1]:.2f}x (median {cpus_[len(cpus_) // 2]:.2f}), "
-              f"floor {floors[0]:.2f}-{floors[-1]:.2f}x (median {floors[len(floors) // 2]:.2f})")
-        b_cpu, b_wall, cp_floor, b_cp = (sorted(col) for col in zip(*blocking[name]))
-        print(f"  {name:14} blocking shell: own CPU / (raw CPU + core) {b_cpu[0]:.2f}-{b_cpu[-1]:.2f}x, "
-              f"wall / (raw wall + core) {b_wall[0]:.2f}-{b_wall[-1]:.2f}x")
-        print(f"  {name:14} core+pipe: CPU / (raw CPU + core) {cp_floor[0]:.2f}-{cp_floor[-1]:.2f}x; "
-              f"blocking shell CPU / core+pipe CPU {b_cp[0]:.2f}-{b_cp[-1]:.2f}x")
-
+        cols = [sorted(col) for col in zip(*rows)]
+        label = ("wall x", "own CPU x", "floor x", "ref/c+p")
+        print(f"  {name:14} " + ", ".join(f"{lab} {c[0]:.2f}-{c[-1]:.2f} (median {c[len(c) // 2]:.2f})"
+                                          for lab, c in zip(label, cols)))
 
 if __name__ == "__main__":
     main()

@@ -20,14 +20,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.bots.manifest import load_bot  # noqa: E402
 from arena.engine import PRESETS  # noqa: E402
-from arena.referee import BotPlayer, TimeControl, run_game  # noqa: E402
+from arena.referee import TimeControl  # noqa: E402
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -71,20 +71,22 @@ def lines(rec, player, seat) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-async def play(base: Path, delay: float, games: int, launcher: Launcher):
+def play(base: Path, delay: float, games: int, launcher: Launcher):
     """(gap seconds, bit) for every receiver gap that spans exactly one sender decision; game seconds."""
     pairs, seconds = [], 0.0
+    launch = BlockingLaunch(launcher)
     for g in range(games):
-        sender = BotPlayer(load_bot(make_bot(base, "sender", delay, g)), launcher, CLOCK)
-        receiver = BotPlayer(load_bot(make_bot(base, "receiver", delay, g)), launcher, CLOCK)
+        sender = BlockingPlayer(load_bot(make_bot(base, "sender", delay, g)), launch, CLOCK)
+        receiver = BlockingPlayer(load_bot(make_bot(base, "receiver", delay, g)), launch, CLOCK)
         try:
-            rec = await run_game([sender, receiver], PRESETS["classic"], 500 + g, game_id=f"think-{g}",
-                                 clock=CLOCK, max_turns=300)
+            rec = play_game([sender, receiver], PRESETS["classic"], 500 + g, game_id=f"think-{g}",
+                            clock=CLOCK, max_turns=300)
             sent = {int(p[1]): int(p[2]) for p in (x.split() for x in lines(rec, sender, 0)) if p[0] == "SENT"}
             got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in lines(rec, receiver, 1)) if p[0] == "GOT")
         finally:
-            await sender.shutdown()
-            await receiver.shutdown()
+            sender.shutdown()
+            receiver.shutdown()
+            settle()
         seconds += rec.wall_ms / 1000
         for (a, ta), (b, tb) in zip(got, got[1:]):
             between = [i for i in sent if a < i < b]
@@ -103,11 +105,11 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="arena-think-"))
     base.chmod(0o755)
     launcher = Launcher()
-    print(f"containment: {trio.run(launcher.describe)}")
+    print(f"containment: {launcher.describe_now()}")
     print(f"{'delay ms':>8} {'bits':>6} {'error':>7} {'bits/decision':>14} {'decisions/s':>12} {'bits/s':>8}")
     try:
         for delay in delays:
-            pairs, seconds = trio.run(play, base, delay, games, launcher)
+            pairs, seconds = play(base, delay, games, launcher)
             gaps = sorted(g for g, _ in pairs)
             best = min(sum((g > t) != bool(b) for g, b in pairs) for t in gaps) / len(pairs)
             per_decision = 1 - h2(min(best, 0.5))

@@ -301,7 +301,7 @@ def _read_marker(directory: Path, sandbox: bool | str) -> tuple[int | None, list
     from arena.bots.start import start_bot_blocking
     mode = {"gvisor": True} if sandbox == "gvisor" else {"sandbox": sandbox, "namespaces": not sandbox}
     with start_bot_blocking(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
-                            directory, run_as="auto", **mode) as proc:
+                            directory, **mode) as proc:
         return proc.run_to_end(60)
 
 

@@ -21,27 +21,24 @@ import tempfile
 import textwrap
 import time
 import tracemalloc
-import types
 from pathlib import Path
 
 import pytest
-import trio
 
 from arena.bots import containment
-from arena.bots.blocking import BlockingBot, BotClosed, hub
+from arena.bots.blocking import BlockingBot, BotClosed, Interrupted, hub
 from arena.bots.start import start_bot_blocking
-from arena.bots.containment import cgroup_root, cleanup_stale
+from arena.bots.containment import RunAs, cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
                                SandboxUnavailable, StartErrorKind)
 from arena.bots.filesystem import sandbox_visible
 from arena.limits import Limits
-from arena.bots.probes import namespaces_problem, sandbox_problem
-from arena.bots.process import ENV_TOKEN, BotProcess
+from arena.bots.probes import namespaces_problem_now, sandbox_problem_now
+from arena.bots.process import ENV_TOKEN
 from arena.bots.procs import read_proc
 from arena.bots.channel import EXIT_GRACE, READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
-from arena.bots.start import start_bot
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
 from arena.faults import BadJson
 from arena.referee.protocol import parse_line
@@ -55,7 +52,7 @@ FAST = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 <
 SLOW = 120  # a wait that only a broken test reaches: nothing here asserts how fast a bot is
 
 CGROUPS, CGROUP_NOTE = cgroup_root()
-SANDBOX_PROBLEM = trio.run(sandbox_problem) if PY else "no python3"
+SANDBOX_PROBLEM = sandbox_problem_now() if PY else "no python3"
 
 needs_root = pytest.mark.skipif(not ROOT, reason="private bot uids need a root referee")
 needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
@@ -65,10 +62,6 @@ pytestmark = pytest.mark.skipif(PY is None, reason="no python3 on the bots' PATH
 
 def cmd(script: str, *args: str) -> list[str]:
     return [PY, str(HOSTILE / script), *args, MARK]
-
-
-def run(fn, *args):
-    return trio.run(fn, *args)
 
 
 def marked_pids() -> dict[int, str]:
@@ -114,82 +107,29 @@ def no_leftovers():
     assert our_homes() == []
 
 
-# Every test that starts a bot through ``start`` runs against both shells (the trio one and the
-# blocking one on poll) and expects the same verdict from each.
-SHELLS = ("trio", "blocking")
-_shell = ["trio"]
-
-
-def _uses(code: types.CodeType, name: str) -> bool:
-    return name in code.co_names or any(_uses(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
-
-
-def pytest_generate_tests(metafunc):
-    if _uses(metafunc.function.__code__, "start"):
-        metafunc.parametrize("shell", SHELLS, indirect=True)
-
-
 @pytest.fixture(autouse=True)
-def shell(request):
-    _shell[0] = getattr(request, "param", "trio")
-    yield _shell[0]
-    _shell[0] = "trio"
+def settled():
+    yield
     hub().settle()  # bots closed with a grace period: finished before the leftover check
 
 
-class Blocking:
-    """A :class:`BlockingBot` behind the trio shell's awaitable calls, so one test drives either.
-    Each call blocks the test's trio loop, which has nothing else to do."""
-
-    def __init__(self, bot: BlockingBot):
-        self.bot = bot
-
-    def __getattr__(self, name: str):
-        return getattr(self.bot, name)
-
-    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        self.bot.send_line(text, timeout=timeout)
-
-    async def receive_line(self, timeout: float) -> str:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return self.bot.receive_line(timeout)
-
-    async def close_gracefully(self) -> None:
-        self.bot.close_gracefully()  # returns at once: the grace runs in the hub
-        assert hub().closing or self.bot.returncode is not None
-        hub().settle()
-
-    async def aclose(self) -> None:
-        self.bot.close()
-
-    async def __aenter__(self) -> Blocking:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.bot.close()
-
-
-async def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BotProcess:
-    if _shell[0] == "blocking":
-        await trio.lowlevel.checkpoint()
-        return Blocking(start_bot_blocking(cmd(script, *args), HOSTILE, limits=limits, **kw))
-    return await start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
+def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BlockingBot:
+    return start_bot_blocking(cmd(script, *args), HOSTILE, limits=limits, **kw)
 
 
 # -- the well-behaved case ------------------------------------------------------
 
 
 def test_echo_round_trip_minimal_env_and_private_home():
-    async def main():
-        async with await start("env_report.py") as bot:
-            report = json.loads(await bot.receive_line(5))
+    def main():
+        with start("env_report.py") as bot:
+            report = json.loads(bot.receive_line(5))
             home = Path(report["env"]["HOME"])
             assert home.is_dir() and bot.home == home
             usage = bot.resource_usage()
         return report, home, usage
 
-    report, home, usage = run(main)
+    report, home, usage = main()
     env = report["env"]
     assert set(env) == {"PATH", "HOME", "TMPDIR", "LANG", ENV_TOKEN}
     assert env["PATH"] == DEFAULT_PATH and env["LANG"] == "C.UTF-8"
@@ -207,283 +147,231 @@ def test_echo_round_trip_minimal_env_and_private_home():
 
 
 def test_echo_and_context_manager_close():
-    async def main():
-        async with await start("echo.py") as bot:
-            assert await bot.receive_line(5) == "ready"
+    def main():
+        with start("echo.py") as bot:
+            assert bot.receive_line(5) == "ready"
             if bot.cgroup is not None:  # joined before exec, in every hierarchy
                 for d in bot.cgroup.dirs.values():
                     assert str(bot.pid) in (d / "cgroup.procs").read_text().split()
             for i in range(50):
-                await bot.send_line(f"ping {i}")
-                assert await bot.receive_line(5) == f"ping {i}"
-        with pytest.raises((trio.ClosedResourceError, BotClosed)):  # trio's, or the blocking shell's
-            await bot.send_line("after close")
+                bot.send_line(f"ping {i}")
+                assert bot.receive_line(5) == f"ping {i}"
+        with pytest.raises(BotClosed):
+            bot.send_line("after close")
         return bot
 
-    bot = run(main)
+    bot = main()
     assert bot.returncode == -signal.SIGKILL
 
 
 def test_no_fd_leak_over_many_bots():
-    async def main():
-        async def cycle():
-            async with await start("echo.py", sandbox=SANDBOX_PROBLEM is None) as bot:
-                assert await bot.receive_line(10) == "ready"
+    def main():
+        def cycle():
+            with start("echo.py", sandbox=SANDBOX_PROBLEM is None) as bot:
+                assert bot.receive_line(10) == "ready"
             with pytest.raises(BotStartError):
-                await start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+                start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
 
-        await cycle()  # warm-up: registry, locks, cgroup detection
+        cycle()  # warm-up: registry, locks, cgroup detection
         before = len(os.listdir("/proc/self/fd"))
         for _ in range(5):
-            await cycle()
+            cycle()
         assert len(os.listdir("/proc/self/fd")) == before
 
-    run(main)
+    main()
 
 
 # -- time ----------------------------------------------------------------------
 
 
 def test_never_answers_times_out():
-    async def main():
-        async with await start("never_answers.py") as bot:
-            await bot.send_line("your move")
-            t = time.monotonic()
-            with pytest.raises(BotTimeout) as info:
-                await bot.receive_line(0.3)
-            assert 0.25 < time.monotonic() - t < 1.0
-            assert info.value.reason == "timeout"
-
-    run(main)
+    with start("never_answers.py") as bot:
+        bot.send_line("your move")
+        t = time.monotonic()
+        with pytest.raises(BotTimeout) as info:
+            bot.receive_line(0.3)
+        assert 0.25 < time.monotonic() - t < 1.0
+        assert info.value.reason == "timeout"
 
 
 def test_answers_late_is_timeout_then_stays_in_sync():
-    async def main():
-        async with await start("late.py") as bot:
-            await bot.send_line("a")
-            with pytest.raises(BotTimeout):
-                await bot.receive_line(0.2)
-            assert await bot.receive_line(3) == "late a"  # the late line is not lost
-
-    run(main)
+    with start("late.py") as bot:
+        bot.send_line("a")
+        with pytest.raises(BotTimeout):
+            bot.receive_line(0.2)
+        assert bot.receive_line(3) == "late a"  # the late line is not lost
 
 
-def test_a_line_that_came_with_the_last_read_needs_no_time_and_survives_a_cancel():
-    async def main():
-        async with await start("two_lines.py") as bot:
-            assert await bot.receive_line(5) == "one"
-            assert await bot.receive_line(0) == "two"  # read with "one": a zero timeout still gets it
-            await bot.send_line("x")
-            assert await bot.receive_line(5) == "x 1"
-            with trio.CancelScope() as scope:
-                scope.cancel()
-                with pytest.raises(trio.Cancelled):  # a buffered line does not skip the cancellation
-                    await bot.receive_line(5)
-            assert await bot.receive_line(0) == "x 2"  # and it is not lost by it
-            with pytest.raises(BotTimeout):
-                await bot.receive_line(0.1)  # nothing buffered: a real wait, and a real timeout
-
-    run(main)
+def test_a_line_that_came_with_the_last_read_needs_no_time_and_an_interrupt_loses_nothing():
+    with start("two_lines.py") as bot:
+        assert bot.receive_line(5) == "one"
+        assert bot.receive_line(0) == "two"  # read with "one": a zero timeout still gets it
+        hub().interrupt()  # a caller cancelled: the next real wait raises, once
+        with pytest.raises(Interrupted):
+            bot.receive_line(5)
+        bot.send_line("x")
+        assert bot.receive_line(5) == "x 1"  # the interrupt was spent: this wait works
+        assert bot.receive_line(0) == "x 2"
+        with pytest.raises(BotTimeout):
+            bot.receive_line(0.1)  # nothing buffered: a real wait, and a real timeout
 
 
 def test_slow_start():
-    async def main():
-        async with await start("slow_start.py") as bot:
-            with pytest.raises(BotTimeout):
-                await bot.receive_line(0.1)
-            assert await bot.receive_line(3) == "ready"
-
-    run(main)
+    with start("slow_start.py") as bot:
+        with pytest.raises(BotTimeout):
+            bot.receive_line(0.1)
+        assert bot.receive_line(3) == "ready"
 
 
 def test_send_times_out_when_bot_never_reads():
-    async def main():
-        async with await start("slow_start.py") as bot:  # never reads stdin
-            with pytest.raises(BotTimeout) as info:
-                for _ in range(1000):  # the pipe holds 64 KiB
-                    await bot.send_line("z" * 4000, timeout=0.3)
-            assert info.value.during == "send"
-
-    run(main)
+    with start("slow_start.py") as bot:  # never reads stdin
+        with pytest.raises(BotTimeout) as info:
+            for _ in range(1000):  # the pipe holds 64 KiB
+                bot.send_line("z" * 4000, timeout=0.3)
+        assert info.value.during == "send"
 
 
 # -- death -----------------------------------------------------------------------
 
 
 def test_exits_immediately():
-    async def main():
-        async with await start("exit_now.py") as bot:
-            with pytest.raises(BotExited) as info:
-                await bot.receive_line(5)
-            assert (info.value.returncode, info.value.signal) == (3, None)
-            assert info.value.reason == "crash"
-            with pytest.raises(BotExited):
-                await bot.send_line("anyone there?")
-            assert bot.returncode == 3
-
-    run(main)
+    with start("exit_now.py") as bot:
+        with pytest.raises(BotExited) as info:
+            bot.receive_line(5)
+        assert (info.value.returncode, info.value.signal) == (3, None)
+        assert info.value.reason == "crash"
+        with pytest.raises(BotExited):
+            bot.send_line("anyone there?")
+        assert bot.returncode == 3
 
 
 def test_crash_with_signal():
-    async def main():
-        async with await start("crash.py", "segv") as bot:
-            assert await bot.receive_line(5) == "ready"
-            with pytest.raises(BotExited) as info:
-                await bot.receive_line(5)
-            assert info.value.signal == signal.SIGSEGV and info.value.returncode is None
-
-    run(main)
+    with start("crash.py", "segv") as bot:
+        assert bot.receive_line(5) == "ready"
+        with pytest.raises(BotExited) as info:
+            bot.receive_line(5)
+        assert info.value.signal == signal.SIGSEGV and info.value.returncode is None
 
 
 def test_crash_traceback_reaches_take_stderr():
-    async def main():
-        async with await start("crash.py", "raise") as bot:
-            assert await bot.receive_line(5) == "ready"
-            with pytest.raises(BotExited) as info:
-                await bot.receive_line(5)
-            assert info.value.returncode == 1
-            err = bot.take_stderr()
-            assert err[0].startswith("Traceback") and "boom from the bot" in err[-1]
-            assert bot.take_stderr() == []  # only lines since the last call
-
-    run(main)
+    with start("crash.py", "raise") as bot:
+        assert bot.receive_line(5) == "ready"
+        with pytest.raises(BotExited) as info:
+            bot.receive_line(5)
+        assert info.value.returncode == 1
+        err = bot.take_stderr()
+        assert err[0].startswith("Traceback") and "boom from the bot" in err[-1]
+        assert bot.take_stderr() == []  # only lines since the last call
 
 
 def test_ignores_sigterm_still_dies_fast():
-    async def main():
-        bot = await start("ignore_term.py")
-        assert await bot.receive_line(5) == "ready"
-        t = time.monotonic()
-        await bot.aclose()
-        assert time.monotonic() - t < 1.0
-        assert bot.returncode == -signal.SIGKILL
-
-    run(main)
+    bot = start("ignore_term.py")
+    assert bot.receive_line(5) == "ready"
+    t = time.monotonic()
+    bot.close()
+    assert time.monotonic() - t < 1.0
+    assert bot.returncode == -signal.SIGKILL
 
 
 # -- malformed output ------------------------------------------------------------
 
 
 def test_garbage_is_returned_verbatim_and_bad_json_named():
-    async def main():
-        async with await start("garbage.py") as bot:
-            line = await bot.receive_line(5)
-            assert line == "}{ this is not json \x00\x07 \u2603"  # the process layer passes it on as is
-            with pytest.raises(BadJson) as info:  # and the protocol's parser (with its depth guard) names it
-                parse_line(line)
-            assert info.value.reason == "bad_json"
-            assert await bot.receive_line(5) == ""
-
-    run(main)
+    with start("garbage.py") as bot:
+        line = bot.receive_line(5)
+        assert line == "}{ this is not json \x00\x07 \u2603"  # the process layer passes it on as is
+        with pytest.raises(BadJson) as info:  # and the protocol's parser (with its depth guard) names it
+            parse_line(line)
+        assert info.value.reason == "bad_json"
+        assert bot.receive_line(5) == ""
 
 
 def test_not_utf8_names_the_line_and_moves_on():
-    async def main():
-        async with await start("not_utf8.py") as bot:
-            with pytest.raises(NotUtf8) as info:
-                await bot.receive_line(5)
-            assert info.value.reason == "bad_encoding"
-            assert info.value.raw_prefix.startswith(b"\xff\xfe")
-            assert await bot.receive_line(5) == "ok"
-
-    run(main)
+    with start("not_utf8.py") as bot:
+        with pytest.raises(NotUtf8) as info:
+            bot.receive_line(5)
+        assert info.value.reason == "bad_encoding"
+        assert info.value.raw_prefix.startswith(b"\xff\xfe")
+        assert bot.receive_line(5) == "ok"
 
 
 def test_100mb_line_keeps_referee_memory_bounded():
     limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=1 << 20)
 
-    async def main():
-        async with await start("long_line.py", limits=limits) as bot:
-            tracemalloc.start()
-            try:
-                t = time.monotonic()
-                with pytest.raises(LineTooLong) as info:
-                    await bot.receive_line(10)
-                _, peak = tracemalloc.get_traced_memory()
-            finally:
-                tracemalloc.stop()
-            assert info.value.reason == "line_too_long"
-            assert time.monotonic() - t < 5
-            assert bot._channel.peak_buffer <= limits.max_line_bytes + READ_CHUNK
-            assert peak < 4 * limits.max_line_bytes  # a few copies of one line at most
-            with pytest.raises(LineTooLong):  # sticky
-                await bot.receive_line(1)
-
-    run(main)
+    with start("long_line.py", limits=limits) as bot:
+        tracemalloc.start()
+        try:
+            t = time.monotonic()
+            with pytest.raises(LineTooLong) as info:
+                bot.receive_line(10)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert info.value.reason == "line_too_long"
+        assert time.monotonic() - t < 5
+        assert bot._channel.peak_buffer <= limits.max_line_bytes + READ_CHUNK
+        assert peak < 4 * limits.max_line_bytes  # a few copies of one line at most
+        with pytest.raises(LineTooLong):  # sticky
+            bot.receive_line(1)
 
 
 def test_output_volume_cap():
     limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_output_bytes=1 << 20)
 
-    async def main():
-        async with await start("output_flood.py", limits=limits) as bot:
-            with pytest.raises(OutputLimitExceeded) as info:
-                for _ in range(100_000):
-                    await bot.receive_line(5)
-            assert info.value.reason == "output_limit"
-
-    run(main)
+    with start("output_flood.py", limits=limits) as bot:
+        with pytest.raises(OutputLimitExceeded) as info:
+            for _ in range(100_000):
+                bot.receive_line(5)
+        assert info.value.reason == "output_limit"
 
 
 def test_stderr_flood_is_capped_and_drained():
     limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, stderr_cap_bytes=64 * 1024)
     total = 10 * 1024 * 1024
 
-    async def main():
-        async with await start("stderr_flood.py", limits=limits) as bot:
-            # the bot is never blocked on a full stderr pipe, so "done" arrives
-            assert await bot.receive_line(10) == "done"
-            await bot.send_line("bye")
-            with pytest.raises(BotExited):
-                await bot.receive_line(5)
-        lines = bot.take_stderr()
-        kept = sum(len(line) + 1 for line in lines)
-        assert limits.stderr_cap_bytes - 1000 <= kept <= limits.stderr_cap_bytes + 1
-        assert bot.stderr_dropped_bytes == total - limits.stderr_cap_bytes
-
-    run(main)
+    with start("stderr_flood.py", limits=limits) as bot:
+        # the bot is never blocked on a full stderr pipe, so "done" arrives
+        assert bot.receive_line(10) == "done"
+        bot.send_line("bye")
+        with pytest.raises(BotExited):
+            bot.receive_line(5)
+    lines = bot.take_stderr()
+    kept = sum(len(line) + 1 for line in lines)
+    assert limits.stderr_cap_bytes - 1000 <= kept <= limits.stderr_cap_bytes + 1
+    assert bot.stderr_dropped_bytes == total - limits.stderr_cap_bytes
 
 
 # -- pipes -------------------------------------------------------------------------
 
 
 def test_closes_stdin_and_keeps_running():
-    async def main():
-        async with await start("close_stdin.py", "stdin") as bot:
-            assert await bot.receive_line(5) == "closed"
-            with pytest.raises(BotClosedInput) as info:
-                await bot.send_line("hello?")
-            assert info.value.reason == "closed_input"
-            assert bot.returncode is None
-
-    run(main)
+    with start("close_stdin.py", "stdin") as bot:
+        assert bot.receive_line(5) == "closed"
+        with pytest.raises(BotClosedInput) as info:
+            bot.send_line("hello?")
+        assert info.value.reason == "closed_input"
+        assert bot.returncode is None
 
 
 def test_closes_stdout_and_keeps_running():
-    async def main():
-        async with await start("close_stdin.py", "stdout") as bot:
-            assert await bot.receive_line(5) == "closing"
-            t = time.monotonic()
-            with pytest.raises(BotClosedOutput) as info:
-                await bot.receive_line(5)
-            assert info.value.reason == "closed_output"
-            assert time.monotonic() - t < EXIT_GRACE + 0.5
-
-    run(main)
+    with start("close_stdin.py", "stdout") as bot:
+        assert bot.receive_line(5) == "closing"
+        t = time.monotonic()
+        with pytest.raises(BotClosedOutput) as info:
+            bot.receive_line(5)
+        assert info.value.reason == "closed_output"
+        assert time.monotonic() - t < EXIT_GRACE + 0.5
 
 
 @needs_sandbox
 def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
     """bwrap keeps copies of the bot's stdout, so no EOF ever comes: the referee looks at which
     processes still hold the pipe."""
-    async def main():
-        async with await start("close_stdin.py", "stdout", sandbox=True) as bot:
-            assert await bot.receive_line(SLOW) == "closing"
-            with pytest.raises(BotClosedOutput) as info:
-                await bot.receive_line(SLOW)
-            assert info.value.reason == "closed_output"
-
-    run(main)
+    with start("close_stdin.py", "stdout", sandbox=True) as bot:
+        assert bot.receive_line(SLOW) == "closing"
+        with pytest.raises(BotClosedOutput) as info:
+            bot.receive_line(SLOW)
+        assert info.value.reason == "closed_output"
 
 
 # -- escaping ----------------------------------------------------------------------
@@ -493,17 +381,17 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
 def test_setsid_grandchild_is_killed(mode):
     """full: private uid + cgroup (grandchild even scrubs its environment);
     bare: same uid, no cgroup: found as the subreaper's orphan carrying the env token."""
-    kw = {} if mode == "full" else {"run_as": None, "cgroup": False}
+    kw = {} if mode == "full" else {"run_as": RunAs.REFEREE, "cgroup": False}
     if mode == "full" and not ROOT and CGROUPS is None:
         pytest.skip("neither private uids nor cgroups here")
 
-    async def main():
+    def main():
         args = ("scrub",) if mode == "full" else ("keep",)
-        async with await start("setsid_grandchild.py", *args, **kw) as bot:
-            grandchild = int(await bot.receive_line(5))
-            assert await bot.receive_line(5) == "parent done"
+        with start("setsid_grandchild.py", *args, **kw) as bot:
+            grandchild = int(bot.receive_line(5))
+            assert bot.receive_line(5) == "parent done"
             with pytest.raises(BotExited) as info:
-                await bot.receive_line(5)
+                bot.receive_line(5)
             assert info.value.returncode == 0
             g = read_proc(grandchild)
             assert g is not None and g.state != "Z"
@@ -511,7 +399,7 @@ def test_setsid_grandchild_is_killed(mode):
             assert g.ppid == os.getpid()  # handed to us, the subreaper
         return grandchild
 
-    grandchild = run(main)
+    grandchild = main()
     assert read_proc(grandchild) is None
 
 
@@ -523,67 +411,55 @@ def test_fork_bomb_is_bounded(cgroup):
     # current process count plus max_processes (shared with the referee's uid)
     limits = Limits(cpu_seconds=3, memory_mb=256, max_processes=12)
 
-    async def main():
-        async with await start("fork_bomb.py", limits=limits, cgroup=cgroup) as bot:
-            assert await bot.receive_line(5) == "bombing"
-            peak = 0
-            for _ in range(20):
-                await trio.sleep(0.02)
-                peak = max(peak, len(marked_pids()))
-            assert peak <= limits.max_processes
-            t = time.monotonic()
-        assert time.monotonic() - t < 3
-
-    run(main)
+    with start("fork_bomb.py", limits=limits, cgroup=cgroup) as bot:
+        assert bot.receive_line(5) == "bombing"
+        peak = 0
+        for _ in range(20):
+            time.sleep(0.02)
+            peak = max(peak, len(marked_pids()))
+        assert peak <= limits.max_processes
+        t = time.monotonic()
+    assert time.monotonic() - t < 3
 
 
 @needs_cgroup
 def test_memory_hog_hits_the_cgroup_limit():
     limits = Limits(cpu_seconds=5, memory_mb=96, max_processes=16)
 
-    async def main():
-        async with await start("memory_hog.py", limits=limits) as bot:
-            # Generous waits: only the kernel's verdict is asserted, never how fast it came
-            # (a 10 s wait read as a timeout on a loaded machine).
-            assert await bot.receive_line(SLOW) == "eating"
-            with pytest.raises(MemoryLimitExceeded) as info:
-                await bot.receive_line(SLOW)
-            assert info.value.reason == "memory_limit"
-            assert info.value.signal == signal.SIGKILL
-        usage = bot.resource_usage()
-        assert usage.source.startswith("cgroup")
-        assert 64 << 20 < usage.peak_memory_bytes <= (96 << 20) + (1 << 20)
-
-    run(main)
+    with start("memory_hog.py", limits=limits) as bot:
+        # Generous waits: only the kernel's verdict is asserted, never how fast it came
+        # (a 10 s wait read as a timeout on a loaded machine).
+        assert bot.receive_line(SLOW) == "eating"
+        with pytest.raises(MemoryLimitExceeded) as info:
+            bot.receive_line(SLOW)
+        assert info.value.reason == "memory_limit"
+        assert info.value.signal == signal.SIGKILL
+    usage = bot.resource_usage()
+    assert usage.source.startswith("cgroup")
+    assert 64 << 20 < usage.peak_memory_bytes <= (96 << 20) + (1 << 20)
 
 
 def test_memory_hog_without_cgroup_hits_rlimit_as():
     limits = Limits(cpu_seconds=5, memory_mb=96, max_processes=16)
 
-    async def main():
-        async with await start("memory_hog.py", limits=limits, cgroup=False) as bot:
-            assert await bot.receive_line(SLOW) == "eating"
-            with pytest.raises(BotExited) as info:
-                await bot.receive_line(SLOW)
-            assert info.value.returncode == 1
-            assert any("MemoryError" in line for line in bot.take_stderr())
-
-    run(main)
+    with start("memory_hog.py", limits=limits, cgroup=False) as bot:
+        assert bot.receive_line(SLOW) == "eating"
+        with pytest.raises(BotExited) as info:
+            bot.receive_line(SLOW)
+        assert info.value.returncode == 1
+        assert any("MemoryError" in line for line in bot.take_stderr())
 
 
 def test_cpu_limit_without_games_counts_the_whole_life():
     limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
 
-    async def main():
-        async with await start("cpu_burn.py", limits=limits) as bot:
-            assert await bot.receive_line(SLOW) == "burning"
-            with pytest.raises(CpuLimitExceeded) as info:
-                await bot.receive_line(SLOW)  # seen while waiting, not after the wait
-            assert info.value.reason == "cpu_limit"
-            assert "this game" in str(info.value)
-        assert bot.resource_usage().cpu_seconds > 0.9
-
-    run(main)
+    with start("cpu_burn.py", limits=limits) as bot:
+        assert bot.receive_line(SLOW) == "burning"
+        with pytest.raises(CpuLimitExceeded) as info:
+            bot.receive_line(SLOW)  # seen while waiting, not after the wait
+        assert info.value.reason == "cpu_limit"
+        assert "this game" in str(info.value)
+    assert bot.resource_usage().cpu_seconds > 0.9
 
 
 def test_cpu_is_counted_per_game():
@@ -591,21 +467,18 @@ def test_cpu_is_counted_per_game():
     per-process limit forfeited the second game); 3 s in one game is not."""
     limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
 
-    async def main():
-        async with await start("cpu_on_demand.py", limits=limits) as bot:
-            assert await bot.receive_line(SLOW) == "ready"
-            for _ in range(2):
-                bot.begin_game(1.0, 0.0)
-                await bot.send_line("burn 0.6")
-                assert await bot.receive_line(SLOW) == "done"
-                assert 0.5 < bot.game_cpu_seconds() < 1.0
+    with start("cpu_on_demand.py", limits=limits) as bot:
+        assert bot.receive_line(SLOW) == "ready"
+        for _ in range(2):
             bot.begin_game(1.0, 0.0)
-            await bot.send_line("burn 3")
-            with pytest.raises(CpuLimitExceeded):
-                await bot.receive_line(SLOW)
-            assert bot.returncode is None  # still running: the referee closes it on the fault
-
-    run(main)
+            bot.send_line("burn 0.6")
+            assert bot.receive_line(SLOW) == "done"
+            assert 0.5 < bot.game_cpu_seconds() < 1.0
+        bot.begin_game(1.0, 0.0)
+        bot.send_line("burn 3")
+        with pytest.raises(CpuLimitExceeded):
+            bot.receive_line(SLOW)
+        assert bot.returncode is None  # still running: the referee closes it on the fault
 
 
 def test_cpu_allowance_derived_from_the_clock(monkeypatch):
@@ -614,31 +487,25 @@ def test_cpu_allowance_derived_from_the_clock(monkeypatch):
     assert Limits().game_cpu_allowance(1.0, 10.0, 100) == pytest.approx(0.3 + 10 + 200)
     assert Limits(cpu_seconds=7).game_cpu_allowance(1.0, 10.0, 100) == 7
 
-    async def main():
-        async with await start("cpu_on_demand.py", limits=Limits(memory_mb=256, max_processes=16)) as bot:
-            assert await bot.receive_line(SLOW) == "ready"
-            bot.begin_game(0.05, 0.0)
-            for _ in range(3):  # quick answers stay within 0.3 + 0.1 per decision
-                await bot.send_line("burn 0.01")
-                assert await bot.receive_line(SLOW) == "done"
-            await bot.send_line("burn 2")
-            with pytest.raises(CpuLimitExceeded):
-                await bot.receive_line(SLOW)
-
-    run(main)
+    with start("cpu_on_demand.py", limits=Limits(memory_mb=256, max_processes=16)) as bot:
+        assert bot.receive_line(SLOW) == "ready"
+        bot.begin_game(0.05, 0.0)
+        for _ in range(3):  # quick answers stay within 0.3 + 0.1 per decision
+            bot.send_line("burn 0.01")
+            assert bot.receive_line(SLOW) == "done"
+        bot.send_line("burn 2")
+        with pytest.raises(CpuLimitExceeded):
+            bot.receive_line(SLOW)
 
 
 def test_process_cpu_backstop_is_rlimit_cpu():
     limits = Limits(process_cpu_seconds=1, memory_mb=256, max_processes=16)
 
-    async def main():
-        async with await start("cpu_burn.py", limits=limits) as bot:
-            assert await bot.receive_line(SLOW) == "burning"
-            with pytest.raises(CpuLimitExceeded) as info:
-                await bot.receive_line(SLOW)
-            assert info.value.signal == signal.SIGXCPU
-
-    run(main)
+    with start("cpu_burn.py", limits=limits) as bot:
+        assert bot.receive_line(SLOW) == "burning"
+        with pytest.raises(CpuLimitExceeded) as info:
+            bot.receive_line(SLOW)
+        assert info.value.signal == signal.SIGXCPU
 
 
 # -- end of a bot's life -------------------------------------------------------------------
@@ -646,27 +513,31 @@ def test_process_cpu_backstop_is_rlimit_cpu():
 
 @pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=needs_sandbox)], ids=["plain", "sandbox"])
 def test_shutdown_grace_lets_a_bot_finish_its_last_words(sandbox):
-    async def main():
-        async with await start("last_words.py", sandbox=sandbox) as bot:
-            assert await bot.receive_line(SLOW) == "ready"
-            await bot.send_line("shutdown")
-            await bot.close_gracefully()
+    def main():
+        with start("last_words.py", sandbox=sandbox) as bot:
+            assert bot.receive_line(SLOW) == "ready"
+            bot.send_line("shutdown")
+            bot.close_gracefully()  # returns at once: the grace runs in the hub
+            assert hub().closing or bot.returncode is not None
+            hub().settle()
         return bot
 
-    bot = run(main)
+    bot = main()
     assert bot.returncode == 0  # it exited by itself
     assert "last words: 42 games, 0 faults" in bot.take_stderr()
 
 
 def test_shutdown_grace_ends_in_a_kill():
-    async def main():
-        async with await start("last_words.py", "stubborn") as bot:
-            assert await bot.receive_line(SLOW) == "ready"
-            await bot.send_line("shutdown")
-            await bot.close_gracefully()
+    def main():
+        with start("last_words.py", "stubborn") as bot:
+            assert bot.receive_line(SLOW) == "ready"
+            bot.send_line("shutdown")
+            bot.close_gracefully()  # returns at once: the grace runs in the hub
+            assert hub().closing or bot.returncode is not None
+            hub().settle()
         return bot
 
-    assert run(main).returncode == -signal.SIGKILL
+    assert main().returncode == -signal.SIGKILL
 
 
 @needs_root
@@ -676,23 +547,23 @@ def test_cannot_read_root_only_file():
         secret.flush()
         os.chmod(secret.name, 0o600)
 
-        async def main():
-            async with await start("probe.py", "read", secret.name) as bot:
-                return await bot.receive_line(5)
+        def main():
+            with start("probe.py", "read", secret.name) as bot:
+                return bot.receive_line(5)
 
-        assert run(main) == "denied PermissionError"
+        assert main() == "denied PermissionError"
 
 
 @needs_root
 def test_cannot_read_another_bots_home():
-    async def main():
-        async with await start("env_report.py") as victim:
-            home = json.loads(await victim.receive_line(5))["env"]["HOME"]
+    def main():
+        with start("env_report.py") as victim:
+            home = json.loads(victim.receive_line(5))["env"]["HOME"]
             (Path(home) / "notes.txt").write_text("my secret plan")
-            async with await start("probe.py", "list", home) as thief:
-                return await thief.receive_line(5)
+            with start("probe.py", "list", home) as thief:
+                return thief.receive_line(5)
 
-    assert run(main) == "denied PermissionError"
+    assert main() == "denied PermissionError"
 
 
 @needs_root
@@ -701,31 +572,25 @@ def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
     if inaccessible_reason(hidden, BOT_UID_BASE, BOT_UID_BASE, os.X_OK) is None:
         pytest.skip(f"{hidden} is usable by other uids here")
 
-    async def main():
-        with pytest.raises(BotStartError, match="cannot use") as info:
-            await start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
-        assert info.value.kind is StartErrorKind.UID_DENIED  # what the launcher reads, not the words
-
-    run(main)
+    with pytest.raises(BotStartError, match="cannot use") as info:
+        start_bot_blocking([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+    assert info.value.kind is StartErrorKind.UID_DENIED  # what the launcher reads, not the words
 
 
 def test_start_errors():
-    async def main():
-        with pytest.raises(BotStartError, match="not found"):
-            await start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
-        with pytest.raises(BotStartError, match="does not exist"):
-            await start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
-        with pytest.raises(BotStartError, match="empty"):
-            await start_bot([], HOSTILE, limits=FAST)
+    with pytest.raises(BotStartError, match="not found"):
+        start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+    with pytest.raises(BotStartError, match="does not exist"):
+        start_bot_blocking(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
+    with pytest.raises(BotStartError, match="empty"):
+        start_bot_blocking([], HOSTILE, limits=FAST)
 
-        if SANDBOX_PROBLEM is None:
-            with pytest.raises(BotStartError, match="system directory"):
-                await start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
-            if not sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
-                with pytest.raises(BotStartError, match="not visible inside the sandbox"):
-                    await start_bot([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
-
-    run(main)
+    if SANDBOX_PROBLEM is None:
+        with pytest.raises(BotStartError, match="system directory"):
+            start_bot_blocking([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
+        if not sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
+            with pytest.raises(BotStartError, match="not visible inside the sandbox"):
+                start_bot_blocking([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
     assert not issubclass(BotStartError, BotError)
 
 
@@ -750,24 +615,24 @@ def test_sandbox_network_and_filesystem(other_bot):
         listener.listen()
         port = str(listener.getsockname()[1])
 
-        async def probe(*args, sandbox=True):
-            async with await start("probe.py", *args, sandbox=sandbox) as bot:
-                return await bot.receive_line(10)
+        def probe(*args, sandbox=True):
+            with start("probe.py", *args, sandbox=sandbox) as bot:
+                return bot.receive_line(10)
 
-        async def main():
+        def main():
             return {
-                "loopback": await probe("connect", "127.0.0.1", port),
-                "internet": await probe("connect", "1.1.1.1", "80"),
-                "parent_dir": await probe("list", str(HOSTILE.parent)),
-                "other_bot_dir": await probe("list", str(other_bot)),
-                "unsandboxed_other_bot_dir": await probe("list", str(other_bot), sandbox=False),
-                "root_home": await probe("list", "/root"),
-                "write_own_dir": await probe("write", str(HOSTILE / "x.txt")),
-                "write_tmp": await probe("write", "/tmp/x.txt"),
-                "unsandboxed_loopback": await probe("connect", "127.0.0.1", port, sandbox=False),
+                "loopback": probe("connect", "127.0.0.1", port),
+                "internet": probe("connect", "1.1.1.1", "80"),
+                "parent_dir": probe("list", str(HOSTILE.parent)),
+                "other_bot_dir": probe("list", str(other_bot)),
+                "unsandboxed_other_bot_dir": probe("list", str(other_bot), sandbox=False),
+                "root_home": probe("list", "/root"),
+                "write_own_dir": probe("write", str(HOSTILE / "x.txt")),
+                "write_tmp": probe("write", "/tmp/x.txt"),
+                "unsandboxed_loopback": probe("connect", "127.0.0.1", port, sandbox=False),
             }
 
-        seen = run(main)
+        seen = main()
     assert seen["loopback"].startswith("denied")  # its own empty network namespace
     assert seen["internet"].startswith("denied")
     assert seen["parent_dir"] == "LEAK hostile"  # only our own directory was bound in
@@ -782,16 +647,16 @@ def test_sandbox_network_and_filesystem(other_bot):
 
 @needs_sandbox
 def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
-    async def main():
-        async with await start("env_report.py", sandbox=True) as bot:
-            report = json.loads(await bot.receive_line(10))
-        async with await start("crash.py", "segv", sandbox=True) as bot:
-            assert await bot.receive_line(10) == "ready"
+    def main():
+        with start("env_report.py", sandbox=True) as bot:
+            report = json.loads(bot.receive_line(10))
+        with start("crash.py", "segv", sandbox=True) as bot:
+            assert bot.receive_line(10) == "ready"
             with pytest.raises(BotExited) as info:
-                await bot.receive_line(10)
+                bot.receive_line(10)
         return report, info.value
 
-    report, crash = run(main)
+    report, crash = main()
     assert report["pid"] <= 3  # a fresh pid namespace
     assert report["env"]["HOME"] == "/tmp"
     if ROOT:
@@ -803,22 +668,19 @@ def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
 def test_sandbox_fork_bomb_and_grandchild():
     limits = Limits(cpu_seconds=3, memory_mb=256, max_processes=12)
 
-    async def main():
-        async with await start("fork_bomb.py", limits=limits, sandbox=True) as bot:
-            assert await bot.receive_line(10) == "bombing"
-            await trio.sleep(0.3)
-            assert len(marked_pids()) <= limits.max_processes + 2
-        async with await start("setsid_grandchild.py", "keep", sandbox=True) as bot:
-            await bot.receive_line(10)
-            assert await bot.receive_line(5) == "parent done"
-
-    run(main)
+    with start("fork_bomb.py", limits=limits, sandbox=True) as bot:
+        assert bot.receive_line(10) == "bombing"
+        time.sleep(0.3)
+        assert len(marked_pids()) <= limits.max_processes + 2
+    with start("setsid_grandchild.py", "keep", sandbox=True) as bot:
+        bot.receive_line(10)
+        assert bot.receive_line(5) == "parent done"
 
 
 # -- namespaces (the containment without bubblewrap) ---------------------------------
 
 
-NS_PROBLEM = trio.run(namespaces_problem) if PY else "no python3"
+NS_PROBLEM = namespaces_problem_now() if PY else "no python3"
 needs_namespaces = pytest.mark.skipif(NS_PROBLEM is not None, reason=f"namespaces: {NS_PROBLEM}")
 
 
@@ -829,27 +691,27 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
         listener.listen()
         port = str(listener.getsockname()[1])
 
-        async def probe(*args):
-            async with await start("probe.py", *args, namespaces=True) as bot:
-                return await bot.receive_line(SLOW)
+        def probe(*args):
+            with start("probe.py", *args, namespaces=True) as bot:
+                return bot.receive_line(SLOW)
 
-        async def main():
-            async with await start("env_report.py", namespaces=True) as bot:
-                report = json.loads(await bot.receive_line(SLOW))
+        def main():
+            with start("env_report.py", namespaces=True) as bot:
+                report = json.loads(bot.receive_line(SLOW))
             return report, {
-                "loopback": await probe("connect", "127.0.0.1", port),
-                "parent_dir": await probe("list", str(HOSTILE.parent)),
-                "other_bot_dir": await probe("list", str(other_bot)),
-                "root_home": await probe("list", "/root"),
-                "proc": await probe("list", f"/proc/{os.getpid()}"),
-                "pid": await probe("read", "/proc/self/stat"),
-                "write_own_dir": await probe("write", str(HOSTILE / "x.txt")),
-                "write_tmp": await probe("write", "/tmp/x.txt"),
-                "write_dev_shm": await probe("write", "/dev/shm/x.txt"),
-                "write_run_lock": await probe("write", "/run/lock/x.txt"),
+                "loopback": probe("connect", "127.0.0.1", port),
+                "parent_dir": probe("list", str(HOSTILE.parent)),
+                "other_bot_dir": probe("list", str(other_bot)),
+                "root_home": probe("list", "/root"),
+                "proc": probe("list", f"/proc/{os.getpid()}"),
+                "pid": probe("read", "/proc/self/stat"),
+                "write_own_dir": probe("write", str(HOSTILE / "x.txt")),
+                "write_tmp": probe("write", "/tmp/x.txt"),
+                "write_dev_shm": probe("write", "/dev/shm/x.txt"),
+                "write_run_lock": probe("write", "/run/lock/x.txt"),
             }
 
-        report, seen = run(main)
+        report, seen = main()
     assert report["env"]["HOME"] == report["env"]["TMPDIR"] == "/tmp"
     assert report["home_mode"] == "0o700" and report["home_owner"] == report["uid"]
     assert uid_in_pool(report["uid"])
@@ -869,24 +731,26 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
 def test_namespaces_fork_bomb_and_grandchild():
     limits = Limits(memory_mb=256, max_processes=12)
 
-    async def main():
-        async with await start("fork_bomb.py", limits=limits, namespaces=True) as bot:
-            assert await bot.receive_line(SLOW) == "bombing"
-            await trio.sleep(0.3)
-            assert len(marked_pids()) <= limits.max_processes
-        async with await start("setsid_grandchild.py", "scrub", namespaces=True) as bot:
-            await bot.receive_line(SLOW)
-            assert await bot.receive_line(SLOW) == "parent done"
+    with start("fork_bomb.py", limits=limits, namespaces=True) as bot:
+        assert bot.receive_line(SLOW) == "bombing"
+        time.sleep(0.3)
+        assert len(marked_pids()) <= limits.max_processes
+    with start("setsid_grandchild.py", "scrub", namespaces=True) as bot:
+        bot.receive_line(SLOW)
+        assert bot.receive_line(SLOW) == "parent done"
 
-    run(main)
+
+def test_a_run_as_that_is_no_policy_is_refused():
+    """Only RunAs.REFEREE means the referee's uid: an old string, None or a uid number (0 is root)
+    is refused before anything is allocated, never taken for "no private uid"."""
+    for wrong in ("auto", None, 0, "referee"):
+        with pytest.raises(BotStartError, match="RunAs"):
+            start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
 
 
 def test_namespaces_need_a_private_uid():
-    async def main():
-        with pytest.raises(BotStartError, match="namespace"):
-            await start_bot(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=None)
-
-    run(main)
+    with pytest.raises(BotStartError, match="namespace"):
+        start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=RunAs.REFEREE)
 
 
 def test_missing_or_broken_bwrap_is_reported(monkeypatch):
@@ -899,29 +763,24 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
                         " namespaces' >&2\nexit 1\n")
         fake.chmod(0o755)
 
-        async def main():
-            for path, message in ((str(Path(d) / "missing"), "bwrap not found"),
-                                  (str(fake), "No permissions to create new namespace")):
-                monkeypatch.setattr(containment, "BWRAP", path)
-                with pytest.raises(SandboxUnavailable, match=message):
-                    await start("echo.py", sandbox=True)
-
-        run(main)
+        for path, message in ((str(Path(d) / "missing"), "bwrap not found"),
+                              (str(fake), "No permissions to create new namespace")):
+            monkeypatch.setattr(containment, "BWRAP", path)
+            with pytest.raises(SandboxUnavailable, match=message):
+                start("echo.py", sandbox=True)
 
 
 # -- a referee killed -9 --------------------------------------------------------------
 
 
 REFEREE = textwrap.dedent("""
-    import sys, trio
+    import sys, time
     from arena.limits import Limits
-    from arena.bots.start import start_bot
-    async def main():
-        bot = await start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
-                              limits=Limits(max_processes=16))
-        print(bot.pid, await bot.receive_line(5), flush=True)
-        await trio.sleep(60)
-    trio.run(main)
+    from arena.bots.start import start_bot_blocking
+    bot = start_bot_blocking([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
+                             limits=Limits(max_processes=16))
+    print(bot.pid, bot.receive_line(5), flush=True)
+    time.sleep(60)
 """)
 
 

@@ -12,11 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import trio
 
 from arena.bots.errors import BotExited, MemoryLimitExceeded
 from arena.bots.probes import gvisor_problem_now
-from arena.bots.start import start_bot
+from arena.bots.start import start_bot_blocking
 from arena.limits import Limits
 
 from tests.checks import reachable
@@ -73,17 +72,17 @@ def test_a_bot_filling_its_tmp_is_stopped_as_its_own_fault_and_the_disk_does_not
     limits = Limits(cpu_seconds=120, memory_mb=CAP_MB, max_processes=16)
     before = free_bytes()
 
-    async def main() -> tuple[list[str], BaseException | None]:
+    def main() -> tuple[list[str], BaseException | None]:
         lines: list[str] = []
-        proc = await start_bot(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
-        async with proc:
+        proc = start_bot_blocking(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
+        with proc:
             try:
                 while True:
-                    lines.append(await proc.receive_line(300))
+                    lines.append(proc.receive_line(300))
             except BotExited as e:
                 return lines, e
 
-    lines, ended = trio.run(main)
+    lines, ended = main()
     grew = before - free_bytes()
     assert lines and lines[0] == "tmp tmpfs", lines
     if isinstance(ended, MemoryLimitExceeded):
@@ -136,7 +135,7 @@ def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path
     launcher = Launcher(gvisor=True) if mode == "gvisor" else Launcher(sandbox=mode)
     before = free_bytes()
     with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:
-        trio.run(launcher.build, load_bot(bot))
+        launcher.build_now(load_bot(bot))
     assert "filler" in str(info.value)
     seen = int(re.search(r"\((\d+) MiB", str(info.value)).group(1))
     assert seen < 1024, info.value  # stopped while it wrote, not refused once all 2 GiB were there

@@ -164,7 +164,7 @@ def test_build_outputs_are_gitignored(bot: BuiltBot) -> None:
 # --------------------------------------------------------------------------
 
 
-class BotProcess:
+class ExampleBot:
     def __init__(self, bot: BuiltBot, seed: str | None = None) -> None:
         self.bot = bot
         env = _clean_env(**({"BOT_SEED": seed} if seed is not None else {}))
@@ -263,10 +263,10 @@ class BotProcess:
 
 @pytest.fixture
 def run_bot(bot: BuiltBot):
-    procs: list[BotProcess] = []
+    procs: list[ExampleBot] = []
 
-    def start(seed: str | None = "7") -> BotProcess:
-        p = BotProcess(bot, seed)
+    def start(seed: str | None = "7") -> ExampleBot:
+        p = ExampleBot(bot, seed)
         procs.append(p)
         return p
 
@@ -486,7 +486,7 @@ def test_seeded_choices_are_reproducible(bot: BuiltBot, run_bot) -> None:
     assert len(set(first)) > 1, f"choices do not look random: {first}"
 
 
-def _game_choices(p: "BotProcess", game: str, start_seed: int | None) -> list[int]:
+def _game_choices(p: "ExampleBot", game: str, start_seed: int | None) -> list[int]:
     start = {"type": "start", "game": game, "seat": 0, "players": 2}
     if start_seed is not None:
         start["seed"] = start_seed

@@ -5,7 +5,7 @@ leave a file for its next process; it reports each attempt on stderr and must ma
 every containment mode.  A bot its private uid cannot run is an error, never a run as root.
 
 Every bot is started the way a tournament starts it: arena.bots.launch.Launcher, then the referee's
-BotPlayer and run_game.  docs/SANDBOX.md ties each line of the threat model to a test here.
+BlockingPlayer and play_game, as worker processes run them.  docs/SANDBOX.md ties each line of the threat model to a test here.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import trio
 
 from arena.bots.errors import BotStartError
 from arena.bots.launch import BuildError, Containment, ContainmentError, Launcher
 from arena.bots.manifest import load_bot
-from arena.bots.probes import namespaces_problem, sandbox_problem
+from arena.bots.probes import namespaces_problem_now, sandbox_problem_now
 from arena.engine import PRESETS
-from arena.referee import BotPlayer, TimeControl, run_game
+from arena.referee import TimeControl
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
 from arena.tournament.store import Store
 
 ROOT = os.geteuid() == 0
@@ -37,8 +37,8 @@ ATTACKER = Path(__file__).resolve().parent / "fairplay_bots" / "attacker"
 REPO = Path(__file__).resolve().parent.parent
 CLOCK = TimeControl(move_ms=2000, bank_ms=10_000, handshake_ms=30_000)
 
-BWRAP_PROBLEM = trio.run(sandbox_problem)
-NS_PROBLEM = trio.run(namespaces_problem)
+BWRAP_PROBLEM = sandbox_problem_now()
+NS_PROBLEM = namespaces_problem_now()
 MODES = [
     pytest.param(True, id="bubblewrap", marks=pytest.mark.skipif(
         BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")),
@@ -119,7 +119,7 @@ def world():
     w.close()
 
 
-def attack_reports(record, player: BotPlayer, seat: int) -> list[dict[str, str]]:
+def attack_reports(record, player: BlockingPlayer, seat: int) -> list[dict[str, str]]:
     lines = list(record.stderr[seat]) + player.take_stderr()
     for step in record.steps:
         if step["seat"] == seat:
@@ -128,21 +128,23 @@ def attack_reports(record, player: BotPlayer, seat: int) -> list[dict[str, str]]
     return [json.loads(line[len("ATTACK "):]) for line in found]
 
 
-async def play(attacker: Path, launcher: Launcher, games: int = 1):
+def play(attacker: Path, launcher: Launcher, games: int = 1):
     """``games`` games of the attacker against the random bot, a fresh attacker process each."""
-    me = BotPlayer(load_bot(attacker), launcher, CLOCK, restart_each_game=True)
-    them = BotPlayer(load_bot("random"), launcher, CLOCK)
+    launch = BlockingLaunch(launcher)
+    me = BlockingPlayer(load_bot(attacker), launch, CLOCK, restart_each_game=True)
+    them = BlockingPlayer(load_bot("random"), launch, CLOCK)
     reports, records = [], []
     try:
         for g in range(games):
-            rec = await run_game([me, them], PRESETS["classic"], 100 + g, game_id=f"fairplay-{g}",
-                                 clock=CLOCK, max_turns=60)
+            rec = play_game([me, them], PRESETS["classic"], 100 + g, game_id=f"fairplay-{g}",
+                            clock=CLOCK, max_turns=60)
             records.append(rec)
-            await me.close()  # the next game gets a fresh process, as between rotation rounds
+            me.close()  # the next game gets a fresh process, as between rotation rounds
             reports += attack_reports(rec, me, 0)
     finally:
-        await me.shutdown()
-        await them.shutdown()
+        me.shutdown()
+        them.shutdown()
+        settle()
     return reports, records
 
 
@@ -160,15 +162,15 @@ def leaks(report: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.parametrize("sandbox", MODES)
 def test_every_attack_fails(world, sandbox):
-    async def main():
+    def main():
         launcher = Launcher(sandbox=sandbox)
-        victim = await launcher(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"])))
-        async with victim:
-            paths = json.loads(await victim.receive_line(30))
+        victim = launcher.plan_now(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"]))).start_blocking()
+        with victim:
+            paths = json.loads(victim.receive_line(30))
             attacker = world.attacker(other_home=paths["home"], other_tmpdir=paths["tmpdir"])
-            return await play(attacker, launcher, games=2), await launcher.describe()
+            return play(attacker, launcher, games=2), launcher.describe_now()
 
-    (reports, records), described = trio.run(main)
+    (reports, records), described = main()
     assert described.startswith(Containment.BUBBLEWRAP if sandbox else Containment.NAMESPACES)
     assert len(reports) == 2, [r.faults for r in records]  # the attacker ran, twice
     for report in reports:
@@ -190,7 +192,7 @@ def test_a_build_is_contained_like_the_bot(world, sandbox):
     attacker = world.attacker(source=str(world.root / "attacker"), root_only=str(root_only))
     (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text() + 'build = ["python3", "attack.py", "build"]\n')
     launcher = Launcher(sandbox=sandbox)
-    reports, records = trio.run(play, attacker, launcher)
+    reports, records = play(attacker, launcher)
     built = launcher.built[load_bot(attacker).label]
     assert built.root != attacker.resolve()  # the bot plays from the built copy
     report = json.loads((built.root / "build-report.json").read_text())
@@ -219,7 +221,7 @@ def test_a_build_that_needs_what_containment_hides_says_how_to_fix_it(world):
     spec = load_bot(attacker)
     for _ in range(2):  # the failure is remembered, not retried per game
         with pytest.raises(BuildError, match="--trusted-bots") as caught:
-            trio.run(launcher.build, spec)
+            launcher.build_now(spec)
     assert "not found" in str(caught.value) and "system-wide" in str(caught.value)
     assert isinstance(launcher.built[spec.label], BuildError)
 
@@ -231,7 +233,7 @@ def test_the_checkout_and_arena_source_are_not_visible(world, sandbox):
     (attacker / "targets.json").write_text(json.dumps({
         **json.loads((attacker / "targets.json").read_text()), "store": str(REPO / "arena-data" / "arena.sqlite"),
         "other_bot": str(REPO)}))
-    reports, _ = trio.run(play, attacker, Launcher(sandbox=sandbox))
+    reports, _ = play(attacker, Launcher(sandbox=sandbox))
     assert len(reports) == 1
     assert leaks(reports[0]) == {}
 
@@ -252,7 +254,7 @@ def test_a_bot_its_uid_cannot_run_is_an_error_never_root(world, sandbox, unreach
         (attacker / "run.sh").chmod(0o700)
         (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text().replace(
             'command = ["python3", "attack.py"]', 'command = ["./run.sh"]'))
-    reports, records = trio.run(play, attacker, Launcher(sandbox=sandbox))
+    reports, records = play(attacker, Launcher(sandbox=sandbox))
     assert reports == []  # it never ran, as anyone
     fault = records[0].faults[0]
     assert fault["reason"] == "start_failed"
@@ -300,16 +302,13 @@ def test_only_a_python_command_gets_the_arena_package():
 
 
 def test_a_missing_command_is_an_error():
-    async def main():
-        d = world_readable_dir("arena-missing-")
-        try:
-            (d / "bot.toml").write_text('name = "ghost"\nversion = "1"\ncommand = ["./no-such-program"]\n')
-            with pytest.raises(BotStartError, match="not found"):
-                await Launcher()(load_bot(d))
-        finally:
-            shutil.rmtree(d)
-
-    trio.run(main)
+    d = world_readable_dir("arena-missing-")
+    try:
+        (d / "bot.toml").write_text('name = "ghost"\nversion = "1"\ncommand = ["./no-such-program"]\n')
+        with pytest.raises(BotStartError, match="not found"):
+            Launcher().plan_now(load_bot(d)).start_blocking()
+    finally:
+        shutil.rmtree(d)
 
 
 @needs_root
@@ -317,17 +316,17 @@ def test_trusted_bots_run_as_the_referee_on_purpose(world, capsys):
     attacker = world.attacker()
     attacker.chmod(0o700)
     launcher = Launcher(trusted=True)
-    reports, records = trio.run(play, attacker, launcher)
+    reports, records = play(attacker, launcher)
     assert "--trusted-bots" in capsys.readouterr().err  # said out loud
     assert len(reports) == 1 and not records[0].faults
     assert reports[0]["read referee environ"].startswith("LEAK")  # what trusting means
-    assert trio.run(launcher.describe).startswith("no containment")
+    assert launcher.describe_now().startswith("no containment")
 
 
 def test_no_sandbox_is_said_out_loud(capsys):
     if NS_PROBLEM is not None:
         pytest.skip(f"namespaces: {NS_PROBLEM}")
-    assert trio.run(Launcher(sandbox=False).mode) is Containment.NAMESPACES
+    assert Launcher(sandbox=False).mode_now() is Containment.NAMESPACES
     assert "--no-sandbox" in capsys.readouterr().err
 
 
@@ -336,9 +335,9 @@ def test_bubblewrap_is_the_default_where_it_works():
                 else None)
     if expected is None:
         with pytest.raises(ContainmentError, match="--trusted-bots"):
-            trio.run(Launcher().mode)
+            Launcher().mode_now()
     else:
-        assert trio.run(Launcher().mode) == expected
+        assert Launcher().mode_now() == expected
 
 
 # -- the store and what is written from it ----------------------------------------------------

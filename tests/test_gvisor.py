@@ -17,12 +17,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import trio
 
 from arena.bots import gvisor, probes
 from arena.bots.containment import cgroup_root
 from arena.bots.launch import ContainmentError, Launcher
-from arena.bots.start import start_bot
+from arena.bots.start import start_bot_blocking
 from arena.bots.uids import uid_in_pool
 
 from tests.checks import reachable
@@ -206,18 +205,18 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
     (bot / "probe.py").write_text(PROBE_BOT)
     bot = reachable(bot)
 
-    async def main() -> tuple[str, str]:
-        proc = await start_bot(["python3", "probe.py"], bot, gvisor=True)
-        async with proc:
+    def main() -> tuple[str, str]:
+        proc = start_bot_blocking(["python3", "probe.py"], bot, gvisor=True)
+        with proc:
             assert proc.containment.startswith("gVisor (runsc run)")
-            lines = await proc.receive_line(60), await proc.receive_line(60)
+            lines = proc.receive_line(60), proc.receive_line(60)
             if cgroup_root()[0] is not None:  # runsc, its gofer and its sandbox: counted and killed as the bot
                 assert proc.cgroup is not None and proc.home is not None
                 ours = set(runsc_processes(proc.home))
                 assert len(ours) == 3 and ours <= proc.cgroup.pids()
             return lines
 
-    first, second = trio.run(main)
+    first, second = main()
     release, uid, top = first.split()
     assert release != os.uname().release  # gVisor's kernel answers, not the host's
     assert uid_in_pool(int(uid))
@@ -247,14 +246,12 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
 
 
 REFEREE = textwrap.dedent("""
-    import sys, trio
-    from arena.bots.start import start_bot
-    async def main():
-        bot = await start_bot(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
-                              sys.argv[1], gvisor=True)
-        print(bot.pid, await bot.receive_line(60), flush=True)
-        await trio.sleep(600)
-    trio.run(main)
+    import sys, time
+    from arena.bots.start import start_bot_blocking
+    bot = start_bot_blocking(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+                             sys.argv[1], gvisor=True)
+    print(bot.pid, bot.receive_line(60), flush=True)
+    time.sleep(600)
 """)
 
 
@@ -299,12 +296,12 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
     (bot / "fork.py").write_text(FORK_BOT)
     bot = reachable(bot)
 
-    async def main() -> str:
-        proc = await start_bot(["python3", "fork.py"], bot, gvisor=True, limits=Limits(max_processes=16))
-        async with proc:
-            return await proc.receive_line(60)
+    def main() -> str:
+        proc = start_bot_blocking(["python3", "fork.py"], bot, gvisor=True, limits=Limits(max_processes=16))
+        with proc:
+            return proc.receive_line(60)
 
-    assert int(trio.run(main)) < 16
+    assert int(main()) < 16
 
 
 # -- between two seats: the kernel's shared counters -----------------------------------------------
@@ -328,7 +325,7 @@ def _round_views(readings: list[dict]) -> list[dict]:
 
 
 def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
-    """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
+    """Two seats in ``mode`` (start_bot_blocking's keywords), in lock step: before each read of the receiver,
     the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
     readings (one before the first bit) and the two bots' containment lines."""
     seat = tmp_path / "seat"
@@ -336,24 +333,24 @@ def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
     shutil.copy(COUNTERS, seat / "counters.py")
     seat = reachable(seat)
 
-    async def main() -> tuple[list[dict], list[str]]:
+    def main() -> tuple[list[dict], list[str]]:
         import json
-        receiver = await start_bot(["python3", "counters.py"], seat, **mode)
-        async with receiver:
-            sender = await start_bot(["python3", "counters.py"], seat, **mode)
-            async with sender:
-                assert await receiver.receive_line(60) == "ready" and await sender.receive_line(60) == "ready"
-                await receiver.send_line("read")
-                readings = [json.loads(await receiver.receive_line(60))]
+        receiver = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+        with receiver:
+            sender = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+            with sender:
+                assert receiver.receive_line(60) == "ready" and sender.receive_line(60) == "ready"
+                receiver.send_line("read")
+                readings = [json.loads(receiver.receive_line(60))]
                 for bit in MESSAGE:
                     if bit == "1":
-                        await sender.send_line("send 3000")
-                        assert await sender.receive_line(120) == "sent"
-                    await receiver.send_line("read")
-                    readings.append(json.loads(await receiver.receive_line(60)))
+                        sender.send_line("send 3000")
+                        assert sender.receive_line(120) == "sent"
+                    receiver.send_line("read")
+                    readings.append(json.loads(receiver.receive_line(60)))
                 return readings, [receiver.containment, sender.containment]
 
-    return trio.run(main)
+    return main()
 
 
 @needs_gvisor
@@ -401,16 +398,13 @@ def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: 
     bot = reachable(bot)
     limits = Limits(cpu_seconds=60, memory_mb=256, max_processes=16)
 
-    async def main() -> None:
-        proc = await start_bot(["python3", "memory_hog.py"], bot, gvisor=True, limits=limits)
-        async with proc:
-            assert await proc.receive_line(120) == "eating"
-            with pytest.raises(MemoryLimitExceeded) as info:
-                await proc.receive_line(120)  # a generous wait: only the verdict is asserted
-            assert info.value.reason == "memory_limit" and info.value.signal == signal.SIGKILL
-        assert proc.resource_usage().peak_memory_bytes <= (256 << 20) + (1 << 20)
-
-    trio.run(main)
+    proc = start_bot_blocking(["python3", "memory_hog.py"], bot, gvisor=True, limits=limits)
+    with proc:
+        assert proc.receive_line(120) == "eating"
+        with pytest.raises(MemoryLimitExceeded) as info:
+            proc.receive_line(120)  # a generous wait: only the verdict is asserted
+        assert info.value.reason == "memory_limit" and info.value.signal == signal.SIGKILL
+    assert proc.resource_usage().peak_memory_bytes <= (256 << 20) + (1 << 20)
 
 
 # -- a ladder for strangers: every game of a submission in the ladder's mode -----------------------

@@ -70,10 +70,10 @@ def _leftovers() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module", params=["trio", "blocking"])
+@pytest.fixture(scope="module", params=["lanes", "workers"])
 def played(request):
-    """The tournament played by the trio shell (one referee process, two games at once) or by
-    the blocking shell (two referee worker processes, a game at a time each): the same verdicts."""
+    """The tournament played by one referee worker process with two games at once (two lanes) or
+    by two worker processes, a game at a time each: the same verdicts."""
     base = _open_dir()
     store_path = base / "store" / "arena.sqlite"
     bots = []
@@ -90,7 +90,7 @@ def played(request):
         bots.append(str(d))
     cfg = load_config(None, {
         "name": "hostile", "format": "gauntlet", "candidates": bots, "bots": ["lowest", "heuristic"],
-        "seats": 3, "deals": 1, "concurrency": 2, "processes": 1 if request.param == "trio" else 2, "move_ms": 400, "bank_ms": 200,
+        "seats": 3, "deals": 1, "concurrency": 2, "processes": 1 if request.param == "lanes" else 2, "move_ms": 400, "bank_ms": 200,
         "handshake_ms": 5000, "max_turns": 400, "store": str(store_path),
         "limits": {"memory_mb": 128, "max_processes": 16}})
     store = Store(cfg.store)

@@ -32,21 +32,23 @@ from typing import Any
 
 import jsonschema
 import pytest
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena import faults, strategies
+from arena.bots.blocking import BlockingBot
+from arena.bots.containment import RunAs
 from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
+from arena.bots.start import start_bot_blocking
 from arena.engine import PRESETS, Rules, apply_action, legal_actions, new_game, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
 from arena.faults import BotFault, FaultReason
 from arena.referee import protocol
-from arena.referee import FAULT_REASONS, BotPlayer, GameRecord, TimeControl, run_game
+from arena.referee import FAULT_REASONS, GameRecord, TimeControl
+from arena.referee.blocking import BlockingPlayer, play_game, settle
 from arena.referee.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
-from arena.referee.blocking import BlockingPlayer, play_game
 from arena.referee.testing import FakeClock, MockBot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -763,39 +765,6 @@ def doc_block(marker: str, lang: str) -> str:
     raise AssertionError(f"PROTOCOL.md has no ```{lang} block containing {marker!r}")
 
 
-class ProcConnection:
-    """A real process speaking the protocol over pipes (no sandbox: these are our own doc bots)."""
-
-    def __init__(self, proc: trio.Process):
-        self.proc = proc
-        self.buf = b""
-
-    async def send_line(self, text: str) -> None:
-        await self.proc.stdin.send_all(text.encode() + b"\n")
-
-    async def receive_line(self, timeout: float) -> str:
-        with trio.move_on_after(timeout):
-            while b"\n" not in self.buf:
-                chunk = await self.proc.stdout.receive_some(65536)
-                if not chunk:
-                    raise faults.Crash("bot closed its stdout")
-                self.buf += chunk
-            line, self.buf = self.buf.split(b"\n", 1)
-            return line.decode("utf-8")
-        raise faults.Timeout(f"no line within {timeout}s")
-
-    def take_stderr(self) -> list[str]:
-        return []
-
-    async def aclose(self) -> None:
-        await self.proc.stdin.aclose()
-        with trio.move_on_after(2):
-            await self.proc.wait()
-        if self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
-
-
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
 def test_doc_bots_play_a_match(tmp_path: Path) -> None:
     py = tmp_path / "bot.py"
@@ -803,28 +772,22 @@ def test_doc_bots_play_a_match(tmp_path: Path) -> None:
     sh = tmp_path / "bot.sh"
     sh.write_text(doc_block("minimal-bash", "bash"))
     argvs = [[sys.executable, str(py)], ["bash", str(sh)]]
-    exits: list[int | None] = []
+    bots: list[BlockingBot] = []
 
-    async def main() -> list[GameRecord]:
-        conns: list[ProcConnection] = []
+    def launcher(argv: list[str]):
+        def launch(spec: BotSpec) -> BlockingBot:  # our own doc bots: no sandbox, the referee's uid
+            bots.append(start_bot_blocking(argv, tmp_path, run_as=RunAs.REFEREE, cgroup=False))
+            return bots[-1]
+        return launch
 
-        def launcher(argv: list[str]):
-            async def launch(spec: BotSpec) -> ProcConnection:
-                proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-                conns.append(ProcConnection(proc))
-                return conns[-1]
-            return launch
-
-        clock = TimeControl(move_ms=5000, bank_ms=5000, handshake_ms=10_000)
-        players = [BotPlayer(Match._spec(n), launcher(a), clock) for n, a in zip(("py", "sh"), argvs)]
-        recs = [await run_game(players, rules("classic"), seed, game_id=f"doc-{seed}", clock=clock, max_turns=500)
-                for seed in (1, 2)]
-        for p in players:
-            await p.shutdown()  # sends shutdown; the bots exit by themselves within aclose's grace
-        exits.extend(c.proc.returncode for c in conns)
-        return recs
-
-    recs = trio.run(main)
+    clock = TimeControl(move_ms=5000, bank_ms=5000, handshake_ms=10_000)
+    players = [BlockingPlayer(Match._spec(n), launcher(a), clock) for n, a in zip(("py", "sh"), argvs)]
+    recs = [play_game(players, rules("classic"), seed, game_id=f"doc-{seed}", clock=clock, max_turns=500)
+            for seed in (1, 2)]
+    for p in players:
+        p.shutdown()  # sends shutdown; the bots exit by themselves within their grace
+    settle()
+    exits = [b.returncode for b in bots]
     for rec in recs:
         assert rec.faults == [], rec.faults
         assert rec.result is not None and sum(rec.decisions) > 0
@@ -888,18 +851,18 @@ def build_examples() -> dict[str, Any]:
     """Real messages from real games (fixed seeds and bots), picked to show each case."""
     out: dict[str, Any] = {}
     names = ["alice", "bob", "carol"]
-    trio_of = lambda policy: (lambda: Match([policy_bot(n, policy) for n in names], names))  # noqa: E731
+    table_of = lambda policy: (lambda: Match([policy_bot(n, policy) for n in names], names))  # noqa: E731
     duel = lambda: Match([policy_bot(n, strategies.heuristic) for n in names[:2]], names[:2])  # noqa: E731
     has = lambda m, kind: any(e["kind"] == kind for e in m["events"])  # noqa: E731
 
-    main = trio_of(strategies.heuristic)().run(rules("classic"), [2026])
+    main = table_of(strategies.heuristic)().run(rules("classic"), [2026])
     out["hello"] = strip_seat(main.sent("hello")[0])
     out["bot_hello"] = json.loads(next(e["reply"] for e in main.log if "reply" in e))
     out["start"] = strip_seat(main.sent("start")[1])
-    out["request"] = _find(trio_of(strategies.heuristic), rules("classic"), lambda m: (
+    out["request"] = _find(table_of(strategies.heuristic), rules("classic"), lambda m: (
         m["decision"] == "play_hand" and m["view"]["pile"] and len(m["actions"]) >= 3
         and has(m, "drew") and has(m, "played")), range(2026, 2100))
-    out["request-setup"] = _find(trio_of(strategies.heuristic), rules("classic"),
+    out["request-setup"] = _find(table_of(strategies.heuristic), rules("classic"),
                                  lambda m: m["decision"] == "setup" and m["_seat"] == 1, range(2026, 2100))
     out["action"] = {"type": "action", "request": out["request"]["id"], "action": 1}
     out["action-info"] = {**out["action"], "info": {"eval": 0.18, "win_prob": 0.62, "iterations": 412,
@@ -910,10 +873,10 @@ def build_examples() -> dict[str, Any]:
         m["decision"] == "play_face_up" and len(m["actions"]) >= 3 and m["view"]["pile"]), range(3, 60))
     out["request-flip_face_down"] = _find(duel, rules("classic"), lambda m: m["decision"] == "flip_face_down",
                                           range(3, 60))
-    out["request-harsh_pick_up"] = _find(trio_of(strategies.lowest_first), rules("shithead", harsh_face_up=True),
+    out["request-harsh_pick_up"] = _find(table_of(strategies.lowest_first), rules("shithead", harsh_face_up=True),
                                          lambda m: any("surrender" in a for a in m["actions"]) and len(m["actions"]) <= 4,
                                          range(7, 60))
-    out["request-joker_target"] = _find(trio_of(strategies.heuristic), rules("classic", jokers=2, joker="give_pile"),
+    out["request-joker_target"] = _find(table_of(strategies.heuristic), rules("classic", jokers=2, joker="give_pile"),
                                         lambda m: any("target" in a for a in m["actions"]), range(3, 60))
     faulty = Match([policy_bot("alice", strategies.heuristic), faulty_bot("bob", "illegal_action", at=4),
                     policy_bot("carol", strategies.heuristic)], names).run(rules("classic"), [5])

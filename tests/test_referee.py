@@ -35,9 +35,10 @@ from arena.engine.cards import cards_str, stacks_str
 from arena.engine.views import action_json, event_for, seat_view
 from arena.referee import protocol
 from arena.referee import (
-    FAULT_REASONS, THINK_BUCKETS_MS, GameRecord, RefereeCore, TimeControl, as_fault, bot_seed, think_percentile,
+    FAULT_REASONS, THINK_BUCKETS_MS, GameRecord, RefereeCore, TimeControl, bot_seed, think_percentile,
 )
 from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
+from arena.referee.seat import as_fault
 from arena.referee.testing import EXIT, FakeClock, MockBot, Refuse, Sleep, hello_line, policy
 from tests.fakes import mock_players, play_mocks
 from tests.checks import children, replay

@@ -1,7 +1,7 @@
 """Replays: re-simulation against the log, rebuilt requests, the terminal and the HTML page.
 
-Games are played by the real referee (:func:`arena.referee.run_game` with
-:class:`arena.referee.BotPlayer`) against in-process bots behind
+Games are played by the real referee (:func:`arena.referee.blocking.play_game` with
+:class:`arena.referee.blocking.BlockingPlayer`) against in-process bots behind
 ``tests.fakes.ScriptedConnection``, which keeps every line the referee wrote,
 and stored in a temporary :class:`arena.tournament.store.Store`.
 

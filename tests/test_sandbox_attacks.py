@@ -27,7 +27,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import trio
 from typer.testing import CliRunner
 
 from arena.bots import containment, probes, seccomp
@@ -36,19 +35,20 @@ from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
 from arena.bots.process import ENV_TOKEN
 from arena.bots.spawn import HOST_ENV
-from arena.bots.start import start_bot
+from arena.bots.start import start_bot_blocking
 from arena.cli.main import app
 from arena.config import ARENA_ENV
 from arena.engine import PRESETS
-from arena.referee import BotPlayer, TimeControl, run_game
+from arena.referee import TimeControl
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
 from arena.tournament.store import Store
 
 HERE = Path(__file__).resolve().parent
 COLLUDER = HERE / "fairplay_bots" / "colluder"
 CLOCK = TimeControl(move_ms=3000, bank_ms=10_000, handshake_ms=30_000)
 
-BWRAP_PROBLEM = trio.run(probes.sandbox_problem)
-NS_PROBLEM = trio.run(probes.namespaces_problem)
+BWRAP_PROBLEM = probes.sandbox_problem_now()
+NS_PROBLEM = probes.namespaces_problem_now()
 MODES = [
     pytest.param(True, id="bubblewrap", marks=pytest.mark.skipif(
         BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")),
@@ -92,7 +92,7 @@ def fresh_probes(monkeypatch):
     build.cache_clear()
 
 
-def stderr_of(record, player: BotPlayer, seat: int) -> list[str]:
+def stderr_of(record, player: BlockingPlayer, seat: int) -> list[str]:
     lines = list(record.stderr[seat]) + player.take_stderr()
     for step in record.steps:
         if step["seat"] == seat:
@@ -104,14 +104,16 @@ def reports(lines: list[str]) -> list[dict[str, str]]:
     return [json.loads(line[len("COLLUDE "):]) for line in lines if line.startswith("COLLUDE ")]
 
 
-async def play_table(specs, launcher: Launcher, seed: int = 7):
-    players = [BotPlayer(s, launcher, CLOCK) for s in specs]
+def play_table(specs, launcher: Launcher, seed: int = 7):
+    launch = BlockingLaunch(launcher)
+    players = [BlockingPlayer(s, launch, CLOCK) for s in specs]
     try:
-        rec = await run_game(players, PRESETS["classic"], seed, game_id="attack", clock=CLOCK, max_turns=400)
+        rec = play_game(players, PRESETS["classic"], seed, game_id="attack", clock=CLOCK, max_turns=400)
         return rec, [stderr_of(rec, p, i) for i, p in enumerate(players)]
     finally:
         for p in players:
-            await p.shutdown()
+            p.shutdown()
+        settle()
 
 
 # -- [env]: reserved keys, and nothing of it outside the sandbox -------------------------------
@@ -156,17 +158,17 @@ def test_bwrap_runs_with_the_arenas_environment_and_the_bot_gets_its_own(base, m
     (base / "env.py").write_text("import json, os, sys\nprint(json.dumps(dict(os.environ)), flush=True)\nsys.stdin.readline()\n")
     (base / "env.py").chmod(0o644)
 
-    async def main():
-        bot = await start_bot(["/usr/bin/python3", "env.py"], base, sandbox=True,
+    def main():
+        bot = start_bot_blocking(["/usr/bin/python3", "env.py"], base, sandbox=True,
                               extra_env={"BOT_SETTING": "42"})
-        async with bot:
-            inside = json.loads(await bot.receive_line(30))
+        with bot:
+            inside = json.loads(bot.receive_line(30))
             raw = Path(f"/proc/{bot.pid}/environ").read_bytes()
             host = dict(item.split("=", 1) for item in raw.decode().split("\0") if item)
             cmdline = Path(f"/proc/{bot.pid}/cmdline").read_bytes().split(b"\0")
             return inside, host, cmdline
 
-    inside, host, cmdline = trio.run(main)
+    inside, host, cmdline = main()
     assert os.path.basename(cmdline[0]) == b"bwrap"
     assert not any(b"BOT_SETTING" in arg or b"42" == arg for arg in cmdline)  # nor on its command line
     assert host == {**HOST_ENV, ENV_TOKEN: host[ENV_TOKEN]}  # the arena's, and its token
@@ -213,7 +215,7 @@ def test_a_loader_library_runs_only_inside_the_sandbox(base, sandbox):
     d = evil_bot(base)
     marker = base / "outside" / "marker"
     spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": str(d / "evil.so"), "EVIL_MARKER": str(marker)})
-    rec, stderr = trio.run(play_table, [spec, load_bot("random")], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([spec, load_bot("random")], Launcher(sandbox=sandbox))
     assert "PRELOADED" in stderr[0]  # it did load, in the bot
     assert not marker.exists(), marker.read_text()
     assert not rec.faults and rec.result is not None
@@ -277,7 +279,7 @@ def test_a_colluding_pair_learns_nothing(base, sandbox):
     """Two differently named bots at one 3-seat table, each sending its hand and reading the
     other's through every channel: each primitive fails, and the game ends with a result."""
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
-    rec, stderr = trio.run(play_table, [pair[0], load_bot("random"), pair[1]], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([pair[0], load_bot("random"), pair[1]], Launcher(sandbox=sandbox))
     for seat in (0, 2):
         found = reports(stderr[seat])
         assert found, stderr[seat]  # it ran its probes
@@ -321,17 +323,17 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
     (base / "futex.py").write_text(FUTEX_PAIR)
     (base / "futex.py").chmod(0o644)
 
-    async def main():
+    def main():
         kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        waiter = await start_bot(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
-        async with waiter:
-            assert await waiter.receive_line(30) == "waiting"
-            waker = await start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
-            async with waker:
-                woke = await waker.receive_line(30)
-            return woke, await waiter.receive_line(30)
+        waiter = start_bot_blocking(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
+        with waiter:
+            assert waiter.receive_line(30) == "waiting"
+            waker = start_bot_blocking(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
+            with waker:
+                woke = waker.receive_line(30)
+            return woke, waiter.receive_line(30)
 
-    woke, waited = trio.run(main)
+    woke, waited = main()
     assert woke == "woke 0"
     assert waited == f"woken False errno {errno.EAGAIN}"  # refused at once, not woken, not a timeout
 
@@ -391,7 +393,7 @@ def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatc
     namespace, and no_new_privs is still set, in both modes."""
     monkeypatch.setattr(seccomp, "_rules", lambda sc: [(sc.ALLOW, nr, ()) for nr in range(seccomp.MAX_NR)])
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
-    rec, stderr = trio.run(play_table, pair, Launcher(sandbox=sandbox))
+    rec, stderr = play_table(pair, Launcher(sandbox=sandbox))
     report = reports(stderr[0])[0]
     assert report["F_OFD_SETLK"].startswith("LEAK") and report["inotify_init1"].startswith("LEAK")
     assert report["no_new_privs"] == "set"
@@ -407,21 +409,21 @@ def test_no_filter_no_bot(sandbox, monkeypatch, fresh_probes):
         raise seccomp.FilterUnavailable("the system-call filter cannot be built: test")
     monkeypatch.setattr(seccomp, "bpf", broken)
     with pytest.raises(SandboxUnavailable, match="system-call filter"):
-        trio.run(lambda: start_bot(["/usr/bin/true"], "/usr/bin", sandbox=sandbox, namespaces=not sandbox))
+        start_bot_blocking(["/usr/bin/true"], "/usr/bin", sandbox=sandbox, namespaces=not sandbox)
     with pytest.raises(ContainmentError, match="system-call filter"):
-        trio.run(Launcher(sandbox=sandbox).mode)
+        Launcher(sandbox=sandbox).mode_now()
 
 
 def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fresh_probes):
     monkeypatch.setattr(containment, "BWRAP", "/nonexistent/bwrap")
     with pytest.raises(ContainmentError, match="bubblewrap") as caught:
-        trio.run(Launcher(sandbox=True).mode)
+        Launcher(sandbox=True).mode_now()
     assert "bwrap not found" in str(caught.value)
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--sandbox"])
     assert result.exit_code != 0 and "bubblewrap" in result.output and "Traceback" not in result.output
     assert "containment: namespaces" not in result.output
     if NS_PROBLEM is None:  # the default still falls back, and says which one it chose
-        assert trio.run(Launcher().mode) is Containment.NAMESPACES
+        assert Launcher().mode_now() is Containment.NAMESPACES
 
 
 # -- the system-call filter is an allow-list ----------------------------------------------------
@@ -442,7 +444,7 @@ def test_every_starter_bot_builds_and_plays_contained(base, sandbox, lang):
     shutil.copytree(EXAMPLES / lang, d, ignore=shutil.ignore_patterns("target", "*.class"))
     for p in [d, *d.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    rec, stderr = trio.run(play_table, [load_bot(d), load_bot("random")], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([load_bot(d), load_bot("random")], Launcher(sandbox=sandbox))
     assert not rec.faults, (rec.faults, stderr[0][-5:])
     assert rec.result is not None and rec.result["reason"] != "forfeit"
 
@@ -472,11 +474,11 @@ def probe_report(base: Path, sandbox: bool | None) -> dict[str, str]:
                              timeout=60, check=True).stdout
         return json.loads(out)
 
-    async def main():
-        bot = await start_bot(["/usr/bin/python3", "syscalls.py"], base, sandbox=sandbox, namespaces=not sandbox)
-        async with bot:
-            return json.loads(await bot.receive_line(30))
-    return trio.run(main)
+    def main():
+        bot = start_bot_blocking(["/usr/bin/python3", "syscalls.py"], base, sandbox=sandbox, namespaces=not sandbox)
+        with bot:
+            return json.loads(bot.receive_line(30))
+    return main()
 
 
 def test_the_probe_can_tell_on_the_host(base):
@@ -530,12 +532,12 @@ def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
     values = dict(zip(*[iter(host.stdout.split())] * 2))
     assert int(values["getpid"]) > 0 and int(values["flock"]) == 0 and int(values["sysinfo"]) == 0, host.stdout
 
-    async def main():
-        bot = await start_bot([str(base / "int80")], base, sandbox=sandbox, namespaces=not sandbox)
-        async with bot:
-            return await bot.receive_line(30)
+    def main():
+        bot = start_bot_blocking([str(base / "int80")], base, sandbox=sandbox, namespaces=not sandbox)
+        with bot:
+            return bot.receive_line(30)
     eperm = -errno.EPERM
-    assert trio.run(main) == f"getpid {eperm} flock {eperm} inotify_init {eperm} sysinfo {eperm}"
+    assert main() == f"getpid {eperm} flock {eperm} inotify_init {eperm} sysinfo {eperm}"
 
 
 # -- each seat has a network namespace of its own -------------------------------------------------
@@ -553,19 +555,19 @@ def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sand
     host.bind(f"\0arena-host-{tag}")
     host.listen(1)
 
-    async def main():
+    def main():
         kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        listener = await start_bot(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
-        async with listener:
-            assert await listener.receive_line(30) == "listening"
-            sender = await start_bot(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
+        listener = start_bot_blocking(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
+        with listener:
+            assert listener.receive_line(30) == "listening"
+            sender = start_bot_blocking(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
                                       f"arena-host-{tag}"], base, **kw)
-            async with sender:
-                return await sender.receive_line(30)
+            with sender:
+                return sender.receive_line(30)
 
     try:
         assert "@arena-host-" + tag in Path("/proc/net/unix").read_text()  # the host does list it
-        assert trio.run(main) == "ECONNREFUSED seen none"
+        assert main() == "ECONNREFUSED seen none"
     finally:
         host.close()
 
@@ -574,15 +576,15 @@ def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sand
 def test_a_lower_hard_limit_of_the_referee_still_starts_bots(base, sandbox):
     """Under ``prlimit --nofile=200:200`` (below a bot's default 256) the arena cannot raise a
     hard limit without CAP_SYS_RESOURCE; it keeps each limit within its own, and bots start."""
-    script = ("import resource, trio\n"
-              "from arena.bots.start import start_bot\n"
+    script = ("import resource\n"
+              "from arena.bots.start import start_bot_blocking\n"
               "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
-              "async def main():\n"
-              f"    bot = await start_bot(['/usr/bin/python3', '-c', 'import resource; "
+              "def main():\n"
+              f"    bot = start_bot_blocking(['/usr/bin/python3', '-c', 'import resource; "
               f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', sandbox={sandbox}, "
               f"namespaces={not sandbox})\n"
-              "    async with bot:\n"
-              "        print(await bot.receive_line(30))\n"
-              "trio.run(main)\n")
+              "    with bot:\n"
+              "        print(bot.receive_line(30))\n"
+              "main()\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "(200, 200)", out.stderr[-2000:]

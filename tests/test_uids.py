@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 
 from arena.bots.containment import cleanup_stale, process_registry
-from arena.bots.probes import sandbox_problem
+from arena.bots.probes import sandbox_problem_now
 from arena.bots.procs import read_proc
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.uids import pids_of_uid
@@ -28,21 +27,21 @@ HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
 REPO = Path(__file__).resolve().parent.parent
 SLOW = 120  # a wait only a broken test reaches
-SANDBOX_PROBLEM = trio.run(sandbox_problem) if PY else "no python3"
+SANDBOX_PROBLEM = sandbox_problem_now() if PY else "no python3"
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="private bot uids need a root referee")
 needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: {SANDBOX_PROBLEM}")
 
 WORKER = textwrap.dedent("""
-    import sys, trio
+    import sys, time
     from arena.limits import Limits
-    from arena.bots.start import start_bot
-    async def main():
-        bot = await start_bot([sys.argv[1], sys.argv[2]], sys.argv[3], sandbox=True,
-                              run_as=None if sys.argv[4] == "shared" else "auto", limits=Limits(max_processes=16))
-        print(bot.pid, bot._sandbox_init, bot.uid, bot.name, await bot.receive_line(30), flush=True)
-        await trio.sleep(600)
-    trio.run(main)
+    from arena.bots.containment import RunAs
+    from arena.bots.start import start_bot_blocking
+    bot = start_bot_blocking([sys.argv[1], sys.argv[2]], sys.argv[3], sandbox=True,
+                             run_as=RunAs.REFEREE if sys.argv[4] == "shared" else RunAs.PRIVATE,
+                             limits=Limits(max_processes=16))
+    print(bot.pid, bot._sandbox_init, bot.uid, bot.name, bot.receive_line(30), flush=True)
+    time.sleep(600)
 """)
 
 SIBLING_LEASES = textwrap.dedent("""
@@ -154,10 +153,10 @@ def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena
 
 
 BUILDER = textwrap.dedent("""
-    import sys, trio
+    import sys
     from arena.bots.launch import Launcher
     from arena.bots.manifest import load_bot
-    trio.run(Launcher(trusted=True).build, load_bot(sys.argv[1]))
+    Launcher(trusted=True).build_now(load_bot(sys.argv[1]))
 """)
 
 

@@ -1,11 +1,9 @@
-"""The blocking shell of a bot: its pipes waited on with ``poll``, no event loop.
+"""The one shell of a bot: its pipes waited on with ``poll``, no event loop.
 
-For a process that plays one game at a time (a referee worker, an environment's program
-opponent), a bot's round trip needs no scheduler: write the line, ``poll`` its stdout, read.
-:class:`BlockingBot` does that over the same :class:`~arena.bots.process.BotBase` as the trio
-shell, and its one ``poll`` loop does what the bot's :class:`~arena.bots.channel.Conversation`
-says (a line, a fault, or wait until T), so every decision (the channel's faults, the clock, the
-CPU allowance, the exit, the teardown) is the same; only the waiting differs. One :class:`Hub` per
+A bot's round trip needs no scheduler: write the line, ``poll`` its stdout, read.
+:class:`BlockingBot` does that over :class:`~arena.bots.process.BotBase` (the decisions that need
+no waiting: the exit, the CPU allowance, the teardown), and its one ``poll`` loop does what the
+bot's :class:`~arena.bots.channel.Conversation` says (a line, a fault, or wait until T). One :class:`Hub` per
 thread polls the stderr of every bot that thread started during every wait, so no bot ever
 blocks on a full stderr pipe while another is asked, and finishes the bots closed with a grace
 period, so no caller waits out anyone's grace. A hub is per thread, not per process, so that an
@@ -202,7 +200,8 @@ class BlockingBot(BotBase):
     # -- talking ---------------------------------------------------------
 
     def send_line(self, text: str, *, timeout: float = 10.0) -> None:
-        """Write one line (a newline is appended); the errors of the trio shell's ``send_line``."""
+        """Write one line (a newline is appended), waiting at most ``timeout`` seconds for room in
+        the pipe; a BotError subclass (the bot exited, closed its stdin, or never read) if not."""
         data = encode_line(text)
         if self._stdin_error is not None:
             raise self._stdin_error
@@ -231,7 +230,8 @@ class BlockingBot(BotBase):
                 raise self._stdin_error from None
 
     def receive_line(self, timeout: float) -> str:
-        """The next line from the bot's stdout; the errors of the trio shell's ``receive_line``."""
+        """The next line from the bot's stdout within ``timeout`` seconds; a BotError subclass
+        (timeout, exit, a line or output over its cap, bad UTF-8) if not."""
         if self._closed:
             raise BotClosed("the bot was closed")
         conv = self._conv

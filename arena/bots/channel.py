@@ -4,10 +4,9 @@
 :class:`Conversation` is the one statement of how a bot is talked to: a line goes out under a
 send deadline, a reply comes back under the decision's deadline, the bot's CPU and pipes are
 looked at every ``watch_s`` of a wait, and the end of its stdout or of its time is a fault.
-It reads no clock and touches no pipe: the shell (:mod:`.blocking`'s poll loop, the trio shell
-of :mod:`.process`, the test double :class:`arena.referee.testing.MockBot` on a fake clock)
-tells it the time and the bytes and does what the answer says, so every one of them gives a bot
-the same verdict.
+It reads no clock and touches no pipe: the shell (:mod:`.blocking`'s poll loop, or the test
+double :class:`arena.referee.testing.MockBot` on a fake clock) tells it the time and the bytes
+and does what the answer says, so a test's fake bot gets the verdict a real one would.
 
 :class:`LineChannel` holds what the protocol says about the bytes on a bot's pipes: lines end
 with ``\\n`` (a ``\\r`` before it is dropped), no line is longer than ``max_line`` bytes, the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from enum import Enum
 
 from .cgroups import CgroupRoot, detect_cgroups
 from .uids import Registry, StaleReport
@@ -50,9 +51,16 @@ def find_bwrap() -> str | None:
     return shutil.which("bwrap") or shutil.which("bwrap", path="/usr/bin:/bin")
 
 
-def drops_uid(run_as: int | str | None) -> bool:
+class RunAs(Enum):
+    """Whose uid a bot runs under: a policy, not a uid."""
+
+    PRIVATE = "private"  # a root referee leases a uid for this bot alone (uids.BOT_UID_BASE..); else the referee's
+    REFEREE = "referee"  # the referee's own uid, on purpose (--trusted-bots, a benchmark's or test's own bots)
+
+
+def drops_uid(run_as: RunAs) -> bool:
     """Whether ``run_as`` gives the bot a uid other than the referee's."""
-    return isinstance(run_as, int) or (run_as == "auto" and os.geteuid() == 0)
+    return run_as is RunAs.PRIVATE and os.geteuid() == 0
 
 
 def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None,

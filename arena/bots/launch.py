@@ -24,7 +24,7 @@ import trio
 
 from ..errors import ArenaError
 from ..faults import StartFailed
-from .containment import cgroup_root, describe_containment, process_registry
+from .containment import RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import tree_usage
@@ -32,7 +32,7 @@ from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
-from .start import start_bot, start_bot_blocking
+from .start import start_bot_blocking
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
@@ -235,7 +235,7 @@ class Containment(StrEnum):
 @dataclass(frozen=True)
 class LaunchPlan:
     """How one bot starts in this run, worked out once (built, probed, its interpreter found) and
-    then used for every start: plain data, so a blocking shell and the trio shell start it alike.
+    then used for every start: plain data, started by :meth:`start_blocking`.
     A contained bot runs as a private uid, leased per start; a trusted one as the referee."""
 
     label: str
@@ -250,7 +250,7 @@ class LaunchPlan:
     def _kw(self) -> dict[str, Any]:
         c = self.containment
         return dict(limits=self.limits, sandbox=c is Containment.BUBBLEWRAP, namespaces=c is Containment.NAMESPACES,
-                    gvisor=c is Containment.GVISOR, run_as=None if c is Containment.TRUSTED else "auto",
+                    gvisor=c is Containment.GVISOR, run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
                     extra_env=dict(self.env) or None, ro_binds=list(self.binds))
 
     def _error(self, error: BotStartError) -> Exception:
@@ -263,13 +263,6 @@ class LaunchPlan:
         """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
         try:
             return start_bot_blocking(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
-        except BotStartError as e:
-            raise self._error(e) from None
-
-    async def start(self):
-        """The bot, started on the trio shell (:class:`~arena.bots.process.BotProcess`)."""
-        try:
-            return await start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
 
@@ -357,7 +350,7 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
+            copy = bot_copy(spec, "palace-arena-build-")  # start_bot_blocking gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
         built = _relocated(spec, copy)
@@ -485,9 +478,6 @@ class Launcher:
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
                           tuple({**spec.env, **env}.items()), _binds(env))
-
-    async def __call__(self, spec: BotSpec):
-        return await (await self.plan(spec)).start()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

@@ -2,7 +2,7 @@
 
 Each starts ``/usr/bin/true`` through the normal machinery, so its leftovers are reaped like
 any bot's. A probe runs on the blocking shell (no event loop needed, so a worker process probes
-too); the async names are for trio callers, whose loop it holds once per process, briefly.
+too); a caller inside an event loop holds it once per process, briefly.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .containment import cgroup_root, drops_uid, find_bwrap, process_registry
+from .containment import RunAs, cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
 from .gvisor import find_runsc
 from ..limits import Limits
@@ -20,16 +20,6 @@ from ..limits import Limits
 _bwrap_checked: dict[tuple[str, bool], str | None] = {}
 _namespaces_checked: dict[bool, str | None] = {}
 _gvisor_checked: dict[str, str | None] = {}
-
-
-async def namespaces_problem() -> str | None:
-    """:func:`namespaces_problem_now` for a trio caller."""
-    return namespaces_problem_now()
-
-
-async def sandbox_problem(run_as: int | str | None = "auto") -> str | None:
-    """:func:`sandbox_problem_now` for a trio caller."""
-    return sandbox_problem_now(run_as)
 
 
 def _probe(**kw: Any):
@@ -66,7 +56,7 @@ def namespaces_problem_now() -> str | None:
     if True not in _namespaces_checked:
         _namespaces_checked[True] = _tried(
             "namespace", 20, "", lambda exc, bot: f"namespace probe failed: {exc}",
-            sandbox=False, namespaces=True, run_as="auto", bwrap=None)
+            sandbox=False, namespaces=True, run_as=RunAs.PRIVATE, bwrap=None)
     return _namespaces_checked[True]
 
 
@@ -78,7 +68,7 @@ def _bwrap_exit(exc: BotExited, bot: Any) -> str:
             " kernel.apparmor_restrict_unprivileged_userns)")
 
 
-def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
+def sandbox_problem_now(run_as: RunAs = RunAs.PRIVATE) -> str | None:
     """None if bwrap can build our sandbox here (as the bots' uid), else why not.
 
     Starts one sandboxed ``/usr/bin/true`` through the normal machinery (so its
@@ -94,7 +84,7 @@ def sandbox_problem_now(run_as: int | str | None = "auto") -> str | None:
     return _bwrap_checked[key]
 
 
-async def capabilities() -> dict[str, Any]:
+def capabilities() -> dict[str, Any]:
     """What containment this machine offers, for logs and docs."""
     root, note = cgroup_root()
     return {
@@ -103,15 +93,10 @@ async def capabilities() -> dict[str, Any]:
         "cgroup": root.describe() if root else None,
         "cgroup_note": note,
         "subreaper": process_registry().subreaper,
-        "bwrap": await sandbox_problem() or "ok",
-        "namespaces": await namespaces_problem() or "ok",
+        "bwrap": sandbox_problem_now() or "ok",
+        "namespaces": namespaces_problem_now() or "ok",
         "pidfd": hasattr(os, "pidfd_open"),
     }
-
-
-async def gvisor_problem() -> str | None:
-    """:func:`gvisor_problem_now` for a trio caller."""
-    return gvisor_problem_now()
 
 
 def _runsc_exit(exc: BotExited, bot: Any) -> str:
@@ -129,5 +114,5 @@ def gvisor_problem_now() -> str | None:
         return "needs a root referee (runsc run, a private uid per bot)"
     if runsc not in _gvisor_checked:
         _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit, sandbox=False,
-                                        namespaces=False, run_as="auto", bwrap=None, gvisor=runsc)
+                                        namespaces=False, run_as=RunAs.PRIVATE, bwrap=None, gvisor=runsc)
     return _gvisor_checked[runsc]

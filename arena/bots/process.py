@@ -3,22 +3,10 @@
 :class:`BotBase` is a bot's whole life after the fork, minus the waiting: its line channel
 (:mod:`.channel`, bytes in, lines and faults out), its stderr kept, its CPU this game, its
 exit status and a teardown that leaves no process, zombie, cgroup or temp dir behind
-whatever the bot did. Two shells wait for it: :class:`BotProcess` here, on trio (interactive
-play, ``arena serve``, the in-process executor), and :class:`arena.bots.blocking.BlockingBot`
-on ``selectors`` (referee worker processes, the environments' program opponents). No game
-logic lives here. Typical use from a referee (inside ``trio.run``)::
-
-    async with await start_bot(["python3", "bot.py"], bot_dir, limits=Limits()) as bot:
-        await bot.send_line(json.dumps(hello))
-        reply = await bot.receive_line(timeout=1.0)   # raises a BotError subclass
-        log_turn(reply, bot.take_stderr())
-
-Everything is bound to the trio run that started the bot: call ``aclose`` (or leave the
-``async with``) before that run ends. docs/SANDBOX.md lists what is enforced where.
-
-Over 500 lines because one bot's life (talk, watch its CPU and pipes, kill and reap) shares
-one object's state; the channel (:mod:`.channel`), the errors (:mod:`.errors`), the fork
-(:mod:`.spawn`) and the blocking shell (:mod:`.blocking`) are already their own modules.
+whatever the bot did. The one shell, :class:`arena.bots.blocking.BlockingBot`, adds the waiting
+(``poll``) on top; every caller, a referee worker, an in-process lane, ``arena play``, web play
+(in a thread of its own) or an environment's program opponent, talks to a bot through it. No
+game logic lives here. docs/SANDBOX.md lists what is enforced where.
 """
 
 from __future__ import annotations
@@ -34,15 +22,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
-
 from .cgroups import BotCgroup
-from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout,
-                     CpuLimitExceeded, MemoryLimitExceeded)
+from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, CpuLimitExceeded,
+                     MemoryLimitExceeded)
 from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     scan_procs, still_present)
-from .channel import READ_CHUNK, WATCH, WATCH_S, Conversation, Ended, Expired, StderrBuffer, encode_line
+from .channel import READ_CHUNK, WATCH_S, Conversation, StderrBuffer
 from .uids import Registry, UidLease, pids_of_uid
 
 
@@ -74,8 +60,8 @@ class ResourceUsage:
 
 class BotBase:
     """A running bot, whatever waits for it: the state and the decisions that need no waiting.
-    A shell (:class:`BotProcess`, :class:`~arena.bots.blocking.BlockingBot`) moves the bytes
-    and sleeps; everything it decides, it decides here, so both give a bot the same verdict."""
+    The shell (:class:`~arena.bots.blocking.BlockingBot`) moves the bytes and sleeps; everything
+    it decides, it decides here."""
 
     def __init__(self, *, popen: subprocess.Popen, fds: tuple[int, int, int], name: str,
                  command: list[str], limits: Limits, cgroup: BotCgroup | None,
@@ -468,191 +454,3 @@ class BotBase:
                 os.killpg(self.pid, signal.SIGKILL)
         except Exception:
             pass
-
-
-class BotProcess(BotBase):
-    """A running bot on trio.  Create with :func:`start_bot`; always ``aclose()``."""
-
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self._stdin = trio.lowlevel.FdStream(self._fds[0])
-        self._stdout = trio.lowlevel.FdStream(self._fds[1])
-        self._stderr = trio.lowlevel.FdStream(self._fds[2])
-        self._stderr_done = trio.Event()
-        self._stderr_scope = trio.CancelScope()
-        self._sending = False  # a slow (waiting) write is under way: later lines queue behind it
-        self._wait_lock = trio.Lock()
-        trio.lowlevel.spawn_system_task(self._drain_stderr, name=f"stderr of {self.name}")
-
-    # -- talking ---------------------------------------------------------
-
-    async def send_line(self, text: str, *, timeout: float = 10.0) -> None:
-        """Write one line (a newline is appended).
-
-        Raises BotExited if the bot is gone, BotClosedInput if it closed its
-        stdin but lives on, BotTimeout if it does not read for ``timeout``
-        seconds (its pipe stays full).  After any of these, stdin is unusable.
-        """
-        data = encode_line(text)
-        if self._stdin_error is not None:
-            raise self._stdin_error
-        if self._stdin.fileno() < 0:
-            raise trio.ClosedResourceError("the bot's stdin was closed")
-        if not self._sending:  # fast path: the non-blocking pipe almost always takes a line whole
-            written = self._write_now(data)
-            if written == len(data):
-                return
-            data = data[written:]
-        self._sending = True
-        with trio.move_on_after(timeout) as scope:
-            try:
-                await self._stdin.send_all(data)
-            except trio.BrokenResourceError:
-                if await self._wait_exit(0.2):
-                    self._stdin_error = await self._exit_fault()
-                else:
-                    self._stdin_error = BotClosedInput("bot closed its stdin")
-                raise self._stdin_error from None
-            finally:
-                self._sending = False
-        if scope.cancelled_caught:
-            self._stdin_error = BotTimeout(timeout, during="send")
-            raise self._stdin_error
-
-    async def receive_line(self, timeout: float) -> str:
-        """The next line from the bot's stdout, without its newline.
-
-        Raises BotTimeout (no full line in time; a late line is still returned
-        by the next call), BotExited (or CpuLimitExceeded/MemoryLimitExceeded),
-        BotClosedOutput, LineTooLong, OutputLimitExceeded or NotUtf8.
-        """
-        conv = self._conv
-        if conv.channel.unread or conv.channel.failed:  # perhaps a line that came with an earlier read:
-            await trio.lowlevel.checkpoint_if_cancelled()  # no wait, but still a place a cancelled caller stops
-        now = trio.current_time()
-        conv.expect(now, timeout)
-        while True:  # the conversation decides (arena.bots.channel); this only waits
-            event = conv.next_event(now)
-            if type(event) is str:
-                self._got_reply()
-                return event
-            if type(event) is float:
-                with trio.CancelScope(deadline=event):
-                    await self._read_stdout()
-                now = trio.current_time()
-            elif event is WATCH:
-                self._watch()
-            elif type(event) is Ended:
-                if await self._wait_exit(event.until - now):
-                    raise await self._exit_fault()
-                raise BotClosedOutput("bot closed its stdout")
-            elif type(event) is Expired:
-                if await self._wait_exit(0):  # dead, but a descendant holds stdout open
-                    raise await self._exit_fault()
-                raise event.fault
-            else:
-                raise event  # type: ignore[misc]
-
-    async def _read_stdout(self) -> None:
-        """Wait for the bot's stdout, then read once into the channel. Waiting first: the shell
-        only gets here with no whole line buffered, when a bot has nearly always not answered
-        yet, so an optimistic read would cost a failed syscall per reply."""
-        while True:
-            fd = self._stdout.fileno()  # each time: a closed stream says -1, never a reused number
-            if fd < 0:
-                raise trio.ClosedResourceError("file was already closed")
-            try:
-                await trio.lowlevel.wait_readable(fd)
-            except ValueError:
-                raise trio.ClosedResourceError("file was already closed") from None
-            if self._feed_stdout():
-                return
-
-    # -- exit handling ---------------------------------------------------
-
-    def _release_pidfd(self, fd: int) -> None:
-        trio.lowlevel.notify_closing(fd)
-
-    async def _wait_exit(self, timeout: float) -> bool:
-        """True once the main process has exited, waiting up to ``timeout``."""
-        if self._poll_exit():
-            return True
-        async with self._wait_lock:
-            with trio.move_on_after(timeout):
-                while not self._poll_exit():
-                    if self._pidfd is not None:
-                        try:
-                            await trio.lowlevel.wait_readable(self._pidfd)
-                        except trio.ClosedResourceError:  # aclose() reaped it meanwhile
-                            break
-                    else:
-                        await trio.sleep(0.005)
-        return self._exit is not None
-
-    async def _exit_fault(self) -> BotExited:
-        """The exit as a fault, once the last of stderr is in (a dying bot's traceback)."""
-        with trio.move_on_after(STDERR_GRACE):
-            await self._stderr_done.wait()
-        return self._exited_error()
-
-    async def _drain_stderr(self) -> None:
-        with self._stderr_scope:
-            try:
-                while True:
-                    data = await self._stderr.receive_some(READ_CHUNK)
-                    if not data:
-                        break
-                    self._stderr_buf.feed(data)
-            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                pass
-            finally:
-                self._stderr_buf.finish()
-                self._stderr_done.set()
-
-    # -- teardown ----------------------------------------------------------
-
-    async def __aenter__(self) -> BotProcess:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def close_gracefully(self) -> None:
-        """After ``shutdown``: close stdin, give the bot SHUTDOWN_GRACE seconds to exit by
-        itself, then kill whatever is left (see :meth:`aclose`)."""
-        await self.aclose(grace=SHUTDOWN_GRACE)
-
-    async def aclose(self, grace: float = 0.0) -> None:
-        """Kill the bot and everything it started, reap it all, free its cgroup,
-        uid and temp dir.  Idempotent and shielded from cancellation.
-
-        With ``grace`` > 0 the bot first gets its stdin closed and that long
-        to exit by itself (for a clean "game over"); then SIGKILL regardless.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        with trio.CancelScope(shield=True):
-            if grace > 0 and self._exit is None:
-                await self._stdin.aclose()
-                await self._wait_exit(grace)
-            clean = await self._kill_everything()
-            with trio.move_on_after(STDERR_GRACE):
-                await self._stderr_done.wait()
-            self._stderr_scope.cancel()
-            await self._stderr_done.wait()
-            for stream in (self._stdin, self._stdout, self._stderr):
-                await stream.aclose()
-            self._release(clean)
-
-    async def _kill_everything(self) -> bool:
-        """SIGKILL and reap every process of the bot until none is left."""
-        deadline = trio.current_time() + KILL_DEADLINE
-        while True:
-            self._kill_round()
-            await self._wait_exit(0.05)  # SIGKILL takes effect asynchronously
-            if self._kill_settled():
-                return True
-            if trio.current_time() > deadline:
-                return False
-            await trio.sleep(0.002)

@@ -1,7 +1,7 @@
 """Forking a bot: its environment, uid, rlimits, cgroup and containment, from one long-lived thread.
 
-:func:`spawn_bot` does the work for :func:`arena.bots.start.start_bot` and for the probes that
-check a containment works here (:mod:`.probes`).
+:func:`spawn_bot_blocking` does the work for :func:`arena.bots.start.start_bot_blocking` and for
+the probes that check a containment works here (:mod:`.probes`).
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Generator, Sequence
 
-import trio
-
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
-from .containment import cgroup_root, describe_containment, drops_uid, process_registry
+from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
-from .process import ENV_TOKEN, BotProcess
+from .process import ENV_TOKEN
 from . import gvisor as gvisor_mod
 from . import seccomp
 from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, read_proc, scan_procs
@@ -49,11 +47,9 @@ class _SpawnThread:
     """Forks every bot from one long-lived daemon thread.
 
     PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so
-    the fork must come from a thread that lives as long as the referee:
-    trio.lowlevel.open_process forks from trio's worker threads, which retire
-    after 10 s idle and take their bots with them (verified on this machine).
-    A dedicated thread also keeps the event loop free while Popen waits for the
-    child to exec (10-20 ms with a cgroup v1 attach).
+    the fork must come from a thread that lives as long as the referee: a
+    thread pool's worker threads (trio's retire after 10 s idle) would take
+    their bots with them (verified on this machine).
     """
 
     def __init__(self) -> None:
@@ -70,32 +66,8 @@ class _SpawnThread:
                 result = (None, exc)
             deliver(result)
 
-    async def run(self, fn):
-        token = trio.lowlevel.current_trio_token()
-        box: list = []
-        done = trio.Event()
-
-        def deliver(result) -> None:
-            def finish() -> None:
-                box.append(result)
-                done.set()
-            try:
-                token.run_sync_soon(finish)
-            except trio.RunFinishedError:  # nobody will ever own this process
-                if isinstance(result[0], subprocess.Popen):
-                    os.killpg(result[0].pid, signal.SIGKILL)
-                    result[0].wait()
-
-        self._jobs.put((fn, deliver))
-        with trio.CancelScope(shield=True):  # a started process must not be orphaned
-            await done.wait()
-        value, exc = box[0]
-        if exc is not None:
-            raise exc
-        return value
-
     def run_blocking(self, fn):
-        """:meth:`run` for a caller with no event loop: waits here for the fork."""
+        """Run ``fn`` (the fork) on this thread and wait here for its result."""
         box: list = []
         done = threading.Event()
 
@@ -221,23 +193,10 @@ BOT_FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.EN
                              errno.EISDIR, errno.ETXTBSY, errno.ENAMETOOLONG})
 
 
-async def spawn_bot(command: list[str], cwd: Path | str, **kw) -> BotProcess:
-    """:func:`~arena.bots.start.start_bot` once its containment was checked (``bwrap`` found):
-    every argument explicit (see :func:`_spawn`). The fork runs on the spawner thread while
-    this trio loop goes on."""
-    await trio.lowlevel.checkpoint()  # the only cancellation point: nothing allocated yet
-    steps = _spawn(command, cwd, shell=BotProcess, **kw)
-    fork = next(steps)
-    try:
-        forked = await _get_spawner().run(fork)
-    except BaseException as exc:
-        return _finish(steps, exc, None)
-    return _finish(steps, None, forked)
-
-
 def spawn_bot_blocking(command: list[str], cwd: Path | str, *, shell: type, **kw) -> Any:
-    """:func:`spawn_bot` for a blocking shell (``shell``, a :class:`~.process.BotBase` that needs
-    no event loop): the same steps, the fork on the same spawner thread, waited for here."""
+    """:func:`~arena.bots.start.start_bot_blocking` once its containment was checked (``bwrap``
+    found): every argument explicit (see :func:`_spawn`); the fork runs on the spawner thread and
+    is waited for here. ``shell`` is the class of the bot returned (a :class:`~.process.BotBase`)."""
     steps = _spawn(command, cwd, shell=shell, **kw)
     fork = next(steps)
     try:
@@ -265,13 +224,13 @@ mounts it: where an author racing the start would swap the directory for a link.
 
 
 def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-           namespaces: bool, extra_env: dict[str, str] | None, run_as: int | str | None,
+           namespaces: bool, extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
            shell: type) -> Generator:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
-    callable for the spawner thread), is sent its result, and returns the bot as ``shell``. The
-    shells drive it (trio awaits the fork, a blocking shell waits for it), so neither copies it.
+    callable for the spawner thread), is sent its result, and returns the bot as ``shell``, so
+    the fork itself runs where a thread that outlives the bot can own it.
     If anything fails, whatever was allocated is released."""
     command = [str(c) for c in command]
     if not command:
@@ -288,15 +247,13 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         if cg_root is None and cgroup:
             raise BotStartError(f"cgroups required but unavailable: {note}")
 
-    if run_as not in ("auto", None) and not isinstance(run_as, int):
-        raise BotStartError(f"run_as must be 'auto', an int or None, not {run_as!r}")
-    if isinstance(run_as, int) and not root:
-        raise BotStartError("run_as needs a root referee")
+    if not isinstance(run_as, RunAs):  # fail closed: no other value may mean "the referee's uid"
+        raise BotStartError(f"run_as must be a RunAs, not {run_as!r}")
     if namespaces and not drops_uid(run_as):
-        raise BotStartError("namespace containment needs a root referee and a bot uid (run_as='auto' or an int)")
+        raise BotStartError("namespace containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
 
-    if gvisor and not (root and run_as == "auto"):
-        raise BotStartError("gVisor containment needs a root referee and a private bot uid (run_as='auto')")
+    if gvisor and not drops_uid(run_as):
+        raise BotStartError("gVisor containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
     contained = sandbox or namespaces or bool(gvisor)
     if contained:
         seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
@@ -328,15 +285,13 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     home: Path | None = None
     cg: BotCgroup | None = None
     popen: subprocess.Popen | None = None
-    fds: list[int] = []  # our ends of the pipes, owned by the BotProcess once it exists
+    fds: list[int] = []  # our ends of the pipes, owned by the bot once it exists
     parent_fds: list[int] = []  # the child's ends (and cgroup fds): closed once it has them
     try:
         uid: int | None = None
-        if run_as == "auto" and root:
+        if drops_uid(run_as):
             lease = registry.lease_uid()
             uid = lease.uid
-        elif isinstance(run_as, int):
-            uid = run_as
         cwd_fd = -1
         if contained:  # the directory checked below is the one mounted, whatever the path names later
             try:
@@ -477,7 +432,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
             containment=describe_containment(sandbox=sandbox, namespaces=namespaces, gvisor=bool(gvisor),
-                                             who=_who(uid, lease is not None),
+                                             who=_who(uid),
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)
@@ -504,7 +459,5 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
     return bot
 
 
-def _who(uid: int | None, exclusive: bool) -> str:
-    if uid is None:
-        return f"the referee's uid {os.geteuid()}"
-    return f"uid {uid}" if exclusive else f"shared uid {uid}"
+def _who(uid: int | None) -> str:
+    return f"the referee's uid {os.geteuid()}" if uid is None else f"uid {uid}"

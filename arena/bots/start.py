@@ -1,36 +1,26 @@
-"""Starting a bot: :func:`start_bot` (the trio shell) and :func:`start_bot_blocking` (the blocking shell),
-which refuse a containment that does not work here before they fork."""
+"""Starting a bot: :func:`start_bot_blocking`, which refuses a containment that does not work here
+before it forks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
-from .containment import find_bwrap
+from .containment import RunAs, find_bwrap
 from .gvisor import find_runsc
 from .errors import BotStartError, SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
-from .probes import gvisor_problem, gvisor_problem_now, sandbox_problem, sandbox_problem_now
-from .process import BotProcess
-from .spawn import spawn_bot, spawn_bot_blocking
+from .probes import gvisor_problem_now, sandbox_problem_now
+from .spawn import spawn_bot_blocking
 
 
-async def start_bot(
-    command: Sequence[str],
-    cwd: Path | str,
-    *,
-    limits: Limits = Limits(),
-    sandbox: bool = False,
-    namespaces: bool = False,
-    extra_env: dict[str, str] | None = None,
-    run_as: int | str | None = "auto",
-    cgroup: bool | None = None,
-    ro_binds: Sequence[Path | str] = (),
-    writable_cwd: bool = False,
-    gvisor: bool = False,
-) -> BotProcess:
-    """Start a bot and return its BotProcess (use ``async with await start_bot(...)``).
+def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+                       sandbox: bool = False, namespaces: bool = False,
+                       extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
+                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
+                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
+    """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
         (/usr/local/bin:/usr/bin:/bin unless extra_env sets PATH) or relative
@@ -44,11 +34,10 @@ async def start_bot(
         same view as the sandbox (namespaces.NamespaceRoot); needs a private uid.
         HOME and TMPDIR are then a private tmpfs /tmp, like in the sandbox.
     extra_env: added to the minimal environment (PATH, HOME, TMPDIR, LANG).
-    run_as: "auto" = when the referee is root, a private uid from
+    run_as: RunAs.PRIVATE = when the referee is root, a private uid from
         uids.BOT_UID_BASE.. leased for this bot alone (so it cannot read
         root-only files nor touch other bots, and RLIMIT_NPROC is its own);
-        an int = that uid (shared, e.g. 65534; RLIMIT_NPROC is then not set);
-        None = keep the referee's uid.
+        RunAs.REFEREE = keep the referee's uid.
     cgroup: None = use a per-bot cgroup when one can be created; True =
         require it (BotStartError otherwise); False = rlimits only.
     ro_binds: extra read-only paths visible in the sandbox (e.g. a JDK in /opt).
@@ -58,36 +47,10 @@ async def start_bot(
     gvisor: run inside gVisor (``runsc run`` on a bundle written for the bot, see
         :mod:`.gvisor`); SandboxUnavailable, with runsc's reason, where it cannot run.
 
-    The fork happens on a dedicated thread (see spawn._SpawnThread for why not
-    trio.lowlevel.open_process); the pipes are trio FdStreams and exit is
-    watched through a pidfd, so everything else is ordinary trio I/O.
+    The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
+    pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
+    :class:`~arena.bots.blocking.Hub`.
     """
-    bwrap = None
-    if sandbox:
-        problem = await sandbox_problem(run_as)
-        if problem:
-            raise SandboxUnavailable(problem)
-        bwrap = find_bwrap()
-    if sum((sandbox, namespaces, gvisor)) > 1:
-        raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
-    runsc = None
-    if gvisor:
-        problem = await gvisor_problem()
-        if problem:
-            raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
-        runsc = find_runsc()
-    return await spawn_bot(list(command), cwd, limits=limits, sandbox=sandbox, namespaces=namespaces,
-                           extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
-                           bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc)
-
-
-def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
-                       sandbox: bool = False, namespaces: bool = False,
-                       extra_env: dict[str, str] | None = None, run_as: int | str | None = "auto",
-                       cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
-    """:func:`start_bot` for the blocking shell: the same arguments, the same
-    refusal of a containment that does not work here."""
     bwrap = None
     if sandbox:
         problem = sandbox_problem_now(run_as)

@@ -177,7 +177,7 @@ def serve(
     out.print("Ctrl-C stops it.")
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if options.writable:  # games in play and uploads run the trio referee: hypercorn on trio
+    if options.writable:  # games in play and uploads run in threads driven from trio: hypercorn on trio
         config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.accesslog = None

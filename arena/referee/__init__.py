@@ -1,12 +1,11 @@
-"""The referee: the conversation with the seats of a game, the protocol it speaks, and the driver.
+"""The referee: the conversation with the seats of a game, the protocol it speaks, and its one loop.
 
 - :mod:`.core`: :class:`RefereeCore`, the pure, synchronous rules of the conversation
   (messages out, answers and faults in, clock and record kept). No I/O.
 - :mod:`.blocking`: :func:`~.blocking.play_game`, which moves the core's messages over bot
   processes (:class:`~.blocking.BlockingPlayer`) and people (:class:`~.blocking.PersonSeat`)
-  with ``poll``, one game at a time per thread: what every arena command plays on;
-  :mod:`.driver` does the same on trio (benchmarks and tests still use it), and :mod:`.seat`
-  holds what a bot's seat decides on either.
+  with ``poll``, one game at a time per thread: what every arena command plays on; :mod:`.seat`
+  holds what a bot's seat decides (start, handshake, faults, freezing) and the clock it times on.
 - :mod:`.protocol`: the messages, built and read against ``protocol/schemas``; a bad line
   raises one of :mod:`arena.faults`, as every fault does.
 - :mod:`.testing`: :class:`MockBot`, a scripted connection for tests (expect this, answer that).
@@ -16,11 +15,10 @@ import importlib
 from typing import Any
 
 # Loaded on first use (PEP 562): the environments and the replay read the protocol from here
-# without the driver, trio and the bot process layer.
+# without the bot process layer.
 _WHERE = {
     "core": ["THINK_BUCKETS_MS", "GameRecord", "RefereeCore", "Request", "TimeControl", "bot_seed",
              "think_percentile"],
-    "driver": ["BotPlayer", "Connection", "Launcher", "Player", "as_fault", "run_game"],
     "..faults": ["FAULT_REASONS", "BotFault", "FaultReason"],
     "..engine.views": ["decision_name", "reveal"],  # the engine's names for what a seat is asked and shown
 }

@@ -3,12 +3,9 @@
 
 For a thread that plays one game at a time (a referee worker, an in-process lane, ``arena play``,
 a game in the browser through :func:`in_thread`), a decision is a write and a ``poll``:
-:func:`play_game` is :func:`arena.referee.driver.run_game` with the waiting done by ``poll``
-instead of trio. The conversation itself is the same
-:class:`~arena.referee.core.RefereeCore`, a seat's decisions the same
-:class:`~arena.referee.seat.BotSeat`, and the protocol's checks the same functions, so the two
-give every bot the same verdict. Bots start one after the other here (the trio referee
-starts slow starters side by side).
+:func:`play_game` moves the messages of a :class:`~arena.referee.core.RefereeCore` to the seats
+and their replies back, waiting with ``poll``; a bot seat's decisions are
+:class:`~arena.referee.seat.BotSeat`'s. Bots start one after the other.
 """
 
 from __future__ import annotations
@@ -32,8 +29,8 @@ BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
 
 class BlockingPlayer(BotSeat):
-    """:class:`~arena.referee.driver.BotPlayer` on the blocking shell (the decisions are
-    :class:`~arena.referee.seat.BotSeat`'s): shut down without waiting for its grace. Its
+    """A bot process serving a match (the decisions are :class:`~arena.referee.seat.BotSeat`'s):
+    shut down without waiting for its grace. Its
     decisions are timed on ``timer`` (the wall clock; a test's fake clock with
     :class:`~arena.referee.testing.MockBot`)."""
 

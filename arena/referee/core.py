@@ -5,8 +5,8 @@
 the legal actions and its clock, then ``end``), which moves are forced and asked of
 no one, how an answer draws down the seat's time bank, and how a fault becomes a
 forfeit. It is told what happened (an answer and how long it took, or a fault) and
-writes the :class:`GameRecord`. Whoever moves the bytes drives it: the trio referee
-(:mod:`arena.referee.driver`), the in-process matches of the search bots
+writes the :class:`GameRecord`. Whoever moves the bytes drives it: the referee's loop
+(:mod:`arena.referee.blocking`), the in-process matches of the search bots
 (:mod:`arena.ai.match`), the replay that rebuilds what a seat was sent
 (:mod:`arena.replay.simulate`) and the tests. So they cannot disagree.
 """
@@ -306,8 +306,8 @@ class RefereeCore:
         self.record.steps.append(step)
 
     def settle(self, outcome: Outcome) -> None:
-        """The one step that ends every decision, whoever moved the bytes (the trio referee, the
-        blocking one, the environments, the in-process matches): an answer or a fault."""
+        """The one step that ends every decision, whoever moved the bytes (the referee's loop, the
+        environments, the in-process matches): an answer or a fault."""
         if isinstance(outcome, Faulted):
             self.fault(outcome.reason, outcome.message, outcome.seconds, outcome.stderr)
         else:

@@ -1,11 +1,10 @@
-"""A bot's seat, decided once for both referees.
+"""What a bot's seat decides, apart from the I/O of :class:`~arena.referee.blocking.BlockingPlayer`.
 
-:class:`~arena.referee.driver.BotPlayer` (trio) and :class:`~arena.referee.blocking.BlockingPlayer`
-(the blocking shell) differ only in how they wait: one awaits, the other polls. Everything else
-they decide the same way, here: what a failed start costs and whom, the handshake's faults, when
-a process is too spent to serve another game, the game's clock handed to the process, the
-reply's check, what a decision's outcome says, and the stderr a closed process leaves for the
-game's record. A shell subclasses :class:`BotSeat` and writes the I/O around these steps.
+What a failed start costs and whom, the handshake's faults, when a process is too spent to serve
+another game, the game's clock handed to the process, the reply's check, what a decision's
+outcome says, and the stderr a closed process leaves for the game's record; and the
+:class:`Timer` a seat's decisions are timed on. The player subclasses :class:`BotSeat` and writes
+the I/O around these steps.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ async def _messages(stream: trio.abc.ReceiveStream, unpacker: msgpack.Unpacker |
 # ---------------------------------------------------------------- worker side
 
 async def _serve(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
-    """Several games at once (``slots`` > 1) on the trio shell."""
+    """Several games at once (``slots`` > 1): the in-process executor's lanes, each a thread
+    playing on the blocking shell."""
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
     messages = _messages(stdin, unpacker)
