@@ -20,23 +20,30 @@ CLOCK = TimeControl(move_ms=300, bank_ms=2000)
 
 
 def _play(rules: str, players: int, seed: int, *, encode: bool, meddle: bool = False):
-    """A game's requests, answered by a seeded random choice and think time; ``meddle``: the
-    caller scribbles over every message and the record's steps as it goes."""
+    """A game's requests, answered by a seeded random choice and think time (some over the move
+    time: the bank is drawn on); ``meddle``: the caller scribbles over every message and the
+    record's steps as it goes."""
     rng = random.Random(seed)
     core = RefereeCore(preset(rules), [f"b{i}" for i in range(players)], seed, game_id="g", clock=CLOCK,
                        encode=encode)
     out = []
+    bank = [CLOCK.bank_ms / 1000] * players  # what each seat has left, by the rule PROTOCOL.md states
     while (req := core.next_request()) is not None:
         msg = req.message
+        assert msg["clock"] == {"move_ms": CLOCK.move_ms, "bank_ms": int(bank[req.seat] * 1000)}
+        assert req.timeout == CLOCK.move_ms / 1000 + bank[req.seat]
         out.append((req.seat, req.id, req.timeout, req.n_actions, req.line, protocol.encode(msg)))
         if meddle:
             for a in msg["actions"]:
                 a["kind"] = "scribbled"
                 a["id"] = -1
+            msg["clock"]["bank_ms"] = -1
             for step in core.record.steps:
                 if "act" in step:
                     step["act"]["kind"] = "scribbled"
-        core.answer(rng.randrange(req.n_actions), rng.choice((0.0004, 0.25, 0.9)))
+        seconds = rng.choice((0.0004, 0.25, 0.9))
+        core.answer(rng.randrange(req.n_actions), seconds)
+        bank[req.seat] = max(0.0, bank[req.seat] - max(0.0, round(seconds * 1000, 3) / 1000 - CLOCK.move_ms / 1000))
     return out, core
 
 

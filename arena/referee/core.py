@@ -16,6 +16,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import hmac
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,8 @@ from . import protocol
 _Offer = tuple[dict[str, Any], bytes, dict[str, Any]]
 _OFFERED: dict[tuple[int, Action], _Offer] = {}
 _OFFERED_MAX = 1 << 16
+_ENCODED = operator.itemgetter(1)  # an offer's JSON
+_UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 
 
 def _offer(i: int, action: Action) -> _Offer:
@@ -240,6 +244,8 @@ class RefereeCore:
         self.request_id = 0
         self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None  # step, offered, actions, seat
         self._clock_json = clock.as_json()
+        self._move_s = clock.move_s
+        self._clocks = [(-1.0, {})] * n  # per seat: (bank, its clock as sent), kept until the bank moves
 
     @property
     def players(self) -> int:
@@ -295,21 +301,24 @@ class RefereeCore:
                 continue
             self.request_id = rid = self.request_id + 1
             bank = self.bank[seat]
-            clock = {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}
+            sent = self._clocks[seat]
+            if sent[0] != bank:  # the bank was drawn on since the seat's last request
+                sent = self._clocks[seat] = (bank, {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
+            clock = sent[1]
             get = _OFFERED.get
             offered = [get((i, a)) or _offer(i, a) for i, a in enumerate(actions)]
             events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
             self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid},
                            offered, actions, seat)
-            timeout = self.clock.move_s + bank
+            timeout = self._move_s + bank
             if self.encode:  # the line alone; the actions from their encodings (see _offer)
                 line = orjson.dumps({"type": "request", "id": rid, "game": self.game_id,
                                      "decision": decision_name(state), "view": seat_view(state, seat),
-                                     "events": events, "actions": orjson.Fragment(b"[%b]" % b",".join(
-                                         [o[1] for o in offered])), "clock": clock}).decode()
+                                     "events": events, "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
+                                     "clock": clock}).decode()
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
-                                   [dict(o[0]) for o in offered], clock, numbered=True)
+                                   [dict(o[0]) for o in offered], dict(clock), numbered=True)
             return Request(seat, rid, msg, "", timeout, len(actions))
         return None
 
@@ -324,7 +333,7 @@ class RefereeCore:
             raise ValueError(f"action {choice} is not one of the {len(asked[2])} offered")
         step, offered, actions, seat = self._take()
         ms = round(seconds * 1000, 3)
-        over = ms / 1000 - self.clock.move_s
+        over = ms / 1000 - self._move_s
         if over > 0:
             self.bank[seat] = max(0.0, self.bank[seat] - over)
         rec = self.record
@@ -391,7 +400,7 @@ class RefereeCore:
         """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
 
         Public events are rendered once and the same dict is shared by every seat and the log."""
-        omni = [event_for(e, None) for e in evs]
+        omni = list(map(event_for, evs, _UNSEEN))
         for e in evs:
             if e.kind in PRIVATE_EVENTS:
                 for seat, queue in enumerate(self.pending):
