@@ -242,10 +242,12 @@ class RefereeCore:
         self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
-        self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None  # step, offered, actions, seat
+        # the request waiting for its answer: its step, the offers, the actions, the seat
+        self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
-        self._clocks = [(-1.0, {})] * n  # per seat: (bank, its clock as sent), kept until the bank moves
+        # per seat: (bank, its clock as sent), kept until the bank moves
+        self._clocks: list[tuple[float, dict[str, int]]] = [(-1.0, {})] * n
 
     @property
     def players(self) -> int:
@@ -314,7 +316,8 @@ class RefereeCore:
             if self.encode:  # the line alone; the actions from their encodings (see _offer)
                 line = orjson.dumps({"type": "request", "id": rid, "game": self.game_id,
                                      "decision": decision_name(state), "view": seat_view(state, seat),
-                                     "events": events, "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
+                                     "events": events,
+                                     "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
                                      "clock": clock}).decode()
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
