@@ -160,6 +160,7 @@ def _no_weaker_containment(data: Any) -> Any:
 
 # A tournament's format: the one type of it, for the file, the flags and TournamentConfig alike.
 Format = Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"]
+Elimination = Literal["single", "double"]  # a knockout's: TournamentConfig.elimination is of this type
 
 
 class _TournamentFields(_Shared):
@@ -174,7 +175,7 @@ class _TournamentFields(_Shared):
     candidates: BotRefs = Field(default_factory=list, description="Gauntlet: the bots under test.")
     rounds: Annotated[StrictInt, Field(ge=0, description="Swiss: rounds to play; 0: log2 of the bots, "
                                                          "rounded up.")] = 0
-    elimination: Literal["single", "double"] = Field("single", description="Knockout: out after one lost "
+    elimination: Elimination = Field("single", description="Knockout: out after one lost "
                                                      "match, or after two (a losers' bracket and a final).")
     advance: Annotated[StrictInt, Field(ge=0, description="Heats: bots of each table that go on; 0: half "
                                                           "the seats.")] = 0

@@ -311,6 +311,7 @@ def test_a_knockout_seeded_from_a_ladders_every_game(tmp_path: Path) -> None:
     ({"format": "heats", "seats": 3, "advance": 3}, "advance must be 1 to 2"),
     ({"format": "knockout", "rounds": 3}, "rounds is for a swiss"),
     ({"format": "swiss", "elimination": "double"}, "elimination is for a knockout"),
+    ({"format": "knockout", "elimination": "triple"}, "elimination"),  # refused once, where the flags are read
     ({"format": "swiss", "seats": 4}, "4 seats need at least 4 bots"),
     ({"format": "knockout", "one_seat_per_author": True}, "one_seat_per_author is for round-robins, gauntlets and swiss"),
     ({"format": "heats", "seats": 3, "one_seat_per_author": True}, "one_seat_per_author is for"),

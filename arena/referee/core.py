@@ -16,15 +16,40 @@ from __future__ import annotations
 import bisect
 import hashlib
 import hmac
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
 from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
 from ..faults import FaultReason
 from . import protocol
+
+# What each offered action is sent as, by (id, action): the request's entry, its JSON, and the
+# action's own JSON (a step's ``act``). The same plays come up turn after turn, so a request is
+# put together from these rather than rendered and encoded afresh; callers get copies of the
+# dicts, so nothing outside can change what later requests say. Bounded: cleared when full.
+_Offer = tuple[dict[str, Any], bytes, dict[str, Any]]
+_OFFERED: dict[tuple[int, Action], _Offer] = {}
+_OFFERED_MAX = 1 << 16
+_ENCODED = operator.itemgetter(1)  # an offer's JSON
+_UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
+
+
+def _offer(i: int, action: Action) -> _Offer:
+    """Action ``action`` offered as id ``i``, rendered and kept (a miss of :data:`_OFFERED`)."""
+    if len(_OFFERED) >= _OFFERED_MAX:
+        _OFFERED.clear()
+    act = action_json(action)
+    entry = {"id": i, **act}
+    offer = _OFFERED[i, action] = (entry, orjson.dumps(entry), act)
+    return offer
+
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
 # many games add up, and a percentile over all of a bot's decisions is a bucket bound.
@@ -128,17 +153,35 @@ def bot_seed(deal_seed: int, seat: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-@dataclass(frozen=True, slots=True)
 class Request:
-    """A decision a seat is asked for: the message, its line (encoded once; empty where the core
-    was told not to encode, for in-process agents), and how long the seat has."""
+    """A decision a seat is asked for: its line (encoded once; empty where the core was told not
+    to encode, for in-process agents), the message, and how long the seat has.
 
-    seat: int
-    id: int
-    message: dict[str, Any]
-    line: str
-    timeout: float  # seconds: the move time plus what is left of the seat's bank
-    n_actions: int
+    A core that encodes builds the line alone, and the message is read back from it the first
+    time someone asks (a person's seat, a test): a bot's seat needs only the line, and the
+    message read from the line cannot differ from what the bot was sent."""
+
+    __slots__ = ("seat", "id", "_message", "line", "timeout", "n_actions")
+
+    def __init__(self, seat: int, id: int, message: dict[str, Any] | None, line: str, timeout: float,
+                 n_actions: int) -> None:
+        if message is None and not line:
+            raise ValueError("a request needs its message or its line")
+        self.seat = seat
+        self.id = id
+        self._message = message
+        self.line = line
+        self.timeout = timeout  # seconds: the move time plus what is left of the seat's bank
+        self.n_actions = n_actions
+
+    @property
+    def message(self) -> dict[str, Any]:
+        if self._message is None:
+            self._message = orjson.loads(self.line)
+        return self._message
+
+    def __repr__(self) -> str:
+        return f"Request(seat={self.seat}, id={self.id}, n_actions={self.n_actions}, timeout={self.timeout})"
 
 
 @dataclass(slots=True)
@@ -199,8 +242,12 @@ class RefereeCore:
         self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
-        self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
+        # the request waiting for its answer: its step, the offers, the actions, the seat
+        self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
+        self._move_s = clock.move_s
+        # per seat: (bank, its clock as sent), kept until the bank moves
+        self._clocks: list[tuple[float, dict[str, int]]] = [(-1.0, {})] * n
 
     @property
     def players(self) -> int:
@@ -235,39 +282,47 @@ class RefereeCore:
         decision someone must make, and return it; None once the game is over."""
         if self._asked is not None:
             raise RuntimeError("the last request has not been answered")
+        steps = self.record.steps
         while self.state.result is None:
             state = self.state
             seat = state.to_move
             actions = legal_actions(state)
-            step: dict[str, Any] = {"turn": state.turn, "seat": seat, "phase": state.phase}
-            k = len(self.record.steps)
+            k = len(steps)
             if k < len(self.given):  # the position's opening: played for the seats, none asked
-                if not 0 <= self.given[k] < len(actions):
-                    raise ValueError(f"given move {k + 1} is action {self.given[k]}; there are {len(actions)}")
-                action = actions[self.given[k]]
-                self.state, evs = apply_action(state, action, check=False)
-                step.update(given=True, action=self.given[k], ms=0.0, act=action_json(action),
-                            events=self._deliver(evs))
-                self.record.steps.append(step)
+                i = self.given[k]
+                if not 0 <= i < len(actions):
+                    raise ValueError(f"given move {k + 1} is action {i}; there are {len(actions)}")
+                self.state, evs = apply_action(state, actions[i], check=False)
+                steps.append({"turn": state.turn, "seat": seat, "phase": state.phase, "given": True, "action": i,
+                              "ms": 0.0, "act": action_json(actions[i]), "events": self._deliver(evs)})
                 continue
             if len(actions) == 1 and not self.ask_forced:
-                step["forced"] = True
-                action = actions[0]
-                self.state, evs = apply_action(state, action, check=False)
-                step.update(action=0, ms=0.0, act=action_json(action), events=self._deliver(evs))
-                self.record.steps.append(step)
+                self.state, evs = apply_action(state, actions[0], check=False)
+                steps.append({"turn": state.turn, "seat": seat, "phase": state.phase, "forced": True, "action": 0,
+                              "ms": 0.0, "act": action_json(actions[0]), "events": self._deliver(evs)})
                 continue
-            self.request_id += 1
+            self.request_id = rid = self.request_id + 1
             bank = self.bank[seat]
-            offered = [{"id": i, **action_json(a)} for i, a in enumerate(actions)]
-            msg = protocol.request(self.request_id, self.game_id, decision_name(state), seat_view(state, seat),
-                                   self.pending[seat], offered,
-                                   {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}, numbered=True)
-            self.pending[seat] = []  # handed over: the message keeps its list, later events start anew
-            step["request"] = self.request_id
-            self._asked = (step, actions, seat)
-            return Request(seat, self.request_id, msg, protocol.encode(msg) if self.encode else "",
-                           self.clock.move_s + bank, len(actions))
+            sent = self._clocks[seat]
+            if sent[0] != bank:  # the bank was drawn on since the seat's last request
+                sent = self._clocks[seat] = (bank, {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
+            clock = sent[1]
+            get = _OFFERED.get
+            offered = [get((i, a)) or _offer(i, a) for i, a in enumerate(actions)]
+            events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
+            self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid},
+                           offered, actions, seat)
+            timeout = self._move_s + bank
+            if self.encode:  # the line alone; the actions from their encodings (see _offer)
+                line = orjson.dumps({"type": "request", "id": rid, "game": self.game_id,
+                                     "decision": decision_name(state), "view": seat_view(state, seat),
+                                     "events": events,
+                                     "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
+                                     "clock": clock}).decode()
+                return Request(seat, rid, None, line, timeout, len(actions))
+            msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
+                                   [dict(o[0]) for o in offered], dict(clock), numbered=True)
+            return Request(seat, rid, msg, "", timeout, len(actions))
         return None
 
     def answer(self, choice: int, seconds: float, stderr: Sequence[str] = (), note: dict[str, Any] | None = None) -> None:
@@ -276,17 +331,23 @@ class RefereeCore:
         feeds the logged time back rebuilds the same bank. ``choice`` must be in range: the protocol checked it.
         ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
         ``info`` and ``info_warning`` are kept with the step."""
-        if self._asked is not None and not 0 <= choice < len(self._asked[1]):
-            raise ValueError(f"action {choice} is not one of the {len(self._asked[1])} offered")
-        step, actions, seat = self._take()
+        asked = self._asked
+        if asked is not None and not 0 <= choice < len(asked[2]):
+            raise ValueError(f"action {choice} is not one of the {len(asked[2])} offered")
+        step, offered, actions, seat = self._take()
         ms = round(seconds * 1000, 3)
-        self.bank[seat] = max(0.0, self.bank[seat] - max(0.0, ms / 1000 - self.clock.move_s))
+        over = ms / 1000 - self._move_s
+        if over > 0:
+            self.bank[seat] = max(0.0, self.bank[seat] - over)
         rec = self.record
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
         rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
         self.state, evs = apply_action(self.state, actions[choice], check=False)
-        step.update(action=choice, ms=ms, act=action_json(actions[choice]), events=self._deliver(evs))
+        step["action"] = choice
+        step["ms"] = ms
+        step["act"] = dict(offered[choice][2])
+        step["events"] = self._deliver(evs)
         if note:
             step.update(note)
         if stderr:
@@ -297,7 +358,7 @@ class RefereeCore:
 
     def fault(self, reason: FaultReason, message: str, seconds: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering after ``seconds`` (what it wrote while dying is ``stderr``)."""
-        step, _, seat = self._take()
+        step, _, _, seat = self._take()
         step.update(ms=round(seconds * 1000, 3), fault=str(reason))
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
@@ -326,7 +387,7 @@ class RefereeCore:
 
     # ------------------------------------------------------------ inside
 
-    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], int]:
+    def _take(self) -> tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int]:
         asked = self._asked
         if asked is None:
             raise RuntimeError("no request is waiting for an answer")
@@ -342,11 +403,13 @@ class RefereeCore:
         """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
 
         Public events are rendered once and the same dict is shared by every seat and the log."""
-        omni = [event_for(e, None) for e in evs]
-        if any(e.kind in PRIVATE_EVENTS for e in evs):
-            for seat, queue in enumerate(self.pending):
-                queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
-                              for e, o in zip(evs, omni)])
+        omni = list(map(event_for, evs, _UNSEEN))
+        for e in evs:
+            if e.kind in PRIVATE_EVENTS:
+                for seat, queue in enumerate(self.pending):
+                    queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
+                                  for e, o in zip(evs, omni)])
+                break
         else:
             for queue in self.pending:
                 queue.extend(omni)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.manifest import BotSpec, ManifestError, load_bot
-from ..config import Format
+from ..config import Elimination, Format
 from ..engine import Rules, RulesError, rules_from
 from ..errors import ArenaError
 from ..referee import TimeControl
@@ -35,7 +35,7 @@ class TournamentConfig:
     format: Format = "round-robin"  # the one type of it: arena.config.Format
     candidates: list[str] = field(default_factory=list)  # gauntlet: the bots under test
     rounds: int = 0  # swiss: 0 is log2(bots) rounded up
-    elimination: str = "single"  # knockout: or "double"
+    elimination: Elimination = "single"  # knockout: or "double"
     advance: int = 0  # heats: 0 is seats // 2
     seeding: str = ""  # staged formats: a stored tournament whose standings order the bots
     rules: str = "classic"
@@ -200,8 +200,6 @@ def _check_staged(cfg: TournamentConfig) -> None:
             raise ConfigError(f"advance must be 1 to {cfg.seats - 1}: fewer than the seats at a table")
     if cfg.elimination != "single" and name != "knockout":
         raise ConfigError("elimination is for a knockout")
-    if cfg.elimination not in ("single", "double"):
-        raise ConfigError("elimination must be 'single' or 'double'")
 
 
 def load_bots(cfg: TournamentConfig) -> dict[str, BotSpec]:

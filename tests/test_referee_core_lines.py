@@ -1,0 +1,75 @@
+"""The core's request lines, put together from cached pieces, are the bytes of its messages.
+
+``RefereeCore`` writes a bot's request line without building the message, from the actions'
+cached encodings (``arena.referee.core._OFFERED``); a core that does not encode builds the
+message. Both must say exactly the same thing, and nothing a caller does to a message or a
+record may change what a later request says.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from arena.engine import preset
+from arena.referee import protocol
+from arena.referee.core import RefereeCore, Request, TimeControl
+
+CLOCK = TimeControl(move_ms=300, bank_ms=2000)
+
+
+def _play(rules: str, players: int, seed: int, *, encode: bool, meddle: bool = False):
+    """A game's requests, answered by a seeded random choice and think time (some over the move
+    time: the bank is drawn on); ``meddle``: the caller scribbles over every message and the
+    record's steps as it goes."""
+    rng = random.Random(seed)
+    core = RefereeCore(preset(rules), [f"b{i}" for i in range(players)], seed, game_id="g", clock=CLOCK,
+                       encode=encode)
+    out = []
+    bank = [CLOCK.bank_ms / 1000] * players  # what each seat has left, by the rule PROTOCOL.md states
+    while (req := core.next_request()) is not None:
+        msg = req.message
+        assert msg["clock"] == {"move_ms": CLOCK.move_ms, "bank_ms": int(bank[req.seat] * 1000)}
+        assert req.timeout == CLOCK.move_ms / 1000 + bank[req.seat]
+        out.append((req.seat, req.id, req.timeout, req.n_actions, req.line, protocol.encode(msg)))
+        if meddle:
+            for a in msg["actions"]:
+                a["kind"] = "scribbled"
+                a["id"] = -1
+            msg["clock"]["bank_ms"] = -1
+            for step in core.record.steps:
+                if "act" in step:
+                    step["act"]["kind"] = "scribbled"
+        seconds = rng.choice((0.0004, 0.25, 0.9))
+        core.answer(rng.randrange(req.n_actions), seconds)
+        bank[req.seat] = max(0.0, bank[req.seat] - max(0.0, round(seconds * 1000, 3) / 1000 - CLOCK.move_ms / 1000))
+    return out, core
+
+
+@pytest.mark.parametrize("rules,players", [("classic", 2), ("shithead", 3), ("smeghead", 4), ("powers", 2)])
+def test_each_line_is_its_message_encoded(rules: str, players: int) -> None:
+    for seed in range(2):
+        lines, _ = _play(rules, players, seed, encode=True)
+        messages, _ = _play(rules, players, seed, encode=False)
+        assert len(lines) == len(messages) > 10
+        for (seat, rid, timeout, n, line, from_line), (*same, empty, built) in zip(lines, messages):
+            assert (seat, rid, timeout, n) == tuple(same)
+            assert empty == ""
+            assert line == from_line == built  # the bytes a bot gets, however the request was made
+
+
+def test_what_a_caller_does_to_a_message_or_a_record_changes_no_later_request() -> None:
+    clean, core = _play("classic", 2, 7, encode=False)
+    record = protocol.encode(core.record.as_json())  # as it was stored, before anyone meddled
+    meddled, _ = _play("classic", 2, 7, encode=False, meddle=True)
+    again, again_core = _play("classic", 2, 7, encode=True)
+    assert [m[5] for m in meddled] == [m[5] for m in clean] == [m[4] for m in again]
+    assert protocol.encode(again_core.record.as_json()) == protocol.encode(core.record.as_json()) == record
+
+
+def test_a_request_needs_its_line_or_its_message() -> None:
+    with pytest.raises(ValueError):
+        Request(0, 1, None, "", 1.0, 2)
+    req = Request(0, 1, None, '{"type":"request","id":1}', 1.0, 2)
+    assert req.message == {"type": "request", "id": 1} and req.message is req.message  # read once
