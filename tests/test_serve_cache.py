@@ -69,6 +69,9 @@ class FixedVersion:
     def current(self) -> tuple | None:
         return self.value
 
+    def of(self, path: str) -> tuple | None:
+        return self.value
+
 
 def test_a_page_is_built_once_per_version_and_revalidates_with_304() -> None:
     page, version = Page(), FixedVersion()
@@ -170,6 +173,80 @@ def test_the_pages_version_moves_at_most_once_a_settle_and_then_catches_up(tmp_p
     assert third not in (first, second) and third[0] == second[0] + 1
     now[0] += 5
     assert version.current() == third
+    version.close()
+
+
+def _two_ladders(path: Path) -> None:
+    """The test ladder (alpha..delta), and a second ladder "other" whose members are epsilon and zeta."""
+    build_store(path)
+    db = Store(path)
+    db.begin_tournament("ladder:other:b1", {"format": "round-robin", "rules": "classic", "seats": 2}, 100)
+    for label, ladder in (("alpha@1.0", "test-ladder"), ("epsilon@1.0", "other"), ("zeta@1.0", "other")):
+        db.db.execute("INSERT INTO ladder_members VALUES (?,?,?,?,'h','ref','initial','seed',0)",
+                      (ladder, label, *label.split("@")))
+    db.db.commit()
+    db.close()
+
+
+def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
+    db = Store(path)
+    db.save_game(tid, idx, seats, fake_record(f"g-{tid}-{idx}", seats, [[0], [1]]))
+    db.close()
+
+
+def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
+    """Each ladder's pages (and its members' bot pages) are kept by that ladder's own version: a
+    game of ladder "other" builds none of the test ladder's pages again, and the reverse."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    page = Page()
+    app = HttpCache(page, version)
+    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha"]
+    theirs = ["/ladders/other", "/bots/epsilon@1.0"]
+    everything = ["/", "/games", "/bots/beta@2.0"]  # beta is no member of a ladder: the whole store's
+    first = {p: call(app, p)[2] for p in mine + theirs + everything}
+    assert page.renders == 9
+
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 9
+    for p in theirs + everything:
+        assert call(app, p)[2] != first[p], p
+    assert page.renders == 9 + len(theirs + everything)
+
+    renders = page.renders
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    assert call(app, "/ladders/other")[2] == call(app, "/ladders/other")[2] and page.renders == renders
+    assert call(app, "/ladders/test-ladder")[2] != first["/ladders/test-ladder"]
+    assert call(app, "/bots/alpha@1.0")[2] != first["/bots/alpha@1.0"]
+    version.close()
+
+
+def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None:
+    """Members, statuses, snapshots, seasons and pauses move their ladder's version only."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    version.current()
+    before = dict(version.parts)
+    writes = [
+        "INSERT INTO ladder_members VALUES ('other','eta@1.0','eta','1.0','h','ref','submitted','p',1)",
+        "INSERT INTO ladder_bot_status VALUES ('other','zeta@1.0','suspended',5,'faults','{}')",
+        "UPDATE ladder_bot_status SET status='retired', since=6 WHERE label='zeta@1.0'",
+        "INSERT INTO rating_snapshots (ladder, taken_at, games, bot, elo, lo, hi) VALUES ('other',1,1,'zeta@1.0',1,0,2)",
+        "INSERT INTO ladder_pauses VALUES ('other', 1, 'night')",
+    ]
+    for sql in writes:
+        db = Store(path)
+        db.db.execute(sql)
+        db.db.commit()
+        db.close()
+        version.current()
+        assert version.parts["test-ladder"] == before["test-ladder"], sql
+        assert version.parts["other"] != before["other"], sql
+        before = dict(version.parts)
+    assert version.of("/bots/eta@1.0")[0] == "bot" and version.bots["eta"] == {"other"}
+    assert set(version.tags()) == {"test-ladder", "other"}
     version.close()
 
 

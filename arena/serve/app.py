@@ -74,7 +74,8 @@ def new_token() -> str:
 
 
 class PageCache:
-    """Page models keyed by the store's version: a fit or a log scan runs once per change of the store."""
+    """Page models keyed by their page's version (:meth:`StoreVersion.of`): a fit or a log scan runs
+    once per change of what the page shows."""
 
     def __init__(self, size: int = 64):
         self.size = size
@@ -99,7 +100,8 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
     opts: Options = request.app.state.options
     cache: PageCache = request.app.state.cache
 
-    version = request.app.state.version.current()
+    store: StoreVersion = request.app.state.version
+    version = store.of(request.url.path) if store.current() is not None else None
 
     def work() -> Any:
         db = data.open_read(opts.store)

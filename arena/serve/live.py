@@ -27,6 +27,7 @@ class StoreFollower:
         self.store = version
         self.interval = interval
         self.version: tuple = ()
+        self._parts: dict[str, tuple] = {}
         self.serial = 0
         self.event = ""  # the store event of this version, written once for every open stream
         self._changed = anyio.Event()
@@ -37,10 +38,12 @@ class StoreFollower:
     async def run(self) -> None:
         while True:
             version = self._read()
-            if version != self.version:
-                self.version = version
+            parts = self.store.parts
+            if (version, parts) != (self.version, self._parts):  # a status or pause moves a ladder's alone
+                self.version, self._parts = version, parts
                 self.serial += 1
-                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version)}
+                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version),
+                        "parts": self.store.tags()}  # each ladder's own version: its pages skip the rest
                 self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
                 changed, self._changed = self._changed, anyio.Event()
                 changed.set()

@@ -228,3 +228,41 @@ def rating_history(db: sqlite3.Connection, ladder: str | None = None,
     if where:
         sql += " WHERE " + " AND ".join(where)
     return db.execute(sql + " ORDER BY taken_at, bot, games", args).fetchall()
+
+
+def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, frozenset[str]]]:
+    """Each ladder's own version (by its name), and the ladders each bot is a member of (by label and name).
+
+    A ladder's version is its games (count, highest row), its tournaments (count, last update),
+    its rating snapshots, members, statuses, seasons and pause: what its pages show. The games and
+    tournaments of no ladder are the part ``""``. Read with covering indexes and one pass over
+    the tournaments, so a ladder storing a game a second costs a few milliseconds a change."""
+    parts: dict[str, list] = {}
+
+    def part(tid: str) -> list:
+        name = tid[len(LADDER_PREFIX):].split(":", 1)[0] if tid.startswith(LADDER_PREFIX) else ""
+        return parts.setdefault(name, [0, 0, 0, 0.0, 0, 0, 0, 0.0, 0, 0, 0])
+
+    for tid, n, top in db.execute("SELECT tournament, COUNT(*), MAX(rowid) FROM games GROUP BY tournament"):
+        p = part(tid)
+        p[0] += n
+        p[1] = max(p[1], top)
+    for tid, updated in db.execute("SELECT id, updated FROM tournaments"):
+        p = part(tid)
+        p[2] += 1
+        p[3] = max(p[3], updated)
+    for name, n in db.execute("SELECT ladder, COUNT(*) FROM rating_snapshots GROUP BY ladder"):
+        part(LADDER_PREFIX + name)[4] = n
+    bots: dict[str, set[str]] = {}
+    for name, label in db.execute("SELECT ladder, label FROM ladder_members"):
+        part(LADDER_PREFIX + name)[5] += 1
+        bots.setdefault(label, set()).add(name)
+        bots.setdefault(label.split("@", 1)[0], set()).add(name)
+    for name, n, since in db.execute("SELECT ladder, COUNT(*), COALESCE(MAX(since), 0) FROM ladder_bot_status "
+                                     "GROUP BY ladder"):
+        p = part(LADDER_PREFIX + name)
+        p[6], p[7] = n, since
+    for i, table in ((8, "seasons"), (9, "season_standings"), (10, "ladder_pauses")):
+        for name, n in db.execute(f"SELECT ladder, COUNT(*) FROM {table} GROUP BY ladder"):
+            part(LADDER_PREFIX + name)[i] = n
+    return ({k: tuple(v) for k, v in parts.items()}, {k: frozenset(v) for k, v in bots.items()})
