@@ -4,6 +4,7 @@ a real ``arena serve``."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import gzip
@@ -248,6 +249,91 @@ def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None
     assert version.of("/bots/eta@1.0")[0] == "bot" and version.bots["eta"] == {"other"}
     assert set(version.tags()) == {"test-ladder", "other"}
     version.close()
+
+
+def test_a_ladders_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
+    """The standings' games kept in the process equal a full read after every change, and a build
+    after a stored game reads that game alone (a removed game reads them all again)."""
+    from arena.serve import data
+    from arena.store import reads
+    from arena.tournament.standings import read_games
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    prefix = "ladder:test-ladder:"
+    read: list[tuple[int, int]] = []
+    real = reads.games_after
+
+    def counted(db, prefix, after):
+        rows, think, total = real(db, prefix, after)
+        read.append((after, len(rows)))
+        return rows, think, total
+
+    monkeypatch.setattr(reads, "games_after", counted)
+
+    def check() -> None:
+        db = data.open_read(path)
+        try:
+            assert data.ladder_games(db, prefix) == read_games(db, prefix=prefix)
+        finally:
+            db.db.close()
+
+    check()
+    assert read == [(0, 48)]
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    check()
+    assert read[1][0] >= 48 and read[1][1] == 1
+    check()
+    assert read[2][1] == 0
+    db = Store(path)
+    db.db.execute("DELETE FROM game_seats WHERE game='test-ladder-0003'")
+    db.db.execute("DELETE FROM game_logs WHERE game='test-ladder-0003'")
+    db.db.execute("DELETE FROM games WHERE id='test-ladder-0003'")
+    db.db.commit()
+    db.close()
+    check()
+    assert read[-1] == (0, 48)
+
+
+def test_a_bots_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
+    from arena.serve import data
+    from arena.store import reads
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    read: list[int] = []
+    real = reads.bot_results_after
+
+    def counted(db, label, after):
+        rows, total = real(db, label, after)
+        read.append(len(rows))
+        return rows, total
+
+    monkeypatch.setattr(reads, "bot_results_after", counted)
+
+    def check() -> None:
+        db = data.open_read(path)
+        try:
+            full = [(json.loads(a), json.loads(b)) for a, b in db.db.execute(
+                "SELECT seats, result FROM games WHERE id IN (SELECT game FROM game_seats WHERE bot='alpha@1.0') "
+                "ORDER BY finished, id")]
+            assert data.bot_results(db, "alpha@1.0") == full and full
+        finally:
+            db.db.close()
+
+    check()
+    first = read[-1]
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    check()
+    assert read[-1] == 1
+    db = Store(path)
+    gone = db.db.execute("SELECT game FROM game_seats WHERE bot='alpha@1.0' LIMIT 1").fetchone()[0]
+    for table, column in (("game_seats", "game"), ("game_logs", "game"), ("games", "id")):
+        db.db.execute(f"DELETE FROM {table} WHERE {column}=?", (gone,))
+    db.db.commit()
+    db.close()
+    check()
+    assert read[-1] == first  # read all again
 
 
 # --------------------------------------------------------------------------- a real server

@@ -149,14 +149,6 @@ def version_rows(db: sqlite3.Connection, name: str) -> tuple[list[tuple], list[t
     return played, registered
 
 
-def bot_results(db: sqlite3.Connection, label: str) -> list[tuple[str, str]]:
-    """(seats, result) as stored, of each game the bot played, oldest first."""
-    # IN over the seats' index, not a correlated EXISTS: SQLite scans every game for the latter
-    # (1.8 s against 5 ms on a 10,000-game store)
-    return db.execute("SELECT g.seats, g.result FROM games g WHERE g.id IN (SELECT game FROM game_seats "
-                      "WHERE bot=?) ORDER BY g.finished", (label,)).fetchall()
-
-
 def fault_counts(db: sqlite3.Connection, label: str) -> dict[str, int]:
     return dict(db.execute("SELECT forfeit, COUNT(*) FROM game_seats WHERE bot=? AND forfeit IS NOT NULL "
                            "GROUP BY forfeit", (label,)).fetchall())
@@ -266,3 +258,28 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
         for name, n in db.execute(f"SELECT ladder, COUNT(*) FROM {table} GROUP BY ladder"):
             part(LADDER_PREFIX + name)[i] = n
     return ({k: tuple(v) for k, v in parts.items()}, {k: frozenset(v) for k, v in bots.items()})
+
+
+def games_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], list[tuple], int]:
+    """The games under tournament-id ``prefix`` stored after row ``after``: (rowid, tournament, idx,
+    seed, seats, result) rows, their seats' (bot, think ms, decisions) sums, and how many games the
+    prefix holds in all (so a reader that keeps the earlier ones sees a removal)."""
+    n = len(prefix)
+    rows = db.execute("SELECT g.rowid, g.tournament, g.idx, g.seed, g.seats, g.result FROM games g "
+                      f"WHERE g.rowid>? AND {_prefixed('g.tournament')}", (after, n, prefix)).fetchall()
+    think = db.execute("SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM games g JOIN game_seats s "
+                       f"ON s.game=g.id WHERE g.rowid>? AND {_prefixed('g.tournament')} GROUP BY s.bot",
+                       (after, n, prefix)).fetchall()
+    total = db.execute(f"SELECT COUNT(*) FROM games g WHERE {_prefixed('g.tournament')}", (n, prefix)).fetchone()[0]
+    return rows, think, total
+
+
+def bot_results_after(db: sqlite3.Connection, label: str, after: int) -> tuple[list[tuple], int]:
+    """(rowid, id, finished, seats, result) of each game the bot played stored after row ``after``,
+    and how many it played in all (for a reader that keeps the earlier ones)."""
+    # IN over the seats' index, not a correlated EXISTS: SQLite scans every game for the latter
+    # (1.8 s against 5 ms on a 10,000-game store)
+    rows = db.execute("SELECT g.rowid, g.id, g.finished, g.seats, g.result FROM games g WHERE g.id IN "
+                      "(SELECT game FROM game_seats WHERE bot=?) AND g.rowid>?", (label, after)).fetchall()
+    total = db.execute("SELECT COUNT(DISTINCT game) FROM game_seats WHERE bot=?", (label,)).fetchone()[0]
+    return rows, total
