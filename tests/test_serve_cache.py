@@ -22,10 +22,11 @@ from .test_serve import ServerProc, build_store, fake_record
 
 # --------------------------------------------------------------------------- the middleware alone
 
-def call(app, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
+def call(app, path: str, headers: dict[str, str] | None = None, method: str = "GET",
+         client: tuple[str, int] = ("127.0.0.1", 40000)) -> tuple[int, dict, bytes]:
     """One request through an ASGI app, on trio; the status, headers (lower-case) and body."""
     path, _, query = path.partition("?")
-    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(),
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "client": client,
              "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
     out: dict = {"body": b""}
 
@@ -442,12 +443,20 @@ def test_buckets_forget_old_clients_past_their_bound() -> None:
 
 
 def test_page_builds_are_counted_before_they_run_and_kept_pages_are_free() -> None:
-    from arena.serve.limits import Buckets, Rate
+    """Per connection (a load generator's clients share one address), and per address above that."""
+    from arena.serve.limits import BuildLimit, Rate
     page = Page()
-    app = HttpCache(page, FixedVersion(), builds=Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    app = HttpCache(page, FixedVersion(), builds=BuildLimit(Rate(per_s=1.0, burst=2), Rate(per_s=1.0, burst=5),
+                                                            clock=lambda: 0.0))
     assert [call(app, f"/games?page={i}")[0] for i in range(3)] == [200, 200, 429]
     assert page.renders == 2  # the refused build never ran
     assert [call(app, "/games?page=0")[0] for _ in range(20)] == [200] * 20  # kept: not counted
+    other = ("127.0.0.1", 40001)  # another connection from the same address builds on its own count
+    assert [call(app, f"/games?page={i}", client=other)[0] for i in range(3, 6)] == [200, 200, 429]
+    third = ("127.0.0.1", 40002)  # ... until the address's own bound
+    assert [call(app, f"/games?page={i}", client=third)[0] for i in range(6, 8)] == [200, 429]
+    assert call(app, "/games?page=9", client=("10.0.0.2", 40000))[0] == 200  # another address: its own
+    assert page.renders == 6
 
 
 def test_writes_are_limited_per_client_but_moves_in_a_game_are_not() -> None:

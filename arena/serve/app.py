@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import admin, auth, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
-from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
+from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -428,7 +428,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     # It also sits outside the security headers, so a kept page is answered with the headers it was
     # built with and no other layer's work (the host check stays in front of it).
     key = auth.session_key(options.store)
-    middleware = [Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+    middleware = [Middleware(HttpCache, version=version, builds=BuildLimit()),
                   Middleware(Headers, options=options),
                   Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
                              identify=auth.write_identity(options.store, key)),

@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from ..store import reads
 from . import data
-from .limits import Buckets, client_of, too_many
+from .limits import BuildLimit, too_many
 
 # Read-only pages built from the store alone (and the server's fixed options): kept per version.
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
@@ -199,10 +199,10 @@ class HttpCache:
     A response that sets a cookie, or streams (the live events), passes through untouched."""
 
     def __init__(self, app: Any, version: StoreVersion, max_bytes: int = 64 * 2**20,
-                 builds: Buckets | None = None):
+                 builds: BuildLimit | None = None):
         self.app = app
         self.version = version
-        self.builds = builds  # each client's page builds, counted before they run
+        self.builds = builds  # each connection's and address's page builds, counted before they run
         self.max_bytes = max_bytes
         self.pages: OrderedDict[tuple, Entry] = OrderedDict()
         self.bytes = 0
@@ -245,7 +245,7 @@ class HttpCache:
                 self.pages.move_to_end(key)
                 await self._answer(scope, send, self.pages[key])
                 return
-            wait = self.builds.take(client_of(scope)) if self.builds is not None else 0.0
+            wait = self.builds.take(scope) if self.builds is not None else 0.0
             if wait:
                 await too_many(send, wait)
                 return
