@@ -414,7 +414,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
         Route("/bots/{label:path}", bot),
         Route("/games", games),
         Route("/games/{gid:path}", game),
-        Route("/events", events),
+        Route("/events", events, methods=["GET"]),
         Route("/health", health),
         *play.routes(),
         *submit.routes(),
