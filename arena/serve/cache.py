@@ -194,7 +194,8 @@ def _matches(if_none_match: bytes, etag: bytes) -> bool:
 
 class HttpCache:
     """ETag, ``304`` and gzip on every complete GET response; the read-only pages kept whole per
-    version of what they show (:meth:`StoreVersion.of`) (and per cookie, so a page shown to someone signed in is shown to them only).
+    version of what they show (:meth:`StoreVersion.of`), and per cookie, so a page shown to
+    someone signed in is shown to them only.
 
     A response that sets a cookie, or streams (the live events), passes through untouched."""
 

@@ -6,9 +6,9 @@ byte a second cannot keep a connection, and what it holds, forever.
 For writes a client is its address as the connection shows it (behind a proxy, every visitor is
 the proxy: run the arena without one, or give it its own limits), or a logged-in person or a
 valid API token is its account instead (``identify``), so a class behind one address shares
-nothing. A page the server already keeps for its version costs nothing and is never counted; building one is, per connection and per
-address (:class:`BuildLimit`, :class:`arena.serve.cache.HttpCache`), and so is every request that
-is not a GET or HEAD.
+nothing. A page the server already keeps for its version costs nothing and is never counted;
+building one is, per connection and per address (:class:`BuildLimit`,
+:class:`arena.serve.cache.HttpCache`), and so is every request that is not a GET or HEAD.
 """
 
 from __future__ import annotations
