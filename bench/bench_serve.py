@@ -23,7 +23,9 @@ and the run prints how many streams saw it and how long the last one took.
 Each server (this checkout's, and ``--compare``'s) runs on the same store in turn, started once
 for all its client counts, so the figures of one run are comparable. Before its first row every
 path of the mix is asked for four times (the first views; their time is printed as ``warm-up
-s``), so a row measures a room whose pages have been opened, not the first visitor.
+s``), so a row measures a room whose pages have been opened, not the first visitor. ``req/cpu-s``
+is the requests of a row per CPU second of the server's processes (read from /proc before and
+after), which the machine's load moves much less than requests a second.
 ``--per-kind`` measures cost rather than speed: the server's own CPU seconds (all its processes,
 from /proc) per request of each page kind, kept, answered ``304``, and built afresh (the last in
 a separate process, on a read-only copy of the store, as a changed store makes the server do),
@@ -337,12 +339,14 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
     """``arena serve --ladder`` of each server in turn on a fresh copy of the club store (the four
     bundled bots, two seats): the ladder's games a second with the pages idle, then beside ``clients``
     wrk clients on the mix, ``rounds`` times in turn (the machine's other load moves both alike);
-    one row per round and the median ratio. The mix's pages are the club ladder's, so every game the
-    night ladder stores moves the store's version and makes them all stale."""
+    one row per round and the median ratio. The mix's pages are mostly the club ladder's: a game the
+    night ladder stores moves the store's version (the overview and the game list are built again)
+    and the night ladder's, not the club's. ``req/cpu-s``: requests per CPU second of the server's
+    process group, which holds the ladder's runner too."""
     import sqlite3
     import statistics
     print(f"{'server':<8} {'round':>5} {'alone g/s':>9} {'beside g/s':>10} {'ratio':>6} {'req/s':>7} "
-          f"{'p50 ms':>7} {'p99 ms':>8} {'errors':>6} {'load':>5}")
+          f"{'p50 ms':>7} {'p99 ms':>8} {'errors':>6} {'load':>5} {'req/cpu-s':>9}")
     for name, root, extra in servers:
         work = tmp / f"beside-{name}"
         work.mkdir()
@@ -380,10 +384,13 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
             warm_up(server, sorted(set(table)), rounds=1)
             for n in range(1, rounds + 1):
                 alone, _ = rate(lambda: time.sleep(seconds))
+                cpu = group_cpu(server.proc.pid)
                 beside, r = rate(lambda: run_wrk(server.url, script, clients, seconds))
+                per_cpu = r["requests"] / max(group_cpu(server.proc.pid) - cpu, 0.01)  # the ladder's runner too
                 ratios.append(beside / alone if alone else float("nan"))
                 print(f"{name:<8} {n:>5} {alone:>9.2f} {beside:>10.2f} {100 * ratios[-1]:>5.0f}% {r['rps']:>7.0f} "
-                      f"{r['p50']:>7.1f} {r['p99']:>8.1f} {r['errors']:>6} {os.getloadavg()[0]:>5.1f}", flush=True)
+                      f"{r['p50']:>7.1f} {r['p99']:>8.1f} {r['errors']:>6} {os.getloadavg()[0]:>5.1f} {per_cpu:>9.0f}",
+                      flush=True)
         finally:
             server.stop()
         print(f"{name:<8} median ratio {100 * statistics.median(ratios):.0f}% beside {clients} clients", flush=True)
@@ -558,7 +565,7 @@ def main() -> None:
         servers, args.streams = [], 0
     else:
         print(f"{'server':<8} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'load':>5} "
-              f"{'warm-up s':>9}")
+              f"{'req/cpu-s':>9} {'warm-up s':>9}")
     for name, root, extra in servers:  # one server at a time, warmed once, then each client count
         server = Server(root, store, extra)
         try:
@@ -567,9 +574,11 @@ def main() -> None:
             script.write_text(lua_script(table))
             warm = warm_up(server, sorted(set(table)))
             for clients in args.clients:
+                cpu = group_cpu(server.proc.pid)
                 r = run_wrk(server.url, script, clients, args.seconds)
+                per_cpu = r["requests"] / max(group_cpu(server.proc.pid) - cpu, 0.01)
                 print(f"{name:<8} {clients:>7} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>7} "
-                      f"{os.getloadavg()[0]:>5.1f} {warm:>9.1f}", flush=True)
+                      f"{os.getloadavg()[0]:>5.1f} {per_cpu:>9.0f} {warm:>9.1f}", flush=True)
         finally:
             server.stop()
     if args.streams:

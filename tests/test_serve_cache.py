@@ -4,6 +4,7 @@ a real ``arena serve``."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import gzip
@@ -21,10 +22,11 @@ from .test_serve import ServerProc, build_store, fake_record
 
 # --------------------------------------------------------------------------- the middleware alone
 
-def call(app, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
+def call(app, path: str, headers: dict[str, str] | None = None, method: str = "GET",
+         client: tuple[str, int] = ("127.0.0.1", 40000)) -> tuple[int, dict, bytes]:
     """One request through an ASGI app, on trio; the status, headers (lower-case) and body."""
     path, _, query = path.partition("?")
-    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(),
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "client": client,
              "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
     out: dict = {"body": b""}
 
@@ -67,6 +69,9 @@ class FixedVersion:
         self.value: tuple | None = (1,)
 
     def current(self) -> tuple | None:
+        return self.value
+
+    def of(self, path: str) -> tuple | None:
         return self.value
 
 
@@ -171,6 +176,165 @@ def test_the_pages_version_moves_at_most_once_a_settle_and_then_catches_up(tmp_p
     now[0] += 5
     assert version.current() == third
     version.close()
+
+
+def _two_ladders(path: Path) -> None:
+    """The test ladder (alpha..delta), and a second ladder "other" whose members are epsilon and zeta."""
+    build_store(path)
+    db = Store(path)
+    db.begin_tournament("ladder:other:b1", {"format": "round-robin", "rules": "classic", "seats": 2}, 100)
+    for label, ladder in (("alpha@1.0", "test-ladder"), ("epsilon@1.0", "other"), ("zeta@1.0", "other")):
+        db.db.execute("INSERT INTO ladder_members VALUES (?,?,?,?,'h','ref','initial','seed',0)",
+                      (ladder, label, *label.split("@")))
+    db.db.commit()
+    db.close()
+
+
+def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
+    db = Store(path)
+    db.save_game(tid, idx, seats, fake_record(f"g-{tid}-{idx}", seats, [[0], [1]]))
+    db.close()
+
+
+def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
+    """Each ladder's pages (and its members' bot pages) are kept by that ladder's own version: a
+    game of ladder "other" builds none of the test ladder's pages again, and the reverse."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    page = Page()
+    app = HttpCache(page, version)
+    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha"]
+    theirs = ["/ladders/other", "/bots/epsilon@1.0"]
+    everything = ["/", "/games", "/bots/beta@2.0"]  # beta is no member of a ladder: the whole store's
+    first = {p: call(app, p)[2] for p in mine + theirs + everything}
+    assert page.renders == 9
+
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 9
+    for p in theirs + everything:
+        assert call(app, p)[2] != first[p], p
+    assert page.renders == 9 + len(theirs + everything)
+
+    renders = page.renders
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    assert call(app, "/ladders/other")[2] == call(app, "/ladders/other")[2] and page.renders == renders
+    assert call(app, "/ladders/test-ladder")[2] != first["/ladders/test-ladder"]
+    assert call(app, "/bots/alpha@1.0")[2] != first["/bots/alpha@1.0"]
+    version.close()
+
+
+def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None:
+    """Members, statuses, snapshots, seasons and pauses move their ladder's version only."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    version.current()
+    before = dict(version.parts)
+    writes = [
+        "INSERT INTO ladder_members VALUES ('other','eta@1.0','eta','1.0','h','ref','submitted','p',1)",
+        "INSERT INTO ladder_bot_status VALUES ('other','zeta@1.0','suspended',5,'faults','{}')",
+        "UPDATE ladder_bot_status SET status='retired', since=6 WHERE label='zeta@1.0'",
+        "INSERT INTO rating_snapshots (ladder, taken_at, games, bot, elo, lo, hi) VALUES ('other',1,1,'zeta@1.0',1,0,2)",
+        "INSERT INTO ladder_pauses VALUES ('other', 1, 'night')",
+    ]
+    for sql in writes:
+        db = Store(path)
+        db.db.execute(sql)
+        db.db.commit()
+        db.close()
+        version.current()
+        assert version.parts["test-ladder"] == before["test-ladder"], sql
+        assert version.parts["other"] != before["other"], sql
+        before = dict(version.parts)
+    assert version.of("/bots/eta@1.0")[0] == "bot" and version.bots["eta"] == {"other"}
+    assert set(version.tags()) == {"test-ladder", "other"}
+    version.close()
+
+
+def test_a_ladders_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
+    """The standings' games kept in the process equal a full read after every change, and a build
+    after a stored game reads that game alone (a removed game reads them all again)."""
+    from arena.serve import data
+    from arena.store import reads
+    from arena.tournament.standings import read_games
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    prefix = "ladder:test-ladder:"
+    read: list[tuple[int, int]] = []
+    real = reads.games_after
+
+    def counted(db, prefix, after):
+        rows, think, total = real(db, prefix, after)
+        read.append((after, len(rows)))
+        return rows, think, total
+
+    monkeypatch.setattr(reads, "games_after", counted)
+
+    def check() -> None:
+        db = data.open_read(path)
+        try:
+            assert data.ladder_games(db, prefix) == read_games(db, prefix=prefix)
+        finally:
+            db.db.close()
+
+    check()
+    assert read == [(0, 48)]
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    check()
+    assert read[1][0] >= 48 and read[1][1] == 1
+    check()
+    assert read[2][1] == 0
+    db = Store(path)
+    db.db.execute("DELETE FROM game_seats WHERE game='test-ladder-0003'")
+    db.db.execute("DELETE FROM game_logs WHERE game='test-ladder-0003'")
+    db.db.execute("DELETE FROM games WHERE id='test-ladder-0003'")
+    db.db.commit()
+    db.close()
+    check()
+    assert read[-1] == (0, 48)
+
+
+def test_a_bots_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
+    from arena.serve import data
+    from arena.store import reads
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    read: list[int] = []
+    real = reads.bot_results_after
+
+    def counted(db, label, after):
+        rows, total = real(db, label, after)
+        read.append(len(rows))
+        return rows, total
+
+    monkeypatch.setattr(reads, "bot_results_after", counted)
+
+    def check() -> None:
+        db = data.open_read(path)
+        try:
+            full = [(json.loads(a), json.loads(b)) for a, b in db.db.execute(
+                "SELECT seats, result FROM games WHERE id IN (SELECT game FROM game_seats WHERE bot='alpha@1.0') "
+                "ORDER BY finished, id")]
+            assert data.bot_results(db, "alpha@1.0") == full and full
+        finally:
+            db.db.close()
+
+    check()
+    first = read[-1]
+    _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
+    check()
+    assert read[-1] == 1
+    db = Store(path)
+    gone = db.db.execute("SELECT game FROM game_seats WHERE bot='alpha@1.0' LIMIT 1").fetchone()[0]
+    for table, column in (("game_seats", "game"), ("game_logs", "game"), ("games", "id")):
+        db.db.execute(f"DELETE FROM {table} WHERE {column}=?", (gone,))
+    db.db.commit()
+    db.close()
+    check()
+    assert read[-1] == first  # read all again
 
 
 # --------------------------------------------------------------------------- a real server
@@ -279,12 +443,20 @@ def test_buckets_forget_old_clients_past_their_bound() -> None:
 
 
 def test_page_builds_are_counted_before_they_run_and_kept_pages_are_free() -> None:
-    from arena.serve.limits import Buckets, Rate
+    """Per connection (a load generator's clients share one address), and per address above that."""
+    from arena.serve.limits import BuildLimit, Rate
     page = Page()
-    app = HttpCache(page, FixedVersion(), builds=Buckets(Rate(per_s=1.0, burst=2), clock=lambda: 0.0))
+    app = HttpCache(page, FixedVersion(), builds=BuildLimit(Rate(per_s=1.0, burst=2), Rate(per_s=1.0, burst=5),
+                                                            clock=lambda: 0.0))
     assert [call(app, f"/games?page={i}")[0] for i in range(3)] == [200, 200, 429]
     assert page.renders == 2  # the refused build never ran
     assert [call(app, "/games?page=0")[0] for _ in range(20)] == [200] * 20  # kept: not counted
+    other = ("127.0.0.1", 40001)  # another connection from the same address builds on its own count
+    assert [call(app, f"/games?page={i}", client=other)[0] for i in range(3, 6)] == [200, 200, 429]
+    third = ("127.0.0.1", 40002)  # ... until the address's own bound
+    assert [call(app, f"/games?page={i}", client=third)[0] for i in range(6, 8)] == [200, 429]
+    assert call(app, "/games?page=9", client=("10.0.0.2", 40000))[0] == 200  # another address: its own
+    assert page.renders == 6
 
 
 def test_writes_are_limited_per_client_but_moves_in_a_game_are_not() -> None:

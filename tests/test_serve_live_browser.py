@@ -87,11 +87,19 @@ def test_a_page_open_through_many_versions_fetches_itself_at_most_once_per_versi
         # the page learns of each version before the next is stored (the poller looks every 0.2 s)
         wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
              what=f"version {k}")
-    db.close()
     time.sleep(1)  # a refresh in flight lands
     fetched = requests_to(network(chrome), url)
     assert VERSIONS // 5 <= fetched <= VERSIONS  # it kept up, and never fetched one version twice
     assert int(chrome.find_element("tag name", "body").get_attribute("data-refreshes") or 0) <= VERSIONS
+    for k in range(3):  # games of another ladder are news to the store, not to this ladder's page
+        seats = ["member-00@1.0", "member-01@1.0"]
+        db.save_game("ladder:club:batch-0001", 500 + k, seats, fake_record(f"club-v-{k}", seats, [[0], [1]]))
+        games += 1
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
+             what=f"the club's game {k}")
+    db.close()
+    time.sleep(0.5)
+    assert requests_to(network(chrome), url) == 0
 
 
 def test_a_reload_with_nothing_changed_gets_304s(chrome, site) -> None:

@@ -185,11 +185,13 @@ def misfits(rows: list[Row], cells: dict[str, dict[str, Cell]]) -> list[dict[str
     return out
 
 
-def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view: bool = False) -> LadderStandings:
+def ladder_standings(ladder: Ladder, store: Store, *, matrix: bool = False, view: bool = False,
+                     games: tuple[list, dict[str, tuple[float, int]]] | None = None) -> LadderStandings:
     """The ladder's table: one Plackett-Luce fit over all its games, best first.  ``view`` adds
     what `arena ladder NAME` shows besides (games since the last view, which it records; games in
-    the last hour; trends; rating history)."""
-    full, think = read_games(store, prefix=ladder.prefix)
+    the last hour; trends; rating history). ``games`` is what ``read_games`` would read, from a
+    reader that keeps them (the web server's pages)."""
+    full, think = games if games is not None else read_games(store, prefix=ladder.prefix)
     games = [(seats, result) for _, _, seats, result in full]
     mem = {m.label: m for m in members(store, ladder.name)}
     labels = sorted({b for seats, _ in games for b in seats})

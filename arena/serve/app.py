@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import admin, auth, bench, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
-from .limits import BUILDS, WRITES, Buckets, Rate, WriteLimit
+from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -75,7 +75,8 @@ def new_token() -> str:
 
 
 class PageCache:
-    """Page models keyed by the store's version: a fit or a log scan runs once per change of the store."""
+    """Page models keyed by their page's version (:meth:`StoreVersion.of`): a fit or a log scan runs
+    once per change of what the page shows."""
 
     def __init__(self, size: int = 64):
         self.size = size
@@ -100,7 +101,8 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
     opts: Options = request.app.state.options
     cache: PageCache = request.app.state.cache
 
-    version = request.app.state.version.current()
+    store: StoreVersion = request.app.state.version
+    version = store.of(request.url.path) if store.current() is not None else None
 
     def work() -> Any:
         db = data.open_read(opts.store)
@@ -421,7 +423,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
         Route("/bots/{label:path}", bot),
         Route("/games", games),
         Route("/games/{gid:path}", game),
-        Route("/events", events),
+        Route("/events", events, methods=["GET"]),
         Route("/health", health),
         *play.routes(),
         *submit.routes(),
@@ -435,7 +437,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     # It also sits outside the security headers, so a kept page is answered with the headers it was
     # built with and no other layer's work (the host check stays in front of it).
     key = auth.session_key(options.store)
-    middleware = [Middleware(HttpCache, version=version, builds=Buckets(BUILDS)),
+    middleware = [Middleware(HttpCache, version=version, builds=BuildLimit()),
                   Middleware(Headers, options=options),
                   Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
                              identify=auth.write_identity(options.store, key)),

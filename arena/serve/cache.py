@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from ..store import reads
 from . import data
-from .limits import Buckets, client_of, too_many
+from .limits import BuildLimit, too_many
 
 # Read-only pages built from the store alone (and the server's fixed options): kept per version.
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
@@ -53,9 +53,11 @@ class StoreVersion:
         self.clock = clock
         self._db: data.ReadStore | None = None
         self._seen: int | None = None
-        self._latest: tuple | None = None  # the store's version as last read
+        self._latest: tuple | None = None  # (store version, ladder parts, bots' ladders) as last read
         self._moved = -float("inf")        # when ``value`` last moved
         self.value: tuple | None = None    # the version pages are kept by
+        self.parts: dict[str, tuple] = {}  # ... and each ladder's own ("" the games of no ladder)
+        self.bots: dict[str, frozenset[str]] = {}  # the ladders each bot (label or name) is a member of
 
     def current(self) -> tuple | None:
         """The version pages are kept by now; None while there is no store."""
@@ -67,17 +69,37 @@ class StoreVersion:
                 self._seen = None
             seen = reads.data_version(self._db.db)
             if seen != self._seen or self._latest is None:
-                self._latest = data.version(self._db)
+                self._latest = (data.version(self._db), *reads.ladder_parts(self._db.db))
                 self._seen = seen
         except sqlite3.Error:  # a store being created or replaced: look again next time
             self.close()
-        if self.value is None:  # the first look is no move
-            self.value = self._latest
-        elif self._latest != self.value and self._latest is not None:
-            now = self.clock()
-            if now - self._moved >= self.settle:
-                self.value, self._moved = self._latest, now
+        if self._latest is not None and self._latest[:2] != (self.value, self.parts):
+            now, first = self.clock(), self.value is None
+            if first or now - self._moved >= self.settle:
+                self.value, self.parts, self.bots = self._latest
+                if not first:  # the first look is no move
+                    self._moved = now
         return self.value
+
+    def of(self, path: str) -> tuple | None:
+        """The version a page at ``path`` is kept by: a ladder's pages by that ladder's own version,
+        a bot's page by the games of no ladder and each ladder it is a member of (a bot of no
+        ladder's member list by the whole store's), every other page by the whole store's. So a
+        game of ladder A builds none of ladder B's pages again. Call :meth:`current` first."""
+        if self.value is None:
+            return None
+        if path.startswith("/ladders/"):
+            name = path[len("/ladders/"):].split("/", 1)[0]
+            return ("ladder", name, self.parts.get(name))
+        if path.startswith("/bots/"):
+            ladders = self.bots.get(path[len("/bots/"):])
+            if ladders is not None:
+                return ("bot", self.parts.get(""), *((n, self.parts.get(n)) for n in sorted(ladders)))
+        return self.value
+
+    def tags(self) -> dict[str, str]:
+        """Each ladder's version and the games of no ladder's (``""``), named short for the live events."""
+        return {k: tag(v) for k, v in self.parts.items()}
 
     def close(self) -> None:
         if self._db is not None:
@@ -172,15 +194,16 @@ def _matches(if_none_match: bytes, etag: bytes) -> bool:
 
 class HttpCache:
     """ETag, ``304`` and gzip on every complete GET response; the read-only pages kept whole per
-    store version (and per cookie, so a page shown to someone signed in is shown to them only).
+    version of what they show (:meth:`StoreVersion.of`), and per cookie, so a page shown to
+    someone signed in is shown to them only.
 
     A response that sets a cookie, or streams (the live events), passes through untouched."""
 
     def __init__(self, app: Any, version: StoreVersion, max_bytes: int = 64 * 2**20,
-                 builds: Buckets | None = None):
+                 builds: BuildLimit | None = None):
         self.app = app
         self.version = version
-        self.builds = builds  # each client's page builds, counted before they run
+        self.builds = builds  # each connection's and address's page builds, counted before they run
         self.max_bytes = max_bytes
         self.pages: OrderedDict[tuple, Entry] = OrderedDict()
         self.bytes = 0
@@ -195,15 +218,15 @@ class HttpCache:
         version = self.version.current()
         if version is None:
             return None
-        if version != self.pages_version:  # the store changed: every kept page is stale
-            self.pages.clear()
-            self.bytes = 0
+        if version != self.pages_version:  # the store changed: drop the pages whose part did
+            for old in [k for k in self.pages if k[-1] != self.version.of(k[0])]:
+                self.bytes -= self.pages.pop(old).size()
             self.pages_version = version
         return (path, scope.get("query_string", b""), _header(scope, b"cookie"),
-                _header(scope, b"authorization"), version)
+                _header(scope, b"authorization"), self.version.of(path))
 
     def _keep(self, key: tuple, entry: Entry) -> None:
-        if key[-1] != self.pages_version or entry.size() > self.max_bytes // 8:
+        if key[-1] != self.version.of(key[0]) or entry.size() > self.max_bytes // 8:
             return
         self.pages[key] = entry
         self.bytes += entry.size()
@@ -223,7 +246,7 @@ class HttpCache:
                 self.pages.move_to_end(key)
                 await self._answer(scope, send, self.pages[key])
                 return
-            wait = self.builds.take(client_of(scope)) if self.builds is not None else 0.0
+            wait = self.builds.take(scope) if self.builds is not None else 0.0
             if wait:
                 await too_many(send, wait)
                 return

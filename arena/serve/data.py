@@ -71,6 +71,52 @@ def version(db: ReadStore | None) -> tuple:
     return reads.counts(db.db)
 
 
+# --------------------------------------------------------------------------- a ladder's games
+
+class _Kept:
+    """One ladder's parsed games and think totals, as far as row ``last``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        self.last = 0
+        self.games: dict[tuple[str, int], tuple] = {}  # (tournament, idx) -> (tournament, seed, seats, result)
+        self.think: dict[str, tuple[float, int]] = {}
+
+
+def _take(kept: _Kept, rows: list[tuple], think: list[tuple], total: int) -> bool:
+    """Add the games read after ``kept.last``; False when they do not simply follow the kept ones."""
+    for rowid, tid, idx, seed, seats, result in rows:
+        if (tid, idx) in kept.games:
+            return False
+        kept.games[(tid, idx)] = (tid, seed, json.loads(seats), json.loads(result))
+        kept.last = max(kept.last, rowid)
+    for bot, ms, n in think:
+        old_ms, old_n = kept.think.get(bot, (0.0, 0))
+        kept.think[bot] = (old_ms + (ms or 0.0), old_n + (n or 0))
+    return len(kept.games) == total
+
+
+_LADDER_GAMES: dict[tuple, _Kept] = {}  # by store and ladder prefix, or store, "bot" and label
+_LADDER_GAMES_LOCK = threading.Lock()
+
+
+def ladder_games(db: ReadStore, prefix: str) -> tuple[list[tuple], dict[str, tuple[float, int]]]:
+    """What :func:`arena.tournament.standings.read_games` returns for a ladder (its games in
+    tournament and index order, and think totals), kept in the process: each build reads and
+    parses only the games stored since the last, so the standings of a 10,000-game ladder cost the
+    fit, not 10,000 JSON parses. A game removed from the store (the count falls short) reads all again."""
+    with _LADDER_GAMES_LOCK:
+        kept = _LADDER_GAMES.setdefault((str(db.path), prefix), _Kept())
+    with kept.lock:
+        if not _take(kept, *reads.games_after(db.db, prefix, kept.last)):
+            kept.clear()  # a game removed or stored again: read them all
+            _take(kept, *reads.games_after(db.db, prefix, 0))
+        return [kept.games[k] for k in sorted(kept.games)], dict(kept.think)
+
+
 # --------------------------------------------------------------------------- per-bot timing
 
 def think_totals(db: ReadStore, label: str) -> tuple[float, int]:
@@ -200,7 +246,21 @@ def bot_versions(db: ReadStore, label: str) -> list[dict[str, Any]]:
 
 
 def bot_results(db: ReadStore, label: str) -> list[tuple[list[str], dict[str, Any]]]:
-    return [(json.loads(s), json.loads(r)) for s, r in reads.bot_results(db.db, label)]
+    """(seats, result) of each game the bot played, oldest first; kept in the process like a
+    ladder's games (:func:`ladder_games`): a build parses only the games stored since the last."""
+    with _LADDER_GAMES_LOCK:
+        kept = _LADDER_GAMES.setdefault((str(db.path), "bot", label), _Kept())
+    with kept.lock:
+        for attempt in range(2):
+            rows, total = reads.bot_results_after(db.db, label, kept.last)
+            fresh = [r for r in rows if (r[2], r[1]) not in kept.games]
+            if len(fresh) == len(rows) and len(kept.games) + len(rows) == total:
+                break
+            kept.clear()  # a game removed or stored again: read them all
+        for rowid, gid, finished, seats, result in rows:
+            kept.games[(finished, gid)] = (json.loads(seats), json.loads(result))
+            kept.last = max(kept.last, rowid)
+        return [kept.games[k] for k in sorted(kept.games)]
 
 
 def _log(db: ReadStore, gid: str) -> dict[str, Any] | None:
@@ -209,23 +269,29 @@ def _log(db: ReadStore, gid: str) -> dict[str, Any] | None:
 
 
 def bot_faults(db: ReadStore, label: str, limit: int = 20, stderr_lines: int = 8) -> tuple[list[dict[str, Any]], Counter]:
-    """The bot's latest faulted games with the last stderr lines it wrote in each; counts by reason."""
+    """The bot's latest faulted games with the last stderr lines it wrote in each; counts by reason.
+    Each game's log is read once per process (:func:`_kept_per_seat`), not on every build."""
     counts = Counter(reads.fault_counts(db.db, label))
     out = []
     for gid, seat, reason, finished in reads.seats_of(db.db, label, limit, faulted=True):
-        rec = _log(db, gid) or {}
-        fault = next((f for f in rec.get("faults", []) if f.get("seat") == seat), {})
-        lines: list[str] = []
-        for step in rec.get("steps", []):
-            if step.get("seat") == seat and step.get("stderr"):
-                lines = step["stderr"]
-        stderr = rec.get("stderr", [])
-        if not lines and seat < len(stderr):
-            lines = stderr[seat]
-        out.append({"game": gid, "seat": seat, "reason": reason, "finished": finished,
-                    "message": fault.get("message", ""), "turn": fault.get("turn"),
-                    "stderr": [str(x) for x in lines[-stderr_lines:]]})
+        fault = _kept_per_seat(db, ("fault", gid, seat, finished, stderr_lines),
+                               lambda gid=gid, seat=seat: _fault_of(db, gid, seat, stderr_lines))
+        out.append({"game": gid, "seat": seat, "reason": reason, "finished": finished, **fault})
     return out, counts
+
+
+def _fault_of(db: ReadStore, gid: str, seat: int, stderr_lines: int) -> dict[str, Any]:
+    rec = _log(db, gid) or {}
+    fault = next((f for f in rec.get("faults", []) if f.get("seat") == seat), {})
+    lines: list[str] = []
+    for step in rec.get("steps", []):
+        if step.get("seat") == seat and step.get("stderr"):
+            lines = step["stderr"]
+    stderr = rec.get("stderr", [])
+    if not lines and seat < len(stderr):
+        lines = stderr[seat]
+    return {"message": fault.get("message", ""), "turn": fault.get("turn"),
+            "stderr": [str(x) for x in lines[-stderr_lines:]]}
 
 
 def slowest_decisions(db: ReadStore, label: str, games: int = 200, keep: int = 10) -> list[dict[str, Any]]:
@@ -242,21 +308,31 @@ _SLOWEST_LOCK = threading.Lock()
 
 
 def _decisions(db: ReadStore, gid: str, seat: int, finished: float, keep: int) -> list[dict[str, Any]]:
-    """A seat's ``keep`` slowest answered requests in one game. A stored game's log never changes, so
-    each is read once per process (keyed by store, game, seat and finish time), not once per page build:
-    a bot page is rebuilt on every change of the store, and 200 logs cost 0.3 s of CPU."""
-    key = (str(db.path), gid, seat, finished, keep)
+    """A seat's ``keep`` slowest answered requests in one game, read once per process."""
+
+    def read() -> list[dict[str, Any]]:
+        rec = _log(db, gid) or {}
+        found = []
+        for step in rec.get("steps", []):
+            if step.get("seat") == seat and "request" in step and not step.get("forced"):
+                found.append({"game": gid, "turn": step.get("turn"), "ms": float(step.get("ms", 0.0)),
+                              "phase": step.get("phase"),
+                              "kind": (step.get("act") or {}).get("kind", step.get("fault"))})
+        return sorted(found, key=lambda d: -d["ms"])[:keep]
+
+    return _kept_per_seat(db, ("slowest", gid, seat, finished, keep), read)
+
+
+def _kept_per_seat(db: ReadStore, key: tuple, read: Callable[[], Any]) -> Any:
+    """What a page takes from one seat of a stored game's log. A stored game's log never changes, so
+    each is read once per process (keyed by store, game, seat and finish time), not once per page
+    build: a bot page is rebuilt on every change of its ladders, and 200 logs cost 0.3 s of CPU."""
+    key = (str(db.path), *key)
     with _SLOWEST_LOCK:
         if key in _SLOWEST:
             _SLOWEST.move_to_end(key)
             return _SLOWEST[key]
-    rec = _log(db, gid) or {}
-    found = []
-    for step in rec.get("steps", []):
-        if step.get("seat") == seat and "request" in step and not step.get("forced"):
-            found.append({"game": gid, "turn": step.get("turn"), "ms": float(step.get("ms", 0.0)),
-                          "phase": step.get("phase"), "kind": (step.get("act") or {}).get("kind", step.get("fault"))})
-    found = sorted(found, key=lambda d: -d["ms"])[:keep]
+    found = read()
     with _SLOWEST_LOCK:
         _SLOWEST[key] = found
         while len(_SLOWEST) > SLOWEST_KEPT:

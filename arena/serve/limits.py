@@ -3,10 +3,11 @@
 A request must arrive whole within a deadline (:func:`read_deadline`), so a client that sends a
 byte a second cannot keep a connection, and what it holds, forever.
 
-A client is its address as the connection shows it (behind a proxy, every visitor is the proxy:
-run the arena without one, or give it its own limits); for writes, a logged-in person or a valid
-API token is its account instead (``identify``), so a class behind one address shares nothing. A page the server already keeps for the
-store's version costs nothing and is never counted; building one is (see
+For writes a client is its address as the connection shows it (behind a proxy, every visitor is
+the proxy: run the arena without one, or give it its own limits), or a logged-in person or a
+valid API token is its account instead (``identify``), so a class behind one address shares
+nothing. A page the server already keeps for its version costs nothing and is never counted;
+building one is, per connection and per address (:class:`BuildLimit`,
 :class:`arena.serve.cache.HttpCache`), and so is every request that is not a GET or HEAD.
 """
 
@@ -28,7 +29,8 @@ class Rate:
 
 
 WRITES = Rate(per_s=1.0, burst=10)
-BUILDS = Rate(per_s=20.0, burst=60)
+BUILDS = Rate(per_s=20.0, burst=60)  # page builds, per connection
+BUILDS_PER_ADDRESS = Rate(per_s=200.0, burst=600)  # ... and per address, however many connections it opens
 
 
 class Buckets:
@@ -54,6 +56,22 @@ class Buckets:
         while len(self.tokens) > self.clients:
             self.tokens.popitem(last=False)
         return wait
+
+
+class BuildLimit:
+    """Page builds counted per client, a client being one connection (a browser's tab, one of a
+    load generator's clients: many share one address), and per address with a bound ten times as
+    high, so an address cannot buy builds without end by opening connections."""
+
+    def __init__(self, per_client: Rate = BUILDS, per_address: Rate = BUILDS_PER_ADDRESS,
+                 clock: Callable[[], float] = time.monotonic):
+        self.clients = Buckets(per_client, clock)
+        self.addresses = Buckets(per_address, clock)
+
+    def take(self, scope: dict) -> float:
+        """0 when the request may build a page (counted), else the seconds until it may."""
+        client = scope.get("client")
+        return self.clients.take(f"{client[0]} {client[1]}" if client else "-") or self.addresses.take(client_of(scope))
 
 
 def client_of(scope: dict) -> str:

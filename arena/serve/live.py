@@ -10,12 +10,14 @@ server-sent events (``/events``) and re-fetch their live regions.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 
 import anyio
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
 
 from .cache import StoreVersion, tag
+
+log = logging.getLogger("arena.serve")
 
 
 class StoreFollower:
@@ -27,6 +29,7 @@ class StoreFollower:
         self.store = version
         self.interval = interval
         self.version: tuple = ()
+        self._parts: dict[str, tuple] = {}
         self.serial = 0
         self.event = ""  # the store event of this version, written once for every open stream
         self._changed = anyio.Event()
@@ -37,10 +40,12 @@ class StoreFollower:
     async def run(self) -> None:
         while True:
             version = self._read()
-            if version != self.version:
-                self.version = version
+            parts = self.store.parts
+            if (version, parts) != (self.version, self._parts):  # a status or pause moves a ladder's alone
+                self.version, self._parts = version, parts
                 self.serial += 1
-                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version)}
+                news = {"serial": self.serial, "games": version[0] if version else 0, "version": tag(version),
+                        "parts": self.store.tags()}  # each ladder's own version: its pages skip the rest
                 self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
                 changed, self._changed = self._changed, anyio.Event()
                 changed.set()
@@ -58,20 +63,57 @@ class StoreFollower:
         self.store.close()
 
 
-async def events(request: Request) -> StreamingResponse:
-    """``/events``: one ``store`` event per change of the store, a comment every 15 s to keep it open."""
-    follower: StoreFollower = request.app.state.follower
+STALL_S = 10.0  # a stream whose client takes no event within this (its buffers full) is closed
+KEEPALIVE_S = 15.0
 
-    async def stream():
+
+class EventStream:
+    """``/events``: one ``store`` event per change of the store, a comment every 15 s to keep it open.
+
+    Each event is handed on within ``stall_s`` or the stream ends and its connection is closed: a
+    client that stops reading fills its socket's buffers, and then its stream (and the memory it
+    holds) goes, while every other stream, each waiting on its own send, goes on. A disconnect
+    ends the stream at once."""
+
+    def __init__(self, stall_s: float = STALL_S, keepalive_s: float = KEEPALIVE_S):
+        self.stall_s = stall_s
+        self.keepalive_s = keepalive_s
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        follower: StoreFollower = scope["app"].state.follower
+        stalled = False
+        async with anyio.create_task_group() as group:
+
+            async def until_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                group.cancel_scope.cancel()
+
+            group.start_soon(until_disconnect)
+            await self._stream(follower, send)
+            stalled = True
+            group.cancel_scope.cancel()
+        if stalled:  # returning without the response's end makes the server close the connection
+            log.info("closed a live stream whose client read nothing for %.0f s", self.stall_s)
+
+    async def _send(self, send: Callable, message: dict) -> bool:
+        """Hand ``message`` on; False when the client has not taken it within ``stall_s``."""
+        with anyio.move_on_after(self.stall_s) as sending:
+            await send(message)
+        return not sending.cancelled_caught
+
+    async def _stream(self, follower: StoreFollower, send: Callable) -> None:
+        """Send events until a send stalls."""
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store"),
+                   (b"x-accel-buffering", b"no")]
         serial = follower.serial
-        yield f"retry: 2000\nevent: hello\ndata: {serial}\n\n"
-        while True:
-            new = await follower.wait(serial, 15.0)
-            if new == serial:
-                yield ": still here\n\n"
-                continue
+        chunk = f"retry: 2000\nevent: hello\ndata: {serial}\n\n"
+        if not await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers}):
+            return
+        while await self._send(send, {"type": "http.response.body", "body": chunk.encode(), "more_body": True}):
+            new = await follower.wait(serial, self.keepalive_s)
+            chunk = ": still here\n\n" if new == serial else follower.event
             serial = new
-            yield follower.event
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+events = EventStream()

@@ -105,12 +105,13 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     from ..ladder import LadderError, ladder_standings
     ladder = _ladder(name, ladders_dir)
     error = ""
+    games = data.ladder_games(db, ladder.prefix)  # only the games since the last build are read
     try:
-        table = ladder_standings(ladder, db, matrix=True)
+        table = ladder_standings(ladder, db, matrix=True, games=games)
     except (LadderError, ValueError) as e:  # an anchor without games: show the table unrated
         error = str(e)
         ladder.anchor = None
-        table = ladder_standings(ladder, db, matrix=True)
+        table = ladder_standings(ladder, db, matrix=True, games=games)
     owners = _owners(db)
     rows = [replace(row_of(r.rank, r, r.label), author=owners.get(r.label.partition("@")[0], ""),
                     status=str(getattr(r.status, "value", r.status))) for r in table.rows]

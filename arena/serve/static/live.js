@@ -1,7 +1,8 @@
 /* Live regions: elements with data-live and an id are re-read from the server when the store
    changes (server-sent events from /events), without reloading the page. Pages whose state lives
    in the server process (a submission being checked) set data-poll on <body> and refresh on a timer.
-   Each store event names the store's new version: a page fetches itself at most once per version,
+   Each store event names the store's new version and each ladder's (a ladder's pages follow their
+   own ladder's): a page fetches itself at most once per version,
    and revalidates (ETag), so a page the change did not touch costs a 304. */
 (function () {
   "use strict";
@@ -55,8 +56,11 @@
       var news = {};
       try { news = JSON.parse(e.data); } catch (err) { /* ignore */ }
       if (news.games !== undefined) body.setAttribute("data-store-games", String(news.games));
-      if (news.version && news.version === shown) return;  // this version is on the page already
-      wanted = news.version || null;
+      // A ladder's page (data-part) follows its ladder's own version: another ladder's game is no news.
+      var part = body.getAttribute("data-part");
+      var version = (part !== null && news.parts && news.parts[part]) || news.version;
+      if (version && version === shown) return;  // this version is on the page already
+      wanted = version || null;
       refresh();
     });
     source.onerror = function () { say("reconnecting\u2026", "off"); };
