@@ -53,7 +53,10 @@ def cold_pages(fd: int, size: int) -> list[int]:
         vec = ctypes.create_string_buffer(count)
         if _libc.mincore(addr, size, vec) != 0:
             raise OSError(ctypes.get_errno(), "mincore failed")
-        return [i for i, b in enumerate(vec.raw) if not b & 1]
+        raw = vec.raw
+        if raw.count(1) == count:  # all resident: the usual answer, without a Python loop
+            return []
+        return [i for i, b in enumerate(raw) if not b & 1]
     finally:
         _libc.munmap(addr, size)
 
