@@ -6,6 +6,7 @@ a cluster worker unpacking new bot versions with no look at its disk.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -193,16 +194,34 @@ def test_a_gvisor_seat_starts_on_a_warm_view_and_sees_no_other_system_file(tmp_p
     from arena.bots.start import start_bot_blocking
     from tests.checks import reachable
 
-    pagecache.evict(COLD_PROBE)  # what memory pressure does to a page nobody used for a while
-    assert pagecache.cold_files([COLD_PROBE]) == [COLD_PROBE]
+    shared = tmp_path / "shared"  # a read-only path every seat sees besides the system (the arena package)
+    shared.mkdir()
+    (shared / "module.py").write_bytes(b"#" * (256 << 10))
     bot = tmp_path / "bot"
     bot.mkdir()
-    bot = reachable(bot)
+    bot, shared = reachable(bot), reachable(shared)
+    for path in (COLD_PROBE, shared / "module.py"):  # what memory pressure does to pages nobody used lately
+        fd = os.open(path, os.O_RDONLY)
+        os.fsync(fd)  # written pages must be clean to be dropped
+        os.close(fd)
+        pagecache.evict(path)
+        assert pagecache.cold_files([str(path)]) == [str(path)]
     probe = f"import os; print([p for p in {OUTSIDE_THE_VIEW!r} if os.path.lexists(p)], os.path.isfile({COLD_PROBE!r}))"
-    with start_bot_blocking(["python3", "-c", probe], bot, run_as="auto", gvisor=True) as proc:
+    with start_bot_blocking(["python3", "-c", probe], bot, run_as="auto", gvisor=True, ro_binds=[shared]) as proc:
         status, lines = proc.run_to_end(60)
     assert lines == ["[] True"], (status, lines)  # the bot ran, saw the probe's file and nothing outside
-    assert pagecache.cold_files(stranger_system()[1]) == []
+    assert pagecache.cold_files([*stranger_system()[1], str(shared)]) == []
+
+
+def test_a_command_outside_a_gvisor_seats_view_is_refused_naming_it(tmp_path: Path) -> None:
+    from arena.bots.errors import BotCommandError
+    from arena.bots.gvisor import write_bundle
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (tmp_path / "home").mkdir()
+    with pytest.raises(BotCommandError, match="/usr/bin/perl is not in a gVisor seat's system view"):
+        write_bundle(tmp_path / "home", ["/usr/bin/perl", "bot.pl"], bot, uid=12345, env={}, limits=Limits())
 
 
 def test_a_system_path_missing_on_the_host_is_named() -> None:

@@ -102,10 +102,11 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
         if os.path.isfile(path):  # a file's mount point is a file
             (rootfs / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (rootfs / path.lstrip("/")).touch()
-    pagecache.warm(system)  # no cold page left in the view every seat shares (docs/SANDBOX.md)
     mounts.append({**_bind(str(cwd), not writable_cwd), "source": str(checked_folder(where))})
     for path in ro_binds:
         mounts.append(_bind(str(path), True))
+    # no cold page left in what every seat shares, the system and the arena package (docs/SANDBOX.md)
+    pagecache.warm([*system, *map(str, ro_binds)])
     for d in ("proc", "tmp", "dev", *(m["destination"].lstrip("/") for m in mounts)):
         if not (rootfs / d).is_file():
             (rootfs / d).mkdir(parents=True, exist_ok=True)
