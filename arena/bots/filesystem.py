@@ -5,11 +5,13 @@ the system read-only, its own directory, the extra read-only paths, and nothing 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
-import os
 from pathlib import Path
 from typing import Iterable
+
+from .pagecache import files_under
 
 
 SANDBOX_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -164,7 +166,7 @@ def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tup
     for p in paths:
         if not os.path.lexists(p):
             raise MissingSystemPath(f"{p} (a system path a gVisor seat needs) is not on this host")
-    elfs = [f for f in _files(paths) if _is_elf(f)]
+    elfs = [f for f in files_under(os.path.realpath(p) for p in paths) if _is_elf(f)]
     libs: set[str] = set()
     for i in range(0, len(elfs), 200):
         out = subprocess.run(["ldd", *elfs[i:i + 200]], capture_output=True, text=True, check=False,
@@ -196,17 +198,6 @@ def _walk_links(path: str, links: dict[str, str]) -> str:
             continue
         cur = Path(os.path.normpath(nxt))
     return str(cur)
-
-
-def _files(paths: Iterable[str]) -> list[str]:
-    out = []
-    for top in paths:
-        real = os.path.realpath(top)
-        if os.path.isfile(real):
-            out.append(real)
-        for root, _dirs, names in os.walk(real):
-            out += [os.path.join(root, n) for n in names if not os.path.islink(os.path.join(root, n))]
-    return out
 
 
 def _is_elf(path: str) -> bool:

@@ -94,14 +94,14 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
     for d in SANDBOX_ROOT_DIRS:
         if os.path.islink(d):
             links = ((d, os.readlink(d)), *links)
-    for path, target in dict(links).items():
-        (rootfs / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, rootfs / path.lstrip("/"))
-    for path in system:
-        mounts.append(_bind(path, True))
-        if os.path.isfile(path):  # a file's mount point is a file
-            (rootfs / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
-            (rootfs / path.lstrip("/")).touch()
+    for link, target in dict(links).items():
+        (rootfs / link.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, rootfs / link.lstrip("/"))
+    for part in system:
+        mounts.append(_bind(part, True))
+        if os.path.isfile(part):  # a file's mount point is a file
+            (rootfs / part.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (rootfs / part.lstrip("/")).touch()
     mounts.append({**_bind(str(cwd), not writable_cwd), "source": str(checked_folder(where))})
     for path in ro_binds:
         mounts.append(_bind(str(path), True))
