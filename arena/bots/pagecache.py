@@ -23,6 +23,7 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+_libc.mlock.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 PAGE = mmap.PAGESIZE
 _CHUNK = 1 << 20
@@ -64,10 +65,12 @@ def cold_pages(fd: int, size: int) -> list[int]:
 
 @functools.cache
 def _mapped(paths: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
-    """Each regular file under ``paths`` as (path, address, size): mapped once per referee process
-    (read-only, never touched, so nothing is read or kept resident by it) and kept, so a start's
-    check is one ``mincore`` per file. A file that a package upgrade adds or replaces later is
-    seen by the next referee."""
+    """Each regular file under ``paths`` as (path, address, size): mapped read-only and locked
+    (``mlock``) once per referee process and kept, so its pages are read in now and no reclaim, of
+    the machine or of any cgroup that was first charged for them, can drop them while the referee
+    runs; a start's check is then one ``mincore`` per file. Where locking is refused (no
+    CAP_IPC_LOCK), the pages are only warmed at each start. A file that a package upgrade adds or
+    replaces later is seen by the next referee."""
     out = []
     for path in files_under(paths):
         try:
@@ -81,6 +84,7 @@ def _mapped(paths: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
             addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
             if addr in (None, _MAP_FAILED):
                 raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+            _libc.mlock(addr, size)  # best effort: warm() still reads back what is out
             out.append((path, addr, size))
         finally:
             os.close(fd)
