@@ -1,6 +1,13 @@
 """How many bits two seats of different authors pass through the host's page cache.
 
-    python bench/bench_cache_channel.py [--gvisor] [deals] [bits] [cold_us]
+    python bench/bench_cache_channel.py [--gvisor] [--view] [--evict] [deals] [bits] [cold_us]
+
+``--view`` takes the units from the small system view a gVisor seat sees (32 KiB at every 256 KiB of
+its files of 512 KiB or more) instead of all of ``/usr``; ``--evict`` drops the pool's files from the
+page cache first (``POSIX_FADV_DONTNEED``, file by file: what memory pressure would do), so a run
+starts on a fresh cold pool without dropping the whole machine's cache. To compare with main, run
+the same command with ``--arena=/work/main``: the tournament then runs that checkout's code (the
+pool is still computed here, so both runs read the same units).
 
 Every contained mode binds the host's ``/usr`` read-only, and every mode, gVisor included, reads its
 files through the host's page cache: the first read of a file nobody read since it left the cache
@@ -38,6 +45,7 @@ from pathlib import Path
 
 ARENA = [sys.executable, "-P", "-m", "arena.cli"]
 MOVE_MS = 200
+ENV = dict(os.environ)
 
 CHAN = r'''
 import hashlib, os, sys, time
@@ -132,6 +140,19 @@ serve(choose, "cc-recv", "1.0", on_start=lambda m: (state.clear(), game.update(i
 '''
 
 
+def view_pool() -> list[str]:
+    """Units of the gVisor seat's system view: 32 KiB at every 256 KiB past the first of each file of
+    512 KiB or more (a 32 KiB first read reads ahead 128 KiB at most, so units stay apart)."""
+    from arena.bots.filesystem import stranger_system
+    from arena.bots.pagecache import files_under
+    out = []
+    for p in sorted(files_under(stranger_system()[1])):
+        size = os.path.getsize(p)
+        if size >= 512 << 10:
+            out += [f"{p} {o << 18}" for o in range(1, (size >> 18) - 1)]
+    return out
+
+
 def pool() -> list[str]:
     """Units of the system's large files: 32 KiB at every MiB past the first of each file of /usr of
     2 MiB or more, in a fixed order (both bots get the same list). A first read of 32 KiB makes the
@@ -158,14 +179,21 @@ def hand_bits(hand: list[str], n: int) -> list[int]:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--gvisor"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     gvisor = "--gvisor" in sys.argv
+    other = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--arena=")]
+    if other:
+        ENV["PYTHONPATH"] = other[0]
     deals = int(args[0]) if args else 2
     bits = int(args[1]) if len(args) > 1 else 32
     cold_us = float(args[2]) if len(args) > 2 else (200.0 if gvisor else 50.0)
     work = Path(tempfile.mkdtemp(prefix="cache-channel-"))
     work.chmod(0o755)
-    files = pool()
+    files = view_pool() if "--view" in sys.argv else pool()
+    if "--evict" in sys.argv:
+        from arena.bots.pagecache import evict
+        for path in sorted({line.rsplit(" ", 1)[0] for line in files}):
+            evict(path)
     for name, code, author in (("send", SEND, "alice"), ("recv", RECV, "bob")):
         d = work / name
         d.mkdir()
@@ -190,11 +218,11 @@ def report(work: Path, gvisor: bool, bits: int, cold_us: float, triples: int) ->
     """Play the tournament in WORK and print, per game, what the receiver got against the replay."""
     store = work / "s.sqlite"
     run = subprocess.run([*ARENA, "tournament", str(work / "t.toml"), "--store", str(store), "--plain", "-j", "1"],
-                         cwd=work, capture_output=True, text=True)
+                         cwd=work, env=ENV, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(run.stdout[-2000:] + run.stderr[-2000:])
     games = json.loads(subprocess.run([*ARENA, "games", "--store", str(store), "--json", "--limit", "1000"],
-                                      cwd=work, capture_output=True, text=True, check=True).stdout)
+                                      cwd=work, env=ENV, capture_output=True, text=True, check=True).stdout)
     total = wrong = slots = 0
     print(f"mode {'gVisor' if gvisor else 'default'}, {triples} triples in the pool, "
           f"{bits} bits a game, cold above {cold_us:g} us, move_ms {MOVE_MS}")
@@ -202,11 +230,11 @@ def report(work: Path, gvisor: bool, bits: int, cold_us: float, triples: int) ->
         seat = g["seats"].index("cc-send@1.0")
         first = next(json.loads(line) for line in subprocess.run(
             [*ARENA, "replay", g["id"], "--store", str(store), "--as", str(seat), "--json"],
-            cwd=work, capture_output=True, text=True, check=True).stdout.splitlines()
+            cwd=work, env=ENV, capture_output=True, text=True, check=True).stdout.splitlines()
             if json.loads(line).get("type") == "request")
         truth = "".join(map(str, hand_bits(first["view"]["hand"], bits)))
         text = subprocess.run([*ARENA, "replay", g["id"], "--store", str(store), "--plain"], cwd=work,
-                              capture_output=True, text=True).stdout
+                              env=ENV, capture_output=True, text=True).stdout
         got = re.search(r"GOT ([01]+) slots (\d+)", text)
         sent = re.search(r"SENDSLOTS (\d+) triples (\d+)", text)
         if not got or not sent:

@@ -6,6 +6,7 @@ a cluster worker unpacking new bot versions with no look at its disk.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,65 @@ def test_an_initial_bot_named_by_a_ladder_file_is_the_organisers_too(tmp_path: P
     (ladders / "club.toml").write_text(f'rules = "classic"\nseats = 2\nbots = ["{bot}", "random"]\n')
     names = _organisers_names(ladders)
     assert {"club-reference", "random", "heuristic"} <= names and "club-ref" not in names
+
+
+# --------------------------------------------------------------------------- the host's page cache
+
+OUTSIDE_THE_VIEW = ("/usr/share", "/usr/bin/perl", "/usr/bin/gcc", "/usr/lib/jvm", "/usr/lib/gcc",
+                    "/usr/local", "/etc/passwd", "/etc/hostname", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+                    "/usr/sbin", "/var", "/home", "/root", "/opt", "/srv")
+"""Host paths (on this Debian host) a gVisor seat must not see: written here, not read from the
+view's own list. Any cold page in them would be a channel between two seats."""
+
+COLD_PROBE = "/usr/lib/python3.11/pydoc_data/topics.py"
+"""A large file of the view that a Python bot's start does not read."""
+
+
+def _gvisor_problem() -> str | None:
+    from arena.bots.probes import gvisor_problem_now
+    return gvisor_problem_now()
+
+
+@pytest.mark.skipif(_gvisor_problem() is not None, reason=f"gVisor: {_gvisor_problem()}")
+def test_a_gvisor_seat_starts_on_a_warm_view_and_sees_no_other_system_file(tmp_path: Path) -> None:
+    """A sender that warms cold system pages and a receiver that times its first reads need a cold
+    page both can see: the seat's view is small, all of it is in the cache once a seat has started,
+    and it stays there when the kernel is asked to drop it."""
+    from arena.bots import pagecache
+    from arena.bots.filesystem import stranger_system
+    from arena.bots.start import start_bot_blocking
+    from tests.checks import reachable
+
+    shared = tmp_path / "shared"  # a read-only path every seat sees besides the system (the arena package)
+    shared.mkdir()
+    (shared / "module.py").write_bytes(b"#" * (256 << 10))
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    bot, shared = reachable(bot), reachable(shared)
+    probe = f"import os; print([p for p in {OUTSIDE_THE_VIEW!r} if os.path.lexists(p)], os.path.isfile({COLD_PROBE!r}))"
+    with start_bot_blocking(["python3", "-c", probe], bot, run_as="auto", gvisor=True, ro_binds=[shared]) as proc:
+        status, lines = proc.run_to_end(60)
+    assert lines == ["[] True"], (status, lines)  # the bot ran, saw the probe's file and nothing outside
+    for path in (COLD_PROBE, shared / "module.py"):  # what memory pressure does to pages nobody used lately
+        fd = os.open(path, os.O_RDONLY)
+        os.fsync(fd)  # written pages must be clean to be dropped
+        os.close(fd)
+        pagecache.evict(path)
+    assert pagecache.cold_files([*stranger_system()[1], str(shared)]) == []
+
+
+def test_a_command_outside_a_gvisor_seats_view_is_refused_naming_it(tmp_path: Path) -> None:
+    from arena.bots.errors import BotCommandError
+    from arena.bots.gvisor import write_bundle
+    from arena.limits import Limits
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (tmp_path / "home").mkdir()
+    with pytest.raises(BotCommandError, match="/usr/bin/perl is not in a gVisor seat's system view"):
+        write_bundle(tmp_path / "home", ["/usr/bin/perl", "bot.pl"], bot, uid=12345, env={}, limits=Limits())
+
+
+def test_a_system_path_missing_on_the_host_is_named() -> None:
+    from arena.bots.filesystem import MissingSystemPath, stranger_system
+    with pytest.raises(MissingSystemPath, match="/usr/bin/no-such-python"):
+        stranger_system(("/usr/bin/python3", "/usr/bin/no-such-python"))

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import subprocess
 from pathlib import Path
 from typing import Iterable
+
+from .pagecache import files_under
 
 
 SANDBOX_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -140,3 +144,65 @@ def tree_usage(root: Path, stop_at: int) -> tuple[int, int]:
         except OSError:
             continue
     return used, entries
+
+
+STRANGER_SYSTEM = ("/usr/bin/python3", "/usr/lib/python3.11", "/usr/bin/bash", "/usr/bin/sh", "/etc/ld.so.cache")
+"""What a gVisor seat sees of the host's system, for the starter languages (Python 3, bash), besides
+the shared libraries these programs and the Python extension modules link (:func:`stranger_system`).
+Kept small so the referee can keep every page of it in the cache (:mod:`.pagecache`): a cold page
+in a view two seats share is a channel between them."""
+
+
+class MissingSystemPath(OSError):
+    """A path of the gVisor seat's system view is absent on this host."""
+
+
+@functools.cache
+def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The gVisor seat's system view: links as (target, path) and the real files and directories to
+    bind, for ``paths`` and every shared library their ELF files link (the loader's own answer,
+    ``ldd``, run once per process on system files only). Raises :class:`MissingSystemPath` naming a
+    listed path this host lacks."""
+    for p in paths:
+        if not os.path.lexists(p):
+            raise MissingSystemPath(f"{p} (a system path a gVisor seat needs) is not on this host")
+    elfs = [f for f in files_under(os.path.realpath(p) for p in paths) if _is_elf(f)]
+    libs: set[str] = set()
+    for i in range(0, len(elfs), 200):
+        out = subprocess.run(["ldd", *elfs[i:i + 200]], capture_output=True, text=True, check=False,
+                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}).stdout
+        libs.update(m for m in re.findall(r"(/\S+) \(0x", out))
+    links: dict[str, str] = {}
+    binds: set[str] = set()
+    for p in (*paths, *sorted(libs)):
+        binds.add(_walk_links(p, links))
+    binds = {b for b in binds if not any(Path(o) in Path(b).parents for o in binds)}
+    return tuple(sorted(links.items(), key=lambda kv: kv[0].count("/"))), tuple(sorted(binds))
+
+
+def _walk_links(path: str, links: dict[str, str]) -> str:
+    """The real path of ``path``, recording in ``links`` each symbolic link met on the way."""
+    cur = Path("/")
+    parts = list(Path(path).parts[1:])
+    hops = 0
+    while parts:
+        nxt = cur / parts.pop(0)
+        if nxt.is_symlink():
+            hops += 1
+            if hops > 40:
+                raise MissingSystemPath(f"{path}: too many links")
+            target = os.readlink(nxt)
+            links[str(nxt)] = target
+            parts = list(Path(target).parts[1:] if target.startswith("/") else Path(target).parts) + parts
+            cur = Path("/") if target.startswith("/") else cur
+            continue
+        cur = Path(os.path.normpath(nxt))
+    return str(cur)
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
