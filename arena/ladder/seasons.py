@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store.games import game_results, tournament_statuses
-from ..store.ladders import ArchivedRow, add_season, archived_rows, season_records
+from ..store.ladders import ArchivedRow, SeasonRecord, add_season, archived_rows, season_records
 from ..store.ladders import end_season as close_season
 from ..tournament.seeds import commitment, make_named_secret
 from ..tournament.store import Store
@@ -34,21 +34,10 @@ from .tables import bot_statuses, members
 DAY_S = 86_400.0
 
 
-@dataclass(frozen=True)
-class Season:
-    ladder: str
-    number: int
-    frozen: dict[str, Any]
-    secret_name: str
-    commitment: str
-    first_batch: int
-    last_batch: int | None
-    started: float
-    ends_at: float | None
-    end_games: int | None
-    ended: float | None
-    members: tuple[str, ...]
-    secret: bytes | None = None  # only once the season has ended and revealed it
+class Season(SeasonRecord):
+    """A season as the ladder uses it: the store's record (the secret only once the season has
+    ended and revealed it), with what follows from it."""
+    __slots__ = ()
 
     @property
     def open(self) -> bool:
