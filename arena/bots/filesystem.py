@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+from .errors import SandboxUnavailable
 from .pagecache import files_under
 
 
@@ -153,8 +154,8 @@ Kept small so the referee can keep every page of it in the cache (:mod:`.pagecac
 in a view two seats share is a channel between them."""
 
 
-class MissingSystemPath(OSError):
-    """A path of the gVisor seat's system view is absent on this host."""
+class MissingSystemPath(SandboxUnavailable):
+    """A path of the gVisor seat's system view is absent on this host: the mode cannot run here."""
 
 
 @functools.cache
