@@ -100,3 +100,15 @@ def test_holds_travel_empty_and_a_bad_bound_is_a_clear_error(monkeypatch: pytest
     monkeypatch.setenv(bundles.CACHE_BYTES_ENV, "lots")
     with pytest.raises(bundles.BundleError, match="PALACE_ARENA_CACHE_BYTES='lots'"):
         bundles.cache_bound()
+
+
+def test_a_run_on_a_worker_holds_its_bots_until_its_pool_is_shut(tmp_path: Path, cache: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from arena.tournament.cluster import RunReferee
+    monkeypatch.setenv(bundles.CACHE_ENV, str(cache))
+    digest, blob = bundle(tmp_path, "a")
+    run = pickle.loads(pickle.dumps(RunReferee({}, {"a@1": digest}, {"a@1": ("bot.toml", blob)})))
+    assert run.bot("a@1").label == "a@1"
+    assert evict(cache, 0) == []
+    run.close()
+    assert evict(cache, 0) == [bundle_key(blob)]
