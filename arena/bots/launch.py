@@ -360,7 +360,8 @@ class Launcher:
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)
         plan = LaunchPlan(spec.label, tuple(argv(build, python)), built.workdir, BUILD_LIMITS, mode,
-                          tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True)
+                          tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True,
+                          system=self._system(mode))
         try:
             proc = plan.start_blocking()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
@@ -485,7 +486,11 @@ class Launcher:
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
                           tuple({**spec.env, **env}.items()), _binds(env),
-                          system=system_paths(self.system) if mode is Containment.GVISOR else ())
+                          system=self._system(mode))
+
+    def _system(self, mode: Containment) -> tuple[str, ...]:
+        """The extra system paths a gVisor seat (or build) sees: the run's list, presets resolved."""
+        return system_paths(self.system) if mode is Containment.GVISOR else ()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:
