@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ArenaError
-from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS
+from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS, tree_usage
 from .folder import CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
 from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
 
@@ -138,17 +138,115 @@ def bundle_key(blob: bytes) -> str:
 
 
 MIN_FREE_BYTES = 256 << 20  # what unpacking a bot leaves free on the cache's disk, beside the largest bot
+MAX_CACHE_BYTES = 4 << 30
+"""What the entries of a worker's cache may take before a new one evicts the least recently used
+entries that no process is using (:func:`evict`); ``PALACE_ARENA_CACHE_BYTES`` overrides it."""
+CACHE_BYTES_ENV = "PALACE_ARENA_CACHE_BYTES"
+_KEY_CHARS = frozenset("0123456789abcdef")
 
 
-def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None, key: str | None = None) -> BotSpec:
+class Holds:
+    """The cache entries one user (a run on a worker) has in use: a shared ``flock`` on each entry's
+    ``<key>.use`` file, taken while the entry cannot be evicted (under its ``<key>.lock``) and kept
+    until :meth:`release`. The kernel drops them with the process, so a killed worker holds nothing;
+    :func:`evict` removes an entry only when it can lock ``.use`` exclusively, in any process."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[Path, str], int] = {}
+        self._guard = threading.Lock()
+
+    def __reduce__(self):  # a run's referee travels to its workers pickled: it arrives holding nothing
+        return (Holds, ())
+
+    def holds(self, base: Path, key: str) -> bool:
+        return (base, key) in self._fds
+
+    def _take(self, base: Path, key: str) -> None:
+        """Called with the entry's ``.lock`` held, so no eviction runs between its check and this."""
+        with self._guard:
+            if (base, key) in self._fds:
+                return
+            fd = os.open(base / f"{key}.use", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            os.utime(fd)  # the entry's last use, which eviction orders by
+            self._fds[(base, key)] = fd
+
+    def release(self) -> None:
+        with self._guard:
+            fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+
+def cache_bound() -> int:
+    raw = os.environ.get(CACHE_BYTES_ENV)
+    if raw is None:
+        return MAX_CACHE_BYTES
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise BundleError(f"{CACHE_BYTES_ENV}={raw!r}: expected a number of bytes") from None
+
+
+def evict(base: Path, bound: int) -> list[str]:
+    """Remove the least recently used entries of the cache at ``base`` that no process is using
+    until the entries take at most ``bound`` bytes; the keys removed. An entry is skipped while any
+    process prepares it (its ``.lock``) or holds it (:class:`Holds`, its ``.use``): both are taken
+    without waiting, so two processes evicting at once each remove only what they locked. The
+    entry is renamed away first, so no reader ever finds it half removed. Lock files stay (a few
+    bytes each): removing one another process has open would split its lock from the next one's."""
+    entries = []
+    for path in base.iterdir():
+        if path.name.startswith(".") or set(path.name) - _KEY_CHARS or not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            used = os.stat(base / f"{path.name}.use").st_mtime
+        except OSError:
+            used = path.stat().st_mtime
+        entries.append((used, path.name, tree_usage(path, CAPS.files + 2)[0]))
+    total = sum(size for _, _, size in entries)
+    removed = []
+    for _, key, size in sorted(entries):
+        if total <= bound:
+            break
+        lock = os.open(base / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        use = os.open(base / f"{key}.use", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # being prepared or in use: never removed
+            gone = Path(tempfile.mkdtemp(prefix=f".evicted-{key[:12]}-", dir=base))
+            try:
+                (base / key).rename(gone / key)
+            except FileNotFoundError:
+                gone.rmdir()
+                continue
+            shutil.rmtree(gone, ignore_errors=True)
+            total -= size
+            removed.append(key)
+        finally:
+            os.close(use)
+            os.close(lock)
+    for known in [t for t in _PREPARED if t[0] == base and t[1] in removed]:
+        _PREPARED.pop(known, None)
+    return removed
+
+
+def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = None, key: str | None = None,
+                hold: Holds | None = None) -> BotSpec:
     """Unpack (once per machine) and verify a bot; its spec.
 
     The unpacked tree is renamed into ``<cache>/<blob's sha256>/bot`` only after its files hash
     checked out, so a directory that exists was verified and holds exactly that blob's files.
     Its ``build`` is not run here: the worker's Launcher builds it contained, in a copy, as a
-    local run does (a build is a stranger's code too). A new entry is refused while the cache's
-    disk could not hold the largest bot and keep ``MIN_FREE_BYTES`` free: every new version of a
-    ladder's bots lands in every worker's cache, which nothing else bounds.
+    local run does (a build is a stranger's code too). Every new version of a ladder's bots lands
+    in every worker's cache, so before a new entry is unpacked the least recently used entries no
+    process holds are evicted down to :func:`cache_bound` (:func:`evict`); with ``hold`` the entry
+    is held in use until ``hold.release()``, so no eviction removes it under a running bot. A new
+    entry is still refused while the cache's disk could not hold the largest bot and keep
+    ``MIN_FREE_BYTES`` free.
     """
     base = root or cache_root()
     key = key or bundle_key(blob)
@@ -156,17 +254,18 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
         lock = _PREP_LOCKS[key]
     with lock:
         known = _PREPARED.get((base, key, manifest))
-        if known is not None and known.root.is_dir():  # a temp-dir cleaner may have removed it
-            return known
-        home = base / key
+        if known is not None and known.root.is_dir() and (hold is None or hold.holds(base, key)):
+            return known  # (a temp-dir cleaner may have removed it)
         with _flock(base / f"{key}.lock"):
-            if not home.is_dir():
+            if not (base / key).is_dir():
+                evict(base, cache_bound())
                 free = shutil.disk_usage(base).free
                 if free < CAPS.bytes + MIN_FREE_BYTES:
                     raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
                                       f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
-                                      f"and {MIN_FREE_BYTES >> 20} MiB stay free): remove old entries there "
-                                      "between runs, or point PALACE_ARENA_CACHE at a larger disk")
+                                      f"and {MIN_FREE_BYTES >> 20} MiB stay free): set {CACHE_BYTES_ENV} lower "
+                                      "(entries in use are never evicted), or point PALACE_ARENA_CACHE at a larger disk")
+                home = base / key
                 tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
                 try:
                     unpack_bot(blob, tmp / "bot")
@@ -181,9 +280,22 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 except BaseException:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise
+            if hold is not None:
+                hold._take(base, key)
+            else:
+                _touch(base / f"{key}.use")
             try:
-                spec = load_bot(home / "bot" / manifest)
+                spec = load_bot(base / key / "bot" / manifest)
             except ManifestError as e:
                 raise BundleError(str(e)) from None
         _PREPARED[(base, key, manifest)] = spec
         return spec
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry used now (eviction takes the least recently used first)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        os.utime(fd)
+    finally:
+        os.close(fd)

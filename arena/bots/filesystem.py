@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+from ..errors import ArenaError
 from .errors import SandboxUnavailable
 from .pagecache import files_under
 
@@ -154,6 +155,56 @@ Kept small so the referee can keep every page of it in the cache (:mod:`.pagecac
 in a view two seats share is a channel between them."""
 
 
+SYSTEM_PRESETS: dict[str, tuple[str, ...]] = {
+    "python": (),  # in STRANGER_SYSTEM already
+    "bash": (),
+    "javascript": ("/usr/bin/node",),
+    "java": ("/usr/bin/java", "/usr/bin/javac", *(f"/usr/lib/jvm/java-17-openjdk-amd64/{p}" for p in
+             ("bin", "conf", "lib", "release")), "/etc/java-17-openjdk"),  # not jmods, docs: unused, 75 MiB
+}
+"""What a ladder's or a run's ``system`` list may name instead of paths: the system paths each
+starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM` (Debian's
+packages; the libraries they link are added by :func:`stranger_system`)."""
+
+FORBIDDEN_SYSTEM = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/home", "/root", "/boot")
+"""Where no extra system path of a gVisor view may lie: kernel and device views, other users' and
+the machine's writable places. The store and the arena's data are refused by the caller's own list."""
+
+
+class SystemViewError(ArenaError, ValueError):
+    """An extra system path of a gVisor view that is refused (the message says why)."""
+
+
+def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
+    """The extra system paths that ``entries`` (preset names of :data:`SYSTEM_PRESETS` or absolute
+    paths) name, checked: each must exist and lie outside :data:`FORBIDDEN_SYSTEM`, ``refused``
+    (the store, the arena's data) and any folder at or below them, the link resolved. Raises
+    :class:`SystemViewError` naming the entry and the reason."""
+    banned = [Path(os.path.realpath(p)) for p in (*FORBIDDEN_SYSTEM, *refused)]
+    out: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, str) or not entry:
+            raise SystemViewError(f"system entry {entry!r}: a preset name ({', '.join(SYSTEM_PRESETS)}) or an absolute path")
+        if not entry.startswith("/"):
+            if entry not in SYSTEM_PRESETS:
+                raise SystemViewError(f"system entry {entry!r}: no such preset (known: {', '.join(SYSTEM_PRESETS)}); "
+                                      "or give an absolute path")
+            paths = SYSTEM_PRESETS[entry]
+        else:
+            paths = (entry,)
+        for p in paths:
+            if not os.path.lexists(p):
+                raise SystemViewError(f"system path {p} ({entry}) is not on this host")
+            real = Path(os.path.realpath(p))
+            for b in banned:
+                if real == b or b in real.parents or real in b.parents:
+                    raise SystemViewError(f"system path {p} ({entry}) is refused: it is or holds {b}, "
+                                          "which no bot may see")
+            if p not in out and p not in STRANGER_SYSTEM:
+                out.append(p)
+    return tuple(out)
+
+
 class MissingSystemPath(SandboxUnavailable):
     """A path of the gVisor seat's system view is absent on this host: the mode cannot run here."""
 
@@ -161,7 +212,7 @@ class MissingSystemPath(SandboxUnavailable):
 @functools.cache
 def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The gVisor seat's system view: links as (target, path) and the real files and directories to
-    bind, for ``paths`` and every shared library their ELF files link (the loader's own answer,
+    bind, for ``paths`` (:data:`STRANGER_SYSTEM` and a run's checked :func:`system_paths`) and every shared library their ELF files link (the loader's own answer,
     ``ldd``, run once per process on system files only). Raises :class:`MissingSystemPath` naming a
     listed path this host lacks."""
     for p in paths:

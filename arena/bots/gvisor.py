@@ -19,7 +19,7 @@ from typing import Sequence
 from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
-from .filesystem import SANDBOX_ROOT_DIRS, MissingSystemPath, stranger_system
+from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, stranger_system
 from .namespaces import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, _check, _mount, _unshare
 
 
@@ -69,9 +69,11 @@ def bind_checked(cwd_fd: int, where: Path) -> None:
 
 
 def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],
-                 limits: Limits, ro_binds: Sequence[Path] = (), writable_cwd: bool = False) -> Path:
+                 limits: Limits, ro_binds: Sequence[Path] = (), writable_cwd: bool = False,
+                 system: Sequence[str] = ()) -> Path:
     """An OCI bundle in ``where/bundle``: an empty read-only root with the small system view of
-    :func:`~.filesystem.stranger_system` (every page of it warmed into the host's cache first),
+    :func:`~.filesystem.stranger_system` and the run's extra ``system`` paths (checked by
+    :func:`~.filesystem.system_paths`; every page of it warmed into the host's cache first),
     the bot's directory (from :func:`checked_folder`) and ``ro_binds`` bound read-only at their host
     paths, a private /tmp, no network, ``uid`` as user, the limits as rlimits and no new privileges.
     Returns its path."""
@@ -83,21 +85,22 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
               {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
                "options": ["nosuid", "nodev", f"size={limits.memory_mb * MiB}"]}]
     try:
-        links, system = stranger_system()
+        links, view = stranger_system((*STRANGER_SYSTEM, *system))
     except MissingSystemPath as e:
         raise BotStartError(f"gVisor mode cannot start: {e}") from None
     exe = os.path.realpath(argv[0])
-    seen = (*system, os.path.realpath(cwd), *(os.path.realpath(p) for p in ro_binds))
+    seen = (*view, os.path.realpath(cwd), *(os.path.realpath(p) for p in ro_binds))
     if not any(exe == s or exe.startswith(s + "/") for s in seen):
-        raise BotCommandError(f"{argv[0]} is not in a gVisor seat's system view (Python 3 and bash: "
-                              "arena/bots/filesystem.py STRANGER_SYSTEM)")
+        raise BotCommandError(f"{argv[0]} is not in a gVisor seat's system view (Python 3 and bash, and "
+                              f"the run's system list: {', '.join(system) or 'empty'}); name its language "
+                              "in the ladder's or tournament's system list (docs/SANDBOX.md)")
     for d in SANDBOX_ROOT_DIRS:
         if os.path.islink(d):
             links = ((d, os.readlink(d)), *links)
     for link, target in dict(links).items():
         (rootfs / link.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, rootfs / link.lstrip("/"))
-    for part in system:
+    for part in view:
         mounts.append(_bind(part, True))
         if os.path.isfile(part):  # a file's mount point is a file
             (rootfs / part.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +109,7 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
     for path in ro_binds:
         mounts.append(_bind(str(path), True))
     # no cold page left in what every seat shares, the system and the arena package (docs/SANDBOX.md)
-    pagecache.warm([*system, *map(str, ro_binds)])
+    pagecache.warm([*view, *map(str, ro_binds)])
     for d in ("proc", "tmp", "dev", *(m["destination"].lstrip("/") for m in mounts)):
         if not (rootfs / d).is_file():
             (rootfs / d).mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from ..faults import StartFailed
 from .containment import RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
-from .filesystem import tree_usage
+from .filesystem import SystemViewError, system_paths, tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -246,12 +246,14 @@ class LaunchPlan:
     env: tuple[tuple[str, str], ...] = ()  # added to the bot's minimal environment
     binds: tuple[Path, ...] = ()  # read-only paths it sees besides the system and its folder
     writable_cwd: bool = False  # a contained build's own copy of the folder, never a bot that plays
+    system: tuple[str, ...] = ()  # extra system paths a gVisor seat sees (filesystem.system_paths)
 
     def _kw(self) -> dict[str, Any]:
         c = self.containment
         return dict(limits=self.limits, sandbox=c is Containment.BUBBLEWRAP, namespaces=c is Containment.NAMESPACES,
                     gvisor=c is Containment.GVISOR, run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
-                    extra_env=dict(self.env) or None, ro_binds=list(self.binds))
+                    extra_env=dict(self.env) or None, ro_binds=list(self.binds),
+                    **({"gvisor_system": self.system} if c is Containment.GVISOR else {}))
 
     def _error(self, error: BotStartError) -> Exception:
         """A start error as the user reads it: a bot its private uid cannot run says how to fix it."""
@@ -292,6 +294,7 @@ class Launcher:
     sandbox: bool | None = None
     trusted: bool = False
     gvisor: bool = False  # every bot under gVisor, or an error saying why not (never a weaker mode)
+    system: tuple[str, ...] = ()  # extra system paths a gVisor seat sees, checked (filesystem.system_paths)
     build_in_copy: bool = False  # trusted builds too, in a private copy (a worker's shared bot cache)
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
@@ -357,7 +360,8 @@ class Launcher:
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)
         plan = LaunchPlan(spec.label, tuple(argv(build, python)), built.workdir, BUILD_LIMITS, mode,
-                          tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True)
+                          tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True,
+                          system=self._system(mode))
         try:
             proc = plan.start_blocking()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
@@ -403,6 +407,10 @@ class Launcher:
             problem = gvisor_problem_now()
             if problem:
                 raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
+            try:  # again here, where the seats start: a worker gets the list over the wire
+                system_paths(self.system)
+            except SystemViewError as e:
+                raise ContainmentError(f"gVisor seats' system view: {e}") from None
             return Containment.GVISOR
         if self.trusted:
             self._warn("--trusted-bots: bots run as the referee's own user "
@@ -477,7 +485,12 @@ class Launcher:
         mode = self.mode_now()
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
-                          tuple({**spec.env, **env}.items()), _binds(env))
+                          tuple({**spec.env, **env}.items()), _binds(env),
+                          system=self._system(mode))
+
+    def _system(self, mode: Containment) -> tuple[str, ...]:
+        """The extra system paths a gVisor seat (or build) sees: the run's list, presets resolved."""
+        return system_paths(self.system) if mode is Containment.GVISOR else ()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

@@ -227,7 +227,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
            namespaces: bool, extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
-           shell: type) -> Generator:
+           gvisor_system: Sequence[str] = (), shell: type) -> Generator:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot as ``shell``, so
     the fork itself runs where a thread that outlives the bot can own it.
@@ -364,7 +364,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         if gvisor:
             assert home is not None and uid is not None
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
-                                             ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd)
+                                             ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
+                                             system=tuple(gvisor_system))
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)
         nsroot = None

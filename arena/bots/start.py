@@ -19,7 +19,8 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
                        sandbox: bool = False, namespaces: bool = False,
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       writable_cwd: bool = False, gvisor: bool = False) -> BlockingBot:
+                       writable_cwd: bool = False, gvisor: bool = False,
+                       gvisor_system: Sequence[str] = ()) -> BlockingBot:
     """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
@@ -46,6 +47,8 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         launch.Launcher.build), never for a bot that plays.
     gvisor: run inside gVisor (``runsc run`` on a bundle written for the bot, see
         :mod:`.gvisor`); SandboxUnavailable, with runsc's reason, where it cannot run.
+    gvisor_system: extra system paths a gVisor seat sees, with their libraries (checked by
+        filesystem.system_paths: a ladder's or a tournament's ``system`` list).
 
     The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
     pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
@@ -67,4 +70,5 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         runsc = find_runsc()
     return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
                               namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
-                              ro_binds=ro_binds, bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc)
+                              ro_binds=ro_binds, bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc,
+                              gvisor_system=tuple(gvisor_system))

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Optional, Any
 
 import typer
 from rich.markup import escape
@@ -37,6 +37,11 @@ GvisorOpt = Annotated[bool, typer.Option("--gvisor", help="Run every bot under g
                                           "kernel with the host; an error where runsc cannot run, never a "
                                           "weaker mode (docs/SANDBOX.md).")]
 """The one spelling of the gVisor choice, for every command that starts bots."""
+
+SystemOpt = Annotated[Optional[list[str]], typer.Option("--system", metavar="PRESET|PATH",
+                      help="Under --gvisor: what a seat sees of the system besides Python 3 and bash, for its "
+                           "bots' languages: javascript, java, or an absolute path (repeatable; docs/SANDBOX.md).")]
+"""The one spelling of a gVisor seat's extra system view."""
 
 INTERRUPTED = 130
 USAGE = 2

@@ -18,7 +18,7 @@ from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
 from .audit import register as register_audits
 from .bench import register as register_bench
-from .common import ArenaTyper, GvisorOpt, fail, progress
+from .common import ArenaTyper, GvisorOpt, SystemOpt, fail, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
 from .replay import register as register_replays
@@ -221,6 +221,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only (docs/SANDBOX.md).")] = None,
                trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
                gvisor: GvisorOpt = False,
+               system: SystemOpt = None,
                store: Annotated[Optional[Path], typer.Option("--store", help="The game store (SQLite file).")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                   help="Play the games on a Dask cluster (needs palace-arena[dask]; see docs/CLUSTER.md).")] = None,
@@ -234,7 +235,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
-                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "gvisor": gvisor or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "gvisor": gvisor or None, "system": system or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)

@@ -93,6 +93,7 @@ class Ladder:
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
     one_seat_per_author: bool = False  # no table seats two bots of one author
     gvisor: bool = False  # every bot under gVisor (arena.bots.gvisor), or an error
+    system: list[str] = field(default_factory=list)  # extra system a gVisor seat sees (arena.bots.filesystem.system_paths)
     suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones
     matchmaking: Matchmaking = field(default_factory=Matchmaking)
     season: SeasonRules = field(default_factory=SeasonRules)
@@ -149,7 +150,7 @@ class Ladder:
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
             store=self.store, fixed_schedule=self.fixed_schedule, ponder=self.ponder, one_seat_per_author=self.one_seat_per_author,
-            gvisor=self.gvisor,
+            gvisor=self.gvisor, system=list(self.system),
             suite=self.suite if suite is not None else "")
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         cfg = dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store

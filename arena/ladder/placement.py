@@ -161,7 +161,7 @@ def check_containment(ladder: Ladder) -> dict[str, Launcher]:
     """``run_check``'s arguments for a submission's entry check in the ladder's containment (gVisor
     where the ladder file names it), as its games get; none for the default. Every entry point
     (``arena submit``, uploads) checks through this one."""
-    return {"launcher": Launcher(gvisor=True)} if ladder.gvisor else {}
+    return {"launcher": Launcher(gvisor=True, system=tuple(ladder.system))} if ladder.gvisor else {}
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from .. import __version__
-from ..bots.bundles import BundleError, bundle_key, manifest_path, pack_bot, prepare_bot
+from ..bots.bundles import BundleError, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec
 from ..bots.probes import sandbox_problem_now
@@ -136,6 +136,7 @@ class RunReferee:
         self.hashes = hashes  # label -> files hash
         self.bundles = bundles  # label -> (manifest path inside the bot dir, tar.gz)
         self.keys: dict[str, str] = {}  # label -> its blob's cache key, hashed once per worker process
+        self.holds = Holds()  # the cache entries its bots run from: never evicted while its pool is up
         self.executor: Any = None
         self.last = 0.0
 
@@ -145,7 +146,7 @@ class RunReferee:
             raise BundleError(f"no bot {label} was sent to this worker")
         manifest, blob = self.bundles[label]
         key = self.keys.get(label) or self.keys.setdefault(label, bundle_key(blob))
-        spec = prepare_bot(digest, manifest, blob, key=key)
+        spec = prepare_bot(digest, manifest, blob, key=key, hold=self.holds)
         if spec.label != label:
             raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
         return spec
@@ -190,6 +191,7 @@ class RunReferee:
         ex, self.executor = self.executor, None
         if ex is not None:
             ex.close()
+        self.holds.release()  # its bots are gone: their entries may be evicted
 
 
 def worker_launcher(setup: BotSetup) -> Any:

@@ -92,6 +92,7 @@ class BotSetup:
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
     gvisor: bool = False  # every bot under gVisor (arena.bots.launch.Launcher)
+    system: tuple[str, ...] = ()  # extra system a gVisor seat sees (checked again by the Launcher)
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -106,7 +107,7 @@ class BotSetup:
         return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
                 "limits": self.limits, "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
                 "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "ponder": self.ponder,
-                "gvisor": self.gvisor}
+                "gvisor": self.gvisor, "system": list(self.system)}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
@@ -118,7 +119,7 @@ class BotSetup:
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), d["sandbox"],
                    d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False),
-                   d.get("ponder", False), d.get("gvisor", False))
+                   d.get("ponder", False), d.get("gvisor", False), tuple(d.get("system", ())))
 
 
 @dataclass
@@ -370,7 +371,8 @@ class InProcessExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
     from ..limits import Limits
-    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots, gvisor=setup.gvisor)
+    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots, gvisor=setup.gvisor,
+                    system=tuple(setup.system))
 
 
 @asynccontextmanager
