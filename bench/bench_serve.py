@@ -334,8 +334,8 @@ def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path)
 
 def cpu_split(server_pid: int) -> dict[str, float]:
     """CPU seconds so far of the server's serving processes, the ladder's runner (the referee) and
-    its bots (every process below it, live or reaped), this process's reaped children (wrk), and the
-    whole machine, from /proc: where the CPU goes while the ladder plays beside the load. A tree's
+    its bots (every process below it, live or reaped), this process's reaped children (wrk), the
+    machine's interrupt time (no cgroup weighs it) and the whole machine, from /proc: where the CPU goes while the ladder plays beside the load. A tree's
     total is each live member's own and reaped children's time, so a bot that exits between two
     readings still counts."""
     procs = {}
@@ -368,6 +368,7 @@ def cpu_split(server_pid: int) -> dict[str, float]:
     with open("/proc/stat") as f:
         busy = [int(x) for x in f.readline().split()[1:]]
     out["machine"] = (sum(busy) - busy[3] - busy[4]) / tick  # all but idle and iowait
+    out["irq"] = (busy[5] + busy[6]) / tick  # interrupts (loopback traffic's softirq): no process's
     return out
 
 
@@ -376,7 +377,7 @@ def shares(before: dict, after: dict, seconds: float) -> str:
     d = {k: after[k] - before[k] for k in before}
     d["other"] = d["machine"] - sum(v for k, v in d.items() if k != "machine")
     return " ".join(f"{k} {100 * d[k] / (seconds * os.cpu_count()):.0f}%"
-                    for k in ("server", "wrk", "referee", "bots", "other"))
+                    for k in ("server", "wrk", "referee", "bots", "irq", "other"))
 
 
 # --------------------------------------------------------------------------- the ladder beside the load
