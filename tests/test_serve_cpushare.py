@@ -82,3 +82,14 @@ def test_nothing_allowed_falls_back_to_a_nice_and_says_why(monkeypatch):
     how, value, note = got.split("|")
     assert how == "nice" and int(value) >= 10
     assert "no cpu cgroup: Permission denied" in note and "no autogroup: Permission denied" in note
+
+
+def test_a_share_outside_0_to_1_is_refused_before_anything_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    for bad in ("0", "-0.5", "1.5"):
+        done = CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0",
+                                        "--pages-share", bad])
+        assert done.exit_code == 2, (bad, done.output)
+        assert "--pages-share above 0 and at most 1" in done.output and "arena serve:" not in done.output

@@ -114,7 +114,7 @@ def serve(
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
             or max_queued < 1 or max_queued_per_person < 1 \
-            or webhook_timeout <= 0 or read_timeout <= 0 or not 0 < (pages_share or 1) <= 1:
+            or webhook_timeout <= 0 or read_timeout <= 0 or (pages_share is not None and not 0 < pages_share <= 1):
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
                   "--max-queued and --max-queued-per-person at least 1, "
