@@ -332,6 +332,54 @@ def per_kind(servers: list, store: Path, paths: dict, seconds: float, tmp: Path)
                   f"{'-' if b is None else f'{b * 1000:.1f}':>12} {os.getloadavg()[0]:>5.1f}", flush=True)
 
 
+def cpu_split(server_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the server's serving processes, the ladder's runner (the referee) and
+    its bots (every process below it, live or reaped), this process's reaped children (wrk), the
+    machine's interrupt time (no cgroup weighs it) and the whole machine, from /proc: where the CPU goes while the ladder plays beside the load. A tree's
+    total is each live member's own and reaped children's time, so a bot that exits between two
+    readings still counts."""
+    procs = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            f = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        procs[int(stat.parent.name)] = (int(f[1]), int(f[3]), *(int(x) for x in f[11:15]))
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, *_) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+
+    def tree(pid: int) -> list[int]:
+        out, todo = [], [pid]
+        while todo:
+            out.append(q := todo.pop())
+            todo += kids.get(q, [])
+        return out
+
+    tick = os.sysconf("SC_CLK_TCK")
+    session = procs.get(server_pid, (0, -1))[1]
+    runners = [p for p in tree(server_pid) if procs[p][1] != session and procs[procs[p][0]][1] == session]
+    ladder = {p for r in runners for p in tree(r)}
+    out = {"server": sum(sum(procs[p][2:]) for p in tree(server_pid) if p not in ladder) / tick,
+           "referee": sum(sum(procs[r][2:4]) for r in runners) / tick}
+    out["bots"] = sum(sum(procs[p][2:]) for p in ladder) / tick - out["referee"]
+    t = os.times()
+    out["wrk"] = t.children_user + t.children_system
+    with open("/proc/stat") as f:
+        busy = [int(x) for x in f.readline().split()[1:]]
+    out["machine"] = (sum(busy) - busy[3] - busy[4]) / tick  # all but idle and iowait
+    out["irq"] = (busy[5] + busy[6]) / tick  # interrupts (loopback traffic's softirq): no process's
+    return out
+
+
+def shares(before: dict, after: dict, seconds: float) -> str:
+    """Each part's CPU between two :func:`cpu_split` readings, as a share of the machine's CPUs."""
+    d = {k: after[k] - before[k] for k in before}
+    d["other"] = d["machine"] - sum(v for k, v in d.items() if k != "machine")
+    return " ".join(f"{k} {100 * d[k] / (seconds * os.cpu_count()):.0f}%"
+                    for k in ("server", "wrk", "referee", "bots", "irq", "other"))
+
+
 # --------------------------------------------------------------------------- the ladder beside the load
 
 def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds: float, tmp: Path,
@@ -341,8 +389,9 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
     wrk clients on the mix, ``rounds`` times in turn (the machine's other load moves both alike);
     one row per round and the median ratio. The mix's pages are mostly the club ladder's: a game the
     night ladder stores moves the store's version (the overview and the game list are built again)
-    and the night ladder's, not the club's. ``req/cpu-s``: requests per CPU second of the server's
-    process group, which holds the ladder's runner too."""
+    and the night ladder's, not the club's. ``req/cpu-s``: requests per CPU second of the serving
+    processes (the ladder's runner and bots not counted); under each row, the share of the machine's
+    CPUs the server, wrk, the ladder's referee, its bots and everything else took alone and beside."""
     import sqlite3
     import statistics
     print(f"{'server':<8} {'round':>5} {'alone g/s':>9} {'beside g/s':>10} {'ratio':>6} {'req/s':>7} "
@@ -383,14 +432,18 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
             script.write_text(lua_script(table))
             warm_up(server, sorted(set(table)), rounds=1)
             for n in range(1, rounds + 1):
+                split0 = cpu_split(server.proc.pid)
                 alone, _ = rate(lambda: time.sleep(seconds))
-                cpu = group_cpu(server.proc.pid)
+                split1 = cpu_split(server.proc.pid)
                 beside, r = rate(lambda: run_wrk(server.url, script, clients, seconds))
-                per_cpu = r["requests"] / max(group_cpu(server.proc.pid) - cpu, 0.01)  # the ladder's runner too
+                split2 = cpu_split(server.proc.pid)
+                per_cpu = r["requests"] / max(split2["server"] - split1["server"], 0.01)  # the serving processes
                 ratios.append(beside / alone if alone else float("nan"))
                 print(f"{name:<8} {n:>5} {alone:>9.2f} {beside:>10.2f} {100 * ratios[-1]:>5.0f}% {r['rps']:>7.0f} "
                       f"{r['p50']:>7.1f} {r['p99']:>8.1f} {r['errors']:>6} {os.getloadavg()[0]:>5.1f} {per_cpu:>9.0f}",
                       flush=True)
+                print(f"{'':<8} cpu alone:  {shares(split0, split1, seconds)}\n"
+                      f"{'':<8} cpu beside: {shares(split1, split2, seconds)}", flush=True)
         finally:
             server.stop()
         print(f"{name:<8} median ratio {100 * statistics.median(ratios):.0f}% beside {clients} clients", flush=True)

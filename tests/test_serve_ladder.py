@@ -60,11 +60,14 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(public_tmp: 
             time.sleep(0.1)
         with urllib.request.urlopen(url + "/ladders/night", timeout=60) as r:  # pages served meanwhile
             assert r.status == 200 and b"random@1.0" in r.read()
-        # the games come first: the pages' process yields the CPU to the ladder's
+        # the games come first: the pages' process is weighed at a tenth of the ladder's runner
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         ladder = [int(c) for c in children if b"ladder" in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(ladder) == 1
-        assert os.getpriority(os.PRIO_PROCESS, proc.pid) >= os.getpriority(os.PRIO_PROCESS, ladder[0]) + 10
+        (pages_group, pages_w), (ladder_group, ladder_w) = weighed(proc.pid), weighed(ladder[0])
+        if pages_group == ladder_group:  # no cgroup, no autogroup: only the processes' nice ranks them
+            pages_w, ladder_w = (1.25 ** -os.getpriority(os.PRIO_PROCESS, p) for p in (proc.pid, ladder[0]))
+        assert pages_w <= 0.15 * ladder_w, (pages_group, pages_w, ladder_group, ladder_w)
         while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
@@ -78,12 +81,31 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(public_tmp: 
     assert proc.returncode == 0, rest
     assert "Traceback" not in rest and "error:" not in rest, rest
     assert "stopping after the batch being played" in rest and "stopped" in rest
+    assert "pages: CPU weight 0.1 of the ladder's" in rest
+    if pages_group.startswith("/sys/fs/cgroup"):
+        assert not Path(pages_group).exists()  # a clean stop leaves no group behind
     db = sqlite3.connect(store)
     runs = db.execute("SELECT id, planned, status FROM tournaments WHERE id LIKE 'ladder:night:run:%'").fetchall()
     assert runs and all(status == "done" for _, _, status in runs), runs  # the batch under way was finished
     for tid, planned, _ in runs:
         assert db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0] == planned
     db.close()
+
+
+def weighed(pid: int) -> tuple[str, float]:
+    """The group the scheduler weighs ``pid`` in (a cpu cgroup below the root, else its session's
+    autogroup) and that group's weight as a fraction of the default, read back from the kernel."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if path == "/":
+            continue
+        for mnt, knob, default in (("/sys/fs/cgroup/cpu", "cpu.shares", 1024), ("/sys/fs/cgroup", "cpu.weight", 100)):
+            if ("cpu" in ctrls.split(",") and knob == "cpu.shares") or (ctrls == "" and knob == "cpu.weight"):
+                group = Path(mnt + path)
+                if (group / knob).exists():
+                    return str(group), int((group / knob).read_text()) / default
+    name, _, nice = Path(f"/proc/{pid}/autogroup").read_text().split()
+    return name, 1.25 ** -int(nice)
 
 
 def test_serve_refuses_an_unknown_ladder_before_it_starts(tmp_path: Path):

@@ -79,6 +79,12 @@ def serve(
                                                         "server stops.")] = None,
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
                                                      "body); a slower one is disconnected (read-only servers).")] = 30.0,
+    pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
+                                                             "ladder, as a fraction of the ladder's referee's (and of "
+                                                             "its bots' together): 0.1 takes about a tenth when both "
+                                                             "want the CPU, and all of it when the ladder leaves it "
+                                                             "idle. Default 0.1 with --ladder; without --ladder (an "
+                                                             "`arena ladder run` started apart) only when given.")] = None,
     cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                                    help="Play the --ladder games on a Dask cluster.")] = None,
     bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Show this course bench (its file; repeat "
@@ -108,11 +114,11 @@ def serve(
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
             or max_queued < 1 or max_queued_per_person < 1 \
-            or webhook_timeout <= 0 or read_timeout <= 0:
+            or webhook_timeout <= 0 or read_timeout <= 0 or (pages_share is not None and not 0 < pages_share <= 1):
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
                   "--max-queued and --max-queued-per-person at least 1, "
-                  "--webhook-timeout and --read-timeout above 0")
+                  "--webhook-timeout and --read-timeout above 0, --pages-share above 0 and at most 1")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -217,9 +223,12 @@ def serve(
     players = [_start_ladder(ref, store, cluster) for ref in ladder_refs]
     for ref in ladder_refs:
         out.print(f"ladder {escape(ref)} plays into the store (one `arena ladder run` process)")
-    if players:  # the games come first: the pages take the CPU the ladder leaves (their processes too)
-        import os
-        os.nice(PAGES_NICE)
+    share = pages_share if pages_share is not None else PAGES_SHARE if players else None
+    bounded = None
+    if share is not None:  # the games come first: the pages take the CPU the ladder leaves (after it started,
+        from ..serve.cpushare import bound_pages, release  # so that it keeps its own group)
+        bounded = bound_pages(share)
+        out.print(f"pages: CPU weight {share:g} of the ladder's ({escape(bounded.describe())})")
     try:
         if workers > 1:
             _run_workers(workers, run)
@@ -227,6 +236,8 @@ def serve(
             run()
     finally:
         _stop_ladders(players, out)
+        if bounded is not None:
+            release(bounded)
     out.print("stopped")
 
 
@@ -241,7 +252,7 @@ def _run_asyncio(main: Callable[[], Any]) -> None:
     uvloop.run(main())
 
 
-PAGES_NICE = 10  # beside a ladder, the pages' processes yield the CPU to its referee (about 10:1)
+PAGES_SHARE = 0.1  # beside a ladder, the pages' CPU weight against its referee's (docs/ARCHITECTURE.md)
 
 
 def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str | None:

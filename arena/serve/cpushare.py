@@ -1,0 +1,166 @@
+"""The serving processes' part of the CPU beside a ladder: a bounded share, so the games come first.
+
+On a small machine the pages (and whoever loads them) otherwise take the CPU the ladder's referee
+and bots need. ``os.nice`` alone does not reach far: with Linux autogroups every session is
+weighed as one group (the ladder's runner has a session of its own, its bots sit in cgroups of
+their own), so a nice value ranks the server's processes only against each other. What works is
+a weight on the whole group the scheduler sees: a ``cpu`` cgroup of the pages' own (v2
+``cpu.weight``, v1 ``cpu.shares``) below this process's cgroup, or where no cgroup can be made,
+this session's autogroup niced (``/proc/self/autogroup``, no privilege needed to lower one's own
+priority). Each is a weight, not a cap: the pages use whatever CPU the ladder leaves idle.
+
+:func:`bound_pages` is called in the serving process after the ladder's runner has started (the
+runner keeps the group it was started in); forked serving processes inherit the share.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..bots.cgroups import _mounts, _own_cgroups, _read_small, _write
+
+PAGES_CGROUP = "palace-arena-pages"
+_DEFAULT = {"v2": 100, "v1": 1024}  # a group's weight when nobody set one (the ladder's)
+_KNOB = {"v2": "cpu.weight", "v1": "cpu.shares"}
+_LOWEST = {"v2": 1, "v1": 2}
+
+
+@dataclass(frozen=True)
+class PagesShare:
+    """How the share was applied: ``how`` is "cgroup v2", "cgroup v1", "autogroup" or "nice"
+    (the fallback, which ranks only against processes of the same group); ``where`` the group's
+    directory or file; ``value`` what was written there; ``before`` the autogroup's nice before
+    it. :func:`release` undoes it on a clean stop (an autogroup is the session's: it outlives
+    the server)."""
+
+    how: str
+    where: str
+    value: int
+    note: str = ""
+    before: int = 0
+
+    def describe(self) -> str:
+        return f"{self.how} {self.where} = {self.value}" + (f" ({self.note})" if self.note else "")
+
+
+def autogroup_nice(share: float) -> int:
+    """The nice value whose scheduler weight is nearest ``share`` of nice 0's (each step is
+    about 1.25x), within 0-19."""
+    return max(0, min(19, round(-math.log(share) / math.log(1.25))))
+
+
+def cgroup_weight(kind: str, share: float) -> int:
+    """The ``cpu.weight`` (v2) or ``cpu.shares`` (v1) that is ``share`` of the default."""
+    return max(_LOWEST[kind], round(_DEFAULT[kind] * share))
+
+
+def bound_pages(share: float) -> PagesShare:
+    """Give this process (and what it forks from now on) ``share`` of the CPU weight of a
+    default group. Never raises: a host that allows neither a cgroup nor an autogroup's nice
+    gets a plain nice, and the note says why."""
+    notes = []
+    try:
+        return _into_cgroup(share)
+    except OSError as exc:
+        notes.append(f"no cpu cgroup: {exc.strerror or exc}")
+    try:
+        return _nice_autogroup(share, "; ".join(notes))
+    except OSError as exc:
+        notes.append(f"no autogroup: {exc.strerror or exc}")
+    os.nice(max(0, autogroup_nice(share) - os.nice(0)))
+    return PagesShare("nice", f"pid {os.getpid()}", os.nice(0), "; ".join(notes))
+
+
+def _cpu_dir() -> tuple[str, Path, bool]:
+    """("v2" or "v1", this process's directory in the hierarchy that can have the cpu controller,
+    whether the scheduler weighs that group apart from the root's processes already)."""
+    own = _own_cgroups()
+    for fstype, mnt, root, opts in _mounts():
+        if fstype == "cgroup" and "cpu" in opts and "cpu" in own:
+            kind, path = "v1", own["cpu"]
+        elif fstype == "cgroup2" and "" in own and not [c for c in own if c]:  # a pure v2 host
+            kind, path = "v2", own[""]
+        else:
+            continue
+        rel = path[len(root.rstrip("/")):] if path.startswith(root) else ""
+        base = Path(mnt + rel)
+        grouped = path != "/" and (kind == "v1" or "cpu" in _read_small(base / "cgroup.controllers").split())
+        return kind, base, grouped
+    raise OSError(0, "no cgroup hierarchy with the cpu controller")
+
+
+def _into_cgroup(share: float) -> PagesShare:
+    kind, base, _ = _cpu_dir()
+    if kind == "v2":
+        if "cpu" not in _read_small(base / "cgroup.controllers").split():
+            raise OSError(0, f"the cpu controller is not delegated to {base}")
+        # Enabling it below a group that holds processes fails (EBUSY) except at the root.
+        if "cpu" not in _read_small(base / "cgroup.subtree_control").split():
+            _write(base / "cgroup.subtree_control", "+cpu")
+    _sweep(base)
+    group = base / f"{PAGES_CGROUP}-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    try:
+        value = cgroup_weight(kind, share)
+        _write(group / _KNOB[kind], str(value))
+        _write(group / "cgroup.procs", "0")  # this process; in v1 its threads follow
+    except OSError:
+        _rmdir(group)
+        raise
+    return PagesShare(f"cgroup {kind}", str(group), value)
+
+
+def _sweep(base: Path) -> None:
+    """Remove pages groups left by servers that were killed (an emptied group is removable;
+    one still serving is not)."""
+    for d in base.glob(f"{PAGES_CGROUP}-*"):
+        _rmdir(d)
+
+
+def _rmdir(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:
+        pass
+
+
+def _in_root_group() -> bool:
+    try:
+        return not _cpu_dir()[2]
+    except OSError:
+        return True  # no cpu controller anywhere: every process is in the root group
+
+
+def _nice_autogroup(share: float, note: str) -> PagesShare:
+    """This session's autogroup niced: only where autogroups are on and this process is in the
+    scheduler's root group (elsewhere its cgroup, not its session, is what the kernel weighs)."""
+    if _read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
+        raise OSError(0, "autogroups are off")
+    if not _in_root_group():
+        raise OSError(0, "the scheduler weighs this process's cgroup, not its session")
+    before = autogroup_nice_of("self")
+    nice = max(autogroup_nice(share), before)
+    _write(Path("/proc/self/autogroup"), str(nice))
+    return PagesShare("autogroup", "/proc/self/autogroup", nice, note, before)
+
+
+def autogroup_nice_of(pid: int | str) -> int:
+    """The nice of a process's autogroup (its file reads "/autogroup-N nice K")."""
+    return int(_read_small(f"/proc/{pid}/autogroup").split()[-1])
+
+
+def release(applied: PagesShare) -> None:
+    """On a clean stop: leave the pages' group (and remove it), or give the session's autogroup
+    its nice back, so nothing of the server's share outlives it."""
+    try:
+        if applied.how.startswith("cgroup"):
+            group = Path(applied.where)
+            _write(group.parent / "cgroup.procs", "0")
+            _rmdir(group)
+        elif applied.how == "autogroup":
+            _write(Path(applied.where), str(applied.before))
+    except OSError:
+        pass

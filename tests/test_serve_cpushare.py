@@ -1,0 +1,95 @@
+"""The pages' bounded CPU share where no cgroup can be made: the session's autogroup niced, read
+back from the kernel by another process, and given back on a clean stop. (Where a cgroup can be
+made, tests/test_serve_ladder.py reads the real server's group back.)"""
+
+from __future__ import annotations
+
+import os
+
+from arena.serve import cpushare
+
+
+def _in_child(body) -> tuple[int, int, int]:
+    """Run ``body`` in a forked child in a session (so an autogroup) of its own, and read its
+    autogroup's nice from here before and after it calls ``release``: (pid, nice held, nice after)."""
+    go, back = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 1
+        try:
+            os.setsid()
+            applied = body()
+            os.write(back[1], b"1")
+            os.read(go[0], 1)
+            cpushare.release(applied)
+            os.write(back[1], b"2")
+            os.read(go[0], 1)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        assert os.read(back[0], 1) == b"1"
+        held = cpushare.autogroup_nice_of(pid)
+        os.write(go[1], b"x")
+        assert os.read(back[0], 1) == b"2"
+        after = cpushare.autogroup_nice_of(pid)
+        os.write(go[1], b"x")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        for fd in (*go, *back):
+            os.close(fd)
+    assert status == 0
+    return pid, held, after
+
+
+def test_without_a_cgroup_the_sessions_autogroup_is_niced_and_given_back(monkeypatch):
+    def no_cgroup(share: float):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(cpushare, "_into_cgroup", no_cgroup)
+    monkeypatch.setattr(cpushare, "_in_root_group", lambda: True)
+    own = cpushare.autogroup_nice_of("self")
+    _, held, after = _in_child(lambda: cpushare.bound_pages(0.1))
+    assert held == 10  # 1.25 ** -10: about a tenth of a nice-0 session's weight
+    assert after == 0
+    assert cpushare.autogroup_nice_of("self") == own  # this test's session untouched
+
+
+def test_a_share_is_a_weight_from_a_tenth_to_equal():
+    assert [cpushare.autogroup_nice(s) for s in (1.0, 0.3, 0.1, 0.03, 0.001)] == [0, 5, 10, 16, 19]
+    assert cpushare.cgroup_weight("v1", 0.1) == 102 and cpushare.cgroup_weight("v2", 0.1) == 10
+    assert cpushare.cgroup_weight("v1", 1e-9) == 2 and cpushare.cgroup_weight("v2", 1e-9) == 1
+
+
+def test_nothing_allowed_falls_back_to_a_nice_and_says_why(monkeypatch):
+    def refused(*_):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(cpushare, "_into_cgroup", refused)
+    monkeypatch.setattr(cpushare, "_nice_autogroup", refused)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            applied = cpushare.bound_pages(0.1)
+            os.write(w, f"{applied.how}|{applied.value}|{applied.note}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 4096).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    how, value, note = got.split("|")
+    assert how == "nice" and int(value) >= 10
+    assert "no cpu cgroup: Permission denied" in note and "no autogroup: Permission denied" in note
+
+
+def test_a_share_outside_0_to_1_is_refused_before_anything_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    for bad in ("0", "-0.5", "1.5"):
+        done = CliRunner().invoke(app, ["serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0",
+                                        "--pages-share", bad])
+        assert done.exit_code == 2, (bad, done.output)
+        assert "--pages-share above 0 and at most 1" in done.output and "arena serve:" not in done.output
