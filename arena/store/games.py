@@ -244,16 +244,6 @@ class Store:
                                   min_turns=min_turns, max_turns=max_turns, lost_by=lost_by)
         return self.db.execute("SELECT COUNT(*) FROM games g" + where, args).fetchone()[0]
 
-    def seat_rows(self, tournament: str | None = None) -> list[tuple[str, str, int, str | None, float, int, int, int]]:
-        """(game, bot, place, forfeit, think_ms, decisions, draw, players) for standings."""
-        sql = ("SELECT s.game, s.bot, s.place, s.forfeit, s.think_ms, s.decisions, g.draw, "
-               "json_array_length(g.seats) FROM game_seats s JOIN games g ON g.id=s.game")
-        args: tuple = ()
-        if tournament:
-            sql += " WHERE g.tournament=?"
-            args = (tournament,)
-        return list(self.db.execute(sql + " ORDER BY g.tournament, g.idx, s.seat", args))
-
     def results(self, tournament: str | None = None) -> list[tuple[list[str], dict[str, Any]]]:
         """(seats, result) of one tournament's games, or of all, in stored order."""
         return [(g.seats, g.result) for g in game_results(self.db, tournament=tournament or None)]
@@ -365,11 +355,6 @@ def tournament_statuses(db: sqlite3.Connection, prefix: str) -> list[tuple[str, 
     """(id, status) of every tournament whose id starts with ``prefix``, by id."""
     return db.execute("SELECT id, status FROM tournaments WHERE substr(id,1,?)=? ORDER BY id",
                       (len(prefix), prefix)).fetchall()
-
-
-def last_game_row(db: sqlite3.Connection) -> int:
-    """The row number of the last game stored (0: none)."""
-    return db.execute("SELECT COALESCE(MAX(rowid), 0) FROM games").fetchone()[0]
 
 
 # --------------------------------------------------------------------------- named deal secrets

@@ -129,12 +129,6 @@ def pending(known: Sequence[Stage]) -> Stage | None:
     return known[-1] if known and not known[-1].points else None
 
 
-def next_stage(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-               authors: Mapping[str, str] | None = None) -> Stage | None:
-    """The first stage with games the store lacks; None when the event is over."""
-    return pending(stages(cfg, bots, secret, stored, authors))
-
-
 def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
           before: list[Stage], authors: Mapping[str, str] | None = None) -> Stage | None:
     if cfg.format == "swiss":
