@@ -74,9 +74,8 @@ def bound_pages(share: float) -> PagesShare:
     return PagesShare("nice", f"pid {os.getpid()}", os.nice(0), "; ".join(notes))
 
 
-def _cpu_dir() -> tuple[str, Path, bool]:
-    """("v2" or "v1", this process's directory in the hierarchy that can have the cpu controller,
-    whether the scheduler weighs that group apart from the root's processes already)."""
+def _cpu_dir() -> tuple[str, Path]:
+    """("v2" or "v1", this process's directory in the hierarchy that can have the cpu controller)."""
     own = _own_cgroups()
     for fstype, mnt, root, opts in _mounts():
         if fstype == "cgroup" and "cpu" in opts and "cpu" in own:
@@ -86,14 +85,12 @@ def _cpu_dir() -> tuple[str, Path, bool]:
         else:
             continue
         rel = path[len(root.rstrip("/")):] if path.startswith(root) else ""
-        base = Path(mnt + rel)
-        grouped = path != "/" and (kind == "v1" or "cpu" in _read_small(base / "cgroup.controllers").split())
-        return kind, base, grouped
+        return kind, Path(mnt + rel)
     raise OSError(0, "no cgroup hierarchy with the cpu controller")
 
 
 def _into_cgroup(share: float) -> PagesShare:
-    kind, base, _ = _cpu_dir()
+    kind, base = _cpu_dir()
     if kind == "v2":
         if "cpu" not in _read_small(base / "cgroup.controllers").split():
             raise OSError(0, f"the cpu controller is not delegated to {base}")
@@ -127,20 +124,11 @@ def _rmdir(d: Path) -> None:
         pass
 
 
-def _in_root_group() -> bool:
-    try:
-        return not _cpu_dir()[2]
-    except OSError:
-        return True  # no cpu controller anywhere: every process is in the root group
-
-
 def _nice_autogroup(share: float, note: str) -> PagesShare:
-    """This session's autogroup niced: only where autogroups are on and this process is in the
-    scheduler's root group (elsewhere its cgroup, not its session, is what the kernel weighs)."""
+    """This session's autogroup niced: only where the kernel weighs this process by its session
+    (its autogroup file is empty where the process's cgroup is what the scheduler weighs)."""
     if _read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
         raise OSError(0, "autogroups are off")
-    if not _in_root_group():
-        raise OSError(0, "the scheduler weighs this process's cgroup, not its session")
     before = autogroup_nice_of("self")
     nice = max(autogroup_nice(share), before)
     _write(Path("/proc/self/autogroup"), str(nice))
@@ -148,8 +136,12 @@ def _nice_autogroup(share: float, note: str) -> PagesShare:
 
 
 def autogroup_nice_of(pid: int | str) -> int:
-    """The nice of a process's autogroup (its file reads "/autogroup-N nice K")."""
-    return int(_read_small(f"/proc/{pid}/autogroup").split()[-1])
+    """The nice of a process's autogroup: its file reads "/autogroup-N nice K", and is empty
+    where the process's cgroup, not its session, is what the scheduler weighs (an OSError)."""
+    words = _read_small(f"/proc/{pid}/autogroup").split()
+    if len(words) != 3 or words[1] != "nice":
+        raise OSError(0, "the scheduler weighs this process's cgroup, not its session")
+    return int(words[2])
 
 
 def release(applied: PagesShare) -> None:
