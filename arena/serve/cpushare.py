@@ -125,8 +125,7 @@ def _rmdir(d: Path) -> None:
 
 
 def _nice_autogroup(share: float, note: str) -> PagesShare:
-    """This session's autogroup niced: only where the kernel weighs this process by its session
-    (its autogroup file is empty where the process's cgroup is what the scheduler weighs)."""
+    """This session's autogroup niced: only where this session has an autogroup of its own."""
     if _read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
         raise OSError(0, "autogroups are off")
     before = autogroup_nice_of("self")
@@ -136,11 +135,12 @@ def _nice_autogroup(share: float, note: str) -> PagesShare:
 
 
 def autogroup_nice_of(pid: int | str) -> int:
-    """The nice of a process's autogroup: its file reads "/autogroup-N nice K", and is empty
-    where the process's cgroup, not its session, is what the scheduler weighs (an OSError)."""
+    """The nice of a process's autogroup: its file reads "/autogroup-N nice K". It is empty for a
+    session in the kernel's default group, the root group (a container's first session, as in
+    CI): an OSError, since niceing that group is refused and a plain nice does the job there."""
     words = _read_small(f"/proc/{pid}/autogroup").split()
     if len(words) != 3 or words[1] != "nice":
-        raise OSError(0, "the scheduler weighs this process's cgroup, not its session")
+        raise OSError(0, "this session is in the root group, not an autogroup of its own")
     return int(words[2])
 
 
