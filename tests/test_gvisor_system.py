@@ -32,13 +32,19 @@ def test_a_system_path_no_bot_may_see_is_refused(entry: str, why: str) -> None:
         system_paths([entry])
 
 
-def test_the_store_and_its_data_are_refused(tmp_path: Path) -> None:
-    data = tmp_path / "arena-data"
+def test_the_store_and_its_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from arena.bots import filesystem
+    monkeypatch.setattr(filesystem, "SYSTEM_VIEW_ROOTS", (str(tmp_path),))  # a store below /opt, say
+    monkeypatch.setattr(filesystem, "SYSTEM_OWNER", os.geteuid())
+    data = tmp_path / "opt" / "arena-data"
     (data / "runs").mkdir(parents=True)
     link = tmp_path / "innocent"
     link.symlink_to(data / "runs")  # resolved before the check
-    for p in (data, data / "runs", link, tmp_path):
-        with pytest.raises(SystemViewError, match="refused"):
+    assert system_paths([str(link)]) == (str(link),)
+    for p in (data, data / "runs", link, tmp_path / "opt"):
+        with pytest.raises(SystemViewError, match="refused: it is or holds"):
             system_paths([str(p)], refused=[data])
 
 

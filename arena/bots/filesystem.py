@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 from typing import Iterable
@@ -166,9 +167,13 @@ SYSTEM_PRESETS: dict[str, tuple[str, ...]] = {
 starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM` (Debian's
 packages; the libraries they link are added by :func:`stranger_system`)."""
 
-FORBIDDEN_SYSTEM = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/home", "/root", "/boot")
-"""Where no extra system path of a gVisor view may lie: kernel and device views, other users' and
-the machine's writable places. The store and the arena's data are refused by the caller's own list."""
+SYSTEM_VIEW_ROOTS = (*SYSTEM_DIRS, "/opt", *SANDBOX_ROOT_DIRS)
+"""Where an extra system path of a gVisor view may lie, strictly below one of them: the installed
+system and hand-installed runtimes (/opt). An allow-list: /var, /srv, /mnt, homes, the arena's data
+and a worker's bot cache are refused wherever they are, without anyone naming them."""
+
+SYSTEM_OWNER = 0
+"""The only owner an extra system path, the folders above it and everything below it may have."""
 
 
 class SystemViewError(ArenaError, ValueError):
@@ -177,10 +182,12 @@ class SystemViewError(ArenaError, ValueError):
 
 def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
     """The extra system paths that ``entries`` (preset names of :data:`SYSTEM_PRESETS` or absolute
-    paths) name, checked: each must exist and lie outside :data:`FORBIDDEN_SYSTEM`, ``refused``
-    (the store, the arena's data) and any folder at or below them, the link resolved. Raises
-    :class:`SystemViewError` naming the entry and the reason."""
-    banned = [Path(os.path.realpath(p)) for p in (*FORBIDDEN_SYSTEM, *refused)]
+    paths) name, checked: each must exist, lie (its links resolved) strictly below one of
+    :data:`SYSTEM_VIEW_ROOTS`, outside ``refused`` (the store, the arena's data) and any folder at
+    or below them, and be changeable by no one but :data:`SYSTEM_OWNER` (:func:`_changeable`).
+    Raises :class:`SystemViewError` naming the entry and the reason."""
+    banned = [Path(os.path.realpath(p)) for p in refused]
+    roots = [Path(os.path.realpath(r)) for r in SYSTEM_VIEW_ROOTS]
     out: list[str] = []
     for entry in entries:
         if not isinstance(entry, str) or not entry:
@@ -193,16 +200,38 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
         else:
             paths = (entry,)
         for p in paths:
+            real = Path(os.path.realpath(p))
+            root = next((r for r in roots if r in real.parents), None)
+            if root is None:
+                raise SystemViewError(f"system path {p} ({entry}) is refused: only what lies below "
+                                      f"{', '.join(SYSTEM_VIEW_ROOTS[:3])}... (the installed system) may be seen")
             if not os.path.lexists(p):
                 raise SystemViewError(f"system path {p} ({entry}) is not on this host")
-            real = Path(os.path.realpath(p))
             for b in banned:
                 if real == b or b in real.parents or real in b.parents:
                     raise SystemViewError(f"system path {p} ({entry}) is refused: it is or holds {b}, "
                                           "which no bot may see")
+            why = _changeable(real, root)
+            if why:
+                raise SystemViewError(f"system path {p} ({entry}) is refused: {why}")
             if p not in out and p not in STRANGER_SYSTEM:
                 out.append(p)
     return tuple(out)
+
+
+def _changeable(real: Path, root: Path) -> str | None:
+    """Why someone but :data:`SYSTEM_OWNER` could change what ``real`` shows every seat (a file's
+    size or time as a channel, a folder swapped for a link after the check), or None: ``root``, each
+    folder down to ``real`` and everything below it must be the owner's and writable by no one else."""
+    chain = [root, *(p for p in reversed(real.parents) if root in p.parents), real]
+    below = (os.path.join(top, name) for top, dirs, files in os.walk(real) for name in (*dirs, *files))
+    for path in (*map(str, chain), *below):
+        st = os.lstat(path)
+        if st.st_uid != SYSTEM_OWNER:
+            return f"{path} is owned by uid {st.st_uid}, not {SYSTEM_OWNER}"
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+            return f"{path} is writable by others than its owner (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 class MissingSystemPath(SandboxUnavailable):
