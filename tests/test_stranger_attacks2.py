@@ -54,3 +54,85 @@ def test_a_system_path_someone_else_can_change_is_refused(fake_system: Path, mon
     monkeypatch.setattr(filesystem, "SYSTEM_OWNER", os.geteuid() + 1)
     with pytest.raises(SystemViewError, match="refused: .* is owned by uid"):
         system_paths([str(runtime)])
+
+
+# ------------------------------------------------------------------ a worker's bot cache
+
+
+def _bundle(tmp_path: Path, name: str, size: int = 1000) -> tuple[str, bytes]:
+    from arena.bots.bundles import pack_bot
+    from arena.bots.manifest import load_bot
+    bot = tmp_path / "src" / name
+    bot.mkdir(parents=True)
+    (bot / "bot.toml").write_text(f'name = "{name}"\nversion = "1"\ncommand = ["sh", "run.sh"]\n')
+    (bot / "run.sh").write_text("exit 0\n" + "#" * size)
+    spec = load_bot(bot)
+    return spec.files_hash(), pack_bot(spec)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from arena.bots import bundles
+    d = tmp_path / "cache"
+    d.mkdir()
+    monkeypatch.setattr(bundles, "_PREPARED", {})
+    return d
+
+
+def test_no_other_process_checks_the_disk_while_a_bundle_is_unpacked(tmp_path: Path, cache: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The free-space check before an unpack was made under the entry's own lock only: a worker's
+    processes unpacking different new bots at once (every new version of a ladder lands on every
+    worker) each saw room for one bot and each wrote up to 256 MiB, past the reserve, to the last
+    byte. Checking and unpacking hold one lock of the whole cache, which another process then cannot
+    take until the unpack is over."""
+    import subprocess
+    import sys
+
+    from arena.bots import bundles
+    digest, blob = _bundle(tmp_path, "first")
+    seen: list[str] = []
+    real = bundles.unpack_bot
+    probe = ("import fcntl, os, sys\nfor name in sorted(os.listdir(sys.argv[1])):\n"
+             "    if name.endswith('.lock'):\n"
+             "        fd = os.open(os.path.join(sys.argv[1], name), os.O_RDWR)\n"
+             "        try:\n            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "        except BlockingIOError:\n            print(name)\n")
+
+    def unpacking(blob_: bytes, dest: Path) -> None:  # another process looks at the locks meanwhile
+        held = subprocess.run([sys.executable, "-c", probe, str(cache)], capture_output=True, text=True,
+                              check=True).stdout.split()
+        seen.extend(held)
+        real(blob_, dest)
+    monkeypatch.setattr(bundles, "unpack_bot", unpacking)
+    bundles.prepare_bot(digest, "bot.toml", blob, root=cache)
+    assert "unpack.lock" in seen, seen  # besides the entry's own
+    assert f"{bundles.bundle_key(blob)}.lock" in seen
+
+
+def test_what_a_killed_unpack_or_eviction_left_is_removed_by_the_next(tmp_path: Path, cache: Path) -> None:
+    """A worker killed while it unpacked a bot (or removed an evicted one) left its temporary folder
+    in the cache: never counted against the bound, never removed, so the disk filled a bot at a time.
+    The next unpack, which holds the cache's unpack lock (so no live unpack is under way), removes them."""
+    from arena.bots import bundles
+    for left in (".0123456789ab-x1y2z3", ".evicted-0123456789ab-q9"):
+        (cache / left / "bot").mkdir(parents=True)
+        (cache / left / "bot" / "big").write_bytes(b"#" * 100_000)
+    (cache / "notes.lock").write_text("")  # a lock file is never removed
+    digest, blob = _bundle(tmp_path, "next")
+    bundles.prepare_bot(digest, "bot.toml", blob, root=cache)
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == [bundles.bundle_key(blob)]
+    assert (cache / "notes.lock").is_file()
+
+
+@pytest.mark.parametrize("manifest", ["../../{other}/bot/bot.toml", "/etc/passwd", "sub/../../../{other}/bot/bot.toml"])
+def test_a_manifest_path_from_the_wire_stays_in_its_own_entry(tmp_path: Path, cache: Path, manifest: str) -> None:
+    """The manifest's path inside a bundle comes over the wire with it, and was joined to the entry's
+    folder as given: ``../<other key>/bot/bot.toml`` loaded another cache entry's bot (another blob,
+    verified against another hash) as the one this blob was checked for."""
+    from arena.bots import bundles
+    d1, b1 = _bundle(tmp_path, "victim")
+    d2, b2 = _bundle(tmp_path, "mine")
+    bundles.prepare_bot(d1, "bot.toml", b1, root=cache)
+    with pytest.raises(bundles.BundleError, match="manifest path"):
+        bundles.prepare_bot(d2, manifest.format(other=bundles.bundle_key(b1)), b2, root=cache)
