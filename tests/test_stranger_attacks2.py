@@ -136,3 +136,18 @@ def test_a_manifest_path_from_the_wire_stays_in_its_own_entry(tmp_path: Path, ca
     bundles.prepare_bot(d1, "bot.toml", b1, root=cache)
     with pytest.raises(bundles.BundleError, match="manifest path"):
         bundles.prepare_bot(d2, manifest.format(other=bundles.bundle_key(b1)), b2, root=cache)
+
+
+def test_a_library_the_view_links_from_outside_the_system_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libraries a view's programs link join the view as the loader names them, unchecked: a
+    program whose RUNPATH (or an ld.so.conf entry) names a folder in a home or /var/tmp put that
+    folder's library, which its owner may rewrite at any time, into every seat's view. Each
+    library is held to the same rules as a listed path."""
+    import subprocess
+
+    from arena.bots.filesystem import stranger_system
+    fake = subprocess.CompletedProcess([], 0, stdout="\tlibc.so.6 => /usr/lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
+                                                    "\tlibevil.so => /var/tmp/libevil.so (0x2)\n", stderr="")
+    monkeypatch.setattr(filesystem.subprocess, "run", lambda *a, **k: fake)
+    with pytest.raises(SystemViewError, match="/var/tmp/libevil.so .*refused"):
+        stranger_system.__wrapped__(("/usr/bin/sh",))

@@ -187,7 +187,6 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
     or below them, and be changeable by no one but :data:`SYSTEM_OWNER` (:func:`_changeable`).
     Raises :class:`SystemViewError` naming the entry and the reason."""
     banned = [Path(os.path.realpath(p)) for p in refused]
-    roots = [Path(os.path.realpath(r)) for r in SYSTEM_VIEW_ROOTS]
     out: list[str] = []
     for entry in entries:
         if not isinstance(entry, str) or not entry:
@@ -201,17 +200,15 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
             paths = (entry,)
         for p in paths:
             real = Path(os.path.realpath(p))
-            root = next((r for r in roots if r in real.parents), None)
-            if root is None:
-                raise SystemViewError(f"system path {p} ({entry}) is refused: only what lies below "
-                                      f"{', '.join(SYSTEM_VIEW_ROOTS[:3])}... (the installed system) may be seen")
+            if not _system_root(real):
+                raise SystemViewError(f"system path {p} ({entry}) is refused: {OUTSIDE}")
             if not os.path.lexists(p):
                 raise SystemViewError(f"system path {p} ({entry}) is not on this host")
             for b in banned:
                 if real == b or b in real.parents or real in b.parents:
                     raise SystemViewError(f"system path {p} ({entry}) is refused: it is or holds {b}, "
                                           "which no bot may see")
-            why = _changeable(real, root)
+            why = _changeable(real)
             if why:
                 raise SystemViewError(f"system path {p} ({entry}) is refused: {why}")
             if p not in out and p not in STRANGER_SYSTEM:
@@ -219,10 +216,21 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
     return tuple(out)
 
 
-def _changeable(real: Path, root: Path) -> str | None:
-    """Why someone but :data:`SYSTEM_OWNER` could change what ``real`` shows every seat (a file's
-    size or time as a channel, a folder swapped for a link after the check), or None: ``root``, each
-    folder down to ``real`` and everything below it must be the owner's and writable by no one else."""
+OUTSIDE = f"only what lies below {', '.join(SYSTEM_VIEW_ROOTS[:3])}... (the installed system) may be seen"
+
+
+def _system_root(real: Path) -> Path | None:
+    """The root of :data:`SYSTEM_VIEW_ROOTS` that ``real`` (resolved) lies strictly below, if any."""
+    return next((r for r in map(Path, map(os.path.realpath, SYSTEM_VIEW_ROOTS)) if r in real.parents), None)
+
+
+def _changeable(real: Path) -> str | None:
+    """Why someone but :data:`SYSTEM_OWNER` could change what ``real`` (below a system root) shows
+    every seat (a file's size or time as a channel, a folder swapped for a link after the check),
+    or None: its root, each folder down to it and everything below it must be the owner's and
+    writable by no one else."""
+    root = _system_root(real)
+    assert root is not None
     chain = [root, *(p for p in reversed(real.parents) if root in p.parents), real]
     below = (os.path.join(top, name) for top, dirs, files in os.walk(real) for name in (*dirs, *files))
     for path in (*map(str, chain), *below):
@@ -241,9 +249,10 @@ class MissingSystemPath(SandboxUnavailable):
 @functools.cache
 def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The gVisor seat's system view: links as (target, path) and the real files and directories to
-    bind, for ``paths`` (:data:`STRANGER_SYSTEM` and a run's checked :func:`system_paths`) and every shared library their ELF files link (the loader's own answer,
-    ``ldd``, run once per process on system files only). Raises :class:`MissingSystemPath` naming a
-    listed path this host lacks."""
+    bind, for ``paths`` (:data:`STRANGER_SYSTEM` and a run's checked :func:`system_paths`) and every
+    shared library their ELF files link (the loader's own answer, ``ldd``, run once per process on
+    system files only). Raises :class:`MissingSystemPath` naming a listed path this host lacks, and
+    :class:`SystemViewError` naming a library that :func:`system_paths` would refuse."""
     for p in paths:
         if not os.path.lexists(p):
             raise MissingSystemPath(f"{p} (a system path a gVisor seat needs) is not on this host")
@@ -253,6 +262,11 @@ def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tup
         out = subprocess.run(["ldd", *elfs[i:i + 200]], capture_output=True, text=True, check=False,
                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}).stdout
         libs.update(m for m in re.findall(r"(/\S+) \(0x", out))
+    for lib in sorted(libs):  # a RUNPATH or ld.so.conf may name any folder: held to the listed paths' rules
+        real = Path(os.path.realpath(lib))
+        why = OUTSIDE if not _system_root(real) else _changeable(real) if os.path.lexists(real) else None
+        if why:
+            raise SystemViewError(f"{lib} (a library the gVisor view's programs link) is refused: {why}")
     links: dict[str, str] = {}
     binds: set[str] = set()
     for p in (*paths, *sorted(libs)):

@@ -19,7 +19,7 @@ from typing import Sequence
 from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
-from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, stranger_system
+from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, SystemViewError, stranger_system
 from .namespaces import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, _check, _mount, _unshare
 
 
@@ -86,7 +86,7 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
                "options": ["nosuid", "nodev", f"size={limits.memory_mb * MiB}"]}]
     try:
         links, view = stranger_system((*STRANGER_SYSTEM, *system))
-    except MissingSystemPath as e:
+    except (MissingSystemPath, SystemViewError) as e:
         raise BotStartError(f"gVisor mode cannot start: {e}") from None
     exe = os.path.realpath(argv[0])
     seen = (*view, os.path.realpath(cwd), *(os.path.realpath(p) for p in ro_binds))
