@@ -151,3 +151,37 @@ def test_a_library_the_view_links_from_outside_the_system_is_refused(monkeypatch
     monkeypatch.setattr(filesystem.subprocess, "run", lambda *a, **k: fake)
     with pytest.raises(SystemViewError, match="/var/tmp/libevil.so .*refused"):
         stranger_system.__wrapped__(("/usr/bin/sh",))
+
+
+def _gvisor_problem() -> str | None:
+    from arena.bots.probes import gvisor_problem_now
+    return gvisor_problem_now()
+
+
+@pytest.mark.skipif(_gvisor_problem() is not None, reason=f"gVisor: {_gvisor_problem()}")
+def test_a_gvisor_seat_s_reads_move_no_access_time_another_seat_sees(tmp_path: Path) -> None:
+    """gVisor reads the shared view through the host's files, and each read moved the host file's
+    access time, which every other seat can stat: one bit per file per day under relatime, every
+    read on a host mounted strictatime. runsc's own mount namespace binds the shared view noatime,
+    so no seat's read moves a time another seat sees, whatever the host's mount options."""
+    import time
+
+    from arena.bots.containment import RunAs
+    from arena.bots.start import start_bot_blocking
+    from tests.checks import reachable
+
+    shared = tmp_path / "shared"  # a read-only path every seat sees besides the system (the arena package)
+    shared.mkdir()
+    (shared / "module.py").write_text("#" * 10_000)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    bot, shared = reachable(bot), reachable(shared)
+    target = shared / "module.py"
+    read = ["python3", "-c", f"open({str(target)!r}).read(); print('read')"]
+    for _ in range(2):  # the first start maps and locks the shared files (the referee's own read)
+        old = time.time() - 3 * 86400
+        os.utime(target, (old, old - 60))  # a day old: the next read moves it under relatime too
+        with start_bot_blocking(read, bot, run_as=RunAs.PRIVATE, gvisor=True, ro_binds=[shared]) as proc:
+            status, lines = proc.run_to_end(60)
+        assert lines == ["read"], (status, lines)
+    assert os.stat(target).st_atime == old

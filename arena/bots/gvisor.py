@@ -20,7 +20,8 @@ from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
 from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, SystemViewError, stranger_system
-from .namespaces import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, _check, _mount, _unshare
+from .namespaces import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
+                         _check, _mount, _unshare)
 
 
 RUNSC: str | None = None
@@ -54,18 +55,36 @@ def checked_folder(where: Path) -> Path:
     return where / "folder"
 
 
-def bind_checked(cwd_fd: int, where: Path) -> None:
+MS_NOATIME = 1024
+
+
+def bind_checked(cwd_fd: int, where: Path, shared: Sequence[bytes] = ()) -> None:
     """In the forked child, before it becomes runsc: a mount namespace of its own (which runsc and
     its gofer inherit, and which ends with them) with the directory ``cwd_fd`` holds, the one the
     referee checked, bound at :func:`checked_folder`. The bundle names that path as the bot folder's
-    source, so a folder swapped for a link after its check is not what gVisor serves. Only system
-    calls: it runs between fork and exec."""
+    source, so a folder swapped for a link after its check is not what gVisor serves. Each of the
+    ``shared`` paths (:func:`shared_binds`) is bound on itself read-only and ``noatime``: gVisor
+    reads them through the host's files, and a read that moved a file's access time, which every
+    seat can stat, would be a channel (one bit per file a day under relatime, every read under
+    strictatime). Only system calls: it runs between fork and exec."""
     target = str(checked_folder(where)).encode()
     os.fchdir(cwd_fd)  # unshare keeps the working directory: "." is then the checked directory
     _check(_unshare(CLONE_NEWNS), "unshare mount")
     _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(_mount(b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
+    for path in shared:
+        _check(_mount(path, path, None, MS_BIND | MS_REC, None), "bind a shared path")
+        _check(_mount(b"none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOATIME,
+                      None), "remount a shared path noatime")
     os.chdir(where)
+
+
+def shared_binds(bundle: Path) -> tuple[bytes, ...]:
+    """The host paths of ``bundle``'s read-only binds that other seats see too (the system view and
+    the arena package, not the bot's own folder), for :func:`bind_checked`."""
+    mounts = json.loads((bundle / "config.json").read_text())["mounts"]
+    own = str(checked_folder(bundle.parent))
+    return tuple(m["source"].encode() for m in mounts if m["type"] == "bind" and m["source"] != own)
 
 
 def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],

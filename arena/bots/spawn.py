@@ -92,10 +92,10 @@ def _get_spawner() -> _SpawnThread:
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
                  nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None,
-                 gvisor_bind: tuple[int, Path] | None = None):
+                 gvisor_bind: tuple[int, Path, tuple[bytes, ...]] | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor and the
-    bot's state directory), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
+    join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor, the
+    bot's state directory and the shared paths to bind noatime), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
     fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
     the grandchild, pid 1 of the new namespace, goes on to enter the other
     namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
@@ -348,6 +348,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         info_r = info_w = -1
         popen_env = env  # namespaces and trusted modes: applied by the exec of the bot's own program
         pass_fds: tuple[int, ...] = ()
+        shared: tuple[bytes, ...] = ()  # gVisor: the paths every seat sees, bound noatime for runsc
         if sandbox:
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
@@ -366,6 +367,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(gvisor_system))
+            shared = gvisor_mod.shared_binds(bundle)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)
         nsroot = None
@@ -392,7 +394,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                 argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=home if gvisor else cwd, env=popen_env,
                 close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
                 preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer,
-                                        (cwd_fd, home) if gvisor and home is not None else None),
+                                        (cwd_fd, home, shared) if gvisor and home is not None else None),
             )
             if not sandbox:
                 return child, {}
