@@ -5,6 +5,7 @@ at the bot's start, never let in."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_ladder_and_tournament_files_check_their_system_list(tmp_path: Path) -> 
     with pytest.raises(LadderError, match="system path /proc .* refused"):
         load_ladder(tmp_path / "proc.toml", tmp_path, check_bots=False)
     (tmp_path / "plain.toml").write_text('bots = ["random", "lowest"]\nsystem = ["javascript"]\n')
-    with pytest.raises(LadderError, match="needs gvisor = true"):
+    with pytest.raises(LadderError, match="needs gVisor"):
         load_ladder(tmp_path / "plain.toml", tmp_path, check_bots=False)
     store = tmp_path / "data" / "arena.sqlite"
     store.parent.mkdir()
@@ -119,3 +120,43 @@ def test_a_starter_plays_under_gvisor_with_its_language(scratch: Path, language:
     with sqlite3.connect(store) as db:
         results = [r for (r,) in db.execute("select result from games")]
     assert len(results) == 2 and all('"forfeits": {}' in r for r in results), results
+
+
+@pytest.mark.parametrize("command", [["check", "random"], ["play", "random", "lowest"], ["match", "random", "lowest"],
+                                     ["debug", "some-game", "random", "--seat", "0"]])
+def test_system_on_every_command_that_starts_bots_is_checked_like_a_tournament_s(command: list[str],
+                                                                                tmp_path: Path) -> None:
+    """`--system` on check, play, match and debug goes through the tournament's own check
+    (filesystem.run_system): without --gvisor it is refused, and so is a path no seat may see,
+    each in one error line before any bot starts."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    store = ["--store", str(tmp_path / "arena.sqlite")] if command[0] != "check" else []
+    for extra, why in ((["--system", "javascript"], "needs gVisor"), (["--gvisor", "--system", "/var/log"], "refused")):
+        done = CliRunner().invoke(app, [*command, *store, *extra], env={"COLUMNS": "400"})
+        assert done.exit_code == 2 and "error:" in done.output and why in done.output, done.output
+        assert "Traceback" not in done.output
+
+
+@needs_gvisor
+def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_debug(scratch: Path) -> None:  # noqa: F811
+    """The same `--gvisor --system javascript` that `arena tournament` takes lets node into the seat's
+    view for `arena check`, `play`, `match` and `debug`: one game each (check: one scenario), no
+    fault, and `debug` feeds the recorded game back with no divergence (the starter seeds itself
+    from the start message)."""
+    bot = starter(scratch, "javascript")
+    store = scratch / "store" / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(scratch)}
+    view = ["--gvisor", "--system", "javascript"]
+    done = arena("check", str(bot), "--games", "1", "--rules", "classic", *view, env=env)
+    assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
+    for args in (["play", str(bot), "lowest", "--quiet"], ["match", str(bot), "lowest", "--max-games", "2", "-j", "1"]):
+        done = arena(*args, *view, "--store", str(store), "--move-ms", "5000", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(store) as db:
+        games = db.execute("SELECT id, result FROM games ORDER BY rowid").fetchall()
+    assert len(games) == 3 and all('"forfeits": {}' in r for _, r in games), games
+    done = arena("debug", games[0][0], str(bot), "--seat", "0", *view, "--store", str(store), "--json", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["diverged"] is False

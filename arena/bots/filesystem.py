@@ -224,6 +224,17 @@ def _system_root(real: Path) -> Path | None:
     return next((r for r in map(Path, map(os.path.realpath, SYSTEM_VIEW_ROOTS)) if r in real.parents), None)
 
 
+def run_system(entries: Iterable[str], *, gvisor: bool, refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
+    """A run's ``system`` list as its launcher takes it (a ladder's or tournament's file, ``--system``
+    on any command that starts bots), checked where it is read: it needs gVisor, and each entry
+    must pass :func:`system_paths` (``refused``: the store's folder). Raises :class:`SystemViewError`."""
+    entries = tuple(entries)
+    if entries and not gvisor:
+        raise SystemViewError("system names what a gVisor seat sees: it needs gVisor (gvisor = true, --gvisor)")
+    system_paths(entries, refused)
+    return entries
+
+
 def _changeable(real: Path) -> str | None:
     """Why someone but :data:`SYSTEM_OWNER` could change what ``real`` (below a system root) shows
     every seat (a file's size or time as a channel, a folder swapped for a link after the check),
