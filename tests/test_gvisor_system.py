@@ -160,3 +160,48 @@ def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_d
     done = arena("debug", games[0][0], str(bot), "--seat", "0", *view, "--store", str(store), "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["diverged"] is False
+
+
+def _fake_jdk(root: Path, name: str) -> Path:
+    """A JDK laid out as Debian's: bin/java and bin/javac, conf with a link into /etc-like settings,
+    lib, release, and jmods (left out of the view)."""
+    home = root / "jvm" / name
+    for d in ("bin", "conf", "lib", "jmods"):
+        (home / d).mkdir(parents=True)
+    for exe in ("java", "javac"):
+        (home / "bin" / exe).write_text("#!/bin/sh\n")
+        (home / "bin" / exe).chmod(0o755)
+    (home / "release").write_text('JAVA_VERSION="21"\n')
+    settings = root / "etc" / f"{name}-settings"
+    settings.mkdir(parents=True)
+    (settings / "net.properties").write_text("")
+    (home / "conf" / "net.properties").symlink_to(settings / "net.properties")
+    return home
+
+
+def test_the_java_preset_is_the_jdk_that_java_on_the_path_runs(tmp_path: Path) -> None:
+    """The preset named Debian's JDK 17 by path: a host whose `java` is another JDK (an alternative
+    set to 21, a Temurin in /usr/lib/jvm) got a view without it. It is now the JDK that `java` on
+    the bots' PATH runs, its links followed (/usr/bin/java -> alternatives -> the JDK)."""
+    from arena.bots.filesystem import java_preset
+    home = _fake_jdk(tmp_path, "jdk-21")
+    _fake_jdk(tmp_path, "jdk-17")  # installed, but not what java runs
+    usr_bin, alternatives = tmp_path / "usr" / "bin", tmp_path / "alternatives"
+    usr_bin.mkdir(parents=True)
+    alternatives.mkdir()
+    for exe in ("java", "javac"):
+        (alternatives / exe).symlink_to(home / "bin" / exe)
+        (usr_bin / exe).symlink_to(alternatives / exe)
+    view = java_preset(path=f"{tmp_path / 'nowhere'}:{usr_bin}", java_home=str(tmp_path / "jvm" / "jdk-17"))
+    assert view == (str(usr_bin / "java"), str(usr_bin / "javac"), *(str(home / p) for p in
+                    ("bin", "conf", "lib", "release")), str(tmp_path / "etc" / "jdk-21-settings"))
+
+
+def test_the_java_preset_falls_back_on_java_home_and_says_when_there_is_no_jdk(tmp_path: Path) -> None:
+    from arena.bots.filesystem import java_preset
+    home = _fake_jdk(tmp_path, "jdk-22")
+    view = java_preset(path=str(tmp_path / "empty"), java_home=str(home))
+    assert view[:2] == (str(home / "bin" / "java"), str(home / "bin" / "javac")) and str(home / "lib") in view
+    for java_home in (None, str(tmp_path / "no-jdk")):
+        with pytest.raises(SystemViewError, match="preset 'java': no java on .* and no \\$JAVA_HOME/bin/java"):
+            java_preset(path=str(tmp_path / "empty"), java_home=java_home)

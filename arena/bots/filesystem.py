@@ -7,10 +7,11 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import stat
 import subprocess
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..errors import ArenaError
 from .errors import SandboxUnavailable
@@ -156,16 +157,47 @@ Kept small so the referee can keep every page of it in the cache (:mod:`.pagecac
 in a view two seats share is a channel between them."""
 
 
-SYSTEM_PRESETS: dict[str, tuple[str, ...]] = {
-    "python": (),  # in STRANGER_SYSTEM already
-    "bash": (),
-    "javascript": ("/usr/bin/node",),
-    "java": ("/usr/bin/java", "/usr/bin/javac", *(f"/usr/lib/jvm/java-17-openjdk-amd64/{p}" for p in
-             ("bin", "conf", "lib", "release")), "/etc/java-17-openjdk"),  # not jmods, docs: unused, 75 MiB
+BOT_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""Where a bot's command is looked up (``spawn.DEFAULT_PATH``), and so where a preset finds its language."""
+
+
+def java_preset(path: str = BOT_PATH, java_home: str | None = None) -> tuple[str, ...]:
+    """The ``java`` preset: the JDK a bot's ``java`` runs, found as ``java`` on ``path`` with its
+    links resolved (Debian's /usr/bin/java -> /etc/alternatives/java -> the JDK's bin/java), else
+    as ``bin/java`` under ``java_home`` ($JAVA_HOME). Its ``java`` and ``javac`` as found (their
+    links join the view), the JDK's bin, conf, lib and release (not jmods, docs: unused), and the
+    folders holding the targets of the absolute links in its conf and lib (Debian keeps the JDK's
+    settings in /etc/java-NN-openjdk, its certificates in /etc/ssl/certs/java). Raises :class:`SystemViewError` when neither has a ``java``."""
+    found = shutil.which("java", path=path)
+    if found is None and java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
+        found = os.path.join(java_home, "bin", "java")
+    if found is None:
+        raise SystemViewError(f"system preset 'java': no java on {path} and no $JAVA_HOME/bin/java "
+                              f"({java_home or 'JAVA_HOME unset'}): install a JDK (Debian: openjdk-17-jdk-headless)")
+    home = Path(os.path.realpath(found)).parent.parent
+    javac = shutil.which("javac", path=str(Path(found).parent))
+    out = [found, *([javac] if javac else [])]
+    out += [str(home / p) for p in ("bin", "conf", "lib", "release") if os.path.lexists(home / p)]
+    held: set[str] = set()  # the folders of the links' targets (one bind each: gVisor failed to start with 25 file binds)
+    for top in ("conf", "lib"):
+        for root, _dirs, names in os.walk(home / top):
+            for name in names:
+                target = os.readlink(os.path.join(root, name)) if os.path.islink(os.path.join(root, name)) else ""
+                if target.startswith("/") and os.path.exists(target):
+                    held.add(os.path.dirname(target))
+    out += sorted(d for d in held if not any(Path(o) in Path(d).parents for o in held))
+    return tuple(out)
+
+
+SYSTEM_PRESETS: dict[str, Callable[[], tuple[str, ...]]] = {
+    "python": lambda: (),  # in STRANGER_SYSTEM already
+    "bash": lambda: (),
+    "javascript": lambda: ("/usr/bin/node",),
+    "java": lambda: java_preset(java_home=os.environ.get("JAVA_HOME")),
 }
 """What a ladder's or a run's ``system`` list may name instead of paths: the system paths each
-starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM` (Debian's
-packages; the libraries they link are added by :func:`stranger_system`)."""
+starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM`, found on this
+host when named (the libraries they link are added by :func:`stranger_system`)."""
 
 SYSTEM_VIEW_ROOTS = (*SYSTEM_DIRS, "/opt", *SANDBOX_ROOT_DIRS)
 """Where an extra system path of a gVisor view may lie, strictly below one of them: the installed
@@ -195,7 +227,7 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
             if entry not in SYSTEM_PRESETS:
                 raise SystemViewError(f"system entry {entry!r}: no such preset (known: {', '.join(SYSTEM_PRESETS)}); "
                                       "or give an absolute path")
-            paths = SYSTEM_PRESETS[entry]
+            paths = SYSTEM_PRESETS[entry]()
         else:
             paths = (entry,)
         for p in paths:

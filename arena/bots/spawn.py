@@ -22,7 +22,7 @@ from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
-from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
+from .filesystem import BOT_PATH, open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN
@@ -32,7 +32,7 @@ from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, re
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_PATH = BOT_PATH
 BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}  # all of the environment a bot gets from us, its token aside
 HOST_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 """The whole environment of every process the arena runs on the host for a bot (bwrap, the
