@@ -162,7 +162,7 @@ def _gvisor_problem() -> str | None:
 def test_a_gvisor_seat_s_reads_move_no_access_time_another_seat_sees(tmp_path: Path) -> None:
     """gVisor reads the shared view through the host's files, and each read moved the host file's
     access time, which every other seat can stat: one bit per file per day under relatime, every
-    read on a host mounted strictatime. runsc's own mount namespace binds the shared view noatime,
+    read on a host mounted strictatime. runsc's own mount namespace binds the shared view read-only,
     so no seat's read moves a time another seat sees, whatever the host's mount options."""
     import time
 
@@ -185,3 +185,24 @@ def test_a_gvisor_seat_s_reads_move_no_access_time_another_seat_sees(tmp_path: P
             status, lines = proc.run_to_end(60)
         assert lines == ["read"], (status, lines)
     assert os.stat(target).st_atime == old
+
+
+@pytest.mark.parametrize("mounted, kept", [
+    (os.ST_RELATIME, 1 << 21), (os.ST_NOEXEC | os.ST_NOATIME, 8 | 1024),
+    (os.ST_NODIRATIME | os.ST_RELATIME, 2048 | 1 << 21), (0, 1 << 24)])
+def test_the_read_only_remount_keeps_what_a_container_may_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               mounted: int, kept: int) -> None:
+    """In a container's user namespace the kernel locks a mount's noexec and atime mode, and refuses
+    a remount that changes them (every gVisor start would then fail there): each shared path is
+    remounted with the flags its own mount has (a fake statvfs, for each mode this host may not have)."""
+    import json
+    from types import SimpleNamespace
+
+    from arena.bots import gvisor
+    bundle = tmp_path / "home" / "bundle"
+    bundle.mkdir(parents=True)
+    mounts = [{"type": "proc", "source": "proc"}, {"type": "bind", "source": "/usr/lib/python3.11"},
+              {"type": "bind", "source": str(gvisor.checked_folder(bundle.parent))}]
+    (bundle / "config.json").write_text(json.dumps({"mounts": mounts}))
+    monkeypatch.setattr(gvisor.os, "statvfs", lambda path: SimpleNamespace(f_flag=mounted | os.ST_NOSUID))
+    assert gvisor.shared_binds(bundle) == ((b"/usr/lib/python3.11", kept),)

@@ -55,36 +55,50 @@ def checked_folder(where: Path) -> Path:
     return where / "folder"
 
 
-MS_NOATIME = 1024
+_KEPT_FLAGS = ((os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+"""statvfs flags of a mount and the mount flags that keep them on a remount (MS_NOEXEC, MS_NOATIME,
+MS_NODIRATIME, MS_RELATIME): a container's user namespace locks them, and a remount that changed
+them would be refused."""
+MS_STRICTATIME = 1 << 24
 
 
-def bind_checked(cwd_fd: int, where: Path, shared: Sequence[bytes] = ()) -> None:
+def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] = ()) -> None:
     """In the forked child, before it becomes runsc: a mount namespace of its own (which runsc and
     its gofer inherit, and which ends with them) with the directory ``cwd_fd`` holds, the one the
     referee checked, bound at :func:`checked_folder`. The bundle names that path as the bot folder's
     source, so a folder swapped for a link after its check is not what gVisor serves. Each of the
-    ``shared`` paths (:func:`shared_binds`) is bound on itself read-only and ``noatime``: gVisor
-    reads them through the host's files, and a read that moved a file's access time, which every
-    seat can stat, would be a channel (one bit per file a day under relatime, every read under
-    strictatime). Only system calls: it runs between fork and exec."""
+    ``shared`` paths (:func:`shared_binds`: path and the flags its mount keeps) is bound on itself
+    read-only: gVisor reads them through the host's files, and a read that moved a file's access
+    time, which every seat can stat, would be a channel (a day-old time under relatime, every
+    read under strictatime); the kernel moves no access time through a read-only mount. Only
+    system calls: it runs between fork and exec."""
     target = str(checked_folder(where)).encode()
     os.fchdir(cwd_fd)  # unshare keeps the working directory: "." is then the checked directory
     _check(_unshare(CLONE_NEWNS), "unshare mount")
     _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(_mount(b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
-    for path in shared:
+    for path, kept in shared:
         _check(_mount(path, path, None, MS_BIND | MS_REC, None), "bind a shared path")
-        _check(_mount(b"none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOATIME,
-                      None), "remount a shared path noatime")
+        _check(_mount(b"none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept, None),
+               "remount a shared path read-only")
     os.chdir(where)
 
 
-def shared_binds(bundle: Path) -> tuple[bytes, ...]:
+def shared_binds(bundle: Path) -> tuple[tuple[bytes, int], ...]:
     """The host paths of ``bundle``'s read-only binds that other seats see too (the system view and
-    the arena package, not the bot's own folder), for :func:`bind_checked`."""
+    the arena package, not the bot's own folder), each with the flags its mount has that a remount
+    must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`."""
     mounts = json.loads((bundle / "config.json").read_text())["mounts"]
     own = str(checked_folder(bundle.parent))
-    return tuple(m["source"].encode() for m in mounts if m["type"] == "bind" and m["source"] != own)
+    out = []
+    for m in mounts:
+        if m["type"] == "bind" and m["source"] != own:
+            have = os.statvfs(m["source"]).f_flag
+            kept = sum(flag for st, flag in _KEPT_FLAGS if have & st)
+            if not have & (os.ST_NOATIME | os.ST_RELATIME):
+                kept |= MS_STRICTATIME
+            out.append((m["source"].encode(), kept))
+    return tuple(out)
 
 
 def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],

@@ -92,10 +92,10 @@ def _get_spawner() -> _SpawnThread:
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
                  nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None,
-                 gvisor_bind: tuple[int, Path, tuple[bytes, ...]] | None = None):
+                 gvisor_bind: tuple[int, Path, tuple[tuple[bytes, int], ...]] | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
     join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor, the
-    bot's state directory and the shared paths to bind noatime), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
+    bot's state directory and the shared paths to bind read-only), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
     fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
     the grandchild, pid 1 of the new namespace, goes on to enter the other
     namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
@@ -348,7 +348,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         info_r = info_w = -1
         popen_env = env  # namespaces and trusted modes: applied by the exec of the bot's own program
         pass_fds: tuple[int, ...] = ()
-        shared: tuple[bytes, ...] = ()  # gVisor: the paths every seat sees, bound noatime for runsc
+        shared: tuple[tuple[bytes, int], ...] = ()  # gVisor: the paths every seat sees, bound read-only for runsc
         if sandbox:
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
