@@ -206,3 +206,26 @@ def test_the_read_only_remount_keeps_what_a_container_may_lock(tmp_path: Path, m
     (bundle / "config.json").write_text(json.dumps({"mounts": mounts}))
     monkeypatch.setattr(gvisor.os, "statvfs", lambda path: SimpleNamespace(f_flag=mounted | os.ST_NOSUID))
     assert gvisor.shared_binds(bundle) == ((b"/usr/lib/python3.11", kept),)
+
+
+@pytest.mark.skipif(_gvisor_problem() is not None, reason=f"gVisor: {_gvisor_problem()}")
+def test_a_large_system_view_still_starts_under_gvisor(tmp_path: Path) -> None:
+    """runsc's gofer serves each bind with threads of its own (about 4 each here), all counted by the
+    seat's pids cgroup, whose allowance for runsc was a fixed 256: a view of ~70 binds (the base,
+    java and javascript are 66) left the sandbox no thread to start the bot ("failed to create new
+    OS thread"), and the seat forfeited for a list its organiser wrote. The allowance grows with the
+    binds of the seat's view."""
+    import glob
+
+    from arena.bots.containment import RunAs
+    from arena.bots.start import start_bot_blocking
+    from tests.checks import reachable
+    extra = sorted(glob.glob("/usr/lib/*/gconv/*.so"))[:48]  # glibc's own modules: on every Debian host
+    assert len(extra) == 48
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    bot = reachable(bot)
+    with start_bot_blocking(["python3", "-c", "print('up')"], bot, run_as=RunAs.PRIVATE, gvisor=True,
+                            gvisor_system=tuple(extra)) as proc:
+        status, lines = proc.run_to_end(60)
+    assert (status, lines) == (0, ["up"])

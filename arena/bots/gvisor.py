@@ -33,8 +33,23 @@ accounting and the killing, so runsc is told not to make cgroups of its own."""
 
 HOST_THREADS = 256
 """Threads of runsc, its sandbox and gofer (Go runtimes) counted by the bot's pids cgroup on top
-of the bot's own ``max_processes``; the bot's processes live inside gVisor and are capped there
-by RLIMIT_NPROC."""
+of the bot's own ``max_processes``, besides :data:`THREADS_PER_BIND`; the bot's processes live
+inside gVisor and are capped there by RLIMIT_NPROC."""
+
+THREADS_PER_BIND = 8
+"""Host threads allowed per bind of the seat's view: the gofer serves each with threads of its own
+(about 4 each measured: 158 runsc threads with the base view's 34 binds, 278 with 30 more)."""
+
+
+def host_threads(system: Sequence[str], ro_binds: Sequence[Path]) -> int:
+    """What the seat's pids cgroup allows runsc on top of the bot's own processes: the base, and
+    :data:`THREADS_PER_BIND` for each bind of its view (the system view, its folder, ``ro_binds``).
+    A view that cannot be made counts as the base view; :func:`write_bundle` then says why."""
+    try:
+        binds = len(stranger_system((*STRANGER_SYSTEM, *system))[1])
+    except (MissingSystemPath, SystemViewError):
+        binds = 0
+    return HOST_THREADS + THREADS_PER_BIND * (binds + 1 + len(ro_binds))
 
 
 def find_runsc() -> str | None:

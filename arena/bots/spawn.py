@@ -323,7 +323,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             env.setdefault("TMPDIR", str(home))
 
         extra_procs = (2 if sandbox else 1 if namespaces else  # bwrap and its pid-1 monitor; the stand-in
-                       gvisor_mod.HOST_THREADS if gvisor else 0)  # runsc's own threads
+                       gvisor_mod.host_threads(gvisor_system, ro_binds) if gvisor else 0)  # runsc's own threads
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
