@@ -11,6 +11,8 @@ import pytest
 from arena.bots import filesystem
 from arena.bots.filesystem import SystemViewError, system_paths
 
+from tests.test_bundle_cache import bundle as _bundle, cache  # noqa: F401 (a fixture)
+
 
 @pytest.mark.parametrize("entry", ["/var/log", "/var/cache", "/var/lib", "/var/mail", "/srv", "/mnt", "/media",
                                    "/usr", "/etc", "/opt"])
@@ -57,26 +59,6 @@ def test_a_system_path_someone_else_can_change_is_refused(fake_system: Path, mon
 
 
 # ------------------------------------------------------------------ a worker's bot cache
-
-
-def _bundle(tmp_path: Path, name: str, size: int = 1000) -> tuple[str, bytes]:
-    from arena.bots.bundles import pack_bot
-    from arena.bots.manifest import load_bot
-    bot = tmp_path / "src" / name
-    bot.mkdir(parents=True)
-    (bot / "bot.toml").write_text(f'name = "{name}"\nversion = "1"\ncommand = ["sh", "run.sh"]\n')
-    (bot / "run.sh").write_text("exit 0\n" + "#" * size)
-    spec = load_bot(bot)
-    return spec.files_hash(), pack_bot(spec)
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from arena.bots import bundles
-    d = tmp_path / "cache"
-    d.mkdir()
-    monkeypatch.setattr(bundles, "_PREPARED", {})
-    return d
 
 
 def test_no_other_process_checks_the_disk_while_a_bundle_is_unpacked(tmp_path: Path, cache: Path,
