@@ -211,3 +211,61 @@ def test_a_large_system_view_still_starts_under_gvisor(tmp_path: Path) -> None:
                             gvisor_system=tuple(extra)) as proc:
         status, lines = proc.run_to_end(60)
     assert (status, lines) == (0, ["up"])
+
+
+# ------------------------------------------------------------------ the files hash
+
+
+def test_folders_that_differ_by_an_executable_bit_or_an_empty_folder_hash_apart(tmp_path: Path) -> None:
+    """The framed hash named a file by path, size and bytes only: a `run` script that starts and the
+    same script without its executable bit (every start a "permission denied"), or a folder with an
+    empty `cache/` the bot tests for, had one hash, so the store, a ladder and a cluster took one
+    for the other. Both are framed now, the old hashes still verify what they always named, and a
+    cluster bundle carries the empty folder (its worker's check would refuse it otherwise)."""
+    from arena.bots.bundles import pack_bot, prepare_bot
+    from arena.bots.folder import read_folder
+    from arena.bots.manifest import load_bot
+    bots = {}
+    for name in ("runs", "cannot", "empty"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "bot.toml").write_text('name = "x"\nversion = "1"\ncommand = ["./run"]\n')
+        (d / "run").write_text("#!/bin/sh\nexit 0\n")
+        (d / "run").chmod(0o755 if name != "cannot" else 0o644)
+        bots[name] = d
+    (bots["empty"] / "cache").mkdir()
+    folders = {name: read_folder(d) for name, d in bots.items()}
+    assert len({f.digest for f in folders.values()}) == 3
+    assert len({f.digest_v2 for f in folders.values()}) == 1  # the old hash: one for all three
+    spec = load_bot(bots["empty"])
+    assert spec.has_files(folders["runs"].digest_v2) and spec.has_files(folders["runs"].digest_v1)
+    assert not spec.has_files(folders["runs"].digest)
+    (tmp_path / "cache").mkdir()
+    on_worker = prepare_bot(spec.files_hash(), "bot.toml", pack_bot(spec), tmp_path / "cache")
+    assert (on_worker.root / "cache").is_dir() and on_worker.files_hash() == spec.files_hash()
+
+
+def test_a_member_stored_with_the_old_hash_is_not_shared_with_its_executable_bit_twin(tmp_path: Path) -> None:
+    """A ladder member recorded with a v2 hash is rehashed from its own snapshot: a folder that
+    differs from it only in an executable bit, which shares its v2 hash, is told to bump its version
+    instead of passing for the member."""
+    from arena.bots.folder import read_folder
+    from arena.ladder import LadderError, load_ladder, members, open_store
+    from tests.test_folder_attacks import SPLIT, _submit, twin
+    from tests.test_ladder import write_ladder
+    ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
+    store = open_store(ladder)
+    try:
+        plain = twin(tmp_path, SPLIT, "plain")
+        _submit(ladder, str(plain), store)
+        with store.tx() as db:  # a store written before v3
+            db.execute("UPDATE ladder_members SET hash=? WHERE label='random@7'", (read_folder(plain).digest_v2,))
+        _submit(ladder, str(plain), store)  # the member itself is still welcome, and rehashed
+        assert next(m for m in members(store, ladder.name) if m.label == "random@7").hash == read_folder(plain).digest
+        runs = twin(tmp_path, SPLIT, "runs")
+        (runs / "a").chmod(0o755)
+        assert read_folder(runs).digest_v2 == read_folder(plain).digest_v2
+        with pytest.raises(LadderError, match="bump `version`"):
+            _submit(ladder, str(runs), store)
+    finally:
+        store.close()

@@ -59,11 +59,11 @@ def pack_bot(spec: BotSpec) -> bytes:
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
         # gzip's header carries a timestamp; tarfile passes mtime=None -> now, so fix it below.
         def add(entry: Entry, src: Reader | None) -> None:
-            if entry.kind is Kind.DIR:
-                return  # a folder's files name it; the hash covers no empty folder
             info = tarfile.TarInfo(entry.path)
             info.mtime = 0
-            if entry.kind is Kind.LINK:
+            if entry.kind is Kind.DIR:  # the hash covers folders, empty ones too
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            elif entry.kind is Kind.LINK:
                 info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry.target, 0o777
             else:
                 info.size, info.mode = entry.size, 0o755 if entry.executable else 0o644
