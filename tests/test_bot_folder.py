@@ -136,10 +136,11 @@ def test_links_inside_the_folder_stay_links(tmp_path):
 
 
 def test_the_files_hash_is_framed_and_the_old_one_still_verifies(tmp_path):
-    """Every new hash is ``v2:`` over one frame per entry (kind, path length, path, size, sha256 of
-    its bytes); the unframed hash older stores hold (each path, NUL, bytes, in path order) is
+    """Every new hash is ``v3:`` over one frame per entry (kind, path length, path, size, sha256 of
+    its bytes; an executable file and a folder are kinds of their own); the hashes older stores
+    hold, ``v2:`` (files only, one kind) and unframed (each path, NUL, bytes, in path order), are
     still computed the same way, so those stored hashes keep verifying. Build outputs and .git
-    are in neither."""
+    are in none."""
     d = tmp_path / "b"
     (d / "a").mkdir(parents=True)
     (d / "a" / "x.py").write_bytes(b"one")
@@ -149,12 +150,16 @@ def test_the_files_hash_is_framed_and_the_old_one_still_verifies(tmp_path):
     (d / ".git").mkdir()
     (d / ".git" / "HEAD").write_bytes(b"skipped")
 
-    def frame(path: bytes, data: bytes) -> bytes:
-        return b"F" + len(path).to_bytes(8, "big") + path + len(data).to_bytes(8, "big") + hashlib.sha256(data).digest()
+    def frame(path: bytes, data: bytes, kind: bytes = b"F") -> bytes:
+        return kind + len(path).to_bytes(8, "big") + path + len(data).to_bytes(8, "big") + hashlib.sha256(data).digest()
+    (d / "a" / "x.py").chmod(0o755)
     folder = read_folder(d)
     assert folder.digest_v1 == hashlib.sha256(b"a/x.py\0one" + b"a.txt\0two" + b"bot.toml\0three").hexdigest()
     v2 = hashlib.sha256(frame(b"a/x.py", b"one") + frame(b"a.txt", b"two") + frame(b"bot.toml", b"three"))
-    assert folder.digest == "v2:" + v2.hexdigest()
+    assert folder.digest_v2 == "v2:" + v2.hexdigest()
+    v3 = hashlib.sha256(frame(b"a", b"", b"D") + frame(b"a/x.py", b"one", b"X") + frame(b"a.txt", b"two")
+                        + frame(b"bot.toml", b"three"))
+    assert folder.digest == "v3:" + v3.hexdigest()
 
 
 def test_caps_on_entries_bytes_and_depth(tmp_path):

@@ -44,7 +44,7 @@ def test_twin_folders_have_different_hashes(tmp_path: Path) -> None:
     a, b = twin(tmp_path, SPLIT, "split"), twin(tmp_path, JOINED, "joined")
     fa, fb = read_folder(a), read_folder(b)
     assert fa.digest_v1 == fb.digest_v1, "not twins: the old join gives them different hashes"
-    assert fa.digest.startswith("v2:") and fa.digest != fb.digest
+    assert fa.digest.startswith("v3:") and fa.digest != fb.digest and fa.digest_v2 != fb.digest_v2
     sa, sb = load_bot(a), load_bot(b)
     assert sa.label == sb.label and sa.files_hash() != sb.files_hash()
     assert not sb.has_files(sa.files_hash())
@@ -77,7 +77,7 @@ def _submit(ladder, ref: str, store) -> None:
     trio.run(submit, ladder, ref, store, ctx())
 
 
-@pytest.mark.parametrize("stored", ["v2", "v1"])
+@pytest.mark.parametrize("stored", ["v3", "v2", "v1"])
 def test_a_twin_is_refused_by_a_ladder_under_the_same_label(tmp_path: Path, stored: str) -> None:
     """A member's label names its exact files: its twin, submitted from a folder or uploaded, is
     told to bump its version, also where the store holds the member's old unframed hash (it is
@@ -86,10 +86,11 @@ def test_a_twin_is_refused_by_a_ladder_under_the_same_label(tmp_path: Path, stor
     store = open_store(ladder)
     try:
         _submit(ladder, str(twin(tmp_path, SPLIT, "split")), store)
-        if stored == "v1":  # a store written before the framed hash
+        if stored != "v3":  # a store written before the framed hash, or before its modes and folders
+            old = read_folder(tmp_path / "split")
             with store.tx() as db:
                 db.execute("UPDATE ladder_members SET hash=? WHERE label='random@7'",
-                           (read_folder(tmp_path / "split").digest_v1,))
+                           (old.digest_v1 if stored == "v1" else old.digest_v2,))
             _submit(ladder, str(tmp_path / "split"), store)  # the member itself is still welcome
         joined = twin(tmp_path, JOINED, "joined")
         with pytest.raises(LadderError, match="bump `version`"):

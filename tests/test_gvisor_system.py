@@ -5,6 +5,8 @@ at the bot's start, never let in."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -32,19 +34,26 @@ def test_a_system_path_no_bot_may_see_is_refused(entry: str, why: str) -> None:
         system_paths([entry])
 
 
-def test_the_store_and_its_data_are_refused(tmp_path: Path) -> None:
-    data = tmp_path / "arena-data"
+def test_the_store_and_its_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from arena.bots import filesystem
+    monkeypatch.setattr(filesystem, "SYSTEM_VIEW_ROOTS", (str(tmp_path),))  # a store below /opt, say
+    monkeypatch.setattr(filesystem, "SYSTEM_OWNER", os.geteuid())
+    data = tmp_path / "opt" / "arena-data"
     (data / "runs").mkdir(parents=True)
     link = tmp_path / "innocent"
     link.symlink_to(data / "runs")  # resolved before the check
-    for p in (data, data / "runs", link, tmp_path):
-        with pytest.raises(SystemViewError, match="refused"):
+    assert system_paths([str(link)]) == (str(link),)
+    for p in (data, data / "runs", link, tmp_path / "opt"):
+        with pytest.raises(SystemViewError, match="refused: it is or holds"):
             system_paths([str(p)], refused=[data])
 
 
 def test_presets_name_the_starters_languages() -> None:
     assert system_paths(["javascript"]) == ("/usr/bin/node",)
-    assert {"/usr/bin/java", "/usr/lib/jvm/java-17-openjdk-amd64/lib"} <= set(system_paths(["java"]))
+    jdk = Path(os.path.realpath(shutil.which("java", path="/usr/local/bin:/usr/bin:/bin") or "/no/java")).parent.parent
+    assert {"/usr/bin/java", str(jdk / "lib")} <= set(system_paths(["java"]))  # whichever JDK the alternative names
     assert system_paths(["python", "bash", "/usr/bin/python3"]) == ()  # the base view already
 
 
@@ -55,7 +64,7 @@ def test_ladder_and_tournament_files_check_their_system_list(tmp_path: Path) -> 
     with pytest.raises(LadderError, match="system path /proc .* refused"):
         load_ladder(tmp_path / "proc.toml", tmp_path, check_bots=False)
     (tmp_path / "plain.toml").write_text('bots = ["random", "lowest"]\nsystem = ["javascript"]\n')
-    with pytest.raises(LadderError, match="needs gvisor = true"):
+    with pytest.raises(LadderError, match="needs gVisor"):
         load_ladder(tmp_path / "plain.toml", tmp_path, check_bots=False)
     store = tmp_path / "data" / "arena.sqlite"
     store.parent.mkdir()
@@ -113,3 +122,88 @@ def test_a_starter_plays_under_gvisor_with_its_language(scratch: Path, language:
     with sqlite3.connect(store) as db:
         results = [r for (r,) in db.execute("select result from games")]
     assert len(results) == 2 and all('"forfeits": {}' in r for r in results), results
+
+
+@pytest.mark.parametrize("command", [["check", "random"], ["play", "random", "lowest"], ["match", "random", "lowest"],
+                                     ["debug", "some-game", "random", "--seat", "0"]])
+def test_system_on_every_command_that_starts_bots_is_checked_like_a_tournament_s(command: list[str],
+                                                                                tmp_path: Path) -> None:
+    """`--system` on check, play, match and debug goes through the tournament's own check
+    (filesystem.run_system): without --gvisor it is refused, and so is a path no seat may see,
+    each in one error line before any bot starts."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    store = ["--store", str(tmp_path / "arena.sqlite")] if command[0] != "check" else []
+    for extra, why in ((["--system", "javascript"], "needs gVisor"), (["--gvisor", "--system", "/var/log"], "refused")):
+        done = CliRunner().invoke(app, [*command, *store, *extra], env={"COLUMNS": "400"})
+        assert done.exit_code == 2 and "error:" in done.output and why in done.output, done.output
+        assert "Traceback" not in done.output
+
+
+@needs_gvisor
+def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_debug(scratch: Path) -> None:  # noqa: F811
+    """The same `--gvisor --system javascript` that `arena tournament` takes lets node into the seat's
+    view for `arena check`, `play`, `match` and `debug`: one game each (check: one scenario), no
+    fault, and `debug` feeds the recorded game back with no divergence (the starter seeds itself
+    from the start message)."""
+    bot = starter(scratch, "javascript")
+    store = scratch / "store" / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(scratch)}
+    view = ["--gvisor", "--system", "javascript"]
+    done = arena("check", str(bot), "--games", "1", "--rules", "classic", *view, env=env)
+    assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
+    for args in (["play", str(bot), "lowest", "--quiet"], ["match", str(bot), "lowest", "--max-games", "2", "-j", "1"]):
+        done = arena(*args, *view, "--store", str(store), "--move-ms", "5000", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(store) as db:
+        games = db.execute("SELECT id, result FROM games ORDER BY rowid").fetchall()
+    assert len(games) == 3 and all('"forfeits": {}' in r for _, r in games), games
+    done = arena("debug", games[0][0], str(bot), "--seat", "0", *view, "--store", str(store), "--json", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["diverged"] is False
+
+
+def _fake_jdk(root: Path, name: str) -> Path:
+    """A JDK laid out as Debian's: bin/java and bin/javac, conf with a link into /etc-like settings,
+    lib, release, and jmods (left out of the view)."""
+    home = root / "jvm" / name
+    for d in ("bin", "conf", "lib", "jmods"):
+        (home / d).mkdir(parents=True)
+    for exe in ("java", "javac"):
+        (home / "bin" / exe).write_text("#!/bin/sh\n")
+        (home / "bin" / exe).chmod(0o755)
+    (home / "release").write_text('JAVA_VERSION="21"\n')
+    settings = root / "etc" / f"{name}-settings"
+    settings.mkdir(parents=True)
+    (settings / "net.properties").write_text("")
+    (home / "conf" / "net.properties").symlink_to(settings / "net.properties")
+    return home
+
+
+def test_the_java_preset_is_the_jdk_that_java_on_the_path_runs(tmp_path: Path) -> None:
+    """The preset named Debian's JDK 17 by path: a host whose `java` is another JDK (an alternative
+    set to 21, a Temurin in /usr/lib/jvm) got a view without it. It is now the JDK that `java` on
+    the bots' PATH runs, its links followed (/usr/bin/java -> alternatives -> the JDK)."""
+    from arena.bots.filesystem import java_preset
+    home = _fake_jdk(tmp_path, "jdk-21")
+    _fake_jdk(tmp_path, "jdk-17")  # installed, but not what java runs
+    usr_bin, alternatives = tmp_path / "usr" / "bin", tmp_path / "alternatives"
+    usr_bin.mkdir(parents=True)
+    alternatives.mkdir()
+    for exe in ("java", "javac"):
+        (alternatives / exe).symlink_to(home / "bin" / exe)
+        (usr_bin / exe).symlink_to(alternatives / exe)
+    view = java_preset(path=f"{tmp_path / 'nowhere'}:{usr_bin}", java_home=str(tmp_path / "jvm" / "jdk-17"))
+    assert view == (str(usr_bin / "java"), str(usr_bin / "javac"), *(str(home / p) for p in
+                    ("bin", "conf", "lib", "release")), str(tmp_path / "etc" / "jdk-21-settings"))
+
+
+def test_the_java_preset_falls_back_on_java_home_and_says_when_there_is_no_jdk(tmp_path: Path) -> None:
+    from arena.bots.filesystem import java_preset
+    home = _fake_jdk(tmp_path, "jdk-22")
+    view = java_preset(path=str(tmp_path / "empty"), java_home=str(home))
+    assert view[:2] == (str(home / "bin" / "java"), str(home / "bin" / "javac")) and str(home / "lib") in view
+    for java_home in (None, str(tmp_path / "no-jdk")):
+        with pytest.raises(SystemViewError, match="preset 'java': no java on .* and no \\$JAVA_HOME/bin/java"):
+            java_preset(path=str(tmp_path / "empty"), java_home=java_home)

@@ -112,10 +112,11 @@ def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process, tmp_path
     # (with more, worker processes get the same flags through the match's BotSetup)
     assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--trusted-bots").exit_code == 0
     assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
-    assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor").exit_code == 0
-    assert in_process[0] == {"sandbox": None, "trusted": True, "gvisor": False}
-    assert in_process[1] == {"sandbox": False, "trusted": False, "gvisor": False}
-    assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True}
+    assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor",
+                  "--system", "javascript").exit_code == 0
+    assert in_process[0] == {"sandbox": None, "trusted": True, "gvisor": False, "system": ()}
+    assert in_process[1] == {"sandbox": False, "trusted": False, "gvisor": False, "system": ()}
+    assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True, "system": ("javascript",)}
 
 
 def _overlap_launcher(state: dict, j: int):

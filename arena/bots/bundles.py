@@ -27,7 +27,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import ArenaError
 from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS, tree_usage
@@ -59,11 +59,11 @@ def pack_bot(spec: BotSpec) -> bytes:
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
         # gzip's header carries a timestamp; tarfile passes mtime=None -> now, so fix it below.
         def add(entry: Entry, src: Reader | None) -> None:
-            if entry.kind is Kind.DIR:
-                return  # a folder's files name it; the hash covers no empty folder
             info = tarfile.TarInfo(entry.path)
             info.mtime = 0
-            if entry.kind is Kind.LINK:
+            if entry.kind is Kind.DIR:  # the hash covers folders, empty ones too
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            elif entry.kind is Kind.LINK:
                 info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry.target, 0o777
             else:
                 info.size, info.mode = entry.size, 0o755 if entry.executable else 0o644
@@ -194,7 +194,8 @@ def evict(base: Path, bound: int) -> list[str]:
     process prepares it (its ``.lock``) or holds it (:class:`Holds`, its ``.use``): both are taken
     without waiting, so two processes evicting at once each remove only what they locked. The
     entry is renamed away first, so no reader ever finds it half removed. Lock files stay (a few
-    bytes each): removing one another process has open would split its lock from the next one's."""
+    bytes each): removing one another process has open would split its lock from the next one's.
+    :func:`prepare_bot` calls it with the cache's :data:`UNPACK_LOCK` held."""
     entries = []
     for path in base.iterdir():
         if path.name.startswith(".") or set(path.name) - _KEY_CHARS or not path.is_dir() or path.is_symlink():
@@ -250,6 +251,9 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
     """
     base = root or cache_root()
     key = key or bundle_key(blob)
+    where = PurePosixPath(manifest)
+    if not manifest or where.is_absolute() or ".." in where.parts:
+        raise BundleError(f"bot bundle {digest[:12]}: manifest path {manifest!r} leaves the bot's folder")
     with _PREP_GUARD:
         lock = _PREP_LOCKS[key]
     with lock:
@@ -258,28 +262,8 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
             return known  # (a temp-dir cleaner may have removed it)
         with _flock(base / f"{key}.lock"):
             if not (base / key).is_dir():
-                evict(base, cache_bound())
-                free = shutil.disk_usage(base).free
-                if free < CAPS.bytes + MIN_FREE_BYTES:
-                    raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
-                                      f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
-                                      f"and {MIN_FREE_BYTES >> 20} MiB stay free): set {CACHE_BYTES_ENV} lower "
-                                      "(entries in use are never evicted), or point PALACE_ARENA_CACHE at a larger disk")
-                home = base / key
-                tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
-                try:
-                    unpack_bot(blob, tmp / "bot")
-                    try:
-                        got = read_folder(tmp / "bot").digest  # the same rules as where it was packed
-                    except FolderError as e:
-                        raise BundleError(f"bot bundle {digest[:12]} refused: {e}") from None
-                    if got != digest:
-                        raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
-                    tmp.chmod(0o755)
-                    tmp.rename(home)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
+                with _flock(base / UNPACK_LOCK):  # one unpack at a time per cache, whatever the process
+                    _unpack_entry(base, key, digest, blob)
             if hold is not None:
                 hold._take(base, key)
             else:
@@ -290,6 +274,39 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 raise BundleError(str(e)) from None
         _PREPARED[(base, key, manifest)] = spec
         return spec
+
+
+UNPACK_LOCK = "unpack.lock"
+
+
+def _unpack_entry(base: Path, key: str, digest: str, blob: bytes) -> None:
+    """Unpack and verify ``blob`` into ``base/key``; called with the cache's :data:`UNPACK_LOCK`
+    held, so the free space checked is not spent by another process's unpack meanwhile, and any
+    temporary folder found (``.<key>-*``, ``.evicted-*``) is what a killed process left: removed."""
+    for left in base.iterdir():
+        if left.name.startswith(".") and left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+    evict(base, cache_bound())
+    free = shutil.disk_usage(base).free
+    if free < CAPS.bytes + MIN_FREE_BYTES:
+        raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
+                          f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
+                          f"and {MIN_FREE_BYTES >> 20} MiB stay free): set {CACHE_BYTES_ENV} lower "
+                          "(entries in use are never evicted), or point PALACE_ARENA_CACHE at a larger disk")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
+    try:
+        unpack_bot(blob, tmp / "bot")
+        try:
+            got = read_folder(tmp / "bot").digest  # the same rules as where it was packed
+        except FolderError as e:
+            raise BundleError(f"bot bundle {digest[:12]} refused: {e}") from None
+        if got != digest:
+            raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
+        tmp.chmod(0o755)
+        tmp.rename(base / key)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _touch(path: Path) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
+import stat
 import subprocess
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..errors import ArenaError
 from .errors import SandboxUnavailable
@@ -155,20 +157,55 @@ Kept small so the referee can keep every page of it in the cache (:mod:`.pagecac
 in a view two seats share is a channel between them."""
 
 
-SYSTEM_PRESETS: dict[str, tuple[str, ...]] = {
-    "python": (),  # in STRANGER_SYSTEM already
-    "bash": (),
-    "javascript": ("/usr/bin/node",),
-    "java": ("/usr/bin/java", "/usr/bin/javac", *(f"/usr/lib/jvm/java-17-openjdk-amd64/{p}" for p in
-             ("bin", "conf", "lib", "release")), "/etc/java-17-openjdk"),  # not jmods, docs: unused, 75 MiB
+BOT_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""Where a bot's command is looked up (``spawn.DEFAULT_PATH``), and so where a preset finds its language."""
+
+
+def java_preset(path: str = BOT_PATH, java_home: str | None = None) -> tuple[str, ...]:
+    """The ``java`` preset: the JDK a bot's ``java`` runs, found as ``java`` on ``path`` with its
+    links resolved (Debian's /usr/bin/java -> /etc/alternatives/java -> the JDK's bin/java), else
+    as ``bin/java`` under ``java_home`` ($JAVA_HOME). Its ``java`` and ``javac`` as found (their
+    links join the view), the JDK's bin, conf, lib and release (not jmods, docs: unused), and the
+    folders holding the targets of the absolute links in its conf and lib (Debian keeps the JDK's
+    settings in /etc/java-NN-openjdk, its certificates in /etc/ssl/certs/java). Raises :class:`SystemViewError` when neither has a ``java``."""
+    found = shutil.which("java", path=path)
+    if found is None and java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
+        found = os.path.join(java_home, "bin", "java")
+    if found is None:
+        raise SystemViewError(f"system preset 'java': no java on {path} and no $JAVA_HOME/bin/java "
+                              f"({java_home or 'JAVA_HOME unset'}): install a JDK (Debian: openjdk-17-jdk-headless)")
+    home = Path(os.path.realpath(found)).parent.parent
+    javac = shutil.which("javac", path=str(Path(found).parent))
+    out = [found, *([javac] if javac else [])]
+    out += [str(home / p) for p in ("bin", "conf", "lib", "release") if os.path.lexists(home / p)]
+    held: set[str] = set()  # the folders of the links' targets (one bind each: gVisor failed to start with 25 file binds)
+    for top in ("conf", "lib"):
+        for root, _dirs, names in os.walk(home / top):
+            for name in names:
+                target = os.readlink(os.path.join(root, name)) if os.path.islink(os.path.join(root, name)) else ""
+                if target.startswith("/") and os.path.exists(target):
+                    held.add(os.path.dirname(target))
+    out += sorted(d for d in held if not any(Path(o) in Path(d).parents for o in held))
+    return tuple(out)
+
+
+SYSTEM_PRESETS: dict[str, Callable[[], tuple[str, ...]]] = {
+    "python": lambda: (),  # in STRANGER_SYSTEM already
+    "bash": lambda: (),
+    "javascript": lambda: ("/usr/bin/node",),
+    "java": lambda: java_preset(java_home=os.environ.get("JAVA_HOME")),
 }
 """What a ladder's or a run's ``system`` list may name instead of paths: the system paths each
-starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM` (Debian's
-packages; the libraries they link are added by :func:`stranger_system`)."""
+starter language of examples/bots needs under gVisor beyond :data:`STRANGER_SYSTEM`, found on this
+host when named (the libraries they link are added by :func:`stranger_system`)."""
 
-FORBIDDEN_SYSTEM = ("/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/home", "/root", "/boot")
-"""Where no extra system path of a gVisor view may lie: kernel and device views, other users' and
-the machine's writable places. The store and the arena's data are refused by the caller's own list."""
+SYSTEM_VIEW_ROOTS = (*SYSTEM_DIRS, "/opt", *SANDBOX_ROOT_DIRS)
+"""Where an extra system path of a gVisor view may lie, strictly below one of them: the installed
+system and hand-installed runtimes (/opt). An allow-list: /var, /srv, /mnt, homes, the arena's data
+and a worker's bot cache are refused wherever they are, without anyone naming them."""
+
+SYSTEM_OWNER = 0
+"""The only owner an extra system path, the folders above it and everything below it may have."""
 
 
 class SystemViewError(ArenaError, ValueError):
@@ -177,10 +214,11 @@ class SystemViewError(ArenaError, ValueError):
 
 def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
     """The extra system paths that ``entries`` (preset names of :data:`SYSTEM_PRESETS` or absolute
-    paths) name, checked: each must exist and lie outside :data:`FORBIDDEN_SYSTEM`, ``refused``
-    (the store, the arena's data) and any folder at or below them, the link resolved. Raises
-    :class:`SystemViewError` naming the entry and the reason."""
-    banned = [Path(os.path.realpath(p)) for p in (*FORBIDDEN_SYSTEM, *refused)]
+    paths) name, checked: each must exist, lie (its links resolved) strictly below one of
+    :data:`SYSTEM_VIEW_ROOTS`, outside ``refused`` (the store, the arena's data) and any folder at
+    or below them, and be changeable by no one but :data:`SYSTEM_OWNER` (:func:`_changeable`).
+    Raises :class:`SystemViewError` naming the entry and the reason."""
+    banned = [Path(os.path.realpath(p)) for p in refused]
     out: list[str] = []
     for entry in entries:
         if not isinstance(entry, str) or not entry:
@@ -189,20 +227,62 @@ def system_paths(entries: Iterable[str], refused: Iterable[str | Path] = ()) -> 
             if entry not in SYSTEM_PRESETS:
                 raise SystemViewError(f"system entry {entry!r}: no such preset (known: {', '.join(SYSTEM_PRESETS)}); "
                                       "or give an absolute path")
-            paths = SYSTEM_PRESETS[entry]
+            paths = SYSTEM_PRESETS[entry]()
         else:
             paths = (entry,)
         for p in paths:
+            real = Path(os.path.realpath(p))
+            if not _system_root(real):
+                raise SystemViewError(f"system path {p} ({entry}) is refused: {OUTSIDE}")
             if not os.path.lexists(p):
                 raise SystemViewError(f"system path {p} ({entry}) is not on this host")
-            real = Path(os.path.realpath(p))
             for b in banned:
                 if real == b or b in real.parents or real in b.parents:
                     raise SystemViewError(f"system path {p} ({entry}) is refused: it is or holds {b}, "
                                           "which no bot may see")
+            why = _changeable(real)
+            if why:
+                raise SystemViewError(f"system path {p} ({entry}) is refused: {why}")
             if p not in out and p not in STRANGER_SYSTEM:
                 out.append(p)
     return tuple(out)
+
+
+OUTSIDE = f"only what lies below {', '.join(SYSTEM_VIEW_ROOTS[:3])}... (the installed system) may be seen"
+
+
+def _system_root(real: Path) -> Path | None:
+    """The root of :data:`SYSTEM_VIEW_ROOTS` that ``real`` (resolved) lies strictly below, if any."""
+    return next((r for r in map(Path, map(os.path.realpath, SYSTEM_VIEW_ROOTS)) if r in real.parents), None)
+
+
+def run_system(entries: Iterable[str], *, gvisor: bool, refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
+    """A run's ``system`` list as its launcher takes it (a ladder's or tournament's file, ``--system``
+    on any command that starts bots), checked where it is read: it needs gVisor, and each entry
+    must pass :func:`system_paths` (``refused``: the store's folder). Raises :class:`SystemViewError`."""
+    entries = tuple(entries)
+    if entries and not gvisor:
+        raise SystemViewError("system names what a gVisor seat sees: it needs gVisor (gvisor = true, --gvisor)")
+    system_paths(entries, refused)
+    return entries
+
+
+def _changeable(real: Path) -> str | None:
+    """Why someone but :data:`SYSTEM_OWNER` could change what ``real`` (below a system root) shows
+    every seat (a file's size or time as a channel, a folder swapped for a link after the check),
+    or None: its root, each folder down to it and everything below it must be the owner's and
+    writable by no one else."""
+    root = _system_root(real)
+    assert root is not None
+    chain = [root, *(p for p in reversed(real.parents) if root in p.parents), real]
+    below = (os.path.join(top, name) for top, dirs, files in os.walk(real) for name in (*dirs, *files))
+    for path in (*map(str, chain), *below):
+        st = os.lstat(path)
+        if st.st_uid != SYSTEM_OWNER:
+            return f"{path} is owned by uid {st.st_uid}, not {SYSTEM_OWNER}"
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+            return f"{path} is writable by others than its owner (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 class MissingSystemPath(SandboxUnavailable):
@@ -212,9 +292,10 @@ class MissingSystemPath(SandboxUnavailable):
 @functools.cache
 def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The gVisor seat's system view: links as (target, path) and the real files and directories to
-    bind, for ``paths`` (:data:`STRANGER_SYSTEM` and a run's checked :func:`system_paths`) and every shared library their ELF files link (the loader's own answer,
-    ``ldd``, run once per process on system files only). Raises :class:`MissingSystemPath` naming a
-    listed path this host lacks."""
+    bind, for ``paths`` (:data:`STRANGER_SYSTEM` and a run's checked :func:`system_paths`) and every
+    shared library their ELF files link (the loader's own answer, ``ldd``, run once per process on
+    system files only). Raises :class:`MissingSystemPath` naming a listed path this host lacks, and
+    :class:`SystemViewError` naming a library that :func:`system_paths` would refuse."""
     for p in paths:
         if not os.path.lexists(p):
             raise MissingSystemPath(f"{p} (a system path a gVisor seat needs) is not on this host")
@@ -224,6 +305,11 @@ def stranger_system(paths: tuple[str, ...] = STRANGER_SYSTEM) -> tuple[tuple[tup
         out = subprocess.run(["ldd", *elfs[i:i + 200]], capture_output=True, text=True, check=False,
                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}).stdout
         libs.update(m for m in re.findall(r"(/\S+) \(0x", out))
+    for lib in sorted(libs):  # a RUNPATH or ld.so.conf may name any folder: held to the listed paths' rules
+        real = Path(os.path.realpath(lib))
+        why = OUTSIDE if not _system_root(real) else _changeable(real) if os.path.lexists(real) else None
+        if why:
+            raise SystemViewError(f"{lib} (a library the gVisor view's programs link) is refused: {why}")
     links: dict[str, str] = {}
     binds: set[str] = set()
     for p in (*paths, *sorted(libs)):

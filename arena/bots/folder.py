@@ -39,7 +39,8 @@ from ..errors import ArenaError
 SKIP_DIRS = frozenset({".git", "__pycache__", "target", "node_modules", ".venv"})
 SKIP_SUFFIXES = (".class", ".o", ".pyc")
 CHUNK = 1 << 20
-V2 = "v2:"  # the prefix of a framed files hash (:func:`read_folder`)
+V2 = "v2:"  # the prefix of a framed files hash without modes or folders, read only to verify old records
+V3 = "v3:"  # the prefix of the files hash every new record uses (:func:`read_folder`)
 MANIFEST_BYTES = 1 << 20  # a bot.toml is a few hundred bytes
 
 
@@ -87,35 +88,37 @@ class Entry:
 @dataclass(frozen=True)
 class Folder:
     """A bot folder as read once: its entries in hash order and the hashes of their contents
-    (``digest``, the framed ``v2:`` hash every new record uses; ``digest_v1``, the unframed one
-    that older stores hold, read only to verify them: :meth:`BotSpec.has_files`)."""
+    (``digest``, the framed ``v3:`` hash every new record uses; ``digest_v2`` and ``digest_v1``,
+    the ones older stores hold, read only to verify them: :meth:`BotSpec.has_files`)."""
 
     root: Path
     inode: tuple[int, int]
     entries: tuple[Entry, ...]
     digest: str
     digest_v1: str = ""
+    digest_v2: str = ""
 
 
 def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     """List and hash the folder at ``root`` without following any link in it; refuse what it
     may not hold (:class:`FolderError`, naming the file).
 
-    The digest (:func:`_frame`) is ``v2:`` and sha256 over one frame per file or link, in path
-    order: its kind, its path's length and path, its size and the sha256 of its bytes (a link's
-    text), so no two folders that split the same bytes differently hash alike. ``digest_v1``
-    (each path, NUL and bytes joined without lengths) is kept only to verify hashes older stores
-    hold."""
+    The digest (:func:`_frame`) is ``v3:`` and sha256 over one frame per file, link or folder, in
+    path order: its kind (an executable file is a kind of its own), its path's length and path,
+    its size and the sha256 of its bytes (a link's text), so no two folders that split the same
+    bytes differently, differ in an executable bit or in an empty folder hash alike. ``digest_v2``
+    (files and links only, no mode) and ``digest_v1`` (each path, NUL and bytes joined without
+    lengths) are kept only to verify hashes older stores hold."""
     root = Path(root)
     fd = _open_root(root)
     try:
         st = os.fstat(fd)
         entries = sorted(_walk(root, fd, "", 1, caps, [0, 0]), key=lambda e: e.parts)
         _check_links(root, entries)
-        digest, v1 = _replay(root, fd, entries, None)
+        digest, v1, v2 = _replay(root, fd, entries, None)
     finally:
         os.close(fd)
-    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1)
+    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1, v2)
 
 
 def copy_folder(folder: Folder, dest: Path) -> None:
@@ -151,7 +154,7 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
     (a folder changed since it was read is refused)."""
     fd = _open_root(folder.root, folder.inode)
     try:
-        digest, _ = _replay(folder.root, fd, folder.entries, add)
+        digest, _, _ = _replay(folder.root, fd, folder.entries, add)
     finally:
         os.close(fd)
     if digest != folder.digest:
@@ -330,12 +333,14 @@ def _hash_entry(entry: Entry, h: "hashlib._Hash") -> None:
         h.update(b"\0symlink\0" + entry.target.encode())
 
 
-def _frame(entry: Entry, size: int, content: bytes) -> bytes:
-    """An entry's v2 frame: kind, path length and path, size, sha256 of its content; every field
+def _frame(entry: Entry, size: int, content: bytes, modes: bool = True) -> bytes:
+    """An entry's frame: kind, path length and path, size, sha256 of its content; every field
     has a fixed length or is preceded by its length, so the frames of two folders are equal only
-    if their entries are."""
+    if their entries are. ``modes``: the v3 kinds (an executable file ``X``, a folder ``D``);
+    without, the v2 frame (``F`` for every file)."""
     path = entry.path.encode()
-    kind = b"L" if entry.kind is Kind.LINK else b"F"
+    kind = (b"L" if entry.kind is Kind.LINK else b"D" if entry.kind is Kind.DIR
+            else b"X" if modes and entry.executable else b"F")
     return kind + len(path).to_bytes(8, "big") + path + size.to_bytes(8, "big") + content
 
 
@@ -394,10 +399,10 @@ def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
 
 
 def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
-            add: Callable[[Entry, Reader | None], None] | None) -> tuple[str, str]:
-    """The v2 and v1 hashes of ``entries`` (in order), each entry handed to ``add`` (a file with
-    its reader)."""
-    h2, h1 = hashlib.sha256(), hashlib.sha256()
+            add: Callable[[Entry, Reader | None], None] | None) -> tuple[str, str, str]:
+    """The v3, v1 and v2 hashes of ``entries`` (in order), each entry handed to ``add`` (a file
+    with its reader)."""
+    h3, h2, h1 = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
     for entry in entries:
         if entry.kind is Kind.FILE:
             fd = _open_file(root, root_fd, entry)
@@ -410,12 +415,19 @@ def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
                 reader.finish()
             finally:
                 os.close(fd)
-            h2.update(_frame(entry, entry.size, content.digest()))
+            h3.update(_frame(entry, entry.size, content.digest()))
+            h2.update(_frame(entry, entry.size, content.digest(), modes=False))
             continue
         if entry.kind is Kind.LINK:
             _hash_entry(entry, h1)
             target = entry.target.encode()
-            h2.update(_frame(entry, len(target), hashlib.sha256(target).digest()))
+            h3.update(_frame(entry, len(target), hashlib.sha256(target).digest()))
+            h2.update(_frame(entry, len(target), hashlib.sha256(target).digest(), modes=False))
+        else:
+            h3.update(_frame(entry, 0, _EMPTY))
         if add is not None:
             add(entry, None)
-    return V2 + h2.hexdigest(), h1.hexdigest()
+    return V3 + h3.hexdigest(), h1.hexdigest(), V2 + h2.hexdigest()
+
+
+_EMPTY = hashlib.sha256(b"").digest()

@@ -19,8 +19,9 @@ from typing import Sequence
 from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
-from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, stranger_system
-from .namespaces import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, _check, _mount, _unshare
+from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, SystemViewError, stranger_system
+from .namespaces import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
+                         _check, _mount, _unshare)
 
 
 RUNSC: str | None = None
@@ -32,8 +33,23 @@ accounting and the killing, so runsc is told not to make cgroups of its own."""
 
 HOST_THREADS = 256
 """Threads of runsc, its sandbox and gofer (Go runtimes) counted by the bot's pids cgroup on top
-of the bot's own ``max_processes``; the bot's processes live inside gVisor and are capped there
-by RLIMIT_NPROC."""
+of the bot's own ``max_processes``, besides :data:`THREADS_PER_BIND`; the bot's processes live
+inside gVisor and are capped there by RLIMIT_NPROC."""
+
+THREADS_PER_BIND = 8
+"""Host threads allowed per bind of the seat's view: the gofer serves each with threads of its own
+(about 4 each measured: 158 runsc threads with the base view's 34 binds, 278 with 30 more)."""
+
+
+def host_threads(system: Sequence[str], ro_binds: Sequence[Path]) -> int:
+    """What the seat's pids cgroup allows runsc on top of the bot's own processes: the base, and
+    :data:`THREADS_PER_BIND` for each bind of its view (the system view, its folder, ``ro_binds``).
+    A view that cannot be made counts as the base view; :func:`write_bundle` then says why."""
+    try:
+        binds = len(stranger_system((*STRANGER_SYSTEM, *system))[1])
+    except (MissingSystemPath, SystemViewError):
+        binds = 0
+    return HOST_THREADS + THREADS_PER_BIND * (binds + 1 + len(ro_binds))
 
 
 def find_runsc() -> str | None:
@@ -54,18 +70,50 @@ def checked_folder(where: Path) -> Path:
     return where / "folder"
 
 
-def bind_checked(cwd_fd: int, where: Path) -> None:
+_KEPT_FLAGS = ((os.ST_NOEXEC, 8), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+"""statvfs flags of a mount and the mount flags that keep them on a remount (MS_NOEXEC, MS_NOATIME,
+MS_NODIRATIME, MS_RELATIME): a container's user namespace locks them, and a remount that changed
+them would be refused."""
+MS_STRICTATIME = 1 << 24
+
+
+def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] = ()) -> None:
     """In the forked child, before it becomes runsc: a mount namespace of its own (which runsc and
     its gofer inherit, and which ends with them) with the directory ``cwd_fd`` holds, the one the
     referee checked, bound at :func:`checked_folder`. The bundle names that path as the bot folder's
-    source, so a folder swapped for a link after its check is not what gVisor serves. Only system
-    calls: it runs between fork and exec."""
+    source, so a folder swapped for a link after its check is not what gVisor serves. Each of the
+    ``shared`` paths (:func:`shared_binds`: path and the flags its mount keeps) is bound on itself
+    read-only: gVisor reads them through the host's files, and a read that moved a file's access
+    time, which every seat can stat, would be a channel (a day-old time under relatime, every
+    read under strictatime); the kernel moves no access time through a read-only mount. Only
+    system calls: it runs between fork and exec."""
     target = str(checked_folder(where)).encode()
     os.fchdir(cwd_fd)  # unshare keeps the working directory: "." is then the checked directory
     _check(_unshare(CLONE_NEWNS), "unshare mount")
     _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(_mount(b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
+    for path, kept in shared:
+        _check(_mount(path, path, None, MS_BIND | MS_REC, None), "bind a shared path")
+        _check(_mount(b"none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept, None),
+               "remount a shared path read-only")
     os.chdir(where)
+
+
+def shared_binds(bundle: Path) -> tuple[tuple[bytes, int], ...]:
+    """The host paths of ``bundle``'s read-only binds that other seats see too (the system view and
+    the arena package, not the bot's own folder), each with the flags its mount has that a remount
+    must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`."""
+    mounts = json.loads((bundle / "config.json").read_text())["mounts"]
+    own = str(checked_folder(bundle.parent))
+    out = []
+    for m in mounts:
+        if m["type"] == "bind" and m["source"] != own:
+            have = os.statvfs(m["source"]).f_flag
+            kept = sum(flag for st, flag in _KEPT_FLAGS if have & st)
+            if not have & (os.ST_NOATIME | os.ST_RELATIME):
+                kept |= MS_STRICTATIME
+            out.append((m["source"].encode(), kept))
+    return tuple(out)
 
 
 def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: dict[str, str],
@@ -86,7 +134,7 @@ def write_bundle(where: Path, argv: Sequence[str], cwd: Path, *, uid: int, env: 
                "options": ["nosuid", "nodev", f"size={limits.memory_mb * MiB}"]}]
     try:
         links, view = stranger_system((*STRANGER_SYSTEM, *system))
-    except MissingSystemPath as e:
+    except (MissingSystemPath, SystemViewError) as e:
         raise BotStartError(f"gVisor mode cannot start: {e}") from None
     exe = os.path.realpath(argv[0])
     seen = (*view, os.path.realpath(cwd), *(os.path.realpath(p) for p in ro_binds))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .folder import V2, FolderError, ManifestError, read_folder, read_manifest
+from .folder import V2, V3, FolderError, ManifestError, read_folder, read_manifest
 
 __all__ = ["BUNDLED_DIR", "HUMAN", "MANIFEST", "NAME_RE", "BotSpec", "FolderError", "ManifestError",
            "bundled_bots", "load_bot", "parse_manifest"]
@@ -43,7 +43,7 @@ class BotSpec:
         return f"{self.name}@{self.version}"
 
     def files_hash(self) -> str:
-        """The framed ``v2:`` hash of the manifest and every file and link of the bot's folder, as
+        """The framed ``v3:`` hash of the manifest and every file and link of the bot's folder, as
         :func:`arena.bots.folder.read_folder` reads it (build outputs, .git, node_modules, target
         and .venv excluded), read once per spec: every later copy or pack of the bot is checked
         against it. It does not cover what the command runs outside that folder: the interpreter,
@@ -51,16 +51,17 @@ class BotSpec:
         return self._folder_hashes()[0]
 
     def has_files(self, stored: str) -> bool:
-        """Whether a hash a store recorded names this bot's files: a ``v2:`` hash is compared with
-        :meth:`files_hash`, an older unframed one with the unframed hash of the same reading."""
-        v2, v1 = self._folder_hashes()
-        return stored == (v2 if stored.startswith(V2) else v1)
+        """Whether a hash a store recorded names this bot's files: a ``v3:`` hash is compared with
+        :meth:`files_hash`, an older one (``v2:``, or unframed) with that kind of hash of the same
+        reading."""
+        v3, v1, v2 = self._folder_hashes()
+        return stored == (v3 if stored.startswith(V3) else v2 if stored.startswith(V2) else v1)
 
-    def _folder_hashes(self) -> tuple[str, str]:
+    def _folder_hashes(self) -> tuple[str, str, str]:
         known = self.__dict__.get("_files_hashes")
         if known is None:
             folder = read_folder(self.root)
-            known = (folder.digest, folder.digest_v1)
+            known = (folder.digest, folder.digest_v1, folder.digest_v2)
             object.__setattr__(self, "_files_hashes", known)
         return known
 

@@ -22,7 +22,7 @@ from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
-from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
+from .filesystem import BOT_PATH, open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN
@@ -32,7 +32,7 @@ from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, re
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_PATH = BOT_PATH
 BASE_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}  # all of the environment a bot gets from us, its token aside
 HOST_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 """The whole environment of every process the arena runs on the host for a bot (bwrap, the
@@ -92,10 +92,10 @@ def _get_spawner() -> _SpawnThread:
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
                  nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None,
-                 gvisor_bind: tuple[int, Path] | None = None):
+                 gvisor_bind: tuple[int, Path, tuple[tuple[bytes, int], ...]] | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
-    join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor and the
-    bot's state directory), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
+    join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor, the
+    bot's state directory and the shared paths to bind read-only), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
     fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
     the grandchild, pid 1 of the new namespace, goes on to enter the other
     namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
@@ -323,7 +323,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             env.setdefault("TMPDIR", str(home))
 
         extra_procs = (2 if sandbox else 1 if namespaces else  # bwrap and its pid-1 monitor; the stand-in
-                       gvisor_mod.HOST_THREADS if gvisor else 0)  # runsc's own threads
+                       gvisor_mod.host_threads(gvisor_system, ro_binds) if gvisor else 0)  # runsc's own threads
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
@@ -348,6 +348,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
         info_r = info_w = -1
         popen_env = env  # namespaces and trusted modes: applied by the exec of the bot's own program
         pass_fds: tuple[int, ...] = ()
+        shared: tuple[tuple[bytes, int], ...] = ()  # gVisor: the paths every seat sees, bound read-only for runsc
         if sandbox:
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
@@ -366,6 +367,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(gvisor_system))
+            shared = gvisor_mod.shared_binds(bundle)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)
         nsroot = None
@@ -392,7 +394,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
                 argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=home if gvisor else cwd, env=popen_env,
                 close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
                 preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer,
-                                        (cwd_fd, home) if gvisor and home is not None else None),
+                                        (cwd_fd, home, shared) if gvisor and home is not None else None),
             )
             if not sandbox:
                 return child, {}

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from collections.abc import Callable
 from typing import Annotated, Optional, Any
 
@@ -42,6 +43,15 @@ SystemOpt = Annotated[Optional[list[str]], typer.Option("--system", metavar="PRE
                       help="Under --gvisor: what a seat sees of the system besides Python 3 and bash, for its "
                            "bots' languages: javascript, java, or an absolute path (repeatable; docs/SANDBOX.md).")]
 """The one spelling of a gVisor seat's extra system view."""
+
+
+def gvisor_system(system: list[str] | None, gvisor: bool, store: Path | None = None) -> tuple[str, ...]:
+    """``--system`` as a Launcher takes it, checked as a tournament's list is
+    (:func:`arena.bots.filesystem.run_system`, the store's folder refused); a refusal is a
+    :class:`~arena.bots.filesystem.SystemViewError`, one ``error:`` line."""
+    from ..bots.filesystem import run_system
+    from ..tournament import DEFAULT_STORE
+    return run_system(system or (), gvisor=gvisor, refused=(Path(store or DEFAULT_STORE).resolve().parent,))
 
 INTERRUPTED = 130
 USAGE = 2

@@ -18,7 +18,7 @@ from ..tournament import DEFAULT_STORE
 from .accounts import register as register_accounts
 from .audit import register as register_audits
 from .bench import register as register_bench
-from .common import ArenaTyper, GvisorOpt, SystemOpt, fail, progress
+from .common import ArenaTyper, GvisorOpt, SystemOpt, fail, gvisor_system, progress
 from .deals import register as register_deals
 from .ladder import register as register_ladders
 from .replay import register as register_replays
@@ -92,7 +92,7 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result, not every move.")] = False,
          sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works).")] = None,
          trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
-         gvisor: GvisorOpt = False) -> None:
+         gvisor: GvisorOpt = False, system: SystemOpt = None) -> None:
     """Play one game, shown turn by turn, and log it to the store."""
     from ..bots.manifest import ManifestError, load_bot
     from ..engine import RulesError, rules_from
@@ -108,7 +108,8 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
     from ..bots.launch import Launcher
     code = play_one(specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
-                    launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor))
+                    launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                                      system=gvisor_system(system, gvisor, store)))
     raise typer.Exit(code)
 
 
@@ -126,7 +127,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
           all_games: Annotated[bool, typer.Option("--all", help="Play every scenario even after a fault repeats.")] = False,
           sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain the bot with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only.")] = None,
           trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
-          gvisor: GvisorOpt = False,
+          gvisor: GvisorOpt = False, system: SystemOpt = None,
           as_json: JsonOpt = False) -> None:
     """A bot author's debugger: plays every kind of decision and explains each fault; exit 1 on any fault."""
     from ..bots.manifest import load_bot
@@ -141,6 +142,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
     if rules_name is not None or rule:
         ruleset = rules_from(rules_name or "classic", rule or [])
     limits = Limits(**_limits(limit or []))
+    seat_system = gvisor_system(system, gvisor)
     out = err_console  # progress on stderr; the report on stdout
     progress.set(0, None, resumable=False)
 
@@ -154,7 +156,8 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
         say(text)
 
     report = check_bot(spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits, all_faults=all_games,
-                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor))
+                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                                                         system=seat_system))
     if as_json:
         print(json.dumps(report, indent=2))
     else:

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
-from .common import GvisorOpt, is_interrupt
+from .common import GvisorOpt, SystemOpt, gvisor_system, is_interrupt
 
 if TYPE_CHECKING:
     from ..ladder.match import MatchProgress
@@ -95,7 +95,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
                                                               "private uid and namespaces only.")] = None,
               trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, "
                                                          "uncontained, on purpose.")] = False,
-              gvisor: GvisorOpt = False) -> None:
+              gvisor: GvisorOpt = False, system: SystemOpt = None) -> None:
     """Head-to-head of two bots on duplicate deals (each deal twice, seats swapped) until an SPRT decides.
 
     Exit status with --sprt: 0 H1 accepted (A is better by elo1), 1 H0 accepted (it is not), 3 undecided when --max-games ran out; without --sprt 0 once the games are played. Either way 2 means an error (bad arguments, a bot that cannot start), 130 an interrupt, 70 an arena bug.
@@ -139,6 +139,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         _fail(str(e))
     if spec_a.human or spec_b.human:
         _fail("a match is between two bots")
+    seat_system = gvisor_system(system, gvisor, store)
     concurrency = concurrency or os.cpu_count() or 1
     test = None
     if sprt is not None:
@@ -183,7 +184,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
                                                  store=db, on_pair=on_pair, on_resume=on_resume,
-                                                 sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor, suite=suite,
+                                                 sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                                                 system=seat_system, suite=suite,
                                                  cluster=cluster or "", on_incident=on_incident))
     except ExecutorBroken as e:  # the cluster is gone, say: what was played is kept
         _fail(f"{e}" + (f"; the games played are stored in {store}: run the same command again to resume"

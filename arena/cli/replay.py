@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
-from .common import GvisorOpt, fail
+from .common import GvisorOpt, SystemOpt, fail, gvisor_system
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -223,7 +223,7 @@ def debug(
                                                     "namespaces only.")] = None,
     trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run the bot as your own user, uncontained, "
                                                                       "on purpose.")] = False,
-    gvisor: GvisorOpt = False,
+    gvisor: GvisorOpt = False, system: SystemOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The outcome as JSON on stdout.")] = False,
     play_on: Annotated[bool, typer.Option("--continue", help="After a divergence, play the game out live against "
                                                             "the recorded opponents' bots (found in the store by "
@@ -241,6 +241,7 @@ def debug(
     from ..replay.terminal import render_decision, thought_lines
     from ..replay.view import Names, describe_action, replay_data
     console, err = _consoles()
+    seat_system = gvisor_system(system, gvisor, store)
     record, rp = _load_and_simulate(game, store)
     if not 0 <= seat < len(rp.players):
         _fail(err, f"--seat {seat}: this game has seats 0..{len(rp.players) - 1}")
@@ -262,7 +263,8 @@ def debug(
                   highlight=False, markup=False)
     opponents = _opponents(rp, seat, game, store) if play_on else None
     try:
-        result = debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor),
+        result = debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                                                         system=seat_system),
                             start=start,
                             opponents=opponents)
     except ReplayError as e:

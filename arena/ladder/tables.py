@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.launch import ARENA_COPIES
-from ..bots.folder import V2, FolderError, copy_folder, read_folder
+from ..bots.folder import V3, FolderError, copy_folder, read_folder
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..store import ladders
 from ..store.games import game_results
@@ -119,11 +119,12 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
 
 
 def _rehash(store: Store, m: Member) -> Member:
-    """A member stored with an unframed (v1) files hash, given the framed hash of its own snapshot
-    where that snapshot still verifies against the stored hash: another folder that splits the
-    same bytes differently (and so shares the v1 hash) is then told apart. A member whose
-    snapshot does not verify keeps its hash, which no new reading equals."""
-    if m.hash.startswith(V2):
+    """A member stored with an older files hash (unframed v1, or v2 without modes and folders),
+    given the v3 hash of its own snapshot where that snapshot still verifies against the stored
+    hash: another folder that splits the same bytes differently, or differs in an executable bit or
+    an empty folder (and so shares the old hash), is then told apart. A member whose snapshot does
+    not verify keeps its hash, which no new reading equals."""
+    if m.hash.startswith(V3):
         return m
     try:
         own = load_bot(m.ref)

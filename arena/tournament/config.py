@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bots.filesystem import SystemViewError, system_paths
+from ..bots.filesystem import SystemViewError, run_system
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..config import Elimination, Format
 from ..engine import Rules, RulesError, rules_from
@@ -165,13 +165,10 @@ def check_config(cfg: TournamentConfig) -> None:
     """What holds between fields (seats and rules, bots and format, a suite's deals); each field's
     own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
-    if cfg.system:
-        if not cfg.gvisor:
-            raise ConfigError("system: names what a gVisor seat sees; it needs gvisor = true")
-        try:
-            system_paths(cfg.system, refused=(Path(cfg.store).parent,))
-        except SystemViewError as e:
-            raise ConfigError(f"system: {e}") from None
+    try:
+        run_system(cfg.system, gvisor=cfg.gvisor, refused=(Path(cfg.store).parent,))
+    except SystemViewError as e:
+        raise ConfigError(f"system: {e}") from None
     if not rules.min_players <= cfg.seats <= rules.max_players:
         raise ConfigError(f"seats: {rules.name} is for {rules.min_players}-{rules.max_players} players, not {cfg.seats}")
     pool = cfg.bots + cfg.candidates
