@@ -66,9 +66,9 @@ def main(rounds: int) -> None:
     if caps["cgroup"]:
         modes["+ cgroup" if root else "rlimits + cgroup"] = managed(cgroup=True)
     if caps["namespaces"] == "ok":
-        modes["+ cgroup + namespaces" if caps["cgroup"] else "+ namespaces"] = managed(namespaces=True)
+        modes["+ cgroup + namespaces" if caps["cgroup"] else "+ namespaces"] = managed(containment=Containment.NAMESPACES)
     if caps["bwrap"] == "ok":
-        modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(sandbox=True)
+        modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(containment=Containment.BUBBLEWRAP)
     try:
         default = Launcher().mode_now()
     except ContainmentError as e:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
 from arena.bots.start import start_bot_blocking  # noqa: E402
 
@@ -30,7 +31,7 @@ ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
 REQUEST = '{"type":"request","id":7,"view":{"hand":["4H","5C","AH"]},"actions":[' + ",".join(
     f'{{"id":{i},"kind":"play","cards":["4H"],"from":"hand"}}' for i in range(12)) + "]}"
-MODES = {"bubblewrap": {"sandbox": True}, "gVisor (runsc run)": {"gvisor": True}}
+MODES = {"bubblewrap": {"containment": Containment.BUBBLEWRAP}, "gVisor (runsc run)": {"containment": Containment.GVISOR}}
 
 
 def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from arena.bots.containment import Containment
 import pytest
 import trio
 
@@ -89,7 +90,7 @@ def test_the_blocking_referee_forfeits_a_missing_command_through_the_real_launch
     bot = tmp_path / "nocmd"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "nocmd"\ncommand = ["./not-here"]\n')
-    launch = BlockingLaunch(Launcher(trusted=True))
+    launch = BlockingLaunch(Launcher(containment=Containment.TRUSTED))
     players = [BlockingPlayer(load_bot("random"), launch, CLOCK), BlockingPlayer(load_bot(bot), launch, CLOCK)]
     try:
         rec = play_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)

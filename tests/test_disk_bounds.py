@@ -11,6 +11,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from arena.bots.containment import Containment
+from arena.bots.launch import containment_for
 import pytest
 
 from arena.bots.errors import BotExited, MemoryLimitExceeded
@@ -57,7 +59,7 @@ def free_bytes() -> int:
 
 
 def mode_kw(mode) -> dict:
-    return {"gvisor": True} if mode == "gvisor" else {"sandbox": mode, "namespaces": not mode}
+    return {"containment": Containment.GVISOR if mode == "gvisor" else containment_for(mode)}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="private uids and cgroups need a root referee")
@@ -132,7 +134,7 @@ def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path
     (bot / "build.py").write_text(script)
     (bot / "bot.toml").write_text('name = "filler"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
     bot = reachable(bot)
-    launcher = Launcher(gvisor=True) if mode == "gvisor" else Launcher(sandbox=mode)
+    launcher = Launcher(containment=mode_kw(mode)["containment"])
     before = free_bytes()
     with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:
         launcher.build_now(load_bot(bot))

@@ -20,7 +20,7 @@ from typing import Any, Callable, Generator, Sequence
 
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
-from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
+from .containment import Containment, RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from .filesystem import open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
@@ -223,15 +223,22 @@ between_check_and_mount: Callable[[Path], None] | None = None
 mounts it: where an author racing the start would swap the directory for a link."""
 
 
-def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-           namespaces: bool, extra_env: dict[str, str] | None, run_as: RunAs,
+def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: Containment,
+           extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
-           bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
+           bwrap: str | None, writable_cwd: bool = False, runsc: str | None = None,
            gvisor_system: Sequence[str] = (), shell: type) -> Generator:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot as ``shell``, so
     the fork itself runs where a thread that outlives the bot can own it.
-    If anything fails, whatever was allocated is released."""
+    If anything fails, whatever was allocated is released. ``bwrap`` and ``runsc`` are the
+    programs BUBBLEWRAP and GVISOR run, found (and their containment probed) by the caller."""
+    if not isinstance(containment, Containment) or containment is Containment.AUTO:
+        raise BotStartError(f"containment must be a Containment other than AUTO, not {containment!r}")
+    sandbox, namespaces = containment is Containment.BUBBLEWRAP, containment is Containment.NAMESPACES
+    gvisor = runsc if containment is Containment.GVISOR else None
+    if (sandbox and not bwrap) or (containment is Containment.GVISOR and not runsc):
+        raise BotStartError(f"{containment} containment without its program (bwrap or runsc) found")
     command = [str(c) for c in command]
     if not command:
         raise BotCommandError("empty command")
@@ -432,8 +439,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
-            containment=describe_containment(sandbox=sandbox, namespaces=namespaces, gvisor=bool(gvisor),
-                                             who=_who(uid),
+            containment=describe_containment(containment, who=_who(uid),
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)
