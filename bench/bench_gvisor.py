@@ -3,7 +3,7 @@ start-up and per-decision cost, both through the arena's own start path.
 
     python bench/bench_gvisor.py [rounds] [lines]
 
-One sample = ``start_bot_blocking`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
+One sample = ``start_bot`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
 starts it), wait for its first line (start-up), send ``lines`` request-sized lines one at a time
 and wait for each answer (per decision), then close (kill the tree, reap, clean up; the close is
 timed apart). Modes alternate round by round, so drift on a shared machine hits them alike.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
-from arena.bots.start import start_bot_blocking  # noqa: E402
+from arena.bots.start import start_bot  # noqa: E402
 
 ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
@@ -36,7 +36,7 @@ MODES = {"bubblewrap": {"containment": Containment.BUBBLEWRAP}, "gVisor (runsc r
 
 def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
     t0 = time.perf_counter()
-    proc = start_bot_blocking(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
+    proc = start_bot(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
     with proc:
         assert proc.receive_line(60) == "ready"
         started = time.perf_counter()

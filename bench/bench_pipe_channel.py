@@ -131,7 +131,7 @@ def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> 
         (seat / "bot.toml").chmod(0o644)
         seats[role] = launcher.plan_now(load_bot(seat))
     try:
-        with seats["recv"].start_blocking() as recv, seats["send"].start_blocking():
+        with seats["recv"].start() as recv, seats["send"].start():
             return json.loads(recv.receive_line(30 + len(bits) * slot_ms / 1000))
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -151,7 +151,7 @@ def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.Monke
 
     def broken(self):
         raise BotStartError("cannot create the bot's cgroup: [Errno 28] No space left on device")
-    monkeypatch.setattr(LaunchPlan, "start_blocking", broken)  # the check runs on the blocking shell
+    monkeypatch.setattr(LaunchPlan, "start", broken)  # the check runs on the blocking shell
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--rules", "classic"])
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code != 0 and "Traceback" not in result.output
@@ -177,9 +177,9 @@ def test_a_folder_its_private_uid_cannot_use_is_the_bots_start_failure(tmp_path:
     locked.mkdir(mode=0o700)
     plan = LaunchPlan("locked@1", (str(python), "-c", "pass"), locked, Limits(), mode)
     with pytest.raises(BotUnreadable, match="chmod o\\+rx") as info:
-        plan.start_blocking()
+        plan.start()
     assert isinstance(info.value, StartFailed)
     with pytest.raises(BotStartError) as raw:  # the spawn's own error carries the kind
-        from arena.bots.start import start_bot_blocking
-        start_bot_blocking(plan.argv, locked, **plan._kw())
+        from arena.bots.start import start_bot
+        start_bot(plan.argv, locked, **plan._kw())
     assert raw.value.kind is StartErrorKind.UID_DENIED

@@ -28,7 +28,7 @@ import pytest
 
 from arena.bots import containment
 from arena.bots.blocking import BlockingBot, BotClosed, Interrupted, hub
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.bots.containment import Containment, RunAs, cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
@@ -115,7 +115,7 @@ def settled():
 
 
 def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BlockingBot:
-    return start_bot_blocking(cmd(script, *args), HOSTILE, limits=limits, **kw)
+    return start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
 
 
 # -- the well-behaved case ------------------------------------------------------
@@ -184,7 +184,7 @@ def test_no_fd_leak_over_many_bots():
             with start("echo.py", containment=Containment.BUBBLEWRAP if SANDBOX_PROBLEM is None else Containment.TRUSTED) as bot:
                 assert bot.receive_line(10) == "ready"
             with pytest.raises(BotStartError):
-                start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+                start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
 
         cycle()  # warm-up: registry, locks, cgroup detection
         before = _open_files()
@@ -587,24 +587,24 @@ def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
         pytest.skip(f"{hidden} is usable by other uids here")
 
     with pytest.raises(BotStartError, match="cannot use") as info:
-        start_bot_blocking([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+        start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
     assert info.value.kind is StartErrorKind.UID_DENIED  # what the launcher reads, not the words
 
 
 def test_start_errors():
     with pytest.raises(BotStartError, match="not found"):
-        start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+        start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
     with pytest.raises(BotStartError, match="does not exist"):
-        start_bot_blocking(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
+        start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
     with pytest.raises(BotStartError, match="empty"):
-        start_bot_blocking([], HOSTILE, limits=FAST)
+        start_bot([], HOSTILE, limits=FAST)
 
     if SANDBOX_PROBLEM is None:
         with pytest.raises(BotStartError, match="system directory"):
-            start_bot_blocking([PY, "-c", "pass", MARK], "/tmp", limits=FAST, containment=Containment.BUBBLEWRAP)
+            start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, containment=Containment.BUBBLEWRAP)
         if not sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
             with pytest.raises(BotStartError, match="not visible inside the sandbox"):
-                start_bot_blocking([sys.executable, MARK], HOSTILE, limits=FAST, containment=Containment.BUBBLEWRAP)
+                start_bot([sys.executable, MARK], HOSTILE, limits=FAST, containment=Containment.BUBBLEWRAP)
     assert not issubclass(BotStartError, BotError)
 
 
@@ -759,12 +759,12 @@ def test_a_run_as_that_is_no_policy_is_refused():
     is refused before anything is allocated, never taken for "no private uid"."""
     for wrong in ("auto", None, 0, "referee"):
         with pytest.raises(BotStartError, match="RunAs"):
-            start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
+            start_bot(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
 
 
 def test_namespaces_need_a_private_uid():
     with pytest.raises(BotStartError, match="namespace"):
-        start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, containment=Containment.NAMESPACES, run_as=RunAs.REFEREE)
+        start_bot(cmd("echo.py"), HOSTILE, limits=FAST, containment=Containment.NAMESPACES, run_as=RunAs.REFEREE)
 
 
 def test_missing_or_broken_bwrap_is_reported(monkeypatch):
@@ -790,8 +790,8 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
 REFEREE = textwrap.dedent("""
     import sys, time
     from arena.limits import Limits
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
+    from arena.bots.start import start_bot
+    bot = start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
                              limits=Limits(max_processes=16))
     print(bot.pid, bot.receive_line(5), flush=True)
     time.sleep(60)

@@ -73,9 +73,9 @@ def test_a_containment_no_arena_knows_is_refused_on_arrival(value) -> None:
 
 @pytest.mark.parametrize("value", ["trusted", True, False, None, Containment.AUTO])
 def test_a_bot_starts_only_with_a_resolved_containment(value) -> None:
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.start import start_bot
     with pytest.raises(BotStartError, match="containment must be a Containment other than AUTO"):
-        start_bot_blocking(["/usr/bin/true"], "/usr/bin", containment=value)
+        start_bot(["/usr/bin/true"], "/usr/bin", containment=value)
 
 
 @pytest.mark.parametrize("value", ["trusted", "gvisor", None, True])

@@ -107,7 +107,7 @@ def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool =
     plans = {s.label: trio.run(launcher.plan, s) for s in specs.values()}
 
     def launch(spec: BotSpec):
-        return plans[spec.label].start_blocking()
+        return plans[spec.label].start()
 
     worker = Watched(specs["worker"], launch, CLOCK)
     other = BlockingPlayer(specs[opponent], launch, CLOCK)

@@ -17,7 +17,7 @@ import pytest
 
 from arena.bots.errors import BotExited, MemoryLimitExceeded
 from arena.bots.probes import gvisor_problem_now
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.limits import Limits
 
 from tests.checks import reachable
@@ -76,7 +76,7 @@ def test_a_bot_filling_its_tmp_is_stopped_as_its_own_fault_and_the_disk_does_not
 
     def main() -> tuple[list[str], BaseException | None]:
         lines: list[str] = []
-        proc = start_bot_blocking(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
+        proc = start_bot(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
         with proc:
             try:
                 while True:

@@ -164,7 +164,7 @@ def leaks(report: dict[str, str]) -> dict[str, str]:
 def test_every_attack_fails(world, sandbox):
     def main():
         launcher = Launcher(containment=containment_for(sandbox))
-        victim = launcher.plan_now(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"]))).start_blocking()
+        victim = launcher.plan_now(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"]))).start()
         with victim:
             paths = json.loads(victim.receive_line(30))
             attacker = world.attacker(other_home=paths["home"], other_tmpdir=paths["tmpdir"])
@@ -306,7 +306,7 @@ def test_a_missing_command_is_an_error():
     try:
         (d / "bot.toml").write_text('name = "ghost"\nversion = "1"\ncommand = ["./no-such-program"]\n')
         with pytest.raises(BotStartError, match="not found"):
-            Launcher().plan_now(load_bot(d)).start_blocking()
+            Launcher().plan_now(load_bot(d)).start()
     finally:
         shutil.rmtree(d)
 

@@ -21,7 +21,7 @@ import pytest
 from arena.bots import gvisor, probes
 from arena.bots.containment import Containment, cgroup_root
 from arena.bots.launch import ContainmentError, Launcher, containment_for
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.bots.uids import uid_in_pool
 
 from tests.checks import reachable
@@ -206,7 +206,7 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
     bot = reachable(bot)
 
     def main() -> tuple[str, str]:
-        proc = start_bot_blocking(["python3", "probe.py"], bot, containment=Containment.GVISOR)
+        proc = start_bot(["python3", "probe.py"], bot, containment=Containment.GVISOR)
         with proc:
             assert proc.containment.startswith("gVisor (runsc run)")
             lines = proc.receive_line(60), proc.receive_line(60)
@@ -248,8 +248,8 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
 REFEREE = textwrap.dedent("""
     import sys, time
     from arena.bots.containment import Containment
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+    from arena.bots.start import start_bot
+    bot = start_bot(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
                              sys.argv[1], containment=Containment.GVISOR)
     print(bot.pid, bot.receive_line(60), flush=True)
     time.sleep(600)
@@ -298,7 +298,7 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
     bot = reachable(bot)
 
     def main() -> str:
-        proc = start_bot_blocking(["python3", "fork.py"], bot, containment=Containment.GVISOR, limits=Limits(max_processes=16))
+        proc = start_bot(["python3", "fork.py"], bot, containment=Containment.GVISOR, limits=Limits(max_processes=16))
         with proc:
             return proc.receive_line(60)
 
@@ -326,7 +326,7 @@ def _round_views(readings: list[dict]) -> list[dict]:
 
 
 def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
-    """Two seats in ``mode`` (start_bot_blocking's keywords), in lock step: before each read of the receiver,
+    """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
     the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
     readings (one before the first bit) and the two bots' containment lines."""
     seat = tmp_path / "seat"
@@ -336,9 +336,9 @@ def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
 
     def main() -> tuple[list[dict], list[str]]:
         import json
-        receiver = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+        receiver = start_bot(["python3", "counters.py"], seat, **mode)
         with receiver:
-            sender = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+            sender = start_bot(["python3", "counters.py"], seat, **mode)
             with sender:
                 assert receiver.receive_line(60) == "ready" and sender.receive_line(60) == "ready"
                 receiver.send_line("read")
@@ -399,7 +399,7 @@ def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: 
     bot = reachable(bot)
     limits = Limits(cpu_seconds=60, memory_mb=256, max_processes=16)
 
-    proc = start_bot_blocking(["python3", "memory_hog.py"], bot, containment=Containment.GVISOR, limits=limits)
+    proc = start_bot(["python3", "memory_hog.py"], bot, containment=Containment.GVISOR, limits=limits)
     with proc:
         assert proc.receive_line(120) == "eating"
         with pytest.raises(MemoryLimitExceeded) as info:

@@ -94,10 +94,10 @@ def starter(scratch: Path, language: str) -> Path:
 
 @needs_gvisor
 def test_a_javascript_starter_is_refused_without_its_language(scratch: Path) -> None:  # noqa: F811
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.start import start_bot
     bot = starter(scratch, "javascript")
     with pytest.raises(BotCommandError, match="not in a gVisor seat's system view.*system list"):
-        start_bot_blocking(["node", "bot.js"], bot, containment=Containment.GVISOR)
+        start_bot(["node", "bot.js"], bot, containment=Containment.GVISOR)
 
 
 @needs_gvisor

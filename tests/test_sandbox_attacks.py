@@ -37,7 +37,7 @@ from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
 from arena.bots.process import ENV_TOKEN
 from arena.bots.spawn import HOST_ENV
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.cli.main import app
 from arena.config import ARENA_ENV
 from arena.engine import PRESETS
@@ -161,7 +161,7 @@ def test_bwrap_runs_with_the_arenas_environment_and_the_bot_gets_its_own(base, m
     (base / "env.py").chmod(0o644)
 
     def main():
-        bot = start_bot_blocking(["/usr/bin/python3", "env.py"], base, containment=Containment.BUBBLEWRAP,
+        bot = start_bot(["/usr/bin/python3", "env.py"], base, containment=Containment.BUBBLEWRAP,
                               extra_env={"BOT_SETTING": "42"})
         with bot:
             inside = json.loads(bot.receive_line(30))
@@ -327,10 +327,10 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
 
     def main():
         kw = dict(containment=containment_for(sandbox))
-        waiter = start_bot_blocking(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
+        waiter = start_bot(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
         with waiter:
             assert waiter.receive_line(30) == "waiting"
-            waker = start_bot_blocking(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
+            waker = start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
             with waker:
                 woke = waker.receive_line(30)
             return woke, waiter.receive_line(30)
@@ -411,7 +411,7 @@ def test_no_filter_no_bot(sandbox, monkeypatch, fresh_probes):
         raise seccomp.FilterUnavailable("the system-call filter cannot be built: test")
     monkeypatch.setattr(seccomp, "bpf", broken)
     with pytest.raises(SandboxUnavailable, match="system-call filter"):
-        start_bot_blocking(["/usr/bin/true"], "/usr/bin", containment=containment_for(sandbox))
+        start_bot(["/usr/bin/true"], "/usr/bin", containment=containment_for(sandbox))
     with pytest.raises(ContainmentError, match="system-call filter"):
         Launcher(containment=containment_for(sandbox)).mode_now()
 
@@ -477,7 +477,7 @@ def probe_report(base: Path, sandbox: bool | None) -> dict[str, str]:
         return json.loads(out)
 
     def main():
-        bot = start_bot_blocking(["/usr/bin/python3", "syscalls.py"], base, containment=containment_for(sandbox))
+        bot = start_bot(["/usr/bin/python3", "syscalls.py"], base, containment=containment_for(sandbox))
         with bot:
             return json.loads(bot.receive_line(30))
     return main()
@@ -535,7 +535,7 @@ def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
     assert int(values["getpid"]) > 0 and int(values["flock"]) == 0 and int(values["sysinfo"]) == 0, host.stdout
 
     def main():
-        bot = start_bot_blocking([str(base / "int80")], base, containment=containment_for(sandbox))
+        bot = start_bot([str(base / "int80")], base, containment=containment_for(sandbox))
         with bot:
             return bot.receive_line(30)
     eperm = -errno.EPERM
@@ -559,10 +559,10 @@ def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sand
 
     def main():
         kw = dict(containment=containment_for(sandbox))
-        listener = start_bot_blocking(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
+        listener = start_bot(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
         with listener:
             assert listener.receive_line(30) == "listening"
-            sender = start_bot_blocking(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
+            sender = start_bot(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
                                       f"arena-host-{tag}"], base, **kw)
             with sender:
                 return sender.receive_line(30)
@@ -579,10 +579,10 @@ def test_a_lower_hard_limit_of_the_referee_still_starts_bots(base, sandbox):
     """Under ``prlimit --nofile=200:200`` (below a bot's default 256) the arena cannot raise a
     hard limit without CAP_SYS_RESOURCE; it keeps each limit within its own, and bots start."""
     script = ("import resource\n"
-              "from arena.bots.containment import Containment\nfrom arena.bots.start import start_bot_blocking\n"
+              "from arena.bots.containment import Containment\nfrom arena.bots.start import start_bot\n"
               "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
               "def main():\n"
-              f"    bot = start_bot_blocking(['/usr/bin/python3', '-c', 'import resource; "
+              f"    bot = start_bot(['/usr/bin/python3', '-c', 'import resource; "
               f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', "
               f"containment=Containment.{'BUBBLEWRAP' if sandbox else 'NAMESPACES'})\n"
               "    with bot:\n"

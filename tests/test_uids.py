@@ -36,8 +36,8 @@ WORKER = textwrap.dedent("""
     import sys, time
     from arena.limits import Limits
     from arena.bots.containment import Containment, RunAs
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking([sys.argv[1], sys.argv[2]], sys.argv[3], containment=Containment.BUBBLEWRAP,
+    from arena.bots.start import start_bot
+    bot = start_bot([sys.argv[1], sys.argv[2]], sys.argv[3], containment=Containment.BUBBLEWRAP,
                              run_as=RunAs.REFEREE if sys.argv[4] == "shared" else RunAs.PRIVATE,
                              limits=Limits(max_processes=16))
     print(bot.pid, bot._sandbox_init, bot.uid, bot.name, bot.receive_line(30), flush=True)

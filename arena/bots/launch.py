@@ -31,7 +31,7 @@ from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
-from .start import start_bot_blocking
+from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
@@ -240,7 +240,7 @@ def containment_for(sandbox: bool | None = None, trusted: bool = False, gvisor: 
 @dataclass(frozen=True)
 class LaunchPlan:
     """How one bot starts in this run, worked out once (built, probed, its interpreter found) and
-    then used for every start: plain data, started by :meth:`start_blocking`.
+    then used for every start: plain data, started by :meth:`start`.
     A contained bot runs as a private uid, leased per start; a trusted one as the referee."""
 
     label: str
@@ -266,10 +266,10 @@ class LaunchPlan:
             return BotUnreadable(f"{self.label}: {error}; {FIX_ACCESS}")
         return error
 
-    def start_blocking(self):
+    def start(self):
         """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
         try:
-            return start_bot_blocking(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
+            return start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
 
@@ -357,7 +357,7 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot_blocking gives it to the build's uid
+            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
         built = _relocated(spec, copy)
@@ -367,7 +367,7 @@ class Launcher:
                           tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True,
                           system=self._system(mode))
         try:
-            proc = plan.start_blocking()
+            proc = plan.start()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None

@@ -23,9 +23,8 @@ _gvisor_checked: dict[str, str | None] = {}
 
 
 def _probe(**kw: Any):
-    from .blocking import BlockingBot
-    from .spawn import spawn_bot_blocking
-    return spawn_bot_blocking(["/usr/bin/true"], Path("/usr/bin"), shell=BlockingBot, limits=Limits(),
+    from .spawn import spawn_bot
+    return spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(),
                               extra_env=None, cgroup=False, ro_binds=(), **kw)
 
 

@@ -1,4 +1,4 @@
-"""Starting a bot: :func:`start_bot_blocking`, which refuses a containment that does not work here
+"""Starting a bot: :func:`start_bot`, which refuses a containment that does not work here
 before it forks."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from .errors import SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
 from .probes import gvisor_problem_now, sandbox_problem_now
-from .spawn import spawn_bot_blocking
+from .spawn import spawn_bot
 
 
-def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
                        containment: Containment = Containment.TRUSTED,
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
                        writable_cwd: bool = False,
                        gvisor_system: Sequence[str] = ()) -> BlockingBot:
-    """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
+    """Start a bot and return it (use ``with start_bot(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
         (/usr/local/bin:/usr/bin:/bin unless extra_env sets PATH) or relative
@@ -65,7 +65,7 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
         if problem:
             raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
         runsc = find_runsc()
-    return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, containment=containment,
+    return spawn_bot(list(command), cwd, limits=limits, containment=containment,
                               extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
                               bwrap=bwrap, runsc=runsc, writable_cwd=writable_cwd,
                               gvisor_system=tuple(gvisor_system))
