@@ -28,7 +28,7 @@ from arena.bots.launch import Containment, ContainmentError, Launcher  # noqa: E
 from arena.limits import Limits  # noqa: E402
 from arena.bots.probes import capabilities  # noqa: E402
 from arena.bots.spawn import DEFAULT_PATH  # noqa: E402
-from arena.bots.start import start_bot_blocking  # noqa: E402
+from arena.bots.start import start_bot  # noqa: E402
 
 PY = shutil.which("python3", path=DEFAULT_PATH)
 BOT = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush(); sys.stdin.read()"]
@@ -48,7 +48,7 @@ def plain() -> None:
 
 def managed(**kw):
     def sample() -> None:
-        with start_bot_blocking(BOT, CWD, limits=Limits(), **kw) as bot:
+        with start_bot(BOT, CWD, limits=Limits(), **kw) as bot:
             bot.send_line("hello")
             assert bot.receive_line(10) == "hello"
     return sample
@@ -66,9 +66,9 @@ def main(rounds: int) -> None:
     if caps["cgroup"]:
         modes["+ cgroup" if root else "rlimits + cgroup"] = managed(cgroup=True)
     if caps["namespaces"] == "ok":
-        modes["+ cgroup + namespaces" if caps["cgroup"] else "+ namespaces"] = managed(namespaces=True)
+        modes["+ cgroup + namespaces" if caps["cgroup"] else "+ namespaces"] = managed(containment=Containment.NAMESPACES)
     if caps["bwrap"] == "ok":
-        modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(sandbox=True)
+        modes["+ cgroup + bwrap" if caps["cgroup"] else "+ bwrap"] = managed(containment=Containment.BUBBLEWRAP)
     try:
         default = Launcher().mode_now()
     except ContainmentError as e:

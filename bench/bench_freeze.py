@@ -95,7 +95,7 @@ def main() -> None:
         plan = trio.run(Launcher().plan, spec)
 
         def launch(_spec: BotSpec):
-            return plan.start_blocking()
+            return plan.start()
 
         print("  per freeze+thaw pair (us): with another seat frozen (game) / alone; per decision (us): "
               "frozen seats / ponder, and the CPU difference")

@@ -3,7 +3,7 @@ start-up and per-decision cost, both through the arena's own start path.
 
     python bench/bench_gvisor.py [rounds] [lines]
 
-One sample = ``start_bot_blocking`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
+One sample = ``start_bot`` an echo bot in the mode (private uid, cgroup, limits, as a tournament
 starts it), wait for its first line (start-up), send ``lines`` request-sized lines one at a time
 and wait for each answer (per decision), then close (kill the tree, reap, clean up; the close is
 timed apart). Modes alternate round by round, so drift on a shared machine hits them alike.
@@ -23,19 +23,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
-from arena.bots.start import start_bot_blocking  # noqa: E402
+from arena.bots.start import start_bot  # noqa: E402
 
 ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
 REQUEST = '{"type":"request","id":7,"view":{"hand":["4H","5C","AH"]},"actions":[' + ",".join(
     f'{{"id":{i},"kind":"play","cards":["4H"],"from":"hand"}}' for i in range(12)) + "]}"
-MODES = {"bubblewrap": {"sandbox": True}, "gVisor (runsc run)": {"gvisor": True}}
+MODES = {"bubblewrap": {"containment": Containment.BUBBLEWRAP}, "gVisor (runsc run)": {"containment": Containment.GVISOR}}
 
 
 def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
     t0 = time.perf_counter()
-    proc = start_bot_blocking(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
+    proc = start_bot(["/usr/bin/python3", "echo.py"], bot_dir, **mode)
     with proc:
         assert proc.receive_line(60) == "ready"
         started = time.perf_counter()

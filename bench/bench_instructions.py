@@ -93,10 +93,10 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
     _quiet_timers()
     from arena.bots.manifest import BotSpec
     from arena.bots.containment import RunAs
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.start import start_bot
     from arena.referee.blocking import BlockingPlayer, play_game, settle
     spec = BotSpec("trivial", "1", tuple(argv), bot, bot)
-    seats = [BlockingPlayer(spec, lambda s: start_bot_blocking(argv, bot, run_as=RunAs.REFEREE), clock)
+    seats = [BlockingPlayer(spec, lambda s: start_bot(argv, bot, run_as=RunAs.REFEREE), clock)
              for _ in range(players)]
     decisions = 0
     for seed in range(-1, games):

@@ -12,7 +12,7 @@ machine's pipes (and other pseudo-files'), the sender's most of all. Prints the 
 received, the error rate, the raw bits per second and what a code could carry at that error rate (a binary
 symmetric channel's capacity, rate x (1 - H(p))). A bench, not a test: noise from other work on
 the machine moves the counter too. ``--gvisor`` runs both seats under the gVisor mode instead
-(the arena's blocking start path, ``Launcher(gvisor=True)``, a root referee), where each seat has a
+(the arena's blocking start path, ``Launcher(containment=Containment.GVISOR)``, a root referee), where each seat has a
 kernel, and a counter, of its own.
 ``--eventfd`` measures the ``eventfd-id`` of /proc/self/fdinfo instead: the sender holds ``pipes``
 eventfds through a 1-slot, the receiver reads the id a new eventfd gets (the lowest free one).
@@ -113,13 +113,13 @@ def run(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
 def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> list:
     """Both seats through the arena's own blocking start path in the gVisor mode (private uid,
     cgroup): each seat a bot folder whose command is its role."""
-    from arena.bots.launch import Launcher
+    from arena.bots.launch import Containment, Launcher
     from arena.bots.manifest import load_bot
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-pipe-channel-")))
     d.chmod(0o755)
     start = time.time() + 8.0  # both runsc sandboxes up by then
     common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes), bits, channel]
-    launcher = Launcher(gvisor=True)
+    launcher = Launcher(containment=Containment.GVISOR)
     seats = {}
     for role in ("recv", "send"):
         seat = d / role
@@ -131,7 +131,7 @@ def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> 
         (seat / "bot.toml").chmod(0o644)
         seats[role] = launcher.plan_now(load_bot(seat))
     try:
-        with seats["recv"].start_blocking() as recv, seats["send"].start_blocking():
+        with seats["recv"].start() as recv, seats["send"].start():
             return json.loads(recv.receive_line(30 + len(bits) * slot_ms / 1000))
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from arena.bots.containment import Containment
 import pytest
 import trio
 
@@ -89,7 +90,7 @@ def test_the_blocking_referee_forfeits_a_missing_command_through_the_real_launch
     bot = tmp_path / "nocmd"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "nocmd"\ncommand = ["./not-here"]\n')
-    launch = BlockingLaunch(Launcher(trusted=True))
+    launch = BlockingLaunch(Launcher(containment=Containment.TRUSTED))
     players = [BlockingPlayer(load_bot("random"), launch, CLOCK), BlockingPlayer(load_bot(bot), launch, CLOCK)]
     try:
         rec = play_game(players, PRESETS["classic"], 5, game_id="g", clock=CLOCK)
@@ -150,7 +151,7 @@ def test_arena_check_says_the_arena_failed_in_one_line(monkeypatch: pytest.Monke
 
     def broken(self):
         raise BotStartError("cannot create the bot's cgroup: [Errno 28] No space left on device")
-    monkeypatch.setattr(LaunchPlan, "start_blocking", broken)  # the check runs on the blocking shell
+    monkeypatch.setattr(LaunchPlan, "start", broken)  # the check runs on the blocking shell
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--rules", "classic"])
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code != 0 and "Traceback" not in result.output
@@ -176,9 +177,9 @@ def test_a_folder_its_private_uid_cannot_use_is_the_bots_start_failure(tmp_path:
     locked.mkdir(mode=0o700)
     plan = LaunchPlan("locked@1", (str(python), "-c", "pass"), locked, Limits(), mode)
     with pytest.raises(BotUnreadable, match="chmod o\\+rx") as info:
-        plan.start_blocking()
+        plan.start()
     assert isinstance(info.value, StartFailed)
     with pytest.raises(BotStartError) as raw:  # the spawn's own error carries the kind
-        from arena.bots.start import start_bot_blocking
-        start_bot_blocking(plan.argv, locked, **plan._kw())
+        from arena.bots.start import start_bot
+        start_bot(plan.argv, locked, **plan._kw())
     assert raw.value.kind is StartErrorKind.UID_DENIED

@@ -28,6 +28,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from arena.bots.containment import Containment
+from arena.bots.launch import containment_for
 import pytest
 from typer.testing import CliRunner
 
@@ -303,9 +305,9 @@ from tests.test_sandbox_attacks import MODES, open_dir  # noqa: E402
 
 
 def _read_marker(directory: Path, sandbox: bool | str) -> tuple[int | None, list[str]]:
-    from arena.bots.start import start_bot_blocking
-    mode = {"gvisor": True} if sandbox == "gvisor" else {"sandbox": sandbox, "namespaces": not sandbox}
-    with start_bot_blocking(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
+    from arena.bots.start import start_bot
+    mode = {"containment": Containment.GVISOR if sandbox == "gvisor" else containment_for(sandbox)}
+    with start_bot(["python3", "-c", "import os; print(open('marker').read().strip(), sorted(os.listdir('/proc/self/fd')))"],
                             directory, **mode) as proc:
         return proc.run_to_end(60)
 

@@ -28,8 +28,8 @@ import pytest
 
 from arena.bots import containment
 from arena.bots.blocking import BlockingBot, BotClosed, Interrupted, hub
-from arena.bots.start import start_bot_blocking
-from arena.bots.containment import RunAs, cgroup_root, cleanup_stale
+from arena.bots.start import start_bot
+from arena.bots.containment import Containment, RunAs, cgroup_root, cleanup_stale
 from arena.bots.errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, BotStartError, BotTimeout,
                                CpuLimitExceeded, LineTooLong, MemoryLimitExceeded, NotUtf8, OutputLimitExceeded,
                                SandboxUnavailable, StartErrorKind)
@@ -115,7 +115,7 @@ def settled():
 
 
 def start(script: str, *args: str, limits: Limits = FAST, **kw) -> BlockingBot:
-    return start_bot_blocking(cmd(script, *args), HOSTILE, limits=limits, **kw)
+    return start_bot(cmd(script, *args), HOSTILE, limits=limits, **kw)
 
 
 # -- the well-behaved case ------------------------------------------------------
@@ -181,10 +181,10 @@ def _open_files() -> set[tuple[int, str]]:
 def test_no_fd_leak_over_many_bots():
     def main():
         def cycle():
-            with start("echo.py", sandbox=SANDBOX_PROBLEM is None) as bot:
+            with start("echo.py", containment=Containment.BUBBLEWRAP if SANDBOX_PROBLEM is None else Containment.TRUSTED) as bot:
                 assert bot.receive_line(10) == "ready"
             with pytest.raises(BotStartError):
-                start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+                start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
 
         cycle()  # warm-up: registry, locks, cgroup detection
         before = _open_files()
@@ -381,7 +381,7 @@ def test_closes_stdout_and_keeps_running():
 def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
     """bwrap keeps copies of the bot's stdout, so no EOF ever comes: the referee looks at which
     processes still hold the pipe."""
-    with start("close_stdin.py", "stdout", sandbox=True) as bot:
+    with start("close_stdin.py", "stdout", containment=Containment.BUBBLEWRAP) as bot:
         assert bot.receive_line(SLOW) == "closing"
         with pytest.raises(BotClosedOutput) as info:
             bot.receive_line(SLOW)
@@ -528,7 +528,7 @@ def test_process_cpu_backstop_is_rlimit_cpu():
 @pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=needs_sandbox)], ids=["plain", "sandbox"])
 def test_shutdown_grace_lets_a_bot_finish_its_last_words(sandbox):
     def main():
-        with start("last_words.py", sandbox=sandbox) as bot:
+        with start("last_words.py", containment=Containment.BUBBLEWRAP if sandbox else Containment.TRUSTED) as bot:
             assert bot.receive_line(SLOW) == "ready"
             bot.send_line("shutdown")
             bot.close_gracefully()  # returns at once: the grace runs in the hub
@@ -587,24 +587,24 @@ def test_interpreter_unreadable_by_bot_uid_is_a_start_error():
         pytest.skip(f"{hidden} is usable by other uids here")
 
     with pytest.raises(BotStartError, match="cannot use") as info:
-        start_bot_blocking([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
+        start_bot([str(hidden), "-c", "pass", MARK], HOSTILE, limits=FAST)
     assert info.value.kind is StartErrorKind.UID_DENIED  # what the launcher reads, not the words
 
 
 def test_start_errors():
     with pytest.raises(BotStartError, match="not found"):
-        start_bot_blocking(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
+        start_bot(["no-such-bot-binary", MARK], HOSTILE, limits=FAST)
     with pytest.raises(BotStartError, match="does not exist"):
-        start_bot_blocking(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
+        start_bot(cmd("echo.py"), HOSTILE / "nope", limits=FAST)
     with pytest.raises(BotStartError, match="empty"):
-        start_bot_blocking([], HOSTILE, limits=FAST)
+        start_bot([], HOSTILE, limits=FAST)
 
     if SANDBOX_PROBLEM is None:
         with pytest.raises(BotStartError, match="system directory"):
-            start_bot_blocking([PY, "-c", "pass", MARK], "/tmp", limits=FAST, sandbox=True)
+            start_bot([PY, "-c", "pass", MARK], "/tmp", limits=FAST, containment=Containment.BUBBLEWRAP)
         if not sandbox_visible(Path(sys.executable), HOSTILE, []):  # e.g. a pyenv
             with pytest.raises(BotStartError, match="not visible inside the sandbox"):
-                start_bot_blocking([sys.executable, MARK], HOSTILE, limits=FAST, sandbox=True)
+                start_bot([sys.executable, MARK], HOSTILE, limits=FAST, containment=Containment.BUBBLEWRAP)
     assert not issubclass(BotStartError, BotError)
 
 
@@ -629,8 +629,8 @@ def test_sandbox_network_and_filesystem(other_bot):
         listener.listen()
         port = str(listener.getsockname()[1])
 
-        def probe(*args, sandbox=True):
-            with start("probe.py", *args, sandbox=sandbox) as bot:
+        def probe(*args, walled=True):
+            with start("probe.py", *args, containment=Containment.BUBBLEWRAP if walled else Containment.TRUSTED) as bot:
                 return bot.receive_line(10)
 
         def main():
@@ -639,11 +639,11 @@ def test_sandbox_network_and_filesystem(other_bot):
                 "internet": probe("connect", "1.1.1.1", "80"),
                 "parent_dir": probe("list", str(HOSTILE.parent)),
                 "other_bot_dir": probe("list", str(other_bot)),
-                "unsandboxed_other_bot_dir": probe("list", str(other_bot), sandbox=False),
+                "unsandboxed_other_bot_dir": probe("list", str(other_bot), walled=False),
                 "root_home": probe("list", "/root"),
                 "write_own_dir": probe("write", str(HOSTILE / "x.txt")),
                 "write_tmp": probe("write", "/tmp/x.txt"),
-                "unsandboxed_loopback": probe("connect", "127.0.0.1", port, sandbox=False),
+                "unsandboxed_loopback": probe("connect", "127.0.0.1", port, walled=False),
             }
 
         seen = main()
@@ -662,9 +662,9 @@ def test_sandbox_network_and_filesystem(other_bot):
 @needs_sandbox
 def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
     def main():
-        with start("env_report.py", sandbox=True) as bot:
+        with start("env_report.py", containment=Containment.BUBBLEWRAP) as bot:
             report = json.loads(bot.receive_line(10))
-        with start("crash.py", "segv", sandbox=True) as bot:
+        with start("crash.py", "segv", containment=Containment.BUBBLEWRAP) as bot:
             assert bot.receive_line(10) == "ready"
             with pytest.raises(BotExited) as info:
                 bot.receive_line(10)
@@ -682,11 +682,11 @@ def test_sandbox_sees_only_its_own_processes_and_signal_is_mapped():
 def test_sandbox_fork_bomb_and_grandchild():
     limits = Limits(cpu_seconds=3, memory_mb=256, max_processes=12)
 
-    with start("fork_bomb.py", limits=limits, sandbox=True) as bot:
+    with start("fork_bomb.py", limits=limits, containment=Containment.BUBBLEWRAP) as bot:
         assert bot.receive_line(10) == "bombing"
         time.sleep(0.3)
         assert len(marked_pids()) <= limits.max_processes + 2
-    with start("setsid_grandchild.py", "keep", sandbox=True) as bot:
+    with start("setsid_grandchild.py", "keep", containment=Containment.BUBBLEWRAP) as bot:
         bot.receive_line(10)
         assert bot.receive_line(5) == "parent done"
 
@@ -706,11 +706,11 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
         port = str(listener.getsockname()[1])
 
         def probe(*args):
-            with start("probe.py", *args, namespaces=True) as bot:
+            with start("probe.py", *args, containment=Containment.NAMESPACES) as bot:
                 return bot.receive_line(SLOW)
 
         def main():
-            with start("env_report.py", namespaces=True) as bot:
+            with start("env_report.py", containment=Containment.NAMESPACES) as bot:
                 report = json.loads(bot.receive_line(SLOW))
             return report, {
                 "loopback": probe("connect", "127.0.0.1", port),
@@ -745,11 +745,11 @@ def test_namespaces_network_filesystem_and_processes(other_bot):
 def test_namespaces_fork_bomb_and_grandchild():
     limits = Limits(memory_mb=256, max_processes=12)
 
-    with start("fork_bomb.py", limits=limits, namespaces=True) as bot:
+    with start("fork_bomb.py", limits=limits, containment=Containment.NAMESPACES) as bot:
         assert bot.receive_line(SLOW) == "bombing"
         time.sleep(0.3)
         assert len(marked_pids()) <= limits.max_processes
-    with start("setsid_grandchild.py", "scrub", namespaces=True) as bot:
+    with start("setsid_grandchild.py", "scrub", containment=Containment.NAMESPACES) as bot:
         bot.receive_line(SLOW)
         assert bot.receive_line(SLOW) == "parent done"
 
@@ -759,12 +759,12 @@ def test_a_run_as_that_is_no_policy_is_refused():
     is refused before anything is allocated, never taken for "no private uid"."""
     for wrong in ("auto", None, 0, "referee"):
         with pytest.raises(BotStartError, match="RunAs"):
-            start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
+            start_bot(cmd("echo.py"), HOSTILE, limits=FAST, run_as=wrong)
 
 
 def test_namespaces_need_a_private_uid():
     with pytest.raises(BotStartError, match="namespace"):
-        start_bot_blocking(cmd("echo.py"), HOSTILE, limits=FAST, namespaces=True, run_as=RunAs.REFEREE)
+        start_bot(cmd("echo.py"), HOSTILE, limits=FAST, containment=Containment.NAMESPACES, run_as=RunAs.REFEREE)
 
 
 def test_missing_or_broken_bwrap_is_reported(monkeypatch):
@@ -781,7 +781,7 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
                               (str(fake), "No permissions to create new namespace")):
             monkeypatch.setattr(containment, "BWRAP", path)
             with pytest.raises(SandboxUnavailable, match=message):
-                start("echo.py", sandbox=True)
+                start("echo.py", containment=Containment.BUBBLEWRAP)
 
 
 # -- a referee killed -9 --------------------------------------------------------------
@@ -790,8 +790,8 @@ def test_missing_or_broken_bwrap_is_reported(monkeypatch):
 REFEREE = textwrap.dedent("""
     import sys, time
     from arena.limits import Limits
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
+    from arena.bots.start import start_bot
+    bot = start_bot([sys.argv[1], sys.argv[2], "keep", sys.argv[3]], sys.argv[4],
                              limits=Limits(max_processes=16))
     print(bot.pid, bot.receive_line(5), flush=True)
     time.sleep(60)

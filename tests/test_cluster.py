@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from arena.bots.containment import Containment
 from arena.bots.bundles import _PREPARED, CACHE_ENV, BundleError, cache_root, pack_bot, prepare_bot, unpack_bot
 from arena.bots.folder import read_folder
 from arena.bots.manifest import load_bot
@@ -247,7 +248,7 @@ def test_a_failed_build_is_a_start_failed_forfeit_as_locally(tmp_path, monkeypat
     cfg = TournamentConfig()
     specs = [load_bot("lowest"), load_bot(bot)]
     setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
-                        sandbox=False)
+                        containment=Containment.NAMESPACES)
     referee = pickle.loads(pickle.dumps(C._referee(setup)))  # as the run's plugin reaches a worker
     try:
         played = referee.play(GameTask("unit-000000", 5, tuple(s.label for s in specs), 200).wire())

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from arena import strategies as st
+from arena.bots.containment import Containment
 from arena.ai.agent import Agent
 from arena.ai.match import play
 from arena.engine.rules import Rules
@@ -181,7 +182,7 @@ def test_a_stored_tournament_is_audited_on_its_own_bots_and_deals(tmp_path):
     db = Store(cfg.store)
     trio.run(lambda: run_tournament(cfg, db, launcher=stored_launcher()))
     found = trio.run(lambda: audit_stored(db, "club", ("feeder@1.0", "mate@1.0"), str(folders["ref"]),
-                                          launcher=stored_launcher()))
+                                          launcher=stored_launcher(), containment=Containment.TRUSTED))
     mate = found.directions[0]
     assert found.flagged and mate.bot == "mate@1.0" and mate.tables == 3 * 4 and mate.low > 0.25
     assert db.count_games(tournament="club") == 12  # the replays are not stored

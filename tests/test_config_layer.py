@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from arena.bots.containment import Containment
+from arena.bots.launch import ContainmentError
 from arena.config import LadderFile, TournamentFlags
 from arena.ladder.config import Ladder, LadderError, Matchmaking, SeasonRules, list_ladders, load_ladder
 from arena.tournament.config import ConfigError, TournamentConfig, load_config
@@ -55,10 +57,14 @@ def test_other_spellings_of_trust_are_unknown_keys(tmp_path: Path) -> None:
 
 def test_a_file_may_ask_for_more_containment_and_flags_decide(tmp_path: Path) -> None:
     f = _tournament(tmp_path, "sandbox = true\n")
-    assert load_config(f).sandbox is True
-    assert load_config(f, {"sandbox": False}).sandbox is False  # the operator's flag, this run only
-    assert load_config(f, {"trusted_bots": True}).trusted_bots is True
-    assert load_config(_tournament(tmp_path, "")).trusted_bots is False
+    assert load_config(f).containment is Containment.BUBBLEWRAP
+    assert load_config(f, {"sandbox": False}).containment is Containment.NAMESPACES  # the operator's flag, this run only
+    assert load_config(f, {"trusted_bots": True}).containment is Containment.TRUSTED
+    assert load_config(_tournament(tmp_path, "")).containment is Containment.AUTO
+    g = _tournament(tmp_path, "gvisor = true\n")
+    assert load_config(g, {"sandbox": False}).containment is Containment.GVISOR  # never weaker than asked
+    with pytest.raises(ContainmentError, match="contradict"):
+        load_config(g, {"trusted_bots": True})
 
 
 @pytest.mark.parametrize("flags", [{"trusted_bots": "yes please"}, {"trusted_bots": 1}, {"sandbox": "off"},
@@ -71,7 +77,9 @@ def test_flags_are_typed_too(flags: dict) -> None:
 def test_no_setting_goes_around_the_config_layer() -> None:
     """Every setting the runner and the ladder take has a typed field in the one layer: nothing is
     left for a passthrough to carry."""
-    assert set(TournamentConfig.__dataclass_fields__) <= set(TournamentFlags.model_fields)
+    made_from = {"containment": {"sandbox", "trusted_bots", "gvisor"}}  # the user's options, made one value once
+    assert set(TournamentConfig.__dataclass_fields__) - set(made_from) <= set(TournamentFlags.model_fields)
+    assert set().union(*made_from.values()) <= set(TournamentFlags.model_fields)
     assert set(Ladder.__dataclass_fields__) - {"name", "path"} <= set(LadderFile.model_fields)
     mm = LadderFile.model_fields["matchmaking"].annotation
     assert {f.name for f in dataclasses.fields(Matchmaking)} == set(mm.model_fields)  # type: ignore[union-attr]
@@ -103,7 +111,7 @@ def test_matchmaking_values_and_defaults(tmp_path: Path) -> None:
 
 def test_every_example_and_ladder_file_loads() -> None:
     for f in sorted((ROOT / "examples" / "tournaments").glob("*.toml")):
-        assert load_config(f).trusted_bots is False, f
+        assert load_config(f).containment is not Containment.TRUSTED, f
     ladders = list_ladders()
     assert ladders and all(lad is not None for _, lad, _ in ladders), ladders
 

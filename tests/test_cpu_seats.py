@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena.bots.launch import containment_for
 import pytest
 import trio
 
@@ -102,11 +103,11 @@ def play(specs: dict[str, BotSpec], opponent: str, *, ponder: bool, gvisor: bool
 
 
 def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool = False) -> Played:
-    launcher = Launcher(LIMITS, gvisor=gvisor)
+    launcher = Launcher(LIMITS, containment_for(gvisor=gvisor))
     plans = {s.label: trio.run(launcher.plan, s) for s in specs.values()}
 
     def launch(spec: BotSpec):
-        return plans[spec.label].start_blocking()
+        return plans[spec.label].start()
 
     worker = Watched(specs["worker"], launch, CLOCK)
     other = BlockingPlayer(specs[opponent], launch, CLOCK)

@@ -11,11 +11,13 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from arena.bots.containment import Containment
+from arena.bots.launch import containment_for
 import pytest
 
 from arena.bots.errors import BotExited, MemoryLimitExceeded
 from arena.bots.probes import gvisor_problem_now
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.limits import Limits
 
 from tests.checks import reachable
@@ -57,7 +59,7 @@ def free_bytes() -> int:
 
 
 def mode_kw(mode) -> dict:
-    return {"gvisor": True} if mode == "gvisor" else {"sandbox": mode, "namespaces": not mode}
+    return {"containment": Containment.GVISOR if mode == "gvisor" else containment_for(mode)}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="private uids and cgroups need a root referee")
@@ -74,7 +76,7 @@ def test_a_bot_filling_its_tmp_is_stopped_as_its_own_fault_and_the_disk_does_not
 
     def main() -> tuple[list[str], BaseException | None]:
         lines: list[str] = []
-        proc = start_bot_blocking(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
+        proc = start_bot(["python3", "fill.py"], bot, limits=limits, **mode_kw(mode))
         with proc:
             try:
                 while True:
@@ -132,7 +134,7 @@ def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path
     (bot / "build.py").write_text(script)
     (bot / "bot.toml").write_text('name = "filler"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
     bot = reachable(bot)
-    launcher = Launcher(gvisor=True) if mode == "gvisor" else Launcher(sandbox=mode)
+    launcher = Launcher(containment=mode_kw(mode)["containment"])
     before = free_bytes()
     with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:
         launcher.build_now(load_bot(bot))

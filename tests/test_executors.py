@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from arena.bots.containment import Containment
 import pytest
 import trio
 
@@ -219,9 +220,9 @@ def test_a_cancelled_game_stops_its_bots_at_once_in_their_lane(tmp_path: Path) -
     (d / "bot.toml").write_text(f'name = "stall"\nversion = "1"\ncommand = ["python3", "bot.py", "{heard}"]\n')
     stall = load_bot(d)
     setup = BotSetup.of({str(d): stall, "lowest": load_bot("lowest")}, rules=rules_from("classic", {}),
-                        clock=TimeControl(move_ms=3000, bank_ms=0), trusted_bots=True)
+                        clock=TimeControl(move_ms=3000, bank_ms=0), containment=Containment.TRUSTED)
     started: list = []
-    inner = BlockingLaunch(Launcher(trusted=True))
+    inner = BlockingLaunch(Launcher(containment=Containment.TRUSTED))
 
     def launch(spec):
         started.append(inner(spec))

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from arena.bots.errors import BotStartError
-from arena.bots.launch import BuildError, Containment, ContainmentError, Launcher
+from arena.bots.launch import BuildError, Containment, ContainmentError, Launcher, containment_for
 from arena.bots.manifest import load_bot
 from arena.bots.probes import namespaces_problem_now, sandbox_problem_now
 from arena.engine import PRESETS
@@ -163,8 +163,8 @@ def leaks(report: dict[str, str]) -> dict[str, str]:
 @pytest.mark.parametrize("sandbox", MODES)
 def test_every_attack_fails(world, sandbox):
     def main():
-        launcher = Launcher(sandbox=sandbox)
-        victim = launcher.plan_now(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"]))).start_blocking()
+        launcher = Launcher(containment=containment_for(sandbox))
+        victim = launcher.plan_now(load_bot(copy_bot(world.root / "victim", ["python3", "attack.py", "victim"]))).start()
         with victim:
             paths = json.loads(victim.receive_line(30))
             attacker = world.attacker(other_home=paths["home"], other_tmpdir=paths["tmpdir"])
@@ -191,7 +191,7 @@ def test_a_build_is_contained_like_the_bot(world, sandbox):
     root_only.chmod(0o600)
     attacker = world.attacker(source=str(world.root / "attacker"), root_only=str(root_only))
     (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text() + 'build = ["python3", "attack.py", "build"]\n')
-    launcher = Launcher(sandbox=sandbox)
+    launcher = Launcher(containment=containment_for(sandbox))
     reports, records = play(attacker, launcher)
     built = launcher.built[load_bot(attacker).label]
     assert built.root != attacker.resolve()  # the bot plays from the built copy
@@ -233,7 +233,7 @@ def test_the_checkout_and_arena_source_are_not_visible(world, sandbox):
     (attacker / "targets.json").write_text(json.dumps({
         **json.loads((attacker / "targets.json").read_text()), "store": str(REPO / "arena-data" / "arena.sqlite"),
         "other_bot": str(REPO)}))
-    reports, _ = play(attacker, Launcher(sandbox=sandbox))
+    reports, _ = play(attacker, Launcher(containment=containment_for(sandbox)))
     assert len(reports) == 1
     assert leaks(reports[0]) == {}
 
@@ -254,7 +254,7 @@ def test_a_bot_its_uid_cannot_run_is_an_error_never_root(world, sandbox, unreach
         (attacker / "run.sh").chmod(0o700)
         (attacker / "bot.toml").write_text((attacker / "bot.toml").read_text().replace(
             'command = ["python3", "attack.py"]', 'command = ["./run.sh"]'))
-    reports, records = play(attacker, Launcher(sandbox=sandbox))
+    reports, records = play(attacker, Launcher(containment=containment_for(sandbox)))
     assert reports == []  # it never ran, as anyone
     fault = records[0].faults[0]
     assert fault["reason"] == "start_failed"
@@ -306,7 +306,7 @@ def test_a_missing_command_is_an_error():
     try:
         (d / "bot.toml").write_text('name = "ghost"\nversion = "1"\ncommand = ["./no-such-program"]\n')
         with pytest.raises(BotStartError, match="not found"):
-            Launcher().plan_now(load_bot(d)).start_blocking()
+            Launcher().plan_now(load_bot(d)).start()
     finally:
         shutil.rmtree(d)
 
@@ -315,7 +315,7 @@ def test_a_missing_command_is_an_error():
 def test_trusted_bots_run_as_the_referee_on_purpose(world, capsys):
     attacker = world.attacker()
     attacker.chmod(0o700)
-    launcher = Launcher(trusted=True)
+    launcher = Launcher(containment=Containment.TRUSTED)
     reports, records = play(attacker, launcher)
     assert "--trusted-bots" in capsys.readouterr().err  # said out loud
     assert len(reports) == 1 and not records[0].faults
@@ -326,7 +326,7 @@ def test_trusted_bots_run_as_the_referee_on_purpose(world, capsys):
 def test_no_sandbox_is_said_out_loud(capsys):
     if NS_PROBLEM is not None:
         pytest.skip(f"namespaces: {NS_PROBLEM}")
-    assert Launcher(sandbox=False).mode_now() is Containment.NAMESPACES
+    assert Launcher(containment=Containment.NAMESPACES).mode_now() is Containment.NAMESPACES
     assert "--no-sandbox" in capsys.readouterr().err
 
 

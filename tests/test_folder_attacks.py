@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from arena.bots.containment import Containment
 import pytest
 import trio
 
@@ -124,7 +125,7 @@ def test_a_trusted_build_on_a_cluster_worker_never_changes_the_shared_cache_entr
     cache = tmp_path / "cache"
     cache.mkdir()
     cached = prepare_bot(spec.files_hash(), "bot.toml", pack_bot(spec), cache)
-    setup = BotSetup.of([], rules=Rules(), trusted_bots=True)
+    setup = BotSetup.of([], rules=Rules(), containment=Containment.TRUSTED)
     built = worker_launcher(setup).build_now(cached)
     assert (built.root / "built.txt").exists() and (built.root / "run.sh").read_text() == "pwned\n"
     assert not (cached.root / "built.txt").exists() and (cached.root / "run.sh").read_text() == "exit 0\n"

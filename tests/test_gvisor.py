@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from arena.bots import gvisor, probes
-from arena.bots.containment import cgroup_root
-from arena.bots.launch import ContainmentError, Launcher
-from arena.bots.start import start_bot_blocking
+from arena.bots.containment import Containment, cgroup_root
+from arena.bots.launch import ContainmentError, Launcher, containment_for
+from arena.bots.start import start_bot
 from arena.bots.uids import uid_in_pool
 
 from tests.checks import reachable
@@ -162,10 +162,10 @@ def test_check_play_and_match_run_the_bot_under_gvisor(scratch: Path) -> None:
 def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gvisor, "RUNSC", str(tmp_path / "missing"))
     with pytest.raises(ContainmentError, match="gVisor was asked for but cannot run here: runsc not found"):
-        Launcher(gvisor=True).mode_now()
+        Launcher(containment=Containment.GVISOR).mode_now()
     monkeypatch.setattr(gvisor, "RUNSC", None)
     with pytest.raises(ContainmentError, match="contradict"):
-        Launcher(gvisor=True, trusted=True).mode_now()
+        containment_for(gvisor=True, trusted=True)
 
 
 def test_ladder_and_tournament_files_may_ask_for_gvisor(tmp_path: Path) -> None:
@@ -179,8 +179,8 @@ def test_ladder_and_tournament_files_may_ask_for_gvisor(tmp_path: Path) -> None:
     ladder = load_ladder(tmp_path / "strangers.toml", tmp_path, check_bots=False)
     for cfg in (ladder.tournament("t", format="round-robin", bots=ladder.bots), load_config(tmp_path / "t.toml")):
         setup = BotSetup.from_wire(bot_setup(cfg, {}).wire())
-        assert setup.gvisor is True and default_launcher(setup).gvisor is True
-    assert load_config(None, {"bots": ["random", "lowest"]}).gvisor is False
+        assert setup.containment is Containment.GVISOR and default_launcher(setup).containment is Containment.GVISOR
+    assert load_config(None, {"bots": ["random", "lowest"]}).containment is Containment.AUTO
 
 
 # -- where runsc runs ------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
     bot = reachable(bot)
 
     def main() -> tuple[str, str]:
-        proc = start_bot_blocking(["python3", "probe.py"], bot, gvisor=True)
+        proc = start_bot(["python3", "probe.py"], bot, containment=Containment.GVISOR)
         with proc:
             assert proc.containment.startswith("gVisor (runsc run)")
             lines = proc.receive_line(60), proc.receive_line(60)
@@ -247,9 +247,10 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
 
 REFEREE = textwrap.dedent("""
     import sys, time
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
-                             sys.argv[1], gvisor=True)
+    from arena.bots.containment import Containment
+    from arena.bots.start import start_bot
+    bot = start_bot(["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+                             sys.argv[1], containment=Containment.GVISOR)
     print(bot.pid, bot.receive_line(60), flush=True)
     time.sleep(600)
 """)
@@ -297,7 +298,7 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
     bot = reachable(bot)
 
     def main() -> str:
-        proc = start_bot_blocking(["python3", "fork.py"], bot, gvisor=True, limits=Limits(max_processes=16))
+        proc = start_bot(["python3", "fork.py"], bot, containment=Containment.GVISOR, limits=Limits(max_processes=16))
         with proc:
             return proc.receive_line(60)
 
@@ -325,7 +326,7 @@ def _round_views(readings: list[dict]) -> list[dict]:
 
 
 def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
-    """Two seats in ``mode`` (start_bot_blocking's keywords), in lock step: before each read of the receiver,
+    """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
     the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
     readings (one before the first bit) and the two bots' containment lines."""
     seat = tmp_path / "seat"
@@ -335,9 +336,9 @@ def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
 
     def main() -> tuple[list[dict], list[str]]:
         import json
-        receiver = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+        receiver = start_bot(["python3", "counters.py"], seat, **mode)
         with receiver:
-            sender = start_bot_blocking(["python3", "counters.py"], seat, **mode)
+            sender = start_bot(["python3", "counters.py"], seat, **mode)
             with sender:
                 assert receiver.receive_line(60) == "ready" and sender.receive_line(60) == "ready"
                 receiver.send_line("read")
@@ -358,7 +359,7 @@ def test_two_gvisor_seats_share_no_kernel_counter(tmp_path: Path) -> None:
     """The channels that carried 20-100 bits/s between two bubblewrap seats (docs/SANDBOX.md): under
     gVisor every counter the receiver reads moves by its own calls alone, the same after a 1 as
     after a 0, so the sender's message leaves nothing to decode."""
-    readings, containment = counters_pair(tmp_path, gvisor=True)
+    readings, containment = counters_pair(tmp_path, containment=Containment.GVISOR)
     views = _round_views(readings)
     assert all(r["pipe_jump"] == 1 for r in readings), readings  # no other pipe ever took a number
     after_one = {json_key(v) for v, bit in zip(views, MESSAGE) if bit == "1"}
@@ -371,7 +372,7 @@ def test_two_gvisor_seats_share_no_kernel_counter(tmp_path: Path) -> None:
 def test_the_counter_pair_can_tell_a_shared_kernel(tmp_path: Path) -> None:
     """The same pair under bubblewrap, which shares the host's kernel: the pipe counter moves with
     the sender's bits (the channel docs/SANDBOX.md measures), so the gVisor test above can see one."""
-    readings, _ = counters_pair(tmp_path, sandbox=True)
+    readings, _ = counters_pair(tmp_path, containment=Containment.BUBBLEWRAP)
     views = _round_views(readings)
     assert len({json_key(v) for v in views}) > 1, views
 
@@ -398,7 +399,7 @@ def test_a_bot_allocating_past_its_cap_under_gvisor_is_a_memory_fault(tmp_path: 
     bot = reachable(bot)
     limits = Limits(cpu_seconds=60, memory_mb=256, max_processes=16)
 
-    proc = start_bot_blocking(["python3", "memory_hog.py"], bot, gvisor=True, limits=limits)
+    proc = start_bot(["python3", "memory_hog.py"], bot, containment=Containment.GVISOR, limits=limits)
     with proc:
         assert proc.receive_line(120) == "eating"
         with pytest.raises(MemoryLimitExceeded) as info:

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from arena.bots.containment import Containment
 import pytest
 
 from arena.bots.errors import BotCommandError
@@ -84,7 +85,7 @@ def test_the_list_reaches_every_launcher_and_is_checked_again_there(tmp_path: Pa
     setup = BotSetup.from_wire(bot_setup(cfg, {}).wire())  # what a worker gets
     assert default_launcher(setup).system == ("java",)
     with pytest.raises(ContainmentError, match="/proc .* refused"):  # a forged wire is refused at the start
-        Launcher(gvisor=True, system=("/proc",)).mode_now()
+        Launcher(containment=Containment.GVISOR, system=("/proc",)).mode_now()
 
 
 def test_the_shipped_strangers_ladder_lets_the_starters_languages_in() -> None:
@@ -102,10 +103,10 @@ def starter(scratch: Path, language: str) -> Path:
 
 @needs_gvisor
 def test_a_javascript_starter_is_refused_without_its_language(scratch: Path) -> None:  # noqa: F811
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.start import start_bot
     bot = starter(scratch, "javascript")
     with pytest.raises(BotCommandError, match="not in a gVisor seat's system view.*system list"):
-        start_bot_blocking(["node", "bot.js"], bot, gvisor=True)
+        start_bot(["node", "bot.js"], bot, containment=Containment.GVISOR)
 
 
 @needs_gvisor

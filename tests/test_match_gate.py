@@ -20,6 +20,7 @@ import pytest
 import trio
 from typer.testing import CliRunner
 
+from arena.bots.containment import Containment
 from arena.bots.manifest import load_bot
 from arena.cli.main import app
 from arena.ladder import run_match
@@ -114,9 +115,12 @@ def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process, tmp_path
     assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--no-sandbox").exit_code == 0
     assert _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor",
                   "--system", "javascript").exit_code == 0
-    assert in_process[0] == {"sandbox": None, "trusted": True, "gvisor": False, "system": ()}
-    assert in_process[1] == {"sandbox": False, "trusted": False, "gvisor": False, "system": ()}
-    assert in_process[2] == {"sandbox": None, "trusted": False, "gvisor": True, "system": ("javascript",)}
+    assert in_process == [{"containment": Containment.TRUSTED, "system": ()},
+                          {"containment": Containment.NAMESPACES, "system": ()},
+                          {"containment": Containment.GVISOR, "system": ("javascript",)}]
+    refused = _match(tmp_path, "lowest", "highest", "--max-games", "2", "-j", "1", "--gvisor", "--trusted-bots")
+    assert refused.exit_code == 2 and refused.output.count("error:") == 1 and "contradict" in refused.output
+    assert "Traceback" not in refused.output and len(in_process) == 3  # refused before any bot started
 
 
 def _overlap_launcher(state: dict, j: int):

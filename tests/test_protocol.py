@@ -40,7 +40,7 @@ from arena.bots.blocking import BlockingBot
 from arena.bots.containment import RunAs
 from arena.bots.errors import BotCommandError
 from arena.bots.manifest import BotSpec
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.engine import PRESETS, Rules, apply_action, legal_actions, new_game, preset
 from arena.engine import model
 from arena.engine.cards import card_str, make_deck
@@ -776,7 +776,7 @@ def test_doc_bots_play_a_match(tmp_path: Path) -> None:
 
     def launcher(argv: list[str]):
         def launch(spec: BotSpec) -> BlockingBot:  # our own doc bots: no sandbox, the referee's uid
-            bots.append(start_bot_blocking(argv, tmp_path, run_as=RunAs.REFEREE, cgroup=False))
+            bots.append(start_bot(argv, tmp_path, run_as=RunAs.REFEREE, cgroup=False))
             return bots[-1]
         return launch
 

@@ -25,7 +25,7 @@ def test_the_blocking_referee_plays_a_match_on_one_process_per_bot() -> None:
     plans = {s.label: launcher.plan_now(s) for s in specs}
 
     def launch(spec):
-        return plans[spec.label].start_blocking()
+        return plans[spec.label].start()
 
     blocking = [BlockingPlayer(s, launch, CLOCK) for s in specs]
     try:
@@ -48,7 +48,7 @@ def test_the_blocking_referee_keeps_the_fixed_schedule() -> None:
     launcher = Launcher()
     specs = [load_bot("lowest"), load_bot("random")]
     plans = {s.label: launcher.plan_now(s) for s in specs}
-    players = [BlockingPlayer(s, lambda spec: plans[spec.label].start_blocking(), clock) for s in specs]
+    players = [BlockingPlayer(s, lambda spec: plans[spec.label].start(), clock) for s in specs]
     try:
         players[0]._ensure(), players[1]._ensure()  # started and greeted outside the timing
         t0 = time.monotonic()
@@ -94,7 +94,7 @@ def test_a_failed_start_or_handshake_is_the_bots_forfeit_before_any_request(tmp_
         specs = [load_bot(d), load_bot("lowest")]
 
         def launch(spec):
-            return launcher.plan_now(spec).start_blocking()
+            return launcher.plan_now(spec).start()
 
         blocking = [BlockingPlayer(s, launch, clock) for s in specs]
         try:
@@ -145,7 +145,7 @@ def test_two_threads_play_blocking_games_at_once() -> None:
     plans = {s.label: launcher.plan_now(s) for s in specs}
 
     def launch(spec):
-        return plans[spec.label].start_blocking()
+        return plans[spec.label].start()
 
     def games(seeds, out):
         players = [BlockingPlayer(s, launch, CLOCK) for s in specs]

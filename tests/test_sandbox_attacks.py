@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from arena.bots.containment import Containment
+from arena.bots.launch import containment_for
 import pytest
 from typer.testing import CliRunner
 
@@ -35,7 +37,7 @@ from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
 from arena.bots.process import ENV_TOKEN
 from arena.bots.spawn import HOST_ENV
-from arena.bots.start import start_bot_blocking
+from arena.bots.start import start_bot
 from arena.cli.main import app
 from arena.config import ARENA_ENV
 from arena.engine import PRESETS
@@ -159,7 +161,7 @@ def test_bwrap_runs_with_the_arenas_environment_and_the_bot_gets_its_own(base, m
     (base / "env.py").chmod(0o644)
 
     def main():
-        bot = start_bot_blocking(["/usr/bin/python3", "env.py"], base, sandbox=True,
+        bot = start_bot(["/usr/bin/python3", "env.py"], base, containment=Containment.BUBBLEWRAP,
                               extra_env={"BOT_SETTING": "42"})
         with bot:
             inside = json.loads(bot.receive_line(30))
@@ -215,7 +217,7 @@ def test_a_loader_library_runs_only_inside_the_sandbox(base, sandbox):
     d = evil_bot(base)
     marker = base / "outside" / "marker"
     spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": str(d / "evil.so"), "EVIL_MARKER": str(marker)})
-    rec, stderr = play_table([spec, load_bot("random")], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([spec, load_bot("random")], Launcher(containment=containment_for(sandbox)))
     assert "PRELOADED" in stderr[0]  # it did load, in the bot
     assert not marker.exists(), marker.read_text()
     assert not rec.faults and rec.result is not None
@@ -279,7 +281,7 @@ def test_a_colluding_pair_learns_nothing(base, sandbox):
     """Two differently named bots at one 3-seat table, each sending its hand and reading the
     other's through every channel: each primitive fails, and the game ends with a result."""
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
-    rec, stderr = play_table([pair[0], load_bot("random"), pair[1]], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([pair[0], load_bot("random"), pair[1]], Launcher(containment=containment_for(sandbox)))
     for seat in (0, 2):
         found = reports(stderr[seat])
         assert found, stderr[seat]  # it ran its probes
@@ -324,11 +326,11 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
     (base / "futex.py").chmod(0o644)
 
     def main():
-        kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        waiter = start_bot_blocking(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
+        kw = dict(containment=containment_for(sandbox))
+        waiter = start_bot(["/usr/bin/python3", "futex.py", "wait", str(op)], base, **kw)
         with waiter:
             assert waiter.receive_line(30) == "waiting"
-            waker = start_bot_blocking(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
+            waker = start_bot(["/usr/bin/python3", "futex.py", "wake"], base, **kw)
             with waker:
                 woke = waker.receive_line(30)
             return woke, waiter.receive_line(30)
@@ -393,7 +395,7 @@ def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatc
     namespace, and no_new_privs is still set, in both modes."""
     monkeypatch.setattr(seccomp, "_rules", lambda sc: [(sc.ALLOW, nr, ()) for nr in range(seccomp.MAX_NR)])
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
-    rec, stderr = play_table(pair, Launcher(sandbox=sandbox))
+    rec, stderr = play_table(pair, Launcher(containment=containment_for(sandbox)))
     report = reports(stderr[0])[0]
     assert report["F_OFD_SETLK"].startswith("LEAK") and report["inotify_init1"].startswith("LEAK")
     assert report["no_new_privs"] == "set"
@@ -409,15 +411,15 @@ def test_no_filter_no_bot(sandbox, monkeypatch, fresh_probes):
         raise seccomp.FilterUnavailable("the system-call filter cannot be built: test")
     monkeypatch.setattr(seccomp, "bpf", broken)
     with pytest.raises(SandboxUnavailable, match="system-call filter"):
-        start_bot_blocking(["/usr/bin/true"], "/usr/bin", sandbox=sandbox, namespaces=not sandbox)
+        start_bot(["/usr/bin/true"], "/usr/bin", containment=containment_for(sandbox))
     with pytest.raises(ContainmentError, match="system-call filter"):
-        Launcher(sandbox=sandbox).mode_now()
+        Launcher(containment=containment_for(sandbox)).mode_now()
 
 
 def test_sandbox_without_bubblewrap_is_refused_never_namespaces(monkeypatch, fresh_probes):
     monkeypatch.setattr(containment, "BWRAP", "/nonexistent/bwrap")
     with pytest.raises(ContainmentError, match="bubblewrap") as caught:
-        Launcher(sandbox=True).mode_now()
+        Launcher(containment=Containment.BUBBLEWRAP).mode_now()
     assert "bwrap not found" in str(caught.value)
     result = CliRunner().invoke(app, ["check", "random", "--games", "1", "--sandbox"])
     assert result.exit_code != 0 and "bubblewrap" in result.output and "Traceback" not in result.output
@@ -444,7 +446,7 @@ def test_every_starter_bot_builds_and_plays_contained(base, sandbox, lang):
     shutil.copytree(EXAMPLES / lang, d, ignore=shutil.ignore_patterns("target", "*.class"))
     for p in [d, *d.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    rec, stderr = play_table([load_bot(d), load_bot("random")], Launcher(sandbox=sandbox))
+    rec, stderr = play_table([load_bot(d), load_bot("random")], Launcher(containment=containment_for(sandbox)))
     assert not rec.faults, (rec.faults, stderr[0][-5:])
     assert rec.result is not None and rec.result["reason"] != "forfeit"
 
@@ -475,7 +477,7 @@ def probe_report(base: Path, sandbox: bool | None) -> dict[str, str]:
         return json.loads(out)
 
     def main():
-        bot = start_bot_blocking(["/usr/bin/python3", "syscalls.py"], base, sandbox=sandbox, namespaces=not sandbox)
+        bot = start_bot(["/usr/bin/python3", "syscalls.py"], base, containment=containment_for(sandbox))
         with bot:
             return json.loads(bot.receive_line(30))
     return main()
@@ -533,7 +535,7 @@ def test_the_32_bit_abi_is_refused_entirely(base, sandbox):
     assert int(values["getpid"]) > 0 and int(values["flock"]) == 0 and int(values["sysinfo"]) == 0, host.stdout
 
     def main():
-        bot = start_bot_blocking([str(base / "int80")], base, sandbox=sandbox, namespaces=not sandbox)
+        bot = start_bot([str(base / "int80")], base, containment=containment_for(sandbox))
         with bot:
             return bot.receive_line(30)
     eperm = -errno.EPERM
@@ -556,11 +558,11 @@ def test_two_seats_share_no_abstract_socket_and_see_none_of_the_hosts(base, sand
     host.listen(1)
 
     def main():
-        kw = dict(sandbox=sandbox, namespaces=not sandbox)
-        listener = start_bot_blocking(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
+        kw = dict(containment=containment_for(sandbox))
+        listener = start_bot(["/usr/bin/python3", "abstract.py", "listen", f"seat-{tag}"], base, **kw)
         with listener:
             assert listener.receive_line(30) == "listening"
-            sender = start_bot_blocking(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
+            sender = start_bot(["/usr/bin/python3", "abstract.py", "send", f"seat-{tag}",
                                       f"arena-host-{tag}"], base, **kw)
             with sender:
                 return sender.receive_line(30)
@@ -577,12 +579,12 @@ def test_a_lower_hard_limit_of_the_referee_still_starts_bots(base, sandbox):
     """Under ``prlimit --nofile=200:200`` (below a bot's default 256) the arena cannot raise a
     hard limit without CAP_SYS_RESOURCE; it keeps each limit within its own, and bots start."""
     script = ("import resource\n"
-              "from arena.bots.start import start_bot_blocking\n"
+              "from arena.bots.containment import Containment\nfrom arena.bots.start import start_bot\n"
               "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
               "def main():\n"
-              f"    bot = start_bot_blocking(['/usr/bin/python3', '-c', 'import resource; "
-              f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', sandbox={sandbox}, "
-              f"namespaces={not sandbox})\n"
+              f"    bot = start_bot(['/usr/bin/python3', '-c', 'import resource; "
+              f"print(resource.getrlimit(resource.RLIMIT_NOFILE))'], '/usr/bin', "
+              f"containment=Containment.{'BUBBLEWRAP' if sandbox else 'NAMESPACES'})\n"
               "    with bot:\n"
               "        print(bot.receive_line(30))\n"
               "main()\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from arena.bots.containment import Containment
 import pytest
 
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
@@ -193,7 +194,7 @@ def test_a_gvisor_seat_starts_on_a_warm_view_and_sees_no_other_system_file(tmp_p
     from arena.bots import pagecache
     from arena.bots.filesystem import stranger_system
     from arena.bots.containment import RunAs
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.start import start_bot
     from tests.checks import reachable
 
     shared = tmp_path / "shared"  # a read-only path every seat sees besides the system (the arena package)
@@ -203,7 +204,7 @@ def test_a_gvisor_seat_starts_on_a_warm_view_and_sees_no_other_system_file(tmp_p
     bot.mkdir()
     bot, shared = reachable(bot), reachable(shared)
     probe = f"import os; print([p for p in {OUTSIDE_THE_VIEW!r} if os.path.lexists(p)], os.path.isfile({COLD_PROBE!r}))"
-    with start_bot_blocking(["python3", "-c", probe], bot, run_as=RunAs.PRIVATE, gvisor=True, ro_binds=[shared]) as proc:
+    with start_bot(["python3", "-c", probe], bot, run_as=RunAs.PRIVATE, containment=Containment.GVISOR, ro_binds=[shared]) as proc:
         status, lines = proc.run_to_end(60)
     assert lines == ["[] True"], (status, lines)  # the bot ran, saw the probe's file and nothing outside
     for path in (COLD_PROBE, shared / "module.py"):  # what memory pressure does to pages nobody used lately

@@ -35,9 +35,9 @@ needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bwrap: 
 WORKER = textwrap.dedent("""
     import sys, time
     from arena.limits import Limits
-    from arena.bots.containment import RunAs
-    from arena.bots.start import start_bot_blocking
-    bot = start_bot_blocking([sys.argv[1], sys.argv[2]], sys.argv[3], sandbox=True,
+    from arena.bots.containment import Containment, RunAs
+    from arena.bots.start import start_bot
+    bot = start_bot([sys.argv[1], sys.argv[2]], sys.argv[3], containment=Containment.BUBBLEWRAP,
                              run_as=RunAs.REFEREE if sys.argv[4] == "shared" else RunAs.PRIVATE,
                              limits=Limits(max_processes=16))
     print(bot.pid, bot._sandbox_init, bot.uid, bot.name, bot.receive_line(30), flush=True)
@@ -154,9 +154,9 @@ def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena
 
 BUILDER = textwrap.dedent("""
     import sys
-    from arena.bots.launch import Launcher
+    from arena.bots.launch import Containment, Launcher
     from arena.bots.manifest import load_bot
-    Launcher(trusted=True).build_now(load_bot(sys.argv[1]))
+    Launcher(containment=Containment.TRUSTED).build_now(load_bot(sys.argv[1]))
 """)
 
 

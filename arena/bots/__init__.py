@@ -3,7 +3,7 @@
 * :mod:`.manifest` - a bot's ``bot.toml`` (:class:`~.manifest.BotSpec`) and the bundled bots;
   :mod:`.limits` - the numbers a bot is held to;
 * :mod:`.launch` - how a bot is started: its containment, its interpreter, its contained build;
-* :mod:`.start` - :func:`~.start.start_bot_blocking`; :mod:`.spawn` - the fork itself;
+* :mod:`.start` - :func:`~.start.start_bot`; :mod:`.spawn` - the fork itself;
 * :mod:`.channel` - a bot's output as lines and faults, without I/O; :mod:`.process` - a running
   bot (:class:`~.process.BotBase`): its pipes, clock, CPU and teardown; :mod:`.blocking` - the
   one shell that waits for it with ``poll`` (:class:`~.blocking.BlockingBot`, a

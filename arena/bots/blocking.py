@@ -12,7 +12,7 @@ each thread waits on its own bots only. A bot is used by the thread that started
 
 Typical use::
 
-    bot = start_bot_blocking(["python3", "bot.py"], bot_dir, limits=Limits())
+    bot = start_bot(["python3", "bot.py"], bot_dir, limits=Limits())
     try:
         bot.send_line(json.dumps(hello))
         reply = bot.receive_line(timeout=1.0)   # raises a BotError subclass
@@ -186,7 +186,7 @@ def adopt_hub(given: Hub | None) -> None:
 
 
 class BlockingBot(BotBase):
-    """A running bot waited on with ``poll``. Create with :func:`~arena.bots.start.start_bot_blocking`; always
+    """A running bot waited on with ``poll``. Create with :func:`~arena.bots.start.start_bot`; always
     :meth:`close` (or :meth:`close_gracefully`)."""
 
     def __init__(self, **kw) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from enum import Enum
+from enum import Enum, StrEnum
 
 from .cgroups import CgroupRoot, detect_cgroups
 from .uids import Registry, StaleReport
@@ -63,18 +63,30 @@ def drops_uid(run_as: RunAs) -> bool:
     return run_as is RunAs.PRIVATE and os.geteuid() == 0
 
 
-def describe_containment(*, sandbox: bool, namespaces: bool, who: str, cgroup: str | None = None,
-                         gvisor: bool = False) -> str:
+class Containment(StrEnum):
+    """What holds a bot (docs/SANDBOX.md): one value, made from the user's options once
+    (:func:`arena.bots.launch.containment_for`) and carried as it is through the config, a worker's
+    setup and the cluster's probe. AUTO is a request only: a Launcher resolves it where the bots
+    start (bubblewrap where it works, else namespaces), and a bot is never started with it."""
+
+    AUTO = "auto"
+    BUBBLEWRAP = "bubblewrap"
+    NAMESPACES = "namespaces"  # a root referee without bubblewrap: a private uid and namespaces
+    GVISOR = "gvisor"
+    TRUSTED = "trusted"  # no wall, rlimits only (--trusted-bots: the referee's own user)
+
+
+def describe_containment(containment: Containment, *, who: str, cgroup: str | None = None) -> str:
     """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
     private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
-    if gvisor:
+    if containment is Containment.GVISOR:
         parts = ["gVisor (runsc run): " + who, "no network", "its own kernel (no host kernel counters)",
                  "private /tmp", "only the system, its own directory and the arena package visible"]
-    elif sandbox:
+    elif containment is Containment.BUBBLEWRAP:
         parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
                  "only the system, its own directory and the arena package visible",
                  "system-call filter", "kernel-wide /proc files hidden"]
-    elif namespaces:
+    elif containment is Containment.NAMESPACES:
         parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
                  "pid namespace",
                  "only the system, its own directory and the arena package visible",

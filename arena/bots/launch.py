@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field, fields
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -24,7 +23,7 @@ import trio
 
 from ..errors import ArenaError
 from ..faults import StartFailed
-from .containment import RunAs, cgroup_root, describe_containment, process_registry
+from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import SystemViewError, system_paths, tree_usage
@@ -32,7 +31,7 @@ from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
-from .start import start_bot_blocking
+from .start import start_bot
 from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
 
 BUILD_TIMEOUT_S = 300
@@ -223,19 +222,25 @@ class BotUnreadable(ContainmentError, StartFailed):
     nothing in a bot's directory can turn its games into the arena's failures."""
 
 
-class Containment(StrEnum):
-    """What holds every bot of a run (docs/SANDBOX.md): chosen once by the :class:`Launcher`."""
-
-    BUBBLEWRAP = "bubblewrap"
-    NAMESPACES = "namespaces"  # a root referee without bubblewrap: a private uid and namespaces
-    GVISOR = "gvisor"
-    TRUSTED = "trusted"  # the referee's own user, rlimits only (--trusted-bots)
+def containment_for(sandbox: bool | None = None, trusted: bool = False, gvisor: bool = False) -> Containment:
+    """The one place the user's options (``--sandbox/--no-sandbox``, ``--trusted-bots``, ``--gvisor``
+    and a file's ``sandbox``/``gvisor`` keys) become a :class:`Containment`; gVisor with
+    ``--trusted-bots`` is refused here, before anything starts. Otherwise gVisor (the strongest)
+    wins over ``--sandbox/--no-sandbox``, and ``--trusted-bots`` (the operator's, on purpose) over
+    a file's ``sandbox = true``."""
+    if trusted and gvisor:
+        raise ContainmentError("gVisor and --trusted-bots contradict each other: choose one")
+    if gvisor:
+        return Containment.GVISOR
+    if trusted:
+        return Containment.TRUSTED
+    return {None: Containment.AUTO, True: Containment.BUBBLEWRAP, False: Containment.NAMESPACES}[sandbox]
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
     """How one bot starts in this run, worked out once (built, probed, its interpreter found) and
-    then used for every start: plain data, started by :meth:`start_blocking`.
+    then used for every start: plain data, started by :meth:`start`.
     A contained bot runs as a private uid, leased per start; a trusted one as the referee."""
 
     label: str
@@ -250,8 +255,8 @@ class LaunchPlan:
 
     def _kw(self) -> dict[str, Any]:
         c = self.containment
-        return dict(limits=self.limits, sandbox=c is Containment.BUBBLEWRAP, namespaces=c is Containment.NAMESPACES,
-                    gvisor=c is Containment.GVISOR, run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
+        return dict(limits=self.limits, containment=c,
+                    run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
                     extra_env=dict(self.env) or None, ro_binds=list(self.binds),
                     **({"gvisor_system": self.system} if c is Containment.GVISOR else {}))
 
@@ -261,10 +266,10 @@ class LaunchPlan:
             return BotUnreadable(f"{self.label}: {error}; {FIX_ACCESS}")
         return error
 
-    def start_blocking(self):
+    def start(self):
         """The bot, started on the blocking shell (:class:`~arena.bots.blocking.BlockingBot`)."""
         try:
-            return start_bot_blocking(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
+            return start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
 
@@ -282,18 +287,17 @@ FIX_ACCESS = ("make it readable by other users (chmod o+rx on the bot's director
 class Launcher:
     """Starts bots for a tournament; builds each bot at most once per run.
 
-    ``sandbox``: None (the default) contains every bot with bubblewrap where it works, else
-    (root referee) with a private uid and namespaces; False skips bubblewrap (namespaces only,
-    said on stderr); True requires bubblewrap. ``trusted`` runs bots as the referee's own user
-    with rlimits only, on purpose (``--trusted-bots``). Nothing falls back silently: a mode that
+    ``containment`` (made by :func:`containment_for`): AUTO (the default) contains every bot with
+    bubblewrap where it works, else (root referee) with a private uid and namespaces; NAMESPACES
+    skips bubblewrap (said on stderr); BUBBLEWRAP requires it; GVISOR requires gVisor; TRUSTED runs
+    bots as the referee's own user with rlimits only, on purpose (``--trusted-bots``). Nothing
+    falls back silently: a mode that
     cannot be had, or a bot that its private uid cannot run, is a ContainmentError that says
     how to fix it. docs/SANDBOX.md says what a bot can reach in each mode.
     """
 
     limits: Limits = field(default_factory=Limits)
-    sandbox: bool | None = None
-    trusted: bool = False
-    gvisor: bool = False  # every bot under gVisor, or an error saying why not (never a weaker mode)
+    containment: Containment = Containment.AUTO
     system: tuple[str, ...] = ()  # extra system paths a gVisor seat sees, checked (filesystem.system_paths)
     build_in_copy: bool = False  # trusted builds too, in a private copy (a worker's shared bot cache)
     warnings: list[str] = field(default_factory=list)
@@ -353,7 +357,7 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot_blocking gives it to the build's uid
+            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
         built = _relocated(spec, copy)
@@ -363,7 +367,7 @@ class Launcher:
                           tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True,
                           system=self._system(mode))
         try:
-            proc = plan.start_blocking()
+            proc = plan.start()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
             raise BuildError(f"{spec.label}: build {' '.join(spec.build or ())!r} cannot start: {e}. "
                              f"{CONTAINED_BUILD}") from None
@@ -401,9 +405,10 @@ class Launcher:
         return self._mode
 
     def _choose_mode(self) -> Containment:
-        if self.gvisor:
-            if self.trusted:
-                raise ContainmentError("gVisor and --trusted-bots contradict each other: choose one")
+        asked = self.containment
+        if not isinstance(asked, Containment):  # fail closed: no other value may mean a weaker mode
+            raise ContainmentError(f"containment must be a Containment, not {asked!r}")
+        if asked is Containment.GVISOR:
             problem = gvisor_problem_now()
             if problem:
                 raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
@@ -412,18 +417,18 @@ class Launcher:
             except SystemViewError as e:
                 raise ContainmentError(f"gVisor seats' system view: {e}") from None
             return Containment.GVISOR
-        if self.trusted:
+        if asked is Containment.TRUSTED:
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
             return Containment.TRUSTED
-        no_bwrap = "--no-sandbox was given" if self.sandbox is False else sandbox_problem_now()
+        no_bwrap = "--no-sandbox was given" if asked is Containment.NAMESPACES else sandbox_problem_now()
         if no_bwrap is None:
             return Containment.BUBBLEWRAP
-        if self.sandbox:
+        if asked is Containment.BUBBLEWRAP:
             raise ContainmentError(f"the sandbox was asked for but bubblewrap cannot run here: {no_bwrap}")
         no_ns = namespaces_problem_now()
         if no_ns is None:
-            if self.sandbox is False:
+            if asked is Containment.NAMESPACES:
                 self._warn("--no-sandbox: bots run without bubblewrap, contained by a private uid and "
                            "namespaces (no network, private /tmp, only the system and their own directory visible)")
             return Containment.NAMESPACES
@@ -464,10 +469,7 @@ class Launcher:
         who = (f"the referee's uid {os.geteuid()}" if mode is Containment.TRUSTED
                else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
         cgroups = cgroup_root()[0]
-        return describe_containment(sandbox=mode is Containment.BUBBLEWRAP,
-                                    namespaces=mode is Containment.NAMESPACES,
-                                    gvisor=mode is Containment.GVISOR, who=who,
-                                    cgroup=cgroups.kind if cgroups else None)
+        return describe_containment(mode, who=who, cgroup=cgroups.kind if cgroups else None)
 
     async def plan(self, spec: BotSpec) -> LaunchPlan:
         """:meth:`plan_now` for a caller inside an event loop (a build runs in a worker thread)."""

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .containment import RunAs, cgroup_root, drops_uid, find_bwrap, process_registry
+from .containment import Containment, RunAs, cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError
 from .gvisor import find_runsc
 from ..limits import Limits
@@ -23,9 +23,8 @@ _gvisor_checked: dict[str, str | None] = {}
 
 
 def _probe(**kw: Any):
-    from .blocking import BlockingBot
-    from .spawn import spawn_bot_blocking
-    return spawn_bot_blocking(["/usr/bin/true"], Path("/usr/bin"), shell=BlockingBot, limits=Limits(),
+    from .spawn import spawn_bot
+    return spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(),
                               extra_env=None, cgroup=False, ro_binds=(), **kw)
 
 
@@ -56,7 +55,7 @@ def namespaces_problem_now() -> str | None:
     if True not in _namespaces_checked:
         _namespaces_checked[True] = _tried(
             "namespace", 20, "", lambda exc, bot: f"namespace probe failed: {exc}",
-            sandbox=False, namespaces=True, run_as=RunAs.PRIVATE, bwrap=None)
+            containment=Containment.NAMESPACES, run_as=RunAs.PRIVATE, bwrap=None)
     return _namespaces_checked[True]
 
 
@@ -80,7 +79,7 @@ def sandbox_problem_now(run_as: RunAs = RunAs.PRIVATE) -> str | None:
     key = (bwrap, drops_uid(run_as))
     if key not in _bwrap_checked:
         _bwrap_checked[key] = _tried("bwrap", 20, f"cannot run {bwrap}: ", _bwrap_exit,
-                                     sandbox=True, namespaces=False, run_as=run_as, bwrap=bwrap)
+                                     containment=Containment.BUBBLEWRAP, run_as=run_as, bwrap=bwrap)
     return _bwrap_checked[key]
 
 
@@ -113,6 +112,7 @@ def gvisor_problem_now() -> str | None:
     if os.geteuid() != 0:
         return "needs a root referee (runsc run, a private uid per bot)"
     if runsc not in _gvisor_checked:
-        _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit, sandbox=False,
-                                        namespaces=False, run_as=RunAs.PRIVATE, bwrap=None, gvisor=runsc)
+        _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit,
+                                        containment=Containment.GVISOR, run_as=RunAs.PRIVATE, bwrap=None,
+                                        runsc=runsc)
     return _gvisor_checked[runsc]

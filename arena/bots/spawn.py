@@ -1,6 +1,6 @@
 """Forking a bot: its environment, uid, rlimits, cgroup and containment, from one long-lived thread.
 
-:func:`spawn_bot_blocking` does the work for :func:`arena.bots.start.start_bot_blocking` and for
+:func:`spawn_bot` does the work for :func:`arena.bots.start.start_bot` and for
 the probes that check a containment works here (:mod:`.probes`).
 """
 
@@ -18,9 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Generator, Sequence
 
+from .blocking import BlockingBot
 from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
-from .containment import RunAs, cgroup_root, describe_containment, drops_uid, process_registry
+from .containment import Containment, RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from .filesystem import BOT_PATH, open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
 from ..limits import Limits, MiB
@@ -193,11 +194,11 @@ BOT_FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.EN
                              errno.EISDIR, errno.ETXTBSY, errno.ENAMETOOLONG})
 
 
-def spawn_bot_blocking(command: list[str], cwd: Path | str, *, shell: type, **kw) -> Any:
-    """:func:`~arena.bots.start.start_bot_blocking` once its containment was checked (``bwrap``
+def spawn_bot(command: list[str], cwd: Path | str, **kw: Any) -> BlockingBot:
+    """:func:`~arena.bots.start.start_bot` once its containment was checked (``bwrap``
     found): every argument explicit (see :func:`_spawn`); the fork runs on the spawner thread and
-    is waited for here. ``shell`` is the class of the bot returned (a :class:`~.process.BotBase`)."""
-    steps = _spawn(command, cwd, shell=shell, **kw)
+    is waited for here."""
+    steps = _spawn(command, cwd, **kw)
     fork = next(steps)
     try:
         forked = _get_spawner().run_blocking(fork)
@@ -206,7 +207,7 @@ def spawn_bot_blocking(command: list[str], cwd: Path | str, *, shell: type, **kw
     return _finish(steps, None, forked)
 
 
-def _finish(steps: Generator, exc: BaseException | None, forked: Any) -> Any:
+def _finish(steps: Generator[Any, Any, BlockingBot], exc: BaseException | None, forked: Any) -> BlockingBot:
     """Hand the fork's outcome back to :func:`_spawn` and return the bot it builds."""
     try:
         if exc is not None:
@@ -223,15 +224,22 @@ between_check_and_mount: Callable[[Path], None] | None = None
 mounts it: where an author racing the start would swap the directory for a link."""
 
 
-def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool,
-           namespaces: bool, extra_env: dict[str, str] | None, run_as: RunAs,
+def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: Containment,
+           extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
-           bwrap: str | None, writable_cwd: bool = False, gvisor: str | None = None,
-           gvisor_system: Sequence[str] = (), shell: type) -> Generator:
+           bwrap: str | None, writable_cwd: bool = False, runsc: str | None = None,
+           gvisor_system: Sequence[str] = ()) -> Generator[Any, Any, BlockingBot]:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
-    callable for the spawner thread), is sent its result, and returns the bot as ``shell``, so
+    callable for the spawner thread), is sent its result, and returns the bot (a :class:`~.blocking.BlockingBot`), so
     the fork itself runs where a thread that outlives the bot can own it.
-    If anything fails, whatever was allocated is released."""
+    If anything fails, whatever was allocated is released. ``bwrap`` and ``runsc`` are the
+    programs BUBBLEWRAP and GVISOR run, found (and their containment probed) by the caller."""
+    if not isinstance(containment, Containment) or containment is Containment.AUTO:
+        raise BotStartError(f"containment must be a Containment other than AUTO, not {containment!r}")
+    sandbox, namespaces = containment is Containment.BUBBLEWRAP, containment is Containment.NAMESPACES
+    gvisor = runsc if containment is Containment.GVISOR else None
+    if (sandbox and not bwrap) or (containment is Containment.GVISOR and not runsc):
+        raise BotStartError(f"{containment} containment without its program (bwrap or runsc) found")
     command = [str(c) for c in command]
     if not command:
         raise BotCommandError("empty command")
@@ -430,12 +438,11 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, sandbox: bool
             "cgroups": [str(d) for d in cg.dirs.values()] if cg else [],
             "command": command,
         })
-        bot = shell(
+        bot = BlockingBot(
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
-            containment=describe_containment(sandbox=sandbox, namespaces=namespaces, gvisor=bool(gvisor),
-                                             who=_who(uid),
+            containment=describe_containment(containment, who=_who(uid),
                                              cgroup=cg.root.kind if cg else None),
         )
         bot._attribution.extra.update(helpers)

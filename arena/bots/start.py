@@ -1,4 +1,4 @@
-"""Starting a bot: :func:`start_bot_blocking`, which refuses a containment that does not work here
+"""Starting a bot: :func:`start_bot`, which refuses a containment that does not work here
 before it forks."""
 
 from __future__ import annotations
@@ -6,34 +6,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from .containment import RunAs, find_bwrap
+from .containment import Containment, RunAs, find_bwrap
 from .gvisor import find_runsc
-from .errors import BotStartError, SandboxUnavailable
+from .errors import SandboxUnavailable
 from ..limits import Limits
 from .blocking import BlockingBot
 from .probes import gvisor_problem_now, sandbox_problem_now
-from .spawn import spawn_bot_blocking
+from .spawn import spawn_bot
 
 
-def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
-                       sandbox: bool = False, namespaces: bool = False,
+def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limits(),
+                       containment: Containment = Containment.TRUSTED,
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       writable_cwd: bool = False, gvisor: bool = False,
+                       writable_cwd: bool = False,
                        gvisor_system: Sequence[str] = ()) -> BlockingBot:
-    """Start a bot and return it (use ``with start_bot_blocking(...) as bot``).
+    """Start a bot and return it (use ``with start_bot(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
         (/usr/local/bin:/usr/bin:/bin unless extra_env sets PATH) or relative
         to ``cwd`` if it contains a slash.
     cwd: the bot's directory; must be readable by the bot's uid.
-    sandbox: run inside bubblewrap (no network, read-only system, only ``cwd``
-        and ``ro_binds`` visible, private /tmp).  SandboxUnavailable if bwrap
-        is missing or cannot create namespaces here.
-    namespaces: the containment for a root referee without bubblewrap: new
-        mount, network, IPC and UTS namespaces and a root of its own with the
-        same view as the sandbox (namespaces.NamespaceRoot); needs a private uid.
-        HOME and TMPDIR are then a private tmpfs /tmp, like in the sandbox.
+    containment: the wall around the bot, a :class:`~.containment.Containment` (AUTO is
+        refused: a Launcher resolves it). BUBBLEWRAP: no network, read-only system,
+        only ``cwd`` and ``ro_binds`` visible, private /tmp; SandboxUnavailable if bwrap
+        is missing or cannot create namespaces here. NAMESPACES, for a root referee
+        without bubblewrap: new mount, network, IPC and UTS namespaces and a root of its
+        own with the same view (namespaces.NamespaceRoot); needs a private uid. GVISOR:
+        ``runsc run`` on a bundle written for the bot (see :mod:`.gvisor`);
+        SandboxUnavailable, with runsc's reason, where it cannot run. TRUSTED: no wall,
+        rlimits (and cgroups) only, under the uid ``run_as`` says.
     extra_env: added to the minimal environment (PATH, HOME, TMPDIR, LANG).
     run_as: RunAs.PRIVATE = when the referee is root, a private uid from
         uids.BOT_UID_BASE.. leased for this bot alone (so it cannot read
@@ -45,8 +47,6 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
     writable_cwd: ``cwd`` is writable and, under a private uid, handed to that uid
         first: for a contained build, in a copy of the bot made for it (see
         launch.Launcher.build), never for a bot that plays.
-    gvisor: run inside gVisor (``runsc run`` on a bundle written for the bot, see
-        :mod:`.gvisor`); SandboxUnavailable, with runsc's reason, where it cannot run.
     gvisor_system: extra system paths a gVisor seat sees, with their libraries (checked by
         filesystem.system_paths: a ladder's or a tournament's ``system`` list).
 
@@ -54,21 +54,18 @@ def start_bot_blocking(command: Sequence[str], cwd: Path | str, *, limits: Limit
     pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
     :class:`~arena.bots.blocking.Hub`.
     """
-    bwrap = None
-    if sandbox:
+    bwrap = runsc = None  # a containment that is no Containment, or AUTO, is refused by the spawn
+    if containment is Containment.BUBBLEWRAP:
         problem = sandbox_problem_now(run_as)
         if problem:
             raise SandboxUnavailable(problem)
         bwrap = find_bwrap()
-    if sum((sandbox, namespaces, gvisor)) > 1:
-        raise BotStartError("choose one of bubblewrap, namespaces and gVisor")
-    runsc = None
-    if gvisor:
+    if containment is Containment.GVISOR:
         problem = gvisor_problem_now()
         if problem:
             raise SandboxUnavailable(f"gVisor cannot run here: {problem}")
         runsc = find_runsc()
-    return spawn_bot_blocking(list(command), cwd, shell=BlockingBot, limits=limits, sandbox=sandbox,
-                              namespaces=namespaces, extra_env=extra_env, run_as=run_as, cgroup=cgroup,
-                              ro_binds=ro_binds, bwrap=bwrap, writable_cwd=writable_cwd, gvisor=runsc,
+    return spawn_bot(list(command), cwd, limits=limits, containment=containment,
+                              extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
+                              bwrap=bwrap, runsc=runsc, writable_cwd=writable_cwd,
                               gvisor_system=tuple(gvisor_system))

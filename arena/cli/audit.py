@@ -32,6 +32,7 @@ def collusion(tournament: Annotated[str, typer.Argument(help="The stored tournam
     bot, and say how much each one's result depended on the other (points a game, with an interval).
     Exit 1 when the pair is flagged."""
     import trio
+    from ..bots.launch import containment_for
     from ..tournament.collusion import audit_stored
     from ..tournament.store import Store
     if not store.exists():
@@ -39,7 +40,7 @@ def collusion(tournament: Annotated[str, typer.Argument(help="The stored tournam
     db = Store(store, readonly=True)
     try:
         found = trio.run(lambda: audit_stored(db, tournament, (first, second), reference, confidence=confidence,
-                                              margin=margin, sandbox=sandbox))
+                                              margin=margin, containment=containment_for(sandbox)))
     finally:
         db.close()
     level = f"{confidence:.0%}"

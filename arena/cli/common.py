@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 from collections.abc import Callable
+from enum import Enum
 from typing import Annotated, Optional, Any
 
 import typer
@@ -116,17 +117,49 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     return (ArenaError, RulesError, sqlite3.Error, OSError)
 
 
+class StoreTrouble(Enum):
+    """Why the store could not be written, told by SQLite's result code or the system's errno (never
+    by the words of a message, which a bot's name or a path may carry too)."""
+
+    FULL = "full"  # SQLITE_FULL, SQLITE_IOERR, SQLITE_TOOBIG; ENOSPC, EDQUOT
+    READ_ONLY = "read-only"  # SQLITE_READONLY
+    OTHER = "other"  # any other SQLite error
+
+
+def store_trouble(e: BaseException) -> StoreTrouble | None:
+    """The kind of ``e``, or of the error it was raised from or while handling (a StoreError keeps
+    the SQLite error it stands for as its context); None for an error that is no store trouble."""
+    import errno
+    import sqlite3
+    seen: BaseException | None = e
+    for _ in range(8):  # a chain is short; a cycle is not followed forever
+        if seen is None:
+            return None
+        code = getattr(seen, "sqlite_errorcode", None)
+        if isinstance(seen, sqlite3.Error) and isinstance(code, int):
+            primary = code & 0xFF  # an extended code's low byte is its primary code
+            if primary in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_TOOBIG):
+                return StoreTrouble.FULL
+            return StoreTrouble.READ_ONLY if primary == sqlite3.SQLITE_READONLY else StoreTrouble.OTHER
+        if isinstance(seen, sqlite3.Error):
+            return StoreTrouble.OTHER
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return StoreTrouble.FULL
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def describe_error(e: BaseException) -> str:
     """One line for a failure; the disk-full and read-only cases say what to do."""
-    text = str(e) or type(e).__name__
-    low = text.lower()
     import sqlite3
-    if isinstance(e, sqlite3.Error) or "disk is full" in low or "no space left" in low:
-        if "full" in low or "no space" in low or "too large" in low or "disk i/o" in low:
-            return (f"could not store a game: {text}; the games stored before it are kept; "
-                    "free some space (or pass another --store) and run the same command again to resume")
-        if "readonly" in low or "read-only" in low:
-            return f"the store is read-only: {text}; pass a writable --store"
+    text = str(e) or type(e).__name__
+    trouble = store_trouble(e)
+    if trouble is StoreTrouble.FULL:
+        return (f"could not store a game: {text}; the games stored before it are kept; "
+                "free some space (or pass another --store) and run the same command again to resume")
+    if trouble is StoreTrouble.READ_ONLY:
+        return f"the store is read-only: {text}; pass a writable --store"
+    if trouble is StoreTrouble.OTHER and isinstance(e, sqlite3.Error):  # SQLite's own, unwrapped
         return f"store: {text}"
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror or text}"

@@ -106,9 +106,9 @@ def play(bots: Annotated[list[str], typer.Argument(help="Two to six bots (manife
         from ..config import rule_label
         fail(f"{rule_label(r)} is for {r.min_players}-{r.max_players} players, not {len(specs)}")
     progress.message = "\ninterrupted: the game was not stored"  # after a prompt left mid-line
-    from ..bots.launch import Launcher
+    from ..bots.launch import Launcher, containment_for
     code = play_one(specs, r, seed, move_ms, bank_ms, max_turns, store, quiet, console,
-                    launcher=Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                    launcher=Launcher(containment=containment_for(sandbox, trusted_bots, gvisor),
                                       system=gvisor_system(system, gvisor, store)))
     raise typer.Exit(code)
 
@@ -133,7 +133,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
     from ..bots.manifest import load_bot
     from ..engine import rules_from
     from ..tournament.check import check_bot, print_report
-    from ..bots.launch import Launcher
+    from ..bots.launch import Launcher, containment_for
     from ..limits import Limits
     spec = load_bot(bot)
     if spec.human:
@@ -156,7 +156,7 @@ def check(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a direct
         say(text)
 
     report = check_bot(spec, games, move_ms, bank_ms=bank_ms, rules=ruleset, limits=limits, all_faults=all_games,
-                       progress=tick, launcher=Launcher(limits, sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
+                       progress=tick, launcher=Launcher(limits, containment_for(sandbox, trusted_bots, gvisor),
                                                          system=seat_system))
     if as_json:
         print(json.dumps(report, indent=2))

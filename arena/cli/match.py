@@ -112,6 +112,8 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
     progress = SafeConsole(stderr=True) if as_json else out
     if max_games < 2 or concurrency < 0 or every < 1:
         _fail("--max-games must be at least 2, --every at least 1 and --concurrency not negative")
+    from ..bots.launch import containment_for
+    containment = containment_for(sandbox, trusted_bots, gvisor)  # a contradiction: before the store opens
     db = None
     if not no_store:
         try:
@@ -184,8 +186,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         result, tid = trio.run(lambda: run_match(spec_a, spec_b, r, sprt=test, max_games=max_games, seed=seed,
                                                  clock=clock, max_turns=max_turns, concurrency=concurrency,
                                                  store=db, on_pair=on_pair, on_resume=on_resume,
-                                                 sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
-                                                 system=seat_system, suite=suite,
+                                                 containment=containment, system=seat_system, suite=suite,
                                                  cluster=cluster or "", on_incident=on_incident))
     except ExecutorBroken as e:  # the cluster is gone, say: what was played is kept
         _fail(f"{e}" + (f"; the games played are stored in {store}: run the same command again to resume"

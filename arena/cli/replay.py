@@ -234,7 +234,7 @@ def debug(
     The bot gets the seat's start message and then each request exactly as the referee wrote it, on the recorded clock, in its sandbox like any bot. At the first decision where it answers otherwise than the record (or faults), it shows that decision's view, both choices and what the bot wrote to stderr so far. A bot that seeds its randomness from start.seed chooses the same again. Exit status: 0 no divergence, 1 diverged, 2 an error (no such game or seat, a bot that cannot start).
     """  # noqa: E501 - one line: the help keeps the docstring's line breaks
 
-    from ..bots.launch import Launcher
+    from ..bots.launch import Launcher, containment_for
     from ..bots.manifest import ManifestError, load_bot
     from ..replay.debug import debug_seat
     from ..replay.simulate import ReplayError
@@ -263,8 +263,8 @@ def debug(
                   highlight=False, markup=False)
     opponents = _opponents(rp, seat, game, store) if play_on else None
     try:
-        result = debug_seat(rp, seat, spec, Launcher(sandbox=sandbox, trusted=trusted_bots, gvisor=gvisor,
-                                                         system=seat_system),
+        result = debug_seat(rp, seat, spec, Launcher(containment=containment_for(sandbox, trusted_bots, gvisor),
+                                                     system=seat_system),
                             start=start,
                             opponents=opponents)
     except ReplayError as e:

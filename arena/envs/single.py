@@ -73,7 +73,7 @@ class PalaceSingleEnv(gymnasium.Env):
     ``seat``: the learner's seat, or None for a random seat each game. ``clock``: what every
     request announces and what bot programs are held to (default: the tournament default,
     1000 ms a move plus a 10 s bank). ``launcher``: starts bot programs (default: an
-    ``arena.bots.launch.Launcher()``, the tournament's containment; pass ``Launcher(trusted=True)``
+    ``arena.bots.launch.Launcher()``, the tournament's containment; pass ``Launcher(containment=Containment.TRUSTED)``
     to run them as your own user on purpose). ``illegal``: what an action outside the mask
     does (``"penalize"``, ``"random_legal"`` or ``"raise"``; see the module's docstring).
     """

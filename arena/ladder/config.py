@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bots.launch import containment_for
 from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..config import Format
@@ -150,7 +151,7 @@ class Ladder:
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
             store=self.store, fixed_schedule=self.fixed_schedule, ponder=self.ponder, one_seat_per_author=self.one_seat_per_author,
-            gvisor=self.gvisor, system=list(self.system),
+            containment=containment_for(gvisor=self.gvisor), system=list(self.system),
             suite=self.suite if suite is not None else "")
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
         cfg = dataclasses.replace(cfg, **known) if known else cfg  # "schedule" is checked by the store

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from ..bots.containment import cleanup_stale
+from ..bots.containment import Containment, cleanup_stale
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..engine import Rules
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, Verdict, elo_difference, los, pair_elo, pair_index, rate_interval
@@ -177,8 +177,8 @@ def _score(seats: list[str], result: dict[str, Any], a: str) -> float:
 async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSprt | None = None,
                     max_games: int = 1000, seed: int = 1, clock: TimeControl = TimeControl(), max_turns: int = 2000,
                     concurrency: int = 1, store: Store | None = None, launcher: Callable | None = None,
-                    sandbox: bool | None = None, trusted: bool = False, gvisor: bool = False,
-                    system: tuple[str, ...] = (), suite: Suite | None = None, on_pair: Callable[[MatchProgress], None] | None = None,
+                    containment: Containment = Containment.AUTO, system: tuple[str, ...] = (),
+                    suite: Suite | None = None, on_pair: Callable[[MatchProgress], None] | None = None,
                     on_resume: Callable[[int, int], None] | None = None, cluster: str = "",
                     processes: int | None = None,
                     on_incident: Callable[[str], None] | None = None) -> tuple[MatchProgress, str]:
@@ -187,9 +187,9 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     time (1: the two games of a deal one after the other, so bots that search on the clock never
     share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
     ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
-    first).  Without a ``launcher`` the bots start contained as ``sandbox``/``trusted``/``gvisor``
-    (and ``system``, a gVisor seat's extra view, checked by the caller: ``filesystem.run_system``)
-    say (:class:`arena.bots.launch.Launcher`); a mode that cannot run here is a
+    first).  Without a ``launcher`` the bots start contained as ``containment`` says (and
+    ``system``, a gVisor seat's extra view, checked by the caller: ``filesystem.run_system``;
+    :class:`arena.bots.launch.Launcher`); a mode that cannot run here is a
     :class:`~arena.bots.launch.ContainmentError` at the first start, never a match of forfeits.
     With a ``suite`` its deals are played in order (at most ``max_games`` games) under its rules
     instead of fresh deals from ``seed``.  Returns the progress (from ``a``'s side: W/D/L, pair
@@ -227,7 +227,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     secret = load_secret(store.path.parent) if store is not None else run_secret()
     # refs: how another process loads each bot again (the directory of its manifest)
     setup = BotSetup({a.label: a, b.label: b}, {a.label: str(a.root), b.label: str(b.root)}, rules, clock=clock,
-                     sandbox=sandbox, trusted_bots=trusted, gvisor=gvisor, system=system)
+                     containment=containment, system=system)
     concurrency = max(1, concurrency)
     workers = max(1, min(processes or os.cpu_count() or 1, concurrency))
     if cluster:
@@ -240,7 +240,7 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
         if launcher is None:
             from ..bots.launch import Launcher
             cleanup_stale()
-            launcher = Launcher(sandbox=sandbox, trusted=trusted, gvisor=gvisor, system=system)
+            launcher = Launcher(containment=containment, system=system)
         opened = open_in_process(setup, capacity=concurrency, launcher=launcher)
     limiter = trio.CapacityLimiter(concurrency)
 

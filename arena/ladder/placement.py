@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bots.launch import ARENA_COPIES, Launcher
+from ..bots.launch import ARENA_COPIES, Launcher, containment_for
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
@@ -161,7 +161,9 @@ def check_containment(ladder: Ladder) -> dict[str, Launcher]:
     """``run_check``'s arguments for a submission's entry check in the ladder's containment (gVisor
     where the ladder file names it), as its games get; none for the default. Every entry point
     (``arena submit``, uploads) checks through this one."""
-    return {"launcher": Launcher(gvisor=True, system=tuple(ladder.system))} if ladder.gvisor else {}
+    if not ladder.gvisor:
+        return {}
+    return {"launcher": Launcher(containment=containment_for(gvisor=True), system=tuple(ladder.system))}
 
 
 @dataclass

@@ -4,8 +4,8 @@
 For a thread that plays one game at a time (a referee worker, an in-process lane, ``arena play``,
 a game in the browser through :func:`in_thread`), a decision is a write and a ``poll``:
 :func:`play_game` moves the messages of a :class:`~arena.referee.core.RefereeCore` to the seats
-and their replies back, waiting with ``poll``; a bot seat's decisions are
-:class:`~arena.referee.seat.BotSeat`'s. Bots start one after the other.
+and their replies back, waiting with ``poll``; what a bot seat's decisions mean is
+:mod:`~arena.referee.seat`'s. Bots start one after the other.
 """
 
 from __future__ import annotations
@@ -13,33 +13,99 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
 from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
-from ..faults import ArenaFailure, BotFault
+from ..faults import ArenaFailure, BotFault, StartFailed
 from . import protocol
 from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
-from .seat import WALL, BotSeat, Timer, answered, as_fault, faulted, game_clock, handshake_fault, hold, slot_end
+from .seat import (BETWEEN_GAMES, WALL, Timer, answered, as_fault, bots_doing, faulted, game_clock, handshake_fault,
+                   slot_end)
 
 BlockingLauncher = Callable[[BotSpec], BlockingBot]
 
 
-class BlockingPlayer(BotSeat):
-    """A bot process serving a match (the decisions are :class:`~arena.referee.seat.BotSeat`'s):
-    shut down without waiting for its grace. Its
+class BlockingPlayer:
+    """A bot process serving a match: started and greeted on first use, restarted after a fault,
+    shut down without waiting for its grace. Holds its connection (``conn``), its hello, how often
+    it started, and the stderr lines of processes already closed (handed out once, by
+    :meth:`take_stderr`); a reply's note travels in the decision's outcome, not here. Its
     decisions are timed on ``timer`` (the wall clock; a test's fake clock with
-    :class:`~arena.referee.testing.MockBot`)."""
-
-    conn: BlockingBot | None
+    :class:`~arena.referee.testing.MockBot`); what they decide is :mod:`.seat`'s."""
 
     def __init__(self, spec: BotSpec, launcher: Any, clock: TimeControl, *, restart_each_game: bool = False,
                  timer: Timer = WALL):
-        super().__init__(spec, launcher, clock, restart_each_game=restart_each_game)
+        self.spec = spec
+        self.name = spec.name
+        self.launcher = launcher
+        self.clock = clock
+        self.restart_each_game = restart_each_game
         self.timer = timer
+        self.conn: BlockingBot | None = None
+        self.hello: dict[str, Any] | None = None
+        self.starts = 0
+        self._stderr: list[str] = []
+        self.games = 0  # games begun
+
+    def _not_started(self, exc: Exception) -> NoReturn:
+        """The launcher failed: the bot's own doing (its command is missing, its build failed) is
+        its start fault; anything else is the arena's, which costs no bot a game."""
+        if bots_doing(exc):
+            raise StartFailed(f"could not start {self.spec.label}: {exc}") from None
+        raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(exc).__name__}: {exc}") from exc
+
+    def _greeted(self, line: str) -> None:
+        self.hello = protocol.read_bot_hello(line)
+
+    def _stale(self) -> bool:
+        """Whether the next game needs a fresh process: asked for, or the process has used half
+        of its lifetime CPU backstop (``Limits.process_cpu_seconds``)."""
+        if self.restart_each_game:
+            return True
+        usage = getattr(self.conn, "resource_usage", None)
+        limits = getattr(self.conn, "limits", None)
+        if not callable(usage) or limits is None:  # (tests' scripted connections have neither)
+            return False
+        spent = usage().cpu_seconds
+        return spent is not None and spent >= limits.process_cpu_seconds / 2
+
+    def _between_games(self) -> None:
+        """A game begins: what the bot wrote after its last game's ``end`` (and reached us by now)
+        is marked as written between games, not filed as this game's first decision's own."""
+        if self.games:
+            self._stderr = [BETWEEN_GAMES + line for line in self.take_stderr()]
+        self.games += 1
+
+    def hold(self, frozen: bool) -> None:
+        """Freeze (or thaw) the bot's processes, where its cgroup has a freezer."""
+        hold = getattr(self.conn, "hold", None)  # (tests' scripted connections have none)
+        if hold is not None:
+            hold(frozen)
+
+    def _clock_game(self, conn: Any) -> None:
+        """A game begins: the process's CPU is counted per game (arena.limits)."""
+        begin_game = getattr(conn, "begin_game", None)
+        if begin_game is not None:
+            begin_game(self.clock.move_s, self.clock.bank_s)
+
+    def take_stderr(self) -> list[str]:
+        fresh = self.conn.take_stderr() if self.conn is not None else []
+        if not self._stderr:
+            return fresh
+        out, self._stderr = self._stderr + fresh, []  # lines kept from a closed process, handed out once
+        return out
+
+    def _detach(self) -> Any:
+        """Forget the connection (the shell closes it, then :meth:`_keep_stderr`)."""
+        conn, self.conn = self.conn, None
+        return conn
+
+    def _keep_stderr(self, conn: Any) -> None:
+        self._stderr += conn.take_stderr()  # after closing, which waits for a dying bot's last lines
 
     def _ensure(self) -> BlockingBot:
         if self.conn is not None:
@@ -253,13 +319,21 @@ class BlockingLaunch:
                 plan = self.plans.get(spec.label)
                 if plan is None:
                     plan = self.plans[spec.label] = self.launcher.plan_now(spec)
-        return plan.start_blocking()
+        return plan.start()
 
 
 def blocking_launch(launcher: Any) -> BlockingLauncher:
     """What starts bots on the blocking shell: a :class:`~arena.bots.launch.Launcher` planned once
     per bot (:class:`BlockingLaunch`), or a spec -> bot function as it is (a test's fakes)."""
     return BlockingLaunch(launcher) if hasattr(launcher, "plan_now") else launcher
+
+
+def hold(player: Any, frozen: bool) -> None:
+    """Freeze a bot's seat off its turn, or thaw it for its request (a person's seat, or a
+    scripted one, is left alone). The game loops thaw a seat before its clock starts, so the
+    thaw costs it no time; ``ponder`` tables never freeze (see ``play_game``)."""
+    if isinstance(player, BlockingPlayer):
+        player.hold(frozen)
 
 
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,

@@ -22,7 +22,7 @@ import referencing
 from referencing.jsonschema import DRAFT202012
 
 from .. import __version__
-from ..faults import BadJson, BadVersion, IllegalAction, SchemaViolation, WrongRequest
+from ..faults import BadJson, BadVersion, BotFault, IllegalAction, SchemaViolation, WrongRequest
 from ..faults import ProtocolError  # noqa: F401 - re-exported: every bad line raises a subclass of it
 
 PROTOCOL_VERSION = 1
@@ -154,7 +154,7 @@ def read_bot_hello(line: str) -> dict[str, Any]:
     try:
         msg = parse_line(line)
         _check("bot_hello", msg)
-    except (BadJson, SchemaViolation) as e:
+    except BotFault as e:  # not JSON, or no hello: the same fault, with the line and a hint
         raise type(e)(f"{e}; the bot's first line was {_quote(line.rstrip(chr(10)), 80)}; hint: {HELLO_HINT}") from None
     if msg["protocol"] != PROTOCOL_VERSION:
         raise BadVersion(f"bot speaks protocol {msg['protocol']}, arena speaks {PROTOCOL_VERSION}")

@@ -1,10 +1,8 @@
 """What a bot's seat decides, apart from the I/O of :class:`~arena.referee.blocking.BlockingPlayer`.
 
-What a failed start costs and whom, the handshake's faults, when a process is too spent to serve
-another game, the game's clock handed to the process, the reply's check, what a decision's
-outcome says, and the stderr a closed process leaves for the game's record; and the
-:class:`Timer` a seat's decisions are timed on. The player subclasses :class:`BotSeat` and writes
-the I/O around these steps.
+What a failed start costs and whom, the handshake's faults, a game's clock on a fixed schedule,
+what a decision's outcome says; and the :class:`Timer` a seat's decisions are timed on. The one
+player, :class:`~arena.referee.blocking.BlockingPlayer`, writes the I/O around these steps.
 """
 
 from __future__ import annotations
@@ -12,11 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
-from ..bots.manifest import BotSpec
-from ..faults import ArenaFailure, BotFault, Crash, FaultReason, HandshakeFailed, StartFailed, Timeout
-from . import protocol
+from ..faults import BotFault, Crash, FaultReason, HandshakeFailed, Timeout
 from .core import Answered, Faulted, TimeControl
 
 
@@ -52,7 +48,7 @@ def as_fault(exc: BaseException) -> BotFault:
 _HANDSHAKE_FAULTS = (FaultReason.BAD_JSON, FaultReason.SCHEMA, FaultReason.CRASH)
 
 
-def _bots_doing(exc: Exception) -> bool:
+def bots_doing(exc: Exception) -> bool:
     """Whether a launcher's error is the bot's: a fault (its command cannot start,
     :class:`~arena.bots.errors.BotCommandError`) or its build failing. Anything else (no
     containment here, no cgroup, a failed fork, a bug) is the arena's, so a bot never
@@ -82,14 +78,6 @@ def slot_end(start: float, now: float, slot: float) -> float:
     return start + max(1, math.ceil((now - start) / slot)) * slot
 
 
-def hold(player: Any, frozen: bool) -> None:
-    """Freeze a bot's seat off its turn, or thaw it for its request (a person's seat, or a
-    scripted one, is left alone). The game loops thaw a seat before its clock starts, so the
-    thaw costs it no time; ``ponder`` tables never freeze (see ``play_game``)."""
-    if isinstance(player, BotSeat):
-        player.hold(frozen)
-
-
 def answered(player: Any, reply: tuple[int, dict[str, Any] | None], seconds: float) -> Answered:
     """A decision answered after ``seconds``: the reply's choice and note (its ``info``, as
     :func:`protocol.read_reply` gives them), with the stderr since the last one."""
@@ -103,78 +91,3 @@ def faulted(player: Any, fault: BotFault, seconds: float) -> Faulted:
 
 
 BETWEEN_GAMES = "(between games) "  # before a stderr line the bot wrote after its last game ended
-
-
-class BotSeat:
-    """A bot process serving a match: started and greeted on first use, restarted after a fault.
-    Holds its connection (``conn``), its hello, how often it started, and the stderr lines of
-    processes already closed (handed out once, by :meth:`take_stderr`). A reply's note travels
-    in the decision's outcome, not here."""
-
-    def __init__(self, spec: BotSpec, launcher: Any, clock: TimeControl, *, restart_each_game: bool = False):
-        self.spec = spec
-        self.name = spec.name
-        self.launcher = launcher
-        self.clock = clock
-        self.restart_each_game = restart_each_game
-        self.conn: Any = None
-        self.hello: dict[str, Any] | None = None
-        self.starts = 0
-        self._stderr: list[str] = []
-        self.games = 0  # games begun
-
-    def _not_started(self, exc: Exception) -> NoReturn:
-        """The launcher failed: the bot's own doing (its command is missing, its build failed) is
-        its start fault; anything else is the arena's, which costs no bot a game."""
-        if _bots_doing(exc):
-            raise StartFailed(f"could not start {self.spec.label}: {exc}") from None
-        raise ArenaFailure(f"the arena could not start {self.spec.label}: {type(exc).__name__}: {exc}") from exc
-
-    def _greeted(self, line: str) -> None:
-        self.hello = protocol.read_bot_hello(line)
-
-    def _stale(self) -> bool:
-        """Whether the next game needs a fresh process: asked for, or the process has used half
-        of its lifetime CPU backstop (``Limits.process_cpu_seconds``)."""
-        if self.restart_each_game:
-            return True
-        usage = getattr(self.conn, "resource_usage", None)
-        limits = getattr(self.conn, "limits", None)
-        if not callable(usage) or limits is None:  # (tests' scripted connections have neither)
-            return False
-        spent = usage().cpu_seconds
-        return spent is not None and spent >= limits.process_cpu_seconds / 2
-
-    def _between_games(self) -> None:
-        """A game begins: what the bot wrote after its last game's ``end`` (and reached us by now)
-        is marked as written between games, not filed as this game's first decision's own."""
-        if self.games:
-            self._stderr = [BETWEEN_GAMES + line for line in self.take_stderr()]
-        self.games += 1
-
-    def hold(self, frozen: bool) -> None:
-        """Freeze (or thaw) the bot's processes, where its cgroup has a freezer."""
-        hold = getattr(self.conn, "hold", None)  # (tests' scripted connections have none)
-        if hold is not None:
-            hold(frozen)
-
-    def _clock_game(self, conn: Any) -> None:
-        """A game begins: the process's CPU is counted per game (arena.limits)."""
-        begin_game = getattr(conn, "begin_game", None)
-        if begin_game is not None:
-            begin_game(self.clock.move_s, self.clock.bank_s)
-
-    def take_stderr(self) -> list[str]:
-        fresh = self.conn.take_stderr() if self.conn is not None else []
-        if not self._stderr:
-            return fresh
-        out, self._stderr = self._stderr + fresh, []  # lines kept from a closed process, handed out once
-        return out
-
-    def _detach(self) -> Any:
-        """Forget the connection (the shell closes it, then :meth:`_keep_stderr`)."""
-        conn, self.conn = self.conn, None
-        return conn
-
-    def _keep_stderr(self, conn: Any) -> None:
-        self._stderr += conn.take_stderr()  # after closing, which waits for a dying bot's last lines

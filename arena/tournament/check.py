@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..bots.containment import process_registry
+from ..bots.containment import Containment, process_registry
 from ..bots.launch import BuildError, Launcher, python_for
 from ..bots.manifest import BotSpec, load_bot
 from ..bots.spawn import HOST_ENV
@@ -78,7 +78,7 @@ def interpreter_note(spec: BotSpec, launcher: Launcher) -> str | None:
         return None
     if spec.python:
         return f"{spec.command[0]} runs {spec.python} (set by bot.toml)"
-    found = python_for(not launcher.trusted)
+    found = python_for(launcher.containment is not Containment.TRUSTED)
     if found is None:
         return f"{spec.command[0]}: no Python 3.11+ that an isolated bot may run"
     path = found[0]

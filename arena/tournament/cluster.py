@@ -3,7 +3,7 @@
 The client (the machine running ``arena tournament``) keeps everything that is
 not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
 The run itself travels once per worker, in a worker plugin: its setup (rules, clock,
-limits, sandbox flag), each bot's files hash and the bots' files as tar.gz blobs
+limits, containment), each bot's files hash and the bots' files as tar.gz blobs
 (:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play` is then one Dask task
 carrying the plugin's name and the game's :class:`~arena.tournament.executors.GameTask`
 (id, deal seed, seats by label, turn cap). A worker process plays one game at a time
@@ -41,7 +41,8 @@ from .. import __version__
 from ..bots.bundles import BundleError, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec
-from ..bots.probes import sandbox_problem_now
+from ..bots.containment import Containment
+from ..bots.probes import gvisor_problem_now, sandbox_problem_now
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class RunReferee:
     seen) until the run ends, the worker closes, or no game used them for ``IDLE_POOL_S``.
 
     It arrives on the worker once, pickled inside the run's plugin: the run's setup (rules,
-    clock, limits, sandbox) as :meth:`BotSetup.wire` makes it, each label's files hash, and each
+    clock, limits, containment) as :meth:`BotSetup.wire` makes it, each label's files hash, and each
     label's bot as a tar.gz blob (unpacked and built when a game first seats it). Blobs go by
     label, not by files hash: a label is what a game seats, and each is checked on arrival."""
 
@@ -213,22 +214,29 @@ def play_game(plugin: str, task: dict[str, Any]) -> bytes:
     return run.referee.play(task)
 
 
-async def probe(sandbox: bool | None) -> dict[str, Any]:
-    """Run on each worker before a tournament: its arena version, and why it cannot sandbox (if so)."""
+async def probe(containment: str) -> dict[str, Any]:
+    """Run on each worker before a tournament: its arena version, and why it cannot contain bots
+    as the run requires (``containment``: a :class:`Containment`'s value), if so. BUBBLEWRAP and
+    GVISOR are required, so checked here; AUTO and NAMESPACES are resolved by the worker's Launcher."""
     import sys
-    info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "sandbox": None}
-    if sandbox:  # in a thread: client.run calls us on the worker's event loop
-        try:
-            info["sandbox"] = await asyncio.wait_for(
-                asyncio.get_running_loop().run_in_executor(None, _sandbox_problem), 60)
+    info: dict[str, Any] = {"version": __version__, "python": sys.version.split()[0], "containment": None}
+    try:
+        asked = Containment(containment)
+    except ValueError:
+        info["containment"] = f"this worker knows no containment {containment!r}"
+        return info
+    if asked in (Containment.BUBBLEWRAP, Containment.GVISOR):  # in a thread: client.run calls us on
+        try:                                                    # the worker's event loop
+            info["containment"] = await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(None, _containment_problem, asked), 60)
         except asyncio.TimeoutError:
-            info["sandbox"] = "the sandbox check did not finish"
+            info["containment"] = f"the {asked} check did not finish"
     return info
 
 
-def _sandbox_problem() -> str | None:
+def _containment_problem(asked: Containment) -> str | None:
     with _PLAYING:  # the probe starts a bot through this process's blocking shell, as games do
-        return sandbox_problem_now()
+        return sandbox_problem_now() if asked is Containment.BUBBLEWRAP else gvisor_problem_now()
 
 
 # --------------------------------------------------------------------------- the client
@@ -283,9 +291,9 @@ def _connect(address: str):
     return client, None
 
 
-def _preflight(client, sandbox: bool | None) -> int:
+def _preflight(client, containment: Containment) -> int:
     try:
-        infos = client.run(probe, sandbox, on_error="return")
+        infos = client.run(probe, containment.value, on_error="return")
     except Exception as e:  # noqa: BLE001
         raise ClusterError(f"could not ask the workers what they run: {e}") from None
     problems = []
@@ -295,8 +303,8 @@ def _preflight(client, sandbox: bool | None) -> int:
                             "install palace-arena on every worker")
         elif info["version"] != __version__:
             problems.append(f"{addr}: palace-arena {info['version']}, but this machine has {__version__}")
-        elif info["sandbox"]:
-            problems.append(f"{addr}: cannot sandbox bots: {info['sandbox']}")
+        elif info["containment"]:
+            problems.append(f"{addr}: cannot contain bots ({containment}): {info['containment']}")
     if problems:
         raise ClusterError("workers not ready:\n  " + "\n  ".join(problems))
     if not infos:
@@ -434,7 +442,7 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None,
         if client is None:
             owned, cluster = await trio.to_thread.run_sync(_connect, address)
             client = owned
-        workers = await trio.to_thread.run_sync(_preflight, client, setup.sandbox)
+        workers = await trio.to_thread.run_sync(_preflight, client, setup.containment)
         run_plugin = distributed_plugin("RunPlugin")(referee)
         await trio.to_thread.run_sync(lambda: client.register_plugin(run_plugin, name=plugin))
         registered = True

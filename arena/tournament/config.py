@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bots.containment import Containment
 from ..bots.filesystem import SystemViewError, run_system
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..config import Elimination, Format
@@ -50,9 +51,7 @@ class TournamentConfig:
     bank_ms: int = 10_000
     handshake_ms: int = 10_000
     restart_each_game: bool = False
-    sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
-    trusted_bots: bool = False  # run bots as the referee's own user, on purpose
-    gvisor: bool = False  # every bot under gVisor, or an error where runsc cannot run (arena.bots.launch.Launcher)
+    containment: Containment = Containment.AUTO  # from the file's and the flags' options (load_config)
     system: list[str] = field(default_factory=list)  # extra system a gVisor seat sees (arena.bots.filesystem.system_paths)
     max_tables: int = MAX_TABLES
     store: str = "arena-data/arena.sqlite"
@@ -143,6 +142,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         data.update(tournament_data(flags, "command line", flags=True))
     except ConfigFileError as e:
         raise ConfigError(str(e)) from None
+    from ..bots.launch import containment_for
+    data["containment"] = containment_for(data.pop("sandbox", None), data.pop("trusted_bots", False),
+                                          data.pop("gvisor", False))
     cfg = TournamentConfig(**data)
     suite = cfg.deal_suite()
     if suite is not None:
@@ -166,7 +168,7 @@ def check_config(cfg: TournamentConfig) -> None:
     own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
     try:
-        run_system(cfg.system, gvisor=cfg.gvisor, refused=(Path(cfg.store).parent,))
+        run_system(cfg.system, gvisor=cfg.containment is Containment.GVISOR, refused=(Path(cfg.store).parent,))
     except SystemViewError as e:
         raise ConfigError(f"system: {e}") from None
     if not rules.min_players <= cfg.seats <= rules.max_players:

@@ -33,6 +33,7 @@ import msgpack
 import orjson
 import trio
 
+from ..bots.containment import Containment
 from ..bots.manifest import BotSpec, FolderError, load_bot
 from ..engine.rules import Rules
 from ..errors import ArenaError
@@ -86,12 +87,10 @@ class BotSetup:
     rules: Rules
     clock: TimeControl = TimeControl()
     limits: dict[str, int] = field(default_factory=dict)
-    sandbox: bool | None = None  # None: bubblewrap where it works (arena.bots.launch.Launcher)
+    containment: Containment = Containment.AUTO  # resolved by each process's Launcher (AUTO)
     restart_each_game: bool = False
-    trusted_bots: bool = False  # bots run as the referee's own user, on purpose
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
-    gvisor: bool = False  # every bot under gVisor (arena.bots.launch.Launcher)
     system: tuple[str, ...] = ()  # extra system a gVisor seat sees (checked again by the Launcher)
 
     @classmethod
@@ -105,21 +104,27 @@ class BotSetup:
         under, which :meth:`from_wire` checks on arrival."""
         hashes = {label: spec.files_hash() for label, spec in self.specs.items() if not spec.human}
         return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
-                "limits": self.limits, "sandbox": self.sandbox, "restart_each_game": self.restart_each_game,
-                "trusted_bots": self.trusted_bots, "fixed_schedule": self.fixed_schedule, "ponder": self.ponder,
-                "gvisor": self.gvisor, "system": list(self.system)}
+                "limits": self.limits, "containment": self.containment.value,
+                "restart_each_game": self.restart_each_game, "fixed_schedule": self.fixed_schedule,
+                "ponder": self.ponder, "system": list(self.system)}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
+        """The setup :meth:`wire` made; a containment this arena does not know is refused, never
+        taken for a weaker one."""
+        try:
+            containment = Containment(d["containment"])
+        except (KeyError, ValueError):
+            from ..bots.launch import ContainmentError
+            raise ContainmentError(f"the run's setup names no known containment: {d.get('containment')!r}") from None
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
         for label, digest in d.get("hashes", {}).items():
             spec = specs.get(label)
             if spec is not None and spec.files_hash() != digest:
                 raise FolderError(f"{spec.root}: {label}'s files changed since the run read them; run again")
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
-                   dict(d["limits"]), d["sandbox"],
-                   d["restart_each_game"], d.get("trusted_bots", False), d.get("fixed_schedule", False),
-                   d.get("ponder", False), d.get("gvisor", False), tuple(d.get("system", ())))
+                   dict(d["limits"]), containment, d["restart_each_game"], d.get("fixed_schedule", False),
+                   d.get("ponder", False), tuple(d.get("system", ())))
 
 
 @dataclass
@@ -371,8 +376,7 @@ class InProcessExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
     from ..limits import Limits
-    return Launcher(Limits(**setup.limits), setup.sandbox, setup.trusted_bots, gvisor=setup.gvisor,
-                    system=tuple(setup.system))
+    return Launcher(Limits(**setup.limits), setup.containment, system=tuple(setup.system))
 
 
 @asynccontextmanager

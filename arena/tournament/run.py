@@ -102,10 +102,9 @@ def table_authors(specs: dict[str, BotSpec], store: Store, own: Iterable[str] = 
 
 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
-    return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits), sandbox=cfg.sandbox,
-                       restart_each_game=cfg.restart_each_game, trusted_bots=cfg.trusted_bots,
-                       fixed_schedule=cfg.fixed_schedule, ponder=cfg.ponder, gvisor=cfg.gvisor,
-                       system=tuple(cfg.system))
+    return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits),
+                       containment=cfg.containment, restart_each_game=cfg.restart_each_game,
+                       fixed_schedule=cfg.fixed_schedule, ponder=cfg.ponder, system=tuple(cfg.system))
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
@@ -154,7 +153,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         games = schedule(cfg, labels, secret, authors)
         planned = len(games)
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
-        preflight = getattr(Launcher(Limits(**cfg.limits), cfg.sandbox, cfg.trusted_bots, gvisor=cfg.gvisor,
+        preflight = getattr(Launcher(Limits(**cfg.limits), cfg.containment,
                                       system=tuple(cfg.system)), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)
             await preflight(specs.values())
