@@ -149,7 +149,8 @@ def test_a_gvisor_seat_s_reads_move_no_access_time_another_seat_sees(tmp_path: P
     import time
 
     from arena.bots.containment import RunAs
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.containment import Containment
+    from arena.bots.start import start_bot
     from tests.checks import reachable
 
     shared = tmp_path / "shared"  # a read-only path every seat sees besides the system (the arena package)
@@ -163,7 +164,7 @@ def test_a_gvisor_seat_s_reads_move_no_access_time_another_seat_sees(tmp_path: P
     for _ in range(2):  # the first start maps and locks the shared files (the referee's own read)
         old = time.time() - 3 * 86400
         os.utime(target, (old, old - 60))  # a day old: the next read moves it under relatime too
-        with start_bot_blocking(read, bot, run_as=RunAs.PRIVATE, gvisor=True, ro_binds=[shared]) as proc:
+        with start_bot(read, bot, run_as=RunAs.PRIVATE, containment=Containment.GVISOR, ro_binds=[shared]) as proc:
             status, lines = proc.run_to_end(60)
         assert lines == ["read"], (status, lines)
     assert os.stat(target).st_atime == old
@@ -200,14 +201,15 @@ def test_a_large_system_view_still_starts_under_gvisor(tmp_path: Path) -> None:
     import glob
 
     from arena.bots.containment import RunAs
-    from arena.bots.start import start_bot_blocking
+    from arena.bots.containment import Containment
+    from arena.bots.start import start_bot
     from tests.checks import reachable
     extra = sorted(glob.glob("/usr/lib/*/gconv/*.so"))[:48]  # glibc's own modules: on every Debian host
     assert len(extra) == 48
     bot = tmp_path / "bot"
     bot.mkdir()
     bot = reachable(bot)
-    with start_bot_blocking(["python3", "-c", "print('up')"], bot, run_as=RunAs.PRIVATE, gvisor=True,
+    with start_bot(["python3", "-c", "print('up')"], bot, run_as=RunAs.PRIVATE, containment=Containment.GVISOR,
                             gvisor_system=tuple(extra)) as proc:
         status, lines = proc.run_to_end(60)
     assert (status, lines) == (0, ["up"])
