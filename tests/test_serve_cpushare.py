@@ -52,7 +52,7 @@ def _in_child(body) -> tuple[str, int | None, int | None]:
 def _shows_an_autogroup() -> bool:
     try:
         cpushare.autogroup_nice_of("self")
-        return cpushare._read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
+        return cpushare.read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
     except OSError:
         return False
 
@@ -77,9 +77,9 @@ def test_without_a_cgroup_the_sessions_autogroup_is_niced_and_given_back(monkeyp
 def test_an_empty_autogroup_file_means_a_cgroup_is_weighed_and_a_nice_is_used(monkeypatch):
     """The kernel prints nothing in /proc/PID/autogroup for a process in a cpu cgroup of its own;
     that is a reason to fall back, never a crash."""
-    real = cpushare._read_small
+    real = cpushare.read_small
     monkeypatch.setattr(cpushare, "_into_cgroup", lambda share: (_ for _ in ()).throw(OSError(13, "Permission denied")))
-    monkeypatch.setattr(cpushare, "_read_small",
+    monkeypatch.setattr(cpushare, "read_small",
                         lambda p: "1\n" if "sched_autogroup_enabled" in str(p)
                         else "" if str(p).endswith("/autogroup") else real(p))
     r, w = os.pipe()
