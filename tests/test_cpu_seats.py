@@ -207,10 +207,17 @@ def test_a_seat_is_thawed_only_for_its_own_requests(ponder) -> None:
         seat = log[i][0]
         assert log[i - 1] == (seat, "thaw") and log[i + 1] == (seat, "freeze"), log[i - 1:i + 2]
     frozen = {"a": True, "b": True}
-    for seat, what in log:  # at most one seat is ever thawed
+    ends = [i for i, (_, what) in enumerate(log) if what == "end"]
+    for seat, what in log[:ends[0]]:  # at most one seat is thawed while the game is played
         if what in ("freeze", "thaw"):
             frozen[seat] = what == "freeze"
             assert sum(not f for f in frozen.values()) <= 1
+    for seat, what in log[ends[0]:]:  # a seat hears its end thawed: a frozen one cannot read it
+        if what in ("freeze", "thaw"):
+            frozen[seat] = what == "freeze"
+        if what == "end":
+            assert not frozen[seat], log[ends[0] - 2:]
+    assert len(ends) == 2
 
 
 def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -> None:

@@ -51,7 +51,7 @@ def _in_child(body) -> tuple[str, int | None, int | None]:
 
 def _autogroups_on() -> bool:
     try:
-        return cpushare._read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
+        return cpushare.read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() == "1"
     except OSError:
         return False
 
@@ -64,21 +64,21 @@ def test_without_a_cgroup_the_sessions_autogroup_is_niced_and_given_back(monkeyp
         raise OSError(13, "Permission denied")
 
     monkeypatch.setattr(cpushare, "_into_cgroup", no_cgroup)
-    own = cpushare._read_small("/proc/self/autogroup")
+    own = cpushare.read_small("/proc/self/autogroup")
     how, held, after = _in_child(lambda: cpushare.bound_pages(0.1))
     if _autogroups_on():
         assert (how, held, after) == ("autogroup", 10, 0)  # 1.25 ** -10: about a tenth of nice 0's weight
     else:
         assert (how, held, after) == ("nice", None, None)
-    assert cpushare._read_small("/proc/self/autogroup") == own  # this test's session untouched
+    assert cpushare.read_small("/proc/self/autogroup") == own  # this test's session untouched
 
 
 def test_an_empty_autogroup_file_means_a_cgroup_is_weighed_and_a_nice_is_used(monkeypatch):
     """The kernel prints nothing in /proc/PID/autogroup for a session in its default (root) group;
     that is a reason to fall back, never a crash."""
-    real = cpushare._read_small
+    real = cpushare.read_small
     monkeypatch.setattr(cpushare, "_into_cgroup", lambda share: (_ for _ in ()).throw(OSError(13, "Permission denied")))
-    monkeypatch.setattr(cpushare, "_read_small",
+    monkeypatch.setattr(cpushare, "read_small",
                         lambda p: "1\n" if "sched_autogroup_enabled" in str(p)
                         else "" if str(p).endswith("/autogroup") else real(p))
     r, w = os.pipe()

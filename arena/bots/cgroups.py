@@ -27,7 +27,7 @@ _CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the
 _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}
 
 
-def _mounts() -> list[tuple[str, str, str, set[str]]]:
+def cgroup_mounts() -> list[tuple[str, str, str, set[str]]]:
     """(fstype, mountpoint, root, superoptions) for cgroup mounts."""
     out = []
     with open("/proc/self/mountinfo") as f:
@@ -40,7 +40,7 @@ def _mounts() -> list[tuple[str, str, str, set[str]]]:
     return out
 
 
-def _own_cgroups() -> dict[str, str]:
+def own_cgroups() -> dict[str, str]:
     """controller -> our path in it ("" key for the cgroup2 hierarchy)."""
     out = {}
     with open("/proc/self/cgroup") as f:
@@ -51,12 +51,12 @@ def _own_cgroups() -> dict[str, str]:
     return out
 
 
-def _write(path: Path, value: str) -> None:
+def write(path: Path, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
 
 
-def _read_small(path: str | Path) -> str:
+def read_small(path: str | Path) -> str:
     """A small kernel file's text, with plain system calls: the counters are read every game and
     during waits, where ``Path.read_text`` cost more than the rest of a decision's I/O."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -71,14 +71,14 @@ def _read_small(path: str | Path) -> str:
 
 def _read_int(path: str | Path) -> int | None:
     try:
-        return int(_read_small(path).split()[0])
+        return int(read_small(path).split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
 
 def _read_keyed(path: str | Path, key: str) -> int | None:
     try:
-        for line in _read_small(path).splitlines():
+        for line in read_small(path).splitlines():
             k, _, v = line.partition(" ")
             if k == key:
                 return int(v)
@@ -110,7 +110,7 @@ class CgroupRoot:
         except FileExistsError:  # another referee's, or its rmdir of it just now: the caller retries
             pass
         if self.kind == "v2":
-            _write(parent / "cgroup.subtree_control", self.v2_controllers)
+            write(parent / "cgroup.subtree_control", self.v2_controllers)
         return parent
 
     @property
@@ -138,7 +138,7 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
     shares) and the v1 freezer are used where they are; the explanation names them when not.
     """
     try:
-        mounts, own = _mounts(), _own_cgroups()
+        mounts, own = cgroup_mounts(), own_cgroups()
     except OSError as exc:
         return None, f"cannot read cgroup mounts: {exc}"
     notes = []
@@ -162,7 +162,7 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
         try:
             enabled = set((base / "cgroup.subtree_control").read_text().split())
             if not wanted <= enabled:
-                _write(base / "cgroup.subtree_control", found.v2_controllers)
+                write(base / "cgroup.subtree_control", found.v2_controllers)
             found.ensure_parent("unified")
             probe.mkdir()
             probe.rmdir()
@@ -229,25 +229,25 @@ class BotCgroup:
                 self.dirs[ctrl] = d
             if root.kind == "v2":
                 d = self.dirs["unified"]
-                _write(d / "memory.max", str(memory_bytes))
-                _write(d / "pids.max", str(max_pids))
+                write(d / "memory.max", str(memory_bytes))
+                write(d / "pids.max", str(max_pids))
                 for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"), _CPU_WEIGHT["v2"]):
                     if (d / knob).exists():
-                        _write(d / knob, value)
+                        write(d / knob, value)
             else:
                 if "memory" in self.dirs:
                     d = self.dirs["memory"]
-                    _write(d / "memory.limit_in_bytes", str(memory_bytes))
+                    write(d / "memory.limit_in_bytes", str(memory_bytes))
                     for knob in ("memory.memsw.limit_in_bytes", "memory.swappiness"):
                         try:  # absent without swap accounting; harmless to skip
-                            _write(d / knob, str(memory_bytes) if "memsw" in knob else "0")
+                            write(d / knob, str(memory_bytes) if "memsw" in knob else "0")
                         except OSError:
                             pass
                 if "pids" in self.dirs:
-                    _write(self.dirs["pids"] / "pids.max", str(max_pids))
+                    write(self.dirs["pids"] / "pids.max", str(max_pids))
                 if "cpu" in self.dirs:
                     knob, value = _CPU_WEIGHT["v1"]
-                    _write(self.dirs["cpu"] / knob, value)
+                    write(self.dirs["cpu"] / knob, value)
             # The freezer's file stays open: a seat is frozen and thawed on every decision.
             freeze_dir = self.dirs.get("unified" if root.kind == "v2" else "freezer")
             knob, self._frozen, self._thawed = _FREEZE[root.kind]
@@ -300,7 +300,7 @@ class BotCgroup:
         d = self.dirs.get("unified")
         if d is not None and (d / "cgroup.kill").exists():
             try:
-                _write(d / "cgroup.kill", "1")
+                write(d / "cgroup.kill", "1")
                 self._thaw_quietly()
                 return
             except OSError:

@@ -77,7 +77,7 @@ class LadderState:
     def refresh(self, store: Store) -> int:
         """Read the ladder's games stored since the last call; returns how many there were."""
         rows = games_after(store.db, self.ladder.prefix, self.last_rowid)
-        for rowid, gid, seats, result in rows:
+        for rowid, gid, _, _, _, seats, result in rows:
             self.last_rowid = rowid
             self.games += 1
             self.outcomes.update(outcomes([(seats, result)]))

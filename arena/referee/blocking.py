@@ -388,6 +388,8 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
+        if not ponder:  # a frozen seat cannot read its end (with a long game's events it outgrows the
+            hold(players[seat], False)  # pipe: the send then waited out its 10 s timeout and lost the bot)
         players[seat].finish(message)
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bots.cgroups import _mounts, _own_cgroups, _read_small, _write
+from ..bots.cgroups import cgroup_mounts, own_cgroups, read_small, write
 
 PAGES_CGROUP = "palace-arena-pages"
 _DEFAULT = {"v2": 100, "v1": 1024}  # a group's weight when nobody set one (the ladder's)
@@ -76,8 +76,8 @@ def bound_pages(share: float) -> PagesShare:
 
 def _cpu_dir() -> tuple[str, Path]:
     """("v2" or "v1", this process's directory in the hierarchy that can have the cpu controller)."""
-    own = _own_cgroups()
-    for fstype, mnt, root, opts in _mounts():
+    own = own_cgroups()
+    for fstype, mnt, root, opts in cgroup_mounts():
         if fstype == "cgroup" and "cpu" in opts and "cpu" in own:
             kind, path = "v1", own["cpu"]
         elif fstype == "cgroup2" and "" in own and not [c for c in own if c]:  # a pure v2 host
@@ -92,18 +92,18 @@ def _cpu_dir() -> tuple[str, Path]:
 def _into_cgroup(share: float) -> PagesShare:
     kind, base = _cpu_dir()
     if kind == "v2":
-        if "cpu" not in _read_small(base / "cgroup.controllers").split():
+        if "cpu" not in read_small(base / "cgroup.controllers").split():
             raise OSError(0, f"the cpu controller is not delegated to {base}")
         # Enabling it below a group that holds processes fails (EBUSY) except at the root.
-        if "cpu" not in _read_small(base / "cgroup.subtree_control").split():
-            _write(base / "cgroup.subtree_control", "+cpu")
+        if "cpu" not in read_small(base / "cgroup.subtree_control").split():
+            write(base / "cgroup.subtree_control", "+cpu")
     _sweep(base)
     group = base / f"{PAGES_CGROUP}-{os.getpid()}"
     group.mkdir(exist_ok=True)
     try:
         value = cgroup_weight(kind, share)
-        _write(group / _KNOB[kind], str(value))
-        _write(group / "cgroup.procs", "0")  # this process; in v1 its threads follow
+        write(group / _KNOB[kind], str(value))
+        write(group / "cgroup.procs", "0")  # this process; in v1 its threads follow
     except OSError:
         _rmdir(group)
         raise
@@ -126,11 +126,11 @@ def _rmdir(d: Path) -> None:
 
 def _nice_autogroup(share: float, note: str) -> PagesShare:
     """This session's autogroup niced: only where this session has an autogroup of its own."""
-    if _read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
+    if read_small("/proc/sys/kernel/sched_autogroup_enabled").strip() != "1":
         raise OSError(0, "autogroups are off")
     before = autogroup_nice_of("self")
     nice = max(autogroup_nice(share), before)
-    _write(Path("/proc/self/autogroup"), str(nice))
+    write(Path("/proc/self/autogroup"), str(nice))
     return PagesShare("autogroup", "/proc/self/autogroup", nice, note, before)
 
 
@@ -138,7 +138,7 @@ def autogroup_nice_of(pid: int | str) -> int:
     """The nice of a process's autogroup: its file reads "/autogroup-N nice K". It is empty for a
     session in the kernel's default group, the root group (a container's first session, as in
     CI): an OSError, since niceing that group is refused and a plain nice does the job there."""
-    words = _read_small(f"/proc/{pid}/autogroup").split()
+    words = read_small(f"/proc/{pid}/autogroup").split()
     if len(words) != 3 or words[1] != "nice":
         raise OSError(0, "this session is in the root group, not an autogroup of its own")
     return int(words[2])
@@ -150,9 +150,9 @@ def release(applied: PagesShare) -> None:
     try:
         if applied.how.startswith("cgroup"):
             group = Path(applied.where)
-            _write(group.parent / "cgroup.procs", "0")
+            write(group.parent / "cgroup.procs", "0")
             _rmdir(group)
         elif applied.how == "autogroup":
-            _write(Path(applied.where), str(applied.before))
+            write(Path(applied.where), str(applied.before))
     except OSError:
         pass

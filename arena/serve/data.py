@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ArenaError
 from ..store import LATEST, reads, schema_version
+from ..store.games import NewGame, games_after
 from ..store.reads import LADDER_PREFIX, game_filter
 from ..tournament.store import Store, StoreError
 
@@ -86,13 +87,19 @@ class _Kept:
         self.think: dict[str, tuple[float, int]] = {}
 
 
-def _take(kept: _Kept, rows: list[tuple], think: list[tuple], total: int) -> bool:
+def _read_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[NewGame], list[tuple], int]:
+    """The games under ``prefix`` after row ``after`` (the store's one such reader), their think sums
+    and how many games the prefix holds."""
+    return (games_after(db, prefix, after), *reads.think_after(db, prefix, after))
+
+
+def _take(kept: _Kept, rows: list[NewGame], think: list[tuple], total: int) -> bool:
     """Add the games read after ``kept.last``; False when they do not simply follow the kept ones."""
-    for rowid, tid, idx, seed, seats, result in rows:
-        if (tid, idx) in kept.games:
+    for g in rows:
+        if (g.tournament, g.idx) in kept.games:
             return False
-        kept.games[(tid, idx)] = (tid, seed, json.loads(seats), json.loads(result))
-        kept.last = max(kept.last, rowid)
+        kept.games[(g.tournament, g.idx)] = (g.tournament, g.seed, g.seats, g.result)
+        kept.last = max(kept.last, g.rowid)
     for bot, ms, n in think:
         old_ms, old_n = kept.think.get(bot, (0.0, 0))
         kept.think[bot] = (old_ms + (ms or 0.0), old_n + (n or 0))
@@ -111,9 +118,9 @@ def ladder_games(db: ReadStore, prefix: str) -> tuple[list[tuple], dict[str, tup
     with _LADDER_GAMES_LOCK:
         kept = _LADDER_GAMES.setdefault((str(db.path), prefix), _Kept())
     with kept.lock:
-        if not _take(kept, *reads.games_after(db.db, prefix, kept.last)):
+        if not _take(kept, *_read_after(db.db, prefix, kept.last)):
             kept.clear()  # a game removed or stored again: read them all
-            _take(kept, *reads.games_after(db.db, prefix, 0))
+            _take(kept, *_read_after(db.db, prefix, 0))
         return [kept.games[k] for k in sorted(kept.games)], dict(kept.think)
 
 

@@ -288,10 +288,14 @@ class GameResult(NamedTuple):
 
 
 class NewGame(NamedTuple):
-    """A game as a ladder's running state reads it: ``rowid`` orders games as they were stored."""
+    """A game read by row (a ladder's running state, the pages' kept standings): ``rowid`` orders
+    games as they were stored."""
 
     rowid: int
     id: str
+    tournament: str
+    idx: int
+    seed: int
     seats: list[str]
     result: dict[str, Any]
 
@@ -332,10 +336,12 @@ def think_by_bot(db: sqlite3.Connection, *, tournament: str | None = None,
 
 
 def games_after(db: sqlite3.Connection, prefix: str, rowid: int) -> list[NewGame]:
-    """The games under ``prefix`` stored after the game row ``rowid``, in the order they were stored."""
-    rows = db.execute("SELECT rowid, id, seats, result FROM games WHERE rowid>? AND substr(tournament,1,?)=? "
-                      "ORDER BY rowid", (rowid, len(prefix), prefix)).fetchall()
-    return [NewGame(r, gid, orjson.loads(seats), orjson.loads(result)) for r, gid, seats, result in rows]
+    """The games under ``prefix`` stored after the game row ``rowid``, in the order they were stored:
+    the one reader of "a prefix's games after row N" (the ladder's run and the pages' standings)."""
+    rows = db.execute("SELECT rowid, id, tournament, idx, seed, seats, result FROM games "
+                      "WHERE rowid>? AND substr(tournament,1,?)=? ORDER BY rowid", (rowid, len(prefix), prefix))
+    return [NewGame(r, gid, t, idx, seed, orjson.loads(seats), orjson.loads(result))
+            for r, gid, t, idx, seed, seats, result in rows]
 
 
 def recent_seats(db: sqlite3.Connection, prefix: str, *, since: float | None = None,

@@ -276,18 +276,16 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
     return ({k: tuple(v) for k, v in parts.items()}, {k: frozenset(v) for k, v in bots.items()})
 
 
-def games_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], list[tuple], int]:
-    """The games under tournament-id ``prefix`` stored after row ``after``: (rowid, tournament, idx,
-    seed, seats, result) rows, their seats' (bot, think ms, decisions) sums, and how many games the
-    prefix holds in all (so a reader that keeps the earlier ones sees a removal)."""
+def think_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], int]:
+    """The (bot, think ms, decisions) sums of the games under tournament-id ``prefix`` stored after
+    row ``after`` (the games themselves: :func:`arena.store.games.games_after`), and how many games
+    the prefix holds in all (so a reader that keeps the earlier ones sees a removal)."""
     n = len(prefix)
-    rows = db.execute("SELECT g.rowid, g.tournament, g.idx, g.seed, g.seats, g.result FROM games g "
-                      f"WHERE g.rowid>? AND {_prefixed('g.tournament')}", (after, n, prefix)).fetchall()
     think = db.execute("SELECT s.bot, SUM(s.think_ms), SUM(s.decisions) FROM games g JOIN game_seats s "
                        f"ON s.game=g.id WHERE g.rowid>? AND {_prefixed('g.tournament')} GROUP BY s.bot",
                        (after, n, prefix)).fetchall()
     total = db.execute(f"SELECT COUNT(*) FROM games g WHERE {_prefixed('g.tournament')}", (n, prefix)).fetchone()[0]
-    return rows, think, total
+    return think, total
 
 
 def bot_results_after(db: sqlite3.Connection, label: str, after: int) -> tuple[list[tuple], int]:
