@@ -76,7 +76,7 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
         for seed in range(2):
             core = RefereeCore(rules, ["t"] * players, seed, game_id=f"g{seed}", clock=clock)
             while (req := core.next_request()) is not None:
-                lines.append(req.line.encode() + b"\n")
+                lines.append(req.line + b"\n")
                 core.answer(0, 0.00005)
         p = greeted(argv, bot, 1)[0]
         write, flush, readline = p.stdin.write, p.stdin.flush, p.stdout.readline

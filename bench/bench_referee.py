@@ -152,7 +152,7 @@ def core_pipe_games(procs: list[subprocess.Popen], rules: str, players: int, see
             p.stdin.flush()
         while (req := core.next_request()) is not None:
             p = procs[req.seat]
-            p.stdin.write(req.line.encode() + b"\n")
+            p.stdin.write(req.line + b"\n")
             p.stdin.flush()
             choice, note = protocol.read_reply(p.stdout.readline().decode().rstrip("\n"), req.id, req.n_actions)
             core.settle(Answered(choice, 0.00005, [], note))

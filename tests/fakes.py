@@ -40,8 +40,8 @@ class ScriptedConnection(MockBot):
         """Every line the referee wrote."""
         return self.lines
 
-    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
-        self._line = text
+    def send_line(self, text: str | bytes, *, timeout: float = 10.0) -> None:
+        self._line = text.decode() if isinstance(text, bytes) else text
         super().send_line(text, timeout=timeout)
 
 

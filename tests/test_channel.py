@@ -80,6 +80,10 @@ def test_encode_line_refuses_a_newline() -> None:
     assert encode_line("é") == "é\n".encode()
     with pytest.raises(ValueError):
         encode_line("two\nlines")
+    assert encode_line("é".encode()) == "é\n".encode()  # a request's line: bytes, written as they are
+    for bad in (b"two\nlines", b"a\rb"):
+        with pytest.raises(ValueError):
+            encode_line(bad)
 
 
 # -- the conversation: times in, a line, a fault or "wait until T" out (no clock inside) ---------

@@ -94,8 +94,10 @@ class CheckedBot(MockBot):
     def __init__(self, bot: Bot, log: list[dict[str, Any]], seat: int):
         super().__init__(lambda msg: [] if (reply := bot(msg)) is None else [reply], transcript=log, label=seat)
 
-    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+    def send_line(self, text: str | bytes, *, timeout: float = 10.0) -> None:
         assert not self.closed, "the referee wrote to a closed bot"
+        if isinstance(text, bytes):  # a request line, as the core encoded it
+            text = text.decode("utf-8")
         assert "\n" not in text and "\r" not in text
         text.encode("utf-8")  # always encodable
         kind = json.loads(text)["type"]

@@ -32,7 +32,7 @@ def _play(rules: str, players: int, seed: int, *, encode: bool, meddle: bool = F
         msg = req.message
         assert msg["clock"] == {"move_ms": CLOCK.move_ms, "bank_ms": int(bank[req.seat] * 1000)}
         assert req.timeout == CLOCK.move_ms / 1000 + bank[req.seat]
-        out.append((req.seat, req.id, req.timeout, req.n_actions, req.line, protocol.encode(msg)))
+        out.append((req.seat, req.id, req.timeout, req.n_actions, req.line, protocol.encode(msg).encode()))
         if meddle:
             for a in msg["actions"]:
                 a["kind"] = "scribbled"
@@ -55,7 +55,7 @@ def test_each_line_is_its_message_encoded(rules: str, players: int) -> None:
         assert len(lines) == len(messages) > 10
         for (seat, rid, timeout, n, line, from_line), (*same, empty, built) in zip(lines, messages):
             assert (seat, rid, timeout, n) == tuple(same)
-            assert empty == ""
+            assert empty == b""
             assert line == from_line == built  # the bytes a bot gets, however the request was made
 
 
@@ -70,6 +70,6 @@ def test_what_a_caller_does_to_a_message_or_a_record_changes_no_later_request() 
 
 def test_a_request_needs_its_line_or_its_message() -> None:
     with pytest.raises(ValueError):
-        Request(0, 1, None, "", 1.0, 2)
-    req = Request(0, 1, None, '{"type":"request","id":1}', 1.0, 2)
+        Request(0, 1, None, b"", 1.0, 2)
+    req = Request(0, 1, None, b'{"type":"request","id":1}', 1.0, 2)
     assert req.message == {"type": "request", "id": 1} and req.message is req.message  # read once

@@ -143,7 +143,7 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
         original = bot.send_line
 
         def send_line(text: str, *, timeout: float = 10.0) -> None:
-            sent.append(text)
+            sent.append(text.decode() if isinstance(text, bytes) else text)
             original(text, timeout=timeout)
         bot.send_line = send_line  # type: ignore[method-assign]
         return bot

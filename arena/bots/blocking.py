@@ -199,7 +199,7 @@ class BlockingBot(BotBase):
 
     # -- talking ---------------------------------------------------------
 
-    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+    def send_line(self, text: str | bytes, *, timeout: float = 10.0) -> None:
         """Write one line (a newline is appended), waiting at most ``timeout`` seconds for room in
         the pipe; a BotError subclass (the bot exited, closed its stdin, or never read) if not."""
         data = encode_line(text)

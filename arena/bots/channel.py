@@ -29,11 +29,13 @@ READ_CHUNK = 64 * 1024
 """Bytes a shell reads from a pipe at once: the most the channel holds beyond one line."""
 
 
-def encode_line(text: str) -> bytes:
-    """One protocol line as bytes for a bot's stdin (the newline appended)."""
-    if "\n" in text or "\r" in text:
+def encode_line(text: str | bytes) -> bytes:
+    """One protocol line as bytes for a bot's stdin (the newline appended). A request comes as
+    the UTF-8 bytes the core encoded (no decode and re-encode per decision)."""
+    data = text if type(text) is bytes else text.encode("utf-8")
+    if b"\n" in data or b"\r" in data:
         raise ValueError("a protocol line must not contain newlines")
-    return text.encode("utf-8") + b"\n"
+    return data + b"\n"
 
 
 class LineChannel:

@@ -141,7 +141,7 @@ class BlockingPlayer:
         start = now()
         try:
             conn = self.conn if self.conn is not None else self._ensure()
-            line = req.line or protocol.encode(req.message)  # a core told not to encode leaves it empty
+            line = req.line or protocol.encode(req.message).encode()  # a core told not to encode leaves it empty
             try:
                 conn.send_line(line)
                 reply = protocol.read_reply(conn.receive_line(req.timeout), req.id, req.n_actions)

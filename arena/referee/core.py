@@ -154,8 +154,9 @@ def bot_seed(deal_seed: int, seat: int) -> int:
 
 
 class Request:
-    """A decision a seat is asked for: its line (encoded once; empty where the core was told not
-    to encode, for in-process agents), the message, and how long the seat has.
+    """A decision a seat is asked for: its line (UTF-8 bytes without the newline, encoded once and
+    written as they are; empty where the core was told not to encode, for in-process agents), the
+    message, and how long the seat has.
 
     A core that encodes builds the line alone, and the message is read back from it the first
     time someone asks (a person's seat, a test): a bot's seat needs only the line, and the
@@ -163,7 +164,7 @@ class Request:
 
     __slots__ = ("seat", "id", "_message", "line", "timeout", "n_actions")
 
-    def __init__(self, seat: int, id: int, message: dict[str, Any] | None, line: str, timeout: float,
+    def __init__(self, seat: int, id: int, message: dict[str, Any] | None, line: bytes, timeout: float,
                  n_actions: int) -> None:
         if message is None and not line:
             raise ValueError("a request needs its message or its line")
@@ -318,11 +319,11 @@ class RefereeCore:
                                      "decision": decision_name(state), "view": seat_view(state, seat),
                                      "events": events,
                                      "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
-                                     "clock": clock}).decode()
+                                     "clock": clock})
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
                                    [dict(o[0]) for o in offered], dict(clock), numbered=True)
-            return Request(seat, rid, msg, "", timeout, len(actions))
+            return Request(seat, rid, msg, b"", timeout, len(actions))
         return None
 
     def answer(self, choice: int, seconds: float, stderr: Sequence[str] = (), note: dict[str, Any] | None = None) -> None:

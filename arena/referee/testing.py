@@ -132,7 +132,9 @@ class MockBot:
 
     # ------------------------------------------------------------ the connection
 
-    def send_line(self, text: str, *, timeout: float = 10.0) -> None:
+    def send_line(self, text: str | bytes, *, timeout: float = 10.0) -> None:
+        if isinstance(text, bytes):  # a request line, as the core encoded it
+            text = text.decode("utf-8")
         if self.exited or self.closed:
             raise Crash("bot exited with status 1")
         if self.refused is not None:

@@ -97,7 +97,7 @@ def debug_seat(replay: Replay, seat: int, spec: BotSpec, launcher: Callable, *, 
             recorded = decisions[number - 1]
             req = recorded.request
             timeout = (req["clock"]["move_ms"] + req["clock"]["bank_ms"]) / 1000  # the request's own clock
-            got = player.decide(Request(seat, req["id"], req, protocol.encode(req), timeout, len(req["actions"])))
+            got = player.decide(Request(seat, req["id"], req, protocol.encode(req).encode(), timeout, len(req["actions"])))
             if isinstance(got, Answered):
                 choice, fault, note = got.choice, None, got.note or {}
             else:
