@@ -183,7 +183,7 @@ def test_a_running_swiss_carried_round_to_round_pairs_as_one_recomputed_from_the
     assert sum(byes.values()) == 12 and max(byes.values()) == 1  # 12 byes over 14 bots: nobody sits out twice
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)  # 50 find a reversed score-gap tie-break: 150 cost 3.6 s
 @given(fields(max_bots=26))
 def test_a_search_stopped_at_once_keeps_the_greedy_seating(case):
     """The search tries each head's tables fewest repeats first, then closest score, then in
