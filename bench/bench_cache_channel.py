@@ -81,7 +81,7 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 '''
 
-SEND = r'''
+BOT_OPENING = r'''
 import os, random, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from arena.botkit import serve
@@ -90,6 +90,17 @@ N = int(os.environ["BITS"])
 state = {}
 game = {}
 def choose(req):
+'''
+
+
+def bot_script(name: str, body: str) -> str:
+    """A channel bot: the opening both share (imports, the chan module, per-game state), the body of
+    its ``choose`` and the serve call, which clears the state at each game's start."""
+    return (BOT_OPENING + body.strip("\n") + "\n    return random.choice(req.actions).id\n"
+            f'serve(choose, "{name}", "1.0", on_start=lambda m: (state.clear(), game.update(id=m["game"])), typed=True)\n')
+
+
+SEND = bot_script("cc-send", r'''
     until = time.monotonic() + 0.12
     if "bits" not in state:
         state.update(bits=hand_bits([str(c) for c in req.view.hand], N), i=0, k=0, slots=0)
@@ -106,19 +117,9 @@ def choose(req):
         if state["k"] >= N or state["i"] >= len(TRIPLES):
             log("SENDSLOTS", state["slots"], "triples", state["i"])
             state["k"] = N
-    return random.choice(req.actions).id
-serve(choose, "cc-send", "1.0", on_start=lambda m: (state.clear(), game.update(id=m["game"])), typed=True)
-'''
+''')
 
-RECV = r'''
-import os, random, sys, time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from arena.botkit import serve
-from chan import TRIPLES, COLD_US, first_read_us, log, origin
-N = int(os.environ["BITS"])
-state = {}
-game = {}
-def choose(req):
+RECV = bot_script("cc-recv", r'''
     until = time.monotonic() + 0.12
     if not state:
         state.update(bits=[], i=0, slots=0, done=False, at=origin(game["id"]))
@@ -135,9 +136,7 @@ def choose(req):
         if len(state["bits"]) >= N:
             state["done"] = True
             log("GOT", "".join(map(str, state["bits"])), "slots", state["slots"])
-    return random.choice(req.actions).id
-serve(choose, "cc-recv", "1.0", on_start=lambda m: (state.clear(), game.update(id=m["game"])), typed=True)
-'''
+''')
 
 
 def view_pool() -> list[str]:
