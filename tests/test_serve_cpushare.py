@@ -73,6 +73,24 @@ def test_without_a_cgroup_the_sessions_autogroup_is_niced_and_given_back(monkeyp
     assert cpushare.read_small("/proc/self/autogroup") == own  # this test's session untouched
 
 
+def _bound_in_fork() -> tuple[str, int, str]:
+    """``bound_pages(0.1)`` in a forked child (it changes the process it runs in): how, value, note."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            applied = cpushare.bound_pages(0.1)
+            os.write(w, f"{applied.how}|{applied.value}|{applied.note}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 4096).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    how, value, note = got.split("|")
+    return how, int(value), note
+
+
 def test_an_empty_autogroup_file_means_a_cgroup_is_weighed_and_a_nice_is_used(monkeypatch):
     """The kernel prints nothing in /proc/PID/autogroup for a session in its default (root) group;
     that is a reason to fall back, never a crash."""
@@ -81,19 +99,8 @@ def test_an_empty_autogroup_file_means_a_cgroup_is_weighed_and_a_nice_is_used(mo
     monkeypatch.setattr(cpushare, "read_small",
                         lambda p: "1\n" if "sched_autogroup_enabled" in str(p)
                         else "" if str(p).endswith("/autogroup") else real(p))
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        try:
-            applied = cpushare.bound_pages(0.1)
-            os.write(w, f"{applied.how}|{applied.note}".encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 4096).decode()
-    os.close(r)
-    os.waitpid(pid, 0)
-    assert got.startswith("nice|") and "no autogroup: this session is in the root group" in got, got
+    how, _, note = _bound_in_fork()
+    assert how == "nice" and "no autogroup: this session is in the root group" in note, note
 
 
 def test_a_share_is_a_weight_from_a_tenth_to_equal():
@@ -108,20 +115,8 @@ def test_nothing_allowed_falls_back_to_a_nice_and_says_why(monkeypatch):
 
     monkeypatch.setattr(cpushare, "_into_cgroup", refused)
     monkeypatch.setattr(cpushare, "_nice_autogroup", refused)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        try:
-            applied = cpushare.bound_pages(0.1)
-            os.write(w, f"{applied.how}|{applied.value}|{applied.note}".encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 4096).decode()
-    os.close(r)
-    os.waitpid(pid, 0)
-    how, value, note = got.split("|")
-    assert how == "nice" and int(value) >= 10
+    how, value, note = _bound_in_fork()
+    assert how == "nice" and value >= 10
     assert "no cpu cgroup: Permission denied" in note and "no autogroup: Permission denied" in note
 
 
