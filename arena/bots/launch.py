@@ -303,6 +303,7 @@ class Launcher:
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     _mode: Containment | None = None
+    _system_view: tuple[str, ...] = ()  # ``system`` checked and its presets resolved, once, with the mode
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""
@@ -413,7 +414,7 @@ class Launcher:
             if problem:
                 raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
             try:  # again here, where the seats start: a worker gets the list over the wire
-                system_paths(self.system)
+                self._system_view = system_paths(self.system)
             except SystemViewError as e:
                 raise ContainmentError(f"gVisor seats' system view: {e}") from None
             return Containment.GVISOR
@@ -491,8 +492,9 @@ class Launcher:
                           system=self._system(mode))
 
     def _system(self, mode: Containment) -> tuple[str, ...]:
-        """The extra system paths a gVisor seat (or build) sees: the run's list, presets resolved."""
-        return system_paths(self.system) if mode is Containment.GVISOR else ()
+        """The extra system paths a gVisor seat (or build) sees: the run's list as checked when the
+        mode was chosen (the check walks every file below each path: not again per bot)."""
+        return self._system_view if mode is Containment.GVISOR else ()
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:
