@@ -108,21 +108,61 @@ def upload(server: str, token: str, ladder: str, folder: Path) -> str:
         raise RemoteError(f"cannot reach {server}: {getattr(e, 'reason', e)}") from None
 
 
-def follow(url: str, say: Any, poll_s: float = 1.0) -> dict[str, Any]:
-    """Poll the submission until it ends, passing each new log line (and the queue place) to ``say``."""
-    shown, ahead = 0, None
+# How long ``follow`` keeps asking a server that does not answer: a server restarted mid-queue
+# (an upgrade, a crash) keeps the submission in its store and runs it again, so the terminal or CI
+# job waits for it rather than failing a submission that will still be placed.
+PATIENCE_S = 600.0
+
+
+def _fetch_json(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def follow(url: str, say: Any, poll_s: float = 1.0, patience_s: float = PATIENCE_S, fetch: Any = _fetch_json,
+           clock: Any = time.monotonic, sleep: Any = time.sleep) -> dict[str, Any]:
+    """Poll the submission until it ends, passing each new log line (and the queue place) to ``say``.
+
+    A server that is unreachable or answers 502-504 is asked again, with a growing pause, for up
+    to ``patience_s`` since it last answered; any other refusal, or a reply that is not the
+    submission's JSON, ends the wait at once."""
+    shown, ahead, last_ok, pause, down = 0, None, clock(), poll_s, False
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=60) as r:
-                job = json.loads(r.read())
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise RemoteError(f"lost the submission at {url}: {getattr(e, 'reason', e)}") from None
-        if job["status"] == "waiting" and job["ahead"] != ahead:
-            ahead = job["ahead"]
-            say(f"waiting: {ahead} submission(s) ahead in the queue" if ahead else "waiting: next in the queue")
-        for line in job["lines"][shown:]:
-            say(line)
-        shown = len(job["lines"])
-        if job["done"]:
-            return job
-        time.sleep(poll_s)
+            job = fetch(url)
+        except urllib.error.HTTPError as e:
+            if e.code not in (502, 503, 504):
+                raise RemoteError(f"lost the submission at {url}: the server answered {e.code}") from None
+            trouble: Any = f"it answered {e.code}"
+        except (urllib.error.URLError, OSError) as e:
+            trouble = getattr(e, "reason", e)
+        except ValueError:
+            raise RemoteError(f"lost the submission at {url}: the server's answer is not a submission") from None
+        else:
+            if not isinstance(job, dict) or not {"status", "lines", "done"} <= job.keys():
+                raise RemoteError(f"lost the submission at {url}: the server's answer is not a submission")
+            if down:
+                say("the server answers again")
+            last_ok, pause, down = clock(), poll_s, False
+            if job["status"] == "waiting" and job.get("ahead") != ahead:
+                ahead = job.get("ahead")
+                say(f"waiting: {ahead} submission(s) ahead in the queue" if ahead else "waiting: next in the queue")
+            lines = job["lines"]
+            if len(lines) < shown:  # run again after a restart: its lines start over
+                shown = 0
+            for line in lines[shown:]:
+                say(line)
+            shown = len(lines)
+            if job["done"]:
+                return job
+            sleep(poll_s)
+            continue
+        if clock() - last_ok > patience_s:
+            raise RemoteError(f"lost the submission at {url}: the server has not answered for "
+                              f"{patience_s / 60:.0f} min ({trouble}); it keeps the submission, so look at that page later")
+        if not down:
+            say(f"the server is not answering ({trouble}); asking again for up to {patience_s / 60:.0f} min "
+                "(a restarted server runs the submission again)")
+            down = True
+        sleep(pause)
+        pause = min(pause * 2, 15.0)
