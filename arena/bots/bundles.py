@@ -166,9 +166,8 @@ class Holds:
         with self._guard:
             if (base, key) in self._fds:
                 return
-            fd = os.open(base / f"{key}.use", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = _mark_used(base / f"{key}.use")
             fcntl.flock(fd, fcntl.LOCK_SH)
-            os.utime(fd)  # the entry's last use, which eviction orders by
             self._fds[(base, key)] = fd
 
     def release(self) -> None:
@@ -309,10 +308,17 @@ def _unpack_entry(base: Path, key: str, digest: str, blob: bytes) -> None:
         raise
 
 
-def _touch(path: Path) -> None:
-    """Mark an entry used now (eviction takes the least recently used first)."""
+def _mark_used(path: Path) -> int:
+    """Stamp an entry's ``.use`` file now (eviction takes the least recently used first); its
+    descriptor, for a holder to lock."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         os.utime(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        raise
+    return fd
+
+
+def _touch(path: Path) -> None:
+    os.close(_mark_used(path))
