@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tournament.standings import read_games, summarise
+from ..tournament.standings import Rates, read_games, summarise
 from ..store.games import recent_seats
 from ..store.ladders import last_view, record_view
 from ..tournament.store import Store
@@ -18,7 +18,7 @@ from .history import rating_history, trends
 from .tables import MemberStatus, bot_statuses, members
 
 @dataclass
-class Row:
+class Row(Rates):
     rank: int
     label: str
     name: str
@@ -48,22 +48,6 @@ class Row:
     rated: bool = False  # enough games to show the rating (ratings.MIN_RATED_GAMES)
     think_ms: float = 0.0
     decisions: int = 0
-
-    @property
-    def ms_per_decision(self) -> float:
-        return self.think_ms / self.decisions if self.decisions else 0.0
-
-    @property
-    def win_rate(self) -> float:
-        return self.wins / self.games if self.games else 0.0
-
-    @property
-    def draw_rate(self) -> float:
-        return self.draws / self.games if self.games else 0.0
-
-    @property
-    def margin(self) -> float | None:
-        return None if self.elo_low is None or self.elo_high is None else (self.elo_high - self.elo_low) / 2
 
     def as_json(self) -> dict[str, Any]:
         r = lambda x, k=1: None if x is None else round(x, k)  # noqa: E731

@@ -15,8 +15,37 @@ from typing import Any
 from ..store.games import game_results, think_by_bot
 
 
+class Rates:
+    """What a standings row derives from its counts: shared by a tournament's :class:`Line` and a
+    ladder's row (arena.ladder.standings.Row), so both show the same rates."""
+
+    games: int
+    wins: int
+    draws: int
+    think_ms: float
+    decisions: int
+    elo_low: float | None
+    elo_high: float | None
+
+    @property
+    def win_rate(self) -> float:
+        return self.wins / self.games if self.games else 0.0
+
+    @property
+    def draw_rate(self) -> float:
+        return self.draws / self.games if self.games else 0.0
+
+    @property
+    def ms_per_decision(self) -> float:
+        return self.think_ms / self.decisions if self.decisions else 0.0
+
+    @property
+    def margin(self) -> float | None:
+        return None if self.elo_low is None or self.elo_high is None else (self.elo_high - self.elo_low) / 2
+
+
 @dataclass
-class Line:
+class Line(Rates):
     bot: str
     games: int = 0
     wins: int = 0
@@ -39,22 +68,6 @@ class Line:
     @property
     def avg_place(self) -> float:
         return self.place_sum / self.games if self.games else 0.0
-
-    @property
-    def win_rate(self) -> float:
-        return self.wins / self.games if self.games else 0.0
-
-    @property
-    def draw_rate(self) -> float:
-        return self.draws / self.games if self.games else 0.0
-
-    @property
-    def ms_per_decision(self) -> float:
-        return self.think_ms / self.decisions if self.decisions else 0.0
-
-    @property
-    def margin(self) -> float | None:
-        return None if self.elo_low is None or self.elo_high is None else (self.elo_high - self.elo_low) / 2
 
     def as_json(self) -> dict[str, Any]:
         r = lambda x, k=4: None if x is None else round(x, k)  # noqa: E731
