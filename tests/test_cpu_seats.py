@@ -242,3 +242,34 @@ def test_ponder_goes_from_the_files_to_every_game(tmp_path: Path, monkeypatch) -
     with pytest.raises(ZeroDivisionError):
         BlockingExecutor(setup, launcher=lambda spec: None).play(GameTask("g", 1, tuple(setup.specs), 100))
     assert seen == [True]
+
+
+@needs_cgroups
+def test_a_frozen_seats_end_longer_than_the_pipe_reaches_the_running_bot(specs, monkeypatch) -> None:
+    """Real processes and a real freezer: each seat's ``end`` is padded past what a pipe holds
+    (64 KiB), as a long game's events can be. A seat still frozen could not read it: the send would
+    wait out its timeout and the bot be closed; thawed first, both bots hear it and live on into
+    the next game (same process)."""
+    from arena.referee.core import RefereeCore
+    ends = RefereeCore.end_messages
+
+    def padded(self):
+        return [(seat, {**msg, "events": [*msg["events"], {"type": "note", "text": "x" * 200_000}]})
+                for seat, msg in ends(self)]
+
+    monkeypatch.setattr(RefereeCore, "end_messages", padded)
+    launcher = Launcher(LIMITS, containment_for())
+    plan = trio.run(launcher.plan, specs["quiet"])
+    players = [BlockingPlayer(specs["quiet"], lambda spec: plan.start(), CLOCK) for _ in range(2)]
+    try:
+        pids = []
+        for seed in range(2):
+            rec = play_game(players, preset("classic"), seed, game_id=f"long-end-{seed}", clock=CLOCK, max_turns=12)
+            assert not rec.faults, rec.faults
+            assert all(p.conn is not None for p in players), "a bot was closed at its end"
+            pids.append([p.conn.pid for p in players])
+        assert pids[0] == pids[1]  # the same processes played both games: nobody was lost at an end
+    finally:
+        for p in players:
+            p.shutdown()
+        settle()
