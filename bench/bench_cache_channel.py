@@ -206,6 +206,7 @@ def main() -> None:
     (work / "t.toml").write_text(
         f'name = "cc"\nrules = "classic"\nseats = 2\ndeals = {deals}\nseed = 5\n'
         f'bots = ["{work / "send"}", "{work / "recv"}"]\ngvisor = {str(gvisor).lower()}\n'
+        f'accept_kernel_channels = {str(not gvisor).lower()}\n'  # the channel measured, accepted by name
         f'one_seat_per_author = true\nfixed_schedule = true\nmax_turns = 60\n[time]\nmove_ms = {MOVE_MS}\n')
     try:
         report(work, gvisor, bits, cold_us, len(files) // 3)
