@@ -199,9 +199,10 @@ class _TournamentFields(_Shared):
     gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
                                                   "kernel with the host; an error where runsc cannot run, never a "
                                                   "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor: what a seat sees of the "
-                                    "system besides Python 3 and bash, for its bots' languages: presets (javascript, "
-                                    "java) or absolute paths, with their libraries (docs/SANDBOX.md).")
+    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
+                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
+                                    "presets (javascript, java) or absolute paths, with their libraries "
+                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
                                              "sets the number of deals; rules, options and seats must match it.")
@@ -285,9 +286,10 @@ class LadderFile(_Shared):
     gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
                                                   "kernel with the host; an error where runsc cannot run, never a "
                                                   "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor: what a seat sees of the "
-                                    "system besides Python 3 and bash, for its bots' languages: presets (javascript, "
-                                    "java) or absolute paths, with their libraries (docs/SANDBOX.md).")
+    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
+                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
+                                    "presets (javascript, java) or absolute paths, with their libraries "
+                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "
                                              "it; rules, options and seats must match it.")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.containment import Containment
-from ..bots.filesystem import SystemViewError, run_system
+from ..bots.filesystem import SystemView, SystemViewError, run_system
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..config import Elimination, Format
 from ..engine import Rules, RulesError, rules_from
@@ -102,6 +102,13 @@ class TournamentConfig:
         return out
 
     @property
+    def view(self) -> SystemView:
+        """What a seat sees of the system: strangers' seats, and every gVisor seat, the small
+        stranger view whose pages the referee keeps in the cache (docs/SANDBOX.md)."""
+        strangers = self.one_seat_per_author or self.containment is Containment.GVISOR
+        return SystemView.STRANGER if strangers else SystemView.HOST
+
+    @property
     def channels_accepted(self) -> bool:
         """Strangers' seats whose operator accepted the kernel channels (check_config holds the rest)."""
         return self.one_seat_per_author and self.accept_kernel_channels
@@ -176,7 +183,7 @@ def check_config(cfg: TournamentConfig) -> None:
     own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
     try:
-        run_system(cfg.system, gvisor=cfg.containment is Containment.GVISOR, refused=(Path(cfg.store).parent,))
+        run_system(cfg.system, stranger_view=cfg.view is SystemView.STRANGER, refused=(Path(cfg.store).parent,))
     except SystemViewError as e:
         raise ConfigError(f"system: {e}") from None
     if not rules.min_players <= cfg.seats <= rules.max_players:
@@ -201,7 +208,7 @@ def check_config(cfg: TournamentConfig) -> None:
 
 
 KERNEL_CHANNELS = ("two seats can still pass bits through counters the host kernel shares (pipe inode numbers, "
-                   "eventfd ids, the page cache: up to hundreds of bits per second, docs/SANDBOX.md)")
+                   "eventfd ids: up to hundreds of bits per second, docs/SANDBOX.md)")
 ACCEPTED_CHANNELS = ("kernel channels accepted: strangers' bots (one_seat_per_author) run outside gVisor, where "
                      + KERNEL_CHANNELS)
 """What every view of a run's or a ladder's settings says when its operator accepted the channels (a
