@@ -157,3 +157,15 @@ def test_a_command_outside_a_strangers_view_is_refused_naming_it(mode: Containme
     with pytest.raises(BotCommandError, match="perl is not in a stranger's seat's system view"):
         start_bot(["perl", "-e", "1"], reachable(bot), run_as=RunAs.PRIVATE, containment=mode,
                   view=SystemView.STRANGER)
+
+
+def test_a_view_that_is_no_system_view_or_on_no_wall_is_refused(tmp_path: Path) -> None:
+    """Fail closed: a plain string is not taken for a view, and a bot with no wall has no stranger view."""
+    from arena.bots.errors import BotStartError
+    from arena.bots.start import start_bot
+    with pytest.raises(BotStartError, match="view must be a SystemView"):
+        start_bot(["python3", "-c", "pass"], tmp_path, containment=Containment.TRUSTED, run_as=RunAs.REFEREE,
+                  view="stranger")  # type: ignore[arg-type]
+    with pytest.raises(BotStartError, match="stranger view is for a contained bot"):
+        start_bot(["python3", "-c", "pass"], tmp_path, containment=Containment.TRUSTED, run_as=RunAs.REFEREE,
+                  view=SystemView.STRANGER)

@@ -264,8 +264,10 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
     if gvisor and not drops_uid(run_as):
         raise BotStartError("gVisor containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
     contained = sandbox or namespaces or bool(gvisor)
-    if not isinstance(view, SystemView) or (view is SystemView.STRANGER and not contained):
-        raise BotStartError(f"the {view!r} system view is for a contained bot")  # fail closed
+    if not isinstance(view, SystemView):  # fail closed: no other value may mean the host's system
+        raise BotStartError(f"view must be a SystemView, not {view!r}")
+    if view is SystemView.STRANGER and not contained:
+        raise BotStartError("the stranger view is for a contained bot")
     seen = SystemView.HOST if gvisor else view  # a gVisor bundle holds the stranger view, checked there
     if contained:
         seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
