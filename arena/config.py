@@ -55,6 +55,12 @@ Ponder = Annotated[StrictBool, Field(description="Bots may think on the other se
                                        "is frozen whole between its requests and gets no CPU (docs/SANDBOX.md).")]
 OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
                                                  "author; a bot without one is its own; docs/SANDBOX.md).")]
+AcceptKernelChannels = Annotated[StrictBool, Field(description="With one_seat_per_author outside gVisor: the "
+                                                     "operator accepts, by name, that two seats can still pass bits "
+                                                     "through counters the host kernel shares (pipe inode numbers, "
+                                                     "eventfd ids: up to hundreds of bits/s, docs/SANDBOX.md). "
+                                                     "Without it (or gvisor = true) such a run is refused; with it, "
+                                                     "the run's stored settings and every view of them say so.")]
 PRESET_NAMES = tuple(PRESETS) + tuple(ALIASES)
 RulesName = Annotated[StrictStr, Field(description="A rule preset (arena rules lists them).",
                                         json_schema_extra={"enum": list(PRESET_NAMES)})]
@@ -189,12 +195,14 @@ class _TournamentFields(_Shared):
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
+    accept_kernel_channels: AcceptKernelChannels = False
     gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
                                                   "kernel with the host; an error where runsc cannot run, never a "
                                                   "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor: what a seat sees of the "
-                                    "system besides Python 3 and bash, for its bots' languages: presets (javascript, "
-                                    "java) or absolute paths, with their libraries (docs/SANDBOX.md).")
+    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
+                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
+                                    "presets (javascript, java) or absolute paths, with their libraries "
+                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
                                              "sets the number of deals; rules, options and seats must match it.")
@@ -274,12 +282,14 @@ class LadderFile(_Shared):
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
     one_seat_per_author: OneSeatPerAuthor = False
+    accept_kernel_channels: AcceptKernelChannels = False
     gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
                                                   "kernel with the host; an error where runsc cannot run, never a "
                                                   "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor: what a seat sees of the "
-                                    "system besides Python 3 and bash, for its bots' languages: presets (javascript, "
-                                    "java) or absolute paths, with their libraries (docs/SANDBOX.md).")
+    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
+                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
+                                    "presets (javascript, java) or absolute paths, with their libraries "
+                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "
                                              "it; rules, options and seats must match it.")

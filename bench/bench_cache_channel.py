@@ -206,6 +206,7 @@ def main() -> None:
     (work / "t.toml").write_text(
         f'name = "cc"\nrules = "classic"\nseats = 2\ndeals = {deals}\nseed = 5\n'
         f'bots = ["{work / "send"}", "{work / "recv"}"]\ngvisor = {str(gvisor).lower()}\n'
+        f'accept_kernel_channels = {str(not gvisor).lower()}\n'  # the channel measured, accepted by name
         f'one_seat_per_author = true\nfixed_schedule = true\nmax_turns = 60\n[time]\nmove_ms = {MOVE_MS}\n')
     try:
         report(work, gvisor, bits, cold_us, len(files) // 3)
@@ -236,9 +237,10 @@ def report(work: Path, gvisor: bool, bits: int, cold_us: float, triples: int) ->
                               env=ENV, capture_output=True, text=True).stdout
         got = re.search(r"GOT ([01]+) slots (\d+)", text)
         sent = re.search(r"SENDSLOTS (\d+) triples (\d+)", text)
-        if not got or not sent:
+        if not got or not sent:  # the faults and the sender's first line tell a closed channel from a bot that failed
             print(f"{g['id']}: hand {first['view']['hand']} -> nothing received"
-                  f"{'' if sent else ' (the sender ran out of fresh files)'}")
+                  f"{'' if sent else ' (the sender ran out of fresh files)'}; {g.get('faults', '?')} fault(s), "
+                  f"the sender {'ran' if 'SENT ' in text else 'wrote nothing'}")
             continue
         errors = sum(a != b for a, b in zip(got.group(1), truth))
         used = int(got.group(2)) + int(sent.group(1))

@@ -7,7 +7,8 @@ One sample = ``start_bot`` an echo bot in the mode (private uid, cgroup, limits,
 starts it), wait for its first line (start-up), send ``lines`` request-sized lines one at a time
 and wait for each answer (per decision), then close (kill the tree, reap, clean up; the close is
 timed apart). Modes alternate round by round, so drift on a shared machine hits them alike.
-Prints mean and median ms per start and per close, and µs per decision. Needs a root referee;
+"bubblewrap, strangers" is a bubblewrap seat in the small system view strangers' seats get
+(``SystemView.STRANGER``). Prints mean and median ms per start and per close, and µs per decision. Needs a root referee;
 a mode that cannot run here is reported with its reason and left out.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.containment import Containment  # noqa: E402
+from arena.bots.filesystem import SystemView  # noqa: E402
 from arena.bots.probes import gvisor_problem_now, sandbox_problem_now  # noqa: E402
 from arena.bots.start import start_bot  # noqa: E402
 
@@ -31,7 +33,10 @@ ECHO = ("import sys\nprint('ready', flush=True)\n"
         "for line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n")
 REQUEST = '{"type":"request","id":7,"view":{"hand":["4H","5C","AH"]},"actions":[' + ",".join(
     f'{{"id":{i},"kind":"play","cards":["4H"],"from":"hand"}}' for i in range(12)) + "]}"
-MODES = {"bubblewrap": {"containment": Containment.BUBBLEWRAP}, "gVisor (runsc run)": {"containment": Containment.GVISOR}}
+MODES = {"bubblewrap": {"containment": Containment.BUBBLEWRAP},
+         "bubblewrap, strangers": {"containment": Containment.BUBBLEWRAP, "view": SystemView.STRANGER},
+         "gVisor (runsc run)": {"containment": Containment.GVISOR}}
+"""Strangers' seats outside gVisor see the small view, warmed before each start (docs/SANDBOX.md)."""
 
 
 def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
@@ -51,7 +56,8 @@ def sample(bot_dir: Path, lines: int, mode: dict) -> tuple[float, float, float]:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     lines = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    problems = {"bubblewrap": sandbox_problem_now(), "gVisor (runsc run)": gvisor_problem_now()}
+    problems = {"bubblewrap": sandbox_problem_now(), "bubblewrap, strangers": sandbox_problem_now(),
+                "gVisor (runsc run)": gvisor_problem_now()}
     modes = {name: kw for name, kw in MODES.items() if problems[name] is None}
     for name, why in problems.items():
         if why is not None:
@@ -73,11 +79,11 @@ def main() -> None:
     finally:
         shutil.rmtree(bot_dir, ignore_errors=True)
     print(f"{rounds} rounds, {lines} decisions each; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'mode':20} {'start ms mean':>14} {'median':>8} {'decision µs mean':>17} {'median':>8} "
+    print(f"{'mode':22} {'start ms mean':>14} {'median':>8} {'decision µs mean':>17} {'median':>8} "
           f"{'close ms mean':>14} {'median':>8}")
     for name, got in results.items():
         starts, per, closes = ([g[i] for g in got] for i in range(3))
-        print(f"{name:20} {statistics.mean(starts):14.1f} {statistics.median(starts):8.1f} "
+        print(f"{name:22} {statistics.mean(starts):14.1f} {statistics.median(starts):8.1f} "
               f"{statistics.mean(per):17.1f} {statistics.median(per):8.1f} "
               f"{statistics.mean(closes):14.1f} {statistics.median(closes):8.1f}")
 

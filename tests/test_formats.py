@@ -155,7 +155,8 @@ def test_a_swiss_with_one_seat_per_author_keeps_authors_apart_before_repeats(tmp
     for i, who in enumerate(("ann", "ann", "bob", "bob")):
         toml = tmp_path / "bots" / f"p{i}" / "bot.toml"
         toml.write_text(toml.read_text().replace('author = "Palace Arena"', f'author = "{who}"'))
-    cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=3, deals=1, one_seat_per_author=True)
+    cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=3, deals=1, one_seat_per_author=True,
+                    accept_kernel_channels=True)
     play(cfg, db)
     assert db.tournament("event")["status"] == "done"
     author = {"p0@1.0": "ann", "p1@1.0": "ann", "p2@1.0": "bob", "p3@1.0": "bob"}

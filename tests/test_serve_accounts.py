@@ -375,7 +375,7 @@ def test_one_seat_per_author_counts_the_account_not_the_manifest(tmp_path: Path)
         alice = join(store.db, code, "alice", "h", now=2.0, origin="test")
         for name in ("a1", "a2"):
             claim_bot(store.db, name, alice, taken=False, now=3.0, origin="test")
-        cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "seats": 2})
+        cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "accept_kernel_channels": True, "seats": 2})
         specs = load_bots(cfg)
         authors = table_authors(specs, store)
     finally:

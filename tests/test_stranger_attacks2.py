@@ -210,7 +210,7 @@ def test_a_large_system_view_still_starts_under_gvisor(tmp_path: Path) -> None:
     bot.mkdir()
     bot = reachable(bot)
     with start_bot(["python3", "-c", "print('up')"], bot, run_as=RunAs.PRIVATE, containment=Containment.GVISOR,
-                            gvisor_system=tuple(extra)) as proc:
+                            system=tuple(extra)) as proc:
         status, lines = proc.run_to_end(60)
     assert (status, lines) == (0, ["up"])
 

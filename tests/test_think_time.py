@@ -108,7 +108,8 @@ def test_fixed_schedule_goes_from_the_files_to_every_game(tmp_path: Path) -> Non
     assert setup.fixed_schedule and BotSetup.from_wire(setup.wire()).fixed_schedule  # to workers and Dask
     assert not bot_setup(load_config(None, {"bots": ["random", "lowest"]}), load_bots(cfg)).fixed_schedule
     lad = tmp_path / "lad.toml"
-    lad.write_text('bots = ["random", "lowest"]\nfixed_schedule = true\none_seat_per_author = true\n')
+    lad.write_text('bots = ["random", "lowest"]\nfixed_schedule = true\none_seat_per_author = true\n'
+                   'accept_kernel_channels = true\n')
     ladder = load_ladder(lad)
     t = ladder.tournament("x", format="round-robin", bots=ladder.bots)
     assert t.fixed_schedule and t.one_seat_per_author
@@ -144,7 +145,7 @@ def _bot(tmp_path: Path, name: str, author: str) -> str:
 def test_a_tournament_seats_no_author_twice(tmp_path: Path) -> None:
     bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", " alice "), _bot(tmp_path, "b1", "Bob"),
             _bot(tmp_path, "n1", ""), _bot(tmp_path, "n2", "")]
-    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "seats": 2})
+    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "accept_kernel_channels": True, "seats": 2})
     specs = load_bots(cfg)
     labels = {ref: s.label for ref, s in specs.items()}
     authors = {s.label: s.author for s in specs.values()}
@@ -161,7 +162,7 @@ def test_a_three_seat_tournament_seats_no_author_twice(tmp_path: Path) -> None:
     where every seat has one author."""
     bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", "alice"), _bot(tmp_path, "b1", "Bob"),
             _bot(tmp_path, "c1", "Carol")]
-    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "seats": 3})
+    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "accept_kernel_channels": True, "seats": 3})
     specs = load_bots(cfg)
     games = schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, {s.label: s.author for s in specs.values()})
     assert {frozenset(g.seats) for g in games} == {frozenset({"a1@1.0", "b1@1.0", "c1@1.0"}),
@@ -170,7 +171,7 @@ def test_a_three_seat_tournament_seats_no_author_twice(tmp_path: Path) -> None:
 
 def test_one_author_alone_has_no_table(tmp_path: Path) -> None:
     bots = [_bot(tmp_path, "a1", "Alice"), _bot(tmp_path, "a2", "Alice")]
-    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True})
+    cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "accept_kernel_channels": True})
     specs = load_bots(cfg)
     with pytest.raises(ConfigError, match="one_seat_per_author leaves no 2-seat table"):
         schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, {s.label: s.author for s in specs.values()})
@@ -196,7 +197,7 @@ def test_the_bots_the_arena_ships_count_as_their_own_authors(tmp_path: Path) -> 
     """The bundled bots share an author ("Palace Arena") but may sit together; claiming that author
     only keeps a bot away from its own kind."""
     from arena.tournament.run import seat_authors
-    cfg = load_config(None, {"bots": ["random", "lowest", "highest"], "one_seat_per_author": True})
+    cfg = load_config(None, {"bots": ["random", "lowest", "highest"], "one_seat_per_author": True, "accept_kernel_channels": True})
     specs = load_bots(cfg)
     assert len({s.author for s in specs.values()}) == 1
     authors = seat_authors(specs)
@@ -213,7 +214,7 @@ def test_a_ladder_never_seats_one_submitters_two_bots_together(tmp_path: Path) -
     from tests.test_ladder import ctx, write_ladder
 
     path = write_ladder(tmp_path, "authors", bots=["random", "lowest", "highest"], store=str(tmp_path / "s.sqlite"),
-                        one_seat_per_author=True)
+                        one_seat_per_author=True, accept_kernel_channels=True)
     ladder = load_ladder(path)
     store = open_store(ladder)
     try:

@@ -256,9 +256,12 @@ def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path:
 def test_a_frozen_bot_left_by_a_dead_referee_is_killed() -> None:
     """A seat is frozen off its turn; a referee that dies then leaves it frozen, and a frozen
     process ignores SIGKILL until thawed. The cleanup's kill loop thaws the arena's group it is in."""
-    from arena.bots.procs import ARENA_CGROUP, _cgroup_mounts, kill_and_reap
+    from arena.bots.procs import ARENA_CGROUP, cgroup_mounts, kill_and_reap
 
-    mounts = _cgroup_mounts()
+    mounts: dict[str, str] = {}
+    for fstype, mnt, root, opts in cgroup_mounts():
+        if root == "/":  # the test makes its group from the hierarchy's top
+            mounts.setdefault("unified" if fstype == "cgroup2" else "freezer" if "freezer" in opts else "", mnt)
     if "freezer" in mounts:
         group, knob, frozen = Path(mounts["freezer"]) / ARENA_CGROUP / f"test-frozen-{os.getpid()}", "freezer.state", "FROZEN"
     elif "unified" in mounts:
@@ -277,6 +280,46 @@ def test_a_frozen_bot_left_by_a_dead_referee_is_killed() -> None:
         (group / knob).write_text("THAWED" if knob == "freezer.state" else "0")
         child.wait()
         group.rmdir()
+
+
+@pytest.mark.parametrize("layout", ["v1 host", "v2 host", "v2 container without a cgroup namespace",
+                                    "v2 container, a group outside the mount"])
+def test_the_thaw_finds_the_frozen_group_in_every_mount_layout(tmp_path: Path, layout: str) -> None:
+    """The cleanup's thaw reads where the hierarchy is mounted and what part of it the mount shows
+    (/proc/self/mountinfo's root) from faked kernel files: on a host the mount shows the whole tree;
+    in a container given one group of the host's tree without a cgroup namespace, /proc/PID/cgroup
+    names the group from the host's top, and the mount shows only the container's part."""
+    from arena.bots.procs import ARENA_CGROUP, thaw_arena_cgroups
+    proc, mnt = tmp_path / "proc", tmp_path / "cg"
+    (proc / "self").mkdir(parents=True)
+    (proc / "42").mkdir()
+    v1 = layout == "v1 host"
+    root = "/docker/abc" if "container" in layout else "/"
+    fstype, opts = ("cgroup", "rw,freezer") if v1 else ("cgroup2", "rw,nsdelegate")
+    (proc / "self" / "mountinfo").write_text(
+        "22 1 0:20 / /sys rw,nosuid - sysfs sysfs rw\n"
+        f"30 22 0:26 {root} {mnt} rw,nosuid - {fstype} cgroup {opts}\n")
+    seat = f"/{ARENA_CGROUP}/bot-7"
+    path = ("/elsewhere" if "outside" in layout else root.rstrip("/")) + seat
+    (proc / "42" / "cgroup").write_text(f"5:freezer:{path}\n" if v1 else f"0::{path}\n")
+    group = mnt / seat.lstrip("/")
+    group.mkdir(parents=True)
+    knob = group / ("freezer.state" if v1 else "cgroup.freeze")
+    knob.write_text("FROZEN" if v1 else "1")
+    thaw_arena_cgroups([42], proc=str(proc))
+    if "outside" in layout:  # a group the mount does not show is left alone, nothing else written
+        assert knob.read_text() == "1" and sorted(p.name for p in mnt.rglob("*")) == ["bot-7", "cgroup.freeze", ARENA_CGROUP]
+    else:
+        assert knob.read_text() == ("THAWED" if v1 else "0")
+
+
+def test_a_group_is_found_only_below_what_its_mount_shows() -> None:
+    from arena.bots.procs import cgroup_dir
+    assert cgroup_dir("/sys/fs/cgroup", "/", "/palace-arena/b") == "/sys/fs/cgroup/palace-arena/b"
+    assert cgroup_dir("/sys/fs/cgroup", "/docker/abc", "/docker/abc/palace-arena/b") == "/sys/fs/cgroup/palace-arena/b"
+    assert cgroup_dir("/sys/fs/cgroup", "/docker/abc", "/docker/abc") == "/sys/fs/cgroup"
+    for outside in ("/docker/abcdef/palace-arena/b", "/elsewhere/palace-arena/b", "/docker"):
+        assert cgroup_dir("/sys/fs/cgroup", "/docker/abc", outside) is None, outside
 
 
 def test_a_referee_killed_while_making_a_bot_copy_leaves_no_directory_nobody_named(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from .filesystem import DEVICE_LINKS, DEVICES, contained_view, hidden_proc_entries
+from .filesystem import DEVICE_LINKS, DEVICES, SystemView, contained_view, hidden_proc_entries
 
 
 def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[Path] = (),
                tmp_bytes: int, env: dict[str, str], seccomp_fd: int, info_fd: int | None = None,
-               writable_cwd: bool = False, cwd_fd: int | None = None) -> list[str]:
+               writable_cwd: bool = False, cwd_fd: int | None = None, view: SystemView = SystemView.HOST,
+               system: Iterable[str] = ()) -> list[str]:
     """The bwrap command line that runs ``command`` in a fresh sandbox.
 
     New user/pid/net/ipc/uts/cgroup namespaces (no network but a private
@@ -44,15 +45,17 @@ def bwrap_argv(bwrap: str, command: list[str], cwd: Path, *, ro_binds: Iterable[
     (:func:`~arena.bots.filesystem.open_bot_dir`): bwrap binds it with
     ``--ro-bind-fd`` and refuses to start if what it mounted is not that
     directory, so a path swapped for a link after the check mounts nothing.
+
+    ``view`` and ``system``: what it sees of the system (:func:`~arena.bots.filesystem.contained_view`).
     """
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
     ]
-    links, system, own = contained_view(cwd, ro_binds)
+    links, shown, own = contained_view(cwd, ro_binds, view, system)
     for target, link in links:
         argv += ["--symlink", target, link]
-    for p in system:
+    for p in shown:
         argv += ["--ro-bind", p, p]
     argv += ["--proc", "/proc"]
     files, dirs = hidden_proc_entries()

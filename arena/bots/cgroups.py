@@ -19,25 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import ARENA_CGROUP, kill_and_reap, kill_pids
+from .procs import ARENA_CGROUP, cgroup_mounts, kill_and_reap, kill_pids
 
 
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
 _CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the default, written to say so
 _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}
-
-
-def cgroup_mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(fstype, mountpoint, root, superoptions) for cgroup mounts."""
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            lf, rf = left.split(), right.split()
-            if rf and rf[0] in ("cgroup", "cgroup2"):
-                mnt = lf[4].replace("\\040", " ")
-                out.append((rf[0], mnt, lf[3], set(rf[2].split(",")) if len(rf) > 2 else set()))
-    return out
 
 
 def own_cgroups() -> dict[str, str]:

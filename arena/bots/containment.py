@@ -76,20 +76,23 @@ class Containment(StrEnum):
     TRUSTED = "trusted"  # no wall, rlimits only (--trusted-bots: the referee's own user)
 
 
-def describe_containment(containment: Containment, *, who: str, cgroup: str | None = None) -> str:
+def describe_containment(containment: Containment, *, who: str, cgroup: str | None = None,
+                         view: str = "host") -> str:
     """One line saying what contains a bot, e.g. "bubblewrap: uid 1900000003, no network,
-    private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as."""
+    private /tmp, pid namespace, ..., cgroup v1"; ``who`` names the uid it runs as, ``view`` what
+    it sees of the system (a :class:`~.filesystem.SystemView`'s value)."""
+    seen = ("only a small system view (Python 3, bash, the run's system list; kept in the page cache), "
+            "its own directory and the arena package visible" if view == "stranger" else
+            "only the system, its own directory and the arena package visible")
     if containment is Containment.GVISOR:
         parts = ["gVisor (runsc run): " + who, "no network", "its own kernel (no host kernel counters)",
-                 "private /tmp", "only the system, its own directory and the arena package visible"]
+                 "private /tmp", seen]
     elif containment is Containment.BUBBLEWRAP:
-        parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace",
-                 "only the system, its own directory and the arena package visible",
+        parts = ["bubblewrap: " + who, "no network", "private /tmp", "pid namespace", seen,
                  "system-call filter", "kernel-wide /proc files hidden"]
     elif containment is Containment.NAMESPACES:
         parts = ["namespaces: " + who, "no network", "private /tmp /var/tmp /dev/shm",
-                 "pid namespace",
-                 "only the system, its own directory and the arena package visible",
+                 "pid namespace", seen,
                  "system-call filter", "kernel-wide /proc files hidden"]
     else:
         parts = ["no containment: " + who, "sees what that uid may read, network open"]

@@ -10,6 +10,7 @@ import re
 import shutil
 import stat
 import subprocess
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -48,22 +49,36 @@ def hidden_proc_entries(proc: str = "/proc") -> tuple[tuple[str, ...], tuple[str
     return tuple(files), tuple(dirs)
 
 
-def contained_view(cwd: Path, ro_binds: Iterable[Path] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+class SystemView(StrEnum):
+    """What a contained seat sees of the host's system (docs/SANDBOX.md)."""
+
+    HOST = "host"  # /usr, /etc and the /bin, /lib... directories: one author's bots, the operator's own
+    STRANGER = "stranger"  # stranger_system(): Python 3, bash and the run's system list, warmed in the
+    # page cache before each start; every gVisor seat, and strangers' seats (one_seat_per_author) outside it
+
+
+def contained_view(cwd: Path, ro_binds: Iterable[Path] = (), view: SystemView = SystemView.HOST,
+                   system: Iterable[str] = ()) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """What a contained bot sees of the host: symlinks as (target, path), then read-only binds
     of the system, then read-only binds of the bot (mounted after the private /tmp, so a bot
     directory under /tmp stays visible).
 
-    The system (/usr, /etc and the /bin, /lib... directories or their links), the bot's own
+    The system (``view``: HOST, /usr, /etc and the /bin, /lib... directories or their links;
+    STRANGER, :func:`stranger_system` of :data:`STRANGER_SYSTEM` and ``system``), the bot's own
     directory and ``ro_binds``; nothing else of the host (no checkout, no store, no other bot,
     no /home or /root).  Both containments (bubblewrap and the namespace root) build this view.
     """
     links: list[tuple[str, str]] = []
-    binds = list(SYSTEM_DIRS)
+    binds = list(SYSTEM_DIRS) if view is SystemView.HOST else []
     for d in SANDBOX_ROOT_DIRS:
         if os.path.islink(d):
             links.append((os.readlink(d), d))
-        elif os.path.isdir(d):
+        elif os.path.isdir(d) and view is SystemView.HOST:
             binds.append(d)
+    if view is SystemView.STRANGER:
+        made, shown = stranger_system((*STRANGER_SYSTEM, *system))
+        links += [(target, link) for link, target in made if link not in {have for _, have in links}]
+        binds += shown
     own = []
     for p in [cwd, *ro_binds]:
         if str(p) not in binds and str(p) not in own:
@@ -117,10 +132,12 @@ def open_bot_dir(path: Path) -> int:
     return fd
 
 
-def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path]) -> bool:
+def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path], view: SystemView = SystemView.HOST,
+                    system: Iterable[str] = ()) -> bool:
     """Whether ``path`` lies inside what :func:`contained_view` shows a bot."""
     real = Path(os.path.realpath(path))
-    _, system, own = contained_view(Path(os.path.realpath(cwd)), [Path(os.path.realpath(p)) for p in ro_binds])
+    _, system, own = contained_view(Path(os.path.realpath(cwd)), [Path(os.path.realpath(p)) for p in ro_binds],
+                                    view, system)
     roots = [Path(b) for b in system + own]
     return any(real == r or r in real.parents for r in roots)
 
@@ -256,13 +273,15 @@ def _system_root(real: Path) -> Path | None:
     return next((r for r in map(Path, map(os.path.realpath, SYSTEM_VIEW_ROOTS)) if r in real.parents), None)
 
 
-def run_system(entries: Iterable[str], *, gvisor: bool, refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
+def run_system(entries: Iterable[str], *, stranger_view: bool, refused: Iterable[str | Path] = ()) -> tuple[str, ...]:
     """A run's ``system`` list as its launcher takes it (a ladder's or tournament's file, ``--system``
-    on any command that starts bots), checked where it is read: it needs gVisor, and each entry
-    must pass :func:`system_paths` (``refused``: the store's folder). Raises :class:`SystemViewError`."""
+    on any command that starts bots), checked where it is read: it needs the stranger view (gVisor,
+    or strangers' seats in any mode: :class:`SystemView`), and each entry must pass
+    :func:`system_paths` (``refused``: the store's folder). Raises :class:`SystemViewError`."""
     entries = tuple(entries)
-    if entries and not gvisor:
-        raise SystemViewError("system names what a gVisor seat sees: it needs gVisor (gvisor = true, --gvisor)")
+    if entries and not stranger_view:
+        raise SystemViewError("system names what a stranger's seat sees: it needs gVisor (gvisor = true, --gvisor) "
+                              "or one_seat_per_author")
     system_paths(entries, refused)
     return entries
 

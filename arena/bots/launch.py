@@ -26,7 +26,7 @@ from ..faults import StartFailed
 from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
-from .filesystem import SystemViewError, system_paths, tree_usage
+from .filesystem import SystemView, SystemViewError, system_paths, tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -251,14 +251,14 @@ class LaunchPlan:
     env: tuple[tuple[str, str], ...] = ()  # added to the bot's minimal environment
     binds: tuple[Path, ...] = ()  # read-only paths it sees besides the system and its folder
     writable_cwd: bool = False  # a contained build's own copy of the folder, never a bot that plays
-    system: tuple[str, ...] = ()  # extra system paths a gVisor seat sees (filesystem.system_paths)
+    system: tuple[str, ...] = ()  # extra system paths a stranger view holds (filesystem.system_paths)
+    view: SystemView = SystemView.HOST  # what a bubblewrap or namespaces seat sees of the system
 
     def _kw(self) -> dict[str, Any]:
         c = self.containment
         return dict(limits=self.limits, containment=c,
                     run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
-                    extra_env=dict(self.env) or None, ro_binds=list(self.binds),
-                    **({"gvisor_system": self.system} if c is Containment.GVISOR else {}))
+                    extra_env=dict(self.env) or None, ro_binds=list(self.binds), view=self.view, system=self.system)
 
     def _error(self, error: BotStartError) -> Exception:
         """A start error as the user reads it: a bot its private uid cannot run says how to fix it."""
@@ -298,7 +298,8 @@ class Launcher:
 
     limits: Limits = field(default_factory=Limits)
     containment: Containment = Containment.AUTO
-    system: tuple[str, ...] = ()  # extra system paths a gVisor seat sees, checked (filesystem.system_paths)
+    system: tuple[str, ...] = ()  # extra system paths a stranger view holds, checked (filesystem.system_paths)
+    view: SystemView = SystemView.HOST  # STRANGER: strangers' seats see the gVisor seat's view in every mode
     build_in_copy: bool = False  # trusted builds too, in a private copy (a worker's shared bot cache)
     warnings: list[str] = field(default_factory=list)
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
@@ -366,7 +367,7 @@ class Launcher:
         python, env = self._python(build, contained=True)
         plan = LaunchPlan(spec.label, tuple(argv(build, python)), built.workdir, BUILD_LIMITS, mode,
                           tuple({**spec.env, **env}.items()), _binds(env), writable_cwd=True,
-                          system=self._system(mode))
+                          system=self._system(mode), view=self._view(mode))
         try:
             proc = plan.start()
         except BotCommandError as e:  # the build's own program; the arena's troubles propagate as they are
@@ -409,16 +410,22 @@ class Launcher:
         asked = self.containment
         if not isinstance(asked, Containment):  # fail closed: no other value may mean a weaker mode
             raise ContainmentError(f"containment must be a Containment, not {asked!r}")
+        if not isinstance(self.view, SystemView):
+            raise ContainmentError(f"view must be a SystemView, not {self.view!r}")
+        if asked is Containment.GVISOR or self.view is SystemView.STRANGER:
+            try:  # again here, where the seats start: a worker gets the list over the wire
+                self._system_view = system_paths(self.system)
+            except SystemViewError as e:
+                raise ContainmentError(f"{'gVisor' if asked is Containment.GVISOR else 'strangers'} seats' "
+                                       f"system view: {e}") from None
         if asked is Containment.GVISOR:
             problem = gvisor_problem_now()
             if problem:
                 raise ContainmentError(f"gVisor was asked for but cannot run here: {problem}")
-            try:  # again here, where the seats start: a worker gets the list over the wire
-                self._system_view = system_paths(self.system)
-            except SystemViewError as e:
-                raise ContainmentError(f"gVisor seats' system view: {e}") from None
             return Containment.GVISOR
         if asked is Containment.TRUSTED:
+            if self.view is SystemView.STRANGER:
+                raise ContainmentError("strangers' seats run contained: --trusted-bots has no stranger view")
             self._warn("--trusted-bots: bots run as the referee's own user "
                        f"(uid {os.geteuid()}) with rlimits only; they can read what it can read")
             return Containment.TRUSTED
@@ -470,7 +477,8 @@ class Launcher:
         who = (f"the referee's uid {os.geteuid()}" if mode is Containment.TRUSTED
                else "a private uid per bot" if os.geteuid() == 0 else f"uid {os.geteuid()} mapped")
         cgroups = cgroup_root()[0]
-        return describe_containment(mode, who=who, cgroup=cgroups.kind if cgroups else None)
+        return describe_containment(mode, who=who, cgroup=cgroups.kind if cgroups else None,
+                                    view=SystemView.STRANGER if mode is Containment.GVISOR else self.view)
 
     async def plan(self, spec: BotSpec) -> LaunchPlan:
         """:meth:`plan_now` for a caller inside an event loop (a build runs in a worker thread)."""
@@ -489,12 +497,18 @@ class Launcher:
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
                           tuple({**spec.env, **env}.items()), _binds(env),
-                          system=self._system(mode))
+                          system=self._system(mode), view=self._view(mode))
 
     def _system(self, mode: Containment) -> tuple[str, ...]:
-        """The extra system paths a gVisor seat (or build) sees: the run's list as checked when the
-        mode was chosen (the check walks every file below each path: not again per bot)."""
-        return self._system_view if mode is Containment.GVISOR else ()
+        """The extra system paths a stranger view (a gVisor seat's, or strangers' in any mode; a build's
+        too) holds: the run's list as checked when the mode was chosen (the check walks every file
+        below each path: not again per bot)."""
+        return self._system_view if mode is Containment.GVISOR or self.view is SystemView.STRANGER else ()
+
+    def _view(self, mode: Containment) -> SystemView:
+        """What a bubblewrap or namespaces seat sees of the system (a gVisor bundle always holds the
+        stranger view)."""
+        return self.view if mode in (Containment.BUBBLEWRAP, Containment.NAMESPACES) else SystemView.HOST
 
     @staticmethod
     def _python(spec: BotSpec, contained: bool) -> tuple[str, dict[str, str]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .filesystem import DEVICE_LINKS, DEVICES, contained_view, hidden_proc_entries
+from .filesystem import DEVICE_LINKS, DEVICES, SystemView, contained_view, hidden_proc_entries
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -68,8 +68,9 @@ class NamespaceRoot:
 
     @classmethod
     def plan(cls, mountpoint: Path, cwd: Path, ro_binds: Iterable[Path], uid: int, tmp_bytes: int,
-             writable_cwd: bool = False, cwd_fd: int = -1) -> NamespaceRoot:
-        links, system, own = contained_view(cwd, ro_binds)
+             writable_cwd: bool = False, cwd_fd: int = -1, view: SystemView = SystemView.HOST,
+             extra_system: Iterable[str] = ()) -> NamespaceRoot:
+        links, system, own = contained_view(cwd, ro_binds, view, extra_system)
         files, dirs = hidden_proc_entries()
         return cls(str(mountpoint), str(cwd), tuple(links), tuple(system), tuple(own), uid, tmp_bytes,
                    writable_cwd, files, dirs, cwd_fd)
@@ -90,7 +91,8 @@ class NamespaceRoot:
         _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         root = self.mountpoint
         _check(_mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "root tmpfs")
-        for target, link in self.links:
+        for target, link in self.links:  # a stranger view's links lie deeper (/usr/bin/python3)
+            os.makedirs(os.path.dirname(root + link), exist_ok=True)
             os.symlink(target, root + link)
         for path in self.system:
             self._bind(path, root + path, MS_NOSUID | MS_NODEV)

@@ -203,30 +203,54 @@ def reap_if_child(pid: int) -> None:
 ARENA_CGROUP = "palace-arena"  # the folder every bot's cgroup is made in (arena.bots.cgroups)
 
 
-def _cgroup_mounts() -> dict[str, str]:
-    """Where the cgroup hierarchies are mounted: "freezer" (v1) and "unified" (v2) -> mount point."""
-    found: dict[str, str] = {}
+def cgroup_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str, str, set[str]]]:
+    """(fstype, mountpoint, root, superoptions) for cgroup mounts: the one reader of them
+    (:mod:`.cgroups` finds its hierarchies with it, the thaw below its freezers). ``root`` is the
+    part of the hierarchy the mount shows: "/" on a host, a group's path in a container that was
+    given one group of the host's tree without a cgroup namespace."""
+    out = []
+    with open(mountinfo) as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            lf, rf = left.split(), right.split()
+            if rf and rf[0] in ("cgroup", "cgroup2"):
+                mnt = lf[4].replace("\\040", " ")
+                out.append((rf[0], mnt, lf[3], set(rf[2].split(",")) if len(rf) > 2 else set()))
+    return out
+
+
+def cgroup_dir(mount: str, root: str, path: str) -> str | None:
+    """Where the group ``path`` (as /proc/PID/cgroup names it) is under a hierarchy mounted at
+    ``mount`` showing ``root``; None when the mount does not show it."""
+    root = root.rstrip("/")
+    if root and path != root and not path.startswith(root + "/"):
+        return None
+    return mount + path[len(root):]
+
+
+def _freezers(mountinfo: str) -> dict[str, tuple[str, str]]:
+    """"unified" (v2) and "freezer" (v1) -> (mount point, root): the first mount of each."""
+    found: dict[str, tuple[str, str]] = {}
     try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                _, point, kind, opts, *_ = line.split()
-                if kind == "cgroup2":
-                    found.setdefault("unified", point)
-                elif kind == "cgroup" and "freezer" in opts.split(","):
-                    found.setdefault("freezer", point)
+        for fstype, mnt, root, opts in cgroup_mounts(mountinfo):
+            if fstype == "cgroup2":
+                found.setdefault("unified", (mnt, root))
+            elif "freezer" in opts:
+                found.setdefault("freezer", (mnt, root))
     except OSError:
         pass
     return found
 
 
-def thaw_arena_cgroups(pids: Iterable[int]) -> None:
+def thaw_arena_cgroups(pids: Iterable[int], proc: str = "/proc") -> None:
     """Thaw the arena's frozen cgroups these processes are in. A bot is frozen off its turn, and a
     frozen process does not die of SIGKILL until thawed: a referee that died with a seat frozen
-    left processes no kill could end. Only groups below the arena's own folder are touched."""
+    left processes no kill could end. Only groups below the arena's own folder are touched.
+    ``proc``: where /proc is (tests give a fake one)."""
     mounts = None
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/cgroup") as f:
+            with open(f"{proc}/{pid}/cgroup") as f:
                 lines = f.read().splitlines()
         except OSError:
             continue
@@ -235,15 +259,18 @@ def thaw_arena_cgroups(pids: Iterable[int]) -> None:
             if f"/{ARENA_CGROUP}/" not in path + "/" or ".." in path:
                 continue
             if mounts is None:
-                mounts = _cgroup_mounts()
+                mounts = _freezers(f"{proc}/self/mountinfo")
             if controllers == "" and "unified" in mounts:
-                knob, value = f"{mounts['unified']}{path}/cgroup.freeze", b"0"
+                kind, knob, value = "unified", "cgroup.freeze", b"0"
             elif "freezer" in controllers.split(",") and "freezer" in mounts:
-                knob, value = f"{mounts['freezer']}{path}/freezer.state", b"THAWED"
+                kind, knob, value = "freezer", "freezer.state", b"THAWED"
             else:
                 continue
+            group = cgroup_dir(*mounts[kind], path)
+            if group is None:
+                continue
             try:
-                fd = os.open(knob, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                fd = os.open(f"{group}/{knob}", os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
                 try:
                     os.write(fd, value)
                 finally:

@@ -23,12 +23,13 @@ from .bwrap import args_fd, bwrap_argv, read_bwrap_info
 from .cgroups import BotCgroup
 from .containment import Containment, RunAs, cgroup_root, describe_containment, drops_uid, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
-from .filesystem import BOT_PATH, open_bot_dir, sandbox_visible, unsuitable_sandbox_dir
+from .filesystem import (BOT_PATH, STRANGER_SYSTEM, MissingSystemPath, SystemView, SystemViewError, open_bot_dir,
+                         sandbox_visible, stranger_system, unsuitable_sandbox_dir)
 from ..limits import Limits, MiB
 from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN
 from . import gvisor as gvisor_mod
-from . import seccomp
+from . import pagecache, seccomp
 from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, read_proc, scan_procs
 from .uids import UidLease, chown_tree, inaccessible_reason
 
@@ -228,7 +229,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
            extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, runsc: str | None = None,
-           gvisor_system: Sequence[str] = ()) -> Generator[Any, Any, BlockingBot]:
+           view: SystemView = SystemView.HOST, system: Sequence[str] = ()) -> Generator[Any, Any, BlockingBot]:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot (a :class:`~.blocking.BlockingBot`), so
     the fork itself runs where a thread that outlives the bot can own it.
@@ -263,8 +264,19 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
     if gvisor and not drops_uid(run_as):
         raise BotStartError("gVisor containment needs a root referee and a private bot uid (RunAs.PRIVATE)")
     contained = sandbox or namespaces or bool(gvisor)
+    if not isinstance(view, SystemView):  # fail closed: no other value may mean the host's system
+        raise BotStartError(f"view must be a SystemView, not {view!r}")
+    if view is SystemView.STRANGER and not contained:
+        raise BotStartError("the stranger view is for a contained bot")
+    seen = SystemView.HOST if gvisor else view  # a gVisor bundle holds the stranger view, checked there
     if contained:
         seccomp.bpf()  # fail closed, before anything is allocated: no filter, no bot
+    shown: list[str] = []
+    if seen is SystemView.STRANGER:
+        try:
+            shown = list(stranger_system((*STRANGER_SYSTEM, *system))[1])
+        except (MissingSystemPath, SystemViewError) as e:
+            raise BotStartError(f"a stranger's seat cannot start: {e}") from None
     token = secrets.token_hex(8)
     name = registry.next_name()
     env = {**BASE_ENV, **(extra_env or {}), ENV_TOKEN: token}
@@ -275,7 +287,11 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
         why = unsuitable_sandbox_dir(cwd)
         if why:
             raise BotCommandError(f"bot directory {cwd} {why}")
-        if not sandbox_visible(exe, cwd, map(Path, ro_binds)):
+        if not sandbox_visible(exe, cwd, map(Path, ro_binds), seen, system):
+            if seen is SystemView.STRANGER:
+                raise BotCommandError(f"{command[0]} is not in a stranger's seat's system view (Python 3 and bash, "
+                                      f"and the run's system list: {', '.join(system) or 'empty'}); name its "
+                                      "language in the ladder's or tournament's system list (docs/SANDBOX.md)")
             raise BotCommandError(f"{exe} is not visible inside the sandbox; add it to ro_binds")
         script = next((a for a in command[1:] if not a.startswith("-")), None)
         if script is not None:  # the program's script (python3 /elsewhere/adapter.py): the interpreter
@@ -284,7 +300,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
                 named = path.is_file()
             except (OSError, ValueError):  # not a file name (python3 -c CODE): nothing to check
                 named = False
-            if named and not sandbox_visible(path, cwd, map(Path, ro_binds)):
+            if named and not sandbox_visible(path, cwd, map(Path, ro_binds), seen, system):
                 raise BotCommandError(f"the command names {script}, which the contained bot cannot see: it sees only "
                                       f"the system and its own directory ({cwd}); copy the file into the bot's "
                                       "directory and name it relative to it")
@@ -331,7 +347,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             env.setdefault("TMPDIR", str(home))
 
         extra_procs = (2 if sandbox else 1 if namespaces else  # bwrap and its pid-1 monitor; the stand-in
-                       gvisor_mod.host_threads(gvisor_system, ro_binds) if gvisor else 0)  # runsc's own threads
+                       gvisor_mod.host_threads(system, ro_binds) if gvisor else 0)  # runsc's own threads
         if cg_root is not None:
             try:
                 cg = BotCgroup(cg_root, name, memory_bytes=limits.memory_mb * MiB,
@@ -365,7 +381,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             pass_fds = (info_w, filter_fd, cwd_fd)
             argv = bwrap_argv(bwrap, argv, cwd, ro_binds=[Path(p) for p in ro_binds],
                                  tmp_bytes=limits.memory_mb * MiB, env=env, seccomp_fd=filter_fd,
-                                 info_fd=info_w, writable_cwd=writable_cwd, cwd_fd=cwd_fd)
+                                 info_fd=info_w, writable_cwd=writable_cwd, cwd_fd=cwd_fd, view=seen,
+                                 system=system)
             argv, arguments = args_fd(argv)  # the bot's environment on no host command line
             parent_fds.append(arguments)
             pass_fds += (arguments,)
@@ -374,7 +391,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             assert home is not None and uid is not None
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
-                                             system=tuple(gvisor_system))
+                                             system=tuple(system))
             shared = gvisor_mod.shared_binds(bundle)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)
@@ -384,7 +401,10 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             mountpoint = registry.dir / "nsroot"
             mountpoint.mkdir(mode=0o700, exist_ok=True)
             nsroot = NamespaceRoot.plan(mountpoint, cwd, [Path(p) for p in ro_binds], uid,
-                                           limits.memory_mb * MiB, writable_cwd=writable_cwd, cwd_fd=cwd_fd)
+                                           limits.memory_mb * MiB, writable_cwd=writable_cwd, cwd_fd=cwd_fd,
+                                           view=seen, extra_system=system)
+        if shown:  # as gvisor.write_bundle does: no cold page in what the seats share (docs/SANDBOX.md)
+            pagecache.warm([*shown, *map(str, ro_binds)])
         join_fds = cg.open_join_fds() if cg is not None else []
         parent_fds += join_fds
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
@@ -442,8 +462,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             popen=popen, fds=(in_w, out_r, err_r), name=name, command=command, limits=limits,
             cgroup=cg, uid=uid, uid_lease=lease, home=home, sandboxed=sandbox, token=token,
             start=start, registry=registry,
-            containment=describe_containment(containment, who=_who(uid),
-                                             cgroup=cg.root.kind if cg else None),
+            containment=describe_containment(containment, who=_who(uid), cgroup=cg.root.kind if cg else None,
+                                             view=SystemView.STRANGER if gvisor else seen),
         )
         bot._attribution.extra.update(helpers)
         bot.status_carries_signal = sandbox or bool(gvisor)

@@ -9,6 +9,7 @@ from typing import Sequence
 from .containment import Containment, RunAs, find_bwrap
 from .gvisor import find_runsc
 from .errors import SandboxUnavailable
+from .filesystem import SystemView
 from ..limits import Limits
 from .blocking import BlockingBot
 from .probes import gvisor_problem_now, sandbox_problem_now
@@ -19,8 +20,8 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
                        containment: Containment = Containment.TRUSTED,
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
-                       writable_cwd: bool = False,
-                       gvisor_system: Sequence[str] = ()) -> BlockingBot:
+                       writable_cwd: bool = False, view: SystemView = SystemView.HOST,
+                       system: Sequence[str] = ()) -> BlockingBot:
     """Start a bot and return it (use ``with start_bot(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
@@ -47,7 +48,10 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
     writable_cwd: ``cwd`` is writable and, under a private uid, handed to that uid
         first: for a contained build, in a copy of the bot made for it (see
         launch.Launcher.build), never for a bot that plays.
-    gvisor_system: extra system paths a gVisor seat sees, with their libraries (checked by
+    view: what a BUBBLEWRAP or NAMESPACES bot sees of the system (filesystem.SystemView): the
+        host's /usr and /etc, or the stranger view a GVISOR bot always gets, its files warmed in
+        the page cache before the start.
+    system: extra system paths the stranger view holds, with their libraries (checked by
         filesystem.system_paths: a ladder's or a tournament's ``system`` list).
 
     The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
@@ -68,4 +72,4 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
     return spawn_bot(list(command), cwd, limits=limits, containment=containment,
                               extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
                               bwrap=bwrap, runsc=runsc, writable_cwd=writable_cwd,
-                              gvisor_system=tuple(gvisor_system))
+                              view=view, system=tuple(system))

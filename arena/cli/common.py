@@ -52,7 +52,7 @@ def gvisor_system(system: list[str] | None, gvisor: bool, store: Path | None = N
     :class:`~arena.bots.filesystem.SystemViewError`, one ``error:`` line."""
     from ..bots.filesystem import run_system
     from ..tournament import DEFAULT_STORE
-    return run_system(system or (), gvisor=gvisor, refused=(Path(store or DEFAULT_STORE).resolve().parent,))
+    return run_system(system or (), stranger_view=gvisor, refused=(Path(store or DEFAULT_STORE).resolve().parent,))
 
 INTERRUPTED = 130
 USAGE = 2

@@ -97,7 +97,8 @@ def view_lines(st: "LadderStandings") -> list[str]:
     """What `arena ladder NAME` says under the table: games since the last view, wide intervals,
     suspended bots with their last stderr lines."""
     from ..ladder.tables import MemberStatus
-    out = []
+    from ..tournament.config import ACCEPTED_CHANNELS
+    out = [ACCEPTED_CHANNELS] if st.ladder.channels_accepted else []
     if st.last_view is None:
         out.append("first view of this ladder from this store: the next view says how many games were played since")
     else:
@@ -417,6 +418,9 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     bounds = ", ".join(x for x in (f"{games} games" if games else "", f"{hours:g} h" if hours else "") if x)
     progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False,
                    markup=False, soft_wrap=True)
+    if ladder.channels_accepted:
+        from ..tournament.config import ACCEPTED_CHANNELS
+        progress.print(f"warning: {ACCEPTED_CHANNELS}", highlight=False, markup=False, soft_wrap=True)
     interrupted = False
     asked = _stop_on_sigterm(progress)
     try:
@@ -590,7 +594,8 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
         item: dict[str, Any] = {"name": name, "error": error or None}
         if lad is not None:
             item.update(description=lad.description, rules=lad.rules, seats=lad.seats, initial_bots=len(lad.bots),
-                        members=None, games=None, store=str(store or lad.store))
+                        members=None, games=None, store=str(store or lad.store),
+                        accept_kernel_channels=lad.channels_accepted)
             path = Path(item["store"])
             if path.exists():
                 try:
@@ -617,8 +622,9 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
             table.add_row(r["name"], "[red]broken[/]", "", "", "", r["error"])
         else:
             dash = lambda x: "-" if x is None else str(x)  # noqa: E731
+            accepted = " [yellow](kernel channels accepted)[/]" if r["accept_kernel_channels"] else ""
             table.add_row(r["name"], r["rules"], str(r["seats"]), dash(r["members"]), dash(r["games"]),
-                          r["description"])
+                          escape(r["description"]) + accepted)
     out.print(table)
 
 

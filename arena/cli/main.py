@@ -224,6 +224,10 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
                sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap (the default where it works); --no-sandbox: private uid and namespaces only (docs/SANDBOX.md).")] = None,
                trusted_bots: Annotated[bool, typer.Option("--trusted-bots", help="Run bots as your own user, uncontained, on purpose.")] = False,
                gvisor: GvisorOpt = False,
+               accept_kernel_channels: Annotated[bool, typer.Option(
+                   "--accept-kernel-channels", help="With one_seat_per_author outside gVisor: accept, by name, that "
+                   "two seats can pass bits through counters the host kernel shares; stored with the run and shown "
+                   "with its settings (docs/SANDBOX.md). Without it or --gvisor such a run is refused.")] = False,
                system: SystemOpt = None,
                store: Annotated[Optional[Path], typer.Option("--store", help="The game store (SQLite file).")] = None,
                cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
@@ -238,11 +242,15 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     from ..tournament.run import run_tournament
     overrides = {"name": name, "bots": bots, "rules": rules_name, "seats": seats, "deals": deals, "seed": seed,
                  "concurrency": concurrency, "move_ms": move_ms, "bank_ms": bank_ms, "max_turns": max_turns,
-                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "gvisor": gvisor or None, "system": system or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
+                 "sandbox": sandbox, "trusted_bots": trusted_bots or None, "gvisor": gvisor or None, "accept_kernel_channels": accept_kernel_channels or None, "system": system or None, "suite": str(suite) if suite else None, "store": str(store) if store else None, "cluster": cluster}
     if rule:
         from ..engine.rules import parse_option
         overrides["options"] = dict(parse_option(o) for o in rule)
     cfg = load_config(file, overrides)
+    from ..tournament.config import ACCEPTED_CHANNELS
+    accepted = ACCEPTED_CHANNELS if cfg.channels_accepted else None
+    if accepted is not None:
+        err_console.print(f"[yellow]warning:[/] {escape(accepted)}", highlight=False, soft_wrap=True)
     if cfg.suite:
         from ..tournament.suites import exposure_warning
         if (exposed := exposure_warning(cfg.suite)) is not None:
@@ -253,6 +261,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     lines = from_store(db, cfg.name)
     console.print(standings_table(lines, f"Standings: {escape(cfg.name)} ({db.count_games(tournament=cfg.name)} games)"))
     _print_stages(db, cfg.name)
+    if accepted is not None:
+        console.print(escape(accepted), highlight=False, soft_wrap=True)
     console.print(escape(f"games stored in {cfg.store}; list them with: arena games --tournament {cfg.name}"
                          f"{'' if cfg.store == str(DEFAULT_STORE) else ' --store ' + cfg.store}, then: arena replay ID"))
 
@@ -326,6 +336,10 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
         cells = [f"{briers[l.bot].brier:.3f} ({briers[l.bot].decisions:,})" if l.bot in briers else "-" for l in lines]
         table.columns.append(Column(header="Brier (decisions)", justify="right", _cells=cells))
     console.print(table)
+    stored = db.tournament(tournament_name) if tournament_name else None
+    if stored is not None and stored["config"].get("accept_kernel_channels"):
+        from ..tournament.config import ACCEPTED_CHANNELS
+        console.print(escape(ACCEPTED_CHANNELS), highlight=False, soft_wrap=True)
     if calibration:
         console.print("Brier: the mean of (win_prob - won)² over a bot's decisions that carried a win_prob; "
                       "0 is perfect, 0.25 is always saying 50%.", style="dim")

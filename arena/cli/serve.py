@@ -129,12 +129,12 @@ def serve(
         raise typer.Exit(2)
     ladder_refs = []
     for name in ladder or []:
-        ref = _ladder_ref(name, store, ladders)
-        if ref is None:
-            err.print(f"[red]error:[/] no ladder {escape(name)!r} (ladders/NAME.toml, a ladder file, or one kept "
-                      "in the store)")
+        from ..ladder import LadderError
+        try:
+            ladder_refs.append(_ladder_ref(name, store, ladders))
+        except LadderError as e:  # no such ladder, or a file that cannot be played (strangers outside gVisor)
+            err.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
-        ladder_refs.append(ref)
     benches = {}
     for f in bench or []:
         from ..tournament.bench import load_bench
@@ -255,16 +255,14 @@ def _run_asyncio(main: Callable[[], Any]) -> None:
 PAGES_SHARE = 0.1  # beside a ladder, the pages' CPU weight against its referee's (docs/ARCHITECTURE.md)
 
 
-def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str | None:
-    """What ``arena ladder run`` is given for ``name`` (a file of --ladders first), or None when
-    no ladder has that name: said before anything starts."""
-    from ..ladder import LadderError, load_ladder
+def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str:
+    """What ``arena ladder run`` is given for ``name`` (a file of --ladders first), its file loaded
+    and checked here, so a ladder that does not exist or cannot be played (a
+    :class:`~arena.ladder.LadderError`) is said before anything starts."""
+    from ..ladder import load_ladder
     if ladders is not None and (ladders / f"{name}.toml").is_file():
         name = str((ladders / f"{name}.toml").resolve())
-    try:
-        load_ladder(name, store_dir=store.resolve().parent)
-    except LadderError:
-        return None
+    load_ladder(name, store_dir=store.resolve().parent)
     return name
 
 

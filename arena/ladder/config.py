@@ -19,7 +19,7 @@ from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..config import Format
 from ..errors import ArenaError
-from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config
+from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config, strangers_problem
 from ..tournament.store import DEFAULT_STORE
 
 LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
@@ -93,6 +93,7 @@ class Ladder:
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
     one_seat_per_author: bool = False  # no table seats two bots of one author
+    accept_kernel_channels: bool = False  # strangers outside gVisor, by the operator's acceptance (strangers_problem)
     gvisor: bool = False  # every bot under gVisor (arena.bots.gvisor), or an error
     system: list[str] = field(default_factory=list)  # extra system a gVisor seat sees (arena.bots.filesystem.system_paths)
     suite: str = ""  # a deal suite file (absolute once loaded): its deals instead of fresh ones
@@ -122,6 +123,11 @@ class Ladder:
     def ruleset(self) -> Rules:
         return rules_from(self.rules, dict(self.options))
 
+    @property
+    def channels_accepted(self) -> bool:
+        """Strangers' seats whose operator accepted the kernel channels (shown with the ladder's settings)."""
+        return self.one_seat_per_author and self.accept_kernel_channels
+
     def identity(self) -> dict[str, Any]:
         """What decides the games; fixed for the ladder's life once it has any."""
         return {"rules": self.ruleset().options(), "seats": self.seats}
@@ -137,7 +143,8 @@ class Ladder:
 
         With a suite, a table plays ``deals`` of its deals (at most all of them) from ``suite_from``
         on. A stored config resumes with the deals it began with: the suite its digest names (the
-        file changed since: refused), or fresh deals if it began before the ladder had a suite."""
+        file changed since: refused), or fresh deals if it began before the ladder had a suite; and
+        with the acceptance of kernel channels it began with (none stored: none)."""
         fingerprint = dict(fingerprint)
         stored = fingerprint.pop("suite", None)
         resuming = "schedule" in fingerprint
@@ -151,6 +158,8 @@ class Ladder:
             concurrency=self.concurrency, max_turns=self.max_turns, move_ms=self.move_ms,
             bank_ms=self.bank_ms, handshake_ms=self.handshake_ms, max_tables=self.max_tables,
             store=self.store, fixed_schedule=self.fixed_schedule, ponder=self.ponder, one_seat_per_author=self.one_seat_per_author,
+            accept_kernel_channels=(bool(fingerprint.get("accept_kernel_channels")) if resuming
+                                    else self.accept_kernel_channels),
             containment=containment_for(gvisor=self.gvisor), system=list(self.system),
             suite=self.suite if suite is not None else "")
         known = {k: v for k, v in fingerprint.items() if k in TournamentConfig.__dataclass_fields__}
@@ -252,6 +261,10 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
         from ..config import rule_label
         raise LadderError(f"{where}: suite: {ladder.suite} holds deals for {rule_label(suite.rules)} with "
                           f"{suite.players} players; the ladder plays {rule_label(rules)} with {ladder.seats}")
+    problem = strangers_problem(ladder.one_seat_per_author, containment_for(gvisor=ladder.gvisor),
+                                ladder.accept_kernel_channels, flags=False)
+    if problem:
+        raise LadderError(f"{where}: {problem}")
     try:
         check_config(ladder.tournament(ladder.seed_id, format="round-robin", bots=bots))
     except ConfigError as e:
@@ -308,6 +321,12 @@ def ladder_toml(ladder: Ladder, bots: list[str], suite: str = "") -> str:
            "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
     if suite:
         top["suite"] = suite
+    if ladder.gvisor:  # how its bots are contained travels with the copy, so the store alone plays it alike
+        top["gvisor"] = True
+    if ladder.system:
+        top["system"] = list(ladder.system)
+    if ladder.accept_kernel_channels:
+        top["accept_kernel_channels"] = True
     if ladder.anchor is not None:
         top["anchor"] = ladder.anchor
     lines = [f"# A copy of ladder {ladder.name} kept with its store, so the store alone can resume it.",

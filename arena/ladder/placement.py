@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bots.launch import ARENA_COPIES, Launcher, containment_for
+from ..bots.containment import Containment
+from ..bots.filesystem import SystemView
+from ..bots.launch import ARENA_COPIES, Launcher
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
@@ -158,12 +160,14 @@ def _drop_copy(store: Store, ladder: Ladder, label: str, copy: str) -> None:
 
 
 def check_containment(ladder: Ladder) -> dict[str, Launcher]:
-    """``run_check``'s arguments for a submission's entry check in the ladder's containment (gVisor
-    where the ladder file names it), as its games get; none for the default. Every entry point
-    (``arena submit``, uploads) checks through this one."""
-    if not ladder.gvisor:
+    """``run_check``'s arguments for a submission's entry check in the ladder's containment and view
+    (gVisor where the ladder file names it; the stranger view for strangers' seats in any mode), as
+    its games get; none for the default. Every entry point (``arena submit``, uploads) checks
+    through this one."""
+    cfg = ladder.tournament(ladder.seed_id, format="round-robin", bots=ladder.bots)
+    if cfg.containment is Containment.AUTO and cfg.view is SystemView.HOST:
         return {}
-    return {"launcher": Launcher(containment=containment_for(gvisor=True), system=tuple(ladder.system))}
+    return {"launcher": Launcher(containment=cfg.containment, system=tuple(cfg.system), view=cfg.view)}
 
 
 @dataclass

@@ -54,12 +54,15 @@ class Season(SeasonRecord):
 def frozen_of(ladder: Ladder) -> dict[str, Any]:
     """What a season keeps fixed: everything that decides its games, and how it is rated."""
     suite = ladder.deal_suite()
-    return {**ladder.identity(), "time": {"move_ms": ladder.move_ms, "bank_ms": ladder.bank_ms,
-                                          "handshake_ms": ladder.handshake_ms},
-            "max_turns": ladder.max_turns, "suite": suite.digest() if suite is not None else "",
-            "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder,
-            "one_seat_per_author": ladder.one_seat_per_author, "carry": ladder.season.carry,
-            "divisions": list(ladder.season.divisions)}
+    frozen = {**ladder.identity(), "time": {"move_ms": ladder.move_ms, "bank_ms": ladder.bank_ms,
+                                            "handshake_ms": ladder.handshake_ms},
+              "max_turns": ladder.max_turns, "suite": suite.digest() if suite is not None else "",
+              "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder,
+              "one_seat_per_author": ladder.one_seat_per_author, "carry": ladder.season.carry,
+              "divisions": list(ladder.season.divisions)}
+    if ladder.channels_accepted:  # only when on: seasons frozen before the rule existed still match
+        frozen["accept_kernel_channels"] = True
+    return frozen
 
 
 def seasons(store: Store, ladder: str) -> list[Season]:

@@ -105,6 +105,8 @@ class LadderStandings:
             "ladder": lad.name, "description": lad.description, "rules": lad.rules, "options": lad.options,
             "seats": lad.seats, "time": {"move_ms": lad.move_ms, "bank_ms": lad.bank_ms},
             "deals_per_placement": lad.deals, "store": self.store, "games": self.games,
+            "gvisor": lad.gvisor, "one_seat_per_author": lad.one_seat_per_author,
+            "accept_kernel_channels": lad.channels_accepted,
             "anchor": {"bot": self.anchor, "elo": lad.anchor_elo} if self.anchor else
                       {"bot": None, "pool_mean": lad.anchor_elo},
             "standings": [r.as_json() for r in self.rows],

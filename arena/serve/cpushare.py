@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bots.cgroups import cgroup_mounts, own_cgroups, read_small, write
+from ..bots.cgroups import own_cgroups, read_small, write
+from ..bots.procs import cgroup_mounts
 
 PAGES_CGROUP = "palace-arena-pages"
 _DEFAULT = {"v2": 100, "v1": 1024}  # a group's weight when nobody set one (the ladder's)

@@ -75,6 +75,18 @@ def _ladders(request: Request) -> list[str]:
     return [name for name, lad, _ in list_ladders(request.app.state.options.ladders_dir) if lad is not None]
 
 
+def _not_offered(request: Request, ladder: str) -> str:
+    """Why ``ladder`` takes no upload: none of that name, or its file's error (e.g. strangers outside
+    gVisor), with the server's paths hidden."""
+    from ..ladder import list_ladders
+    from ..ladder.config import LADDER_DIR
+    ladders_dir = request.app.state.options.ladders_dir
+    why = next((error for name, lad, error in list_ladders(ladders_dir) if name == ladder and lad is None), None)
+    if why is None:
+        return f"no ladder {ladder!r} here"
+    return f"ladder {ladder!r} takes no submissions: " + hide_paths(why, [(ladders_dir or LADDER_DIR, SERVER_PATH)])
+
+
 def _form(request: Request, status: int = 200, error: str = "") -> Response:
     opts = request.app.state.options
     return render(request, "submit.html", status, title="Submit a bot", ladders=_ladders(request), error=error,
@@ -144,7 +156,7 @@ async def _upload(request: Request) -> Response:
     ladder = str(form.get("ladder", ""))
     upload = form.get("bot")
     if ladder not in _ladders(request):
-        return _form(request, 400, f"no ladder {ladder!r} here")
+        return _form(request, 400, _not_offered(request, ladder))
     if upload is None or isinstance(upload, str):
         return _form(request, 400, "choose a zip or tar.gz of your bot's folder")
     data = await upload.read(opts.max_upload_bytes + 1)

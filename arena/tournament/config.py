@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.containment import Containment
-from ..bots.filesystem import SystemViewError, run_system
+from ..bots.filesystem import SystemView, SystemViewError, run_system
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..config import Elimination, Format
 from ..engine import Rules, RulesError, rules_from
@@ -61,6 +61,7 @@ class TournamentConfig:
     fixed_schedule: bool = False  # every decision takes one move_ms slot, no bank: think time carries nothing
     ponder: bool = False  # seats keep running off their turn (else frozen between requests; docs/SANDBOX.md)
     one_seat_per_author: bool = False  # no table seats two bots of one author (docs/SANDBOX.md); not for a bracket
+    accept_kernel_channels: bool = False  # with one_seat_per_author outside gVisor: the operator's, by name (check_config)
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
     deal_secret: str = ""  # a named secret in the store to deal from (a season's: arena.ladder.seasons); "" the store's
@@ -90,6 +91,8 @@ class TournamentConfig:
                 out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
+        if self.channels_accepted:  # stored: the run's record says its seats were not sealed
+            out["accept_kernel_channels"] = True
         if self.deal_secret:  # only when set: every other stored fingerprint still matches
             out["deal_secret"] = self.deal_secret
         if self.suite:  # the suite's content, not its path: the same deals resume, other deals do not
@@ -97,6 +100,18 @@ class TournamentConfig:
             if self.suite_from:
                 out["suite_from"] = self.suite_from
         return out
+
+    @property
+    def view(self) -> SystemView:
+        """What a seat sees of the system: strangers' seats, and every gVisor seat, the small
+        stranger view whose pages the referee keeps in the cache (docs/SANDBOX.md)."""
+        strangers = self.one_seat_per_author or self.containment is Containment.GVISOR
+        return SystemView.STRANGER if strangers else SystemView.HOST
+
+    @property
+    def channels_accepted(self) -> bool:
+        """Strangers' seats whose operator accepted the kernel channels (check_config holds the rest)."""
+        return self.one_seat_per_author and self.accept_kernel_channels
 
     def deal_suite(self) -> Any:
         """The deal suite this tournament plays (:mod:`arena.tournament.suites`), or None."""
@@ -168,7 +183,7 @@ def check_config(cfg: TournamentConfig) -> None:
     own bounds were checked once, where the file or the flags were read (:mod:`arena.config`)."""
     rules = cfg.ruleset()
     try:
-        run_system(cfg.system, gvisor=cfg.containment is Containment.GVISOR, refused=(Path(cfg.store).parent,))
+        run_system(cfg.system, stranger_view=cfg.view is SystemView.STRANGER, refused=(Path(cfg.store).parent,))
     except SystemViewError as e:
         raise ConfigError(f"system: {e}") from None
     if not rules.min_players <= cfg.seats <= rules.max_players:
@@ -187,6 +202,43 @@ def check_config(cfg: TournamentConfig) -> None:
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
+    problem = strangers_problem(cfg.one_seat_per_author, cfg.containment, cfg.accept_kernel_channels, flags=True)
+    if problem:
+        raise ConfigError(problem)
+
+
+KERNEL_CHANNELS = ("two seats can still pass bits through counters the host kernel shares (pipe inode numbers, "
+                   "eventfd ids: up to hundreds of bits per second, docs/SANDBOX.md)")
+ACCEPTED_CHANNELS = ("kernel channels accepted: strangers' bots (one_seat_per_author) run outside gVisor, where "
+                     + KERNEL_CHANNELS)
+"""What every view of a run's or a ladder's settings says when its operator accepted the channels (a
+run's stored settings hold ``accept_kernel_channels``)."""
+
+
+def strangers_problem(one_seat_per_author: bool, containment: Containment, accepted: bool, *,
+                      flags: bool) -> str | None:
+    """Why these settings may not seat strangers, or None. ``one_seat_per_author`` seats bots of
+    authors who do not trust each other: they run under gVisor, which shares no kernel counter
+    between seats, or the operator accepts the known kernel channels by name (the acceptance is
+    stored with the run). ``flags``: the command line's spelling is offered beside the file's."""
+    gvisor = "gvisor = true" + (" or --gvisor" if flags else "")
+    accept = "accept_kernel_channels = true" + (" or --accept-kernel-channels" if flags else "")
+    if accepted and not one_seat_per_author:
+        return ("accept_kernel_channels is for one_seat_per_author, whose seats are strangers to each other; "
+                "without it there is nothing to accept: drop it")
+    if not one_seat_per_author:
+        return None
+    if containment is Containment.TRUSTED:
+        return ("one_seat_per_author seats strangers' bots, and --trusted-bots runs every bot as your own user "
+                "with no wall (a bot could read the store and the other seats' files): drop --trusted-bots, "
+                "or drop one_seat_per_author if every bot is your own")
+    if containment is Containment.GVISOR:
+        return ("accept_kernel_channels is for seats outside gVisor; under gVisor the seats share no kernel "
+                "counter, so there is nothing to accept: drop it") if accepted else None
+    if accepted:
+        return None
+    return (f"one_seat_per_author seats strangers' bots, and outside gVisor {KERNEL_CHANNELS}: run them under "
+            f"gVisor ({gvisor}), or accept those channels by name ({accept})")
 
 def _check_staged(cfg: TournamentConfig) -> None:
     """What the staged formats need beyond the shared checks."""

@@ -34,6 +34,7 @@ import orjson
 import trio
 
 from ..bots.containment import Containment
+from ..bots.filesystem import SystemView
 from ..bots.manifest import BotSpec, FolderError, load_bot
 from ..engine.rules import Rules
 from ..errors import ArenaError
@@ -91,7 +92,8 @@ class BotSetup:
     restart_each_game: bool = False
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
-    system: tuple[str, ...] = ()  # extra system a gVisor seat sees (checked again by the Launcher)
+    system: tuple[str, ...] = ()  # extra system a stranger view holds (checked again by the Launcher)
+    view: SystemView = SystemView.HOST  # STRANGER: strangers' seats see the gVisor seat's view in every mode
 
     @classmethod
     def of(cls, refs: Iterable[str] | dict[str, BotSpec], **kw: Any) -> BotSetup:
@@ -106,7 +108,7 @@ class BotSetup:
         return {"refs": self.refs, "hashes": hashes, "rules": self.rules.options(), "clock": self.clock.as_json(),
                 "limits": self.limits, "containment": self.containment.value,
                 "restart_each_game": self.restart_each_game, "fixed_schedule": self.fixed_schedule,
-                "ponder": self.ponder, "system": list(self.system)}
+                "ponder": self.ponder, "system": list(self.system), "view": self.view.value}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BotSetup:
@@ -114,9 +116,11 @@ class BotSetup:
         taken for a weaker one."""
         try:
             containment = Containment(d["containment"])
+            view = SystemView(d.get("view", SystemView.HOST.value))
         except (KeyError, ValueError):
             from ..bots.launch import ContainmentError
-            raise ContainmentError(f"the run's setup names no known containment: {d.get('containment')!r}") from None
+            raise ContainmentError(f"the run's setup names no known containment: {d.get('containment')!r}, "
+                                   f"view {d.get('view')!r}") from None
         specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
         for label, digest in d.get("hashes", {}).items():
             spec = specs.get(label)
@@ -124,7 +128,7 @@ class BotSetup:
                 raise FolderError(f"{spec.root}: {label}'s files changed since the run read them; run again")
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), containment, d["restart_each_game"], d.get("fixed_schedule", False),
-                   d.get("ponder", False), tuple(d.get("system", ())))
+                   d.get("ponder", False), tuple(d.get("system", ())), view)
 
 
 @dataclass
@@ -376,7 +380,7 @@ class InProcessExecutor:
 def default_launcher(setup: BotSetup) -> Launch:
     from ..bots.launch import Launcher
     from ..limits import Limits
-    return Launcher(Limits(**setup.limits), setup.containment, system=tuple(setup.system))
+    return Launcher(Limits(**setup.limits), setup.containment, system=tuple(setup.system), view=setup.view)
 
 
 @asynccontextmanager

@@ -104,7 +104,10 @@ class PlainReporter(_Base):
         resumed = f", resuming with {done} already stored" if done else ""
         where = (f"on the Dask cluster at {cfg.cluster} ({cfg.concurrency} worker(s) now, a game at a time each)"
                  if cfg.cluster else f"{cfg.workers} at a time")
-        self.say(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, {where}{resumed}")
+        from .config import ACCEPTED_CHANNELS
+        accepted = f"; {ACCEPTED_CHANNELS}" if cfg.channels_accepted else ""
+        self.say(f"tournament {cfg.name}: {total} games, {cfg.seats} seats, rules {cfg.rules}, {where}{resumed}"
+                 f"{accepted}")
 
     def game_done(self, game: ScheduledGame, record: GameRecord) -> None:
         super().game_done(game, record)

@@ -104,7 +104,8 @@ def table_authors(specs: dict[str, BotSpec], store: Store, own: Iterable[str] = 
 def bot_setup(cfg: TournamentConfig, specs: dict[str, BotSpec]) -> BotSetup:
     return BotSetup.of(specs, rules=cfg.ruleset(), clock=cfg.clock(), limits=dict(cfg.limits),
                        containment=cfg.containment, restart_each_game=cfg.restart_each_game,
-                       fixed_schedule=cfg.fixed_schedule, ponder=cfg.ponder, system=tuple(cfg.system))
+                       fixed_schedule=cfg.fixed_schedule, ponder=cfg.ponder, system=tuple(cfg.system),
+                       view=cfg.view)
 
 
 async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter | None = None,
@@ -154,7 +155,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
         planned = len(games)
     if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game played
         preflight = getattr(Launcher(Limits(**cfg.limits), cfg.containment,
-                                      system=tuple(cfg.system)), "preflight", None)
+                                      system=tuple(cfg.system), view=cfg.view), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)
             await preflight(specs.values())
     store.begin_tournament(cfg.name, fingerprint, planned)
