@@ -5,14 +5,18 @@ refused written here rather than read from the code."""
 from __future__ import annotations
 
 import itertools
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from arena.bots.manifest import BUNDLED_DIR
 from arena.engine import PRESETS
 from arena.referee import TimeControl
 from arena.referee.core import RefereeCore
 from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, hello_line
+from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
 
 from .fakes import play_mocks
 
@@ -97,3 +101,48 @@ def test_a_referee_running_over_the_slot_shifts_the_schedule_by_its_overrun_not_
     assert len(a) == len(b) > 10
     gaps = [[y - x for x, y in zip(t, t[1:])] for t in (a, b)]
     assert max(abs(x - y) for x, y in zip(*gaps)) < SLOT / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# A bot folder changed under a run: the bot's fault, never the run's end
+# ---------------------------------------------------------------------------------------------
+
+def _author_bot(root: Path) -> Path:
+    root.mkdir()
+    (root / "bot.toml").write_text('name = "flip"\nversion = "1"\nauthor = "fred"\ncommand = ["python3", "bot.py"]\n')
+    (root / "bot.py").write_text((BUNDLED_DIR / "random" / "bot.py").read_text())
+    root.chmod(0o755)
+    return root
+
+
+@pytest.mark.parametrize("change", ["a file edited", "bot.toml broken", "bot.toml renamed the bot", "folder gone"])
+def test_a_folder_changed_after_the_run_read_it_forfeits_its_games_and_the_run_goes_on(
+        tmp_path: Path, change: str) -> None:
+    """A local author appended one line to their bot.py 4 s into `arena tournament -j 2`: every
+    referee worker died loading the run's setup (FolderError in BotSetup.from_wire), the run
+    stopped with a Python traceback in its error line and 0 of 36 games stored, the honest bots'
+    games too; at every rerun the author can do it again. A worker must refuse only that bot: its
+    starts fail as its own fault, naming the change, and every game still ends with a result."""
+    d = _author_bot(tmp_path / "flip")
+    setup = BotSetup.of([str(d), "random"], rules=PRESETS["classic"])
+    wire = setup.wire()
+    if change == "a file edited":
+        (d / "bot.py").write_text((d / "bot.py").read_text() + "\n# edited mid-run\n")
+    elif change == "bot.toml broken":
+        (d / "bot.toml").write_text("name = [[[\n")
+    elif change == "bot.toml renamed the bot":
+        (d / "bot.toml").write_text((d / "bot.toml").read_text().replace('"flip"', '"flop"'))
+    else:
+        shutil.rmtree(d)
+    worker = BotSetup.from_wire(wire)  # what a referee worker process does first
+    assert set(worker.specs) == {"flip@1", "random@1.0"}
+    ex = BlockingExecutor(worker)
+    try:
+        played = ex.play(GameTask("g1", 5, ("flip@1", "random@1.0"), 200))
+    finally:
+        ex.close()
+    record = played.record
+    faults = [(f["seat"], f["reason"], f["message"]) for f in record.faults]
+    assert [(seat, reason) for seat, reason, _ in faults] == [(0, "start_failed")], faults
+    assert "changed since the run read them" in faults[0][2], faults
+    assert record.result["complete"] or record.result["reason"] == "forfeit"

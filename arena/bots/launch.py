@@ -474,12 +474,17 @@ class Launcher:
 
     async def plan(self, spec: BotSpec) -> LaunchPlan:
         """:meth:`plan_now` for a caller inside an event loop (a build runs in a worker thread)."""
+        if spec.refused:
+            raise BotCommandError(spec.refused)
         if spec.build is not None:
             return self._plan(await self.build(spec))
         return self.plan_now(spec)
 
     def plan_now(self, spec: BotSpec) -> LaunchPlan:
-        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`."""
+        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`.
+        A :func:`~.manifest.refused_bot` is refused as the bot's own fault."""
+        if spec.refused:
+            raise BotCommandError(spec.refused)
         if spec.build is not None:
             return self._plan(self.build_now(spec))  # contained: a readable copy, like runnable()'s
         return self._plan(runnable(spec) if self.mode_now() is not Containment.TRUSTED else spec)
