@@ -4,8 +4,11 @@ refused written here rather than read from the code."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import shutil
+import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from arena.engine import PRESETS
 from arena.referee import TimeControl
 from arena.referee.core import RefereeCore
 from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, hello_line
+from arena.serve.upload import UploadError, unpack
 from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
 
 from .fakes import play_mocks
@@ -146,3 +150,48 @@ def test_a_folder_changed_after_the_run_read_it_forfeits_its_games_and_the_run_g
     assert [(seat, reason) for seat, reason, _ in faults] == [(0, "start_failed")], faults
     assert "changed since the run read them" in faults[0][2], faults
     assert record.result["complete"] or record.result["reason"] == "forfeit"
+
+
+# ---------------------------------------------------------------------------------------------
+# Uploads: the folders an archive implies
+# ---------------------------------------------------------------------------------------------
+
+def _deep_tar(files: int, depth: int) -> bytes:
+    """A tar.gz of ``files`` empty files, each ``depth`` folders deep in a folder of its own, and a
+    bot.toml: no folder is an entry of the archive, every one is implied by a file's path."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(files):
+            tar.addfile(tarfile.TarInfo(f"d{i:03d}/" + "a/" * depth + "f"), io.BytesIO())
+        manifest = b'name = "deep"\nversion = "1"\ncommand = ["python3", "bot.py"]\n'
+        info = tarfile.TarInfo("bot.toml")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("files,depth", [(199, 508), (1, 40), (199, 20)])
+def test_the_folders_an_upload_implies_are_counted_before_anything_is_written(
+        tmp_path: Path, files: int, depth: int) -> None:
+    """A 3.9 KB tar.gz of 199 empty files, each 508 folders deep, passed every count of an upload
+    (199 entries of 200, 0 bytes of 20 MB: the folders are not entries, only implied by the names)
+    and made 101,291 folders, 396 MB on disk and 93 s of the server's time before the folder
+    reader refused the depth. Refused before a byte is written: a path deeper than a bot folder may
+    be (32 levels), and more folders than the archive may hold files (the server's 200)."""
+    blob = _deep_tar(files, depth)
+    assert len(blob) < 8192  # what the attacker sends
+    dest = tmp_path / "job"
+    with pytest.raises(UploadError, match="folders"):
+        unpack(blob, dest, max_files=200, max_bytes=20 << 20)
+    assert not dest.exists()
+
+
+def test_an_upload_with_ordinary_folders_still_unpacks(tmp_path: Path) -> None:
+    """A bot of 150 files spread over 30 folders a few levels deep is what an upload is for."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("bot/bot.toml", 'name = "ok"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
+        for i in range(150):
+            z.writestr(f"bot/src/m{i % 30}/sub/x{i}.py", "pass\n")
+    root = unpack(buf.getvalue(), tmp_path / "job", max_files=200, max_bytes=20 << 20)
+    assert (root / "bot.toml").is_file() and len(list(root.rglob("*.py"))) == 150
