@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
+import re
 import shutil
 import tarfile
+import textwrap
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,9 @@ from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, hello_
 from arena.serve.upload import UploadError, unpack
 from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
 
+from .checks import reachable
 from .fakes import play_mocks
+from .test_disk_bounds import ALL_MODES, mode_kw
 
 # ---------------------------------------------------------------------------------------------
 # Think time at the edge of the slot (fixed_schedule, the strangers' ladder's table rule)
@@ -195,3 +200,52 @@ def test_an_upload_with_ordinary_folders_still_unpacks(tmp_path: Path) -> None:
             z.writestr(f"bot/src/m{i % 30}/sub/x{i}.py", "pass\n")
     root = unpack(buf.getvalue(), tmp_path / "job", max_files=200, max_bytes=20 << 20)
     assert (root / "bot.toml").is_file() and len(list(root.rglob("*.py"))) == 150
+
+
+# ---------------------------------------------------------------------------------------------
+# A build's disk: a bound the kernel keeps, not a watcher's look every 0.2 s
+# ---------------------------------------------------------------------------------------------
+
+FALLOCATE_BUILD = textwrap.dedent("""
+    import os
+    got = 0
+    try:  # 256 MiB in one call, under the build's RLIMIT_FSIZE: no watcher can look in between
+        fd = os.open("blob", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.posix_fallocate(fd, 0, 256 << 20)
+        got = 256
+    finally:
+        print("allocated", got, flush=True)
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="private uids and mounts need a root referee")
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_build_never_holds_more_disk_than_its_bound_even_for_an_instant(tmp_path: Path, mode,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build that fallocated 6 files of 511 MiB and exited put 3,067 MiB on the host's disk (its
+    bound: 1 GiB) before the end-of-build look refused it; the watcher looks every 0.2 s, and 150
+    such files would have filled this machine's 76 GB free. Refused: the build getting more than
+    its bound at any moment (here 64 MiB of the 256 it asks for, read from what it says it got or
+    from the refusal), and anything of it left afterwards. The bot is refused as its own fault."""
+    from arena.bots import launch
+    from arena.bots.launch import BuildError, Launcher
+    from arena.bots.manifest import load_bot
+    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
+    copies: list[Path] = []
+    copy_of = launch.bot_copy
+
+    def recorded(spec, prefix):
+        copies.append(copy_of(spec, prefix))
+        return copies[-1]
+    monkeypatch.setattr(launch, "bot_copy", recorded)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text(FALLOCATE_BUILD)
+    (bot / "bot.toml").write_text('name = "alloc"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    bot = reachable(bot)
+    with pytest.raises(BuildError) as info:
+        Launcher(containment=mode_kw(mode)["containment"]).build_now(load_bot(bot))
+    text = str(info.value)
+    got = [int(n) for n in re.findall(r"allocated (\d+)", text) + re.findall(r"\((\d+) MiB in", text)]
+    assert got and max(got) <= 64, text
+    assert len(copies) == 1 and not copies[0].parent.exists()  # nothing of it stays

@@ -29,6 +29,7 @@ from ..limits import MiB, Limits
 from .filesystem import SystemViewError, system_paths, tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
+from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
@@ -358,9 +359,17 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
+            source = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
+        space = bounded_space(source.parent, BUILD_DISK_MB * MiB, BUILD_ENTRIES)
+        if space is None:  # not root: the watcher below is the only bound
+            copy = source
+        else:  # the build runs, and the bot then plays, from a copy on that tmpfs
+            atexit.register(release_space, source.parent)  # runs before bot_copy's removal (LIFO)
+            copy = space / source.name
+            shutil.copytree(source, copy, symlinks=True)  # a tree of ours: files, folders, inner links
+            shutil.rmtree(source)
         built = _relocated(spec, copy)
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)
@@ -382,17 +391,22 @@ class Launcher:
 
         with proc:  # leaving it kills all the build left running
             status, output = proc.run_to_end(BUILD_TIMEOUT_S, stop=too_much, look_every=BUILD_DISK_WATCH_S)
+        if not over and space is not None and space_full(space):  # it ran into the tmpfs's bound
+            over.append(tree_usage(copy, BUILD_ENTRIES + 1))
         if over or too_much():
-            shutil.rmtree(copy.parent, ignore_errors=True)  # the copy's own temporary directory
+            release_space(source.parent)
+            shutil.rmtree(source.parent, ignore_errors=True)  # the copy's own temporary directory
             used, entries = over[0]
             raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
                              f"{entries} entries seen; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} entries): "
                              "it was stopped and its files removed")
-        chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
-        if status != 0:
+        if status != 0:  # nothing plays from it (the failure is kept): its space is given back now
+            release_space(source.parent)
+            shutil.rmtree(source.parent, ignore_errors=True)
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
             tail = "\n".join(output)[-2000:]
             raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
+        chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
         return built
 
     async def mode(self) -> Containment:
