@@ -12,9 +12,11 @@ import shutil
 import tarfile
 import textwrap
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from arena.bots.manifest import BUNDLED_DIR
@@ -23,7 +25,7 @@ from arena.referee import TimeControl
 from arena.referee.core import RefereeCore
 from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, hello_line
 from arena.serve.upload import UploadError, unpack
-from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
+from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask, PlayedGame
 
 from .checks import reachable
 from .fakes import play_mocks
@@ -249,3 +251,26 @@ def test_a_build_never_holds_more_disk_than_its_bound_even_for_an_instant(tmp_pa
     got = [int(n) for n in re.findall(r"allocated (\d+)", text) + re.findall(r"\((\d+) MiB in", text)]
     assert got and max(got) <= 64, text
     assert len(copies) == 1 and not copies[0].parent.exists()  # nothing of it stays
+
+
+def test_a_bot_edited_while_a_cluster_run_packs_it_forfeits_and_the_run_goes_on(tmp_path: Path) -> None:
+    """`arena tournament --cluster local:2` with an author appending a line to their bot.py every
+    50 ms: the client read the bot, packed it again for the workers, and refused the whole run
+    (`error: ... files changed since the run read them; run again`) at every try. The bot must
+    travel as its refusal instead: every start of it on a worker fails, naming the change, and
+    the games still end with a result."""
+    from arena.tournament import cluster
+    d = _author_bot(tmp_path / "flip")
+    setup = BotSetup.of([str(d), "random"], rules=PRESETS["classic"])
+    setup.wire()  # the run has read every bot (its files hash) before it packs them
+    (d / "bot.py").write_text((d / "bot.py").read_text() + "\n# edited while packed\n")
+    referee = cluster._referee(setup)  # what the client sends every worker
+    try:
+        played = PlayedGame.from_bytes(referee.play(GameTask("c1", 5, ("flip@1", "random@1.0"), 200).wire()),
+                                       PRESETS["classic"].options())
+    finally:
+        referee.close()
+    log = orjson.loads(zlib.decompress(played.log))  # the game's log, as the store keeps it
+    faults = [(f["seat"], f["reason"], f["message"]) for f in log["faults"]]
+    assert [(seat, reason) for seat, reason, _ in faults] == [(0, "start_failed")], faults
+    assert "changed since the run read them" in faults[0][2], faults
