@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from arena.bots.manifest import BUNDLED_DIR
+from arena.bots.manifest import BUNDLED_DIR, ManifestError, load_bot
 from arena.engine import PRESETS
 from arena.referee import TimeControl
 from arena.referee.core import RefereeCore
@@ -274,3 +274,28 @@ def test_a_bot_edited_while_a_cluster_run_packs_it_forfeits_and_the_run_goes_on(
     faults = [(f["seat"], f["reason"], f["message"]) for f in log["faults"]]
     assert [(seat, reason) for seat, reason, _ in faults] == [(0, "start_failed")], faults
     assert "changed since the run read them" in faults[0][2], faults
+
+
+# ---------------------------------------------------------------------------------------------
+# A label that fills the store: what a manifest may say about itself is short
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field,length", [("version", 60_000), ("author", 60_000), ("description", 60_000),
+                                          ("version", 65), ("author", 65), ("description", 201)])
+def test_a_manifest_s_own_words_are_short(tmp_path: Path, field: str, length: int) -> None:
+    """A bot.toml whose version was 60,000 characters (the manifest may be 1 MiB) passed `arena
+    check` and `arena submit`: its label went into every game row and index of the store (12
+    placement games took 6 MB; a 1 MiB version, about 8 MB a game) and 545 KB of it onto the
+    operator's terminal at one submission. Refused, as the bot's one-line error: a version or
+    author over 64 characters, a description over 200."""
+    d = tmp_path / "wordy"
+    d.mkdir()
+    fields = {"name": '"wordy"', "version": '"1"', "author": '"wendy"', "description": '"short"',
+              field: '"' + "w" * length + '"'}
+    (d / "bot.toml").write_text("".join(f"{k} = {v}\n" for k, v in fields.items()) + 'command = ["python3", "bot.py"]\n')
+    with pytest.raises(ManifestError, match=f"{field}.*at most") as info:
+        load_bot(d)
+    assert len(str(info.value)) < 1000 and "\n" not in str(info.value)  # one line, not the 60,000
+    ok = {**fields, field: '"' + "w" * (64 if field != "description" else 200) + '"'}
+    (d / "bot.toml").write_text("".join(f"{k} = {v}\n" for k, v in ok.items()) + 'command = ["python3", "bot.py"]\n')
+    assert load_bot(d).name == "wordy"
