@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 import shutil
+import stat
 import tarfile
 import textwrap
 import zipfile
@@ -299,3 +300,38 @@ def test_a_manifest_s_own_words_are_short(tmp_path: Path, field: str, length: in
     ok = {**fields, field: '"' + "w" * (64 if field != "description" else 200) + '"'}
     (d / "bot.toml").write_text("".join(f"{k} = {v}\n" for k, v in ok.items()) + 'command = ["python3", "bot.py"]\n')
     assert load_bot(d).name == "wordy"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="private uids and mounts need a root referee")
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_built_bot_holds_no_memory_for_the_run_and_a_fifo_it_leaves_is_refused(tmp_path: Path, mode) -> None:
+    """The bound tmpfs must not outlive the build: kept for the run, each built bot would pin up to
+    its 1 GiB bound in memory in every referee process, which an author's build could fill on
+    purpose at every version. Its output goes to the disk and the tmpfs is detached; a FIFO the
+    build leaves (reading it would hang the referee) is refused as the build's fault."""
+    from arena.bots.launch import BuildError, Launcher, copy_out
+    from arena.bots.manifest import FolderError, load_bot
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text("import os\nos.makedirs('out/deep')\nopen('out/deep/bin', 'w').write('built')\n"
+                                  "os.symlink('deep/bin', 'out/link')\n")
+    (bot / "bot.toml").write_text('name = "maker"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    bot = reachable(bot)
+    built = Launcher(containment=mode_kw(mode)["containment"]).build_now(load_bot(bot))
+    assert (built.root / "out" / "deep" / "bin").read_text() == "built"
+    assert os.readlink(built.root / "out" / "link") == "deep/bin"
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(built.root.parent) not in mounts, "a tmpfs of the build is still mounted"
+    (bot / "build.py").write_text("import os\nos.mkfifo('pipe')\n")
+    (bot / "bot.toml").write_text('name = "fifo"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    try:  # the filter refuses mknod (bubblewrap, namespaces); gVisor keeps its FIFO to itself
+        fifo = Launcher(containment=mode_kw(mode)["containment"]).build_now(load_bot(bot))
+    except BuildError as e:
+        assert "os.mkfifo('pipe')" in str(e) or "pipe: not a file, folder or link" in str(e), e
+    else:
+        assert not os.path.lexists(fifo.root / "pipe") or not stat.S_ISFIFO(os.lstat(fifo.root / "pipe").st_mode)
+    left = tmp_path / "left"  # a FIFO on the build's tmpfs, however it got there: never opened
+    left.mkdir()
+    os.mkfifo(left / "pipe")
+    with pytest.raises(FolderError, match="pipe: not a file, folder or link"):
+        copy_out(left, tmp_path / "out")

@@ -195,6 +195,33 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     return copy
 
 
+def copy_out(src: Path, dst: Path) -> None:
+    """Copy a finished build's tree ``src`` (on its bounded tmpfs, so at most the build's bound) to
+    ``dst`` (made here), never following a link: folders, links as links, regular files opened
+    without blocking; anything else (a FIFO the build left would hang the read) is refused with
+    :class:`FolderError` naming it. The build's processes are gone, so nothing changes meanwhile."""
+    dst.mkdir(mode=0o755)
+    stack = [(src, dst)]
+    while stack:
+        here, there = stack.pop()
+        with os.scandir(here) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                target = there / entry.name
+                if stat.S_ISDIR(st.st_mode):
+                    target.mkdir(mode=0o755)
+                    stack.append((Path(entry.path), target))
+                elif stat.S_ISLNK(st.st_mode):
+                    os.symlink(os.readlink(entry.path), target)
+                elif stat.S_ISREG(st.st_mode):
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                    with os.fdopen(fd, "rb") as f, open(target, "xb") as out:
+                        shutil.copyfileobj(f, out, 1 << 20)
+                    target.chmod(0o755 if st.st_mode & 0o111 else 0o644)
+                else:
+                    raise FolderError(f"{Path(entry.path).relative_to(src)}: not a file, folder or link")
+
+
 def bot_copy(spec: BotSpec, prefix: str) -> Path:
     """A world-readable copy of ``spec``'s folder (see :func:`world_readable_copy`)."""
     return world_readable_copy(spec.root.resolve(), prefix, bot=spec)
@@ -406,6 +433,16 @@ class Launcher:
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
             tail = "\n".join(output)[-2000:]
             raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
+        if space is not None:  # the bot plays from the disk: a tmpfs kept for the run held its bytes in memory
+            try:
+                copy_out(copy, source)
+            except FolderError as e:
+                release_space(source.parent)
+                shutil.rmtree(source.parent, ignore_errors=True)
+                raise BuildError(f"{spec.label}: the build left {e}") from None
+            release_space(source.parent)
+            space.rmdir()
+            copy, built = source, _relocated(spec, source)
         chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
         return built
 
