@@ -364,6 +364,8 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
                        given=given, on_event=on_event)
     start_faults: list[tuple[int, BotFault]] = []
     for seat, player in enumerate(players):
+        if not ponder:  # a pooled seat waits frozen (below): thawed to read its start, one seat at a time
+            hold(player, False)
         try:
             player.begin(core.start_message(seat))
         except BotFault as fault:
@@ -372,12 +374,11 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             for p in players:
                 p.close()
             raise
+        if not ponder:
+            hold(player, True)
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
-    if not ponder:
-        for p in players:
-            hold(p, True)
     while (req := core.next_request()) is not None:
         player = players[req.seat]
         if not ponder:
@@ -393,6 +394,8 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         if not ponder:  # a frozen seat cannot read its end (with a long game's events it outgrows the
             hold(players[seat], False)  # pipe: the send then waited out its 10 s timeout and lost the bot)
         players[seat].finish(message)
+        if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
+            hold(players[seat], True)  # forked at its end all through the other games of the run
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec
 
