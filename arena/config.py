@@ -16,7 +16,7 @@ import re
 import tomllib
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Callable, Literal, Optional
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, create_model, field_validator, model_validator)
@@ -399,7 +399,19 @@ def _quoted_version(value: Any) -> Any:
     return value
 
 
-ShownText = Annotated[StrictStr, AfterValidator(_one_printable_line)]
+def _at_most(limit: int) -> Callable[[Any], Any]:
+    """Text a bot says about itself goes into every game row of the store and onto the operator's
+    terminal: a 60,000-character version took 6 MB of store in 12 games (the manifest may be 1 MiB)."""
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            raise ValueError(f"is {len(value):,} characters long; at most {limit}")
+        return value
+    return check
+
+
+LABEL_CHARS = 64  # a version or an author, as long as a name may be
+DESCRIPTION_CHARS = 200
+ShownText = Annotated[StrictStr, AfterValidator(_one_printable_line), AfterValidator(_at_most(LABEL_CHARS))]
 Argv = Annotated[list[StrictStr], Field(min_length=1), AfterValidator(_check_argv)]
 PathText = Annotated[StrictStr, AfterValidator(_no_nul)]
 
@@ -409,10 +421,12 @@ class BotManifest(Strict):
 
     name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
                                      description="Lower-case letters, digits, '.', '_' or '-'.")]
-    version: Annotated[StrictStr, BeforeValidator(_quoted_version), AfterValidator(_one_printable_line)] = Field(
-        "0", description="One line of printable text, quoted; name@version is the bot's label.")
-    author: ShownText = ""
-    description: ShownText = Field("", description="One line shown by arena bots.")
+    version: Annotated[StrictStr, BeforeValidator(_quoted_version), AfterValidator(_one_printable_line),
+                       AfterValidator(_at_most(LABEL_CHARS))] = Field(
+        "0", description="One line of printable text, quoted, at most 64 characters; name@version is the bot's label.")
+    author: ShownText = Field("", description="One line of printable text, at most 64 characters.")
+    description: Annotated[StrictStr, AfterValidator(_one_printable_line), AfterValidator(_at_most(DESCRIPTION_CHARS))] = Field(
+        "", description="One line shown by arena bots, at most 200 characters.")
     command: Argv = Field(description="The program and its arguments; python3 means the arena's choice of "
                                       "interpreter unless `interpreter` or `venv` is set.")
     build: Optional[Argv] = Field(None, description="Run once, in workdir, before the first game.")

@@ -191,7 +191,8 @@ class Logged(BlockingPlayer):
 
 @pytest.mark.parametrize("ponder", [False, True], ids=["frozen", "ponder"])
 def test_a_seat_is_thawed_only_for_its_own_requests(ponder) -> None:
-    """The loop's order, with no process: every seat frozen once started; each request sent to a
+    """The loop's order, with no process: every seat thawed for its start and frozen once started
+    (tests/test_stranger_attacks3.py: and once it heard its end); each request sent to a
     thawed seat (so the thaw is outside its clock) and the seat frozen again once it answered.
     A ponder table neither freezes nor thaws."""
     log: list[tuple[str, str]] = []
@@ -202,7 +203,7 @@ def test_a_seat_is_thawed_only_for_its_own_requests(ponder) -> None:
     if ponder:
         assert not [e for e in log if e[1] in ("freeze", "thaw")]
         return
-    assert log[:4] == [("a", "start"), ("b", "start"), ("a", "freeze"), ("b", "freeze")]
+    assert log[:6] == [("a", "thaw"), ("a", "start"), ("a", "freeze"), ("b", "thaw"), ("b", "start"), ("b", "freeze")]
     for i in asked:
         seat = log[i][0]
         assert log[i - 1] == (seat, "thaw") and log[i + 1] == (seat, "freeze"), log[i - 1:i + 2]

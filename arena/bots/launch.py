@@ -29,6 +29,7 @@ from ..limits import MiB, Limits
 from .filesystem import SystemView, SystemViewError, system_paths, tree_usage
 from .folder import FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
+from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
@@ -192,6 +193,33 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
         shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     return copy
+
+
+def copy_out(src: Path, dst: Path) -> None:
+    """Copy a finished build's tree ``src`` (on its bounded tmpfs, so at most the build's bound) to
+    ``dst`` (made here), never following a link: folders, links as links, regular files opened
+    without blocking; anything else (a FIFO the build left would hang the read) is refused with
+    :class:`FolderError` naming it. The build's processes are gone, so nothing changes meanwhile."""
+    dst.mkdir(mode=0o755)
+    stack = [(src, dst)]
+    while stack:
+        here, there = stack.pop()
+        with os.scandir(here) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                target = there / entry.name
+                if stat.S_ISDIR(st.st_mode):
+                    target.mkdir(mode=0o755)
+                    stack.append((Path(entry.path), target))
+                elif stat.S_ISLNK(st.st_mode):
+                    os.symlink(os.readlink(entry.path), target)
+                elif stat.S_ISREG(st.st_mode):
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                    with os.fdopen(fd, "rb") as f, open(target, "xb") as out:
+                        shutil.copyfileobj(f, out, 1 << 20)
+                    target.chmod(0o755 if st.st_mode & 0o111 else 0o644)
+                else:
+                    raise FolderError(f"{Path(entry.path).relative_to(src)}: not a file, folder or link")
 
 
 def bot_copy(spec: BotSpec, prefix: str) -> Path:
@@ -359,9 +387,17 @@ class Launcher:
     def _build_contained(self, spec: BotSpec) -> BotSpec:
         mode = self.mode_now()
         try:
-            copy = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
+            source = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
+        space = bounded_space(source.parent, BUILD_DISK_MB * MiB, BUILD_ENTRIES)
+        if space is None:  # not root: the watcher below is the only bound
+            copy = source
+        else:  # the build runs, and the bot then plays, from a copy on that tmpfs
+            atexit.register(release_space, source.parent)  # runs before bot_copy's removal (LIFO)
+            copy = space / source.name
+            shutil.copytree(source, copy, symlinks=True)  # a tree of ours: files, folders, inner links
+            shutil.rmtree(source)
         built = _relocated(spec, copy)
         build = dataclasses.replace(spec, command=spec.build or ())
         python, env = self._python(build, contained=True)
@@ -383,17 +419,32 @@ class Launcher:
 
         with proc:  # leaving it kills all the build left running
             status, output = proc.run_to_end(BUILD_TIMEOUT_S, stop=too_much, look_every=BUILD_DISK_WATCH_S)
+        if not over and space is not None and space_full(space):  # it ran into the tmpfs's bound
+            over.append(tree_usage(copy, BUILD_ENTRIES + 1))
         if over or too_much():
-            shutil.rmtree(copy.parent, ignore_errors=True)  # the copy's own temporary directory
+            release_space(source.parent)
+            shutil.rmtree(source.parent, ignore_errors=True)  # the copy's own temporary directory
             used, entries = over[0]
             raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
                              f"{entries} entries seen; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} entries): "
                              "it was stopped and its files removed")
-        chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
-        if status != 0:
+        if status != 0:  # nothing plays from it (the failure is kept): its space is given back now
+            release_space(source.parent)
+            shutil.rmtree(source.parent, ignore_errors=True)
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
             tail = "\n".join(output)[-2000:]
             raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
+        if space is not None:  # the bot plays from the disk: a tmpfs kept for the run held its bytes in memory
+            try:
+                copy_out(copy, source)
+            except FolderError as e:
+                release_space(source.parent)
+                shutil.rmtree(source.parent, ignore_errors=True)
+                raise BuildError(f"{spec.label}: the build left {e}") from None
+            release_space(source.parent)
+            space.rmdir()
+            copy, built = source, _relocated(spec, source)
+        chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
         return built
 
     async def mode(self) -> Containment:
@@ -482,12 +533,17 @@ class Launcher:
 
     async def plan(self, spec: BotSpec) -> LaunchPlan:
         """:meth:`plan_now` for a caller inside an event loop (a build runs in a worker thread)."""
+        if spec.refused:
+            raise BotCommandError(spec.refused)
         if spec.build is not None:
             return self._plan(await self.build(spec))
         return self.plan_now(spec)
 
     def plan_now(self, spec: BotSpec) -> LaunchPlan:
-        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`."""
+        """How to start ``spec`` here (built, probed), once per bot per run: see :class:`LaunchPlan`.
+        A :func:`~.manifest.refused_bot` is refused as the bot's own fault."""
+        if spec.refused:
+            raise BotCommandError(spec.refused)
         if spec.build is not None:
             return self._plan(self.build_now(spec))  # contained: a readable copy, like runnable()'s
         return self._plan(runnable(spec) if self.mode_now() is not Containment.TRUSTED else spec)

@@ -16,7 +16,7 @@ from typing import Any
 from .folder import V2, V3, FolderError, ManifestError, read_folder, read_manifest
 
 __all__ = ["BUNDLED_DIR", "HUMAN", "MANIFEST", "NAME_RE", "BotSpec", "FolderError", "ManifestError",
-           "bundled_bots", "load_bot", "parse_manifest"]
+           "bundled_bots", "load_bot", "parse_manifest", "refused_bot"]
 
 MANIFEST = "bot.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -37,6 +37,7 @@ class BotSpec:
     env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)  # never what the arena sets
     python: str | None = None  # replaces python3/python in command: bot.toml's interpreter or venv
     description: str = ""
+    refused: str = field(default="", compare=False, hash=False)  # why every start is refused (:func:`refused_bot`)
 
     @property
     def label(self) -> str:
@@ -67,6 +68,14 @@ class BotSpec:
 
 
 HUMAN = BotSpec("human", "-", (), Path("."), Path("."), human=True)
+
+
+def refused_bot(label: str, ref: str, why: str) -> BotSpec:
+    """A stand-in for the bot ``label`` that no longer loads as the run read it (its folder edited,
+    broken or gone mid-run): every start of it is refused with ``why``, as the bot's own fault, so
+    it forfeits its games and the run goes on."""
+    name, _, version = label.partition("@")
+    return BotSpec(name, version, (), Path(ref), Path(ref), refused=why)
 
 
 def bundled_bots() -> list[str]:

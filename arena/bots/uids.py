@@ -27,6 +27,7 @@ from typing import Callable
 
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
+from .namespaces import release_space
 from .procs import Attribution, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
@@ -376,6 +377,7 @@ class Registry:
                 else:
                     kept = True
             for temp in _kept_temps(d / TEMPS):
+                release_space(temp)  # a build's tmpfs (its files are memory): detached, then removed
                 shutil.rmtree(temp, ignore_errors=True)
                 report.temps.append(str(temp))
             if (report.killed, len(report.cgroups), len(report.homes), len(report.temps)) != before:

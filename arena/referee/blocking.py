@@ -346,7 +346,9 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
 
     ``fixed_schedule``: every decision takes one slot of ``clock.move_ms``: the next request is
     sent only when the slot is over, and there is no bank (the game's clock has ``bank_ms`` 0, so
-    the requests say so): a bot answers within its move time or forfeits. How long a bot thought
+    the requests say so): a bot answers within its move time or forfeits. Its move time is the
+    slot less the referee's share (:data:`~.seat.REFEREE_SHARE`), so the referee's own work after
+    an answer in time never carries the decision into a second slot. How long a bot thought
     then changes nothing another seat can time, so think time carries no message between seats.
     (With a bank, a bot 1 ms over its move time would shift the schedule by a whole slot for 1 ms
     of bank: a bit per decision almost for free.) ``ponder``: seats are left running off their
@@ -354,6 +356,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
     indexes are played first, for the seats, without asking. ``timer``: the clock of the fixed schedule
     (the players time their decisions on their own, the same one in a test). ``on_event`` is
     called with the state and each event as the core applies it (a replay test watches the game)."""
+    slot = clock.move_s  # the whole slot; the bots are told and held to game_clock's move time
     clock = game_clock(clock, fixed_schedule)
     t0 = time.perf_counter()
     core = RefereeCore(rules, [p.name for p in players], seed, game_id=game_id, clock=clock,
@@ -361,6 +364,8 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
                        given=given, on_event=on_event)
     start_faults: list[tuple[int, BotFault]] = []
     for seat, player in enumerate(players):
+        if not ponder:  # a pooled seat waits frozen (below): thawed to read its start, one seat at a time
+            hold(player, False)
         try:
             player.begin(core.start_message(seat))
         except BotFault as fault:
@@ -369,13 +374,11 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             for p in players:
                 p.close()
             raise
+        if not ponder:
+            hold(player, True)
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
-    if not ponder:
-        for p in players:
-            hold(p, True)
-    slot = clock.move_s
     while (req := core.next_request()) is not None:
         player = players[req.seat]
         if not ponder:
@@ -384,13 +387,15 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         core.settle(player.decide(req))
         if not ponder:
             hold(player, True)
-        if fixed_schedule:  # until the end of the decision's last whole slot
+        if fixed_schedule:  # until the end of the decision's slot
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
         if not ponder:  # a frozen seat cannot read its end (with a long game's events it outgrows the
             hold(players[seat], False)  # pipe: the send then waited out its 10 s timeout and lost the bot)
         players[seat].finish(message)
+        if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
+            hold(players[seat], True)  # forked at its end all through the other games of the run
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec
 

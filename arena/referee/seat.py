@@ -8,7 +8,6 @@ player, :class:`~arena.referee.blocking.BlockingPlayer`, writes the I/O around t
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any, Protocol
 
@@ -67,15 +66,26 @@ def handshake_fault(exc: BaseException) -> BotFault:
     return fault
 
 
+REFEREE_SHARE = 10
+"""On a fixed schedule, one part in this many of each ``move_ms`` slot is the referee's (sending the
+request, reading and applying the answer, freezing the seat), and the bot's move time is the rest:
+with the whole slot the bot's, an answer in time that the referee's work carried past the slot took
+two, and a sender answering at the edge for a 1 passed 1.4 bits/s to the seat timing its requests."""
+
+
 def game_clock(clock: TimeControl, fixed_schedule: bool) -> TimeControl:
-    """The clock a game runs on: on a fixed schedule there is no bank (see ``play_game``)."""
-    return dataclasses.replace(clock, bank_ms=0) if fixed_schedule else clock
+    """The clock a game's bots are told and held to: on a fixed schedule there is no bank, and the
+    move time leaves :data:`REFEREE_SHARE` of the slot to the referee (see ``play_game``)."""
+    if not fixed_schedule:
+        return clock
+    return dataclasses.replace(clock, bank_ms=0, move_ms=clock.move_ms - clock.move_ms // REFEREE_SHARE)
 
 
 def slot_end(start: float, now: float, slot: float) -> float:
-    """On a fixed schedule, when the next request may go: the end of the decision's last
-    whole slot of ``slot`` seconds counted from ``start``."""
-    return start + max(1, math.ceil((now - start) / slot)) * slot
+    """On a fixed schedule, when the next request may go: one slot of ``slot`` seconds after
+    ``start``, or ``now`` if the referee's own work ran past it (then the schedule moves by that
+    overrun, never by a whole slot a sender could choose to take)."""
+    return max(start + slot, now)
 
 
 def answered(player: Any, reply: tuple[int, dict[str, Any] | None], seconds: float) -> Answered:

@@ -40,7 +40,7 @@ import trio
 from .. import __version__
 from ..bots.bundles import BundleError, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
-from ..bots.manifest import BotSpec
+from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
 from ..bots.probes import gvisor_problem_now, sandbox_problem_now
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
@@ -132,16 +132,20 @@ class RunReferee:
     label's bot as a tar.gz blob (unpacked and built when a game first seats it). Blobs go by
     label, not by files hash: a label is what a game seats, and each is checked on arrival."""
 
-    def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]]):
+    def __init__(self, setup: dict[str, Any], hashes: dict[str, str], bundles: dict[str, tuple[str, bytes]],
+                 refused: dict[str, str] | None = None):
         self.setup = setup  # BotSetup.wire() without refs
         self.hashes = hashes  # label -> files hash
         self.bundles = bundles  # label -> (manifest path inside the bot dir, tar.gz)
+        self.refused = refused or {}  # label -> why it could not be packed as the run read it
         self.keys: dict[str, str] = {}  # label -> its blob's cache key, hashed once per worker process
         self.holds = Holds()  # the cache entries its bots run from: never evicted while its pool is up
         self.executor: Any = None
         self.last = 0.0
 
     def bot(self, label: str) -> BotSpec:
+        if label in self.refused:  # its every start fails as its own fault
+            return refused_bot(label, label, self.refused[label])
         digest = self.hashes.get(label)
         if digest is None or label not in self.bundles:
             raise BundleError(f"no bot {label} was sent to this worker")
@@ -462,10 +466,18 @@ async def open_dask(setup: BotSetup, address: str, *, client: Any = None,
 
 
 def _referee(setup: BotSetup) -> RunReferee:
+    """The run as it travels to the workers. A bot whose folder changed since the run read it
+    cannot be packed as read: it travels as its refusal, and forfeits its games (the run refused
+    to start, at every try, while its author kept editing)."""
     hashes = {label: spec.files_hash() for label, spec in setup.specs.items()}
-    bundles = {label: (manifest_path(setup.refs[label], spec), pack_bot(spec))
-               for label, spec in setup.specs.items()}
-    return RunReferee({k: v for k, v in setup.wire().items() if k != "refs"}, hashes, bundles)
+    bundles: dict[str, tuple[str, bytes]] = {}
+    refused: dict[str, str] = {}
+    for label, spec in setup.specs.items():
+        try:
+            bundles[label] = (manifest_path(setup.refs[label], spec), pack_bot(spec))
+        except FolderError as e:
+            refused[label] = str(e)
+    return RunReferee({k: v for k, v in setup.wire().items() if k != "refs"}, hashes, bundles, refused)
 
 
 def distributed_plugin(name: str):

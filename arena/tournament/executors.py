@@ -35,7 +35,7 @@ import trio
 
 from ..bots.containment import Containment
 from ..bots.filesystem import SystemView
-from ..bots.manifest import BotSpec, FolderError, load_bot
+from ..bots.manifest import BotSpec, ManifestError, load_bot, refused_bot
 from ..engine.rules import Rules
 from ..errors import ArenaError
 from ..faults import ArenaFailure
@@ -121,14 +121,28 @@ class BotSetup:
             from ..bots.launch import ContainmentError
             raise ContainmentError(f"the run's setup names no known containment: {d.get('containment')!r}, "
                                    f"view {d.get('view')!r}") from None
-        specs = {label: load_bot(ref) for label, ref in d["refs"].items()}
-        for label, digest in d.get("hashes", {}).items():
-            spec = specs.get(label)
-            if spec is not None and spec.files_hash() != digest:
-                raise FolderError(f"{spec.root}: {label}'s files changed since the run read them; run again")
+        hashes = d.get("hashes", {})
+        specs = {label: _arrived(label, ref, hashes.get(label)) for label, ref in d["refs"].items()}
         return cls(specs, dict(d["refs"]), Rules.from_options(d["rules"]), TimeControl(**d["clock"]),
                    dict(d["limits"]), containment, d["restart_each_game"], d.get("fixed_schedule", False),
                    d.get("ponder", False), tuple(d.get("system", ())), view)
+
+
+def _arrived(label: str, ref: str, digest: str | None) -> BotSpec:
+    """The bot ``ref`` as this process loads it, checked against the hash the run read it under.
+    A folder changed since (edited, its bot.toml broken or naming another bot, gone) is the author's
+    doing: the bot becomes a :func:`~arena.bots.manifest.refused_bot` whose every start fails
+    naming the change, so it forfeits and the other bots' games go on (a worker that raised here
+    died, and with it the run)."""
+    try:
+        spec = load_bot(ref)
+        if spec.label != label:
+            raise ManifestError(f"its bot.toml now names {spec.label}")
+        if digest is not None and not spec.has_files(digest):
+            raise ManifestError("a file differs")
+    except ManifestError as e:  # FolderError too: what the folder holds now
+        return refused_bot(label, ref, f"{ref}: {label}'s files changed since the run read them ({e})")
+    return spec
 
 
 @dataclass
