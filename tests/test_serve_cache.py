@@ -9,6 +9,7 @@ import os
 
 import gzip
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ class FixedVersion:
     def current(self) -> tuple | None:
         return self.value
 
-    def of(self, path: str) -> tuple | None:
+    def of(self, path: str, query: bytes = b"") -> tuple | None:
         return self.value
 
 
@@ -221,6 +222,36 @@ def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) ->
     assert call(app, "/ladders/other")[2] == call(app, "/ladders/other")[2] and page.renders == renders
     assert call(app, "/ladders/test-ladder")[2] != first["/ladders/test-ladder"]
     assert call(app, "/bots/alpha@1.0")[2] != first["/bots/alpha@1.0"]
+    version.close()
+
+
+def test_a_game_and_the_game_list_are_kept_by_the_games_they_show(tmp_path: Path) -> None:
+    """A stored game's page never changes and a game list moves with the games its filters match
+    (any page of it) and its menus' values only: a stored game builds again the lists that match
+    it, and no game's page; a game in a new tournament (a new menu value) builds every list again."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    page = Page()
+    app = HttpCache(page, version)
+    alphas = ["/games?bot=alpha", "/games?bot=alpha&page=2", "/games?bot=alpha&max_turns=5000"]
+    others = ["/games?bot=gamma", "/games", "/games?page=2", "/games?ladder=test-ladder"]
+    game = ["/games/test-ladder-0001"]
+    first = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert page.renders == 8
+
+    _store_game(path, "ladder:test-ladder:seed", 700, ["gamma@1.0", "beta@2.0"])
+    now = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in first if now[p] != first[p]] == others
+    assert page.renders == 8 + len(others)
+
+    _store_game(path, "ladder:test-ladder:seed", 701, ["beta@2.0", "alpha@1.0"])
+    later = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in now if later[p] != now[p]] == alphas + ["/games", "/games?page=2", "/games?ladder=test-ladder"]
+
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])  # no alpha, but a new tournament
+    last = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in later if last[p] != later[p]] == alphas + others
     version.close()
 
 
@@ -383,6 +414,25 @@ def test_a_stored_game_shows_at_once_and_changes_the_etag(served) -> None:
     db.close()
     status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
     assert status == 200 and b"fresh-game" in body and after["etag"] != before["etag"]
+
+
+def test_a_game_list_shows_what_it_is_kept_by(served) -> None:
+    """The list kept by its matching games and menus: a game of another bot in a new tournament
+    leaves alpha's rows alone, but its menu of tournaments gains the new one at once."""
+    server, store = served
+    _, before, body = server.get("/games?bot=alpha")
+    assert b"fresh-tour" not in body
+    seen = json.loads(server.get("/health")[2])["store"]
+    db = Store(store)
+    db.begin_tournament("fresh-tour", {"format": "round-robin", "rules": "classic", "seats": 2}, 1)
+    db.save_game("fresh-tour", 0, ["beta@2.0", "gamma@1.0"], fake_record("fresh-tour-0", ["beta@2.0", "gamma@1.0"], [[0], [1]]))
+    db.close()
+    deadline = time.monotonic() + 30  # a change within a settle of the last waits for the next look
+    while json.loads(server.get("/health")[2])["store"] == seen:
+        assert time.monotonic() < deadline, "the store's version never moved"
+        time.sleep(0.2)
+    status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
+    assert status == 200 and b"<option>fresh-tour</option>" in body and b"fresh-tour-0" not in body
 
 
 # --------------------------------------------------------------------------- several processes

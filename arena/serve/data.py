@@ -16,7 +16,7 @@ import threading
 import time
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,14 +206,41 @@ def _game(r: tuple) -> dict[str, Any]:
             "faults": r[10], "finished": r[11]}
 
 
-def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: str = "", reason: str = "",
-                 fault: str = "", min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
-                 offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Games matching every filter given, newest first, and how many match in all."""
-    clause, args = game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
-                               bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
-    rows, total = reads.game_rows(db.db, clause, args, limit, offset)
+LIST_FILTERS = ("bot", "tournament", "ladder", "reason", "fault")
+
+
+def list_query(params: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """The game list's filters (:func:`search_games`' keywords) and page number from its query
+    string: the page and the key it is kept by (:func:`list_stamp`) read them here alone."""
+    filters: dict[str, Any] = {k: params.get(k, "").strip()[:200] for k in LIST_FILTERS}
+    filters.update(min_turns=int_or_none(params.get("min_turns")), max_turns=int_or_none(params.get("max_turns")))
+    return filters, max(1, int_or_none(params.get("page")) or 1)
+
+
+def int_or_none(value: str | None) -> int | None:
+    """A query parameter's whole number; None when absent or not one."""
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _list_clause(bot: str = "", tournament: str = "", ladder: str = "", reason: str = "", fault: str = "",
+                 min_turns: int | None = None, max_turns: int | None = None) -> tuple[str, list[Any]]:
+    return game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
+                       bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
+
+
+def search_games(db: ReadStore, *, limit: int = 100, offset: int = 0, **filters: Any) -> tuple[list[dict[str, Any]], int]:
+    """Games matching every filter given (:data:`LIST_FILTERS`, ``min_turns``, ``max_turns``),
+    newest first, and how many match in all."""
+    rows, total = reads.game_rows(db.db, *_list_clause(**filters), limit, offset)
     return [_game(r) for r in rows], total
+
+
+def list_stamp(db: ReadStore, **filters: Any) -> tuple[int, int]:
+    """What moves when the games a list with ``filters`` shows do (any page of it): one query."""
+    return reads.game_list_stamp(db.db, *_list_clause(**filters))
 
 
 def filter_choices(db: ReadStore) -> dict[str, list[str]]:

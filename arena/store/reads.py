@@ -41,8 +41,9 @@ def game_filter(*, tournament: str | None = None, tournament_prefix: str | None 
     if tournament_prefix:
         where.append("substr(g.tournament, 1, ?)=?"); args += [len(tournament_prefix), tournament_prefix]
     if bot:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\'))")
-        args += [bot, versions_of(bot)]
+        # IN over the seats' index (the name, then its versions' range): a correlated EXISTS reads every game
+        where.append(f"g.id IN (SELECT game FROM game_seats WHERE {_named('bot')})")
+        args += named_args(bot)
     if reason:
         where.append("g.reason=?"); args.append(reason)
     if fault:
@@ -56,6 +57,16 @@ def game_filter(*, tournament: str | None = None, tournament_prefix: str | None 
 
 def _prefixed(column: str) -> str:
     return f"substr({column}, 1, ?)=?"
+
+
+def _named(column: str) -> str:
+    """``column`` is a bot's name or one of its versions (``name@...``), as two ranges an index can
+    answer (:func:`named_args` gives the arguments): ``@`` sorts just before ``A``."""
+    return f"({column}=? OR ({column}>=? AND {column}<?))"
+
+
+def named_args(name: str) -> list[str]:
+    return [name, name + "@", name + "A"]
 
 
 # --------------------------------------------------------------------------- the store's version
@@ -105,6 +116,18 @@ def game_rows(db: sqlite3.Connection, clause: str, args: list[Any], limit: int, 
     rows = db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
                       [*args, limit, offset]).fetchall()
     return rows, total
+
+
+def game_list_stamp(db: sqlite3.Connection, clause: str, args: list[Any]) -> tuple[int, int]:
+    """(how many games match, the highest row among them) under a :func:`game_filter` clause: moves
+    whenever a matching game is stored (games are never changed or removed), and with nothing else."""
+    return db.execute(f"SELECT COUNT(*), COALESCE(MAX(g.rowid), 0) FROM games g{clause}", args).fetchone()
+
+
+def game_stamp(db: sqlite3.Connection, gid: str) -> tuple | None:
+    """(row, finish) of the stored game ``gid``, or None: a stored game never changes, so its page
+    is kept by this alone."""
+    return db.execute("SELECT rowid, finished FROM games WHERE id=?", (gid,)).fetchone()
 
 
 def game_row(db: sqlite3.Connection, gid: str) -> tuple | None:
