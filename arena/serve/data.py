@@ -182,9 +182,11 @@ class Progress:
         return min(1.0, self.played / self.planned) if self.planned else 0.0
 
 
-def tournaments(db: ReadStore) -> list[Progress]:
+def tournaments(db: ReadStore, ladders: bool | None = None, unfinished: bool = False) -> list[Progress]:
+    """Every tournament's progress, the most recently active first (or a part: :func:`reads.tournament_rows`)."""
     out = []
-    for tid, planned, status, created, updated, config, played, first, last in reads.tournament_rows(db.db):
+    for tid, planned, status, created, updated, config, played, first, last in reads.tournament_rows(
+            db.db, ladders, unfinished):
         recent = None
         if status == "running" and last is not None:
             n = reads.games_since(db.db, tid, last - 60)

@@ -88,13 +88,20 @@ def counts(db: sqlite3.Connection) -> tuple:
 
 # --------------------------------------------------------------------------- tournaments
 
-def tournament_rows(db: sqlite3.Connection) -> list[tuple]:
+def tournament_rows(db: sqlite3.Connection, ladders: bool | None = None, unfinished: bool = False) -> list[tuple]:
     """(id, planned, status, created, updated, config, games, first finish, last finish), the most
-    recently active first."""
+    recently active first; only a ladder's batches (``ladders`` True) or only the rest (False),
+    only those running or interrupted (``unfinished``): the overview reads its few, not every batch."""
+    where, args = [], []
+    if ladders is not None:
+        where.append(("" if ladders else "NOT ") + _prefixed("t.id")); args += [len(LADDER_PREFIX), LADDER_PREFIX]
+    if unfinished:
+        where.append("t.status IN ('running', 'interrupted')")
     return db.execute(
         "SELECT t.id, t.planned, t.status, t.created, t.updated, t.config, COUNT(g.id), MIN(g.finished), "
-        "MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id GROUP BY t.id "
-        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC").fetchall()
+        f"MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id "
+        f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY t.id "
+        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC", args).fetchall()
 
 
 def games_since(db: sqlite3.Connection, tid: str, since: float) -> int:
@@ -111,9 +118,11 @@ def prefix_counts(db: sqlite3.Connection, prefix: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- games
 
 def game_rows(db: sqlite3.Connection, clause: str, args: list[Any], limit: int, offset: int) -> tuple[list[tuple], int]:
-    """Rows (:data:`GAME_COLUMNS`) under a :func:`game_filter` clause, newest first, and how many match."""
+    """Rows (:data:`GAME_COLUMNS`) under a :func:`game_filter` clause, the last stored first (a game's
+    finish is its storing's time, so this is newest first, read down the table's own order rather
+    than sorting every game), and how many match."""
     total = db.execute(f"SELECT COUNT(*) FROM games g{clause}", args).fetchone()[0]
-    rows = db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
+    rows = db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.rowid DESC LIMIT ? OFFSET ?",
                       [*args, limit, offset]).fetchall()
     return rows, total
 
