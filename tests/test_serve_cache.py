@@ -326,6 +326,44 @@ def test_a_ladders_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path
     assert read[-1] == (0, 48)
 
 
+def test_the_game_lists_menus_are_read_once_and_then_only_the_new_games(tmp_path: Path) -> None:
+    """The menus' values kept in the process equal a full read after every change: a new game's
+    bot and forfeit join them, and a removed game's unique bot leaves them (all read again)."""
+    from arena.serve import data
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+
+    def full(db) -> dict:
+        q = lambda sql: [r[0] for r in db.db.execute(sql)]  # noqa: E731
+        return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
+                "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
+                "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
+                "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+
+    def check() -> dict:
+        db = data.open_read(path)
+        try:
+            got = data.filter_choices(db)
+            assert got == full(db)
+            return got
+        finally:
+            db.db.close()
+
+    assert "newbie@1.0" not in check()["bots"]
+    db = Store(path)
+    db.save_game("ladder:other:b1", 5, ["newbie@1.0", "zeta@1.0"],
+                 fake_record("newbie-game", ["newbie@1.0", "zeta@1.0"], [[1], [0]], {"0": "crash"}))
+    db.close()
+    got = check()
+    assert "newbie@1.0" in got["bots"] and "crash" in got["faults"] and "forfeit" in got["reasons"]
+    db = Store(path)
+    for table, column in (("game_seats", "game"), ("game_logs", "game"), ("games", "id")):
+        db.db.execute(f"DELETE FROM {table} WHERE {column}='newbie-game'")
+    db.db.commit()
+    db.close()
+    assert "newbie@1.0" not in check()["bots"]
+
+
 def test_a_bots_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
     from arena.serve import data
     from arena.store import reads

@@ -149,13 +149,26 @@ def game_log(db: sqlite3.Connection, gid: str) -> bytes | None:
     return None if row is None else row[0]
 
 
-def filter_choices(db: sqlite3.Connection) -> dict[str, list[str]]:
-    """Values the games list can be filtered by (the form's menus)."""
-    q = lambda sql: [r[0] for r in db.execute(sql)]  # noqa: E731
-    return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
-            "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
-            "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
-            "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+def tournament_ids(db: sqlite3.Connection) -> list[str]:
+    """Every tournament's id, the newest created first (the game list's menu)."""
+    return [r[0] for r in db.execute("SELECT id FROM tournaments ORDER BY created DESC")]
+
+
+def choices_after(db: sqlite3.Connection, after: int) -> tuple[int, int, int, set[str], set[str], set[str]]:
+    """For the games stored after row ``after``: (the highest row, how many games the store holds
+    up to it, how many of them are after ``after``, and those games' ends, forfeits and bots), so a
+    reader that keeps the earlier games' values reads only the new games' and sees a removal by the
+    counts. Every part is read up to one row, so a game stored meanwhile is read next time, whole."""
+    top, total = db.execute("SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM games").fetchone()
+    new = db.execute("SELECT COUNT(*) FROM games WHERE rowid>? AND rowid<=?", (after, top)).fetchone()[0]
+    reasons = {r[0] for r in db.execute("SELECT DISTINCT reason FROM games WHERE rowid>? AND rowid<=?", (after, top))}
+    faults, bots = set(), set()
+    for bot, forfeit in db.execute("SELECT DISTINCT s.bot, s.forfeit FROM games g JOIN game_seats s ON s.game=g.id "
+                                   "WHERE g.rowid>? AND g.rowid<=?", (after, top)):
+        bots.add(bot)
+        if forfeit is not None:
+            faults.add(forfeit)
+    return top, total, new, reasons, faults, bots
 
 
 # --------------------------------------------------------------------------- bots
