@@ -198,30 +198,34 @@ def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
 
 
 def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
-    """Each ladder's pages (and its members' bot pages) are kept by that ladder's own version: a
-    game of ladder "other" builds none of the test ladder's pages again, and the reverse."""
+    """Each ladder's pages are kept by that ladder's own version and a bot's page by what it
+    played: a game of ladder "other" builds none of the test ladder's pages again, nor the page of
+    a bot that did not play it, and the reverse."""
     path = tmp_path / "s.sqlite"
     _two_ladders(path)
     version = StoreVersion(path, settle=0.0)
     page = Page()
     app = HttpCache(page, version)
-    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha"]
-    theirs = ["/ladders/other", "/bots/epsilon@1.0"]
-    everything = ["/", "/games", "/bots/beta@2.0"]  # beta is no member of a ladder: the whole store's
+    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha",
+            "/bots/beta@2.0"]  # beta is no member of a ladder, and did not play
+    theirs = ["/ladders/other", "/bots/epsilon@1.0", "/bots/zeta"]
+    everything = ["/", "/games"]
     first = {p: call(app, p)[2] for p in mine + theirs + everything}
-    assert page.renders == 9
+    assert page.renders == 10
 
     _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
-    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 9
+    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 10
     for p in theirs + everything:
         assert call(app, p)[2] != first[p], p
-    assert page.renders == 9 + len(theirs + everything)
+    assert page.renders == 10 + len(theirs + everything)
 
     renders = page.renders
     _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
     assert call(app, "/ladders/other")[2] == call(app, "/ladders/other")[2] and page.renders == renders
     assert call(app, "/ladders/test-ladder")[2] != first["/ladders/test-ladder"]
     assert call(app, "/bots/alpha@1.0")[2] != first["/bots/alpha@1.0"]
+    assert call(app, "/bots/beta@2.0")[2] != first["/bots/beta@2.0"]
+    assert call(app, "/bots/epsilon@1.0")[2] == call(app, "/bots/epsilon@1.0")[2] and page.renders == renders + 3
     version.close()
 
 
@@ -278,8 +282,38 @@ def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None
         assert version.parts["test-ladder"] == before["test-ladder"], sql
         assert version.parts["other"] != before["other"], sql
         before = dict(version.parts)
-    assert version.of("/bots/eta@1.0")[0] == "bot" and version.bots["eta"] == {"other"}
+    assert version.of("/bots/zeta@1.0") != version.of("/bots/epsilon@1.0")
     assert set(version.tags()) == {"test-ladder", "other"}
+    version.close()
+
+
+def test_a_bots_page_moves_with_its_own_status_snapshots_and_owner_only(tmp_path: Path) -> None:
+    """A bot's page is kept by what it shows of that bot: its status on a ladder, its rating
+    snapshots, its name's registration and owner move its version and no other bot's."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    writes = [
+        "INSERT INTO ladder_bot_status VALUES ('other','zeta@1.0','suspended',5,'faults','{}')",
+        "UPDATE ladder_bot_status SET status='retired' WHERE label='zeta@1.0'",
+        "INSERT INTO rating_snapshots (ladder, taken_at, games, bot, elo, lo, hi) VALUES ('other',1,1,'zeta@1.0',1,0,2)",
+        "INSERT INTO bots VALUES ('zeta@2.0','zeta','2.0','h','{}','p',1)",
+        "INSERT INTO bot_owners VALUES ('zeta', 1, 0)",
+    ]
+    db = Store(path)
+    db.db.execute("INSERT INTO accounts VALUES (1,'zed','','member','active',0)")
+    db.db.commit()
+    db.close()
+    version.current()
+    for sql in writes:
+        zeta, epsilon = version.of("/bots/zeta@1.0"), version.of("/bots/epsilon@1.0")
+        db = Store(path)
+        db.db.execute(sql)
+        db.db.commit()
+        db.close()
+        version.current()
+        assert version.of("/bots/zeta@1.0") != zeta, sql
+        assert version.of("/bots/epsilon@1.0") == epsilon, sql
     version.close()
 
 

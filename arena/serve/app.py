@@ -102,7 +102,9 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
     cache: PageCache = request.app.state.cache
 
     store: StoreVersion = request.app.state.version
-    version = store.of(request.url.path, request.scope.get("query_string", b"")) if store.current() is not None else None
+    version = None
+    if store.current() is not None:
+        version = store.of(request.scope["path"], request.scope.get("query_string", b""))
 
     def work() -> Any:
         db = data.open_read(opts.store)

@@ -34,6 +34,7 @@ from .limits import BuildLimit, too_many
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
 COMPRESSIBLE = re.compile(rb"^(text/|application/(json|javascript)|image/svg)")
 IMMUTABLE = "public, max-age=31536000, immutable"
+STAMPED = ("game", "games", "bot")  # pages kept by a stamp of their own (StoreVersion.of)
 STAMPS_KEPT = 4096  # per-page stamps (:meth:`StoreVersion.of`) read since the version last moved
 STATIC_KEPT = 64  # static answers kept (only files that exist answer 200, so this is every one)
 
@@ -55,11 +56,10 @@ class StoreVersion:
         self.clock = clock
         self._db: data.ReadStore | None = None
         self._seen: int | None = None
-        self._latest: tuple | None = None  # (store version, ladder parts, bots' ladders) as last read
+        self._latest: tuple | None = None  # (store version, ladder parts) as last read
         self._moved = -float("inf")        # when ``value`` last moved
         self.value: tuple | None = None    # the version pages are kept by
         self.parts: dict[str, tuple] = {}  # ... and each ladder's own ("" the games of no ladder)
-        self.bots: dict[str, frozenset[str]] = {}  # the ladders each bot (label or name) is a member of
         self._stamps: dict[tuple, Any] = {}  # what :meth:`of` read for this value of the version
 
     def current(self) -> tuple | None:
@@ -74,14 +74,14 @@ class StoreVersion:
                 self._seen = None
             seen = reads.data_version(self._db.db)
             if self._latest is None or (seen != self._seen and self.clock() - self._moved >= self.settle):
-                self._latest = (data.version(self._db), *reads.ladder_parts(self._db.db))
+                self._latest = (data.version(self._db), reads.ladder_parts(self._db.db))
                 self._seen = seen
         except sqlite3.Error:  # a store being created or replaced: look again next time
             self.close()
-        if self._latest is not None and self._latest[:2] != (self.value, self.parts):
+        if self._latest is not None and self._latest != (self.value, self.parts):
             now, first = self.clock(), self.value is None
             if first or now - self._moved >= self.settle:
-                self.value, self.parts, self.bots = self._latest
+                self.value, self.parts = self._latest
                 self._stamps.clear()
                 if not first:  # the first look is no move
                     self._moved = now
@@ -94,8 +94,9 @@ class StoreVersion:
         - a game's page: that game's row and finish (a stored game never changes);
         - the game list: how many games its filters match and the highest of them (any page of
           it moves with a new matching game only), and its menus' values;
-        - a ladder's pages: that ladder's own version, a bot's page the games of no ladder and
-          each ladder it is a member of (a bot of no ladder's member list the whole store's);
+        - a bot's page: the seats, snapshots, statuses, registrations and owner of its name
+          (:func:`arena.store.reads.bot_stamp`): a game it did not play moves none of it;
+        - a ladder's pages: that ladder's own version;
         - every other page (the overview): the whole store's.
 
         Each stamp is one indexed query, read once per move of the version."""
@@ -104,10 +105,9 @@ class StoreVersion:
         if path.startswith("/ladders/"):
             name = path[len("/ladders/"):].split("/", 1)[0]
             return ("ladder", name, self.parts.get(name))
-        if path.startswith("/bots/"):
-            ladders = self.bots.get(path[len("/bots/"):])
-            if ladders is not None:
-                return ("bot", self.parts.get(""), *((n, self.parts.get(n)) for n in sorted(ladders)))
+        if path.startswith("/bots/") and "/" not in path[len("/bots/"):]:
+            label = path[len("/bots/"):]
+            return ("bot", label, self._stamp(("bot", label), lambda db: reads.bot_stamp(db.db, label)))
         if path.startswith("/games/") and "/" not in path[len("/games/"):]:
             gid = path[len("/games/"):]
             return ("game", gid, self._stamp(("game", gid), lambda db: reads.game_stamp(db.db, gid)))
@@ -261,8 +261,8 @@ class HttpCache:
             return None
         query = scope.get("query_string", b"")
         if version != self.pages_version:  # the store changed: drop the pages whose part did
-            # (a game's page or a game list is kept by its own stamp: left to the byte bound)
-            for old in [k for k in self.pages if k[-1][0] not in ("game", "games") and k[-1] != self.version.of(*k[:2])]:
+            # (a page kept by its own stamp is left to the byte bound: a stamp is a query)
+            for old in [k for k in self.pages if k[-1][0] not in STAMPED and k[-1] != self.version.of(*k[:2])]:
                 self.bytes -= self.pages.pop(old).size()
             self.pages_version = version
         return (path, query, _header(scope, b"cookie"), _header(scope, b"authorization"), self.version.of(path, query))

@@ -77,13 +77,15 @@ def data_version(db: sqlite3.Connection) -> int:
 
 
 def counts(db: sqlite3.Connection) -> tuple:
-    """Games (count, last finish), tournaments (count, last update), snapshots, ladder members:
-    what changes whenever anything a page shows is stored."""
+    """Games (count, last finish), tournaments (count, last update), snapshots, ladder members, bots
+    registered and owned (count, last): what changes whenever anything a page shows is stored."""
     n, last = db.execute("SELECT COUNT(*), COALESCE(MAX(finished), 0) FROM games").fetchone()
     tours = db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM tournaments").fetchone()
     snaps = db.execute("SELECT COUNT(*) FROM rating_snapshots").fetchone()[0]
     members = db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0]
-    return (n, last, *tours, snaps, members)
+    bots = db.execute("SELECT COUNT(*), COALESCE(MAX(registered), 0) FROM bots").fetchone()
+    owned = db.execute("SELECT COUNT(*), COALESCE(MAX(since), 0) FROM bot_owners").fetchone()
+    return (n, last, *tours, snaps, members, *bots, *owned)
 
 
 # --------------------------------------------------------------------------- tournaments
@@ -177,6 +179,23 @@ def think_totals(db: sqlite3.Connection, label: str) -> tuple[float, int]:
     """The bot's (think ms, decisions) over every stored game (one indexed sum)."""
     ms, n = db.execute("SELECT SUM(think_ms), SUM(decisions) FROM game_seats WHERE bot=?", (label,)).fetchone()
     return (ms or 0.0, n or 0)
+
+
+def bot_stamp(db: sqlite3.Connection, label: str) -> tuple:
+    """What a bot's page shows moves this, one query over indexes and small tables: the seats of
+    every version of its name (count, highest row), their rating snapshots, its statuses on each
+    ladder, its name's registrations and owner. A game it did not play moves none of it."""
+    name = label.split("@", 1)[0]
+    return db.execute(
+        f"SELECT (SELECT COUNT(*) FROM game_seats WHERE {_named('bot')}), "
+        f"(SELECT COALESCE(MAX(rowid), 0) FROM game_seats WHERE {_named('bot')}), "
+        f"(SELECT COUNT(*) FROM rating_snapshots WHERE {_named('bot')}), "
+        f"(SELECT COALESCE(MAX(rowid), 0) FROM rating_snapshots WHERE {_named('bot')}), "
+        f"(SELECT group_concat(ladder || ' ' || status || ' ' || since || ' ' || reason, '|') FROM "
+        f"(SELECT * FROM ladder_bot_status WHERE {_named('label')} ORDER BY ladder, label)), "
+        "(SELECT COUNT(*) || ' ' || COALESCE(MAX(registered), 0) FROM bots WHERE name=?), "
+        "(SELECT a.id || ' ' || a.name FROM bot_owners b JOIN accounts a ON a.id=b.account WHERE b.name=?)",
+        [*named_args(name) * 5, name, name]).fetchone()
 
 
 def bot_labels(db: sqlite3.Connection) -> list[str]:
@@ -283,8 +302,8 @@ def authors(db: sqlite3.Connection, labels: list[str]) -> dict[str, str]:
     return out
 
 
-def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, frozenset[str]]]:
-    """Each ladder's own version (by its name), and the ladders each bot is a member of (by label and name).
+def ladder_parts(db: sqlite3.Connection) -> dict[str, tuple]:
+    """Each ladder's own version (by its name).
 
     A ladder's version is its games (count, highest row), its tournaments (count, last update),
     its rating snapshots, members, statuses, seasons and pause: what its pages show. The games and
@@ -294,7 +313,7 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
 
     def part(tid: str) -> list:
         name = tid[len(LADDER_PREFIX):].split(":", 1)[0] if tid.startswith(LADDER_PREFIX) else ""
-        return parts.setdefault(name, [0, 0, 0, 0.0, 0, 0, 0, 0.0, 0, 0, 0])
+        return parts.setdefault(name, [0, 0, 0, 0.0, 0, 0, 0, 0.0, 0, 0, 0, 0])
 
     for tid, n, top in db.execute("SELECT tournament, COUNT(*), MAX(rowid) FROM games GROUP BY tournament"):
         p = part(tid)
@@ -306,19 +325,16 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
         p[3] = max(p[3], updated)
     for name, n in db.execute("SELECT ladder, COUNT(*) FROM rating_snapshots GROUP BY ladder"):
         part(LADDER_PREFIX + name)[4] = n
-    bots: dict[str, set[str]] = {}
-    for name, label in db.execute("SELECT ladder, label FROM ladder_members"):
-        part(LADDER_PREFIX + name)[5] += 1
-        bots.setdefault(label, set()).add(name)
-        bots.setdefault(label.split("@", 1)[0], set()).add(name)
-    for name, n, since in db.execute("SELECT ladder, COUNT(*), COALESCE(MAX(since), 0) FROM ladder_bot_status "
-                                     "GROUP BY ladder"):
+    for name, n in db.execute("SELECT ladder, COUNT(*) FROM ladder_members GROUP BY ladder"):
+        part(LADDER_PREFIX + name)[5] = n
+    for name, n, since, retired in db.execute("SELECT ladder, COUNT(*), COALESCE(MAX(since), 0), "
+                                              "SUM(status='retired') FROM ladder_bot_status GROUP BY ladder"):
         p = part(LADDER_PREFIX + name)
-        p[6], p[7] = n, since
+        p[6], p[7], p[11] = n, since, retired
     for i, table in ((8, "seasons"), (9, "season_standings"), (10, "ladder_pauses")):
         for name, n in db.execute(f"SELECT ladder, COUNT(*) FROM {table} GROUP BY ladder"):
             part(LADDER_PREFIX + name)[i] = n
-    return ({k: tuple(v) for k, v in parts.items()}, {k: frozenset(v) for k, v in bots.items()})
+    return {k: tuple(v) for k, v in parts.items()}
 
 
 def think_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], int]:
