@@ -77,9 +77,10 @@ def data_version(db: sqlite3.Connection) -> int:
 
 
 def counts(db: sqlite3.Connection) -> tuple:
-    """Games (count, last finish), tournaments (count, last update), snapshots, ladder members, bots
-    registered and owned (count, last): what changes whenever anything a page shows is stored."""
-    n, last = db.execute("SELECT COUNT(*), COALESCE(MAX(finished), 0) FROM games").fetchone()
+    """Games (count, highest row: the last finish was a scan of every game), tournaments (count,
+    last update), snapshots, ladder members, bots registered and owned (count, last): what changes
+    whenever anything a page shows is stored."""
+    n, last = db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM games").fetchone()
     tours = db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM tournaments").fetchone()
     snaps = db.execute("SELECT COUNT(*) FROM rating_snapshots").fetchone()[0]
     members = db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0]
