@@ -111,13 +111,16 @@ class StoreVersion:
         if path.startswith("/games/") and "/" not in path[len("/games/"):]:
             gid = path[len("/games/"):]
             return ("game", gid, self._stamp(("game", gid), lambda db: reads.game_stamp(db.db, gid)))
-        if path == "/games":
-            wanted, _ = data.list_query(QueryParams(query))
-            key = tuple(sorted(wanted.items()))
-            choices = self._stamp(("choices",), data.filter_choices)
-            return ("games", self._stamp(("games", key), lambda db: data.list_stamp(db, **wanted)),
-                    self._stamp(("choices tag",), lambda db: tag(choices)))
+        if path == "/games":  # kept per query string too: a kept list costs no parse of its query
+            return self._stamp(("list", query), lambda db: self._list_version(query))
         return self.value
+
+    def _list_version(self, query: bytes) -> tuple:
+        wanted, _ = data.list_query(QueryParams(query))
+        key = tuple(sorted(wanted.items()))
+        choices = self._stamp(("choices",), data.filter_choices)
+        return ("games", self._stamp(("games", key), lambda db: data.list_stamp(db, **wanted)),
+                self._stamp(("choices tag",), lambda db: tag(choices)))
 
     def _stamp(self, key: tuple, read: Callable[[data.ReadStore], Any]) -> Any:
         """``read`` of the kept connection, once per move of the version (at most ``STAMPS_KEPT``)."""
