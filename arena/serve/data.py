@@ -233,7 +233,8 @@ def _list_clause(bot: str = "", tournament: str = "", ladder: str = "", reason: 
                        bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
 
 
-def search_games(db: ReadStore, *, limit: int = 100, offset: int = 0, **filters: Any) -> tuple[list[dict[str, Any]], int]:
+def search_games(db: ReadStore, *, limit: int = 100, offset: int = 0,
+                 **filters: Any) -> tuple[list[dict[str, Any]], int]:
     """Games matching every filter given (:data:`LIST_FILTERS`, ``min_turns``, ``max_turns``),
     newest first, and how many match in all."""
     rows, total = reads.game_rows(db.db, *_list_clause(**filters), limit, offset)
