@@ -516,12 +516,13 @@ def test_progress_of_a_running_tournament(tmp_path: Path) -> None:
 
 def test_a_bot_filter_matches_every_version_of_that_name_and_no_other(tmp_path: Path) -> None:
     """``--bot NAME`` and the games page's bot menu: NAME or NAME@version, with ``_`` and ``%``
-    in a name taken literally (SQL LIKE would read them as wildcards)."""
+    in a name taken literally (SQL LIKE would read them as wildcards), and no name that only
+    begins with NAME (``my_botA``, ``my_bot2``: a range of versions must end at ``NAME@``'s last)."""
     path = tmp_path / "s.sqlite"
     db = Store(path)
-    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 3)
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 5)
     for idx, seats in enumerate([["my_bot@1.0", "lowest@1.0"], ["myXbot@1.0", "lowest@1.0"],
-                                 ["my_bot", "random@1.0"]]):
+                                 ["my_bot", "random@1.0"], ["my_botA@1.0", "lowest@1.0"], ["my_bot2", "random@1.0"]]):
         db.save_game("t", idx, seats, fake_record(f"t-{idx}", seats, [[0], [1]]))
     assert {g["id"] for g in db.games(bot="my_bot")} == {"t-0", "t-2"}
     assert db.count_games(bot="my_bot") == 2

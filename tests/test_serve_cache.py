@@ -9,6 +9,7 @@ import os
 
 import gzip
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ class FixedVersion:
     def current(self) -> tuple | None:
         return self.value
 
-    def of(self, path: str) -> tuple | None:
+    def of(self, path: str, query: bytes = b"") -> tuple | None:
         return self.value
 
 
@@ -197,30 +198,64 @@ def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
 
 
 def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
-    """Each ladder's pages (and its members' bot pages) are kept by that ladder's own version: a
-    game of ladder "other" builds none of the test ladder's pages again, and the reverse."""
+    """Each ladder's pages are kept by that ladder's own version and a bot's page by what it
+    played: a game of ladder "other" builds none of the test ladder's pages again, nor the page of
+    a bot that did not play it, and the reverse."""
     path = tmp_path / "s.sqlite"
     _two_ladders(path)
     version = StoreVersion(path, settle=0.0)
     page = Page()
     app = HttpCache(page, version)
-    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha"]
-    theirs = ["/ladders/other", "/bots/epsilon@1.0"]
-    everything = ["/", "/games", "/bots/beta@2.0"]  # beta is no member of a ladder: the whole store's
+    mine = ["/ladders/test-ladder", "/ladders/test-ladder/balance", "/bots/alpha@1.0", "/bots/alpha",
+            "/bots/beta@2.0"]  # beta is no member of a ladder, and did not play
+    theirs = ["/ladders/other", "/bots/epsilon@1.0", "/bots/zeta"]
+    everything = ["/", "/games"]
     first = {p: call(app, p)[2] for p in mine + theirs + everything}
-    assert page.renders == 9
+    assert page.renders == 10
 
     _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])
-    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 9
+    assert {p: call(app, p)[2] for p in mine} == {p: first[p] for p in mine} and page.renders == 10
     for p in theirs + everything:
         assert call(app, p)[2] != first[p], p
-    assert page.renders == 9 + len(theirs + everything)
+    assert page.renders == 10 + len(theirs + everything)
 
     renders = page.renders
     _store_game(path, "ladder:test-ladder:seed", 700, ["alpha@1.0", "beta@2.0"])
     assert call(app, "/ladders/other")[2] == call(app, "/ladders/other")[2] and page.renders == renders
     assert call(app, "/ladders/test-ladder")[2] != first["/ladders/test-ladder"]
     assert call(app, "/bots/alpha@1.0")[2] != first["/bots/alpha@1.0"]
+    assert call(app, "/bots/beta@2.0")[2] != first["/bots/beta@2.0"]
+    assert call(app, "/bots/epsilon@1.0")[2] == call(app, "/bots/epsilon@1.0")[2] and page.renders == renders + 3
+    version.close()
+
+
+def test_a_game_and_the_game_list_are_kept_by_the_games_they_show(tmp_path: Path) -> None:
+    """A stored game's page never changes and a game list moves with the games its filters match
+    (any page of it) and its menus' values only: a stored game builds again the lists that match
+    it, and no game's page; a game in a new tournament (a new menu value) builds every list again."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    page = Page()
+    app = HttpCache(page, version)
+    alphas = ["/games?bot=alpha", "/games?bot=alpha&page=2", "/games?bot=alpha&max_turns=5000"]
+    others = ["/games?bot=gamma", "/games", "/games?page=2", "/games?ladder=test-ladder"]
+    game = ["/games/test-ladder-0001"]
+    first = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert page.renders == 8
+
+    _store_game(path, "ladder:test-ladder:seed", 700, ["gamma@1.0", "beta@2.0"])
+    now = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in first if now[p] != first[p]] == others
+    assert page.renders == 8 + len(others)
+
+    _store_game(path, "ladder:test-ladder:seed", 701, ["beta@2.0", "alpha@1.0"])
+    later = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in now if later[p] != now[p]] == alphas + ["/games", "/games?page=2", "/games?ladder=test-ladder"]
+
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])  # no alpha, but a new tournament
+    last = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in later if last[p] != later[p]] == alphas + others
     version.close()
 
 
@@ -247,8 +282,38 @@ def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None
         assert version.parts["test-ladder"] == before["test-ladder"], sql
         assert version.parts["other"] != before["other"], sql
         before = dict(version.parts)
-    assert version.of("/bots/eta@1.0")[0] == "bot" and version.bots["eta"] == {"other"}
+    assert version.of("/bots/zeta@1.0") != version.of("/bots/epsilon@1.0")
     assert set(version.tags()) == {"test-ladder", "other"}
+    version.close()
+
+
+def test_a_bots_page_moves_with_its_own_status_snapshots_and_owner_only(tmp_path: Path) -> None:
+    """A bot's page is kept by what it shows of that bot: its status on a ladder, its rating
+    snapshots, its name's registration and owner move its version and no other bot's."""
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    version = StoreVersion(path, settle=0.0)
+    writes = [
+        "INSERT INTO ladder_bot_status VALUES ('other','zeta@1.0','suspended',5,'faults','{}')",
+        "UPDATE ladder_bot_status SET status='retired' WHERE label='zeta@1.0'",
+        "INSERT INTO rating_snapshots (ladder, taken_at, games, bot, elo, lo, hi) VALUES ('other',1,1,'zeta@1.0',1,0,2)",
+        "INSERT INTO bots VALUES ('zeta@2.0','zeta','2.0','h','{}','p',1)",
+        "INSERT INTO bot_owners VALUES ('zeta', 1, 0)",
+    ]
+    db = Store(path)
+    db.db.execute("INSERT INTO accounts VALUES (1,'zed','','member','active',0)")
+    db.db.commit()
+    db.close()
+    version.current()
+    for sql in writes:
+        zeta, epsilon = version.of("/bots/zeta@1.0"), version.of("/bots/epsilon@1.0")
+        db = Store(path)
+        db.db.execute(sql)
+        db.db.commit()
+        db.close()
+        version.current()
+        assert version.of("/bots/zeta@1.0") != zeta, sql
+        assert version.of("/bots/epsilon@1.0") == epsilon, sql
     version.close()
 
 
@@ -293,6 +358,44 @@ def test_a_ladders_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path
     db.close()
     check()
     assert read[-1] == (0, 48)
+
+
+def test_the_game_lists_menus_are_read_once_and_then_only_the_new_games(tmp_path: Path) -> None:
+    """The menus' values kept in the process equal a full read after every change: a new game's
+    bot and forfeit join them, and a removed game's unique bot leaves them (all read again)."""
+    from arena.serve import data
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+
+    def full(db) -> dict:
+        q = lambda sql: [r[0] for r in db.db.execute(sql)]  # noqa: E731
+        return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
+                "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
+                "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
+                "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+
+    def check() -> dict:
+        db = data.open_read(path)
+        try:
+            got = data.filter_choices(db)
+            assert got == full(db)
+            return got
+        finally:
+            db.db.close()
+
+    assert "newbie@1.0" not in check()["bots"]
+    db = Store(path)
+    db.save_game("ladder:other:b1", 5, ["newbie@1.0", "zeta@1.0"],
+                 fake_record("newbie-game", ["newbie@1.0", "zeta@1.0"], [[1], [0]], {"0": "crash"}))
+    db.close()
+    got = check()
+    assert "newbie@1.0" in got["bots"] and "crash" in got["faults"] and "forfeit" in got["reasons"]
+    db = Store(path)
+    for table, column in (("game_seats", "game"), ("game_logs", "game"), ("games", "id")):
+        db.db.execute(f"DELETE FROM {table} WHERE {column}='newbie-game'")
+    db.db.commit()
+    db.close()
+    assert "newbie@1.0" not in check()["bots"]
 
 
 def test_a_bots_games_are_read_once_and_then_only_the_new_ones(tmp_path: Path, monkeypatch) -> None:
@@ -383,6 +486,25 @@ def test_a_stored_game_shows_at_once_and_changes_the_etag(served) -> None:
     db.close()
     status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
     assert status == 200 and b"fresh-game" in body and after["etag"] != before["etag"]
+
+
+def test_a_game_list_shows_what_it_is_kept_by(served) -> None:
+    """The list kept by its matching games and menus: a game of another bot in a new tournament
+    leaves alpha's rows alone, but its menu of tournaments gains the new one at once."""
+    server, store = served
+    _, before, body = server.get("/games?bot=alpha")
+    assert b"fresh-tour" not in body
+    seen = json.loads(server.get("/health")[2])["store"]
+    db = Store(store)
+    db.begin_tournament("fresh-tour", {"format": "round-robin", "rules": "classic", "seats": 2}, 1)
+    db.save_game("fresh-tour", 0, ["beta@2.0", "gamma@1.0"], fake_record("fresh-tour-0", ["beta@2.0", "gamma@1.0"], [[0], [1]]))
+    db.close()
+    deadline = time.monotonic() + 30  # a change within a settle of the last waits for the next look
+    while json.loads(server.get("/health")[2])["store"] == seen:
+        assert time.monotonic() < deadline, "the store's version never moved"
+        time.sleep(0.2)
+    status, after, body = server.get("/games?bot=alpha", headers={"If-None-Match": before["etag"]})
+    assert status == 200 and b"<option>fresh-tour</option>" in body and b"fresh-tour-0" not in body
 
 
 # --------------------------------------------------------------------------- several processes

@@ -102,7 +102,9 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
     cache: PageCache = request.app.state.cache
 
     store: StoreVersion = request.app.state.version
-    version = store.of(request.url.path) if store.current() is not None else None
+    version = None
+    if store.current() is not None:
+        version = store.of(request.scope["path"], request.scope.get("query_string", b""))
 
     def work() -> Any:
         db = data.open_read(opts.store)
@@ -136,7 +138,7 @@ def no_store(request: Request) -> Response:
 # --------------------------------------------------------------------------- read-only pages
 
 async def home(request: Request) -> Response:
-    page_no = max(1, _int(request.query_params.get("page")) or 1)
+    page_no = max(1, data.int_or_none(request.query_params.get("page")) or 1)
     page = await query(request, lambda db: views.home(db, page_no), ("home", page_no))
     if page is None:
         return no_store(request)
@@ -289,31 +291,23 @@ async def bot(request: Request) -> Response:
     return render(request, "bot.html", page=page, title=f"Bot {label}")
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
-
-
 PAGE_SIZE = 100
 
 
 async def games(request: Request) -> Response:
-    q = request.query_params
-    filters = {k: q.get(k, "").strip()[:200] for k in ("bot", "tournament", "ladder", "reason", "fault")}
-    turns = {"min_turns": _int(q.get("min_turns")), "max_turns": _int(q.get("max_turns"))}
-    page_no = max(1, _int(q.get("page")) or 1)
+    wanted, page_no = data.list_query(request.query_params)
 
     def build(db: data.ReadStore) -> Any:
-        rows, total = data.search_games(db, **filters, **turns, limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
-        return {"rows": rows, "total": total, "choices": data.filter_choices(db)}
+        rows, total = data.search_games(db, **wanted, limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+        return {"rows": rows, "total": total, "choices": request.app.state.version.choices(db)}
 
     page = await query(request, build)
     if page is None:
         return no_store(request)
     pages = max(1, -(-page["total"] // PAGE_SIZE))
-    args = {k: v for k, v in {**filters, **turns}.items() if v not in ("", None)}
+    args = {k: v for k, v in wanted.items() if v not in ("", None)}
+    filters = {k: wanted[k] for k in data.LIST_FILTERS}
+    turns = {k: wanted[k] for k in ("min_turns", "max_turns")}
     return render(request, "games.html", title="Games", filters=filters, turns=turns, page_no=page_no,
                   pages=pages, args=args, places=data.places, **page)
 
@@ -344,7 +338,7 @@ async def game(request: Request) -> Response:
     page = await query(request, build, ("game", gid))
     if page is None:
         return message(request, "No such game", f"The store has no game {gid!r}.", 404)
-    view = _int(request.query_params.get("as"))
+    view = data.int_or_none(request.query_params.get("as"))
     if "replay" in page:
         seats = list(page["row"]["seats"])
         page = dict(page, replay=privacy.replay_for(page["replay"], seats, await privacy.readable_bots(request, seats)))

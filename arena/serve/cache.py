@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -33,6 +34,8 @@ from .limits import BuildLimit, too_many
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
 COMPRESSIBLE = re.compile(rb"^(text/|application/(json|javascript)|image/svg)")
 IMMUTABLE = "public, max-age=31536000, immutable"
+STAMPED = ("game", "games", "bot")  # pages kept by a stamp of their own (StoreVersion.of)
+STAMPS_KEPT = 4096  # per-page stamps (:meth:`StoreVersion.of`) read since the version last moved
 STATIC_KEPT = 64  # static answers kept (only files that exist answer 200, so this is every one)
 
 
@@ -53,14 +56,16 @@ class StoreVersion:
         self.clock = clock
         self._db: data.ReadStore | None = None
         self._seen: int | None = None
-        self._latest: tuple | None = None  # (store version, ladder parts, bots' ladders) as last read
+        self._latest: tuple | None = None  # (store version, ladder parts) as last read
         self._moved = -float("inf")        # when ``value`` last moved
         self.value: tuple | None = None    # the version pages are kept by
         self.parts: dict[str, tuple] = {}  # ... and each ladder's own ("" the games of no ladder)
-        self.bots: dict[str, frozenset[str]] = {}  # the ladders each bot (label or name) is a member of
+        self._stamps: dict[tuple, Any] = {}  # what :meth:`of` read for this value of the version
 
     def current(self) -> tuple | None:
-        """The version pages are kept by now; None while there is no store."""
+        """The version pages are kept by now; None while there is no store. The counts are read
+        only when the version could move: a change within ``settle`` of the last move waits for
+        the first look after it (a ladder commits several times a second; each read is ~20 ms)."""
         try:
             if self._db is None:
                 self._db = data.open_read(self.path)
@@ -68,34 +73,73 @@ class StoreVersion:
                     return None
                 self._seen = None
             seen = reads.data_version(self._db.db)
-            if seen != self._seen or self._latest is None:
-                self._latest = (data.version(self._db), *reads.ladder_parts(self._db.db))
+            if self._latest is None or (seen != self._seen and self.clock() - self._moved >= self.settle):
+                self._latest = (data.version(self._db), reads.ladder_parts(self._db.db))
                 self._seen = seen
         except sqlite3.Error:  # a store being created or replaced: look again next time
             self.close()
-        if self._latest is not None and self._latest[:2] != (self.value, self.parts):
+        if self._latest is not None and self._latest != (self.value, self.parts):
             now, first = self.clock(), self.value is None
             if first or now - self._moved >= self.settle:
-                self.value, self.parts, self.bots = self._latest
+                self.value, self.parts = self._latest
+                self._stamps.clear()
                 if not first:  # the first look is no move
                     self._moved = now
         return self.value
 
-    def of(self, path: str) -> tuple | None:
-        """The version a page at ``path`` is kept by: a ladder's pages by that ladder's own version,
-        a bot's page by the games of no ladder and each ladder it is a member of (a bot of no
-        ladder's member list by the whole store's), every other page by the whole store's. So a
-        game of ladder A builds none of ladder B's pages again. Call :meth:`current` first."""
+    def of(self, path: str, query: bytes = b"") -> tuple | None:
+        """The version of what the page at ``path`` (with ``query``) shows, so a stored game builds
+        again only the pages that show it. Call :meth:`current` first.
+
+        - a game's page: that game's row and finish (a stored game never changes);
+        - the game list: how many games its filters match and the highest of them (any page of
+          it moves with a new matching game only), and its menus' values;
+        - a bot's page: the seats, snapshots, statuses, registrations and owner of its name
+          (:func:`arena.store.reads.bot_stamp`): a game it did not play moves none of it;
+        - a ladder's pages: that ladder's own version;
+        - every other page (the overview): the whole store's.
+
+        Each stamp is one indexed query, read once per move of the version."""
         if self.value is None:
             return None
         if path.startswith("/ladders/"):
             name = path[len("/ladders/"):].split("/", 1)[0]
             return ("ladder", name, self.parts.get(name))
-        if path.startswith("/bots/"):
-            ladders = self.bots.get(path[len("/bots/"):])
-            if ladders is not None:
-                return ("bot", self.parts.get(""), *((n, self.parts.get(n)) for n in sorted(ladders)))
+        if path.startswith("/bots/") and "/" not in path[len("/bots/"):]:
+            label = path[len("/bots/"):]
+            return ("bot", label, self._stamp(("bot", label), lambda db: reads.bot_stamp(db.db, label)))
+        if path.startswith("/games/") and "/" not in path[len("/games/"):]:
+            gid = path[len("/games/"):]
+            return ("game", gid, self._stamp(("game", gid), lambda db: reads.game_stamp(db.db, gid)))
+        if path == "/games":  # kept per query string too: a kept list costs no parse of its query
+            return self._stamp(("list", query), lambda db: self._list_version(query))
         return self.value
+
+    def _list_version(self, query: bytes) -> tuple:
+        wanted, _ = data.list_query(QueryParams(query))
+        key = tuple(sorted(wanted.items()))
+        choices = self._stamp(("choices",), data.filter_choices)
+        return ("games", self._stamp(("games", key), lambda db: data.list_stamp(db, **wanted)),
+                self._stamp(("choices tag",), lambda db: tag(choices)))
+
+    def _stamp(self, key: tuple, read: Callable[[data.ReadStore], Any]) -> Any:
+        """``read`` of the kept connection, once per move of the version (at most ``STAMPS_KEPT``)."""
+        if key not in self._stamps:
+            if self._db is None:
+                return self.value
+            if len(self._stamps) >= STAMPS_KEPT:
+                self._stamps.clear()
+            try:
+                self._stamps[key] = read(self._db)
+            except sqlite3.Error:
+                return self.value
+        return self._stamps[key]
+
+    def choices(self, db: data.ReadStore) -> dict[str, list[str]]:
+        """The game list's menus as :meth:`of` read them for this version (so the page shows what
+        it is kept by), or read now from ``db`` when the version has moved since."""
+        kept = self._stamps.get(("choices",))
+        return kept if isinstance(kept, dict) else data.filter_choices(db)
 
     def tags(self) -> dict[str, str]:
         """Each ladder's version and the games of no ladder's (``""``), named short for the live events."""
@@ -218,15 +262,16 @@ class HttpCache:
         version = self.version.current()
         if version is None:
             return None
+        query = scope.get("query_string", b"")
         if version != self.pages_version:  # the store changed: drop the pages whose part did
-            for old in [k for k in self.pages if k[-1] != self.version.of(k[0])]:
+            # (a page kept by its own stamp is left to the byte bound: a stamp is a query)
+            for old in [k for k in self.pages if k[-1][0] not in STAMPED and k[-1] != self.version.of(*k[:2])]:
                 self.bytes -= self.pages.pop(old).size()
             self.pages_version = version
-        return (path, scope.get("query_string", b""), _header(scope, b"cookie"),
-                _header(scope, b"authorization"), self.version.of(path))
+        return (path, query, _header(scope, b"cookie"), _header(scope, b"authorization"), self.version.of(path, query))
 
     def _keep(self, key: tuple, entry: Entry) -> None:
-        if key[-1] != self.version.of(key[0]) or entry.size() > self.max_bytes // 8:
+        if key[-1] != self.version.of(*key[:2]) or entry.size() > self.max_bytes // 8:
             return
         self.pages[key] = entry
         self.bytes += entry.size()

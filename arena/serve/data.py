@@ -16,7 +16,7 @@ import threading
 import time
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,9 +182,11 @@ class Progress:
         return min(1.0, self.played / self.planned) if self.planned else 0.0
 
 
-def tournaments(db: ReadStore) -> list[Progress]:
+def tournaments(db: ReadStore, ladders: bool | None = None, unfinished: bool = False) -> list[Progress]:
+    """Every tournament's progress, the most recently active first (or a part: :func:`reads.tournament_rows`)."""
     out = []
-    for tid, planned, status, created, updated, config, played, first, last in reads.tournament_rows(db.db):
+    for tid, planned, status, created, updated, config, played, first, last in reads.tournament_rows(
+            db.db, ladders, unfinished):
         recent = None
         if status == "running" and last is not None:
             n = reads.games_since(db.db, tid, last - 60)
@@ -206,19 +208,78 @@ def _game(r: tuple) -> dict[str, Any]:
             "faults": r[10], "finished": r[11]}
 
 
-def search_games(db: ReadStore, *, bot: str = "", tournament: str = "", ladder: str = "", reason: str = "",
-                 fault: str = "", min_turns: int | None = None, max_turns: int | None = None, limit: int = 100,
-                 offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Games matching every filter given, newest first, and how many match in all."""
-    clause, args = game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
-                               bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
-    rows, total = reads.game_rows(db.db, clause, args, limit, offset)
+LIST_FILTERS = ("bot", "tournament", "ladder", "reason", "fault")
+
+
+def list_query(params: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """The game list's filters (:func:`search_games`' keywords) and page number from its query
+    string: the page and the key it is kept by (:func:`list_stamp`) read them here alone."""
+    filters: dict[str, Any] = {k: params.get(k, "").strip()[:200] for k in LIST_FILTERS}
+    filters.update(min_turns=int_or_none(params.get("min_turns")), max_turns=int_or_none(params.get("max_turns")))
+    return filters, max(1, int_or_none(params.get("page")) or 1)
+
+
+def int_or_none(value: str | None) -> int | None:
+    """A query parameter's whole number; None when absent or not one."""
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _list_clause(bot: str = "", tournament: str = "", ladder: str = "", reason: str = "", fault: str = "",
+                 min_turns: int | None = None, max_turns: int | None = None) -> tuple[str, list[Any]]:
+    return game_filter(tournament=tournament, tournament_prefix=f"{LADDER_PREFIX}{ladder}:" if ladder else None,
+                       bot=bot, reason=reason, fault=fault, min_turns=min_turns, max_turns=max_turns)
+
+
+def search_games(db: ReadStore, *, limit: int = 100, offset: int = 0,
+                 **filters: Any) -> tuple[list[dict[str, Any]], int]:
+    """Games matching every filter given (:data:`LIST_FILTERS`, ``min_turns``, ``max_turns``),
+    newest first, and how many match in all."""
+    rows, total = reads.game_rows(db.db, *_list_clause(**filters), limit, offset)
     return [_game(r) for r in rows], total
 
 
+def list_stamp(db: ReadStore, **filters: Any) -> tuple[int, int]:
+    """What moves when the games a list with ``filters`` shows do (any page of it): one query."""
+    return reads.game_list_stamp(db.db, *_list_clause(**filters))
+
+
+class _Choices:
+    """The ends, forfeits and bots of a store's games as far as row ``last`` (of ``games`` games)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        self.last = self.games = 0
+        self.reasons: set[str] = set()
+        self.faults: set[str] = set()
+        self.bots: set[str] = set()
+
+
+_CHOICES: dict[str, _Choices] = {}
+
+
 def filter_choices(db: ReadStore) -> dict[str, list[str]]:
-    """Values the games list can be filtered by (the form's menus)."""
-    return reads.filter_choices(db.db)
+    """Values the games list can be filtered by (the form's menus). The games' values are kept in
+    the process like a ladder's games (:func:`ladder_games`): a read takes only the games stored
+    since the last (a full scan of the games was 4 ms a build); a game removed reads them all again."""
+    with _LADDER_GAMES_LOCK:
+        kept = _CHOICES.setdefault(str(db.path), _Choices())
+    with kept.lock:
+        top, total, new, reasons, faults, bots = reads.choices_after(db.db, kept.last)
+        if kept.games + new != total:  # a game removed: read them all
+            kept.clear()
+            top, total, new, reasons, faults, bots = reads.choices_after(db.db, 0)
+        kept.last, kept.games = top, total
+        kept.reasons |= reasons
+        kept.faults |= faults
+        kept.bots |= bots
+        return {"tournaments": reads.tournament_ids(db.db), "reasons": sorted(kept.reasons),
+                "faults": sorted(kept.faults), "bots": sorted(kept.bots)}
 
 
 def game_row(db: ReadStore, gid: str) -> dict[str, Any] | None:

@@ -212,8 +212,7 @@ TOURNAMENTS_PER_PAGE = 25
 def home(db: data.ReadStore, page_no: int = 1) -> Home:
     """The overview: each ladder once (its batches and placements folded under it), then the
     other tournaments, newest first, a page at a time."""
-    every = data.tournaments(db)
-    unfinished = [t for t in every if t.id.startswith(data.LADDER_PREFIX) and t.status in ("running", "interrupted")]
+    unfinished = data.tournaments(db, ladders=True, unfinished=True)  # a ladder's thousands of batches: not read
     alive = held(db.path, [t.id for t in unfinished if t.status == "running"])
     ladders = []
     for name in data.ladder_names(db):
@@ -223,7 +222,7 @@ def home(db: data.ReadStore, page_no: int = 1) -> Home:
         playing = [t for t in mine if t.id in alive]
         seen = max((t.last or t.updated for t in playing), default=None)
         ladders.append(LadderTile(name, n, batches, len(playing), len(mine) - len(playing), seen))
-    others = [t for t in every if not t.id.startswith(data.LADDER_PREFIX)]
+    others = data.tournaments(db, ladders=False)
     pages = max(1, -(-len(others) // TOURNAMENTS_PER_PAGE))
     page_no = min(max(1, page_no), pages)
     shown = others[(page_no - 1) * TOURNAMENTS_PER_PAGE:page_no * TOURNAMENTS_PER_PAGE]

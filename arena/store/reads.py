@@ -41,8 +41,9 @@ def game_filter(*, tournament: str | None = None, tournament_prefix: str | None 
     if tournament_prefix:
         where.append("substr(g.tournament, 1, ?)=?"); args += [len(tournament_prefix), tournament_prefix]
     if bot:
-        where.append("EXISTS (SELECT 1 FROM game_seats s WHERE s.game=g.id AND (s.bot=? OR s.bot LIKE ? ESCAPE '\\'))")
-        args += [bot, versions_of(bot)]
+        # IN over the seats' index (the name, then its versions' range): a correlated EXISTS reads every game
+        where.append(f"g.id IN (SELECT game FROM game_seats WHERE {_named('bot')})")
+        args += named_args(bot)
     if reason:
         where.append("g.reason=?"); args.append(reason)
     if fault:
@@ -58,6 +59,16 @@ def _prefixed(column: str) -> str:
     return f"substr({column}, 1, ?)=?"
 
 
+def _named(column: str) -> str:
+    """``column`` is a bot's name or one of its versions (``name@...``), as two ranges an index can
+    answer (:func:`named_args` gives the arguments): ``@`` sorts just before ``A``."""
+    return f"({column}=? OR ({column}>=? AND {column}<?))"
+
+
+def named_args(name: str) -> list[str]:
+    return [name, name + "@", name + "A"]
+
+
 # --------------------------------------------------------------------------- the store's version
 
 def data_version(db: sqlite3.Connection) -> int:
@@ -66,24 +77,34 @@ def data_version(db: sqlite3.Connection) -> int:
 
 
 def counts(db: sqlite3.Connection) -> tuple:
-    """Games (count, last finish), tournaments (count, last update), snapshots, ladder members:
-    what changes whenever anything a page shows is stored."""
-    n, last = db.execute("SELECT COUNT(*), COALESCE(MAX(finished), 0) FROM games").fetchone()
+    """Games (count, highest row: the last finish was a scan of every game), tournaments (count,
+    last update), snapshots, ladder members, bots registered and owned (count, last): what changes
+    whenever anything a page shows is stored."""
+    n, last = db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM games").fetchone()
     tours = db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM tournaments").fetchone()
     snaps = db.execute("SELECT COUNT(*) FROM rating_snapshots").fetchone()[0]
     members = db.execute("SELECT COUNT(*) FROM ladder_members").fetchone()[0]
-    return (n, last, *tours, snaps, members)
+    bots = db.execute("SELECT COUNT(*), COALESCE(MAX(registered), 0) FROM bots").fetchone()
+    owned = db.execute("SELECT COUNT(*), COALESCE(MAX(since), 0) FROM bot_owners").fetchone()
+    return (n, last, *tours, snaps, members, *bots, *owned)
 
 
 # --------------------------------------------------------------------------- tournaments
 
-def tournament_rows(db: sqlite3.Connection) -> list[tuple]:
+def tournament_rows(db: sqlite3.Connection, ladders: bool | None = None, unfinished: bool = False) -> list[tuple]:
     """(id, planned, status, created, updated, config, games, first finish, last finish), the most
-    recently active first."""
+    recently active first; only a ladder's batches (``ladders`` True) or only the rest (False),
+    only those running or interrupted (``unfinished``): the overview reads its few, not every batch."""
+    where, args = [], []
+    if ladders is not None:
+        where.append(("" if ladders else "NOT ") + _prefixed("t.id")); args += [len(LADDER_PREFIX), LADDER_PREFIX]
+    if unfinished:
+        where.append("t.status IN ('running', 'interrupted')")
     return db.execute(
         "SELECT t.id, t.planned, t.status, t.created, t.updated, t.config, COUNT(g.id), MIN(g.finished), "
-        "MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id GROUP BY t.id "
-        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC").fetchall()
+        f"MAX(g.finished) FROM tournaments t LEFT JOIN games g ON g.tournament=t.id "
+        f"{' WHERE ' + ' AND '.join(where) if where else ''} GROUP BY t.id "
+        "ORDER BY MAX(COALESCE(g.finished, t.updated), t.updated) DESC", args).fetchall()
 
 
 def games_since(db: sqlite3.Connection, tid: str, since: float) -> int:
@@ -100,11 +121,25 @@ def prefix_counts(db: sqlite3.Connection, prefix: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- games
 
 def game_rows(db: sqlite3.Connection, clause: str, args: list[Any], limit: int, offset: int) -> tuple[list[tuple], int]:
-    """Rows (:data:`GAME_COLUMNS`) under a :func:`game_filter` clause, newest first, and how many match."""
+    """Rows (:data:`GAME_COLUMNS`) under a :func:`game_filter` clause, the last stored first (a game's
+    finish is its storing's time, so this is newest first, read down the table's own order rather
+    than sorting every game), and how many match."""
     total = db.execute(f"SELECT COUNT(*) FROM games g{clause}", args).fetchone()[0]
-    rows = db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.finished DESC, g.id LIMIT ? OFFSET ?",
+    rows = db.execute(f"SELECT {GAME_COLUMNS} FROM games g{clause} ORDER BY g.rowid DESC LIMIT ? OFFSET ?",
                       [*args, limit, offset]).fetchall()
     return rows, total
+
+
+def game_list_stamp(db: sqlite3.Connection, clause: str, args: list[Any]) -> tuple[int, int]:
+    """(how many games match, the highest row among them) under a :func:`game_filter` clause: moves
+    whenever a matching game is stored (games are never changed or removed), and with nothing else."""
+    return db.execute(f"SELECT COUNT(*), COALESCE(MAX(g.rowid), 0) FROM games g{clause}", args).fetchone()
+
+
+def game_stamp(db: sqlite3.Connection, gid: str) -> tuple | None:
+    """(row, finish) of the stored game ``gid``, or None: a stored game never changes, so its page
+    is kept by this alone."""
+    return db.execute("SELECT rowid, finished FROM games WHERE id=?", (gid,)).fetchone()
 
 
 def game_row(db: sqlite3.Connection, gid: str) -> tuple | None:
@@ -117,13 +152,26 @@ def game_log(db: sqlite3.Connection, gid: str) -> bytes | None:
     return None if row is None else row[0]
 
 
-def filter_choices(db: sqlite3.Connection) -> dict[str, list[str]]:
-    """Values the games list can be filtered by (the form's menus)."""
-    q = lambda sql: [r[0] for r in db.execute(sql)]  # noqa: E731
-    return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
-            "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
-            "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
-            "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}
+def tournament_ids(db: sqlite3.Connection) -> list[str]:
+    """Every tournament's id, the newest created first (the game list's menu)."""
+    return [r[0] for r in db.execute("SELECT id FROM tournaments ORDER BY created DESC")]
+
+
+def choices_after(db: sqlite3.Connection, after: int) -> tuple[int, int, int, set[str], set[str], set[str]]:
+    """For the games stored after row ``after``: (the highest row, how many games the store holds
+    up to it, how many of them are after ``after``, and those games' ends, forfeits and bots), so a
+    reader that keeps the earlier games' values reads only the new games' and sees a removal by the
+    counts. Every part is read up to one row, so a game stored meanwhile is read next time, whole."""
+    top, total = db.execute("SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM games").fetchone()
+    new = db.execute("SELECT COUNT(*) FROM games WHERE rowid>? AND rowid<=?", (after, top)).fetchone()[0]
+    reasons = {r[0] for r in db.execute("SELECT DISTINCT reason FROM games WHERE rowid>? AND rowid<=?", (after, top))}
+    faults, bots = set(), set()
+    for bot, forfeit in db.execute("SELECT DISTINCT s.bot, s.forfeit FROM games g JOIN game_seats s ON s.game=g.id "
+                                   "WHERE g.rowid>? AND g.rowid<=?", (after, top)):
+        bots.add(bot)
+        if forfeit is not None:
+            faults.add(forfeit)
+    return top, total, new, reasons, faults, bots
 
 
 # --------------------------------------------------------------------------- bots
@@ -132,6 +180,23 @@ def think_totals(db: sqlite3.Connection, label: str) -> tuple[float, int]:
     """The bot's (think ms, decisions) over every stored game (one indexed sum)."""
     ms, n = db.execute("SELECT SUM(think_ms), SUM(decisions) FROM game_seats WHERE bot=?", (label,)).fetchone()
     return (ms or 0.0, n or 0)
+
+
+def bot_stamp(db: sqlite3.Connection, label: str) -> tuple:
+    """What a bot's page shows moves this, one query over indexes and small tables: the seats of
+    every version of its name (count, highest row), their rating snapshots, its statuses on each
+    ladder, its name's registrations and owner. A game it did not play moves none of it."""
+    name = label.split("@", 1)[0]
+    return db.execute(
+        f"SELECT (SELECT COUNT(*) FROM game_seats WHERE {_named('bot')}), "
+        f"(SELECT COALESCE(MAX(rowid), 0) FROM game_seats WHERE {_named('bot')}), "
+        f"(SELECT COUNT(*) FROM rating_snapshots WHERE {_named('bot')}), "
+        f"(SELECT COALESCE(MAX(rowid), 0) FROM rating_snapshots WHERE {_named('bot')}), "
+        f"(SELECT group_concat(ladder || ' ' || status || ' ' || since || ' ' || reason, '|') FROM "
+        f"(SELECT * FROM ladder_bot_status WHERE {_named('label')} ORDER BY ladder, label)), "
+        "(SELECT COUNT(*) || ' ' || COALESCE(MAX(registered), 0) FROM bots WHERE name=?), "
+        "(SELECT a.id || ' ' || a.name FROM bot_owners b JOIN accounts a ON a.id=b.account WHERE b.name=?)",
+        [*named_args(name) * 5, name, name]).fetchone()
 
 
 def bot_labels(db: sqlite3.Connection) -> list[str]:
@@ -238,8 +303,8 @@ def authors(db: sqlite3.Connection, labels: list[str]) -> dict[str, str]:
     return out
 
 
-def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, frozenset[str]]]:
-    """Each ladder's own version (by its name), and the ladders each bot is a member of (by label and name).
+def ladder_parts(db: sqlite3.Connection) -> dict[str, tuple]:
+    """Each ladder's own version (by its name).
 
     A ladder's version is its games (count, highest row), its tournaments (count, last update),
     its rating snapshots, members, statuses, seasons and pause: what its pages show. The games and
@@ -249,7 +314,7 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
 
     def part(tid: str) -> list:
         name = tid[len(LADDER_PREFIX):].split(":", 1)[0] if tid.startswith(LADDER_PREFIX) else ""
-        return parts.setdefault(name, [0, 0, 0, 0.0, 0, 0, 0, 0.0, 0, 0, 0])
+        return parts.setdefault(name, [0, 0, 0, 0.0, 0, 0, 0, 0.0, 0, 0, 0, 0])
 
     for tid, n, top in db.execute("SELECT tournament, COUNT(*), MAX(rowid) FROM games GROUP BY tournament"):
         p = part(tid)
@@ -261,19 +326,16 @@ def ladder_parts(db: sqlite3.Connection) -> tuple[dict[str, tuple], dict[str, fr
         p[3] = max(p[3], updated)
     for name, n in db.execute("SELECT ladder, COUNT(*) FROM rating_snapshots GROUP BY ladder"):
         part(LADDER_PREFIX + name)[4] = n
-    bots: dict[str, set[str]] = {}
-    for name, label in db.execute("SELECT ladder, label FROM ladder_members"):
-        part(LADDER_PREFIX + name)[5] += 1
-        bots.setdefault(label, set()).add(name)
-        bots.setdefault(label.split("@", 1)[0], set()).add(name)
-    for name, n, since in db.execute("SELECT ladder, COUNT(*), COALESCE(MAX(since), 0) FROM ladder_bot_status "
-                                     "GROUP BY ladder"):
+    for name, n in db.execute("SELECT ladder, COUNT(*) FROM ladder_members GROUP BY ladder"):
+        part(LADDER_PREFIX + name)[5] = n
+    for name, n, since, retired in db.execute("SELECT ladder, COUNT(*), COALESCE(MAX(since), 0), "
+                                              "SUM(status='retired') FROM ladder_bot_status GROUP BY ladder"):
         p = part(LADDER_PREFIX + name)
-        p[6], p[7] = n, since
+        p[6], p[7], p[11] = n, since, retired
     for i, table in ((8, "seasons"), (9, "season_standings"), (10, "ladder_pauses")):
         for name, n in db.execute(f"SELECT ladder, COUNT(*) FROM {table} GROUP BY ladder"):
             part(LADDER_PREFIX + name)[i] = n
-    return ({k: tuple(v) for k, v in parts.items()}, {k: frozenset(v) for k, v in bots.items()})
+    return {k: tuple(v) for k, v in parts.items()}
 
 
 def think_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], int]:
