@@ -124,7 +124,10 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
     try:
         head = proc.stdout.readline()  # printed before the first game
         assert head.startswith("match montecarlo@1.0 vs ismcts@1.0"), head
-        time.sleep(2.0)
+        # stopped while both bots play (waited for, not slept on: a fixed pause was either idle
+        # time or, on a loaded machine, a stop before any bot had started)
+        bots = _until(lambda: _bots_below(proc.pid) if len(_bots_below(proc.pid)) == 2 else None,
+                      "the two bots never started")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -133,9 +136,32 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path):
             proc.wait()
     assert proc.returncode == 130, (out, err)
     assert "interrupted: the games played are stored" in err and "Traceback" not in err
-    # the bots are gone with it
-    children = subprocess.run(["pgrep", "-f", "bots/(montecarlo|ismcts)/bot.py"], capture_output=True, text=True)
-    assert str(proc.pid) not in children.stdout
+    assert not {pid for pid in bots if _running_bot(pid)}, "a bot outlived the stopped match"
+
+
+def _running_bot(pid: str) -> bool:
+    """``pid`` is a bot's own process (``python3 bot.py``, not the bubblewrap around it), still
+    there and not a zombie waiting for its parent."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and b"bot.py" in argv and not argv[0].endswith(b"bwrap")
+
+
+def _bots_below(root: int) -> set[str]:
+    """The bots' processes among ``root``'s descendants (the python running bot.py, whatever wraps it)."""
+    return {pid for pid in _process_tree(root) if pid != str(root) and _running_bot(pid)}
+
+
+def _until(found, why: str, timeout: float = 120):
+    """``found()``'s first true value, looked for every 20 ms; ``timeout`` is a bound against a hang."""
+    deadline = time.monotonic() + timeout
+    while not (got := found()):
+        assert time.monotonic() < deadline, why
+        time.sleep(0.02)
+    return got
 
 
 def _dead_owner(name: str) -> bool:
@@ -186,10 +212,14 @@ def test_sigterm_stops_a_background_tournament_cleanly(tmp_path: Path):
     try:
         head = proc.stdout.readline()
         assert head.startswith("tournament demo:"), head
-        time.sleep(3.0)
-        owners = _process_tree(proc.pid)  # the referee and its workers, each with its own directory
         from arena.bots.uids import default_run_dir
-        assert {p for p in owners if (default_run_dir() / f"ref-{p}").is_dir()}, "no referee directory seen"
+
+        def playing() -> set[str] | None:
+            """The referee and its workers (each with its own directory), once a worker's bots play."""
+            tree = _process_tree(proc.pid)
+            return tree if _bots_below(proc.pid) and any((default_run_dir() / f"ref-{p}").is_dir() for p in tree) \
+                else None
+        owners = _until(playing, "no referee directory and bots seen")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:

@@ -379,37 +379,6 @@ def multipart(fields: dict[str, str], file: tuple[str, bytes]) -> tuple[bytes, s
     return out.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
-def test_a_good_bot_is_checked_then_placed(tmp_path_factory) -> None:
-    """The whole Submit path: upload, arena check, seeding and placement on a small ladder."""
-    base = tmp_path_factory.mktemp("serve-place")
-    (base / "ladders").mkdir()
-    (base / "ladders" / "mini.toml").write_text('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\n'
-                                                'check_games = 1\n')
-    store = base / "data" / "arena.sqlite"
-    store.parent.mkdir()
-    server = ServerProc(store, "--allow-submit", "--ladders", str(base / "ladders"))  # no store yet
-    assert b"No games yet" in server.get("/")[2]
-    try:
-        starter = ROOT / "examples" / "bots" / "python"
-        files = {f"starter/{p.relative_to(starter)}": p.read_bytes() for p in starter.rglob("*") if p.is_file()}
-        body, ctype = multipart({"ladder": "mini", "token": server.token}, ("starter.zip", zip_bytes(files)))
-        status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})
-        assert status == 303
-        page = _finished(server, headers["location"])
-        status = re.search(rb'data-status="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        assert status == b"placed", page.decode()[-3000:] + server.stderr()[-3000:]
-        assert b"no faults" in page and b"Placed: rank" in page
-        assert page.count(b"checking starter-python@1.0.0") == 1  # announced once, not by the page and submit
-        assert str(base).encode() not in page and str(ROOT).encode() not in page
-        db = data.ReadStore(store)
-        assert ("starter-python@1.0.0",) in db.db.execute("SELECT label FROM ladder_members").fetchall()
-        db.db.close()
-        _, _, ladder_page = server.get("/ladders/mini")
-        assert b'data-bot="starter-python@1.0.0"' in ladder_page
-    finally:
-        server.stop()
-
-
 CHATTY = b"""import json, os, sys
 for line in sys.stdin:
     m = json.loads(line)

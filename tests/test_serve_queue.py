@@ -67,6 +67,7 @@ def test_a_server_killed_mid_queue_finishes_every_submission_exactly_once(tmp_pa
     args = ("--allow-submit", "--ladders", str(tmp_path / "ladders"), *MANY_WRITES)
     server = ServerProc(store, *args)
     try:
+        assert b"No games yet" in server.get("/")[2]  # a fresh server, no store yet
         code = invite_after_start(server, store)
         people = [sign_up(server, code, name)[0] for name in ("ann", "ben", "cat")]
         locations = [upload(b, f"{name}-bot") for b, name in zip(people, ("ann", "ben", "cat"))]
@@ -97,6 +98,15 @@ def test_a_server_killed_mid_queue_finishes_every_submission_exactly_once(tmp_pa
         people[0].server = again  # a new port; the session key (and so the login) outlives the restart
         page = people[0].request("GET", f"/submit/{killed[0][0]}")[2]
         assert "runs again from where it stopped" in page and 'data-status="placed"' in page
+        # the report of a submission that ran once, start to end (upload, check, placement)
+        once = next(j for j in done if j[0] != killed[0][0])
+        owner = next(b for b, name in zip(people, ("ann", "ben", "cat")) if once[1].startswith(f"{name}-bot@"))
+        owner.server = again
+        page = owner.request("GET", f"/submit/{once[0]}")[2]
+        assert 'data-status="placed"' in page and "no faults" in page and "Placed: rank" in page, page[-3000:]
+        assert page.count(f"checking {once[1]}") == 1  # announced once, not by the page and submit
+        assert str(tmp_path) not in page and str(ROOT) not in page
+        assert f'data-bot="{once[1]}"'.encode() in again.get("/ladders/mini")[2]
     finally:
         again.stop()
     db = sqlite3.connect(store)
