@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 
-from arena.engine import preset
+from arena.engine import IMPLEMENTATION, PRESETS, apply_action, forfeit, legal_actions, new_game, preset
+from arena.engine import views as engine_views
+from arena.engine.views import seat_view, seat_view_json
 from arena.referee import protocol
 from arena.referee.core import RefereeCore, Request, TimeControl
 
@@ -73,3 +76,47 @@ def test_a_request_needs_its_line_or_its_message() -> None:
         Request(0, 1, None, b"", 1.0, 2)
     req = Request(0, 1, None, b'{"type":"request","id":1}', 1.0, 2)
     assert req.message == {"type": "request", "id": 1} and req.message is req.message  # read once
+
+
+def _positions(rules: str, players: int, seed: int, reason: str):
+    """Every position of a seeded random game of ``rules``, in which the last seat forfeits for
+    ``reason`` a third of the way in (a forfeited seat's view has its place and reason)."""
+    rng = random.Random(seed)
+    state = new_game(preset(rules), players, seed)
+    while not state.over:
+        yield state
+        if state.turn == 30 and state.seats[-1].forfeit is None:
+            state, _ = forfeit(state, players - 1, reason)
+            continue
+        actions = legal_actions(state)
+        state, _ = apply_action(state, actions[rng.randrange(len(actions))])
+    yield state
+
+
+@pytest.mark.parametrize("rules", sorted(PRESETS))
+def test_a_view_is_written_as_the_dicts_encode(rules: str) -> None:
+    """``seat_view_json`` (the C helper where it is built) is ``orjson.dumps(seat_view(...))`` in every
+    position and from every seat: setup, play, forfeits, the end; a forfeit reason the helper does
+    not write (one that JSON must escape) takes the dicts' way, to the same bytes."""
+    views = 0
+    for players, reason in ((2, "timeout"), (3, "crash"), (4, 'odd "reason" \u00e9\n')):
+        for state in _positions(rules, players, players, reason):
+            for seat in range(players):
+                assert seat_view_json(state, seat) == orjson.dumps(seat_view(state, seat))
+                views += 1
+    assert views > 300
+
+
+def test_the_c_helper_writes_the_view_where_it_is_built() -> None:
+    """Built with the compiled engine, the helper writes a plain view itself (None would mean
+    the dicts were built after all) and declines what it does not write."""
+    state = new_game(preset("classic"), 2, 1)
+    odd = forfeit(state, 1, 'a "quoted" reason')[0]
+    if engine_views._encode_view is engine_views._encode_by_dicts:
+        assert IMPLEMENTATION == "python"  # only a pure-Python install goes without it
+        return
+    encode = engine_views._encode_view
+    assert encode(state, 0, b"null", engine_views._CARD_JSON) == orjson.dumps(seat_view(state, 0))
+    assert encode(odd, 0, b"null", engine_views._CARD_JSON) is None
+    assert encode(state, 0, b"null", engine_views._CARD_JSON[:10]) is None  # a card outside the table
+    assert encode(state, 5, b"null", engine_views._CARD_JSON) is None  # no such seat

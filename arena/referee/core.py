@@ -26,7 +26,7 @@ import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
-from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
+from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view, seat_view_json
 from ..faults import FaultReason
 from . import protocol
 
@@ -38,6 +38,11 @@ _Offer = tuple[dict[str, Any], bytes, dict[str, Any]]
 _OFFERED: dict[tuple[int, Action], _Offer] = {}
 _OFFERED_MAX = 1 << 16
 _ENCODED = operator.itemgetter(1)  # an offer's JSON
+# A request line: ``protocol.request``'s message as orjson writes it (same keys, same order), put
+# together from its encoded parts (id, game, decision, view, events, actions, clock).
+# tests/test_referee_core_lines.py holds it to the message.
+_REQUEST_LINE = (b'{"type":"request","id":%d,"game":%b,"decision":%b,"view":%b,"events":%b,"actions":[%b],'
+                 b'"clock":%b}')
 _UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 
 
@@ -247,8 +252,9 @@ class RefereeCore:
         self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
-        # per seat: (bank, its clock as sent), kept until the bank moves
-        self._clocks: list[tuple[float, dict[str, int]]] = [(-1.0, {})] * n
+        self._game_json = orjson.dumps(game_id)
+        # per seat: (bank, its clock as sent, encoded), kept until the bank moves
+        self._clocks: list[tuple[float, dict[str, int], bytes]] = [(-1.0, {}, b"")] * n
 
     @property
     def players(self) -> int:
@@ -306,23 +312,21 @@ class RefereeCore:
             bank = self.bank[seat]
             sent = self._clocks[seat]
             if sent[0] != bank:  # the bank was drawn on since the seat's last request
-                sent = self._clocks[seat] = (bank, {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
-            clock = sent[1]
+                sent_clock = {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}
+                sent = self._clocks[seat] = (bank, sent_clock, orjson.dumps(sent_clock))
             get = _OFFERED.get
             offered = [get((i, a)) or _offer(i, a) for i, a in enumerate(actions)]
             events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
             self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid},
                            offered, actions, seat)
             timeout = self._move_s + bank
-            if self.encode:  # the line alone; the actions from their encodings (see _offer)
-                line = orjson.dumps({"type": "request", "id": rid, "game": self.game_id,
-                                     "decision": decision_name(state), "view": seat_view(state, seat),
-                                     "events": events,
-                                     "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
-                                     "clock": clock})
+            if self.encode:  # the line alone, from encoded pieces: the message's bytes (see _REQUEST_LINE)
+                line = _REQUEST_LINE % (rid, self._game_json, orjson.dumps(decision_name(state)),
+                                        seat_view_json(state, seat), orjson.dumps(events),
+                                        b",".join(map(_ENCODED, offered)), sent[2])
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
-                                   [dict(o[0]) for o in offered], dict(clock), numbered=True)
+                                   [dict(o[0]) for o in offered], dict(sent[1]), numbered=True)
             return Request(seat, rid, msg, b"", timeout, len(actions))
         return None
 

@@ -1,0 +1,3 @@
+from typing import Any
+
+def encode(state: Any, seat: int, pile_top: bytes, cards: tuple[bytes, ...]) -> bytes | None: ...
