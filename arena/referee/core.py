@@ -38,11 +38,6 @@ _Offer = tuple[dict[str, Any], bytes, dict[str, Any]]
 _OFFERED: dict[tuple[int, Action], _Offer] = {}
 _OFFERED_MAX = 1 << 16
 _ENCODED = operator.itemgetter(1)  # an offer's JSON
-# A request line: ``protocol.request``'s message as orjson writes it (same keys, same order), put
-# together from its encoded parts (id, game, decision, view, events, actions, clock).
-# tests/test_referee_core_lines.py holds it to the message.
-_REQUEST_LINE = (b'{"type":"request","id":%d,"game":%b,"decision":%b,"view":%b,"events":%b,"actions":[%b],'
-                 b'"clock":%b}')
 _UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 
 
@@ -252,7 +247,7 @@ class RefereeCore:
         self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
-        self._game_json = orjson.dumps(game_id)
+        self._game_json = b',"game":' + orjson.dumps(game_id) + b',"decision":'  # what follows a request's id
         # per seat: (bank, its clock as sent, encoded), kept until the bank moves
         self._clocks: list[tuple[float, dict[str, int], bytes]] = [(-1.0, {}, b"")] * n
 
@@ -320,10 +315,12 @@ class RefereeCore:
             self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid},
                            offered, actions, seat)
             timeout = self._move_s + bank
-            if self.encode:  # the line alone, from encoded pieces: the message's bytes (see _REQUEST_LINE)
-                line = _REQUEST_LINE % (rid, self._game_json, orjson.dumps(decision_name(state)),
-                                        seat_view_json(state, seat), orjson.dumps(events),
-                                        b",".join(map(_ENCODED, offered)), sent[2])
+            if self.encode:  # the line alone: protocol.request's message as orjson writes it (same keys,
+                # same order), joined from its encoded parts (tests/test_referee_core_lines.py holds the two together)
+                line = b"".join((b'{"type":"request","id":', str(rid).encode(), self._game_json,
+                                 orjson.dumps(decision_name(state)), b',"view":', seat_view_json(state, seat),
+                                 b',"events":', orjson.dumps(events), b',"actions":[',
+                                 b",".join(map(_ENCODED, offered)), b'],"clock":', sent[2], b"}"))
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
                                    [dict(o[0]) for o in offered], dict(sent[1]), numbered=True)
