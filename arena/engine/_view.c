@@ -1,5 +1,6 @@
 /* encode(state, seat, pile_top, cards): a seat's view as the JSON bytes orjson writes for
- * ``views.seat_view(state, seat)``, or None for a state it does not handle.
+ * ``views.seat_view(state, seat)``, or None for a state it does not handle; and
+ * encode_actions(actions, cards): the actions a request offers, ``[{"id": i, **action_json(a)}]``.
  *
  * Every request a bot is sent carries its view. Building the view's dicts and lists only to
  * encode them once was the largest part of the referee's work per decision; this writes the
@@ -298,6 +299,23 @@ static void put_view(Buf *b, PyObject *state, long seat, PyObject *top, PyObject
 }
 
 static PyObject *
+finish(Buf *b)
+{
+    PyObject *out = NULL;
+    if (b->failed > 0) {
+        out = Py_NewRef(Py_None);
+    } else if (b->failed < 0) {
+        PyErr_NoMemory();
+    } else {
+        out = PyBytes_FromStringAndSize(b->data, b->len);
+    }
+    if (b->data != b->first) {
+        PyMem_Free(b->data);
+    }
+    return out;
+}
+
+static PyObject *
 encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4) {
@@ -316,23 +334,92 @@ encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     char first[2048];
     Buf b = {first, first, 0, sizeof(first), 0};
     put_view(&b, state, seat, top, table);
-    PyObject *out = NULL;
-    if (b.failed > 0) {
-        out = Py_NewRef(Py_None);
-    } else if (b.failed < 0) {
-        PyErr_NoMemory();
-    } else {
-        out = PyBytes_FromStringAndSize(b.data, b.len);
+    return finish(&b);
+}
+
+/* One offered action, ``{"id": i, **views.action_json(action)}``, by its kind (its last field). */
+static void put_action(Buf *b, Py_ssize_t id, PyObject *a, PyObject *table)
+{
+    if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) < 1) {
+        b->failed = 1;
+        return;
     }
-    if (b.data != first) {
-        PyMem_Free(b.data);
+    Py_ssize_t n = PyTuple_GET_SIZE(a);
+    PyObject *kind = PyTuple_GET_ITEM(a, n - 1);
+    if (!PyUnicode_CheckExact(kind)) {
+        b->failed = 1;
+        return;
     }
-    return out;
+    PUT(b, "{\"id\":");
+    put_long(b, (long)id);
+    PUT(b, ",\"kind\":");
+    put_text(b, kind);
+    if (n == 4 && PyUnicode_CompareWithASCIIString(kind, "play") == 0) {
+        PyObject *target = PyTuple_GET_ITEM(a, 2);
+        PUT(b, ",\"cards\":");
+        put_cards(b, PyTuple_GET_ITEM(a, 0), table);
+        PUT(b, ",\"from\":");
+        put_text(b, PyTuple_GET_ITEM(a, 1));
+        if (target != Py_None) {
+            PUT(b, ",\"target\":");
+            put_int(b, target);
+        }
+    } else if (n == 2 && PyUnicode_CompareWithASCIIString(kind, "pick_up") == 0) {
+        PyObject *surrender = PyTuple_GET_ITEM(a, 0);
+        if (surrender != Py_None) {
+            long c = PyLong_CheckExact(surrender) ? PyLong_AsLong(surrender) : -1;
+            if (c < 0 || c >= PyTuple_GET_SIZE(table)) {
+                PyErr_Clear();
+                b->failed = 1;
+                return;
+            }
+            PUT(b, ",\"surrender\":");
+            put_bytes(b, PyTuple_GET_ITEM(table, c));
+        }
+    } else if (n == 2 && PyUnicode_CompareWithASCIIString(kind, "flip") == 0) {
+        PUT(b, ",\"position\":");
+        put_int(b, PyTuple_GET_ITEM(a, 0));
+    } else if (n == 2 && PyUnicode_CompareWithASCIIString(kind, "set_face_up") == 0) {
+        PUT(b, ",\"face_up\":");
+        put_stacks(b, PyTuple_GET_ITEM(a, 0), table);
+    } else if (n == 2 && PyUnicode_CompareWithASCIIString(kind, "stack") == 0) {
+        PUT(b, ",\"cards\":");
+        put_cards(b, PyTuple_GET_ITEM(a, 0), table);
+    } else if (!(n == 1 && PyUnicode_CompareWithASCIIString(kind, "done") == 0)) {
+        b->failed = 1; /* an action this does not know: views.action_json writes it */
+    }
+    PUT(b, "}");
+}
+
+static PyObject *
+encode_actions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_actions(actions, cards) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *actions = args[0], *table = args[1];
+    if (!PyTuple_CheckExact(actions) || !PyTuple_CheckExact(table)) {
+        Py_RETURN_NONE;
+    }
+    char first[1024];
+    Buf b = {first, first, 0, sizeof(first), 0};
+    PUT(&b, "[");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(actions) && !b.failed; i++) {
+        if (i) {
+            PUT(&b, ",");
+        }
+        put_action(&b, i, PyTuple_GET_ITEM(actions, i), table);
+    }
+    PUT(&b, "]");
+    return finish(&b);
 }
 
 static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(state, seat, pile_top, cards): the seat's view as JSON bytes, or None if not handled here."},
+    {"encode_actions", (PyCFunction)(void (*)(void))encode_actions, METH_FASTCALL,
+     "encode_actions(actions, cards): the offered actions as JSON bytes, or None if not handled here."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,10 +71,16 @@ def _encode_by_dicts(state: State, seat: int, pile_top: bytes, cards: tuple[byte
     return None
 
 
+def _actions_by_dicts(actions: tuple[Action, ...], cards: tuple[bytes, ...]) -> bytes | None:
+    """What ``_view.encode_actions`` says when it cannot help: not these actions."""
+    return None
+
+
 try:
-    from ._view import encode as _encode_view
+    from ._view import encode as _encode_view, encode_actions as _encode_actions
 except ImportError:  # not built (no C compiler at install): the dicts are built and encoded
     _encode_view = _encode_by_dicts
+    _encode_actions = _actions_by_dicts
 
 
 def seat_view_json(state: State, seat: int) -> bytes:
@@ -87,6 +93,15 @@ def seat_view_json(state: State, seat: int) -> bytes:
     top = effective_top(state.rules, state.pile)
     encoded = _encode_view(state, seat, b"null" if top is None else _TOP_JSON[top], _CARD_JSON)
     return encoded if encoded is not None else orjson.dumps(seat_view(state, seat))
+
+
+def offered_json(actions: tuple[Action, ...]) -> bytes:
+    """The actions a request offers, ``orjson.dumps([{"id": i, **action_json(a)} ...])`` byte for
+    byte, written by the C helper where it is built (as :func:`seat_view_json`)."""
+    encoded = _encode_actions(actions, _CARD_JSON)
+    if encoded is not None:
+        return encoded
+    return orjson.dumps([{"id": i, **action_json(a)} for i, a in enumerate(actions)])
 
 
 def decision_name(state: State) -> str:
