@@ -19,6 +19,7 @@ from setuptools.command.build_ext import build_ext
 
 ENGINE = ("cards", "model", "rules", "game", "views")  # the hot path; describe.py stays Python
 ENGINE_DIR = Path("arena") / "engine"
+HELPERS = ("_records", "_view")  # small C helpers (records.py, views.py fall back without them)
 STAMP = "_compiled.json"
 
 
@@ -47,9 +48,9 @@ def extensions() -> list:
         return []
     try:
         from mypyc.build import mypycify
-        records = Extension("arena.engine._records", [str(ENGINE_DIR / "_records.c")])
+        helpers = [Extension(f"arena.engine.{name}", [str(ENGINE_DIR / f"{name}.c")]) for name in HELPERS]
         return mypycify([str(ENGINE_DIR / f"{name}.py") for name in ENGINE], opt_level="3",
-                        group_name="arena_engine") + [records]
+                        group_name="arena_engine") + helpers
     except (Exception, SystemExit) as e:  # noqa: BLE001 - no mypyc, or it rejects the sources (it exits then)
         print(f"palace-arena: not compiling the engine ({e!r}); using the pure-Python engine")
         return []

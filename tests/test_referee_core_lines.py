@@ -1,7 +1,8 @@
-"""The core's request lines, put together from cached pieces, are the bytes of its messages.
+"""The core's request lines, put together from encoded pieces, are the bytes of its messages.
 
-``RefereeCore`` writes a bot's request line without building the message, from the actions'
-cached encodings (``arena.referee.core._OFFERED``); a core that does not encode builds the
+``RefereeCore`` writes a bot's request line without building the message: the view and the
+offered actions are written as bytes (``views.seat_view_json`` and ``views.offered_json``, by a
+C helper where it is built) and joined with the rest; a core that does not encode builds the
 message. Both must say exactly the same thing, and nothing a caller does to a message or a
 record may change what a later request says.
 """
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 
-from arena.engine import preset
+from arena.engine import (IMPLEMENTATION, PRESETS, Rules, apply_action, forfeit, legal_actions, new_game, preset,
+                          with_options)
+from arena.engine import views as engine_views
+from arena.engine.views import action_json, offered_json, seat_view, seat_view_json
 from arena.referee import protocol
 from arena.referee.core import RefereeCore, Request, TimeControl
 
@@ -73,3 +78,75 @@ def test_a_request_needs_its_line_or_its_message() -> None:
         Request(0, 1, None, b"", 1.0, 2)
     req = Request(0, 1, None, b'{"type":"request","id":1}', 1.0, 2)
     assert req.message == {"type": "request", "id": 1} and req.message is req.message  # read once
+
+
+# Every preset, and one table with what no preset has: stacking, harsh face-up cards, jokers that give the pile.
+RULES = [preset(name) for name in sorted(PRESETS)] + [
+    with_options(preset("classic"), {"stacking": True, "harsh_face_up": True, "jokers": 2, "joker": "give_pile"})]
+
+
+def _positions(rules: Rules, players: int, seed: int, reason: str):
+    """Every position of a seeded random game of ``rules``, in which the last seat forfeits for
+    ``reason`` a third of the way in (a forfeited seat's view has its place and reason)."""
+    rng = random.Random(seed)
+    state = new_game(rules, players, seed)
+    while not state.over:
+        yield state
+        if state.turn == 30 and state.seats[-1].forfeit is None:
+            state, _ = forfeit(state, players - 1, reason)
+            continue
+        actions = legal_actions(state)
+        state, _ = apply_action(state, actions[rng.randrange(len(actions))])
+    yield state
+
+
+@pytest.mark.parametrize("rules", RULES, ids=lambda r: r.name)
+def test_a_view_is_written_as_the_dicts_encode(rules: Rules) -> None:
+    """``seat_view_json`` (the C helper where it is built) is ``orjson.dumps(seat_view(...))`` in every
+    position and from every seat: setup, play, forfeits, the end; a forfeit reason the helper does
+    not write (one that JSON must escape) takes the dicts' way, to the same bytes."""
+    views = 0
+    for players, reason in ((2, "timeout"), (3, "crash"), (4, 'odd "reason" \u00e9\n')):
+        for state in _positions(rules, players, players, reason):
+            for seat in range(players):
+                assert seat_view_json(state, seat) == orjson.dumps(seat_view(state, seat))
+                views += 1
+    assert views > 300
+
+
+def test_the_offered_actions_are_written_as_the_dicts_encode() -> None:
+    """``offered_json`` is the numbered ``action_json`` of every legal action, encoded, in every
+    position of every preset: plays from each zone, jokers' targets, surrenders, flips, setups."""
+    shapes = set()
+    for rules in RULES:
+        for players in (2, 3, 4):
+            for state in _positions(rules, players, players, "timeout"):
+                actions = legal_actions(state)
+                numbered = [{"id": i, **action_json(a)} for i, a in enumerate(actions)]
+                shapes |= {(a["kind"], *sorted(a)) for a in numbered}
+                assert offered_json(actions) == orjson.dumps(numbered)
+    kinds = {"play", "pick_up", "flip", "set_face_up", "stack", "done"}
+    assert {shape[0] for shape in shapes} == kinds
+    assert {"target", "surrender", "from"} <= {key for shape in shapes for key in shape}
+
+
+def test_the_c_helper_writes_the_view_where_it_is_built() -> None:
+    """Built with the compiled engine, the helper writes a plain view itself (None would mean
+    the dicts were built after all) and declines what it does not write."""
+    state = new_game(preset("classic"), 2, 1)
+    odd = forfeit(state, 1, 'a "quoted" reason')[0]
+    if engine_views._encode_view is engine_views._encode_by_dicts:
+        assert IMPLEMENTATION == "python"  # only a pure-Python install goes without it
+        return
+    encode = engine_views._encode_view
+    assert encode(state, 0, b"null", engine_views._CARD_JSON) == orjson.dumps(seat_view(state, 0))
+    assert encode(odd, 0, b"null", engine_views._CARD_JSON) is None
+    assert encode(state, 0, b"null", engine_views._CARD_JSON[:10]) is None  # a card outside the table
+    assert encode(state, 5, b"null", engine_views._CARD_JSON) is None  # no such seat
+    actions = legal_actions(state)
+    assert engine_views._encode_actions(actions, engine_views._CARD_JSON) == offered_json(actions)
+    for kind in ("swap", 'set"face_up'):  # a kind the helper does not know, one it would have to escape
+        odd = (actions[0]._replace(kind=kind),)
+        assert engine_views._encode_actions(odd, engine_views._CARD_JSON) is None
+        assert offered_json(odd) == b'[{"id":0,"kind":"set_face_up","face_up":' + orjson.dumps(
+            action_json(odd[0])["face_up"]) + b"}]"  # the dicts' way: what action_json writes

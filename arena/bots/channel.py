@@ -33,7 +33,9 @@ def encode_line(text: str | bytes) -> bytes:
     """One protocol line as bytes for a bot's stdin (the newline appended). A request comes as
     the UTF-8 bytes the core encoded (no decode and re-encode per decision)."""
     data = text if type(text) is bytes else text.encode("utf-8")
-    if b"\n" in data or b"\r" in data:
+    # find, not ``in``: bytes' ``in`` first tries the needle as an int, and builds and drops a
+    # TypeError for it (about 4k instructions per request line)
+    if data.find(b"\n") >= 0 or data.find(b"\r") >= 0:
         raise ValueError("a protocol line must not contain newlines")
     return data + b"\n"
 

@@ -8,7 +8,9 @@ save and load the full (omniscient) state for tests, bug reports and puzzles.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
@@ -56,6 +58,50 @@ def seat_view(state: State, seat: int) -> dict[str, Any]:
         "burned": cards_str(state.burned),
         "set_aside": len(state.set_aside),
     }
+
+
+# A view as the bytes a bot is sent (seat_view_json): each card number's JSON, and the few
+# strings a view names (the pile top's rank), encoded once.
+_CARD_JSON: Final = tuple(orjson.dumps(card_str(c)) for c in range(64))
+_TOP_JSON: Final = {rank: orjson.dumps(card_str(rank * 4)[0]) for rank in range(2, 16)}
+
+
+def _encode_by_dicts(state: State, seat: int, pile_top: bytes, cards: tuple[bytes, ...]) -> bytes | None:
+    """What ``_view.encode`` says when it cannot help: not this state (the caller builds the dicts)."""
+    return None
+
+
+def _actions_by_dicts(actions: tuple[Action, ...], cards: tuple[bytes, ...]) -> bytes | None:
+    """What ``_view.encode_actions`` says when it cannot help: not these actions."""
+    return None
+
+
+try:
+    from ._view import encode as _encode_view, encode_actions as _encode_actions
+except ImportError:  # not built (no C compiler at install): the dicts are built and encoded
+    _encode_view = _encode_by_dicts
+    _encode_actions = _actions_by_dicts
+
+
+def seat_view_json(state: State, seat: int) -> bytes:
+    """``orjson.dumps(seat_view(state, seat))``, byte for byte. A bot's every request carries its
+    view, and building the dicts only to encode them once was most of the referee's cost per
+    decision (``bench/bench_instructions.py``): a small C helper (``_view.c``) writes the bytes
+    straight from the state's tuples, and where it is not built, or a state holds what it does
+    not handle, the dicts are built and encoded. ``tests/test_referee_core_lines.py`` holds
+    the two ways together."""
+    top = effective_top(state.rules, state.pile)
+    encoded = _encode_view(state, seat, b"null" if top is None else _TOP_JSON[top], _CARD_JSON)
+    return encoded if encoded is not None else orjson.dumps(seat_view(state, seat))
+
+
+def offered_json(actions: tuple[Action, ...]) -> bytes:
+    """The actions a request offers, ``orjson.dumps([{"id": i, **action_json(a)} ...])`` byte for
+    byte, written by the C helper where it is built (as :func:`seat_view_json`)."""
+    encoded = _encode_actions(actions, _CARD_JSON)
+    if encoded is not None:
+        return encoded
+    return orjson.dumps([{"id": i, **action_json(a)} for i, a in enumerate(actions)])
 
 
 def decision_name(state: State) -> str:

@@ -17,7 +17,6 @@ import bisect
 import hashlib
 import hmac
 import itertools
-import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,29 +25,12 @@ import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
-from ..engine.views import action_json, decision_name, event_for, result_json, reveal, seat_view
+from ..engine.views import (action_json, decision_name, event_for, offered_json, result_json, reveal, seat_view,
+                            seat_view_json)
 from ..faults import FaultReason
 from . import protocol
 
-# What each offered action is sent as, by (id, action): the request's entry, its JSON, and the
-# action's own JSON (a step's ``act``). The same plays come up turn after turn, so a request is
-# put together from these rather than rendered and encoded afresh; callers get copies of the
-# dicts, so nothing outside can change what later requests say. Bounded: cleared when full.
-_Offer = tuple[dict[str, Any], bytes, dict[str, Any]]
-_OFFERED: dict[tuple[int, Action], _Offer] = {}
-_OFFERED_MAX = 1 << 16
-_ENCODED = operator.itemgetter(1)  # an offer's JSON
 _UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
-
-
-def _offer(i: int, action: Action) -> _Offer:
-    """Action ``action`` offered as id ``i``, rendered and kept (a miss of :data:`_OFFERED`)."""
-    if len(_OFFERED) >= _OFFERED_MAX:
-        _OFFERED.clear()
-    act = action_json(action)
-    entry = {"id": i, **act}
-    offer = _OFFERED[i, action] = (entry, orjson.dumps(entry), act)
-    return offer
 
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
@@ -243,12 +225,13 @@ class RefereeCore:
         self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
-        # the request waiting for its answer: its step, the offers, the actions, the seat
-        self._asked: tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int] | None = None
+        # the request waiting for its answer: its step, the actions, the seat
+        self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
-        # per seat: (bank, its clock as sent), kept until the bank moves
-        self._clocks: list[tuple[float, dict[str, int]]] = [(-1.0, {})] * n
+        self._game_json = b',"game":' + orjson.dumps(game_id) + b',"decision":'  # what follows a request's id
+        # per seat: (bank, its clock as sent, encoded), kept until the bank moves
+        self._clocks: list[tuple[float, dict[str, int], bytes]] = [(-1.0, {}, b"")] * n
 
     @property
     def players(self) -> int:
@@ -306,23 +289,20 @@ class RefereeCore:
             bank = self.bank[seat]
             sent = self._clocks[seat]
             if sent[0] != bank:  # the bank was drawn on since the seat's last request
-                sent = self._clocks[seat] = (bank, {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)})
-            clock = sent[1]
-            get = _OFFERED.get
-            offered = [get((i, a)) or _offer(i, a) for i, a in enumerate(actions)]
+                sent_clock = {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}
+                sent = self._clocks[seat] = (bank, sent_clock, orjson.dumps(sent_clock))
             events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
-            self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid},
-                           offered, actions, seat)
+            self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid}, actions, seat)
             timeout = self._move_s + bank
-            if self.encode:  # the line alone; the actions from their encodings (see _offer)
-                line = orjson.dumps({"type": "request", "id": rid, "game": self.game_id,
-                                     "decision": decision_name(state), "view": seat_view(state, seat),
-                                     "events": events,
-                                     "actions": orjson.Fragment(b"[" + b",".join(map(_ENCODED, offered)) + b"]"),
-                                     "clock": clock})
+            if self.encode:  # the line alone: protocol.request's message as orjson writes it (same keys,
+                # same order), joined from its encoded parts (tests/test_referee_core_lines.py holds the two together)
+                line = b"".join((b'{"type":"request","id":', str(rid).encode(), self._game_json,
+                                 orjson.dumps(decision_name(state)), b',"view":', seat_view_json(state, seat),
+                                 b',"events":', orjson.dumps(events), b',"actions":', offered_json(actions),
+                                 b',"clock":', sent[2], b"}"))
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
-                                   [dict(o[0]) for o in offered], dict(clock), numbered=True)
+                                   list(map(action_json, actions)), dict(sent[1]))
             return Request(seat, rid, msg, b"", timeout, len(actions))
         return None
 
@@ -333,9 +313,9 @@ class RefereeCore:
         ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
         ``info`` and ``info_warning`` are kept with the step."""
         asked = self._asked
-        if asked is not None and not 0 <= choice < len(asked[2]):
-            raise ValueError(f"action {choice} is not one of the {len(asked[2])} offered")
-        step, offered, actions, seat = self._take()
+        if asked is not None and not 0 <= choice < len(asked[1]):
+            raise ValueError(f"action {choice} is not one of the {len(asked[1])} offered")
+        step, actions, seat = self._take()
         ms = round(seconds * 1000, 3)
         over = ms / 1000 - self._move_s
         if over > 0:
@@ -347,7 +327,7 @@ class RefereeCore:
         self.state, evs = apply_action(self.state, actions[choice], check=False)
         step["action"] = choice
         step["ms"] = ms
-        step["act"] = dict(offered[choice][2])
+        step["act"] = action_json(actions[choice])
         step["events"] = self._deliver(evs)
         if note:
             step.update(note)
@@ -359,7 +339,7 @@ class RefereeCore:
 
     def fault(self, reason: FaultReason, message: str, seconds: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering after ``seconds`` (what it wrote while dying is ``stderr``)."""
-        step, _, _, seat = self._take()
+        step, _, seat = self._take()
         step.update(ms=round(seconds * 1000, 3), fault=str(reason))
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
@@ -388,7 +368,7 @@ class RefereeCore:
 
     # ------------------------------------------------------------ inside
 
-    def _take(self) -> tuple[dict[str, Any], list[_Offer], tuple[Action, ...], int]:
+    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], int]:
         asked = self._asked
         if asked is None:
             raise RuntimeError("no request is waiting for an answer")

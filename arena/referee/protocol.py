@@ -79,11 +79,11 @@ def start(game: str, seat: int, players: int, names: list[str], rules: dict[str,
 
 def request(request_id: int, game: str, decision: str, view: dict[str, Any],
             events: list[dict[str, Any]], actions: list[dict[str, Any]],
-            clock: dict[str, int], *, numbered: bool = False) -> dict[str, Any]:
-    """``actions`` get their ids here, unless ``numbered`` says each already starts with ``"id": i``."""
+            clock: dict[str, int]) -> dict[str, Any]:
+    """``actions`` get their ids here."""
     return {"type": "request", "id": request_id, "game": game, "decision": decision,
             "view": view, "events": events,
-            "actions": actions if numbered else [{"id": i, **a} for i, a in enumerate(actions)], "clock": clock}
+            "actions": [{"id": i, **a} for i, a in enumerate(actions)], "clock": clock}
 
 
 def error(reason: str, message: str, request_id: int | None = None) -> dict[str, Any]:
