@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.tournament.swiss import choose_byes, meetings, pair_round
+from arena.tournament.swiss import _fewest_repeats, _search, choose_byes, meetings, pair_round
 
 
 def names(n: int) -> list[str]:
@@ -187,12 +187,15 @@ def test_a_running_swiss_carried_round_to_round_pairs_as_one_recomputed_from_the
 @given(fields(max_bots=26))
 def test_a_search_stopped_at_once_keeps_the_greedy_seating(case):
     """The search tries each head's tables fewest repeats first, then closest score, then in
-    standing order, so on a budget of one its answer is that greedy seating: the order a
-    budget-stopped round of a large field depends on."""
+    standing order, so on a budget of one (and no proved fewest repeats to hold it to) its answer
+    is that greedy seating: the order a budget-stopped round of a large field depends on."""
     k, order, scores, met, byes = case
-    p = pair_round(order, scores, k, met, byes, budget=1)
+    out = choose_byes(order, len(order) % k, byes)
     rank = {b: i for i, b in enumerate(order)}
-    rest = sorted((b for b in order if b not in p.byes), key=lambda b: (-scores[b], rank[b]))
+    rest = sorted((b for b in order if b not in out), key=lambda b: (-scores[b], rank[b]))
+    meet = [[met.get(frozenset((a, b)), 0) for b in rest] for a in rest]
+    groups, _, _, optimal = _search([float(scores[b]) for b in rest], k, meet, 1, None)
+    tables = tuple(tuple(rest[i] for i in g) for g in groups)
     greedy = []
     while rest:
         head, others = rest[0], rest[1:]
@@ -201,4 +204,62 @@ def test_a_search_stopped_at_once_keeps_the_greedy_seating(case):
                                    [rest.index(b) for b in t]))
         greedy.append(table)
         rest = [b for b in rest if b not in table]
-    assert p.tables == tuple(greedy)
+    assert tables == tuple(greedy)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fields(max_bots=10))
+def test_a_search_stopped_at_once_still_has_the_fewest_repeats(case):
+    """The fewest repeats are searched for on their own first, so even a round whose main search
+    stops at once (a large field's, in small) repeats no meeting a seating could avoid, and says so."""
+    k, order, scores, met, byes = case
+    p = pair_round(order, scores, k, met, byes, budget=1)
+    players = [b for b in order if b not in p.byes]
+    assert p.fewest
+    assert p.repeats == cost(p.tables, met, scores)[0] == min(cost(t, met, scores)[0] for t in partitions(players, k))
+    assert abs(p.spread - cost(p.tables, met, scores)[1]) < 1e-9
+
+
+@st.composite
+def crowded(draw, max_bots: int = 10):
+    """A field late in an event: most pairs have met, some more than once."""
+    k = draw(st.integers(2, 5))
+    n = draw(st.integers(2, max_bots // k)) * k
+    players = names(n)
+    pairs = list(itertools.combinations(players, 2))
+    counts = draw(st.lists(st.sampled_from((0, 0, 1, 1, 1, 2)), min_size=len(pairs), max_size=len(pairs)))
+    return k, players, {frozenset(p): c for p, c in zip(pairs, counts) if c}
+
+
+@settings(max_examples=150, deadline=None)
+@given(crowded(), st.integers(0, 2))
+def test_the_fewest_repeats_search_matches_brute_force(case, same_author):
+    """Repeats (and clashes of one author, weighed above them) counted alone, against every seating."""
+    k, players, met = case
+    scores = dict.fromkeys(players, 1500.0)
+    cost_ = dict(met)
+    for a, b in itertools.combinations(players[:same_author + 1], 2):
+        cost_[frozenset((a, b))] = cost_.get(frozenset((a, b)), 0) + 1000
+    meet = [[cost_.get(frozenset((a, b)), 0) for b in players] for a in players]
+    least, tables = _fewest_repeats(meet, k, 10**9)
+    assert sorted(i for t in tables for i in t) == list(range(len(players))) and all(len(t) == k for t in tables)
+    assert least == sum(meet[a][b] for t in tables for a, b in itertools.combinations(t, 2))
+    assert least == min(cost(t, cost_, scores)[0] for t in partitions(players, k))
+    assert _fewest_repeats(meet, k, 0) is None  # out of budget: nothing claimed
+
+
+def test_a_stopped_search_seats_the_top_bot_with_the_closest_scores_it_has_not_met():
+    """Six bots at three seats, the second has met the third and the fourth. Two seatings repeat
+    nothing: the top bot with the third and fourth (spreads 30 and 290) or with the second and
+    fifth (200 and 280). A round whose search stops before it can compare them (a large field's,
+    here in small) must still seat bots of similar score together: fewest repeats first, then
+    the closest score, not the first bots in standing order."""
+    order = names(6)
+    scores = dict(zip(order, (1600.0, 1590.0, 1580.0, 1570.0, 1400.0, 1300.0)))
+    met = meetings([(order[1], order[2]), (order[1], order[3])])
+    stopped = pair_round(order, scores, 3, met, {}, budget=1)
+    ended = pair_round(order, scores, 3, met, {})
+    assert stopped.optimal is False and ended.optimal
+    best = ((order[0], order[2], order[3]), (order[1], order[4], order[5]))
+    assert stopped.tables == ended.tables == best
+    assert stopped.repeats == 0 and stopped.spread == 320

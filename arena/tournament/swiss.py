@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 BUDGET = 1_000_000  # candidate tables scored per round before the search keeps what it has
+REPEATS_BUDGET = 3_000_000  # candidate tables the search for the fewest repeats may score before it gives up
 APART = 10**9  # a pair kept apart costs more than every repeat a round can hold, so it is minimised first
 
 
@@ -42,6 +43,7 @@ class Pairing:
     least_spread: float  # the spread of the same bots with repeats ignored (the lower bound)
     optimal: bool | None  # the search ended; False: stopped at its budget; None: read back, not searched
     clashes: int = 0  # pairs of one author seated together (one_seat_per_author): only when no draw avoids it
+    fewest: bool | None = None  # repeats (and clashes) proved the fewest any seating has; None: read back
 
     @property
     def spread(self) -> float:
@@ -55,7 +57,15 @@ class Pairing:
                 f"(least possible {self.least_spread:.0f}, widest table {worst:.0f}), byes: {byes}"
                 + (f"; {self.clashes} pairs of one author seated together: no pairing keeps them apart"
                    if self.clashes else "")
-                + ("; search stopped at its budget: best found" if self.optimal is False else ""))
+                + self.stopped_note())
+
+    def stopped_note(self) -> str:
+        """What a search stopped at its budget still proved (empty when it ended)."""
+        if self.optimal is not False:
+            return ""
+        if self.fewest:
+            return "; repeats the fewest possible, spread: search stopped at its budget, best found"
+        return "; search stopped at its budget: best found"
 
 
 def meetings(tables: Iterable[Sequence[str]]) -> Counter[frozenset[str]]:
@@ -90,10 +100,12 @@ def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
     cost = Counter(met)
     for pair in apart:
         cost[pair] += APART
-    tables, weighed, spreads, optimal = _search(players, [float(scores.get(b, 0.0)) for b in players], seats,
-                                                cost, budget)
-    return Pairing(tuple(tables), out, weighed % APART, tuple(spreads), _least_spread(
-        [float(scores.get(b, 0.0)) for b in players], seats), optimal, weighed // APART)
+    values = [float(scores.get(b, 0.0)) for b in players]
+    meet = [[cost.get(frozenset((a, b)), 0) for b in players] for a in players]
+    fewest = _fewest_repeats(meet, seats, REPEATS_BUDGET)
+    groups, weighed, spreads, optimal = _search(values, seats, meet, budget, fewest)
+    return Pairing(tuple(tuple(players[i] for i in g) for g in groups), out, weighed % APART, tuple(spreads),
+                   _least_spread(values, seats), optimal, weighed // APART, fewest is not None)
 
 
 def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapping[str, float],
@@ -116,13 +128,116 @@ def _least_spread(values: Sequence[float], k: int) -> float:
     return sum(values[i] - values[i + k - 1] for i in range(0, len(values) - k + 1, k))
 
 
+def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple[int, list[tuple[int, ...]]] | None:
+    """The fewest repeats (with clashes) any seating of bots ``0..n-1`` at tables of k has, and one
+    seating with them; None when ``budget`` candidate tables were scored before that was proved.
+
+    The main search must seat the best bot first, so a round whose repeats are hard to avoid can
+    spend its whole budget before it finds the fewest. This search only counts repeats, so it can
+    seat first the bot with the fewest unmet companions left, and it remembers every set of unseated
+    bots it has solved or bounded (their best seating does not depend on how the others sat), trying
+    limits from the lower bound up: each limit either finds a seating under it or proves none exists."""
+    n = len(meet)
+    unmet = [sum(1 << j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+    solved: dict[int, tuple[int, bool, tuple[int, ...]]] = {}  # unseated -> (least or bound, exact, its first table)
+    work = 0
+
+    def floor(here: int) -> int:
+        """Repeats no seating of ``here`` avoids: companions each bot needs beyond its unmet ones, halved."""
+        short, m = 0, here
+        while m:
+            i = (m & -m).bit_length() - 1
+            m &= m - 1
+            short += max(0, k - 1 - (unmet[i] & here).bit_count())
+        return -(-short // 2)
+
+    def solve(here: int, limit: int) -> int:
+        """The fewest repeats seating ``here`` when under ``limit``; else a lower bound of at least ``limit``."""
+        nonlocal work
+        if not here:
+            return 0
+        known = solved.get(here)
+        if known is not None and (known[1] or known[0] >= limit):
+            return known[0]
+        low = max(floor(here), known[0] if known else 0)
+        if low >= limit:
+            solved[here] = (low, False, ())
+            return low
+        if work >= budget:
+            raise _OutOfBudget
+        m, pick, fewest = here, -1, n
+        while m:  # the bot with the fewest unmet companions left
+            i = (m & -m).bit_length() - 1
+            m &= m - 1
+            if (unmet[i] & here).bit_count() < fewest:
+                pick, fewest = i, (unmet[i] & here).bit_count()
+        pool = [j for j in range(n) if here >> j & 1 and j != pick]
+        options: list[tuple[int, tuple[int, ...]]] = []
+
+        def tables(start: int, combo: tuple[int, ...], r: int) -> None:
+            """The tables of ``pick`` under ``limit`` repeats, built a bot at a time and cut off there."""
+            nonlocal work
+            for at in range(start, len(pool)):
+                j = pool[at]
+                here_r = r + meet[pick][j] + sum(meet[c][j] for c in combo)
+                work += 1
+                if here_r >= limit:
+                    continue
+                if len(combo) == k - 2:
+                    options.append((here_r, (*combo, j)))
+                else:
+                    tables(at + 1, (*combo, j), here_r)
+
+        tables(0, (), 0)
+        options.sort()
+        best, table, bound = limit, (), limit
+        for r, combo in options:
+            if r >= best:
+                bound = min(bound, r)
+                break
+            left = here & ~(1 << pick)
+            for c in combo:
+                left &= ~(1 << c)
+            got = r + solve(left, best - r)
+            if got < best:
+                best, table = got, tuple(sorted((pick, *combo)))
+            bound = min(bound, got)
+        if best < limit:
+            solved[here] = (best, True, table)
+            return best
+        solved[here] = (max(low, bound), False, ())
+        return solved[here][0]
+
+    everyone = (1 << n) - 1
+    limit = floor(everyone) + 1
+    try:
+        while (least := solve(everyone, limit)) >= limit:
+            limit = least + 1
+    except _OutOfBudget:
+        return None
+    tables, here = [], everyone
+    while here:
+        table = solved[here][2]
+        tables.append(table)
+        for c in table:
+            here &= ~(1 << c)
+    return least, sorted(tables)
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
 CACHED = 20_000  # a head's candidate tables kept ranked for the whole search when there are at most this many
 
 
-def _search(players: list[str], values: list[float], k: int, met: Mapping[frozenset[str], int],
-            budget: int) -> tuple[list[tuple[str, ...]], int, list[float], bool]:
-    n = len(players)
-    meet = [[met.get(frozenset((a, b)), 0) for b in players] for a in players]
+def _search(values: list[float], k: int, meet: Sequence[Sequence[int]], budget: int,
+            fewest: tuple[int, list[tuple[int, ...]]] | None) -> tuple[list[tuple[int, ...]], int, list[float], bool]:
+    """Branch and bound for the least (repeats, spread) seating of bots ``0..n-1`` (standing order).
+    ``fewest``: the proved fewest repeats and a seating with them: seatings with more are not
+    searched, and a search stopped at its budget keeps that seating if it found none as good."""
+    n = len(values)
+    cap = fewest[0] if fewest else math.inf
     best: list = [None, (float("inf"), float("inf"))]
     work = 0
     stopped = False
@@ -179,23 +294,30 @@ def _search(players: list[str], values: list[float], k: int, met: Mapping[frozen
         for r, s, group, mask in candidates(head, others):
             if stopped:
                 return
-            if rep + r > best[1][0]:
+            if rep + r > min(best[1][0], cap):
                 break  # sorted by repeats: no later candidate can do better
             if mask & here != mask:
                 continue  # a bot of this table is seated already
             left_mask = here & ~mask
             left = [i for i in others if left_mask >> i & 1]
+            least = spr + s + bound(left)
+            if (rep + r, least) >= best[1]:
+                continue  # the same test as below with no repeats to come: cheaper, and most nodes end here
             floor = rep + r + must_repeat(left, left_mask)
-            if floor > best[1][0] or (floor, spr + s + bound(left)) >= best[1]:
+            if floor > min(best[1][0], cap) or (floor, least) >= best[1]:
                 continue
             chosen.append(group)
             spreads.append(s)
             walk(left, left_mask, chosen, rep + r, spr + s, spreads)
             chosen.pop()
             spreads.pop()
-            if work >= budget and best[0] is not None:
+            if work >= budget and (best[0] is not None or fewest):
                 stopped = True
 
     walk(list(range(n)), (1 << n) - 1, [], 0, 0.0, [])
+    if fewest:
+        spreads = [values[t[0]] - values[t[-1]] for t in fewest[1]]
+        if best[0] is None or (fewest[0], sum(spreads)) < best[1]:
+            return fewest[1], fewest[0], spreads, not stopped
     groups, spreads = best[0]
-    return ([tuple(players[i] for i in g) for g in groups], int(best[1][0]), spreads, not stopped)
+    return groups, int(best[1][0]), spreads, not stopped
