@@ -239,3 +239,18 @@ def test_sql_lives_in_the_store() -> None:
     found = {name for name, path in modules().items()
              if not name.startswith("arena.store") and path.suffix == ".py" and _runs_sql(path)}
     assert found == set(), "SQL outside arena/store: give it a named function in arena/store"
+
+
+def test_what_bots_import_needs_only_the_standard_library() -> None:
+    """The bundled Python bots run under the system's python3 with the arena package beside them
+    and no installed packages: the engine, the AI and the bot kit must import with none (orjson,
+    a referee's dependency, once reached the engine's views and every search bot failed its
+    handshake). A fresh interpreter without site-packages imports them from the source tree."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import arena.engine, arena.engine.views, arena.ai.agents, arena.botkit; "
+            "bad = sorted(m for m in ('orjson', 'trio', 'pydantic', 'typer', 'rich', 'jsonschema') if m in sys.modules); "
+            "assert not bad, bad")
+    done = subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

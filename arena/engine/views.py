@@ -8,9 +8,8 @@ save and load the full (omniscient) state for tests, bug reports and puzzles.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
-
-import orjson
 
 from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
@@ -62,8 +61,10 @@ def seat_view(state: State, seat: int) -> dict[str, Any]:
 
 # A view as the bytes a bot is sent (seat_view_json): each card number's JSON, and the few
 # strings a view names (the pile top's rank), encoded once.
-_CARD_JSON: Final = tuple(orjson.dumps(card_str(c)) for c in range(64))
-_TOP_JSON: Final = {rank: orjson.dumps(card_str(rank * 4)[0]) for rank in range(2, 16)}
+# (The standard library's json, not orjson: the engine is imported by bots too, under an
+# interpreter that may have nothing but the standard library; these bytes equal orjson's.)
+_CARD_JSON: Final = tuple(json.dumps(card_str(c), ensure_ascii=False).encode() for c in range(64))
+_TOP_JSON: Final = {rank: json.dumps(card_str(rank * 4)[0], ensure_ascii=False).encode() for rank in range(2, 16)}
 
 
 def _encode_by_dicts(state: State, seat: int, pile_top: bytes, cards: tuple[bytes, ...]) -> bytes | None:
@@ -92,7 +93,10 @@ def seat_view_json(state: State, seat: int) -> bytes:
     the two ways together."""
     top = effective_top(state.rules, state.pile)
     encoded = _encode_view(state, seat, b"null" if top is None else _TOP_JSON[top], _CARD_JSON)
-    return encoded if encoded is not None else orjson.dumps(seat_view(state, seat))
+    if encoded is not None:
+        return encoded
+    import orjson  # the referee's (a bot importing the engine never calls this)
+    return orjson.dumps(seat_view(state, seat))
 
 
 def offered_json(actions: tuple[Action, ...]) -> bytes:
@@ -101,6 +105,7 @@ def offered_json(actions: tuple[Action, ...]) -> bytes:
     encoded = _encode_actions(actions, _CARD_JSON)
     if encoded is not None:
         return encoded
+    import orjson
     return orjson.dumps([{"id": i, **action_json(a)} for i, a in enumerate(actions)])
 
 
