@@ -224,8 +224,9 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
     return least, sorted(tables)
 
 
-class _OutOfBudget(Exception):
-    pass
+class _OutOfBudget(BaseException):
+    """Control flow, not an error: unwinds the repeats search's recursion when its budget is spent,
+    caught at its one entry (``_fewest_repeats``), never seen outside."""
 
 
 CACHED = 20_000  # a head's candidate tables kept ranked for the whole search when there are at most this many
