@@ -97,6 +97,9 @@ def _files_under(d: Path) -> set[str]:
 
 def _clean_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    # The arena gives a Python bot its own package on PYTHONPATH (arena.bots.launch); so does
+    # this, whichever python3 is first on PATH.
+    env["PYTHONPATH"] = str(ROOT)
     # PYTHONUNBUFFERED would hide a missing flush in the Python starter.
     for var in ("BOT_SEED", "PYTHONUNBUFFERED", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"):
         env.pop(var, None)
