@@ -106,13 +106,16 @@ def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, mon
     every = [r["games"] for r in data["bots"]]
     assert data["games_spread"] == max(every) - min(every) and len(every) == 4
     assert all(sum(r["seats"]) == r["games"] for r in data["bots"])
-    assert data["stated"] == {"batch": 2, "games": 12, "together": 8, "within": data["games_spread"] <= 12
-                              and data["pair_high"] - data["pair_low"] <= 8}
+    # each batch plays 4 deals (raised to fill the two concurrent slots) in both seatings: B is the
+    # focus's games in a batch as played, not as the file's one deal would have it
+    batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
+    assert batch == 8
+    assert data["stated"] == {"batch": 8, "games": 48, "together": 32, "within": data["games_spread"] <= 48
+                              and data["pair_high"] - data["pair_low"] <= 32}
     shown = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance"])
     assert shown.exit_code == 0 and "spread: games" in shown.output and "seat 2" in shown.output
-    assert "stated spread of the balanced policy: games 12, games together 8 (B = 2)" in shown.output
+    assert "stated spread of the balanced policy: games 48, games together 32 (B = 8)" in shown.output
     # after the seeding round-robin, every pair's games together are within one batch of each other
-    batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
     assert data["pair_high"] - data["pair_low"] <= batch
     assert data["games_spread"] <= 2 * batch
 

@@ -279,9 +279,8 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         _show_history(out, ladder.name, history_of, rows, as_json)
         return
     if balance:
-        from ..ladder.balance import ladder_balance, stated_spread
-        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json,
-                      stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats)))
+        from ..ladder.balance import ladder_balance, ladder_stated
+        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json, ladder_stated(db, ladder))
         return
     try:
         if seed:

@@ -61,11 +61,23 @@ class Stated:
         return b.games_spread <= self.games and b.pair_spread <= self.together and b.seat_spread == 0
 
 
-def stated_spread(seats: int, field_size: int) -> Stated:
+def stated_spread(seats: int, field_size: int, deals: int = 1) -> Stated:
     """What ``arena ladder NAME --balance`` holds a balanced ladder to (docs/RATINGS.md), checked by
-    tests/test_balance.py for 2 to 6 seats."""
-    batch = seats * comb(max(field_size, seats - 1), seats - 1)
+    tests/test_balance.py for 2 to 6 seats; ``deals`` per table of a batch."""
+    batch = seats * comb(max(field_size, seats - 1), seats - 1) * deals
     return Stated(batch, (6 if seats == 2 else 3) * batch, 4 * batch)
+
+
+def ladder_stated(store, ladder) -> Stated:
+    """The stated spread of a stored ladder: ``arena ladder run`` raises a batch's deals to fill its
+    concurrent slots (ladder.run.plan_batch), so B is the focus's games in the largest batch stored
+    (the file's deals before the first)."""
+    from ..store.games import largest_batch
+    fewest = stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats), ladder.matchmaking.deals)
+    played = largest_batch(store.db, ladder.run_prefix)
+    if played <= fewest.batch:
+        return fewest
+    return Stated(played, (6 if ladder.seats == 2 else 3) * played, 4 * played)
 
 
 def audit(games: Iterable[Sequence[str]], members: Sequence[str], seats: int) -> Balance:

@@ -227,13 +227,13 @@ async def balance_page(request: Request) -> Response:
     name = request.path_params["name"]
 
     def build(db: data.ReadStore) -> Any:
-        from ..ladder.balance import ladder_balance, stated_spread
+        from ..ladder.balance import ladder_balance, ladder_stated
         if name not in data.ladder_names(db):
             return None
         lad = views._ladder(name, request.app.state.options.ladders_dir)
         b = ladder_balance(db, lad)
         return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
-                "stated": stated_spread(lad.seats, lad.matchmaking.field_size(lad.seats))}
+                "stated": ladder_stated(db, lad)}
 
     page = await query(request, build, ("balance", name))
     if page is None:
