@@ -289,6 +289,9 @@ def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monke
     assert again.fewest and again.repeats_words() == "repeats: 1, the fewest possible"
     worse = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots, scores, crowded)
     assert worse.repeats == 3 and worse.repeats_words() == "repeats: 3 (the fewest possible: 1)"
+    level = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots,
+                         dict.fromkeys(bots, 1500.0), {})
+    assert level.spread_words().startswith("score spread: 0, the least possible (no seating")  # read back, at the bound
     monkeypatch.setattr(swiss, "REPEATS_BUDGET", 1)
     stopped = pair_round(bots, scores, 2, crowded, {}, budget=1)
     assert stopped.optimal is False and stopped.least is None

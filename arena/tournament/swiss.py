@@ -80,8 +80,11 @@ class Pairing:
 
     def spread_words(self) -> str:
         """The score spread, whether the search proved it least, and the bound no seating beats."""
-        how = {True: ", the least possible with those repeats",
-               False: ", the least found (the search stopped at its budget)"}.get(self.optimal, "")
+        if self.spread <= self.least_spread + 1e-9:  # the bound itself: no seating at all has less
+            how = ", the least possible"
+        else:
+            how = {True: ", the least possible with those repeats",
+                   False: ", the least found (the search stopped at its budget)"}.get(self.optimal, "")
         return (f"score spread: {self.spread:.0f}{how} (no seating has less than {self.least_spread:.0f}; "
                 f"widest table {max(self.spreads, default=0.0):.0f})")
 
