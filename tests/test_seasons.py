@@ -372,5 +372,13 @@ def test_a_server_without_the_ladder_file_publishes_a_season_that_verifies(tmp_p
         server.stop()
     head = json.loads((out / "games.jsonl").read_text().splitlines()[0])
     assert (head["seats"], head["ladder_seed"]) == (3, 5)
+    (tmp_path / "data" / "ladders" / "trio.toml").unlink()  # no copy either: refused, never guessed
+    server = ServerProc(tmp_path / "data" / "s.sqlite")
+    try:
+        status, _, body = server.get(f"/ladders/trio/seasons/{s.number}/games.jsonl")
+        assert status == 503 and b"--ladders" in body
+        assert server.get(f"/ladders/trio/seasons/{s.number}/commitment.txt")[0] == 200
+    finally:
+        server.stop()
     assert verify([str(out / "games.jsonl"), "--secret", str(out / "secret.txt"),
                    "--commitment", str(out / "commitment.txt")]) == 0

@@ -211,6 +211,8 @@ async def season_file(request: Request) -> Response:
         if file == "secret.txt":
             return reveal(s)["secret"] + "\n"
         ladder = views._ladder(name, request.app.state.options.ladders_dir, db)
+        if not ladder.bots:  # neither its file nor the store's copy: its seats and seed would be guessed
+            return False
         return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in published_games(db, ladder, s))
 
     body = await query(request, build, ("season-file", name, number, file))
@@ -218,6 +220,9 @@ async def season_file(request: Request) -> Response:
         return message(request, "No such season", f"The store has no season {number} of a ladder {name!r}.", 404)
     if body == "":
         return message(request, "Not yet", f"Season {number} is open: its {file} is published when it ends.", 404)
+    if body is False:
+        return message(request, "Not available", f"This server cannot read ladder {name!r}'s file, whose seats and "
+                       "seed the games are checked by: start it with --ladders where the file is.", 503)
     return Response(body, media_type=SEASON_FILES[file])
 
 
