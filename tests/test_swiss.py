@@ -296,4 +296,4 @@ def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monke
     stopped = pair_round(bots, scores, 2, crowded, {}, budget=1)
     assert stopped.optimal is False and stopped.least is None
     assert stopped.repeats_words().startswith(f"repeats: at most {stopped.repeats} (the search for fewer stopped")
-    assert "the least found (the search stopped at its budget)" in stopped.spread_words()
+    assert "the least found before its search stopped at its budget" in stopped.spread_words()

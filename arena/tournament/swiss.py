@@ -84,7 +84,7 @@ class Pairing:
             how = ", the least possible"
         else:
             how = {True: ", the least possible with those repeats",
-                   False: ", the least found (the search stopped at its budget)"}.get(self.optimal, "")
+                   False: ", the least found before its search stopped at its budget"}.get(self.optimal, "")
         return (f"score spread: {self.spread:.0f}{how} (no seating has less than {self.least_spread:.0f}; "
                 f"widest table {max(self.spreads, default=0.0):.0f})")
 
