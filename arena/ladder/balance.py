@@ -132,6 +132,31 @@ def choose_balanced(bots: Sequence[Candidate], pair_games: Mapping[tuple[str, st
     return None
 
 
+@dataclass(frozen=True)
+class Joined:
+    """The active member that joined last: the stated spread holds for members present over the whole
+    window, so the audit of the ``games`` stored since its placement ended is the one to read."""
+
+    bot: str
+    games: int
+
+
+def last_joined(store, ladder) -> Joined | None:
+    """The active member whose placement ended last, and the ladder's games stored since; None when
+    every active member is an initial one (or no placement of theirs is stored)."""
+    from ..store.games import count_after_tournament
+    from .tables import bot_statuses, members
+    out = bot_statuses(store, ladder.name)
+    since = []
+    for m in members(store, ladder.name):
+        if m.label in out or m.placement != ladder.placement_id(m.label):
+            continue
+        n = count_after_tournament(store.db, ladder.prefix, m.placement)
+        if n is not None:
+            since.append(Joined(m.label, n))
+    return min(since, key=lambda j: j.games, default=None)
+
+
 def ladder_balance(store, ladder, window: int = 0) -> Balance:
     """The audit of a stored ladder's active members over its games (the last ``window`` of them, if
     given): what ``arena ladder NAME --balance`` shows."""

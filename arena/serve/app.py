@@ -232,13 +232,13 @@ async def balance_page(request: Request) -> Response:
     name = request.path_params["name"]
 
     def build(db: data.ReadStore) -> Any:
-        from ..ladder.balance import ladder_balance, ladder_stated
+        from ..ladder.balance import last_joined, ladder_balance, ladder_stated
         if name not in data.ladder_names(db):
             return None
         lad = views._ladder(name, request.app.state.options.ladders_dir, db)
         b = ladder_balance(db, lad)
         return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
-                "stated": ladder_stated(db, lad)}
+                "stated": ladder_stated(db, lad), "joined": last_joined(db, lad)}
 
     page = await query(request, build, ("balance", name))
     if page is None:
