@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena.ladder.balance import audit, choose_balanced  # noqa: E402
+from arena.ladder.balance import audit, choose_balanced, stated_spread  # noqa: E402
 from arena.ladder.history import REFIT_SHARE  # noqa: E402
 from arena.ladder.matchmaking import Candidate, choose_table, pair_key  # noqa: E402
 from arena.ratings import Outcome, fit_elo  # noqa: E402
@@ -90,15 +90,21 @@ def simulate(policy: str, n: int, k: int, total: int, seed: int) -> None:
     mean_fit = statistics.fmean(fit[x].elo for x in bots)
     rms = math.sqrt(statistics.fmean(((fit[x].elo - mean_fit) - (strength[x] - mean_true)) ** 2 for x in bots))
     per_bot = sorted(r.games for r in b.rows if r.bot != late)
+    stated = stated_spread(k, 3 if k == 2 else k - 1)
     print(f"{policy:>11}  games/bot of the first {n - 1}: {per_bot[0]}-{per_bot[-1]}, seat spread "
           f"{b.seat_spread}, games together {b.pair_low}-{b.pair_high} (spread {b.pair_spread}); "
           f"95% width mean {statistics.fmean(widths):.0f} max {max(widths):.0f}; RMS error {rms:.0f} Elo; "
-          f"newcomer {bot_games[late]} games")
+          f"newcomer {bot_games[late]} games; all {n}: games spread {b.games_spread}, "
+          f"{'within' if stated.holds(b) else 'OUTSIDE'} the stated spread (games {stated.games}, "
+          f"together {stated.together})")
 
 
 def main(n: int = 12, k: int = 0, total: int = 3000, seed: int = 1, seeds: int = 3) -> None:
     """Seats ``k`` (0: 2 and 4 in one run), each on ``seeds`` seeds from ``seed``."""
     for seats in ((k,) if k else (2, 4)):
+        seeding = math.comb(n - 1, seats) * seats
+        if seeding >= total:  # the newcomer would never join and no policy would choose a table
+            sys.exit(f"{n - 1} bots' seeding round-robin at {seats} seats is {seeding} games: ask for more than that")
         for s in range(seed, seed + seeds):
             print(f"{n} bots ({n - 1} at the start, one joining halfway), {seats} seats, about {total} games, seed {s}")
             for policy in ("informative", "balanced"):

@@ -106,13 +106,16 @@ def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, mon
     every = [r["games"] for r in data["bots"]]
     assert data["games_spread"] == max(every) - min(every) and len(every) == 4
     assert all(sum(r["seats"]) == r["games"] for r in data["bots"])
-    assert data["stated"] == {"batch": 2, "games": 12, "together": 8, "within": data["games_spread"] <= 12
-                              and data["pair_high"] - data["pair_low"] <= 8}
+    # each batch plays 4 deals (raised to fill the two concurrent slots) in both seatings: B is the
+    # focus's games in a batch as played, not as the file's one deal would have it
+    batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
+    assert batch == 8
+    assert data["stated"] == {"batch": 8, "games": 48, "together": 32, "within": data["games_spread"] <= 48
+                              and data["pair_high"] - data["pair_low"] <= 32}
     shown = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance"])
     assert shown.exit_code == 0 and "spread: games" in shown.output and "seat 2" in shown.output
-    assert "stated spread of the balanced policy: games 12, games together 8 (B = 2)" in shown.output
+    assert "stated spread of the balanced policy: games 48, games together 32 (B = 8)" in shown.output
     # after the seeding round-robin, every pair's games together are within one batch of each other
-    batch = max(store_games(ladder.store, ladder.run_id(n)) for n, _ in tables)
     assert data["pair_high"] - data["pair_low"] <= batch
     assert data["games_spread"] <= 2 * batch
 
@@ -124,3 +127,50 @@ def store_games(path: str, tournament: str) -> int:
         return db.count_games(tournament=tournament)
     finally:
         db.close()
+
+
+def test_the_audit_names_the_window_every_member_was_present_for(tmp_path: Path, monkeypatch) -> None:
+    """A bot submitted to a living balanced ladder plays its placement (a gauntlet against everyone)
+    and then its share. The stated spread is for members present over the whole window, and the
+    audit says which window that is: the games stored since the newest member's placement, whose
+    audit holds."""
+    from arena.ladder.placement import submit
+
+    from .test_ladder import bot_copy
+    _in_process(monkeypatch)
+    path = tmp_path / "club.toml"
+    path.write_text('rules = "classic"\nseats = 2\ndeals = 1\nmax_turns = 300\nconcurrency = 2\n'
+                    'bots = ["random", "lowest", "highest", "heuristic"]\n[matchmaking]\npolicy = "balanced"\n'
+                    'opponents = 1\n')
+    ladder = load_ladder(path)
+    ladder.store = str(tmp_path / "s.sqlite")
+    store = open_store(ladder)
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=40))
+    late = bot_copy(tmp_path, "heuristic", "2.0")
+    trio.run(lambda: submit(ladder, str(late), store, ctx()))
+    trio.run(lambda: run_ladder(ladder, store, ctx(), games=80))
+    after = store.db.execute("SELECT COUNT(*) FROM games WHERE tournament LIKE ? AND rowid > (SELECT MAX(rowid) "
+                             "FROM games WHERE tournament=?)", (ladder.run_prefix + "%",
+                                                               ladder.placement_id("heuristic@2.0"))).fetchone()[0]
+    store.close()
+
+    def balance(*extra: str) -> dict:
+        out = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance", "--json", *extra])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    whole = balance()
+    assert whole["last_joined"] == {"bot": "heuristic@2.0", "games": after} and after >= 80
+    assert balance("--window", str(after))["stated"]["within"]
+    shown = CliRunner().invoke(app, ["ladder", str(path), "--store", ladder.store, "--balance"])
+    assert (f"heuristic@2.0 joined last: every member was present for the last {after} games (after its "
+            f"placement); arena ladder club --balance --window {after} audits them") in " ".join(shown.output.split())
+    from .test_serve import ServerProc
+    server = ServerProc(Path(ladder.store))
+    try:
+        status, _, body = server.get("/ladders/club/balance")
+    finally:
+        server.stop()
+    assert status == 200 and (f"heuristic@2.0 joined last: every member was present for the last {after} games "
+                              f"(after its placement); <code>arena ladder club --balance --window {after}</code>"
+                              ) in " ".join(body.decode().split())

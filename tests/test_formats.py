@@ -453,7 +453,7 @@ def test_the_report_draws_an_unfinished_swiss_round_with_seats_scores_authors_an
     assert [r.split("<", 1)[0] for r in rounds] == ["round 1 of 3", "round 2 of 3"]
     assert "in play" not in rounds[0] and "in play: 3 of 8 games stored" in rounds[1]
     for r in rounds:
-        assert re.search(r"byes: p\d@1\.0<", r) and "minimised: repeat meetings 0, then score spread" in r
+        assert re.search(r"byes: p\d@1\.0<", r) and "minimised: repeats: 0, the fewest possible; score spread: " in r
         seated = re.findall(r'class="seat"[^>]*>(\d)</small> (p\d@1\.0) <small class="author">(\w+)</small>', r)
         assert len(seated) == 4 and sorted(s for s, _, _ in seated) == ["1", "1", "2", "2"]
         assert all(who == ("ann" if int(b[1]) % 2 else "bob") for _, b, who in seated)

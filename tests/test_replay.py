@@ -530,6 +530,12 @@ def test_cli_html_and_report_files(stored, tmp_path: Path) -> None:
     files = sorted((tmp_path / "s-replays").glob("*.html"))
     assert len(files) == len(games)
     assert f'href="s-replays/{gid}.html"' in split.read_text()
+    # a report is shared: no bot's stderr lines (each of these bots writes one at every request),
+    # nor the message of the forfeit (it quotes what the bot wrote), unless --private
+    shared = (tmp_path / "s-replays" / f"{gid}.html").read_text()
+    assert "actions" in shared and not re.search(r"req \d+: \d+ actions", shared)
+    r = invoke("report", "t", "--store", str(path), "--html", str(split), "--split", "--private")
+    assert r.exit_code == 0 and re.search(r"req \d+: \d+ actions", (tmp_path / "s-replays" / f"{gid}.html").read_text())
     r = invoke("report", "nope", "--store", str(path), "--html", str(split))
     assert r.exit_code == 2 and "no tournament" in r.stderr
 

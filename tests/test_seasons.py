@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -276,7 +277,7 @@ def test_season_commands(tmp_path: Path) -> None:
 
 
 def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secret(tmp_path: Path) -> None:
-    from arena.ladder.balance import ladder_balance, stated_spread
+    from arena.ladder.balance import ladder_balance, ladder_stated
     from tests.test_serve import ServerProc
     path, ladder, store = _ladder(tmp_path)
     _play(ladder, store, 8)
@@ -287,6 +288,9 @@ def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secr
     secret2 = store.db.execute("SELECT secret FROM deal_secrets WHERE name=?", (s2.secret_name,)).fetchone()[0]
     done = reveal(season_of(store, ladder.name, 1))
     b = ladder_balance(store, ladder)
+    stated = ladder_stated(store, ladder)
+    batches = [g["tournament"] for g in store.games(limit=10**9) if g["tournament"].startswith(ladder.run_prefix)]
+    assert stated.batch == max(Counter(batches).values())  # the focus's games in the largest batch played
     store.close()
     server = ServerProc(tmp_path / "s.sqlite")
     try:
@@ -320,7 +324,6 @@ def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secr
         page = body.decode()
         assert status == 200, server.stderr()[-3000:]
         assert f"spread: games {b.games_spread}, seats {b.seat_spread}" in page
-        stated = stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats))
         assert (f"games {stated.games}, games together\n{stated.together} (B = {stated.batch}), seats even: "
                 f"<strong>{'within' if stated.holds(b) else 'outside'}</strong>") in page
         assert len(b.rows) == 3
@@ -336,3 +339,46 @@ def test_the_web_shows_seasons_balance_and_links_them_never_an_open_seasons_secr
         assert 'href="/ladders/sea/seasons/1"' in page and 'href="/ladders/sea/seasons/2"' in page
     finally:
         server.stop()
+
+
+def test_a_server_without_the_ladder_file_publishes_a_season_that_verifies(tmp_path: Path) -> None:
+    """`arena serve` started without `--ladders` where the ladder's file is reads the copy its store
+    keeps: a three-seat ladder of seed 5 publishes its season's games with 3 seats and seed 5, and
+    a stranger's check passes (the server took the defaults, 2 seats and seed 1, and every game of
+    an honest season was named as dealt wrong)."""
+    from arena.replay.verify import main as verify
+    from tests.test_serve import ServerProc
+    path = write_ladder(tmp_path, "trio", bots=["random", "lowest", "highest"], seats=3, seed=5,
+                        store=str(tmp_path / "data" / "s.sqlite"))
+    ladder = load_ladder(path)
+    store = open_store(ladder)
+    _play(ladder, store, 3)
+    start_season(store, ladder)
+    _play(ladder, store, 9)
+    s = end_season(store, ladder)
+    store.close()
+    path.unlink()  # the server's folder of ladder files does not hold it
+    out = tmp_path / "stranger"
+    out.mkdir()
+    server = ServerProc(tmp_path / "data" / "s.sqlite")
+    try:
+        for file in ("games.jsonl", "secret.txt", "commitment.txt"):
+            status, _, body = server.get(f"/ladders/trio/seasons/{s.number}/{file}")
+            assert status == 200, file
+            (out / file).write_bytes(body)
+        status, _, body = server.get("/ladders/trio/balance")
+        assert status == 200 and "<th>seat 3</th>" in body.decode() and "<th>seat 4</th>" not in body.decode()
+    finally:
+        server.stop()
+    head = json.loads((out / "games.jsonl").read_text().splitlines()[0])
+    assert (head["seats"], head["ladder_seed"]) == (3, 5)
+    (tmp_path / "data" / "ladders" / "trio.toml").unlink()  # no copy either: refused, never guessed
+    server = ServerProc(tmp_path / "data" / "s.sqlite")
+    try:
+        status, _, body = server.get(f"/ladders/trio/seasons/{s.number}/games.jsonl")
+        assert status == 503 and b"--ladders" in body
+        assert server.get(f"/ladders/trio/seasons/{s.number}/commitment.txt")[0] == 200
+    finally:
+        server.stop()
+    assert verify([str(out / "games.jsonl"), "--secret", str(out / "secret.txt"),
+                   "--commitment", str(out / "commitment.txt")]) == 0

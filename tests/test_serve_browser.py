@@ -610,3 +610,42 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
             assert not box.find_elements(By.CSS_SELECTOR, ".card.down"), "a seat that is out shows face-down cards"
     logged = [li.text for li in css(chrome, "#play-events li")]
     assert sum(t.startswith("game over") for t in logged) == 1, logged[-5:]
+
+
+def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, tmp_path: Path) -> None:
+    """At 390 px the published hash and the revealed secret wrap inside the page (a stranger copies
+    them from a phone), and the season's and the balance audit's tables scroll in their own box:
+    the page itself never scrolls sideways."""
+    from arena.ladder.seasons import end_season, start_season
+    from tests.test_seasons import _ladder, _play
+    _path, ladder, store = _ladder(tmp_path)
+    _play(ladder, store, 8)
+    s = start_season(store, ladder)
+    _play(ladder, store, 8)
+    end_season(store, ladder)
+    store.close()
+    from arena.ladder import load_ladder, open_store
+    from tests.test_ladder import write_ladder
+    (tmp_path / "w").mkdir()
+    wide = load_ladder(write_ladder(tmp_path / "w", "wide", seats=4, store=str(tmp_path / "s.sqlite"),
+                                    bots=["random", "lowest", "highest", "heuristic"]))
+    store = open_store(wide)
+    _play(wide, store, 4)  # four seat columns
+    store.close()
+    server = ServerProc(tmp_path / "s.sqlite")
+    try:
+        viewport(chrome, *PHONE, mobile=True)
+        for page in ("/ladders/sea/seasons/1", "/ladders/wide/balance"):
+            chrome.get(server.url + page)
+            wait(chrome, lambda d: d.find_elements(By.CSS_SELECTOR, "table"), what=page)
+            shot(chrome, "season" if "seasons" in page else "balance")
+            assert chrome.execute_script("return document.documentElement.scrollWidth") <= PHONE[0], page
+        chrome.get(server.url + "/ladders/sea/seasons/1")
+        for selector in ("code.commitment", "code.secret"):
+            right = chrome.execute_script("return document.querySelector(arguments[0]).getBoundingClientRect().right",
+                                          selector)
+            assert right <= PHONE[0], (selector, right)
+        assert s.commitment in chrome.find_element(By.CSS_SELECTOR, "code.commitment").text.replace("\n", "")
+    finally:
+        viewport(chrome, *DESKTOP)
+        server.stop()

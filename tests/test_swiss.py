@@ -263,3 +263,37 @@ def test_a_stopped_search_seats_the_top_bot_with_the_closest_scores_it_has_not_m
     best = ((order[0], order[2], order[3]), (order[1], order[4], order[5]))
     assert stopped.tables == ended.tables == best
     assert stopped.repeats == 0 and stopped.spread == 320
+
+
+def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monkeypatch):
+    """Six bots at two seats after two rounds: the fewest repeats a third round can have is proved
+    again for the round read back from the store (``seated``), so the report and the web page say
+    "the fewest possible" as the live round did; a stored seating with more says how few were
+    possible, and a search stopped by its budget says "at most"."""
+    from arena.tournament import swiss
+    bots = names(6)
+    scores = {b: 1500.0 - 10 * i for i, b in enumerate(bots)}
+    history = [("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05"),
+               ("bot00", "bot02"), ("bot01", "bot04"), ("bot03", "bot05")]
+    met = meetings(history)
+    live = pair_round(bots, scores, 2, met, {})
+    assert live.repeats == 0 and "repeats: 0, the fewest possible" in live.minimised()
+    assert "score spread: 70, the least possible with those repeats (no seating has less than 30;" in live.minimised()
+    back = swiss.seated(live.tables, bots, scores, met)
+    assert back.fewest and back.minimised().startswith("repeats: 0, the fewest possible; score spread: 70 (no seating")
+    crowded = meetings(history + [("bot00", "bot03"), ("bot01", "bot05"), ("bot02", "bot04")]
+                       + [("bot00", "bot04"), ("bot01", "bot02"), ("bot03", "bot04")])
+    forced = pair_round(bots, scores, 2, crowded, {})
+    assert forced.repeats == 1
+    again = swiss.seated(forced.tables, bots, scores, crowded)
+    assert again.fewest and again.repeats_words() == "repeats: 1, the fewest possible"
+    worse = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots, scores, crowded)
+    assert worse.repeats == 3 and worse.repeats_words() == "repeats: 3 (the fewest possible: 1)"
+    level = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots,
+                         dict.fromkeys(bots, 1500.0), {})
+    assert level.spread_words().startswith("score spread: 0, the least possible (no seating")  # read back, at the bound
+    monkeypatch.setattr(swiss, "REPEATS_BUDGET", 1)
+    stopped = pair_round(bots, scores, 2, crowded, {}, budget=1)
+    assert stopped.optimal is False and stopped.least is None
+    assert stopped.repeats_words().startswith(f"repeats: at most {stopped.repeats} (the search for fewer stopped")
+    assert "the least found before its search stopped at its budget" in stopped.spread_words()

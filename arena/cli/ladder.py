@@ -279,9 +279,9 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         _show_history(out, ladder.name, history_of, rows, as_json)
         return
     if balance:
-        from ..ladder.balance import ladder_balance, stated_spread
-        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json,
-                      stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats)))
+        from ..ladder.balance import last_joined, ladder_balance, ladder_stated
+        _show_balance(out, ladder.name, ladder_balance(db, ladder, window), as_json, ladder_stated(db, ladder),
+                      last_joined(db, ladder), window)
         return
     try:
         if seed:
@@ -303,12 +303,13 @@ def ladder_cmd(name: Annotated[Optional[str], typer.Argument(help="A ladder; omi
         out.print(matrix_table(st))
 
 
-def _show_balance(out: Console, name: str, b: Any, as_json: bool, stated: Any) -> None:
+def _show_balance(out: Console, name: str, b: Any, as_json: bool, stated: Any, joined: Any, window: int) -> None:
     if as_json:
         print(json.dumps({"ladder": name, "games_spread": b.games_spread, "seat_spread": b.seat_spread,
                           "pair_low": b.pair_low, "pair_high": b.pair_high,
                           "stated": {"batch": stated.batch, "games": stated.games, "together": stated.together,
                                      "within": stated.holds(b)},
+                          "last_joined": None if joined is None else {"bot": joined.bot, "games": joined.games},
                           "bots": [{"bot": r.bot, "games": r.games, "seats": list(r.seats), "together": r.together}
                                    for r in b.rows]}, indent=2))
         return
@@ -330,6 +331,10 @@ def _show_balance(out: Console, name: str, b: Any, as_json: bool, stated: Any) -
     out.print(f"stated spread of the balanced policy: games {stated.games}, games together {stated.together} "
               f"(B = {stated.batch}), seats even: {'within' if stated.holds(b) else 'OUTSIDE'} (members present "
               "over the whole window; --window N for the games since the last one joined)", highlight=False)
+    if joined is not None and (window == 0 or window > joined.games):
+        out.print(f"{escape(joined.bot)} joined last: every member was present for the last {joined.games} games "
+                  f"(after its placement); arena ladder {escape(name)} --balance --window {joined.games} audits them",
+                  highlight=False)
 
 
 def _show_history(out: Console, ladder: str, bot: str, rows: list[dict[str, Any]], as_json: bool) -> None:

@@ -64,6 +64,7 @@ def replay(
     from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
                            run_seat_plain)
     from ..replay.view import replay_data
+    from ..serve.privacy import replay_for
     console, err = _consoles()
     if secret is not None or commitment is not None:
         _verify_season(console, game, secret, commitment, verify, as_json)
@@ -156,17 +157,23 @@ def report(
     split: Annotated[bool, typer.Option("--split", help="Write each replay as its own file in a folder beside "
                                                         "the report (FILE stem + '-replays/') instead of embedding them.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N games (by schedule index).")] = None,
+    private: Annotated[bool, typer.Option("--private", help="Keep every bot's stderr, info lines and fault "
+                                                            "messages in the replays (for your own eyes: by default "
+                                                            "they are left out, as arena serve leaves them out for "
+                                                            "all but a bot's owner; docs/CLUB.md).")] = False,
 ) -> None:
     """A tournament as one HTML page: standings, and every game with its replay.
 
     By default every replay is embedded in the one file (compressed; each is decoded and
     drawn only when opened). --split writes them to a folder beside the report instead.
+    A report is made to be shared, so the bots' private lines stay out unless --private.
     """
     from ..tournament.store import Store, StoreError, write_private_text
     from ..replay.simulate import ReplayError, simulate
     from ..tournament.standings import from_store
     from ..replay.html import report_html, write_report_folder
     from ..replay.view import replay_data
+    from ..serve.privacy import replay_for
     console, err = _consoles()
     try:
         db = Store(store, readonly=True)
@@ -193,7 +200,7 @@ def report(
                 continue
             if not rp.ok:
                 bad.append(g["id"])
-            replays[g["id"]] = replay_data(rp)
+            replays[g["id"]] = replay_data(rp) if private else replay_for(replay_data(rp), g["seats"], set())
     finally:
         db.close()
     links = write_report_folder(html_out, replays) if split else None

@@ -61,11 +61,23 @@ class Stated:
         return b.games_spread <= self.games and b.pair_spread <= self.together and b.seat_spread == 0
 
 
-def stated_spread(seats: int, field_size: int) -> Stated:
+def stated_spread(seats: int, field_size: int, deals: int = 1) -> Stated:
     """What ``arena ladder NAME --balance`` holds a balanced ladder to (docs/RATINGS.md), checked by
-    tests/test_balance.py for 2 to 6 seats."""
-    batch = seats * comb(max(field_size, seats - 1), seats - 1)
+    tests/test_balance.py for 2 to 6 seats; ``deals`` per table of a batch."""
+    batch = seats * comb(max(field_size, seats - 1), seats - 1) * deals
     return Stated(batch, (6 if seats == 2 else 3) * batch, 4 * batch)
+
+
+def ladder_stated(store, ladder) -> Stated:
+    """The stated spread of a stored ladder: ``arena ladder run`` raises a batch's deals to fill its
+    concurrent slots (ladder.run.plan_batch), so B is the focus's games in the largest batch stored
+    (the file's deals before the first)."""
+    from ..store.games import largest_batch
+    fewest = stated_spread(ladder.seats, ladder.matchmaking.field_size(ladder.seats), ladder.matchmaking.deals)
+    played = largest_batch(store.db, ladder.run_prefix)
+    if played <= fewest.batch:
+        return fewest
+    return Stated(played, (6 if ladder.seats == 2 else 3) * played, 4 * played)
 
 
 def audit(games: Iterable[Sequence[str]], members: Sequence[str], seats: int) -> Balance:
@@ -118,6 +130,31 @@ def choose_balanced(bots: Sequence[Candidate], pair_games: Mapping[tuple[str, st
         if len(field) >= seats - 1:
             return Table(focus.label, tuple(field), "new" if idle[focus.label] < 0 else "longest idle")
     return None
+
+
+@dataclass(frozen=True)
+class Joined:
+    """The active member that joined last: the stated spread holds for members present over the whole
+    window, so the audit of the ``games`` stored since its placement ended is the one to read."""
+
+    bot: str
+    games: int
+
+
+def last_joined(store, ladder) -> Joined | None:
+    """The active member whose placement ended last, and the ladder's games stored since; None when
+    every active member is an initial one (or no placement of theirs is stored)."""
+    from ..store.games import count_after_tournament
+    from .tables import bot_statuses, members
+    out = bot_statuses(store, ladder.name)
+    since = []
+    for m in members(store, ladder.name):
+        if m.label in out or m.placement != ladder.placement_id(m.label):
+            continue
+        n = count_after_tournament(store.db, ladder.prefix, m.placement)
+        if n is not None:
+            since.append(Joined(m.label, n))
+    return min(since, key=lambda j: j.games, default=None)
 
 
 def ladder_balance(store, ladder, window: int = 0) -> Balance:

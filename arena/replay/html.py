@@ -537,11 +537,7 @@ def stages_html(fmt: str, stages: list[Any], champion: str | None = None, *,
             extra += (f"<p class=\"waiting\">{'byes' if fmt == 'swiss' else 'waiting'}: "
                       f"{html.escape(', '.join(stage.byes))}</p>")
         if fmt == "swiss" and stage.pairing is not None:
-            p = stage.pairing
-            extra += (f"<p class=\"note\">minimised: repeat meetings {p.repeats}, then score spread {p.spread:.0f} "
-                      f"(least possible {p.least_spread:.0f}, widest table {max(p.spreads, default=0):.0f})"
-                      + (f"; {p.clashes} pairs of one author together: no pairing avoids it" if p.clashes else "")
-                      + ("; search stopped at its budget: best found" if p.optimal is False else "") + "</p>")
+            extra += f"<p class=\"note minimised\">minimised: {html.escape(stage.pairing.minimised())}</p>"
         cols.append(f"<section><h3>{html.escape(stage.title)}</h3>{''.join(boxes)}{extra}</section>")
     won = f"<section><h3>winner</h3><div class=\"table went-on\">{html.escape(champion)}</div></section>" \
         if champion else ""

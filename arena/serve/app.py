@@ -176,7 +176,7 @@ async def season_page(request: Request) -> Response:
         s = _season_or_none(db, name, number)
         if s is None:
             return None
-        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        ladder = views._ladder(name, request.app.state.options.ladders_dir, db)
         return {"s": s, "ladder": name, "rows": standings_of(db, ladder, s),
                 "others": [x.number for x in seasons(db, name)], "secret": None if s.secret is None else s.secret.hex()}
 
@@ -210,7 +210,9 @@ async def season_file(request: Request) -> Response:
             return ""
         if file == "secret.txt":
             return reveal(s)["secret"] + "\n"
-        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        ladder = views._ladder(name, request.app.state.options.ladders_dir, db)
+        if not ladder.bots:  # neither its file nor the store's copy: its seats and seed would be guessed
+            return False
         return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in published_games(db, ladder, s))
 
     body = await query(request, build, ("season-file", name, number, file))
@@ -218,6 +220,9 @@ async def season_file(request: Request) -> Response:
         return message(request, "No such season", f"The store has no season {number} of a ladder {name!r}.", 404)
     if body == "":
         return message(request, "Not yet", f"Season {number} is open: its {file} is published when it ends.", 404)
+    if body is False:
+        return message(request, "Not available", f"This server cannot read ladder {name!r}'s file, whose seats and "
+                       "seed the games are checked by: start it with --ladders where the file is.", 503)
     return Response(body, media_type=SEASON_FILES[file])
 
 
@@ -227,13 +232,13 @@ async def balance_page(request: Request) -> Response:
     name = request.path_params["name"]
 
     def build(db: data.ReadStore) -> Any:
-        from ..ladder.balance import ladder_balance, stated_spread
+        from ..ladder.balance import last_joined, ladder_balance, ladder_stated
         if name not in data.ladder_names(db):
             return None
-        lad = views._ladder(name, request.app.state.options.ladders_dir)
+        lad = views._ladder(name, request.app.state.options.ladders_dir, db)
         b = ladder_balance(db, lad)
         return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
-                "stated": stated_spread(lad.seats, lad.matchmaking.field_size(lad.seats))}
+                "stated": ladder_stated(db, lad), "joined": last_joined(db, lad)}
 
     page = await query(request, build, ("balance", name))
     if page is None:

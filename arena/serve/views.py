@@ -76,11 +76,13 @@ def _owners(db: data.ReadStore) -> dict[str, str]:
     return owner_names(db.db)
 
 
-def _ladder(name: str, ladders_dir: Path | None):
-    """The ladder's file if it can be read (its anchor decides the scale), else its defaults."""
+def _ladder(name: str, ladders_dir: Path | None, db: data.ReadStore):
+    """The ladder's file if it can be read (its anchor decides the scale), else the copy its store
+    keeps (a server started without ``--ladders`` where the file is: its seats and seed are what a
+    season's published games are checked by), else its defaults."""
     from ..ladder import Ladder, LadderError, load_ladder
     try:
-        return load_ladder(name, ladders_dir, check_bots=False)
+        return load_ladder(name, ladders_dir, check_bots=False, store_dir=Path(db.path).parent)
     except (LadderError, OSError):
         return Ladder(name=name, bots=[])
 
@@ -103,7 +105,7 @@ class LadderPage:
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
     from ..ladder import LadderError, ladder_standings
-    ladder = _ladder(name, ladders_dir)
+    ladder = _ladder(name, ladders_dir, db)
     error = ""
     games = data.ladder_games(db, ladder.prefix)  # only the games since the last build are read
     try:

@@ -357,6 +357,24 @@ def recent_seats(db: sqlite3.Connection, prefix: str, *, since: float | None = N
     return [orjson.loads(seats) for (seats,) in db.execute(sql, args)]
 
 
+def count_after_tournament(db: sqlite3.Connection, prefix: str, tournament: str) -> int | None:
+    """The games under ``prefix`` stored after the last game of ``tournament`` (None: it has none),
+    counted as ``recent_seats(last=N)`` counts them."""
+    row = db.execute("SELECT MAX(rowid) FROM games WHERE tournament=?", (tournament,)).fetchone()
+    if row[0] is None:
+        return None
+    return int(db.execute("SELECT COUNT(*) FROM games WHERE substr(tournament, 1, ?)=? AND rowid>?",
+                          (len(prefix), prefix, row[0])).fetchone()[0])
+
+
+def largest_batch(db: sqlite3.Connection, prefix: str) -> int:
+    """The most games any one tournament under ``prefix`` holds (0: none): a ladder's biggest run
+    batch, every game of which its focus played."""
+    row = db.execute("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM games WHERE substr(tournament, 1, ?)=? "
+                     "GROUP BY tournament)", (len(prefix), prefix)).fetchone()
+    return int(row[0] or 0)
+
+
 def tournament_statuses(db: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
     """(id, status) of every tournament whose id starts with ``prefix``, by id."""
     return db.execute("SELECT id, status FROM tournaments WHERE substr(id,1,?)=? ORDER BY id",

@@ -207,8 +207,7 @@ def stages_table(fmt: str, stages: list, title: str = "Stages") -> Table:
     table.add_column("stage", no_wrap=True)
     table.add_column("tables")
     if fmt == "swiss":
-        table.add_column("repeat meetings", justify="right")
-        table.add_column("score spread (least)", justify="right")
+        table.add_column("pairing minimised")
     table.add_column("waiting" if fmt != "swiss" else "byes")
     for stage in stages:
         parts = []
@@ -218,9 +217,10 @@ def stages_table(fmt: str, stages: list, title: str = "Stages") -> Table:
                 for b, p in cells))
         row = [stage.title, "\n".join(parts)]
         if fmt == "swiss" and stage.pairing is not None:
-            row += [str(stage.pairing.repeats), f"{stage.pairing.spread:.0f} ({stage.pairing.least_spread:.0f})"]
+            row.append(escape("\n".join(filter(None, (stage.pairing.clashes_words(), stage.pairing.repeats_words(),
+                                                          stage.pairing.spread_words())))))
         elif fmt == "swiss":
-            row += ["-", "-"]
+            row.append("-")
         row.append(", ".join(escape(b) for b in stage.byes) or "-")
         table.add_row(*row)
     return table

@@ -21,6 +21,7 @@ tournament pairs every round exactly as before.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter
@@ -43,29 +44,49 @@ class Pairing:
     least_spread: float  # the spread of the same bots with repeats ignored (the lower bound)
     optimal: bool | None  # the search ended; False: stopped at its budget; None: read back, not searched
     clashes: int = 0  # pairs of one author seated together (one_seat_per_author): only when no draw avoids it
-    fewest: bool | None = None  # repeats (and clashes) proved the fewest any seating has; None: read back
+    least: int | None = None  # the fewest repeats any seating has (clashes weigh APART), proved by the
+    # search for them (again for a round read back); None: that search spent its budget
+
+    @property
+    def fewest(self) -> bool:
+        """The repeats (and clashes) are the fewest any seating has."""
+        return self.least is not None and self.least == self.repeats + self.clashes * APART
 
     @property
     def spread(self) -> float:
         return sum(self.spreads)
 
     def summary(self) -> str:
-        """One line for the terminal and the report."""
-        worst = max(self.spreads, default=0.0)
+        """One line for the terminal as the round begins."""
         byes = ", ".join(self.byes) or "none"
-        return (f"{len(self.tables)} tables, repeat meetings {self.repeats}, score spread {self.spread:.0f} "
-                f"(least possible {self.least_spread:.0f}, widest table {worst:.0f}), byes: {byes}"
-                + (f"; {self.clashes} pairs of one author seated together: no pairing keeps them apart"
-                   if self.clashes else "")
-                + self.stopped_note())
+        return f"{len(self.tables)} tables, {self.minimised()}, byes: {byes}"
 
-    def stopped_note(self) -> str:
-        """What a search stopped at its budget still proved (empty when it ended)."""
-        if self.optimal is not False:
-            return ""
-        if self.fewest:
-            return "; repeats the fewest possible, spread: search stopped at its budget, best found"
-        return "; search stopped at its budget: best found"
+    def minimised(self) -> str:
+        """What the pairing minimised, in plain words: the report, the web page and the terminal's
+        rounds table say the same (docs/FORMATS.md)."""
+        return "; ".join(filter(None, (self.clashes_words(), self.repeats_words(), self.spread_words())))
+
+    def clashes_words(self) -> str:
+        return (f"{self.clashes} pairs of one author seated together: no pairing keeps them apart"
+                if self.clashes else "")
+
+    def repeats_words(self) -> str:
+        """``repeats: 4, the fewest possible`` where a search proved it; else ``at most``."""
+        if self.fewest or self.optimal:  # the main search, when it ended, proved repeats first
+            return f"repeats: {self.repeats}, the fewest possible"
+        if self.least is not None:  # a stored round seated with more than it needed
+            return f"repeats: {self.repeats} (the fewest possible: {self.least % APART})"
+        return f"repeats: at most {self.repeats} (the search for fewer stopped at its budget)"
+
+    def spread_words(self) -> str:
+        """The score spread, whether the search proved it least, and the bound no seating beats."""
+        if self.spread <= self.least_spread + 1e-9:  # the bound itself: no seating at all has less
+            how = ", the least possible"
+        else:
+            how = {True: ", the least possible with those repeats",
+                   False: ", the least found before its search stopped at its budget"}.get(self.optimal, "")
+        return (f"score spread: {self.spread:.0f}{how} (no seating has less than {self.least_spread:.0f}; "
+                f"widest table {max(self.spreads, default=0.0):.0f})")
 
 
 def meetings(tables: Iterable[Sequence[str]]) -> Counter[frozenset[str]]:
@@ -105,7 +126,7 @@ def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
     fewest = _fewest_repeats(meet, seats, REPEATS_BUDGET)
     groups, weighed, spreads, optimal = _search(values, seats, meet, budget, fewest)
     return Pairing(tuple(tuple(players[i] for i in g) for g in groups), out, weighed % APART, tuple(spreads),
-                   _least_spread(values, seats), optimal, weighed // APART, fewest is not None)
+                   _least_spread(values, seats), optimal, weighed // APART, fewest[0] if fewest else None)
 
 
 def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapping[str, float],
@@ -116,9 +137,26 @@ def seated(tables: Sequence[tuple[str, ...]], order: Sequence[str], scores: Mapp
     spreads = tuple(max(scores[b] for b in t) - min(scores[b] for b in t) for t in tables)
     values = sorted((float(scores[b]) for b in seated_), reverse=True)
     k = len(tables[0]) if tables else 2
+    clashes = sum(frozenset(p) in apart for t in tables for p in itertools.combinations(t, 2))
+    players = tuple(sorted(seated_))
+    proved = _proved_fewest(players, k, frozenset((p, n) for p, n in met.items() if n and p <= seated_),
+                            frozenset(p for p in apart if p <= seated_)) if repeats or clashes else 0
     return Pairing(tuple(tables), tuple(b for b in reversed(order) if b not in seated_), repeats, spreads,
-                   _least_spread(values, k), None,
-                   sum(frozenset(p) in apart for t in tables for p in itertools.combinations(t, 2)))
+                   _least_spread(values, k), None, clashes, proved)
+
+
+@functools.lru_cache(maxsize=64)
+def _proved_fewest(players: tuple[str, ...], k: int, met: frozenset[tuple[frozenset[str], int]],
+                   apart: frozenset[frozenset[str]]) -> int | None:
+    """The fewest repeats (clashes weighed by ``APART``) any seating of ``players`` has, or None when
+    the search spent its budget: a played round read back says whether it had the fewest. Kept,
+    since a page or report reads the same rounds back again and again."""
+    cost = Counter(dict(met))
+    for pair in apart:
+        cost[pair] += APART
+    meet = [[cost.get(frozenset((a, b)), 0) for b in players] for a in players]
+    found = _fewest_repeats(meet, k, REPEATS_BUDGET)
+    return None if found is None else found[0]
 
 
 def _least_spread(values: Sequence[float], k: int) -> float:
