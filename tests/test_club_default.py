@@ -138,17 +138,22 @@ def _offered(page: str) -> list[str]:
     return re.findall(r"<option>([^<]+)</option>", select.group(1))
 
 
-def _upload(server, ladder: str) -> tuple[int, str]:
+def _upload_raw(server, ladder: str) -> tuple[int, dict[str, str], bytes]:
+    """The organiser's upload (the server's token) of a bot that fails its check."""
     from tests.test_serve import multipart, zip_bytes
     body, ctype = multipart({"ladder": ladder, "token": server.token},
                             ("bot.zip", zip_bytes({"bot.toml": b'name = "mine"\nversion = "1"\ncommand = ["false"]\n'})))
-    status, _, page = server.request("POST", "/submit", body, {"Content-Type": ctype})
+    return server.request("POST", "/submit", body, {"Content-Type": ctype})
+
+
+def _upload(server, ladder: str) -> tuple[int, str]:
+    status, _, page = _upload_raw(server, ladder)
     return status, page.decode()
 
 
 def test_the_terminal_and_the_server_resolve_one_ladder_on_one_store_alike(tmp_path: Path) -> None:
     pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
-    from tests.test_serve import LADDER, ServerProc, build_store
+    from tests.test_serve import LADDER, ServerProc, _finished, build_store
     folder = tmp_path / "ladders"
     open_ = _ladder(folder, "open")  # says nothing: the store decides
     _ladder(folder, "shared", "one_seat_per_author = false\n")
@@ -189,6 +194,10 @@ def test_the_terminal_and_the_server_resolve_one_ladder_on_one_store_alike(tmp_p
         status, _, ladder_page = server.get(f"/ladders/{LADDER}")
         assert status == 200
         assert "one_seat_per_author: on (the club&#39;s default" in ladder_page.decode()
+        status, headers, _ = _upload_raw(server, LADDER)  # its job loads the ladder on the server's store too
+        assert status == 303, headers
+        job = _finished(server, headers["location"]).decode()
+        assert 'data-status="check failed"' in job and "one_seat_per_author: on (the club&#39;s default" in job
     finally:
         server.stop()
 
