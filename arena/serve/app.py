@@ -176,7 +176,7 @@ async def season_page(request: Request) -> Response:
         s = _season_or_none(db, name, number)
         if s is None:
             return None
-        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        ladder = views._ladder(db, name, request.app.state.options.ladders_dir)
         return {"s": s, "ladder": name, "rows": standings_of(db, ladder, s),
                 "others": [x.number for x in seasons(db, name)], "secret": None if s.secret is None else s.secret.hex()}
 
@@ -210,7 +210,7 @@ async def season_file(request: Request) -> Response:
             return ""
         if file == "secret.txt":
             return reveal(s)["secret"] + "\n"
-        ladder = views._ladder(name, request.app.state.options.ladders_dir)
+        ladder = views._ladder(db, name, request.app.state.options.ladders_dir)
         return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in published_games(db, ladder, s))
 
     body = await query(request, build, ("season-file", name, number, file))
@@ -230,7 +230,7 @@ async def balance_page(request: Request) -> Response:
         from ..ladder.balance import ladder_balance, stated_spread
         if name not in data.ladder_names(db):
             return None
-        lad = views._ladder(name, request.app.state.options.ladders_dir)
+        lad = views._ladder(db, name, request.app.state.options.ladders_dir)
         b = ladder_balance(db, lad)
         return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
                 "stated": stated_spread(lad.seats, lad.matchmaking.field_size(lad.seats))}

@@ -76,9 +76,13 @@ def _owners(db: data.ReadStore) -> dict[str, str]:
     return owner_names(db.db)
 
 
-def _ladder(db: data.ReadStore, name: str, ladders_dir: Path | None) -> tuple[Any, str]:
-    """The ladder's file as played on this store if it can be read (its anchor decides the scale),
-    else its defaults; and why it cannot be played here, if it cannot (its file as it is then)."""
+def _ladder(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Any:
+    """The ladder's file as played on this store if it can be read (its anchor decides the scale), else its defaults."""
+    return _ladder_and_refusal(db, name, ladders_dir)[0]
+
+
+def _ladder_and_refusal(db: data.ReadStore, name: str, ladders_dir: Path | None) -> tuple[Any, str]:
+    """:func:`_ladder`, and why it cannot be played on this store if it cannot (its file as it is then)."""
     from ..ladder import Ladder, LadderError, SeatsRefused, load_ladder
     try:
         return load_ladder(name, ladders_dir, check_bots=False, store=db.path), ""
@@ -108,7 +112,7 @@ class LadderPage:
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
     from ..ladder import LadderError, ladder_standings
-    ladder, refused = _ladder(db, name, ladders_dir)
+    ladder, refused = _ladder_and_refusal(db, name, ladders_dir)
     from ..ladder import SeatRule
     error = ""
     games = data.ladder_games(db, ladder.prefix)  # only the games since the last build are read
