@@ -253,3 +253,31 @@ def test_club_store_reads_without_writing(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     assert club_store(club) is False
+
+
+def test_a_run_begun_in_ones_own_store_stops_before_a_batch_once_the_store_is_a_clubs(tmp_path: Path) -> None:
+    """An `arena ladder run` (or `arena serve --ladder`) started before the first sign-up played the
+    file's silence as "off"; after it, strangers' bots may join, so the run stops before its next
+    batch instead of seating them under the rule it began with."""
+    import trio
+
+    from arena.ladder import open_store, run_ladder
+    from tests.test_ladder import ctx
+    path = _ladder(tmp_path / "ladders", "early", f'store = "{tmp_path / "data" / "arena.sqlite"}"\n'
+                                                  'max_turns = 200\nconcurrency = 1\ndeals = 1\n')
+    ladder = load_ladder(path)
+    assert ladder.seat_rule is SeatRule.DESK
+    store = open_store(ladder)
+    batches: list[int] = []
+
+    def on_batch(summary, table, number: int) -> None:
+        batches.append(number)
+        if len(batches) == 1:
+            _club(store.path)  # the first account, made while the run plays
+
+    try:
+        with pytest.raises(LadderError, match=r"this store became a club's .* the run stopped before its next batch"):
+            trio.run(lambda: run_ladder(ladder, store, ctx(), games=8, on_batch=on_batch))
+    finally:
+        store.close()
+    assert batches == [0]
