@@ -281,7 +281,10 @@ class LadderFile(_Shared):
     season: Season = Field(default_factory=Season)
     fixed_schedule: FixedSchedule = False
     ponder: Ponder = False
-    one_seat_per_author: OneSeatPerAuthor = False
+    one_seat_per_author: Optional[StrictBool] = Field(None, description="No table seats two bots of one author (on "
+                                                      "a club server the owning account; docs/SANDBOX.md). Absent: "
+                                                      "the store decides: on in a club's store (one with accounts, "
+                                                      "docs/CLUB.md), off elsewhere.")
     accept_kernel_channels: AcceptKernelChannels = False
     gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
                                                   "kernel with the host; an error where runsc cannot run, never a "

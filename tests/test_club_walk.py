@@ -22,7 +22,8 @@ pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip 
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
 from tests.test_serve import ROOT, ServerProc, arena_cmd, build_store
-from tests.test_serve_accounts import FIXTURE, MANY_WRITES, _make_token, _upload, first_admin_code, invite, sign_up
+from tests.test_serve_accounts import (FIXTURE, MANY_WRITES, _make_token, _upload, club_ladders, first_admin_code,
+                                       invite, sign_up)
 from tests.test_serve_admin import _member, _rows
 
 CLASS = 20
@@ -75,7 +76,10 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
     admin_code = first_admin_code(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    # a class's ladder seats strangers: the club's store turns one_seat_per_author on, outside gVisor
+    # with the kernel channels accepted by name
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders", "accept_kernel_channels = true"),
+                        *MANY_WRITES)
     terminals: dict[str, subprocess.Popen] = {}
     try:
         root, status, _ = sign_up(server, admin_code, "teacher")

@@ -80,7 +80,8 @@ def test_no_setting_goes_around_the_config_layer() -> None:
     made_from = {"containment": {"sandbox", "trusted_bots", "gvisor"}}  # the user's options, made one value once
     assert set(TournamentConfig.__dataclass_fields__) - set(made_from) <= set(TournamentFlags.model_fields)
     assert set().union(*made_from.values()) <= set(TournamentFlags.model_fields)
-    assert set(Ladder.__dataclass_fields__) - {"name", "path"} <= set(LadderFile.model_fields)
+    # seat_rule: where one_seat_per_author came from, the file's key or the store's default (load_ladder)
+    assert set(Ladder.__dataclass_fields__) - {"name", "path", "seat_rule"} <= set(LadderFile.model_fields)
     mm = LadderFile.model_fields["matchmaking"].annotation
     assert {f.name for f in dataclasses.fields(Matchmaking)} == set(mm.model_fields)  # type: ignore[union-attr]
     season = LadderFile.model_fields["season"].annotation

@@ -108,6 +108,16 @@ def _rows(store: Path, sql: str) -> list[tuple]:
 MANY_WRITES = ("--writes-per-minute", "60000")
 
 
+def club_ladders(folder: Path, setting: str = "one_seat_per_author = false") -> tuple[str, str]:
+    """``--ladders`` holding the bundled classic-2p with ``setting`` on top: a club's store turns
+    one_seat_per_author on for a file that leaves it out (docs/CLUB.md), so a club's ladder says how
+    its seats are set. The default: the organiser lets one author's bots share a table."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bundled = (Path(__file__).resolve().parent.parent / "ladders" / "classic-2p.toml").read_text()
+    (folder / "classic-2p.toml").write_text(f"{setting}\n{bundled}")
+    return "--ladders", str(folder)
+
+
 @pytest.fixture(scope="module")
 def club(tmp_path_factory):
     base = tmp_path_factory.mktemp("club")
@@ -314,7 +324,7 @@ def submit_club(tmp_path: Path):
     (store path, server, alice's browser, bob's browser)."""
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
     try:
         code = invite(store, uses=2)
         alice, _, _ = sign_up(server, code, "alice")
@@ -476,7 +486,7 @@ def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_en
         assert not uploads.exists() or [p for p in uploads.iterdir() if p.is_dir()] == []
     finally:
         short.stop()
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
     try:
         b = Browser(server)
         b.request("GET", f"/?token={server.token}")
@@ -549,7 +559,7 @@ def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private
     folder.mkdir()
     (folder / "bot.toml").write_text('name = "term-bot"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (folder / "bot.py").write_text("print('not a protocol line', flush=True)\n")
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")

@@ -160,9 +160,10 @@ def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, t
     import time
 
     from tests.test_serve import build_store
+    from tests.test_serve_accounts import club_ladders
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"))
     try:
         link = _cli("accounts", "first-admin", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip()
         chrome.get(link)

@@ -19,7 +19,10 @@ pytest.importorskip("argon2", reason="accounts need the serve extra: pip install
 from tests.test_serve import ROOT, ServerProc, multipart, zip_bytes
 from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
 
-MINI = 'rules = "powers"\nseats = 2\ndeals = 2\nbots = ["random", "lowest"]\ncheck_games = 1\n'
+# one_seat_per_author = false: the members' store is a club's, which would turn the rule on; these
+# tests are of the queue, whose placements seat the starters as before
+MINI = ('rules = "powers"\nseats = 2\ndeals = 2\nbots = ["random", "lowest"]\ncheck_games = 1\n'
+        'one_seat_per_author = false\n')
 
 
 def starter_zip(name: str) -> bytes:
@@ -384,13 +387,13 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
     import subprocess
 
     from tests.test_serve import arena_cmd, build_store
-    from tests.test_serve_accounts import _make_token
+    from tests.test_serve_accounts import _make_token, club_ladders
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "bot.toml").write_text('name = "queued-bot"\nversion = "1.0"\ncommand = ["false"]\n')
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")

@@ -165,7 +165,7 @@ def test_an_initial_bot_named_by_a_ladder_file_is_the_organisers_too(tmp_path: P
     ladders = tmp_path / "ladders"
     ladders.mkdir()
     (ladders / "club.toml").write_text(f'rules = "classic"\nseats = 2\nbots = ["{bot}", "random"]\n')
-    names = _organisers_names(ladders)
+    names = _organisers_names(ladders, tmp_path / "arena.sqlite")  # one person's store: the ladder is offered
     assert {"club-reference", "random", "heuristic"} <= names and "club-ref" not in names
 
 

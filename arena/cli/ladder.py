@@ -97,8 +97,10 @@ def view_lines(st: "LadderStandings") -> list[str]:
     """What `arena ladder NAME` says under the table: games since the last view, wide intervals,
     suspended bots with their last stderr lines."""
     from ..ladder.tables import MemberStatus
+    from ..ladder import SeatRule
     from ..tournament.config import ACCEPTED_CHANNELS
-    out = [ACCEPTED_CHANNELS] if st.ladder.channels_accepted else []
+    out = [] if st.ladder.seat_rule is SeatRule.DESK else [st.ladder.seat_rule_text]
+    out += [ACCEPTED_CHANNELS] if st.ladder.channels_accepted else []
     if st.last_view is None:
         out.append("first view of this ladder from this store: the next view says how many games were played since")
     else:
@@ -146,7 +148,7 @@ def _load(ref: str, store: Path | None, jobs: int | None):
     from ..tournament.store import StoreError
     from ..ladder import LadderError, load_ladder, open_store
     try:  # a name not in ladders/ may be a ladder whose store (and its copy of the file) was moved here
-        ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent)
+        ladder = load_ladder(ref, store_dir=(store or DEFAULT_STORE).resolve().parent, store=store)
     except LadderError as e:
         fail(str(e))
     if jobs is not None:
@@ -197,6 +199,8 @@ def submit_cmd(bot: Annotated[str, typer.Argument(help="The bot: a bot.toml, a d
                           "place": row.rank, **st.as_json()}, indent=2))
         return
     out.print(ladder_table(st, highlight=row.label))
+    if ladder.one_seat_per_author:
+        out.print(ladder.seat_rule_text, highlight=False, markup=False, soft_wrap=True)
     elo = ("unrated" if row.elo is None else f"too few games to rate ({row.games})" if not row.rated
            else f"Elo {row.elo:.0f} ± {row.margin:.0f} (95%)")
     out.print(f"{row.label} is #{row.rank} of {len(st.rows)} on {ladder.name}: {elo} after {row.games} games "
@@ -423,6 +427,8 @@ def run_cmd(name: Annotated[str, typer.Argument(help="The ladder (ladders/NAME.t
     bounds = ", ".join(x for x in (f"{games} games" if games else "", f"{hours:g} h" if hours else "") if x)
     progress.print(f"running ladder {ladder.name} in {db.path} until {bounds or 'Ctrl-C'}", highlight=False,
                    markup=False, soft_wrap=True)
+    if ladder.one_seat_per_author:
+        progress.print(ladder.seat_rule_text, highlight=False, markup=False, soft_wrap=True)
     if ladder.channels_accepted:
         from ..tournament.config import ACCEPTED_CHANNELS
         progress.print(f"warning: {ACCEPTED_CHANNELS}", highlight=False, markup=False, soft_wrap=True)
@@ -595,11 +601,12 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
     from ..store.reads import prefix_counts
     from ..tournament.store import Store, StoreError
     rows = []
-    for name, lad, error in list_ladders():
+    for name, lad, error in list_ladders(store=store):
         item: dict[str, Any] = {"name": name, "error": error or None}
         if lad is not None:
             item.update(description=lad.description, rules=lad.rules, seats=lad.seats, initial_bots=len(lad.bots),
                         members=None, games=None, store=str(store or lad.store),
+                        one_seat_per_author=lad.one_seat_per_author, one_seat_per_author_from=lad.seat_rule.value,
                         accept_kernel_channels=lad.channels_accepted)
             path = Path(item["store"])
             if path.exists():
@@ -628,6 +635,10 @@ def _list(out: Console, store: Path | None, as_json: bool) -> None:
         else:
             dash = lambda x: "-" if x is None else str(x)  # noqa: E731
             accepted = " [yellow](kernel channels accepted)[/]" if r["accept_kernel_channels"] else ""
+            if r["one_seat_per_author"]:
+                from ..ladder import SeatRule
+                club = r["one_seat_per_author_from"] == SeatRule.CLUB
+                accepted += " (one seat per author" + (": the club's default)" if club else ")")
             table.add_row(r["name"], r["rules"], str(r["seats"]), dash(r["members"]), dash(r["games"]),
                           escape(r["description"]) + accepted)
     out.print(table)

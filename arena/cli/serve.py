@@ -180,6 +180,11 @@ def serve(
                   "the store" + (" and, with the token, play or submit" if options.writable else ""))
     if workers > 1:
         out.print(f"{workers} processes serve the pages")
+    from ..ladder import list_ladders
+    for name, lad, error in list_ladders(ladders, store=store):  # said, not fatal: /submit says it too
+        if lad is None:
+            out.print(f"[yellow]ladder {escape(name)} cannot be played on this store[/] (not offered on /submit): "
+                      f"{escape(error)}")
     out.print("Ctrl-C stops it.")
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -262,7 +267,7 @@ def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str:
     from ..ladder import load_ladder
     if ladders is not None and (ladders / f"{name}.toml").is_file():
         name = str((ladders / f"{name}.toml").resolve())
-    load_ladder(name, store_dir=store.resolve().parent)
+    load_ladder(name, store_dir=store.resolve().parent, store=store)
     return name
 
 

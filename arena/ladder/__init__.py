@@ -25,7 +25,7 @@ from typing import Any
 # Loaded on first use (PEP 562): every ``arena`` command imports the match command from this
 # package, and only the ladder commands need numpy, scipy and openskill.
 _WHERE = {
-    "config": ["LADDER_DIR", "CheckFailed", "Ladder", "LadderError", "Matchmaking", "ladder_path", "list_ladders",
+    "config": ["LADDER_DIR", "CheckFailed", "Ladder", "LadderError", "Matchmaking", "SeatRule", "SeatsRefused", "ladder_path", "list_ladders",
                "load_ladder", "resolve_anchor"],
     "history": ["LadderState", "rating_history", "take_snapshot", "trends"],
     "match": ["MatchProgress", "match_games", "match_id", "resolve_bot", "run_match"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..bots.manifest import NAME_RE, ManifestError, bundled_bots, load_bot
 from ..engine import Rules, RulesError, rules_from
 from ..config import Format
 from ..errors import ArenaError
+from ..store.games import StoreError, club_store
 from ..tournament.config import MAX_TABLES, ConfigError, TournamentConfig, check_config, strangers_problem
 from ..tournament.store import DEFAULT_STORE
 
@@ -27,6 +29,16 @@ LADDER_DIR = Path(__file__).resolve().parent.parent.parent / "ladders"
 
 class LadderError(ArenaError, ValueError):
     """A ladder file, submission or store state that cannot be used; the message says why."""
+
+
+class SeatsRefused(LadderError):
+    """A ladder file whose seats may not be played as set (strangers outside gVisor, unaccepted);
+    ``ladder`` is what the file holds, so its initial bots' names stay the organiser's meanwhile;
+    ``reason`` is the message without the file's path."""
+
+    def __init__(self, where: str, reason: str, ladder: "Ladder"):
+        super().__init__(f"{where}: {reason}")
+        self.ladder, self.reason = ladder, reason
 
 
 class CheckFailed(LadderError):
@@ -69,6 +81,22 @@ class SeasonRules:
     divisions: list[float] = field(default_factory=list)  # boundaries in Elo, highest first
 
 
+class SeatRule(StrEnum):
+    """Where a ladder's ``one_seat_per_author`` comes from. A file that leaves it out lets the store
+    decide: a club's store (one with accounts) seats strangers, one person's store seats their own bots."""
+
+    FILE = "file"  # the ladder file says true or false
+    CLUB = "club"  # left out, so on: the store has accounts (docs/CLUB.md)
+    DESK = "desk"  # left out, so off: the store has no account
+
+
+SEAT_RULE_TEXT = {
+    SeatRule.FILE: "set in the ladder file",
+    SeatRule.CLUB: "the club's default: this store has accounts and the ladder file does not set it",
+    SeatRule.DESK: "the default outside a club's store: this store has no account and the ladder file does not set it",
+}
+
+
 @dataclass
 class Ladder:
     name: str
@@ -92,7 +120,8 @@ class Ladder:
     check_games: int = 1  # games per scenario of the entry check
     fixed_schedule: bool = False  # requests on a fixed schedule (arena.referee.blocking.play_game)
     ponder: bool = False  # seats left running off their turn (arena.referee.blocking.play_game)
-    one_seat_per_author: bool = False  # no table seats two bots of one author
+    one_seat_per_author: bool = False  # no table seats two bots of one author; resolved by load_ladder
+    seat_rule: SeatRule = SeatRule.DESK  # where one_seat_per_author came from (shown with the settings)
     accept_kernel_channels: bool = False  # strangers outside gVisor, by the operator's acceptance (strangers_problem)
     gvisor: bool = False  # every bot under gVisor (arena.bots.gvisor), or an error
     system: list[str] = field(default_factory=list)  # extra system a gVisor seat sees (arena.bots.filesystem.system_paths)
@@ -127,6 +156,12 @@ class Ladder:
     def channels_accepted(self) -> bool:
         """Strangers' seats whose operator accepted the kernel channels (shown with the ladder's settings)."""
         return self.one_seat_per_author and self.accept_kernel_channels
+
+    @property
+    def seat_rule_text(self) -> str:
+        """``one_seat_per_author`` as every view of the ladder's settings says it: on or off, and by whom."""
+        return (f"one_seat_per_author: {'on' if self.one_seat_per_author else 'off'} "
+                f"({SEAT_RULE_TEXT[self.seat_rule]})")
 
     def identity(self) -> dict[str, Any]:
         """What decides the games; fixed for the ladder's life once it has any."""
@@ -197,22 +232,28 @@ def ladder_path(ref: str | Path, ladders_dir: Path | None = None, store_dir: Pat
     return named
 
 
-def list_ladders(ladders_dir: Path | None = None) -> list[tuple[str, Ladder | None, str]]:
-    """(name, ladder or None, error) for every ``*.toml`` in the ladders directory."""
+def list_ladders(ladders_dir: Path | None = None, *, store: str | Path | None = None
+                 ) -> list[tuple[str, Ladder | None, str]]:
+    """(name, ladder or None, error) for every ``*.toml`` in the ladders directory, each played on
+    ``store`` (None: its file's own store), which decides ``one_seat_per_author`` where the file does not."""
     directory = ladders_dir or LADDER_DIR
     out: list[tuple[str, Ladder | None, str]] = []
     for p in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
         try:
-            out.append((p.stem, load_ladder(p), ""))
+            out.append((p.stem, load_ladder(p, store=store), ""))
         except LadderError as e:
             out.append((p.stem, None, str(e)))
     return out
 
 
 def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots: bool = True,
-                store_dir: Path | None = None) -> Ladder:
+                store_dir: Path | None = None, store: str | Path | None = None) -> Ladder:
     """Load and validate a ladder file; every problem is a :class:`LadderError` naming the field.
-    A name that is not in ``ladders/`` is looked up in ``store_dir`` (the copy a store keeps)."""
+    A name that is not in ``ladders/`` is looked up in ``store_dir`` (the copy a store keeps).
+
+    ``store``: the store the ladder is played on (None: the file's own ``store``). Where the file
+    leaves ``one_seat_per_author`` out, that store decides it, here and only here (:class:`SeatRule`),
+    so every command and the server resolve one ladder on one store alike."""
     path = ladder_path(ref, ladders_dir, store_dir)
     if not path.is_file():
         directory = ladders_dir or LADDER_DIR
@@ -243,7 +284,18 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     if data.get("suite"):
         data["suite"] = str((base / data["suite"]).resolve())
     mm = Matchmaking(**data.pop("matchmaking"))
+    explicit = data.pop("one_seat_per_author", None)
     ladder = Ladder(name=name, path=path.resolve(), matchmaking=mm, season=SeasonRules(**data.pop("season")), **data)
+    if explicit is not None:
+        ladder.one_seat_per_author, ladder.seat_rule = explicit, SeatRule.FILE
+    else:
+        played_on = Path(store if store is not None else ladder.store)
+        try:
+            club = club_store(played_on)
+        except StoreError as e:
+            raise LadderError(f"{where}: one_seat_per_author is not set, and whether {played_on} is a club's store "
+                              f"cannot be read: {e}") from None
+        ladder.one_seat_per_author, ladder.seat_rule = (True, SeatRule.CLUB) if club else (False, SeatRule.DESK)
     try:
         rules = ladder.ruleset()
     except (RulesError, TypeError) as e:
@@ -262,9 +314,9 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
         raise LadderError(f"{where}: suite: {ladder.suite} holds deals for {rule_label(suite.rules)} with "
                           f"{suite.players} players; the ladder plays {rule_label(rules)} with {ladder.seats}")
     problem = strangers_problem(ladder.one_seat_per_author, containment_for(gvisor=ladder.gvisor),
-                                ladder.accept_kernel_channels, flags=False)
+                                ladder.accept_kernel_channels, flags=False, club_default=ladder.seat_rule is SeatRule.CLUB)
     if problem:
-        raise LadderError(f"{where}: {problem}")
+        raise SeatsRefused(where, problem, ladder)
     try:
         check_config(ladder.tournament(ladder.seed_id, format="round-robin", bots=bots))
     except ConfigError as e:
@@ -318,7 +370,9 @@ def ladder_toml(ladder: Ladder, bots: list[str], suite: str = "") -> str:
     top = {"description": ladder.description, "rules": ladder.rules, "seats": ladder.seats, "deals": ladder.deals,
            "seed": ladder.seed, "max_turns": ladder.max_turns, "max_tables": ladder.max_tables,
            "anchor_elo": ladder.anchor_elo, "check_games": ladder.check_games,
-           "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder, "one_seat_per_author": ladder.one_seat_per_author, "bots": bots}
+           "fixed_schedule": ladder.fixed_schedule, "ponder": ladder.ponder, "bots": bots}
+    if ladder.seat_rule is SeatRule.FILE:  # left out, the copy leaves it to the store, as the file did
+        top["one_seat_per_author"] = ladder.one_seat_per_author
     if suite:
         top["suite"] = suite
     if ladder.gvisor:  # how its bots are contained travels with the copy, so the store alone plays it alike

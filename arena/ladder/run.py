@@ -25,10 +25,10 @@ from typing import Any
 
 from ..bots.manifest import ManifestError, load_bot
 from ..store.games import tournament_statuses
-from ..store.people import owner_names
+from ..store.people import has_accounts, owner_names
 from ..tournament.runlock import held
 from ..tournament.store import Store, StoreError
-from .config import Ladder, LadderError
+from .config import Ladder, LadderError, SeatRule
 from .history import LadderState, take_snapshot
 from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
@@ -257,6 +257,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
             if out.paused:
                 ctx.say(f"ladder {ladder.name} resumed")
                 out.paused = False
+            _check_still_ones_own(store, ladder)
             active = _candidates(store, ladder, state, ctx.say, verified)
             season = _season(store, ladder, ctx.say)
             if season is not None:  # only the versions the season froze play in it
@@ -308,6 +309,16 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         out.wall_s = time.perf_counter() - t0
         out.overhead_s = overhead
     return out
+
+
+def _check_still_ones_own(store: Store, ladder: Ladder) -> None:
+    """A run loaded where the store had no account plays its file's silence as "off"; once the
+    store has one (the first sign-up of a club), strangers' bots may join, so it stops before its
+    next batch rather than seat them under a rule the store no longer gives (load_ladder again)."""
+    if ladder.seat_rule is SeatRule.DESK and has_accounts(store.db):
+        raise LadderError(f"ladder {ladder.name}: this store became a club's (it has an account now), so "
+                          "one_seat_per_author, which the ladder file leaves out, is on by default: the run stopped "
+                          "before its next batch (the games played are kept); run it again to play under that rule")
 
 
 def _mark_interrupted(store: Store, tid: str) -> None:

@@ -106,6 +106,7 @@ class LadderStandings:
             "seats": lad.seats, "time": {"move_ms": lad.move_ms, "bank_ms": lad.bank_ms},
             "deals_per_placement": lad.deals, "store": self.store, "games": self.games,
             "gvisor": lad.gvisor, "one_seat_per_author": lad.one_seat_per_author,
+            "one_seat_per_author_from": lad.seat_rule.value,
             "accept_kernel_channels": lad.channels_accepted,
             "anchor": {"bot": self.anchor, "elo": lad.anchor_elo} if self.anchor else
                       {"bot": None, "pool_mean": lad.anchor_elo},

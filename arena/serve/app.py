@@ -176,7 +176,7 @@ async def season_page(request: Request) -> Response:
         s = _season_or_none(db, name, number)
         if s is None:
             return None
-        ladder = views._ladder(name, request.app.state.options.ladders_dir, db)
+        ladder = views._ladder(db, name, request.app.state.options.ladders_dir)
         return {"s": s, "ladder": name, "rows": standings_of(db, ladder, s),
                 "others": [x.number for x in seasons(db, name)], "secret": None if s.secret is None else s.secret.hex()}
 
@@ -210,7 +210,7 @@ async def season_file(request: Request) -> Response:
             return ""
         if file == "secret.txt":
             return reveal(s)["secret"] + "\n"
-        ladder = views._ladder(name, request.app.state.options.ladders_dir, db)
+        ladder = views._ladder(db, name, request.app.state.options.ladders_dir)
         if not ladder.bots:  # neither its file nor the store's copy: its seats and seed would be guessed
             return False
         return "".join(json.dumps(item, separators=(",", ":")) + "\n" for item in published_games(db, ladder, s))
@@ -235,7 +235,7 @@ async def balance_page(request: Request) -> Response:
         from ..ladder.balance import last_joined, ladder_balance, ladder_stated
         if name not in data.ladder_names(db):
             return None
-        lad = views._ladder(name, request.app.state.options.ladders_dir, db)
+        lad = views._ladder(db, name, request.app.state.options.ladders_dir)
         b = ladder_balance(db, lad)
         return {"ladder": name, "b": b, "seats": len(b.rows[0].seats) if b.rows else 0,
                 "stated": ladder_stated(db, lad), "joined": last_joined(db, lad)}

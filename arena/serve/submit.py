@@ -70,26 +70,33 @@ class LimitedBody:
             self.more = message.get("more_body", False)
 
 
-def _ladders(request: Request) -> list[str]:
-    from ..ladder import list_ladders
-    return [name for name, lad, _ in list_ladders(request.app.state.options.ladders_dir) if lad is not None]
-
-
-def _not_offered(request: Request, ladder: str) -> str:
-    """Why ``ladder`` takes no upload: none of that name, or its file's error (e.g. strangers outside
-    gVisor), with the server's paths hidden."""
+def _ladders(request: Request) -> tuple[list[str], dict[str, str]]:
+    """The ladders this server offers, and those it does not with why (a file's error, e.g. strangers
+    outside gVisor, with the server's paths hidden), each loaded on the server's store."""
     from ..ladder import list_ladders
     from ..ladder.config import LADDER_DIR
-    ladders_dir = request.app.state.options.ladders_dir
-    why = next((error for name, lad, error in list_ladders(ladders_dir) if name == ladder and lad is None), None)
-    if why is None:
+    opts = request.app.state.options
+    hidden = [(opts.ladders_dir or LADDER_DIR, SERVER_PATH), (opts.store.resolve().parent, SERVER_PATH)]
+    offered, refused = [], {}
+    for name, lad, error in list_ladders(opts.ladders_dir, store=opts.store):
+        if lad is None:
+            refused[name] = hide_paths(error, hidden)
+        else:
+            offered.append(name)
+    return offered, refused
+
+
+def _not_offered(refused: dict[str, str], ladder: str) -> str:
+    """Why ``ladder`` takes no upload: none of that name, or why its file cannot be played here."""
+    if ladder not in refused:
         return f"no ladder {ladder!r} here"
-    return f"ladder {ladder!r} takes no submissions: " + hide_paths(why, [(ladders_dir or LADDER_DIR, SERVER_PATH)])
+    return f"ladder {ladder!r} takes no submissions: {refused[ladder]}"
 
 
 def _form(request: Request, status: int = 200, error: str = "") -> Response:
     opts = request.app.state.options
-    return render(request, "submit.html", status, title="Submit a bot", ladders=_ladders(request), error=error,
+    offered, refused = _ladders(request)
+    return render(request, "submit.html", status, title="Submit a bot", ladders=offered, refused=refused, error=error,
                   has_token=guard.has_token(request), max_mb=opts.max_upload_bytes / 2**20,
                   person="uid" in request.session, csrf=auth.csrf_token(request), max_files=opts.max_upload_files, max_unpacked_mb=opts.max_unpacked_bytes / 2**20)
 
@@ -155,8 +162,9 @@ async def _upload(request: Request) -> Response:
         return _form(request, refused[0], refused[1])
     ladder = str(form.get("ladder", ""))
     upload = form.get("bot")
-    if ladder not in _ladders(request):
-        return _form(request, 400, _not_offered(request, ladder))
+    offered, refused = _ladders(request)
+    if ladder not in offered:
+        return _form(request, 400, _not_offered(refused, ladder))
     if upload is None or isinstance(upload, str):
         return _form(request, 400, "choose a zip or tar.gz of your bot's folder")
     data = await upload.read(opts.max_upload_bytes + 1)
@@ -175,7 +183,7 @@ async def _upload(request: Request) -> Response:
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:
-            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir)
+            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir, opts.store)
             await auth.with_db(request, lambda db: claim_bot(
                 db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
                 origin=auth.origin_of(request)))
@@ -214,13 +222,24 @@ def disk_refusal(opts: Any) -> tuple[int, str] | None:
     return None
 
 
-def _organisers_names(ladders_dir: Path | None) -> set[str]:
+def _organisers_names(ladders_dir: Path | None, store: Path) -> set[str]:
     """Bot names that are the organiser's before any game is stored: every bundled bot's and every
-    initial bot's of a ladder this server offers (a member who took ``heuristic`` before its ladder
-    was seeded owned the reference bot's name: its next version, its private lines)."""
-    from ..ladder import list_ladders
+    initial bot's of a ladder file of this server, offered or refused for its seats (a member who
+    took ``heuristic`` before its ladder was seeded owned the reference bot's name: its next
+    version, its private lines; one who took a refused ladder's bot would own it once it is fixed)."""
+    from ..ladder import LadderError, SeatsRefused, list_ladders, load_ladder
+    initial = []
+    for name, lad, _ in list_ladders(ladders_dir, store=store):
+        if lad is None:
+            try:
+                lad = load_ladder(name, ladders_dir, check_bots=False, store=store)
+            except SeatsRefused as e:
+                lad = e.ladder
+            except LadderError:
+                continue
+        initial += lad.bots
     names = set()
-    for ref in [*bundled_bots(), *(r for _, lad, _ in list_ladders(ladders_dir) if lad is not None for r in lad.bots)]:
+    for ref in [*bundled_bots(), *initial]:
         try:
             names.add(load_bot(ref).name)
         except (ArenaError, OSError):  # a bot that cannot load now is still the organiser's
@@ -384,7 +403,9 @@ async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path
                      "quota. Submit it again")
         return Outcome.REFUNDED
     try:
-        ladder = load_ladder(job.ladder, opts.ladders_dir)
+        ladder = load_ladder(job.ladder, opts.ladders_dir, store=opts.store)
+        if ladder.one_seat_per_author:
+            say(ladder.seat_rule_text)
         hidden += [(opts.store.resolve().parent, SERVER_PATH), (opts.ladders_dir or ladder.path.parent,
                                                                 SERVER_PATH)]
         job.phase = "checking"

@@ -76,15 +76,23 @@ def _owners(db: data.ReadStore) -> dict[str, str]:
     return owner_names(db.db)
 
 
-def _ladder(name: str, ladders_dir: Path | None, db: data.ReadStore):
-    """The ladder's file if it can be read (its anchor decides the scale), else the copy its store
-    keeps (a server started without ``--ladders`` where the file is: its seats and seed are what a
-    season's published games are checked by), else its defaults."""
-    from ..ladder import Ladder, LadderError, load_ladder
+def _ladder(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Any:
+    """The ladder's file as played on this store if it can be read (its anchor decides the scale), else
+    the copy its store keeps (a server started without ``--ladders`` where the file is: its seats and
+    seed are what a season's published games are checked by), else its defaults."""
+    return _ladder_and_refusal(db, name, ladders_dir)[0]
+
+
+def _ladder_and_refusal(db: data.ReadStore, name: str, ladders_dir: Path | None) -> tuple[Any, str]:
+    """:func:`_ladder`, and why it cannot be played on this store if it cannot (its file as it is then)."""
+    from ..ladder import Ladder, LadderError, SeatsRefused, load_ladder
     try:
-        return load_ladder(name, ladders_dir, check_bots=False, store_dir=Path(db.path).parent)
+        return load_ladder(name, ladders_dir, check_bots=False, store_dir=Path(db.path).parent,
+                           store=db.path), ""
+    except SeatsRefused as e:
+        return e.ladder, e.reason  # without the file's path, which is the server's
     except (LadderError, OSError):
-        return Ladder(name=name, bots=[])
+        return Ladder(name=name, bots=[]), ""
 
 
 @dataclass
@@ -101,11 +109,14 @@ class LadderPage:
     members: list[str] = field(default_factory=list)
     misfits: list[dict[str, Any]] = field(default_factory=list)
     seasons: list[int] = field(default_factory=list)  # the ladder's season numbers, each linked
+    seat_rule: str = ""  # one_seat_per_author and who set it (the file, or the club's default), when either says so
+    refused: str = ""  # why the ladder cannot be played on this store (its seats), if it cannot
 
 
 def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> LadderPage:
     from ..ladder import LadderError, ladder_standings
-    ladder = _ladder(name, ladders_dir, db)
+    ladder, refused = _ladder_and_refusal(db, name, ladders_dir)
+    from ..ladder import SeatRule
     error = ""
     games = data.ladder_games(db, ladder.prefix)  # only the games since the last build are read
     try:
@@ -126,7 +137,8 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
     from ..ladder.seasons import seasons
     numbers = [s.number for s in seasons(db, name)]  # the store is upgraded on open: the table is there
     return LadderPage(name, ladder.description, table.games, rows, chart, len(bands), heat_map(order, cells),
-                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits, numbers)
+                      len(order) * (len(order) - 1), error, [r.bot for r in rows], table.misfits, numbers,
+                      "" if ladder.seat_rule is SeatRule.DESK else ladder.seat_rule_text, refused)
 
 
 @dataclass

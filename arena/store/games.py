@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import ArenaError
-from .people import _tx
+from .people import _tx, has_accounts
 from .reads import game_filter
 from .schema import migrate
 
@@ -257,6 +257,21 @@ class Store:
         """The labels of a stored game's seats, in seat order (None: no such game)."""
         row = self.db.execute("SELECT seats FROM games WHERE id=?", (game_id,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+def club_store(path: str | Path) -> bool:
+    """Whether the store at ``path`` is a club's: anyone has an account in it (docs/CLUB.md). Read
+    without writing; no file there yet is one person's store. An unreadable file is a StoreError."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    db = _open_readonly(path)
+    try:
+        return has_accounts(db)
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a readable arena store: {e}") from None
+    finally:
+        db.close()
 
 
 def _open_readonly(path: Path) -> sqlite3.Connection:

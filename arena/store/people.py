@@ -131,6 +131,13 @@ def _account(row: tuple | None) -> Account | None:
     return None if row is None else Account(row[0], row[1], row[2], Role(row[3]), Status(row[4]), row[5])
 
 
+def has_accounts(db: sqlite3.Connection) -> bool:
+    """Whether anyone has an account here: the store is then a club's (a store from before accounts has no table)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='accounts'").fetchone() is None:
+        return False
+    return db.execute("SELECT 1 FROM accounts LIMIT 1").fetchone() is not None
+
+
 def account(db: sqlite3.Connection, name: str) -> Account | None:
     return _account(db.execute("SELECT id, name, password, role, status, created FROM accounts WHERE name=?",
                                (name,)).fetchone())

@@ -216,11 +216,13 @@ run's stored settings hold ``accept_kernel_channels``)."""
 
 
 def strangers_problem(one_seat_per_author: bool, containment: Containment, accepted: bool, *,
-                      flags: bool) -> str | None:
+                      flags: bool, club_default: bool = False) -> str | None:
     """Why these settings may not seat strangers, or None. ``one_seat_per_author`` seats bots of
     authors who do not trust each other: they run under gVisor, which shares no kernel counter
     between seats, or the operator accepts the known kernel channels by name (the acceptance is
-    stored with the run). ``flags``: the command line's spelling is offered beside the file's."""
+    stored with the run). ``flags``: the command line's spelling is offered beside the file's.
+    ``club_default``: the rule is on because a club's store turned it on for a ladder file that
+    leaves it out, so the organiser may also turn it off by name."""
     gvisor = "gvisor = true" + (" or --gvisor" if flags else "")
     accept = "accept_kernel_channels = true" + (" or --accept-kernel-channels" if flags else "")
     if accepted and not one_seat_per_author:
@@ -237,6 +239,11 @@ def strangers_problem(one_seat_per_author: bool, containment: Containment, accep
                 "counter, so there is nothing to accept: drop it") if accepted else None
     if accepted:
         return None
+    if club_default:
+        return ("this store is a club's (it has accounts), so one_seat_per_author is on by default, and it seats "
+                f"strangers' bots: outside gVisor {KERNEL_CHANNELS}. Set one of these in the ladder file: {gvisor} (every seat in its own "
+                f"kernel), {accept} (accept those channels by name), or one_seat_per_author = false (the "
+                "organiser lets one author's bots share a table)")
     return (f"one_seat_per_author seats strangers' bots, and outside gVisor {KERNEL_CHANNELS}: run them under "
             f"gVisor ({gvisor}), or accept those channels by name ({accept})")
 
