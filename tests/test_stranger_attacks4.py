@@ -5,6 +5,9 @@ an attack that worked against the arena before its fix, written from the author'
   32-level and 255-byte caps) was read and hashed, but every copy of it failed with
   ``ENAMETOOLONG``: a bot with a ``build`` made every one of its games "could not be played" and
   the tournament could never finish. A path inside a bot folder is now capped like an upload's.
+* A contained ``build`` that made the same deep folders in its own copy did the same: copying its
+  output to the disk failed with ``ENAMETOOLONG``, an arena failure at every game. A build's
+  output is held to the same cap, as the build's fault.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from arena.bots.launch import BuildError, Launcher
 from arena.bots.folder import CAPS, Caps, FolderError, read_folder
+from arena.bots.manifest import load_bot
 from arena.cli.main import app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,3 +90,27 @@ def test_a_bot_whose_paths_the_kernel_cannot_copy_is_refused_before_any_game(ope
     assert "could not be played" not in res.output and "Traceback" not in res.output, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert lines[-1].startswith("error:") and "a path longer than" in lines[-1], res.output
+
+
+DEEP_BUILD = """
+import os
+for _ in range(22):
+    os.mkdir("e" * 250)
+    os.chdir("e" * 250)
+open("f", "w").write("x")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a contained build on its bounded tmpfs needs a root referee")
+def test_a_build_that_leaves_paths_the_kernel_cannot_copy_fails_as_the_bots_own(open_tmp):
+    d = bot(open_tmp, "deepbuild", build='["python3", "mk.py"]')
+    (d / "mk.py").write_text(DEEP_BUILD)
+    with pytest.raises(BuildError, match="a path longer than 1024 bytes"):
+        Launcher().build_now(load_bot(d))
+    toml = open_tmp / "t.toml"
+    toml.write_text(f'name = "t"\nbots = ["random", "lowest", "{d}"]\ndeals = 1\nseed = 1\n'
+                    "[time]\nmove_ms = 200\n")
+    res = CliRunner().invoke(app, ["tournament", str(toml), "-j", "1", "--store",
+                                   str(open_tmp / "s" / "s.sqlite"), "--plain"])
+    assert res.exit_code == 0, res.output
+    assert "could not be played" not in res.output and "6/6 games stored" in res.output, res.output
