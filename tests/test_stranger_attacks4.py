@@ -8,6 +8,13 @@ an attack that worked against the arena before its fix, written from the author'
 * A contained ``build`` that made the same deep folders in its own copy did the same: copying its
   output to the disk failed with ``ENAMETOOLONG``, an arena failure at every game. A build's
   output is held to the same cap, as the build's fault.
+* On a fixed schedule (the strangers' ladder's table rule) the next request goes when the
+  referee's work on an answer ends, if that runs past the slot. A sender that answered with a
+  1 MiB line of arrays nested 31 deep (within the 32 levels a line may hold) made the referee
+  spend about 250 ms reading it, and the receiver saw its next request 220-250 ms late for a 1
+  and on time for a 0: 68 of 68 bits right under gVisor, 0.9 bits/s at move_ms 200, 1.4 at 100
+  (bench/bench_overrun_channel.py). A line may now hold at most a few thousand brackets and
+  commas, so no line costs the referee more than a fraction of its share of the slot.
 """
 
 from __future__ import annotations
@@ -22,8 +29,13 @@ from typer.testing import CliRunner
 
 from arena.bots.launch import BuildError, Launcher
 from arena.bots.folder import CAPS, Caps, FolderError, read_folder
+from arena.engine import PRESETS
+from arena.referee import TimeControl, protocol
+from arena.referee.testing import MockBot, action_line, hello_line
 from arena.bots.manifest import load_bot
 from arena.cli.main import app
+
+from .fakes import play_mocks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,3 +126,80 @@ def test_a_build_that_leaves_paths_the_kernel_cannot_copy_fails_as_the_bots_own(
                                    str(open_tmp / "s" / "s.sqlite"), "--plain"])
     assert res.exit_code == 0, res.output
     assert "could not be played" not in res.output and "6/6 games stored" in res.output, res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The referee's reading of an answer, on a fixed schedule
+# ---------------------------------------------------------------------------------------------
+
+MIB = (1 << 20) - 100  # the most a line may hold, less the envelope
+ENVELOPE = '{"type":"action","request":%d,"action":%d,"pad":[%s]}'
+COSTLY = {  # each about 1 MiB, valid JSON, no deeper than the 32 levels a line may be
+    "arrays nested 31 deep": ",".join(["[" * 30 + "0" + "]" * 30] * (MIB // 64)),
+    "empty objects": ",".join(["{}"] * (MIB // 3)),
+    "small objects": ",".join(['{"a":1}'] * (MIB // 8)),
+    "numbers": ",".join(["0"] * (MIB // 2)),
+    "empty strings": ",".join(['""'] * (MIB // 3)),
+}
+LONG_INTEGERS = ",".join(["9" * 4300] * (MIB // 4301))  # 22 ms: Python reads digits in quadratic time
+
+
+@pytest.mark.parametrize("shape", sorted(COSTLY))
+def test_a_line_too_costly_to_read_is_refused_before_it_is_parsed(shape, monkeypatch):
+    """The referee took about 250 ms to read the first shape (about 110 ms the second) where a
+    usual answer takes microseconds; the time is not a clock's here but the parser's work: the
+    line is refused as bad JSON without the JSON parser (or the regex that blanks strings) ever
+    seeing it."""
+    line = ENVELOPE % (5, 1, COSTLY[shape])
+    assert len(line) <= protocol.MAX_LINE_BYTES
+    parsed: list[int] = []
+    loads = protocol.json.loads
+    monkeypatch.setattr(protocol.json, "loads", lambda text, *a, **k: parsed.append(len(text)) or loads(text, *a, **k))
+    with pytest.raises(protocol.ProtocolError) as info:
+        protocol.read_reply(line, 5, 3)
+    assert info.value.reason == "bad_json" and "brackets and commas" in str(info.value)
+    assert not parsed
+
+
+def test_a_line_of_long_integers_is_refused_at_the_first():
+    """Within the count of brackets and commas, 240 integers of 4,300 digits still cost 22 ms."""
+    with pytest.raises(protocol.ProtocolError) as info:
+        protocol.read_reply(ENVELOPE % (5, 1, LONG_INTEGERS), 5, 3)
+    assert info.value.reason == "bad_json" and "more than 100 digits" in str(info.value)
+    assert protocol.read_reply(ENVELOPE % (5, 1, "9" * 100), 5, 3) == (1, None)
+
+
+def test_a_line_with_a_few_values_and_long_strings_is_still_read():
+    """What a bot writes in earnest still reads: an info of every field, text with brackets and
+    commas, a string as long as a line may hold, and a hello with an unknown field of 500 values
+    (the count includes strings: 1,000 commas in a note are fine, a megabyte of them is not)."""
+    info = {"eval": 1.5, "win_prob": 0.5, "nodes": 10, "iterations": 3, "text": "a, [b], {c}"}
+    line = '{"type":"action","request":5,"action":2,"info":%s,"x":"%s","y":"%s"}' % (
+        protocol.json.dumps(info), "[a, b]" * 1000, "ab" * (MIB // 2 - 4000))
+    assert len(line) <= protocol.MAX_LINE_BYTES
+    assert protocol.read_reply(line, 5, 3) == (2, {"info": info})
+    hello = protocol.json.dumps({"type": "hello", "protocol": 1, "name": "b", "notes": ["x"] * 500})
+    assert protocol.read_bot_hello(hello)["name"] == "b"
+
+
+def test_a_sender_spelling_bits_in_costly_answers_forfeits_at_its_first(monkeypatch):
+    """Through the referee's game loop on a fixed schedule: the costly answer is the sender's
+    fault at once, so what it can spell that way is one bit a game (when it forfeits), never one a
+    decision."""
+    def sender(msg):
+        if msg["type"] == "hello":
+            return [hello_line("sender")]
+        if msg["type"] == "request":
+            return [ENVELOPE % (msg["id"], 0, COSTLY["arrays nested 31 deep"])]
+        return []
+
+    def receiver(msg):
+        if msg["type"] == "hello":
+            return [hello_line("receiver")]
+        return [action_line(msg, 0)] if msg["type"] == "request" else []
+
+    clock = TimeControl(move_ms=200, bank_ms=0, handshake_ms=1000)
+    rec = play_mocks([MockBot(receiver), MockBot(sender)], PRESETS["classic"], 11, clock=clock,
+                     names=["receiver", "sender"], game_id="g", max_turns=60, fixed_schedule=True)
+    assert [(f["bot"], f["reason"]) for f in rec.faults] == [("sender", "bad_json")]
+    assert rec.decisions[1] == 0  # its first answer was its last
