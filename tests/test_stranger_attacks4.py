@@ -15,6 +15,11 @@ an attack that worked against the arena before its fix, written from the author'
   and on time for a 0: 68 of 68 bits right under gVisor, 0.9 bits/s at move_ms 200, 1.4 at 100
   (bench/bench_overrun_channel.py). A line may now hold at most a few thousand brackets and
   commas, so no line costs the referee more than a fraction of its share of the slot.
+* A bot's folder swapped for a link to another folder between two of its starts (``arena
+  tournament -j 1``, 1 s into the run): every later start followed the link (the start resolved
+  its directory before opening it without links), so the run played the other folder's code under
+  the files hash it had read, for every game after the swap. A start now opens the path it was
+  given without following any link, and refuses it, as the bot's fault.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from arena.bots.containment import Containment
+from arena.bots.errors import BotCommandError
 from arena.bots.launch import BuildError, Launcher
 from arena.bots.folder import CAPS, Caps, FolderError, read_folder
 from arena.engine import PRESETS
@@ -203,3 +210,42 @@ def test_a_sender_spelling_bits_in_costly_answers_forfeits_at_its_first(monkeypa
                      names=["receiver", "sender"], game_id="g", max_turns=60, fixed_schedule=True)
     assert [(f["bot"], f["reason"]) for f in rec.faults] == [("sender", "bad_json")]
     assert rec.decisions[1] == 0  # its first answer was its last
+
+
+# ---------------------------------------------------------------------------------------------
+# A bot's folder swapped for a link between two starts
+# ---------------------------------------------------------------------------------------------
+
+HELLO_BOT = """#!/bin/sh
+read line
+echo '{"type":"hello","protocol":1,"name":"%s","version":"1"}'
+read line
+"""
+
+
+def _hello_bot(d: Path, said: str) -> Path:
+    d.mkdir(mode=0o755)
+    (d / "bot.sh").write_text(HELLO_BOT % said)
+    (d / "bot.sh").chmod(0o755)
+    (d / "bot.toml").write_text('name = "swapped"\nversion = "1"\ncommand = ["sh", "bot.sh"]\n')
+    (d / "bot.toml").chmod(0o644)
+    return d
+
+
+def _said(plan) -> str:
+    with plan.start() as bot:
+        bot.send_line(b'{"type":"hello","protocol":1}')
+        return protocol.json.loads(bot.receive_line(30))["name"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="both contained modes with a private uid need a root referee")
+@pytest.mark.parametrize("mode", [Containment.BUBBLEWRAP, Containment.NAMESPACES], ids=["bubblewrap", "namespaces"])
+def test_a_folder_swapped_for_a_link_between_two_starts_is_refused_never_followed(open_tmp, mode):
+    mine = _hello_bot(open_tmp / "mine", "the files the run read")
+    _hello_bot(open_tmp / "other", "another folder")
+    plan = Launcher(containment=mode).plan_now(load_bot(mine))
+    assert _said(plan) == "the files the run read"
+    mine.rename(open_tmp / "mine.old")
+    mine.symlink_to(open_tmp / "other")
+    with pytest.raises(BotCommandError, match="without following a link"):
+        _said(plan)
