@@ -20,6 +20,12 @@ an attack that worked against the arena before its fix, written from the author'
   its directory before opening it without links), so the run played the other folder's code under
   the files hash it had read, for every game after the swap. A start now opens the path it was
   given without following any link, and refuses it, as the bot's fault.
+* Where a build's copy cannot be a bounded tmpfs (a referee that is not root, or one that may not
+  mount, as in many containers), the watcher that measures the copy is its only bound on the disk.
+  It walked the copy by path and skipped any folder it could not open, so a build that hid its
+  bytes below 22 folders of 250-byte names (past the kernel's 4,096-byte path) wrote as much as it
+  liked, unseen. The watcher now walks by descriptor, and a folder it cannot read is counted as
+  over the bound.
 """
 
 from __future__ import annotations
@@ -120,11 +126,20 @@ open("f", "w").write("x")
 """
 
 
+def test_a_build_s_output_is_copied_off_its_tmpfs_only_within_the_path_cap(tmp_path):
+    from arena.bots.launch import copy_out
+    src = tmp_path / "out"
+    src.mkdir()
+    deep_path(src, 22, 250)
+    with pytest.raises(FolderError, match="a path longer than 1024 bytes"):
+        copy_out(src, tmp_path / "copy")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a contained build on its bounded tmpfs needs a root referee")
 def test_a_build_that_leaves_paths_the_kernel_cannot_copy_fails_as_the_bots_own(open_tmp):
     d = bot(open_tmp, "deepbuild", build='["python3", "mk.py"]')
     (d / "mk.py").write_text(DEEP_BUILD)
-    with pytest.raises(BuildError, match="a path longer than 1024 bytes"):
+    with pytest.raises(BuildError, match="nested past 1024 bytes of path|a path longer than 1024 bytes"):
         Launcher().build_now(load_bot(d))
     toml = open_tmp / "t.toml"
     toml.write_text(f'name = "t"\nbots = ["random", "lowest", "{d}"]\ndeals = 1\nseed = 1\n'
@@ -249,3 +264,28 @@ def test_a_folder_swapped_for_a_link_between_two_starts_is_refused_never_followe
     mine.symlink_to(open_tmp / "other")
     with pytest.raises(BotCommandError, match="without following a link"):
         _said(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# A build's disk, where only the watcher bounds it
+# ---------------------------------------------------------------------------------------------
+
+HIDDEN_BUILD = """
+import os
+for _ in range(22):
+    os.mkdir("e" * 250)
+    os.chdir("e" * 250)
+fd = os.open("big", os.O_WRONLY | os.O_CREAT, 0o644)
+os.posix_fallocate(fd, 0, 256 << 20)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a contained build with a private uid needs a root referee")
+def test_a_build_that_hides_its_bytes_past_the_longest_path_is_still_bounded(open_tmp, monkeypatch):
+    import arena.bots.launch as launch
+    monkeypatch.setattr(launch, "bounded_space", lambda *a: None)  # as for a referee that may not mount
+    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
+    d = bot(open_tmp, "hider", build='["python3", "mk.py"]')
+    (d / "mk.py").write_text(HIDDEN_BUILD)
+    with pytest.raises(BuildError, match="wrote more than its folder may hold .*nested past 1024 bytes of path"):
+        Launcher().build_now(load_bot(d))

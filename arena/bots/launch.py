@@ -417,22 +417,23 @@ class Launcher:
         over: list[tuple[int, int]] = []
 
         def too_much() -> bool:
-            used, entries = tree_usage(copy, BUILD_ENTRIES + 1)
-            if used > BUILD_DISK_MB * MiB or entries > BUILD_ENTRIES:
-                over.append((used, entries))
+            seen = tree_usage(copy, BUILD_ENTRIES + 1, max_path=CAPS.path)
+            if seen.bytes > BUILD_DISK_MB * MiB or seen.entries > BUILD_ENTRIES or seen.unseen:
+                over.append(seen)
             return bool(over)
 
         with proc:  # leaving it kills all the build left running
             status, output = proc.run_to_end(BUILD_TIMEOUT_S, stop=too_much, look_every=BUILD_DISK_WATCH_S)
         if not over and space is not None and space_full(space):  # it ran into the tmpfs's bound
-            over.append(tree_usage(copy, BUILD_ENTRIES + 1))
+            over.append(tree_usage(copy, BUILD_ENTRIES + 1, max_path=CAPS.path))
         if over or too_much():
             release_space(source.parent)
             shutil.rmtree(source.parent, ignore_errors=True)  # the copy's own temporary directory
-            used, entries = over[0]
+            used, entries, unseen = over[0]
+            hidden = f", and folders nested past {CAPS.path} bytes of path" if unseen else ""
             raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
-                             f"{entries} entries seen; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} entries): "
-                             "it was stopped and its files removed")
+                             f"{entries} entries seen{hidden}; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} "
+                             "entries): it was stopped and its files removed")
         if status != 0:  # nothing plays from it (the failure is kept): its space is given back now
             release_space(source.parent)
             shutil.rmtree(source.parent, ignore_errors=True)
