@@ -289,3 +289,19 @@ def test_a_build_that_hides_its_bytes_past_the_longest_path_is_still_bounded(ope
     (d / "mk.py").write_text(HIDDEN_BUILD)
     with pytest.raises(BuildError, match="wrote more than its folder may hold .*nested past 1024 bytes of path"):
         Launcher().build_now(load_bot(d))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="both contained modes with a private uid need a root referee")
+def test_the_arena_s_own_copies_start_where_the_temporary_folder_is_reached_through_a_link(open_tmp, monkeypatch):
+    """The refusal above is for the bot's folder, not the arena's: a built bot's copy lives in the
+    temporary folder, which a machine may reach through a link (TMPDIR on another disk); it is
+    resolved once, when the run makes it, and starts as before."""
+    real = open_tmp / "real-tmp"
+    real.mkdir(mode=0o755)
+    (open_tmp / "tmp-link").symlink_to(real)
+    monkeypatch.setattr(tempfile, "tempdir", str(open_tmp / "tmp-link"))
+    d = _hello_bot(open_tmp / "built", "built")
+    (d / "bot.toml").write_text((d / "bot.toml").read_text() + 'build = ["true"]\n')
+    plan = Launcher(containment=Containment.BUBBLEWRAP).plan_now(load_bot(d))
+    assert plan.workdir.is_relative_to(real)
+    assert _said(plan) == "built"
