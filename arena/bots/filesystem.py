@@ -12,7 +12,7 @@ import stat
 import subprocess
 from enum import StrEnum
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from ..errors import ArenaError
 from .errors import SandboxUnavailable
@@ -142,12 +142,26 @@ def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path], view: Syste
     return any(real == r or r in real.parents for r in roots)
 
 
-def tree_usage(root: Path, stop_at: int) -> tuple[int, int]:
+class Usage(NamedTuple):
+    """What :func:`tree_usage` saw: bytes (the larger of length and blocks), entries, and whether
+    some folder lay out of its sight (deeper than its path cap, or not to be opened)."""
+
+    bytes: int
+    entries: int
+    unseen: bool = False
+
+
+def tree_usage(root: Path, stop_at: int, max_path: int | None = None) -> Usage:
     """Bytes on disk (the larger of length and blocks, as the folder reader counts) and entries
     under ``root``, never following a link; the walk ends once ``stop_at`` entries were seen, so a
-    build that makes a million empty files costs the watcher no more than that."""
+    build that makes a million empty files costs the watcher no more than that. A folder more than
+    ``max_path`` bytes below ``root``, or one that cannot be opened, is not walked and the result
+    says so (``unseen``): a build hid 256 MiB below folders nested past the kernel's 4,096-byte
+    path, where a walk by path cannot look."""
     used = entries = 0
+    unseen = False
     stack = [str(root)]
+    skip = len(str(root)) + 1
     while stack and entries < stop_at:
         try:
             with os.scandir(stack.pop()) as it:
@@ -158,13 +172,17 @@ def tree_usage(root: Path, stop_at: int) -> tuple[int, int]:
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
+                        unseen = True
                         continue
                     used += max(st.st_size, st.st_blocks * 512)
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        if max_path is not None and len(os.fsencode(entry.path)) - skip > max_path:
+                            unseen = True
+                        else:
+                            stack.append(entry.path)
         except OSError:
-            continue
-    return used, entries
+            unseen = True
+    return Usage(used, entries, unseen)
 
 
 STRANGER_SYSTEM = ("/usr/bin/python3", "/usr/lib/python3.11", "/usr/bin/bash", "/usr/bin/sh", "/etc/ld.so.cache")

@@ -14,7 +14,8 @@ may hold"):
   (``a -> .`` loops) or through another link to any of those is refused, named;
 * a file counts as the larger of its length and the blocks it holds, so a sparse file is refused
   by its length before it is read; files are hashed in chunks;
-* at most :data:`CAPS` files, bytes and folder depth;
+* at most :data:`CAPS` files, bytes, folder depth and path length (every copy is written by path,
+  and a path past the kernel's 4,096 bytes could be read but never copied);
 * build outputs and environments (:data:`SKIP_DIRS`, :data:`SKIP_SUFFIXES`) are not part of the
   bot: neither hashed, copied nor packed.
 
@@ -55,11 +56,14 @@ class FolderError(ManifestError):
 
 @dataclass(frozen=True)
 class Caps:
-    """How much a bot folder may hold (files and links, bytes counted by length or blocks, depth)."""
+    """How much a bot folder may hold (files and links, bytes counted by length or blocks, depth, and
+    the UTF-8 bytes of a path inside it: the copy's own place, up to the kernel's 4,096 in all,
+    must fit beside it)."""
 
     files: int = 10_000
     bytes: int = 256 << 20
     depth: int = 32
+    path: int = 1024
 
 
 CAPS = Caps()
@@ -232,6 +236,9 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
             name.encode("utf-8")
         except UnicodeEncodeError:
             raise FolderError(f"{root / rel!s}: a file name that is not UTF-8 ({name!r})") from None
+        if len(path.encode()) > caps.path:
+            shown = path if len(path) <= 160 else f"{path[:80]}…{path[-60:]}"
+            raise FolderError(f"{root / shown}: a path longer than {caps.path} bytes inside the bot's folder")
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except OSError as e:

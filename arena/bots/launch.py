@@ -27,7 +27,7 @@ from .containment import Containment, RunAs, cgroup_root, describe_containment, 
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import SystemView, SystemViewError, system_paths, tree_usage
-from .folder import FolderError, copy_folder, read_folder
+from .folder import CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -198,8 +198,10 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
 def copy_out(src: Path, dst: Path) -> None:
     """Copy a finished build's tree ``src`` (on its bounded tmpfs, so at most the build's bound) to
     ``dst`` (made here), never following a link: folders, links as links, regular files opened
-    without blocking; anything else (a FIFO the build left would hang the read) is refused with
-    :class:`FolderError` naming it. The build's processes are gone, so nothing changes meanwhile."""
+    without blocking; anything else (a FIFO the build left would hang the read), or a path longer
+    than a bot folder's (:data:`~.folder.CAPS`: a build can nest folders past what the kernel takes
+    in one path, which no copy by path could write), is refused with :class:`FolderError` naming
+    it. The build's processes are gone, so nothing changes meanwhile."""
     dst.mkdir(mode=0o755)
     stack = [(src, dst)]
     while stack:
@@ -208,6 +210,9 @@ def copy_out(src: Path, dst: Path) -> None:
             for entry in entries:
                 st = entry.stat(follow_symlinks=False)
                 target = there / entry.name
+                rel = str(target.relative_to(dst))
+                if len(os.fsencode(rel)) > CAPS.path:
+                    raise FolderError(f"{rel[:80]}…: a path longer than {CAPS.path} bytes")
                 if stat.S_ISDIR(st.st_mode):
                     target.mkdir(mode=0o755)
                     stack.append((Path(entry.path), target))
@@ -412,22 +417,23 @@ class Launcher:
         over: list[tuple[int, int]] = []
 
         def too_much() -> bool:
-            used, entries = tree_usage(copy, BUILD_ENTRIES + 1)
-            if used > BUILD_DISK_MB * MiB or entries > BUILD_ENTRIES:
-                over.append((used, entries))
+            seen = tree_usage(copy, BUILD_ENTRIES + 1, max_path=CAPS.path)
+            if seen.bytes > BUILD_DISK_MB * MiB or seen.entries > BUILD_ENTRIES or seen.unseen:
+                over.append(seen)
             return bool(over)
 
         with proc:  # leaving it kills all the build left running
             status, output = proc.run_to_end(BUILD_TIMEOUT_S, stop=too_much, look_every=BUILD_DISK_WATCH_S)
         if not over and space is not None and space_full(space):  # it ran into the tmpfs's bound
-            over.append(tree_usage(copy, BUILD_ENTRIES + 1))
+            over.append(tree_usage(copy, BUILD_ENTRIES + 1, max_path=CAPS.path))
         if over or too_much():
             release_space(source.parent)
             shutil.rmtree(source.parent, ignore_errors=True)  # the copy's own temporary directory
-            used, entries = over[0]
+            used, entries, unseen = over[0]
+            hidden = f", and folders nested past {CAPS.path} bytes of path" if unseen else ""
             raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
-                             f"{entries} entries seen; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} entries): "
-                             "it was stopped and its files removed")
+                             f"{entries} entries seen{hidden}; at most {BUILD_DISK_MB} MiB and {BUILD_ENTRIES} "
+                             "entries): it was stopped and its files removed")
         if status != 0:  # nothing plays from it (the failure is kept): its space is given back now
             release_space(source.parent)
             shutil.rmtree(source.parent, ignore_errors=True)

@@ -244,7 +244,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
     command = [str(c) for c in command]
     if not command:
         raise BotCommandError("empty command")
-    cwd = Path(cwd).resolve()
+    cwd = Path(os.path.abspath(cwd))  # never resolved: a folder swapped for a link is refused below, not followed
     if not cwd.is_dir():
         raise BotCommandError(f"bot directory {cwd} does not exist")
     registry = process_registry()

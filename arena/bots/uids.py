@@ -274,7 +274,7 @@ class Registry:
         kill -9, when no exit handler ran. Its name is noted here *before* it exists, so a kill at
         any instant leaves no directory nobody named (noting it after ``mkdtemp`` left an empty
         copy behind when a worker was killed in between)."""
-        base = Path(tempfile.gettempdir())
+        base = Path(tempfile.gettempdir()).resolve()  # once, here: a bot start never follows a link (spawn)
         listing = self.dir / TEMPS
         with self._temps_lock:  # a compaction must not drop a name noted but not yet made
             self._compact_temps(listing)

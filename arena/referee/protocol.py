@@ -27,7 +27,7 @@ from ..faults import ProtocolError  # noqa: F401 - re-exported: every bad line r
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1 << 20  # longest line a bot may send; longer is a fault
-MAX_JSON_DEPTH = 32  # deeper nesting is rejected before parsing deeper
+MAX_JSON_DEPTH = 32  # deeper nesting is refused
 
 REFEREE_MESSAGES = ("hello", "start", "request", "error", "end", "shutdown")
 BOT_MESSAGES = ("bot_hello", "action")
@@ -110,39 +110,56 @@ def encode(message: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- bot -> referee
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(r"[][{}]")
+MAX_JSON_PARTS = 4096
+"""Brackets and commas a bot's line may hold, counted in its text (strings too): an answer is a
+handful of values, and the count bounds what the parser builds. A 1 MiB line of arrays nested 31
+deep took the referee about 250 ms to read, which on a fixed schedule moved the other seat's next
+request by as much: a bit a decision (docs/SANDBOX.md)."""
 
 
-def _depth_ok(line: str) -> bool:
-    """Reject absurd nesting cheaply, before json.loads recurses into it.
+MAX_INT_DIGITS = 100
+"""Digits of an integer in a bot's line: Python reads a long integer in time that grows with the
+square of its digits (240 integers of 4,300 digits, within the caps above, took 22 ms)."""
 
-    Brackets inside JSON strings are not nesting: strings are blanked out first.
-    """
-    if line.count("[") + line.count("{") <= MAX_JSON_DEPTH:  # the common case: cannot be too deep
-        return True
-    depth = 0
-    for m in _BRACKET.finditer(_JSON_STRING.sub('""', line)):
-        if m.group() in "[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                return False
-        else:
-            depth -= 1
-    return True
+
+def _int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise BadJson(f"an integer of more than {MAX_INT_DIGITS} digits")
+    return int(digits)
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed line (a scalar is 0)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        deepest = max(deepest, d)
+        stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return deepest
 
 
 def parse_line(line: str) -> Any:
-    """A bot's line as JSON, or a ``BadJson`` fault."""
+    """A bot's line as JSON, or a ``BadJson`` fault. The line's brackets and commas are counted
+    before it is parsed (:data:`MAX_JSON_PARTS`), so no line costs the referee more than a
+    millisecond or so, whatever it holds; nesting past :data:`MAX_JSON_DEPTH` is refused."""
     text = line.strip()
     if not text:
         raise BadJson("empty line")
-    if not _depth_ok(text):
-        raise BadJson(f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    if text.count("[") + text.count("{") + text.count(",") > MAX_JSON_PARTS:
+        raise BadJson(f"more than {MAX_JSON_PARTS} brackets and commas in one line (an answer holds a few values)")
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
+        value = json.loads(text, parse_int=_int)
+    except RecursionError:
+        raise BadJson(f"JSON nested deeper than {MAX_JSON_DEPTH}") from None
+    except ValueError as e:
         raise BadJson(f"not JSON: {e}") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise BadJson(f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    return value
 
 
 HELLO_HINT = ("the first line a bot prints must be its hello answer; write banners, logs and debugging "

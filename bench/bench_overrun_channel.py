@@ -1,0 +1,150 @@
+"""How many bits per second the referee's own reading of an answer carries between two seats on a
+fixed schedule.
+
+    python bench/bench_overrun_channel.py [games] [move_ms] [--gvisor] [--allowed]
+
+On a fixed schedule the next request goes one slot after the last was sent, or when the
+referee's work on the answer ends if that runs past the slot (docs/SANDBOX.md). A sender that
+answers near the end of its move time with a line that is costly to read (deeply nested arrays,
+up to the 1 MiB a line may hold) for a 1, and a plain answer for a 0, moves the receiver's next
+request by the referee's overrun; the receiver notes when each of its requests arrives. Between
+two of the receiver's requests that hold exactly one of the sender's decisions, the gap says the
+bit. Both seats run contained (bubblewrap, the default here; ``--gvisor``: the mode a ladder for
+strangers names), at a 2-seat table with ``fixed_schedule``; the bench decodes with the best
+threshold (what a pair could learn in a first game) and prints the error rate, the capacity per
+decision (1 - H(error)) and per second of game. ``--allowed``: the sender's 1 is instead the
+costliest line found within the caps a line now has (docs/SANDBOX.md): 4,000 keys of 250 digits,
+about 1 MB, which the referee reads in about 3 ms.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from arena.bots.containment import Containment  # noqa: E402
+from arena.bots.launch import Launcher  # noqa: E402
+from arena.bots.manifest import load_bot  # noqa: E402
+from arena.engine import PRESETS  # noqa: E402
+from arena.referee import TimeControl  # noqa: E402
+from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
+
+BOT = r'''
+import json, random, sys, time
+role, wait, payload = sys.argv[1], float(sys.argv[2]) / 1000, sys.argv[3]
+bits, rng = random.Random(1), random.Random(2)
+if payload == "allowed":
+    HEAVY = "{" + ",".join('"%0250d":0' % i for i in range(4000)) + "}"
+else:
+    HEAVY = ",".join(["[" * 30 + "0" + "]" * 30] * 16000)  # about 1 MB, 31 levels deep
+for line in sys.stdin:
+    got = time.monotonic()
+    msg = json.loads(line)
+    if msg.get("type") == "hello":
+        print(json.dumps({"type": "hello", "protocol": 1, "name": role, "version": "1"}), flush=True)
+    elif msg.get("type") == "request":
+        pick = rng.randrange(len(msg["actions"]))
+        if role == "receiver":
+            print(f"GOT {msg['id']} {got:.6f}", file=sys.stderr, flush=True)
+            print(json.dumps({"type": "action", "request": msg["id"], "action": pick}), flush=True)
+            continue
+        bit = bits.getrandbits(1)
+        print(f"SENT {msg['id']} {bit}", file=sys.stderr, flush=True)
+        time.sleep(max(0.0, got + wait - time.monotonic()))
+        pad = ',"pad":[' + HEAVY + ']' if bit else ''
+        sys.stdout.write('{"type":"action","request":%d,"action":%d%s}\n' % (msg["id"], pick, pad))
+        sys.stdout.flush()
+    elif msg.get("type") == "shutdown":
+        break
+'''
+
+
+def make_bot(base: Path, role: str, wait_ms: float, game: int, payload: str) -> Path:
+    d = base / f"{role}-{game}"
+    d.mkdir(mode=0o755)
+    (d / "bot.py").write_text(BOT)
+    (d / "bot.py").chmod(0o644)
+    (d / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\nauthor = "{role}"\n'
+                                f'command = ["python3", "bot.py", "{role}", "{wait_ms}", "{payload}"]\n')
+    (d / "bot.toml").chmod(0o644)
+    return d
+
+
+def lines(rec, player, seat) -> list[str]:
+    out = list(rec.stderr[seat]) + player.take_stderr()
+    for step in rec.steps:
+        if step["seat"] == seat:
+            out += step.get("stderr", [])
+    return list(dict.fromkeys(out))
+
+
+def play(base: Path, games: int, clock: TimeControl, launcher: Launcher, payload: str):
+    """(gap seconds, bit) for every receiver gap that spans exactly one sender decision; seconds of
+    play; the sender's faults."""
+    pairs, seconds, faults = [], 0.0, []
+    launch = BlockingLaunch(launcher)
+    wait_ms = clock.move_ms * 0.6  # well inside the move time (0.9 of the slot) as the bot sees it
+    for g in range(games):
+        sender = BlockingPlayer(load_bot(make_bot(base, "sender", wait_ms, g, payload)), launch, clock)
+        receiver = BlockingPlayer(load_bot(make_bot(base, "receiver", wait_ms, g, payload)), launch, clock)
+        try:
+            rec = play_game([sender, receiver], PRESETS["classic"], 700 + g, game_id=f"overrun-{g}",
+                            clock=clock, max_turns=200, fixed_schedule=True)
+            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in lines(rec, sender, 0)) if p[0] == "SENT"}
+            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in lines(rec, receiver, 1)) if p[0] == "GOT")
+        finally:
+            sender.shutdown()
+            receiver.shutdown()
+            settle()
+        faults += [f["reason"] for f in rec.faults]
+        seconds += rec.wall_ms / 1000
+        for (a, ta), (b, tb) in zip(got, got[1:]):
+            between = [i for i in sent if a < i < b]
+            if len(between) == 1 and b - a == 2:
+                pairs.append((tb - ta, sent[between[0]]))
+    return pairs, seconds, faults
+
+
+def h2(p: float) -> float:
+    return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    games = int(args[0]) if args else 2
+    move_ms = int(args[1]) if len(args) > 1 else 200
+    containment = Containment.GVISOR if "--gvisor" in sys.argv else Containment.AUTO
+    payload = "allowed" if "--allowed" in sys.argv else "nested"
+    clock = TimeControl(move_ms=move_ms, bank_ms=0, handshake_ms=30_000)
+    base = Path(tempfile.mkdtemp(prefix="arena-overrun-"))
+    base.chmod(0o755)
+    launcher = Launcher(containment=containment)
+    print(f"containment: {launcher.describe_now()}")
+    try:
+        pairs, seconds, faults = play(base, games, clock, launcher, payload)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if not pairs:
+        print(f"no decodable gaps (sender faults: {faults})")
+        return
+    gaps = sorted(g for g, _ in pairs)
+    best = min(sum((g > t) != bool(b) for g, b in pairs) for t in gaps) / len(pairs)
+    ones = sorted(g for g, b in pairs if b)
+    zeros = sorted(g for g, b in pairs if not b)
+    med = lambda xs: xs[len(xs) // 2] * 1000 if xs else float("nan")  # noqa: E731
+    per_decision = 1 - h2(min(best, 0.5))
+    rate = len(pairs) / seconds
+    print(f"{payload} payload, move {move_ms} ms, fixed schedule, {games} games, {len(pairs)} bits; median gap after a 0: "
+          f"{med(zeros):.1f} ms, after a 1: {med(ones):.1f} ms; error {best:.3f}; {per_decision:.3f} bits a "
+          f"decision x {rate:.2f} decisions/s = {per_decision * rate:.2f} bits/s; sender faults {faults}")
+    print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
