@@ -28,7 +28,7 @@ def test_the_local_submit_line_shows_the_label_as_written(monkeypatch: pytest.Mo
     from arena.cli import ladder as cli_ladder
     row = SimpleNamespace(label=MARKUP, rank=1, elo=None, rated=False, margin=0, games=2)
     result = SimpleNamespace(standings=SimpleNamespace(rows=[row]), row=row, status="placed", games_played=2)
-    ladder = SimpleNamespace(name="club", placement_id=lambda label: f"club-place-{label}")
+    ladder = SimpleNamespace(name="club", placement_id=lambda label: f"club-place-{label}", one_seat_per_author=False)
 
     async def submit(*args):
         return result
