@@ -220,3 +220,14 @@ def _ctrl_c_handler_unchanged():
     if after is not before:
         signal.signal(signal.SIGINT, before)
         _pytest.fail(f"the test left SIGINT's handler changed ({before!r} -> {after!r})")
+
+
+WORKERS_MAX = 2  # the machine the suite is sized and checked on: 2 cores (README, "Tests")
+
+
+def pytest_xdist_auto_num_workers(config: Any) -> int:
+    """``-n auto`` (the default in pyproject.toml): one worker per core, at most
+    :data:`WORKERS_MAX`, so a many-core box runs the suite as it was checked to run."""
+    import os
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, WORKERS_MAX))
