@@ -41,6 +41,7 @@ BOT_UID_COUNT = 1000
 TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
 TEMPS_COMPACT_BYTES = 64 * 1024  # past this, the lines of directories already removed are dropped
 OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
+HOST_RUN_TOKEN = "PALACE_ARENA_RUN"  # in the environment of a program run on the host (Registry.run): what the cleanup finds it by
 
 
 def default_run_dir() -> Path:
@@ -249,12 +250,21 @@ class Registry:
         outside a bot's containment (a trusted bot's build, an interpreter's version): recorded
         here while it runs, in a session of its own, so that should this process die, the cleanup
         after it kills that session and reaps what is orphaned, as it does a bot's processes. At
-        the timeout the session is killed and TimeoutExpired raised."""
+        the timeout the session is killed and TimeoutExpired raised.
+
+        The record, with a token the program and all it forks carry in their environment, is
+        written before the program starts: written after, a kill between the fork and the write
+        left the program running with nothing naming it (seen when the machine was busy)."""
         name = self.next_name()
+        value = secrets.token_hex(16)
+        token = f"{HOST_RUN_TOKEN}={value}"
+        env = dict(popen_kw.pop("env", None) or os.environ, **{HOST_RUN_TOKEN: value})
+        self.write_record(name, {"procs": [], "token": token, "command": argv})
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                              **popen_kw) as proc:
+                              env=env, **popen_kw) as proc:
             info = read_proc(proc.pid)
-            self.write_record(name, {"procs": [[proc.pid, info.start if info else 0]], "command": argv})
+            self.write_record(name, {"procs": [[proc.pid, info.start if info else 0]], "token": token,
+                                     "command": argv})
             try:
                 out, err = proc.communicate(timeout=timeout)
             except BaseException:
