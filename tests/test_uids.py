@@ -166,42 +166,13 @@ uids.read_proc = lambda pid: time.sleep(3600)  # the referee stops just after th
 Launcher(""")
 
 
-def test_a_trusted_build_whose_referee_died_right_after_the_fork_is_killed_too(tmp_path: Path) -> None:
-    """A referee killed between forking a host program and noting its pid: the record written
-    before the fork, and the token its environment carries, still name it and what it forked."""
-    process_registry()
-    since = boot_ticks()
-    bot = tmp_path / "slowbuild"
-    bot.mkdir()
-    (bot / "bot.py").write_text("print('ready', flush=True)\n")
-    (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
-                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
-    referee = subprocess.Popen([sys.executable, "-c", STALLED_BUILDER, str(bot)], cwd=REPO)
-    pids: list[int] = []
-    try:
-        deadline = time.monotonic() + SLOW
-        while not (bot / "pids").exists():
-            assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
-            time.sleep(0.005)
-        pids = [int(p) for p in (bot / "pids").read_text().split()]
-        referee.kill()
-        referee.wait()
-        assert all(read_proc(p) is not None for p in pids)  # orphaned, still building
-        cleanup_stale()
-        assert [p for p in pids if read_proc(p) is not None] == []
-        assert zombie_children(started_since=since) == []
-    finally:
-        referee.kill()
-        referee.wait()
-        for p in pids:
-            if read_proc(p) is not None:
-                os.kill(p, signal.SIGKILL)
-
-
-def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str) -> None:
     """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
     referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
-    the referee must find the build as it finds a bot: by the referee's record of it."""
+    the referee must find the build as it finds a bot: by the referee's record of it, which is
+    written before the fork (a referee killed between the fork and noting the pid left the build
+    running with nothing naming it: ``right-after-the-fork``)."""
     process_registry()
     since = boot_ticks()
     bot = tmp_path / "slowbuild"
@@ -209,7 +180,7 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path)
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
     (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
                                   'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
-    referee = subprocess.Popen([sys.executable, "-c", BUILDER, str(bot)], cwd=REPO)
+    referee = subprocess.Popen([sys.executable, "-c", builder, str(bot)], cwd=REPO)
     pids: list[int] = []
     try:
         deadline = time.monotonic() + SLOW
