@@ -336,6 +336,15 @@ def hold(player: Any, frozen: bool) -> None:
         player.hold(frozen)
 
 
+def freezer(player: Any) -> Callable[[bool], None] | None:
+    """:func:`hold` for one seat, looked up once a game (a decision then costs no lookup): its
+    connection's freezer, or None for a seat that is never frozen (a person's, a scripted one).
+    A bot's seat with no process yet gets the player's own ``hold``, which looks at each call."""
+    if not isinstance(player, BlockingPlayer):
+        return None
+    return player.hold if player.conn is None else getattr(player.conn, "hold", None)
+
+
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
@@ -379,14 +388,18 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
+    holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
+    start = 0.0
     while (req := core.next_request()) is not None:
         player = players[req.seat]
-        if not ponder:
-            hold(player, False)  # before its clock starts (in decide)
-        start = timer.now()
+        freeze = holds[req.seat]
+        if freeze is not None:
+            freeze(False)  # before its clock starts (in decide)
+        if fixed_schedule:
+            start = timer.now()
         core.settle(player.decide(req))
-        if not ponder:
-            hold(player, True)
+        if freeze is not None:
+            freeze(True)
         if fixed_schedule:  # until the end of the decision's slot
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
