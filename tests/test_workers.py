@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -271,3 +272,28 @@ def test_a_worker_killed_for_not_exiting_at_the_end_is_cleaned_up_after(tmp_path
     assert stopped and not Path(f"/proc/{stopped[0]}").exists()  # killed and reaped
     assert not (process_registry().run_dir / f"ref-{stopped[0]}").exists()
     assert zombie_children(started_since=since) == []
+
+
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_the_close_clears_what_workers_that_exited_on_their_own_left(monkeypatch, exit_code: int) -> None:
+    """A worker that exits by itself has closed its bots, but a bot that outlives its close is left
+    for ``cleanup_stale`` (frozen gVisor seats were once found left so after a Ctrl-C): the run's
+    close clears after every worker, not only after those it had to kill."""
+    from types import SimpleNamespace
+
+    import arena.tournament.worker as worker
+    cleaned: list[int] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            ex = worker.WorkerExecutor(SimpleNamespace(rules=SimpleNamespace(options=dict)), 1, 1, nursery)
+            monkeypatch.setattr(worker, "cleanup_stale", lambda: cleaned.append(1))
+            proc = await trio.lowlevel.open_process(["sh", "-c", f"cat >/dev/null; exit {exit_code}"],
+                                                    stdin=subprocess.PIPE)
+            ex.workers.append(worker._Worker(1, proc))
+            await ex.aclose(graceful=False)
+            assert proc.returncode == exit_code  # it exited on its own, when its stdin closed
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert cleaned == [1]

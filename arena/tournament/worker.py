@@ -341,9 +341,13 @@ class WorkerExecutor:
             late = [w for w in self.workers if w.proc.returncode is None]
             for w in late:
                 w.proc.kill()
-            if late:  # killed, they ran no exit handler: their bots and copies are ours to clear now
-                for w in late:  # (the readers that would have cleared them are cancelled with the run)
-                    await w.proc.wait()
+            for w in late:
+                await w.proc.wait()
+            # Then what the workers left is cleared, whether they were killed (no exit handler ran;
+            # the readers that would have cleared them are cancelled with the run) or exited on
+            # their own: a bot that outlived its close (left for cleanup_stale, as a frozen gVisor
+            # seat once was) would otherwise stay until some later arena run.
+            if self.workers:
                 try:
                     await trio.to_thread.run_sync(cleanup_stale)
                 except Exception as e:  # noqa: BLE001 - best effort: the next run's cleanup retries
