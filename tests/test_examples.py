@@ -241,7 +241,8 @@ class ExampleBot:
         except subprocess.TimeoutExpired:
             pytest.fail(f"bot did not exit within {timeout}s; {self._diag()}")
         assert rc == 0, f"bot exited with {rc}; {self._diag()}"
-        self._threads[0].join(timeout=2)
+        for t in self._threads:  # both pipes drained to their end: stderr_text() is then whole
+            t.join(timeout=10)
         extra = []
         while True:
             try:
