@@ -192,8 +192,11 @@ def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, t
         chrome.find_element(By.NAME, "bot").send_keys(str(archive))
         chrome.find_element(By.ID, "submit-upload").click()
         wait(chrome, lambda d: "/submit/" in d.current_url, what="the submission's page")
-        assert chrome.find_element(By.ID, "job-status").text == "waiting"
-        assert chrome.find_element(By.ID, "job-ahead").text == "1"
+        # read in one script: the page redraws its live parts, so an element found then read in two
+        # round trips can be replaced between them (a stale element, seen under the parallel suite)
+        shown = chrome.execute_script("return ['job-status', 'job-ahead'].map("
+                                      "i => document.getElementById(i).innerText.trim())")
+        assert shown == ["waiting", "1"]
         _mark(store, "UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")  # it ended
 
         def ran(d: Any) -> bool:
