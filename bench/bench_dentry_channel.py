@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.channel import bot_folder, capacity  # noqa: E402
+
 SEAT = r'''
 import json, os, sys, time
 role, start, slot, n, names, bits = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -76,14 +78,9 @@ def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool) -> 
                         view=SystemView.STRANGER if stranger else SystemView.HOST)
     seats = {}
     for role in ("recv", "send"):
-        seat = d / role
-        seat.mkdir(mode=0o755)
-        (seat / "seat.py").write_text(SEAT)
-        (seat / "seat.py").chmod(0o644)
         command = json.dumps(["python3", "seat.py", role, str(start), str(slot_ms / 1000), str(len(bits)),
                               str(names), bits])
-        (seat / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
-        (seat / "bot.toml").chmod(0o644)
+        seat = bot_folder(d / role, "seat.py", SEAT, f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
         seats[role] = launcher.plan_now(load_bot(seat))
     try:
         with seats["recv"].start() as recv, seats["send"].start():
@@ -91,10 +88,6 @@ def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool) -> 
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return out["shared"], out["seen"]
-
-
-def h2(p: float) -> float:
-    return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
 
 
 def main() -> None:
@@ -109,11 +102,11 @@ def main() -> None:
     pairs = list(zip(seen, bits))
     error = min(sum((r < t) != (b == "1") for r, b in pairs) for t in sorted(seen) + [math.inf]) / n
     med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")  # noqa: E731
-    capacity = (1 - h2(min(error, 0.5))) * 1000 / slot_ms
+    rate = capacity(error) * 1000 / slot_ms
     mode = "gVisor" if gvisor else "bubblewrap, stranger view" if stranger else "bubblewrap"
     print(f"{mode}: shared folder {shared}; slot {slot_ms:g} ms, {names} names per 1, {n} bits; time ratio "
           f"after a 1 {med([r for r, b in pairs if b == '1']):.3f}, after a 0 {med([r for r, b in pairs if b == '0']):.3f}; "
-          f"error {error:.1%}: {capacity:.1f} bits/s; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"error {error:.1%}: {rate:.1f} bits/s; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ about 1 MB, which the referee reads in about 3 ms.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -34,6 +33,7 @@ from arena.bots.manifest import load_bot  # noqa: E402
 from arena.engine import PRESETS  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
 from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
+from bench.channel import bot_folder, capacity, seat_lines, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -66,22 +66,9 @@ for line in sys.stdin:
 
 
 def make_bot(base: Path, role: str, wait_ms: float, game: int, payload: str) -> Path:
-    d = base / f"{role}-{game}"
-    d.mkdir(mode=0o755)
-    (d / "bot.py").write_text(BOT)
-    (d / "bot.py").chmod(0o644)
-    (d / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\nauthor = "{role}"\n'
-                                f'command = ["python3", "bot.py", "{role}", "{wait_ms}", "{payload}"]\n')
-    (d / "bot.toml").chmod(0o644)
-    return d
-
-
-def lines(rec, player, seat) -> list[str]:
-    out = list(rec.stderr[seat]) + player.take_stderr()
-    for step in rec.steps:
-        if step["seat"] == seat:
-            out += step.get("stderr", [])
-    return list(dict.fromkeys(out))
+    return bot_folder(base / f"{role}-{game}", "bot.py", BOT,
+                      f'name = "{role}"\nversion = "1"\nauthor = "{role}"\n'
+                      f'command = ["python3", "bot.py", "{role}", "{wait_ms}", "{payload}"]\n')
 
 
 def play(base: Path, games: int, clock: TimeControl, launcher: Launcher, payload: str):
@@ -96,8 +83,8 @@ def play(base: Path, games: int, clock: TimeControl, launcher: Launcher, payload
         try:
             rec = play_game([sender, receiver], PRESETS["classic"], 700 + g, game_id=f"overrun-{g}",
                             clock=clock, max_turns=200, fixed_schedule=True)
-            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in lines(rec, sender, 0)) if p[0] == "SENT"}
-            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in lines(rec, receiver, 1)) if p[0] == "GOT")
+            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in seat_lines(rec, sender, 0)) if p[0] == "SENT"}
+            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in seat_lines(rec, receiver, 1)) if p[0] == "GOT")
         finally:
             sender.shutdown()
             receiver.shutdown()
@@ -109,10 +96,6 @@ def play(base: Path, games: int, clock: TimeControl, launcher: Launcher, payload
             if len(between) == 1 and b - a == 2:
                 pairs.append((tb - ta, sent[between[0]]))
     return pairs, seconds, faults
-
-
-def h2(p: float) -> float:
-    return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
 
 
 def main() -> None:
@@ -133,12 +116,11 @@ def main() -> None:
     if not pairs:
         print(f"no decodable gaps (sender faults: {faults})")
         return
-    gaps = sorted(g for g, _ in pairs)
-    best = min(sum((g > t) != bool(b) for g, b in pairs) for t in gaps) / len(pairs)
+    best = threshold_error(pairs)
     ones = sorted(g for g, b in pairs if b)
     zeros = sorted(g for g, b in pairs if not b)
     med = lambda xs: xs[len(xs) // 2] * 1000 if xs else float("nan")  # noqa: E731
-    per_decision = 1 - h2(min(best, 0.5))
+    per_decision = capacity(best)
     rate = len(pairs) / seconds
     print(f"{payload} payload, move {move_ms} ms, fixed schedule, {games} games, {len(pairs)} bits; median gap after a 0: "
           f"{med(zeros):.1f} ms, after a 1: {med(ones):.1f} ms; error {best:.3f}; {per_decision:.3f} bits a "

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots import seccomp  # noqa: E402
 from arena.bots.bwrap import bwrap_argv  # noqa: E402
+from bench.channel import bot_folder  # noqa: E402
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}  # fixed, as the arena gives bwrap and a bot
 
@@ -122,13 +123,8 @@ def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> 
     launcher = Launcher(containment=Containment.GVISOR)
     seats = {}
     for role in ("recv", "send"):
-        seat = d / role
-        seat.mkdir(mode=0o755)
-        (seat / "seat.py").write_text(SEAT)
-        (seat / "seat.py").chmod(0o644)
         command = json.dumps(["/usr/bin/python3", "seat.py", role, *common])
-        (seat / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
-        (seat / "bot.toml").chmod(0o644)
+        seat = bot_folder(d / role, "seat.py", SEAT, f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
         seats[role] = launcher.plan_now(load_bot(seat))
     try:
         with seats["recv"].start() as recv, seats["send"].start():

@@ -13,7 +13,6 @@ decision (1 - H(error)) and per second of game.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -28,6 +27,7 @@ from arena.bots.manifest import load_bot  # noqa: E402
 from arena.engine import PRESETS  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
 from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
+from bench.channel import bot_folder, capacity, seat_lines, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -54,21 +54,8 @@ CLOCK = TimeControl(move_ms=1000, bank_ms=5000, handshake_ms=30_000)
 
 
 def make_bot(base: Path, role: str, delay: float, game: int) -> Path:
-    d = base / f"{role}-{game}-{delay:g}".replace(".", "_")
-    d.mkdir(mode=0o755)
-    (d / "bot.py").write_text(BOT)
-    (d / "bot.py").chmod(0o644)
-    (d / "bot.toml").write_text(f'name = "{role}"\nversion = "1"\ncommand = ["python3", "bot.py", "{role}", "{delay}"]\n')
-    (d / "bot.toml").chmod(0o644)
-    return d
-
-
-def lines(rec, player, seat) -> list[str]:
-    out = list(rec.stderr[seat]) + player.take_stderr()
-    for step in rec.steps:
-        if step["seat"] == seat:
-            out += step.get("stderr", [])
-    return list(dict.fromkeys(out))
+    return bot_folder(base / f"{role}-{game}-{delay:g}".replace(".", "_"), "bot.py", BOT,
+                      f'name = "{role}"\nversion = "1"\ncommand = ["python3", "bot.py", "{role}", "{delay}"]\n')
 
 
 def play(base: Path, delay: float, games: int, launcher: Launcher):
@@ -81,8 +68,8 @@ def play(base: Path, delay: float, games: int, launcher: Launcher):
         try:
             rec = play_game([sender, receiver], PRESETS["classic"], 500 + g, game_id=f"think-{g}",
                             clock=CLOCK, max_turns=300)
-            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in lines(rec, sender, 0)) if p[0] == "SENT"}
-            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in lines(rec, receiver, 1)) if p[0] == "GOT")
+            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in seat_lines(rec, sender, 0)) if p[0] == "SENT"}
+            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in seat_lines(rec, receiver, 1)) if p[0] == "GOT")
         finally:
             sender.shutdown()
             receiver.shutdown()
@@ -93,10 +80,6 @@ def play(base: Path, delay: float, games: int, launcher: Launcher):
             if len(between) == 1:
                 pairs.append((tb - ta, sent[between[0]]))
     return pairs, seconds
-
-
-def h2(p: float) -> float:
-    return 0.0 if p in (0.0, 1.0) else -p * math.log2(p) - (1 - p) * math.log2(1 - p)
 
 
 def main() -> None:
@@ -110,9 +93,8 @@ def main() -> None:
     try:
         for delay in delays:
             pairs, seconds = play(base, delay, games, launcher)
-            gaps = sorted(g for g, _ in pairs)
-            best = min(sum((g > t) != bool(b) for g, b in pairs) for t in gaps) / len(pairs)
-            per_decision = 1 - h2(min(best, 0.5))
+            best = threshold_error(pairs)
+            per_decision = capacity(best)
             rate = len(pairs) / seconds
             print(f"{delay:8g} {len(pairs):6d} {best:7.3f} {per_decision:14.3f} {rate:12.1f} {per_decision * rate:8.1f}")
     finally:
