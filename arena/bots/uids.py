@@ -258,7 +258,8 @@ class Registry:
         name = self.next_name()
         value = secrets.token_hex(16)
         token = f"{HOST_RUN_TOKEN}={value}"
-        env = dict(popen_kw.pop("env", None) or os.environ, **{HOST_RUN_TOKEN: value})
+        given = popen_kw.pop("env", None)  # an empty env is the caller's choice, not "inherit"
+        env = dict(os.environ if given is None else given, **{HOST_RUN_TOKEN: value})
         self.write_record(name, {"procs": [], "token": token, "command": argv})
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                               env=env, **popen_kw) as proc:
