@@ -169,9 +169,26 @@ Format = Literal["round-robin", "gauntlet", "swiss", "knockout", "heats"]
 Elimination = Literal["single", "double"]  # a knockout's: TournamentConfig.elimination is of this type
 
 
-class _TournamentFields(_Shared):
+class _TableGuards(_Shared):
+    """What a table guards against, which a tournament file and a ladder file both name (docs/SANDBOX.md);
+    ``one_seat_per_author`` is each one's own, since a ladder's may be left for its store to decide."""
+
+    fixed_schedule: FixedSchedule = False
+    ponder: Ponder = False
+    accept_kernel_channels: AcceptKernelChannels = False
+    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
+                                                  "kernel with the host; an error where runsc cannot run, never a "
+                                                  "weaker mode (docs/SANDBOX.md).")
+    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
+                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
+                                    "presets (javascript, java) or absolute paths, with their libraries "
+                                    "(docs/SANDBOX.md).")
+
+
+class _TournamentFields(_TableGuards):
     name: Optional[Annotated[StrictStr, Field(min_length=1)]] = Field(
         None, description="The tournament's name and resume key; defaults to the file name.")
+    one_seat_per_author: OneSeatPerAuthor = False
     bots: BotRefs = Field(default_factory=lambda: ["random", "lowest", "heuristic"])
     format: Format = Field(
         "round-robin", description="round-robin: every table of `seats` bots; gauntlet: each candidate against "
@@ -192,17 +209,6 @@ class _TournamentFields(_Shared):
     limits: LimitsTable = Field(default_factory=LimitsTable)  # type: ignore[valid-type]
     processes: Annotated[StrictInt, Field(ge=0)] = 0
     cluster: StrictStr = Field("", description="A Dask scheduler, tcp://HOST:PORT (docs/CLUSTER.md).")
-    fixed_schedule: FixedSchedule = False
-    ponder: Ponder = False
-    one_seat_per_author: OneSeatPerAuthor = False
-    accept_kernel_channels: AcceptKernelChannels = False
-    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
-                                                  "kernel with the host; an error where runsc cannot run, never a "
-                                                  "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
-                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
-                                    "presets (javascript, java) or absolute paths, with their libraries "
-                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: its deals are played at every table instead of fresh ones. It "
                                              "sets the number of deals; rules, options and seats must match it.")
@@ -268,7 +274,7 @@ class Season(Strict):
         return v
 
 
-class LadderFile(_Shared):
+class LadderFile(_TableGuards):
     """A ladder file (ladders/*.toml)."""
 
     description: StrictStr = ""
@@ -279,20 +285,10 @@ class LadderFile(_Shared):
     check_games: Annotated[StrictInt, Field(ge=1, description="Games per scenario of the entry check.")] = 1
     matchmaking: Matchmaking = Field(default_factory=Matchmaking)
     season: Season = Field(default_factory=Season)
-    fixed_schedule: FixedSchedule = False
-    ponder: Ponder = False
     one_seat_per_author: Optional[StrictBool] = Field(None, description="No table seats two bots of one author (on "
                                                       "a club server the owning account; docs/SANDBOX.md). Absent: "
                                                       "the store decides: on in a club's store (one with accounts, "
                                                       "docs/CLUB.md), off elsewhere.")
-    accept_kernel_channels: AcceptKernelChannels = False
-    gvisor: StrictBool = Field(False, description="true: every bot runs under gVisor (runsc run), which shares no "
-                                                  "kernel with the host; an error where runsc cannot run, never a "
-                                                  "weaker mode (docs/SANDBOX.md).")
-    system: list[StrictStr] = Field(default_factory=list, description="Under gVisor or one_seat_per_author: what "
-                                    "a seat sees of the system besides Python 3 and bash, for its bots' languages: "
-                                    "presets (javascript, java) or absolute paths, with their libraries "
-                                    "(docs/SANDBOX.md).")
     suite: StrictStr = Field("", description="A deal suite file (arena deals make / from-games), relative to this "
                                              "file: placements play its first `deals` deals, run batches go round "
                                              "it; rules, options and seats must match it.")

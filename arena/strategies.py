@@ -100,7 +100,6 @@ def heuristic(req: dict[str, Any]) -> int:
             return acts[(h >> 4) % len(acts)]["id"]
     pile = view["pile"]
     top = view.get("pile_top")
-    me = view["seat"]
     nxt = _next_seat(view)
     opp = view["players"][nxt] if nxt is not None else None
     opp_on_table = opp is not None and opp["hand_count"] == 0

@@ -18,7 +18,9 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ..ladder import LadderStandings, RunSummary
+    import threading
+
+    from ..ladder import LadderStandings
 
 from ..safetext import SafeConsole, printable
 from ..tournament import DEFAULT_STORE
@@ -375,7 +377,7 @@ def _bar(lo: float, mid: float, hi: float, left: float, right: float, width: int
     return "".join(cells)
 
 
-def _stop_on_sigterm(progress: Any) -> "threading.Event":
+def _stop_on_sigterm(progress: Any) -> threading.Event:
     """SIGTERM (a server stopping, a service manager) asks the run to stop once the batch being
     played is finished, losing no game; Ctrl-C still stops at once (the batch resumes next run)."""
     import signal

@@ -218,7 +218,7 @@ def match_cmd(a: Annotated[str, typer.Argument(metavar="A", help="Bot A (the can
         raise typer.Exit(code)
     fmt = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
     out.print(verdict, highlight=False, markup=False, soft_wrap=True)
-    out.print(f"pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
+    out.print("pairs (A's two games of a deal): " + ", ".join(f"{k} {v}" for k, v in data["pairs"].items())
               + f"; +{data['wins']} ={data['draws']} -{data['losses']}; Elo {data['elo_text']} from pairs, "
               f"normalized Elo {fmt(data['normalized_elo'])}; A's win rate {100 * data['win_rate']:.1f}% "
               f"[{100 * data['win_rate_low']:.1f}, {100 * data['win_rate_high']:.1f}] (95% over deals)",

@@ -64,7 +64,6 @@ def replay(
     from ..replay.terminal import (print_verification, run_interactive, run_plain, run_seat_interactive,
                            run_seat_plain)
     from ..replay.view import replay_data
-    from ..serve.privacy import replay_for
     console, err = _consoles()
     if secret is not None or commitment is not None:
         _verify_season(console, game, secret, commitment, verify, as_json)

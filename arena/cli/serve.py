@@ -14,6 +14,8 @@ from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
 
 if TYPE_CHECKING:
+    import subprocess
+
     import socket
 
 
@@ -271,7 +273,7 @@ def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str:
     return name
 
 
-def _start_ladder(ref: str, store: Path, cluster: str | None) -> "subprocess.Popen":
+def _start_ladder(ref: str, store: Path, cluster: str | None) -> subprocess.Popen:
     """``arena ladder run`` in its own session (Ctrl-C at the terminal reaches the server only,
     which then asks the ladder to finish its batch); it gets SIGTERM too if the server dies."""
     import subprocess

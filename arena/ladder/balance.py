@@ -111,7 +111,6 @@ def choose_balanced(bots: Sequence[Candidate], pair_games: Mapping[tuple[str, st
     table is the focus)."""
     if len(bots) < seats:
         return None
-    by_label = {b.label: b for b in bots}
     who = _author if one_per_author else (lambda c: c.label)
     idle = {b.label: last_seen.get(b.label, -1) for b in bots}
     need = max(seats - 1, min(field_size, len(bots) - 1))

@@ -20,7 +20,7 @@ from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
-from .tables import (_add_member, _bump_message, _rehash, _snapshot, bot_statuses, check_identity, keep_ladder_file,
+from .tables import (verified_spec, _add_member, _bump_message, _rehash, _snapshot, bot_statuses, check_identity, keep_ladder_file,
                      ladder_results, member, members, rebase_refs)
 
 if TYPE_CHECKING:
@@ -81,12 +81,7 @@ def _opponents(store: Store, ladder: Ladder, exclude: str, ctx: RunContext) -> l
     for m in members(store, ladder.name):
         if m.label == exclude or m.label in out:
             continue
-        try:
-            spec = load_bot(m.ref)
-            ok = spec.label == m.label and spec.has_files(m.hash)
-        except (ManifestError, OSError):
-            ok = False
-        if ok:
+        if verified_spec(m) is not None:
             refs.append(m.ref)
         else:
             ctx.say(f"warning: {m.label} is left out of this placement: its files at {m.ref} are missing or "

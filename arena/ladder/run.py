@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bots.manifest import ManifestError, load_bot
 from ..store.games import tournament_statuses
 from ..store.people import has_accounts, owner_names
 from ..tournament.runlock import held
@@ -34,7 +33,7 @@ from .balance import choose_balanced
 from .matchmaking import Candidate, Table, choose_table
 from .placement import RunContext, ensure_seeded, play_games
 from .seasons import Season, check_frozen, current, due, end_season
-from .tables import Actor, MemberStatus, bot_statuses, members, paused, rebase_refs, reinstated_after, set_status
+from .tables import Actor, MemberStatus, bot_statuses, verified_spec, members, paused, rebase_refs, reinstated_after, set_status
 
 BATCH_GAMES_PER_SLOT = 4  # a batch plays at least this many games per concurrent slot: starting a batch's
 # bot processes and waiting for its slowest game cost less per game (measured: docs/RATINGS.md)
@@ -93,16 +92,9 @@ def _candidates(store: Store, ladder: Ladder, state: LadderState, say: Callable[
     for m in members(store, ladder.name):
         if m.label in out:
             continue
-        ok = (m.label, m.ref) in verified
-        if not ok:
-            try:
-                spec = load_bot(m.ref)
-                ok = spec.label == m.label and spec.has_files(m.hash)
-            except (ManifestError, OSError):
-                ok = False
-            if ok:
-                verified[m.label, m.ref] = spec.author
-        if not ok:
+        if (m.label, m.ref) not in verified and (spec := verified_spec(m)) is not None:
+            verified[m.label, m.ref] = spec.author
+        if (m.label, m.ref) not in verified:
             set_status(store, ladder.name, m.label, MemberStatus.SUSPENDED, f"its files at {m.ref} are missing or changed "
                        "since it joined", by=LADDER_RUN)
             say(f"suspended {m.label}: its files at {m.ref} are missing or changed since it joined the ladder")

@@ -118,6 +118,16 @@ def _add_member(store: Store, ladder: Ladder, spec: BotSpec, origin: str, placem
     return m
 
 
+def verified_spec(m: Member) -> BotSpec | None:
+    """The member's bot as its snapshot holds it now, or None where the files are missing or no
+    longer what it joined with (its label or files hash differ): such a member is never played."""
+    try:
+        spec = load_bot(m.ref)
+        return spec if spec.label == m.label and spec.has_files(m.hash) else None
+    except (ManifestError, OSError):
+        return None
+
+
 def _rehash(store: Store, m: Member) -> Member:
     """A member stored with an older files hash (unframed v1, or v2 without modes and folders),
     given the v3 hash of its own snapshot where that snapshot still verifies against the stored
@@ -126,9 +136,9 @@ def _rehash(store: Store, m: Member) -> Member:
     not verify keeps its hash, which no new reading equals."""
     if m.hash.startswith(V3):
         return m
+    own = verified_spec(m)
     try:
-        own = load_bot(m.ref)
-        if own.label != m.label or not own.has_files(m.hash):
+        if own is None:
             return m
         digest = own.files_hash()
     except (ManifestError, OSError):

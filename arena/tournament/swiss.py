@@ -191,7 +191,6 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
 
     def solve(here: int, limit: int) -> int:
         """The fewest repeats seating ``here`` when under ``limit``; else a lower bound of at least ``limit``."""
-        nonlocal work
         if not here:
             return 0
         known = solved.get(here)
