@@ -100,13 +100,10 @@ def _constrained_mle(values: list[float], probs: list[float], s: float) -> list[
     return [p / (1.0 + lam * xi) for p, xi in zip(probs, x)]
 
 
-class Sprt:
-    """Sequential probability ratio test of H0: elo = elo0 against H1: elo = elo1.
-
-    Feed results from the candidate's side (1 / 0.5 / 0 or "win"/"draw"/
-    "loss"); stop at the first :attr:`status` other than "continue".  Wald's
-    bounds: ``lower = log(beta / (1 - alpha))``, ``upper = log((1 - beta) / alpha)``.
-    """
+class WaldTest:
+    """What every sequential probability ratio test here shares: H0: elo = elo0 against H1: elo =
+    elo1, Wald's bounds ``lower = log(beta / (1 - alpha))`` and ``upper = log((1 - beta) / alpha)``,
+    and the verdict of the log-likelihood ratio a subclass computes (:attr:`llr`)."""
 
     def __init__(self, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05, beta: float = 0.05) -> None:
         if not elo1 > elo0:
@@ -116,6 +113,30 @@ class Sprt:
         self.elo0, self.elo1, self.alpha, self.beta = elo0, elo1, alpha, beta
         self.lower = math.log(beta / (1.0 - alpha))
         self.upper = math.log((1.0 - beta) / alpha)
+
+    @property
+    def llr(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def status(self) -> Verdict:
+        llr = self.llr
+        if llr >= self.upper:
+            return Verdict.ACCEPT_H1
+        if llr <= self.lower:
+            return Verdict.ACCEPT_H0
+        return Verdict.CONTINUE
+
+
+class Sprt(WaldTest):
+    """Sequential probability ratio test of H0: elo = elo0 against H1: elo = elo1.
+
+    Feed results from the candidate's side (1 / 0.5 / 0 or "win"/"draw"/
+    "loss"); stop at the first :attr:`status` other than "continue".
+    """
+
+    def __init__(self, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05, beta: float = 0.05) -> None:
+        super().__init__(elo0, elo1, alpha, beta)
         self.wins = self.draws = self.losses = 0
 
     def update(self, result: float | str) -> Verdict:
@@ -166,15 +187,6 @@ class Sprt:
         var = sum(p * (a - s) ** 2 for a, p in zip(values, probs))
         s0, s1 = elo_to_score(self.elo0), elo_to_score(self.elo1)
         return n * (s1 - s0) * (2.0 * s - s0 - s1) / (2.0 * var)
-
-    @property
-    def status(self) -> Verdict:
-        llr = self.llr
-        if llr >= self.upper:
-            return Verdict.ACCEPT_H1
-        if llr <= self.lower:
-            return Verdict.ACCEPT_H0
-        return Verdict.CONTINUE
 
     def __repr__(self) -> str:
         return (

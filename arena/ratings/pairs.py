@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .headtohead import Verdict, _constrained_mle, elo_to_score, score_to_elo
+from .headtohead import Verdict, WaldTest, _constrained_mle, elo_to_score, score_to_elo
 
 __all__ = ["PAIR_NAMES", "PairSprt", "bootstrap_over_deals", "bootstrap_rate", "pair_elo", "pair_index",
            "rate_interval", "score_interval", "wilson"]
@@ -138,7 +138,7 @@ def score_interval(pairs: Sequence[int], z: float = _Z975) -> tuple[float, float
     return mean, lo, hi
 
 
-class PairSprt:
+class PairSprt(WaldTest):
     """SPRT of H0: elo = elo0 against H1: elo = elo1 (logistic Elo) on pentanomial pair counts.
 
     The log-likelihood ratio is fishtest's generalised one: the maximum-likelihood distributions
@@ -146,13 +146,7 @@ class PairSprt:
     counts are replaced by 1e-3 (as fishtest does) so the maximum stays defined."""
 
     def __init__(self, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05, beta: float = 0.05) -> None:
-        if not elo1 > elo0:
-            raise ValueError("need elo1 > elo0")
-        if not (0 < alpha < 1 and 0 < beta < 1):
-            raise ValueError("alpha and beta must be in (0, 1)")
-        self.elo0, self.elo1, self.alpha, self.beta = elo0, elo1, alpha, beta
-        self.lower = math.log(beta / (1.0 - alpha))
-        self.upper = math.log((1.0 - beta) / alpha)
+        super().__init__(elo0, elo1, alpha, beta)
         self.pairs = [0, 0, 0, 0, 0]
 
     def update(self, first: float, second: float) -> Verdict:
@@ -170,15 +164,6 @@ class PairSprt:
         q0 = _constrained_mle(list(PAIR_SCORES), probs, elo_to_score(self.elo0))
         q1 = _constrained_mle(list(PAIR_SCORES), probs, elo_to_score(self.elo1))
         return n * sum(p * math.log(a / b) for p, a, b in zip(probs, q1, q0))
-
-    @property
-    def status(self) -> Verdict:
-        llr = self.llr
-        if llr >= self.upper:
-            return Verdict.ACCEPT_H1
-        if llr <= self.lower:
-            return Verdict.ACCEPT_H0
-        return Verdict.CONTINUE
 
     def __repr__(self) -> str:
         return (f"PairSprt(elo0={self.elo0}, elo1={self.elo1}, pairs={self.pairs}, llr={self.llr:.3f} in "
