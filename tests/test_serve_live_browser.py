@@ -191,3 +191,26 @@ def test_a_rating_interval_is_reachable_by_tap(chrome, site) -> None:
     wait(chrome, lambda d: float(d.execute_script(band, series)) > 0, what="the band shown")
     chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
     assert chrome.find_element("id", "rating-chart-note").text == ""
+
+
+def test_arena_report_html_reads_whole_on_a_phone(chrome, site, tmp_path: Path) -> None:
+    """`arena report --html` looks like the server's pages, so it is held to them: at 390 px its
+    wide tables scroll in their own boxes and the page, with a replay open, does not scroll sideways."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    report = tmp_path / "report.html"
+    done = CliRunner().invoke(app, ["report", "real", "--store", str(site.store), "--html", str(report)])
+    assert done.exit_code == 0, done.output
+    gid = report.read_text().split('data-game="', 1)[1].split('"', 1)[0]
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        chrome.get(report.as_uri())
+        wait(chrome, lambda d: d.find_elements("id", "standings"), what="the report")
+        assert chrome.execute_script("return document.documentElement.scrollWidth") == 390
+        chrome.get(f"{report.as_uri()}#game={gid}")
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn"), what="its replay")
+        assert chrome.execute_script("return document.documentElement.scrollWidth") == 390
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
