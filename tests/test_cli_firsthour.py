@@ -324,6 +324,24 @@ def test_listing_and_export_errors(tmp_path: Path) -> None:
     assert "showing 50 of 60 game(s) (--limit for more)" in done.stdout
 
 
+def test_an_unknown_tournament_names_each_ladder_once_not_its_batches(tmp_path: Path) -> None:
+    """A club night's store holds hundreds of ladder batches: the error names the real tournaments
+    and each ladder once, as the game list's menus do."""
+    from arena.tournament.store import Store
+    store = tmp_path / "s.sqlite"
+    db = Store(store)
+    db.begin_tournament("spring-cup", {"format": "rr"}, 1)
+    for k in range(40):
+        db.begin_tournament(f"ladder:club:batch-{k:04d}", {"format": "batch"}, 12)
+    db.close()
+    for command in (["games"], ["standings"], ["report", "--html", str(tmp_path / "r.html")]):
+        args = [*command, "--tournament", "no-such"] if command == ["games"] else [*command, "no-such"]
+        done = runner.invoke(app, [*args, "--store", str(store)])
+        assert done.exit_code != 0, command
+        said = " ".join(done.output.split())
+        assert "known: spring-cup, ladder:club:... (its batches)" in said and "batch-0001" not in said, said
+
+
 @pytest.mark.parametrize("args,needle", [
     (["play", "random", "lowest", "--move-ms", "-5"], "--move-ms"),
     (["play", "random", "lowest", "--max-turns", "0"], "--max-turns"),

@@ -388,8 +388,8 @@ def _own_move(events: list[dict[str, Any]], seat: int) -> tuple | None:
 
 @pytest.mark.parametrize("width", [DESKTOP[0], PHONE[0]])
 def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: ServerProc, width: int) -> None:
-    """Every play, pick-up and flip is made by clicking (or pressing Enter on) a card; the setup's
-    face-up choice is not a play and stays a button. Each move the game records is the one clicked,
+    """Every play, pick-up and flip is made by clicking (or pressing Enter on) a card, and so is the
+    setup's face-up choice (its cards clicked in the hand). Each move the game records is the one clicked,
     several cards of a rank are selected one by one, and at 390 px nothing scrolls sideways."""
     narrow = width == PHONE[0]
     viewport(chrome, *(PHONE if narrow else DESKTOP), mobile=narrow)
@@ -419,9 +419,13 @@ def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: S
             if narrow:
                 assert chrome.execute_script("return document.documentElement.scrollWidth") <= width
             picks = css(chrome, ".card.pick")
-            if not picks:  # setup: choosing the face-up cards is not a play
-                css(chrome, "#play-actions button.action")[0].click()
-                clicked[int(req)] = ("setup",)
+            need = chrome.find_element(By.ID, "play").get_attribute("data-setup-need")
+            if need:  # setup: the face-up cards, clicked in the hand one by one
+                assert picks, "the setup's face-up choice is made with the cards"
+                chosen = [p.get_attribute("data-card") for p in picks[:int(need)]]
+                for p in picks[:int(need)]:
+                    p.click()
+                clicked[int(req)] = ("setup", sorted(c[0] for c in chosen))
                 continue
             for p in picks:
                 assert p.get_attribute("role") == "button" and p.get_attribute("tabindex") == "0"
@@ -470,15 +474,19 @@ def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: S
         assert any(c[0] == "play" and len(c[2]) >= 2 for c in moves), moves  # a multi-card play was selected
         assert keyboard and any(c[0] == "pick_up" for c in moves)
         checked = 0
+        setups = 0
         for i in requests:
             want = clicked[raws[i]["id"]]
-            if want[0] == "setup":
+            if want[0] == "setup":  # the next view's face-up holds the ranks clicked
+                view = next(r["view"] for r in raws[i + 1:] if r["type"] == "request")
+                assert sorted(c[0] for stack in view["face_up"] for c in stack) == want[1], (want, view)
+                setups += 1
                 continue
             after = next((r for r in raws[i + 1:] if r.get("events")), None)
             assert after is not None
             assert _own_move(after["events"], 0) == want, (raws[i]["id"], want, after["events"])
             checked += 1
-        assert checked == len(moves) >= 5
+        assert checked == len(moves) >= 5 and setups == 1
     finally:
         viewport(chrome, *DESKTOP)
 

@@ -253,10 +253,60 @@ def test_a_game_and_the_game_list_are_kept_by_the_games_they_show(tmp_path: Path
     later = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
     assert [p for p in now if later[p] != now[p]] == alphas + ["/games", "/games?page=2", "/games?ladder=test-ladder"]
 
-    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])  # no alpha, but a new tournament
+    _store_game(path, "ladder:other:b1", 0, ["epsilon@1.0", "zeta@1.0"])  # no alpha, but new bots in the menu
     last = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
     assert [p for p in later if last[p] != later[p]] == alphas + others
+
+    db = Store(path)  # a ladder's next batch (hundreds an hour) is no new menu value: its ladder is listed
+    db.begin_tournament("ladder:test-ladder:batch-0002", {"format": "batch"}, 12)
+    db.close()
+    _store_game(path, "ladder:test-ladder:batch-0002", 0, ["gamma@1.0", "beta@2.0"])
+    batch = {p: call(app, p)[1]["etag"] for p in alphas + others + game}
+    assert [p for p in last if batch[p] != last[p]] == others
     version.close()
+
+
+def test_the_game_lists_menus_list_each_ladder_once_beside_the_real_tournaments(tmp_path: Path) -> None:
+    """A club night stores a batch every dozen games: the game list's menus name each ladder once
+    (choosing it lists all its batches' games) and the real tournaments, never a batch, and keep a
+    batch named in the address (a link from its tournament's page) chosen."""
+    from arena.serve import data
+    path = tmp_path / "data" / "arena.sqlite"
+    _two_ladders(path)
+    db = Store(path)
+    db.begin_tournament("ladder:other:b2", {"format": "batch"}, 12)
+    db.begin_tournament("ladder:other-night:b1", {"format": "batch"}, 12)  # a ladder whose name extends another's
+    db.begin_tournament("spring-cup", {"format": "rr"}, 1)
+    db.save_game("spring-cup", 0, ["alpha@1.0", "beta@2.0"], fake_record("cup-0", ["alpha@1.0", "beta@2.0"], [[0], [1]]))
+    db.save_game("ladder:other:b1", 0, ["zeta@1.0", "epsilon@1.0"], fake_record("b1-0", ["zeta@1.0", "epsilon@1.0"], [[0], [1]]))
+    db.save_game("ladder:other:b2", 0, ["epsilon@1.0", "zeta@1.0"], fake_record("b2-0", ["epsilon@1.0", "zeta@1.0"], [[0], [1]]))
+    db.save_game("ladder:other-night:b1", 0, ["zeta@1.0", "epsilon@1.0"], fake_record("n-0", ["zeta@1.0", "epsilon@1.0"], [[0], [1]]))
+    db.close()
+    read = data.open_read(path)
+    try:
+        choices = data.filter_choices(read)
+    finally:
+        read.db.close()
+    assert choices["ladders"] == ["other", "other-night", "test-ladder"]
+    assert choices["tournaments"] == ["spring-cup"]
+
+    server = ServerProc(path)
+    try:
+        def menu(body: bytes, name: str) -> list[str]:
+            select = re.search(rf'<select name="{name}">(.*?)</select>'.encode(), body, re.S)
+            assert select, body
+            return [m.decode() for m in re.findall(rb"<option[^>]*>([^<]*)</option>", select.group(1))]
+
+        _, _, body = server.get("/games")
+        assert menu(body, "ladder") == ["any", "other", "other-night", "test-ladder"]
+        assert menu(body, "tournament") == ["any", "spring-cup"]
+        _, _, body = server.get("/games?ladder=other")  # both its batches, not the ladder named after it
+        assert b"2 game(s) match" in body and b"b1-0" in body and b"b2-0" in body and b"n-0" not in body
+        assert b'<option selected>other</option>' in body
+        _, _, body = server.get("/games?tournament=ladder:other:b2")
+        assert b"1 game(s) match" in body and b'<option selected>ladder:other:b2</option>' in body
+    finally:
+        server.stop()
 
 
 def test_a_ladder_version_moves_with_what_its_pages_show(tmp_path: Path) -> None:
@@ -369,7 +419,8 @@ def test_the_game_lists_menus_are_read_once_and_then_only_the_new_games(tmp_path
 
     def full(db) -> dict:
         q = lambda sql: [r[0] for r in db.db.execute(sql)]  # noqa: E731
-        return {"tournaments": q("SELECT id FROM tournaments ORDER BY created DESC"),
+        return {"ladders": sorted({t.split(":")[1] for t in q("SELECT id FROM tournaments WHERE id LIKE 'ladder:%'")}),
+                "tournaments": q("SELECT id FROM tournaments WHERE id NOT LIKE 'ladder:%' ORDER BY created DESC"),
                 "reasons": q("SELECT DISTINCT reason FROM games ORDER BY reason"),
                 "faults": q("SELECT DISTINCT forfeit FROM game_seats WHERE forfeit IS NOT NULL ORDER BY forfeit"),
                 "bots": q("SELECT DISTINCT bot FROM game_seats ORDER BY bot")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -68,56 +69,75 @@ def network(driver: Any) -> list[dict[str, Any]]:
     return [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
 
 
-def requests_to(events: list[dict[str, Any]], url: str) -> int:
-    return sum(1 for e in events if e["method"] == "Network.requestWillBeSent"
-               and e["params"]["request"]["url"] == url)
+def on_the_wire(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(URL, status) of each response that went over the network (not from the browser's cache),
+    the live stream left out."""
+    urls: dict[str, str] = {}
+    out = []
+    for e in events:
+        if e["method"] == "Network.requestWillBeSent":
+            urls[e["params"]["requestId"]] = e["params"]["request"]["url"]
+        elif e["method"] == "Network.responseReceivedExtraInfo":
+            url = urls.get(e["params"]["requestId"])  # None: sent before these events began
+            if url is not None and not url.endswith("/events"):
+                out.append((url, e["params"]["statusCode"]))
+    return out
 
 
-def test_a_page_open_through_many_versions_fetches_itself_at_most_once_per_version(chrome, site) -> None:
-    url = site.url + "/ladders/test-ladder"
+def _store_games_and_watch(chrome, db: Store, tid: str, seats: list[str], n: int, first: int) -> None:
+    """Store ``n`` games, each only once the open page has learnt of the one before."""
+    games = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+    for k in range(n):
+        db.save_game(tid, first + k, seats, fake_record(f"{tid}-{first + k}", seats, [[k % 2], [1 - k % 2]]))
+        games += 1
+        # the page learns of each version before the next is stored (the poller looks every 0.2 s)
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
+             what=f"game {k} of {tid}")
+    time.sleep(1)  # a refresh in flight lands
+
+
+@pytest.mark.parametrize("path,seats,first", [("/ladders/test-ladder", ["alpha@1.0", "beta@2.0"], 1000),
+                                              ("/bots/beta@2.0", ["beta@2.0", "gamma@1.0"], 2000)])
+def test_a_page_open_through_many_versions_fetches_each_part_at_most_once_per_version(
+        chrome, site, path: str, seats: list[str], first: int) -> None:
+    """A ladder's page and a bot's page open while 50 games it shows are stored: every request the
+    page makes (itself, which carries its live parts and the chart drawn in it, or anything else)
+    is made at most once per version; then games it does not show move nothing it fetches, or
+    only to a 304 (a bot's page follows the store's version, a ladder's page its ladder's)."""
+    url = site.url + path
     chrome.get(url)
     wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream")
     network(chrome)
     db = Store(site.store)
-    games = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
-    for k in range(VERSIONS):
-        seats = ["alpha@1.0", "beta@2.0"]
-        db.save_game("ladder:test-ladder:seed", 1000 + k, seats, fake_record(f"v-{k}", seats, [[0], [1]]))
-        games += 1
-        # the page learns of each version before the next is stored (the poller looks every 0.2 s)
-        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
-             what=f"version {k}")
-    time.sleep(1)  # a refresh in flight lands
-    fetched = requests_to(network(chrome), url)
-    assert VERSIONS // 5 <= fetched <= VERSIONS  # it kept up, and never fetched one version twice
-    assert int(chrome.find_element("tag name", "body").get_attribute("data-refreshes") or 0) <= VERSIONS
-    for k in range(3):  # games of another ladder are news to the store, not to this ladder's page
-        seats = ["member-00@1.0", "member-01@1.0"]
-        db.save_game("ladder:club:batch-0001", 500 + k, seats, fake_record(f"club-v-{k}", seats, [[0], [1]]))
-        games += 1
-        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
-             what=f"the club's game {k}")
-    db.close()
-    time.sleep(0.5)
-    assert requests_to(network(chrome), url) == 0
+    try:
+        _store_games_and_watch(chrome, db, "ladder:test-ladder:seed", seats, VERSIONS, first)
+        wire = on_the_wire(network(chrome))
+        fetched = Counter(u for u, _ in wire)
+        assert set(fetched) == {url}, fetched  # the page alone: no part, JSON or file fetched apart from it
+        assert VERSIONS // 5 <= fetched[url] <= VERSIONS  # it kept up, and never fetched one version twice
+        assert int(chrome.find_element("tag name", "body").get_attribute("data-refreshes") or 0) <= VERSIONS
+        # games of another ladder and other bots: news to the store, not to this page
+        _store_games_and_watch(chrome, db, "ladder:club:batch-0001", ["member-00@1.0", "member-01@1.0"], 3, first)
+    finally:
+        db.close()
+    after = on_the_wire(network(chrome))
+    if path.startswith("/ladders/"):  # it follows its own ladder's version: not even a revalidation
+        assert after == []
+    else:
+        assert all(status == 304 for _, status in after), after
 
 
-def test_a_reload_with_nothing_changed_gets_304s(chrome, site) -> None:
-    url = site.url + "/games"
+@pytest.mark.parametrize("path", ["/ladders/test-ladder", "/bots/alpha@1.0", "/games", "/"])
+def test_a_reload_with_nothing_changed_gets_304s(chrome, site, path: str) -> None:
+    url = site.url + path
     chrome.get(url)
+    wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what="loaded")
     network(chrome)
     chrome.refresh()
     wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what="reloaded")
     time.sleep(0.5)
-    urls: dict[str, str] = {}
-    on_the_wire: dict[str, int] = {}  # what went over the network (the ExtraInfo events), by URL
-    for e in network(chrome):
-        if e["method"] == "Network.requestWillBeSent":
-            urls[e["params"]["requestId"]] = e["params"]["request"]["url"]
-        elif e["method"] == "Network.responseReceivedExtraInfo":
-            on_the_wire[urls.get(e["params"]["requestId"], "?")] = e["params"]["statusCode"]
-    assert on_the_wire[url] == 304, on_the_wire
-    assert not [u for u in on_the_wire if "/static/" in u], on_the_wire  # hashed files: from the cache
+    wire = on_the_wire(network(chrome))
+    assert wire == [(url, 304)], wire  # the page revalidated; its hashed files came from the cache
 
 
 def test_a_replays_turn_and_seat_are_in_its_address(chrome, site) -> None:
@@ -191,3 +211,26 @@ def test_a_rating_interval_is_reachable_by_tap(chrome, site) -> None:
     wait(chrome, lambda d: float(d.execute_script(band, series)) > 0, what="the band shown")
     chrome.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", series)
     assert chrome.find_element("id", "rating-chart-note").text == ""
+
+
+def test_arena_report_html_reads_whole_on_a_phone(chrome, site, tmp_path: Path) -> None:
+    """`arena report --html` looks like the server's pages, so it is held to them: at 390 px its
+    wide tables scroll in their own boxes and the page, with a replay open, does not scroll sideways."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    report = tmp_path / "report.html"
+    done = CliRunner().invoke(app, ["report", "real", "--store", str(site.store), "--html", str(report)])
+    assert done.exit_code == 0, done.output
+    gid = report.read_text().split('data-game="', 1)[1].split('"', 1)[0]
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        chrome.get(report.as_uri())
+        wait(chrome, lambda d: d.find_elements("id", "standings"), what="the report")
+        assert chrome.execute_script("return document.documentElement.scrollWidth") == 390
+        chrome.get(f"{report.as_uri()}#game={gid}")
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-turn"), what="its replay")
+        assert chrome.execute_script("return document.documentElement.scrollWidth") == 390
+    finally:
+        chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

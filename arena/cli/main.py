@@ -290,8 +290,7 @@ def _open(store: Path) -> Store:
 
 def _need_tournament(db: Store, name: str | None, store: Path) -> None:
     if name and db.tournament(name) is None:
-        known = ", ".join(t["id"] for t in db.tournaments()) or "none"
-        fail(f"no tournament {name!r} in {store} (known: {known})")
+        fail(f"no tournament {name!r} in {store} (known: {db.known_tournaments()})")
 
 
 @app.command("standings")

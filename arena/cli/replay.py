@@ -182,8 +182,7 @@ def report(
     try:
         t = db.tournament(tournament)
         if t is None:
-            known = ", ".join(x["id"] for x in db.tournaments()) or "none"
-            _fail(err, f"no tournament {tournament!r} in {store} (known: {known})")
+            _fail(err, f"no tournament {tournament!r} in {store} (known: {db.known_tournaments()})")
         games = db.games(tournament=tournament, limit=limit if limit is not None else 10**9)
         lines = from_store(db, tournament)
         stages = _stages_html(db, t)

@@ -496,8 +496,8 @@ def _standings_table(lines: list[Line]) -> str:
                                      for k, c in enumerate(cells)) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("#", "bot", "Elo ± 95%", "games", "win % [95%]", "avg place",
                                               "draw % [95%]", "faults", "LOS↓", "ms/decision"))
-    return (f"<table class=\"list\" id=\"standings\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return (f"<div class=\"scroll\"><table class=\"list\" id=\"standings\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _order_text(g: dict[str, Any]) -> str:
@@ -587,9 +587,9 @@ def report_html(tournament: dict[str, Any] | None, name: str, lines: list[Line],
     body = (f"<div id=\"report\" class=\"replay\"><h1>Tournament {html.escape(name)}</h1>{info}"
             f"<h2>Standings</h2>{_standings_table(lines)}{stages}"
             f"<h2>Games ({len(games)})</h2><p>{mode}</p>"
-            "<table class=\"list\" id=\"games\"><thead><tr><th>game</th><th>#</th><th>seats</th><th>end</th>"
-            "<th>order</th><th>turns</th><th>forfeits</th><th>replay check</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>\n<div id=\"viewer\" hidden></div>")
+            "<div class=\"scroll\"><table class=\"list\" id=\"games\"><thead><tr><th>game</th><th>#</th><th>seats</th>"
+            "<th>end</th><th>order</th><th>turns</th><th>forfeits</th><th>replay check</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div></div>\n<div id=\"viewer\" hidden></div>")
     if links is None:
         blobs = []
         for gid, data in replays.items():

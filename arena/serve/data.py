@@ -264,7 +264,8 @@ _CHOICES: dict[str, _Choices] = {}
 
 
 def filter_choices(db: ReadStore) -> dict[str, list[str]]:
-    """Values the games list can be filtered by (the form's menus). The games' values are kept in
+    """Values the games list can be filtered by (the form's menus): a ladder's batches are one
+    entry, its name, so a new batch moves no menu (:func:`reads.tournament_menu`). The games' values are kept in
     the process like a ladder's games (:func:`ladder_games`): a read takes only the games stored
     since the last (a full scan of the games was 4 ms a build); a game removed reads them all again."""
     with _LADDER_GAMES_LOCK:
@@ -278,7 +279,8 @@ def filter_choices(db: ReadStore) -> dict[str, list[str]]:
         kept.reasons |= reasons
         kept.faults |= faults
         kept.bots |= bots
-        return {"tournaments": reads.tournament_ids(db.db), "reasons": sorted(kept.reasons),
+        ladders, tournaments = reads.tournament_menu(db.db)
+        return {"ladders": ladders, "tournaments": tournaments, "reasons": sorted(kept.reasons),
                 "faults": sorted(kept.faults), "bots": sorted(kept.bots)}
 
 

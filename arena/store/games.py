@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import ArenaError
 from .people import _tx, has_accounts
-from .reads import game_filter
+from .reads import LADDER_PREFIX, game_filter, tournament_menu
 from .schema import migrate
 
 DATA_DIR_NAME = "arena-data"  # the default store's directory (arena.tournament.DEFAULT_STORE)
@@ -153,6 +153,12 @@ class Store:
         played = self.db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0]
         return {"id": row[0], "config": json.loads(row[1]), "planned": row[2], "status": row[3],
                 "created": row[4], "updated": row[5], "played": played}
+
+    def known_tournaments(self) -> str:
+        """The tournaments an error names as known: the others by id, newest first, then each
+        ladder once (its batches, ``ladder:NAME:...``, come hundreds an hour); "none" if none."""
+        ladders, others = tournament_menu(self.db)
+        return ", ".join(others + [f"{LADDER_PREFIX}{name}:... (its batches)" for name in ladders]) or "none"
 
     def tournaments(self) -> list[dict[str, Any]]:
         ids = [r[0] for r in self.db.execute("SELECT id FROM tournaments ORDER BY created")]

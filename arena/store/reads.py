@@ -152,9 +152,19 @@ def game_log(db: sqlite3.Connection, gid: str) -> bytes | None:
     return None if row is None else row[0]
 
 
-def tournament_ids(db: sqlite3.Connection) -> list[str]:
-    """Every tournament's id, the newest created first (the game list's menu)."""
-    return [r[0] for r in db.execute("SELECT id FROM tournaments ORDER BY created DESC")]
+def tournament_menu(db: sqlite3.Connection) -> tuple[list[str], list[str]]:
+    """What a list of tournaments offers a person: the ladders with tournaments (by name; a ladder
+    stores a batch every dozen games, hundreds an hour, so each is one entry for all of them) and
+    the other tournaments' ids, the newest created first. Reads the ladders' ids off the index and
+    sorts only the others."""
+    clause, bounds = "id>=? AND id<?", (LADDER_PREFIX, LADDER_PREFIX[:-1] + ";")  # ';' follows ':'
+    start = len(LADDER_PREFIX) + 1
+    ladders = [r[0] for r in db.execute(
+        f"SELECT DISTINCT substr(id, {start}, instr(substr(id, {start}) || ':', ':') - 1) AS name "
+        f"FROM tournaments WHERE {clause} ORDER BY name", bounds)]
+    others = [r[0] for r in db.execute(f"SELECT id FROM tournaments WHERE NOT ({clause}) ORDER BY created DESC",
+                                       bounds)]
+    return ladders, others
 
 
 def choices_after(db: sqlite3.Connection, after: int) -> tuple[int, int, int, set[str], set[str], set[str]]:

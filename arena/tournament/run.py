@@ -29,6 +29,7 @@ from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameT
 from .runlock import LockHeld, tournament_lock
 from .schedule import ScheduledGame, schedule
 from ..store.people import account_authors, owner_names
+from ..store.reads import prefix_counts
 from .store import Store
 from .worker import open_workers
 
@@ -270,11 +271,11 @@ def seeded_order(cfg: TournamentConfig, bots: list[str], store: Store) -> list[s
     from .standings import read_games, summarise
     if store.tournament(cfg.seeding) is not None:
         games, think = read_games(store, tournament=cfg.seeding)
-    elif cfg.seeding.startswith("ladder:") and any(t["id"].startswith(cfg.seeding + ":") for t in store.tournaments()):
+    elif cfg.seeding.startswith("ladder:") and prefix_counts(store.db, cfg.seeding + ":")[1]:
         games, think = read_games(store, prefix=cfg.seeding + ":")  # a ladder's every game: its rating table
     else:
-        known = ", ".join(t["id"] for t in store.tournaments()) or "none"
-        raise ConfigError(f"seeding: no tournament or ladder {cfg.seeding!r} in {store.path} (known: {known})")
+        raise ConfigError(f"seeding: no tournament or ladder {cfg.seeding!r} in {store.path} "
+                          f"(known: {store.known_tournaments()})")
     ranked = [line.bot for line in summarise(games, think)[0] if line.bot in bots]
     return ranked + [b for b in bots if b not in ranked]
 

@@ -117,6 +117,9 @@
      matches a legal play and no larger legal play of that rank is left, or when a selected card is
      clicked again. Plays that need more than cards say (joker targets, surrenders) stay buttons. */
   function cardControls(req) {
+    var setups = req.actions.filter(function (a) { return a.kind === "set_face_up"; });
+    root.removeAttribute("data-setup-need");
+    if (setups.length) { setupControls(setups); return; }
     var sel = [], zoneOf = { hand: "play-hand", face_up: "play-face-up" };
     function label(a) { return a.cards.join("+"); }
     function bag(list) { return list.slice().sort().join(","); }
@@ -168,6 +171,50 @@
     });
   }
 
+  /* The setup's face-up choice by cards too: the hand's cards are toggled, and once as many are
+     selected as the face-up takes, the choice holding exactly those cards is sent (or, the actions
+     naming one card per rank, the one of the same ranks). Rules whose choices differ in size keep
+     the buttons alone. */
+  function setupControls(setups) {
+    function flat(a) { return [].concat.apply([], a.face_up); }
+    function bag(list) { return list.slice().sort().join(","); }
+    function ranks(list) { return list.map(function (c) { return c[0]; }).sort().join(","); }
+    var need = flat(setups[0]).length;
+    if (setups.some(function (a) { return flat(a).length !== need; })) return;
+    var offered = {};
+    setups.forEach(function (a) { flat(a).forEach(function (c) { offered[c[0]] = true; }); });
+    var sel = [];
+    root.setAttribute("data-setup-need", String(need));
+    status("Choose your " + need + " face-up cards: click them in your hand.");
+    $("play-hand").querySelectorAll(".card[data-card]").forEach(function (node) {
+      var c = node.getAttribute("data-card");
+      if (!offered[c[0]]) return;
+      node.classList.add("pick");
+      node.tabIndex = 0;
+      node.setAttribute("role", "button");
+      node.setAttribute("aria-label", "put " + c + " face-up");
+      node.setAttribute("aria-pressed", "false");
+      function pick() {
+        if (!current) return;
+        var at = sel.indexOf(node);
+        if (at >= 0) { sel.splice(at, 1); node.classList.remove("selected"); node.setAttribute("aria-pressed", "false"); }
+        else { sel.push(node); node.classList.add("selected"); node.setAttribute("aria-pressed", "true"); }
+        var cards = sel.map(function (n) { return n.getAttribute("data-card"); });
+        if (cards.length < need) { status("Face-up: " + (cards.join(" ") || "none yet") + "; choose " + (need - cards.length) + " more."); return; }
+        var match = setups.filter(function (a) { return bag(flat(a)) === bag(cards); })[0] ||
+                    setups.filter(function (a) { return ranks(flat(a)) === ranks(cards); })[0];
+        if (match) { choose(match.id, node); return; }
+        status("No legal face-up holds " + cards.join(" ") + ": choose again.");
+        sel.forEach(function (n) { n.classList.remove("selected"); n.setAttribute("aria-pressed", "false"); });
+        sel = [];
+      }
+      node.addEventListener("click", pick);
+      node.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick(); }
+      });
+    });
+  }
+
   function handle(m) {
     var raw = m.raw;
     $("play-raw").textContent = JSON.stringify(raw, null, 2);
@@ -180,9 +227,9 @@
       draw(raw.view);
       $("play-decision").textContent = "Your move (" + raw.decision.replace(/_/g, " ") + "), request " + raw.id;
       actions(raw, m.actions);
+      status("Your move: choose one of the " + raw.actions.length + " legal actions below.");
       cardControls(raw);
       root.setAttribute("data-request", String(raw.id));
-      status("Your move: choose one of the " + raw.actions.length + " legal actions below.");
     } else if (raw.type === "error") {
       addEvents(["you forfeit (" + raw.reason + "): " + raw.message]);
     } else if (raw.type === "end") {
