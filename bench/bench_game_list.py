@@ -56,9 +56,8 @@ def measure(store: Path, versions: int) -> dict:
     from arena.serve.cache import tag
     from arena.tournament.store import Store
 
-    seats, template = None, None
     db = Store(store)
-    gid, seats_json, _ = db.db.execute("SELECT id, seats, 0 FROM games ORDER BY rowid DESC LIMIT 1").fetchone()
+    gid, seats_json = db.db.execute("SELECT id, seats FROM games ORDER BY rowid DESC LIMIT 1").fetchone()
     seats = json.loads(seats_json)
     template = db.game_record(gid)
     db.close()
