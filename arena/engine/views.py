@@ -13,7 +13,8 @@ from typing import Any, Final
 
 from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
-from .model import Action, Drew, Event, Flip, GameOver, PickUp, Play, Result, Seat, SetFaceUp, SetupChosen, Stack, State
+from .model import (Action, Burned, Drew, Event, Flip, Flipped, GameOver, PickedUp, PickUp, Play, Played, Result, Seat,
+                    SetFaceUp, SetupChosen, Stack, State)
 from .rules import Rules
 
 POSITION_VERSION = 1
@@ -156,21 +157,30 @@ def result_json(result: Result) -> dict[str, Any]:
 
 
 def event_for(event: Event, seat: int | None) -> dict[str, Any]:
-    """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs."""
-    out: dict[str, Any]
+    """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs.
+
+    Every step renders its events for the log and the seats, so the common kinds are written
+    out one by one (one dict literal each); any other kind is rendered field by field."""
+    if isinstance(event, Played):
+        return {"kind": "played", "seat": event.seat, "cards": cards_str(event.cards), "zone": event.zone}
     if isinstance(event, Drew):
-        out = {"kind": "drew", "seat": event.seat, "count": len(event.cards)}
         if seat is None or seat == event.seat:
-            out["cards"] = cards_str(event.cards)
-        return out
+            return {"kind": "drew", "seat": event.seat, "count": len(event.cards), "cards": cards_str(event.cards)}
+        return {"kind": "drew", "seat": event.seat, "count": len(event.cards)}
+    if isinstance(event, PickedUp):
+        return {"kind": "picked_up", "seat": event.seat, "cards": cards_str(event.cards)}
+    if isinstance(event, Burned):
+        return {"kind": "burned", "cards": cards_str(event.cards), "why": event.why}
+    if isinstance(event, Flipped):
+        return {"kind": "flipped", "seat": event.seat, "position": event.position, "card": card_str(event.card),
+                "legal": event.legal}
     if isinstance(event, SetupChosen):
-        out = {"kind": "setup", "seat": event.seat}
         if seat is None or seat == event.seat:
-            out["face_up"] = stacks_str(event.face_up)
-        return out
+            return {"kind": "setup", "seat": event.seat, "face_up": stacks_str(event.face_up)}
+        return {"kind": "setup", "seat": event.seat}
     if isinstance(event, GameOver):
         return {"kind": "game_over", "result": result_json(event.result)}
-    out = {"kind": event.kind}
+    out: dict[str, Any] = {"kind": event.kind}
     for name, value in zip(event._fields, event):
         if name == "kind":
             continue

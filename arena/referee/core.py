@@ -225,8 +225,8 @@ class RefereeCore:
         self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
-        # the request waiting for its answer: its step, the actions, the seat
-        self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
+        # the request waiting for its answer: the turn, seat, phase and id its step begins with, the actions
+        self._asked: tuple[int, int, str, int, tuple[Action, ...]] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
         self._game_json = b',"game":' + orjson.dumps(game_id) + b',"decision":'  # what follows a request's id
@@ -292,7 +292,7 @@ class RefereeCore:
                 sent_clock = {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}
                 sent = self._clocks[seat] = (bank, sent_clock, orjson.dumps(sent_clock))
             events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
-            self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid}, actions, seat)
+            self._asked = (state.turn, seat, state.phase, rid, actions)
             timeout = self._move_s + bank
             if self.encode:  # the line alone: protocol.request's message as orjson writes it (same keys,
                 # same order), joined from its encoded parts (tests/test_referee_core_lines.py holds the two together)
@@ -313,9 +313,9 @@ class RefereeCore:
         ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
         ``info`` and ``info_warning`` are kept with the step."""
         asked = self._asked
-        if asked is not None and not 0 <= choice < len(asked[1]):
-            raise ValueError(f"action {choice} is not one of the {len(asked[1])} offered")
-        step, actions, seat = self._take()
+        if asked is not None and not 0 <= choice < len(asked[4]):
+            raise ValueError(f"action {choice} is not one of the {len(asked[4])} offered")
+        turn, seat, phase, rid, actions = self._take()
         ms = round(seconds * 1000, 3)
         over = ms / 1000 - self._move_s
         if over > 0:
@@ -324,11 +324,10 @@ class RefereeCore:
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
         rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
-        self.state, evs = apply_action(self.state, actions[choice], check=False)
-        step["action"] = choice
-        step["ms"] = ms
-        step["act"] = action_json(actions[choice])
-        step["events"] = self._deliver(evs)
+        action = actions[choice]
+        self.state, evs = apply_action(self.state, action, check=False)
+        step = {"turn": turn, "seat": seat, "phase": phase, "request": rid, "action": choice, "ms": ms,
+                "act": action_json(action), "events": self._deliver(evs)}  # one dict, its keys in the record's order
         if note:
             step.update(note)
         if stderr:
@@ -339,13 +338,12 @@ class RefereeCore:
 
     def fault(self, reason: FaultReason, message: str, seconds: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering after ``seconds`` (what it wrote while dying is ``stderr``)."""
-        step, _, seat = self._take()
-        step.update(ms=round(seconds * 1000, 3), fault=str(reason))
+        turn, seat, phase, rid, _ = self._take()
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
-        step["stderr"] = list(stderr)[-self.stderr_lines:]
-        step["events"] = self._deliver(evs)
-        self.record.steps.append(step)
+        self.record.steps.append({"turn": turn, "seat": seat, "phase": phase, "request": rid,
+                                  "ms": round(seconds * 1000, 3), "fault": str(reason),
+                                  "stderr": list(stderr)[-self.stderr_lines:], "events": self._deliver(evs)})
 
     def settle(self, outcome: Outcome) -> None:
         """The one step that ends every decision, whoever moved the bytes (the referee's loop, the
@@ -368,7 +366,7 @@ class RefereeCore:
 
     # ------------------------------------------------------------ inside
 
-    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], int]:
+    def _take(self) -> tuple[int, int, str, int, tuple[Action, ...]]:
         asked = self._asked
         if asked is None:
             raise RuntimeError("no request is waiting for an answer")
