@@ -421,6 +421,22 @@ static void put_action(Buf *b, Py_ssize_t id, PyObject *a, PyObject *table)
     PUT(b, "}");
 }
 
+static void put_actions(Buf *b, PyObject *actions, PyObject *table)
+{
+    if (!PyTuple_CheckExact(actions)) {
+        b->failed = 1;
+        return;
+    }
+    PUT(b, "[");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(actions) && !b->failed; i++) {
+        if (i) {
+            PUT(b, ",");
+        }
+        put_action(b, i, PyTuple_GET_ITEM(actions, i), table);
+    }
+    PUT(b, "]");
+}
+
 static PyObject *
 encode_actions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -434,14 +450,49 @@ encode_actions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     char first[1024];
     Buf b = {first, first, 0, sizeof(first), 0};
-    PUT(&b, "[");
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(actions) && !b.failed; i++) {
-        if (i) {
-            PUT(&b, ",");
-        }
-        put_action(&b, i, PyTuple_GET_ITEM(actions, i), table);
+    put_actions(&b, actions, table);
+    return finish(&b);
+}
+
+/* Each bytes object of a tuple, in order. */
+static void put_parts(Buf *b, PyObject *parts)
+{
+    if (!PyTuple_CheckExact(parts)) {
+        b->failed = 1;
+        return;
     }
-    PUT(&b, "]");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++) {
+        put_bytes(b, PyTuple_GET_ITEM(parts, i));
+    }
+}
+
+/* encode_line(head, state, seat, pile_top, cards, middle, actions, tail): the bytes of head, the
+ * view (as encode), middle, the actions (as encode_actions) and tail, in one buffer: a request's
+ * whole line without its view and actions as objects of their own. */
+static PyObject *
+encode_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_line(head, state, seat, pile_top, cards, middle, actions, tail) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *state = args[1], *top = args[3], *table = args[4];
+    if (!record(state, ST_FIELDS) || !PyLong_CheckExact(args[2]) || !PyTuple_CheckExact(table)) {
+        Py_RETURN_NONE;
+    }
+    long seat = PyLong_AsLong(args[2]);
+    if (seat == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char first[4096];
+    Buf b = {first, first, 0, sizeof(first), 0};
+    put_parts(&b, args[0]);
+    put_view(&b, state, seat, top, table);
+    put_parts(&b, args[5]);
+    put_actions(&b, args[6], table);
+    put_parts(&b, args[7]);
     return finish(&b);
 }
 
@@ -450,6 +501,9 @@ static PyMethodDef methods[] = {
      "encode(state, seat, pile_top, cards): the seat's view as JSON bytes, or None if not handled here."},
     {"encode_actions", (PyCFunction)(void (*)(void))encode_actions, METH_FASTCALL,
      "encode_actions(actions, cards): the offered actions as JSON bytes, or None if not handled here."},
+    {"encode_line", (PyCFunction)(void (*)(void))encode_line, METH_FASTCALL,
+     "encode_line(head, state, seat, pile_top, cards, middle, actions, tail): head, the view, middle, the "
+     "actions and tail as one bytes object, or None if not handled here."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -78,11 +78,18 @@ def _actions_by_dicts(actions: tuple[Action, ...], cards: tuple[bytes, ...]) -> 
     return None
 
 
+def _line_by_parts(head: tuple[bytes, ...], state: State, seat: int, pile_top: bytes, cards: tuple[bytes, ...],
+                   middle: tuple[bytes, ...], actions: tuple[Action, ...], tail: tuple[bytes, ...]) -> bytes | None:
+    """What ``_view.encode_line`` says when it cannot help: not this line (the caller joins the parts)."""
+    return None
+
+
 try:
-    from ._view import encode as _encode_view, encode_actions as _encode_actions
+    from ._view import encode as _encode_view, encode_actions as _encode_actions, encode_line as _encode_line
 except ImportError:  # not built (no C compiler at install): the dicts are built and encoded
     _encode_view = _encode_by_dicts
     _encode_actions = _actions_by_dicts
+    _encode_line = _line_by_parts
 
 
 def seat_view_json(state: State, seat: int) -> bytes:
@@ -108,6 +115,19 @@ def offered_json(actions: tuple[Action, ...]) -> bytes:
         return encoded
     import orjson
     return orjson.dumps([{"id": i, **action_json(a)} for i, a in enumerate(actions)])
+
+
+def line_json(head: tuple[bytes, ...], state: State, seat: int, middle: tuple[bytes, ...],
+              actions: tuple[Action, ...], tail: tuple[bytes, ...]) -> bytes:
+    """The bytes of ``head``, :func:`seat_view_json`, ``middle``, :func:`offered_json` and ``tail``,
+    joined: a request's line, written by the C helper in one buffer where it is built (the view and
+    the actions are then never objects of their own)."""
+    top = effective_top(state.rules, state.pile)
+    line = _encode_line(head, state, seat, b"null" if top is None else _TOP_JSON[top], _CARD_JSON, middle, actions,
+                        tail)
+    if line is not None:
+        return line
+    return b"".join((*head, seat_view_json(state, seat), *middle, offered_json(actions), *tail))
 
 
 def decision_name(state: State) -> str:

@@ -25,8 +25,7 @@ import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
-from ..engine.views import (action_json, decision_name, event_for, offered_json, result_json, reveal, seat_view,
-                            seat_view_json)
+from ..engine.views import action_json, decision_name, event_for, line_json, result_json, reveal, seat_view
 from ..faults import FaultReason
 from . import protocol
 
@@ -296,10 +295,10 @@ class RefereeCore:
             timeout = self._move_s + bank
             if self.encode:  # the line alone: protocol.request's message as orjson writes it (same keys,
                 # same order), joined from its encoded parts (tests/test_referee_core_lines.py holds the two together)
-                line = b"".join((b'{"type":"request","id":', str(rid).encode(), self._game_json,
-                                 orjson.dumps(decision_name(state)), b',"view":', seat_view_json(state, seat),
-                                 b',"events":', orjson.dumps(events), b',"actions":', offered_json(actions),
-                                 b',"clock":', sent[2], b"}"))
+                line = line_json((b'{"type":"request","id":', str(rid).encode(), self._game_json,
+                                  orjson.dumps(decision_name(state)), b',"view":'), state, seat,
+                                 (b',"events":', orjson.dumps(events), b',"actions":'), actions,
+                                 (b',"clock":', sent[2], b"}"))
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
                                    list(map(action_json, actions)), dict(sent[1]))
