@@ -176,6 +176,18 @@ def result_json(result: Result) -> dict[str, Any]:
             "winner": result.winner, "loser": result.loser}
 
 
+def events_seen(events: list[Event], players: int) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]] | None]:
+    """``events`` rendered for the log (``event_for(e, None)`` each), and for each seat where one
+    of them is private (a draw, a face-up choice); None where every seat sees the log's (nearly
+    every step: the log's dicts are then shared, not copied per seat)."""
+    omni = [event_for(e, None) for e in events]
+    for e in events:
+        if isinstance(e, (Drew, SetupChosen)):
+            return omni, [[event_for(e, seat) if isinstance(e, (Drew, SetupChosen)) and e.seat != seat else o
+                           for e, o in zip(events, omni)] for seat in range(players)]
+    return omni, None
+
+
 def event_for(event: Event, seat: int | None) -> dict[str, Any]:
     """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs.
 

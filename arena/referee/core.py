@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import hmac
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +24,10 @@ import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
-from ..engine.views import action_json, decision_name, event_for, line_json, result_json, reveal, seat_view
+from ..engine.views import action_json, decision_name, event_for, events_seen, line_json, result_json, reveal, seat_view
 from ..faults import FaultReason
 from . import protocol
 
-_UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
@@ -37,7 +35,6 @@ _UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 THINK_BUCKETS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000,
                                        float("inf"))
 
-PRIVATE_EVENTS = ("drew", "setup")  # the only events whose content depends on who sees them
 
 
 @dataclass(frozen=True)
@@ -381,16 +378,13 @@ class RefereeCore:
         """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
 
         Public events are rendered once and the same dict is shared by every seat and the log."""
-        omni = list(map(event_for, evs, _UNSEEN))
-        for e in evs:
-            if e.kind in PRIVATE_EVENTS:
-                for seat, queue in enumerate(self.pending):
-                    queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
-                                  for e, o in zip(evs, omni)])
-                break
-        else:
+        omni, each = events_seen(evs, len(self.pending))
+        if each is None:
             for queue in self.pending:
                 queue.extend(omni)
+        else:
+            for queue, seen in zip(self.pending, each):
+                queue.extend(seen)
         if self.on_event is not None:
             for o in omni:
                 self.on_event(self.state, o)
