@@ -17,7 +17,7 @@ import pytest
 from arena.engine import (IMPLEMENTATION, PRESETS, Rules, apply_action, forfeit, legal_actions, new_game, preset,
                           with_options)
 from arena.engine import views as engine_views
-from arena.engine.views import action_json, offered_json, seat_view, seat_view_json
+from arena.engine.views import action_json, line_json, offered_json, seat_view, seat_view_json
 from arena.referee import protocol
 from arena.referee.core import RefereeCore, Request, TimeControl
 
@@ -130,6 +130,26 @@ def test_the_offered_actions_are_written_as_the_dicts_encode() -> None:
     assert {"target", "surrender", "from"} <= {key for shape in shapes for key in shape}
 
 
+@pytest.mark.parametrize("rules", RULES, ids=lambda r: r.name)
+def test_a_line_is_its_parts_joined(rules: Rules) -> None:
+    """``line_json`` (the C helper writes the whole line in one buffer where it is built) is the
+    head, ``seat_view_json``, the middle, ``offered_json`` and the tail joined, in every position
+    and from every seat; a view the helper declines (a reason JSON must escape) is joined instead."""
+    head, middle, tail = (b'{"id":', b"7", b',"view":'), (b',"events":[]', b',"actions":'), (b"}",)
+    lines = declined = 0
+    for players, reason in ((2, "timeout"), (4, 'odd "reason" \u00e9\n')):
+        for state in _positions(rules, players, players, reason):
+            actions = legal_actions(state)
+            for seat in range(players):
+                joined = b"".join((*head, seat_view_json(state, seat), *middle, offered_json(actions), *tail))
+                assert line_json(head, state, seat, middle, actions, tail) == joined
+                lines += 1
+                declined += engine_views._encode_line(head, state, seat, b"null", engine_views._CARD_JSON, middle,
+                                                      actions, tail) is None
+    assert lines > 100
+    assert declined > 0 or engine_views._encode_line is engine_views._line_by_parts
+
+
 def test_the_c_helper_writes_the_view_where_it_is_built() -> None:
     """Built with the compiled engine, the helper writes a plain view itself (None would mean
     the dicts were built after all) and declines what it does not write."""
@@ -140,6 +160,11 @@ def test_the_c_helper_writes_the_view_where_it_is_built() -> None:
         return
     encode = engine_views._encode_view
     assert encode(state, 0, b"null", engine_views._CARD_JSON) == orjson.dumps(seat_view(state, 0))
+    line, actions = engine_views._encode_line, legal_actions(state)
+    assert line((b"<",), state, 0, b"null", engine_views._CARD_JSON, (b"|",), actions, (b">",)) == \
+        b"<" + orjson.dumps(seat_view(state, 0)) + b"|" + offered_json(actions) + b">"
+    for head in ((b"<", "text"), [b"<"]):  # parts that are not a tuple of bytes: declined, never guessed at
+        assert line(head, state, 0, b"null", engine_views._CARD_JSON, (), actions, ()) is None
     assert encode(odd, 0, b"null", engine_views._CARD_JSON) is None
     assert encode(state, 0, b"null", engine_views._CARD_JSON[:10]) is None  # a card outside the table
     assert encode(state, 5, b"null", engine_views._CARD_JSON) is None  # no such seat

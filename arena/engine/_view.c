@@ -29,14 +29,12 @@ typedef struct {
 
 static void grow_and_put(Buf *b, const char *s, Py_ssize_t n);
 
-/* Append n bytes (most are a few: a card, a key); the rare growth is out of line. */
+/* Append n bytes (most are a few: a card, a key; a literal's copy is a move or two); the rare
+ * growth is out of line. */
 static inline void put(Buf *b, const char *s, Py_ssize_t n)
 {
     if (b->len + n <= b->cap) {
-        char *to = b->data + b->len;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            to[i] = s[i];
-        }
+        memcpy(b->data + b->len, s, (size_t)n);
         b->len += n;
         return;
     }
@@ -135,6 +133,31 @@ static void put_bytes(Buf *b, PyObject *o)
     put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
 }
 
+/* A card's number, or -1 for anything that is not a small non-negative int. A view holds dozens
+ * of cards, so CPython 3.11's one-digit ints are read in place rather than through PyLong_AsLong. */
+static inline long card_number(PyObject *c)
+{
+    if (!PyLong_CheckExact(c)) {
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000 && !defined(Py_LIMITED_API)
+    Py_ssize_t size = Py_SIZE(c);
+    if (size == 1) {
+        return (long)((PyLongObject *)c)->ob_digit[0];
+    }
+    if (size == 0) {
+        return 0;
+    }
+    return -1;
+#else
+    long v = PyLong_AsLong(c);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+    }
+    return v < 0 ? -1 : v;
+#endif
+}
+
 static void put_cards(Buf *b, PyObject *cards, PyObject *table)
 {
     if (!PyTuple_CheckExact(cards)) {
@@ -143,18 +166,25 @@ static void put_cards(Buf *b, PyObject *cards, PyObject *table)
     }
     Py_ssize_t n = PyTuple_GET_SIZE(cards), known = PyTuple_GET_SIZE(table);
     PUT(b, "[");
-    for (Py_ssize_t i = 0; i < n && !b->failed; i++) {
-        PyObject *c = PyTuple_GET_ITEM(cards, i);
-        long v = PyLong_CheckExact(c) ? PyLong_AsLong(c) : -1;
-        if (v < 0 || v >= known) {
-            PyErr_Clear();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = card_number(PyTuple_GET_ITEM(cards, i));
+        PyObject *name = v >= 0 && v < known ? PyTuple_GET_ITEM(table, v) : NULL;
+        if (name == NULL || !PyBytes_CheckExact(name)) {
             b->failed = 1;
             return;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(name);
+        if (size == 4 && b->len + 5 <= b->cap) { /* every card's name: '"7H"', and a comma */
+            char *to = b->data + b->len;
+            to[0] = ',';
+            memcpy(to + (i == 0 ? 0 : 1), PyBytes_AS_STRING(name), 4);
+            b->len += i == 0 ? 4 : 5;
+            continue;
         }
         if (i) {
             PUT(b, ",");
         }
-        put_bytes(b, PyTuple_GET_ITEM(table, v));
+        put(b, PyBytes_AS_STRING(name), size);
     }
     PUT(b, "]");
 }
@@ -391,6 +421,22 @@ static void put_action(Buf *b, Py_ssize_t id, PyObject *a, PyObject *table)
     PUT(b, "}");
 }
 
+static void put_actions(Buf *b, PyObject *actions, PyObject *table)
+{
+    if (!PyTuple_CheckExact(actions)) {
+        b->failed = 1;
+        return;
+    }
+    PUT(b, "[");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(actions) && !b->failed; i++) {
+        if (i) {
+            PUT(b, ",");
+        }
+        put_action(b, i, PyTuple_GET_ITEM(actions, i), table);
+    }
+    PUT(b, "]");
+}
+
 static PyObject *
 encode_actions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -404,14 +450,49 @@ encode_actions(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     char first[1024];
     Buf b = {first, first, 0, sizeof(first), 0};
-    PUT(&b, "[");
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(actions) && !b.failed; i++) {
-        if (i) {
-            PUT(&b, ",");
-        }
-        put_action(&b, i, PyTuple_GET_ITEM(actions, i), table);
+    put_actions(&b, actions, table);
+    return finish(&b);
+}
+
+/* Each bytes object of a tuple, in order. */
+static void put_parts(Buf *b, PyObject *parts)
+{
+    if (!PyTuple_CheckExact(parts)) {
+        b->failed = 1;
+        return;
     }
-    PUT(&b, "]");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++) {
+        put_bytes(b, PyTuple_GET_ITEM(parts, i));
+    }
+}
+
+/* encode_line(head, state, seat, pile_top, cards, middle, actions, tail): the bytes of head, the
+ * view (as encode), middle, the actions (as encode_actions) and tail, in one buffer: a request's
+ * whole line without its view and actions as objects of their own. */
+static PyObject *
+encode_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_line(head, state, seat, pile_top, cards, middle, actions, tail) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *state = args[1], *top = args[3], *table = args[4];
+    if (!record(state, ST_FIELDS) || !PyLong_CheckExact(args[2]) || !PyTuple_CheckExact(table)) {
+        Py_RETURN_NONE;
+    }
+    long seat = PyLong_AsLong(args[2]);
+    if (seat == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char first[4096];
+    Buf b = {first, first, 0, sizeof(first), 0};
+    put_parts(&b, args[0]);
+    put_view(&b, state, seat, top, table);
+    put_parts(&b, args[5]);
+    put_actions(&b, args[6], table);
+    put_parts(&b, args[7]);
     return finish(&b);
 }
 
@@ -420,6 +501,9 @@ static PyMethodDef methods[] = {
      "encode(state, seat, pile_top, cards): the seat's view as JSON bytes, or None if not handled here."},
     {"encode_actions", (PyCFunction)(void (*)(void))encode_actions, METH_FASTCALL,
      "encode_actions(actions, cards): the offered actions as JSON bytes, or None if not handled here."},
+    {"encode_line", (PyCFunction)(void (*)(void))encode_line, METH_FASTCALL,
+     "encode_line(head, state, seat, pile_top, cards, middle, actions, tail): head, the view, middle, the "
+     "actions and tail as one bytes object, or None if not handled here."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,7 +13,8 @@ from typing import Any, Final
 
 from .cards import card_str, cards_str, parse_card, parse_cards, stacks_str
 from .game import effective_top
-from .model import Action, Drew, Event, Flip, GameOver, PickUp, Play, Result, Seat, SetFaceUp, SetupChosen, Stack, State
+from .model import (Action, Burned, Drew, Event, Flip, Flipped, GameOver, PickedUp, PickUp, Play, Played, Result, Seat,
+                    SetFaceUp, SetupChosen, Stack, State)
 from .rules import Rules
 
 POSITION_VERSION = 1
@@ -77,11 +78,18 @@ def _actions_by_dicts(actions: tuple[Action, ...], cards: tuple[bytes, ...]) -> 
     return None
 
 
+def _line_by_parts(head: tuple[bytes, ...], state: State, seat: int, pile_top: bytes, cards: tuple[bytes, ...],
+                   middle: tuple[bytes, ...], actions: tuple[Action, ...], tail: tuple[bytes, ...]) -> bytes | None:
+    """What ``_view.encode_line`` says when it cannot help: not this line (the caller joins the parts)."""
+    return None
+
+
 try:
-    from ._view import encode as _encode_view, encode_actions as _encode_actions
+    from ._view import encode as _encode_view, encode_actions as _encode_actions, encode_line as _encode_line
 except ImportError:  # not built (no C compiler at install): the dicts are built and encoded
     _encode_view = _encode_by_dicts
     _encode_actions = _actions_by_dicts
+    _encode_line = _line_by_parts
 
 
 def seat_view_json(state: State, seat: int) -> bytes:
@@ -107,6 +115,19 @@ def offered_json(actions: tuple[Action, ...]) -> bytes:
         return encoded
     import orjson
     return orjson.dumps([{"id": i, **action_json(a)} for i, a in enumerate(actions)])
+
+
+def line_json(head: tuple[bytes, ...], state: State, seat: int, middle: tuple[bytes, ...],
+              actions: tuple[Action, ...], tail: tuple[bytes, ...]) -> bytes:
+    """The bytes of ``head``, :func:`seat_view_json`, ``middle``, :func:`offered_json` and ``tail``,
+    joined: a request's line, written by the C helper in one buffer where it is built (the view and
+    the actions are then never objects of their own)."""
+    top = effective_top(state.rules, state.pile)
+    line = _encode_line(head, state, seat, b"null" if top is None else _TOP_JSON[top], _CARD_JSON, middle, actions,
+                        tail)
+    if line is not None:
+        return line
+    return b"".join((*head, seat_view_json(state, seat), *middle, offered_json(actions), *tail))
 
 
 def decision_name(state: State) -> str:
@@ -155,22 +176,43 @@ def result_json(result: Result) -> dict[str, Any]:
             "winner": result.winner, "loser": result.loser}
 
 
+def events_seen(events: list[Event], players: int) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]] | None]:
+    """``events`` rendered for the log (``event_for(e, None)`` each), and for each seat where one
+    of them is private (a draw, a face-up choice); None where every seat sees the log's (nearly
+    every step: the log's dicts are then shared, not copied per seat)."""
+    omni = [event_for(e, None) for e in events]
+    for e in events:
+        if isinstance(e, (Drew, SetupChosen)):
+            return omni, [[event_for(e, seat) if isinstance(e, (Drew, SetupChosen)) and e.seat != seat else o
+                           for e, o in zip(events, omni)] for seat in range(players)]
+    return omni, None
+
+
 def event_for(event: Event, seat: int | None) -> dict[str, Any]:
-    """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs."""
-    out: dict[str, Any]
+    """The event as ``seat`` sees it; ``seat=None`` is the omniscient record for logs.
+
+    Every step renders its events for the log and the seats, so the common kinds are written
+    out one by one (one dict literal each); any other kind is rendered field by field."""
+    if isinstance(event, Played):
+        return {"kind": "played", "seat": event.seat, "cards": cards_str(event.cards), "zone": event.zone}
     if isinstance(event, Drew):
-        out = {"kind": "drew", "seat": event.seat, "count": len(event.cards)}
         if seat is None or seat == event.seat:
-            out["cards"] = cards_str(event.cards)
-        return out
+            return {"kind": "drew", "seat": event.seat, "count": len(event.cards), "cards": cards_str(event.cards)}
+        return {"kind": "drew", "seat": event.seat, "count": len(event.cards)}
+    if isinstance(event, PickedUp):
+        return {"kind": "picked_up", "seat": event.seat, "cards": cards_str(event.cards)}
+    if isinstance(event, Burned):
+        return {"kind": "burned", "cards": cards_str(event.cards), "why": event.why}
+    if isinstance(event, Flipped):
+        return {"kind": "flipped", "seat": event.seat, "position": event.position, "card": card_str(event.card),
+                "legal": event.legal}
     if isinstance(event, SetupChosen):
-        out = {"kind": "setup", "seat": event.seat}
         if seat is None or seat == event.seat:
-            out["face_up"] = stacks_str(event.face_up)
-        return out
+            return {"kind": "setup", "seat": event.seat, "face_up": stacks_str(event.face_up)}
+        return {"kind": "setup", "seat": event.seat}
     if isinstance(event, GameOver):
         return {"kind": "game_over", "result": result_json(event.result)}
-    out = {"kind": event.kind}
+    out: dict[str, Any] = {"kind": event.kind}
     for name, value in zip(event._fields, event):
         if name == "kind":
             continue

@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import hmac
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +24,10 @@ import orjson
 
 from ..engine import Rules, State, apply_action, forfeit, legal_actions, start_game
 from ..engine.model import Action
-from ..engine.views import (action_json, decision_name, event_for, offered_json, result_json, reveal, seat_view,
-                            seat_view_json)
+from ..engine.views import action_json, decision_name, event_for, events_seen, line_json, result_json, reveal, seat_view
 from ..faults import FaultReason
 from . import protocol
 
-_UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 
 
 # Upper bounds (ms) of the think-time histogram kept per seat: fixed, so histograms of
@@ -38,7 +35,6 @@ _UNSEEN = itertools.repeat(None)  # event_for's seat for the omniscient log
 THINK_BUCKETS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000,
                                        float("inf"))
 
-PRIVATE_EVENTS = ("drew", "setup")  # the only events whose content depends on who sees them
 
 
 @dataclass(frozen=True)
@@ -225,8 +221,8 @@ class RefereeCore:
         self.bank = [clock.bank_s] * n
         self.faulted: set[int] = set()
         self.request_id = 0
-        # the request waiting for its answer: its step, the actions, the seat
-        self._asked: tuple[dict[str, Any], tuple[Action, ...], int] | None = None
+        # the request waiting for its answer: the turn, seat, phase and id its step begins with, the actions
+        self._asked: tuple[int, int, str, int, tuple[Action, ...]] | None = None
         self._clock_json = clock.as_json()
         self._move_s = clock.move_s
         self._game_json = b',"game":' + orjson.dumps(game_id) + b',"decision":'  # what follows a request's id
@@ -292,14 +288,14 @@ class RefereeCore:
                 sent_clock = {"move_ms": self.clock.move_ms, "bank_ms": int(bank * 1000)}
                 sent = self._clocks[seat] = (bank, sent_clock, orjson.dumps(sent_clock))
             events, self.pending[seat] = self.pending[seat], []  # handed over: later events start anew
-            self._asked = ({"turn": state.turn, "seat": seat, "phase": state.phase, "request": rid}, actions, seat)
+            self._asked = (state.turn, seat, state.phase, rid, actions)
             timeout = self._move_s + bank
             if self.encode:  # the line alone: protocol.request's message as orjson writes it (same keys,
                 # same order), joined from its encoded parts (tests/test_referee_core_lines.py holds the two together)
-                line = b"".join((b'{"type":"request","id":', str(rid).encode(), self._game_json,
-                                 orjson.dumps(decision_name(state)), b',"view":', seat_view_json(state, seat),
-                                 b',"events":', orjson.dumps(events), b',"actions":', offered_json(actions),
-                                 b',"clock":', sent[2], b"}"))
+                line = line_json((b'{"type":"request","id":', str(rid).encode(), self._game_json,
+                                  orjson.dumps(decision_name(state)), b',"view":'), state, seat,
+                                 (b',"events":', orjson.dumps(events), b',"actions":'), actions,
+                                 (b',"clock":', sent[2], b"}"))
                 return Request(seat, rid, None, line, timeout, len(actions))
             msg = protocol.request(rid, self.game_id, decision_name(state), seat_view(state, seat), events,
                                    list(map(action_json, actions)), dict(sent[1]))
@@ -313,9 +309,9 @@ class RefereeCore:
         ``note``: what the bot said it was thinking, checked (:func:`protocol.check_info`): its
         ``info`` and ``info_warning`` are kept with the step."""
         asked = self._asked
-        if asked is not None and not 0 <= choice < len(asked[1]):
-            raise ValueError(f"action {choice} is not one of the {len(asked[1])} offered")
-        step, actions, seat = self._take()
+        if asked is not None and not 0 <= choice < len(asked[4]):
+            raise ValueError(f"action {choice} is not one of the {len(asked[4])} offered")
+        turn, seat, phase, rid, actions = self._take()
         ms = round(seconds * 1000, 3)
         over = ms / 1000 - self._move_s
         if over > 0:
@@ -324,11 +320,10 @@ class RefereeCore:
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
         rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
-        self.state, evs = apply_action(self.state, actions[choice], check=False)
-        step["action"] = choice
-        step["ms"] = ms
-        step["act"] = action_json(actions[choice])
-        step["events"] = self._deliver(evs)
+        action = actions[choice]
+        self.state, evs = apply_action(self.state, action, check=False)
+        step = {"turn": turn, "seat": seat, "phase": phase, "request": rid, "action": choice, "ms": ms,
+                "act": action_json(action), "events": self._deliver(evs)}  # one dict, its keys in the record's order
         if note:
             step.update(note)
         if stderr:
@@ -339,13 +334,12 @@ class RefereeCore:
 
     def fault(self, reason: FaultReason, message: str, seconds: float, stderr: Sequence[str] = ()) -> None:
         """The seat asked faulted instead of answering after ``seconds`` (what it wrote while dying is ``stderr``)."""
-        step, _, seat = self._take()
-        step.update(ms=round(seconds * 1000, 3), fault=str(reason))
+        turn, seat, phase, rid, _ = self._take()
         self._note_fault(seat, reason, message)
         self.state, evs = forfeit(self.state, seat, str(reason))
-        step["stderr"] = list(stderr)[-self.stderr_lines:]
-        step["events"] = self._deliver(evs)
-        self.record.steps.append(step)
+        self.record.steps.append({"turn": turn, "seat": seat, "phase": phase, "request": rid,
+                                  "ms": round(seconds * 1000, 3), "fault": str(reason),
+                                  "stderr": list(stderr)[-self.stderr_lines:], "events": self._deliver(evs)})
 
     def settle(self, outcome: Outcome) -> None:
         """The one step that ends every decision, whoever moved the bytes (the referee's loop, the
@@ -368,7 +362,7 @@ class RefereeCore:
 
     # ------------------------------------------------------------ inside
 
-    def _take(self) -> tuple[dict[str, Any], tuple[Action, ...], int]:
+    def _take(self) -> tuple[int, int, str, int, tuple[Action, ...]]:
         asked = self._asked
         if asked is None:
             raise RuntimeError("no request is waiting for an answer")
@@ -384,16 +378,13 @@ class RefereeCore:
         """Queue each seat's view of ``evs`` for its next request; return the omniscient rendering.
 
         Public events are rendered once and the same dict is shared by every seat and the log."""
-        omni = list(map(event_for, evs, _UNSEEN))
-        for e in evs:
-            if e.kind in PRIVATE_EVENTS:
-                for seat, queue in enumerate(self.pending):
-                    queue.extend([o if e.kind not in PRIVATE_EVENTS or e.seat == seat else event_for(e, seat)
-                                  for e, o in zip(evs, omni)])
-                break
-        else:
+        omni, each = events_seen(evs, len(self.pending))
+        if each is None:
             for queue in self.pending:
                 queue.extend(omni)
+        else:
+            for queue, seen in zip(self.pending, each):
+                queue.extend(seen)
         if self.on_event is not None:
             for o in omni:
                 self.on_event(self.state, o)
