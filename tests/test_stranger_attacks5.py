@@ -1,0 +1,88 @@
+"""Attacks of a bot author with the docs and the code, fifth round: the HTTP upload path of a real
+club server and ``arena tournament --cluster``. Each test is an attack that worked before its fix,
+written from the attacker's side.
+
+* A slow upload: headers and the start of a multipart body, then one byte a second. The server
+  took one of its ``--uploads-at-once`` (4) slots before reading the body and read it with no
+  deadline, so four such connections, from one address and with no account, held every slot
+  for as long as they liked: every member's upload was answered 503 (seen on a real ``arena
+  serve --allow-submit``, three honest uploads over 45 s, all 503). Now one sender (account, or
+  address when anonymous) holds at most one slot, and an upload's body must arrive within the
+  read deadline (``--read-timeout``) or it is answered 408 and its slot given back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from arena.serve.app import Options, build_app
+
+BOUNDARY = "xx7MA4YWxk"
+HEAD = (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="bot"; filename="a.zip"\r\n'
+        f"Content-Type: application/zip\r\n\r\n").encode()
+
+
+def _scope(address: str) -> dict:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+            "scheme": "http", "path": "/submit", "raw_path": b"/submit", "query_string": b"", "root_path": "",
+            "client": (address, 40000), "server": ("127.0.0.1", 8000),
+            "headers": [(b"host", b"127.0.0.1:8000"),
+                        (b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode()),
+                        (b"content-length", b"200000")]}
+
+
+def _honest_body() -> bytes:
+    return (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="token"\r\n\r\nwrong\r\n'.encode() + HEAD
+            + b"PK\x03\x04" + b"\r\n" + f"--{BOUNDARY}--\r\n".encode())
+
+
+def test_slow_uploads_cannot_hold_the_upload_slots(tmp_path: Path) -> None:
+    """What must be refused: a second upload still arriving from a sender that is sending one (429
+    at once, holding no slot), and an upload whose body has not arrived within the read deadline
+    (408, its slot given back). Four trickling senders, one of them opening four connections;
+    an honest upload from a fifth address must be read (its wrong token: 403), not 503."""
+    options = Options(store=tmp_path / "data" / "arena.sqlite", allow_submit=True, token="right",
+                      read_timeout_s=30.0)
+    answers: dict[str, list[int]] = {}
+    app: list = []
+
+    async def client(name: str, address: str, chunks: list[bytes], pause: float) -> None:
+        async def receive() -> dict:
+            if not chunks:
+                await trio.sleep_forever()
+            if pause:
+                await trio.sleep(pause)
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks) or pause > 0}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                answers.setdefault(name, []).append(message["status"])
+        await app[0](_scope(address), receive, send)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            app.append(build_app(options, nursery))
+            for i in range(4):  # one address, four connections
+                nursery.start_soon(client, "same-address", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+            for i in range(2, 5):  # three more addresses
+                nursery.start_soon(client, f"address-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
+            await trio.sleep(5)
+            assert answers.get("same-address") == [429, 429, 429], answers  # the others held no slot
+            nursery.start_soon(client, "honest-early", "10.0.0.9", [_honest_body()], 0.0)
+            await trio.sleep(1)
+            assert answers.get("honest-early") == [503], answers  # four slots held, for now
+            await trio.sleep(30)  # past the read deadline: each trickle is answered and its slot freed
+            for i in range(2, 5):
+                assert answers.get(f"address-{i}") == [408], answers
+            assert answers["same-address"] == [429, 429, 429, 408], answers
+            nursery.start_soon(client, "honest", "10.0.0.10", [_honest_body()], 0.0)
+            await trio.sleep(5)
+            assert answers.get("honest") == [403], answers  # read and judged, not turned away
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
