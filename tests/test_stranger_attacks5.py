@@ -9,6 +9,13 @@ written from the attacker's side.
   serve --allow-submit``, three honest uploads over 45 s, all 503). Now one sender (account, or
   address when anonymous) holds at most one slot, and an upload's body must arrive within the
   read deadline (``--read-timeout``) or it is answered 408 and its slot given back.
+* A version holding ``@``. A bot's name may not hold one, but its version may (any printable
+  text), and the owner of a label was looked up by the text before its *last* ``@``. A member
+  who owns ``a1`` and uploads ``yy`` at version ``1@mallory`` with ``author = "mallory"`` (placed
+  on a real server: label ``yy@1@mallory``) had that bot counted as mallory's under
+  ``one_seat_per_author``, so two of one person's bots could share a strangers' table; the same
+  lookup kept the owner from the bot's private lines, its bench rows and its notifications. The
+  name of a label is now the text before its first ``@``, in one function every lookup uses.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import trio
 import trio.testing
 
 from arena.serve.app import Options, build_app
+from arena.store.people import Role, claim_bot, create_invitation, sign_up
 
 BOUNDARY = "xx7MA4YWxk"
 HEAD = (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="bot"; filename="a.zip"\r\n'
@@ -86,3 +94,40 @@ def test_slow_uploads_cannot_hold_the_upload_slots(tmp_path: Path) -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
+
+
+def _bot(folder: Path, name: str, version: str, author: str) -> str:
+    folder.mkdir()
+    (folder / "bot.toml").write_text(f'name = "{name}"\nversion = "{version}"\nauthor = "{author}"\n'
+                                     'command = ["python3", "bot.py"]\n')
+    (folder / "bot.py").write_text("")
+    return str(folder)
+
+
+def test_a_version_with_an_at_sign_is_still_its_owners_bot(tmp_path: Path) -> None:
+    """What must hold: every version of a name alice owns counts as alice's at a strangers' table,
+    whatever its version text or manifest author, and its private lines are hers to read."""
+    from arena.serve.privacy import label_readable
+    from arena.tournament.config import load_bots, load_config
+    from arena.tournament.run import table_authors
+    from arena.tournament.schedule import schedule
+    from arena.tournament.store import Store
+    bots = [_bot(tmp_path / "a", "a1", "1", "alice"), _bot(tmp_path / "y", "yy", "1@mallory", "mallory"),
+            _bot(tmp_path / "b", "b1", "1", "bob")]
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        code = create_invitation(store.db, Role.MEMBER, uses=1, hours=1, now=1.0, by=None, origin="test")
+        alice = sign_up(store.db, code, "alice", "h", now=2.0, origin="test")
+        for name in ("a1", "yy"):
+            claim_bot(store.db, name, alice, taken=False, now=3.0, origin="test")
+        cfg = load_config(None, {"bots": bots, "one_seat_per_author": True, "accept_kernel_channels": True,
+                                 "seats": 2})
+        specs = load_bots(cfg)
+        authors = table_authors(specs, store)
+    finally:
+        store.close()
+    assert authors == {"a1@1": "alice", "yy@1@mallory": "alice", "b1@1": "bob"}
+    tables = {frozenset(g.seats) for g in schedule(cfg, {r: s.label for r, s in specs.items()}, b"k" * 32, authors)}
+    assert frozenset({"a1@1", "yy@1@mallory"}) not in tables
+    assert label_readable("yy@1@mallory", {"yy": "alice"}, "alice")
+    assert not label_readable("yy@1@mallory", {"yy": "alice", "yy@1": "bob"}, "bob")
