@@ -16,10 +16,18 @@ written from the attacker's side.
   ``one_seat_per_author``, so two of one person's bots could share a strangers' table; the same
   lookup kept the owner from the bot's private lines, its bench rows and its notifications. The
   name of a label is now the text before its first ``@``, in one function every lookup uses.
+* A full disk while a submission ran (a real server whose store's disk filled during the check):
+  the check failed with "database or disk is full", and so did the write that ends the job, so
+  it stayed ``running``, owned by a live server. A server never takes back its own job, and one
+  job runs at a time on a store: once the disk was free again, another member's upload waited
+  "1 ahead" for good, until the server was restarted. Between jobs, a job the server itself
+  still holds as running is now one it failed to end, and is put back (or refunded) like a dead
+  server's.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import trio
@@ -131,3 +139,32 @@ def test_a_version_with_an_at_sign_is_still_its_owners_bot(tmp_path: Path) -> No
     assert frozenset({"a1@1", "yy@1@mallory"}) not in tables
     assert label_readable("yy@1@mallory", {"yy": "alice"}, "alice")
     assert not label_readable("yy@1@mallory", {"yy": "alice", "yy@1": "bob"}, "bob")
+
+
+def test_a_job_the_server_could_not_end_does_not_stop_the_queue(tmp_path: Path) -> None:
+    """What must hold: between jobs, a job this server left running (its end not written: the disk
+    was full) is put back and run again, and the next member's job runs after it; it never holds
+    the queue while the server lives."""
+    from arena.serve.submit import _next
+    from arena.store import jobs as queue
+    from arena.store.schema import connect
+    from arena.tournament.store import create_private_store
+    store = tmp_path / "data" / "arena.sqlite"
+    create_private_store(store)
+    db = connect(store)
+    limits = queue.Limits(per_submitter=2, total=10, per_day=10)
+    me = queue.server_id()
+    try:
+        for i, who in enumerate(("account:1", "account:2")):
+            queue.enqueue(db, queue.Job(f"job{i}", who, "tiny", f"b{i}@1", "b.zip", str(tmp_path / f"u{i}")),
+                          limits, float(i))
+        stuck = queue.claim(db, time.time(), owner=me)  # a fresh heartbeat: its lease has not passed
+        assert stuck is not None and stuck.id == "job0"
+        # its run ended and the write that ends it failed: nothing more is written for it
+        again = _next(db, me)
+        assert again is not None and again.id == "job0" and again.attempts == 2, again
+        queue.finish(db, again, queue.Outcome.PLACED, time.time())
+        after = _next(db, me)
+        assert after is not None and after.id == "job1"
+    finally:
+        db.close()

@@ -321,7 +321,7 @@ async def run_queue(app: Starlette) -> None:
 async def _refund_broken(app: Starlette, job: Job) -> None:
     """End a job whose run raised: refunded (the arena failed, not the bot), its owner told if the
     account still exists, its upload removed. If even that cannot be written, the job stays
-    running until its lease passes and the queue puts it back (or refunds it)."""
+    running until this queue's next step puts it back (or refunds it: :func:`_next`)."""
     job.error = ("the arena failed, not your bot: this submission does not count against your quota; "
                  "submit it again")
     try:
@@ -329,12 +329,13 @@ async def _refund_broken(app: Starlette, job: Job) -> None:
             await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
             shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
     except Exception:
-        log.exception("could not end submission %s; its lease will put it back", job.id)
+        log.exception("could not end submission %s; the queue puts it back before its next job", job.id)
 
 
 def _next(db: Any, me: str) -> Job | None:
-    """The next job to run here, once every job whose owner is gone is back in the queue."""
-    for gone in queue.recover(db, time.time(), me):
+    """The next job to run here, once every job whose owner is gone, or that this server could not
+    end (it runs none now), is back in the queue."""
+    for gone in queue.recover(db, time.time(), me, idle=True):
         shutil.rmtree(gone.upload, ignore_errors=True)  # refunded: its upload is not run again
     return queue.claim(db, time.time(), owner=me)
 
