@@ -170,3 +170,52 @@ def read_deadline(seconds: float) -> type:
             self.transport.close()
 
     return Protocol
+
+
+class _BodyLate(Exception):
+    pass
+
+
+class BodyDeadline:
+    """The writable server's deadline on a request's body: hypercorn cuts an idle connection or a
+    slow head (its keep-alive timeout) but waits on a body for ever, so a form posted a byte a
+    second held its connection and handler without end (40 s seen, still open). The body must
+    arrive whole within ``seconds`` of the request's start; past it the request is answered 408
+    (if nothing was answered yet) and its connection closed. Once the body is in, waiting on the
+    connection (a live stream's disconnect) has no deadline. The read-only server's deadline is
+    :func:`read_deadline`, in its HTTP protocol."""
+
+    def __init__(self, app: Any, seconds: float):
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        import anyio
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = anyio.current_time() + self.seconds
+        state = {"body_in": False, "answered": False}
+
+        async def timed_receive() -> dict:
+            if state["body_in"]:
+                return await receive()
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                message = await receive()
+                state["body_in"] = message["type"] != "http.request" or not message.get("more_body", False)
+                return message
+            raise _BodyLate()
+
+        async def watched_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                state["answered"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watched_send)
+        except _BodyLate:
+            if not state["answered"]:
+                body = f"The request's body did not arrive within {self.seconds:g} seconds.".encode()
+                await send({"type": "http.response.start", "status": 408, "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                    (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
