@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import admin, auth, bench, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion
-from .limits import WRITES, BodyDeadline, Buckets, BuildLimit, Rate, WriteLimit
+from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -445,8 +445,6 @@ def build_app(options: Options, nursery: Any) -> Starlette:
                   Middleware(SessionMiddleware, secret_key=key,
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
                              same_site="strict")]
-    if options.writable:  # hypercorn: no deadline of its own on a body (the read-only server's is in its protocol)
-        middleware.insert(3, Middleware(BodyDeadline, seconds=options.read_timeout_s))
     if options.loopback_only:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"]))
     app = Starlette(routes=routes, middleware=middleware,
