@@ -643,8 +643,9 @@ def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: Se
             time.sleep(float(headers.get("retry-after", "1")))
 
     try:
-        for _ in range(4):  # each sends its headers and a first part of a 200 kB body, then waits
-            s = socket.create_connection((host, int(port)), timeout=60)
+        for i in range(4):  # each sends its headers and a first part of a 200 kB body, then waits; one
+            # sender holds one slot, so each comes from its own loopback address
+            s = socket.create_connection((host, int(port)), timeout=60, source_address=(f"127.0.0.{2 + i}", 0))
             s.sendall(f"POST /submit HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {ctype}\r\n"
                       f"Content-Length: 200000\r\n\r\n".encode() + body[:100])
             held.append(s)

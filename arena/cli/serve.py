@@ -80,7 +80,8 @@ def serve(
                                                         "beside the pages, which finishes its batch when the "
                                                         "server stops.")] = None,
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
-                                                     "body); a slower one is disconnected (read-only servers).")] = 30.0,
+                                                     "body); a slower one is disconnected (read-only servers); on a writable server, the "
+                                                     "seconds an upload's body has to arrive (else 408).")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
                                                              "ladder, as a fraction of the ladder's referee's (and of "
                                                              "its bots' together): 0.1 takes about a tenth when both "
@@ -167,7 +168,8 @@ def serve(
                       min_free_bytes=int(min_free_mb * 2**20), writes_per_s=writes_per_minute / 60,
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
                       webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once, max_queued=max_queued,
-                      max_queued_per_submitter=max_queued_per_person, benches=benches)
+                      max_queued_per_submitter=max_queued_per_person, benches=benches,
+                      read_timeout_s=read_timeout)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

@@ -19,6 +19,7 @@ from ..store import reads
 from ..store.games import games_after
 from ..store.ladders import Note, Rated, add_snapshot
 from ..store.notes import Kind
+from ..store.people import label_name
 from ..tournament.standings import outcomes
 from ..tournament.store import Store
 from .config import Ladder, resolve_anchor
@@ -155,7 +156,7 @@ def _pass_notes(ladder: str, before: dict[str, Rated], after: dict[str, Rated]) 
     notes: list[Note] = []
     for bot, rivals in passes(before, after).items():
         names = ", ".join(rivals[:3]) + (f" and {len(rivals) - 3} more" if len(rivals) > 3 else "")
-        notes.append((bot.rpartition("@")[0], Kind.PASSED,
+        notes.append((label_name(bot), Kind.PASSED,
                       f"{bot} moved past {names} on ladder {ladder} (Elo {before[bot][0]:.0f} -> {after[bot][0]:.0f})",
                       f"/ladders/{ladder}"))
     return notes

@@ -58,6 +58,7 @@ class Options:
     uploads_at_once: int = 4           # uploads received and unpacked at once (each holds its body)
     max_submissions_per_day: int = 20  # per person: those that passed arena check (arena/store/jobs.py)
     min_free_bytes: int = 256 * 2**20  # the disk space an upload must leave free beside its unpacked size
+    read_timeout_s: float = 30.0       # a request read whole (read-only servers), an upload's body (writable)
     poll_s: float = 0.5
     settle_s: float = 1.0  # the pages' version moves at most this often (cache.StoreVersion)
     writes_per_s: float = WRITES.per_s  # per person (or per address when anonymous), with WRITES' burst
@@ -436,10 +437,11 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     # It also sits outside the security headers, so a kept page is answered with the headers it was
     # built with and no other layer's work (the host check stays in front of it).
     key = auth.session_key(options.store)
+    identify = auth.write_identity(options.store, key)
     middleware = [Middleware(HttpCache, version=version, builds=BuildLimit()),
                   Middleware(Headers, options=options),
                   Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
-                             identify=auth.write_identity(options.store, key)),
+                             identify=identify),
                   Middleware(SessionMiddleware, secret_key=key,
                              session_cookie=auth.SESSION_COOKIE, max_age=auth.SESSION_DAYS * 86400,
                              same_site="strict")]
@@ -448,6 +450,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     app = Starlette(routes=routes, middleware=middleware,
                     exception_handlers={HTTPException: not_found, 404: not_found, 500: server_error})
     app.state.options = options
+    app.state.identify = identify  # who makes a request, from its headers: the write limit's and uploads' sender
     app.state.cache = PageCache()
     app.state.version = version
     app.state.nursery = nursery

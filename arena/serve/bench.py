@@ -19,7 +19,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..store.people import Role, owner_names
+from ..store.people import Role, label_name, owner_names
 from ..tournament.bench import Bench, grades, load_bench
 from ..tournament.config import ConfigError
 from . import auth, data, privacy
@@ -61,7 +61,7 @@ async def _open(request: Request) -> tuple[Bench, Any] | Response:
 
 
 def _visible(label: str, owned: set[str] | None) -> bool:
-    return owned is None or (label.rpartition("@")[0] or label) in owned
+    return owned is None or label_name(label) in owned
 
 
 async def bench_page(request: Request) -> Response:

@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..store.people import Account, Role, owner_names
+from ..store.people import Account, Role, label_name, owner_names
 from . import auth
 
 PUBLIC_FRAME = frozenset({"n", "events", "flags", "mismatch", "kind", "text", "seat", "name", "phase", "turn", "ms",
@@ -21,8 +21,9 @@ PUBLIC_FRAME = frozenset({"n", "events", "flags", "mismatch", "kind", "text", "s
 PUBLIC_FAULT = frozenset({"game", "seat", "reason", "finished", "turn"})
 
 
-def _name(label: str) -> str:
-    return label.rpartition("@")[0] or label
+def label_readable(label: str, owners: dict[str, str], who: str) -> bool:
+    """Whether account ``who`` owns the bot of ``label`` (``owners``: bot name -> account name)."""
+    return owners.get(label_name(label)) == who
 
 
 async def readable_bots(request: Request, labels: list[str]) -> set[str]:
@@ -34,7 +35,7 @@ async def readable_bots(request: Request, labels: list[str]) -> set[str]:
     if who.role == Role.ADMIN:
         return set(labels)
     owners = await auth.with_db(request, owner_names)
-    return {label for label in labels if owners.get(_name(label)) == who.name}
+    return {label for label in labels if label_readable(label, owners, who.name)}
 
 
 def replay_for(replay: dict[str, Any], seats: list[str], readable: set[str]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from ..store import jobs as queue
 from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
+from .limits import client_of
 from .pages import redirect, render
 from .upload import UploadError, unpack
 
@@ -112,24 +113,35 @@ BUSY_RETRY_S = 5
 async def upload(request: Request) -> Response:
     """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
     unpacking thread, so many at once would take the server's memory and its threads. Beyond
-    them the answer is at once a 503 with Retry-After (the body read and dropped, so a browser
-    shows it)."""
+    them the answer is at once a 503 with Retry-After (the body read and dropped, within the read
+    deadline, so a browser shows it). A slot is held at most for the read deadline while its body
+    arrives, and one sender (the account, or the address of a visitor) holds at most one: four
+    connections sending a byte a second held every slot for as long as they liked."""
     guard.enabled(request, "submit")
     opts = request.app.state.options
+    sender = await request.app.state.identify(request.scope) or client_of(request.scope)
+    sending: set[str] = request.app.state.sending
+    if sender in sending:
+        busy = _form(request, 429, "refused: an upload of yours is still being received; send the next when it is in")
+        busy.headers["Retry-After"] = str(BUSY_RETRY_S)
+        return busy
     slots = getattr(request.app.state, "uploads", None)
     if slots is None:
         slots = request.app.state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
     try:
         slots.acquire_nowait()
     except trio.WouldBlock:
-        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        with trio.move_on_after(opts.read_timeout_s):
+            await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
         busy = _form(request, 503, f"the server is receiving {opts.uploads_at_once} uploads already: "
                                    f"try again in {BUSY_RETRY_S} seconds")
         busy.headers["Retry-After"] = str(BUSY_RETRY_S)
         return busy
+    sending.add(sender)
     try:
         return await _upload(request)
     finally:
+        sending.discard(sender)
         slots.release()
 
 
@@ -142,11 +154,15 @@ async def _upload(request: Request) -> Response:
     if declared.isdigit() and int(declared) > limit:
         await body.drain()
         return _form(request, 413, too_big)
-    try:
-        form = await Request(request.scope, body).form(max_files=1, max_fields=10)
-    except TooLarge:
-        await body.drain()
-        return _form(request, 413, too_big)
+    with trio.move_on_after(opts.read_timeout_s) as late:  # from the slot's taking
+        try:
+            form = await Request(request.scope, body).form(max_files=1, max_fields=10)
+        except TooLarge:
+            await body.drain()
+            return _form(request, 413, too_big)
+    if late.cancelled_caught:
+        return _form(request, 408, f"refused: the upload did not arrive within {opts.read_timeout_s:g} seconds; "
+                                   "nothing was kept")
     who = await auth.bearer(request, Scope.SUBMIT)  # a person's machine: no cookie, so no CSRF to check
     if who is not None:
         guard.enabled(request, "submit")
@@ -305,7 +321,7 @@ async def run_queue(app: Starlette) -> None:
 async def _refund_broken(app: Starlette, job: Job) -> None:
     """End a job whose run raised: refunded (the arena failed, not the bot), its owner told if the
     account still exists, its upload removed. If even that cannot be written, the job stays
-    running until its lease passes and the queue puts it back (or refunds it)."""
+    running until this queue's next step puts it back (or refunds it: :func:`_next`)."""
     job.error = ("the arena failed, not your bot: this submission does not count against your quota; "
                  "submit it again")
     try:
@@ -313,12 +329,13 @@ async def _refund_broken(app: Starlette, job: Job) -> None:
             await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
             shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
     except Exception:
-        log.exception("could not end submission %s; its lease will put it back", job.id)
+        log.exception("could not end submission %s; the queue puts it back before its next job", job.id)
 
 
 def _next(db: Any, me: str) -> Job | None:
-    """The next job to run here, once every job whose owner is gone is back in the queue."""
-    for gone in queue.recover(db, time.time(), me):
+    """The next job to run here, once every job whose owner is gone, or that this server could not
+    end (it runs none now), is back in the queue."""
+    for gone in queue.recover(db, time.time(), me, idle=True):
         shutil.rmtree(gone.upload, ignore_errors=True)  # refunded: its upload is not run again
     return queue.claim(db, time.time(), owner=me)
 
@@ -490,6 +507,7 @@ def routes() -> list[Route]:
 
 
 def setup(app: Starlette) -> None:
+    app.state.sending = set()  # who is sending an upload now: an account, or a visitor's address
     app.state.running = {}  # the job this process runs now, by id: its lines as they come
     app.state.queue_wake = trio.Event()
     if app.state.options.allow_submit:

@@ -248,16 +248,21 @@ TWICE = ("the server stopped twice while this submission ran; the arena failed, 
 
 
 def recover(db: sqlite3.Connection, now: float, owner: str, lease_s: float = LEASE_S,
-            dead: Callable[[str], bool] | None = None) -> list[Job]:
+            dead: Callable[[str], bool] | None = None, *, idle: bool = False) -> list[Job]:
     """Put back each job another server left running whose heartbeat is older than ``lease_s`` or
     whose owner is ``dead`` (:func:`owner_dead` by default), once; refund one left running twice. A
-    job with a live owner is left alone. Returns the refunded jobs (their uploads are to be removed)."""
+    job with a live owner is left alone, but for ``idle``: ``owner`` runs no job now, so one it
+    still holds as running is one whose end it could not write (a full disk), taken back the same
+    way (one job runs at a time on a store: kept, it stopped every submission until a restart).
+    Returns the refunded jobs (their uploads are to be removed)."""
     dead = dead or owner_dead
     with _tx(db):
-        rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE state='running' AND owner!=?", (owner,)).fetchall()
+        rows = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE state='running' AND (owner!=? OR ?)",
+                          (owner, idle)).fetchall()
         refunded = []
         for job in map(_job, rows):
-            if job.heartbeat is not None and now - job.heartbeat <= lease_s and not dead(job.owner):
+            left = idle and job.owner == owner
+            if not left and job.heartbeat is not None and now - job.heartbeat <= lease_s and not dead(job.owner):
                 continue
             if job.attempts >= MAX_ATTEMPTS:
                 job.say(TWICE)

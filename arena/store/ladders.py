@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .notes import Kind, notify_owner
-from .people import _tx, record
+from .people import _tx, label_name, record
 
 
 def has_ladder_tables(db: sqlite3.Connection) -> bool:
@@ -98,7 +98,7 @@ def set_status(db: sqlite3.Connection, ladder: str, label: str, status: str, rea
         db.execute("INSERT OR REPLACE INTO ladder_bot_status VALUES (?,?,?,?,?,?)",
                    (ladder, label, status, now, reason, json.dumps(detail)))
         record(db, account, action, f"bot:{ladder}/{label}", origin, now, reason=reason)
-        notify_owner(db, label.rpartition("@")[0], kind, text, link, now)
+        notify_owner(db, label_name(label), kind, text, link, now)
 
 
 def clear_status(db: sqlite3.Connection, ladder: str, label: str, *, account: int | None, origin: str, text: str,
@@ -110,7 +110,7 @@ def clear_status(db: sqlite3.Connection, ladder: str, label: str, *, account: in
         if cleared:
             after = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM games").fetchone()[0]
             record(db, account, "reinstate", f"bot:{ladder}/{label}", origin, now, after_game=after)
-            notify_owner(db, label.rpartition("@")[0], Kind.REINSTATED, text, link, now)
+            notify_owner(db, label_name(label), Kind.REINSTATED, text, link, now)
     return cleared
 
 

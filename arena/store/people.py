@@ -210,10 +210,17 @@ def owner_names(db: sqlite3.Connection) -> dict[str, str]:
     return dict(db.execute("SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account"))
 
 
+def label_name(label: str) -> str:
+    """The bot name of a label ``name@version``. A name holds no ``@`` but a version may: the owner of
+    ``yy@1@mallory`` is ``yy``'s, never ``yy@1``'s (which nobody owns, so the manifest's claimed
+    author stood in for the account at a strangers' table)."""
+    return label.partition("@")[0]
+
+
 def account_authors(authors: dict[str, str], owners: dict[str, str]) -> dict[str, str]:
     """Label -> author for ``one_seat_per_author``, with the owning account standing in for whatever
     ``author`` the manifest of an owned bot claims (``authors``: from the manifests)."""
-    return {label: owners.get(label.rpartition("@")[0] or label, author) for label, author in authors.items()}
+    return {label: owners.get(label_name(label), author) for label, author in authors.items()}
 
 
 class Scope(StrEnum):
