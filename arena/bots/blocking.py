@@ -208,10 +208,13 @@ class BlockingBot(BotBase):
         if self._closed or not self._stdin_open:
             raise BotClosed("the bot's stdin was closed")
         written = self._write_now(data)
-        if written == len(data):
-            return
+        if written != len(data):
+            self._send_rest(data[written:], timeout)
+
+    def _send_rest(self, data: bytes, timeout: float) -> None:
+        """The part of a line the pipe did not take at once, as the conversation says."""
         conv = self._conv
-        conv.send(data[written:], time.monotonic(), timeout)
+        conv.send(data, time.monotonic(), timeout)
         while (event := conv.send_event(time.monotonic())) is not None:
             if not isinstance(event, float):
                 self._stdin_error = event  # the send's timeout: stdin is unusable from now on
@@ -229,15 +232,47 @@ class BlockingBot(BotBase):
                     self._stdin_error = BotClosedInput("bot closed its stdin")
                 raise self._stdin_error from None
 
+    def ask(self, line: str | bytes, timeout: float) -> str:
+        """:meth:`send_line`, then :meth:`receive_line`: one decision's round trip. The usual
+        case (nothing pending, the reply whole in the first read, before the first watch, and no
+        bot of this thread in its grace) takes one ``poll`` on this bot's stdout and the
+        :class:`Hub`'s other pipes; anything else (another pipe ready too, a part line, a fault)
+        goes on in :meth:`receive_line`'s loop, whose ``poll`` sees it again (``poll`` is
+        level-triggered: no other bot's stderr, no interrupt is lost or served late)."""
+        self.send_line(line)
+        conv = self._conv
+        now = time.monotonic()
+        until = conv.expect(now, timeout)
+        hub = self._hub
+        if until is not None and not hub._closing and not self._closed:
+            fd = self._fds[1]
+            poll = hub._poll
+            poll.register(fd, _IN)
+            try:
+                ready = poll.poll(int((until - now) * 1000 + 0.999) if until > now else 0)
+            finally:
+                poll.unregister(fd)
+            if len(ready) == 1 and ready[0][0] == fd and self._feed_stdout():
+                reply = self._channel.next_line()  # (a fault raises, as receive_line raises it)
+                if reply is not None:
+                    self._got_reply()
+                    return reply
+            now = time.monotonic()
+        return self._receive(now)
+
     def receive_line(self, timeout: float) -> str:
         """The next line from the bot's stdout within ``timeout`` seconds; a BotError subclass
         (timeout, exit, a line or output over its cap, bad UTF-8) if not."""
+        now = time.monotonic()
+        self._conv.expect(now, timeout)
+        return self._receive(now)
+
+    def _receive(self, now: float) -> str:
+        """:meth:`receive_line` once the conversation expects the reply."""
         if self._closed:
             raise BotClosed("the bot was closed")
         conv = self._conv
         fd = self._fds[1]
-        now = time.monotonic()
-        conv.expect(now, timeout)
         while True:  # the one poll loop: the conversation decides (arena.bots.channel), this waits
             event = conv.next_event(now)
             if type(event) is str:
