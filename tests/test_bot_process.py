@@ -230,6 +230,43 @@ def test_a_line_that_came_with_the_last_read_needs_no_time_and_an_interrupt_lose
             bot.receive_line(0.1)  # nothing buffered: a real wait, and a real timeout
 
 
+def test_ask_is_a_round_trip_whatever_is_pending_or_late():
+    """``BlockingBot.ask`` takes the usual reply in one poll of its own and leaves the rest to the
+    general loop: a reply past the first watch, a pending interrupt (raised, not outrun by the
+    reply), a timeout, and a line already read (given at once, even with no time left)."""
+    with start("echo.py") as bot:
+        assert bot.ask("a", 5) == "ready"  # (its greeting)
+        assert bot.receive_line(5) == "a"
+        hub().interrupt()  # a caller cancelled: this ask's wait raises, once, even as the echo comes
+        with pytest.raises(Interrupted):
+            bot.ask("b", 5)
+        assert bot.receive_line(5) == "b"
+    with start("late.py") as bot:  # every reply 0.6 s late: past the first watch
+        assert bot.ask("a", 5) == "late a"
+        with pytest.raises(BotTimeout):
+            bot.ask("b", 0.1)
+    with start("two_lines.py") as bot:
+        assert bot.receive_line(5) == "one"
+        assert bot.ask("x", 0) == "two"  # read with "one"
+        assert bot.ask("y", 5) == "x 1"
+        assert bot.receive_line(5) == "x 2"
+
+
+def test_a_bots_freezer_is_its_cgroups_own_call_and_does_nothing_once_closed():
+    """The referee freezes a seat through ``BotBase.freezer`` twice a decision, looked up once a
+    game: the call must still be harmless after the bot is closed mid-game (its freezer's file is
+    closed then, and the number may be another file's)."""
+    with start("echo.py") as bot:
+        if bot.cgroup is None or not bot.cgroup.freezes:
+            pytest.skip("no cgroup freezer here")
+        freeze = bot.freezer()
+        assert freeze is not None and freeze(True) is True
+        assert freeze(False) is True
+        assert bot.receive_line(5) == "ready"
+    assert bot.freezer() is None
+    assert freeze(True) is False
+
+
 def test_slow_start():
     with start("slow_start.py") as bot:
         with pytest.raises(BotTimeout):

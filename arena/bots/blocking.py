@@ -36,6 +36,8 @@ from .channel import WATCH, Ended, Expired, encode_line
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+SEND_S = 10.0
+"""Seconds a line may wait for room in a bot's stdin (a bot that reads nothing meanwhile faults)."""
 
 
 class BotClosed(ArenaError, OSError):
@@ -199,7 +201,7 @@ class BlockingBot(BotBase):
 
     # -- talking ---------------------------------------------------------
 
-    def send_line(self, text: str | bytes, *, timeout: float = 10.0) -> None:
+    def send_line(self, text: str | bytes, *, timeout: float = SEND_S) -> None:
         """Write one line (a newline is appended), waiting at most ``timeout`` seconds for room in
         the pipe; a BotError subclass (the bot exited, closed its stdin, or never read) if not."""
         data = encode_line(text)
@@ -208,10 +210,13 @@ class BlockingBot(BotBase):
         if self._closed or not self._stdin_open:
             raise BotClosed("the bot's stdin was closed")
         written = self._write_now(data)
-        if written == len(data):
-            return
+        if written != len(data):
+            self._send_rest(data[written:], timeout)
+
+    def _send_rest(self, data: bytes, timeout: float) -> None:
+        """The part of a line the pipe did not take at once, as the conversation says."""
         conv = self._conv
-        conv.send(data[written:], time.monotonic(), timeout)
+        conv.send(data, time.monotonic(), timeout)
         while (event := conv.send_event(time.monotonic())) is not None:
             if not isinstance(event, float):
                 self._stdin_error = event  # the send's timeout: stdin is unusable from now on
@@ -229,15 +234,56 @@ class BlockingBot(BotBase):
                     self._stdin_error = BotClosedInput("bot closed its stdin")
                 raise self._stdin_error from None
 
+    def ask(self, line: str | bytes, timeout: float) -> str:
+        """:meth:`send_line`, then :meth:`receive_line`: one decision's round trip. The usual
+        case (nothing pending, the reply whole in the first read, before the first watch, and no
+        bot of this thread in its grace) takes one ``poll`` on this bot's stdout and the
+        :class:`Hub`'s other pipes; anything else (another pipe ready too, a part line, a fault)
+        goes on in :meth:`receive_line`'s loop, whose ``poll`` sees it again (``poll`` is
+        level-triggered: no other bot's stderr, no interrupt is lost or served late)."""
+        if self._stdin_error is not None or self._closed or not self._stdin_open or self.sandboxed:
+            self.send_line(line)  # (its faults, and the pipe checks under bubblewrap)
+        else:  # as send_line, a call shorter
+            data = encode_line(line)
+            try:
+                written = os.write(self._fds[0], data)
+            except OSError:
+                written = 0
+            if written != len(data):
+                self._send_rest(data[written:], SEND_S)
+        conv = self._conv
+        now = time.monotonic()
+        until = conv.expect(now, timeout)
+        hub = self._hub
+        if until is not None and not hub._closing and not self._closed:
+            fd = self._fds[1]
+            poll = hub._poll
+            poll.register(fd, _IN)
+            try:
+                ready = poll.poll(int((until - now) * 1000 + 0.999) if until > now else 0)
+            finally:
+                poll.unregister(fd)
+            if len(ready) == 1 and ready[0][0] == fd and self._feed_stdout():
+                reply = self._channel.next_line()  # (a fault raises, as receive_line raises it)
+                if reply is not None:
+                    self._got_reply()
+                    return reply
+            now = time.monotonic()
+        return self._receive(now)
+
     def receive_line(self, timeout: float) -> str:
         """The next line from the bot's stdout within ``timeout`` seconds; a BotError subclass
         (timeout, exit, a line or output over its cap, bad UTF-8) if not."""
+        now = time.monotonic()
+        self._conv.expect(now, timeout)
+        return self._receive(now)
+
+    def _receive(self, now: float) -> str:
+        """:meth:`receive_line` once the conversation expects the reply."""
         if self._closed:
             raise BotClosed("the bot was closed")
         conv = self._conv
         fd = self._fds[1]
-        now = time.monotonic()
-        conv.expect(now, timeout)
         while True:  # the one poll loop: the conversation decides (arena.bots.channel), this waits
             event = conv.next_event(now)
             if type(event) is str:

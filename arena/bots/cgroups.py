@@ -273,12 +273,22 @@ class BotCgroup:
                 pass
         return out
 
+    @property
+    def freezes(self) -> bool:
+        """Whether this group has a freezer (:meth:`hold` does something)."""
+        return self._freeze_fd is not None
+
     def hold(self, frozen: bool) -> bool:
-        """Freeze (or thaw) every process of the bot; False where there is no freezer. Freezing
-        does not wait for the last process to stop: it is stopped before it next runs."""
+        """Freeze (or thaw) every process of the bot; False where there is no freezer, once the
+        group is removed, or where the group is going (the bot is being torn down). Freezing
+        does not wait for the last process to stop: it is stopped before it next runs. The
+        referee calls this twice a decision, directly (``arena.referee.blocking.freezer``)."""
         if self._freeze_fd is None:
             return False
-        os.write(self._freeze_fd, self._frozen if frozen else self._thawed)
+        try:
+            os.write(self._freeze_fd, self._frozen if frozen else self._thawed)
+        except OSError:
+            return False
         return True
 
     def kill(self) -> None:
@@ -296,10 +306,7 @@ class BotCgroup:
         self._thaw_quietly()
 
     def _thaw_quietly(self) -> None:
-        try:
-            self.hold(False)
-        except OSError:
-            pass
+        self.hold(False)
 
     def peak_memory(self) -> int | None:
         return None if self._peak_file is None else _read_int(self._peak_file)

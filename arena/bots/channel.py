@@ -214,11 +214,18 @@ class Conversation:
 
     # -- the bot's reply -------------------------------------------------------
 
-    def expect(self, now: float, timeout: float) -> None:
-        """A reply is due within ``timeout`` seconds of ``now``."""
+    def expect(self, now: float, timeout: float) -> float | None:
+        """A reply is due within ``timeout`` seconds of ``now``. Returns when the shell's first
+        wait for stdout ends (what :meth:`next_event` would say) where nothing is pending (no
+        line, fault or end already read: the usual case, so a decision's first wait costs no
+        further call); None where something is, and :meth:`next_event` tells what."""
         self._timeout = timeout
-        self._deadline = now + timeout
-        self._watch_at = now + self.watch_s
+        self._deadline = deadline = now + timeout
+        self._watch_at = watch_at = now + self.watch_s
+        channel = self.channel
+        if channel._pos != len(channel._buf) or channel._eof or channel._failed is not None or now >= deadline:
+            return None
+        return deadline if deadline < watch_at else watch_at
 
     def receive_data(self, data: bytes) -> None:
         """What a read of stdout gave (empty: the end of the stream)."""
@@ -245,14 +252,16 @@ class Conversation:
 
 
 class StderrBuffer:
-    """Keeps the first ``cap`` bytes of stderr as lines; counts the rest."""
+    """Keeps the first ``cap`` bytes of stderr as lines; counts the rest. ``lines`` (those not yet
+    taken) is one list for the buffer's life, so a referee can look whether any came without a
+    call (most decisions bring none)."""
 
     def __init__(self, cap: int):
         self.cap = cap
         self.kept = 0
         self.dropped = 0
         self._pending = bytearray()
-        self._lines: list[str] = []
+        self.lines: list[str] = []
 
     def feed(self, data: bytes) -> None:
         room = self.cap - self.kept
@@ -264,16 +273,17 @@ class StderrBuffer:
         self.kept += len(take)
         self._pending += take
         *complete, rest = self._pending.split(b"\n")
-        self._lines.extend(line.decode("utf-8", "replace") for line in complete)
+        self.lines.extend(line.decode("utf-8", "replace") for line in complete)
         self._pending = bytearray(rest)
         if self.kept >= self.cap:
             self.finish()  # nothing more will be kept: flush the partial line
 
     def finish(self) -> None:
         if self._pending:
-            self._lines.append(self._pending.decode("utf-8", "replace"))
+            self.lines.append(self._pending.decode("utf-8", "replace"))
             self._pending = bytearray()
 
     def take(self) -> list[str]:
-        lines, self._lines = self._lines, []
-        return lines
+        taken = self.lines[:]
+        self.lines.clear()
+        return taken

@@ -20,6 +20,7 @@ import subprocess
 import time
 import warnings
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from .cgroups import BotCgroup
@@ -93,6 +94,7 @@ class BotBase:
         self._conv = Conversation(limits.max_line_bytes, limits.max_output_bytes, WATCH_S)
         self._channel = self._conv.channel
         self._stderr_buf = StderrBuffer(limits.stderr_cap_bytes)
+        self.stderr_lines = self._stderr_buf.lines  # what take_stderr would hand out now (read-only)
         self._stdin_error: BotError | None = None
         # (exit code, signal) once the main process has exited.  It is *not*
         # reaped until aclose(): while it is an unreaped zombie its pid, and so
@@ -188,10 +190,17 @@ class BotBase:
         where its cgroup has no freezer (or it has no cgroup), so it runs on."""
         if self.cgroup is None or self._closed:
             return False
-        try:
-            return self.cgroup.hold(frozen)
-        except OSError:  # the group is going (the bot is being torn down)
-            return False
+        return self.cgroup.hold(frozen)
+
+    def freezer(self) -> Callable[[bool], bool] | None:
+        """:meth:`hold` as its cgroup's own call, for a referee that freezes and thaws the bot on
+        every decision (one call instead of three); None where nothing can freeze it. Safe after
+        the bot is closed: a removed group's hold does nothing. (A bot closed with a grace
+        period keeps its group until it exits: only :meth:`hold` knows not to freeze it then.)"""
+        cgroup = self.cgroup
+        if cgroup is None or self._closed or not cgroup.freezes:
+            return None
+        return cgroup.hold
 
     def game_cpu_seconds(self) -> float | None:
         """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""

@@ -22,7 +22,7 @@ from ..bots.manifest import BotSpec
 from ..engine import Rules
 from ..faults import ArenaFailure, BotFault, StartFailed
 from . import protocol
-from .core import GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .core import Answered, GameRecord, Outcome, RefereeCore, Request, TimeControl
 from .seat import (BETWEEN_GAMES, WALL, Timer, answered, as_fault, bots_doing, faulted, game_clock, handshake_fault,
                    slot_end)
 
@@ -136,22 +136,24 @@ class BlockingPlayer:
             raise as_fault(e) from None
 
     def decide(self, req: Request) -> Outcome:
-        """Ask ``req`` and time the answer in seconds; a fault is told to the bot, which is stopped."""
+        """Ask ``req`` and time the answer in seconds; a fault is told to the bot, which is stopped.
+        The stderr it wrote since the last decision goes with the outcome (most bring none: then
+        nothing is taken)."""
         now = self.timer.now
         start = now()
         try:
             conn = self.conn if self.conn is not None else self._ensure()
             line = req.line or protocol.encode(req.message).encode()  # a core told not to encode leaves it empty
             try:
-                conn.send_line(line)
-                reply = protocol.read_reply(conn.receive_line(req.timeout), req.id, req.n_actions)
+                choice, note = protocol.read_reply(conn.ask(line, req.timeout), req.id, req.n_actions)
             except Exception as e:
                 raise as_fault(e) from None
         except BotFault as fault:
             seconds = now() - start
             self.fault(fault.reason, fault.message, req.id)
             return faulted(self, fault, seconds)
-        return answered(self, reply, now() - start)
+        seconds = now() - start
+        return Answered(choice, seconds, self.take_stderr() if self._stderr or conn.stderr_lines else [], note)
 
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
@@ -336,13 +338,18 @@ def hold(player: Any, frozen: bool) -> None:
         player.hold(frozen)
 
 
-def freezer(player: Any) -> Callable[[bool], None] | None:
-    """:func:`hold` for one seat, looked up once a game (a decision then costs no lookup): its
-    connection's freezer, or None for a seat that is never frozen (a person's, a scripted one).
-    A bot's seat with no process yet gets the player's own ``hold``, which looks at each call."""
+def freezer(player: Any) -> Callable[[bool], Any] | None:
+    """:func:`hold` for one seat, looked up once a game (a decision then costs one call): its
+    process's cgroup's own freeze call (:meth:`~arena.bots.process.BotBase.freezer`), or None for
+    a seat that is never frozen (a person's, a scripted one, a bot with no freezer). A bot's seat
+    with no process yet gets the player's own ``hold``, which looks at each call."""
     if not isinstance(player, BlockingPlayer):
         return None
-    return player.hold if player.conn is None else getattr(player.conn, "hold", None)
+    conn = player.conn
+    if conn is None:
+        return player.hold
+    own = getattr(conn, "freezer", None)  # (tests' scripted connections have none)
+    return own() if own is not None else None
 
 
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,

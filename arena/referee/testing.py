@@ -159,6 +159,11 @@ class MockBot:
             items = [EXIT]
         self.out.extend(items)
 
+    def ask(self, line: str | bytes, timeout: float) -> str:
+        """A decision's round trip, as the blocking shell's :meth:`~arena.bots.blocking.BlockingBot.ask`."""
+        self.send_line(line)
+        return self.receive_line(timeout)
+
     def receive_line(self, timeout: float) -> str:
         """The next line as the blocking shell reads it: the conversation says when to wait, and
         the bot's script runs on the fake clock until then."""
@@ -209,6 +214,11 @@ class MockBot:
         if self.exited:
             self._conv.receive_data(b"")
         clock.sleep_until(until)  # nothing more to say: silent until then
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        """What :meth:`take_stderr` would hand out now, as a real bot's connection says it."""
+        return self.stderr
 
     def take_stderr(self) -> list[str]:
         out, self.stderr = self.stderr, []
