@@ -20,7 +20,6 @@ import json
 import math
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.channel import bot_folder, capacity  # noqa: E402
+from bench.channel import capacity, side_by_side  # noqa: E402
 
 SEAT = r'''
 import json, os, sys, time
@@ -70,23 +69,14 @@ print(json.dumps({"shared": shared, "seen": seen}), flush=True)
 def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool) -> tuple[str, list[float]]:
     from arena.bots.filesystem import SystemView
     from arena.bots.launch import Containment, Launcher
-    from arena.bots.manifest import load_bot
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-dentry-channel-")))
     d.chmod(0o755)
     start = time.time() + (10.0 if gvisor else 4.0)  # both seats up by then
     launcher = Launcher(containment=Containment.GVISOR if gvisor else Containment.BUBBLEWRAP,
                         view=SystemView.STRANGER if stranger else SystemView.HOST)
-    seats = {}
-    for role in ("recv", "send"):
-        command = json.dumps(["python3", "seat.py", role, str(start), str(slot_ms / 1000), str(len(bits)),
-                              str(names), bits])
-        seat = bot_folder(d / role, "seat.py", SEAT, f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
-        seats[role] = launcher.plan_now(load_bot(seat))
-    try:
-        with seats["recv"].start() as recv, seats["send"].start():
-            out = json.loads(recv.receive_line(60 + len(bits) * slot_ms / 1000))
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    commands = {role: ["python3", "seat.py", role, str(start), str(slot_ms / 1000), str(len(bits)), str(names), bits]
+                for role in ("recv", "send")}
+    out = json.loads(side_by_side(d, SEAT, commands, launcher, 60 + len(bits) * slot_ms / 1000))
     return out["shared"], out["seen"]
 
 

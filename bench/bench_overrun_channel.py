@@ -29,11 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.launch import Launcher  # noqa: E402
-from arena.bots.manifest import load_bot  # noqa: E402
-from arena.engine import PRESETS  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
-from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
-from bench.channel import bot_folder, capacity, seat_lines, threshold_error  # noqa: E402
+from bench.channel import bot_folder, capacity, decision_gaps, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -74,28 +71,9 @@ def make_bot(base: Path, role: str, wait_ms: float, game: int, payload: str) -> 
 def play(base: Path, games: int, clock: TimeControl, launcher: Launcher, payload: str):
     """(gap seconds, bit) for every receiver gap that spans exactly one sender decision; seconds of
     play; the sender's faults."""
-    pairs, seconds, faults = [], 0.0, []
-    launch = BlockingLaunch(launcher)
     wait_ms = clock.move_ms * 0.6  # well inside the move time (0.9 of the slot) as the bot sees it
-    for g in range(games):
-        sender = BlockingPlayer(load_bot(make_bot(base, "sender", wait_ms, g, payload)), launch, clock)
-        receiver = BlockingPlayer(load_bot(make_bot(base, "receiver", wait_ms, g, payload)), launch, clock)
-        try:
-            rec = play_game([sender, receiver], PRESETS["classic"], 700 + g, game_id=f"overrun-{g}",
-                            clock=clock, max_turns=200, fixed_schedule=True)
-            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in seat_lines(rec, sender, 0)) if p[0] == "SENT"}
-            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in seat_lines(rec, receiver, 1)) if p[0] == "GOT")
-        finally:
-            sender.shutdown()
-            receiver.shutdown()
-            settle()
-        faults += [f["reason"] for f in rec.faults]
-        seconds += rec.wall_ms / 1000
-        for (a, ta), (b, tb) in zip(got, got[1:]):
-            between = [i for i in sent if a < i < b]
-            if len(between) == 1 and b - a == 2:
-                pairs.append((tb - ta, sent[between[0]]))
-    return pairs, seconds, faults
+    return decision_gaps(lambda role, g: make_bot(base, role, wait_ms, g, payload), games, clock, launcher, 700,
+                         "overrun", adjacent=True, max_turns=200, fixed_schedule=True)
 
 
 def main() -> None:

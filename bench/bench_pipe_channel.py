@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots import seccomp  # noqa: E402
 from arena.bots.bwrap import bwrap_argv  # noqa: E402
-from bench.channel import bot_folder  # noqa: E402
+from bench.channel import side_by_side  # noqa: E402
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}  # fixed, as the arena gives bwrap and a bot
 
@@ -115,22 +115,14 @@ def run_gvisor(bits: str, slot_ms: float, pipes: int, channel: str = "pipe") -> 
     """Both seats through the arena's own blocking start path in the gVisor mode (private uid,
     cgroup): each seat a bot folder whose command is its role."""
     from arena.bots.launch import Containment, Launcher
-    from arena.bots.manifest import load_bot
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-pipe-channel-")))
     d.chmod(0o755)
     start = time.time() + 8.0  # both runsc sandboxes up by then
     common = [str(start), str(slot_ms / 1000), str(len(bits)), str(pipes), bits, channel]
-    launcher = Launcher(containment=Containment.GVISOR)
-    seats = {}
-    for role in ("recv", "send"):
-        command = json.dumps(["/usr/bin/python3", "seat.py", role, *common])
-        seat = bot_folder(d / role, "seat.py", SEAT, f'name = "{role}"\nversion = "1"\ncommand = {command}\n')
-        seats[role] = launcher.plan_now(load_bot(seat))
-    try:
-        with seats["recv"].start() as recv, seats["send"].start():
-            return json.loads(recv.receive_line(30 + len(bits) * slot_ms / 1000))
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    commands = {role: ["/usr/bin/python3", "seat.py", role, *common] for role in ("recv", "send")}
+    return json.loads(side_by_side(d, SEAT, commands, Launcher(containment=Containment.GVISOR), 30 + len(bits) * slot_ms / 1000))
+
+
 def main() -> None:
     gvisor = "--gvisor" in sys.argv
     channel = "eventfd" if "--eventfd" in sys.argv else "pipe"

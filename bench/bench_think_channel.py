@@ -23,11 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arena.bots.launch import Launcher  # noqa: E402
-from arena.bots.manifest import load_bot  # noqa: E402
-from arena.engine import PRESETS  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
-from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle  # noqa: E402
-from bench.channel import bot_folder, capacity, seat_lines, threshold_error  # noqa: E402
+from bench.channel import bot_folder, capacity, decision_gaps, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -60,25 +57,8 @@ def make_bot(base: Path, role: str, delay: float, game: int) -> Path:
 
 def play(base: Path, delay: float, games: int, launcher: Launcher):
     """(gap seconds, bit) for every receiver gap that spans exactly one sender decision; game seconds."""
-    pairs, seconds = [], 0.0
-    launch = BlockingLaunch(launcher)
-    for g in range(games):
-        sender = BlockingPlayer(load_bot(make_bot(base, "sender", delay, g)), launch, CLOCK)
-        receiver = BlockingPlayer(load_bot(make_bot(base, "receiver", delay, g)), launch, CLOCK)
-        try:
-            rec = play_game([sender, receiver], PRESETS["classic"], 500 + g, game_id=f"think-{g}",
-                            clock=CLOCK, max_turns=300)
-            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in seat_lines(rec, sender, 0)) if p[0] == "SENT"}
-            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in seat_lines(rec, receiver, 1)) if p[0] == "GOT")
-        finally:
-            sender.shutdown()
-            receiver.shutdown()
-            settle()
-        seconds += rec.wall_ms / 1000
-        for (a, ta), (b, tb) in zip(got, got[1:]):
-            between = [i for i in sent if a < i < b]
-            if len(between) == 1:
-                pairs.append((tb - ta, sent[between[0]]))
+    pairs, seconds, _ = decision_gaps(lambda role, g: make_bot(base, role, delay, g), games, CLOCK, launcher, 500,
+                                      "think", max_turns=300)
     return pairs, seconds
 
 

@@ -1,11 +1,12 @@
-"""What the channel benches (bench_*_channel.py) share: the two seats' bot folders, the lines a
-seat wrote in a game, and how many bits a decoded signal carries."""
+"""What the channel benches (bench_*_channel.py) share: the two seats' bot folders, the two
+ways they are run (a game between a sender and a receiver, or two seats started side by side),
+the lines a seat wrote in a game, and how many bits a decoded signal carries."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 def bot_folder(d: Path, script_name: str, script: str, toml: str) -> Path:
@@ -41,3 +42,58 @@ def threshold_error(pairs: Sequence[tuple[float, int]]) -> float:
     """The error rate of the best single threshold (a 1 above it), as a pair of seats could learn
     it in a first game: (measured gap, bit sent) pairs."""
     return min(sum((g > t) != bool(b) for g, b in pairs) for t in sorted(g for g, _ in pairs)) / len(pairs)
+
+
+def decision_gaps(make_bot: Callable[[str, int], Path], games: int, clock: Any, launcher: Any, first_seed: int,
+                  name: str, *, adjacent: bool = False, **play: Any) -> tuple[list[tuple[float, int]], float, list[str]]:
+    """Play ``games`` games of a sender against a receiver through the arena's blocking referee.
+    ``make_bot(role, game)`` makes each seat's folder; the sender writes ``SENT <request> <bit>``
+    and the receiver ``GOT <request> <seconds>`` on stderr. Returns (gap seconds, bit) for every
+    receiver gap that holds exactly one sender decision (``adjacent``: and no other request of
+    its own between), the seconds of play, and the sender's faults."""
+    from arena.bots.manifest import load_bot
+    from arena.engine import PRESETS
+    from arena.referee.blocking import BlockingLaunch, BlockingPlayer, play_game, settle
+    pairs: list[tuple[float, int]] = []
+    seconds, faults = 0.0, []
+    launch = BlockingLaunch(launcher)
+    for g in range(games):
+        sender = BlockingPlayer(load_bot(make_bot("sender", g)), launch, clock)
+        receiver = BlockingPlayer(load_bot(make_bot("receiver", g)), launch, clock)
+        try:
+            rec = play_game([sender, receiver], PRESETS["classic"], first_seed + g, game_id=f"{name}-{g}",
+                            clock=clock, **play)
+            sent = {int(p[1]): int(p[2]) for p in (x.split() for x in seat_lines(rec, sender, 0)) if p[0] == "SENT"}
+            got = sorted((int(p[1]), float(p[2])) for p in (x.split() for x in seat_lines(rec, receiver, 1)) if p[0] == "GOT")
+        finally:
+            sender.shutdown()
+            receiver.shutdown()
+            settle()
+        faults += [f["reason"] for f in rec.faults]
+        seconds += rec.wall_ms / 1000
+        for (a, ta), (b, tb) in zip(got, got[1:]):
+            between = [i for i in sent if a < i < b]
+            if len(between) == 1 and (b - a == 2 or not adjacent):
+                pairs.append((tb - ta, sent[between[0]]))
+    return pairs, seconds, faults
+
+
+def side_by_side(base: Path, script: str, commands: dict[str, list[str]], launcher: Any, timeout: float) -> str:
+    """Start a ``recv`` and a ``send`` seat through the arena's own blocking start path (private uid,
+    cgroup, filter; ``launcher``'s containment), each a bot folder under ``base`` holding
+    ``seat.py`` = ``script`` run as ``commands[role]``, and return the receiver's first line.
+    ``base`` is removed afterwards."""
+    import json
+    import shutil
+
+    from arena.bots.manifest import load_bot
+    seats = {}
+    try:
+        for role in ("recv", "send"):
+            seat = bot_folder(base / role, "seat.py", script,
+                              f'name = "{role}"\nversion = "1"\ncommand = {json.dumps(commands[role])}\n')
+            seats[role] = launcher.plan_now(load_bot(seat))
+        with seats["recv"].start() as recv, seats["send"].start():
+            return recv.receive_line(timeout)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

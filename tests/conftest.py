@@ -196,6 +196,18 @@ def checkout_state(root: _Path = _ROOT) -> dict[str, tuple[int, int] | None]:
     return state
 
 
+@_pytest.fixture
+def open_tmp():
+    """A folder a bot's private uid can enter, where pytest's tmp_path (0700) is closed to it: for
+    bots, their stores and runsc's state. Removed afterwards."""
+    import shutil
+    import tempfile
+    d = _Path(tempfile.mkdtemp(prefix="arena-test-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @_pytest.fixture(autouse=True, scope="module")
 def _checkout_unchanged(request):
     """Tests write to temporary directories, never into the checkout (a store, a screenshot)."""
@@ -223,6 +235,26 @@ def _ctrl_c_handler_unchanged():
 
 
 WORKERS_MAX = 2  # the machine the suite is sized and checked on: 2 cores (README, "Tests")
+
+
+LONGEST_FIRST = ("test_serve_accounts", "test_formats", "test_gvisor", "test_serve_browser", "test_debug",
+                 "test_ladder_run", "test_suites", "test_serve_queue", "test_workers", "test_cli_firsthour",
+                 "test_match_gate", "test_seasons", "test_safetext", "test_improve_loop", "test_cluster",
+                 "test_resample", "test_club_walk", "test_gvisor_system", "test_serve_club_browser",
+                 "test_club_default", "test_resume", "test_cpu_seats")
+"""The files that took longest, longest first (each file's test times summed, from a whole run with
+``--junitxml``; close enough is enough, as the order only has to put the long files early)."""
+
+
+def pytest_collection_modifyitems(config: Any, items: list) -> None:
+    """On xdist workers, the longest files first. Under ``--dist loadfile`` a file runs whole on
+    one worker, and the scheduler hands files out in collection order (pyproject's
+    ``--no-loadscope-reorder``; its default order, most tests first, put the long files of few
+    tests last, where one ran alone at the end): long files first, short ones fill in behind."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
 
 
 def pytest_xdist_auto_num_workers(config: Any) -> int:

@@ -79,15 +79,21 @@ def test_a_balanced_ladder_keeps_games_and_co_seatings_within_the_stated_spread(
             assert stated.holds(b)
 
 
-def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, monkeypatch) -> None:
+def balanced_ladder(tmp_path: Path, monkeypatch, name: str):
+    """A living 2-seat classic ladder ``name`` of four built-in bots with the balanced policy, its
+    games played in process: the file's path, the ladder and its open store."""
     _in_process(monkeypatch)
-    path = tmp_path / "even.toml"
+    path = tmp_path / f"{name}.toml"
     path.write_text('rules = "classic"\nseats = 2\ndeals = 1\nmax_turns = 300\nconcurrency = 2\n'
                     'bots = ["random", "lowest", "highest", "heuristic"]\n[matchmaking]\npolicy = "balanced"\n'
                     'opponents = 1\n')
     ladder = load_ladder(path)
     ladder.store = str(tmp_path / "s.sqlite")
-    store = open_store(ladder)
+    return path, ladder, open_store(ladder)
+
+
+def test_a_ladder_run_with_the_balanced_policy_and_its_audit(tmp_path: Path, monkeypatch) -> None:
+    path, ladder, store = balanced_ladder(tmp_path, monkeypatch, "even")
     tables: list[tuple[int, str]] = []
     trio.run(lambda: run_ladder(ladder, store, ctx(), games=80, on_batch=lambda s, t, n: tables.append((n, t.focus))))
     assert len(tables) >= 4
@@ -137,14 +143,7 @@ def test_the_audit_names_the_window_every_member_was_present_for(tmp_path: Path,
     from arena.ladder.placement import submit
 
     from .test_ladder import bot_copy
-    _in_process(monkeypatch)
-    path = tmp_path / "club.toml"
-    path.write_text('rules = "classic"\nseats = 2\ndeals = 1\nmax_turns = 300\nconcurrency = 2\n'
-                    'bots = ["random", "lowest", "highest", "heuristic"]\n[matchmaking]\npolicy = "balanced"\n'
-                    'opponents = 1\n')
-    ladder = load_ladder(path)
-    ladder.store = str(tmp_path / "s.sqlite")
-    store = open_store(ladder)
+    path, ladder, store = balanced_ladder(tmp_path, monkeypatch, "club")
     trio.run(lambda: run_ladder(ladder, store, ctx(), games=40))
     late = bot_copy(tmp_path, "heuristic", "2.0")
     trio.run(lambda: submit(ladder, str(late), store, ctx()))

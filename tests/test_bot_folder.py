@@ -24,7 +24,6 @@ import re
 import shutil
 import socket
 import stat
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -203,15 +202,6 @@ def test_a_copy_is_checked_against_what_the_run_read(tmp_path):
 
 
 # --------------------------------------------------------------------------- the command line
-
-
-@pytest.fixture
-def open_tmp():
-    """A directory a bot's private uid can enter (pytest's tmp_path is 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="arena-folder-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def one_error_line(res) -> str:

@@ -224,9 +224,11 @@ def test_a_server_started_with_a_refused_ladder_to_play_stops_with_the_reason(tm
     assert lines[0].startswith("error: ") and "club's (it has accounts)" in lines[0] and "Traceback" not in out.stderr
 
 
-def test_the_initial_bots_of_a_ladder_refused_for_its_seats_stay_the_organisers(tmp_path: Path) -> None:
-    """A member may not take the name of a refused ladder's own bot: once the organiser fixes the
-    file, that bot would be theirs (its next version, its private lines)."""
+def test_the_initial_bots_a_ladder_file_names_stay_the_organisers(tmp_path: Path) -> None:
+    """A member may not take the name of an initial bot that a ladder file names by folder (the
+    organiser's, not a bundled one), before the ladder has played: in one person's store, where the
+    ladder is offered, and in a club's store, where its seat rule refuses it, since once the
+    organiser fixes the file that bot would be theirs (its next version, its private lines)."""
     from arena.serve.submit import _organisers_names
     bot = tmp_path / "club-ref"
     bot.mkdir()
@@ -234,6 +236,8 @@ def test_the_initial_bots_of_a_ladder_refused_for_its_seats_stay_the_organisers(
     ladders = tmp_path / "ladders"
     ladders.mkdir()
     (ladders / "club.toml").write_text(f'rules = "classic"\nseats = 2\nbots = ["{bot}", "random"]\n')
+    names = _organisers_names(ladders, tmp_path / "arena.sqlite")
+    assert {"club-reference", "random", "heuristic"} <= names and "club-ref" not in names
     club = _club(tmp_path / "club" / "arena.sqlite")
     with pytest.raises(SeatsRefused):
         load_ladder(ladders / "club.toml", store=club)

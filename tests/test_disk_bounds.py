@@ -111,6 +111,29 @@ MANY_FILES = textwrap.dedent("""
 """)
 
 
+def bounded_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, name: str, script: str):
+    """A bot ``name`` whose build runs ``script``, under a build bound of 64 MiB in ``mode``: the
+    call that builds it, and the list of the build copies the arena made (each one recorded as it
+    is made, to check that nothing of it stays)."""
+    from arena.bots import launch
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
+    copies: list[Path] = []
+    copy_of = launch.bot_copy
+
+    def recorded(spec, prefix):
+        copies.append(copy_of(spec, prefix))
+        return copies[-1]
+    monkeypatch.setattr(launch, "bot_copy", recorded)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text(script)
+    (bot / "bot.toml").write_text(f'name = "{name}"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    bot = reachable(bot)
+    return (lambda: Launcher(containment=mode_kw(mode)["containment"]).build_now(load_bot(bot))), copies
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="private uids and cgroups need a root referee")
 @pytest.mark.parametrize("mode", ALL_MODES)
 @pytest.mark.parametrize("script", [BIG_BUILD, MANY_FILES], ids=["2 GiB", "300,000 files"])
@@ -118,26 +141,12 @@ def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path
     """Refused: a build's copy holding more than BUILD_DISK_MB or BUILD_ENTRIES; anything of it left
     on the host's disk afterwards. The bot is refused with a message naming what it wrote."""
     from arena.bots import launch
-    from arena.bots.launch import BuildError, Launcher
-    from arena.bots.manifest import load_bot
-    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
+    from arena.bots.launch import BuildError
     monkeypatch.setattr(launch, "BUILD_ENTRIES", 5_000)
-    copies: list[Path] = []
-
-    def recorded(spec, prefix):
-        copies.append(copy_of(spec, prefix))
-        return copies[-1]
-    copy_of = launch.bot_copy
-    monkeypatch.setattr(launch, "bot_copy", recorded)
-    bot = tmp_path / "bot"
-    bot.mkdir()
-    (bot / "build.py").write_text(script)
-    (bot / "bot.toml").write_text('name = "filler"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
-    bot = reachable(bot)
-    launcher = Launcher(containment=mode_kw(mode)["containment"])
+    build, copies = bounded_build(tmp_path, monkeypatch, mode, "filler", script)
     before = free_bytes()
     with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:
-        launcher.build_now(load_bot(bot))
+        build()
     assert "filler" in str(info.value)
     seen = int(re.search(r"\((\d+) MiB", str(info.value)).group(1))
     assert seen < 1024, info.value  # stopped while it wrote, not refused once all 2 GiB were there

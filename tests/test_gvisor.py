@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -63,16 +62,6 @@ def failing_runsc(tmp_path: Path) -> dict[str, str]:
     return {**ENV, "PATH": f"{fake.parent}:{ENV.get('PATH', '/usr/bin:/bin')}"}
 
 
-@pytest.fixture
-def scratch():
-    """A TMPDIR for the arena under test, where runsc's state goes: reachable by bot uids (the arena
-    copies its package there), unlike pytest's 0700 tmp_path."""
-    d = Path(tempfile.mkdtemp(prefix="palace-arena-gvisor-test-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def stored_games(store: Path) -> int:
     if not store.exists():
         return 0
@@ -99,14 +88,14 @@ def test_a_failing_runsc_refuses_the_run_with_its_reason(tmp_path: Path, failing
     assert stored_games(store) == 0
 
 
-def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(scratch: Path,
+def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(open_tmp: Path,
                                                                        failing_runsc: dict[str, str]) -> None:
     """`gvisor = true` in a ladder file: the entry check of a submission is refused with runsc's
     reason, and nothing is placed."""
     from tests.test_ladder import bot_copy, write_ladder
-    path = write_ladder(scratch, "strangers", gvisor=True)
-    low = bot_copy(scratch, "lowest", "2.0")
-    done = arena("submit", str(low), "--ladder", str(path), "--store", str(scratch / "s.sqlite"), "--plain",
+    path = write_ladder(open_tmp, "strangers", gvisor=True)
+    low = bot_copy(open_tmp, "lowest", "2.0")
+    done = arena("submit", str(low), "--ladder", str(path), "--store", str(open_tmp / "s.sqlite"), "--plain",
                  env=failing_runsc)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -114,7 +103,7 @@ def test_a_ladder_for_strangers_refuses_a_submission_where_runsc_fails(scratch: 
     assert "operation not permitted" in errors[0] or "root referee" in errors[0]
     assert "Traceback" not in done.stderr
     assert "seeding" not in done.stdout  # refused at the entry check, not after it ran under bubblewrap
-    assert stored_games(scratch / "s.sqlite") == 0
+    assert stored_games(open_tmp / "s.sqlite") == 0
 
 
 BOT_COMMANDS = {"check": ["check", "random", "--games", "1", "--rules", "classic"],
@@ -140,15 +129,15 @@ def test_check_play_and_match_refuse_gvisor_where_runsc_fails(tmp_path: Path, fa
 
 
 @needs_gvisor
-def test_check_play_and_match_run_the_bot_under_gvisor(scratch: Path) -> None:
+def test_check_play_and_match_run_the_bot_under_gvisor(open_tmp: Path) -> None:
     """The bot plays legally only under gVisor's kernel: any command that ran it in another mode
     would record its illegal answer as a fault."""
-    picky = scratch / "picky"
+    picky = open_tmp / "picky"
     picky.mkdir()
     (picky / "bot.toml").write_text('name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (picky / "bot.py").write_text(PICKY.format(host=os.uname().release))
-    store = scratch / "arena.sqlite"
-    env = {**ENV, "TMPDIR": str(scratch)}
+    store = open_tmp / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(open_tmp)}
     done = arena("check", str(picky), "--games", "1", "--rules", "classic", "--gvisor", env=env)
     assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
     for args in (["play", str(picky), "lowest", "--quiet"], ["match", str(picky), "lowest", "--max-games", "2"]):
@@ -226,13 +215,13 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
 
 
 @needs_gvisor
-def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scratch: Path) -> None:
+def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, open_tmp: Path) -> None:
     """A whole game through `arena tournament --gvisor`; one bot never answers, so its game ends
     with a timeout; afterwards nothing of runsc is left."""
     from tests.test_cli_firsthour import bot
     silent = bot(tmp_path, "silent", "import time; time.sleep(600)")
     store = tmp_path / "store" / "arena.sqlite"
-    env = {**ENV, "TMPDIR": str(scratch)}
+    env = {**ENV, "TMPDIR": str(open_tmp)}
     done = arena("tournament", "--bot", "random", "--bot", "lowest", "--bot", str(silent), "--seats", "2",
                  "--deals", "1", "--gvisor", "--move-ms", "300", "--bank-ms", "0", "-j", "1",
                  "--store", str(store), "--plain", env=env)
@@ -241,8 +230,8 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, scrat
     with sqlite3.connect(store) as db:
         reasons = [r for (r,) in db.execute("select result from games")]
     assert any("timeout" in r for r in reasons), reasons
-    assert runsc_processes(scratch) == {}
-    assert [p for p in scratch.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
+    assert runsc_processes(open_tmp) == {}
+    assert [p for p in open_tmp.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
 
 
 REFEREE = textwrap.dedent("""
@@ -257,20 +246,20 @@ REFEREE = textwrap.dedent("""
 
 
 @needs_gvisor
-def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, scratch: Path) -> None:
-    env = {**ENV, "TMPDIR": str(scratch)}
+def test_referee_killed_leaves_no_runsc_after_cleanup(tmp_path: Path, open_tmp: Path) -> None:
+    env = {**ENV, "TMPDIR": str(open_tmp)}
     referee = subprocess.Popen([sys.executable, "-c", REFEREE, str(reachable(tmp_path))], stdout=subprocess.PIPE,
                                text=True, env=env)
     try:
         assert referee.stdout is not None
         assert referee.stdout.readline().split()[1] == "up"
-        assert runsc_processes(scratch)  # the test sees what it counts
+        assert runsc_processes(open_tmp)  # the test sees what it counts
     finally:
         os.kill(referee.pid, signal.SIGKILL)
         referee.wait()
     subprocess.run([sys.executable, "-c", "from arena.bots.containment import cleanup_stale; cleanup_stale()"],
                    env=env, check=True, timeout=120)
-    assert runsc_processes(scratch) == {}
+    assert runsc_processes(open_tmp) == {}
 
 
 FORK_BOT = textwrap.dedent("""
@@ -419,20 +408,20 @@ serve(lambda msg: msg["actions"][0]["id"] if os.uname().release != HOST else 10*
 
 
 @needs_gvisor
-def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_path: Path, scratch: Path) -> None:
+def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_path: Path, open_tmp: Path) -> None:
     """`arena serve`'s upload path: a ladder file naming `gvisor = true` runs the entry check and the
     placement under gVisor. The bot plays legally only under gVisor's kernel, so a check or a
     placement game run in any other mode is a fault, and the upload would not be placed cleanly."""
     from tests.test_serve import ServerProc, _finished, multipart, zip_bytes
     from arena.serve import data
-    (scratch / "ladders").mkdir()
-    (scratch / "ladders" / "strangers.toml").write_text(
+    (open_tmp / "ladders").mkdir()
+    (open_tmp / "ladders" / "strangers.toml").write_text(
         'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n')
-    store = scratch / "data" / "arena.sqlite"
+    store = open_tmp / "data" / "arena.sqlite"
     store.parent.mkdir()
     files = {"picky/bot.toml": b'name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
              "picky/bot.py": PICKY.format(host=os.uname().release).encode()}
-    server = ServerProc(store, "--allow-submit", "--ladders", str(scratch / "ladders"))
+    server = ServerProc(store, "--allow-submit", "--ladders", str(open_tmp / "ladders"))
     try:
         body, ctype = multipart({"ladder": "strangers", "token": server.token}, ("picky.zip", zip_bytes(files)))
         status, headers, _ = server.request("POST", "/submit", body, {"Content-Type": ctype})

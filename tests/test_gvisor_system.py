@@ -20,7 +20,7 @@ from arena.bots.launch import ContainmentError, Launcher
 from arena.ladder.config import LadderError, load_ladder
 from arena.tournament.config import ConfigError, load_config
 
-from tests.test_gvisor import ENV, arena, needs_gvisor, scratch  # noqa: F401 (a fixture)
+from tests.test_gvisor import ENV, arena, needs_gvisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,8 +93,8 @@ def test_the_shipped_strangers_ladder_lets_the_starters_languages_in() -> None:
     assert {"javascript", "java"} <= set(ladder.system)
 
 
-def starter(scratch: Path, language: str) -> Path:
-    bot = scratch / language
+def starter(open_tmp: Path, language: str) -> Path:
+    bot = open_tmp / language
     shutil.copytree(ROOT / "examples" / "bots" / language, bot)
     for p in [bot, *bot.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
@@ -102,23 +102,23 @@ def starter(scratch: Path, language: str) -> Path:
 
 
 @needs_gvisor
-def test_a_javascript_starter_is_refused_without_its_language(scratch: Path) -> None:  # noqa: F811
+def test_a_javascript_starter_is_refused_without_its_language(open_tmp: Path) -> None:
     from arena.bots.start import start_bot
-    bot = starter(scratch, "javascript")
+    bot = starter(open_tmp, "javascript")
     with pytest.raises(BotCommandError, match="not in a gVisor seat's system view.*system list"):
         start_bot(["node", "bot.js"], bot, containment=Containment.GVISOR)
 
 
 @needs_gvisor
 @pytest.mark.parametrize("language", ["javascript", "java"])
-def test_a_starter_plays_under_gvisor_with_its_language(scratch: Path, language: str) -> None:  # noqa: F811
+def test_a_starter_plays_under_gvisor_with_its_language(open_tmp: Path, language: str) -> None:
     """Through `arena tournament --gvisor --system LANGUAGE`: every game with no forfeit (Java's
     `javac` build runs under gVisor too, in the same view)."""
-    bot = starter(scratch, language)
-    store = scratch / "store" / "arena.sqlite"
+    bot = starter(open_tmp, language)
+    store = open_tmp / "store" / "arena.sqlite"
     done = arena("tournament", "--bot", str(bot), "--bot", "lowest", "--seats", "2", "--deals", "1",
                  "--gvisor", "--system", language, "-j", "1", "--move-ms", "5000",
-                 "--store", str(store), "--plain", env={**ENV, "TMPDIR": str(scratch)})
+                 "--store", str(store), "--plain", env={**ENV, "TMPDIR": str(open_tmp)})
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         results = [r for (r,) in db.execute("select result from games")]
@@ -143,14 +143,14 @@ def test_system_on_every_command_that_starts_bots_is_checked_like_a_tournament_s
 
 
 @needs_gvisor
-def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_debug(scratch: Path) -> None:  # noqa: F811
+def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_debug(open_tmp: Path) -> None:
     """The same `--gvisor --system javascript` that `arena tournament` takes lets node into the seat's
     view for `arena check`, `play`, `match` and `debug`: one game each (check: one scenario), no
     fault, and `debug` feeds the recorded game back with no divergence (the starter seeds itself
     from the start message)."""
-    bot = starter(scratch, "javascript")
-    store = scratch / "store" / "arena.sqlite"
-    env = {**ENV, "TMPDIR": str(scratch)}
+    bot = starter(open_tmp, "javascript")
+    store = open_tmp / "store" / "arena.sqlite"
+    env = {**ENV, "TMPDIR": str(open_tmp)}
     view = ["--gvisor", "--system", "javascript"]
     done = arena("check", str(bot), "--games", "1", "--rules", "classic", *view, env=env)
     assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr

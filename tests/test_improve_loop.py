@@ -12,10 +12,8 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,14 +26,6 @@ def _v2_code() -> str:
     return m.group(1)
 
 
-@pytest.fixture
-def work():
-    d = Path(tempfile.mkdtemp(prefix="improve-loop-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _arena(work: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=work, capture_output=True, text=True,
                           timeout=300)
@@ -46,7 +36,8 @@ def _chmod(d: Path) -> None:
         p.chmod(0o755)
 
 
-def test_the_improve_loop(work: Path):
+def test_the_improve_loop(open_tmp: Path):
+    work = open_tmp
     # 1. the starter as it is: it already seeds from each game's start.seed (the page's first step)
     bot = work / "my-bot"
     shutil.copytree(REPO / "examples" / "bots" / "python", bot)

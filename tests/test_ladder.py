@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -63,15 +62,6 @@ def bot_copy(tmp: Path, bundled: str, version: str, dirname: str | None = None) 
     toml = dest / "bot.toml"
     toml.write_text(toml.read_text().replace('version = "1.0"', f'version = "{version}"'))
     return dest
-
-
-@pytest.fixture
-def public_tmp():
-    """A directory that bots run under a private uid (root referees) can reach, unlike pytest's tmp_path."""
-    d = Path(tempfile.mkdtemp(prefix="ladder-e2e-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -244,8 +234,8 @@ def test_failed_check_refuses(lad, tmp_path: Path):
     assert members(store, ladder.name) == [] and ladder_results(store, ladder) == []  # nothing registered or played
 
 
-def test_members_play_from_snapshots_and_initial_bot_added_later(public_tmp: Path):
-    tmp_path = public_tmp
+def test_members_play_from_snapshots_and_initial_bot_added_later(open_tmp: Path):
+    tmp_path = open_tmp
     store_path = str(tmp_path / "s.sqlite")
     path = write_ladder(tmp_path, store=store_path)
     ladder = load_ladder(path)
@@ -416,9 +406,9 @@ def _arena(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=240)
 
 
-def test_cli_submit_end_to_end(public_tmp: Path):
+def test_cli_submit_end_to_end(open_tmp: Path):
     """A real submission: arena check and the placement games run the real bundled bots as processes."""
-    tmp_path = public_tmp
+    tmp_path = open_tmp
     path = write_ladder(tmp_path, "e2e", bots=["random", "highest"], max_turns=400, move_ms=2000)
     store = tmp_path / "store.sqlite"
     low = bot_copy(tmp_path, "lowest", "2.0")

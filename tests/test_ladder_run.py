@@ -30,7 +30,7 @@ from arena.ladder import (Candidate, LadderState, RunSummary, bot_statuses, choo
 from arena.ladder.tables import MemberStatus, _add_member, clear_status
 
 from .fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
-from .test_ladder import bot_copy, ctx, public_tmp, write_ladder  # noqa: F401 (fixture)
+from .test_ladder import bot_copy, ctx, write_ladder
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -215,10 +215,10 @@ def test_trends():
 
 # --------------------------------------------------------------------------- one file plus the store
 
-def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
+def test_a_copied_store_is_the_whole_ladder_and_resumes(open_tmp: Path):
     """Run a ladder with a submitted bot, copy only the store directory elsewhere, remove the
     original (ladder file, bot sources and store), and resume there by name."""
-    origin = public_tmp / "origin"
+    origin = open_tmp / "origin"
     origin.mkdir()
     path = write_ladder(origin, "travel", bots=["random", "lowest"], store=str(origin / "data" / "s.sqlite"))
     ladder = load_ladder(path)
@@ -237,11 +237,11 @@ def test_a_copied_store_is_the_whole_ladder_and_resumes(public_tmp: Path):
     before = ladder_standings(ladder, store).games
     store.close()
     assert (origin / "data" / "ladders" / "travel.toml").is_file()
-    moved = public_tmp / "elsewhere"
+    moved = open_tmp / "elsewhere"
     shutil.copytree(origin / "data", moved)
     shutil.rmtree(origin)
 
-    empty = public_tmp / "no-ladders"
+    empty = open_tmp / "no-ladders"
     empty.mkdir()
     again = load_ladder("travel", empty, store_dir=moved)
     assert again.path == (moved / "ladders" / "travel.toml").resolve()
@@ -371,13 +371,13 @@ def _count(store: Path, sql: str) -> int:
         db.close()
 
 
-def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(public_tmp: Path):
+def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(open_tmp: Path):
     """The real thing: `arena ladder run` with the bundled bots as processes, killed with SIGKILL
     once it has stored some batch games; every stored game is whole, and a second run finishes the
     interrupted batch before choosing new tables."""
-    path = write_ladder(public_tmp, "kill", bots=["random", "lowest", "highest"], max_turns=400, concurrency=2)
-    store = public_tmp / "s.sqlite"
-    proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=public_tmp)
+    path = write_ladder(open_tmp, "kill", bots=["random", "lowest", "highest"], max_turns=400, concurrency=2)
+    store = open_tmp / "s.sqlite"
+    proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=open_tmp)
     runs = "SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:kill:run:%'"
     deadline = time.monotonic() + 300
     try:
@@ -402,7 +402,7 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(public_tmp: P
     assert {r[0] for r in db.execute("SELECT game FROM game_logs")} >= stored
     db.close()
 
-    again = _arena("ladder", "run", str(path), "--store", str(store), "--plain", "--games", "4", cwd=public_tmp)
+    again = _arena("ladder", "run", str(path), "--store", str(store), "--plain", "--games", "4", cwd=open_tmp)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, out + err
     db = sqlite3.connect(store)
@@ -418,10 +418,10 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(public_tmp: P
         assert "finishing batch" in out
 
 
-def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(public_tmp: Path):
-    path = write_ladder(public_tmp, "intr", bots=["random", "lowest"], max_turns=400, concurrency=1)
-    store = public_tmp / "s.sqlite"
-    proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=public_tmp)
+def test_ctrl_c_stops_a_run_with_one_line_and_exit_130(open_tmp: Path):
+    path = write_ladder(open_tmp, "intr", bots=["random", "lowest"], max_turns=400, concurrency=1)
+    store = open_tmp / "s.sqlite"
+    proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=open_tmp)
     deadline = time.monotonic() + 300
     try:
         while _count(store, "SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:intr:run:%'") < 1:
@@ -477,7 +477,7 @@ def test_matchmaking_refits_after_the_games_grew_enough(lad4, monkeypatch):
 
 # --------------------------------------------------------------------------- a ladder on a deal suite
 
-def test_a_ladder_plays_its_suite_goes_round_it_and_resumes_only_with_it(public_tmp: Path):
+def test_a_ladder_plays_its_suite_goes_round_it_and_resumes_only_with_it(open_tmp: Path):
     """`suite = ...` in a ladder file: the seed round-robin and each placement play the suite's first
     `deals` deals, run batches go round the suite from where the last one stopped, every game
     deals from the suite, the resume key names the suite's content, the store keeps a private copy,
@@ -486,7 +486,7 @@ def test_a_ladder_plays_its_suite_goes_round_it_and_resumes_only_with_it(public_
     from arena.engine import rules_from
     from arena.ladder import LadderError
     from arena.tournament.suites import load_suite, make_suite, save_suite
-    origin = public_tmp / "suited"
+    origin = open_tmp / "suited"
     origin.mkdir()
     suite = make_suite(rules_from("classic", {}), 2, 5)
     save_suite(origin / "suite.json", suite)
@@ -527,17 +527,17 @@ def test_a_ladder_plays_its_suite_goes_round_it_and_resumes_only_with_it(public_
     store.close()
 
 
-def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(public_tmp: Path):
+def test_a_ladder_suite_must_fit_and_stay_out_of_bots_folders(open_tmp: Path):
     from arena.engine import rules_from
     from arena.ladder import LadderError
     from arena.tournament.suites import make_suite, save_suite
-    bot = bot_copy(public_tmp, "heuristic", "3.0", "mine")
+    bot = bot_copy(open_tmp, "heuristic", "3.0", "mine")
     save_suite(bot / "suite.json", make_suite(rules_from("classic", {}), 2, 3))
-    inside = write_ladder(public_tmp, "inside", bots=["random", "mine"], suite="mine/suite.json")
+    inside = write_ladder(open_tmp, "inside", bots=["random", "mine"], suite="mine/suite.json")
     with pytest.raises(LadderError, match=r"suite: .*lies inside the folder of heuristic@3.0"):
         load_ladder(inside)
-    save_suite(public_tmp / "four.json", make_suite(rules_from("classic", {}), 4, 3))
-    other = write_ladder(public_tmp, "other", suite="four.json")
+    save_suite(open_tmp / "four.json", make_suite(rules_from("classic", {}), 4, 3))
+    other = write_ladder(open_tmp, "other", suite="four.json")
     with pytest.raises(LadderError, match="with 4 players; the ladder plays classic with 2"):
         load_ladder(other)
 

@@ -62,35 +62,14 @@ def _match(at: Path, *args: str):
                                "--store", str(where / "games.sqlite"), "--every", "1000", "--move-ms", "60000"])
 
 
-def test_exit_status_is_the_verdict(in_process, tmp_path: Path):
-    better = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json")
+def test_exit_status_is_the_verdict_and_the_summary_says_it(in_process, tmp_path: Path):
+    """The exit status is the SPRT's verdict (0 H1, 1 H0, 3 undecided, 2 a bad call), and the
+    ``--summary`` markdown of each decided match says the same as its result."""
+    md = tmp_path / "summary.md"
+    better = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json", "--summary", str(md))
     assert better.exit_code == 0, better.output
     data = json.loads(better.stdout)
     assert data["status"] == "accept_h1" and data["exit_status"] == 0
-
-    worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,100", "--max-games", "400")
-    assert worse.exit_code == 1, worse.output
-    assert "H0 accepted: highest@1.0 - lowest@1.0" in worse.stdout
-
-    undecided = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "2")
-    assert undecided.exit_code == 3, undecided.output
-    assert "no SPRT decision within 2 games" in undecided.stdout
-
-    plain = _match(tmp_path, "lowest", "highest", "--max-games", "4")
-    assert plain.exit_code == 0 and "4 games played" in plain.stdout
-
-    bad = _match(tmp_path, "lowest", "highest", "--sprt", "10,0")
-    assert bad.exit_code == 2 and "elo1 must be above elo0" in bad.output
-    missing = _match(tmp_path, "lowest", str(tmp_path / "nowhere"), "--sprt", "0,10")
-    assert missing.exit_code == 2 and "Traceback" not in missing.output
-    assert len(in_process) == 4, "the matches ran on worker processes, not the in-process bots"
-
-
-def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
-    md = tmp_path / "summary.md"
-    result = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "400", "--json", "--summary", str(md))
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
     text = md.read_text()
     assert text.startswith("### ✅ lowest@1.0 vs highest@1.0: H1 accepted")
     s = data["sprt"]
@@ -103,9 +82,25 @@ def test_summary_markdown_matches_the_result(in_process, tmp_path: Path):
     assert "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |" in text
 
     worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,100", "--max-games", "400", "--summary", str(md))
-    assert worse.exit_code == 1 and md.read_text().startswith("### ❌ highest@1.0 vs lowest@1.0: H0 accepted")
+    assert worse.exit_code == 1, worse.output
+    assert "H0 accepted: highest@1.0 - lowest@1.0" in worse.stdout
+    assert md.read_text().startswith("### ❌ highest@1.0 vs lowest@1.0: H0 accepted")
+
+    undecided = _match(tmp_path, "lowest", "highest", "--sprt", "0,100", "--max-games", "2")
+    assert undecided.exit_code == 3, undecided.output
+    assert "no SPRT decision within 2 games" in undecided.stdout
+
+    plain = _match(tmp_path, "lowest", "highest", "--max-games", "4")
+    assert plain.exit_code == 0 and "4 games played" in plain.stdout
+
+    bad = _match(tmp_path, "lowest", "highest", "--sprt", "10,0")
+    assert bad.exit_code == 2 and "elo1 must be above elo0" in bad.output
+    missing = _match(tmp_path, "lowest", str(tmp_path / "nowhere"), "--sprt", "0,10")
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
     unwritable = _match(tmp_path, "lowest", "highest", "--max-games", "2", "--summary", str(tmp_path / "no" / "dir.md"))
     assert unwritable.exit_code == 2 and "--summary: cannot write" in unwritable.output
+    # a launcher for each match that got as far as its bots: all but the bad call and the missing bot
+    assert len(in_process) == 5, "the matches ran on worker processes, not the in-process bots"
 
 
 def test_trusted_bots_sandbox_and_gvisor_reach_the_launcher(in_process, tmp_path: Path):
@@ -213,18 +208,7 @@ def test_example_workflow_uses_real_options():
         sub.make_context(argv[1], [w for w in argv[2:] if not w.startswith("${")])  # bash arrays: set above
 
 
-@pytest.fixture
-def public_tmp():
-    """A directory that bots run under a private uid (root referees) can reach, unlike pytest's tmp_path."""
-    import shutil
-    import tempfile
-    d = Path(tempfile.mkdtemp(prefix="gate-e2e-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def test_example_workflow_gate_steps_run(public_tmp: Path):
+def test_example_workflow_gate_steps_run(open_tmp: Path):
     """The workflow's own shell steps (label the baseline, the SPRT gate) on the Python starter bot
     against itself: the gate runs, writes the summary and records exit status 3 (undecided)."""
     import os
@@ -233,23 +217,23 @@ def test_example_workflow_gate_steps_run(public_tmp: Path):
     flow = yaml.safe_load((REPO / "examples" / "ci" / "github-actions.yml").read_text())
     steps = {s.get("name"): s for s in flow["jobs"]["gate"]["steps"]}
     env = {**os.environ, **{k: str(v) for k, v in flow["env"].items()}, "MAX_GAMES": "4",
-           "GITHUB_OUTPUT": str(public_tmp / "out"), "PYTHONPATH": str(REPO)}
+           "GITHUB_OUTPUT": str(open_tmp / "out"), "PYTHONPATH": str(REPO)}
     for side in ("new", "old"):
-        shutil.copytree(REPO / "examples" / "bots" / "python", public_tmp / side / env["BOT_DIR"])
-    shim = public_tmp / "bin" / "arena"
+        shutil.copytree(REPO / "examples" / "bots" / "python", open_tmp / side / env["BOT_DIR"])
+    shim = open_tmp / "bin" / "arena"
     shim.parent.mkdir()
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m arena.cli \"$@\"\n")
     shim.chmod(0o755)
     env["PATH"] = f"{shim.parent}:{env['PATH']}"
-    assert subprocess.run([sys.executable, "-m", "arena.cli", "deals", "make", str(public_tmp / "new" / "deals.json"),
+    assert subprocess.run([sys.executable, "-m", "arena.cli", "deals", "make", str(open_tmp / "new" / "deals.json"),
                            "-n", "3", "--rules", env["RULES"]], capture_output=True, env=env).returncode == 0
     env["DEALS"] = "deals.json"
     for name in ("Label the baseline", "SPRT gate"):
-        done = subprocess.run(["bash", "-e", "-c", steps[name]["run"]], cwd=public_tmp, env=env,
+        done = subprocess.run(["bash", "-e", "-c", steps[name]["run"]], cwd=open_tmp, env=env,
                               capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
-    assert 'version = "base"' in (public_tmp / "old" / "bot" / "bot.toml").read_text()
+    assert 'version = "base"' in (open_tmp / "old" / "bot" / "bot.toml").read_text()
     assert "starter-python@1.0.0 vs starter-python@base" in done.stdout
     assert "from the suite new/deals.json (3 deals)" in done.stdout
-    assert (public_tmp / "out").read_text() == "status=3\n"
-    assert (public_tmp / "summary.md").read_text().startswith("### ⚠️ starter-python@1.0.0 vs starter-python@base")
+    assert (open_tmp / "out").read_text() == "status=3\n"
+    assert (open_tmp / "summary.md").read_text().startswith("### ⚠️ starter-python@1.0.0 vs starter-python@base")

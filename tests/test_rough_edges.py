@@ -45,14 +45,6 @@ def test_junk_before_hello_is_quoted_with_a_hint():
     assert protocol.read_bot_hello('{"type":"hello","protocol":1,"name":"x","version":"1"}')["name"] == "x"
 
 
-@pytest.fixture
-def public_tmp():
-    d = Path(tempfile.mkdtemp(prefix="rough-edges-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _bot(root: Path, name: str, code: str, command: str | None = None) -> Path:
     d = root / name
     d.mkdir()
@@ -91,26 +83,26 @@ for line in sys.stdin:
 '''
 
 
-def test_check_quotes_the_banner_and_explains_buffering(public_tmp: Path):
-    banner = _arena("check", str(_bot(public_tmp, "banner", BANNER)), "--rules", "classic", "--games", "1",
-                    cwd=public_tmp)
+def test_check_quotes_the_banner_and_explains_buffering(open_tmp: Path):
+    banner = _arena("check", str(_bot(open_tmp, "banner", BANNER)), "--rules", "classic", "--games", "1",
+                    cwd=open_tmp)
     assert banner.returncode == 1, banner.stdout + banner.stderr
     assert "the bot's first line was 'Loading my bot v2...'" in " ".join(banner.stdout.split())
     assert banner.stdout.count("containment:") == 1
-    unflushed = _arena("check", str(_bot(public_tmp, "unflushed", UNFLUSHED)), "--rules", "classic", "--games", "1",
-                       "--move-ms", "300", "--bank-ms", "0", cwd=public_tmp)
+    unflushed = _arena("check", str(_bot(open_tmp, "unflushed", UNFLUSHED)), "--rules", "classic", "--games", "1",
+                       "--move-ms", "300", "--bank-ms", "0", cwd=open_tmp)
     assert unflushed.returncode == 1, unflushed.stdout + unflushed.stderr
     out = " ".join(unflushed.stdout.split())
     assert "probably buffered" in out and "flush=True" in out
     assert "one move took longer than all of it" not in out
 
 
-def test_script_outside_the_bot_folder_is_named(public_tmp: Path):
-    elsewhere = public_tmp / "elsewhere"
+def test_script_outside_the_bot_folder_is_named(open_tmp: Path):
+    elsewhere = open_tmp / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "adapter.py").write_text(BANNER)
-    bot = _bot(public_tmp, "outside", "", command=f'["python3", "{elsewhere / "adapter.py"}"]')
-    done = _arena("check", str(bot), "--rules", "classic", "--games", "1", cwd=public_tmp)
+    bot = _bot(open_tmp, "outside", "", command=f'["python3", "{elsewhere / "adapter.py"}"]')
+    done = _arena("check", str(bot), "--rules", "classic", "--games", "1", cwd=open_tmp)
     assert done.returncode == 1
     out = " ".join(done.stdout.split())
     assert f"the command names {elsewhere / 'adapter.py'}, which the contained bot cannot see" in out

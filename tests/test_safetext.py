@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,14 +55,6 @@ def test_a_safe_console_escapes_text_and_keeps_its_own_styles() -> None:
 
 # --------------------------------------------------------------------------- through the commands
 
-@pytest.fixture
-def public_tmp():
-    d = Path(tempfile.mkdtemp(prefix="safetext-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def arena(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
@@ -82,12 +72,12 @@ def _bot(root: Path, name: str, toml: str, code: str = "") -> Path:
 
 @pytest.mark.parametrize("line", ['version = "1\\u001b]0;owned\\u0007"', 'author = "me\\u001b[2J\\u009b31m"',
                                   'description = "x\\u202eevil"'])
-def test_a_bot_toml_with_control_characters_is_refused_in_one_clean_line(public_tmp: Path, line: str) -> None:
-    bot = _bot(public_tmp, "evil", f'name = "evil"\n{line}\ncommand = ["python3", "bot.py"]\n')
+def test_a_bot_toml_with_control_characters_is_refused_in_one_clean_line(open_tmp: Path, line: str) -> None:
+    bot = _bot(open_tmp, "evil", f'name = "evil"\n{line}\ncommand = ["python3", "bot.py"]\n')
     for args in (["check", str(bot), "--rules", "classic", "--games", "1"],
                  ["tournament", "--bot", str(bot), "--bot", "random", "--deals", "1", "--plain",
-                  "--store", str(public_tmp / "s.sqlite")]):
-        done = arena(*args, cwd=public_tmp)
+                  "--store", str(open_tmp / "s.sqlite")]):
+        done = arena(*args, cwd=open_tmp)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "must be one line of printable text" in done.stderr
         assert raw_bytes(done.stdout + done.stderr) == [], (args, done.stderr)
@@ -112,25 +102,25 @@ for line in sys.stdin:
 '''
 
 
-def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(public_tmp: Path) -> None:
+def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(open_tmp: Path) -> None:
     """A bot writes escape sequences to stderr and in its ``info``; then its label in the store holds
     them too (a store written before bot.toml was checked, or edited by hand): every command that
     shows them prints them escaped."""
     toml = 'name = "evil"\nversion = "1"\ncommand = ["python3", "bot.py"]\n'
-    bot = _bot(public_tmp, "evil", toml, HOSTILE % (EVIL, 10**6))
-    crasher = _bot(public_tmp, "crasher", toml.replace('"evil"', '"crasher"'), HOSTILE % (EVIL, 3))
-    store = str(public_tmp / "s.sqlite")
+    bot = _bot(open_tmp, "evil", toml, HOSTILE % (EVIL, 10**6))
+    crasher = _bot(open_tmp, "crasher", toml.replace('"evil"', '"crasher"'), HOSTILE % (EVIL, 3))
+    store = str(open_tmp / "s.sqlite")
     done = arena("tournament", "--name", "t", "--bot", str(bot), "--bot", "random", "--deals", "1", "--plain",
-                 "-j", "1", "--store", store, cwd=public_tmp)
+                 "-j", "1", "--store", store, cwd=open_tmp)
     assert done.returncode == 0, done.stderr
-    row = json.loads(arena("games", "--store", store, "--json", cwd=public_tmp).stdout)[0]
+    row = json.loads(arena("games", "--store", store, "--json", cwd=open_tmp).stdout)[0]
     game, seat = row["id"], str(row["seats"].index("evil@1"))
 
     outputs = {
         "tournament": done,
-        "replay": arena("replay", game, "--store", store, "--plain", cwd=public_tmp),
-        "debug": arena("debug", game, str(crasher), "--seat", seat, "--store", store, cwd=public_tmp),
-        "check": arena("check", str(crasher), "--rules", "classic", "--games", "1", cwd=public_tmp),
+        "replay": arena("replay", game, "--store", store, "--plain", cwd=open_tmp),
+        "debug": arena("debug", game, str(crasher), "--seat", seat, "--store", store, cwd=open_tmp),
+        "check": arena("check", str(crasher), "--rules", "classic", "--games", "1", cwd=open_tmp),
     }
     assert "thinking \\x1b]0;owned" in outputs["replay"].stdout  # shown, escaped
     assert "\\x1b[2J" in outputs["check"].stdout + outputs["check"].stderr
@@ -145,9 +135,9 @@ def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(public_tmp: Path) ->
     db.commit()
     db.close()
     outputs |= {
-        "games": arena("games", "--store", store, cwd=public_tmp),
-        "standings": arena("standings", "t", "--store", store, cwd=public_tmp),
-        "standings --csv": arena("standings", "t", "--store", store, "--csv", cwd=public_tmp),
+        "games": arena("games", "--store", store, cwd=open_tmp),
+        "standings": arena("standings", "t", "--store", store, cwd=open_tmp),
+        "standings --csv": arena("standings", "t", "--store", store, "--csv", cwd=open_tmp),
     }
     assert "evil@1\\x1b]0;owned" in outputs["games"].stdout
     assert "evil@1\\x1b]0;owned" in outputs["standings"].stdout

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("uvicorn", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
-from .test_ladder import public_tmp, write_ladder  # noqa: F401 (fixture)
+from .test_ladder import write_ladder
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,12 +36,12 @@ def _count(store: Path, sql: str) -> int:
         db.close()
 
 
-def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(public_tmp: Path):
-    path = write_ladder(public_tmp, "night", bots=["random", "lowest"], max_turns=400, concurrency=1, deals=6)
-    store = public_tmp / "s.sqlite"
+def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Path):
+    path = write_ladder(open_tmp, "night", bots=["random", "lowest"], max_turns=400, concurrency=1, deals=6)
+    store = open_tmp / "s.sqlite"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store",
-                             str(store), "--port", "0", "--ladder", str(path)], cwd=public_tmp, env=env,
+                             str(store), "--port", "0", "--ladder", str(path)], cwd=open_tmp, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     mid_batch = ("SELECT COUNT(*) FROM games g JOIN tournaments t ON t.id=g.tournament "
                  "WHERE t.id LIKE 'ladder:night:run:%' AND t.status!='done'")

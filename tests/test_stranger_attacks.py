@@ -155,20 +155,6 @@ def test_a_worker_short_of_disk_refuses_a_new_bundle_and_keeps_nothing(tmp_path:
     assert bundles.prepare_bot(digest, "bot.toml", blob, root=cache).label == "small@1"
 
 
-def test_an_initial_bot_named_by_a_ladder_file_is_the_organisers_too(tmp_path: Path) -> None:
-    """The same rule for a ladder whose initial bots are folders of the organiser's (``--ladders``),
-    not bundled ones: their names are refused to members before the ladder has played."""
-    from arena.serve.submit import _organisers_names
-    bot = tmp_path / "club-ref"
-    bot.mkdir()
-    (bot / "bot.toml").write_text('name = "club-reference"\nversion = "1"\ncommand = ["true"]\n')
-    ladders = tmp_path / "ladders"
-    ladders.mkdir()
-    (ladders / "club.toml").write_text(f'rules = "classic"\nseats = 2\nbots = ["{bot}", "random"]\n')
-    names = _organisers_names(ladders, tmp_path / "arena.sqlite")  # one person's store: the ladder is offered
-    assert {"club-reference", "random", "heuristic"} <= names and "club-ref" not in names
-
-
 # --------------------------------------------------------------------------- the host's page cache
 
 OUTSIDE_THE_VIEW = ("/usr/share", "/usr/bin/perl", "/usr/bin/gcc", "/usr/lib/jvm", "/usr/lib/gcc",

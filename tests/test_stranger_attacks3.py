@@ -31,7 +31,7 @@ from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask, Pla
 
 from .checks import reachable
 from .fakes import play_mocks
-from .test_disk_bounds import ALL_MODES, mode_kw
+from .test_disk_bounds import ALL_MODES, bounded_build, mode_kw
 
 # ---------------------------------------------------------------------------------------------
 # Think time at the edge of the slot (fixed_schedule, the strangers' ladder's table rule)
@@ -231,24 +231,10 @@ def test_a_build_never_holds_more_disk_than_its_bound_even_for_an_instant(tmp_pa
     such files would have filled this machine's 76 GB free. Refused: the build getting more than
     its bound at any moment (here 64 MiB of the 256 it asks for, read from what it says it got or
     from the refusal), and anything of it left afterwards. The bot is refused as its own fault."""
-    from arena.bots import launch
-    from arena.bots.launch import BuildError, Launcher
-    from arena.bots.manifest import load_bot
-    monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
-    copies: list[Path] = []
-    copy_of = launch.bot_copy
-
-    def recorded(spec, prefix):
-        copies.append(copy_of(spec, prefix))
-        return copies[-1]
-    monkeypatch.setattr(launch, "bot_copy", recorded)
-    bot = tmp_path / "bot"
-    bot.mkdir()
-    (bot / "build.py").write_text(FALLOCATE_BUILD)
-    (bot / "bot.toml").write_text('name = "alloc"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
-    bot = reachable(bot)
+    from arena.bots.launch import BuildError
+    build, copies = bounded_build(tmp_path, monkeypatch, mode, "alloc", FALLOCATE_BUILD)
     with pytest.raises(BuildError) as info:
-        Launcher(containment=mode_kw(mode)["containment"]).build_now(load_bot(bot))
+        build()
     text = str(info.value)
     got = [int(n) for n in re.findall(r"allocated (\d+)", text) + re.findall(r"\((\d+) MiB in", text)]
     assert got and max(got) <= 64, text

@@ -53,21 +53,22 @@ from .fakes import play_mocks
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def open_tmp():
-    """A directory a bot's private uid can enter (pytest's tmp_path is 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="arena-attack4-"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def bot(where: Path, name: str, build: str = "") -> Path:
     d = where / name
     shutil.copytree(REPO / "bots" / "random", d)
     toml = (d / "bot.toml").read_text().replace('name = "random"', f'name = "{name}"')
     (d / "bot.toml").write_text(toml + (f"build = {build}\n" if build else ""))
     return d
+
+
+def tournament_beside_two(where: Path, d: Path):
+    """`arena tournament` of the bot folder ``d`` against random and lowest, one deal, one worker:
+    the CLI's result."""
+    toml = where / "t.toml"
+    toml.write_text(f'name = "t"\nbots = ["random", "lowest", "{d}"]\ndeals = 1\nseed = 1\n'
+                    "[time]\nmove_ms = 200\n")
+    return CliRunner().invoke(app, ["tournament", str(toml), "-j", "1", "--store", str(where / "s" / "s.sqlite"),
+                                    "--plain"])
 
 
 def deep_path(d: Path, levels: int, name_bytes: int) -> str:
@@ -106,11 +107,7 @@ def test_a_bot_whose_paths_the_kernel_cannot_copy_is_refused_before_any_game(ope
     d = bot(open_tmp, "deep", build='["true"]')
     path = deep_path(d, 22, 250)
     assert len(path) > 4096
-    toml = open_tmp / "t.toml"
-    toml.write_text(f'name = "t"\nbots = ["random", "lowest", "{d}"]\ndeals = 1\nseed = 1\n'
-                    "[time]\nmove_ms = 200\n")
-    res = CliRunner().invoke(app, ["tournament", str(toml), "-j", "1", "--store",
-                                   str(open_tmp / "s" / "s.sqlite"), "--plain"])
+    res = tournament_beside_two(open_tmp, d)
     assert res.exit_code == 2, res.output
     assert "could not be played" not in res.output and "Traceback" not in res.output, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
@@ -141,11 +138,7 @@ def test_a_build_that_leaves_paths_the_kernel_cannot_copy_fails_as_the_bots_own(
     (d / "mk.py").write_text(DEEP_BUILD)
     with pytest.raises(BuildError, match="nested past 1024 bytes of path|a path longer than 1024 bytes"):
         Launcher().build_now(load_bot(d))
-    toml = open_tmp / "t.toml"
-    toml.write_text(f'name = "t"\nbots = ["random", "lowest", "{d}"]\ndeals = 1\nseed = 1\n'
-                    "[time]\nmove_ms = 200\n")
-    res = CliRunner().invoke(app, ["tournament", str(toml), "-j", "1", "--store",
-                                   str(open_tmp / "s" / "s.sqlite"), "--plain"])
+    res = tournament_beside_two(open_tmp, d)
     assert res.exit_code == 0, res.output
     assert "could not be played" not in res.output and "6/6 games stored" in res.output, res.output
 
