@@ -595,7 +595,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="--ladder: alone/beside rounds per server")
     ap.add_argument("--per-kind", action="store_true", help="requests per server CPU second of each page kind "
                     "(kept, 304, built), instead of the load rows")
-    ap.add_argument("--args", default="", help="extra `arena serve` options for this checkout (say '--workers 2')")
+    ap.add_argument("--args", default="", help="extra `arena serve` options for both checkouts (say '--workers 2')")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("bench_serve needs wrk: apt-get install -y wrk")
@@ -609,7 +609,7 @@ def main() -> None:
         paths_file.write_text(json.dumps(paths))
     servers = [("this", ROOT, args.args.split())]
     if args.compare:
-        servers.insert(0, ("compare", args.compare.resolve(), []))
+        servers.insert(0, ("compare", args.compare.resolve(), args.args.split()))
     load = os.getloadavg()
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores; "
           f"load before {load[0]:.1f}; wrk {args.seconds:g} s per row; mix {MIX}")
