@@ -109,14 +109,18 @@ class _Watched(BlockingPlayer):
         fresh = self.conn is None
         conn = super()._ensure()
         if fresh and not getattr(conn, "_check_watched", False):
-            receive = conn.receive_line
+            receive, ask = conn.receive_line, conn.ask  # the greeting, and each decision's round trip
 
             def receive_line(timeout: float) -> str:
-                line = receive(timeout)
-                self.last_line = line
+                self.last_line = line = receive(timeout)
                 return line
+
+            def ask_(line: str | bytes, timeout: float) -> str:
+                self.last_line = reply = ask(line, timeout)
+                return reply
             try:
                 conn.receive_line = receive_line  # type: ignore[method-assign]
+                conn.ask = ask_  # type: ignore[method-assign]
                 conn._check_watched = True  # type: ignore[attr-defined]
             except AttributeError:
                 pass
