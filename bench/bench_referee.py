@@ -65,10 +65,17 @@ class Recording:
             lines = self.lines
             send = proc.send_line
 
-            def send_line(text: str, **kw):
-                lines.append(text)
+            ask = proc.ask
+
+            def send_line(text, **kw):
+                lines.append(text if isinstance(text, str) else text.decode().rstrip("\n"))
                 return send(text, **kw)
+
+            def ask_(text, timeout):  # a decision's request goes out here, not through send_line
+                lines.append(text if isinstance(text, str) else text.decode().rstrip("\n"))
+                return ask(text, timeout)
             proc.send_line = send_line  # type: ignore[method-assign]
+            proc.ask = ask_  # type: ignore[method-assign]
         return proc
 
 
