@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store import reads
+from ..store.people import label_name
 from ..tournament.runlock import held
 from ..tournament.standings import from_store
 from . import data
@@ -126,7 +127,7 @@ def ladder_page(db: data.ReadStore, name: str, ladders_dir: Path | None) -> Ladd
         ladder.anchor = None
         table = ladder_standings(ladder, db, matrix=True, games=games)
     owners = _owners(db)
-    rows = [replace(row_of(r.rank, r, r.label), author=owners.get(r.label.partition("@")[0], ""),
+    rows = [replace(row_of(r.rank, r, r.label), author=owners.get(label_name(r.label), ""),
                     status=str(getattr(r.status, "value", r.status))) for r in table.rows]
     order = [r.bot for r in rows if r.games]
     history = data.rating_series(db, ladder=name).get(name, {})
@@ -176,7 +177,7 @@ def bot_page(db: data.ReadStore, label: str) -> BotPage | None:
     statuses = [{"ladder": lad, "status": status, "reason": reason}
                 for lad, status, reason in reads.bot_statuses(db.db, label)]
     return BotPage(label, versions, line, opponents, faults, dict(counts), data.slowest_decisions(db, label),
-                   charts, ladders, _owners(db).get(label.partition("@")[0], ""), statuses)
+                   charts, ladders, _owners(db).get(label_name(label), ""), statuses)
 
 
 def _row_for(games: list, db: data.ReadStore, label: str) -> StandingRow | None:
