@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from arena.tournament import seeds
 from arena.tournament.config import load_config
 from arena.tournament.executors import BotPool, PlayedGame
 from arena.tournament.run import TournamentBusy, run_tournament
-from arena.tournament.runlock import tournament_lock
+from arena.tournament.runlock import LockHeld, held, tournament_lock
 from arena.tournament.store import Store
 from tests.fakes import policy_launcher
 
@@ -285,6 +286,47 @@ def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"already being played in {store} by process {os.getpid()}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_killed_runs_lock_is_gone_though_a_child_it_forked_lives_on(tmp_path: Path) -> None:
+    """A run killed while one of its forks has not yet exec'd (a bot starting): the kernel says
+    nobody plays it any more, and a new run takes the lock, while that child still lives."""
+    store = tmp_path / "k.sqlite"
+    r, w = os.pipe()
+    code = f"""
+import os, signal, time
+from arena.tournament.runlock import tournament_lock
+with tournament_lock({str(store)!r}, "k"):
+    child = os.fork()
+    if child == 0:
+        time.sleep(30); os._exit(0)
+    os.write({w}, str(child).encode())
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+    run = subprocess.run([sys.executable, "-c", code], pass_fds=(w,), timeout=60)
+    os.close(w)
+    child = int(os.read(r, 32))
+    os.close(r)
+    try:
+        assert run.returncode == -signal.SIGKILL
+        os.kill(child, 0)  # the fork lives on, holding every descriptor of its parent
+        assert held(store, ["k"]) == set()
+        with tournament_lock(store, "k"):
+            assert held(store, ["k"]) == {"k"}
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_second_lock_in_the_same_process_is_refused_and_keeps_the_first(tmp_path: Path) -> None:
+    """Two runs in one process (threads): the second is refused without opening the file, which
+    would drop the first's record lock when closed."""
+    store = tmp_path / "t.sqlite"
+    with tournament_lock(store, "t"):
+        with pytest.raises(LockHeld, match=f"process {os.getpid()}"):
+            with tournament_lock(store, "t"):
+                pass
+        assert held(store, ["t"]) == {"t"}
+    assert held(store, ["t"]) == set()
 
 
 # ---------------------------------------------------------------- the import graph
