@@ -14,6 +14,20 @@ its fix, written from the attacker's side.
   time, with "cleaned up: N bot process(es) killed, M cgroup(s) removed, left by 2 earlier arena
   process(es)"). A run's bots now live on a hub of the run's own, which its teardown settles on
   whatever thread it runs.
+* A manifest edited between the run's reading of it and of the folder. A run reads a bot's
+  ``bot.toml`` (its name, version, command) and then, separately, hashes and packs its folder.
+  An author who rewrites ``bot.toml`` in between (a loop of renames does it) has a bundle whose
+  manifest names another label, or no bot at all: on the worker that was a ``BundleError``, so
+  each of the bot's games failed on the cluster as the arena's failure (retried, then reported
+  as a game the run could not play), never as the bot's forfeit. A bundle whose manifest is not
+  the bot the run seats is now that bot's own refusal: it forfeits its games, as a folder that
+  changed before packing already did.
+* A cache entry edited after it was verified. A worker's cache entry was checked against the
+  files hash once, when it was unpacked; every later run on that machine took it as it found it.
+  Bytes changed in it (by anything with the worker's uid, a temp-dir cleaner removing old files
+  included) ran under the hash the run recorded, or made an honest bot fail to load. Each run
+  now reads the entry again before its first game seats the bot, and an entry that no longer
+  hashes to what it was sent under is unpacked afresh.
 """
 
 from __future__ import annotations
@@ -27,7 +41,8 @@ from pathlib import Path
 import pytest
 
 from arena.bots import blocking
-from arena.bots.bundles import CACHE_ENV
+from arena.bots.bundles import CACHE_ENV, Holds, pack_bot, prepare_bot
+from arena.bots.folder import read_folder
 from arena.bots.containment import Containment
 from arena.bots.manifest import load_bot
 from arena.bots.procs import scan_procs
@@ -99,3 +114,44 @@ def test_a_bot_that_ignores_shutdown_does_not_outlive_its_run_on_a_worker(tmp_pa
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(bot.parent, ignore_errors=True)
     assert _alive(pids) == []
+
+
+@pytest.mark.parametrize("swapped", [b'name = "mallory"\ncommand = ["python3", "main.py"]\n',
+                                     b'version = "2"\nname = "edited"\ncommand = ["python3", "main.py"]\n',
+                                     b"[[[ not toml", b'name = "edited"\n'])
+def test_a_manifest_edited_after_the_run_read_it_is_the_bots_forfeit_not_the_arenas(tmp_path, monkeypatch, swapped):
+    """The run reads ``edited@1``; its ``bot.toml`` then names another bot, breaks, or loses its
+    command, before the folder is hashed and packed. On the worker that bot is refused as its own
+    fault (every start refused, the reason named: a forfeit), not an error that fails its games."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    bot = tmp_path / "edited"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "edited"\nversion = "1"\ncommand = ["python3", "main.py"]\n')
+    (bot / "main.py").write_text("print('ready')\n")
+    spec = load_bot(bot)  # the run reads the manifest ...
+    (bot / "bot.toml").write_bytes(swapped)  # ... the author rewrites it ...
+    setup = BotSetup.of({str(bot): spec, "lowest": load_bot("lowest")}, rules=TournamentConfig().ruleset())
+    referee = pickle.loads(pickle.dumps(C._referee(setup)))  # ... and the folder is hashed and packed
+    got = referee.bot("edited@1")  # was: BundleError, the game an arena failure on the cluster
+    assert got.label == "edited@1" and got.refused
+    assert "bot.toml" in got.refused and "run again" in got.refused and "cache" not in got.refused
+
+
+def test_a_cache_entry_edited_after_its_check_is_unpacked_again_for_the_next_run(tmp_path):
+    """Run 1 unpacks and verifies the bot; its entry is then edited (a file changed, one removed);
+    run 2, on the same worker process, must seat the files it was sent, not the edited ones."""
+    bot = tmp_path / "honest"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "honest"\nversion = "1"\ncommand = ["python3", "main.py"]\n')
+    (bot / "main.py").write_text("print('ready')\n")
+    (bot / "data.txt").write_text("weights\n")
+    spec = load_bot(bot)
+    blob, digest, cache = pack_bot(spec), spec.files_hash(), tmp_path / "cache"
+    cache.mkdir()
+    first = prepare_bot(digest, "bot.toml", blob, cache, hold=Holds())
+    (first.root / "main.py").write_text("print('edited')\n")
+    (first.root / "data.txt").unlink()
+    second = prepare_bot(digest, "bot.toml", blob, cache, hold=Holds())
+    assert (second.root / "main.py").read_text() == "print('ready')\n"
+    assert (second.root / "data.txt").read_text() == "weights\n"
+    assert read_folder(second.root).digest == digest

@@ -39,7 +39,7 @@ import trio
 
 from .. import __version__
 from ..bots.blocking import Hub, adopt_hub
-from ..bots.bundles import BundleError, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
+from ..bots.bundles import BundleError, BundleRefused, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
@@ -172,10 +172,18 @@ class RunReferee:
             raise BundleError(f"no bot {label} was sent to this worker")
         manifest, blob = self.bundles[label]
         key = self.keys.get(label) or self.keys.setdefault(label, bundle_key(blob))
-        spec = prepare_bot(digest, manifest, blob, key=key, hold=self.holds)
-        if spec.label != label:
-            raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
-        return spec
+        try:
+            spec = prepare_bot(digest, manifest, blob, key=key, hold=self.holds)
+        except BundleRefused as e:
+            why = f"{label}: its {manifest} changed after the run read it and no longer loads ({e}); run again"
+        else:
+            if spec.label == label:
+                return spec
+            why = f"{label}: its {manifest} changed after the run read it (it now names {spec.label}); run again"
+        # The files hashed and packed are not the bot the run seats (its author rewrote its
+        # manifest in between): its forfeit, as a folder changed before packing is (_referee).
+        self.refused[label] = why
+        return refused_bot(label, label, why)
 
     def play(self, task: dict[str, Any]) -> bytes:
         """One game (:meth:`GameTask.wire`); returns :meth:`PlayedGame.to_bytes`."""
