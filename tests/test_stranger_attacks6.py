@@ -28,6 +28,15 @@ its fix, written from the attacker's side.
   included) ran under the hash the run recorded, or made an honest bot fail to load. Each run
   now reads the entry again before its first game seats the bot, and an entry that no longer
   hashes to what it was sent under is unpacked afresh.
+* A build's copy kept for the life of the process. A contained build runs in a copy of the bot
+  (up to ``BUILD_DISK_MB``, 1 GiB), which was removed only when the process exited. ``arena
+  serve`` checks every upload in its own long-lived process: on a real club server with a
+  gVisor ladder, each upload whose build succeeded left its copy in the server's temp directory
+  (seen: the check's copy of a placed bot still there after its job ended, and the same holds
+  for a check whose bot then faults), so a stranger's uploads, each with a build that writes
+  just under the bound and a bot that fails its check, filled the server's disk a gigabyte at a
+  time until a restart. The same held on a long-lived Dask worker, for every run. A check now
+  removes its build copies when its bots are finished, and so does a run's worker pool.
 """
 
 from __future__ import annotations
@@ -66,8 +75,22 @@ def _lingering_bot(where: Path) -> Path:
     where.mkdir()
     shutil.copy(REPO / "examples" / "bots" / "python" / "bot.py", where / "bot.py")
     (where / "linger.py").write_text(LINGER)
-    (where / "bot.toml").write_text('name = "linger"\nversion = "1"\ncommand = ["python3", "linger.py"]\n')
+    (where / "bot.toml").write_text('name = "linger"\nversion = "1"\ncommand = ["python3", "linger.py"]\n'
+                                    'build = ["python3", "-c", "open(\'built\', \'w\').write(\'1\')"]\n')
     return where
+
+
+def _recorded_copies(monkeypatch) -> list[Path]:
+    """The build copies the launcher makes from now on (the folder each build runs in)."""
+    from arena.bots import launch
+    copies: list[Path] = []
+    copy_of = launch.bot_copy
+
+    def recorded(spec, prefix):
+        copies.append(copy_of(spec, prefix))
+        return copies[-1]
+    monkeypatch.setattr(launch, "bot_copy", recorded)
+    return copies
 
 
 def _alive(pids: list[int]) -> list[str]:
@@ -79,8 +102,9 @@ def _alive(pids: list[int]) -> list[str]:
 def test_a_bot_that_ignores_shutdown_does_not_outlive_its_run_on_a_worker(tmp_path, monkeypatch):
     """The worker side without Dask, on two threads as a Dask worker uses them: a game on one
     (the task's), the run's teardown on another (the plugin's). After the teardown nothing of
-    either bot is left: no process running, none unreaped."""
+    either bot is left: no process running, none unreaped, no build copy on the disk."""
     monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 0.2)  # the grace it ignores; short for the test
+    copies = _recorded_copies(monkeypatch)
     cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
     cache.chmod(0o755)
     monkeypatch.setenv(CACHE_ENV, str(cache))
@@ -114,6 +138,7 @@ def test_a_bot_that_ignores_shutdown_does_not_outlive_its_run_on_a_worker(tmp_pa
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(bot.parent, ignore_errors=True)
     assert _alive(pids) == []
+    assert len(copies) == 1 and not copies[0].parent.exists(), "the build's copy outlived the run"
 
 
 @pytest.mark.parametrize("swapped", [b'name = "mallory"\ncommand = ["python3", "main.py"]\n',
@@ -155,3 +180,21 @@ def test_a_cache_entry_edited_after_its_check_is_unpacked_again_for_the_next_run
     assert (second.root / "main.py").read_text() == "print('ready')\n"
     assert (second.root / "data.txt").read_text() == "weights\n"
     assert read_folder(second.root).digest == digest
+
+
+def test_an_uploads_build_copy_is_removed_when_its_check_ends(tmp_path, monkeypatch):
+    """The check of a bot whose build succeeds (writing a file) and whose bot then fails: once
+    ``check_bot`` returns, nothing of the build's copy is left on the disk."""
+    from arena.bots.launch import Launcher
+    from arena.tournament.check import check_bot
+    from tests.checks import reachable
+    copies = _recorded_copies(monkeypatch)
+    bot = tmp_path / "builder"
+    bot.mkdir()
+    (bot / "build.py").write_text("open('out.bin', 'wb').write(b'x' * 4096)\n")
+    (bot / "bot.toml").write_text('name = "builder"\ncommand = ["python3", "-c", "raise SystemExit(3)"]\n'
+                                  'build = ["python3", "build.py"]\n')
+    report = check_bot(load_bot(reachable(bot)), games=1, launcher=Launcher(containment=Containment.NAMESPACES))
+    assert not report["ok"] and "build" not in report["faults"]  # it built, then failed its games
+    assert len(copies) == 1
+    assert not copies[0].parent.exists(), "the build's copy outlived its check"

@@ -227,6 +227,7 @@ class RunReferee:
         if ex is not None:
             with self._on_own_hub():  # where its bots wait out their grace, and are killed after it
                 ex.close()
+            ex.pool.launcher.release()  # its bots are gone: so are their builds' copies
         self.holds.release()  # its bots are gone: their entries may be evicted
 
 
