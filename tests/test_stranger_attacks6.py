@@ -35,8 +35,10 @@ its fix, written from the attacker's side.
   (seen: the check's copy of a placed bot still there after its job ended, and the same holds
   for a check whose bot then faults), so a stranger's uploads, each with a build that writes
   just under the bound and a bot that fails its check, filled the server's disk a gigabyte at a
-  time until a restart. The same held on a long-lived Dask worker, for every run. A check now
-  removes its build copies when its bots are finished, and so does a run's worker pool.
+  time until a restart. The same held on a long-lived Dask worker, for every run, and for every
+  browser game (``--allow-play``) against a ladder member with a build: anyone could fill the
+  server's disk by starting games. A check now removes its build copies when its bots are
+  finished, and so do a run's pool and a browser game.
 """
 
 from __future__ import annotations
@@ -198,3 +200,30 @@ def test_an_uploads_build_copy_is_removed_when_its_check_ends(tmp_path, monkeypa
     assert not report["ok"] and "build" not in report["faults"]  # it built, then failed its games
     assert len(copies) == 1
     assert not copies[0].parent.exists(), "the build's copy outlived its check"
+
+
+def test_a_browser_games_build_copy_is_removed_when_the_game_ends(tmp_path, monkeypatch):
+    """``arena serve --allow-play``: a game against a member with a build (here two bots, no
+    person, so it plays to its end). Once the game is over, its build's copy is gone."""
+    import types
+
+    import trio
+
+    from arena.engine.rules import preset
+    from arena.serve.play import Session, play_game
+    from arena.referee import TimeControl
+    from tests.checks import fixed_secret, reachable
+    copies = _recorded_copies(monkeypatch)
+    bot = tmp_path / "member"
+    bot.mkdir()
+    shutil.copy(REPO / "examples" / "bots" / "python" / "bot.py", bot / "bot.py")
+    (bot / "bot.toml").write_text('name = "member"\nversion = "1"\ncommand = ["python3", "bot.py"]\n'
+                                  'build = ["python3", "-c", "open(\'built\', \'w\').write(\'1\')"]\n')
+    fixed_secret(tmp_path / "data")
+    app = types.SimpleNamespace(state=types.SimpleNamespace(options=types.SimpleNamespace(
+        store=tmp_path / "data" / "arena.sqlite")))
+    session = Session("s", 0, ["member", "lowest"])
+    specs = [load_bot(reachable(bot)), load_bot("lowest")]
+    trio.run(play_game, app, session, specs, preset("classic"), 3, TimeControl(move_ms=1000), 400)
+    assert session.status == "over", session.error
+    assert len(copies) == 1 and not copies[0].parent.exists(), "the build's copy outlived the game"
