@@ -41,6 +41,11 @@ class BundleError(ArenaError, RuntimeError):
     """A bot's files arrived on a worker but do not match the hash they were sent under."""
 
 
+class BundleRefused(BundleError):
+    """A bundle that arrived whole whose own manifest is no bot (an author who rewrote it after
+    the run had read it): the bot's fault, never the arena's."""
+
+
 def manifest_path(ref: str, spec: BotSpec) -> str:
     """The manifest's path relative to the bot's root (``bot.toml`` unless a file was named)."""
     p = Path(ref)
@@ -260,6 +265,8 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
         if known is not None and known.root.is_dir() and (hold is None or hold.holds(base, key)):
             return known  # (a temp-dir cleaner may have removed it)
         with _flock(base / f"{key}.lock"):
+            if (base / key).is_dir() and not _still_verified(base / key / "bot", digest):
+                _set_aside(base, key)  # edited since its check: never seated, unpacked afresh below
             if not (base / key).is_dir():
                 with _flock(base / UNPACK_LOCK):  # one unpack at a time per cache, whatever the process
                     _unpack_entry(base, key, digest, blob)
@@ -269,13 +276,30 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
                 _touch(base / f"{key}.use")
             try:
                 spec = load_bot(base / key / "bot" / manifest)
-            except ManifestError as e:
-                raise BundleError(str(e)) from None
+            except ManifestError as e:  # named within the bot's folder, not by the worker's cache
+                raise BundleRefused(str(e).replace(f"{base / key / 'bot'}/", "")) from None
         _PREPARED[(base, key, manifest)] = spec
         return spec
 
 
 UNPACK_LOCK = "unpack.lock"
+
+
+def _still_verified(tree: Path, digest: str) -> bool:
+    """Whether an entry verified when it was unpacked still hashes to ``digest``: read again once
+    per run that seats it (its hold's first take), as anything with the worker's uid, or a temp-dir
+    cleaner, may have changed it since."""
+    try:
+        return read_folder(tree).digest == digest
+    except FolderError:
+        return False
+
+
+def _set_aside(base: Path, key: str) -> None:
+    """Move an entry out of the way (a reader never finds it half removed) and remove it."""
+    gone = Path(tempfile.mkdtemp(prefix=f".edited-{key[:12]}-", dir=base))
+    (base / key).rename(gone / key)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _unpack_entry(base: Path, key: str, digest: str, blob: bytes) -> None:

@@ -338,6 +338,19 @@ class Launcher:
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     _mode: Containment | None = None
     _system_view: tuple[str, ...] = ()  # ``system`` checked and its presets resolved, once, with the mode
+    _copies: list[Path] = field(default_factory=list, init=False, repr=False)  # its builds' folders
+
+    def release_builds(self) -> None:
+        """Remove the copies this launcher's builds ran in (each up to ``BUILD_DISK_MB``), once no
+        bot of it runs: its owner's work is over (a check, a run's pool). A long-lived process
+        (``arena serve`` checks every upload, a Dask worker plays run after run) kept each one
+        until it exited, a disk filled a build at a time. A later start builds again."""
+        with _BUILD_LOCK:
+            copies, self._copies = self._copies, []
+            self.built.clear()
+        for where in copies:
+            release_space(where)
+            shutil.rmtree(where, ignore_errors=True)
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""
@@ -380,6 +393,7 @@ class Launcher:
                 spec = _relocated(spec, bot_copy(spec, "palace-arena-build-"))
             except BotCommandError as e:
                 raise BuildError(f"{spec.label}: {e}") from None
+            self._copies.append(spec.root.parent)
         try:
             done = process_registry().run(cmd, cwd=spec.workdir, text=True, timeout=BUILD_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -395,6 +409,7 @@ class Launcher:
             source = bot_copy(spec, "palace-arena-build-")  # start_bot gives it to the build's uid
         except BotCommandError as e:  # the bot's folder: its build fails, as its own doing
             raise BuildError(f"{spec.label}: {e}") from None
+        self._copies.append(source.parent)  # (a failed build's is removed at once, below)
         space = bounded_space(source.parent, BUILD_DISK_MB * MiB, BUILD_ENTRIES)
         if space is None:  # not root: the watcher below is the only bound
             copy = source

@@ -323,6 +323,15 @@ class BlockingLaunch:
                     plan = self.plans[spec.label] = self.launcher.plan_now(spec)
         return plan.start()
 
+    def release(self) -> None:
+        """Once no bot it started runs: its launcher's build copies go (a later start plans and
+        builds again; :meth:`~arena.bots.launch.Launcher.release_builds`)."""
+        with self._planning:
+            self.plans.clear()
+            release = getattr(self.launcher, "release_builds", None)
+            if release is not None:
+                release()
+
 
 def blocking_launch(launcher: Any) -> BlockingLauncher:
     """What starts bots on the blocking shell: a :class:`~arena.bots.launch.Launcher` planned once

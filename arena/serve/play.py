@@ -175,6 +175,9 @@ async def play_game(app: Starlette, session: Session, specs: list, rules: Any, s
     except Exception as e:  # the page says what happened; the server keeps serving
         log.exception("browser game %s failed", session.game_id)
         session.finish("failed", f"{type(e).__name__}: {e}")
+    finally:  # its bots are settled (in_thread): a member's build copy goes with the game
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(launch.release)
 
 
 def final_view(record: dict[str, Any], seat: int) -> dict[str, Any] | None:

@@ -241,6 +241,7 @@ def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str 
         for p in others:
             p.shutdown()
         settle_bots()
+        launcher.release_builds()  # its bots are finished: the build's copy goes with them
     report["decisions"] = dict(decisions)
     if times:
         ordered = sorted(times)

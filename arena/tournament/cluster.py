@@ -31,14 +31,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import trio
 
 from .. import __version__
-from ..bots.bundles import BundleError, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
+from ..bots.blocking import Hub, adopt_hub
+from ..bots.bundles import BundleError, BundleRefused, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
@@ -141,7 +142,27 @@ class RunReferee:
         self.keys: dict[str, str] = {}  # label -> its blob's cache key, hashed once per worker process
         self.holds = Holds()  # the cache entries its bots run from: never evicted while its pool is up
         self.executor: Any = None
+        self.hub: Hub | None = None  # its bots' hub, made on the worker (:meth:`_on_own_hub`)
         self.last = 0.0
+
+    @contextmanager
+    def _on_own_hub(self) -> Iterator[None]:
+        """Run on the run's own hub, whichever thread of the worker this is. Its games are played
+        on a Dask task's thread, but it is shut down (and reaped when idle) on another: a bot
+        closing with a grace period is finished only by the hub it was started on, so with each
+        thread's own hub a bot that ignored ``shutdown`` outlived its run, and those that exited
+        stayed unreaped, their cgroups and uids held. Called with ``_PLAYING`` held: one thread
+        at a time uses it."""
+        if self.hub is None:
+            self.hub = Hub()
+        adopt_hub(self.hub)
+        try:
+            yield
+        finally:
+            adopt_hub(None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "hub": None, "executor": None}  # a hub holds descriptors of this process
 
     def bot(self, label: str) -> BotSpec:
         if label in self.refused:  # its every start fails as its own fault
@@ -151,10 +172,18 @@ class RunReferee:
             raise BundleError(f"no bot {label} was sent to this worker")
         manifest, blob = self.bundles[label]
         key = self.keys.get(label) or self.keys.setdefault(label, bundle_key(blob))
-        spec = prepare_bot(digest, manifest, blob, key=key, hold=self.holds)
-        if spec.label != label:
-            raise BundleError(f"bot {digest[:12]} unpacked as {spec.label}, expected {label}")
-        return spec
+        try:
+            spec = prepare_bot(digest, manifest, blob, key=key, hold=self.holds)
+        except BundleRefused as e:
+            why = f"{label}: its {manifest} changed after the run read it and no longer loads ({e}); run again"
+        else:
+            if spec.label == label:
+                return spec
+            why = f"{label}: its {manifest} changed after the run read it (it now names {spec.label}); run again"
+        # The files hashed and packed are not the bot the run seats (its author rewrote its
+        # manifest in between): its forfeit, as a folder changed before packing is (_referee).
+        self.refused[label] = why
+        return refused_bot(label, label, why)
 
     def play(self, task: dict[str, Any]) -> bytes:
         """One game (:meth:`GameTask.wire`); returns :meth:`PlayedGame.to_bytes`."""
@@ -173,7 +202,8 @@ class RunReferee:
                 setup = BotSetup.from_wire({**self.setup, "refs": {}})
                 self.executor = BlockingExecutor(setup, BlockingLaunch(worker_launcher(setup)))
             try:
-                return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
+                with self._on_own_hub():
+                    return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
             finally:
                 self.last = time.monotonic()
 
@@ -195,7 +225,9 @@ class RunReferee:
     def _shut(self) -> None:
         ex, self.executor = self.executor, None
         if ex is not None:
-            ex.close()
+            with self._on_own_hub():  # where its bots wait out their grace, and are killed after it
+                ex.close()
+            ex.pool.launcher.release()  # its bots are gone: so are their builds' copies
         self.holds.release()  # its bots are gone: their entries may be evicted
 
 

@@ -365,6 +365,7 @@ class InProcessExecutor:
         self.setup = setup
         self.capacity = max(1, capacity)
         self.incidents: list[str] = []
+        self.launch = launch
         self._lanes = [_Lane(setup, launch, timer, i) for i in range(self.capacity)]
         self._idle = list(self._lanes)
         self._free = trio.Semaphore(self.capacity)
@@ -389,6 +390,9 @@ class InProcessExecutor:
     def _join(self) -> None:
         for lane in self._lanes:
             lane.thread.join()
+        release = getattr(self.launch, "release", None)
+        if release is not None:  # every lane's bots are finished: the builds' copies go too
+            release()
 
 
 def default_launcher(setup: BotSetup) -> Launch:
