@@ -473,6 +473,33 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
 
 
 @needs_dask
+def test_a_local_cluster_beside_another_warns_of_no_port_and_listens_on_loopback():
+    """`--cluster local` while port 8787 (Dask's dashboard) was taken printed distributed's own
+    UserWarning, file path and all, on the user's terminal. A local cluster's scheduler takes a
+    free port of the loopback instead: no warning, nothing listening beyond this machine."""
+    import socket
+    import warnings
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:
+        pass  # taken already: the case itself
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            client, lc = C._connect("local:1")
+        try:
+            assert [str(w.message) for w in seen if "in use" in str(w.message)] == []
+            assert lc.scheduler.http_server.address == "127.0.0.1"
+        finally:
+            client.close()
+            lc.close()
+    finally:
+        holder.close()
+
+
+@needs_dask
 def test_a_bot_linking_to_the_stores_secret_never_reaches_a_worker(dask_cluster, tmp_path):
     """The escape through packing, through ``arena tournament --cluster``: a bot folder holding a
     link to the store's secret.key is refused in one error line naming the link, before any bundle

@@ -317,7 +317,8 @@ def _connect(address: str):
     if address == "local" or address.startswith("local:"):
         n = address.partition(":")[2]
         cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
-                                           threads_per_worker=1, processes=True, dashboard_address=None)
+                                           threads_per_worker=1, processes=True,
+                                           dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
         return distributed.Client(cluster, set_as_default=False), cluster
     _knock(address)
     try:
