@@ -197,6 +197,30 @@ def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
     db.close()
 
 
+def test_a_process_warms_the_rooms_first_pages_at_its_start_uncounted_and_kept(tmp_path: Path) -> None:
+    """At its start a serving process builds the overview, each ladder's standings and each
+    member's page once (``warm``), through the cache, so their first visitors are answered from
+    kept pages; those builds are counted against no client (here one build a client, ever)."""
+    from arena.serve import data
+    from arena.serve.cache import warm, warm_paths
+    from arena.serve.limits import BuildLimit, Rate
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    db = data.open_read(path)
+    paths = warm_paths(db)
+    db.db.close()
+    assert {"/", "/ladders/test-ladder", "/ladders/other", "/bots/alpha@1.0", "/bots/epsilon@1.0",
+            "/bots/zeta@1.0"} <= set(paths) and "/bots/beta@2.0" not in paths  # beta is no member
+    page, once = Page(), Rate(per_s=1e-9, burst=1)
+    app = HttpCache(page, StoreVersion(path, settle=0.0), builds=BuildLimit(once, once))
+    assert trio.run(warm, app, path) == len(paths) == page.renders
+    for visited in paths:
+        assert call(app, visited)[0] == 200
+    assert page.renders == len(paths)  # every first visitor answered from a kept page
+    assert call(app, "/bots/beta@2.0")[0] == 200 and page.renders == len(paths) + 1  # the client's own build
+    assert trio.run(warm, HttpCache(Page(), StoreVersion(tmp_path / "none.sqlite")), tmp_path / "none.sqlite") == 0
+
+
 def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
     """Each ladder's pages are kept by that ladder's own version and a bot's page by what it
     played: a game of ladder "other" builds none of the test ladder's pages again, nor the page of

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import admin, auth, bench, data, notify, play, privacy, submit, views
-from .cache import Assets, HttpCache, StoreVersion
+from .cache import Assets, HttpCache, StoreVersion, warm
 from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
@@ -456,6 +456,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     app.state.nursery = nursery
     app.state.follower = StoreFollower(version, options.poll_s)
     nursery.start_soon(app.state.follower.run)
+    nursery.start_soon(warm, app, options.store)
     play.setup(app)
     submit.setup(app)
     auth.setup(app)
