@@ -720,6 +720,26 @@ def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path
         db.db.close()
 
 
+def test_a_page_model_is_replaced_by_its_next_version_and_not_pushed_out_by_another_pages_versions() -> None:
+    """The overview's model of each stored game takes one place, not one per version, so a bot
+    page's model (built once, 0.1-0.35 s) stays kept while a ladder plays."""
+    from arena.serve.app import PageCache
+    cache, built = PageCache(size=4), []
+
+    def make(key, version):
+        return lambda: built.append((key, version)) or (key, version)
+
+    assert cache.get(("bot", "a"), 1, make(("bot", "a"), 1)) == (("bot", "a"), 1)
+    for version in range(1, 50):  # the overview, once per stored game
+        assert cache.get(("home", 1), version, make(("home", 1), version)) == (("home", 1), version)
+    assert cache.get(("bot", "a"), 1, make(("bot", "a"), 1)) == (("bot", "a"), 1)
+    assert built.count((("bot", "a"), 1)) == 1 and len(cache.items) == 2
+    assert cache.get(("bot", "a"), 2, make(("bot", "a"), 2)) == (("bot", "a"), 2)
+    for n in range(4):
+        cache.get(("game", n), 0, make(("game", n), 0))
+    assert len(cache.items) == 4 and ("bot", "a") not in cache.items  # the least recently asked goes
+
+
 def test_page_models_are_built_at_most_two_at_a_time(tmp_path: Path) -> None:
     """After a change of the store every open page is built again: two threads at a time, not one
     per request (forty threads share one interpreter and all finish late)."""
