@@ -533,6 +533,48 @@ def test_slowest_decisions_are_read_once_per_game_and_never_mixed_between_stores
         db.db.close()
 
 
+def test_slowest_decisions_parse_only_the_logs_that_can_hold_them_and_match_parsing_all(tmp_path, monkeypatch):
+    """A bot page's slowest decisions are those of parsing every one of its latest logs (ties: the
+    newer game, then the earlier step; a step without a time counts 0; forced steps and the other
+    seat's are not its own), while only the logs whose largest time can still enter the list are
+    parsed: with one slow game among forty, a list of two parses a few."""
+    import random
+    rng = random.Random(5)
+
+    def record(gid: str, times: list) -> dict[str, Any]:
+        rec = fake_record(gid, ["a@1", "b@1"], [[0], [1]])
+        rec["steps"] = [{"seat": t % 2, "turn": t, "request": {}, "phase": "play", "act": {"kind": "play"},
+                         **({} if ms is None else {"ms": ms}), **({"forced": True} if t % 7 == 6 else {})}
+                        for t, ms in enumerate(times)]
+        return rec
+
+    db = Store(tmp_path / "s.sqlite")
+    db.begin_tournament("t", {"format": "round-robin", "rules": "classic", "seats": 2}, 40)
+    for idx in range(40):
+        times = [rng.choice([None, 0, 3, 3.5, 7, rng.randint(0, 50), round(rng.uniform(0, 50), 3)]) for _ in range(12)]
+        if idx == 17:
+            times = [900.0, 901, 902.5, 3, 3, 3, 5000.0] + times  # a@1 is seat 0; step 6 is forced (its bound only)
+        db.save_game("t", idx, ["a@1", "b@1"] if idx % 3 else ["b@1", "a@1"], record(f"g-{idx:02d}", times))
+    db.close()
+    read = data.open_read(tmp_path / "s.sqlite")
+
+    def parsing_all(label: str, keep: int) -> list:
+        rows = data.reads.seats_of(read.db, label, 200)
+        found = [d for gid, seat, _, finished in rows for d in data._decisions(read, gid, seat, finished, keep)]
+        return sorted(found, key=lambda d: -d["ms"])[:keep]
+
+    parsed: list[str] = []
+    log = data._log
+    monkeypatch.setattr(data, "_log", lambda db, gid: parsed.append(gid) or log(db, gid))
+    data._SLOWEST.clear()
+    assert [d["ms"] for d in data.slowest_decisions(read, "a@1", keep=2)] == [902.5, 900.0]
+    assert parsed == ["g-17"]  # the one log that holds them: no other log's largest time reaches 900
+    for label in ("a@1", "b@1"):
+        for keep in (1, 2, 5, 10, 60):
+            assert data.slowest_decisions(read, label, keep=keep) == parsing_all(label, keep)
+    read.db.close()
+
+
 def test_a_client_sending_a_byte_a_second_is_disconnected_and_others_are_served(tmp_path: Path) -> None:
     """Slowloris: a request must arrive whole within --read-timeout; a client that trickles its
     headers is disconnected, and a normal client is answered meanwhile."""

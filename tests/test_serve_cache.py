@@ -197,6 +197,30 @@ def _store_game(path: Path, tid: str, idx: int, seats: list[str]) -> None:
     db.close()
 
 
+def test_a_process_warms_the_rooms_first_pages_at_its_start_uncounted_and_kept(tmp_path: Path) -> None:
+    """At its start a serving process builds the overview, each ladder's standings and each
+    member's page once (``warm``), through the cache, so their first visitors are answered from
+    kept pages; those builds are counted against no client (here one build a client, ever)."""
+    from arena.serve import data
+    from arena.serve.cache import warm, warm_paths
+    from arena.serve.limits import BuildLimit, Rate
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    db = data.open_read(path)
+    paths = warm_paths(db)
+    db.db.close()
+    assert {"/", "/ladders/test-ladder", "/ladders/other", "/bots/alpha@1.0", "/bots/epsilon@1.0",
+            "/bots/zeta@1.0"} <= set(paths) and "/bots/beta@2.0" not in paths  # beta is no member
+    page, once = Page(), Rate(per_s=1e-9, burst=1)
+    app = HttpCache(page, StoreVersion(path, settle=0.0), builds=BuildLimit(once, once))
+    assert trio.run(warm, app, path) == len(paths) == page.renders
+    for visited in paths:
+        assert call(app, visited)[0] == 200
+    assert page.renders == len(paths)  # every first visitor answered from a kept page
+    assert call(app, "/bots/beta@2.0")[0] == 200 and page.renders == len(paths) + 1  # the client's own build
+    assert trio.run(warm, HttpCache(Page(), StoreVersion(tmp_path / "none.sqlite")), tmp_path / "none.sqlite") == 0
+
+
 def test_a_game_of_one_ladder_keeps_every_other_ladders_pages(tmp_path: Path) -> None:
     """Each ladder's pages are kept by that ladder's own version and a bot's page by what it
     played: a game of ladder "other" builds none of the test ladder's pages again, nor the page of
@@ -694,6 +718,26 @@ def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path
         assert made == ["a", "c", None, "d"]
     finally:
         db.db.close()
+
+
+def test_a_page_model_is_replaced_by_its_next_version_and_not_pushed_out_by_another_pages_versions() -> None:
+    """The overview's model of each stored game takes one place, not one per version, so a bot
+    page's model (built once, 0.1-0.35 s) stays kept while a ladder plays."""
+    from arena.serve.app import PageCache
+    cache, built = PageCache(size=4), []
+
+    def make(key, version):
+        return lambda: built.append((key, version)) or (key, version)
+
+    assert cache.get(("bot", "a"), 1, make(("bot", "a"), 1)) == (("bot", "a"), 1)
+    for version in range(1, 50):  # the overview, once per stored game
+        assert cache.get(("home", 1), version, make(("home", 1), version)) == (("home", 1), version)
+    assert cache.get(("bot", "a"), 1, make(("bot", "a"), 1)) == (("bot", "a"), 1)
+    assert built.count((("bot", "a"), 1)) == 1 and len(cache.items) == 2
+    assert cache.get(("bot", "a"), 2, make(("bot", "a"), 2)) == (("bot", "a"), 2)
+    for n in range(4):
+        cache.get(("game", n), 0, make(("game", n), 0))
+    assert len(cache.items) == 4 and ("bot", "a") not in cache.items  # the least recently asked goes
 
 
 def test_page_models_are_built_at_most_two_at_a_time(tmp_path: Path) -> None:

@@ -109,6 +109,16 @@ def test_a_share_is_a_weight_from_a_tenth_to_equal():
     assert cpushare.cgroup_weight("v1", 1e-9) == 2 and cpushare.cgroup_weight("v2", 1e-9) == 1
 
 
+def test_the_default_share_keeps_a_two_game_ladder_at_80_percent_and_the_pages_above_a_tenth():
+    """The decision (serve/cpushare.py): beside a ladder playing two games on two CPUs (two busy
+    default-weight groups) the pages take at most a fifth, and beside any other busy process they
+    keep more than the tenth that starved them on a shared machine."""
+    from arena.cli.serve import PAGES_SHARE
+    assert PAGES_SHARE / (2 + PAGES_SHARE) <= 0.2
+    assert PAGES_SHARE > 0.1
+    assert cpushare.cgroup_weight("v1", PAGES_SHARE) == 256 and cpushare.cgroup_weight("v2", PAGES_SHARE) == 25
+
+
 def test_nothing_allowed_falls_back_to_a_nice_and_says_why(monkeypatch):
     def refused(*_):
         raise OSError(13, "Permission denied")

@@ -18,6 +18,8 @@ import pytest
 
 pytest.importorskip("uvicorn", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
+from arena.cli.serve import PAGES_SHARE
+
 from .test_ladder import write_ladder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,14 +62,14 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
             time.sleep(0.1)
         with urllib.request.urlopen(url + "/ladders/night", timeout=60) as r:  # pages served meanwhile
             assert r.status == 200 and b"random@1.0" in r.read()
-        # the games come first: the pages' process is weighed at a tenth of the ladder's runner
+        # the games come first: the pages' process is weighed at PAGES_SHARE of the ladder's runner (a default group)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         ladder = [int(c) for c in children if b"ladder" in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(ladder) == 1
         (pages_group, pages_w), (ladder_group, ladder_w) = weighed(proc.pid), weighed(ladder[0])
         if pages_group == ladder_group:  # no cgroup, no autogroup: only the processes' nice ranks them
             pages_w, ladder_w = (1.25 ** -os.getpriority(os.PRIO_PROCESS, p) for p in (proc.pid, ladder[0]))
-        assert pages_w <= 0.15 * ladder_w, (pages_group, pages_w, ladder_group, ladder_w)
+        assert abs(pages_w / ladder_w - PAGES_SHARE) <= 0.1 * PAGES_SHARE, (pages_group, pages_w, ladder_group, ladder_w)
         while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
@@ -81,7 +83,7 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
     assert proc.returncode == 0, rest
     assert "Traceback" not in rest and "error:" not in rest, rest
     assert "stopping after the batch being played" in rest and "stopped" in rest
-    assert "pages: CPU weight 0.1 of the ladder's" in rest
+    assert f"pages: CPU weight {PAGES_SHARE:g} of a default group's" in rest
     if pages_group.startswith("/sys/fs/cgroup"):
         assert not Path(pages_group).exists()  # a clean stop leaves no group behind
     db = sqlite3.connect(store)

@@ -83,10 +83,10 @@ def serve(
                                                      "body); a slower one is disconnected (read-only servers); on a writable server, the "
                                                      "seconds an upload's body has to arrive (else 408).")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
-                                                             "ladder, as a fraction of the ladder's referee's (and of "
-                                                             "its bots' together): 0.1 takes about a tenth when both "
-                                                             "want the CPU, and all of it when the ladder leaves it "
-                                                             "idle. Default 0.1 with --ladder; without --ladder (an "
+                                                             "ladder, as a fraction of a default group's (the ladder's "
+                                                             "referee, its bots' group, any other process): 0.25 "
+                                                             "takes a fifth beside one busy group, and all of it when "
+                                                             "the others leave it idle. Default 0.25 with --ladder; without --ladder (an "
                                                              "`arena ladder run` started apart) only when given.")] = None,
     cluster: Annotated[Optional[str], typer.Option("--cluster", metavar="tcp://HOST:PORT",
                                                    help="Play the --ladder games on a Dask cluster.")] = None,
@@ -237,7 +237,7 @@ def serve(
     if share is not None:  # the games come first: the pages take the CPU the ladder leaves (after it started,
         from ..serve.cpushare import bound_pages, release  # so that it keeps its own group)
         bounded = bound_pages(share)
-        out.print(f"pages: CPU weight {share:g} of the ladder's ({escape(bounded.describe())})")
+        out.print(f"pages: CPU weight {share:g} of a default group's ({escape(bounded.describe())})")
     try:
         if workers > 1:
             _run_workers(workers, run)
@@ -261,7 +261,7 @@ def _run_asyncio(main: Callable[[], Any]) -> None:
     uvloop.run(main())
 
 
-PAGES_SHARE = 0.1  # beside a ladder, the pages' CPU weight against its referee's (docs/ARCHITECTURE.md)
+PAGES_SHARE = 0.25  # beside a ladder, the pages' CPU weight against a default group's (serve/cpushare.py says why)
 
 
 def _ladder_ref(name: str, store: Path, ladders: Path | None) -> str:

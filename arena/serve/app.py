@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import admin, auth, bench, data, notify, play, privacy, submit, views
-from .cache import Assets, HttpCache, StoreVersion
+from .cache import Assets, HttpCache, StoreVersion, warm
 from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
@@ -76,22 +76,26 @@ def new_token() -> str:
 
 
 class PageCache:
-    """Page models keyed by their page's version (:meth:`StoreVersion.of`): a fit or a log scan runs
-    once per change of what the page shows."""
+    """Page models, one per page, each with the version of what it shows (:meth:`StoreVersion.of`):
+    a fit or a log scan runs once per change of what the page shows. A page's model of an older
+    version is replaced, not kept beside it: kept per (page, version), the overview's model of each
+    of a ladder's stored games (one a second) pushed every other page's out within a minute."""
 
-    def __init__(self, size: int = 64):
+    def __init__(self, size: int = 256):
         self.size = size
-        self.items: OrderedDict[tuple, Any] = OrderedDict()
+        self.items: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()  # page -> (version, model)
         self.lock = threading.Lock()
 
-    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
+    def get(self, key: tuple, version: Any, make: Callable[[], Any]) -> Any:
         with self.lock:
-            if key in self.items:
+            kept = self.items.get(key)
+            if kept is not None and kept[0] == version:
                 self.items.move_to_end(key)
-                return self.items[key]
+                return kept[1]
         value = make()
         with self.lock:
-            self.items[key] = value
+            self.items[key] = (version, value)
+            self.items.move_to_end(key)
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return value
@@ -114,7 +118,7 @@ async def query(request: Request, fn: Callable[[data.ReadStore], Any], cache_key
         try:
             if cache_key is None or version is None:
                 return fn(db)
-            return cache.get((*cache_key, version), lambda: fn(db))
+            return cache.get(cache_key, version, lambda: fn(db))
         finally:
             db.db.close()
 
@@ -456,6 +460,7 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     app.state.nursery = nursery
     app.state.follower = StoreFollower(version, options.poll_s)
     nursery.start_soon(app.state.follower.run)
+    nursery.start_soon(warm, app, options.store)
     play.setup(app)
     submit.setup(app)
     auth.setup(app)

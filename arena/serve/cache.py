@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import mimetypes
 import re
 import sqlite3
@@ -20,15 +21,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..errors import ArenaError
 from ..store import reads
 from . import data
 from .limits import BuildLimit, too_many
+
+log = logging.getLogger("arena.serve")
 
 # Read-only pages built from the store alone (and the server's fixed options): kept per version.
 PAGE_PREFIXES = ("/ladders/", "/tournaments/", "/bots/", "/games")
@@ -37,6 +42,8 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 STAMPED = ("game", "games", "bot")  # pages kept by a stamp of their own (StoreVersion.of)
 STAMPS_KEPT = 4096  # per-page stamps (:meth:`StoreVersion.of`) read since the version last moved
 STATIC_KEPT = 64  # static answers kept (only files that exist answer 200, so this is every one)
+WARM = "arena.warm"  # a scope key no client can set: a page built at the process's start (:func:`warm`)
+WARM_BOTS = 64  # members' pages built at start, at most
 
 
 class StoreVersion:
@@ -154,6 +161,53 @@ class StoreVersion:
 def tag(version: tuple | None) -> str:
     """A short name for a version, for the live stream's events."""
     return hashlib.blake2b(repr(version).encode(), digest_size=6).hexdigest()
+
+
+# --------------------------------------------------------------------------- warm at start
+
+def warm_paths(db: data.ReadStore) -> list[str]:
+    """The pages a room opens first: the overview, each ladder's standings, its members' pages."""
+    bots = list(dict.fromkeys(label for label, _ in reads.member_refs(db.db)))[:WARM_BOTS]
+    return ["/", *(f"/ladders/{name}" for name in data.ladder_names(db)), *(f"/bots/{label}" for label in bots)]
+
+
+async def warm(app: Any, store: Path) -> int:
+    """Build :func:`warm_paths` once each, one after another, through the whole app (so the page
+    models and the kept pages are both made), as the anonymous visitor whose pages they are, not
+    counted against any client's builds. Each serving process does it at its start: otherwise the
+    first visitor of each page in each process pays for its build (on a store of 20 members about
+    3 s of CPU a process), which a room opening the pages together all waits for. A page that
+    fails is skipped (its visitor sees why). Returns how many were built."""
+    def paths() -> list[str]:
+        db = data.open_read(store)
+        if db is None:
+            return []
+        try:
+            return warm_paths(db)
+        finally:
+            db.db.close()
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def discard(message: dict) -> None:
+        pass
+
+    try:
+        todo = await anyio.to_thread.run_sync(paths)
+    except (sqlite3.Error, ArenaError):
+        return 0
+    built = 0
+    for path in todo:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+                 "scheme": "http", "path": path, "raw_path": quote(path).encode(), "root_path": "",
+                 "query_string": b"", "headers": [(b"host", b"127.0.0.1")], WARM: True}
+        try:
+            await app(scope, receive, discard)
+            built += 1
+        except Exception:  # a bug in one page's build: its visitor gets the error page and the log
+            log.debug("warming %s failed", path, exc_info=True)
+    return built
 
 
 # --------------------------------------------------------------------------- static files
@@ -291,7 +345,7 @@ class HttpCache:
                 self.pages.move_to_end(key)
                 await self._answer(scope, send, self.pages[key])
                 return
-            wait = self.builds.take(scope) if self.builds is not None else 0.0
+            wait = self.builds.take(scope) if self.builds is not None and not scope.get(WARM) else 0.0
             if wait:
                 await too_many(send, wait)
                 return

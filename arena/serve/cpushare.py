@@ -1,5 +1,16 @@
 """The serving processes' part of the CPU beside a ladder: a bounded share, so the games come first.
 
+The weight (``arena serve --pages-share``, default ``PAGES_SHARE`` = 0.25 of a default group's with
+``--ladder``) is weighed against everything else the scheduler sees at the same level: the ladder's
+referee processes (default weight each), the bots' group (one default weight for all the bots, so
+theirs is what must not starve), and every other session or process on the machine. Beside a
+busy ladder of two games on two CPUs (two default entities), the pages take at most 0.25/2.25 =
+11% of the CPUs, so the ladder keeps about 89% of its rate alone (the target is 80%; 0.5 would
+give 80% exactly, with no margin for the runner's own process). Against any other busy process
+the pages get a quarter of its part. The earlier 0.1 was fine against the ladder but, beside the
+machine's other processes, left the pages about 1% of the CPUs at load 13-20 (a bot's page took
+24-82 s); 0.25 gives them 2.5 times that, and a bot page's build is cheaper too (serve/data.py).
+
 On a small machine the pages (and whoever loads them) otherwise take the CPU the ladder's referee
 and bots need. ``os.nice`` alone does not reach far: with Linux autogroups every session is
 weighed as one group (the ladder's runner has a session of its own, its bots sit in cgroups of
