@@ -81,7 +81,8 @@ def serve(
                                                         "server stops.")] = None,
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
                                                      "body); a slower one is disconnected (read-only servers); on a writable server, the "
-                                                     "seconds an upload's body has to arrive (else 408).")] = 30.0,
+                                                     "seconds an upload's body has to arrive (else 408); on both, at most 5 "
+                                                     "of it for an idle connection or a request's headers.")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
                                                              "ladder, as a fraction of the ladder's referee's (and of "
                                                              "its bots' together): 0.1 takes about a tenth when both "
@@ -193,11 +194,16 @@ def serve(
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if options.writable:  # games in play and uploads run in threads driven from trio: hypercorn on trio
+        import hypercorn.trio.run
+
+        from ..serve.limits import IDLE_S, stall_proof_server
+        hypercorn.trio.run.TCPServer = stall_proof_server()  # the one class hypercorn makes each connection of
         config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.accesslog = None
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 1.0
+        config.keep_alive_timeout = min(IDLE_S, read_timeout)  # idle, or slow to send a request's headers
 
         async def main() -> None:
             async with trio.open_nursery() as nursery:

@@ -170,3 +170,55 @@ def read_deadline(seconds: float) -> type:
             self.transport.close()
 
     return Protocol
+
+
+IDLE_S = 5.0  # a connection with no request on it, or slow to send a request's headers, is closed
+UNREAD = "arena.unread"  # in a request's ASGI state: says whether its connection holds bytes the server has not read
+
+
+def unread_bytes(sock: Any) -> int:
+    """How many bytes wait in ``sock``'s receive queue, sent by the client but not yet read."""
+    import fcntl
+    import struct
+    import termios
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:  # closed meanwhile
+        return 0
+
+
+def stall_proof_server() -> type:
+    """hypercorn's trio connection, whose deadlines judge the client and not the server's own stalls.
+
+    Its idle deadline (``keep_alive_timeout``) runs from a connection's accept, or from its last
+    answer, until a request's headers are read, so it is also the guard against slow headers. When
+    the server's loop did not run for longer than that (a loaded machine), the deadline and a
+    request that arrived meanwhile came due in the same tick, and the deadline closed the
+    connection with the request unread: dropped, no answer. Here a deadline that finds the
+    client's bytes waiting unread counts again from then: the server reads them first, and a
+    request whose headers are whole is served; a client whose headers are still not whole a
+    deadline later is closed, like any slow one (bytes never wait unread long on a running loop,
+    so a slow client gains nothing). Each connection's ASGI state carries the same question
+    (``UNREAD``), for :class:`BodyDeadline`."""
+    import trio
+    from hypercorn.trio.tcp_server import TCPServer
+
+    class StallProofServer(TCPServer):
+        def __init__(self, app: Any, config: Any, context: Any, state: Any, stream: Any) -> None:
+            super().__init__(app, config, context, state, stream)
+            self.state = {**state, UNREAD: self._unread}  # this connection's own (hypercorn shares one)
+
+        def _unread(self) -> bool:
+            sock = getattr(self.stream, "socket", None)  # a TLS stream has none: the arena serves none
+            return sock is not None and unread_bytes(sock) > 0
+
+        async def _idle_timeout(self) -> None:
+            while True:
+                with trio.move_on_after(self.config.keep_alive_timeout):
+                    await self.context.terminated.wait()
+                if self.context.terminated.is_set() or not self._unread():
+                    break
+            with trio.CancelScope(shield=True):
+                await self._initiate_server_close()
+
+    return StallProofServer
