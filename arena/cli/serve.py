@@ -81,8 +81,8 @@ def serve(
                                                         "server stops.")] = None,
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
                                                      "body); a slower one is disconnected (read-only servers); on a writable server, the "
-                                                     "seconds an upload's body has to arrive (else 408); on both, at most 5 "
-                                                     "of it for an idle connection or a request's headers.")] = 30.0,
+                                                     "seconds a request's body has to arrive after its headers (else 408), and "
+                                                     "(at most 5) a connection may stay idle or take over its headers.")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
                                                              "ladder, as a fraction of the ladder's referee's (and of "
                                                              "its bots' together): 0.1 takes about a tenth when both "

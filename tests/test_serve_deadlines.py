@@ -1,5 +1,6 @@
-"""A writable server whose loop stops for a while (a loaded machine, a long step of its own) must
-still serve what arrived meanwhile, and still cut off a client that is really slow.
+"""The writable server's deadlines: a client slow to send a request (its headers, or any form's
+body) is cut off, and one whose request arrived while the server's loop had stopped (a loaded
+machine, a long step of its own) is served.
 
 The server is a real ``arena serve --allow-submit`` process, stopped with SIGSTOP and resumed
 with SIGCONT: what the client sends while it is stopped waits in the kernel, so the order of
@@ -10,6 +11,9 @@ the idle deadline one second, so a stop of a second and a half outlasts it.
   dropped (the connection reset, no answer) when it resumed: hypercorn's idle timer and the
   request came due in the same tick, and the timer closed the connection. It reddened CI once,
   on the first upload of tests/test_strangers_rule.py.
+* Before the body deadline: a POST to any form but an upload (log in, sign up, tokens, webhooks,
+  admin actions, a game) whose body came a byte a second held its connection and
+  its request's task as long as the client liked (#35). Each is now answered 408 and closed.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ import pytest
 pytest.importorskip("hypercorn", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
 from tests.test_serve import ServerProc  # noqa: E402
+from tests.test_serve_accounts import first_admin_code, sign_up  # noqa: E402
 
 STOP_S = 1.5  # past the one-second idle deadline
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = ServerProc(tmp_path_factory.mktemp("stalls") / "data" / "arena.sqlite",
-                        "--allow-submit", "--read-timeout", "1", "--writes-per-minute", "6000")
+    store = tmp_path_factory.mktemp("deadlines") / "data" / "arena.sqlite"
+    code = first_admin_code(store)
+    server = ServerProc(store, "--allow-submit", "--allow-play", "--read-timeout", "1")
+    server.admin = sign_up(server, code, "admin")[0]  # a member's forms read their bodies only for a member
     yield server
     server.stop()
 
@@ -101,3 +108,54 @@ def test_a_stall_does_not_give_a_slow_client_more_time(server: ServerProc) -> No
         time.sleep(0.2)
         _stopped(server, lambda: sock.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"))
         assert _closed_within(sock, 30) == b""
+
+
+# The forms a visitor's POST reaches the body of, and those only a member's (an admin's) does. A
+# move in a game (/play/ID/act) reads its body after finding its game, which this test has none of;
+# the deadline is the same for every route.
+VISITORS = ["/login", "/signup", "/logout", "/play", "/submit"]
+MEMBERS = ["/account/tokens", "/account/tokens/1/revoke", "/notifications/webhook", "/notifications/webhook/clear",
+           "/admin/bots", "/admin/accounts/admin/suspend", "/admin/ladders/classic-2p/close"]
+
+
+def _slow_body(server: ServerProc, path: str, source: str, cookie: str = "") -> socket.socket:
+    """A POST whose headers promise a body, of which one byte comes; from its own loopback address,
+    so that the write limit (per address, for a visitor) answers none of them first."""
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.connect(_address(server))
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                 f"Content-Length: 1000\r\n{cookie}\r\nn".encode())
+    return sock
+
+
+def test_slow_bodies_on_every_form_are_answered_408_and_closed(server: ServerProc) -> None:
+    """What must be refused: the body of any form not arrived whole within the read deadline. Three
+    visitors sending slowly on each of a visitor's forms, and an admin on each of a member's (one
+    each: a person's writes share one bucket of ten); an honest request is answered meanwhile."""
+    cookie = "Cookie: " + "; ".join(f"{k}={v}" for k, v in server.admin.cookies.items()) + "\r\n"
+    socks = [(path, _slow_body(server, path, f"127.0.{i}.{j + 2}")) for i, path in enumerate(VISITORS) for j in range(3)]
+    socks += [(path, _slow_body(server, path, "127.0.0.1", cookie)) for path in MEMBERS]
+    try:
+        status, _, _ = server.request("POST", "/login", body=b"name=nobody&password=wrong",
+                                      headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status in (401, 403), status  # read and judged
+        answers = {}
+        for path, sock in socks:
+            answers.setdefault(path, set()).add(_closed_within(sock, 30).split(b"\r\n", 1)[0])
+        assert answers == {path: {b"HTTP/1.1 408 "} for path in VISITORS + MEMBERS}, answers
+    finally:
+        for _, sock in socks:
+            sock.close()
+
+
+def test_a_body_sent_while_the_server_was_stopped_is_served(server: ServerProc) -> None:
+    body = b"name=nobody&password=wrong"
+    with socket.create_connection(_address(server)) as sock:
+        sock.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        time.sleep(0.2)  # the server waits for the body: its deadline runs (if not yet, this test can only pass)
+        _stopped(server, lambda: sock.sendall(body))
+        sock.settimeout(30)
+        head = sock.recv(65536).split(b"\r\n", 1)[0]
+        assert head.startswith(b"HTTP/1.1 4") and head != b"HTTP/1.1 408 ", head
