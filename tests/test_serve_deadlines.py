@@ -14,6 +14,8 @@ the idle deadline one second, so a stop of a second and a half outlasts it.
 * Before the body deadline: a POST to any form but an upload (log in, sign up, tokens, webhooks,
   admin actions, a game) whose body came a byte a second held its connection and
   its request's task as long as the client liked (#35). Each is now answered 408 and closed.
+* The body deadline blames the client only: a body that was there when a busy server asked for it
+  after the deadline is read (fake clock, no server), and one that never comes is 408.
 """
 
 from __future__ import annotations
@@ -159,3 +161,53 @@ def test_a_body_sent_while_the_server_was_stopped_is_served(server: ServerProc) 
         sock.settimeout(30)
         head = sock.recv(65536).split(b"\r\n", 1)[0]
         assert head.startswith(b"HTTP/1.1 4") and head != b"HTTP/1.1 408 ", head
+
+
+def _through_deadline(app, receive) -> list[int]:
+    """``app`` behind a 30 s body deadline on a fake clock; the statuses it answered."""
+    import trio
+    import trio.testing
+
+    from arena.serve.limits import BodyDeadline
+    statuses: list[int] = []
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    scope = {"type": "http", "method": "POST", "path": "/login", "headers": []}
+    trio.run(BodyDeadline(app, 30.0), scope, receive, send, clock=trio.testing.MockClock(autojump_threshold=0))
+    return statuses
+
+
+async def _echo_after(seconds: float, scope: dict, receive, send) -> None:
+    """A request that asks for its body only ``seconds`` after its headers (a busy server)."""
+    import trio
+    await trio.sleep(seconds)
+    message = await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": message["body"]})
+
+
+def test_a_body_the_server_was_slow_to_ask_for_is_not_late() -> None:
+    """The body was there all along; the server asked for it after the deadline had passed."""
+    import functools
+
+    import trio
+
+    async def arrived() -> dict:
+        await trio.lowlevel.checkpoint()  # as a channel's receive: cancelled first if the deadline passed
+        return {"type": "http.request", "body": b"name=x", "more_body": False}
+
+    assert _through_deadline(functools.partial(_echo_after, 40.0), arrived) == [200]
+
+
+def test_a_body_that_never_comes_is_late_on_a_fake_clock() -> None:
+    import functools
+
+    import trio
+
+    async def never() -> dict:
+        await trio.sleep_forever()
+
+    assert _through_deadline(functools.partial(_echo_after, 0.0), never) == [408]

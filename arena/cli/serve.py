@@ -244,6 +244,9 @@ def serve(
         from ..serve.cpushare import bound_pages, release  # so that it keeps its own group)
         bounded = bound_pages(share)
         out.print(f"pages: CPU weight {share:g} of the ladder's ({escape(bounded.describe())})")
+    import gc
+    gc.freeze()  # the modules and code loaded by now live as long as the server: out of the cyclic collector's
+    # full collections, which visit every object it tracks with the loop stopped (bench/bench_loop_stalls.py)
     try:
         if workers > 1:
             _run_workers(workers, run)

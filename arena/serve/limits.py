@@ -275,7 +275,8 @@ class BodyDeadline:
     they act on it, so a late one leaves nothing done; one that wants its own answer catches
     :class:`LateBody` (an upload does). A deadline that finds the client's bytes waiting unread, or
     read by the connection since the request last waited and not given to it yet (``UNREAD``: the
-    server's loop had stopped), counts again from then, as the idle deadline does."""
+    server's loop had stopped), counts again from then, as the idle deadline does; so does one that
+    had passed before the request asked for more (the server was slow there, not the client)."""
 
     def __init__(self, app: Any, seconds: float):
         self.app = app
@@ -294,12 +295,13 @@ class BodyDeadline:
             nonlocal deadline, whole
             while not whole:
                 seen = unread()[1] if unread else 0
-                with anyio.move_on_after(deadline - anyio.current_time()):
+                left = deadline - anyio.current_time()  # none: the request itself was slow to ask, not the client
+                with anyio.move_on_after(left):
                     message = await receive()
                     whole = message["type"] != "http.request" or not message.get("more_body", False)
                     return message
                 waiting, received = unread() if unread else (0, 0)
-                if not waiting and received == seen:  # nothing came that this request has not been given
+                if left > 0 and not waiting and received == seen:  # nothing came that it has not been given
                     raise LateBody
                 deadline = anyio.current_time() + min(self.seconds, IDLE_S)  # it is read and given first
             return await receive()  # after the body: a disconnect, whenever it comes
