@@ -82,7 +82,8 @@ def serve(
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
                                                      "body); a slower one is disconnected (read-only servers); on a writable server, the "
                                                      "seconds a request's body has to arrive after its headers (else 408), and "
-                                                     "(at most 5) a connection may stay idle or take over its headers.")] = 30.0,
+                                                     "(at most 5) take over its headers; on both, at most 5 of it for an idle "
+                                                     "connection.")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
                                                              "ladder, as a fraction of the ladder's referee's (and of "
                                                              "its bots' together): 0.1 takes about a tenth when both "
@@ -222,8 +223,9 @@ def serve(
         async def read_only() -> None:
             async with anyio.create_task_group() as tasks:
                 app = build_app(options, tasks)
-                from ..serve.limits import read_deadline
+                from ..serve.limits import IDLE_S, read_deadline
                 server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                                                       timeout_keep_alive=min(IDLE_S, read_timeout),
                                                        proxy_headers=False,  # a client is its address: no header names another
                                                        access_log=False, log_level="warning",
                                                        timeout_graceful_shutdown=1))

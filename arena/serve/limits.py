@@ -120,7 +120,9 @@ def read_deadline(seconds: float) -> type:
     and body together: from the connection's opening for its first request, from a request's first
     byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
     A request not read whole by then has its connection closed, and so is one whose request line
-    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own)."""
+    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own). This deadline and the
+    keep-alive one count again when they find the client's bytes waiting unread: after the loop
+    had stopped past them, uvloop ran the timer before reading the request, and dropped it."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class Protocol(HttpToolsProtocol):
@@ -167,7 +169,21 @@ def read_deadline(seconds: float) -> type:
 
         def _expired(self) -> None:
             self._deadline = None
+            if self._unread():  # it came while the loop was not running (uvloop runs timers before reading)
+                self._arm()
+                return
             self.transport.close()
+
+        def timeout_keep_alive_handler(self) -> None:
+            if self._unread():  # the same for an idle connection's next request
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                    self.timeout_keep_alive_handler)
+                return
+            super().timeout_keep_alive_handler()
+
+        def _unread(self) -> bool:
+            sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+            return sock is not None and sock.fileno() >= 0 and unread_bytes(sock.fileno()) > 0
 
     return Protocol
 
