@@ -1,8 +1,8 @@
-"""The writable server's deadlines: a client slow to send a request (its headers, or any form's
-body) is cut off, and one whose request arrived while the server's loop had stopped (a loaded
-machine, a long step of its own) is served.
+"""The server's deadlines: a client slow to send a request (its headers, or any form's body) is
+cut off, and one whose request arrived while the server's loop had stopped (a loaded machine, a
+long step of its own) is served, on the writable server (hypercorn) and the read-only one (uvicorn).
 
-The server is a real ``arena serve --allow-submit`` process, stopped with SIGSTOP and resumed
+The server is a real ``arena serve`` process, stopped with SIGSTOP and resumed
 with SIGCONT: what the client sends while it is stopped waits in the kernel, so the order of
 events is fixed by the test and no wall clock decides the outcome. ``--read-timeout 1`` makes
 the idle deadline one second, so a stop of a second and a half outlasts it.
@@ -10,7 +10,8 @@ the idle deadline one second, so a stop of a second and a half outlasts it.
 * Before the fix: a request sent while the server was stopped past its idle deadline was
   dropped (the connection reset, no answer) when it resumed: hypercorn's idle timer and the
   request came due in the same tick, and the timer closed the connection. It reddened CI once,
-  on the first upload of tests/test_strangers_rule.py.
+  on the first upload of tests/test_strangers_rule.py. The read-only server dropped one the same
+  way (uvloop runs due timers before it reads).
 * Before the body deadline: a POST to any form but an upload (log in, sign up, tokens, webhooks,
   admin actions, a game) whose body came a byte a second held its connection and
   its request's task as long as the client liked (#35). Each is now answered 408 and closed.
