@@ -21,7 +21,9 @@ worker thread runs Python). The parent drives one kind of load at a time, from i
 * ``uploads`` - a 300 kB multipart upload with the organiser's token (the form parsed, the zip
   unpacked and checked in a thread; past the queue's bound, 429).
 
-For each it prints the longest task steps (the task, its CPU ms), the number over 20 ms, and
+For each it prints the longest task steps (the task, its CPU ms), the number over 20 ms, the
+longest wall time a step spent off the CPU (blocked in a system call, or waiting for the GIL or a
+core: a loaded machine lengthens these), and
 the wake-up lateness (p50, p99, max; wall time, which a loaded machine lengthens too), and the
 CPU time of the longest full collection of Python's cyclic garbage collector (which runs inside
 whatever step allocates, and visits every object it tracks: ``objects``). Figures only; nothing is asserted.
@@ -70,17 +72,23 @@ def serve(store: Path, freeze: bool) -> None:
 
         def reset(self) -> None:
             self.longest: list[tuple[float, str]] = []
+            self.held: list[tuple[float, str]] = []
             self.over = 0
             self.started = time.thread_time()
+            self.wall = time.perf_counter()
 
         def before_task_step(self, task: trio.lowlevel.Task) -> None:
             self.started = time.thread_time()
+            self.wall = time.perf_counter()
 
         def after_task_step(self, task: trio.lowlevel.Task) -> None:
             took = time.thread_time() - self.started  # the loop thread's CPU: not its waits for the GIL or a core
+            held = time.perf_counter() - self.wall - took  # in the step, not on a CPU: blocked, or waiting for one
             if took > 0.02:
                 self.over += 1
                 self.longest = sorted(self.longest + [(took, task.name)], reverse=True)[:5]
+            if held > 0.02:
+                self.held = sorted(self.held + [(held, task.name)], reverse=True)[:5]
 
     steps = Steps()
     late: list[float] = []
@@ -118,6 +126,7 @@ def serve(store: Path, freeze: bool) -> None:
             async for _ in signals:
                 ordered = sorted(late) or [0.0]
                 print(json.dumps({"longest": [(round(t * 1000, 1), name) for t, name in steps.longest],
+                                  "held": [(round(t * 1000, 1), name) for t, name in steps.held],
                                   "over_20ms": steps.over, "p50": ordered[len(ordered) // 2] * 1000,
                                   "p99": ordered[int(len(ordered) * 0.99)] * 1000, "max": ordered[-1] * 1000,
                                   "gc_max": max(collections, default=0.0) * 1000, "gc_n": len(collections),
@@ -258,7 +267,7 @@ def main() -> None:
             for p in paths:
                 _get(hello["port"], p)
             print(f"{'kind':12} {'answers':>8} {'steps>20ms':>10} {'late p50':>9} {'p99':>8} {'max':>8} {'gc max':>8} {'objects':>9}"
-                  "  longest steps (CPU ms, task)")
+                  "  longest steps (CPU ms, task) | longest off-CPU in a step (ms, task)")
             for kind in args.kinds:
                 child.send_signal(signal.SIGUSR1)  # reset
                 child.stdout.readline()
@@ -266,6 +275,7 @@ def main() -> None:
                 child.send_signal(signal.SIGUSR1)
                 got = json.loads(child.stdout.readline())
                 longest = "; ".join(f"{ms} {name.rsplit('.', 1)[-1]}" for ms, name in got["longest"][:3])
+                longest += " | " + "; ".join(f"{ms} {name.rsplit('.', 1)[-1]}" for ms, name in got["held"][:3])
                 print(f"{kind:12} {n:8d} {got['over_20ms']:10d} {got['p50']:8.1f}ms {got['p99']:6.1f}ms "
                       f"{got['max']:6.0f}ms {got['gc_max']:6.0f}ms {got['objects']:9d}  {longest}", flush=True)
         finally:
