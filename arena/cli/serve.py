@@ -81,7 +81,9 @@ def serve(
                                                         "server stops.")] = None,
     read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (headers and "
                                                      "body); a slower one is disconnected (read-only servers); on a writable server, the "
-                                                     "seconds an upload's body has to arrive (else 408).")] = 30.0,
+                                                     "seconds a request's body has to arrive after its headers (else 408), and "
+                                                     "(at most 5) take over its headers; on both, at most 5 of it for an idle "
+                                                     "connection.")] = 30.0,
     pages_share: Annotated[Optional[float], typer.Option(help="The serving processes' CPU weight beside a "
                                                              "ladder, as a fraction of a default group's (the ladder's "
                                                              "referee, its bots' group, any other process): 0.25 "
@@ -193,11 +195,16 @@ def serve(
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if options.writable:  # games in play and uploads run in threads driven from trio: hypercorn on trio
+        import hypercorn.trio.run
+
+        from ..serve.limits import IDLE_S, stall_proof_server
+        hypercorn.trio.run.TCPServer = stall_proof_server()  # the one class hypercorn makes each connection of
         config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.accesslog = None
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 1.0
+        config.keep_alive_timeout = min(IDLE_S, read_timeout)  # idle, or slow to send a request's headers
 
         async def main() -> None:
             async with trio.open_nursery() as nursery:
@@ -216,8 +223,9 @@ def serve(
         async def read_only() -> None:
             async with anyio.create_task_group() as tasks:
                 app = build_app(options, tasks)
-                from ..serve.limits import read_deadline
+                from ..serve.limits import IDLE_S, read_deadline
                 server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                                                       timeout_keep_alive=min(IDLE_S, read_timeout),
                                                        proxy_headers=False,  # a client is its address: no header names another
                                                        access_log=False, log_level="warning",
                                                        timeout_graceful_shutdown=1))
@@ -238,6 +246,9 @@ def serve(
         from ..serve.cpushare import bound_pages, release  # so that it keeps its own group)
         bounded = bound_pages(share)
         out.print(f"pages: CPU weight {share:g} of a default group's ({escape(bounded.describe())})")
+    import gc
+    gc.freeze()  # the modules and code loaded by now live as long as the server: out of the cyclic collector's
+    # full collections, which visit every object it tracks with the loop stopped (bench/bench_loop_stalls.py)
     try:
         if workers > 1:
             _run_workers(workers, run)

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import admin, auth, bench, data, notify, play, privacy, submit, views
 from .cache import Assets, HttpCache, StoreVersion, warm
-from .limits import WRITES, Buckets, BuildLimit, Rate, WriteLimit
+from .limits import WRITES, BodyDeadline, Buckets, BuildLimit, Rate, WriteLimit
 from .live import StoreFollower, events
 from .pages import message, render, templates
 
@@ -439,10 +439,12 @@ def build_app(options: Options, nursery: Any) -> Starlette:
     # Outermost first. The page cache sits outside the session: a response that sets a cookie is
     # never kept, and kept pages are keyed by the request's cookies, so a person's page stays theirs.
     # It also sits outside the security headers, so a kept page is answered with the headers it was
-    # built with and no other layer's work (the host check stays in front of it).
+    # built with and no other layer's work (the host check stays in front of it). The body deadline
+    # comes first of all, so that it runs from the request's headers, whatever the layers do next.
     key = auth.session_key(options.store)
     identify = auth.write_identity(options.store, key)
-    middleware = [Middleware(HttpCache, version=version, builds=BuildLimit()),
+    middleware = [Middleware(BodyDeadline, seconds=options.read_timeout_s),
+                  Middleware(HttpCache, version=version, builds=BuildLimit()),
                   Middleware(Headers, options=options),
                   Middleware(WriteLimit, buckets=Buckets(Rate(options.writes_per_s, WRITES.burst)),
                              identify=identify),

@@ -120,7 +120,9 @@ def read_deadline(seconds: float) -> type:
     and body together: from the connection's opening for its first request, from a request's first
     byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
     A request not read whole by then has its connection closed, and so is one whose request line
-    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own)."""
+    and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own). This deadline and the
+    keep-alive one count again when they find the client's bytes waiting unread: after the loop
+    had stopped past them, uvloop ran the timer before reading the request, and dropped it."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class Protocol(HttpToolsProtocol):
@@ -167,6 +169,171 @@ def read_deadline(seconds: float) -> type:
 
         def _expired(self) -> None:
             self._deadline = None
+            if self._unread():  # it came while the loop was not running (uvloop runs timers before reading)
+                self._arm()
+                return
             self.transport.close()
 
+        def timeout_keep_alive_handler(self) -> None:
+            if self._unread():  # the same for an idle connection's next request
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                    self.timeout_keep_alive_handler)
+                return
+            super().timeout_keep_alive_handler()
+
+        def _unread(self) -> bool:
+            sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+            return sock is not None and sock.fileno() >= 0 and unread_bytes(sock.fileno()) > 0
+
     return Protocol
+
+
+IDLE_S = 5.0  # a connection with no request on it, or slow to send a request's headers, is closed
+UNREAD = "arena.unread"  # in a request's ASGI state: (bytes waiting unread on its connection, bytes read so far)
+
+
+def unread_bytes(fd: int) -> int:
+    """How many bytes wait in socket ``fd``'s receive queue, sent by the client but not yet read."""
+    import fcntl
+    import struct
+    import termios
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:  # closed meanwhile
+        return 0
+
+
+def stall_proof_server() -> type:
+    """hypercorn's trio connection, whose idle deadline judges the client and not the server's stalls.
+
+    hypercorn's idle deadline (``keep_alive_timeout``) runs from a connection's accept, or from its
+    last answer, until a request's headers are read, so it is also the guard against slow headers.
+    It was a task of its own: when the server's loop had not run for longer than that (a loaded
+    machine), the deadline and a request that arrived meanwhile came due in the same tick, and the
+    deadline could close the connection with the request unread, or read and not yet parsed:
+    dropped, no answer. Here the reader keeps the deadline: a wait for bytes that runs past it
+    has read nothing (trio's cancellation), and if the client's bytes are waiting all the same,
+    the deadline counts again from then and they are read; a client whose headers are still not
+    whole a deadline later is closed, like any slow one (bytes never wait unread long on a running
+    loop, so a slow client gains nothing). The reader takes each chunk in one step with no pause
+    between the read and its count, so :class:`BodyDeadline` can tell (``UNREAD``) whether its
+    connection took in bytes it has not been given yet."""
+    import os
+    from math import inf
+
+    import trio
+    from hypercorn.events import Closed, RawData, Updated
+    from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
+
+    class StallProofServer(TCPServer):
+        def __init__(self, app: Any, config: Any, context: Any, state: Any, stream: Any) -> None:
+            super().__init__(app, config, context, state, stream)
+            self.state = {**state, UNREAD: self._unread}  # this connection's own (hypercorn shares one)
+            self.received = 0
+            self.deadline = trio.current_time() + config.keep_alive_timeout
+            self.waiting = trio.CancelScope()
+
+        def _unread(self) -> tuple[int, int]:
+            fd = self.stream.socket.fileno()  # plain TCP (the arena serves no TLS); -1 once closed
+            return (unread_bytes(fd) if fd >= 0 else 0), self.received
+
+        async def protocol_send(self, event: Any) -> None:
+            if isinstance(event, Updated):  # idle: a request's headers are due within the deadline
+                self.deadline = trio.current_time() + self.config.keep_alive_timeout if event.idle else inf
+                self.waiting.deadline = self.deadline
+            await super().protocol_send(event)
+
+        async def _read_data(self) -> None:
+            while (fd := self.stream.socket.fileno()) >= 0:  # -1 once closed (its number may be another's)
+                self.waiting = trio.CancelScope(deadline=self.deadline)
+                try:
+                    with self.waiting:
+                        await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:  # closed meanwhile (at shutdown)
+                    break
+                if self.waiting.cancelled_caught:  # past the deadline, nothing read
+                    if self.context.terminated.is_set() or not unread_bytes(fd):
+                        break
+                    self.deadline = trio.current_time() + self.config.keep_alive_timeout
+                    continue
+                try:
+                    data = os.read(fd, MAX_RECV)  # no pause between the read and its count
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    break
+                self.received += len(data)
+                await self.protocol.handle(RawData(data))
+                if not data:
+                    break
+            await self.protocol.handle(Closed())
+            await self.idle_task.stop()  # nothing more is read: the connection ends with its request
+
+        async def _idle_timeout(self) -> None:  # the reader keeps the deadline; this closes at shutdown
+            await self.context.terminated.wait()
+            with trio.CancelScope(shield=True):
+                await self._initiate_server_close()
+
+    return StallProofServer
+
+
+class LateBody(Exception):
+    """A request's body did not arrive whole within its deadline."""
+
+
+LATE = b"Request timeout: the request did not arrive whole in time; nothing was done. Try again."
+
+
+class BodyDeadline:
+    """Every request but a GET or HEAD sends its body whole within ``seconds`` of its headers, or it
+    is answered ``408`` and its connection closed: a client sending a form a byte a second held its
+    connection, and the request's task, for as long as it liked. Handlers read a body whole before
+    they act on it, so a late one leaves nothing done; one that wants its own answer catches
+    :class:`LateBody` (an upload does). A deadline that finds the client's bytes waiting unread, or
+    read by the connection since the request last waited and not given to it yet (``UNREAD``: the
+    server's loop had stopped), counts again from then, as the idle deadline does; so does one that
+    had passed before the request asked for more (the server was slow there, not the client)."""
+
+    def __init__(self, app: Any, seconds: float):
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        import anyio
+        deadline = anyio.current_time() + self.seconds
+        unread = (scope.get("state") or {}).get(UNREAD)
+        whole = answered = False
+
+        async def in_time() -> dict:
+            nonlocal deadline, whole
+            while not whole:
+                seen = unread()[1] if unread else 0
+                left = deadline - anyio.current_time()  # none: the request itself was slow to ask, not the client
+                with anyio.move_on_after(left):
+                    message = await receive()
+                    whole = message["type"] != "http.request" or not message.get("more_body", False)
+                    return message
+                waiting, received = unread() if unread else (0, 0)
+                if left > 0 and not waiting and received == seen:  # nothing came that it has not been given
+                    raise LateBody
+                deadline = anyio.current_time() + min(self.seconds, IDLE_S)  # it is read and given first
+            return await receive()  # after the body: a disconnect, whenever it comes
+
+        async def sending(message: dict) -> None:
+            nonlocal answered
+            answered = answered or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, in_time, sending)
+        except LateBody:
+            if answered:
+                raise
+            await send({"type": "http.response.start", "status": 408, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"),
+                (b"content-length", str(len(LATE)).encode())]})
+            await send({"type": "http.response.body", "body": LATE})

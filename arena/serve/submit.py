@@ -17,6 +17,7 @@ import re
 import shutil
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from ..store import jobs as queue
 from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
-from .limits import client_of
+from .limits import LateBody, client_of
 from .pages import redirect, render
 from .upload import UploadError, unpack
 
@@ -131,7 +132,7 @@ async def upload(request: Request) -> Response:
     try:
         slots.acquire_nowait()
     except trio.WouldBlock:
-        with trio.move_on_after(opts.read_timeout_s):
+        with suppress(LateBody):  # read within the body deadline, then answered
             await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
         busy = _form(request, 503, f"the server is receiving {opts.uploads_at_once} uploads already: "
                                    f"try again in {BUSY_RETRY_S} seconds")
@@ -154,13 +155,12 @@ async def _upload(request: Request) -> Response:
     if declared.isdigit() and int(declared) > limit:
         await body.drain()
         return _form(request, 413, too_big)
-    with trio.move_on_after(opts.read_timeout_s) as late:  # from the slot's taking
-        try:
-            form = await Request(request.scope, body).form(max_files=1, max_fields=10)
-        except TooLarge:
-            await body.drain()
-            return _form(request, 413, too_big)
-    if late.cancelled_caught:
+    try:
+        form = await Request(request.scope, body).form(max_files=1, max_fields=10)
+    except TooLarge:
+        await body.drain()
+        return _form(request, 413, too_big)
+    except LateBody:  # limits.BodyDeadline's, from the request's headers
         return _form(request, 408, f"refused: the upload did not arrive within {opts.read_timeout_s:g} seconds; "
                                    "nothing was kept")
     who = await auth.bearer(request, Scope.SUBMIT)  # a person's machine: no cookie, so no CSRF to check
