@@ -695,6 +695,20 @@ def test_serving_processes_stop_when_their_parent_is_killed(tmp_path: Path) -> N
     server.stop()
 
 
+def test_a_serving_process_whose_parent_died_before_it_asked_to_die_with_it_leaves() -> None:
+    """The death signal is asked for in the child, after the fork; a parent killed before that
+    (a loaded machine may run the child late) sends none, and the child served on for good."""
+    from arena.cli.serve import _die_with_parent
+    for parent, expected in ((os.getpid(), 7), (os.getpid() + 1_000_000, 0)):  # the second: "not my parent"
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _die_with_parent(parent)
+            finally:
+                os._exit(7)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == expected
+
+
 def test_a_stored_games_replay_is_made_once_across_store_versions(tmp_path: Path) -> None:
     """A stored game never changes: its replay is kept by game and finish time, so a store that
     moves every second does not replay every open game again; a missing log is looked for again."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
@@ -292,7 +294,8 @@ def _start_ladder(ref: str, store: Path, cluster: str | None) -> subprocess.Pope
     import subprocess
     cmd = [sys.executable, "-P", "-c", "from arena.cli.main import app; app()", "ladder", "run", ref,
            "--store", str(store), "--plain", *(["--cluster", cluster] if cluster else [])]
-    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                            stdin=subprocess.DEVNULL)
 
 
 def _stop_ladders(players: list, out: SafeConsole) -> None:
@@ -314,15 +317,18 @@ def _stop_ladders(players: list, out: SafeConsole) -> None:
             p.wait()
 
 
-def _die_with_parent() -> None:
-    """Linux: this process gets SIGTERM when the one that forked it dies, however it died, so
-    a killed server leaves no serving process behind."""
+def _die_with_parent(parent: int) -> None:
+    """Linux: this process gets SIGTERM when ``parent``, the one that forked it, dies, however it
+    died, so a killed server leaves no serving process behind. A parent that died before the
+    request was made (a loaded machine may run the child late) sends nothing: then leave now."""
     import ctypes
     import signal
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _run_workers(n: int, run: Callable[[], None]) -> None:
@@ -330,13 +336,13 @@ def _run_workers(n: int, run: Callable[[], None]) -> None:
     connections); this process only waits, and passes SIGINT/SIGTERM on so each finishes its
     responses in flight."""
     import logging
-    import os
     import signal
     children = []
+    me = os.getpid()
     for _ in range(n):
         pid = os.fork()
         if pid == 0:
-            _die_with_parent()
+            _die_with_parent(me)
             code = 0
             try:
                 run()
