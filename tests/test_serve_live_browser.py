@@ -58,7 +58,9 @@ def site(tmp_path_factory):
     for k, (a, b) in enumerate((a, b) for i, a in enumerate(club) for b in club[i + 1:]):
         db.save_game("ladder:club:batch-0001", k, [a, b], fake_record(f"club-{k}", [a, b], [[k % 2], [1 - k % 2]]))
     db.close()
-    server = ServerProc(store, "--settle", "0.1")  # 50 versions in seconds, not the default settle's minute
+    # 50 versions in seconds, not the default settle's minute; the store looked at every 0.05 s (the
+    # last --poll given is the one taken), so each version reaches the page without a 0.2 s wait
+    server = ServerProc(store, "--settle", "0.1", "--poll", "0.05")
     server.store = store  # type: ignore[attr-defined]
     yield server
     server.stop()
