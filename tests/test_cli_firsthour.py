@@ -184,11 +184,11 @@ def test_cluster_error_comes_first(tmp_path: Path) -> None:
 
 def test_a_scheduler_port_nobody_listens_on_is_said_at_once(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
-                 "--store", str(tmp_path / "s.sqlite"), "--cluster", f"tcp://127.0.0.1:{port}", cwd=tmp_path)
+    with socket.socket() as s:  # a port held, never listened on: a connection is refused, and no
+        s.bind(("127.0.0.1", 0))  # other process can start listening on it meanwhile (a port freed
+        port = s.getsockname()[1]  # before the run could be taken by one)
+        done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
+                     "--store", str(tmp_path / "s.sqlite"), "--cluster", f"tcp://127.0.0.1:{port}", cwd=tmp_path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"tcp://127.0.0.1:{port}: nothing listens there" in done.stderr
 

@@ -15,6 +15,7 @@ import os
 import pickle
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -618,11 +619,17 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
 # --------------------------------------------------------------------------- a scheduler of its own
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _scheduler_address(scheduler: subprocess.Popen, file: Path) -> str:
+    """The address a `dask scheduler --port 0` took, read from its ``--scheduler-file`` (a port
+    found free beforehand could be taken by another process before the scheduler binds it)."""
+    deadline = time.monotonic() + 120  # a bound should it hang, not a timing
+    while True:
+        try:
+            return json.loads(file.read_text())["address"]
+        except (OSError, ValueError, KeyError):  # not written yet, or written in part
+            assert scheduler.poll() is None, "the scheduler exited before it listened"
+            assert time.monotonic() < deadline, "the scheduler wrote no address"
+            time.sleep(0.05)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -654,35 +661,50 @@ def _reap_orphans(since: int) -> None:
         time.sleep(0.1)
 
 
-def _kill_the_scheduler_midrun(toml: Path, store: Path) -> tuple[str, str, int]:
+def _games_stored(store: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    except sqlite3.OperationalError:  # not made yet
+        return 0
+    try:
+        return db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+    except sqlite3.OperationalError:  # no tables yet, or busy for a moment: seen on the next look
+        return 0
+    finally:
+        db.close()
+
+
+def _kill_the_scheduler_midrun(toml: Path, store: Path, after: int) -> tuple[str, str, int]:
     """Run ``arena tournament --cluster`` on a `dask scheduler` and a `dask worker` of their own
-    (real processes); kill the scheduler at the run's first progress line. Returns the scheduler's
-    address, what the command printed and its exit status."""
+    (real processes); kill the scheduler once the store holds more than ``after`` games. Returns
+    the scheduler's address, what the command printed and its exit status."""
     import distributed
     since = boot_ticks()
-    address = f"tcp://127.0.0.1:{_free_port()}"
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    file = store.parent.parent / f"scheduler-{time.monotonic_ns()}.json"
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", address.rsplit(":", 1)[1], "--no-dashboard"], **quiet)
-    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                               "--nworkers", "1", "--no-dashboard"], **quiet)
+                                  "--port", "0", "--scheduler-file", str(file), "--no-dashboard"], **quiet)
+    worker = None
     try:
+        address = _scheduler_address(scheduler, file)
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                   "--nworkers", "1", "--no-dashboard"], **quiet)
         with distributed.Client(address, timeout=60, set_as_default=False) as c:
             c.wait_for_workers(1, timeout=60)
         cli = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", str(toml), "--store", str(store),
                                 "--plain", "--cluster", address], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, cwd=toml.parent)
-        assert cli.stdout is not None
-        lines = []
-        for line in cli.stdout:  # a progress line: every 50th game is stored
-            lines.append(line)
-            if line.startswith("["):
-                scheduler.kill()
-                break
-        out = "".join(lines) + cli.communicate(timeout=180)[0]
+        deadline = time.monotonic() + 300  # a bound should it hang, not a timing
+        while _games_stored(store) <= after:  # (it prints a line every 50th game: few, no pipe fills)
+            assert cli.poll() is None, cli.communicate()[0]
+            assert time.monotonic() < deadline, "no game was stored"
+            time.sleep(0.05)
+        scheduler.kill()
+        out = cli.communicate(timeout=180)[0]
     finally:
         _stop(scheduler)
-        _stop(worker)
+        if worker is not None:
+            _stop(worker)
         C.cleanup_stale()  # bots the worker left, if its shutdown could not end them
         _reap_orphans(since)
     assert scheduler.returncode == -signal.SIGKILL, out
@@ -701,7 +723,7 @@ def test_a_lost_scheduler_is_one_error_line_that_says_what_is_kept(tmp_path):
     store = tmp_path / "data" / "s.sqlite"
     kept = 0
     for attempt in (1, 2):
-        address, out, code = _kill_the_scheduler_midrun(toml, store)
+        address, out, code = _kill_the_scheduler_midrun(toml, store, after=kept)
         assert code == 2, out
         assert "Traceback" not in out and "distributed" not in out, out
         *before, last = out.strip().splitlines()
@@ -710,6 +732,6 @@ def test_a_lost_scheduler_is_one_error_line_that_says_what_is_kept(tmp_path):
         m = re.fullmatch(rf"error: lost the connection to the Dask scheduler at {re.escape(address)}; "
                          r"(\d+)/12000 games are stored: run the same command again to play the rest", last)
         assert m, last
-        assert int(m[1]) >= (50 if attempt == 1 else kept + 1)  # the progress line came at a 50th game
+        assert int(m[1]) >= kept + 1  # the kill came once a game (a new one, on the second run) was stored
         kept = int(m[1])
         assert len(stored(store, "long")) == kept  # (stored() also checks no game is stored twice)

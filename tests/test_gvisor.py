@@ -297,7 +297,10 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
 # -- between two seats: the kernel's shared counters -----------------------------------------------
 
 COUNTERS = Path(__file__).resolve().parent / "fairplay_bots" / "counters.py"
-MESSAGE = "1011001110"  # what the sender spells, one bit per round: 3,000 of everything for a 1
+# What the sender spells, one bit per round: 3,000 of everything for a 1. Four rounds hold every
+# step a reading can take (after a 1, after a 0 that follows a 1, after two 0s, after a 1 that
+# follows a 0); a longer message repeated them, each 1 costing seconds of gVisor's system calls.
+MESSAGE = "1001"
 # What a receiver may not be able to read the sender through, written here, not read from the code:
 # the inode numbers of pipes and memfds, the gap between two pipes in a row (the machine-wide
 # counter's batches), pidfd inodes, the eventfd-id in fdinfo, the autogroup id of a new session.

@@ -81,7 +81,9 @@ def test_exit_status_is_the_verdict_and_the_summary_says_it(in_process, tmp_path
     assert "| LL | LD | DD/WL | WD | WW |" in text
     assert "| " + " | ".join(str(v) for v in data["pairs"].values()) + " |" in text
 
-    worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,100", "--max-games", "400", "--summary", str(md))
+    # the worse bot first, against a big Elo step: H0 in 4 games (at 0,100 it took 18, each a game
+    # to the turn cap; the verdict is what is checked, not the step)
+    worse = _match(tmp_path, "highest", "lowest", "--sprt", "0,400", "--max-games", "400", "--summary", str(md))
     assert worse.exit_code == 1, worse.output
     assert "H0 accepted: highest@1.0 - lowest@1.0" in worse.stdout
     assert md.read_text().startswith("### ❌ highest@1.0 vs lowest@1.0: H0 accepted")
@@ -162,10 +164,12 @@ def test_concurrency_counts_games(j: int):
 # --------------------------------------------------------------------------- end to end
 
 def test_gate_end_to_end_with_real_bots(tmp_path: Path):
-    """The real command with the bundled bots as processes: exit status and the summary file."""
+    """The real command with the bundled bots as processes: exit status and the summary file. The
+    worse bot first against a big Elo step, so the SPRT decides in a few games (most of this pair's
+    games run to the turn cap)."""
     md = tmp_path / "gate.md"
-    done = subprocess.run([sys.executable, "-m", "arena.cli", "match", "lowest", "highest", "--rules", "shithead",
-                           "--sprt", "0,100", "--max-games", "200", "--max-turns", "600", "--no-store",
+    done = subprocess.run([sys.executable, "-m", "arena.cli", "match", "highest", "lowest", "--rules", "shithead",
+                           "--sprt", "0,400", "--max-games", "40", "--max-turns", "600", "--no-store",
                            "--summary", str(md), "-j", "2"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     verdicts = {"H1 accepted": 0, "H0 accepted": 1, "no SPRT decision": 3}  # fresh deals each run

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.tournament.swiss import _fewest_repeats, _search, choose_byes, meetings, pair_round
+from arena.tournament.swiss import APART, _fewest_repeats, _search, choose_byes, meetings, pair_round
 
 
 def names(n: int) -> list[str]:
@@ -154,6 +154,11 @@ def test_a_clash_no_pairing_avoids_is_counted_and_said():
     p = pair_round(order, dict.fromkeys(order, 1500.0), 2, {}, {}, apart=apart)
     assert p.clashes == 1 and p.repeats == 0
     assert "1 pairs of one author seated together" in p.summary()
+    # proved the fewest, in a few steps: the search's limit jumps to the forced clash's cost. (It rose
+    # by one repeat a try, so it spent its whole budget, seconds, before it gave up on the proof.)
+    assert p.least == APART
+    meet = [[APART if frozenset((a, b)) in apart else 0 for b in order] for a in order]
+    assert _fewest_repeats(meet, 2, 100) == (APART, [(0, 3), (1, 2)])
 
 
 def test_a_running_swiss_carried_round_to_round_pairs_as_one_recomputed_from_the_store():

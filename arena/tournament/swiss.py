@@ -31,6 +31,7 @@ from dataclasses import dataclass
 BUDGET = 1_000_000  # candidate tables scored per round before the search keeps what it has
 REPEATS_BUDGET = 3_000_000  # candidate tables the search for the fewest repeats may score before it gives up
 APART = 10**9  # a pair kept apart costs more than every repeat a round can hold, so it is minimised first
+INFINITE = 10**30  # more than any seating costs
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
                 pick, fewest = i, (unmet[i] & here).bit_count()
         pool = [j for j in range(n) if here >> j & 1 and j != pick]
         options: list[tuple[int, tuple[int, ...]]] = []
+        cut = [INFINITE]  # the fewest repeats of a table cut off at the limit: a bound for all it would seat
 
         def tables(start: int, combo: tuple[int, ...], r: int) -> None:
             """The tables of ``pick`` under ``limit`` repeats, built a bot at a time and cut off there."""
@@ -219,6 +221,7 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
                 here_r = r + meet[pick][j] + sum(meet[c][j] for c in combo)
                 work += 1
                 if here_r >= limit:
+                    cut[0] = min(cut[0], here_r)
                     continue
                 if len(combo) == k - 2:
                     options.append((here_r, (*combo, j)))
@@ -227,7 +230,9 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
 
         tables(0, (), 0)
         options.sort()
-        best, table, bound = limit, (), limit
+        # bound: the least any seating of ``here`` can have when none is under the limit; it may pass
+        # the limit (a forced clash costs APART), so the caller's next limit jumps there, not by one
+        best, table, bound = limit, (), cut[0]
         for r, combo in options:
             if r >= best:
                 bound = min(bound, r)
@@ -242,7 +247,7 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
         if best < limit:
             solved[here] = (best, True, table)
             return best
-        solved[here] = (max(low, bound), False, ())
+        solved[here] = (max(low, limit if bound == INFINITE else bound), False, ())
         return solved[here][0]
 
     everyone = (1 << n) - 1

@@ -92,7 +92,7 @@ def send(n):
         attempt(memfd_ino)
         attempt(pidfd_ino)
         attempt(eventfd_id)
-    for _ in range(n // 100):
+    for _ in range(n // 1000):  # any one new session moves a shared autogroup counter; each is a fork
         attempt(new_session_autogroup)
 
 
