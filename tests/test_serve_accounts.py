@@ -673,3 +673,14 @@ def test_the_write_limit_counts_each_person_not_their_shared_address(tmp_path: P
         assert writes(bob, 1) == [429]
     finally:
         server.stop()
+
+
+def test_an_unknown_names_login_costs_what_a_known_ones_does() -> None:
+    """An unknown name's password is checked against a written-out hash (none is made at import):
+    it must carry the hasher's own parameters, or an unknown name would answer faster or slower
+    than a known one and say which names have accounts. It matches no password given here."""
+    from arena.serve.auth import _NOBODY, hasher
+    from argon2.exceptions import VerificationError
+    assert not hasher.check_needs_rehash(_NOBODY)
+    with pytest.raises(VerificationError):
+        hasher.verify(_NOBODY, "")
