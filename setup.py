@@ -20,6 +20,7 @@ from setuptools.command.build_ext import build_ext
 ENGINE = ("cards", "model", "rules", "game", "views")  # the hot path; describe.py stays Python
 ENGINE_DIR = Path("arena") / "engine"
 HELPERS = ("_records", "_view")  # small C helpers (records.py, views.py fall back without them)
+SHELL_HELPER = Path("arena") / "bots" / "_pipe.c"  # a decision's round trip (bots/blocking.py falls back)
 STAMP = "_compiled.json"
 
 
@@ -49,6 +50,7 @@ def extensions() -> list:
     try:
         from mypyc.build import mypycify
         helpers = [Extension(f"arena.engine.{name}", [str(ENGINE_DIR / f"{name}.c")]) for name in HELPERS]
+        helpers.append(Extension("arena.bots._pipe", [str(SHELL_HELPER)]))
         return mypycify([str(ENGINE_DIR / f"{name}.py") for name in ENGINE], opt_level="3",
                         group_name="arena_engine") + helpers
     except (Exception, SystemExit) as e:  # noqa: BLE001 - no mypyc, or it rejects the sources (it exits then)
