@@ -1,4 +1,5 @@
-"""Compiles the rules engine with mypyc where it can; the package works the same without it.
+"""Compiles the rules engine with mypyc where it can, and the C helpers beside it (the engine's,
+and the bot shell's round trip, ``arena/bots/_pipe.c``); the package works the same without them.
 
 The engine's modules are plain, type-checked Python. Compiled by mypyc, the same source
 runs two to three times faster (``bench/bench_engine.py`` says which engine it measured).

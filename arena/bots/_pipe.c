@@ -34,15 +34,30 @@
 #define READ_BYTES (16 * 1024) /* one read, on the stack (a longer reply goes on in the shell) */
 #define MAX_FDS 64             /* more fds than this in a hub: not the usual case, the shell waits */
 
+/* An int argument as a C int (-1 with an exception set if it is none, or out of range). */
+static int
+as_int(PyObject *value)
+{
+    long v = PyLong_AsLong(value);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a file descriptor out of range");
+        return -1;
+    }
+    return (int)v;
+}
+
 static PyObject *
-ask(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+ask(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7 || !PyBytes_CheckExact(args[1]) || !PyTuple_CheckExact(args[3])) {
         PyErr_SetString(PyExc_TypeError, "ask(fd_in, line: bytes, fd_out, others: tuple, timeout_ms, max_line, room)");
         return NULL;
     }
-    int fd_in = _PyLong_AsInt(args[0]);
-    int fd_out = _PyLong_AsInt(args[2]);
+    int fd_in = as_int(args[0]);
+    int fd_out = as_int(args[2]);
     long timeout_ms = PyLong_AsLong(args[4]);
     Py_ssize_t max_line = PyLong_AsSsize_t(args[5]);
     Py_ssize_t room = PyLong_AsSsize_t(args[6]);
@@ -63,7 +78,7 @@ ask(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     fds[0].events = POLLIN;
     if (poll_all) {
         for (Py_ssize_t i = 0; i < n_others; i++) {
-            int fd = _PyLong_AsInt(PyTuple_GET_ITEM(args[3], i));
+            int fd = as_int(PyTuple_GET_ITEM(args[3], i));
             if (fd == -1 && PyErr_Occurred()) {
                 return NULL;
             }
@@ -119,7 +134,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "arena.bots._pipe", NULL, 0, methods,
+    PyModuleDef_HEAD_INIT, "arena.bots._pipe", NULL, 0, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
