@@ -8,8 +8,8 @@ many games; the difference of the two totals over the difference of decisions is
 one decision, start-up and warm-up cancelled out. Only the games are counted: the child says
 when they begin (after its warm-up) and end, and the counters are zeroed and dumped then
 (``callgrind_control``), so a bot's teardown is not (its scans of /proc cost some 11M
-instructions each, as many as the machine has processes, and a kill round more or less moved
-the shell's figure by several k a decision between runs). Bots run natively (valgrind does not
+instructions each, more with more processes on the machine, and a kill round more or less
+moved the shell's figure by up to 11k a decision between identical runs). Bots run natively (valgrind does not
 follow ``exec``): only the referee's side is counted.
 
 * ``core``: ``RefereeCore`` alone, no I/O (each reply read by the protocol parser);
