@@ -1,4 +1,5 @@
-"""Compiles the rules engine with mypyc where it can; the package works the same without it.
+"""Compiles the rules engine with mypyc where it can, and the C helpers beside it (the engine's,
+and the bot shell's round trip, ``arena/bots/_pipe.c``); the package works the same without them.
 
 The engine's modules are plain, type-checked Python. Compiled by mypyc, the same source
 runs two to three times faster (``bench/bench_engine.py`` says which engine it measured).
@@ -20,6 +21,7 @@ from setuptools.command.build_ext import build_ext
 ENGINE = ("cards", "model", "rules", "game", "views")  # the hot path; describe.py stays Python
 ENGINE_DIR = Path("arena") / "engine"
 HELPERS = ("_records", "_view")  # small C helpers (records.py, views.py fall back without them)
+SHELL_HELPER = Path("arena") / "bots" / "_pipe.c"  # a decision's round trip (bots/blocking.py falls back)
 STAMP = "_compiled.json"
 
 
@@ -49,6 +51,7 @@ def extensions() -> list:
     try:
         from mypyc.build import mypycify
         helpers = [Extension(f"arena.engine.{name}", [str(ENGINE_DIR / f"{name}.c")]) for name in HELPERS]
+        helpers.append(Extension("arena.bots._pipe", [str(SHELL_HELPER)]))
         return mypycify([str(ENGINE_DIR / f"{name}.py") for name in ENGINE], opt_level="3",
                         group_name="arena_engine") + helpers
     except (Exception, SystemExit) as e:  # noqa: BLE001 - no mypyc, or it rejects the sources (it exits then)

@@ -5,8 +5,12 @@ On a shared machine the referee's CPU per decision moves by half between runs
 (``bench_referee.py`` prints it); an instruction count does not. Each scenario runs in a
 Python process under ``valgrind --tool=callgrind`` twice, with ``--games`` and three times as
 many games; the difference of the two totals over the difference of decisions is the cost of
-one decision, start-up and warm-up cancelled out. Bots run natively (valgrind does not follow
-``exec``): only the referee's side is counted.
+one decision, start-up and warm-up cancelled out. Only the games are counted: the child says
+when they begin (after its warm-up) and end, and the counters are zeroed and dumped then
+(``callgrind_control``), so a bot's teardown is not (its scans of /proc cost some 11M
+instructions each, more with more processes on the machine, and a kill round more or less
+moved the shell's figure by up to 11k a decision between identical runs). Bots run natively (valgrind does not
+follow ``exec``): only the referee's side is counted.
 
 * ``core``: ``RefereeCore`` alone, no I/O (each reply read by the protocol parser);
 * ``raw``: a bare blocking loop (write a request line, ``readline``) to the trivial bot, 500
@@ -60,15 +64,26 @@ def _quiet_timers() -> None:
     spawn._child_setup = setup
 
 
+def mark() -> None:
+    """Tell the parent the counted part begins or ends here, and wait until it has zeroed or
+    dumped the counters."""
+    print("mark", flush=True)
+    sys.stdin.readline()
+
+
 def child(scenario: str, rules_name: str, players: int, games: int) -> int:
-    """Play ``games`` games of ``scenario`` (after one warm-up game); the decisions played."""
+    """Play ``games`` games of ``scenario`` (after one warm-up game) between two marks; the
+    decisions played."""
     from arena.engine import preset
     from arena.referee.core import RefereeCore
     from bench_referee import CLOCK as clock, core_pipe_games, core_run, greeted
     rules = preset(rules_name)
     if scenario == "core":
         core_run(rules_name, players, 1, 2000)
-        return core_run(rules_name, players, games, 2000)[1]
+        mark()
+        played = core_run(rules_name, players, games, 2000)[1]
+        mark()
+        return played
     bot = _bot_dir()
     argv = [sys.executable, "bot.py"]
     if scenario == "raw":  # the requests of two games, however many are played (their making is not counted)
@@ -82,14 +97,20 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
         write, flush, readline = p.stdin.write, p.stdin.flush, p.stdout.readline
         trips = 500 * games
         for i in range(len(lines) + trips):  # the first pass over the lines is the warm-up
+            if i == len(lines):
+                mark()
             write(lines[i % len(lines)])
             flush()
             readline()
+        mark()
         return trips
     if scenario == "core+pipe":
         procs = greeted(argv, bot, players)
         core_pipe_games(procs, rules_name, players, range(-1, 0))  # warm-up
-        return core_pipe_games(procs, rules_name, players, range(games))
+        mark()
+        played = core_pipe_games(procs, rules_name, players, range(games))
+        mark()
+        return played
     _quiet_timers()
     from arena.bots.manifest import BotSpec
     from arena.bots.containment import RunAs
@@ -100,8 +121,11 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
              for _ in range(players)]
     decisions = 0
     for seed in range(-1, games):
+        if seed == 0:  # after the warm-up
+            mark()
         rec = play_game(seats, rules, seed, game_id=f"g{seed}", clock=clock)
         decisions += sum(rec.decisions) if seed >= 0 else 0
+    mark()
     for s in seats:
         s.shutdown()
     settle()
@@ -109,18 +133,29 @@ def child(scenario: str, rules_name: str, players: int, games: int) -> int:
 
 
 def count(scenario: str, rules: str, players: int, games: int) -> tuple[int, int]:
-    """(instructions, decisions) of one child run under callgrind."""
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                             sys.executable, __file__, "--child", scenario, "--rules", rules,
-                             "--players", str(players), "--games", str(games)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"{scenario} failed under valgrind:\n{err[-2000:]}")
-    total = re.search(rf"=={proc.pid}== Collected : (\d+)", err)
-    if total is None:
-        raise SystemExit(f"{scenario}: no instruction total in valgrind's output:\n{err[-2000:]}")
-    return int(total.group(1)), int(out.split()[-1])
+    """(instructions, decisions) of the games of one child run under callgrind: the counters are
+    zeroed at the child's first mark and dumped at its second."""
+    with tempfile.TemporaryDirectory(prefix="bench-instr-cg-") as tmp:
+        out_file = Path(tmp) / "callgrind.out"
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+                                 sys.executable, __file__, "--child", scenario, "--rules", rules,
+                                 "--players", str(players), "--games", str(games)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        for command in (["--zero"], ["--dump=games"]):
+            if proc.stdout.readline().strip() != "mark":
+                break
+            subprocess.run(["callgrind_control", *command, str(proc.pid)], check=True, capture_output=True)
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"{scenario} failed under valgrind:\n{err[-2000:]}")
+        dumped = Path(f"{out_file}.1")
+        total = re.search(r"^totals: (\d+)", dumped.read_text(), re.M) if dumped.exists() else None
+        if total is None:
+            raise SystemExit(f"{scenario}: no dump of the games' instructions:\n{err[-2000:]}")
+        return int(total.group(1)), int(out.split()[-1])
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.bots import containment
+from arena.bots import blocking, containment
 from arena.bots.blocking import BlockingBot, BotClosed, Interrupted, hub
 from arena.bots.start import start_bot
 from arena.bots.containment import Containment, RunAs, cgroup_root, cleanup_stale
@@ -250,6 +250,31 @@ def test_ask_is_a_round_trip_whatever_is_pending_or_late():
         assert bot.ask("x", 0) == "two"  # read with "one"
         assert bot.ask("y", 5) == "x 1"
         assert bot.receive_line(5) == "x 2"
+
+
+@pytest.mark.parametrize("helper", [True, False], ids=["helper", "general-loop"])
+def test_ask_holds_the_line_limits_with_or_without_its_helper(monkeypatch, helper):
+    """``ask`` takes the usual reply through its C helper (``_pipe.ask``) where it is built: every
+    reply that is not one plain line within the limits must get the verdict the general loop
+    gives (as when the helper is not built): the line limit, the output allowed over the bot's
+    life (an ASCII reply through the helper counts too), a reply that is not ASCII, a timeout."""
+    if not helper:
+        monkeypatch.setattr(blocking, "_round_trip", None)
+    limits = Limits(cpu_seconds=5, memory_mb=256, max_processes=16, max_line_bytes=16, max_output_bytes=40)
+    with start("echo.py", limits=limits) as bot:
+        assert bot.receive_line(SLOW) == "ready"  # 6 bytes
+        assert bot.ask(b"x" * 16, SLOW) == "x" * 16  # at the line limit: 23 bytes
+        assert bot.ask("\u00e9t\u00e9".encode(), SLOW) == "\u00e9t\u00e9"  # 29
+        assert bot.ask(b"abcdefghij", SLOW) == "abcdefghij"  # 40: all the output allowed
+        with pytest.raises(OutputLimitExceeded):
+            bot.ask(b"k", SLOW)
+    with start("echo.py", limits=limits) as bot:
+        assert bot.receive_line(SLOW) == "ready"
+        with pytest.raises(LineTooLong):
+            bot.ask(b"y" * 17, SLOW)
+    with start("never_answers.py", limits=limits) as bot:
+        with pytest.raises(BotTimeout):
+            bot.ask(b"your move", 0.1)
 
 
 def test_a_bots_freezer_is_its_cgroups_own_call_and_does_nothing_once_closed():

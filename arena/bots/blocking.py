@@ -34,6 +34,11 @@ from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTim
 from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
 from .channel import WATCH, Ended, Expired, encode_line
 
+try:  # a decision's usual round trip in one call (_pipe.c); without it, the general loop does all
+    from ._pipe import ask as _round_trip
+except ImportError:
+    _round_trip = None
+
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 SEND_S = 10.0
@@ -60,6 +65,7 @@ class Hub:
         self._closing: dict[int, tuple[BlockingBot, float]] = {}  # pidfd (or -pid) -> bot, kill time
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poll.register(self._wake_r, select.POLLIN)
+        self.fds: tuple[int, ...] = (self._wake_r,)  # what the poll watches but closing bots: for _pipe.ask
 
     def interrupt(self) -> None:
         """From any thread: the hub's next wait (or the one under way) raises :class:`Interrupted`,
@@ -88,10 +94,12 @@ class Hub:
         fd = bot._fds[2]
         self._stderr[fd] = bot
         self._poll.register(fd, _IN)
+        self.fds = (self._wake_r, *self._stderr)
 
     def _drop_stderr(self, fd: int) -> None:
         if self._stderr.pop(fd, None) is not None:
             self._poll.unregister(fd)
+            self.fds = (self._wake_r, *self._stderr)
 
     def wait(self, fd: int | None, events: int, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for ``events`` on ``fd`` (None: just serve the others),
@@ -236,40 +244,36 @@ class BlockingBot(BotBase):
 
     def ask(self, line: str | bytes, timeout: float) -> str:
         """:meth:`send_line`, then :meth:`receive_line`: one decision's round trip. The usual
-        case (nothing pending, the reply whole in the first read, before the first watch, and no
-        bot of this thread in its grace) takes one ``poll`` on this bot's stdout and the
-        :class:`Hub`'s other pipes; anything else (another pipe ready too, a part line, a fault)
-        goes on in :meth:`receive_line`'s loop, whose ``poll`` sees it again (``poll`` is
-        level-triggered: no other bot's stderr, no interrupt is lost or served late)."""
-        if self._stdin_error is not None or self._closed or not self._stdin_open or self.sandboxed:
-            self.send_line(line)  # (its faults, and the pipe checks under bubblewrap)
-        else:  # as send_line, a call shorter
-            data = encode_line(line)
-            try:
-                written = os.write(self._fds[0], data)
-            except OSError:
-                written = 0
-            if written != len(data):
-                self._send_rest(data[written:], SEND_S)
+        case (nothing pending, the line written whole, the reply one plain line in the first
+        read, before the first watch, and no bot of this thread in its grace) is one call of the
+        C helper (``_pipe.ask``: a write, one ``poll`` on this bot's stdout and the
+        :class:`Hub`'s other pipes, a read); anything else goes on in :meth:`receive_line`'s loop,
+        whose ``poll`` sees it again (``poll`` is level-triggered: no other bot's stderr, no
+        interrupt is lost or served late) and whose conversation holds every limit."""
         conv = self._conv
         now = time.monotonic()
-        until = conv.expect(now, timeout)
+        until = conv.expect(now, timeout)  # (the reply's time counts from before the write)
         hub = self._hub
-        if until is not None and not hub._closing and not self._closed:
-            fd = self._fds[1]
-            poll = hub._poll
-            poll.register(fd, _IN)
-            try:
-                ready = poll.poll(int((until - now) * 1000 + 0.999) if until > now else 0)
-            finally:
-                poll.unregister(fd)
-            if len(ready) == 1 and ready[0][0] == fd and self._feed_stdout():
-                reply = self._channel.next_line()  # (a fault raises, as receive_line raises it)
-                if reply is not None:
-                    self._got_reply()
-                    return reply
-            now = time.monotonic()
-        return self._receive(now)
+        if (until is None or hub._closing or self._stdin_error is not None or self._closed or not self._stdin_open
+                or type(line) is not bytes or _round_trip is None):
+            self.send_line(line)  # (its faults)
+            return self.receive_line(timeout)
+        if self.sandboxed:
+            self._check_stdin()  # (under bubblewrap, on its throttle, as every write)
+        channel = self._channel
+        got = _round_trip(self._fds[0], line, self._fds[1], hub.fds, int((until - now) * 1000 + 0.999),
+                          channel.max_line, channel.max_total - channel._total)
+        if type(got) is str:
+            channel._total += len(got) + 1  # (ASCII: a character a byte)
+            self.last_line = got
+            self._got_reply()
+            return got
+        if type(got) is int:  # the pipe took part of the line: the rest under the send deadline
+            self._send_rest(line[got:] + b"\n", SEND_S)
+            return self.receive_line(timeout)
+        if got is not None:
+            channel.receive_data(got)
+        return self._receive(time.monotonic())
 
     def receive_line(self, timeout: float) -> str:
         """The next line from the bot's stdout within ``timeout`` seconds; a BotError subclass
@@ -287,6 +291,7 @@ class BlockingBot(BotBase):
         while True:  # the one poll loop: the conversation decides (arena.bots.channel), this waits
             event = conv.next_event(now)
             if type(event) is str:
+                self.last_line = event
                 self._got_reply()
                 return event
             if type(event) is float:

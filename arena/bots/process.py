@@ -89,6 +89,7 @@ class BotBase:
         self._cpu_checked_at = -1e9
         self._stdin_checked_at = -1e9
         self._replies = 0  # lines received over the process's life
+        self.last_line: str | None = None  # the last of them (``arena check`` quotes a bad one)
         self._uid_lease = uid_lease
         self._registry = registry
         self._conv = Conversation(limits.max_line_bytes, limits.max_output_bytes, WATCH_S)

@@ -49,6 +49,7 @@ class BlockingPlayer:
         self.hello: dict[str, Any] | None = None
         self.starts = 0
         self._stderr: list[str] = []
+        self._last_line: str | None = None  # a process closed this game: the last line it wrote
         self.games = 0  # games begun
 
     def _not_started(self, exc: Exception) -> NoReturn:
@@ -79,6 +80,17 @@ class BlockingPlayer:
         if self.games:
             self._stderr = [BETWEEN_GAMES + line for line in self.take_stderr()]
         self.games += 1
+        self._last_line = None
+        if self.conn is not None:
+            self.conn.last_line = None
+
+    @property
+    def last_line(self) -> str | None:
+        """The last line the bot wrote this game (the greeting included), None if none: its
+        connection's, or that of the process a fault closed. ``arena check`` quotes it when a
+        reply was not JSON."""
+        conn = self.conn
+        return self._last_line if conn is None else conn.last_line
 
     def hold(self, frozen: bool) -> None:
         """Freeze (or thaw) the bot's processes, where its cgroup has a freezer."""
@@ -106,6 +118,7 @@ class BlockingPlayer:
 
     def _keep_stderr(self, conn: Any) -> None:
         self._stderr += conn.take_stderr()  # after closing, which waits for a dying bot's last lines
+        self._last_line = conn.last_line
 
     def _ensure(self) -> BlockingBot:
         if self.conn is not None:

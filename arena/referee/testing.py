@@ -104,6 +104,7 @@ class MockBot:
         self.exited = False
         self.closed = False
         self.refused: BaseException | None = None
+        self.last_line: str | None = None  # the last line it wrote, as a real connection keeps it
 
     # ------------------------------------------------------------ scripting
 
@@ -174,6 +175,7 @@ class MockBot:
             if type(event) is str:
                 if self.transcript is not None:
                     self.transcript.append({"bot": self.label, "reply": event})
+                self.last_line = event
                 return event
             if type(event) is float:
                 self._act_until(event)

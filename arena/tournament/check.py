@@ -100,33 +100,6 @@ def clock_words(move_ms: int, bank_ms: int) -> str:
     return f"{move_ms:,} ms per move + {bank} bank"
 
 
-class _Watched(BlockingPlayer):
-    """The bot under check: remembers the last line it wrote, to quote a line that is not JSON."""
-
-    last_line: str | None = None
-
-    def _ensure(self):  # type: ignore[override]
-        fresh = self.conn is None
-        conn = super()._ensure()
-        if fresh and not getattr(conn, "_check_watched", False):
-            receive, ask = conn.receive_line, conn.ask  # the greeting, and each decision's round trip
-
-            def receive_line(timeout: float) -> str:
-                self.last_line = line = receive(timeout)
-                return line
-
-            def ask_(line: str | bytes, timeout: float) -> str:
-                self.last_line = reply = ask(line, timeout)
-                return reply
-            try:
-                conn.receive_line = receive_line  # type: ignore[method-assign]
-                conn.ask = ask_  # type: ignore[method-assign]
-                conn._check_watched = True  # type: ignore[attr-defined]
-            except AttributeError:
-                pass
-        return conn
-
-
 def _place_words(result: dict[str, Any], seat: int, seats: int) -> str:
     forfeits = result.get("forfeits", {})
     if str(seat) in forfeits:
@@ -185,7 +158,7 @@ def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str 
             return report
     opp = load_bot(opponent)
     launch = BlockingLaunch(launcher)
-    me = _Watched(spec, launch, clock)
+    me = BlockingPlayer(spec, launch, clock)
     others: list[BlockingPlayer] = []
     try:
         for number, (label, rule_set, seats) in enumerate(scenarios):
@@ -199,7 +172,6 @@ def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str 
                         while len(others) < s + 1:
                             others.append(BlockingPlayer(opp, launch, clock))
                         table.append(others[s])
-                me.last_line = None
                 rec = play_game(table, rule_set, deal_seed(secret, 0, number, g),
                                      game_id=f"check-{label}-{g}", clock=clock, max_turns=600)
                 report["played"] += 1

@@ -1,0 +1,144 @@
+/* ask(fd_in, line, fd_out, others, timeout_ms, max_line, room): the usual decision's round trip
+ * with a bot, in one call and one release of the interpreter's lock.
+ *
+ * Writes ``line`` and a newline to the bot's stdin, waits (``poll``) at most ``timeout_ms`` for
+ * its stdout and every fd in ``others`` (the thread's hub: the other bots' stderr, its own, the
+ * wake pipe), and reads once. A decision costs a write, a poll and a read; written in Python
+ * around the same three calls, the bookkeeping of the usual case cost more than the calls.
+ *
+ * It answers only the usual case and hands everything else to the shell's general loop
+ * (arena/bots/blocking.py), which follows the bot's Conversation and so holds every limit:
+ *
+ *   str    the reply: the whole read was one line of printable-or-not ASCII ending in "\n",
+ *          no "\r", at most ``max_line`` bytes before the newline and, with it, at most
+ *          ``room`` bytes (what the bot may still write to stdout);
+ *   bytes  what the read gave otherwise (b"" at the end of the stream, or when the read
+ *          failed): the shell feeds it to the channel, which decides (a part line, two lines,
+ *          non-ASCII, a line over its limit, the output over its cap, the end);
+ *   int    the line was not written whole: the bytes that were (0 if none, or if the write
+ *          failed); the shell writes the rest under its send deadline, then waits;
+ *   None   written, nothing read: the time is up, or another of the fds is ready (``poll`` is
+ *          level-triggered: the shell's own ``poll`` sees it again), or the read would block.
+ *
+ * A line holding "\n" or "\r" raises ValueError, as ``channel.encode_line`` does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define READ_BYTES (16 * 1024) /* one read, on the stack (a longer reply goes on in the shell) */
+#define MAX_FDS 64             /* more fds than this in a hub: not the usual case, the shell waits */
+
+/* An int argument as a C int (-1 with an exception set if it is none, or out of range). */
+static int
+as_int(PyObject *value)
+{
+    long v = PyLong_AsLong(value);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a file descriptor out of range");
+        return -1;
+    }
+    return (int)v;
+}
+
+static PyObject *
+ask(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyBytes_CheckExact(args[1]) || !PyTuple_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "ask(fd_in, line: bytes, fd_out, others: tuple, timeout_ms, max_line, room)");
+        return NULL;
+    }
+    int fd_in = as_int(args[0]);
+    int fd_out = as_int(args[2]);
+    long timeout_ms = PyLong_AsLong(args[4]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t room = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    const char *line = PyBytes_AS_STRING(args[1]);
+    Py_ssize_t len = PyBytes_GET_SIZE(args[1]);
+    if (memchr(line, '\n', (size_t)len) != NULL || memchr(line, '\r', (size_t)len) != NULL) {
+        PyErr_SetString(PyExc_ValueError, "a protocol line must not contain newlines");
+        return NULL;
+    }
+    struct pollfd fds[MAX_FDS + 1];
+    Py_ssize_t n_others = PyTuple_GET_SIZE(args[3]);
+    int poll_all = n_others < MAX_FDS;
+    nfds_t nfds = 1;
+    fds[0].fd = fd_out;
+    fds[0].events = POLLIN;
+    if (poll_all) {
+        for (Py_ssize_t i = 0; i < n_others; i++) {
+            int fd = as_int(PyTuple_GET_ITEM(args[3], i));
+            if (fd == -1 && PyErr_Occurred()) {
+                return NULL;
+            }
+            fds[nfds].fd = fd;
+            fds[nfds].events = POLLIN;
+            nfds++;
+        }
+    }
+    char buf[READ_BYTES];
+    struct iovec out[2] = {{(void *)line, (size_t)len}, {"\n", 1}};
+    ssize_t written, got = -1;
+    int ready = 0, others_ready = 0;
+    Py_BEGIN_ALLOW_THREADS
+    written = writev(fd_in, out, 2);
+    if (written == len + 1 && poll_all) {
+        ready = poll(fds, nfds, timeout_ms < 0 ? 0 : timeout_ms > INT_MAX ? INT_MAX : (int)timeout_ms);
+        if (ready > 0) {
+            for (nfds_t i = 1; i < nfds; i++) {
+                others_ready |= fds[i].revents != 0;
+            }
+            if (!others_ready && fds[0].revents != 0) {
+                got = read(fd_out, buf, READ_BYTES);
+                if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                    got = 0; /* a torn pipe is the end of the stream (process.py's _feed_stdout) */
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (written != len + 1) {
+        result = PyLong_FromSsize_t(written < 0 ? 0 : written);
+    }
+    else if (got < 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        int usual = got >= 1 && got - 1 <= max_line && got <= room && buf[got - 1] == '\n';
+        for (ssize_t i = 0; usual && i < got - 1; i++) {
+            unsigned char c = (unsigned char)buf[i];
+            usual = c < 0x80 && c != '\n' && c != '\r';
+        }
+        result = usual ? PyUnicode_DecodeASCII(buf, got - 1, NULL) : PyBytes_FromStringAndSize(buf, got);
+    }
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"ask", (PyCFunction)(void (*)(void))ask, METH_FASTCALL,
+     "ask(fd_in, line, fd_out, others, timeout_ms, max_line, room): the reply line (str), what was read "
+     "otherwise (bytes), the bytes written of a line not written whole (int), or None: see the module's text."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "arena.bots._pipe", NULL, 0, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__pipe(void)
+{
+    return PyModuleDef_Init(&module);
+}
