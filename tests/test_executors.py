@@ -288,6 +288,47 @@ def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None
     assert "Traceback" not in done.stderr
 
 
+def test_a_lost_executors_line_counts_a_game_another_lane_stored_after_the_loss(tmp_path: Path, monkeypatch) -> None:
+    """Two lanes: one learns the executor is gone while the other's game has come back and is
+    being stored. The line says how many games are stored, and must count that one too (it said
+    one fewer than the store held when it was counted at the loss)."""
+    from contextlib import asynccontextmanager
+
+    from arena.tournament import run as run_mod
+    from arena.tournament.executors import ExecutorBroken
+    from arena.tournament.run import TournamentIncomplete
+    real_open = run_mod.open_executor
+
+    @asynccontextmanager
+    async def opened(*args, **kw):
+        async with real_open(*args, **kw) as real:
+            first_back, let_first_go = trio.Event(), trio.Event()
+
+            class Breaking:
+                capacity = 2
+                incidents: list[str] = []
+
+                async def play(self, task):
+                    if task.game_id.endswith("000000"):
+                        result = await real.play(task)
+                        first_back.set()
+                        await let_first_go.wait()
+                        return result
+                    await first_back.wait()
+                    let_first_go.set()  # the first lane's game is stored after this lane gives up
+                    raise ExecutorBroken("lost the cluster")
+
+            yield Breaking()
+
+    monkeypatch.setattr(run_mod, "open_executor", opened)
+    cfg = load_config(None, {"name": "lost", "bots": ["lowest", "highest"], "deals": 2, "concurrency": 2,
+                             "store": str(tmp_path / "l.sqlite")})
+    store = Store(cfg.store)
+    with pytest.raises(TournamentIncomplete, match="lost the cluster; 1/4 games are stored"):
+        trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))
+    assert len(store.games(tournament="lost")) == 1
+
+
 def test_a_killed_runs_lock_is_gone_though_a_child_it_forked_lives_on(tmp_path: Path) -> None:
     """A run killed while one of its forks has not yet exec'd (a bot starting): the kernel says
     nobody plays it any more, and a new run takes the lock, while that child still lives."""

@@ -199,9 +199,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                                                     g.moves))
                     keep(g, result)
                 except ExecutorBroken as e:
-                    kept = len(done) + stats.stored
-                    trouble.append(TournamentIncomplete(f"{e}; {kept}/{planned} games are stored: run the same "
-                                                        "command again to play the rest"))
+                    trouble.append(e)  # said below, once every lane has stored what it got: the count is exact
                     nursery.cancel_scope.cancel()
                 except ExecutorError as e:
                     stats.failed.append((g.index, str(e)))
@@ -217,6 +215,10 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                     stats.submitted += 1
                     await send.send(g)
         if trouble:
+            if isinstance(trouble[0], ExecutorBroken):
+                kept = len(done) + stats.stored
+                raise TournamentIncomplete(f"{trouble[0]}; {kept}/{planned} games are stored: run the same "
+                                           "command again to play the rest")
             raise trouble[0]
 
     def keep(g: ScheduledGame, result: PlayedGame) -> None:
