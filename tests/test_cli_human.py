@@ -159,7 +159,9 @@ def test_ctrl_c_while_a_bot_thinks_stops_the_game_and_its_bots(tmp_path: Path, m
         threading.Thread(target=ctrl_c, daemon=True).start()
         store = tmp_path / "s.sqlite"
         said = io.StringIO()
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as at a terminal
+        # Ctrl-C as at a terminal: a job started in the background (as a CI script may start the
+        # suite) inherits SIGINT ignored, and the signal would never reach the game
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             with pytest.raises(KeyboardInterrupt):
                 play.play_one([load_bot(str(bot)), load_bot("random")], PRESETS["classic"], 3, 60_000, 0, 500, store,
@@ -169,6 +171,7 @@ def test_ctrl_c_while_a_bot_thinks_stops_the_game_and_its_bots(tmp_path: Path, m
             raise
         finally:
             over.set()  # no stray Ctrl-C for whatever runs next in this process
+            signal.signal(signal.SIGINT, previous)
         assert stuck.is_set() and not store.exists()
         assert len(seated) == 2 and all(not Path(f"/proc/{c.pid}").exists() for c in seated)
     finally:

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ArenaError
+
 
 @dataclass(frozen=True)
 class Rate:
@@ -277,8 +279,8 @@ def stall_proof_server() -> type:
     return StallProofServer
 
 
-class LateBody(Exception):
-    """A request's body did not arrive whole within its deadline."""
+class LateBody(ArenaError):
+    """A request's body did not arrive whole within its deadline (answered 408 by :class:`BodyDeadline`)."""
 
 
 LATE = b"Request timeout: the request did not arrive whole in time; nothing was done. Try again."
