@@ -80,3 +80,17 @@ def fixed_secret(store_dir: Path, fill: int = 7) -> None:
     fd = os.open(store_dir / SECRET_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(bytes([fill]) * SECRET_BYTES)
+
+
+def recorded_build_copies(monkeypatch: Any) -> list[Path]:
+    """The build copies the launcher makes from now on (the folder each build runs in), each
+    recorded as it is made: a test checks that nothing of them stays."""
+    from arena.bots import launch
+    copies: list[Path] = []
+    copy_of = launch.bot_copy
+
+    def recorded(spec: Any, prefix: str) -> Path:
+        copies.append(copy_of(spec, prefix))
+        return copies[-1]
+    monkeypatch.setattr(launch, "bot_copy", recorded)
+    return copies

@@ -20,7 +20,7 @@ from arena.bots.probes import gvisor_problem_now
 from arena.bots.start import start_bot
 from arena.limits import Limits
 
-from tests.checks import reachable
+from tests.checks import reachable, recorded_build_copies
 from tests.test_sandbox_attacks import MODES
 
 GVISOR_PROBLEM = gvisor_problem_now()
@@ -119,13 +119,7 @@ def bounded_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, name: s
     from arena.bots.launch import Launcher
     from arena.bots.manifest import load_bot
     monkeypatch.setattr(launch, "BUILD_DISK_MB", 64)
-    copies: list[Path] = []
-    copy_of = launch.bot_copy
-
-    def recorded(spec, prefix):
-        copies.append(copy_of(spec, prefix))
-        return copies[-1]
-    monkeypatch.setattr(launch, "bot_copy", recorded)
+    copies = recorded_build_copies(monkeypatch)
     bot = tmp_path / "bot"
     bot.mkdir()
     (bot / "build.py").write_text(script)

@@ -60,6 +60,7 @@ from arena.bots.procs import scan_procs
 from arena.tournament import cluster as C
 from arena.tournament.config import TournamentConfig
 from arena.tournament.executors import BotSetup, GameTask
+from tests.checks import recorded_build_copies
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,19 +83,6 @@ def _lingering_bot(where: Path) -> Path:
     return where
 
 
-def _recorded_copies(monkeypatch) -> list[Path]:
-    """The build copies the launcher makes from now on (the folder each build runs in)."""
-    from arena.bots import launch
-    copies: list[Path] = []
-    copy_of = launch.bot_copy
-
-    def recorded(spec, prefix):
-        copies.append(copy_of(spec, prefix))
-        return copies[-1]
-    monkeypatch.setattr(launch, "bot_copy", recorded)
-    return copies
-
-
 def _alive(pids: list[int]) -> list[str]:
     """Of ``pids``, those that still exist (running, or unreaped), with their state."""
     table = scan_procs()
@@ -106,7 +94,7 @@ def test_a_bot_that_ignores_shutdown_does_not_outlive_its_run_on_a_worker(tmp_pa
     (the task's), the run's teardown on another (the plugin's). After the teardown nothing of
     either bot is left: no process running, none unreaped, no build copy on the disk."""
     monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 0.2)  # the grace it ignores; short for the test
-    copies = _recorded_copies(monkeypatch)
+    copies = recorded_build_copies(monkeypatch)
     cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
     cache.chmod(0o755)
     monkeypatch.setenv(CACHE_ENV, str(cache))
@@ -190,7 +178,7 @@ def test_an_uploads_build_copy_is_removed_when_its_check_ends(tmp_path, monkeypa
     from arena.bots.launch import Launcher
     from arena.tournament.check import check_bot
     from tests.checks import reachable
-    copies = _recorded_copies(monkeypatch)
+    copies = recorded_build_copies(monkeypatch)
     bot = tmp_path / "builder"
     bot.mkdir()
     (bot / "build.py").write_text("open('out.bin', 'wb').write(b'x' * 4096)\n")
@@ -213,7 +201,7 @@ def test_a_browser_games_build_copy_is_removed_when_the_game_ends(tmp_path, monk
     from arena.serve.play import Session, play_game
     from arena.referee import TimeControl
     from tests.checks import fixed_secret, reachable
-    copies = _recorded_copies(monkeypatch)
+    copies = recorded_build_copies(monkeypatch)
     bot = tmp_path / "member"
     bot.mkdir()
     shutil.copy(REPO / "examples" / "bots" / "python" / "bot.py", bot / "bot.py")
