@@ -166,6 +166,8 @@ class BlockingPlayer:
             self.fault(fault.reason, fault.message, req.id)
             return faulted(self, fault, seconds)
         seconds = now() - start
+        # seat.answered's work written out: through it (two more calls) a decision costs 1.1% more
+        # instructions (bench_instructions, blocking: 111.0k -> 112.2k), on the hottest path there is.
         return Answered(choice, seconds, self.take_stderr() if self._stderr or conn.stderr_lines else [], note)
 
     def finish(self, message: dict[str, Any]) -> None:
