@@ -785,3 +785,32 @@ def test_page_models_are_built_at_most_two_at_a_time(tmp_path: Path) -> None:
 
     trio.run(main)
     assert QUERY_THREADS == 2 and 1 <= most <= QUERY_THREADS
+
+
+def test_the_app_warms_its_store_at_its_start(tmp_path: Path, monkeypatch) -> None:
+    """``build_app`` starts :func:`warm` on the store it serves, through the app itself, so a
+    serving process built the room's first pages before its first visitor (the warm-up's own test
+    above calls it directly; this one holds that the app starts it)."""
+    import arena.serve.app
+    from arena.serve.app import Options, build_app
+    from arena.serve.cache import warm
+    path = tmp_path / "s.sqlite"
+    _two_ladders(path)
+    started: list[tuple] = []
+
+    async def spy(app, store):
+        started.append((app, store, await warm(app, store)))
+
+    monkeypatch.setattr(arena.serve.app, "warm", spy)
+
+    async def main() -> None:
+        with trio.fail_after(30):  # about 1 s; the bound only ends a failing run
+            async with trio.open_nursery() as nursery:
+                app = build_app(Options(store=path), nursery)
+                while not started:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+        assert started[0][0] is app and started[0][1] == path
+        assert started[0][2] >= 6  # the overview, two ladders, three members: each built
+
+    trio.run(main)
