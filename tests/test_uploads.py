@@ -159,7 +159,8 @@ def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path:
     server = ServerProc(store, "--allow-submit")
     try:
         for archive, why in ((_lying_size(), b"the archive is damaged"), (zip_bytes({"readme.txt": b"hi"}), b"no bot.toml"),
-                             (zip_bytes({"bot.toml": b"name = 3\n"}), b"bot.toml")):
+                             (zip_bytes({"bot.toml": b"name = 3\n"}), b"bot.toml"),
+                             (zip_bytes({"bot.toml": MANIFEST, "../escape.py": b"x"}), b"leaves its folder")):
             body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
             status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
             assert status == 400 and why in text, text[-2000:]
@@ -168,6 +169,7 @@ def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path:
         uploads = store.parent / "uploads"
         assert stat.S_IMODE(uploads.stat().st_mode) == 0o700
         assert [p.name for p in uploads.iterdir()] == [".arena-bot-copies"]
+        assert not (store.parent / "escape.py").exists()
     finally:
         server.stop()
 
@@ -261,3 +263,96 @@ def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path,
     with pytest.raises(UploadError, match="longer than"):
         unpack(zip_bytes({"bot.toml": MANIFEST, name: b"x"}), dest, **LIMITS)
     assert not dest.exists()
+
+
+# ---------------------------------------------------------------- the unpacking process (serve/unpacker.py)
+
+def _apart(archive: bytes, dest: Path, **limits):
+    import trio
+
+    from arena.serve.unpacker import unpack_apart
+    return trio.run(lambda: unpack_apart(archive, dest, **(limits or LIMITS)))
+
+
+def test_the_worker_unpacks_and_reads_the_bot_as_the_server_did(tmp_path: Path) -> None:
+    got = _apart(zip_bytes({"mybot/bot.toml": MANIFEST, "mybot/bot.py": BOT_PY}), tmp_path / "job")
+    assert got.root == tmp_path / "job" / "mybot" and (got.root / "bot.py").read_bytes() == BOT_PY
+    assert (got.name, got.label, got.human) == ("upl", "upl@1.0", False)
+
+
+@pytest.mark.parametrize("archive", [
+    zip_bytes({"bot.toml": MANIFEST, "../escape.py": b"x"}),
+    zip_bytes({"bot.toml": MANIFEST}, links={"secret": "/etc/passwd"}),
+    zip_bytes({f"f{i}.txt": b"" for i in range(60)}),
+    zip_bytes({"bot.toml": MANIFEST, "big.bin": b"\0" * (2 << 20)}),
+    _lying_size(),
+    zip_bytes({"readme.txt": b"hi"}),
+    zip_bytes({"bot.toml": b"name = 3\n"}),
+], ids=["dotdot", "link", "files", "bytes", "damaged", "no-manifest", "bad-manifest"])
+def test_a_hostile_upload_is_refused_by_the_worker_in_the_servers_own_words(tmp_path: Path, archive: bytes) -> None:
+    """The worker's refusal is the one the unpacker and the manifest's reader give in-process, word
+    for word (its limits included), and it leaves what they leave: nothing of an archive refused."""
+    from arena.bots.manifest import ManifestError, load_bot
+    with pytest.raises((UploadError, ManifestError)) as here:
+        load_bot(unpack(archive, tmp_path / "here", **LIMITS)).files_hash()
+    with pytest.raises(UploadError) as apart:
+        _apart(archive, tmp_path / "job")
+    assert str(apart.value) == str(here.value).replace(str(tmp_path / "here"), str(tmp_path / "job"))
+    assert (tmp_path / "job").exists() == (tmp_path / "here").exists()  # a manifest refused: the caller removes it
+    assert not (tmp_path / "escape.py").exists()
+
+
+@pytest.mark.parametrize("when", ["before reading", "after reading"])
+def test_a_killed_worker_is_the_arenas_failure_not_the_uploads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              when: str) -> None:
+    """A worker killed (out of memory, by an operator) gives no answer: the upload is not refused
+    for it, the arena says it failed, and the server goes on."""
+    import sys
+
+    from arena.serve import unpacker
+    read = "sys.stdin.buffer.read(); " if when == "after reading" else ""
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", f"import os, signal, sys; {read}"
+                                                                 "os.kill(os.getpid(), signal.SIGKILL)"])
+    with pytest.raises(unpacker.UnpackerLost, match=r"stopped \(signal 9\)"):
+        _apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}), tmp_path / "job")
+
+
+def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from arena.serve import unpacker
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", "print('not json')"])
+    with pytest.raises(unpacker.UnpackerLost, match=r"failed \(exit status 0\)"):
+        _apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job")
+
+
+def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uploads folder a 64 KiB file system (bubblewrap's tmpfs over it) and a 300 kB bot: the
+    write fails for want of space, the caller gets that OSError (the server's 500 says "No space
+    left on device"), and the worker removed what it had written (checked inside the same mount,
+    before its answer is passed on: a folder left there makes the run end with status 8)."""
+    import errno
+    import shutil
+
+    from arena.serve import unpacker
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap for a small file system of its own")
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    check = f'answer=$("$@") || exit 9; [ -z "$(ls -A {uploads})" ] || exit 8; echo "$answer"'
+    monkeypatch.setattr(unpacker, "WORKER", ["bwrap", "--dev-bind", "/", "/", "--size", str(64 << 10),
+                                             "--tmpfs", str(uploads), "sh", "-c", check, "sh", *unpacker.WORKER])
+    with pytest.raises(OSError) as full:
+        _apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}), uploads / "job")
+    assert full.value.errno == errno.ENOSPC and full.value.strerror == os.strerror(errno.ENOSPC)
+
+
+def test_a_stuck_worker_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from arena.serve import unpacker
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", "import time; time.sleep(600)"])
+    monkeypatch.setattr(unpacker, "UNPACK_S", 0.5)
+    with pytest.raises(unpacker.UnpackerLost, match="longer than 0.5 seconds"):
+        _apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job")
