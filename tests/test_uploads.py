@@ -270,8 +270,8 @@ def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path,
 def _apart(archive: bytes, dest: Path, **limits):
     import trio
 
-    from arena.serve.unpacker import unpack_apart
-    return trio.run(lambda: unpack_apart(archive, dest, **(limits or LIMITS)))
+    from arena.serve.unpacker import Unpackers
+    return trio.run(lambda: Unpackers().unpack(archive, dest, **(limits or LIMITS)))
 
 
 def test_the_worker_unpacks_and_reads_the_bot_as_the_server_did(tmp_path: Path) -> None:
@@ -302,19 +302,54 @@ def test_a_hostile_upload_is_refused_by_the_worker_in_the_servers_own_words(tmp_
     assert not (tmp_path / "escape.py").exists()
 
 
+def test_one_worker_serves_upload_after_upload_and_a_killed_one_is_replaced(tmp_path: Path) -> None:
+    """A refusal does not cost the worker; a worker killed while idle (out of memory, an operator)
+    is noticed at the next upload, which a fresh worker unpacks."""
+    import signal
+
+    import trio
+
+    from arena.serve.unpacker import Unpackers
+
+    async def main() -> None:
+        workers = Unpackers()
+        good = zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY})
+        await workers.unpack(good, tmp_path / "a", **LIMITS)
+        with pytest.raises(UploadError, match="leaves its folder"):
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "../x": b"x"}), tmp_path / "b", **LIMITS)
+        assert len(workers.idle) == 1
+        first = workers.idle[0]
+        assert (await workers.unpack(good, tmp_path / "c", **LIMITS)).root == tmp_path / "c"
+        assert workers.idle == [first]
+        os.kill(first.pid, signal.SIGKILL)
+        await first.wait()
+        assert (await workers.unpack(good, tmp_path / "d", **LIMITS)).root == tmp_path / "d"
+        assert len(workers.idle) == 1 and workers.idle[0] is not first
+    trio.run(main)
+
+
 @pytest.mark.parametrize("when", ["before reading", "after reading"])
-def test_a_killed_worker_is_the_arenas_failure_not_the_uploads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              when: str) -> None:
-    """A worker killed (out of memory, by an operator) gives no answer: the upload is not refused
-    for it, the arena says it failed, and the server goes on."""
+def test_a_worker_killed_during_an_upload_is_the_arenas_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               when: str) -> None:
+    """A worker killed while it has the upload gives no answer: the upload is not refused for it,
+    the arena says it failed, and the worker is not kept."""
     import sys
 
+    import trio
+
     from arena.serve import unpacker
-    read = "sys.stdin.buffer.read(); " if when == "after reading" else ""
-    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", f"import os, signal, sys; {read}"
+    read = "h = sys.stdin.buffer.readline(); sys.stdin.buffer.read(json.loads(h)['size']); " \
+        if when == "after reading" else ""
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", f"import json, os, signal, sys; {read}"
                                                                  "os.kill(os.getpid(), signal.SIGKILL)"])
-    with pytest.raises(unpacker.UnpackerLost, match=r"stopped \(signal 9\)"):
-        _apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}), tmp_path / "job")
+
+    async def main() -> None:
+        workers = unpacker.Unpackers()
+        with pytest.raises(unpacker.UnpackerLost, match=r"stopped \(SIGKILL\)"):
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}), tmp_path / "job",
+                                 **LIMITS)
+        assert workers.idle == []
+    trio.run(main)
 
 
 def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -328,24 +363,33 @@ def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypa
 
 def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The uploads folder a 64 KiB file system (bubblewrap's tmpfs over it) and a 300 kB bot: the
-    write fails for want of space, the caller gets that OSError (the server's 500 says "No space
-    left on device"), and the worker removed what it had written (checked inside the same mount,
-    before its answer is passed on: a folder left there makes the run end with status 8)."""
+    """The uploads folder a 64 KiB file system (bubblewrap's tmpfs over it, seen by the worker
+    only) and a 300 kB bot: the write fails for want of space, the caller gets that OSError (the
+    server's 500 says "No space left on device"), and the worker removed what it had written: a
+    40 kB bot fits after it, in the same worker."""
     import errno
     import shutil
+
+    import trio
 
     from arena.serve import unpacker
     if shutil.which("bwrap") is None:
         pytest.skip("needs bubblewrap for a small file system of its own")
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    check = f'answer=$("$@") || exit 9; [ -z "$(ls -A {uploads})" ] || exit 8; echo "$answer"'
     monkeypatch.setattr(unpacker, "WORKER", ["bwrap", "--dev-bind", "/", "/", "--size", str(64 << 10),
-                                             "--tmpfs", str(uploads), "sh", "-c", check, "sh", *unpacker.WORKER])
-    with pytest.raises(OSError) as full:
-        _apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}), uploads / "job")
-    assert full.value.errno == errno.ENOSPC and full.value.strerror == os.strerror(errno.ENOSPC)
+                                             "--tmpfs", str(uploads), *unpacker.WORKER])
+
+    async def main() -> None:
+        workers = unpacker.Unpackers()
+        with pytest.raises(OSError) as full:
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}), uploads / "a",
+                                 **LIMITS)
+        assert full.value.errno == errno.ENOSPC and full.value.strerror == os.strerror(errno.ENOSPC)
+        small = await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "small.bin": os.urandom(40_000)}),
+                                     uploads / "b", **LIMITS)
+        assert small.root == uploads / "b" and len(workers.idle) == 1
+    trio.run(main)
 
 
 def test_a_stuck_worker_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
