@@ -10,6 +10,7 @@ import os
 import stat
 import struct
 import tarfile
+import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -400,3 +401,66 @@ def test_a_stuck_worker_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(unpacker, "UNPACK_S", 0.5)
     with pytest.raises(unpacker.UnpackerLost, match="longer than 0.5 seconds"):
         _apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job")
+
+
+def _unpackers_of(pid: int) -> list[int]:
+    """The unpacking workers among ``pid``'s children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if b"arena.serve.unpacker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_path: Path) -> None:
+    """On a real server: the idle worker stopped, an upload sent to it (its bytes seen waiting in
+    the worker's stdin), the worker killed. The uploader is told the arena failed (500, not a
+    refusal of the bot), nothing of that upload is left, and the next upload gets a fresh worker."""
+    import fcntl
+    import signal
+    import termios
+    import threading
+
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    server = ServerProc(store, "--allow-submit", "--writes-per-minute", "6000")
+    good = zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY})
+    uploads = store.parent / "uploads"
+
+    def post(archive: bytes) -> tuple[int, bytes]:
+        body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
+        status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        return status, text
+    try:
+        assert post(good)[0] == 303
+        [worker] = _unpackers_of(server.proc.pid)
+        kept = {p.name for p in uploads.iterdir()}
+        os.kill(worker, signal.SIGSTOP)
+        answer: list[tuple[int, bytes]] = []
+        sender = threading.Thread(target=lambda: answer.append(post(zip_bytes({"bot.toml": MANIFEST,
+                                                                                 "big.bin": os.urandom(1 << 18)}))))
+        sender.start()
+        waiting = os.open(f"/proc/{worker}/fd/0", os.O_RDONLY | os.O_NONBLOCK)  # the pipe the server writes to
+        try:
+            queued = bytearray(4)
+            while sender.is_alive():  # until the upload is in the worker's hands (a condition, not a timer)
+                fcntl.ioctl(waiting, termios.FIONREAD, queued)
+                if int.from_bytes(queued, "little"):
+                    break
+                time.sleep(0.01)
+        finally:
+            os.close(waiting)
+        os.kill(worker, signal.SIGKILL)
+        sender.join(60)
+        [(status, text)] = answer
+        assert status == 500 and b"the arena failed, not your bot" in text and b"SIGKILL" in text, text[-1500:]
+        assert {p.name for p in uploads.iterdir()} == kept  # the killed upload's folder removed
+        assert post(good)[0] == 303
+        fresh = _unpackers_of(server.proc.pid)
+        assert fresh and worker not in fresh
+        assert "Traceback" not in server.stderr()
+    finally:
+        server.stop()
