@@ -429,6 +429,7 @@ def cpu_split(server_pid: int) -> dict[str, float]:
     out = {"server": sum(sum(procs[p][2:]) for p in tree(server_pid) if p not in ladder) / tick,
            "referee": sum(sum(procs[r][2:4]) for r in runners) / tick}
     out["bots"] = sum(sum(procs[p][2:]) for p in ladder) / tick - out["referee"]
+    out["referee wait"] = {tid: w for r in runners for tid, w in _runnable_wait(r).items()}
     t = os.times()
     out["wrk"] = t.children_user + t.children_system
     with open("/proc/stat") as f:
@@ -438,9 +439,22 @@ def cpu_split(server_pid: int) -> dict[str, float]:
     return out
 
 
+def _runnable_wait(pid: int) -> dict[int, float]:
+    """Seconds each thread of ``pid`` has spent runnable but waiting for a CPU (schedstat's second
+    field), by thread id: a ladder bound by latency loses its games here, not in its CPU time. A
+    thread that ends between two readings takes its part with it (an undercount, never negative)."""
+    waits = {}
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waits[int(task.parent.name)] = int(task.read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue
+    return waits
+
+
 def shares(before: dict, after: dict, seconds: float) -> str:
     """Each part's CPU between two :func:`cpu_split` readings, as a share of the machine's CPUs."""
-    d = {k: after[k] - before[k] for k in before}
+    d = {k: after[k] - before[k] for k in before if k != "referee wait"}
     d["other"] = d["machine"] - sum(v for k, v in d.items() if k != "machine")
     return " ".join(f"{k} {100 * d[k] / (seconds * os.cpu_count()):.0f}%"
                     for k in ("server", "wrk", "referee", "bots", "irq", "other"))
@@ -449,11 +463,15 @@ def shares(before: dict, after: dict, seconds: float) -> str:
 def per_game(before: dict, after: dict, games: int) -> str:
     """The ladder's CPU a game between two :func:`cpu_split` readings: the referee's (its runner,
     the store's writes included) and the bots'. Beside the load a rise in these is work the games
-    themselves lost (a busier writer, colder caches), not CPU the scheduler gave away."""
+    themselves lost (a busier writer, colder caches), not CPU the scheduler gave away; a rise in
+    the referee's wait for a CPU (runnable, not running) is the scheduler's part."""
     if not games:
         return "no game stored"
     ms = {k: 1000 * (after[k] - before[k]) / games for k in ("referee", "bots")}
-    return f"a game: referee {ms['referee']:.0f} ms, bots {ms['bots']:.0f} ms"
+    waited = after["referee wait"]
+    ms["referee wait"] = 1000 * sum(w - before["referee wait"].get(tid, 0.0) for tid, w in waited.items()) / games
+    return (f"a game: referee {ms['referee']:.0f} ms, bots {ms['bots']:.0f} ms, "
+            f"the referee's wait for a CPU {ms['referee wait']:.0f} ms")
 
 
 # --------------------------------------------------------------------------- the ladder beside the load
