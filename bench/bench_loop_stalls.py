@@ -18,14 +18,16 @@ worker thread runs Python). The parent drives one kind of load at a time, from i
 * ``pages+games`` - the same while another process stores a game every 0.2 s, so that the pages
   are built again (a new store version) rather than served kept;
 * ``logins`` - failed logins (argon2 in a worker thread), each from its own loopback address;
-* ``uploads`` - a 300 kB multipart upload with the organiser's token (the form parsed, the zip
-  unpacked and checked in a thread; past the queue's bound, 429).
+* ``uploads`` - a 300 kB multipart upload with the organiser's token (the form parsed; the zip
+  unpacked and checked in a worker process, serve/unpacker.py; before it, in a thread of the
+  server; past the queue's bound, 429).
 
 For each it prints the longest task steps (the task, its CPU ms), the number over 20 ms, the
 longest wall time a step spent off the CPU (blocked in a system call, or waiting for the GIL or a
 core: a loaded machine lengthens these), and
-the wake-up lateness (p50, p99, max; wall time, which a loaded machine lengthens too), and the
-CPU time of the longest full collection of Python's cyclic garbage collector (which runs inside
+the wake-up lateness (p50, p99, max; wall time, which a loaded machine lengthens too), the
+serving process's CPU (all its threads, the ones that take the GIL from the loop; not its child
+processes) per answer, which load moves little, and the CPU time of the longest full collection of Python's cyclic garbage collector (which runs inside
 whatever step allocates, and visits every object it tracks: ``objects``). Figures only; nothing is asserted.
 """
 
@@ -74,6 +76,7 @@ def serve(store: Path, freeze: bool) -> None:
             self.longest: list[tuple[float, str]] = []
             self.held: list[tuple[float, str]] = []
             self.over = 0
+            self.process = time.process_time()  # every thread of the serving process: what holds the GIL
             self.started = time.thread_time()
             self.wall = time.perf_counter()
 
@@ -130,7 +133,8 @@ def serve(store: Path, freeze: bool) -> None:
                                   "over_20ms": steps.over, "p50": ordered[len(ordered) // 2] * 1000,
                                   "p99": ordered[int(len(ordered) * 0.99)] * 1000, "max": ordered[-1] * 1000,
                                   "gc_max": max(collections, default=0.0) * 1000, "gc_n": len(collections),
-                                  "objects": len(gc.get_objects())}),
+                                  "objects": len(gc.get_objects()),
+                                  "cpu": time.process_time() - steps.process}),
                       flush=True)
                 steps.reset()
                 late.clear()
@@ -164,12 +168,21 @@ def _get(port: int, path: str, method: str = "GET", body: bytes | None = None, h
         conn.close()
 
 
-def _upload_body(token: str) -> tuple[bytes, str]:
+def _upload_body(token: str, unpacked_mb: float = 0.0) -> tuple[bytes, str]:
+    """A bot's upload: 300 kB of random bytes, stored; or with ``unpacked_mb``, that many MB of
+    tables in 150 deflated files (a twelfth of each random, the rest a table repeated), about a
+    tenth of it on the wire, as a bot with data files near the upload limits sends."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("bot.toml", 'name = "stall"\nversion = "1.0"\nauthor = "bench"\nrun = ["python3", "bot.py"]\n')
+    rng = random.Random(1)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("bot.toml", 'name = "stall"\nversion = "1.0"\nauthor = "bench"\ncommand = ["python3", "bot.py"]\n')
         z.writestr("bot.py", "import sys\nfor line in sys.stdin:\n    pass\n")
-        z.writestr("data.bin", random.Random(1).randbytes(300_000))
+        if not unpacked_mb:
+            z.writestr("data.bin", rng.randbytes(300_000), compress_type=zipfile.ZIP_STORED)
+        each = int(unpacked_mb * 2**20 / 150)
+        rows = b"".join(b"%d,%d,%d\n" % (i, i * i % 9973, i * 7919 % 104729) for i in range(300))  # 4 kB, repeated
+        for k in range(150 if unpacked_mb else 0):
+            z.writestr(f"data/t{k:03d}.csv", rng.randbytes(each // 12) + (rows * (each // len(rows) + 1))[:each - each // 12])
     boundary = "benchstallsboundary"
     parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
              for k, v in (("token", token), ("ladder", "classic-2p"))]
@@ -179,11 +192,12 @@ def _upload_body(token: str) -> tuple[bytes, str]:
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def drive(kind: str, port: int, token: str, paths: list[str], clients: int, seconds: float, store: Path) -> int:
+def drive(kind: str, port: int, token: str, paths: list[str], clients: int, seconds: float, store: Path,
+          upload_mb: float = 0.0) -> int:
     """``clients`` threads sending ``kind`` requests for ``seconds``; the number answered."""
     stop = time.monotonic() + seconds
     done = [0]
-    body, ctype = _upload_body(token)
+    body, ctype = _upload_body(token, upload_mb)
 
     def client(i: int) -> None:
         rng = random.Random(i)
@@ -243,6 +257,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--kinds", nargs="+", default=["idle", "pages", "pages+games", "logins", "uploads"])
+    ap.add_argument("--upload-mb", type=float, default=0.0, help="uploads: a bot of this many MB unpacked "
+                    "(150 deflated files) instead of 300 kB stored")
     ap.add_argument("--no-freeze", action="store_true", help="leave out arena serve's gc.freeze() at its start "
                     "(the code before it)")
     ap.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
@@ -267,17 +283,20 @@ def main() -> None:
             for p in paths:
                 _get(hello["port"], p)
             print(f"{'kind':12} {'answers':>8} {'steps>20ms':>10} {'late p50':>9} {'p99':>8} {'max':>8} {'gc max':>8} {'objects':>9}"
+                  f" {'cpu ms/answer':>13}"
                   "  longest steps (CPU ms, task) | longest off-CPU in a step (ms, task)")
             for kind in args.kinds:
                 child.send_signal(signal.SIGUSR1)  # reset
                 child.stdout.readline()
-                n = drive(kind, hello["port"], hello["token"], paths, args.clients, args.seconds, store)
+                n = drive(kind, hello["port"], hello["token"], paths, args.clients, args.seconds, store,
+                          args.upload_mb)
                 child.send_signal(signal.SIGUSR1)
                 got = json.loads(child.stdout.readline())
                 longest = "; ".join(f"{ms} {name.rsplit('.', 1)[-1]}" for ms, name in got["longest"][:3])
                 longest += " | " + "; ".join(f"{ms} {name.rsplit('.', 1)[-1]}" for ms, name in got["held"][:3])
                 print(f"{kind:12} {n:8d} {got['over_20ms']:10d} {got['p50']:8.1f}ms {got['p99']:6.1f}ms "
-                      f"{got['max']:6.0f}ms {got['gc_max']:6.0f}ms {got['objects']:9d}  {longest}", flush=True)
+                      f"{got['max']:6.0f}ms {got['gc_max']:6.0f}ms {got['objects']:9d} "
+                      f"{1000 * got['cpu'] / n if n else float('nan'):13.1f}  {longest}", flush=True)
         finally:
             child.terminate()
             child.wait(timeout=30)

@@ -30,7 +30,9 @@ after), which the machine's load moves much less than requests a second.
 from /proc) per request of each page kind, kept, answered ``304``, and built afresh (the last in
 a separate process, on a read-only copy of the store, as a changed store makes the server do),
 which the machine's load moves far less than requests a second. wrk shares the machine with the server: on a
-2-core machine it takes part of the CPU it measures. Prints figures only; nothing is asserted.
+2-core machine it takes part of the CPU it measures. Beside ``--ladder`` it runs inside the pages' own
+CPU group (:func:`wrk_place`), so the ladder pays for the simulated clients no more than a club's
+ladder pays for its visitors' machines; their CPU is still printed. Prints figures only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,10 +230,17 @@ def warm_up(server: Server, paths: list[str], rounds: int = 4) -> float:
     return time.perf_counter() - t0
 
 
-def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
+def run_wrk(url: str, script: Path, clients: int, seconds: float, placed: "WrkPlace | None" = None) -> dict:
+    """wrk's figures for one row; ``placed``: where wrk runs for the scheduler (:func:`wrk_place`),
+    else wherever this process runs."""
     threads = max(1, min(clients, 2))
-    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds:g}s", "--latency",
-                          "--timeout", "10s", "-s", str(script), url], capture_output=True, text=True)
+    cmd = ["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds:g}s", "--latency",
+           "--timeout", "10s", "-s", str(script), url]
+    if placed is not None and placed.enter:  # the shell moves itself, then becomes wrk: it never runs elsewhere
+        cmd = ["sh", "-c", f'{placed.enter} || exit {WRK_UNPLACED}; exec "$@"', "wrk", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, start_new_session=placed is not None and placed.session)
+    if out.returncode == WRK_UNPLACED:
+        raise SystemExit(f"wrk could not be placed {placed.said}: {out.stderr.strip()[-300:]}")
     text = out.stdout
 
     def ms(label: str) -> float:
@@ -246,6 +256,62 @@ def run_wrk(url: str, script: Path, clients: int, seconds: float) -> dict:
     return {"rps": float(rps.group(1)) if rps else 0.0, "p50": ms("50"), "p99": ms("99"),
             "requests": int(total.group(1)) if total else 0,
             "errors": errors + (int(non2xx.group(1)) if non2xx else 0)}
+
+
+# --------------------------------------------------------------------------- where wrk's CPU is charged
+
+WRK_UNPLACED = 97  # the wrapper's exit status when wrk could not be moved where it was to run
+
+
+@dataclass(frozen=True)
+class WrkPlace:
+    """Where wrk runs beside a ladder: ``enter``, a shell command that moves the shell (then wrk)
+    there ("" for nowhere special); ``session``: in a session of its own; ``said``: the bench's
+    line about it."""
+
+    enter: str
+    session: bool
+    said: str
+
+
+def wrk_place(server_pid: int) -> WrkPlace:
+    """The load generator's CPU charged to the pages, as a club's is (its clients' machines are
+    not the server's): wrk in the serving processes' own cpu cgroup (v1 or v2), so the pages and
+    wrk together weigh what the pages weigh alone. Where the server bounded its pages with a niced
+    autogroup instead, wrk gets an autogroup of its own at the same nice (a second group at the
+    pages' weight: the ladder then faces twice the pages' weight, which the line says); where the
+    server set no share, wrk runs as this process does. Never silent: the line is printed."""
+    from arena.bots.procs import cgroup_dir, cgroup_mounts
+    from arena.serve.cpushare import PAGES_CGROUP
+    try:
+        lines = Path(f"/proc/{server_pid}/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return WrkPlace("", False, f"as the bench runs (the server's groups unreadable: {exc.strerror})")
+    groups = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            groups[c] = path
+    path = groups.get("cpu") or groups.get("")
+    if path and Path(path).name.startswith(PAGES_CGROUP):
+        for fstype, mnt, root, opts in cgroup_mounts():
+            kind = ("v1" if fstype == "cgroup" and "cpu" in opts and "cpu" in groups else
+                    "v2" if fstype == "cgroup2" and "cpu" not in groups else "")
+            where = cgroup_dir(mnt, root, path) if kind else None
+            if where and os.access(Path(where) / "cgroup.procs", os.W_OK):
+                return WrkPlace(f"echo $$ > '{where}/cgroup.procs'", False,
+                                f"in the pages' own cgroup {kind} {where} (wrk and the pages share their weight)")
+    try:
+        words = Path(f"/proc/{server_pid}/autogroup").read_text().split()
+        nice = int(words[2]) if len(words) == 3 and words[1] == "nice" else 0
+    except (OSError, ValueError):
+        nice = 0
+    if nice > 0:
+        return WrkPlace(f"echo {nice} > /proc/self/autogroup", True,
+                        f"in an autogroup of its own at the pages' nice {nice} (no pages cgroup: the ladder "
+                        "faces the pages' weight twice)")
+    return WrkPlace("", False, "as the bench runs, at the default weight (the server set no pages' share "
+                    "this bench can join)")
 
 
 # --------------------------------------------------------------------------- cost per page kind
@@ -363,6 +429,7 @@ def cpu_split(server_pid: int) -> dict[str, float]:
     out = {"server": sum(sum(procs[p][2:]) for p in tree(server_pid) if p not in ladder) / tick,
            "referee": sum(sum(procs[r][2:4]) for r in runners) / tick}
     out["bots"] = sum(sum(procs[p][2:]) for p in ladder) / tick - out["referee"]
+    out["referee wait"] = {tid: w for r in runners for tid, w in _runnable_wait(r).items()}
     t = os.times()
     out["wrk"] = t.children_user + t.children_system
     with open("/proc/stat") as f:
@@ -372,12 +439,39 @@ def cpu_split(server_pid: int) -> dict[str, float]:
     return out
 
 
+def _runnable_wait(pid: int) -> dict[int, float]:
+    """Seconds each thread of ``pid`` has spent runnable but waiting for a CPU (schedstat's second
+    field), by thread id: a ladder bound by latency loses its games here, not in its CPU time. A
+    thread that ends between two readings takes its part with it (an undercount, never negative)."""
+    waits = {}
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waits[int(task.parent.name)] = int(task.read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue
+    return waits
+
+
 def shares(before: dict, after: dict, seconds: float) -> str:
     """Each part's CPU between two :func:`cpu_split` readings, as a share of the machine's CPUs."""
-    d = {k: after[k] - before[k] for k in before}
+    d = {k: after[k] - before[k] for k in before if k != "referee wait"}
     d["other"] = d["machine"] - sum(v for k, v in d.items() if k != "machine")
     return " ".join(f"{k} {100 * d[k] / (seconds * os.cpu_count()):.0f}%"
                     for k in ("server", "wrk", "referee", "bots", "irq", "other"))
+
+
+def per_game(before: dict, after: dict, games: int) -> str:
+    """The ladder's CPU a game between two :func:`cpu_split` readings: the referee's (its runner,
+    the store's writes included) and the bots'. Beside the load a rise in these is work the games
+    themselves lost (a busier writer, colder caches), not CPU the scheduler gave away; a rise in
+    the referee's wait for a CPU (runnable, not running) is the scheduler's part."""
+    if not games:
+        return "no game stored"
+    ms = {k: 1000 * (after[k] - before[k]) / games for k in ("referee", "bots")}
+    waited = after["referee wait"]
+    ms["referee wait"] = 1000 * sum(w - before["referee wait"].get(tid, 0.0) for tid, w in waited.items()) / games
+    return (f"a game: referee {ms['referee']:.0f} ms, bots {ms['bots']:.0f} ms, "
+            f"the referee's wait for a CPU {ms['referee wait']:.0f} ms")
 
 
 # --------------------------------------------------------------------------- the ladder beside the load
@@ -391,7 +485,9 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
     night ladder stores moves the store's version (the overview and the game list are built again)
     and the night ladder's, not the club's. ``req/cpu-s``: requests per CPU second of the serving
     processes (the ladder's runner and bots not counted); under each row, the share of the machine's
-    CPUs the server, wrk, the ladder's referee, its bots and everything else took alone and beside."""
+    CPUs the server, wrk, the ladder's referee, its bots and everything else took alone and beside,
+    the ladder's CPU a game and the store's write-ahead log's size. wrk runs where :func:`wrk_place`
+    puts it (charged to the pages, as a club's clients are not the server's), which a line says."""
     import sqlite3
     import statistics
     print(f"{'server':<8} {'round':>5} {'alone g/s':>9} {'beside g/s':>10} {'ratio':>6} {'req/s':>7} "
@@ -417,7 +513,14 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
         def rate(during) -> tuple:
             g0, t0 = played(), time.monotonic()
             got = during()
-            return (played() - g0) / (time.monotonic() - t0), got
+            games = played() - g0
+            return games / (time.monotonic() - t0), got, games
+
+        def wal_mb() -> float:
+            try:
+                return copy.with_name(copy.name + "-wal").stat().st_size / 2**20
+            except OSError:
+                return 0.0
 
         server = Server(root, copy, ["--ladder", str(toml), *extra])
         ratios = []
@@ -427,23 +530,28 @@ def ladder_beside(servers: list, store: Path, paths: dict, clients: int, seconds
                 if time.monotonic() > deadline:
                     raise SystemExit("the ladder played no batch game in 600 s")
                 time.sleep(0.5)
+            placed = wrk_place(server.proc.pid)
+            print(f"{name:<8} wrk runs {placed.said}", flush=True)
             table = mix_paths({**paths, "static": server.static_paths()})
             script = tmp / f"beside-{name}.lua"
             script.write_text(lua_script(table))
             warm_up(server, sorted(set(table)), rounds=1)
             for n in range(1, rounds + 1):
                 split0 = cpu_split(server.proc.pid)
-                alone, _ = rate(lambda: time.sleep(seconds))
-                split1 = cpu_split(server.proc.pid)
-                beside, r = rate(lambda: run_wrk(server.url, script, clients, seconds))
-                split2 = cpu_split(server.proc.pid)
+                wal0 = wal_mb()
+                alone, _, n_alone = rate(lambda: time.sleep(seconds))
+                split1, wal1 = cpu_split(server.proc.pid), wal_mb()
+                beside, r, n_beside = rate(lambda: run_wrk(server.url, script, clients, seconds, placed))
+                split2, wal2 = cpu_split(server.proc.pid), wal_mb()
                 per_cpu = r["requests"] / max(split2["server"] - split1["server"], 0.01)  # the serving processes
                 ratios.append(beside / alone if alone else float("nan"))
                 print(f"{name:<8} {n:>5} {alone:>9.2f} {beside:>10.2f} {100 * ratios[-1]:>5.0f}% {r['rps']:>7.0f} "
                       f"{r['p50']:>7.1f} {r['p99']:>8.1f} {r['errors']:>6} {os.getloadavg()[0]:>5.1f} {per_cpu:>9.0f}",
                       flush=True)
-                print(f"{'':<8} cpu alone:  {shares(split0, split1, seconds)}\n"
-                      f"{'':<8} cpu beside: {shares(split1, split2, seconds)}", flush=True)
+                print(f"{'':<8} cpu alone:  {shares(split0, split1, seconds)}; "
+                      f"{per_game(split0, split1, n_alone)}; WAL {wal0:.1f} -> {wal1:.1f} MB\n"
+                      f"{'':<8} cpu beside: {shares(split1, split2, seconds)}; "
+                      f"{per_game(split1, split2, n_beside)}; WAL {wal1:.1f} -> {wal2:.1f} MB", flush=True)
         finally:
             server.stop()
         print(f"{name:<8} median ratio {100 * statistics.median(ratios):.0f}% beside {clients} clients", flush=True)

@@ -10,6 +10,7 @@ import os
 import stat
 import struct
 import tarfile
+import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -159,7 +160,8 @@ def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path:
     server = ServerProc(store, "--allow-submit")
     try:
         for archive, why in ((_lying_size(), b"the archive is damaged"), (zip_bytes({"readme.txt": b"hi"}), b"no bot.toml"),
-                             (zip_bytes({"bot.toml": b"name = 3\n"}), b"bot.toml")):
+                             (zip_bytes({"bot.toml": b"name = 3\n"}), b"bot.toml"),
+                             (zip_bytes({"bot.toml": MANIFEST, "../escape.py": b"x"}), b"leaves its folder")):
             body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
             status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
             assert status == 400 and why in text, text[-2000:]
@@ -168,6 +170,7 @@ def test_a_fresh_servers_uploads_are_refused_cleanly_in_a_closed_store(tmp_path:
         uploads = store.parent / "uploads"
         assert stat.S_IMODE(uploads.stat().st_mode) == 0o700
         assert [p.name for p in uploads.iterdir()] == [".arena-bot-copies"]
+        assert not (store.parent / "escape.py").exists()
     finally:
         server.stop()
 
@@ -261,3 +264,203 @@ def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path,
     with pytest.raises(UploadError, match="longer than"):
         unpack(zip_bytes({"bot.toml": MANIFEST, name: b"x"}), dest, **LIMITS)
     assert not dest.exists()
+
+
+# ---------------------------------------------------------------- the unpacking process (serve/unpacker.py)
+
+def _apart(archive: bytes, dest: Path, **limits):
+    import trio
+
+    from arena.serve.unpacker import Unpackers
+    return trio.run(lambda: Unpackers().unpack(archive, dest, **(limits or LIMITS)))
+
+
+def test_the_worker_unpacks_and_reads_the_bot_as_the_server_did(tmp_path: Path) -> None:
+    got = _apart(zip_bytes({"mybot/bot.toml": MANIFEST, "mybot/bot.py": BOT_PY}), tmp_path / "job")
+    assert got.root == tmp_path / "job" / "mybot" and (got.root / "bot.py").read_bytes() == BOT_PY
+    assert (got.name, got.label, got.human) == ("upl", "upl@1.0", False)
+
+
+@pytest.mark.parametrize("archive", [
+    zip_bytes({"bot.toml": MANIFEST, "../escape.py": b"x"}),
+    zip_bytes({"bot.toml": MANIFEST}, links={"secret": "/etc/passwd"}),
+    zip_bytes({f"f{i}.txt": b"" for i in range(60)}),
+    zip_bytes({"bot.toml": MANIFEST, "big.bin": b"\0" * (2 << 20)}),
+    _lying_size(),
+    zip_bytes({"readme.txt": b"hi"}),
+    zip_bytes({"bot.toml": b"name = 3\n"}),
+], ids=["dotdot", "link", "files", "bytes", "damaged", "no-manifest", "bad-manifest"])
+def test_a_hostile_upload_is_refused_by_the_worker_in_the_servers_own_words(tmp_path: Path, archive: bytes) -> None:
+    """The worker's refusal is the one the unpacker and the manifest's reader give in-process, word
+    for word (its limits included), and it leaves what they leave: nothing of an archive refused."""
+    from arena.bots.manifest import ManifestError, load_bot
+    with pytest.raises((UploadError, ManifestError)) as here:
+        load_bot(unpack(archive, tmp_path / "here", **LIMITS)).files_hash()
+    with pytest.raises(UploadError) as apart:
+        _apart(archive, tmp_path / "job")
+    assert str(apart.value) == str(here.value).replace(str(tmp_path / "here"), str(tmp_path / "job"))
+    assert (tmp_path / "job").exists() == (tmp_path / "here").exists()  # a manifest refused: the caller removes it
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_one_worker_serves_upload_after_upload_and_a_killed_one_is_replaced(tmp_path: Path) -> None:
+    """A refusal does not cost the worker; a worker killed while idle (out of memory, an operator)
+    is noticed at the next upload, which a fresh worker unpacks."""
+    import signal
+
+    import trio
+
+    from arena.serve.unpacker import Unpackers
+
+    async def main() -> None:
+        workers = Unpackers()
+        good = zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY})
+        await workers.unpack(good, tmp_path / "a", **LIMITS)
+        with pytest.raises(UploadError, match="leaves its folder"):
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "../x": b"x"}), tmp_path / "b", **LIMITS)
+        assert len(workers.idle) == 1
+        first = workers.idle[0]
+        assert (await workers.unpack(good, tmp_path / "c", **LIMITS)).root == tmp_path / "c"
+        assert workers.idle == [first]
+        os.kill(first.pid, signal.SIGKILL)
+        await first.wait()
+        assert (await workers.unpack(good, tmp_path / "d", **LIMITS)).root == tmp_path / "d"
+        assert len(workers.idle) == 1 and workers.idle[0] is not first
+    trio.run(main)
+
+
+@pytest.mark.parametrize("when", ["before reading", "after reading"])
+def test_a_worker_killed_during_an_upload_is_the_arenas_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               when: str) -> None:
+    """A worker killed while it has the upload gives no answer: the upload is not refused for it,
+    the arena says it failed, and the worker is not kept."""
+    import sys
+
+    import trio
+
+    from arena.serve import unpacker
+    read = "h = sys.stdin.buffer.readline(); sys.stdin.buffer.read(json.loads(h)['size']); " \
+        if when == "after reading" else ""
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", f"import json, os, signal, sys; {read}"
+                                                                 "os.kill(os.getpid(), signal.SIGKILL)"])
+
+    async def main() -> None:
+        workers = unpacker.Unpackers()
+        with pytest.raises(unpacker.UnpackerLost, match=r"stopped \(SIGKILL\)"):
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}), tmp_path / "job",
+                                 **LIMITS)
+        assert workers.idle == []
+    trio.run(main)
+
+
+def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from arena.serve import unpacker
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", "print('not json')"])
+    with pytest.raises(unpacker.UnpackerLost, match=r"failed \(exit status 0\)"):
+        _apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job")
+
+
+def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uploads folder a 64 KiB file system (bubblewrap's tmpfs over it, seen by the worker
+    only) and a 300 kB bot: the write fails for want of space, the caller gets that OSError (the
+    server's 500 says "No space left on device"), and the worker removed what it had written: a
+    40 kB bot fits after it, in the same worker."""
+    import errno
+    import shutil
+
+    import trio
+
+    from arena.serve import unpacker
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap for a small file system of its own")
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    monkeypatch.setattr(unpacker, "WORKER", ["bwrap", "--dev-bind", "/", "/", "--size", str(64 << 10),
+                                             "--tmpfs", str(uploads), *unpacker.WORKER])
+
+    async def main() -> None:
+        workers = unpacker.Unpackers()
+        with pytest.raises(OSError) as full:
+            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}), uploads / "a",
+                                 **LIMITS)
+        assert full.value.errno == errno.ENOSPC and full.value.strerror == os.strerror(errno.ENOSPC)
+        small = await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "small.bin": os.urandom(40_000)}),
+                                     uploads / "b", **LIMITS)
+        assert small.root == uploads / "b" and len(workers.idle) == 1
+    trio.run(main)
+
+
+def test_a_stuck_worker_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from arena.serve import unpacker
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", "import time; time.sleep(600)"])
+    monkeypatch.setattr(unpacker, "UNPACK_S", 0.5)
+    with pytest.raises(unpacker.UnpackerLost, match="longer than 0.5 seconds"):
+        _apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job")
+
+
+def _unpackers_of(pid: int) -> list[int]:
+    """The unpacking workers among ``pid``'s children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if b"arena.serve.unpacker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_path: Path) -> None:
+    """On a real server: the idle worker stopped, an upload sent to it (its bytes seen waiting in
+    the worker's stdin), the worker killed. The uploader is told the arena failed (500, not a
+    refusal of the bot), nothing of that upload is left, and the next upload gets a fresh worker."""
+    import fcntl
+    import signal
+    import termios
+    import threading
+
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    server = ServerProc(store, "--allow-submit", "--writes-per-minute", "6000")
+    good = zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY})
+    uploads = store.parent / "uploads"
+
+    def post(archive: bytes) -> tuple[int, bytes]:
+        body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
+        status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
+        return status, text
+    try:
+        assert post(good)[0] == 303
+        [worker] = _unpackers_of(server.proc.pid)
+        kept = {p.name for p in uploads.iterdir()}
+        os.kill(worker, signal.SIGSTOP)
+        answer: list[tuple[int, bytes]] = []
+        sender = threading.Thread(target=lambda: answer.append(post(zip_bytes({"bot.toml": MANIFEST,
+                                                                                 "big.bin": os.urandom(1 << 18)}))))
+        sender.start()
+        waiting = os.open(f"/proc/{worker}/fd/0", os.O_RDONLY | os.O_NONBLOCK)  # the pipe the server writes to
+        try:
+            queued = bytearray(4)
+            while sender.is_alive():  # until the upload is in the worker's hands (a condition, not a timer)
+                fcntl.ioctl(waiting, termios.FIONREAD, queued)
+                if int.from_bytes(queued, "little"):
+                    break
+                time.sleep(0.01)
+        finally:
+            os.close(waiting)
+        os.kill(worker, signal.SIGKILL)
+        sender.join(60)
+        [(status, text)] = answer
+        assert status == 500 and b"the arena failed, not your bot" in text and b"SIGKILL" in text, text[-1500:]
+        assert {p.name for p in uploads.iterdir()} == kept  # the killed upload's folder removed
+        assert post(good)[0] == 303
+        fresh = _unpackers_of(server.proc.pid)
+        assert fresh and worker not in fresh
+        assert "Traceback" not in server.stderr()
+    finally:
+        server.stop()

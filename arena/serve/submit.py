@@ -3,7 +3,7 @@
 Off unless ``arena serve --allow-submit``; then every upload needs the token
 printed at start (:mod:`.guard`). The request body is capped while it is read
 (``max_upload_bytes``, whatever Content-Length says), the archive is unpacked by
-:mod:`.upload` into a private folder of the closed store (:func:`private_copy_dir`) before
+:mod:`.upload`, in a process of its own (:mod:`.unpacker`), into a private folder of the closed store (:func:`private_copy_dir`) before
 anything reads it, and the bot goes through the same path as ``arena submit``:
 ``arena check`` first (its report is shown), then the ladder's placement, only
 if the check found no fault. Jobs wait in the store's queue (:mod:`arena.store.jobs`), so a
@@ -38,7 +38,8 @@ from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .limits import LateBody, client_of
 from .pages import redirect, render
-from .upload import UploadError, unpack
+from .unpacker import UnpackerLost, Unpackers
+from .upload import UploadError
 
 log = logging.getLogger("arena.serve")
 
@@ -113,7 +114,7 @@ BUSY_RETRY_S = 5
 
 async def upload(request: Request) -> Response:
     """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
-    unpacking thread, so many at once would take the server's memory and its threads. Beyond
+    unpacking process, so many at once would take the server's memory and its threads. Beyond
     them the answer is at once a 503 with Retry-After (the body read and dropped, within the read
     deadline, so a browser shows it). A slot is held at most for the read deadline while its body
     arrives, and one sender (the account, or the address of a visitor) holds at most one: four
@@ -189,13 +190,11 @@ async def _upload(request: Request) -> Response:
     job_id = queue.new_id()
     dest = private_copy_dir(opts.store) / job_id
 
-    def unpacked() -> tuple[Path, Any]:
-        root = unpack(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
-        spec = load_bot(root)
-        spec.files_hash()  # the folder read once, by the reader every path uses (its rules and caps)
-        return root, spec
-    try:
-        root, spec = await trio.to_thread.run_sync(unpacked)
+    workers = getattr(request.app.state, "unpackers", None)
+    if workers is None:
+        workers = request.app.state.unpackers = Unpackers(keep=opts.uploads_at_once)
+    try:  # in a process of its own: its Python work would hold the serving loop (serve/unpacker.py)
+        spec = await workers.unpack(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:
@@ -203,7 +202,7 @@ async def _upload(request: Request) -> Response:
             await auth.with_db(request, lambda db: claim_bot(
                 db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
                 origin=auth.origin_of(request)))
-        job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(root))
+        job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(spec.root))
         await auth.with_db(request, lambda db: queue.enqueue(db, job, limits, time.time()))
     except QueueFull as e:
         shutil.rmtree(dest, ignore_errors=True)
@@ -217,6 +216,10 @@ async def _upload(request: Request) -> Response:
     except OSError as e:
         shutil.rmtree(dest, ignore_errors=True)
         return _form(request, 500, f"could not unpack the upload: {e.strerror}")
+    except UnpackerLost as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        return _form(request, 500, f"could not unpack the upload: {e}; the arena failed, not your bot, and "
+                                   "nothing was kept. Try again later")
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise

@@ -1,0 +1,171 @@
+"""Uploads unpacked and their folders read in processes of their own, so the serving loop never waits on them.
+
+Unpacking inflates, checks and writes every entry (:func:`.upload.unpack`, with its limits), and
+the bot's folder is then read once and hashed by the reader every path uses
+(:meth:`~arena.bots.manifest.BotSpec.files_hash`, its rules and caps). Done in a thread of the
+server, that Python work held the GIL, and the serving loop woke up 120-320 ms late while uploads
+arrived (bench/bench_loop_stalls.py). Here it runs in ``python -m arena.serve.unpacker``, a worker
+kept between uploads (its start, about 0.2 s of CPU for the manifest's models, is paid once): for
+each upload it reads a line of JSON (the folder to make, the limits, the archive's size) and the
+archive from its stdin, and answers one line of JSON on its stdout: the bot's root, name and
+label; or why the upload is refused (the uploader's fault, said as :func:`.upload.unpack` and the
+manifest's reader say it); or the system's error (a full disk). A worker that dies (killed, out
+of memory), answers nothing readable or overruns ``UNPACK_S`` is the arena's failure, not the
+uploader's: :class:`UnpackerLost`, and that worker is killed and not used again. The caller
+removes the folder whatever happened, as it did when the thread raised. At most one worker per
+upload slot (``uploads_at_once``) exists; a worker ends when its stdin closes (the server ended,
+however it ended).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArenaError
+from .upload import UploadError
+
+log = logging.getLogger("arena.serve")
+
+UNPACK_S = 60.0  # an upload's unpacking and reading: well under a second; beyond this the worker is stuck
+# -P: nothing is imported from the working folder; the arena is found by PYTHONPATH (:func:`_env`)
+WORKER = [sys.executable, "-P", "-m", "arena.serve.unpacker"]
+
+
+class UnpackerLost(ArenaError):
+    """The unpacking process ended without an answer: the arena failed, not the upload."""
+
+
+@dataclass(frozen=True)
+class Unpacked:
+    root: Path
+    name: str
+    label: str
+    human: bool
+
+
+class Unpackers:
+    """The server's unpacking workers: started when an upload finds none idle, kept while they
+    answer. One per trio run (the server's app state)."""
+
+    def __init__(self, keep: int = 4):
+        self.keep = keep
+        self.idle: list[Any] = []  # trio.Process, waiting for their next upload
+
+    async def unpack(self, data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Unpacked:
+        """``data`` unpacked under ``dest`` (which must not exist) and read, in a worker. Raises
+        :class:`UploadError` for what the uploader must change, :class:`OSError` for the system's
+        refusal, :class:`UnpackerLost` when the worker gave no answer."""
+        import trio
+        proc = await self._worker(dest.parent)
+        answer, kept = None, False
+        try:
+            with trio.move_on_after(UNPACK_S) as waited:
+                job = {"dest": str(dest), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
+                try:
+                    await proc.stdin.send_all(json.dumps(job).encode() + b"\n" + data)
+                    answer = _answer(await _line(proc.stdout))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    answer = None
+            if waited.cancelled_caught:
+                raise UnpackerLost(f"unpacking took longer than {UNPACK_S:g} seconds")
+            if answer is None:
+                with trio.move_on_after(5):
+                    await proc.wait()
+                status = proc.returncode
+                log.warning("an upload's unpacker ended without an answer (status %s)", status)
+                if status is not None and status < 0:
+                    raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
+                raise UnpackerLost(f"the unpacking process failed (exit status {status})")
+            kept = True
+        finally:
+            if kept and len(self.idle) < self.keep:
+                self.idle.append(proc)
+            else:
+                with trio.CancelScope(shield=True):
+                    proc.kill()  # a worker that did not answer is never asked again
+                    await proc.wait()
+        if "refused" in answer:
+            raise UploadError(str(answer["refused"]))
+        if "errno" in answer:
+            raise OSError(int(answer["errno"]), str(answer["strerror"]))
+        root = Path(answer["root"])
+        if root != dest and dest not in root.parents:  # the worker's own answer, checked all the same
+            raise UnpackerLost("the unpacking process named a folder outside the upload's")
+        return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
+
+    async def _worker(self, cwd: Path) -> Any:
+        import subprocess
+
+        import trio
+        while self.idle:
+            proc = self.idle.pop()
+            if proc.poll() is None:
+                return proc
+            await proc.wait()  # ended while idle (killed, say): reaped, and a fresh one taken
+        return await trio.lowlevel.open_process(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                env=_env(), cwd=str(cwd))
+
+
+async def _line(stream: Any) -> bytes:
+    """One line from a worker's stdout (b"" if it ended first)."""
+    got = bytearray()
+    while not got.endswith(b"\n"):
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+def _answer(stdout: bytes) -> dict | None:
+    try:
+        answer = json.loads(stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return answer if isinstance(answer, dict) and answer.keys() & {"root", "refused", "errno"} else None
+
+
+def _env() -> dict[str, str]:
+    """This process's environment, with this arena's folder first on the path: the worker runs
+    the same code as the server (a checkout beside an installed arena included)."""
+    here = str(Path(__file__).resolve().parents[2])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+
+
+def work(dest: Path, max_files: int, max_bytes: int, data: bytes) -> dict:
+    """The worker's answer for one upload (see the module's docstring)."""
+    from ..bots.manifest import ManifestError, load_bot
+    from .upload import unpack
+    try:
+        root = unpack(data, dest, max_files=max_files, max_bytes=max_bytes)
+        spec = load_bot(root)
+        spec.files_hash()  # the folder read once, by the reader every path uses (its rules and caps)
+    except (UploadError, ManifestError) as e:
+        return {"refused": str(e)}
+    except OSError as e:
+        return {"errno": e.errno or 0, "strerror": e.strerror or str(e)}
+    return {"root": str(root), "name": spec.name, "label": spec.label, "human": spec.human}
+
+
+def main() -> int:
+    """The worker: one upload after another, until its stdin closes."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    while header := stdin.readline():
+        job = json.loads(header)
+        data = stdin.read(job["size"])
+        if len(data) != job["size"]:
+            return 1
+        stdout.write(json.dumps(work(Path(job["dest"]), job["max_files"], job["max_bytes"], data)) + "\n")
+        stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
