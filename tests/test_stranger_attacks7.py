@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import struct
 import termios
@@ -21,6 +22,7 @@ import pytest
 from arena.bots import blocking
 from arena.bots.blocking import hub
 from arena.bots.errors import BotError
+from arena.bots.procs import scan_procs
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.limits import Limits
@@ -121,3 +123,106 @@ def test_a_bot_flooding_or_closing_its_stderr_on_the_same_hub_never_delays_an_ho
         assert flooder.stderr_dropped_bytes > 0  # it did flood meanwhile, and was read
         assert hung_up.returncode is None  # alive, its stderr closed
     hub().settle()
+
+
+# -- a Dask worker's run under gVisor --------------------------------------------------------------
+
+PROBE = """\
+import os, sys
+sys.stderr.write("PROBE release=%s uid=%d pid=%d\\n" % (os.uname().release, os.getuid(), os.getpid()))
+sys.stderr.flush()
+exec(open("bot.py").read())
+"""
+
+
+def gvisor_processes() -> set[int]:
+    """runsc processes (runsc, its gofer and sandbox) of this test process's bots: each names the
+    bot's state directory, which names this process."""
+    mark = f"palace-arena-home-r{os.getpid()}-".encode()
+    found = set()
+    for pid in scan_procs():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if cmd.startswith(b"runsc") and mark in cmd:
+            found.add(pid)
+    return found
+
+
+def _gvisor_problem() -> str | None:
+    from arena.bots import probes
+    return probes.gvisor_problem_now()
+
+
+@pytest.mark.skipif(_gvisor_problem() is not None, reason="gVisor cannot run here")
+def test_a_cluster_run_under_gvisor_seats_its_bots_in_runsc_and_leaves_nothing_after_its_close(tmp_path, monkeypatch):
+    """A run that names the gVisor mode, on a worker (the plugin's referee, pickled as it reaches a
+    Dask worker; a game on the task's thread, the close on another, as attacks6 does it in the
+    namespaces mode): each bot sees gVisor's kernel, a private uid and pid 1, and a bot that
+    ignores ``shutdown`` and spins is gone after the close, with its runsc processes and state."""
+    import pickle
+    import tempfile
+    import threading
+
+    from arena.bots.bundles import CACHE_ENV
+    from arena.bots.containment import Containment
+    from arena.bots.manifest import load_bot
+    from arena.bots.uids import uid_in_pool
+    from arena.tournament import cluster as C
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.executors import BotSetup, GameTask
+    from tests.test_stranger_attacks6 import LINGER, REPO
+
+    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 0.2)
+    home = Path(tempfile.mkdtemp(prefix="arena-a7-"))
+    home.chmod(0o755)
+    cache = home / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    folders = []
+    for name, script, text in (("linger", "linger.py", LINGER), ("probe", "probe.py", PROBE)):
+        d = home / name
+        d.mkdir(mode=0o755)
+        shutil.copy(REPO / "examples" / "bots" / "python" / "bot.py", d / "bot.py")
+        (d / script).write_text(text)
+        (d / "bot.toml").write_text(f'name = "{name}"\nversion = "1"\nauthor = "{name}"\ncommand = ["python3", "{script}"]\n')
+        folders.append(d)
+    specs = [load_bot(d) for d in folders]
+    cfg = TournamentConfig()
+    setup = BotSetup.of({str(d): s for d, s in zip(folders, specs)}, rules=cfg.ruleset(), clock=cfg.clock(),
+                        containment=Containment.GVISOR)
+    referee = pickle.loads(pickle.dumps(C._referee(setup)))
+    played: list[bytes] = []
+    runsc: set[int] = set()
+    errors: list[BaseException] = []
+
+    def task() -> None:  # the Dask task's thread
+        try:
+            played.append(referee.play(GameTask("g7-000000", 5, tuple(s.label for s in specs), 300).wire()))
+            runsc.update(gvisor_processes())  # the bots, warm in the run's pool
+        except BaseException as e:  # noqa: BLE001 - raised on the test's thread
+            errors.append(e)
+
+    try:
+        t = threading.Thread(target=task)
+        t.start()
+        t.join()
+        assert not errors, errors
+        closer = threading.Thread(target=referee.close)  # the plugin's teardown
+        closer.start()
+        closer.join()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    from arena.tournament.executors import PlayedGame
+    rec = PlayedGame.from_bytes(played[0], cfg.ruleset().options()).full_record()
+    said = [line for lines in rec.stderr for line in lines if line.startswith("PROBE")]
+    said += [line for step in rec.steps for line in step.get("stderr", []) if line.startswith("PROBE")]
+    assert said, "the probe bot said nothing"
+    words = dict(w.split("=") for w in said[0].split()[1:])
+    assert words["release"] == "4.4.0", said  # gVisor's kernel, not the host's
+    assert uid_in_pool(int(words["uid"])) and words["pid"] == "1", said
+    assert runsc, "no runsc process ran the bots"
+    assert gvisor_processes() == set(), "runsc outlived the run's close"
+    assert not list(Path(tempfile.gettempdir()).glob(f"palace-arena-home-r{os.getpid()}-*gvisor*")), "state left"
