@@ -274,3 +274,67 @@ def test_two_gvisor_seats_look_names_up_in_no_folder_of_the_host_they_share(tmp_
             assert os.stat(Path(binds[str(shared)]) / "module.py").st_ino == os.stat(shared / "module.py").st_ino
         assert len(folders) == len(set(folders)), "two seats are served from one folder"
     hub().settle()
+
+
+# -- the per-run hub of a worker, with two runs -----------------------------------------------------
+
+
+def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker(monkeypatch):
+    """A worker keeps each run's bots on that run's own hub. A pooled bot is retired when its
+    process saw the next game's deal: at that game's start it gets ``shutdown``, is thawed to exit
+    by itself, and has its grace, which the hub's waits during the game end (a kill). A game
+    shorter than the grace left it closing: the run's hub waits next only at the run's next game
+    on this worker, its close or the idle reaper (every 30 s, after 120 s idle), and meanwhile a
+    bot that ignores ``shutdown`` spun, unfrozen, through every other run's games on the worker.
+    Now the game's task returns only once the bots it retired are finished."""
+    import pickle
+    import tempfile
+    import threading
+
+    from arena.bots.bundles import CACHE_ENV
+    from arena.bots.containment import Containment
+    from arena.bots.manifest import load_bot
+    from arena.tournament import cluster as C
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.executors import BotSetup, GameTask
+    from tests.test_stranger_attacks6 import _alive, _lingering_bot
+
+    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 3.0)  # longer than a game here: what it ignores
+    cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))
+    cache.chmod(0o755)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    bot = _lingering_bot(Path(tempfile.mkdtemp(prefix="arena-linger-")) / "linger")
+    bot.parent.chmod(0o755)
+    cfg = TournamentConfig()
+    specs = [load_bot("lowest"), load_bot(bot)]
+    setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
+                        containment=Containment.NAMESPACES)
+    run = pickle.loads(pickle.dumps(C._referee(setup)))  # the run's plugin referee, as it reaches a worker
+    labels = tuple(s.label for s in specs)
+    seen: list[int] = []
+    closing: list[int] = []
+    errors: list[BaseException] = []
+
+    def task() -> None:  # the Dask task's thread
+        try:
+            run.play(GameTask("a-000000", 5, labels, 300).wire())
+            seen.extend(p.conn.pid for p in run.executor.pool.info if p.spec.name == "linger")
+            run.play(GameTask("a-000001", 5, labels[::-1], 300).wire())  # the same deal: a fresh process
+            closing.append(run.hub.closing)
+        except BaseException as e:  # noqa: BLE001 - raised on the test's thread
+            errors.append(e)
+
+    try:
+        t = threading.Thread(target=task)
+        t.start()
+        t.join()
+        assert not errors, errors
+        assert len(seen) == 1
+        assert closing == [0], "a bot retired by the game was still in its grace when the game returned"
+        assert _alive(seen) == [], "the retired bot outlived its game"
+    finally:
+        closer = threading.Thread(target=run.close)
+        closer.start()
+        closer.join()
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(bot.parent, ignore_errors=True)
