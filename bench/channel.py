@@ -44,6 +44,18 @@ def threshold_error(pairs: Sequence[tuple[float, int]]) -> float:
     return min(sum((g > t) != bool(b) for g, b in pairs) for t in sorted(g for g, _ in pairs)) / len(pairs)
 
 
+def held_out_error(pairs: list[tuple[float, int]]) -> float:
+    """The error on the second half of the bits with the best threshold (a 1 above it, or below:
+    an eviction could also make a probe faster) of the first half: fitting the threshold to the
+    same few bits it is scored on finds structure in noise."""
+    half = len(pairs) // 2
+    train, test = pairs[:half], pairs[half:]
+    best = min(((sum((g > t) != (bool(b) ^ flip) for g, b in train), t, flip)
+                for t in sorted(g for g, _ in train) for flip in (False, True)))
+    _, t, flip = best
+    return sum((g > t) != (bool(b) ^ flip) for g, b in test) / len(test)
+
+
 def decision_gaps(make_bot: Callable[[str, int], Path], games: int, clock: Any, launcher: Any, first_seed: int,
                   name: str, *, adjacent: bool = False, **play: Any) -> tuple[list[tuple[float, int]], float, list[str]]:
     """Play ``games`` games of a sender against a receiver through the arena's blocking referee.

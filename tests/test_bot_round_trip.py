@@ -117,3 +117,108 @@ def test_a_line_with_a_newline_is_refused(pipes):
     for bad in (b"a\nb", b"a\rb"):
         with pytest.raises(ValueError):
             ask(pipes, bad)
+
+
+# -- what a hostile bot writes: the helper against the channel ----------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from arena.bots.channel import Conversation  # noqa: E402
+from arena.bots.errors import BotError  # noqa: E402
+
+HELPER_READ = 16 * 1024  # _pipe.c's READ_BYTES: what one call reads at most
+
+# Bytes a bot may write, weighted to the ones a parser trips on: NUL, the newline and carriage
+# return, the last ASCII byte, the first byte past it, a UTF-8 lead byte and a lone continuation.
+_edge_bytes = st.sampled_from([b"\x00", b"\n", b"\r", b"\x7f", b"\x80", b"\xc3", b"\xa9", b"\xff", b"x", b"{}"])
+_plain = st.sampled_from([b"a", b"{", b'"x":1', b" ", b"}"])
+_lines = st.builds(  # a line's body, mostly plain with an odd byte or two, and how it ends
+    lambda body, end: b"".join(body) + end,
+    st.lists(st.one_of(_plain, _plain, _plain, _edge_bytes), max_size=10),
+    st.sampled_from([b"\n", b"\r\n", b"", b"\n\n", b"\r", b"\n{}\n"]))
+_pieces = st.one_of(
+    _lines,
+    st.binary(max_size=40),
+    st.integers(0, 3).map(lambda k: b"y" * (MAX_LINE - 1 + k) + b"\n"),  # about the line limit
+    st.sampled_from([HELPER_READ - 1, HELPER_READ, HELPER_READ + 1]).map(lambda n: b"z" * (n - 1) + b"\n"),
+)
+
+
+def verdict(conv: Conversation, reads: list[bytes], eof: bool) -> list[object]:
+    """What the general loop makes of these reads, in order: every line, then the fault (its
+    type), the end of the stream, or a wait for more."""
+    conv.expect(0.0, 10.0)
+    for data in reads:
+        conv.receive_data(data)
+    if eof:
+        conv.receive_data(b"")
+    said: list[object] = []
+    while type(event := conv.next_event(0.0)) is str:
+        said.append(event)
+    said.append("wait" if type(event) is float else type(event).__name__)
+    return said
+
+
+def drain(fd: int) -> bytes:
+    """Everything left in a non-blocking pipe."""
+    left = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return left
+        if not chunk:
+            return left
+        left += chunk
+
+
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(written=st.lists(_pieces, max_size=3), eof=st.booleans(), max_line=st.sampled_from([0, 1, MAX_LINE, 1 << 20]),
+       used=st.integers(0, 40), max_total=st.sampled_from([0, 5, 40, 100, 1 << 20]))
+def test_the_helper_agrees_with_the_conversation_or_hands_back_every_byte(written, eof, max_line, used, max_total):
+    """Whatever a bot wrote before the request (any bytes, in any pieces, with or without the end
+    of its stdout), the helper either gives the very line the bot's Conversation would give from
+    that one read, with nothing left over, or hands back exactly the bytes it read (nothing lost,
+    nothing altered) for the Conversation to judge, or, with nothing to read, nothing; and the
+    shell's whole verdict (every line, then the fault, the end or a wait) is then the general
+    loop's on the same reads."""
+    data = b"".join(written)
+    stdin_r, stdin_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if data:
+            assert os.write(out_w, data) == len(data)
+        if eof:
+            os.close(out_w)
+            out_w = -1
+        used = min(used, max_total)  # what the bot wrote in earlier decisions
+        got = _pipe.ask(stdin_w, b'{"type":"request"}', out_r, (), 0, max_line, max_total - used)
+        assert os.read(stdin_r, 100) == b'{"type":"request"}\n'
+        rest = drain(out_r)
+        shell = Conversation(max_line, max_total, 0.25)  # the bot's, in BlockingBot.ask
+        shell.channel._total = used
+        if type(got) is str:
+            read = got.encode() + b"\n"
+            assert data.startswith(read)
+            alone = Conversation(max_line, max_total, 0.25)
+            alone.channel._total = used
+            assert verdict(alone, [read], False) == [got, "wait"], "the helper took a line the channel would not"
+            shell.channel._total += len(read)  # as BlockingBot.ask counts it
+            said = [got, *verdict(shell, [rest] if rest else [], eof)]
+        elif type(got) is bytes:
+            read = got
+            assert got == data[:HELPER_READ] and (got or eof), "the helper handed back other bytes than it read"
+            said = verdict(shell, [got, *([rest] if rest else [])] if got else [], eof)
+        else:
+            assert got is None and data == b"" and not eof, "the helper read a bot's bytes and dropped them"
+            read, said = b"", verdict(shell, [], False)
+        assert read + rest == data, "bytes were lost between the helper and the channel"
+        general = Conversation(max_line, max_total, 0.25)
+        general.channel._total = used
+        assert said == verdict(general, [r for r in (read, rest) if r], eof)
+    finally:
+        for fd in (stdin_r, stdin_w, out_r, out_w):
+            if fd >= 0:
+                os.close(fd)

@@ -203,7 +203,14 @@ class RunReferee:
                 self.executor = BlockingExecutor(setup, BlockingLaunch(worker_launcher(setup)))
             try:
                 with self._on_own_hub():
-                    return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
+                    try:
+                        return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
+                    finally:
+                        # A bot retired at this game's start (its process saw the deal) was thawed to exit
+                        # by itself within its grace, which this hub's waits end; a game shorter than the
+                        # grace left it to this run's next game here, its close or its reaping (minutes),
+                        # and a bot that ignored ``shutdown`` spun, unfrozen, through other runs' games.
+                        self.hub.settle()  # type: ignore[union-attr]
             finally:
                 self.last = time.monotonic()
 
