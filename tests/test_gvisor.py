@@ -440,3 +440,36 @@ def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_
         assert results and not [r for r in results if "illegal" in r or "fault" in r], results
     finally:
         server.stop()
+
+
+def _zombies_named_exe() -> list[int]:
+    me, found = os.getpid(), []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            raw = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        rest = raw[raw.rindex(b")") + 2:].split()
+        if raw[raw.index(b"(") + 1:raw.rindex(b")")] == b"exe" and rest[0] == b"Z" and int(rest[1]) == me:
+            found.append(int(name))
+    return found
+
+
+@needs_gvisor
+def test_a_gvisor_seat_leaves_no_zombie_in_the_arena(tmp_path: Path) -> None:
+    """runsc's sandbox and gofer (``/proc/self/exe``, named "exe") outlive ``runsc run`` and are
+    reparented to the arena, the subreaper: a seat's close reaps them, whether the bot ended by
+    itself or was killed, so a long ``arena serve`` with a gVisor ladder piles none up (before,
+    each seat left two)."""
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "probe.py").write_text(PROBE_BOT)
+    bot = reachable(bot)
+    for ends_by_itself in (True, False):
+        proc = start_bot(["python3", "probe.py"], bot, containment=Containment.GVISOR)
+        with proc:
+            proc.receive_line(60), proc.receive_line(60)
+            if ends_by_itself:
+                proc.send_line("bye")  # it reads one line and exits
+                assert proc._wait_exit(30)
+        assert _zombies_named_exe() == []

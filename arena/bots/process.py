@@ -28,6 +28,7 @@ from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, CpuLi
                      MemoryLimitExceeded)
 from ..limits import Limits
 from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
+                    reap_runsc_orphans,
                     scan_procs, still_present)
 from .channel import READ_CHUNK, WATCH_S, Conversation, StderrBuffer
 from .uids import Registry, UidLease, pids_of_uid
@@ -78,6 +79,7 @@ class BotBase:
         self.home = home
         self.sandboxed = sandboxed
         self.status_carries_signal = sandboxed  # exit status 128+N for a bot killed by signal N (bwrap, runsc)
+        self.scan_all = False  # its processes are found in the whole process table, not by uid (gVisor)
         self.containment = containment  # what contains it, in words (see Launcher.describe)
         self._popen = popen
         self._fds = fds  # stdin, stdout, stderr: our ends, non-blocking
@@ -426,8 +428,11 @@ class BotBase:
     def _process_table(self) -> dict[int, ProcInfo]:
         """The processes that may be the bot's.  With a uid of its own, every one of them runs
         under it (no bot process can change uid), so a stat per /proc entry and a read per
-        bot process replace reading every process's stat file (9 ms on a busy machine)."""
-        if self._uid_lease is None:
+        bot process replace reading every process's stat file (9 ms on a busy machine). Not under
+        gVisor: there runsc and the sandbox and gofer it forks run as root, and, killed, they are
+        reparented to this process (the subreaper); only the whole table finds them as members, to
+        be killed and reaped (else each gVisor seat left two zombies here)."""
+        if self._uid_lease is None or self.scan_all:
             return scan_procs()
         table = {}
         for pid in pids_of_uid(self.uid):
@@ -440,6 +445,8 @@ class BotBase:
         """The end of a close, once every process is dead and stderr read: reap, measure, free the
         cgroup, home and uid."""
         self._reap()
+        if self.scan_all:
+            reap_runsc_orphans()  # this seat's, and any an earlier gVisor seat's close came too early for
         self._final_usage = self._measure()
         cgroup_gone = self.cgroup.remove() if self.cgroup is not None else True
         if self.home is not None:

@@ -467,6 +467,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
         )
         bot._attribution.extra.update(helpers)
         bot.status_carries_signal = sandbox or bool(gvisor)
+        bot.scan_all = bool(gvisor)  # runsc, its sandbox and gofer run as root, not as the bot's uid
         if sandbox_init is not None and sandbox_init.ppid == popen.pid:
             bot._sandbox_init = sandbox_init.pid
     except BaseException:
