@@ -273,7 +273,7 @@ def test_a_stopped_search_seats_the_top_bot_with_the_closest_scores_it_has_not_m
     assert stopped.repeats == 0 and stopped.spread == 320
 
 
-def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monkeypatch):
+def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back():
     """Six bots at two seats after two rounds: the fewest repeats a third round can have is proved
     again for the round read back from the store (``seated``), so the report and the web page say
     "the fewest possible" as the live round did; a stored seating with more says how few were
@@ -300,8 +300,7 @@ def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monke
     level = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots,
                          dict.fromkeys(bots, 1500.0), {})
     assert level.spread_words().startswith("score spread: 0, the least possible (no seating")  # read back, at the bound
-    monkeypatch.setattr(swiss, "REPEATS_BUDGET", 1)
-    stopped = pair_round(bots, scores, 2, crowded, {}, budget=1)
+    stopped = pair_round(bots, scores, 2, crowded, {}, budget=1, repeats_budget=1)
     assert stopped.optimal is False and stopped.least is None
     assert stopped.repeats_words().startswith(f"repeats: at most {stopped.repeats} (the search for fewer stopped")
     assert "the least found before its search stopped at its budget" in stopped.spread_words()
