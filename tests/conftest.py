@@ -246,6 +246,18 @@ LONGEST_FIRST = ("test_serve_accounts", "test_formats", "test_gvisor", "test_ser
 ``--junitxml``; close enough is enough, as the order only has to put the long files early)."""
 
 
+def pytest_configure(config: Any) -> None:
+    """Byte-compile the arena package once, before any worker starts. The suite starts hundreds of
+    Python processes that import it (each ``arena`` command, server and dask worker); where the
+    environment sets ``PYTHONDONTWRITEBYTECODE`` (CI machines often do) none of them writes a
+    ``.pyc``, so each compiled every arena module it imported from source again, about a fifth of
+    a short command's CPU. A ``.pyc`` is only a cache: a changed source is compiled afresh."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+    compileall.compile_dir(str(_ROOT / "arena"), quiet=1)
+
+
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
     """On xdist workers, the longest files first. Under ``--dist loadfile`` a file runs whole on
     one worker, and the scheduler hands files out in collection order (pyproject's

@@ -112,7 +112,9 @@ def test_full_disk_is_one_line_and_keeps_the_stored_games(tmp_path: Path) -> Non
     store = tmp_path / "s.sqlite"
     # The file-size limit that fills the "disk" is inherited by every child, bubblewrap included,
     # which then cannot set up its sandbox; the bundled bots run uncontained here on purpose.
-    args = ["tournament", "--bot", "random", "--bot", "lowest", "--deals", "200", "--store", str(store),
+    # the limit is met within the first few games (2 on the machine the suite is sized on): 20 games
+    # leave room for more and keep the resumed run short
+    args = ["tournament", "--bot", "random", "--bot", "lowest", "--deals", "10", "--store", str(store),
             "--plain", "-j", "1", "--trusted-bots"]
     done = arena(*args, cwd=tmp_path, preexec_fn=_small_files)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -121,12 +123,12 @@ def test_full_disk_is_one_line_and_keeps_the_stored_games(tmp_path: Path) -> Non
     assert len(errors) == 1 and "could not store a game" in errors[0] and "resume" in errors[0]
     db = sqlite3.connect(store)
     stored = db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
-    assert 0 < stored < 400
+    assert 0 < stored < 20
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
     again = arena(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert f"resuming: {stored} of 400 games already stored" in again.stderr
+    assert f"resuming: {stored} of 20 games already stored" in again.stderr
 
 
 @pytest.fixture(scope="module")
@@ -450,8 +452,8 @@ def test_html_replay_carries_big_seeds_as_strings() -> None:
     assert f'"seed":"{seed}"' in page
 
 
-def test_standings_show_think_time(tmp_path: Path) -> None:
-    store = str(_demo_store(tmp_path))
+def test_standings_show_think_time(demo_store: Path) -> None:
+    store = str(demo_store)
     rows = json.loads(arena("standings", "demo", "--store", store, "--json").stdout)
     assert all(r["ms_per_decision"] > 0 for r in rows)
     assert "ms/decision" in arena("standings", "demo", "--store", store).stdout

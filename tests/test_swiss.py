@@ -82,7 +82,10 @@ def test_small_fields_are_searched_to_the_end_and_match_brute_force(case):
 @given(st.integers(2, 6), st.integers(0, 12), st.integers(0, 2**32 - 1))
 def test_rounds_spread_byes_and_avoid_meetings_while_they_can(k, extra, seed):
     """Whole Swisses with random results: byes differ by at most one between any two bots after
-    every round, and no pair meets twice in a round where brute force finds a seating without it."""
+    every round, and no pair meets twice in a round where brute force finds a seating without it.
+    Both searches get small budgets: an 18-bot field at 6 seats spends the default 3M-table search
+    for the fewest repeats (several seconds a round) without proving it, and the assertions here
+    read only the byes and the fields small enough for brute force."""
     n = k + extra
     rnd = random.Random(seed)
     bots = names(n)
@@ -92,7 +95,7 @@ def test_rounds_spread_byes_and_avoid_meetings_while_they_can(k, extra, seed):
     for _ in range(5):
         order = sorted(bots, key=lambda b: (-scores[b], b))
         met = meetings(history)
-        p = pair_round(order, scores, k, met, byes, budget=50_000)
+        p = pair_round(order, scores, k, met, byes, budget=50_000, repeats_budget=50_000)
         byes.update(p.byes)
         assert max(byes[b] for b in bots) - min(byes[b] for b in bots) <= 1
         if p.optimal and n <= 10:
@@ -270,7 +273,7 @@ def test_a_stopped_search_seats_the_top_bot_with_the_closest_scores_it_has_not_m
     assert stopped.repeats == 0 and stopped.spread == 320
 
 
-def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monkeypatch):
+def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back():
     """Six bots at two seats after two rounds: the fewest repeats a third round can have is proved
     again for the round read back from the store (``seated``), so the report and the web page say
     "the fewest possible" as the live round did; a stored seating with more says how few were
@@ -297,8 +300,7 @@ def test_what_a_round_minimised_is_said_in_plain_words_also_when_read_back(monke
     level = swiss.seated((("bot00", "bot01"), ("bot02", "bot03"), ("bot04", "bot05")), bots,
                          dict.fromkeys(bots, 1500.0), {})
     assert level.spread_words().startswith("score spread: 0, the least possible (no seating")  # read back, at the bound
-    monkeypatch.setattr(swiss, "REPEATS_BUDGET", 1)
-    stopped = pair_round(bots, scores, 2, crowded, {}, budget=1)
+    stopped = pair_round(bots, scores, 2, crowded, {}, budget=1, repeats_budget=1)
     assert stopped.optimal is False and stopped.least is None
     assert stopped.repeats_words().startswith(f"repeats: at most {stopped.repeats} (the search for fewer stopped")
     assert "the least found before its search stopped at its budget" in stopped.spread_words()

@@ -227,6 +227,28 @@ def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) 
             pass
 
 
+def test_a_referee_directory_removed_while_another_arena_cleans_is_passed_over(tmp_path: Path, monkeypatch) -> None:
+    """Every arena on a machine cleans the same run directory when it starts. A referee that ends
+    between another's look at its directory and the open of its lock removes the directory under
+    that open: the cleaner passes it over (seen once in the full suite beside other runs:
+    FileNotFoundError on ``ref-N/lock`` ended a ladder run before its first game)."""
+    from arena.bots import uids
+    from arena.bots.uids import Registry, StaleReport
+    registry = Registry(tmp_path / "run")
+    gone = tmp_path / "run" / "ref-999996"
+    gone.mkdir()
+    real = uids._try_lock
+
+    def its_referee_ends_first(path: Path) -> int | None:
+        shutil.rmtree(path.parent)  # the referee ended and removed its directory just now
+        return real(path)
+
+    monkeypatch.setattr(uids, "_try_lock", its_referee_ends_first)
+    report = StaleReport()
+    registry._clean_referee_dir(gone, None, report)
+    assert report == StaleReport() and not gone.exists()
+
+
 def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path: Path) -> None:
     """A dead referee's record whose process is a zombie of some other live process: the cleanup
     cannot reap it, so it keeps the record (that parent's cleanup needs it), and a new referee

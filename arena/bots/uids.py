@@ -374,9 +374,12 @@ class Registry:
         return named
 
     def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
-        fd = _try_lock(d / "lock") if d.is_dir() else None
+        try:
+            fd = _try_lock(d / "lock")
+        except (FileNotFoundError, NotADirectoryError):
+            return  # gone: its referee (or another arena's cleanup) removed it since it was listed
         if fd is None:
-            return  # that referee is alive (or the dir is not ours to touch)
+            return  # that referee is alive
         try:
             before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0

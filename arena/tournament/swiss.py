@@ -107,11 +107,12 @@ def choose_byes(order: Sequence[str], count: int, byes: Mapping[str, int]) -> tu
 
 def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
                met: Mapping[frozenset[str], int], byes: Mapping[str, int], *, budget: int = BUDGET,
-               apart: frozenset[frozenset[str]] = frozenset()) -> Pairing:
+               repeats_budget: int = REPEATS_BUDGET, apart: frozenset[frozenset[str]] = frozenset()) -> Pairing:
     """The round's byes and tables for bots in standing ``order`` (best first) with their ``scores``.
 
     ``met`` counts earlier meetings (:func:`meetings`), ``byes`` earlier byes per bot; ``apart``:
-    pairs not to seat together while any pairing avoids it (bots of one author)."""
+    pairs not to seat together while any pairing avoids it (bots of one author). ``budget`` bounds the
+    seating search, ``repeats_budget`` the search for the fewest repeats that guides it."""
     if len(set(order)) != len(order):
         raise ValueError("each bot may be listed once")
     if not 2 <= seats <= len(order):
@@ -124,7 +125,7 @@ def pair_round(order: Sequence[str], scores: Mapping[str, float], seats: int,
         cost[pair] += APART
     values = [float(scores.get(b, 0.0)) for b in players]
     meet = [[cost.get(frozenset((a, b)), 0) for b in players] for a in players]
-    fewest = _fewest_repeats(meet, seats, REPEATS_BUDGET)
+    fewest = _fewest_repeats(meet, seats, repeats_budget)
     groups, weighed, spreads, optimal = _search(values, seats, meet, budget, fewest)
     return Pairing(tuple(tuple(players[i] for i in g) for g in groups), out, weighed % APART, tuple(spreads),
                    _least_spread(values, seats), optimal, weighed // APART, fewest[0] if fewest else None)
