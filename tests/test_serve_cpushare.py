@@ -109,6 +109,13 @@ def test_a_share_is_a_weight_from_a_tenth_to_equal():
     assert cpushare.cgroup_weight("v1", 1e-9) == 2 and cpushare.cgroup_weight("v2", 1e-9) == 1
 
 
+def test_a_share_is_also_a_ceiling_of_that_part_of_every_cpu():
+    assert cpushare.cgroup_cap(0.25, 2) == 50_000 == cpushare.PERIOD_US // 2  # half a CPU of two
+    assert cpushare.cgroup_cap(0.25, 16) == 400_000 and cpushare.cgroup_cap(1.0, 2) == 200_000
+    assert cpushare.cgroup_cap(1e-9, 2) == 1000  # the kernel's least quota
+    assert "at most 0.5 CPUs" in cpushare.PagesShare("cgroup v1", "g", 256, cap_us=50_000).describe()
+
+
 def test_the_default_share_keeps_a_two_game_ladder_at_80_percent_and_the_pages_above_a_tenth():
     """The decision (serve/cpushare.py): beside a ladder playing two games on two CPUs (two busy
     default-weight groups) the pages take at most a fifth, and beside any other busy process they

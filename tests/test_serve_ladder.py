@@ -70,6 +70,8 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
         if pages_group == ladder_group:  # no cgroup, no autogroup: only the processes' nice ranks them
             pages_w, ladder_w = (1.25 ** -os.getpriority(os.PRIO_PROCESS, p) for p in (proc.pid, ladder[0]))
         assert abs(pages_w / ladder_w - PAGES_SHARE) <= 0.1 * PAGES_SHARE, (pages_group, pages_w, ladder_group, ladder_w)
+        if pages_group.startswith("/sys/fs/cgroup"):  # and a ceiling: that share of every CPU
+            assert abs(ceiling(pages_group) - PAGES_SHARE * len(os.sched_getaffinity(proc.pid))) < 0.01, pages_group
         while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
@@ -92,6 +94,15 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
     for tid, planned, _ in runs:
         assert db.execute("SELECT COUNT(*) FROM games WHERE tournament=?", (tid,)).fetchone()[0] == planned
     db.close()
+
+
+def ceiling(group: str) -> float:
+    """A cpu cgroup's ceiling in CPUs, read back from the kernel (v2 ``cpu.max``, v1 the CFS quota)."""
+    if (Path(group) / "cpu.max").exists():
+        quota, period = Path(group, "cpu.max").read_text().split()
+    else:
+        quota, period = (Path(group, f"cpu.cfs_{k}_us").read_text() for k in ("quota", "period"))
+    return float("inf") if quota.strip() in ("max", "-1") else int(quota) / int(period)
 
 
 def weighed(pid: int) -> tuple[str, float]:

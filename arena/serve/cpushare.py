@@ -18,7 +18,14 @@ their own), so a nice value ranks the server's processes only against each other
 a weight on the whole group the scheduler sees: a ``cpu`` cgroup of the pages' own (v2
 ``cpu.weight``, v1 ``cpu.shares``) below this process's cgroup, or where no cgroup can be made,
 this session's autogroup niced (``/proc/self/autogroup``, no privilege needed to lower one's own
-priority). Each is a weight, not a cap: the pages use whatever CPU the ladder leaves idle.
+priority). Each is a weight: the pages use CPU the ladder leaves idle. A cgroup also gets a
+ceiling, the same share of all the CPUs (0.25 of two CPUs: half a CPU), because a weight alone
+did not hold the ladder at 80%: this ladder waits on its bots' pipes and leaves a quarter of the
+machine idle, so the pages (and whoever loads them) filled it and more, 27-30% of the CPUs and wrk
+11-14% more, and the ladder's processes woke onto busy CPUs (its rate beside 64 clients a median
+71%, the previous main 74%; with the ceiling 83%, bench_serve.py --ladder, README). Beside the
+ladder the capped pages still served 2,100-2,800 requests a second, a club's room needing some 50.
+The fallbacks (an autogroup, a nice) have no ceiling; their note says which was used.
 
 :func:`bound_pages` is called in the serving process after the ladder's runner has started (the
 runner keeps the group it was started in); forked serving processes inherit the share.
@@ -38,6 +45,7 @@ PAGES_CGROUP = "palace-arena-pages"
 _DEFAULT = {"v2": 100, "v1": 1024}  # a group's weight when nobody set one (the ladder's)
 _KNOB = {"v2": "cpu.weight", "v1": "cpu.shares"}
 _LOWEST = {"v2": 1, "v1": 2}
+PERIOD_US = 100_000  # the ceiling's accounting period (the kernel's default)
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,31 @@ class PagesShare:
     value: int
     note: str = ""
     before: int = 0
+    cap_us: int = 0  # a cgroup's ceiling, microseconds of CPU per PERIOD_US (0: none)
 
     def describe(self) -> str:
-        return f"{self.how} {self.where} = {self.value}" + (f" ({self.note})" if self.note else "")
+        cap = f", at most {self.cap_us / PERIOD_US:g} CPUs" if self.cap_us else ""
+        return f"{self.how} {self.where} = {self.value}{cap}" + (f" ({self.note})" if self.note else "")
 
 
 def autogroup_nice(share: float) -> int:
     """The nice value whose scheduler weight is nearest ``share`` of nice 0's (each step is
     about 1.25x), within 0-19."""
     return max(0, min(19, round(-math.log(share) / math.log(1.25))))
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cgroup_cap(share: float, ncpus: int) -> int:
+    """The cgroup's ceiling for ``share``: that part of all ``ncpus`` CPUs, in microseconds of CPU
+    per ``PERIOD_US`` (``share`` 1 is every CPU: no ceiling at all)."""
+    return max(1000, round(share * ncpus * PERIOD_US))
 
 
 def cgroup_weight(kind: str, share: float) -> int:
@@ -115,11 +139,17 @@ def _into_cgroup(share: float) -> PagesShare:
     try:
         value = cgroup_weight(kind, share)
         write(group / _KNOB[kind], str(value))
+        quota = cgroup_cap(share, cpus())
+        if kind == "v2":
+            write(group / "cpu.max", f"{quota} {PERIOD_US}")
+        else:
+            write(group / "cpu.cfs_period_us", str(PERIOD_US))
+            write(group / "cpu.cfs_quota_us", str(quota))
         write(group / "cgroup.procs", "0")  # this process; in v1 its threads follow
     except OSError:
         _rmdir(group)
         raise
-    return PagesShare(f"cgroup {kind}", str(group), value)
+    return PagesShare(f"cgroup {kind}", str(group), value, cap_us=quota)
 
 
 def _sweep(base: Path) -> None:
