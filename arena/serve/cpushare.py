@@ -23,8 +23,9 @@ ceiling, the same share of all the CPUs (0.25 of two CPUs: half a CPU), because 
 did not hold the ladder at 80%: this ladder waits on its bots' pipes and leaves a quarter of the
 machine idle, so the pages (and whoever loads them) filled it and more, 27-30% of the CPUs and wrk
 11-14% more, and the ladder's processes woke onto busy CPUs (its rate beside 64 clients a median
-71%, the previous main 74%; with the ceiling 83%, bench_serve.py --ladder, README). Beside the
-ladder the capped pages still served 2,100-2,800 requests a second, a club's room needing some 50.
+71% and 74-79% in runs without the ceiling; with it 93%, and 94% beside 256 clients against the
+previous main's 82% in the same run: bench_serve.py --ladder, README). Beside the ladder the capped
+pages still served 1,360-2,350 requests a second, where a club's room needs some 50.
 The fallbacks (an autogroup, a nice) have no ceiling; their note says which was used.
 
 :func:`bound_pages` is called in the serving process after the ladder's runner has started (the
