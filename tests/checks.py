@@ -94,3 +94,25 @@ def recorded_build_copies(monkeypatch: Any) -> list[Path]:
         return copies[-1]
     monkeypatch.setattr(launch, "bot_copy", recorded)
     return copies
+
+
+def on_thread(fn: Any) -> Any:
+    """``fn()`` on a thread of its own, its result or its exception brought back to this one: a
+    Dask worker plays a run's games on a task's thread and tears the run down on the plugin's, and
+    the worker-side tests do the same."""
+    import threading
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as e:  # noqa: BLE001 - raised below, on the caller's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+    return out[0]

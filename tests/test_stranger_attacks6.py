@@ -83,6 +83,23 @@ def _lingering_bot(where: Path) -> Path:
     return where
 
 
+def worker_run(monkeypatch, grace: float) -> tuple:
+    """A run of `lowest` and :func:`_lingering_bot` in the namespaces mode, its plugin referee
+    pickled as it reaches a Dask worker, bots given ``grace`` to exit after ``shutdown``:
+    (the referee, the two specs, the bundle cache, the lingering bot's folder)."""
+    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", grace)
+    cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
+    cache.chmod(0o755)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    bot = _lingering_bot(Path(tempfile.mkdtemp(prefix="arena-linger-")) / "linger")
+    bot.parent.chmod(0o755)
+    cfg = TournamentConfig()
+    specs = [load_bot("lowest"), load_bot(bot)]
+    setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
+                        containment=Containment.NAMESPACES)
+    return pickle.loads(pickle.dumps(C._referee(setup))), specs, cache, bot
+
+
 def _alive(pids: list[int]) -> list[str]:
     """Of ``pids``, those that still exist (running, or unreaped), with their state."""
     table = scan_procs()
@@ -93,18 +110,8 @@ def test_a_bot_that_ignores_shutdown_does_not_outlive_its_run_on_a_worker(tmp_pa
     """The worker side without Dask, on two threads as a Dask worker uses them: a game on one
     (the task's), the run's teardown on another (the plugin's). After the teardown nothing of
     either bot is left: no process running, none unreaped, no build copy on the disk."""
-    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 0.2)  # the grace it ignores; short for the test
     copies = recorded_build_copies(monkeypatch)
-    cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))  # bots' private uids must reach it
-    cache.chmod(0o755)
-    monkeypatch.setenv(CACHE_ENV, str(cache))
-    bot = _lingering_bot(Path(tempfile.mkdtemp(prefix="arena-linger-")) / "linger")
-    bot.parent.chmod(0o755)
-    cfg = TournamentConfig()
-    specs = [load_bot("lowest"), load_bot(bot)]
-    setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
-                        containment=Containment.NAMESPACES)
-    referee = pickle.loads(pickle.dumps(C._referee(setup)))  # as the run's plugin reaches a worker
+    referee, specs, cache, bot = worker_run(monkeypatch, grace=0.2)  # the grace it ignores; short for the test
     pids: list[int] = []
     errors: list[BaseException] = []
 

@@ -26,7 +26,7 @@ from arena.bots.procs import scan_procs
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.start import start_bot
 from arena.limits import Limits
-from tests.checks import reachable
+from tests.checks import on_thread, reachable
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")
 PY = shutil.which("python3", path=DEFAULT_PATH)
@@ -164,7 +164,6 @@ def test_a_cluster_run_under_gvisor_seats_its_bots_in_runsc_and_leaves_nothing_a
     ignores ``shutdown`` and spins is gone after the close, with its runsc processes and state."""
     import pickle
     import tempfile
-    import threading
 
     from arena.bots.bundles import CACHE_ENV
     from arena.bots.containment import Containment
@@ -197,23 +196,14 @@ def test_a_cluster_run_under_gvisor_seats_its_bots_in_runsc_and_leaves_nothing_a
     played: list[bytes] = []
     before = gvisor_processes()  # (another test's, if any: not this run's)
     runsc: set[int] = set()
-    errors: list[BaseException] = []
 
     def task() -> None:  # the Dask task's thread
-        try:
-            played.append(referee.play(GameTask("g7-000000", 5, tuple(s.label for s in specs), 300).wire()))
-            runsc.update(gvisor_processes() - before)  # the bots, warm in the run's pool
-        except BaseException as e:  # noqa: BLE001 - raised on the test's thread
-            errors.append(e)
+        played.append(referee.play(GameTask("g7-000000", 5, tuple(s.label for s in specs), 300).wire()))
+        runsc.update(gvisor_processes() - before)  # the bots, warm in the run's pool
 
     try:
-        t = threading.Thread(target=task)
-        t.start()
-        t.join()
-        assert not errors, errors
-        closer = threading.Thread(target=referee.close)  # the plugin's teardown
-        closer.start()
-        closer.join()
+        on_thread(task)
+        on_thread(referee.close)  # the plugin's teardown
     finally:
         shutil.rmtree(home, ignore_errors=True)
     from arena.tournament.executors import PlayedGame
@@ -245,7 +235,7 @@ def test_two_gvisor_seats_look_names_up_in_no_folder_of_the_host_they_share(tmp_
     import tempfile
 
     from arena.bots.containment import Containment
-    from tests.checks import reachable
+    from tests.checks import on_thread, reachable
 
     shared = tmp_path / "shared"  # a read-only folder every seat sees (as the arena package is)
     shared.mkdir()
@@ -287,54 +277,26 @@ def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker
     on this worker, its close or the idle reaper (every 30 s, after 120 s idle), and meanwhile a
     bot that ignores ``shutdown`` spun, unfrozen, through every other run's games on the worker.
     Now the game's task returns only once the bots it retired are finished."""
-    import pickle
-    import tempfile
-    import threading
+    from arena.tournament.executors import GameTask
+    from tests.test_stranger_attacks6 import _alive, worker_run
 
-    from arena.bots.bundles import CACHE_ENV
-    from arena.bots.containment import Containment
-    from arena.bots.manifest import load_bot
-    from arena.tournament import cluster as C
-    from arena.tournament.config import TournamentConfig
-    from arena.tournament.executors import BotSetup, GameTask
-    from tests.test_stranger_attacks6 import _alive, _lingering_bot
-
-    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 3.0)  # longer than a game here: what it ignores
-    cache = Path(tempfile.mkdtemp(prefix="arena-cache-"))
-    cache.chmod(0o755)
-    monkeypatch.setenv(CACHE_ENV, str(cache))
-    bot = _lingering_bot(Path(tempfile.mkdtemp(prefix="arena-linger-")) / "linger")
-    bot.parent.chmod(0o755)
-    cfg = TournamentConfig()
-    specs = [load_bot("lowest"), load_bot(bot)]
-    setup = BotSetup.of({"lowest": specs[0], str(bot): specs[1]}, rules=cfg.ruleset(), clock=cfg.clock(),
-                        containment=Containment.NAMESPACES)
-    run = pickle.loads(pickle.dumps(C._referee(setup)))  # the run's plugin referee, as it reaches a worker
+    run, specs, cache, bot = worker_run(monkeypatch, grace=3.0)  # longer than a game here: what it ignores
     labels = tuple(s.label for s in specs)
     seen: list[int] = []
     closing: list[int] = []
-    errors: list[BaseException] = []
 
     def task() -> None:  # the Dask task's thread
-        try:
-            run.play(GameTask("a-000000", 5, labels, 300).wire())
-            seen.extend(p.conn.pid for p in run.executor.pool.info if p.spec.name == "linger")
-            run.play(GameTask("a-000001", 5, labels[::-1], 300).wire())  # the same deal: a fresh process
-            closing.append(run.hub.closing)
-        except BaseException as e:  # noqa: BLE001 - raised on the test's thread
-            errors.append(e)
+        run.play(GameTask("a-000000", 5, labels, 300).wire())
+        seen.extend(p.conn.pid for p in run.executor.pool.info if p.spec.name == "linger")
+        run.play(GameTask("a-000001", 5, labels[::-1], 300).wire())  # the same deal: a fresh process
+        closing.append(run.hub.closing)
 
     try:
-        t = threading.Thread(target=task)
-        t.start()
-        t.join()
-        assert not errors, errors
+        on_thread(task)
         assert len(seen) == 1
         assert closing == [0], "a bot retired by the game was still in its grace when the game returned"
         assert _alive(seen) == [], "the retired bot outlived its game"
     finally:
-        closer = threading.Thread(target=run.close)
-        closer.start()
-        closer.join()
+        on_thread(run.close)  # the plugin's teardown
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(bot.parent, ignore_errors=True)
