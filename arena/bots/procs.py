@@ -325,22 +325,15 @@ def reap_runsc_orphans() -> int:
     two zombies, which a long ``arena serve`` piled up). In every contained mode a bot's own first
     process is bwrap or runsc; only a trusted bot whose program is named "exe" could be one of
     ours too, and its close then finds it gone (an unknown exit status), nothing worse. How many."""
-    me, reaped = os.getpid(), 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        comm, rest = raw[raw.index(b"(") + 1:raw.rindex(b")")], raw[raw.rindex(b")") + 2:].split()
-        if comm == b"exe" and rest[0] == b"Z" and int(rest[1]) == me:
-            try:
-                reaped += os.waitpid(int(name), os.WNOHANG)[0] == int(name)
-            except ChildProcessError:
-                pass
-    return reaped
+    return reap_zombie_children(scan_procs(), lambda info: _comm(info.pid) == b"exe")
+
+
+def _comm(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().rstrip(b"\n")
+    except OSError:
+        return b""
 
 
 def still_present(pids: set[int], table: dict[int, ProcInfo], referee_pid: int) -> set[int]:
