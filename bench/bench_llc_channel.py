@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
-from bench.channel import bot_folder, capacity, decision_gaps, held_out_error, threshold_error  # noqa: E402
+from bench.channel import bot_folder, capacity, decision_gaps, held_out_error, medians_ms, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -100,14 +100,12 @@ def main() -> None:
         return
     best = threshold_error(pairs)
     held = held_out_error(pairs)
-    ones = sorted(g for g, b in pairs if b)
-    zeros = sorted(g for g, b in pairs if not b)
-    med = lambda xs: xs[len(xs) // 2] * 1000 if xs else float("nan")  # noqa: E731
+    after_0, after_1 = medians_ms(pairs)
     per_decision = capacity(best)
     rate = len(pairs) / seconds
     what = f"burn {burn_s * 1000:g} ms" if burn_s else f"evict {evict_mb} MiB, probe {probe_mb} MiB"
     print(f"move {move_ms} ms, fixed schedule, {games} games, {what}, {len(pairs)} bits; "
-          f"median probe after a 0: {med(zeros):.3f} ms, after a 1: {med(ones):.3f} ms; error {best:.3f} with the threshold "
+          f"median probe after a 0: {after_0:.3f} ms, after a 1: {after_1:.3f} ms; error {best:.3f} with the threshold "
           f"fitted to all, {held:.3f} on the second half with it fitted to the first; {per_decision:.3f} bits a decision x "
           f"{rate:.2f} decisions/s = {per_decision * rate:.2f} bits/s (held out: {capacity(held) * rate:.2f}); faults {faults}")
     print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

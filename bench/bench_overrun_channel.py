@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from arena.bots.containment import Containment  # noqa: E402
 from arena.bots.launch import Launcher  # noqa: E402
 from arena.referee import TimeControl  # noqa: E402
-from bench.channel import bot_folder, capacity, decision_gaps, threshold_error  # noqa: E402
+from bench.channel import bot_folder, capacity, decision_gaps, medians_ms, threshold_error  # noqa: E402
 
 BOT = r'''
 import json, random, sys, time
@@ -95,13 +95,11 @@ def main() -> None:
         print(f"no decodable gaps (sender faults: {faults})")
         return
     best = threshold_error(pairs)
-    ones = sorted(g for g, b in pairs if b)
-    zeros = sorted(g for g, b in pairs if not b)
-    med = lambda xs: xs[len(xs) // 2] * 1000 if xs else float("nan")  # noqa: E731
+    after_0, after_1 = medians_ms(pairs)
     per_decision = capacity(best)
     rate = len(pairs) / seconds
     print(f"{payload} payload, move {move_ms} ms, fixed schedule, {games} games, {len(pairs)} bits; median gap after a 0: "
-          f"{med(zeros):.1f} ms, after a 1: {med(ones):.1f} ms; error {best:.3f}; {per_decision:.3f} bits a "
+          f"{after_0:.1f} ms, after a 1: {after_1:.1f} ms; error {best:.3f}; {per_decision:.3f} bits a "
           f"decision x {rate:.2f} decisions/s = {per_decision * rate:.2f} bits/s; sender faults {faults}")
     print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 

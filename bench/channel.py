@@ -38,6 +38,13 @@ def capacity(error: float) -> float:
     return 1 - h2(min(error, 0.5))
 
 
+def medians_ms(pairs: Sequence[tuple[float, int]]) -> tuple[float, float]:
+    """The median measure (seconds, given in ms) after a 0 and after a 1: nan where none was sent."""
+    def med(xs: list[float]) -> float:
+        return xs[len(xs) // 2] * 1000 if xs else float("nan")
+    return med(sorted(g for g, b in pairs if not b)), med(sorted(g for g, b in pairs if b))
+
+
 def threshold_error(pairs: Sequence[tuple[float, int]]) -> float:
     """The error rate of the best single threshold (a 1 above it), as a pair of seats could learn
     it in a first game: (measured gap, bit sent) pairs."""
