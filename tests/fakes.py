@@ -45,12 +45,32 @@ class ScriptedConnection(MockBot):
         super().send_line(text, timeout=timeout)
 
 
+class GameSeededRandom:
+    """Uniformly random legal actions, seeded again from each game's ``start`` seed (as the bundled
+    agents do): a bot kept between games plays a game the same whichever games came before it."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def begin(self, start: dict) -> None:
+        self.rng = random.Random(f"{self.seed}/{start.get('seed')}")
+
+    def __call__(self, req: dict) -> int:
+        return self.rng.randrange(len(req["actions"]))
+
+
 def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[str], list[str] | None]:
-    """A well-behaved bot around a request -> action id function, as a line-level ``respond``."""
+    """A well-behaved bot around a request -> action id function, as a line-level ``respond``;
+    a policy with a ``begin`` sees each game's start message."""
+    begin = getattr(choose, "begin", None)
+
     def respond(line: str) -> list[str] | None:
         msg = json.loads(line)
         if msg["type"] == "hello":
             return [hello_line(name)]
+        if msg["type"] == "start" and begin is not None:
+            begin(msg)
         if msg["type"] == "request":
             return [json.dumps({"type": "action", "request": msg["id"], "action": choose(msg)})]
         if msg["type"] == "shutdown":
@@ -60,7 +80,7 @@ def policy_bot(choose: Callable[[dict], int], name: str = "fake") -> Callable[[s
 
 
 POLICIES = {
-    "random": lambda: strategies.random_policy(random.Random(0)),
+    "random": GameSeededRandom,
     "lowest": lambda: strategies.lowest_first,
     "highest": lambda: strategies.highest_first,
     "heuristic": lambda: strategies.heuristic,

@@ -14,6 +14,7 @@ import trio
 
 from arena.tournament.bench import grade_of, grades, load_bench, run_bench
 from arena.tournament.config import ConfigError
+from arena.tournament.seeds import SECRET_FILE
 from arena.tournament.store import Store
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot
 
@@ -53,8 +54,16 @@ def bench_file(tmp_path: Path, deadline: str = "", deals: int = 2) -> Path:
     return tmp_path / "bench.toml"
 
 
+def fixed_secret(store_dir: Path) -> None:
+    """The same deals every run: grades are then a fact of the policies, not of a draw."""
+    path = store_dir / SECRET_FILE
+    path.write_bytes(bytes(range(32)))
+    path.chmod(0o600)
+
+
 def test_members_play_only_references_on_the_same_deals_and_are_graded(tmp_path, monkeypatch):
     bench = load_bench(bench_file(tmp_path))
+    fixed_secret(Path(bench.store).parent)
     db = Store(bench.store)
     labels = trio.run(lambda: run_bench(bench, db, now=dt.datetime.now(dt.timezone.utc), launcher=launcher()))
     assert labels == ["ann@1.0", "bob@1.0"]
