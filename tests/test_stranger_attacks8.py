@@ -1,0 +1,163 @@
+"""#35 again, as an attacking author with the docs and the code: what was still unattacked.
+
+The upload workers (``arena/serve/unpacker.py``): kept processes that read hostile archives with C
+decompressors. What an archive can make them do is held in test_uploads.py; here, what a worker
+could reach if an archive ever made it run code of its own (a decompressor's bug), and a second
+round of hostile archives through the confined worker. Then the per-seat copies of the shared
+folders a gVisor seat is served from (``gvisor.seat_copy``): the files are hard links to the
+shared originals, one inode, so a seat that could write, chmod or link through its copy would
+reach every other seat.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tarfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
+
+from arena.serve import unpacker
+from arena.serve.upload import UploadError, unpack
+from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+
+# What the probe tries; written here, not read from the confinement's own argv.
+REACH = textwrap.dedent("""\
+    import json, os, socket, sys
+    header = json.loads(sys.stdin.buffer.readline())
+    sys.stdin.buffer.read(header["size"])
+    reach = {}
+    def tried(name, fn):
+        try:
+            fn()
+            reach[name] = "done"
+        except OSError as e:
+            reach[name] = e.strerror or type(e).__name__
+    tried("store secret", lambda: open(SECRET).read())
+    tried("store database", lambda: open(DATABASE, "rb").read())
+    tried("another folder, read", lambda: open(os.path.join(ELSEWHERE, "notes.txt")).read())
+    tried("another folder, write", lambda: open(os.path.join(ELSEWHERE, "planted"), "w").write("x"))
+    tried("network", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=5).close())
+    tried("its own upload", lambda: (os.mkdir(header["dest"]), open(header["dest"] + "/f", "w").write("x")))
+    reach["server's token"] = "done" if "ARENA_TOKEN" in os.environ else "absent"
+    print(json.dumps({"refused": json.dumps(reach)}), flush=True)
+""")
+
+
+def test_an_upload_worker_reaches_nothing_but_the_uploads_folder(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's own program swapped for one that tries what code run by a hostile archive would
+    try, started as the server starts its workers. It may write its upload's folder and nothing
+    else: not read the store's secret key or database beside the uploads folder, not read or write
+    another folder of the server's user, not connect to a port on the host, not see the server's
+    environment. Planted (``confined`` returning the worker's argv as it
+    is): every one of them was done."""
+    import trio
+    store = tmp_path / "arena-data"
+    uploads = store / "uploads"
+    uploads.mkdir(parents=True)
+    (store / "secret.key").write_text("the deals' secret")
+    (store / "arena.sqlite").write_bytes(b"SQLite format 3\0")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("the server user's own files")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    code = f"SECRET, DATABASE, ELSEWHERE, PORT = {str(store / 'secret.key')!r}, {str(store / 'arena.sqlite')!r}, " \
+           f"{str(elsewhere)!r}, {port}\n" + REACH
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", code])
+    monkeypatch.setenv("ARENA_TOKEN", "the organiser's token")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
+        pytest.skip("bubblewrap cannot run here: the worker runs as the server's user (the log says so)")
+
+    async def main() -> str:
+        with pytest.raises(UploadError) as answer:
+            await unpacker.Unpackers().unpack(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS)
+        return str(answer.value)
+    reach = json.loads(trio.run(main))
+    try:
+        listener.accept()[0].close()
+        connected = True
+    except BlockingIOError:
+        connected = False
+    finally:
+        listener.close()
+    assert reach.pop("its own upload") == "done" and (uploads / "job" / "f").read_text() == "x"
+    assert {k: v for k, v in reach.items() if v == "done"} == {} and not connected, reach
+    assert not (elsewhere / "planted").exists()
+    assert (store / "secret.key").read_text() == "the deals' secret"
+
+
+def _many_entries(n: int) -> bytes:
+    """A zip whose central directory names ``n`` entries, every one pointing at the same local
+    header: 47 bytes an entry, so a 2 MB upload is 40,000 of them for zipfile to parse."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("a", b"")
+    data = buf.getvalue()
+    at = data.find(b"PK\x01\x02")
+    local, one = data[:at], data[at:data.find(b"PK\x05\x06")]
+    entries = one * n
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, min(n, 0xFFFF), min(n, 0xFFFF), len(entries), len(local), 0)
+    return local + entries + end
+
+
+def _zip(files: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, content in files:
+            zf.writestr(name, content)
+    return buf.getvalue()
+
+
+def _tar(files: list[tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, content in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tf.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+HOSTILE = {  # what each must be refused for, in the unpacker's words
+    "bzip2 bomb": (_zip([("bot.toml", MANIFEST), ("big", b"\0" * (3 << 20))], zipfile.ZIP_BZIP2), "once unpacked"),
+    "lzma bomb": (_zip([("bot.toml", MANIFEST), ("big", b"\0" * (3 << 20))], zipfile.ZIP_LZMA), "once unpacked"),
+    "40,000 entries": (_many_entries(40_000), "more than 50 files"),
+    "a name twice, once as ./": (_zip([("bot.toml", MANIFEST), ("b.py", b"1"), ("./b.py", b"2")]), "appears twice"),
+    "a folder, then a file of its name": (_zip([("bot.toml", MANIFEST), ("a/b", b"1"), ("a", b"2")]),
+                                          "appears twice"),
+    "a file, then a folder of its name": (_zip([("bot.toml", MANIFEST), ("a", b"1"), ("a/b", b"2")]),
+                                          "inside a file"),
+    "zip cut short": (_zip([("bot.toml", MANIFEST), ("b.py", os.urandom(5000))])[:-100], "not a readable zip"),
+    "tar cut short": (_tar([("bot.toml", MANIFEST), ("b.py", os.urandom(5000))])[:3000], "damaged"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_more_hostile_archives_are_refused_by_the_confined_worker_as_in_process(tmp_path: Path, case: str) -> None:
+    """Bombs in the other two compressions zipfile reads, a central directory of 40,000 entries,
+    names that collide once normalised or as file and folder, archives cut short: each one refusal
+    in the unpacker's words from the worker (under bubblewrap where it runs), the same in process,
+    and nothing left of it."""
+    import trio
+    archive, words = HOSTILE[case]
+    with pytest.raises(UploadError, match=words) as here:
+        unpack(archive, tmp_path / "here", **LIMITS)
+    with pytest.raises(UploadError) as apart:
+        trio.run(lambda: unpacker.Unpackers().unpack(archive, tmp_path / "job", **LIMITS))
+    assert str(apart.value) == str(here.value)
+    assert not (tmp_path / "job").exists() and not (tmp_path / "here").exists()
