@@ -161,3 +161,109 @@ def test_more_hostile_archives_are_refused_by_the_confined_worker_as_in_process(
         trio.run(lambda: unpacker.Unpackers().unpack(archive, tmp_path / "job", **LIMITS))
     assert str(apart.value) == str(here.value)
     assert not (tmp_path / "job").exists() and not (tmp_path / "here").exists()
+
+
+def _gvisor_problem() -> str | None:
+    from arena.bots import probes
+    return probes.gvisor_problem_now()
+
+
+needs_gvisor = pytest.mark.skipif(_gvisor_problem() is not None, reason="gVisor cannot run here")
+
+THROUGH_THE_LINK = textwrap.dedent("""\
+    import json, os, sys
+    out = {}
+    for t in sys.argv[1:]:
+        tried = out[t] = {}
+        def attempt(name, fn):
+            try:
+                fn()
+                tried[name] = "done"
+            except OSError as e:
+                tried[name] = e.strerror
+        attempt("append", lambda: open(t, "ab").write(b"x"))
+        attempt("truncate", lambda: os.truncate(t, 0))
+        attempt("chmod", lambda: os.chmod(t, 0o777))
+        attempt("set its times", lambda: os.utime(t, (0, 0)))
+        attempt("rename", lambda: os.rename(t, t + ".moved"))
+        attempt("unlink", lambda: os.unlink(t))
+        attempt("link it into /tmp", lambda: os.link(t, "/tmp/kept"))
+        attempt("link it beside", lambda: os.link(t, t + ".2"))
+        attempt("set an attribute", lambda: os.setxattr(t, "user.mark", b"1"))
+    print(json.dumps(out), flush=True)
+""")
+
+
+@needs_gvisor
+def test_a_gvisor_seat_cannot_write_through_its_hard_linked_view(tmp_path: Path) -> None:
+    """A seat's copy of a shared folder is its own folders holding hard links to the shared files:
+    one inode with the original and every other seat's copy. From inside the seat, every way to
+    change a file through its link (write, truncate, chmod, times, rename, unlink, another link
+    to it, an attribute) is refused, for a system file and for a file of a shared folder, and the
+    originals are as they were, their link count back to one when the seat is gone."""
+    from arena.bots.containment import Containment
+    from arena.bots.start import start_bot
+    from tests.checks import reachable
+    shared = tmp_path / "shared"
+    (shared / "sub").mkdir(parents=True)
+    (shared / "sub" / "module.py").write_text("x = 1\n")
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "probe.py").write_text(THROUGH_THE_LINK)
+    bot, shared = reachable(bot), reachable(shared)
+    targets = ["/usr/lib/python3.11/os.py", str(shared / "sub" / "module.py")]
+    before = {t: (Path(t).read_bytes(), os.stat(t).st_mode, os.stat(t).st_mtime_ns, os.stat(t).st_nlink) for t in targets}
+    with start_bot(["python3", "probe.py", *targets], bot, containment=Containment.GVISOR, ro_binds=[shared]) as proc:
+        status, lines = proc.run_to_end(60)
+    assert len(lines) == 1, (status, lines)
+    done = {(t, what) for t, tried in json.loads(lines[0]).items() for what, how in tried.items() if how == "done"}
+    assert done == set() and len(json.loads(lines[0])) == 2
+    assert {t: (Path(t).read_bytes(), os.stat(t).st_mode, os.stat(t).st_mtime_ns, os.stat(t).st_nlink)
+            for t in targets} == before
+
+
+ATIME = textwrap.dedent("""\
+    import os, sys
+    def times():
+        return " ".join(str(os.stat(k).st_atime_ns) for k in ("k0", "k1"))
+    if sys.argv[1] == "send":
+        sys.stdin.readline()
+        open("k1").read()  # a 1 on k1, a 0 on k0
+        print("sent", flush=True)
+    else:
+        print(times(), flush=True)
+        sys.stdin.readline()
+        print(times(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+@needs_gvisor
+def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_times(tmp_path: Path) -> None:
+    """Every seat of one bot in a run is served from the same copy of its folder (one copy a
+    process). gVisor's gofer reads it through the host's files, and the bundle's read-only bind of
+    it is gVisor's own: the host kernel moved a file's access time at the first read (relatime) and
+    the bot's other seat saw it, a bit a file (10,000 files a folder may hold), as fast as it could
+    stat. The folder is now bound read-only on the host too, like the shared view: a seat reads
+    k1 and its other seat sees the same times before and after. Planted (the bot's own bind left
+    out of ``shared_binds``): k1's time moved."""
+    import time
+
+    from arena.bots.containment import Containment
+    from arena.bots.start import start_bot
+    from tests.checks import reachable
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "seat.py").write_text(ATIME)
+    for k in ("k0", "k1"):
+        (bot / k).write_text("x")
+        old = time.time() - 3 * 86400
+        os.utime(bot / k, (old, old + 60))  # read since it was written: a read moves it under relatime too
+    bot = reachable(bot)
+    with start_bot(["python3", "seat.py", "receive"], bot, containment=Containment.GVISOR) as receiver, \
+         start_bot(["python3", "seat.py", "send"], bot, containment=Containment.GVISOR) as sender:
+        seen = receiver.receive_line(60)
+        sender.send_line("go")
+        assert sender.receive_line(60) == "sent"
+        receiver.send_line("look")
+        assert receiver.receive_line(60) == seen

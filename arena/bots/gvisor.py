@@ -101,15 +101,18 @@ def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] =
 
 
 def shared_binds(bundle: Path) -> tuple[tuple[bytes, int], ...]:
-    """The host paths of ``bundle``'s read-only binds that other seats see too (the system view and
-    the arena package, not the bot's own folder), each with the flags its mount has that a remount
-    must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`."""
+    """The host paths of ``bundle``'s read-only binds, each with the flags its mount has that a
+    remount must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`: the system view and the
+    arena package, which other seats see too, and the bot's own folder (its bind at
+    :func:`checked_folder`, whose flags are those of the folder's own mount) unless the bundle
+    makes it writable (a build): every seat of one bot in a run is served from the same copy of its
+    folder, so a read there moved a time its other seats could stat."""
     mounts = json.loads((bundle / "config.json").read_text())["mounts"]
     own = str(checked_folder(bundle.parent))
     out = []
     for m in mounts:
-        if m["type"] == "bind" and m["source"] != own:
-            have = os.statvfs(m["source"]).f_flag
+        if m["type"] == "bind" and (m["source"] != own or "ro" in m.get("options", ())):
+            have = os.statvfs(m["source"] if m["source"] != own else m["destination"]).f_flag
             kept = sum(flag for st, flag in _KEPT_FLAGS if have & st)
             if not have & (os.ST_NOATIME | os.ST_RELATIME):
                 kept |= MS_STRICTATIME
