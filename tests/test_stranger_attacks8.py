@@ -240,13 +240,16 @@ ATIME = textwrap.dedent("""\
 
 @needs_gvisor
 def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_times(tmp_path: Path) -> None:
-    """Every seat of one bot in a run is served from the same copy of its folder (one copy a
-    process). gVisor's gofer reads it through the host's files, and the bundle's read-only bind of
-    it is gVisor's own: the host kernel moved a file's access time at the first read (relatime) and
-    the bot's other seat saw it, a bit a file (10,000 files a folder may hold), as fast as it could
-    stat. The folder is now bound read-only on the host too, like the shared view: a seat reads
-    k1 and its other seat sees the same times before and after. Planted (the bot's own bind left
-    out of ``shared_binds``): k1's time moved."""
+    """Every process of one bot in a run is served from the same copy of its folder (one copy a
+    referee process). gVisor's gofer reads it through the host's files, and the bundle's read-only
+    bind of it is gVisor's own: the host kernel moved a file's access time at the first read
+    (relatime) and the bot's other processes saw it, a bit a file (10,000 files a folder may hold),
+    kept after the reader's exit. That is what the pool's rule (no process sees a deal twice)
+    stands against: duplicate deals replay a deal with the seats swapped, and the process in the
+    second game would read the hand its twin held in the first, now its opponent's. The folder is
+    now bound read-only on the host too, like the shared view: a seat reads k1 and its other seat
+    sees the same times before and after. Planted (the bot's own bind left out of
+    ``shared_binds``): k1's time moved."""
     import time
 
     from arena.bots.containment import Containment
@@ -267,3 +270,45 @@ def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_t
         assert sender.receive_line(60) == "sent"
         receiver.send_line("look")
         assert receiver.receive_line(60) == seen
+
+
+# -- a local lane with no game left ------------------------------------------------------------------
+
+
+def test_a_bot_retired_on_a_local_lane_is_finished_before_its_game_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local twin of the worker's case (test_stranger_attacks7): each lane of ``-j N`` keeps its
+    pooled bots on its own hub. A bot retired at a game's start (its process saw the deal) is thawed
+    and given its grace, which only that hub's waits end; a game shorter than the grace returned
+    with the bot still closing, and a lane given no game after it (the run's last games on the other
+    lanes) waited on its queue while a bot that ignores ``shutdown`` spun, unfrozen, beside the other
+    lanes' games until the run's end. Now a lane finishes the bots a game retired before it hands
+    the game back. Planted (no settle in the lane): the retired bot was alive after its game."""
+    import trio
+
+    from arena.bots.containment import Containment
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.executors import BotSetup, GameTask, open_in_process
+    from tests.test_stranger_attacks6 import _alive, worker_run
+    if os.geteuid() != 0:
+        pytest.skip("the namespaces mode of the lingering bot's run needs a root referee")
+    _, specs, cache, bot = worker_run(monkeypatch, grace=3.0)  # longer than a game here: what it ignores
+    cfg = TournamentConfig()
+    setup = BotSetup.of({s.label: s for s in specs}, rules=cfg.ruleset(), clock=cfg.clock(),
+                        containment=Containment.NAMESPACES)
+    labels = tuple(s.label for s in specs)
+
+    async def main() -> tuple[list[int], int, list[str]]:
+        async with open_in_process(setup, capacity=1) as ex:
+            lane = ex._lanes[0]
+            await ex.play(GameTask("a-000000", 5, labels, 300))
+            retired = await lane.run(lambda on: [p.conn.pid for p in on.pool.info if p.spec.name == "linger"])
+            await ex.play(GameTask("a-000001", 5, labels[::-1], 300))  # the same deal: a fresh process
+            return retired, lane.hub.closing, _alive(retired)
+    try:
+        retired, closing, alive = trio.run(main)
+        assert len(retired) == 1
+        assert closing == 0, "a bot retired by the game was still in its grace when the game returned"
+        assert alive == [], "the retired bot outlived its game"
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(bot.parent, ignore_errors=True)
