@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -212,14 +213,16 @@ def test_a_gvisor_seat_cannot_write_through_its_hard_linked_view(tmp_path: Path)
     (bot / "probe.py").write_text(THROUGH_THE_LINK)
     bot, shared = reachable(bot), reachable(shared)
     targets = ["/usr/lib/python3.11/os.py", str(shared / "sub" / "module.py")]
-    before = {t: (Path(t).read_bytes(), os.stat(t).st_mode, os.stat(t).st_mtime_ns, os.stat(t).st_nlink) for t in targets}
+    def state(t: str) -> tuple:
+        st = os.stat(t)
+        return Path(t).read_bytes(), st.st_mode, st.st_mtime_ns, st.st_nlink
+    before = {t: state(t) for t in targets}
     with start_bot(["python3", "probe.py", *targets], bot, containment=Containment.GVISOR, ro_binds=[shared]) as proc:
         status, lines = proc.run_to_end(60)
     assert len(lines) == 1, (status, lines)
     done = {(t, what) for t, tried in json.loads(lines[0]).items() for what, how in tried.items() if how == "done"}
     assert done == set() and len(json.loads(lines[0])) == 2
-    assert {t: (Path(t).read_bytes(), os.stat(t).st_mode, os.stat(t).st_mtime_ns, os.stat(t).st_nlink)
-            for t in targets} == before
+    assert {t: state(t) for t in targets} == before
 
 
 ATIME = textwrap.dedent("""\
@@ -263,6 +266,8 @@ def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_t
         old = time.time() - 3 * 86400
         os.utime(bot / k, (old, old + 60))  # read since it was written: a read moves it under relatime too
     bot = reachable(bot)
+    mine = f"palace-arena-home-r{os.getpid()}-"
+    others = set(Path(tempfile.gettempdir()).glob(f"{mine}*gvisor*"))  # (another test's, if any)
     with start_bot(["python3", "seat.py", "receive"], bot, containment=Containment.GVISOR) as receiver, \
          start_bot(["python3", "seat.py", "send"], bot, containment=Containment.GVISOR) as sender:
         seen = receiver.receive_line(60)
@@ -270,6 +275,52 @@ def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_t
         assert sender.receive_line(60) == "sent"
         receiver.send_line("look")
         assert receiver.receive_line(60) == seen
+        homes = sorted(set(Path(tempfile.gettempdir()).glob(f"{mine}*gvisor*")) - others)
+        assert len(homes) == 2
+        folders = {os.stat(home / "own").st_ino for home in homes} | {os.stat(bot).st_ino}
+        assert len(folders) == 3, "two processes of one bot are served from one folder"
+        for home in homes:  # each its own folder, of the same files
+            assert os.stat(home / "own" / "k1").st_ino == os.stat(bot / "k1").st_ino
+
+
+def test_a_seats_own_copy_follows_no_link_swapped_in_and_falls_back_whole(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names a folder lacks, looked up, stay in the host's dentry cache keyed by that folder:
+    two processes of one bot served from its one folder passed 0.2-0.5 bits/s through it
+    (``bench_dentry_channel.py 80 200 600 --gvisor --median --own``: 0.946-0.957 after a 1, 0.968-1.000 after a 0),
+    a store that outlives the sender, as the access times were. Each gVisor seat is now served its
+    own copy (``gvisor.own_copy``: folders anew, files hard-linked; the test above holds that two
+    seats get two), walked by descriptors from the checked folder: a folder swapped for a link to
+    a private folder after the check is copied as that link, never followed; and a copy that
+    cannot be made (no hard link here) leaves nothing, the seat then served the checked folder."""
+    import errno
+
+    from arena.bots import gvisor
+    from arena.bots.filesystem import open_bot_dir
+    bot, private = tmp_path / "bot", tmp_path / "private"
+    (bot / "sub").mkdir(parents=True)
+    (bot / "sub" / "a.py").write_text("a")
+    private.mkdir(mode=0o700)
+    (private / "secret").write_text("s")
+    fd = open_bot_dir(bot)
+    try:
+        os.rename(bot / "sub", tmp_path / "sub-moved")  # the swap, after the check (the descriptor)
+        os.symlink(private, bot / "sub")
+        (tmp_path / "one").mkdir()
+        own = gvisor.own_copy(fd, tmp_path / "one")
+        assert own == tmp_path / "one" / "own"
+        assert os.path.islink(own / "sub") and os.readlink(own / "sub") == str(private)
+        assert not any(p.name == "secret" for p in own.rglob("*"))
+
+        def refused(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        monkeypatch.setattr(os, "link", refused)
+        (bot / "c.py").write_text("c")
+        (tmp_path / "two").mkdir()
+        assert gvisor.own_copy(fd, tmp_path / "two") is None
+        assert list((tmp_path / "two").iterdir()) == []
+    finally:
+        os.close(fd)
 
 
 # -- a local lane with no game left ------------------------------------------------------------------

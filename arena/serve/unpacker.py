@@ -185,7 +185,7 @@ def confined(argv: list[str], uploads: Path) -> list[str]:
                 _started.add(bwrap)
         except (OSError, subprocess.TimeoutExpired) as e:
             problem = str(e)
-    if bwrap in _started:
+    if bwrap is not None and bwrap in _started:
         return [bwrap, *args, "--", *argv]
     if not _unconfined_said:
         _unconfined_said = True
