@@ -179,7 +179,8 @@ def confined(argv: list[str], uploads: Path) -> list[str]:
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and bwrap not in _started:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
-            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-c", ""], capture_output=True, timeout=30)
+            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", "import arena.serve.unpacker"],
+                                   capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
             problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
             if tried.returncode == 0:
                 _started.add(bwrap)
