@@ -164,6 +164,33 @@ def test_more_hostile_archives_are_refused_by_the_confined_worker_as_in_process(
     assert not (tmp_path / "job").exists() and not (tmp_path / "here").exists()
 
 
+LONG_NUMBER = b'name = "upl"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\nx = ' + b"9" * 4400 + b"\n"
+
+
+def test_a_number_past_pythons_digit_limit_in_bot_toml_is_the_bots_refusal(tmp_path: Path) -> None:
+    """tomllib converts an integer with ``int()``, which refuses more than 4,300 digits with a bare
+    ``ValueError`` that the manifest's reader did not catch: ``arena check`` said "an arena bug"
+    (exit 70), and an upload's worker crashed on it (the arena's 500, the worker killed). Now it is
+    the manifest's refusal, in one line, through the worker as in process. Planted (the reader's
+    ``except ValueError`` removed): the check exits 70 and the worker is lost."""
+    import subprocess
+
+    import trio
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "bot.toml").write_bytes(LONG_NUMBER)
+    (bot / "bot.py").write_text("print(1)\n")
+    checked = subprocess.run([sys.executable, "-m", "arena.cli", "check", str(bot)], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert checked.returncode == 2, checked.stderr
+    assert checked.stderr.strip().splitlines() == [
+        f"error: {bot / 'bot.toml'}: not valid TOML: Exceeds the limit (4300 digits) for integer string conversion: "
+        "value has 4400 digits"], checked.stderr
+    archive = zip_bytes({"bot.toml": LONG_NUMBER, "bot.py": b"print(1)\n"})
+    with pytest.raises(UploadError, match=r"bot.toml: not valid TOML: Exceeds the limit \(4300 digits\)"):
+        trio.run(lambda: unpacker.Unpackers().unpack(archive, tmp_path / "job", **LIMITS))
+
+
 def _gvisor_problem() -> str | None:
     from arena.bots import probes
     return probes.gvisor_problem_now()
