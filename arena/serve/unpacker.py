@@ -143,7 +143,7 @@ def _answer(stdout: bytes) -> dict | None:
 
 
 _unconfined_said = False
-_started: set[str | None] = set()  # the bubblewrap binaries a worker was seen to start under
+_bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
 
 
 def confined(argv: list[str], uploads: Path) -> list[str]:
@@ -177,16 +177,18 @@ def confined(argv: list[str], uploads: Path) -> list[str]:
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", str(store),
              "--bind", str(uploads), str(uploads), "--chdir", str(uploads)]
     problem = "bubblewrap (bwrap) is not installed"
-    if bwrap is not None and bwrap not in _started:
+    if bwrap is not None and bwrap not in _bwrap_runs:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
             tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", "import arena.serve.unpacker"],
                                    capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
             problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
-            if tried.returncode == 0:
-                _started.add(bwrap)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            _bwrap_runs[bwrap] = tried.returncode == 0
+        except OSError as e:
             problem = str(e)
-    if bwrap is not None and bwrap in _started:
+            _bwrap_runs[bwrap] = False
+        except subprocess.TimeoutExpired as e:  # a loaded machine, not an answer: tried again next time
+            problem = str(e)
+    if bwrap is not None and _bwrap_runs.get(bwrap):
         return [bwrap, *args, "--", *argv]
     if not _unconfined_said:
         _unconfined_said = True
