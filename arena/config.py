@@ -482,6 +482,14 @@ def bench_data(data: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def toml_error(e: ValueError) -> str:
+    """What a TOML file's author is told for a ``ValueError`` of tomllib: its decode error as it is,
+    or the bare one of an integer of more digits than Python converts (4,300: a bot.toml holding one
+    was an "arena bug", exit 70, and an upload's worker crashed) without Python's advice to raise
+    the interpreter's limit."""
+    return str(e) if isinstance(e, tomllib.TOMLDecodeError) else str(e).split(";")[0]
+
+
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -489,8 +497,8 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         raise ConfigFileError(f"no {what} at {path}") from None
     except IsADirectoryError:
         raise ConfigFileError(f"{path} is a directory, not a {what}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigFileError(f"{path}: not valid TOML: {e}") from None
+    except ValueError as e:  # a decode error, bytes not UTF-8, a number past Python's digit limit
+        raise ConfigFileError(f"{path}: not valid TOML: {toml_error(e)}") from None
 
 
 def _table_model(model: type[BaseModel], key: str) -> type[BaseModel] | None:

@@ -1,6 +1,6 @@
 """How many bits per second the host's cache of names that do not exist carries between two seats.
 
-    python bench/bench_dentry_channel.py [bits] [slot_ms] [names] [--gvisor] [--stranger] [--median]
+    python bench/bench_dentry_channel.py [bits] [slot_ms] [names] [--gvisor] [--stranger] [--median] [--own]
 
 Both seats of a referee see one folder of the host: the arena package's copy their Python bots
 import (the same copy for every seat of a referee process; under the host view all of ``/usr`` and
@@ -14,6 +14,8 @@ through the arena's own blocking start path (private uid, cgroup, filter) under 
 could learn in a first game), which on pure noise still gets some bits right: compare with 50%.
 ``--median``: the receiver times each lookup alone and compares the medians of the three sets, not
 their sums, so a pause from other work on the machine (which lands on a few lookups) moves nothing.
+``--own``: the names are looked up in the seats' own folder instead, which two processes of one bot
+share (one copy of the bot a referee process): the channel between a bot's process and its twin.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ SEAT = r'''
 import json, os, sys, time
 role, start, slot, n, names, bits = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 median = sys.argv[7] == "median"
-shared = os.environ.get("PYTHONPATH", "")
+shared = os.getcwd() if sys.argv[8] == "own" else os.environ.get("PYTHONPATH", "")
 
 def wait_until(t):
     d = t - time.time()  # the wall clock: gVisor's monotonic clock is its own
@@ -79,7 +81,8 @@ print(json.dumps({"shared": shared, "seen": seen}), flush=True)
 '''
 
 
-def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool, median: bool = False) -> tuple[str, list[float]]:
+def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool, median: bool = False,
+        own: bool = False) -> tuple[str, list[float]]:
     from arena.bots.filesystem import SystemView
     from arena.bots.launch import Containment, Launcher
     d = Path(os.path.realpath(tempfile.mkdtemp(prefix="arena-dentry-channel-")))
@@ -88,9 +91,9 @@ def run(bits: str, slot_ms: float, names: int, gvisor: bool, stranger: bool, med
     launcher = Launcher(containment=Containment.GVISOR if gvisor else Containment.BUBBLEWRAP,
                         view=SystemView.STRANGER if stranger else SystemView.HOST)
     commands = {role: ["python3", "seat.py", role, str(start), str(slot_ms / 1000), str(len(bits)), str(names), bits,
-                        "median" if median else "sum"]
+                        "median" if median else "sum", "own" if own else "package"]
                 for role in ("recv", "send")}
-    out = json.loads(side_by_side(d, SEAT, commands, launcher, 60 + len(bits) * slot_ms / 1000))
+    out = json.loads(side_by_side(d, SEAT, commands, launcher, 60 + len(bits) * slot_ms / 1000, one_folder=own))
     return out["shared"], out["seen"]
 
 
@@ -100,9 +103,10 @@ def main() -> None:
     slot_ms = float(args[1]) if len(args) > 1 else 100.0
     names = int(args[2]) if len(args) > 2 else 300
     gvisor, stranger, median = "--gvisor" in sys.argv, "--stranger" in sys.argv, "--median" in sys.argv
+    own = "--own" in sys.argv
     rng = random.Random(5)
     bits = "".join(rng.choice("01") for _ in range(n))
-    shared, seen = run(bits, slot_ms, names, gvisor, stranger, median)
+    shared, seen = run(bits, slot_ms, names, gvisor, stranger, median, own)
     pairs = list(zip(seen, bits))
     error = min(sum((r < t) != (b == "1") for r, b in pairs) for t in sorted(seen) + [math.inf]) / n
     med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")  # noqa: E731

@@ -97,11 +97,14 @@ def decision_gaps(make_bot: Callable[[str, int], Path], games: int, clock: Any, 
     return pairs, seconds, faults
 
 
-def side_by_side(base: Path, script: str, commands: dict[str, list[str]], launcher: Any, timeout: float) -> str:
+def side_by_side(base: Path, script: str, commands: dict[str, list[str]], launcher: Any, timeout: float,
+                 one_folder: bool = False) -> str:
     """Start a ``recv`` and a ``send`` seat through the arena's own blocking start path (private uid,
     cgroup, filter; ``launcher``'s containment), each a bot folder under ``base`` holding
     ``seat.py`` = ``script`` run as ``commands[role]``, and return the receiver's first line.
+    ``one_folder``: both seats are processes of one bot (one folder), as two games of a run seat it.
     ``base`` is removed afterwards."""
+    import dataclasses
     import json
     import shutil
 
@@ -109,9 +112,13 @@ def side_by_side(base: Path, script: str, commands: dict[str, list[str]], launch
     seats = {}
     try:
         for role in ("recv", "send"):
+            if one_folder and seats:
+                seats[role] = launcher.plan_now(dataclasses.replace(first, command=tuple(commands[role])))
+                continue
             seat = bot_folder(base / role, "seat.py", script,
                               f'name = "{role}"\nversion = "1"\ncommand = {json.dumps(commands[role])}\n')
-            seats[role] = launcher.plan_now(load_bot(seat))
+            first = load_bot(seat)
+            seats[role] = launcher.plan_now(first)
         with seats["recv"].start() as recv, seats["send"].start():
             return recv.receive_line(timeout)
     finally:

@@ -319,13 +319,13 @@ def test_one_worker_serves_upload_after_upload_and_a_killed_one_is_replaced(tmp_
         with pytest.raises(UploadError, match="leaves its folder"):
             await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "../x": b"x"}), tmp_path / "b", **LIMITS)
         assert len(workers.idle) == 1
-        first = workers.idle[0]
+        first = workers.idle[0][0]
         assert (await workers.unpack(good, tmp_path / "c", **LIMITS)).root == tmp_path / "c"
-        assert workers.idle == [first]
+        assert [p for p, _ in workers.idle] == [first]
         os.kill(first.pid, signal.SIGKILL)
         await first.wait()
         assert (await workers.unpack(good, tmp_path / "d", **LIMITS)).root == tmp_path / "d"
-        assert len(workers.idle) == 1 and workers.idle[0] is not first
+        assert len(workers.idle) == 1 and workers.idle[0][0] is not first
     trio.run(main)
 
 
@@ -378,8 +378,17 @@ def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_p
         pytest.skip("needs bubblewrap for a small file system of its own")
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    monkeypatch.setattr(unpacker, "WORKER", ["bwrap", "--dev-bind", "/", "/", "--size", str(64 << 10),
-                                             "--tmpfs", str(uploads), *unpacker.WORKER])
+    small = ["--size", str(64 << 10), "--tmpfs", str(uploads)]
+    confined = unpacker.confined
+
+    def on_small_disk(argv: list[str], where: Path) -> list[str]:
+        got = confined(argv, where)
+        if got is argv:  # no bubblewrap around the worker here: one of its own for the small file system
+            return ["bwrap", "--dev-bind", "/", "/", *small, *argv]
+        at = got.index("--bind")  # the worker's one writable folder, made the small one
+        assert got[at + 1:at + 3] == [str(uploads)] * 2
+        return [*got[:at], *small, *got[at + 3:]]
+    monkeypatch.setattr(unpacker, "confined", on_small_disk)
 
     async def main() -> None:
         workers = unpacker.Unpackers()
@@ -404,15 +413,19 @@ def test_a_stuck_worker_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: 
 
 
 def _unpackers_of(pid: int) -> list[int]:
-    """The unpacking workers among ``pid``'s children."""
+    """The unpacking workers among ``pid``'s descendants: the Python processes that unpack (below
+    bubblewrap's where it runs them)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             try:
-                if b"arena.serve.unpacker" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(int(child))
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
             except OSError:
-                pass
+                continue
+            if os.path.basename(argv[0]) == b"bwrap":  # bubblewrap around the worker, and its init inside
+                found += _unpackers_of(int(child))
+            elif b"arena.serve.unpacker" in argv:
+                found.append(int(child))
     return found
 
 

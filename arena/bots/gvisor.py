@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Sequence
 
@@ -78,7 +79,7 @@ them would be refused."""
 MS_STRICTATIME = 1 << 24
 
 
-def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] = ()) -> None:
+def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] = (), own: bytes | None = None) -> None:
     """In the forked child, before it becomes runsc: a mount namespace of its own (which runsc and
     its gofer inherit, and which ends with them) with the directory ``cwd_fd`` holds, the one the
     referee checked, bound at :func:`checked_folder`. The bundle names that path as the bot folder's
@@ -86,13 +87,14 @@ def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] =
     ``shared`` paths (:func:`shared_binds`: path and the flags its mount keeps) is bound on itself
     read-only: gVisor reads them through the host's files, and a read that moved a file's access
     time, which every seat can stat, would be a channel (a day-old time under relatime, every
-    read under strictatime); the kernel moves no access time through a read-only mount. Only
+    read under strictatime); the kernel moves no access time through a read-only mount. ``own``:
+    the seat's own copy of the checked folder (:func:`own_copy`), bound in its place. Only
     system calls: it runs between fork and exec."""
     target = str(checked_folder(where)).encode()
     os.fchdir(cwd_fd)  # unshare keeps the working directory: "." is then the checked directory
     _check(_unshare(CLONE_NEWNS), "unshare mount")
     _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-    _check(_mount(b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
+    _check(_mount(own or b".", target, None, MS_BIND | MS_REC, None), "bind the checked folder")
     for path, kept in shared:
         _check(_mount(path, path, None, MS_BIND | MS_REC, None), "bind a shared path")
         _check(_mount(b"none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept, None),
@@ -100,16 +102,20 @@ def bind_checked(cwd_fd: int, where: Path, shared: Sequence[tuple[bytes, int]] =
     os.chdir(where)
 
 
-def shared_binds(bundle: Path) -> tuple[tuple[bytes, int], ...]:
-    """The host paths of ``bundle``'s read-only binds that other seats see too (the system view and
-    the arena package, not the bot's own folder), each with the flags its mount has that a remount
-    must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`."""
+def shared_binds(bundle: Path, own_copy: Path | None = None) -> tuple[tuple[bytes, int], ...]:
+    """The host paths of ``bundle``'s read-only binds, each with the flags its mount has that a
+    remount must keep (:data:`_KEPT_FLAGS`), for :func:`bind_checked`: the system view and the
+    arena package, which other seats see too, and the bot's own folder (its bind at
+    :func:`checked_folder`, whose flags are those of the mount it comes from: ``own_copy``'s, or
+    the folder's) unless the bundle makes it writable (a build): every process of one bot in a run
+    is served from the same copy of its folder, so a read there moved a time its other processes
+    could stat."""
     mounts = json.loads((bundle / "config.json").read_text())["mounts"]
     own = str(checked_folder(bundle.parent))
     out = []
     for m in mounts:
-        if m["type"] == "bind" and m["source"] != own:
-            have = os.statvfs(m["source"]).f_flag
+        if m["type"] == "bind" and (m["source"] != own or "ro" in m.get("options", ())):
+            have = os.statvfs(m["source"] if m["source"] != own else own_copy or m["destination"]).f_flag
             kept = sum(flag for st, flag in _KEPT_FLAGS if have & st)
             if not have & (os.ST_NOATIME | os.ST_RELATIME):
                 kept |= MS_STRICTATIME
@@ -209,6 +215,59 @@ def seat_copy(path: str, where: Path) -> str:
         shutil.rmtree(copy, ignore_errors=True)
         return path
     return str(copy)
+
+
+def own_copy(cwd_fd: int, where: Path) -> Path | None:
+    """The seat's own copy of the bot's checked folder (the directory ``cwd_fd`` holds), made as
+    :func:`seat_copy` makes a shared folder's (folders anew with their modes, files hard-linked,
+    links kept as links) in ``where/own``, walked by descriptors below ``cwd_fd`` without following
+    a link, so an entry swapped for a link meanwhile is copied as the link it became (a link leads
+    nowhere outside gVisor's view). Why: every process of one bot in a run is served from one copy
+    of its folder, and the host's dentry cache keyed by that folder carried 0.2-0.5 bits/s between
+    two of them (``bench_dentry_channel.py --gvisor --own``), which duplicate deals turn into
+    the hand a process's twin held, now its opponent's. None, with nothing left, where a copy
+    cannot be made (no hard link on this file system, the folder changing meanwhile): the seat is
+    then served from the checked folder itself, as before."""
+    dest = where / "own"
+    try:
+        os.mkdir(dest, 0o700)
+        src = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cwd_fd)  # (cwd_fd is an O_PATH descriptor)
+        try:
+            top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                _link_tree(src, top)
+                os.fchmod(top, stat.S_IMODE(os.fstat(src).st_mode))
+            finally:
+                os.close(top)
+        finally:
+            os.close(src)
+    except OSError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return None
+    return dest
+
+
+def _link_tree(src: int, dst: int) -> None:
+    """:func:`own_copy`'s walk: ``src``'s entries into ``dst``, both directory descriptors."""
+    for entry in os.scandir(src):
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):
+            os.mkdir(entry.name, 0o700, dir_fd=dst)
+            below = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=src)
+            try:
+                into = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dst)
+                try:
+                    _link_tree(below, into)
+                    os.fchmod(into, stat.S_IMODE(os.fstat(below).st_mode))
+                finally:
+                    os.close(into)
+            finally:
+                os.close(below)
+        elif stat.S_ISLNK(mode):
+            os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
+        elif stat.S_ISREG(mode):
+            os.link(entry.name, entry.name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+        # nothing else is a bot's (the folder's reader refused it): not copied
 
 
 _NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK)

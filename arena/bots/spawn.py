@@ -94,7 +94,7 @@ def _get_spawner() -> _SpawnThread:
 
 def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, int, int]],
                  nsroot: NamespaceRoot | None = None, filter: seccomp.Installer | None = None,
-                 gvisor_bind: tuple[int, Path, tuple[tuple[bytes, int], ...]] | None = None):
+                 gvisor_bind: tuple[int, Path, tuple[tuple[bytes, int], ...], bytes | None] | None = None):
     """preexec_fn: runs in the forked child, before exec, in this order:
     join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor, the
     bot's state directory and the shared paths to bind read-only), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
@@ -373,6 +373,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
         popen_env = env  # namespaces and trusted modes: applied by the exec of the bot's own program
         pass_fds: tuple[int, ...] = ()
         shared: tuple[tuple[bytes, int], ...] = ()  # gVisor: the paths every seat sees, bound read-only for runsc
+        own: Path | None = None  # gVisor: the seat's own copy of its folder (gvisor.own_copy)
         if sandbox:
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             parent_fds += [info_r, info_w]
@@ -392,7 +393,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(system))
-            shared = gvisor_mod.shared_binds(bundle)
+            own = None if writable_cwd else gvisor_mod.own_copy(cwd_fd, home)  # (a build writes its folder)
+            shared = gvisor_mod.shared_binds(bundle, own)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)
         nsroot = None
@@ -422,7 +424,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
                 argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=home if gvisor else cwd, env=popen_env,
                 close_fds=True, start_new_session=True, restore_signals=True, pass_fds=pass_fds,
                 preexec_fn=_child_setup(None if gvisor else uid, join_fds, rlimits, nsroot, installer,
-                                        (cwd_fd, home, shared) if gvisor and home is not None else None),
+                                        (cwd_fd, home, shared, bytes(own) if own else None)
+                                        if gvisor and home is not None else None),
             )
             if not sandbox:
                 return child, {}

@@ -263,8 +263,9 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
     where = str(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise LadderError(f"{where}: not valid TOML: {e}") from None
+    except ValueError as e:  # a decode error, bytes not UTF-8, a number past Python's digit limit
+        from ..config import toml_error
+        raise LadderError(f"{where}: not valid TOML: {toml_error(e)}") from None
     name = path.stem
     if not NAME_RE.match(name):
         raise LadderError(f"{where}: the ladder name {name!r} (the file name) must be lower-case letters, "

@@ -15,6 +15,12 @@ uploader's: :class:`UnpackerLost`, and that worker is killed and not used again.
 removes the folder whatever happened, as it did when the thread raised. At most one worker per
 upload slot (``uploads_at_once``) exists; a worker ends when its stdin closes (the server ended,
 however it ended).
+
+The worker reads hostile bytes with C decompressors (zlib, bzip2, lzma), so it holds no more than
+unpacking needs (:func:`confined`): under bubblewrap, with no network and namespaces of its own, it
+sees the system read-only, Python and the arena package, and only the uploads folder writable;
+the store's folder above it (its secret key, its database) is not there at all. Where bubblewrap
+cannot start (no user namespaces) the worker runs as the server's user and the log says so once.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,14 +63,14 @@ class Unpackers:
 
     def __init__(self, keep: int = 4):
         self.keep = keep
-        self.idle: list[Any] = []  # trio.Process, waiting for their next upload
+        self.idle: list[tuple[Any, bool]] = []  # (trio.Process, under bubblewrap), waiting for their next upload
 
     async def unpack(self, data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Unpacked:
         """``data`` unpacked under ``dest`` (which must not exist) and read, in a worker. Raises
         :class:`UploadError` for what the uploader must change, :class:`OSError` for the system's
         refusal, :class:`UnpackerLost` when the worker gave no answer."""
         import trio
-        proc = await self._worker(dest.parent)
+        proc, wrapped = await self._worker(dest.parent)
         answer, kept = None, False
         try:
             with trio.move_on_after(UNPACK_S) as waited:
@@ -80,13 +87,15 @@ class Unpackers:
                     await proc.wait()
                 status = proc.returncode
                 log.warning("an upload's unpacker ended without an answer (status %s)", status)
+                if wrapped and status is not None and 128 < status < 128 + 65:
+                    status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
                 if status is not None and status < 0:
                     raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
                 raise UnpackerLost(f"the unpacking process failed (exit status {status})")
             kept = True
         finally:
             if kept and len(self.idle) < self.keep:
-                self.idle.append(proc)
+                self.idle.append((proc, wrapped))
             else:
                 with trio.CancelScope(shield=True):
                     proc.kill()  # a worker that did not answer is never asked again
@@ -100,17 +109,18 @@ class Unpackers:
             raise UnpackerLost("the unpacking process named a folder outside the upload's")
         return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
 
-    async def _worker(self, cwd: Path) -> Any:
-        import subprocess
-
+    async def _worker(self, uploads: Path) -> tuple[Any, bool]:
+        """An idle worker, or a fresh one (confined to ``uploads``), and whether bubblewrap runs it."""
         import trio
         while self.idle:
-            proc = self.idle.pop()
+            proc, wrapped = self.idle.pop()
             if proc.poll() is None:
-                return proc
+                return proc, wrapped
             await proc.wait()  # ended while idle (killed, say): reaped, and a fresh one taken
-        return await trio.lowlevel.open_process(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                env=_env(), cwd=str(cwd))
+        argv = await trio.to_thread.run_sync(confined, WORKER, uploads)
+        proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                env=_env(), cwd=str(uploads))
+        return proc, argv is not WORKER
 
 
 async def _line(stream: Any) -> bytes:
@@ -132,11 +142,72 @@ def _answer(stdout: bytes) -> dict | None:
     return answer if isinstance(answer, dict) and answer.keys() & {"root", "refused", "errno"} else None
 
 
+_unconfined_said = False
+_bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
+
+
+def confined(argv: list[str], uploads: Path) -> list[str]:
+    """``argv`` under bubblewrap: new user, pid, network, IPC, UTS and cgroup namespaces (no network
+    at all), no capabilities, a session of its own, killed with the server; the host's system
+    (``/usr`` and the root links), the Python running the server and its import path, and the
+    arena package read-only; ``/etc/ld.so.cache`` only of ``/etc``; ``uploads`` the one writable
+    folder, with the folder above it (the store's) an empty one. ``argv`` itself where bubblewrap
+    is missing or cannot start here (said once in the log)."""
+    global _unconfined_said
+    from ..bots.containment import find_bwrap
+    from ..bots.filesystem import SANDBOX_ROOT_DIRS
+    bwrap = find_bwrap()
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--ro-bind", "/usr", "/usr"]
+    for d in SANDBOX_ROOT_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    seen = ["/usr", *SANDBOX_ROOT_DIRS]
+    python = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              str(Path(__file__).resolve().parents[1]), *sys.path]
+    for p in python:
+        if p and os.path.isdir(p) and not any(p == s or p.startswith(s + "/") for s in seen):
+            args += ["--ro-bind", p, p]
+            seen.append(p)
+    if os.path.isfile("/etc/ld.so.cache"):
+        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    store = uploads.parent
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", str(store),
+             "--bind", str(uploads), str(uploads), "--chdir", str(uploads)]
+    problem = "bubblewrap (bwrap) is not installed"
+    if bwrap is not None and bwrap not in _bwrap_runs:
+        try:  # tried once a process: a worker that cannot start would be every upload's 500
+            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", "import arena.serve.unpacker"],
+                                   capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
+            problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
+            _bwrap_runs[bwrap] = tried.returncode == 0
+        except OSError as e:
+            problem = str(e)
+            _bwrap_runs[bwrap] = False
+        except subprocess.TimeoutExpired as e:  # a loaded machine, not an answer: tried again next time
+            problem = str(e)
+    if bwrap is not None and _bwrap_runs.get(bwrap):
+        return [bwrap, *args, "--", *argv]
+    if not _unconfined_said:
+        _unconfined_said = True
+        log.warning("uploads are unpacked without bubblewrap around the worker (%s): it runs as the "
+                    "server's user, with its network and files", problem)
+    return argv
+
+
+KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")
+"""What the worker keeps of the server's environment: what Python reads. Nothing else the
+operator set for the server (a token, a webhook's secret) is the worker's business."""
+
+
 def _env() -> dict[str, str]:
-    """This process's environment, with this arena's folder first on the path: the worker runs
+    """The environment the worker needs, with this arena's folder first on the path: the worker runs
     the same code as the server (a checkout beside an installed arena included)."""
     here = str(Path(__file__).resolve().parents[2])
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    kept = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    return dict(kept, PATH=os.defpath, PYTHONPATH=os.pathsep.join(p for p in (here, kept.get("PYTHONPATH")) if p))
 
 
 def work(dest: Path, max_files: int, max_bytes: int, data: bytes) -> dict:

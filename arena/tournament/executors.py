@@ -326,10 +326,22 @@ class _Lane:
                     result = (work(ex), None)
                 except BaseException as e:  # noqa: BLE001 - delivered to the caller
                     result = (None, e)
+                self._settle()
                 deliver(result)
         finally:
             self.hub.clear_interrupt()
             ex.close()
+
+    def _settle(self) -> None:
+        """Finish the bots the job retired before it is handed back (an honest bot has exited by
+        then: nothing to wait for). A retired bot is thawed and given its grace, which only this
+        hub's waits end: a game shorter than the grace left it closing, and a lane given no game
+        after it waited on its queue while a bot that ignores ``shutdown`` spun, unfrozen, beside
+        the other lanes' games until the run's end (as on a Dask worker: cluster.RunReferee.play)."""
+        try:
+            self.hub.settle()
+        except Interrupted:  # the job was called off meanwhile: its bots are finished all the same
+            self.hub.settle()
 
     async def run(self, work: Callable[[BlockingExecutor], Any]) -> Any:
         token = trio.lowlevel.current_trio_token()
