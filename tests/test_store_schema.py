@@ -238,3 +238,30 @@ def test_a_queue_from_before_leases_upgrades_and_its_running_job_waits_for_the_l
         assert q.get(store.db, "r").state == q.State.WAITING  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_a_new_store_appears_whole_so_no_opener_meets_it_half_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What must hold: while a new store's tables are being made, nothing is at its path; once it is
+    there it is in WAL mode at the latest schema. (A server's reader that opened the empty file
+    while the writer switched it to WAL made one side fail with "database is locked", since
+    SQLite's switch waits for no lock: 16 in 3,000 brand-new stores opened by a writer and a
+    reader at once.)"""
+    import arena.store.games as games
+    path = tmp_path / "data" / "arena.sqlite"
+    during: list[bool] = []
+    real = games.migrate
+
+    def watched(db: sqlite3.Connection, *a: Any) -> int:
+        during.append(path.exists())
+        return real(db, *a)
+    monkeypatch.setattr(games, "migrate", watched)
+    Store(path).close()
+    assert during and not during[0]  # made under another name
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert schema_version(db) == LATEST
+    finally:
+        db.close()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["arena.sqlite"]  # no temporary left
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -61,20 +61,42 @@ def private_store_dir(parent: Path) -> None:
 
 
 def create_private_store(path: Path) -> None:
-    """Create the store's directory (0700) and an empty store file (0600) before SQLite opens it.
+    """Create the store's directory (0700) and, where there is no store yet, the store itself, whole.
 
     SQLite gives its -wal, -shm and -journal files the mode of the database file, so a file
     that is 0600 from its first byte keeps every game log (finished or being written) away
     from bots, which run under other uids. A directory named ``arena-data`` that we own is
     tightened to 0700 too (older versions made it 0755); any other existing directory (say
     /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private.
+
+    A new store is made under a private temporary name (WAL mode, every table) and hard-linked
+    into place, so no other process ever opens one half made: SQLite's switch to WAL waits for no
+    lock, and a server's reader that opened the empty file in between made the switch, or its own
+    upgrade, fail at once with "database is locked". Where two processes both make one, the first
+    link wins and the other's copy is dropped.
     """
     private_store_dir(path.parent)
-    if not path.exists():
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE))
+        db = sqlite3.connect(tmp, timeout=30, isolation_level=None)
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE))
+            db.execute("PRAGMA journal_mode=WAL")
+            migrate(db)
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every table in the file that is linked
+        finally:
+            db.close()
+        try:
+            os.link(tmp, path)
         except FileExistsError:
-            pass  # another process created it meanwhile: close_store_files() fixes its mode
+            pass  # another process made it meanwhile: theirs is the store
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"cannot create the store {path}: {e}") from None
+    finally:
+        for p in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-wal", "-shm", "-journal"))):
+            p.unlink(missing_ok=True)
 
 
 def close_store_files(path: Path) -> None:
