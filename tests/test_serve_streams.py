@@ -25,7 +25,7 @@ class Version:
     def tags(self) -> dict:
         return {}
 
-    def look(self, after: int, limit: int) -> None:
+    def look(self, after: int | None, limit: int) -> None:
         return None  # no ladder news: every event here is a move of the version
 
     def close(self) -> None:
@@ -156,7 +156,7 @@ def test_each_game_is_told_once_even_when_stored_between_the_counts_and_the_resu
     between = [1000, 1001]  # games of another ladder, each stored inside one look
 
     def store_then_read(conn, after, limit):
-        if between and after:  # not on the first look
+        if between:
             _store(db, between.pop(0), ["b@1", "a@1"], "ladder:other:batch-1")
         return read(conn, after, limit)
 
@@ -182,3 +182,32 @@ def test_each_game_is_told_once_even_when_stored_between_the_counts_and_the_resu
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     db.close()
     assert sorted(told) == ["g-1", "g-1000", "g-1001", "g-2", "g-3"], told  # each once
+
+
+def test_a_look_reads_only_the_rows_stored_since_the_last_one(tmp_path, monkeypatch) -> None:
+    """Games of no ladder are never news, but each look starts past them too: a tournament storing
+    thousands of games beside a quiet ladder must not make every look read them all again. The
+    first look reads no rows at all (it only learns where the games stand)."""
+    from arena.serve.cache import StoreVersion
+    from arena.store import reads
+    db = _ladder_store(tmp_path / "arena.sqlite")
+    db.begin_tournament("friendly", {"format": "rr", "rules": "classic", "seats": 2}, 12)
+    _store(db, 0, ["a@1", "b@1"])
+    read, afters = reads.ladder_games_after, []
+    monkeypatch.setattr(reads, "ladder_games_after", lambda conn, after, limit: afters.append(after) or read(conn, after, limit))
+    version = StoreVersion(tmp_path / "arena.sqlite", settle=0.0, clock=trio.current_time)
+    follower = StoreFollower(version, interval=0.5)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follower.run)
+            await trio.sleep(0.1)
+            for k in range(1, 4):
+                _store(db, k, ["a@1", "b@1"], "friendly")
+                await trio.sleep(0.5)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    rows = [r for (r,) in db.db.execute("SELECT rowid FROM games ORDER BY rowid")]
+    db.close()
+    assert afters == rows[:3]  # each look after the newest row the last one saw, the friendly games' too

@@ -95,9 +95,10 @@ class StoreVersion:
                     self._moved = now
         return self.value
 
-    def look(self, after: int, limit: int) -> tuple[dict[str, tuple], list[tuple]] | None:
+    def look(self, after: int | None, limit: int) -> tuple[dict[str, tuple], list[tuple]] | None:
         """The ladders' parts as committed now, not held back by ``settle``, and the newest ``limit``
-        ladder games stored after row ``after`` (:func:`arena.store.reads.ladder_games_after`): the
+        ladder games stored after row ``after`` (:func:`arena.store.reads.ladder_games_after`; none
+        when ``after`` is None, a first look, which only learns where the games stand): the
         live events' news, which costs no page build, so it need not wait for the pages' version.
         None when nothing was committed since the last look (one ``PRAGMA data_version``) or there is
         no store. Call :meth:`current` first (it opens the connection)."""
@@ -109,7 +110,7 @@ class StoreVersion:
                 return None
             parts = self._latest[1] if seen == self._seen and self._latest is not None else \
                 reads.ladder_parts(self._db.db)
-            games = reads.ladder_games_after(self._db.db, after, limit)
+            games = [] if after is None else reads.ladder_games_after(self._db.db, after, limit)
         except sqlite3.Error:  # a store being created or replaced: look again next time
             self.close()
             return None

@@ -56,13 +56,14 @@ class StoreFollower:
     def _news(self) -> dict[str, list[dict]] | None:
         """Each ladder's results stored since the last look, newest first, when a count moved; None
         when nothing did (the first look only learns where the games stand)."""
-        looked = self.store.look(self._after or 0, LATEST)
+        looked = self.store.look(self._after, LATEST)
         if looked is None:
             return None
         parts, rows = looked
         counts = {name: p[0] for name, p in parts.items() if name}
-        # the rows are read after the parts: a game stored between is in the rows, not yet counted
-        top = max([p[1] for n, p in parts.items() if n] + [r[0] for r in rows], default=0)
+        # every game's row, a ladder's or not, so the next look reads only rows stored since; the
+        # rows are read after the parts: a game stored between is in the rows, not yet counted
+        top = max([p[1] for p in parts.values()] + [r[0] for r in rows], default=0)
         games = sum(p[0] for p in parts.values())
         first, self._after = self._after is None, max(self._after or 0, top)
         if first or (counts, games) == (self._counts, self._games):
