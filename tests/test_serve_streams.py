@@ -211,3 +211,34 @@ def test_a_look_reads_only_the_rows_stored_since_the_last_one(tmp_path, monkeypa
     rows = [r for (r,) in db.db.execute("SELECT rowid FROM games ORDER BY rowid")]
     db.close()
     assert afters == rows[:3]  # each look after the newest row the last one saw, the friendly games' too
+
+
+def test_a_result_this_arena_did_not_write_leaves_the_news_but_not_the_follower(tmp_path) -> None:
+    """A row whose result names a seat the game has not (a store written by hand, or damaged) is
+    left out of the results; its count is still news, and the follower, which every stream of the
+    process waits on, goes on."""
+    from arena.serve.cache import StoreVersion
+    db = _ladder_store(tmp_path / "arena.sqlite")
+    _store(db, 0, ["a@1", "b@1"])
+    version = StoreVersion(tmp_path / "arena.sqlite", settle=0.0, clock=trio.current_time)
+    follower = StoreFollower(version, interval=0.5)
+    seen: list[dict] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follower.run)
+            await trio.sleep(0.1)
+            _store(db, 1, ["a@1", "b@1"])
+            db.db.execute("UPDATE games SET result=? WHERE id='g-1'", ('{"order": [[7], [0]], "forfeits": {"x": 1}}',))
+            db.db.commit()
+            await trio.sleep(0.5)
+            seen.append(_news(follower))
+            _store(db, 2, ["b@1", "a@1"])
+            await trio.sleep(0.5)
+            seen.append(_news(follower))
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    db.close()
+    assert [(n["ladders"]["club"], [g["game"] for g in n["latest"].get("club", [])]) for n in seen] == \
+        [(2, []), (3, ["g-2"])]

@@ -45,7 +45,7 @@ class StoreFollower:
         self._parts: dict[str, tuple] = {}
         self._counts: dict[str, int] = {}  # every ladder's game count, as last sent
         self._games = 0  # the store's
-        self._after: int | None = None  # the newest ladder game's row already told of
+        self._after: int | None = None  # the newest game's row (any game's) a look has seen
         self.serial = 0
         self.event = ""  # the store event of this version, written once for every open stream
         self._changed = anyio.Event()
@@ -72,7 +72,12 @@ class StoreFollower:
         self._counts, self._games = counts, games
         latest: dict[str, list[dict]] = {}
         for _, gid, tid, seats, result in rows:
-            latest.setdefault(tid[len(LADDER_PREFIX):].split(":", 1)[0], []).append(result_of(gid, seats, result))
+            try:
+                shown = result_of(gid, seats, result)
+            except (ValueError, TypeError, LookupError):  # a row this arena did not write: its count
+                log.warning("a stored game's result could not be read for the live news: %r", gid)
+                continue                                     # is news, its result is left out
+            latest.setdefault(tid[len(LADDER_PREFIX):].split(":", 1)[0], []).append(shown)
         return latest
 
     async def run(self) -> None:

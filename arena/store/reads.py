@@ -350,8 +350,9 @@ def ladder_parts(db: sqlite3.Connection) -> dict[str, tuple]:
 
 def ladder_games_after(db: sqlite3.Connection, after: int, limit: int) -> list[tuple]:
     """The newest ``limit`` ladder games stored after row ``after``, newest first: (rowid, id,
-    tournament, seats, result), seats and result as their stored JSON. Bounded, so that a bulk
-    import between two looks reads ``limit`` rows, not every new one (the live events' news)."""
+    tournament, seats, result), seats and result as their stored JSON (the live events' news). Read
+    back from the newest row, it stops at ``limit`` ladder games or at row ``after``: a thousand
+    games stored between two looks cost ``limit`` parses, not a thousand."""
     return db.execute(f"SELECT rowid, id, tournament, seats, result FROM games WHERE rowid>? AND {_prefixed('tournament')} "
                       "ORDER BY rowid DESC LIMIT ?", (after, len(LADDER_PREFIX), LADDER_PREFIX, limit)).fetchall()
 
