@@ -85,13 +85,14 @@ class StoreFollower:
             version = self._read()
             parts = self.store.parts
             latest = self._news()
-            # (a status or pause moves a ladder's part alone)
-            if (version, parts) != (self.version, self._parts) or latest is not None:
+            moved = (version, parts) != (self.version, self._parts)  # a status or pause moves a ladder's part alone
+            if moved or latest is not None:
                 self.version, self._parts = version, parts
                 self.serial += 1
                 news = {"serial": self.serial, "games": self._games or (version[0] if version else 0),
                         "version": tag(version),
                         "parts": self.store.tags(),  # each ladder's own version: its pages skip the rest
+                        "moved": moved,  # False: news alone, nothing for a page to fetch
                         "ladders": self._counts, "latest": latest or {}}
                 self.event = f"event: store\ndata: {json.dumps(news)}\n\n"
                 changed, self._changed = self._changed, anyio.Event()

@@ -101,6 +101,9 @@
         showCount(true);
       }
       if (part !== null && news.latest && Array.isArray(news.latest[part])) showLatest(news.latest[part]);
+      // News alone (the pages' version has not moved) is nothing to fetch: a page that fetched on it
+      // would fetch a version it holds, or one already being fetched, a second time.
+      if (news.moved === false) return;
       var version = (part !== null && news.parts && news.parts[part]) || news.version;
       if (version && version === shown) return;  // this version is on the page already
       wanted = version || null;
