@@ -239,3 +239,75 @@ def test_arena_report_html_reads_whole_on_a_phone(chrome, site, tmp_path: Path) 
         assert chrome.execute_script("return document.documentElement.scrollWidth") == 390
     finally:
         chrome.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+HOSTILE_LADDER = "x<img src=x onerror=window.__pwned=2>"
+
+
+@pytest.mark.parametrize("ladder", ["test-ladder", HOSTILE_LADDER])
+def test_a_ladder_page_shows_a_new_game_from_its_event_alone(chrome, site, ladder: str) -> None:
+    """The count and the result come in the event: with the page's own fetch never answered (as
+    behind a flood of clients, waiting for the standings' build), a ladder's page still shows the
+    new game. A bot's label and a ladder's name are anyone's text: shown as text, never run."""
+    from urllib.parse import quote
+
+    from .test_serve import HOSTILE
+    db = Store(site.store)
+    tid = f"ladder:{ladder}:batch-news"
+    db.begin_tournament(tid, {"format": "batch", "rules": "classic", "seats": 2}, 4)
+    if ladder == HOSTILE_LADDER:  # the ladder's page exists once it has a game
+        db.save_game(tid, 0, ["alpha@1.0", "beta@2.0"], fake_record(f"{tid}-0", ["alpha@1.0", "beta@2.0"], [[0], [1]]))
+    try:
+        chrome.get(f"{site.url}/ladders/{quote(ladder, safe='')}")
+        wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream")
+        games = int(chrome.find_element("id", "ladder-games").get_attribute("data-count"))
+        chrome.execute_script("window.__pwned = 0; window.fetch = function () { return new Promise(function () {}); };")
+        refreshes = chrome.find_element("tag name", "body").get_attribute("data-refreshes")
+        seats = [HOSTILE, "alpha@1.0"]
+        db.save_game(tid, 1, seats, fake_record(f"{tid}-1 <b>", seats, [[1], [0]]))
+        wait(chrome, lambda d: d.find_element("id", "ladder-games").text == f"{games + 1} games", what="the count")
+        item = wait(chrome, lambda d: d.find_elements("css selector", "#ladder-latest li a"), what="the result")[0]
+        assert item.text == f"1st alpha@1.0 \u00b7 2nd {HOSTILE}"
+        assert item.get_attribute("href") == f"{site.url}/games/{quote(f'{tid}-1 <b>', safe='')}"
+        assert chrome.execute_script("return [window.__pwned, document.querySelectorAll("
+                                     "'#ladder-latest script, #ladder-latest b, img[src=x]').length]") == [0, 0]
+        assert chrome.find_element("tag name", "body").get_attribute("data-refreshes") == refreshes  # no fetch came back
+    finally:
+        db.close()
+
+
+def test_news_alone_fetches_nothing(chrome, tmp_path) -> None:
+    """An event that brings only news (a game stored while the settle holds the pages' version)
+    fetches nothing: the page shows the count from it, and the version it would fetch is the one it
+    holds (or one already being fetched). A page opened after the version's move knows no version
+    from an event yet, so a fetch on the news would fetch its own page again."""
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--settle", "3600", "--poll", "0.05")  # the first change moves it; then an hour's hold
+    db = Store(store)
+    try:
+        tid, seats = "ladder:test-ladder:news", ["alpha@1.0", "beta@2.0"]
+        db.begin_tournament(tid, {"format": "batch", "rules": "classic", "seats": 2}, 4)
+        url = f"{server.url}/ladders/test-ladder"
+        chrome.get(url)
+        wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream")
+        db.save_game(tid, 0, seats, fake_record(f"{tid}-0", seats, [[0], [1]]))  # the batch's start moved it: held now
+        total = str(db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0])
+        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == total,
+             what="the game's event")
+        chrome.get(url)  # its first event will be news alone (its count, kept with the version, lags the news)
+        wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream again")
+        network(chrome)
+        for k in (1, 2):
+            db.save_game(tid, k, seats, fake_record(f"{tid}-{k}", seats, [[k % 2], [1 - k % 2]]))
+            games = db.db.execute("SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:test-ladder:%'").fetchone()[0]
+            wait(chrome, lambda d: d.find_element("id", "ladder-games").text == f"{games} games", what=f"news {k}")
+        refreshes = chrome.find_element("tag name", "body").get_attribute("data-refreshes")
+        from selenium.common.exceptions import TimeoutException
+        with pytest.raises(TimeoutException):  # a fetch it would make has 3 s to land (none may)
+            wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-refreshes") != refreshes,
+                 timeout=3, what="no refresh")
+        assert on_the_wire(network(chrome)) == []
+    finally:
+        db.close()
+        server.stop()

@@ -63,6 +63,7 @@ class StoreVersion:
         self.clock = clock
         self._db: data.ReadStore | None = None
         self._seen: int | None = None
+        self._looked: int | None = None  # the data version :meth:`look` last read
         self._latest: tuple | None = None  # (store version, ladder parts) as last read
         self._moved = -float("inf")        # when ``value`` last moved
         self.value: tuple | None = None    # the version pages are kept by
@@ -78,7 +79,7 @@ class StoreVersion:
                 self._db = data.open_read(self.path)
                 if self._db is None:
                     return None
-                self._seen = None
+                self._seen = self._looked = None
             seen = reads.data_version(self._db.db)
             if self._latest is None or (seen != self._seen and self.clock() - self._moved >= self.settle):
                 self._latest = (data.version(self._db), reads.ladder_parts(self._db.db))
@@ -93,6 +94,28 @@ class StoreVersion:
                 if not first:  # the first look is no move
                     self._moved = now
         return self.value
+
+    def look(self, after: int | None, limit: int) -> tuple[dict[str, tuple], list[tuple]] | None:
+        """The ladders' parts as committed now, not held back by ``settle``, and the newest ``limit``
+        ladder games stored after row ``after`` (:func:`arena.store.reads.ladder_games_after`; none
+        when ``after`` is None, a first look, which only learns where the games stand): the
+        live events' news, which costs no page build, so it need not wait for the pages' version.
+        None when nothing was committed since the last look (one ``PRAGMA data_version``) or there is
+        no store. Call :meth:`current` first (it opens the connection)."""
+        if self._db is None:
+            return None
+        try:
+            seen = reads.data_version(self._db.db)
+            if seen == self._looked:
+                return None
+            parts = self._latest[1] if seen == self._seen and self._latest is not None else \
+                reads.ladder_parts(self._db.db)
+            games = [] if after is None else reads.ladder_games_after(self._db.db, after, limit)
+        except sqlite3.Error:  # a store being created or replaced: look again next time
+            self.close()
+            return None
+        self._looked = seen
+        return parts, games
 
     def of(self, path: str, query: bytes = b"") -> tuple | None:
         """The version of what the page at ``path`` (with ``query``) shows, so a stored game builds

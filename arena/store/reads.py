@@ -348,6 +348,15 @@ def ladder_parts(db: sqlite3.Connection) -> dict[str, tuple]:
     return {k: tuple(v) for k, v in parts.items()}
 
 
+def ladder_games_after(db: sqlite3.Connection, after: int, limit: int) -> list[tuple]:
+    """The newest ``limit`` ladder games stored after row ``after``, newest first: (rowid, id,
+    tournament, seats, result), seats and result as their stored JSON (the live events' news). Read
+    back from the newest row, it stops at ``limit`` ladder games or at row ``after``: a thousand
+    games stored between two looks cost ``limit`` parses, not a thousand."""
+    return db.execute(f"SELECT rowid, id, tournament, seats, result FROM games WHERE rowid>? AND {_prefixed('tournament')} "
+                      "ORDER BY rowid DESC LIMIT ?", (after, len(LADDER_PREFIX), LADDER_PREFIX, limit)).fetchall()
+
+
 def think_after(db: sqlite3.Connection, prefix: str, after: int) -> tuple[list[tuple], int]:
     """The (bot, think ms, decisions) sums of the games under tournament-id ``prefix`` stored after
     row ``after`` (the games themselves: :func:`arena.store.games.games_after`), and how many games

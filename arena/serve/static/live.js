@@ -3,12 +3,49 @@
    in the server process (a submission being checked) set data-poll on <body> and refresh on a timer.
    Each store event names the store's new version and each ladder's (a ladder's pages follow their
    own ladder's): a page fetches itself at most once per version,
-   and revalidates (ETag), so a page the change did not touch costs a 304. */
+   and revalidates (ETag), so a page the change did not touch costs a 304.
+   The event also carries each ladder's game count and its newest results: a ladder's page shows
+   them from the event at once ([data-news]), before (and whether or not) its own fetch is answered.
+   Bot labels are anyone's text: they are written with textContent, never as markup. */
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
   var body = document.body;
-  var refreshes = 0, busy = false, again = false, hellos = 0, shown = null, wanted = null;
+  var refreshes = 0, busy = false, again = false, hellos = 0, shown = null, wanted = null, count = null;
+  var LATEST = 5;
+
+  // The ladder's game count from the news; a fetched page (built for the pages' version, which
+  // moves at most once a settle) never takes it back below what the news said.
+  function showCount(fromEvent) {
+    var node = document.querySelector("[data-news=games]");
+    if (!node || count === null) return;
+    if (!fromEvent && Number(node.getAttribute("data-count")) >= count) return;
+    node.textContent = count + " games";
+    node.setAttribute("data-count", String(count));
+  }
+
+  function place(n) { return n + (n % 10 === 1 && n % 100 !== 11 ? "st" : n % 10 === 2 && n % 100 !== 12 ? "nd" :
+                                   n % 10 === 3 && n % 100 !== 13 ? "rd" : "th"); }
+
+  function showLatest(games) {
+    var list = document.querySelector("[data-news=latest]");
+    if (!list) return;
+    for (var i = games.length - 1; i >= 0; i--) {  // oldest first, so the newest ends on top
+      var g = games[i], item = document.createElement("li"), link = document.createElement("a");
+      var words = [], at = 1;
+      (g.places || []).forEach(function (group) {
+        words.push((g.draw && group.length > 1 ? "draw: " : place(at) + " ") + group.join(", "));
+        at += group.length;
+      });
+      if (g.out && g.out.length) words.push("forfeit: " + g.out.join(", "));
+      link.href = "/games/" + encodeURIComponent(String(g.game));
+      link.textContent = words.join(" \u00b7 ");
+      item.appendChild(link);
+      list.insertBefore(item, list.firstChild);
+    }
+    while (list.children.length > LATEST) list.removeChild(list.lastChild);
+    list.hidden = false;
+  }
 
   function say(text, cls) {
     if (!status) return;
@@ -31,6 +68,7 @@
         });
         var poll = doc.body.getAttribute("data-poll");
         if (poll) body.setAttribute("data-poll", poll); else body.removeAttribute("data-poll");
+        showCount(false);
         refreshes += 1;
         shown = fetching;
         body.setAttribute("data-refreshes", String(refreshes));
@@ -58,6 +96,14 @@
       if (news.games !== undefined) body.setAttribute("data-store-games", String(news.games));
       // A ladder's page (data-part) follows its ladder's own version: another ladder's game is no news.
       var part = body.getAttribute("data-part");
+      if (part !== null && news.ladders && typeof news.ladders[part] === "number") {
+        count = news.ladders[part];
+        showCount(true);
+      }
+      if (part !== null && news.latest && Array.isArray(news.latest[part])) showLatest(news.latest[part]);
+      // News alone (the pages' version has not moved) is nothing to fetch: a page that fetched on it
+      // would fetch a version it holds, or one already being fetched, a second time.
+      if (news.moved === false) return;
       var version = (part !== null && news.parts && news.parts[part]) || news.version;
       if (version && version === shown) return;  // this version is on the page already
       wanted = version || null;
