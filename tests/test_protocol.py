@@ -923,3 +923,36 @@ def test_mypy_rejects_a_fault_reason_given_as_a_string(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     errors = [line.split(": error: ")[0].rsplit(":", 1)[-1] for line in out.stdout.splitlines() if ": error: " in line]
     assert errors == ["7", "8"], out.stdout  # the two strings, not the enum
+
+
+def near(longest: int) -> st.SearchStrategy:
+    """Texts short, empty and at the schema's length limit (one under, at, one over), or no text."""
+    return st.text(max_size=3) | st.text(min_size=longest - 1, max_size=longest + 1) | json_values
+
+
+hello_like = st.fixed_dictionaries(
+    {"type": st.just("hello") | json_values, "protocol": st.integers(-1, 3) | json_values, "name": near(64)},
+    optional={"version": near(64), "author": near(128), "lang": json_values}) | json_values
+
+
+@settings(max_examples=400, deadline=None)
+@given(msg=hello_like)
+def test_the_plain_hello_check_says_yes_only_where_the_schema_does(msg: Any) -> None:
+    """A bot's hello is checked without jsonschema in its usual shape (so a referee need not import it):
+    every answer that check accepts, the schema accepts too; what it passes on, the schema decides."""
+    if protocol._plain_hello(msg):
+        protocol.validate("bot_hello", msg)
+
+
+def test_a_referee_whose_bots_answer_plainly_never_imports_jsonschema() -> None:
+    """jsonschema is a fifth of a start's CPU: the usual hello and action are read without it, and
+    it is imported the first time a message needs the schema's precise error."""
+    code = ("import sys; from arena.referee import protocol; "
+            "protocol.read_bot_hello('{\"type\":\"hello\",\"protocol\":1,\"name\":\"b\",\"version\":\"1\",\"author\":\"me\"}'); "
+            "protocol.read_action('{\"type\":\"action\",\"request\":3,\"action\":1}', 3, 2); "
+            "assert 'jsonschema' not in sys.modules, 'imported early'\n"
+            "try: protocol.read_bot_hello('{\"type\":\"hello\",\"protocol\":1,\"name\":\"\"}')\n"
+            "except protocol.ProtocolError as e: assert e.reason == 'schema', e\n"
+            "assert 'jsonschema' in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

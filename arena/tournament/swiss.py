@@ -25,7 +25,7 @@ import functools
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 BUDGET = 1_000_000  # candidate tables scored per round before the search keeps what it has
@@ -179,17 +179,9 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
     limits from the lower bound up: each limit either finds a seating under it or proves none exists."""
     n = len(meet)
     unmet = [sum(1 << j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+    floor = _repeats_floor(meet, k)
     solved: dict[int, tuple[int, bool, tuple[int, ...]]] = {}  # unseated -> (least or bound, exact, its first table)
     work = 0
-
-    def floor(here: int) -> int:
-        """Repeats no seating of ``here`` avoids: companions each bot needs beyond its unmet ones, halved."""
-        short, m = 0, here
-        while m:
-            i = (m & -m).bit_length() - 1
-            m &= m - 1
-            short += max(0, k - 1 - (unmet[i] & here).bit_count())
-        return -(-short // 2)
 
     def solve(here: int, limit: int) -> int:
         """The fewest repeats seating ``here`` when under ``limit``; else a lower bound of at least ``limit``."""
@@ -267,6 +259,61 @@ def _fewest_repeats(meet: Sequence[Sequence[int]], k: int, budget: int) -> tuple
     return least, sorted(tables)
 
 
+def _repeats_floor(meet: Sequence[Sequence[int]], k: int) -> Callable[[int], int]:
+    """A lower bound on the repeats of any seating of the bots in a bit mask at tables of k, the
+    larger of two: the companions each bot needs beyond the bots it has not met, halved (a repeated
+    pair counts from both ends); and the pairs of each clique of :func:`_cliques` that the tables
+    must seat together, fewest when the clique is spread evenly over them."""
+    n = len(meet)
+    unmet = [sum(1 << j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
+    cliques = [(members, count) for members, count in _cliques(meet) if members.bit_count() > 2]
+    # a pair alone adds only at the last table, whose repeats the searches count themselves
+
+    def floor(here: int) -> int:
+        if not here:
+            return 0
+        short, m = 0, here
+        while m:
+            i = (m & -m).bit_length() - 1
+            m &= m - 1
+            short += max(0, k - 1 - (unmet[i] & here).bit_count())
+        tables, crowded = here.bit_count() // k, 0
+        for members, weight in cliques:
+            q, r = divmod((members & here).bit_count(), tables)
+            crowded += weight * (r * (q + 1) * q + (tables - r) * q * (q - 1)) // 2
+        return max(-(-short // 2), crowded)
+
+    return floor
+
+
+def _cliques(meet: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """The meetings cut into cliques: groups of bots (bit masks) that have all met one another,
+    each with a count of meetings taken from every pair in it, so that no pair gives more than
+    it had. A seating repeats at least each clique's count times the pairs of it seated together,
+    and the tables left seat fewest of them when the clique is spread evenly over them: the sum
+    bounds the round's repeats. A past table is such a clique; grown greedily, largest first."""
+    n = len(meet)
+    left = [list(row) for row in meet]
+    out = []
+    while True:
+        linked = [sum(1 << j for j in range(n) if j != i and left[i][j]) for i in range(n)]
+        first = max(range(n), key=lambda i: linked[i].bit_count())
+        if not linked[first]:
+            return out
+        members, joinable = 1 << first, linked[first]
+        while joinable:
+            j = max((i for i in range(n) if joinable >> i & 1), key=lambda i: (linked[i] & joinable).bit_count())
+            members |= 1 << j
+            joinable &= linked[j]
+        bots = [i for i in range(n) if members >> i & 1]
+        count = min(left[a][b] for a in bots for b in bots if a != b)
+        for a in bots:
+            for b in bots:
+                if a != b:
+                    left[a][b] -= count
+        out.append((members, count))
+
+
 class _OutOfBudget(BaseException):
     """Control flow, not an error: unwinds the repeats search's recursion when its budget is spent,
     caught at its one entry (``_fewest_repeats``), never seen outside."""
@@ -315,16 +362,7 @@ def _search(values: list[float], k: int, meet: Sequence[Sequence[int]], budget: 
     def bound(rest: list[int]) -> float:
         return _least_spread([values[i] for i in rest], k)
 
-    unmet = [sum(1 << j for j in range(n) if j != i and not meet[i][j]) for i in range(n)]
-    known = [n - 1 - m.bit_count() for m in unmet]  # how many bots each has met
-
-    def must_repeat(rest: list[int], here: int) -> int:
-        """Each bot needs k-1 companions; those beyond the bots it has not met are repeats,
-        and a repeated pair is counted from both ends. A bot that has met at most
-        len(rest) - k of them has k-1 unmet left, so only the others are counted."""
-        limit = len(rest) - k
-        short = sum(max(0, k - 1 - (unmet[i] & here).bit_count()) for i in rest if known[i] > limit)
-        return -(-short // 2)
+    must_repeat = _repeats_floor(meet, k)
 
     def walk(rest: list[int], here: int, chosen: list[tuple[int, ...]], rep: int, spr: float,
              spreads: list[float]) -> None:
@@ -347,7 +385,7 @@ def _search(values: list[float], k: int, meet: Sequence[Sequence[int]], budget: 
             least = spr + s + bound(left)
             if (rep + r, least) >= best[1]:
                 continue  # the same test as below with no repeats to come: cheaper, and most nodes end here
-            floor = rep + r + must_repeat(left, left_mask)
+            floor = rep + r + must_repeat(left_mask)
             if floor > min(best[1][0], cap) or (floor, least) >= best[1]:
                 continue
             chosen.append(group)
