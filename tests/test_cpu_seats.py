@@ -76,6 +76,7 @@ class Watched(BlockingPlayer):
         super().__init__(*args, **kw)
         self.other: BlockingPlayer | None = None
         self.grew: list[float] = []
+        self.seen: list[tuple[int, int]] = []  # (processes, OOM kills) in the other's cgroup, per decision
 
     def decide(self, req: Request):
         cgroup = self.other.conn.cgroup if self.other is not None and self.other.conn is not None else None
@@ -83,6 +84,7 @@ class Watched(BlockingPlayer):
         out = super().decide(req)
         if before is not None:
             self.grew.append(cgroup.cpu_seconds() - before)
+            self.seen.append((len(cgroup.pids()), cgroup.oom_kills()))
         return out
 
 
@@ -90,6 +92,10 @@ class Watched(BlockingPlayer):
 class Played:
     forfeits: int = 0  # games the worker forfeited
     grew: list[float] = field(default_factory=list)  # the opponent's CPU during each worker decision
+    seen: list[tuple[int, int]] = field(default_factory=list)  # its processes and OOM kills then
+
+    def __str__(self) -> str:  # what a failure shows: the CPU, and whether the spinners were there
+        return f"cpu per decision {self.grew}; (processes, oom kills) {self.seen}"
 
 
 _played: dict[tuple[str, bool, bool], Played] = {}
@@ -123,7 +129,7 @@ def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool =
         worker.shutdown()
         other.shutdown()
         settle()
-    played.grew = worker.grew
+    played.grew, played.seen = worker.grew, worker.seen
     return played
 
 
@@ -135,6 +141,7 @@ def test_a_starver_costs_a_fixed_work_bot_no_forfeit(specs, ponder) -> None:
     assert quiet.forfeits == 0  # the premise: the work fits its time with room to spare
     assert starved.forfeits == quiet.forfeits
     assert len(starved.grew) >= GAMES * 4
+    assert min(n for n, _ in starved.seen) > SPINNERS, str(starved)  # it did leave them spinning
 
 
 @needs_cgroups
@@ -142,9 +149,12 @@ def test_a_seat_off_its_turn_gets_no_cpu(specs) -> None:
     """While the worker thinks, the frozen starver's cgroup CPU stays where it was; on a ponder
     table the same starver does run meanwhile (so the measure can see it)."""
     frozen = play(specs, "starver", ponder=False)
-    assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, frozen.grew
+    assert len(frozen.grew) >= GAMES * 4 and max(frozen.grew) < 0.005, str(frozen)
     pondering = play(specs, "starver", ponder=True)
-    assert sum(pondering.grew) > WORK_S, pondering.grew
+    assert sum(pondering.grew) > WORK_S, str(pondering)
+    # the premise of both: every spinner was alive at every decision (the filter's refusal of setsid
+    # once killed them all at birth, and both assertions above passed on nothing but start-up noise)
+    assert min(n for n, _ in frozen.seen + pondering.seen) > SPINNERS, str(frozen)
 
 
 @needs_cgroups
