@@ -1,6 +1,6 @@
 """#35 again, as an attacking author with the docs and the code: what was still unattacked.
 
-The upload workers (``arena/serve/unpacker.py``): kept processes that read hostile archives with C
+The upload workers (``arena/serve/unpacker.py``): a process for each upload that reads its hostile archive with C
 decompressors. What an archive can make them do is held in test_uploads.py; here, what a worker
 could reach if an archive ever made it run code of its own (a decompressor's bug), and a second
 round of hostile archives through the confined worker. Then the per-seat copies of the shared
@@ -50,20 +50,23 @@ REACH = textwrap.dedent("""\
     tried("another folder, read", lambda: open(os.path.join(ELSEWHERE, "notes.txt")).read())
     tried("another folder, write", lambda: open(os.path.join(ELSEWHERE, "planted"), "w").write("x"))
     tried("network", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=5).close())
-    tried("its own upload", lambda: (os.mkdir(header["dest"]), open(header["dest"] + "/f", "w").write("x")))
+    tried("another upload, read", lambda: open(os.path.join(OTHER, "bot.toml")).read())
+    tried("another upload, write", lambda: open(os.path.join(OTHER, "bot.py"), "w").write("planted"))
+    tried("its own upload", lambda: open(header["dest"] + "/f", "w").write("x"))
     reach["server's token"] = "done" if "ARENA_TOKEN" in os.environ else "absent"
     print(json.dumps({"refused": json.dumps(reach)}), flush=True)
 """)
 
 
-def test_an_upload_worker_reaches_nothing_but_the_uploads_folder(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_upload_worker_reaches_nothing_but_its_own_uploads_folder(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's own program swapped for one that tries what code run by a hostile archive would
     try, started as the server starts its workers. It may write its upload's folder and nothing
     else: not read the store's secret key or database beside the uploads folder, not read or write
-    another folder of the server's user, not connect to a port on the host, not see the server's
-    environment. Planted (``confined`` returning the worker's argv as it
-    is): every one of them was done."""
+    another member's upload waiting beside it, nor another folder of the server's user, not connect
+    to a port on the host, not see the server's environment. Planted (``confined`` returning the
+    worker's argv as it is): every one of them was done; planted (the whole uploads folder bound,
+    as it once was): the other upload was read and written."""
     import trio
     store = tmp_path / "arena-data"
     uploads = store / "uploads"
@@ -76,8 +79,11 @@ def test_an_upload_worker_reaches_nothing_but_the_uploads_folder(tmp_path: Path,
     listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    code = f"SECRET, DATABASE, ELSEWHERE, PORT = {str(store / 'secret.key')!r}, {str(store / 'arena.sqlite')!r}, " \
-           f"{str(elsewhere)!r}, {port}\n" + REACH
+    other = uploads / "other-job"  # another member's upload, waiting in the queue
+    other.mkdir()
+    (other / "bot.toml").write_text("name = 'victim'\n")
+    code = f"SECRET, DATABASE, ELSEWHERE, OTHER, PORT = {str(store / 'secret.key')!r}, " \
+           f"{str(store / 'arena.sqlite')!r}, {str(elsewhere)!r}, {str(other)!r}, {port}\n" + REACH
     monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", code])
     monkeypatch.setenv("ARENA_TOKEN", "the organiser's token")
     bwrap = shutil.which("bwrap")
@@ -86,7 +92,7 @@ def test_an_upload_worker_reaches_nothing_but_the_uploads_folder(tmp_path: Path,
 
     async def main() -> str:
         with pytest.raises(UploadError) as answer:
-            await unpacker.Unpackers().unpack(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS)
+            await unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS)
         return str(answer.value)
     reach = json.loads(trio.run(main))
     try:
@@ -98,7 +104,7 @@ def test_an_upload_worker_reaches_nothing_but_the_uploads_folder(tmp_path: Path,
         listener.close()
     assert reach.pop("its own upload") == "done" and (uploads / "job" / "f").read_text() == "x"
     assert {k: v for k, v in reach.items() if v == "done"} == {} and not connected, reach
-    assert not (elsewhere / "planted").exists()
+    assert not (elsewhere / "planted").exists() and not (other / "bot.py").exists()
     assert (store / "secret.key").read_text() == "the deals' secret"
 
 
@@ -159,9 +165,10 @@ def test_more_hostile_archives_are_refused_by_the_confined_worker_as_in_process(
     with pytest.raises(UploadError, match=words) as here:
         unpack(archive, tmp_path / "here", **LIMITS)
     with pytest.raises(UploadError) as apart:
-        trio.run(lambda: unpacker.Unpackers().unpack(archive, tmp_path / "job", **LIMITS))
+        trio.run(lambda: unpacker.unpack_apart(archive, tmp_path / "job", **LIMITS))
     assert str(apart.value) == str(here.value)
-    assert not (tmp_path / "job").exists() and not (tmp_path / "here").exists()
+    assert not (tmp_path / "here").exists()
+    assert not (tmp_path / "job").exists() or not any((tmp_path / "job").iterdir())  # the caller removes it
 
 
 LONG_NUMBER = b'name = "upl"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\nx = ' + b"9" * 4400 + b"\n"
@@ -188,7 +195,7 @@ def test_a_number_past_pythons_digit_limit_in_bot_toml_is_the_bots_refusal(tmp_p
         "value has 4400 digits"], checked.stderr
     archive = zip_bytes({"bot.toml": LONG_NUMBER, "bot.py": b"print(1)\n"})
     with pytest.raises(UploadError, match=r"bot.toml: not valid TOML: Exceeds the limit \(4300 digits\)"):
-        trio.run(lambda: unpacker.Unpackers().unpack(archive, tmp_path / "job", **LIMITS))
+        trio.run(lambda: unpacker.unpack_apart(archive, tmp_path / "job", **LIMITS))
 
 
 def _gvisor_problem() -> str | None:
@@ -306,8 +313,13 @@ def test_two_gvisor_seats_of_one_bot_pass_nothing_through_their_folders_access_t
         assert len(homes) == 2
         folders = {os.stat(home / "own").st_ino for home in homes} | {os.stat(bot).st_ino}
         assert len(folders) == 3, "two processes of one bot are served from one folder"
-        for home in homes:  # each its own folder, of the same files
-            assert os.stat(home / "own" / "k1").st_ino == os.stat(bot / "k1").st_ino
+        for home in homes:  # each its own folder, of its own files with the same bytes
+            assert os.stat(home / "own" / "k1").st_ino != os.stat(bot / "k1").st_ino
+            assert (home / "own" / "k1").read_text() == "x"
+        # and the bot's own files keep one name each while its seats live: the folder's reader
+        # refuses a file with a second name, and a read of this folder now (another lane's check on
+        # arrival, an `arena check`) refused the bot while the copies were hard links
+        assert [os.stat(bot / k).st_nlink for k in ("seat.py", "k0", "k1")] == [1, 1, 1]
 
 
 def test_a_seats_own_copy_follows_no_link_swapped_in_and_falls_back_whole(tmp_path: Path,
@@ -316,10 +328,10 @@ def test_a_seats_own_copy_follows_no_link_swapped_in_and_falls_back_whole(tmp_pa
     two processes of one bot served from its one folder passed 0.2-0.5 bits/s through it
     (``bench_dentry_channel.py 80 200 600 --gvisor --median --own``: 0.946-0.957 after a 1, 0.968-1.000 after a 0),
     a store that outlives the sender, as the access times were. Each gVisor seat is now served its
-    own copy (``gvisor.own_copy``: folders anew, files hard-linked; the test above holds that two
+    own copy (``gvisor.own_copy``: folders anew, files copied; the test above holds that two
     seats get two), walked by descriptors from the checked folder: a folder swapped for a link to
     a private folder after the check is copied as that link, never followed; and a copy that
-    cannot be made (no hard link here) leaves nothing, the seat then served the checked folder."""
+    cannot be made (a full disk) leaves nothing, the seat then served the checked folder."""
     import errno
 
     from arena.bots import gvisor
@@ -340,8 +352,8 @@ def test_a_seats_own_copy_follows_no_link_swapped_in_and_falls_back_whole(tmp_pa
         assert not any(p.name == "secret" for p in own.rglob("*"))
 
         def refused(*args: object, **kwargs: object) -> None:
-            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
-        monkeypatch.setattr(os, "link", refused)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(os, "sendfile", refused)
         (bot / "c.py").write_text("c")
         (tmp_path / "two").mkdir()
         assert gvisor.own_copy(fd, tmp_path / "two") is None

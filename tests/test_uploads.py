@@ -271,8 +271,8 @@ def test_a_name_the_file_system_cannot_hold_is_the_uploads_fault(tmp_path: Path,
 def _apart(archive: bytes, dest: Path, **limits):
     import trio
 
-    from arena.serve.unpacker import Unpackers
-    return trio.run(lambda: Unpackers().unpack(archive, dest, **(limits or LIMITS)))
+    from arena.serve.unpacker import unpack_apart
+    return trio.run(lambda: unpack_apart(archive, dest, **(limits or LIMITS)))
 
 
 def test_the_worker_unpacks_and_reads_the_bot_as_the_server_did(tmp_path: Path) -> None:
@@ -299,34 +299,39 @@ def test_a_hostile_upload_is_refused_by_the_worker_in_the_servers_own_words(tmp_
     with pytest.raises(UploadError) as apart:
         _apart(archive, tmp_path / "job")
     assert str(apart.value) == str(here.value).replace(str(tmp_path / "here"), str(tmp_path / "job"))
-    assert (tmp_path / "job").exists() == (tmp_path / "here").exists()  # a manifest refused: the caller removes it
+    assert _left(tmp_path / "job") == _left(tmp_path / "here")  # a manifest refused: the caller removes it
     assert not (tmp_path / "escape.py").exists()
 
 
-def test_one_worker_serves_upload_after_upload_and_a_killed_one_is_replaced(tmp_path: Path) -> None:
-    """A refusal does not cost the worker; a worker killed while idle (out of memory, an operator)
-    is noticed at the next upload, which a fresh worker unpacks."""
-    import signal
+def _left(folder: Path) -> list[str]:
+    """What a refused upload left in ``folder`` (nothing, where the folder itself is gone)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
 
+
+def test_every_upload_gets_a_worker_of_its_own_that_is_gone_after_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that read one archive is never handed the next: each upload starts one, and it is
+    ended (and reaped) once it answered, a refusal or a bot alike."""
     import trio
 
-    from arena.serve.unpacker import Unpackers
+    from arena.serve import unpacker
+    started: list = []
+    real = trio.lowlevel.open_process
+
+    async def spied(*a, **kw):
+        started.append(await real(*a, **kw))
+        return started[-1]
+    monkeypatch.setattr(trio.lowlevel, "open_process", spied)
 
     async def main() -> None:
-        workers = Unpackers()
         good = zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY})
-        await workers.unpack(good, tmp_path / "a", **LIMITS)
+        await unpacker.unpack_apart(good, tmp_path / "a", **LIMITS)
         with pytest.raises(UploadError, match="leaves its folder"):
-            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "../x": b"x"}), tmp_path / "b", **LIMITS)
-        assert len(workers.idle) == 1
-        first = workers.idle[0][0]
-        assert (await workers.unpack(good, tmp_path / "c", **LIMITS)).root == tmp_path / "c"
-        assert [p for p, _ in workers.idle] == [first]
-        os.kill(first.pid, signal.SIGKILL)
-        await first.wait()
-        assert (await workers.unpack(good, tmp_path / "d", **LIMITS)).root == tmp_path / "d"
-        assert len(workers.idle) == 1 and workers.idle[0][0] is not first
+            await unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "../x": b"x"}), tmp_path / "b", **LIMITS)
+        assert (await unpacker.unpack_apart(good, tmp_path / "c", **LIMITS)).root == tmp_path / "c"
     trio.run(main)
+    assert len(started) == 3 and len({p.pid for p in started}) == 3
+    assert all(p.returncode is not None for p in started)  # each one ended and reaped
 
 
 @pytest.mark.parametrize("when", ["before reading", "after reading"])
@@ -345,11 +350,9 @@ def test_a_worker_killed_during_an_upload_is_the_arenas_failure(tmp_path: Path, 
                                                                  "os.kill(os.getpid(), signal.SIGKILL)"])
 
     async def main() -> None:
-        workers = unpacker.Unpackers()
         with pytest.raises(unpacker.UnpackerLost, match=r"stopped \(SIGKILL\)"):
-            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}), tmp_path / "job",
-                                 **LIMITS)
-        assert workers.idle == []
+            await unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(1 << 19)}),
+                                        tmp_path / "job", **LIMITS)
     trio.run(main)
 
 
@@ -364,10 +367,10 @@ def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypa
 
 def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The uploads folder a 64 KiB file system (bubblewrap's tmpfs over it, seen by the worker
+    """The upload's folder a 64 KiB file system (bubblewrap's tmpfs over it, seen by the worker
     only) and a 300 kB bot: the write fails for want of space, the caller gets that OSError (the
-    server's 500 says "No space left on device"), and the worker removed what it had written: a
-    40 kB bot fits after it, in the same worker."""
+    server's 500 says "No space left on device") and nothing is left in the upload's folder; a
+    40 kB bot fits in a file system of the same size."""
     import errno
     import shutil
 
@@ -378,27 +381,27 @@ def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_p
         pytest.skip("needs bubblewrap for a small file system of its own")
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    small = ["--size", str(64 << 10), "--tmpfs", str(uploads)]
     confined = unpacker.confined
 
     def on_small_disk(argv: list[str], where: Path) -> list[str]:
         got = confined(argv, where)
+        small = ["--size", str(64 << 10), "--tmpfs", str(where), "--chdir", str(where)]
         if got is argv:  # no bubblewrap around the worker here: one of its own for the small file system
             return ["bwrap", "--dev-bind", "/", "/", *small, *argv]
         at = got.index("--bind")  # the worker's one writable folder, made the small one
-        assert got[at + 1:at + 3] == [str(uploads)] * 2
-        return [*got[:at], *small, *got[at + 3:]]
+        assert got[at:at + 5] == ["--bind", str(where), str(where), "--chdir", str(where)]
+        return [*got[:at], *small, *got[at + 5:]]
     monkeypatch.setattr(unpacker, "confined", on_small_disk)
 
     async def main() -> None:
-        workers = unpacker.Unpackers()
         with pytest.raises(OSError) as full:
-            await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}), uploads / "a",
-                                 **LIMITS)
+            await unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "big.bin": os.urandom(300_000)}),
+                                        uploads / "a", **LIMITS)
         assert full.value.errno == errno.ENOSPC and full.value.strerror == os.strerror(errno.ENOSPC)
-        small = await workers.unpack(zip_bytes({"bot.toml": MANIFEST, "small.bin": os.urandom(40_000)}),
-                                     uploads / "b", **LIMITS)
-        assert small.root == uploads / "b" and len(workers.idle) == 1
+        assert _left(uploads / "a") == []
+        small = await unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "small.bin": os.urandom(40_000)}),
+                                            uploads / "b", **LIMITS)
+        assert small.root == uploads / "b"
     trio.run(main)
 
 
@@ -430,9 +433,10 @@ def _unpackers_of(pid: int) -> list[int]:
 
 
 def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_path: Path) -> None:
-    """On a real server: the idle worker stopped, an upload sent to it (its bytes seen waiting in
-    the worker's stdin), the worker killed. The uploader is told the arena failed (500, not a
-    refusal of the bot), nothing of that upload is left, and the next upload gets a fresh worker."""
+    """On a real server: an upload's worker caught with part of the upload still unread in its stdin
+    (stopped, then the pipe's bytes counted: a worker that has not read its whole upload cannot
+    have answered), and killed. The uploader is told the arena failed (500, not a refusal of the
+    bot), nothing of that upload is left, and the next upload is unpacked as ever."""
     import fcntl
     import signal
     import termios
@@ -447,33 +451,69 @@ def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_
         body, ctype = multipart({"ladder": "classic-2p", "token": server.token}, ("b.zip", archive))
         status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
         return status, text
+
+    def unread(pid: int) -> int:
+        queued = bytearray(4)
+        fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)  # the pipe the server writes to
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, queued)
+        finally:
+            os.close(fd)
+        return int.from_bytes(queued, "little")
     try:
         assert post(good)[0] == 303
-        [worker] = _unpackers_of(server.proc.pid)
         kept = {p.name for p in uploads.iterdir()}
-        os.kill(worker, signal.SIGSTOP)
-        answer: list[tuple[int, bytes]] = []
-        sender = threading.Thread(target=lambda: answer.append(post(zip_bytes({"bot.toml": MANIFEST,
-                                                                                 "big.bin": os.urandom(1 << 18)}))))
-        sender.start()
-        waiting = os.open(f"/proc/{worker}/fd/0", os.O_RDONLY | os.O_NONBLOCK)  # the pipe the server writes to
-        try:
-            queued = bytearray(4)
-            while sender.is_alive():  # until the upload is in the worker's hands (a condition, not a timer)
-                fcntl.ioctl(waiting, termios.FIONREAD, queued)
-                if int.from_bytes(queued, "little"):
-                    break
-                time.sleep(0.01)
-        finally:
-            os.close(waiting)
-        os.kill(worker, signal.SIGKILL)
-        sender.join(60)
+        for _ in range(20):  # until a worker is caught with its upload in hand (a condition, not a timer)
+            answer: list[tuple[int, bytes]] = []
+            sender = threading.Thread(target=lambda: answer.append(post(zip_bytes({"bot.toml": MANIFEST,
+                                                                                     "big.bin": os.urandom(1 << 18)}))))
+            sender.start()
+            workers: list[int] = []
+            while sender.is_alive() and not workers:
+                workers = _unpackers_of(server.proc.pid)
+            if not workers:  # it was unpacked before it was seen: kept, as any upload
+                sender.join()
+                kept = {p.name for p in uploads.iterdir()}
+                continue
+            [worker] = workers
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                in_hand = unread(worker) > 0
+            except OSError:
+                in_hand = False
+            os.kill(worker, signal.SIGKILL if in_hand else signal.SIGCONT)
+            sender.join(60)
+            if in_hand:
+                break
+            kept = {p.name for p in uploads.iterdir()}
+        else:
+            pytest.fail("no worker was caught with its upload in hand in 20 uploads")
         [(status, text)] = answer
         assert status == 500 and b"the arena failed, not your bot" in text and b"SIGKILL" in text, text[-1500:]
         assert {p.name for p in uploads.iterdir()} == kept  # the killed upload's folder removed
         assert post(good)[0] == 303
-        fresh = _unpackers_of(server.proc.pid)
-        assert fresh and worker not in fresh
         assert "Traceback" not in server.stderr()
     finally:
         server.stop()
+
+
+def test_a_server_started_outside_the_checkout_unpacks_in_its_confined_worker(tmp_path: Path) -> None:
+    """A server whose import path lacks the checkout (an editable install, started from another
+    folder) finds the arena through the install's finder; the engine's compiled runtime lies beside
+    the package, not in it, and a worker's view without it failed every upload ("No module named
+    arena_engine__mypyc", the arena's 500) while the start-up try, of the worker's module alone,
+    passed. Run from a fresh folder with no PYTHONPATH, as such a server is."""
+    import subprocess
+    import sys
+
+    script = ("import sys, trio\n"
+              "from pathlib import Path\n"
+              "from arena.serve.unpacker import unpack_apart\n"
+              "got = trio.run(lambda: unpack_apart(sys.stdin.buffer.read(), Path('uploads/job').resolve(),"
+              " max_files=50, max_bytes=1 << 20))\n"
+              "print(got.label)\n")
+    (tmp_path / "uploads").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, timeout=120,
+                          input=zip_bytes({"bot.toml": MANIFEST, "bot.py": BOT_PY}))
+    assert done.returncode == 0 and done.stdout.decode().strip() == "upl@1.0", done.stderr.decode()[-2000:]

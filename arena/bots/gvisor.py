@@ -218,16 +218,18 @@ def seat_copy(path: str, where: Path) -> str:
 
 
 def own_copy(cwd_fd: int, where: Path) -> Path | None:
-    """The seat's own copy of the bot's checked folder (the directory ``cwd_fd`` holds), made as
-    :func:`seat_copy` makes a shared folder's (folders anew with their modes, files hard-linked,
-    links kept as links) in ``where/own``, walked by descriptors below ``cwd_fd`` without following
-    a link, so an entry swapped for a link meanwhile is copied as the link it became (a link leads
-    nowhere outside gVisor's view). Why: every process of one bot in a run is served from one copy
-    of its folder, and the host's dentry cache keyed by that folder carried 0.2-0.5 bits/s between
-    two of them (``bench_dentry_channel.py --gvisor --own``), which duplicate deals turn into
-    the hand a process's twin held, now its opponent's. None, with nothing left, where a copy
-    cannot be made (no hard link on this file system, the folder changing meanwhile): the seat is
-    then served from the checked folder itself, as before."""
+    """The seat's own copy of the bot's checked folder (the directory ``cwd_fd`` holds) in
+    ``where/own``: folders anew with their modes, files copied with theirs, links kept as links;
+    walked by descriptors below ``cwd_fd`` without following a link, so an entry swapped for a link
+    meanwhile is copied as the link it became (a link leads nowhere outside gVisor's view). Why:
+    every process of one bot in a run is served from one copy of its folder, and the host's dentry
+    cache keyed by that folder carried 0.2-0.5 bits/s between two of them (``bench_dentry_channel.py
+    --gvisor --own``), which duplicate deals turn into the hand a process's twin held, now its
+    opponent's. The files are copied, not hard-linked as :func:`seat_copy` links a shared folder's:
+    a second name for one of the bot's own files makes the folder's reader refuse the bot, and a
+    read of the same folder while the seat lives (another lane's check on arrival, an ``arena
+    check``) refused it. None, with nothing left, where a copy cannot be made (the folder changing
+    meanwhile, a full disk): the seat is then served from the checked folder itself, as before."""
     dest = where / "own"
     try:
         os.mkdir(dest, 0o700)
@@ -235,7 +237,7 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
         try:
             top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             try:
-                _link_tree(src, top)
+                _copy_tree(src, top)
                 os.fchmod(top, stat.S_IMODE(os.fstat(src).st_mode))
             finally:
                 os.close(top)
@@ -247,7 +249,7 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
     return dest
 
 
-def _link_tree(src: int, dst: int) -> None:
+def _copy_tree(src: int, dst: int) -> None:
     """:func:`own_copy`'s walk: ``src``'s entries into ``dst``, both directory descriptors."""
     for entry in os.scandir(src):
         mode = entry.stat(follow_symlinks=False).st_mode
@@ -257,7 +259,7 @@ def _link_tree(src: int, dst: int) -> None:
             try:
                 into = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dst)
                 try:
-                    _link_tree(below, into)
+                    _copy_tree(below, into)
                     os.fchmod(into, stat.S_IMODE(os.fstat(below).st_mode))
                 finally:
                     os.close(into)
@@ -266,8 +268,27 @@ def _link_tree(src: int, dst: int) -> None:
         elif stat.S_ISLNK(mode):
             os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
         elif stat.S_ISREG(mode):
-            os.link(entry.name, entry.name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+            _copy_file(entry.name, src, dst)
         # nothing else is a bot's (the folder's reader refused it): not copied
+
+
+def _copy_file(name: str, src: int, dst: int) -> None:
+    """``name``'s bytes and mode from directory ``src`` into a new file in ``dst``; an entry that is
+    no longer a regular file (swapped meanwhile) is an OSError, and the whole copy is given up."""
+    fin = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src)
+    try:
+        st = os.fstat(fin)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{name} is no longer a regular file")
+        fout = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dst)
+        try:
+            while os.sendfile(fout, fin, None, 1 << 24):
+                pass
+            os.fchmod(fout, stat.S_IMODE(st.st_mode))
+        finally:
+            os.close(fout)
+    finally:
+        os.close(fin)
 
 
 _NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK)

@@ -38,7 +38,7 @@ from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .limits import LateBody, client_of
 from .pages import redirect, render
-from .unpacker import UnpackerLost, Unpackers
+from .unpacker import UnpackerLost, unpack_apart
 from .upload import UploadError
 
 log = logging.getLogger("arena.serve")
@@ -190,11 +190,8 @@ async def _upload(request: Request) -> Response:
     job_id = queue.new_id()
     dest = private_copy_dir(opts.store) / job_id
 
-    workers = getattr(request.app.state, "unpackers", None)
-    if workers is None:
-        workers = request.app.state.unpackers = Unpackers(keep=opts.uploads_at_once)
     try:  # in a process of its own: its Python work would hold the serving loop (serve/unpacker.py)
-        spec = await workers.unpack(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
+        spec = await unpack_apart(data, dest, max_files=opts.max_upload_files, max_bytes=opts.max_unpacked_bytes)
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:

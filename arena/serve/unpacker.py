@@ -5,26 +5,27 @@ the bot's folder is then read once and hashed by the reader every path uses
 (:meth:`~arena.bots.manifest.BotSpec.files_hash`, its rules and caps). Done in a thread of the
 server, that Python work held the GIL, and the serving loop woke up 120-320 ms late while uploads
 arrived (bench/bench_loop_stalls.py). Here it runs in ``python -m arena.serve.unpacker``, a worker
-kept between uploads (its start, about 0.2 s of CPU for the manifest's models, is paid once): for
-each upload it reads a line of JSON (the folder to make, the limits, the archive's size) and the
-archive from its stdin, and answers one line of JSON on its stdout: the bot's root, name and
-label; or why the upload is refused (the uploader's fault, said as :func:`.upload.unpack` and the
-manifest's reader say it); or the system's error (a full disk). A worker that dies (killed, out
-of memory), answers nothing readable or overruns ``UNPACK_S`` is the arena's failure, not the
-uploader's: :class:`UnpackerLost`, and that worker is killed and not used again. The caller
-removes the folder whatever happened, as it did when the thread raised. At most one worker per
-upload slot (``uploads_at_once``) exists; a worker ends when its stdin closes (the server ended,
-however it ended).
+of its own for each upload: it reads a line of JSON (the folder to fill, the limits, the archive's
+size) and the archive from its stdin, and answers one line of JSON on its stdout: the bot's root,
+name and label; or why the upload is refused (the uploader's fault, said as :func:`.upload.unpack`
+and the manifest's reader say it); or the system's error (a full disk). A worker that dies (killed,
+out of memory), answers nothing readable or overruns ``UNPACK_S`` is the arena's failure, not the
+uploader's: :class:`UnpackerLost`. The caller removes the folder whatever happened, as it did when
+the thread raised; the server bounds how many uploads are unpacked at once (``uploads_at_once``).
 
 The worker reads hostile bytes with C decompressors (zlib, bzip2, lzma), so it holds no more than
-unpacking needs (:func:`confined`): under bubblewrap, with no network and namespaces of its own, it
-sees the system read-only, Python and the arena package, and only the uploads folder writable;
-the store's folder above it (its secret key, its database) is not there at all. Where bubblewrap
-cannot start (no user namespaces) the worker runs as the server's user and the log says so once.
+its one upload needs (:func:`confined`): under bubblewrap, with no network and namespaces of its
+own, it sees the system read-only, Python and the arena package, and its own upload's folder, the
+one writable place; the store's folder (its secret key, its database) and the other uploads are
+not there at all. It is never used again: a worker that read a hostile archive is not trusted with
+the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
+(about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
+(no user namespaces) the worker runs as the server's user and the log says so once.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -57,70 +58,50 @@ class Unpacked:
     human: bool
 
 
-class Unpackers:
-    """The server's unpacking workers: started when an upload finds none idle, kept while they
-    answer. One per trio run (the server's app state)."""
-
-    def __init__(self, keep: int = 4):
-        self.keep = keep
-        self.idle: list[tuple[Any, bool]] = []  # (trio.Process, under bubblewrap), waiting for their next upload
-
-    async def unpack(self, data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Unpacked:
-        """``data`` unpacked under ``dest`` (which must not exist) and read, in a worker. Raises
-        :class:`UploadError` for what the uploader must change, :class:`OSError` for the system's
-        refusal, :class:`UnpackerLost` when the worker gave no answer."""
-        import trio
-        proc, wrapped = await self._worker(dest.parent)
-        answer, kept = None, False
-        try:
-            with trio.move_on_after(UNPACK_S) as waited:
-                job = {"dest": str(dest), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
-                try:
-                    await proc.stdin.send_all(json.dumps(job).encode() + b"\n" + data)
-                    answer = _answer(await _line(proc.stdout))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    answer = None
-            if waited.cancelled_caught:
-                raise UnpackerLost(f"unpacking took longer than {UNPACK_S:g} seconds")
-            if answer is None:
-                with trio.move_on_after(5):
-                    await proc.wait()
-                status = proc.returncode
-                log.warning("an upload's unpacker ended without an answer (status %s)", status)
-                if wrapped and status is not None and 128 < status < 128 + 65:
-                    status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
-                if status is not None and status < 0:
-                    raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
-                raise UnpackerLost(f"the unpacking process failed (exit status {status})")
-            kept = True
-        finally:
-            if kept and len(self.idle) < self.keep:
-                self.idle.append((proc, wrapped))
-            else:
-                with trio.CancelScope(shield=True):
-                    proc.kill()  # a worker that did not answer is never asked again
-                    await proc.wait()
-        if "refused" in answer:
-            raise UploadError(str(answer["refused"]))
-        if "errno" in answer:
-            raise OSError(int(answer["errno"]), str(answer["strerror"]))
-        root = Path(answer["root"])
-        if root != dest and dest not in root.parents:  # the worker's own answer, checked all the same
-            raise UnpackerLost("the unpacking process named a folder outside the upload's")
-        return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
-
-    async def _worker(self, uploads: Path) -> tuple[Any, bool]:
-        """An idle worker, or a fresh one (confined to ``uploads``), and whether bubblewrap runs it."""
-        import trio
-        while self.idle:
-            proc, wrapped = self.idle.pop()
-            if proc.poll() is None:
-                return proc, wrapped
-            await proc.wait()  # ended while idle (killed, say): reaped, and a fresh one taken
-        argv = await trio.to_thread.run_sync(confined, WORKER, uploads)
-        proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                env=_env(), cwd=str(uploads))
-        return proc, argv is not WORKER
+async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Unpacked:
+    """``data`` unpacked under ``dest`` (which must not exist; it is made here, empty, as the worker's
+    one writable folder) and read, in a worker of its own. Raises :class:`UploadError` for what the
+    uploader must change, :class:`OSError` for the system's refusal, :class:`UnpackerLost` when the
+    worker gave no answer."""
+    import trio
+    dest.mkdir(mode=0o700)
+    argv = await trio.to_thread.run_sync(confined, WORKER, dest)
+    wrapped = argv is not WORKER
+    proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            env=_env(), cwd=str(dest))
+    answer = None
+    try:
+        with trio.move_on_after(UNPACK_S) as waited:
+            job = {"dest": str(dest), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
+            try:
+                await proc.stdin.send_all(json.dumps(job).encode() + b"\n" + data)
+                answer = _answer(await _line(proc.stdout))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                answer = None
+        if waited.cancelled_caught:
+            raise UnpackerLost(f"unpacking took longer than {UNPACK_S:g} seconds")
+        if answer is None:
+            with trio.move_on_after(5):
+                await proc.wait()
+            status = proc.returncode
+            log.warning("an upload's unpacker ended without an answer (status %s)", status)
+            if wrapped and status is not None and 128 < status < 128 + 65:
+                status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
+            if status is not None and status < 0:
+                raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
+            raise UnpackerLost(f"the unpacking process failed (exit status {status})")
+    finally:
+        with trio.CancelScope(shield=True):
+            proc.kill()  # its one upload answered (or not): it is never asked again
+            await proc.wait()
+    if "refused" in answer:
+        raise UploadError(str(answer["refused"]))
+    if "errno" in answer:
+        raise OSError(int(answer["errno"]), str(answer["strerror"]))
+    root = Path(answer["root"])
+    if root != dest and dest not in root.parents:  # the worker's own answer, checked all the same
+        raise UnpackerLost("the unpacking process named a folder outside the upload's")
+    return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
 
 
 async def _line(stream: Any) -> bytes:
@@ -142,17 +123,23 @@ def _answer(stdout: bytes) -> dict | None:
     return answer if isinstance(answer, dict) and answer.keys() & {"root", "refused", "errno"} else None
 
 
+COMPILED_ENGINE = "arena_engine__mypyc"  # mypyc's runtime for the compiled engine (setup.py's group_name)
+WORKER_IMPORTS = "import arena.serve.unpacker, arena.bots.manifest, arena.config"
+"""What a worker imports to read an upload: tried in its view once, so a view that lacks one is found
+before an upload is (the engine's compiled runtime lies outside the package in an editable install)."""
+
 _unconfined_said = False
 _bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
 
 
-def confined(argv: list[str], uploads: Path) -> list[str]:
+def confined(argv: list[str], dest: Path) -> list[str]:
     """``argv`` under bubblewrap: new user, pid, network, IPC, UTS and cgroup namespaces (no network
     at all), no capabilities, a session of its own, killed with the server; the host's system
     (``/usr`` and the root links), the Python running the server and its import path, and the
-    arena package read-only; ``/etc/ld.so.cache`` only of ``/etc``; ``uploads`` the one writable
-    folder, with the folder above it (the store's) an empty one. ``argv`` itself where bubblewrap
-    is missing or cannot start here (said once in the log)."""
+    arena package read-only; ``/etc/ld.so.cache`` only of ``/etc``; ``dest``, the upload's own
+    folder, the one writable place, with the uploads folder around it and the store's above that
+    empty ones. ``argv`` itself where bubblewrap is missing or cannot start here (said once in the
+    log)."""
     global _unconfined_said
     from ..bots.containment import find_bwrap
     from ..bots.filesystem import SANDBOX_ROOT_DIRS
@@ -171,15 +158,20 @@ def confined(argv: list[str], uploads: Path) -> list[str]:
         if p and os.path.isdir(p) and not any(p == s or p.startswith(s + "/") for s in seen):
             args += ["--ro-bind", p, p]
             seen.append(p)
+    engine = importlib.util.find_spec(COMPILED_ENGINE)  # beside the package, not in it, in an editable install
+    if engine is not None and engine.origin and os.path.isfile(engine.origin) and \
+            not any(engine.origin.startswith(s + "/") for s in seen):
+        args += ["--ro-bind", engine.origin, engine.origin]
     if os.path.isfile("/etc/ld.so.cache"):
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    store = uploads.parent
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", str(store),
-             "--bind", str(uploads), str(uploads), "--chdir", str(uploads)]
+    uploads = dest.parent
+    hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)]  # the store's, the other uploads
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *(a for h in hidden for a in ("--tmpfs", h)),
+             "--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and bwrap not in _bwrap_runs:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
-            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", "import arena.serve.unpacker"],
+            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", WORKER_IMPORTS],
                                    capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
             problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
             _bwrap_runs[bwrap] = tried.returncode == 0

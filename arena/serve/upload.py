@@ -146,7 +146,8 @@ def entries(data: bytes, max_bytes: int, max_files: int) -> Iterator[Entry]:
 
 
 def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
-    """Check every entry, then write them under ``dest`` (which must not exist); the bot's root.
+    """Check every entry, then write them under ``dest`` (which must not exist, or be an empty
+    folder: the one an upload's worker is given); the bot's root.
 
     The root is ``dest`` if ``bot.toml`` is at the top, or the archive's single top-level folder."""
     plan: list[tuple[tuple[str, ...], Entry]] = []
@@ -170,7 +171,11 @@ def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
             raise UploadError(f"refused: more than {max_files} folders in the archive")
         if total > max_bytes:
             raise UploadError(f"refused: more than {max_bytes // 2**20} MB once unpacked")
-    dest.mkdir(mode=0o700)
+    try:
+        dest.mkdir(mode=0o700)
+    except FileExistsError:
+        if dest.is_symlink() or not dest.is_dir() or any(dest.iterdir()):
+            raise
     dest.chmod(0o700)
     try:
         return _write(plan, dest, max_bytes)
