@@ -145,6 +145,7 @@ def confined(argv: list[str], dest: Path) -> list[str]:
     from ..bots.filesystem import SANDBOX_ROOT_DIRS
     bwrap = find_bwrap()
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--tmpfs", "/tmp",  # first: the binds below may lie in /tmp (a virtual environment there)
             "--ro-bind", "/usr", "/usr"]
     for d in SANDBOX_ROOT_DIRS:
         if os.path.islink(d):
@@ -166,7 +167,7 @@ def confined(argv: list[str], dest: Path) -> list[str]:
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     uploads = dest.parent
     hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)]  # the store's, the other uploads
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *(a for h in hidden for a in ("--tmpfs", h)),
+    args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in ("--tmpfs", h)),
              "--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and bwrap not in _bwrap_runs:
