@@ -232,44 +232,42 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
     meanwhile, a full disk): the seat is then served from the checked folder itself, as before."""
     dest = where / "own"
     try:
-        os.mkdir(dest, 0o700)
-        src = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cwd_fd)  # (cwd_fd is an O_PATH descriptor)
+        parent = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            try:
-                _copy_tree(src, top)
-                os.fchmod(top, stat.S_IMODE(os.fstat(src).st_mode))
-            finally:
-                os.close(top)
+            _copy_dir(cwd_fd, ".", parent, dest.name)  # (cwd_fd is an O_PATH descriptor)
         finally:
-            os.close(src)
+            os.close(parent)
     except OSError:
         shutil.rmtree(dest, ignore_errors=True)
         return None
     return dest
 
 
-def _copy_tree(src: int, dst: int) -> None:
-    """:func:`own_copy`'s walk: ``src``'s entries into ``dst``, both directory descriptors."""
-    for entry in os.scandir(src):
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if stat.S_ISDIR(mode):
-            os.mkdir(entry.name, 0o700, dir_fd=dst)
-            below = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=src)
-            try:
-                into = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dst)
-                try:
-                    _copy_tree(below, into)
-                    os.fchmod(into, stat.S_IMODE(os.fstat(below).st_mode))
-                finally:
-                    os.close(into)
-            finally:
-                os.close(below)
-        elif stat.S_ISLNK(mode):
-            os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
-        elif stat.S_ISREG(mode):
-            _copy_file(entry.name, src, dst)
-        # nothing else is a bot's (the folder's reader refused it): not copied
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str) -> None:
+    """:func:`own_copy`'s walk: the folder ``src_name`` below ``src_parent`` made anew as ``dst_name``
+    below ``dst_parent``, its entries copied, its mode set once it is filled."""
+    os.mkdir(dst_name, 0o700, dir_fd=dst_parent)
+    src = os.open(src_name, _DIR, dir_fd=src_parent)
+    try:
+        dst = os.open(dst_name, _DIR, dir_fd=dst_parent)
+        try:
+            for entry in os.scandir(src):
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    _copy_dir(src, entry.name, dst, entry.name)
+                elif stat.S_ISLNK(mode):
+                    os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
+                elif stat.S_ISREG(mode):
+                    _copy_file(entry.name, src, dst)
+                # nothing else is a bot's (the folder's reader refused it): not copied
+            os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def _copy_file(name: str, src: int, dst: int) -> None:

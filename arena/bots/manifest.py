@@ -100,11 +100,9 @@ def load_bot(ref: str | Path) -> BotSpec:
         raise ManifestError(f"no bot at {ref!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
     try:
         data = tomllib.loads(read_manifest(path))
-    except tomllib.TOMLDecodeError as e:
-        raise ManifestError(f"{path}: not valid TOML: {e}") from None
     except RecursionError:  # tomllib parses nested tables and arrays recursively
         raise ManifestError(f"{path}: not valid TOML: tables or arrays nested too deep") from None
-    except ValueError as e:  # tomllib's int(): a number past Python's digit limit (4,300), raised bare
+    except ValueError as e:  # a decode error, or a number past Python's digit limit (4,300), raised bare
         from ..config import toml_error
         raise ManifestError(f"{path}: not valid TOML: {toml_error(e)}") from None
     return parse_manifest(data, path.parent.resolve(), str(path))

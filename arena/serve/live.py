@@ -66,10 +66,10 @@ class StoreFollower:
         top = max([p[1] for p in parts.values()] + [r[0] for r in rows], default=0)
         games = sum(p[0] for p in parts.values())
         first, self._after = self._after is None, max(self._after or 0, top)
-        if first or (counts, games) == (self._counts, self._games):
-            self._counts, self._games = counts, games
-            return None
+        moved = (counts, games) != (self._counts, self._games)
         self._counts, self._games = counts, games
+        if first or not moved:
+            return None
         latest: dict[str, list[dict]] = {}
         for _, gid, tid, seats, result in rows:
             try:

@@ -69,6 +69,7 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     wrapped = argv is not WORKER
     proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             env=_env(), cwd=str(dest))
+    assert proc.stdin is not None and proc.stdout is not None  # both piped above
     answer = None
     try:
         with trio.move_on_after(UNPACK_S) as waited:
