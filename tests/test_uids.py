@@ -249,6 +249,16 @@ def test_a_referee_directory_removed_while_another_arena_cleans_is_passed_over(t
     assert report == StaleReport() and not gone.exists()
 
 
+HOLDS_A_ZOMBIE = """
+import os, time
+child = os.fork()
+if child == 0:
+    os._exit(0)
+print(child, flush=True)
+time.sleep(600)
+"""
+
+
 def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path: Path) -> None:
     """A dead referee's record whose process is a zombie of some other live process: the cleanup
     cannot reap it, so it keeps the record (that parent's cleanup needs it), and a new referee
@@ -257,7 +267,9 @@ def test_a_record_of_another_parents_zombie_is_kept_until_it_is_reaped(tmp_path:
     removes the record."""
     from arena.bots.uids import Registry, StaleReport
     run = tmp_path / "run"
-    holder = subprocess.Popen(["sh", "-c", "sleep 0 & echo $!; exec sleep 600"], stdout=subprocess.PIPE, text=True)
+    # The holder forks a child that exits at once and never waits for it. Not a shell: a shell
+    # may reap its background child on the way to exec (seen under load: the zombie vanished).
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS_A_ZOMBIE], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None
         zombie = int(holder.stdout.readline())
