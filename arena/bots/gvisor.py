@@ -21,6 +21,7 @@ from typing import Sequence
 from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
+from .folder import CAPS, Caps
 from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, SystemViewError, stranger_system
 from .namespaces import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
                          _check, _mount, _unshare)
@@ -228,40 +229,70 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
     opponent's. The files are copied, not hard-linked as :func:`seat_copy` links a shared folder's:
     a second name for one of the bot's own files makes the folder's reader refuse the bot, and a
     read of the same folder while the seat lives (another lane's check on arrival, an ``arena
-    check``) refused it. None, with nothing left, where a copy cannot be made (the folder changing
-    meanwhile, a full disk): the seat is then served from the checked folder itself, as before."""
+    check``) refused it.
+
+    The copy holds what the folder's reader never checked (build outputs, environments: its
+    skipped folders) and is made at every start, long after the check, of a folder its author may
+    still be changing; so it is bounded by :data:`OWN_COPY` as the reader counts (a sparse file by
+    its length, before a byte of it is read), and a file that grows or shrinks while it is copied is
+    refused, not followed: a local author's sparse terabyte in ``node_modules`` was written out in
+    zeros at every seat's start, and folders nested 1,100 deep ended the start in a RecursionError.
+    What the folder holds is the bot's doing (:class:`BotCommandError`, naming the entry); None,
+    with nothing left, where the system refuses the copy (a full disk): the seat is then served from
+    the checked folder itself, as before."""
     dest = where / "own"
     try:
         parent = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            _copy_dir(cwd_fd, ".", parent, dest.name)  # (cwd_fd is an O_PATH descriptor)
+            _copy_dir(cwd_fd, ".", parent, dest.name, "", [0, 0])  # (cwd_fd is an O_PATH descriptor)
         finally:
             os.close(parent)
+    except BotCommandError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     except OSError:
         shutil.rmtree(dest, ignore_errors=True)
         return None
     return dest
 
 
+OWN_COPY = Caps(files=100_000, bytes=1024 * MiB, depth=64, path=CAPS.path)
+"""What a seat's own copy may hold: the checked folder (:data:`.folder.CAPS`) and beside it what a
+build may leave (``launch.BUILD_DISK_MB`` and ``BUILD_ENTRIES``); the depth keeps the walk's
+recursion and open descriptors small."""
+
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str) -> None:
+def _refused(rel: str, why: str) -> BotCommandError:
+    return BotCommandError(f"the seat's copy of the bot's folder: {rel or '.'!r}: {why}")  # (repr: names are data)
+
+
+def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str, rel: str, count: list[int]) -> None:
     """:func:`own_copy`'s walk: the folder ``src_name`` below ``src_parent`` made anew as ``dst_name``
-    below ``dst_parent``, its entries copied, its mode set once it is filled."""
+    below ``dst_parent``, its entries copied, its mode set once it is filled; ``count`` holds the
+    entries and bytes copied so far, against :data:`OWN_COPY`."""
+    if rel.count("/") + 1 > OWN_COPY.depth:
+        raise _refused(rel, f"folders nested deeper than {OWN_COPY.depth} levels")
     os.mkdir(dst_name, 0o700, dir_fd=dst_parent)
     src = os.open(src_name, _DIR, dir_fd=src_parent)
     try:
         dst = os.open(dst_name, _DIR, dir_fd=dst_parent)
         try:
             for entry in os.scandir(src):
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                count[0] += 1
+                if count[0] > OWN_COPY.files:
+                    raise _refused(path, f"more than {OWN_COPY.files} entries")
+                if len(os.fsencode(path)) > OWN_COPY.path:
+                    raise _refused(path[:160], f"a path longer than {OWN_COPY.path} bytes")
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
-                    _copy_dir(src, entry.name, dst, entry.name)
+                    _copy_dir(src, entry.name, dst, entry.name, path, count)
                 elif stat.S_ISLNK(mode):
                     os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
                 elif stat.S_ISREG(mode):
-                    _copy_file(entry.name, src, dst)
+                    _copy_file(entry.name, src, dst, path, count)
                 # nothing else is a bot's (the folder's reader refused it): not copied
             os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
         finally:
@@ -270,18 +301,26 @@ def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str) ->
         os.close(src)
 
 
-def _copy_file(name: str, src: int, dst: int) -> None:
-    """``name``'s bytes and mode from directory ``src`` into a new file in ``dst``; an entry that is
-    no longer a regular file (swapped meanwhile) is an OSError, and the whole copy is given up."""
+def _copy_file(name: str, src: int, dst: int, rel: str, count: list[int]) -> None:
+    """``name``'s bytes and mode from directory ``src`` into a new file in ``dst``: exactly the
+    length it had when opened, counted first (the larger of length and blocks); a file that is no
+    longer a regular file, or that shrinks or grows meanwhile, is refused."""
     fin = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src)
     try:
         st = os.fstat(fin)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{name} is no longer a regular file")
+            raise _refused(rel, "no longer a regular file (changed while the seat's copy was made)")
+        count[1] += max(st.st_size, st.st_blocks * 512)
+        if count[1] > OWN_COPY.bytes:
+            raise _refused(rel, f"the bot's folder holds more than {OWN_COPY.bytes >> 20} MiB (this file "
+                                f"is {st.st_size} bytes long; a sparse file counts by its length)")
         fout = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dst)
         try:
-            while os.sendfile(fout, fin, None, 1 << 24):
-                pass
+            left = st.st_size
+            while left and (sent := os.sendfile(fout, fin, None, min(left, 1 << 24))):
+                left -= sent
+            if left or os.pread(fin, 1, st.st_size):
+                raise _refused(rel, "changed length while the seat's copy was made")
             os.fchmod(fout, stat.S_IMODE(st.st_mode))
         finally:
             os.close(fout)
