@@ -111,3 +111,168 @@ def test_a_file_that_grows_or_swells_in_entries_while_copied_is_refused(tmp_path
     own = _copy(bot, tmp_path / "three")  # within the caps: copied whole, the odd names as they are
     assert own is not None and sorted(p.name for p in (own / ".venv").iterdir()) == \
         sorted(p.name for p in (bot / ".venv").iterdir())
+
+
+# -- trees nested past Python's recursion: what removes a stranger's folder ------------------------
+
+DEEP = """\
+import os
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+for _ in range(1_100):
+    os.mkdir("d", dir_fd=fd)
+    sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = sub
+"""
+
+
+def _rm_rf(*paths: Path) -> None:
+    """What a failing test left of a deep tree, removed here: pytest's own cleanup of old temporary
+    folders is rmtree, and it would end in a RecursionError in a later run."""
+    import subprocess
+    subprocess.run(["rm", "-rf", "--", *map(str, paths)], check=False)
+
+
+def _bwrap_or_skip() -> None:
+    import shutil
+    import subprocess
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
+        pytest.skip("bubblewrap cannot run here")
+
+
+def test_a_build_that_nests_past_pythons_recursion_is_refused_and_removed(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build (under bubblewrap, as a referee that is not root runs it: on the disk, no tmpfs of
+    its own) that nests 1,100 folders deep: the watcher refuses it (folders past the path cap), and
+    the removal of its copy, ``shutil.rmtree(..., ignore_errors=True)``, ended in a RecursionError
+    (which ignore_errors lets through): the tournament stopped with a traceback, not the bot's
+    refusal, and the tree stayed. Now refused as the bot's, and nothing of it stays. Planted
+    (rmtree as it was): RecursionError."""
+    from arena.bots import launch
+    from arena.bots.containment import Containment
+    from arena.bots.launch import BuildError, Launcher
+    from arena.bots.manifest import load_bot
+    from tests.checks import reachable
+    from tests.checks import recorded_build_copies
+    _bwrap_or_skip()
+    monkeypatch.setattr(launch, "bounded_space", lambda *a: None)  # the referee that is not root's path
+    copies = recorded_build_copies(monkeypatch)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "build.py").write_text(DEEP)
+    (bot / "bot.toml").write_text('name = "deep"\ncommand = ["python3", "bot.py"]\nbuild = ["python3", "build.py"]\n')
+    try:
+        with pytest.raises(BuildError, match="nested past"):
+            Launcher(containment=Containment.BUBBLEWRAP).build_now(load_bot(reachable(bot)))
+        assert len(copies) == 1 and not copies[0].parent.exists()
+    finally:
+        _rm_rf(*(c.parent for c in copies))
+
+
+def test_an_upload_worker_that_leaves_a_deep_tree_cannot_stop_the_server(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code run by a hostile archive in its confined worker (a decompressor's bug) nests 1,100
+    folders in the one folder it may write, dates it back past the lease and answers nothing. The
+    server removes an upload's folder whatever the worker did, and at each start removes the
+    leftovers no job holds: both were ``shutil.rmtree``, which such a tree ends in a RecursionError,
+    so the upload was a 500 with its folder kept and every later start of the server failed. Now the
+    folder goes. Planted (rmtree as it was): RecursionError at the start's sweep."""
+    import sqlite3
+    import sys
+
+    import trio
+
+    from arena.serve import submit, unpacker
+    from arena.serve.unpacker import UnpackerLost
+    from arena.store import jobs as q
+    from arena.tournament.store import Store
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    _bwrap_or_skip()
+    store = tmp_path / "data" / "arena.sqlite"
+    Store(store).close()
+    uploads = submit.private_copy_dir(store)
+    hostile = DEEP + "os.utime('.', (0, 0))\n"
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", hostile])
+    try:
+        with pytest.raises(UnpackerLost):
+            trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS))
+        assert (uploads / "job" / "d" / "d").is_dir()  # what the worker left, as a server sees it
+        db = sqlite3.connect(store, isolation_level=None, timeout=30)
+        try:
+            submit._recover(db, uploads, q.server_id())  # a server's start
+        finally:
+            db.close()
+        assert not (uploads / "job").exists()
+    finally:
+        _rm_rf(uploads / "job")
+
+
+def test_an_upload_worker_that_answers_without_end_is_lost_at_a_bound(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """The worker's code writes to its answer pipe without a newline, for ever: the server gathered
+    it all in memory until ``UNPACK_S`` (60 s: gigabytes at a pipe's speed). Now an answer past
+    ``ANSWER_BYTES`` loses the worker at once. Planted (no bound; UNPACK_S made 10 s here): the
+    timeout's message, after 10 s of gathering."""
+    import sys
+
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.unpacker import UnpackerLost
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    monkeypatch.setattr(unpacker, "UNPACK_S", 10.0)
+    flood = "import sys\nwhile True:\n    sys.stdout.buffer.write(b'x' * 65536)\n"
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", flood])
+    with pytest.raises(UnpackerLost, match="answered more than"):
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))
+
+
+# -- the store's files, where another local user can write beside them ------------------------------
+
+EVE = 4242  # another local user (the test runs as root, who can make files of hers)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need a root test")
+@pytest.mark.parametrize("plant", ["a link at the store", "her own -wal", "her own data folder"])
+def test_a_store_where_another_user_planted_files_is_refused(tmp_path: Path, plant: str) -> None:
+    """``--store /tmp/club.sqlite`` (the store's docstring allows a shared, sticky folder: "the
+    files themselves are private") and a store whose folder's parent another user may write. Eve
+    plants, before the arena's first run: the store's name as a link to an empty file of hers
+    (SQLite follows it: the whole store, games and accounts, was written into her file); or a
+    ``-wal`` of her own beside it (SQLite uses the one it finds: every write went through her
+    file; as root, SQLite then gave it to root, but a descriptor she opened first keeps reading);
+    or, where she can write the parent, ``arena-data`` as a folder of her own (the arena left a
+    folder not its own as it was and made the store in it, where she may swap it later). Each is
+    now refused with a :class:`StoreError` saying why, and nothing of the arena's is in her files or
+    folder. On the old code her file held the whole store (229,376 bytes) in the two link cases.
+    Planted (the file check out): the first two fail; (the folder check out): the third."""
+    from arena.tournament.store import Store, StoreError
+    eve = tmp_path / "eve"
+    eve.mkdir()
+    hers = eve / "db"
+    hers.touch()
+    os.chown(hers, EVE, EVE)
+    os.chmod(hers, 0o666)
+    if plant == "her own data folder":
+        srv = tmp_path / "srv"
+        srv.mkdir()
+        os.chmod(srv, 0o777)  # she may write the data folder's parent
+        data = srv / "arena-data"
+        data.mkdir()
+        os.chown(data, EVE, EVE)
+        store = data / "arena.sqlite"  # none yet: the arena makes it in her folder, which she may swap
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        os.chmod(shared, 0o1777)  # as /tmp
+        store = shared / "club.sqlite"
+        if plant == "a link at the store":
+            os.symlink(hers, store)
+            os.lchown(store, EVE, EVE)
+        else:
+            os.link(hers, shared / "club.sqlite-wal")
+    with pytest.raises(StoreError, match="refused"):
+        Store(store).close()
+    left = {"a link at the store": ["club.sqlite"], "her own -wal": ["club.sqlite-wal"], "her own data folder": []}
+    assert hers.stat().st_size == 0 and sorted(p.name for p in store.parent.iterdir()) == left[plant]

@@ -142,6 +142,21 @@ def sandbox_visible(path: Path, cwd: Path, ro_binds: Iterable[Path], view: Syste
     return any(real == r or r in real.parents for r in roots)
 
 
+def remove_tree(path: Path | str) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` for a tree a stranger may have made (a build's copy,
+    an upload's folder): Python 3.11's rmtree recurses once a folder, and folders nested about 1,000
+    deep end it in a RecursionError, which ``ignore_errors`` lets through, the tree left in place
+    (a build nested so deep stopped a tournament that way; an upload's folder so deep would stop the
+    server at each start, where it removes leftovers). Such a tree is removed by ``rm -rf``
+    (coreutils walks without recursion and follows no link); what cannot be removed stays, unsaid,
+    as with rmtree."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
 class Usage(NamedTuple):
     """What :func:`tree_usage` saw: bytes (the larger of length and blocks), entries, and whether
     some folder lay out of its sight (deeper than its path cap, or not to be opened)."""

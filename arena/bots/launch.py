@@ -26,7 +26,7 @@ from ..faults import StartFailed
 from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
-from .filesystem import SystemView, SystemViewError, system_paths, tree_usage
+from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
 from .folder import CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
@@ -176,7 +176,7 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
     hash the run read it under; anything else (the arena's own package) by copytree."""
     root = process_registry().temp_dir(prefix)  # a kill -9 runs no exit handler: cleanup_stale removes it
-    atexit.register(shutil.rmtree, root, True)
+    atexit.register(remove_tree, root)
     copy = root / directory.name
     if bot is not None:
         try:
@@ -185,7 +185,7 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
                 raise FolderError(f"{directory}: {bot.label}'s files changed since the run read them")
             copy_folder(folder, copy)
         except FolderError as e:  # what the bot's folder holds is the bot's doing: it forfeits
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             raise BotCommandError(str(e)) from None
     else:
         shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
@@ -350,7 +350,7 @@ class Launcher:
             self.built.clear()
         for where in copies:
             release_space(where)
-            shutil.rmtree(where, ignore_errors=True)
+            remove_tree(where)
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""
@@ -443,7 +443,7 @@ class Launcher:
             over.append(tree_usage(copy, BUILD_ENTRIES + 1, max_path=CAPS.path))
         if over or too_much():
             release_space(source.parent)
-            shutil.rmtree(source.parent, ignore_errors=True)  # the copy's own temporary directory
+            remove_tree(source.parent)  # the copy's own temporary directory
             used, entries, unseen = over[0]
             hidden = f", and folders nested past {CAPS.path} bytes of path" if unseen else ""
             raise BuildError(f"{spec.label}: the build wrote more than its folder may hold ({used >> 20} MiB in "
@@ -451,7 +451,7 @@ class Launcher:
                              "entries): it was stopped and its files removed")
         if status != 0:  # nothing plays from it (the failure is kept): its space is given back now
             release_space(source.parent)
-            shutil.rmtree(source.parent, ignore_errors=True)
+            remove_tree(source.parent)
             what = f"exited {status}" if status is not None else f"did not finish within {BUILD_TIMEOUT_S} s"
             tail = "\n".join(output)[-2000:]
             raise BuildError(f"{spec.label}: build {what} ({CONTAINED_BUILD}):\n{tail}")
@@ -460,7 +460,7 @@ class Launcher:
                 copy_out(copy, source)
             except FolderError as e:
                 release_space(source.parent)
-                shutil.rmtree(source.parent, ignore_errors=True)
+                remove_tree(source.parent)
                 raise BuildError(f"{spec.label}: the build left {e}") from None
             release_space(source.parent)
             space.rmdir()

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..bots.filesystem import remove_tree
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, bundled_bots, load_bot
 from ..errors import ArenaError
@@ -202,23 +203,23 @@ async def _upload(request: Request) -> Response:
         job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(spec.root))
         await auth.with_db(request, lambda db: queue.enqueue(db, job, limits, time.time()))
     except QueueFull as e:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         return _form(request, 429, str(e))
     except PeopleError as e:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         return _form(request, 403, str(e))
     except (UploadError, ManifestError) as e:
-        shutil.rmtree(dest, ignore_errors=True)  # a refused upload leaves nothing behind
+        remove_tree(dest)  # a refused upload leaves nothing behind
         return _form(request, 400, hide_paths(str(e), [(dest, YOUR_BOT)]))
     except OSError as e:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         return _form(request, 500, f"could not unpack the upload: {e.strerror}")
     except UnpackerLost as e:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         return _form(request, 500, f"could not unpack the upload: {e}; the arena failed, not your bot, and "
                                    "nothing was kept. Try again later")
     except BaseException:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         raise
     request.app.state.queue_wake.set()
     return redirect(f"/submit/{job.id}")
@@ -327,7 +328,7 @@ async def _refund_broken(app: Starlette, job: Job) -> None:
     try:
         with trio.CancelScope(shield=True):
             await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
-            shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+            remove_tree(private_copy_dir(app.state.options.store) / job.id)
     except Exception:
         log.exception("could not end submission %s; the queue puts it back before its next job", job.id)
 
@@ -336,7 +337,7 @@ def _next(db: Any, me: str) -> Job | None:
     """The next job to run here, once every job whose owner is gone, or that this server could not
     end (it runs none now), is back in the queue."""
     for gone in queue.recover(db, time.time(), me, idle=True):
-        shutil.rmtree(gone.upload, ignore_errors=True)  # refunded: its upload is not run again
+        remove_tree(gone.upload)  # refunded: its upload is not run again
     return queue.claim(db, time.time(), owner=me)
 
 
@@ -350,7 +351,7 @@ def _recover(db: Any, uploads: Path, me: str) -> None:
     for folder in uploads.iterdir() if uploads.is_dir() else ():
         if (folder.is_dir() and not any(p == folder or folder in p.parents for p in keep)
                 and folder.stat().st_mtime < now - queue.LEASE_S):
-            shutil.rmtree(folder, ignore_errors=True)  # an upload no job holds: a leftover
+            remove_tree(folder)  # an upload no job holds: a leftover
 
 
 async def run_job(app: Starlette, job: Job) -> None:
@@ -391,7 +392,7 @@ async def _run_claimed(app: Starlette, job: Job) -> None:
         app.state.running.pop(job.id, None)
     with trio.CancelScope(shield=True):
         await _db(app, lambda db: queue.finish(db, job, outcome, time.time()))
-        shutil.rmtree(private_copy_dir(app.state.options.store) / job.id, ignore_errors=True)
+        remove_tree(private_copy_dir(app.state.options.store) / job.id)
 
 
 async def _heartbeat(app: Starlette, job: Job, work: trio.CancelScope) -> None:

@@ -42,6 +42,7 @@ from .upload import UploadError
 log = logging.getLogger("arena.serve")
 
 UNPACK_S = 60.0  # an upload's unpacking and reading: well under a second; beyond this the worker is stuck
+ANSWER_BYTES = 1 << 20  # an answer is a line of JSON, a refusal's text at most: a worker past this is lost
 # -P: nothing is imported from the working folder; the arena is found by PYTHONPATH (:func:`_env`)
 WORKER = [sys.executable, "-P", "-m", "arena.serve.unpacker"]
 
@@ -106,13 +107,17 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
 
 
 async def _line(stream: Any) -> bytes:
-    """One line from a worker's stdout (b"" if it ended first)."""
+    """One line from a worker's stdout (b"" if it ended first); :class:`UnpackerLost` past
+    :data:`ANSWER_BYTES`: a worker that writes without end (code run by a hostile archive) would
+    otherwise grow the server's memory for all of ``UNPACK_S``."""
     got = bytearray()
     while not got.endswith(b"\n"):
         chunk = await stream.receive_some(65536)
         if not chunk:
             break
         got += chunk
+        if len(got) > ANSWER_BYTES:
+            raise UnpackerLost(f"the unpacking process answered more than {ANSWER_BYTES} bytes")
     return bytes(got)
 
 

@@ -17,7 +17,6 @@ unknown compression) is refused like the rest, and nothing it wrote is left.
 from __future__ import annotations
 
 import io
-import shutil
 import stat
 import tarfile
 import zipfile
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from ..bots.filesystem import remove_tree
 from ..bots.folder import CAPS
 from ..bots.manifest import MANIFEST
 from ..errors import ArenaError
@@ -180,7 +180,7 @@ def unpack(data: bytes, dest: Path, *, max_files: int, max_bytes: int) -> Path:
     try:
         return _write(plan, dest, max_bytes)
     except BaseException as e:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
         if isinstance(e, DAMAGED) and not isinstance(e, UploadError):
             raise UploadError(f"refused: the archive is damaged ({type(e).__name__}: {e})") from None
         raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 import urllib.parse
 import zlib
@@ -52,11 +53,20 @@ PRIVATE_FILE_MODE = 0o600
 
 def private_store_dir(parent: Path) -> None:
     """The store's directory, 0700 from its first moment (mkdir's mode can only lose bits to the
-    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755)."""
+    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755). A
+    folder that another user owns (root's sticky /tmp aside), or that others may write without the
+    sticky bit, is refused (:class:`StoreError`): a user who can write the data folder's parent
+    could rename ``arena-data`` away and put a folder of their own in its place."""
     if not parent.exists():
         parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
         parent.chmod(STORE_DIR_MODE)
-    elif parent.name == DATA_DIR_NAME and parent.stat().st_uid == os.geteuid():
+    st = parent.stat()
+    shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
+    if st.st_uid not in (os.geteuid(), 0) or shared:
+        raise StoreError(f"the store's folder {parent} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
+                         ": another user could swap the store's files for their own and read every game, account "
+                         "and session; refused. Choose a folder of your own (or a sticky one such as /tmp)")
+    if parent.name == DATA_DIR_NAME and st.st_uid == os.geteuid():
         parent.chmod(STORE_DIR_MODE)
 
 
@@ -76,7 +86,7 @@ def create_private_store(path: Path) -> None:
     link wins and the other's copy is dropped.
     """
     private_store_dir(path.parent)
-    if path.exists():
+    if _own_store_files(path):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
     try:
@@ -97,6 +107,29 @@ def create_private_store(path: Path) -> None:
     finally:
         for p in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-wal", "-shm", "-journal"))):
             p.unlink(missing_ok=True)
+
+
+def _own_store_files(path: Path) -> bool:
+    """Whether the store at ``path`` exists; :class:`StoreError` if it, or one of SQLite's side files
+    beside it, is a link or not this user's own regular file. The files themselves are what keeps a
+    store private where its folder is shared (``--store /tmp/x.sqlite``), and SQLite follows a link
+    and uses a side file it finds: another local user who planted ``x.sqlite`` (or its ``-wal``) as a
+    link to a file of their own, or as their own file, read every game, account and session the
+    arena wrote there."""
+    exists = False
+    for p in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            what = "a link" if stat.S_ISLNK(st.st_mode) else "not a regular file" if not stat.S_ISREG(st.st_mode) \
+                else f"owned by uid {st.st_uid}"
+            raise StoreError(f"{p} is {what}, not a file of this user (uid {os.geteuid()}): refused, since another "
+                             "user could read or write what the arena stores there; remove it, or choose a store "
+                             "in a folder only you can write")
+        exists = exists or p == path
+    return exists
 
 
 def close_store_files(path: Path) -> None:
