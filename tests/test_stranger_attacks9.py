@@ -276,3 +276,34 @@ def test_a_store_where_another_user_planted_files_is_refused(tmp_path: Path, pla
         Store(store).close()
     left = {"a link at the store": ["club.sqlite"], "her own -wal": ["club.sqlite-wal"], "her own data folder": []}
     assert hers.stat().st_size == 0 and sorted(p.name for p in store.parent.iterdir()) == left[plant]
+
+
+@pytest.mark.parametrize("answer", ["through a link", "up and out"])
+def test_an_upload_workers_answer_that_leads_out_through_a_link_is_lost(tmp_path: Path, answer: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker answers the bot's root, and the server checked it only by its spelling (below the
+    upload's folder). Code run by a hostile archive makes ``x`` in its folder a link to another
+    folder of the host (here another member's bot, waiting beside it) and answers ``x/bot``, or
+    spells its way out with ``..``: the server took a folder elsewhere as the upload's bot, to be
+    checked and placed. Now the answer must be the folder it names on the disk. Planted (the
+    spelling alone): both pass as the upload's bot."""
+    import sys
+
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.unpacker import UnpackerLost
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    victim = tmp_path / "uploads" / "other-job" / "bot"
+    victim.mkdir(parents=True)
+    (victim / "bot.toml").write_text('name = "victim"\ncommand = ["python3", "bot.py"]\n')
+    dest = tmp_path / "uploads" / "job"
+    named = {"through a link": f"{dest}/x/bot", "up and out": f"{dest}/y/../../other-job/bot"}[answer]
+    hostile = ("import json, os, sys\nheader = json.loads(sys.stdin.buffer.readline())\n"
+               "sys.stdin.buffer.read(header['size'])\n"
+               f"os.symlink({str(victim.parent)!r}, 'x'); os.mkdir('y')\n"
+               f"print(json.dumps({{'root': {named!r}, 'name': 'victim', 'label': 'victim', 'human': False}}))\n")
+    monkeypatch.setattr(unpacker, "confined", lambda argv, dest: argv)  # the answer is the server's to check
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", hostile])
+    with pytest.raises(UnpackerLost, match="outside the upload's"):
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), dest, **LIMITS))

@@ -101,7 +101,11 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     if "errno" in answer:
         raise OSError(int(answer["errno"]), str(answer["strerror"]))
     root = Path(answer["root"])
-    if root != dest and dest not in root.parents:  # the worker's own answer, checked all the same
+    # the worker's own answer, checked all the same, and on the disk: a folder below the upload's
+    # reached through a link the worker made would be read, and placed, wherever the link leads
+    real, base = os.path.realpath(root), os.path.realpath(dest)
+    if (root != dest and dest not in root.parents) or not (real == base or real.startswith(base + os.sep)) \
+            or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
     return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
 
