@@ -307,3 +307,27 @@ def test_an_upload_workers_answer_that_leads_out_through_a_link_is_lost(tmp_path
     monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", hostile])
     with pytest.raises(UnpackerLost, match="outside the upload's"):
         trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), dest, **LIMITS))
+
+
+@pytest.mark.parametrize("said", ['{"root": 5}', '{"errno": "x", "strerror": 1}',
+                                  '{"root": "DEST", "name": 1, "label": [], "human": "no"}'])
+def test_an_upload_workers_answer_of_the_wrong_types_is_no_answer(tmp_path: Path, said: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's answer is JSON the server read by its keys alone: ``{"root": 5}`` raised a
+    TypeError inside the upload's request and ``{"errno": "x"}`` a ValueError, tracebacks where the
+    worker's loss is meant (the arena failed, said so, nothing kept). Now an answer whose fields are
+    not of their types is no answer. Planted (keys alone): TypeError, ValueError, and a bot named
+    ``1``, labelled ``[]``, taken as it came."""
+    import sys
+
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.unpacker import UnpackerLost
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    hostile = ("import json, sys\nheader = json.loads(sys.stdin.buffer.readline())\n"
+               f"sys.stdin.buffer.read(header['size'])\nprint({said.replace('DEST', str(tmp_path / 'job'))!r})\n")
+    monkeypatch.setattr(unpacker, "confined", lambda argv, dest: argv)  # the answer is the server's to check
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", hostile])
+    with pytest.raises(UnpackerLost):
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))

@@ -97,9 +97,9 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             proc.kill()  # its one upload answered (or not): it is never asked again
             await proc.wait()
     if "refused" in answer:
-        raise UploadError(str(answer["refused"]))
+        raise UploadError(answer["refused"])
     if "errno" in answer:
-        raise OSError(int(answer["errno"]), str(answer["strerror"]))
+        raise OSError(answer["errno"], answer["strerror"])
     root = Path(answer["root"])
     # the worker's own answer, checked all the same, and on the disk: a folder below the upload's
     # reached through a link the worker made would be read, and placed, wherever the link leads
@@ -107,7 +107,7 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     if (root != dest and dest not in root.parents) or not (real == base or real.startswith(base + os.sep)) \
             or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
-    return Unpacked(root, str(answer["name"]), str(answer["label"]), bool(answer["human"]))
+    return Unpacked(root, answer["name"], answer["label"], answer["human"])
 
 
 async def _line(stream: Any) -> bytes:
@@ -125,12 +125,21 @@ async def _line(stream: Any) -> bytes:
     return bytes(got)
 
 
+ANSWERS = ({"refused": str}, {"errno": int, "strerror": str}, {"root": str, "name": str, "label": str, "human": bool})
+"""The worker's three answers, each with its fields' types: anything else is no answer (a worker that
+answers ``{"root": 5}`` would otherwise raise a TypeError in the server's request)."""
+
+
 def _answer(stdout: bytes) -> dict | None:
     try:
         answer = json.loads(stdout.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
         return None
-    return answer if isinstance(answer, dict) and answer.keys() & {"root", "refused", "errno"} else None
+    if isinstance(answer, dict):
+        for fields in ANSWERS:
+            if answer.keys() >= fields.keys() and all(type(answer[k]) is t for k, t in fields.items()):
+                return {k: answer[k] for k in fields}
+    return None
 
 
 COMPILED_ENGINE = "arena_engine__mypyc"  # mypyc's runtime for the compiled engine (setup.py's group_name)
