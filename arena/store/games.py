@@ -77,7 +77,9 @@ def create_private_store(path: Path) -> None:
     that is 0600 from its first byte keeps every game log (finished or being written) away
     from bots, which run under other uids. A directory named ``arena-data`` that we own is
     tightened to 0700 too (older versions made it 0755); any other existing directory (say
-    /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private.
+    /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private, and
+    a store or side file there that is a link or another user's is refused (:func:`_own_store_files`),
+    as is a folder another user owns or may rename things in (:func:`private_store_dir`).
 
     A new store is made under a private temporary name (WAL mode, every table) and hard-linked
     into place, so no other process ever opens one half made: SQLite's switch to WAL waits for no
