@@ -25,6 +25,7 @@ the next uploader's (a decompressor's bug would let one upload write another's b
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
@@ -45,6 +46,18 @@ UNPACK_S = 60.0  # an upload's unpacking and reading: well under a second; beyon
 ANSWER_BYTES = 1 << 20  # an answer is a line of JSON, a refusal's text at most: a worker past this is lost
 # -P: nothing is imported from the working folder; the arena is found by PYTHONPATH (:func:`_env`)
 WORKER = [sys.executable, "-P", "-m", "arena.serve.unpacker"]
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    """What a worker may use, sized for reading one upload; the rest is for code a hostile archive
+    might run in it (a decompressor's bug), which must not take the server's machine for its 60 s."""
+
+    memory_bytes: int = 1 << 30  # address space, beside twice the upload's own bound
+    tmp_bytes: int = 8 << 20  # each tmpfs of its view (their pages are memory nobody else counts)
+
+
+WORKER_LIMITS = WorkerLimits()
 
 
 class UnpackerLost(ArenaError):
@@ -68,8 +81,9 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     dest.mkdir(mode=0o700)
     argv = await trio.to_thread.run_sync(confined, WORKER, dest)
     wrapped = argv is not WORKER
+    bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes)
     proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            env=_env(), cwd=str(dest))
+                                            env=_env(), cwd=str(dest), preexec_fn=bound)
     assert proc.stdin is not None and proc.stdout is not None  # both piped above
     answer = None
     try:
@@ -108,6 +122,16 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
     return Unpacked(root, answer["name"], answer["label"], answer["human"])
+
+
+def _bound_worker(memory_bytes: int, file_bytes: int) -> None:
+    """In the worker's process, before it runs: its address space, and the size of any file it
+    writes (no file of an upload is bigger than the whole upload may be). Its processes are not
+    bounded: ``RLIMIT_NPROC`` never binds root, and for any other user it counts every process of
+    that user, the server's included."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
 async def _line(stream: Any) -> bytes:
@@ -163,8 +187,9 @@ def confined(argv: list[str], dest: Path) -> list[str]:
     from ..bots.containment import find_bwrap
     from ..bots.filesystem import SANDBOX_ROOT_DIRS
     bwrap = find_bwrap()
+    small = ("--size", str(WORKER_LIMITS.tmp_bytes), "--tmpfs")
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--tmpfs", "/tmp",  # first: the binds below may lie in /tmp (a virtual environment there)
+            *small, "/tmp",  # first: the binds below may lie in /tmp (a virtual environment there)
             "--ro-bind", "/usr", "/usr"]
     for d in SANDBOX_ROOT_DIRS:
         if os.path.islink(d):
@@ -186,7 +211,7 @@ def confined(argv: list[str], dest: Path) -> list[str]:
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     uploads = dest.parent
     hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)]  # the store's, the other uploads
-    args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in ("--tmpfs", h)),
+    args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in (*small, h)),
              "--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and bwrap not in _bwrap_runs:
