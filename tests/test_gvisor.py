@@ -403,7 +403,8 @@ def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_
     from arena.serve import data
     (open_tmp / "ladders").mkdir()
     (open_tmp / "ladders" / "strangers.toml").write_text(
-        'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n')
+        'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n'
+        '[options]\nmax_players = 2\n')  # the entry check's one scenario: 2 seats (no 4-seat game of gVisor seats)
     store = open_tmp / "data" / "arena.sqlite"
     store.parent.mkdir()
     files = {"picky/bot.toml": b'name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
