@@ -113,7 +113,7 @@ def test_a_javascript_starter_is_refused_without_its_language(open_tmp: Path) ->
 def test_the_java_starter_builds_and_plays_under_gvisor_through_a_tournament(open_tmp: Path) -> None:
     """Through `arena tournament --gvisor --system java`: every game with no forfeit, and `javac`'s
     build runs under gVisor too, in the same view. (The JavaScript starter's games under gVisor are
-    the next test's, through check, play, match and debug; `--system` reaching a tournament's
+    test_check_play_match_and_debug_run_under_gvisor_with_the_system_list's; `--system` reaching a tournament's
     launchers is test_the_list_reaches_every_launcher_and_is_checked_again_there's.)"""
     language = "java"
     bot = starter(open_tmp, language)
@@ -144,25 +144,41 @@ def test_system_on_every_command_that_starts_bots_is_checked_like_a_tournament_s
         assert "Traceback" not in done.output
 
 
+# A bot that plays legally only under gVisor's kernel with node in its view: under the host's kernel,
+# or in a view without the javascript preset, it answers an action out of range (a fault).
+PICKY_NODE = """import os
+from arena.botkit import serve
+HOST = {host!r}
+RIGHT = os.uname().release != HOST and os.access("/usr/bin/node", os.X_OK)
+serve(lambda msg: msg["actions"][0]["id"] if RIGHT else 10**6, "picky", "1.0")
+"""
+
+
 @needs_gvisor
-def test_the_javascript_starter_runs_under_gvisor_through_check_play_match_and_debug(open_tmp: Path) -> None:
-    """The same `--gvisor --system javascript` that `arena tournament` takes lets node into the seat's
-    view for `arena check`, `play`, `match` and `debug`: one game each (check: one scenario), no
-    fault, and `debug` feeds the recorded game back with no divergence (the starter seeds itself
-    from the start message)."""
-    bot = starter(open_tmp, "javascript")
+def test_check_play_match_and_debug_run_under_gvisor_with_the_system_list(open_tmp: Path) -> None:
+    """`--gvisor --system javascript`, as `arena tournament` takes them, on `arena check`, `play`,
+    `match` and `debug`: the picky bot passes the check and plays every game without a fault, so each
+    command ran it under gVisor's kernel with node in the view (any other mode, or the list lost on
+    the way, is its illegal answer); the JavaScript starter plays it in the same games, and `debug`
+    feeds the starter's recorded game back with no divergence (it seeds itself from the start
+    message)."""
+    js = starter(open_tmp, "javascript")
+    picky = open_tmp / "picky"
+    picky.mkdir()
+    (picky / "bot.toml").write_text('name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (picky / "bot.py").write_text(PICKY_NODE.format(host=os.uname().release))
     store = open_tmp / "store" / "arena.sqlite"
     env = {**ENV, "TMPDIR": str(open_tmp)}
     view = ["--gvisor", "--system", "javascript"]
-    done = arena("check", str(bot), "--games", "1", "--rules", "classic", *view, env=env)
+    done = arena("check", str(picky), "--games", "1", "--rules", "classic", *view, env=env)
     assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
-    for args in (["play", str(bot), "lowest", "--quiet"], ["match", str(bot), "lowest", "--max-games", "2", "-j", "1"]):
+    for args in (["play", str(js), str(picky), "--quiet"], ["match", str(js), str(picky), "--max-games", "2", "-j", "1"]):
         done = arena(*args, *view, "--store", str(store), "--move-ms", "5000", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         games = db.execute("SELECT id, result FROM games ORDER BY rowid").fetchall()
     assert len(games) == 3 and all('"forfeits": {}' in r for _, r in games), games
-    done = arena("debug", games[0][0], str(bot), "--seat", "0", *view, "--store", str(store), "--json", env=env)
+    done = arena("debug", games[0][0], str(js), "--seat", "0", *view, "--store", str(store), "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["diverged"] is False
 

@@ -70,14 +70,23 @@ def _leftovers() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module", params=["lanes", "workers"])
+# Who plays which hostile bots: one referee worker process with two games at once (two lanes) plays
+# them all; two worker processes, a game at a time each, play those whose harm is to processes and
+# memory (a worker's, its children's, the store's), where one process per game could differ from two
+# lanes in one. The protocol faults are parsed by the same shell either way, so played once.
+PLAYED_BY = {"lanes": list(EXPECTED),
+             "workers": ["ignore_term", "exit_mid", "segfault", "setsid_grandchild", "fork_bomb", "memory_hog",
+                         "long_line", "stderr_flood", "snoop"]}
+
+
+@pytest.fixture(scope="module", params=list(PLAYED_BY))
 def played(request):
-    """The tournament played by one referee worker process with two games at once (two lanes) or
-    by two worker processes, a game at a time each: the same verdicts."""
+    """The tournament of ``PLAYED_BY[request.param]``: the same verdicts by lanes and by workers."""
+    modes = PLAYED_BY[request.param]
     base = _open_dir()
     store_path = base / "store" / "arena.sqlite"
     bots = []
-    for mode in EXPECTED:
+    for mode in modes:
         d = base / mode
         d.mkdir()
         d.chmod(0o755)
@@ -98,41 +107,46 @@ def played(request):
     trio.run(run_tournament, cfg, store)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    yield store, peak, len(EXPECTED) * 3
+    yield store, peak, len(modes) * 3, modes
     store.close()
     shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_tournament_completes(played) -> None:
-    store, _, planned = played
+    store, _, planned, _ = played
     assert len(store.games(tournament="hostile", limit=10_000)) == planned
     assert store.tournament("hostile")["status"] == "done"
 
 
-@pytest.mark.parametrize("mode", list(EXPECTED))
-def test_each_hostile_bot_forfeits_for_the_right_reason(played, mode: str) -> None:
-    store, _, _ = played
-    label = f"hostile-{mode.replace('_', '-')}@1"
-    games = store.games(tournament="hostile", bot=label, limit=100)
-    assert len(games) == 3
-    for g in games:
-        seat = g["seats"].index(label)
-        reason = g["result"].get("forfeits", {}).get(str(seat))
-        if EXPECTED[mode] is None:
-            assert reason is None, f"{mode} forfeited ({reason}) in {g['id']}"
-        else:
-            assert reason in EXPECTED[mode], f"{mode}: got {reason!r} in {g['id']}"
-        # the reference bots never fault, and play on to a real finish
-        for other, bot in enumerate(g["seats"]):
-            if bot != label:
-                assert str(other) not in g["result"].get("forfeits", {})
-        assert g["reason"] in ("first_out", "played_out", "forfeit", "turn_cap")
+def test_each_hostile_bot_forfeits_for_the_right_reason(played) -> None:
+    """Every hostile bot the run played, in each of its games; what is wrong is said per bot."""
+    store, _, _, modes = played
+    wrong = []
+    for mode in modes:
+        label = f"hostile-{mode.replace('_', '-')}@1"
+        games = store.games(tournament="hostile", bot=label, limit=100)
+        if len(games) != 3:
+            wrong.append(f"{mode}: {len(games)} games")
+        for g in games:
+            seat = g["seats"].index(label)
+            reason = g["result"].get("forfeits", {}).get(str(seat))
+            if EXPECTED[mode] is None and reason is not None:
+                wrong.append(f"{mode} forfeited ({reason}) in {g['id']}")
+            elif EXPECTED[mode] is not None and reason not in EXPECTED[mode]:
+                wrong.append(f"{mode}: got {reason!r} in {g['id']}")
+            # the reference bots never fault, and play on to a real finish
+            for other, bot in enumerate(g["seats"]):
+                if bot != label and str(other) in g["result"].get("forfeits", {}):
+                    wrong.append(f"{mode}: {bot} forfeited in {g['id']}")
+            if g["reason"] not in ("first_out", "played_out", "forfeit", "turn_cap"):
+                wrong.append(f"{mode}: the game ended by {g['reason']!r} in {g['id']}")
+    assert wrong == []
 
 
 def test_the_referee_never_held_the_huge_line(played) -> None:
     # (this process: the whole referee on trio, the storing parent with workers; a worker's own
     # bound is the channel's, which tests/test_bot_process.py checks on both shells)
-    _, peak, _ = played
+    _, peak, _, _ = played
     assert peak < 64 * 2**20, f"referee heap peaked at {peak / 2**20:.0f} MiB"
 
 
@@ -142,7 +156,7 @@ def test_no_hostile_process_is_left(played) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="bots run under a private uid only when the referee is root")
 def test_a_bot_cannot_read_the_store(played) -> None:
-    store, _, _ = played
+    store, _, _, _ = played
     g = store.games(tournament="hostile", bot="hostile-snoop@1", limit=1)[0]
     log = store.game_record(g["id"])
     seat = g["seats"].index("hostile-snoop@1")

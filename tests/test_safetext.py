@@ -56,8 +56,20 @@ def test_a_safe_console_escapes_text_and_keeps_its_own_styles() -> None:
 # --------------------------------------------------------------------------- through the commands
 
 def arena(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A real `arena` process: for the commands that run bots."""
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def arena_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command run in this process (typer's runner over the app), for what is only its
+    printed text and exit status: what it prints is what the process would print."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    done = CliRunner().invoke(app, list(args))
+    assert done.exception is None or isinstance(done.exception, SystemExit), repr(done.exception)
+    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 
 def _bot(root: Path, name: str, toml: str, code: str = "") -> Path:
@@ -77,7 +89,7 @@ def test_a_bot_toml_with_control_characters_is_refused_in_one_clean_line(open_tm
     for args in (["check", str(bot), "--rules", "classic", "--games", "1"],
                  ["tournament", "--bot", str(bot), "--bot", "random", "--deals", "1", "--plain",
                   "--store", str(open_tmp / "s.sqlite")]):
-        done = arena(*args, cwd=open_tmp)
+        done = arena_here(*args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "must be one line of printable text" in done.stderr
         assert raw_bytes(done.stdout + done.stderr) == [], (args, done.stderr)
@@ -113,12 +125,12 @@ def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(open_tmp: Path) -> N
     done = arena("tournament", "--name", "t", "--bot", str(bot), "--bot", "random", "--deals", "1", "--plain",
                  "-j", "1", "--store", store, cwd=open_tmp)
     assert done.returncode == 0, done.stderr
-    row = json.loads(arena("games", "--store", store, "--json", cwd=open_tmp).stdout)[0]
+    row = json.loads(arena_here("games", "--store", store, "--json").stdout)[0]
     game, seat = row["id"], str(row["seats"].index("evil@1"))
 
     outputs = {
         "tournament": done,
-        "replay": arena("replay", game, "--store", store, "--plain", cwd=open_tmp),
+        "replay": arena_here("replay", game, "--store", store, "--plain"),
         "debug": arena("debug", game, str(crasher), "--seat", seat, "--store", store, cwd=open_tmp),
         "check": arena("check", str(crasher), "--rules", "classic", "--games", "1", cwd=open_tmp),
     }
@@ -135,9 +147,9 @@ def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(open_tmp: Path) -> N
     db.commit()
     db.close()
     outputs |= {
-        "games": arena("games", "--store", store, cwd=open_tmp),
-        "standings": arena("standings", "t", "--store", store, cwd=open_tmp),
-        "standings --csv": arena("standings", "t", "--store", store, "--csv", cwd=open_tmp),
+        "games": arena_here("games", "--store", store),
+        "standings": arena_here("standings", "t", "--store", store),
+        "standings --csv": arena_here("standings", "t", "--store", store, "--csv"),
     }
     assert "evil@1\\x1b]0;owned" in outputs["games"].stdout
     assert "evil@1\\x1b]0;owned" in outputs["standings"].stdout

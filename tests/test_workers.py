@@ -31,8 +31,14 @@ def _games(store: Store, name: str) -> list[tuple]:
     return out
 
 
+# Three bots, two deals: 12 games, enough that a worker killed as the third is stored dies holding
+# games with more still to send (two workers, two lanes each).
+DEALS = 2
+GAMES = 3 * 2 * DEALS  # pairs x seat orders x deals
+
+
 def _cfg(tmp: Path, name: str, processes: int, store: str = "t.sqlite", **kw):
-    return load_config(None, {"name": name, "bots": ["random", "lowest", "heuristic"], "deals": 3,
+    return load_config(None, {"name": name, "bots": ["random", "lowest", "heuristic"], "deals": DEALS,
                               "concurrency": 2, "processes": processes, "store": str(tmp / store), **kw})
 
 
@@ -42,19 +48,6 @@ def _run(tmp: Path, name: str, processes: int, reporter: Reporter | None = None,
     store = Store(cfg.store)
     trio.run(lambda: run_tournament(cfg, store, reporter, stats=stats))
     return store
-
-
-def test_two_processes_play_the_same_games_as_one(tmp_path: Path, monkeypatch) -> None:
-    # run from a directory holding a folder named arena (a clone's parent): the workers must
-    # still import the installed package, not that folder
-    (tmp_path / "arena").mkdir()
-    monkeypatch.chdir(tmp_path)
-    one = _games(_run(tmp_path, "t", 1), "t")
-    two = _games(_run(tmp_path, "t2", 2), "t2")
-    assert len(one) == 18 and len(two) == 18
-    # same store, so same secret: same seeds, seats, results, every action
-    assert [g[1:] for g in one] == [g[1:] for g in two]
-    assert len({g[0] for g in two}) == 18  # each game stored once
 
 
 def worker_pids() -> list[int]:
@@ -72,12 +65,24 @@ def worker_pids() -> list[int]:
     return found
 
 
-def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path) -> None:
+def test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced(tmp_path: Path, monkeypatch) -> None:
+    """One store, three runs of one tournament: one worker process; two; two with one of them
+    SIGKILLed as the third game is stored (mid-tournament, games in flight). The same secret
+    gives the same seeds, so all three store the same games, every action alike."""
+    # run from a directory holding a folder named arena (a clone's parent): the workers must
+    # still import the installed package, not that folder
+    (tmp_path / "arena").mkdir()
+    monkeypatch.chdir(tmp_path)
     since = boot_ticks()  # other tests' daemons dying orphaned to us (tmux, chromium) are not ours
-    reference = _games(_run(tmp_path, "ref", 1), "ref")
+    one = _games(_run(tmp_path, "t", 1), "t")
+    two = _games(_run(tmp_path, "t2", 2), "t2")
+    assert len(one) == GAMES and len(two) == GAMES
+    # same store, so same secret: same seeds, seats, results, every action
+    assert [g[1:] for g in one] == [g[1:] for g in two]
+    assert len({g[0] for g in two}) == GAMES  # each game stored once
 
     class Killer(Reporter):
-        """SIGKILLs one worker as the third game is stored (mid-tournament, games in flight)."""
+        """SIGKILLs one worker as the third game is stored."""
 
         def __init__(self) -> None:
             self.stored = 0
@@ -99,7 +104,7 @@ def test_a_killed_worker_is_replaced_and_the_tournament_finishes(tmp_path: Path)
     store = _run(tmp_path, "k", 2, killer, stats)
     assert killer.killed, "no worker was killed"
     got = _games(store, "k")
-    assert [g[1:] for g in got] == [g[1:] for g in reference]  # nothing lost, nothing doubled
+    assert [g[1:] for g in got] == [g[1:] for g in one]  # nothing lost, nothing doubled
     assert store.tournament("k")["status"] == "done"
     assert len(killer.incidents) == 1 and f"pid {killer.killed[0]}" in killer.incidents[0]
     assert "signal 9" in killer.incidents[0] and "rescheduled" in killer.incidents[0]
@@ -198,7 +203,7 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     if reporter == "live":  # the command picks the live display on a terminal
         monkeypatch.setattr(live, "PlainReporter", lambda: live.RichReporter(Console(file=screen, width=200)))
     toml = tmp_path / "t.toml"
-    toml.write_text('name = "k"\nbots = ["random", "lowest", "heuristic"]\ndeals = 3\nconcurrency = 2\n'
+    toml.write_text(f'name = "k"\nbots = ["random", "lowest", "heuristic"]\ndeals = {DEALS}\nconcurrency = 2\n'
                     f'processes = 2\nstore = "{tmp_path / "k.sqlite"}"\n')
     if reporter == "none":
         cfg = load_config(toml)
@@ -214,7 +219,7 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     assert f"pid {killed[0]}" in said and "signal 9" in said and "rescheduled" in said
     store = Store(tmp_path / "k.sqlite")
     assert store.tournament("k")["status"] == "done"
-    assert sorted(g[0] for g in _games(store, "k")) == list(range(18))
+    assert sorted(g[0] for g in _games(store, "k")) == list(range(GAMES))
     assert zombie_children(started_since=since) == []
     # The dead worker's copies were removed by the clean-up after it, the others' at their exit;
     # only this process's own (made once per process, removed at its exit) may remain.
