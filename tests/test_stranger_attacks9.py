@@ -413,3 +413,32 @@ def test_a_confined_upload_worker_is_bounded_in_memory_and_bytes(tmp_path: Path,
     assert found["memory"] == 0, found
     assert found["big_file"] <= LIMITS["max_bytes"], found
     assert found["tmp"] <= unpacker.WORKER_LIMITS.tmp_bytes and found["hidden"] <= unpacker.WORKER_LIMITS.tmp_bytes, found
+
+
+def test_an_upload_worker_leaves_no_process_of_its_own_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on a class night: the server gathered a zombie ``bwrap`` for every upload (42 during
+    twenty uploads). The server is a subreaper (its referee's registry makes it one, so a bot that
+    double-forks comes back to it); bubblewrap's own init, inside the worker's pid namespace, is
+    a child of the worker's outer ``bwrap``, and when that one is killed after the answer, the
+    inner one comes to the server and dies there, and nobody waited for it. Over a season that is
+    a process table filled with zombies. Now each worker's whole tree is ended and reaped before
+    the upload's answer returns, and the server's one try of bubblewrap (run here afresh) leaves
+    none either: no child of this process is left of any worker."""
+    import trio
+
+    from arena.bots.procs import scan_procs, set_child_subreaper
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    _bwrap_or_skip()
+    monkeypatch.setattr(unpacker, "_bwrap_runs", {})  # the first upload tries bubblewrap here
+    assert set_child_subreaper()
+    me = os.getpid()
+    ours_before = {p for p, i in scan_procs().items() if i.ppid == me}
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    for n in range(2):
+        got = trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "bot.py": b""}),
+                                                     uploads / f"job{n}", **LIMITS))
+        assert got.name == "upl"
+        left = {p: i.state for p, i in scan_procs().items() if i.ppid == me and p not in ours_before}
+        assert left == {}, f"upload {n}: children left of its worker {left}"

@@ -33,10 +33,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..bots.procs import Attribution, kill_and_reap, scan_procs
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -108,8 +110,10 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             raise UnpackerLost(f"the unpacking process failed (exit status {status})")
     finally:
         with trio.CancelScope(shield=True):
+            tree = _worker_tree(proc.pid)
             proc.kill()  # its one upload answered (or not): it is never asked again
             await proc.wait()
+            await trio.to_thread.run_sync(_end_tree, tree)
     if "refused" in answer:
         raise UploadError(answer["refused"])
     if "errno" in answer:
@@ -122,6 +126,21 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
     return Unpacked(root, answer["name"], answer["label"], answer["human"])
+
+
+def _worker_tree(pid: int) -> Attribution:
+    """The worker's processes as they are now: bubblewrap's init inside its namespaces and anything
+    they started. Once the worker's outer process is killed they come to the server (a subreaper,
+    for its bots' sake) and must be reaped there, or each upload leaves a zombie behind."""
+    table = scan_procs()
+    info = table.get(pid)
+    tree = Attribution(pid=pid, start=info.start if info else 0)
+    tree.members(table, os.getpid())  # remembers them by (pid, start time), for after the kill
+    return tree
+
+
+def _end_tree(tree: Attribution) -> None:
+    kill_and_reap(lambda table: tree.members(table, os.getpid()), time.monotonic() + 5.0)
 
 
 def _bound_worker(memory_bytes: int, file_bytes: int) -> None:
@@ -216,7 +235,11 @@ def confined(argv: list[str], dest: Path) -> list[str]:
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and bwrap not in _bwrap_runs:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
-            tried = subprocess.run([bwrap, *args, "--", sys.executable, "-P", "-c", WORKER_IMPORTS],
+            # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a
+            # moment even when all goes well, and the server (a subreaper) would inherit it dead;
+            # a worker's whole tree is reaped after it (_end_tree), and keeps that init, so that a
+            # signal it sends itself is not refused as one sent to its namespace's pid 1
+            tried = subprocess.run([bwrap, "--as-pid-1", *args, "--", sys.executable, "-P", "-c", WORKER_IMPORTS],
                                    capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
             problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
             _bwrap_runs[bwrap] = tried.returncode == 0
