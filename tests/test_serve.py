@@ -119,6 +119,19 @@ def arena_cmd(*args: str) -> list[str]:
     return [sys.executable, "-c", "from arena.cli.main import app; app()", *args]
 
 
+def arena_here(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """An ``arena`` command run in this process by typer's runner: (exit code, stdout, stderr). For
+    what a command prints and stores; a test about the process itself (its exit status seen by a
+    shell, a fresh interpreter) runs :func:`arena_cmd` instead."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    done = CliRunner().invoke(app, list(args), env=env)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return done.exit_code, done.stdout, done.stderr
+
+
 class ServerProc:
     """``arena serve`` on a free port, as a user starts it; its address and token read from its output."""
 
