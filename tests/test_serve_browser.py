@@ -44,8 +44,9 @@ CHROMEDRIVER = _exe("chromedriver", "chromium-driver")
 ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-@pytest.fixture(scope="module")
-def chrome(tmp_path_factory):
+def start_chromium() -> Any:
+    """Headless Chromium under chromedriver at the desktop size (tests/conftest.py shares one per
+    test process); skips where neither is installed."""
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver): "
                     "arena serve is not tested in a browser")
@@ -57,10 +58,20 @@ def chrome(tmp_path_factory):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def chrome(shared_chromium, tmp_path_factory):
+    """The process's Chromium for this module: every cookie of another module's servers cleared
+    (they share the host 127.0.0.1), at the desktop size, photographing into this run's folder."""
+    driver = shared_chromium
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
     viewport(driver, *DESKTOP)
     driver.shots = Path(SHOTS) if SHOTS else tmp_path_factory.mktemp("screenshots")
     yield driver
-    driver.quit()
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
 
 
 def viewport(driver: Any, width: int, height: int, mobile: bool = False) -> None:
@@ -116,9 +127,9 @@ def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("site")
     store = base / "data" / "arena.sqlite"
     build_store(store)
-    subprocess.run(arena_cmd("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
-                             "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain"),
-                   check=True, env=ENV, cwd=base, stdout=subprocess.DEVNULL, timeout=300)
+    code, _, err = arena_here("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
+                              "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain")
+    assert code == 0, err
     ladders = base / "ladders"
     ladders.mkdir()
     (ladders / "mini.toml").write_text(MINI_LADDER)
@@ -536,10 +547,9 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     starter = tmp_path / "starter"
     shutil.copytree(ROOT / "examples" / "bots" / "python", starter)
     ladder = site.base / "ladders" / "mini.toml"  # type: ignore[attr-defined]
-    joined = subprocess.run(arena_cmd("submit", str(starter), "--ladder", str(ladder), "--store",
-                                      str(site.store), "--plain", "-j", "1"),  # type: ignore[attr-defined]
-                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert joined.returncode == 0, joined.stdout[-2000:] + joined.stderr[-2000:]
+    code, out, err = arena_here("submit", str(starter), "--ladder", str(ladder), "--store",
+                                str(site.store), "--plain", "-j", "1")  # type: ignore[attr-defined]
+    assert code == 0, out[-2000:] + err[-2000:]
     chrome.get(f"{site.url}/?token={site.token}")
     chrome.get(f"{site.url}/play")
     Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
