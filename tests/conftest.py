@@ -275,3 +275,15 @@ def pytest_xdist_auto_num_workers(config: Any) -> int:
     import os
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, WORKERS_MAX))
+
+
+@_pytest.fixture(scope="session")
+def shared_chromium():
+    """One headless Chromium per test process, for the browser files that need no browser options
+    of their own (tests/test_serve_browser.py, tests/test_serve_club_browser.py): a start and a
+    quit each costs more than a small test. Each file's ``chrome`` fixture takes it with no cookies
+    and the desktop viewport, so no file sees another's logins."""
+    from tests.test_serve_browser import start_chromium
+    driver = start_chromium()
+    yield driver
+    driver.quit()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from arena.store.people import Role, account_by_id, claim_bot, create_invitation
 from arena.tournament.bench import load_bench, run_bench
 from arena.tournament.store import Store
 from tests.test_bench import bench_file, launcher
-from tests.test_serve import ServerProc, arena_cmd
+from tests.test_serve import ServerProc, arena_here
 from tests.test_serve_accounts import sign_up
 
 
@@ -52,9 +51,9 @@ def test_each_member_sees_only_their_own_bench_games(tmp_path: Path) -> None:
     store = tmp_path / "data" / "arena.sqlite"
     store.parent.mkdir()
     Store(store).close()
-    same = subprocess.run(arena_cmd("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--bench",
-                                    str(path)), capture_output=True, text=True, timeout=60)
-    assert same.returncode == 2 and "its store is the server's" in same.stderr and "Traceback" not in same.stderr
+    # refused in this process (a refused server as a real process: tests/test_club_default.py's)
+    code, _, err = arena_here("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0", "--bench", str(path))
+    assert code == 2 and "its store is the server's" in err and "Traceback" not in err
     server = ServerProc(store, "--bench", str(path))
     try:
         people = {}

@@ -119,6 +119,19 @@ def arena_cmd(*args: str) -> list[str]:
     return [sys.executable, "-c", "from arena.cli.main import app; app()", *args]
 
 
+def arena_here(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """An ``arena`` command run in this process by typer's runner: (exit code, stdout, stderr). For
+    what a command prints and stores; a test about the process itself (its exit status seen by a
+    shell, a fresh interpreter) runs :func:`arena_cmd` instead."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    done = CliRunner().invoke(app, list(args), env=env)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return done.exit_code, done.stdout, done.stderr
+
+
 class ServerProc:
     """``arena serve`` on a free port, as a user starts it; its address and token read from its output."""
 
@@ -618,53 +631,54 @@ def test_a_client_sending_a_byte_a_second_is_disconnected_and_others_are_served(
         server.stop()
 
 
-def test_a_forwarded_for_header_does_not_make_a_new_client(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    """One server for the two tests of its client limits: one write a minute after a burst of ten
+    (the forwarded-for test writes; the endless-headers test only reads) and a read deadline far
+    past either test (the endless headers are cut by their size, not by time)."""
+    store = tmp_path_factory.mktemp("serve-limited") / "s.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--writes-per-minute", "1", "--read-timeout", "300")
+    yield server
+    server.stop()
+
+
+def test_a_forwarded_for_header_does_not_make_a_new_client(limited: ServerProc) -> None:
     """Limits are per connection address: a client naming other addresses in X-Forwarded-For or
     Forwarded (the server trusts no proxy) is still one client, and its writes run out."""
-    store = tmp_path / "s.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--writes-per-minute", "1")
-    try:
-        statuses = []
-        for i in range(14):  # a burst of 10, then 429 Too Many Requests
-            status, headers, _ = server.request("POST", "/login", body=b"", headers={
-                "X-Forwarded-For": f"10.0.{i}.1", "Forwarded": f"for=10.1.{i}.1", "X-Real-IP": f"10.2.{i}.1"})
-            statuses.append(status)
-        assert 429 in statuses, statuses
-    finally:
-        server.stop()
+    statuses = []
+    for i in range(14):  # a burst of 10, then 429 Too Many Requests
+        status, headers, _ = limited.request("POST", "/login", body=b"", headers={
+            "X-Forwarded-For": f"10.0.{i}.1", "Forwarded": f"for=10.1.{i}.1", "X-Real-IP": f"10.2.{i}.1"})
+        statuses.append(status)
+    assert 429 in statuses, statuses
 
 
-def test_endless_headers_are_cut_off_and_others_are_served(tmp_path: Path) -> None:
+def test_endless_headers_are_cut_off_and_others_are_served(limited: ServerProc) -> None:
     """A request whose headers never end is disconnected after 64 kB (not kept in memory until
     the read deadline), and the server answers others."""
     import socket
-    store = tmp_path / "s.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--read-timeout", "300")
+    server = limited
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=60)
+    line = b"X-Pad: " + b"a" * 8000 + b"\r\n"
+    sent, cut = 0, False
     try:
-        host, port = server.url.removeprefix("http://").rsplit(":", 1)
-        s = socket.create_connection((host, int(port)), timeout=60)
-        line = b"X-Pad: " + b"a" * 8000 + b"\r\n"
-        sent, cut = 0, False
+        s.sendall(b"GET / HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\n")
+        while sent < 64 * 2**20:
+            s.sendall(line)
+            sent += len(line)
+    except OSError:
+        cut = True
+    if not cut:
         try:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\n")
-            while sent < 64 * 2**20:
-                s.sendall(line)
-                sent += len(line)
-        except OSError:
-            cut = True
-        if not cut:
-            try:
-                cut = s.recv(1024) == b""
-            except (ConnectionResetError, TimeoutError):
-                cut = isinstance(sys.exc_info()[1], ConnectionResetError)
-        s.close()
-        assert cut and sent < 64 * 2**20
-        status, _, _ = server.get(f"/ladders/{LADDER}")
-        assert status == 200
-    finally:
-        server.stop()
+            cut = s.recv(1024) == b""
+        except (ConnectionResetError, TimeoutError):
+            cut = isinstance(sys.exc_info()[1], ConnectionResetError)
+    s.close()
+    assert cut and sent < 64 * 2**20
+    status, _, _ = server.get(f"/ladders/{LADDER}")
+    assert status == 200
 
 
 def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: ServerProc) -> None:

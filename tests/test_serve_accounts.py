@@ -21,7 +21,7 @@ pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip 
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
 from arena.store.people import Role, create_invitation
-from tests.test_serve import ServerProc, arena_cmd, build_store
+from tests.test_serve import ServerProc, arena_cmd, arena_here, build_store
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 PASSWORD = "correct horse battery"
@@ -72,8 +72,8 @@ class Browser:
 
 
 def first_admin_code(store: Path) -> str:
-    out = subprocess.run(arena_cmd("accounts", "first-admin", "--store", str(store)), capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    code, out, err = arena_here("accounts", "first-admin", "--store", str(store))
+    assert code == 0, err
     m = re.search(r"/signup\?code=(\S+)", out)
     assert m, out
     return m.group(1)
@@ -123,7 +123,7 @@ def club(tmp_path_factory):
     base = tmp_path_factory.mktemp("club")
     store = base / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-play", *MANY_WRITES)
+    server = ServerProc(store, "--allow-play", "--allow-submit", *MANY_WRITES)
     server.store = store  # type: ignore[attr-defined]
     yield server
     server.stop()
@@ -297,23 +297,19 @@ def _route_table() -> list[tuple[str, set[str]]]:
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-def test_every_write_route_refuses_a_request_without_a_person_or_token(tmp_path: Path) -> None:
+def test_every_write_route_refuses_a_request_without_a_person_or_token(club: ServerProc) -> None:
+    """On the club's server (play and uploads allowed): each request is refused before its form is
+    read, so it counts no failed login and changes nothing the club's other tests read."""
     routes = [(p, m & WRITE_METHODS) for p, m in _route_table() if m & WRITE_METHODS]
     assert {"/login", "/signup", "/logout", "/play", "/submit", "/play/{sid}/act"} <= {p for p, _ in routes}
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-play", "--allow-submit", *MANY_WRITES)
-    try:
-        sid = _started_game(server)
-        for path, methods in routes:
-            url = re.sub(r"\{sid[^}]*\}", sid, re.sub(r"\{(?!sid)[^}]*\}", "x", path))
-            for method in methods:
-                for headers in ({}, {"Origin": "http://attacker.example"}):
-                    b = Browser(server)
-                    status, _, page = b.request(method, url, b"name=x&password=y&csrf=&token=", {**FORM, **headers})
-                    assert status == 403, (method, path, headers, status, page[:300])
-    finally:
-        server.stop()
+    sid = _started_game(club)
+    for path, methods in routes:
+        url = re.sub(r"\{sid[^}]*\}", sid, re.sub(r"\{(?!sid)[^}]*\}", "x", path))
+        for method in methods:
+            for headers in ({}, {"Origin": "http://attacker.example"}):
+                b = Browser(club)
+                status, _, page = b.request(method, url, b"name=x&password=y&csrf=&token=", {**FORM, **headers})
+                assert status == 403, (method, path, headers, status, page[:300])
 
 
 # --------------------------------------------------------------------------- bots owned by their submitter
@@ -573,13 +569,16 @@ def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private
             return subprocess.run(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url,
                                             *extra), capture_output=True, text=True, env=e, timeout=600)
 
-        done = submit()
-        assert done.returncode == 2 and "no API token" in done.stderr
+        # the refusals before any upload, in this process (what they say); the server's refusal and
+        # the real submission below are real processes: their exit status and a stderr with no traceback
+        here = ("submit", str(folder), "--ladder", "classic-2p", "--server", server.url)
+        code, _, err = arena_here(*here, env={"ARENA_TOKEN": None})
+        assert code == 2 and "no API token" in err
         loose = tmp_path / "token"
         loose.write_text(token)
         loose.chmod(0o644)
-        done = submit("--token-file", str(loose))
-        assert done.returncode == 2 and "can be read by other users" in done.stderr
+        code, _, err = arena_here(*here, "--token-file", str(loose), env={"ARENA_TOKEN": None})
+        assert code == 2 and "can be read by other users" in err
         done = submit(token_env=token + "x")
         assert done.returncode == 2 and "refused the upload (403)" in done.stderr and "unknown" in done.stderr
         assert "Traceback" not in done.stderr
@@ -629,16 +628,15 @@ def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_termina
         assert "spam uploads" in page and "account:alice" in page
         assert root.post("/admin/accounts/root/suspend", {"csrf": root.csrf("/admin")})[0] == 400  # not oneself
 
-        done = subprocess.run(arena_cmd("accounts", "reinstate", "alice", "--store", str(store), "--reason", "ok"),
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0 and "alice is active" in done.stdout
+        # at the terminal, in this process: what the commands say and store (a real process's exit
+        # status and clean stderr for a refused accounts command: the first-admin test above)
+        code, out, _ = arena_here("accounts", "reinstate", "alice", "--store", str(store), "--reason", "ok")
+        assert code == 0 and "alice is active" in out
         status, _, _ = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
         assert status == 303
-        done = subprocess.run(arena_cmd("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x"),
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 2 and done.stderr.startswith("error:") and "no account" in done.stderr
-        audit = subprocess.run(arena_cmd("accounts", "audit", "--store", str(store)), capture_output=True, text=True,
-                               timeout=120).stdout
+        code, _, err = arena_here("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x")
+        assert code == 2 and err.startswith("error:") and "no account" in err
+        audit = arena_here("accounts", "audit", "--store", str(store))[1]
         assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
     finally:
         server.stop()

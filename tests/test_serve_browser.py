@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
-                         build_store, expected_ladder)
+                         arena_here, build_store, expected_ladder)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
@@ -44,8 +44,9 @@ CHROMEDRIVER = _exe("chromedriver", "chromium-driver")
 ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-@pytest.fixture(scope="module")
-def chrome(tmp_path_factory):
+def start_chromium() -> Any:
+    """Headless Chromium under chromedriver at the desktop size (tests/conftest.py shares one per
+    test process); skips where neither is installed."""
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver): "
                     "arena serve is not tested in a browser")
@@ -57,10 +58,20 @@ def chrome(tmp_path_factory):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def chrome(shared_chromium, tmp_path_factory):
+    """The process's Chromium for this module: every cookie of another module's servers cleared
+    (they share the host 127.0.0.1), at the desktop size, photographing into this run's folder."""
+    driver = shared_chromium
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
     viewport(driver, *DESKTOP)
     driver.shots = Path(SHOTS) if SHOTS else tmp_path_factory.mktemp("screenshots")
     yield driver
-    driver.quit()
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
 
 
 def viewport(driver: Any, width: int, height: int, mobile: bool = False) -> None:
@@ -116,9 +127,9 @@ def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("site")
     store = base / "data" / "arena.sqlite"
     build_store(store)
-    subprocess.run(arena_cmd("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
-                             "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain"),
-                   check=True, env=ENV, cwd=base, stdout=subprocess.DEVNULL, timeout=300)
+    code, _, err = arena_here("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
+                              "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain")
+    assert code == 0, err
     ladders = base / "ladders"
     ladders.mkdir()
     (ladders / "mini.toml").write_text(MINI_LADDER)
@@ -132,10 +143,9 @@ def site(tmp_path_factory):
 def log_in_as_first_admin(chrome: Any, site: ServerProc, name: str = "root") -> None:
     """Sign up the first admin with the link ``arena accounts first-admin`` prints (once per store),
     else log in as that admin."""
-    done = subprocess.run(arena_cmd("accounts", "first-admin", "--store", str(site.store), "--url", site.url),  # type: ignore[attr-defined]
-                          capture_output=True, text=True, env=ENV, timeout=120)
-    if done.returncode == 0:
-        chrome.get(done.stdout.split(": ", 1)[1].strip())
+    code, out, _ = arena_here("accounts", "first-admin", "--store", str(site.store), "--url", site.url)  # type: ignore[attr-defined]
+    if code == 0:
+        chrome.get(out.split(": ", 1)[1].strip())
         chrome.find_element(By.ID, "name").send_keys(name)
         chrome.find_element(By.ID, "password").send_keys("correct horse battery")
         chrome.find_element(By.ID, "signup").click()
@@ -225,8 +235,8 @@ def test_rating_chart_and_heat_map(chrome: Any, site: ServerProc) -> None:
 
 
 def test_tournament_page_matches_arena_standings(chrome: Any, site: ServerProc) -> None:
-    out = subprocess.run(arena_cmd("standings", "demo", "--json", "--store", str(site.store)),  # type: ignore[attr-defined]
-                         check=True, env=ENV, capture_output=True, text=True, timeout=120).stdout
+    code, out, err = arena_here("standings", "demo", "--json", "--store", str(site.store))  # type: ignore[attr-defined]
+    assert code == 0, err
     cli = json.loads(out)
     chrome.get(f"{site.url}/tournaments/demo")
     rows = table_rows(chrome, "#standings")
@@ -315,55 +325,6 @@ def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, sit
 
 # --------------------------------------------------------------------------- play
 
-def test_a_person_plays_a_game_to_the_end_by_clicking(chrome: Any, site: ServerProc) -> None:
-    chrome.get(f"{site.url}/?token={site.token}")  # sets the token cookie for this browser
-    chrome.get(f"{site.url}/play")
-    Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
-    Select(css(chrome, "select[name='opponent']")[0]).select_by_visible_text("lowest")
-    turns = chrome.find_element(By.NAME, "max_turns")
-    turns.clear()
-    turns.send_keys("300")
-    shot(chrome, "play-new")
-    chrome.find_element(By.ID, "play-start").click()
-    wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
-    clicks, shot_taken = 0, False
-    while True:
-        def ready(d: Any) -> Any:
-            if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
-                return "end"
-            buttons = css(d, "#play-actions button.action:not([disabled])")
-            return buttons[0] if buttons else None
-        nxt = wait(chrome, ready, 60, "a request or the end")
-        if nxt == "end":
-            break
-        if clicks == 6 and not shot_taken:
-            shot(chrome, "play")
-            shot(chrome, "play", phone=True)
-            shot_taken = True
-        nxt.click()
-        clicks += 1
-        assert clicks < 400
-    root = chrome.find_element(By.ID, "play")
-    assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
-    assert clicks >= 2
-    sid = root.get_attribute("data-session")
-    sent = chrome.execute_script(
-        "return fetch('/play/' + arguments[0] + '/state?seen=0').then(function (r) { return r.json(); })", sid)
-    kinds = [m["raw"]["type"] for m in sent["messages"]]
-    assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds) <= {"start", "request", "end", "error"}
-    assert kinds.count("request") == clicks
-    assert all(m["raw"]["view"]["seat"] == 0 for m in sent["messages"] if m["raw"]["type"] == "request")
-    shot(chrome, "play-over")
-    chrome.find_element(By.ID, "play-replay").click()
-    wait(chrome, lambda d: d.find_element(By.ID, "turn").text.startswith("Turn 0"), what="the stored game's replay")
-    assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
-    from arena.tournament.store import Store
-    db = Store(site.store)  # type: ignore[attr-defined]
-    games = db.games(tournament="play")
-    db.close()
-    assert len(games) == 1 and games[0]["seats"] == ["human@-", "lowest@1.0"] and games[0]["id"] == sent["game"]
-
-
 def _still_a_control(node: Any) -> bool:
     """Whether a card is still clickable: a sent answer takes the controls away, and the next request redraws them."""
     try:
@@ -384,6 +345,25 @@ def _own_move(events: list[dict[str, Any]], seat: int) -> tuple | None:
         if e["kind"] == "flipped":
             return ("flip", e["position"])
     return None
+
+
+# one round trip a poll: what the clicking-cards game reads of the page each turn (the request, the
+# clickable cards with their zone and accessibility attributes, the page's width), so its time goes
+# to the game and not to one WebDriver call per attribute
+TURN_JS = """
+var root = document.getElementById('play');
+var down = Array.from(document.querySelectorAll('#play-face-down .card'));
+var picks = Array.from(document.querySelectorAll('.card.pick')).map(function (p) {
+  var zone = p.parentElement.closest('div[id]');
+  return {node: p, card: p.getAttribute('data-card'), role: p.getAttribute('role'),
+          tabindex: p.getAttribute('tabindex'), label: p.getAttribute('aria-label'),
+          zone: zone ? zone.id : null, down_index: down.indexOf(p)};
+});
+return {status: root.getAttribute('data-status'), request: root.getAttribute('data-request') || '',
+        setup_need: root.getAttribute('data-setup-need'), picks: picks,
+        controls: picks.length > 0 || document.querySelector('#play-actions button.action') !== null,
+        scroll_width: document.documentElement.scrollWidth};
+"""
 
 
 @pytest.mark.parametrize("width", [DESKTOP[0], PHONE[0]])
@@ -410,58 +390,52 @@ def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: S
         last, keyboard = "", False
         while True:
             def ready(d: Any) -> Any:
-                root = d.find_element(By.ID, "play")
-                if root.get_attribute("data-status") in ("over", "failed"):
+                turn = d.execute_script(TURN_JS)
+                if turn["status"] in ("over", "failed"):
                     return "end"
-                req = root.get_attribute("data-request") or ""
-                return req if req != last and (css(d, ".card.pick") or css(d, "#play-actions button.action")) else None
-            req = wait(chrome, ready, 60, "a request or the end")
-            if req == "end":
+                return turn if turn["request"] != last and turn["controls"] else None
+            turn = wait(chrome, ready, 60, "a request or the end")
+            if turn == "end":
                 break
-            last = req
+            req = last = turn["request"]
             if narrow:
-                assert chrome.execute_script("return document.documentElement.scrollWidth") <= width
-            picks = css(chrome, ".card.pick")
-            need = chrome.find_element(By.ID, "play").get_attribute("data-setup-need")
+                assert turn["scroll_width"] <= width
+            picks = turn["picks"]
+            need = turn["setup_need"]
             if need:  # setup: the face-up cards, clicked in the hand one by one
                 assert picks, "the setup's face-up choice is made with the cards"
-                chosen = [p.get_attribute("data-card") for p in picks[:int(need)]]
+                chosen = [p["card"] for p in picks[:int(need)]]
                 for p in picks[:int(need)]:
-                    p.click()
+                    p["node"].click()
                 clicked[int(req)] = ("setup", sorted(c[0] for c in chosen))
                 continue
             for p in picks:
-                assert p.get_attribute("role") == "button" and p.get_attribute("tabindex") == "0"
-                assert p.get_attribute("aria-label")
-            def zone(p: Any) -> str:
-                return p.find_element(By.XPATH, "ancestor::div[@id][1]").get_attribute("id")
-            plays = [p for p in picks if zone(p) in ("play-hand", "play-face-up")]
+                assert p["role"] == "button" and p["tabindex"] == "0"
+                assert p["label"]
             groups: dict[tuple, list[Any]] = {}
-            for p in plays:
-                groups.setdefault((zone(p), p.get_attribute("data-card")[0]), []).append(p)
-            pile = [p for p in picks if zone(p) == "play-pile"]
+            for p in picks:
+                if p["zone"] in ("play-hand", "play-face-up"):
+                    groups.setdefault((p["zone"], p["card"][0]), []).append(p)
+            pile = [p for p in picks if p["zone"] == "play-pile"]
             if pile and not keyboard:  # once, by keyboard: the pile is reachable without a pointer
-                pile[0].send_keys("\n")
+                pile[0]["node"].send_keys("\n")
                 keyboard = True
                 clicked[int(req)] = ("pick_up",)
             elif groups:
                 key, group = max(groups.items(), key=lambda kv: len(kv[1]))  # several of a rank when there are
                 chosen: list[str] = []
-                cards = [p.get_attribute("data-card") for p in group]
-                for p, c in zip(group, cards):
-                    if not _still_a_control(p):
+                for p in group:
+                    if not _still_a_control(p["node"]):
                         break  # sent
-                    chosen.append(c)
-                    p.click()
-                if _still_a_control(group[0]):
-                    group[0].click()  # a selected card clicked again sends the selection
+                    chosen.append(p["card"])
+                    p["node"].click()
+                if _still_a_control(group[0]["node"]):
+                    group[0]["node"].click()  # a selected card clicked again sends the selection
                 clicked[int(req)] = ("play", {"play-hand": "hand", "play-face-up": "face_up"}[key[0]], sorted(chosen))
             else:
                 p = picks[0]
-                where = zone(p)
-                move = ("pick_up",) if where == "play-pile" else (
-                    "flip", list(css(chrome, "#play-face-down .card")).index(p))
-                p.click()
+                move = ("pick_up",) if p["zone"] == "play-pile" else ("flip", p["down_index"])
+                p["node"].click()
                 clicked[int(req)] = move
         root = chrome.find_element(By.ID, "play")
         assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
@@ -565,16 +539,17 @@ def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: Ser
 def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome: Any, site: ServerProc,
                                                                          tmp_path: Path) -> None:
     """A bot joins the site's ladder with `arena submit`; a person picks it (not a bundled bot) on
-    the Play form and plays to the end. Then the board is the game's last position, not the last
+    the Play form and plays to the end by clicking the action buttons, one click a request, each
+    request a view of the person's own seat. Then the board is the game's last position, not the last
     request's: the pile as it ended (after a burn it is empty, never the old "to beat"), no
-    face-down cards for a seat that is out, and "game over" logged once."""
+    face-down cards for a seat that is out, and "game over" logged once; the game is stored with
+    both seats and its replay link opens a replay that verifies."""
     starter = tmp_path / "starter"
     shutil.copytree(ROOT / "examples" / "bots" / "python", starter)
     ladder = site.base / "ladders" / "mini.toml"  # type: ignore[attr-defined]
-    joined = subprocess.run(arena_cmd("submit", str(starter), "--ladder", str(ladder), "--store",
-                                      str(site.store), "--plain", "-j", "1"),  # type: ignore[attr-defined]
-                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert joined.returncode == 0, joined.stdout[-2000:] + joined.stderr[-2000:]
+    code, out, err = arena_here("submit", str(starter), "--ladder", str(ladder), "--store",
+                                str(site.store), "--plain", "-j", "1")  # type: ignore[attr-defined]
+    assert code == 0, out[-2000:] + err[-2000:]
     chrome.get(f"{site.url}/?token={site.token}")
     chrome.get(f"{site.url}/play")
     Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")
@@ -582,9 +557,11 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     turns = chrome.find_element(By.NAME, "max_turns")
     turns.clear()
     turns.send_keys("300")
+    shot(chrome, "play-new")
     chrome.find_element(By.ID, "play-start").click()
     wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
-    for _ in range(400):
+    clicks = 0
+    while True:
         def ready(d: Any) -> Any:
             if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
                 return "end"
@@ -593,20 +570,32 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
         nxt = wait(chrome, ready, 60, "a request or the end")
         if nxt == "end":
             break
+        if clicks == 6:
+            shot(chrome, "play")
+            shot(chrome, "play", phone=True)
         nxt.click()
+        clicks += 1
+        assert clicks < 400
     root = chrome.find_element(By.ID, "play")
     assert root.get_attribute("data-status") == "over", chrome.find_element(By.ID, "play-end").text
+    assert clicks >= 2
     sent = chrome.execute_script(
         "return fetch('/play/' + arguments[0] + '/state?seen=0').then(function (r) { return r.json(); })",
         root.get_attribute("data-session"))
     assert sent["names"][1].startswith("starter-python")
+    kinds = [m["raw"]["type"] for m in sent["messages"]]  # the person answered each request with one click
+    assert kinds[0] == "start" and kinds[-1] == "end" and set(kinds) <= {"start", "request", "end", "error"}
+    assert kinds.count("request") == clicks
+    assert all(m["raw"]["view"]["seat"] == 0 for m in sent["messages"] if m["raw"]["type"] == "request")
     from arena.engine.views import seat_view
     from arena.replay.simulate import simulate
     from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         record = db.game_record(sent["game"])
-        assert db.games(tournament="play", bot="starter-python@1.0.0")
+        games = db.games(tournament="play", bot="starter-python@1.0.0")
+        assert len(games) == 1 and games[0]["seats"] == ["human@-", "starter-python@1.0.0"]
+        assert games[0]["id"] == sent["game"]
     finally:
         db.close()
     final = seat_view(simulate(record).final, 0)
@@ -624,6 +613,10 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
             assert not box.find_elements(By.CSS_SELECTOR, ".card.down"), "a seat that is out shows face-down cards"
     logged = [li.text for li in css(chrome, "#play-events li")]
     assert sum(t.startswith("game over") for t in logged) == 1, logged[-5:]
+    shot(chrome, "play-over")
+    chrome.find_element(By.ID, "play-replay").click()
+    wait(chrome, lambda d: d.find_element(By.ID, "turn").text.startswith("Turn 0"), what="the stored game's replay")
+    assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
 
 
 def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, tmp_path: Path) -> None:

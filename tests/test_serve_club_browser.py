@@ -6,7 +6,6 @@ the member, who can no longer log in. Writes only to temporary directories."""
 from __future__ import annotations
 
 import io
-import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ pytest.importorskip("argon2", reason="accounts need the serve extra: pip install
 
 from selenium.webdriver.common.by import By
 
-from tests.test_serve import ServerProc, arena_cmd
+from tests.test_serve import ServerProc, arena_here
 from tests.test_serve_accounts import _private_store
-from tests.test_serve_browser import ENV, chrome, wait  # noqa: F401 - chrome is the shared browser fixture
+from tests.test_serve_browser import chrome, wait  # noqa: F401 - chrome is the shared browser fixture
 
 PASSWORD = "correct horse battery"
 
@@ -37,7 +36,9 @@ def club(tmp_path_factory):
 
 
 def _cli(*args: str) -> str:
-    return subprocess.run(arena_cmd(*args), capture_output=True, text=True, env=ENV, timeout=120, check=True).stdout
+    code, out, err = arena_here(*args)
+    assert code == 0, err
+    return out
 
 
 def _give(store: Path, bot: str, person: str) -> None:

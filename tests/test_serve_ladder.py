@@ -121,11 +121,14 @@ def weighed(pid: int) -> tuple[str, float]:
     return name, 1.25 ** -int(nice)
 
 
-def test_serve_refuses_an_unknown_ladder_before_it_starts(tmp_path: Path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store",
-                           str(tmp_path / "s.sqlite"), "--port", "0", "--ladder", "no-such-ladder"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "no ladder 'no-such-ladder'" in done.stderr and "Traceback" not in done.stderr
-    assert "arena serve:" not in done.stdout
+def test_serve_refuses_an_unknown_ladder_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """In this process (what it says, and that it serves nothing); a refused ``arena serve`` as a
+    real process, its exit status and a stderr with no traceback, is tests/test_club_default.py's
+    and tests/test_serve_cache.py's."""
+    from tests.test_serve import arena_here
+    monkeypatch.chdir(tmp_path)
+    code, out, err = arena_here("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0",
+                                "--ladder", "no-such-ladder")
+    assert code == 2
+    assert "no ladder 'no-such-ladder'" in err and "Traceback" not in err
+    assert "arena serve:" not in out

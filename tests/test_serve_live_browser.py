@@ -23,7 +23,8 @@ from .test_serve_browser import CHROMEDRIVER, CHROMIUM, DESKTOP, wait
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
 
-VERSIONS = 20  # enough to see a page keep up and never fetch a version twice; each costs a poll
+VERSIONS = 10  # enough to see a page keep up and never fetch a version twice (a page that fetches each
+#                version twice, or on every event, passes VERSIONS); each costs a poll
 
 
 @pytest.fixture(scope="module")
