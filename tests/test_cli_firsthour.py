@@ -6,6 +6,7 @@ terminal's Ctrl-C does, once the command has printed that it is playing (never a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -36,6 +37,15 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONWARNINGS"
 def arena(*args: str, cwd: Path | None = None, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=ENV, **popen)
+
+
+def arena_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``arena ARGS`` run in this process (typer's CliRunner over the app), answered in the shape
+    :func:`arena` gives: for what is about a command's words, exit status and store, not about the
+    process. Every command runs inside ``guard``, so an arena bug is exit status 70 here as there."""
+    with contextlib.chdir(cwd or Path.cwd()):
+        done = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 
 def interrupt_after(marker: str, *args: str, cwd: Path) -> tuple[int, str, str]:
@@ -127,7 +137,7 @@ def test_full_disk_is_one_line_and_keeps_the_stored_games(tmp_path: Path) -> Non
     assert 0 < stored < 20
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
-    again = arena(*args, cwd=tmp_path)
+    again = arena_here(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"resuming: {stored} of 20 games already stored" in again.stderr
 
@@ -138,9 +148,13 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tests that only read a copy of it."""
     where = tmp_path_factory.mktemp("demo")
     store = where / "s.sqlite"
-    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "2", "--store", str(store),
+    done = arena_here("tournament", "--bot", "random", "--bot", "lowest", "--deals", "2", "--store", str(store),
                  "--plain", "-j", "1", cwd=where)
     assert done.returncode == 0, done.stderr
+    # run in this process, the command's store connection may live on until collected: move its
+    # write-ahead log into the database file, which the tests copy alone
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return store
 
 
@@ -153,7 +167,7 @@ def test_reading_commands_never_change_the_store(tmp_path: Path, demo_store: Pat
     before = (ro / "s.sqlite").read_bytes()
     for args in (["standings", "demo"], ["games", "-t", "demo"], ["replay", "demo-000001"],
                  ["export", str(tmp_path / "x.jsonl"), "-t", "demo"]):
-        done = arena(*args, "--store", str(ro / "s.sqlite"), cwd=tmp_path)
+        done = arena_here(*args, "--store", str(ro / "s.sqlite"), cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
     assert (ro / "s.sqlite").read_bytes() == before  # SQLite may add its WAL index beside it, never writes it
 
@@ -168,7 +182,7 @@ def test_read_only_media(tmp_path: Path, demo_store: Path) -> None:
         (media / "s.sqlite").write_bytes(store.read_bytes())
         assert subprocess.run(["mount", "-o", "remount,ro", str(media)], capture_output=True).returncode == 0
         for args in (["standings", "demo"], ["games"], ["replay", "demo-000000", "--verify"]):
-            done = arena(*args, "--store", str(media / "s.sqlite"), cwd=tmp_path)
+            done = arena_here(*args, "--store", str(media / "s.sqlite"), cwd=tmp_path)
             assert done.returncode == 0, (args, done.stderr)
     finally:
         subprocess.run(["umount", str(media)], capture_output=True)
@@ -201,28 +215,28 @@ def test_a_scheduler_port_nobody_listens_on_is_said_at_once(tmp_path: Path) -> N
 
 def test_check_groups_a_crash_and_shows_its_traceback(tmp_path: Path) -> None:
     d = bot(tmp_path, "crashy", 'raise RuntimeError("my bug [here]")\n')
-    done = arena("check", str(d), "--rules", "classic", cwd=tmp_path)
+    done = arena_here("check", str(d), "--rules", "classic", cwd=tmp_path)
     assert done.returncode == 1
     out = done.stdout
     assert "crash ×2, first at classic, 2 seats, game 1, decision 1" in out
     assert "RuntimeError: my bug [here]" in out  # stderr shown, brackets kept
     assert out.count("last lines on stderr") == 1
     assert "stopped after a repeated crash fault" in out
-    done = arena("check", str(d), "--rules", "classic", "--all", "--games", "3", "--json", cwd=tmp_path)
-    report = json.loads(done.stdout)
-    assert report["faults"]["crash"]["count"] == 6 and report["played"] == 6 and report["stopped"] is None
+    done = arena_here("check", str(d), "--rules", "classic", "--all", "--games", "2", "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)  # 2 games at each of 2 tables, every one a crash, none stopping it
+    assert report["faults"]["crash"]["count"] == 4 and report["played"] == 4 and report["stopped"] is None
 
 
 def test_check_quotes_a_line_that_is_not_json(tmp_path: Path) -> None:
     d = bot(tmp_path, "chatty", 'print("my hand is", m["view"]["hand"], flush=True)\n')
-    out = arena("check", str(d), "--rules", "shithead", cwd=tmp_path).stdout
+    out = arena_here("check", str(d), "--rules", "shithead", cwd=tmp_path).stdout
     assert "the bot wrote: \"my hand is [" in out
     assert "stdout is for protocol lines only" in out and "stderr" in out
 
 
 def test_check_explains_the_clock(tmp_path: Path) -> None:
     d = bot(tmp_path, "slowpoke", "time.sleep(0.15)\nprint(0, flush=True)\n")
-    done = arena("check", str(d), "--rules", "classic", "--move-ms", "100", "--bank-ms", "300", cwd=tmp_path)
+    done = arena_here("check", str(d), "--rules", "classic", "--move-ms", "100", "--bank-ms", "300", cwd=tmp_path)
     assert done.returncode == 1
     assert "100 ms per move + 300 ms bank; bank used up after " in done.stdout
     # the bot sleeps 150 ms a move: its slowest is at least that, and under load it may be far more
@@ -234,7 +248,7 @@ def test_check_explains_the_clock(tmp_path: Path) -> None:
 
 def test_check_reports_a_failed_build_once(tmp_path: Path) -> None:
     d = bot(tmp_path, "needsgcc", "print(0, flush=True)\n", 'build = ["no-such-compiler", "main.c"]\n')
-    done = arena("check", str(d), cwd=tmp_path)
+    done = arena_here("check", str(d), cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout.count("build ×1, first at the build") == 1 and "no-such-compiler" in done.stdout
     assert "the build failed" in done.stdout and "0 of 20 games" in done.stdout
@@ -242,7 +256,7 @@ def test_check_reports_a_failed_build_once(tmp_path: Path) -> None:
 
 
 def test_check_clean_table_and_interpreter_header(tmp_path: Path) -> None:
-    done = arena("check", "lowest", "--rules", "classic", "--games", "1", cwd=tmp_path)
+    done = arena_here("check", "lowest", "--rules", "classic", "--games", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "{" not in out and "[[" not in out  # no Python dicts or raw orders
@@ -250,7 +264,7 @@ def test_check_clean_table_and_interpreter_header(tmp_path: Path) -> None:
     assert "1,000 ms per move + 5 s bank" in out
     assert "no faults" in out
     assert "against" in out and " random@1.0 " in out and "3 × random@1.0" in out  # who it played
-    report = json.loads(arena("check", "lowest", "--rules", "classic", "--games", "1", "--json", cwd=tmp_path).stdout)
+    report = json.loads(arena_here("check", "lowest", "--rules", "classic", "--games", "1", "--json", cwd=tmp_path).stdout)
     assert [(s["seats"], s["opponents"]) for s in report["scenarios"]] == [(2, ["random@1.0"]),
                                                                            (4, ["random@1.0"] * 3)]
 
@@ -267,7 +281,7 @@ def test_check_clean_table_and_interpreter_header(tmp_path: Path) -> None:
 def test_tournament_file_errors_name_file_key_and_allowed(tmp_path: Path, body: str, needle: str) -> None:
     f = tmp_path / "t.toml"
     f.write_text(body)
-    done = arena("tournament", str(f), "--store", str(tmp_path / "s.sqlite"), cwd=tmp_path)
+    done = arena_here("tournament", str(f), "--store", str(tmp_path / "s.sqlite"), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {f}: ") and needle in done.stderr, done.stderr
     assert "__init__" not in done.stderr and "Traceback" not in done.stderr
@@ -284,7 +298,7 @@ def test_tournament_file_errors_name_file_key_and_allowed(tmp_path: Path, body: 
 ])
 def test_bot_toml_errors(tmp_path: Path, extra: str, needle: str) -> None:
     d = bot(tmp_path, "b", "print(0, flush=True)\n", extra)
-    done = arena("check", str(d), cwd=tmp_path)
+    done = arena_here("check", str(d), cwd=tmp_path)
     assert done.returncode == 2 and needle in done.stderr, done.stderr
     assert "PROTOCOL.md#bottoml-reference" in done.stderr
 
@@ -318,25 +332,21 @@ def test_shipped_files_validate() -> None:
 
 # ---------------------------------------------------------------------------------------------- listing, export
 
-def _demo_store(tmp_path: Path) -> Path:
-    store = tmp_path / "s.sqlite"
-    assert arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "30", "--store", str(store),
-                 "--plain", "-j", "1", cwd=tmp_path).returncode == 0
-    return store
-
-
-def test_listing_and_export_errors(tmp_path: Path) -> None:
-    store = str(_demo_store(tmp_path))
-    done = arena("games", "--tournament", "no-such", "--store", store)
+def test_listing_and_export_errors(tmp_path: Path, demo_store: Path) -> None:
+    store = str(demo_store)
+    done = arena_here("games", "--tournament", "no-such", "--store", store)
     assert done.returncode == 2 and "no tournament 'no-such'" in done.stderr and "known: demo" in done.stderr
-    done = arena("export", str(tmp_path / "x.csv"), "--tournament", "no-such", "--store", store)
+    done = arena_here("export", str(tmp_path / "x.csv"), "--tournament", "no-such", "--store", store)
     assert done.returncode == 2 and "no tournament 'no-such'" in done.stderr
     assert not (tmp_path / "x.csv").exists()
-    done = arena("export", str(tmp_path / "x.xlsx"), "--store", store)
+    done = arena_here("export", str(tmp_path / "x.xlsx"), "--store", store)
     assert done.returncode == 2 and "must end in .jsonl or .csv" in done.stderr
     assert not (tmp_path / "x.xlsx").exists()
-    done = arena("games", "--store", store)
-    assert "showing 50 of 60 game(s) (--limit for more)" in done.stdout
+    assert "showing 3 of 4 game(s) (--limit for more)" in arena_here("games", "--store", store, "--limit", "3").stdout
+    shown = arena_here("games", "--store", store).stdout
+    assert "showing 4 of 4 game(s)" in shown and "--limit for more" not in shown
+    limit = next(p for p in typer.main.get_command(app).commands["games"].params if p.name == "limit")  # type: ignore[attr-defined]
+    assert limit.default == 50
 
 
 def test_an_unknown_tournament_names_each_ladder_once_not_its_batches(tmp_path: Path) -> None:
@@ -364,6 +374,7 @@ def test_an_unknown_tournament_names_each_ladder_once_not_its_batches(tmp_path: 
     (["check", "random", "--bank-ms", "-1"], "--bank-ms"),
 ])
 def test_bad_numbers_are_one_line_errors(tmp_path: Path, args: list[str], needle: str) -> None:
+    # a real process: click's usage errors reach the user through the console script's handling
     done = arena(*args, cwd=tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
@@ -375,7 +386,7 @@ def test_bad_numbers_are_one_line_errors(tmp_path: Path, args: list[str], needle
 def test_version_and_short_help() -> None:
     done = arena("--version")
     assert done.returncode == 0 and done.stdout.startswith("palace-arena ")
-    done = arena("tournament", "-h")
+    done = arena_here("tournament", "-h")
     assert done.returncode == 0 and "--bank-ms" in done.stdout
 
 
@@ -406,7 +417,7 @@ def test_options_spelled_one_way() -> None:
 def test_bracketed_text_is_printed_as_written(tmp_path: Path) -> None:
     d = tmp_path / "odd[dask]"
     d.mkdir()
-    done = arena("check", str(d / "nothing[x]"), cwd=tmp_path)
+    done = arena_here("check", str(d / "nothing[x]"), cwd=tmp_path)
     assert done.returncode == 2 and "nothing[x]" in done.stderr
 
 
@@ -458,9 +469,9 @@ def test_html_replay_carries_big_seeds_as_strings() -> None:
 
 def test_standings_show_think_time(demo_store: Path) -> None:
     store = str(demo_store)
-    rows = json.loads(arena("standings", "demo", "--store", store, "--json").stdout)
+    rows = json.loads(arena_here("standings", "demo", "--store", store, "--json").stdout)
     assert all(r["ms_per_decision"] > 0 for r in rows)
-    assert "ms/decision" in arena("standings", "demo", "--store", store).stdout
+    assert "ms/decision" in arena_here("standings", "demo", "--store", store).stdout
 
 
 def test_ctrl_c_on_submit(tmp_path: Path) -> None:
@@ -480,7 +491,7 @@ def test_ctrl_c_on_submit(tmp_path: Path) -> None:
     ("memory_mb=0", "--limit: memory_mb must be at least 1"),
 ])
 def test_check_limit_flags_are_checked_like_bot_toml(flag: str, needle: str) -> None:
-    done = arena("check", "random", "--limit", flag)
+    done = arena_here("check", "random", "--limit", flag)
     assert done.returncode == 2 and needle in done.stderr, done.stderr
 
 
@@ -489,21 +500,21 @@ def test_unknown_rule_option_from_a_flag_is_named() -> None:
     assert done.returncode == 2 and "unknown rule option 'colour'" in done.stderr
 
 
-def test_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
-    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
-            "from arena.cli.main import app\n"
-            f"app(['tournament', '--cluster', 'tcp://x:1', '--store', {str(tmp_path / 'c.sqlite')!r}, '--plain'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+def test_install_hint_keeps_its_brackets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dask as if not installed: the command imports it when it runs, so blocking it here is enough
+    monkeypatch.setitem(sys.modules, "dask", None)
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    done = arena_here("tournament", "--cluster", "tcp://x:1", "--store", str(tmp_path / "c.sqlite"), "--plain")
     assert done.returncode == 2
     assert "pip install 'palace-arena[dask]'" in done.stderr and "interrupted" not in done.stdout + done.stderr
 
 
-def test_standings_do_not_import_scipy_optimize(tmp_path: Path) -> None:
+def test_standings_do_not_import_scipy_optimize(tmp_path: Path, demo_store: Path) -> None:
     """scipy.optimize takes seconds to import and only an SPRT uses it: a standings table (and a
-    resumed tournament with nothing to play) must not pay for it."""
+    resumed tournament with nothing to play) must not pay for it. A fresh interpreter's imports,
+    so a real process; the store is a copy of the module's demo."""
     store = str(tmp_path / "s.sqlite")
-    assert arena("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--deals", "2", "--store", store,
-                 "--plain", "-j", "1", cwd=tmp_path).returncode == 0
+    Path(store).write_bytes(demo_store.read_bytes())
     code = ("import sys\nfrom arena.cli.main import app\n"
             "try:\n"
             f"    app(['standings', 'demo', '--store', {store!r}])\n"
@@ -522,9 +533,9 @@ def test_games_lost_by_lists_the_games_a_bot_did_not_win_outright(tmp_path: Path
     (tmp_path / SECRET_FILE).write_bytes(bytes([7]) * SECRET_BYTES)
     (tmp_path / SECRET_FILE).chmod(0o600)
     store = str(tmp_path / "s.sqlite")
-    assert arena("tournament", "--name", "t", "--bot", "random", "--bot", "lowest", "--bot", "heuristic", "--deals", "2",
+    assert arena_here("tournament", "--name", "t", "--bot", "random", "--bot", "lowest", "--bot", "heuristic", "--deals", "2",
                  "--store", store, "--plain", "-j", "1", cwd=tmp_path).returncode == 0
-    every = json.loads(arena("games", "--store", store, "--json", "--limit", "1000").stdout)
+    every = json.loads(arena_here("games", "--store", store, "--json", "--limit", "1000").stdout)
 
     def outright(g: dict, name: str) -> bool:
         first = g["result"]["order"][0]
@@ -534,9 +545,9 @@ def test_games_lost_by_lists_the_games_a_bot_did_not_win_outright(tmp_path: Path
         return any(s.split("@")[0] == name for s in g["seats"])
 
     for name, ref in (("random", "random"), ("heuristic", "heuristic@1.0")):
-        lost = json.loads(arena("games", "--store", store, "--json", "--limit", "1000", "--lost-by", ref).stdout)
+        lost = json.loads(arena_here("games", "--store", store, "--json", "--limit", "1000", "--lost-by", ref).stdout)
         assert {g["id"] for g in lost} == {g["id"] for g in every if seated(g, name) and not outright(g, name)}, name
         assert 0 < len(lost) < len(every)
-    shown = arena("games", "--store", store, "--lost-by", "random")
+    shown = arena_here("games", "--store", store, "--lost-by", "random")
     expected = sum(seated(g, "random") and not outright(g, "random") for g in every)
     assert shown.returncode == 0 and f"of {expected} game(s)" in shown.stdout

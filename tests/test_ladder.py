@@ -6,12 +6,11 @@ real bundled bots as subprocesses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -401,19 +400,16 @@ def test_match_without_sprt_plays_max_games():
 
 # --------------------------------------------------------------------------- end to end
 
-def _arena(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=240)
-
-
 def test_cli_submit_end_to_end(open_tmp: Path):
     """A real submission: arena check and the placement games run the real bundled bots as processes."""
     tmp_path = open_tmp
     path = write_ladder(tmp_path, "e2e", bots=["random", "highest"], max_turns=400, move_ms=2000)
     store = tmp_path / "store.sqlite"
     low = bot_copy(tmp_path, "lowest", "2.0")
-    done = _arena("submit", str(low), "--ladder", str(path), "--store", str(store), "--plain", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the command runs in this process (typer's CliRunner); its bots are real processes
+    with contextlib.chdir(tmp_path):
+        done = runner.invoke(app, ["submit", str(low), "--ladder", str(path), "--store", str(store), "--plain"])
+    assert done.exit_code == 0, done.output
     assert "checking lowest@2.0" in done.stdout and "seeding ladder e2e" in done.stdout
     assert "provisional" in done.stdout
     assert "lowest@2.0 is #" in done.stdout and "of 3 on e2e" in done.stdout
