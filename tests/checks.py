@@ -1,12 +1,14 @@
 """Checks shared by the referee, tournament and resume tests: a logged game re-simulated
-with the engine, and the processes this test process has started."""
+with the engine, the processes this test process has started, and an ``arena`` command run in
+this process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from arena.bots.launch import _others_can_use, world_readable_copy
 from arena.bots.procs import scan_procs
@@ -116,3 +118,26 @@ def on_thread(fn: Any) -> Any:
     if errors:
         raise errors[0]
     return out[0]
+
+
+class Ran(NamedTuple):
+    """What :func:`arena_here` ran: named as a finished ``subprocess`` is, and unpacked as
+    ``code, out, err``."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def arena_here(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None) -> Ran:
+    """``arena ARGS`` run in this process by typer's runner, at 200 columns: for what a command
+    prints, stores and exits with. A test about the process itself (Ctrl-C, kill -9, the status a
+    shell sees, a fresh interpreter's imports) runs a real one. An exception other than SystemExit
+    is raised here: a real process would have printed it as a traceback."""
+    from typer.testing import CliRunner
+
+    from arena.cli.main import app
+    with contextlib.chdir(cwd or Path.cwd()):
+        done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return Ran(done.exit_code, done.stdout, done.stderr)

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from arena.cli.main import app
 
-from tests.checks import reachable
+from tests.checks import arena_here, reachable
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -37,15 +37,6 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONWARNINGS"
 def arena(*args: str, cwd: Path | None = None, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=ENV, **popen)
-
-
-def arena_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``arena ARGS`` run in this process (typer's CliRunner over the app), answered in the shape
-    :func:`arena` gives: for what is about a command's words, exit status and store, not about the
-    process. Every command runs inside ``guard``, so an arena bug is exit status 70 here as there."""
-    with contextlib.chdir(cwd or Path.cwd()):
-        done = runner.invoke(app, list(args), env={"COLUMNS": "200"})
-    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 
 def interrupt_after(marker: str, *args: str, cwd: Path) -> tuple[int, str, str]:

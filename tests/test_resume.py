@@ -8,7 +8,6 @@ directory when looking for leftovers.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
@@ -25,7 +24,7 @@ import pytest
 
 from arena.tournament.standings import standings
 from arena.tournament.store import Store
-from tests.checks import zombie_children
+from tests.checks import arena_here, zombie_children
 
 ROOT = Path(__file__).resolve().parents[1]
 BOTS = ("random", "lowest", "heuristic")
@@ -43,16 +42,6 @@ concurrency = 2
 [time]
 move_ms = 5000
 """
-
-
-def in_process(*args: str, cwd: Path) -> Any:
-    """``arena ARGS`` in this process (typer's CliRunner), for runs whose process is not what a
-    test is about (a reference run, a resume): the one killed with SIGKILL stays a real process."""
-    from typer.testing import CliRunner
-
-    from arena.cli.main import app
-    with contextlib.chdir(cwd):
-        return CliRunner().invoke(app, list(args))
 
 
 def arena_cmd(*args: str) -> list[str]:
@@ -153,8 +142,8 @@ def test_killed_tournament_resumes_to_the_same_games(tmp_path: Path, bots_dir: P
 
     # the reference: one uninterrupted run
     ref_store = tmp_path / "reference.sqlite"
-    ref = in_process("tournament", str(conf), "--plain", "--store", str(ref_store), cwd=tmp_path)
-    assert ref.exit_code == 0, ref.output
+    ref = arena_here("tournament", str(conf), "--plain", "--store", str(ref_store), cwd=tmp_path)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
     assert f"finished: {TOTAL}/{TOTAL} games stored" in ref.stdout
 
     # the same file into another store, killed at a random point after some games are stored
@@ -184,8 +173,8 @@ def test_killed_tournament_resumes_to_the_same_games(tmp_path: Path, bots_dir: P
     reap_orphans(pids_before)
 
     # resume with the very same command
-    again = in_process("tournament", str(conf), "--plain", "--store", str(store), cwd=tmp_path)
-    assert again.exit_code == 0, again.output
+    again = arena_here("tournament", str(conf), "--plain", "--store", str(store), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
     assert f"resuming with {at_kill} already stored" in again.stdout
     assert f"finished: {TOTAL}/{TOTAL} games stored" in again.stdout
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.safetext import SafeConsole, printable
+from tests.checks import arena_here
 
 ROOT = Path(__file__).resolve().parent.parent
 # what must never reach a terminal raw: ESC (every escape sequence), BEL (ends a window title), the
@@ -59,17 +60,6 @@ def arena(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedPr
     """A real `arena` process: for the commands that run bots."""
     return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def arena_here(*args: str) -> subprocess.CompletedProcess:
-    """The same command run in this process (typer's runner over the app), for what is only its
-    printed text and exit status: what it prints is what the process would print."""
-    from typer.testing import CliRunner
-
-    from arena.cli.main import app
-    done = CliRunner().invoke(app, list(args))
-    assert done.exception is None or isinstance(done.exception, SystemExit), repr(done.exception)
-    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 
 def _bot(root: Path, name: str, toml: str, code: str = "") -> Path:

@@ -35,6 +35,7 @@ from arena.serve import data
 from arena.serve.charts import Band, heat_map, rating_chart
 from arena.serve.upload import UploadError, unpack
 from arena.tournament.store import Store
+from tests.checks import arena_here  # noqa: F401  (the web tests import it from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = 'evil<script>window.__pwned=1</script>"\'&@1.0'
@@ -117,19 +118,6 @@ def expected_ladder() -> dict[str, dict[str, Any]]:
 
 def arena_cmd(*args: str) -> list[str]:
     return [sys.executable, "-c", "from arena.cli.main import app; app()", *args]
-
-
-def arena_here(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
-    """An ``arena`` command run in this process by typer's runner: (exit code, stdout, stderr). For
-    what a command prints and stores; a test about the process itself (its exit status seen by a
-    shell, a fresh interpreter) runs :func:`arena_cmd` instead."""
-    from typer.testing import CliRunner
-
-    from arena.cli.main import app
-    done = CliRunner().invoke(app, list(args), env=env)
-    if done.exception is not None and not isinstance(done.exception, SystemExit):
-        raise done.exception
-    return done.exit_code, done.stdout, done.stderr
 
 
 class ServerProc:
