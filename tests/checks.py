@@ -141,3 +141,14 @@ def arena_here(*args: str, cwd: Path | None = None, env: dict[str, str | None] |
     if done.exception is not None and not isinstance(done.exception, SystemExit):
         raise done.exception
     return Ran(done.exit_code, done.stdout, done.stderr)
+
+
+def bwrap_or_skip(why: str = "bubblewrap cannot run here") -> None:
+    """Skip, saying ``why``, where bubblewrap is missing or cannot make its namespaces here."""
+    import shutil
+    import subprocess
+
+    import pytest
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
+        pytest.skip(why)

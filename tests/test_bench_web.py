@@ -20,7 +20,8 @@ from arena.store.people import Role, account_by_id, claim_bot, create_invitation
 from arena.tournament.bench import load_bench, run_bench
 from arena.tournament.store import Store
 from tests.test_bench import bench_file, launcher
-from tests.test_serve import ServerProc, arena_here
+from tests.checks import arena_here
+from tests.test_serve import ServerProc
 from tests.test_serve_accounts import sign_up
 
 

@@ -123,7 +123,7 @@ def test_a_store_that_cannot_be_read_is_said_not_guessed(tmp_path: Path) -> None
 def _show(ladder: Path, store: Path) -> subprocess.CompletedProcess:
     """``arena ladder show --json``, in this process: what it says (a refused command's exit status
     and one clean line in a real process: the refused server's test below)."""
-    from tests.test_serve import arena_here
+    from tests.checks import arena_here
     code, out, err = arena_here("ladder", "show", str(ladder), "--store", str(store), "--no-seed", "--json")
     return subprocess.CompletedProcess([], code, out, err)
 

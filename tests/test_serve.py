@@ -35,7 +35,6 @@ from arena.serve import data
 from arena.serve.charts import Band, heat_map, rating_chart
 from arena.serve.upload import UploadError, unpack
 from arena.tournament.store import Store
-from tests.checks import arena_here  # noqa: F401  (the web tests import it from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = 'evil<script>window.__pwned=1</script>"\'&@1.0'

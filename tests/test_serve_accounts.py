@@ -21,7 +21,8 @@ pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip 
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
 from arena.store.people import Role, create_invitation
-from tests.test_serve import ServerProc, arena_cmd, arena_here, build_store
+from tests.checks import arena_here
+from tests.test_serve import ServerProc, arena_cmd, build_store
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 PASSWORD = "correct horse battery"

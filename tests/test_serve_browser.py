@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from tests.checks import arena_here
+
 from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
-                         arena_here, build_store, expected_ladder)
+                         build_store, expected_ladder)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402

@@ -17,7 +17,8 @@ pytest.importorskip("argon2", reason="accounts need the serve extra: pip install
 
 from selenium.webdriver.common.by import By
 
-from tests.test_serve import ServerProc, arena_here
+from tests.checks import arena_here
+from tests.test_serve import ServerProc
 from tests.test_serve_accounts import _private_store
 from tests.test_serve_browser import chrome, wait  # noqa: F401 - chrome is the shared browser fixture
 

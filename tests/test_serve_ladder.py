@@ -125,7 +125,7 @@ def test_serve_refuses_an_unknown_ladder_before_it_starts(tmp_path: Path, monkey
     """In this process (what it says, and that it serves nothing); a refused ``arena serve`` as a
     real process, its exit status and a stderr with no traceback, is tests/test_club_default.py's
     and tests/test_serve_cache.py's."""
-    from tests.test_serve import arena_here
+    from tests.checks import arena_here
     monkeypatch.chdir(tmp_path)
     code, out, err = arena_here("serve", "--store", str(tmp_path / "s.sqlite"), "--port", "0",
                                 "--ladder", "no-such-ladder")

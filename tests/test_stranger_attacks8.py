@@ -31,6 +31,7 @@ pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip 
 
 from arena.serve import unpacker
 from arena.serve.upload import UploadError, unpack
+from tests.checks import bwrap_or_skip
 from tests.test_serve import LIMITS, MANIFEST, zip_bytes
 
 # What the probe tries; written here, not read from the confinement's own argv.
@@ -86,9 +87,7 @@ def test_an_upload_worker_reaches_nothing_but_its_own_uploads_folder(tmp_path: P
            f"{str(store / 'arena.sqlite')!r}, {str(elsewhere)!r}, {str(other)!r}, {port}\n" + REACH
     monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", code])
     monkeypatch.setenv("ARENA_TOKEN", "the organiser's token")
-    bwrap = shutil.which("bwrap")
-    if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
-        pytest.skip("bubblewrap cannot run here: the worker runs as the server's user (the log says so)")
+    bwrap_or_skip("bubblewrap cannot run here: the worker runs as the server's user (the log says so)")
 
     async def main() -> str:
         with pytest.raises(UploadError) as answer:

@@ -18,6 +18,7 @@ import pytest
 from arena.bots import gvisor
 from arena.bots.errors import BotCommandError
 from arena.bots.filesystem import open_bot_dir
+from tests.checks import bwrap_or_skip
 
 
 def _copy(bot: Path, where: Path) -> Path | None:
@@ -133,14 +134,6 @@ def _rm_rf(*paths: Path) -> None:
     subprocess.run(["rm", "-rf", "--", *map(str, paths)], check=False)
 
 
-def _bwrap_or_skip() -> None:
-    import shutil
-    import subprocess
-    bwrap = shutil.which("bwrap")
-    if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
-        pytest.skip("bubblewrap cannot run here")
-
-
 def test_a_build_that_nests_past_pythons_recursion_is_refused_and_removed(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A build (under bubblewrap, as a referee that is not root runs it: on the disk, no tmpfs of
@@ -155,7 +148,7 @@ def test_a_build_that_nests_past_pythons_recursion_is_refused_and_removed(tmp_pa
     from arena.bots.manifest import load_bot
     from tests.checks import reachable
     from tests.checks import recorded_build_copies
-    _bwrap_or_skip()
+    bwrap_or_skip()
     monkeypatch.setattr(launch, "bounded_space", lambda *a: None)  # the referee that is not root's path
     copies = recorded_build_copies(monkeypatch)
     bot = tmp_path / "bot"
@@ -188,7 +181,7 @@ def test_an_upload_worker_that_leaves_a_deep_tree_cannot_stop_the_server(tmp_pat
     from arena.store import jobs as q
     from arena.tournament.store import Store
     from tests.test_serve import LIMITS, MANIFEST, zip_bytes
-    _bwrap_or_skip()
+    bwrap_or_skip()
     store = tmp_path / "data" / "arena.sqlite"
     Store(store).close()
     uploads = submit.private_copy_dir(store)
@@ -403,7 +396,7 @@ def test_a_confined_upload_worker_is_bounded_in_memory_and_bytes(tmp_path: Path,
     from arena.serve import unpacker
     from arena.serve.unpacker import UnpackerLost
     from tests.test_serve import LIMITS, MANIFEST, zip_bytes
-    _bwrap_or_skip()
+    bwrap_or_skip()
     monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", GREEDY])
     dest = tmp_path / "uploads" / "job"
     dest.parent.mkdir()
@@ -429,7 +422,7 @@ def test_an_upload_worker_leaves_no_process_of_its_own_behind(tmp_path: Path, mo
     from arena.bots.procs import scan_procs, set_child_subreaper
     from arena.serve import unpacker
     from tests.test_serve import LIMITS, MANIFEST, zip_bytes
-    _bwrap_or_skip()
+    bwrap_or_skip()
     monkeypatch.setattr(unpacker, "_bwrap_runs", {})  # the first upload tries bubblewrap here
     assert set_child_subreaper()
     me = os.getpid()
