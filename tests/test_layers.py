@@ -11,6 +11,7 @@ docs/ARCHITECTURE.md shows the same order, and a test below holds the two togeth
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -119,6 +120,12 @@ def graph(root: Path = ARENA) -> dict[str, dict[str, tuple[Path, int]]]:
     return edges
 
 
+@functools.cache
+def arena_graph() -> dict[str, dict[str, tuple[Path, int]]]:
+    """The arena's own graph, read once for the tests that look at it (about a second each time)."""
+    return graph()
+
+
 def part(module: str) -> str:
     """``arena.ladder.config`` -> ``ladder``; ``arena.config`` -> ``config``; ``arena`` -> ``arena``."""
     names = module.split(".")
@@ -158,13 +165,13 @@ def _show(cycle: list[str], edges) -> str:
 
 
 def test_no_module_imports_itself_back() -> None:
-    edges = graph()
+    edges = arena_graph()
     cycle = find_cycle({a: set(bs) for a, bs in edges.items()})
     assert cycle is None, f"import circle: {_show(cycle, edges)}"
 
 
 def test_no_part_imports_itself_back() -> None:
-    edges = graph()
+    edges = arena_graph()
     parts: dict[str, set[str]] = defaultdict(set)
     first: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
     for a, bs in edges.items():
@@ -186,7 +193,7 @@ def test_every_part_has_its_layer() -> None:
 
 
 def test_each_part_imports_only_the_layers_below_it() -> None:
-    edges = graph()
+    edges = arena_graph()
     wrong = [f"{a} ({part(a)}, layer {RANK[part(a)]}) imports {b} ({part(b)}, layer {RANK[part(b)]}) "
              f"at {_where(edges, a, b)}"
              for a, bs in sorted(edges.items()) for b in sorted(bs)
