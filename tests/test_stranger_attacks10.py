@@ -1,0 +1,125 @@
+"""#35 again: what code a hostile archive runs in its upload worker may still make (processes, files).
+
+The upload worker reads hostile bytes with C decompressors, so each test here puts an attacker's
+program in the confined worker's place (as tests/test_stranger_attacks9.py does) and has it answer
+with what it managed, as a refusal the server passes on. Each attack is bounded by itself (200
+processes, 20,000 files, 64 MiB), so that the machine is not hurt where a bound is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.checks import bwrap_or_skip
+
+ANSWER = """
+def answer(found):
+    print(json.dumps({"refused": json.dumps(found)}), flush=True)
+"""
+
+READ_JOB = "import json, os, sys, threading, time\n" \
+           "header = json.loads(sys.stdin.buffer.readline())\nsys.stdin.buffer.read(header['size'])\n" + ANSWER
+
+BREEDER = READ_JOB + """
+kids = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids += 1
+threading.stack_size(1 << 16)
+threads = 0
+for _ in range(200):
+    try:
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+    except RuntimeError:
+        break
+    threads += 1
+answer({"processes": kids, "threads": threads})
+"""
+
+
+def _refusal(monkeypatch: pytest.MonkeyPatch, program: str, dest: Path, limits: dict) -> dict:
+    """The figures the program in the worker's place answered with (as an upload's refusal)."""
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.upload import UploadError
+    from tests.test_serve import MANIFEST, zip_bytes
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", program])
+    with pytest.raises(UploadError) as refused:
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), dest, **limits))
+    return json.loads(str(refused.value))
+
+
+@pytest.mark.parametrize("view", ["under bubblewrap", "where bubblewrap cannot start"])
+def test_an_upload_worker_can_start_no_process_or_thread(tmp_path: Path, view: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork bomb in the worker takes the server's machine (here pid_max is 32,768): the worker's
+    limits were memory and file size, and ``RLIMIT_NPROC`` binds no root server (and would count
+    a non-root server's own processes). Threads are tasks too, each a pid and a kernel stack that
+    no memory limit counts. The worker needs neither to read a zip or tar, so its system-call
+    filter refuses both, with or without bubblewrap around it. On the old code: 200 of 200
+    processes and 200 of 200 threads, in both views. Planted (the worker's filter left out): the
+    same."""
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS
+    if view == "under bubblewrap":
+        bwrap_or_skip()
+    else:
+        monkeypatch.setattr(unpacker, "confined", lambda argv, dest: argv)
+    (tmp_path / "uploads").mkdir()
+    found = _refusal(monkeypatch, BREEDER, tmp_path / "uploads" / "job", LIMITS)
+    assert found == {"processes": 0, "threads": 0}
+
+
+SPREADER = READ_JOB + """
+empty = 0
+try:
+    while empty < 20_000:
+        open("e%d" % empty, "xb").close()
+        empty += 1
+except OSError:
+    pass
+for name in os.listdir("."):
+    os.unlink(name)
+written = 0
+try:
+    while written < 64 << 20:
+        with open("f%d" % (written >> 18), "xb") as f:
+            f.write(b"x" * (1 << 18))
+        written += 1 << 18
+except OSError:
+    pass
+answer({"files": empty, "bytes": written})
+"""
+
+
+def test_an_upload_worker_can_fill_the_disk_with_neither_many_files_nor_many_small_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's one writable folder was on the server's disk, where ``RLIMIT_FSIZE`` bounds one
+    file (the upload's bound) but not how many: empty files cost inodes, and files each under the
+    bound add up. On the old code 20,000 of 20,000 empty files and 64 of 64 MiB (in 256 KiB files,
+    with an upload's bound of 1 MiB) were written to the server's disk. Now, on a root server,
+    the worker writes into a tmpfs of its own mount namespace, of the upload's bounds in bytes and
+    inodes (the server's disk is not touched until the answer is read back), so neither passes
+    the upload's own bounds. Planted (the tmpfs left out): 20,000 files and 64 MiB again."""
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS
+    if os.geteuid() != 0:
+        pytest.skip("the worker's bounded folder needs a root server (docs/SANDBOX.md)")
+    bwrap_or_skip()
+    (tmp_path / "uploads").mkdir()
+    found = _refusal(monkeypatch, SPREADER, tmp_path / "uploads" / "job", LIMITS)
+    space = unpacker.worker_space(**LIMITS)
+    assert found["files"] < space.inodes <= 2 * LIMITS["max_files"] + 8, found
+    assert found["bytes"] <= space.bytes <= LIMITS["max_bytes"] + LIMITS["max_files"] * 4096, found
