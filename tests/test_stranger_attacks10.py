@@ -76,7 +76,7 @@ def test_an_upload_worker_can_start_no_process_or_thread(tmp_path: Path, view: s
     if view == "under bubblewrap":
         bwrap_or_skip()
     else:
-        monkeypatch.setattr(unpacker, "confined", lambda argv, dest: argv)
+        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
     (tmp_path / "uploads").mkdir()
     found = _refusal(monkeypatch, BREEDER, tmp_path / "uploads" / "job", LIMITS)
     assert found == {"processes": 0, "threads": 0}
@@ -123,3 +123,25 @@ def test_an_upload_worker_can_fill_the_disk_with_neither_many_files_nor_many_sma
     space = unpacker.worker_space(**LIMITS)
     assert found["files"] < space.inodes <= 2 * LIMITS["max_files"] + 8, found
     assert found["bytes"] <= space.bytes <= LIMITS["max_bytes"] + LIMITS["max_files"] * 4096, found
+
+
+def test_no_upload_worker_starts_where_its_filter_cannot_be_built(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: where libseccomp cannot build the filter, no worker runs (none without it, with
+    or without bubblewrap), and the upload is the arena's failure, said so, not the uploader's.
+    Planted (the worker started without a filter where none is built): a worker ran."""
+    import trio
+
+    from arena.bots import seccomp
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+
+    def unavailable(tasks: bool = True) -> bytes:
+        raise seccomp.FilterUnavailable("the system-call filter cannot be built: no libseccomp here")
+    monkeypatch.setattr(seccomp, "bpf", unavailable)
+
+    async def started(*a: object, **kw: object) -> None:
+        raise AssertionError(f"a worker started without its filter: {a}")
+    monkeypatch.setattr(trio.lowlevel, "open_process", started)
+    with pytest.raises(unpacker.UnpackerLost, match="without its system-call filter: .*no libseccomp"):
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))

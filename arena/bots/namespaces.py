@@ -81,6 +81,47 @@ def release_space(top: Path) -> None:
         _umount2(str(space).encode(), MNT_DETACH)
 
 
+PRIVATE_SPACE_DIR = b"folder"
+"""The folder, inside a :class:`PrivateSpace`'s tmpfs, that is bound where the writer is told to write."""
+
+
+@dataclass(frozen=True)
+class PrivateSpace:
+    """A tmpfs of at most ``max_bytes`` and ``max_inodes``, mounted at ``where`` in a mount namespace
+    of the forked child's own, whose folder :data:`PRIVATE_SPACE_DIR` is bound over ``at``: what the
+    child and its descendants write at ``at`` lands in it, bounded by the kernel, and nothing
+    reaches the host's disk. Nothing is mounted on the host, so nothing outlives the child's
+    namespace (a server killed meanwhile leaves no mount behind). Its owner reads it back, before
+    the child is gone, through ``/proc/<child>/root`` + ``where`` (:meth:`open_root`), a descriptor
+    that keeps the tmpfs alive after the namespace ends. Needs root (a mount); computed in the
+    parent, :meth:`enter` runs in the child between fork and exec and only makes system calls."""
+
+    where: bytes
+    at: bytes
+    options: bytes
+
+    @classmethod
+    def plan(cls, where: Path, at: Path, max_bytes: int, max_inodes: int) -> "PrivateSpace":
+        return cls(os.fsencode(os.path.realpath(where)), os.fsencode(os.path.realpath(at)),
+                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700".encode())
+
+    def enter(self) -> None:
+        _check(_unshare(CLONE_NEWNS), "unshare mount")
+        _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        _check(_mount(b"tmpfs", self.where, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "mount a tmpfs")
+        os.mkdir(self.where + b"/" + PRIVATE_SPACE_DIR, 0o700)
+        _check(_mount(self.where + b"/" + PRIVATE_SPACE_DIR, self.at, None, MS_BIND, None), "bind the tmpfs's folder")
+
+    def open_root(self, pid: int) -> int:
+        """The tmpfs's root, as the child ``pid`` (alive) sees it at ``where``: a descriptor
+        (OSError if it is not the tmpfs, the host's folder showing instead)."""
+        fd = os.open(b"/proc/%d/root%s" % (pid, self.where), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if os.fstat(fd).st_dev == os.stat(self.where).st_dev:
+            os.close(fd)
+            raise OSError(f"process {pid} shows no tmpfs of its own at {os.fsdecode(self.where)}")
+        return fd
+
+
 @dataclass(frozen=True)
 class NamespaceRoot:
     """The containment used where bubblewrap is not: new mount, network, IPC and UTS
