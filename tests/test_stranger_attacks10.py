@@ -104,20 +104,26 @@ answer({"files": empty, "bytes": written})
 """
 
 
+@pytest.mark.parametrize("view", ["under bubblewrap", "where bubblewrap cannot start"])
 def test_an_upload_worker_can_fill_the_disk_with_neither_many_files_nor_many_small_ones(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, view: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's one writable folder was on the server's disk, where ``RLIMIT_FSIZE`` bounds one
     file (the upload's bound) but not how many: empty files cost inodes, and files each under the
     bound add up. On the old code 20,000 of 20,000 empty files and 64 of 64 MiB (in 256 KiB files,
     with an upload's bound of 1 MiB) were written to the server's disk. Now, on a root server,
     the worker writes into a tmpfs of its own mount namespace, of the upload's bounds in bytes and
     inodes (the server's disk is not touched until the answer is read back), so neither passes
-    the upload's own bounds. Planted (the tmpfs left out): 20,000 files and 64 MiB again."""
+    the upload's own bounds, with bubblewrap around the worker or without. Planted (the tmpfs left
+    out): 20,000 files and 64 MiB again; (the worker's working folder left as Popen chose it, the
+    host's folder below the tmpfs): the same without bubblewrap, whose ``--chdir`` hid it."""
     from arena.serve import unpacker
     from tests.test_serve import LIMITS
     if os.geteuid() != 0:
         pytest.skip("the worker's bounded folder needs a root server (docs/SANDBOX.md)")
-    bwrap_or_skip()
+    if view == "under bubblewrap":
+        bwrap_or_skip()
+    else:
+        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
     (tmp_path / "uploads").mkdir()
     found = _refusal(monkeypatch, SPREADER, tmp_path / "uploads" / "job", LIMITS)
     space = unpacker.worker_space(**LIMITS)
@@ -145,3 +151,37 @@ def test_no_upload_worker_starts_where_its_filter_cannot_be_built(tmp_path: Path
     monkeypatch.setattr(trio.lowlevel, "open_process", started)
     with pytest.raises(unpacker.UnpackerLost, match="without its system-call filter: .*no libseccomp"):
         trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))
+
+
+@pytest.mark.parametrize("made", ["a link out of the folder", "its root through a link"])
+def test_what_a_worker_wrote_reaches_the_disk_only_as_the_folder_reader_lists_it(tmp_path: Path, made: str,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a root server the worker's answered folder is read back from its tmpfs by the server, as
+    root: a link there must stay a link the reader refuses (``bot.py`` -> ``/etc/passwd``), and an
+    answered root that is itself a link must not be followed (``top`` -> ``real``). Each is the
+    bot's refusal, named as the upload's folder (no ``/proc`` path), and nothing reaches the disk.
+    Planted (the read-back opening the root with links followed): the linked root was taken."""
+    import trio
+
+    from arena.bots.folder import FolderError
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    if os.geteuid() != 0:
+        pytest.skip("the worker's tmpfs needs a root server")
+    dest = tmp_path / "uploads" / "job"
+    dest.parent.mkdir()
+    make = {"a link out of the folder": "open('bot.toml', 'wb').write(MANIFEST); os.symlink('/etc/passwd', 'bot.py')\n"
+                                        "root = header['dest']\n",
+            "its root through a link": "os.mkdir('real'); open('real/bot.toml', 'wb').write(MANIFEST)\n"
+                                       "os.symlink('real', 'top'); root = header['dest'] + '/top'\n"}[made]
+    program = READ_JOB + f"MANIFEST = {MANIFEST!r}\n" + make + \
+        "print(json.dumps({'root': root, 'name': 'upl', 'label': 'upl@1.0', 'human': False}), flush=True)\n"
+    monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)  # what the server reads back is the point
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", program])
+    with pytest.raises(FolderError) as refused:
+        trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), dest, **LIMITS))
+    said = str(refused.value)
+    named = {"a link out of the folder": f"{dest / 'bot.py'}: a link to '/etc/passwd'",
+             "its root through a link": f"{dest / 'top'}: cannot read the bot's folder"}[made]
+    assert said.startswith(named) and "/proc" not in said, said
+    assert sorted(p.name for p in dest.rglob("*")) == []

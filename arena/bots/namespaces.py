@@ -94,7 +94,8 @@ class PrivateSpace:
     namespace (a server killed meanwhile leaves no mount behind). Its owner reads it back, before
     the child is gone, through ``/proc/<child>/root`` + ``where`` (:meth:`open_root`), a descriptor
     that keeps the tmpfs alive after the namespace ends. Needs root (a mount); computed in the
-    parent, :meth:`enter` runs in the child between fork and exec and only makes system calls."""
+    parent, :meth:`enter` runs in the child between fork and exec and only makes system calls; the
+    child then works in ``at``."""
 
     where: bytes
     at: bytes
@@ -111,6 +112,7 @@ class PrivateSpace:
         _check(_mount(b"tmpfs", self.where, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "mount a tmpfs")
         os.mkdir(self.where + b"/" + PRIVATE_SPACE_DIR, 0o700)
         _check(_mount(self.where + b"/" + PRIVATE_SPACE_DIR, self.at, None, MS_BIND, None), "bind the tmpfs's folder")
+        os.chdir(self.at)  # a working folder of ``at`` chosen before (Popen's cwd) is the host's, below the bind
 
     def open_root(self, pid: int) -> int:
         """The tmpfs's root, as the child ``pid`` (alive) sees it at ``where``: a descriptor
