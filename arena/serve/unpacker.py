@@ -20,7 +20,10 @@ one writable place; the store's folder (its secret key, its database) and the ot
 not there at all. It is never used again: a worker that read a hostile archive is not trusted with
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
 (about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
-(no user namespaces) the worker runs as the server's user and the log says so once.
+(no user namespaces) the worker runs as the server's user and the log says so once. Either way it
+can start no process or thread (its system-call filter), and on a root server it writes into a
+tmpfs of its own of the upload's bounds, which the server reads back with the folder reader once
+the worker is gone (:func:`_read_back`): the disk gets only what the reader lists.
 """
 
 from __future__ import annotations
