@@ -185,3 +185,77 @@ def test_what_a_worker_wrote_reaches_the_disk_only_as_the_folder_reader_lists_it
              "its root through a link": f"{dest / 'top'}: cannot read the bot's folder"}[made]
     assert said.startswith(named) and "/proc" not in said, said
     assert sorted(p.name for p in dest.rglob("*")) == []
+
+
+# -- the store's folder, below a folder others may write ---------------------------------------------
+
+EVE = 4242  # another local user (the test runs as root, who can make files of hers and act as her)
+
+
+def _as_eve_in(folder: Path, renames: list[tuple[str, str]]) -> None:
+    """Eve's renames in ``folder``, made with her uid alone (the folder opened first: the test's own
+    folders above it are not hers to enter)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(EVE, EVE, EVE)
+            os.setresuid(EVE, EVE, EVE)
+            for old, new in renames:
+                os.rename(old, new, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    os.close(fd)
+    assert os.waitpid(pid, 0)[1] == 0, "Eve could not rename in a folder every user may write"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and moves need a root test")
+def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/srv/arena-data/arena.sqlite`` where ``/srv`` is writable by every user (no sticky bit): the
+    store's own folder is the arena's, 0700, so it was taken. But Eve may rename anything in
+    ``/srv``: the server checks the store's folder at each writing connection and then opens the
+    store by its path, and between the two she exchanges ``arena-data`` with a folder of her own
+    that holds a store of hers (``renameat2(RENAME_EXCHANGE)`` in a loop wins some of those; done
+    once here, as her, at that moment). On the old code what the server wrote then (here a
+    tournament's row) went into her file. Now every folder above the store's must be root's or
+    this user's and not writable by others without the sticky bit (OpenSSH's rule for its keys),
+    so the store is refused before anything is written, and her file holds nothing of the arena's.
+    Planted (the folders above unchecked): the row in her file."""
+    from arena.serve import auth
+    from arena.tournament.store import Store, StoreError
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    os.chmod(srv, 0o777)
+    store = srv / "arena-data" / "arena.sqlite"
+    hers = srv / "eve-data"
+    Store(hers / "arena.sqlite").close()  # a store of her own (her uid, readable by her)
+    for p in (hers, *hers.iterdir()):
+        os.chown(p, EVE, EVE)
+        os.chmod(p, 0o777 if p.is_dir() else 0o666)
+    real = auth.connect
+
+    def swapped_meanwhile(path: Path):  # Eve, between the server's check and its open
+        if not (srv / "away").exists():
+            _as_eve_in(srv, [("arena-data", "away"), ("eve-data", "arena-data")])
+        return real(path)
+    monkeypatch.setattr(auth, "connect", swapped_meanwhile)
+    try:
+        Store(store).close()
+        db = auth.open_write(store)
+        try:
+            db.execute("INSERT INTO tournaments VALUES ('the-arenas-own', '{}', 1, 'running', 0, 0)")
+        finally:
+            db.close()
+    except StoreError as e:
+        assert f"{srv}" in str(e) and "writable by others" in str(e), e
+    theirs = srv / "arena-data" if (srv / "away").exists() else hers
+    import sqlite3
+    her_db = sqlite3.connect(theirs / "arena.sqlite")
+    try:
+        rows = her_db.execute("SELECT id FROM tournaments").fetchall()
+    finally:
+        her_db.close()
+    assert rows == [], "the arena wrote into her store"
