@@ -231,7 +231,8 @@ def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_
     os.chmod(srv, 0o777)
     store = srv / "arena-data" / "arena.sqlite"
     hers = srv / "eve-data"
-    Store(hers / "arena.sqlite").close()  # a store of her own (her uid, readable by her)
+    Store(tmp_path / "made" / "arena.sqlite").close()  # a store of her own (her uid, readable by her)
+    (tmp_path / "made").rename(hers)
     for p in (hers, *hers.iterdir()):
         os.chown(p, EVE, EVE)
         os.chmod(p, 0o777 if p.is_dir() else 0o666)
