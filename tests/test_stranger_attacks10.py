@@ -260,3 +260,57 @@ def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_
     finally:
         her_db.close()
     assert rows == [], "the arena wrote into her store"
+
+
+# -- what a worker leaves behind on a server that is not root ----------------------------------------
+
+def _removed_as(uid: int, folder: Path, name: str) -> bool:
+    """Whether ``bots.filesystem.remove_tree`` removes ``folder/name`` when run as ``uid`` alone
+    (in a child, from ``folder`` opened first: the test's folders above are not that user's)."""
+    from arena.bots.filesystem import remove_tree
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.fchdir(fd)
+            remove_tree(name)
+            os._exit(0 if not os.path.lexists(name) else 3)
+        except BaseException as e:
+            os.write(2, f"{e!r}\n".encode())
+            os._exit(1)
+    os.close(fd)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert status in (0, 3), f"the removal failed as uid {uid} (status {status})"
+    return status == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs a root test")
+def test_folders_a_worker_closed_to_its_own_user_are_removed_all_the_same(tmp_path: Path) -> None:
+    """On a server that is not root the worker writes its upload's folder on the disk as the
+    server's user, and may ``chmod 000`` a folder in it, or take the write bit from one: the
+    server's ``shutil.rmtree`` (and ``rm -rf``) cannot list or empty such a folder without root's
+    override of permissions, so the upload's folder stayed, and every start of the server tried to
+    sweep it again. Now the removal gives back its own user's rights over a folder it cannot
+    enter or empty (the folder opened without following a link) and goes on. Here as uid 4242,
+    owner of the tree, as such a server is; a folder of another user's in it is tried once and
+    left. Planted (rmtree alone): the folder stays."""
+    uploads = tmp_path / "uploads"  # the server's own uploads folder
+    top = uploads / "job"
+    (top / "shut" / "inner").mkdir(parents=True)
+    (top / "shut" / "inner" / "f").write_text("x")
+    (top / "bare").mkdir()
+    (top / "bare" / "g").write_text("y")
+    (top / "bot.toml").write_text("")
+    for p in (uploads, top, *top.rglob("*")):
+        os.lchown(p, EVE, EVE)
+    (top / "shut" / "inner").chmod(0)
+    (top / "shut").chmod(0)
+    (top / "bare").chmod(0o500)
+    assert _removed_as(EVE, uploads, "job")
+    (top / "roots").mkdir(parents=True)  # a folder of root's in it: left, once tried, not looped on
+    (top / "roots" / "f").write_text("z")
+    os.lchown(top, EVE, EVE)
+    assert not _removed_as(EVE, uploads, "job") and (top / "roots" / "f").exists()

@@ -60,7 +60,13 @@ def private_store_dir(parent: Path) -> None:
     away and put one of her own in its place, between the arena's check of the folder and its
     next open of the store by path (each writing connection is one)."""
     if not parent.exists():
-        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
+        # the folders above made 0755 whatever the umask (mkdir's parents=True gives them 0777 less
+        # the umask: under umask 0 the arena made a folder every user could rename things in)
+        for folder in reversed([parent, *(p for p in parent.parents if not p.exists())]):
+            try:
+                folder.mkdir(mode=STORE_DIR_MODE if folder == parent else 0o755)
+            except FileExistsError:
+                pass
         parent.chmod(STORE_DIR_MODE)
     st = parent.stat()
     spelled = Path(os.path.abspath(parent))
