@@ -153,6 +153,89 @@ def test_no_upload_worker_starts_where_its_filter_cannot_be_built(tmp_path: Path
         trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs a root test")
+def test_a_worker_of_a_server_that_is_not_root_is_bounded_on_the_disk_too(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same attack on a server that runs as uid 4242 (its worker unconfined here: bubblewrap
+    would need the test's Python, which that user cannot read). Such a server may not mount on the
+    host, and on the code before this test its worker wrote 20,000 of 20,000 files and 64 of 64 MiB
+    onto the disk; its tmpfs is now mounted in a user namespace of the worker's own, its uid mapped
+    to itself, and read back as a root server's is. Planted (no user namespace: the mount refused,
+    so the worker writes on the disk as before, said in the log): 20,000 files and 64 MiB."""
+    import tempfile
+
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.upload import UploadError
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    home = Path(tempfile.mkdtemp(prefix="a17-eve-"))  # a folder she can reach (/tmp's are)
+    try:
+        os.chown(home, EVE, EVE)
+        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
+        monkeypatch.setattr(unpacker, "WORKER", ["/usr/bin/python3", "-c", SPREADER])
+        monkeypatch.setattr(unpacker, "_space_tried", [])
+        archive = zip_bytes({"bot.toml": MANIFEST})
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                os.setgroups([])
+                os.setresgid(EVE, EVE, EVE)
+                os.setresuid(EVE, EVE, EVE)
+                try:
+                    trio.run(lambda: unpacker.unpack_apart(archive, home / "job", **LIMITS))
+                    said = "{}"
+                except UploadError as e:
+                    said = str(e)
+                said = json.dumps({"found": json.loads(said), "space": unpacker._space_tried})
+                os.write(w, said.encode())
+                os._exit(0)
+            except BaseException as e:
+                os.write(w, json.dumps({"error": repr(e)}).encode())
+                os._exit(1)
+        os.close(w)
+        with os.fdopen(r, "rb") as got:
+            said = json.loads(got.read() or b"{}")
+        os.waitpid(pid, 0)
+    finally:
+        import shutil
+        shutil.rmtree(home, ignore_errors=True)
+    assert "error" not in said, said
+    found, space = said["found"], unpacker.worker_space(**LIMITS)
+    assert said["space"] == [True] and found["files"] < space.inodes and found["bytes"] <= space.bytes, said
+
+
+def test_where_no_tmpfs_can_be_made_uploads_are_unpacked_on_the_disk_and_the_log_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A root server in a container without ``CAP_SYS_ADMIN``, or a machine without user namespaces:
+    the worker's tmpfs cannot be made. Tried once a process: uploads then go on as before, onto
+    the disk (each file bounded, not their number), said in the log once, not every upload the
+    arena's failure. Planted (no try, the space always planned): the upload is lost."""
+    import logging
+
+    import trio
+
+    from arena.bots.namespaces import PrivateSpace
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+
+    def refused(self: PrivateSpace) -> None:
+        raise PermissionError(1, "mount a tmpfs: Operation not permitted")
+    monkeypatch.setattr(PrivateSpace, "enter", refused)
+    monkeypatch.setattr(unpacker, "_space_tried", [])
+    (tmp_path / "uploads").mkdir()
+    with caplog.at_level(logging.WARNING, logger="arena.serve"):
+        for n in range(2):
+            got = trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST, "bot.py": b"x"}),
+                                                         tmp_path / "uploads" / f"job{n}", **LIMITS))
+            assert (got.root / "bot.py").read_bytes() == b"x"
+    said = [r.getMessage() for r in caplog.records if "not into a bounded tmpfs" in r.getMessage()]
+    assert len(said) == 1 and "(mount a tmpfs: Operation not permitted)" in said[0], said
+    assert sorted(p.name for p in (tmp_path / "uploads").iterdir()) == ["job0", "job1"]
+
+
 @pytest.mark.parametrize("made", ["a link out of the folder", "its root through a link"])
 def test_what_a_worker_wrote_reaches_the_disk_only_as_the_folder_reader_lists_it(tmp_path: Path, made: str,
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,7 +85,7 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     worker gave no answer (or cannot be started as bounded as it must be)."""
     import trio
     dest.mkdir(mode=0o700)
-    space = _private_space(dest, worker_space(max_files, max_bytes))
+    space = await trio.to_thread.run_sync(_private_space, dest, worker_space(max_files, max_bytes))
     try:
         answer, fd = await _run_worker(data, dest, space, max_files=max_files, max_bytes=max_bytes)
         try:
@@ -257,13 +257,64 @@ PAGE = 4096
 
 def _private_space(dest: Path, space: WorkerSpace) -> PrivateSpace | None:
     """Where the worker's tmpfs is mounted (an empty folder beside ``dest``, in the uploads' private
-    folder, removed after), or None where this server may not mount (not root): the worker then
-    writes into ``dest`` on the disk, each file bounded but not their number (docs/SANDBOX.md)."""
-    if os.geteuid() != 0:
+    folder, removed after), or None where no process here may make one (:func:`_spaces_work`): the
+    worker then writes into ``dest`` on the disk, each file bounded but not their number (said in
+    the log once; docs/SANDBOX.md)."""
+    if not _spaces_work(dest.parent):
         return None
     where = dest.with_name(dest.name + ".space")
     where.mkdir(mode=0o700)
     return PrivateSpace.plan(where, dest, space.bytes, space.inodes)
+
+
+def _said(enter: Any, fd: int) -> None:
+    """``enter()`` in a forked child, its error written to ``fd`` before it is raised."""
+    try:
+        enter()
+    except OSError as e:
+        os.write(fd, (e.strerror or str(e)).encode())
+        raise
+
+
+_space_tried: list[bool] = []  # whether a worker's tmpfs could be made and read here (tried once a process)
+
+
+def _spaces_work(uploads: Path) -> bool:
+    """Whether a worker's :class:`PrivateSpace` can be made here and read back by this process: tried
+    once a process, in ``uploads``, with a child that mounts one and waits (a root server in a
+    container without ``CAP_SYS_ADMIN``, or a machine without user namespaces for a server that is
+    not root, cannot; every upload would otherwise be the arena's failure there)."""
+    if not _space_tried:
+        import tempfile
+        problem = ""
+        with tempfile.TemporaryDirectory(dir=uploads, prefix=".space-try-") as tried:
+            plan = PrivateSpace.plan(Path(tried, "space"), Path(tried, "folder"), 1 << 20, 8)
+            os.mkdir(plan.where)
+            os.mkdir(plan.at)
+            why_r, why_w = os.pipe2(os.O_CLOEXEC)  # the child's own words, where Popen would say only that it failed
+            try:
+                child = subprocess.Popen([WORKER[0], "-P", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                                         env=_env(), preexec_fn=functools.partial(_said, plan.enter, why_w))
+            except (OSError, subprocess.SubprocessError) as e:
+                os.close(why_w)
+                problem = os.read(why_r, 4096).decode(errors="replace") or str(e) or type(e).__name__
+            else:
+                os.close(why_w)
+                try:
+                    os.close(plan.open_root(child.pid))
+                except OSError as e:
+                    problem = str(e)
+                finally:
+                    assert child.stdin is not None
+                    child.stdin.close()
+                    child.wait()
+            finally:
+                os.close(why_r)
+        _space_tried.append(not problem)
+        if problem:
+            log.warning("uploads are unpacked onto the disk, not into a bounded tmpfs of the worker's own (%s): "
+                        "its files are bounded each, not in number or in all", problem)
+    return _space_tried[0]
 
 
 async def _line(stream: Any) -> bytes:
