@@ -21,9 +21,10 @@ not there at all. It is never used again: a worker that read a hostile archive i
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
 (about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
 (no user namespaces) the worker runs as the server's user and the log says so once. Either way it
-can start no process or thread (its system-call filter), and on a root server it writes into a
-tmpfs of its own of the upload's bounds, which the server reads back with the folder reader once
-the worker is gone (:func:`_read_back`): the disk gets only what the reader lists.
+can start no process or thread (its system-call filter), and where the machine allows it
+(:func:`_spaces_work`) it writes into a tmpfs of its own of the upload's bounds, which the server
+reads back with the folder reader once the worker is gone (:func:`_read_back`): the disk gets only
+what the reader lists.
 """
 
 from __future__ import annotations
@@ -224,7 +225,7 @@ def _end_tree(tree: Attribution) -> None:
 def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None, installer: Any) -> None:
     """In the worker's process, before it runs: its address space, the size of any file it writes
     (no file of an upload is bigger than the whole upload may be), its folder a bounded tmpfs of
-    its own (``space``, a root server), and, where bubblewrap does not install it, the system-call
+    its own (``space``, where one can be made), and, where bubblewrap does not install it, the system-call
     filter that refuses new processes and threads (``installer``). ``RLIMIT_NPROC`` would not do
     for processes: it never binds root, and for any other user it counts every process of that
     user, the server's included."""
@@ -240,9 +241,9 @@ def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None
 
 @dataclass(frozen=True)
 class WorkerSpace:
-    """The bounds of the tmpfs a worker writes into on a root server: an upload's files and the
-    folders its names imply (each at most ``max_files``), its two own folders (the tmpfs's root
-    and the one bound as the upload's), and its bytes with a page for each file."""
+    """The bounds of the tmpfs a worker writes into: an upload's files and the folders its names
+    imply (each at most ``max_files``), its two own folders (the tmpfs's root and the one bound as
+    the upload's), and its bytes with a page for each file."""
 
     bytes: int
     inodes: int
