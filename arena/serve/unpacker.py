@@ -311,7 +311,7 @@ def _spaces_work(uploads: Path) -> bool:
                     child.wait()
             finally:
                 os.close(why_r)
-        _space_tried.append(not problem)
+        _space_tried[:] = [not problem]  # two uploads' threads may both have tried: one answer
         if problem:
             log.warning("uploads are unpacked onto the disk, not into a bounded tmpfs of the worker's own (%s): "
                         "its files are bounded each, not in number or in all", problem)
