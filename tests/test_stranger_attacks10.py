@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,32 @@ def answer(found):
 
 READ_JOB = "import json, os, sys, threading, time\n" \
            "header = json.loads(sys.stdin.buffer.readline())\nsys.stdin.buffer.read(header['size'])\n" + ANSWER
+
+EVE = 4242  # another local user (the tests that need her run as root, who can make files of hers and act as her)
+
+
+def _as_eve(work: Callable[[], int], folder: Path | None = None) -> int:
+    """The exit status of ``work()``, run in a child as Eve alone (her uid and gid, no groups), in
+    ``folder`` (opened first: the test's own folders above it are not hers to enter); 1 where it
+    raised (said on stderr)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if folder is not None else None
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(EVE, EVE, EVE)
+            os.setresuid(EVE, EVE, EVE)
+            if fd is not None:
+                os.fchdir(fd)
+            code = work()
+        except BaseException as e:  # noqa: BLE001  the child says it and ends, whatever happened
+            os.write(2, f"{e!r}\n".encode())
+        os._exit(code)
+    if fd is not None:
+        os.close(fd)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
 
 BREEDER = READ_JOB + """
 kids = 0
@@ -46,6 +73,15 @@ for _ in range(200):
     threads += 1
 answer({"processes": kids, "threads": threads})
 """
+
+
+def _view(view: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's view as a server has it: under bubblewrap, or where bubblewrap cannot start."""
+    from arena.serve import unpacker
+    if view == "under bubblewrap":
+        bwrap_or_skip()
+    else:
+        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
 
 
 def _refusal(monkeypatch: pytest.MonkeyPatch, program: str, dest: Path, limits: dict) -> dict:
@@ -73,10 +109,7 @@ def test_an_upload_worker_can_start_no_process_or_thread(tmp_path: Path, view: s
     same."""
     from arena.serve import unpacker
     from tests.test_serve import LIMITS
-    if view == "under bubblewrap":
-        bwrap_or_skip()
-    else:
-        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
+    _view(view, monkeypatch)
     (tmp_path / "uploads").mkdir()
     found = _refusal(monkeypatch, BREEDER, tmp_path / "uploads" / "job", LIMITS)
     assert found == {"processes": 0, "threads": 0}
@@ -110,9 +143,9 @@ def test_an_upload_worker_can_fill_the_disk_with_neither_many_files_nor_many_sma
     """The worker's one writable folder was on the server's disk, where ``RLIMIT_FSIZE`` bounds one
     file (the upload's bound) but not how many: empty files cost inodes, and files each under the
     bound add up. On the old code 20,000 of 20,000 empty files and 64 of 64 MiB (in 256 KiB files,
-    with an upload's bound of 1 MiB) were written to the server's disk. Now
-    the worker writes into a tmpfs of its own mount namespace, of the upload's bounds in bytes and
-    inodes (the server's disk is not touched until the answer is read back), so neither passes
+    with an upload's bound of 1 MiB) were written to the server's disk. Now the worker writes into
+    a tmpfs of its own mount namespace, of the upload's bounds in bytes and inodes (the server's
+    disk is not touched until the answer is read back), so neither passes
     the upload's own bounds, with bubblewrap around the worker or without. Planted (the tmpfs left
     out): 20,000 files and 64 MiB again; (the worker's working folder left as Popen chose it, the
     host's folder below the tmpfs): the same without bubblewrap, whose ``--chdir`` hid it."""
@@ -120,10 +153,7 @@ def test_an_upload_worker_can_fill_the_disk_with_neither_many_files_nor_many_sma
     from tests.test_serve import LIMITS
     if not unpacker._spaces_work(tmp_path):
         pytest.skip("no tmpfs of the worker's own can be made here (docs/SANDBOX.md)")
-    if view == "under bubblewrap":
-        bwrap_or_skip()
-    else:
-        monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
+    _view(view, monkeypatch)
     (tmp_path / "uploads").mkdir()
     found = _refusal(monkeypatch, SPREADER, tmp_path / "uploads" / "job", LIMITS)
     space = unpacker.worker_space(**LIMITS)
@@ -177,32 +207,20 @@ def test_a_worker_of_a_server_that_is_not_root_is_bounded_on_the_disk_too(tmp_pa
         monkeypatch.setattr(unpacker, "_space_tried", [])
         archive = zip_bytes({"bot.toml": MANIFEST})
         r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                os.setgroups([])
-                os.setresgid(EVE, EVE, EVE)
-                os.setresuid(EVE, EVE, EVE)
-                try:
-                    trio.run(lambda: unpacker.unpack_apart(archive, home / "job", **LIMITS))
-                    said = "{}"
-                except UploadError as e:
-                    said = str(e)
-                said = json.dumps({"found": json.loads(said), "space": unpacker._space_tried})
-                os.write(w, said.encode())
-                os._exit(0)
-            except BaseException as e:
-                os.write(w, json.dumps({"error": repr(e)}).encode())
-                os._exit(1)
+
+        def upload() -> int:  # the server's side, as Eve
+            with pytest.raises(UploadError) as answered:
+                trio.run(lambda: unpacker.unpack_apart(archive, home / "job", **LIMITS))
+            os.write(w, json.dumps({"found": json.loads(str(answered.value)), "space": unpacker._space_tried}).encode())
+            return 0
+        status = _as_eve(upload)
         os.close(w)
         with os.fdopen(r, "rb") as got:
             said = json.loads(got.read() or b"{}")
-        os.waitpid(pid, 0)
     finally:
         import shutil
         shutil.rmtree(home, ignore_errors=True)
-    assert "error" not in said, said
+    assert status == 0, said
     found, space = said["found"], unpacker.worker_space(**LIMITS)
     assert said["space"] == [True] and found["files"] < space.inodes and found["bytes"] <= space.bytes, said
 
@@ -271,28 +289,6 @@ def test_what_a_worker_wrote_reaches_the_disk_only_as_the_folder_reader_lists_it
 
 # -- the store's folder, below a folder others may write ---------------------------------------------
 
-EVE = 4242  # another local user (the test runs as root, who can make files of hers and act as her)
-
-
-def _as_eve_in(folder: Path, renames: list[tuple[str, str]]) -> None:
-    """Eve's renames in ``folder``, made with her uid alone (the folder opened first: the test's own
-    folders above it are not hers to enter)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresgid(EVE, EVE, EVE)
-            os.setresuid(EVE, EVE, EVE)
-            for old, new in renames:
-                os.rename(old, new, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    os.close(fd)
-    assert os.waitpid(pid, 0)[1] == 0, "Eve could not rename in a folder every user may write"
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and moves need a root test")
 def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,7 +318,11 @@ def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_
 
     def swapped_meanwhile(path: Path):  # Eve, between the server's check and its open
         if not (srv / "away").exists():
-            _as_eve_in(srv, [("arena-data", "away"), ("eve-data", "arena-data")])
+            def swap() -> int:
+                os.rename("arena-data", "away")
+                os.rename("eve-data", "arena-data")
+                return 0
+            assert _as_eve(swap, srv) == 0, "Eve could not rename in a folder every user may write"
         return real(path)
     monkeypatch.setattr(auth, "connect", swapped_meanwhile)
     try:
@@ -346,26 +346,15 @@ def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_
 
 # -- what a worker leaves behind on a server that is not root ----------------------------------------
 
-def _removed_as(uid: int, folder: Path, name: str) -> bool:
-    """Whether ``bots.filesystem.remove_tree`` removes ``folder/name`` when run as ``uid`` alone
-    (in a child, from ``folder`` opened first: the test's folders above are not that user's)."""
+def _removed_by_eve(folder: Path, name: str) -> bool:
+    """Whether ``bots.filesystem.remove_tree`` removes ``folder/name`` when Eve runs it."""
     from arena.bots.filesystem import remove_tree
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.fchdir(fd)
-            remove_tree(name)
-            os._exit(0 if not os.path.lexists(name) else 3)
-        except BaseException as e:
-            os.write(2, f"{e!r}\n".encode())
-            os._exit(1)
-    os.close(fd)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    assert status in (0, 3), f"the removal failed as uid {uid} (status {status})"
+
+    def remove() -> int:
+        remove_tree(name)
+        return 0 if not os.path.lexists(name) else 3
+    status = _as_eve(remove, folder)
+    assert status in (0, 3), f"the removal failed as Eve (status {status})"
     return status == 0
 
 
@@ -391,8 +380,8 @@ def test_folders_a_worker_closed_to_its_own_user_are_removed_all_the_same(tmp_pa
     (top / "shut" / "inner").chmod(0)
     (top / "shut").chmod(0)
     (top / "bare").chmod(0o500)
-    assert _removed_as(EVE, uploads, "job")
+    assert _removed_by_eve(uploads, "job")
     (top / "roots").mkdir(parents=True)  # a folder of root's in it: left, once tried, not looped on
     (top / "roots" / "f").write_text("z")
     os.lchown(top, EVE, EVE)
-    assert not _removed_as(EVE, uploads, "job") and (top / "roots" / "f").exists()
+    assert not _removed_by_eve(uploads, "job") and (top / "roots" / "f").exists()
