@@ -344,6 +344,28 @@ def test_a_store_below_a_folder_others_may_write_is_refused_before_she_can_swap_
     assert rows == [], "the arena wrote into her store"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="folders of another group need a root test")
+def test_a_store_below_a_folder_only_its_owners_own_group_may_write_is_taken(tmp_path: Path) -> None:
+    """Where users get a group of their own (Debian's ``USERGROUPS_ENAB``, umask 002), every folder
+    they make is group-writable, and nobody else is in that group: such a folder above the store
+    is taken (root's own group here, named as root, with no other member); the same folder
+    writable by another group (Eve's) is refused. Planted (any group-writable folder refused): the
+    first is refused."""
+    from arena.tournament.store import Store, StoreError
+    for group, taken in ((0, True), (EVE, False)):
+        srv = tmp_path / f"srv{group}"
+        srv.mkdir()
+        os.chown(srv, 0, group)
+        os.chmod(srv, 0o775)
+        store = srv / "arena-data" / "arena.sqlite"
+        if taken:
+            Store(store).close()
+            assert store.is_file()
+        else:
+            with pytest.raises(StoreError, match=f"{srv} is writable by others"):
+                Store(store).close()
+
+
 # -- what a worker leaves behind on a server that is not root ----------------------------------------
 
 def _removed_by_eve(folder: Path, name: str) -> bool:

@@ -77,7 +77,8 @@ def private_store_dir(parent: Path) -> None:
 
 
 def _not_swappable(folder: Path, st: os.stat_result) -> None:
-    shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
+    writers = 0o002 if _private_group(st) else 0o022
+    shared = st.st_mode & writers and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
     if st.st_uid not in (os.geteuid(), 0) or shared:
         raise StoreError(f"the store's folder {folder} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
                          ": another user could swap the store's files for their own and read every game, account "
@@ -158,6 +159,19 @@ def close_store_files(path: Path) -> None:
                 p.chmod(PRIVATE_FILE_MODE)
         except OSError:
             pass
+
+
+def _private_group(st: os.stat_result) -> bool:
+    """Whether the folder's group is its owner's own (named as the owner, no other member): where
+    users get such groups (Debian's ``USERGROUPS_ENAB``, umask 002), every folder they make is
+    group-writable, and nobody else is in the group (as Debian's OpenSSH allows for a key's folders)."""
+    import grp
+    import pwd
+    try:
+        owner, group = pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid)
+    except KeyError:
+        return False
+    return group.gr_name == owner and set(group.gr_mem) <= {owner}
 
 
 class StoreError(ArenaError, RuntimeError):
