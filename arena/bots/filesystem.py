@@ -148,13 +148,52 @@ def remove_tree(path: Path | str) -> None:
     deep end it in a RecursionError, which ``ignore_errors`` lets through, the tree left in place
     (a build nested so deep stopped a tournament that way; an upload's folder so deep would stop the
     server at each start, where it removes leftovers). Such a tree is removed by ``rm -rf``
-    (coreutils walks without recursion and follows no link); what cannot be removed stays, unsaid,
-    as with rmtree."""
+    (coreutils walks without recursion and follows no link). A folder the tree's own user closed
+    to itself (``chmod 000``, or no write bit: an upload's worker on a server that is not root runs
+    as that user) is opened to its owner again and removed (:func:`_closed_folder`); what still
+    cannot be removed stays, unsaid, as with rmtree. Called once the tree's writers are gone."""
     try:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, onerror=_closed_folder)
     except RecursionError:
         subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def _closed_folder(func: object, path: str, exc_info: tuple) -> None:
+    """rmtree's answer to an error: where a permission was missing, the entry's folder and the
+    entry (a folder) get back their owner's read, write and search bits (opened without following
+    a link), and the entry is removed again; every other error is let be, as ``ignore_errors``
+    would. Root never gets here (its override of permissions)."""
+    if not isinstance(exc_info[1], PermissionError):
+        return
+    opened = [_open_to_owner(os.path.dirname(path) or "."), _open_to_owner(path)]
+    if not any(opened):
+        return  # nothing this user could give back (another user's folder): tried once, no more
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=_closed_folder)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _open_to_owner(folder: str) -> bool:
+    """Whether ``folder`` lacked one of its owner's bits and was given them back."""
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False  # not a folder (a file, a link), or out of reach
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o700 == 0o700:
+            return False
+        os.chmod(f"/proc/self/fd/{fd}", mode | 0o700)  # the folder opened, not a link swapped in since
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class Usage(NamedTuple):

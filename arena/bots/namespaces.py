@@ -21,6 +21,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 
@@ -31,6 +32,10 @@ _umount2 = _libc.umount2
 _umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _umount2.restype = ctypes.c_int
 MNT_DETACH = 2
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_prctl.restype = ctypes.c_int
+PR_SET_DUMPABLE = 4
 _unshare = _libc.unshare
 _unshare.argtypes = [ctypes.c_int]
 _unshare.restype = ctypes.c_int
@@ -79,6 +84,65 @@ def release_space(top: Path) -> None:
     space = top / BUILD_SPACE
     if os.path.ismount(space):
         _umount2(str(space).encode(), MNT_DETACH)
+
+
+PRIVATE_SPACE_DIR = b"folder"
+"""The folder, inside a :class:`PrivateSpace`'s tmpfs, that is bound where the writer is told to write."""
+
+
+@dataclass(frozen=True)
+class PrivateSpace:
+    """A tmpfs of at most ``max_bytes`` and ``max_inodes``, mounted at ``where`` in a mount namespace
+    of the forked child's own, whose folder :data:`PRIVATE_SPACE_DIR` is bound over ``at``: what the
+    child and its descendants write at ``at`` lands in it, bounded by the kernel, and nothing
+    reaches the host's disk. Nothing is mounted on the host, so nothing outlives the child's
+    namespace (a server killed meanwhile leaves no mount behind). Its owner reads it back, before
+    the child is gone, through ``/proc/<child>/root`` + ``where`` (:meth:`open_root`), a descriptor
+    that keeps the tmpfs alive after the namespace ends. A process that is not root mounts it in a
+    user namespace of the child's own (tmpfs may be mounted there), its uid and gid mapped to
+    themselves, so the child stays the same user. Computed in the parent, :meth:`enter` runs in the
+    child between fork and exec and only makes system calls; the child then works in ``at``."""
+
+    where: bytes
+    at: bytes
+    options: bytes
+    user: tuple[bytes, bytes] | None = None  # the uid_map and gid_map lines of a process that is not root
+
+    @classmethod
+    def plan(cls, where: Path, at: Path, max_bytes: int, max_inodes: int) -> "PrivateSpace":
+        uid, gid = os.geteuid(), os.getegid()
+        user = None if uid == 0 else (b"%d %d 1\n" % (uid, uid), b"%d %d 1\n" % (gid, gid))
+        return cls(os.fsencode(os.path.realpath(where)), os.fsencode(os.path.realpath(at)),
+                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700".encode(), user)
+
+    def enter(self) -> None:
+        if self.user is None:
+            _check(_unshare(CLONE_NEWNS), "unshare mount")
+        else:
+            # its own /proc files are root's in a process whose uid changed since its exec (a server
+            # that dropped root itself) until it says it is dumpable: the maps could not be written
+            _check(_prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "say it is dumpable")
+            _check(_unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare user and mount")
+            for name, line in ((b"setgroups", b"deny"), (b"uid_map", self.user[0]), (b"gid_map", self.user[1])):
+                fd = os.open(b"/proc/self/" + name, os.O_WRONLY)
+                try:
+                    os.write(fd, line)
+                finally:
+                    os.close(fd)
+        _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        _check(_mount(b"tmpfs", self.where, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "mount a tmpfs")
+        os.mkdir(self.where + b"/" + PRIVATE_SPACE_DIR, 0o700)
+        _check(_mount(self.where + b"/" + PRIVATE_SPACE_DIR, self.at, None, MS_BIND, None), "bind the tmpfs's folder")
+        os.chdir(self.at)  # a working folder of ``at`` chosen before (Popen's cwd) is the host's, below the bind
+
+    def open_root(self, pid: int) -> int:
+        """The tmpfs's root, as the child ``pid`` (alive) sees it at ``where``: a descriptor
+        (OSError if it is not the tmpfs, the host's folder showing instead)."""
+        fd = os.open(b"/proc/%d/root%s" % (pid, self.where), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if os.fstat(fd).st_dev == os.stat(self.where).st_dev:
+            os.close(fd)
+            raise OSError(f"process {pid} shows no tmpfs of its own at {os.fsdecode(self.where)}")
+        return fd
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ knows, ``ENOSYS`` for a number past the newest call listed, so a runtime built f
 falls back as it would on an older one (runc's rule). Calls of another ABI (``int 0x80``, x32) are
 refused entirely. Why each group is in or out: docs/SANDBOX.md. There is no way to run a contained
 bot without it: when the filter cannot be built, :func:`bpf` raises and the bot does not start
-(fail closed).
+(fail closed). The upload worker (serve/unpacker.py) runs under the same list without
+:data:`NEW_TASKS`: it reads an archive in one thread, and code a hostile archive ran in it must
+not fork the server's machine full.
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ ALLOWED = (
     "recvmsg", "sendmmsg", "recvmmsg", "getsockname", "getpeername", "getsockopt", "setsockopt",
 )
 """Calls a bot may make with any arguments."""
+
+NEW_TASKS = ("fork", "vfork", "clone")
+"""The calls that make a process or a thread (``clone3`` is answered ENOSYS whatever, so the C library
+falls back to ``clone``): left out of a filter built with ``tasks=False``, so each fails with EPERM.
+A thread is a task too, a pid and a kernel stack that no memory limit counts."""
 
 NEWER = {"fchmodat2": 452, "faccessat2": 439, "close_range": 436, "openat2": 437, "epoll_pwait2": 441, "clone3": 435,
          "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}
@@ -137,8 +144,9 @@ def _number(sc, name: str | int) -> int:
 
 
 @functools.cache
-def bpf() -> bytes:
-    """The filter as a BPF program (what ``bwrap --seccomp`` and ``PR_SET_SECCOMP`` take).
+def bpf(tasks: bool = True) -> bytes:
+    """The filter as a BPF program (what ``bwrap --seccomp`` and ``PR_SET_SECCOMP`` take); with
+    ``tasks=False``, one under which no process or thread can be made (:data:`NEW_TASKS`).
 
     Other ABIs' system calls (a 32-bit binary, ``int 0x80``, x32) fail with EPERM: the list is
     this architecture's. Raises :class:`FilterUnavailable`
@@ -154,6 +162,8 @@ def bpf() -> bytes:
         f.set_attr(sc.Attr.CTL_OPTIMIZE, 2)  # a binary tree over the call numbers, not one long chain
         listed = set()
         for action, name, args in _rules(sc):
+            if not tasks and name in NEW_TASKS:
+                continue  # the default answers it: EPERM
             nr = _number(sc, name)
             if nr < 0:
                 continue  # absent on this architecture (x86-64 has no plain "eventfd" on arm64...)
@@ -174,9 +184,9 @@ def bpf() -> bytes:
     return program
 
 
-def memfd() -> int:
+def memfd(tasks: bool = True) -> int:
     """A file descriptor holding :func:`bpf`, at offset 0, for ``bwrap --seccomp FD`` (the caller closes it)."""
-    program = bpf()
+    program = bpf(tasks)
     fd = os.memfd_create("arena-seccomp", os.MFD_CLOEXEC)
     try:
         os.write(fd, program)
@@ -202,8 +212,8 @@ class Installer:
     allocated here, in the parent, so the child only makes one system call. The child must have
     set ``PR_SET_NO_NEW_PRIVS`` (it has no capabilities left)."""
 
-    def __init__(self) -> None:
-        self._buffer = ctypes.create_string_buffer(bpf())
+    def __init__(self, tasks: bool = True) -> None:
+        self._buffer = ctypes.create_string_buffer(bpf(tasks))
         self._prog = _SockFprog(len(self._buffer.raw) // 8, ctypes.addressof(self._buffer))
 
     def install(self) -> int:

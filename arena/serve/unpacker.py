@@ -20,7 +20,11 @@ one writable place; the store's folder (its secret key, its database) and the ot
 not there at all. It is never used again: a worker that read a hostile archive is not trusted with
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
 (about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
-(no user namespaces) the worker runs as the server's user and the log says so once.
+(no user namespaces) the worker runs as the server's user and the log says so once. Either way it
+can start no process or thread (its system-call filter), and where the machine allows it
+(:func:`_spaces_work`) it writes into a tmpfs of its own of the upload's bounds, which the server
+reads back with the folder reader once the worker is gone (:func:`_read_back`): the disk gets only
+what the reader lists.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bots.procs import Attribution, kill_and_reap, scan_procs
+from ..bots.namespaces import PrivateSpace
+from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, kill_and_reap, prctl, scan_procs
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -78,17 +83,52 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     """``data`` unpacked under ``dest`` (which must not exist; it is made here, empty, as the worker's
     one writable folder) and read, in a worker of its own. Raises :class:`UploadError` for what the
     uploader must change, :class:`OSError` for the system's refusal, :class:`UnpackerLost` when the
-    worker gave no answer."""
+    worker gave no answer (or cannot be started as bounded as it must be)."""
     import trio
     dest.mkdir(mode=0o700)
-    argv = await trio.to_thread.run_sync(confined, WORKER, dest)
-    wrapped = argv is not WORKER
-    bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes)
-    proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            env=_env(), cwd=str(dest), preexec_fn=bound)
+    space = await trio.to_thread.run_sync(_private_space, dest, worker_space(max_files, max_bytes))
+    try:
+        answer, fd = await _run_worker(data, dest, space, max_files=max_files, max_bytes=max_bytes)
+        try:
+            return await trio.to_thread.run_sync(_taken, answer, dest, fd, worker_space(max_files, max_bytes))
+        finally:
+            if fd is not None:
+                os.close(fd)
+    finally:
+        if space is not None:
+            os.rmdir(space.where)
+
+
+async def _run_worker(data: bytes, dest: Path, space: PrivateSpace | None, *, max_files: int,
+                      max_bytes: int) -> tuple[dict, int | None]:
+    """The worker's answer, and where it wrote (a descriptor of its tmpfs, or None: ``dest`` itself)."""
+    import trio
+
+    from ..bots.seccomp import FilterUnavailable, Installer, memfd
+    try:
+        filter_fd = memfd(tasks=False)
+        argv = await trio.to_thread.run_sync(confined, WORKER, dest, filter_fd)
+        wrapped = argv is not WORKER
+        installer = None if wrapped else Installer(tasks=False)  # bubblewrap installs it itself
+    except FilterUnavailable as e:
+        raise UnpackerLost(f"the unpacking process cannot start without its system-call filter: {e}") from None
+    bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes, space, installer)
+    try:
+        proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
+                                                cwd=str(dest), preexec_fn=bound, pass_fds=(filter_fd,))
+    except subprocess.SubprocessError as e:  # the preexec function failed: no worker ran
+        raise UnpackerLost(f"the unpacking process could not be bounded: {e}") from None
+    finally:
+        os.close(filter_fd)
     assert proc.stdin is not None and proc.stdout is not None  # both piped above
     answer = None
+    fd = None
     try:
+        if space is not None:
+            try:
+                fd = space.open_root(proc.pid)
+            except OSError as e:
+                raise UnpackerLost(f"the unpacking process's folder is not its own: {e}") from None
         with trio.move_on_after(UNPACK_S) as waited:
             job = {"dest": str(dest), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
             try:
@@ -108,17 +148,29 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             if status is not None and status < 0:
                 raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
             raise UnpackerLost(f"the unpacking process failed (exit status {status})")
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
     finally:
         with trio.CancelScope(shield=True):
             tree = _worker_tree(proc.pid)
             proc.kill()  # its one upload answered (or not): it is never asked again
             await proc.wait()
             await trio.to_thread.run_sync(_end_tree, tree)
+    return answer, fd
+
+
+def _taken(answer: dict, dest: Path, fd: int | None, space: "WorkerSpace") -> Unpacked:
+    """The worker's answer as the upload's bot, its folder checked (and, from a tmpfs of its own,
+    read back through the folder reader, within the upload's bounds, into ``dest``)."""
     if "refused" in answer:
         raise UploadError(answer["refused"])
     if "errno" in answer:
         raise OSError(answer["errno"], answer["strerror"])
     root = Path(answer["root"])
+    if fd is not None:
+        root = _read_back(root, dest, fd, space)
     # the worker's own answer, checked all the same, and on the disk: a folder below the upload's
     # reached through a link the worker made would be read, and placed, wherever the link leads
     real, base = os.path.realpath(root), os.path.realpath(dest)
@@ -126,6 +178,33 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
             or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
     return Unpacked(root, answer["name"], answer["label"], answer["human"])
+
+
+def _read_back(root: Path, dest: Path, fd: int, space: "WorkerSpace") -> Path:
+    """The answered root (``dest`` or its one top folder, as :func:`.upload.unpack` answers), read
+    from the worker's tmpfs (``fd``, its writer gone) by the folder reader, with the upload's
+    bounds as caps, and copied into ``dest`` on the server's disk: only what the reader lists
+    (links as links, never followed; a FIFO or device refused) reaches the disk."""
+    from ..bots.folder import Caps, FolderError, copy_folder, read_folder
+    from ..bots.namespaces import PRIVATE_SPACE_DIR
+    from .upload import MAX_DEPTH, MAX_PATH_BYTES
+    rel = os.path.relpath(root, dest) if root == dest or dest in root.parents else ".."
+    if rel.startswith("..") or "/" in rel:
+        raise UnpackerLost("the unpacking process named a folder outside the upload's")
+    # the reader opens the root without following its last name: a real folder of the tmpfs
+    src = Path(f"/proc/self/fd/{fd}") / os.fsdecode(PRIVATE_SPACE_DIR)
+    if rel != ".":
+        src = src / rel
+    target = dest / rel if rel != "." else dest
+    try:
+        folder = read_folder(src, Caps(files=space.inodes, bytes=space.bytes, depth=MAX_DEPTH, path=MAX_PATH_BYTES))
+        if rel == ".":
+            dest.rmdir()  # made empty for the worker; the copy makes it anew
+        copy_folder(folder, target)
+    except FolderError as e:
+        raise FolderError(str(e).replace(str(src), str(target))) from None
+    dest.chmod(0o700)
+    return target
 
 
 def _worker_tree(pid: int) -> Attribution:
@@ -143,14 +222,100 @@ def _end_tree(tree: Attribution) -> None:
     kill_and_reap(lambda table: tree.members(table, os.getpid()), time.monotonic() + 5.0)
 
 
-def _bound_worker(memory_bytes: int, file_bytes: int) -> None:
-    """In the worker's process, before it runs: its address space, and the size of any file it
-    writes (no file of an upload is bigger than the whole upload may be). Its processes are not
-    bounded: ``RLIMIT_NPROC`` never binds root, and for any other user it counts every process of
-    that user, the server's included."""
+def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None, installer: Any) -> None:
+    """In the worker's process, before it runs: its address space, the size of any file it writes
+    (no file of an upload is bigger than the whole upload may be), its folder a bounded tmpfs of
+    its own (``space``, where one can be made), and, where bubblewrap does not install it, the system-call
+    filter that refuses new processes and threads (``installer``). ``RLIMIT_NPROC`` would not do
+    for processes: it never binds root, and for any other user it counts every process of that
+    user, the server's included."""
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    if space is not None:
+        space.enter()
+    if installer is not None:
+        if prctl(PR_SET_NO_NEW_PRIVS, 1) != 0 or installer.install() != 0:
+            raise OSError("the unpacking process's system-call filter did not install")
+
+
+@dataclass(frozen=True)
+class WorkerSpace:
+    """The bounds of the tmpfs a worker writes into: an upload's files and the folders its names
+    imply (each at most ``max_files``), its two own folders (the tmpfs's root and the one bound as
+    the upload's), and its bytes with a page for each file."""
+
+    bytes: int
+    inodes: int
+
+
+def worker_space(max_files: int, max_bytes: int) -> WorkerSpace:
+    return WorkerSpace(bytes=max_bytes + max_files * PAGE, inodes=2 * max_files + 2)
+
+
+PAGE = 4096
+
+
+def _private_space(dest: Path, space: WorkerSpace) -> PrivateSpace | None:
+    """Where the worker's tmpfs is mounted (an empty folder beside ``dest``, in the uploads' private
+    folder, removed after), or None where no process here may make one (:func:`_spaces_work`): the
+    worker then writes into ``dest`` on the disk, each file bounded but not their number (said in
+    the log once; docs/SANDBOX.md)."""
+    if not _spaces_work(dest.parent):
+        return None
+    where = dest.with_name(dest.name + ".space")
+    where.mkdir(mode=0o700)
+    return PrivateSpace.plan(where, dest, space.bytes, space.inodes)
+
+
+def _said(enter: Any, fd: int) -> None:
+    """``enter()`` in a forked child, its error written to ``fd`` before it is raised."""
+    try:
+        enter()
+    except OSError as e:
+        os.write(fd, (e.strerror or str(e)).encode())
+        raise
+
+
+_space_tried: list[bool] = []  # whether a worker's tmpfs could be made and read here (tried once a process)
+
+
+def _spaces_work(uploads: Path) -> bool:
+    """Whether a worker's :class:`PrivateSpace` can be made here and read back by this process: tried
+    once a process, in ``uploads``, with a child that mounts one and waits (a root server in a
+    container without ``CAP_SYS_ADMIN``, or a machine without user namespaces for a server that is
+    not root, cannot; every upload would otherwise be the arena's failure there)."""
+    if not _space_tried:
+        import tempfile
+        problem = ""
+        with tempfile.TemporaryDirectory(dir=uploads, prefix=".space-try-") as tried:
+            plan = PrivateSpace.plan(Path(tried, "space"), Path(tried, "folder"), 1 << 20, 8)
+            os.mkdir(plan.where)
+            os.mkdir(plan.at)
+            why_r, why_w = os.pipe2(os.O_CLOEXEC)  # the child's own words, where Popen would say only that it failed
+            try:
+                child = subprocess.Popen([WORKER[0], "-P", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                                         env=_env(), preexec_fn=functools.partial(_said, plan.enter, why_w))
+            except (OSError, subprocess.SubprocessError) as e:
+                os.close(why_w)
+                problem = os.read(why_r, 4096).decode(errors="replace") or str(e) or type(e).__name__
+            else:
+                os.close(why_w)
+                try:
+                    os.close(plan.open_root(child.pid))
+                except OSError as e:
+                    problem = str(e)
+                finally:
+                    assert child.stdin is not None
+                    child.stdin.close()
+                    child.wait()
+            finally:
+                os.close(why_r)
+        _space_tried[:] = [not problem]  # two uploads' threads may both have tried: one answer
+        if problem:
+            log.warning("uploads are unpacked onto the disk, not into a bounded tmpfs of the worker's own (%s): "
+                        "its files are bounded each, not in number or in all", problem)
+    return _space_tried[0]
 
 
 async def _line(stream: Any) -> bytes:
@@ -194,9 +359,10 @@ _unconfined_said = False
 _bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
 
 
-def confined(argv: list[str], dest: Path) -> list[str]:
+def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
     """``argv`` under bubblewrap: new user, pid, network, IPC, UTS and cgroup namespaces (no network
-    at all), no capabilities, a session of its own, killed with the server; the host's system
+    at all), no capabilities, a session of its own, killed with the server, the system-call filter
+    in ``filter_fd`` (one that refuses new processes and threads); the host's system
     (``/usr`` and the root links), the Python running the server and its import path, and the
     arena package read-only; ``/etc/ld.so.cache`` only of ``/etc``; ``dest``, the upload's own
     folder, the one writable place, with the uploads folder around it and the store's above that
@@ -239,8 +405,14 @@ def confined(argv: list[str], dest: Path) -> list[str]:
             # moment even when all goes well, and the server (a subreaper) would inherit it dead;
             # a worker's whole tree is reaped after it (_end_tree), and keeps that init, so that a
             # signal it sends itself is not refused as one sent to its namespace's pid 1
-            tried = subprocess.run([bwrap, "--as-pid-1", *args, "--", sys.executable, "-P", "-c", WORKER_IMPORTS],
-                                   capture_output=True, timeout=30, env=_env())  # the worker's imports, in its view
+            from ..bots.seccomp import memfd
+            own_filter = memfd(tasks=False)  # bubblewrap reads its filter to the end: one of its own
+            try:  # the worker's imports, in its view and under its filter
+                tried = subprocess.run([bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable,
+                                        "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30, env=_env(),
+                                       pass_fds=(own_filter,))
+            finally:
+                os.close(own_filter)
             problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
             _bwrap_runs[bwrap] = tried.returncode == 0
         except OSError as e:
@@ -249,7 +421,7 @@ def confined(argv: list[str], dest: Path) -> list[str]:
         except subprocess.TimeoutExpired as e:  # a loaded machine, not an answer: tried again next time
             problem = str(e)
     if bwrap is not None and _bwrap_runs.get(bwrap):
-        return [bwrap, *args, "--", *argv]
+        return [bwrap, *args, "--seccomp", str(filter_fd), "--", *argv]
     if not _unconfined_said:
         _unconfined_said = True
         log.warning("uploads are unpacked without bubblewrap around the worker (%s): it runs as the "

@@ -53,21 +53,37 @@ PRIVATE_FILE_MODE = 0o600
 
 def private_store_dir(parent: Path) -> None:
     """The store's directory, 0700 from its first moment (mkdir's mode can only lose bits to the
-    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755). A
-    folder that another user owns (root's sticky /tmp aside), or that others may write without the
-    sticky bit, is refused (:class:`StoreError`): a user who can write the data folder's parent
-    could rename ``arena-data`` away and put a folder of their own in its place."""
+    umask); an ``arena-data`` directory we own is tightened to 0700 (older versions made it 0755).
+    It and every folder above it (as spelled and as resolved) must be root's or this user's, and
+    not writable by others without the sticky bit (OpenSSH's rule for a key's folders), or
+    :class:`StoreError`: a user who may rename entries in any of them could move the store's folder
+    away and put one of her own in its place, between the arena's check of the folder and its
+    next open of the store by path (each writing connection is one)."""
     if not parent.exists():
-        parent.mkdir(mode=STORE_DIR_MODE, parents=True, exist_ok=True)
+        # the folders above made 0755 whatever the umask (mkdir's parents=True gives them 0777 less
+        # the umask: under umask 0 the arena made a folder every user could rename things in)
+        for folder in reversed([parent, *(p for p in parent.parents if not p.exists())]):
+            try:
+                folder.mkdir(mode=STORE_DIR_MODE if folder == parent else 0o755)
+            except FileExistsError:
+                pass
         parent.chmod(STORE_DIR_MODE)
     st = parent.stat()
-    shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
-    if st.st_uid not in (os.geteuid(), 0) or shared:
-        raise StoreError(f"the store's folder {parent} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
-                         ": another user could swap the store's files for their own and read every game, account "
-                         "and session; refused. Choose a folder of your own (or a sticky one such as /tmp)")
+    spelled = Path(os.path.abspath(parent))
+    for folder in dict.fromkeys([spelled, *spelled.parents, parent.resolve(), *parent.resolve().parents]):
+        _not_swappable(folder, folder.stat() if folder != spelled else st)
     if parent.name == DATA_DIR_NAME and st.st_uid == os.geteuid():
         parent.chmod(STORE_DIR_MODE)
+
+
+def _not_swappable(folder: Path, st: os.stat_result) -> None:
+    writers = 0o002 if _private_group(st) else 0o022
+    shared = st.st_mode & writers and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
+    if st.st_uid not in (os.geteuid(), 0) or shared:
+        raise StoreError(f"the store's folder {folder} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
+                         ": another user could swap the store's files for their own and read every game, account "
+                         "and session; refused. Choose a folder of your own (or a sticky one such as /tmp), whose "
+                         "folders above are root's or yours and not writable by others")
 
 
 def create_private_store(path: Path) -> None:
@@ -143,6 +159,19 @@ def close_store_files(path: Path) -> None:
                 p.chmod(PRIVATE_FILE_MODE)
         except OSError:
             pass
+
+
+def _private_group(st: os.stat_result) -> bool:
+    """Whether the folder's group is its owner's own (named as the owner, no other member): where
+    users get such groups (Debian's ``USERGROUPS_ENAB``, umask 002), every folder they make is
+    group-writable, and nobody else is in the group (as Debian's OpenSSH allows for a key's folders)."""
+    import grp
+    import pwd
+    try:
+        owner, group = pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid)
+    except KeyError:
+        return False
+    return group.gr_name == owner and set(group.gr_mem) <= {owner}
 
 
 class StoreError(ArenaError, RuntimeError):
