@@ -407,6 +407,7 @@ def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_
     (open_tmp / "ladders" / "strangers.toml").write_text(
         'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n'
         'concurrency = 1\n'  # the server's own process plays: gVisor seats in worker processes are the tournament's test
+        'max_tables = 1\n'  # the placement against one member, its two seat orders: four gVisor seats, not eight
         '[options]\nmax_players = 2\n')  # the entry check's one scenario: 2 seats (no 4-seat game of gVisor seats)
     store = open_tmp / "data" / "arena.sqlite"
     store.parent.mkdir()
