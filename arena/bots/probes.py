@@ -114,7 +114,7 @@ def gvisor_problem_now() -> str | None:
     if runsc not in _gvisor_checked:
         # A gVisor seat copies its bot's folder at every start (gvisor.own_copy), and /usr/bin as the
         # folder was 313 MB copied per probe: the probe is sh, in every seat's view, from an empty folder.
-        with tempfile.TemporaryDirectory(prefix="arena-gvisor-probe-") as empty:
+        with tempfile.TemporaryDirectory(prefix="arena-gvisor-probe-", ignore_cleanup_errors=True) as empty:
             os.chmod(empty, 0o755)  # entered by the bot's private uid
             _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit,
                                             command=("/usr/bin/sh", "-c", ":"), folder=Path(empty),
