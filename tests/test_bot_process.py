@@ -603,7 +603,9 @@ def test_shutdown_grace_lets_a_bot_finish_its_last_words(sandbox):
     assert "last words: 42 games, 0 faults" in bot.take_stderr()
 
 
-def test_shutdown_grace_ends_in_a_kill():
+def test_shutdown_grace_ends_in_a_kill(monkeypatch):
+    monkeypatch.setattr(blocking, "SHUTDOWN_GRACE", 0.2)  # what the stubborn bot ignores: waited out in full
+
     def main():
         with start("last_words.py", "stubborn") as bot:
             assert bot.receive_line(SLOW) == "ready"

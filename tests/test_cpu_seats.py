@@ -47,9 +47,10 @@ CLOCK = TimeControl(move_ms=3000, bank_ms=0, handshake_ms=30_000)
 SPINNERS = 120
 GVISOR_SPINNERS = 16  # gVisor's scheduler ignores nice: with 120 spinners the starver missed its own handshake
 LIMITS = Limits(max_processes=256)
-# One game per pairing: its 24 turns ask the worker at least 4 times with the starver's spinners all
+# One game per pairing: its TURNS turns ask the worker at least 4 times with the starver's spinners all
 # there (the assertions count them); a second game in the same processes measured nothing new.
 GAMES = 1
+TURNS = 12
 
 
 def bot(root: Path, name: str, script: str, arg: float | int) -> BotSpec:
@@ -124,7 +125,7 @@ def _play(specs: dict[str, BotSpec], opponent: str, ponder: bool, gvisor: bool =
     try:
         for seed in range(GAMES):
             rec = play_game([worker, other], preset("classic"), seed, game_id=f"g{seed}", clock=CLOCK,
-                            max_turns=24, ponder=ponder)
+                            max_turns=TURNS, ponder=ponder)
             assert not [f for f in rec.faults if f["seat"] == 1], rec.faults  # the opponent plays cleanly
             played.forfeits += any(f["seat"] == 0 for f in rec.faults)
     finally:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.checks import Ran, arena_here
 
 # A bot that takes action 0, except at its NTH request (counted from its start message), where it
 # takes the last action offered; CRASH makes it die there instead. It logs each request to stderr.
@@ -67,12 +67,12 @@ def recorded():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _arena(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=240)
+def _arena(*args: str, cwd: Path) -> Ran:
+    """``arena ARGS`` in this process: what debug prints and exits with is not about the process."""
+    return arena_here(*args, cwd=cwd)
 
 
-def _debug(recorded, bot: str, *extra: str) -> subprocess.CompletedProcess:
+def _debug(recorded, bot: str, *extra: str) -> Ran:
     root, store, game, bots = recorded
     return _arena("debug", game, str(bots.get(bot, bot)), "--seat", "0", "--store", str(store), *extra, cwd=root)
 
@@ -165,10 +165,9 @@ def test_gvisor_is_refused_with_runscs_reason_where_it_cannot_run(recorded, tmp_
     fake.write_text("#!/bin/sh\necho 'running container: creating container: cannot create sandbox: "
                     "operation not permitted' >&2\nexit 128\n")
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    args = ("debug", game, str(bots["v1"]), "--seat", "0", "--store", str(store), "--gvisor")
-    done = subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=240)
+    env = {"PATH": f"{fake.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    done = arena_here("debug", game, str(bots["v1"]), "--seat", "0", "--store", str(store), "--gvisor", cwd=root,
+                      env=env)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "gVisor" in errors[0], done.stderr

@@ -31,6 +31,7 @@ from arena.tournament.executors import BotPool, PlayedGame
 from arena.tournament.run import TournamentBusy, run_tournament
 from arena.tournament.runlock import LockHeld, held, tournament_lock
 from arena.tournament.store import Store
+from tests.checks import arena_here
 from tests.fakes import policy_launcher
 
 REPO = Path(__file__).resolve().parents[1]
@@ -279,10 +280,8 @@ def test_a_second_run_of_the_same_tournament_is_refused_with_the_holder(tmp_path
 def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None:
     store = tmp_path / "cli.sqlite"
     Store(store).close()
-    with tournament_lock(store, "demo"):
-        done = subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", "tournament", "--plain",
-                               "--store", str(store), "--deals", "1"], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "COLUMNS": "300"})
+    with tournament_lock(store, "demo"):  # (the command in this process: what it says is not about the process)
+        done = arena_here("tournament", "--plain", "--store", str(store), "--deals", "1", env={"COLUMNS": "300"})
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"already being played in {store} by process {os.getpid()}" in done.stderr
     assert "Traceback" not in done.stderr

@@ -20,7 +20,8 @@ from arena.bots.launch import ContainmentError, Launcher
 from arena.ladder.config import LadderError, load_ladder
 from arena.tournament.config import ConfigError, load_config
 
-from tests.test_gvisor import ENV, arena, needs_gvisor
+from tests.checks import arena_here
+from tests.test_gvisor import needs_gvisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,9 +119,9 @@ def test_the_java_starter_builds_and_plays_under_gvisor_through_a_tournament(ope
     language = "java"
     bot = starter(open_tmp, language)
     store = open_tmp / "store" / "arena.sqlite"
-    done = arena("tournament", "--bot", str(bot), "--bot", "lowest", "--seats", "2", "--deals", "1",
-                 "--gvisor", "--system", language, "-j", "1", "--move-ms", "5000",
-                 "--store", str(store), "--plain", env={**ENV, "TMPDIR": str(open_tmp)})
+    done = arena_here("tournament", "--bot", str(bot), "--bot", "lowest", "--seats", "2", "--deals", "1",
+                      "--gvisor", "--system", language, "-j", "1", "--move-ms", "5000",
+                      "--store", str(store), "--plain")
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         results = [r for (r,) in db.execute("select result from games")]
@@ -168,17 +169,16 @@ def test_check_play_match_and_debug_run_under_gvisor_with_the_system_list(open_t
     (picky / "bot.toml").write_text('name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (picky / "bot.py").write_text(PICKY_NODE.format(host=os.uname().release))
     store = open_tmp / "store" / "arena.sqlite"
-    env = {**ENV, "TMPDIR": str(open_tmp)}
     view = ["--gvisor", "--system", "javascript"]
-    done = arena("check", str(picky), "--games", "1", "--rules", "classic", *view, env=env)
+    done = arena_here("check", str(picky), "--games", "1", "--rules", "classic", "-r", "max_players=2", *view)  # 2 seats
     assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
     for args in (["play", str(js), str(picky), "--quiet"], ["match", str(js), str(picky), "--max-games", "2", "-j", "1"]):
-        done = arena(*args, *view, "--store", str(store), "--move-ms", "5000", env=env)
+        done = arena_here(*args, *view, "--store", str(store), "--move-ms", "5000")
         assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         games = db.execute("SELECT id, result FROM games ORDER BY rowid").fetchall()
     assert len(games) == 3 and all('"forfeits": {}' in r for _, r in games), games
-    done = arena("debug", games[0][0], str(js), "--seat", "0", *view, "--store", str(store), "--json", env=env)
+    done = arena_here("debug", games[0][0], str(js), "--seat", "0", *view, "--store", str(store), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["diverged"] is False
 

@@ -562,10 +562,11 @@ REAL_CASES: dict[str, tuple[str, str, str, TimeControl]] = {
                        real_bot(bad="out({'type': 'action', 'request': msg['id'], 'action': len(msg['actions'])})"),
                        CLOCK),
     "nested_json": ("bad_json", "request", real_bot(bad=NESTED), CLOCK),
+    # (each waits its limit out in full: the limits are short, and the fault is the same)
     "slow_start": ("timeout", "start", real_bot(prelude="time.sleep(30)"),
-                   TimeControl(move_ms=1000, bank_ms=1000, handshake_ms=1500)),
+                   TimeControl(move_ms=1000, bank_ms=1000, handshake_ms=500)),
     "never_answers": ("timeout", "request", real_bot(bad="time.sleep(30)"),
-                      TimeControl(move_ms=500, bank_ms=1000, handshake_ms=10_000)),
+                      TimeControl(move_ms=300, bank_ms=200, handshake_ms=10_000)),
     "closed_output": ("closed_output", "request", real_bot(bad="os.close(1); time.sleep(30)"), CLOCK),
     # stdin closed before the hello reply: the referee's next write (the start message) fails
     "closed_input": ("closed_input", "start", real_bot(hello="os.close(0)", after_hello="time.sleep(30)"), CLOCK),

@@ -193,12 +193,21 @@ __attribute__((constructor)) static void escape(void) {
 """
 
 
-def evil_bot(base: Path) -> Path:
+@pytest.fixture(scope="module")
+def evil_so(tmp_path_factory) -> Path:
+    """The library of :func:`evil_bot`, built once for the module."""
+    d = tmp_path_factory.mktemp("evil")
+    (d / "evil.c").write_text(EVIL_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / "evil.so"), str(d / "evil.c")], check=True)
+    return d / "evil.so"
+
+
+def evil_bot(base: Path, evil_so: Path) -> Path:
     """The random bot plus a library whose constructor leaves a marker in a host directory."""
     d = base / "evil"
     shutil.copytree(HERE.parent / "bots" / "random", d)
     (d / "evil.c").write_text(EVIL_C)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / "evil.so"), str(d / "evil.c")], check=True)
+    shutil.copy(evil_so, d / "evil.so")
     (d / "bot.toml").write_text('name = "evil"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
     for p in [d, *d.iterdir()]:
         p.chmod(0o755 if p.is_dir() or p.suffix == ".so" else 0o644)
@@ -210,11 +219,11 @@ def evil_bot(base: Path) -> Path:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the library")
 @pytest.mark.parametrize("sandbox", MODES)
-def test_a_loader_library_runs_only_inside_the_sandbox(base, sandbox):
+def test_a_loader_library_runs_only_inside_the_sandbox(base, evil_so, sandbox):
     """A bot whose environment preloads a library from its directory (set past the manifest's
     check, as a future config path might): the library loads into the bot's own process, inside,
     and never into a host process, so its marker never appears; the game finishes normally."""
-    d = evil_bot(base)
+    d = evil_bot(base, evil_so)
     marker = base / "outside" / "marker"
     spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": str(d / "evil.so"), "EVIL_MARKER": str(marker)})
     rec, stderr = play_table([spec, load_bot("random")], Launcher(containment=containment_for(sandbox)))
@@ -226,8 +235,8 @@ def test_a_loader_library_runs_only_inside_the_sandbox(base, sandbox):
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the library")
 @pytest.mark.parametrize("sandbox", MODES)
 @pytest.mark.parametrize("command", ["check", "tournament"])
-def test_a_loader_variable_in_bot_toml_is_refused_by_every_entry_point(base, sandbox, command):
-    d = evil_bot(base)
+def test_a_loader_variable_in_bot_toml_is_refused_by_every_entry_point(base, evil_so, sandbox, command):
+    d = evil_bot(base, evil_so)
     marker = base / "outside" / "marker"
     (d / "bot.toml").write_text((d / "bot.toml").read_text()
                                 + f'[env]\nLD_PRELOAD = "{d / "evil.so"}"\nEVIL_MARKER = "{marker}"\n')

@@ -280,15 +280,15 @@ def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker
     from arena.tournament.executors import GameTask
     from tests.test_stranger_attacks6 import _alive, worker_run
 
-    run, specs, cache, bot = worker_run(monkeypatch, grace=3.0)  # longer than a game here: what it ignores
+    run, specs, cache, bot = worker_run(monkeypatch, grace=2.0)  # past a 30-turn game with its bots started
     labels = tuple(s.label for s in specs)
     seen: list[int] = []
     closing: list[int] = []
 
     def task() -> None:  # the Dask task's thread
-        run.play(GameTask("a-000000", 5, labels, 300).wire())
+        run.play(GameTask("a-000000", 5, labels, 30).wire())
         seen.extend(p.conn.pid for p in run.executor.pool.info if p.spec.name == "linger")
-        run.play(GameTask("a-000001", 5, labels[::-1], 300).wire())  # the same deal: a fresh process
+        run.play(GameTask("a-000001", 5, labels[::-1], 30).wire())  # the same deal: a fresh process
         closing.append(run.hub.closing)
 
     try:

@@ -384,7 +384,7 @@ def test_a_bot_retired_on_a_local_lane_is_finished_before_its_game_returns(monke
     from tests.test_stranger_attacks6 import _alive, worker_run
     if os.geteuid() != 0:
         pytest.skip("the namespaces mode of the lingering bot's run needs a root referee")
-    _, specs, cache, bot = worker_run(monkeypatch, grace=3.0)  # longer than a game here: what it ignores
+    _, specs, cache, bot = worker_run(monkeypatch, grace=2.0)  # past a 30-turn game with its bots started
     cfg = TournamentConfig()
     setup = BotSetup.of({s.label: s for s in specs}, rules=cfg.ruleset(), clock=cfg.clock(),
                         containment=Containment.NAMESPACES)
@@ -393,9 +393,9 @@ def test_a_bot_retired_on_a_local_lane_is_finished_before_its_game_returns(monke
     async def main() -> tuple[list[int], int, list[str]]:
         async with open_in_process(setup, capacity=1) as ex:
             lane = ex._lanes[0]
-            await ex.play(GameTask("a-000000", 5, labels, 300))
+            await ex.play(GameTask("a-000000", 5, labels, 30))
             retired = await lane.run(lambda on: [p.conn.pid for p in on.pool.info if p.spec.name == "linger"])
-            await ex.play(GameTask("a-000001", 5, labels[::-1], 300))  # the same deal: a fresh process
+            await ex.play(GameTask("a-000001", 5, labels[::-1], 30))  # the same deal: a fresh process
             return retired, lane.hub.closing, _alive(retired)
     try:
         retired, closing, alive = trio.run(main)

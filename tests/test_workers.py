@@ -43,8 +43,8 @@ def _cfg(tmp: Path, name: str, processes: int, store: str = "t.sqlite", **kw):
 
 
 def _run(tmp: Path, name: str, processes: int, reporter: Reporter | None = None,
-         stats: RunStats | None = None) -> Store:
-    cfg = _cfg(tmp, name, processes)
+         stats: RunStats | None = None, **kw) -> Store:
+    cfg = _cfg(tmp, name, processes, **kw)
     store = Store(cfg.store)
     trio.run(lambda: run_tournament(cfg, store, reporter, stats=stats))
     return store
@@ -65,51 +65,55 @@ def worker_pids() -> list[int]:
     return found
 
 
+def kill_a_worker_at_the_third_store(monkeypatch) -> list[int]:
+    """SIGKILL one referee worker as the run stores its third game (mid-run, games in flight), and
+    wait until it is dead before the run can notice (this runs inside its loop): the next games
+    sent may go to the dead worker's broken pipe, and must be played elsewhere all the same.
+    Returns the list the killed pid is put in."""
+    import arena.tournament.run as run
+    real_store = run.store_played
+    killed: list[int] = []
+    stored: list[int] = []
+
+    def store_then_kill(*args, **kw):
+        saved = real_store(*args, **kw)
+        stored.append(1)
+        if len(stored) == 3:
+            pid = worker_pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                time.sleep(0.001)
+        return saved
+
+    monkeypatch.setattr(run, "store_played", store_then_kill)
+    return killed
+
+
 def test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced(tmp_path: Path, monkeypatch) -> None:
-    """One store, three runs of one tournament: one worker process; two; two with one of them
-    SIGKILLed as the third game is stored (mid-tournament, games in flight). The same secret
-    gives the same seeds, so all three store the same games, every action alike."""
+    """One store, two runs of one tournament: one process; two worker processes with one of them
+    SIGKILLed as the third game is stored (mid-tournament, games in flight), given no reporter at
+    all. The same secret gives the same seeds, so both store the same games, every action alike,
+    each once: the replaced worker's games are played again, nothing lost, nothing doubled."""
     # run from a directory holding a folder named arena (a clone's parent): the workers must
     # still import the installed package, not that folder
     (tmp_path / "arena").mkdir()
     monkeypatch.chdir(tmp_path)
     since = boot_ticks()  # other tests' daemons dying orphaned to us (tmux, chromium) are not ours
     one = _games(_run(tmp_path, "t", 1), "t")
-    two = _games(_run(tmp_path, "t2", 2), "t2")
-    assert len(one) == GAMES and len(two) == GAMES
-    # same store, so same secret: same seeds, seats, results, every action
-    assert [g[1:] for g in one] == [g[1:] for g in two]
-    assert len({g[0] for g in two}) == GAMES  # each game stored once
-
-    class Killer(Reporter):
-        """SIGKILLs one worker as the third game is stored."""
-
-        def __init__(self) -> None:
-            self.stored = 0
-            self.killed: list[int] = []
-            self.incidents: list[str] = []
-
-        def game_done(self, game, record) -> None:
-            self.stored += 1
-            if self.stored == 3:
-                pid = worker_pids()[0]
-                os.kill(pid, signal.SIGKILL)
-                self.killed.append(pid)
-
-        def incident(self, text: str) -> None:
-            self.incidents.append(text)
-
-    killer = Killer()
+    assert len(one) == GAMES
+    killed = kill_a_worker_at_the_third_store(monkeypatch)
     stats = RunStats()
-    store = _run(tmp_path, "k", 2, killer, stats)
-    assert killer.killed, "no worker was killed"
+    store = _run(tmp_path, "k", 2, None, stats)
+    assert killed, "no worker was killed"
     got = _games(store, "k")
-    assert [g[1:] for g in got] == [g[1:] for g in one]  # nothing lost, nothing doubled
+    # same store, so same secret: same seeds, seats, results, every action; each game stored once
+    assert [g[1:] for g in got] == [g[1:] for g in one] and len({g[0] for g in got}) == GAMES
     assert store.tournament("k")["status"] == "done"
-    assert len(killer.incidents) == 1 and f"pid {killer.killed[0]}" in killer.incidents[0]
-    assert "signal 9" in killer.incidents[0] and "rescheduled" in killer.incidents[0]
-    assert "holding 0 game" not in killer.incidents[0]  # it died with games in flight
-    assert stats.incidents == killer.incidents and stats.failed == []
+    assert len(stats.incidents) == 1 and f"pid {killed[0]}" in stats.incidents[0], stats.incidents
+    assert "signal 9" in stats.incidents[0] and "rescheduled" in stats.incidents[0]
+    assert "holding 0 game" not in stats.incidents[0]  # it died with games in flight
+    assert stats.failed == []
     # The dead worker's bots were orphaned to this process (a subreaper): reaped, not zombies.
     assert zombie_children(started_since=since) == []
 
@@ -161,38 +165,20 @@ def test_the_plain_summary_reports_worker_deaths() -> None:
                          "played again")
 
 
-@pytest.mark.parametrize("reporter", ["plain", "live", "none"])
+@pytest.mark.parametrize("reporter", ["plain", "live"])
 def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monkeypatch, reporter: str) -> None:
-    """kill -9 of a referee worker mid-run, under each reporter the runner is given: the plain log
-    and the live display (both wrapped by the command line's reporter) and none at all. The run
-    says what happened and finishes with every game stored."""
+    """kill -9 of a referee worker mid-run, under each reporter the command line gives the runner:
+    the plain log and the live display. The run says what happened and finishes with every game
+    stored. (No reporter at all: test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced.)"""
     import io
 
     from rich.console import Console
     from typer.testing import CliRunner
 
-    import arena.tournament.run as run
     from arena.cli.main import app
     from arena.tournament import live
     since = boot_ticks()  # other tests' daemons dying orphaned to us are not this run's
-    real_store = run.store_played
-    killed: list[int] = []
-    stored: list[int] = []
-
-    def store_then_kill(*args, **kw):
-        saved = real_store(*args, **kw)
-        stored.append(1)
-        if len(stored) == 3:  # mid-run, games in flight
-            pid = worker_pids()[0]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-            # dead before the run can notice (this runs inside its loop): the next games sent may
-            # go to the dead worker's broken pipe, and must be played elsewhere all the same
-            while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                time.sleep(0.001)
-        return saved
-
-    monkeypatch.setattr(run, "store_played", store_then_kill)
+    killed = kill_a_worker_at_the_third_store(monkeypatch)
     # The workers' temporary copies of the arena package (and of the bots) go here, where no
     # other test or process puts any: what is left at the end is known to be this run's.
     temp = Path(tempfile.mkdtemp(prefix="arena-worker-temps-"))
@@ -205,16 +191,10 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     toml = tmp_path / "t.toml"
     toml.write_text(f'name = "k"\nbots = ["random", "lowest", "heuristic"]\ndeals = {DEALS}\nconcurrency = 2\n'
                     f'processes = 2\nstore = "{tmp_path / "k.sqlite"}"\n')
-    if reporter == "none":
-        cfg = load_config(toml)
-        stats = RunStats()
-        trio.run(lambda: run.run_tournament(cfg, Store(cfg.store), None, stats=stats))
-        said = "\n".join(stats.incidents)
-    else:
-        res = CliRunner().invoke(app, ["tournament", str(toml), "--plain"])
-        assert res.exit_code == 0, res.output
-        said = res.output + screen.getvalue()
-        assert "an arena bug" not in said and "AttributeError" not in said
+    res = CliRunner().invoke(app, ["tournament", str(toml), "--plain"])
+    assert res.exit_code == 0, res.output
+    said = res.output + screen.getvalue()
+    assert "an arena bug" not in said and "AttributeError" not in said
     assert killed, "no worker was killed"
     assert f"pid {killed[0]}" in said and "signal 9" in said and "rescheduled" in said
     store = Store(tmp_path / "k.sqlite")
@@ -272,7 +252,7 @@ def test_a_worker_killed_for_not_exiting_at_the_end_is_cleaned_up_after(tmp_path
 
     monkeypatch.setattr(worker.WorkerExecutor, "aclose", stop_one_then_close)
     since = boot_ticks()
-    store = _run(tmp_path, "late", 2)
+    store = _run(tmp_path, "late", 2, bots=["random", "lowest"], deals=1)  # two games: a worker each
     assert store.tournament("late")["status"] == "done"
     assert stopped and not Path(f"/proc/{stopped[0]}").exists()  # killed and reaped
     assert not (process_registry().run_dir / f"ref-{stopped[0]}").exists()

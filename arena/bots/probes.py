@@ -1,6 +1,6 @@
 """Can this machine contain bots? One probe per containment, run once per process and cached.
 
-Each starts ``/usr/bin/true`` through the normal machinery, so its leftovers are reaped like
+Each starts ``/usr/bin/true`` (gVisor: ``sh -c :``) through the normal machinery, so its leftovers are reaped like
 any bot's. A probe runs on the blocking shell (no event loop needed, so a worker process probes
 too); a caller inside an event loop holds it once per process, briefly.
 """
@@ -8,6 +8,7 @@ too); a caller inside an event loop holds it once per process, briefly.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,9 @@ _namespaces_checked: dict[bool, str | None] = {}
 _gvisor_checked: dict[str, str | None] = {}
 
 
-def _probe(**kw: Any):
+def _probe(command: tuple[str, ...] = ("/usr/bin/true",), folder: Path = Path("/usr/bin"), **kw: Any):
     from .spawn import spawn_bot
-    return spawn_bot(["/usr/bin/true"], Path("/usr/bin"), limits=Limits(),
-                              extra_env=None, cgroup=False, ro_binds=(), **kw)
+    return spawn_bot(list(command), folder, limits=Limits(), extra_env=None, cgroup=False, ro_binds=(), **kw)
 
 
 def _tried(what: str, wait: float, start_failed: str, exit_failed, **kw: Any) -> str | None:
@@ -112,7 +112,12 @@ def gvisor_problem_now() -> str | None:
     if os.geteuid() != 0:
         return "needs a root referee (runsc run, a private uid per bot)"
     if runsc not in _gvisor_checked:
-        _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit,
-                                        containment=Containment.GVISOR, run_as=RunAs.PRIVATE, bwrap=None,
-                                        runsc=runsc)
+        # A gVisor seat copies its bot's folder at every start (gvisor.own_copy), and /usr/bin as the
+        # folder was 313 MB copied per probe: the probe is sh, in every seat's view, from an empty folder.
+        with tempfile.TemporaryDirectory(prefix="arena-gvisor-probe-", ignore_cleanup_errors=True) as empty:
+            os.chmod(empty, 0o755)  # entered by the bot's private uid
+            _gvisor_checked[runsc] = _tried("gVisor", 60, f"cannot run {runsc}: ", _runsc_exit,
+                                            command=("/usr/bin/sh", "-c", ":"), folder=Path(empty),
+                                            containment=Containment.GVISOR, run_as=RunAs.PRIVATE, bwrap=None,
+                                            runsc=runsc)
     return _gvisor_checked[runsc]
