@@ -193,11 +193,11 @@ def test_a_notice_another_process_stores_is_posted_when_the_store_moves(tmp_path
     async def main() -> None:
         with trio.fail_after(60):  # a bound should it hang (an hour's look), not a timing
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(notify.store_moved, app)  # first: it reads the serial before any look
                 nursery.start_soon(follower.run)
                 nursery.start_soon(notify.deliverer, app, 3600.0)
                 while not (follower.serial and app.state.outbox_wake.sleeping):
                     await trio.sleep(0.01)  # the store followed, the outbox looked at and empty
-                nursery.start_soon(notify.store_moved, app)
                 await trio.to_thread.run_sync(suspend)
                 while not receiver.got:
                     await trio.sleep(0.01)
