@@ -1,10 +1,17 @@
 """Issue #36's "done when", walked over HTTP against one real ``arena serve``: a class of 20 joins
-by one invitation, each uploads from the browser form or (three of them, as a CI job would) with
-``arena submit --server`` and a token from ``ARENA_TOKEN``, reads its own bot's lines and nobody
-else's, cannot touch anyone else's bot, and is told when its bot is suspended and why; the admin
-sees every write in the audit and undoes the suspension. (The store surviving a kill -9 mid-queue
-is tests/test_serve_queue.py's, each job run exactly once; every write route refusing the wrong
-person is tests/test_serve_accounts.py's and tests/test_serve_admin.py's, from the route table.)"""
+by one invitation; its members upload from the browser form or (one of them, as a CI job would)
+with ``arena submit --server`` and a token from ``ARENA_TOKEN``, read their own bot's lines and
+nobody else's, cannot touch anyone else's bot, and are told when their bot is suspended and why;
+the admin sees every write in the audit and undoes the suspension. (The store surviving a kill -9
+mid-queue is tests/test_serve_queue.py's, each job run exactly once; every write route refusing
+the wrong person is tests/test_serve_accounts.py's and tests/test_serve_admin.py's, from the
+route table.)
+
+Four of the class do all this over HTTP; the other sixteen join in the store, through the same
+invitation (its 21st sign-up, over HTTP, is refused), and own their bots there, so that their games
+are the four's neighbours'. What a fifth member would do repeats the four's path: each sign-up is
+an argon2 hash (64 MiB, about a quarter of a CPU second) and each upload an unpacking worker and a
+check."""
 
 from __future__ import annotations
 
@@ -27,9 +34,11 @@ from tests.test_serve_accounts import (FIXTURE, MANY_WRITES, _make_token, _uploa
 from tests.test_serve_admin import _member, _rows
 
 CLASS = 20
-# these submit from a terminal (a CI job), the others from the browser; they are the first three in
-# the queue, so the test waits for their three checks and not for the fourteen queued before an 18th
-FROM_CI = ("s00", "s01", "s02")
+ONLINE = 4  # the members who sign up, upload and read over HTTP; the rest join in the store
+# this one submits from a terminal (a CI job), the other three from the browser; it is the first in
+# the queue, so the test waits for its check and not for the three queued after it. One terminal
+# shows the path (test_serve_accounts.py's token test runs it with the token's other sources)
+FROM_CI = ("s00",)
 
 
 def _submit_from_ci(server: ServerProc, store: Path, folder: Path, token: str, bot: str) -> subprocess.Popen:
@@ -45,6 +54,18 @@ def _submit_from_ci(server: ServerProc, store: Path, folder: Path, token: str, b
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0] if proc.poll() else "slow"
         time.sleep(0.05)
     return proc
+
+
+def _join_in_store(store: Path, code: str, person: str) -> None:
+    """``person`` signs up with ``code`` and owns ``person-bot``: the store calls their sign-up and
+    upload make, without a password hash (they never log in)."""
+    from arena.store.people import claim_bot, sign_up as store_sign_up
+    db = sqlite3.connect(store, isolation_level=None)
+    try:
+        who = store_sign_up(db, code, person, "-", now=time.time(), origin="127.0.0.1")
+        assert claim_bot(db, f"{person}-bot", who, taken=False, now=time.time(), origin="127.0.0.1")
+    finally:
+        db.close()
 
 
 def _games(store: Path, students: list[str]) -> list[str]:
@@ -89,14 +110,17 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
         code = invite(store, uses=CLASS)
         students = [f"s{i:02}" for i in range(CLASS)]
         people = {}
-        for name in students:
+        for name in students[:ONLINE]:
             people[name], status, where = sign_up(server, code, name)
             assert status == 303, (name, where)
+        for name in students[ONLINE:]:
+            _join_in_store(store, code, name)
         _, status, page = sign_up(server, code, "one-too-many")
         assert status != 303 and "one-too-many" not in str(_rows(store, "SELECT name FROM accounts"))
 
         for i, (name, b) in enumerate(people.items()):
-            if i:  # a new version of the bot uploaded just before, by someone else (before the queue of 20 fills)
+            if i == 1:  # a new version of the bot the terminal uploaded just before, by someone else (one
+                # refusal shows it: test_serve_accounts.py's owner test holds the manifest's author and a ladder bot)
                 status, _, page = _upload(b, f"{students[i - 1]}-bot", "1.1", name)
                 assert status == 403 and "belongs to another account" in page, page[-1500:]
             if name in FROM_CI:
@@ -105,11 +129,13 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
                 continue
             status, headers, page = _upload(b, f"{name}-bot", "1.0", "teacher")  # the manifest's author is ignored
             assert status == 303 and headers["location"].startswith("/submit/"), (name, page[-1500:])
+        uploaded = _rows(store, "SELECT a.name FROM jobs j JOIN accounts a ON 'account:' || a.id = j.submitter")
+        assert sorted(uploaded) == [(n,) for n in students[:ONLINE]]
         owners = dict(_rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account"))
         assert owners == {f"{n}-bot": n for n in students}
 
-        games = _games(store, students)
-        for i, name in enumerate(students):
+        games = _games(store, students)  # each member's bot against the next one's
+        for i, name in enumerate(students[:ONLINE]):
             b, mine, theirs = people[name], f"LINE-OF-{name}", f"LINE-OF-{students[(i + 1) % CLASS]}"
             text = "".join(b.request("GET", path)[2] for path in (f"/games/{games[i]}", f"/games/{games[i]}?as=0",
                                                                  f"/games/{games[i - 1]}", f"/bots/{name}-bot@1.0"))
@@ -121,28 +147,28 @@ def test_a_class_of_twenty_on_one_server(tmp_path: Path) -> None:
         assert _rows(store, "SELECT COUNT(*) FROM ladder_bot_status") == [(0,)]
         assert dict(_rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account")) == owners
 
-        _member(store, "test-ladder", "s07-bot@1.0")
+        _member(store, "test-ladder", "s02-bot@1.0")
         status, _, _ = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
-                                                 "label": "s07-bot@1.0", "act": "suspend", "reason": "reads the deck"})
+                                                 "label": "s02-bot@1.0", "act": "suspend", "reason": "reads the deck"})
         assert status == 303
-        told = people["s07"].request("GET", "/notifications")[2]
-        assert "s07-bot@1.0 was suspended on ladder test-ladder: reads the deck" in told
-        assert all("s07-bot" not in people[n].request("GET", "/notifications")[2] for n in ("s06", "s08"))
+        told = people["s02"].request("GET", "/notifications")[2]
+        assert "s02-bot@1.0 was suspended on ladder test-ladder: reads the deck" in told
+        assert all("s02-bot" not in people[n].request("GET", "/notifications")[2] for n in ("s01", "s03"))
         admin_page = root.request("GET", "/admin")[2]
-        assert "bot:test-ladder/s07-bot@1.0" in admin_page and "reads the deck" in admin_page
+        assert "bot:test-ladder/s02-bot@1.0" in admin_page and "reads the deck" in admin_page
         status, _, _ = root.post("/admin/bots", {"csrf": root.csrf("/admin"), "ladder": "test-ladder",
-                                                 "label": "s07-bot@1.0", "act": "reinstate"})
+                                                 "label": "s02-bot@1.0", "act": "reinstate"})
         assert status == 303 and _rows(store, "SELECT COUNT(*) FROM ladder_bot_status") == [(0,)]
-        assert "s07-bot@1.0 is back in play on ladder test-ladder" in people["s07"].request("GET", "/notifications")[2]
+        assert "s02-bot@1.0 is back in play on ladder test-ladder" in people["s02"].request("GET", "/notifications")[2]
         audit = _rows(store, "SELECT p.name, a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account")
         assert {(n, "claim", f"bot:{n}-bot") for n in students} <= set(audit)
         assert [a for a in audit if a[0] == "teacher" and a[2].startswith("bot:")] == [
-            ("teacher", "suspend", "bot:test-ladder/s07-bot@1.0"), ("teacher", "reinstate", "bot:test-ladder/s07-bot@1.0")]
+            ("teacher", "suspend", "bot:test-ladder/s02-bot@1.0"), ("teacher", "reinstate", "bot:test-ladder/s02-bot@1.0")]
         for name, proc in terminals.items():  # each prints the server's check report, as the web page shows it
             out = proc.communicate(timeout=600)[0]
             assert proc.returncode == 1 and "failed arena check on the server" in out, (name, out[-2000:])
         ran = _rows(store, "SELECT a.name, j.state FROM jobs j JOIN accounts a ON 'account:' || a.id = j.submitter "
-                           "WHERE a.name IN (?,?,?)", *FROM_CI)
+                           f"WHERE a.name IN ({','.join('?' * len(FROM_CI))})", *FROM_CI)
         assert sorted(ran) == [(n, "done") for n in FROM_CI]
     finally:
         for proc in terminals.values():

@@ -202,13 +202,12 @@ def test_calibration_is_the_brier_score():
 
 def test_bundled_search_bot_sends_info_end_to_end(tmp_path: Path):
     """montecarlo as a real process: its info is stored, shown by arena replay and in the HTML
-    replay's data, and scored by arena standings --calibration."""
-    import subprocess
-    import sys
+    replay's data, and scored by arena standings --calibration. The commands run in this process
+    (what they print and store is the point); the bots are real processes."""
+    from .checks import arena_here
 
-    def arena(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "arena.cli", *args, "--store", str(tmp_path / "s.sqlite")],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    def arena(*args: str):  # type: ignore[no-untyped-def]
+        return arena_here(*args, "--store", str(tmp_path / "s.sqlite"), cwd=tmp_path)
     played = arena("play", "montecarlo", "random", "--seed", "4", "--move-ms", "100", "-q")
     assert played.returncode == 0, played.stdout + played.stderr
     game = played.stdout.split("logged as ")[1].split()[0]
@@ -256,9 +255,9 @@ def test_html_win_probability_line_in_chromium(tmp_path: Path):
 def test_arena_check_reports_info_warnings(tmp_path: Path):
     """arena check counts the info a bot sent and names the first problem; the bot still passes."""
     import shutil
-    import subprocess
-    import sys
     import tempfile
+
+    from .checks import arena_here
     root = Path(tempfile.mkdtemp(prefix="info-check-"))
     try:
         root.chmod(0o755)
@@ -276,8 +275,7 @@ def test_arena_check_reports_info_warnings(tmp_path: Path):
         (bot / "bot.toml").write_text('name = "b"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
         for p in (bot, *bot.iterdir()):
             p.chmod(0o755)
-        done = subprocess.run([sys.executable, "-m", "arena.cli", "check", str(bot), "--rules", "classic",
-                               "--games", "1", "--json"], capture_output=True, text=True, timeout=240, cwd=root)
+        done = arena_here("check", str(bot), "--rules", "classic", "--games", "1", "--json", cwd=root)
         assert done.returncode == 0, done.stdout + done.stderr  # a bad info is never a fault
         info = json.loads(done.stdout)["info"]
         assert info["sent"] > 0 and info["warnings"] == info["sent"]

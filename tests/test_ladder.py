@@ -401,9 +401,11 @@ def test_match_without_sprt_plays_max_games():
 # --------------------------------------------------------------------------- end to end
 
 def test_cli_submit_end_to_end(open_tmp: Path):
-    """A real submission: arena check and the placement games run the real bundled bots as processes."""
+    """A real submission: arena check and the placement games run the real bundled bots as processes
+    (one game at a time, in this process: referee worker processes are
+    test_a_match_plays_the_same_games_on_worker_processes')."""
     tmp_path = open_tmp
-    path = write_ladder(tmp_path, "e2e", bots=["random", "highest"], max_turns=400, move_ms=2000)
+    path = write_ladder(tmp_path, "e2e", bots=["random", "highest"], max_turns=400, move_ms=2000, concurrency=1)
     store = tmp_path / "store.sqlite"
     low = bot_copy(tmp_path, "lowest", "2.0")
     # the command runs in this process (typer's CliRunner); its bots are real processes
@@ -449,7 +451,7 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
-    path = write_ladder(tmp_path, "cli")
+    path = write_ladder(tmp_path, "cli", concurrency=1)  # one game at a time: in this process, on the fakes
     store = str(tmp_path / "s.sqlite")
     # a fixed secret: `lowest` and `highest` draw most games, and on a fresh random secret's deals the
     # match now and then accepted H0
@@ -507,12 +509,12 @@ def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
-    path = write_ladder(tmp_path, "lab")
+    path = write_ladder(tmp_path, "lab", concurrency=1)  # one game at a time: in this process, on the fakes
     store = str(tmp_path / "s.sqlite")
     src = bot_copy(tmp_path / "src", "lowest", "2.0")
     assert runner.invoke(app, ["submit", str(src), "--ladder", str(path), "--store", store]).exit_code == 0
     shutil.rmtree(tmp_path / "src")  # only the ladder's copy is left: the label must find it
-    args = ["match", "lowest@2.0", "random@1.0", "--max-games", "7", "--max-turns", "400", "--store", store]
+    args = ["match", "lowest@2.0", "random@1.0", "--max-games", "7", "--max-turns", "400", "--store", store, "-j", "1"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "at most 6 games (3 deals); --max-games 7 is rounded down to whole deal pairs" in first.output

@@ -301,7 +301,8 @@ def test_a_paused_ladder_plays_no_batch_until_resumed(lad4, monkeypatch):
 
 def test_cli_run_view_history_retire(tmp_path: Path, monkeypatch):
     _in_process(monkeypatch)
-    path = write_ladder(tmp_path, "cli-run", bots=["random", "lowest", "highest"])
+    # one game at a time, so the seeding the first view does plays in this process, on the fakes
+    path = write_ladder(tmp_path, "cli-run", bots=["random", "lowest", "highest"], concurrency=1)
     store = str(tmp_path / "s.sqlite")
     first = runner.invoke(app, ["ladder", str(path), "--store", store])
     assert first.exit_code == 0, first.output
@@ -403,9 +404,11 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(open_tmp: Pat
     assert {r[0] for r in db.execute("SELECT game FROM game_logs")} >= stored
     db.close()
 
-    # the resumed run is about what the store holds, not the process: it runs in this one
+    # the resumed run is about what the store holds, not the process: it runs in this one, its
+    # games one at a time (no worker processes; the bots are still processes)
     with contextlib.chdir(open_tmp):
-        again = runner.invoke(app, ["ladder", "run", str(path), "--store", str(store), "--plain", "--games", "4"])
+        again = runner.invoke(app, ["ladder", "run", str(path), "--store", str(store), "--plain", "--games", "4",
+                                    "-j", "1"])
     out = again.stdout
     assert again.exit_code == 0, again.output
     db = sqlite3.connect(store)

@@ -21,6 +21,8 @@ from arena.cli.main import app
 from arena.faults import BadJson
 from arena.referee import protocol
 
+from .checks import arena_here
+
 runner = CliRunner()
 
 
@@ -56,11 +58,6 @@ def _bot(root: Path, name: str, code: str, command: str | None = None) -> Path:
     return d
 
 
-def _arena(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-
-
 BANNER = '''
 import json, sys
 print("Loading my bot v2...", flush=True)
@@ -84,13 +81,13 @@ for line in sys.stdin:
 
 
 def test_check_quotes_the_banner_and_explains_buffering(open_tmp: Path):
-    banner = _arena("check", str(_bot(open_tmp, "banner", BANNER)), "--rules", "classic", "--games", "1",
-                    cwd=open_tmp)
+    banner = arena_here("check", str(_bot(open_tmp, "banner", BANNER)), "--rules", "classic", "--games", "1",
+                        cwd=open_tmp)
     assert banner.returncode == 1, banner.stdout + banner.stderr
     assert "the bot's first line was 'Loading my bot v2...'" in " ".join(banner.stdout.split())
     assert banner.stdout.count("containment:") == 1
-    unflushed = _arena("check", str(_bot(open_tmp, "unflushed", UNFLUSHED)), "--rules", "classic", "--games", "1",
-                       "--move-ms", "300", "--bank-ms", "0", cwd=open_tmp)
+    unflushed = arena_here("check", str(_bot(open_tmp, "unflushed", UNFLUSHED)), "--rules", "classic", "--games",
+                           "1", "--move-ms", "300", "--bank-ms", "0", cwd=open_tmp)
     assert unflushed.returncode == 1, unflushed.stdout + unflushed.stderr
     out = " ".join(unflushed.stdout.split())
     assert "probably buffered" in out and "flush=True" in out
@@ -102,7 +99,7 @@ def test_script_outside_the_bot_folder_is_named(open_tmp: Path):
     elsewhere.mkdir()
     (elsewhere / "adapter.py").write_text(BANNER)
     bot = _bot(open_tmp, "outside", "", command=f'["python3", "{elsewhere / "adapter.py"}"]')
-    done = _arena("check", str(bot), "--rules", "classic", "--games", "1", cwd=open_tmp)
+    done = arena_here("check", str(bot), "--rules", "classic", "--games", "1", cwd=open_tmp)
     assert done.returncode == 1
     out = " ".join(done.stdout.split())
     assert f"the command names {elsewhere / 'adapter.py'}, which the contained bot cannot see" in out

@@ -159,6 +159,59 @@ def test_a_suspension_reaches_its_owner_only_and_their_webhook_signed_and_retrie
         receiver.close()
 
 
+def test_a_notice_another_process_stores_is_posted_when_the_store_moves(tmp_path: Path) -> None:
+    """A bot suspended by another process (``arena ladder run``) moves the store the server follows
+    for its pages, and that wakes the deliverer: the owner's webhook is posted although the
+    deliverer's own look is an hour away."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import notify
+    from arena.serve.cache import StoreVersion
+    from arena.serve.live import StoreFollower
+    from arena.serve.wake import Wake
+
+    store = tmp_path / "data" / "arena.sqlite"
+    receiver = Receiver()
+    s = Store(store)
+    s.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ann', 'x', 'member', 0)")
+    s.db.execute("INSERT INTO webhooks VALUES (1, ?, 'k', 0)", (receiver.url,))
+    s.db.execute("INSERT INTO bot_owners VALUES ('ann-bot', 1, 0)")
+    s.close()
+    follower = StoreFollower(StoreVersion(store, settle=0.0), interval=0.01)
+    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=10.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=options, follower=follower, outbox_wake=Wake()))
+
+    def suspend() -> None:  # another writer of the store, on a connection of its own
+        other = Store(store)
+        try:
+            set_status(other, "classic-2p", "ann-bot@1", MemberStatus.SUSPENDED, "3 faulted games in a row")
+        finally:
+            other.close()
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should it hang (an hour's look), not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(notify.store_moved, app)  # first: it reads the serial before any look
+                nursery.start_soon(follower.run)
+                nursery.start_soon(notify.deliverer, app, 3600.0)
+                while not (follower.serial and app.state.outbox_wake.sleeping):
+                    await trio.sleep(0.01)  # the store followed, the outbox looked at and empty
+                await trio.to_thread.run_sync(suspend)
+                while not receiver.got:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        follower.close()
+        receiver.close()
+    sent = json.loads(receiver.got[0][1])
+    assert sent["kind"] == "suspended" and "ann-bot@1 was suspended" in sent["text"]
+
+
 def test_a_receiver_that_never_answers_does_not_hold_up_pages(tmp_path: Path) -> None:
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
+from arena.serve.wake import Wake
 from tests.test_serve import ROOT, ServerProc, multipart, zip_bytes
 from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
 
@@ -166,10 +167,11 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(q, "claim", claim)
     monkeypatch.setattr(submit, "QUEUE_RETRY_S", 0.0)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+                                                outbox_wake=Wake()))
 
     async def main() -> None:
-        app.state.queue_wake = trio.Event()
+        app.state.queue_wake = Wake()
         await submit.run_queue(app)  # type: ignore[arg-type]
 
     with pytest.raises(Stop):
@@ -213,13 +215,14 @@ def test_one_jobs_failure_ends_that_job_and_the_queue_runs_the_next(tmp_path: Pa
         return q.Outcome.PLACED
 
     monkeypatch.setattr(submit, "_run_job", run)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+                                                outbox_wake=Wake()))
 
     def ended() -> bool:  # jobs run one at a time, in order: the last one's end is the queue's
         return (job := q.get(db, "c")) is not None and job.done
 
     async def main() -> None:
-        app.state.queue_wake = trio.Event()
+        app.state.queue_wake = Wake()
         with trio.fail_after(120):  # a bound should it hang, not a timing
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(submit.run_queue, app)
@@ -235,6 +238,59 @@ def test_one_jobs_failure_ends_that_job_and_the_queue_runs_the_next(tmp_path: Pa
     assert told == [(notes.Kind.PLACED, "/submit/c"), (notes.Kind.REFUNDED, "/submit/b")]
     assert db.execute("SELECT COUNT(*) FROM notifications WHERE account=?", (gone.id,)).fetchone()[0] == 0
     db.close()
+
+
+def test_an_idle_server_starts_a_queued_job_and_posts_its_notice_at_once(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an upload does once unpacked (:func:`submit.queue_job`) starts its check on an idle
+    server at once, and the job's end posts its owner's webhook at once: both workers' own looks
+    are an hour apart here, so neither is what woke them."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import notify, submit
+    from arena.store import jobs as q
+    from arena.store.jobs import Job, Limits
+    from arena.tournament.store import Store
+    from tests.test_serve_notify import Receiver
+
+    store = tmp_path / "data" / "arena.sqlite"
+    receiver = Receiver()
+    s = Store(store)
+    s.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('ann', 'x', 'member', 0)")
+    s.db.execute("INSERT INTO webhooks VALUES (1, ?, 'k', 0)", (receiver.url,))
+    s.close()
+    ran: list[str] = []
+
+    async def record(app: object, job: q.Job, *_: object) -> q.Outcome:
+        ran.append(job.id)
+        return q.Outcome.PLACED
+
+    monkeypatch.setattr(submit, "_run_job", record)
+    monkeypatch.setattr(submit, "QUEUE_IDLE_S", 3600.0)
+    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=10.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=options, running={}, queue_wake=Wake(), outbox_wake=Wake()))
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should it hang (an hour's look), not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(submit.run_queue, app)
+                nursery.start_soon(notify.deliverer, app, 3600.0)
+                while not (app.state.queue_wake.sleeping and app.state.outbox_wake.sleeping):
+                    await trio.sleep(0.01)  # both idle, having looked at the store
+                await submit.queue_job(app, Job("j", "account:1", "club", "b@1", "b.zip", "/none/j"), Limits())
+                while not receiver.got:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        receiver.close()
+    assert ran == ["j"]
+    sent = json.loads(receiver.got[0][1])
+    assert (sent["kind"], sent["link"]) == ("placed", "/submit/j")
 
 
 def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_path: Path,
@@ -258,7 +314,7 @@ def test_a_running_jobs_heartbeat_is_renewed_until_another_server_took_it(tmp_pa
     q.enqueue(db, Job("j", "token", "club", "b@1", "b.zip", "/up/j"), Limits(), 0.0)
     job = q.claim(db, 0.0, owner=q.server_id())
     assert job is not None and job.heartbeat == 0.0
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), running={}))
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), running={}, outbox_wake=Wake()))
 
     def run(work: object, stop_after: float | None = None) -> None:
         """run_job with ``work`` as the check and placement, stopped after ``stop_after`` fake seconds;
@@ -332,24 +388,24 @@ def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_p
         return q.Outcome.PLACED
 
     monkeypatch.setattr(submit, "_run_job", record)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={}))
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+                                                outbox_wake=Wake()))
 
     async def main() -> None:
-        app.state.queue_wake = trio.Event()
+        app.state.queue_wake = Wake()
         with trio.fail_after(120):  # a bound should it hang, not a timing
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(submit.run_queue, app)
-                while not app.state.queue_wake.statistics().tasks_waiting:  # started and idle; then the
-                    await trio.sleep(0.01)                                   # other server's job goes silent
+                while not app.state.queue_wake.sleeping:  # started and idle; then the other server's
+                    await trio.sleep(0.01)                # job goes silent
                 db = sqlite3.connect(store, isolation_level=None, timeout=30)
                 db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, "
                            "created, started, owner, heartbeat) VALUES ('j', 'token', 'club', 'b@1', 'b.zip', "
                            "'/none', 'running', 1, 0, 0, 'another-boot/1/1/1', ?)", (time.time() - q.LEASE_S - 1,))
                 db.close()
-                first = app.state.queue_wake
-                first.set()  # the idle runner's next round (every 5 s, or at once here)
-                while app.state.queue_wake is first or not app.state.queue_wake.statistics().tasks_waiting:
-                    await trio.sleep(0.01)  # until it is idle again
+                app.state.queue_wake.set()  # the idle runner's next look (every QUEUE_IDLE_S, or at once here)
+                while not ran or not app.state.queue_wake.sleeping:
+                    await trio.sleep(0.01)  # until it ran the job and is idle again
                 nursery.cancel_scope.cancel()
 
     trio.run(main)

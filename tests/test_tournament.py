@@ -348,8 +348,10 @@ def test_concurrent_games_do_not_interleave(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- real bundled bots
 
 def test_real_bundled_bots(tmp_path: Path) -> None:
+    """The bundled bots as real processes, one game at a time in this process, so each bot is this
+    process's child and one left behind is seen (the referee workers are tests/test_workers.py's)."""
     before = children()
-    cfg = cfg_of(name="real", bots=["random", "lowest"], seats=2, deals=2, concurrency=2, move_ms=5000,
+    cfg = cfg_of(name="real", bots=["random", "lowest"], seats=2, deals=2, concurrency=1, move_ms=5000,
                  store=str(tmp_path / "r.sqlite"))
     db = Store(cfg.store)
     played = trio.run(run_tournament, cfg, db)

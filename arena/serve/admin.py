@@ -17,6 +17,7 @@ from starlette.routing import Route
 from ..store import reads
 from ..store.people import PeopleError, Role, Status
 from . import auth
+from .notify import told
 from .pages import redirect, render
 
 
@@ -37,6 +38,7 @@ async def _ladder_act(request: Request, work: Any) -> Response:
         await _with_store(request, lambda store: work(store, form, by))
     except LadderError as e:
         return await page(request, 400, str(e).capitalize() + ".")
+    told(request.app)  # a member's status told to its owner (a pause tells nobody: a look for nothing)
     return redirect("/admin")
 
 
@@ -67,6 +69,7 @@ async def account_act(request: Request) -> Response:
             wanted = Status.SUSPENDED if act == "suspend" else Status.ACTIVE
             await auth.with_db(request, lambda db: set_status(db, name, wanted, by=who.id, origin=origin, now=now,
                                                              reason=form.get("reason", "")))
+            told(request.app)
     except PeopleError as e:
         return await page(request, 400, str(e).capitalize() + ".")
     return redirect("/admin")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import logging
+import math
 import socket
 import ssl
 import time
@@ -30,6 +31,7 @@ from ..store.notes import Delivery, delivered, failed, mark_seen, notes, outbox_
 from ..store.people import PeopleError, clear_webhook, set_webhook
 from . import auth
 from .pages import redirect, render
+from .wake import Wake
 
 log = logging.getLogger("arena.serve")
 
@@ -82,9 +84,20 @@ async def deliver_due(app: Any) -> int:
     return len(todo)
 
 
-async def deliverer(app: Any, idle_s: float = 2.0) -> None:
-    """The server's webhook deliverer: the outbox is looked at every ``idle_s`` (another process, an
-    ``arena ladder run``, may have written to it)."""
+IDLE_S = 2.0  # how often an idle deliverer looks at the outbox unwoken: a notice another process stored
+
+
+def told(app: Any) -> None:
+    """Wake the deliverer: this process just stored a notice (its webhook delivery is due now)."""
+    app.state.outbox_wake.set()
+
+
+async def deliverer(app: Any, idle_s: float = IDLE_S) -> None:
+    """The server's webhook deliverer. It posts what is due, then sleeps until this process stores
+    a notice (:func:`told`), the store moves under another writer (:func:`store_moved`: an
+    ``arena ladder run`` suspending a bot), or ``idle_s`` passes (what neither reaches: another
+    process's notice that moves no page, a failed delivery's retry coming due)."""
+    wake = app.state.outbox_wake
     while True:
         tried = 0
         if app.state.options.store.exists():
@@ -93,7 +106,17 @@ async def deliverer(app: Any, idle_s: float = 2.0) -> None:
             except Exception:  # the store busy or unreadable: try again later, keep serving
                 log.exception("webhook deliveries failed")
         if not tried:
-            await anyio.sleep(idle_s)
+            await wake.wait(idle_s)
+
+
+async def store_moved(app: Any) -> None:
+    """Wake the deliverer whenever the store's follower sees the store move (it looks anyway, for
+    the pages): a cheap nudge from the other processes that write it."""
+    follower = app.state.follower
+    serial = follower.serial
+    while True:
+        serial = await follower.wait(serial, math.inf)
+        told(app)
 
 
 # --------------------------------------------------------------------------- pages
@@ -137,4 +160,6 @@ def routes() -> list[Route]:
 
 
 def setup(app: Any) -> None:
+    app.state.outbox_wake = Wake()
     app.state.nursery.start_soon(deliverer, app)
+    app.state.nursery.start_soon(store_moved, app)

@@ -37,10 +37,12 @@ from ..store import jobs as queue
 from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
+from .notify import told
 from .limits import LateBody, client_of
 from .pages import redirect, render
 from .unpacker import UnpackerLost, unpack_apart
 from .upload import UploadError
+from .wake import Wake
 
 log = logging.getLogger("arena.serve")
 
@@ -201,7 +203,7 @@ async def _upload(request: Request) -> Response:
                 db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
                 origin=auth.origin_of(request)))
         job = Job(job_id, submitter, ladder, spec.label, str(upload.filename or "upload")[:200], str(spec.root))
-        await auth.with_db(request, lambda db: queue.enqueue(db, job, limits, time.time()))
+        await queue_job(request.app, job, limits)
     except QueueFull as e:
         remove_tree(dest)
         return _form(request, 429, str(e))
@@ -221,8 +223,14 @@ async def _upload(request: Request) -> Response:
     except BaseException:
         remove_tree(dest)
         raise
-    request.app.state.queue_wake.set()
     return redirect(f"/submit/{job.id}")
+
+
+async def queue_job(app: Starlette, job: Job, limits: Limits) -> None:
+    """Add ``job`` to the store's queue and wake this server's queue runner, so an idle queue starts
+    its check at once rather than at its next look."""
+    await _db(app, lambda db: queue.enqueue(db, job, limits, time.time()))
+    app.state.queue_wake.set()
 
 
 def limits_of(opts: Any) -> Limits:
@@ -288,6 +296,7 @@ async def _db(app: Starlette, fn: Any) -> Any:
 
 
 QUEUE_RETRY_S = 5.0
+QUEUE_IDLE_S = 5.0  # an idle queue's look at the store without a wake-up: a dead server's job, whose lease passed
 
 
 async def run_queue(app: Starlette) -> None:
@@ -296,7 +305,7 @@ async def run_queue(app: Starlette) -> None:
     While idle it puts back, every few seconds, a job whose server died after this one started
     (its lease passed, or its process is gone)."""
     opts = app.state.options
-    wake: trio.Event = app.state.queue_wake
+    wake: Wake = app.state.queue_wake
     me = queue.server_id()
     if opts.store.exists():
         await _db(app, lambda db: _recover(db, opts.store.resolve().parent / "uploads", me))
@@ -308,9 +317,7 @@ async def run_queue(app: Starlette) -> None:
             await trio.sleep(QUEUE_RETRY_S)
             continue
         if job is None:
-            with trio.move_on_after(5):  # an upload wakes it at once; the timeout covers another writer
-                await wake.wait()
-            app.state.queue_wake = wake = trio.Event()
+            await wake.wait(QUEUE_IDLE_S)
             continue
         try:
             await run_job(app, job)
@@ -328,6 +335,7 @@ async def _refund_broken(app: Starlette, job: Job) -> None:
     try:
         with trio.CancelScope(shield=True):
             await _db(app, lambda db: queue.finish(db, job, Outcome.REFUNDED, time.time()))
+            told(app)
             remove_tree(private_copy_dir(app.state.options.store) / job.id)
     except Exception:
         log.exception("could not end submission %s; the queue puts it back before its next job", job.id)
@@ -392,6 +400,7 @@ async def _run_claimed(app: Starlette, job: Job) -> None:
         app.state.running.pop(job.id, None)
     with trio.CancelScope(shield=True):
         await _db(app, lambda db: queue.finish(db, job, outcome, time.time()))
+        told(app)
         remove_tree(private_copy_dir(app.state.options.store) / job.id)
 
 
@@ -510,6 +519,6 @@ def routes() -> list[Route]:
 def setup(app: Starlette) -> None:
     app.state.sending = set()  # who is sending an upload now: an account, or a visitor's address
     app.state.running = {}  # the job this process runs now, by id: its lines as they come
-    app.state.queue_wake = trio.Event()
+    app.state.queue_wake = Wake()
     if app.state.options.allow_submit:
         app.state.nursery.start_soon(run_queue, app)

@@ -3,7 +3,7 @@ submission's end, a ladder suspending a bot, an admin's act), and their webhook 
 
 A notification is a row for its person's /notifications page; when the person has a webhook, the
 same transaction writes a delivery to the outbox, so a delivery is never lost and never made for
-an event that was rolled back. The server's deliverer (arena/serve/hooks.py) posts them.
+an event that was rolled back. The server's deliverer (arena/serve/notify.py) posts them.
 """
 
 from __future__ import annotations
