@@ -169,9 +169,11 @@ def test_divisions_from_the_ladder_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- the verifier
 
-@pytest.fixture
-def ended(tmp_path: Path):
-    path, ladder, store = _ladder(tmp_path)
+@pytest.fixture(scope="module")
+def ended(tmp_path_factory: pytest.TempPathFactory):
+    """One ended season for the verifier's tests, played once: they read it (the forgeries are
+    deep copies of its published items) and never write to its store."""
+    path, ladder, store = _ladder(tmp_path_factory.mktemp("ended"))
     _play(ladder, store, 8)
     start_season(store, ladder)
     _play(ladder, store, 16)
