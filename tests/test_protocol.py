@@ -50,6 +50,7 @@ from arena.referee import FAULT_REASONS, GameRecord, TimeControl
 from arena.referee.blocking import BlockingPlayer, play_game, settle
 from arena.referee.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
 from arena.referee.testing import FakeClock, MockBot
+from tests.schema_memo import SchemaMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "protocol" / "schemas"
@@ -204,41 +205,7 @@ class Match:
                 if "msg" in e and (kind is None or e["msg"]["type"] == kind)]
 
 
-class SchemaMemo:
-    """Validates the referee's lines against their schemas as ``protocol.validate`` does, remembering
-    each part a ``$ref`` leads to that was found valid: a game's lines repeat their events, actions,
-    players and cards many times (every seat is told each event), and jsonschema's walk of them was
-    three quarters of this file's time. Only valid parts are remembered (by the schema they were
-    checked against and their JSON text, so 1, 1.0 and true stay apart), so every error is found and
-    reported as jsonschema reports it. For JSON as read off a line (lists, never tuples)."""
-
-    def __init__(self) -> None:
-        self.valid: set[tuple[int, str]] = set()
-        self.targets: dict[tuple[int, str], Any] = {}
-        self.validators: dict[str, Any] = {}
-
-    def _ref(self, validator: Any, ref: str, instance: Any, schema: dict[str, Any]) -> Any:
-        where = (id(schema), ref)  # a $ref in one schema object always resolves to the same place
-        target = self.targets.get(where)
-        if target is None:
-            target = self.targets[where] = validator._resolver.lookup(ref)  # as jsonschema's own $ref does
-        key = (id(target.contents), json.dumps(instance, sort_keys=True))
-        if key in self.valid:
-            return
-        errors = list(validator.descend(instance, target.contents, resolver=target.resolver))
-        if not errors:
-            self.valid.add(key)
-        yield from errors
-
-    def validate(self, name: str, message: Any) -> None:
-        if name not in self.validators:
-            plain = protocol.validator(name)
-            cls = jsonschema.validators.extend(type(plain), {"$ref": self._ref})
-            self.validators[name] = cls(plain.schema, registry=protocol.registry())
-        self.validators[name].validate(message)
-
-
-SCHEMAS_SEEN = SchemaMemo()
+SCHEMAS_SEEN = SchemaMemo()  # one for the module: what it remembers is valid for every test
 
 
 def strip_seat(msg: dict[str, Any]) -> dict[str, Any]:
