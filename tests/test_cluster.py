@@ -688,7 +688,7 @@ def _kill_the_scheduler_midrun(toml: Path, store: Path, after: int) -> tuple[str
     try:
         address = _scheduler_address(scheduler, file)
         worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                   "--nworkers", "1", "--no-dashboard"], **quiet)
+                                   "--nworkers", "1", "--no-nanny", "--no-dashboard"], **quiet)  # one process
         with distributed.Client(address, timeout=60, set_as_default=False) as c:
             c.wait_for_workers(1, timeout=60)
         cli = subprocess.Popen([sys.executable, "-m", "arena.cli", "tournament", str(toml), "--store", str(store),

@@ -242,7 +242,8 @@ def test_the_requests_an_env_hands_out_are_the_protocols(rules, players):
     """What ``infos["request"]`` (AEC) and ``info["request"]`` (single seat) carry is a request a
     bot would be sent: it validates against protocol/schemas/request.schema.json, and a bot's
     ``choose`` answers it with an action id the env takes."""
-    from arena.referee import protocol
+    from tests.schema_memo import SchemaMemo
+    schemas = SchemaMemo()
     rng = random.Random(3)
     e = PalaceEnv(rules, players)
     e.reset(seed=5)
@@ -253,7 +254,7 @@ def test_the_requests_an_env_hands_out_are_the_protocols(rules, players):
             e.step(None)
             continue
         req = info["request"]
-        protocol.validate("request", req)
+        schemas.validate("request", req)
         ids = [a["id"] for a in req["actions"]]
         assert ids == list(range(len(ids)))
         k = rng.choice(ids)
@@ -265,7 +266,7 @@ def test_the_requests_an_env_hands_out_are_the_protocols(rules, players):
     single = PalaceSingleEnv(rules, ["lowest"] * (players - 1))
     obs, info = single.reset(seed=5)
     for _ in range(150):
-        protocol.validate("request", info["request"])
+        schemas.validate("request", info["request"])
         legal = np.flatnonzero(obs["action_mask"])
         obs, _, term, trunc, info = single.step(int(rng.choice(legal)))
         if term or trunc:

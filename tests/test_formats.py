@@ -170,10 +170,10 @@ def test_a_swiss_with_one_seat_per_author_keeps_authors_apart_before_repeats(tmp
 
 
 def test_a_stopped_swiss_resumes_to_the_same_event_and_plays_nothing_twice(tmp_path: Path) -> None:
-    ref, ref_db = event(tmp_path, 5, store="ref.sqlite", format="swiss", seats=2, rounds=3, deals=2)
+    ref, ref_db = event(tmp_path, 5, store="ref.sqlite", format="swiss", seats=2, rounds=3, deals=1)
     play(ref, ref_db)
     total = planned_games(ref)
-    assert total == 3 * 2 * 2 * 2
+    assert total == 3 * 2 * 1 * 2
 
     class Stop(Exception):
         pass
@@ -187,9 +187,9 @@ def test_a_stopped_swiss_resumes_to_the_same_event_and_plays_nothing_twice(tmp_p
             if self.n == 0:
                 raise Stop()
 
-    cfg, db = event(tmp_path, 5, store="cut.sqlite", format="swiss", seats=2, rounds=3, deals=2)
+    cfg, db = event(tmp_path, 5, store="cut.sqlite", format="swiss", seats=2, rounds=3, deals=1)
     stored = 0
-    for cut in (3, 7, 4):  # 8 games a round: stopped in round 1, in round 2, and in round 2 again
+    for cut in (3, 2, 1):  # 4 games a round: stopped in round 1, in round 2, and in round 2 again
         before = db.done_indexes("event")
         begun: list[str] = []
         with pytest.raises(Stop):
@@ -198,7 +198,7 @@ def test_a_stopped_swiss_resumes_to_the_same_event_and_plays_nothing_twice(tmp_p
         assert len(db.done_indexes("event")) == stored
         assert not {f"event-{i:06d}" for i in before} & set(begun)  # no stored game begun again
     before = db.done_indexes("event")
-    assert 8 < len(before) < 16
+    assert 4 < len(before) < 8
     begun: list[str] = []
     play(cfg, db, begun=begun)
     every = db.done_indexes("event")
@@ -297,7 +297,7 @@ def test_a_knockout_seeded_from_a_ladders_every_game(tmp_path: Path) -> None:
     key.chmod(0o600)
     seed, db = event(tmp_path, 4, format="round-robin", deals=1, name="ladder:club:seed")
     play(seed, db)
-    run, _ = event(tmp_path, 4, format="round-robin", deals=2, seed=5, name="ladder:club:run:000001")
+    run, _ = event(tmp_path, 4, format="round-robin", deals=1, seed=5, name="ladder:club:run:000001")
     play(run, db)
     ko, _ = event(tmp_path, 4, format="knockout", deals=1, seeding="ladder:club", name="cup")
     play(ko, db)
@@ -374,10 +374,10 @@ def test_a_swiss_killed_with_sigkill_resumes_to_the_same_event(tmp_path: Path, b
     from arena.cli.main import app
     from tests.test_resume import arena_cmd, reap_orphans, stored
     conf = tmp_path / "swiss.toml"
-    conf.write_text(f'name = "swiss"\nformat = "swiss"\nrounds = 3\nseats = 2\ndeals = 2\nseed = 7\n'
+    conf.write_text(f'name = "swiss"\nformat = "swiss"\nrounds = 3\nseats = 2\ndeals = 1\nseed = 7\n'
                     f'concurrency = 2\nbots = ["{bots_dir}/random", "{bots_dir}/lowest", "{bots_dir}/heuristic"]\n'
                     '[time]\nmove_ms = 5000\n')
-    total = 3 * 1 * 2 * 2
+    total = 3 * 1 * 1 * 2  # a table of two (the third bot sits out) a round, one deal in both seatings
     pids_before = {int(p) for p in os.listdir("/proc") if p.isdigit()}
     # the uninterrupted reference and the report are not about the process: run in this one
     with contextlib.chdir(tmp_path):

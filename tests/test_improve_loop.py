@@ -2,7 +2,8 @@
 `arena debug`, change the bot (the page's own code), prove the change with `arena match --sprt` on
 a deal suite cut from its lost games, and see its win_prob in the replay and in standings.
 
-Real bot processes under the default containment, fewer games than the page.
+The commands run in this process (tests.checks.arena_here); the bots they start are real processes
+under the default containment. Fewer games than the page.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.checks import Ran, arena_here
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,9 +27,10 @@ def _v2_code() -> str:
     return m.group(1)
 
 
-def _arena(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=work, capture_output=True, text=True,
-                          timeout=300)
+def _arena(work: Path, *args: str) -> Ran:
+    """The page's commands in this process (what they print, store and exit with); the bots they
+    start are real processes under the default containment."""
+    return arena_here(*args, cwd=work)
 
 
 def _chmod(d: Path) -> None:
@@ -46,7 +48,7 @@ def test_the_improve_loop(open_tmp: Path):
     _chmod(bot)
 
     # 2. lose some games
-    lost = _arena(work, "match", "my-bot", "heuristic", "--max-games", "100")
+    lost = _arena(work, "match", "my-bot", "heuristic", "--max-games", "60")
     assert lost.returncode == 0, lost.stdout + lost.stderr
     games = json.loads(_arena(work, "games", "--bot", "starter-python@1.0.0", "--json", "--limit", "100").stdout)
     lost_games = [g for g in games if g["seats"][g["result"]["order"][0][0]] != "starter-python@1.0.0"]

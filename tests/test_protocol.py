@@ -50,6 +50,7 @@ from arena.referee import FAULT_REASONS, GameRecord, TimeControl
 from arena.referee.blocking import BlockingPlayer, play_game, settle
 from arena.referee.protocol import BOT_MESSAGES, REFEREE_MESSAGES, ProtocolError
 from arena.referee.testing import FakeClock, MockBot
+from tests.schema_memo import SchemaMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "protocol" / "schemas"
@@ -204,6 +205,9 @@ class Match:
                 if "msg" in e and (kind is None or e["msg"]["type"] == kind)]
 
 
+SCHEMAS_SEEN = SchemaMemo()  # one for the module: what it remembers is valid for every test
+
+
 def strip_seat(msg: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in msg.items() if k != "_seat"}
 
@@ -215,7 +219,7 @@ def check_conversation(match: Match) -> None:
         if "msg" in entry:
             msg = entry["msg"]
             assert msg["type"] in REFEREE_MESSAGES, msg["type"]
-            protocol.validate(msg["type"], msg)
+            SCHEMAS_SEEN.validate(msg["type"], msg)
             per_seat.setdefault(entry["bot"], []).append(msg)
         else:
             per_seat.setdefault(entry["bot"], []).append({"type": "<reply>", "line": entry["reply"]})

@@ -213,7 +213,9 @@ OPTION_VALUES = {
 }
 
 
-@settings(max_examples=int(os.environ.get("RESAMPLE_EXAMPLES", 100)), deadline=None, derandomize=not os.environ.get("RESAMPLE_EXAMPLES"),
+# 40 fixed examples (RESAMPLE_EXAMPLES=N for N random ones): the first 25 already catch a lead
+# inference that rules out the leader's own rank, a must_play cap one too loose and no must_play inference
+@settings(max_examples=int(os.environ.get("RESAMPLE_EXAMPLES", 40)), deadline=None, derandomize=not os.environ.get("RESAMPLE_EXAMPLES"),
           suppress_health_check=[HealthCheck.too_slow])
 @given(preset=st.sampled_from(sorted(PRESETS)), options=st.fixed_dictionaries({}, optional=OPTION_VALUES),
        players=st.integers(2, 6), seed=st.integers(0, 10_000))

@@ -169,9 +169,11 @@ def test_divisions_from_the_ladder_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- the verifier
 
-@pytest.fixture
-def ended(tmp_path: Path):
-    path, ladder, store = _ladder(tmp_path)
+@pytest.fixture(scope="module")
+def ended(tmp_path_factory: pytest.TempPathFactory):
+    """One ended season for the verifier's tests, played once: they read it (the forgeries are
+    deep copies of its published items) and never write to its store."""
+    path, ladder, store = _ladder(tmp_path_factory.mktemp("ended"))
     _play(ladder, store, 8)
     start_season(store, ladder)
     _play(ladder, store, 16)
@@ -227,20 +229,22 @@ def test_a_secret_that_does_not_match_the_hash_is_named(ended) -> None:
     assert "the secret does not match" in verify_season(forged, other, s.commitment).problems[0]
 
 
-def test_the_command_line_exports_and_the_standalone_verifier_checks(ended, tmp_path: Path) -> None:
+def test_the_command_line_exports_and_the_standalone_verifier_checks(ended, tmp_path: Path, capsys) -> None:
+    from arena.replay.verify import main as verify
     path, ladder, store, s, _, _ = ended
     out = tmp_path / "season1.jsonl"
     shown = runner.invoke(app, ["ladder", str(path), "season", "show", "1", "--export", str(out),
                                 "--store", str(store.path)])
     assert shown.exit_code == 0, shown.output
     assert s.commitment in shown.output and s.secret.hex() in shown.output
-    cmd = [sys.executable, "-m", "arena.replay.verify", str(out), "--secret", s.secret.hex(), "--commitment",
-           s.commitment]
-    good = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert good.returncode == 0 and "every game was dealt from the committed secret" in good.stdout
-    bad = subprocess.run(cmd[:5] + ["00" * 32] + cmd[6:], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert bad.returncode == 1 and "does not match the published hash" in bad.stdout
-    junk = subprocess.run(cmd[:5] + ["not-hex"] + cmd[6:], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    args = [str(out), "--secret", s.secret.hex(), "--commitment", s.commitment]
+    capsys.readouterr()
+    assert verify(args) == 0 and "every game was dealt from the committed secret" in capsys.readouterr().out
+    assert verify(args[:2] + ["00" * 32] + args[3:]) == 1
+    assert "does not match the published hash" in capsys.readouterr().out
+    # the standalone program as a user runs it: its status and one error line, no traceback
+    junk = subprocess.run([sys.executable, "-m", "arena.replay.verify", *args[:2], "not-hex", *args[3:]],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert junk.returncode == 2 and junk.stderr.startswith("error:") and "Traceback" not in junk.stderr
     via_replay = runner.invoke(app, ["replay", str(out), "--verify", "--secret", s.secret.hex(), "--commitment",
                                      s.commitment])

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -89,7 +87,7 @@ def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     save_suite(path, make_suite(rules_from("shithead", {}), 2, 8))
     md = tmp_path / "m.md"
     done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store", "--max-turns", "600",
-                               "--json", "--summary", str(md)])
+                               "--json", "--summary", str(md), "-j", "1"])  # -j 1: the in-process bots
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
     report = data["deals_report"]
@@ -126,7 +124,7 @@ def test_from_games_cuts_the_games_a_bot_lost_and_names_them(tmp_path: Path, in_
     assert f"cut from {len(suite.deals)} stored games" in shown.output
     # the flip report names the stored game each deal came from
     played = runner.invoke(app, ["match", "heuristic", "lowest", "--suite", str(path), "--no-store",
-                                 "--max-turns", "600"])
+                                 "--max-turns", "600", "-j", "1"])  # -j 1: the in-process bots
     assert played.exit_code == 0, played.output
     assert "per deal of the suite" in played.stdout
     none = runner.invoke(app, ["deals", "from-games", str(tmp_path / "x.json"), "--lost-by", "nobody@1",
@@ -155,11 +153,12 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
 
 def test_match_on_a_suite_end_to_end(tmp_path: Path):
     """Real bot processes: arena deals make, then arena match --suite with the SPRT; the exit status
-    is the verdict whichever it is (the deals are fresh each run)."""
+    is the verdict whichever it is (the deals are fresh each run). The commands run in this process
+    (a shell sees a match's verdict as its status in test_match_gate's real-process tests)."""
+    from tests.checks import arena_here
     path = tmp_path / "s.json"
-    def arena(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=240)
+    def arena(*args: str):
+        return arena_here(*args, cwd=tmp_path)
     assert arena("deals", "make", str(path), "-n", "40", "--rules", "shithead").returncode == 0
     done = arena("match", "lowest", "highest", "--suite", str(path), "--sprt", "0,100", "--max-turns", "600",
                  "--store", str(tmp_path / "st.sqlite"), "--json")
@@ -192,6 +191,13 @@ def test_a_suite_inside_a_bots_folder_is_refused(tmp_path: Path):
 
 # --------------------------------------------------------------------------- mid-game positions
 
+@pytest.fixture(scope="module")
+def lost_games(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of 12 games lowest played against highest, played once: the tests cut positions
+    from it and never write to it."""
+    return _lost_games_store(tmp_path_factory.mktemp("lost"))
+
+
 def _lost_games_store(tmp_path: Path) -> Path:
     store_path = tmp_path / "games.sqlite"
     store = Store(store_path)
@@ -201,7 +207,8 @@ def _lost_games_store(tmp_path: Path) -> Path:
     return store_path
 
 
-def test_positions_cut_from_games_are_checked_and_played_from_where_they_stand(tmp_path: Path, in_process):
+def test_positions_cut_from_games_are_checked_and_played_from_where_they_stand(tmp_path: Path, in_process,
+                                                                              lost_games: Path):
     """`arena deals from-games --position-at T`: each entry is the game before its T-th decision, in
     the engine's position format, with the moves that reach it from the deal. A match on it starts
     every game (both seat orders) there: the opening is in the record as `given` steps nobody was
@@ -209,7 +216,7 @@ def test_positions_cut_from_games_are_checked_and_played_from_where_they_stand(t
     from arena.engine.views import from_position, to_position
     from arena.replay.simulate import simulate
     from arena.tournament.suites import reach
-    store_path = _lost_games_store(tmp_path)
+    store_path = lost_games
     path = tmp_path / "at7.json"
     done = runner.invoke(app, ["deals", "from-games", str(path), "--position-at", "7", "--store", str(store_path)])
     assert done.exit_code == 0, done.output
@@ -253,8 +260,9 @@ def test_positions_cut_from_games_are_checked_and_played_from_where_they_stand(t
     (lambda e: e.__setitem__("moves", [99] + e["moves"][1:]), "move 1 is action 99"),
     (lambda e: e.pop("moves"), "a position needs 'moves'"),
 ])
-def test_a_position_that_its_moves_do_not_reach_is_refused(tmp_path: Path, in_process, edit, needle):
-    store_path = _lost_games_store(tmp_path)
+def test_a_position_that_its_moves_do_not_reach_is_refused(tmp_path: Path, in_process, lost_games: Path, edit,
+                                                           needle):
+    store_path = lost_games
     path = tmp_path / "p.json"
     assert runner.invoke(app, ["deals", "from-games", str(path), "--position-at", "3",
                                "--store", str(store_path)]).exit_code == 0
@@ -320,6 +328,6 @@ def test_a_tournament_warns_of_a_suite_others_can_read(tmp_path: Path, in_proces
     save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
     path.chmod(0o640)
     done = runner.invoke(app, ["tournament", "--bot", "lowest", "--bot", "highest", "--suite", str(path), "--plain",
-                               "--store", str(tmp_path / "t.sqlite")])
+                               "--store", str(tmp_path / "t.sqlite"), "-j", "1"])  # -j 1: the in-process bots
     assert done.exit_code == 0, done.output
     assert f"{path} is readable by other users" in " ".join(done.output.split()) and f"chmod 600 {path}" in done.output

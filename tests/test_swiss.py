@@ -78,7 +78,7 @@ def test_small_fields_are_searched_to_the_end_and_match_brute_force(case):
     assert abs(got[1] - best[1]) < 1e-9  # then the least score spread among those
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)  # byes given by standing alone fail 10 runs of 10 at 15 examples
 @given(st.integers(2, 6), st.integers(0, 12), st.integers(0, 2**32 - 1))
 def test_rounds_spread_byes_and_avoid_meetings_while_they_can(k, extra, seed):
     """Whole Swisses with random results: byes differ by at most one between any two bots after
