@@ -237,11 +237,12 @@ def _ctrl_c_handler_unchanged():
 WORKERS_MAX = 2  # the machine the suite is sized and checked on: 2 cores (README, "Tests")
 
 
-LONGEST_FIRST = ("test_serve_accounts", "test_formats", "test_gvisor", "test_serve_browser", "test_debug",
-                 "test_ladder_run", "test_suites", "test_serve_queue", "test_workers", "test_cli_firsthour",
-                 "test_match_gate", "test_seasons", "test_safetext", "test_improve_loop", "test_cluster",
-                 "test_resample", "test_club_walk", "test_gvisor_system", "test_serve_club_browser",
-                 "test_club_default", "test_resume", "test_cpu_seats")
+LONGEST_FIRST = ("test_cluster", "test_formats", "test_gvisor_system", "test_serve_browser", "test_cli_firsthour",
+                 "test_sandbox_attacks", "test_serve_accounts", "test_gvisor", "test_seasons", "test_serve_live_browser",
+                 "test_serve_queue", "test_ladder", "test_protocol", "test_ladder_run", "test_serve_club_browser",
+                 "test_bot_process", "test_replay", "test_club_default", "test_suites", "test_improve_loop",
+                 "test_resample", "test_engine_properties", "test_ai", "test_match_gate", "test_serve_cache",
+                 "test_hostile_tournament")
 """The files that took longest, longest first (each file's test times summed, from a whole run with
 ``--junitxml``; close enough is enough, as the order only has to put the long files early)."""
 
