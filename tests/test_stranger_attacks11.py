@@ -1,0 +1,56 @@
+"""#35 again: what the last stop left open: an upload worker's own limits and capabilities, read-only
+opens of a store below a folder others may write, and a gVisor seat's copy of its bot's folder.
+
+As in tests/test_stranger_attacks10.py, an attacker's program takes the upload worker's place and
+answers with what it managed, as a refusal the server passes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.test_stranger_attacks10 import READ_JOB, _refusal, _view
+
+RAISER = READ_JOB + """
+import resource
+raised, calls = [], []
+for name in ("RLIMIT_AS", "RLIMIT_FSIZE"):
+    res = getattr(resource, name)
+    soft, hard = resource.getrlimit(res)
+    for how, call in (("setrlimit", resource.setrlimit), ("prlimit", lambda r, l: resource.prlimit(0, r, l))):
+        try:
+            call(res, (soft, hard))  # the limits it has: what the call itself is allowed
+            calls.append(how)
+            call(res, (hard * 4, hard * 4))
+            raised.append(name)
+        except (OSError, ValueError):
+            pass
+with open("/proc/self/status") as f:
+    caps = {line.split(":")[0]: line.split()[1] for line in f if line.startswith("Cap")}
+answer({"raised": raised, "calls": calls, **{k: caps[k] for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")}})
+"""
+
+
+@pytest.mark.parametrize("view", ["under bubblewrap", "where bubblewrap cannot start"])
+def test_an_upload_worker_cannot_raise_its_own_limits_or_keep_capabilities(tmp_path: Path, view: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's memory and file size are rlimits set in its process before it runs (soft and
+    hard alike), and its filter allowed ``setrlimit`` and ``prlimit64``: a root server's worker
+    where bubblewrap cannot start keeps every capability, ``CAP_SYS_RESOURCE`` among them, so code
+    a hostile archive ran in it could raise both (and a root worker could open, chown or signal
+    what root may). It needs neither to read an archive: both calls are refused by its filter, and
+    a root worker starts with no capability (none effective, permitted, ambient or left in its
+    bounding set, so none comes back through an exec). On the old code, run as root without
+    bubblewrap: RLIMIT_AS and RLIMIT_FSIZE raised by setrlimit, every capability kept. Planted
+    (the two calls left in the worker's filter; the capabilities not dropped): each fails."""
+    from tests.test_serve import LIMITS
+    _view(view, monkeypatch)
+    (tmp_path / "uploads").mkdir()
+    found = _refusal(monkeypatch, RAISER, tmp_path / "uploads" / "job", LIMITS)
+    assert found["raised"] == [] and found["calls"] == [], found
+    assert {k: int(found[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")} == \
+        {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}, found
