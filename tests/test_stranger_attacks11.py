@@ -54,3 +54,53 @@ def test_an_upload_worker_cannot_raise_its_own_limits_or_keep_capabilities(tmp_p
     assert found["raised"] == [] and found["calls"] == [], found
     assert {k: int(found[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")} == \
         {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}, found
+
+
+# -- read-only opens of a store below a folder others may write -------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and moves need a root test")
+@pytest.mark.parametrize("reader", ["arena games", "the web pages"])
+def test_a_store_read_below_a_folder_others_may_write_is_refused_not_shown(tmp_path: Path, reader: str) -> None:
+    """``/srv`` writable by every user (no sticky bit), the arena's store in ``/srv/arena-data``: Eve
+    cannot open the store, but she may rename what is in ``/srv``, so she moves ``arena-data`` away
+    and puts a folder of hers with a store of hers in its place (its files hers, as a copy she made).
+    The writing opens refuse that folder (tests/test_stranger_attacks10.py), but the read-only ones
+    did not look: on the old code ``arena games`` and the pages of ``arena serve`` showed her
+    tournament as the arena's. Now every open of a store, reading or writing, checks its place by
+    one rule (``games.check_store_place``): the folders above, as spelled and as resolved, and the
+    store's own files. Planted (the readers unchecked): her tournament is listed."""
+    from arena.serve import data
+    from arena.tournament.store import Store, StoreError
+    from tests.test_stranger_attacks10 import EVE, _as_eve
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    store = srv / "arena-data" / "arena.sqlite"
+    Store(store).close()  # (the writing opens refuse it below a folder others may write: made first)
+    os.chmod(srv, 0o777)
+    made = tmp_path / "made" / "arena.sqlite"
+    db = Store(made)
+    db.db.execute("INSERT INTO tournaments VALUES ('eves-own', '{}', 1, 'finished', 0, 0)")
+    db.close()
+    hers = srv / "eve-data"
+    made.parent.rename(hers)
+    for p in (hers, *hers.iterdir()):
+        os.chown(p, EVE, EVE)
+        os.chmod(p, 0o777 if p.is_dir() else 0o666)
+
+    def swap() -> int:
+        os.rename("arena-data", "away")
+        os.rename("eve-data", "arena-data")
+        return 0
+    assert _as_eve(swap, srv) == 0, "Eve could not rename in a folder every user may write"
+    shown, refused = [], ""
+    try:
+        read = Store(store, readonly=True) if reader == "arena games" else data.open_read(store)
+        assert read is not None
+        try:
+            shown = [row[0] for row in read.db.execute("SELECT id FROM tournaments")]
+        finally:
+            read.db.close()
+    except StoreError as e:
+        refused = str(e)
+    assert shown == [] and refused.startswith(f"the store's folder {srv}") and "writable by others" in refused, \
+        (shown, refused)  # (her folder, or /srv above it: the first folder checked that fails is named)
