@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,58 @@ def test_a_store_read_below_a_folder_others_may_write_is_refused_not_shown(tmp_p
         refused = str(e)
     assert shown == [] and refused.startswith(f"the store's folder {srv}") and "writable by others" in refused, \
         (shown, refused)  # (her folder, or /srv above it: the first folder checked that fails is named)
+
+
+# -- a gVisor seat's own copy of its bot's folder -------------------------------------------------
+
+FAKE_RUNSC = """#!/bin/sh
+# runsc's place: started where the seat's copy is bound (gvisor.bind_checked), says what it would serve
+exec cat folder/bot.py
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a gVisor seat needs a root referee and a private uid")
+def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           request: pytest.FixtureRequest) -> None:
+    """A run reads a bot once (its files hash: what standings, records and every copy are checked
+    against), and a gVisor seat copies the bot's folder at its own start, long after. A local author
+    who edits ``bot.py`` between the two (between games, or while the run plans) had the new file
+    served to every later seat: the run recorded one bot and played another. Now the seat's copy is
+    read by the folder reader and its hash compared with the run's: a changed folder is the bot's
+    refusal, named, before runsc runs. (runsc's place is taken by a program that prints the
+    ``bot.py`` it would serve.) On the old code: ``cheat`` served. Planted (the copy not
+    compared): the same."""
+    from arena.bots import gvisor, start
+    from arena.bots.containment import Containment
+    from arena.bots.errors import BotCommandError
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    home = Path(tempfile.mkdtemp(prefix="a18-author-"))  # a folder the seat's private uid can reach
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    bot = home / "bot"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "edited"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (bot / "bot.py").write_text("honest\n")
+    for p in (home, bot, *bot.iterdir()):
+        p.chmod(0o755)
+    runsc = tmp_path / "runsc"
+    runsc.write_text(FAKE_RUNSC)
+    runsc.chmod(0o755)
+    monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
+    monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
+    monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
+    spec = load_bot(bot)
+    checked = spec.files_hash()  # the run reads it
+    plan = Launcher(containment=Containment.GVISOR).plan_now(spec)
+    (bot / "bot.py").write_text("cheat\n")  # the author, after the check
+    served, refused = "", ""
+    try:
+        with plan.start() as seat:
+            served = seat.receive_line(10.0)
+    except BotCommandError as e:
+        refused = str(e)
+    assert served == "" and "changed since the run read them" in refused, (served, refused)
+    assert checked in refused or "edited@1.0" in refused, refused
+    (bot / "bot.py").write_text("honest\n")  # as checked again: served
+    with plan.start() as seat:
+        assert seat.receive_line(10.0) == "honest"
