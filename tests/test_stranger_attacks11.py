@@ -58,6 +58,53 @@ def test_an_upload_worker_cannot_raise_its_own_limits_or_keep_capabilities(tmp_p
         {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}, found
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs a root test")
+def test_a_server_that_is_not_root_still_unpacks_without_bubblewrap_or_a_tmpfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capabilities are given up by every worker that bubblewrap does not run, and a server of
+    uid 4242 cannot empty its bounding set (that needs ``CAP_SETPCAP``), nor needs to: an exec as
+    any uid but 0, under ``no_new_privs``, gains nothing from it. Where neither bubblewrap nor a
+    tmpfs of the worker's own can be had, its uploads are unpacked as before, its capabilities all
+    0 but the bounding set. Planted (the bounding set required empty for every uid): every upload
+    is the arena's failure."""
+    import tempfile as tf
+
+    import trio
+
+    from arena.bots.namespaces import PrivateSpace
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    from tests.test_stranger_attacks10 import EVE, _as_eve
+
+    def refused(self: PrivateSpace) -> None:
+        raise PermissionError(1, "mount a tmpfs: Operation not permitted")
+    monkeypatch.setattr(PrivateSpace, "enter", refused)
+    monkeypatch.setattr(unpacker, "_space_tried", [])
+    monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
+    monkeypatch.setattr(unpacker, "WORKER", ["/usr/bin/python3", "-c", RAISER])
+    home = Path(tf.mkdtemp(prefix="a18-eve-"))
+    try:
+        os.chown(home, EVE, EVE)
+        r, w = os.pipe()
+
+        def upload() -> int:  # the server's side, as Eve
+            from arena.serve.upload import UploadError
+            try:
+                trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), home / "job", **LIMITS))
+            except UploadError as e:  # the program's figures
+                os.write(w, str(e).encode())
+            except Exception as e:  # noqa: BLE001  the upload lost: said
+                os.write(w, json.dumps({"lost": repr(e)}).encode())
+            return 0
+        assert _as_eve(upload) == 0
+        os.close(w)
+        with os.fdopen(r, "rb") as got:
+            found = json.loads(got.read() or b"{}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert "lost" not in found and found["calls"] == [], found
+    assert [int(found[k], 16) for k in ("CapEff", "CapPrm", "CapAmb")] == [0, 0, 0], found
+
+
 # -- read-only opens of a store below a folder others may write -------------------------------------
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and moves need a root test")

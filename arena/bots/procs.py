@@ -47,10 +47,11 @@ class _CapData(ctypes.Structure):
 
 def drop_capabilities() -> bool:
     """Give up every capability for good, before an exec: effective, permitted, inheritable and
-    ambient cleared, and (where this process may: root) the bounding set emptied, since an exec as
-    root is given every capability of the bounding set back. Whether none is left in any of them
-    (False where one stayed: the caller refuses to go on). Only system calls: it runs between fork
-    and exec."""
+    ambient cleared, and the bounding set emptied where this process may (it needs
+    ``CAP_SETPCAP``). Whether none is left that an exec could give back (False: the caller refuses
+    to go on): an exec as uid 0 is given the whole bounding set, so there it must be empty; any
+    other uid, under ``no_new_privs``, gets no more than it holds, nothing. Only system calls: it
+    runs between fork and exec."""
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(CAP_LAST + 1):
         if _prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1:
@@ -60,7 +61,7 @@ def drop_capabilities() -> bool:
         return False
     if _libc.capget(ctypes.byref(header), data) != 0 or any(d.effective or d.permitted or d.inheritable for d in data):
         return False
-    return not any(_prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 for cap in range(CAP_LAST + 1))
+    return os.geteuid() != 0 or not any(_prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 for cap in range(CAP_LAST + 1))
 
 
 def set_child_subreaper() -> bool:
