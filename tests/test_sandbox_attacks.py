@@ -402,7 +402,7 @@ def test_without_the_filter_the_other_walls_still_hold(base, sandbox, monkeypatc
     """With the system-call filter allowing every call (as if its list had lost its rules), the channels it closes open
     (so the pair's test can tell), but bubblewrap's --disable-userns still refuses a nested user
     namespace, and no_new_privs is still set, in both modes."""
-    monkeypatch.setattr(seccomp, "_rules", lambda sc: [(sc.ALLOW, nr, ()) for nr in range(seccomp.MAX_NR)])
+    monkeypatch.setattr(seccomp, "_rules", lambda sc, worker: [(sc.ALLOW, nr, ()) for nr in range(seccomp.MAX_NR)])
     pair = [load_bot(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
     rec, stderr = play_table(pair, Launcher(containment=containment_for(sandbox)))
     report = reports(stderr[0])[0]

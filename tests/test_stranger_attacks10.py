@@ -172,7 +172,7 @@ def test_no_upload_worker_starts_where_its_filter_cannot_be_built(tmp_path: Path
     from arena.serve import unpacker
     from tests.test_serve import LIMITS, MANIFEST, zip_bytes
 
-    def unavailable(tasks: bool = True) -> bytes:
+    def unavailable(worker: bool = False) -> bytes:
         raise seccomp.FilterUnavailable("the system-call filter cannot be built: no libseccomp here")
     monkeypatch.setattr(seccomp, "bpf", unavailable)
 

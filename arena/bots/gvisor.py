@@ -21,7 +21,7 @@ from typing import Sequence
 from ..limits import Limits, MiB
 from . import pagecache
 from .errors import BotCommandError, BotStartError
-from .folder import CAPS, Caps
+from .folder import CAPS, Caps, FolderError, read_folder
 from .filesystem import SANDBOX_ROOT_DIRS, STRANGER_SYSTEM, MissingSystemPath, SystemViewError, stranger_system
 from .namespaces import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT,
                          _check, _mount, _unshare)
@@ -218,7 +218,7 @@ def seat_copy(path: str, where: Path) -> str:
     return str(copy)
 
 
-def own_copy(cwd_fd: int, where: Path) -> Path | None:
+def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     """The seat's own copy of the bot's checked folder (the directory ``cwd_fd`` holds) in
     ``where/own``: folders anew with their modes, files copied with theirs, links kept as links;
     walked by descriptors below ``cwd_fd`` without following a link, so an entry swapped for a link
@@ -239,7 +239,9 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
     zeros at every seat's start, and folders nested 1,100 deep ended the start in a RecursionError.
     What the folder holds is the bot's doing (:class:`BotCommandError`, naming the entry); None,
     with nothing left, where the system refuses the copy (a full disk): the seat is then served from
-    the checked folder itself, as before."""
+    the checked folder itself, as before. The copy is then read by the folder reader and must hash
+    to ``files_hash`` (the run's reading of the bot, where given): a folder its author changed
+    after the run read it is the bot's refusal, not a new bot served under the old one's name."""
     dest = where / "own"
     try:
         parent = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -247,6 +249,8 @@ def own_copy(cwd_fd: int, where: Path) -> Path | None:
             _copy_dir(cwd_fd, ".", parent, dest.name, "", [0, 0])  # (cwd_fd is an O_PATH descriptor)
         finally:
             os.close(parent)
+        if files_hash:
+            _same_files(dest, files_hash)
     except BotCommandError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -262,6 +266,17 @@ build may leave (``launch.BUILD_DISK_MB`` and ``BUILD_ENTRIES``); the depth keep
 recursion and open descriptors small."""
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _same_files(copy: Path, files_hash: str) -> None:
+    """:class:`BotCommandError` unless the folder reader reads ``copy`` as ``files_hash``."""
+    try:
+        digest = read_folder(copy).digest
+    except FolderError as e:
+        raise _refused("", f"the bot's files changed since the run read them ({e})") from None
+    if digest != files_hash:
+        raise _refused("", f"the bot's files changed since the run read them (they hash to {digest}, "
+                           f"not {files_hash})")
 
 
 def _refused(rel: str, why: str) -> BotCommandError:

@@ -286,10 +286,11 @@ class LaunchPlan:
     writable_cwd: bool = False  # a contained build's own copy of the folder, never a bot that plays
     system: tuple[str, ...] = ()  # extra system paths a stranger view holds (filesystem.system_paths)
     view: SystemView = SystemView.HOST  # what a bubblewrap or namespaces seat sees of the system
+    files_hash: str = ""  # what a gVisor seat's own copy of ``workdir`` must hash to (the run's reading)
 
     def _kw(self) -> dict[str, Any]:
         c = self.containment
-        return dict(limits=self.limits, containment=c,
+        return dict(limits=self.limits, containment=c, files_hash=self.files_hash,
                     run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
                     extra_env=dict(self.env) or None, ro_binds=list(self.binds), view=self.view, system=self.system)
 
@@ -305,6 +306,18 @@ class LaunchPlan:
             return start_bot(self.argv, self.workdir, writable_cwd=self.writable_cwd, **self._kw())
         except BotStartError as e:
             raise self._error(e) from None
+
+def _seat_hash(spec: BotSpec, mode: Containment) -> str:
+    """What a gVisor seat's own copy of its folder must hash to: the run's reading of the bot
+    (:meth:`~.manifest.BotSpec.files_hash`, of the folder the seat runs from: the bot's, or the
+    arena's checked copy of it). The copy is made at every seat's start, long after that reading,
+    from a folder its author may have changed meanwhile; "" (not compared) for other modes, which
+    bind the folder itself, and for a bot whose command runs in a folder below its root (the copy
+    then holds only that folder)."""
+    if mode is not Containment.GVISOR or spec.workdir.resolve() != spec.root.resolve():
+        return ""
+    return spec.files_hash()
+
 
 def _binds(env: dict[str, str]) -> tuple[Path, ...]:
     """The arena's own package, where a contained Python bot is given it (its PYTHONPATH)."""
@@ -574,7 +587,7 @@ class Launcher:
         python, env = self._python(spec, mode is not Containment.TRUSTED)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
                           tuple({**spec.env, **env}.items()), _binds(env),
-                          system=self._system(mode), view=self._view(mode))
+                          system=self._system(mode), view=self._view(mode), files_hash=_seat_hash(spec, mode))
 
     def _system(self, mode: Containment) -> tuple[str, ...]:
         """The extra system paths a stranger view (a gVisor seat's, or strangers' in any mode; a build's

@@ -31,6 +31,39 @@ def prctl(option: int, arg: int = 0) -> int:
     return _prctl(option, arg, 0, 0, 0)
 
 
+PR_CAPBSET_READ, PR_CAPBSET_DROP = 23, 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_LAST = 63  # past the kernel's last capability PR_CAPBSET_READ answers EINVAL
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good, before an exec: effective, permitted, inheritable and
+    ambient cleared, and the bounding set emptied where this process may (it needs
+    ``CAP_SETPCAP``). Whether none is left that an exec could give back (False: the caller refuses
+    to go on): an exec as uid 0 is given the whole bounding set, so there it must be empty; any
+    other uid, under ``no_new_privs``, gets no more than it holds, nothing. Only system calls: it
+    runs between fork and exec."""
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(CAP_LAST + 1):
+        if _prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1:
+            _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if _libc.capset(ctypes.byref(header), data) != 0:
+        return False
+    if _libc.capget(ctypes.byref(header), data) != 0 or any(d.effective or d.permitted or d.inheritable for d in data):
+        return False
+    return os.geteuid() != 0 or not any(_prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 for cap in range(CAP_LAST + 1))
+
+
 def set_child_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants.
 

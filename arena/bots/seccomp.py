@@ -10,8 +10,8 @@ falls back as it would on an older one (runc's rule). Calls of another ABI (``in
 refused entirely. Why each group is in or out: docs/SANDBOX.md. There is no way to run a contained
 bot without it: when the filter cannot be built, :func:`bpf` raises and the bot does not start
 (fail closed). The upload worker (serve/unpacker.py) runs under the same list without
-:data:`NEW_TASKS`: it reads an archive in one thread, and code a hostile archive ran in it must
-not fork the server's machine full.
+:data:`WORKER_REFUSED`: it reads an archive in one thread with the limits it was given, and code a
+hostile archive ran in it must neither fork the server's machine full nor raise those limits.
 """
 
 from __future__ import annotations
@@ -71,10 +71,14 @@ ALLOWED = (
 )
 """Calls a bot may make with any arguments."""
 
-NEW_TASKS = ("fork", "vfork", "clone")
-"""The calls that make a process or a thread (``clone3`` is answered ENOSYS whatever, so the C library
-falls back to ``clone``): left out of a filter built with ``tasks=False``, so each fails with EPERM.
-A thread is a task too, a pid and a kernel stack that no memory limit counts."""
+WORKER_REFUSED = ("fork", "vfork", "clone", "setrlimit", "prlimit64")
+"""Left out of the upload worker's filter (``bpf(worker=True)``), so each fails with EPERM: the calls
+that make a process or a thread (``clone3`` is answered ENOSYS whatever, so the C library falls back
+to ``clone``; a thread is a task too, a pid and a kernel stack that no memory limit counts), and the
+calls that set rlimits (its memory and file size are rlimits, soft and hard alike; a root worker
+with ``CAP_SYS_RESOURCE`` could raise them, and reading an archive sets none). ``prlimit64`` stays
+allowed without a new limit (its third argument NULL): that is how the C library's ``getrlimit``
+reads one."""
 
 NEWER = {"fchmodat2": 452, "faccessat2": 439, "close_range": 436, "openat2": 437, "epoll_pwait2": 441, "clone3": 435,
          "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}
@@ -100,12 +104,17 @@ MAX_NR = 1024
 """Past this no architecture numbers a call (x86-64's x32 calls are above, and refused as another ABI)."""
 
 
-def _rules(sc) -> list[tuple[int, str | int, tuple]]:
-    """(action, syscall, argument conditions) for every allowed call and every non-default answer."""
+def _rules(sc, worker: bool) -> list[tuple[int, str | int, tuple]]:
+    """(action, syscall, argument conditions) for every allowed call and every non-default answer;
+    ``worker``: the upload worker's (:data:`WORKER_REFUSED`)."""
     allow = sc.ALLOW
-    rules: list[tuple[int, str | int, tuple]] = [(allow, name, ()) for name in ALLOWED]
+    rules: list[tuple[int, str | int, tuple]] = [(allow, name, ()) for name in ALLOWED
+                                                 if not (worker and name in WORKER_REFUSED)]
     rules += [(allow, name, (sc.Arg(0, sc.EQ, AF_UNIX),)) for name in ("socket", "socketpair")]
-    rules.append((allow, "clone", (sc.Arg(0, sc.MASKED_EQ, CLONE_FORBIDDEN, 0),)))
+    if worker:
+        rules.append((allow, "prlimit64", (sc.Arg(2, sc.EQ, 0),)))  # reads a limit, sets none
+    else:
+        rules.append((allow, "clone", (sc.Arg(0, sc.MASKED_EQ, CLONE_FORBIDDEN, 0),)))
     # clone3 passes its flags in memory, out of a filter's reach: ENOSYS makes the C library use clone
     rules.append((sc.ERRNO(errno.ENOSYS), "clone3", ()))
     # flock on a file both seats can open is a channel: refused, but as a file system without locks
@@ -144,9 +153,9 @@ def _number(sc, name: str | int) -> int:
 
 
 @functools.cache
-def bpf(tasks: bool = True) -> bytes:
+def bpf(worker: bool = False) -> bytes:
     """The filter as a BPF program (what ``bwrap --seccomp`` and ``PR_SET_SECCOMP`` take); with
-    ``tasks=False``, one under which no process or thread can be made (:data:`NEW_TASKS`).
+    ``worker``, the upload worker's: no process or thread made, no rlimit set (:data:`WORKER_REFUSED`).
 
     Other ABIs' system calls (a 32-bit binary, ``int 0x80``, x32) fail with EPERM: the list is
     this architecture's. Raises :class:`FilterUnavailable`
@@ -161,9 +170,7 @@ def bpf(tasks: bool = True) -> bytes:
         f.set_attr(sc.Attr.ACT_BADARCH, sc.ERRNO(errno.EPERM))
         f.set_attr(sc.Attr.CTL_OPTIMIZE, 2)  # a binary tree over the call numbers, not one long chain
         listed = set()
-        for action, name, args in _rules(sc):
-            if not tasks and name in NEW_TASKS:
-                continue  # the default answers it: EPERM
+        for action, name, args in _rules(sc, worker):
             nr = _number(sc, name)
             if nr < 0:
                 continue  # absent on this architecture (x86-64 has no plain "eventfd" on arm64...)
@@ -184,9 +191,9 @@ def bpf(tasks: bool = True) -> bytes:
     return program
 
 
-def memfd(tasks: bool = True) -> int:
+def memfd(worker: bool = False) -> int:
     """A file descriptor holding :func:`bpf`, at offset 0, for ``bwrap --seccomp FD`` (the caller closes it)."""
-    program = bpf(tasks)
+    program = bpf(worker)
     fd = os.memfd_create("arena-seccomp", os.MFD_CLOEXEC)
     try:
         os.write(fd, program)
@@ -212,8 +219,8 @@ class Installer:
     allocated here, in the parent, so the child only makes one system call. The child must have
     set ``PR_SET_NO_NEW_PRIVS`` (it has no capabilities left)."""
 
-    def __init__(self, tasks: bool = True) -> None:
-        self._buffer = ctypes.create_string_buffer(bpf(tasks))
+    def __init__(self, worker: bool = False) -> None:
+        self._buffer = ctypes.create_string_buffer(bpf(worker))
         self._prog = _SockFprog(len(self._buffer.raw) // 8, ctypes.addressof(self._buffer))
 
     def install(self) -> int:

@@ -229,7 +229,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
            extra_env: dict[str, str] | None, run_as: RunAs,
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, runsc: str | None = None,
-           view: SystemView = SystemView.HOST, system: Sequence[str] = ()) -> Generator[Any, Any, BlockingBot]:
+           view: SystemView = SystemView.HOST, system: Sequence[str] = (),
+           files_hash: str = "") -> Generator[Any, Any, BlockingBot]:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot (a :class:`~.blocking.BlockingBot`), so
     the fork itself runs where a thread that outlives the bot can own it.
@@ -393,7 +394,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(system))
-            own = None if writable_cwd else gvisor_mod.own_copy(cwd_fd, home)  # (a build writes its folder)
+            own = None if writable_cwd else gvisor_mod.own_copy(cwd_fd, home, files_hash)  # (a build writes its folder)
             shared = gvisor_mod.shared_binds(bundle, own)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)

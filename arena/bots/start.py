@@ -21,7 +21,7 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
                        writable_cwd: bool = False, view: SystemView = SystemView.HOST,
-                       system: Sequence[str] = ()) -> BlockingBot:
+                       system: Sequence[str] = (), files_hash: str = "") -> BlockingBot:
     """Start a bot and return it (use ``with start_bot(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
@@ -53,6 +53,8 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
         the page cache before the start.
     system: extra system paths the stranger view holds, with their libraries (checked by
         filesystem.system_paths: a ladder's or a tournament's ``system`` list).
+    files_hash: for GVISOR, what the seat's own copy of ``cwd`` must hash to (the run's reading of
+        the bot, ``BotSpec.files_hash``); a copy that does not is the bot's refusal. "": not compared.
 
     The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
     pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
@@ -72,4 +74,4 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
     return spawn_bot(list(command), cwd, limits=limits, containment=containment,
                               extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
                               bwrap=bwrap, runsc=runsc, writable_cwd=writable_cwd,
-                              view=view, system=tuple(system))
+                              view=view, system=tuple(system), files_hash=files_hash)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.namespaces import PrivateSpace
-from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, kill_and_reap, prctl, scan_procs
+from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, drop_capabilities, kill_and_reap, prctl, scan_procs
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -106,10 +106,10 @@ async def _run_worker(data: bytes, dest: Path, space: PrivateSpace | None, *, ma
 
     from ..bots.seccomp import FilterUnavailable, Installer, memfd
     try:
-        filter_fd = memfd(tasks=False)
+        filter_fd = memfd(worker=True)
         argv = await trio.to_thread.run_sync(confined, WORKER, dest, filter_fd)
         wrapped = argv is not WORKER
-        installer = None if wrapped else Installer(tasks=False)  # bubblewrap installs it itself
+        installer = None if wrapped else Installer(worker=True)  # bubblewrap installs it itself
     except FilterUnavailable as e:
         raise UnpackerLost(f"the unpacking process cannot start without its system-call filter: {e}") from None
     bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes, space, installer)
@@ -225,16 +225,20 @@ def _end_tree(tree: Attribution) -> None:
 def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None, installer: Any) -> None:
     """In the worker's process, before it runs: its address space, the size of any file it writes
     (no file of an upload is bigger than the whole upload may be), its folder a bounded tmpfs of
-    its own (``space``, where one can be made), and, where bubblewrap does not install it, the system-call
-    filter that refuses new processes and threads (``installer``). ``RLIMIT_NPROC`` would not do
+    its own (``space``, where one can be made), and, where bubblewrap does not run it (``installer``
+    given), no capability (bubblewrap drops them: a root server's worker would otherwise keep
+    root's, to open, chown or signal what root may) and the system-call filter that refuses new
+    processes and threads and any change of these limits. ``RLIMIT_NPROC`` would not do
     for processes: it never binds root, and for any other user it counts every process of that
     user, the server's included."""
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     if space is not None:
-        space.enter()
+        space.enter()  # (mounting its tmpfs takes root's capabilities: dropped only after)
     if installer is not None:
+        if not drop_capabilities():
+            raise OSError("the unpacking process could not give up its capabilities")
         if prctl(PR_SET_NO_NEW_PRIVS, 1) != 0 or installer.install() != 0:
             raise OSError("the unpacking process's system-call filter did not install")
 
@@ -406,7 +410,7 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
             # a worker's whole tree is reaped after it (_end_tree), and keeps that init, so that a
             # signal it sends itself is not refused as one sent to its namespace's pid 1
             from ..bots.seccomp import memfd
-            own_filter = memfd(tasks=False)  # bubblewrap reads its filter to the end: one of its own
+            own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
             try:  # the worker's imports, in its view and under its filter
                 tried = subprocess.run([bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable,
                                         "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30, env=_env(),

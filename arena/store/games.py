@@ -68,12 +68,26 @@ def private_store_dir(parent: Path) -> None:
             except FileExistsError:
                 pass
         parent.chmod(STORE_DIR_MODE)
-    st = parent.stat()
+    _folders_not_swappable(parent)
+    if parent.name == DATA_DIR_NAME and parent.stat().st_uid == os.geteuid():
+        parent.chmod(STORE_DIR_MODE)
+
+
+def check_store_place(path: Path) -> None:
+    """The one rule for every open of the store at ``path``, reading or writing (:class:`StoreError`
+    where it fails): its folder and every folder above it as :func:`private_store_dir` requires,
+    and the store and its side files this user's own regular files (:func:`_own_store_files`). A
+    reader checks as a writer does: below a folder others may write, another user could have put
+    a store of hers in the arena's place, and ``arena games``, ``standings`` or the pages would show
+    her games, standings and ladders as the arena's."""
+    _folders_not_swappable(path.parent)
+    _own_store_files(path)
+
+
+def _folders_not_swappable(parent: Path) -> None:
     spelled = Path(os.path.abspath(parent))
     for folder in dict.fromkeys([spelled, *spelled.parents, parent.resolve(), *parent.resolve().parents]):
-        _not_swappable(folder, folder.stat() if folder != spelled else st)
-    if parent.name == DATA_DIR_NAME and st.st_uid == os.geteuid():
-        parent.chmod(STORE_DIR_MODE)
+        _not_swappable(folder, folder.stat())
 
 
 def _not_swappable(folder: Path, st: os.stat_result) -> None:
@@ -104,7 +118,7 @@ def create_private_store(path: Path) -> None:
     link wins and the other's copy is dropped.
     """
     private_store_dir(path.parent)
-    if _own_store_files(path):
+    if _own_store_files(path):  # (its folders checked just above: check_store_place's rule)
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
     try:
@@ -370,7 +384,9 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     """A connection that never writes, so reading works on read-only media and beside a running writer.
 
     ``mode=ro`` still needs the WAL index (``-shm``), which SQLite cannot create where nothing may be
-    written; then the file is opened ``immutable``, which is right for a store nobody can be writing."""
+    written; then the file is opened ``immutable``, which is right for a store nobody can be writing.
+    Its place is checked first, as a writer's is (:func:`check_store_place`)."""
+    check_store_place(path)
     uri = "file:" + urllib.parse.quote(str(path.resolve()))
     last: Exception | None = None
     for flags in ("?mode=ro", "?mode=ro&immutable=1"):
