@@ -436,10 +436,12 @@ def _unpackers_of(pid: int) -> list[int]:
 
 
 def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_path: Path) -> None:
-    """On a real server: an upload's worker caught with part of the upload still unread in its stdin
-    (stopped, then the pipe's bytes counted: a worker that has not read its whole upload cannot
-    have answered), and killed. The uploader is told the arena failed (500, not a refusal of the
-    bot), nothing of that upload is left, and the next upload is unpacked as ever."""
+    """On a real server: an upload's worker caught waiting for the rest of its upload, and killed.
+    The server is stopped the moment its worker is seen, so it writes nothing more; the worker runs
+    until it waits on its stdin (or answers), and one that waits without having answered has not
+    had its whole upload (a condition, never a race with the worker's reading). The uploader is
+    told the arena failed (500, not a refusal of the bot), nothing of that upload is left, and the
+    next upload is unpacked as ever."""
     import fcntl
     import signal
     import termios
@@ -455,18 +457,26 @@ def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_
         status, _, text = server.request("POST", "/submit", body, {"Content-Type": ctype})
         return status, text
 
-    def unread(pid: int) -> int:
+    def unread(pid: int, fd: int) -> int:
         queued = bytearray(4)
-        fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)  # the pipe the server writes to
+        held = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)  # the worker's pipe
         try:
-            fcntl.ioctl(fd, termios.FIONREAD, queued)
+            fcntl.ioctl(held, termios.FIONREAD, queued)
         finally:
-            os.close(fd)
+            os.close(held)
         return int.from_bytes(queued, "little")
+
+    def waits_on_stdin(pid: int) -> bool:
+        """Blocked in read(0, ...), or gone: /proc/PID/syscall is the call's number and arguments."""
+        try:
+            call = Path(f"/proc/{pid}/syscall").read_text().split()
+        except OSError:
+            return True
+        return call[:2] == ["0", "0x0"]
     try:
         assert post(good)[0] == 303
         kept = {p.name for p in uploads.iterdir()}
-        for _ in range(20):  # until a worker is caught with its upload in hand (a condition, not a timer)
+        for _ in range(20):  # until a worker is seen before it answers (nearly always the first)
             answer: list[tuple[int, bytes]] = []
             sender = threading.Thread(target=lambda: answer.append(post(zip_bytes({"bot.toml": MANIFEST,
                                                                                      "big.bin": os.urandom(1 << 18)}))))
@@ -479,18 +489,25 @@ def test_a_worker_killed_with_an_upload_in_hand_is_a_500_that_keeps_nothing(tmp_
                 kept = {p.name for p in uploads.iterdir()}
                 continue
             [worker] = workers
-            os.kill(worker, signal.SIGSTOP)
+            os.kill(server.proc.pid, signal.SIGSTOP)
             try:
-                in_hand = unread(worker) > 0
-            except OSError:
-                in_hand = False
-            os.kill(worker, signal.SIGKILL if in_hand else signal.SIGCONT)
+                deadline = time.monotonic() + 60  # a bound on a hang, never the condition itself
+                while not waits_on_stdin(worker) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                try:
+                    in_hand = waits_on_stdin(worker) and unread(worker, 1) == 0  # waiting, not answered
+                except OSError:
+                    in_hand = False
+                if in_hand:
+                    os.kill(worker, signal.SIGKILL)
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
             sender.join(60)
             if in_hand:
                 break
             kept = {p.name for p in uploads.iterdir()}
         else:
-            pytest.fail("no worker was caught with its upload in hand in 20 uploads")
+            pytest.fail("no worker was seen before it answered in 20 uploads")
         [(status, text)] = answer
         assert status == 500 and b"the arena failed, not your bot" in text and b"SIGKILL" in text, text[-1500:]
         assert {p.name for p in uploads.iterdir()} == kept  # the killed upload's folder removed
