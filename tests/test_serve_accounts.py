@@ -353,7 +353,24 @@ def owners_among(store: Path, *people: str) -> list[tuple]:
 
 
 @pytest.fixture
-def submit_club(club: ServerProc, request: pytest.FixtureRequest):
+def submit_club(tmp_path: Path):
+    """A fresh store served with --allow-submit, and two members who joined by one invitation:
+    (store path, server, alice's browser, bob's browser). For tests that read the whole store
+    (tests/test_stranger_attacks.py); this module's own use the club's server (members_pair)."""
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
+    try:
+        code = invite(store, uses=2)
+        alice, _, _ = sign_up(server, code, "alice")
+        bob, _, _ = sign_up(server, code, "bob")
+        yield store, server, alice, bob
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def members_pair(club: ServerProc, request: pytest.FixtureRequest):
     """Two members of the club who joined by one invitation, named for the test:
     (store path, server, alice's browser, bob's browser, alice's name, bob's name)."""
     store: Path = club.store  # type: ignore[attr-defined]
@@ -378,8 +395,8 @@ def _upload(b: Browser, name: str, version: str, author: str) -> tuple[int, dict
     return b.request("POST", "/submit", body, {"Content-Type": ctype})
 
 
-def test_only_the_owner_submits_versions_of_a_bot(submit_club) -> None:
-    store, _, alice, bob, her, him = submit_club
+def test_only_the_owner_submits_versions_of_a_bot(members_pair) -> None:
+    store, _, alice, bob, her, him = members_pair
     status, headers, page = _upload(alice, "owned-bot", "1.0", her)
     assert status == 303 and headers["location"].startswith("/submit/"), page[-2000:]
     assert owners_among(store, her, him) == [("owned-bot", her)]
@@ -541,9 +558,9 @@ def _bearer_upload(server: ServerProc, token: str, name: str, version: str) -> t
     return status, page
 
 
-def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(submit_club) -> None:
+def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(members_pair) -> None:
     from arena.store.people import Status, set_status
-    store, server, alice, bob, her, him = submit_club
+    store, server, alice, bob, her, him = members_pair
     ci = _make_token(alice, "CI", "submit")
     reader = _make_token(alice, "reader", "read-logs")
     assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
