@@ -121,18 +121,36 @@ def club_ladders(folder: Path, setting: str = "one_seat_per_author = false") -> 
 
 @pytest.fixture(scope="module")
 def club(tmp_path_factory):
+    """The module's one club server (play and uploads allowed, the club's ladder file). Its people
+    are made per test with names no other test uses, and what a test compares of the store is read
+    for its own people only: a test neither sees nor leaves what another does, in any order. The
+    first admin's link is printed at its start, so the test that signs up with it may come after a
+    test that made an admin by invitation."""
     base = tmp_path_factory.mktemp("club")
     store = base / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-play", "--allow-submit", *MANY_WRITES)
-    server.store = store  # type: ignore[attr-defined]
+    first = first_admin_code(store)
+    server = ServerProc(store, "--allow-play", "--allow-submit", *club_ladders(base / "ladders"), *MANY_WRITES)
+    server.store, server.first_admin = store, first  # type: ignore[attr-defined]
     yield server
     server.stop()
 
 
+def admin_by_invitation(server: ServerProc, name: str) -> Browser:
+    """An admin of the club's server, invited by the store (the first admin's link is another test's)."""
+    db = sqlite3.connect(server.store, isolation_level=None)  # type: ignore[attr-defined]
+    try:
+        code = create_invitation(db, Role.ADMIN, uses=1, hours=1, now=time.time(), by=None, origin="test")
+    finally:
+        db.close()
+    admin, status, where = sign_up(server, code, name)
+    assert (status, where) == (303, "/account")
+    return admin
+
+
 def test_the_first_admin_signs_up_with_the_link_printed_at_the_terminal_once(club: ServerProc) -> None:
     store: Path = club.store  # type: ignore[attr-defined]
-    code = first_admin_code(store)
+    code = club.first_admin  # type: ignore[attr-defined]
     admin, status, where = sign_up(club, code, "root")
     assert (status, where) == (303, "/account")
     status, _, page = admin.request("GET", "/account")
@@ -217,21 +235,29 @@ def test_forms_need_this_sessions_csrf_token_and_this_sites_origin(club: ServerP
     assert b.post("/login", {**fields, "csrf": token})[0] == 303
 
 
-def test_failed_logins_are_limited_even_for_the_right_password(tmp_path: Path) -> None:
-    store = tmp_path / "data" / "arena.sqlite"
+@pytest.fixture(scope="module")
+def short_of_disk(tmp_path_factory):
+    """A second server, asking more free disk of an upload than any disk holds. The failed-login
+    test spends this server's login failures for the test client's address, which would refuse the
+    club's later logins (the limit counts the address too); no test logs in here but that one."""
+    store = tmp_path_factory.mktemp("short") / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, *MANY_WRITES)
-    try:
-        sign_up(server, invite(store), "victim")
-        b = Browser(server)
-        for _ in range(5):
-            status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": "guess-guess"})
-            assert status == 401, page
-        status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": PASSWORD})
-        assert status == 429 and "Too many failed logins" in page
-        assert b.request("GET", "/account")[0] == 403
-    finally:
-        server.stop()
+    server = ServerProc(store, "--allow-submit", "--min-free-mb", str(10**12), *MANY_WRITES)
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def test_failed_logins_are_limited_even_for_the_right_password(short_of_disk: ServerProc) -> None:
+    server = short_of_disk
+    sign_up(server, invite(server.store), "victim")  # type: ignore[attr-defined]
+    b = Browser(server)
+    for _ in range(5):
+        status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": "guess-guess"})
+        assert status == 401, page
+    status, _, page = b.post("/login", {"csrf": b.csrf("/login"), "name": "victim", "password": PASSWORD})
+    assert status == 429 and "Too many failed logins" in page
+    assert b.request("GET", "/account")[0] == 403
 
 
 # --------------------------------------------------------------------------- the guards of today's web
@@ -315,10 +341,22 @@ def test_every_write_route_refuses_a_request_without_a_person_or_token(club: Ser
 
 # --------------------------------------------------------------------------- bots owned by their submitter
 
+def owners_among(store: Path, *people: str) -> list[tuple]:
+    """(bot, owner) of every bot these people own, by bot name: a test's own rows of the club's store."""
+    marks = ",".join("?" * len(people))
+    db = sqlite3.connect(store)
+    try:
+        return db.execute("SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account "
+                          f"WHERE a.name IN ({marks}) ORDER BY b.name", people).fetchall()
+    finally:
+        db.close()
+
+
 @pytest.fixture
 def submit_club(tmp_path: Path):
     """A fresh store served with --allow-submit, and two members who joined by one invitation:
-    (store path, server, alice's browser, bob's browser)."""
+    (store path, server, alice's browser, bob's browser). For tests that read the whole store
+    (tests/test_stranger_attacks.py); this module's own use the club's server (members_pair)."""
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
     server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
@@ -329,6 +367,19 @@ def submit_club(tmp_path: Path):
         yield store, server, alice, bob
     finally:
         server.stop()
+
+
+@pytest.fixture
+def members_pair(club: ServerProc, request: pytest.FixtureRequest):
+    """Two members of the club who joined by one invitation, named for the test:
+    (store path, server, alice's browser, bob's browser, alice's name, bob's name)."""
+    store: Path = club.store  # type: ignore[attr-defined]
+    tag = request.node.name.removeprefix("test_")[:12].rstrip("_")
+    names = f"alice-{tag}", f"bob-{tag}"
+    code = invite(store, uses=2)
+    alice, _, _ = sign_up(club, code, names[0])
+    bob, _, _ = sign_up(club, code, names[1])
+    return store, club, alice, bob, *names
 
 
 def _bot_zip(name: str, version: str, author: str) -> bytes:
@@ -344,28 +395,27 @@ def _upload(b: Browser, name: str, version: str, author: str) -> tuple[int, dict
     return b.request("POST", "/submit", body, {"Content-Type": ctype})
 
 
-def test_only_the_owner_submits_versions_of_a_bot(submit_club) -> None:
-    store, _, alice, bob = submit_club
-    status, headers, page = _upload(alice, "alice-bot", "1.0", "alice")
+def test_only_the_owner_submits_versions_of_a_bot(members_pair) -> None:
+    store, _, alice, bob, her, him = members_pair
+    status, headers, page = _upload(alice, "owned-bot", "1.0", her)
     assert status == 303 and headers["location"].startswith("/submit/"), page[-2000:]
-    owners = "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account ORDER BY b.name"
-    assert _rows(store, owners) == [("alice-bot", "alice")]
+    assert owners_among(store, her, him) == [("owned-bot", her)]
     uploads = store.parent / "uploads"
     before = sorted(p.name for p in uploads.iterdir())
-    for name, version, author, why in [("alice-bot", "1.0.1", "me", "belongs to another account"),
-                                       ("alice-bot", "1.0.1", "alice", "belongs to another account"),
-                                       ("alpha", "9.0", "bob", "not yours")]:  # a ladder bot nobody owns
+    for name, version, author, why in [("owned-bot", "1.0.1", "me", "belongs to another account"),
+                                       ("owned-bot", "1.0.1", her, "belongs to another account"),
+                                       ("alpha", "9.0", him, "not yours")]:  # a ladder bot nobody owns
         status, _, page = _upload(bob, name, version, author)
         assert status == 403 and why in page, (name, page[-2000:])
-    # A refused upload leaves nothing behind. Alice's accepted one may be gone meanwhile: its folder
+    # A refused upload leaves nothing behind. Accepted ones may be gone meanwhile: an upload's folder
     # is removed when its job ends, and the queue runs beside this test.
     assert {p.name for p in uploads.iterdir()} <= set(before)
-    assert _rows(store, owners) == [("alice-bot", "alice")]
-    status, _, page = _upload(alice, "alice-bot", "1.1", "anyone")  # the owner's next version
+    assert owners_among(store, her, him) == [("owned-bot", her)]
+    status, _, page = _upload(alice, "owned-bot", "1.1", "anyone")  # the owner's next version
     assert status == 303, page[-2000:]
     audit = _rows(store, "SELECT a.action, a.target FROM audit a JOIN accounts p ON p.id=a.account "
-                         "WHERE p.name='alice' AND a.action='claim'")
-    assert audit == [("claim", "bot:alice-bot")]
+                         f"WHERE p.name='{her}' AND a.action='claim'")
+    assert audit == [("claim", "bot:owned-bot")]
 
 
 def test_one_seat_per_author_counts_the_account_not_the_manifest(tmp_path: Path) -> None:
@@ -428,74 +478,64 @@ def _private_store(store: Path) -> str:
     return record["game_id"]
 
 
-def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(tmp_path: Path) -> None:
+def test_stderr_info_and_fault_lines_reach_only_their_owner_and_admins(club: ServerProc) -> None:
     from arena.store.people import account, claim_bot
-    store = tmp_path / "data" / "arena.sqlite"
+    store: Path = club.store  # type: ignore[attr-defined]
     gid = _private_store(store)
-    admin_code = first_admin_code(store)
-    server = ServerProc(store, *MANY_WRITES)
-    try:
-        root, _, _ = sign_up(server, admin_code, "root")
-        code = invite(store, uses=3)
-        alice, _, _ = sign_up(server, code, "alice")
-        bob, _, _ = sign_up(server, code, "bob")
-        carol, _, _ = sign_up(server, code, "carol")
-        db = sqlite3.connect(store, isolation_level=None)
-        for person, bot in (("alice", "alice-bot"), ("bob", "bob-bot")):
-            who = account(db, person)
-            assert who is not None
-            claim_bot(db, bot, who, taken=False, now=time.time(), origin="test")
-        db.close()
-        pages = [f"/games/{gid}", f"/games/{gid}?as=0", f"/games/{gid}?as=1", "/games/faulted-1",
-                 "/games/faulted-1?as=0", "/bots/alice-bot@1.0", "/bots/bob-bot@1.0", "/games", "/",
-                 "/tournaments/t"]
-        secrets_of = {0: ("SECRET-ERR-0", "SECRET-INFO-0", "SECRET-TAIL-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"),
-                      1: ("SECRET-ERR-1", "SECRET-INFO-1", "SECRET-TAIL-1")}
-        seen: dict[str, set[str]] = {}
-        for name, visitor in (("anonymous", Browser(server)), ("carol", carol), ("bob", bob), ("alice", alice),
-                              ("root", root)):
-            text = ""
-            for path in pages:
-                status, _, body = visitor.request("GET", path)
-                assert status == 200, (name, path, status)
-                text += body
-            seen[name] = {s for seat in secrets_of.values() for s in seat if s in text}
-        assert seen["anonymous"] == set() and seen["carol"] == set()
-        assert seen["alice"] == {"SECRET-ERR-0", "SECRET-INFO-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"}
-        assert seen["bob"] == {"SECRET-ERR-1", "SECRET-INFO-1"}
-        assert seen["root"] == seen["alice"] | seen["bob"]
-    finally:
-        server.stop()
+    server = club
+    root = admin_by_invitation(server, "lines-root")
+    code = invite(store, uses=3)
+    alice, _, _ = sign_up(server, code, "lines-alice")
+    bob, _, _ = sign_up(server, code, "lines-bob")
+    carol, _, _ = sign_up(server, code, "lines-carol")
+    db = sqlite3.connect(store, isolation_level=None)
+    for person, bot in (("lines-alice", "alice-bot"), ("lines-bob", "bob-bot")):
+        who = account(db, person)
+        assert who is not None
+        claim_bot(db, bot, who, taken=False, now=time.time(), origin="test")
+    db.close()
+    pages = [f"/games/{gid}", f"/games/{gid}?as=0", f"/games/{gid}?as=1", "/games/faulted-1",
+             "/games/faulted-1?as=0", "/bots/alice-bot@1.0", "/bots/bob-bot@1.0", "/games", "/",
+             "/tournaments/t"]
+    secrets_of = {0: ("SECRET-ERR-0", "SECRET-INFO-0", "SECRET-TAIL-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"),
+                  1: ("SECRET-ERR-1", "SECRET-INFO-1", "SECRET-TAIL-1")}
+    seen: dict[str, set[str]] = {}
+    for name, visitor in (("anonymous", Browser(server)), ("carol", carol), ("bob", bob), ("alice", alice),
+                          ("root", root)):
+        text = ""
+        for path in pages:
+            status, _, body = visitor.request("GET", path)
+            assert status == 200, (name, path, status)
+            text += body
+        seen[name] = {s for seat in secrets_of.values() for s in seat if s in text}
+    assert seen["anonymous"] == set() and seen["carol"] == set()
+    assert seen["alice"] == {"SECRET-ERR-0", "SECRET-INFO-0", "SECRET-FAULT-0", "&lt;boom&gt; faulted-1"}
+    assert seen["bob"] == {"SECRET-ERR-1", "SECRET-INFO-1"}
+    assert seen["root"] == seen["alice"] | seen["bob"]
 
 
 # --------------------------------------------------------------------------- bounded disk
 
-def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_ends(tmp_path: Path) -> None:
+def test_an_upload_is_refused_when_the_disk_is_short_and_removed_when_its_job_ends(short_of_disk: ServerProc,
+                                                                                   club: ServerProc) -> None:
     from tests.test_serve import _finished, multipart
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    uploads = store.parent / "uploads"
     body, ctype = multipart({"ladder": "classic-2p"}, ("bot.zip", _bot_zip("gone", "1.0", "x")))
-    short = ServerProc(store, "--allow-submit", "--min-free-mb", str(10**12), *MANY_WRITES)  # more than any disk holds
-    try:
-        b = Browser(short)
-        b.request("GET", f"/?token={short.token}")
-        status, _, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
-        assert status == 507 and "short of disk space" in page
-        assert not uploads.exists() or [p for p in uploads.iterdir() if p.is_dir()] == []
-    finally:
-        short.stop()
-    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
-    try:
-        b = Browser(server)
-        b.request("GET", f"/?token={server.token}")
-        status, headers, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
-        assert status == 303, page[-2000:]
-        job = headers["location"].rsplit("/", 1)[1]
-        _finished(server, headers["location"])
-        assert not (uploads / job).exists()
-    finally:
-        server.stop()
+    short = short_of_disk
+    uploads = short.store.parent / "uploads"  # type: ignore[attr-defined]
+    b = Browser(short)
+    b.request("GET", f"/?token={short.token}")
+    status, _, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
+    assert status == 507 and "short of disk space" in page
+    assert not uploads.exists() or [p for p in uploads.iterdir() if p.is_dir()] == []
+    server = club  # where the disk has room, the upload's folder lives as long as its job
+    uploads = server.store.parent / "uploads"  # type: ignore[attr-defined]
+    b = Browser(server)
+    b.request("GET", f"/?token={server.token}")
+    status, headers, page = b.request("POST", "/submit", body, {"Content-Type": ctype})
+    assert status == 303, page[-2000:]
+    job = headers["location"].rsplit("/", 1)[1]
+    _finished(server, headers["location"])
+    assert not (uploads / job).exists()
 
 
 # --------------------------------------------------------------------------- API tokens
@@ -518,24 +558,24 @@ def _bearer_upload(server: ServerProc, token: str, name: str, version: str) -> t
     return status, page
 
 
-def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(submit_club) -> None:
+def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_used(members_pair) -> None:
     from arena.store.people import Status, set_status
-    store, server, alice, bob = submit_club
+    store, server, alice, bob, her, him = members_pair
     ci = _make_token(alice, "CI", "submit")
     reader = _make_token(alice, "reader", "read-logs")
     assert ci.startswith("arena_") and ci not in alice.request("GET", "/account")[2]  # shown once
     assert all(ci not in str(row) and reader not in str(row) for row in _rows(store, "SELECT * FROM api_tokens"))
-    assert _rows(store, "SELECT last_used FROM api_tokens WHERE name='CI'") == [(None,)]
+    hers = f"FROM api_tokens t JOIN accounts a ON a.id=t.account WHERE a.name='{her}' AND t.name='CI'"
+    assert _rows(store, f"SELECT t.last_used {hers}") == [(None,)]
 
     status, page = _bearer_upload(server, ci, "alice-ci-bot", "1.0")
     assert status == 303, page[-2000:]
-    assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
-        [("alice-ci-bot", "alice")]
-    assert _rows(store, "SELECT last_used IS NOT NULL FROM api_tokens WHERE name='CI'") == [(1,)]
+    assert owners_among(store, her, him) == [("alice-ci-bot", her)]
+    assert _rows(store, f"SELECT t.last_used IS NOT NULL {hers}") == [(1,)]
     assert _bearer_upload(server, reader, "alice-ci-bot", "1.1")[0] == 403    # no submit scope
     assert _bearer_upload(server, ci + "x", "alice-ci-bot", "1.1")[0] == 403  # unknown
 
-    (ci_id,) = _rows(store, "SELECT id FROM api_tokens WHERE name='CI'")[0]
+    (ci_id,) = _rows(store, f"SELECT t.id {hers}")[0]
     assert bob.post(f"/account/tokens/{ci_id}/revoke", {"csrf": bob.csrf("/account")})[0] == 404  # not his
     assert _bearer_upload(server, ci, "alice-ci-bot", "1.2")[0] != 403
     assert alice.post(f"/account/tokens/{ci_id}/revoke", {"csrf": alice.csrf("/account")})[0] == 303
@@ -544,54 +584,46 @@ def test_api_tokens_are_shown_once_kept_hashed_scoped_revocable_and_noted_when_u
 
     other = _make_token(alice, "laptop", "submit")
     db = sqlite3.connect(store, isolation_level=None)
-    set_status(db, "alice", Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
+    set_status(db, her, Status.SUSPENDED, by=None, origin="test", now=time.time(), reason="test")
     db.close()
     assert _bearer_upload(server, other, "alice-ci-bot", "1.4")[0] == 403  # a suspended person's token
     assert alice.request("GET", "/account")[0] == 403                     # and session
 
 
-def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private_file(tmp_path: Path) -> None:
+def test_arena_submit_to_a_server_with_a_token_from_the_environment_or_a_private_file(tmp_path: Path,
+                                                                                      club: ServerProc) -> None:
     import os
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
+    store: Path = club.store  # type: ignore[attr-defined]
+    server = club
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "bot.toml").write_text('name = "term-bot"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (folder / "bot.py").write_text("print('not a protocol line', flush=True)\n")
-    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
-    try:
-        alice, _, _ = sign_up(server, invite(store), "alice")
-        token = _make_token(alice, "terminal", "submit")
-        env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
-
-        def submit(*extra: str, token_env: str | None = None) -> subprocess.CompletedProcess:
-            e = dict(env, **({"ARENA_TOKEN": token_env} if token_env is not None else {}))
-            return subprocess.run(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url,
-                                            *extra), capture_output=True, text=True, env=e, timeout=600)
-
-        # the refusals before any upload, in this process (what they say); the server's refusal and
-        # the real submission below are real processes: their exit status and a stderr with no traceback
-        here = ("submit", str(folder), "--ladder", "classic-2p", "--server", server.url)
-        code, _, err = arena_here(*here, env={"ARENA_TOKEN": None})
-        assert code == 2 and "no API token" in err
-        loose = tmp_path / "token"
-        loose.write_text(token)
-        loose.chmod(0o644)
-        code, _, err = arena_here(*here, "--token-file", str(loose), env={"ARENA_TOKEN": None})
-        assert code == 2 and "can be read by other users" in err
-        done = submit(token_env=token + "x")
-        assert done.returncode == 2 and "refused the upload (403)" in done.stderr and "unknown" in done.stderr
-        assert "Traceback" not in done.stderr
-        loose.chmod(0o600)
-        done = submit("--token-file", str(loose))
-        out = done.stdout + done.stderr
-        assert done.returncode == 1 and "failed arena check on the server" in done.stderr, out[-3000:]
-        assert "uploaded: " + server.url + "/submit/" in out and "checking term-bot@1.0" in out
-        assert _rows(store, "SELECT b.name, a.name FROM bot_owners b JOIN accounts a ON a.id=b.account") == \
-            [("term-bot", "alice")]
-    finally:
-        server.stop()
+    alice, _, _ = sign_up(server, invite(store), "term-alice")
+    token = _make_token(alice, "terminal", "submit")
+    # the refusals, in this process (what they say and the exit status; an exception would be raised
+    # here, as a real process would print a traceback); the real submission below is a real process:
+    # the status a shell sees and a stderr with no traceback
+    here = ("submit", str(folder), "--ladder", "classic-2p", "--server", server.url)
+    code, _, err = arena_here(*here, env={"ARENA_TOKEN": None})
+    assert code == 2 and "no API token" in err
+    loose = tmp_path / "token"
+    loose.write_text(token)
+    loose.chmod(0o644)
+    code, _, err = arena_here(*here, "--token-file", str(loose), env={"ARENA_TOKEN": None})
+    assert code == 2 and "can be read by other users" in err
+    code, _, err = arena_here(*here, env={"ARENA_TOKEN": token + "x"})
+    assert code == 2 and "refused the upload (403)" in err and "unknown" in err
+    loose.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(arena_cmd(*here, "--token-file", str(loose)), capture_output=True, text=True, env=env,
+                          timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "failed arena check on the server" in done.stderr, out[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "uploaded: " + server.url + "/submit/" in out and "checking term-bot@1.0" in out
+    assert owners_among(store, "term-alice") == [("term-bot", "term-alice")]
 
 
 def test_the_ci_example_submits_on_a_tag_with_the_token_from_a_secret() -> None:
@@ -605,42 +637,37 @@ def test_the_ci_example_submits_on_a_tag_with_the_token_from_a_secret() -> None:
 
 # --------------------------------------------------------------------------- admin tools
 
-def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_terminal(tmp_path: Path) -> None:
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    admin_code = first_admin_code(store)
-    server = ServerProc(store, *MANY_WRITES)
-    try:
-        root, _, _ = sign_up(server, admin_code, "root")
-        code = invite(store, uses=2)
-        alice, _, _ = sign_up(server, code, "alice")
-        bob, _, _ = sign_up(server, code, "bob")
-        assert bob.request("GET", "/admin")[0] == 403
-        status, _, page = bob.post("/admin/accounts/alice/suspend", {"csrf": bob.csrf("/account"), "reason": "x"})
-        assert status == 403 and "needs the role admin" in page
-        assert alice.request("GET", "/account")[0] == 200
+def test_an_admin_suspends_and_reinstates_a_person_on_the_web_and_at_the_terminal(club: ServerProc) -> None:
+    store: Path = club.store  # type: ignore[attr-defined]
+    server = club
+    root = admin_by_invitation(server, "adm-root")
+    code = invite(store, uses=2)
+    alice, _, _ = sign_up(server, code, "adm-alice")
+    bob, _, _ = sign_up(server, code, "adm-bob")
+    assert bob.request("GET", "/admin")[0] == 403
+    status, _, page = bob.post("/admin/accounts/adm-alice/suspend", {"csrf": bob.csrf("/account"), "reason": "x"})
+    assert status == 403 and "needs the role admin" in page
+    assert alice.request("GET", "/account")[0] == 200
 
-        status, _, _ = root.post("/admin/accounts/alice/suspend", {"csrf": root.csrf("/admin"), "reason": "spam uploads"})
-        assert status == 303
-        assert alice.request("GET", "/account")[0] == 403  # her session ends at once
-        status, _, page = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
-        assert status == 403 and "suspended" in page
-        page = root.request("GET", "/admin")[2]
-        assert "spam uploads" in page and "account:alice" in page
-        assert root.post("/admin/accounts/root/suspend", {"csrf": root.csrf("/admin")})[0] == 400  # not oneself
+    status, _, _ = root.post("/admin/accounts/adm-alice/suspend", {"csrf": root.csrf("/admin"), "reason": "spam uploads"})
+    assert status == 303
+    assert alice.request("GET", "/account")[0] == 403  # her session ends at once
+    status, _, page = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "adm-alice", "password": PASSWORD})
+    assert status == 403 and "suspended" in page
+    page = root.request("GET", "/admin")[2]
+    assert "spam uploads" in page and "account:adm-alice" in page
+    assert root.post("/admin/accounts/adm-root/suspend", {"csrf": root.csrf("/admin")})[0] == 400  # not oneself
 
-        # at the terminal, in this process: what the commands say and store (a real process's exit
-        # status and clean stderr for a refused accounts command: the first-admin test above)
-        code, out, _ = arena_here("accounts", "reinstate", "alice", "--store", str(store), "--reason", "ok")
-        assert code == 0 and "alice is active" in out
-        status, _, _ = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "alice", "password": PASSWORD})
-        assert status == 303
-        code, _, err = arena_here("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x")
-        assert code == 2 and err.startswith("error:") and "no account" in err
-        audit = arena_here("accounts", "audit", "--store", str(store))[1]
-        assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
-    finally:
-        server.stop()
+    # at the terminal, in this process: what the commands say and store (a real process's exit
+    # status and clean stderr for a refused accounts command: the first-admin test above)
+    code, out, _ = arena_here("accounts", "reinstate", "adm-alice", "--store", str(store), "--reason", "ok")
+    assert code == 0 and "adm-alice is active" in out
+    status, _, _ = alice.post("/login", {"csrf": alice.csrf("/login"), "name": "adm-alice", "password": PASSWORD})
+    assert status == 303
+    code, _, err = arena_here("accounts", "suspend", "nobody", "--store", str(store), "--reason", "x")
+    assert code == 2 and err.startswith("error:") and "no account" in err
+    audit = arena_here("accounts", "audit", "--store", str(store))[1]
+    assert "reinstate" in audit and "suspend" in audit and "terminal" in audit
 
 
 # --------------------------------------------------------------------------- the write limit, per person

@@ -547,18 +547,25 @@ def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: Ser
 
 def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome: Any, site: ServerProc,
                                                                          tmp_path: Path) -> None:
-    """A bot joins the site's ladder with `arena submit`; a person picks it (not a bundled bot) on
+    """A bot on the site's ladder (a member as `arena submit` leaves one: its files snapshotted in
+    the store; the submission itself, its check and placement games, is test_ladder.py's
+    test_cli_submit_end_to_end); a person picks it (not a bundled bot) on
     the Play form and plays to the end by clicking the action buttons, one click a request, each
     request a view of the person's own seat. Then the board is the game's last position, not the last
     request's: the pile as it ended (after a burn it is empty, never the old "to beat"), no
     face-down cards for a seat that is out, and "game over" logged once; the game is stored with
     both seats and its replay link opens a replay that verifies."""
+    from arena.bots.manifest import load_bot
+    from arena.ladder import load_ladder, open_store
+    from arena.ladder.tables import _add_member
     starter = tmp_path / "starter"
     shutil.copytree(ROOT / "examples" / "bots" / "python", starter)
-    ladder = site.base / "ladders" / "mini.toml"  # type: ignore[attr-defined]
-    code, out, err = arena_here("submit", str(starter), "--ladder", str(ladder), "--store",
-                                str(site.store), "--plain", "-j", "1")  # type: ignore[attr-defined]
-    assert code == 0, out[-2000:] + err[-2000:]
+    ladder = load_ladder(site.base / "ladders" / "mini.toml", store=site.store)  # type: ignore[attr-defined]
+    lstore = open_store(ladder, site.store)  # type: ignore[attr-defined]
+    try:
+        _add_member(lstore, ladder, load_bot(str(starter)), "submitted", "test")
+    finally:
+        lstore.close()
     chrome.get(f"{site.url}/?token={site.token}")
     chrome.get(f"{site.url}/play")
     Select(chrome.find_element(By.NAME, "rules")).select_by_visible_text("powers")

@@ -39,7 +39,7 @@ def _count(store: Path, sql: str) -> int:
 
 
 def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Path):
-    path = write_ladder(open_tmp, "night", bots=["random", "lowest"], max_turns=400, concurrency=1, deals=6)
+    path = write_ladder(open_tmp, "night", bots=["random", "lowest"], max_turns=400, concurrency=1, deals=2)
     store = open_tmp / "s.sqlite"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", "from arena.cli.main import app; app()", "serve", "--store",
@@ -72,7 +72,7 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
         assert abs(pages_w / ladder_w - PAGES_SHARE) <= 0.1 * PAGES_SHARE, (pages_group, pages_w, ladder_group, ladder_w)
         if pages_group.startswith("/sys/fs/cgroup"):  # and a ceiling: that share of every CPU
             assert abs(ceiling(pages_group) - PAGES_SHARE * len(os.sched_getaffinity(proc.pid))) < 0.01, pages_group
-        while _count(store, mid_batch) < 1:  # a batch of 12 games under way, one of them stored
+        while _count(store, mid_batch) < 1:  # a batch of 4 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
             time.sleep(0.05)
