@@ -11,14 +11,13 @@ cgroup, not a bot's, so a bot filling its own cgroup cannot evict them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import mmap
 import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # the C library this process runs on (find_library runs ldconfig)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
