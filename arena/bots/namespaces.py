@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .filesystem import DEVICE_LINKS, DEVICES, SystemView, contained_view, hidden_proc_entries
+from .procs import prctl
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -32,9 +33,6 @@ _umount2 = _libc.umount2
 _umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _umount2.restype = ctypes.c_int
 MNT_DETACH = 2
-_prctl = _libc.prctl
-_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-_prctl.restype = ctypes.c_int
 PR_SET_DUMPABLE = 4
 _unshare = _libc.unshare
 _unshare.argtypes = [ctypes.c_int]
@@ -121,7 +119,7 @@ class PrivateSpace:
         else:
             # its own /proc files are root's in a process whose uid changed since its exec (a server
             # that dropped root itself) until it says it is dumpable: the maps could not be written
-            _check(_prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "say it is dumpable")
+            _check(prctl(PR_SET_DUMPABLE, 1), "say it is dumpable")
             _check(_unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare user and mount")
             for name, line in ((b"setgroups", b"deny"), (b"uid_map", self.user[0]), (b"gid_map", self.user[1])):
                 fd = os.open(b"/proc/self/" + name, os.O_WRONLY)
