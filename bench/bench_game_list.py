@@ -11,7 +11,7 @@ once. It prints the CPU milliseconds of each (median and p90), the menus' sizes 
 Run it for two checkouts on copies of one store to compare (the figures are CPU time, so compare
 them as ratios in the same run)::
 
-    python bench/bench_game_list.py --store /tmp/gl.sqlite --compare /tmp/base-checkout
+    python bench/bench_game_list.py --store /tmp/gl/arena.sqlite --compare /tmp/base-checkout
 """
 
 from __future__ import annotations

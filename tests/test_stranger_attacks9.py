@@ -170,8 +170,12 @@ def test_an_upload_worker_that_leaves_a_deep_tree_cannot_stop_the_server(tmp_pat
     server removes an upload's folder whatever the worker did, and at each start removes the
     leftovers no job holds: both were ``shutil.rmtree``, which such a tree ends in a RecursionError,
     so the upload was a 500 with its folder kept and every later start of the server failed. Now the
-    folder goes. Planted (rmtree as it was): RecursionError at the start's sweep."""
+    folder goes. (Since #35's third round a worker writes only into a tmpfs of its own, read back
+    with a bound on depth, and no server unpacks onto the disk: its tree never reaches the disk.
+    Such a folder, as an earlier arena's worker left it, is made here for the start's sweep.)
+    Planted (rmtree as it was): RecursionError at the start's sweep."""
     import sqlite3
+    import subprocess
     import sys
 
     import trio
@@ -187,13 +191,12 @@ def test_an_upload_worker_that_leaves_a_deep_tree_cannot_stop_the_server(tmp_pat
     uploads = submit.private_copy_dir(store)
     hostile = DEEP + "os.utime('.', (0, 0))\n"
     monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", hostile])
-    # as on a server that is not root: a root server's worker writes into a tmpfs of its own, with
-    # an upload's count of inodes (tests/test_stranger_attacks10.py), and never leaves such a tree
-    monkeypatch.setattr(unpacker, "_private_space", lambda dest, space: None)
     try:
         with pytest.raises(UnpackerLost):
             trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), uploads / "job", **LIMITS))
-        assert (uploads / "job" / "d" / "d").is_dir()  # what the worker left, as a server sees it
+        assert not (uploads / "job" / "d").exists()  # its tree stayed in its tmpfs
+        subprocess.run([sys.executable, "-c", hostile], cwd=uploads / "job", check=True)
+        assert (uploads / "job" / "d" / "d").is_dir()  # as an earlier arena's worker left it
         db = sqlite3.connect(store, isolation_level=None, timeout=30)
         try:
             submit._recover(db, uploads, q.server_id())  # a server's start
@@ -242,7 +245,10 @@ def test_a_store_where_another_user_planted_files_is_refused(tmp_path: Path, pla
     folder not its own as it was and made the store in it, where she may swap it later). Each is
     now refused with a :class:`StoreError` saying why, and nothing of the arena's is in her files or
     folder. On the old code her file held the whole store (229,376 bytes) in the two link cases.
-    Planted (the file check out): the first two fail; (the folder check out): the third."""
+    Planted (the file check out): the first two fail; (the folder check out): the third. Since
+    attack19 a store's own folder that others may write is refused whatever it holds (sticky
+    ``/tmp`` included: tests/test_stranger_attacks12.py), so the first two are refused by that rule
+    first, the file check a second layer."""
     from arena.tournament.store import Store, StoreError
     eve = tmp_path / "eve"
     eve.mkdir()

@@ -237,11 +237,15 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     its length, before a byte of it is read), and a file that grows or shrinks while it is copied is
     refused, not followed: a local author's sparse terabyte in ``node_modules`` was written out in
     zeros at every seat's start, and folders nested 1,100 deep ended the start in a RecursionError.
-    What the folder holds is the bot's doing (:class:`BotCommandError`, naming the entry); None,
-    with nothing left, where the system refuses the copy (a full disk): the seat is then served from
-    the checked folder itself, as before. The copy is then read by the folder reader and must hash
-    to ``files_hash`` (the run's reading of the bot, where given): a folder its author changed
-    after the run read it is the bot's refusal, not a new bot served under the old one's name."""
+    What the folder holds is the bot's doing (:class:`BotCommandError`, naming the entry), an entry
+    that vanished or turned into another kind while it was copied included (its author chooses
+    that error: a loop that makes and removes a file). Where the system refuses the copy (a full
+    disk): :class:`BotStartError` (the arena's failure) when the copy had to be checked
+    (``files_hash`` given), for a seat is never served a folder nobody checked; otherwise None,
+    with nothing left, and the seat is served from the checked folder itself. The copy is then read
+    by the folder reader and must hash to ``files_hash`` (the run's reading of the bot): a folder
+    its author changed after the run read it is the bot's refusal, not a new bot served under the
+    old one's name."""
     dest = where / "own"
     try:
         parent = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -254,10 +258,25 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     except BotCommandError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    except OSError:
+    except OSError as e:
         shutil.rmtree(dest, ignore_errors=True)
+        if e.errno in _CHANGED:  # the folder itself, at the top
+            raise _refused("", f"changed while the seat's copy was made ({e.strerror})") from None
+        if files_hash:
+            raise BotStartError(f"the seat's copy of the bot's folder could not be made ({e.strerror}), and a seat "
+                                "is served only a copy checked against the run's reading of the bot") from None
         return None
     return dest
+
+
+COMPILED_DIR, COMPILED_SUFFIX = "__pycache__", ".pyc"
+"""Left out of a seat's copy: compiled Python, which the files hash does not cover (the folder's
+reader skips it) and which Python may run in place of a source it never looks at (a ``.pyc`` of
+"unchecked-hash" mode, PEP 552, or one without a source beside it). The seat's Python compiles the
+checked sources instead (its folder is read-only: in memory, at each start)."""
+
+_CHANGED = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO, errno.ESTALE)
+"""What a walk meets where an entry vanished or turned into another kind after its folder was listed."""
 
 
 OWN_COPY = Caps(files=100_000, bytes=1024 * MiB, depth=64, path=CAPS.path)
@@ -301,14 +320,21 @@ def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str, re
                     raise _refused(path, f"more than {OWN_COPY.files} entries")
                 if len(os.fsencode(path)) > OWN_COPY.path:
                     raise _refused(path[:160], f"a path longer than {OWN_COPY.path} bytes")
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if stat.S_ISDIR(mode):
-                    _copy_dir(src, entry.name, dst, entry.name, path, count)
-                elif stat.S_ISLNK(mode):
-                    os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
-                elif stat.S_ISREG(mode):
-                    _copy_file(entry.name, src, dst, path, count)
-                # nothing else is a bot's (the folder's reader refused it): not copied
+                if entry.name == COMPILED_DIR or entry.name.endswith(COMPILED_SUFFIX):
+                    continue  # compiled Python is not served (COMPILED_DIR)
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                    if stat.S_ISDIR(mode):
+                        _copy_dir(src, entry.name, dst, entry.name, path, count)
+                    elif stat.S_ISLNK(mode):
+                        os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
+                    elif stat.S_ISREG(mode):
+                        _copy_file(entry.name, src, dst, path, count)
+                    # nothing else is a bot's (the folder's reader refused it): not copied
+                except OSError as e:
+                    if e.errno in _CHANGED:
+                        raise _refused(path, f"changed while the seat's copy was made ({e.strerror})") from None
+                    raise
             os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
         finally:
             os.close(dst)

@@ -84,6 +84,26 @@ def release_space(top: Path) -> None:
         _umount2(str(space).encode(), MNT_DETACH)
 
 
+def walkable(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """What a uid of no group (a private one) needs to reach ``paths`` (resolved): the topmost folders
+    above them that others may not walk, to be covered, and the paths below those, to be bound
+    again inside the covers (a path inside one already bound is not bound twice)."""
+    covers: list[str] = []
+    binds: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)}):
+        if any(path == b or path.startswith(b + "/") for b in binds):
+            continue
+        parts = path.split("/")
+        for i in range(2, len(parts)):
+            above = "/".join(parts[:i])
+            if not os.stat(above).st_mode & 0o001:
+                if above not in covers:
+                    covers.append(above)
+                binds.append(path)
+                break
+    return covers, binds
+
+
 PRIVATE_SPACE_DIR = b"folder"
 """The folder, inside a :class:`PrivateSpace`'s tmpfs, that is bound where the writer is told to write."""
 
@@ -99,28 +119,66 @@ class PrivateSpace:
     that keeps the tmpfs alive after the namespace ends. A process that is not root mounts it in a
     user namespace of the child's own (tmpfs may be mounted there), its uid and gid mapped to
     themselves, so the child stays the same user. Computed in the parent, :meth:`enter` runs in the
-    child between fork and exec and only makes system calls; the child then works in ``at``."""
+    child between fork and exec and only makes system calls; the child then works in ``at``.
+
+    :meth:`owned` plans it for a root parent whose child is to run as ``owner`` (a private uid): the
+    tmpfs is then mounted over ``/tmp`` and is that uid's, the child works in its folder
+    (``/tmp/folder``: a path any uid may walk, where the host's ``at`` lies below root's 0700
+    folders), and the other folders every user may write (``/var/tmp``, ``/dev/shm``...) are
+    covered by empty read-only ones, so that the tmpfs is the one place that uid may write. What
+    it must read (its Python, say, installed below ``/root``) but lies below a folder other users
+    may not walk is bound again, read-only, in an empty folder over the topmost such folder
+    (:func:`walkable`): the rest of that folder stays hidden."""
 
     where: bytes
     at: bytes
     options: bytes
     user: tuple[bytes, bytes] | None = None  # the uid_map and gid_map lines of a process that is not root
+    owner: int | None = None  # the private uid the child becomes (:meth:`owned`): the tmpfs's owner
+    covered: tuple[bytes, ...] = ()  # folders any user may write, hidden by read-only empty ones (in both plans)
+    reach_covers: tuple[bytes, ...] = ()  # folders others may not walk, hidden by empty walkable ones
+    reach_binds: tuple[bytes, ...] = ()  # what the child reads below them, bound again in them read-only
 
     @classmethod
-    def plan(cls, where: Path, at: Path, max_bytes: int, max_inodes: int) -> "PrivateSpace":
+    def plan(cls, where: Path, at: Path, max_bytes: int, max_inodes: int, reads: Iterable[str] = ()) -> "PrivateSpace":
+        from .filesystem import world_writable_dirs
         uid, gid = os.geteuid(), os.getegid()
         user = None if uid == 0 else (b"%d %d 1\n" % (uid, uid), b"%d %d 1\n" % (gid, gid))
-        return cls(os.fsencode(os.path.realpath(where)), os.fsencode(os.path.realpath(at)),
-                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700".encode(), user)
+        where, at = os.path.realpath(where), os.path.realpath(at)
+        # a folder any user may write that holds ``where`` (a store kept in /tmp) or what the child reads
+        # (a virtual environment there) stays: covering it would hide them
+        kept = [where, at, *map(os.path.realpath, reads)]
+        covered = [d for d in world_writable_dirs() if not any(p.startswith(d + "/") for p in kept)]
+        return cls(os.fsencode(where), os.fsencode(at), f"size={max_bytes},nr_inodes={max_inodes},mode=0700".encode(),
+                   user, covered=tuple(map(os.fsencode, covered)))
+
+    @classmethod
+    def owned(cls, owner: int, max_bytes: int, max_inodes: int, reach: Iterable[str] = ()) -> "PrivateSpace":
+        from .filesystem import world_writable_dirs
+        tmp, reach = os.path.realpath("/tmp"), list(reach)
+        covers, binds = walkable(reach)
+        return cls(os.fsencode(tmp), os.fsencode(tmp) + b"/" + PRIVATE_SPACE_DIR,
+                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700,uid={owner},gid={owner}".encode(),
+                   owner=owner, covered=tuple(os.fsencode(d) for d in world_writable_dirs() if d != tmp and not any(
+                       os.path.realpath(p).startswith(d + "/") for p in reach)),
+                   reach_covers=tuple(map(os.fsencode, covers)), reach_binds=tuple(map(os.fsencode, binds)))
+
+    @property
+    def made_here(self) -> bool:
+        """Whether ``where`` is a folder its planner made for it (and removes after), not ``/tmp``."""
+        return self.owner is None
 
     def enter(self) -> None:
+        # a network and IPC namespace of its own too: it reaches no socket of the host (abstract
+        # UNIX ones have no permission to check) and no System V object
+        others = CLONE_NEWNET | CLONE_NEWIPC
         if self.user is None:
-            _check(_unshare(CLONE_NEWNS), "unshare mount")
+            _check(_unshare(CLONE_NEWNS | others), "unshare mount, network and IPC")
         else:
             # its own /proc files are root's in a process whose uid changed since its exec (a server
             # that dropped root itself) until it says it is dumpable: the maps could not be written
             _check(prctl(PR_SET_DUMPABLE, 1), "say it is dumpable")
-            _check(_unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare user and mount")
+            _check(_unshare(CLONE_NEWUSER | CLONE_NEWNS | others), "unshare user, mount, network and IPC")
             for name, line in ((b"setgroups", b"deny"), (b"uid_map", self.user[0]), (b"gid_map", self.user[1])):
                 fd = os.open(b"/proc/self/" + name, os.O_WRONLY)
                 try:
@@ -128,9 +186,31 @@ class PrivateSpace:
                 finally:
                     os.close(fd)
         _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        # opened in this mount namespace, before anything covers them: each bound again from its descriptor
+        kept = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in self.reach_binds]
         _check(_mount(b"tmpfs", self.where, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options), "mount a tmpfs")
-        os.mkdir(self.where + b"/" + PRIVATE_SPACE_DIR, 0o700)
-        _check(_mount(self.where + b"/" + PRIVATE_SPACE_DIR, self.at, None, MS_BIND, None), "bind the tmpfs's folder")
+        for d in self.reach_covers:
+            os.makedirs(d, exist_ok=True)
+            _check(_mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k,mode=0755"), f"cover {os.fsdecode(d)}")
+        for path, fd in zip(self.reach_binds, kept):
+            if os.path.isdir(b"/proc/self/fd/%d" % fd):
+                os.makedirs(path, 0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            _check(_mount(b"/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC, None), f"bind {os.fsdecode(path)}")
+            _check(_mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+                   f"read-only {os.fsdecode(path)}")
+            os.close(fd)
+        folder = self.where + b"/" + PRIVATE_SPACE_DIR
+        os.mkdir(folder, 0o700)
+        if self.owner is not None:
+            os.chown(folder, self.owner, self.owner)
+        if folder != self.at:
+            _check(_mount(folder, self.at, None, MS_BIND, None), "bind the tmpfs's folder")
+        for d in self.covered:
+            _check(_mount(b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0755"),
+                   f"cover {os.fsdecode(d)}")
         os.chdir(self.at)  # a working folder of ``at`` chosen before (Popen's cwd) is the host's, below the bind
 
     def open_root(self, pid: int) -> int:

@@ -64,6 +64,18 @@ def drop_capabilities() -> bool:
     return os.geteuid() != 0 or not any(_prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 for cap in range(CAP_LAST + 1))
 
 
+def become(uid: int) -> None:
+    """This root process as ``uid`` alone (gid the same, no supplementary groups), its bounding set
+    emptied first (that takes ``CAP_SETPCAP``, which the change of uid then clears with every other
+    capability). Only system calls: it runs between fork and exec."""
+    for cap in range(CAP_LAST + 1):
+        if _prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 and _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "give up the bounding set")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
 def set_child_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants.
 

@@ -20,11 +20,12 @@ one writable place; the store's folder (its secret key, its database) and the ot
 not there at all. It is never used again: a worker that read a hostile archive is not trusted with
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
 (about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
-(no user namespaces) the worker runs as the server's user and the log says so once. Either way it
-can start no process or thread (its system-call filter), and where the machine allows it
-(:func:`_spaces_work`) it writes into a tmpfs of its own of the upload's bounds, which the server
-reads back with the folder reader once the worker is gone (:func:`_read_back`): the disk gets only
-what the reader lists.
+(no user namespaces) the worker runs as the server's user, or, on a root server, as a private uid
+of the bots' pool (:func:`_private_uid_works`), and the log says so once. Either way it can start
+no process or thread (its system-call filter), and it writes into a tmpfs of its own of the
+upload's bounds, which the server reads back with the folder reader once the worker is gone
+(:func:`_read_back`): the disk gets only what the reader lists. Where no such tmpfs can be made
+(:func:`_spaces_work`) no upload is taken: on the disk its files would be bounded each, not in all.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.namespaces import PrivateSpace
-from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, drop_capabilities, kill_and_reap, prctl, scan_procs
+from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, become, drop_capabilities, kill_and_reap, prctl, scan_procs
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -86,51 +87,66 @@ async def unpack_apart(data: bytes, dest: Path, *, max_files: int, max_bytes: in
     worker gave no answer (or cannot be started as bounded as it must be)."""
     import trio
     dest.mkdir(mode=0o700)
-    space = await trio.to_thread.run_sync(_private_space, dest, worker_space(max_files, max_bytes))
+    bounds = worker_space(max_files, max_bytes)
+    answer, fd, seen = await _run_worker(data, dest, bounds, max_files=max_files, max_bytes=max_bytes)
     try:
-        answer, fd = await _run_worker(data, dest, space, max_files=max_files, max_bytes=max_bytes)
-        try:
-            return await trio.to_thread.run_sync(_taken, answer, dest, fd, worker_space(max_files, max_bytes))
-        finally:
-            if fd is not None:
-                os.close(fd)
+        return await trio.to_thread.run_sync(_taken, answer, dest, seen, fd, bounds)
     finally:
-        if space is not None:
-            os.rmdir(space.where)
+        os.close(fd)
 
 
-async def _run_worker(data: bytes, dest: Path, space: PrivateSpace | None, *, max_files: int,
-                      max_bytes: int) -> tuple[dict, int | None]:
-    """The worker's answer, and where it wrote (a descriptor of its tmpfs, or None: ``dest`` itself)."""
+async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_files: int,
+                      max_bytes: int) -> tuple[dict, int, Path]:
+    """The worker's answer, a descriptor of the tmpfs it wrote into, and the path it was told to
+    unpack into (``dest``, or its folder in ``/tmp`` where it ran as a private uid)."""
     import trio
 
+    from ..bots.containment import process_registry
     from ..bots.seccomp import FilterUnavailable, Installer, memfd
     try:
         filter_fd = memfd(worker=True)
-        argv = await trio.to_thread.run_sync(confined, WORKER, dest, filter_fd)
-        wrapped = argv is not WORKER
-        installer = None if wrapped else Installer(worker=True)  # bubblewrap installs it itself
     except FilterUnavailable as e:
         raise UnpackerLost(f"the unpacking process cannot start without its system-call filter: {e}") from None
-    bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes, space, installer)
+    lease = None
+    space = None
     try:
-        proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
-                                                cwd=str(dest), preexec_fn=bound, pass_fds=(filter_fd,))
-    except subprocess.SubprocessError as e:  # the preexec function failed: no worker ran
-        raise UnpackerLost(f"the unpacking process could not be bounded: {e}") from None
+        try:
+            argv = await trio.to_thread.run_sync(confined, WORKER, dest, filter_fd)
+            wrapped = argv is not WORKER
+            installer = None if wrapped else Installer(worker=True)  # bubblewrap installs it itself
+        except FilterUnavailable as e:
+            raise UnpackerLost(f"the unpacking process cannot start without its system-call filter: {e}") from None
+        space, lease = await trio.to_thread.run_sync(_private_space, dest, bounds, wrapped)
+        bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes, space,
+                                  installer)
+        try:
+            proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
+                                                    cwd=str(dest), preexec_fn=bound, pass_fds=(filter_fd,))
+        except subprocess.SubprocessError as e:  # the preexec function failed: no worker ran
+            raise UnpackerLost(f"the unpacking process could not be bounded: {e}") from None
+    except BaseException:
+        if lease is not None:
+            process_registry().release_uid(lease)
+        if space is not None and space.made_here:
+            os.rmdir(space.where)
+        raise
     finally:
         os.close(filter_fd)
     assert proc.stdin is not None and proc.stdout is not None  # both piped above
+    seen = Path(os.fsdecode(space.at)) if space.owner is not None else dest
     answer = None
     fd = None
     try:
-        if space is not None:
-            try:
-                fd = space.open_root(proc.pid)
-            except OSError as e:
+        try:
+            fd = space.open_root(proc.pid)
+        except OSError as e:
+            with trio.move_on_after(1):  # one killed before the server looked is lost as killed, not as astray
+                await proc.wait()
+            if proc.returncode is None:
                 raise UnpackerLost(f"the unpacking process's folder is not its own: {e}") from None
+            raise _ended(proc.returncode, wrapped) from None
         with trio.move_on_after(UNPACK_S) as waited:
-            job = {"dest": str(dest), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
+            job = {"dest": str(seen), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
             try:
                 await proc.stdin.send_all(json.dumps(job).encode() + b"\n" + data)
                 answer = _answer(await _line(proc.stdout))
@@ -141,13 +157,7 @@ async def _run_worker(data: bytes, dest: Path, space: PrivateSpace | None, *, ma
         if answer is None:
             with trio.move_on_after(5):
                 await proc.wait()
-            status = proc.returncode
-            log.warning("an upload's unpacker ended without an answer (status %s)", status)
-            if wrapped and status is not None and 128 < status < 128 + 65:
-                status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
-            if status is not None and status < 0:
-                raise UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
-            raise UnpackerLost(f"the unpacking process failed (exit status {status})")
+            raise _ended(proc.returncode, wrapped)
     except BaseException:
         if fd is not None:
             os.close(fd)
@@ -158,19 +168,32 @@ async def _run_worker(data: bytes, dest: Path, space: PrivateSpace | None, *, ma
             proc.kill()  # its one upload answered (or not): it is never asked again
             await proc.wait()
             await trio.to_thread.run_sync(_end_tree, tree)
-    return answer, fd
+            if lease is not None:  # its processes all gone: the uid may serve a bot next
+                process_registry().release_uid(lease)
+            if space.made_here:
+                os.rmdir(space.where)
+    return answer, fd, seen
 
 
-def _taken(answer: dict, dest: Path, fd: int | None, space: "WorkerSpace") -> Unpacked:
-    """The worker's answer as the upload's bot, its folder checked (and, from a tmpfs of its own,
-    read back through the folder reader, within the upload's bounds, into ``dest``)."""
+def _ended(status: int | None, wrapped: bool) -> UnpackerLost:
+    """A worker that ended without an answer, said by how it ended."""
+    log.warning("an upload's unpacker ended without an answer (status %s)", status)
+    if wrapped and status is not None and 128 < status < 128 + 65:
+        status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
+    if status is not None and status < 0:
+        return UnpackerLost(f"the unpacking process was stopped ({signal.Signals(-status).name})")
+    return UnpackerLost(f"the unpacking process failed (exit status {status})")
+
+
+def _taken(answer: dict, dest: Path, seen: Path, fd: int, space: "WorkerSpace") -> Unpacked:
+    """The worker's answer as the upload's bot, its folder read back from its tmpfs through the folder
+    reader, within the upload's bounds, into ``dest``, and checked. ``seen`` is the path the worker
+    was told to unpack into: its refusals name ``dest`` instead, as they would have."""
     if "refused" in answer:
-        raise UploadError(answer["refused"])
+        raise UploadError(answer["refused"].replace(str(seen), str(dest)))
     if "errno" in answer:
         raise OSError(answer["errno"], answer["strerror"])
-    root = Path(answer["root"])
-    if fd is not None:
-        root = _read_back(root, dest, fd, space)
+    root = _read_back(Path(answer["root"]), seen, dest, fd, space)
     # the worker's own answer, checked all the same, and on the disk: a folder below the upload's
     # reached through a link the worker made would be read, and placed, wherever the link leads
     real, base = os.path.realpath(root), os.path.realpath(dest)
@@ -180,15 +203,16 @@ def _taken(answer: dict, dest: Path, fd: int | None, space: "WorkerSpace") -> Un
     return Unpacked(root, answer["name"], answer["label"], answer["human"])
 
 
-def _read_back(root: Path, dest: Path, fd: int, space: "WorkerSpace") -> Path:
-    """The answered root (``dest`` or its one top folder, as :func:`.upload.unpack` answers), read
-    from the worker's tmpfs (``fd``, its writer gone) by the folder reader, with the upload's
-    bounds as caps, and copied into ``dest`` on the server's disk: only what the reader lists
-    (links as links, never followed; a FIFO or device refused) reaches the disk."""
+def _read_back(root: Path, seen: Path, dest: Path, fd: int, space: "WorkerSpace") -> Path:
+    """The answered root (``seen``, the worker's folder, or its one top folder, as
+    :func:`.upload.unpack` answers), read from the worker's tmpfs (``fd``, its writer gone) by the
+    folder reader, with the upload's bounds as caps, and copied into ``dest`` on the server's disk:
+    only what the reader lists (links as links, never followed; a FIFO or device refused) reaches
+    the disk."""
     from ..bots.folder import Caps, FolderError, copy_folder, read_folder
     from ..bots.namespaces import PRIVATE_SPACE_DIR
     from .upload import MAX_DEPTH, MAX_PATH_BYTES
-    rel = os.path.relpath(root, dest) if root == dest or dest in root.parents else ".."
+    rel = os.path.relpath(root, seen) if root == seen or seen in root.parents else ".."
     if rel.startswith("..") or "/" in rel:
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
     # the reader opens the root without following its last name: a real folder of the tmpfs
@@ -222,10 +246,11 @@ def _end_tree(tree: Attribution) -> None:
     kill_and_reap(lambda table: tree.members(table, os.getpid()), time.monotonic() + 5.0)
 
 
-def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None, installer: Any) -> None:
+def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace, installer: Any) -> None:
     """In the worker's process, before it runs: its address space, the size of any file it writes
     (no file of an upload is bigger than the whole upload may be), its folder a bounded tmpfs of
-    its own (``space``, where one can be made), and, where bubblewrap does not run it (``installer``
+    its own (``space``; for a root server's worker without bubblewrap, that of a private uid it
+    then becomes), and, where bubblewrap does not run it (``installer``
     given), no capability (bubblewrap drops them: a root server's worker would otherwise keep
     root's, to open, chown or signal what root may) and the system-call filter that refuses new
     processes and threads and any change of these limits. ``RLIMIT_NPROC`` would not do
@@ -234,8 +259,9 @@ def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace | None
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    if space is not None:
-        space.enter()  # (mounting its tmpfs takes root's capabilities: dropped only after)
+    space.enter()  # (mounting its tmpfs takes root's capabilities: dropped only after)
+    if space.owner is not None:
+        become(space.owner)
     if installer is not None:
         if not drop_capabilities():
             raise OSError("the unpacking process could not give up its capabilities")
@@ -260,16 +286,26 @@ def worker_space(max_files: int, max_bytes: int) -> WorkerSpace:
 PAGE = 4096
 
 
-def _private_space(dest: Path, space: WorkerSpace) -> PrivateSpace | None:
-    """Where the worker's tmpfs is mounted (an empty folder beside ``dest``, in the uploads' private
-    folder, removed after), or None where no process here may make one (:func:`_spaces_work`): the
-    worker then writes into ``dest`` on the disk, each file bounded but not their number (said in
-    the log once; docs/SANDBOX.md)."""
+NO_SPACE = ("uploads cannot be taken on this server: the unpacking process's files can be bounded only in a tmpfs "
+            "of its own, and none can be made here (see the server's log and docs/SANDBOX.md)")
+
+
+def _private_space(dest: Path, space: WorkerSpace, wrapped: bool) -> tuple[PrivateSpace, Any]:
+    """The worker's tmpfs and, for a root server's worker that bubblewrap does not run, the lease of
+    the private uid it runs as (:func:`_private_uid_works`; the tmpfs that uid's, over ``/tmp``).
+    Otherwise the tmpfs is mounted in an empty folder beside ``dest`` (in the uploads' private
+    folder, removed after) and bound over ``dest``. :class:`UnpackerLost` where no process here
+    may make one (:func:`_spaces_work`): on the disk its files would be bounded each, not in number
+    or in all (any user may write ``/tmp``), so no upload is taken (docs/SANDBOX.md)."""
+    if not wrapped and os.geteuid() == 0 and _private_uid_works():
+        from ..bots.containment import process_registry
+        lease = process_registry().lease_uid()
+        return PrivateSpace.owned(lease.uid, space.bytes, space.inodes, worker_reads()), lease
     if not _spaces_work(dest.parent):
-        return None
+        raise UnpackerLost(NO_SPACE)
     where = dest.with_name(dest.name + ".space")
     where.mkdir(mode=0o700)
-    return PrivateSpace.plan(where, dest, space.bytes, space.inodes)
+    return PrivateSpace.plan(where, dest, space.bytes, space.inodes, worker_reads()), None
 
 
 def _said(enter: Any, fd: int) -> None:
@@ -293,7 +329,7 @@ def _spaces_work(uploads: Path) -> bool:
         import tempfile
         problem = ""
         with tempfile.TemporaryDirectory(dir=uploads, prefix=".space-try-") as tried:
-            plan = PrivateSpace.plan(Path(tried, "space"), Path(tried, "folder"), 1 << 20, 8)
+            plan = PrivateSpace.plan(Path(tried, "space"), Path(tried, "folder"), 1 << 20, 8, worker_reads())
             os.mkdir(plan.where)
             os.mkdir(plan.at)
             why_r, why_w = os.pipe2(os.O_CLOEXEC)  # the child's own words, where Popen would say only that it failed
@@ -317,9 +353,55 @@ def _spaces_work(uploads: Path) -> bool:
                 os.close(why_r)
         _space_tried[:] = [not problem]  # two uploads' threads may both have tried: one answer
         if problem:
-            log.warning("uploads are unpacked onto the disk, not into a bounded tmpfs of the worker's own (%s): "
-                        "its files are bounded each, not in number or in all", problem)
+            log.warning("uploads are refused: no bounded tmpfs of the unpacking process's own can be made here "
+                        "(%s), and on the disk its files would be bounded each, not in number or in all", problem)
     return _space_tried[0]
+
+
+_uid_tried: list[bool] = []  # whether a root server's worker can run as a private uid here (tried once a process)
+
+
+def _as_private_uid(space: PrivateSpace) -> None:
+    space.enter()
+    assert space.owner is not None
+    become(space.owner)
+
+
+def _private_uid_works() -> bool:
+    """Whether a root server's worker can run as a private uid here, in its tmpfs over ``/tmp``:
+    tried once a process with the worker's imports, as a leased uid (one that cannot read the
+    server's Python or the arena package, installed below a folder of root's alone, cannot run
+    the worker). Where it cannot, the worker runs as uid 0 without a capability, and the log says
+    what it keeps: the owner's rights over root's files it can reach."""
+    if not _uid_tried:
+        from ..bots.containment import process_registry
+        registry = process_registry()
+        lease = registry.lease_uid()
+        problem = ""
+        why_r, why_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            plan = PrivateSpace.owned(lease.uid, 1 << 20, 8, worker_reads())
+            tried = subprocess.run([WORKER[0], "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30,
+                                   env=_env(), preexec_fn=functools.partial(_said, functools.partial(
+                                       _as_private_uid, plan), why_w))
+            problem = tried.stderr.decode(errors="replace").strip()[-500:] if tried.returncode else ""
+        except subprocess.TimeoutExpired:  # a loaded machine, not an answer: uid 0 this once, tried again next time
+            return False
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(why_w)
+            why_w = -1
+            problem = os.read(why_r, 4096).decode(errors="replace") or str(e) or type(e).__name__
+        finally:
+            if why_w >= 0:
+                os.close(why_w)
+            os.close(why_r)
+            registry.release_uid(lease)
+        _uid_tried[:] = [not problem]
+        if problem:
+            log.warning("a root server's upload worker without bubblewrap runs as uid 0, not a private uid (%s): "
+                        "without a capability, but the owner of root's files, which it may read and write where "
+                        "their owner may", problem)
+    return _uid_tried[0]
 
 
 async def _line(stream: Any) -> bytes:
@@ -386,16 +468,10 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
     seen = ["/usr", *SANDBOX_ROOT_DIRS]
-    python = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              str(Path(__file__).resolve().parents[1]), *sys.path]
-    for p in python:
-        if p and os.path.isdir(p) and not any(p == s or p.startswith(s + "/") for s in seen):
+    for p in worker_reads():
+        if not any(p == s or p.startswith(s + "/") for s in seen):
             args += ["--ro-bind", p, p]
             seen.append(p)
-    engine = importlib.util.find_spec(COMPILED_ENGINE)  # beside the package, not in it, in an editable install
-    if engine is not None and engine.origin and os.path.isfile(engine.origin) and \
-            not any(engine.origin.startswith(s + "/") for s in seen):
-        args += ["--ro-bind", engine.origin, engine.origin]
     if os.path.isfile("/etc/ld.so.cache"):
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     uploads = dest.parent
@@ -431,6 +507,19 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
         log.warning("uploads are unpacked without bubblewrap around the worker (%s): it runs as the "
                     "server's user, with its network and files", problem)
     return argv
+
+
+def worker_reads() -> list[str]:
+    """What a worker reads beside the system: the Python running the server and its import path, the
+    arena package, and the engine's compiled runtime (beside the package, not in it, in an
+    editable install)."""
+    python = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              str(Path(__file__).resolve().parents[1]), *sys.path]
+    found = [p for p in python if p and os.path.isdir(p)]
+    engine = importlib.util.find_spec(COMPILED_ENGINE)
+    if engine is not None and engine.origin and os.path.isfile(engine.origin):
+        found.append(engine.origin)
+    return found
 
 
 KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")

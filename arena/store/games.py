@@ -69,6 +69,7 @@ def private_store_dir(parent: Path) -> None:
                 pass
         parent.chmod(STORE_DIR_MODE)
     _folders_not_swappable(parent)
+    _nobody_else_writes(parent)
     if parent.name == DATA_DIR_NAME and parent.stat().st_uid == os.geteuid():
         parent.chmod(STORE_DIR_MODE)
 
@@ -81,13 +82,67 @@ def check_store_place(path: Path) -> None:
     a store of hers in the arena's place, and ``arena games``, ``standings`` or the pages would show
     her games, standings and ladders as the arena's."""
     _folders_not_swappable(path.parent)
+    _nobody_else_writes(path.parent)
     _own_store_files(path)
 
 
 def _folders_not_swappable(parent: Path) -> None:
-    spelled = Path(os.path.abspath(parent))
-    for folder in dict.fromkeys([spelled, *spelled.parents, parent.resolve(), *parent.resolve().parents]):
-        _not_swappable(folder, folder.stat())
+    """Every folder and every link that resolving ``parent`` passes through, as the kernel resolves
+    it: a folder as :func:`_not_swappable` requires, a link root's or this user's. Judged by its
+    target alone, a link another user made in a sticky folder passed, and stays hers to replace
+    between the check and the next open."""
+    for path, st in _on_the_way(parent):
+        if not stat.S_ISLNK(st.st_mode):
+            _not_swappable(Path(path), st)
+        elif st.st_uid not in (os.geteuid(), 0):
+            raise StoreError(f"the store's folder {parent} is reached through {path}, a link owned by uid {st.st_uid}: "
+                             "its owner may point it elsewhere at any moment, at a store of their own; refused. "
+                             "Name the store's folder by a path of your own")
+
+
+MAX_LINKS = 40  # as the kernel's own bound on the links one resolution follows (ELOOP)
+
+
+def _on_the_way(path: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """``(path, lstat)`` of every folder and link the kernel passes through to resolve ``path``: from
+    ``/``, each name in turn, a link's target read and resolved from where it lies (or from ``/``),
+    and ``..`` taken from the folder reached so far (not from the name as spelled)."""
+    spelled = os.path.join(os.getcwd(), path)  # joined, not normalised: "link/.." is not "."
+    pending = [p for p in spelled.split("/") if p not in ("", ".")][::-1]
+    here = "/"
+    yield here, os.lstat(here)
+    links = 0
+    while pending:
+        name = pending.pop()
+        if name == "..":
+            here = os.path.dirname(here)
+            continue
+        there = os.path.join(here, name)
+        st = os.lstat(there)
+        yield there, st
+        if not stat.S_ISLNK(st.st_mode):
+            here = there
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise StoreError(f"the store's folder {path} is reached through more than {MAX_LINKS} links; refused")
+        target = os.readlink(there)
+        if target.startswith("/"):
+            here = "/"
+        pending += [p for p in target.split("/") if p not in ("", ".")][::-1]
+
+
+def _nobody_else_writes(folder: Path) -> None:
+    """The store's own folder writable by nobody else, sticky or not: SQLite makes its ``-wal`` and
+    ``-shm`` there by name at each open and removes them at the last close, so in a folder others
+    may write (``/tmp``) another user places one of hers between the arena's check and SQLite's
+    open, and a descriptor she keeps reads (or writes) everything the arena stores. A folder on a
+    file system mounted read-only (a store read from read-only media) is written by nobody."""
+    st = folder.stat()
+    if st.st_mode & (0o002 if _private_group(st) else 0o022) and not os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise StoreError(f"the store's folder {folder} is writable by others (sticky or not): another user could "
+                         "place SQLite's -wal or -shm file there before the arena opens the store, and read or "
+                         "write every game, account and session through it; refused. Choose a folder of your own")
 
 
 def _not_swappable(folder: Path, st: os.stat_result) -> None:
@@ -96,8 +151,9 @@ def _not_swappable(folder: Path, st: os.stat_result) -> None:
     if st.st_uid not in (os.geteuid(), 0) or shared:
         raise StoreError(f"the store's folder {folder} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
                          ": another user could swap the store's files for their own and read every game, account "
-                         "and session; refused. Choose a folder of your own (or a sticky one such as /tmp), whose "
-                         "folders above are root's or yours and not writable by others")
+                         "and session; refused. Choose a folder of your own, whose "
+                         "folders above are root's or yours and not writable by others (a sticky one such as /tmp "
+                         "may be above it)")
 
 
 def create_private_store(path: Path) -> None:
@@ -106,10 +162,10 @@ def create_private_store(path: Path) -> None:
     SQLite gives its -wal, -shm and -journal files the mode of the database file, so a file
     that is 0600 from its first byte keeps every game log (finished or being written) away
     from bots, which run under other uids. A directory named ``arena-data`` that we own is
-    tightened to 0700 too (older versions made it 0755); any other existing directory (say
-    /tmp for ``--store /tmp/x.sqlite``) is left as it is: the files themselves are private, and
+    tightened to 0700 too (older versions made it 0755); any other existing directory is left as
+    it is, but it may be written by nobody else (a sticky ``/tmp`` included: :func:`_nobody_else_writes`),
     a store or side file there that is a link or another user's is refused (:func:`_own_store_files`),
-    as is a folder another user owns or may rename things in (:func:`private_store_dir`).
+    as is a folder above another user owns or may rename things in (:func:`private_store_dir`).
 
     A new store is made under a private temporary name (WAL mode, every table) and hard-linked
     into place, so no other process ever opens one half made: SQLite's switch to WAL waits for no
@@ -143,11 +199,11 @@ def create_private_store(path: Path) -> None:
 
 def _own_store_files(path: Path) -> bool:
     """Whether the store at ``path`` exists; :class:`StoreError` if it, or one of SQLite's side files
-    beside it, is a link or not this user's own regular file. The files themselves are what keeps a
-    store private where its folder is shared (``--store /tmp/x.sqlite``), and SQLite follows a link
-    and uses a side file it finds: another local user who planted ``x.sqlite`` (or its ``-wal``) as a
-    link to a file of their own, or as their own file, read every game, account and session the
-    arena wrote there."""
+    beside it, is a link or not this user's own regular file. SQLite follows a link and uses a side
+    file it finds: another local user who planted ``x.sqlite`` (or its ``-wal``) as a link to a file
+    of their own, or as their own file, read every game, account and session the arena wrote there.
+    (A store's folder others may write is refused first, :func:`_nobody_else_writes`; this is the
+    second layer.)"""
     exists = False
     for p in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
         try:
