@@ -260,6 +260,19 @@ def _build_the_arena_command_once() -> None:
     typer.testing._get_command = lambda given: built if given is app else build(given)
 
 
+def _hypothesis_derandomized(config: Any) -> None:
+    """Every property test draws the same examples on every run: a failing example found by luck
+    in CI is a real bug, but it shows as a random red that the next run does not repeat (Hypothesis
+    does this by itself only where it sees a CI variable; here it is the suite's rule wherever it
+    runs). Derandomized, Hypothesis also keeps no example database (``.hypothesis/``), so no run
+    replays what an earlier one on this machine happened to find. ``--hypothesis-seed=N`` explores
+    other examples (a test's own ``derandomize=True`` stays fixed)."""
+    from hypothesis import settings
+    if config.getoption("hypothesis_seed", None) is None:
+        settings.register_profile("arena", derandomize=True)
+        settings.load_profile("arena")
+
+
 def pytest_configure(config: Any) -> None:
     """Byte-compile the arena package once, before any worker starts. The suite starts hundreds of
     Python processes that import it (each ``arena`` command, server and dask worker); where the
@@ -267,6 +280,7 @@ def pytest_configure(config: Any) -> None:
     ``.pyc``, so each compiled every arena module it imported from source again, about a fifth of
     a short command's CPU. A ``.pyc`` is only a cache: a changed source is compiled afresh."""
     _build_the_arena_command_once()
+    _hypothesis_derandomized(config)
     if hasattr(config, "workerinput"):
         return
     import compileall
