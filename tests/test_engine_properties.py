@@ -44,12 +44,12 @@ SIX_JOKERS = PRESETS["shithead"].replace(name="shithead+jokers", jokers=2, max_p
 
 
 def _all_cards(s: State) -> Counter:
-    c = Counter(s.stock + s.pile + s.burned + s.set_aside)
+    cards = [*s.stock, *s.pile, *s.burned, *s.set_aside]  # one Counter of one list: checked every step
     for seat in s.seats:
-        c.update(seat.hand)
-        c.update(seat.face_up_cards)
-        c.update(x for x in seat.face_down if x is not None)
-    return c
+        cards += seat.hand
+        cards += seat.face_up_cards
+        cards += [x for x in seat.face_down if x is not None]
+    return Counter(cards)
 
 
 def _view_cards(view: dict) -> Counter:
@@ -86,13 +86,13 @@ _VIEW_KEYS = {"seat", "phase", "to_move", "turn", "direction", "hand", "face_up"
 def _visible(s: State, seat: int) -> Counter:
     """The cards ``seat`` may see now, as a multiset."""
     me = s.seats[seat]
-    c = Counter(me.hand + me.face_up_cards + s.pile + s.burned)
+    cards = [*me.hand, *me.face_up_cards, *s.pile, *s.burned]
     for j, other in enumerate(s.seats):
         if j != seat:
-            c.update(other.known)
+            cards += other.known
             if s.phase != "setup":
-                c.update(other.face_up_cards)
-    return Counter({card_str(k): v for k, v in c.items()})
+                cards += other.face_up_cards
+    return Counter({card_str(k): v for k, v in Counter(cards).items()})
 
 
 def _shuffle_hidden(s: State, seat: int, rng: random.Random) -> State:
