@@ -352,12 +352,11 @@ def test_a_futex_on_a_shared_file_page_wakes_no_other_seat(base, sandbox, op):
 @pytest.mark.parametrize("sandbox", MODES)
 def test_colluders_in_arena_tournament_finish_without_a_fault(base, sandbox):
     """Through ``arena tournament``: a colluder that saw any channel open answers out of range,
-    which the store would show as a forfeit. The pair alone, its two seat orders (two games of two
-    processes): every channel at a 3-seat table is test_a_colluding_pair_learns_nothing's."""
+    which the store would show as a forfeit."""
     bots = [str(copy_colluder(base / n, n)) for n in ("sender", "receiver")]
     store = base / "store" / "arena.sqlite"
     result = CliRunner().invoke(app, ["tournament", "--name", "collusion", "--bot", bots[0], "--bot", bots[1],
-                                      "--seats", "2", "--deals", "1", "--plain",
+                                      "--bot", "random", "--seats", "3", "--deals", "1", "--plain",
                                       "--store", str(store), *FLAGS[sandbox]])
     assert result.exit_code == 0, result.output
     s = Store(store, readonly=True)
@@ -365,7 +364,7 @@ def test_colluders_in_arena_tournament_finish_without_a_fault(base, sandbox):
         games = s.games(tournament="collusion", limit=100)
     finally:
         s.close()
-    assert len(games) == 2
+    assert games
     for g in games:
         assert g["result"].get("forfeits", {}) == {}, g["result"]
         assert g["reason"] != "forfeit"
