@@ -44,12 +44,12 @@ SIX_JOKERS = PRESETS["shithead"].replace(name="shithead+jokers", jokers=2, max_p
 
 
 def _all_cards(s: State) -> Counter:
-    c = Counter(s.stock + s.pile + s.burned + s.set_aside)
+    cards = [*s.stock, *s.pile, *s.burned, *s.set_aside]  # one Counter of one list: checked every step
     for seat in s.seats:
-        c.update(seat.hand)
-        c.update(seat.face_up_cards)
-        c.update(x for x in seat.face_down if x is not None)
-    return c
+        cards += seat.hand
+        cards += seat.face_up_cards
+        cards += [x for x in seat.face_down if x is not None]
+    return Counter(cards)
 
 
 def _view_cards(view: dict) -> Counter:
@@ -86,13 +86,13 @@ _VIEW_KEYS = {"seat", "phase", "to_move", "turn", "direction", "hand", "face_up"
 def _visible(s: State, seat: int) -> Counter:
     """The cards ``seat`` may see now, as a multiset."""
     me = s.seats[seat]
-    c = Counter(me.hand + me.face_up_cards + s.pile + s.burned)
+    cards = [*me.hand, *me.face_up_cards, *s.pile, *s.burned]
     for j, other in enumerate(s.seats):
         if j != seat:
-            c.update(other.known)
+            cards += other.known
             if s.phase != "setup":
-                c.update(other.face_up_cards)
-    return Counter({card_str(k): v for k, v in c.items()})
+                cards += other.face_up_cards
+    return Counter({card_str(k): v for k, v in Counter(cards).items()})
 
 
 def _shuffle_hidden(s: State, seat: int, rng: random.Random) -> State:
@@ -135,7 +135,8 @@ def _track_known(known: list[Counter], events) -> None:
             known[e.seat] = Counter()
 
 
-def _check_step(s: State, deck: Counter, rng: random.Random) -> None:
+def _check_step(s: State, deck: Counter, rng: random.Random, visible: list[Counter] | None = None) -> None:
+    """``visible``: each seat's ``_visible(s, seat)``, where the caller has them already."""
     assert _all_cards(s) == deck, "cards appeared or vanished"
     assert s.turn <= s.max_turns
     for seat in s.seats:
@@ -147,7 +148,8 @@ def _check_step(s: State, deck: Counter, rng: random.Random) -> None:
     # views
     for i in range(s.players):
         view = seat_view(s, i)
-        assert not _view_cards(view) - _visible(s, i), f"seat {i} sees a hidden card"
+        assert not _view_cards(view) - (_visible(s, i) if visible is None else visible[i]), \
+            f"seat {i} sees a hidden card"
         assert view["hand"] == [card_str(c) for c in s.seats[i].hand]
         if s.phase == "setup":
             assert all(p["face_up"] is None for p in view["players"] if p["seat"] != i)
@@ -176,14 +178,15 @@ def play_random(rules: Rules, players: int, seed: int, choices: int, *, eager: f
     picks: list[int] = []
     record: list[dict] = []
     steps = 0
+    visible: list[Counter] = []  # what each seat may see of the state now, computed once for its checks
     if check:
-        _check_step(state, deck, rng)
+        visible = [_visible(state, i) for i in range(players)]
+        _check_step(state, deck, rng, visible)
     while not state.over:
         acts = legal_actions(state)
         assert acts, "no legal action in an unfinished game"
         k = _choose(state, acts, rng, eager)
         picks.append(k)
-        before = state
         state, events = apply_action(state, acts[k], check=False)
         record += [event_for(e, None) for e in events]
         steps += 1
@@ -193,9 +196,10 @@ def play_random(rules: Rules, players: int, seed: int, choices: int, *, eager: f
         assert len({json.dumps(action_json(a), sort_keys=True) for a in acts}) == len(acts)
         _track_known(known, events)
         assert [Counter(s.known) for s in state.seats] == [+k_ for k_ in known]
-        _check_step(state, deck, rng)
+        visible_before, visible = visible, [_visible(state, i) for i in range(players)]
+        _check_step(state, deck, rng, visible)
         for i in range(players):
-            seen = _visible(state, i) | _visible(before, i)
+            seen = visible[i] | visible_before[i]
             for e in events:
                 j = event_for(e, i)
                 if e.kind == "drew" and e.seat != i:

@@ -32,7 +32,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from arena import faults, strategies
@@ -746,10 +746,33 @@ reply_like = st.one_of(
 )
 
 
+def plain_replies(request_id: int) -> st.SearchStrategy:
+    """The starters' own reply to ``request_id``, which is read with string methods before the
+    regular expression: its numbers as digits a slip would let through (leading zeros, another
+    script's digits, too many), and what may follow the action in place of its closing brace."""
+    return st.builds(
+        lambda r, a, tail: f'{{"type":"action","request":{r},"action":{a}{tail}',
+        st.just(str(request_id)) | st.sampled_from([f"0{request_id}", f"{request_id} ", "\u0661"]),
+        st.integers(0, 12).map(str) | st.sampled_from(["00", "01", "007", "\u0663", "1\u0663", "9" * 18]),
+        st.sampled_from(["}", "", "0}", " }", "}}", "} "]))
+
+
+replies_to_requests = st.one_of(
+    st.tuples(st.one_of(reply_like, lines), st.integers(0, 10)),
+    st.integers(0, 10).flatmap(lambda r: st.tuples(plain_replies(r), st.just(r))))
+
+
 @settings(max_examples=400, deadline=None)
-@given(line=st.one_of(reply_like, lines), request_id=st.integers(0, 10), n=st.integers(1, 10))
-def test_read_action_fast_path_agrees_with_the_parser(line: str, request_id: int, n: int) -> None:
-    """The usual replies are read by a regular expression: it decides exactly as the JSON path does."""
+@given(reply=replies_to_requests, n=st.integers(1, 10))
+@example(reply=('{"type":"action","request":1,"action":\u0663}', 1), n=5)  # another script's digit
+@example(reply=('{"type":"action","request":1,"action":01}', 1), n=5)  # a leading zero
+@example(reply=('{"type":"action","request":1,"action":12', 1), n=5)  # no closing brace
+@example(reply=('{"type":"action","request":2,"action":1}', 1), n=5)  # another request's reply
+@example(reply=('{"type": "action", "request": 1, "action": 01}', 1), n=5)  # the same, past the string path
+def test_read_action_fast_path_agrees_with_the_parser(reply: tuple[str, int], n: int) -> None:
+    """The usual replies are read by a regular expression (the starters' own by string methods):
+    each decides exactly as the JSON path does."""
+    line, request_id = reply
     assert _outcome(protocol.read_action, line, request_id, n) == \
         _outcome(lambda *a: protocol._read_action_json(*a)[0], line, request_id, n)
 
@@ -941,7 +964,7 @@ hello_like = st.fixed_dictionaries(
     optional={"version": near(64), "author": near(128), "lang": json_values}) | json_values
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=50, deadline=None)  # each planted off-by-one or type slip failed at 25, ten runs of ten
 @given(msg=hello_like)
 def test_the_plain_hello_check_says_yes_only_where_the_schema_does(msg: Any) -> None:
     """A bot's hello is checked without jsonschema in its usual shape (so a referee need not import it):
