@@ -123,12 +123,23 @@ def test_missing_extra_names_the_install_command(monkeypatch, tmp_path):
 
 def test_a_local_runs_header_counts_its_concurrency(tmp_path):
     """Only a cluster's header counts Dask workers: a local run on referee worker processes (whose
-    executor has workers of its own) says its `concurrency`."""
+    executor has workers of its own) says its `concurrency`. The run is stopped once the header is
+    written, its worker processes started: its games are not what is read."""
     import io
 
     from arena.tournament.live import PlainReporter
+
+    class Stop(Exception):
+        pass
+
+    class HeaderOnly(PlainReporter):
+        def started(self, *args, **kw) -> None:
+            super().started(*args, **kw)
+            raise Stop()
+
     out = io.StringIO()
-    run(config("hdr", tmp_path / "h.sqlite", deals=1, concurrency=3, processes=2), PlainReporter(stream=out))
+    with pytest.raises(Stop):
+        run(config("hdr", tmp_path / "h.sqlite", deals=1, concurrency=3, processes=2), HeaderOnly(stream=out))
     assert out.getvalue().splitlines()[0] == "tournament hdr: 6 games, 2 seats, rules classic, 3 at a time"
 
 

@@ -375,7 +375,7 @@ def _count(store: Path, sql: str) -> int:
 
 def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(open_tmp: Path):
     """The real thing: `arena ladder run` with the bundled bots as processes, killed with SIGKILL
-    once it has stored some batch games; every stored game is whole, and a second run finishes the
+    once it has stored its first batch game (mid-batch, as a rule); every stored game is whole, and a second run finishes the
     interrupted batch before choosing new tables."""
     path = write_ladder(open_tmp, "kill", bots=["random", "lowest", "highest"], max_turns=400, concurrency=2)
     store = open_tmp / "s.sqlite"
@@ -383,7 +383,7 @@ def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(open_tmp: Pat
     runs = "SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:kill:run:%'"
     deadline = time.monotonic() + 300
     try:
-        while _count(store, runs) < 5:
+        while _count(store, runs) < 1:  # the first batch game: the kill comes mid-batch
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run stored no batch games in 300 s"
             time.sleep(0.2)

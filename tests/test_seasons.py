@@ -39,8 +39,10 @@ runner = CliRunner()
 
 
 def _ladder(tmp_path: Path, **fields):
+    # 100 turns: most games against highest run to the cap; a capped game is a result like any other
+    # (the seasons' tests read what was stored, not how a game ended)
     path = write_ladder(tmp_path, "sea", bots=["random", "lowest", "highest"], store=str(tmp_path / "s.sqlite"),
-                        **fields)
+                        **{"max_turns": 100, **fields})
     ladder = load_ladder(path)
     return path, ladder, open_store(ladder)
 
@@ -90,8 +92,7 @@ def test_a_season_plays_only_the_versions_it_froze_and_refuses_a_changed_file(tm
     assert played == set(s.members)  # the late member waits for the next season
     with pytest.raises(LadderError, match="another season|still open"):
         start_season(store, ladder)
-    path.write_text(path.read_text().replace('"max_turns": 300', '"max_turns": 400').replace("max_turns = 300",
-                                                                                               "max_turns = 400"))
+    path.write_text(path.read_text().replace("max_turns = 100", "max_turns = 400"))
     changed = load_ladder(path)
     assert changed.max_turns == 400
     with pytest.raises(LadderError, match="max_turns during season 1"):

@@ -70,50 +70,56 @@ def _stopped(server: ServerProc, send) -> None:
         os.kill(server.proc.pid, signal.SIGCONT)
 
 
-@pytest.mark.parametrize("method", ["GET", "POST"])
-def test_a_request_sent_while_the_server_was_stopped_is_served(server: ServerProc, method: str) -> None:
+def _kept_alive(server: ServerProc) -> http.client.HTTPConnection:
+    """A connection that has had one answer and is idle: its keep-alive deadline runs."""
     conn = http.client.HTTPConnection(*_address(server), timeout=60)
+    conn.request("GET", "/health")
+    first = conn.getresponse()
+    first.read()
+    assert first.status == 200
+    return conn
+
+
+def test_a_request_sent_while_the_server_was_stopped_is_served(server: ServerProc) -> None:
+    """A GET and a POST, each on its own idle connection, sent in one stop (each connection's
+    deadline is its own: one stop tries both)."""
+    conns = {method: _kept_alive(server) for method in ("GET", "POST")}
     try:
-        conn.request("GET", "/health")  # the connection is accepted and idle: its idle deadline runs
-        first = conn.getresponse()
-        first.read()
-        assert first.status == 200
-        time.sleep(0.2)  # the server has armed the deadline again after its answer (if not, this test can only pass)
+        time.sleep(0.2)  # the server has armed the deadlines again after its answers (if not, this test can only pass)
         body = b"username=nobody&password=wrong"
-        _stopped(server, lambda: conn.request(method, "/login", body=body if method == "POST" else None,
-                                              headers={"content-type": "application/x-www-form-urlencoded"}
-                                              if method == "POST" else {}))
-        answer = conn.getresponse()  # before the fix: ConnectionResetError / RemoteDisconnected
-        answer.read()
-        assert 200 <= answer.status < 500 and answer.status != 408, answer.status
+
+        def send() -> None:
+            conns["GET"].request("GET", "/login")
+            conns["POST"].request("POST", "/login", body=body,
+                                  headers={"content-type": "application/x-www-form-urlencoded"})
+        _stopped(server, send)
+        for method, conn in conns.items():
+            answer = conn.getresponse()  # before the fix: ConnectionResetError / RemoteDisconnected
+            answer.read()
+            assert 200 <= answer.status < 500 and answer.status != 408, (method, answer.status)
     finally:
-        conn.close()
+        for conn in conns.values():
+            conn.close()
 
 
 def test_a_request_sent_while_the_read_only_server_was_stopped_is_served(read_only: ServerProc) -> None:
     """uvicorn on uvloop, whose timers run before it reads: its deadlines closed the connection with
-    the request unread (on a kept-alive connection, 2 of 3 dropped, seen); on a new connection
-    (the read deadline, from its opening) first, then on a kept-alive one."""
-    conn = http.client.HTTPConnection(*_address(read_only), timeout=60)
+    the request unread (on a kept-alive connection, 2 of 3 dropped, seen). In one stop, each
+    deadline its connection's own: a new connection (the read deadline, from its opening) and two
+    kept-alive ones (the keep-alive deadline)."""
+    fresh = http.client.HTTPConnection(*_address(read_only), timeout=60)
+    conns = [fresh] + [_kept_alive(read_only) for _ in range(2)]
     try:
-        conn.connect()
-        time.sleep(0.2)  # accepted: its read deadline runs
-        _stopped(read_only, lambda: conn.request("GET", "/health"))
-        answer = conn.getresponse()
-        answer.read()
-        assert answer.status == 200
-        for _ in range(2):
-            conn.request("GET", "/health")
-            answer = conn.getresponse()
-            answer.read()
-            assert answer.status == 200
-            time.sleep(0.2)  # the keep-alive deadline is armed (if not yet, this test can only pass)
-            _stopped(read_only, lambda: conn.request("GET", "/health"))
+        fresh.connect()
+        time.sleep(0.2)  # accepted, or answered: each one's deadline runs (if not yet, this test can only pass)
+        _stopped(read_only, lambda: [conn.request("GET", "/health") for conn in conns])
+        for conn in conns:
             answer = conn.getresponse()  # before the fix: ConnectionResetError
             answer.read()
             assert answer.status == 200
     finally:
-        conn.close()
+        for conn in conns:
+            conn.close()
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bytes:
