@@ -271,6 +271,58 @@ def pytest_configure(config: Any) -> None:
         return
     import compileall
     compileall.compile_dir(str(_ROOT / "arena"), quiet=1)
+    _rewrite_the_test_modules_once(config)
+
+
+def _test_modules(config: Any) -> list[_Path]:
+    """The test modules this run may import: those under the paths it was given."""
+    import fnmatch
+    patterns = config.getini("python_files")
+    found: set[_Path] = set()
+    for arg in config.args:
+        path = _Path(arg.split("::", 1)[0]).resolve()
+        files = path.rglob("*.py") if path.is_dir() else [path]
+        found.update(f for f in files
+                     if f.name == "conftest.py" or any(fnmatch.fnmatch(f.name, p) for p in patterns))
+    return sorted(found)
+
+
+def _rewrite_the_test_modules_once(config: Any) -> None:
+    """Rewrite the test modules' asserts once, before any worker starts. pytest keeps a test
+    module's rewritten code in a ``.pyc`` beside it, but writes none where the environment sets
+    ``PYTHONDONTWRITEBYTECODE``: there each worker rewrote and compiled every test module at
+    collection, about two thirds of its collection's CPU, and the next run did it all again. Here
+    pytest's own functions write its own cache file (hash-checked: a test module whose source
+    changed is rewritten afresh when imported, as without this), into the tests' ``__pycache__``,
+    never outside the checkout. Where pytest's internals differ, nothing is written and each
+    worker rewrites as before."""
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
+        state = config.stash[assertstate_key]
+    except (ImportError, KeyError):
+        return
+    if config.getoption("assertmode") != "rewrite":
+        return
+    for source in _test_modules(config):
+        if not source.is_relative_to(_ROOT):
+            continue
+        cache = get_cache_dir(source)
+        pyc = cache / (source.name[:-3] + PYC_TAIL)
+        if _read_pyc(source, pyc) is not None:
+            continue
+        try:
+            cache.mkdir(exist_ok=True)
+            source_hash, code = _rewrite_test(source, config)
+        except (OSError, SyntaxError):
+            continue  # the import reports it, as it would have
+        _write_pyc(state, code, source_hash, pyc)
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
