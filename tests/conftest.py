@@ -237,14 +237,14 @@ def _ctrl_c_handler_unchanged():
 WORKERS_MAX = 2  # the machine the suite is sized and checked on: 2 cores (README, "Tests")
 
 
-LONGEST_FIRST = ("test_cluster", "test_formats", "test_gvisor_system", "test_serve_browser", "test_cli_firsthour",
-                 "test_sandbox_attacks", "test_serve_accounts", "test_gvisor", "test_seasons", "test_serve_live_browser",
-                 "test_serve_queue", "test_ladder", "test_protocol", "test_ladder_run", "test_serve_club_browser",
-                 "test_bot_process", "test_replay", "test_club_default", "test_suites", "test_improve_loop",
-                 "test_resample", "test_engine_properties", "test_ai", "test_match_gate", "test_serve_cache",
-                 "test_hostile_tournament")
-"""The files that took longest, longest first (each file's test times summed, from a whole run with
-``--junitxml``; close enough is enough, as the order only has to put the long files early)."""
+LONGEST_FIRST = ("test_gvisor", "test_formats", "test_serve_browser", "test_sandbox_attacks", "test_cli_firsthour",
+                 "test_ladder_run", "test_serve_club_browser", "test_seasons", "test_serve_live_browser",
+                 "test_bot_process", "test_serve_queue", "test_engine_properties", "test_ladder", "test_cluster",
+                 "test_hostile_tournament", "test_serve_accounts", "test_serve_deadlines", "test_stranger_attacks7",
+                 "test_gvisor_system", "test_cpu_seats", "test_uploads", "test_ai", "test_cli_human", "test_suites",
+                 "test_protocol", "test_workers", "test_serve_cache", "test_match_gate", "test_balance", "test_serve")
+"""The files that took longest, longest first (each file's test times summed, from a whole run of main at
+cc512f8 on two workers; close enough is enough, as the order only has to put the long files early)."""
 
 
 def _build_the_arena_command_once() -> None:
@@ -285,6 +285,58 @@ def pytest_configure(config: Any) -> None:
         return
     import compileall
     compileall.compile_dir(str(_ROOT / "arena"), quiet=1)
+    _rewrite_the_test_modules_once(config)
+
+
+def _test_modules(config: Any) -> list[_Path]:
+    """The test modules this run may import: those under the paths it was given."""
+    import fnmatch
+    patterns = config.getini("python_files")
+    found: set[_Path] = set()
+    for arg in config.args:
+        path = _Path(arg.split("::", 1)[0]).resolve()
+        files = path.rglob("*.py") if path.is_dir() else [path]
+        found.update(f for f in files
+                     if f.name == "conftest.py" or any(fnmatch.fnmatch(f.name, p) for p in patterns))
+    return sorted(found)
+
+
+def _rewrite_the_test_modules_once(config: Any) -> None:
+    """Rewrite the test modules' asserts once, before any worker starts. pytest keeps a test
+    module's rewritten code in a ``.pyc`` beside it, but writes none where the environment sets
+    ``PYTHONDONTWRITEBYTECODE``: there each worker rewrote and compiled every test module at
+    collection, about two thirds of its collection's CPU, and the next run did it all again. Here
+    pytest's own functions write its own cache file (hash-checked: a test module whose source
+    changed is rewritten afresh when imported, as without this), into the tests' ``__pycache__``,
+    never outside the checkout. Where pytest's internals differ, nothing is written and each
+    worker rewrites as before."""
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
+        state = config.stash[assertstate_key]
+    except (ImportError, KeyError):
+        return
+    if config.getoption("assertmode") != "rewrite":
+        return
+    for source in _test_modules(config):
+        if not source.is_relative_to(_ROOT):
+            continue
+        cache = get_cache_dir(source)
+        pyc = cache / (source.name[:-3] + PYC_TAIL)
+        if _read_pyc(source, pyc) is not None:
+            continue
+        try:
+            cache.mkdir(exist_ok=True)
+            source_hash, code = _rewrite_test(source, config)
+        except (OSError, SyntaxError):
+            continue  # the import reports it, as it would have
+        _write_pyc(state, code, source_hash, pyc)
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import trio
 
+from arena.serve.cache import tag
+from arena.store import reads
 from arena.tournament.config import TournamentConfig
 from arena.tournament.run import run_tournament
 from arena.tournament.store import Store
@@ -87,45 +89,118 @@ def on_the_wire(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return out
 
 
-def _store_games_and_watch(chrome, db: Store, tid: str, seats: list[str], n: int, first: int) -> None:
-    """Store ``n`` games, each only once the open page has learnt of the one before."""
+# Counts the page's fetches, before its own scripts run: __fetches every call, __inflight those not
+# yet read to the end (a fetch that fails, or answers other than ok, ends there; live.js reads an ok
+# answer's text and only then, in the same turn of the loop, may start its next fetch), so a test
+# that reads __inflight == 0 knows every fetch the page began has been answered and none is queued.
+# __news is the last store event the page heard.
+COUNT_FETCHES = """
+window.__fetches = 0; window.__inflight = 0;
+(function () {
+  var fetch = window.fetch, text = Response.prototype.text;
+  function done() { window.__inflight -= 1; }
+  window.fetch = function () {
+    window.__fetches += 1; window.__inflight += 1;
+    var answer = fetch.apply(this, arguments);
+    answer.then(function (r) { if (!r.ok) done(); }, done);
+    return answer;
+  };
+  Response.prototype.text = function () {
+    var read = text.call(this);
+    if (this.ok) read.then(done, done);
+    return read;
+  };
+  var Source = window.EventSource;  // the last store event the page heard, read before its own handler
+  window.EventSource = function (url, options) {
+    var source = new Source(url, options);
+    source.addEventListener("store", function (e) { window.__news = JSON.parse(e.data); });
+    return source;
+  };
+  window.EventSource.prototype = Source.prototype;
+})();
+"""
+
+
+@pytest.fixture
+def counted(chrome):
+    """The module's Chromium with COUNT_FETCHES in every page it opens during the test."""
+    script = chrome.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": COUNT_FETCHES})
+    network(chrome)  # another test's requests are not this one's
+    yield chrome
+    chrome.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
+
+
+def settled(chrome) -> list[dict[str, Any]]:
+    """Wait until every fetch the page began is answered and read, and Chrome's log holds each of
+    their answers; return the log's events since the last read."""
+    events: list[dict[str, Any]] = []
+
+    def answered(d: Any) -> bool:
+        events.extend(network(d))
+        seen: dict[str, set[str]] = {}
+        for e in events:
+            if "requestId" in e.get("params", {}):
+                seen.setdefault(e["params"]["requestId"], set()).add(e["method"].removeprefix("Network."))
+        asked = {e["params"]["requestId"] for e in events if e["method"] == "Network.requestWillBeSent"
+                 and e["params"]["request"]["url"].startswith("http")  # a file:// page logs no status
+                 and not e["params"]["request"]["url"].endswith("/events")}
+        # ended, and its answer's status logged (on_the_wire reads it) unless the cache answered
+        heard = {r for r in asked if seen[r] & {"loadingFinished", "loadingFailed"}
+                 and seen[r] & {"responseReceivedExtraInfo", "requestServedFromCache"}}
+        return d.execute_script("return window.__inflight") == 0 and asked == heard
+    wait(chrome, answered, what="the page's fetches answered")
+    return events
+
+
+def _store_games_and_watch(chrome, db: Store, tid: str, seats: list[str], n: int, first: int) -> list[dict[str, Any]]:
+    """Store ``n`` games, each only once the open page has learnt of the one before; return Chrome's
+    network log from then until every fetch the page began has been answered."""
     games = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+    events: list[dict[str, Any]] = []
     for k in range(n):
         db.save_game(tid, first + k, seats, fake_record(f"{tid}-{first + k}", seats, [[k % 2], [1 - k % 2]]))
         games += 1
-        # the page learns of each version before the next is stored (the poller looks every 0.2 s)
-        wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
+        # the page learns of each version before the next is stored (the poller looks every 0.05 s);
+        # an event starts its fetch in the same turn that sets the count, so none is missed below
+        wait(chrome, lambda d: events.extend(network(d)) or
+             d.find_element("tag name", "body").get_attribute("data-store-games") == str(games),
              what=f"game {k} of {tid}")
-    time.sleep(1)  # a refresh in flight lands
+    # the pages' version moves at most once a settle, so the event that moves it to the last game's
+    # may come after that game's news: wait for it (the page's fetch for it starts as it is heard)
+    final = tag(reads.counts(db.db))
+    wait(chrome, lambda d: events.extend(network(d)) or
+         d.execute_script("return window.__news && window.__news.version") == final, what="the last version's event")
+    return events + settled(chrome)
 
 
 @pytest.mark.parametrize("path,seats,first", [("/ladders/test-ladder", ["alpha@1.0", "beta@2.0"], 1000),
                                               ("/bots/beta@2.0", ["beta@2.0", "gamma@1.0"], 2000)])
 def test_a_page_open_through_many_versions_fetches_each_part_at_most_once_per_version(
-        chrome, site, path: str, seats: list[str], first: int) -> None:
+        counted, site, path: str, seats: list[str], first: int) -> None:
     """A ladder's page and a bot's page open while VERSIONS games it shows are stored: every request the
     page makes (itself, which carries its live parts and the chart drawn in it, or anything else)
     is made at most once per version; then games it does not show move nothing it fetches, or
     only to a 304 (a bot's page follows the store's version, a ladder's page its ladder's)."""
+    chrome = counted
     url = site.url + path
     chrome.get(url)
     wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream")
-    network(chrome)
+    settled(chrome)
     db = Store(site.store)
     try:
-        _store_games_and_watch(chrome, db, "ladder:test-ladder:seed", seats, VERSIONS, first)
-        wire = on_the_wire(network(chrome))
+        wire = on_the_wire(_store_games_and_watch(chrome, db, "ladder:test-ladder:seed", seats, VERSIONS, first))
         fetched = Counter(u for u, _ in wire)
         assert set(fetched) == {url}, fetched  # the page alone: no part, JSON or file fetched apart from it
         assert VERSIONS // 5 <= fetched[url] <= VERSIONS  # it kept up, and never fetched one version twice
         assert int(chrome.find_element("tag name", "body").get_attribute("data-refreshes") or 0) <= VERSIONS
         # games of another ladder and other bots: news to the store, not to this page
-        _store_games_and_watch(chrome, db, "ladder:club:batch-0001", ["member-00@1.0", "member-01@1.0"], 3, first)
+        fetches = chrome.execute_script("return window.__fetches")
+        after = on_the_wire(_store_games_and_watch(chrome, db, "ladder:club:batch-0001",
+                                                   ["member-00@1.0", "member-01@1.0"], 3, first))
     finally:
         db.close()
-    after = on_the_wire(network(chrome))
     if path.startswith("/ladders/"):  # it follows its own ladder's version: not even a revalidation
-        assert after == []
+        assert after == [] and chrome.execute_script("return window.__fetches") == fetches
     else:
         assert all(status == 304 for _, status in after), after
 
@@ -281,11 +356,12 @@ def test_a_ladder_page_shows_a_new_game_from_its_event_alone(chrome, site, ladde
         db.close()
 
 
-def test_news_alone_fetches_nothing(chrome, tmp_path) -> None:
+def test_news_alone_fetches_nothing(counted, tmp_path) -> None:
     """An event that brings only news (a game stored while the settle holds the pages' version)
     fetches nothing: the page shows the count from it, and the version it would fetch is the one it
     holds (or one already being fetched). A page opened after the version's move knows no version
     from an event yet, so a fetch on the news would fetch its own page again."""
+    chrome = counted
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
     server = ServerProc(store, "--settle", "3600", "--poll", "0.05")  # the first change moves it; then an hour's hold
@@ -302,17 +378,16 @@ def test_news_alone_fetches_nothing(chrome, tmp_path) -> None:
              what="the game's event")
         chrome.get(url)  # its first event will be news alone (its count, kept with the version, lags the news)
         wait(chrome, lambda d: d.find_element("id", "live-status").text == "live", what="the live stream again")
-        network(chrome)
+        events = settled(chrome)
+        fetches = chrome.execute_script("return window.__fetches")
         for k in (1, 2):
             db.save_game(tid, k, seats, fake_record(f"{tid}-{k}", seats, [[k % 2], [1 - k % 2]]))
             games = db.db.execute("SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:test-ladder:%'").fetchone()[0]
             wait(chrome, lambda d: d.find_element("id", "ladder-games").text == f"{games} games", what=f"news {k}")
-        refreshes = chrome.find_element("tag name", "body").get_attribute("data-refreshes")
-        from selenium.common.exceptions import TimeoutException
-        with pytest.raises(TimeoutException):  # a fetch it would make has 3 s to land (none may)
-            wait(chrome, lambda d: d.find_element("tag name", "body").get_attribute("data-refreshes") != refreshes,
-                 timeout=3, what="no refresh")
-        assert on_the_wire(network(chrome)) == []
+        # the event that shows the count starts any fetch of its own in the same turn: none began
+        assert chrome.execute_script("return window.__fetches") == fetches
+        events = settled(chrome)
+        assert on_the_wire(events) == []
     finally:
         db.close()
         server.stop()
