@@ -334,9 +334,11 @@ def _rewrite_the_test_modules_once(config: Any) -> None:
         try:
             cache.mkdir(exist_ok=True)
             source_hash, code = _rewrite_test(source, config)
+            _write_pyc(state, code, source_hash, pyc)
         except (OSError, SyntaxError):
             continue  # the import reports it, as it would have
-        _write_pyc(state, code, source_hash, pyc)
+        except (TypeError, ValueError, AttributeError):
+            return  # pytest's internals differ from these: the workers rewrite as before
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
