@@ -159,6 +159,24 @@ exec cat folder/bot.py
 """
 
 
+def gvisor_plan_on_fake_runsc(bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """A run's gVisor plan for the bot folder ``bot``, read by the run now (its files hash, which the
+    seat's copy is checked against), whose runsc is :data:`FAKE_RUNSC`: (plan, spec, files hash)."""
+    from arena.bots import gvisor, start
+    from arena.bots.containment import Containment
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    runsc = tmp_path / "runsc"
+    runsc.write_text(FAKE_RUNSC)
+    runsc.chmod(0o755)
+    monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
+    monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
+    monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
+    spec = load_bot(bot)
+    checked = spec.files_hash()  # the run reads it
+    return Launcher(containment=Containment.GVISOR).plan_now(spec), spec, checked
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a gVisor seat needs a root referee and a private uid")
 def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            request: pytest.FixtureRequest) -> None:
@@ -170,11 +188,7 @@ def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, mon
     refusal, named, before runsc runs. (runsc's place is taken by a program that prints the
     ``bot.py`` it would serve.) On the old code: ``cheat`` served. Planted (the copy not
     compared): the same."""
-    from arena.bots import gvisor, start
-    from arena.bots.containment import Containment
     from arena.bots.errors import BotCommandError
-    from arena.bots.launch import Launcher
-    from arena.bots.manifest import load_bot
     home = Path(tempfile.mkdtemp(prefix="a18-author-"))  # a folder the seat's private uid can reach
     request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     bot = home / "bot"
@@ -183,15 +197,7 @@ def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, mon
     (bot / "bot.py").write_text("honest\n")
     for p in (home, bot, *bot.iterdir()):
         p.chmod(0o755)
-    runsc = tmp_path / "runsc"
-    runsc.write_text(FAKE_RUNSC)
-    runsc.chmod(0o755)
-    monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
-    monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
-    monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
-    spec = load_bot(bot)
-    checked = spec.files_hash()  # the run reads it
-    plan = Launcher(containment=Containment.GVISOR).plan_now(spec)
+    plan, _, checked = gvisor_plan_on_fake_runsc(bot, tmp_path, monkeypatch)
     (bot / "bot.py").write_text("cheat\n")  # the author, after the check
     served, refused = "", ""
     try:

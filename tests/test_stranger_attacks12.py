@@ -258,12 +258,9 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
     tests/test_stranger_attacks11.py.) Planted (the old fall-back): ``cheat`` served."""
     import errno
 
-    from arena.bots import gvisor, start
-    from arena.bots.containment import Containment
+    from arena.bots import gvisor
     from arena.bots.errors import BotCommandError
-    from arena.bots.launch import Launcher
-    from arena.bots.manifest import load_bot
-    from tests.test_stranger_attacks11 import FAKE_RUNSC
+    from tests.test_stranger_attacks11 import gvisor_plan_on_fake_runsc
     home = Path(tempfile.mkdtemp(prefix="a19-author-"))  # a folder the seat's private uid can reach
     request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     bot = home / "bot"
@@ -274,15 +271,7 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
     vanish.write_text("")
     for p in (home, *bot.rglob("*"), bot):
         p.chmod(0o755)
-    runsc = tmp_path / "runsc"
-    runsc.write_text(FAKE_RUNSC)
-    runsc.chmod(0o755)
-    monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
-    monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
-    monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
-    spec = load_bot(bot)
-    spec.files_hash()  # the run reads it
-    plan = Launcher(containment=Containment.GVISOR).plan_now(spec)
+    plan, spec, _ = gvisor_plan_on_fake_runsc(bot, tmp_path, monkeypatch)
     (bot / "bot.py").write_text("cheat\n")  # the author, after the check
     real_scandir = os.scandir
 
