@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_stranger_attacks10 import READ_JOB, _refusal
+from tests.test_stranger_attacks10 import READ_JOB, _refusal, arenas_row_refused
 
 OWNER_RIGHTS = READ_JOB + """
 managed = []  # (store: the folder of the arena's store, which the attacker knows: it is set first)
@@ -332,7 +332,7 @@ def test_a_store_reached_through_another_users_link_is_refused_before_she_repoin
     import sqlite3
 
     from arena.serve import auth
-    from arena.tournament.store import Store, StoreError
+    from arena.tournament.store import Store
     from tests.test_stranger_attacks10 import EVE, _as_eve
     srv = tmp_path / "srv"
     srv.mkdir()
@@ -361,15 +361,7 @@ def test_a_store_reached_through_another_users_link_is_refused_before_she_repoin
             assert _as_eve(repoint, srv) == 0, "Eve could not replace her own link"
         return connect(path)
     monkeypatch.setattr(auth, "connect", repointed_meanwhile)
-    refused = ""
-    try:
-        db = auth.open_write(store)
-        try:
-            db.execute("INSERT INTO tournaments VALUES ('the-arenas-own', '{}', 1, 'running', 0, 0)")
-        finally:
-            db.close()
-    except StoreError as e:
-        refused = str(e)
+    refused = arenas_row_refused(store)
     her_db = sqlite3.connect(hers / "arena.sqlite")
     try:
         rows = her_db.execute("SELECT id FROM tournaments").fetchall()
