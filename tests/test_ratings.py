@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import choix
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -209,6 +208,7 @@ def test_a_draw_heavy_bot_is_rated_by_its_score():
 
 
 def test_winner_only_matches_choix_top1():
+    import choix  # here, not at the top: it imports scipy.stats, about 0.3 s of CPU at every worker's collection
     rng = np.random.default_rng(7)
     theta = np.array([0.8, 0.3, 0.0, -0.4, -0.7])
     names = list("vwxyz")
@@ -224,6 +224,7 @@ def test_winner_only_matches_choix_top1():
 
 
 def test_full_orders_match_choix_rankings():
+    import choix
     true = np.array([150.0, 60.0, 0.0, -40.0, -170.0, 0.0])
     names = [f"b{i:02d}" for i in range(6)]
     outs = simulate(true, 4, 500, seed=3) + simulate(true, 6, 200, seed=4)
