@@ -259,9 +259,7 @@ def _bound_worker(memory_bytes: int, file_bytes: int, space: PrivateSpace, insta
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    space.enter()  # (mounting its tmpfs takes root's capabilities: dropped only after)
-    if space.owner is not None:
-        become(space.owner)
+    _enter_space(space)  # (mounting its tmpfs takes root's capabilities: dropped only after)
     if installer is not None:
         if not drop_capabilities():
             raise OSError("the unpacking process could not give up its capabilities")
@@ -361,10 +359,12 @@ def _spaces_work(uploads: Path) -> bool:
 _uid_tried: list[bool] = []  # whether a root server's worker can run as a private uid here (tried once a process)
 
 
-def _as_private_uid(space: PrivateSpace) -> None:
+def _enter_space(space: PrivateSpace) -> None:
+    """In a worker's process (or the uid try's): its tmpfs entered, then its owner become, where it
+    has one (a root server's worker without bubblewrap runs as that private uid)."""
     space.enter()
-    assert space.owner is not None
-    become(space.owner)
+    if space.owner is not None:
+        become(space.owner)
 
 
 def _private_uid_works() -> bool:
@@ -383,7 +383,7 @@ def _private_uid_works() -> bool:
             plan = PrivateSpace.owned(lease.uid, 1 << 20, 8, worker_reads())
             tried = subprocess.run([WORKER[0], "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30,
                                    env=_env(), preexec_fn=functools.partial(_said, functools.partial(
-                                       _as_private_uid, plan), why_w))
+                                       _enter_space, plan), why_w))
             problem = tried.stderr.decode(errors="replace").strip()[-500:] if tried.returncode else ""
         except subprocess.TimeoutExpired:  # a loaded machine, not an answer: uid 0 this once, tried again next time
             return False
