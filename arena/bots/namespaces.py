@@ -171,7 +171,8 @@ class PrivateSpace:
         """As :meth:`owned`, but the child sees no more of the host than ``binds`` (read-only, each at
         its own path) and the root ``links``, in a root of its own (a small tmpfs, read-only) whose
         ``/tmp`` is the tmpfs: what it needs is allowed, rather than what it must not see denied
-        (the host's world-readable files, ``/home``, ``/proc`` with every process's command line).
+        (the host's world-readable files, ``/home``, the host's ``/proc`` with every process's
+        command line; its own is mounted by :meth:`mount_proc`).
         The root is built over the host's ``/tmp`` in the child's mount namespace (the binds are
         opened before) and entered with ``chroot``; a process sees it at ``/proc/<pid>/root``."""
         tmp = b"/tmp"
@@ -259,10 +260,17 @@ class PrivateSpace:
         folder = root + self.at
         os.mkdir(folder, 0o700)
         os.chown(folder, self.owner, self.owner)
+        os.mkdir(root + b"/proc", 0o555)  # for :meth:`mount_proc`
         _check(_mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None), "read-only root")
         os.chdir(root)
         os.chroot(b".")
         os.chdir(self.at)
+
+    @staticmethod
+    def mount_proc() -> None:
+        """A ``/proc`` of this process's pid namespace (its own, entered after :meth:`enter` of a
+        :meth:`rooted` plan), ``hidepid=2``: it shows this process and its children alone."""
+        _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"hidepid=2"), "mount /proc")
 
     def open_root(self, pid: int) -> int:
         """The tmpfs's root, as the child ``pid`` (alive) sees it at ``where``: a descriptor
@@ -278,7 +286,7 @@ class PrivateSpace:
 class NamespaceRoot:
     """The containment used where bubblewrap is not: new mount, network, IPC and UTS
     namespaces entered while still root by the forked child's child, pid 1 of a pid namespace
-    of its own (spawn._stand_in), with a root directory
+    of its own (procs.stand_in), with a root directory
     built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
     HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes (no /dev/ptmx), and a /proc of
     its pid namespace (``hidepid=2`` besides) with its kernel-wide files covered, as under
@@ -313,7 +321,7 @@ class NamespaceRoot:
 
     @staticmethod
     def new_pid_namespace() -> None:
-        """The next child of the caller is pid 1 of a new pid namespace (see spawn._stand_in)."""
+        """The next child of the caller is pid 1 of a new pid namespace (see procs.stand_in)."""
         _check(_unshare(CLONE_NEWPID), "unshare pid")
 
     def enter(self) -> None:

@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bots.namespaces import PRIVATE_SPACE_DIR, PrivateSpace
-from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, become, drop_capabilities, kill_and_reap, prctl, scan_procs
+from ..bots.namespaces import PRIVATE_SPACE_DIR, NamespaceRoot, PrivateSpace
+from ..bots.procs import (PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, Attribution, become, drop_capabilities, kill_and_reap,
+                          prctl, scan_procs, stand_in)
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -361,10 +362,25 @@ _uid_tried: list[bool] = []  # whether a root server's worker can run as a priva
 
 def _enter_space(space: PrivateSpace) -> None:
     """In a worker's process (or a try's): its tmpfs entered, then its owner become, where it has one
-    (a root server's worker runs as that private uid, under bubblewrap or not)."""
+    (a root server's worker runs as that private uid, under bubblewrap or not). In a root of its
+    own (:func:`_rooted_space`) the worker is pid 1 of a pid namespace of its own too, with its
+    ``/proc``, as under bubblewrap: it sees no other process (no command line, and no
+    ``kill(pid, 0)`` telling it which pids live), while the process the server started stays outside as its stand-in
+    (:func:`~arena.bots.procs.stand_in`: the worker's end is the stand-in's, and its death the
+    worker's)."""
     space.enter()
-    if space.owner is not None:
-        become(space.owner)
+    if space.owner is None:
+        return
+    if space.view_binds:
+        server = os.getppid()
+        NamespaceRoot.new_pid_namespace()
+        child = os.fork()
+        if child:
+            stand_in(child, space.owner, server)  # never returns
+        space.mount_proc()
+    become(space.owner)
+    if space.view_binds:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # (cleared by the change of uid)
 
 
 def _owned_space(uid: int, max_bytes: int = 1 << 20, max_inodes: int = 8) -> PrivateSpace:
@@ -375,8 +391,8 @@ def _owned_space(uid: int, max_bytes: int = 1 << 20, max_inodes: int = 8) -> Pri
 
 def _rooted_space(uid: int, max_bytes: int = 1 << 20, max_inodes: int = 8) -> PrivateSpace:
     """A root server's worker's tmpfs where bubblewrap does not run it: ``uid``'s, the ``/tmp`` of a
-    root of its own that holds :func:`worker_view` alone (no ``/proc``: neither Python nor the
-    unpacker reads it)."""
+    root of its own that holds :func:`worker_view` alone, and a ``/proc`` of its own pid namespace
+    (:func:`_enter_space`)."""
     return PrivateSpace.rooted(uid, max_bytes, max_inodes, *worker_view())
 
 
