@@ -104,6 +104,18 @@ def walkable(paths: Iterable[str]) -> tuple[list[str], list[str]]:
     return covers, binds
 
 
+def _made_below(tmp: str, paths: Iterable[str]) -> int:
+    """How many folders (and files) making ``paths`` reachable adds in a tmpfs mounted at ``tmp``
+    (a server's Python in ``/tmp``, as CI's is): its inodes on top of a writer's, whose bound they
+    must not eat."""
+    made = set()
+    for path in paths:
+        while path.startswith(tmp + "/"):
+            made.add(path)
+            path = os.path.dirname(path)
+    return len(made)
+
+
 PRIVATE_SPACE_DIR = b"folder"
 """The folder, inside a :class:`PrivateSpace`'s tmpfs, that is bound where the writer is told to write."""
 
@@ -159,8 +171,9 @@ class PrivateSpace:
         from .filesystem import world_writable_dirs
         tmp, reach = os.path.realpath("/tmp"), list(reach)
         covers, binds = walkable(reach)
+        inodes = max_inodes + _made_below(tmp, covers)
         return cls(os.fsencode(tmp), os.fsencode(tmp) + b"/" + PRIVATE_SPACE_DIR,
-                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700,uid={owner},gid={owner}".encode(),
+                   f"size={max_bytes},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}".encode(),
                    owner=owner, covered=tuple(os.fsencode(d) for d in world_writable_dirs() if d != tmp and not any(
                        os.path.realpath(p).startswith(d + "/") for p in reach)),
                    reach_covers=tuple(map(os.fsencode, covers)), reach_binds=tuple(map(os.fsencode, binds)))
@@ -176,10 +189,12 @@ class PrivateSpace:
         The root is built over the host's ``/tmp`` in the child's mount namespace (the binds are
         opened before) and entered with ``chroot``; a process sees it at ``/proc/<pid>/root``."""
         tmp = b"/tmp"
+        binds = [os.path.realpath(b) for b in binds if os.path.exists(b)]
+        inodes = max_inodes + _made_below("/tmp", binds)
         return cls(tmp, tmp + b"/" + PRIVATE_SPACE_DIR,
-                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700,uid={owner},gid={owner}".encode(),
+                   f"size={max_bytes},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}".encode(),
                    owner=owner, view_links=tuple((os.fsencode(t), os.fsencode(k)) for t, k in links),
-                   view_binds=tuple(os.fsencode(os.path.realpath(b)) for b in binds if os.path.exists(b)))
+                   view_binds=tuple(map(os.fsencode, binds)))
 
     @property
     def made_here(self) -> bool:

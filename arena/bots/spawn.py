@@ -30,7 +30,7 @@ from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN
 from . import gvisor as gvisor_mod
 from . import pagecache, seccomp
-from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, drop_to, prctl, read_proc, scan_procs, stand_in
+from .procs import children_of, drop_to, read_proc, scan_procs, stand_in
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 

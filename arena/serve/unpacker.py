@@ -562,8 +562,11 @@ def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
             links.append((os.readlink(d), d))
         elif os.path.isdir(d):
             binds.append(d)
+    tmp = os.path.realpath("/tmp")
     for p in worker_reads():
-        if not any(p == s or p.startswith(s + "/") for s in binds):
+        # never /tmp or a folder above it (a script run from there puts /tmp on the import path):
+        # its /tmp is its own tmpfs
+        if not any(p == s or p.startswith(s + "/") for s in binds) and not (tmp + "/").startswith(p.rstrip("/") + "/"):
             binds.append(p)
     if os.path.isfile("/etc/ld.so.cache"):
         binds.append("/etc/ld.so.cache")
