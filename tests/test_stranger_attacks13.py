@@ -118,3 +118,37 @@ def test_an_upload_worker_sees_no_host_file_and_no_process_beside_what_it_needs(
         secret.communicate(b"")
     assert found["note"] == "FileNotFoundError" and found["lines"] == [] and found["seen"] == "ProcessLookupError", found
     assert not found["home"] and set(found["etc"]) <= {"ld.so.cache"}, found
+
+
+READER = READ_JOB + """
+with open(READ) as f:  # (READ set first: a file where the server's Python would lie)
+    got = f.read()
+answer({"got": got, "free": os.statvfs(header["dest"]).f_favail, "uid": os.getuid()})
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root server's worker needs a root test")
+@pytest.mark.parametrize("view", ["under bubblewrap", "where bubblewrap cannot start"])
+def test_a_servers_python_below_its_own_folder_in_tmp_is_seen_and_costs_the_upload_no_inode(
+        view: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """CI keeps the checkout and its virtual environment below a 0700 folder of ``/tmp``, where a root
+    server's worker has its own tmpfs: what it reads there is made reachable inside that tmpfs
+    (folders made in it to bind them on), and those folders were inodes of the upload's bound.
+    Now they come on top of it, and the worker still reads what it needs there. Planted (none
+    added): 99 of 100 inodes left under bubblewrap, 97 without; (/tmp itself on the import path,
+    as a script run from there puts it, bound): the worker's tmpfs covered and the worker lost."""
+    from arena.bots.uids import uid_in_pool
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS
+    _view(view, monkeypatch)
+    top = Path(tempfile.mkdtemp(prefix="a20-python-"))  # 0700, root's, in /tmp
+    request.addfinalizer(lambda: shutil.rmtree(top, ignore_errors=True))
+    lib = top / "lib" / "deep"
+    lib.mkdir(parents=True, mode=0o755)
+    (lib / "x.py").write_text("seen")
+    reads = unpacker.worker_reads
+    monkeypatch.setattr(unpacker, "worker_reads", lambda: [*reads(), str(lib), "/tmp"])
+    (tmp_path / "uploads").mkdir()
+    found = _refusal(monkeypatch, f"READ = {str(lib / 'x.py')!r}\n" + READER, tmp_path / "uploads" / "job", LIMITS)
+    whole = unpacker.worker_space(**LIMITS).inodes - 2  # but the tmpfs's root and its folder
+    assert found["got"] == "seen" and found["free"] == whole and uid_in_pool(found["uid"]), found
