@@ -7,7 +7,6 @@ answers with what it managed, as a refusal the server passes on.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile

@@ -136,7 +136,9 @@ def test_a_servers_python_below_its_own_folder_in_tmp_is_seen_and_costs_the_uplo
     (folders made in it to bind them on), and those folders were inodes of the upload's bound.
     Now they come on top of it, and the worker still reads what it needs there. Planted (none
     added): 99 of 100 inodes left under bubblewrap, 97 without; (/tmp itself on the import path,
-    as a script run from there puts it, bound): the worker's tmpfs covered and the worker lost."""
+    as a script run from there puts it, bound): without bubblewrap the worker's tmpfs covered by
+    the host's ``/tmp`` and the worker lost (under bubblewrap its tmpfs made read-only, which this
+    reader does not see)."""
     from arena.bots.uids import uid_in_pool
     from arena.serve import unpacker
     from tests.test_serve import LIMITS
