@@ -116,7 +116,8 @@ def test_an_upload_worker_sees_no_host_file_and_no_process_beside_what_it_needs(
                          above / "store" / "uploads" / "job", LIMITS)
     finally:
         secret.communicate(b"")
-    assert found["note"] == "FileNotFoundError" and found["lines"] == [] and found["seen"] == "ProcessLookupError", found
+    assert found["note"] == "FileNotFoundError" and found["lines"] == [], found
+    assert found["seen"] == "ProcessLookupError", found
     assert not found["home"] and set(found["etc"]) <= {"ld.so.cache"}, found
 
 

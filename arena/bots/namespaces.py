@@ -268,7 +268,8 @@ class PrivateSpace:
             else:
                 os.makedirs(os.path.dirname(root + path), 0o755, exist_ok=True)
                 os.close(os.open(root + path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-            _check(_mount(b"/proc/self/fd/%d" % fd, root + path, None, MS_BIND | MS_REC, None), f"bind {os.fsdecode(path)}")
+            _check(_mount(b"/proc/self/fd/%d" % fd, root + path, None, MS_BIND | MS_REC, None),
+                   f"bind {os.fsdecode(path)}")
             _check(_mount(None, root + path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
                    f"read-only {os.fsdecode(path)}")
             os.close(fd)

@@ -19,9 +19,11 @@ own, it sees the system read-only, Python and the arena package, and its own upl
 one writable place; the store's folder (its secret key, its database) and the other uploads are
 not there at all. It is never used again: a worker that read a hostile archive is not trusted with
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
-(about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
-(no user namespaces) the worker runs as the server's user, or, on a root server, as a private uid
-of the bots' pool (:func:`_private_uid_works`), and the log says so once. Either way it can start
+(about 0.2 s of CPU, in its own process) is small beside an upload. A root server's worker runs as
+a private uid of the bots' pool, bubblewrap itself started as that uid. Where bubblewrap cannot
+start (no user namespaces) the worker runs as the server's user, or, on a root server, as a
+private uid in a root and pid namespace of its own that hold only what it needs
+(:func:`_private_uid_works`), and the log says so once. Either way it can start
 no process or thread (its system-call filter), and it writes into a tmpfs of its own of the
 upload's bounds, which the server reads back with the folder reader once the worker is gone
 (:func:`_read_back`): the disk gets only what the reader lists. Where no such tmpfs can be made
@@ -289,8 +291,9 @@ NO_SPACE = ("uploads cannot be taken on this server: the unpacking process's fil
 
 
 def _private_space(dest: Path, space: WorkerSpace, wrapped: bool) -> tuple[PrivateSpace, Any]:
-    """The worker's tmpfs and, for a root server's worker that bubblewrap does not run, the lease of
-    the private uid it runs as (:func:`_private_uid_works`; the tmpfs that uid's, over ``/tmp``).
+    """The worker's tmpfs and, for a root server's worker, the lease of the private uid it runs as (the
+    tmpfs that uid's, its ``/tmp``): under bubblewrap (:func:`_owned_space`), or else in a root of
+    its own (:func:`_rooted_space`, where :func:`_private_uid_works`).
     Otherwise the tmpfs is mounted in an empty folder beside ``dest`` (in the uploads' private
     folder, removed after) and bound over ``dest``. :class:`UnpackerLost` where no process here
     may make one (:func:`_spaces_work`): on the disk its files would be bounded each, not in number
@@ -482,7 +485,8 @@ WORKER_IMPORTS = "import arena.serve.unpacker, arena.bots.manifest, arena.config
 before an upload is (the engine's compiled runtime lies outside the package in an editable install)."""
 
 _unconfined_said = False
-_bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
+# (a bubblewrap binary, whether started as a private uid): whether the worker's view started under it
+_bwrap_runs: dict[tuple[str, bool], bool] = {}
 
 
 def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
@@ -516,7 +520,10 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
     hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)
               and not (owned and os.path.realpath(p).startswith(tmp + "/"))]
     args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in (*small, h))]
-    args += ["--chdir", os.path.join(tmp, os.fsdecode(PRIVATE_SPACE_DIR))] if owned else ["--bind", str(dest), str(dest), "--chdir", str(dest)]
+    if owned:
+        args += ["--chdir", os.path.join(tmp, os.fsdecode(PRIVATE_SPACE_DIR))]
+    else:
+        args += ["--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and (bwrap, owned) not in _bwrap_runs:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
@@ -563,11 +570,13 @@ def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
         elif os.path.isdir(d):
             binds.append(d)
     tmp = os.path.realpath("/tmp")
+    seen = ["/usr", *SANDBOX_ROOT_DIRS]
     for p in worker_reads():
         # never /tmp or a folder above it (a script run from there puts /tmp on the import path):
         # its /tmp is its own tmpfs
-        if not any(p == s or p.startswith(s + "/") for s in binds) and not (tmp + "/").startswith(p.rstrip("/") + "/"):
+        if not any(p == s or p.startswith(s + "/") for s in seen) and not (tmp + "/").startswith(p.rstrip("/") + "/"):
             binds.append(p)
+            seen.append(p)
     if os.path.isfile("/etc/ld.so.cache"):
         binds.append("/etc/ld.so.cache")
     return links, binds
