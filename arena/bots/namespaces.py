@@ -273,9 +273,10 @@ class PrivateSpace:
             _check(_mount(None, root + path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
                    f"read-only {os.fsdecode(path)}")
             os.close(fd)
-        folder = root + self.at
+        folder, owner = root + self.at, self.owner
+        assert owner is not None  # a rooted plan always has one
         os.mkdir(folder, 0o700)
-        os.chown(folder, self.owner, self.owner)
+        os.chown(folder, owner, owner)
         os.mkdir(root + b"/proc", 0o555)  # for :meth:`mount_proc`
         _check(_mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None), "read-only root")
         os.chdir(root)
