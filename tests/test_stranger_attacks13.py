@@ -93,10 +93,11 @@ def test_an_upload_worker_sees_no_host_file_and_no_process_beside_what_it_needs(
     in ``/run``) and every process's ``/proc/<pid>/cmdline`` (a server started with a secret on
     its command line), and learnt which pids live. On the old code: the note read, the secret
     found, the process there (EPERM). Now it has a root of its own holding only what it needs
-    (the system's ``/usr``, its Python, the arena, ``ld.so.cache``), no ``/proc`` and a pid
-    namespace of its own, as bubblewrap gives it. Planted (the old view, the host's root with
-    its tmpfs over ``/tmp``): the note and the secret found; (no pid namespace): the process
-    there."""
+    (the system's ``/usr``, its Python, the arena, ``ld.so.cache``), and a pid namespace of its
+    own with its ``/proc``, as bubblewrap gives it (whose view never had them: it passed there on
+    the old code too). Planted (the old view, the host's root with its tmpfs over ``/tmp``): the
+    note, ``/home`` and the secret found; (no pid namespace, so its ``/proc`` the host's,
+    ``hidepid=2``): the process there."""
     from tests.test_serve import LIMITS
     _view(view, monkeypatch)
     if not os.access("/run", os.W_OK):
