@@ -3,8 +3,8 @@ the CPU of this process and its reaped children, medians over ``--uploads`` uplo
 (the first, which pays the once-a-process tries, not counted).
 
 ``--view none`` runs the worker as a server does where bubblewrap cannot start (a root server's
-worker then runs as a private uid in its own tmpfs and namespaces: docs/SANDBOX.md, "Its uid");
-``--view bubblewrap`` as it does by default. Compare two checkouts by running this file with each
+worker then runs as a private uid in a root and namespaces of its own: docs/SANDBOX.md, "Its uid");
+``--view bubblewrap`` as it does by default (a root server's bubblewrap started as a private uid). Compare two checkouts by running this file with each
 one's Python from its folder, alternating; under bubblewrap the worker's CPU is counted only in
 part (its pid namespace's init reaps it).
 
@@ -59,7 +59,9 @@ def main() -> None:
             assert (got.root / "bot.py").is_file()
     finally:
         shutil.rmtree(top)
-    as_uid = "a private uid" if getattr(unpacker, "_uid_tried", None) == [True] else "the server's uid"
+    bwrapped_as_uid = any(isinstance(k, tuple) and k[1] and v for k, v in getattr(unpacker, "_bwrap_runs", {}).items())
+    private = getattr(unpacker, "_uid_tried", None) == [True] or (args.view == "bubblewrap" and bwrapped_as_uid)
+    as_uid = "a private uid" if private else "the server's uid"
     print(f"view {args.view}: median wall {statistics.median(walls) * 1000:.1f} ms, median CPU "
           f"{statistics.median(cpus) * 1000:.1f} ms over {args.uploads} uploads (worker as {as_uid})")
 

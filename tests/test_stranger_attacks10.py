@@ -52,6 +52,42 @@ def _as_eve(work: Callable[[], int], folder: Path | None = None) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+
+def _upload_as_eve(monkeypatch: pytest.MonkeyPatch, program: str, prefix: str) -> tuple[dict, Path]:
+    """The figures ``program``, in the worker's place, answered to a server run as Eve without
+    bubblewrap (``{"lost": ...}`` where the upload was lost instead), and the folder her server
+    kept its uploads in (made in ``/tmp`` with ``prefix``, hers; removed by the time this returns)."""
+    import shutil
+    import tempfile
+
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.upload import UploadError
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    monkeypatch.setattr(unpacker, "_space_tried", [])
+    monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
+    monkeypatch.setattr(unpacker, "WORKER", ["/usr/bin/python3", "-c", program])
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    r, w = os.pipe()
+
+    def upload() -> int:  # the server's side, as Eve
+        try:
+            trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), home / "job", **LIMITS))
+        except UploadError as e:  # the program's figures
+            os.write(w, str(e).encode())
+        except Exception as e:  # noqa: BLE001  the upload lost: said
+            os.write(w, json.dumps({"lost": repr(e)}).encode())
+        return 0
+    try:
+        os.chown(home, EVE, EVE)
+        assert _as_eve(upload) == 0
+        os.close(w)
+        with os.fdopen(r, "rb") as got:
+            return json.loads(got.read() or b"{}"), home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
 BREEDER = READ_JOB + """
 kids = 0
 for _ in range(200):
@@ -248,6 +284,7 @@ def test_where_no_tmpfs_can_be_made_uploads_are_refused_and_the_log_says_so(
     async def started(*a: object, **kw: object) -> None:
         raise AssertionError(f"a worker started without a tmpfs of its own: {a}")
     monkeypatch.setattr(PrivateSpace, "enter", refused)
+    monkeypatch.setattr(unpacker, "_bwrap_runs", {})  # a root server's bubblewrap runs in its tmpfs: tried anew
     monkeypatch.setattr(unpacker, "_space_tried", [])
     monkeypatch.setattr(unpacker, "_uid_tried", [])
     monkeypatch.setattr(trio.lowlevel, "open_process", started)

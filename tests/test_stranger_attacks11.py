@@ -7,7 +7,6 @@ answers with what it managed, as a refusal the server passes on.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -66,37 +65,8 @@ def test_a_server_that_is_not_root_still_unpacks_without_bubblewrap(monkeypatch:
     its uploads are unpacked in the worker's tmpfs (a user namespace of its own), its capabilities
     all 0. (Where no tmpfs can be made either, uploads are refused: tests/test_stranger_attacks10.py.)
     Planted (the bounding set required empty for every uid): every upload is the arena's failure."""
-    import tempfile as tf
-
-    import trio
-
-    from arena.serve import unpacker
-    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
-    from tests.test_stranger_attacks10 import EVE, _as_eve
-
-    monkeypatch.setattr(unpacker, "_space_tried", [])
-    monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
-    monkeypatch.setattr(unpacker, "WORKER", ["/usr/bin/python3", "-c", RAISER])
-    home = Path(tf.mkdtemp(prefix="a18-eve-"))
-    try:
-        os.chown(home, EVE, EVE)
-        r, w = os.pipe()
-
-        def upload() -> int:  # the server's side, as Eve
-            from arena.serve.upload import UploadError
-            try:
-                trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), home / "job", **LIMITS))
-            except UploadError as e:  # the program's figures
-                os.write(w, str(e).encode())
-            except Exception as e:  # noqa: BLE001  the upload lost: said
-                os.write(w, json.dumps({"lost": repr(e)}).encode())
-            return 0
-        assert _as_eve(upload) == 0
-        os.close(w)
-        with os.fdopen(r, "rb") as got:
-            found = json.loads(got.read() or b"{}")
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    from tests.test_stranger_attacks10 import _upload_as_eve
+    found, _ = _upload_as_eve(monkeypatch, RAISER, "a18-eve-")
     assert "lost" not in found and found["calls"] == [], found
     assert [int(found[k], 16) for k in ("CapEff", "CapPrm", "CapAmb")] == [0, 0, 0], found
 

@@ -126,40 +126,16 @@ def test_the_worker_of_a_server_that_is_not_root_writes_nothing_beside_its_tmpfs
     """The same, on a server of uid 4242 without bubblewrap: its worker writes as that uid, and the
     host's folders any user may write were open to it. Now covered in its user namespace. On the
     code before: a file in each. Planted (no cover): the same."""
-    import json
-    import tempfile as tf
     import uuid
 
-    import trio
-
     from arena.bots.filesystem import world_writable_dirs
-    from arena.serve import unpacker
-    from arena.serve.upload import UploadError
-    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
-    from tests.test_stranger_attacks10 import EVE, _as_eve
+    from tests.test_stranger_attacks10 import _upload_as_eve
     folders = [d for d in world_writable_dirs() if os.access(d, os.W_OK)]
     name = f"a19-{uuid.uuid4().hex}"
-    monkeypatch.setattr(unpacker, "_space_tried", [])
-    monkeypatch.setattr(unpacker, "confined", lambda argv, *_: argv)
-    monkeypatch.setattr(unpacker, "WORKER", ["/usr/bin/python3", "-c", f"FOLDERS, NAME = {folders!r}, {name!r}\n" + BESIDE])
-    home = Path(tf.mkdtemp(prefix="a19-eve-"))  # her server's folder: in /tmp, which is then left to her worker
-    r, w = os.pipe()
-
-    def upload() -> int:  # the server's side, as Eve
-        try:
-            trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), home / "job", **LIMITS))
-        except UploadError as e:  # the program's figures
-            os.write(w, str(e).encode())
-        return 0
-    try:
-        os.chown(home, EVE, EVE)
-        assert _as_eve(upload) == 0
-        os.close(w)
-        with os.fdopen(r, "rb") as got:
-            found = json.loads(got.read() or b"{}")
+    try:  # her server's folder is made in /tmp, which is then left to her worker
+        found, home = _upload_as_eve(monkeypatch, f"FOLDERS, NAME = {folders!r}, {name!r}\n" + BESIDE, "a19-eve-")
         landed = [d for d in folders if os.path.lexists(os.path.join(d, name))]
     finally:
-        shutil.rmtree(home, ignore_errors=True)
         for d in folders:
             if os.path.lexists(os.path.join(d, name)):
                 os.unlink(os.path.join(d, name))

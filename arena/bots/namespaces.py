@@ -104,6 +104,18 @@ def walkable(paths: Iterable[str]) -> tuple[list[str], list[str]]:
     return covers, binds
 
 
+def _made_below(tmp: str, paths: Iterable[str]) -> int:
+    """How many folders (and files) making ``paths`` reachable adds in a tmpfs mounted at ``tmp``
+    (a server's Python in ``/tmp``, as CI's is): its inodes on top of a writer's, whose bound they
+    must not eat."""
+    made = set()
+    for path in paths:
+        while path.startswith(tmp + "/"):
+            made.add(path)
+            path = os.path.dirname(path)
+    return len(made)
+
+
 PRIVATE_SPACE_DIR = b"folder"
 """The folder, inside a :class:`PrivateSpace`'s tmpfs, that is bound where the writer is told to write."""
 
@@ -138,6 +150,8 @@ class PrivateSpace:
     covered: tuple[bytes, ...] = ()  # folders any user may write, hidden by read-only empty ones (in both plans)
     reach_covers: tuple[bytes, ...] = ()  # folders others may not walk, hidden by empty walkable ones
     reach_binds: tuple[bytes, ...] = ()  # what the child reads below them, bound again in them read-only
+    view_links: tuple[tuple[bytes, bytes], ...] = ()  # (target, link): the root links of a view of its own
+    view_binds: tuple[bytes, ...] = ()  # all it sees of the host, read-only, in a root of its own (:meth:`rooted`)
 
     @classmethod
     def plan(cls, where: Path, at: Path, max_bytes: int, max_inodes: int, reads: Iterable[str] = ()) -> "PrivateSpace":
@@ -157,11 +171,30 @@ class PrivateSpace:
         from .filesystem import world_writable_dirs
         tmp, reach = os.path.realpath("/tmp"), list(reach)
         covers, binds = walkable(reach)
+        inodes = max_inodes + _made_below(tmp, covers)
         return cls(os.fsencode(tmp), os.fsencode(tmp) + b"/" + PRIVATE_SPACE_DIR,
-                   f"size={max_bytes},nr_inodes={max_inodes},mode=0700,uid={owner},gid={owner}".encode(),
+                   f"size={max_bytes},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}".encode(),
                    owner=owner, covered=tuple(os.fsencode(d) for d in world_writable_dirs() if d != tmp and not any(
                        os.path.realpath(p).startswith(d + "/") for p in reach)),
                    reach_covers=tuple(map(os.fsencode, covers)), reach_binds=tuple(map(os.fsencode, binds)))
+
+    @classmethod
+    def rooted(cls, owner: int, max_bytes: int, max_inodes: int, links: Iterable[tuple[str, str]],
+               binds: Iterable[str]) -> "PrivateSpace":
+        """As :meth:`owned`, but the child sees no more of the host than ``binds`` (read-only, each at
+        its own path) and the root ``links``, in a root of its own (a small tmpfs, read-only) whose
+        ``/tmp`` is the tmpfs: what it needs is allowed, rather than what it must not see denied
+        (the host's world-readable files, ``/home``, the host's ``/proc`` with every process's
+        command line; its own is mounted by :meth:`mount_proc`).
+        The root is built over the host's ``/tmp`` in the child's mount namespace (the binds are
+        opened before) and entered with ``chroot``; a process sees it at ``/proc/<pid>/root``."""
+        tmp = b"/tmp"
+        binds = [os.path.realpath(b) for b in binds if os.path.exists(b)]
+        inodes = max_inodes + _made_below("/tmp", binds)
+        return cls(tmp, tmp + b"/" + PRIVATE_SPACE_DIR,
+                   f"size={max_bytes},nr_inodes={inodes},mode=0700,uid={owner},gid={owner}".encode(),
+                   owner=owner, view_links=tuple((os.fsencode(t), os.fsencode(k)) for t, k in links),
+                   view_binds=tuple(map(os.fsencode, binds)))
 
     @property
     def made_here(self) -> bool:
@@ -169,6 +202,9 @@ class PrivateSpace:
         return self.owner is None
 
     def enter(self) -> None:
+        if self.view_binds:
+            self._enter_root()
+            return
         # a network and IPC namespace of its own too: it reaches no socket of the host (abstract
         # UNIX ones have no permission to check) and no System V object
         others = CLONE_NEWNET | CLONE_NEWIPC
@@ -213,6 +249,46 @@ class PrivateSpace:
                    f"cover {os.fsdecode(d)}")
         os.chdir(self.at)  # a working folder of ``at`` chosen before (Popen's cwd) is the host's, below the bind
 
+    def _enter_root(self) -> None:
+        """:meth:`enter` for a :meth:`rooted` plan (a root process: no user namespace)."""
+        _check(_unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC), "unshare mount, network and IPC")
+        _check(_mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        kept = [os.open(p, os.O_PATH | os.O_CLOEXEC) for p in self.view_binds]  # before /tmp is covered
+        root = b"/tmp"
+        _check(_mount(b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "mount its root")
+        os.mkdir(root + self.where, 0o755)
+        _check(_mount(b"tmpfs", root + self.where, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, self.options),
+               "mount a tmpfs")
+        for target, link in self.view_links:
+            os.makedirs(os.path.dirname(root + link), 0o755, exist_ok=True)
+            os.symlink(target, root + link)
+        for path, fd in zip(self.view_binds, kept):
+            if os.path.isdir(b"/proc/self/fd/%d" % fd):
+                os.makedirs(root + path, 0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(root + path), 0o755, exist_ok=True)
+                os.close(os.open(root + path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            _check(_mount(b"/proc/self/fd/%d" % fd, root + path, None, MS_BIND | MS_REC, None),
+                   f"bind {os.fsdecode(path)}")
+            _check(_mount(None, root + path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+                   f"read-only {os.fsdecode(path)}")
+            os.close(fd)
+        folder, owner = root + self.at, self.owner
+        assert owner is not None  # a rooted plan always has one
+        os.mkdir(folder, 0o700)
+        os.chown(folder, owner, owner)
+        os.mkdir(root + b"/proc", 0o555)  # for :meth:`mount_proc`
+        _check(_mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None), "read-only root")
+        os.chdir(root)
+        os.chroot(b".")
+        os.chdir(self.at)
+
+    @staticmethod
+    def mount_proc() -> None:
+        """A ``/proc`` of this process's pid namespace (its own, entered after :meth:`enter` of a
+        :meth:`rooted` plan), ``hidepid=2``: it shows this process and its children alone."""
+        _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"hidepid=2"), "mount /proc")
+
     def open_root(self, pid: int) -> int:
         """The tmpfs's root, as the child ``pid`` (alive) sees it at ``where``: a descriptor
         (OSError if it is not the tmpfs, the host's folder showing instead)."""
@@ -227,7 +303,7 @@ class PrivateSpace:
 class NamespaceRoot:
     """The containment used where bubblewrap is not: new mount, network, IPC and UTS
     namespaces entered while still root by the forked child's child, pid 1 of a pid namespace
-    of its own (spawn._stand_in), with a root directory
+    of its own (procs.stand_in), with a root directory
     built from tmpfs and read-only binds (the :func:`contained_view`), a private /tmp (also
     HOME and TMPDIR), /var/tmp and /dev/shm, five device nodes (no /dev/ptmx), and a /proc of
     its pid namespace (``hidepid=2`` besides) with its kernel-wide files covered, as under
@@ -262,7 +338,7 @@ class NamespaceRoot:
 
     @staticmethod
     def new_pid_namespace() -> None:
-        """The next child of the caller is pid 1 of a new pid namespace (see spawn._stand_in)."""
+        """The next child of the caller is pid 1 of a new pid namespace (see procs.stand_in)."""
         _check(_unshare(CLONE_NEWPID), "unshare pid")
 
     def enter(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import time
 from dataclasses import dataclass, field
@@ -74,6 +75,44 @@ def become(uid: int) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+
+
+def drop_to(uid: int | None) -> None:
+    """In a forked child: the bot's uid (no groups), no new privileges ever, and death with the
+    parent. The bot and, in namespaces mode, its stand-in take these same steps."""
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def stand_in(child: int, uid: int | None, referee: int) -> None:
+    """The process the referee started, in namespaces mode (or a root server's upload worker's, in a
+    root of its own): it stays in the host's pid namespace
+    while ``child``, pid 1 of a namespace of its own, becomes the bot, so the bot's processes
+    never see (or move) the host's pid numbers. As the bot's uid, without files (its copies of the
+    pipes would hide the bot's end of them), it waits for the bot and ends as the bot ended; its
+    death kills the bot (PR_SET_PDEATHSIG, and pid 1 takes its namespace with it)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        drop_to(uid)
+        if os.getppid() != referee:
+            os.kill(child, signal.SIGKILL)
+            os._exit(111)
+        os.closerange(0, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+        if os.WIFSIGNALED(status):
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    except BaseException:
+        os._exit(112)
 
 
 def set_child_subreaper() -> bool:

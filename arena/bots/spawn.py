@@ -30,7 +30,7 @@ from .namespaces import NamespaceRoot
 from .process import ENV_TOKEN
 from . import gvisor as gvisor_mod
 from . import pagecache, seccomp
-from .procs import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, children_of, prctl, read_proc, scan_procs
+from .procs import children_of, drop_to, read_proc, scan_procs, stand_in
 from .uids import UidLease, chown_tree, inaccessible_reason
 
 
@@ -98,7 +98,7 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
     """preexec_fn: runs in the forked child, before exec, in this order:
     join the cgroup (needs root); with ``gvisor_bind`` (the checked folder's descriptor, the
     bot's state directory and the shared paths to bind read-only), give runsc a mount namespace with that folder bound in it; with ``nsroot``, unshare a pid namespace and
-    fork: the child stays behind as the bot's stand-in (:func:`_stand_in`) and
+    fork: the child stays behind as the bot's stand-in (:func:`~.procs.stand_in`) and
     the grandchild, pid 1 of the new namespace, goes on to enter the other
     namespaces and the root of ``nsroot`` (needs root); drop to the bot uid, forbid privilege gain,
     ask for SIGKILL when the referee thread dies (after the uid change, which
@@ -119,10 +119,10 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
             nsroot.new_pid_namespace()
             child = os.fork()
             if child:
-                _stand_in(child, uid, referee)  # never returns
+                stand_in(child, uid, referee)  # never returns
             parent = 0  # the stand-in lives outside this pid namespace
             nsroot.enter()
-        _become(uid)
+        drop_to(uid)
         if os.getppid() != parent:
             os._exit(111)
         for res, soft, hard in rlimits:
@@ -133,43 +133,6 @@ def _child_setup(uid: int | None, join_fds: list[int], rlimits: list[tuple[int, 
                 raise OSError(err, "cannot install the system-call filter")
 
     return setup
-
-
-def _become(uid: int | None) -> None:
-    """In a forked child: the bot's uid (no groups), no new privileges ever, and death with the
-    parent. The bot and, in namespaces mode, its stand-in take these same steps."""
-    if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _stand_in(child: int, uid: int | None, referee: int) -> None:
-    """The process the referee started, in namespaces mode: it stays in the host's pid namespace
-    while ``child``, pid 1 of a namespace of its own, becomes the bot, so the bot's processes
-    never see (or move) the host's pid numbers. As the bot's uid, without files (its copies of the
-    pipes would hide the bot's end of them), it waits for the bot and ends as the bot ended; its
-    death kills the bot (PR_SET_PDEATHSIG, and pid 1 takes its namespace with it)."""
-    try:
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        _become(uid)
-        if os.getppid() != referee:
-            os.kill(child, signal.SIGKILL)
-            os._exit(111)
-        os.closerange(0, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-        while True:
-            try:
-                _, status = os.waitpid(child, 0)
-                break
-            except InterruptedError:
-                continue
-        if os.WIFSIGNALED(status):
-            os.kill(os.getpid(), os.WTERMSIG(status))
-        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
-    except BaseException:
-        os._exit(112)
 
 
 def _clamp_to_hard(res: int, soft: int, hard: int) -> tuple[int, int, int]:

@@ -19,9 +19,11 @@ own, it sees the system read-only, Python and the arena package, and its own upl
 one writable place; the store's folder (its secret key, its database) and the other uploads are
 not there at all. It is never used again: a worker that read a hostile archive is not trusted with
 the next uploader's (a decompressor's bug would let one upload write another's bot), and its start
-(about 0.2 s of CPU, in its own process) is small beside an upload. Where bubblewrap cannot start
-(no user namespaces) the worker runs as the server's user, or, on a root server, as a private uid
-of the bots' pool (:func:`_private_uid_works`), and the log says so once. Either way it can start
+(about 0.2 s of CPU, in its own process) is small beside an upload. A root server's worker runs as
+a private uid of the bots' pool, bubblewrap itself started as that uid. Where bubblewrap cannot
+start (no user namespaces) the worker runs as the server's user, or, on a root server, as a
+private uid in a root and pid namespace of its own that hold only what it needs
+(:func:`_private_uid_works`), and the log says so once. Either way it can start
 no process or thread (its system-call filter), and it writes into a tmpfs of its own of the
 upload's bounds, which the server reads back with the folder reader once the worker is gone
 (:func:`_read_back`): the disk gets only what the reader lists. Where no such tmpfs can be made
@@ -43,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bots.namespaces import PrivateSpace
-from ..bots.procs import PR_SET_NO_NEW_PRIVS, Attribution, become, drop_capabilities, kill_and_reap, prctl, scan_procs
+from ..bots.namespaces import PRIVATE_SPACE_DIR, NamespaceRoot, PrivateSpace
+from ..bots.procs import (PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, Attribution, become, drop_capabilities, kill_and_reap,
+                          prctl, scan_procs, stand_in)
 from ..errors import ArenaError
 from .upload import UploadError
 
@@ -210,7 +213,6 @@ def _read_back(root: Path, seen: Path, dest: Path, fd: int, space: "WorkerSpace"
     only what the reader lists (links as links, never followed; a FIFO or device refused) reaches
     the disk."""
     from ..bots.folder import Caps, FolderError, copy_folder, read_folder
-    from ..bots.namespaces import PRIVATE_SPACE_DIR
     from .upload import MAX_DEPTH, MAX_PATH_BYTES
     rel = os.path.relpath(root, seen) if root == seen or seen in root.parents else ".."
     if rel.startswith("..") or "/" in rel:
@@ -289,16 +291,18 @@ NO_SPACE = ("uploads cannot be taken on this server: the unpacking process's fil
 
 
 def _private_space(dest: Path, space: WorkerSpace, wrapped: bool) -> tuple[PrivateSpace, Any]:
-    """The worker's tmpfs and, for a root server's worker that bubblewrap does not run, the lease of
-    the private uid it runs as (:func:`_private_uid_works`; the tmpfs that uid's, over ``/tmp``).
+    """The worker's tmpfs and, for a root server's worker, the lease of the private uid it runs as (the
+    tmpfs that uid's, its ``/tmp``): under bubblewrap (:func:`_owned_space`), or else in a root of
+    its own (:func:`_rooted_space`, where :func:`_private_uid_works`).
     Otherwise the tmpfs is mounted in an empty folder beside ``dest`` (in the uploads' private
     folder, removed after) and bound over ``dest``. :class:`UnpackerLost` where no process here
     may make one (:func:`_spaces_work`): on the disk its files would be bounded each, not in number
     or in all (any user may write ``/tmp``), so no upload is taken (docs/SANDBOX.md)."""
-    if not wrapped and os.geteuid() == 0 and _private_uid_works():
+    if os.geteuid() == 0 and (wrapped or _private_uid_works()):
         from ..bots.containment import process_registry
         lease = process_registry().lease_uid()
-        return PrivateSpace.owned(lease.uid, space.bytes, space.inodes, worker_reads()), lease
+        plan = _owned_space if wrapped else _rooted_space
+        return plan(lease.uid, space.bytes, space.inodes), lease
     if not _spaces_work(dest.parent):
         raise UnpackerLost(NO_SPACE)
     where = dest.with_name(dest.name + ".space")
@@ -360,42 +364,81 @@ _uid_tried: list[bool] = []  # whether a root server's worker can run as a priva
 
 
 def _enter_space(space: PrivateSpace) -> None:
-    """In a worker's process (or the uid try's): its tmpfs entered, then its owner become, where it
-    has one (a root server's worker without bubblewrap runs as that private uid)."""
+    """In a worker's process (or a try's): its tmpfs entered, then its owner become, where it has one
+    (a root server's worker runs as that private uid, under bubblewrap or not). In a root of its
+    own (:func:`_rooted_space`) the worker is pid 1 of a pid namespace of its own too, with its
+    ``/proc``, as under bubblewrap: it sees no other process (no command line, and no
+    ``kill(pid, 0)`` telling it which pids live), while the process the server started stays outside as its stand-in
+    (:func:`~arena.bots.procs.stand_in`: the worker's end is the stand-in's, and its death the
+    worker's)."""
     space.enter()
-    if space.owner is not None:
-        become(space.owner)
+    if space.owner is None:
+        return
+    if space.view_binds:
+        server = os.getppid()
+        NamespaceRoot.new_pid_namespace()
+        child = os.fork()
+        if child:
+            stand_in(child, space.owner, server)  # never returns
+        space.mount_proc()
+    become(space.owner)
+    if space.view_binds:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # (cleared by the change of uid)
+
+
+def _owned_space(uid: int, max_bytes: int = 1 << 20, max_inodes: int = 8) -> PrivateSpace:
+    """A root server's worker's tmpfs under bubblewrap: ``uid``'s, over ``/tmp``, with what bubblewrap
+    (started as ``uid``) binds in its view made walkable for it (:func:`~.namespaces.walkable`)."""
+    return PrivateSpace.owned(uid, max_bytes, max_inodes, worker_view()[1])
+
+
+def _rooted_space(uid: int, max_bytes: int = 1 << 20, max_inodes: int = 8) -> PrivateSpace:
+    """A root server's worker's tmpfs where bubblewrap does not run it: ``uid``'s, the ``/tmp`` of a
+    root of its own that holds :func:`worker_view` alone, and a ``/proc`` of its own pid namespace
+    (:func:`_enter_space`)."""
+    return PrivateSpace.rooted(uid, max_bytes, max_inodes, *worker_view())
+
+
+def _tried(argv: list[str], plan: Any, pass_fds: tuple[int, ...] = ()) -> str:
+    """Why ``argv`` failed (its stderr, or the start's own words), "" where it ran well: as a private
+    uid leased for the try in the tmpfs ``plan(uid)`` gives, or as this process's where ``plan`` is
+    None. Raises :class:`subprocess.TimeoutExpired` (a loaded machine, not an answer)."""
+    from ..bots.containment import process_registry
+    registry = process_registry()
+    lease = registry.lease_uid() if plan is not None else None
+    why_r, why_w = os.pipe2(os.O_CLOEXEC)  # the child's own words, where Popen would say only that it failed
+    try:
+        enter = None if lease is None else functools.partial(_said, functools.partial(_enter_space, plan(lease.uid)),
+                                                             why_w)
+        try:
+            tried = subprocess.run(argv, capture_output=True, timeout=30, env=_env(), preexec_fn=enter,
+                                   pass_fds=pass_fds)
+        except (OSError, subprocess.SubprocessError) as e:
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise
+            os.close(why_w)
+            why_w = -1
+            return os.read(why_r, 4096).decode(errors="replace") or str(e) or type(e).__name__
+        return (tried.stderr.decode(errors="replace").strip()[-500:] or f"exit status {tried.returncode}") \
+            if tried.returncode else ""
+    finally:
+        if why_w >= 0:
+            os.close(why_w)
+        os.close(why_r)
+        if lease is not None:
+            registry.release_uid(lease)
 
 
 def _private_uid_works() -> bool:
-    """Whether a root server's worker can run as a private uid here, in its tmpfs over ``/tmp``:
-    tried once a process with the worker's imports, as a leased uid (one that cannot read the
-    server's Python or the arena package, installed below a folder of root's alone, cannot run
-    the worker). Where it cannot, the worker runs as uid 0 without a capability, and the log says
-    what it keeps: the owner's rights over root's files it can reach."""
+    """Whether a root server's worker can run as a private uid here where bubblewrap does not run it,
+    in a root of its own (:func:`_rooted_space`): tried once a process with the worker's imports.
+    Where it cannot, the worker runs as uid 0 without a capability, and the log says what it keeps:
+    the owner's rights over root's files it can reach."""
     if not _uid_tried:
-        from ..bots.containment import process_registry
-        registry = process_registry()
-        lease = registry.lease_uid()
-        problem = ""
-        why_r, why_w = os.pipe2(os.O_CLOEXEC)
         try:
-            plan = PrivateSpace.owned(lease.uid, 1 << 20, 8, worker_reads())
-            tried = subprocess.run([WORKER[0], "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30,
-                                   env=_env(), preexec_fn=functools.partial(_said, functools.partial(
-                                       _enter_space, plan), why_w))
-            problem = tried.stderr.decode(errors="replace").strip()[-500:] if tried.returncode else ""
+            problem = _tried([WORKER[0], "-P", "-c", WORKER_IMPORTS], _rooted_space)
         except subprocess.TimeoutExpired:  # a loaded machine, not an answer: uid 0 this once, tried again next time
             return False
-        except (OSError, subprocess.SubprocessError) as e:
-            os.close(why_w)
-            why_w = -1
-            problem = os.read(why_r, 4096).decode(errors="replace") or str(e) or type(e).__name__
-        finally:
-            if why_w >= 0:
-                os.close(why_w)
-            os.close(why_r)
-            registry.release_uid(lease)
         _uid_tried[:] = [not problem]
         if problem:
             log.warning("a root server's upload worker without bubblewrap runs as uid 0, not a private uid (%s): "
@@ -442,44 +485,47 @@ WORKER_IMPORTS = "import arena.serve.unpacker, arena.bots.manifest, arena.config
 before an upload is (the engine's compiled runtime lies outside the package in an editable install)."""
 
 _unconfined_said = False
-_bwrap_runs: dict[str, bool] = {}  # a bubblewrap binary: whether the worker's view started under it
+# (a bubblewrap binary, whether started as a private uid): whether the worker's view started under it
+_bwrap_runs: dict[tuple[str, bool], bool] = {}
 
 
 def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
     """``argv`` under bubblewrap: new user, pid, network, IPC, UTS and cgroup namespaces (no network
     at all), no capabilities, a session of its own, killed with the server, the system-call filter
-    in ``filter_fd`` (one that refuses new processes and threads); the host's system
-    (``/usr`` and the root links), the Python running the server and its import path, and the
-    arena package read-only; ``/etc/ld.so.cache`` only of ``/etc``; ``dest``, the upload's own
-    folder, the one writable place, with the uploads folder around it and the store's above that
-    empty ones. ``argv`` itself where bubblewrap is missing or cannot start here (said once in the
+    in ``filter_fd`` (one that refuses new processes and threads); of the host only the view of
+    :func:`worker_view`, read-only; its tmpfs (:func:`_private_space`) the one writable place. On a
+    root server bubblewrap is started as the private uid the worker runs as (its tmpfs, that uid's,
+    is its ``/tmp``, and it unpacks into ``/tmp/folder``): it maps that uid to itself, so the
+    worker is no owner of root's files in its view. Elsewhere the tmpfs is bound over ``dest``,
+    the upload's own folder, with the uploads folder around it and the store's above that empty
+    ones. ``argv`` itself where bubblewrap is missing or cannot start here (said once in the
     log)."""
     global _unconfined_said
     from ..bots.containment import find_bwrap
-    from ..bots.filesystem import SANDBOX_ROOT_DIRS
     bwrap = find_bwrap()
+    owned = os.geteuid() == 0
+    tmp = os.path.realpath("/tmp")
     small = ("--size", str(WORKER_LIMITS.tmp_bytes), "--tmpfs")
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            *small, "/tmp",  # first: the binds below may lie in /tmp (a virtual environment there)
-            "--ro-bind", "/usr", "/usr"]
-    for d in SANDBOX_ROOT_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    seen = ["/usr", *SANDBOX_ROOT_DIRS]
-    for p in worker_reads():
-        if not any(p == s or p.startswith(s + "/") for s in seen):
-            args += ["--ro-bind", p, p]
-            seen.append(p)
-    if os.path.isfile("/etc/ld.so.cache"):
-        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+            # first: the binds below may lie in /tmp (a virtual environment there)
+            *(("--bind", tmp, tmp) if owned else (*small, tmp))]
+    links, binds = worker_view()
+    for target, link in links:
+        args += ["--symlink", target, link]
+    for p in binds:
+        args += ["--ro-bind", p, p]
     uploads = dest.parent
-    hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)]  # the store's, the other uploads
-    args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in (*small, h)),
-             "--bind", str(dest), str(dest), "--chdir", str(dest)]
+    # the store's and the other uploads' folders, where a bound path holds them (a private uid's
+    # /tmp, its own tmpfs, holds nothing of the host's)
+    hidden = [str(p) for p in (uploads.parent, uploads) if p != Path(p.anchor)
+              and not (owned and os.path.realpath(p).startswith(tmp + "/"))]
+    args += ["--proc", "/proc", "--dev", "/dev", *(a for h in hidden for a in (*small, h))]
+    if owned:
+        args += ["--chdir", os.path.join(tmp, os.fsdecode(PRIVATE_SPACE_DIR))]
+    else:
+        args += ["--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
-    if bwrap is not None and bwrap not in _bwrap_runs:
+    if bwrap is not None and (bwrap, owned) not in _bwrap_runs:
         try:  # tried once a process: a worker that cannot start would be every upload's 500
             # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a
             # moment even when all goes well, and the server (a subreaper) would inherit it dead;
@@ -488,25 +534,52 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
             from ..bots.seccomp import memfd
             own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
             try:  # the worker's imports, in its view and under its filter
-                tried = subprocess.run([bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable,
-                                        "-P", "-c", WORKER_IMPORTS], capture_output=True, timeout=30, env=_env(),
-                                       pass_fds=(own_filter,))
+                tried = [bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable, "-P", "-c",
+                         WORKER_IMPORTS]
+                problem = _tried(tried, _owned_space if owned else None, (own_filter,))
             finally:
                 os.close(own_filter)
-            problem = tried.stderr.decode(errors="replace").strip() or f"exit status {tried.returncode}"
-            _bwrap_runs[bwrap] = tried.returncode == 0
+            _bwrap_runs[(bwrap, owned)] = not problem
         except OSError as e:
             problem = str(e)
-            _bwrap_runs[bwrap] = False
+            _bwrap_runs[(bwrap, owned)] = False
         except subprocess.TimeoutExpired as e:  # a loaded machine, not an answer: tried again next time
             problem = str(e)
-    if bwrap is not None and _bwrap_runs.get(bwrap):
+    if bwrap is not None and _bwrap_runs.get((bwrap, owned)):
         return [bwrap, *args, "--seccomp", str(filter_fd), "--", *argv]
     if not _unconfined_said:
         _unconfined_said = True
-        log.warning("uploads are unpacked without bubblewrap around the worker (%s): it runs as the "
-                    "server's user, with its network and files", problem)
+        log.warning("uploads are unpacked without bubblewrap around the worker (%s): it runs as %s", problem,
+                    "a private uid in a view of its own where it can, else as uid 0 without a capability" if owned
+                    else "the server's user, with its network and files")
     return argv
+
+
+def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
+    """All a worker sees of the host, read-only, under bubblewrap or in its own root: the root links
+    (``/bin`` -> ``usr/bin``...) as (target, link), and the paths bound, each at its own path:
+    ``/usr``, the root folders that are not links, the Python running the server, its import path
+    and the arena package (:func:`worker_reads`), and ``/etc/ld.so.cache`` alone of ``/etc``.
+    Nothing else: no ``/home``, no other ``/etc`` file, no store, no ``/proc`` of the host's."""
+    from ..bots.filesystem import SANDBOX_ROOT_DIRS
+    links: list[tuple[str, str]] = []
+    binds = ["/usr"]
+    for d in SANDBOX_ROOT_DIRS:
+        if os.path.islink(d):
+            links.append((os.readlink(d), d))
+        elif os.path.isdir(d):
+            binds.append(d)
+    tmp = os.path.realpath("/tmp")
+    seen = ["/usr", *SANDBOX_ROOT_DIRS]
+    for p in worker_reads():
+        # never /tmp or a folder above it (a script run from there puts /tmp on the import path):
+        # its /tmp is its own tmpfs
+        if not any(p == s or p.startswith(s + "/") for s in seen) and not (tmp + "/").startswith(p.rstrip("/") + "/"):
+            binds.append(p)
+            seen.append(p)
+    if os.path.isfile("/etc/ld.so.cache"):
+        binds.append("/etc/ld.so.cache")
+    return links, binds
 
 
 def worker_reads() -> list[str]:
