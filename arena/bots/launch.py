@@ -139,7 +139,7 @@ ARENA_COPIES = ".arena-bot-copies"
 """A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
 submissions, inside the closed store directory that no bot uid may enter)."""
 
-_runnable_copies: dict[Path, Path] = {}
+_runnable_copies: dict[tuple[Path, str], Path] = {}  # (folder, files hash) -> its checked copy
 
 
 SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
@@ -148,26 +148,42 @@ SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
 
 
 def runnable(spec: BotSpec) -> BotSpec:
-    """``spec`` itself, or, for a bot the arena ships or keeps inside its closed store, the same bot
-    from a world-readable copy made once per process: its private uid may read the bot, never the
-    store or the checkout. Any other bot its uid cannot reach stays as it is and is refused (fail
-    closed): the arena never decides on its own to expose a user's private directory."""
-    if os.geteuid() != 0 or spec.human or _others_can_use(spec.workdir):
+    """The bot a contained seat is served: the same bot from a copy of its folder that the arena
+    made once per process and reading (folder and files hash), written from that reading and
+    checked against it, so a seat never runs a file of its author's folder, neither one edited after
+    the run read it nor one the reader leaves out (build outputs, environments: in no files hash).
+    A root referee makes the copy world-readable (the seat's private uid reads it, never the
+    store or the checkout); one that is not root keeps it its own (0700), as its bots run as its uid.
+    A root referee's bot its private uid could not reach in its own folder (a user's private
+    directory), unless the arena ships it or keeps it in its closed store, stays as it is and is
+    refused at its start (fail closed): the arena never exposes a user's private directory on its own."""
+    if spec.human:
         return spec
     root = spec.root.resolve()
-    if not (any((d / ARENA_COPIES).is_file() for d in root.parents)
+    if os.geteuid() == 0 and not _others_can_use(spec.workdir) and not (
+            any((d / ARENA_COPIES).is_file() for d in root.parents)
             or any(d == root or d in root.parents for d in SHIPPED)):
         return spec
-    copy = _runnable_copies.get(root)
+    key = (root, spec.files_hash())
+    copy = _runnable_copies.get(key)
     if copy is None:
-        copy = _runnable_copies[root] = bot_copy(spec, "palace-arena-bot-")
-    return _relocated(spec, copy)
+        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-")
+    return _relocated(spec, copy, same_files=True)
 
 
-def _relocated(spec: BotSpec, copy: Path) -> BotSpec:
-    """``spec`` run from ``copy``, a copy of its directory."""
+def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
+    """``spec`` run from ``copy``, a copy of its directory (its ``venv`` too, where it lies inside).
+    ``same_files``: a copy checked against ``spec``'s reading, which keeps its files hash (not read
+    again: a gVisor seat's plan compares with it)."""
     root = spec.root.resolve()
-    return dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root))
+    python = spec.python
+    if python is not None and Path(python).is_relative_to(root):
+        python = str(copy / Path(python).relative_to(root))
+    moved = dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root),
+                                python=python)
+    if same_files:
+        object.__setattr__(moved, "_files_hashes", spec._folder_hashes())
+    return moved
 
 
 def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None) -> Path:
@@ -192,6 +208,8 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     for path in extra:
         shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
+    if bot is not None and os.geteuid() != 0:  # its bots run as this uid: nobody else reads the copy
+        root.chmod(0o700)
     return copy
 
 
