@@ -113,7 +113,7 @@ def test_a_bot_shipping_build_outputs_without_a_build_is_refused_alike_on_every_
     the arena's copy). Planted (no refusal): ``arena check`` went on to start the bot."""
     from arena.bots.bundles import pack_bot
     from arena.bots.manifest import FolderError, load_bot
-    from arena.cli import app
+    from arena.cli.main import app
     bot = tmp_path / "bot"
     bot.mkdir()
     (bot / "bot.toml").write_text('name = "prebuilt"\nversion = "1.0"\ncommand = ["java", "-cp", ".", "Bot"]\n')

@@ -167,7 +167,9 @@ def runnable(spec: BotSpec) -> BotSpec:
     key = (root, spec.files_hash())
     copy = _runnable_copies.get(key)
     if copy is None:
-        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-")
+        arenas = os.geteuid() != 0 or any((d / ARENA_COPIES).is_file() for d in root.parents) or any(
+            d == root or d in root.parents for d in SHIPPED)
+        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-", others_from=None if arenas else root)
     return _relocated(spec, copy, same_files=True)
 
 
@@ -186,11 +188,15 @@ def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
     return moved
 
 
-def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None) -> Path:
+def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None,
+                        others_from: Path | None = None) -> Path:
     """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
     new temporary directory removed when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else (the arena's own package) by copytree."""
+    hash the run read it under; anything else (the arena's own package) by copytree.
+    ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
+    of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
+    bot's private uid could not read or run in the folder itself."""
     root = process_registry().temp_dir(prefix)  # a kill -9 runs no exit handler: cleanup_stale removes it
     atexit.register(remove_tree, root)
     copy = root / directory.name
@@ -208,9 +214,27 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     for path in extra:
         shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
+    if others_from is not None:
+        _others_no_wider(copy, others_from)
     if bot is not None and os.geteuid() != 0:  # its bots run as this uid: nobody else reads the copy
         root.chmod(0o700)
     return copy
+
+
+def _others_no_wider(copy: Path, original: Path) -> None:
+    """Each entry of ``copy`` with no more of the other users' permission bits than its namesake in
+    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run."""
+    for dirpath, dirnames, filenames in os.walk(copy, followlinks=False):
+        for name in [None, *dirnames, *filenames]:
+            path = Path(dirpath) if name is None else Path(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            try:
+                theirs = os.lstat(original / path.relative_to(copy)).st_mode & 0o007
+            except OSError:
+                theirs = 0
+            os.chmod(path, stat.S_IMODE(st.st_mode) & (0o770 | theirs))
 
 
 def copy_out(src: Path, dst: Path) -> None:
@@ -245,9 +269,9 @@ def copy_out(src: Path, dst: Path) -> None:
                     raise FolderError(f"{Path(entry.path).relative_to(src)}: not a file, folder or link")
 
 
-def bot_copy(spec: BotSpec, prefix: str) -> Path:
+def bot_copy(spec: BotSpec, prefix: str, others_from: Path | None = None) -> Path:
     """A world-readable copy of ``spec``'s folder (see :func:`world_readable_copy`)."""
-    return world_readable_copy(spec.root.resolve(), prefix, bot=spec)
+    return world_readable_copy(spec.root.resolve(), prefix, bot=spec, others_from=others_from)
 
 
 def _read_only_mode(st: os.stat_result) -> int:
