@@ -138,3 +138,20 @@ def test_a_bot_shipping_build_outputs_without_a_build_is_refused_alike_on_every_
     (bot / "__pycache__" / "bot.cpython-311.pyc").write_bytes(b"")
     (bot / ".git").mkdir()
     assert load_bot(bot).files_hash().startswith("v3:")
+
+
+def test_a_bots_copy_keeps_its_reading_and_its_venv(tmp_path: Path) -> None:
+    """A spec moved to the arena's copy of its folder runs the copy's own ``venv`` (bot.toml's
+    interpreter inside the folder), not its author's, and keeps the run's reading of its files
+    (not read again: the copy may be a gVisor seat's source while another lane plans). Planted
+    (the venv left where it was): the author's interpreter."""
+    from arena.bots.launch import _relocated
+    from arena.bots.manifest import load_bot
+    bot = tmp_path / "bot"
+    (bot / "env" / "bin").mkdir(parents=True)
+    (bot / "env" / "bin" / "python").write_text("")
+    (bot / "bot.toml").write_text('name = "v"\nversion = "1"\ncommand = ["python3", "bot.py"]\nvenv = "env"\n')
+    spec = load_bot(bot)
+    moved = _relocated(spec, tmp_path / "copy", same_files=True)  # (never made: it is not read)
+    assert moved.python == str(tmp_path / "copy" / "env" / "bin" / "python")
+    assert moved.files_hash() == spec.files_hash()
