@@ -160,17 +160,20 @@ def runnable(spec: BotSpec) -> BotSpec:
     if spec.human:
         return spec
     root = spec.root.resolve()
-    if os.geteuid() == 0 and not _others_can_use(spec.workdir) and not (
-            any((d / ARENA_COPIES).is_file() for d in root.parents)
-            or any(d == root or d in root.parents for d in SHIPPED)):
+    users = os.geteuid() == 0 and not _arenas_own(root)  # a user's bot, for a private uid
+    if users and not _others_can_use(spec.workdir):
         return spec
     key = (root, spec.files_hash())
     copy = _runnable_copies.get(key)
     if copy is None:
-        arenas = os.geteuid() != 0 or any((d / ARENA_COPIES).is_file() for d in root.parents) or any(
-            d == root or d in root.parents for d in SHIPPED)
-        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-", others_from=None if arenas else root)
+        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-", others_from=root if users else None)
     return _relocated(spec, copy, same_files=True)
+
+
+def _arenas_own(root: Path) -> bool:
+    """Whether the bot folder ``root`` is one the arena ships or keeps in its closed store."""
+    return (any((d / ARENA_COPIES).is_file() for d in root.parents)
+            or any(d == root or d in root.parents for d in SHIPPED))
 
 
 def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
