@@ -155,3 +155,21 @@ def test_a_bots_copy_keeps_its_reading_and_its_venv(tmp_path: Path) -> None:
     moved = _relocated(spec, tmp_path / "copy", same_files=True)  # (never made: it is not read)
     assert moved.python == str(tmp_path / "copy" / "env" / "bin" / "python")
     assert moved.files_hash() == spec.files_hash()
+
+
+def test_trusted_bots_run_from_their_own_folder_under_the_same_reading_rules(tmp_path: Path) -> None:
+    """``--trusted-bots`` (the author's own machine) plans a bot from its folder, not a copy: the bot
+    runs as the operator's user and reads and writes that folder anyway. Its folder is read by the
+    same rules, so a bot shipping build outputs without a ``build`` is refused there too."""
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    from arena.cli.main import app
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "mine"\nversion = "1"\ncommand = ["bash", "bot.sh"]\n')
+    (bot / "bot.sh").write_text("echo hi\n")
+    launcher = Launcher(containment=Containment.TRUSTED)
+    assert launcher.plan_now(load_bot(bot)).workdir == bot.resolve()
+    (bot / "helper.o").write_bytes(b"")
+    res = CliRunner().invoke(app, ["check", str(bot), "--trusted-bots"])  # the run's reading, before any game
+    assert res.exit_code == 2 and "'helper.o'" in res.output and "Traceback" not in res.output, res.output
