@@ -225,7 +225,8 @@ def test_a_loader_library_runs_only_inside_the_sandbox(base, evil_so, sandbox):
     and never into a host process, so its marker never appears; the game finishes normally."""
     d = evil_bot(base, evil_so)
     marker = base / "outside" / "marker"
-    spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": str(d / "evil.so"), "EVIL_MARKER": str(marker)})
+    # (relative: the bot runs from the arena's copy of its folder, in every contained mode)
+    spec = dataclasses.replace(load_bot(d), env={"LD_PRELOAD": "./evil.so", "EVIL_MARKER": str(marker)})
     rec, stderr = play_table([spec, load_bot("random")], Launcher(containment=containment_for(sandbox)))
     assert "PRELOADED" in stderr[0]  # it did load, in the bot
     assert not marker.exists(), marker.read_text()

@@ -154,11 +154,14 @@ def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, mon
     against), and a gVisor seat copies the bot's folder at its own start, long after. A local author
     who edits ``bot.py`` between the two (between games, or while the run plans) had the new file
     served to every later seat: the run recorded one bot and played another. Now the seat's copy is
-    read by the folder reader and its hash compared with the run's: a changed folder is the bot's
-    refusal, named, before runsc runs. (runsc's place is taken by a program that prints the
-    ``bot.py`` it would serve.) On the old code: ``cheat`` served. Planted (the copy not
-    compared): the same."""
+    made from the arena's own copy of the bot, written from the run's reading (``launch.runnable``,
+    tests/test_stranger_attacks14.py), and a copy made from any other folder is read by the folder
+    reader and its hash compared with the run's: a changed folder is the bot's refusal, named.
+    (runsc's place is taken by a program that prints the ``bot.py`` it would serve.) On the old
+    code: ``cheat`` served. Planted (the copy not compared): the direct copy below is served."""
+    from arena.bots import gvisor
     from arena.bots.errors import BotCommandError
+    from arena.bots.filesystem import open_bot_dir
     home = Path(tempfile.mkdtemp(prefix="a18-author-"))  # a folder the seat's private uid can reach
     request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     bot = home / "bot"
@@ -169,14 +172,13 @@ def test_a_gvisor_seat_serves_only_the_files_the_run_checked(tmp_path: Path, mon
         p.chmod(0o755)
     plan, _, checked = gvisor_plan_on_fake_runsc(bot, tmp_path, monkeypatch)
     (bot / "bot.py").write_text("cheat\n")  # the author, after the check
-    served, refused = "", ""
-    try:
-        with plan.start() as seat:
-            served = seat.receive_line(10.0)
-    except BotCommandError as e:
-        refused = str(e)
-    assert served == "" and "changed since the run read them" in refused, (served, refused)
-    assert checked in refused or "edited@1.0" in refused, refused
-    (bot / "bot.py").write_text("honest\n")  # as checked again: served
     with plan.start() as seat:
         assert seat.receive_line(10.0) == "honest"
+    fd = open_bot_dir(bot)  # a seat's copy of the author's folder itself: refused, never served
+    try:
+        (tmp_path / "seat").mkdir()
+        with pytest.raises(BotCommandError, match="changed since the run read them") as refused:
+            gvisor.own_copy(fd, tmp_path / "seat", checked)
+        assert checked in str(refused.value) and list((tmp_path / "seat").iterdir()) == []
+    finally:
+        os.close(fd)

@@ -229,9 +229,10 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
     is ENOENT. With ``bot.py`` edited after the run read the bot, on the old code: ``cheat``
     served. Now an entry that vanishes or turns into something else during the copy is the bot's
     refusal, named, and where the system refuses a checked copy (a full disk) the seat does not
-    start (the arena's failure, not the bot's): no seat is served a folder nobody checked.
-    (runsc's place is taken by a program that prints the ``bot.py`` it would serve, as in
-    tests/test_stranger_attacks11.py.) Planted (the old fall-back): ``cheat`` served."""
+    start (the arena's failure, not the bot's): no seat is served a folder nobody checked. (A seat
+    a launcher plans copies the arena's own copy of the bot since attack20, which its author cannot
+    write: the copy is made from the author's folder here, as a direct start would.) Planted (the
+    old fall-back): ``cheat`` served."""
     import errno
 
     from arena.bots import gvisor
@@ -239,16 +240,16 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
     from tests.test_stranger_attacks11 import gvisor_plan_on_fake_runsc
     home = Path(tempfile.mkdtemp(prefix="a19-author-"))  # a folder the seat's private uid can reach
     request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    from arena.bots.filesystem import open_bot_dir
     bot = home / "bot"
-    (bot / "node_modules").mkdir(parents=True)
+    bot.mkdir(parents=True)
     (bot / "bot.toml").write_text('name = "racer"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (bot / "bot.py").write_text("honest\n")
+    checked = gvisor_plan_on_fake_runsc(bot, tmp_path, monkeypatch)[2]
+    (bot / "node_modules").mkdir()  # the author, after the check
     vanish = bot / "node_modules" / "vanish"
     vanish.write_text("")
-    for p in (home, *bot.rglob("*"), bot):
-        p.chmod(0o755)
-    plan, spec, _ = gvisor_plan_on_fake_runsc(bot, tmp_path, monkeypatch)
-    (bot / "bot.py").write_text("cheat\n")  # the author, after the check
+    (bot / "bot.py").write_text("cheat\n")
     real_scandir = os.scandir
 
     class Listed(list):  # what os.scandir gives, read whole (with it, as shutil uses it)
@@ -267,16 +268,18 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
             vanish.unlink()
         return entries
     monkeypatch.setattr(os, "scandir", listed_then_removed)
-    served, refused = "", ""
+    served, refused = None, ""
+    fd = open_bot_dir(bot)
     try:
-        with plan.start() as seat:
-            served = seat.receive_line(10.0)
+        (tmp_path / "raced").mkdir()
+        served = gvisor.own_copy(fd, tmp_path / "raced", checked)
     except BotCommandError as e:
         refused = str(e)
-    assert served == "" and "'node_modules/vanish'" in refused and "changed" in refused, (served, refused)
+    finally:
+        os.close(fd)
+    assert served is None and "'node_modules/vanish'" in refused and "changed" in refused, (served, refused)
     monkeypatch.setattr(os, "scandir", real_scandir)
     from arena.bots.errors import BotStartError
-    from arena.bots.filesystem import open_bot_dir
 
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -285,7 +288,7 @@ def test_a_gvisor_seat_whose_copy_fails_midway_is_not_served_the_live_folder(
     try:
         (tmp_path / "seat").mkdir()
         with pytest.raises(BotStartError) as voided:  # a full disk: the arena's failure, never the live folder
-            gvisor.own_copy(fd, tmp_path / "seat", spec.files_hash())
+            gvisor.own_copy(fd, tmp_path / "seat", checked)
         assert not isinstance(voided.value, BotCommandError) and list((tmp_path / "seat").iterdir()) == []
     finally:
         os.close(fd)

@@ -17,7 +17,11 @@ may hold"):
 * at most :data:`CAPS` files, bytes, folder depth and path length (every copy is written by path,
   and a path past the kernel's 4,096 bytes could be read but never copied);
 * build outputs and environments (:data:`SKIP_DIRS`, :data:`SKIP_SUFFIXES`) are not part of the
-  bot: neither hashed, copied nor packed.
+  bot: neither hashed, copied nor packed. The reading notes the build outputs it left out
+  (:data:`OUTPUT_DIRS`, :data:`OUTPUT_SUFFIXES`: :attr:`Folder.outputs`), so that a bot which would
+  need them and has no ``build`` to make them is refused on every path alike
+  (:meth:`~.manifest.BotSpec.files_hash`), never served them from its author's folder on one path
+  and played without them on another.
 
 Every refusal is a :class:`FolderError` (a :class:`ManifestError`: a bot that cannot be loaded)
 naming the file; nothing here raises a bare ``OSError`` for what a folder holds.
@@ -37,8 +41,13 @@ from pathlib import Path
 
 from ..errors import ArenaError
 
-SKIP_DIRS = frozenset({".git", "__pycache__", "target", "node_modules", ".venv"})
-SKIP_SUFFIXES = (".class", ".o", ".pyc")
+OUTPUT_DIRS = frozenset({"target", "node_modules", ".venv"})
+OUTPUT_SUFFIXES = (".class", ".o")
+"""What a build makes (compiled classes and objects, Cargo's and Maven's ``target``, installed
+packages): not the bot's files, and what a bot that needs them must make in its ``build``."""
+SKIP_DIRS = frozenset({".git", "__pycache__"}) | OUTPUT_DIRS
+SKIP_SUFFIXES = (".pyc", *OUTPUT_SUFFIXES)
+NAMED_OUTPUTS = 3  # how many of the build outputs a reading left out it names
 CHUNK = 1 << 20
 V2 = "v2:"  # the prefix of a framed files hash without modes or folders, read only to verify old records
 V3 = "v3:"  # the prefix of the files hash every new record uses (:func:`read_folder`)
@@ -101,6 +110,7 @@ class Folder:
     digest: str
     digest_v1: str = ""
     digest_v2: str = ""
+    outputs: tuple[str, ...] = ()  # the first build outputs left out (:data:`NAMED_OUTPUTS`, paths in the folder)
 
 
 def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
@@ -117,12 +127,13 @@ def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     fd = _open_root(root)
     try:
         st = os.fstat(fd)
-        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0]), key=lambda e: e.parts)
+        outputs: list[str] = []
+        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0], outputs), key=lambda e: e.parts)
         _check_links(root, entries)
         digest, v1, v2 = _replay(root, fd, entries, None)
     finally:
         os.close(fd)
-    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1, v2)
+    return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1, v2, tuple(sorted(outputs)))
 
 
 def copy_folder(folder: Folder, dest: Path) -> None:
@@ -223,8 +234,10 @@ def _kind_name(mode: int) -> str:
     return "special file"
 
 
-def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[int]) -> Iterator[Entry]:
-    """The entries below the open folder ``dfd`` (at ``rel``), never following a link."""
+def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[int],
+          outputs: list[str]) -> Iterator[Entry]:
+    """The entries below the open folder ``dfd`` (at ``rel``), never following a link; the first
+    build outputs it leaves out go to ``outputs``."""
     try:
         names = os.listdir(dfd)
     except OSError as e:
@@ -246,12 +259,16 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
         mode = st.st_mode
         if stat.S_ISDIR(mode):
             if name in SKIP_DIRS:
+                if name in OUTPUT_DIRS and len(outputs) < NAMED_OUTPUTS:
+                    outputs.append(path + "/")
                 continue
             if depth >= caps.depth:
                 raise FolderError(f"{where}: folders nested deeper than {caps.depth} levels")
             kind = Kind.DIR
         elif stat.S_ISREG(mode):
             if name.endswith(SKIP_SUFFIXES):
+                if name.endswith(OUTPUT_SUFFIXES) and len(outputs) < NAMED_OUTPUTS:
+                    outputs.append(path)
                 continue
             if st.st_nlink > 1:  # another name of it may be a file the author could never read
                 raise FolderError(f"{where}: a file with {st.st_nlink - 1} other name(s) (a hard link); "
@@ -283,7 +300,7 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
             except OSError as e:
                 raise FolderError(f"{where}: cannot open the folder: {e.strerror}") from None
             try:
-                yield from _walk(root, sub, path, depth + 1, caps, count)
+                yield from _walk(root, sub, path, depth + 1, caps, count, outputs)
             finally:
                 os.close(sub)
 

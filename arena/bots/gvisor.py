@@ -231,9 +231,11 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     read of the same folder while the seat lives (another lane's check on arrival, an ``arena
     check``) refused it.
 
-    The copy holds what the folder's reader never checked (build outputs, environments: its
-    skipped folders) and is made at every start, long after the check, of a folder its author may
-    still be changing; so it is bounded by :data:`OWN_COPY` as the reader counts (a sparse file by
+    A launcher's seat is given the arena's own copy of its bot (``launch.runnable``: the checked
+    files, or the arena's build of them), which no author can write; any other folder (a direct
+    start) may hold what the folder's reader never checked (build outputs, environments: its
+    skipped folders) and is copied at every start, long after the check, from a folder its author
+    may still be changing; so the copy is bounded by :data:`OWN_COPY` as the reader counts (a sparse file by
     its length, before a byte of it is read), and a file that grows or shrinks while it is copied is
     refused, not followed: a local author's sparse terabyte in ``node_modules`` was written out in
     zeros at every seat's start, and folders nested 1,100 deep ended the start in a RecursionError.
@@ -279,7 +281,7 @@ _CHANGED = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO, errno.ESTALE)
 """What a walk meets where an entry vanished or turned into another kind after its folder was listed."""
 
 
-OWN_COPY = Caps(files=100_000, bytes=1024 * MiB, depth=64, path=CAPS.path)
+OWN_COPY = Caps(files=CAPS.files + 100_000, bytes=CAPS.bytes + 1024 * MiB, depth=64, path=CAPS.path)
 """What a seat's own copy may hold: the checked folder (:data:`.folder.CAPS`) and beside it what a
 build may leave (``launch.BUILD_DISK_MB`` and ``BUILD_ENTRIES``); the depth keeps the walk's
 recursion and open descriptors small."""

@@ -139,7 +139,7 @@ ARENA_COPIES = ".arena-bot-copies"
 """A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
 submissions, inside the closed store directory that no bot uid may enter)."""
 
-_runnable_copies: dict[Path, Path] = {}
+_runnable_copies: dict[tuple[Path, str], Path] = {}  # (folder, files hash) -> its checked copy
 
 
 SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
@@ -148,33 +148,58 @@ SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
 
 
 def runnable(spec: BotSpec) -> BotSpec:
-    """``spec`` itself, or, for a bot the arena ships or keeps inside its closed store, the same bot
-    from a world-readable copy made once per process: its private uid may read the bot, never the
-    store or the checkout. Any other bot its uid cannot reach stays as it is and is refused (fail
-    closed): the arena never decides on its own to expose a user's private directory."""
-    if os.geteuid() != 0 or spec.human or _others_can_use(spec.workdir):
+    """The bot a contained seat is served: the same bot from a copy of its folder that the arena
+    made once per process and reading (folder and files hash), written from that reading and
+    checked against it, so a seat never runs a file of its author's folder, neither one edited after
+    the run read it nor one the reader leaves out (build outputs, environments: in no files hash).
+    A root referee makes the copy world-readable (the seat's private uid reads it, never the
+    store or the checkout); one that is not root keeps it its own (0700), as its bots run as its uid.
+    A root referee's bot its private uid could not reach in its own folder (a user's private
+    directory), unless the arena ships it or keeps it in its closed store, stays as it is and is
+    refused at its start (fail closed): the arena never exposes a user's private directory on its own."""
+    if spec.human:
         return spec
     root = spec.root.resolve()
-    if not (any((d / ARENA_COPIES).is_file() for d in root.parents)
-            or any(d == root or d in root.parents for d in SHIPPED)):
+    users = os.geteuid() == 0 and not _arenas_own(root)  # a user's bot, for a private uid
+    if users and not _others_can_use(spec.workdir):
         return spec
-    copy = _runnable_copies.get(root)
+    key = (root, spec.files_hash())
+    copy = _runnable_copies.get(key)
     if copy is None:
-        copy = _runnable_copies[root] = bot_copy(spec, "palace-arena-bot-")
-    return _relocated(spec, copy)
+        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-", others_from=root if users else None)
+    return _relocated(spec, copy, same_files=True)
 
 
-def _relocated(spec: BotSpec, copy: Path) -> BotSpec:
-    """``spec`` run from ``copy``, a copy of its directory."""
+def _arenas_own(root: Path) -> bool:
+    """Whether the bot folder ``root`` is one the arena ships or keeps in its closed store."""
+    return (any((d / ARENA_COPIES).is_file() for d in root.parents)
+            or any(d == root or d in root.parents for d in SHIPPED))
+
+
+def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
+    """``spec`` run from ``copy``, a copy of its directory (its ``venv`` too, where it lies inside).
+    ``same_files``: a copy checked against ``spec``'s reading, which keeps its files hash (not read
+    again: a gVisor seat's plan compares with it)."""
     root = spec.root.resolve()
-    return dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root))
+    python = spec.python
+    if python is not None and Path(python).is_relative_to(root):
+        python = str(copy / Path(python).relative_to(root))
+    moved = dataclasses.replace(spec, root=copy, workdir=copy / spec.workdir.resolve().relative_to(root),
+                                python=python)
+    if same_files:
+        object.__setattr__(moved, "_files_hashes", spec._folder_hashes())
+    return moved
 
 
-def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None) -> Path:
+def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None,
+                        others_from: Path | None = None) -> Path:
     """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
     new temporary directory removed when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else (the arena's own package) by copytree."""
+    hash the run read it under; anything else (the arena's own package) by copytree.
+    ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
+    of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
+    bot's private uid could not read or run in the folder itself."""
     root = process_registry().temp_dir(prefix)  # a kill -9 runs no exit handler: cleanup_stale removes it
     atexit.register(remove_tree, root)
     copy = root / directory.name
@@ -192,7 +217,27 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     for path in extra:
         shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
+    if others_from is not None:
+        _others_no_wider(copy, others_from)
+    if bot is not None and os.geteuid() != 0:  # its bots run as this uid: nobody else reads the copy
+        root.chmod(0o700)
     return copy
+
+
+def _others_no_wider(copy: Path, original: Path) -> None:
+    """Each entry of ``copy`` with no more of the other users' permission bits than its namesake in
+    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run."""
+    for dirpath, dirnames, filenames in os.walk(copy, followlinks=False):
+        for name in [None, *dirnames, *filenames]:
+            path = Path(dirpath) if name is None else Path(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            try:
+                theirs = os.lstat(original / path.relative_to(copy)).st_mode & 0o007
+            except OSError:
+                theirs = 0
+            os.chmod(path, stat.S_IMODE(st.st_mode) & (0o770 | theirs))
 
 
 def copy_out(src: Path, dst: Path) -> None:
@@ -227,9 +272,9 @@ def copy_out(src: Path, dst: Path) -> None:
                     raise FolderError(f"{Path(entry.path).relative_to(src)}: not a file, folder or link")
 
 
-def bot_copy(spec: BotSpec, prefix: str) -> Path:
+def bot_copy(spec: BotSpec, prefix: str, others_from: Path | None = None) -> Path:
     """A world-readable copy of ``spec``'s folder (see :func:`world_readable_copy`)."""
-    return world_readable_copy(spec.root.resolve(), prefix, bot=spec)
+    return world_readable_copy(spec.root.resolve(), prefix, bot=spec, others_from=others_from)
 
 
 def _read_only_mode(st: os.stat_result) -> int:

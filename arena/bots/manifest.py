@@ -48,7 +48,9 @@ class BotSpec:
         :func:`arena.bots.folder.read_folder` reads it (build outputs, .git, node_modules, target
         and .venv excluded), read once per spec: every later copy or pack of the bot is checked
         against it. It does not cover what the command runs outside that folder: the interpreter,
-        system libraries, a venv's installed packages."""
+        system libraries, a venv's installed packages. A bot without a ``build`` whose folder holds
+        build outputs (``Bot.class``, ``target/``, ``node_modules/``...) is refused here
+        (:func:`prebuilt_refusal`), on every path that reads it."""
         return self._folder_hashes()[0]
 
     def has_files(self, stored: str) -> bool:
@@ -62,9 +64,24 @@ class BotSpec:
         known = self.__dict__.get("_files_hashes")
         if known is None:
             folder = read_folder(self.root)
+            if folder.outputs and self.build is None:
+                raise prebuilt_refusal(self.root, folder.outputs)
             known = (folder.digest, folder.digest_v1, folder.digest_v2)
             object.__setattr__(self, "_files_hashes", known)
         return known
+
+
+def prebuilt_refusal(root: Path, outputs: tuple[str, ...]) -> FolderError:
+    """Why a bot with no ``build`` whose folder holds the build ``outputs`` is refused. No seat,
+    ladder snapshot or cluster bundle holds what the folder's reader leaves out, so such a bot would
+    play with them where it ran from its author's folder and without them everywhere else (a Java
+    bot shipping only ``Bot.class``: "could not find or load main class"); it is refused alike on
+    every path instead, saying what to do."""
+    named = ", ".join(repr(o) for o in outputs)
+    return FolderError(f"{root}: holds build outputs ({named}) and has no `build`: the arena never serves a "
+                       "bot's .class, .o, target/, node_modules/ or .venv/ from its folder (they are in no "
+                       "files hash); add a `build` to bot.toml that makes them (it runs in the arena's copy "
+                       "of the folder, in every mode), or remove them")
 
 
 HUMAN = BotSpec("human", "-", (), Path("."), Path("."), human=True)
