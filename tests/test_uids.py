@@ -458,3 +458,50 @@ def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(
             survivor.wait()
         if leftover is not None:
             leftover.unlink(missing_ok=True)
+
+
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+LEAVES_A_FILE = """
+import os, sys
+wrote = []
+for folder in sys.argv[1].split(":"):
+    try:
+        with open(os.path.join(folder, sys.argv[2]), "w") as f:
+            f.write("for the next bot of this uid")
+        wrote.append(folder)
+    except OSError:
+        pass
+print(" ".join(wrote) or "-", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("mode", ["bubblewrap", "namespaces"])
+def test_a_contained_seat_writes_no_host_folder_its_uid_keeps_after_it(mode: str) -> None:
+    """A contained seat's release does not sweep the host's world-writable folders (the next lease
+    of its uid then skips its sweep too): its mount namespace must show it no host folder it may
+    write. The bot writes a file into each such folder it can name, as the host and its own view
+    name them; after its close not one is in the host's."""
+    from arena.bots.containment import Containment
+    from arena.bots.filesystem import world_writable_dirs
+    from arena.bots.start import start_bot
+    from arena.limits import Limits
+    if mode == "bubblewrap" and SANDBOX_PROBLEM is not None:
+        pytest.skip(f"bwrap: {SANDBOX_PROBLEM}")
+    containment = Containment.BUBBLEWRAP if mode == "bubblewrap" else Containment.NAMESPACES
+    folders = sorted({*SHARED_FOLDERS, *world_writable_dirs()})
+    name = f"arena-seat-leftover-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        with start_bot([PY, "-c", LEAVES_A_FILE, ":".join(folders), name], HOSTILE, containment=containment,
+                       limits=Limits()) as bot:
+            wrote = bot.receive_line(SLOW)
+            assert bot.uid is not None
+        left = [d for d in folders if os.path.lexists(os.path.join(d, name))]
+        assert left == [], f"{mode}: a seat of uid {bot.uid} left {left} (it wrote in its view: {wrote})"
+    finally:
+        for d in folders:
+            try:
+                os.unlink(os.path.join(d, name))
+            except OSError:
+                pass
