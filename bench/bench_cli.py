@@ -36,10 +36,11 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def cpu_of(cmd: list[str]) -> float:
-    """CPU seconds (user + system) of one run of ``cmd`` and whatever it waited for."""
+def cpu_of(cmd: list[str], cwd: Path) -> float:
+    """CPU seconds (user + system) of one run of ``cmd`` in ``cwd`` and whatever it waited for. Never in
+    a checkout: ``python -c`` imports from its working directory first, whichever environment it is."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
@@ -68,7 +69,7 @@ def compare_commands(runs: int, pin: list[str], base: Path | None) -> None:
         for _ in range(runs):
             for name in cases["this"]:
                 for env in envs:
-                    cpu.setdefault((name, env), []).append(cpu_of(pin + cases[env][name]))
+                    cpu.setdefault((name, env), []).append(cpu_of(pin + cases[env][name], Path(tmp) / env))
     print(f"\nCPU of a command before its work, median of {runs} interleaved runs; load average {os.getloadavg()[0]:.2f}")
     print(f"  {'':24} {'this ms':>9}" + (f" {'base ms':>9} {'this/base':>9}" if base else ""))
     for name in cases["this"]:
