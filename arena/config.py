@@ -67,7 +67,7 @@ RulesName = Annotated[StrictStr, Field(description="A rule preset (arena rules l
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class Clock(Strict):

@@ -6,6 +6,8 @@ One sample = start a trivial Python bot, one handshake line each way, close
 (kill + reap + clean up).  Modes run interleaved, round by round, so drift on a
 shared machine hits them alike.  Prints mean and median ms per bot and the ratio
 of means to "plain" (a bare subprocess.Popen, no limits at all).
+Also the CPU each start costs (user + system of this process and of every child it reaped: the
+bot, bwrap, its init), mean per bot: what a suite or a tournament starting many bots pays.
 Modes the machine cannot do are reported and skipped.  The last line compares the mode
 ``arena`` uses by default here (arena.bots.launch.Launcher: bubblewrap where it works, else
 namespaces) with the plain start; the target is under ~3x.
@@ -14,6 +16,7 @@ namespaces) with the plain start; the target is under ~3x.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,6 +57,12 @@ def managed(**kw):
     return sample
 
 
+def cpu_now() -> float:
+    """CPU seconds of this process and of the children it has reaped."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
 def main(rounds: int) -> None:
     caps = capabilities()
     root = os.geteuid() == 0
@@ -82,18 +91,21 @@ def main(rounds: int) -> None:
         for _ in range(3):
             sample()
     times: dict[str, list[float]] = {name: [] for name in modes}
+    cpu: dict[str, list[float]] = {name: [] for name in modes}
     for _ in range(rounds):
         for name, sample in modes.items():
+            c = cpu_now()
             t = time.perf_counter()
             sample()
             times[name].append((time.perf_counter() - t) * 1000)
+            cpu[name].append((cpu_now() - c) * 1000)
     base = statistics.mean(times["plain (Popen)"])
     print(f"\n{rounds} bots per mode: start + 1 line round trip + close")
-    print(f"{'mode':26} {'mean ms':>8} {'median':>8} {'stdev':>7} {'x plain':>8}")
+    print(f"{'mode':26} {'mean ms':>8} {'median':>8} {'stdev':>7} {'x plain':>8} {'CPU ms':>7}")
     for name, ts in times.items():
         mean = statistics.mean(ts)
         print(f"{name:26} {mean:8.1f} {statistics.median(ts):8.1f} "
-              f"{statistics.stdev(ts):7.1f} {mean / base:8.2f}")
+              f"{statistics.stdev(ts):7.1f} {mean / base:8.2f} {statistics.mean(cpu[name]):7.1f}")
     rows = [name for name in times if default_row and name.endswith(default_row)]
     if rows:
         ratio = statistics.mean(times[rows[0]]) / base

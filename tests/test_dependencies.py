@@ -120,3 +120,19 @@ def test_base_command_line_starts_without_any_extra() -> None:
                               cwd=ROOT, timeout=120)
         assert done.returncode == 0, (args, done.stderr[-2000:])
         assert "blocked" not in done.stderr
+
+
+def test_standings_tables_and_the_web_arena_load_no_scipy() -> None:
+    """scipy costs every process that imports it about 0.4 s of CPU, and the suite starts hundreds of
+    ``arena`` processes that print standings: the arena's own fits (a prior, so no existence check)
+    and the table's likelihoods of superiority need numpy alone. Only an SPRT's root finding and the
+    plain maximum likelihood (``prior=0``) import it, where they run."""
+    code = ("import sys\n"
+            "import arena.cli.main, arena.tournament.run, arena.tournament.live, arena.ladder.history, arena.serve.app\n"
+            "from arena.ratings import Outcome, fit_elo, neighbour_los\n"
+            "table = fit_elo([Outcome(('a', 'b')), Outcome(('b', 'c')), Outcome((('a', 'c'),))])\n"
+            "assert len(neighbour_los(table)) == 2\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -347,7 +347,7 @@ def test_the_terminal_and_the_report_draw_the_stages(tmp_path: Path) -> None:
     from rich.console import Console
 
     from arena.replay.html import stages_html
-    from arena.tournament.live import stages_table
+    from arena.tournament.tables import stages_table
     cfg, db = event(tmp_path, 4, format="knockout", deals=1)
     play(cfg, db)
     t = db.tournament("event")

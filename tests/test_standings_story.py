@@ -262,7 +262,7 @@ def test_cli_json_report_and_page_rows_agree(tmp_path):
 
 
 def test_a_bot_with_few_games_says_so(tmp_path):
-    from arena.tournament.live import standings_table
+    from arena.tournament.tables import standings_table
     from arena.tournament.standings import from_store
     from rich.console import Console
     from arena.tournament.store import Store

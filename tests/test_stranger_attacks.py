@@ -83,7 +83,7 @@ def test_every_table_of_labels_shows_markup_as_written() -> None:
 
     from arena.cli.ladder import matrix_table
     from arena.cli.ladder_live import _Provisional
-    from arena.tournament.live import standings_table
+    from arena.tournament.tables import standings_table
     from arena.tournament.standings import Line, add_game
     result = {"order": [[0], [1]], "reason": "first_out", "draw": False, "complete": True, "forfeits": {}}
     lines: dict[str, Line] = {}

@@ -400,3 +400,108 @@ def test_a_referee_killed_while_making_a_bot_copy_leaves_no_directory_nobody_nam
     report = StaleReport()
     Registry(tmp_path / "other")._clean_referee_dir(run / f"ref-{pid}", None, report)
     assert list(temp.iterdir()) == [] and len(report.temps) == 1
+
+
+def _leftover(uid: int) -> Path:
+    """A file of ``uid`` in the first folder every user may write, as a bot of that uid leaves one."""
+    from arena.bots.filesystem import world_writable_dirs
+    path = Path(world_writable_dirs()[0]) / f"arena-uid-leftover-{os.getpid()}-{time.monotonic_ns()}"
+    path.write_text("for the next bot of this uid")
+    os.chown(path, uid, uid)
+    return path
+
+
+def _lease_again(uid: int):
+    from arena.bots.uids import BOT_UID_BASE
+    registry = process_registry()
+    registry._uid_next = uid - BOT_UID_BASE  # the next lease tries this uid first
+    lease = registry.lease_uid()
+    assert lease.uid == uid, "another referee took the uid meanwhile"
+    return lease
+
+
+@needs_root
+@pytest.mark.parametrize("how", ["alive at the release", "started after the release", "its referee died"])
+def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(how: str) -> None:
+    """A release that swept and found no process of the uid marks its lock file, and the next lease
+    skips its own sweep. What must still be swept there: a process of the uid alive at the release
+    (it may write after the sweep, and end before the next lease), one the next lease has to kill
+    (it may have written since), and
+    a uid whose referee died holding it (never released). Each leaves a file; the next lease of
+    the uid must remove it."""
+    registry = process_registry()
+    lease = registry.lease_uid()
+    uid = lease.uid
+    survivor = None
+    leftover = None
+    try:
+        if how == "alive at the release":
+            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+            registry.release_uid(lease)
+            survivor.kill()  # it ends before the next lease, which then has nothing to kill
+            survivor.wait()
+        elif how == "started after the release":
+            registry.release_uid(lease)
+            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+        else:
+            registry.release_uid(lease)  # marked: then leased again, and its referee killed holding it
+            lease = _lease_again(uid)
+            os.close(lease.fd)
+            registry._leased.discard(uid)
+        leftover = _leftover(uid)
+        lease = _lease_again(uid)
+        assert not leftover.exists(), f"{how}: the file of uid {uid} was left for its next bot"
+        registry.release_uid(lease)
+    finally:
+        if survivor is not None:
+            survivor.kill()
+            survivor.wait()
+        if leftover is not None:
+            leftover.unlink(missing_ok=True)
+
+
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+LEAVES_A_FILE = """
+import os, sys
+wrote = []
+for folder in sys.argv[1].split(":"):
+    try:
+        with open(os.path.join(folder, sys.argv[2]), "w") as f:
+            f.write("for the next bot of this uid")
+        wrote.append(folder)
+    except OSError:
+        pass
+print(" ".join(wrote) or "-", flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("mode", ["bubblewrap", "namespaces"])
+def test_a_contained_seat_writes_no_host_folder_its_uid_keeps_after_it(mode: str) -> None:
+    """A contained seat's release does not sweep the host's world-writable folders (the next lease
+    of its uid then skips its sweep too): its mount namespace must show it no host folder it may
+    write. The bot writes a file into each such folder it can name, as the host and its own view
+    name them; after its close not one is in the host's."""
+    from arena.bots.containment import Containment
+    from arena.bots.filesystem import world_writable_dirs
+    from arena.bots.start import start_bot
+    from arena.limits import Limits
+    if mode == "bubblewrap" and SANDBOX_PROBLEM is not None:
+        pytest.skip(f"bwrap: {SANDBOX_PROBLEM}")
+    containment = Containment.BUBBLEWRAP if mode == "bubblewrap" else Containment.NAMESPACES
+    folders = sorted({*SHARED_FOLDERS, *world_writable_dirs()})
+    name = f"arena-seat-leftover-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        with start_bot([PY, "-c", LEAVES_A_FILE, ":".join(folders), name], HOSTILE, containment=containment,
+                       limits=Limits()) as bot:
+            wrote = bot.receive_line(SLOW)
+            assert bot.uid is not None
+        left = [d for d in folders if os.path.lexists(os.path.join(d, name))]
+        assert left == [], f"{mode}: a seat of uid {bot.uid} left {left} (it wrote in its view: {wrote})"
+    finally:
+        for d in folders:
+            try:
+                os.unlink(os.path.join(d, name))
+            except OSError:
+                pass

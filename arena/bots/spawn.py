@@ -279,6 +279,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
         uid: int | None = None
         if drops_uid(run_as):
             lease = registry.lease_uid()
+            lease.contained = (sandbox or namespaces) and not writable_cwd
             uid = lease.uid
         cwd_fd = -1
         if contained:  # the directory checked below is the one mounted, whatever the path names later

@@ -236,7 +236,8 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
     """Run a tournament (resumes it if it was interrupted) and print the standings."""
     from ..tournament.store import Store
     import trio
-    from ..tournament.live import PlainReporter, RichReporter, standings_table
+    from ..tournament.live import PlainReporter, RichReporter
+    from ..tournament.tables import standings_table
     from ..tournament.standings import from_store
     from ..tournament.config import load_config
     from ..tournament.run import run_tournament
@@ -270,7 +271,7 @@ def tournament(file: Annotated[Optional[Path], typer.Argument(help="Tournament f
 def _print_stages(db: Store, name: str) -> None:
     """A Swiss's rounds, a knockout's or heats' bracket, and the winner; nothing for other formats."""
     from ..tournament.formats import event_view, stored_config, stored_results, winner
-    from ..tournament.live import stages_table
+    from ..tournament.tables import stages_table
     t = db.tournament(name)
     stages = event_view(t["config"], stored_results(db, name)) if t else None
     if not stages:
@@ -302,7 +303,7 @@ def standings_cmd(tournament_name: Annotated[Optional[str], typer.Argument(metav
                                                             "info.win_prob against how its games ended (reads every "
                                                             "game's log).")] = False) -> None:
     """Standings of a stored tournament (or of every game in the store)."""
-    from ..tournament.live import standings_table
+    from ..tournament.tables import standings_table
     from ..tournament.standings import from_store
     db = _open(store)
     _need_tournament(db, tournament_name, store)

@@ -58,8 +58,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .outcome import Outcome
 
@@ -398,7 +396,9 @@ def fit_elo(
     sets = {s: (np.array([k for k, _, _ in rows], dtype=np.int64), np.array([m for _, m, _ in rows], dtype=float),
                 np.array([w for _, _, w in rows])) for s, rows in sorted(by_size.items())}
 
-    if prior == 0:
+    if prior == 0:  # scipy imported here: 0.4 s of CPU that the arena's own fits (prior > 0) never need
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
         edges = [e for o in counts for e in _beat_edges(o, index)]
         arr = np.array(edges, dtype=np.int64).reshape(-1, 2)
         graph = coo_matrix((np.ones(len(arr)), (arr[:, 0], arr[:, 1])), shape=(n, n))
