@@ -97,6 +97,8 @@ def serve(
     bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Show this course bench (its file; repeat "
                                                         "for more) at /benches/NAME: each member sees only their "
                                                         "own games and logs. Its store must not be this one.")] = None,
+    password_cost: Annotated[str, typer.Option(hidden=True, help="production, or cheapest: weak password hashes "
+                                                                 "for a test server only.")] = "production",
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -126,6 +128,9 @@ def serve(
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
                   "--max-queued and --max-queued-per-person at least 1, "
                   "--webhook-timeout and --read-timeout above 0, --pages-share above 0 and at most 1")
+        raise typer.Exit(2)
+    if password_cost not in ("production", "cheapest"):
+        err.print("[red]error:[/] --password-cost is production or cheapest")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -173,7 +178,7 @@ def serve(
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
                       webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once, max_queued=max_queued,
                       max_queued_per_submitter=max_queued_per_person, benches=benches,
-                      read_timeout_s=read_timeout)
+                      read_timeout_s=read_timeout, password_cost=password_cost)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

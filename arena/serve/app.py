@@ -65,6 +65,7 @@ class Options:
     local_webhooks: bool = False       # webhooks may post to this machine or a private network
     webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
     benches: dict[str, str] = field(default_factory=dict)  # --bench: a bench's name -> its file (serve.bench)
+    password_cost: str = "production"  # auth.PasswordCost: "cheapest" for test servers only
 
     @property
     def writable(self) -> bool:
