@@ -464,7 +464,8 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
         db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs, on a
         db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
                    "owner, heartbeat) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', "
-                   "'running', 1, 0, ?, ?)", (server_id(), time.time()))  # live server (this process)
+                   "'running', 1, 0, ?, ?)", (server_id(), time.time() + 3600))  # live server (this process),
+        # its heartbeat an hour ahead: no lease passes at the queue's looks, however slow the machine
         env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
