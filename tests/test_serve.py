@@ -122,12 +122,15 @@ def arena_cmd(*args: str) -> list[str]:
 class ServerProc:
     """``arena serve`` on a free port, as a user starts it; its address and token read from its output."""
 
-    def __init__(self, store: Path, *args: str):
+    def __init__(self, store: Path, *args: str, password_cost: str = "cheapest"):
+        """``password_cost``: a test server's sign-ups and logins hash at argon2's cheapest cost (0.2 s
+        of CPU each at production's); tests/test_serve_accounts.py holds what production's does."""
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # stderr goes to a file and stdout is drained after the banner: a server whose log fills
         # an unread pipe blocks on its next write and stops answering
         self.log = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2", *args),
+        self.proc = subprocess.Popen(arena_cmd("serve", "--store", str(store), "--port", "0", "--poll", "0.2",
+                                               "--password-cost", password_cost, *args),
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
                                      cwd=next(p for p in store.parents if p.is_dir()))  # a fresh server has no store dir
         self.url, self.token, self.banner = "", "", []

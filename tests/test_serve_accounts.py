@@ -717,3 +717,36 @@ def test_an_unknown_names_login_costs_what_a_known_ones_does() -> None:
     assert not hasher.check_needs_rehash(_NOBODY)
     with pytest.raises(VerificationError):
         hasher.verify(_NOBODY, "")
+
+
+def test_a_server_hashes_at_production_cost_and_a_cheaper_hash_is_rehashed_at_login(tmp_path: Path) -> None:
+    """The other tests' servers hash at argon2's cheapest cost (ServerProc). One started as people
+    start it hashes with argon2-cffi's defaults; a password hashed at another cost (a test server's
+    account, or one from before the defaults changed) still logs in, and is rehashed to them."""
+    from argon2 import PasswordHasher, profiles
+
+    from arena.store.people import sign_up as join
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    production = PasswordHasher()
+    db = sqlite3.connect(store, isolation_level=None)
+    try:
+        cheap = PasswordHasher.from_parameters(profiles.CHEAPEST).hash(PASSWORD)
+        join(db, invite(store), "old-hash", cheap, now=time.time(), origin="test")
+    finally:
+        db.close()
+    server = ServerProc(store, "--allow-submit", password_cost="production")
+    try:
+        assert sign_up(server, invite(store), "new-hash")[1:] == (303, "/account")
+        b = Browser(server)
+        fields = {"csrf": b.csrf("/login"), "name": "old-hash"}
+        assert b.post("/login", {**fields, "password": PASSWORD + "x"})[0] == 401
+        assert _rows(store, "SELECT password FROM accounts WHERE name='old-hash'") == [(cheap,)]
+        assert b.post("/login", {**fields, "password": PASSWORD})[0] == 303
+    finally:
+        server.stop()
+    stored = dict(_rows(store, "SELECT name, password FROM accounts WHERE name LIKE '%-hash'"))
+    assert stored["old-hash"] != cheap
+    for name, hashed in stored.items():
+        assert not production.check_needs_rehash(hashed), name
+        assert production.verify(hashed, PASSWORD)

@@ -181,7 +181,8 @@ def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, t
     from tests.test_serve_accounts import club_ladders
     store = tmp_path / "data" / "arena.sqlite"
     build_store(store)
-    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"))
+    # the running submission ends outside the server: its queue's next look (--queue-look) sees it
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), "--queue-look", "0.2")
     try:
         link = _cli("accounts", "first-admin", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip()
         chrome.get(link)

@@ -172,7 +172,7 @@ def test_the_queue_runner_outlives_an_error_of_the_store(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(q, "claim", claim)
     monkeypatch.setattr(submit, "QUEUE_RETRY_S", 0.0)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store, queue_look_s=5.0), queue_wake=None, running={},
                                                 outbox_wake=Wake()))
 
     async def main() -> None:
@@ -220,7 +220,7 @@ def test_one_jobs_failure_ends_that_job_and_the_queue_runs_the_next(tmp_path: Pa
         return q.Outcome.PLACED
 
     monkeypatch.setattr(submit, "_run_job", run)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store, queue_look_s=5.0), queue_wake=None, running={},
                                                 outbox_wake=Wake()))
 
     def ended() -> bool:  # jobs run one at a time, in order: the last one's end is the queue's
@@ -273,8 +273,7 @@ def test_an_idle_server_starts_a_queued_job_and_posts_its_notice_at_once(tmp_pat
         return q.Outcome.PLACED
 
     monkeypatch.setattr(submit, "_run_job", record)
-    monkeypatch.setattr(submit, "QUEUE_IDLE_S", 3600.0)
-    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=10.0)
+    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=10.0, queue_look_s=3600.0)
     app = SimpleNamespace(state=SimpleNamespace(options=options, running={}, queue_wake=Wake(), outbox_wake=Wake()))
 
     async def main() -> None:
@@ -393,7 +392,7 @@ def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_p
         return q.Outcome.PLACED
 
     monkeypatch.setattr(submit, "_run_job", record)
-    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store), queue_wake=None, running={},
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store, queue_look_s=5.0), queue_wake=None, running={},
                                                 outbox_wake=Wake()))
 
     async def main() -> None:
@@ -408,7 +407,7 @@ def test_an_idle_server_takes_back_the_job_of_a_server_that_died_beside_it(tmp_p
                            "created, started, owner, heartbeat) VALUES ('j', 'token', 'club', 'b@1', 'b.zip', "
                            "'/none', 'running', 1, 0, 0, 'another-boot/1/1/1', ?)", (time.time() - q.LEASE_S - 1,))
                 db.close()
-                app.state.queue_wake.set()  # the idle runner's next look (every QUEUE_IDLE_S, or at once here)
+                app.state.queue_wake.set()  # the idle runner's next look (every queue_look_s, or at once here)
                 while not ran or not app.state.queue_wake.sleeping:
                     await trio.sleep(0.01)  # until it ran the job and is idle again
                 nursery.cancel_scope.cancel()
@@ -455,7 +454,9 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "bot.toml").write_text('name = "queued-bot"\nversion = "1.0"\ncommand = ["false"]\n')
-    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES)
+    # the other submission ends outside the server: its queue's next look (--queue-look) sees it
+    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), *MANY_WRITES,
+                        "--queue-look", "0.2")
     try:
         alice, _, _ = sign_up(server, invite(store), "alice")
         token = _make_token(alice, "terminal", "submit")
@@ -463,7 +464,8 @@ def test_arena_submit_to_a_server_says_its_place_in_the_queue(tmp_path: Path) ->
         db = sqlite3.connect(store, isolation_level=None, timeout=30)  # another person's submission runs, on a
         db.execute("INSERT INTO jobs (id, submitter, ladder, label, filename, upload, state, attempts, created, "
                    "owner, heartbeat) VALUES ('other', 'account:99', 'classic-2p', 'other@1', 'o.zip', '/none', "
-                   "'running', 1, 0, ?, ?)", (server_id(), time.time()))  # live server (this process)
+                   "'running', 1, 0, ?, ?)", (server_id(), time.time() + 3600))  # live server (this process),
+        # its heartbeat an hour ahead: no lease passes at the queue's looks, however slow the machine
         env = dict(os.environ, ARENA_TOKEN=token, PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(arena_cmd("submit", str(folder), "--ladder", "classic-2p", "--server", server.url),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -73,6 +73,9 @@ def serve(
     webhook_timeout: Annotated[float, typer.Option(help="Seconds a webhook receiver has to answer one "
                                                         "delivery.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between looks at the store for new games.")] = 0.5,
+    queue_look: Annotated[float, typer.Option(help="Seconds between an idle submission queue's looks at the store "
+                                                   "for what this server was not told of: a job another server "
+                                                   "left when it died, or ended or queued.")] = 5.0,
     settle: Annotated[float, typer.Option(help="While the store keeps changing, pages are rebuilt at most this "
                                                "often (seconds; 0: on every change).")] = 1.0,
     workers: Annotated[int, typer.Option(help="Processes serving the pages, all on the one listening socket "
@@ -97,6 +100,8 @@ def serve(
     bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Show this course bench (its file; repeat "
                                                         "for more) at /benches/NAME: each member sees only their "
                                                         "own games and logs. Its store must not be this one.")] = None,
+    password_cost: Annotated[str, typer.Option(hidden=True, help="production, or cheapest: weak password hashes "
+                                                                 "for a test server only.")] = "production",
 ) -> None:
     """Serve standings, ladders, tournaments, games and replays in a browser, updated live.
 
@@ -118,14 +123,18 @@ def serve(
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
         raise typer.Exit(2)
-    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
+    if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or queue_look <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
             or max_queued < 1 or max_queued_per_person < 1 \
             or webhook_timeout <= 0 or read_timeout <= 0 or (pages_share is not None and not 0 < pages_share <= 1):
-        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll and --writes-per-minute above 0, "
+        err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll, --queue-look and "
+                  "--writes-per-minute above 0, "
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
                   "--max-queued and --max-queued-per-person at least 1, "
                   "--webhook-timeout and --read-timeout above 0, --pages-share above 0 and at most 1")
+        raise typer.Exit(2)
+    if password_cost not in ("production", "cheapest"):
+        err.print("[red]error:[/] --password-cost is production or cheapest")
         raise typer.Exit(2)
     if workers > 1 and (allow_play or allow_submit):
         err.print("[red]error:[/] --workers above 1 serves read-only pages only: games in play and uploads "
@@ -173,7 +182,8 @@ def serve(
                       max_submissions_per_day=submissions_per_day, local_webhooks=local_webhooks,
                       webhook_timeout_s=webhook_timeout, uploads_at_once=uploads_at_once, max_queued=max_queued,
                       max_queued_per_submitter=max_queued_per_person, benches=benches,
-                      read_timeout_s=read_timeout)
+                      read_timeout_s=read_timeout, queue_look_s=queue_look,
+                      password_cost=password_cost)
     if options.writable:
         options.token = new_token()
     bound = sock.getsockname()

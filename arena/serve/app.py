@@ -65,6 +65,8 @@ class Options:
     local_webhooks: bool = False       # webhooks may post to this machine or a private network
     webhook_timeout_s: float = 10.0    # one webhook delivery's connect and answer
     benches: dict[str, str] = field(default_factory=dict)  # --bench: a bench's name -> its file (serve.bench)
+    queue_look_s: float = 5.0  # an idle queue's look at the store without a wake-up (submit.run_queue)
+    password_cost: str = "production"  # auth.PasswordCost: "cheapest" for test servers only
 
     @property
     def writable(self) -> bool:

@@ -3,7 +3,8 @@
 A session is a signed cookie (starlette's SessionMiddleware over itsdangerous; HttpOnly,
 SameSite=Strict) holding the account's id and the session's CSRF token; every form carries
 that token and every POST here checks it and the request's Origin. Passwords are hashed with
-argon2 (argon2-cffi's defaults, rehashed at login when those change). Failed logins are
+argon2 (argon2-cffi's defaults, rehashed at login when the server's parameters differ from the
+stored hash's: :class:`PasswordCost`). Failed logins are
 counted per client address and per name; past the limit a login is refused, even with the
 right password, until the window has passed.
 """
@@ -19,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from enum import Enum
+
 import anyio
-from argon2 import PasswordHasher
+from argon2 import PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -32,7 +35,7 @@ from ..store.people import (MIN_PASSWORD, Account, PeopleError, Role, Scope, Sta
                             sign_up)
 from .pages import redirect, render
 
-hasher = PasswordHasher()
+hasher = PasswordHasher()  # production's: argon2-cffi's defaults
 SESSION_COOKIE = "arena_session"
 SESSION_DAYS = 14
 MAX_FORM_FIELD = 200
@@ -41,6 +44,25 @@ MAX_FORM_FIELD = 200
 # rather than made at import, which cost every server start and CLI import 64 MiB and about 1 s of CPU.
 # Were its password ever found, it would still log nobody in (``found is None`` refuses).
 _NOBODY = "$argon2id$v=19$m=65536,t=3,p=4$Iu+zFqA3XJbAZT5e5VIBfw$SQFPwChz2AU6WHF6T080T0ybbwf8/GgdZkaf9gpt3nA"
+
+
+class PasswordCost(str, Enum):
+    """What a password's hash costs on this server. ``production``: argon2-cffi's defaults (RFC 9106's
+    low-memory profile: 64 MiB, three passes, about 0.2 s of CPU a sign-up or login). ``cheapest``:
+    argon2-cffi's profile for tests (8 KiB, one pass, microseconds), which lets a test server sign
+    up and log in dozens of people without paying production's cost each time; never for a server
+    people use. Hashes say their own parameters, so a login on a server of the other cost still
+    checks, then rehashes the password to this server's."""
+
+    PRODUCTION = "production"
+    CHEAPEST = "cheapest"
+
+    def hasher(self) -> tuple[PasswordHasher, str]:
+        """The hasher, and the hash an unknown name is checked against (made with its parameters)."""
+        if self is PasswordCost.PRODUCTION:
+            return hasher, _NOBODY
+        cheap = PasswordHasher.from_parameters(profiles.CHEAPEST)
+        return cheap, cheap.hash(secrets.token_hex(16))
 
 
 def session_key(store: Path) -> str:
@@ -208,7 +230,7 @@ async def signup(request: Request) -> Response:
     code, name, password = form.get("code", "").strip(), form.get("name", "").strip(), form.get("password", "")
     if len(password) < MIN_PASSWORD:
         return _signup_form(request, 400, f"A password has at least {MIN_PASSWORD} characters.", code, name)
-    hashed = await anyio.to_thread.run_sync(hasher.hash, password)
+    hashed = await anyio.to_thread.run_sync(request.app.state.hasher.hash, password)
     try:
         made = await with_db(request, lambda db: sign_up(db, code, name, hashed, now=time.time(),
                                                          origin=origin_of(request)))
@@ -240,10 +262,11 @@ async def login(request: Request) -> Response:
     if limiter.blocked(*keys):
         return _login_form(request, 429, "Too many failed logins: wait a quarter of an hour and try again.", name)
     found = await with_db(request, lambda db: account(db, name)) if request.app.state.options.store.exists() else None
+    hasher, nobody = request.app.state.hasher, request.app.state.nobody
 
     def verify() -> bool:
         try:
-            return hasher.verify(found.password if found else _NOBODY, password)
+            return hasher.verify(found.password if found else nobody, password)
         except (VerificationError, InvalidHashError):
             return False
 
@@ -331,3 +354,4 @@ def routes() -> list[Route]:
 
 def setup(app: Any) -> None:
     app.state.login_limiter = LoginLimiter()
+    app.state.hasher, app.state.nobody = PasswordCost(app.state.options.password_cost).hasher()

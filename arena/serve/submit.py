@@ -296,14 +296,14 @@ async def _db(app: Starlette, fn: Any) -> Any:
 
 
 QUEUE_RETRY_S = 5.0
-QUEUE_IDLE_S = 5.0  # an idle queue's look at the store without a wake-up: a dead server's job, whose lease passed
 
 
 async def run_queue(app: Starlette) -> None:
     """The server's one queue runner: first put back what a dead server left running (and remove
     uploads no job holds), then run the waiting jobs in the store's fair order, one at a time.
-    While idle it puts back, every few seconds, a job whose server died after this one started
-    (its lease passed, or its process is gone)."""
+    While idle it looks again every ``queue_look_s`` seconds, for what no wake-up of this process
+    reaches: a job whose server died after this one started (its lease passed, or its process is
+    gone) is put back, and one that another process ended or queued is seen."""
     opts = app.state.options
     wake: Wake = app.state.queue_wake
     me = queue.server_id()
@@ -317,7 +317,7 @@ async def run_queue(app: Starlette) -> None:
             await trio.sleep(QUEUE_RETRY_S)
             continue
         if job is None:
-            await wake.wait(QUEUE_IDLE_S)
+            await wake.wait(opts.queue_look_s)
             continue
         try:
             await run_job(app, job)
