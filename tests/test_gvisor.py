@@ -327,10 +327,13 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
 # -- between two seats: the kernel's shared counters -----------------------------------------------
 
 COUNTERS = Path(__file__).resolve().parent / "fairplay_bots" / "counters.py"
-# What the sender spells, one bit per round: 3,000 of everything for a 1. Four rounds hold every
+# What the sender spells, one bit per round: SENT of everything for a 1, just past one CPU's batch of
+# 1,024 inode numbers, so a shared counter that hands them out in batches must give one more (3,000
+# showed nothing more under gVisor and cost 2.3 s of its system calls per 1). Four rounds hold every
 # step a reading can take (after a 1, after a 0 that follows a 1, after two 0s, after a 1 that
 # follows a 0); a longer message repeated them, each 1 costing seconds of gVisor's system calls.
 MESSAGE = "1001"
+SENT = 1100
 # What a receiver may not be able to read the sender through, written here, not read from the code:
 # the inode numbers of pipes and memfds, the gap between two pipes in a row (the machine-wide
 # counter's batches), pidfd inodes, the eventfd-id in fdinfo, the autogroup id of a new session.
@@ -349,7 +352,7 @@ def _round_views(readings: list[dict]) -> list[dict]:
 
 def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
     """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
-    the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
+    the sender makes SENT of everything for a 1 and nothing for a 0. Returns the receiver's
     readings (one before the first bit) and the two bots' containment lines."""
     seat = tmp_path / "seat"
     seat.mkdir()
@@ -367,7 +370,7 @@ def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
                 readings = [json.loads(receiver.receive_line(60))]
                 for bit in MESSAGE:
                     if bit == "1":
-                        sender.send_line("send 3000")
+                        sender.send_line(f"send {SENT}")
                         assert sender.receive_line(120) == "sent"
                     receiver.send_line("read")
                     readings.append(json.loads(receiver.receive_line(60)))
