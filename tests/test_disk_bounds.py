@@ -136,7 +136,7 @@ def test_a_build_that_fills_the_disk_is_stopped_as_the_bots_fault(tmp_path: Path
     on the host's disk afterwards. The bot is refused with a message naming what it wrote."""
     from arena.bots import launch
     from arena.bots.launch import BuildError
-    monkeypatch.setattr(launch, "BUILD_ENTRIES", 5_000)
+    monkeypatch.setattr(launch, "BUILD_ENTRIES", 1_000)
     build, copies = bounded_build(tmp_path, monkeypatch, mode, "filler", script)
     before = free_bytes()
     with pytest.raises(BuildError, match="the build wrote more than its folder may hold") as info:

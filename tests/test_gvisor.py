@@ -142,6 +142,33 @@ def test_no_runsc_is_refused_not_replaced(monkeypatch: pytest.MonkeyPatch, tmp_p
         containment_for(gvisor=True, trusted=True)
 
 
+def test_a_worker_told_gvisor_works_still_refuses_seats_when_runsc_then_fails(
+        monkeypatch: pytest.MonkeyPatch, failing_runsc: dict[str, str]) -> None:
+    """A worker process takes its parent's word that runsc runs here (probes.take_gvisor_from_parent)
+    and does not probe again; a runsc that fails after that is each seat's forfeit (runsc exits
+    before the bot's hello), never a game in a weaker mode. The word is taken only for the runsc the worker itself would use."""
+    from arena.engine import PRESETS
+    from arena.tournament.executors import BlockingExecutor, BotSetup, GameTask
+    monkeypatch.setenv("PATH", failing_runsc["PATH"])
+    monkeypatch.setattr(probes, "_gvisor_checked", {})
+    fake = gvisor.find_runsc()
+    assert fake is not None and fake.startswith(failing_runsc["PATH"].split(":")[0])
+    probes.take_gvisor_from_parent("/elsewhere/runsc")  # not the runsc this process uses: probed as ever
+    assert probes._gvisor_checked == {}
+    probes.take_gvisor_from_parent(fake)
+    assert probes.gvisor_problem_now() is None and probes.gvisor_seen_working() == fake  # no probe of its own
+    setup = BotSetup.of(["random", "lowest"], rules=PRESETS["classic"], containment=Containment.GVISOR)
+    ex = BlockingExecutor(setup)
+    try:
+        played = ex.play(GameTask("told-0", 7, tuple(setup.specs), 50))
+    finally:
+        ex.close()
+    # runsc exits before the bot's hello: both seats forfeit at the handshake, with runsc's words
+    assert sorted((f["seat"], f["reason"]) for f in played.record.faults) == [(0, "handshake"), (1, "handshake")]
+    assert played.record.steps == []  # no move: nothing ran in another mode
+    assert all("cannot create sandbox" in " ".join(err) for err in played.record.stderr), played.record.stderr
+
+
 def test_ladder_and_tournament_files_may_ask_for_gvisor(tmp_path: Path) -> None:
     """The choice in a file reaches the launcher of every game, worker processes included."""
     from arena.ladder.config import load_ladder
@@ -206,16 +233,26 @@ def test_a_bot_under_gvisor_sees_its_own_kernel_and_nothing_of_the_host(tmp_path
 def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, open_tmp: Path) -> None:
     """A whole game through `arena tournament --gvisor`, the pair's two games in two worker
     processes (-j 2); one bot never answers, so its game ends with a timeout; afterwards nothing
-    of runsc is left, of the workers' seats either."""
+    of runsc is left, of the workers' seats either. runsc is probed once, by the run's process:
+    the workers take its word (probes.take_gvisor_from_parent) and boot no probe sandbox of their own."""
     from tests.test_cli_firsthour import bot
     silent = bot(tmp_path, "silent", "import time; time.sleep(600)")
     store = tmp_path / "store" / "arena.sqlite"
+    noted = tmp_path / "runs"  # one line per `runsc run`: its bundle's command
+    noting = tmp_path / "bin" / "runsc"
+    noting.parent.mkdir()
+    noting.write_text(f"#!/bin/sh\nprev=\nfor a; do [ \"$prev\" = --bundle ] && grep -o '\"args\": *\\[[^]]*' "
+                      f"\"$a/config.json\" >> {noted}; prev=$a; done\nexec {gvisor.find_runsc()} \"$@\"\n")
+    noting.chmod(0o755)
     # In this process: its seats are the workers', and the workers keep their seats' state under
     # their TMPDIR (a refusal's exit status, as a shell sees it, is the failing runsc's test above).
     done = arena_here("tournament", "--bot", "random", "--bot", str(silent), "--seats", "2",
                       "--deals", "1", "--gvisor", "--move-ms", "300", "--bank-ms", "0", "-j", "2",
-                      "--store", str(store), "--plain", env={"TMPDIR": str(open_tmp)})
+                      "--store", str(store), "--plain",
+                      env={"TMPDIR": str(open_tmp), "PATH": f"{noting.parent}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout + done.stderr
+    runs = noted.read_text().splitlines()
+    assert len([r for r in runs if '"-c", ":"' in r]) == 1 and len(runs) >= 3, runs  # one probe, then the seats
     assert stored_games(store) == 2  # the pair in both seat orders
     with sqlite3.connect(store) as db:
         reasons = [r for (r,) in db.execute("select result from games")]
@@ -290,10 +327,13 @@ def test_a_fork_bomb_under_gvisor_stops_at_max_processes(tmp_path: Path) -> None
 # -- between two seats: the kernel's shared counters -----------------------------------------------
 
 COUNTERS = Path(__file__).resolve().parent / "fairplay_bots" / "counters.py"
-# What the sender spells, one bit per round: 3,000 of everything for a 1. Four rounds hold every
+# What the sender spells, one bit per round: SENT of everything for a 1, just past one CPU's batch of
+# 1,024 inode numbers, so a shared counter that hands them out in batches must give one more (3,000
+# showed nothing more under gVisor and cost 2.3 s of its system calls per 1). Four rounds hold every
 # step a reading can take (after a 1, after a 0 that follows a 1, after two 0s, after a 1 that
 # follows a 0); a longer message repeated them, each 1 costing seconds of gVisor's system calls.
 MESSAGE = "1001"
+SENT = 1100
 # What a receiver may not be able to read the sender through, written here, not read from the code:
 # the inode numbers of pipes and memfds, the gap between two pipes in a row (the machine-wide
 # counter's batches), pidfd inodes, the eventfd-id in fdinfo, the autogroup id of a new session.
@@ -312,7 +352,7 @@ def _round_views(readings: list[dict]) -> list[dict]:
 
 def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
     """Two seats in ``mode`` (start_bot's keywords), in lock step: before each read of the receiver,
-    the sender makes 3,000 of everything for a 1 and nothing for a 0. Returns the receiver's
+    the sender makes SENT of everything for a 1 and nothing for a 0. Returns the receiver's
     readings (one before the first bit) and the two bots' containment lines."""
     seat = tmp_path / "seat"
     seat.mkdir()
@@ -330,7 +370,7 @@ def counters_pair(tmp_path: Path, **mode) -> tuple[list[dict], list[str]]:
                 readings = [json.loads(receiver.receive_line(60))]
                 for bit in MESSAGE:
                     if bit == "1":
-                        sender.send_line("send 3000")
+                        sender.send_line(f"send {SENT}")
                         assert sender.receive_line(120) == "sent"
                     receiver.send_line("read")
                     readings.append(json.loads(receiver.receive_line(60)))

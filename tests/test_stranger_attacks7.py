@@ -268,6 +268,16 @@ def test_two_gvisor_seats_look_names_up_in_no_folder_of_the_host_they_share(tmp_
 
 # -- the per-run hub of a worker, with two runs -----------------------------------------------------
 
+# test_stranger_attacks6's lingering bot, sleeping rather than spinning once shut down: it still
+# ignores shutdown and outlives its grace unless killed, which is what the retirement tests watch.
+SLEEPING_LINGER = """\
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+exec(open("bot.py").read())
+while True:  # shut down, stdin closed: stay
+    time.sleep(60)
+"""
+
 
 def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker(monkeypatch):
     """A worker keeps each run's bots on that run's own hub. A pooled bot is retired when its
@@ -278,8 +288,11 @@ def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker
     bot that ignores ``shutdown`` spun, unfrozen, through every other run's games on the worker.
     Now the game's task returns only once the bots it retired are finished."""
     from arena.tournament.executors import GameTask
+    from tests import test_stranger_attacks6
     from tests.test_stranger_attacks6 import _alive, worker_run
 
+    # when the retired bot ends is what counts here: a spinning one spent its grace's CPU for nothing
+    monkeypatch.setattr(test_stranger_attacks6, "LINGER", SLEEPING_LINGER)
     run, specs, cache, bot = worker_run(monkeypatch, grace=2.0)  # past a 30-turn game with its bots started
     labels = tuple(s.label for s in specs)
     seen: list[int] = []

@@ -381,9 +381,13 @@ def test_a_bot_retired_on_a_local_lane_is_finished_before_its_game_returns(monke
     from arena.bots.containment import Containment
     from arena.tournament.config import TournamentConfig
     from arena.tournament.executors import BotSetup, GameTask, open_in_process
+    from tests import test_stranger_attacks6
     from tests.test_stranger_attacks6 import _alive, worker_run
+    from tests.test_stranger_attacks7 import SLEEPING_LINGER
     if os.geteuid() != 0:
         pytest.skip("the namespaces mode of the lingering bot's run needs a root referee")
+    # when the retired bot ends is what counts here: a spinning one spent its grace's CPU for nothing
+    monkeypatch.setattr(test_stranger_attacks6, "LINGER", SLEEPING_LINGER)
     _, specs, cache, bot = worker_run(monkeypatch, grace=2.0)  # past a 30-turn game with its bots started
     cfg = TournamentConfig()
     setup = BotSetup.of({s.label: s for s in specs}, rules=cfg.ruleset(), clock=cfg.clock(),

@@ -1,8 +1,10 @@
-"""Can this machine contain bots? One probe per containment, run once per process and cached.
+"""Can this machine contain bots? One probe per containment, run once per machine and cached.
 
 Each starts ``/usr/bin/true`` (gVisor: ``sh -c :``) through the normal machinery, so its leftovers are reaped like
 any bot's. A probe runs on the blocking shell (no event loop needed, so a worker process probes
-too); a caller inside an event loop holds it once per process, briefly.
+too); a caller inside an event loop holds it once per process, briefly. gVisor's probe costs
+seconds (runsc boots a sandbox), so a process that starts workers on its own machine hands them
+its answer (:func:`gvisor_seen_working`, :func:`take_gvisor_from_parent`) instead of each probing again.
 """
 
 from __future__ import annotations
@@ -121,3 +123,19 @@ def gvisor_problem_now() -> str | None:
                                             containment=Containment.GVISOR, run_as=RunAs.PRIVATE, bwrap=None,
                                             runsc=runsc)
     return _gvisor_checked[runsc]
+
+
+def gvisor_seen_working() -> str | None:
+    """The runsc this process's probe saw run a bot, for the worker processes it starts on this
+    machine (never for another machine, whose runsc may not run); None if it has not probed or
+    the probe failed (the workers then probe for themselves)."""
+    runsc = find_runsc()
+    return runsc if runsc is not None and runsc in _gvisor_checked and _gvisor_checked[runsc] is None else None
+
+
+def take_gvisor_from_parent(runsc: str | None) -> None:
+    """Take the parent's word (:func:`gvisor_seen_working`) that ``runsc`` runs a bot here. Only for
+    the runsc this process would use: another path is probed as ever. A runsc that fails later
+    still fails closed: each seat's start is refused (the bot's start failure), never a weaker mode."""
+    if runsc is not None and runsc == find_runsc() and os.geteuid() == 0:
+        _gvisor_checked.setdefault(runsc, None)

@@ -11,7 +11,8 @@ stays single-writer and resume works exactly as in one process.
 
 Wire format: a stream of msgpack maps each way (msgpack frames itself, so no length
 prefix or line splitting). Parent to worker: ``setup`` (the rules, the bots and their clock,
-how many games to play at once: :meth:`BotSetup.wire`, once), then ``game`` maps (a
+how many games to play at once: :meth:`BotSetup.wire`, once; and the runsc the parent's probe saw
+run a bot, so a gVisor run probes once per machine), then ``game`` maps (a
 :class:`GameTask`: id, deal seed, seats, turn cap), then ``end``. Worker to parent: one
 map per game with its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
 bytes, the rules stay behind), or the error that kept it from being played. A worker whose stdin closes
@@ -38,7 +39,8 @@ from typing import Any
 import msgpack
 import trio
 
-from ..bots.containment import cleanup_stale
+from ..bots.containment import Containment, cleanup_stale
+from ..bots.probes import gvisor_problem_now, gvisor_seen_working, take_gvisor_from_parent
 from ..errors import ArenaError
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
@@ -146,6 +148,7 @@ def main() -> None:
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
     try:
         first = _first(unpacker)
+        take_gvisor_from_parent(first.get("gvisor"))
         if first["slots"] == 1:
             _serve_blocking(first, unpacker)
         else:
@@ -219,6 +222,8 @@ class WorkerExecutor:
         return [w.proc.pid for w in self.workers if w.alive]
 
     async def start(self) -> None:
+        if self.setup.containment is Containment.GVISOR:  # probed here once, for every worker (see _spawn)
+            await trio.to_thread.run_sync(gvisor_problem_now)
         for _ in range(self.processes):
             await self._spawn()
 
@@ -230,7 +235,10 @@ class WorkerExecutor:
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         w = _Worker(self._started, proc)
         self.workers.append(w)
-        await proc.stdin.send_all(_pack({"t": "setup", "setup": self.setup.wire(), "slots": self.slots}))
+        # gvisor: the runsc this process saw run a bot; the workers share its machine, so they need
+        # not boot a sandbox each to learn the same (probes.take_gvisor_from_parent)
+        await proc.stdin.send_all(_pack({"t": "setup", "setup": self.setup.wire(), "slots": self.slots,
+                                         "gvisor": gvisor_seen_working()}))
         self._nursery.start_soon(self._keep_stderr, w)
         self._nursery.start_soon(self._read, w)
         self._notify()
