@@ -1,5 +1,6 @@
-"""#35, attack20: an outside attacker (the docs and the code, not the tests) against the rule of
-every open of the store (``games.check_store_place``): who else may write the store's folder.
+"""#35, attack20: an outside attacker (the docs and the code, not the tests) against what the last
+stop changed: the rule of every open of the store (``games.check_store_place``: who else may write
+the store's folder) and a gVisor seat's own copy of its folder (``gvisor.own_copy``: its refusals).
 
 Each test plays Eve, another local user, between the arena's check of the store's place and
 SQLite's open (the check is wrapped, as the tests of tests/test_stranger_attacks12.py wrap the
@@ -21,7 +22,7 @@ import pytest
 
 from tests.test_stranger_attacks10 import EVE
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a mount need a root test")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a mount need a root test")
 
 
 def _stores(tmp_path: Path) -> tuple[Path, bytes, dict[str, bytes]]:
@@ -113,6 +114,7 @@ def _as_eve_once(work: Callable[[], int], folder: Path, gid: int = EVE) -> Calla
     return meanwhile
 
 
+@as_root
 def test_a_store_on_a_read_only_bind_of_a_folder_others_write_is_read_without_their_side_files(tmp_path: Path) -> None:
     """A reader takes a store's folder others may write where its mount is read-only (a store read
     from read-only media). But read-only is a mount's flag, not the folder's: the same folder may
@@ -179,6 +181,7 @@ def _acl(*entries: tuple[int, int, int]) -> bytes:
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, uid) for tag, perm, uid in entries)
 
 
+@as_root
 def test_a_store_folder_whose_acl_lets_another_user_write_is_refused(tmp_path: Path) -> None:
     """A store's folder may be group-writable where the group is its owner's own (Debian's private
     groups): the check then counts only the others' bits. But a folder with an access ACL shows the
@@ -205,6 +208,7 @@ def test_a_store_folder_whose_acl_lets_another_user_write_is_refused(tmp_path: P
         assert seen != ["eves"] and f"{club}" in seen and "writable by others" in seen, (reader, seen)
 
 
+@as_root
 def test_a_store_folder_of_a_group_that_is_another_users_primary_group_is_refused(tmp_path: Path) -> None:
     """The same with no ACL: a group named as the folder's owner with no member listed was taken as
     the owner's own, but a user whose passwd entry names the group as her primary group is in it
@@ -230,3 +234,55 @@ def test_a_store_folder_of_a_group_that_is_another_users_primary_group_is_refuse
         seen = _reader_sees(club / "arena.sqlite", reader, _as_eve_once(_swap_in(eves), club, gid=0), eves_line)
         _swapped_back(club)
         assert seen != ["eves"] and f"{club}" in seen and "writable by others" in seen, (reader, seen)
+
+
+def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_path: Path) -> None:
+    """A gVisor seat's start copies the bot's folder (``gvisor.own_copy``), opening each file
+    non-blocking; a file whose owner holds a lease on it (``fcntl(F_SETLEASE, F_WRLCK)``, which any
+    user may take on a file of her own and keep from a process left running) fails that open with
+    EAGAIN, and the copy took it as the system's refusal: ``BotStartError``, the arena's failure, so
+    the game was not stored, played again at the next run, and the run ended incomplete, as long
+    as and when the author chose (one held while the opponent she fears is seated). Here in
+    ``node_modules``, which the run's reading never opens, so the run read the bot whole. On the
+    old code: ``BotStartError`` (not the bot's). Now the bot's refusal, naming the file, as for an
+    entry that vanished. Planted (EAGAIN not taken): the old ``BotStartError``."""
+    import fcntl
+    import signal
+    import time
+
+    from arena.bots import gvisor
+    from arena.bots.errors import BotCommandError, BotStartError
+    from arena.bots.filesystem import open_bot_dir
+    from arena.bots.manifest import load_bot
+    bot = tmp_path / "bot"
+    (bot / "node_modules").mkdir(parents=True)
+    (bot / "bot.toml").write_text('name = "leased"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    (bot / "bot.py").write_text("print('hello')\n")
+    (bot / "node_modules" / "held.js").write_text("x")
+    checked = load_bot(bot).files_hash()  # the run reads it
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the author's process, holding a lease on her file for as long as it lives
+        try:
+            signal.signal(signal.SIGIO, signal.SIG_IGN)  # (a lease's holder is told of each open)
+            fd = os.open(bot / "node_modules" / "held.js", os.O_RDONLY)
+            fcntl.fcntl(fd, getattr(fcntl, "F_SETLEASE", 1024), fcntl.F_WRLCK)
+            os.write(ready_w, b"!")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    fd = open_bot_dir(bot)
+    try:
+        assert os.read(ready_r, 1) == b"!", "no lease could be taken here"
+        (tmp_path / "seat").mkdir()
+        with pytest.raises(BotStartError) as start:
+            gvisor.own_copy(fd, tmp_path / "seat", checked)
+    finally:
+        os.close(fd)
+        os.close(ready_r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert isinstance(start.value, BotCommandError), start.value  # the bot's doing: it forfeits
+    assert "node_modules/held.js" in str(start.value) and "lease" in str(start.value), start.value
+    assert not (tmp_path / "seat" / "own").exists()
