@@ -286,3 +286,24 @@ def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_
     assert isinstance(start.value, BotCommandError), start.value  # the bot's doing: it forfeits
     assert "node_modules/held.js" in str(start.value) and "lease" in str(start.value), start.value
     assert not (tmp_path / "seat" / "own").exists()
+
+
+@pytest.mark.parametrize("carried", ["127.0.0.1", "169.254.169.254", "10.0.0.1"])
+def test_a_webhook_may_not_reach_a_private_address_carried_in_an_ipv6_one(carried: str) -> None:
+    """A member's webhook may not reach this machine or a private network: the address connected
+    to must be ``is_global``. But an IPv6 address may carry an IPv4 one for a translator or a
+    tunnel, and Python takes most of them as global: NAT64's ``64:ff9b::a9fe:a9fe`` (on an
+    IPv6-only host with a NAT64 gateway, an IPv6-only cloud's, the metadata service at
+    169.254.169.254), 6to4's ``2002:a9fe:a9fe::1``, the IPv4-compatible ``::169.254.169.254``. On
+    the old code each passed the check and was connected to (here no gateway: no route, or the
+    1 s timeout). Now the IPv4 address such an address carries must be global too. Planted
+    (``is_global`` alone): not refused."""
+    import ipaddress
+
+    from arena.serve.notify import Refused, post
+    from arena.store.notes import Delivery
+    v4 = int(ipaddress.IPv4Address(carried))
+    for address in (ipaddress.IPv6Address(int(ipaddress.IPv6Address("64:ff9b::")) | v4),
+                    ipaddress.IPv6Address((0x2002 << 112) | (v4 << 80) | 1), ipaddress.IPv6Address(v4)):
+        with pytest.raises(Refused, match="this machine or a private network"):
+            post(Delivery(1, f"http://[{address}]:9/hook", "{}", "k", 0), allow_local=False, now=1.0, timeout_s=1.0)
