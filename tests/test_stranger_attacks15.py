@@ -307,3 +307,51 @@ def test_a_webhook_may_not_reach_a_private_address_carried_in_an_ipv6_one(carrie
                     ipaddress.IPv6Address((0x2002 << 112) | (v4 << 80) | 1), ipaddress.IPv6Address(v4)):
         with pytest.raises(Refused, match="this machine or a private network"):
             post(Delivery(1, f"http://[{address}]:9/hook", "{}", "k", 0), allow_local=False, now=1.0, timeout_s=1.0)
+
+
+def test_a_webhook_receiver_that_answers_a_byte_at_a_time_holds_the_deliverer_no_longer_than_its_timeout() -> None:
+    """Deliveries are posted one after another by the server's one deliverer, ``--webhook-timeout``
+    each (docs/CLUB.md). But the timeout was the socket's, for each read: a member's receiver that
+    answers a byte every half second never lets one read wait that long, and kept the deliverer
+    (every other person's deliveries with it) for as long as it liked. Here a receiver that never
+    stops, and ``post`` with a 1 s timeout in a thread given 30 s. On the old code: still posting
+    at 30 s. Now the whole exchange has the timeout: ``TimeoutError`` saying so. Planted (the
+    deadline not set): still posting."""
+    import socket
+    import threading
+
+    from arena.serve.notify import post
+    from arena.store.notes import Delivery
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.wait(0.2):
+                try:
+                    conn.sendall(b"X")  # one endless header line, a byte at a time
+                except OSError:
+                    return
+    receiver = threading.Thread(target=trickle, daemon=True)
+    receiver.start()
+    ended: list[BaseException | int] = []
+
+    def deliver() -> None:
+        try:
+            ended.append(post(Delivery(1, f"http://127.0.0.1:{listener.getsockname()[1]}/hook", "{}", "k", 0),
+                              allow_local=True, now=1.0, timeout_s=1.0))
+        except BaseException as e:  # noqa: BLE001  what it ended with is the answer
+            ended.append(e)
+    deliverer = threading.Thread(target=deliver, daemon=True)
+    deliverer.start()
+    try:
+        deliverer.join(30)
+        assert ended, "the delivery was still being posted after 30 s"
+        assert isinstance(ended[0], TimeoutError) and "within 1 s" in str(ended[0]), ended
+    finally:
+        stop.set()
+        listener.close()
+        receiver.join(5)

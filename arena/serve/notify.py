@@ -18,6 +18,7 @@ import logging
 import math
 import socket
 import ssl
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -75,17 +76,50 @@ def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 1
     conn: http.client.HTTPConnection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
         host, port, timeout=timeout_s)
     sock = socket.create_connection((address, port), timeout=timeout_s)
-    conn.sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host) if https else sock
+    # the whole exchange within timeout_s, not each read: a receiver that sends its answer a byte
+    # every few seconds kept the one deliverer, and every other person's deliveries, for hours
+    cut = _Cut(sock)
+    timer = threading.Timer(timeout_s, cut)
+    timer.start()
     body = delivery.body.encode()
     stamp = str(int(now))
     try:
-        conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body, headers={
-            "Content-Type": "application/json", "User-Agent": "palace-arena-webhook",
-            "X-Arena-Timestamp": stamp, "X-Arena-Signature": signature(delivery.secret, stamp, body),
-            "X-Arena-Delivery": str(delivery.id)})
-        return conn.getresponse().status
+        try:
+            if https:  # (the TLS socket takes the connection's descriptor over: it is the one to shut)
+                cut.sock = conn.sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+            else:
+                conn.sock = sock
+            conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body,
+                         headers={"Content-Type": "application/json", "User-Agent": "palace-arena-webhook",
+                                  "X-Arena-Timestamp": stamp, "X-Arena-Signature": signature(delivery.secret, stamp,
+                                                                                             body),
+                                  "X-Arena-Delivery": str(delivery.id)})
+            status = conn.getresponse().status
+        except (OSError, http.client.HTTPException, ValueError):
+            if not cut.fired:
+                raise
+        if cut.fired:  # (an answer cut short may read as whole: its headers end where the socket did)
+            raise TimeoutError(f"the receiver did not answer within {timeout_s:g} s")
+        return status
     finally:
+        timer.cancel()
         conn.close()
+        sock.close()
+
+
+class _Cut:
+    """A delivery's deadline: its socket shut when the time is up, so the read waiting on it ends."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.fired = False
+
+    def __call__(self) -> None:
+        self.fired = True
+        try:  # (the plain socket's own call: a TLS socket's would drop its state under the reader)
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 async def deliver_due(app: Any) -> int:
