@@ -241,7 +241,7 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     zeros at every seat's start, and folders nested 1,100 deep ended the start in a RecursionError.
     What the folder holds is the bot's doing (:class:`BotCommandError`, naming the entry), an entry
     that vanished or turned into another kind while it was copied included (its author chooses
-    that error: a loop that makes and removes a file). Where the system refuses the copy (a full
+    that error: a loop that makes and removes a file), as is a file its owner holds a lease on. Where the system refuses the copy (a full
     disk): :class:`BotStartError` (the arena's failure) when the copy had to be checked
     (``files_hash`` given), for a seat is never served a folder nobody checked; otherwise None,
     with nothing left, and the seat is served from the checked folder itself. The copy is then read
@@ -279,6 +279,11 @@ checked sources instead (its folder is read-only: in memory, at each start)."""
 
 _CHANGED = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO, errno.ESTALE)
 """What a walk meets where an entry vanished or turned into another kind after its folder was listed."""
+# A file's open may also meet EAGAIN: its owner holds a lease on it (``F_SETLEASE``), which any other
+# open must wait out (the lease-break time, 45 s) or, non-blocking as the copy's is, fails. The author
+# chooses that too: taken as the system's failure, every game a seat of the bot was to start was
+# the arena's failure (not stored, played again at the next run, the run incomplete): an author
+# held one to have the games she chose (an opponent she fears) never played, or no run ever end.
 
 
 OWN_COPY = Caps(files=CAPS.files + 100_000, bytes=CAPS.bytes + 1024 * MiB, depth=64, path=CAPS.path)
@@ -336,6 +341,9 @@ def _copy_dir(src_parent: int, src_name: str, dst_parent: int, dst_name: str, re
                 except OSError as e:
                     if e.errno in _CHANGED:
                         raise _refused(path, f"changed while the seat's copy was made ({e.strerror})") from None
+                    if e.errno == errno.EAGAIN:  # (a regular file's non-blocking open)
+                        raise _refused(path, "held by another process (a lease: the copy's open would wait "
+                                             "until it is given up)") from None
                     raise
             os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
         finally:

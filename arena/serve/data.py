@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import ArenaError
 from ..store import LATEST, reads, schema_version
-from ..store.games import NewGame, check_store_place, games_after
+from ..store.games import NewGame, games_after, reader_flags
 from ..store.reads import LADDER_PREFIX, game_filter
 from ..tournament.store import Store, StoreError
 
@@ -34,8 +34,8 @@ class ReadStore(Store):
 
     def __init__(self, path: str | Path):  # noqa: super().__init__ would create the file and its tables
         self.path = Path(path)
-        check_store_place(self.path)  # the rule of every open: no store planted in the arena's place
-        uri = self.path.resolve().as_uri() + "?mode=ro"
+        flags = reader_flags(self.path)  # the rule of every open: no store planted in the arena's place
+        uri = self.path.resolve().as_uri() + flags[0]
         self.db = sqlite3.connect(uri, uri=True, timeout=10, isolation_level=None, check_same_thread=False)
 
 

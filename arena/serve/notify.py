@@ -6,7 +6,8 @@ A delivery is a JSON POST signed with the person's secret (``X-Arena-Signature``
 dead receiver never holds up a page. A failed one is retried with a doubling wait from the
 persistent outbox. Redirects are not followed, and an address that resolves to this machine or a
 private network is refused unless ``arena serve --local-webhooks`` (a member could otherwise make
-the server post to services only it can reach); the address checked is the one connected to.
+the server post to services only it can reach); the address checked is the one connected to,
+with any IPv4 address it carries (:func:`public`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import math
 import socket
 import ssl
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,6 +42,27 @@ class Refused(ArenaError, ValueError):
     """The webhook's address may not be posted to."""
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix: the IPv4 address in the last 32 bits
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def public(address: str) -> bool:
+    """Whether an address the server connects to lies on the public internet: global, and so is
+    every IPv4 address an IPv6 one carries for a translator or tunnel (IPv4-mapped, IPv4-compatible,
+    6to4, Teredo, NAT64's ``64:ff9b::/96``), since that is where the packets end. Python's
+    ``is_global`` takes ``64:ff9b::a9fe:a9fe`` as public, and on an IPv6-only host with a NAT64
+    gateway (an IPv6-only cloud's) it reaches 169.254.169.254, the metadata service."""
+    ip = ipaddress.ip_address(address)
+    if not ip.is_global:
+        return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return True
+    carried = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    if ip in NAT64 or ip in IPV4_COMPATIBLE:
+        carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return all(v4 is None or v4.is_global for v4 in carried)
+
+
 def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 10.0) -> int:
     """POST one delivery; the receiver's status. Connects to the address it checked."""
     parts = urlsplit(delivery.url)
@@ -48,22 +71,55 @@ def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 1
     host = parts.hostname or ""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     address = str(infos[0][4][0])
-    if not allow_local and not ipaddress.ip_address(address).is_global:
+    if not allow_local and not public(address):
         raise Refused(f"refused: {host} is this machine or a private network ({address})")
     conn: http.client.HTTPConnection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
         host, port, timeout=timeout_s)
     sock = socket.create_connection((address, port), timeout=timeout_s)
-    conn.sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host) if https else sock
+    # the whole exchange within timeout_s, not each read: a receiver that sends its answer a byte
+    # every few seconds kept the one deliverer, and every other person's deliveries, for hours
+    cut = _Cut(sock)
+    timer = threading.Timer(timeout_s, cut)
+    timer.start()
     body = delivery.body.encode()
     stamp = str(int(now))
     try:
-        conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body, headers={
-            "Content-Type": "application/json", "User-Agent": "palace-arena-webhook",
-            "X-Arena-Timestamp": stamp, "X-Arena-Signature": signature(delivery.secret, stamp, body),
-            "X-Arena-Delivery": str(delivery.id)})
-        return conn.getresponse().status
+        try:
+            if https:  # (the TLS socket takes the connection's descriptor over: it is the one to shut)
+                cut.sock = conn.sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+            else:
+                conn.sock = sock
+            conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body,
+                         headers={"Content-Type": "application/json", "User-Agent": "palace-arena-webhook",
+                                  "X-Arena-Timestamp": stamp, "X-Arena-Signature": signature(delivery.secret, stamp,
+                                                                                             body),
+                                  "X-Arena-Delivery": str(delivery.id)})
+            status = conn.getresponse().status
+        except (OSError, http.client.HTTPException, ValueError):
+            if not cut.fired:
+                raise
+        if cut.fired:  # (an answer cut short may read as whole: its headers end where the socket did)
+            raise TimeoutError(f"the receiver did not answer within {timeout_s:g} s")
+        return status
     finally:
+        timer.cancel()
         conn.close()
+        sock.close()
+
+
+class _Cut:
+    """A delivery's deadline: its socket shut when the time is up, so the read waiting on it ends."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.fired = False
+
+    def __call__(self) -> None:
+        self.fired = True
+        try:  # (the plain socket's own call: a TLS socket's would drop its state under the reader)
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 async def deliver_due(app: Any) -> int:

@@ -11,6 +11,7 @@ these functions.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -74,15 +75,16 @@ def private_store_dir(parent: Path) -> None:
         parent.chmod(STORE_DIR_MODE)
 
 
-def check_store_place(path: Path) -> None:
+def check_store_place(path: Path, *, read_only_media: bool = False) -> None:
     """The one rule for every open of the store at ``path``, reading or writing (:class:`StoreError`
     where it fails): its folder and every folder above it as :func:`private_store_dir` requires,
     and the store and its side files this user's own regular files (:func:`_own_store_files`). A
     reader checks as a writer does: below a folder others may write, another user could have put
     a store of hers in the arena's place, and ``arena games``, ``standings`` or the pages would show
-    her games, standings and ladders as the arena's."""
+    her games, standings and ladders as the arena's. A reader passes ``read_only_media``, and
+    opens the store as :func:`reader_flags` says."""
     _folders_not_swappable(path.parent)
-    _nobody_else_writes(path.parent)
+    _nobody_else_writes(path.parent, read_only_media=read_only_media)
     _own_store_files(path)
 
 
@@ -132,22 +134,42 @@ def _on_the_way(path: Path) -> Iterator[tuple[str, os.stat_result]]:
         pending += [p for p in target.split("/") if p not in ("", ".")][::-1]
 
 
-def _nobody_else_writes(folder: Path) -> None:
+def _nobody_else_writes(folder: Path, *, read_only_media: bool = False) -> None:
     """The store's own folder writable by nobody else, sticky or not: SQLite makes its ``-wal`` and
     ``-shm`` there by name at each open and removes them at the last close, so in a folder others
     may write (``/tmp``) another user places one of hers between the arena's check and SQLite's
-    open, and a descriptor she keeps reads (or writes) everything the arena stores. A folder on a
-    file system mounted read-only (a store read from read-only media) is written by nobody."""
-    st = folder.stat()
-    if st.st_mode & (0o002 if _private_group(st) else 0o022) and not os.statvfs(folder).f_flag & os.ST_RDONLY:
+    open, and a descriptor she keeps reads (or writes) everything the arena stores. A reader
+    (``read_only_media``) takes such a folder on a file system mounted read-only (a store read
+    from read-only media), and opens the store there as :func:`reader_flags` says: the same file
+    system may be written through another mount of it (a read-only bind of ``/srv/share``, an
+    NFS export) by users the read-only flag never stops."""
+    if _others_may_write(folder) and not (read_only_media and os.statvfs(folder).f_flag & os.ST_RDONLY):
         raise StoreError(f"the store's folder {folder} is writable by others (sticky or not): another user could "
                          "place SQLite's -wal or -shm file there before the arena opens the store, and read or "
                          "write every game, account and session through it; refused. Choose a folder of your own")
 
 
+def _others_may_write(folder: Path) -> bool:
+    return bool(_others_write(folder.stat(), folder))
+
+
+READ_FLAGS = ("?mode=ro", "?mode=ro&immutable=1")
+"""A reader's SQLite URI flags, tried in turn: beside a writer, through the WAL; on read-only media,
+where no ``-shm`` can be made, ``immutable`` (nobody can be writing it)."""
+
+
+def reader_flags(path: Path) -> tuple[str, ...]:
+    """The store's place checked for a reader (:func:`check_store_place`), and the SQLite URI flags it
+    opens the store with, tried in turn (:data:`READ_FLAGS`). In a folder others may write on a
+    read-only mount, ``immutable`` alone: SQLite then opens no side file. With ``mode=ro`` it used
+    a ``-wal`` and ``-shm`` another user placed between the check and the open through a writable
+    mount of the same folder, and showed her tournaments as the arena's."""
+    check_store_place(path, read_only_media=True)
+    return READ_FLAGS[1:] if _others_may_write(path.parent) else READ_FLAGS
+
+
 def _not_swappable(folder: Path, st: os.stat_result) -> None:
-    writers = 0o002 if _private_group(st) else 0o022
-    shared = st.st_mode & writers and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
+    shared = _others_write(st, folder) and not st.st_mode & stat.S_ISVTX  # others may rename what is in it
     if st.st_uid not in (os.geteuid(), 0) or shared:
         raise StoreError(f"the store's folder {folder} is {'writable by others' if shared else f'owned by uid {st.st_uid}'}"
                          ": another user could swap the store's files for their own and read every game, account "
@@ -231,17 +253,34 @@ def close_store_files(path: Path) -> None:
             pass
 
 
-def _private_group(st: os.stat_result) -> bool:
-    """Whether the folder's group is its owner's own (named as the owner, no other member): where
-    users get such groups (Debian's ``USERGROUPS_ENAB``, umask 002), every folder they make is
-    group-writable, and nobody else is in the group (as Debian's OpenSSH allows for a key's folders)."""
+def _others_write(st: os.stat_result, folder: Path) -> int:
+    """The write bits of the folder's mode that let users other than its owner write it: the group's
+    and the others', or the others' alone where the group is its owner's own (:func:`_private_group`)."""
+    return st.st_mode & (0o002 if st.st_mode & 0o020 and _private_group(st, folder) else 0o022)
+
+
+def _private_group(st: os.stat_result, folder: Path) -> bool:
+    """Whether the folder's group is its owner's own: named as the owner, no other member, listed
+    or by a primary group (a user whose passwd entry names the group is in it, unlisted), and its
+    bits the group's, not an access ACL's mask (``setfacl -m u:eve:rwx`` shows as the group's
+    ``w``: users named in an ACL write as far as the mask lets them). Where users get such groups
+    (Debian's ``USERGROUPS_ENAB``, umask 002), every folder they make is group-writable, and
+    nobody else is in the group (as Debian's OpenSSH allows for a key's folders)."""
     import grp
     import pwd
     try:
         owner, group = pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid)
     except KeyError:
         return False
-    return group.gr_name == owner and set(group.gr_mem) <= {owner}
+    if group.gr_name != owner or not set(group.gr_mem) <= {owner}:
+        return False
+    if any(p.pw_gid == st.st_gid and p.pw_uid != st.st_uid for p in pwd.getpwall()):
+        return False
+    try:
+        os.getxattr(folder, "system.posix_acl_access")
+    except OSError as e:
+        return e.errno in (errno.ENODATA, errno.ENOTSUP)
+    return False
 
 
 class StoreError(ArenaError, RuntimeError):
@@ -441,11 +480,11 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
 
     ``mode=ro`` still needs the WAL index (``-shm``), which SQLite cannot create where nothing may be
     written; then the file is opened ``immutable``, which is right for a store nobody can be writing.
-    Its place is checked first, as a writer's is (:func:`check_store_place`)."""
-    check_store_place(path)
+    Its place is checked first, as a writer's is (:func:`reader_flags`)."""
+    tried = reader_flags(path)
     uri = "file:" + urllib.parse.quote(str(path.resolve()))
     last: Exception | None = None
-    for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+    for flags in tried:
         try:
             db = sqlite3.connect(uri + flags, uri=True, timeout=30, isolation_level=None)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
