@@ -242,9 +242,10 @@ def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_
     user may take on a file of her own and keep from a process left running) fails that open with
     EAGAIN, and the copy took it as the system's refusal: ``BotStartError``, the arena's failure, so
     the game was not stored, played again at the next run, and the run ended incomplete, as long
-    as and when the author chose (one held while the opponent she fears is seated). Here in
-    ``node_modules``, which the run's reading never opens, so the run read the bot whole. On the
-    old code: ``BotStartError`` (not the bot's). Now the bot's refusal, naming the file, as for an
+    as and when the author chose (one held while the opponent she fears is seated). Here on a
+    checked file, taken after the run read the bot. (Since attack20b a seat's copy is made from the
+    arena's own copy of the bot, whose files no author may lease; this drives ``own_copy`` over a
+    folder the lessee owns, the layer below.) On the old code: ``BotStartError`` (not the bot's). Now the bot's refusal, naming the file, as for an
     entry that vanished. Planted (EAGAIN not taken): the old ``BotStartError``."""
     import fcntl
     import signal
@@ -255,17 +256,17 @@ def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_
     from arena.bots.filesystem import open_bot_dir
     from arena.bots.manifest import load_bot
     bot = tmp_path / "bot"
-    (bot / "node_modules").mkdir(parents=True)
+    (bot / "lib").mkdir(parents=True)
     (bot / "bot.toml").write_text('name = "leased"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
     (bot / "bot.py").write_text("print('hello')\n")
-    (bot / "node_modules" / "held.js").write_text("x")
+    (bot / "lib" / "held.py").write_text("x = 1\n")
     checked = load_bot(bot).files_hash()  # the run reads it
     ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the author's process, holding a lease on her file for as long as it lives
         try:
             signal.signal(signal.SIGIO, signal.SIG_IGN)  # (a lease's holder is told of each open)
-            fd = os.open(bot / "node_modules" / "held.js", os.O_RDONLY)
+            fd = os.open(bot / "lib" / "held.py", os.O_RDONLY)
             fcntl.fcntl(fd, getattr(fcntl, "F_SETLEASE", 1024), fcntl.F_WRLCK)
             os.write(ready_w, b"!")
             time.sleep(60)
@@ -284,7 +285,7 @@ def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert isinstance(start.value, BotCommandError), start.value  # the bot's doing: it forfeits
-    assert "node_modules/held.js" in str(start.value) and "lease" in str(start.value), start.value
+    assert "lib/held.py" in str(start.value) and "lease" in str(start.value), start.value
     assert not (tmp_path / "seat" / "own").exists()
 
 
