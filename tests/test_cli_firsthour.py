@@ -184,9 +184,8 @@ def test_read_only_media(tmp_path: Path, demo_store: Path) -> None:
 
 def test_cluster_error_comes_first(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
-    done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
-                 "--store", str(tmp_path / "s.sqlite"), "--cluster", "tcp://nohost.invalid:8786", cwd=tmp_path,
-                 timeout=200)
+    done = arena_here("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
+                      "--store", str(tmp_path / "s.sqlite"), "--cluster", "tcp://nohost.invalid:8786", cwd=tmp_path)
     assert done.returncode != 0
     assert "interrupted" not in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
@@ -199,8 +198,8 @@ def test_a_scheduler_port_nobody_listens_on_is_said_at_once(tmp_path: Path) -> N
     with socket.socket() as s:  # a port held, never listened on: a connection is refused, and no
         s.bind(("127.0.0.1", 0))  # other process can start listening on it meanwhile (a port freed
         port = s.getsockname()[1]  # before the run could be taken by one)
-        done = arena("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
-                     "--store", str(tmp_path / "s.sqlite"), "--cluster", f"tcp://127.0.0.1:{port}", cwd=tmp_path)
+        done = arena_here("tournament", "--bot", "random", "--bot", "lowest", "--deals", "1", "--plain",
+                          "--store", str(tmp_path / "s.sqlite"), "--cluster", f"tcp://127.0.0.1:{port}", cwd=tmp_path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"tcp://127.0.0.1:{port}: nothing listens there" in done.stderr
 
@@ -472,7 +471,9 @@ def test_ctrl_c_on_submit(tmp_path: Path) -> None:
     ladder = tmp_path / "tiny.toml"
     ladder.write_text('rules = "classic"\nseats = 2\ndeals = 200\nbots = ["random", "lowest"]\n'
                       f'store = "{tmp_path / "l.sqlite"}"\n')
-    code, before, after = interrupt_after("[50/", "submit", "highest", "--ladder", str(ladder), "--plain",
+    # interrupted as the seeding round-robin starts (after the placement's check)
+    code, before, after = interrupt_after("tournament ladder:tiny:seed", "submit", "highest", "--ladder", str(ladder),
+                                          "--plain",
                                           "-j", "1", cwd=tmp_path)
     assert code == 130, before + after
     assert "Traceback" not in before + after

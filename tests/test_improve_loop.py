@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.checks import Ran, arena_here
+from tests.checks import Ran, arena_here, fixed_secret
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,6 +40,7 @@ def _chmod(d: Path) -> None:
 
 def test_the_improve_loop(open_tmp: Path):
     work = open_tmp
+    fixed_secret(work / "arena-data")  # the same deals every run: what is lost, and the SPRT's games, are fixed
     # 1. the starter as it is: it already seeds from each game's start.seed (the page's first step)
     bot = work / "my-bot"
     shutil.copytree(REPO / "examples" / "bots" / "python", bot)

@@ -509,6 +509,7 @@ def test_cli_match_labels_max_games_resume_and_pairs(tmp_path: Path, monkeypatch
     monkeypatch.setattr(arena.tournament.run, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.bots.launch, "Launcher", lambda *a, **k: policy_launcher())
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
+    fixed_secret(tmp_path)  # the same deals every run: lowest and random's games took another time each run
     path = write_ladder(tmp_path, "lab", concurrency=1)  # one game at a time: in this process, on the fakes
     store = str(tmp_path / "s.sqlite")
     src = bot_copy(tmp_path / "src", "lowest", "2.0")

@@ -29,13 +29,13 @@ from tests.checks import arena_here, zombie_children
 ROOT = Path(__file__).resolve().parents[1]
 BOTS = ("random", "lowest", "heuristic")
 NAME = "resume"
-TOTAL = 3 * 4 * 2  # 3 tables x 4 deals x 2 seat rotations
+TOTAL = 3 * 2 * 2  # 3 tables x 2 deals x 2 seat rotations
 
 TOURNAMENT = f"""\
 name = "{NAME}"
 bots = ["BOTS/random", "BOTS/lowest", "BOTS/heuristic"]
 seats = 2
-deals = 4
+deals = 2
 seed = 2024
 rules = "classic"
 concurrency = 2

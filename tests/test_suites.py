@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,18 +65,25 @@ def test_broken_suites_are_named(tmp_path: Path, text: str, needle: str):
     assert done.exit_code == 2 and "Traceback" not in done.output
 
 
+def known_suite(rules: str, players: int, count: int) -> Suite:
+    """A suite of fixed deals: a fresh suite's games (lowest and highest often play on to the turn
+    cap) took another time every run, for tests whose claims hold on any deals."""
+    return replace(make_suite(rules_from(rules, {}), players, count), deals=tuple((i + 1) * 0x2545F4914F6CDD1D % (1 << 63) for i in range(count)))
+
+
 def test_match_plays_the_suites_deals_in_order_and_reports_flips(tmp_path: Path):
+    fixed_secret(tmp_path)  # the fresh-deals match below is dealt from the store's secret
     store = Store(tmp_path / "s.sqlite")
-    suite = make_suite(rules_from("shithead", {}), 2, 6)
+    suite = known_suite("shithead", 2, 6)
     progress, tid = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, suite=suite,
-                                               max_games=100, max_turns=600, store=store, launcher=policy_launcher()))
+                                               max_games=100, max_turns=200, store=store, launcher=policy_launcher()))
     games = {g["index"]: g for g in store.games(tournament=tid, limit=100)}
     assert progress.games == 12 and len(progress.deal_pairs) == 6
     assert [games[2 * d]["seed"] for d in range(6)] == list(suite.deals)
     assert [games[2 * d + 1]["seed"] for d in range(6)] == list(suite.deals)
     # the same bots on fresh deals are another match (another resume key)
     _, fresh = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, max_games=2,
-                                          max_turns=600, store=store, launcher=policy_launcher()))
+                                          max_turns=200, store=store, launcher=policy_launcher()))
     assert fresh != tid
     with pytest.raises(Exception, match="other rules"):
         trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("classic", {}), suite=suite,
@@ -85,9 +93,9 @@ def test_match_plays_the_suites_deals_in_order_and_reports_flips(tmp_path: Path)
 
 def test_cli_flip_report_and_summary(in_process, tmp_path: Path):
     path = tmp_path / "s.json"
-    save_suite(path, make_suite(rules_from("shithead", {}), 2, 8))
+    save_suite(path, known_suite("shithead", 2, 8))
     md = tmp_path / "m.md"
-    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store", "--max-turns", "600",
+    done = runner.invoke(app, ["match", "lowest", "highest", "--suite", str(path), "--no-store", "--max-turns", "200",
                                "--json", "--summary", str(md), "-j", "1"])  # -j 1: the in-process bots
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
@@ -147,7 +155,7 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
             original(text, timeout=timeout)
         bot.send_line = send_line  # type: ignore[method-assign]
         return bot
-    suite = make_suite(rules_from("classic", {}), 2, 3)
+    suite = known_suite("classic", 2, 3)
     trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), suite.rules, suite=suite, max_turns=400,
                                launcher=launch))
     assert sent and not any(str(seed) in line for seed in suite.deals for line in sent)
@@ -155,15 +163,16 @@ def test_bots_never_see_a_suites_seeds(tmp_path: Path):
 
 def test_match_on_a_suite_end_to_end(tmp_path: Path):
     """Real bot processes: arena deals make, then arena match --suite with the SPRT; the exit status
-    is the verdict whichever it is (the deals are fresh each run). The commands run in this process
-    (a shell sees a match's verdict as its status in test_match_gate's real-process tests)."""
+    is the verdict whichever it is (the deals are fresh each run: at most 12 games of at most 200
+    turns, so its length does not hang on them). The commands run in this process (a shell sees a
+    match's verdict as its status in test_match_gate's real-process tests)."""
     from tests.checks import arena_here
     path = tmp_path / "s.json"
     def arena(*args: str):
         return arena_here(*args, cwd=tmp_path)
     assert arena("deals", "make", str(path), "-n", "40", "--rules", "shithead").returncode == 0
-    done = arena("match", "lowest", "highest", "--suite", str(path), "--sprt", "0,100", "--max-turns", "600",
-                 "--store", str(tmp_path / "st.sqlite"), "--json")
+    done = arena("match", "lowest", "highest", "--suite", str(path), "--sprt", "0,100", "--max-turns", "200",
+                 "--max-games", "12", "--store", str(tmp_path / "st.sqlite"), "--json")
     data = json.loads(done.stdout)
     assert done.returncode == {"accept_h1": 0, "accept_h0": 1, "max_games": 3}[data["status"]], done.stderr
     assert "from the suite" in done.stderr and len(data["deals_report"]) == data["deals"] <= 40
@@ -207,6 +216,7 @@ def lost_games(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _lost_games_store(tmp_path: Path) -> Path:
+    fixed_secret(tmp_path)  # the same 12 games every run
     store_path = tmp_path / "games.sqlite"
     store = Store(store_path)
     trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}), max_games=12,

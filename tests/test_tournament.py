@@ -27,7 +27,7 @@ from arena.tournament.schedule import schedule, tables
 from arena.tournament.seeds import deal_seed
 from arena.tournament.standings import standings
 from arena.tournament.store import Store
-from tests.checks import children, replay
+from tests.checks import children, fixed_secret, replay
 from tests.fakes import POLICIES, ScriptedConnection, policy_bot, policy_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -322,8 +322,12 @@ class Interleaving:
 
 
 def test_concurrent_games_do_not_interleave(tmp_path: Path) -> None:
+    """(A known secret and a turn cap: the claim is about the games' messages, not their length,
+    which on a fresh secret ran from a fraction of a second to seconds where heuristic and highest
+    played on to the default cap.)"""
+    fixed_secret(tmp_path)
     cfg = cfg_of(name="conc", bots=BOTS3 + ["highest"], seats=3, rules="skip8", deals=1, concurrency=4,
-                 store=str(tmp_path / "c.sqlite"))
+                 max_turns=200, store=str(tmp_path / "c.sqlite"))
     db = Store(cfg.store)
     bots = Interleaving()
 
