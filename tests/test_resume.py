@@ -63,16 +63,20 @@ def stored(path: Path) -> int:
 
 
 def bot_processes(bots_dir: Path) -> list[int]:
-    """Live processes whose working directory is one of our bot copies."""
+    """Live processes of this test's bots: each bot's command carries the name of ``bots_dir`` as its
+    last argument (a contained seat runs from the arena's own copy of the folder, so its working
+    directory does not say whose bot it is; its command line does)."""
+    mark = os.fsencode(bots_dir.name)
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            cwd = os.readlink(f"/proc/{name}/cwd")
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
         except OSError:
-            continue  # gone, or a zombie
-        if cwd.startswith(str(bots_dir)):
+            continue  # gone
+        if mark in argv:
             found.append(int(name))
     return found
 
@@ -131,6 +135,10 @@ def bots_dir() -> Any:
     d.chmod(0o755)
     for b in BOTS:
         shutil.copytree(ROOT / "bots" / b, d / b, ignore=shutil.ignore_patterns("__pycache__"))
+        toml = d / b / "bot.toml"  # the bot's command names this folder (bot_processes finds it by that)
+        toml.write_text(toml.read_text().replace('command = ["python3", "bot.py"]',
+                                                 f'command = ["python3", "bot.py", "{d.name}"]'))
+        assert d.name in toml.read_text()
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
