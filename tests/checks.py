@@ -91,8 +91,8 @@ def recorded_build_copies(monkeypatch: Any) -> list[Path]:
     copies: list[Path] = []
     copy_of = launch.bot_copy
 
-    def recorded(spec: Any, prefix: str) -> Path:
-        copies.append(copy_of(spec, prefix))
+    def recorded(spec: Any, prefix: str, **kw: Any) -> Path:
+        copies.append(copy_of(spec, prefix, **kw))
         return copies[-1]
     monkeypatch.setattr(launch, "bot_copy", recorded)
     return copies

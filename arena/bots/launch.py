@@ -147,7 +147,7 @@ SHIPPED = (BUNDLED_DIR.resolve(), ARENA_SOURCE / "examples")
 (a root user's clone under /root) must still run them contained."""
 
 
-def runnable(spec: BotSpec) -> BotSpec:
+def runnable(spec: BotSpec, made: dict[tuple[Path, str], Path] | None = None) -> BotSpec:
     """The bot a contained seat is served: the same bot from a copy of its folder that the arena
     made once per process and reading (folder and files hash), written from that reading and
     checked against it, so a seat never runs a file of its author's folder, neither one edited after
@@ -156,7 +156,9 @@ def runnable(spec: BotSpec) -> BotSpec:
     store or the checkout); one that is not root keeps it its own (0700), as its bots run as its uid.
     A root referee's bot its private uid could not reach in its own folder (a user's private
     directory), unless the arena ships it or keeps it in its closed store, stays as it is and is
-    refused at its start (fail closed): the arena never exposes a user's private directory on its own."""
+    refused at its start (fail closed): the arena never exposes a user's private directory on its own.
+    ``made``: the copies already made, by (folder, files hash): a :class:`Launcher`'s own, removed
+    with its builds' (:meth:`Launcher.release_builds`); this process's, kept to its exit, by default."""
     if spec.human:
         return spec
     root = spec.root.resolve()
@@ -164,9 +166,10 @@ def runnable(spec: BotSpec) -> BotSpec:
     if users and not _others_can_use(spec.workdir):
         return spec
     key = (root, spec.files_hash())
-    copy = _runnable_copies.get(key)
+    made = _runnable_copies if made is None else made
+    copy = made.get(key)
     if copy is None:
-        copy = _runnable_copies[key] = bot_copy(spec, "palace-arena-bot-", others_from=root if users else None)
+        copy = made[key] = bot_copy(spec, "palace-arena-bot-", others_from=root if users else None)
     return _relocated(spec, copy, same_files=True)
 
 
@@ -396,16 +399,19 @@ class Launcher:
     built: dict[str, BotSpec | BuildError] = field(default_factory=dict)  # label -> the bot to run, or why not
     _mode: Containment | None = None
     _system_view: tuple[str, ...] = ()  # ``system`` checked and its presets resolved, once, with the mode
-    _copies: list[Path] = field(default_factory=list, init=False, repr=False)  # its builds' folders
+    _copies: list[Path] = field(default_factory=list, init=False, repr=False)  # its builds' and seats' copies' folders
+    _served: dict[tuple[Path, str], Path] = field(default_factory=dict, init=False, repr=False)  # runnable()'s copies
 
     def release_builds(self) -> None:
         """Remove the copies this launcher's builds ran in (each up to ``BUILD_DISK_MB``), once no
         bot of it runs: its owner's work is over (a check, a run's pool). A long-lived process
         (``arena serve`` checks every upload, a Dask worker plays run after run) kept each one
-        until it exited, a disk filled a build at a time. A later start builds again."""
+        until it exited, a disk filled a build at a time. A later start builds again. The checked
+        copies its seats ran from (:func:`runnable`) go too, for the same reason (a copy a reading)."""
         with _BUILD_LOCK:
             copies, self._copies = self._copies, []
             self.built.clear()
+            self._served.clear()
         for where in copies:
             release_space(where)
             remove_tree(where)
@@ -625,7 +631,14 @@ class Launcher:
             raise BotCommandError(spec.refused)
         if spec.build is not None:
             return self._plan(self.build_now(spec))  # contained: a readable copy, like runnable()'s
-        return self._plan(runnable(spec) if self.mode_now() is not Containment.TRUSTED else spec)
+        if self.mode_now() is Containment.TRUSTED:
+            return self._plan(spec)
+        with _BUILD_LOCK:  # (lanes plan on threads of their own)
+            made = len(self._served)
+            served = runnable(spec, self._served)
+            if len(self._served) > made:
+                self._copies.append(served.root.parent)
+        return self._plan(served)
 
     def _plan(self, spec: BotSpec) -> LaunchPlan:
         mode = self.mode_now()
