@@ -120,12 +120,13 @@ def test_the_blocking_launch_runs_no_event_loop_for_a_bot_without_a_build(monkey
 
     spec = load_bot("random")
     assert spec.build is None
-    expected = trio.run(Launcher().plan, spec)
+    launcher = Launcher()  # one launcher: its seats run from its own checked copy of the bot
+    expected = trio.run(launcher.plan, spec)
 
     def no_loop(*args):
         raise AssertionError("an event loop was run to start a bot without a build")
     monkeypatch.setattr(blocking_referee, "run_async", no_loop)
-    launch = BlockingLaunch(Launcher())
+    launch = BlockingLaunch(launcher)
     bot = launch(spec)
     try:
         assert launch.plans[spec.label] == expected
