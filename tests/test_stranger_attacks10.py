@@ -29,9 +29,9 @@ READ_JOB = "import json, os, sys, threading, time\n" \
 EVE = 4242  # another local user (the tests that need her run as root, who can make files of hers and act as her)
 
 
-def _as_eve(work: Callable[[], int], folder: Path | None = None) -> int:
-    """The exit status of ``work()``, run in a child as Eve alone (her uid and gid, no groups), in
-    ``folder`` (opened first: the test's own folders above it are not hers to enter); 1 where it
+def _as_eve(work: Callable[[], int], folder: Path | None = None, gid: int = EVE) -> int:
+    """The exit status of ``work()``, run in a child as Eve alone (her uid, group ``gid``, no other),
+    in ``folder`` (opened first: the test's own folders above it are not hers to enter); 1 where it
     raised (said on stderr)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if folder is not None else None
     pid = os.fork()
@@ -39,7 +39,7 @@ def _as_eve(work: Callable[[], int], folder: Path | None = None) -> int:
         code = 1
         try:
             os.setgroups([])
-            os.setresgid(EVE, EVE, EVE)
+            os.setresgid(gid, gid, gid)
             os.setresuid(EVE, EVE, EVE)
             if fd is not None:
                 os.fchdir(fd)

@@ -129,19 +129,27 @@ exec cat folder/bot.py
 """
 
 
-def gvisor_plan_on_fake_runsc(bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
-    """A run's gVisor plan for the bot folder ``bot``, read by the run now (its files hash, which the
-    seat's copy is checked against), whose runsc is :data:`FAKE_RUNSC`: (plan, spec, files hash)."""
+def use_fake_runsc(script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gVisor's runsc replaced, for this test, by ``script`` (started where the seat's copy is bound),
+    and gVisor taken as working here: a seat's plan and copy are the arena's, its sandbox is not."""
     from arena.bots import gvisor, start
     from arena.bots.containment import Containment
     from arena.bots.launch import Launcher
-    from arena.bots.manifest import load_bot
     runsc = tmp_path / "runsc"
-    runsc.write_text(FAKE_RUNSC)
+    runsc.write_text(script)
     runsc.chmod(0o755)
     monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
     monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
     monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
+
+
+def gvisor_plan_on_fake_runsc(bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """A run's gVisor plan for the bot folder ``bot``, read by the run now (its files hash, which the
+    seat's copy is checked against), whose runsc is :data:`FAKE_RUNSC`: (plan, spec, files hash)."""
+    from arena.bots.containment import Containment
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    use_fake_runsc(FAKE_RUNSC, tmp_path, monkeypatch)
     spec = load_bot(bot)
     checked = spec.files_hash()  # the run reads it
     return Launcher(containment=Containment.GVISOR).plan_now(spec), spec, checked

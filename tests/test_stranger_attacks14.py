@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from arena.bots.containment import Containment
 from tests.checks import bwrap_or_skip
+from tests.test_stranger_attacks11 import use_fake_runsc
 
 BOT_SH = """\
 for f in target/cheat node_modules/cheat .venv/cheat Cheat.class reply; do
@@ -53,7 +54,6 @@ def _author_bot(request: pytest.FixtureRequest) -> Path:
 
 def _plan(mode: str, bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The run's plan for ``bot`` in ``mode``, the bot read by the run first (its files hash)."""
-    from arena.bots import gvisor, start
     from arena.bots.launch import Launcher
     from arena.bots.manifest import load_bot
     if mode == "bubblewrap":
@@ -63,12 +63,7 @@ def _plan(mode: str, bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     containment = {"bubblewrap": Containment.BUBBLEWRAP, "namespaces": Containment.NAMESPACES,
                    "gvisor": Containment.GVISOR}[mode]
     if mode == "gvisor":  # runsc's place taken by a program that runs the seat's copy on the host
-        runsc = tmp_path / "runsc"
-        runsc.write_text(FAKE_RUNSC)
-        runsc.chmod(0o755)
-        monkeypatch.setattr(gvisor, "RUNSC", str(runsc))
-        monkeypatch.setattr(start, "gvisor_problem_now", lambda: "")
-        monkeypatch.setattr(Launcher, "mode_now", lambda self: Containment.GVISOR)
+        use_fake_runsc(FAKE_RUNSC, tmp_path, monkeypatch)
     spec = load_bot(bot)
     spec.files_hash()  # the run reads it
     return Launcher(containment=containment).plan_now(spec)

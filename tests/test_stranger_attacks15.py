@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_stranger_attacks10 import EVE
+from tests.test_stranger_attacks10 import EVE, _as_eve
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a mount need a root test")
 
@@ -93,23 +93,8 @@ def _as_eve_once(work: Callable[[], int], folder: Path, gid: int = EVE) -> Calla
     done: list[int] = []
 
     def meanwhile() -> None:
-        if done:
-            return
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                os.setgroups([])
-                os.setresgid(gid, gid, gid)
-                os.setresuid(EVE, EVE, EVE)
-                os.fchdir(fd)
-                code = work()
-            except BaseException as e:  # noqa: BLE001
-                os.write(2, f"{e!r}\n".encode())
-            os._exit(code)
-        os.close(fd)
-        done.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        if not done:
+            done.append(_as_eve(work, folder, gid))
         assert done == [0], "Eve could not do it"
     return meanwhile
 
