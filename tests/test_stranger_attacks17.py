@@ -93,3 +93,82 @@ def test_a_relative_entry_of_the_servers_pythonpath_never_imports_from_the_uploa
     (tmp_path / "uploads").mkdir()
     got = trio.run(lambda: unpacker.unpack_apart(zip_bytes(PLUGIN), tmp_path / "uploads" / "job", **LIMITS))
     assert (got.name, got.label) == ("upl", "upl@1.0")
+
+
+# -- a gVisor seat whose bot runs in a folder below its root ---------------------------------------------
+
+BOT_SH = """\
+for f in target/cheat node_modules/cheat reply; do
+    [ -f "$f" ] && exec cat "$f"
+done
+"""
+"""The bot: it says the first of the planted files it can read, else its checked ``reply``."""
+
+FAKE_RUNSC = """#!/bin/sh
+# runsc's place: started where the seat's copy is bound (gvisor.bind_checked), runs what it would serve
+cd folder && exec bash bot.sh
+"""
+
+
+def _sub_bot(request: pytest.FixtureRequest, workdir: str) -> Path:
+    """A bash bot whose command runs in ``workdir`` (its root, or a folder below it), in a folder of
+    its author's that a seat's private uid can reach."""
+    home = Path(tempfile.mkdtemp(prefix="a21-author-"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    bot = home / "bot"
+    (bot / workdir).mkdir(parents=True, exist_ok=True)
+    (bot / "bot.toml").write_text(f'name = "sub"\nversion = "1.0"\ncommand = ["bash", "bot.sh"]\nworkdir = "{workdir}"\n')
+    (bot / workdir / "bot.sh").write_text(BOT_SH)
+    (bot / workdir / "reply").write_text("honest\n")
+    for p in (home, *home.rglob("*")):
+        p.chmod(0o755)
+    return bot
+
+
+def _gvisor_plan(bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The run's gVisor plan for ``bot`` (read by the run first), runsc's place taken by
+    :data:`FAKE_RUNSC`."""
+    from arena.bots.containment import Containment
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    from tests.test_stranger_attacks11 import use_fake_runsc
+    use_fake_runsc(FAKE_RUNSC, tmp_path, monkeypatch)
+    spec = load_bot(bot)
+    spec.files_hash()  # the run reads it
+    return Launcher(containment=Containment.GVISOR).plan_now(spec)
+
+
+def _served(plan) -> str:
+    from arena.bots.errors import BotCommandError
+    try:
+        with plan.start() as seat:
+            return seat.receive_line(10.0) or ""
+    except BotCommandError as e:
+        return f"refused: {e}"
+
+
+@as_root
+@pytest.mark.parametrize("workdir", [".", "sub", "sub/deeper"])
+def test_a_gvisor_seat_below_its_bots_root_is_served_only_the_runs_reading(
+        workdir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """A bot whose ``workdir`` is a folder below its root. Its author, after the run read it, edits
+    its checked ``reply`` and plants build outputs beside it: the seat is served the arena's copy
+    of the reading (``launch.runnable``), ``honest``, on the old code too. But the second check, the
+    seat's own copy compared with the run's reading at every start, was skipped for such a bot
+    (its copy held only the folder below, which no reading names): a change to the folder the seat
+    is served, after the run read the bot, reached the seat. On the old code: ``cheat:edited`` for
+    a folder below the root, the bot's refusal at its root. Now the seat's copy is of the bot's
+    whole root, compared with the run's reading, and the folder below served from it: refused,
+    whatever the workdir. Planted (no comparison below the root): ``cheat:edited``."""
+    bot = _sub_bot(request, workdir)
+    plan = _gvisor_plan(bot, tmp_path, monkeypatch)
+    for path in ("target/cheat", "node_modules/cheat"):  # the author, after the check
+        (bot / workdir / path).parent.mkdir(exist_ok=True)
+        (bot / workdir / path).write_text(f"cheat:{path.split('/')[0]}\n")
+    (bot / workdir / "reply").write_text("cheat:author\n")
+    assert _served(plan) == "honest"
+    assert not plan.workdir.is_relative_to(bot.parent)  # (the arena's copy, not the author's folder)
+    (plan.workdir / "reply").chmod(0o644)
+    (plan.workdir / "reply").write_text("cheat:edited\n")  # the served folder itself, changed after the reading
+    said = _served(plan)
+    assert said.startswith("refused: ") and "changed since the run read them" in said, said
