@@ -117,7 +117,8 @@ def _sub_bot(request: pytest.FixtureRequest, workdir: str) -> Path:
     request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     bot = home / "bot"
     (bot / workdir).mkdir(parents=True, exist_ok=True)
-    (bot / "bot.toml").write_text(f'name = "sub"\nversion = "1.0"\ncommand = ["bash", "bot.sh"]\nworkdir = "{workdir}"\n')
+    (bot / "bot.toml").write_text(f'name = "sub"\nversion = "1.0"\ncommand = ["bash", "bot.sh"]\n'
+                                  f'workdir = "{workdir}"\n')
     (bot / workdir / "bot.sh").write_text(BOT_SH)
     (bot / workdir / "reply").write_text("honest\n")
     for p in (home, *home.rglob("*")):

@@ -378,7 +378,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(system))
-            own = None if writable_cwd else _own_copy(cwd, cwd_fd, home, files_hash, files_root)  # (a build writes its folder)
+            # (a build writes its folder)
+            own = None if writable_cwd else _own_copy(cwd, cwd_fd, home, files_hash, files_root)
             shared = gvisor_mod.shared_binds(bundle, own)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)

@@ -626,9 +626,9 @@ def worker_imports() -> list[str]:
         except (OSError, ValueError, subprocess.TimeoutExpired) as e:
             found, ran = None, e
         if not (isinstance(found, list) and found and all(isinstance(p, str) and p.startswith("/") for p in found)):
-            log.warning("the upload worker's imports could not be found (%s)",
-                        ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess)
-                        else ran)
+            why = ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess) \
+                else ran
+            log.warning("the upload worker's imports could not be found (%s)", why)
             return []
         _imports_seen[:] = found
     return list(_imports_seen)
