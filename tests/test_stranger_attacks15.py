@@ -152,6 +152,16 @@ def _swapped_back(club: Path) -> None:
         os.replace(club / "arena.sqlite.was", club / "arena.sqlite")
 
 
+def _eve_can_swap(eves: bytes, club: Path, gid: int = EVE) -> None:
+    """That Eve, of group ``gid``, can swap the store in ``club`` (put back after): the attack a test
+    shows refused. A reader now refuses such a folder at its check, before she moves, so without
+    this a test would pass as well where she could not move at all (her group not what it says)."""
+    try:
+        assert _as_eve(_swap_in(eves), club, gid) == 0, f"Eve (group {gid}) could not swap the store in {club}"
+    finally:
+        _swapped_back(club)
+
+
 def _roots_group_looks_private() -> None:
     import grp
     if grp.getgrgid(0).gr_name != "root" or grp.getgrgid(0).gr_mem:
@@ -191,6 +201,7 @@ def test_a_store_folder_whose_acl_lets_another_user_write_is_refused(tmp_path: P
         seen = _reader_sees(club / "arena.sqlite", reader, _as_eve_once(_swap_in(eves), club))
         _swapped_back(club)
         assert seen != ["eves"] and f"{club}" in seen and "writable by others" in seen, (reader, seen)
+    _eve_can_swap(eves, club)  # (the refusal comes before her move: that she can make it is held here)
 
 
 @as_root
@@ -201,7 +212,9 @@ def test_a_store_folder_of_a_group_that_is_another_users_primary_group_is_refuse
     group root, 0770: Eve, of primary group root, swapped the store between the check and the
     open (here her passwd line bound over ``/etc/passwd`` in the reader's own mount namespace). On
     the old code: ``["eves"]`` twice. Now a group that is another user's primary group is not the
-    owner's own. Planted (primary groups not looked at): her tournament listed."""
+    owner's own. Planted (primary groups not looked at): her tournament listed. The refusal comes
+    before her move, so that she can make it (her group root) is held apart (:func:`_eve_can_swap`;
+    planted, ``_as_eve`` ignoring the group: fails)."""
     from arena.bots.namespaces import MS_BIND, _mount
     _roots_group_looks_private()
     store, eves, _ = _stores(tmp_path)
@@ -219,6 +232,7 @@ def test_a_store_folder_of_a_group_that_is_another_users_primary_group_is_refuse
         seen = _reader_sees(club / "arena.sqlite", reader, _as_eve_once(_swap_in(eves), club, gid=0), eves_line)
         _swapped_back(club)
         assert seen != ["eves"] and f"{club}" in seen and "writable by others" in seen, (reader, seen)
+    _eve_can_swap(eves, club, gid=0)  # (the refusal comes before her move: that she can make it is held here)
 
 
 def test_a_lease_on_a_file_of_the_bot_is_its_refusal_not_the_arenas_failure(tmp_path: Path) -> None:

@@ -239,8 +239,10 @@ def tree_usage(root: Path, stop_at: int, max_path: int | None = None) -> Usage:
     return Usage(used, entries, unseen)
 
 
-STRANGER_SYSTEM = ("/usr/bin/python3", "/usr/lib/python3.11", "/usr/bin/bash", "/usr/bin/sh", "/etc/ld.so.cache")
-"""What a gVisor seat sees of the host's system, for the starter languages (Python 3, bash), besides
+STRANGER_SYSTEM = ("/usr/bin/python3", "/usr/lib/python3.11", "/usr/bin/bash", "/usr/bin/sh", "/usr/bin/grep",
+                   "/etc/ld.so.cache")
+"""What a gVisor seat sees of the host's system, for the starter languages (Python 3, bash and the
+``grep`` the bash starter tokenises with), besides
 the shared libraries these programs and the Python extension modules link (:func:`stranger_system`).
 Kept small so the referee can keep every page of it in the cache (:mod:`.pagecache`): a cold page
 in a view two seats share is a channel between them."""

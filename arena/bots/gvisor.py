@@ -218,7 +218,7 @@ def seat_copy(path: str, where: Path) -> str:
     return str(copy)
 
 
-def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
+def own_copy(cwd_fd: int, where: Path, files_hash: str = "", below: str = ".") -> Path | None:
     """The seat's own copy of the bot's checked folder (the directory ``cwd_fd`` holds) in
     ``where/own``: folders anew with their modes, files copied with theirs, links kept as links;
     walked by descriptors below ``cwd_fd`` without following a link, so an entry swapped for a link
@@ -247,7 +247,11 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
     with nothing left, and the seat is served from the checked folder itself. The copy is then read
     by the folder reader and must hash to ``files_hash`` (the run's reading of the bot): a folder
     its author changed after the run read it is the bot's refusal, not a new bot served under the
-    old one's name."""
+    old one's name. ``below``: where the bot's command runs in a folder below its root, the
+    descriptor is of that root (the folder the reading is of), copied and compared whole, and the
+    copy's folder at ``below`` is returned: it is served, the rest of the copy is not (a seat sees
+    the folder it runs in, in every mode). It was compared with nothing: a change to the folder
+    the seat was served, after the run read the bot, reached the seat."""
     dest = where / "own"
     try:
         parent = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -257,6 +261,11 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
             os.close(parent)
         if files_hash:
             _same_files(dest, files_hash)
+        served = dest
+        for part in Path(below).parts:  # each a folder of the copy, no link on the way
+            served = served / part
+            if not stat.S_ISDIR(os.lstat(served).st_mode):
+                raise _refused(below, "the folder the bot runs in is a link or a file in the bot's folder")
     except BotCommandError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -268,7 +277,7 @@ def own_copy(cwd_fd: int, where: Path, files_hash: str = "") -> Path | None:
             raise BotStartError(f"the seat's copy of the bot's folder could not be made ({e.strerror}), and a seat "
                                 "is served only a copy checked against the run's reading of the bot") from None
         return None
-    return dest
+    return served
 
 
 COMPILED_DIR, COMPILED_SUFFIX = "__pycache__", ".pyc"

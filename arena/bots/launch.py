@@ -334,11 +334,12 @@ class LaunchPlan:
     writable_cwd: bool = False  # a contained build's own copy of the folder, never a bot that plays
     system: tuple[str, ...] = ()  # extra system paths a stranger view holds (filesystem.system_paths)
     view: SystemView = SystemView.HOST  # what a bubblewrap or namespaces seat sees of the system
-    files_hash: str = ""  # what a gVisor seat's own copy of ``workdir`` must hash to (the run's reading)
+    files_hash: str = ""  # what a gVisor seat's own copy of its bot's folder must hash to (the run's reading)
+    files_root: Path | None = None  # the folder ``files_hash`` is of, where ``workdir`` lies below it
 
     def _kw(self) -> dict[str, Any]:
         c = self.containment
-        return dict(limits=self.limits, containment=c, files_hash=self.files_hash,
+        return dict(limits=self.limits, containment=c, files_hash=self.files_hash, files_root=self.files_root,
                     run_as=RunAs.REFEREE if c is Containment.TRUSTED else RunAs.PRIVATE,
                     extra_env=dict(self.env) or None, ro_binds=list(self.binds), view=self.view, system=self.system)
 
@@ -355,16 +356,17 @@ class LaunchPlan:
         except BotStartError as e:
             raise self._error(e) from None
 
-def _seat_hash(spec: BotSpec, mode: Containment) -> str:
-    """What a gVisor seat's own copy of its folder must hash to: the run's reading of the bot
-    (:meth:`~.manifest.BotSpec.files_hash`, of the folder the seat runs from: the bot's, or the
-    arena's checked copy of it). The copy is made at every seat's start, long after that reading,
-    from a folder its author may have changed meanwhile; "" (not compared) for other modes, which
-    bind the folder itself, and for a bot whose command runs in a folder below its root (the copy
-    then holds only that folder)."""
-    if mode is not Containment.GVISOR or spec.workdir.resolve() != spec.root.resolve():
-        return ""
-    return spec.files_hash()
+def _seat_reading(spec: BotSpec, mode: Containment) -> tuple[str, Path | None]:
+    """What a gVisor seat's own copy of its bot's folder must hash to, and that folder: the run's
+    reading of the bot (:meth:`~.manifest.BotSpec.files_hash`, of the folder the seat runs from: the
+    bot's, or the arena's checked copy of it), and its root where the command runs in a folder
+    below it (the copy is then of the root, compared whole, and serves the folder below). The copy
+    is made at every seat's start, long after that reading, and compared with it whatever else
+    already checked the folder. ("", None) for other modes, which bind the folder itself."""
+    if mode is not Containment.GVISOR:
+        return "", None
+    root = spec.root.resolve()
+    return spec.files_hash(), (root if spec.workdir.resolve() != root else None)
 
 
 def _binds(env: dict[str, str]) -> tuple[Path, ...]:
@@ -643,9 +645,10 @@ class Launcher:
     def _plan(self, spec: BotSpec) -> LaunchPlan:
         mode = self.mode_now()
         python, env = self._python(spec, mode is not Containment.TRUSTED)
+        files_hash, files_root = _seat_reading(spec, mode)
         return LaunchPlan(spec.label, tuple(argv(spec, python)), spec.workdir, limits_for(spec, self.limits), mode,
-                          tuple({**spec.env, **env}.items()), _binds(env),
-                          system=self._system(mode), view=self._view(mode), files_hash=_seat_hash(spec, mode))
+                          tuple({**spec.env, **env}.items()), _binds(env), system=self._system(mode),
+                          view=self._view(mode), files_hash=files_hash, files_root=files_root)
 
     def _system(self, mode: Containment) -> tuple[str, ...]:
         """The extra system paths a stranger view (a gVisor seat's, or strangers' in any mode; a build's

@@ -183,6 +183,26 @@ def _finish(steps: Generator[Any, Any, BlockingBot], exc: BaseException | None, 
     raise RuntimeError("spawn steps did not finish")
 
 
+def _own_copy(cwd: Path, cwd_fd: int, home: Path, files_hash: str, files_root: Path | str | None) -> Path | None:
+    """A gVisor seat's own copy of its folder (:func:`.gvisor.own_copy`), compared with ``files_hash``:
+    of ``cwd`` itself, or, where the bot's command runs in a folder below its root (``files_root``,
+    the folder the hash is of), of that whole root, the folder below then served from the copy."""
+    below = os.path.relpath(cwd, os.path.abspath(files_root)) if files_root is not None else "."
+    if below == ".":
+        return gvisor_mod.own_copy(cwd_fd, home, files_hash)
+    if below.startswith(".."):
+        raise BotStartError(f"bot directory {cwd} is not inside the folder its files hash is of ({files_root})")
+    try:
+        root_fd = open_bot_dir(Path(os.path.abspath(files_root)))
+    except OSError as exc:
+        raise BotCommandError(f"bot directory {files_root} cannot be reached without following a link "
+                              f"({exc.strerror})") from None
+    try:
+        return gvisor_mod.own_copy(root_fd, home, files_hash, below)
+    finally:
+        os.close(root_fd)
+
+
 between_check_and_mount: Callable[[Path], None] | None = None
 """A test's hook, called with the bot's directory after every check and before the fork that
 mounts it: where an author racing the start would swap the directory for a link."""
@@ -193,7 +213,7 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
            cgroup: bool | None, ro_binds: Sequence[Path | str],
            bwrap: str | None, writable_cwd: bool = False, runsc: str | None = None,
            view: SystemView = SystemView.HOST, system: Sequence[str] = (),
-           files_hash: str = "") -> Generator[Any, Any, BlockingBot]:
+           files_hash: str = "", files_root: Path | str | None = None) -> Generator[Any, Any, BlockingBot]:
     """Every step of starting a bot but waiting for the fork: a generator that yields the fork (a
     callable for the spawner thread), is sent its result, and returns the bot (a :class:`~.blocking.BlockingBot`), so
     the fork itself runs where a thread that outlives the bot can own it.
@@ -358,7 +378,8 @@ def _spawn(command: list[str], cwd: Path | str, *, limits: Limits, containment: 
             bundle = gvisor_mod.write_bundle(home, argv, cwd, uid=uid, env=env, limits=limits,
                                              ro_binds=[Path(p) for p in ro_binds], writable_cwd=writable_cwd,
                                              system=tuple(system))
-            own = None if writable_cwd else gvisor_mod.own_copy(cwd_fd, home, files_hash)  # (a build writes its folder)
+            # (a build writes its folder)
+            own = None if writable_cwd else _own_copy(cwd, cwd_fd, home, files_hash, files_root)
             shared = gvisor_mod.shared_binds(bundle, own)
             argv = gvisor_mod.runsc_argv(gvisor, home / "state", bundle, name)
             popen_env = dict(HOST_ENV)

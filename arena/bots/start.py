@@ -21,7 +21,8 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
                        extra_env: dict[str, str] | None = None, run_as: RunAs = RunAs.PRIVATE,
                        cgroup: bool | None = None, ro_binds: Sequence[Path | str] = (),
                        writable_cwd: bool = False, view: SystemView = SystemView.HOST,
-                       system: Sequence[str] = (), files_hash: str = "") -> BlockingBot:
+                       system: Sequence[str] = (), files_hash: str = "",
+                       files_root: Path | str | None = None) -> BlockingBot:
     """Start a bot and return it (use ``with start_bot(...) as bot``).
 
     command: argv; command[0] is looked up on the bot's PATH
@@ -55,6 +56,9 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
         filesystem.system_paths: a ladder's or a tournament's ``system`` list).
     files_hash: for GVISOR, what the seat's own copy of ``cwd`` must hash to (the run's reading of
         the bot, ``BotSpec.files_hash``); a copy that does not is the bot's refusal. "": not compared.
+    files_root: the folder ``files_hash`` is of, where it is not ``cwd`` but a folder above it (the
+        bot's root, its command running in a folder below): the seat's copy is then of that root,
+        compared whole, and ``cwd``'s folder in it is served.
 
     The fork happens on a dedicated thread (see spawn._SpawnThread for why); the
     pipes are waited on with ``poll`` and the exit through a pidfd, by this thread's
@@ -74,4 +78,4 @@ def start_bot(command: Sequence[str], cwd: Path | str, *, limits: Limits = Limit
     return spawn_bot(list(command), cwd, limits=limits, containment=containment,
                               extra_env=extra_env, run_as=run_as, cgroup=cgroup, ro_binds=ro_binds,
                               bwrap=bwrap, runsc=runsc, writable_cwd=writable_cwd,
-                              view=view, system=tuple(system), files_hash=files_hash)
+                              view=view, system=tuple(system), files_hash=files_hash, files_root=files_root)

@@ -33,7 +33,6 @@ upload's bounds, which the server reads back with the folder reader once the wor
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import logging
 import os
@@ -479,7 +478,6 @@ def _answer(stdout: bytes) -> dict | None:
     return None
 
 
-COMPILED_ENGINE = "arena_engine__mypyc"  # mypyc's runtime for the compiled engine (setup.py's group_name)
 WORKER_IMPORTS = "import arena.serve.unpacker, arena.bots.manifest, arena.config"
 """What a worker imports to read an upload: tried in its view once, so a view that lacks one is found
 before an upload is (the engine's compiled runtime lies outside the package in an editable install)."""
@@ -558,9 +556,10 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
 def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
     """All a worker sees of the host, read-only, under bubblewrap or in its own root: the root links
     (``/bin`` -> ``usr/bin``...) as (target, link), and the paths bound, each at its own path:
-    ``/usr``, the root folders that are not links, the Python running the server, its import path
-    and the arena package (:func:`worker_reads`), and ``/etc/ld.so.cache`` alone of ``/etc``.
-    Nothing else: no ``/home``, no other ``/etc`` file, no store, no ``/proc`` of the host's."""
+    ``/usr``, the root folders that are not links, the Python running the server and what the
+    worker's imports load (:func:`worker_reads`), and ``/etc/ld.so.cache`` alone of ``/etc``.
+    Nothing else: no ``/home``, no other ``/etc`` file, no store, no ``/proc`` of the host's, no
+    folder the server was started from."""
     from ..bots.filesystem import SANDBOX_ROOT_DIRS
     links: list[tuple[str, str]] = []
     binds = ["/usr"]
@@ -583,16 +582,56 @@ def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def worker_reads() -> list[str]:
-    """What a worker reads beside the system: the Python running the server and its import path, the
-    arena package, and the engine's compiled runtime (beside the package, not in it, in an
-    editable install)."""
-    python = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              str(Path(__file__).resolve().parents[1]), *sys.path]
-    found = [p for p in python if p and os.path.isdir(p)]
-    engine = importlib.util.find_spec(COMPILED_ENGINE)
-    if engine is not None and engine.origin and os.path.isfile(engine.origin):
-        found.append(engine.origin)
-    return found
+    """What a worker reads beside the system: the Python running the server (its installation; of a
+    virtual environment, what makes it one: its ``pyvenv.cfg`` and its ``bin``) and what the
+    worker's imports load (:func:`worker_imports`). Never a whole entry of the import path beside
+    those: ``python -m arena serve`` puts the folder it runs in there, which may hold a store, its
+    key, or anything of the operator's."""
+    python = [sys.base_prefix, sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    if sys.prefix != sys.base_prefix:
+        python += [os.path.join(sys.prefix, "pyvenv.cfg"), os.path.dirname(os.path.abspath(sys.executable))]
+    return [p for p in dict.fromkeys([*python, *worker_imports()]) if p and os.path.exists(p)]
+
+
+IMPORTS_SEEN = WORKER_IMPORTS + """
+import json, os, site, sys
+sites = {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+found = set()
+for name, module in list(sys.modules.items()):
+    if "." not in name:
+        for p in list(getattr(module, "__path__", None) or []) or [getattr(module, "__file__", None)]:
+            if p and os.path.exists(p):
+                p = os.path.abspath(p)
+                found.add(os.path.dirname(p) if os.path.dirname(p) in sites else p)
+print(json.dumps(sorted(found)))
+"""
+"""Where the worker's imports come from, as the worker's own Python finds them: each top-level
+package's folders (or a module's file), or the site-packages it lies in, whole (its ``.pth`` files
+too)."""
+
+_imports_seen: list[str] = []  # worker_imports's answer, found once a process
+
+
+def worker_imports() -> list[str]:
+    """The folders and files the worker's imports (:data:`WORKER_IMPORTS`) load, found once a process
+    by running them with the worker's environment (:data:`IMPORTS_SEEN`): the arena package, its
+    engine's compiled runtime and its dependencies, wherever they lie, and nothing else of the
+    import path. Empty where that failed (said in the log): the worker's view then lacks them and
+    its start is tried as ever (:func:`confined`)."""
+    if not _imports_seen:
+        try:
+            ran = subprocess.run([sys.executable, "-P", "-c", IMPORTS_SEEN], capture_output=True, timeout=30,
+                                 env=_env(), cwd="/")
+            found = json.loads(ran.stdout) if ran.returncode == 0 else None
+        except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+            found, ran = None, e
+        if not (isinstance(found, list) and found and all(isinstance(p, str) and p.startswith("/") for p in found)):
+            why = ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess) \
+                else ran
+            log.warning("the upload worker's imports could not be found (%s)", why)
+            return []
+        _imports_seen[:] = found
+    return list(_imports_seen)
 
 
 KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")
@@ -605,7 +644,9 @@ def _env() -> dict[str, str]:
     the same code as the server (a checkout beside an installed arena included)."""
     here = str(Path(__file__).resolve().parents[2])
     kept = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
-    return dict(kept, PATH=os.defpath, PYTHONPATH=os.pathsep.join(p for p in (here, kept.get("PYTHONPATH")) if p))
+    # the operator's entries made absolute: the worker's own folder (a relative entry's base) holds the upload
+    theirs = [os.path.abspath(p) for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(kept, PATH=os.defpath, PYTHONPATH=os.pathsep.join([here, *theirs]))
 
 
 def work(dest: Path, max_files: int, max_bytes: int, data: bytes) -> dict:
