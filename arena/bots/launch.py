@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import functools
+import hashlib
 import os
 import shutil
 import stat
@@ -26,6 +27,7 @@ from ..faults import StartFailed
 from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
+from .bundles import CACHE_ENV, Holds, cache_entry, cache_root
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
 from .folder import CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
@@ -107,10 +109,11 @@ def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     """The interpreter for ``python3`` in a manifest, and the environment it needs.
 
     A contained bot (private uid, and bubblewrap or namespaces) sees only the system, its own
-    directory and a private copy of the ``arena`` package: our own interpreter when it lives
+    directory and a read-only copy of the ``arena`` package: our own interpreter when it lives
     under /usr (same packages as the arena), otherwise the system's; PYTHONPATH names the
     copy so reference bots still import ``arena``. Never the checkout (it holds arena-data/).
-    None when no interpreter is usable by a contained bot.
+    None when no interpreter is usable by a contained bot; a ContainmentError when the copy of
+    the package cannot be had.
     """
     if not contained:
         return sys.executable, {}
@@ -118,21 +121,72 @@ def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     python = sys.executable if _others_can_use(ours) and str(ours.resolve()).startswith("/usr/") else _system_python()
     if python is None:
         return None
-    source = _package_copy()
-    return python, {"PYTHONPATH": str(source)} if source is not None else {}
+    return python, {"PYTHONPATH": str(_package_copy())}
 
 
-@functools.cache
-def _package_copy() -> Path | None:
-    """A world-readable copy of the ``arena`` package (and the compiled engine beside it), made
-    once per process in a directory of its own and removed at exit: what contained bots bind
-    and import. None if it cannot be made."""
+PACKAGE_LIBS = "arena_engine__mypyc*"  # beside the package: the compiled engine's shared library
+_PACKAGE_HOLD = Holds()  # the package copy this process's bots import: held in use (never evicted) until it exits
+_PACKAGE_LOCK = threading.Lock()  # bots are planned from several threads
+_package: Path | None = None
+
+
+def _package_copy() -> Path:
+    """The folder (on contained Python bots' PYTHONPATH) that holds a world-readable copy of the
+    ``arena`` package and the compiled engine beside it: one per machine and package content, an
+    entry of the machine's cache (:func:`~.bundles.cache_entry`: made whole or not at all, by the
+    referee's uid, read-only to everyone else) named by the hash of what it holds. Each process
+    reads the package once and uses the entry only if it still holds exactly those files, so an
+    edited checkout is never served a stale copy, nor a copy anything changed since it was made.
+    A ContainmentError says why no copy can be had (a Python bot without it could not import the
+    arena: fail closed)."""
+    global _package
+    with _PACKAGE_LOCK:
+        if _package is None or not (_package / "arena").is_dir():  # (a temp-dir cleaner may have removed it)
+            _package = _shared_package_copy()
+        return _package
+
+
+def _shared_package_copy() -> Path:
     try:
-        libs = tuple(ARENA_SOURCE.glob("arena_engine__mypyc*"))  # the compiled engine's shared library
-        root = world_readable_copy(ARENA_SOURCE / "arena", "palace-arena-src-", extra=libs).parent
-    except OSError:
-        return None
-    return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
+        base = cache_root()
+        package = read_folder(ARENA_SOURCE / "arena", legacy=False)
+        libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
+        key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
+
+        def make(tmp: Path) -> None:
+            copy_folder(package, tmp / "arena")  # checked against the reading while written
+            for name, _ in libs:
+                shutil.copy(ARENA_SOURCE / name, tmp / name)
+            chown_tree(tmp, os.geteuid(), mode_for=_read_only_mode)
+            if not _holds_package(tmp, package.digest, libs):
+                raise FolderError(f"{ARENA_SOURCE}: the arena's files changed while they were copied")
+
+        with cache_entry(base, key, make, lambda entry: _holds_package(entry, package.digest, libs),
+                         _PACKAGE_HOLD) as entry:
+            if not _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH):
+                raise OSError(f"other users cannot reach {base}")
+            return entry
+    except (OSError, ArenaError) as e:
+        raise ContainmentError(f"no copy of the arena package for contained Python bots: {e}; point "
+                               f"{CACHE_ENV} at a folder every user can reach") from None
+
+
+def _holds_package(entry: Path, digest: str, libs: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``entry`` holds exactly the package whose files hash to ``digest`` and the ``libs``
+    (name, sha256) beside it, each readable by everyone; nothing else (a module beside them would
+    come before the standard library on a bot's PYTHONPATH)."""
+    try:
+        return (sorted(os.listdir(entry)) == sorted(["arena", *(name for name, _ in libs)])
+                and read_folder(entry / "arena", legacy=False).digest == digest
+                and all(_sha256(entry / name) == sha for name, sha in libs)
+                and _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH))
+    except (OSError, FolderError):
+        return False
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 ARENA_COPIES = ".arena-bot-copies"
@@ -194,12 +248,12 @@ def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
     return moved
 
 
-def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None,
+def world_readable_copy(directory: Path, prefix: str, *, bot: BotSpec | None = None,
                         others_from: Path | None = None) -> Path:
-    """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
-    new temporary directory removed when this process exits. Returns the copied directory.
+    """A copy of ``directory`` that every user can read, in a new temporary directory removed
+    when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else (the arena's own package) by copytree.
+    hash the run read it under; anything else by copytree.
     ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
     of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
     bot's private uid could not read or run in the folder itself."""
@@ -217,8 +271,6 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
             raise BotCommandError(str(e)) from None
     else:
         shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in extra:
-        shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     if others_from is not None:
         _others_no_wider(copy, others_from)
