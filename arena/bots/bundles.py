@@ -127,9 +127,22 @@ def cache_root() -> Path:
     return root
 
 
+def _lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (made if missing), which only the cache's uid may open:
+    a file another user could open, she could flock, and a worker waiting on it would wait for ever
+    (older versions made them 0644: narrowed here)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextmanager
 def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -219,8 +232,8 @@ def evict(base: Path, bound: int) -> list[str]:
     for _, key, size in sorted(entries):
         if total <= bound:
             break
-        lock = os.open(base / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        use = os.open(base / f"{key}.use", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lock = _lock_file(base / f"{key}.lock")
+        use = _lock_file(base / f"{key}.use")
         try:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -362,7 +375,7 @@ def _unpack_entry(base: Path, tmp: Path, digest: str, blob: bytes) -> None:
 def _mark_used(path: Path) -> int:
     """Stamp an entry's ``.use`` file now (eviction takes the least recently used first); its
     descriptor, for a holder to lock."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _lock_file(path)
     try:
         os.utime(fd)
     except OSError:

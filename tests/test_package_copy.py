@@ -1,0 +1,200 @@
+"""The copy of the ``arena`` package that contained Python bots import (``launch._package_copy``):
+one per machine and package content, in the machine's cache, made whole or not at all, changed
+by nobody but the referee's uid, and used only while it holds exactly the package a process read.
+
+Each test copies the package to a source folder of its own (``ARENA_SOURCE``) and points the
+cache at a folder of its own; ``fresh()`` is the next process (nothing remembered, nothing held).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from arena.bots import launch
+from arena.bots.bundles import CACHE_ENV, Holds
+from arena.bots.folder import read_folder
+from arena.bots.launch import ContainmentError
+from arena.bots.uids import BOT_UID_BASE, BOT_UID_COUNT
+from tests.test_stranger_attacks10 import EVE, _as_eve
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs a root referee")
+
+
+@pytest.fixture
+def package(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The source folder the copies are made from: this checkout's package and engine library."""
+    src = open_tmp / "src"
+    shutil.copytree(ROOT / "arena", src / "arena", ignore=shutil.ignore_patterns("__pycache__"))
+    for lib in ROOT.glob(launch.PACKAGE_LIBS):
+        shutil.copy(lib, src / lib.name)
+    (open_tmp / "cache").mkdir(mode=0o755)
+    monkeypatch.setattr(launch, "ARENA_SOURCE", src)
+    monkeypatch.setenv(CACHE_ENV, str(open_tmp / "cache"))
+    fresh(monkeypatch)
+    return src
+
+
+def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a new process: no copy remembered, none held."""
+    launch._PACKAGE_HOLD.release()
+    monkeypatch.setattr(launch, "_PACKAGE_HOLD", Holds())
+    monkeypatch.setattr(launch, "_package", None)
+
+
+def digest(folder: Path) -> str:
+    return read_folder(folder, legacy=False).digest
+
+
+def test_one_copy_serves_every_process_until_the_package_changes(package: Path, monkeypatch) -> None:
+    first = launch._package_copy()
+    made = (first / "arena" / "__init__.py").stat().st_ino
+    assert digest(first / "arena") == digest(package / "arena")
+    for path in [first, *first.rglob("*")]:  # the referee's, read-only to everyone else
+        st = path.lstat()
+        assert st.st_uid == os.geteuid() and not st.st_mode & 0o022 and st.st_mode & 0o004, path
+    said = subprocess.run(["python3", "-c", "import arena; print(arena.__file__)"], env={"PYTHONPATH": str(first)},
+                          capture_output=True, text=True, cwd="/", check=True).stdout
+    assert said.strip() == str(first / "arena" / "__init__.py")  # what a bot imports
+
+    fresh(monkeypatch)
+    assert launch._package_copy() == first  # the next process: no copy made
+    assert (first / "arena" / "__init__.py").stat().st_ino == made
+
+    with open(package / "arena" / "__init__.py", "a") as f:  # the checkout edited
+        f.write("EDITED = 1\n")
+    fresh(monkeypatch)
+    second = launch._package_copy()
+    assert second != first and "EDITED = 1" in (second / "arena" / "__init__.py").read_text()
+    assert digest(second / "arena") == digest(package / "arena")
+
+
+def _drop_a_file(entry: Path) -> None:
+    (entry / "arena" / "limits.py").unlink()
+
+
+def _truncate(entry: Path) -> None:
+    os.truncate(entry / "arena" / "limits.py", 0)
+
+
+def _same_size_edit(entry: Path) -> None:
+    path = entry / "arena" / "limits.py"
+    text = path.read_bytes()
+    path.write_bytes(text[:-2] + b"#\n")
+
+
+def _a_module_beside(entry: Path) -> None:
+    (entry / "json.py").write_text("raise SystemExit('not the standard library')\n")
+
+
+def _closed_to_bots(entry: Path) -> None:
+    (entry / "arena" / "__init__.py").chmod(0o600)
+
+
+@pytest.mark.parametrize("break_it", [_drop_a_file, _truncate, _same_size_edit, _a_module_beside, _closed_to_bots])
+def test_a_copy_changed_since_it_was_made_is_never_used(package: Path, monkeypatch, break_it) -> None:
+    """A temp-dir cleaner's removals, a crash's empty files, anything with the referee's uid: the
+    next process finds the copy no longer the package it read, sets it aside and makes it afresh."""
+    entry = launch._package_copy()
+    break_it(entry)
+    fresh(monkeypatch)
+    assert launch._package_copy() == entry
+    assert digest(entry / "arena") == digest(package / "arena")
+    assert sorted(p.name for p in entry.iterdir()) == sorted(["arena", *(p.name for p in package.glob(launch.PACKAGE_LIBS))])
+    assert (entry / "arena" / "__init__.py").stat().st_mode & 0o004
+
+
+def _left_in(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir() if p.is_dir())
+
+
+def test_a_copy_cut_short_by_a_full_disk_is_never_used(package: Path, monkeypatch) -> None:
+    cache = Path(os.environ[CACHE_ENV])
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(launch.shutil, "copy", full)  # the package written, its engine library not
+    with pytest.raises(ContainmentError, match="no copy of the arena package .*No space left on device"):
+        launch._package_copy()
+    assert _left_in(cache) == []  # no entry, and its temporary folder removed
+    monkeypatch.undo()
+    monkeypatch.setattr(launch, "ARENA_SOURCE", package)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    fresh(monkeypatch)
+    entry = launch._package_copy()
+    assert digest(entry / "arena") == digest(package / "arena")
+
+
+def test_a_copy_cut_short_by_kill_9_is_never_used(package: Path, monkeypatch) -> None:
+    cache = Path(os.environ[CACHE_ENV])
+    pid = os.fork()
+    if pid == 0:  # a referee killed once the package is written, before its engine library is
+        shutil.copy = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[assignment]
+        try:
+            launch._package_copy()
+        finally:
+            os._exit(3)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
+    left = _left_in(cache)
+    assert len(left) == 1 and left[0].startswith(".")  # only its temporary folder, under no entry's name
+    entry = launch._package_copy()
+    assert digest(entry / "arena") == digest(package / "arena")
+    assert _left_in(cache) == [entry.name]  # what the killed one left is removed by the next maker
+
+
+def _try_to_change(entry: Path) -> int:
+    """In a child with another uid: every change to the copy or to the cache around it, and every
+    lock a referee waits on; 0 when each one was refused."""
+    cache = entry.parent
+    attempts = {
+        "edit a module": lambda: open(entry / "arena" / "__init__.py", "a").close(),
+        "add a module": lambda: (entry / "arena" / "evil.py").write_text("x = 1\n"),
+        "shadow the standard library": lambda: (entry / "json.py").write_text("x = 1\n"),
+        "remove a module": lambda: (entry / "arena" / "__init__.py").unlink(),
+        "chmod a module": lambda: os.chmod(entry / "arena" / "__init__.py", 0o666),
+        "rename the copy": lambda: os.rename(entry, cache / "elsewhere"),
+        "plant an entry": lambda: (cache / ("f" * 64)).mkdir(),
+        "lock the entry's lock": lambda: fcntl.flock(os.open(cache / f"{entry.name}.lock", os.O_RDONLY), fcntl.LOCK_EX),
+        "lock the entry's use": lambda: fcntl.flock(os.open(cache / f"{entry.name}.use", os.O_RDONLY), fcntl.LOCK_EX),
+        "lock the cache": lambda: fcntl.flock(os.open(cache / "unpack.lock", os.O_RDONLY), fcntl.LOCK_EX),
+    }
+    done = []
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            done.append(name)
+        except PermissionError:
+            pass
+    if done:
+        os.write(2, f"done: {done}\n".encode())
+    return 1 if done else 0
+
+
+@needs_root
+@pytest.mark.parametrize("uid", [EVE, BOT_UID_BASE + BOT_UID_COUNT - 1], ids=["another user", "a bot's uid"])
+def test_no_other_uid_changes_the_copy_or_holds_its_locks(package: Path, uid: int) -> None:
+    entry = launch._package_copy()
+    assert (entry.parent / "unpack.lock").exists()
+    before = digest(entry / "arena")
+    assert _as_eve(lambda: _try_to_change(entry), uid=uid, gid=uid) == 0
+    assert digest(entry / "arena") == before and not (entry.parent / ("f" * 64)).exists()
+
+
+@needs_root
+def test_a_cache_folder_another_user_made_is_refused_clearly(package: Path, monkeypatch) -> None:
+    """Another user may make the cache's folder first (its default name is in /tmp): the copy is
+    refused, saying what to do, rather than made where she could change it."""
+    cache = Path(os.environ[CACHE_ENV])
+    os.chown(cache, EVE, EVE)
+    with pytest.raises(ContainmentError, match=f"must be a directory owned by uid 0.*{CACHE_ENV}"):
+        launch._package_copy()
+    assert list(cache.iterdir()) == []
