@@ -9,7 +9,6 @@ cache at a folder of its own; ``fresh()`` is the next process (nothing remembere
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import shutil
 import signal
@@ -163,9 +162,10 @@ def _try_to_change(entry: Path) -> int:
         "chmod a module": lambda: os.chmod(entry / "arena" / "__init__.py", 0o666),
         "rename the copy": lambda: os.rename(entry, cache / "elsewhere"),
         "plant an entry": lambda: (cache / ("f" * 64)).mkdir(),
-        "lock the entry's lock": lambda: fcntl.flock(os.open(cache / f"{entry.name}.lock", os.O_RDONLY), fcntl.LOCK_EX),
-        "lock the entry's use": lambda: fcntl.flock(os.open(cache / f"{entry.name}.use", os.O_RDONLY), fcntl.LOCK_EX),
-        "lock the cache": lambda: fcntl.flock(os.open(cache / "unpack.lock", os.O_RDONLY), fcntl.LOCK_EX),
+        # a lock file she could open she could flock, and a referee would wait on it for ever
+        "open the entry's lock": lambda: os.open(cache / f"{entry.name}.lock", os.O_RDONLY),
+        "open the entry's use": lambda: os.open(cache / f"{entry.name}.use", os.O_RDONLY),
+        "open the cache's lock": lambda: os.open(cache / "unpack.lock", os.O_RDONLY),
     }
     done = []
     for name, attempt in attempts.items():
