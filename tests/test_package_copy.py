@@ -198,3 +198,15 @@ def test_a_cache_folder_another_user_made_is_refused_clearly(package: Path, monk
     with pytest.raises(ContainmentError, match=f"must be a directory owned by uid 0.*{CACHE_ENV}"):
         launch._package_copy()
     assert list(cache.iterdir()) == []
+
+
+def test_a_bot_s_traceback_names_no_path_of_the_server(package: Path, monkeypatch, tmp_path: Path) -> None:
+    """What a Python bot says (a traceback through the arena it imports) reaches an uploader's
+    page: the copy's folder is the server's, named by neither its cache nor its entry."""
+    from arena.serve.submit import SERVER_PATH, hide_paths
+    for cache in (Path(os.environ[CACHE_ENV]), Path(f"/tmp/palace-arena-cache-{os.geteuid()}")):
+        if cache.name.startswith("palace-arena-"):
+            monkeypatch.delenv(CACHE_ENV)
+        entry = cache / ("ab" * 32)
+        said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
+        assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
