@@ -50,7 +50,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def digest(folder: Path) -> str:
-    return read_folder(folder, legacy=False).digest
+    return read_folder(folder, arenas_own=True).digest
 
 
 def test_one_copy_serves_every_process_until_the_package_changes(package: Path, monkeypatch) -> None:
@@ -210,3 +210,14 @@ def test_a_bot_s_traceback_names_no_path_of_the_server(package: Path, monkeypatc
         entry = cache / ("ab" * 32)
         said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
         assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
+
+
+def test_a_gvisor_seat_s_links_to_the_copy_do_not_make_it_anew(package: Path, monkeypatch, open_tmp: Path) -> None:
+    """Each gVisor seat is served the copy's files through hard links of its own (gvisor.seat_copy):
+    a file of the copy with another name is still the package, not a copy to set aside."""
+    entry = launch._package_copy()
+    made = (entry / "arena" / "__init__.py").stat().st_ino
+    os.link(entry / "arena" / "__init__.py", open_tmp / "a-seat-s-link")
+    fresh(monkeypatch)
+    assert launch._package_copy() == entry
+    assert (entry / "arena" / "__init__.py").stat().st_ino == made

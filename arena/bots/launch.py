@@ -149,7 +149,7 @@ def _package_copy() -> Path:
 def _shared_package_copy() -> Path:
     try:
         base = cache_root()
-        package = read_folder(ARENA_SOURCE / "arena", legacy=False)
+        package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
         libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
         key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
 
@@ -177,7 +177,7 @@ def _holds_package(entry: Path, digest: str, libs: tuple[tuple[str, str], ...]) 
     come before the standard library on a bot's PYTHONPATH)."""
     try:
         return (sorted(os.listdir(entry)) == sorted(["arena", *(name for name, _ in libs)])
-                and read_folder(entry / "arena", legacy=False).digest == digest
+                and read_folder(entry / "arena", arenas_own=True).digest == digest
                 and all(_sha256(entry / name) == sha for name, sha in libs)
                 and _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH))
     except (OSError, FolderError):
