@@ -148,7 +148,7 @@ def _package_copy() -> Path:
 
 def _shared_package_copy() -> Path:
     try:
-        base = cache_root()
+        base = Path(os.path.realpath(cache_root()))  # a bot start never follows a link (spawn): resolved once, here
         package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
         libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
         key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
