@@ -1,9 +1,9 @@
 """The copy of the ``arena`` package that contained Python bots import (``launch._package_copy``):
-one per machine and package content, in the machine's cache, made whole or not at all, changed
+one per machine and package content (``launch.package_copies``), made whole or not at all, changed
 by nobody but the referee's uid, and used only while it holds exactly the package a process read.
 
-Each test copies the package to a source folder of its own (``ARENA_SOURCE``) and points the
-cache at a folder of its own; ``fresh()`` is the next process (nothing remembered, nothing held).
+Each test copies the package to a source folder of its own (``ARENA_SOURCE``) and makes the copies
+in a temporary folder of its own; ``fresh()`` is the next process (nothing remembered, nothing held).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from arena.bots import launch
-from arena.bots.bundles import CACHE_ENV, Holds
+from arena.bots.bundles import Holds
 from arena.bots.folder import read_folder
 from arena.bots.launch import ContainmentError
 from arena.bots.uids import BOT_UID_BASE, BOT_UID_COUNT
@@ -35,11 +37,15 @@ def package(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(ROOT / "arena", src / "arena", ignore=shutil.ignore_patterns("__pycache__"))
     for lib in ROOT.glob(launch.PACKAGE_LIBS):
         shutil.copy(lib, src / lib.name)
-    (open_tmp / "cache").mkdir(mode=0o755)
+    (open_tmp / "tmp").mkdir(mode=0o755)
     monkeypatch.setattr(launch, "ARENA_SOURCE", src)
-    monkeypatch.setenv(CACHE_ENV, str(open_tmp / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(open_tmp / "tmp"))
     fresh(monkeypatch)
     return src
+
+
+def copies() -> Path:
+    return Path(tempfile.gettempdir()) / f"palace-arena-package-{os.geteuid()}"
 
 
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +122,7 @@ def _left_in(cache: Path) -> list[str]:
 
 
 def test_a_copy_cut_short_by_a_full_disk_is_never_used(package: Path, monkeypatch) -> None:
-    cache = Path(os.environ[CACHE_ENV])
+    cache = copies()
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -127,14 +133,15 @@ def test_a_copy_cut_short_by_a_full_disk_is_never_used(package: Path, monkeypatc
     assert _left_in(cache) == []  # no entry, and its temporary folder removed
     monkeypatch.undo()
     monkeypatch.setattr(launch, "ARENA_SOURCE", package)
-    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.setattr(tempfile, "tempdir", str(cache.parent))
     fresh(monkeypatch)
     entry = launch._package_copy()
     assert digest(entry / "arena") == digest(package / "arena")
 
 
 def test_a_copy_cut_short_by_kill_9_is_never_used(package: Path, monkeypatch) -> None:
-    cache = Path(os.environ[CACHE_ENV])
+    launch.package_copies()
+    cache = copies()
     pid = os.fork()
     if pid == 0:  # a referee killed once the package is written, before its engine library is
         shutil.copy = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[assignment]
@@ -190,26 +197,27 @@ def test_no_other_uid_changes_the_copy_or_holds_its_locks(package: Path, uid: in
 
 
 @needs_root
-def test_a_cache_folder_another_user_made_is_refused_clearly(package: Path, monkeypatch) -> None:
-    """Another user may make the cache's folder first (its default name is in /tmp): the copy is
+def test_a_folder_another_user_made_is_refused_clearly(package: Path, monkeypatch) -> None:
+    """Another user may make the copies' folder first (its name in /tmp is known): the copy is
     refused, saying what to do, rather than made where she could change it."""
-    cache = Path(os.environ[CACHE_ENV])
+    cache = copies()
+    cache.mkdir()
     os.chown(cache, EVE, EVE)
-    with pytest.raises(ContainmentError, match=f"must be a directory owned by uid 0.*{CACHE_ENV}"):
+    with pytest.raises(ContainmentError, match="not a folder of uid 0 .*remove it, or set TMPDIR"):
         launch._package_copy()
     assert list(cache.iterdir()) == []
+    os.chown(cache, 0, 0)
+    cache.chmod(0o700)  # ours, closed (by our own uid): opened again, as every bot must read it
+    assert launch._package_copy().parent == cache and stat.S_IMODE(cache.stat().st_mode) == 0o755
 
 
-def test_a_bot_s_traceback_names_no_path_of_the_server(package: Path, monkeypatch, tmp_path: Path) -> None:
+def test_a_bot_s_traceback_names_no_path_of_the_server(package: Path) -> None:
     """What a Python bot says (a traceback through the arena it imports) reaches an uploader's
-    page: the copy's folder is the server's, named by neither its cache nor its entry."""
+    page: the copy's folder is the server's, named by neither the copies' folder nor its own."""
     from arena.serve.submit import SERVER_PATH, hide_paths
-    for cache in (Path(os.environ[CACHE_ENV]), Path(f"/tmp/palace-arena-cache-{os.geteuid()}")):
-        if cache.name.startswith("palace-arena-"):
-            monkeypatch.delenv(CACHE_ENV)
-        entry = cache / ("ab" * 32)
-        said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
-        assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
+    entry = launch._package_copy()
+    said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
+    assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
 
 
 def test_a_gvisor_seat_s_links_to_the_copy_do_not_make_it_anew(package: Path, monkeypatch, open_tmp: Path) -> None:

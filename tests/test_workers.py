@@ -203,9 +203,9 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     assert zombie_children(started_since=since) == []
     # The dead worker's copies were removed by the clean-up after it, the others' at their exit;
     # only this process's own (made once per process, removed at its exit) may remain, and the
-    # machine's cache, which holds the package copy every process shares (kept by design).
+    # package copies every process on the machine shares (kept by design).
     from arena.bots import launch
-    ours = {str(temp / f"palace-arena-cache-{os.geteuid()}")}
+    ours = {str(temp / f"palace-arena-package-{os.geteuid()}")}
     ours |= {str(p.parent) for p in launch._runnable_copies.values()}
     assert {str(p) for p in temp.glob("palace-arena-*")} - ours == set()
     shutil.rmtree(temp, ignore_errors=True)

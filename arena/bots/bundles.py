@@ -106,9 +106,7 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 
 
 def cache_root() -> Path:
-    """The machine's cache, where the arena keeps what its processes share (:func:`cache_entry`):
-    the bots workers unpack, and the copy of the ``arena`` package contained Python bots import
-    (``launch.python_for``). ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
+    """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
     It must be readable by the bots' uid when the sandbox runs them as another user, so it is 0755
     and must belong to us and be writable by no one else. It may not lie in the system every
     contained bot sees (/usr, /etc...): there each bot could read every other bot's files."""
@@ -314,20 +312,22 @@ def _set_aside(base: Path, key: str) -> None:
 
 @contextmanager
 def cache_entry(base: Path, key: str, make: Callable[[Path], None], still_good: Callable[[Path], bool],
-                hold: Holds | None = None) -> Iterator[Path]:
-    """The entry ``base/key`` of a machine's cache (a bot unpacked, the arena's own package),
+                hold: Holds | None = None, bound: int | None = None) -> Iterator[Path]:
+    """The entry ``base/key`` of a cache of the machine (a bot unpacked, the arena's own package),
     locked against eviction while the caller reads it. Made once per machine: ``make`` fills a new
     temporary folder of the cache (and checks what it wrote), renamed into place whole, so an entry
     that exists is complete, whoever was killed meanwhile. Found made, it is used only where
     ``still_good`` holds (anything with the cache's uid, or a temp-dir cleaner, may have changed it
     since); otherwise it is set aside and made afresh. With ``hold`` it stays held in use (never
-    evicted) until ``hold.release()``; without, it is stamped used."""
+    evicted) until ``hold.release()``; without, it is stamped used. Before an entry is made, the
+    least recently used entries no process holds go, down to ``bound`` bytes (:func:`cache_bound`
+    unless given)."""
     with _flock(base / f"{key}.lock"):
         if (base / key).is_dir() and not still_good(base / key):
             _set_aside(base, key)  # changed since it was made: never used, made afresh below
         if not (base / key).is_dir():
             with _flock(base / UNPACK_LOCK):  # one entry made at a time per cache, whatever the process
-                _make_entry(base, key, make)
+                _make_entry(base, key, make, cache_bound() if bound is None else bound)
         if hold is not None:
             hold._take(base, key)
         else:
@@ -335,14 +335,14 @@ def cache_entry(base: Path, key: str, make: Callable[[Path], None], still_good: 
         yield base / key
 
 
-def _make_entry(base: Path, key: str, make: Callable[[Path], None]) -> None:
+def _make_entry(base: Path, key: str, make: Callable[[Path], None], bound: int) -> None:
     """Make ``base/key`` with ``make``; called with the cache's :data:`UNPACK_LOCK` held, so any
     temporary folder found (``.<key>-*``, ``.evicted-*``) is what a killed process left: removed.
-    The least recently used entries no process holds go first, down to :func:`cache_bound`."""
+    The least recently used entries no process holds go first, down to ``bound`` bytes."""
     for left in base.iterdir():
         if left.name.startswith(".") and left.is_dir() and not left.is_symlink():
             shutil.rmtree(left, ignore_errors=True)
-    evict(base, cache_bound())
+    evict(base, bound)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
     try:
         make(tmp)

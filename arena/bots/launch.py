@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,7 +28,7 @@ from ..faults import StartFailed
 from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
-from .bundles import CACHE_ENV, Holds, cache_entry, cache_root
+from .bundles import Holds, cache_entry
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
 from .folder import CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
@@ -125,6 +126,9 @@ def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
 
 
 PACKAGE_LIBS = "arena_engine__mypyc*"  # beside the package: the compiled engine's shared library
+PACKAGE_COPIES_BYTES = 64 << 20
+"""What the package copies no process holds may take before a new copy evicts the least recently
+used (a copy is about 5 MB: a dozen versions, each checkout's and each edit's)."""
 _PACKAGE_HOLD = Holds()  # the package copy this process's bots import: held in use (never evicted) until it exits
 _PACKAGE_LOCK = threading.Lock()  # bots are planned from several threads
 _package: Path | None = None
@@ -132,10 +136,10 @@ _package: Path | None = None
 
 def _package_copy() -> Path:
     """The folder (on contained Python bots' PYTHONPATH) that holds a world-readable copy of the
-    ``arena`` package and the compiled engine beside it: one per machine and package content, an
-    entry of the machine's cache (:func:`~.bundles.cache_entry`: made whole or not at all, by the
+    ``arena`` package and the compiled engine beside it: one per machine and package content, in
+    :func:`package_copies` (:func:`~.bundles.cache_entry`: made whole or not at all, by the
     referee's uid, read-only to everyone else) named by the hash of what it holds. Each process
-    reads the package once and uses the entry only if it still holds exactly those files, so an
+    reads the package once and uses the copy only if it still holds exactly those files, so an
     edited checkout is never served a stale copy, nor a copy anything changed since it was made.
     A ContainmentError says why no copy can be had (a Python bot without it could not import the
     arena: fail closed)."""
@@ -146,9 +150,29 @@ def _package_copy() -> Path:
         return _package
 
 
+def package_copies() -> Path:
+    """``palace-arena-package-<uid>`` in the temporary folder (resolved: a bot start never follows a
+    link): the referee's uid's, ``0755``, writable by no one else. Not the bot cache, which is
+    private: every user may read the package, as before, when each process made a copy of its own.
+    Another user's folder (or a link) under that name is refused, saying what to do."""
+    root = Path(os.path.realpath(tempfile.gettempdir())) / f"palace-arena-package-{os.geteuid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    st = root.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise ContainmentError(f"{root} is not a folder of uid {os.geteuid()} (another user made it?): remove "
+                               "it, or set TMPDIR to another folder; contained Python bots import the arena "
+                               "package from a copy there")
+    if stat.S_IMODE(st.st_mode) != 0o755:  # (ours: only our uid changed it)
+        root.chmod(0o755)
+    if not _others_can_use(root):
+        raise ContainmentError(f"other users cannot reach {root}, where contained Python bots import the arena "
+                               "package from: set TMPDIR to a folder every user can enter")
+    return root
+
+
 def _shared_package_copy() -> Path:
+    base = package_copies()
     try:
-        base = Path(os.path.realpath(cache_root()))  # a bot start never follows a link (spawn): resolved once, here
         package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
         libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
         key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
@@ -162,13 +186,10 @@ def _shared_package_copy() -> Path:
                 raise FolderError(f"{ARENA_SOURCE}: the arena's files changed while they were copied")
 
         with cache_entry(base, key, make, lambda entry: _holds_package(entry, package.digest, libs),
-                         _PACKAGE_HOLD) as entry:
-            if not _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH):
-                raise OSError(f"other users cannot reach {base}")
+                         _PACKAGE_HOLD, PACKAGE_COPIES_BYTES) as entry:
             return entry
     except (OSError, ArenaError) as e:
-        raise ContainmentError(f"no copy of the arena package for contained Python bots: {e}; point "
-                               f"{CACHE_ENV} at a folder every user can reach") from None
+        raise ContainmentError(f"no copy of the arena package for contained Python bots in {base}: {e}") from None
 
 
 def _holds_package(entry: Path, digest: str, libs: tuple[tuple[str, str], ...]) -> bool:

@@ -13,7 +13,6 @@ restart loses none, and run one at a time in the server's nursery.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 import sys
@@ -29,7 +28,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..bots.bundles import CACHE_ENV
 from ..bots.filesystem import remove_tree
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, bundled_bots, load_bot
@@ -474,15 +472,15 @@ async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path
 YOUR_BOT = "[your bot]"
 SERVER_PATH = "[server path]"
 _BOT_COPY = re.compile(r"/[^\s'\"]*?/palace-arena-bot-\w+/[^/\s'\"]+")  # the readable copy a bot runs from
-_ARENA_TEMP = re.compile(r"/[^\s'\"]*?/palace-arena-[\w.-]+")  # a temporary copy of the arena, or the machine's cache
-_CACHE_ENTRY = re.compile(rf"{re.escape(SERVER_PATH)}/[0-9a-f]{{64}}(?![0-9a-f])")  # its entry (the package copy's) named
+_ARENA_TEMP = re.compile(r"/[^\s'\"]*?/palace-arena-[\w.-]+")  # a temporary copy of the arena, or the package's copies
+_PACKAGE_ENTRY = re.compile(rf"{re.escape(SERVER_PATH)}/[0-9a-f]{{64}}(?![0-9a-f])")  # the package copy's own folder in them
 
 
 def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
     """``value`` (a string, or a report made of lists and dicts) with the server's paths replaced:
     each of ``hidden`` (the more specific first), then the arena's Python and its temporary
-    copies, and the machine's cache (where the package copy a Python bot imports lies), down to the
-    entry's name. An uploader learns nothing of how the server's disk is laid out."""
+    copies, and the package copies a Python bot imports (``launch._package_copy``), down to the
+    folder of each. An uploader learns nothing of how the server's disk is laid out."""
     if isinstance(value, dict):
         return {k: hide_paths(v, hidden) for k, v in value.items()}
     if isinstance(value, list):
@@ -491,15 +489,13 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
         return value
     arena_root = Path(__file__).resolve().parent.parent.parent
     pairs = [*hidden, (arena_root, SERVER_PATH)]
-    if os.environ.get(CACHE_ENV):
-        pairs.append((Path(os.environ[CACHE_ENV]), SERVER_PATH))
     if sys.prefix != sys.base_prefix:  # a virtual environment's path is the server's; /usr/bin/python3 is not
         pairs += [(Path(sys.executable), SERVER_PATH), (Path(sys.prefix), SERVER_PATH)]
     for path, name in pairs:
         for form in dict.fromkeys((str(path), str(Path(path).resolve()))):
             if len(form) > 1:
                 value = value.replace(form, name)
-    return _CACHE_ENTRY.sub(SERVER_PATH, _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value)))
+    return _PACKAGE_ENTRY.sub(SERVER_PATH, _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value)))
 
 
 async def job_page(request: Request) -> Response:
