@@ -229,3 +229,23 @@ def test_a_gvisor_seat_s_links_to_the_copy_do_not_make_it_anew(package: Path, mo
     fresh(monkeypatch)
     assert launch._package_copy() == entry
     assert (entry / "arena" / "__init__.py").stat().st_ino == made
+
+
+def test_copies_no_process_holds_go_past_their_bound_and_a_held_one_stays(package: Path, monkeypatch) -> None:
+    monkeypatch.setattr(launch, "PACKAGE_COPIES_BYTES", 1)  # any copy is past it
+    first = launch._package_copy()
+    running = launch._PACKAGE_HOLD  # a process still running its bots from the first copy
+    monkeypatch.setattr(launch, "_PACKAGE_HOLD", Holds())
+    monkeypatch.setattr(launch, "_package", None)
+
+    def edit(n: int) -> Path:
+        with open(package / "arena" / "__init__.py", "a") as f:
+            f.write(f"EDITED = {n}\n")
+        fresh(monkeypatch)
+        return launch._package_copy()
+
+    second = edit(1)
+    assert first.is_dir() and second.is_dir()  # held: never evicted
+    running.release()
+    third = edit(2)
+    assert not first.exists() and not second.exists() and third.is_dir()
