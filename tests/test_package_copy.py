@@ -249,3 +249,31 @@ def test_copies_no_process_holds_go_past_their_bound_and_a_held_one_stays(packag
     running.release()
     third = edit(2)
     assert not first.exists() and not second.exists() and third.is_dir()
+
+
+def test_the_system_python_is_asked_once_per_machine_and_interpreter(open_tmp: Path, monkeypatch) -> None:
+    """Where the arena's own interpreter is not under /usr, bots get the system's, checked by running
+    it: once per interpreter file on the machine (noted in the run directory), not in every process;
+    an interpreter replaced since is asked again."""
+    runs = open_tmp / "runs"
+    python = open_tmp / "python3"
+    python.write_text(f"#!/bin/sh\necho run >> {runs}\necho True\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(launch, "SYSTEM_PYTHONS", (str(python),))
+
+    def asked() -> int:
+        launch._system_python.cache_clear()  # as a new process
+        assert launch._system_python() == str(python)
+        return len(runs.read_text().splitlines())
+
+    run_dir = launch.process_registry().run_dir
+    before = set(run_dir.glob("python-*"))
+    try:
+        assert asked() == 1
+        assert asked() == 1  # the next process: not run again
+        python.write_text(python.read_text() + "# replaced\n")
+        assert asked() == 2
+    finally:
+        launch._system_python.cache_clear()
+        for note in set(run_dir.glob("python-*")) - before:
+            note.unlink()

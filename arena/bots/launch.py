@@ -7,6 +7,7 @@ operator says ``--trusted-bots``) and what ``python3`` in a manifest means for i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -91,19 +92,38 @@ def _others_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:
     return all(os.stat(d).st_mode & stat.S_IXOTH for d in p.parents)
 
 
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
 @functools.cache
 def _system_python() -> str | None:
     """A Python 3.11+ that any uid can run, for bots when ours lives somewhere private."""
-    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if _others_can_use(Path(cand)):
-            try:
-                out = process_registry().run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                                             text=True, timeout=10, env=HOST_ENV).stdout.strip()
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if out == "True":
-                return cand
+    for cand in SYSTEM_PYTHONS:
+        if _others_can_use(Path(cand)) and _new_enough(cand):
+            return cand
     return None
+
+
+def _new_enough(python: str) -> bool:
+    """Whether ``python`` runs as Python 3.11+: asked by running it once per machine and interpreter
+    file, not in every process (15 ms of CPU each where ours is not under /usr: CI's, a pyenv's).
+    A yes is noted in the run directory (only our uid writes it) under the path and what ``stat``
+    says of the file it leads to, so a replaced or relinked interpreter is asked again."""
+    try:
+        st = os.stat(python)
+        seen = repr((python, os.path.realpath(python), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        note = process_registry().run_dir / f"python-{hashlib.sha256(seen.encode()).hexdigest()[:32]}"
+        if note.is_file():
+            return True
+        out = process_registry().run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                                     text=True, timeout=10, env=HOST_ENV).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if out != "True":
+        return False
+    with contextlib.suppress(OSError):  # unnoted: asked again by the next process
+        note.touch()
+    return True
 
 
 def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
