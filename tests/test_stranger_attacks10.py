@@ -29,10 +29,10 @@ READ_JOB = "import json, os, sys, threading, time\n" \
 EVE = 4242  # another local user (the tests that need her run as root, who can make files of hers and act as her)
 
 
-def _as_eve(work: Callable[[], int], folder: Path | None = None, gid: int = EVE) -> int:
+def _as_eve(work: Callable[[], int], folder: Path | None = None, gid: int = EVE, uid: int = EVE) -> int:
     """The exit status of ``work()``, run in a child as Eve alone (her uid, group ``gid``, no other),
-    in ``folder`` (opened first: the test's own folders above it are not hers to enter); 1 where it
-    raised (said on stderr)."""
+    or as another ``uid`` (a bot's), in ``folder`` (opened first: the test's own folders above it
+    are not hers to enter); 1 where it raised (said on stderr)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if folder is not None else None
     pid = os.fork()
     if pid == 0:
@@ -40,7 +40,7 @@ def _as_eve(work: Callable[[], int], folder: Path | None = None, gid: int = EVE)
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
-            os.setresuid(EVE, EVE, EVE)
+            os.setresuid(uid, uid, uid)
             if fd is not None:
                 os.fchdir(fd)
             code = work()

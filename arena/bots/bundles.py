@@ -21,11 +21,10 @@ import io
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
@@ -57,6 +56,8 @@ def manifest_path(ref: str, spec: BotSpec) -> str:
 def pack_bot(spec: BotSpec) -> bytes:
     """The bot's files and links (exactly those its files hash covers, which they are checked
     against) as a reproducible tar.gz; a link is packed as a link, never as what it names."""
+    import tarfile  # here: every process that seats a Python bot imports this module for its cache
+
     folder = read_folder(spec.root)
     if folder.digest != spec.files_hash():
         raise FolderError(f"{spec.root}: {spec.label}'s files changed since the run read them; run again")
@@ -82,6 +83,8 @@ def pack_bot(spec: BotSpec) -> bytes:
 def unpack_bot(blob: bytes, dest: Path) -> None:
     """Unpack a bundle under ``dest`` (made here): files, folders and links that stay inside it,
     within the caps of a bot folder, counted from the headers before anything is written."""
+    import tarfile
+
     if not hasattr(tarfile, "data_filter"):  # fail closed: without it a link could lead a file out of dest
         raise BundleError("unpacking a bot bundle needs Python 3.11.4 or later (tarfile's data filter)")
     dest.mkdir(parents=True)
@@ -122,9 +125,22 @@ def cache_root() -> Path:
     return root
 
 
+def _lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (made if missing), which only the cache's uid may open:
+    a file another user could open, she could flock, and a worker waiting on it would wait for ever
+    (older versions made them 0644: narrowed here)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextmanager
 def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -214,8 +230,8 @@ def evict(base: Path, bound: int) -> list[str]:
     for _, key, size in sorted(entries):
         if total <= bound:
             break
-        lock = os.open(base / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        use = os.open(base / f"{key}.use", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lock = _lock_file(base / f"{key}.lock")
+        use = _lock_file(base / f"{key}.use")
         try:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -264,20 +280,12 @@ def prepare_bot(digest: str, manifest: str, blob: bytes, root: Path | None = Non
         known = _PREPARED.get((base, key, manifest))
         if known is not None and known.root.is_dir() and (hold is None or hold.holds(base, key)):
             return known  # (a temp-dir cleaner may have removed it)
-        with _flock(base / f"{key}.lock"):
-            if (base / key).is_dir() and not _still_verified(base / key / "bot", digest):
-                _set_aside(base, key)  # edited since its check: never seated, unpacked afresh below
-            if not (base / key).is_dir():
-                with _flock(base / UNPACK_LOCK):  # one unpack at a time per cache, whatever the process
-                    _unpack_entry(base, key, digest, blob)
-            if hold is not None:
-                hold._take(base, key)
-            else:
-                _touch(base / f"{key}.use")
+        with cache_entry(base, key, lambda tmp: _unpack_entry(base, tmp, digest, blob),
+                         lambda entry: _still_verified(entry / "bot", digest), hold) as entry:
             try:
-                spec = load_bot(base / key / "bot" / manifest)
+                spec = load_bot(entry / "bot" / manifest)
             except ManifestError as e:  # named within the bot's folder, not by the worker's cache
-                raise BundleRefused(str(e).replace(f"{base / key / 'bot'}/", "")) from None
+                raise BundleRefused(str(e).replace(f"{entry / 'bot'}/", "")) from None
         _PREPARED[(base, key, manifest)] = spec
         return spec
 
@@ -302,29 +310,42 @@ def _set_aside(base: Path, key: str) -> None:
     shutil.rmtree(gone, ignore_errors=True)
 
 
-def _unpack_entry(base: Path, key: str, digest: str, blob: bytes) -> None:
-    """Unpack and verify ``blob`` into ``base/key``; called with the cache's :data:`UNPACK_LOCK`
-    held, so the free space checked is not spent by another process's unpack meanwhile, and any
-    temporary folder found (``.<key>-*``, ``.evicted-*``) is what a killed process left: removed."""
+@contextmanager
+def cache_entry(base: Path, key: str, make: Callable[[Path], None], still_good: Callable[[Path], bool],
+                hold: Holds | None = None, bound: int | None = None) -> Iterator[Path]:
+    """The entry ``base/key`` of a cache of the machine (a bot unpacked, the arena's own package),
+    locked against eviction while the caller reads it. Made once per machine: ``make`` fills a new
+    temporary folder of the cache (and checks what it wrote), renamed into place whole, so an entry
+    that exists is complete, whoever was killed meanwhile. Found made, it is used only where
+    ``still_good`` holds (anything with the cache's uid, or a temp-dir cleaner, may have changed it
+    since); otherwise it is set aside and made afresh. With ``hold`` it stays held in use (never
+    evicted) until ``hold.release()``; without, it is stamped used. Before an entry is made, the
+    least recently used entries no process holds go, down to ``bound`` bytes (:func:`cache_bound`
+    unless given)."""
+    with _flock(base / f"{key}.lock"):
+        if (base / key).is_dir() and not still_good(base / key):
+            _set_aside(base, key)  # changed since it was made: never used, made afresh below
+        if not (base / key).is_dir():
+            with _flock(base / UNPACK_LOCK):  # one entry made at a time per cache, whatever the process
+                _make_entry(base, key, make, cache_bound() if bound is None else bound)
+        if hold is not None:
+            hold._take(base, key)
+        else:
+            _touch(base / f"{key}.use")
+        yield base / key
+
+
+def _make_entry(base: Path, key: str, make: Callable[[Path], None], bound: int) -> None:
+    """Make ``base/key`` with ``make``; called with the cache's :data:`UNPACK_LOCK` held, so any
+    temporary folder found (``.<key>-*``, ``.evicted-*``) is what a killed process left: removed.
+    The least recently used entries no process holds go first, down to ``bound`` bytes."""
     for left in base.iterdir():
         if left.name.startswith(".") and left.is_dir() and not left.is_symlink():
             shutil.rmtree(left, ignore_errors=True)
-    evict(base, cache_bound())
-    free = shutil.disk_usage(base).free
-    if free < CAPS.bytes + MIN_FREE_BYTES:
-        raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
-                          f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
-                          f"and {MIN_FREE_BYTES >> 20} MiB stay free): set {CACHE_BYTES_ENV} lower "
-                          "(entries in use are never evicted), or point PALACE_ARENA_CACHE at a larger disk")
+    evict(base, bound)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=base))
     try:
-        unpack_bot(blob, tmp / "bot")
-        try:
-            got = read_folder(tmp / "bot").digest  # the same rules as where it was packed
-        except FolderError as e:
-            raise BundleError(f"bot bundle {digest[:12]} refused: {e}") from None
-        if got != digest:
-            raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
+        make(tmp)
         tmp.chmod(0o755)
         tmp.rename(base / key)
     except BaseException:
@@ -332,10 +353,29 @@ def _unpack_entry(base: Path, key: str, digest: str, blob: bytes) -> None:
         raise
 
 
+def _unpack_entry(base: Path, tmp: Path, digest: str, blob: bytes) -> None:
+    """Unpack and verify ``blob`` into ``tmp/bot`` (:func:`cache_entry`'s ``make``), once the disk
+    of the cache at ``base`` was found to hold a bot's largest unpacking (checked with the cache's
+    lock held, so the free space is not spent by another process's unpack meanwhile)."""
+    free = shutil.disk_usage(base).free
+    if free < CAPS.bytes + MIN_FREE_BYTES:
+        raise BundleError(f"bot bundle {digest[:12]} refused: the bot cache {base} is short of disk "
+                          f"({free / 2**20:,.0f} MiB free; a bot may unpack to {CAPS.bytes >> 20} MiB "
+                          f"and {MIN_FREE_BYTES >> 20} MiB stay free): set {CACHE_BYTES_ENV} lower "
+                          "(entries in use are never evicted), or point PALACE_ARENA_CACHE at a larger disk")
+    unpack_bot(blob, tmp / "bot")
+    try:
+        got = read_folder(tmp / "bot").digest  # the same rules as where it was packed
+    except FolderError as e:
+        raise BundleError(f"bot bundle {digest[:12]} refused: {e}") from None
+    if got != digest:
+        raise BundleError(f"bot bundle {digest[:12]} unpacked to files hashing to {got[:12]}")
+
+
 def _mark_used(path: Path) -> int:
     """Stamp an entry's ``.use`` file now (eviction takes the least recently used first); its
     descriptor, for a holder to lock."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _lock_file(path)
     try:
         os.utime(fd)
     except OSError:

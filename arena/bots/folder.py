@@ -113,7 +113,7 @@ class Folder:
     outputs: tuple[str, ...] = ()  # the first build outputs left out (:data:`NAMED_OUTPUTS`, paths in the folder)
 
 
-def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
+def read_folder(root: Path, caps: Caps = CAPS, *, arenas_own: bool = False) -> Folder:
     """List and hash the folder at ``root`` without following any link in it; refuse what it
     may not hold (:class:`FolderError`, naming the file).
 
@@ -122,15 +122,19 @@ def read_folder(root: Path, caps: Caps = CAPS) -> Folder:
     its size and the sha256 of its bytes (a link's text), so no two folders that split the same
     bytes differently, differ in an executable bit or in an empty folder hash alike. ``digest_v2``
     (files and links only, no mode) and ``digest_v1`` (each path, NUL and bytes joined without
-    lengths) are kept only to verify hashes older stores hold."""
+    lengths) are kept only to verify hashes older stores hold.
+
+    ``arenas_own``: a tree of the arena's own (its package and the copy of it bots import), not a
+    bot's: no v1 or v2 hash ("": no store record names it, and v1 reads every byte twice), and a
+    file may have other names (each gVisor seat hard-links the package copy's files)."""
     root = Path(root)
     fd = _open_root(root)
     try:
         st = os.fstat(fd)
         outputs: list[str] = []
-        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0], outputs), key=lambda e: e.parts)
+        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0], outputs, arenas_own), key=lambda e: e.parts)
         _check_links(root, entries)
-        digest, v1, v2 = _replay(root, fd, entries, None)
+        digest, v1, v2 = _replay(root, fd, entries, None, legacy=not arenas_own)
     finally:
         os.close(fd)
     return Folder(root, (st.st_dev, st.st_ino), tuple(entries), digest, v1, v2, tuple(sorted(outputs)))
@@ -169,7 +173,7 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
     (a folder changed since it was read is refused)."""
     fd = _open_root(folder.root, folder.inode)
     try:
-        digest, _, _ = _replay(folder.root, fd, folder.entries, add)
+        digest, _, _ = _replay(folder.root, fd, folder.entries, add, legacy=False)
     finally:
         os.close(fd)
     if digest != folder.digest:
@@ -235,9 +239,9 @@ def _kind_name(mode: int) -> str:
 
 
 def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[int],
-          outputs: list[str]) -> Iterator[Entry]:
+          outputs: list[str], arenas_own: bool) -> Iterator[Entry]:
     """The entries below the open folder ``dfd`` (at ``rel``), never following a link; the first
-    build outputs it leaves out go to ``outputs``."""
+    build outputs it leaves out go to ``outputs``; ``arenas_own``: see :func:`read_folder`."""
     try:
         names = os.listdir(dfd)
     except OSError as e:
@@ -270,7 +274,7 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 if name.endswith(OUTPUT_SUFFIXES) and len(outputs) < NAMED_OUTPUTS:
                     outputs.append(path)
                 continue
-            if st.st_nlink > 1:  # another name of it may be a file the author could never read
+            if st.st_nlink > 1 and not arenas_own:  # another name of it may be a file the author could never read
                 raise FolderError(f"{where}: a file with {st.st_nlink - 1} other name(s) (a hard link); "
                                   "a bot folder holds its own files: copy it instead")
             kind = Kind.FILE
@@ -300,7 +304,7 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
             except OSError as e:
                 raise FolderError(f"{where}: cannot open the folder: {e.strerror}") from None
             try:
-                yield from _walk(root, sub, path, depth + 1, caps, count, outputs)
+                yield from _walk(root, sub, path, depth + 1, caps, count, outputs, arenas_own)
             finally:
                 os.close(sub)
 
@@ -423,17 +427,18 @@ def _open_file(root: Path, root_fd: int, entry: Entry) -> int:
 
 
 def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
-            add: Callable[[Entry, Reader | None], None] | None) -> tuple[str, str, str]:
+            add: Callable[[Entry, Reader | None], None] | None, legacy: bool) -> tuple[str, str, str]:
     """The v3, v1 and v2 hashes of ``entries`` (in order), each entry handed to ``add`` (a file
-    with its reader)."""
+    with its reader); with ``legacy`` False, v3 alone ("" for the others)."""
     h3, h2, h1 = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+    old = (h1,) if legacy else ()
     for entry in entries:
         if entry.kind is Kind.FILE:
             fd = _open_file(root, root_fd, entry)
             try:
                 _hash_entry(entry, h1)
                 content = hashlib.sha256()
-                reader = Reader(root, entry, fd, h1, content)
+                reader = Reader(root, entry, fd, *old, content)
                 if add is not None:
                     add(entry, reader)
                 reader.finish()
@@ -451,6 +456,8 @@ def _replay(root: Path, root_fd: int, entries: tuple[Entry, ...] | list[Entry],
             h3.update(_frame(entry, 0, _EMPTY))
         if add is not None:
             add(entry, None)
+    if not legacy:
+        return V3 + h3.hexdigest(), "", ""
     return V3 + h3.hexdigest(), h1.hexdigest(), V2 + h2.hexdigest()
 
 

@@ -7,13 +7,16 @@ operator says ``--trusted-bots``) and what ``python3`` in a manifest means for i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
+import hashlib
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +29,7 @@ from ..faults import StartFailed
 from .containment import Containment, RunAs, cgroup_root, describe_containment, process_registry
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
+from .bundles import Holds, cache_entry
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
 from .folder import CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
@@ -88,29 +92,49 @@ def _others_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:
     return all(os.stat(d).st_mode & stat.S_IXOTH for d in p.parents)
 
 
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
 @functools.cache
 def _system_python() -> str | None:
     """A Python 3.11+ that any uid can run, for bots when ours lives somewhere private."""
-    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if _others_can_use(Path(cand)):
-            try:
-                out = process_registry().run([cand, "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                                             text=True, timeout=10, env=HOST_ENV).stdout.strip()
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if out == "True":
-                return cand
+    for cand in SYSTEM_PYTHONS:
+        if _others_can_use(Path(cand)) and _new_enough(cand):
+            return cand
     return None
+
+
+def _new_enough(python: str) -> bool:
+    """Whether ``python`` runs as Python 3.11+: asked by running it once per machine and interpreter
+    file, not in every process (15 ms of CPU each where ours is not under /usr: CI's, a pyenv's).
+    A yes is noted in the run directory (only our uid writes it) under the path and what ``stat``
+    says of the file it leads to, so a replaced or relinked interpreter is asked again."""
+    try:
+        st = os.stat(python)
+        seen = repr((python, os.path.realpath(python), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        note = process_registry().run_dir / f"python-{hashlib.sha256(seen.encode()).hexdigest()[:32]}"
+        if note.is_file():
+            return True
+        out = process_registry().run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                                     text=True, timeout=10, env=HOST_ENV).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if out != "True":
+        return False
+    with contextlib.suppress(OSError):  # unnoted: asked again by the next process
+        note.touch()
+    return True
 
 
 def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     """The interpreter for ``python3`` in a manifest, and the environment it needs.
 
     A contained bot (private uid, and bubblewrap or namespaces) sees only the system, its own
-    directory and a private copy of the ``arena`` package: our own interpreter when it lives
+    directory and a read-only copy of the ``arena`` package: our own interpreter when it lives
     under /usr (same packages as the arena), otherwise the system's; PYTHONPATH names the
     copy so reference bots still import ``arena``. Never the checkout (it holds arena-data/).
-    None when no interpreter is usable by a contained bot.
+    None when no interpreter is usable by a contained bot; a ContainmentError when the copy of
+    the package cannot be had.
     """
     if not contained:
         return sys.executable, {}
@@ -118,21 +142,92 @@ def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     python = sys.executable if _others_can_use(ours) and str(ours.resolve()).startswith("/usr/") else _system_python()
     if python is None:
         return None
-    source = _package_copy()
-    return python, {"PYTHONPATH": str(source)} if source is not None else {}
+    return python, {"PYTHONPATH": str(_package_copy())}
 
 
-@functools.cache
-def _package_copy() -> Path | None:
-    """A world-readable copy of the ``arena`` package (and the compiled engine beside it), made
-    once per process in a directory of its own and removed at exit: what contained bots bind
-    and import. None if it cannot be made."""
+PACKAGE_LIBS = "arena_engine__mypyc*"  # beside the package: the compiled engine's shared library
+PACKAGE_COPIES_BYTES = 64 << 20
+"""What the package copies no process holds may take before a new copy evicts the least recently
+used (a copy is about 5 MB: a dozen versions, each checkout's and each edit's)."""
+_PACKAGE_HOLD = Holds()  # the package copy this process's bots import: held in use (never evicted) until it exits
+_PACKAGE_LOCK = threading.Lock()  # bots are planned from several threads
+_package: Path | None = None
+
+
+def _package_copy() -> Path:
+    """The folder (on contained Python bots' PYTHONPATH) that holds a world-readable copy of the
+    ``arena`` package and the compiled engine beside it: one per machine and package content, in
+    :func:`package_copies` (:func:`~.bundles.cache_entry`: made whole or not at all, by the
+    referee's uid, read-only to everyone else) named by the hash of what it holds. Each process
+    reads the package once and uses the copy only if it still holds exactly those files, so an
+    edited checkout is never served a stale copy, nor a copy anything changed since it was made.
+    A ContainmentError says why no copy can be had (a Python bot without it could not import the
+    arena: fail closed)."""
+    global _package
+    with _PACKAGE_LOCK:
+        if _package is None or not (_package / "arena").is_dir():  # (a temp-dir cleaner may have removed it)
+            _package = _shared_package_copy()
+        return _package
+
+
+def package_copies() -> Path:
+    """``palace-arena-package-<uid>`` in the temporary folder (resolved: a bot start never follows a
+    link): the referee's uid's, ``0755``, writable by no one else. Not the bot cache, which is
+    private: every user may read the package, as before, when each process made a copy of its own.
+    Another user's folder (or a link) under that name is refused, saying what to do."""
+    root = Path(os.path.realpath(tempfile.gettempdir())) / f"palace-arena-package-{os.geteuid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    st = root.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise ContainmentError(f"{root} is not a folder of uid {os.geteuid()} (another user made it?): remove "
+                               "it, or set TMPDIR to another folder; contained Python bots import the arena "
+                               "package from a copy there")
+    if stat.S_IMODE(st.st_mode) != 0o755:  # (ours: only our uid changed it)
+        root.chmod(0o755)
+    if not _others_can_use(root):
+        raise ContainmentError(f"other users cannot reach {root}, where contained Python bots import the arena "
+                               "package from: set TMPDIR to a folder every user can enter")
+    return root
+
+
+def _shared_package_copy() -> Path:
+    base = package_copies()
     try:
-        libs = tuple(ARENA_SOURCE.glob("arena_engine__mypyc*"))  # the compiled engine's shared library
-        root = world_readable_copy(ARENA_SOURCE / "arena", "palace-arena-src-", extra=libs).parent
-    except OSError:
-        return None
-    return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
+        package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
+        libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
+        key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
+
+        def make(tmp: Path) -> None:
+            copy_folder(package, tmp / "arena")  # checked against the reading while written
+            for name, _ in libs:
+                shutil.copy(ARENA_SOURCE / name, tmp / name)
+            chown_tree(tmp, os.geteuid(), mode_for=_read_only_mode)
+            if not _holds_package(tmp, package.digest, libs):
+                raise FolderError(f"{ARENA_SOURCE}: the arena's files changed while they were copied")
+
+        with cache_entry(base, key, make, lambda entry: _holds_package(entry, package.digest, libs),
+                         _PACKAGE_HOLD, PACKAGE_COPIES_BYTES) as entry:
+            return entry
+    except (OSError, ArenaError) as e:
+        raise ContainmentError(f"no copy of the arena package for contained Python bots in {base}: {e}") from None
+
+
+def _holds_package(entry: Path, digest: str, libs: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``entry`` holds exactly the package whose files hash to ``digest`` and the ``libs``
+    (name, sha256) beside it, each readable by everyone; nothing else (a module beside them would
+    come before the standard library on a bot's PYTHONPATH)."""
+    try:
+        return (sorted(os.listdir(entry)) == sorted(["arena", *(name for name, _ in libs)])
+                and read_folder(entry / "arena", arenas_own=True).digest == digest
+                and all(_sha256(entry / name) == sha for name, sha in libs)
+                and _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH))
+    except (OSError, FolderError):
+        return False
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 ARENA_COPIES = ".arena-bot-copies"
@@ -194,12 +289,12 @@ def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
     return moved
 
 
-def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None,
+def world_readable_copy(directory: Path, prefix: str, *, bot: BotSpec | None = None,
                         others_from: Path | None = None) -> Path:
-    """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
-    new temporary directory removed when this process exits. Returns the copied directory.
+    """A copy of ``directory`` that every user can read, in a new temporary directory removed
+    when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else (the arena's own package) by copytree.
+    hash the run read it under; anything else by copytree.
     ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
     of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
     bot's private uid could not read or run in the folder itself."""
@@ -217,8 +312,6 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
             raise BotCommandError(str(e)) from None
     else:
         shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in extra:
-        shutil.copy2(path, root)
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     if others_from is not None:
         _others_no_wider(copy, others_from)

@@ -472,13 +472,15 @@ async def _run_job(app: Starlette, job: Job, root: Path, hidden: list[tuple[Path
 YOUR_BOT = "[your bot]"
 SERVER_PATH = "[server path]"
 _BOT_COPY = re.compile(r"/[^\s'\"]*?/palace-arena-bot-\w+/[^/\s'\"]+")  # the readable copy a bot runs from
-_ARENA_TEMP = re.compile(r"/[^\s'\"]*?/palace-arena-[\w.-]+")  # a temporary copy of the arena
+_ARENA_TEMP = re.compile(r"/[^\s'\"]*?/palace-arena-[\w.-]+")  # a temporary copy of the arena, or the package's copies
+_PACKAGE_ENTRY = re.compile(rf"{re.escape(SERVER_PATH)}/[0-9a-f]{{64}}(?![0-9a-f])")  # the package copy's own folder in them
 
 
 def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
     """``value`` (a string, or a report made of lists and dicts) with the server's paths replaced:
     each of ``hidden`` (the more specific first), then the arena's Python and its temporary
-    copies. An uploader learns nothing of how the server's disk is laid out."""
+    copies, and the package copies a Python bot imports (``launch._package_copy``), down to the
+    folder of each. An uploader learns nothing of how the server's disk is laid out."""
     if isinstance(value, dict):
         return {k: hide_paths(v, hidden) for k, v in value.items()}
     if isinstance(value, list):
@@ -493,7 +495,7 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
         for form in dict.fromkeys((str(path), str(Path(path).resolve()))):
             if len(form) > 1:
                 value = value.replace(form, name)
-    return _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value))
+    return _PACKAGE_ENTRY.sub(SERVER_PATH, _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value)))
 
 
 async def job_page(request: Request) -> Response:
