@@ -450,6 +450,32 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
         assert info.value.reason == "closed_output"
 
 
+def test_a_bot_process_in_its_exit_has_not_abandoned_its_pipes():
+    """A bot killed past its memory limit is still listed while the kernel frees it, its files
+    already closed (a zombie here, until reaped): that is its exit, reported as such, not a closed
+    stdin (the hostile tournament's memory hog forfeited for ``closed_input`` at load 11). One
+    living process that holds neither pipe has abandoned them."""
+    from types import SimpleNamespace
+
+    from arena.bots.process import BotBase
+    read, write = os.pipe()
+    dead = subprocess.Popen(["true"], stdin=subprocess.DEVNULL)
+    living = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL)
+    try:
+        while (info := read_proc(dead.pid)) is not None and info.state != "Z":
+            time.sleep(0.01)
+        shell = SimpleNamespace(pid=-1, _sandbox_init=None, _live_pids=lambda: {dead.pid})
+        assert not BotBase._pipe_abandoned(shell, write)  # type: ignore[arg-type]
+        shell._live_pids = lambda: {dead.pid, living.pid}
+        assert BotBase._pipe_abandoned(shell, write)  # type: ignore[arg-type]
+    finally:
+        living.kill()
+        for p in (dead, living):
+            p.wait()
+        os.close(read)
+        os.close(write)
+
+
 # -- escaping ----------------------------------------------------------------------
 
 
