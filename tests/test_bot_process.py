@@ -564,19 +564,22 @@ def test_cpu_limit_without_games_counts_the_whole_life():
     assert bot.resource_usage().cpu_seconds > 0.9
 
 
-def test_cpu_is_counted_per_game():
-    """One process, three games: 0.6 s of CPU twice is fine under a 1 s per-game limit (a
-    per-process limit forfeited the second game); 3 s in one game is not."""
-    limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
+def test_cpu_is_counted_per_game(monkeypatch):
+    """One process, three games: 0.2 s of CPU twice is fine under a 0.3 s per-game allowance (a
+    per-process count forfeited the second game); 3 s in one game is not. (The allowance of a
+    clock with no move time is CPU_BASE_S alone, lowered here: a whole second a game burnt 2.5 s.)"""
+    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
+    limits = Limits(memory_mb=256, max_processes=16)
+    assert limits.game_cpu_allowance(0.0, 0.0, 5) == pytest.approx(0.3)
 
     with start("cpu_on_demand.py", limits=limits) as bot:
         assert bot.receive_line(SLOW) == "ready"
         for _ in range(2):
-            bot.begin_game(1.0, 0.0)
-            bot.send_line("burn 0.6")
+            bot.begin_game(0.0, 0.0)
+            bot.send_line("burn 0.2")
             assert bot.receive_line(SLOW) == "done"
-            assert 0.5 < bot.game_cpu_seconds() < 1.0
-        bot.begin_game(1.0, 0.0)
+            assert 0.15 < bot.game_cpu_seconds() < 0.3
+        bot.begin_game(0.0, 0.0)
         bot.send_line("burn 3")
         with pytest.raises(CpuLimitExceeded):
             bot.receive_line(SLOW)
