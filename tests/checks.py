@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import stat
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -72,6 +73,21 @@ def reachable(directory: Path) -> Path:
     if _others_can_use(directory, stat.S_IXOTH):
         return directory
     return world_readable_copy(directory, "palace-arena-tests-")
+
+
+def store_count(store: Path, sql: str = "SELECT COUNT(*) FROM games") -> int:
+    """``sql``'s count in a store another process is writing, read-only; 0 while the store or its
+    tables are not made yet."""
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+    except sqlite3.OperationalError:
+        return 0
+    try:
+        return db.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
 
 
 def fixed_secret(store_dir: Path, fill: int = 7) -> None:

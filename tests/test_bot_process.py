@@ -450,6 +450,32 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
         assert info.value.reason == "closed_output"
 
 
+def test_a_bot_process_in_its_exit_has_not_abandoned_its_pipes():
+    """A bot killed past its memory limit is still listed while the kernel frees it, its files
+    already closed (a zombie here, until reaped): that is its exit, reported as such, not a closed
+    stdin (the hostile tournament's memory hog forfeited for ``closed_input`` at load 11). One
+    living process that holds neither pipe has abandoned them."""
+    from types import SimpleNamespace
+
+    from arena.bots.process import BotBase
+    read, write = os.pipe()
+    dead = subprocess.Popen(["true"], stdin=subprocess.DEVNULL)
+    living = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL)
+    try:
+        while (info := read_proc(dead.pid)) is not None and info.state != "Z":
+            time.sleep(0.01)
+        shell = SimpleNamespace(pid=-1, _sandbox_init=None, _live_pids=lambda: {dead.pid})
+        assert not BotBase._pipe_abandoned(shell, write)  # type: ignore[arg-type]
+        shell._live_pids = lambda: {dead.pid, living.pid}
+        assert BotBase._pipe_abandoned(shell, write)  # type: ignore[arg-type]
+    finally:
+        living.kill()
+        for p in (dead, living):
+            p.wait()
+        os.close(read)
+        os.close(write)
+
+
 # -- escaping ----------------------------------------------------------------------
 
 
@@ -538,19 +564,22 @@ def test_cpu_limit_without_games_counts_the_whole_life():
     assert bot.resource_usage().cpu_seconds > 0.9
 
 
-def test_cpu_is_counted_per_game():
-    """One process, three games: 0.6 s of CPU twice is fine under a 1 s per-game limit (a
-    per-process limit forfeited the second game); 3 s in one game is not."""
-    limits = Limits(cpu_seconds=1, memory_mb=256, max_processes=16)
+def test_cpu_is_counted_per_game(monkeypatch):
+    """One process, three games: 0.2 s of CPU twice is fine under a 0.3 s per-game allowance (a
+    per-process count forfeited the second game); 3 s in one game is not. (The allowance of a
+    clock with no move time is CPU_BASE_S alone, lowered here: a whole second a game burnt 2.5 s.)"""
+    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
+    limits = Limits(memory_mb=256, max_processes=16)
+    assert limits.game_cpu_allowance(0.0, 0.0, 5) == pytest.approx(0.3)
 
     with start("cpu_on_demand.py", limits=limits) as bot:
         assert bot.receive_line(SLOW) == "ready"
         for _ in range(2):
-            bot.begin_game(1.0, 0.0)
-            bot.send_line("burn 0.6")
+            bot.begin_game(0.0, 0.0)
+            bot.send_line("burn 0.2")
             assert bot.receive_line(SLOW) == "done"
-            assert 0.5 < bot.game_cpu_seconds() < 1.0
-        bot.begin_game(1.0, 0.0)
+            assert 0.15 < bot.game_cpu_seconds() < 0.3
+        bot.begin_game(0.0, 0.0)
         bot.send_line("burn 3")
         with pytest.raises(CpuLimitExceeded):
             bot.receive_line(SLOW)

@@ -27,7 +27,7 @@ from .cgroups import BotCgroup
 from .errors import (BotClosedInput, BotClosedOutput, BotError, BotExited, CpuLimitExceeded,
                      MemoryLimitExceeded)
 from ..limits import Limits
-from .procs import (CLK_TCK, Attribution, ProcInfo, kill_pids, proc_peak_rss, read_proc, reap_if_child,
+from .procs import (CLK_TCK, Attribution, ProcInfo, exiting, kill_pids, proc_peak_rss, read_proc, reap_if_child,
                     reap_runsc_orphans,
                     scan_procs, still_present)
 from .channel import READ_CHUNK, WATCH_S, Conversation, StderrBuffer
@@ -270,9 +270,10 @@ class BotBase:
         except OSError:
             return False
         helpers = {self.pid, self._sandbox_init}
-        others = self._live_pids() - helpers
+        # one killed (past its memory limit, say) may still be listed, its files closed: its exit is the verdict
+        others = {pid for pid in self._live_pids() - helpers if not exiting(pid)}
         if not others:
-            return False  # not started yet, or gone (then the exit is reported instead)
+            return False  # not started yet, or gone or going (then the exit is reported instead)
         for pid in others:
             try:
                 fds = os.listdir(f"/proc/{pid}/fd")

@@ -162,6 +162,21 @@ def read_proc(pid: int) -> ProcInfo | None:
     )
 
 
+PF_EXITING = 0x4  # a task's flag (/proc/<pid>/stat, field 9) from the start of its exit
+
+
+def exiting(pid: int) -> bool:
+    """True if ``pid`` is gone, a zombie, or in its exit: its files are closed or about to be, and
+    its exit, not what it holds, tells what became of it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return True
+    rest = raw[raw.rindex(b")") + 2:].split()
+    return rest[0] in (b"Z", b"X", b"x") or bool(int(rest[6]) & PF_EXITING)
+
+
 def scan_procs() -> dict[int, ProcInfo]:
     """Snapshot of every process visible in /proc (threads excluded)."""
     table: dict[int, ProcInfo] = {}
