@@ -22,9 +22,13 @@ from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
 
 # one_seat_per_author = false: the members' store is a club's, which would turn the rule on; these
 # tests are of the queue, whose placements seat the starters as before. One deal a table: a
-# placement's games are counted against its plan, whatever their number
+# placement's games are counted against its plan, whatever their number. The queue is what is
+# tested, not the games: two players at most, so the entry check is one 2-seat game (not also a
+# 4-seat one, four bots started), games end by 100 turns (random's went to a 400-turn stale draw),
+# and a placement plays its games in the server's process (with a worker process per core, each
+# of the three runs started two, each importing the arena)
 MINI = ('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\n'
-        'one_seat_per_author = false\n')
+        'one_seat_per_author = false\nmax_turns = 100\nconcurrency = 1\n\n[options]\nmax_players = 2\n')
 
 
 def starter_zip(name: str) -> bytes:
