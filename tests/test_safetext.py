@@ -122,7 +122,9 @@ def test_a_bots_stderr_info_and_label_reach_no_terminal_raw(open_tmp: Path) -> N
         "tournament": done,
         "replay": arena_here("replay", game, "--store", store, "--plain"),
         "debug": arena("debug", game, str(crasher), "--seat", seat, "--store", store, cwd=open_tmp),
-        "check": arena("check", str(crasher), "--rules", "classic", "--games", "1", cwd=open_tmp),
+        # one 2-seat game shows the crash's stderr as well as the 4-seat one did beside it (four bots more)
+        "check": arena("check", str(crasher), "--rules", "classic", "-r", "max_players=2", "--games", "1",
+                       cwd=open_tmp),
     }
     assert "thinking \\x1b]0;owned" in outputs["replay"].stdout  # shown, escaped
     assert "\\x1b[2J" in outputs["check"].stdout + outputs["check"].stderr

@@ -353,8 +353,9 @@ def test_a_server_without_the_ladder_file_publishes_a_season_that_verifies(tmp_p
     an honest season was named as dealt wrong)."""
     from arena.replay.verify import main as verify
     from tests.test_serve import ServerProc
+    # 100 turns, as _ladder's: a capped game is published and verified like any other
     path = write_ladder(tmp_path, "trio", bots=["random", "lowest", "highest"], seats=3, seed=5,
-                        store=str(tmp_path / "data" / "s.sqlite"))
+                        store=str(tmp_path / "data" / "s.sqlite"), max_turns=100)
     ladder = load_ladder(path)
     store = open_store(ladder)
     _play(ladder, store, 3)

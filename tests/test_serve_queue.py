@@ -22,9 +22,13 @@ from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
 
 # one_seat_per_author = false: the members' store is a club's, which would turn the rule on; these
 # tests are of the queue, whose placements seat the starters as before. One deal a table: a
-# placement's games are counted against its plan, whatever their number
+# placement's games are counted against its plan, whatever their number. The queue is what is
+# tested, not the games: two players at most, so the entry check is one 2-seat game (not also a
+# 4-seat one, four bots started), games end by 100 turns (random's went to a 400-turn stale draw),
+# and a placement plays its games in the server's process (with a worker process per core, each
+# of the three runs started two, each importing the arena)
 MINI = ('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\n'
-        'one_seat_per_author = false\n')
+        'one_seat_per_author = false\nmax_turns = 100\nconcurrency = 1\n\n[options]\nmax_players = 2\n')
 
 
 def starter_zip(name: str) -> bytes:
@@ -107,7 +111,7 @@ def test_a_server_killed_mid_queue_finishes_every_submission_exactly_once(tmp_pa
         assert attempts == {j[1]: 2 if j[0] == killed[0][0] else 1 for j in done}  # only the killed one ran twice
         people[0].server = again  # a new port; the session key (and so the login) outlives the restart
         page = people[0].request("GET", f"/submit/{killed[0][0]}")[2]
-        assert "runs again from where it stopped" in page and 'data-status="placed"' in page
+        assert page.count("runs again from where it stopped") == 1 and 'data-status="placed"' in page
         # the report of a submission that ran once, start to end (upload, check, placement)
         once = next(j for j in done if j[0] != killed[0][0])
         owner = next(b for b, name in zip(people, NAMES) if once[1].startswith(f"{name}-bot@"))

@@ -388,9 +388,7 @@ async def _run_claimed(app: Starlette, job: Job) -> None:
     def say(text: str) -> None:
         job.say(hide_paths(text, hidden))
 
-    try:
-        if job.attempts > 1:
-            say(queue.RERUN)
+    try:  # a job run again says so once: queue.recover wrote that line when it put the job back
         outcome = await _run_job(app, job, root, hidden, say)
     except trio.Cancelled:
         with trio.CancelScope(shield=True):
