@@ -33,7 +33,7 @@ from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
-from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
+from .uids import BOT_UID_BASE, SEALED, chown_tree, inaccessible_reason, seal
 
 BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
@@ -152,8 +152,8 @@ def runnable(spec: BotSpec, made: dict[tuple[Path, str], Path] | None = None) ->
     made once per process and reading (folder and files hash), written from that reading and
     checked against it, so a seat never runs a file of its author's folder, neither one edited after
     the run read it nor one the reader leaves out (build outputs, environments: in no files hash).
-    A root referee makes the copy world-readable (the seat's private uid reads it, never the
-    store or the checkout); one that is not root keeps it its own (0700), as its bots run as its uid.
+    The copy's entries are readable by a root referee's private uids, but its folder is sealed
+    (:func:`~.uids.seal`): no other local user reads it; the seat's view binds it by descriptor.
     A root referee's bot its private uid could not reach in its own folder (a user's private
     directory), unless the arena ships it or keeps it in its closed store, stays as it is and is
     refused at its start (fail closed): the arena never exposes a user's private directory on its own.
@@ -196,10 +196,13 @@ def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
 
 def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...] = (), bot: BotSpec | None = None,
                         others_from: Path | None = None) -> Path:
-    """A copy of ``directory`` (and ``extra`` files beside it) that every user can read, in a
-    new temporary directory removed when this process exits. Returns the copied directory.
+    """A copy of ``directory`` (and ``extra`` files beside it) whose entries every user could read,
+    in a new temporary directory removed when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else (the arena's own package) by copytree.
+    hash the run read it under; anything else (the arena's own package) by copytree. A bot's copy
+    lies in a folder that only this process's user may enter (:func:`~.uids.seal`): its seats are
+    served it through their views, and no other local user reads it (a ladder member's source, an
+    upload's, a user's ``0600`` file); the arena's package stays open to all.
     ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
     of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
     bot's private uid could not read or run in the folder itself."""
@@ -222,8 +225,8 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     if others_from is not None:
         _others_no_wider(copy, others_from)
-    if bot is not None and os.geteuid() != 0:  # its bots run as this uid: nobody else reads the copy
-        root.chmod(0o700)
+    if bot is not None:  # a bot's copy: its seats reach it through their views alone (uids.SEALED)
+        seal(root)
     return copy
 
 
@@ -415,6 +418,7 @@ class Launcher:
         for where in copies:
             release_space(where)
             remove_tree(where)
+            SEALED.discard(where)
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""
