@@ -1,0 +1,86 @@
+"""#35, a sixth round (attack21): an outside round on the last round's changes.
+
+A local user of the machine (Eve) and a bot author with the docs and the code but not the tests.
+Each test is an attack that succeeded on 236f6b8.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from arena.bots.containment import Containment
+from tests.checks import bwrap_or_skip
+from tests.test_stranger_attacks10 import EVE, _as_eve
+
+SECRET = "member's strategy 8472"
+
+BOT_SH = "exec cat secret.txt\n"
+"""The bot: it says its secret file, so the test sees its seat read its copy."""
+
+
+def _bot(request: pytest.FixtureRequest, *, member: bool, build: bool = False) -> Path:
+    """A bash bot holding :data:`SECRET` in ``secret.txt``: a ladder member's (``member``: in a folder the
+    arena keeps, 0700, the marker of its copies above it, as a store's snapshots and uploads are), or a
+    user's, reachable by the seat's private uid but its secret ``0600`` (with ``build``: one that builds)."""
+    from arena.bots.launch import ARENA_COPIES
+    home = Path(tempfile.mkdtemp(prefix="a21-"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    bot = home / "bot"
+    bot.mkdir()
+    manifest = 'name = "member"\nversion = "1.0"\ncommand = ["bash", "bot.sh"]\n'
+    (bot / "bot.toml").write_text(manifest + ('build = ["true"]\n' if build else ""))
+    (bot / "bot.sh").write_text(BOT_SH)
+    (bot / "secret.txt").write_text(SECRET + "\n")
+    if member:
+        (home / ARENA_COPIES).touch()
+        home.chmod(0o700)
+    else:
+        for p in (home, bot, *bot.iterdir()):
+            p.chmod(0o755)
+        (bot / "secret.txt").chmod(0o600)
+    return bot
+
+
+def _eve_reads(folder: Path) -> list[str]:
+    """What Eve, another local user, can do with a seat's folder: list the folder that holds it, read
+    its secret."""
+    done = []
+    if _as_eve(lambda: 0 if os.listdir(folder.parent) else 1) == 0:
+        done.append("listed")
+    if _as_eve(lambda: 0 if Path(folder, "secret.txt").read_text().startswith(SECRET) else 1) == 0:
+        done.append("read")
+    return done
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "namespaces"])
+@pytest.mark.parametrize("whose", ["member", "user's built"])
+def test_a_seats_copy_of_its_bot_is_read_by_the_seat_and_by_no_other_local_user(
+        mode: str, whose: str, request: pytest.FixtureRequest) -> None:
+    """A seat runs from the arena's copy of its bot (``launch.runnable``; with a ``build``, the build's
+    copy). On 236f6b8 each copy lay in ``/tmp/palace-arena-bot-*`` (or ``-build-*``), 0755, its files
+    0644: while a ladder ran, every local user listed and read every member's source (a store's
+    snapshot, an upload: 0700 where the arena keeps them), and a user's ``0600`` file in a bot with a
+    ``build``. `arena submit` of a 0700 bot: ``runuser -u nobody -- cat /tmp/palace-arena-bot-*/...``
+    printed it. Now the copies' folder is root's and the bots' group's (0750): the seat still reads
+    its copy, Eve reads nothing."""
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    if os.geteuid() != 0:
+        pytest.skip("private uids and another local user need a root referee")
+    if mode == "bubblewrap":
+        bwrap_or_skip()
+    containment = Containment.BUBBLEWRAP if mode == "bubblewrap" else Containment.NAMESPACES
+    spec = load_bot(_bot(request, member=whose == "member", build=whose != "member"))
+    spec.files_hash()  # the run reads it
+    launcher = Launcher(containment=containment)
+    request.addfinalizer(launcher.release_builds)
+    plan = launcher.plan_now(launcher.build_now(spec))
+    assert plan.workdir != spec.root
+    with plan.start() as seat:
+        assert seat.receive_line(10.0) == SECRET  # the seat reads its copy
+        assert _eve_reads(plan.workdir) == []
