@@ -84,3 +84,34 @@ def test_a_seats_copy_of_its_bot_is_read_by_the_seat_and_by_no_other_local_user(
     with plan.start() as seat:
         assert seat.receive_line(10.0) == SECRET  # the seat reads its copy
         assert _eve_reads(plan.workdir) == []
+
+
+def test_the_bot_an_upload_holds_is_read_by_the_server_never_taken_from_its_unpacking_process(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An upload's worker reads hostile bytes (the docs' reason it runs apart: code a decompressor's bug
+    ran in it). On 236f6b8 the server took the bot's name and label from the worker's answer: it
+    claimed that name for the uploader's account (``people.claim_bot``) and queued that label, while
+    the job then placed the bot its manifest named. A worker answering ``eves`` for a bot.toml naming
+    ``alice`` had Eve's account claim a free name and place a version of Alice's bot (her account's
+    owner check never saw ``alice``). Now the server reads the manifest it wrote to the disk, and a
+    worker whose answer differs is lost (the arena's failure: nothing kept)."""
+    import trio
+
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, zip_bytes
+    told = unpacker._answer
+
+    def lying(stdout: bytes) -> dict | None:  # the worker's answer, as code a hostile archive ran would write it
+        answer = told(stdout)
+        if answer is not None and "name" in answer:
+            answer.update(name="eves", label="eves@1.0")
+        return answer
+    monkeypatch.setattr(unpacker, "_answer", lying)
+    alices = b'name = "alice"\nversion = "2.0"\ncommand = ["python3", "bot.py"]\n'
+    try:
+        got = trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": alices, "bot.py": b"print(1)\n"}),
+                                                     tmp_path / "job", **LIMITS))
+    except unpacker.UnpackerLost as e:
+        assert "another bot" in str(e)
+    else:
+        assert (got.name, got.label) == ("alice", "alice@2.0")
