@@ -115,3 +115,33 @@ def test_the_bot_an_upload_holds_is_read_by_the_server_never_taken_from_its_unpa
         assert "another bot" in str(e)
     else:
         assert (got.name, got.label) == ("alice", "alice@2.0")
+
+
+def test_a_workers_bot_cache_is_read_by_its_seats_and_by_no_other_local_user(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Dask worker (``arena tournament --cluster``, ``arena ladder run --cluster``) unpacks every bot it
+    seats into its cache, kept between runs (``bundles.cache_root``: ``/tmp/palace-arena-cache-<uid>``).
+    On 236f6b8 the cache and each entry were 0755 ("readable by the bots' uid"): every local user of
+    a worker's machine listed and read every ladder member it had ever seated. Since attack20 a
+    seat runs from the arena's own copy, not from the cache: the cache is now 0700 and marked as
+    the arena's copies, and its seat still plays its bot."""
+    from arena.bots import bundles
+    from arena.bots.launch import Launcher
+    from arena.bots.manifest import load_bot
+    if os.geteuid() != 0:
+        pytest.skip("private uids and another local user need a root referee")
+    bwrap_or_skip()
+    spec = load_bot(_bot(request, member=False))
+    (spec.root / "secret.txt").chmod(0o644)  # its author's file: the arena keeps what it packed
+    blob = bundles.pack_bot(spec)
+    shared = Path(tempfile.mkdtemp(prefix="a21-cache-"))
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    shared.chmod(0o755)  # as /tmp is: every user may walk it
+    monkeypatch.setenv(bundles.CACHE_ENV, str(shared / "cache"))
+    monkeypatch.setattr(bundles, "_PREPARED", {})
+    unpacked = bundles.prepare_bot(spec.files_hash(), "bot.toml", blob)
+    assert _eve_reads(unpacked.root) == []
+    launcher = Launcher(containment=Containment.BUBBLEWRAP)
+    request.addfinalizer(launcher.release_builds)
+    with launcher.plan_now(unpacked).start() as seat:
+        assert seat.receive_line(10.0) == SECRET

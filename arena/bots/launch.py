@@ -27,7 +27,7 @@ from .containment import Containment, RunAs, cgroup_root, describe_containment, 
 from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
-from .folder import CAPS, FolderError, copy_folder, read_folder
+from .folder import ARENA_COPIES, CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -135,9 +135,6 @@ def _package_copy() -> Path | None:
     return root if _others_can_use(root / "arena" / "__init__.py", stat.S_IROTH) else None
 
 
-ARENA_COPIES = ".arena-bot-copies"
-"""A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
-submissions, inside the closed store directory that no bot uid may enter)."""
 
 _runnable_copies: dict[tuple[Path, str], Path] = {}  # (folder, files hash) -> its checked copy
 
