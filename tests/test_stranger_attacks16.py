@@ -145,3 +145,36 @@ def test_a_workers_bot_cache_is_read_by_its_seats_and_by_no_other_local_user(
     request.addfinalizer(launcher.release_builds)
     with launcher.plan_now(unpacked).start() as seat:
         assert seat.receive_line(10.0) == SECRET
+
+
+def test_a_copys_modes_show_nothing_of_where_a_folder_swapped_for_a_link_leads(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's bot's copy keeps no more of the other users' bits than its entries have in her folder
+    (``launch._others_no_wider``), read after the copy from her live folder. On 236f6b8 each entry was
+    looked up there by path, following links: a folder she swapped for a link to a folder of root's
+    (0700) gave the copy the modes of root's files there, so her bot, reading its copy's modes,
+    learnt whether a name existed below a folder it may not enter. Now her folder is walked by
+    descriptors and a link counts as gone."""
+    from arena.bots import launch
+    from arena.bots.manifest import load_bot
+    if os.geteuid() != 0:
+        pytest.skip("a copy for private uids is a root referee's")
+    roots = Path(tempfile.mkdtemp(prefix="a21-roots-"))  # 0700: root's alone
+    request.addfinalizer(lambda: shutil.rmtree(roots, ignore_errors=True))
+    (roots / "f").write_text("root's\n")
+    (roots / "f").chmod(0o644)
+    bot = _bot(request, member=False)
+    (bot / "sub").mkdir(mode=0o755)
+    (bot / "sub" / "f").write_text("hers\n")
+    (bot / "sub" / "f").chmod(0o600)
+    spec = load_bot(bot)
+    spec.files_hash()  # the run reads it
+    copied = launch.chown_tree
+
+    def then_swapped(*args, **kw):  # her move, between the copy and the look at her folder's modes
+        (bot / "sub").rename(bot / "sub.old")
+        (bot / "sub").symlink_to(roots)
+        return copied(*args, **kw)
+    monkeypatch.setattr(launch, "chown_tree", then_swapped)
+    copy = launch.runnable(spec, {})
+    assert (copy.root / "sub" / "f").stat().st_mode & 0o007 == 0  # hers had none; root's o+r is not shown

@@ -229,18 +229,51 @@ def world_readable_copy(directory: Path, prefix: str, *, extra: tuple[Path, ...]
 
 def _others_no_wider(copy: Path, original: Path) -> None:
     """Each entry of ``copy`` with no more of the other users' permission bits than its namesake in
-    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run."""
-    for dirpath, dirnames, filenames in os.walk(copy, followlinks=False):
-        for name in [None, *dirnames, *filenames]:
-            path = Path(dirpath) if name is None else Path(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
+    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run.
+    The original is its author's live folder: it is walked by descriptors from its top, never
+    through a link, so a folder she swaps for a link meanwhile counts as gone (a lookup by path
+    followed it, and the copy's modes showed the bot whether a name existed below a folder of root's)."""
+    try:
+        top = os.open(original, _DIR_NOFOLLOW)
+    except OSError:
+        top = -1
+    try:
+        _no_wider(copy, top)
+    finally:
+        if top >= 0:
+            os.close(top)
+
+
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _no_wider(here: Path, there: int) -> None:
+    """:func:`_others_no_wider` for the folder ``here`` of the copy, its original open as ``there``
+    (-1: gone, or not a folder)."""
+    def narrow(path: Path | str, theirs: int) -> None:
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & (0o770 | theirs))
+
+    narrow(here, os.fstat(there).st_mode & 0o007 if there >= 0 else 0)
+    with os.scandir(here) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    sub = os.open(entry.name, _DIR_NOFOLLOW, dir_fd=there) if there >= 0 else -1
+                except OSError:
+                    sub = -1
+                try:
+                    _no_wider(Path(entry.path), sub)
+                finally:
+                    if sub >= 0:
+                        os.close(sub)
                 continue
             try:
-                theirs = os.lstat(original / path.relative_to(copy)).st_mode & 0o007
+                theirs = os.stat(entry.name, dir_fd=there, follow_symlinks=False).st_mode & 0o007 if there >= 0 else 0
             except OSError:
                 theirs = 0
-            os.chmod(path, stat.S_IMODE(st.st_mode) & (0o770 | theirs))
+            narrow(entry.path, theirs)
 
 
 def copy_out(src: Path, dst: Path) -> None:
