@@ -178,3 +178,15 @@ def test_a_copys_modes_show_nothing_of_where_a_folder_swapped_for_a_link_leads(
     monkeypatch.setattr(launch, "chown_tree", then_swapped)
     copy = launch.runnable(spec, {})
     assert (copy.root / "sub" / "f").stat().st_mode & 0o007 == 0  # hers had none; root's o+r is not shown
+
+
+def test_the_bots_group_is_nobodys_else() -> None:
+    """The one supplementary group of every private uid's process (``procs.BOTS_GID``) opens the folders of
+    the arena's copies of bots: no private uid has it as its own gid, nor any user or group here."""
+    import grp
+    import pwd
+
+    from arena.bots.procs import BOTS_GID
+    from arena.bots.uids import uid_in_pool
+    assert not uid_in_pool(BOTS_GID)
+    assert BOTS_GID not in {g.gr_gid for g in grp.getgrall()} | {p.pw_gid for p in pwd.getpwall()}
