@@ -190,3 +190,42 @@ def test_the_bots_group_is_nobodys_else() -> None:
     from arena.bots.uids import uid_in_pool
     assert not uid_in_pool(BOTS_GID)
     assert BOTS_GID not in {g.gr_gid for g in grp.getgrall()} | {p.pw_gid for p in pwd.getpwall()}
+
+
+INTRUDER = """
+import sys
+import distributed
+from arena.tournament import cluster
+port = sys.argv[1]
+for address, security in ((f"tcp://127.0.0.1:{port}", lambda: None),  # Dask's default: plain TCP, anyone's client
+                          (f"tls://127.0.0.1:{port}", lambda: cluster._local_tls(distributed))):  # a key of her own
+    try:
+        client = distributed.Client(address, security=security(), timeout=5, set_as_default=False)
+        print("ran as", client.run(lambda: __import__("os").getuid()), flush=True)
+    except Exception as e:  # noqa: BLE001  refused: said
+        print("refused:", type(e).__name__, flush=True)
+"""
+"""Another local user's program: the scheduler's port (listed by ``ss -ltn`` to every user) is all she needs."""
+
+
+def test_a_local_clusters_scheduler_runs_nobody_elses_code(tmp_path: Path) -> None:
+    """``--cluster local`` starts a Dask scheduler and workers on 127.0.0.1, as the arena's user. On
+    236f6b8 they spoke Dask's plain ``tcp://``, which takes any client: while a root ``arena tournament
+    --cluster local:2`` ran, ``nobody`` connected to its scheduler's port and ran code in its
+    workers as uid 0 (``/etc/shadow`` read; the store's secret, every deal, every game were hers
+    too). Now a local cluster speaks TLS with a key made for the run and held in memory: a client
+    without it, plain or with a key of its own, is refused; the arena's own client still plays."""
+    import subprocess
+    import sys
+
+    from arena.tournament import cluster
+    client, local = cluster._connect("local:1")
+    try:
+        port = local.scheduler_address.rsplit(":", 1)[1]
+        assert client.run(lambda: 42)  # the arena's own client reaches its workers
+        tried = subprocess.run([sys.executable, "-c", INTRUDER, port], capture_output=True, text=True, timeout=120,
+                               cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+        assert "ran as" not in tried.stdout and tried.stdout.count("refused:") == 2, tried.stdout + tried.stderr[-2000:]
+    finally:
+        client.close()
+        local.close()
