@@ -37,7 +37,7 @@ from arena.bots.filesystem import sandbox_visible
 from arena.limits import Limits
 from arena.bots.probes import namespaces_problem_now, sandbox_problem_now
 from arena.bots.process import ENV_TOKEN
-from arena.bots.procs import read_proc
+from arena.bots.procs import BOTS_GID, read_proc
 from arena.bots.channel import EXIT_GRACE, READ_CHUNK
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
@@ -141,7 +141,7 @@ def test_echo_round_trip_minimal_env_and_private_home():
     assert report["nofile"] == [FAST.open_files, FAST.open_files]
     if ROOT:
         assert uid_in_pool(report["uid"]) and report["gid"] == report["uid"]
-        assert report["groups"] in ([], [report["gid"]])
+        assert report["groups"] == [BOTS_GID]  # the bots' group alone (the folder of its copy: uids.seal)
         assert report["home_owner"] == report["uid"]
     assert not home.exists()  # removed by aclose
     assert usage.cpu_seconds is not None and usage.peak_memory_bytes

@@ -263,12 +263,14 @@ def test_a_bot_its_uid_cannot_run_is_an_error_never_root(world, sandbox, unreach
 
 @needs_root
 def test_shipped_bots_run_from_a_copy_and_users_bots_fail_closed(monkeypatch):
-    """A private checkout's own bots (reference bots, starters) run from a readable copy that keeps
+    """A private checkout's own bots (reference bots, starters) run from a copy their private uids
+    read (no other user: its folder is sealed) that keeps
     links as links; one that leads out of the folder is the bot's fault (refused, named, never
     copied as /etc/shadow's bytes read as root); a user's bot in a private directory is left as it
     is, to be refused."""
     from arena.bots import launch
     from arena.bots.errors import BotCommandError
+    from arena.bots.uids import BOT_UID_BASE, inaccessible_reason
     private = Path(tempfile.mkdtemp(prefix="arena-private-checkout-"))  # 0700, like a clone under /root
     try:
         shipped = private / "bots" / "lowest"
@@ -277,7 +279,8 @@ def test_shipped_bots_run_from_a_copy_and_users_bots_fail_closed(monkeypatch):
         users = copy_bot(private / "mine")
         monkeypatch.setattr(launch, "SHIPPED", (private / "bots",))
         copied = launch.runnable(load_bot(shipped))
-        assert copied.root != shipped and launch._others_can_use(copied.workdir / "bot.py", stat.S_IROTH)
+        assert copied.root != shipped and not launch._others_can_use(copied.workdir / "bot.py", stat.S_IROTH)
+        assert inaccessible_reason(copied.workdir / "bot.py", BOT_UID_BASE, BOT_UID_BASE, os.R_OK) is None
         assert os.readlink(copied.root / "same.py") == "bot.py"
         assert not any(p.stat().st_mode & 0o022 for p in copied.root.rglob("*") if not p.is_symlink())
         assert launch.runnable(load_bot(users)).root == users.resolve()

@@ -273,10 +273,12 @@ def test_members_play_from_snapshots_and_initial_bot_added_later(open_tmp: Path)
 @pytest.mark.skipif(os.geteuid() != 0, reason="bots run under a private uid only when the referee is root")
 def test_snapshots_inside_the_closed_store_run_from_a_readable_copy(tmp_path: Path):
     """The ladder keeps its members' files in the store directory, which no bot uid may enter
-    (pytest's tmp_path is 0700 too): the launcher runs such a member from a world-readable copy
-    of that bot alone, so the ladder still plays exactly the files it registered."""
+    (pytest's tmp_path is 0700 too): the launcher runs such a member from a copy of that bot alone
+    that its private uids read and no other user does, so the ladder still plays exactly the files
+    it registered."""
     from arena.bots.launch import ARENA_COPIES, _others_can_use, runnable
     from arena.bots.manifest import load_bot
+    from arena.bots.uids import BOT_UID_BASE, inaccessible_reason
     ladder = load_ladder(write_ladder(tmp_path, store=str(tmp_path / "s.sqlite")))
     store = open_store(ladder)
     trio.run(ensure_seeded, ladder, store, ctx())
@@ -285,8 +287,9 @@ def test_snapshots_inside_the_closed_store_run_from_a_readable_copy(tmp_path: Pa
     assert ref.is_relative_to(tmp_path) and any((d / ARENA_COPIES).is_file() for d in ref.parents)
     spec = load_bot(ref)
     played = runnable(spec)
-    if os.geteuid() == 0:  # private uids: the copy is elsewhere, readable, and the same bot
-        assert played.root != spec.root and _others_can_use(played.workdir)
+    if os.geteuid() == 0:  # private uids: the copy is elsewhere, theirs to read (no other user's), the same bot
+        assert played.root != spec.root and not _others_can_use(played.workdir)
+        assert inaccessible_reason(played.workdir, BOT_UID_BASE, BOT_UID_BASE, os.R_OK | os.X_OK) is None
         assert played.files_hash() == spec.files_hash() == m.hash
         assert not _others_can_use(tmp_path / "s.sqlite")
     store.close()

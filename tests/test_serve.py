@@ -712,7 +712,13 @@ def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: Se
 
 @pytest.mark.parametrize("flag, value, said", [("--settle", "-1", "--settle at least 0"),
                                                ("--max-queued", "0", "--max-queued and --max-queued-per-person at least 1"),
-                                               ("--max-queued-per-person", "0", "--max-queued-per-person at least 1")])
+                                               ("--max-queued-per-person", "0", "--max-queued-per-person at least 1"),
+                                               # nan passed every comparison: the queue's runner died at its
+                                               # first look ("deadline must not be NaN", exit 70)
+                                               ("--queue-look", "nan", "take finite numbers"),
+                                               ("--webhook-timeout", "inf", "take finite numbers"),
+                                               # every delivery raised OverflowError (time_t) and none was made
+                                               ("--webhook-timeout", "1e308", "at most 86400 seconds")])
 def test_a_bound_out_of_range_is_refused_in_one_line(tmp_path: Path, flag: str, value: str, said: str) -> None:
     from typer.testing import CliRunner
 

@@ -369,10 +369,12 @@ def test_a_worker_that_answers_nothing_readable_is_lost(tmp_path: Path, monkeypa
 
 def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The upload's folder a 64 KiB file system (bubblewrap's tmpfs over it, seen by the worker
-    only) and a 300 kB bot: the write fails for want of space, the caller gets that OSError (the
-    server's 500 says "No space left on device") and nothing is left in the upload's folder; a
-    40 kB bot fits in a file system of the same size."""
+    """The worker's own file system (its tmpfs, which the server reads back) bounded at 64 KiB and a
+    300 kB bot: the write fails for want of space, the caller gets that OSError (the server's 500
+    says "No space left on device") and nothing is left in the upload's folder; a 40 kB bot fits in
+    a file system of the same size. (This test once put a small tmpfs of bubblewrap's over the
+    worker's folder, which the server never reads back: the server took the worker's word for a
+    bot it never saw, until attack21 had it read the manifest it wrote.)"""
     import errno
     import shutil
 
@@ -383,16 +385,8 @@ def test_a_full_disk_in_the_worker_is_the_systems_error_and_leaves_nothing(tmp_p
         pytest.skip("needs bubblewrap for a small file system of its own")
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    confined = unpacker.confined
-
-    def on_small_disk(argv: list[str], where: Path, filter_fd: int) -> list[str]:
-        got = confined(argv, where, filter_fd)
-        small = ["--size", str(64 << 10), "--tmpfs", str(where), "--chdir", str(where)]
-        if got is argv:  # no bubblewrap around the worker here: one of its own for the small file system
-            return ["bwrap", "--dev-bind", "/", "/", *small, *argv]
-        at = got.index("--chdir")  # the worker's one writable folder (its tmpfs's), made the small one
-        return [*got[:at], "--size", str(64 << 10), "--tmpfs", got[at + 1], *got[at:]]
-    monkeypatch.setattr(unpacker, "confined", on_small_disk)
+    monkeypatch.setattr(unpacker, "worker_space",
+                        lambda max_files, max_bytes: unpacker.WorkerSpace(bytes=64 << 10, inodes=2 * max_files + 2))
 
     async def main() -> None:
         with pytest.raises(OSError) as full:

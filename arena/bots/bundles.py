@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ArenaError
 from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS, tree_usage
-from .folder import CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
+from .folder import ARENA_COPIES, CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
 from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
 
 CACHE_ENV = "PALACE_ARENA_CACHE"
@@ -107,9 +107,10 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 
 def cache_root() -> Path:
     """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
-    It must be readable by the bots' uid when the sandbox runs them as another user, so it is 0755
-    and must belong to us and be writable by no one else. It may not lie in the system every
-    contained bot sees (/usr, /etc...): there each bot could read every other bot's files."""
+    It must belong to us and is ``0700`` (an older arena's ``0755`` is closed): it holds every
+    ladder member a worker has seated, which no other local user may read; seats run from the
+    arena's own copies (:data:`~.folder.ARENA_COPIES`, marked in it; ``launch.runnable``). It may
+    not lie in the system every contained bot sees (/usr, /etc...)."""
     env = os.environ.get(CACHE_ENV)
     root = Path(env) if env else Path(tempfile.gettempdir()) / f"palace-arena-cache-{os.geteuid()}"
     real = Path(os.path.realpath(root))
@@ -117,11 +118,14 @@ def cache_root() -> Path:
     if seen:
         raise BundleError(f"bot cache {root} lies in {seen[0]}, which every contained bot sees; set "
                           f"{CACHE_ENV} to another place")
-    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         raise BundleError(f"bot cache {root} must be a directory owned by uid {os.geteuid()} and "
                           f"writable by no one else; set {CACHE_ENV} to another place")
+    if st.st_mode & 0o077:
+        root.chmod(0o700)
+    (root / ARENA_COPIES).touch()
     return root
 
 

@@ -48,6 +48,10 @@ packages): not the bot's files, and what a bot that needs them must make in its 
 SKIP_DIRS = frozenset({".git", "__pycache__"}) | OUTPUT_DIRS
 SKIP_SUFFIXES = (".pyc", *OUTPUT_SUFFIXES)
 NAMED_OUTPUTS = 3  # how many of the build outputs a reading left out it names
+ARENA_COPIES = ".arena-bot-copies"
+"""A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
+submissions inside the closed store directory, uploads, a worker's bot cache), which no bot uid
+nor other user may enter: its seats run from a copy the arena makes (``launch.runnable``)."""
 CHUNK = 1 << 20
 V2 = "v2:"  # the prefix of a framed files hash without modes or folders, read only to verify old records
 V3 = "v3:"  # the prefix of the files hash every new record uses (:func:`read_folder`)

@@ -31,13 +31,13 @@ from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .bundles import Holds, cache_entry
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
-from .folder import CAPS, FolderError, copy_folder, read_folder
+from .folder import ARENA_COPIES, CAPS, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
-from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason
+from .uids import BOT_UID_BASE, SEALED, chown_tree, inaccessible_reason, seal
 
 BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
@@ -230,9 +230,6 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-ARENA_COPIES = ".arena-bot-copies"
-"""A marker file: the directory holding it keeps the arena's own copies of bots (a ladder's
-submissions, inside the closed store directory that no bot uid may enter)."""
 
 _runnable_copies: dict[tuple[Path, str], Path] = {}  # (folder, files hash) -> its checked copy
 
@@ -247,8 +244,8 @@ def runnable(spec: BotSpec, made: dict[tuple[Path, str], Path] | None = None) ->
     made once per process and reading (folder and files hash), written from that reading and
     checked against it, so a seat never runs a file of its author's folder, neither one edited after
     the run read it nor one the reader leaves out (build outputs, environments: in no files hash).
-    A root referee makes the copy world-readable (the seat's private uid reads it, never the
-    store or the checkout); one that is not root keeps it its own (0700), as its bots run as its uid.
+    The copy's entries are readable by a root referee's private uids, but its folder is sealed
+    (:func:`~.uids.seal`): no other local user reads it; the seat's view binds it by descriptor.
     A root referee's bot its private uid could not reach in its own folder (a user's private
     directory), unless the arena ships it or keeps it in its closed store, stays as it is and is
     refused at its start (fail closed): the arena never exposes a user's private directory on its own.
@@ -291,10 +288,13 @@ def _relocated(spec: BotSpec, copy: Path, same_files: bool = False) -> BotSpec:
 
 def world_readable_copy(directory: Path, prefix: str, *, bot: BotSpec | None = None,
                         others_from: Path | None = None) -> Path:
-    """A copy of ``directory`` that every user can read, in a new temporary directory removed
-    when this process exits. Returns the copied directory.
+    """A copy of ``directory`` whose entries every user could read, in a new temporary directory
+    removed when this process exits. Returns the copied directory.
     A bot's folder (``bot``) is copied by the one reader of bot folders, checked against the
-    hash the run read it under; anything else by copytree.
+    hash the run read it under; anything else (a test's folder) by copytree. A bot's copy
+    lies in a folder that only this process's user may enter (:func:`~.uids.seal`): its seats are
+    served it through their views, and no other local user reads it (a ladder member's source, an
+    upload's, a user's ``0600`` file).
     ``others_from``: a user's folder whose entries keep, in the copy, no more of the permissions
     of other users than they have there (:func:`_others_no_wider`): the copy exposes nothing the
     bot's private uid could not read or run in the folder itself."""
@@ -315,25 +315,58 @@ def world_readable_copy(directory: Path, prefix: str, *, bot: BotSpec | None = N
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     if others_from is not None:
         _others_no_wider(copy, others_from)
-    if bot is not None and os.geteuid() != 0:  # its bots run as this uid: nobody else reads the copy
-        root.chmod(0o700)
+    if bot is not None:  # a bot's copy: its seats reach it through their views alone (uids.SEALED)
+        seal(root)
     return copy
 
 
 def _others_no_wider(copy: Path, original: Path) -> None:
     """Each entry of ``copy`` with no more of the other users' permission bits than its namesake in
-    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run."""
-    for dirpath, dirnames, filenames in os.walk(copy, followlinks=False):
-        for name in [None, *dirnames, *filenames]:
-            path = Path(dirpath) if name is None else Path(dirpath, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
+    ``original`` has (none where it is gone): a 0700 command stays one its private uid cannot run.
+    The original is its author's live folder: it is walked by descriptors from its top, never
+    through a link, so a folder she swaps for a link meanwhile counts as gone (a lookup by path
+    followed it, and the copy's modes showed the bot whether a name existed below a folder of root's)."""
+    try:
+        top = os.open(original, _DIR_NOFOLLOW)
+    except OSError:
+        top = -1
+    try:
+        _no_wider(copy, top)
+    finally:
+        if top >= 0:
+            os.close(top)
+
+
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _no_wider(here: Path, there: int) -> None:
+    """:func:`_others_no_wider` for the folder ``here`` of the copy, its original open as ``there``
+    (-1: gone, or not a folder)."""
+    def narrow(path: Path | str, theirs: int) -> None:
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & (0o770 | theirs))
+
+    narrow(here, os.fstat(there).st_mode & 0o007 if there >= 0 else 0)
+    with os.scandir(here) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    sub = os.open(entry.name, _DIR_NOFOLLOW, dir_fd=there) if there >= 0 else -1
+                except OSError:
+                    sub = -1
+                try:
+                    _no_wider(Path(entry.path), sub)
+                finally:
+                    if sub >= 0:
+                        os.close(sub)
                 continue
             try:
-                theirs = os.lstat(original / path.relative_to(copy)).st_mode & 0o007
+                theirs = os.stat(entry.name, dir_fd=there, follow_symlinks=False).st_mode & 0o007 if there >= 0 else 0
             except OSError:
                 theirs = 0
-            os.chmod(path, stat.S_IMODE(st.st_mode) & (0o770 | theirs))
+            narrow(entry.path, theirs)
 
 
 def copy_out(src: Path, dst: Path) -> None:
@@ -510,6 +543,7 @@ class Launcher:
         for where in copies:
             release_space(where)
             remove_tree(where)
+            SEALED.discard(where)
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""

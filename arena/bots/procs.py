@@ -77,11 +77,18 @@ def become(uid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
+BOTS_GID = 1_900_001_000
+"""The one supplementary group of every bot process with a private uid, a gid no user or private uid
+has: the folders of the arena's copies of bots are root's and this group's, ``0750``
+(``uids.seal``), so bubblewrap, started as the bot's uid, reaches the copy it binds, and no other
+local user can (a ladder member's source, an upload's)."""
+
+
 def drop_to(uid: int | None) -> None:
-    """In a forked child: the bot's uid (no groups), no new privileges ever, and death with the
-    parent. The bot and, in namespaces mode, its stand-in take these same steps."""
+    """In a forked child: the bot's uid (its one group :data:`BOTS_GID`), no new privileges ever,
+    and death with the parent. The bot and, in namespaces mode, its stand-in take these same steps."""
     if uid is not None:
-        os.setgroups([])
+        os.setgroups([BOTS_GID])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     prctl(PR_SET_NO_NEW_PRIVS, 1)

@@ -28,7 +28,7 @@ from typing import Callable
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
 from .namespaces import release_space
-from .procs import Attribution, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
+from .procs import BOTS_GID, Attribution, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
 BOT_UID_BASE = 1_900_000_000
@@ -550,14 +550,32 @@ def chown_tree(top: Path, uid: int, *, mode_for: Callable[[os.stat_result], int]
                 os.chmod(path, mode_for(st))
 
 
+SEALED: set[Path] = set()
+"""Folders this process made to hold its copies of bots (``launch.world_readable_copy``): no other
+local user may list or read a copy there (a ladder member's or an upload's source, a user's
+``0600`` file). A root referee's are root's and :data:`~.procs.BOTS_GID`'s, ``0750``: a bot's
+private uid holds that group and reaches the copy its seat binds; elsewhere ``0700``."""
+
+
+def seal(top: Path) -> None:
+    """``top`` (a folder of copies, see :data:`SEALED`) closed to every user but its owner and bots."""
+    if os.geteuid() == 0:
+        os.chown(top, 0, BOTS_GID)
+        top.chmod(0o750)
+    else:
+        top.chmod(0o700)
+    SEALED.add(top)
+
+
 def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None:
     """Why ``uid``/``gid`` cannot use ``path`` with ``need`` (an os.R_OK|os.X_OK
-    mask), or None.  Checks every ancestor for search permission.  Plain mode
-    bits only: ACLs and capabilities are ignored."""
+    mask), or None.  Checks every ancestor for search permission; a private uid
+    holds :data:`~.procs.BOTS_GID` too.  Plain mode bits only: ACLs and capabilities are ignored."""
     if uid == 0:
         return None
     path = Path(os.path.abspath(path))
     chain = [*reversed(path.parents), path]
+    groups = (gid, BOTS_GID) if uid_in_pool(uid) else (gid,)
     for i, p in enumerate(chain):
         want = need if i == len(chain) - 1 else os.X_OK
         try:
@@ -566,7 +584,7 @@ def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None
             return f"{p}: {exc.strerror}"
         if st.st_uid == uid:
             bits = (st.st_mode >> 6) & 7
-        elif st.st_gid == gid:
+        elif st.st_gid in groups:
             bits = (st.st_mode >> 3) & 7
         else:
             bits = st.st_mode & 7

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from rich.markup import escape
 
 from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
+
+DAY_S = 86_400  # the longest wait an option of arena serve may name: 1e308 s overflowed every timer (time_t)
 
 if TYPE_CHECKING:
     import subprocess
@@ -122,6 +125,16 @@ def serve(
     except ImportError as e:
         hint = escape("pip install 'palace-arena[serve]'")
         err.print(f"[red]error:[/] arena serve needs {escape(e.name or str(e))}: {hint}")
+        raise typer.Exit(2)
+    seconds_and_sizes = (max_upload_mb, writes_per_minute, min_free_mb, webhook_timeout, poll, queue_look, settle,
+                         read_timeout, 1.0 if pages_share is None else pages_share)
+    if not all(map(math.isfinite, seconds_and_sizes)):  # nan passes every comparison below; inf is no bound
+        err.print("[red]error:[/] --max-upload-mb, --writes-per-minute, --min-free-mb, --webhook-timeout, --poll, "
+                  "--queue-look, --settle, --read-timeout and --pages-share take finite numbers")
+        raise typer.Exit(2)
+    if max(webhook_timeout, poll, queue_look, settle, read_timeout) > DAY_S:  # past the clocks' range: OverflowError
+        err.print(f"[red]error:[/] --webhook-timeout, --poll, --queue-look, --settle and --read-timeout are at most "
+                  f"{DAY_S} seconds")
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or queue_look <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \

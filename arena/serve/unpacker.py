@@ -202,7 +202,13 @@ def _taken(answer: dict, dest: Path, seen: Path, fd: int, space: "WorkerSpace") 
     if (root != dest and dest not in root.parents) or not (real == base or real.startswith(base + os.sep)) \
             or os.path.relpath(real, base) != os.path.relpath(root, dest):
         raise UnpackerLost("the unpacking process named a folder outside the upload's")
-    return Unpacked(root, answer["name"], answer["label"], answer["human"])
+    # the bot is what its manifest on the disk says, never what the worker answered: the server claims
+    # that name for the uploader's account, and the job then runs the manifest's own bot
+    from ..bots.manifest import load_bot
+    spec = load_bot(root)
+    if (spec.name, spec.label, spec.human) != (answer["name"], answer["label"], answer["human"]):
+        raise UnpackerLost("the unpacking process answered another bot than the one it unpacked")
+    return Unpacked(root, spec.name, spec.label, spec.human)
 
 
 def _read_back(root: Path, seen: Path, dest: Path, fd: int, space: "WorkerSpace") -> Path:

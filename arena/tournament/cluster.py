@@ -323,16 +323,47 @@ def _connect(address: str):
     check_address(address)
     if address == "local" or address.startswith("local:"):
         n = address.partition(":")[2]
+        security = _local_tls(distributed)
         cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
-                                           threads_per_worker=1, processes=True,
+                                           threads_per_worker=1, processes=True, protocol="tls://",
+                                           security=security,
                                            dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
-        return distributed.Client(cluster, set_as_default=False), cluster
+        return distributed.Client(cluster, security=security, set_as_default=False), cluster
     _knock(address)
     try:
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {e}") from None
     return client, None
+
+
+def _local_tls(distributed: Any) -> Any:
+    """The TLS identity of a ``local`` cluster, made for this run and held in memory only: one key
+    and self-signed certificate that its scheduler, workers and client all present and require
+    (Dask's ``Security``, as its ``temporary()`` makes without the ``cryptography`` package). A
+    local cluster listens on 127.0.0.1, and Dask's plain ``tcp://`` takes any client: another
+    local user connected and ran code in its workers as the arena's user (root: ``/etc/shadow``
+    read). openssl makes the key; without it a local cluster is refused, never run open."""
+    import shutil
+    import subprocess
+    import tempfile
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ClusterError("a local cluster needs openssl (Debian package: openssl) to make the TLS key that keeps "
+                           "other local users out of its scheduler and workers")
+    with tempfile.TemporaryDirectory(prefix="arena-cluster-tls-") as d:  # 0700, gone once read
+        key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
+        try:
+            subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                            "-nodes", "-keyout", key, "-out", cert, "-days", "7", "-subj", "/CN=dask-internal",
+                            "-addext", "subjectAltName=DNS:dask-internal"],
+                           check=True, capture_output=True, timeout=60)
+            key_pem, cert_pem = open(key).read(), open(cert).read()
+        except (OSError, subprocess.SubprocessError) as e:
+            raise ClusterError(f"a local cluster's TLS key could not be made with {openssl}: {e}") from None
+    roles = {f"tls_{role}_{part}": pem for role in ("client", "scheduler", "worker")
+             for part, pem in (("cert", cert_pem), ("key", key_pem))}
+    return distributed.Security(tls_ca_file=cert_pem, require_encryption=True, **roles)
 
 
 def _preflight(client, containment: Containment) -> int:
