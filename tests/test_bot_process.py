@@ -450,6 +450,35 @@ def test_closes_stdout_in_the_sandbox_is_closed_output_not_a_timeout():
         assert info.value.reason == "closed_output"
 
 
+def test_a_bot_process_that_starts_its_exit_during_the_look_has_not_abandoned_its_pipes(monkeypatch):
+    """The kernel marks a process exiting before it closes its files: one killed between the list of
+    the bot's processes and the look at their files shows no pipe, and only a question asked after
+    that look sees its exit (asked before, the memory hog forfeited for ``closed_input`` again)."""
+    from types import SimpleNamespace
+
+    from arena.bots import process
+    read, write = os.pipe()
+    pid = 4_000_000  # no such process: its /proc is the fakes below
+    began: list[bool] = []
+    real_listdir = os.listdir
+
+    def listdir(path):
+        if path == f"/proc/{pid}/fd":
+            began.append(True)  # killed now: its files are closed
+            return []
+        return real_listdir(path)
+
+    monkeypatch.setattr(process.os, "listdir", listdir)
+    monkeypatch.setattr(process, "exiting", lambda p: p == pid and bool(began))
+    shell = SimpleNamespace(pid=-1, _sandbox_init=None, _live_pids=lambda: {pid})
+    try:
+        assert not process.BotBase._pipe_abandoned(shell, write)  # type: ignore[arg-type]
+        assert began == [True]
+    finally:
+        os.close(read)
+        os.close(write)
+
+
 def test_a_bot_process_in_its_exit_has_not_abandoned_its_pipes():
     """A bot killed past its memory limit is still listed while the kernel frees it, its files
     already closed (a zombie here, until reaped): that is its exit, reported as such, not a closed

@@ -270,10 +270,9 @@ class BotBase:
         except OSError:
             return False
         helpers = {self.pid, self._sandbox_init}
-        # one killed (past its memory limit, say) may still be listed, its files closed: its exit is the verdict
-        others = {pid for pid in self._live_pids() - helpers if not exiting(pid)}
+        others = self._live_pids() - helpers
         if not others:
-            return False  # not started yet, or gone or going (then the exit is reported instead)
+            return False  # not started yet, or gone (then the exit is reported instead)
         for pid in others:
             try:
                 fds = os.listdir(f"/proc/{pid}/fd")
@@ -285,7 +284,9 @@ class BotBase:
                         return False
                 except OSError:
                     continue
-        return True
+        # None holds it. One killed (past its memory limit, say) closes its files in its exit, and its
+        # exit is the verdict: asked after the scan, as a process is marked exiting before it closes them.
+        return any(not exiting(pid) for pid in others)
 
     def take_stderr(self) -> list[str]:
         """stderr lines received since the last call (kept ones only; see
