@@ -214,9 +214,14 @@ def test_a_local_clusters_scheduler_runs_nobody_elses_code(tmp_path: Path) -> No
     --cluster local:2`` ran, ``nobody`` connected to its scheduler's port and ran code in its
     workers as uid 0 (``/etc/shadow`` read; the store's secret, every deal, every game were hers
     too). Now a local cluster speaks TLS with a key made for the run and held in memory: a client
-    without it, plain or with a key of its own, is refused; the arena's own client still plays."""
+    without it, plain or with a key of its own, is refused; the arena's own client still plays.
+    Nor are Dask's HTTP pages served (they were, in plain HTTP, to anyone): the workers' logs (a task
+    that raised is logged with its arguments, the deal seed its retry plays again), their call
+    stacks, the games they play."""
     import subprocess
     import sys
+    import urllib.error
+    import urllib.request
 
     from arena.tournament import cluster
     client, local = cluster._connect("local:1")
@@ -226,6 +231,11 @@ def test_a_local_clusters_scheduler_runs_nobody_elses_code(tmp_path: Path) -> No
         tried = subprocess.run([sys.executable, "-c", INTRUDER, port], capture_output=True, text=True, timeout=120,
                                cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
         assert "ran as" not in tried.stdout and tried.stdout.count("refused:") == 2, tried.stdout + tried.stderr[-2000:]
+        worker = urllib.request.quote(next(iter(client.scheduler_info()["workers"])), safe="")
+        for page in ("info/main/workers.html", f"info/logs/{worker}.html", f"info/call-stacks/{worker}.html"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"http://127.0.0.1:{local.scheduler.http_server.port}/{page}", timeout=30)
+            assert refused.value.code == 404, page
     finally:
         client.close()
         local.close()

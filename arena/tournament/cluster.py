@@ -324,10 +324,15 @@ def _connect(address: str):
     if address == "local" or address.startswith("local:"):
         n = address.partition(":")[2]
         security = _local_tls(distributed)
-        cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
-                                           threads_per_worker=1, processes=True, protocol="tls://",
-                                           security=security,
-                                           dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
+        import dask
+        # no HTTP pages either (plain HTTP on the loopback, for any local user): the workers' logs (a
+        # task that raised is logged with its arguments, a deal seed its retry plays again), their
+        # call stacks, the games they play
+        with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+            cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
+                                               threads_per_worker=1, processes=True, protocol="tls://",
+                                               security=security,
+                                               dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
         return distributed.Client(cluster, security=security, set_as_default=False), cluster
     _knock(address)
     try:
