@@ -266,12 +266,12 @@ def test_the_bash_starter_plays_under_gvisor(open_tmp: Path) -> None:
     """The bash starter splits each message into tokens with ``grep``, which the gVisor seat's system
     view did not hold: "grep: command not found" on its stderr, no hello, every game a timeout
     forfeit. The view now holds ``/usr/bin/grep`` (and the library it links); the starter plays
-    both seat orders of a deal through `arena tournament --gvisor` (30 turns each: every grep is a
+    both seat orders of a deal through `arena tournament --gvisor` (10 turns each: every grep is a
     process gVisor starts) with no forfeit. Planted (grep out of ``filesystem.STRANGER_SYSTEM``):
     both games forfeited on a timeout."""
     store = open_tmp / "store" / "arena.sqlite"
     done = arena_here("tournament", "--bot", str(ROOT / "examples" / "bots" / "bash"), "--bot", "random",
-                      "--deals", "1", "--max-turns", "30", "--gvisor", "--store", str(store), "--plain",
+                      "--deals", "1", "--max-turns", "10", "--gvisor", "--store", str(store), "--plain",
                       env={"TMPDIR": str(open_tmp)})
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
