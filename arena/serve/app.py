@@ -165,7 +165,7 @@ def _season_or_none(db: data.ReadStore, name: str, number: int) -> Any:
     """Season ``number`` of ladder ``name`` in the store, or None (no such ladder or season)."""
     from ..ladder import LadderError
     from ..ladder.seasons import season
-    if name not in data.ladder_names(db):
+    if name not in data.ladder_names(db) or number > data.QUERY_INT_MAX:  # SQLite raises past 64 bits: a 500
         return None
     try:
         return season(db, name, number)

@@ -315,8 +315,11 @@ async def revoke(request: Request) -> Response:
     from ..store.people import revoke_token
     who = await require(request)
     await checked_form(request)
+    from .data import int_or_none
     try:
-        token_id = int(request.path_params["tid"])
+        token_id = int_or_none(request.path_params["tid"])
+        if token_id is None:  # not a number, or past what the store holds (SQLite would raise: a 500)
+            raise ValueError
         await with_db(request, lambda db: revoke_token(db, who, token_id, now=time.time(), origin=origin_of(request)))
     except (ValueError, PeopleError):
         raise HTTPException(404, "No such token.") from None

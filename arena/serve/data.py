@@ -221,12 +221,18 @@ def list_query(params: Mapping[str, str]) -> tuple[dict[str, Any], int]:
     return filters, max(1, int_or_none(params.get("page")) or 1)
 
 
+QUERY_INT_MAX = 2**31 - 1
+"""The largest number a query parameter may give: no page, turn count or seat goes past it, and a page
+times its size still fits the store's 64-bit integers (SQLite refuses a larger one: a 500 for anyone)."""
+
+
 def int_or_none(value: str | None) -> int | None:
-    """A query parameter's whole number; None when absent or not one."""
+    """A query parameter's whole number; None when absent, not one, or past :data:`QUERY_INT_MAX`."""
     try:
-        return int(value) if value not in (None, "") else None
+        number = int(value) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is None or abs(number) <= QUERY_INT_MAX else None
 
 
 def _list_clause(bot: str = "", tournament: str = "", ladder: str = "", reason: str = "", fault: str = "",
