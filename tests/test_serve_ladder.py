@@ -20,22 +20,10 @@ pytest.importorskip("uvicorn", reason="arena serve needs the serve extra: pip in
 
 from arena.cli.serve import PAGES_SHARE
 
+from .checks import store_count
 from .test_ladder import write_ladder
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _count(store: Path, sql: str) -> int:
-    try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
-    except sqlite3.OperationalError:
-        return 0
-    try:
-        return db.execute(sql).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        db.close()
 
 
 def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Path):
@@ -56,7 +44,7 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
                 break
         assert url, "arena serve did not start"
         deadline = time.monotonic() + 300
-        while _count(store, "SELECT COUNT(*) FROM games") < 1:  # the ladder plays (its seed round first)
+        while store_count(store, "SELECT COUNT(*) FROM games") < 1:  # the ladder plays (its seed round first)
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no game in 300 s"
             time.sleep(0.1)
@@ -72,7 +60,7 @@ def test_serve_keeps_a_ladder_playing_and_a_stop_finishes_its_batch(open_tmp: Pa
         assert abs(pages_w / ladder_w - PAGES_SHARE) <= 0.1 * PAGES_SHARE, (pages_group, pages_w, ladder_group, ladder_w)
         if pages_group.startswith("/sys/fs/cgroup"):  # and a ceiling: that share of every CPU
             assert abs(ceiling(pages_group) - PAGES_SHARE * len(os.sched_getaffinity(proc.pid))) < 0.01, pages_group
-        while _count(store, mid_batch) < 1:  # a batch of 4 games under way, one of them stored
+        while store_count(store, mid_batch) < 1:  # a batch of 4 games under way, one of them stored
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the ladder stored no batch game in 300 s"
             time.sleep(0.05)

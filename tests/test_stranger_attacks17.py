@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_stranger_attacks10 import READ_JOB, _refusal, _view
+from tests.test_stranger_attacks14 import _served
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a root server's worker needs a root test")
 
@@ -137,15 +138,6 @@ def _gvisor_plan(bot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     spec = load_bot(bot)
     spec.files_hash()  # the run reads it
     return Launcher(containment=Containment.GVISOR).plan_now(spec)
-
-
-def _served(plan) -> str:
-    from arena.bots.errors import BotCommandError
-    try:
-        with plan.start() as seat:
-            return seat.receive_line(10.0) or ""
-    except BotCommandError as e:
-        return f"refused: {e}"
 
 
 @as_root
