@@ -98,7 +98,7 @@ def test_ctrl_c_on_tournament_is_one_line_and_resumes(tmp_path: Path, jobs: str)
     assert sqlite3.connect(store).execute("SELECT COUNT(*) FROM games WHERE faults > 0").fetchone()[0] == 0
     code, before, after = interrupt_after("resuming:", *args, cwd=tmp_path)
     assert f"resuming: {stored} of 800 games already stored" in before
-    assert code == 130
+    assert code == 130, before + after  # once 70 (the arena-bug path) under load, its output unseen
 
 
 def test_ctrl_c_on_match_and_check(tmp_path: Path) -> None:
