@@ -37,7 +37,7 @@ from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
-from .uids import BOT_UID_BASE, SEALED, chown_tree, inaccessible_reason, seal
+from .uids import BOT_UID_BASE, chown_tree, inaccessible_reason, seal
 
 BUILD_TIMEOUT_S = 300
 BUILD_LIMITS = Limits(memory_mb=2048, max_processes=256, open_files=1024, file_size_mb=512,
@@ -315,7 +315,7 @@ def world_readable_copy(directory: Path, prefix: str, *, bot: BotSpec | None = N
     chown_tree(root, os.geteuid(), mode_for=_read_only_mode)
     if others_from is not None:
         _others_no_wider(copy, others_from)
-    if bot is not None:  # a bot's copy: its seats reach it through their views alone (uids.SEALED)
+    if bot is not None:  # a bot's copy: its seats reach it through their views alone (uids.seal)
         seal(root)
     return copy
 
@@ -543,7 +543,6 @@ class Launcher:
         for where in copies:
             release_space(where)
             remove_tree(where)
-            SEALED.discard(where)
 
     async def build(self, spec: BotSpec) -> BotSpec:
         """:meth:`build_now` in a worker thread, for a caller inside an event loop."""

@@ -550,21 +550,17 @@ def chown_tree(top: Path, uid: int, *, mode_for: Callable[[os.stat_result], int]
                 os.chmod(path, mode_for(st))
 
 
-SEALED: set[Path] = set()
-"""Folders this process made to hold its copies of bots (``launch.world_readable_copy``): no other
-local user may list or read a copy there (a ladder member's or an upload's source, a user's
-``0600`` file). A root referee's are root's and :data:`~.procs.BOTS_GID`'s, ``0750``: a bot's
-private uid holds that group and reaches the copy its seat binds; elsewhere ``0700``."""
-
-
 def seal(top: Path) -> None:
-    """``top`` (a folder of copies, see :data:`SEALED`) closed to every user but its owner and bots."""
+    """``top``, a folder this process made to hold its copies of bots (``launch.world_readable_copy``),
+    closed to every user but its owner and bots: no other local user may list or read a copy there
+    (a ladder member's or an upload's source, a user's ``0600`` file). A root referee's are root's
+    and :data:`~.procs.BOTS_GID`'s, ``0750``: a bot's private uid holds that group and reaches the
+    copy its seat binds; elsewhere ``0700``."""
     if os.geteuid() == 0:
         os.chown(top, 0, BOTS_GID)
         top.chmod(0o750)
     else:
         top.chmod(0o700)
-    SEALED.add(top)
 
 
 def inaccessible_reason(path: Path, uid: int, gid: int, need: int) -> str | None:
