@@ -44,6 +44,7 @@ from ..bots.containment import cleanup_stale
 from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
 from ..bots.probes import gvisor_problem_now, sandbox_problem_now
+from ..safetext import escape_logs
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ def _define_plugins() -> None:
             self._reaper: asyncio.Task | None = None
 
         def setup(self, worker) -> None:  # called on the worker's event loop
+            escape_logs()  # what the worker logs of a game (a task's error) is shown escaped
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
         async def _reap(self) -> None:
@@ -327,11 +329,15 @@ def _connect(address: str):
         import dask
         # no HTTP pages either (plain HTTP on the loopback, for any local user): the workers' logs (a
         # task that raised is logged with its arguments, a deal seed its retry plays again), their
-        # call stacks, the games they play
+        # call stacks, the games they play; nor the Bokeh dashboard, which the routes do not govern
+        # (it shows the same, wherever bokeh is installed). Dask's warnings are not printed: any local
+        # user who connects without the key is one ("TLS handshake failed"), a line a connection on
+        # the operator's terminal, or in the log file it fills; the run says itself what it meets.
         with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
             cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
                                                threads_per_worker=1, processes=True, protocol="tls://",
-                                               security=security,
+                                               security=security, silence_logs=logging.ERROR,
+                                               scheduler_kwargs={"dashboard": False},
                                                dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
         return distributed.Client(cluster, security=security, set_as_default=False), cluster
     _knock(address)
