@@ -167,18 +167,30 @@ if __name__ == "__main__":
 """
 
 
-def test_a_local_clusters_ports_give_a_stranger_no_dashboard_and_no_line_on_the_terminal(tmp_path: Path) -> None:
+def test_a_local_cluster_gives_a_local_user_no_dashboard_no_line_on_the_terminal_and_no_scratch_space(
+        tmp_path: Path) -> None:
     """``--cluster local`` listens on 127.0.0.1, where every local user can connect. Dask's own routes
     were gone, but its dashboard is another switch: it was on, served in plain HTTP (the whole Bokeh
     dashboard where bokeh is installed: the games, the workers, their call stacks; its missing-bokeh
-    page elsewhere). And each connection without the run's key, to the scheduler, a nanny or a
-    worker, printed a warning on the operator's terminal (or in the log file it fills). Now no
-    dashboard, and no line."""
+    page elsewhere). Each connection without the run's key, to the scheduler, a nanny or a worker,
+    printed a warning on the operator's terminal (or in the log file it fills). And its files went
+    in Dask's ``dask-scratch-space`` of the temporary directory, which the first user to make it
+    owns: a file by that name failed every local cluster at its start ("an arena bug", exit 70).
+    Now no dashboard, no line, and a scratch folder of the run's own, gone when it ends."""
     pytest.importorskip("distributed", reason="clusters need the dask extra")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o1777)
+    tmp.chmod(0o1777)
+    squat = tmp / "dask-scratch-space"  # another local user's, made before the run
+    squat.write_text("mine\n")
+    if os.geteuid() == 0:
+        os.chown(squat, 65534, 65534)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     done = subprocess.run([sys.executable, "-c", LOCAL_CLUSTER], capture_output=True, text=True, timeout=300,
                           cwd=str(tmp_path), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert squat.read_text() == "mine\n"
+    assert not list(tmp.glob("palace-arena-cluster-*")), list(tmp.iterdir())  # the run's scratch: removed
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["poked"] == 3
     assert seen["pages"]["status"] == 404 and seen["pages"]["individual-task-stream"] == 404, seen
