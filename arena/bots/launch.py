@@ -138,8 +138,8 @@ def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
     """
     if not contained:
         return sys.executable, {}
-    ours = Path(sys.executable)
-    python = sys.executable if _others_can_use(ours) and str(ours.resolve()).startswith("/usr/") else _system_python()
+    ours = Path(sys.executable).resolve()  # a venv's python is a link: a seat's view holds what it leads to
+    python = str(ours) if _others_can_use(ours) and str(ours).startswith("/usr/") else _system_python()
     if python is None:
         return None
     return python, {"PYTHONPATH": str(_package_copy())}

@@ -24,7 +24,7 @@ from typing import Annotated, Optional, Any
 import typer
 from rich.markup import escape
 
-from ..safetext import SafeConsole
+from ..safetext import SafeConsole, escape_logs
 from ..groups import is_cancel, leaves
 # typer (0.29 on) carries its own copy of click; its exceptions are the ones a command raises
 from typer import exceptions as _typer_exc
@@ -185,6 +185,7 @@ def guard(f: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> Any:
         progress.reset()
+        escape_logs()  # every log line the command writes (uvicorn's, Dask's, the arena's) shows its text escaped
         try:
             return f(*args, **kwargs)
         except (*_EXITS, *_CLICK_ERRORS, *_ABORTS):

@@ -305,6 +305,7 @@ class BodyDeadline:
             await self.app(scope, receive, send)
             return
         import anyio
+        from starlette.requests import ClientDisconnect
         deadline = anyio.current_time() + self.seconds
         unread = (scope.get("state") or {}).get(UNREAD)
         whole = answered = False
@@ -331,6 +332,8 @@ class BodyDeadline:
 
         try:
             await self.app(scope, in_time, sending)
+        except ClientDisconnect:  # it left before its body was whole: nothing was done, and no one waits for
+            return                # an answer (not the server's failure: no 500, no traceback in its log)
         except LateBody:
             if answered:
                 raise

@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -40,10 +41,12 @@ import trio
 from .. import __version__
 from ..bots.blocking import Hub, adopt_hub
 from ..bots.bundles import BundleError, BundleRefused, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
-from ..bots.containment import cleanup_stale
+from ..bots.containment import cleanup_stale, process_registry
+from ..bots.filesystem import remove_tree
 from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
 from ..bots.probes import gvisor_problem_now, sandbox_problem_now
+from ..safetext import escape_logs
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,7 @@ def _define_plugins() -> None:
             self._reaper: asyncio.Task | None = None
 
         def setup(self, worker) -> None:  # called on the worker's event loop
+            escape_logs()  # what the worker logs of a game (a task's error) is shown escaped
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
         async def _reap(self) -> None:
@@ -327,12 +331,22 @@ def _connect(address: str):
         import dask
         # no HTTP pages either (plain HTTP on the loopback, for any local user): the workers' logs (a
         # task that raised is logged with its arguments, a deal seed its retry plays again), their
-        # call stacks, the games they play
-        with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+        # call stacks, the games they play; nor the Bokeh dashboard, which the routes do not govern
+        # (it shows the same, wherever bokeh is installed). Dask's warnings are not printed: any local
+        # user who connects without the key is one ("TLS handshake failed"), a line a connection on
+        # the operator's terminal, or in the log file it fills; the run says itself what it meets.
+        # The workers' files go in a private folder of this run, not Dask's shared ``dask-scratch-space``
+        # in the temporary directory, which the first user to name it owns: another local user's file
+        # there failed every local cluster at its start, and her folder would hold the run's.
+        scratch = process_registry().temp_dir("palace-arena-cluster-")
+        with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [],
+                              "temporary-directory": str(scratch)}):  # the scheduler's (the workers': local_directory)
             cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
                                                threads_per_worker=1, processes=True, protocol="tls://",
-                                               security=security,
+                                               security=security, silence_logs=logging.ERROR,
+                                               scheduler_kwargs={"dashboard": False}, local_directory=str(scratch),
                                                dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
+        weakref.finalize(cluster, remove_tree, scratch)  # once it is closed and gone, or at exit
         return distributed.Client(cluster, security=security, set_as_default=False), cluster
     _knock(address)
     try:
