@@ -1054,3 +1054,14 @@ def test_referees_making_and_removing_groups_at_once_never_fail(tmp_path: Path):
         p.join()
     assert [p.exitcode for p in procs] == [0] * 4
     assert not parent.exists()  # the last one out removed it
+
+
+def test_a_parent_that_is_no_folder_is_an_error_not_a_loop(tmp_path: Path):
+    """The group's parent is made again only where it went: a name that is there but leads nowhere
+    (a dangling link) fails at once instead of being "made again" for ever."""
+    from arena.bots import cgroups
+    (tmp_path / "pids").mkdir()
+    parent = tmp_path / "pids" / "palace-arena"
+    parent.symlink_to(tmp_path / "gone")
+    with pytest.raises(FileNotFoundError):
+        cgroups.BotCgroup(cgroups.CgroupRoot("v1", {"pids": parent}), "r1-b1", memory_bytes=1 << 30, max_pids=64)

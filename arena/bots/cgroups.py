@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,8 @@ def _make_group(parent: Path, name: str, v2_controllers: str | None) -> Path:
     arena leaves no trace in the host's cgroup tree; that rmdir can fall between our making (or
     finding) the parent and making the group, or writing the parent's controllers (v2). Then the
     parent is made again, as often as that happens: each time, another process got on (it made
-    and removed a group), so this ends. A missing grandparent (our own group) is an error at once."""
+    and removed a group), so this ends. A missing grandparent (our own group), or a parent that is
+    no folder, is an error at once."""
     while True:
         try:
             os.mkdir(parent)
@@ -198,7 +200,17 @@ def _make_group(parent: Path, name: str, v2_controllers: str | None) -> Path:
             os.mkdir(parent / name)
             return parent / name
         except FileNotFoundError:
-            continue  # the parent was removed meanwhile, empty: made again
+            if not _gone_or_folder(parent):
+                raise  # not a folder (a dangling link, say): no other process's doing, and no loop
+            # the parent was removed meanwhile, empty: made again
+
+
+def _gone_or_folder(path: Path) -> bool:
+    """Whether ``path`` is missing or a folder, in one look (two would race its removal)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
 
 
 class BotCgroup:
