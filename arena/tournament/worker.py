@@ -394,7 +394,8 @@ async def open_workers(setup: BotSetup, processes: int, slots: int, *,
         if failure is None:
             raise
         # What a worker's task met while the workers were stopped follows from the caller's failure
-        # (a Ctrl-C, say), which is the one to report: before, it replaced a Ctrl-C (exit 70).
+        # (a Ctrl-C, say), which is the one to report: before, it could replace a Ctrl-C, and the
+        # command ended as an arena bug (exit 70).
         raise failure from group
     if failure is not None:
         raise failure
