@@ -997,3 +997,71 @@ def test_a_bots_cgroup_survives_another_referee_removing_the_shared_parent(tmp_p
     group = cgroups.BotCgroup(cgroups.CgroupRoot("v1", {"pids": parent}), "r1-b1", memory_bytes=1 << 30, max_pids=64)
     assert raced and group.dirs["pids"] == parent / "r1-b1" and (parent / "r1-b1").is_dir()
     assert (parent / "r1-b1" / "pids.max").read_text().strip() == "64"
+
+
+def test_a_bots_cgroup_is_made_however_often_the_shared_parent_goes(tmp_path: Path, monkeypatch):
+    """The parent can be removed between our making it and making the group as many times as
+    other referees empty it meanwhile; three tries were not enough for two referees starting and
+    stopping bots in a tight loop. Here another referee's rmdir lands in that gap five times."""
+    from arena.bots import cgroups
+
+    parent = tmp_path / "pids" / "palace-arena"  # a plain directory for a v1 pids hierarchy
+    parent.parent.mkdir()
+    real_mkdir = os.mkdir
+    struck: list[int] = []
+
+    def mkdir_after_another_referee_emptied_the_parent(path, *args, **kw):
+        if Path(path).parent == parent and len(struck) < 5:
+            struck.append(1)
+            os.rmdir(parent)  # the other referee's last group went, and the parent with it
+        return real_mkdir(path, *args, **kw)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_after_another_referee_emptied_the_parent)
+    group = cgroups.BotCgroup(cgroups.CgroupRoot("v1", {"pids": parent}), "r1-b1", memory_bytes=1 << 30, max_pids=64)
+    assert len(struck) == 5 and group.dirs["pids"] == parent / "r1-b1"
+    assert (parent / "r1-b1" / "pids.max").read_text().strip() == "64"
+
+
+def _make_and_remove_groups(parent: str, rounds: int, ready, go) -> None:
+    """One referee in a tight loop: a group made, then removed (and with it the parent, once empty)."""
+    from arena.bots import cgroups
+    root = cgroups.CgroupRoot("v1", {"pids": Path(parent)})
+    ready.set()
+    go.wait()
+    for n in range(rounds):
+        d = root.make_group("pids", f"r{os.getpid()}-b{n}")
+        assert cgroups.remove_cgroup_dir(d)
+
+
+def test_referees_making_and_removing_groups_at_once_never_fail(tmp_path: Path):
+    """Several processes make and remove groups in the shared parent at once, which each removes
+    when it empties; none may fail, however often the parent comes and goes (cheap: plain folders,
+    no bots; a bounded number of rounds)."""
+    import multiprocessing
+
+    parent = tmp_path / "pids" / "palace-arena"
+    parent.parent.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    readies = [ctx.Event() for _ in range(4)]
+    procs = [ctx.Process(target=_make_and_remove_groups, args=(str(parent), 300, r, go)) for r in readies]
+    for p in procs:
+        p.start()
+    for r in readies:
+        r.wait()
+    go.set()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert not parent.exists()  # the last one out removed it
+
+
+def test_a_parent_that_is_no_folder_is_an_error_not_a_loop(tmp_path: Path):
+    """The group's parent is made again only where it went: a name that is there but leads nowhere
+    (a dangling link) fails at once instead of being "made again" for ever."""
+    from arena.bots import cgroups
+    (tmp_path / "pids").mkdir()
+    parent = tmp_path / "pids" / "palace-arena"
+    parent.symlink_to(tmp_path / "gone")
+    with pytest.raises(FileNotFoundError):
+        cgroups.BotCgroup(cgroups.CgroupRoot("v1", {"pids": parent}), "r1-b1", memory_bytes=1 << 30, max_pids=64)

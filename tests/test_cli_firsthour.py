@@ -99,6 +99,20 @@ def test_ctrl_c_on_tournament_is_one_line_and_resumes(tmp_path: Path, jobs: str)
     code, before, after = interrupt_after("resuming:", *args, cwd=tmp_path)
     assert f"resuming: {stored} of 800 games already stored" in before
     assert code == 130, before + after  # once 70 (the arena-bug path) under load, its output unseen
+    assert "referee worker" not in after, after  # a worker still starting died of the Ctrl-C (18 of 40 runs)
+
+
+def test_a_ctrl_c_as_a_finished_command_exits_shows_no_traceback(tmp_path: Path) -> None:
+    """A Ctrl-C that lands once the command is over, in the interpreter's exit (an exit handler here;
+    threading's shutdown when seen, as a resumed run finished) printed a KeyboardInterrupt traceback,
+    or ended the process with SIGINT's status."""
+    code = ("import atexit, signal\n"
+            "atexit.register(signal.raise_signal, signal.SIGINT)\n"  # runs last, as the interpreter exits
+            "from arena.cli.main import app\n"
+            "app(['rules'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and "classic" in done.stdout, done.stderr
+    assert "KeyboardInterrupt" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_ctrl_c_on_match_and_check(tmp_path: Path) -> None:

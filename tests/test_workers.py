@@ -283,3 +283,100 @@ def test_the_close_clears_what_workers_that_exited_on_their_own_left(monkeypatch
 
     trio.run(main)
     assert cleaned == [1]
+
+
+def _fake_workers(monkeypatch, command: list[str]):
+    """A WorkerExecutor's setup that needs no bots, and its workers started as ``command``."""
+    from types import SimpleNamespace
+
+    import arena.tournament.worker as worker
+    monkeypatch.setattr(worker, "COMMAND", command)
+    monkeypatch.setattr(worker, "cleanup_stale", lambda: None)
+    return SimpleNamespace(rules=SimpleNamespace(options=dict), containment=None, wire=dict)
+
+
+def test_a_ctrl_c_at_the_terminal_reaches_the_run_not_its_workers(monkeypatch) -> None:
+    """A worker in the run's process group got the terminal's SIGINT too, and one still importing
+    (before any handler) died of it: the interrupted run said "referee worker died" and started a
+    replacement while it stopped (seen in 2 of 17 resumed runs interrupted at their start, load 18).
+    Each worker is a process group of its own: the run alone stops them, by closing their stdin."""
+    import arena.tournament.worker as worker
+    setup = _fake_workers(monkeypatch, ["sh", "-c", "cat >/dev/null"])
+    groups: list[int] = []
+
+    async def main() -> None:
+        async with worker.open_workers(setup, 2, 1) as ex:
+            groups.extend(os.getpgid(pid) for pid in ex.pids())
+            assert len(groups) == 2
+
+    trio.run(main)
+    assert os.getpgrp() not in groups and len(set(groups)) == 2
+
+
+def _interrupted_while_a_worker_is_replaced(monkeypatch, spawn_then):
+    """Run open_workers with one fake worker, kill it, and raise Ctrl-C in the caller just as its
+    replacement starts: the replacement's start waits until the executor is closing, then does
+    ``spawn_then(real_open_process, *args, **kw)``. Returns what left open_workers."""
+    import arena.tournament.worker as worker
+    setup = _fake_workers(monkeypatch, ["sh", "-c", "cat >/dev/null"])
+    real_open = trio.lowlevel.open_process
+    starts: list[int] = []
+    ex_seen: list = []
+    replacing = trio.Event()
+
+    async def open_process(*args, **kw):
+        starts.append(1)
+        if len(starts) == 2:  # the replacement: past its closing check, the caller is interrupted now
+            replacing.set()
+            while not ex_seen[0].closing:
+                await trio.sleep(0)
+            return await spawn_then(real_open, *args, **kw)
+        return await real_open(*args, **kw)
+
+    monkeypatch.setattr(trio.lowlevel, "open_process", open_process)
+
+    async def main() -> None:
+        async with worker.open_workers(setup, 1, 1) as ex:
+            ex_seen.append(ex)
+            os.kill(ex.pids()[0], signal.SIGKILL)
+            await replacing.wait()
+            raise KeyboardInterrupt
+
+    with pytest.raises(BaseException) as caught:
+        trio.run(main)
+    return caught.value, ex_seen[0]
+
+
+def test_a_replacement_started_as_the_run_is_interrupted_is_stopped_with_the_others(monkeypatch) -> None:
+    """A worker's replacement whose start overlapped the close was never stopped: the close had
+    listed the workers already, and the new one waited on its stdin until the run's process exited."""
+    started = []
+
+    async def spawn(real_open, *args, **kw):
+        proc = await real_open(*args, **kw)
+        started.append(proc)
+        return proc
+
+    got, ex = _interrupted_while_a_worker_is_replaced(monkeypatch, spawn)
+    try:
+        assert isinstance(got, KeyboardInterrupt), repr(got)
+        assert len(started) == 1 and started[0].returncode == 0  # its stdin closed: it exited
+        assert ex.workers == [] or all(w.proc.returncode is not None for w in ex.workers)
+    finally:
+        for proc in started:
+            if proc.returncode is None:
+                proc.kill()
+
+
+def test_an_error_met_while_the_workers_stop_does_not_hide_the_interrupt(monkeypatch) -> None:
+    """A worker's task that fails while the run stops (a replacement that cannot start, its
+    pipe torn) must not stand in for the Ctrl-C that stopped the run: it did, and a resumed
+    ``arena tournament -j 2`` interrupted at its start once ended as an arena bug (exit 70)."""
+    import errno
+
+    async def cannot_start(real_open, *args, **kw):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable (planted)")
+
+    got, _ = _interrupted_while_a_worker_is_replaced(monkeypatch, cannot_start)
+    assert isinstance(got, KeyboardInterrupt), repr(got)
+    assert isinstance(got.__cause__, BaseExceptionGroup)  # kept for the debug traceback

@@ -327,10 +327,13 @@ def cache_entry(base: Path, key: str, make: Callable[[Path], None], still_good: 
     least recently used entries no process holds go, down to ``bound`` bytes (:func:`cache_bound`
     unless given)."""
     with _flock(base / f"{key}.lock"):
-        if (base / key).is_dir() and not still_good(base / key):
-            _set_aside(base, key)  # changed since it was made: never used, made afresh below
-        if not (base / key).is_dir():
-            with _flock(base / UNPACK_LOCK):  # one entry made at a time per cache, whatever the process
+        if not (base / key).is_dir() or not still_good(base / key):
+            # One entry made at a time per cache, whatever the process; and every temporary folder
+            # of the cache is made with this lock held, as _make_entry takes any it finds for a
+            # killed process's (an entry set aside without it lost its folder to another's make).
+            with _flock(base / UNPACK_LOCK):
+                if (base / key).is_dir():
+                    _set_aside(base, key)  # changed since it was made: never used, made afresh
                 _make_entry(base, key, make, cache_bound() if bound is None else bound)
         if hold is not None:
             hold._take(base, key)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,18 +88,9 @@ class CgroupRoot:
     parents: dict[str, Path]
     v2_controllers: str = "+memory +pids"  # what a v2 parent hands down ("+cpu" too where there)
 
-    def ensure_parent(self, ctrl: str) -> Path:
-        """Create our parent group on demand.  It is removed again whenever it
-        empties (see remove_cgroup_dir), so an idle referee leaves no trace in
-        the host's cgroup tree and never blocks the host from removing its own."""
-        parent = self.parents[ctrl]
-        try:
-            os.mkdir(parent)
-        except FileExistsError:  # another referee's, or its rmdir of it just now: the caller retries
-            pass
-        if self.kind == "v2":
-            write(parent / "cgroup.subtree_control", self.v2_controllers)
-        return parent
+    def make_group(self, ctrl: str, name: str) -> Path:
+        """Make the group ``name`` in our parent of ``ctrl``, the parent first where it is missing."""
+        return _make_group(self.parents[ctrl], name, self.v2_controllers if self.kind == "v2" else None)
 
     @property
     def shares_cpu(self) -> bool:
@@ -145,14 +137,11 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
         if "cpu" not in available:
             notes.append(f"v2 at {mnt}: no cpu controller: bots do not get equal CPU shares")
         found = CgroupRoot("v2", {"unified": base / ARENA_CGROUP}, " ".join(f"+{c}" for c in sorted(wanted)))
-        probe = found.parents["unified"] / f".probe-{os.getpid()}"
         try:
             enabled = set((base / "cgroup.subtree_control").read_text().split())
             if not wanted <= enabled:
                 write(base / "cgroup.subtree_control", found.v2_controllers)
-            found.ensure_parent("unified")
-            probe.mkdir()
-            probe.rmdir()
+            found.make_group("unified", f".probe-{os.getpid()}").rmdir()
         except OSError as exc:
             notes.append(f"v2 at {base}: cannot delegate memory+pids: {exc}")
             continue
@@ -168,11 +157,8 @@ def detect_cgroups() -> tuple[CgroupRoot | None, str]:
                 path = own[ctrl]
                 rel = path[len(root.rstrip("/")):] if path.startswith(root) else ""
                 parent = Path(mnt + rel) / ARENA_CGROUP
-                probe = parent / f".probe-{os.getpid()}"
                 try:  # the parent may exist already (another referee): try a child
-                    parent.mkdir(exist_ok=True)
-                    probe.mkdir()
-                    probe.rmdir()
+                    _make_group(parent, f".probe-{os.getpid()}", None).rmdir()
                 except OSError as exc:
                     notes.append(f"v1 {ctrl}: cannot create groups in {parent}: {exc.strerror}")
                     continue
@@ -195,6 +181,38 @@ def _rmdir_quietly(d: Path) -> None:
         pass  # not empty: other bots (maybe another referee's) live there
 
 
+def _make_group(parent: Path, name: str, v2_controllers: str | None) -> Path:
+    """Make ``parent/name``, and the parent on demand. The parent is removed again whenever it
+    empties (:func:`remove_cgroup_dir`), by whichever referee or worker empties it, so an idle
+    arena leaves no trace in the host's cgroup tree; that rmdir can fall between our making (or
+    finding) the parent and making the group, or writing the parent's controllers (v2). Then the
+    parent is made again, as often as that happens: each time, another process got on (it made
+    and removed a group), so this ends. A missing grandparent (our own group), or a parent that is
+    no folder, is an error at once."""
+    while True:
+        try:
+            os.mkdir(parent)
+        except FileExistsError:
+            pass
+        try:
+            if v2_controllers is not None:
+                write(parent / "cgroup.subtree_control", v2_controllers)
+            os.mkdir(parent / name)
+            return parent / name
+        except FileNotFoundError:
+            if not _gone_or_folder(parent):
+                raise  # not a folder (a dangling link, say): no other process's doing, and no loop
+            # the parent was removed meanwhile, empty: made again
+
+
+def _gone_or_folder(path: Path) -> bool:
+    """Whether ``path`` is missing or a folder, in one look (two would race its removal)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
 class BotCgroup:
     """One bot's cgroup (one directory per v1 hierarchy, one for v2)."""
 
@@ -203,17 +221,8 @@ class BotCgroup:
         self.name = name
         self.dirs: dict[str, Path] = {}
         try:
-            for ctrl, parent in root.parents.items():
-                d = parent / name
-                for attempt in range(3):  # another referee (or worker) may rmdir the parent once empty
-                    try:
-                        root.ensure_parent(ctrl)
-                        d.mkdir()
-                        break
-                    except FileNotFoundError:
-                        if attempt == 2:
-                            raise
-                self.dirs[ctrl] = d
+            for ctrl in root.parents:
+                self.dirs[ctrl] = root.make_group(ctrl, name)
             if root.kind == "v2":
                 d = self.dirs["unified"]
                 write(d / "memory.max", str(memory_bytes))

@@ -355,16 +355,14 @@ class Registry:
 
     def cleanup_stale(self, cgroups: CgroupRoot | None) -> StaleReport:
         report = StaleReport()
-        for d in sorted(self.run_dir.glob("ref-*")):
+        for d in _entries(self.run_dir, "ref-*"):
             if d != self.dir:
                 self._clean_referee_dir(d, cgroups, report)
-        live = {self.pid} | {
-            int(d.name[4:]) for d in self.run_dir.glob("ref-*") if d.name[4:].isdigit()
-        }
+        live = {self.pid} | {int(d.name[4:]) for d in _entries(self.run_dir, "ref-*") if d.name[4:].isdigit()}
         deadline = time.monotonic() + 5.0
         if cgroups is not None:  # groups whose record was never written or was lost
-            for parent in cgroups.parents.values():
-                for g in sorted(parent.glob("r*-b*")) if parent.is_dir() else ():
+            for parent in cgroups.parents.values():  # (another arena removes the parent once empty)
+                for g in _entries(parent, "r*-b*"):
                     owner = g.name[1:].split("-", 1)[0]
                     if owner.isdigit() and int(owner) not in live:
                         report.killed += kill_cgroup_dir(g, deadline)

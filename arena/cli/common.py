@@ -259,6 +259,16 @@ class ArenaTyper(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the app; a usage error prints in the same one-line style as every other error."""
+        try:
+            self._run(*args, **kwargs)
+        finally:
+            # The command is over, its output written: a Ctrl-C now would only interrupt the
+            # interpreter's exit (joining threads, exit handlers) with a KeyboardInterrupt traceback
+            # and a status that says nothing of the command (seen as the run ended: exit -2).
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def _run(self, *args: Any, **kwargs: Any) -> None:
         command = typer.main.get_command(self)
         handle_sigterm()
         try:

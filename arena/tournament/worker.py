@@ -16,7 +16,8 @@ run a bot, so a gVisor run probes once per machine), then ``game`` maps (a
 :class:`GameTask`: id, deal seed, seats, turn cap), then ``end``. Worker to parent: one
 map per game with its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
 bytes, the rules stay behind), or the error that kept it from being played. A worker whose stdin closes
-without ``end`` (the parent died) stops at once.
+without ``end`` (the parent died, or was interrupted) stops at once; a worker is a process group of
+its own, so a Ctrl-C at the terminal reaches the parent alone.
 
 A worker that dies (killed, out of memory, a crash of the arena itself) is replaced,
 and the games it held are played again by the others: games are deterministic, so
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +44,9 @@ from ..bots.probes import gvisor_problem_now, gvisor_seen_working, take_gvisor_f
 from ..errors import ArenaError
 from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
 
+COMMAND = [sys.executable, "-P", "-m", "arena.tournament.worker"]
+"""A worker's command line. -P: not the working directory first on sys.path, where a folder named
+``arena`` (a checkout's parent, say) would shadow the installed package in the worker only."""
 TRIES = 3  # a game whose worker dies is played again, at most this many times in all
 EXIT_GRACE = 10.0  # seconds the workers get to finish and exit when a run ends; then they are killed
 
@@ -138,13 +141,7 @@ def _first(unpacker: msgpack.Unpacker) -> dict[str, Any]:
         unpacker.feed(data)
 
 
-def _ignore(signum: int, frame: Any) -> None:
-    """Ctrl-C reaches the whole process group; the parent handles it by closing our stdin.
-    (A handler rather than SIG_IGN, which bots would inherit through exec.)"""
-
-
 def main() -> None:
-    signal.signal(signal.SIGINT, _ignore)
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=1 << 30)
     try:
         first = _first(unpacker)
@@ -217,6 +214,7 @@ class WorkerExecutor:
         self._changed = trio.Event()
         self._next_id = 0
         self._started = 0
+        self._spawning = trio.Lock()
 
     def pids(self) -> list[int]:
         return [w.proc.pid for w in self.workers if w.alive]
@@ -228,19 +226,27 @@ class WorkerExecutor:
             await self._spawn()
 
     async def _spawn(self) -> None:
-        self._started += 1
-        # -P: not the working directory first on sys.path, where a folder named ``arena`` (a
-        # checkout's parent, say) would shadow the installed package in the worker only.
-        proc = await trio.lowlevel.open_process([sys.executable, "-P", "-m", "arena.tournament.worker"], stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        w = _Worker(self._started, proc)
-        self.workers.append(w)
-        # gvisor: the runsc this process saw run a bot; the workers share its machine, so they need
-        # not boot a sandbox each to learn the same (probes.take_gvisor_from_parent)
-        await proc.stdin.send_all(_pack({"t": "setup", "setup": self.setup.wire(), "slots": self.slots,
-                                         "gvisor": gvisor_seen_working()}))
-        self._nursery.start_soon(self._keep_stderr, w)
-        self._nursery.start_soon(self._read, w)
+        """Start a worker, unless the executor is closing. A worker is a process group of its own:
+        Ctrl-C at a terminal reaches this process alone, which stops the workers by closing their
+        stdin (aclose); in the group, a worker still starting (importing, before any handler) died
+        of it, and was replaced while the run stopped."""
+        async with self._spawning:  # aclose waits for a start under way, so it stops that worker too
+            if self.closing:
+                return
+            self._started += 1
+            proc = await trio.lowlevel.open_process(COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, process_group=0)
+            w = _Worker(self._started, proc)
+            self.workers.append(w)
+            self._nursery.start_soon(self._keep_stderr, w)
+            self._nursery.start_soon(self._read, w)
+            # gvisor: the runsc this process saw run a bot; the workers share its machine, so they need
+            # not boot a sandbox each to learn the same (probes.take_gvisor_from_parent)
+            try:
+                await proc.stdin.send_all(_pack({"t": "setup", "setup": self.setup.wire(), "slots": self.slots,
+                                                 "gvisor": gvisor_seen_working()}))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # it died at once: its reader buries it, as any worker's death
         self._notify()
 
     def _notify(self) -> None:
@@ -336,6 +342,8 @@ class WorkerExecutor:
         stdin (they drop it); those that do not exit in time are killed."""
         self.closing = True
         with trio.CancelScope(shield=True):
+            async with self._spawning:  # a replacement being started is listed first, and stopped here
+                pass
             for w in list(self.workers):
                 try:
                     if graceful:
@@ -369,18 +377,26 @@ async def open_workers(setup: BotSetup, processes: int, slots: int, *,
     """Worker processes for the block's duration. Leaving it normally lets each worker finish
     and exit; leaving it by an error or Ctrl-C closes their stdin, which stops them at once."""
     failure: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        ex = WorkerExecutor(setup, processes, slots, nursery, on_incident=on_incident, max_deaths=max_deaths)
-        try:
-            await ex.start()
-            yield ex
-        except BaseException as e:
-            await ex.aclose(graceful=False)
-            failure = e  # raised below, outside the nursery: the caller's error, not a group of one
-        else:
-            await ex.aclose(graceful=True)
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            ex = WorkerExecutor(setup, processes, slots, nursery, on_incident=on_incident, max_deaths=max_deaths)
+            try:
+                await ex.start()
+                yield ex
+            except BaseException as e:
+                await ex.aclose(graceful=False)
+                failure = e  # raised below, outside the nursery: the caller's error, not a group of one
+            else:
+                await ex.aclose(graceful=True)
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if failure is None:
+            raise
+        # What a worker's task met while the workers were stopped follows from the caller's failure
+        # (a Ctrl-C, say), which is the one to report: before, it could replace a Ctrl-C, and the
+        # command ended as an arena bug (exit 70).
+        raise failure from group
     if failure is not None:
         raise failure
 
