@@ -165,11 +165,27 @@ def test_the_plain_summary_reports_worker_deaths() -> None:
                          "played again")
 
 
-@pytest.mark.parametrize("reporter", ["plain", "live"])
-def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monkeypatch, reporter: str) -> None:
+class _Recorded:
+    """A reporter that notes each call the run makes on it (method, arguments), passed on to ``inner``."""
+
+    def __init__(self, inner, calls: list) -> None:
+        self.inner, self.calls = inner, calls
+
+    def __getattr__(self, name: str):
+        method = getattr(self.inner, name)
+
+        def call(*args):
+            self.calls.append((name, args))
+            return method(*args)
+        return call
+
+
+def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monkeypatch) -> None:
     """kill -9 of a referee worker mid-run, under each reporter the command line gives the runner:
     the plain log and the live display. The run says what happened and finishes with every game
-    stored. (No reporter at all: test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced.)"""
+    stored. The run is made once, with the plain log; the live display is then given the very
+    calls the run made on its reporter (the death's incident among them) and must say the same.
+    (No reporter at all: test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced.)"""
     import io
 
     from rich.console import Console
@@ -185,18 +201,23 @@ def test_a_dead_worker_does_not_end_the_run_in_any_reporter(tmp_path: Path, monk
     temp.chmod(0o711)  # bots' private uids read the copies inside
     monkeypatch.setenv("TMPDIR", str(temp))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    screen = io.StringIO()
-    if reporter == "live":  # the command picks the live display on a terminal
-        monkeypatch.setattr(live, "PlainReporter", lambda: live.RichReporter(Console(file=screen, width=200)))
+    calls: list = []
+    plain = live.PlainReporter
+    monkeypatch.setattr(live, "PlainReporter", lambda: _Recorded(plain(), calls))
     toml = tmp_path / "t.toml"
     toml.write_text(f'name = "k"\nbots = ["random", "lowest", "heuristic"]\ndeals = {DEALS}\nconcurrency = 2\n'
                     f'processes = 2\nstore = "{tmp_path / "k.sqlite"}"\n')
     res = CliRunner().invoke(app, ["tournament", str(toml), "--plain"])
     assert res.exit_code == 0, res.output
-    said = res.output + screen.getvalue()
-    assert "an arena bug" not in said and "AttributeError" not in said
     assert killed, "no worker was killed"
-    assert f"pid {killed[0]}" in said and "signal 9" in said and "rescheduled" in said
+    screen = io.StringIO()
+    shown = live.RichReporter(Console(file=screen, width=200))
+    for name, args in calls:  # the live display, given what the run gave the plain log
+        getattr(shown, name)(*args)
+    assert [name for name, _ in calls].count("incident") == 1 and calls[-1][0] == "finished"
+    for said in (res.output, screen.getvalue()):
+        assert "an arena bug" not in said and "AttributeError" not in said
+        assert f"pid {killed[0]}" in said and "signal 9" in said and "rescheduled" in said, said
     store = Store(tmp_path / "k.sqlite")
     assert store.tournament("k")["status"] == "done"
     assert sorted(g[0] for g in _games(store, "k")) == list(range(GAMES))
