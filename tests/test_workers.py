@@ -323,13 +323,13 @@ def test_the_close_clears_what_workers_that_exited_on_their_own_left(monkeypatch
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             ex = worker.WorkerExecutor(SimpleNamespace(rules=SimpleNamespace(options=dict)), 1, 1, nursery)
-            monkeypatch.setattr(worker, "cleanup_stale", lambda: cleaned.append(1))
+            monkeypatch.setattr(worker, "cleanup_stale", lambda dead: cleaned.append(dead))
             proc = await trio.lowlevel.open_process(["sh", "-c", f"cat >/dev/null; exit {exit_code}"],
                                                     stdin=subprocess.PIPE)
             ex.workers.append(worker._Worker(1, proc))
             await ex.aclose(graceful=False)
             assert proc.returncode == exit_code  # it exited on its own, when its stdin closed
+            assert cleaned == [[proc.pid]]  # its directory among those waited for
             nursery.cancel_scope.cancel()
 
     trio.run(main)
-    assert cleaned == [1]
