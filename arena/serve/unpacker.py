@@ -730,14 +730,16 @@ def _ask_imports() -> tuple[list[str], list[str]] | None:
 
 def _write_note(note: Path, noted: dict) -> None:
     """``noted`` in ``note``, whole or not at all (a file of this uid's, renamed into place)."""
-    fd, tmp = tempfile.mkstemp(prefix=".imports-", dir=note.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".imports-", dir=note.parent)
         with os.fdopen(fd, "w") as f:
             json.dump(noted, f)
         os.replace(tmp, note)
-    except OSError:  # unnoted: asked again by the next process
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except OSError:  # (a full disk) unnoted: asked again by the next process
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")
