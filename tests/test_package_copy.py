@@ -2,8 +2,9 @@
 one per machine and package content (``launch.package_copies``), made whole or not at all, changed
 by nobody but the referee's uid, and used only while it holds exactly the package a process read.
 
-Each test copies the package to a source folder of its own (``ARENA_SOURCE``) and makes the copies
-in a temporary folder of its own; ``fresh()`` is the next process (nothing remembered, nothing held).
+The package is copied once to a source folder (``ARENA_SOURCE``) that the module's tests share, and
+to one of its own for a test that edits it; each test makes the copies in a temporary folder of its
+own; ``fresh()`` is the next process (nothing remembered, nothing held).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -30,18 +32,44 @@ ROOT = Path(__file__).resolve().parents[1]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs a root referee")
 
 
-@pytest.fixture
-def package(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The source folder the copies are made from: this checkout's package and engine library."""
-    src = open_tmp / "src"
-    shutil.copytree(ROOT / "arena", src / "arena", ignore=shutil.ignore_patterns("__pycache__"))
+def _source(folder: Path) -> Path:
+    """``folder`` made a source the copies are made from: this checkout's package and engine library."""
+    shutil.copytree(ROOT / "arena", folder / "arena", ignore=shutil.ignore_patterns("__pycache__"))
     for lib in ROOT.glob(launch.PACKAGE_LIBS):
-        shutil.copy(lib, src / lib.name)
+        shutil.copy(lib, folder / lib.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def source() -> Iterator[Path]:
+    """One source for the module's tests that leave it as it is (each checks that it did)."""
+    folder = Path(tempfile.mkdtemp(prefix="arena-test-"))
+    folder.chmod(0o755)
+    yield _source(folder / "src")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _made_from(src: Path, open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``src`` the package source, the copies made in a temporary folder of the test's own."""
     (open_tmp / "tmp").mkdir(mode=0o755)
     monkeypatch.setattr(launch, "ARENA_SOURCE", src)
     monkeypatch.setattr(tempfile, "tempdir", str(open_tmp / "tmp"))
     fresh(monkeypatch)
     return src
+
+
+@pytest.fixture
+def package(source: Path, open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The module's source, for a test that does not change it."""
+    before = digest(source / "arena")
+    yield _made_from(source, open_tmp, monkeypatch)
+    assert digest(source / "arena") == before, "a test changed the shared source: give it own_package"
+
+
+@pytest.fixture
+def own_package(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A source of the test's own, which it edits."""
+    return _made_from(_source(open_tmp / "src"), open_tmp, monkeypatch)
 
 
 def copies() -> Path:
@@ -59,7 +87,8 @@ def digest(folder: Path) -> str:
     return read_folder(folder, arenas_own=True).digest
 
 
-def test_one_copy_serves_every_process_until_the_package_changes(package: Path, monkeypatch) -> None:
+def test_one_copy_serves_every_process_until_the_package_changes(own_package: Path, monkeypatch) -> None:
+    package = own_package
     first = launch._package_copy()
     made = (first / "arena" / "__init__.py").stat().st_ino
     assert digest(first / "arena") == digest(package / "arena")
@@ -231,7 +260,8 @@ def test_a_gvisor_seat_s_links_to_the_copy_do_not_make_it_anew(package: Path, mo
     assert (entry / "arena" / "__init__.py").stat().st_ino == made
 
 
-def test_copies_no_process_holds_go_past_their_bound_and_a_held_one_stays(package: Path, monkeypatch) -> None:
+def test_copies_no_process_holds_go_past_their_bound_and_a_held_one_stays(own_package: Path, monkeypatch) -> None:
+    package = own_package
     monkeypatch.setattr(launch, "PACKAGE_COPIES_BYTES", 1)  # any copy is past it
     first = launch._package_copy()
     running = launch._PACKAGE_HOLD  # a process still running its bots from the first copy

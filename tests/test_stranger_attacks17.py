@@ -1,5 +1,5 @@
 """#35, the loose ends the fourth round left: what the upload worker's view binds of the server's
-import path, a gVisor seat whose bot runs in a folder below its root, and the primary-group test's
+import path (and, #39, the machine's note of it that a server reads instead of asking), a gVisor seat whose bot runs in a folder below its root, and the primary-group test's
 own strength.
 
 As in tests/test_stranger_attacks13.py, an attacker's program takes the upload worker's place and
@@ -8,6 +8,7 @@ answers with what it managed, as a refusal the server passes on.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -94,6 +95,142 @@ def test_a_relative_entry_of_the_servers_pythonpath_never_imports_from_the_uploa
     (tmp_path / "uploads").mkdir()
     got = trio.run(lambda: unpacker.unpack_apart(zip_bytes(PLUGIN), tmp_path / "uploads" / "job", **LIMITS))
     assert (got.name, got.label) == ("upl", "upl@1.0")
+
+
+# -- the machine's note of the worker's imports (#39) -----------------------------------------------
+
+def _own_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+              path: str | None = None) -> Path:
+    """The note this test's server would read: a key of its own (``path``, or an empty folder of the
+    test's, on the worker's import path), asked afresh in this process, removed after the test."""
+    from arena.serve import unpacker
+    if path is None:
+        (tmp_path / "own").mkdir()
+        path = str(tmp_path / "own")
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setattr(unpacker, "_imports_seen", [])
+    note = unpacker.imports_note()
+    request.addfinalizer(lambda: note.unlink(missing_ok=True))
+    return note
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a worker's imports are asked from now on (each a Python started)."""
+    from arena.serve import unpacker
+    count = [0]
+    ask = unpacker._ask_imports
+
+    def counted():
+        count[0] += 1
+        return ask()
+    monkeypatch.setattr(unpacker, "_ask_imports", counted)
+    return count
+
+
+def test_the_worker_imports_are_asked_once_a_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Each server process ran its worker's imports in a Python of its own (0.2 s of CPU) to learn
+    what the worker's view must hold. Now the answer is noted once a machine: a new process (here,
+    this one with its answer forgotten) reads it back, asking nothing, and gets the same paths.
+    Planted (the note never read): asked again."""
+    from arena.bots import launch
+    from arena.serve import unpacker
+    note = _own_note(tmp_path, monkeypatch, request)
+    asked = _asked(monkeypatch)
+    first = unpacker.worker_imports()
+    assert note.is_file() and asked[0] == 2  # asked twice: the same answer, nothing changed between
+    assert str(launch.ARENA_SOURCE / "arena") in first
+    monkeypatch.setattr(unpacker, "_imports_seen", [])
+    assert unpacker.worker_imports() == first and asked[0] == 2
+
+
+SECRET = "a22-secret"
+
+
+def _forged(note: Path, tmp_path: Path) -> tuple[dict, str]:
+    """A note as the referee's would be, its answer widened by a folder of secrets (signed as it is,
+    so that only the note's own file tells it from the referee's); and that folder."""
+    from arena.serve import unpacker
+    noted = json.loads(note.read_text())
+    secret = tmp_path / SECRET
+    secret.mkdir()
+    (secret / "key").write_text("the store's key")
+    noted["found"].append(str(secret))
+    noted["seen"][str(secret)] = unpacker._seen(str(secret))
+    return noted, str(secret)
+
+
+@as_root
+@pytest.mark.parametrize("forgery", ["another uid's", "writable by others", "a link"])
+def test_a_note_the_referee_did_not_write_never_widens_the_workers_view(
+        forgery: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """The note decides what the worker that unpacks a stranger's archive sees. One that someone else
+    wrote (another uid: a bot's, a local user's), that another could write, or a link to a file
+    of someone's choosing, is no note: asked again, and the view holds only what the worker's
+    imports load. The same forged answer in a note of the referee's own is read (the run directory
+    is the referee's alone): it is the note's file that is refused. Planted (the owner's check
+    left out; the mode's; the link's): the folder of secrets in the view."""
+    from arena.serve import unpacker
+    from tests.test_stranger_attacks10 import EVE, _as_eve
+    note = _own_note(tmp_path, monkeypatch, request)
+    unpacker.worker_imports()
+    noted, secret = _forged(note, tmp_path)
+    note.write_text(json.dumps(noted))
+    monkeypatch.setattr(unpacker, "_imports_seen", [])
+    assert secret in unpacker.worker_reads()  # the referee's own note: read
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text(json.dumps(noted))
+    if forgery == "another uid's":
+        os.chown(note, EVE, EVE)
+    elif forgery == "writable by others":
+        note.chmod(0o622)
+    else:
+        note.unlink()
+        note.symlink_to(theirs)
+    monkeypatch.setattr(unpacker, "_imports_seen", [])
+    assert secret not in unpacker.worker_reads()
+    assert json.loads(note.read_text())["found"] == unpacker.worker_imports()  # noted afresh, by the referee
+    eve = note.parent / "eve.json"  # a note of hers: she cannot write one where the referee reads them
+    assert _as_eve(lambda: os.close(os.open(eve, os.O_WRONLY | os.O_CREAT, 0o644)) or 0) != 0 and not eve.exists()
+
+
+def test_a_note_of_an_import_path_that_changed_since_is_asked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """A package the worker imports from a later entry of its import path; then another copy of it
+    installed on an earlier entry, and the folder of the first used for something else. The note
+    of the first answer would bind that folder in the worker's view: it names every folder of the
+    import path and each path of its answer as they were, and is read back only while each still
+    is. Planted (the note read whatever changed since): the old folder in the view, the new one not."""
+    from arena.serve import unpacker
+    first, second = tmp_path / "first", tmp_path / "second"
+    for d in (first, second / "a22pkg"):
+        d.mkdir(parents=True)
+    (second / "a22pkg" / "__init__.py").write_text("")
+    monkeypatch.setattr(unpacker, "IMPORTS_SEEN", "import a22pkg\n" + unpacker.IMPORTS_SEEN)
+    note = _own_note(tmp_path, monkeypatch, request, f"{first}:{second}")
+    assert str(second / "a22pkg") in unpacker.worker_reads() and note.is_file()
+    (first / "a22pkg").mkdir()
+    (first / "a22pkg" / "__init__.py").write_text("")
+    (second / "a22pkg" / "notes.txt").write_text("the operator's notes")
+    monkeypatch.setattr(unpacker, "_imports_seen", [])
+    reads = unpacker.worker_reads()
+    assert str(first / "a22pkg") in reads and str(second / "a22pkg") not in reads
+
+
+def test_the_note_is_named_by_the_packages_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edited arena package may import something else: its worker's imports are another note's,
+    never the one of the package as it was. Planted (the package's content out of the name): the
+    same note."""
+    from arena.bots import launch
+    from arena.serve import unpacker
+    source = tmp_path / "source"
+    shutil.copytree(launch.ARENA_SOURCE / "arena", source / "arena",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(launch, "ARENA_SOURCE", source)
+    before = unpacker.imports_note()
+    with open(source / "arena" / "config.py", "a") as f:
+        f.write("\nimport xml  # the edit: one import more\n")
+    assert unpacker.imports_note() != before
 
 
 # -- a gVisor seat whose bot runs in a folder below its root ---------------------------------------------

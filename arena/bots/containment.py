@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 from enum import Enum, StrEnum
+from typing import Iterable
 
 from .cgroups import CgroupRoot, detect_cgroups
 from .uids import Registry, StaleReport
@@ -101,14 +102,16 @@ def describe_containment(containment: Containment, *, who: str, cgroup: str | No
     return ", ".join(parts)
 
 
-def cleanup_stale() -> StaleReport:
+def cleanup_stale(dead: Iterable[int] = ()) -> StaleReport:
     """Kill what a previous referee left behind when it died without aclose()
     (kill -9, OOM, power cut of the VM but not of /run...): its bots and their
     descendants, cgroups, temp dirs and bot uids.  Referees that are still
-    running (their lock is held) are left alone.  Call when a tournament
-    starts or resumes; returns what was cleaned, for the log."""
+    running (their lock is held) are left alone; those in ``dead`` (worker
+    processes this one reaped) are cleared before it returns, whoever clears
+    them.  Call when a tournament starts or resumes; returns what was cleaned,
+    for the log."""
     registry = process_registry()
-    report = registry.cleanup_stale(cgroup_root()[0])
+    report = registry.cleanup_stale(cgroup_root()[0], dead)
     if report:
         log.warning("cleaned up: %s", report)
     return report

@@ -31,7 +31,7 @@ from .errors import BotCommandError, BotStartError, StartErrorKind
 from ..limits import MiB, Limits
 from .bundles import Holds, cache_entry
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
-from .folder import ARENA_COPIES, CAPS, FolderError, copy_folder, read_folder
+from .folder import ARENA_COPIES, CAPS, Folder, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
@@ -110,9 +110,8 @@ def _new_enough(python: str) -> bool:
     A yes is noted in the run directory (only our uid writes it) under the path and what ``stat``
     says of the file it leads to, so a replaced or relinked interpreter is asked again."""
     try:
-        st = os.stat(python)
-        seen = repr((python, os.path.realpath(python), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-        note = process_registry().run_dir / f"python-{hashlib.sha256(seen.encode()).hexdigest()[:32]}"
+        seen = hashlib.sha256(interpreter_seen(python).encode()).hexdigest()
+        note = process_registry().run_dir / f"python-{seen[:32]}"
         if note.is_file():
             return True
         out = process_registry().run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"],
@@ -124,6 +123,13 @@ def _new_enough(python: str) -> bool:
     with contextlib.suppress(OSError):  # unnoted: asked again by the next process
         note.touch()
     return True
+
+
+def interpreter_seen(python: str) -> str:
+    """An interpreter as a machine's notes about it name it: its path and what ``stat`` says of the
+    file it leads to, so a replaced or relinked interpreter is a new one. OSError where it is gone."""
+    st = os.stat(python)
+    return repr((python, os.path.realpath(python), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
 
 
 def python_for(contained: bool) -> tuple[str, dict[str, str]] | None:
@@ -190,12 +196,19 @@ def package_copies() -> Path:
     return root
 
 
+def package_read() -> tuple[Folder, tuple[tuple[str, str], ...], str]:
+    """The ``arena`` package as it is now, the compiled engine's libraries beside it (name, sha256),
+    and the key that names that content (about 10 ms of CPU). OSError or FolderError where it
+    cannot be read."""
+    package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
+    libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
+    return package, libs, hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
+
+
 def _shared_package_copy() -> Path:
     base = package_copies()
     try:
-        package = read_folder(ARENA_SOURCE / "arena", arenas_own=True)
-        libs = tuple((lib.name, _sha256(lib)) for lib in sorted(ARENA_SOURCE.glob(PACKAGE_LIBS)))
-        key = hashlib.sha256(repr(("arena package", package.digest, libs)).encode()).hexdigest()
+        package, libs, key = package_read()
 
         def make(tmp: Path) -> None:
             copy_folder(package, tmp / "arena")  # checked against the reading while written

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
@@ -38,6 +38,7 @@ Chosen outside the ranges used by distributions, systemd (dynamic users,
 nspawn containers) and the usual /etc/subuid allocations, so that a uid in
 this range belongs to a bot and nothing else."""
 BOT_UID_COUNT = 1000
+DEAD_REFEREE_WAIT_S = 10.0  # another arena's cleanup holds a dead referee's directory while it kills (5 s at most)
 TEMPS = "temps"  # in a referee's run directory: the temporary directories it made, one a line
 TEMPS_COMPACT_BYTES = 64 * 1024  # past this, the lines of directories already removed are dropped
 OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
@@ -353,8 +354,14 @@ class Registry:
 
     # -- stale cleanup -----------------------------------------------------
 
-    def cleanup_stale(self, cgroups: CgroupRoot | None) -> StaleReport:
+    def cleanup_stale(self, cgroups: CgroupRoot | None, dead: Iterable[int] = ()) -> StaleReport:
+        """What dead referees left, cleared. ``dead``: referees this process saw end (its worker
+        processes, reaped): their directories are waited for where another arena's cleanup holds
+        them (for as long as its kills may take), so that they are gone on return, not a moment
+        after, whoever cleared them."""
         report = StaleReport()
+        for pid in dead:
+            self._clean_referee_dir(self.run_dir / f"ref-{pid}", cgroups, report, DEAD_REFEREE_WAIT_S)
         for d in _entries(self.run_dir, "ref-*"):
             if d != self.dir:
                 self._clean_referee_dir(d, cgroups, report)
@@ -393,13 +400,19 @@ class Registry:
                     named |= set(_record_procs(_read_record(rec_path)).items())
         return named
 
-    def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport) -> None:
-        try:
-            fd = _try_lock(d / "lock")
-        except (FileNotFoundError, NotADirectoryError):
-            return  # gone: its referee (or another arena's cleanup) removed it since it was listed
+    def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport,
+                           wait: float = 0.0) -> None:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fd = _try_lock(d / "lock")
+            except (FileNotFoundError, NotADirectoryError):
+                return  # gone: its referee (or another arena's cleanup) removed it since it was listed
+            if fd is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)  # a referee known dead: another arena's cleanup holds it for now
         if fd is None:
-            return  # that referee is alive
+            return  # that referee is alive (or still being cleared by another arena's cleanup)
         try:
             before = (report.killed, len(report.cgroups), len(report.homes), len(report.temps))
             deadline = time.monotonic() + 5.0

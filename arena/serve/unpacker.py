@@ -32,13 +32,17 @@ upload's bounds, which the server reads back with the folder reader once the wor
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -609,35 +613,133 @@ for name, module in list(sys.modules.items()):
             if p and os.path.exists(p):
                 p = os.path.abspath(p)
                 found.add(os.path.dirname(p) if os.path.dirname(p) in sites else p)
-print(json.dumps(sorted(found)))
+print(json.dumps({"found": sorted(found), "path": [os.path.abspath(p) for p in sys.path if p]}))
 """
 """Where the worker's imports come from, as the worker's own Python finds them: each top-level
 package's folders (or a module's file), or the site-packages it lies in, whole (its ``.pth`` files
-too)."""
+too); and the import path it searched."""
 
 _imports_seen: list[str] = []  # worker_imports's answer, found once a process
+NOTE_BYTES = 1 << 20  # a note is a few kB of paths: a bigger one is no note of ours
 
 
 def worker_imports() -> list[str]:
-    """The folders and files the worker's imports (:data:`WORKER_IMPORTS`) load, found once a process
-    by running them with the worker's environment (:data:`IMPORTS_SEEN`): the arena package, its
-    engine's compiled runtime and its dependencies, wherever they lie, and nothing else of the
-    import path. Empty where that failed (said in the log): the worker's view then lacks them and
-    its start is tried as ever (:func:`confined`)."""
+    """The folders and files the worker's imports (:data:`WORKER_IMPORTS`) load: the arena package,
+    its engine's compiled runtime and its dependencies, wherever they lie, and nothing else of the
+    import path. Found by running them with the worker's environment (:data:`IMPORTS_SEEN`, about
+    0.2 s of CPU) once a machine, not once a server process: the answer is noted
+    (:func:`imports_note`) and read back while all it was found from is as it was. Empty where it
+    could not be found (said in the log): the worker's view then lacks them and its start is tried
+    as ever (:func:`confined`)."""
     if not _imports_seen:
         try:
-            ran = subprocess.run([sys.executable, "-P", "-c", IMPORTS_SEEN], capture_output=True, timeout=30,
-                                 env=_env(), cwd="/")
-            found = json.loads(ran.stdout) if ran.returncode == 0 else None
-        except (OSError, ValueError, subprocess.TimeoutExpired) as e:
-            found, ran = None, e
-        if not (isinstance(found, list) and found and all(isinstance(p, str) and p.startswith("/") for p in found)):
-            why = ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess) \
-                else ran
-            log.warning("the upload worker's imports could not be found (%s)", why)
-            return []
+            note = imports_note()
+        except (OSError, ArenaError) as e:  # (no run directory, an unreadable package): asked, not noted
+            log.warning("the upload worker's imports are not noted: %s", e)
+            note = None
+        found = _noted(note) if note is not None else None
+        if found is None:
+            found = _imports_found(note)
+            if found is None:
+                return []
         _imports_seen[:] = found
     return list(_imports_seen)
+
+
+def imports_note() -> Path:
+    """Where this machine notes the worker's imports: the run directory (private to the referee's
+    uid, as the note that an interpreter is new enough), named by all the answer depends on: the
+    question, the interpreter, the worker's environment and the arena package's content."""
+    from ..bots.containment import process_registry
+    from ..bots.launch import interpreter_seen, package_read
+    asked = repr(("worker imports", IMPORTS_SEEN, interpreter_seen(sys.executable), sorted(_env().items()),
+                  package_read()[2]))
+    return process_registry().run_dir / f"imports-{hashlib.sha256(asked.encode()).hexdigest()[:32]}.json"
+
+
+def _seen(path: str) -> list | None:
+    """What a note records of a path it was found from: where it leads and what ``stat`` says of
+    that (a folder's times change as entries come and go: a package installed, removed, moved)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _noted(note: Path) -> list[str] | None:
+    """The answer noted in ``note``, where it is one: a plain file of the referee's uid that no other
+    can write, naming absolute paths, every path it was found from (the worker's import path and
+    each path of the answer) as it was then. None otherwise (never noted, or stale: asked again)."""
+    try:
+        fd = os.open(note, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_size > NOTE_BYTES:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            noted = json.loads(f.read(NOTE_BYTES))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(noted, dict):
+        return None
+    found, seen = noted.get("found"), noted.get("seen")
+    if not (_paths(found) and isinstance(seen, dict) and _paths(list(seen)) and set(found) <= seen.keys()):
+        return None
+    return found if all(_seen(p) == s for p, s in seen.items()) else None
+
+
+def _paths(paths: Any) -> bool:
+    return isinstance(paths, list) and bool(paths) and all(isinstance(p, str) and p.startswith("/") for p in paths)
+
+
+def _imports_found(note: Path | None) -> list[str] | None:
+    """The worker's imports, found by running them (:data:`IMPORTS_SEEN`); None where they could not
+    be. Noted in ``note`` where asking again found the same, with nothing they were found from
+    changed in between (a package installed while they ran would otherwise be noted as absent)."""
+    asked = _ask_imports()
+    if asked is None:
+        return None
+    found, path = asked
+    if note is not None:
+        seen = {p: _seen(p) for p in dict.fromkeys([*path, *found])}
+        if _ask_imports() == asked and all(_seen(p) == s for p, s in seen.items()):
+            _write_note(note, {"found": found, "seen": seen})
+    return found
+
+
+def _ask_imports() -> tuple[list[str], list[str]] | None:
+    """(the worker's imports' paths, its import path), as its own Python finds them."""
+    try:
+        ran = subprocess.run([sys.executable, "-P", "-c", IMPORTS_SEEN], capture_output=True, timeout=30,
+                             env=_env(), cwd="/")
+        answer = json.loads(ran.stdout) if ran.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        answer, ran = None, e
+    found, path = (answer.get("found"), answer.get("path")) if isinstance(answer, dict) else (None, None)
+    if _paths(found) and _paths(path):
+        return found, path
+    why = ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess) else ran
+    log.warning("the upload worker's imports could not be found (%s)", why)
+    return None
+
+
+def _write_note(note: Path, noted: dict) -> None:
+    """``noted`` in ``note``, whole or not at all (a file of this uid's, renamed into place)."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".imports-", dir=note.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(noted, f)
+        os.replace(tmp, note)
+    except OSError:  # (a full disk) unnoted: asked again by the next process
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")

@@ -365,7 +365,7 @@ class WorkerExecutor:
             # seat once was) would otherwise stay until some later arena run.
             if self.workers:
                 try:
-                    await trio.to_thread.run_sync(cleanup_stale)
+                    await trio.to_thread.run_sync(cleanup_stale, [w.proc.pid for w in self.workers])
                 except Exception as e:  # noqa: BLE001 - best effort: the next run's cleanup retries
                     log.warning("cleaning up after the workers failed: %s", e)
 
