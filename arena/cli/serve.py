@@ -222,8 +222,8 @@ def serve(
     if options.writable:  # games in play and uploads run in threads driven from trio: hypercorn on trio
         import hypercorn.trio.run
 
-        from ..serve.limits import IDLE_S, stall_proof_server
-        hypercorn.trio.run.TCPServer = stall_proof_server()  # the one class hypercorn makes each connection of
+        from ..serve.limits import IDLE_S, Connections, stall_proof_server
+        hypercorn.trio.run.TCPServer = stall_proof_server(Connections())  # the one class hypercorn makes each connection of
         config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.accesslog = None
@@ -248,8 +248,9 @@ def serve(
         async def read_only() -> None:
             async with anyio.create_task_group() as tasks:
                 app = build_app(options, tasks)
-                from ..serve.limits import IDLE_S, read_deadline
-                server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                from ..serve.limits import IDLE_S, Connections, read_deadline
+                server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout, Connections()), loop="none",
+                                                       lifespan="off",
                                                        timeout_keep_alive=min(IDLE_S, read_timeout),
                                                        proxy_headers=False,  # a client is its address: no header names another
                                                        access_log=False, log_level="warning",
