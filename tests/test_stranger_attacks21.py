@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
 from arena.serve.limits import PER_ADDRESS  # noqa: E402
+from tests.checks import reachable  # noqa: E402
 from tests.test_serve import ServerProc, build_store  # noqa: E402
 
 
@@ -83,3 +84,110 @@ def test_event_streams_cannot_take_the_servers_descriptors(tmp_path: Path, mode:
         for sock in held:
             sock.close()
         server.stop()
+
+
+PROBE_BOT = '''"""Lowest-first; says on stderr which kernel it runs on."""
+import os
+import sys
+
+from arena.botkit import serve
+from arena.strategies import lowest_first
+
+sys.stderr.write("PROBE kernel=" + os.uname().release + "\\n")
+sys.stderr.flush()
+serve(lowest_first, "probe", "1.0")
+'''
+
+
+def _member_store(tmp_path: Path, ladders: dict[str, str]) -> tuple[Path, Path]:
+    """A store whose ladders (name -> the file's settings) each hold the member ``probe@1.0`` (a
+    bot that prints its kernel), and the ladders' folder."""
+    from arena.tournament.store import Store
+    bot = tmp_path / "probe"
+    bot.mkdir()
+    (bot / "bot.toml").write_text('name = "probe"\nversion = "1.0"\nauthor = "mallory"\n'
+                                  'command = ["python3", "bot.py"]\n')
+    (bot / "bot.py").write_text(PROBE_BOT)
+    bot = reachable(bot)  # its private uid reads it (pytest's folders are 0700)
+    folder = tmp_path / "ladders"
+    folder.mkdir()
+    store = tmp_path / "data" / "arena.sqlite"
+    db = Store(store)
+    for name, settings in ladders.items():
+        (folder / f"{name}.toml").write_text(f'rules = "classic"\nseats = 2\nbots = ["random", "lowest"]\n{settings}\n')
+        db.db.execute("INSERT INTO ladder_members (ladder, label, name, version, hash, ref, origin, placement, "
+                      "registered) VALUES (?, 'probe@1.0', 'probe', '1.0', '', ?, 'submitted', 'p', 0)",
+                      (name, str(bot)))
+    db.close()
+    return store, folder
+
+
+def _play(server: ServerProc, form: dict[str, str]) -> dict:
+    """A browser game as the page plays it: started, the person's every request answered with its
+    first action, followed to its end; the last state."""
+    import json
+    from urllib.parse import urlencode
+    status, headers, page = server.request("POST", "/play", urlencode({"token": server.token, **form}).encode(),
+                                           {"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 303, page[-2000:]
+    sid = headers["location"].rsplit("/", 1)[1]
+    seen = 0
+    while True:
+        state = json.loads(server.get(f"/play/{sid}/state?seen={seen}")[2])
+        for m in state["messages"]:
+            if m["raw"].get("type") == "request":
+                server.request("POST", f"/play/{sid}/act", json.dumps({"request": m["raw"]["id"], "action": 0}).encode(),
+                               {"Content-Type": "application/json", "X-Arena-Token": server.token})
+        seen = state["count"]
+        if state["status"] not in ("starting", "playing"):
+            return state
+
+
+def test_browser_play_seats_a_ladder_member_in_the_sandbox_its_ladder_names(tmp_path: Path) -> None:
+    """Attack: a stranger's bot placed on a ``gvisor = true`` ladder (its check and placement ran
+    under gVisor, 'Linux 4.4.0') was chosen as an opponent at /play, and ran under bubblewrap on the
+    host's kernel with the host's system view: its owner read the host's kernel release in her own
+    replay's stderr. Now the game gets the member's ladder's containment: under gVisor where it
+    runs, and where it cannot, the game fails saying so; never the host's kernel."""
+    import json
+    import os
+
+    from arena.bots.probes import gvisor_problem_now
+    from arena.tournament.store import Store
+    store, folder = _member_store(tmp_path, {"strangers": "gvisor = true\none_seat_per_author = true"})
+    server = ServerProc(store, "--allow-play", "--ladders", str(folder))
+    try:
+        state = _play(server, {"rules": "classic", "opponent": "probe@1.0", "seat": "1", "max_turns": "30"})
+    finally:
+        server.stop()
+    if gvisor_problem_now() is not None:
+        assert state["status"] == "failed" and "gVisor" in state["error"], state
+        return
+    assert state["status"] == "over", state
+    db = Store(store, readonly=True)
+    record = json.dumps(db.game_record(state["game"]))
+    db.close()
+    assert "PROBE kernel=" in record, json.loads(record)["faults"]
+    assert f"PROBE kernel={os.uname().release}" not in record  # not the host's kernel: gVisor's own
+
+
+def test_browser_play_refuses_members_whose_sandbox_it_cannot_know_or_share(tmp_path: Path) -> None:
+    """A member is seated in what its ladder names (gVisor and the stranger view here); where its
+    ladder file cannot be read, or two seated members' ladders name different sandboxes, there is
+    no one sandbox to seat them in: refused with the reason, never the default."""
+    from arena.bots.containment import Containment
+    from arena.bots.filesystem import SystemView
+    from arena.serve import play
+    (tmp_path / "one").mkdir()
+    store, folder = _member_store(tmp_path / "one", {"strangers": "gvisor = true\none_seat_per_author = true"})
+    launcher = play.members_launcher(store, folder, ["probe@1.0"])
+    assert launcher.containment is Containment.GVISOR and launcher.view is SystemView.STRANGER
+    with pytest.raises(ValueError, match="cannot be read here"):
+        play.members_launcher(store, tmp_path / "elsewhere", ["probe@1.0"])
+    launcher = play.members_launcher(store, folder, [])  # bundled bots only: the default, as before
+    assert launcher.containment is Containment.AUTO and launcher.view is SystemView.HOST
+    (tmp_path / "two").mkdir()
+    store, folder = _member_store(tmp_path / "two", {"strangers": "gvisor = true\none_seat_per_author = true",
+                                                     "friends": "one_seat_per_author = false"})
+    with pytest.raises(ValueError, match="different sandboxes"):
+        play.members_launcher(store, folder, ["probe@1.0"])
