@@ -191,3 +191,46 @@ def test_browser_play_refuses_members_whose_sandbox_it_cannot_know_or_share(tmp_
                                                      "friends": "one_seat_per_author = false"})
     with pytest.raises(ValueError, match="different sandboxes"):
         play.members_launcher(store, folder, ["probe@1.0"])
+
+
+def test_a_move_is_a_small_body_and_bad_numbers_in_it_are_a_400(tmp_path: Path) -> None:
+    """Attack (with the token, on a game in play): ``{"request": Infinity}`` raised OverflowError and
+    ``[[[...`` 100,000 deep RecursionError, each a 500 with a traceback in the log; a move's body
+    was read whole whatever its size (a 400 MB one took the server from 530 MB to 1.5 GB), and moves
+    are exempt from the write limit. Now a move is at most ``MOVE_BYTES``: past that 413 before the
+    rest is read, and any body that is not two whole numbers a 400. A good move still counts."""
+    import json
+    from urllib.parse import urlencode
+
+    from arena.serve.play import MOVE_BYTES
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-play")
+    try:
+        status, headers, _ = server.request(
+            "POST", "/play", urlencode({"token": server.token, "opponent": "random", "seat": "0"}).encode(),
+            {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 303
+        sid = headers["location"].rsplit("/", 1)[1]
+        move = {"Content-Type": "application/json", "X-Arena-Token": server.token}
+        for body in (b'{"request": Infinity, "action": 0}', b'{"request": 1e999, "action": 0}',
+                     b'{"request": NaN, "action": 0}', b"[" * (MOVE_BYTES - 4), b'{"request": "9' + b"9" * 900 + b'"}'):
+            status, _, answer = server.request("POST", f"/play/{sid}/act", body, move)
+            assert status == 400, (body[:40], status, answer[-300:])
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:  # 400 MB announced, 64 KB sent
+            sock.sendall(f"POST /play/{sid}/act HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         f"X-Arena-Token: {server.token}\r\nContent-Length: {400 * 2**20}\r\n\r\n".encode() + b" " * 65536)
+            assert sock.recv(200).startswith(b"HTTP/1.1 413"), "the body was read past its bound"
+        sent: list[dict] = []
+        while not any(m.get("type") == "request" for m in sent):  # the long poll answers each new message
+            sent += [m["raw"] for m in json.loads(server.get(f"/play/{sid}/state?seen={len(sent)}")[2])["messages"]]
+        first = next(m for m in sent if m.get("type") == "request")
+        status, _, answer = server.request("POST", f"/play/{sid}/act",
+                                           json.dumps({"request": first["id"], "action": 0}).encode(), move)
+        assert status == 200 and json.loads(answer)["ok"], answer
+        assert len(json.dumps({"request": 2**40, "action": 2**40})) < MOVE_BYTES
+        log = server.stderr()
+        assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+    finally:
+        server.stop()

@@ -422,3 +422,32 @@ class BodyDeadline:
                 (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"),
                 (b"content-length", str(len(LATE)).encode())]})
             await send({"type": "http.response.body", "body": LATE})
+
+
+class TooLarge(ArenaError):
+    """A request's body past what its route takes."""
+
+
+class LimitedBody:
+    """The request's ``receive``, counting body bytes: past ``limit`` it raises :class:`TooLarge`."""
+
+    def __init__(self, receive: Any, limit: int):
+        self.receive, self.limit, self.seen, self.more = receive, limit, 0, True
+
+    async def __call__(self) -> dict[str, Any]:
+        message = await self.receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            self.more = message.get("more_body", False)
+            if self.seen > self.limit:
+                raise TooLarge()
+        return message
+
+    async def drain(self, cap: int = 64 * 2**20) -> None:
+        """Read (and drop) the rest of an oversized body so the browser gets the answer, up to ``cap``."""
+        while self.more and self.seen < cap:
+            message = await self.receive()
+            if message["type"] != "http.request":
+                return
+            self.seen += len(message.get("body", b""))
+            self.more = message.get("more_body", False)

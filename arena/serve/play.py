@@ -36,6 +36,7 @@ from ..referee.blocking import play_game as referee_play
 from ..replay.view import Names, describe_action, describe_event, result_text
 from ..store import reads
 from . import guard
+from .limits import LimitedBody, TooLarge
 from .pages import redirect, render
 
 log = logging.getLogger("arena.serve")
@@ -46,6 +47,7 @@ IDLE_S = 900  # a person who leaves forfeits after this long without a move
 # cannot compute the bots' cards.
 PLAY_TABLE = -1
 MAX_SESSIONS = 4  # games in play at once (each runs bot processes)
+MOVE_BYTES = 1024  # a move's body, {"request": N, "action": N}: read whole into memory, exempt from the write limit
 KEEP_S = 3600  # finished sessions stay readable this long
 
 
@@ -369,9 +371,11 @@ async def act(request: Request) -> Response:
     guard.require(request, "play", request.headers.get("x-arena-token"))  # before the lookup: no probing of ids
     s = _session(request)
     try:
-        body = await request.json()
+        body = await Request(request.scope, LimitedBody(request.receive, MOVE_BYTES)).json()
         answer = (int(body["request"]), int(body["action"]))
-    except (ValueError, KeyError, TypeError):
+    except TooLarge:
+        return JSONResponse({"ok": False, "error": f"a move is at most {MOVE_BYTES} bytes"}, status_code=413)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):  # Infinity, 1e999, [[[[...
         return JSONResponse({"ok": False, "error": "send {request: ID, action: ID}"}, status_code=400)
     try:
         s.answers[0].send_nowait(answer)

@@ -38,42 +38,13 @@ from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .notify import told
-from .limits import LateBody, client_of
+from .limits import LateBody, LimitedBody, TooLarge, client_of
 from .pages import redirect, render
 from .unpacker import UnpackerLost, unpack_apart
 from .upload import UploadError
 from .wake import Wake
 
 log = logging.getLogger("arena.serve")
-
-
-class TooLarge(ArenaError):
-    pass
-
-
-class LimitedBody:
-    """The request's ``receive``, counting body bytes: past ``limit`` it raises :class:`TooLarge`."""
-
-    def __init__(self, receive: Any, limit: int):
-        self.receive, self.limit, self.seen, self.more = receive, limit, 0, True
-
-    async def __call__(self) -> dict[str, Any]:
-        message = await self.receive()
-        if message["type"] == "http.request":
-            self.seen += len(message.get("body", b""))
-            self.more = message.get("more_body", False)
-            if self.seen > self.limit:
-                raise TooLarge()
-        return message
-
-    async def drain(self, cap: int = 64 * 2**20) -> None:
-        """Read (and drop) the rest of an oversized body so the browser gets the answer, up to ``cap``."""
-        while self.more and self.seen < cap:
-            message = await self.receive()
-            if message["type"] != "http.request":
-                return
-            self.seen += len(message.get("body", b""))
-            self.more = message.get("more_body", False)
 
 
 def _ladders(request: Request) -> tuple[list[str], dict[str, str]]:
