@@ -288,3 +288,14 @@ def test_a_sign_up_without_an_invitation_costs_no_password_hash(tmp_path: Path) 
     assert hasher.hashed == 1
     assert post({"code": code, "name": "eve", "password": password}) == 400  # used up: no hash either
     assert hasher.hashed == 1
+
+
+def test_a_relative_server_path_is_hidden_as_a_path_not_inside_words() -> None:
+    """Seen on the way: `arena serve --ladders lad` told an uploader "seeding [server path]der mini":
+    the relative folder `lad` was replaced inside the word "ladder". It is hidden where it starts a
+    path, and only there; an absolute one as before."""
+    from arena.serve.submit import SERVER_PATH, hide_paths
+    hidden = [(Path("lad"), SERVER_PATH)]
+    assert hide_paths("seeding ladder mini (lad/mini.toml)", hidden) == f"seeding ladder mini ({SERVER_PATH}/mini.toml)"
+    assert hide_paths("no ladder 'lad'", hidden) == f"no ladder '{SERVER_PATH}'"
+    assert hide_paths(f"{Path('lad').resolve()}/mini.toml", hidden) == f"{SERVER_PATH}/mini.toml"

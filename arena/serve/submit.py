@@ -462,8 +462,10 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
         pairs += [(Path(sys.executable), SERVER_PATH), (Path(sys.prefix), SERVER_PATH)]
     for path, name in pairs:
         for form in dict.fromkeys((str(path), str(Path(path).resolve()))):
-            if len(form) > 1:
+            if form.startswith("/") and len(form) > 1:
                 value = value.replace(form, name)
+            elif form not in ("", "."):  # relative (`--ladders lad`): a whole path's start only, not in "ladder"
+                value = re.sub(rf"(?<![\w./-]){re.escape(form)}(?=/|[\s'\"]|$)", name, value)
     return _PACKAGE_ENTRY.sub(SERVER_PATH, _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value)))
 
 
