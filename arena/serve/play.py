@@ -235,10 +235,8 @@ def members_launcher(store: Path, ladders_dir: Path | None, labels: list[str]) -
     if db is None:
         raise ValueError("the store holds no ladders")
     try:
-        ladders = sorted({name for name, label in db.db.execute("SELECT ladder, label FROM ladder_members")
-                          if label in labels})
         found: dict[tuple, str] = {}
-        for name in ladders:
+        for name in reads.ladders_seating(db.db, labels):
             try:
                 ladder = load_ladder(name, ladders_dir, check_bots=False, store_dir=Path(db.path).parent,
                                      store=db.path)
