@@ -299,3 +299,76 @@ def test_a_relative_server_path_is_hidden_as_a_path_not_inside_words() -> None:
     assert hide_paths("seeding ladder mini (lad/mini.toml)", hidden) == f"seeding ladder mini ({SERVER_PATH}/mini.toml)"
     assert hide_paths("no ladder 'lad'", hidden) == f"no ladder '{SERVER_PATH}'"
     assert hide_paths(f"{Path('lad').resolve()}/mini.toml", hidden) == f"{SERVER_PATH}/mini.toml"
+
+
+def test_a_member_cannot_take_a_bench_students_name_and_read_their_games(tmp_path: Path) -> None:
+    """Attack: a course's bench (``arena serve --bench``) shows a member's grade, games and stderr to
+    the account owning the bot's name. Its members are the organiser's folders, whose names nobody
+    had claimed: Mallory uploaded a bot named as Ann's folder to any ladder, and /benches/cs101 showed
+    her Ann's row, games and the stderr Ann's bot wrote. The bench's member and reference names are
+    now the organiser's, as a ladder's initial bots are: such an upload is refused and claims nothing."""
+    from tests.test_bench import bench_file
+    from tests.test_serve_accounts import MANY_WRITES, _upload, club_ladders, invite, owners_among, sign_up
+    path = bench_file(tmp_path / "course", deals=1)
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", "--bench", str(path), *club_ladders(tmp_path / "ladders"),
+                        *MANY_WRITES)
+    try:
+        mallory, status, _ = sign_up(server, invite(store), "mallory")
+        assert status == 303
+        for name in ("ann", "strong"):  # a member's folder, a reference's
+            status, _, page = _upload(mallory, name, "9.0", "mallory")
+            assert status == 403 and "not yours" in page, (name, status, page[-1500:])
+        assert owners_among(store, "mallory") == []
+        status, _, page = _upload(mallory, "mallorys-own", "1.0", "mallory")  # a name of her own: taken
+        assert status == 303, page[-1500:]
+        assert owners_among(store, "mallory") == [("mallorys-own", "mallory")]
+    finally:
+        server.stop()
+
+
+def test_a_bench_reads_its_members_with_the_one_folder_reader(tmp_path: Path) -> None:
+    """Attack: a bench's members are students' folders, copied at the deadline with shutil.copytree.
+    A 2 GiB sparse file in one (a few KB on disk) became 2.1 GB written into the bench's copies (a
+    larger one fills the disk); a FIFO ended `arena bench` with a Python list's repr. And a root
+    referee could not seat any member at all: the copies lay in the store's 0700 folder unmarked, so
+    each was taken for a user's private folder ("a bot's private uid cannot use ..."). Copies are
+    made by the folder reader (caps, no special files, sizes by length and blocks), refused naming
+    the member and the file, and marked as the arena's own."""
+    import datetime as dt
+    import os
+
+    import trio
+
+    from arena.bots.folder import ARENA_COPIES
+    from arena.tournament.bench import load_bench, run_bench, snapshot, snapshot_dir
+    from arena.tournament.config import ConfigError
+    from arena.tournament.store import Store
+    from tests.test_bench import folder
+    now = dt.datetime.now(dt.timezone.utc)
+    for name in ("ann", "random"):
+        folder(tmp_path / "bots", name)
+    (tmp_path / "bench.toml").write_text('references = ["random"]\nmembers = ["bots/ann"]\ndeals = 1\n'
+                                         'store = "data/s.sqlite"\ndeadline = "2026-01-01T00:00:00Z"\n'
+                                         '[bands]\nA = 0.5\nF = 0.0\n')
+    bench = load_bench(tmp_path / "bench.toml")
+    sparse = tmp_path / "bots" / "ann" / "weights.bin"
+    with open(sparse, "wb") as f:
+        f.truncate(2 << 30)
+    with pytest.raises(ConfigError, match="weights.bin: the bot's files exceed"):
+        snapshot(bench, now)
+    sparse.unlink()
+    os.mkfifo(tmp_path / "bots" / "ann" / "notes")
+    with pytest.raises(ConfigError, match="notes: a FIFO"):
+        snapshot(bench, now)
+    assert sum(f.stat().st_blocks for f in snapshot_dir(bench).rglob("*") if f.is_file()) < 64  # nothing kept
+    (tmp_path / "bots" / "ann" / "notes").unlink()
+    db = Store(bench.store)  # its folder 0700, as every store's
+    try:
+        labels = trio.run(lambda: run_bench(bench, db, now=now))  # the default launcher: contained as root
+        assert labels == ["ann@1.0"] and (snapshot_dir(bench) / ARENA_COPIES).is_file()
+        games = db.games(tournament=f"{bench.name}/ann@1.0", limit=10)
+        assert len(games) == 2 and not any(g["result"].get("forfeits") for g in games), games
+    finally:
+        db.close()

@@ -169,7 +169,7 @@ async def _upload(request: Request) -> Response:
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:
-            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir, opts.store)
+            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir, opts.store, opts.benches)
             await auth.with_db(request, lambda db: claim_bot(
                 db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
                 origin=auth.origin_of(request)))
@@ -218,13 +218,25 @@ def disk_refusal(opts: Any) -> tuple[int, str] | None:
     return None
 
 
-def _organisers_names(ladders_dir: Path | None, store: Path) -> set[str]:
+def _organisers_names(ladders_dir: Path | None, store: Path, benches: dict[str, str] | None = None) -> set[str]:
     """Bot names that are the organiser's before any game is stored: every bundled bot's and every
     initial bot's of a ladder file of this server, offered or refused for its seats (a member who
     took ``heuristic`` before its ladder was seeded owned the reference bot's name: its next
-    version, its private lines; one who took a refused ladder's bot would own it once it is fixed)."""
+    version, its private lines; one who took a refused ladder's bot would own it once it is fixed),
+    and every member and reference folder's of a bench it shows (``benches``: name -> file). A
+    bench shows a member's grade, games and logs to the account owning its name: one who uploaded
+    a bot named as a student's folder read that student's games and stderr."""
     from ..ladder import LadderError, SeatsRefused, list_ladders, load_ladder
+    from ..tournament.bench import load_bench
+    from ..tournament.config import ConfigError
     initial = []
+    for name, file in (benches or {}).items():
+        try:
+            bench = load_bench(Path(file))
+        except ConfigError:  # its names unknown now: none is claimed meanwhile (fail closed)
+            raise PeopleError(f"the server cannot read its bench {name}'s file now, whose bots' names are the "
+                              "organiser's: try again later") from None
+        initial += [*bench.references, *bench.members]
     for name, lad, _ in list_ladders(ladders_dir, store=store):
         if lad is None:
             try:

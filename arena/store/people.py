@@ -205,8 +205,8 @@ def claim_bot(db: sqlite3.Connection, name: str, who: Account, *, taken: bool, n
                                   "versions of it; choose another name")
             return False
         if taken and who.role == Role.MEMBER:
-            raise PeopleError(f"the bot name {name!r} is already on this server's ladders and is not yours: "
-                              "choose another name")
+            raise PeopleError(f"the bot name {name!r} is already this server's (a ladder's or a bench's bot) and "
+                              "is not yours: choose another name")
         db.execute("INSERT INTO bot_owners (name, account, since) VALUES (?,?,?)", (name, who.id, now))
         record(db, who.id, "claim", f"bot:{name}", origin, now)
     return True
