@@ -372,3 +372,61 @@ def test_a_bench_reads_its_members_with_the_one_folder_reader(tmp_path: Path) ->
         assert len(games) == 2 and not any(g["result"].get("forfeits") for g in games), games
     finally:
         db.close()
+
+
+def test_a_receiver_that_never_answers_holds_up_only_its_own_persons_deliveries(tmp_path: Path) -> None:
+    """Attack: Mallory set her webhook to an address that accepts and never answers, and submitted
+    bots that fail their check (no quota counts them; each failure is a notice). The one deliverer
+    posted in order of due time, each of hers cut only at the timeout and tried again: Alice's
+    notice, due after eight of Mallory's, reached Alice's receiver 65 s after her job ended. Now a
+    batch takes one delivery per person and posts them at once: Alice's arrives while Mallory's
+    first still hangs (its timeout an hour here)."""
+    import json
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import notify
+    from arena.serve.wake import Wake
+    from arena.store.notes import notify as tell
+    from arena.store.notes import take_due
+    from arena.tournament.store import Store
+    from tests.test_serve_notify import Receiver
+
+    store = tmp_path / "data" / "arena.sqlite"
+    hang = socket.socket()
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(16)  # the kernel accepts; nobody ever answers
+    alices = Receiver()
+    s = Store(store)
+    s.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('mallory', 'x', 'member', 0), "
+                 "('alice', 'x', 'member', 0)")
+    s.db.execute("INSERT INTO webhooks VALUES (1, ?, 'k1', 0), (2, ?, 'k2', 0)",
+                 (f"http://127.0.0.1:{hang.getsockname()[1]}/", alices.url))
+    for n in range(8):
+        tell(s.db, 1, "check failed", f"mallory's failure {n}", "/", 100.0 + n)
+    tell(s.db, 2, "check failed", "alice's notice", "/", 200.0)
+    s.close()
+    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=3600.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=options, outbox_wake=Wake()))
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should it wait behind Mallory's hour, not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(notify.deliver_due, app)
+                while not alices.got:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        hang.close()
+        alices.close()
+    assert b"alice's notice" in alices.got[0][1]
+    s = Store(store)
+    try:  # a batch is one per person, each person's oldest first
+        s.db.execute("UPDATE outbox SET next_at=0 WHERE delivered IS NULL")
+        assert [json.loads(d.body)["text"] for d in take_due(s.db, 1.0)] == ["mallory's failure 0"]
+    finally:
+        s.close()
