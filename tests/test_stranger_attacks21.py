@@ -430,3 +430,63 @@ def test_a_receiver_that_never_answers_holds_up_only_its_own_persons_deliveries(
         assert [json.loads(d.body)["text"] for d in take_due(s.db, 1.0)] == ["mallory's failure 0"]
     finally:
         s.close()
+
+
+def test_visitors_without_an_account_cannot_take_the_members_upload_slots(tmp_path: Path) -> None:
+    """Attack: one sender holds one upload slot while its body trickles in (test_stranger_attacks5),
+    but a sender with no account is its address: four visitors at four addresses, sending a byte a
+    second, held all four slots for the read deadline, again and again, and every member's upload
+    was answered 503. A sender nobody knows yet (no session, no API token, no token cookie) now
+    holds one visitors' slot besides: the second visitor is turned away, and a member's upload
+    (an API token here) is read and judged while the first visitor still trickles."""
+    import trio
+    import trio.testing
+
+    from arena.serve.app import Options, build_app
+    from arena.store.people import Role, Scope, create_invitation, create_token, sign_up
+    from arena.tournament.store import Store
+    from tests.test_stranger_attacks5 import HEAD, _honest_body, _scope
+
+    store = tmp_path / "data" / "arena.sqlite"
+    db = Store(store)
+    code = create_invitation(db.db, Role.MEMBER, uses=1, hours=1, now=time.time(), by=None, origin="test")
+    alice = sign_up(db.db, code, "alice", "h", now=time.time(), origin="test")
+    token = create_token(db.db, alice, "ci", {Scope.SUBMIT}, now=time.time(), origin="test")
+    db.close()
+    options = Options(store=store, allow_submit=True, token="right", read_timeout_s=3600.0)
+    answers: dict[str, list[int]] = {}
+    app: list = []
+
+    async def client(name: str, address: str, chunks: list[bytes], pause: float, headers: list | None = None) -> None:
+        async def receive() -> dict:
+            if not chunks:
+                await trio.sleep_forever()
+            if pause:
+                await trio.sleep(pause)
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks) or pause > 0}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                answers.setdefault(name, []).append(message["status"])
+        scope = _scope(address)
+        scope["headers"] = scope["headers"] + (headers or [])
+        await app[0](scope, receive, send)
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
+            async with trio.open_nursery() as nursery:
+                app.append(build_app(options, nursery))
+                for i in range(1, 5):  # four visitors at four addresses, a byte a second
+                    nursery.start_soon(client, f"visitor-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
+                    await trio.testing.wait_all_tasks_blocked()  # its slot taken, or refused, before the next
+                assert app[0].state.sending == {"10.0.0.1"}  # the first visitor only holds a slot
+                nursery.start_soon(client, "member", "10.0.0.9", [_honest_body()], 0.0,
+                                   [(b"authorization", f"Bearer {token}".encode())])
+                while "member" not in answers:
+                    await trio.sleep(0.01)
+                assert answers["member"] == [400], answers  # read and judged (no ladder offered), not 503
+                assert "visitor-1" not in answers  # still trickling, its slot held
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)

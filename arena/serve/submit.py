@@ -86,31 +86,47 @@ async def form_page(request: Request) -> Response:
 BUSY_RETRY_S = 5
 
 
+VISITOR_SLOTS = 1  # of the upload slots, what senders nobody knows yet may hold at once
+
+
 async def upload(request: Request) -> Response:
     """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
     unpacking process, so many at once would take the server's memory and its threads. Beyond
     them the answer is at once a 503 with Retry-After (the body read and dropped, within the read
     deadline, so a browser shows it). A slot is held at most for the read deadline while its body
     arrives, and one sender (the account, or the address of a visitor) holds at most one: four
-    connections sending a byte a second held every slot for as long as they liked."""
+    connections sending a byte a second held every slot for as long as they liked. A sender with
+    neither an account's session, an API token nor the server's token cookie (only a token field
+    in its body, read last, could let it in) holds one of ``VISITOR_SLOTS`` besides: four visitors
+    at four addresses, with no account, held every slot and refused every member's upload."""
     guard.enabled(request, "submit")
     opts = request.app.state.options
-    sender = await request.app.state.identify(request.scope) or client_of(request.scope)
+    person = await request.app.state.identify(request.scope)
+    sender = person or client_of(request.scope)
     sending: set[str] = request.app.state.sending
     if sender in sending:
         busy = _form(request, 429, "refused: an upload of yours is still being received; send the next when it is in")
         busy.headers["Retry-After"] = str(BUSY_RETRY_S)
         return busy
-    slots = getattr(request.app.state, "uploads", None)
-    if slots is None:
-        slots = request.app.state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
+    state = request.app.state
+    if getattr(state, "uploads", None) is None:
+        state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
+        state.visitor_uploads = trio.CapacityLimiter(min(VISITOR_SLOTS, opts.uploads_at_once))
+    held = [state.uploads] if person is not None or guard.has_token(request) else [state.visitor_uploads, state.uploads]
+    taken: list[trio.CapacityLimiter] = []
     try:
-        slots.acquire_nowait()
+        for slots in held:
+            slots.acquire_nowait()
+            taken.append(slots)
     except trio.WouldBlock:
+        for slots in taken:
+            slots.release()
         with suppress(LateBody):  # read within the body deadline, then answered
             await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
-        busy = _form(request, 503, f"the server is receiving {opts.uploads_at_once} uploads already: "
-                                   f"try again in {BUSY_RETRY_S} seconds")
+        why = (f"the server is receiving {opts.uploads_at_once} uploads already" if slots is state.uploads else
+               "the server is receiving another upload from someone not logged in (log in, or open the server's "
+               "address with ?token=..., to use the other places)")
+        busy = _form(request, 503, f"{why}: try again in {BUSY_RETRY_S} seconds")
         busy.headers["Retry-After"] = str(BUSY_RETRY_S)
         return busy
     sending.add(sender)
@@ -118,7 +134,8 @@ async def upload(request: Request) -> Response:
         return await _upload(request)
     finally:
         sending.discard(sender)
-        slots.release()
+        for slots in taken:
+            slots.release()
 
 
 async def _upload(request: Request) -> Response:
