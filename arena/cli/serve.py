@@ -146,7 +146,7 @@ def serve(
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll, --queue-look and "
                   "--writes-per-minute above 0, "
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
-                  "--max-queued, --max-queued-per-person and --connections-per-address at least 1, "
+                  "--connections-per-address, --max-queued and --max-queued-per-person at least 1, "
                   "--webhook-timeout and --read-timeout above 0, --pages-share above 0 and at most 1")
         raise typer.Exit(2)
     if password_cost not in ("production", "cheapest"):
