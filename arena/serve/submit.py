@@ -17,7 +17,6 @@ import re
 import shutil
 import sys
 import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ async def upload(request: Request) -> Response:
     """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
     unpacking process, so many at once would take the server's memory and its threads. Beyond
     them the answer is at once a 503 with Retry-After (the body read and dropped, within the read
-    deadline, so a browser shows it). A slot is held at most for the read deadline while its body
+    deadline, so a browser shows it; one not whole by then is answered 408). A slot is held at most for the read deadline while its body
     arrives, and one sender (the account, or the address of a visitor) holds at most one: four
     connections sending a byte a second held every slot for as long as they liked. A sender with
     neither an account's session, an API token nor the server's token cookie (only a token field
@@ -121,8 +120,8 @@ async def upload(request: Request) -> Response:
     except trio.WouldBlock:
         for slots in taken:
             slots.release()
-        with suppress(LateBody):  # read within the body deadline, then answered
-            await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        # read within the body deadline, then answered; a body late past it is answered 408 (BodyDeadline)
+        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
         why = (f"the server is receiving {opts.uploads_at_once} uploads already" if slots is state.uploads else
                "the server is receiving another upload from someone not logged in (log in, or open the server's "
                "address with ?token=..., to use the other places)")
