@@ -427,7 +427,8 @@ def test_a_receiver_that_never_answers_holds_up_only_its_own_persons_deliveries(
     s = Store(store)
     try:  # a batch is one per person, each person's oldest first
         s.db.execute("UPDATE outbox SET next_at=0 WHERE delivered IS NULL")
-        assert [json.loads(d.body)["text"] for d in take_due(s.db, 1.0)] == ["mallory's failure 0"]
+        texts = [json.loads(d.body)["text"] for d in take_due(s.db, 1.0)]  # (Alice's too, if its end was not written)
+        assert [t for t in texts if t.startswith("mallory")] == ["mallory's failure 0"], texts
     finally:
         s.close()
 
