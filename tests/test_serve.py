@@ -713,6 +713,8 @@ def test_uploads_beyond_the_bound_are_answered_503_with_retry_after(writable: Se
 @pytest.mark.parametrize("flag, value, said", [("--settle", "-1", "--settle at least 0"),
                                                ("--max-queued", "0", "--max-queued and --max-queued-per-person at least 1"),
                                                ("--max-queued-per-person", "0", "--max-queued-per-person at least 1"),
+                                               ("--connections-per-address", "0",
+                                                "--connections-per-address, --max-queued and"),
                                                # nan passed every comparison: the queue's runner died at its
                                                # first look ("deadline must not be NaN", exit 70)
                                                ("--queue-look", "nan", "take finite numbers"),

@@ -85,6 +85,7 @@ def test_slow_uploads_cannot_hold_the_upload_slots(tmp_path: Path) -> None:
             app.append(build_app(options, nursery))
             for i in range(4):  # one address, four connections
                 nursery.start_soon(client, "same-address", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+            await trio.sleep(0.5)  # first: senders with no account share one slot (test_stranger_attacks21)
             for i in range(2, 5):  # three more addresses
                 nursery.start_soon(client, f"address-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
             await trio.sleep(5)

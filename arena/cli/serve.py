@@ -67,6 +67,9 @@ def serve(
                                                             "token).")] = 2,
     uploads_at_once: Annotated[int, typer.Option(help="Uploads received and unpacked at once; one more is "
                                                       "answered 503 with Retry-After.")] = 4,
+    connections_per_address: Annotated[int, typer.Option(help="Connections one client address may hold open at "
+                                                              "once (a class behind one address needs about "
+                                                              "two a person); one more is answered 503.")] = 64,
     min_free_mb: Annotated[float, typer.Option(help="Refuse uploads while the store's disk has less free "
                                                     "than this, in MB, beside the upload's unpacked size.")] = 256.0,
     submissions_per_day: Annotated[int, typer.Option(help="Submissions that passed arena check one person (or "
@@ -138,12 +141,12 @@ def serve(
         raise typer.Exit(2)
     if not 0 <= port <= 65535 or max_upload_mb <= 0 or poll <= 0 or queue_look <= 0 or settle < 0 or min_free_mb < 0 or not 1 <= workers <= 64 \
             or writes_per_minute <= 0 or submissions_per_day < 1 or uploads_at_once < 1 \
-            or max_queued < 1 or max_queued_per_person < 1 \
+            or max_queued < 1 or max_queued_per_person < 1 or connections_per_address < 1 \
             or webhook_timeout <= 0 or read_timeout <= 0 or (pages_share is not None and not 0 < pages_share <= 1):
         err.print("[red]error:[/] --port must be 0-65535, --max-upload-mb, --poll, --queue-look and "
                   "--writes-per-minute above 0, "
                   "--min-free-mb and --settle at least 0, --workers 1-64, --submissions-per-day, --uploads-at-once, "
-                  "--max-queued and --max-queued-per-person at least 1, "
+                  "--connections-per-address, --max-queued and --max-queued-per-person at least 1, "
                   "--webhook-timeout and --read-timeout above 0, --pages-share above 0 and at most 1")
         raise typer.Exit(2)
     if password_cost not in ("production", "cheapest"):
@@ -222,8 +225,9 @@ def serve(
     if options.writable:  # games in play and uploads run in threads driven from trio: hypercorn on trio
         import hypercorn.trio.run
 
-        from ..serve.limits import IDLE_S, stall_proof_server
-        hypercorn.trio.run.TCPServer = stall_proof_server()  # the one class hypercorn makes each connection of
+        from ..serve.limits import IDLE_S, Connections, stall_proof_server
+        connections = Connections(connections_per_address)
+        hypercorn.trio.run.TCPServer = stall_proof_server(connections)  # the one class hypercorn makes each connection of
         config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.accesslog = None
@@ -248,8 +252,9 @@ def serve(
         async def read_only() -> None:
             async with anyio.create_task_group() as tasks:
                 app = build_app(options, tasks)
-                from ..serve.limits import IDLE_S, read_deadline
-                server = uvicorn.Server(uvicorn.Config(app, http=read_deadline(read_timeout), loop="none", lifespan="off",
+                from ..serve.limits import IDLE_S, Connections, read_deadline
+                protocol = read_deadline(read_timeout, Connections(connections_per_address))
+                server = uvicorn.Server(uvicorn.Config(app, http=protocol, loop="none", lifespan="off",
                                                        timeout_keep_alive=min(IDLE_S, read_timeout),
                                                        proxy_headers=False,  # a client is its address: no header names another
                                                        access_log=False, log_level="warning",

@@ -14,7 +14,7 @@ building one is, per connection and per address (:class:`BuildLimit`,
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,26 +114,90 @@ class WriteLimit:
         await self.app(scope, receive, send)
 
 
+PER_ADDRESS = 64  # connections one address holds open at once: a browser opens six, and one event stream a tab
+SERVER_SHARE = 0.5  # of the process's descriptors, what connections may hold: the rest is the server's own
+_BUSY_TEXT = b"Too many connections: try again in a moment."
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nretry-after: 5\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_BUSY_TEXT), _BUSY_TEXT))
+
+
+class Connections:
+    """The connections open now, per client address and in all, bounded before any request is read.
+
+    An event stream (``/events``) stays open for as long as its client likes and costs it nothing
+    (14 bytes every 15 s never fill a socket's buffers): one visitor that opened 1,100 of them took
+    every descriptor of a server under systemd's soft limit of 1,024; no page answered anyone, the
+    server's own work had no descriptor either, and the accept loop logged an error ten times a
+    second. A connection past ``per_address`` for its address, or past ``share`` of the process's
+    descriptors (read at each connection: the limit may change), is answered :data:`BUSY` and
+    closed at once; the rest of the descriptors stay the server's (its store, its bots' pipes)."""
+
+    def __init__(self, per_address: int = PER_ADDRESS, share: float = SERVER_SHARE):
+        self.per_address = per_address
+        self.share = share
+        self.open: Counter[str] = Counter()
+        self.total = 0
+
+    def bound(self) -> int:
+        """How many connections the process may hold open in all."""
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return 1 << 30 if soft == resource.RLIM_INFINITY else max(16, int(soft * self.share))
+
+    def admit(self, address: str) -> bool:
+        """Count a new connection from ``address``; False (not counted) when it is one too many."""
+        if self.open[address] >= self.per_address or self.total >= self.bound():
+            return False
+        self.open[address] += 1
+        self.total += 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.total -= 1
+        self.open[address] -= 1
+        if not self.open[address]:
+            del self.open[address]
+
+
+def peer_address(sock: Any) -> str | None:
+    """The client's address of a connected socket, or None when it is gone already."""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
 MAX_HEAD_BYTES = 64 * 1024  # a request line and headers; a browser's are a few kB
 
 
-def read_deadline(seconds: float) -> type:
+def read_deadline(seconds: float, connections: Connections | None = None) -> type:
     """uvicorn's HTTP protocol (httptools) with a deadline on reading each request, its headers
     and body together: from the connection's opening for its first request, from a request's first
     byte for the next ones (idle keep-alive connections are uvicorn's own ``timeout_keep_alive``).
     A request not read whole by then has its connection closed, and so is one whose request line
     and headers pass ``MAX_HEAD_BYTES`` (httptools sets no bound of its own). This deadline and the
     keep-alive one count again when they find the client's bytes waiting unread: after the loop
-    had stopped past them, uvloop ran the timer before reading the request, and dropped it."""
+    had stopped past them, uvloop ran the timer before reading the request, and dropped it.
+    A connection past ``connections``' bounds is answered 503 and closed before it is read."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    counted = connections if connections is not None else Connections()
 
     class Protocol(HttpToolsProtocol):
         _deadline: Any = None
         _in_head = True   # reading a request line and headers, which uvicorn keeps whole in memory
         _head_bytes = 0
+        _address: str | None = None  # the client's, while its connection is counted
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            address = str(peer[0]) if isinstance(peer, tuple) and peer else None
+            if address is None or not counted.admit(address):
+                transport.write(BUSY)
+                transport.close()
+                return
+            self._address = address
             self._arm()
 
         def data_received(self, data: bytes) -> None:
@@ -158,6 +222,9 @@ def read_deadline(seconds: float) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._address is not None:
+                counted.release(self._address)
+                self._address = None
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -205,7 +272,7 @@ def unread_bytes(fd: int) -> int:
         return 0
 
 
-def stall_proof_server() -> type:
+def stall_proof_server(connections: Connections | None = None) -> type:
     """hypercorn's trio connection, whose idle deadline judges the client and not the server's stalls.
 
     hypercorn's idle deadline (``keep_alive_timeout``) runs from a connection's accept, or from its
@@ -219,13 +286,16 @@ def stall_proof_server() -> type:
     whole a deadline later is closed, like any slow one (bytes never wait unread long on a running
     loop, so a slow client gains nothing). The reader takes each chunk in one step with no pause
     between the read and its count, so :class:`BodyDeadline` can tell (``UNREAD``) whether its
-    connection took in bytes it has not been given yet."""
+    connection took in bytes it has not been given yet. A connection past ``connections``' bounds
+    is answered 503 and closed before it is read."""
     import os
+    from contextlib import suppress
     from math import inf
 
     import trio
     from hypercorn.events import Closed, RawData, Updated
     from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
+    counted = connections if connections is not None else Connections()
 
     class StallProofServer(TCPServer):
         def __init__(self, app: Any, config: Any, context: Any, state: Any, stream: Any) -> None:
@@ -234,6 +304,19 @@ def stall_proof_server() -> type:
             self.received = 0
             self.deadline = trio.current_time() + config.keep_alive_timeout
             self.waiting = trio.CancelScope()
+
+        async def run(self) -> None:
+            address = peer_address(self.stream.socket)
+            if address is None or not counted.admit(address):
+                with trio.move_on_after(1), suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await self.stream.send_all(BUSY)
+                with trio.CancelScope(shield=True):
+                    await self.stream.aclose()
+                return
+            try:
+                await super().run()
+            finally:
+                counted.release(address)
 
         def _unread(self) -> tuple[int, int]:
             fd = self.stream.socket.fileno()  # plain TCP (the arena serves no TLS); -1 once closed
@@ -342,3 +425,32 @@ class BodyDeadline:
                 (b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"),
                 (b"content-length", str(len(LATE)).encode())]})
             await send({"type": "http.response.body", "body": LATE})
+
+
+class TooLarge(ArenaError):
+    """A request's body past what its route takes."""
+
+
+class LimitedBody:
+    """The request's ``receive``, counting body bytes: past ``limit`` it raises :class:`TooLarge`."""
+
+    def __init__(self, receive: Any, limit: int):
+        self.receive, self.limit, self.seen, self.more = receive, limit, 0, True
+
+    async def __call__(self) -> dict[str, Any]:
+        message = await self.receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            self.more = message.get("more_body", False)
+            if self.seen > self.limit:
+                raise TooLarge()
+        return message
+
+    async def drain(self, cap: int = 64 * 2**20) -> None:
+        """Read (and drop) the rest of an oversized body so the browser gets the answer, up to ``cap``."""
+        while self.more and self.seen < cap:
+            message = await self.receive()
+            if message["type"] != "http.request":
+                return
+            self.seen += len(message.get("body", b""))
+            self.more = message.get("more_body", False)

@@ -122,22 +122,40 @@ class _Cut:
             pass
 
 
+POSTING_AT_ONCE = 8  # deliveries posted at once (a thread each), each to another person's receiver
+
+
 async def deliver_due(app: Any) -> int:
-    """Post every delivery whose time has come; how many were tried."""
+    """Post the deliveries whose time has come, one per person (:func:`take_due`), up to
+    ``POSTING_AT_ONCE`` at once: a receiver that never answers holds its own person's delivery
+    for the timeout, never another's; how many were tried."""
     opts = app.state.options
     todo = await auth.db_call(opts.store, lambda db: take_due(db, time.time()))
-    for d in todo:
-        try:
-            status = await anyio.to_thread.run_sync(post, d, opts.local_webhooks, time.time(), opts.webhook_timeout_s,
-                                                    abandon_on_cancel=True)
-            error = "" if 200 <= status < 300 else f"the receiver answered {status}"
-        except (OSError, http.client.HTTPException, Refused, ValueError) as e:
-            error = str(e) or type(e).__name__
-        if error:
-            await auth.db_call(opts.store, lambda db: failed(db, d.id, error, time.time()))
-        else:
-            await auth.db_call(opts.store, lambda db: delivered(db, d.id, time.time()))
+    posting = anyio.CapacityLimiter(POSTING_AT_ONCE)
+
+    async def one(d: Delivery) -> None:
+        async with posting:
+            await _deliver(app, d)
+
+    async with anyio.create_task_group() as tasks:
+        for d in todo:
+            tasks.start_soon(one, d)
     return len(todo)
+
+
+async def _deliver(app: Any, d: Delivery) -> None:
+    """Post one delivery and write what came of it."""
+    opts = app.state.options
+    try:
+        status = await anyio.to_thread.run_sync(post, d, opts.local_webhooks, time.time(), opts.webhook_timeout_s,
+                                                abandon_on_cancel=True)
+        error = "" if 200 <= status < 300 else f"the receiver answered {status}"
+    except (OSError, http.client.HTTPException, Refused, ValueError) as e:
+        error = str(e) or type(e).__name__
+    if error:
+        await auth.db_call(opts.store, lambda db: failed(db, d.id, error, time.time()))
+    else:
+        await auth.db_call(opts.store, lambda db: delivered(db, d.id, time.time()))
 
 
 IDLE_S = 2.0  # how often an idle deliverer looks at the outbox unwoken: a notice another process stored

@@ -36,6 +36,7 @@ from ..referee.blocking import play_game as referee_play
 from ..replay.view import Names, describe_action, describe_event, result_text
 from ..store import reads
 from . import guard
+from .limits import LimitedBody, TooLarge
 from .pages import redirect, render
 
 log = logging.getLogger("arena.serve")
@@ -46,6 +47,7 @@ IDLE_S = 900  # a person who leaves forfeits after this long without a move
 # cannot compute the bots' cards.
 PLAY_TABLE = -1
 MAX_SESSIONS = 4  # games in play at once (each runs bot processes)
+MOVE_BYTES = 1024  # a move's body, {"request": N, "action": N}: read whole into memory, exempt from the write limit
 KEEP_S = 3600  # finished sessions stay readable this long
 
 
@@ -151,10 +153,12 @@ def _save(store: Path, labels: list[str], record: dict[str, Any]) -> None:
 
 
 async def play_game(app: Starlette, session: Session, specs: list, rules: Any, seed: int, clock: TimeControl,
-                    max_turns: int) -> None:
+                    max_turns: int, launcher: Any = None) -> None:
+    """Play the game; ``launcher`` starts the bots (:func:`members_launcher`: the sandbox of the
+    ladders whose members are seated; the default's for bundled bots only)."""
     from ..bots.launch import Launcher
     from ..tournament.seeds import deal_seed, load_secret
-    launch = blocking_launch(Launcher())
+    launch = blocking_launch(launcher or Launcher())
     players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BlockingPlayer(s, launch, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
 
@@ -210,6 +214,47 @@ def ladder_opponents(store: Path) -> dict[str, str]:
         return out
     finally:
         db.db.close()
+
+
+def members_launcher(store: Path, ladders_dir: Path | None, labels: list[str]) -> Any:
+    """The launcher a browser game seats the ladder members ``labels`` with: the containment and
+    system view their ladders' own games give them (gVisor where the file names it, the stranger
+    view for strangers' seats: :func:`arena.ladder.placement.check_containment`), never a weaker
+    one. A browser game ran every member under the default (bubblewrap, the host's view) whatever
+    its ladder named: a stranger's bot placed under gVisor ran on the host kernel here, and two
+    strangers' bots at one table had the kernel's shared counters between them. Refused
+    (ValueError) where a member's ladder cannot be read or cannot seat it on this store, or where
+    the members' ladders name different sandboxes (one game has one)."""
+    from ..bots.launch import Launcher
+    from ..ladder import LadderError, SeatsRefused, load_ladder
+    from ..ladder.placement import check_containment
+    from .data import open_read
+    if not labels:
+        return Launcher()
+    db = open_read(store)
+    if db is None:
+        raise ValueError("the store holds no ladders")
+    try:
+        found: dict[tuple, str] = {}
+        for name in reads.ladders_seating(db.db, labels):
+            try:
+                ladder = load_ladder(name, ladders_dir, check_bots=False, store_dir=Path(db.path).parent,
+                                     store=db.path)
+            except SeatsRefused as e:
+                raise ValueError(f"ladder {name} cannot seat its members on this store ({e.reason}), "
+                                 "so neither can a browser game") from None
+            except (LadderError, OSError):
+                raise ValueError(f"ladder {name}'s file cannot be read here, so neither can the sandbox it "
+                                 "names for its members: start the server with --ladders where it is") from None
+            named = check_containment(ladder).get("launcher") or Launcher()
+            found.setdefault((named.containment, named.system, named.view), name)
+    finally:
+        db.db.close()
+    if len(found) != 1:
+        raise ValueError(f"these opponents play on ladders with different sandboxes ({', '.join(found.values())}): "
+                         "choose opponents of one of them")
+    containment, system, view = next(iter(found))
+    return Launcher(containment=containment, system=system, view=view)
 
 
 def _sessions(request: Request) -> dict[str, Session]:
@@ -275,9 +320,12 @@ def _parse(form: Any, members: dict[str, str]) -> tuple[Any, list, int, int, int
 async def start_game(request: Request) -> Response:
     form = await request.form(max_files=0, max_fields=20)
     guard.require(request, "play", str(form.get("token", "")) or None)
-    members = ladder_opponents(request.app.state.options.store)
+    opts = request.app.state.options
+    members = ladder_opponents(opts.store)
     try:
         rules, specs, seat, seed, max_turns, move_ms = _parse(form, members)
+        seated = [s.label for s in specs if not s.human and s.label in members]
+        launcher = await trio.to_thread.run_sync(members_launcher, opts.store, opts.ladders_dir, seated)
     except ValueError as e:
         return _form_page(request, 400, str(e), members)
     sessions = _sessions(request)
@@ -289,7 +337,8 @@ async def start_game(request: Request) -> Response:
     session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels)
     sessions[session.id] = session
     clock = TimeControl(move_ms=move_ms, bank_ms=10 * move_ms)
-    request.app.state.nursery.start_soon(play_game, request.app, session, specs, rules, seed, clock, max_turns)
+    request.app.state.nursery.start_soon(play_game, request.app, session, specs, rules, seed, clock, max_turns,
+                                         launcher)
     return redirect(f"/play/{session.id}")
 
 
@@ -320,9 +369,11 @@ async def act(request: Request) -> Response:
     guard.require(request, "play", request.headers.get("x-arena-token"))  # before the lookup: no probing of ids
     s = _session(request)
     try:
-        body = await request.json()
+        body = await Request(request.scope, LimitedBody(request.receive, MOVE_BYTES)).json()
         answer = (int(body["request"]), int(body["action"]))
-    except (ValueError, KeyError, TypeError):
+    except TooLarge:
+        return JSONResponse({"ok": False, "error": f"a move is at most {MOVE_BYTES} bytes"}, status_code=413)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):  # Infinity, 1e999, [[[[...
         return JSONResponse({"ok": False, "error": "send {request: ID, action: ID}"}, status_code=400)
     try:
         s.answers[0].send_nowait(answer)

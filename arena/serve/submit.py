@@ -17,7 +17,6 @@ import re
 import shutil
 import sys
 import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -38,42 +37,13 @@ from ..store.jobs import Job, Limits, Outcome, QueueFull
 from ..store.people import PeopleError, Scope, claim_bot
 from . import auth, guard
 from .notify import told
-from .limits import LateBody, client_of
+from .limits import LateBody, LimitedBody, TooLarge, client_of
 from .pages import redirect, render
 from .unpacker import UnpackerLost, unpack_apart
 from .upload import UploadError
 from .wake import Wake
 
 log = logging.getLogger("arena.serve")
-
-
-class TooLarge(ArenaError):
-    pass
-
-
-class LimitedBody:
-    """The request's ``receive``, counting body bytes: past ``limit`` it raises :class:`TooLarge`."""
-
-    def __init__(self, receive: Any, limit: int):
-        self.receive, self.limit, self.seen, self.more = receive, limit, 0, True
-
-    async def __call__(self) -> dict[str, Any]:
-        message = await self.receive()
-        if message["type"] == "http.request":
-            self.seen += len(message.get("body", b""))
-            self.more = message.get("more_body", False)
-            if self.seen > self.limit:
-                raise TooLarge()
-        return message
-
-    async def drain(self, cap: int = 64 * 2**20) -> None:
-        """Read (and drop) the rest of an oversized body so the browser gets the answer, up to ``cap``."""
-        while self.more and self.seen < cap:
-            message = await self.receive()
-            if message["type"] != "http.request":
-                return
-            self.seen += len(message.get("body", b""))
-            self.more = message.get("more_body", False)
 
 
 def _ladders(request: Request) -> tuple[list[str], dict[str, str]]:
@@ -115,31 +85,47 @@ async def form_page(request: Request) -> Response:
 BUSY_RETRY_S = 5
 
 
+VISITOR_SLOTS = 1  # of the upload slots, what senders nobody knows yet may hold at once
+
+
 async def upload(request: Request) -> Response:
     """An upload, when one of ``uploads_at_once`` slots is free: each holds its body in memory and an
     unpacking process, so many at once would take the server's memory and its threads. Beyond
     them the answer is at once a 503 with Retry-After (the body read and dropped, within the read
-    deadline, so a browser shows it). A slot is held at most for the read deadline while its body
+    deadline, so a browser shows it; one not whole by then is answered 408). A slot is held at most for the read deadline while its body
     arrives, and one sender (the account, or the address of a visitor) holds at most one: four
-    connections sending a byte a second held every slot for as long as they liked."""
+    connections sending a byte a second held every slot for as long as they liked. A sender with
+    neither an account's session, an API token nor the server's token cookie (only a token field
+    in its body, read last, could let it in) holds one of ``VISITOR_SLOTS`` besides: four visitors
+    at four addresses, with no account, held every slot and refused every member's upload."""
     guard.enabled(request, "submit")
     opts = request.app.state.options
-    sender = await request.app.state.identify(request.scope) or client_of(request.scope)
+    person = await request.app.state.identify(request.scope)
+    sender = person or client_of(request.scope)
     sending: set[str] = request.app.state.sending
     if sender in sending:
         busy = _form(request, 429, "refused: an upload of yours is still being received; send the next when it is in")
         busy.headers["Retry-After"] = str(BUSY_RETRY_S)
         return busy
-    slots = getattr(request.app.state, "uploads", None)
-    if slots is None:
-        slots = request.app.state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
+    state = request.app.state
+    if getattr(state, "uploads", None) is None:
+        state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
+        state.visitor_uploads = trio.CapacityLimiter(min(VISITOR_SLOTS, opts.uploads_at_once))
+    held = [state.uploads] if person is not None or guard.has_token(request) else [state.visitor_uploads, state.uploads]
+    taken: list[trio.CapacityLimiter] = []
     try:
-        slots.acquire_nowait()
+        for slots in held:
+            slots.acquire_nowait()
+            taken.append(slots)
     except trio.WouldBlock:
-        with suppress(LateBody):  # read within the body deadline, then answered
-            await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
-        busy = _form(request, 503, f"the server is receiving {opts.uploads_at_once} uploads already: "
-                                   f"try again in {BUSY_RETRY_S} seconds")
+        for slots in taken:
+            slots.release()
+        # read within the body deadline, then answered; a body late past it is answered 408 (BodyDeadline)
+        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        why = (f"the server is receiving {opts.uploads_at_once} uploads already" if slots is state.uploads else
+               "the server is receiving another upload from someone not logged in (log in, or open the server's "
+               "address with ?token=..., to use the other places)")
+        busy = _form(request, 503, f"{why}: try again in {BUSY_RETRY_S} seconds")
         busy.headers["Retry-After"] = str(BUSY_RETRY_S)
         return busy
     sending.add(sender)
@@ -147,7 +133,8 @@ async def upload(request: Request) -> Response:
         return await _upload(request)
     finally:
         sending.discard(sender)
-        slots.release()
+        for slots in taken:
+            slots.release()
 
 
 async def _upload(request: Request) -> Response:
@@ -198,7 +185,7 @@ async def _upload(request: Request) -> Response:
         if spec.human:
             raise UploadError("a ladder cannot seat a human")
         if who is not None:
-            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir, opts.store)
+            reserved = await trio.to_thread.run_sync(_organisers_names, opts.ladders_dir, opts.store, opts.benches)
             await auth.with_db(request, lambda db: claim_bot(
                 db, spec.name, who, taken=spec.name in reserved or _known(db, spec.name), now=time.time(),
                 origin=auth.origin_of(request)))
@@ -247,13 +234,25 @@ def disk_refusal(opts: Any) -> tuple[int, str] | None:
     return None
 
 
-def _organisers_names(ladders_dir: Path | None, store: Path) -> set[str]:
+def _organisers_names(ladders_dir: Path | None, store: Path, benches: dict[str, str] | None = None) -> set[str]:
     """Bot names that are the organiser's before any game is stored: every bundled bot's and every
     initial bot's of a ladder file of this server, offered or refused for its seats (a member who
     took ``heuristic`` before its ladder was seeded owned the reference bot's name: its next
-    version, its private lines; one who took a refused ladder's bot would own it once it is fixed)."""
+    version, its private lines; one who took a refused ladder's bot would own it once it is fixed),
+    and every member and reference folder's of a bench it shows (``benches``: name -> file). A
+    bench shows a member's grade, games and logs to the account owning its name: one who uploaded
+    a bot named as a student's folder read that student's games and stderr."""
     from ..ladder import LadderError, SeatsRefused, list_ladders, load_ladder
+    from ..tournament.bench import load_bench
+    from ..tournament.config import ConfigError
     initial = []
+    for name, file in (benches or {}).items():
+        try:
+            bench = load_bench(Path(file))
+        except ConfigError:  # its names unknown now: none is claimed meanwhile (fail closed)
+            raise PeopleError(f"the server cannot read its bench {name}'s file now, whose bots' names are the "
+                              "organiser's: try again later") from None
+        initial += [*bench.references, *bench.members]
     for name, lad, _ in list_ladders(ladders_dir, store=store):
         if lad is None:
             try:
@@ -491,8 +490,10 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
         pairs += [(Path(sys.executable), SERVER_PATH), (Path(sys.prefix), SERVER_PATH)]
     for path, name in pairs:
         for form in dict.fromkeys((str(path), str(Path(path).resolve()))):
-            if len(form) > 1:
+            if form.startswith("/") and len(form) > 1:
                 value = value.replace(form, name)
+            elif form not in ("", "."):  # relative (`--ladders lad`): a whole path's start only, not in "ladder"
+                value = re.sub(rf"(?<![\w./-]){re.escape(form)}(?=/|[\s'\"]|$)", name, value)
     return _PACKAGE_ENTRY.sub(SERVER_PATH, _ARENA_TEMP.sub(SERVER_PATH, _BOT_COPY.sub(YOUR_BOT, value)))
 
 

@@ -108,12 +108,17 @@ LEASE_S = 60.0  # a delivery taken by one server is not taken by another for thi
 
 def take_due(db: sqlite3.Connection, now: float, limit: int = 20) -> list[Delivery]:
     """Deliveries whose time has come, each with its account's current secret, leased to the caller
-    (so two serving processes never post one at once; a dead one's lease runs out and it is retried)."""
+    (so two serving processes never post one at once; a dead one's lease runs out and it is retried).
+    One per account, its oldest: a person whose receiver never answers, with a backlog of failed
+    submissions' notices, took every place of a batch, and each cost the timeout; another person's
+    delivery waited behind all of them (65 s behind eight)."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        rows = db.execute("SELECT o.id, o.url, o.body, w.secret, o.attempts FROM outbox o JOIN webhooks w "
-                          "ON w.account=o.account WHERE o.delivered IS NULL AND o.given_up IS NULL AND o.next_at<=? "
-                          "ORDER BY o.next_at, o.id LIMIT ?", (now, limit)).fetchall()
+        rows = db.execute("SELECT id, url, body, secret, attempts FROM (SELECT o.id, o.url, o.body, w.secret, "
+                          "o.attempts, o.next_at, ROW_NUMBER() OVER (PARTITION BY o.account ORDER BY o.next_at, o.id) "
+                          "AS n FROM outbox o JOIN webhooks w ON w.account=o.account WHERE o.delivered IS NULL "
+                          "AND o.given_up IS NULL AND o.next_at<=?) WHERE n=1 ORDER BY next_at, id LIMIT ?",
+                          (now, limit)).fetchall()
         db.executemany("UPDATE outbox SET next_at=? WHERE id=?", [(now + LEASE_S, r[0]) for r in rows])
     except BaseException:
         db.execute("ROLLBACK")

@@ -102,22 +102,29 @@ def first_admin_link(db: sqlite3.Connection, now: float, hours: float = 1.0) -> 
                              note="first admin")
 
 
-def sign_up(db: sqlite3.Connection, code: str, name: str, password_hash: str, *, now: float, origin: str) -> Account:
-    """Make an account from an invitation code, using one of its sign-ups; nothing changes on refusal."""
+def invitation_role(db: sqlite3.Connection, code: str, name: str, *, now: float) -> str:
+    """The role invitation ``code`` gives ``name``; PeopleError when it may not sign up with it (the
+    code unknown, expired or used up, the name malformed or taken). A sign-up asks this before it
+    hashes the password, so a visitor without an invitation costs the server no argon2 hash."""
     if not NAME.fullmatch(name):
         raise PeopleError("a name is 2 to 32 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    row = db.execute("SELECT role, uses_left, expires FROM invitations WHERE code_hash=?", (digest(code),)).fetchone()
+    if row is None:
+        raise PeopleError("this invitation code is not valid: check the link, or ask for a new one")
+    role, uses_left, expires = row
+    if expires <= now:
+        raise PeopleError("this invitation has expired: ask whoever sent it for a new one")
+    if uses_left <= 0:
+        raise PeopleError("this invitation has been used as many times as it allows: ask for a new one")
+    if db.execute("SELECT 1 FROM accounts WHERE name=?", (name,)).fetchone():
+        raise PeopleError(f"the name {name!r} is taken: choose another")
+    return role
+
+
+def sign_up(db: sqlite3.Connection, code: str, name: str, password_hash: str, *, now: float, origin: str) -> Account:
+    """Make an account from an invitation code, using one of its sign-ups; nothing changes on refusal."""
     with _tx(db):
-        row = db.execute("SELECT role, uses_left, expires FROM invitations WHERE code_hash=?",
-                         (digest(code),)).fetchone()
-        if row is None:
-            raise PeopleError("this invitation code is not valid: check the link, or ask for a new one")
-        role, uses_left, expires = row
-        if expires <= now:
-            raise PeopleError("this invitation has expired: ask whoever sent it for a new one")
-        if uses_left <= 0:
-            raise PeopleError("this invitation has been used as many times as it allows: ask for a new one")
-        if db.execute("SELECT 1 FROM accounts WHERE name=?", (name,)).fetchone():
-            raise PeopleError(f"the name {name!r} is taken: choose another")
+        role = invitation_role(db, code, name, now=now)  # again: another sign-up may have used it meanwhile
         cur = db.execute("INSERT INTO accounts (name, password, role, status, created) VALUES (?,?,?,?,?)",
                          (name, password_hash, role, Status.ACTIVE.value, now))
         db.execute("UPDATE invitations SET uses_left=uses_left-1 WHERE code_hash=?", (digest(code),))
@@ -198,8 +205,8 @@ def claim_bot(db: sqlite3.Connection, name: str, who: Account, *, taken: bool, n
                                   "versions of it; choose another name")
             return False
         if taken and who.role == Role.MEMBER:
-            raise PeopleError(f"the bot name {name!r} is already on this server's ladders and is not yours: "
-                              "choose another name")
+            raise PeopleError(f"the bot name {name!r} is already this server's (a ladder's or a bench's bot) and "
+                              "is not yours: choose another name")
         db.execute("INSERT INTO bot_owners (name, account, since) VALUES (?,?,?)", (name, who.id, now))
         record(db, who.id, "claim", f"bot:{name}", origin, now)
     return True

@@ -283,6 +283,13 @@ def member_refs(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute("SELECT label, ref FROM ladder_members ORDER BY label").fetchall()
 
 
+def ladders_seating(db: sqlite3.Connection, labels: list[str]) -> list[str]:
+    """The ladders any of ``labels`` is a member of, by name."""
+    marks = ",".join("?" * len(labels))
+    return [r[0] for r in db.execute(f"SELECT DISTINCT ladder FROM ladder_members WHERE label IN ({marks}) "
+                                     "ORDER BY ladder", labels)]
+
+
 def rating_history(db: sqlite3.Connection, ladder: str | None = None,
                    bot: str | None = None) -> list[tuple[str, str, float, int, float, float, float]]:
     """Rating snapshots, (ladder, bot, taken_at, games, elo, lo, hi), oldest first (bots in name

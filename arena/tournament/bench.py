@@ -91,14 +91,19 @@ def snapshot(bench: Bench, now: dt.datetime, from_ladder: Callable[[Bench], list
             tmp.write_text(json.dumps(from_ladder(bench)))
             tmp.rename(taken)  # the members as they were at the deadline, whole or not at all
         folders += json.loads(taken.read_text())
+    from ..bots.folder import ARENA_COPIES, FolderError, copy_folder, read_folder
+    (root / ARENA_COPIES).touch()  # the arena's own copies: a root referee seats each from a sealed copy of it
     out = []
     for i, m in enumerate(folders):
         copy = root / f"{i}-{Path(m).name}"
         if not copy.exists():
             tmp = root / f".{copy.name}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(m, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-            tmp.chmod(0o755)
+            try:  # the one folder reader: caps, no special files, sparse files counted, links kept inside
+                copy_folder(read_folder(Path(m)), tmp)
+            except FolderError as e:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise ConfigError(f"bench {bench.name}: member {m}: {e}") from None
             tmp.rename(copy)  # whole or not at all: a killed copy is taken again
         out.append(str(copy))
     root.chmod(0o755)
