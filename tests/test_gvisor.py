@@ -273,6 +273,7 @@ def test_the_bash_starter_plays_under_gvisor(open_tmp: Path) -> None:
     store = open_tmp / "store" / "arena.sqlite"
     done = arena_here("tournament", "--bot", str(ROOT / "examples" / "bots" / "bash"), "--bot", "random",
                       "--deals", "1", "--max-turns", "10", "--gvisor", "--store", str(store), "--plain",
+                      "-j", "1",  # in this process: worker processes under gVisor are the test above's
                       env={"TMPDIR": str(open_tmp)})
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
