@@ -109,7 +109,7 @@ def test_pool_never_lends_a_process_a_deal_it_has_seen() -> None:
         lent = []
         for rnd in range(3):  # three rotation rounds over five deals, two games at once
             for deal in range(5):
-                p = pool.take(spec, deal)
+                p = pool.take(spec, deal, 2)
                 lent.append(p)
                 serial = pool.serial(p)
                 assert deal not in seen.setdefault(serial, set()), (serial, deal)
@@ -127,6 +127,38 @@ def test_pool_never_lends_a_process_a_deal_it_has_seen() -> None:
         pool.close()
 
     main()
+
+
+def test_a_deal_played_seat_order_after_seat_order_keeps_one_process_per_seat() -> None:
+    """A match plays each deal's seat orders one after the other: the process that just played the
+    deal waits for the next one (up to one a seat less than the table) while a fresh one takes the
+    other seat order, so two processes per bot serve a two-seat match of any length; a deal lent
+    more often than the table has seats retires the spent ones rather than hoarding them."""
+    pool = BotPool(policy_launcher(), TimeControl())
+    spec = load_bot("lowest")
+    seen: dict[str, set[int]] = {}
+    for deal in range(10):
+        for _ in range(2):  # its two seat orders, one game at a time
+            p = pool.take(spec, deal, 2)
+            assert deal not in seen.setdefault(pool.serial(p), set())
+            seen[pool.serial(p)].add(deal)
+            pool.give_back(p)
+    assert pool.started == 2 and all(len(s) == 10 for s in seen.values())
+    for _ in range(3):  # a deal lent again and again (a suite that repeats it): one spent process waits, no more
+        pool.give_back(pool.take(spec, 99, 2))
+    assert len(pool.idle[spec]) == 2 and pool.started == 3
+    pool.close()
+
+
+def test_a_match_on_one_lane_starts_two_processes_per_bot() -> None:
+    """`arena match -j 1`'s in-process lane: 6 deal pairs, 4 bot starts (it was one per bot per
+    deal, the first seat order's process retired at the second's start)."""
+    from arena.ladder.match import run_match
+    starts: list[str] = []
+    progress, _ = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("shithead", {}),
+                                             max_games=12, max_turns=200, launcher=policy_launcher(starts)))
+    assert sum(progress.pairs) == 6
+    assert Counter(starts) == {"lowest@1.0": 2, "highest@1.0": 2}
 
 
 # ---------------------------------------------------------------- the attack: a bot with a memory

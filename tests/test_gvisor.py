@@ -124,6 +124,7 @@ def test_check_play_and_match_refuse_gvisor_where_runsc_fails(tmp_path: Path, fa
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "gVisor" in errors[0], done.stderr
     assert "operation not permitted" in errors[0] or "root referee" in errors[0]
+    assert "000000" not in errors[0]  # refused before any game (Launcher.preflight), not at a game's first start
     assert stored_games(store) == 0
     done = arena_here(*args, "--trusted-bots", env=failing_runsc)  # the arguments' contradiction
     assert done.returncode == 2 and "contradict" in done.stderr, done.stdout + done.stderr
@@ -272,6 +273,7 @@ def test_the_bash_starter_plays_under_gvisor(open_tmp: Path) -> None:
     store = open_tmp / "store" / "arena.sqlite"
     done = arena_here("tournament", "--bot", str(ROOT / "examples" / "bots" / "bash"), "--bot", "random",
                       "--deals", "1", "--max-turns", "10", "--gvisor", "--store", str(store), "--plain",
+                      "-j", "1",  # in this process: worker processes under gVisor are the test above's
                       env={"TMPDIR": str(open_tmp)})
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
@@ -466,16 +468,29 @@ def test_an_upload_to_a_strangers_ladder_is_checked_and_placed_under_gvisor(tmp_
     """`arena serve`'s upload path: a ladder file naming `gvisor = true` runs the entry check and the
     placement under gVisor. The bot plays legally only under gVisor's kernel, so a check or a
     placement game run in any other mode is a fault, and the upload would not be placed cleanly."""
+    import trio
+
     from tests.test_serve import ServerProc, _finished, multipart, zip_bytes
+    from arena.ladder import ensure_seeded, load_ladder, open_store
     from arena.serve import data
     (open_tmp / "ladders").mkdir()
-    (open_tmp / "ladders" / "strangers.toml").write_text(
-        'rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\ngvisor = true\n'
-        'concurrency = 1\n'  # the server's own process plays: gVisor seats in worker processes are the tournament's test
-        'max_tables = 1\n'  # the placement against one member, its two seat orders: four gVisor seats, not eight
-        '[options]\nmax_players = 2\n')  # the entry check's one scenario: 2 seats (no 4-seat game of gVisor seats)
+    file = open_tmp / "ladders" / "strangers.toml"
+    text = ('rules = "powers"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\ncheck_games = 1\n{gvisor}'
+            'concurrency = 1\n'  # the server's own process plays: gVisor seats in worker processes are the tournament's test
+            'max_tables = 1\n'  # the placement against one member, its two seat orders: four gVisor seats, not eight
+            '[options]\nmax_players = 2\n')  # the entry check's one scenario: 2 seats (no 4-seat game of gVisor seats)
     store = open_tmp / "data" / "arena.sqlite"
     store.parent.mkdir()
+    # The ladder is seeded first, outside gVisor: its initial bots' round-robin is four seats that
+    # show nothing here (a gVisor tournament's games are test_tournament_under_gvisor_plays_and_leaves_no_runsc's);
+    # then the file names gVisor, and the server runs the upload's check and placement under it.
+    file.write_text(text.format(gvisor=""))
+    seeded = open_store(ladder := load_ladder(file, file.parent, store=store), store)
+    try:
+        assert trio.run(ensure_seeded, ladder, seeded) == 2
+    finally:
+        seeded.close()
+    file.write_text(text.format(gvisor="gvisor = true\n"))
     files = {"picky/bot.toml": b'name = "picky"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n',
              "picky/bot.py": PICKY.format(host=os.uname().release).encode()}
     server = ServerProc(store, "--allow-submit", "--ladders", str(open_tmp / "ladders"))

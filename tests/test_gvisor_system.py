@@ -121,6 +121,7 @@ def test_the_java_starter_builds_and_plays_under_gvisor_through_a_tournament(ope
     store = open_tmp / "store" / "arena.sqlite"
     done = arena_here("tournament", "--bot", str(bot), "--bot", "lowest", "--seats", "2", "--deals", "1",
                       "--gvisor", "--system", language, "-j", "1", "--move-ms", "5000",
+                      "--max-turns", "10",  # a few decisions of each seat: what is asked of the view is its start
                       "--store", str(store), "--plain")
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
@@ -173,7 +174,7 @@ def test_check_play_match_and_debug_run_under_gvisor_with_the_system_list(open_t
     done = arena_here("check", str(picky), "--games", "1", "--rules", "classic", "-r", "max_players=2", *view)  # 2 seats
     assert done.returncode == 0 and "containment: gVisor" in done.stdout, done.stdout + done.stderr
     for args in (["play", str(js), str(picky), "--quiet"], ["match", str(js), str(picky), "--max-games", "2", "-j", "1"]):
-        done = arena_here(*args, *view, "--store", str(store), "--move-ms", "5000")
+        done = arena_here(*args, *view, "--store", str(store), "--move-ms", "5000", "--max-turns", "10")
         assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         games = db.execute("SELECT id, result FROM games ORDER BY rowid").fetchall()

@@ -29,8 +29,10 @@ def _v2_code() -> str:
 
 def _arena(work: Path, *args: str) -> Ran:
     """The page's commands in this process (what they print, store and exit with); the bots they
-    start are real processes under the default containment."""
-    return arena_here(*args, cwd=work)
+    start are real processes under the default containment. A match plays its games here too
+    (-j 1: two processes per bot serve it, and no referee worker process starts; a match on
+    worker processes is tests/test_ladder.py's test_a_match_plays_the_same_games_on_worker_processes)."""
+    return arena_here(*args, *(["-j", "1"] if args[0] == "match" else []), cwd=work)
 
 
 def _chmod(d: Path) -> None:

@@ -281,12 +281,13 @@ while True:  # shut down, stdin closed: stay
 
 def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker(monkeypatch):
     """A worker keeps each run's bots on that run's own hub. A pooled bot is retired when its
-    process saw the next game's deal: at that game's start it gets ``shutdown``, is thawed to exit
-    by itself, and has its grace, which the hub's waits during the game end (a kill). A game
-    shorter than the grace left it closing: the run's hub waits next only at the run's next game
-    on this worker, its close or the idle reaper (every 30 s, after 120 s idle), and meanwhile a
-    bot that ignores ``shutdown`` spun, unfrozen, through every other run's games on the worker.
-    Now the game's task returns only once the bots it retired are finished."""
+    process saw the next game's deal (and its latest game was another): at that game's start it
+    gets ``shutdown``, is thawed to exit by itself, and has its grace, which the hub's waits
+    during the game end (a kill). A game shorter than the grace left it closing: the run's hub
+    waits next only at the run's next game on this worker, its close or the idle reaper (every
+    30 s, after 120 s idle), and meanwhile a bot that ignores ``shutdown`` spun, unfrozen,
+    through every other run's games on the worker. Now the game's task returns only once the
+    bots it retired are finished."""
     from arena.tournament.executors import GameTask
     from tests import test_stranger_attacks6
     from tests.test_stranger_attacks6 import _alive, worker_run
@@ -298,10 +299,11 @@ def test_a_bot_retired_mid_run_is_finished_before_its_game_returns_to_the_worker
     seen: list[int] = []
     closing: list[int] = []
 
-    def task() -> None:  # the Dask task's thread
+    def task() -> None:  # the Dask task's thread: two deals, ordered by seat rotation as a tournament's
         run.play(GameTask("a-000000", 5, labels, 30).wire())
+        run.play(GameTask("a-000001", 6, labels, 30).wire())
         seen.extend(p.conn.pid for p in run.executor.pool.info if p.spec.name == "linger")
-        run.play(GameTask("a-000001", 5, labels[::-1], 30).wire())  # the same deal: a fresh process
+        run.play(GameTask("a-000002", 5, labels[::-1], 30).wire())  # a deal it saw, not its latest: retired
         closing.append(run.hub.closing)
 
     try:

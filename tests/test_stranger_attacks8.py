@@ -397,9 +397,10 @@ def test_a_bot_retired_on_a_local_lane_is_finished_before_its_game_returns(monke
     async def main() -> tuple[list[int], int, list[str]]:
         async with open_in_process(setup, capacity=1) as ex:
             lane = ex._lanes[0]
-            await ex.play(GameTask("a-000000", 5, labels, 30))
+            await ex.play(GameTask("a-000000", 5, labels, 30))  # two deals, ordered by seat rotation
+            await ex.play(GameTask("a-000001", 6, labels, 30))
             retired = await lane.run(lambda on: [p.conn.pid for p in on.pool.info if p.spec.name == "linger"])
-            await ex.play(GameTask("a-000001", 5, labels[::-1], 30))  # the same deal: a fresh process
+            await ex.play(GameTask("a-000002", 5, labels[::-1], 30))  # a deal it saw, not its latest: retired
             return retired, lane.hub.closing, _alive(retired)
     try:
         retired, closing, alive = trio.run(main)

@@ -190,7 +190,8 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     first).  Without a ``launcher`` the bots start contained as ``containment`` says (and
     ``system``, a gVisor seat's extra view, checked by the caller: ``filesystem.run_system``;
     :class:`arena.bots.launch.Launcher`); a mode that cannot run here is a
-    :class:`~arena.bots.launch.ContainmentError` at the first start, never a match of forfeits.
+    :class:`~arena.bots.launch.ContainmentError` before any game (``Launcher.preflight``, as a
+    tournament's), never a match of forfeits.
     With a ``suite`` its deals are played in order (at most ``max_games`` games) under its rules
     instead of fresh deals from ``seed``.  Returns the progress (from ``a``'s side: W/D/L, pair
     counts, SPRT state) and the store's tournament id.
@@ -233,15 +234,18 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
     if cluster:
         from ..tournament.cluster import open_dask
         opened = open_dask(setup, cluster, on_incident=on_incident)
-    elif launcher is None and workers > 1:
-        cleanup_stale()
-        opened = open_workers(setup, workers, 1, on_incident=on_incident)
     else:
-        if launcher is None:
+        if launcher is None:  # no containment, or a bot its uid cannot run: one error, no game (as a tournament)
             from ..bots.launch import Launcher
             cleanup_stale()
-            launcher = Launcher(containment=containment, system=system)
-        opened = open_in_process(setup, capacity=concurrency, launcher=launcher)
+            own = Launcher(containment=containment, system=system)
+            preflight = getattr(own, "preflight", None)
+            if preflight is not None:  # (test doubles stand in for Launcher without one)
+                await preflight([a, b])
+        if launcher is None and workers > 1:
+            opened = open_workers(setup, workers, 1, on_incident=on_incident)
+        else:
+            opened = open_in_process(setup, capacity=concurrency, launcher=launcher or own)
     limiter = trio.CapacityLimiter(concurrency)
 
     async def play(idx: int) -> None:

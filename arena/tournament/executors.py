@@ -207,13 +207,19 @@ class _Pooled:
     serial: str
     spec: BotSpec
     seen: set[int] = field(default_factory=set)
+    last: int | None = None  # the deal of its latest game
 
 
 class BotPool:
     """Bot processes lent one game at a time, so a process serves many games (a match) in turn,
     but never a deal it has already seen: such a game gets another process, and the idle
-    processes that saw the deal are retired (with the schedule ordered by seat-rotation
-    round, that is about one fresh process per bot per round and concurrent game).
+    processes that saw the deal are retired (with a tournament's schedule ordered by
+    seat-rotation round, that is about one fresh process per bot per round and concurrent
+    game), except those whose latest game was this deal, up to one a seat less than the
+    table: a match plays each deal's seat orders one after the other, and those processes
+    wait, frozen, for the next deal (two processes per bot serve a two-seat match of any
+    length; the first seat order's process was retired at the second's start, a fresh one
+    every other game).
 
     Each lent player has a serial ``<pool id>.<n>``, unique across machines and runs, that
     the game record keeps per seat. A serial covers the player's process and the fresh
@@ -231,21 +237,25 @@ class BotPool:
         self.info: dict[BlockingPlayer, _Pooled] = {}
         self.started = 0
 
-    def take(self, spec: BotSpec, deal: int) -> BlockingPlayer:
-        idle = self.idle.setdefault(spec, [])
-        for i in range(len(idle) - 1, -1, -1):
-            if deal not in self.info[idle[i]].seen:
-                player = idle.pop(i)
-                break
+    def take(self, spec: BotSpec, deal: int, seats: int) -> BlockingPlayer:
+        """A process of ``spec`` for a game of ``deal`` at a table of ``seats``."""
+        idle = self.idle.setdefault(spec, [])  # oldest first: in the order they were given back
+        unseen = [p for p in idle if deal not in self.info[p].seen]
+        playing = [p for p in idle if self.info[p].last == deal][::-1][:seats - 1]  # the deal's other seat orders
+        spent = [p for p in idle if deal in self.info[p].seen and p not in playing]
+        if unseen:
+            player = unseen[-1]  # the one given back last
+            idle.remove(player)
         else:
-            for old in [p for p in idle if deal in self.info[p].seen]:
-                idle.remove(old)
-                self._retire(old)
             player = BlockingPlayer(spec, self.launcher, self.clock, restart_each_game=self.restart,
                                     timer=self.timer)
             self.started += 1
             self.info[player] = _Pooled(f"{self.id}.{self.started}", spec)
+        for p in spent:
+            idle.remove(p)
+            self._retire(p)
         self.info[player].seen.add(deal)
+        self.info[player].last = deal
         return player
 
     def serial(self, player: BlockingPlayer) -> str:
@@ -282,7 +292,7 @@ class BlockingExecutor:
 
     def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
         """``play`` with the seats' specs given (a Dask worker unpacks each bot when a game needs it)."""
-        players = [self.pool.take(spec, task.seed) for spec in specs]
+        players = [self.pool.take(spec, task.seed, len(specs)) for spec in specs]
         try:
             record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
                                clock=self.setup.clock, max_turns=task.max_turns,
