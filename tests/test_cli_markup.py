@@ -100,3 +100,26 @@ def test_incident_lines_of_a_match_show_the_text_as_written(monkeypatch: pytest.
     out = CliRunner().invoke(app, ["match", "random", "lowest", "--no-store", "-j", "1"], env=ENV)
     assert out.exit_code == 2 and "stopped here by the test" in out.output, out.output
     assert f"arena: {INCIDENT}" in out.output
+
+
+def test_the_report_warnings_show_ladder_game_ids_as_written(tmp_path: Path) -> None:
+    """`arena report` warns about each game it cannot replay and lists those that do not match their
+    logs, by game id; a ladder's game ids hold the bots' labels."""
+    from arena.engine import preset
+    from arena.replay.simulate import simulate
+    from tests.test_replay import mixed_bots, play, rewrite_log, store_games
+    unreadable = play(preset("classic"), 5, mixed_bots(2, 5), game_id=f"club-{MARKUP}-000001")
+    tampered = play(preset("classic"), 6, mixed_bots(2, 6), game_id=f"club-{MARKUP}-000002")
+    db = store_games(tmp_path / "s.sqlite", [unreadable, tampered], tid="club")
+    rewrite_log(db, unreadable.record.game_id, {**unreadable.log, "rules": {"deck": "no such deck"}})
+    log = tampered.log
+    log["result"]["reason"] = "not what happened"
+    rewrite_log(db, tampered.record.game_id, log)
+    db.close()
+    assert not simulate(log).ok
+    out = CliRunner().invoke(app, ["report", "club", "--html", str(tmp_path / "r.html"),
+                                   "--store", str(tmp_path / "s.sqlite")], env=ENV)
+    assert out.exit_code == 0, out.output
+    assert f"club-{MARKUP}-000001: the log's rules cannot be loaded" in out.output
+    assert f"do not match their logs: club-{MARKUP}-000002" in out.output
+    assert _shown(out.output)

@@ -145,6 +145,37 @@ def test_a_job_keeps_its_lines_report_and_row(db: sqlite3.Connection) -> None:
     assert [j.id for j in q.jobs_of(db, "account:7")] == [job.id]
 
 
+def test_a_beat_after_its_own_finish_is_no_taking_back(db: sqlite3.Connection) -> None:
+    """The job's heartbeat and its finish are written from different threads: a beat that lands
+    just after the owner finished the job is not "another server took it" (that false alarm was
+    logged at the end of jobs on a store no other server used), and writes nothing. A job another
+    server took back, ran and finished, or refunded, is still not the late beat's."""
+    job = add(db, "account:1", 1.0)
+    running = q.claim(db, 10.0, owner=ME)
+    assert running is not None
+    q.finish(db, running, Outcome.PLACED, 20.0)
+    assert q.heartbeat(db, running, 21.0)
+    assert q.get(db, job.id).heartbeat == 10.0  # type: ignore[union-attr]
+
+    other = add(db, "account:2", 31.0)
+    mine = q.claim(db, 32.0, owner=ME)
+    assert mine is not None and mine.id == other.id
+    q.recover(db, 33.0 + q.LEASE_S, ELSEWHERE)  # this server stalled past the lease: put back
+    theirs = q.claim(db, 34.0 + q.LEASE_S, owner=ELSEWHERE)
+    assert theirs is not None and theirs.id == other.id
+    assert not q.heartbeat(db, mine, 35.0 + q.LEASE_S)  # the other server's now: taken
+    q.finish(db, theirs, Outcome.PLACED, 36.0 + q.LEASE_S)
+    assert not q.heartbeat(db, mine, 37.0 + q.LEASE_S)  # finished there: still not this one's
+
+    third = add(db, "account:3", 400.0)
+    held = q.claim(db, 401.0, owner=ME)
+    assert held is not None and held.id == third.id
+    db.execute("UPDATE jobs SET attempts=? WHERE id=?", (q.MAX_ATTEMPTS, third.id))
+    assert [j.id for j in q.recover(db, 402.0 + q.LEASE_S, ELSEWHERE)] == [third.id]  # refunded there
+    assert q.get(db, third.id).state == State.DONE  # type: ignore[union-attr]
+    assert not q.heartbeat(db, held, 999.0)  # ended by another server, not by its owner
+
+
 def test_a_live_owners_job_is_left_alone_until_its_lease_passes(db: sqlite3.Connection) -> None:
     """A second server does not put back a job whose owner's heartbeat is fresh; once the lease
     passes it does, once, and the silent owner can then neither renew nor finish it."""

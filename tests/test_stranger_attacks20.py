@@ -217,3 +217,73 @@ def test_a_referee_in_a_venv_of_the_systems_python_gives_its_seats_an_interprete
     python, _ = found
     assert not Path(python).is_relative_to(tmp_path), python  # the venv's link: in no seat's view
     assert os.path.samefile(python, system)
+
+
+HELD_CLUSTER = r"""
+import json, os, resource, sys, time
+soft = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))  # the usual soft limit, scaled down
+from arena.tournament import cluster
+
+def files():
+    return len(os.listdir("/proc/self/fd"))
+
+def main():
+    client, local = cluster._connect("local:1")
+    try:
+        print(local.scheduler_address, files(), flush=True)
+        held = int(sys.stdin.readline())  # a local user now holds this many idle connections to it
+        deadline = time.monotonic() + 120  # a bound only a referee out of files reaches
+        while files() < held and time.monotonic() < deadline:  # until the scheduler took them all
+            time.sleep(0.05)
+        with open(os.devnull):  # a file the referee opens while she holds them
+            pass
+        ran = client.submit(sum, [1, 2], pure=False).result(timeout=120)
+        limits = client.run(lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        print(json.dumps({"accepted": files() >= held, "ran": ran, "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                          "workers": list(limits.values())}), flush=True)
+    finally:
+        client.close()
+        local.close()
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_idle_connections_of_a_local_user_do_not_take_a_local_clusters_files() -> None:
+    """Dask's TLS handshake has no deadline: a connection that sends nothing holds a file of the
+    listener until its maker lets go. 1,050 idle connections from any local user to a local
+    cluster's scheduler took every file of a referee at the usual soft limit of 1,024 (asyncio
+    logged a traceback per try, 43 MB in 40 s, and the run stalled). The local cluster now runs at
+    the hard limit: here a soft limit of 128 and 200 held connections, accepted, with a file still
+    to open and a game's worth of work still run, in the referee and its workers alike."""
+    pytest.importorskip("distributed", reason="clusters need the dask extra")
+    import resource
+    soft, hard = 128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        hard = int(Path("/proc/sys/fs/nr_open").read_text())
+    if hard < 512:
+        pytest.skip(f"a hard limit of {hard} open files leaves no room above the soft one")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", HELD_CLUSTER, str(soft)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT), env=env)
+    held: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        address, before = proc.stdout.readline().split()
+        host, port = address.rsplit("/", 1)[1].rsplit(":", 1)
+        held = [socket.create_connection((host, int(port)), timeout=60) for _ in range(soft + 72)]
+        proc.stdin.write(f"{int(before) + len(held)}\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        for s in held:
+            s.close()
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["accepted"] and seen["ran"] == 3, seen
+    assert seen["soft"] == hard and set(seen["workers"]) == {hard}, seen
+    assert "Traceback" not in err, err[-3000:]

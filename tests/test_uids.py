@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -505,3 +506,53 @@ def test_a_contained_seat_writes_no_host_folder_its_uid_keeps_after_it(mode: str
                 os.unlink(os.path.join(d, name))
             except OSError:
                 pass
+
+
+@needs_root
+def test_a_non_root_referee_leaves_a_root_runs_bot_uids_alone_and_reports_no_kill() -> None:
+    """A bot uid is leased by a root referee only, its lock in root's run directory; a referee of
+    another user has its own run directory, where every bot uid looks free. Its cleanup took each
+    running bot of a root run beside it for a leftover, tried to kill it until the deadline (it may
+    not) and reported it killed: every batch of a non-root `arena ladder run` said "cleaned up: 3-9
+    bot process(es) killed" while a root run played. Now it neither sweeps those uids nor counts
+    a process that lives on as killed."""
+    from arena.bots.procs import kill_and_reap
+    from arena.bots.uids import BOT_UID_BASE, BOT_UID_COUNT, Registry
+    uid = BOT_UID_BASE + BOT_UID_COUNT - 1
+    lock = subprocess.Popen([sys.executable, "-c", SIBLING_LOCKS, str(uid)], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # a live root referee holds its lease
+    assert lock.stdout is not None and lock.stdout.readline().strip() == str(uid)
+    bot = subprocess.Popen(["sleep", "600"], user=uid, group=uid)
+    run = Path(tempfile.mkdtemp(prefix="arena-nobody-"))  # pytest's tmp_path is root's alone
+    os.chown(run, 65534, 65534)
+    try:
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the referee of another user: no exec (the test's python may lie below /root)
+            try:
+                os.close(read)
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                report = Registry(run / "run").cleanup_stale(None)
+                hit = kill_and_reap(lambda table: {bot.pid}, time.monotonic() + 0.05)  # a bound, not a timing
+                os.write(write, json.dumps([report.killed, bool(report), str(report),
+                                            (run / "run" / "uids" / str(uid)).exists(), hit]).encode())
+            except BaseException as e:
+                os.write(write, json.dumps(repr(e)).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            got = json.loads(f.read())
+        os.waitpid(child, 0)
+        assert isinstance(got, list), got
+        killed, said, text, swept, hit = got
+        assert read_proc(bot.pid) is not None and bot.poll() is None  # the root run's bot plays on
+        assert (killed, said, swept) == (0, False, False), text  # not swept, nothing reported
+        assert hit == 0  # a process it may not kill is not counted as killed
+    finally:
+        bot.kill()
+        bot.wait()
+        lock.communicate("")
+        shutil.rmtree(run)

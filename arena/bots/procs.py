@@ -388,13 +388,16 @@ def thaw_arena_cgroups(pids: Iterable[int], proc: str = "/proc") -> None:
 def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
     """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
     names until nothing is left (reaping those that were reparented to us),
-    or until ``deadline`` (time.monotonic()).  Returns how many pids it hit.
+    or until ``deadline`` (time.monotonic()).  Returns how many of the processes it hit died:
+    one it may not signal (another user's) is hit until the deadline and is not counted, so the
+    cleanup's report never says killed what still runs.
 
     A process once hit stays a member until it is gone: a dying process leaves its cgroup's
     list before its parent reaps it, so a cgroup's ``collect`` no longer names the zombie an
     orphaned ``bwrap`` becomes, and it would stay unreaped under this subreaper."""
     me = os.getpid()
     seen: dict[int, int] = {}  # pid -> start time (a recycled pid is not the process hit)
+    left: set[int] = set()
     while time.monotonic() < deadline:
         table = scan_procs()
         hit = {p for p, start in seen.items() if p in table and table[p].start == start}
@@ -408,7 +411,10 @@ def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: 
             if table[pid].ppid == me:
                 reap_if_child(pid)
         time.sleep(0.002)
-    return len(seen)
+    else:  # the deadline passed: what still lives was not killed
+        table = scan_procs()
+        left = {p for p, start in seen.items() if p in table and table[p].start == start and table[p].state != "Z"}
+    return len(seen) - len(left)
 
 
 def reap_zombie_children(table: dict[int, ProcInfo], wanted: Callable[[ProcInfo], bool]) -> int:

@@ -375,8 +375,13 @@ class Registry:
                         report.killed += kill_cgroup_dir(g, deadline)
                         remove_cgroup_dir(g)
                         report.cgroups.append(str(g))
-        stray = {i.uid for i in scan_procs().values() if uid_in_pool(i.uid)}
-        for uid in sorted(stray - self._leased):  # bot uids with no live owner
+        # Bot uids with no live owner. Only a root referee leases them, and their locks are in root's
+        # run directory: to any other referee every one looks free (its run directory is its own)
+        # and their processes are not its to kill. Swept as such, each batch of a non-root ladder
+        # run spent the cleanup's deadline trying to kill the bots of a root run beside it, and
+        # said it had killed them ("3-9 bot process(es) killed" that were never its own).
+        stray = {i.uid for i in scan_procs().values() if uid_in_pool(i.uid)} if os.geteuid() == 0 else set()
+        for uid in sorted(stray - self._leased):
             fd = _try_lock(self.run_dir / "uids" / str(uid))
             if fd is not None:
                 try:

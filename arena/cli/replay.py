@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..safetext import SafeConsole
 from ..tournament import DEFAULT_STORE
@@ -194,7 +195,7 @@ def report(
             try:
                 rp = simulate(rec)
             except ReplayError as e:
-                err.print(f"[yellow]warning:[/] {g['id']}: {e}")
+                err.print(f"[yellow]warning:[/] {escape(g['id'])}: {escape(str(e))}")  # a ladder's ids hold labels
                 continue
             if not rp.ok:
                 bad.append(g["id"])
@@ -212,7 +213,7 @@ def report(
     where = (f"; replays in {html_out.with_name(html_out.stem + '-replays')}/" if split else "; replays embedded")
     console.print(f"wrote {html_out}: {len(lines)} bots, {len(games)} games{where}")
     if bad:
-        err.print(f"[yellow]warning:[/] {len(bad)} game(s) do not match their logs: {', '.join(bad[:10])}"
+        err.print(f"[yellow]warning:[/] {len(bad)} game(s) do not match their logs: {escape(', '.join(bad[:10]))}"
                   f"{' ...' if len(bad) > 10 else ''} (arena replay ID --verify)")
 
 

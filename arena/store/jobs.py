@@ -185,11 +185,16 @@ def ahead(db: sqlite3.Connection, job_id: str) -> int:
 
 
 def heartbeat(db: sqlite3.Connection, job: Job, now: float) -> bool:
-    """Renew the heartbeat of a job its owner runs; False when the job is no longer its (another
-    server put it back after the lease passed), and then nothing is written."""
+    """Renew the heartbeat of a job its owner runs; False only when the job is no longer its (another
+    server put it back after the lease passed), and then nothing is written. A job its owner has
+    finished is still its own: the beat and the finish are written from different threads, and a
+    beat that lands just after the finish is no sign of another server."""
     with _tx(db):
-        return db.execute("UPDATE jobs SET heartbeat=? WHERE id=? AND state='running' AND owner=?",
-                          (now, job.id, job.owner)).rowcount == 1
+        if db.execute("UPDATE jobs SET heartbeat=? WHERE id=? AND state='running' AND owner=?",
+                      (now, job.id, job.owner)).rowcount == 1:
+            return True
+        return db.execute("SELECT 1 FROM jobs WHERE id=? AND state='done' AND owner=?",
+                          (job.id, job.owner)).fetchone() is not None
 
 
 def progress(db: sqlite3.Connection, job: Job) -> None:
