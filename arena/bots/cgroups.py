@@ -25,6 +25,18 @@ from .procs import ARENA_CGROUP, cgroup_mounts, kill_and_reap, kill_pids
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
 _CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the default, written to say so
 _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}
+_FROZEN = {"v2": ("cgroup.events", b"frozen 1"), "v1": ("freezer.state", b"FROZEN")}  # where it says so
+
+OFF_TURN_CPU_S = 0.02
+"""The CPU a frozen seat may still use between its answer and its next request. A freezer stops a
+process only on its way back to user space: one inside a long system call (a populated mapping of
+tens of GiB, the exit of a big process) runs on, frozen or not, through the other seats' turns
+(attack22a: 0.35-1.7 s of CPU per decision of the other seat, which forfeited on time). An honest
+bot stops within a millisecond of CPU."""
+
+STILL_S = 0.05
+"""How long a group not yet reported frozen must use no CPU to count as stopped: a zombie, or a
+process asleep in the kernel, is never reported frozen, and takes no CPU."""
 
 
 def own_cgroups() -> dict[str, str]:
@@ -240,6 +252,9 @@ class BotCgroup:
             knob, self._frozen, self._thawed = _FREEZE[root.kind]
             self._freeze_fd = None if freeze_dir is None else \
                 os.open(freeze_dir / knob, os.O_WRONLY | os.O_CLOEXEC)
+            state, self._frozen_says = _FROZEN[root.kind]
+            self._state_fd = None if freeze_dir is None else \
+                os.open(freeze_dir / state, os.O_RDONLY | os.O_CLOEXEC)
         except BaseException:
             self.remove()
             raise
@@ -291,6 +306,35 @@ class BotCgroup:
             return False
         return True
 
+    def is_frozen(self) -> bool:
+        """Whether the kernel says every process of the group is frozen (a group gone: nothing runs)."""
+        try:
+            return self._frozen_says in os.pread(self._state_fd, 256, 0) if self._state_fd is not None else True
+        except OSError:
+            return True
+
+    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> float | None:
+        """Called just after :meth:`hold` froze the group: wait until it is stopped, and return the
+        CPU seconds it used meanwhile where that passed ``budget`` (its fault: see
+        :data:`OFF_TURN_CPU_S`), else None. Stopped is frozen, or still for :data:`STILL_S`; the
+        wait also ends at ``until`` (a ``time.perf_counter`` time): the referee then goes on, and
+        the CPU the group uses until its next turn is counted there (``play_game``)."""
+        if self.is_frozen():
+            return None
+        cpu0 = last = self.cpu_seconds() or 0.0
+        still_since = time.perf_counter()
+        while True:
+            time.sleep(0.001)
+            frozen = self.is_frozen()
+            cpu = self.cpu_seconds() or 0.0
+            if cpu - cpu0 > budget:
+                return cpu - cpu0
+            now = time.perf_counter()
+            if cpu != last:
+                last, still_since = cpu, now
+            if frozen or now - still_since >= STILL_S or now >= until:
+                return None
+
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
         thawed (and by then its SIGKILL is pending, so it runs no code of its own)."""
@@ -329,9 +373,11 @@ class BotCgroup:
 
     def remove(self) -> bool:
         """rmdir every directory (only possible once empty); True if all gone."""
-        fd, self._freeze_fd = getattr(self, "_freeze_fd", None), None
-        if fd is not None:
-            os.close(fd)
+        for attr in ("_freeze_fd", "_state_fd"):
+            fd = getattr(self, attr, None)
+            setattr(self, attr, None)
+            if fd is not None:
+                os.close(fd)
         ok = True
         for d in self.dirs.values():
             ok &= remove_cgroup_dir(d)

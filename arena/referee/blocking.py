@@ -20,9 +20,10 @@ import trio
 from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
-from ..faults import ArenaFailure, BotFault, StartFailed
+from ..bots.cgroups import OFF_TURN_CPU_S
+from ..faults import ArenaFailure, BotFault, FaultReason, StartFailed
 from . import protocol
-from .core import Answered, GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
 from .seat import (BETWEEN_GAMES, WALL, Timer, answered, as_fault, bots_doing, faulted, game_clock, handshake_fault,
                    slot_end)
 
@@ -376,6 +377,34 @@ def freezer(player: Any) -> Callable[[bool], Any] | None:
     return own() if own is not None else None
 
 
+MAX_STOP_WAIT_S = 1.0
+"""Off a fixed schedule, how long the referee waits at most for a seat to stop after its answer."""
+
+
+def frozen_group(player: Any) -> Any:
+    """The cgroup a bot seat is frozen through (its CPU is read off its turn), or None."""
+    conn = getattr(player, "conn", None) if isinstance(player, BlockingPlayer) else None
+    group = getattr(conn, "cgroup", None)
+    return group if group is not None and group.freezes else None
+
+
+def ran_frozen(group: Any, stopped_at: float | None) -> float | None:
+    """The CPU seconds a frozen seat used since it was seen stopped, where over its allowance."""
+    if stopped_at is None:
+        return None
+    ran = (group.cpu_seconds() or 0.0) - stopped_at
+    return ran if ran > OFF_TURN_CPU_S else None
+
+
+def off_turn_fault(player: BlockingPlayer, req: Request, ran: float, when: str, seconds: float = 0.0) -> Faulted:
+    """A seat that ran on while frozen forfeits: its own fault, never the seat then on turn's."""
+    message = (f"used {ran * 1000:.0f} ms of CPU {when}, while frozen off its turn (at most "
+               f"{OFF_TURN_CPU_S * 1000:.0f} ms): work in the kernel that outlasts a turn runs through "
+               "another seat's")
+    player.fault(FaultReason.CPU_LIMIT, message, req.id)
+    return Faulted(FaultReason.CPU_LIMIT, message, seconds, player.take_stderr())
+
+
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
@@ -420,17 +449,32 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
+    groups = [None if ponder else frozen_group(p) for p in players]
+    stopped_at: list[float | None] = [None] * len(players)  # a frozen seat's CPU once it was stopped
     start = 0.0
     while (req := core.next_request()) is not None:
         player = players[req.seat]
-        freeze = holds[req.seat]
+        freeze, group = holds[req.seat], groups[req.seat]
+        if group is not None and (ran := ran_frozen(group, stopped_at[req.seat])) is not None:
+            core.settle(off_turn_fault(player, req, ran, "while frozen, before this request"))
+            continue
         if freeze is not None:
             freeze(False)  # before its clock starts (in decide)
         if fixed_schedule:
             start = timer.now()
-        core.settle(player.decide(req))
+        outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
+        if group is not None and isinstance(outcome, Answered):
+            # Before the next seat's clock starts, this one must have stopped: a process inside a
+            # long system call runs on frozen. On a fixed schedule the wait ends with the slot, so
+            # it never moves the schedule (a sender could choose it); what runs on is counted at
+            # the seat's next request.
+            left = slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S
+            if (ran := group.run_on(time.perf_counter() + left)) is not None:
+                outcome = off_turn_fault(player, req, ran, "after its answer", outcome.seconds)
+            stopped_at[req.seat] = group.cpu_seconds()
+        core.settle(outcome)
         if fixed_schedule:  # until the end of the decision's slot
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
