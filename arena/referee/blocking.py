@@ -21,7 +21,7 @@ from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
 from ..bots.cgroups import OFF_TURN_CPU_S
-from ..faults import ArenaFailure, BotFault, FaultReason, StartFailed
+from ..faults import ArenaFailure, BotFault, CpuLimit, FaultReason, StartFailed
 from . import protocol
 from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
 from .seat import (BETWEEN_GAMES, WALL, Timer, answered, as_fault, bots_doing, faulted, game_clock, handshake_fault,
@@ -396,11 +396,14 @@ def ran_frozen(group: Any, stopped_at: float | None) -> float | None:
     return ran if ran > OFF_TURN_CPU_S else None
 
 
+def ran_on_message(ran: float, when: str) -> str:
+    return (f"used {ran * 1000:.0f} ms of CPU {when}, while frozen off its turn (at most "
+            f"{OFF_TURN_CPU_S * 1000:.0f} ms): work in the kernel that outlasts a turn runs through another seat's")
+
+
 def off_turn_fault(player: BlockingPlayer, req: Request, ran: float, when: str, seconds: float = 0.0) -> Faulted:
     """A seat that ran on while frozen forfeits: its own fault, never the seat then on turn's."""
-    message = (f"used {ran * 1000:.0f} ms of CPU {when}, while frozen off its turn (at most "
-               f"{OFF_TURN_CPU_S * 1000:.0f} ms): work in the kernel that outlasts a turn runs through "
-               "another seat's")
+    message = ran_on_message(ran, when)
     player.fault(FaultReason.CPU_LIMIT, message, req.id)
     return Faulted(FaultReason.CPU_LIMIT, message, seconds, player.take_stderr())
 
@@ -445,12 +448,15 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             raise
         if not ponder:
             hold(player, True)
+            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat) \
+                    and (ran := group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)) is not None:
+                start_faults.append((seat, CpuLimit(ran_on_message(ran, "after reading its start"))))
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
     groups = [None if ponder else frozen_group(p) for p in players]
-    stopped_at: list[float | None] = [None] * len(players)  # a frozen seat's CPU once it was stopped
+    stopped_at = [None if g is None else g.cpu_seconds() for g in groups]  # each frozen seat's CPU once stopped
     start = 0.0
     while (req := core.next_request()) is not None:
         player = players[req.seat]
@@ -484,6 +490,9 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         players[seat].finish(message)
         if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
             hold(players[seat], True)  # forked at its end all through the other games of the run
+            group = frozen_group(players[seat])  # (and what will not stop, through the other games: a fresh process)
+            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S) is not None:
+                players[seat].close()
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec
 
