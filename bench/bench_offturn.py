@@ -102,7 +102,7 @@ def main() -> None:
                     lines = seat_lines(rec, worker, ws)
                     oom = hostile.conn.cgroup.oom_kills() if hostile.conn is not None else -1
                     print("hostile oom kills", oom)
-                    other = [x for x in seat_lines(rec, hostile, 1 - ws) if not x.startswith("CPU")]
+                    other = seat_lines(rec, hostile, 1 - ws)
                     if other:
                         print("hostile said:", other[:5])
                     hcpu = hostile.conn.game_cpu_seconds() * 1000 / max(1, rec.decisions[ws]) if hostile.conn is not None else float("nan")

@@ -75,15 +75,23 @@ def _read_int(path: str | Path) -> int | None:
         return None
 
 
+def _keyed(text: str, key: str) -> int | None:
+    """The number after ``key`` in a flat keyed file's text (``cpu.stat``, ``memory.events``)."""
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
+
+
 def _read_keyed(path: str | Path, key: str) -> int | None:
     try:
-        for line in read_small(path).splitlines():
-            k, _, v = line.partition(" ")
-            if k == key:
-                return int(v)
-    except (OSError, ValueError):
-        pass
-    return None
+        return _keyed(read_small(path), key)
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -264,6 +272,10 @@ class BotCgroup:
             if v2 or "cpuacct" in self.dirs else None
         self._peak_file = str(v2 / "memory.peak" if v2 else self.dirs["memory"] / "memory.max_usage_in_bytes") \
             if v2 or "memory" in self.dirs else None
+        try:  # kept open, as the freezer's: the referee reads it twice a decision (``run_on``, ``play_game``)
+            self._cpu_fd = None if self._cpu_file is None else os.open(self._cpu_file, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._cpu_fd = None
 
     @property
     def has_memory(self) -> bool:
@@ -358,11 +370,17 @@ class BotCgroup:
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
             return None
+        try:
+            text = os.pread(self._cpu_fd, 4096, 0).decode() if self._cpu_fd is not None else read_small(self._cpu_file)
+        except OSError:
+            return None
         if "unified" in self.dirs:
-            usec = _read_keyed(self._cpu_file, "usage_usec")
+            usec = _keyed(text, "usage_usec")
             return None if usec is None else usec / 1e6
-        ns = _read_int(self._cpu_file)
-        return None if ns is None else ns / 1e9
+        try:
+            return int(text.split()[0]) / 1e9
+        except (ValueError, IndexError):
+            return None
 
     def oom_kills(self) -> int:
         if "unified" in self.dirs:
@@ -373,7 +391,7 @@ class BotCgroup:
 
     def remove(self) -> bool:
         """rmdir every directory (only possible once empty); True if all gone."""
-        for attr in ("_freeze_fd", "_state_fd"):
+        for attr in ("_freeze_fd", "_state_fd", "_cpu_fd"):
             fd = getattr(self, attr, None)
             setattr(self, attr, None)
             if fd is not None:
