@@ -1,4 +1,16 @@
-"""Attack harness (attack22a): does a seat's work that outlasts its turn make the other seat forfeit?"""
+"""Does a seat's work that outlasts its turn make the other seat forfeit? (attack22a, docs/SANDBOX.md,
+"CPU between seats".)
+
+    python bench/bench_offturn.py GAMES WORK CHILDREN GIB [MOVE_MS] [--quiet|--populate] [--gvisor]
+
+A worker does a fixed piece of work per decision (WORK iterations of a Python loop) and answers;
+its opponent answers at once, and in ``populate`` games leaves CHILDREN processes that loop
+``mmap(MAP_POPULATE)`` of GIB GiB of zero pages and ``munmap``: inside the kernel nearly all the
+time, where a freezer cannot stop them. ``quiet`` games are the same opponent without them. Both
+on a fixed schedule of MOVE_MS (the strangers' ladder's rule), games alternating; for each game the
+worker's work time, the opponent's cgroup CPU per worker decision (0 for a seat that really is
+frozen) and every fault. ``ARENA_CHECKOUT=DIR`` runs another checkout's arena (the previous main).
+"""
 from __future__ import annotations
 import os, shutil, sys, tempfile, time
 from pathlib import Path
@@ -39,12 +51,7 @@ def populate_forever():
     # An anonymous read-only mapping, populated: every page maps the shared zero page, so it costs
     # page tables only, and the kernel fills them in one long call. A freezer stops a task only on
     # its way back to user space: this child is in the kernel nearly all the time, frozen or not.
-    print("child up", os.getpid(), file=sys.stderr, flush=True)
-    n = 0
     while True:
-        n += 1
-        if n == 2:
-            print("child looped", file=sys.stderr, flush=True)
         addr = libc.mmap(None, gb << 30, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE | 0x4000, -1, 0)
         if addr in (None, 2**64 - 1):
             print("mmap failed", ctypes.get_errno(), file=sys.stderr, flush=True)
@@ -100,11 +107,9 @@ def main() -> None:
                     rec = play_game(seats, PRESETS["classic"], 500 + g, game_id=f"off-{mode}-{g}", clock=clock,
                                     max_turns=60, fixed_schedule=True)
                     lines = seat_lines(rec, worker, ws)
-                    oom = hostile.conn.cgroup.oom_kills() if hostile.conn is not None else -1
-                    print("hostile oom kills", oom)
-                    other = seat_lines(rec, hostile, 1 - ws)
-                    if other:
-                        print("hostile said:", other[:5])
+                    said = [x for x in seat_lines(rec, hostile, 1 - ws) if not x.startswith("CPU")]
+                    if said:
+                        print("the opponent said:", said[:5])
                     hcpu = hostile.conn.game_cpu_seconds() * 1000 / max(1, rec.decisions[ws]) if hostile.conn is not None else float("nan")
                 finally:
                     worker.shutdown(); hostile.shutdown(); settle()

@@ -335,8 +335,10 @@ class BotCgroup:
             return None
         cpu0 = last = self.cpu_seconds() or 0.0
         still_since = time.perf_counter()
+        pause = 0.00005  # a process that was running when frozen stops within tens of microseconds
         while True:
-            time.sleep(0.001)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.001)
             frozen = self.is_frozen()
             cpu = self.cpu_seconds() or 0.0
             if cpu - cpu0 > budget:
