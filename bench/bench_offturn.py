@@ -39,7 +39,7 @@ for line in sys.stdin:
 '''
 
 HOSTILE = r'''
-import ctypes, json, mmap, os, random, sys
+import ctypes, json, mmap, os, random, sys, time
 mode, children, gb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(4)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -51,6 +51,9 @@ def populate_forever():
     # An anonymous read-only mapping, populated: every page maps the shared zero page, so it costs
     # page tables only, and the kernel fills them in one long call. A freezer stops a task only on
     # its way back to user space: this child is in the kernel nearly all the time, frozen or not.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):  # (holding the bot's pipes, a child is one more reader of its requests)
+        os.dup2(null, fd)
     while True:
         addr = libc.mmap(None, gb << 30, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE | 0x4000, -1, 0)
         if addr in (None, 2**64 - 1):
@@ -66,11 +69,13 @@ for line in sys.stdin:
     elif msg.get("type") == "request":
         t = os.times()
         print(f"CPU {msg['id']} {(t.user + t.system + t.children_user + t.children_system) * 1000:.1f}", file=sys.stderr, flush=True)
-        if mode == "populate" and not started:
-            started = True
-            for _ in range(children):
-                if os.fork() == 0:
-                    populate_forever()
+        if mode == "populate":
+            if not started:
+                started = True
+                for _ in range(children):
+                    if os.fork() == 0:
+                        populate_forever()
+            time.sleep(0.05)  # thawed only for its turn: the children get into their long calls meanwhile
         print(json.dumps({"type": "action", "request": msg["id"], "action": rng.randrange(len(msg["actions"]))}), flush=True)
     elif msg.get("type") == "shutdown":
         break
