@@ -101,9 +101,9 @@ def main() -> None:
         for g in range(games):
             for mode in modes:
                 hw = bot_folder(base / f"w-{mode}-{g}", "bot.py", HONEST,
-                                f'name = "worker"\nversion = "1"\nauthor = "w"\ncommand = ["python3", "bot.py", "{work}"]\n')
+                                f'name = "worker-{mode}"\nversion = "1"\nauthor = "w"\ncommand = ["python3", "bot.py", "{work}"]\n')
                 hh = bot_folder(base / f"h-{mode}-{g}", "bot.py", HOSTILE,
-                                f'name = "hostile"\nversion = "1"\nauthor = "h"\ncommand = ["python3", "bot.py", "{mode}", "{threads}", "{gb}"]\n')
+                                f'name = "hostile-{mode}"\nversion = "1"\nauthor = "h"\ncommand = ["python3", "bot.py", "{mode}", "{threads}", "{gb}"]\n')
                 worker = BlockingPlayer(load_bot(hw), launch, clock)
                 hostile = BlockingPlayer(load_bot(hh), launch, clock)
                 seats = [worker, hostile] if g % 2 == 0 else [hostile, worker]
