@@ -86,6 +86,8 @@ def test_a_seat_that_sits_in_the_kernel_off_its_turn_forfeits_and_the_other_seat
     assert 0 not in faults, faults  # the seat on turn is never blamed for the other's CPU
     assert faults.get(1, {}).get("reason") == "cpu_limit", (faults, quiet.grew)
     assert "while frozen off its turn" in faults[1]["message"], faults
+    # and it was stopped before the quiet seat's clock started: none of it ran in the quiet seat's turns
+    assert max(quiet.grew, default=0.0) < OFF_TURN_CPU_S, quiet.grew
 
 
 @needs_cgroups

@@ -34,9 +34,10 @@ tens of GiB, the exit of a big process) runs on, frozen or not, through the othe
 (attack22a: 0.35-1.7 s of CPU per decision of the other seat, which forfeited on time). An honest
 bot stops within a millisecond of CPU."""
 
-STILL_S = 0.05
-"""How long a group not yet reported frozen must use no CPU to count as stopped: a zombie, or a
-process asleep in the kernel, is never reported frozen, and takes no CPU."""
+STILL_S = 0.2
+"""How long a group not yet reported frozen must use no CPU to count as stopped: a process asleep
+in the kernel is not reported frozen, and takes no CPU. Longer than a runnable process waits for a
+CPU on a loaded machine (CFS's period is 3 ms per runnable task: 60 ms at a load of 20)."""
 
 
 def own_cgroups() -> dict[str, str]:
