@@ -401,12 +401,12 @@ def ran_on_message(ran: float, when: str = "") -> str:
             f"{OFF_TURN_CPU_S * 1000:.0f} ms): work in the kernel that outlasts a turn runs through another seat's")
 
 
-def off_turn_fault(player: BlockingPlayer, req: Request, ran: float) -> Faulted:
-    """A seat that ran on while frozen forfeits at its next request, unasked: its own fault, never
-    that of the seat on turn meanwhile."""
+def off_turn_fault(player: BlockingPlayer, req: Request, ran: float, seconds: float) -> Faulted:
+    """A seat that ran on while frozen forfeits (and is stopped: killed and reaped): its own
+    fault, never that of the seat on turn."""
     message = ran_on_message(ran)
     player.fault(FaultReason.CPU_LIMIT, message, req.id)
-    return Faulted(FaultReason.CPU_LIMIT, message, 0.0, player.take_stderr())
+    return Faulted(FaultReason.CPU_LIMIT, message, seconds, player.take_stderr())
 
 
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
@@ -458,13 +458,12 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
     groups = [None if ponder else frozen_group(p) for p in players]
     stopped_at = [None if g is None else g.cpu_seconds() for g in groups]  # each frozen seat's CPU once stopped
-    overran: list[float | None] = [None] * len(players)  # the CPU a seat used where it should have stopped
     start = 0.0
     while (req := core.next_request()) is not None:
         player = players[req.seat]
         freeze, group = holds[req.seat], groups[req.seat]
-        if group is not None and (ran := overran[req.seat] or ran_frozen(group, stopped_at[req.seat])) is not None:
-            core.settle(off_turn_fault(player, req, ran))  # never asked: its own fault, not another seat's
+        if group is not None and (ran := ran_frozen(group, stopped_at[req.seat])) is not None:
+            core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
             continue
         if freeze is not None:
             freeze(False)  # before its clock starts (in decide)
@@ -473,18 +472,17 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
-        core.settle(outcome)  # (the referee's own work: time for the seat to stop)
         if group is not None and isinstance(outcome, Answered):
             # Before the next seat's clock starts, this one must have stopped: a process inside a
-            # long system call runs on frozen. One that will not is stopped for good (killed and
-            # reaped) and forfeits at its next request. On a fixed schedule the wait ends with the
-            # slot, so it never moves the schedule (a sender could choose it); what runs on past
-            # it is counted at the seat's next request.
+            # long system call runs on frozen. One that will not forfeits now, in place of its
+            # answer, and is killed and reaped (so nothing of it runs on). On a fixed schedule the
+            # wait ends with the slot, so it never moves the schedule (a sender could choose it);
+            # what runs on past it is counted at the seat's next request.
             left = slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S
             if (ran := group.run_on(time.perf_counter() + left)) is not None:
-                overran[req.seat] = ran
-                player.close()
+                outcome = off_turn_fault(player, req, ran, outcome.seconds)
             stopped_at[req.seat] = group.cpu_seconds()
+        core.settle(outcome)
         if fixed_schedule:  # until the end of the decision's slot
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
