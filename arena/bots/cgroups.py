@@ -26,6 +26,19 @@ from .procs import ARENA_CGROUP, cgroup_mounts, kill_and_reap, kill_pids
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
 _CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the default, written to say so
 _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN", b"THAWED")}
+_FROZEN = {"v2": ("cgroup.events", b"frozen 1"), "v1": ("freezer.state", b"FROZEN")}  # where it says so
+
+OFF_TURN_CPU_S = 0.02
+"""The CPU a frozen seat may still use between its answer and its next request. A freezer stops a
+process only on its way back to user space: one inside a long system call (a populated mapping of
+tens of GiB, the exit of a big process) runs on, frozen or not, through the other seats' turns
+(attack22a: 0.35-1.7 s of CPU per decision of the other seat, which forfeited on time). An honest
+bot stops within a millisecond of CPU."""
+
+STILL_S = 0.2
+"""How long a group not yet reported frozen must use no CPU to count as stopped: a process asleep
+in the kernel is not reported frozen, and takes no CPU. Longer than a runnable process waits for a
+CPU on a loaded machine (CFS's period is 3 ms per runnable task: 60 ms at a load of 20)."""
 
 
 def own_cgroups() -> dict[str, str]:
@@ -64,15 +77,23 @@ def _read_int(path: str | Path) -> int | None:
         return None
 
 
+def _keyed(text: str, key: str) -> int | None:
+    """The number after ``key`` in a flat keyed file's text (``cpu.stat``, ``memory.events``)."""
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
+
+
 def _read_keyed(path: str | Path, key: str) -> int | None:
     try:
-        for line in read_small(path).splitlines():
-            k, _, v = line.partition(" ")
-            if k == key:
-                return int(v)
-    except (OSError, ValueError):
-        pass
-    return None
+        return _keyed(read_small(path), key)
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -249,6 +270,9 @@ class BotCgroup:
             knob, self._frozen, self._thawed = _FREEZE[root.kind]
             self._freeze_fd = None if freeze_dir is None else \
                 os.open(freeze_dir / knob, os.O_WRONLY | os.O_CLOEXEC)
+            state, self._frozen_says = _FROZEN[root.kind]
+            self._state_fd = None if freeze_dir is None else \
+                os.open(freeze_dir / state, os.O_RDONLY | os.O_CLOEXEC)
         except BaseException:
             self.remove()
             raise
@@ -258,6 +282,10 @@ class BotCgroup:
             if v2 or "cpuacct" in self.dirs else None
         self._peak_file = str(v2 / "memory.peak" if v2 else self.dirs["memory"] / "memory.max_usage_in_bytes") \
             if v2 or "memory" in self.dirs else None
+        try:  # kept open, as the freezer's: the referee reads it twice a decision (``run_on``, ``play_game``)
+            self._cpu_fd = None if self._cpu_file is None else os.open(self._cpu_file, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._cpu_fd = None
 
     @property
     def has_memory(self) -> bool:
@@ -300,6 +328,37 @@ class BotCgroup:
             return False
         return True
 
+    def is_frozen(self) -> bool:
+        """Whether the kernel says every process of the group is frozen (a group gone: nothing runs)."""
+        try:
+            return self._frozen_says in os.pread(self._state_fd, 256, 0) if self._state_fd is not None else True
+        except OSError:
+            return True
+
+    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> float | None:
+        """Called just after :meth:`hold` froze the group: wait until it is stopped, and return the
+        CPU seconds it used meanwhile where that passed ``budget`` (its fault: see
+        :data:`OFF_TURN_CPU_S`), else None. Stopped is frozen, or still for :data:`STILL_S`; the
+        wait also ends at ``until`` (a ``time.perf_counter`` time): the referee then goes on, and
+        the CPU the group uses until its next turn is counted there (``play_game``)."""
+        if self.is_frozen():
+            return None
+        cpu0 = last = self.cpu_seconds() or 0.0
+        still_since = time.perf_counter()
+        pause = 0.0002  # each look costs the referee ~15 us of CPU: few, growing, within a slot's share
+        while True:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.002)
+            frozen = self.is_frozen()
+            cpu = self.cpu_seconds() or 0.0
+            if cpu - cpu0 > budget:
+                return cpu - cpu0
+            now = time.perf_counter()
+            if cpu != last:
+                last, still_since = cpu, now
+            if frozen or now - still_since >= STILL_S or now >= until:
+                return None
+
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
         thawed (and by then its SIGKILL is pending, so it runs no code of its own)."""
@@ -323,11 +382,17 @@ class BotCgroup:
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
             return None
+        try:
+            text = os.pread(self._cpu_fd, 4096, 0).decode() if self._cpu_fd is not None else read_small(self._cpu_file)
+        except OSError:
+            return None
         if "unified" in self.dirs:
-            usec = _read_keyed(self._cpu_file, "usage_usec")
+            usec = _keyed(text, "usage_usec")
             return None if usec is None else usec / 1e6
-        ns = _read_int(self._cpu_file)
-        return None if ns is None else ns / 1e9
+        try:
+            return int(text.split()[0]) / 1e9
+        except (ValueError, IndexError):
+            return None
 
     def oom_kills(self) -> int:
         if "unified" in self.dirs:
@@ -338,9 +403,11 @@ class BotCgroup:
 
     def remove(self) -> bool:
         """rmdir every directory (only possible once empty); True if all gone."""
-        fd, self._freeze_fd = getattr(self, "_freeze_fd", None), None
-        if fd is not None:
-            os.close(fd)
+        for attr in ("_freeze_fd", "_state_fd", "_cpu_fd"):
+            fd = getattr(self, attr, None)
+            setattr(self, attr, None)
+            if fd is not None:
+                os.close(fd)
         ok = True
         for d in self.dirs.values():
             ok &= remove_cgroup_dir(d)

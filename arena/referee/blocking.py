@@ -20,9 +20,10 @@ import trio
 from ..bots.blocking import BlockingBot, Hub, Interrupted, adopt_hub, hub
 from ..bots.manifest import BotSpec
 from ..engine import Rules
-from ..faults import ArenaFailure, BotFault, StartFailed
+from ..bots.cgroups import OFF_TURN_CPU_S
+from ..faults import ArenaFailure, BotFault, CpuLimit, FaultReason, StartFailed
 from . import protocol
-from .core import Answered, GameRecord, Outcome, RefereeCore, Request, TimeControl
+from .core import Answered, Faulted, GameRecord, Outcome, RefereeCore, Request, TimeControl
 from .seat import (BETWEEN_GAMES, WALL, Timer, answered, as_fault, bots_doing, faulted, game_clock, handshake_fault,
                    slot_end)
 
@@ -376,6 +377,38 @@ def freezer(player: Any) -> Callable[[bool], Any] | None:
     return own() if own is not None else None
 
 
+MAX_STOP_WAIT_S = 1.0
+"""Off a fixed schedule, how long the referee waits at most for a seat to stop after its answer."""
+
+
+def frozen_group(player: Any) -> Any:
+    """The cgroup a bot seat is frozen through (its CPU is read off its turn), or None."""
+    conn = getattr(player, "conn", None) if isinstance(player, BlockingPlayer) else None
+    group = getattr(conn, "cgroup", None)
+    return group if group is not None and group.freezes else None
+
+
+def ran_frozen(group: Any, stopped_at: float | None) -> float | None:
+    """The CPU seconds a frozen seat used since it was seen stopped, where over its allowance."""
+    if stopped_at is None:
+        return None
+    ran = (group.cpu_seconds() or 0.0) - stopped_at
+    return ran if ran > OFF_TURN_CPU_S else None
+
+
+def ran_on_message(ran: float, when: str = "") -> str:
+    return (f"used {ran * 1000:.0f} ms of CPU while frozen off its turn{when} (at most "
+            f"{OFF_TURN_CPU_S * 1000:.0f} ms): work in the kernel that outlasts a turn runs through another seat's")
+
+
+def off_turn_fault(player: BlockingPlayer, req: Request, ran: float, seconds: float) -> Faulted:
+    """A seat that ran on while frozen forfeits (and is stopped: killed and reaped): its own
+    fault, never that of the seat on turn."""
+    message = ran_on_message(ran)
+    player.fault(FaultReason.CPU_LIMIT, message, req.id)
+    return Faulted(FaultReason.CPU_LIMIT, message, seconds, player.take_stderr())
+
+
 def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
               clock: TimeControl = TimeControl(), max_turns: int = 2000, ask_forced: bool = False,
               stderr_lines_per_step: int = 20, fixed_schedule: bool = False, ponder: bool = False,
@@ -416,21 +449,40 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             raise
         if not ponder:
             hold(player, True)
+            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat) \
+                    and (ran := group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)) is not None:
+                start_faults.append((seat, CpuLimit(ran_on_message(ran, ", after reading its start"))))
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
+    groups = [None if ponder else frozen_group(p) for p in players]
+    stopped_at = [None if g is None else g.cpu_seconds() for g in groups]  # each frozen seat's CPU once stopped
     start = 0.0
     while (req := core.next_request()) is not None:
         player = players[req.seat]
-        freeze = holds[req.seat]
+        freeze, group = holds[req.seat], groups[req.seat]
+        if group is not None and (ran := ran_frozen(group, stopped_at[req.seat])) is not None:
+            core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
+            continue
         if freeze is not None:
             freeze(False)  # before its clock starts (in decide)
         if fixed_schedule:
             start = timer.now()
-        core.settle(player.decide(req))
+        outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
+        if group is not None and isinstance(outcome, Answered):
+            # Before the next seat's clock starts, this one must have stopped: a process inside a
+            # long system call runs on frozen. One that will not forfeits now, in place of its
+            # answer, and is killed and reaped (so nothing of it runs on). On a fixed schedule the
+            # wait ends with the slot, so it never moves the schedule (a sender could choose it);
+            # what runs on past it is counted at the seat's next request.
+            left = slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S
+            if (ran := group.run_on(time.perf_counter() + left)) is not None:
+                outcome = off_turn_fault(player, req, ran, outcome.seconds)
+            stopped_at[req.seat] = group.cpu_seconds()
+        core.settle(outcome)
         if fixed_schedule:  # until the end of the decision's slot
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
@@ -440,6 +492,9 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         players[seat].finish(message)
         if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
             hold(players[seat], True)  # forked at its end all through the other games of the run
+            group = frozen_group(players[seat])  # (and what will not stop, through the other games: a fresh process)
+            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S) is not None:
+                players[seat].close()
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec
 
