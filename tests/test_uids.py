@@ -166,6 +166,53 @@ uids.read_proc = lambda pid: time.sleep(3600)  # the referee stops just after th
 Launcher(""")
 
 
+def _killed_mid_build(tmp_path: Path, builder: str) -> list[int]:
+    """A referee, child of this process (a subreaper), runs a trusted bot's build in place and is
+    killed -9 mid-build: returns the pids of the build's shell and of the child it forked, both
+    orphaned to this process and not reaped yet."""
+    bot = tmp_path / "slowbuild"
+    bot.mkdir()
+    (bot / "bot.py").write_text("print('ready', flush=True)\n")
+    (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
+                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
+    referee = subprocess.Popen([sys.executable, "-c", builder, str(bot)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + SLOW
+        while not (bot / "pids").exists():
+            assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
+            time.sleep(0.005)
+    finally:
+        referee.kill()
+        referee.wait()
+    pids = [int(p) for p in (bot / "pids").read_text().split()]
+    assert all(read_proc(p) is not None for p in pids)  # orphaned, not reaped by anyone yet
+    return pids
+
+
+def _reap_our_children(pids: list[int]) -> None:
+    """Kill and reap those of ``pids`` still our children: a failed test must not leave them to the next."""
+    for pid in pids:
+        info = read_proc(pid)
+        if info is not None and info.ppid == os.getpid():
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _cleanup_until_gone(pids: list[int], since: int) -> None:
+    """``cleanup_stale()`` until none of ``pids`` is left and no zombie child started since
+    ``since``: another arena process (a test worker beside this one runs ``arena`` commands) may hold
+    the dead referee's directory, cleaning it, while this one looks, and pass it over; a broken
+    cleanup waits here until SLOW."""
+    deadline = time.monotonic() + SLOW
+    while True:
+        cleanup_stale()
+        left = [p for p in pids if read_proc(p) is not None], zombie_children(started_since=since)
+        if left == ([], []):
+            return
+        assert time.monotonic() < deadline, f"left after the cleanup (processes, zombies): {left}"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
 def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str) -> None:
     """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
@@ -175,33 +222,33 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path,
     running with nothing naming it: ``right-after-the-fork``)."""
     process_registry()
     since = boot_ticks()
-    bot = tmp_path / "slowbuild"
-    bot.mkdir()
-    (bot / "bot.py").write_text("print('ready', flush=True)\n")
-    (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
-                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
-    referee = subprocess.Popen([sys.executable, "-c", builder, str(bot)], cwd=REPO)
-    pids: list[int] = []
+    pids = _killed_mid_build(tmp_path, builder)
     try:
-        deadline = time.monotonic() + SLOW
-        while not (bot / "pids").exists():
-            assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
-            time.sleep(0.005)
-        pids = [int(p) for p in (bot / "pids").read_text().split()]
-        referee.kill()
-        referee.wait()
-        assert all(read_proc(p) is not None for p in pids)  # orphaned, still building
+        _cleanup_until_gone(pids, since)
+    finally:
+        _reap_our_children(pids)
+
+
+@pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
+def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(tmp_path: Path,
+                                                                                   builder: str) -> None:
+    """Every arena process cleans the run directory when it starts, so another one may clean a dead
+    referee's build first. It kills the build, whose processes become zombies of this subreaper,
+    not its own to reap. Its record must still name them for this process: right after the fork the
+    record names the build by its environment's token alone, which a zombie no longer shows, and a
+    trusted build runs as the referee's uid, not a pool uid to find it by (seen once beside another
+    test worker running ``arena`` commands: the build's zombies outlived this process's cleanup)."""
+    process_registry()
+    since = boot_ticks()
+    pids = _killed_mid_build(tmp_path, builder)
+    try:
+        subprocess.run([sys.executable, "-c", CLEANS], cwd=REPO, check=True)  # the other arena, first
+        assert [read_proc(p).state for p in pids] == ["Z", "Z"]  # killed, and not the other's to reap
         cleanup_stale()
         assert [p for p in pids if read_proc(p) is not None] == []
         assert zombie_children(started_since=since) == []
     finally:
-        referee.kill()
-        referee.wait()
-        for pid in pids:
-            info = read_proc(pid)
-            if info is not None and info.ppid == os.getpid():
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+        _reap_our_children(pids)
 
 
 def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) -> None:
