@@ -166,10 +166,10 @@ uids.read_proc = lambda pid: time.sleep(3600)  # the referee stops just after th
 Launcher(""")
 
 
-def _killed_mid_build(tmp_path: Path, builder: str) -> list[int]:
+def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], int]:
     """A referee, child of this process (a subreaper), runs a trusted bot's build in place and is
     killed -9 mid-build: returns the pids of the build's shell and of the child it forked, both
-    orphaned to this process and not reaped yet."""
+    orphaned to this process and not reaped yet, and the referee's pid."""
     bot = tmp_path / "slowbuild"
     bot.mkdir()
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
@@ -186,7 +186,7 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> list[int]:
         referee.wait()
     pids = [int(p) for p in (bot / "pids").read_text().split()]
     assert all(read_proc(p) is not None for p in pids)  # orphaned, not reaped by anyone yet
-    return pids
+    return pids, referee.pid
 
 
 def _reap_our_children(pids: list[int]) -> None:
@@ -222,32 +222,56 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path,
     running with nothing naming it: ``right-after-the-fork``)."""
     process_registry()
     since = boot_ticks()
-    pids = _killed_mid_build(tmp_path, builder)
+    pids, _ = _killed_mid_build(tmp_path, builder)
     try:
         _cleanup_until_gone(pids, since)
     finally:
         _reap_our_children(pids)
 
 
-@pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
-def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(tmp_path: Path,
-                                                                                   builder: str) -> None:
+HOLDS_THE_DIRECTORY = textwrap.dedent("""
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as an arena's cleanup does while it cleans a dead referee's directory
+    print("held", flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("builder, meanwhile", [(BUILDER, False), (STALLED_BUILDER, False), (STALLED_BUILDER, True)],
+                         ids=["mid-build", "right-after-the-fork", "right-after-the-fork, still cleaning"])
+def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
+        tmp_path: Path, builder: str, meanwhile: bool) -> None:
     """Every arena process cleans the run directory when it starts, so another one may clean a dead
     referee's build first. It kills the build, whose processes become zombies of this subreaper,
-    not its own to reap. Its record must still name them for this process: right after the fork the
-    record names the build by its environment's token alone, which a zombie no longer shows, and a
-    trusted build runs as the referee's uid, not a pool uid to find it by (seen once beside another
-    test worker running ``arena`` commands: the build's zombies outlived this process's cleanup)."""
+    not its own to reap. The dead referee's record must still name them for this process, whether
+    it cleans the directory itself or, ``still cleaning``, finds it held by another cleaner: right
+    after the fork the record names the build by its environment's token alone, which a zombie no
+    longer shows, and a trusted build runs as the referee's uid, not a pool uid to find it by (seen
+    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup)."""
     process_registry()
     since = boot_ticks()
-    pids = _killed_mid_build(tmp_path, builder)
+    pids, dead = _killed_mid_build(tmp_path, builder)
+    holder = None
     try:
         subprocess.run([sys.executable, "-c", CLEANS], cwd=REPO, check=True)  # the other arena, first
         assert [read_proc(p).state for p in pids] == ["Z", "Z"]  # killed, and not the other's to reap
+        directory = process_registry().run_dir / f"ref-{dead}"
+        if meanwhile:
+            holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(directory / "lock")],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         cleanup_stale()
         assert [p for p in pids if read_proc(p) is not None] == []
         assert zombie_children(started_since=since) == []
+        if holder is not None:
+            holder.communicate("")
+        cleanup_stale()
+        assert not directory.exists()  # the record goes with the last process it names
     finally:
+        if holder is not None:
+            holder.kill()
+            holder.communicate()
         _reap_our_children(pids)
 
 

@@ -376,4 +376,4 @@ def cgroup_dir_pids(dirs: list[Path]) -> set[int]:
 
 
 def kill_cgroup_dir(d: Path, deadline: float) -> int:
-    return kill_and_reap(lambda table: cgroup_dir_pids([d]), deadline)
+    return len(kill_and_reap(lambda table: cgroup_dir_pids([d]), deadline))

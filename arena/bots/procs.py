@@ -385,10 +385,11 @@ def thaw_arena_cgroups(pids: Iterable[int], proc: str = "/proc") -> None:
                 pass
 
 
-def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
+def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> dict[int, int]:
     """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
     names until nothing is left (reaping those that were reparented to us),
-    or until ``deadline`` (time.monotonic()).  Returns how many pids it hit.
+    or until ``deadline`` (time.monotonic()).  Returns the processes it hit,
+    pid -> start time: a zombie of another process stays for its parent to reap.
 
     A process once hit stays a member until it is gone: a dying process leaves its cgroup's
     list before its parent reaps it, so a cgroup's ``collect`` no longer names the zombie an
@@ -408,7 +409,7 @@ def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: 
             if table[pid].ppid == me:
                 reap_if_child(pid)
         time.sleep(0.002)
-    return len(seen)
+    return seen
 
 
 def reap_zombie_children(table: dict[int, ProcInfo], wanted: Callable[[ProcInfo], bool]) -> int:
