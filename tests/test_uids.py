@@ -20,7 +20,8 @@ from arena.bots.containment import cleanup_stale, process_registry
 from arena.bots.probes import sandbox_problem_now
 from arena.bots.procs import read_proc
 from arena.bots.spawn import DEFAULT_PATH
-from arena.bots.uids import pids_of_uid
+from arena.bots import uids
+from arena.bots.uids import Registry, pids_of_uid
 from tests.checks import boot_ticks, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
@@ -152,8 +153,17 @@ def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena
                 os.waitpid(pid, 0)
 
 
-BUILDER = textwrap.dedent("""
+ALONE = textwrap.dedent("""
     import sys
+    from pathlib import Path
+    from arena.bots import containment, uids
+    uids.uid_in_pool = lambda uid: False  # the machine's bot uids: other arenas' business, not this test's
+    containment._registry = uids.Registry(Path(sys.argv.pop(1)))  # a run directory of the test's own
+""")
+"""The start of a script run as an arena process in the test's own run directory (its first
+argument): no other arena on the machine cleans there, so each order of events is the test's."""
+
+BUILDER = ALONE + textwrap.dedent("""
     from arena.bots.launch import Containment, Launcher
     from arena.bots.manifest import load_bot
     Launcher(containment=Containment.TRUSTED).build_now(load_bot(sys.argv[1]))
@@ -161,21 +171,28 @@ BUILDER = textwrap.dedent("""
 
 
 STALLED_BUILDER = BUILDER.replace("Launcher(", """import time
-import arena.bots.uids as uids
 uids.read_proc = lambda pid: time.sleep(3600)  # the referee stops just after the fork: its killer's moment
 Launcher(""")
 
+CLEANS_ALONE = ALONE + "containment.process_registry().cleanup_stale(None)\n"
 
-def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], int]:
+
+def _alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """This process as an arena process in the test's own run directory, as ``ALONE`` makes a script."""
+    monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)
+    return Registry(tmp_path / "run")
+
+
+def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
     """A referee, child of this process (a subreaper), runs a trusted bot's build in place and is
     killed -9 mid-build: returns the pids of the build's shell and of the child it forked, both
-    orphaned to this process and not reaped yet, and the referee's pid."""
+    orphaned to this process and not reaped yet, and the referee's directory."""
     bot = tmp_path / "slowbuild"
     bot.mkdir()
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
     (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
                                   'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
-    referee = subprocess.Popen([sys.executable, "-c", builder, str(bot)], cwd=REPO)
+    referee = subprocess.Popen([sys.executable, "-c", builder, str(tmp_path / "run"), str(bot)], cwd=REPO)
     try:
         deadline = time.monotonic() + SLOW
         while not (bot / "pids").exists():
@@ -186,7 +203,7 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], int]:
         referee.wait()
     pids = [int(p) for p in (bot / "pids").read_text().split()]
     assert all(read_proc(p) is not None for p in pids)  # orphaned, not reaped by anyone yet
-    return pids, referee.pid
+    return pids, tmp_path / "run" / f"ref-{referee.pid}"
 
 
 def _reap_our_children(pids: list[int]) -> None:
@@ -198,33 +215,22 @@ def _reap_our_children(pids: list[int]) -> None:
             os.waitpid(pid, 0)
 
 
-def _cleanup_until_gone(pids: list[int], since: int) -> None:
-    """``cleanup_stale()`` until none of ``pids`` is left and no zombie child started since
-    ``since``: another arena process (a test worker beside this one runs ``arena`` commands) may hold
-    the dead referee's directory, cleaning it, while this one looks, and pass it over; a broken
-    cleanup waits here until SLOW."""
-    deadline = time.monotonic() + SLOW
-    while True:
-        cleanup_stale()
-        left = [p for p in pids if read_proc(p) is not None], zombie_children(started_since=since)
-        if left == ([], []):
-            return
-        assert time.monotonic() < deadline, f"left after the cleanup (processes, zombies): {left}"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
-def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str) -> None:
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str, monkeypatch) -> None:
     """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
     referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
     the referee must find the build as it finds a bot: by the referee's record of it, which is
     written before the fork (a referee killed between the fork and noting the pid left the build
-    running with nothing naming it: ``right-after-the-fork``)."""
-    process_registry()
+    running with nothing naming it: ``right-after-the-fork``). In a run directory of the test's
+    own: an arena beside it (another test worker) cleaning first is the test below."""
+    registry = _alone(tmp_path, monkeypatch)
     since = boot_ticks()
-    pids, _ = _killed_mid_build(tmp_path, builder)
+    pids, dead = _killed_mid_build(tmp_path, builder)
     try:
-        _cleanup_until_gone(pids, since)
+        report = registry.cleanup_stale(None)
+        assert [p for p in pids if read_proc(p) is not None] == []
+        assert zombie_children(started_since=since) == []
+        assert report.killed >= len(pids) and not dead.exists()
     finally:
         _reap_our_children(pids)
 
@@ -241,7 +247,7 @@ HOLDS_THE_DIRECTORY = textwrap.dedent("""
 @pytest.mark.parametrize("builder, meanwhile", [(BUILDER, False), (STALLED_BUILDER, False), (STALLED_BUILDER, True)],
                          ids=["mid-build", "right-after-the-fork", "right-after-the-fork, still cleaning"])
 def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
-        tmp_path: Path, builder: str, meanwhile: bool) -> None:
+        tmp_path: Path, builder: str, meanwhile: bool, monkeypatch) -> None:
     """Every arena process cleans the run directory when it starts, so another one may clean a dead
     referee's build first. It kills the build, whose processes become zombies of this subreaper,
     not its own to reap. The dead referee's record must still name them for this process, whether
@@ -249,25 +255,24 @@ def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_fir
     after the fork the record names the build by its environment's token alone, which a zombie no
     longer shows, and a trusted build runs as the referee's uid, not a pool uid to find it by (seen
     once beside another test worker running ``arena`` commands: the zombies outlived the cleanup)."""
-    process_registry()
+    registry = _alone(tmp_path, monkeypatch)
     since = boot_ticks()
     pids, dead = _killed_mid_build(tmp_path, builder)
     holder = None
     try:
-        subprocess.run([sys.executable, "-c", CLEANS], cwd=REPO, check=True)  # the other arena, first
-        assert [read_proc(p).state for p in pids] == ["Z", "Z"]  # killed, and not the other's to reap
-        directory = process_registry().run_dir / f"ref-{dead}"
+        subprocess.run([sys.executable, "-c", CLEANS_ALONE, str(tmp_path / "run")], cwd=REPO, check=True)
+        assert [read_proc(p).state for p in pids] == ["Z", "Z"]  # killed by the other, not its to reap
         if meanwhile:
-            holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(directory / "lock")],
+            holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(dead / "lock")],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        cleanup_stale()
+        registry.cleanup_stale(None)
         assert [p for p in pids if read_proc(p) is not None] == []
         assert zombie_children(started_since=since) == []
         if holder is not None:
             holder.communicate("")
-        cleanup_stale()
-        assert not directory.exists()  # the record goes with the last process it names
+            registry.cleanup_stale(None)
+        assert not dead.exists()  # the record goes with the last process it names
     finally:
         if holder is not None:
             holder.kill()
