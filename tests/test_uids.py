@@ -280,6 +280,31 @@ def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_fir
         _reap_our_children(pids)
 
 
+def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
+    """The cleanup reaps the zombie children a dead referee's record names, its notes for the parent
+    included, and no other: a ``subprocess.Popen`` of this process whose child it reaped would read
+    its exit as 0 (Popen takes ECHILD for a success)."""
+    registry = _alone(tmp_path, monkeypatch)
+    ours = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])
+    noted = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + SLOW
+        while any((info := read_proc(p.pid)) is None or info.state != "Z" for p in (ours, noted)):
+            assert time.monotonic() < deadline, "the children did not exit"
+            time.sleep(0.005)
+        dead = tmp_path / "run" / "ref-999995"
+        dead.mkdir()
+        (dead / "r999995-b1.json").write_text(json.dumps(
+            {"procs": [], "token": "PALACE_ARENA_RUN=x", uids.UNREAPED: [[noted.pid, read_proc(noted.pid).start]]}))
+        registry.cleanup_stale(None)
+        assert read_proc(noted.pid) is None and not dead.exists()  # named: reaped, and the record gone
+        assert ours.wait() == 7
+    finally:
+        for child in (ours, noted):
+            child.kill()
+            child.wait()
+
+
 def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) -> None:
     """A referee of an earlier version, killed, left a record naming its bot's process as ``pid``
     and ``start``: the cleanup still kills and reaps it, then removes the record and directory."""
