@@ -416,7 +416,8 @@ class Registry:
                     rec_path.unlink(missing_ok=True)
                     continue
                 kept = True
-                unreaped = {p: t for p, t in left.items() if p not in _record_procs(rec)}
+                started = _record_procs(rec)
+                unreaped = {p: t for p, t in left.items() if p not in started}
                 if unreaped != _pairs(rec.get(UNREAPED)):  # named for their parent while they are there
                     _write_record(rec_path, {**rec, UNREAPED: [[p, t] for p, t in unreaped.items()]})
             for temp in _kept_temps(d / TEMPS):
