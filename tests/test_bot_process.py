@@ -962,7 +962,7 @@ def test_the_kill_loop_reaps_a_process_that_leaves_its_group_as_it_dies():
             info = table.get(child.pid)
             return {child.pid} if info is not None and info.state != "Z" else set()
 
-        assert kill_and_reap(listed_until_exited, time.monotonic() + 10) == 1
+        assert list(kill_and_reap(listed_until_exited, time.monotonic() + 10)) == [child.pid]
         info = read_proc(child.pid)
         assert not (info is not None and info.state == "Z" and info.ppid == os.getpid()), f"left unreaped: {info}"
     finally:

@@ -21,7 +21,8 @@ from arena.bots.containment import cleanup_stale, process_registry
 from arena.bots.probes import sandbox_problem_now
 from arena.bots.procs import read_proc
 from arena.bots.spawn import DEFAULT_PATH
-from arena.bots.uids import pids_of_uid
+from arena.bots import uids
+from arena.bots.uids import Registry, pids_of_uid
 from tests.checks import boot_ticks, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
@@ -153,8 +154,17 @@ def test_a_dead_workers_bot_under_the_referees_uid_is_reaped_after_another_arena
                 os.waitpid(pid, 0)
 
 
-BUILDER = textwrap.dedent("""
+ALONE = textwrap.dedent("""
     import sys
+    from pathlib import Path
+    from arena.bots import containment, uids
+    uids.uid_in_pool = lambda uid: False  # the machine's bot uids: other arenas' business, not this test's
+    containment._registry = uids.Registry(Path(sys.argv.pop(1)))  # a run directory of the test's own
+""")
+"""The start of a script run as an arena process in the test's own run directory (its first
+argument): no other arena on the machine cleans there, so each order of events is the test's."""
+
+BUILDER = ALONE + textwrap.dedent("""
     from arena.bots.launch import Containment, Launcher
     from arena.bots.manifest import load_bot
     Launcher(containment=Containment.TRUSTED).build_now(load_bot(sys.argv[1]))
@@ -162,47 +172,141 @@ BUILDER = textwrap.dedent("""
 
 
 STALLED_BUILDER = BUILDER.replace("Launcher(", """import time
-import arena.bots.uids as uids
 uids.read_proc = lambda pid: time.sleep(3600)  # the referee stops just after the fork: its killer's moment
 Launcher(""")
 
+CLEANS_ALONE = ALONE + "containment.process_registry().cleanup_stale(None)\n"
 
-@pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
-def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str) -> None:
-    """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
-    referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
-    the referee must find the build as it finds a bot: by the referee's record of it, which is
-    written before the fork (a referee killed between the fork and noting the pid left the build
-    running with nothing naming it: ``right-after-the-fork``)."""
-    process_registry()
-    since = boot_ticks()
+
+def _alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """This process as an arena process in the test's own run directory, as ``ALONE`` makes a script."""
+    monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)
+    return Registry(tmp_path / "run")
+
+
+def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
+    """A referee, child of this process (a subreaper), runs a trusted bot's build in place and is
+    killed -9 mid-build: returns the pids of the build's shell and of the child it forked, both
+    orphaned to this process and not reaped yet, and the referee's directory."""
     bot = tmp_path / "slowbuild"
     bot.mkdir()
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
     (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
                                   'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
-    referee = subprocess.Popen([sys.executable, "-c", builder, str(bot)], cwd=REPO)
-    pids: list[int] = []
+    referee = subprocess.Popen([sys.executable, "-c", builder, str(tmp_path / "run"), str(bot)], cwd=REPO)
     try:
         deadline = time.monotonic() + SLOW
         while not (bot / "pids").exists():
             assert time.monotonic() < deadline and referee.poll() is None, "the build did not start"
             time.sleep(0.005)
-        pids = [int(p) for p in (bot / "pids").read_text().split()]
-        referee.kill()
-        referee.wait()
-        assert all(read_proc(p) is not None for p in pids)  # orphaned, still building
-        cleanup_stale()
-        assert [p for p in pids if read_proc(p) is not None] == []
-        assert zombie_children(started_since=since) == []
     finally:
         referee.kill()
         referee.wait()
-        for pid in pids:
-            info = read_proc(pid)
-            if info is not None and info.ppid == os.getpid():
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+    pids = [int(p) for p in (bot / "pids").read_text().split()]
+    assert all(read_proc(p) is not None for p in pids)  # orphaned, not reaped by anyone yet
+    return pids, tmp_path / "run" / f"ref-{referee.pid}"
+
+
+def _reap_our_children(pids: list[int]) -> None:
+    """Kill and reap those of ``pids`` still our children: a failed test must not leave them to the next."""
+    for pid in pids:
+        info = read_proc(pid)
+        if info is not None and info.ppid == os.getpid():
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+@pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str, monkeypatch) -> None:
+    """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
+    referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
+    the referee must find the build as it finds a bot: by the referee's record of it, which is
+    written before the fork (a referee killed between the fork and noting the pid left the build
+    running with nothing naming it: ``right-after-the-fork``). In a run directory of the test's
+    own: an arena beside it (another test worker) cleaning first is the test below."""
+    registry = _alone(tmp_path, monkeypatch)
+    since = boot_ticks()
+    pids, dead = _killed_mid_build(tmp_path, builder)
+    try:
+        report = registry.cleanup_stale(None)
+        assert [p for p in pids if read_proc(p) is not None] == []
+        assert zombie_children(started_since=since) == []
+        assert report.killed >= len(pids) and not dead.exists()
+    finally:
+        _reap_our_children(pids)
+
+
+HOLDS_THE_DIRECTORY = textwrap.dedent("""
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as an arena's cleanup does while it cleans a dead referee's directory
+    print("held", flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("builder, meanwhile", [(BUILDER, False), (STALLED_BUILDER, False), (STALLED_BUILDER, True)],
+                         ids=["mid-build", "right-after-the-fork", "right-after-the-fork, still cleaning"])
+def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
+        tmp_path: Path, builder: str, meanwhile: bool, monkeypatch) -> None:
+    """Every arena process cleans the run directory when it starts, so another one may clean a dead
+    referee's build first. It kills the build, whose processes become zombies of this subreaper,
+    not its own to reap. The dead referee's record must still name them for this process, whether
+    it cleans the directory itself or, ``still cleaning``, finds it held by another cleaner: right
+    after the fork the record names the build by its environment's token alone, which a zombie no
+    longer shows, and a trusted build runs as the referee's uid, not a pool uid to find it by (seen
+    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup)."""
+    registry = _alone(tmp_path, monkeypatch)
+    since = boot_ticks()
+    pids, dead = _killed_mid_build(tmp_path, builder)
+    holder = None
+    try:
+        subprocess.run([sys.executable, "-c", CLEANS_ALONE, str(tmp_path / "run")], cwd=REPO, check=True)
+        found = [read_proc(p) for p in pids]  # killed by the other, not its to reap
+        assert all(i is not None and i.state == "Z" and i.ppid == os.getpid() for i in found), found
+        assert list(dead.glob("*.json")), "the other arena dropped the record of zombies only we may reap"
+        if meanwhile:
+            holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(dead / "lock")],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        registry.cleanup_stale(None)
+        left = [i for i in map(read_proc, pids) if i is not None]
+        assert left == [], f"left: {left}; records: {[(r.name, r.read_text()) for r in dead.glob('*.json')]}"
+        assert zombie_children(started_since=since) == []
+        if holder is not None:
+            holder.communicate("")
+            registry.cleanup_stale(None)
+        assert not dead.exists()  # the record goes with the last process it names
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.communicate()
+        _reap_our_children(pids)
+
+
+def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
+    """The cleanup reaps the zombie children a dead referee's record names, its notes for the parent
+    included, and no other: a ``subprocess.Popen`` of this process whose child it reaped would read
+    its exit as 0 (Popen takes ECHILD for a success)."""
+    registry = _alone(tmp_path, monkeypatch)
+    ours = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])
+    noted = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + SLOW
+        while any((info := read_proc(p.pid)) is None or info.state != "Z" for p in (ours, noted)):
+            assert time.monotonic() < deadline, "the children did not exit"
+            time.sleep(0.005)
+        dead = tmp_path / "run" / "ref-999995"
+        dead.mkdir()
+        (dead / "r999995-b1.json").write_text(json.dumps(
+            {"procs": [], "token": "PALACE_ARENA_RUN=x", uids.UNREAPED: [[noted.pid, read_proc(noted.pid).start]]}))
+        registry.cleanup_stale(None)
+        assert read_proc(noted.pid) is None and not dead.exists()  # named: reaped, and the record gone
+        assert ours.wait() == 7
+    finally:
+        for child in (ours, noted):
+            child.kill()
+            child.wait()
 
 
 def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) -> None:
@@ -318,7 +422,7 @@ def test_a_frozen_bot_left_by_a_dead_referee_is_killed() -> None:
         (group / "cgroup.procs").write_text(str(child.pid))
         (group / knob).write_text(frozen)
         killed = kill_and_reap(lambda table: {child.pid}, time.monotonic() + 3.0)
-        assert killed == 1 and read_proc(child.pid) is None, "the frozen process outlived the kill loop"
+        assert list(killed) == [child.pid] and read_proc(child.pid) is None, "the frozen process outlived the kill loop"
     finally:
         child.kill()
         (group / knob).write_text("THAWED" if knob == "freezer.state" else "0")
@@ -516,7 +620,7 @@ def test_a_non_root_referee_leaves_a_root_runs_bot_uids_alone_and_reports_no_kil
     not) and reported it killed: every batch of a non-root `arena ladder run` said "cleaned up: 3-9
     bot process(es) killed" while a root run played. Now it neither sweeps those uids nor counts
     a process that lives on as killed."""
-    from arena.bots.procs import kill_and_reap
+    from arena.bots.procs import died, kill_and_reap
     from arena.bots.uids import BOT_UID_BASE, BOT_UID_COUNT, Registry
     uid = BOT_UID_BASE + BOT_UID_COUNT - 1
     lock = subprocess.Popen([sys.executable, "-c", SIBLING_LOCKS, str(uid)], cwd=REPO, stdin=subprocess.PIPE,
@@ -535,7 +639,7 @@ def test_a_non_root_referee_leaves_a_root_runs_bot_uids_alone_and_reports_no_kil
                 os.setresgid(65534, 65534, 65534)
                 os.setresuid(65534, 65534, 65534)
                 report = Registry(run / "run").cleanup_stale(None)
-                hit = kill_and_reap(lambda table: {bot.pid}, time.monotonic() + 0.05)  # a bound, not a timing
+                hit = died(kill_and_reap(lambda table: {bot.pid}, time.monotonic() + 0.05))  # a bound, not a timing
                 os.write(write, json.dumps([report.killed, bool(report), str(report),
                                             (run / "run" / "uids" / str(uid)).exists(), hit]).encode())
             except BaseException as e:

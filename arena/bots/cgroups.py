@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import ARENA_CGROUP, cgroup_mounts, kill_and_reap, kill_pids
+from .procs import ARENA_CGROUP, cgroup_mounts, died, kill_and_reap, kill_pids
 
 
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
@@ -443,4 +443,4 @@ def cgroup_dir_pids(dirs: list[Path]) -> set[int]:
 
 
 def kill_cgroup_dir(d: Path, deadline: float) -> int:
-    return kill_and_reap(lambda table: cgroup_dir_pids([d]), deadline)
+    return died(kill_and_reap(lambda table: cgroup_dir_pids([d]), deadline))

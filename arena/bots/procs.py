@@ -385,19 +385,18 @@ def thaw_arena_cgroups(pids: Iterable[int], proc: str = "/proc") -> None:
                 pass
 
 
-def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> int:
+def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: float) -> dict[int, int]:
     """Synchronous kill loop for cleanup paths: SIGKILL whatever ``collect``
     names until nothing is left (reaping those that were reparented to us),
-    or until ``deadline`` (time.monotonic()).  Returns how many of the processes it hit died:
-    one it may not signal (another user's) is hit until the deadline and is not counted, so the
-    cleanup's report never says killed what still runs.
+    or until ``deadline`` (time.monotonic()).  Returns the processes it hit,
+    pid -> start time: a zombie of another process stays for its parent to reap, and one it may
+    not signal (another user's) is hit until the deadline and lives on (:func:`died` counts).
 
     A process once hit stays a member until it is gone: a dying process leaves its cgroup's
     list before its parent reaps it, so a cgroup's ``collect`` no longer names the zombie an
     orphaned ``bwrap`` becomes, and it would stay unreaped under this subreaper."""
     me = os.getpid()
     seen: dict[int, int] = {}  # pid -> start time (a recycled pid is not the process hit)
-    left: set[int] = set()
     while time.monotonic() < deadline:
         table = scan_procs()
         hit = {p for p, start in seen.items() if p in table and table[p].start == start}
@@ -411,10 +410,14 @@ def kill_and_reap(collect: Callable[[dict[int, ProcInfo]], set[int]], deadline: 
             if table[pid].ppid == me:
                 reap_if_child(pid)
         time.sleep(0.002)
-    else:  # the deadline passed: what still lives was not killed
-        table = scan_procs()
-        left = {p for p, start in seen.items() if p in table and table[p].start == start and table[p].state != "Z"}
-    return len(seen) - len(left)
+    return seen
+
+
+def died(hit: dict[int, int]) -> int:
+    """How many of the processes a kill hit (:func:`kill_and_reap`) are gone or dead now: a
+    cleanup's report never says killed what still runs."""
+    return sum(1 for p, start in hit.items()
+               if (info := read_proc(p)) is None or info.start != start or info.state == "Z")
 
 
 def reap_zombie_children(table: dict[int, ProcInfo], wanted: Callable[[ProcInfo], bool]) -> int:

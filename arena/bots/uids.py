@@ -23,12 +23,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
 from .namespaces import release_space
-from .procs import BOTS_GID, Attribution, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
+from .procs import BOTS_GID, Attribution, died, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
 BOT_UID_BASE = 1_900_000_000
@@ -43,6 +43,12 @@ TEMPS = "temps"  # in a referee's run directory: the temporary directories it ma
 TEMPS_COMPACT_BYTES = 64 * 1024  # past this, the lines of directories already removed are dropped
 OWNER = "owner"  # in a referee's run directory: who started that arena process (JSON), for the cleanup's message
 HOST_RUN_TOKEN = "PALACE_ARENA_RUN"  # in the environment of a program run on the host (Registry.run): what the cleanup finds it by
+UNREAPED = "unreaped"
+"""In a dead referee's bot record: the processes a cleanup killed that are not its children, as
+[pid, start time] pairs. The record stays until they are gone, so that their parent, another arena
+process (the subreaper they were orphaned to), finds them named there and reaps them however it
+cleans, whichever process cleaned first: after the kill a zombie shows no token, and one of a
+trusted build has no pool uid, so nothing else would name it."""
 
 
 def default_run_dir() -> Path:
@@ -129,7 +135,7 @@ def kill_uid(uid: int, deadline: float) -> int:
     distinct pids were killed.  Only for uids exclusive to bots."""
     if not pids_of_uid(uid):
         return 0
-    return kill_and_reap(lambda table: {i.pid for i in table.values() if i.uid == uid}, deadline)
+    return died(kill_and_reap(lambda table: {i.pid for i in table.values() if i.uid == uid}, deadline))
 
 
 SWEPT = b"swept"
@@ -264,9 +270,7 @@ class Registry:
         self._leased.discard(lease.uid)
 
     def write_record(self, name: str, record: dict) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self.dir / f"{name}.json")
+        _write_record(self.dir / f"{name}.json", record)
 
     def run(self, argv: list[str], *, timeout: float, **popen_kw) -> subprocess.CompletedProcess:
         """:func:`subprocess.run` with output captured, for a program the arena runs on the host
@@ -397,12 +401,13 @@ class Registry:
         return report
 
     def _recorded_procs(self) -> set[tuple[int, int]]:
-        """(pid, start time) of every process the records of other referees name."""
+        """(pid, start time) of every process the records of other referees name, those a cleanup
+        left to their parent (:data:`UNREAPED`) included."""
         named: set[tuple[int, int]] = set()
         for d in _entries(self.run_dir, "ref-*"):
             if d != self.dir:
                 for rec_path in _entries(d, "*.json"):
-                    named |= set(_record_procs(_read_record(rec_path)).items())
+                    named |= set(_named_procs(_read_record(rec_path)).items())
         return named
 
     def _clean_referee_dir(self, d: Path, cgroups: CgroupRoot | None, report: StaleReport,
@@ -424,10 +429,15 @@ class Registry:
             kept = False
             for rec_path in _entries(d, "*.json"):
                 rec = _read_record(rec_path)
-                if not rec or self._kill_record(rec, deadline, report):
+                left = self._kill_record(rec, deadline, report) if rec else {}
+                if not left:
                     rec_path.unlink(missing_ok=True)
-                else:
-                    kept = True
+                    continue
+                kept = True
+                started = _record_procs(rec)
+                unreaped = {p: t for p, t in left.items() if p not in started}
+                if unreaped != _pairs(rec.get(UNREAPED)):  # named for their parent while they are there
+                    _write_record(rec_path, {**rec, UNREAPED: [[p, t] for p, t in unreaped.items()]})
             for temp in _kept_temps(d / TEMPS):
                 release_space(temp)  # a build's tmpfs (its files are memory): detached, then removed
                 shutil.rmtree(temp, ignore_errors=True)
@@ -443,25 +453,27 @@ class Registry:
         finally:
             os.close(fd)
 
-    def _kill_record(self, rec: dict, deadline: float, report: StaleReport) -> bool:
-        """Kill and reap what a dead referee's record names; True once none of the processes it
-        started is left. A zombie whose parent is another live process stays until that parent
-        reaps it (its own cleanup does, reading this same record), and so does the record."""
+    def _kill_record(self, rec: dict, deadline: float, report: StaleReport) -> dict[int, int]:
+        """Kill and reap what a dead referee's record names; what is left of the processes it names
+        or the kill hit (pid -> start time), for the record to name until none is. A zombie whose
+        parent is another live process stays until that parent reaps it: its own cleanup does,
+        reading this same record."""
         uid_fd = None
         uid = rec.get("uid")
         if rec.get("uid_exclusive") and uid is not None:
             uid_fd = _try_lock(self.run_dir / "uids" / str(uid))
         cg_dirs = [Path(p) for p in rec.get("cgroups", [])]
-        procs = _record_procs(rec)
-        leader, start = next(iter(procs.items()), (0, 0))
+        named = _named_procs(rec)
+        leader, start = next(iter(_record_procs(rec).items()), (0, 0))
         attribution = Attribution(
-            pid=leader, start=start, extra=dict(procs),
+            pid=leader, start=start, extra=dict(named),
             uid=uid if uid_fd is not None else None,
             token=rec["token"].encode() if rec.get("token") else None,
             cgroup_pids=(lambda: cgroup_dir_pids(cg_dirs)) if cg_dirs else None,
         )
         try:
-            report.killed += kill_and_reap(lambda t: attribution.members(t, self.pid), deadline)
+            hit = kill_and_reap(lambda t: attribution.members(t, self.pid), deadline)
+            report.killed += died(hit)
             for g in cg_dirs:
                 if g.exists():
                     remove_cgroup_dir(g)
@@ -475,7 +487,7 @@ class Registry:
         finally:
             if uid_fd is not None:
                 os.close(uid_fd)
-        return not any((info := read_proc(p)) is not None and info.start == t for p, t in procs.items())
+        return {p: t for p, t in (named | hit).items() if (info := read_proc(p)) is not None and info.start == t}
 
 
 def _user_name(uid: int) -> str:
@@ -526,14 +538,31 @@ def _read_record(path: Path) -> dict:
     return rec if isinstance(rec, dict) else {}
 
 
-def _record_procs(rec: dict) -> dict[int, int]:
-    """pid -> start time of every process a record names, the one the referee forked first. Records
-    written before ``procs`` existed name that one alone, as ``pid`` and ``start``."""
-    pairs = rec.get("procs") or ([[rec["pid"], rec["start"]]] if "pid" in rec and "start" in rec else [])
+def _write_record(path: Path, record: dict) -> None:
+    """Write a record in one rename: a cleanup reading it meanwhile sees the old one or the new one."""
+    tmp = path.with_name(f".{path.stem}.tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+
+
+def _pairs(value: Any) -> dict[int, int]:
+    """pid -> start time from a record's list of [pid, start] pairs; {} for anything else."""
     try:
-        return {int(p): int(t) for p, t in pairs}
+        return {int(p): int(t) for p, t in value or []}
     except (TypeError, ValueError):
         return {}
+
+
+def _record_procs(rec: dict) -> dict[int, int]:
+    """pid -> start time of every process its referee noted in a record, the one it forked first
+    first. Records written before ``procs`` existed name that one alone, as ``pid`` and ``start``."""
+    return _pairs(rec.get("procs") or ([[rec["pid"], rec["start"]]] if "pid" in rec and "start" in rec else []))
+
+
+def _named_procs(rec: dict) -> dict[int, int]:
+    """pid -> start time of every process a record names: its referee's, then those a cleanup
+    killed and left to their parent (:data:`UNREAPED`)."""
+    return _record_procs(rec) | _pairs(rec.get(UNREAPED))
 
 
 def _kept_temps(listing: Path) -> list[Path]:
