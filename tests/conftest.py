@@ -237,15 +237,15 @@ def _ctrl_c_handler_unchanged():
 WORKERS_MAX = 2  # the machine the suite is sized and checked on: 2 cores (README, "Tests")
 
 
-LONGEST_FIRST = ("test_gvisor", "test_serve_browser", "test_ladder", "test_sandbox_attacks",
-                 "test_engine_properties", "test_cli_firsthour", "test_ladder_run", "test_cluster",
-                 "test_gvisor_system", "test_hostile_tournament", "test_bot_process", "test_serve_live_browser",
-                 "test_serve_club_browser", "test_cli_human", "test_stranger_attacks7", "test_ai", "test_formats",
-                 "test_seasons", "test_serve_accounts", "test_resample", "test_protocol", "test_serve_deadlines",
-                 "test_uploads", "test_serve", "test_workers", "test_suites", "test_cpu_seats", "test_serve_queue",
-                 "test_serve_cache", "test_examples")
+LONGEST_FIRST = ("test_serve_browser", "test_gvisor", "test_sandbox_attacks", "test_cli_firsthour",
+                 "test_hostile_tournament", "test_ladder", "test_bot_process", "test_ladder_run", "test_cli_human",
+                 "test_engine_properties", "test_serve_live_browser", "test_cluster", "test_serve_club_browser",
+                 "test_gvisor_system", "test_serve", "test_replay", "test_stranger_attacks7", "test_ai",
+                 "test_stranger_attacks19", "test_seasons", "test_uploads", "test_serve_accounts", "test_fairplay",
+                 "test_stranger_attacks21", "test_protocol", "test_serve_deadlines", "test_resample",
+                 "test_serve_queue", "test_cpu_seats", "test_executors", "test_formats", "test_referee")
 """The files that took longest, longest first (each file's test times summed, from a whole run of main at
-38c1c95 on two workers; close enough is enough, as the order only has to put the long files early)."""
+3a4565d on two workers; close enough is enough, as the order only has to put the long files early)."""
 
 
 def _build_the_arena_command_once() -> None:
