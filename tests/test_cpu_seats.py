@@ -53,11 +53,14 @@ LIMITS = Limits(max_processes=256)
 TURNS = 12
 
 
-def bot(root: Path, name: str, script: str, arg: float | int) -> BotSpec:
+def bot(root: Path, name: str, script: str, *args: float | int, author: str | None = None) -> BotSpec:
+    """A bot of ``script`` from tests/cpu_bots run with ``args``, readable by a bot's uid."""
     d = root / name
     d.mkdir()
     shutil.copy(BOTS / script, d / script)
-    (d / "bot.toml").write_text(f'name = "{name}"\ncommand = ["python3", "{script}", "{arg}"]\n')
+    argv = ", ".join(f'"{a}"' for a in (script, *args))
+    by = "" if author is None else f'author = "{author}"\n'
+    (d / "bot.toml").write_text(f'name = "{name}"\n{by}command = ["python3", {argv}]\n')
     for p in (d, d / script, d / "bot.toml"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     return load_bot(d)

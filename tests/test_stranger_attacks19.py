@@ -12,7 +12,6 @@ between then and its next request, forfeits with ``cpu_limit``: its own fault, n
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,35 +21,25 @@ import trio
 from arena.bots.cgroups import OFF_TURN_CPU_S
 from arena.bots.containment import Containment
 from arena.bots.launch import Launcher
-from arena.bots.manifest import BotSpec, load_bot
+from arena.bots.manifest import BotSpec
 from arena.engine import preset
 from arena.referee import TimeControl
 from arena.referee.blocking import BlockingPlayer, play_game, settle
 
 from tests.checks import bwrap_or_skip, reachable
-from tests.test_cpu_seats import BOTS, GVISOR_PROBLEM, LIMITS, Watched, needs_cgroups
+from tests.test_cpu_seats import GVISOR_PROBLEM, LIMITS, Watched, bot, needs_cgroups
 
 CLOCK = TimeControl(move_ms=500, bank_ms=0, handshake_ms=30_000)
 TURNS = 30  # the sitter is asked many times over: its children start at its first request
-
-
-def _bot(root: Path, name: str, script: str, *args: int) -> BotSpec:
-    d = root / name
-    d.mkdir()
-    shutil.copy(BOTS / script, d / script)
-    argv = ", ".join(f'"{a}"' for a in (script, *args))
-    (d / "bot.toml").write_text(f'name = "{name}"\nauthor = "{name}"\ncommand = ["python3", {argv}]\n')
-    for p in (d, d / script, d / "bot.toml"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return load_bot(d)
 
 
 @pytest.fixture(scope="module")
 def bots(tmp_path_factory) -> dict[str, BotSpec]:
     root = reachable(Path(tempfile.mkdtemp(prefix="arena-a22-", dir=tmp_path_factory.mktemp("a22"))))
     root.chmod(0o755)
-    return {"quiet": _bot(root, "quiet", "starver.py", 0), "sitter": _bot(root, "sitter", "sitter.py", 2, 16),
-            "gvisor-sitter": _bot(root, "gvisor-sitter", "sitter.py", 2, 1)}
+    return {"quiet": bot(root, "quiet", "starver.py", 0, author="quiet"),
+            "sitter": bot(root, "sitter", "sitter.py", 2, 16, author="sitter"),
+            "gvisor-sitter": bot(root, "gvisor-sitter", "sitter.py", 2, 1, author="gvisor-sitter")}
 
 
 def _containment(mode: str) -> Containment:
