@@ -50,42 +50,38 @@ def _run(tmp: Path, name: str, processes: int, reporter: Reporter | None = None,
     return store
 
 
-def worker_pids() -> list[int]:
-    """This test process's referee workers (``python -m arena.tournament.worker``)."""
-    me, found = str(os.getpid()), []
-    for proc in Path("/proc").iterdir():
-        try:
-            if b"arena.tournament.worker" not in (proc / "cmdline").read_bytes():
-                continue
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        if f"PPid:\t{me}\n" in status:
-            found.append(int(proc.name))
-    return found
-
-
 def kill_a_worker_at_the_third_store(monkeypatch) -> list[int]:
-    """SIGKILL one referee worker as the run stores its third game (mid-run, games in flight), and
-    wait until it is dead before the run can notice (this runs inside its loop): the next games
-    sent may go to the dead worker's broken pipe, and must be played elsewhere all the same.
-    Returns the list the killed pid is put in."""
+    """SIGKILL a referee worker that holds a game in flight, at the run's third stored game or the
+    first store after it where one does (the worker whose game was just stored may hold none yet:
+    the pid alone could not tell, and a worker killed idle once made the test fail), and wait until
+    it is dead before the run can notice (this runs inside its loop): the next games sent may go to
+    the dead worker's broken pipe, and must be played elsewhere all the same. Returns the list the
+    killed pid is put in."""
     import arena.tournament.run as run
+    import arena.tournament.worker as worker
     real_store = run.store_played
+    real_init = worker._Worker.__init__
+    workers: list = []
     killed: list[int] = []
     stored: list[int] = []
+
+    def noted(self, *args, **kw):
+        real_init(self, *args, **kw)
+        workers.append(self)
 
     def store_then_kill(*args, **kw):
         saved = real_store(*args, **kw)
         stored.append(1)
-        if len(stored) == 3:
-            pid = worker_pids()[0]
+        holding = [w for w in workers if w.alive and w.held and w.proc.returncode is None]
+        if len(stored) >= 3 and not killed and holding:
+            pid = holding[0].proc.pid
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
             while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                 time.sleep(0.001)
         return saved
 
+    monkeypatch.setattr(worker._Worker, "__init__", noted)
     monkeypatch.setattr(run, "store_played", store_then_kill)
     return killed
 
