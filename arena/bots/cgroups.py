@@ -345,7 +345,7 @@ class BotCgroup:
             return None
         cpu0 = last = self.cpu_seconds() or 0.0
         still_since = time.perf_counter()
-        pause = 0.0002  # each look costs the referee ~15 us of CPU: few, growing, within a slot's share
+        pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
