@@ -446,7 +446,7 @@ def test_visitors_without_an_account_cannot_take_the_members_upload_slots(tmp_pa
     from arena.serve.app import Options, build_app
     from arena.store.people import Role, Scope, create_invitation, create_token, sign_up
     from arena.tournament.store import Store
-    from tests.test_stranger_attacks5 import HEAD, _honest_body, _scope
+    from tests.test_stranger_attacks5 import HEAD, _honest_body, trickle
 
     store = tmp_path / "data" / "arena.sqlite"
     db = Store(store)
@@ -458,31 +458,15 @@ def test_visitors_without_an_account_cannot_take_the_members_upload_slots(tmp_pa
     answers: dict[str, list[int]] = {}
     app: list = []
 
-    async def client(name: str, address: str, chunks: list[bytes], pause: float, headers: list | None = None) -> None:
-        async def receive() -> dict:
-            if not chunks:
-                await trio.sleep_forever()
-            if pause:
-                await trio.sleep(pause)
-            chunk = chunks.pop(0)
-            return {"type": "http.request", "body": chunk, "more_body": bool(chunks) or pause > 0}
-
-        async def send(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                answers.setdefault(name, []).append(message["status"])
-        scope = _scope(address)
-        scope["headers"] = scope["headers"] + (headers or [])
-        await app[0](scope, receive, send)
-
     async def main() -> None:
         with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
             async with trio.open_nursery() as nursery:
                 app.append(build_app(options, nursery))
                 for i in range(1, 5):  # four visitors at four addresses, a byte a second
-                    nursery.start_soon(client, f"visitor-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
+                    nursery.start_soon(trickle, app[0], answers, f"visitor-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
                     await trio.testing.wait_all_tasks_blocked()  # its slot taken, or refused, before the next
                 assert app[0].state.sending == {"10.0.0.1"}  # the first visitor only holds a slot
-                nursery.start_soon(client, "member", "10.0.0.9", [_honest_body()], 0.0,
+                nursery.start_soon(trickle, app[0], answers, "member", "10.0.0.9", [_honest_body()], 0.0,
                                    [(b"authorization", f"Bearer {token}".encode())])
                 while "member" not in answers:
                     await trio.sleep(0.01)

@@ -51,6 +51,26 @@ def _scope(address: str) -> dict:
                         (b"content-length", b"200000")]}
 
 
+async def trickle(app, answers: dict[str, list[int]], name: str, address: str, chunks: list[bytes], pause: float,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """An upload from ``address`` sent straight to the ASGI ``app``: ``chunks`` one by one, ``pause``
+    seconds apart, then silence; each status it is answered is added to ``answers[name]``."""
+    async def receive() -> dict:
+        if not chunks:
+            await trio.sleep_forever()
+        if pause:
+            await trio.sleep(pause)
+        chunk = chunks.pop(0)
+        return {"type": "http.request", "body": chunk, "more_body": bool(chunks) or pause > 0}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            answers.setdefault(name, []).append(message["status"])
+    scope = _scope(address)
+    scope["headers"] = scope["headers"] + (headers or [])
+    await app(scope, receive, send)
+
+
 def _honest_body() -> bytes:
     return (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="token"\r\n\r\nwrong\r\n'.encode() + HEAD
             + b"PK\x03\x04" + b"\r\n" + f"--{BOUNDARY}--\r\n".encode())
@@ -66,38 +86,24 @@ def test_slow_uploads_cannot_hold_the_upload_slots(tmp_path: Path) -> None:
     answers: dict[str, list[int]] = {}
     app: list = []
 
-    async def client(name: str, address: str, chunks: list[bytes], pause: float) -> None:
-        async def receive() -> dict:
-            if not chunks:
-                await trio.sleep_forever()
-            if pause:
-                await trio.sleep(pause)
-            chunk = chunks.pop(0)
-            return {"type": "http.request", "body": chunk, "more_body": bool(chunks) or pause > 0}
-
-        async def send(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                answers.setdefault(name, []).append(message["status"])
-        await app[0](_scope(address), receive, send)
-
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             app.append(build_app(options, nursery))
             for i in range(4):  # one address, four connections
-                nursery.start_soon(client, "same-address", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+                nursery.start_soon(trickle, app[0], answers, "same-address", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
             await trio.sleep(0.5)  # first: senders with no account share one slot (test_stranger_attacks21)
             for i in range(2, 5):  # three more addresses
-                nursery.start_soon(client, f"address-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
+                nursery.start_soon(trickle, app[0], answers, f"address-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
             await trio.sleep(5)
             assert answers.get("same-address") == [429, 429, 429], answers  # the others held no slot
-            nursery.start_soon(client, "honest-early", "10.0.0.9", [_honest_body()], 0.0)
+            nursery.start_soon(trickle, app[0], answers, "honest-early", "10.0.0.9", [_honest_body()], 0.0)
             await trio.sleep(1)
             assert answers.get("honest-early") == [503], answers  # four slots held, for now
             await trio.sleep(30)  # past the read deadline: each trickle is answered and its slot freed
             for i in range(2, 5):
                 assert answers.get(f"address-{i}") == [408], answers
             assert answers["same-address"] == [429, 429, 429, 408], answers
-            nursery.start_soon(client, "honest", "10.0.0.10", [_honest_body()], 0.0)
+            nursery.start_soon(trickle, app[0], answers, "honest", "10.0.0.10", [_honest_body()], 0.0)
             await trio.sleep(5)
             assert answers.get("honest") == [403], answers  # read and judged, not turned away
             nursery.cancel_scope.cancel()
