@@ -1,4 +1,4 @@
-"""Does a seat's work that outlasts its turn make the other seat forfeit? (attack22a, docs/SANDBOX.md,
+"""Does a seat's work that outlasts its turn make the other seat forfeit? (docs/SANDBOX.md,
 "CPU between seats".)
 
     python bench/bench_offturn.py GAMES WORK CHILDREN GIB [MOVE_MS] [--quiet|--populate] [--gvisor]

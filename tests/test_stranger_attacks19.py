@@ -1,4 +1,4 @@
-"""#35, across turns (attack22a): what a seat does on its own turn that lands on another seat's.
+"""#35, across turns: what a seat does on its own turn that lands on another seat's.
 
 A seat off its turn is frozen, but a freezer stops a process only on its way back to user space.
 A bot whose processes sit inside long system calls (tests/cpu_bots/sitter.py: ``mmap`` with

@@ -32,7 +32,7 @@ OFF_TURN_CPU_S = 0.02
 """The CPU a frozen seat may still use between its answer and its next request. A freezer stops a
 process only on its way back to user space: one inside a long system call (a populated mapping of
 tens of GiB, the exit of a big process) runs on, frozen or not, through the other seats' turns
-(attack22a: 0.35-1.7 s of CPU per decision of the other seat, which forfeited on time). An honest
+(measured: 0.35-1.7 s of CPU per decision of the other seat, within its game allowance). An honest
 bot stops within a millisecond of CPU."""
 
 STILL_S = 0.2

@@ -2,7 +2,7 @@
 kernel: each maps GIB GiB of anonymous memory read-only with MAP_POPULATE (every page the shared
 zero page: page tables only, 2 MiB per GiB) and unmaps it, over and over. A freezer stops a process
 only on its way back to user space, so frozen or not these run on through the other seats' turns
-(attack22a). With CHILDREN 0 it is a quiet opponent."""
+With CHILDREN 0 it is a quiet opponent."""
 import ctypes
 import mmap
 import os
