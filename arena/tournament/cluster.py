@@ -329,6 +329,10 @@ def _connect(address: str):
         n = address.partition(":")[2]
         security = _local_tls(distributed)
         import dask
+
+        from . import localcomm  # (registers its comm: the client's own connections use it)
+        if (why := localcomm.check_socket_owners()) is not None:
+            raise ClusterError(f"a local cluster cannot keep other local users' connections off its files: {why}")
         # no HTTP pages either (plain HTTP on the loopback, for any local user): the workers' logs (a
         # task that raised is logged with its arguments, a deal seed its retry plays again), their
         # call stacks, the games they play; nor the Bokeh dashboard, which the routes do not govern
@@ -339,11 +343,13 @@ def _connect(address: str):
         # in the temporary directory, which the first user to name it owns: another local user's file
         # there failed every local cluster at its start, and her folder would hold the run's.
         scratch = process_registry().temp_dir("palace-arena-cluster-")
-        _open_files_to_hard_limit()  # before the workers start: they inherit it
+        # Its listeners close at once every connection another local user makes (``localcomm``):
+        # the workers load that comm before they listen (a preload), or cannot join at all.
         with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [],
+                              "distributed.worker.preload": [localcomm.__name__],
                               "temporary-directory": str(scratch)}):  # the scheduler's (the workers': local_directory)
             cluster = distributed.LocalCluster(n_workers=int(n) if n else (os.cpu_count() or 1),
-                                               threads_per_worker=1, processes=True, protocol="tls://",
+                                               threads_per_worker=1, processes=True, protocol=localcomm.SCHEME + "://",
                                                security=security, silence_logs=logging.ERROR,
                                                scheduler_kwargs={"dashboard": False}, local_directory=str(scratch),
                                                dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
@@ -355,26 +361,6 @@ def _connect(address: str):
     except (OSError, TimeoutError, ValueError) as e:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {e}") from None
     return client, None
-
-
-def _open_files_to_hard_limit() -> None:
-    """Raise this process's soft limit on open files to its hard limit, for a local cluster's
-    scheduler and workers. Their ports are open to every local user, and a TLS handshake has no
-    deadline in Dask: a connection that never sends a byte holds a file of the listener until its
-    maker lets go. At the usual soft limit of 1,024 another user's 1,050 idle connections left the
-    referee no file to open (a traceback logged per try, the run stalled until she let go); at the
-    hard limit (Debian's 524,288, a container's often 1,048,576) she needs that many, each a file
-    of her own. A limit the kernel refuses is left as it is (the run works as before)."""
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        if hard == resource.RLIM_INFINITY:  # no hard limit: the kernel's own ceiling
-            with open("/proc/sys/fs/nr_open") as f:
-                hard = int(f.read())
-        if soft != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    except (OSError, ValueError) as e:
-        log.debug("open files left at %s: %s", soft, e)
 
 
 def _local_tls(distributed: Any) -> Any:
