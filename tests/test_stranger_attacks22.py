@@ -79,3 +79,65 @@ def test_a_copied_session_cookie_ends_with_its_logout_and_with_a_suspension(tmp_
         assert again.request("GET", "/account")[0] == 403
     finally:
         server.stop()
+
+
+def _start_game(server: ServerProc, source: str) -> tuple[int, str]:
+    """``POST /play`` with the server's token from ``source`` (an address of 127/8): the status and page."""
+    import http.client
+    from urllib.parse import urlencode
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60, source_address=(source, 0))
+    try:
+        conn.request("POST", "/play", urlencode({"token": server.token, "opponent": "random", "seat": "0"}),
+                     {"Content-Type": "application/x-www-form-urlencoded"})
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def test_one_holder_of_the_token_cannot_take_every_browser_game(tmp_path: Path) -> None:
+    """Attack: one holder of the server's token started four browser games and moved once every 14
+    minutes: every place was theirs (10,000 turns each, 15 minutes a move: days), and everyone else
+    was told "4 games are being played already". Now one person (an account, else an address)
+    plays one game at a time, told why; another visitor still gets a place."""
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-play", *MANY_WRITES)
+    try:
+        assert _start_game(server, "127.0.0.1")[0] == 303
+        status, page = _start_game(server, "127.0.0.1")
+        assert status == 429 and "you have a game in play already" in page, (status, page[-1500:])
+        assert _start_game(server, "127.0.0.2")[0] == 303  # another visitor plays
+    finally:
+        server.stop()
+
+
+def test_a_browser_game_ends_at_its_time_however_often_the_person_moves(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """Attack (the other half): a move within every idle wait kept a game, and its place, for as long
+    as its 10,000 turns lasted. Now a game has a whole-game bound besides (``GAME_S``): past it the
+    person's seat forfeits like a seat that timed out, saying why, and the bots finish the game.
+    Here the person never moves and the idle wait is an hour: only the game's bound can end it."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.bots.manifest import HUMAN, load_bot
+    from arena.engine import PRESETS
+    from arena.referee import TimeControl
+    from arena.serve import play
+    monkeypatch.setattr(play, "IDLE_S", 3600)
+    monkeypatch.setattr(play, "GAME_S", 0.5, raising=False)
+    store = tmp_path / "arena-data" / "arena.sqlite"
+    app = SimpleNamespace(state=SimpleNamespace(options=SimpleNamespace(store=store)))
+    session = play.Session("s1", 0, ["you", "random"])
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should the game wait for the hour, not a timing
+            await play.play_game(app, session, [HUMAN, load_bot("random")], PRESETS["classic"], 7,  # type: ignore[arg-type]
+                                 TimeControl(move_ms=1000, bank_ms=5000), 2000)
+    trio.run(main)
+    assert session.status == "over" and session.stored, session.error
+    said = [m for m in session.messages if m.get("type") == "error"]
+    assert said and said[0]["reason"] == "timeout" and "the most a browser game may last" in said[0]["message"], said
