@@ -141,3 +141,47 @@ def test_a_browser_game_ends_at_its_time_however_often_the_person_moves(monkeypa
     assert session.status == "over" and session.stored, session.error
     said = [m for m in session.messages if m.get("type") == "error"]
     assert said and said[0]["reason"] == "timeout" and "the most a browser game may last" in said[0]["message"], said
+
+
+def test_a_visitor_with_no_account_holds_no_upload_place_on_a_clubs_server(tmp_path: Path) -> None:
+    """Attack: the visitors' one upload place (senders no account, API token or token cookie names)
+    was held by one visitor trickling a body for the 30 s read deadline, then again: every other
+    sender who could only be named by a token in the body was answered 503, for as long as the
+    visitor liked. A club's server (its store has accounts) now takes uploads from people only: a
+    visitor is answered 403 saying so, holding no place while its body is read and dropped, and a
+    member's upload (an API token) is read and judged as before."""
+    import trio
+    import trio.testing
+
+    from arena.serve.app import Options, build_app
+    from arena.store.people import Role, Scope, create_invitation, create_token
+    from arena.store.people import sign_up as make_account
+    from arena.tournament.store import Store
+    from tests.test_stranger_attacks5 import HEAD, _honest_body, trickle
+
+    store = tmp_path / "data" / "arena.sqlite"
+    db = Store(store)
+    code = create_invitation(db.db, Role.MEMBER, uses=1, hours=1, now=time.time(), by=None, origin="test")
+    alice = make_account(db.db, code, "alice", "h", now=time.time(), origin="test")
+    token = create_token(db.db, alice, "ci", {Scope.SUBMIT}, now=time.time(), origin="test")
+    db.close()
+    options = Options(store=store, allow_submit=True, token="right", read_timeout_s=3600.0)
+    answers: dict[str, list[int]] = {}
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
+            async with trio.open_nursery() as nursery:
+                app = build_app(options, nursery)
+                nursery.start_soon(trickle, app, answers, "visitor", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+                await trio.testing.wait_all_tasks_blocked()
+                assert app.state.sending == set()  # nothing held while its body trickles
+                nursery.start_soon(trickle, app, answers, "another", "10.0.0.2", [_honest_body()], 0.0)
+                nursery.start_soon(trickle, app, answers, "member", "10.0.0.9", [_honest_body()], 0.0,
+                                   [(b"authorization", f"Bearer {token}".encode())])
+                while "member" not in answers or "another" not in answers:
+                    await trio.sleep(0.01)
+                assert answers["another"] == [403], answers  # told to log in, not 503 behind the visitor
+                assert answers["member"] == [400], answers  # read and judged (no ladder offered)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
