@@ -185,3 +185,103 @@ def test_a_visitor_with_no_account_holds_no_upload_place_on_a_clubs_server(tmp_p
                 nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_a_webhook_name_that_never_resolves_holds_up_nobody(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: Mallory set her webhook to a name whose servers never answer. The deliverer looked it
+    up with no deadline (the C resolver takes none), so her delivery held its posting thread for
+    good, the batch it was in never ended, and no later notice of anyone's went out. (No outside
+    network here: the resolver is replaced by one that never answers for her name.) Now a lookup
+    has the delivery's deadline: hers fails, saying so, and Alice's next notice goes out."""
+    import socket
+    import threading
+    from types import SimpleNamespace
+
+    import trio
+
+    from arena.serve import notify
+    from arena.serve.wake import Wake
+    from arena.store.notes import notify as tell
+    from arena.tournament.store import Store
+    from tests.test_serve_notify import Receiver
+
+    never = threading.Event()
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if host == "mallory.invalid":
+            never.wait()
+            raise socket.gaierror("released at the test's end")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    store = tmp_path / "data" / "arena.sqlite"
+    alices = Receiver()
+    s = Store(store)
+    s.db.execute("INSERT INTO accounts (name, password, role, created) VALUES ('mallory', 'x', 'member', 0), "
+                 "('alice', 'x', 'member', 0)")
+    s.db.execute("INSERT INTO webhooks VALUES (1, 'http://mallory.invalid/', 'k1', 0), (2, ?, 'k2', 0)", (alices.url,))
+    tell(s.db, 1, "check failed", "mallory's notice", "/", 100.0)
+    tell(s.db, 2, "check failed", "alice's first", "/", 101.0)
+    s.close()
+    options = SimpleNamespace(store=store, local_webhooks=True, webhook_timeout_s=1.0)
+    app = SimpleNamespace(state=SimpleNamespace(options=options, outbox_wake=Wake()))
+
+    async def main() -> None:
+        with trio.fail_after(60):  # a bound should a batch wait on the lookup for good, not a timing
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(notify.deliverer, app, 0.05)
+                while not alices.got:
+                    await trio.sleep(0.01)
+                s = Store(store)
+                tell(s.db, 2, "check failed", "alice's second", "/", 102.0)
+                s.close()
+                while len(alices.got) < 2:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        never.set()
+        alices.close()
+    assert b"alice's second" in alices.got[1][1]
+    db = sqlite3.connect(store)
+    try:
+        error = db.execute("SELECT last_error FROM outbox WHERE account=1").fetchone()[0]
+    finally:
+        db.close()
+    assert "mallory.invalid did not resolve within 1 s" in error, error
+
+
+def test_lookups_given_up_on_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup given up on keeps its thread until the resolver answers: many webhooks of names
+    that never resolve would pile up threads without end. Past ``HANGING_LOOKUPS`` of them no
+    lookup is started (the delivery fails at once and is tried later); once they answer, the
+    places come back."""
+    import socket
+    import threading
+
+    from arena.serve import notify
+    never = threading.Event()
+
+    def resolver(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+        never.wait()
+        raise socket.gaierror("released")
+
+    deadline = time.monotonic() + 60  # another test's lookups, released at its end, finish first
+    while notify._lookups._value < notify.HANGING_LOOKUPS:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    try:
+        for n in range(notify.HANGING_LOOKUPS):
+            with pytest.raises(TimeoutError, match="did not resolve"):
+                notify.resolve(f"never-{n}.invalid", 80, 0.01)
+        with pytest.raises(TimeoutError, match="are still being looked up"):
+            notify.resolve("one-more.invalid", 80, 1.0)  # refused before any wait
+    finally:
+        never.set()
+    while notify._lookups._value < notify.HANGING_LOOKUPS:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
