@@ -285,3 +285,27 @@ def test_lookups_given_up_on_are_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
     while notify._lookups._value < notify.HANGING_LOOKUPS:  # type: ignore[attr-defined]
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_the_failed_login_counter_forgets_and_stays_bounded() -> None:
+    """Attack: every failed login added its address and its name to the counter for the server's
+    life, and so did every question whether one was blocked: a million made-up names were a million
+    entries (about 400 MB), never given back. Now keys are forgotten when their failures leave the
+    window, the longest untried go first past a bound, asking adds nothing, and what is being tried
+    now is still blocked."""
+    from arena.serve.auth import LoginLimiter
+    now = [0.0]
+    limiter = LoginLimiter(clock=lambda: now[0], keys=1000)
+    for n in range(1_000_000):  # one address, a million names (a real server's write limit spaces them)
+        if n % 1000 == 0:
+            now[0] += 1.0
+            assert len(limiter.seen) <= 1000
+        limiter.failed("addr:mallory", f"name:made-up-{n}")
+    assert limiter.blocked("addr:mallory")  # the key being tried stays counted
+    for n in range(1000):
+        assert not limiter.blocked(f"addr:asker-{n}", f"name:asked-{n}")
+    assert "addr:asker-0" not in limiter.seen and len(limiter.seen) <= 1000
+    now[0] += limiter.window_s  # a quarter of an hour later every failure has left the window
+    limiter.failed("addr:alice", "name:alice")
+    assert set(limiter.seen) == {"addr:alice", "name:alice"}
+    assert not limiter.blocked("addr:mallory")

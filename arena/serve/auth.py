@@ -18,7 +18,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -127,24 +127,38 @@ def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
 
 
 class LoginLimiter:
-    """At most ``failures`` failed logins per key (client address, account name) in ``window_s``."""
+    """At most ``failures`` failed logins per key (client address, account name) in ``window_s``.
 
-    def __init__(self, failures: int = 5, window_s: float = 900.0, clock: Callable[[], float] = time.monotonic):
-        self.failures, self.window_s, self.clock = failures, window_s, clock
-        self.seen: defaultdict[str, deque[float]] = defaultdict(deque)
+    Keys are forgotten once their last failure has left the window, and past ``keys`` of them the
+    ones whose last failure is oldest go first: every name and address ever tried was kept for
+    the server's life (a million made-up names, a million entries). Asking whether a key is
+    blocked adds nothing. A key being tried now is among the newest, so a flood of made-up keys
+    pushes out only keys nobody has tried for longest (a flood of ``keys`` failures, each its own
+    write under the write limit, can unblock an old one: the price of a bound)."""
 
-    def _recent(self, key: str) -> deque[float]:
-        q, now = self.seen[key], self.clock()
-        while q and q[0] <= now - self.window_s:
-            q.popleft()
-        return q
+    def __init__(self, failures: int = 5, window_s: float = 900.0, clock: Callable[[], float] = time.monotonic,
+                 keys: int = 100_000):
+        self.failures, self.window_s, self.clock, self.keys = failures, window_s, clock, keys
+        self.seen: OrderedDict[str, deque[float]] = OrderedDict()  # oldest last failure first
+
+    def _forget_old(self, now: float) -> None:
+        while self.seen:
+            key, times = next(iter(self.seen.items()))
+            if times[-1] > now - self.window_s and len(self.seen) <= self.keys:
+                return
+            del self.seen[key]
 
     def blocked(self, *keys: str) -> bool:
-        return any(len(self._recent(k)) >= self.failures for k in keys)
+        now = self.clock()
+        return any(sum(t > now - self.window_s for t in self.seen.get(k, ())) >= self.failures for k in keys)
 
     def failed(self, *keys: str) -> None:
+        now = self.clock()
         for k in keys:
-            self._recent(k).append(self.clock())
+            times = self.seen.pop(k, None) or deque(maxlen=self.failures)
+            times.append(now)
+            self.seen[k] = times
+        self._forget_old(now)
 
 
 def open_write(store: Path) -> sqlite3.Connection:

@@ -108,7 +108,7 @@ async def upload(request: Request) -> Response:
     if not known and request.headers.get("authorization"):  # an unknown or revoked API token: refused as such
         await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
         await auth.bearer(request, Scope.SUBMIT)
-    if not known and await trio.to_thread.run_sync(_club_server, opts.store):
+    if not known and _club_server(opts.store):  # (one small read, on the loop: no thread to wait for)
         await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
         return _form(request, 403, "refused: on a club's server an upload is a person's: log in first, or send it "
                                    "with an API token (arena submit --server); the server's token is for its "
