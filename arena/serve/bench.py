@@ -57,23 +57,7 @@ async def _open(request: Request) -> tuple[Bench, Any] | Response:
     if who.role in (Role.ADMIN, Role.ORGANISER):
         return bench, None  # None: every member
     owners = await auth.with_db(request, owner_names)
-    # the bench's own folders' names are the organiser's, whoever claimed one on this server before
-    # the bench was shown (uploads refuse such a claim since; one made before showed its member)
-    theirs = await anyio.to_thread.run_sync(organisers_names, bench)
-    return bench, {n for n, owner in owners.items() if owner == who.name and n not in theirs}
-
-
-def organisers_names(bench: Bench) -> set[str]:
-    """The names of a bench's member and reference folders: the organiser's, never a member's."""
-    from ..bots.manifest import load_bot
-    from ..errors import ArenaError
-    names = set()
-    for ref in [*bench.references, *bench.members]:
-        try:
-            names.add(load_bot(ref).name)
-        except (ArenaError, OSError):  # a folder that cannot load now is still the organiser's
-            names.add(Path(ref).name)
-    return names
+    return bench, {n for n, owner in owners.items() if owner == who.name}
 
 
 def _visible(label: str, owned: set[str] | None) -> bool:

@@ -266,15 +266,14 @@ def _organisers_names(ladders_dir: Path | None, store: Path, benches: dict[str, 
     from ..ladder import LadderError, SeatsRefused, list_ladders, load_ladder
     from ..tournament.bench import load_bench
     from ..tournament.config import ConfigError
-    from .bench import organisers_names
-    initial, names = [], set()
+    initial = []
     for name, file in (benches or {}).items():
         try:
             bench = load_bench(Path(file))
         except ConfigError:  # its names unknown now: none is claimed meanwhile (fail closed)
             raise PeopleError(f"the server cannot read its bench {name}'s file now, whose bots' names are the "
                               "organiser's: try again later") from None
-        names |= organisers_names(bench)
+        initial += [*bench.references, *bench.members]
     for name, lad, _ in list_ladders(ladders_dir, store=store):
         if lad is None:
             try:
@@ -284,6 +283,7 @@ def _organisers_names(ladders_dir: Path | None, store: Path, benches: dict[str, 
             except LadderError:
                 continue
         initial += lad.bots
+    names = set()
     for ref in [*bundled_bots(), *initial]:
         try:
             names.add(load_bot(ref).name)
