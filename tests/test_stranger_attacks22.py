@@ -309,3 +309,32 @@ def test_the_failed_login_counter_forgets_and_stays_bounded() -> None:
     limiter.failed("addr:alice", "name:alice")
     assert set(limiter.seen) == {"addr:alice", "name:alice"}
     assert not limiter.blocked("addr:mallory")
+
+
+def test_a_bench_name_claimed_before_the_bench_was_shown_is_named_at_the_start(tmp_path: Path) -> None:
+    """Left from the last round: uploads refuse a bench folder's name once the bench is shown, but
+    Mallory had uploaded a bot named ``ann`` before the organiser added ``--bench`` with Ann's
+    folder, and the bench page shows her Ann's row, games and stderr. The server cannot tell her
+    claim from Ann's own (a student owning her folder's name is how she sees her grade), so it
+    names every such claim at its start for the organiser to check."""
+    from arena.store.people import account, claim_bot
+    from tests.test_bench import bench_file
+    path = bench_file(tmp_path / "course", deals=1)
+    store = tmp_path / "data" / "arena.sqlite"
+    build_store(store)
+    db = sqlite3.connect(store, isolation_level=None)
+    try:
+        from arena.store import migrate
+        migrate(db)
+        code = invite(store)
+        from arena.store.people import sign_up as make_account
+        make_account(db, code, "mallory", "h", now=time.time(), origin="test")
+        who = account(db, "mallory")
+        assert who is not None and claim_bot(db, "ann", who, taken=False, now=time.time(), origin="test")
+    finally:
+        db.close()
+    server = ServerProc(store, "--bench", str(path))
+    server.stop()
+    said = "".join(server.banner)
+    assert "the account mallory owns the bot name ann" in said and "check it is the student's" in said, said
+    assert "owns the bot name bob" not in said
