@@ -338,3 +338,15 @@ def test_a_bench_name_claimed_before_the_bench_was_shown_is_named_at_the_start(t
     said = "".join(server.banner)
     assert "the account mallory owns the bot name ann" in said and "check it is the student's" in said, said
     assert "owns the bot name bob" not in said
+
+
+def test_a_browser_games_bots_cannot_take_longer_than_a_game_may_last() -> None:
+    """The bots' side of the same hold: after the person's seat forfeits, the bots play on, each with
+    the time per decision the form chose. A ladder member that thinks its whole time, chosen with
+    60 s a decision and 10,000 turns, kept its place for a week. The form's turn cap times its
+    time per decision is at most a game's bound; the defaults fit."""
+    from arena.serve import play
+    from tests.test_serve_play import _Form
+    with pytest.raises(ValueError, match="at most 60 minutes"):
+        play._parse(_Form(rules="classic", opponent=["random"], max_turns="10000", move_ms="60000"), {})
+    play._parse(_Form(rules="classic", opponent=["random"]), {})  # 2,000 turns of 1 s: fits

@@ -321,6 +321,9 @@ def _parse(form: Any, members: dict[str, str]) -> tuple[Any, list, int, int, int
         raise ValueError(f"your seat must be 0 to {seats - 1}")
     if not 1 <= max_turns <= 10_000 or not 10 <= move_ms <= 60_000:
         raise ValueError("turn cap must be 1-10000 and time per decision 10-60000 ms")
+    if max_turns * move_ms > GAME_S * 1000:  # the bots' own time: a bot that thinks its whole time kept a place for days
+        raise ValueError(f"turn cap times time per decision is at most {_span(GAME_S)} (the most a browser game "
+                         f"lasts): {max_turns} turns of {move_ms} ms are {_span(max_turns * move_ms / 1000)}")
     try:
         specs = [load_bot(o if o in bundled else members[o]) for o in opponents]
     except ManifestError as e:
