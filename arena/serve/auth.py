@@ -195,10 +195,12 @@ async def current(request: Request) -> Account | None:
     """The logged-in, active account of this request, or None: also None when the session was
     ended since its cookie was made (its generation is no longer the person's)."""
     uid, generation = request.session.get("uid"), request.session.get("gen")
-    if not isinstance(uid, int) or not isinstance(generation, int) or not request.app.state.options.store.exists():
+    if not isinstance(uid, int) or not request.app.state.options.store.exists():
         return None
     found = await with_db(request, lambda db: account_by_id(db, uid))
     live = found is not None and found.status == Status.ACTIVE and found.sessions == generation
+    if not live:  # ended: its cookie is dropped with this answer, so no page takes it for a person's
+        request.session.clear()
     return found if live else None
 
 
