@@ -279,7 +279,7 @@ def _started_game(server: ServerProc) -> str:
     b, status, _ = sign_up(server, invite(server.store), f"player-{secrets.token_hex(4)}")  # type: ignore[attr-defined]
     assert status == 303
     status, headers, page = b.post("/play", {"token": server.token, "opponent": "random", "rules": "classic",
-                                             "move_ms": "30000"})
+                                             "move_ms": "30000", "max_turns": "100"})
     assert status == 303, page
     return headers["location"].rsplit("/", 1)[1]
 
