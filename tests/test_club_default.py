@@ -141,11 +141,12 @@ def _offered(page: str) -> list[str]:
 
 
 def _upload_raw(server, ladder: str) -> tuple[int, dict[str, str], bytes]:
-    """The organiser's upload (the server's token) of a bot that fails its check."""
+    """The organiser's upload (the server's token, as the cookie ``?token=`` sets: a club's server
+    takes no upload from a sender only its body could name) of a bot that fails its check."""
     from tests.test_serve import multipart, zip_bytes
-    body, ctype = multipart({"ladder": ladder, "token": server.token},
+    body, ctype = multipart({"ladder": ladder},
                             ("bot.zip", zip_bytes({"bot.toml": b'name = "mine"\nversion = "1"\ncommand = ["false"]\n'})))
-    return server.request("POST", "/submit", body, {"Content-Type": ctype})
+    return server.request("POST", "/submit", body, {"Content-Type": ctype, "Cookie": f"arena_token={server.token}"})
 
 
 def _upload(server, ladder: str) -> tuple[int, str]:

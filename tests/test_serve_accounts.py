@@ -274,9 +274,12 @@ def test_the_token_cookie_is_httponly_and_same_site_strict(club: ServerProc) -> 
 
 
 def _started_game(server: ServerProc) -> str:
-    b = Browser(server)
+    """A browser game started by a member of its own (one person plays one game at a time)."""
+    import secrets
+    b, status, _ = sign_up(server, invite(server.store), f"player-{secrets.token_hex(4)}")  # type: ignore[attr-defined]
+    assert status == 303
     status, headers, page = b.post("/play", {"token": server.token, "opponent": "random", "rules": "classic",
-                                             "move_ms": "30000"})
+                                             "move_ms": "30000", "max_turns": "100"})
     assert status == 303, page
     return headers["location"].rsplit("/", 1)[1]
 

@@ -375,7 +375,7 @@ def test_a_bots_page_moves_with_its_own_status_snapshots_and_owner_only(tmp_path
         "INSERT INTO bot_owners VALUES ('zeta', 1, 0)",
     ]
     db = Store(path)
-    db.db.execute("INSERT INTO accounts VALUES (1,'zed','','member','active',0)")
+    db.db.execute("INSERT INTO accounts (id, name, password, role, status, created) VALUES (1,'zed','','member','active',0)")
     db.db.commit()
     db.close()
     version.current()

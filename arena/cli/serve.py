@@ -167,7 +167,7 @@ def serve(
         except LadderError as e:  # no such ladder, or a file that cannot be played (strangers outside gVisor)
             err.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
-    benches = {}
+    benches, bench_files = {}, []
     for f in bench or []:
         from ..tournament.bench import load_bench
         from ..tournament.config import ConfigError
@@ -183,6 +183,7 @@ def serve(
         if benches.setdefault(b.name, str(f.resolve())) != str(f.resolve()):
             err.print(f"[red]error:[/] two benches are named {escape(b.name)!r}")
             raise typer.Exit(2)
+        bench_files.append(b)
     from ..serve.data import open_read
     if (db := open_read(store)) is not None:  # a store from an earlier arena is upgraded now, or refused
         db.db.close()
@@ -219,6 +220,11 @@ def serve(
         if lad is None:
             out.print(f"[yellow]ladder {escape(name)} cannot be played on this store[/] (not offered on /submit): "
                       f"{escape(error)}")
+    from ..serve.bench import owned_folders
+    for b in bench_files:
+        for bot, owner in owned_folders(b, store).items():
+            out.print(f"bench {escape(b.name)}: the account {escape(owner)} owns the bot name {escape(bot)} of one of its "
+                      "folders and sees that bot's grade, games and logs: check it is the student's", highlight=False)
     out.print("Ctrl-C stops it.")
     sys.stdout.flush()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")

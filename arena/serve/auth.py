@@ -1,8 +1,11 @@
 """People on the web: sign-up with an invitation, login, logout, and who is asking.
 
 A session is a signed cookie (starlette's SessionMiddleware over itsdangerous; HttpOnly,
-SameSite=Strict) holding the account's id and the session's CSRF token; every form carries
-that token and every POST here checks it and the request's Origin. Passwords are hashed with
+SameSite=Strict) holding the account's id, the person's session generation when it was made and
+the session's CSRF token; every form carries that token and every POST here checks it and the
+request's Origin. A cookie is its person's only while the store's generation is still the one it
+carries: logging out or a suspension moves it on, ending every copy of every older cookie (a
+signed cookie alone is valid wherever it is copied until it expires). Passwords are hashed with
 argon2 (argon2-cffi's defaults, rehashed at login when the server's parameters differ from the
 stored hash's: :class:`PasswordCost`). Failed logins are
 counted per client address and per name; past the limit a login is refused, even with the
@@ -15,7 +18,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,7 +99,7 @@ def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
     import itsdangerous
     from starlette.requests import HTTPConnection
 
-    from ..store.people import token_holder
+    from ..store.people import session_generation, token_holder
     signer = itsdangerous.TimestampSigner(str(key))
 
     async def identify(scope: dict) -> str | None:
@@ -110,33 +113,52 @@ def write_identity(store: Path, key: str, max_age: int = SESSION_DAYS * 86400
         if not cookie:
             return None
         try:
-            uid = json.loads(base64.b64decode(signer.unsign(cookie.encode(), max_age=max_age))).get("uid")
+            session = json.loads(base64.b64decode(signer.unsign(cookie.encode(), max_age=max_age)))
+            uid, generation = session.get("uid"), session.get("gen")
         except (itsdangerous.BadSignature, ValueError, AttributeError):
             return None
-        return f"account:{uid}" if isinstance(uid, int) else None
+        if not isinstance(uid, int) or not isinstance(generation, int) or not store.exists():
+            return None
+        # an ended session (logged out, suspended) gets no account's bucket or upload slot
+        live = await db_call(store, lambda db: session_generation(db, uid) == generation)
+        return f"account:{uid}" if live else None
 
     return identify
 
 
 class LoginLimiter:
-    """At most ``failures`` failed logins per key (client address, account name) in ``window_s``."""
+    """At most ``failures`` failed logins per key (client address, account name) in ``window_s``.
 
-    def __init__(self, failures: int = 5, window_s: float = 900.0, clock: Callable[[], float] = time.monotonic):
-        self.failures, self.window_s, self.clock = failures, window_s, clock
-        self.seen: defaultdict[str, deque[float]] = defaultdict(deque)
+    Keys are forgotten once their last failure has left the window, and past ``keys`` of them the
+    ones whose last failure is oldest go first: every name and address ever tried was kept for
+    the server's life (a million made-up names, a million entries). Asking whether a key is
+    blocked adds nothing. A key being tried now is among the newest, so a flood of made-up keys
+    pushes out only keys nobody has tried for longest (a flood of ``keys`` failures, each its own
+    write under the write limit, can unblock an old one: the price of a bound)."""
 
-    def _recent(self, key: str) -> deque[float]:
-        q, now = self.seen[key], self.clock()
-        while q and q[0] <= now - self.window_s:
-            q.popleft()
-        return q
+    def __init__(self, failures: int = 5, window_s: float = 900.0, clock: Callable[[], float] = time.monotonic,
+                 keys: int = 100_000):
+        self.failures, self.window_s, self.clock, self.keys = failures, window_s, clock, keys
+        self.seen: OrderedDict[str, deque[float]] = OrderedDict()  # oldest last failure first
+
+    def _forget_old(self, now: float) -> None:
+        while self.seen:
+            key, times = next(iter(self.seen.items()))
+            if times[-1] > now - self.window_s and len(self.seen) <= self.keys:
+                return
+            del self.seen[key]
 
     def blocked(self, *keys: str) -> bool:
-        return any(len(self._recent(k)) >= self.failures for k in keys)
+        now = self.clock()
+        return any(sum(t > now - self.window_s for t in self.seen.get(k, ())) >= self.failures for k in keys)
 
     def failed(self, *keys: str) -> None:
+        now = self.clock()
         for k in keys:
-            self._recent(k).append(self.clock())
+            times = self.seen.pop(k, None) or deque(maxlen=self.failures)
+            times.append(now)
+            self.seen[k] = times
+        self._forget_old(now)
 
 
 def open_write(store: Path) -> sqlite3.Connection:
@@ -170,12 +192,16 @@ def origin_of(request: Request) -> str:
 
 
 async def current(request: Request) -> Account | None:
-    """The logged-in, active account of this request, or None."""
-    uid = request.session.get("uid")
+    """The logged-in, active account of this request, or None: also None when the session was
+    ended since its cookie was made (its generation is no longer the person's)."""
+    uid, generation = request.session.get("uid"), request.session.get("gen")
     if not isinstance(uid, int) or not request.app.state.options.store.exists():
         return None
     found = await with_db(request, lambda db: account_by_id(db, uid))
-    return found if found is not None and found.status == Status.ACTIVE else None
+    live = found is not None and found.status == Status.ACTIVE and found.sessions == generation
+    if not live:  # ended: its cookie is dropped with this answer, so no page takes it for a person's
+        request.session.clear()
+    return found if live else None
 
 
 async def require(request: Request, *roles: Role) -> Account:
@@ -244,6 +270,7 @@ async def signup(request: Request) -> Response:
 def _log_in(request: Request, who: Account) -> None:
     request.session.clear()  # a new session: nothing set before login carries over
     request.session["uid"] = who.id
+    request.session["gen"] = who.sessions
     csrf_token(request)
 
 
@@ -285,7 +312,13 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    """End every session of the person, everywhere: a copy of this cookie (or of one on another
+    browser) is nobody's from now on, not only this browser's."""
+    from ..store.people import end_sessions
     await checked_form(request)
+    who = await current(request)
+    if who is not None:
+        await with_db(request, lambda db: end_sessions(db, who.id))
     request.session.clear()
     return redirect("/")
 

@@ -135,3 +135,30 @@ async def bench_game(request: Request) -> Response:
         page = dict(page, replay=dict(privacy.replay_for(page["replay"], seats, readable), view=None))
     return render(request, "game.html", title=f"Game {gid}", games_at=f"/benches/{bench.name}/games",
                   crumb=f"/benches/{bench.name}", **page)
+
+
+def owned_folders(bench: Bench, store: Path) -> dict[str, str]:
+    """The bench's member and reference folders whose bot names an account of the server's store
+    owns (name -> account): that account sees the member's grade, games and logs. Uploads refuse
+    these names once the bench is shown; a name claimed before then is the organiser's to check,
+    since the server cannot tell a student's own claim from another's (``arena serve`` lists them
+    at its start)."""
+    from ..bots.manifest import load_bot
+    from ..errors import ArenaError
+    db = data.open_read(store)
+    if db is None:
+        return {}
+    try:
+        owners = owner_names(db.db)
+    finally:
+        db.db.close()
+    found = {}
+    for ref in [*bench.members, *bench.references]:
+        try:
+            name = load_bot(ref).name
+        except (ArenaError, OSError):
+            name = Path(ref).name
+        if name in owners:
+            found[name] = owners[name]
+    return found
+

@@ -63,23 +63,60 @@ def public(address: str) -> bool:
     return all(v4 is None or v4.is_global for v4 in carried)
 
 
+HANGING_LOOKUPS = 16  # name lookups given up on that may still be waiting for their resolver (a thread each)
+_lookups = threading.BoundedSemaphore(HANGING_LOOKUPS)
+
+
+def resolve(host: str, port: int, timeout_s: float) -> list:
+    """``socket.getaddrinfo`` within ``timeout_s``. The C resolver takes no deadline, and a webhook's
+    name whose servers never answer held one of the posting threads for good (and with it every
+    later batch of everyone's deliveries): the lookup runs in a thread of its own, and the
+    delivery stops waiting for it at the deadline. A lookup given up on keeps its thread until
+    the resolver answers; past ``HANGING_LOOKUPS`` of them, no more are started."""
+    if not _lookups.acquire(blocking=False):
+        raise TimeoutError(f"{HANGING_LOOKUPS} webhook addresses are still being looked up: {host} is tried later")
+    found: list = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except Exception as e:  # noqa: BLE001 - raised in the delivery's thread (an OSError, or a name idna refuses)
+            found.append(e)
+        finally:
+            _lookups.release()
+
+    thread = threading.Thread(target=lookup, name=f"webhook lookup {host}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not found:
+        raise TimeoutError(f"{host} did not resolve within {timeout_s:g} s")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]
+
+
 def post(delivery: Delivery, allow_local: bool, now: float, timeout_s: float = 10.0) -> int:
-    """POST one delivery; the receiver's status. Connects to the address it checked."""
+    """POST one delivery, all of it (the lookup of its address too) within ``timeout_s``; the
+    receiver's status. Connects to the address it checked."""
     parts = urlsplit(delivery.url)
     https = parts.scheme == "https"
     port = parts.port or (443 if https else 80)
     host = parts.hostname or ""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    deadline = time.monotonic() + timeout_s
+    infos = resolve(host, port, timeout_s)
     address = str(infos[0][4][0])
     if not allow_local and not public(address):
         raise Refused(f"refused: {host} is this machine or a private network ({address})")
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"the receiver did not answer within {timeout_s:g} s")
     conn: http.client.HTTPConnection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
-        host, port, timeout=timeout_s)
-    sock = socket.create_connection((address, port), timeout=timeout_s)
+        host, port, timeout=left)
+    sock = socket.create_connection((address, port), timeout=left)
     # the whole exchange within timeout_s, not each read: a receiver that sends its answer a byte
     # every few seconds kept the one deliverer, and every other person's deliveries, for hours
     cut = _Cut(sock)
-    timer = threading.Timer(timeout_s, cut)
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
     timer.start()
     body = delivery.body.encode()
     stamp = str(int(now))

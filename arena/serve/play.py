@@ -13,6 +13,7 @@ opens once it is over.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -36,17 +37,19 @@ from ..referee.blocking import play_game as referee_play
 from ..replay.view import Names, describe_action, describe_event, result_text
 from ..store import reads
 from . import guard
-from .limits import LimitedBody, TooLarge
+from .limits import LimitedBody, TooLarge, client_of
 from .pages import redirect, render
 
 log = logging.getLogger("arena.serve")
 
-IDLE_S = 900  # a person who leaves forfeits after this long without a move
+IDLE_S = 300  # a person who leaves forfeits after this long without a move
+GAME_S = 3600  # ... and a person still at the table this long after the game began: a game's places are few
 # A chosen seed names a deal through the store's secret, as every game's does, at a table number
 # no tournament uses: a person who knows the seed (or a tournament's, whose replays are public)
 # cannot compute the bots' cards.
 PLAY_TABLE = -1
 MAX_SESSIONS = 4  # games in play at once (each runs bot processes)
+PER_PLAYER = 1  # ... of which one person (an account, else an address) plays at most this many
 MOVE_BYTES = 1024  # a move's body, {"request": N, "action": N}: read whole into memory, exempt from the write limit
 KEEP_S = 3600  # finished sessions stay readable this long
 
@@ -58,6 +61,8 @@ class Session:
     id: str
     seat: int
     names: list[str]
+    player: str = ""  # who started it: 'account:ID', or 'address:ADDR' (PER_PLAYER)
+    ends_at: float = math.inf  # the trio time by which the person's seat has played or forfeits (GAME_S)
     messages: list[dict[str, Any]] = field(default_factory=list)
     status: str = "starting"  # playing, over, failed
     game_id: str = ""
@@ -82,14 +87,17 @@ class Session:
 
 
 class WebPlayer(PersonSeat):
-    """A person in the browser (see the module docstring). Waits up to ``idle_s`` per move, then
-    forfeits like a bot that timed out, and the bots play the game to its end. Called on the
-    game's thread; the session is only touched on the server's loop."""
+    """A person in the browser (see the module docstring). Waits up to ``idle_s`` per move, and
+    no later than the session's ``ends_at``, then forfeits like a bot that timed out, and the bots
+    play the game to its end: one holder of the server's token kept all four places for days
+    (15 minutes a move, 10,000 turns). Called on the game's thread; the session is only touched
+    on the server's loop."""
 
     def __init__(self, session: Session, idle_s: float = IDLE_S):
         self.name = HUMAN.name
         self.session = session
         self.idle_s = idle_s
+        self.why = ""  # why the last wait ended with no move
 
     def _started(self, message: dict[str, Any]) -> None:
         self.session.status = "playing"
@@ -104,19 +112,21 @@ class WebPlayer(PersonSeat):
         except trio.Cancelled:  # the server is stopping: no forfeit, the game is dropped
             raise Interrupted from None
         if choice is None:
-            idle = f"{self.idle_s / 60:g} minutes" if self.idle_s >= 60 else f"{self.idle_s:g} s"
-            raise Timeout(f"no move within {idle}")
+            raise Timeout(self.why)
         return choice
 
     async def _answer(self, message: dict[str, Any]) -> int | None:
         """The person's choice for ``message`` (one of its actions), or None after ``idle_s``."""
         self.session.push(message)
         receive = self.session.answers[1]
-        with trio.move_on_after(self.idle_s):
+        left = self.session.ends_at - trio.current_time()
+        with trio.move_on_after(max(0.0, min(self.idle_s, left))):
             while True:
                 request_id, choice = await receive.receive()
                 if request_id == message["id"] and 0 <= choice < len(message["actions"]):
                     return choice
+        self.why = (f"no move within {_span(self.idle_s)}" if self.idle_s < left else
+                    f"the game was still on after {_span(GAME_S)}, the most a browser game may last")
         return None
 
     def finish(self, message: dict[str, Any]) -> None:
@@ -125,6 +135,10 @@ class WebPlayer(PersonSeat):
     def fault(self, reason: str, message: str, request_id: int | None) -> None:
         from ..referee.protocol import error
         trio.from_thread.run_sync(self.session.push, error(reason, message, request_id))
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
 
 
 def annotate(message: dict[str, Any], who: Names) -> dict[str, Any]:
@@ -159,6 +173,7 @@ async def play_game(app: Starlette, session: Session, specs: list, rules: Any, s
     from ..bots.launch import Launcher
     from ..tournament.seeds import deal_seed, load_secret
     launch = blocking_launch(launcher or Launcher())
+    session.ends_at = trio.current_time() + GAME_S
     players: list[Any] = [WebPlayer(session, IDLE_S) if s.human else BlockingPlayer(s, launch, clock) for s in specs]
     session.game_id = f"play-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
 
@@ -306,6 +321,9 @@ def _parse(form: Any, members: dict[str, str]) -> tuple[Any, list, int, int, int
         raise ValueError(f"your seat must be 0 to {seats - 1}")
     if not 1 <= max_turns <= 10_000 or not 10 <= move_ms <= 60_000:
         raise ValueError("turn cap must be 1-10000 and time per decision 10-60000 ms")
+    if max_turns * move_ms > GAME_S * 1000:  # the bots' own time: a bot that thinks its whole time kept a place for days
+        raise ValueError(f"turn cap times time per decision is at most {_span(GAME_S)} (the most a browser game "
+                         f"lasts): {max_turns} turns of {move_ms} ms are {_span(max_turns * move_ms / 1000)}")
     try:
         specs = [load_bot(o if o in bundled else members[o]) for o in opponents]
     except ManifestError as e:
@@ -332,9 +350,15 @@ async def start_game(request: Request) -> Response:
     now = time.time()
     for sid in [k for k, s in sessions.items() if s.ended is not None and now - s.ended > KEEP_S]:
         del sessions[sid]
-    if sum(s.ended is None for s in sessions.values()) >= MAX_SESSIONS:
-        return _form_page(request, 429, f"{MAX_SESSIONS} games are being played already; finish one first", members)
-    session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels)
+    player = await request.app.state.identify(request.scope) or f"address:{client_of(request.scope)}"
+    playing = [s for s in sessions.values() if s.ended is None]
+    if sum(s.player == player for s in playing) >= PER_PLAYER:
+        return _form_page(request, 429, "you have a game in play already: finish it first (a game you leave ends "
+                                        f"after {_span(IDLE_S)} without a move)", members)
+    if len(playing) >= MAX_SESSIONS:
+        return _form_page(request, 429, f"{MAX_SESSIONS} games are being played already: try again later (a game "
+                                        f"lasts at most {_span(GAME_S)})", members)
+    session = Session(secrets.token_urlsafe(12), seat, Names([s.name for s in specs]).labels, player)
     sessions[session.id] = session
     clock = TimeControl(move_ms=move_ms, bank_ms=10 * move_ms)
     request.app.state.nursery.start_soon(play_game, request.app, session, specs, rules, seed, clock, max_turns,

@@ -96,12 +96,23 @@ async def upload(request: Request) -> Response:
     arrives, and one sender (the account, or the address of a visitor) holds at most one: four
     connections sending a byte a second held every slot for as long as they liked. A sender with
     neither an account's session, an API token nor the server's token cookie (only a token field
-    in its body, read last, could let it in) holds one of ``VISITOR_SLOTS`` besides: four visitors
-    at four addresses, with no account, held every slot and refused every member's upload."""
+    in its body, read last, could let it in) is refused on a club's server before it holds anything
+    (one such visitor held the visitors' place for the read deadline again and again), and on one
+    person's server holds one of ``VISITOR_SLOTS`` besides: four visitors at four addresses, with
+    no account, held every slot and refused every member's upload."""
     guard.enabled(request, "submit")
     opts = request.app.state.options
     person = await request.app.state.identify(request.scope)
     sender = person or client_of(request.scope)
+    known = person is not None or guard.has_token(request)
+    if not known and request.headers.get("authorization"):  # an unknown or revoked API token: refused as such
+        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        await auth.bearer(request, Scope.SUBMIT)
+    if not known and _club_server(opts.store):  # (one small read, on the loop: no thread to wait for)
+        await LimitedBody(request.receive, opts.max_upload_bytes).drain(cap=opts.max_upload_bytes + 64 * 1024)
+        return _form(request, 403, "refused: on a club's server an upload is a person's: log in first, or send it "
+                                   "with an API token (arena submit --server); the server's token is for its "
+                                   "organiser, who opens the server's address with ?token=... first")
     sending: set[str] = request.app.state.sending
     if sender in sending:
         busy = _form(request, 429, "refused: an upload of yours is still being received; send the next when it is in")
@@ -111,7 +122,7 @@ async def upload(request: Request) -> Response:
     if getattr(state, "uploads", None) is None:
         state.uploads = trio.CapacityLimiter(opts.uploads_at_once)
         state.visitor_uploads = trio.CapacityLimiter(min(VISITOR_SLOTS, opts.uploads_at_once))
-    held = [state.uploads] if person is not None or guard.has_token(request) else [state.visitor_uploads, state.uploads]
+    held = [state.uploads] if known else [state.visitor_uploads, state.uploads]
     taken: list[trio.CapacityLimiter] = []
     try:
         for slots in held:
@@ -135,6 +146,16 @@ async def upload(request: Request) -> Response:
         sending.discard(sender)
         for slots in taken:
             slots.release()
+
+
+def _club_server(store: Path) -> bool:
+    """Whether the server's store is a club's (anyone has an account); an unreadable one is taken as
+    a club's, so an upload nobody can be named for is refused rather than let in."""
+    from ..store.games import StoreError, club_store
+    try:
+        return club_store(store)
+    except StoreError:
+        return True
 
 
 async def _upload(request: Request) -> Response:

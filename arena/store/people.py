@@ -52,6 +52,7 @@ class Account:
     role: Role
     status: Status
     created: float
+    sessions: int = 0  # the session generation: a cookie of an older one is no longer this person's
 
 
 def digest(secret: str) -> str:
@@ -135,7 +136,7 @@ def sign_up(db: sqlite3.Connection, code: str, name: str, password_hash: str, *,
 
 
 def _account(row: tuple | None) -> Account | None:
-    return None if row is None else Account(row[0], row[1], row[2], Role(row[3]), Status(row[4]), row[5])
+    return None if row is None else Account(row[0], row[1], row[2], Role(row[3]), Status(row[4]), row[5], row[6])
 
 
 def has_accounts(db: sqlite3.Connection) -> bool:
@@ -145,18 +146,31 @@ def has_accounts(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT 1 FROM accounts LIMIT 1").fetchone() is not None
 
 
+_COLUMNS = "id, name, password, role, status, created, sessions"
+
+
 def account(db: sqlite3.Connection, name: str) -> Account | None:
-    return _account(db.execute("SELECT id, name, password, role, status, created FROM accounts WHERE name=?",
-                               (name,)).fetchone())
+    return _account(db.execute(f"SELECT {_COLUMNS} FROM accounts WHERE name=?", (name,)).fetchone())
 
 
 def account_by_id(db: sqlite3.Connection, account_id: int) -> Account | None:
-    return _account(db.execute("SELECT id, name, password, role, status, created FROM accounts WHERE id=?",
-                               (account_id,)).fetchone())
+    return _account(db.execute(f"SELECT {_COLUMNS} FROM accounts WHERE id=?", (account_id,)).fetchone())
+
+
+def session_generation(db: sqlite3.Connection, account_id: int) -> int | None:
+    """The generation a session cookie of this active person must carry; None: no such active person."""
+    row = db.execute("SELECT sessions FROM accounts WHERE id=? AND status=?", (account_id, Status.ACTIVE.value)).fetchone()
+    return None if row is None else row[0]
+
+
+def end_sessions(db: sqlite3.Connection, account_id: int) -> None:
+    """End every session of this person, on every browser and every copy of its cookie (logging
+    out, "log out everywhere"): the next request with an older cookie is nobody's."""
+    db.execute("UPDATE accounts SET sessions=sessions+1 WHERE id=?", (account_id,))
 
 
 def accounts(db: sqlite3.Connection) -> list[Account]:
-    rows = db.execute("SELECT id, name, password, role, status, created FROM accounts ORDER BY name")
+    rows = db.execute(f"SELECT {_COLUMNS} FROM accounts ORDER BY name")
     return [a for a in (_account(r) for r in rows) if a]
 
 
@@ -173,6 +187,8 @@ def set_status(db: sqlite3.Connection, name: str, status: Status, *, by: int | N
         if found is None:
             raise PeopleError(f"no account named {name!r}")
         db.execute("UPDATE accounts SET status=? WHERE id=?", (Status(status).value, found.id))
+        if status == Status.SUSPENDED:  # a cookie copied before would live again at a reinstatement
+            end_sessions(db, found.id)
         record(db, by, "suspend" if status == Status.SUSPENDED else "reinstate", f"account:{found.name}", origin,
                now, reason=reason)
         suspended = status == Status.SUSPENDED

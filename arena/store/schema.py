@@ -295,7 +295,15 @@ LEASES = (
     "UPDATE jobs SET heartbeat = started WHERE state = 'running'",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS, SEASONS, LEASES)
+# A person's session generation: every session cookie carries the generation it was made in, and a
+# request is a person's only while it is still theirs. Logging out, a suspension and "log out
+# everywhere" move it on, so every copy of an older cookie ends at once (a signed cookie alone
+# lived its 14 days after logout).
+SESSIONS = (
+    "ALTER TABLE accounts ADD COLUMN sessions INTEGER NOT NULL DEFAULT 0",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (GAMES, LADDERS, PEOPLE, QUEUE, JOBS, SEASONS, LEASES, SESSIONS)
 LATEST = len(MIGRATIONS)
 
 
