@@ -4,15 +4,21 @@ What got through on 16c5d2a, each now closed:
 - any local user failed every game of every other user's ``--cluster local`` run (root's too) with
   one empty folder: the workers unpacked bots into the machine's bot cache, whose default name
   (``palace-arena-cache-<uid>`` in the temporary directory) is the first user's to make, and a
-  folder of hers there was refused on every game ("2 of 2 game(s) could not be played", exit 2).
+  folder of hers there was refused on every game ("2 of 2 game(s) could not be played", exit 2);
+- a zip of 300 bytes that Python's zipfile cannot read in some way it does not call a bad zip (a
+  file name flagged UTF-8 that is not, a "version needed" from the future, an empty file name)
+  killed the upload's worker: its traceback went raw to the server's terminal or log file, past the
+  log's escaping, and the uploader was told "the arena failed, not your bot" (500).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +74,61 @@ def test_a_local_users_folder_named_as_the_bot_cache_fails_no_local_cluster(tmp_
     assert Path(caches[0]).parent.name.startswith("palace-arena-cluster-"), caches  # the run's own scratch
     assert squat.exists() and not list(squat.iterdir() if squat.is_dir() else [])  # hers, untouched
     assert not list(tmp.glob("palace-arena-cluster-*")), list(tmp.iterdir())  # the scratch went with the run
+
+
+def _flag_names_utf8(data: bytes) -> bytes:
+    """``data`` with every central-directory entry's name flagged as UTF-8 (bit 11)."""
+    out = bytearray(data)
+    at = out.find(b"PK\x01\x02")
+    while at >= 0:
+        struct.pack_into("<H", out, at + 8, struct.unpack_from("<H", out, at + 8)[0] | 0x800)
+        at = out.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+def _needs_version(data: bytes, version: int) -> bytes:
+    """``data`` with every central-directory entry's "version needed to extract" set to ``version``."""
+    out = bytearray(data)
+    at = out.find(b"PK\x01\x02")
+    while at >= 0:
+        struct.pack_into("<H", out, at + 6, version)
+        at = out.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+def _unreadable_zips() -> dict[str, bytes]:
+    from tests.test_serve import MANIFEST, zip_bytes
+    empty_name = zipfile.ZipInfo("")
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("bot.toml", MANIFEST)
+        zf.writestr(empty_name, b"x")
+    return {
+        "a name flagged UTF-8 that is not": _flag_names_utf8(  # (the same length: its sizes hold)
+            zip_bytes({"bot.toml": MANIFEST, "NAME-TO-SWAP": b"x"}).replace(b"NAME-TO-SWAP", b"\xff\xfe\x1b]0;ow\x07\x9b1m")),
+        "a version from the future": _needs_version(zip_bytes({"bot.toml": MANIFEST}), 175),
+        "an empty file name": buf.getvalue(),
+    }
+
+
+def test_a_zip_that_python_cannot_read_is_refused_as_the_uploaders_with_no_traceback(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """An upload is unpacked by a worker process whose error output is the server's own (its
+    terminal, or the log file a service manager writes). Python's zipfile raises more than
+    ``BadZipFile`` on bytes it cannot read, and those escaped the worker: it died with a traceback
+    on the server's terminal, outside the log's escaping, and the uploader read that the arena had
+    failed. Each is now the uploader's refusal, and the worker writes nothing."""
+    import trio
+
+    from arena.serve import unpacker
+    from arena.serve.upload import UploadError
+    from tests.test_serve import LIMITS
+    zips = _unreadable_zips()
+    assert all(b"PK\x01\x02" in z for z in zips.values())
+    for n, (what, data) in enumerate(zips.items()):
+        with pytest.raises(UploadError, match="not a readable zip archive") as refused:
+            trio.run(lambda: unpacker.unpack_apart(data, tmp_path / f"job{n}", **LIMITS))
+        assert refused.value.args and "\x1b" not in str(refused.value), what
+        err = capfd.readouterr().err
+        assert "Traceback" not in err and not [c for c in err if not c.isprintable() and c != "\n"], (what, err)

@@ -73,11 +73,16 @@ def safe_parts(name: str) -> tuple[str, ...]:
 
 
 def _zip_entries(data: bytes) -> Iterator[Entry]:
+    """Each entry of a zip archive. zipfile raises more than ``BadZipFile`` on a directory it cannot
+    read (a name flagged UTF-8 that is not, a version it does not know, an empty name): whatever it
+    raises on the uploader's bytes is a refusal of them, never a worker that dies with a traceback."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise UploadError(f"not a readable zip archive: {e}") from None
+        if any(not info.filename for info in infos):  # (ZipInfo.is_dir raises IndexError on one)
+            raise zipfile.BadZipFile("a file with no name")
+    except (*DAMAGED, OSError, EOFError) as e:
+        raise UploadError(f"not a readable zip archive: {type(e).__name__}: {e}") from None
     for info in infos:
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
