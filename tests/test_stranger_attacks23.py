@@ -8,7 +8,10 @@ What got through on 16c5d2a, each now closed:
 - a zip of 300 bytes that Python's zipfile cannot read in some way it does not call a bad zip (a
   file name flagged UTF-8 that is not, a "version needed" from the future, an empty file name)
   killed the upload's worker: its traceback went raw to the server's terminal or log file, past the
-  log's escaping, and the uploader was told "the arena failed, not your bot" (500).
+  log's escaping, and the uploader was told "the arena failed, not your bot" (500);
+- a member's webhook address that Python's ``urlsplit`` cannot read (``http://[::1``) was a 500 with a
+  traceback in the log; one whose port is no port (``:99999``, ``:x``) was kept and failed every
+  delivery.
 """
 
 from __future__ import annotations
@@ -132,3 +135,14 @@ def test_a_zip_that_python_cannot_read_is_refused_as_the_uploaders_with_no_trace
         assert refused.value.args and "\x1b" not in str(refused.value), what
         err = capfd.readouterr().err
         assert "Traceback" not in err and not [c for c in err if not c.isprintable() and c != "\n"], (what, err)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[zz]/hook", "http://example.com:99999/hook",
+                                 "http://example.com:x/hook", "https://example.com:-1/"])
+def test_a_webhook_address_python_cannot_read_is_refused_with_the_reason(url: str) -> None:
+    """The webhook form refuses what ``check_url`` refuses (a ``PeopleError``: 400 with its reason);
+    anything else it raised was a 500, and a port it never read was kept and failed at delivery."""
+    from arena.store.people import PeopleError, check_url
+    with pytest.raises(PeopleError, match="a browser could open"):
+        check_url(url)
+    assert check_url("https://[2001:db8::1]:8443/hook") == "https://[2001:db8::1]:8443/hook"
