@@ -6,9 +6,10 @@ What got through on 16c5d2a, each now closed:
   (``palace-arena-cache-<uid>`` in the temporary directory) is the first user's to make, and a
   folder of hers there was refused on every game ("2 of 2 game(s) could not be played", exit 2);
 - a zip of 300 bytes that Python's zipfile cannot read in some way it does not call a bad zip (a
-  file name flagged UTF-8 that is not, a "version needed" from the future, an empty file name)
-  killed the upload's worker: its traceback went raw to the server's terminal or log file, past the
-  log's escaping, and the uploader was told "the arena failed, not your bot" (500);
+  file name flagged UTF-8 that is not, a "version needed" from the future, an empty file name), or a
+  tar with a file name that is not UTF-8, killed the upload's worker: its traceback went raw to the
+  server's terminal or log file, past the log's escaping, and the uploader was told "the arena
+  failed, not your bot" (500);
 - a member's webhook address that Python's ``urlsplit`` cannot read (``http://[::1``) was a 500 with a
   traceback in the log; one whose port is no port (``:99999``, ``:x``) was kept and failed every
   delivery.
@@ -16,11 +17,13 @@ What got through on 16c5d2a, each now closed:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -99,38 +102,51 @@ def _needs_version(data: bytes, version: int) -> bytes:
     return bytes(out)
 
 
-def _unreadable_zips() -> dict[str, bytes]:
+def _tar_named(manifest: bytes, name: str) -> bytes:
+    """A tar holding ``bot.toml`` and a file ``name`` (surrogates written as the bytes they stand for)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT, errors="surrogateescape") as tf:
+        for entry, content in (("bot.toml", manifest), (name, b"x")):
+            info = tarfile.TarInfo(entry)
+            info.size = len(content)
+            tf.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def _unreadable_archives() -> dict[str, tuple[bytes, str]]:
+    """What each archive is, its bytes, and the refusal expected."""
     from tests.test_serve import MANIFEST, zip_bytes
-    empty_name = zipfile.ZipInfo("")
-    import io
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("bot.toml", MANIFEST)
-        zf.writestr(empty_name, b"x")
+        zf.writestr(zipfile.ZipInfo(""), b"x")
+    unreadable = "not a readable zip archive"
+    swap = b"NAME-TO-SWAP", b"\xff\xfe\x1b]0;ow\x07\x9b1m"  # (the same length: the archives' sizes hold)
     return {
-        "a name flagged UTF-8 that is not": _flag_names_utf8(  # (the same length: its sizes hold)
-            zip_bytes({"bot.toml": MANIFEST, "NAME-TO-SWAP": b"x"}).replace(b"NAME-TO-SWAP", b"\xff\xfe\x1b]0;ow\x07\x9b1m")),
-        "a version from the future": _needs_version(zip_bytes({"bot.toml": MANIFEST}), 175),
-        "an empty file name": buf.getvalue(),
+        "a zip's name flagged UTF-8 that is not": (
+            _flag_names_utf8(zip_bytes({"bot.toml": MANIFEST, swap[0].decode(): b"x"}).replace(*swap)), unreadable),
+        "a zip's version from the future": (_needs_version(zip_bytes({"bot.toml": MANIFEST}), 175), unreadable),
+        "a zip's empty file name": (buf.getvalue(), unreadable),
+        "a tar's name that is not UTF-8": (_tar_named(MANIFEST, os.fsdecode(swap[1])), "a file name that is not UTF-8"),
     }
 
 
-def test_a_zip_that_python_cannot_read_is_refused_as_the_uploaders_with_no_traceback(
+def test_an_archive_python_cannot_read_is_refused_as_the_uploaders_with_no_traceback(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """An upload is unpacked by a worker process whose error output is the server's own (its
     terminal, or the log file a service manager writes). Python's zipfile raises more than
-    ``BadZipFile`` on bytes it cannot read, and those escaped the worker: it died with a traceback
-    on the server's terminal, outside the log's escaping, and the uploader read that the arena had
-    failed. Each is now the uploader's refusal, and the worker writes nothing."""
+    ``BadZipFile`` on bytes it cannot read, and a tar's name that is not UTF-8 reads as surrogates,
+    which no check expected: each escaped the worker, which died with a traceback on the server's
+    terminal, outside the log's escaping, and the uploader read that the arena had failed. Each is
+    now the uploader's refusal, and the worker writes nothing."""
     import trio
 
     from arena.serve import unpacker
     from arena.serve.upload import UploadError
     from tests.test_serve import LIMITS
-    zips = _unreadable_zips()
-    assert all(b"PK\x01\x02" in z for z in zips.values())
-    for n, (what, data) in enumerate(zips.items()):
-        with pytest.raises(UploadError, match="not a readable zip archive") as refused:
+    archives = _unreadable_archives()
+    for n, (what, (data, reason)) in enumerate(archives.items()):
+        with pytest.raises(UploadError, match=reason) as refused:
             trio.run(lambda: unpacker.unpack_apart(data, tmp_path / f"job{n}", **LIMITS))
         assert refused.value.args and "\x1b" not in str(refused.value), what
         err = capfd.readouterr().err

@@ -59,13 +59,17 @@ def safe_parts(name: str) -> tuple[str, ...]:
     """The path's parts, or :class:`UploadError` if it could land outside the target folder."""
     if not name or "\\" in name or "\0" in name:
         raise UploadError(f"refused: the archive has an unsafe file name {name[:80]!r}")
+    try:  # a tar's name in bytes that are not UTF-8 reads as surrogates: no file name of a bot folder
+        encoded = name.encode()
+    except UnicodeEncodeError:
+        raise UploadError(f"refused: the archive has a file name that is not UTF-8 ({name[:80]!r})") from None
     p = PurePosixPath(name)
     if p.is_absolute() or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise UploadError(f"refused: the archive has an absolute path {name[:80]!r}")
     parts = tuple(x for x in p.parts if x not in ("", "."))
     if ".." in parts:
         raise UploadError(f"refused: the archive has a path that leaves its folder ({name[:80]!r})")
-    if len(name.encode()) > MAX_PATH_BYTES:
+    if len(encoded) > MAX_PATH_BYTES:
         raise UploadError(f"refused: the archive has a path longer than {MAX_PATH_BYTES:,} bytes ({name[:80]!r}…)")
     if any(len(x.encode()) > MAX_NAME_BYTES for x in parts):  # the file system's own limit (ENAMETOOLONG)
         raise UploadError(f"refused: the archive has a file name longer than {MAX_NAME_BYTES} bytes ({name[:80]!r}…)")
