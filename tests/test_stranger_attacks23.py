@@ -10,6 +10,8 @@ What got through on 16c5d2a, each now closed:
   tar with a file name that is not UTF-8, killed the upload's worker: its traceback went raw to the
   server's terminal or log file, past the log's escaping, and the uploader was told "the arena
   failed, not your bot" (500);
+- whatever an upload's worker wrote to its error output (a traceback, with what it quoted of the
+  archive) reached the server's terminal or log file raw, past the log's escaping;
 - a member's webhook address that Python's ``urlsplit`` cannot read (``http://[::1``) was a 500 with a
   traceback in the log; one whose port is no port (``:99999``, ``:x``) was kept and failed every
   delivery.
@@ -162,3 +164,35 @@ def test_a_webhook_address_python_cannot_read_is_refused_with_the_reason(url: st
     with pytest.raises(PeopleError, match="a browser could open"):
         check_url(url)
     assert check_url("https://[2001:db8::1]:8443/hook") == "https://[2001:db8::1]:8443/hook"
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202e\x9b31m\rforged\x08"  # a title, a cleared screen, bidi, C1 CSI, CR, BS
+
+
+def test_an_upload_workers_error_output_is_said_in_the_log_escaped_never_raw(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's error output was the server's own, so a worker that died (an arena bug it met
+    in a hostile archive) wrote its traceback, and what the traceback quoted of the archive, to
+    the operator's terminal raw. It is now kept apart and its end said in the log line that says
+    the worker ended, as a text argument: shown escaped whole (:class:`arena.safetext.ShownRecord`),
+    its newlines too, so it cannot forge a line either. A worker that writes such words and dies
+    stands in for the bug."""
+    import logging
+
+    import trio
+
+    from arena.safetext import ShownRecord
+    from arena.serve import unpacker
+    from tests.test_serve import LIMITS, MANIFEST, zip_bytes
+    words = f"Traceback (most recent call last):\n  {HOSTILE}\n2026-01-01 ERROR forged line\n"
+    monkeypatch.setattr(unpacker, "WORKER", [sys.executable, "-c", f"import sys; sys.stderr.write({words!r}); sys.exit(1)"])
+    with caplog.at_level(logging.WARNING, logger=unpacker.log.name):
+        with pytest.raises(unpacker.UnpackerLost, match="exit status 1"):
+            trio.run(lambda: unpacker.unpack_apart(zip_bytes({"bot.toml": MANIFEST}), tmp_path / "job", **LIMITS))
+    err = capfd.readouterr().err
+    assert "owned" not in err and "forged" not in err, err
+    said = [ShownRecord(r.name, r.levelno, r.pathname, r.lineno, r.msg, r.args, None).getMessage()
+            for r in caplog.records if "without an answer" in str(r.msg)]
+    assert len(said) == 1 and "\\x1b]0;owned\\x07" in said[0] and "forged line" in said[0], said
+    assert "\n" not in said[0] and not [c for c in said[0] if not c.isprintable()], said
