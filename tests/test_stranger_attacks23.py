@@ -10,6 +10,10 @@ What got through on 16c5d2a, each now closed:
   tar with a file name that is not UTF-8, killed the upload's worker: its traceback went raw to the
   server's terminal or log file, past the log's escaping, and the uploader was told "the arena
   failed, not your bot" (500);
+- a non-root user's arena stopped at once where another local user had made its run directory
+  (``palace-arena-<uid>`` in the temporary directory) first, saying only that it was not hers; it
+  now says what to do, as the package copy's refusal does (the name stays guessable: see
+  docs/SANDBOX.md);
 - whatever an upload's worker wrote to its error output (a traceback, with what it quoted of the
   archive) reached the server's terminal or log file raw, past the log's escaping;
 - a member's webhook address that Python's ``urlsplit`` cannot read (``http://[::1``) was a 500 with a
@@ -196,3 +200,21 @@ def test_an_upload_workers_error_output_is_said_in_the_log_escaped_never_raw(
             for r in caplog.records if "without an answer" in str(r.msg)]
     assert len(said) == 1 and "\\x1b]0;owned\\x07" in said[0] and "forged line" in said[0], said
     assert "\n" not in said[0] and not [c for c in said[0] if not c.isprintable()], said
+
+
+def test_a_run_directory_another_user_made_first_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """A referee that is not root keeps its run directory at a name any local user can make first
+    (``palace-arena-<uid>`` in the temporary directory): she stops that user's arena. Refused, never
+    used (she could read and write the records of every bot it starts); the refusal names the way
+    out, which she cannot block: a temporary directory of the user's own."""
+    from arena.bots.uids import _private_dir
+    squat = tmp_path / f"palace-arena-{os.geteuid()}"
+    if os.geteuid() == 0:
+        squat.mkdir(mode=0o777)
+        os.chown(squat, 65534, 65534)
+    else:  # (no other user to be here: a link stands in for her folder)
+        (tmp_path / "hers").mkdir()
+        squat.symlink_to(tmp_path / "hers")
+    with pytest.raises(PermissionError, match="another user made it.*set TMPDIR to a folder of your own"):
+        _private_dir(squat)
+    assert not list(squat.iterdir())
