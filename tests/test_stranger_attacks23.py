@@ -14,6 +14,10 @@ What got through on 16c5d2a, each now closed:
   (``palace-arena-<uid>`` in the temporary directory) first, saying only that it was not hers; it
   now says what to do, as the package copy's refusal does (the name stays guessable: see
   docs/SANDBOX.md);
+- the cleanup after a referee killed with ``kill -9`` followed a link in place of a temporary
+  directory the dead referee had listed (its name gone from the temporary folder, made again by
+  another local user, swapped for a link after the cleanup looked at it): root detached the tmpfs
+  of a live build elsewhere, wherever the link led;
 - whatever an upload's worker wrote to its error output (a traceback, with what it quoted of the
   archive) reached the server's terminal or log file raw, past the log's escaping;
 - a member's webhook address that Python's ``urlsplit`` cannot read (``http://[::1``) was a 500 with a
@@ -218,3 +222,49 @@ def test_a_run_directory_another_user_made_first_is_refused_saying_what_to_do(tm
     with pytest.raises(PermissionError, match="another user made it.*set TMPDIR to a folder of your own"):
         _private_dir(squat)
     assert not list(squat.iterdir())
+
+
+def test_a_dead_referees_cleanup_detaches_no_tmpfs_through_a_link_swapped_in(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A referee lists each temporary directory it makes (``palace-arena-*`` in the shared
+    temporary folder) so that the cleanup after a ``kill -9`` finds them; one it removed itself
+    stays listed, its name free for any local user, who sees it there while it lives. She makes a
+    folder by that name (the cleanup takes it: a folder, not a link) and swaps it for a link to a
+    live build's temporary directory once the cleanup has looked (its list is made first, then
+    each is released): the cleanup then detached, as root, the tmpfs the link led to. The swap is
+    made here at that moment, as her loop on inotify would."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting the live build's tmpfs needs root")
+    from arena.bots import uids
+    from arena.bots.namespaces import BUILD_SPACE, bounded_space
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    live = shared / "palace-arena-bot-live"  # a live referee's build, its files in a tmpfs
+    live.mkdir()
+    space = bounded_space(live, 1 << 20, 16)
+    assert space is not None and space == live / BUILD_SPACE and os.path.ismount(space)
+    try:
+        (space / "built").write_text("the build's output\n")
+        registry = uids.Registry(tmp_path / "run")
+        dead = registry.run_dir / "ref-999999"  # a referee killed -9: its directory, lock free
+        dead.mkdir()
+        (dead / "lock").touch()
+        hers = shared / "palace-arena-bot-gone"  # it listed this one, removed it, then died
+        (dead / uids.TEMPS).write_text(f"{hers}\n")
+        hers.mkdir()
+        kept = uids._kept_temps
+
+        def swapped_after_the_look(listing: Path) -> list[Path]:
+            found = kept(listing)
+            assert found == [hers]  # a folder, not a link, when looked at
+            hers.rmdir()
+            hers.symlink_to(live)  # her swap
+            return found
+
+        monkeypatch.setattr(uids, "_kept_temps", swapped_after_the_look)
+        registry.cleanup_stale(None)
+        assert os.path.ismount(space) and (space / "built").read_text() == "the build's output\n"
+        assert not dead.exists()  # the dead referee's directory is cleared all the same
+    finally:
+        if os.path.ismount(space):
+            subprocess.run(["umount", "-l", str(space)], check=False)
