@@ -148,7 +148,9 @@ def test_an_archive_python_cannot_read_is_refused_as_the_uploaders_with_no_trace
     ``BadZipFile`` on bytes it cannot read, and a tar's name that is not UTF-8 reads as surrogates,
     which no check expected: each escaped the worker, which died with a traceback on the server's
     terminal, outside the log's escaping, and the uploader read that the arena had failed. Each is
-    now the uploader's refusal, and the worker writes nothing."""
+    now the uploader's refusal, and the worker writes nothing: each is read by the worker's own
+    ``work`` here (what it answers is what the worker prints), the first through a worker as an
+    upload is."""
     import trio
 
     from arena.serve import unpacker
@@ -156,11 +158,13 @@ def test_an_archive_python_cannot_read_is_refused_as_the_uploaders_with_no_trace
     from tests.test_serve import LIMITS
     archives = _unreadable_archives()
     for n, (what, (data, reason)) in enumerate(archives.items()):
-        with pytest.raises(UploadError, match=reason) as refused:
-            trio.run(lambda: unpacker.unpack_apart(data, tmp_path / f"job{n}", **LIMITS))
-        assert refused.value.args and "\x1b" not in str(refused.value), what
-        err = capfd.readouterr().err
-        assert "Traceback" not in err and not [c for c in err if not c.isprintable() and c != "\n"], (what, err)
+        answer = unpacker.work(tmp_path / f"read{n}", LIMITS["max_files"], LIMITS["max_bytes"], data)
+        assert reason in answer.get("refused", "") and "\x1b" not in answer["refused"], (what, answer)
+    data, reason = next(iter(archives.values()))
+    with pytest.raises(UploadError, match=reason):
+        trio.run(lambda: unpacker.unpack_apart(data, tmp_path / "job", **LIMITS))
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and not [c for c in err if not c.isprintable() and c != "\n"], err
 
 
 @pytest.mark.parametrize("url", ["http://[::1", "http://[zz]/hook", "http://example.com:99999/hook",
