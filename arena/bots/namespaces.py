@@ -33,6 +33,7 @@ _umount2 = _libc.umount2
 _umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _umount2.restype = ctypes.c_int
 MNT_DETACH = 2
+UMOUNT_NOFOLLOW = 8
 PR_SET_DUMPABLE = 4
 _unshare = _libc.unshare
 _unshare.argtypes = [ctypes.c_int]
@@ -78,10 +79,21 @@ def space_full(space: Path) -> bool:
 
 def release_space(top: Path) -> None:
     """Detach the tmpfs of :func:`bounded_space` below ``top``, if one is mounted (its memory is
-    freed once nothing uses it); nothing else."""
-    space = top / BUILD_SPACE
-    if os.path.ismount(space):
-        _umount2(str(space).encode(), MNT_DETACH)
+    freed once nothing uses it); nothing else. ``top`` is opened without following a link, and the
+    tmpfs found through that descriptor: a dead referee's temporary directory is named in the
+    temporary folder, where another local user may make one by its name once it is gone and swap
+    it for a link to a live build's folder after the cleanup looked at it; followed, root detached
+    that build's tmpfs."""
+    try:
+        fd = os.open(top, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:  # gone, a link, or no folder: nothing of ours to release
+        return
+    try:
+        space = f"/proc/self/fd/{fd}/{BUILD_SPACE}"
+        if os.path.ismount(space):
+            _umount2(space.encode(), MNT_DETACH | UMOUNT_NOFOLLOW)
+    finally:
+        os.close(fd)
 
 
 def walkable(paths: Iterable[str]) -> tuple[list[str], list[str]]:

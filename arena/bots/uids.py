@@ -60,8 +60,9 @@ def default_run_dir() -> Path:
 def _private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise PermissionError(f"{path} is not a directory owned by uid {os.geteuid()}")
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():  # (its name is known: another user may make it)
+        raise PermissionError(f"{path} is not a directory owned by uid {os.geteuid()} (another user made it?): "
+                              "remove it, or set TMPDIR to a folder of your own")
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path

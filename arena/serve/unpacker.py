@@ -115,6 +115,9 @@ async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_fil
         raise UnpackerLost(f"the unpacking process cannot start without its system-call filter: {e}") from None
     lease = None
     space = None
+    # its error output (a traceback, bubblewrap's words) is said in the log, escaped as every log line
+    # is; the server's own stderr, it went raw to the operator's terminal or log file
+    err = tempfile.TemporaryFile()
     try:
         try:
             argv = await trio.to_thread.run_sync(confined, WORKER, dest, filter_fd)
@@ -126,11 +129,13 @@ async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_fil
         bound = functools.partial(_bound_worker, WORKER_LIMITS.memory_bytes + 2 * max_bytes, max_bytes, space,
                                   installer)
         try:
-            proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
-                                                    cwd=str(dest), preexec_fn=bound, pass_fds=(filter_fd,))
+            proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                    stderr=err.fileno(), env=_env(), cwd=str(dest),
+                                                    preexec_fn=bound, pass_fds=(filter_fd,))
         except subprocess.SubprocessError as e:  # the preexec function failed: no worker ran
             raise UnpackerLost(f"the unpacking process could not be bounded: {e}") from None
     except BaseException:
+        err.close()
         if lease is not None:
             process_registry().release_uid(lease)
         if space is not None and space.made_here:
@@ -150,7 +155,7 @@ async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_fil
                 await proc.wait()
             if proc.returncode is None:
                 raise UnpackerLost(f"the unpacking process's folder is not its own: {e}") from None
-            raise _ended(proc.returncode, wrapped) from None
+            raise _ended(proc.returncode, wrapped, _last_words(err)) from None
         with trio.move_on_after(UNPACK_S) as waited:
             job = {"dest": str(seen), "max_files": max_files, "max_bytes": max_bytes, "size": len(data)}
             try:
@@ -163,7 +168,7 @@ async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_fil
         if answer is None:
             with trio.move_on_after(5):
                 await proc.wait()
-            raise _ended(proc.returncode, wrapped)
+            raise _ended(proc.returncode, wrapped, _last_words(err))
     except BaseException:
         if fd is not None:
             os.close(fd)
@@ -178,12 +183,27 @@ async def _run_worker(data: bytes, dest: Path, bounds: "WorkerSpace", *, max_fil
                 process_registry().release_uid(lease)
             if space.made_here:
                 os.rmdir(space.where)
+            err.close()
     return answer, fd, seen
 
 
-def _ended(status: int | None, wrapped: bool) -> UnpackerLost:
-    """A worker that ended without an answer, said by how it ended."""
-    log.warning("an upload's unpacker ended without an answer (status %s)", status)
+LAST_WORDS_BYTES = 2000  # of a worker's error output, the end (a traceback's last lines) is said in the log
+
+
+def _last_words(err: Any) -> str:
+    """The end of what a worker wrote to its error output, as text."""
+    try:
+        size = os.fstat(err.fileno()).st_size
+        return os.pread(err.fileno(), LAST_WORDS_BYTES, max(0, size - LAST_WORDS_BYTES)).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ended(status: int | None, wrapped: bool, said: str = "") -> UnpackerLost:
+    """A worker that ended without an answer, said by how it ended (and, in the log, by the end of
+    what it wrote to its error output: a text argument, shown escaped, its newlines too)."""
+    log.warning("an upload's unpacker ended without an answer (status %s)%s%s", status,
+                "; its last words: " if said.strip() else "", said.strip())
     if wrapped and status is not None and 128 < status < 128 + 65:
         status = 128 - status  # bubblewrap's way of saying its child was killed by a signal
     if status is not None and status < 0:

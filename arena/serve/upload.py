@@ -59,13 +59,17 @@ def safe_parts(name: str) -> tuple[str, ...]:
     """The path's parts, or :class:`UploadError` if it could land outside the target folder."""
     if not name or "\\" in name or "\0" in name:
         raise UploadError(f"refused: the archive has an unsafe file name {name[:80]!r}")
+    try:  # a tar's name in bytes that are not UTF-8 reads as surrogates: no file name of a bot folder
+        encoded = name.encode()
+    except UnicodeEncodeError:
+        raise UploadError(f"refused: the archive has a file name that is not UTF-8 ({name[:80]!r})") from None
     p = PurePosixPath(name)
     if p.is_absolute() or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise UploadError(f"refused: the archive has an absolute path {name[:80]!r}")
     parts = tuple(x for x in p.parts if x not in ("", "."))
     if ".." in parts:
         raise UploadError(f"refused: the archive has a path that leaves its folder ({name[:80]!r})")
-    if len(name.encode()) > MAX_PATH_BYTES:
+    if len(encoded) > MAX_PATH_BYTES:
         raise UploadError(f"refused: the archive has a path longer than {MAX_PATH_BYTES:,} bytes ({name[:80]!r}…)")
     if any(len(x.encode()) > MAX_NAME_BYTES for x in parts):  # the file system's own limit (ENAMETOOLONG)
         raise UploadError(f"refused: the archive has a file name longer than {MAX_NAME_BYTES} bytes ({name[:80]!r}…)")
@@ -73,11 +77,16 @@ def safe_parts(name: str) -> tuple[str, ...]:
 
 
 def _zip_entries(data: bytes) -> Iterator[Entry]:
+    """Each entry of a zip archive. zipfile raises more than ``BadZipFile`` on a directory it cannot
+    read (a name flagged UTF-8 that is not, a version it does not know, an empty name): whatever it
+    raises on the uploader's bytes is a refusal of them, never a worker that dies with a traceback."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise UploadError(f"not a readable zip archive: {e}") from None
+        if any(not info.filename for info in infos):  # (ZipInfo.is_dir raises IndexError on one)
+            raise zipfile.BadZipFile("a file with no name")
+    except (*DAMAGED, OSError, EOFError) as e:
+        raise UploadError(f"not a readable zip archive: {type(e).__name__}: {e}") from None
     for info in infos:
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):

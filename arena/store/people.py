@@ -322,8 +322,14 @@ def token_account(db: sqlite3.Connection, token: str, scope: Scope, now: float) 
 # --------------------------------------------------------------------------- a person's webhook
 
 def check_url(url: str) -> str:
-    """A webhook address: http or https, a host, no user or password in it."""
-    parts = urlsplit(url.strip())
+    """A webhook address: http or https, a host, a port that is one, no user or password in it.
+    What ``urlsplit`` cannot read (``http://[::1``, a port of letters) is refused here, not a 500."""
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises on a port that is no number from 0 to 65535
+    except ValueError:
+        raise PeopleError("a webhook address must be one a browser could open (a host, and a port "
+                          "from 0 to 65535 if it names one)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
         raise PeopleError("a webhook is an http:// or https:// address with a host (and no user or password)")
     if len(url) > 500:

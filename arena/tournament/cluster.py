@@ -40,7 +40,7 @@ import trio
 
 from .. import __version__
 from ..bots.blocking import Hub, adopt_hub
-from ..bots.bundles import BundleError, BundleRefused, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
+from ..bots.bundles import CACHE_ENV, BundleError, BundleRefused, Holds, bundle_key, manifest_path, pack_bot, prepare_bot
 from ..bots.containment import cleanup_stale, process_registry
 from ..bots.filesystem import remove_tree
 from ..bots.manifest import BotSpec, FolderError, refused_bot
@@ -342,7 +342,12 @@ def _connect(address: str):
         # The workers' files go in a private folder of this run, not Dask's shared ``dask-scratch-space``
         # in the temporary directory, which the first user to name it owns: another local user's file
         # there failed every local cluster at its start, and her folder would hold the run's.
+        # So does the workers' bot cache: its default name, ``palace-arena-cache-<uid>`` in the
+        # temporary directory, is the first user's to make, and another local user's folder there
+        # failed every game of a local cluster (the cache refused as not the referee's). It is the
+        # run's, in its scratch, unless the operator named one (``PALACE_ARENA_CACHE``).
         scratch = process_registry().temp_dir("palace-arena-cluster-")
+        workers_env = {} if os.environ.get(CACHE_ENV) else {CACHE_ENV: str(scratch / "bots")}
         # Its listeners close at once every connection another local user makes (``localcomm``):
         # the workers load that comm before they listen (a preload), or cannot join at all.
         with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [],
@@ -352,6 +357,7 @@ def _connect(address: str):
                                                threads_per_worker=1, processes=True, protocol=localcomm.SCHEME + "://",
                                                security=security, silence_logs=logging.ERROR,
                                                scheduler_kwargs={"dashboard": False}, local_directory=str(scratch),
+                                               env=workers_env,
                                                dashboard_address="127.0.0.1:0")  # none fixed: 8787 may be taken
         weakref.finalize(cluster, remove_tree, scratch)  # once it is closed and gone, or at exit
         return distributed.Client(cluster, security=security, set_as_default=False), cluster
