@@ -115,8 +115,14 @@ def drive(rules, players: int, seed: int, on_request, forfeit_at: int | None = N
         core.answer(rng.randrange(req.n_actions), 0.0)
 
 
+SAMPLE_EVERY = 3  # each seat's observer takes in every request; every third of its play requests is sampled
+
+
 @pytest.mark.parametrize("name,rules", VARIANTS, ids=[v[0] for v in VARIANTS])
 def test_determinization_is_consistent(name, rules):
+    """Each seat's observer follows the whole game, and a sample of every third of its requests
+    (about 7,000 over these games; sampling and checking were three quarters of the time of
+    sampling all 21,000) must be the true state with its hidden cards dealt again."""
     players = min(rules.max_players, 2 + len(name) % 3)
     for seed in range(2):
         observers = []
@@ -127,12 +133,16 @@ def test_determinization_is_consistent(name, rules):
             observers.append(o)
         rng = random.Random(seed)
         checked = [0]
+        asked = [0] * players
 
         def on_request(state, req):
             me = req["view"]["seat"]
             obs = observers[me]
             obs.update(req)
             if state.phase != "play":
+                return
+            asked[me] += 1
+            if asked[me] % SAMPLE_EVERY:
                 return
             check_sample(obs.sample(rng), state, me, req, obs)
             checked[0] += 1

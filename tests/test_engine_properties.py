@@ -239,18 +239,23 @@ def test_random_games_end(name, players, seed, choices):
 
 
 @pytest.mark.parametrize("name,players", CONFIGS, ids=[f"{n}-{p}" for n, p in CONFIGS])
-@settings(FAST, max_examples=3)
+@settings(FAST, max_examples=1)
 @given(seed=st.integers(0, 2**32 - 1), choices=st.integers(0, 2**32 - 1),
        eager=st.sampled_from([0.0, 0.9]))
 def test_invariants_every_step(name, players, seed, choices, eager):
-    """Cards, views, events, positions and determinism, checked after every action."""
+    """Cards, views, events, positions and determinism, checked after every action. One game a
+    preset and size (these checks are most of the file's time; test_random_option_sets plays 30
+    more games under them). Each bug planted to size this failed games here with one example:
+    a whole hand shown in another seat's view (21 of the 23 games of this test and the next), a
+    multi-card draw left unredacted (17), the stale-turn count lost in a position's round trip
+    (23), a card lost from a two-card draw near the stock's end (4)."""
     rules = PRESETS[name]
     state, picks, record = play_random(rules, players, seed, choices, eager=eager, max_turns=250)
     again, record2 = replay(rules, players, seed, picks, max_turns=250)
     assert again == state and record2 == record
 
 
-@settings(FAST, max_examples=5)
+@settings(FAST, max_examples=2)
 @given(seed=st.integers(0, 2**32 - 1), choices=st.integers(0, 2**32 - 1))
 def test_six_players_with_jokers(seed, choices):
     """003's six-player table: two jokers in, 54 cards, 9 each and no stock."""

@@ -190,13 +190,15 @@ def test_samples_keep_every_inference(name, rules):
 
 @pytest.mark.parametrize("name", ["classic", "skip8", "shithead"])
 def test_the_uniform_sampler_fails_the_same_checks(name):
-    """A sampler that ignores the inferences is caught: the checks above can fail."""
+    """A sampler that ignores the inferences is caught: the checks above can fail (in the first
+    of these games that shows it: the games after it were played to add to a count that only had
+    to be above zero)."""
     rules = PRESETS[name]
-    caught = 0
     for seed in range(6):
         _, _, problems = play_and_check(rules, 2, seed, uniform=True, samples=4)
-        caught += len(problems)
-    assert caught > 0
+        if problems:
+            break
+    assert problems, "six games of a sampler that ignores the inferences broke none"
 
 
 OPTION_VALUES = {

@@ -41,8 +41,8 @@ runner = CliRunner()
 def _ladder(tmp_path: Path, **fields):
     # 100 turns: most games against highest run to the cap; a capped game is a result like any other
     # (the seasons' tests read what was stored, not how a game ended)
-    path = write_ladder(tmp_path, "sea", bots=["random", "lowest", "highest"], store=str(tmp_path / "s.sqlite"),
-                        **{"max_turns": 100, **fields})
+    path = write_ladder(tmp_path, "sea", bots=["random", "lowest", "highest"],
+                        **{"store": str(tmp_path / "s.sqlite"), "max_turns": 100, **fields})
     ladder = load_ladder(path)
     return path, ladder, open_store(ladder)
 

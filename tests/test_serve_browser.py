@@ -643,13 +643,17 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     assert chrome.find_element(By.ID, "verify").get_attribute("data-ok") == "1"
 
 
-def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, tmp_path: Path) -> None:
+def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, site: ServerProc, tmp_path: Path) -> None:
     """At 390 px the published hash and the revealed secret wrap inside the page (a stranger copies
     them from a phone), and the season's and the balance audit's tables scroll in their own box:
-    the page itself never scrolls sideways."""
+    the page itself never scrolls sideways. The two ladders are played into the site's store (the
+    server reads their files from the copies the store keeps), not a server of their own."""
     from arena.ladder.seasons import end_season, start_season
     from tests.test_seasons import _ladder, _play
-    _path, ladder, store = _ladder(tmp_path)
+    # the site's store is a club's once its first admin signed up: these ladders seat the organiser's
+    # own bundled bots together, as MINI_LADDER's do
+    club = {"store": str(site.store), "one_seat_per_author": False}  # type: ignore[attr-defined]
+    _path, ladder, store = _ladder(tmp_path, **club)
     _play(ladder, store, 8)
     s = start_season(store, ladder)
     _play(ladder, store, 8)
@@ -658,20 +662,19 @@ def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, tmp_pat
     from arena.ladder import load_ladder, open_store
     from tests.test_ladder import write_ladder
     (tmp_path / "w").mkdir()
-    wide = load_ladder(write_ladder(tmp_path / "w", "wide", seats=4, store=str(tmp_path / "s.sqlite"),
-                                    bots=["random", "lowest", "highest", "heuristic"]))
+    wide = load_ladder(write_ladder(tmp_path / "w", "wide", seats=4, bots=["random", "lowest", "highest", "heuristic"],
+                                    **club))
     store = open_store(wide)
     _play(wide, store, 4)  # four seat columns
     store.close()
-    server = ServerProc(tmp_path / "s.sqlite")
     try:
         viewport(chrome, *PHONE, mobile=True)
         for page in ("/ladders/sea/seasons/1", "/ladders/wide/balance"):
-            chrome.get(server.url + page)
+            chrome.get(site.url + page)
             wait(chrome, lambda d: d.find_elements(By.CSS_SELECTOR, "table"), what=page)
             shot(chrome, "season" if "seasons" in page else "balance")
             assert chrome.execute_script("return document.documentElement.scrollWidth") <= PHONE[0], page
-        chrome.get(server.url + "/ladders/sea/seasons/1")
+        chrome.get(site.url + "/ladders/sea/seasons/1")
         for selector in ("code.commitment", "code.secret"):
             right = chrome.execute_script("return document.querySelector(arguments[0]).getBoundingClientRect().right",
                                           selector)
@@ -679,4 +682,3 @@ def test_a_season_and_its_balance_read_whole_at_phone_width(chrome: Any, tmp_pat
         assert s.commitment in chrome.find_element(By.CSS_SELECTOR, "code.commitment").text.replace("\n", "")
     finally:
         viewport(chrome, *DESKTOP)
-        server.stop()
