@@ -150,13 +150,13 @@ SECRET = "a22-secret"
 def _forged(note: Path, tmp_path: Path) -> tuple[dict, str]:
     """A note as the referee's would be, its answer widened by a folder of secrets (signed as it is,
     so that only the note's own file tells it from the referee's); and that folder."""
-    from arena.serve import unpacker
+    from arena.bots.notes import path_seen
     noted = json.loads(note.read_text())
     secret = tmp_path / SECRET
     secret.mkdir()
     (secret / "key").write_text("the store's key")
     noted["found"].append(str(secret))
-    noted["seen"][str(secret)] = unpacker._seen(str(secret))
+    noted["seen"][str(secret)] = path_seen(str(secret))
     return noted, str(secret)
 
 
