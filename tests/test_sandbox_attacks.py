@@ -31,7 +31,7 @@ from arena.bots.launch import containment_for
 import pytest
 from typer.testing import CliRunner
 
-from arena.bots import containment, probes, seccomp
+from arena.bots import containment, notes, probes, seccomp
 from arena.bots.errors import SandboxUnavailable
 from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
@@ -89,7 +89,7 @@ def fresh_probes(monkeypatch):
     machine)."""
     monkeypatch.setattr(probes, "_bwrap_checked", {})
     monkeypatch.setattr(probes, "_namespaces_checked", {})
-    monkeypatch.setattr(probes, "read_note", lambda note: None)
+    monkeypatch.setattr(notes, "read_note", lambda note: None)
     build = seccomp.bpf
     build.cache_clear()
     yield
@@ -415,7 +415,7 @@ def _bwrap_of_our_own(folder: Path, script: str, monkeypatch, request) -> Path:
 
 def _notes_naming(path: Path) -> list[Path]:
     """The probe notes of this machine that list ``path`` among what they were found from."""
-    return [n for n in containment.process_registry().run_dir.glob("probe-*.json")
+    return [n for n in containment.process_registry().run_dir.glob("passed-*.json")
             if str(path) in n.read_text(errors="replace")]
 
 

@@ -19,7 +19,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 NOTE_BYTES = 1 << 20  # a note is a few kB of paths: a bigger one is no note of ours
 
@@ -86,3 +86,45 @@ def write_note(note: Path, noted: dict) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+MACHINE_STATE = ("/proc/sys/kernel/random/boot_id", "/proc/sys/user/max_user_namespaces",
+                 "/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+"""What a containment's trial depends on of the kernel, read into its note's name: this boot (a
+kernel upgraded, a machine rebooted) and the settings that allow or refuse user namespaces."""
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read(200)
+    except OSError:
+        return None
+
+
+def code_files(folder: Path) -> list[str]:
+    """A folder of the arena's code and its modules, as a trial's ``ran_through``: a module
+    edited, added or removed is another trial."""
+    return [str(folder), *sorted(str(p) for p in folder.glob("*.py"))]
+
+
+def passed_here(question: Any, ran_through: list[str], trial: Callable[[], str | None]) -> str | None:
+    """``trial()``'s answer (None: it passed; else why not: a containment tried by starting
+    something in it), unless this machine noted that the same trial passed: the note's name holds
+    ``question`` and the kernel's :data:`MACHINE_STATE`, and it lists the paths of ``ran_through``
+    (the binaries and the code the trial ran through) as ``stat`` saw them, so a binary replaced or
+    the code edited is tried again. A pass alone is noted, after the trial, where nothing it ran
+    through changed in between; a failure is found again by each process. So a note, even a wrong
+    one, can only make a process use a containment without trying it first, never choose another."""
+    try:
+        note = note_named("passed", (question, [_read(p) for p in MACHINE_STATE]))
+    except OSError:  # no run directory: tried, not noted
+        return trial()
+    noted = read_note(note)
+    if noted is not None and set(ran_through) <= noted["seen"].keys():
+        return None
+    seen = {p: path_seen(p) for p in ran_through}
+    problem = trial()
+    if problem is None and all(s is not None and path_seen(p) == s for p, s in seen.items()):
+        write_note(note, {"seen": seen})
+    return problem

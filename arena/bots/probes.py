@@ -6,7 +6,7 @@ too); a caller inside an event loop holds it once per process, briefly. gVisor's
 seconds (runsc boots a sandbox), so a process that starts workers on its own machine hands them
 its answer (:func:`gvisor_seen_working`, :func:`take_gvisor_from_parent`) instead of each probing again.
 
-A probe that passed is noted for the machine (:func:`_passed_here`), so the next process (a
+A probe that passed is noted for the machine (:func:`~.notes.passed_here`), so the next process (a
 worker, a server, a command) reads the note instead of starting a probe's bot (bubblewrap: 0.1 s
 of CPU and 0.3 s of wall; gVisor: 0.6 s and seconds). Only a pass is noted: a note can make a
 process try a containment without probing it, never choose another. A note that is wrong (forged
@@ -25,7 +25,7 @@ from typing import Any, Callable
 from .containment import Containment, RunAs, cgroup_root, drops_uid, find_bwrap, process_registry
 from .errors import BotError, BotExited, BotStartError, SandboxUnavailable
 from .gvisor import find_runsc
-from .notes import note_named, path_seen, read_note, write_note
+from .notes import code_files, passed_here
 from ..limits import Limits
 
 
@@ -34,44 +34,16 @@ _namespaces_checked: dict[bool, str | None] = {}
 _gvisor_checked: dict[str, str | None] = {}
 
 
-MACHINE_STATE = ("/proc/sys/kernel/random/boot_id", "/proc/sys/user/max_user_namespaces",
-                 "/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-"""What a probe's answer depends on of the kernel, read into its note's name: this boot (a kernel
-upgraded, a machine rebooted) and the settings that allow or refuse user namespaces."""
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read(200)
-    except OSError:
-        return None
-
-
 def _passed_here(question: str, binary: str | None, probe: Callable[[], str | None]) -> str | None:
-    """``probe()``'s answer (None: it passed; else why not), unless this machine noted that the
-    same probe passed: the note's name holds ``question``, ``binary`` (the program the probe runs
-    through, if any), the kernel's :data:`MACHINE_STATE` and the system-call filter every contained
-    bot gets; the note lists ``binary`` and the modules that start a bot (this folder's) as
-    ``stat`` saw them (:func:`~.notes.read_note`), so a binary replaced or the arena's code edited is
-    probed again. A pass alone is noted, after the probe, with nothing it ran through changed
-    in between; a failure is found by each process."""
+    """``probe()``'s answer, or a pass this machine noted (:func:`~.notes.passed_here`) for the same
+    ``question``, the same system-call filter (every contained bot's) and the same ``binary`` (the
+    program the probe runs through, if any) and modules that start a bot (this folder's)."""
     from .seccomp import bpf
     try:
-        note = note_named("probe", (question, binary, [_read(p) for p in MACHINE_STATE],
-                                    hashlib.sha256(bpf()).hexdigest()))
-    except (OSError, SandboxUnavailable):  # no run directory, no filter: the probe says why
+        filtered = hashlib.sha256(bpf()).hexdigest()
+    except SandboxUnavailable:  # no filter: the probe says why
         return probe()
-    noted = read_note(note)
-    if noted is not None and (binary is None or binary in noted["seen"]):
-        return None
-    code = Path(__file__).parent
-    ran_through = [*([binary] if binary else []), str(code), *sorted(str(p) for p in code.glob("*.py"))]
-    seen = {p: path_seen(p) for p in ran_through}
-    problem = probe()
-    if problem is None and all(s is not None and path_seen(p) == s for p, s in seen.items()):
-        write_note(note, {"seen": seen})
-    return problem
+    return passed_here((question, filtered), [*([binary] if binary else []), *code_files(Path(__file__).parent)], probe)
 
 
 def _probe(command: tuple[str, ...] = ("/usr/bin/true",), folder: Path = Path("/usr/bin"), **kw: Any):

@@ -33,6 +33,7 @@ upload's bounds, which the server reads back with the folder reader once the wor
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.namespaces import PRIVATE_SPACE_DIR, NamespaceRoot, PrivateSpace
-from ..bots.notes import absolute_paths, note_named, path_seen, read_note, write_note
+from ..bots.notes import absolute_paths, code_files, note_named, passed_here, path_seen, read_note, write_note
 from ..bots.procs import (PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, Attribution, become, drop_capabilities, kill_and_reap,
                           prctl, scan_procs, stand_in)
 from ..errors import ArenaError
@@ -531,19 +532,14 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
         args += ["--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and (bwrap, owned) not in _bwrap_runs:
-        try:  # tried once a process: a worker that cannot start would be every upload's 500
-            # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a
-            # moment even when all goes well, and the server (a subreaper) would inherit it dead;
-            # a worker's whole tree is reaped after it (_end_tree), and keeps that init, so that a
-            # signal it sends itself is not refused as one sent to its namespace's pid 1
-            from ..bots.seccomp import memfd
-            own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
-            try:  # the worker's imports, in its view and under its filter
-                tried = [bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable, "-P", "-c",
-                         WORKER_IMPORTS]
-                problem = _tried(tried, _owned_space if owned else None, (own_filter,))
-            finally:
-                os.close(own_filter)
+        from ..bots.seccomp import bpf
+        # what the try runs through beside bubblewrap: the interpreter and the modules the worker
+        # imports (the arena's top level, its bots' and its server's)
+        code = [sys.executable, *(p for d in ("", "bots", "serve") for p in code_files(Path(__file__).resolve().parents[1] / d))]
+        try:  # tried once a machine (a pass noted): a worker that cannot start would be every upload's 500
+            problem = passed_here(("the upload worker starts under bubblewrap", bwrap, owned, worker_view(),
+                                   WORKER_IMPORTS, hashlib.sha256(bpf(worker=True)).hexdigest(), sorted(_env().items())),
+                                  [bwrap, *code], lambda: _bwrap_tried(bwrap, args, owned) or None) or ""
             _bwrap_runs[(bwrap, owned)] = not problem
         except OSError as e:
             problem = str(e)
@@ -558,6 +554,23 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
                     "a private uid in a view of its own where it can, else as uid 0 without a capability" if owned
                     else "the server's user, with its network and files")
     return argv
+
+
+def _bwrap_tried(bwrap: str, args: list[str], owned: bool) -> str:
+    """Why the worker's imports do not run in its view under bubblewrap and its filter; "" where
+    they do."""
+    # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a moment
+    # even when all goes well, and the server (a subreaper) would inherit it dead; a worker's whole
+    # tree is reaped after it (_end_tree), and keeps that init, so that a signal it sends itself is
+    # not refused as one sent to its namespace's pid 1
+    from ..bots.seccomp import memfd
+    own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
+    try:
+        tried = [bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable, "-P", "-c",
+                 WORKER_IMPORTS]
+        return _tried(tried, _owned_space if owned else None, (own_filter,))
+    finally:
+        os.close(own_filter)
 
 
 def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
