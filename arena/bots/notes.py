@@ -6,8 +6,9 @@ A note is named by everything its answer depends on (:func:`note_named`) and lis
 was found from as ``stat`` saw them then (``seen``). It is read back only from a plain file of
 the referee's uid that no other can write (the run directory is that uid's alone), and only while
 each of those paths is as it was; anything else is no note, and the caller finds the answer
-again. A note is a saving, never a permission: its callers note only what a wrong note cannot
-turn into less containment.
+again. The upload worker's imports (what its view binds) are one answer noted so; a
+containment's trial (:func:`passed_here`) is noted only where it passed, so that no note, even
+a wrong one, can choose a weaker containment.
 """
 
 from __future__ import annotations
