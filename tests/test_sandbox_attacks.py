@@ -470,8 +470,8 @@ def test_a_note_never_puts_a_bot_in_a_weaker_mode(base, monkeypatch, request):
     under nothing. A note that says a probe failed cannot be written: only a pass is noted.
     Planted (the probe's answer noted, failures too, and read back): the forged failure's note
     below makes the default launcher choose namespaces where bubblewrap runs."""
-    fake = _bwrap_of_our_own(base, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
-                             monkeypatch, request)
+    refusing = "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    fake = _bwrap_of_our_own(base, refusing, monkeypatch, request)
     assert "No permissions" in probes.sandbox_problem_now()
     assert _notes_naming(fake) == []  # a failure is not noted
     assert Launcher().mode_now() is Containment.NAMESPACES

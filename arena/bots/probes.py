@@ -101,9 +101,10 @@ def sandbox_problem_now(run_as: RunAs = RunAs.PRIVATE) -> str | None:
         return "bwrap not found (Debian/Ubuntu package: bubblewrap)"
     key = (bwrap, drops_uid(run_as))
     if key not in _bwrap_checked:
-        _bwrap_checked[key] = _passed_here(f"bubblewrap contains a bot, dropping its uid: {key[1]}", bwrap, lambda: _tried(
-            "bwrap", 20, f"cannot run {bwrap}: ", _bwrap_exit,
-            containment=Containment.BUBBLEWRAP, run_as=run_as, bwrap=bwrap))
+        _bwrap_checked[key] = _passed_here(f"bubblewrap contains a bot, dropping its uid: {key[1]}", bwrap,
+                                           lambda: _tried("bwrap", 20, f"cannot run {bwrap}: ", _bwrap_exit,
+                                                          containment=Containment.BUBBLEWRAP, run_as=run_as,
+                                                          bwrap=bwrap))
     return _bwrap_checked[key]
 
 

@@ -535,11 +535,12 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
         from ..bots.seccomp import bpf
         # what the try runs through beside bubblewrap: the interpreter and the modules the worker
         # imports (the arena's top level, its bots' and its server's)
-        code = [sys.executable, *(p for d in ("", "bots", "serve") for p in code_files(Path(__file__).resolve().parents[1] / d))]
+        arena = Path(__file__).resolve().parents[1]
+        code = [sys.executable, *(p for d in ("", "bots", "serve") for p in code_files(arena / d))]
         try:  # tried once a machine (a pass noted): a worker that cannot start would be every upload's 500
-            problem = passed_here(("the upload worker starts under bubblewrap", bwrap, owned, worker_view(),
-                                   WORKER_IMPORTS, hashlib.sha256(bpf(worker=True)).hexdigest(), sorted(_env().items())),
-                                  [bwrap, *code], lambda: _bwrap_tried(bwrap, args, owned) or None) or ""
+            asked = ("the upload worker starts under bubblewrap", bwrap, owned, links, binds, WORKER_IMPORTS,
+                     hashlib.sha256(bpf(worker=True)).hexdigest(), sorted(_env().items()))
+            problem = passed_here(asked, [bwrap, *code], lambda: _bwrap_tried(bwrap, args, owned) or None) or ""
             _bwrap_runs[(bwrap, owned)] = not problem
         except OSError as e:
             problem = str(e)
@@ -669,7 +670,9 @@ def _noted(note: Path) -> list[str] | None:
     each path it was found from as it was then), where it names absolute paths, each of them among
     those seen. None otherwise (never noted, or stale: asked again)."""
     noted = read_note(note)
-    found = noted.get("found") if noted is not None else None
+    if noted is None:
+        return None
+    found = noted.get("found")
     return found if absolute_paths(found) and set(found) <= noted["seen"].keys() else None
 
 
