@@ -7,7 +7,7 @@ seconds (runsc boots a sandbox), so a process that starts workers on its own mac
 its answer (:func:`gvisor_seen_working`, :func:`take_gvisor_from_parent`) instead of each probing again.
 
 A probe that passed is noted for the machine (:func:`~.notes.passed_here`), so the next process (a
-worker, a server, a command) reads the note instead of starting a probe's bot (bubblewrap: 0.1 s
+worker, a server, a command) reads the note instead of starting a probe's bot (bubblewrap: 0.06 s
 of CPU and 0.3 s of wall; gVisor: 0.6 s and seconds). Only a pass is noted: a note can make a
 process try a containment without probing it, never choose another. A note that is wrong (forged
 in the referee's own run directory, or stale in a way its name misses) can only make every start
