@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from typer.testing import CliRunner
 
-from arena.bots import probes
+from arena.bots import notes, probes
 from arena.bots.containment import Containment
 from arena.bots.errors import BotStartError
 from arena.bots.launch import ContainmentError, Launcher, containment_for
@@ -116,6 +116,7 @@ def test_probes_start_their_bot_in_the_mode_they_probe(monkeypatch: pytest.Monke
         raise BotStartError("not here")
     monkeypatch.setattr(probes, "_probe", fake)
     monkeypatch.setattr(probes, "_namespaces_checked", {})
+    monkeypatch.setattr(notes, "read_note", lambda note: None)  # probed, not read from this machine's note
     monkeypatch.setattr(probes.os, "geteuid", lambda: 0)
     assert probes.namespaces_problem_now() == "not here"
     assert seen == [Containment.NAMESPACES]

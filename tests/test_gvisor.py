@@ -262,23 +262,9 @@ def test_tournament_under_gvisor_plays_and_leaves_no_runsc(tmp_path: Path, open_
     assert [p for p in open_tmp.iterdir() if "gvisor" in p.name] == []  # bundles and runsc state removed
 
 
-@needs_gvisor
-def test_the_bash_starter_plays_under_gvisor(open_tmp: Path) -> None:
-    """The bash starter splits each message into tokens with ``grep``, which the gVisor seat's system
-    view did not hold: "grep: command not found" on its stderr, no hello, every game a timeout
-    forfeit. The view now holds ``/usr/bin/grep`` (and the library it links); the starter plays
-    both seat orders of a deal through `arena tournament --gvisor` (10 turns each: every grep is a
-    process gVisor starts) with no forfeit. Planted (grep out of ``filesystem.STRANGER_SYSTEM``):
-    both games forfeited on a timeout."""
-    store = open_tmp / "store" / "arena.sqlite"
-    done = arena_here("tournament", "--bot", str(ROOT / "examples" / "bots" / "bash"), "--bot", "random",
-                      "--deals", "1", "--max-turns", "10", "--gvisor", "--store", str(store), "--plain",
-                      "-j", "1",  # in this process: worker processes under gVisor are the test above's
-                      env={"TMPDIR": str(open_tmp)})
-    assert done.returncode == 0, done.stdout + done.stderr
-    with sqlite3.connect(store) as db:
-        results = [json.loads(r) for (r,) in db.execute("select result from games")]
-    assert len(results) == 2 and all(r["forfeits"] == {} for r in results), results
+# The bash starter splits each message into tokens with ``grep``, which the gVisor seat's system view
+# once lacked (every game a timeout forfeit): its games under gVisor, both seat orders, are
+# tests/test_gvisor_system.py's test_the_java_and_bash_starters_play_under_gvisor_through_a_tournament.
 
 
 REFEREE = textwrap.dedent("""

@@ -111,15 +111,20 @@ def test_a_javascript_starter_is_refused_without_its_language(open_tmp: Path) ->
 
 
 @needs_gvisor
-def test_the_java_starter_builds_and_plays_under_gvisor_through_a_tournament(open_tmp: Path) -> None:
-    """Through `arena tournament --gvisor --system java`: every game with no forfeit, and `javac`'s
-    build runs under gVisor too, in the same view. (The JavaScript starter's games under gVisor are
-    test_check_play_match_and_debug_run_under_gvisor_with_the_system_list's; `--system` reaching a tournament's
-    launchers is test_the_list_reaches_every_launcher_and_is_checked_again_there's.)"""
+def test_the_java_and_bash_starters_play_under_gvisor_through_a_tournament(open_tmp: Path) -> None:
+    """Through `arena tournament --gvisor --system java`, the Java starter against the bash one: both
+    seat orders with no forfeit, and `javac`'s build runs under gVisor too, in the same view. The
+    bash starter splits each message into tokens with ``grep``, which the seat's view did not hold
+    ("grep: command not found", no hello, every game a timeout forfeit): the view now holds
+    ``/usr/bin/grep`` and the library it links (every grep a process gVisor starts). Planted (grep
+    out of ``filesystem.STRANGER_SYSTEM``): both games forfeited on a timeout. (The JavaScript
+    starter's games under gVisor are test_check_play_match_and_debug_run_under_gvisor_with_the_system_list's;
+    `--system` reaching a tournament's launchers is test_the_list_reaches_every_launcher_and_is_checked_again_there's.)"""
     language = "java"
     bot = starter(open_tmp, language)
     store = open_tmp / "store" / "arena.sqlite"
-    done = arena_here("tournament", "--bot", str(bot), "--bot", "lowest", "--seats", "2", "--deals", "1",
+    done = arena_here("tournament", "--bot", str(bot), "--bot", str(ROOT / "examples" / "bots" / "bash"),
+                      "--seats", "2", "--deals", "1",
                       "--gvisor", "--system", language, "-j", "1", "--move-ms", "5000",
                       "--max-turns", "10",  # a few decisions of each seat: what is asked of the view is its start
                       "--store", str(store), "--plain")

@@ -31,7 +31,7 @@ from arena.bots.launch import containment_for
 import pytest
 from typer.testing import CliRunner
 
-from arena.bots import containment, probes, seccomp
+from arena.bots import containment, notes, probes, seccomp
 from arena.bots.errors import SandboxUnavailable
 from arena.bots.launch import Containment, ContainmentError, Launcher
 from arena.bots.manifest import ManifestError, load_bot, parse_manifest
@@ -85,9 +85,11 @@ def base():
 
 @pytest.fixture
 def fresh_probes(monkeypatch):
-    """Containment probed anew (the probes cache their answers per process)."""
+    """Containment probed anew (the probes cache their answers per process and note a pass for the
+    machine)."""
     monkeypatch.setattr(probes, "_bwrap_checked", {})
     monkeypatch.setattr(probes, "_namespaces_checked", {})
+    monkeypatch.setattr(notes, "read_note", lambda note: None)
     build = seccomp.bpf
     build.cache_clear()
     yield
@@ -396,6 +398,104 @@ def test_a_mode_is_skipped_only_where_the_machine_lacks_it():
     if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "-n", "-i", "-u", "/usr/bin/true"],
                                             capture_output=True, timeout=30).returncode == 0:
         assert NS_PROBLEM is None
+
+
+def _bwrap_of_our_own(folder: Path, script: str, monkeypatch, request) -> Path:
+    """A bwrap at a path of the test's (so its probe's note is a note of its own, removed after
+    the test) running ``script``; this process's probe forgotten, and each probe from now on
+    counted in the list returned."""
+    fake = folder / "bwrap"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    monkeypatch.setattr(containment, "BWRAP", str(fake))
+    monkeypatch.setattr(probes, "_bwrap_checked", {})
+    request.addfinalizer(lambda: [p.unlink(missing_ok=True) for p in _notes_naming(fake)])
+    return fake
+
+
+def _notes_naming(path: Path) -> list[Path]:
+    """The probe notes of this machine that list ``path`` among what they were found from (another
+    test's own may be removed as they are listed)."""
+    def names(note: Path) -> bool:
+        try:
+            return str(path) in note.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+    return [n for n in containment.process_registry().run_dir.glob("passed-*.json") if names(n)]
+
+
+def _counted(monkeypatch) -> list[str]:
+    probed: list[str] = []
+    tried = probes._tried
+
+    def counted(what, *args, **kw):
+        probed.append(what)
+        return tried(what, *args, **kw)
+    monkeypatch.setattr(probes, "_tried", counted)
+    return probed
+
+
+@pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bubblewrap: {BWRAP_PROBLEM}")
+def test_a_bubblewrap_probe_that_passed_is_noted_once_a_machine(base, monkeypatch, request):
+    """Each process (a test's, a worker's, a server's) started a probe bot under bubblewrap before
+    its first bot (0.1 s of CPU, 0.3 s of wall). A pass is now noted for the machine: a process
+    that has not probed reads it and starts no probe bot. The note is named by the bwrap it ran
+    through and read only while that binary is as it was then (replaced: probed again), and only
+    from a file of the referee's own (another uid's: probed again). Planted (the note never read):
+    a second probe; (the binary's record not compared): no probe after the edit; (the owner not
+    checked): no probe after the chown."""
+    bwrap = containment.find_bwrap()
+    fake = _bwrap_of_our_own(base, f'#!/bin/sh\nexec {bwrap} "$@"\n', monkeypatch, request)
+    probed = _counted(monkeypatch)
+    assert probes.sandbox_problem_now() is None and probed == ["bwrap"] and len(_notes_naming(fake)) == 1
+    monkeypatch.setattr(probes, "_bwrap_checked", {})  # a process that has not probed
+    assert probes.sandbox_problem_now() is None and probed == ["bwrap"]
+    with open(fake, "a") as f:
+        f.write("# replaced\n")
+    monkeypatch.setattr(probes, "_bwrap_checked", {})
+    assert probes.sandbox_problem_now() is None and probed == ["bwrap", "bwrap"]
+    if os.geteuid() == 0:
+        [note] = _notes_naming(fake)
+        os.chown(note, 12345, 12345)
+        monkeypatch.setattr(probes, "_bwrap_checked", {})
+        assert probes.sandbox_problem_now() is None and probed == ["bwrap", "bwrap", "bwrap"]
+
+
+@pytest.mark.skipif(NS_PROBLEM is not None, reason=f"namespaces: {NS_PROBLEM}")
+def test_a_note_never_puts_a_bot_in_a_weaker_mode(base, monkeypatch, request):
+    """A bubblewrap that cannot make its sandbox here (user namespaces refused): its probe fails,
+    nothing is noted, and a default launcher contains bots in namespaces. A note claiming it
+    passed (forged in the referee's own run directory: a note's file of another's is refused) can
+    only send bots to that bubblewrap, where each start fails: never a bot run in namespaces, nor
+    under nothing. A note that says a probe failed cannot be written: only a pass is noted.
+    Planted (the probe's answer noted, failures too, and read back): the forged failure's note
+    below makes the default launcher choose namespaces where bubblewrap runs."""
+    refusing = "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    fake = _bwrap_of_our_own(base, refusing, monkeypatch, request)
+    assert "No permissions" in probes.sandbox_problem_now()
+    assert _notes_naming(fake) == []  # a failure is not noted
+    assert Launcher().mode_now() is Containment.NAMESPACES
+    tried = probes._tried
+    monkeypatch.setattr(probes, "_bwrap_checked", {})
+    monkeypatch.setattr(probes, "_tried", lambda *args, **kw: None)  # the forger's note: "it passed"
+    assert probes.sandbox_problem_now() is None and len(_notes_naming(fake)) == 1
+    monkeypatch.setattr(probes, "_tried", tried)
+    monkeypatch.setattr(probes, "_bwrap_checked", {})
+    assert Launcher().mode_now() is Containment.BUBBLEWRAP  # the note is read...
+    bot = base / "bot"
+    bot.mkdir(mode=0o755)
+    (bot / "bot.toml").write_text('name = "b"\nversion = "1"\ncommand = ["/usr/bin/true"]\n')
+    rec, stderr = play_table([load_bot(bot), load_bot(bot)], Launcher())
+    assert rec.steps == [] and len(rec.faults) == 2, rec.faults  # ...and bubblewrap refused both seats
+    assert all("No permissions" in " ".join(err) for err in stderr), (rec.faults, stderr)
+    # a note of a bwrap that runs, its contents made to say the probe failed: still a pass
+    if BWRAP_PROBLEM is None:
+        good = _bwrap_of_our_own(base, f'#!/bin/sh\nexec {shutil.which("bwrap")} "$@"\n', monkeypatch, request)
+        assert probes.sandbox_problem_now() is None
+        [note] = _notes_naming(good)
+        note.write_text(json.dumps({**json.loads(note.read_text()), "problem": "bubblewrap cannot run here"}))
+        monkeypatch.setattr(probes, "_bwrap_checked", {})
+        assert Launcher().mode_now() is Containment.BUBBLEWRAP
 
 
 @pytest.mark.parametrize("sandbox", MODES)

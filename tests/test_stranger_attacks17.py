@@ -150,13 +150,13 @@ SECRET = "a22-secret"
 def _forged(note: Path, tmp_path: Path) -> tuple[dict, str]:
     """A note as the referee's would be, its answer widened by a folder of secrets (signed as it is,
     so that only the note's own file tells it from the referee's); and that folder."""
-    from arena.serve import unpacker
+    from arena.bots.notes import path_seen
     noted = json.loads(note.read_text())
     secret = tmp_path / SECRET
     secret.mkdir()
     (secret / "key").write_text("the store's key")
     noted["found"].append(str(secret))
-    noted["seen"][str(secret)] = unpacker._seen(str(secret))
+    noted["seen"][str(secret)] = path_seen(str(secret))
     return noted, str(secret)
 
 
@@ -231,6 +231,41 @@ def test_the_note_is_named_by_the_packages_content(tmp_path: Path, monkeypatch: 
     with open(source / "arena" / "config.py", "a") as f:
         f.write("\nimport xml  # the edit: one import more\n")
     assert unpacker.imports_note() != before
+
+
+def test_the_workers_bubblewrap_is_tried_once_a_machine(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each server process ran the worker's imports under bubblewrap once (0.25 s of CPU) before its
+    first upload, to know the worker starts there. A pass is now noted for the machine
+    (:func:`arena.bots.notes.passed_here`): a process that has not tried reads it and tries nothing.
+    A failure is never noted (it would send the worker out of bubblewrap): each process tries again.
+    The notes here are the test's own (its folder for the run directory's). Planted (the note
+    never read): tried again; (failures noted and read): the failing bwrap not tried again."""
+    from arena.bots import containment, notes
+    from arena.bots.seccomp import memfd
+    from arena.serve import unpacker
+    from tests.checks import bwrap_or_skip
+    bwrap_or_skip()
+    named = notes.note_named
+    monkeypatch.setattr(notes, "note_named", lambda kind, asked: open_tmp / named(kind, asked).name)
+    tried: list[str] = []
+    real_try = unpacker._bwrap_tried
+    monkeypatch.setattr(unpacker, "_bwrap_tried", lambda bwrap, *a: tried.append(bwrap) or real_try(bwrap, *a))
+    fails = open_tmp / "bin" / "bwrap"
+    fails.parent.mkdir()
+    fails.write_text("#!/bin/sh\nexit 1\n")
+    fails.chmod(0o755)
+    (open_tmp / "uploads").mkdir()
+    fd = memfd(worker=True)
+    try:
+        for bwrap in (containment.find_bwrap(), str(fails)):
+            monkeypatch.setattr(containment, "BWRAP", bwrap)
+            for n in range(2):  # a process, then another that has not tried
+                monkeypatch.setattr(unpacker, "_bwrap_runs", {})
+                argv = unpacker.confined(["worker"], open_tmp / "uploads" / "job", fd)
+                assert argv[0] == (bwrap if bwrap != str(fails) else "worker"), argv
+            assert tried.count(bwrap) == (1 if bwrap != str(fails) else 2), tried
+    finally:
+        os.close(fd)
 
 
 # -- a gVisor seat whose bot runs in a folder below its root ---------------------------------------------

@@ -1,7 +1,7 @@
 """Tournaments: the schedule, the config file, the concurrent runner, the store and the CLI on top.
 
 Most runs use in-process fake bots (``tests.fakes.policy_launcher``); one uses the real
-bundled bots, and the CLI is run as a subprocess.
+bundled bots, and the CLI runs in this process (its games on worker processes).
 """
 
 from __future__ import annotations
@@ -9,9 +9,6 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -367,20 +364,18 @@ def test_real_bundled_bots(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the command line
 
-def arena(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from arena.cli.main import app; app()", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
-
-
 @pytest.fixture(scope="module")
-def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+    """`arena tournament` from a file, run in this process (tests.checks.arena_here: what it prints,
+    stores and exits with; its games on worker processes as ever); what a shell sees of a real
+    process is tests/test_cli_firsthour.py's."""
+    from tests.checks import arena_here
     tmp = tmp_path_factory.mktemp("cli")
     f = tmp / "cup.toml"
     f.write_text('name = "cup"\nbots = ["random", "lowest", "heuristic"]\nseats = 2\ndeals = 1\n'
                  'concurrency = 2\n[time]\nmove_ms = 5000\n')
     store = tmp / "cup.sqlite"
-    done = arena("tournament", str(f), "--plain", "--store", str(store), cwd=tmp)
+    done = arena_here("tournament", str(f), "--plain", "--store", str(store), cwd=tmp)
     return tmp, store, done
 
 

@@ -32,23 +32,21 @@ upload's bounds, which the server reads back with the folder reader once the wor
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import logging
 import os
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..bots.namespaces import PRIVATE_SPACE_DIR, NamespaceRoot, PrivateSpace
+from ..bots.notes import absolute_paths, code_files, note_named, passed_here, path_seen, read_note, write_note
 from ..bots.procs import (PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, Attribution, become, drop_capabilities, kill_and_reap,
                           prctl, scan_procs, stand_in)
 from ..errors import ArenaError
@@ -554,19 +552,15 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
         args += ["--bind", str(dest), str(dest), "--chdir", str(dest)]
     problem = "bubblewrap (bwrap) is not installed"
     if bwrap is not None and (bwrap, owned) not in _bwrap_runs:
-        try:  # tried once a process: a worker that cannot start would be every upload's 500
-            # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a
-            # moment even when all goes well, and the server (a subreaper) would inherit it dead;
-            # a worker's whole tree is reaped after it (_end_tree), and keeps that init, so that a
-            # signal it sends itself is not refused as one sent to its namespace's pid 1
-            from ..bots.seccomp import memfd
-            own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
-            try:  # the worker's imports, in its view and under its filter
-                tried = [bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable, "-P", "-c",
-                         WORKER_IMPORTS]
-                problem = _tried(tried, _owned_space if owned else None, (own_filter,))
-            finally:
-                os.close(own_filter)
+        from ..bots.seccomp import bpf
+        # what the try runs through beside bubblewrap: the interpreter and the modules the worker
+        # imports (the arena's top level, its bots' and its server's)
+        arena = Path(__file__).resolve().parents[1]
+        code = [sys.executable, *(p for d in ("", "bots", "serve") for p in code_files(arena / d))]
+        try:  # tried once a machine (a pass noted): a worker that cannot start would be every upload's 500
+            asked = ("the upload worker starts under bubblewrap", bwrap, owned, links, binds, WORKER_IMPORTS,
+                     hashlib.sha256(bpf(worker=True)).hexdigest(), sorted(_env().items()))
+            problem = passed_here(asked, [bwrap, *code], lambda: _bwrap_tried(bwrap, args, owned) or None) or ""
             _bwrap_runs[(bwrap, owned)] = not problem
         except OSError as e:
             problem = str(e)
@@ -581,6 +575,23 @@ def confined(argv: list[str], dest: Path, filter_fd: int) -> list[str]:
                     "a private uid in a view of its own where it can, else as uid 0 without a capability" if owned
                     else "the server's user, with its network and files")
     return argv
+
+
+def _bwrap_tried(bwrap: str, args: list[str], owned: bool) -> str:
+    """Why the worker's imports do not run in its view under bubblewrap and its filter; "" where
+    they do."""
+    # --as-pid-1 in the try alone: bubblewrap's own init outlives the outer process for a moment
+    # even when all goes well, and the server (a subreaper) would inherit it dead; a worker's whole
+    # tree is reaped after it (_end_tree), and keeps that init, so that a signal it sends itself is
+    # not refused as one sent to its namespace's pid 1
+    from ..bots.seccomp import memfd
+    own_filter = memfd(worker=True)  # bubblewrap reads its filter to the end: one of its own
+    try:
+        tried = [bwrap, "--as-pid-1", *args, "--seccomp", str(own_filter), "--", sys.executable, "-P", "-c",
+                 WORKER_IMPORTS]
+        return _tried(tried, _owned_space if owned else None, (own_filter,))
+    finally:
+        os.close(own_filter)
 
 
 def worker_view() -> tuple[list[tuple[str, str]], list[str]]:
@@ -640,7 +651,6 @@ package's folders (or a module's file), or the site-packages it lies in, whole (
 too); and the import path it searched."""
 
 _imports_seen: list[str] = []  # worker_imports's answer, found once a process
-NOTE_BYTES = 1 << 20  # a note is a few kB of paths: a bigger one is no note of ours
 
 
 def worker_imports() -> list[str]:
@@ -667,54 +677,23 @@ def worker_imports() -> list[str]:
 
 
 def imports_note() -> Path:
-    """Where this machine notes the worker's imports: the run directory (private to the referee's
-    uid, as the note that an interpreter is new enough), named by all the answer depends on: the
-    question, the interpreter, the worker's environment and the arena package's content."""
-    from ..bots.containment import process_registry
+    """Where this machine notes the worker's imports (:mod:`~arena.bots.notes`), named by all the
+    answer depends on: the question, the interpreter, the worker's environment and the arena
+    package's content."""
     from ..bots.launch import interpreter_seen, package_read
-    asked = repr(("worker imports", IMPORTS_SEEN, interpreter_seen(sys.executable), sorted(_env().items()),
-                  package_read()[2]))
-    return process_registry().run_dir / f"imports-{hashlib.sha256(asked.encode()).hexdigest()[:32]}.json"
-
-
-def _seen(path: str) -> list | None:
-    """What a note records of a path it was found from: where it leads and what ``stat`` says of
-    that (a folder's times change as entries come and go: a package installed, removed, moved)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return note_named("imports", (IMPORTS_SEEN, interpreter_seen(sys.executable), sorted(_env().items()),
+                                  package_read()[2]))
 
 
 def _noted(note: Path) -> list[str] | None:
-    """The answer noted in ``note``, where it is one: a plain file of the referee's uid that no other
-    can write, naming absolute paths, every path it was found from (the worker's import path and
-    each path of the answer) as it was then. None otherwise (never noted, or stale: asked again)."""
-    try:
-        fd = os.open(note, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    """The answer noted in ``note`` (:func:`~arena.bots.notes.read_note`: the referee's own, and
+    each path it was found from as it was then), where it names absolute paths, each of them among
+    those seen. None otherwise (never noted, or stale: asked again)."""
+    noted = read_note(note)
+    if noted is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022 or st.st_size > NOTE_BYTES:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            noted = json.loads(f.read(NOTE_BYTES))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
-    if not isinstance(noted, dict):
-        return None
-    found, seen = noted.get("found"), noted.get("seen")
-    if not (_paths(found) and isinstance(seen, dict) and _paths(list(seen)) and set(found) <= seen.keys()):
-        return None
-    return found if all(_seen(p) == s for p, s in seen.items()) else None
-
-
-def _paths(paths: Any) -> bool:
-    return isinstance(paths, list) and bool(paths) and all(isinstance(p, str) and p.startswith("/") for p in paths)
+    found = noted.get("found")
+    return found if absolute_paths(found) and set(found) <= noted["seen"].keys() else None
 
 
 def _imports_found(note: Path | None) -> list[str] | None:
@@ -726,9 +705,9 @@ def _imports_found(note: Path | None) -> list[str] | None:
         return None
     found, path = asked
     if note is not None:
-        seen = {p: _seen(p) for p in dict.fromkeys([*path, *found])}
-        if _ask_imports() == asked and all(_seen(p) == s for p, s in seen.items()):
-            _write_note(note, {"found": found, "seen": seen})
+        seen = {p: path_seen(p) for p in dict.fromkeys([*path, *found])}
+        if _ask_imports() == asked and all(path_seen(p) == s for p, s in seen.items()):
+            write_note(note, {"found": found, "seen": seen})
     return found
 
 
@@ -741,25 +720,11 @@ def _ask_imports() -> tuple[list[str], list[str]] | None:
     except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         answer, ran = None, e
     found, path = (answer.get("found"), answer.get("path")) if isinstance(answer, dict) else (None, None)
-    if _paths(found) and _paths(path):
+    if absolute_paths(found) and absolute_paths(path):
         return found, path
     why = ran.stderr.decode(errors="replace").strip()[-500:] if isinstance(ran, subprocess.CompletedProcess) else ran
     log.warning("the upload worker's imports could not be found (%s)", why)
     return None
-
-
-def _write_note(note: Path, noted: dict) -> None:
-    """``noted`` in ``note``, whole or not at all (a file of this uid's, renamed into place)."""
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".imports-", dir=note.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(noted, f)
-        os.replace(tmp, note)
-    except OSError:  # (a full disk) unnoted: asked again by the next process
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 KEPT_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "LC_CTYPE")
