@@ -1,4 +1,4 @@
-"""#35, an outside round as a bot author (attack23b): the table rules a ladder names, and the game's end.
+"""#35, an outside round as a bot author: the table rules a ladder names, and the game's end.
 
 1. ``ponder = true`` on a table of strangers. The strangers' rules (gVisor, one seat per author, a
    fixed schedule) were taken with ``ponder`` beside them, which leaves each seat running on the

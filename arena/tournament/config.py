@@ -212,7 +212,7 @@ KERNEL_CHANNELS = ("two seats can still pass bits through counters the host kern
                    "eventfd ids: up to hundreds of bits per second, docs/SANDBOX.md)")
 PONDER_CHANNEL = ("the seat on turn can time how much CPU the others take from it: a channel between the seats in "
                   "every mode, gVisor included (docs/SANDBOX.md)")
-"""Why ``ponder`` is refused on a table of strangers: measured (attack23b), a seat spinning or idle in
+"""Why ``ponder`` is refused on a table of strangers: measured, a seat spinning or idle in
 20 ms windows halved or not the loop count of the seat on turn (gVisor, fixed schedule, load 20)."""
 ACCEPTED_CHANNELS = ("kernel channels accepted: strangers' bots (one_seat_per_author) run outside gVisor, where "
                      + KERNEL_CHANNELS)
