@@ -52,7 +52,9 @@ FixedSchedule = Annotated[StrictBool, Field(description="Every decision takes on
                                               "bank: the next request waits for the slot's end, so think "
                                               "time carries nothing between seats (docs/SANDBOX.md).")]
 Ponder = Annotated[StrictBool, Field(description="Bots may think on the other seats' time. By default a seat "
-                                       "is frozen whole between its requests and gets no CPU (docs/SANDBOX.md).")]
+                                       "is frozen whole between its requests and gets no CPU; refused with "
+                                       "one_seat_per_author, where it is a channel between the seats "
+                                       "(docs/SANDBOX.md).")]
 OneSeatPerAuthor = Annotated[StrictBool, Field(description="No table seats two bots of one author (the manifest's "
                                                  "author; a bot without one is its own; docs/SANDBOX.md).")]
 AcceptKernelChannels = Annotated[StrictBool, Field(description="With one_seat_per_author outside gVisor: the "

@@ -22,8 +22,11 @@ Typical use::
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import select
+import termios
 import threading
 import time
 
@@ -43,6 +46,9 @@ _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 SEND_S = 10.0
 """Seconds a line may wait for room in a bot's stdin (a bot that reads nothing meanwhile faults)."""
+ROOM_MAX = 1 << 20
+"""The most :meth:`BlockingBot.make_room` grows a stdin pipe to (Linux's default ``pipe-max-size``;
+a game's ``end`` holds at most its events, far less)."""
 
 
 class BotClosed(ArenaError, OSError):
@@ -220,6 +226,27 @@ class BlockingBot(BotBase):
         written = self._write_now(data)
         if written != len(data):
             self._send_rest(data[written:], timeout)
+
+    def make_room(self, size: int) -> bool:
+        """Grow the stdin pipe (up to :data:`ROOM_MAX`) so that ``size`` more bytes fit beside what
+        is queued, and a line that long is written whole without the bot reading; False where that
+        cannot be (stdin closed, or the kernel refuses: a referee that is not root, past its pipe
+        limits). A bot may set its pipe's size itself (``F_SETPIPE_SZ``), down to one page."""
+        fd = self._fds[0]
+        if self._closed or not self._stdin_open or self._stdin_error is not None:
+            return False
+        try:
+            queued = array.array("i", [0])
+            fcntl.ioctl(fd, termios.FIONREAD, queued, True)
+            need = queued[0] + size
+            if need <= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ):
+                return True
+            if need > ROOM_MAX:
+                return False
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, need)
+        except OSError:
+            return False
+        return True
 
     def _send_rest(self, data: bytes, timeout: float) -> None:
         """The part of a line the pipe did not take at once, as the conversation says."""

@@ -315,7 +315,8 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
         raise LadderError(f"{where}: suite: {ladder.suite} holds deals for {rule_label(suite.rules)} with "
                           f"{suite.players} players; the ladder plays {rule_label(rules)} with {ladder.seats}")
     problem = strangers_problem(ladder.one_seat_per_author, containment_for(gvisor=ladder.gvisor),
-                                ladder.accept_kernel_channels, flags=False, club_default=ladder.seat_rule is SeatRule.CLUB)
+                                ladder.accept_kernel_channels, flags=False, ponder=ladder.ponder,
+                                club_default=ladder.seat_rule is SeatRule.CLUB)
     if problem:
         raise SeatsRefused(where, problem, ladder)
     try:

@@ -363,6 +363,17 @@ def hold(player: Any, frozen: bool) -> None:
         player.hold(frozen)
 
 
+def make_room(player: Any, message: dict[str, Any]) -> None:
+    """Grow a bot seat's stdin pipe to hold ``message`` (a game's ``end``) whole, so its send never
+    waits on the bot. A bot may shrink its pipe to one page (``F_SETPIPE_SZ``): one that did, and
+    left its ``end`` unread, held the game's lane for the send's 10 s timeout at every game's end,
+    thawed all the while, at no cost to itself (the game was over, its next game a fresh process)."""
+    conn = player.conn if isinstance(player, BlockingPlayer) else None
+    room = getattr(conn, "make_room", None)  # (tests' scripted connections have none)
+    if room is not None:
+        room(len(protocol.encode(message)) + 1)
+
+
 def freezer(player: Any) -> Callable[[bool], Any] | None:
     """:func:`hold` for one seat, looked up once a game (a decision then costs one call): its
     process's cgroup's own freeze call (:meth:`~arena.bots.process.BotBase.freezer`), or None for
@@ -487,6 +498,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
+        make_room(players[seat], message)  # while it is frozen: it cannot shrink its pipe back before the send
         if not ponder:  # a frozen seat cannot read its end (with a long game's events it outgrows the
             hold(players[seat], False)  # pipe: the send then waited out its 10 s timeout and lost the bot)
         players[seat].finish(message)

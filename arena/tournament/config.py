@@ -202,13 +202,18 @@ def check_config(cfg: TournamentConfig) -> None:
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
-    problem = strangers_problem(cfg.one_seat_per_author, cfg.containment, cfg.accept_kernel_channels, flags=True)
+    problem = strangers_problem(cfg.one_seat_per_author, cfg.containment, cfg.accept_kernel_channels, flags=True,
+                                ponder=cfg.ponder)
     if problem:
         raise ConfigError(problem)
 
 
 KERNEL_CHANNELS = ("two seats can still pass bits through counters the host kernel shares (pipe inode numbers, "
                    "eventfd ids: up to hundreds of bits per second, docs/SANDBOX.md)")
+PONDER_CHANNEL = ("the seat on turn can time how much CPU the others take from it: a channel between the seats in "
+                  "every mode, gVisor included (docs/SANDBOX.md)")
+"""Why ``ponder`` is refused on a table of strangers: measured, a seat spinning or idle in
+20 ms windows halved or not the loop count of the seat on turn (gVisor, fixed schedule, load 20)."""
 ACCEPTED_CHANNELS = ("kernel channels accepted: strangers' bots (one_seat_per_author) run outside gVisor, where "
                      + KERNEL_CHANNELS)
 """What every view of a run's or a ladder's settings says when its operator accepted the channels (a
@@ -216,13 +221,15 @@ run's stored settings hold ``accept_kernel_channels``)."""
 
 
 def strangers_problem(one_seat_per_author: bool, containment: Containment, accepted: bool, *,
-                      flags: bool, club_default: bool = False) -> str | None:
+                      flags: bool, ponder: bool, club_default: bool = False) -> str | None:
     """Why these settings may not seat strangers, or None. ``one_seat_per_author`` seats bots of
     authors who do not trust each other: they run under gVisor, which shares no kernel counter
     between seats, or the operator accepts the known kernel channels by name (the acceptance is
-    stored with the run). ``flags``: the command line's spelling is offered beside the file's.
-    ``club_default``: the rule is on because a club's store turned it on for a ladder file that
-    leaves it out, so the organiser may also turn it off by name."""
+    stored with the run); and never on a ``ponder`` table, in any mode: a seat left running on the
+    other's turn takes a CPU from it in a pattern the seat on turn times (:data:`PONDER_CHANNEL`).
+    ``flags``: the command line's spelling is offered beside the file's. ``club_default``: the rule
+    is on because a club's store turned it on for a ladder file that leaves it out, so the
+    organiser may also turn it off by name."""
     gvisor = "gvisor = true" + (" or --gvisor" if flags else "")
     accept = "accept_kernel_channels = true" + (" or --accept-kernel-channels" if flags else "")
     if accepted and not one_seat_per_author:
@@ -230,6 +237,12 @@ def strangers_problem(one_seat_per_author: bool, containment: Containment, accep
                 "without it there is nothing to accept: drop it")
     if not one_seat_per_author:
         return None
+    if ponder:
+        why = ("this store is a club's (it has accounts), so one_seat_per_author is on by default, and it seats "
+               "strangers' bots" if club_default else "one_seat_per_author seats strangers' bots")
+        return (f"{why}, and ponder = true leaves each seat running on the other seats' turns, where "
+                f"{PONDER_CHANNEL}: drop ponder, or set one_seat_per_author = false (the organiser lets one "
+                "author's bots share a table)")
     if containment is Containment.TRUSTED:
         return ("one_seat_per_author seats strangers' bots, and --trusted-bots runs every bot as your own user "
                 "with no wall (a bot could read the store and the other seats' files): drop --trusted-bots, "
