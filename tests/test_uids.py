@@ -207,6 +207,17 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
     return pids, tmp_path / "run" / f"ref-{referee.pid}"
 
 
+def _described(pid: int) -> str:
+    """A process as a failure message shows it: its state, parent, start and command line (a
+    recycled pid shows a stranger's)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        argv = "?"
+    return f"{read_proc(pid)} {argv!r}"
+
+
 def _reap_our_children(pids: list[int]) -> None:
     """Kill and reap those of ``pids`` still our children: a failed test must not leave them to the next."""
     for pid in pids:
@@ -229,9 +240,10 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path,
     pids, dead = _killed_mid_build(tmp_path, builder)
     try:
         report = registry.cleanup_stale(None)
-        assert [p for p in pids if read_proc(p) is not None] == []
-        assert zombie_children(started_since=since) == []
-        assert report.killed >= len(pids) and not dead.exists()
+        seen = f"report: {report!r}; records: {[(r.name, r.read_text()) for r in dead.glob('*.json')]}"
+        assert [_described(p) for p in pids if read_proc(p) is not None] == [], seen
+        assert [_described(p) for p in zombie_children(started_since=since)] == [], seen
+        assert report.killed >= len(pids) and not dead.exists(), seen
     finally:
         _reap_our_children(pids)
 
@@ -507,62 +519,127 @@ def test_a_referee_killed_while_making_a_bot_copy_leaves_no_directory_nobody_nam
     assert list(temp.iterdir()) == [] and len(report.temps) == 1
 
 
-def _leftover(uid: int) -> Path:
-    """A file of ``uid`` in the first folder every user may write, as a bot of that uid leaves one."""
+def _leftover_path() -> Path:
     from arena.bots.filesystem import world_writable_dirs
-    path = Path(world_writable_dirs()[0]) / f"arena-uid-leftover-{os.getpid()}-{time.monotonic_ns()}"
+    return Path(world_writable_dirs()[0]) / f"arena-uid-leftover-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def _leftover(uid: int) -> Path:
+    """A file of ``uid`` in the first folder every user may write, as a bot of that uid holding
+    its lease leaves one."""
+    path = _leftover_path()
     path.write_text("for the next bot of this uid")
     os.chown(path, uid, uid)
     return path
 
 
+WRITES_WHEN_TOLD = 'read _ && echo "for the next bot of this uid" > "$0" && exec sleep 600'
+"""A process of a bot uid that leaves a file when a line comes (at the path its argument names)."""
+
+
+def _told_to_write(process: subprocess.Popen, path: Path) -> Path | None:
+    """``path`` once ``process`` (:data:`WRITES_WHEN_TOLD`) wrote it, or None if it died first:
+    another arena's lease of its uid kills it, and a dead process writes nothing."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write("write\n")
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    deadline = time.monotonic() + SLOW
+    while not path.exists():
+        if process.poll() is not None:
+            return path if path.exists() else None
+        assert time.monotonic() < deadline, "the process of the uid neither wrote nor ended"
+        time.sleep(0.005)
+    return path
+
+
 def _lease_again(uid: int):
+    """The next lease of ``uid`` by this process. Other arena processes lease from the same pool:
+    one that holds ``uid`` a moment (another test worker's) is waited for."""
     from arena.bots.uids import BOT_UID_BASE
     registry = process_registry()
-    registry._uid_next = uid - BOT_UID_BASE  # the next lease tries this uid first
-    lease = registry.lease_uid()
-    assert lease.uid == uid, "another referee took the uid meanwhile"
-    return lease
+    deadline = time.monotonic() + SLOW
+    while True:
+        registry._uid_next = uid - BOT_UID_BASE  # the next lease tries this uid first
+        lease = registry.lease_uid()
+        if lease.uid == uid:
+            return lease
+        registry.release_uid(lease)
+        assert time.monotonic() < deadline, f"uid {uid} was never free"
+        time.sleep(0.01)
+
+
+LEASES_AND_RELEASES = textwrap.dedent("""
+    import sys
+    from arena.bots.containment import process_registry
+    from arena.bots.uids import BOT_UID_BASE
+    registry = process_registry()
+    registry._uid_next = int(sys.argv[1]) - BOT_UID_BASE  # its next lease tries this uid first
+    registry.release_uid(registry.lease_uid())
+""")
+"""Another arena process (the other test worker's) leases the uid its argument names, or the next
+free one where that one is held or a process of it outlives the kill, and releases it."""
 
 
 @needs_root
+@pytest.mark.parametrize("meanwhile", [False, True], ids=["", "another arena leases it meanwhile"])
 @pytest.mark.parametrize("how", ["alive at the release", "started after the release", "its referee died"])
-def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(how: str) -> None:
+def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(how: str, meanwhile: bool) -> None:
     """A release that swept and found no process of the uid marks its lock file, and the next lease
     skips its own sweep. What must still be swept there: a process of the uid alive at the release
     (it may write after the sweep, and end before the next lease), one the next lease has to kill
     (it may have written since), and
     a uid whose referee died holding it (never released). Each leaves a file; the next lease of
-    the uid must remove it."""
+    the uid, whoever takes it, must remove it.
+
+    Each file is written by a process of the uid, or while the uid is leased, never after: a file
+    the test made with no process of the uid left, after another arena (the other test worker's)
+    had leased and released the uid in between, was one no bot could have written, and that
+    release had rightly marked the uid swept (``meanwhile``: that other arena, at that moment)."""
     registry = process_registry()
     lease = registry.lease_uid()
     uid = lease.uid
     survivor = None
     leftover = None
+    path = _leftover_path()
+
+    def another_arena_leases_it() -> None:
+        if meanwhile:
+            subprocess.run([sys.executable, "-c", LEASES_AND_RELEASES, str(uid)], cwd=REPO, check=True)
+
     try:
         if how == "alive at the release":
-            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+            survivor = subprocess.Popen(["sh", "-c", WRITES_WHEN_TOLD, path], user=uid, group=uid, extra_groups=[],
+                                        stdin=subprocess.PIPE, text=True)
             registry.release_uid(lease)
+            another_arena_leases_it()
+            leftover = _told_to_write(survivor, path)  # after the release's sweep
+            assert (leftover is None) == meanwhile, "a lease of the uid left a process of it running"
             survivor.kill()  # it ends before the next lease, which then has nothing to kill
             survivor.wait()
         elif how == "started after the release":
             registry.release_uid(lease)
-            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+            another_arena_leases_it()
+            survivor = subprocess.Popen(["sh", "-c", WRITES_WHEN_TOLD, path], user=uid, group=uid, extra_groups=[],
+                                        stdin=subprocess.PIPE, text=True)
+            leftover = _told_to_write(survivor, path)
         else:
             registry.release_uid(lease)  # marked: then leased again, and its referee killed holding it
             lease = _lease_again(uid)
+            leftover = _leftover(uid)  # by its bot
             os.close(lease.fd)
             registry._leased.discard(uid)
-        leftover = _leftover(uid)
+            another_arena_leases_it()
         lease = _lease_again(uid)
-        assert not leftover.exists(), f"{how}: the file of uid {uid} was left for its next bot"
+        assert leftover is None or not leftover.exists(), f"{how}: the file of uid {uid} was left for its next bot"
         registry.release_uid(lease)
     finally:
         if survivor is not None:
             survivor.kill()
             survivor.wait()
-        if leftover is not None:
-            leftover.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
 
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
