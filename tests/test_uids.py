@@ -192,7 +192,7 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
     bot.mkdir()
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
     (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
-                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
+                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait; exec sleep 600"]\n')
     referee = subprocess.Popen([sys.executable, "-c", builder, str(tmp_path / "run"), str(bot)], cwd=REPO)
     try:
         deadline = time.monotonic() + SLOW
@@ -257,25 +257,35 @@ HOLDS_THE_DIRECTORY = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("builder, meanwhile", [(BUILDER, False), (STALLED_BUILDER, False), (STALLED_BUILDER, True)],
-                         ids=["mid-build", "right-after-the-fork", "right-after-the-fork, still cleaning"])
+@pytest.mark.parametrize("builder, meanwhile, child_first", [
+    (BUILDER, False, False), (BUILDER, False, True), (STALLED_BUILDER, False, False), (STALLED_BUILDER, True, False)],
+    ids=["mid-build", "mid-build, its child ended first", "right-after-the-fork", "right-after-the-fork, still cleaning"])
 def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
-        tmp_path: Path, builder: str, meanwhile: bool, monkeypatch) -> None:
+        tmp_path: Path, builder: str, meanwhile: bool, child_first: bool, monkeypatch) -> None:
     """Every arena process cleans the run directory when it starts, so another one may clean a dead
     referee's build first. It kills the build, whose processes become zombies of this subreaper,
     not its own to reap. The dead referee's record must still name them for this process, whether
     it cleans the directory itself or, ``still cleaning``, finds it held by another cleaner: right
     after the fork the record names the build by its environment's token alone, which a zombie no
     longer shows, and a trusted build runs as the referee's uid, not a pool uid to find it by (seen
-    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup)."""
+    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup).
+    The build's shell waits for its child: one that ends first, as when the other arena's kill
+    reaches it first, is reaped by the shell, not left to us (``its child ended first``)."""
     registry = _alone(tmp_path, monkeypatch)
     since = boot_ticks()
     pids, dead = _killed_mid_build(tmp_path, builder)
     holder = None
     try:
+        if child_first:
+            os.kill(pids[1], signal.SIGKILL)
+            deadline = time.monotonic() + SLOW
+            while read_proc(pids[1]) is not None:  # reaped by the shell, which goes on
+                assert time.monotonic() < deadline, f"the shell did not reap its child: {_described(pids[1])}"
+                time.sleep(0.005)
         subprocess.run([sys.executable, "-c", CLEANS_ALONE, str(tmp_path / "run")], cwd=REPO, check=True)
-        found = [read_proc(p) for p in pids]  # killed by the other, not its to reap
-        assert all(i is not None and i.state == "Z" and i.ppid == os.getpid() for i in found), found
+        shell, *children = [read_proc(p) for p in pids]  # killed by the other, not its to reap
+        ours = [i is not None and i.state == "Z" and i.ppid == os.getpid() for i in (shell, *children)]
+        assert ours[0] and all(o or i is None for o, i in zip(ours[1:], children)), [shell, *children]
         assert list(dead.glob("*.json")), "the other arena dropped the record of zombies only we may reap"
         if meanwhile:
             holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(dead / "lock")],
