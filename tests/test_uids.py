@@ -306,6 +306,31 @@ def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_fir
         _reap_our_children(pids)
 
 
+def test_a_bot_group_made_while_a_cleanup_runs_is_not_taken_for_a_dead_referees(tmp_path: Path, monkeypatch) -> None:
+    """The cleanup removes the bot groups of referees that have no directory (a group whose record
+    was never written or was lost). A referee publishes its directory before it makes a group, so
+    a listed group is a dead referee's only if no directory names its referee *after* the listing.
+    The directories were read once, before: a referee that started while a cleanup ran (its
+    kills of other groups may take seconds) had its first bot's group taken for a dead one's,
+    and that live bot killed."""
+    from arena.bots.cgroups import CgroupRoot
+    registry = _alone(tmp_path, monkeypatch)
+    parent = tmp_path / "pids" / "palace-arena"  # plain folders for a v1 pids hierarchy
+    stale, fresh = parent / "r999990-b1", parent / "r999991-b1"
+    stale.mkdir(parents=True)  # a dead referee's, its record lost
+    listed = uids._entries
+
+    def a_referee_starts_meanwhile(directory: Path, pattern: str) -> list[Path]:
+        if directory == parent and not fresh.exists():
+            (registry.run_dir / "ref-999991").mkdir()  # its directory first, then its bot's group
+            fresh.mkdir()
+        return listed(directory, pattern)
+
+    monkeypatch.setattr(uids, "_entries", a_referee_starts_meanwhile)
+    report = registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}))
+    assert fresh.is_dir() and not stale.exists() and report.cgroups == [str(stale)]
+
+
 def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
     """The cleanup reaps the zombie children a dead referee's record names, its notes for the parent
     included, and no other: a ``subprocess.Popen`` of this process whose child it reaped would read

@@ -369,11 +369,14 @@ class Registry:
         for d in _entries(self.run_dir, "ref-*"):
             if d != self.dir:
                 self._clean_referee_dir(d, cgroups, report)
-        live = {self.pid} | {int(d.name[4:]) for d in _entries(self.run_dir, "ref-*") if d.name[4:].isdigit()}
         deadline = time.monotonic() + 5.0
         if cgroups is not None:  # groups whose record was never written or was lost
             for parent in cgroups.parents.values():  # (another arena removes the parent once empty)
-                for g in _entries(parent, "r*-b*"):
+                groups = _entries(parent, "r*-b*")
+                # Read after the listing: a referee publishes its directory before it makes a group,
+                # so one that started while this cleanup ran is not taken for a dead one.
+                live = {self.pid} | {int(d.name[4:]) for d in _entries(self.run_dir, "ref-*") if d.name[4:].isdigit()}
+                for g in groups:
                     owner = g.name[1:].split("-", 1)[0]
                     if owner.isdigit() and int(owner) not in live:
                         report.killed += kill_cgroup_dir(g, deadline)
