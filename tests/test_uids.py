@@ -208,14 +208,16 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
 
 
 def _described(pid: int) -> str:
-    """A process as a failure message shows it: its state, parent, start and command line (a
-    recycled pid shows a stranger's)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        argv = "?"
-    return f"{read_proc(pid)} {argv!r}"
+    """A process as a failure message shows it: its state, parent, start, name and command line
+    (a recycled pid shows a stranger's)."""
+    seen = []
+    for what in ("comm", "cmdline"):  # a zombie keeps its name, not its command line
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as f:
+                seen.append(f.read().strip().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            seen.append("?")
+    return f"{read_proc(pid)} {seen}"
 
 
 def _reap_our_children(pids: list[int]) -> None:
