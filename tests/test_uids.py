@@ -333,6 +333,44 @@ def test_a_bot_group_made_while_a_cleanup_runs_is_not_taken_for_a_dead_referees(
     assert fresh.is_dir() and not stale.exists() and report.cgroups == [str(stale)]
 
 
+def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_names(tmp_path: Path, monkeypatch) -> None:
+    """Pids come round (pid_max 32768 here, where the suite wraps it in minutes). A referee that gets
+    a dead one's pid and finds its records of processes not gone yet keeps them, set aside, for a
+    later cleanup, which finds their cgroups by name: a bot of the new referee given one of those
+    names (``r<pid>-b1`` again) had its live group taken for the dead bot's, and was killed."""
+    from arena.bots.cgroups import CgroupRoot
+    run = tmp_path / "run"
+    parent = tmp_path / "pids" / "palace-arena"  # plain folders for a v1 pids hierarchy
+    parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS_A_ZOMBIE], stdout=subprocess.PIPE, text=True)
+    bot = None
+    try:
+        assert holder.stdout is not None
+        zombie = int(holder.stdout.readline())  # the dead referee's leftover: no cleanup can reap it yet
+        deadline = time.monotonic() + SLOW
+        while (info := read_proc(zombie)) is None or info.state != "Z":
+            assert time.monotonic() < deadline, f"{zombie} did not become a zombie: {info}"
+            time.sleep(0.005)
+        dead = run / f"ref-{os.getpid()}"  # the dead referee had the pid we have now
+        dead.mkdir(parents=True)
+        (dead / f"r{os.getpid()}-b1.json").write_text(json.dumps(
+            {"procs": [[zombie, info.start]], "uid": None, "cgroups": [str(parent / f"r{os.getpid()}-b1")]}))
+        registry = _alone(tmp_path, monkeypatch)
+        assert [d.name[:len(dead.name) + 1] for d in run.glob("ref-*-*")] == [f"{dead.name}-"]  # set aside
+        bot = subprocess.Popen(["sleep", "600"])  # the new referee's bot, in a group of the name it gets
+        group = parent / registry.next_name()
+        group.mkdir()
+        (group / "cgroup.procs").write_text(f"{bot.pid}\n")
+        registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}))
+        assert bot.poll() is None, f"the live bot in {group.name} was killed as the dead referee's"
+    finally:
+        for child in (holder, bot):
+            if child is not None:
+                child.kill()
+                child.wait()
+        holder.stdout.close()
+
+
 def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
     """The cleanup reaps the zombie children a dead referee's record names, its notes for the parent
     included, and no other: a ``subprocess.Popen`` of this process whose child it reaped would read

@@ -213,7 +213,6 @@ class Registry:
         _private_dir(self.run_dir / "uids")
         self.dir = self.run_dir / f"ref-{self.pid}"
         self.subreaper = set_child_subreaper()
-        self._seq = 0
         self._uid_next = 0
         self._leased: set[int] = set()
         self._temps_lock = threading.Lock()  # bots start from several threads (a hub per thread)
@@ -222,6 +221,9 @@ class Registry:
             self._clean_referee_dir(self.dir, None, self.report)
         if self.dir.exists():  # records of processes not gone yet: kept, under a name no referee has
             self.dir.rename(self.run_dir / f"ref-{self.pid}-{time.time_ns()}")
+        # Bot names go on after those that dead referees with our pid left records of: a later
+        # cleanup finds a record's cgroups by name, and would take a live bot's for the dead one's.
+        self._seq = max((_last_bot_number(d) for d in _entries(self.run_dir, f"ref-{self.pid}-*")), default=0)
         # Lock first, publish second: a cleaner never sees an unlocked ref dir.
         tmp = self.run_dir / f".ref-{self.pid}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -566,6 +568,11 @@ def _named_procs(rec: dict) -> dict[int, int]:
     """pid -> start time of every process a record names: its referee's, then those a cleanup
     killed and left to their parent (:data:`UNREAPED`)."""
     return _record_procs(rec) | _pairs(rec.get(UNREAPED))
+
+
+def _last_bot_number(d: Path) -> int:
+    """The highest ``n`` of the records ``r<pid>-b<n>.json`` in a referee's directory; 0 if none."""
+    return max((int(n) for p in _entries(d, "r*-b*.json") if (n := p.stem.rpartition("-b")[2]).isdigit()), default=0)
 
 
 def _kept_temps(listing: Path) -> list[Path]:
