@@ -920,7 +920,18 @@ REFEREE = textwrap.dedent("""
 """)
 
 
-def test_cleanup_stale_after_referee_killed():
+CLEANS = "from arena.bots.containment import cleanup_stale; cleanup_stale()"
+
+
+@pytest.mark.parametrize("meanwhile", [False, True], ids=["", "another arena cleans first"])
+def test_cleanup_stale_after_referee_killed(meanwhile: bool):
+    """A referee killed -9 leaves its bot and the daemon the bot forked in a session of its own:
+    the cleanup told of that referee's death (``dead``, as a tournament's parent is of a worker it
+    reaped) returns with nothing of it left, not even a zombie. Every arena process cleans the run
+    directory when it starts, so another one (the other test worker's) may clean that referee
+    first or at the same time (``meanwhile``: first); then it is that one's report that names the
+    referee, so what a report says is the test below, in a run directory of its own."""
+    containment.process_registry()  # this process: a subreaper, as a tournament's parent is
     repo = Path(__file__).resolve().parent.parent
     referee = subprocess.Popen(
         [sys.executable, "-c", REFEREE, PY, str(HOSTILE / "setsid_grandchild.py"), MARK,
@@ -934,16 +945,50 @@ def test_cleanup_stale_after_referee_killed():
         referee.wait()
         referee.stdout.close()
     assert read_proc(grandchild) is not None  # orphaned and still running
-    report = cleanup_stale()
-    assert referee.pid in report.referees
+    if meanwhile:
+        subprocess.run([sys.executable, "-c", CLEANS], cwd=repo, check=True)
+    cleanup_stale(dead=[referee.pid])
     assert read_proc(grandchild) is None and read_proc(bot_pid) is None
+    assert not (containment.process_registry().run_dir / f"ref-{referee.pid}").exists()
     prefix = f"r{referee.pid}-"
     assert not list(Path(tempfile.gettempdir()).glob(prefix + "*"))
     if CGROUPS is not None:
-        assert any(prefix in c for c in report.cgroups)
         assert not [p for parent in CGROUPS.parents.values() if parent.is_dir()
                     for p in parent.glob(prefix + "*")]
 
+
+def test_a_cleanup_report_names_the_dead_referee_and_what_it_removed(tmp_path: Path, monkeypatch):
+    """The report of a cleanup names each dead referee that left something and counts what was
+    removed: its bot's process, cgroup and copy (whose user it names: test_rough_edges). In a run directory and a cgroup folder
+    of the test's own, where no other arena cleans first, and with the machine's bot uids left
+    to the arenas whose run directory holds their leases (every uid's lock is free in this one:
+    a sweep from here would kill the other test worker's bots)."""
+    from arena.bots import uids
+    from arena.bots.cgroups import CgroupRoot
+    monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)
+    registry = uids.Registry(tmp_path / "run")
+    parent = tmp_path / "pids" / "palace-arena"
+    group = parent / "r999996-b1"
+    group.mkdir(parents=True)  # a plain folder for a v1 pids hierarchy: removed as an emptied group is
+    copy = tmp_path / "palace-arena-bot-copy"
+    copy.mkdir()
+    bot = subprocess.Popen(["sleep", "600"])
+    try:
+        dead = tmp_path / "run" / "ref-999996"
+        dead.mkdir()
+        (dead / uids.TEMPS).write_text(f"{copy}\n")
+        (dead / "r999996-b1.json").write_text(json.dumps(
+            {"procs": [[bot.pid, read_proc(bot.pid).start]], "token": None, "uid": None, "cgroups": [str(group)]}))
+        report = registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}), dead=[999996])
+        assert read_proc(bot.pid) is None and not dead.exists() and not group.exists() and not copy.exists()
+        assert (report.referees, report.killed, report.cgroups, report.temps) == ([999996], 1, [str(group)], [str(copy)])
+    finally:
+        bot.kill()
+        bot.returncode = -9  # reaped by the cleanup (or, if the test failed, here)
+        try:
+            os.waitpid(bot.pid, 0)
+        except ChildProcessError:
+            pass
 
 
 def test_the_kill_loop_reaps_a_process_that_leaves_its_group_as_it_dies():

@@ -192,7 +192,7 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
     bot.mkdir()
     (bot / "bot.py").write_text("print('ready', flush=True)\n")
     (bot / "bot.toml").write_text('name = "slowbuild"\ncommand = ["python3", "bot.py"]\n'
-                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait"]\n')
+                                  'build = ["sh", "-c", "sleep 600 & echo $$ $! > pids.tmp; mv pids.tmp pids; wait; exec sleep 600"]\n')
     referee = subprocess.Popen([sys.executable, "-c", builder, str(tmp_path / "run"), str(bot)], cwd=REPO)
     try:
         deadline = time.monotonic() + SLOW
@@ -205,6 +205,19 @@ def _killed_mid_build(tmp_path: Path, builder: str) -> tuple[list[int], Path]:
     pids = [int(p) for p in (bot / "pids").read_text().split()]
     assert all(read_proc(p) is not None for p in pids)  # orphaned, not reaped by anyone yet
     return pids, tmp_path / "run" / f"ref-{referee.pid}"
+
+
+def _described(pid: int) -> str:
+    """A process as a failure message shows it: its state, parent, start, name and command line
+    (a recycled pid shows a stranger's)."""
+    seen = []
+    for what in ("comm", "cmdline"):  # a zombie keeps its name, not its command line
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as f:
+                seen.append(f.read().strip().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            seen.append("?")
+    return f"{read_proc(pid)} {seen}"
 
 
 def _reap_our_children(pids: list[int]) -> None:
@@ -229,9 +242,10 @@ def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path,
     pids, dead = _killed_mid_build(tmp_path, builder)
     try:
         report = registry.cleanup_stale(None)
-        assert [p for p in pids if read_proc(p) is not None] == []
-        assert zombie_children(started_since=since) == []
-        assert report.killed >= len(pids) and not dead.exists()
+        seen = f"report: {report!r}; records: {[(r.name, r.read_text()) for r in dead.glob('*.json')]}"
+        assert [_described(p) for p in pids if read_proc(p) is not None] == [], seen
+        assert [_described(p) for p in zombie_children(started_since=since)] == [], seen
+        assert report.killed >= len(pids) and not dead.exists(), seen
     finally:
         _reap_our_children(pids)
 
@@ -245,25 +259,35 @@ HOLDS_THE_DIRECTORY = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("builder, meanwhile", [(BUILDER, False), (STALLED_BUILDER, False), (STALLED_BUILDER, True)],
-                         ids=["mid-build", "right-after-the-fork", "right-after-the-fork, still cleaning"])
+@pytest.mark.parametrize("builder, meanwhile, child_first", [
+    (BUILDER, False, False), (BUILDER, False, True), (STALLED_BUILDER, False, False), (STALLED_BUILDER, True, False)],
+    ids=["mid-build", "mid-build, its child ended first", "right-after-the-fork", "right-after-the-fork, still cleaning"])
 def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
-        tmp_path: Path, builder: str, meanwhile: bool, monkeypatch) -> None:
+        tmp_path: Path, builder: str, meanwhile: bool, child_first: bool, monkeypatch) -> None:
     """Every arena process cleans the run directory when it starts, so another one may clean a dead
     referee's build first. It kills the build, whose processes become zombies of this subreaper,
     not its own to reap. The dead referee's record must still name them for this process, whether
     it cleans the directory itself or, ``still cleaning``, finds it held by another cleaner: right
     after the fork the record names the build by its environment's token alone, which a zombie no
     longer shows, and a trusted build runs as the referee's uid, not a pool uid to find it by (seen
-    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup)."""
+    once beside another test worker running ``arena`` commands: the zombies outlived the cleanup).
+    The build's shell waits for its child: one that ends first, as when the other arena's kill
+    reaches it first, is reaped by the shell, not left to us (``its child ended first``)."""
     registry = _alone(tmp_path, monkeypatch)
     since = boot_ticks()
     pids, dead = _killed_mid_build(tmp_path, builder)
     holder = None
     try:
+        if child_first:
+            os.kill(pids[1], signal.SIGKILL)
+            deadline = time.monotonic() + SLOW
+            while read_proc(pids[1]) is not None:  # reaped by the shell, which goes on
+                assert time.monotonic() < deadline, f"the shell did not reap its child: {_described(pids[1])}"
+                time.sleep(0.005)
         subprocess.run([sys.executable, "-c", CLEANS_ALONE, str(tmp_path / "run")], cwd=REPO, check=True)
-        found = [read_proc(p) for p in pids]  # killed by the other, not its to reap
-        assert all(i is not None and i.state == "Z" and i.ppid == os.getpid() for i in found), found
+        shell, *children = [read_proc(p) for p in pids]  # killed by the other, not its to reap
+        ours = [i is not None and i.state == "Z" and i.ppid == os.getpid() for i in (shell, *children)]
+        assert ours[0] and all(o or i is None for o, i in zip(ours[1:], children)), [shell, *children]
         assert list(dead.glob("*.json")), "the other arena dropped the record of zombies only we may reap"
         if meanwhile:
             holder = subprocess.Popen([sys.executable, "-c", HOLDS_THE_DIRECTORY, str(dead / "lock")],
@@ -282,6 +306,69 @@ def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_fir
             holder.kill()
             holder.communicate()
         _reap_our_children(pids)
+
+
+def test_a_bot_group_made_while_a_cleanup_runs_is_not_taken_for_a_dead_referees(tmp_path: Path, monkeypatch) -> None:
+    """The cleanup removes the bot groups of referees that have no directory (a group whose record
+    was never written or was lost). A referee publishes its directory before it makes a group, so
+    a listed group is a dead referee's only if no directory names its referee *after* the listing.
+    The directories were read once, before: a referee that started while a cleanup ran (its
+    kills of other groups may take seconds) had its first bot's group taken for a dead one's,
+    and that live bot killed."""
+    from arena.bots.cgroups import CgroupRoot
+    registry = _alone(tmp_path, monkeypatch)
+    parent = tmp_path / "pids" / "palace-arena"  # plain folders for a v1 pids hierarchy
+    stale, fresh = parent / "r999990-b1", parent / "r999991-b1"
+    stale.mkdir(parents=True)  # a dead referee's, its record lost
+    listed = uids._entries
+
+    def a_referee_starts_meanwhile(directory: Path, pattern: str) -> list[Path]:
+        if directory == parent and not fresh.exists():
+            (registry.run_dir / "ref-999991").mkdir()  # its directory first, then its bot's group
+            fresh.mkdir()
+        return listed(directory, pattern)
+
+    monkeypatch.setattr(uids, "_entries", a_referee_starts_meanwhile)
+    report = registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}))
+    assert fresh.is_dir() and not stale.exists() and report.cgroups == [str(stale)]
+
+
+def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_names(tmp_path: Path, monkeypatch) -> None:
+    """Pids come round (pid_max 32768 here, where the suite wraps it in minutes). A referee that gets
+    a dead one's pid and finds its records of processes not gone yet keeps them, set aside, for a
+    later cleanup, which finds their cgroups by name: a bot of the new referee given one of those
+    names (``r<pid>-b1`` again) had its live group taken for the dead bot's, and was killed."""
+    from arena.bots.cgroups import CgroupRoot
+    run = tmp_path / "run"
+    parent = tmp_path / "pids" / "palace-arena"  # plain folders for a v1 pids hierarchy
+    parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS_A_ZOMBIE], stdout=subprocess.PIPE, text=True)
+    bot = None
+    try:
+        assert holder.stdout is not None
+        zombie = int(holder.stdout.readline())  # the dead referee's leftover: no cleanup can reap it yet
+        deadline = time.monotonic() + SLOW
+        while (info := read_proc(zombie)) is None or info.state != "Z":
+            assert time.monotonic() < deadline, f"{zombie} did not become a zombie: {info}"
+            time.sleep(0.005)
+        dead = run / f"ref-{os.getpid()}"  # the dead referee had the pid we have now
+        dead.mkdir(parents=True)
+        (dead / f"r{os.getpid()}-b1.json").write_text(json.dumps(
+            {"procs": [[zombie, info.start]], "uid": None, "cgroups": [str(parent / f"r{os.getpid()}-b1")]}))
+        registry = _alone(tmp_path, monkeypatch)
+        assert [d.name[:len(dead.name) + 1] for d in run.glob("ref-*-*")] == [f"{dead.name}-"]  # set aside
+        bot = subprocess.Popen(["sleep", "600"])  # the new referee's bot, in a group of the name it gets
+        group = parent / registry.next_name()
+        group.mkdir()
+        (group / "cgroup.procs").write_text(f"{bot.pid}\n")
+        registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}))
+        assert bot.poll() is None, f"the live bot in {group.name} was killed as the dead referee's"
+    finally:
+        for child in (holder, bot):
+            if child is not None:
+                child.kill()
+                child.wait()
+        holder.stdout.close()
 
 
 def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
@@ -507,62 +594,127 @@ def test_a_referee_killed_while_making_a_bot_copy_leaves_no_directory_nobody_nam
     assert list(temp.iterdir()) == [] and len(report.temps) == 1
 
 
-def _leftover(uid: int) -> Path:
-    """A file of ``uid`` in the first folder every user may write, as a bot of that uid leaves one."""
+def _leftover_path() -> Path:
     from arena.bots.filesystem import world_writable_dirs
-    path = Path(world_writable_dirs()[0]) / f"arena-uid-leftover-{os.getpid()}-{time.monotonic_ns()}"
+    return Path(world_writable_dirs()[0]) / f"arena-uid-leftover-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def _leftover(uid: int) -> Path:
+    """A file of ``uid`` in the first folder every user may write, as a bot of that uid holding
+    its lease leaves one."""
+    path = _leftover_path()
     path.write_text("for the next bot of this uid")
     os.chown(path, uid, uid)
     return path
 
 
+WRITES_WHEN_TOLD = 'read _ && echo "for the next bot of this uid" > "$0" && exec sleep 600'
+"""A process of a bot uid that leaves a file when a line comes (at the path its argument names)."""
+
+
+def _told_to_write(process: subprocess.Popen, path: Path) -> Path | None:
+    """``path`` once ``process`` (:data:`WRITES_WHEN_TOLD`) wrote it, or None if it died first:
+    another arena's lease of its uid kills it, and a dead process writes nothing."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write("write\n")
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    deadline = time.monotonic() + SLOW
+    while not path.exists():
+        if process.poll() is not None:
+            return path if path.exists() else None
+        assert time.monotonic() < deadline, "the process of the uid neither wrote nor ended"
+        time.sleep(0.005)
+    return path
+
+
 def _lease_again(uid: int):
+    """The next lease of ``uid`` by this process. Other arena processes lease from the same pool:
+    one that holds ``uid`` a moment (another test worker's) is waited for."""
     from arena.bots.uids import BOT_UID_BASE
     registry = process_registry()
-    registry._uid_next = uid - BOT_UID_BASE  # the next lease tries this uid first
-    lease = registry.lease_uid()
-    assert lease.uid == uid, "another referee took the uid meanwhile"
-    return lease
+    deadline = time.monotonic() + SLOW
+    while True:
+        registry._uid_next = uid - BOT_UID_BASE  # the next lease tries this uid first
+        lease = registry.lease_uid()
+        if lease.uid == uid:
+            return lease
+        registry.release_uid(lease)
+        assert time.monotonic() < deadline, f"uid {uid} was never free"
+        time.sleep(0.01)
+
+
+LEASES_AND_RELEASES = textwrap.dedent("""
+    import sys
+    from arena.bots.containment import process_registry
+    from arena.bots.uids import BOT_UID_BASE
+    registry = process_registry()
+    registry._uid_next = int(sys.argv[1]) - BOT_UID_BASE  # its next lease tries this uid first
+    registry.release_uid(registry.lease_uid())
+""")
+"""Another arena process (the other test worker's) leases the uid its argument names, or the next
+free one where that one is held or a process of it outlives the kill, and releases it."""
 
 
 @needs_root
+@pytest.mark.parametrize("meanwhile", [False, True], ids=["", "another arena leases it meanwhile"])
 @pytest.mark.parametrize("how", ["alive at the release", "started after the release", "its referee died"])
-def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(how: str) -> None:
+def test_a_uid_is_swept_at_its_lease_unless_its_last_release_left_nothing_of_it(how: str, meanwhile: bool) -> None:
     """A release that swept and found no process of the uid marks its lock file, and the next lease
     skips its own sweep. What must still be swept there: a process of the uid alive at the release
     (it may write after the sweep, and end before the next lease), one the next lease has to kill
     (it may have written since), and
     a uid whose referee died holding it (never released). Each leaves a file; the next lease of
-    the uid must remove it."""
+    the uid, whoever takes it, must remove it.
+
+    Each file is written by a process of the uid, or while the uid is leased, never after: a file
+    the test made with no process of the uid left, after another arena (the other test worker's)
+    had leased and released the uid in between, was one no bot could have written, and that
+    release had rightly marked the uid swept (``meanwhile``: that other arena, at that moment)."""
     registry = process_registry()
     lease = registry.lease_uid()
     uid = lease.uid
     survivor = None
     leftover = None
+    path = _leftover_path()
+
+    def another_arena_leases_it() -> None:
+        if meanwhile:
+            subprocess.run([sys.executable, "-c", LEASES_AND_RELEASES, str(uid)], cwd=REPO, check=True)
+
     try:
         if how == "alive at the release":
-            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+            survivor = subprocess.Popen(["sh", "-c", WRITES_WHEN_TOLD, path], user=uid, group=uid, extra_groups=[],
+                                        stdin=subprocess.PIPE, text=True)
             registry.release_uid(lease)
+            another_arena_leases_it()
+            leftover = _told_to_write(survivor, path)  # after the release's sweep
+            assert leftover is None or not meanwhile, "a lease of the uid left a process of it running"
             survivor.kill()  # it ends before the next lease, which then has nothing to kill
             survivor.wait()
         elif how == "started after the release":
             registry.release_uid(lease)
-            survivor = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[])
+            another_arena_leases_it()
+            survivor = subprocess.Popen(["sh", "-c", WRITES_WHEN_TOLD, path], user=uid, group=uid, extra_groups=[],
+                                        stdin=subprocess.PIPE, text=True)
+            leftover = _told_to_write(survivor, path)
         else:
             registry.release_uid(lease)  # marked: then leased again, and its referee killed holding it
             lease = _lease_again(uid)
+            leftover = _leftover(uid)  # by its bot
             os.close(lease.fd)
             registry._leased.discard(uid)
-        leftover = _leftover(uid)
+            another_arena_leases_it()
         lease = _lease_again(uid)
-        assert not leftover.exists(), f"{how}: the file of uid {uid} was left for its next bot"
+        assert leftover is None or not leftover.exists(), f"{how}: the file of uid {uid} was left for its next bot"
         registry.release_uid(lease)
     finally:
         if survivor is not None:
             survivor.kill()
             survivor.wait()
-        if leftover is not None:
-            leftover.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
 
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")

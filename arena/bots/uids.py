@@ -214,7 +214,6 @@ class Registry:
         _private_dir(self.run_dir / "uids")
         self.dir = self.run_dir / f"ref-{self.pid}"
         self.subreaper = set_child_subreaper()
-        self._seq = 0
         self._uid_next = 0
         self._leased: set[int] = set()
         self._temps_lock = threading.Lock()  # bots start from several threads (a hub per thread)
@@ -223,6 +222,9 @@ class Registry:
             self._clean_referee_dir(self.dir, None, self.report)
         if self.dir.exists():  # records of processes not gone yet: kept, under a name no referee has
             self.dir.rename(self.run_dir / f"ref-{self.pid}-{time.time_ns()}")
+        # Bot names go on after those that dead referees with our pid left records of: a later
+        # cleanup finds a record's cgroups by name, and would take a live bot's for the dead one's.
+        self._seq = max((_last_bot_number(d) for d in _entries(self.run_dir, f"ref-{self.pid}-*")), default=0)
         # Lock first, publish second: a cleaner never sees an unlocked ref dir.
         tmp = self.run_dir / f".ref-{self.pid}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -370,11 +372,14 @@ class Registry:
         for d in _entries(self.run_dir, "ref-*"):
             if d != self.dir:
                 self._clean_referee_dir(d, cgroups, report)
-        live = {self.pid} | {int(d.name[4:]) for d in _entries(self.run_dir, "ref-*") if d.name[4:].isdigit()}
         deadline = time.monotonic() + 5.0
         if cgroups is not None:  # groups whose record was never written or was lost
             for parent in cgroups.parents.values():  # (another arena removes the parent once empty)
-                for g in _entries(parent, "r*-b*"):
+                groups = _entries(parent, "r*-b*")
+                # Read after the listing: a referee publishes its directory before it makes a group,
+                # so one that started while this cleanup ran is not taken for a dead one.
+                live = {self.pid} | {int(d.name[4:]) for d in _entries(self.run_dir, "ref-*") if d.name[4:].isdigit()}
+                for g in groups:
                     owner = g.name[1:].split("-", 1)[0]
                     if owner.isdigit() and int(owner) not in live:
                         report.killed += kill_cgroup_dir(g, deadline)
@@ -564,6 +569,11 @@ def _named_procs(rec: dict) -> dict[int, int]:
     """pid -> start time of every process a record names: its referee's, then those a cleanup
     killed and left to their parent (:data:`UNREAPED`)."""
     return _record_procs(rec) | _pairs(rec.get(UNREAPED))
+
+
+def _last_bot_number(d: Path) -> int:
+    """The highest ``n`` of the records ``r<pid>-b<n>.json`` in a referee's directory; 0 if none."""
+    return max((int(n) for p in _entries(d, "r*-b*.json") if (n := p.stem.rpartition("-b")[2]).isdigit()), default=0)
 
 
 def _kept_temps(listing: Path) -> list[Path]:
