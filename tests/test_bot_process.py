@@ -87,8 +87,13 @@ def our_cgroups() -> list[str]:
     if CGROUPS is None:
         return []
     prefix = f"r{os.getpid()}-"
-    return [str(p) for parent in CGROUPS.parents.values() if parent.is_dir()
-            for p in parent.iterdir() if p.name.startswith(prefix)]
+    found: list[str] = []
+    for parent in CGROUPS.parents.values():
+        try:
+            found += [str(p) for p in parent.iterdir() if p.name.startswith(prefix)]
+        except FileNotFoundError:  # an empty parent another arena process removed meanwhile: none of ours in it
+            pass
+    return found
 
 
 def our_homes() -> list[str]:
