@@ -282,7 +282,7 @@ class BotCgroup:
             if v2 or "cpuacct" in self.dirs else None
         self._peak_file = str(v2 / "memory.peak" if v2 else self.dirs["memory"] / "memory.max_usage_in_bytes") \
             if v2 or "memory" in self.dirs else None
-        try:  # kept open, as the freezer's: the referee reads it twice a decision (``run_on``, ``play_game``)
+        try:  # kept open, as the freezer's: read in every wait for a seat to stop (``run_on``)
             self._cpu_fd = None if self._cpu_file is None else os.open(self._cpu_file, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._cpu_fd = None
@@ -335,14 +335,16 @@ class BotCgroup:
         except OSError:
             return True
 
-    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> float | None:
-        """Called just after :meth:`hold` froze the group: wait until it is stopped, and return the
-        CPU seconds it used meanwhile where that passed ``budget`` (its fault: see
-        :data:`OFF_TURN_CPU_S`), else None. Stopped is frozen, or still for :data:`STILL_S`; the
-        wait also ends at ``until`` (a ``time.perf_counter`` time): the referee then goes on, and
-        the CPU the group uses until its next turn is counted there (``play_game``)."""
+    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> tuple[float | None, float | None]:
+        """Called once the group was frozen, before another seat's clock starts: wait until it is
+        stopped. Returns (the CPU seconds it used in the wait where that passed ``budget``, its
+        fault (see :data:`OFF_TURN_CPU_S`), else None; its CPU counter when the wait ended without
+        the kernel saying it is frozen, else None). Frozen is final until the next thaw, so an
+        honest seat costs one read here, and nothing at its next request; a seat only still for
+        :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time), has the
+        CPU it uses until its next turn counted there (``play_game``)."""
         if self.is_frozen():
-            return None
+            return None, None
         cpu0 = last = self.cpu_seconds() or 0.0
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
@@ -352,12 +354,14 @@ class BotCgroup:
             frozen = self.is_frozen()
             cpu = self.cpu_seconds() or 0.0
             if cpu - cpu0 > budget:
-                return cpu - cpu0
+                return cpu - cpu0, cpu
+            if frozen:
+                return None, None
             now = time.perf_counter()
             if cpu != last:
                 last, still_since = cpu, now
-            if frozen or now - still_since >= STILL_S or now >= until:
-                return None
+            if now - still_since >= STILL_S or now >= until:
+                return None, cpu
 
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
