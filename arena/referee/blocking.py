@@ -500,6 +500,10 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
                 stopping = (seat, group, time.perf_counter()
                             + (slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S))
         core.settle(outcome)
+    if stopping is not None:  # the last answer ended the game: seen stopped before a seat is thawed for its end
+        s, group, until = stopping
+        if group.run_on(until)[0] is not None:
+            players[s].close()  # (after the game: its process only, no forfeit)
     if start is not None:  # the last slot too: when the game's end is sent tells no seat how long one thought
         timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
