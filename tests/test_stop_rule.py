@@ -3,9 +3,10 @@ seats and scripted cgroups, so every part of it is held without a real kernel or
 
 A freezer stops a process only on its way back to user space: a seat frozen inside a long system
 call runs on. So before the next seat is thawed, the referee looks whether the seat that answered
-has stopped (after its own work: an honest seat is frozen by then, and one read of the freezer's
-state is all it costs); one that runs on uses CPU in that wait, and past ``OFF_TURN_CPU_S`` it is
-killed there and forfeits at its next request; one the wait leaves unseen frozen has its CPU
+has stopped (after its own work: an honest seat is frozen by then, and a read of the freezer's
+state, with one of its CPU counter at the freeze, never parsed, is all it costs); one that runs on
+uses CPU from its freeze, and past ``OFF_TURN_CPU_S`` it is killed in the wait and forfeits at its
+next request; one the wait leaves unseen frozen has its CPU
 counted again at its next request. The real kernel side (a sitter in ``mmap``) is
 tests/test_stranger_attacks19.py.
 """
@@ -39,7 +40,8 @@ class ScriptedGroup(BotCgroup):
         self.log, self.owner, self.mode, self.after = log, owner, mode, after
         self.cpu = 0.0
         self.frozen = False
-        self.reads = 0  # CPU counter reads
+        self.marks = 0  # CPU counter reads
+        self.reads = 0  # and parses
 
     freezes = True
 
@@ -55,11 +57,18 @@ class ScriptedGroup(BotCgroup):
         self.log.append(("look", self.owner.seat))
         return self.frozen and not self.running()
 
-    def cpu_seconds(self) -> float:
+    def cpu_mark(self) -> bytes:
+        self.marks += 1
+        return repr(self.cpu).encode()
+
+    def _cpu_of(self, text: bytes) -> float:
         self.reads += 1
+        return float(text)
+
+    def cpu_seconds(self) -> float:
         if self.frozen and self.running() and self.mode == "burn":
             self.cpu += OVER
-        return self.cpu
+        return self._cpu_of(self.cpu_mark())
 
 
 class Seat(MockBot):
@@ -100,8 +109,9 @@ def test_an_honest_seat_costs_one_look_and_is_seen_stopped_before_the_other_is_t
     seats = [Seat(log, 0), Seat(log, 1)]
     rec = _play(seats)
     assert not rec.faults and rec.result is not None
-    # the cost: no CPU counter read in play, one look at the freezer per change of seat
+    # the cost: one read of the CPU counter a freeze (never parsed), one look at the freezer per change of seat
     assert [s.cgroup.reads for s in seats] == [0, 0]
+    assert sum(s.cgroup.marks for s in seats) == sum(rec.decisions)
     asked = [step["seat"] for step in rec.steps if "request" in step]
     changes = sum(a != b for a, b in zip(asked, asked[1:]))
     assert sum(1 for kind, _ in log if kind == "look") >= changes > 20

@@ -338,17 +338,20 @@ class BotCgroup:
         except OSError:
             return True
 
-    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> tuple[float | None, float | None]:
+    def run_on(self, until: float, since: bytes | None = None,
+               budget: float = OFF_TURN_CPU_S) -> tuple[float | None, float | None]:
         """Called once the group was frozen, before another seat's clock starts: wait until it is
-        stopped. Returns (the CPU seconds it used in the wait where that passed ``budget``, its
-        fault (see :data:`OFF_TURN_CPU_S`), else None; its CPU counter when the wait ended without
-        the kernel saying it is frozen, else None). Frozen is final until the next thaw, so an
-        honest seat costs one read here, and nothing at its next request; a seat only still for
+        stopped. Returns (the CPU seconds it used since ``since`` (a :meth:`cpu_mark` taken at the
+        freeze; else since this call) where that passed ``budget``, its fault (see
+        :data:`OFF_TURN_CPU_S`), else None; its CPU counter when the wait ended without the kernel
+        saying it is frozen, else None). Frozen is final until the next thaw, so an honest seat
+        costs one read here, and nothing at its next request; a seat only still for
         :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time), has the
         CPU it uses until its next turn counted there (``play_game``)."""
         if self.is_frozen():
             return None, None
-        cpu0 = last = self.cpu_seconds() or 0.0
+        cpu0 = (self._cpu_of(since) if since is not None else None) or self.cpu_seconds() or 0.0
+        last = cpu0
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
@@ -388,15 +391,26 @@ class BotCgroup:
     def peak_memory(self) -> int | None:
         return None if self._peak_file is None else _read_int(self._peak_file)
 
+    def cpu_mark(self) -> bytes | None:
+        """The CPU counter as the kernel writes it, unparsed: one read, for a referee that marks it
+        at every freeze and parses it only where the seat does not stop (:meth:`run_on`)."""
+        try:
+            return os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else None
+        except OSError:
+            return None
+
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
             return None
         try:
-            text = os.pread(self._cpu_fd, 4096, 0).decode() if self._cpu_fd is not None else read_small(self._cpu_file)
+            text = os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else read_small(self._cpu_file).encode()
         except OSError:
             return None
+        return self._cpu_of(text)
+
+    def _cpu_of(self, text: bytes) -> float | None:
         if "unified" in self.dirs:
-            usec = _keyed(text, "usage_usec")
+            usec = _keyed(text.decode(), "usage_usec")
             return None if usec is None else usec / 1e6
         try:
             return int(text.split()[0]) / 1e9

@@ -460,7 +460,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
     groups = [None if ponder else frozen_group(p) for p in players]
     ran_on: list[float | None] = [None] * len(players)  # a seat killed for running on: its forfeit, at its next request
-    stopping = None  # (seat, its group, until when): the seat that answered last, frozen, not yet seen stopped
+    stopping = None  # (seat, its group, until when, its CPU then): the seat that answered last, frozen, not yet seen stopped
     start: float | None = None  # on a fixed schedule, when the last decision's slot began
     while (req := core.next_request()) is not None:
         seat = req.seat
@@ -472,10 +472,10 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             # and reaped now (nothing of it runs on) and forfeits at its next request. On a fixed
             # schedule the wait ends with the slot, so it never moves the schedule (a sender could
             # choose it); what runs on past it is counted at the seat's next request.
-            s, group, until = stopping
+            s, group, until, mark = stopping
             stopping = None
             if s != seat:  # (the same seat asked again is thawed anyway)
-                ran, stopped_at[s] = group.run_on(until)
+                ran, stopped_at[s] = group.run_on(until, mark)
                 if ran is not None:
                     ran_on[s] = ran
                     players[s].fault(FaultReason.CPU_LIMIT, ran_on_message(ran), None)
@@ -497,12 +497,13 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         if freeze is not None:
             freeze(True)
             if group is not None and isinstance(outcome, Answered):
-                stopping = (seat, group, time.perf_counter()
-                            + (slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S))
+                stopping = (seat, group, time.perf_counter()  # and its CPU as it was frozen, unparsed (one read)
+                            + (slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S),
+                            group.cpu_mark())
         core.settle(outcome)
     if stopping is not None:  # the last answer ended the game: seen stopped before a seat is thawed for its end
-        s, group, until = stopping
-        if group.run_on(until)[0] is not None:
+        s, group, until, mark = stopping
+        if group.run_on(until, mark)[0] is not None:
             players[s].close()  # (after the game: its process only, no forfeit)
     if start is not None:  # the last slot too: when the game's end is sent tells no seat how long one thought
         timer.sleep_until(slot_end(start, timer.now(), slot))
