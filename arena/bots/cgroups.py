@@ -350,17 +350,18 @@ class BotCgroup:
         CPU it uses until its next turn counted there (``play_game``)."""
         if self.is_frozen():
             return None, None
-        cpu0 = (self._cpu_of(since) if since is not None else None) or self.cpu_seconds() or 0.0
+        cpu0 = self._cpu_of(since) if since is not None else None
+        if cpu0 is None:
+            cpu0 = self.cpu_seconds() or 0.0
         last = cpu0
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
             time.sleep(pause)
+            pause = min(pause * 2, 0.002)
             frozen = self.is_frozen()
-            if not frozen and pause < 0.002 and time.perf_counter() < until:
-                pause *= 2  # the CPU is read once the looks are 2 ms apart, and at the end: by then a seat
-                continue  # ran on for at most 2.5 ms a CPU (its allowance is 20 ms)
-            cpu = self.cpu_seconds() or 0.0
+            cpu = self.cpu_seconds() or 0.0  # (every look: a gVisor seat that runs on commits memory, and
+            # its budget must be seen spent before its memory limit ends it by another name)
             if cpu - cpu0 > budget:
                 return cpu - cpu0, cpu
             if frozen:
