@@ -34,7 +34,8 @@ class ScriptedGroup(BotCgroup):
     """A seat's cgroup whose freezer state and CPU counter the test writes (``cpu``). Once its
     seat has answered ``after`` requests, in ``mode`` "burn" it is never reported frozen and each
     read of its counter finds OVER more (the wait's budget's case), in "sit" never reported frozen
-    and its counter still (the case of a wait that ends without seeing it frozen)."""
+    and its counter still (the case of a wait that ends without seeing it frozen), in "spent" OVER
+    used between its freeze and the first look, frozen after (the case of a count from the freeze)."""
 
     def __init__(self, log: list[tuple[str, int]], owner: Seat, mode: str | None, after: int) -> None:  # (no kernel group)
         self.log, self.owner, self.mode, self.after = log, owner, mode, after
@@ -55,6 +56,11 @@ class ScriptedGroup(BotCgroup):
 
     def is_frozen(self) -> bool:
         self.log.append(("look", self.owner.seat))
+        if self.mode == "spent" and self.running():  # it ran OVER between its freeze and the first look, then stopped
+            if self.log[-2] == ("freeze", self.owner.seat):
+                self.cpu += OVER
+                return False
+            return self.frozen
         return self.frozen and not self.running()
 
     def cpu_mark(self) -> bytes:
@@ -144,6 +150,16 @@ def test_a_seat_that_runs_on_in_the_wait_is_killed_before_the_other_is_thawed_an
     last_answer = max(i for i, entry in enumerate(log[:killed]) if entry == ("freeze", 1))
     assert ("thaw", 0) not in log[last_answer:killed], "the other seat was thawed while it ran on"
     assert ("thaw", 0) in log[killed:], "the game went on"
+
+
+def test_the_wait_counts_the_cpu_from_the_freeze_not_from_the_first_look() -> None:
+    """The first look comes after the referee's own work, which a loaded machine can stretch: what
+    the seat ran meanwhile is counted too (a gVisor seat in the kernel commits memory as it runs,
+    and its memory limit ended it first while only the CPU from the look was counted)."""
+    log: list[tuple[str, int]] = []
+    seats = [Seat(log, 0), Seat(log, 1, "spent")]
+    rec = _play(seats)
+    _unasked_fault(rec, seats[1])
 
 
 def test_a_seat_the_wait_leaves_unseen_frozen_forfeits_for_what_it_ran_until_its_next_request(monkeypatch) -> None:
