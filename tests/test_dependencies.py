@@ -28,6 +28,7 @@ PARTS = {
     "arena/cli/serve.py": "serve",  # imports the server only when `arena serve` runs
     "arena/envs/": "rl",
     "arena/tournament/cluster.py": "dask",
+    "arena/tournament/localcomm.py": "dask",  # a local cluster's comm, imported by nothing else
 }
 # Modules of an extra that the base command line must start without.
 EXTRA_MODULES = ["starlette", "hypercorn", "uvicorn", "httptools", "uvloop", "anyio", "jinja2", "markupsafe", "multipart",
