@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
 from .namespaces import release_space
+from .places import RUN, arena_place
 from .procs import BOTS_GID, Attribution, died, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
@@ -52,9 +53,8 @@ trusted build has no pool uid, so nothing else would name it."""
 
 
 def default_run_dir() -> Path:
-    if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
-        return Path("/run/palace-arena")
-    return Path(tempfile.gettempdir()) / f"palace-arena-{os.geteuid()}"
+    """This user's run directory on this machine (:func:`~.places.arena_place`); root's is the machine's."""
+    return arena_place(RUN)
 
 
 def _private_dir(path: Path) -> Path:
