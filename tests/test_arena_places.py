@@ -167,3 +167,13 @@ def test_a_runtime_folder_or_home_that_is_not_the_users_own_is_passed_over(share
     places = _places("bob", {"TMPDIR": str(own), "HOME": str(hers), "XDG_RUNTIME_DIR": str(hers)})
     assert not [p for p in places.values() if p.startswith("refused")], places
     assert [Path(p).parent for p in places.values()] == [own] * 3, places
+
+
+def test_a_bot_s_traceback_through_the_package_copy_names_no_path_of_the_server() -> None:
+    """What a contained Python bot says (a traceback through the arena package it imports) reaches
+    an uploader's page with the server's paths hidden: the copies' own place included."""
+    from arena.bots import launch
+    from arena.serve.submit import SERVER_PATH, hide_paths
+    entry = launch._package_copy()
+    said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
+    assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
