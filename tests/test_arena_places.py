@@ -177,3 +177,20 @@ def test_a_bot_s_traceback_through_the_package_copy_names_no_path_of_the_server(
     entry = launch._package_copy()
     said = hide_paths(f'File "{entry}/arena/botkit.py", line 3, in <module>', [])
     assert said == f'File "{SERVER_PATH}/arena/botkit.py", line 3, in <module>', said
+
+
+@needs_root
+def test_root_arenas_share_one_run_directory_whatever_their_tmpdir_where_run_is_read_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every root arena on a machine leases bot uids from one pool, locked in its run directory
+    (``Registry.pool``). Where ``/run`` cannot be written, that directory was ``$TMPDIR``'s: two root
+    arenas with different ``TMPDIR`` s kept two pools, each free to lease (and first kill the
+    processes of) a uid the other's live bot held. It is the machine's ``/var/cache`` instead."""
+    from arena.bots import places
+    monkeypatch.setattr(places, "_writable", lambda folder: folder != places.MACHINE_RUN.parent)
+    seen = set()
+    for tmp in ("/tmp", "/var/tmp"):
+        monkeypatch.setenv("TMPDIR", tmp)
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        seen.add(places.arena_place(places.RUN))
+    assert seen == {places.MACHINE_CACHE / "run"}, seen
