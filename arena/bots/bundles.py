@@ -108,7 +108,7 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 
 def cache_root() -> Path:
     """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE``, else this user's place for it
-    (:func:`~.places.arena_place`: ``/var/cache/palace-arena/bots`` as root, ``~/.cache/palace-arena/cache``).
+    (:func:`~.places.arena_place`: ``/var/cache/palace-arena/bots`` as root, else ``~/.cache/palace-arena/bots``).
     It must belong to us and is ``0700`` (an older arena's ``0755`` is closed): it holds every
     ladder member a worker has seated, which no other local user may read; seats run from the
     arena's own copies (:data:`~.folder.ARENA_COPIES`, marked in it; ``launch.runnable``). It may

@@ -25,8 +25,8 @@ CACHE = "cache"
 MACHINE_RUN = Path("/run/palace-arena")  # root's run directory: the uid pool's leases are machine-wide
 MACHINE_CACHE = Path("/var/cache/palace-arena")  # root's package copies and bot cache (on disk, not in memory)
 USER_CACHE = (".cache", "palace-arena")  # below a user's home
+NAMES = {RUN: "run", PACKAGE: "package", CACHE: "bots"}  # in MACHINE_CACHE or a user's USER_CACHE
 TEMP_NAMES = {RUN: "palace-arena-{uid}", PACKAGE: "palace-arena-package-{uid}", CACHE: "palace-arena-cache-{uid}"}
-MACHINE_NAMES = {PACKAGE: "package", CACHE: "bots"}
 
 
 def arena_place(what: str) -> Path:
@@ -38,14 +38,14 @@ def arena_place(what: str) -> Path:
     (every root arena must lease bot uids in one place, whatever its ``TMPDIR``). Another user: the
     run directory in ``$XDG_RUNTIME_DIR/palace-arena`` (the machine's and hers alone), else in
     ``~/.cache/palace-arena/run-<host>`` (a home may be shared by machines, and a run directory names
-    one machine's processes); package copies and bot cache in ``~/.cache/palace-arena``. A runtime
-    folder or home another user owns or may write is passed over. Last, the temporary folder."""
+    one machine's processes); package copies and bot cache in ``~/.cache/palace-arena/{package,bots}``.
+    A runtime folder or home another user owns or may write is passed over. Last, the temporary folder."""
     uid = os.geteuid()
     if uid == 0:
         if what == RUN and _writable(MACHINE_RUN.parent):
             return MACHINE_RUN
         if _own_folder(MACHINE_CACHE, 0o755, uid):  # 0755: bots' uids reach the package copies inside
-            return MACHINE_CACHE / MACHINE_NAMES.get(what, what)
+            return MACHINE_CACHE / NAMES[what]
     else:
         runtime = os.environ.get("XDG_RUNTIME_DIR", "")
         if what == RUN and os.path.isabs(runtime) and _own_folder(Path(runtime), None, uid):
@@ -54,7 +54,7 @@ def arena_place(what: str) -> Path:
         if os.path.isabs(home) and _own_folder(Path(home), None, uid):
             base = Path(home).joinpath(*USER_CACHE)
             if _own_folder(base.parent, 0o700, uid) and _own_folder(base, 0o700, uid):
-                return base / (f"run-{socket.gethostname()}" if what == RUN else what)
+                return base / (f"{NAMES[RUN]}-{socket.gethostname()}" if what == RUN else NAMES[what])
     return Path(tempfile.gettempdir()) / TEMP_NAMES[what].format(uid=uid)
 
 

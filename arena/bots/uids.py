@@ -392,9 +392,10 @@ class Registry:
         # Bot uids with no live owner: a process of a pool uid whose lock in the machine's run
         # directory is free (every root referee leases there, whatever run directory it records in).
         # Only a root referee leases them: to any other referee every one looks free (its run
-        # directory is its own) and their processes are not its to kill. Swept as such, each batch of a non-root ladder
-        # run spent the cleanup's deadline trying to kill the bots of a root run beside it, and
-        # said it had killed them ("3-9 bot process(es) killed" that were never its own).
+        # directory is its own) and their processes are not its to kill. Swept as such, each batch
+        # of a non-root ladder run spent the cleanup's deadline trying to kill the bots of a root
+        # run beside it, and said it had killed them ("3-9 bot process(es) killed" that were never
+        # its own).
         stray = {i.uid for i in scan_procs().values() if uid_in_pool(i.uid)} if os.geteuid() == 0 else set()
         for uid in sorted(stray - self._leased):
             fd = _try_lock(self.pool / str(uid))
