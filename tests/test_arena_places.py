@@ -61,7 +61,12 @@ def _places(user: str | None, env: dict[str, str]) -> dict[str, str]:
                 os.setresgid(who.pw_gid, who.pw_gid, who.pw_gid)
                 os.setresuid(who.pw_uid, who.pw_uid, who.pw_uid)
             out = {}
-            for name, place in (("run", lambda: uids.Registry().run_dir), ("package", launch.package_copies),
+            def run_dir() -> Path:
+                registry = uids.Registry()
+                registry._at_exit()  # its referee directory goes, as at a normal exit (this one ends in _exit)
+                return registry.run_dir
+
+            for name, place in (("run", run_dir), ("package", launch.package_copies),
                                 ("cache", bundles.cache_root)):
                 try:
                     out[name] = str(place())
