@@ -965,9 +965,8 @@ def test_cleanup_stale_after_referee_killed(meanwhile: bool):
 def test_a_cleanup_report_names_the_dead_referee_and_what_it_removed(tmp_path: Path, monkeypatch):
     """The report of a cleanup names each dead referee that left something and counts what was
     removed: its bot's process, cgroup and copy (whose user it names: test_rough_edges). In a run directory and a cgroup folder
-    of the test's own, where no other arena cleans first, and with the machine's bot uids left
-    to the arenas whose run directory holds their leases (every uid's lock is free in this one:
-    a sweep from here would kill the other test worker's bots)."""
+    of the test's own, where no other arena cleans first, and with no process of a bot uid in sight:
+    a stray one of the machine's (another test's, its lease just ended) would be swept and counted too."""
     from arena.bots import uids
     from arena.bots.cgroups import CgroupRoot
     monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)

@@ -50,10 +50,13 @@ def source() -> Iterator[Path]:
 
 
 def _made_from(src: Path, open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``src`` the package source, the copies made in a temporary folder of the test's own."""
+    """``src`` the package source, the copies made in a temporary folder of the test's own (as
+    where no folder of the user's own can be had: :func:`copies`), not the machine's, which every
+    arena process shares (a test that damages or evicts copies there would hit the others)."""
     (open_tmp / "tmp").mkdir(mode=0o755)
     monkeypatch.setattr(launch, "ARENA_SOURCE", src)
     monkeypatch.setattr(tempfile, "tempdir", str(open_tmp / "tmp"))
+    monkeypatch.setattr(launch, "arena_place", lambda what: copies())
     fresh(monkeypatch)
     return src
 
@@ -73,6 +76,7 @@ def own_package(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def copies() -> Path:
+    """The copies' folder where the user has no place of her own (``places.arena_place``)."""
     return Path(tempfile.gettempdir()) / f"palace-arena-package-{os.geteuid()}"
 
 
@@ -163,6 +167,7 @@ def test_a_copy_cut_short_by_a_full_disk_is_never_used(package: Path, monkeypatc
     monkeypatch.undo()
     monkeypatch.setattr(launch, "ARENA_SOURCE", package)
     monkeypatch.setattr(tempfile, "tempdir", str(cache.parent))
+    monkeypatch.setattr(launch, "arena_place", lambda what: copies())
     fresh(monkeypatch)
     entry = launch._package_copy()
     assert digest(entry / "arena") == digest(package / "arena")

@@ -364,7 +364,7 @@ def test_the_cgroup_parent_another_arena_removes_meanwhile_is_no_error(tmp_path:
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir_after_the_other_arena_removed_it)
-    monkeypatch.setattr(uids, "scan_procs", dict)  # this machine's other arenas' bots are not ours to sweep
+    monkeypatch.setattr(uids, "scan_procs", dict)  # no stray bot uid of the machine's (another test's) in the report
     report = registry.cleanup_stale(CgroupRoot("v1", {"pids": parent}))
     assert not report and not parent.exists()
 

@@ -120,7 +120,7 @@ def test_the_bot_an_upload_holds_is_read_by_the_server_never_taken_from_its_unpa
 def test_a_workers_bot_cache_is_read_by_its_seats_and_by_no_other_local_user(
         request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Dask worker (``arena tournament --cluster``, ``arena ladder run --cluster``) unpacks every bot it
-    seats into its cache, kept between runs (``bundles.cache_root``: ``/tmp/palace-arena-cache-<uid>``).
+    seats into its cache, kept between runs (``bundles.cache_root``: ``/var/cache/palace-arena/bots`` as root).
     On 236f6b8 the cache and each entry were 0755 ("readable by the bots' uid"): every local user of
     a worker's machine listed and read every ladder member it had ever seated. Since attack20 a
     seat runs from the arena's own copy, not from the cache: the cache is now 0700 and marked as

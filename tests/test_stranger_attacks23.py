@@ -12,8 +12,9 @@ What got through on 16c5d2a, each now closed:
   failed, not your bot" (500);
 - a non-root user's arena stopped at once where another local user had made its run directory
   (``palace-arena-<uid>`` in the temporary directory) first, saying only that it was not hers; it
-  now says what to do, as the package copy's refusal does (the name stays guessable: see
-  docs/SANDBOX.md);
+  now says what to do, as the package copy's refusal does (and since rundir24 the run directory is
+  in a folder of the user's own, the temporary folder only where she has none:
+  tests/test_arena_places.py);
 - the cleanup after a referee killed with ``kill -9`` followed a link in place of a temporary
   directory the dead referee had listed (its name gone from the temporary folder, made again by
   another local user, swapped for a link after the cleanup looked at it): root detached the tmpfs
@@ -211,7 +212,8 @@ def test_an_upload_workers_error_output_is_said_in_the_log_escaped_never_raw(
 
 
 def test_a_run_directory_another_user_made_first_is_refused_saying_what_to_do(tmp_path: Path) -> None:
-    """A referee that is not root keeps its run directory at a name any local user can make first
+    """A referee that is not root and has no folder of her own (no runtime folder, no home of hers:
+    ``places.arena_place``) keeps its run directory at a name any local user can make first
     (``palace-arena-<uid>`` in the temporary directory): she stops that user's arena. Refused, never
     used (she could read and write the records of every bot it starts); the refusal names the way
     out, which she cannot block: a temporary directory of the user's own."""
@@ -249,9 +251,6 @@ def test_a_dead_referees_cleanup_detaches_no_tmpfs_through_a_link_swapped_in(tmp
     assert space is not None and space == live / BUILD_SPACE and os.path.ismount(space)
     try:
         (space / "built").write_text("the build's output\n")
-        # the machine's bot uids are left to the arenas whose run directory holds their leases: every
-        # uid's lock is free in this one, and a sweep from here killed the other test worker's bots
-        monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)
         registry = uids.Registry(tmp_path / "run")
         dead = registry.run_dir / "ref-999999"  # a referee killed -9: its directory, lock free
         dead.mkdir()

@@ -158,11 +158,11 @@ ALONE = textwrap.dedent("""
     import sys
     from pathlib import Path
     from arena.bots import containment, uids
-    uids.uid_in_pool = lambda uid: False  # the machine's bot uids: other arenas' business, not this test's
     containment._registry = uids.Registry(Path(sys.argv.pop(1)))  # a run directory of the test's own
 """)
 """The start of a script run as an arena process in the test's own run directory (its first
-argument): no other arena on the machine cleans there, so each order of events is the test's."""
+argument): no other arena on the machine cleans there, so each order of events is the test's (its
+sweep of stray bot uids checks their leases in the machine's run directory, as every arena's does)."""
 
 BUILDER = ALONE + textwrap.dedent("""
     from arena.bots.launch import Containment, Launcher
@@ -178,9 +178,8 @@ Launcher(""")
 CLEANS_ALONE = ALONE + "containment.process_registry().cleanup_stale(None)\n"
 
 
-def _alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
+def _alone(tmp_path: Path) -> Registry:
     """This process as an arena process in the test's own run directory, as ``ALONE`` makes a script."""
-    monkeypatch.setattr(uids, "uid_in_pool", lambda uid: False)
     return Registry(tmp_path / "run")
 
 
@@ -230,14 +229,14 @@ def _reap_our_children(pids: list[int]) -> None:
 
 
 @pytest.mark.parametrize("builder", [BUILDER, STALLED_BUILDER], ids=["mid-build", "right-after-the-fork"])
-def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str, monkeypatch) -> None:
+def test_a_trusted_build_whose_referee_died_is_killed_and_reaped(tmp_path: Path, builder: str) -> None:
     """A build run in place (``--trusted-bots``) is the referee's child with no containment: a
     referee killed mid-build orphans it, and its children, to this subreaper. The cleanup after
     the referee must find the build as it finds a bot: by the referee's record of it, which is
     written before the fork (a referee killed between the fork and noting the pid left the build
     running with nothing naming it: ``right-after-the-fork``). In a run directory of the test's
     own: an arena beside it (another test worker) cleaning first is the test below."""
-    registry = _alone(tmp_path, monkeypatch)
+    registry = _alone(tmp_path)
     since = boot_ticks()
     pids, dead = _killed_mid_build(tmp_path, builder)
     try:
@@ -263,7 +262,7 @@ HOLDS_THE_DIRECTORY = textwrap.dedent("""
     (BUILDER, False, False), (BUILDER, False, True), (STALLED_BUILDER, False, False), (STALLED_BUILDER, True, False)],
     ids=["mid-build", "mid-build, its child ended first", "right-after-the-fork", "right-after-the-fork, still cleaning"])
 def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_first(
-        tmp_path: Path, builder: str, meanwhile: bool, child_first: bool, monkeypatch) -> None:
+        tmp_path: Path, builder: str, meanwhile: bool, child_first: bool) -> None:
     """Every arena process cleans the run directory when it starts, so another one may clean a dead
     referee's build first. It kills the build, whose processes become zombies of this subreaper,
     not its own to reap. The dead referee's record must still name them for this process, whether
@@ -273,7 +272,7 @@ def test_a_trusted_build_is_reaped_by_its_parent_after_another_arena_cleaned_fir
     once beside another test worker running ``arena`` commands: the zombies outlived the cleanup).
     The build's shell waits for its child: one that ends first, as when the other arena's kill
     reaches it first, is reaped by the shell, not left to us (``its child ended first``)."""
-    registry = _alone(tmp_path, monkeypatch)
+    registry = _alone(tmp_path)
     since = boot_ticks()
     pids, dead = _killed_mid_build(tmp_path, builder)
     holder = None
@@ -316,7 +315,7 @@ def test_a_bot_group_made_while_a_cleanup_runs_is_not_taken_for_a_dead_referees(
     kills of other groups may take seconds) had its first bot's group taken for a dead one's,
     and that live bot killed."""
     from arena.bots.cgroups import CgroupRoot
-    registry = _alone(tmp_path, monkeypatch)
+    registry = _alone(tmp_path)
     parent = tmp_path / "pids" / "palace-arena"  # plain folders for a v1 pids hierarchy
     stale, fresh = parent / "r999990-b1", parent / "r999991-b1"
     stale.mkdir(parents=True)  # a dead referee's, its record lost
@@ -333,7 +332,7 @@ def test_a_bot_group_made_while_a_cleanup_runs_is_not_taken_for_a_dead_referees(
     assert fresh.is_dir() and not stale.exists() and report.cgroups == [str(stale)]
 
 
-def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_names(tmp_path: Path, monkeypatch) -> None:
+def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_names(tmp_path: Path) -> None:
     """Pids come round (pid_max 32768 here, where the suite wraps it in minutes). A referee that gets
     a dead one's pid and finds its records of processes not gone yet keeps them, set aside, for a
     later cleanup, which finds their cgroups by name: a bot of the new referee given one of those
@@ -355,7 +354,7 @@ def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_na
         dead.mkdir(parents=True)
         (dead / f"r{os.getpid()}-b1.json").write_text(json.dumps(
             {"procs": [[zombie, info.start]], "uid": None, "cgroups": [str(parent / f"r{os.getpid()}-b1")]}))
-        registry = _alone(tmp_path, monkeypatch)
+        registry = _alone(tmp_path)
         assert [d.name[:len(dead.name) + 1] for d in run.glob("ref-*-*")] == [f"{dead.name}-"]  # set aside
         bot = subprocess.Popen(["sleep", "600"])  # the new referee's bot, in a group of the name it gets
         group = parent / registry.next_name()
@@ -371,11 +370,11 @@ def test_a_referee_given_a_dead_ones_pid_does_not_give_its_bots_the_dead_ones_na
         holder.stdout.close()
 
 
-def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path, monkeypatch) -> None:
+def test_the_cleanup_reaps_no_child_of_ours_that_a_popen_waits_for(tmp_path: Path) -> None:
     """The cleanup reaps the zombie children a dead referee's record names, its notes for the parent
     included, and no other: a ``subprocess.Popen`` of this process whose child it reaped would read
     its exit as 0 (Popen takes ECHILD for a success)."""
-    registry = _alone(tmp_path, monkeypatch)
+    registry = _alone(tmp_path)
     ours = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])
     noted = subprocess.Popen(["true"])
     try:
@@ -812,3 +811,30 @@ def test_a_non_root_referee_leaves_a_root_runs_bot_uids_alone_and_reports_no_kil
         bot.wait()
         lock.communicate("")
         shutil.rmtree(run)
+
+
+@needs_root
+@pytest.mark.parametrize("first_run_dir", ["the machine's", "one of its own"])
+def test_a_registry_in_another_run_directory_leaves_a_live_bots_uid_alone(tmp_path: Path, first_run_dir: str) -> None:
+    """The bot uid pool is the machine's: a root arena may keep its records in a run directory of
+    its own (a test's, or a TMPDIR's where /run cannot be written), but the uid it leases is locked
+    where every root arena looks. A second registry in a private run directory, whose own folder
+    holds no lock of any uid, cleans up and leases while a bot of the first lives: the bot must
+    survive both (the sweep took every pool uid with a lock free in its own run directory for a
+    leftover, and killed every other arena's bots on the machine; a lease there killed the uid's
+    processes before it was given out)."""
+    first = process_registry() if first_run_dir == "the machine's" else Registry(tmp_path / "first")
+    lease = first.lease_uid()
+    bot = subprocess.Popen(["sleep", "600"], user=lease.uid, group=lease.uid, extra_groups=[])
+    try:
+        second = Registry(tmp_path / "second")
+        second.cleanup_stale(None)
+        assert bot.poll() is None, f"the cleanup of a registry in {second.run_dir} killed a live bot of uid {lease.uid}"
+        second._uid_next = lease.uid - uids.BOT_UID_BASE  # its next lease tries the live bot's uid first
+        other = second.lease_uid()
+        second.release_uid(other)
+        assert other.uid != lease.uid and bot.poll() is None, f"a lease in {second.run_dir} took a live bot's uid"
+    finally:
+        bot.kill()
+        bot.wait()
+        first.release_uid(lease)

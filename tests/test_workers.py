@@ -125,8 +125,8 @@ def test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced(t
     one = _games(_run(tmp_path, "t", 1), "t")
     assert len(one) == GAMES
     killed = kill_a_worker_at_the_third_store(monkeypatch)
-    # The workers' temporary copies of the arena package (and of the bots) go here, where no
-    # other test or process puts any: what is left at the end is known to be this run's.
+    # The workers' temporary copies of the bots go here, where no other test or process puts
+    # any: what is left at the end is known to be this run's.
     temp = Path(tempfile.mkdtemp(prefix="arena-worker-temps-"))
     temp.chmod(0o711)  # bots' private uids read the copies inside
     monkeypatch.setenv("TMPDIR", str(temp))
@@ -160,10 +160,9 @@ def test_two_processes_play_the_same_games_as_one_and_a_killed_one_is_replaced(t
     # The dead worker's bots were orphaned to this process (a subreaper): reaped, not zombies.
     assert zombie_children(started_since=since) == []
     # The dead worker's copies were removed by the clean-up after it, the others' at their exit;
-    # only this process's own (made once per process, removed at its exit) may remain, and the
-    # package copies every process on the machine shares (kept by design).
-    ours = {str(temp / f"palace-arena-package-{os.geteuid()}")}
-    ours |= {str(p.parent) for p in launch._runnable_copies.values()}
+    # only this process's own (made once per process, removed at its exit) may remain (the
+    # package copies every process on the machine shares are kept in the user's place for them).
+    ours = {str(p.parent) for p in launch._runnable_copies.values()}
     assert {str(p) for p in temp.glob("palace-arena-*")} - ours == set()
     shutil.rmtree(temp, ignore_errors=True)
 

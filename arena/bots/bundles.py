@@ -32,6 +32,7 @@ from ..errors import ArenaError
 from .filesystem import SANDBOX_ROOT_DIRS, SYSTEM_DIRS, tree_usage
 from .folder import ARENA_COPIES, CAPS, Entry, FolderError, Kind, Reader, pack_folder, read_folder
 from .manifest import MANIFEST, BotSpec, ManifestError, load_bot
+from .places import CACHE, arena_place
 
 CACHE_ENV = "PALACE_ARENA_CACHE"
 
@@ -106,13 +107,14 @@ def unpack_bot(blob: bytes, dest: Path) -> None:
 
 
 def cache_root() -> Path:
-    """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE`` or a per-user dir under the temp dir.
+    """Where workers keep unpacked bots: ``$PALACE_ARENA_CACHE``, else this user's place for it
+    (:func:`~.places.arena_place`: ``/var/cache/palace-arena/bots`` as root, else ``~/.cache/palace-arena/bots``).
     It must belong to us and is ``0700`` (an older arena's ``0755`` is closed): it holds every
     ladder member a worker has seated, which no other local user may read; seats run from the
     arena's own copies (:data:`~.folder.ARENA_COPIES`, marked in it; ``launch.runnable``). It may
     not lie in the system every contained bot sees (/usr, /etc...)."""
     env = os.environ.get(CACHE_ENV)
-    root = Path(env) if env else Path(tempfile.gettempdir()) / f"palace-arena-cache-{os.geteuid()}"
+    root = Path(env) if env else arena_place(CACHE)
     real = Path(os.path.realpath(root))
     seen = [d for d in (*SYSTEM_DIRS, *SANDBOX_ROOT_DIRS) if real.is_relative_to(os.path.realpath(d))]
     if seen:

@@ -16,7 +16,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -34,6 +33,7 @@ from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, 
 from .folder import ARENA_COPIES, CAPS, Folder, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
+from .places import PACKAGE, arena_place
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
@@ -177,11 +177,12 @@ def _package_copy() -> Path:
 
 
 def package_copies() -> Path:
-    """``palace-arena-package-<uid>`` in the temporary folder (resolved: a bot start never follows a
-    link): the referee's uid's, ``0755``, writable by no one else. Not the bot cache, which is
-    private: every user may read the package, as before, when each process made a copy of its own.
-    Another user's folder (or a link) under that name is refused, saying what to do."""
-    root = Path(os.path.realpath(tempfile.gettempdir())) / f"palace-arena-package-{os.geteuid()}"
+    """The referee's uid's folder of package copies (:func:`~.places.arena_place`, resolved: a bot
+    start never follows a link), ``0755``, writable by no one else. Not the bot cache, which is
+    private: a root referee's bots, each of its own uid, read the package. Another user's folder (or
+    a link) there (its name in the temporary folder, where no place of the user's own could be
+    had) is refused, saying what to do."""
+    root = Path(os.path.realpath(arena_place(PACKAGE)))
     root.mkdir(mode=0o755, exist_ok=True)
     st = root.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
@@ -190,10 +191,18 @@ def package_copies() -> Path:
                                "package from a copy there")
     if stat.S_IMODE(st.st_mode) != 0o755:  # (ours: only our uid changed it)
         root.chmod(0o755)
-    if not _others_can_use(root):
+    if not _bots_can_use(root):
         raise ContainmentError(f"other users cannot reach {root}, where contained Python bots import the arena "
                                "package from: set TMPDIR to a folder every user can enter")
     return root
+
+
+def _bots_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:
+    """Whether a bot of this referee can reach ``path`` with ``need`` (an ``S_I*OTH`` bit): every
+    user where the referee is root (each bot runs as a uid of its own), else the referee's own uid."""
+    if os.geteuid() == 0:
+        return _others_can_use(path, need)
+    return os.access(path, (os.R_OK if need & stat.S_IROTH else 0) | (os.X_OK if need & stat.S_IXOTH else 0))
 
 
 def package_read() -> tuple[Folder, tuple[tuple[str, str], ...], str]:
@@ -233,7 +242,7 @@ def _holds_package(entry: Path, digest: str, libs: tuple[tuple[str, str], ...]) 
         return (sorted(os.listdir(entry)) == sorted(["arena", *(name for name, _ in libs)])
                 and read_folder(entry / "arena", arenas_own=True).digest == digest
                 and all(_sha256(entry / name) == sha for name, sha in libs)
-                and _others_can_use(entry / "arena" / "__init__.py", stat.S_IROTH))
+                and _bots_can_use(entry / "arena" / "__init__.py", stat.S_IROTH))
     except (OSError, FolderError):
         return False
 

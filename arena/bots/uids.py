@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from .cgroups import CgroupRoot, cgroup_dir_pids, kill_cgroup_dir, remove_cgroup_dir
 from .filesystem import world_writable_dirs
 from .namespaces import release_space
+from .places import RUN, arena_place
 from .procs import BOTS_GID, Attribution, died, kill_and_reap, read_proc, reap_zombie_children, scan_procs, set_child_subreaper
 
 
@@ -52,9 +53,8 @@ trusted build has no pool uid, so nothing else would name it."""
 
 
 def default_run_dir() -> Path:
-    if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
-        return Path("/run/palace-arena")
-    return Path(tempfile.gettempdir()) / f"palace-arena-{os.geteuid()}"
+    """This user's run directory on this machine (:func:`~.places.arena_place`); root's is the machine's."""
+    return arena_place(RUN)
 
 
 def _private_dir(path: Path) -> Path:
@@ -203,7 +203,8 @@ class Registry:
 
     ``<run>/ref-<pid>/lock`` is flocked for the referee's lifetime and
     ``<run>/ref-<pid>/<bot>.json`` records each live bot (pid, uid, cgroups,
-    home).  ``<run>/uids/<uid>`` is flocked while a bot holds that uid.  A
+    home).  ``uids/<uid>`` in the machine's run directory (:attr:`pool`, whatever
+    ``<run>`` is) is flocked while a bot holds that uid.  A
     referee killed -9 loses its locks, which is how cleanup_stale() tells its
     leftovers from those of a referee that is still running.
     """
@@ -211,7 +212,10 @@ class Registry:
     def __init__(self, run_dir: Path | None = None):
         self.pid = os.getpid()
         self.run_dir = _private_dir(run_dir or default_run_dir())
-        _private_dir(self.run_dir / "uids")
+        # The uid pool is the machine's: whatever run directory holds this registry's records, a
+        # root referee locks its uids where every other root referee looks (a lock free in a run
+        # directory of its own says nothing of the uid's owner). No other user leases any.
+        self.pool = _private_dir((_private_dir(default_run_dir()) if os.geteuid() == 0 else self.run_dir) / "uids")
         self.dir = self.run_dir / f"ref-{self.pid}"
         self.subreaper = set_child_subreaper()
         self._uid_next = 0
@@ -253,7 +257,7 @@ class Registry:
             uid = BOT_UID_BASE + (self._uid_next + i) % BOT_UID_COUNT
             if uid in self._leased:
                 continue
-            fd = _try_lock(self.run_dir / "uids" / str(uid))
+            fd = _try_lock(self.pool / str(uid))
             if fd is None:
                 continue
             self._uid_next = (self._uid_next + i + 1) % BOT_UID_COUNT
@@ -385,14 +389,16 @@ class Registry:
                         report.killed += kill_cgroup_dir(g, deadline)
                         remove_cgroup_dir(g)
                         report.cgroups.append(str(g))
-        # Bot uids with no live owner. Only a root referee leases them, and their locks are in root's
-        # run directory: to any other referee every one looks free (its run directory is its own)
-        # and their processes are not its to kill. Swept as such, each batch of a non-root ladder
-        # run spent the cleanup's deadline trying to kill the bots of a root run beside it, and
-        # said it had killed them ("3-9 bot process(es) killed" that were never its own).
+        # Bot uids with no live owner: a process of a pool uid whose lock in the machine's run
+        # directory is free (every root referee leases there, whatever run directory it records in).
+        # Only a root referee leases them: to any other referee every one looks free (its run
+        # directory is its own) and their processes are not its to kill. Swept as such, each batch
+        # of a non-root ladder run spent the cleanup's deadline trying to kill the bots of a root
+        # run beside it, and said it had killed them ("3-9 bot process(es) killed" that were never
+        # its own).
         stray = {i.uid for i in scan_procs().values() if uid_in_pool(i.uid)} if os.geteuid() == 0 else set()
         for uid in sorted(stray - self._leased):
-            fd = _try_lock(self.run_dir / "uids" / str(uid))
+            fd = _try_lock(self.pool / str(uid))
             if fd is not None:
                 try:
                     report.killed += kill_uid(uid, deadline)
@@ -467,7 +473,7 @@ class Registry:
         uid_fd = None
         uid = rec.get("uid")
         if rec.get("uid_exclusive") and uid is not None:
-            uid_fd = _try_lock(self.run_dir / "uids" / str(uid))
+            uid_fd = _try_lock(self.pool / str(uid))
         cg_dirs = [Path(p) for p in rec.get("cgroups", [])]
         named = _named_procs(rec)
         leader, start = next(iter(_record_procs(rec).items()), (0, 0))

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from ..bots.filesystem import remove_tree
 from ..bots.launch import ARENA_COPIES
 from ..bots.manifest import ManifestError, bundled_bots, load_bot
+from ..bots.places import PACKAGE, arena_place
 from ..errors import ArenaError
 from ..store import reads
 from ..store import jobs as queue
@@ -497,8 +498,8 @@ _PACKAGE_ENTRY = re.compile(rf"{re.escape(SERVER_PATH)}/[0-9a-f]{{64}}(?![0-9a-f
 def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
     """``value`` (a string, or a report made of lists and dicts) with the server's paths replaced:
     each of ``hidden`` (the more specific first), then the arena's Python and its temporary
-    copies, and the package copies a Python bot imports (``launch._package_copy``), down to the
-    folder of each. An uploader learns nothing of how the server's disk is laid out."""
+    copies, and the package copies a Python bot imports (``launch._package_copy``, in this user's
+    place for them or the temporary folder), down to the folder of each. An uploader learns nothing of how the server's disk is laid out."""
     if isinstance(value, dict):
         return {k: hide_paths(v, hidden) for k, v in value.items()}
     if isinstance(value, list):
@@ -506,7 +507,7 @@ def hide_paths(value: Any, hidden: list[tuple[Path, str]]) -> Any:
     if not isinstance(value, str):
         return value
     arena_root = Path(__file__).resolve().parent.parent.parent
-    pairs = [*hidden, (arena_root, SERVER_PATH)]
+    pairs = [*hidden, (arena_root, SERVER_PATH), (arena_place(PACKAGE), SERVER_PATH)]
     if sys.prefix != sys.base_prefix:  # a virtual environment's path is the server's; /usr/bin/python3 is not
         pairs += [(Path(sys.executable), SERVER_PATH), (Path(sys.prefix), SERVER_PATH)]
     for path, name in pairs:

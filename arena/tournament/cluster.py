@@ -342,10 +342,10 @@ def _connect(address: str):
         # The workers' files go in a private folder of this run, not Dask's shared ``dask-scratch-space``
         # in the temporary directory, which the first user to name it owns: another local user's file
         # there failed every local cluster at its start, and her folder would hold the run's.
-        # So does the workers' bot cache: its default name, ``palace-arena-cache-<uid>`` in the
-        # temporary directory, is the first user's to make, and another local user's folder there
-        # failed every game of a local cluster (the cache refused as not the referee's). It is the
-        # run's, in its scratch, unless the operator named one (``PALACE_ARENA_CACHE``).
+        # So does the workers' bot cache, unless the operator named one (``PALACE_ARENA_CACHE``): the
+        # run's bots, in its scratch, go with it. (Its default was once a name in the temporary
+        # directory, the first user's to make: another local user's folder there failed every game
+        # of a local cluster. The default is now the user's own place: ``places.arena_place``.)
         scratch = process_registry().temp_dir("palace-arena-cluster-")
         workers_env = {} if os.environ.get(CACHE_ENV) else {CACHE_ENV: str(scratch / "bots")}
         # Its listeners close at once every connection another local user makes (``localcomm``):
