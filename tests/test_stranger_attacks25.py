@@ -12,6 +12,15 @@
    its whole placement, in every mode, gVisor included. Now each of a ladder's own tournaments deals
    from a public base of its own (``seeds.ladder_tournament_seed``), kept in its stored config, so a
    run begun before resumes with the cards it began with.
+2. A strangers' tournament dealt the cards of an earlier one. The same store and seed deal the same
+   cards (so a run can be played again), and a tournament file's seed is 1 unless it says otherwise:
+   a club's weekly event from one file, or any two events left at the default, dealt the second the
+   first's cards, which its stored games and replays show whole. Now a table of strangers
+   (``one_seat_per_author``) is never dealt a deal another tournament of its store was dealt: the run
+   (every entry point: ``arena tournament``, a ladder's placements and batches, on a cluster too) is
+   refused before a game, naming the earlier tournament and what to change. A ladder file that seats
+   strangers and names a deal suite (whose deals every placement and batch deal again) is refused
+   where it is loaded.
 """
 
 from __future__ import annotations
@@ -22,11 +31,15 @@ from pathlib import Path
 
 import trio
 
+import pytest
+
 from arena.bots.manifest import BUNDLED_DIR
 from arena.ladder import RunContext, load_ladder, open_store, submit
+from arena.tournament.config import ConfigError
 
 from .checks import fixed_secret
 from .fakes import policy_launcher
+from .test_formats import event, make_bots, play
 
 
 async def _ok_check(spec):
@@ -68,3 +81,49 @@ def test_no_placement_deals_cards_the_ladder_has_already_shown(tmp_path: Path) -
             shown.update(dict.fromkeys(dealt, tid))
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- 2. a seed used again
+
+@pytest.mark.parametrize("format", ["round-robin", "swiss"])
+def test_a_strangers_table_is_never_dealt_cards_another_tournament_of_its_store_showed(tmp_path: Path,
+                                                                                      format: str) -> None:
+    make_bots(tmp_path / "bots", 4)
+    for i, who in enumerate(("ann", "bob", "carol", "dave")):
+        toml = tmp_path / "bots" / f"p{i}" / "bot.toml"
+        toml.write_text(toml.read_text().replace('author = "Palace Arena"', f'author = "{who}"'))
+    fixed_secret(tmp_path)  # the store's secret: every run on it deals the same cards for the same seed
+    strangers = {"format": format, "seats": 2, "deals": 1, "one_seat_per_author": True,
+                 "accept_kernel_channels": True, **({"rounds": 1} if format == "swiss" else {})}
+    first, db = event(tmp_path, 4, name="week-1", **strangers)  # both files leave the seed at its default
+    try:
+        play(first, db)
+        shown = {int(g["seed"]) for g in db.games(tournament="week-1", limit=1000)}
+        assert shown
+        second, _ = event(tmp_path, 4, name="week-2", **strangers)
+        with pytest.raises(ConfigError) as refused:
+            play(second, db)
+        assert "week-1" in str(refused.value) and "give it a seed" in str(refused.value)
+        assert db.tournament("week-2") is None and not db.games(tournament="week-2", limit=10)  # nothing begun
+        third, _ = event(tmp_path, 4, name="week-3", seed=3, **strangers)
+        play(third, db)  # a seed of its own: fresh cards
+        dealt = {int(g["seed"]) for g in db.games(tournament="week-3", limit=1000)}
+        assert dealt and not dealt & shown
+    finally:
+        db.close()
+
+
+def test_a_ladder_of_strangers_on_a_deal_suite_is_refused_where_it_is_loaded(tmp_path: Path) -> None:
+    from arena.engine import rules_from
+    from arena.ladder import LadderError
+    from arena.tournament.suites import make_suite, save_suite
+    save_suite(tmp_path / "suite.json", make_suite(rules_from("classic", {}), 2, 3))
+    body = {"rules": "classic", "seats": 2, "deals": 2, "bots": ["random", "lowest"], "suite": "suite.json",
+            "one_seat_per_author": True, "accept_kernel_channels": True, "store": str(tmp_path / "s.sqlite")}
+    (tmp_path / "suited.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in body.items()))
+    with pytest.raises(LadderError, match="drop the suite"):
+        load_ladder(tmp_path / "suited.toml")
+    body["one_seat_per_author"] = False
+    del body["accept_kernel_channels"]
+    (tmp_path / "suited.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in body.items()))
+    assert load_ladder(tmp_path / "suited.toml").suite  # one author's bots: the suite's deals as before
