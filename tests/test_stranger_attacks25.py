@@ -21,6 +21,11 @@
    refused before a game, naming the earlier tournament and what to change. A ladder file that seats
    strangers and names a deal suite (whose deals every placement and batch deal again) is refused
    where it is loaded.
+3. A ladder run's batch dealt an earlier batch's cards when their public bases met. A batch's base
+   seed is 31 bits of a hash of its number (so anyone can recompute it): two of about 65,000 batches
+   (a couple of months of a busy ladder) likely share one, and the second then deals exactly the
+   first's cards at every table. Now a run skips a batch number whose base an earlier batch used (the
+   next number's base is as public); on a strangers' ladder the check of 2 would otherwise stop the run.
 """
 
 from __future__ import annotations
@@ -127,3 +132,40 @@ def test_a_ladder_of_strangers_on_a_deal_suite_is_refused_where_it_is_loaded(tmp
     del body["accept_kernel_channels"]
     (tmp_path / "suited.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in body.items()))
     assert load_ladder(tmp_path / "suited.toml").suite  # one author's bots: the suite's deals as before
+
+
+# --------------------------------------------------------------------------- 3. batch bases
+
+@pytest.mark.parametrize("strangers", [False, True])
+def test_a_ladder_batch_never_deals_from_a_base_an_earlier_batch_used(tmp_path: Path, monkeypatch,
+                                                                       strangers: bool) -> None:
+    """Batch 1's public base made equal to batch 0's (one meeting of two 31-bit hashes, as happens
+    by chance over tens of thousands of batches): the run deals batch 1's cards from the next number."""
+    import arena.ladder.run as ladder_run
+    from arena.ladder import run_ladder
+    from arena.tournament.seeds import ladder_batch_seed
+
+    def met(name: str, seed: int, batch: int) -> int:
+        return ladder_batch_seed(name, seed, 0 if batch == 1 else batch)
+
+    monkeypatch.setattr("arena.tournament.seeds.ladder_batch_seed", met)
+    fixed_secret(tmp_path)
+    body = {"rules": "classic", "seats": 2, "deals": 1, "max_turns": 300, "concurrency": 1,
+            "bots": ["random", "lowest", "highest"], "store": str(tmp_path / "store.sqlite"),
+            **({"one_seat_per_author": True, "accept_kernel_channels": True} if strangers else {})}
+    (tmp_path / "batches.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in body.items()))
+    ladder = load_ladder(tmp_path / "batches.toml")
+    store = open_store(ladder)
+    try:
+        ctx = RunContext(launcher=policy_launcher(), checker=_ok_check, say=lambda text: None)
+        numbers: list[int] = []
+        trio.run(lambda: run_ladder(ladder, store, ctx, games=30, on_batch=lambda s, t, n: numbers.append(n)))
+        assert len(numbers) >= 3 and 1 not in numbers, numbers  # batch 1's base was batch 0's: skipped
+        assert ladder_run.batch_seed(ladder, numbers[1]) != ladder_run.batch_seed(ladder, numbers[0])
+        first: dict[int, str] = {}
+        for n in numbers:
+            for seed in {int(g["seed"]) for g in store.games(tournament=ladder.run_id(n), limit=1000)}:
+                assert seed not in first, f"batch {n} dealt a deal batch {first[seed]} had shown"
+                first[seed] = str(n)
+    finally:
+        store.close()
