@@ -26,6 +26,14 @@
    (a couple of months of a busy ladder) likely share one, and the second then deals exactly the
    first's cards at every table. Now a run skips a batch number whose base an earlier batch used (the
    next number's base is as public); on a strangers' ladder the check of 2 would otherwise stop the run.
+4. Every table of a Swiss stage dealt the same cards, strangers' tables too (the format FORMATS.md
+   names for strangers). Bots A (table 1) and C (table 2) of two authors who agree: A's game of deal
+   d ends and shows every card; with ``-j 2`` A's process then plays its next games, thawed on its
+   turns, while another lane plays d at table 2, where C's opponent holds what A's opponent held. A
+   channel between two lanes (CPU contention, about 1-2 bits/s measured under ``ponder``) then carries
+   the hand (read from the code, not measured here: the machine's load of 20 drowns any timing).
+   Keeping one bot's processes apart from its own deals (another helper's work) does not cover two
+   bots. Now each table of a strangers' stage deals its own cards; a run begun before resumes as it began.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from arena.tournament.config import ConfigError
 
 from .checks import fixed_secret
 from .fakes import policy_launcher
-from .test_formats import event, make_bots, play
+from .test_formats import by_stage, event, make_bots, play, tables_of
 
 
 async def _ok_check(spec):
@@ -169,3 +177,56 @@ def test_a_ladder_batch_never_deals_from_a_base_an_earlier_batch_used(tmp_path: 
                 first[seed] = str(n)
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- 4. a Swiss stage's tables
+
+def _strangers(tmp_path: Path, n: int) -> None:
+    make_bots(tmp_path / "bots", n)
+    for i in range(n):
+        toml = tmp_path / "bots" / f"p{i}" / "bot.toml"
+        toml.write_text(toml.read_text().replace('author = "Palace Arena"', f'author = "author {i}"'))
+
+
+def test_no_two_tables_of_a_strangers_swiss_stage_are_dealt_the_same_cards(tmp_path: Path) -> None:
+    _strangers(tmp_path, 4)
+    cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=2, deals=2, one_seat_per_author=True,
+                    accept_kernel_channels=True)
+    try:
+        play(cfg, db)
+        for stage, games in by_stage(cfg, db).items():
+            tables = tables_of(games)
+            assert len(tables) == 2, (stage, tables)
+            dealt = [{int(g["seed"]) for g in table} for table in tables.values()]
+            assert all(len(d) == 2 for d in dealt)  # each table: its 2 deals, each in both seat orders
+            assert not dealt[0] & dealt[1], f"stage {stage}: both tables dealt {dealt[0] & dealt[1]}"
+    finally:
+        db.close()
+
+
+def test_a_strangers_swiss_begun_with_one_set_of_deals_a_stage_resumes_with_it(tmp_path: Path) -> None:
+    """Begun before each table had deals of its own (stored without ``table_deals``), stopped after
+    one game: resumed, it finishes with the deals it began with, every table of a stage alike."""
+    from dataclasses import replace
+
+    from arena.tournament.run import Reporter
+
+    class Stop(Exception):
+        pass
+
+    class StopAfterOne(Reporter):
+        def game_done(self, game, record) -> None:
+            raise Stop()
+
+    _strangers(tmp_path, 4)
+    cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=1, deals=1, one_seat_per_author=True,
+                    accept_kernel_channels=True)
+    try:
+        with pytest.raises(Stop):
+            play(replace(cfg, shared_stage_deals=True), db, StopAfterOne())
+        assert "table_deals" not in db.tournament("event")["config"] and len(db.done_indexes("event")) == 1
+        play(cfg, db)  # the file as it is: no "different configuration" refusal
+        assert db.tournament("event")["status"] == "done"
+        assert len({int(g["seed"]) for g in db.games(tournament="event", limit=100)}) == 1  # one deal, as begun
+    finally:
+        db.close()

@@ -139,7 +139,12 @@ def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Sto
 
 
 def _games(cfg: TournamentConfig, secret: bytes, stage: int, tables: Sequence[tuple[str, ...]]) -> tuple[ScheduledGame, ...]:
-    return tuple(rotations(list(tables), cfg.deals, lambda t, d: seeds.stage_deal_seed(secret, cfg.seed, stage, d),
+    """A stage's games. Tables of strangers (``one_seat_per_author``) get deals of their own: with
+    one set for the stage, a bot at one table saw at its game's end the cards that a partner of
+    another author at another table, playing the deal in another lane, held against its opponent."""
+    own = cfg.one_seat_per_author and not cfg.shared_stage_deals
+    return tuple(rotations(list(tables), cfg.deals,
+                           lambda t, d: seeds.stage_deal_seed(secret, cfg.seed, stage, d, t if own else None),
                            start=stage_start(cfg, stage)))
 
 

@@ -159,6 +159,9 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     labels = {ref: spec.label for ref, spec in specs.items()}
     secret = seeds.named_secret(store, cfg.deal_secret) if cfg.deal_secret else seeds.load_secret(store.path.parent)
     staged = cfg.format in STAGED
+    prior = store.tournament(cfg.name) if staged and cfg.one_seat_per_author else None
+    if prior is not None and "table_deals" not in prior["config"]:  # begun dealing every table alike: it resumes so
+        cfg = replace(cfg, shared_stage_deals=True)
     fingerprint = cfg.fingerprint()
     authors = table_authors(specs, store, own_authors)
     if staged:

@@ -123,10 +123,11 @@ def ladder_tournament_seed(tournament: str, seed: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int) -> int:
+def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int, table: int | None = None) -> int:
     """The deal seed of a staged tournament's stage (a Swiss round, a knockout round, a heat):
-    one set of deals for every table of the stage (duplicate deals), apart from any table's."""
-    msg = f"palace-stage-deal:{base}:{stage}:{deal}".encode()
+    one set of deals for every table of the stage (duplicate deals), apart from any table's; with
+    ``table``, that table's own (strangers' tables: formats._games)."""
+    msg = f"palace-stage-deal:{base}:{stage}:{deal}{'' if table is None else f':{table}'}".encode()
     return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1
 
 
