@@ -20,7 +20,7 @@
    (every entry point: ``arena tournament``, a ladder's placements and batches, on a cluster too) is
    refused before a game, naming the earlier tournament and what to change. A ladder file that seats
    strangers and names a deal suite (whose deals every placement and batch deal again) is refused
-   where it is loaded.
+   where it is loaded, and so is a strangers' tournament file with one (its deals at every table).
 3. A ladder run's batch dealt an earlier batch's cards when their public bases met. A batch's base
    seed is 31 bits of a hash of its number (so anyone can recompute it): two of about 65,000 batches
    (a couple of months of a busy ladder) likely share one, and the second then deals exactly the
@@ -230,3 +230,16 @@ def test_a_strangers_swiss_begun_with_one_set_of_deals_a_stage_resumes_with_it(t
         assert len({int(g["seed"]) for g in db.games(tournament="event", limit=100)}) == 1  # one deal, as begun
     finally:
         db.close()
+
+
+def test_a_strangers_tournament_on_a_deal_suite_is_refused(tmp_path: Path) -> None:
+    """A suite deals its deals at every table of a run: a strangers' table must not share its cards."""
+    from arena.engine import rules_from
+    from arena.tournament.config import load_config
+    from arena.tournament.suites import make_suite, save_suite
+    save_suite(tmp_path / "suite.json", make_suite(rules_from("classic", {}), 2, 2))
+    base = {"name": "suited", "bots": ["random", "lowest", "highest"], "seats": 2, "suite": str(tmp_path / "suite.json"),
+            "store": str(tmp_path / "s.sqlite")}
+    with pytest.raises(ConfigError, match="Drop the suite"):
+        load_config(None, {**base, "one_seat_per_author": True, "accept_kernel_channels": True})
+    assert load_config(None, base).suite  # one author's bots: the suite as before

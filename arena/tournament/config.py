@@ -205,6 +205,10 @@ def check_config(cfg: TournamentConfig) -> None:
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
+    if suite is not None and cfg.one_seat_per_author:
+        raise ConfigError("suite: one_seat_per_author seats strangers' bots, and a suite deals its deals at every "
+                          "table: a bot that saw one whole at its game's end could pass it to a partner of another "
+                          "author playing it at another table. Drop the suite, or one_seat_per_author")
     problem = strangers_problem(cfg.one_seat_per_author, cfg.containment, cfg.accept_kernel_channels, flags=True,
                                 ponder=cfg.ponder)
     if problem:
