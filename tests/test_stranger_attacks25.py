@@ -204,11 +204,11 @@ def test_no_two_tables_of_a_strangers_swiss_stage_are_dealt_the_same_cards(tmp_p
         db.close()
 
 
-def test_a_strangers_swiss_begun_with_one_set_of_deals_a_stage_resumes_with_it(tmp_path: Path) -> None:
-    """Begun before each table had deals of its own (stored without ``table_deals``), stopped after
-    one game: resumed, it finishes with the deals it began with, every table of a stage alike."""
-    from dataclasses import replace
-
+def test_a_strangers_swiss_begun_with_one_set_of_deals_a_stage_resumes_with_it(tmp_path: Path, monkeypatch) -> None:
+    """Begun before each table had deals of its own (an arena whose fingerprint had no
+    ``table_deals``), stopped after one game: resumed, it finishes with the deals it began with,
+    every table of a stage alike, and is not refused as another configuration."""
+    from arena.tournament.config import TournamentConfig
     from arena.tournament.run import Reporter
 
     class Stop(Exception):
@@ -222,8 +222,12 @@ def test_a_strangers_swiss_begun_with_one_set_of_deals_a_stage_resumes_with_it(t
     cfg, db = event(tmp_path, 4, format="swiss", seats=2, rounds=1, deals=1, one_seat_per_author=True,
                     accept_kernel_channels=True)
     try:
-        with pytest.raises(Stop):
-            play(replace(cfg, shared_stage_deals=True), db, StopAfterOne())
+        now = TournamentConfig.fingerprint
+        with monkeypatch.context() as before:  # the arena before: no table_deals in what it stored
+            before.setattr(TournamentConfig, "fingerprint",
+                           lambda self: {k: v for k, v in now(self).items() if k != "table_deals"})
+            with pytest.raises(Stop):
+                play(cfg, db, StopAfterOne())
         assert "table_deals" not in db.tournament("event")["config"] and len(db.done_indexes("event")) == 1
         play(cfg, db)  # the file as it is: no "different configuration" refusal
         assert db.tournament("event")["status"] == "done"

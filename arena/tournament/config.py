@@ -65,7 +65,6 @@ class TournamentConfig:
     suite: str = ""  # a deal suite file (arena deals make): its deals at every table instead of fresh ones
     suite_from: int = 0  # the suite's deal that is this tournament's first (a ladder's batches go round the suite)
     deal_secret: str = ""  # a named secret in the store to deal from (a season's: arena.ladder.seasons); "" the store's
-    shared_stage_deals: bool = False  # a strangers' staged event begun before each of its tables got deals of its own
 
     def ruleset(self) -> Rules:
         try:
@@ -92,7 +91,7 @@ class TournamentConfig:
                 out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
-            if self.format in STAGED and not self.shared_stage_deals:
+            if self.format in STAGED:
                 out["table_deals"] = True  # each table of a stage its own deals (formats._games)
         if self.channels_accepted:  # stored: the run's record says its seats were not sealed
             out["accept_kernel_channels"] = True

@@ -159,15 +159,16 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     labels = {ref: spec.label for ref, spec in specs.items()}
     secret = seeds.named_secret(store, cfg.deal_secret) if cfg.deal_secret else seeds.load_secret(store.path.parent)
     staged = cfg.format in STAGED
-    prior = store.tournament(cfg.name) if staged and cfg.one_seat_per_author else None
-    if prior is not None and "table_deals" not in prior["config"]:  # begun dealing every table alike: it resumes so
-        cfg = replace(cfg, shared_stage_deals=True)
     fingerprint = cfg.fingerprint()
+    table_deals = "table_deals" in fingerprint  # a strangers' staged event: each table its own deals
+    if table_deals and (prior := store.tournament(cfg.name)) is not None and "table_deals" not in prior["config"]:
+        del fingerprint["table_deals"]  # begun before, dealing every table of a stage alike: it resumes so
+        table_deals = False
     authors = table_authors(specs, store, own_authors)
     if staged:
         order = seeded_order(cfg, [labels[b] for b in cfg.bots], store)
         fingerprint["order"] = order  # a seeding whose standings changed would seat another event
-        known = stages(cfg, order, secret, stored_results(store, cfg.name), authors)
+        known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, table_deals=table_deals)
         stage = pending(known)
         games = [] if stage is None else list(stage.games)
         planned = planned_games(cfg)
@@ -204,7 +205,8 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             await play_all(ex)
             if not staged or stats.failed:
                 return
-            known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, known)
+            known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, known,
+                           table_deals=table_deals)
             stage = pending(known)
             if stage is None:
                 return
