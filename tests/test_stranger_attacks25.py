@@ -9,7 +9,10 @@
    its stored record and its replay show every card, so an author who read the seeding round-robin's
    games (or his first version's placement) could ship a bot holding those deals: its first view
    names the deal, and then it knows the opponent's hand, the face-down cards and the stock through
-   its whole placement, in every mode, gVisor included. Now each of a ladder's own tournaments deals
+   its whole placement, in every mode, gVisor included. Run end to end: a bot holding the seeding
+   round-robin's 12 opening views named its opponent's hand and face-down cards in 12 of its 20
+   placement games (all right; the 8 others were against submitted bots, at tables the seeding had
+   not dealt), none on this branch. Now each of a ladder's own tournaments deals
    from a public base of its own (``seeds.ladder_tournament_seed``), kept in its stored config, so a
    run begun before resumes with the cards it began with.
 2. A strangers' tournament dealt the cards of an earlier one. The same store and seed deal the same
