@@ -319,6 +319,11 @@ def load_ladder(ref: str | Path, ladders_dir: Path | None = None, *, check_bots:
                                 club_default=ladder.seat_rule is SeatRule.CLUB)
     if problem:
         raise SeatsRefused(where, problem, ladder)
+    if suite is not None and ladder.one_seat_per_author:
+        raise LadderError(f"{where}: suite: the ladder seats strangers' bots (one_seat_per_author), and a suite "
+                          "deals its deals again in every placement and batch, after games that show every card "
+                          "of them, which a bot can carry in: drop the suite (fresh cards for each placement and "
+                          "batch), or set one_seat_per_author = false")
     try:
         check_config(ladder.tournament(ladder.seed_id, format="round-robin", bots=bots))
     except ConfigError as e:

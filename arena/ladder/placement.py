@@ -18,6 +18,7 @@ from ..bots.launch import ARENA_COPIES, Launcher
 from ..bots.manifest import BotSpec, ManifestError, load_bot
 from ..tournament.config import ConfigError, TournamentConfig
 from ..tournament.run import Reporter, TournamentIncomplete, run_tournament
+from ..tournament.seeds import ladder_tournament_seed
 from ..tournament.store import Store
 from .config import CheckFailed, Ladder, LadderError
 from .tables import (verified_spec, _add_member, _bump_message, _rehash, _snapshot, bot_statuses, check_identity, keep_ladder_file,
@@ -102,8 +103,8 @@ async def ensure_seeded(ladder: Ladder, store: Store, ctx: RunContext | None = N
             refs = rebase_refs(store, ladder.seed_id, fp.pop("bots"))
             fp.pop("format", None)
         else:  # members play from their snapshots; one registered before keeps its own
-            fp, refs = {}, [_add_member(store, ladder, _spec(r), "initial", ladder.seed_id, ctx.say).ref
-                            for r in ladder.bots]
+            fp = {"seed": ladder_tournament_seed(ladder.seed_id, ladder.seed)}  # cards of its own (seeds.py)
+            refs = [_add_member(store, ladder, _spec(r), "initial", ladder.seed_id, ctx.say).ref for r in ladder.bots]
         ctx.say(f"seeding ladder {ladder.name}: round-robin of its initial bots "
                 f"({', '.join(_spec(r).label for r in refs)})")
         cfg = ladder.tournament(ladder.seed_id, format="round-robin", bots=refs, **fp)
@@ -128,7 +129,10 @@ async def _place(ladder: Ladder, store: Store, spec: BotSpec, origin: str, ctx: 
         candidates = rebase_refs(store, tid, fp.pop("candidates"))
         fp.pop("format", None)
     else:
-        opponents, candidates, fp = _opponents(store, ladder, spec.label, ctx), [me.ref], {}
+        # cards of its own: with the ladder's seed, table t dealt what the seeding round-robin's and
+        # every earlier placement's table t had shown (seeds.ladder_tournament_seed)
+        opponents, candidates = _opponents(store, ladder, spec.label, ctx), [me.ref]
+        fp = {"seed": ladder_tournament_seed(tid, ladder.seed)}
     if len(opponents) < ladder.seats - 1:
         raise LadderError(f"ladder {ladder.name} has {len(opponents)} playable member(s) besides {spec.label}; "
                           f"a {ladder.seats}-seat placement needs {ladder.seats - 1}")

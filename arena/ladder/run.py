@@ -207,6 +207,7 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
         batches = _batches(store, ladder)
         unfinished = [b for b, status in batches if status != "done"]
         number = batches[-1][0] + 1 if batches else 0
+        used = {batch_seed(ladder, b) for b, _ in batches}  # bases dealt from: a batch never repeats one
         suite_next = _next_suite_deal(store, ladder, batches)
         suite_size = len(ladder.deal_suite().deals) if ladder.suite else 1
         overhead += time.perf_counter() - tick
@@ -270,6 +271,12 @@ async def run_ladder(ladder: Ladder, store: Store, ctx: RunContext | None = None
                         f"{ladder.seats}{authors}: stopping")
                 overhead += time.perf_counter() - tick
                 break
+            # A base is 31 bits: two of ~65,000 batches likely share one, and the second would deal the
+            # first's cards, which its games show whole. The next number's base is as public (a season's
+            # verifier recomputes each game's from its batch number).
+            while batch_seed(ladder, number) in used:
+                number += 1
+            used.add(batch_seed(ladder, number))
             cfg = plan_batch(ladder, table, {label: ref for label, (ref, _) in active.items()}, number,
                              ladder.concurrency or os.cpu_count() or 1, suite_next,
                              season.secret_name if season is not None else "")

@@ -383,6 +383,16 @@ class Store:
 
     # ------------------------------------------------------------ games
 
+    def dealt_elsewhere(self, tid: str, seeds: set[int]) -> tuple[int, str] | None:
+        """One of ``seeds`` that a game of another tournament than ``tid`` was dealt, with that
+        tournament; None if none was (one pass over the games, most of a second per million)."""
+        if not seeds:
+            return None
+        found = self.db.execute(
+            "SELECT seed, tournament FROM games WHERE seed IN (SELECT value FROM json_each(?)) AND tournament != ? "
+            "LIMIT 1", (json.dumps(sorted(seeds)), tid)).fetchone()
+        return None if found is None else (int(found[0]), str(found[1]))
+
     def done_indexes(self, tid: str) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT idx FROM games WHERE tournament=?", (tid,))}
 

@@ -91,6 +91,8 @@ class TournamentConfig:
                 out["advance"] = self.heat_advance
         if self.one_seat_per_author:  # only when on: runs stored before the rule existed still resume
             out["one_seat_per_author"] = True
+            if self.format in STAGED:
+                out["table_deals"] = True  # each table of a stage its own deals (formats._games)
         if self.channels_accepted:  # stored: the run's record says its seats were not sealed
             out["accept_kernel_channels"] = True
         if self.deal_secret:  # only when set: every other stored fingerprint still matches
@@ -202,6 +204,10 @@ def check_config(cfg: TournamentConfig) -> None:
     suite = cfg.deal_suite()
     if suite is not None and cfg.deals > len(suite.deals):
         raise ConfigError(f"deals: the suite {cfg.suite} holds {len(suite.deals)} deals, not {cfg.deals}")
+    if suite is not None and cfg.one_seat_per_author:
+        raise ConfigError("suite: one_seat_per_author seats strangers' bots, and a suite deals its deals at every "
+                          "table: a bot that saw one whole at its game's end could pass it to a partner of another "
+                          "author playing it at another table. Drop the suite, or one_seat_per_author")
     problem = strangers_problem(cfg.one_seat_per_author, cfg.containment, cfg.accept_kernel_channels, flags=True,
                                 ponder=cfg.ponder)
     if problem:

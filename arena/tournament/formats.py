@@ -102,16 +102,19 @@ def table_points(stage_games: Sequence[ScheduledGame], stored: Stored) -> dict[s
 
 
 def stages(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-           authors: Mapping[str, str] | None = None, known: Sequence[Stage] = ()) -> list[Stage]:
+           authors: Mapping[str, str] | None = None, known: Sequence[Stage] = (), *,
+           table_deals: bool = True) -> list[Stage]:
     """Every stage that can be known from ``stored``: those played, then the next (whose games
     the store may partly hold already). ``bots`` are in seeding order, best first; ``authors``
     (label -> author) for a Swiss with ``one_seat_per_author``. ``known``: what an earlier call
     returned for the same event; its decided stages are taken as they are (stored games never
     change), so a running event computes only the new stage, from the standings and meetings of
-    the rounds before, rather than every earlier round again (as a resumed run does once)."""
+    the rounds before, rather than every earlier round again (as a resumed run does once).
+    ``table_deals``: strangers' tables deal cards of their own (:func:`_games`); False for an event
+    stored before they did, which resumes as it began."""
     out: list[Stage] = list(itertools.takewhile(lambda s: bool(s.points), known))
     while True:
-        stage = _next(cfg, bots, secret, stored, out, authors)
+        stage = _next(cfg, bots, secret, stored, out, authors, table_deals)
         if stage is None:
             return out
         if not stage.tables:  # a stage that seats nobody would be asked for again, for ever
@@ -130,16 +133,23 @@ def pending(known: Sequence[Stage]) -> Stage | None:
 
 
 def _next(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-          before: list[Stage], authors: Mapping[str, str] | None = None) -> Stage | None:
-    if cfg.format == "swiss":
-        return _swiss(cfg, bots, secret, stored, before, _apart(cfg, bots, authors))
+          before: list[Stage], authors: Mapping[str, str] | None = None, table_deals: bool = True) -> Stage | None:
+    if cfg.format == "swiss":  # (a knockout and heats refuse one_seat_per_author: their tables never are strangers')
+        return _swiss(cfg, bots, secret, stored, before, _apart(cfg, bots, authors), table_deals)
     if cfg.format == "knockout":
         return _knockout(cfg, bots, secret, before)
     return _heat(cfg, bots, secret, before)
 
 
-def _games(cfg: TournamentConfig, secret: bytes, stage: int, tables: Sequence[tuple[str, ...]]) -> tuple[ScheduledGame, ...]:
-    return tuple(rotations(list(tables), cfg.deals, lambda t, d: seeds.stage_deal_seed(secret, cfg.seed, stage, d),
+def _games(cfg: TournamentConfig, secret: bytes, stage: int, tables: Sequence[tuple[str, ...]],
+           table_deals: bool = False) -> tuple[ScheduledGame, ...]:
+    """A stage's games. Tables of strangers (``one_seat_per_author``, with ``table_deals``) get deals
+    of their own: with one set for the stage, a bot at one table saw at its game's end the cards that
+    a partner of another author at another table, playing the deal in another lane, held against its
+    opponent."""
+    own = cfg.one_seat_per_author and table_deals
+    return tuple(rotations(list(tables), cfg.deals,
+                           lambda t, d: seeds.stage_deal_seed(secret, cfg.seed, stage, d, t if own else None),
                            start=stage_start(cfg, stage)))
 
 
@@ -164,7 +174,7 @@ def _apart(cfg: TournamentConfig, bots: Sequence[str], authors: Mapping[str, str
 
 
 def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: Stored,
-           before: list[Stage], apart: frozenset[frozenset[str]] = frozenset()) -> Stage | None:
+           before: list[Stage], apart: frozenset[frozenset[str]] = frozenset(), table_deals: bool = True) -> Stage | None:
     r = len(before)
     if r >= cfg.swiss_rounds:
         return None
@@ -183,7 +193,7 @@ def _swiss(cfg: TournamentConfig, bots: Sequence[str], secret: bytes, stored: St
     else:
         pairing = pair_round(order, scores, k, met, byes, apart=apart)
     return Stage(r, f"round {r + 1} of {cfg.swiss_rounds}", pairing.tables, pairing.byes,
-                 _games(cfg, secret, r, pairing.tables), pairing.summary(), pairing, scores=scores)
+                 _games(cfg, secret, r, pairing.tables, table_deals), pairing.summary(), pairing, scores=scores)
 
 
 # --------------------------------------------------------------------------- knockout

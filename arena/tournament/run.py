@@ -7,7 +7,7 @@ processes, or on Dask; the runner only feeds it the schedule and stores what com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -134,6 +134,24 @@ async def run_tournament(cfg: TournamentConfig, store: Store, reporter: Reporter
         raise TournamentBusy(str(e)) from None
 
 
+def strangers_dealt_before(cfg: TournamentConfig, store: Store, games: Sequence[ScheduledGame]) -> None:
+    """A table of strangers is never dealt a deal another tournament of the store was dealt: that
+    one's game ends, stored games and replays show every card of it, so a bot shipped with them
+    would know its opponents' hands, face-down cards and stock (a seed used again, a deal suite).
+    A staged event is looked at once, at its first stage to play: every stage deals from its seed,
+    so one that repeats another's later stage repeats its first stage too."""
+    if not cfg.one_seat_per_author:
+        return
+    again = store.dealt_elsewhere(cfg.name, {g.seed for g in games})
+    if again is not None:
+        seed, other = again
+        how = ("its suite deals" if cfg.suite else f"seed {cfg.seed} deals")
+        fix = "deal it fresh cards (no suite)" if cfg.suite else "give it a seed no tournament of this store has used"
+        raise ConfigError(f"{cfg.name} seats strangers' bots (one_seat_per_author), and {how} cards that {other} "
+                          f"in this store was dealt (deal seed {seed}), whose games show every card of them to "
+                          f"whoever reads them, and a bot can carry them in: {fix}")
+
+
 async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: RunStats,
                launcher: Callable | None, keep_logs: bool, collect: bool, client: Any,
                own_authors: Iterable[str]) -> list[GameRecord]:
@@ -142,11 +160,15 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
     secret = seeds.named_secret(store, cfg.deal_secret) if cfg.deal_secret else seeds.load_secret(store.path.parent)
     staged = cfg.format in STAGED
     fingerprint = cfg.fingerprint()
+    table_deals = "table_deals" in fingerprint  # a strangers' staged event: each table its own deals
+    if table_deals and (prior := store.tournament(cfg.name)) is not None and "table_deals" not in prior["config"]:
+        del fingerprint["table_deals"]  # begun before, dealing every table of a stage alike: it resumes so
+        table_deals = False
     authors = table_authors(specs, store, own_authors)
     if staged:
         order = seeded_order(cfg, [labels[b] for b in cfg.bots], store)
         fingerprint["order"] = order  # a seeding whose standings changed would seat another event
-        known = stages(cfg, order, secret, stored_results(store, cfg.name), authors)
+        known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, table_deals=table_deals)
         stage = pending(known)
         games = [] if stage is None else list(stage.games)
         planned = planned_games(cfg)
@@ -159,6 +181,7 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
                                       system=tuple(cfg.system), view=cfg.view), "preflight", None)
         if preflight is not None:  # (test doubles stand in for Launcher without one)
             await preflight(specs.values())
+    strangers_dealt_before(cfg, store, games)
     store.begin_tournament(cfg.name, fingerprint, planned)
     for spec in specs.values():
         store.register_bot(spec.label, spec.name, spec.version, spec.files_hash(),
@@ -182,7 +205,8 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             await play_all(ex)
             if not staged or stats.failed:
                 return
-            known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, known)
+            known = stages(cfg, order, secret, stored_results(store, cfg.name), authors, known,
+                           table_deals=table_deals)
             stage = pending(known)
             if stage is None:
                 return

@@ -112,10 +112,22 @@ def ladder_batch_seed(ladder: str, seed: int, batch: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
-def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int) -> int:
+def ladder_tournament_seed(tournament: str, seed: int) -> int:
+    """The public base seed of a ladder's own tournament (its seeding round-robin, a placement): one
+    of its own, from its id, so no two of them deal the same cards, nor any tournament an operator
+    seeds with a number of its own. With the ladder's seed as every placement's base, placement table
+    t dealt the cards of the seeding round-robin's table t and of every earlier placement's, whose
+    ends (and stored games) show every card: a bot shipped with those deals read its opponents'
+    hidden cards through its whole placement."""
+    digest = hashlib.sha256(f"palace-ladder-tournament:{tournament}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def stage_deal_seed(secret: bytes, base: int, stage: int, deal: int, table: int | None = None) -> int:
     """The deal seed of a staged tournament's stage (a Swiss round, a knockout round, a heat):
-    one set of deals for every table of the stage (duplicate deals), apart from any table's."""
-    msg = f"palace-stage-deal:{base}:{stage}:{deal}".encode()
+    one set of deals for every table of the stage (duplicate deals), apart from any table's; with
+    ``table``, that table's own (strangers' tables: formats._games)."""
+    msg = f"palace-stage-deal:{base}:{stage}:{deal}{'' if table is None else f':{table}'}".encode()
     return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big") >> 1
 
 
