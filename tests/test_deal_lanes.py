@@ -1,0 +1,171 @@
+"""A deal across lanes, written as the attack: games played at once (lanes, referee worker
+processes, Dask workers) must never let a bot process that saw a deal (its ``end`` shows every
+card; a seat order's start shows a hand) run while another seat order of that deal is played.
+Two processes of one bot on turn at once share the machine, and whatever channel the sandbox
+leaves between them (CPU contention at least: tests/test_stranger_attacks24.py) carries the
+hand the first one saw to the second.
+
+The first test shows it from what the run itself records: every message each pooled process was
+sent, in one order across lanes (the scripted bots log it), tied to the record's process serial
+per seat. Its bots hold some games' ends so that the lanes' order is the one that breaks on
+866824f (the seat order after a deal's first went to the other lane, while the first lane's
+processes played on), whatever the machine's speed: the holds wait for events the run must
+produce, never for time.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import trio
+
+from arena.tournament.config import load_config
+from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
+from tests.fakes import ScriptedConnection
+
+HOLD_S = 60.0  # a hold that its event never ends gives up (a scheduling this test does not foresee)
+
+
+class Log:
+    """What every bot process was sent, in one order across lanes; and the holds."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, str, int, int]] = []  # (connection, message type, game index, seat)
+        self.changed = threading.Condition()
+        self.started: list[int] = []  # game indexes in the order their first seat got ``start``
+        self.asked: set[int] = set()  # games in which some seat got a request
+
+    def launcher(self):
+        def launch(spec):
+            conn_id = len(self.events) + id(object())  # unique enough: a new key per process
+            state: dict[str, int] = {}
+
+            def respond(line: str) -> list[str] | None:
+                msg = json.loads(line)
+                kind = msg["type"]
+                if kind == "hello":
+                    return [json.dumps({"type": "hello", "protocol": 1, "name": spec.name, "version": "1"})]
+                if kind == "shutdown":
+                    return None
+                if kind == "start":
+                    state["game"], state["seat"] = int(msg["game"].rsplit("-", 1)[1]), msg["seat"]
+                game = state.get("game", -1)
+                with self.changed:
+                    self.events.append((conn_id, kind, game, state.get("seat", -1)))
+                    if kind == "start" and game not in self.started:
+                        self.started.append(game)
+                    if kind == "request":
+                        self.asked.add(game)
+                    self.changed.notify_all()
+                if kind == "end":
+                    self.hold(game)
+                if kind == "request":
+                    return [json.dumps({"type": "action", "request": msg["id"], "action": 0})]
+                return []
+            return ScriptedConnection(respond)
+        return launch
+
+    def hold(self, game: int) -> None:
+        """The first game to start ends only once a third has started (on 866824f: the seat order
+        after the other lane's deal, which that lane is then free to take); the third ends only
+        once the fourth (the first lane's next game) has asked a seat to move."""
+        with self.changed:
+            if self.started[:1] == [game]:
+                self.changed.wait_for(lambda: len(self.started) >= 3, timeout=HOLD_S)
+            elif self.started[2:3] == [game]:
+                self.changed.wait_for(lambda: len(self.started) >= 4 and self.started[3] in self.asked,
+                                      timeout=HOLD_S)
+
+
+def overlaps(log: Log, processes: dict[int, list[str]], seeds: dict[int, int]) -> list[str]:
+    """From the run's own record: each time a process was sent anything (it ran: thawed to read it,
+    or on turn) while a deal it had seen (a hand at its start, every card at its end) was being
+    played by other processes, and each time two games of one deal were in play at once."""
+    serial = {}  # connection -> the record's process serial
+    for conn, kind, game, seat in log.events:
+        if kind == "start":
+            serial[conn] = processes[game][seat]
+    span: dict[int, list[int]] = defaultdict(list)  # game -> positions of its events
+    for i, (_, _, game, _) in enumerate(log.events):
+        span[game].append(i)
+    found = []
+    for g, at in span.items():
+        first, last = at[0], at[-1]
+        for h, other in span.items():
+            if h < g and seeds[h] == seeds[g] and other[0] < last and first < other[-1]:
+                found.append(f"games {h} and {g} of one deal were played at once")
+        saw: set[str] = set()  # processes that saw this deal in another game, up to event i
+        for i in range(last + 1):
+            conn, kind, game, _ = log.events[i]
+            if game != g and seeds[game] == seeds[g]:
+                saw.add(serial[conn])
+            elif i >= first and seeds[game] != seeds[g] and serial[conn] in saw:
+                found.append(f"process {serial[conn]} had seen the deal of game {g} and was sent {kind} "
+                             f"in game {game} while game {g} was played")
+    return found
+
+
+def test_no_process_that_saw_a_deal_runs_while_another_lane_plays_it(tmp_path: Path) -> None:
+    cfg = load_config(None, {"name": "lanes", "bots": ["lowest", "highest"], "deals": 2, "rules": "classic",
+                             "concurrency": 2, "max_turns": 30, "store": str(tmp_path / "l.sqlite")})
+    store = Store(cfg.store)
+    log = Log()
+    trio.run(lambda: run_tournament(cfg, store, launcher=log.launcher()))
+    games = store.games(tournament="lanes", limit=100)
+    assert len(games) == 4
+    processes = {g["index"]: store.game_record(g["id"])["processes"] for g in games}
+    seeds = {g["index"]: g["seed"] for g in games}
+    assert len(set(seeds.values())) == 2  # two deals, each in both seat orders
+    assert len(log.started) == 4 and len({s.split(".")[0] for p in processes.values() for s in p}) == 2  # two lanes
+    found = overlaps(log, processes, seeds)
+    assert not found, "\n".join(dict.fromkeys(found))
+
+
+def pools_of_each_deal(store: Store, name: str) -> dict[int, set[str]]:
+    """Deal seed -> the pools (a lane's, a referee worker's, a Dask worker's: the serial's first part)
+    whose processes played its games, from the store alone."""
+    pools: dict[int, set[str]] = defaultdict(set)
+    for g in store.games(tournament=name, limit=10**6):
+        pools[g["seed"]] |= {s.split(".")[0] for s in store.game_record(g["id"])["processes"]}
+    return pools
+
+
+def test_a_suites_deal_at_every_table_is_one_lanes_work(tmp_path: Path) -> None:
+    """A deal suite deals the same cards at every table: every game of one deal is played by one
+    lane, whichever table it is at."""
+    from arena.engine import rules_from
+    from arena.tournament.suites import make_suite, save_suite
+    from tests.fakes import policy_launcher
+    path = tmp_path / "s.json"
+    save_suite(path, make_suite(rules_from("classic", {}), 2, 2))
+    cfg = load_config(None, {"name": "suite", "bots": ["lowest", "highest", "heuristic"], "deals": 2,
+                             "rules": "classic", "suite": str(path), "concurrency": 3, "max_turns": 200,
+                             "store": str(tmp_path / "s.sqlite")})
+    store = Store(cfg.store)
+    trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))
+    pools = pools_of_each_deal(store, "suite")
+    assert len(store.games(tournament="suite", limit=100)) == 12 and len(pools) == 2
+    assert all(len(p) == 1 for p in pools.values()), pools
+    assert len(set.union(*pools.values())) == 2  # two lanes, a deal each
+
+
+@pytest.mark.parametrize("where", [{"processes": 2}, {"cluster": "local:2"}], ids=["worker-processes", "cluster-local"])
+def test_every_game_of_a_deal_is_played_by_one_pool_on_every_path(tmp_path: Path, where: dict) -> None:
+    """Referee worker processes and Dask workers take a deal's every seat order as one task: the
+    records name one pool per deal (on 866824f each game went to whichever worker was free)."""
+    if "cluster" in where:
+        pytest.importorskip("distributed")
+    cfg = load_config(None, {"name": "paths", "bots": ["lowest", "highest", "heuristic"], "deals": 4,
+                             "rules": "classic", "concurrency": 2, "max_turns": 200, **where,
+                             "store": str(tmp_path / "p.sqlite")})
+    store = Store(cfg.store)
+    trio.run(run_tournament, cfg, store)
+    pools = pools_of_each_deal(store, "paths")
+    assert len(store.games(tournament="paths", limit=100)) == 24 and len(pools) == 12
+    assert all(len(p) == 1 for p in pools.values()), pools
+    assert len(set.union(*pools.values())) == 2  # both workers played
