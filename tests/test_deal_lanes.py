@@ -34,7 +34,8 @@ HOLD_S = 60.0  # a hold that its event never ends gives up (a scheduling this te
 class Log:
     """What every bot process was sent, in one order across lanes; and the holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, started_before_first_ends: int = 3) -> None:
+        self.before_first_ends = started_before_first_ends
         self.events: list[tuple[int, str, int, int]] = []  # (connection, message type, game index, seat)
         self.changed = threading.Condition()
         self.started: list[int] = []  # game indexes in the order their first seat got ``start``
@@ -76,7 +77,7 @@ class Log:
         once the fourth (the first lane's next game) has asked a seat to move."""
         with self.changed:
             if self.started[:1] == [game]:
-                self.changed.wait_for(lambda: len(self.started) >= 3, timeout=HOLD_S)
+                self.changed.wait_for(lambda: len(self.started) >= self.before_first_ends, timeout=HOLD_S)
             elif self.started[2:3] == [game]:
                 self.changed.wait_for(lambda: len(self.started) >= 4 and self.started[3] in self.asked,
                                       timeout=HOLD_S)
@@ -126,6 +127,27 @@ def test_no_process_that_saw_a_deal_runs_while_another_lane_plays_it(tmp_path: P
     assert not found, "\n".join(dict.fromkeys(found))
 
 
+def test_a_matchs_two_seat_orders_are_never_played_at_once(tmp_path: Path) -> None:
+    """`arena match -j 2` (and a ladder's): on 866824f a deal's two seat orders were played at once on
+    two lanes, each seat's process holding a hand the other's opponent held. Its first game ends
+    only once another has started, so they meet there whatever the machine's speed."""
+    from arena.bots.manifest import load_bot
+    from arena.engine import rules_from
+    from arena.ladder.match import run_match
+    store = Store(tmp_path / "m.sqlite")
+    log = Log(started_before_first_ends=2)
+    progress, tid = trio.run(lambda: run_match(load_bot("lowest"), load_bot("highest"), rules_from("classic", {}),
+                                               max_games=8, max_turns=30, concurrency=2, store=store,
+                                               launcher=log.launcher()))
+    games = store.games(tournament=tid, limit=100)
+    assert progress.games == 8 == len(games)
+    processes = {g["index"]: store.game_record(g["id"])["processes"] for g in games}
+    seeds = {g["index"]: g["seed"] for g in games}
+    assert len({s.split(".")[0] for p in processes.values() for s in p}) == 2  # two lanes
+    found = overlaps(log, processes, seeds)
+    assert not found, "\n".join(dict.fromkeys(found))
+
+
 def pools_of_each_deal(store: Store, name: str) -> dict[int, set[str]]:
     """Deal seed -> the pools (a lane's, a referee worker's, a Dask worker's: the serial's first part)
     whose processes played its games, from the store alone."""
@@ -169,3 +191,67 @@ def test_every_game_of_a_deal_is_played_by_one_pool_on_every_path(tmp_path: Path
     assert len(store.games(tournament="paths", limit=100)) == 24 and len(pools) == 12
     assert all(len(p) == 1 for p in pools.values()), pools
     assert len(set.union(*pools.values())) == 2  # both workers played
+
+
+# ---------------------------------------------------------------- within one pool
+
+
+def recording_launcher(conns: list):
+    """Scripted bots that always take action 0, each kept in ``conns`` (what it was sent, whether closed)."""
+    from tests.fakes import policy_bot
+
+    def launch(spec):
+        conns.append(ScriptedConnection(policy_bot(lambda msg: 0, spec.name)))
+        return conns[-1]
+    return launch
+
+
+def one_deals_games(seed: int, tables: list[tuple[str, ...]]) -> list:
+    from arena.tournament.executors import GameTask
+    return [GameTask(f"d-{i:06d}", seed, seats, 60) for i, seats in enumerate(tables)]
+
+
+def test_a_process_that_saw_the_deal_is_killed_where_it_waits_never_thawed_for_a_shutdown() -> None:
+    """A deal a bot plays more often than the table has seats (a suite's deal at two tables): its
+    third game needs a third process, and the first, which saw the deal, is stopped. A shutdown
+    thaws a process for its grace, during the game that deal is being played in: it is killed
+    frozen instead (866824f sent it ``shutdown``)."""
+    from arena.engine import rules_from
+    from arena.tournament.executors import BlockingExecutor, BotSetup
+    conns: list = []
+    setup = BotSetup.of(["lowest", "highest"], rules=rules_from("classic", {}))
+    ex = BlockingExecutor(setup, recording_launcher(conns))
+    a, b = sorted(setup.specs)
+    played = ex.play_deal(one_deals_games(5, [(a, b), (b, a), (a, b)]))
+    assert len(played) == 3 and all(p.record.result for p in played)
+    killed = [c for c in conns if c.closed]
+    assert len(conns) == 6 and len(killed) == 2  # per bot: the first of its three processes
+    assert all(not c.of_type("shutdown") for c in killed), [c.of_type("shutdown") for c in killed]
+    ex.close()
+
+
+def test_a_deal_given_up_part_way_kills_every_process_that_saw_it() -> None:
+    """A deal whose games raised part way (a bot the Dask worker cannot unpack, say) is tried again
+    whole, maybe on another worker: no process of this pool that saw it may run meanwhile, so
+    they are killed where they wait, and the next deal gets fresh ones."""
+    from arena.bots.bundles import BundleError
+    from arena.engine import rules_from
+    from arena.tournament.executors import BlockingExecutor, BotSetup
+    conns: list = []
+    setup = BotSetup.of(["lowest", "highest"], rules=rules_from("classic", {}))
+    ex = BlockingExecutor(setup, recording_launcher(conns))
+    a, b = sorted(setup.specs)
+    asked: list[str] = []
+
+    def spec_of(label: str):
+        asked.append(label)
+        if len(asked) > 2:  # the deal's second game
+            raise BundleError("its bundle is gone")
+        return setup.specs[label]
+    with pytest.raises(BundleError):
+        ex.play_deal(one_deals_games(5, [(a, b), (b, a)]), spec_of)
+    assert len(conns) == 2 and all(c.closed and not c.of_type("shutdown") for c in conns)
+    assert not any(ex.pool.idle.values())
+    ex.play_deal(one_deals_games(6, [(a, b)]))
+    assert len(conns) == 4
+    ex.close()
