@@ -255,3 +255,55 @@ def test_a_deal_given_up_part_way_kills_every_process_that_saw_it() -> None:
     ex.play_deal(one_deals_games(6, [(a, b)]))
     assert len(conns) == 4
     ex.close()
+
+
+def test_a_dead_workers_bots_are_killed_before_its_deal_is_played_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A referee worker killed while it holds a deal leaves its bots behind (one on turn holds a
+    hand of the deal and runs on; those that saw its end wait frozen). The deal goes to another
+    worker only once they are killed (866824f handed it on first, and cleaned up after)."""
+    import os
+    import signal
+
+    from arena.engine import rules_from
+    from arena.tournament import worker as worker_mod
+    from arena.tournament.executors import BotSetup, GameTask
+    events: list[str] = []
+    handed_on = threading.Event()
+    real_cleanup, real_play = worker_mod.cleanup_stale, worker_mod._Worker.play
+
+    def cleanup(*args, **kw):
+        handed_on.wait(HOLD_S / 30)  # a deal handed on before the cleanup shows itself here
+        events.append("cleaned")
+        return real_cleanup(*args, **kw)
+
+    class KillAfterSend:
+        def __init__(self, stream, pid: int):
+            self.stream, self.pid = stream, pid
+
+        async def send_all(self, data: bytes) -> None:
+            await self.stream.send_all(data)
+            os.kill(self.pid, signal.SIGKILL)  # it holds the deal now
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    async def play(self, rid, tasks, rules):
+        events.append(f"sent to worker {self.number}")
+        if len(events) == 1:
+            self.proc.stdin = KillAfterSend(self.proc.stdin, self.proc.pid)
+        else:
+            handed_on.set()
+        return await real_play(self, rid, tasks, rules)
+
+    monkeypatch.setattr(worker_mod, "cleanup_stale", cleanup)
+    monkeypatch.setattr(worker_mod._Worker, "play", play)
+    setup = BotSetup.of(["lowest", "highest"], rules=rules_from("classic", {}))
+    a, b = sorted(setup.specs)
+
+    async def main():
+        async with worker_mod.open_workers(setup, 2, 1) as ex:
+            return await ex.play_deal([GameTask(f"w-{i:06d}", 9, seats, 60) for i, seats in enumerate([(a, b), (b, a)])])
+
+    played = trio.run(main)
+    assert all(p.record.result for p in played), played
+    assert events[:3] == ["sent to worker 1", "cleaned", "sent to worker 2"], events
