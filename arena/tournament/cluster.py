@@ -4,10 +4,10 @@ The client (the machine running ``arena tournament``) keeps everything that is
 not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
 The run itself travels once per worker, in a worker plugin: its setup (rules, clock,
 limits, containment), each bot's files hash and the bots' files as tar.gz blobs
-(:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play` is then one Dask task
-carrying the plugin's name and the game's :class:`~arena.tournament.executors.GameTask`
-(id, deal seed, seats by label, turn cap): one task is a deal's every game, played back to
-back by one worker (never two seat orders of a deal on two workers, or at once). A worker
+(:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play_deal` is then one Dask task
+carrying the plugin's name and a deal's :class:`~arena.tournament.executors.GameTask` s
+(id, deal seed, seats by label, turn cap), played back to back by one worker (never two seat
+orders of a deal on two workers, or at once). A worker
 process plays one game at a time on the blocking shell, as a local referee worker does
 (:class:`~arena.tournament.executors.BlockingExecutor`, in :class:`RunReferee`): no event
 loop of ours runs there, and the run's bot pool keeps processes warm between games

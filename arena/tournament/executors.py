@@ -201,8 +201,8 @@ Played = PlayedGame | ExecutorError  # one game of a deal: played, or why the ar
 def by_deal(games: Iterable[Any]) -> list[list[Any]]:
     """Games (anything with a deal ``seed``: :class:`GameTask`, a scheduled game) grouped by deal,
     each group in the order given, the groups in the order of their first game. A group is what an
-    executor plays as one (:meth:`Executor.play_deal`): every game of one deal, which a deal suite
-    deals at every table, and again when a table plays more deals than the suite holds."""
+    executor plays as one (:meth:`Executor.play_deal`): every game of one deal, its seat orders and,
+    with a deal suite, which deals the same cards at every table, its every table."""
     groups: dict[int, list[Any]] = {}
     for g in games:
         groups.setdefault(g.seed, []).append(g)
