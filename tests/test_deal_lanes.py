@@ -15,6 +15,7 @@ produce, never for time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import defaultdict
@@ -40,10 +41,12 @@ class Log:
         self.changed = threading.Condition()
         self.started: list[int] = []  # game indexes in the order their first seat got ``start``
         self.asked: set[int] = set()  # games in which some seat got a request
+        self.connections = itertools.count()  # one number a bot process
 
     def launcher(self):
         def launch(spec):
-            conn_id = len(self.events) + id(object())  # unique enough: a new key per process
+            with self.changed:
+                conn_id = next(self.connections)
             state: dict[str, int] = {}
 
             def respond(line: str) -> list[str] | None:
