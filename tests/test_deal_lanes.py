@@ -179,10 +179,12 @@ def test_a_suites_deal_at_every_table_is_one_lanes_work(tmp_path: Path) -> None:
     assert len(set.union(*pools.values())) == 2  # two lanes, a deal each
 
 
-@pytest.mark.parametrize("where", [{"processes": 2}, {"cluster": "local:2"}], ids=["worker-processes", "cluster-local"])
+@pytest.mark.parametrize("where", [{"processes": 2}, {"processes": 2, "concurrency": 4}, {"cluster": "local:2"}],
+                         ids=["worker-processes", "worker-lanes", "cluster-local"])
 def test_every_game_of_a_deal_is_played_by_one_pool_on_every_path(tmp_path: Path, where: dict) -> None:
-    """Referee worker processes and Dask workers take a deal's every seat order as one task: the
-    records name one pool per deal (on 866824f each game went to whichever worker was free)."""
+    """Referee worker processes (one game at a time, or lanes of their own) and Dask workers take a
+    deal's every seat order as one task: the records name one pool per deal (on 866824f each game
+    went to whichever worker, or lane, was free)."""
     if "cluster" in where:
         pytest.importorskip("distributed")
     cfg = load_config(None, {"name": "paths", "bots": ["lowest", "highest", "heuristic"], "deals": 4,
@@ -193,7 +195,7 @@ def test_every_game_of_a_deal_is_played_by_one_pool_on_every_path(tmp_path: Path
     pools = pools_of_each_deal(store, "paths")
     assert len(store.games(tournament="paths", limit=100)) == 24 and len(pools) == 12
     assert all(len(p) == 1 for p in pools.values()), pools
-    assert len(set.union(*pools.values())) == 2  # both workers played
+    assert len(set.union(*pools.values())) >= 2  # both workers played
 
 
 # ---------------------------------------------------------------- within one pool
