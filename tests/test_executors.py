@@ -320,9 +320,9 @@ def test_the_cli_says_which_process_plays_the_tournament(tmp_path: Path) -> None
 
 
 def test_a_lost_executors_line_counts_a_game_another_lane_stored_after_the_loss(tmp_path: Path, monkeypatch) -> None:
-    """Two lanes: one learns the executor is gone while the other's game has come back and is
-    being stored. The line says how many games are stored, and must count that one too (it said
-    one fewer than the store held when it was counted at the loss)."""
+    """Two lanes: one learns the executor is gone while the other's deal (its two games) has come
+    back and is being stored. The line says how many games are stored, and must count those too (it
+    said fewer than the store held when it was counted at the loss)."""
     from contextlib import asynccontextmanager
 
     from arena.tournament import run as run_mod
@@ -339,9 +339,9 @@ def test_a_lost_executors_line_counts_a_game_another_lane_stored_after_the_loss(
                 capacity = 2
                 incidents: list[str] = []
 
-                async def play(self, task):
-                    if task.game_id.endswith("000000"):
-                        result = await real.play(task)
+                async def play_deal(self, tasks):
+                    if tasks[0].game_id.endswith("000000"):
+                        result = await real.play_deal(tasks)
                         first_back.set()
                         await let_first_go.wait()
                         return result
@@ -355,9 +355,9 @@ def test_a_lost_executors_line_counts_a_game_another_lane_stored_after_the_loss(
     cfg = load_config(None, {"name": "lost", "bots": ["lowest", "highest"], "deals": 2, "concurrency": 2,
                              "store": str(tmp_path / "l.sqlite")})
     store = Store(cfg.store)
-    with pytest.raises(TournamentIncomplete, match="lost the cluster; 1/4 games are stored"):
+    with pytest.raises(TournamentIncomplete, match="lost the cluster; 2/4 games are stored"):
         trio.run(lambda: run_tournament(cfg, store, launcher=policy_launcher()))
-    assert len(store.games(tournament="lost")) == 1
+    assert len(store.games(tournament="lost")) == 2
 
 
 def test_a_killed_runs_lock_is_gone_though_a_child_it_forked_lives_on(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from ..engine import Rules
 from ..ratings import PAIR_NAMES, PairSprt, Sprt, Verdict, elo_difference, los, pair_elo, pair_index, rate_interval
 from ..referee import TimeControl
 from ..store.ladders import refs_of
-from ..tournament.executors import BotSetup, GameTask, open_in_process, store_played
+from ..tournament.executors import BotSetup, ExecutorError, GameTask, open_in_process, store_played
 from ..tournament.worker import open_workers
 from ..tournament.seeds import deal_seed, load_secret, run_secret
 from ..tournament.store import Store
@@ -184,8 +184,9 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
                     on_incident: Callable[[str], None] | None = None) -> tuple[MatchProgress, str]:
     """Duplicate-deal pairs of ``a`` against ``b`` (each deal once per seat order) until the SPRT
     accepts H0 or H1 or ``match_games(max_games)`` are played.  ``concurrency`` counts games at a
-    time (1: the two games of a deal one after the other, so bots that search on the clock never
-    share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
+    time: deals at a time, since a deal's two games are always played one after the other by one
+    lane (two seat orders of a deal at once could pass each other their hands; 1: bots that search
+    on the clock never share the CPU).  The verdict depends only on the games, in order: concurrency plays some pairs
     ahead, and a stored match resumes where it stopped (``on_resume(stored, planned)`` is told
     first).  Without a ``launcher`` the bots start contained as ``containment`` says (and
     ``system``, a gVisor seat's extra view, checked by the caller: ``filesystem.run_system``;
@@ -246,28 +247,34 @@ async def run_match(a: BotSpec, b: BotSpec, rules: Rules, *, sprt: Sprt | PairSp
             opened = open_workers(setup, workers, 1, on_incident=on_incident)
         else:
             opened = open_in_process(setup, capacity=concurrency, launcher=launcher or own)
-    limiter = trio.CapacityLimiter(concurrency)
+    def seats_of(idx: int) -> list[str]:
+        return [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
 
-    async def play(idx: int) -> None:
-        deal = idx // 2
-        seats = [a.label, b.label] if idx % 2 == 0 else [b.label, a.label]
-        async with limiter:
-            dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
-            moves = suite.moves_of(deal) if suite is not None else ()
-            played = await executor.play(GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats), max_turns, moves))
-        if store is not None:
-            store_played(store, tid, idx, seats, played)
-        stored[idx] = (seats, played.record.result or {})
+    async def play(deal: int, todo: list[int]) -> None:
+        """A deal's seat orders not stored yet, back to back where one lane, worker or Dask worker
+        plays them (:meth:`~arena.tournament.executors.InProcessExecutor.play_deal`): ``concurrency``
+        deals at a time are that many games at a time."""
+        dealt = suite.deals[deal] if suite is not None else deal_seed(secret, seed, 0, deal)
+        moves = suite.moves_of(deal) if suite is not None else ()
+        results = await executor.play_deal([GameTask(f"{tid}-{idx:06d}", dealt, tuple(seats_of(idx)), max_turns, moves)
+                                            for idx in todo])
+        for idx, played in zip(todo, results):
+            if isinstance(played, ExecutorError):
+                raise played
+            if store is not None:
+                store_played(store, tid, idx, seats_of(idx), played)
+            stored[idx] = (seats_of(idx), played.record.result or {})
 
     async with opened as executor:
         deal = 0
         while deal < pairs and progress.status is Verdict.CONTINUE:
-            batch = range(deal, min(pairs, deal + (concurrency + 1) // 2))
-            todo = [i for d in batch for i in (2 * d, 2 * d + 1) if i not in stored]
-            if todo:
+            batch = range(deal, min(pairs, deal + concurrency))
+            todo = {d: [i for i in (2 * d, 2 * d + 1) if i not in stored] for d in batch}
+            if any(todo.values()):
                 async with trio.open_nursery() as nursery:
-                    for i in todo:
-                        nursery.start_soon(play, i)
+                    for d, games in todo.items():
+                        if games:
+                            nursery.start_soon(play, d, games)
             for d in batch:
                 progress.add_pair(_score(*stored[2 * d], a.label), _score(*stored[2 * d + 1], a.label))
                 deal = d + 1

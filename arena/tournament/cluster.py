@@ -4,14 +4,16 @@ The client (the machine running ``arena tournament``) keeps everything that is
 not a game: the schedule, the secret deal seeds, the SQLite store, the reporter.
 The run itself travels once per worker, in a worker plugin: its setup (rules, clock,
 limits, containment), each bot's files hash and the bots' files as tar.gz blobs
-(:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play` is then one Dask task
-carrying the plugin's name and the game's :class:`~arena.tournament.executors.GameTask`
-(id, deal seed, seats by label, turn cap). A worker process plays one game at a time
-on the blocking shell, as a local referee worker does
+(:mod:`arena.bots.bundles`). Each :meth:`DaskExecutor.play_deal` is then one Dask task
+carrying the plugin's name and a deal's :class:`~arena.tournament.executors.GameTask` s
+(id, deal seed, seats by label, turn cap), played back to back by one worker (never two seat
+orders of a deal on two workers, or at once). A worker
+process plays one game at a time on the blocking shell, as a local referee worker does
 (:class:`~arena.tournament.executors.BlockingExecutor`, in :class:`RunReferee`): no event
 loop of ours runs there, and the run's bot pool keeps processes warm between games
-(never lending one a deal it has seen) until the run ends. A task returns
-:meth:`PlayedGame.to_bytes`, the same msgpack bytes a local worker process sends.
+(never lending one a deal it has seen) until the run ends. A task returns, per game,
+:meth:`PlayedGame.to_bytes` (the same msgpack bytes a local worker process sends) or the
+text of the arena's failure that kept it from being played.
 
 Faults: a worker that dies mid-game has its games re-run elsewhere by the
 scheduler; a task that raises is retried (``RETRIES``) and then fails its game
@@ -47,7 +49,7 @@ from ..bots.manifest import BotSpec, FolderError, refused_bot
 from ..bots.containment import Containment
 from ..bots.probes import gvisor_problem_now, sandbox_problem_now
 from ..safetext import escape_logs
-from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame
+from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, Played, PlayedGame, one_deal, one_game
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +192,19 @@ class RunReferee:
         return refused_bot(label, label, why)
 
     def play(self, task: dict[str, Any]) -> bytes:
-        """One game (:meth:`GameTask.wire`); returns :meth:`PlayedGame.to_bytes`."""
+        """A deal of one game (:meth:`GameTask.wire`): its :meth:`PlayedGame.to_bytes`, or the
+        arena's failure raised."""
+        played = self._deal([task])[0]
+        if not isinstance(played, PlayedGame):
+            raise played
+        return played.to_bytes()
+
+    def play_deal(self, tasks: list[dict[str, Any]]) -> list[bytes | str]:
+        """A deal's games (:meth:`GameTask.wire` each), back to back: per game its
+        :meth:`PlayedGame.to_bytes`, or the text of the arena's failure that kept it from being played."""
+        return [p.to_bytes() if isinstance(p, PlayedGame) else f"{type(p).__name__}: {p}" for p in self._deal(tasks)]
+
+    def _deal(self, tasks: list[dict[str, Any]]) -> list[Any]:
         global _cleaned
         from ..referee.blocking import BlockingLaunch
         from .executors import BlockingExecutor
@@ -201,19 +215,19 @@ class RunReferee:
                     cleanup_stale()  # bots a killed worker on this machine left behind
                 except Exception as e:  # noqa: BLE001 - best effort
                     log.warning("cleanup_stale failed: %s", e)
-            game = GameTask.from_wire(task)
+            games = [GameTask.from_wire(t) for t in tasks]
             if self.executor is None:
                 setup = BotSetup.from_wire({**self.setup, "refs": {}})
                 self.executor = BlockingExecutor(setup, BlockingLaunch(worker_launcher(setup)))
             try:
                 with self._on_own_hub():
                     try:
-                        return self.executor.play_with(game, [self.bot(label) for label in game.seats]).to_bytes()
+                        return self.executor.play_deal(games, self.bot)
                     finally:
-                        # A bot retired at this game's start (its process saw the deal) was thawed to exit
-                        # by itself within its grace, which this hub's waits end; a game shorter than the
-                        # grace left it to this run's next game here, its close or its reaping (minutes),
-                        # and a bot that ignored ``shutdown`` spun, unfrozen, through other runs' games.
+                        # A bot that closed during the deal (a fault) was thawed to exit by itself
+                        # within its grace, which this hub's waits end; a game shorter than the grace
+                        # left it to this run's next game here, its close or its reaping (minutes), and
+                        # a bot that ignored ``shutdown`` spun, unfrozen, through other runs' games.
                         self.hub.settle()  # type: ignore[union-attr]
             finally:
                 self.last = time.monotonic()
@@ -251,14 +265,14 @@ def worker_launcher(setup: BotSetup) -> Any:
     return dataclasses.replace(default_launcher(setup), build_in_copy=True)
 
 
-def play_game(plugin: str, task: dict[str, Any]) -> bytes:
-    """The Dask task: one game of the run whose plugin is named ``plugin``, on this worker."""
+def play_deal(plugin: str, tasks: list[dict[str, Any]]) -> list[bytes | str]:
+    """The Dask task: one deal's games of the run whose plugin is named ``plugin``, on this worker."""
     from distributed import get_worker
     worker = get_worker()
     run: Any = worker.plugins.get(plugin)
     if run is None:
         raise BundleError(f"worker {worker.address} has no bots for this run ({plugin})")
-    return run.referee.play(task)
+    return run.referee.play_deal(tasks)
 
 
 async def probe(containment: str) -> dict[str, Any]:
@@ -458,13 +472,16 @@ class DaskExecutor:
         seen = f" after {deaths} Dask worker death(s) this run" if deaths else ""
         return ExecutorBroken(f"lost the connection to the Dask scheduler at {self.address}{seen}")
 
-    async def play(self, task: GameTask) -> PlayedGame:
-        key = f"palace-game-{task.game_id}-{self.run}"
-        wire = task.wire()
+    async def play_deal(self, tasks: list[GameTask]) -> list[Played]:
+        """A deal's games as one Dask task: one worker plays them back to back (a task that raised
+        is tried again whole; the worker killed the processes that saw the deal first)."""
+        one_deal(tasks)
+        key = f"palace-game-{tasks[0].game_id}-{self.run}"
+        wire = [t.wire() for t in tasks]
         done = self._waiting[key] = trio.Event()
         try:
             future = await trio.to_thread.run_sync(
-                lambda: self.client.submit(play_game, self.plugin, wire, key=key, retries=RETRIES, pure=False))
+                lambda: self.client.submit(play_deal, self.plugin, wire, key=key, retries=RETRIES, pure=False))
         except Exception as e:  # noqa: BLE001 - a closed client says so in several ways
             self._waiting.pop(key, None)
             if self.lost():
@@ -477,12 +494,17 @@ class DaskExecutor:
         # that held a finished result dies, and result() then waits for the game played again)
         result = await trio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True)
         self.futures.pop(key, None)
-        if not isinstance(result, bytes):  # anything else is the task's error, or the cluster's
+        if not isinstance(result, list):  # anything else is the task's error, or the cluster's
             if _scheduler_gone(result) or self.lost():
                 raise self._broken(_first_line(result))
-            raise ExecutorError(f"{task.game_id} failed on the cluster: {type(result).__name__}: {result}")
+            return [ExecutorError(f"{t.game_id} failed on the cluster: {type(result).__name__}: {result}")
+                    for t in tasks]
         future.release()
-        return PlayedGame.from_bytes(result, self.rules)
+        return [PlayedGame.from_bytes(p, self.rules) if isinstance(p, bytes) else ExecutorError(f"{t.game_id}: {p}")
+                for t, p in zip(tasks, result)]
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        return one_game(await self.play_deal([task]))
 
     def watch(self) -> None:
         """Hear of workers leaving the cluster (on the client's loop: queued for :meth:`poll`)."""

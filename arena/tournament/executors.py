@@ -1,21 +1,27 @@
-"""One way to run a game: ``await executor.play(task) -> PlayedGame``.
+"""One way to run games: ``await executor.play_deal(tasks) -> [PlayedGame | ExecutorError]``, a deal's games.
 
 Three executors implement it: :class:`InProcessExecutor` (here: lanes in this process, each a
 thread playing on the blocking shell with a :class:`BotPool` of its own, driven from a trio loop), :class:`arena.tournament.worker.WorkerExecutor` (referee
 processes on this machine, each a :class:`BlockingExecutor`, or an in-process executor when
 it plays several games at once) and :class:`arena.tournament.cluster.DaskExecutor` (Dask
 workers, each a :class:`BlockingExecutor` per run). A caller (a tournament, a match, a ladder placement) builds
-:class:`GameTask` s, calls ``play`` as many times at once as the executor's
-``capacity`` says, and stores what comes back with :func:`store_played`; it
+:class:`GameTask` s, groups them by deal (:func:`by_deal`), calls ``play_deal`` as many times at
+once as the executor's ``capacity`` says, and stores what comes back with :func:`store_played`; it
 never needs to know where a game ran.
 
 This module imports neither the tournament nor the other executors, so the
 import graph has no cycle: tournament -> worker, cluster -> executors.
 
-Fair play lives in the pool: a bot process never plays the same deal twice
+Fair play lives here in two rules. A bot process never plays the same deal twice
 (``end`` reveals every card, so a process that saw a deal in one seat rotation
-would know the hidden cards in the next). Each game records which pooled
-process played each seat, so the store can prove it.
+would know the hidden cards in the next): the pool's. And a deal is played in one place,
+one game after the other: callers hand an executor a deal's every seat order at once
+(:func:`by_deal`, :meth:`play_deal`), and it plays them back to back on one
+:class:`BlockingExecutor`. So no two seat orders of a deal run at the same time, and no process
+that saw a deal (each seat order's hands, or its ``end``) is thawed, in another lane, worker
+process or Dask worker, while another seat order of that deal is played: two processes of one bot
+on turn at once share a CPU, and whatever channel the sandbox leaves between them.
+Each game records which pooled process played each seat, so the store can prove it.
 """
 
 from __future__ import annotations
@@ -189,14 +195,45 @@ def store_played(store: Store, tournament: str, index: int, seats: list[str], pl
     return store.save_game(tournament, index, seats, played.summary, played.log)
 
 
+Played = PlayedGame | ExecutorError  # one game of a deal: played, or why the arena could not play it
+
+
+def by_deal(games: Iterable[Any]) -> list[list[Any]]:
+    """Games (anything with a deal ``seed``: :class:`GameTask`, a scheduled game) grouped by deal,
+    each group in the order given, the groups in the order of their first game. A group is what an
+    executor plays as one (:meth:`Executor.play_deal`): every game of one deal, its seat orders and,
+    with a deal suite, which deals the same cards at every table, its every table."""
+    groups: dict[int, list[Any]] = {}
+    for g in games:
+        groups.setdefault(g.seed, []).append(g)
+    return list(groups.values())
+
+
 class Executor(Protocol):
-    """Plays games. ``capacity``: how many ``play`` calls to keep in flight to keep it busy.
-    ``incidents``: what went wrong in the arena itself (a worker that died), for the summary."""
+    """Plays games, a deal at a time. ``capacity``: how many ``play_deal`` calls to keep in flight to
+    keep it busy. ``incidents``: what went wrong in the arena itself (a worker that died), for the
+    summary. ``play`` is a deal of one game (its :class:`ExecutorError` raised)."""
 
     capacity: int
     incidents: list[str]
 
+    async def play_deal(self, tasks: list[GameTask]) -> list[Played]: ...
+
     async def play(self, task: GameTask) -> PlayedGame: ...
+
+
+def one_deal(tasks: list[GameTask]) -> list[GameTask]:
+    """``tasks`` if they are one deal's games; a caller that mixes deals is the arena's bug."""
+    if not tasks or len({t.seed for t in tasks}) != 1:
+        raise ValueError(f"play_deal takes the games of one deal, got {len({t.seed for t in tasks})} deals")
+    return tasks
+
+
+def one_game(played: list[Played]) -> PlayedGame:
+    """A deal of one game's game, or its error raised (each executor's ``play``)."""
+    if isinstance(played[0], ExecutorError):
+        raise played[0]
+    return played[0]
 
 
 Launch = Callable[[BotSpec], Any]  # a spec -> a started bot on the blocking shell
@@ -212,14 +249,12 @@ class _Pooled:
 
 class BotPool:
     """Bot processes lent one game at a time, so a process serves many games (a match) in turn,
-    but never a deal it has already seen: such a game gets another process, and the idle
-    processes that saw the deal are retired (with a tournament's schedule ordered by
-    seat-rotation round, that is about one fresh process per bot per round and concurrent
-    game), except those whose latest game was this deal, up to one a seat less than the
-    table: a match plays each deal's seat orders one after the other, and those processes
-    wait, frozen, for the next deal (two processes per bot serve a two-seat match of any
-    length; the first seat order's process was retired at the second's start, a fresh one
-    every other game).
+    but never a deal it has already seen: such a game gets another process. Deals come seat order
+    after seat order (:meth:`BlockingExecutor.play_deal`): the processes whose latest game was this
+    deal, up to one a seat less than the table, wait, frozen, for the next deal (two processes per
+    bot serve a two-seat match or a lane of any length); the other idle ones that saw the deal are
+    killed where they wait, never thawed while it is played (a retired process is thawed for its
+    grace: it could pass on the cards it saw).
 
     Each lent player has a serial ``<pool id>.<n>``, unique across machines and runs, that
     the game record keeps per seat. A serial covers the player's process and the fresh
@@ -253,7 +288,7 @@ class BotPool:
             self.info[player] = _Pooled(f"{self.id}.{self.started}", spec)
         for p in spent:
             idle.remove(p)
-            self._retire(p)
+            self._kill(p)
         self.info[player].seen.add(deal)
         self.info[player].last = deal
         return player
@@ -264,9 +299,20 @@ class BotPool:
     def give_back(self, player: BlockingPlayer) -> None:
         self.idle.setdefault(self.info[player].spec, []).append(player)
 
-    def _retire(self, player: BlockingPlayer) -> None:
+    def _kill(self, player: BlockingPlayer) -> None:
+        """Stop an idle player where it waits: killed frozen, it runs no code of its own
+        (:meth:`~arena.bots.cgroups.BotCgroup.kill`), where a shutdown would thaw it for its grace."""
         del self.info[player]
-        player.shutdown()  # its grace runs in the thread's hub
+        player.close()
+
+    def drop(self, deal: int) -> None:
+        """Kill every idle process that saw ``deal``: a deal given up part way (its games raised)
+        may be played again elsewhere (a Dask retry, another referee worker), and none of them may
+        run meanwhile, here or anywhere."""
+        for spec, idle in self.idle.items():
+            for p in [p for p in idle if deal in self.info[p].seen]:
+                idle.remove(p)
+                self._kill(p)
 
     def close(self) -> None:
         """Shut every player down and wait out their grace."""
@@ -287,11 +333,33 @@ class BlockingExecutor:
         self.capacity = 1
         self.incidents: list[str] = []
 
-    def play(self, task: GameTask) -> PlayedGame:
-        return self.play_with(task, [self.setup.specs[label] for label in task.seats])
+    def play_deal(self, tasks: list[GameTask],
+                  spec_of: Callable[[str], BotSpec] | None = None) -> list[PlayedGame | ArenaFailure]:
+        """Every game of one deal, one after the other, here: each played, or the arena's failure that
+        kept it from being played (the others are played all the same). ``spec_of``: a seat's spec by
+        label (a Dask worker unpacks each bot when a game needs it; default: the setup's). Anything
+        else raised gives the deal up: every idle process that saw it is killed first."""
+        spec_of = spec_of or self.setup.specs.__getitem__
+        out: list[PlayedGame | ArenaFailure] = []
+        try:
+            for task in one_deal(tasks):
+                try:
+                    out.append(self._play(task, [spec_of(label) for label in task.seats]))
+                except ArenaFailure as e:
+                    out.append(e)
+        except BaseException:
+            self.pool.drop(tasks[0].seed)
+            raise
+        return out
 
-    def play_with(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
-        """``play`` with the seats' specs given (a Dask worker unpacks each bot when a game needs it)."""
+    def play(self, task: GameTask) -> PlayedGame:
+        """A deal of one game; the arena's failure raised."""
+        played = self.play_deal([task])[0]
+        if isinstance(played, ArenaFailure):
+            raise played
+        return played
+
+    def _play(self, task: GameTask, specs: list[BotSpec]) -> PlayedGame:
         players = [self.pool.take(spec, task.seed, len(specs)) for spec in specs]
         try:
             record = play_game(players, self.setup.rules, task.seed, game_id=task.game_id,
@@ -392,15 +460,21 @@ class InProcessExecutor:
         self._idle = list(self._lanes)
         self._free = trio.Semaphore(self.capacity)
 
-    async def play(self, task: GameTask) -> PlayedGame:
+    async def play_deal(self, tasks: list[GameTask]) -> list[Played]:
+        """A deal's games on one lane, back to back. A game the arena failed is an
+        :class:`ExecutorError`: not stored, no forfeit: the tournament plays it on its next run."""
+        one_deal(tasks)
         async with self._free:
             lane = self._idle.pop()
             try:
-                return await lane.run(lambda ex: ex.play(task))
-            except ArenaFailure as e:  # not stored, no forfeit: the tournament plays it on its next run
-                raise ExecutorError(f"{task.game_id}: {e}") from None
+                played = await lane.run(lambda ex: ex.play_deal(tasks))
             finally:
                 self._idle.append(lane)
+        return [ExecutorError(f"{t.game_id}: {p}") if isinstance(p, ArenaFailure) else p
+                for t, p in zip(tasks, played)]
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        return one_game(await self.play_deal([task]))
 
     async def aclose(self) -> None:
         """Stop every lane: its players shut down and their grace waited out, in its own thread."""

@@ -24,7 +24,7 @@ from . import seeds
 from .cluster import DaskExecutor, open_dask
 from .config import STAGED, ConfigError, TournamentConfig, load_bots
 from .formats import Stage, pending, planned_games, stages, stored_results
-from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame,
+from .executors import (BotSetup, Executor, ExecutorBroken, ExecutorError, GameTask, PlayedGame, by_deal,
                         open_in_process, store_played)
 from .runlock import LockHeld, tournament_lock
 from .schedule import ScheduledGame, schedule
@@ -213,31 +213,34 @@ async def _run(cfg: TournamentConfig, store: Store, reporter: Reporter, stats: R
             todo = [g for g in stage.games if g.index not in done]
 
     async def play_all(ex: Executor) -> None:
-        send, receive = trio.open_memory_channel[ScheduledGame](0)
+        """Every game to play, a deal (its every seat order and table) at a time: see
+        :func:`arena.tournament.executors.by_deal`."""
+        deals = by_deal(todo)
+        send, receive = trio.open_memory_channel[list[ScheduledGame]](0)
         trouble: list[BaseException] = []
 
         async def loop() -> None:
-            async for g in receive:
+            async for deal in receive:
                 try:
-                    result = await ex.play(GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats, cfg.max_turns,
-                                                    g.moves))
-                    keep(g, result)
-                except ExecutorBroken as e:
-                    trouble.append(e)  # said below, once every lane has stored what it got: the count is exact
-                    nursery.cancel_scope.cancel()
-                except ExecutorError as e:
-                    stats.failed.append((g.index, str(e)))
+                    results = await ex.play_deal([GameTask(f"{cfg.name}-{g.index:06d}", g.seed, g.seats,
+                                                           cfg.max_turns, g.moves) for g in deal])
+                    for g, result in zip(deal, results):
+                        if isinstance(result, ExecutorError):
+                            stats.failed.append((g.index, str(result)))
+                        else:
+                            keep(g, result)
                 except Exception as e:  # noqa: BLE001 - one plain error, not a group of them
+                    # (an ExecutorBroken is said below, once every lane has stored what it got: the count is exact)
                     trouble.append(e)
                     nursery.cancel_scope.cancel()
 
         async with trio.open_nursery() as nursery:
-            for _ in range(max(1, min(ex.capacity, len(todo)))):
+            for _ in range(max(1, min(ex.capacity, len(deals)))):
                 nursery.start_soon(loop)
             async with send:
-                for g in todo:
-                    stats.submitted += 1
-                    await send.send(g)
+                for deal in deals:
+                    stats.submitted += len(deal)
+                    await send.send(deal)
         if trouble:
             if isinstance(trouble[0], ExecutorBroken):
                 kept = len(done) + stats.stored

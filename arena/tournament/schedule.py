@@ -1,10 +1,9 @@
 """The schedule: every game of a tournament, as a pure function of its config and the store's secret.
 
 Game ``i`` always has the same seats and deal seed, whatever order games finish in. Each
-deal is played once per seat rotation so the luck of the deal cancels, and the schedule is
-ordered by rotation round (every deal's first rotation, then every deal's second...) so that
-the bot pool can keep its never-the-same-deal-twice promise with about one fresh process per
-bot per round.
+deal is played once per seat rotation so the luck of the deal cancels. The schedule is numbered
+by rotation round (every deal's first rotation, then every deal's second...), as stored games
+always were; the runner plays it a deal at a time (:func:`arena.tournament.executors.by_deal`).
 """
 
 from __future__ import annotations

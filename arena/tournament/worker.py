@@ -12,15 +12,17 @@ stays single-writer and resume works exactly as in one process.
 Wire format: a stream of msgpack maps each way (msgpack frames itself, so no length
 prefix or line splitting). Parent to worker: ``setup`` (the rules, the bots and their clock,
 how many games to play at once: :meth:`BotSetup.wire`, once; and the runsc the parent's probe saw
-run a bot, so a gVisor run probes once per machine), then ``game`` maps (a
-:class:`GameTask`: id, deal seed, seats, turn cap), then ``end``. Worker to parent: one
-map per game with its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
-bytes, the rules stay behind), or the error that kept it from being played. A worker whose stdin closes
+run a bot, so a gVisor run probes once per machine), then ``deal`` maps (a deal's
+:class:`GameTask` s: id, deal seed, seats, turn cap; played back to back by one pool,
+:meth:`~arena.tournament.executors.BlockingExecutor.play_deal`), then ``end``. Worker to parent:
+one map per deal with, per game, its :meth:`PlayedGame.to_bytes` (the packed log travels as raw
+bytes, the rules stay behind) or the text of the error that kept it from being played; or one
+error for the whole deal. A worker whose stdin closes
 without ``end`` (the parent died, or was interrupted) stops at once; a worker is a process group of
 its own, so a Ctrl-C at the terminal reaches the parent alone.
 
 A worker that dies (killed, out of memory, a crash of the arena itself) is replaced,
-and the games it held are played again by the others: games are deterministic, so
+and the deals it held are played again by the others: games are deterministic, so
 the result is the one it would have sent. The death is kept in ``incidents`` for the
 run's summary. Workers that keep dying (``max_deaths``) break the executor instead
 of looping: every ``play`` then raises :class:`~arena.tournament.executors.ExecutorBroken`.
@@ -42,7 +44,8 @@ import trio
 from ..bots.containment import Containment, cleanup_stale
 from ..bots.probes import gvisor_problem_now, gvisor_seen_working, take_gvisor_from_parent
 from ..errors import ArenaError
-from .executors import BotSetup, ExecutorBroken, ExecutorError, GameTask, PlayedGame, open_in_process
+from .executors import (BotSetup, ExecutorBroken, ExecutorError, GameTask, Played, PlayedGame, one_deal, one_game,
+                        open_in_process)
 
 COMMAND = [sys.executable, "-P", "-m", "arena.tournament.worker"]
 """A worker's command line. -P: not the working directory first on sys.path, where a folder named
@@ -87,11 +90,11 @@ async def _serve(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
     slots = trio.Semaphore(first["slots"])
     out_lock = trio.Lock()
 
-    async def one(ex: Any, rid: int, task: GameTask) -> None:
+    async def one(ex: Any, rid: int, tasks: list[GameTask]) -> None:
         async with slots:
             try:
-                reply = {"id": rid, "played": (await ex.play(task)).to_bytes()}
-            except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this game
+                reply = {"id": rid, "played": [_sent(p) for p in await ex.play_deal(tasks)]}
+            except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this deal
                 reply = {"id": rid, "error": f"{type(e).__name__}: {e}"}
         async with out_lock:
             await stdout.send_all(_pack(reply))
@@ -100,27 +103,32 @@ async def _serve(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
         async for msg in messages:
             if msg["t"] == "end":
                 break
-            nursery.start_soon(one, ex, msg["id"], GameTask.from_wire(msg["task"]))
+            nursery.start_soon(one, ex, msg["id"], [GameTask.from_wire(t) for t in msg["tasks"]])
         else:  # the parent is gone: nobody will store what we play
             nursery.cancel_scope.cancel()
 
 
-def _serve_blocking(first: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
-    """One game at a time on the blocking shell: read a game, play it, send it back. A game's
-    round trips then cost a write and a ``poll`` each, no scheduler. The parent queues the
-    next game in the pipe meanwhile; its stdin closing without ``end`` stops us at once."""
+def _sent(played: Any) -> bytes | str:
+    """One game of a deal as the parent reads it: its bytes, or the text of the arena's failure."""
+    return played.to_bytes() if isinstance(played, PlayedGame) else f"{type(played).__name__}: {played}"
+
+
+def _serve_blocking(setup: dict[str, Any], unpacker: msgpack.Unpacker) -> None:
+    """One game at a time on the blocking shell: read a deal, play its games, send them back. A
+    game's round trips then cost a write and a ``poll`` each, no scheduler. The parent queues the
+    next deal in the pipe meanwhile; its stdin closing without ``end`` stops us at once."""
     from .executors import BlockingExecutor
-    ex = BlockingExecutor(BotSetup.from_wire(first["setup"]))
+    ex = BlockingExecutor(BotSetup.from_wire(setup["setup"]))
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     try:
         while True:
             for msg in unpacker:
                 if msg["t"] == "end":
                     return
-                task = GameTask.from_wire(msg["task"])
+                tasks = [GameTask.from_wire(t) for t in msg["tasks"]]
                 try:
-                    reply = {"id": msg["id"], "played": ex.play(task).to_bytes()}
-                except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this game
+                    reply = {"id": msg["id"], "played": [_sent(p) for p in ex.play_deal(tasks)]}
+                except Exception as e:  # noqa: BLE001 - the arena's own failure, reported for this deal
                     reply = {"id": msg["id"], "error": f"{type(e).__name__}: {e}"}
                 out.write(_pack(reply))
             data = os.read(0, 1 << 16)
@@ -174,11 +182,11 @@ class _Worker:
         self.send_lock = trio.Lock()
         self.err_tail = bytearray()
 
-    async def play(self, rid: int, task: GameTask, rules: dict[str, Any]) -> PlayedGame:
+    async def play(self, rid: int, tasks: list[GameTask], rules: dict[str, Any]) -> list[Played]:
         slot = self.held[rid] = _Slot()
         try:
             async with self.send_lock:
-                await self.proc.stdin.send_all(_pack({"t": "game", "id": rid, "task": task.wire()}))
+                await self.proc.stdin.send_all(_pack({"t": "deal", "id": rid, "tasks": [t.wire() for t in tasks]}))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.held.pop(rid, None)
             self.alive = False  # dead before its reader noticed: no other game is sent here meanwhile
@@ -188,8 +196,9 @@ class _Worker:
         if reply is None:
             raise WorkerDied()
         if "error" in reply:
-            raise ExecutorError(f"{task.game_id}: {reply['error']}")
-        return PlayedGame.from_bytes(reply["played"], rules)
+            return [ExecutorError(f"{t.game_id}: {reply['error']}") for t in tasks]
+        return [PlayedGame.from_bytes(p, rules) if isinstance(p, bytes) else ExecutorError(f"{t.game_id}: {p}")
+                for t, p in zip(tasks, reply["played"])]
 
 
 class WorkerExecutor:
@@ -278,20 +287,24 @@ class WorkerExecutor:
             w.proc.kill()
             await w.proc.wait()
         held, w.held = w.held, {}
-        for slot in held.values():
-            slot.done.set()  # reply None: the game goes back to play() to be retried elsewhere
         self.workers.remove(w)
         if not self.closing:
             # Said before the cleanup below, which can take seconds: a run whose other workers
             # finish every game meanwhile must still have heard of this death.
             self._report_death(w, len(held))
-        if w.proc.returncode != 0:  # a worker that exits cleanly has closed its bots itself
-            # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what
-            # lives on and reap the rest, or every worker death would leave zombies until we exit.
-            try:
-                await trio.to_thread.run_sync(cleanup_stale)
-            except Exception as e:  # noqa: BLE001 - best effort: the games go on
-                log.warning("cleaning up after worker %s failed: %s", w.number, e)
+        try:
+            if w.proc.returncode != 0:  # a worker that exits cleanly has closed its bots itself
+                # Its bots were orphaned to this process (a subreaper, arena.bots.procs): kill what
+                # lives on and reap the rest, or every worker death would leave zombies until we exit.
+                # Before its deals are played again: a bot on turn when its worker died runs on,
+                # holding a hand of the deal, and one that saw the deal's end waits frozen.
+                try:
+                    await trio.to_thread.run_sync(cleanup_stale)
+                except Exception as e:  # noqa: BLE001 - best effort: the games go on
+                    log.warning("cleaning up after worker %s failed: %s", w.number, e)
+        finally:
+            for slot in held.values():
+                slot.done.set()  # reply None: the deal goes back to play_deal() to be played elsewhere
         if self.closing:
             return
         if self.broken is None:
@@ -326,16 +339,22 @@ class WorkerExecutor:
                 return min(alive, key=lambda w: len(w.held))
             await self._changed.wait()
 
-    async def play(self, task: GameTask) -> PlayedGame:
+    async def play_deal(self, tasks: list[GameTask]) -> list[Played]:
+        """A deal's games on one worker, back to back; the whole deal again on another if it dies."""
+        one_deal(tasks)
         for _ in range(TRIES):
             w = await self._pick()
             self._next_id += 1
             try:
-                return await w.play(self._next_id, task, self.rules)
+                return await w.play(self._next_id, tasks, self.rules)
             except WorkerDied:
                 continue
         last = self.incidents[-1] if self.incidents else ""
-        raise ExecutorError(f"{task.game_id}: every worker that took this game died ({TRIES} tries); last: {last}")
+        return [ExecutorError(f"{t.game_id}: every worker that took this game died ({TRIES} tries); last: {last}")
+                for t in tasks]
+
+    async def play(self, task: GameTask) -> PlayedGame:
+        return one_game(await self.play_deal([task]))
 
     async def aclose(self, graceful: bool = True) -> None:
         """Stop the workers: with ``end`` (they finish what they hold), or by closing their
