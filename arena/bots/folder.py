@@ -298,6 +298,10 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 target = os.readlink(name, dir_fd=dfd)
             except OSError as e:
                 raise FolderError(f"{where}: cannot read the link: {e.strerror}") from None
+            try:  # its text is hashed and packed as UTF-8, as names are
+                target.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FolderError(f"{where}: a link whose text is not UTF-8 ({target!r})") from None
             yield Entry(path, kind, target=target)
         elif kind is Kind.FILE:
             yield Entry(path, kind, st.st_size, bool(mode & stat.S_IXUSR), inode=(st.st_dev, st.st_ino))

@@ -501,11 +501,17 @@ def _seat_reading(spec: BotSpec, mode: Containment) -> tuple[str, Path | None]:
     bot's, or the arena's checked copy of it), and its root where the command runs in a folder
     below it (the copy is then of the root, compared whole, and serves the folder below). The copy
     is made at every seat's start, long after that reading, and compared with it whatever else
-    already checked the folder. ("", None) for other modes, which bind the folder itself."""
+    already checked the folder. ("", None) for other modes, which bind the folder itself. A folder
+    the reader refuses (a name a build left that is not UTF-8: the build's copy is first read here)
+    is the bot's :class:`~.errors.BotCommandError`: it was every game's ``ArenaFailure``."""
     if mode is not Containment.GVISOR:
         return "", None
     root = spec.root.resolve()
-    return spec.files_hash(), (root if spec.workdir.resolve() != root else None)
+    try:  # a built copy is read here first: what its build left there is the bot's doing
+        files_hash = spec.files_hash()
+    except FolderError as e:
+        raise BotCommandError(f"{spec.label}: {e}") from None
+    return files_hash, (root if spec.workdir.resolve() != root else None)
 
 
 def _binds(env: dict[str, str]) -> tuple[Path, ...]:
