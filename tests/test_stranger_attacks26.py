@@ -1,0 +1,88 @@
+"""#35, an outside round: a bot author's folder through every entry point (attack24b).
+
+What got through on 866824f, each now closed:
+- a link in a bot's folder whose text is not UTF-8 (``ln -s $'\\xff\\xfe' x``) was an arena bug
+  (``UnicodeEncodeError``, exit 70) in ``arena check``, ``arena tournament`` (plain, ``-j 2``,
+  ``--cluster local``) and ``arena match``: the reader checked names for UTF-8, not a link's text,
+  which the hash and a cluster's bundle encode;
+- under gVisor, a ``build`` that left a file name or a link text that is not UTF-8 made every game
+  of its bot the arena's failure ("2 of 2 game(s) could not be played ... ArenaFailure: the arena
+  could not start"): the built copy is first read by the folder reader where a gVisor seat's plan
+  takes its files hash, and the refusal there was not the bot's. The run never finished and the
+  bot was never blamed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arena import faults
+from arena.bots import bundles
+from arena.bots.containment import Containment
+from arena.bots.folder import FolderError, read_folder
+from arena.bots.launch import Launcher
+from arena.bots.manifest import load_bot
+from arena.bots.probes import gvisor_problem_now
+from arena.cli.main import app
+
+REPO = Path(__file__).resolve().parent.parent
+NOT_UTF8 = os.fsdecode(b"\xff\xfe")  # surrogates in Python, two bytes that are no UTF-8 on the disk
+
+
+def bot(where: Path, name: str, build: str = "") -> Path:
+    d = where / name
+    shutil.copytree(REPO / "bots" / "random", d)
+    toml = (d / "bot.toml").read_text().replace('name = "random"', f'name = "{name}"')
+    (d / "bot.toml").write_text(toml + (f"build = {build}\n" if build else ""))
+    return d
+
+
+def _refused_in_one_line(res, *named: str) -> None:
+    """The command's result: exit 2, one ``error:`` line naming each of ``named``; no arena bug."""
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    assert "arena bug" not in res.output and "Traceback" not in res.output, res.output
+    last = [line for line in res.output.splitlines() if line.strip()][-1]
+    assert last.startswith("error:") and all(n in last for n in named), res.output
+
+
+def test_a_link_whose_text_is_not_utf8_is_refused_naming_it_on_every_path(open_tmp: Path) -> None:
+    d = bot(open_tmp, "badlink")
+    os.symlink(b"\xff\xfe", os.fsencode(d / "x"))
+    with pytest.raises(FolderError, match="a link whose text is not UTF-8"):
+        read_folder(d)
+    with pytest.raises(FolderError, match="a link whose text is not UTF-8"):  # a cluster's bundle
+        bundles.pack_bot(load_bot(d))
+    runner = CliRunner()
+    _refused_in_one_line(runner.invoke(app, ["check", str(d), "--games", "1"]), "x", "not UTF-8")
+    store = str(open_tmp / "s" / "s.sqlite")
+    for extra in ([], ["-j", "2"]):
+        res = runner.invoke(app, ["tournament", "--bot", str(d), "--bot", "random", "--deals", "1",
+                                  "--store", store, "--plain", *extra])
+        _refused_in_one_line(res, "x", "not UTF-8")
+
+
+GVISOR_PROBLEM = gvisor_problem_now()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or GVISOR_PROBLEM is not None,
+                    reason=f"a contained gVisor build needs a root referee and runsc ({GVISOR_PROBLEM})")
+@pytest.mark.parametrize("left", [
+    "open(bytes([255]), 'w').write('x')",
+    "import os; os.symlink(bytes([255, 254]), b'x')",
+], ids=["a file name", "a link's text"])
+def test_a_gvisor_build_that_leaves_a_name_that_is_not_utf8_is_the_bots_start_failure(open_tmp: Path, left: str) -> None:
+    """The build's outputs are the bot's doing: a name the reader refuses in them is the bot's start
+    failure (it forfeits), never the arena's (a game voided at every run)."""
+    d = bot(open_tmp, "badbuild", build=f'["python3", "-c", "{left}"]')
+    launcher = Launcher(containment=Containment.GVISOR)
+    try:
+        with pytest.raises(faults.StartFailed, match="not UTF-8") as info:
+            launcher.plan_now(load_bot(d))
+    finally:
+        launcher.release_builds()
+    assert "badbuild@" in str(info.value), info.value
