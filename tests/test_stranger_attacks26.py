@@ -86,3 +86,25 @@ def test_a_gvisor_build_that_leaves_a_name_that_is_not_utf8_is_the_bots_start_fa
     finally:
         launcher.release_builds()
     assert "badbuild@" in str(info.value), info.value
+
+
+@pytest.mark.parametrize("inside", [".git/bot.toml", "__pycache__/bot.toml", "node_modules/m/bot.toml",
+                                    "bot.toml.pyc"])
+def test_a_manifest_linked_into_what_the_reader_leaves_out_is_refused(open_tmp: Path, inside: str) -> None:
+    """Attack: ``bot.toml -> .git/bot.toml``. The reader takes a link to nothing it lists as a link "to
+    nothing yet" (a build's output), so the manifest's text was in no files hash: edited under a
+    run's reading it went unseen, and every copy held the link with nothing behind it. `arena
+    check` passed; `arena submit` made the ladder's snapshot, could not load it ("no bot at
+    PosixPath(...)") and left it in ``ladder-bots``. Now refused where the manifest is read, naming it."""
+    d = bot(open_tmp, "hidden")
+    (d / inside).parent.mkdir(parents=True, exist_ok=True)
+    (d / "bot.toml").rename(d / inside)
+    os.symlink(inside, d / "bot.toml")
+    with pytest.raises(FolderError, match="to a file the arena leaves out of the bot"):
+        load_bot(d)
+    lad = open_tmp / "lad.toml"
+    lad.write_text('rules = "classic"\nseats = 2\ndeals = 1\nbots = ["random", "lowest"]\n')
+    store = open_tmp / "data" / "arena.sqlite"
+    res = CliRunner().invoke(app, ["submit", str(d), "--ladder", str(lad), "--store", str(store), "--plain"])
+    _refused_in_one_line(res, "bot.toml", "leaves out of the bot")
+    assert not (store.parent / "ladder-bots").exists() or not any((store.parent / "ladder-bots").rglob("hidden*"))

@@ -187,7 +187,9 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
 def read_manifest(path: Path) -> str:
     """The text of a manifest: a regular file of at most :data:`MANIFEST_BYTES`, opened without
     blocking (a FIFO is refused, not waited on). A link is followed only to a file inside the
-    manifest's own folder, through no other link."""
+    manifest's own folder, through no other link, and never into what the reader leaves out
+    (``.git``, ``__pycache__``, build outputs): a manifest there was in no files hash, edited
+    under the run's reading unseen, and absent from every copy (a ladder's snapshot kept no bot)."""
     path = Path(path)
     root = path.parent.resolve()
     parts: tuple[str, ...] = (path.name,)
@@ -199,6 +201,10 @@ def read_manifest(path: Path) -> str:
             if where is None:
                 raise FolderError(f"{path}: the manifest is a link ({target!r}) that leads out of the bot's folder")
             parts = tuple(where.split("/"))
+            if set(parts) & SKIP_DIRS or where.endswith(SKIP_SUFFIXES):  # its text would be in no files hash
+                raise FolderError(f"{path}: the manifest is a link ({target!r}) to a file the arena leaves out of "
+                                  f"the bot ({', '.join(sorted(SKIP_DIRS))} and *{', *'.join(SKIP_SUFFIXES)} are "
+                                  "not part of it); make bot.toml a file of the bot")
         root_fd = _open_root(root)
         try:
             fd = _open_below(root_fd, parts)
