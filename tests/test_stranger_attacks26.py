@@ -108,3 +108,54 @@ def test_a_manifest_linked_into_what_the_reader_leaves_out_is_refused(open_tmp: 
     res = CliRunner().invoke(app, ["submit", str(d), "--ladder", str(lad), "--store", str(store), "--plain"])
     _refused_in_one_line(res, "bot.toml", "leaves out of the bot")
     assert not (store.parent / "ladder-bots").exists() or not any((store.parent / "ladder-bots").rglob("hidden*"))
+
+
+def test_one_members_folder_never_stops_a_benchs_grading_of_the_others(open_tmp: Path) -> None:
+    """Attack: a course's bench grades every student's folder, copied at the deadline. On 866824f one
+    student stopped the bench for the whole class, run after run, and nobody's grade was printed:
+    a FIFO in her folder ("error: bench cs101: member ...: a FIFO"), her bot named as a classmate's
+    ("two members are ann@1.0", naming neither folder), or as a reference bot ("random@1.0 is listed
+    twice", after the members before her had played). Now such a member is not graded, with why
+    (a refusal at the deadline is kept: a folder fixed after it is still not played), and the
+    others are graded."""
+    import csv
+    import datetime as dt
+
+    from tests.test_bench import folder
+
+    for name in ("ann", "bob", "eve", "mia"):
+        folder(open_tmp / "bots", name)
+    os.mkfifo(open_tmp / "bots" / "eve" / "notes")
+    for name, label in (("bob", 'name = "ann"'), ("mia", 'name = "random"')):  # bob's as ann's; mia's as the reference
+        toml = open_tmp / "bots" / name / "bot.toml"
+        toml.write_text(toml.read_text().replace(f'name = "{name}"', label))
+    past = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).isoformat()
+    (open_tmp / "bench.toml").write_text(
+        'name = "cs101"\nreferences = ["random"]\nmembers = ["bots/ann", "bots/bob", "bots/eve", "bots/mia", '
+        f'"bots/zed"]\ndeals = 1\nmax_turns = 40\nstore = "data/s.sqlite"\ndeadline = "{past}"\n'
+        '[bands]\nA = 0.5\nF = 0.0\n')
+    folder(open_tmp / "bots", "zed")  # the one member nobody bothers: graded
+    runner = CliRunner()
+    grades_csv = open_tmp / "grades.csv"
+    res = runner.invoke(app, ["bench", str(open_tmp / "bench.toml"), "--csv", str(grades_csv)])
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output, res.output
+    lines = res.output.splitlines()
+    assert any(line.startswith("zed@1.0: ") for line in lines), res.output
+    graded = {row["member"]: row["grade"] for row in csv.DictReader(grades_csv.open())}
+    assert graded["zed@1.0"] in ("A", "F"), graded
+    refused = {m: g for m, g in graded.items() if g.startswith("not graded:")}
+    assert len(refused) == 4 and len(graded) == 5, graded  # ann and bob share a label: neither takes the other's
+    assert any("notes: a FIFO" in g for g in refused.values()), refused
+    assert sum("ann@1.0, as the bot of" in g for g in refused.values()) == 2, refused
+    assert any("random@1.0, a reference bot" in g for g in refused.values()), refused
+    # fixed after the deadline: still not played (its refusal was kept beside the copies)
+    (open_tmp / "bots" / "eve" / "notes").unlink()
+    res = runner.invoke(app, ["bench", str(open_tmp / "bench.toml")])
+    assert res.exit_code == 0 and "notes: a FIFO" in res.output, res.output
+    assert not any(p.name.endswith("-eve") for p in snapshot_dir_of(open_tmp).iterdir())
+
+
+def snapshot_dir_of(where: Path) -> Path:
+    from arena.tournament.bench import load_bench, snapshot_dir
+    return snapshot_dir(load_bench(where / "bench.toml"))
