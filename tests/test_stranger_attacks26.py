@@ -159,3 +159,22 @@ def test_one_members_folder_never_stops_a_benchs_grading_of_the_others(open_tmp:
 def snapshot_dir_of(where: Path) -> Path:
     from arena.tournament.bench import load_bench, snapshot_dir
     return snapshot_dir(load_bench(where / "bench.toml"))
+
+
+def test_a_folder_of_more_names_than_a_bot_may_hold_is_refused_whatever_they_are(tmp_path: Path) -> None:
+    """Attack: a student's folder on the course machine (``arena bench``), or any local author's, with a
+    subfolder of 300,000 empty files of 200-byte names: the reader listed each folder whole before
+    it counted, 100 MB and a second of the referee's for that one (the disk's 15 M free inodes would
+    be about 5 GB), and names it leaves out (``*.pyc``, ``*.o``, ``*.class``) were never counted at
+    all, so a folder of millions of them was listed and stat'ed in full at every reading. Now every
+    name counts as it is listed, and the listing stops at the cap."""
+    from arena.bots.folder import Caps
+
+    d = bot(tmp_path, "many")
+    (d / "out").mkdir()
+    for i in range(40):
+        (d / "out" / f"{i}.pyc").touch()
+    caps = Caps(files=32)
+    assert len(read_folder(d, Caps(files=64)).entries) < 8  # the .pyc files are still left out of the bot
+    with pytest.raises(FolderError, match="more than 32 entries"):
+        read_folder(d, caps)

@@ -136,7 +136,7 @@ def read_folder(root: Path, caps: Caps = CAPS, *, arenas_own: bool = False) -> F
     try:
         st = os.fstat(fd)
         outputs: list[str] = []
-        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0], outputs, arenas_own), key=lambda e: e.parts)
+        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0, 0], outputs, arenas_own), key=lambda e: e.parts)
         _check_links(root, entries)
         digest, v1, v2 = _replay(root, fd, entries, None, legacy=not arenas_own)
     finally:
@@ -252,13 +252,13 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
           outputs: list[str], arenas_own: bool) -> Iterator[Entry]:
     """The entries below the open folder ``dfd`` (at ``rel``), never following a link; the first
     build outputs it leaves out go to ``outputs``; ``arenas_own``: see :func:`read_folder`."""
-    try:
-        names = os.listdir(dfd)
-    except OSError as e:
-        raise FolderError(f"{root / rel}: cannot list this folder: {e.strerror}") from None
-    for name in names:
+    for name in _names(root, rel, dfd):
         path = f"{rel}/{name}" if rel else name
         where = root / path
+        count[2] += 1  # every name, what is left out too: a folder of millions is refused as it is listed
+        if count[2] > caps.files:
+            raise FolderError(f"{where}: the bot's folder holds more than {caps.files} entries (build outputs "
+                              "and compiled files counted)")
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
@@ -321,6 +321,17 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 yield from _walk(root, sub, path, depth + 1, caps, count, outputs, arenas_own)
             finally:
                 os.close(sub)
+
+
+def _names(root: Path, rel: str, dfd: int) -> Iterator[str]:
+    """The names in the open folder ``dfd``, streamed (a listing of millions of names whole took
+    memory in proportion before any cap was looked at)."""
+    try:
+        with os.scandir(dfd) as listing:
+            for found in listing:
+                yield found.name
+    except OSError as e:
+        raise FolderError(f"{root / rel}: cannot list this folder: {e.strerror}") from None
 
 
 def _link_target(link: str, target: str) -> str | None:
