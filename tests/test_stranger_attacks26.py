@@ -178,3 +178,68 @@ def test_a_folder_of_more_names_than_a_bot_may_hold_is_refused_whatever_they_are
     assert len(read_folder(d, Caps(files=64)).entries) < 8  # the .pyc files are still left out of the bot
     with pytest.raises(FolderError, match="more than 32 entries"):
         read_folder(d, caps)
+
+
+LOUD = 'import sys\nfor i in range(8):\n    sys.stderr.write("A" * 8000 + "\\n")\nsys.stderr.flush()\nsys.exit(3)\n'
+
+
+def test_a_failed_checks_report_keeps_short_lines(open_tmp: Path) -> None:
+    """Attack: a bot that writes its stderr's 64 kB cap in long lines and exits at once fails its check
+    in about 3-5 s here, and the server keeps every submission's report: 65.7 kB a failed upload on
+    866824f (12 uploads through `arena serve`, no account: the store file 1.02 MB). Now each stderr
+    line of a report is cut: 4.1 kB a report (the store file 0.28 MB after the same 12)."""
+    import json
+
+    from arena.tournament.check import STDERR_CHARS, check_bot
+
+    d = open_tmp / "loud"
+    d.mkdir()
+    (d / "bot.py").write_text(LOUD)
+    (d / "bot.toml").write_text('name = "loud"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n')
+    report = check_bot(load_bot(d), games=1)
+    assert not report["ok"]
+    lines = [line for kind in report["faults"].values() for line in kind["first"]["stderr"]]
+    assert lines and all(len(line) <= STDERR_CHARS + 1 for line in lines), [len(x) for x in lines]
+    assert lines[-1].startswith("AAAA") and lines[-1].endswith("…")  # what the bot wrote, cut visibly
+    assert len(json.dumps(report)) < 16_000, len(json.dumps(report))
+
+
+def test_a_persons_finished_submissions_that_no_quota_counts_are_bounded(tmp_path: Path) -> None:
+    """Attack: submissions that fail their check count against no quota, and each finished one was kept
+    for ever with its report and lines: one member uploading failing bots grew the store without
+    end (with the report above, over 1 GB a day at 3-5 s a check), and once the disk was short of the
+    reserve every member's upload was refused (507). Now a person keeps their newest
+    ``KEEP_UNCOUNTED`` of those; the jobs the quota counts, and other people's, all stay."""
+    import sqlite3
+
+    from arena.store import jobs as q
+    from arena.store import migrate
+    from arena.store.jobs import Job, Limits, Outcome
+
+    db = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
+    migrate(db)
+    me = q.server_id()
+    limits = Limits(per_submitter=9, total=99, per_day=99)
+    now = 1.0
+
+    def run(who: str, outcome: Outcome, passed: bool = False) -> str:
+        nonlocal now
+        now += 1
+        job_id = q.new_id()
+        q.enqueue(db, Job(job_id, who, "classic-2p", f"x@{now}", "b.zip", f"/up/{job_id}"), limits, now)
+        job = q.claim(db, now, owner=me)
+        assert job is not None and job.id == job_id
+        job.passed_check, job.report = passed, {"faults": {"crash": {"first": {"stderr": ["A" * 300] * 8}}}}
+        q.finish(db, job, outcome, now)
+        return job_id
+
+    others = run("account:2", Outcome.CHECK_FAILED)
+    placed = [run("account:1", Outcome.PLACED, passed=True) for _ in range(3)]
+    failed = [run("account:1", Outcome.CHECK_FAILED) for _ in range(q.KEEP_UNCOUNTED + 20)]
+    refunded = run("account:1", Outcome.REFUNDED, passed=True)  # refunded: no quota counts it either
+    kept = {row[0] for row in db.execute("SELECT id FROM jobs WHERE submitter='account:1'")}
+    assert set(placed) <= kept and refunded in kept and failed[-1] in kept
+    assert len(kept - set(placed)) == q.KEEP_UNCOUNTED, len(kept)
+    assert not set(failed[:21]) & kept  # the oldest went
+    assert q.get(db, others) is not None
+    db.close()
