@@ -125,7 +125,7 @@ def test_one_members_folder_never_stops_a_benchs_grading_of_the_others(open_tmp:
 
     for name in ("ann", "bob", "eve", "mia"):
         folder(open_tmp / "bots", name)
-    os.mkfifo(open_tmp / "bots" / "eve" / "notes")
+    os.mkfifo(open_tmp / "bots" / "eve" / "notes\x1b]0;owned\x07")  # its name is hers: shown escaped
     for name, label in (("bob", 'name = "ann"'), ("mia", 'name = "random"')):  # bob's as ann's; mia's as the reference
         toml = open_tmp / "bots" / name / "bot.toml"
         toml.write_text(toml.read_text().replace(f'name = "{name}"', label))
@@ -146,13 +146,14 @@ def test_one_members_folder_never_stops_a_benchs_grading_of_the_others(open_tmp:
     assert graded["zed@1.0"] in ("A", "F"), graded
     refused = {m: g for m, g in graded.items() if g.startswith("not graded:")}
     assert len(refused) == 4 and len(graded) == 5, graded  # ann and bob share a label: neither takes the other's
-    assert any("notes: a FIFO" in g for g in refused.values()), refused
+    assert any("notes\\x1b]0;owned\\x07: a FIFO" in g for g in refused.values()), refused
+    assert "\x1b" not in grades_csv.read_text() and "\x1b" not in res.output
     assert sum("ann@1.0, as the bot of" in g for g in refused.values()) == 2, refused
     assert any("random@1.0, a reference bot" in g for g in refused.values()), refused
     # fixed after the deadline: still not played (its refusal was kept beside the copies)
-    (open_tmp / "bots" / "eve" / "notes").unlink()
+    (open_tmp / "bots" / "eve" / "notes\x1b]0;owned\x07").unlink()
     res = runner.invoke(app, ["bench", str(open_tmp / "bench.toml")])
-    assert res.exit_code == 0 and "notes: a FIFO" in res.output, res.output
+    assert res.exit_code == 0 and "a FIFO" in res.output and "\x1b" not in res.output, res.output
     assert not any(p.name.endswith("-eve") for p in snapshot_dir_of(open_tmp).iterdir())
 
 

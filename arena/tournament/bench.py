@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..safetext import printable
 from .config import ConfigError, TournamentConfig, _resolve, load_config
 from .formats import points
 
@@ -237,5 +238,5 @@ def write_csv(path: Path, rows: list[Grade], refused: Sequence[Refused] = ()) ->
         for g in rows:
             w.writerow([g.member, g.games, f"{g.score:.3f}",
                         *[f"{g.by_reference[r]:.3f}" if r in g.by_reference else "" for r in refs], g.grade])
-        for r in refused:
-            w.writerow([r.member, 0, "", *["" for _ in refs], f"not graded: {r.why}"])
+        for r in refused:  # (a reason names the member's files, whose names are the member's: shown escaped)
+            w.writerow([printable(r.member), 0, "", *["" for _ in refs], f"not graded: {printable(r.why)}"])
