@@ -7,9 +7,14 @@ What got through on 866824f, each now closed:
   which the hash and a cluster's bundle encode;
 - under gVisor, a ``build`` that left a file name or a link text that is not UTF-8 made every game
   of its bot the arena's failure ("2 of 2 game(s) could not be played ... ArenaFailure: the arena
-  could not start"): the built copy is first read by the folder reader where a gVisor seat's plan
+  could not start"): the built copy was first read by the folder reader where a gVisor seat's plan
   takes its files hash, and the refusal there was not the bot's. The run never finished and the
-  bot was never blamed.
+  bot was never blamed. The same reading used a bot folder's caps: an honest build within its own
+  bounds (1 GiB, 100,000 entries) that wrote 300 MiB never played under gVisor;
+- a bot.toml linked into ``.git`` (or another folder the reader leaves out) was in no files hash;
+- ``arena bench``: one student's folder stopped the bench for the whole class;
+- the reader listed a folder whole before counting, and never counted the names it leaves out;
+- failing uploads (no quota counts them) kept a report each for ever: the store grew without end.
 """
 
 from __future__ import annotations
@@ -21,11 +26,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arena import faults
 from arena.bots import bundles
 from arena.bots.containment import Containment
 from arena.bots.folder import FolderError, read_folder
-from arena.bots.launch import Launcher
+from arena.bots.launch import BuildError, Launcher
 from arena.bots.manifest import load_bot
 from arena.bots.probes import gvisor_problem_now
 from arena.cli.main import app
@@ -81,11 +85,40 @@ def test_a_gvisor_build_that_leaves_a_name_that_is_not_utf8_is_the_bots_start_fa
     d = bot(open_tmp, "badbuild", build=f'["python3", "-c", "{left}"]')
     launcher = Launcher(containment=Containment.GVISOR)
     try:
-        with pytest.raises(faults.StartFailed, match="not UTF-8") as info:
+        with pytest.raises(BuildError, match="not UTF-8") as info:
             launcher.plan_now(load_bot(d))
     finally:
         launcher.release_builds()
-    assert "badbuild@" in str(info.value), info.value
+    assert "badbuild@1.0: the build left" in str(info.value), info.value
+
+
+DEEP_OUTPUTS = """
+import os
+os.makedirs("/".join(["d"] * 40))
+open("/".join(["d"] * 40 + ["f"]), "w").close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or GVISOR_PROBLEM is not None,
+                    reason=f"a contained gVisor build needs a root referee and runsc ({GVISOR_PROBLEM})")
+def test_a_gvisor_build_within_its_bounds_but_past_a_bot_folders_plays(open_tmp: Path) -> None:
+    """A build may leave 1 GiB and 100,000 entries; its copy was read with a bot folder's caps (256 MiB,
+    10,000 names) at each gVisor seat's plan and again at the seat's own copy: a build that wrote
+    300 MiB, or nested 40 folders deep (here: cheaper), never played under gVisor (every game the
+    arena's failure on 866824f; measured by hand with the 300 MiB build). Now the built copy is read once at its build, within a folder's and a build's caps
+    together, as the seat's own copy is, and the seat starts."""
+    d = open_tmp / "deepout"
+    d.mkdir()
+    (d / "mk.py").write_text(DEEP_OUTPUTS)
+    (d / "bot.py").write_text('import sys\nprint("ready", flush=True)\nsys.stdin.read()\n')
+    (d / "bot.toml").write_text('name = "deepout"\nversion = "1.0"\ncommand = ["python3", "bot.py"]\n'
+                                'build = ["python3", "mk.py"]\n')
+    launcher = Launcher(containment=Containment.GVISOR)
+    try:
+        with launcher.plan_now(load_bot(d)).start() as seat:
+            assert seat.receive_line(60.0) == "ready"
+    finally:
+        launcher.release_builds()
 
 
 @pytest.mark.parametrize("inside", [".git/bot.toml", "__pycache__/bot.toml", "node_modules/m/bot.toml",

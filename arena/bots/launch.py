@@ -34,6 +34,7 @@ from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, 
 from .folder import ARENA_COPIES, CAPS, Folder, FolderError, copy_folder, read_folder
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
+from .gvisor import OWN_COPY
 from .probes import gvisor_problem_now, namespaces_problem_now, sandbox_problem_now
 from .spawn import DEFAULT_PATH, HOST_ENV, resolve_command
 from .start import start_bot
@@ -495,23 +496,28 @@ class LaunchPlan:
         except BotStartError as e:
             raise self._error(e) from None
 
+def _read_built(built: BotSpec) -> None:
+    """Read a finished build's copy once, within what a bot folder and a build may hold together
+    (:data:`.gvisor.OWN_COPY`), and keep the reading as ``built``'s files hash. Read later with a
+    bot folder's caps, at each gVisor seat's plan, a build within its bounds that wrote more than
+    256 MiB or 10,000 names, or a name that is not UTF-8, failed as the arena's (every game voided,
+    the run never finished); now a refusal here is the build's fault, and a large build plays."""
+    folder = read_folder(built.root, OWN_COPY)
+    object.__setattr__(built, "_files_hashes", (folder.digest, folder.digest_v1, folder.digest_v2))
+
+
 def _seat_reading(spec: BotSpec, mode: Containment) -> tuple[str, Path | None]:
     """What a gVisor seat's own copy of its bot's folder must hash to, and that folder: the run's
     reading of the bot (:meth:`~.manifest.BotSpec.files_hash`, of the folder the seat runs from: the
     bot's, or the arena's checked copy of it), and its root where the command runs in a folder
     below it (the copy is then of the root, compared whole, and serves the folder below). The copy
     is made at every seat's start, long after that reading, and compared with it whatever else
-    already checked the folder. ("", None) for other modes, which bind the folder itself. A folder
-    the reader refuses (a name a build left that is not UTF-8: the build's copy is first read here)
-    is the bot's :class:`~.errors.BotCommandError`: it was every game's ``ArenaFailure``."""
+    already checked the folder. ("", None) for other modes, which bind the folder itself. A built
+    copy was read at its build (:func:`_read_built`)."""
     if mode is not Containment.GVISOR:
         return "", None
     root = spec.root.resolve()
-    try:  # a built copy is read here first: what its build left there is the bot's doing
-        files_hash = spec.files_hash()
-    except FolderError as e:
-        raise BotCommandError(f"{spec.label}: {e}") from None
-    return files_hash, (root if spec.workdir.resolve() != root else None)
+    return spec.files_hash(), (root if spec.workdir.resolve() != root else None)
 
 
 def _binds(env: dict[str, str]) -> tuple[Path, ...]:
@@ -677,6 +683,13 @@ class Launcher:
             space.rmdir()
             copy, built = source, _relocated(spec, source)
         chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
+        if mode is Containment.GVISOR:  # each seat's own copy is compared with this reading (_seat_reading)
+            try:
+                _read_built(built)
+            except FolderError as e:
+                release_space(source.parent)
+                remove_tree(source.parent)
+                raise BuildError(f"{spec.label}: the build left {e}") from None
         return built
 
     async def mode(self) -> Containment:
