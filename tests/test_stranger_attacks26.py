@@ -105,8 +105,9 @@ def test_a_gvisor_build_within_its_bounds_but_past_a_bot_folders_plays(open_tmp:
     """A build may leave 1 GiB and 100,000 entries; its copy was read with a bot folder's caps (256 MiB,
     10,000 names) at each gVisor seat's plan and again at the seat's own copy: a build that wrote
     300 MiB, or nested 40 folders deep (here: cheaper), never played under gVisor (every game the
-    arena's failure on 866824f; measured by hand with the 300 MiB build). Now the built copy is read once at its build, within a folder's and a build's caps
-    together, as the seat's own copy is, and the seat starts."""
+    arena's failure on 866824f; measured by hand with the 300 MiB build). Now the built copy is
+    read once at its build, within a folder's and a build's caps together, as the seat's own copy
+    is, and the seat starts."""
     d = open_tmp / "deepout"
     d.mkdir()
     (d / "mk.py").write_text(DEEP_OUTPUTS)

@@ -208,8 +208,9 @@ def progress(db: sqlite3.Connection, job: Job) -> None:
 KEEP_UNCOUNTED = 50
 """Finished submissions that the daily quota does not count (a failed check, a refusal, a refund)
 kept per submitter, the newest: no quota bounds how many a person makes, and each kept its report
-(65.7 kB for a bot that wrote its stderr's cap in long lines and exited, before its lines were cut), so one member's failing uploads
-grew the store without end. Those the quota counts are all kept (at most its number a day)."""
+(65.7 kB for a bot that wrote its stderr's cap in long lines and exited, before a report's lines
+were cut), so one member's failing uploads grew the store without end. Those the quota counts
+are all kept (at most its number a day)."""
 _UNCOUNTED = "submitter=? AND state='done' AND NOT (passed_check=1 AND outcome!='refunded')"
 
 
