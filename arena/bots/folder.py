@@ -136,7 +136,7 @@ def read_folder(root: Path, caps: Caps = CAPS, *, arenas_own: bool = False) -> F
     try:
         st = os.fstat(fd)
         outputs: list[str] = []
-        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0], outputs, arenas_own), key=lambda e: e.parts)
+        entries = sorted(_walk(root, fd, "", 1, caps, [0, 0, 0], outputs, arenas_own), key=lambda e: e.parts)
         _check_links(root, entries)
         digest, v1, v2 = _replay(root, fd, entries, None, legacy=not arenas_own)
     finally:
@@ -187,7 +187,9 @@ def pack_folder(folder: Folder, add: Callable[[Entry, Reader | None], None]) -> 
 def read_manifest(path: Path) -> str:
     """The text of a manifest: a regular file of at most :data:`MANIFEST_BYTES`, opened without
     blocking (a FIFO is refused, not waited on). A link is followed only to a file inside the
-    manifest's own folder, through no other link."""
+    manifest's own folder, through no other link, and never into what the reader leaves out
+    (``.git``, ``__pycache__``, build outputs): a manifest there was in no files hash, edited
+    under the run's reading unseen, and absent from every copy (a ladder's snapshot kept no bot)."""
     path = Path(path)
     root = path.parent.resolve()
     parts: tuple[str, ...] = (path.name,)
@@ -199,6 +201,10 @@ def read_manifest(path: Path) -> str:
             if where is None:
                 raise FolderError(f"{path}: the manifest is a link ({target!r}) that leads out of the bot's folder")
             parts = tuple(where.split("/"))
+            if set(parts) & SKIP_DIRS or where.endswith(SKIP_SUFFIXES):  # its text would be in no files hash
+                raise FolderError(f"{path}: the manifest is a link ({target!r}) to a file the arena leaves out of "
+                                  f"the bot ({', '.join(sorted(SKIP_DIRS))} and *{', *'.join(SKIP_SUFFIXES)} are "
+                                  "not part of it); make bot.toml a file of the bot")
         root_fd = _open_root(root)
         try:
             fd = _open_below(root_fd, parts)
@@ -246,13 +252,13 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
           outputs: list[str], arenas_own: bool) -> Iterator[Entry]:
     """The entries below the open folder ``dfd`` (at ``rel``), never following a link; the first
     build outputs it leaves out go to ``outputs``; ``arenas_own``: see :func:`read_folder`."""
-    try:
-        names = os.listdir(dfd)
-    except OSError as e:
-        raise FolderError(f"{root / rel}: cannot list this folder: {e.strerror}") from None
-    for name in names:
+    for name in _names(root, rel, dfd):
         path = f"{rel}/{name}" if rel else name
         where = root / path
+        count[2] += 1  # every name, what is left out too: a folder of millions is refused as it is listed
+        if count[2] > caps.files:
+            raise FolderError(f"{where}: the bot's folder holds more than {caps.files} entries (build outputs "
+                              "and compiled files counted)")
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
@@ -298,6 +304,10 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 target = os.readlink(name, dir_fd=dfd)
             except OSError as e:
                 raise FolderError(f"{where}: cannot read the link: {e.strerror}") from None
+            try:  # its text is hashed and packed as UTF-8, as names are
+                target.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FolderError(f"{where}: a link whose text is not UTF-8 ({target!r})") from None
             yield Entry(path, kind, target=target)
         elif kind is Kind.FILE:
             yield Entry(path, kind, st.st_size, bool(mode & stat.S_IXUSR), inode=(st.st_dev, st.st_ino))
@@ -311,6 +321,17 @@ def _walk(root: Path, dfd: int, rel: str, depth: int, caps: Caps, count: list[in
                 yield from _walk(root, sub, path, depth + 1, caps, count, outputs, arenas_own)
             finally:
                 os.close(sub)
+
+
+def _names(root: Path, rel: str, dfd: int) -> Iterator[str]:
+    """The names in the open folder ``dfd``, streamed (a listing of millions of names whole took
+    memory in proportion before any cap was looked at)."""
+    try:
+        with os.scandir(dfd) as listing:
+            for found in listing:
+                yield found.name
+    except OSError as e:
+        raise FolderError(f"{root / rel}: cannot list this folder: {e.strerror}") from None
 
 
 def _link_target(link: str, target: str) -> str | None:

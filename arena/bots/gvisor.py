@@ -304,9 +304,10 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def _same_files(copy: Path, files_hash: str) -> None:
-    """:class:`BotCommandError` unless the folder reader reads ``copy`` as ``files_hash``."""
+    """:class:`BotCommandError` unless the folder reader reads ``copy`` as ``files_hash`` (within
+    :data:`OWN_COPY`, what the copy was made under: a built bot's copy holds its build's outputs)."""
     try:
-        digest = read_folder(copy).digest
+        digest = read_folder(copy, OWN_COPY).digest
     except FolderError as e:
         raise _refused("", f"the bot's files changed since the run read them ({e})") from None
     if digest != files_hash:

@@ -31,6 +31,7 @@ from ..limits import MiB, Limits
 from .bundles import Holds, cache_entry
 from .filesystem import SystemView, SystemViewError, remove_tree, system_paths, tree_usage
 from .folder import ARENA_COPIES, CAPS, Folder, FolderError, copy_folder, read_folder
+from .gvisor import OWN_COPY
 from .manifest import BUNDLED_DIR, BotSpec
 from .namespaces import bounded_space, release_space, space_full
 from .places import PACKAGE, arena_place
@@ -504,13 +505,24 @@ class LaunchPlan:
         except BotStartError as e:
             raise self._error(e) from None
 
+def _read_built(built: BotSpec) -> None:
+    """Read a finished build's copy once, within what a bot folder and a build may hold together
+    (:data:`.gvisor.OWN_COPY`), and keep the reading as ``built``'s files hash. Read later with a
+    bot folder's caps, at each gVisor seat's plan, a build within its bounds that wrote more than
+    256 MiB or 10,000 names, or a name that is not UTF-8, failed as the arena's (every game voided,
+    the run never finished); now a refusal here is the build's fault, and a large build plays."""
+    folder = read_folder(built.root, OWN_COPY)
+    object.__setattr__(built, "_files_hashes", (folder.digest, folder.digest_v1, folder.digest_v2))
+
+
 def _seat_reading(spec: BotSpec, mode: Containment) -> tuple[str, Path | None]:
     """What a gVisor seat's own copy of its bot's folder must hash to, and that folder: the run's
     reading of the bot (:meth:`~.manifest.BotSpec.files_hash`, of the folder the seat runs from: the
     bot's, or the arena's checked copy of it), and its root where the command runs in a folder
     below it (the copy is then of the root, compared whole, and serves the folder below). The copy
     is made at every seat's start, long after that reading, and compared with it whatever else
-    already checked the folder. ("", None) for other modes, which bind the folder itself."""
+    already checked the folder. ("", None) for other modes, which bind the folder itself. A built
+    copy was read at its build (:func:`_read_built`)."""
     if mode is not Containment.GVISOR:
         return "", None
     root = spec.root.resolve()
@@ -680,6 +692,13 @@ class Launcher:
             space.rmdir()
             copy, built = source, _relocated(spec, source)
         chown_tree(copy, os.geteuid(), mode_for=_read_only_mode)
+        if mode is Containment.GVISOR:  # each seat's own copy is compared with this reading (_seat_reading)
+            try:
+                _read_built(built)
+            except FolderError as e:
+                release_space(source.parent)
+                remove_tree(source.parent)
+                raise BuildError(f"{spec.label}: the build left {e}") from None
         return built
 
     async def mode(self) -> Containment:

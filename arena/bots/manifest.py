@@ -114,9 +114,10 @@ def load_bot(ref: str | Path) -> BotSpec:
         known = ", ".join(bundled_bots()) or (
             f"none: they live in {BUNDLED_DIR} of a checkout, which an install from a wheel ("
             "`pip install .` without -e) leaves out; install the checkout with `pip install -e .`")
-        raise ManifestError(f"no bot at {ref!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
+        raise ManifestError(f"no bot at {str(ref)!r}: give a bot.toml, a directory holding one, or a bundled bot ({known})")
+    text = read_manifest(path)  # its refusal (a FolderError) says why as it is, never as bad TOML
     try:
-        data = tomllib.loads(read_manifest(path))
+        data = tomllib.loads(text)
     except RecursionError:  # tomllib parses nested tables and arrays recursively
         raise ManifestError(f"{path}: not valid TOML: tables or arrays nested too deep") from None
     except ValueError as e:  # a decode error, or a number past Python's digit limit (4,300), raised bare

@@ -22,25 +22,30 @@ def bench(file: Annotated[Path, typer.Argument(help="The bench file (TOML; docs/
           sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Contain bots with bubblewrap "
                                                           "(the default where it works).")] = None) -> None:
     """Play every member's games against the reference bots that the store does not hold yet (nothing
-    before the deadline; the members' folders as copied at it), then print the grades."""
+    before the deadline; the members' folders as copied at it), then print the grades, and each
+    member that could not be played with why."""
     import trio
-    from ..tournament.bench import grades, load_bench, run_bench, write_csv
+    from ..tournament.bench import Refused, grades, load_bench, run_bench, write_csv
     from ..tournament.store import Store
     b = load_bench(file)
     if csv_out is not None and csv_out.is_dir():
         fail(f"--csv {csv_out} is a directory")
     db = Store(b.store)
+    refused: list[Refused] = []  # one member's folder never stops the others' grades
     try:
         labels = trio.run(lambda: run_bench(b, db, now=dt.datetime.now(dt.timezone.utc),
-                                            overrides={"sandbox": sandbox}, from_ladder=ladder_versions))
+                                            overrides={"sandbox": sandbox}, from_ladder=ladder_versions,
+                                            refused=refused))
         rows = grades(b, db, labels)
     finally:
         db.close()
     for g in rows:
         refs = ", ".join(f"{r} {s:.2f}" for r, s in g.by_reference.items())
         out.print(f"{g.member}: {g.grade} (score {g.score:.3f} in {g.games} games; {refs})", markup=False)
+    for r in refused:
+        out.print(f"{r.member}: not graded: {r.why}", markup=False)
     if csv_out is not None:
-        write_csv(csv_out, rows)
+        write_csv(csv_out, rows, refused)
         out.print(f"wrote {csv_out}", markup=False)
 
 

@@ -205,9 +205,19 @@ def progress(db: sqlite3.Connection, job: Job) -> None:
                    (job.phase, int(job.passed_check), json.dumps(job.lines[-MAX_LINES:]), job.id, job.owner))
 
 
+KEEP_UNCOUNTED = 50
+"""Finished submissions that the daily quota does not count (a failed check, a refusal, a refund)
+kept per submitter, the newest: no quota bounds how many a person makes, and each kept its report
+(65.7 kB for a bot that wrote its stderr's cap in long lines and exited, before a report's lines
+were cut), so one member's failing uploads grew the store without end. Those the quota counts
+are all kept (at most its number a day)."""
+_UNCOUNTED = "submitter=? AND state='done' AND NOT (passed_check=1 AND outcome!='refunded')"
+
+
 def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Job:
     """Mark a running job done with ``outcome``, keeping its lines, report, row and error; its
-    submitter is told in the same transaction. A job its claimer no longer owns (put back after
+    submitter is told in the same transaction, and their finished jobs the quota does not count
+    are cut to the newest :data:`KEEP_UNCOUNTED`. A job its claimer no longer owns (put back after
     its lease passed) is left to its new run: nothing is written, nobody is told."""
     with _tx(db):
         if db.execute("UPDATE jobs SET state='done', outcome=?, phase='', passed_check=?, lines=?, report=?, row=?, "
@@ -216,6 +226,8 @@ def finish(db: sqlite3.Connection, job: Job, outcome: Outcome, now: float) -> Jo
                        json.dumps(job.lines[-MAX_LINES:]), json.dumps(job.report), json.dumps(job.row), job.error,
                        now, job.id, job.owner)).rowcount == 1:
             _tell(db, job, outcome, now)
+            db.execute(f"DELETE FROM jobs WHERE {_UNCOUNTED} AND id NOT IN (SELECT id FROM jobs WHERE {_UNCOUNTED} "
+                       "ORDER BY ended DESC, created DESC LIMIT ?)", (job.submitter, job.submitter, KEEP_UNCOUNTED))
     done = get(db, job.id)
     assert done is not None
     return done

@@ -15,11 +15,12 @@ import csv
 import datetime as dt
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..safetext import printable
 from .config import ConfigError, TournamentConfig, _resolve, load_config
 from .formats import points
 
@@ -68,13 +69,27 @@ def snapshot_dir(bench: Bench) -> Path:
     return Path(bench.store).parent / "bench" / bench.name
 
 
-def snapshot(bench: Bench, now: dt.datetime, from_ladder: Callable[[Bench], list[str]] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Refused:
+    """A member the bench does not play, and why: one student's folder never stops the others' grading."""
+
+    member: str  # its folder, as the bench file (or the ladder) names it
+    why: str
+
+
+def snapshot(bench: Bench, now: dt.datetime, from_ladder: Callable[[Bench], list[str]] | None = None,
+             refused: list[Refused] | None = None) -> list[str]:
     """The folders to play: before the deadline, nothing (an error); at or after it, copies of the
     members' folders, taken once. A bench without a deadline plays the folders as they are.
 
     With a ``ladder``, ``from_ladder`` gives its active versions' folders; the list taken at the
     first run after the deadline is kept beside the copies, so a later change to the ladder
-    changes no member."""
+    changes no member.
+
+    A member's folder the reader refuses (a FIFO, a file too large, ...) is a :class:`ConfigError`
+    naming it; with ``refused``, it goes there instead and the others are copied. A refusal at the
+    deadline is kept beside the copies (``.refused``), so a folder fixed after the deadline is
+    still not played; remove that file to take the folder again."""
     if bench.deadline is None:
         return list(bench.members)
     if now < bench.deadline:
@@ -96,18 +111,36 @@ def snapshot(bench: Bench, now: dt.datetime, from_ladder: Callable[[Bench], list
     out = []
     for i, m in enumerate(folders):
         copy = root / f"{i}-{Path(m).name}"
+        marker = copy.with_name(copy.name + ".refused")
         if not copy.exists():
-            tmp = root / f".{copy.name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:  # the one folder reader: caps, no special files, sparse files counted, links kept inside
-                copy_folder(read_folder(Path(m)), tmp)
-            except FolderError as e:
+            if marker.is_file():
+                why = marker.read_text(encoding="utf-8", errors="replace")
+            else:
+                tmp = root / f".{copy.name}.tmp"
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise ConfigError(f"bench {bench.name}: member {m}: {e}") from None
-            tmp.rename(copy)  # whole or not at all: a killed copy is taken again
+                try:  # the one folder reader: caps, no special files, sparse files counted, links kept inside
+                    copy_folder(read_folder(Path(m)), tmp)
+                    tmp.rename(copy)  # whole or not at all: a killed copy is taken again
+                    out.append(str(copy))
+                    continue
+                except FolderError as e:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    why = str(e)
+                    if refused is not None:
+                        _write_whole(marker, why)
+            if refused is None:
+                raise ConfigError(f"bench {bench.name}: member {m}: {why}")
+            refused.append(Refused(m, why))
+            continue
         out.append(str(copy))
     root.chmod(0o755)
     return out
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.rename(path)
 
 
 def member_config(bench: Bench, folder: str, label: str, overrides: dict[str, Any] | None = None) -> TournamentConfig:
@@ -119,18 +152,44 @@ def member_config(bench: Bench, folder: str, label: str, overrides: dict[str, An
 
 async def run_bench(bench: Bench, store: Any, *, now: dt.datetime, overrides: dict[str, Any] | None = None,
                     launcher: Callable | None = None,
-                    from_ladder: Callable[[Bench], list[str]] | None = None) -> list[str]:
-    """Play every member's games the store does not hold yet; returns the members' labels."""
-    from ..bots.manifest import load_bot
+                    from_ladder: Callable[[Bench], list[str]] | None = None,
+                    refused: list[Refused] | None = None) -> list[str]:
+    """Play every member's games the store does not hold yet; returns the members' labels.
+
+    A member that cannot be played is a :class:`ConfigError` before any game; with ``refused``, it
+    goes there (:class:`Refused`) and the others play: a folder the reader refuses, a manifest
+    that does not load, a bot labelled as a reference bot, or as another member's bot (each member
+    sharing a label is refused, naming the others: the games of one label are one member's)."""
+    from ..bots.manifest import ManifestError, load_bot
     from .run import run_tournament
-    labels = []
-    for folder in snapshot(bench, now, from_ladder):
-        label = load_bot(folder).label
-        if label in labels:
-            raise ConfigError(f"bench {bench.name}: two members are {label}: give each bot its own name")
-        labels.append(label)
-        await run_tournament(member_config(bench, folder, label, overrides), store, launcher=launcher, collect=False)
-    return labels
+    out: list[Refused] = [] if refused is None else refused
+    found = []
+    for folder in snapshot(bench, now, from_ladder, out):
+        try:
+            spec = load_bot(folder)
+            spec.files_hash()  # read here: a bench without a deadline plays the folders as they are
+            found.append((folder, spec.label))
+        except (ManifestError, OSError) as e:
+            out.append(Refused(folder, str(e)))
+    references = {load_bot(r).label for r in bench.references}  # the organiser's: an error stops the bench
+    playable = []
+    for folder, label in found:
+        others = [f for f, other in found if other == label and f != folder]
+        if label in references:
+            out.append(Refused(folder, f"its bot is {label}, a reference bot of the bench: give it its own name"))
+        elif others:
+            out.append(Refused(folder, f"its bot is {label}, as the bot of {', '.join(others)} is: give each bot "
+                                       "its own name"))
+        else:
+            try:
+                playable.append((label, member_config(bench, folder, label, overrides)))
+            except ConfigError as e:
+                out.append(Refused(folder, str(e)))
+    if refused is None and out:
+        raise ConfigError(f"bench {bench.name}: member {out[0].member}: {out[0].why}")
+    for _, config in playable:
+        await run_tournament(config, store, launcher=launcher, collect=False)
+    return [label for label, _ in playable]
 
 
 @dataclass(frozen=True)
@@ -170,7 +229,8 @@ def grades(bench: Bench, store: Any, labels: list[str]) -> list[Grade]:
     return out
 
 
-def write_csv(path: Path, rows: list[Grade]) -> None:
+def write_csv(path: Path, rows: list[Grade], refused: Sequence[Refused] = ()) -> None:
+    """The grades, then a row per member not played (its folder, grade ``not graded: why``)."""
     refs = sorted({r for g in rows for r in g.by_reference})
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -178,3 +238,5 @@ def write_csv(path: Path, rows: list[Grade]) -> None:
         for g in rows:
             w.writerow([g.member, g.games, f"{g.score:.3f}",
                         *[f"{g.by_reference[r]:.3f}" if r in g.by_reference else "" for r in refs], g.grade])
+        for r in refused:  # (a reason names the member's files, whose names are the member's: shown escaped)
+            w.writerow([printable(r.member), 0, "", *["" for _ in refs], f"not graded: {printable(r.why)}"])

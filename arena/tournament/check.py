@@ -50,6 +50,13 @@ SCENARIOS: list[tuple[str, Rules, int]] = [
     ("skip8 at six", PRESETS["skip8"], 6),
 ]
 STDERR_LINES = 8
+STDERR_CHARS = 300  # of each line kept in a report: a server keeps every upload's check report
+
+
+def _stderr_tail(lines: list[str]) -> list[str]:
+    """The last :data:`STDERR_LINES` lines, each cut to :data:`STDERR_CHARS` (a bot's one line of
+    64 kB made a failed upload's stored report 65.7 kB; 4.1 kB cut)."""
+    return [line if len(line) <= STDERR_CHARS else line[:STDERR_CHARS] + "…" for line in lines[-STDERR_LINES:]]
 FLUSH_HINT = ("not one complete line arrived: if the bot did print its answer, its output was probably "
               "buffered. Flush stdout after every line (Python: print(..., flush=True) or run python3 -u; "
               "C/C++: fflush(stdout) or setvbuf(stdout, NULL, _IOLBF, 0); Java: System.out.flush(); "
@@ -152,7 +159,7 @@ def check_bot(spec: BotSpec, games: int = 2, move_ms: int = 1000, opponent: str 
         except BuildError as e:
             head, *tail = str(e).splitlines()
             report["faults"]["build"] = {"count": 1, "first": {"where": "the build", "message": head[:300],
-                                                               "stderr": tail[-STDERR_LINES:]}}
+                                                               "stderr": _stderr_tail(tail)}}
             report["stopped"] = "the build failed: nothing to check until it builds"
             report["ok"] = False
             return report
@@ -264,7 +271,7 @@ def _add_fault(report: dict[str, Any], f: dict[str, Any], rec: Any, label: str, 
     stderr = (step or {}).get("stderr") or rec.stderr[seat] or []
     first: dict[str, Any] = {"where": f"{label}, game {g + 1}, "
                                       + (f"decision {decision}" if decision else "at start"),
-                             "message": f["message"], "stderr": stderr[-STDERR_LINES:]}
+                             "message": f["message"], "stderr": _stderr_tail(stderr)}
     if kind in ("bad_json", "schema", "handshake") and last_line:  # "" is end of output: nothing to quote
         first["line"] = last_line[:120] + ("..." if len(last_line) > 120 else "")
         first["hint"] = STDOUT_HINT
