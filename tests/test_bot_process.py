@@ -295,6 +295,7 @@ def test_a_bots_freezer_is_its_cgroups_own_call_and_does_nothing_once_closed():
         assert bot.receive_line(5) == "ready"
     assert bot.freezer() is None
     assert freeze(True) is False
+    assert freeze.closed  # its file went with the group (none left open per bot started)
 
 
 def test_slow_start():

@@ -21,10 +21,18 @@
  *          level-triggered: the shell's own ``poll`` sees it again), or the read would block.
  *
  * A line holding "\n" or "\r" raises ValueError, as ``channel.encode_line`` does.
+ *
+ * Knob(fd, on, off): a control file kept open (a cgroup's freezer), written ``on`` or ``off``
+ * by calling it with a truth value; True if the write took it whole, False if not, or once
+ * closed. The referee freezes a seat after each answer and thaws it before each request: as
+ * ``os.write`` behind a Python method that cost some 1.5k instructions a call, this costs a
+ * few hundred (most of them releasing the interpreter's lock around the write, which a busy
+ * cgroup lock can make wait). It owns ``fd``: ``close()`` (or its end) closes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
@@ -126,6 +134,127 @@ ask(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* Knob: see the module's text. */
+#define KNOB_VALUE 16 /* the longest value a knob writes ("FROZEN", "THAWED", "0", "1") */
+
+typedef struct {
+    PyObject_HEAD
+    int fd; /* -1 once closed */
+    Py_ssize_t on_len, off_len;
+    char on[KNOB_VALUE], off[KNOB_VALUE];
+    vectorcallfunc vectorcall;
+} Knob;
+
+static PyObject *
+knob_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Knob *knob = (Knob *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "a knob is called with one truth value");
+        return NULL;
+    }
+    int on = PyObject_IsTrue(args[0]);
+    if (on < 0) {
+        return NULL;
+    }
+    if (knob->fd < 0) {
+        Py_RETURN_FALSE;
+    }
+    const char *value = on ? knob->on : knob->off;
+    Py_ssize_t len = on ? knob->on_len : knob->off_len;
+    ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        written = write(knob->fd, value, (size_t)len);
+    } while (written < 0 && errno == EINTR);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(written == len);
+}
+
+static PyObject *
+knob_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    int fd;
+    const char *on, *off;
+    Py_ssize_t on_len, off_len;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Knob(fd, on, off) takes no keywords");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "iy#y#:Knob", &fd, &on, &on_len, &off, &off_len)) {
+        return NULL;
+    }
+    if (fd < 0 || on_len > KNOB_VALUE || off_len > KNOB_VALUE) {
+        PyErr_SetString(PyExc_ValueError, "Knob(fd, on, off): a file descriptor, and values of at most 16 bytes");
+        return NULL;
+    }
+    Knob *knob = (Knob *)type->tp_alloc(type, 0);
+    if (knob == NULL) {
+        return NULL;
+    }
+    knob->fd = fd;
+    memcpy(knob->on, on, (size_t)on_len);
+    memcpy(knob->off, off, (size_t)off_len);
+    knob->on_len = on_len;
+    knob->off_len = off_len;
+    knob->vectorcall = knob_call;
+    return (PyObject *)knob;
+}
+
+static PyObject *
+knob_close(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    Knob *knob = (Knob *)self;
+    if (knob->fd >= 0) {
+        int fd = knob->fd;
+        knob->fd = -1;
+        if (close(fd) < 0 && errno != EINTR) {
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+knob_closed(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(((Knob *)self)->fd < 0);
+}
+
+static void
+knob_dealloc(PyObject *self)
+{
+    Knob *knob = (Knob *)self;
+    if (knob->fd >= 0) {
+        close(knob->fd);
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef knob_methods[] = {
+    {"close", knob_close, METH_NOARGS, "Close the file (idempotent); the knob then writes nothing and says False."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef knob_getset[] = {
+    {"closed", knob_closed, NULL, "Whether close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject KnobType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "arena.bots._pipe.Knob",
+    .tp_doc = "Knob(fd, on, off): knob(truth) writes on or off to fd, True if whole; it owns fd (see close).",
+    .tp_basicsize = sizeof(Knob),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Knob, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = knob_new,
+    .tp_dealloc = knob_dealloc,
+    .tp_methods = knob_methods,
+    .tp_getset = knob_getset,
+};
+
 static PyMethodDef methods[] = {
     {"ask", (PyCFunction)(void (*)(void))ask, METH_FASTCALL,
      "ask(fd_in, line, fd_out, others, timeout_ms, max_line, room): the reply line (str), what was read "
@@ -133,8 +262,27 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+exec_module(PyObject *mod)
+{
+    if (PyType_Ready(&KnobType) < 0) {
+        return -1;
+    }
+    Py_INCREF(&KnobType);
+    if (PyModule_AddObject(mod, "Knob", (PyObject *)&KnobType) < 0) {
+        Py_DECREF(&KnobType);
+        return -1;
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "arena.bots._pipe", NULL, 0, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "arena.bots._pipe", NULL, 0, methods, slots, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

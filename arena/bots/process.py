@@ -203,7 +203,7 @@ class BotBase:
         cgroup = self.cgroup
         if cgroup is None or self._closed or not cgroup.freezes:
             return None
-        return cgroup.hold
+        return cgroup.freezer
 
     def game_cpu_seconds(self) -> float | None:
         """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
