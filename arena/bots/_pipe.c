@@ -1,7 +1,8 @@
-/* ask(fd_in, line, fd_out, others, timeout_ms, max_line, room): the usual decision's round trip
+/* ask(fd_in, line, fd_out, others, timeout, max_line, room): the usual decision's round trip
  * with a bot, in one call and one release of the interpreter's lock.
  *
- * Writes ``line`` and a newline to the bot's stdin, waits (``poll``) at most ``timeout_ms`` for
+ * Writes ``line`` and a newline to the bot's stdin, waits (``poll``) at most ``timeout`` seconds
+ * (a float, as every time in the shell: rounded up to poll's milliseconds here) for
  * its stdout and every fd in ``others`` (the thread's hub: the other bots' stderr, its own, the
  * wake pipe), and reads once. A decision costs a write, a poll and a read; written in Python
  * around the same three calls, the bookkeeping of the usual case cost more than the calls.
@@ -57,16 +58,31 @@ as_int(PyObject *value)
     return (int)v;
 }
 
+/* Seconds as poll's milliseconds, rounded up (a wait never ends before its time); 0 for none. */
+static int
+poll_ms(double seconds)
+{
+    double ms = seconds * 1000.0;
+    if (!(ms > 0.0)) { /* (NaN too) */
+        return 0;
+    }
+    if (ms >= (double)INT_MAX) {
+        return INT_MAX;
+    }
+    int whole = (int)ms;
+    return whole < ms ? whole + 1 : whole;
+}
+
 static PyObject *
 ask(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7 || !PyBytes_CheckExact(args[1]) || !PyTuple_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "ask(fd_in, line: bytes, fd_out, others: tuple, timeout_ms, max_line, room)");
+        PyErr_SetString(PyExc_TypeError, "ask(fd_in, line: bytes, fd_out, others: tuple, timeout, max_line, room)");
         return NULL;
     }
     int fd_in = as_int(args[0]);
     int fd_out = as_int(args[2]);
-    long timeout_ms = PyLong_AsLong(args[4]);
+    double timeout = PyFloat_AsDouble(args[4]); /* seconds */
     Py_ssize_t max_line = PyLong_AsSsize_t(args[5]);
     Py_ssize_t room = PyLong_AsSsize_t(args[6]);
     if (PyErr_Occurred()) {
@@ -102,7 +118,7 @@ ask(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_BEGIN_ALLOW_THREADS
     written = writev(fd_in, out, 2);
     if (written == len + 1 && poll_all) {
-        ready = poll(fds, nfds, timeout_ms < 0 ? 0 : timeout_ms > INT_MAX ? INT_MAX : (int)timeout_ms);
+        ready = poll(fds, nfds, poll_ms(timeout));
         if (ready > 0) {
             for (nfds_t i = 1; i < nfds; i++) {
                 others_ready |= fds[i].revents != 0;
@@ -257,7 +273,7 @@ static PyTypeObject KnobType = {
 
 static PyMethodDef methods[] = {
     {"ask", (PyCFunction)(void (*)(void))ask, METH_FASTCALL,
-     "ask(fd_in, line, fd_out, others, timeout_ms, max_line, room): the reply line (str), what was read "
+     "ask(fd_in, line, fd_out, others, timeout, max_line, room): the reply line (str), what was read "
      "otherwise (bytes), the bytes written of a line not written whole (int), or None: see the module's text."},
     {NULL, NULL, 0, NULL},
 };

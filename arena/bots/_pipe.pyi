@@ -1,4 +1,4 @@
-def ask(fd_in: int, line: bytes, fd_out: int, others: tuple[int, ...], timeout_ms: int, max_line: int,
+def ask(fd_in: int, line: bytes, fd_out: int, others: tuple[int, ...], timeout: float, max_line: int,
         room: int) -> str | bytes | int | None: ...
 
 class Knob:
