@@ -307,7 +307,7 @@ class BotCgroup:
             # is removed, a freezer a referee still holds writes nothing and says False).
             freeze_dir = self.dirs.get("unified" if root.kind == "v2" else "freezer")
             knob, frozen, thawed = _FREEZE[root.kind]
-            self.freezer: FileKnob | None = None if freeze_dir is None else \
+            self.freezer: Knob | None = None if freeze_dir is None else \
                 Knob(os.open(freeze_dir / knob, os.O_WRONLY | os.O_CLOEXEC), frozen, thawed)
             state, self._frozen_says = _FROZEN[root.kind]
             self._state_fd = None if freeze_dir is None else \
