@@ -295,6 +295,7 @@ def test_a_bots_freezer_is_its_cgroups_own_call_and_does_nothing_once_closed():
         assert bot.receive_line(5) == "ready"
     assert bot.freezer() is None
     assert freeze(True) is False
+    assert freeze.closed  # its file went with the group (none left open per bot started)
 
 
 def test_slow_start():
@@ -618,6 +619,21 @@ def test_cpu_is_counted_per_game(monkeypatch):
         with pytest.raises(CpuLimitExceeded):
             bot.receive_line(SLOW)
         assert bot.returncode is None  # still running: the referee closes it on the fault
+
+
+def test_the_cpu_is_checked_after_quick_replies_too(monkeypatch):
+    """A bot that spends its game's allowance in replies each quicker than a watch (the round
+    trip's usual case: no wait long enough to look) is caught after a reply: the check after
+    replies is throttled (``CPU_CHECK_S``), never skipped. (No watch during waits here, so that
+    on a busy machine a slow reply is not caught by one instead.)"""
+    monkeypatch.setattr("arena.limits.CPU_BASE_S", 0.3)
+    monkeypatch.setattr("arena.bots.process.WATCH_S", 1000.0)
+    with start("cpu_on_demand.py", limits=Limits(memory_mb=256, max_processes=16)) as bot:
+        assert bot.receive_line(SLOW) == "ready"
+        bot.begin_game(0.0, 0.0)
+        with pytest.raises(CpuLimitExceeded):
+            for _ in range(40):  # 2 s of CPU in all, against 0.3
+                assert bot.ask(b"burn 0.05", SLOW) == "done"
 
 
 def test_cpu_allowance_derived_from_the_clock(monkeypatch):

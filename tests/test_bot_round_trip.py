@@ -37,9 +37,9 @@ def pipes():
         os.close(w)
 
 
-def ask(pipes, line: bytes, timeout_ms: int = 0, *, others=(), max_line: int = MAX_LINE, room: int = ROOM):
+def ask(pipes, line: bytes, timeout: float = 0.0, *, others=(), max_line: int = MAX_LINE, room: int = ROOM):
     (_, stdin), (stdout, _), _ = pipes
-    return _pipe.ask(stdin, line, stdout, others, timeout_ms, max_line, room)
+    return _pipe.ask(stdin, line, stdout, others, timeout, max_line, room)
 
 
 def test_the_helper_is_built_with_the_engine():
@@ -89,7 +89,18 @@ def test_the_end_of_the_stream_is_empty_bytes(pipes):
 
 
 def test_nothing_read_is_none_after_the_wait(pipes):
-    assert ask(pipes, b"req", timeout_ms=20) is None
+    assert ask(pipes, b"req", timeout=0.02) is None
+
+
+def test_the_wait_is_never_shorter_than_asked(pipes):
+    """The time comes in seconds and poll counts milliseconds: rounded up, so the shell's loop
+    never wakes before its deadline to find the reply's time not yet up (a lower bound only: a
+    busy machine makes every wait longer, never shorter)."""
+    import time
+    for timeout in (0.0209, 0.0001):
+        t0 = time.monotonic()
+        assert ask(pipes, b"req", timeout=timeout) is None
+        assert time.monotonic() - t0 >= timeout
 
 
 def test_another_ready_pipe_wins_over_the_reply(pipes):

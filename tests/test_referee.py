@@ -831,6 +831,19 @@ def test_think_percentile() -> None:
     assert think_percentile(hist, 0.95) == 1000
 
 
+def test_a_decision_on_a_bucket_bound_counts_in_that_bucket() -> None:
+    """A time of exactly a bound is in the bucket that bound closes, a thousandth of a ms more in the
+    next (the core bisects float copies of the int bounds: they must split times as the bounds do)."""
+    finite = [b for b in THINK_BUCKETS_MS if b != float("inf")]
+    for i, bound in enumerate(finite):
+        for ms, bucket in ((bound, i), (bound + 0.001, i + 1), (bound - 0.001, i)):
+            core = RefereeCore(preset("classic"), ["a", "b"], 3, game_id="g", clock=TimeControl(move_ms=60_000))
+            req = core.next_request()
+            core.answer(0, ms / 1000)
+            hist = core.record.think_hist[req.seat]
+            assert core.record.steps[-1]["ms"] == ms and hist[bucket] == 1 == sum(hist), (ms, bucket, hist)
+
+
 def test_play_game_fills_think_time_per_seat() -> None:
     """``decisions``, ``think_ms`` and ``think_hist`` per seat, from the bots' real (mock-clock) times."""
     bots = [FakeBot(at={k: (lambda m: [Sleep(0.03), answer(m)]) for k in range(1, 400)}), FakeBot()]

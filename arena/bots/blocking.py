@@ -286,14 +286,14 @@ class BlockingBot(BotBase):
             self.send_line(line)  # (its faults)
             return self.receive_line(timeout)
         if self.sandboxed:
-            self._check_stdin()  # (under bubblewrap, on its throttle, as every write)
+            self._check_stdin(now=now)  # (under bubblewrap, on its throttle, as every write)
         channel = self._channel
-        got = _round_trip(self._fds[0], line, self._fds[1], hub.fds, int((until - now) * 1000 + 0.999),
-                          channel.max_line, channel.max_total - channel._total)
+        got = _round_trip(self._fds[0], line, self._fds[1], hub.fds, until - now, channel.max_line,
+                          channel.max_total - channel._total)
         if type(got) is str:
             channel._total += len(got) + 1  # (ASCII: a character a byte)
             self.last_line = got
-            self._got_reply()
+            self._got_reply(now)
             return got
         if type(got) is int:  # the pipe took part of the line: the rest under the send deadline
             self._send_rest(line[got:] + b"\n", SEND_S)
@@ -319,7 +319,7 @@ class BlockingBot(BotBase):
             event = conv.next_event(now)
             if type(event) is str:
                 self.last_line = event
-                self._got_reply()
+                self._got_reply(now)
                 return event
             if type(event) is float:
                 if self._hub.wait_until(fd, _IN, event):

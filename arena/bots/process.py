@@ -129,19 +129,21 @@ class BotBase:
         waits for the rest. 0 when it takes nothing (full, or broken: the shell finds out which)."""
         if self._stdin_error is not None:
             raise self._stdin_error
-        if self.sandboxed and time.perf_counter() - self._stdin_checked_at >= WATCH_S:  # (its throttle)
+        if self.sandboxed and time.monotonic() - self._stdin_checked_at >= WATCH_S:  # (its throttle)
             self._check_stdin()
         try:
             return os.write(self._fds[0], data)
         except OSError:
             return 0
 
-    def _got_reply(self) -> None:
+    def _got_reply(self, now: float) -> None:
+        """A reply line came; ``now`` is a ``time.monotonic`` time the shell read during its
+        decision (no clock is read here for the throttle: a check is at most one reply late)."""
         self._replies += 1
         if self._replies == 1:  # the handshake: a bot that closed stdin meanwhile is told at once
             self._stdin_checked_at = -1e9
         self._game_decisions += 1
-        if time.perf_counter() - self._cpu_checked_at >= CPU_CHECK_S:  # (the throttle of _check_cpu)
+        if now - self._cpu_checked_at >= CPU_CHECK_S:  # (the throttle of _check_cpu)
             self._check_cpu()
 
     def _watch(self) -> None:
@@ -186,7 +188,7 @@ class BotBase:
         self._game_clock = (move_s, bank_s)
         self._game_decisions = 0
         self._game_cpu0 = self._cpu_now() or 0.0
-        self._cpu_checked_at = time.perf_counter()
+        self._cpu_checked_at = time.monotonic()
 
     def hold(self, frozen: bool) -> bool:
         """Freeze every process of the bot (it gets no CPU, whatever it forked) or thaw it; False
@@ -203,7 +205,7 @@ class BotBase:
         cgroup = self.cgroup
         if cgroup is None or self._closed or not cgroup.freezes:
             return None
-        return cgroup.hold
+        return cgroup.freezer
 
     def game_cpu_seconds(self) -> float | None:
         """CPU the whole bot used since :meth:`begin_game` (since its start without one)."""
@@ -215,7 +217,7 @@ class BotBase:
         most every CPU_CHECK_S unless ``force``d (a cgroup read is cheap, a /proc scan is not)."""
         if self._game_clock is None and self.limits.cpu_seconds is None:
             return
-        now = time.perf_counter()  # a throttle, no deadline
+        now = time.monotonic()  # a throttle, no deadline
         if not force and now - self._cpu_checked_at < CPU_CHECK_S:
             return
         self._cpu_checked_at = now
@@ -250,10 +252,11 @@ class BotBase:
                 ticks += info.cpu_ticks
         return ticks / CLK_TCK
 
-    def _check_stdin(self, force: bool = False) -> None:
+    def _check_stdin(self, force: bool = False, now: float | None = None) -> None:
         """BotClosedInput if no bot process holds its stdin any more (under bubblewrap, where
         writes never fail); looked at most every WATCH_S unless ``force``d."""
-        now = time.perf_counter()  # a throttle, as in _check_cpu
+        if now is None:  # (a caller that read the clock passes its time)
+            now = time.monotonic()  # a throttle, as in _check_cpu
         if self._stdin_error is None and (force or now - self._stdin_checked_at >= WATCH_S):
             self._stdin_checked_at = now
             if self._pipe_abandoned(self._fds[0]):

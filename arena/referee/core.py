@@ -34,6 +34,9 @@ from . import protocol
 # many games add up, and a percentile over all of a bot's decisions is a bucket bound.
 THINK_BUCKETS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000,
                                        float("inf"))
+_BUCKET_BOUNDS = tuple(map(float, THINK_BUCKETS_MS))
+"""The same bounds as floats, for the bisect of every decision's time: a float compared with an int
+costs CPython several times a float compared with a float (about 650 instructions a decision)."""
 
 
 
@@ -319,7 +322,7 @@ class RefereeCore:
         rec = self.record
         rec.think_ms[seat] += ms
         rec.decisions[seat] += 1
-        rec.think_hist[seat][bisect.bisect_left(THINK_BUCKETS_MS, ms)] += 1
+        rec.think_hist[seat][bisect.bisect_left(_BUCKET_BOUNDS, ms)] += 1
         action = actions[choice]
         self.state, evs = apply_action(self.state, action, check=False)
         step = {"turn": turn, "seat": seat, "phase": phase, "request": rid, "action": choice, "ms": ms,
