@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
+from tests.checks import running, until  # noqa: E402
 from tests.test_serve import ServerProc, build_store  # noqa: E402
 from tests.test_serve_accounts import MANY_WRITES, PASSWORD, Browser, invite, sign_up  # noqa: E402
 
@@ -172,20 +174,17 @@ def test_a_visitor_with_no_account_holds_no_upload_place_on_a_clubs_server(tmp_p
     answers: dict[str, list[int]] = {}
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
-            async with trio.open_nursery() as nursery:
-                app = build_app(options, nursery)
-                nursery.start_soon(trickle, app, answers, "visitor", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
-                await trio.testing.wait_all_tasks_blocked()
-                assert app.state.sending == set()  # nothing held while its body trickles
-                nursery.start_soon(trickle, app, answers, "another", "10.0.0.2", [_honest_body()], 0.0)
-                nursery.start_soon(trickle, app, answers, "member", "10.0.0.9", [_honest_body()], 0.0,
-                                   [(b"authorization", f"Bearer {token}".encode())])
-                while "member" not in answers or "another" not in answers:
-                    await trio.sleep(0.01)
-                assert answers["another"] == [403], answers  # told to log in, not 503 behind the visitor
-                assert answers["member"] == [400], answers  # read and judged (no ladder offered)
-                nursery.cancel_scope.cancel()
+        async with running() as nursery:  # every wait below is for a state
+            app = build_app(options, nursery)
+            nursery.start_soon(trickle, app, answers, "visitor", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+            await trio.testing.wait_all_tasks_blocked()
+            assert app.state.sending == set()  # nothing held while its body trickles
+            nursery.start_soon(trickle, app, answers, "another", "10.0.0.2", [_honest_body()], 0.0)
+            nursery.start_soon(trickle, app, answers, "member", "10.0.0.9", [_honest_body()], 0.0,
+                               [(b"authorization", f"Bearer {token}".encode())])
+            await until(lambda: "member" in answers and "another" in answers)
+            assert answers["another"] == [403], answers  # told to log in, not 503 behind the visitor
+            assert answers["member"] == [400], answers  # read and judged (no ladder offered)
 
     trio.run(main)
 
@@ -231,17 +230,12 @@ def test_a_webhook_name_that_never_resolves_holds_up_nobody(tmp_path: Path, monk
     app = SimpleNamespace(state=SimpleNamespace(options=options, outbox_wake=Wake()))
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should a batch wait on the lookup for good, not a timing
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(notify.deliverer, app, 0.05)
-                while not alices.got:
-                    await trio.sleep(0.01)
-                s = Store(store)
-                tell(s.db, 2, "check failed", "alice's second", "/", 102.0)
-                s.close()
-                while len(alices.got) < 2:
-                    await trio.sleep(0.01)
-                nursery.cancel_scope.cancel()
+        async with running(partial(notify.deliverer, app, 0.05)):  # bounded should a batch wait on the lookup for good
+            await until(lambda: alices.got)
+            s = Store(store)
+            tell(s.db, 2, "check failed", "alice's second", "/", 102.0)
+            s.close()
+            await until(lambda: len(alices.got) >= 2)
 
     try:
         trio.run(main)
