@@ -110,6 +110,28 @@ def wait(driver: Any, cond, timeout: float = 60, what: str = "") -> Any:
     return WebDriverWait(driver, timeout, poll_frequency=0.1).until(safe, what)
 
 
+def wait_in_page(driver: Any, check: str, *args: Any, timeout: float = 60, what: str = "") -> Any:
+    """What ``check`` (a script's body, reading ``arguments`` as ``args``) returns once it returns
+    something other than null, looked at every 10 ms by the page itself: one WebDriver round trip a
+    wait, where :func:`wait` asks from here every tenth of a second (up to a tenth of a second late,
+    and three or four round trips a turn of a game played by clicking)."""
+    from selenium.common.exceptions import TimeoutException
+    script = ("var done = arguments[arguments.length - 1], args = Array.prototype.slice.call(arguments, 0, -1);\n"
+              "function check() {\n" + check + "\n}\n"
+              "(function look() { var got = null; try { got = check.apply(null, args); } catch (e) {}"
+              " if (got === null || got === undefined) setTimeout(look, 10); else done(got); })();")
+    deadline = time.monotonic() + timeout
+    while True:
+        driver.set_script_timeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            return driver.execute_async_script(script, *args)
+        except TimeoutException:
+            raise AssertionError(f"waited {timeout} s for {what or 'the page'}") from None
+        except WebDriverException as e:  # the page it looked at was replaced by the next: look at that one
+            if "unloaded" not in str(e) or time.monotonic() > deadline:
+                raise
+
+
 def css(driver: Any, selector: str) -> list[Any]:
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
@@ -364,11 +386,14 @@ def _own_move(events: list[dict[str, Any]], seat: int) -> tuple | None:
     return None
 
 
-# one round trip a poll: what the clicking-cards game reads of the page each turn (the request, the
-# clickable cards with their zone and accessibility attributes, the page's width), so its time goes
-# to the game and not to one WebDriver call per attribute
+# what the clicking-cards game reads of the page each turn, looked at in the page until a request
+# other than the last one answered (arguments[0]) shows its controls, or the game ended ("end"): the
+# request, the clickable cards with their zone and accessibility attributes, the page's width, in one
+# round trip a turn, so its time goes to the game and not to one WebDriver call per attribute
 TURN_JS = """
 var root = document.getElementById('play');
+var status = root.getAttribute('data-status');
+if (status === 'over' || status === 'failed') return 'end';
 var down = Array.from(document.querySelectorAll('#play-face-down .card'));
 var picks = Array.from(document.querySelectorAll('.card.pick')).map(function (p) {
   var zone = p.parentElement.closest('div[id]');
@@ -376,9 +401,10 @@ var picks = Array.from(document.querySelectorAll('.card.pick')).map(function (p)
           tabindex: p.getAttribute('tabindex'), label: p.getAttribute('aria-label'),
           zone: zone ? zone.id : null, down_index: down.indexOf(p)};
 });
-return {status: root.getAttribute('data-status'), request: root.getAttribute('data-request') || '',
-        setup_need: root.getAttribute('data-setup-need'), picks: picks,
-        controls: picks.length > 0 || document.querySelector('#play-actions button.action') !== null,
+var request = root.getAttribute('data-request') || '';
+var controls = picks.length > 0 || document.querySelector('#play-actions button.action') !== null;
+if (request === arguments[0] || !controls) return null;
+return {request: request, setup_need: root.getAttribute('data-setup-need'), picks: picks,
         scroll_width: document.documentElement.scrollWidth};
 """
 
@@ -406,12 +432,7 @@ def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: S
         clicked: dict[int, tuple] = {}
         last, keyboard = "", False
         while True:
-            def ready(d: Any) -> Any:
-                turn = d.execute_script(TURN_JS)
-                if turn["status"] in ("over", "failed"):
-                    return "end"
-                return turn if turn["request"] != last and turn["controls"] else None
-            turn = wait(chrome, ready, 60, "a request or the end")
+            turn = wait_in_page(chrome, TURN_JS, last, what="a request or the end")
             if turn == "end":
                 break
             req = last = turn["request"]
@@ -553,6 +574,14 @@ def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: Ser
     assert not any(uploads.rglob("outside.txt")) and not (site.base / "outside.txt").exists()  # type: ignore[attr-defined]
 
 
+# the last action button of the request shown (often a play, so piles burn), or "end"
+NEXT_BUTTON_JS = """
+if (['over', 'failed'].indexOf(document.getElementById('play').getAttribute('data-status')) >= 0) return 'end';
+var buttons = document.querySelectorAll('#play-actions button.action:not([disabled])');
+return buttons.length ? buttons[buttons.length - 1] : null;
+"""
+
+
 def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome: Any, site: ServerProc,
                                                                          tmp_path: Path) -> None:
     """A bot on the site's ladder (a member as `arena submit` leaves one: its files snapshotted in
@@ -586,12 +615,7 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
     clicks = 0
     while True:
-        def ready(d: Any) -> Any:
-            if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
-                return "end"
-            buttons = css(d, "#play-actions button.action:not([disabled])")
-            return buttons[-1] if buttons else None  # the last action: often a play, so piles burn
-        nxt = wait(chrome, ready, 60, "a request or the end")
+        nxt = wait_in_page(chrome, NEXT_BUTTON_JS, what="a request or the end")
         if nxt == "end":
             break
         if clicks == 6:
