@@ -1,8 +1,8 @@
 """``arena serve`` in a real headless Chromium (Selenium + Debian's chromium-driver).
 
 The tests start ``arena serve`` on a free port over a store they build (a ladder of synthetic
-games with known numbers and rating snapshots, and a real tournament played by ``arena
-tournament``), then drive the pages as a person would. With ``$ARENA_SCREENSHOTS`` set, each page
+games with known numbers and rating snapshots, and a real tournament of the bundled bots' policies,
+played in this process), then drive the pages as a person would. With ``$ARENA_SCREENSHOTS`` set, each page
 is photographed at 1366x768 (and a few at phone width) into that folder: ``docs/take-screenshots``
 sets it to ``docs/screenshots/``, which the README links to. Without it no picture is taken (no
 test reads them; 18 captures, each a PNG encoded by Chromium, and three 0.3 s waits for a phone
@@ -23,7 +23,13 @@ from typing import Any
 
 import pytest
 
+import trio
+
+from arena.tournament.config import TournamentConfig
+from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
 from tests.checks import arena_here, fixed_secret
+from tests.fakes import policy_launcher
 
 from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
                          build_store, expected_ladder)
@@ -159,9 +165,12 @@ def site(tmp_path_factory):
     # from 5 to 34 s (this secret: 3.3 s at 390 px)
     fixed_secret(store.parent)
     build_store(store)
-    code, _, err = arena_here("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
-                              "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain")
-    assert code == 0, err
+    # the pages are what is tested, not the bots' processes: the bundled bots' policies play in this
+    # process (a CLI tournament with real bot processes, its exit and its output, is
+    # test_cli_firsthour's; the live test below still runs `arena tournament` beside the server)
+    cfg = TournamentConfig(name="demo", bots=["random", "lowest", "heuristic"], rules="classic", deals=2,
+                           concurrency=1, store=str(store))
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
     ladders = base / "ladders"
     ladders.mkdir()
     (ladders / "mini.toml").write_text(MINI_LADDER)
@@ -223,7 +232,6 @@ def test_pages_have_their_stylesheet_and_script_applied(chrome: Any, site: Serve
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
     from arena.tournament.standings import outcomes
-    from arena.tournament.store import Store
     chrome.get(f"{site.url}/ladders/{LADDER}")
     rows = table_rows(chrome, "#standings")
     expect = expected_ladder()
@@ -334,7 +342,6 @@ def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, sit
     chrome.get(f"{site.url}/")
     wait(chrome, lambda d: d.find_element(By.ID, "live-status").text == "live", what="the event stream")
     chrome.execute_script("window.__samePage = 42")
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:  # the count the page shows once any event of earlier tests' writes has landed
         before = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
@@ -546,7 +553,6 @@ def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any
     assert "the bot wrote" not in chrome.find_element(By.ID, "check-faults").text  # it wrote nothing on stdout
     assert css(chrome, "#check-scenarios tbody tr")
     shot(chrome, "submit-report")
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         has = db.db.execute("SELECT 1 FROM sqlite_master WHERE name='ladder_members'").fetchone()
@@ -637,7 +643,6 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     assert all(m["raw"]["view"]["seat"] == 0 for m in sent["messages"] if m["raw"]["type"] == "request")
     from arena.engine.views import seat_view
     from arena.replay.simulate import simulate
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         record = db.game_record(sent["game"])
