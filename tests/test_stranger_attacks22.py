@@ -41,49 +41,55 @@ def _identified(store: Path, b: Browser) -> str | None:
     return anyio.run(identify, {"type": "http", "headers": [(b"cookie", cookie)]})
 
 
-def test_a_copied_session_cookie_ends_with_its_logout_and_with_a_suspension(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the cookie and the browser-game tests (each's people and games its own)."""
+    store = tmp_path_factory.mktemp("attacks22") / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", "--allow-play", *MANY_WRITES)
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def test_a_copied_session_cookie_ends_with_its_logout_and_with_a_suspension(server: ServerProc) -> None:
     """Attack: Alice logged in on a shared machine and logged out; a copy of her session cookie
     taken before still opened her account page and made API tokens in her name for 14 days (a
     signed cookie is valid wherever it is). A suspension stopped it only until the reinstatement.
     Now the cookie carries the person's session generation, which logging out and a suspension
     move on: every copy of an older cookie is nobody's at its next request, GET or POST."""
     from arena.store.people import Status, set_status
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    store: Path = server.store  # type: ignore[attr-defined]
+    alice, status, _ = sign_up(server, invite(store), "alice")
+    assert status == 303
+    thief = _copy(alice)
+    assert thief.request("GET", "/account")[0] == 200  # a live session: the copy is hers too
+    csrf = thief.csrf("/account")
+    stale = dict(thief.cookies)
+    assert alice.post("/logout", {"csrf": alice.csrf("/account")})[0] == 303
+    assert _identified(store, thief) is None  # the write limit and uploads count it by address
+    status, _, _ = thief.post("/account/tokens", {"csrf": csrf, "name": "mine", "scope_submit": "submit"})
+    assert status == 403
+    db = sqlite3.connect(store)
+    assert db.execute("SELECT COUNT(*) FROM api_tokens").fetchone()[0] == 0
+    db.close()
+    assert thief.request("GET", "/account")[0] == 403
+    assert "arena_session" not in thief.cookies  # the ended session's cookie is dropped
+    again = Browser(server)  # her next login is a session of its own, and works
+    status, _, _ = again.post("/login", {"csrf": again.csrf("/login"), "name": "alice", "password": PASSWORD})
+    assert status == 303 and again.request("GET", "/account")[0] == 200
+    assert _identified(store, again) is not None
+    thief.cookies = dict(stale)
+    assert thief.request("GET", "/account")[0] == 403  # the old copy stays ended
+    thief = _copy(again)
+    db = sqlite3.connect(store, isolation_level=None)
     try:
-        alice, status, _ = sign_up(server, invite(store), "alice")
-        assert status == 303
-        thief = _copy(alice)
-        assert thief.request("GET", "/account")[0] == 200  # a live session: the copy is hers too
-        csrf = thief.csrf("/account")
-        stale = dict(thief.cookies)
-        assert alice.post("/logout", {"csrf": alice.csrf("/account")})[0] == 303
-        assert _identified(store, thief) is None  # the write limit and uploads count it by address
-        status, _, _ = thief.post("/account/tokens", {"csrf": csrf, "name": "mine", "scope_submit": "submit"})
-        assert status == 403
-        db = sqlite3.connect(store)
-        assert db.execute("SELECT COUNT(*) FROM api_tokens").fetchone()[0] == 0
-        db.close()
-        assert thief.request("GET", "/account")[0] == 403
-        assert "arena_session" not in thief.cookies  # the ended session's cookie is dropped
-        again = Browser(server)  # her next login is a session of its own, and works
-        status, _, _ = again.post("/login", {"csrf": again.csrf("/login"), "name": "alice", "password": PASSWORD})
-        assert status == 303 and again.request("GET", "/account")[0] == 200
-        assert _identified(store, again) is not None
-        thief.cookies = dict(stale)
-        assert thief.request("GET", "/account")[0] == 403  # the old copy stays ended
-        thief = _copy(again)
-        db = sqlite3.connect(store, isolation_level=None)
-        try:
-            for status_ in (Status.SUSPENDED, Status.ACTIVE):
-                set_status(db, "alice", status_, by=None, origin="test", now=time.time(), reason="test")
-        finally:
-            db.close()
-        assert thief.request("GET", "/account")[0] == 403  # reinstated: a cookie copied before stays ended
-        assert again.request("GET", "/account")[0] == 403
+        for status_ in (Status.SUSPENDED, Status.ACTIVE):
+            set_status(db, "alice", status_, by=None, origin="test", now=time.time(), reason="test")
     finally:
-        server.stop()
+        db.close()
+    assert thief.request("GET", "/account")[0] == 403  # reinstated: a cookie copied before stays ended
+    assert again.request("GET", "/account")[0] == 403
 
 
 def _start_game(server: ServerProc, source: str) -> tuple[int, str]:
@@ -101,21 +107,15 @@ def _start_game(server: ServerProc, source: str) -> tuple[int, str]:
         conn.close()
 
 
-def test_one_holder_of_the_token_cannot_take_every_browser_game(tmp_path: Path) -> None:
+def test_one_holder_of_the_token_cannot_take_every_browser_game(server: ServerProc) -> None:
     """Attack: one holder of the server's token started four browser games and moved once every 14
     minutes: every place was theirs (10,000 turns each, 15 minutes a move: days), and everyone else
     was told "4 games are being played already". Now one person (an account, else an address)
     plays one game at a time, told why; another visitor still gets a place."""
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-play", *MANY_WRITES)
-    try:
-        assert _start_game(server, "127.0.0.1")[0] == 303
-        status, page = _start_game(server, "127.0.0.1")
-        assert status == 429 and "you have a game in play already" in page, (status, page[-1500:])
-        assert _start_game(server, "127.0.0.2")[0] == 303  # another visitor plays
-    finally:
-        server.stop()
+    assert _start_game(server, "127.0.0.1")[0] == 303
+    status, page = _start_game(server, "127.0.0.1")
+    assert status == 429 and "you have a game in play already" in page, (status, page[-1500:])
+    assert _start_game(server, "127.0.0.2")[0] == 303  # another visitor plays
 
 
 def test_a_browser_game_ends_at_its_time_however_often_the_person_moves(monkeypatch: pytest.MonkeyPatch,
