@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -31,7 +30,7 @@ from arena.tournament.store import Store
 from tests.checks import arena_here, fixed_secret
 from tests.fakes import policy_launcher
 
-from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
+from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc,
                          build_store, expected_ladder)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
@@ -50,7 +49,6 @@ def _exe(*names: str) -> str | None:
 
 CHROMIUM = _exe("chromium", "chromium-browser", "google-chrome")
 CHROMEDRIVER = _exe("chromedriver", "chromium-driver")
-ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def start_chromium() -> Any:
@@ -166,8 +164,7 @@ def site(tmp_path_factory):
     fixed_secret(store.parent)
     build_store(store)
     # the pages are what is tested, not the bots' processes: the bundled bots' policies play in this
-    # process (a CLI tournament with real bot processes, its exit and its output, is
-    # test_cli_firsthour's; the live test below still runs `arena tournament` beside the server)
+    # process (a CLI tournament with real bot processes, its exit and its output, is test_cli_firsthour's)
     cfg = TournamentConfig(name="demo", bots=["random", "lowest", "heuristic"], rules="classic", deals=2,
                            concurrency=1, store=str(store))
     trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
@@ -349,21 +346,15 @@ def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, sit
         db.close()
     wait(chrome, lambda d: d.execute_script("return document.getElementById('game-count').dataset.count") == str(before),
          what="the store's count")
-    proc = subprocess.Popen(arena_cmd("tournament", "--name", "live", "--bot", "random", "--bot", "lowest",
-                                      "--rules", "powers", "--deals", "1", "-j", "1",
-                                      "--store", str(site.store), "--plain"),  # type: ignore[attr-defined]
-                            env=ENV, cwd=site.base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # type: ignore[attr-defined]
-    try:
-        wait(chrome, lambda d: css(d, "#recent-games tr[data-game^='live-']"), 120, "a game of 'live' on the page")
-        assert chrome.execute_script("return window.__samePage") == 42  # no reload
-        assert css(chrome, "#tournaments tr[data-tournament='live']")
-        assert proc.wait(timeout=120) == 0
-        wait(chrome, lambda d: int(d.find_element(By.ID, "game-count").get_attribute("data-count")) == before + 2,
-             60, "both games counted")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # another process than the server's writes the store (this one: the bundled policies, in-process)
+    cfg = TournamentConfig(name="live", bots=["random", "lowest"], rules="powers", deals=1, concurrency=1,
+                           store=str(site.store))  # type: ignore[attr-defined]
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    wait(chrome, lambda d: css(d, "#recent-games tr[data-game^='live-']"), 120, "a game of 'live' on the page")
+    assert chrome.execute_script("return window.__samePage") == 42  # no reload
+    assert css(chrome, "#tournaments tr[data-tournament='live']")
+    wait(chrome, lambda d: int(d.find_element(By.ID, "game-count").get_attribute("data-count")) == before + 2,
+         60, "both games counted")
     assert chrome.execute_script("return window.__samePage") == 42
     shot(chrome, "overview")
     shot(chrome, "overview", phone=True)
