@@ -60,18 +60,6 @@ def _address(server: ServerProc) -> tuple[str, int]:
     return host, int(port)
 
 
-def _stopped(servers: list[ServerProc], send) -> None:
-    """``send()`` runs while the servers are stopped for STOP_S seconds."""
-    for server in servers:
-        os.kill(server.proc.pid, signal.SIGSTOP)
-    try:
-        time.sleep(STOP_S)
-        send()
-    finally:
-        for server in servers:
-            os.kill(server.proc.pid, signal.SIGCONT)
-
-
 def _kept_alive(server: ServerProc) -> http.client.HTTPConnection:
     """A connection that has had one answer and is idle: its keep-alive deadline runs."""
     conn = http.client.HTTPConnection(*_address(server), timeout=60)
@@ -84,41 +72,51 @@ def _kept_alive(server: ServerProc) -> http.client.HTTPConnection:
 
 @pytest.fixture(scope="module")
 def one_stop(server: ServerProc, read_only: ServerProc):
-    """The connections of the four tests of a stop, made ready on both servers, then both servers
-    stopped once for STOP_S while each connection sends what its test sends; each test reads its own
-    answers. Each connection's deadline is its own, so one stop tries them all (a stop a test was
-    four waits of STOP_S). The kept-alive ones come first: each later one's deadline starts later."""
+    """The connections of the four tests of a stop, each server's made ready just before that server is
+    stopped (every deadline here is a second, so each server's are made as close to its stop as one
+    test's were); then, both stopped for STOP_S, each connection sends what its test sends, and each
+    test reads its own answers. Each connection's deadline is its own, so one stop tries them all (a
+    stop a test was four waits of STOP_S)."""
     body = b"name=nobody&password=wrong"
-    ready = {
-        "GET": _kept_alive(server), "POST": _kept_alive(server),  # idle: their keep-alive deadlines run
-        "read-only kept": [_kept_alive(read_only) for _ in range(2)],
-        "read-only fresh": http.client.HTTPConnection(*_address(read_only), timeout=60),  # its read deadline
-        "stall": socket.create_connection(_address(server)),  # headers begun in the stop, never finished
-        "body": socket.create_connection(_address(server)),  # its headers now, its body in the stop
-    }
-    ready["read-only fresh"].connect()
-    ready["body"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded"
-                          b"\r\nContent-Length: %d\r\n\r\n" % len(body))
-    read_only_conns = [ready["read-only fresh"], *ready["read-only kept"]]
+    opened: list = []
+    stopped: list[int] = []
 
-    def send() -> None:
-        ready["GET"].request("GET", "/login")
-        ready["POST"].request("POST", "/login", body=b"username=nobody&password=wrong",
-                              headers={"content-type": "application/x-www-form-urlencoded"})
-        for conn in read_only_conns:
-            conn.request("GET", "/health")
-        ready["stall"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        ready["body"].sendall(body)
+    def made(conn):  # type: ignore[no-untyped-def]
+        opened.append(conn)
+        return conn
+
+    def stop(target: ServerProc) -> None:
+        time.sleep(0.2)  # the server has armed its deadlines (if not yet, these tests can only pass)
+        os.kill(target.proc.pid, signal.SIGSTOP)
+        stopped.append(target.proc.pid)
 
     try:
-        time.sleep(0.2)  # each server has armed its deadlines (if not yet, these tests can only pass)
-        _stopped([server, read_only], send)
+        try:
+            fresh = made(http.client.HTTPConnection(*_address(read_only), timeout=60))  # its read deadline
+            fresh.connect()
+            ready = {"read-only": [fresh] + [made(_kept_alive(read_only)) for _ in range(2)]}
+            stop(read_only)
+            ready["stall"] = made(socket.create_connection(_address(server)))  # headers begun in the stop
+            ready["body"] = made(socket.create_connection(_address(server)))  # its headers now, its body in the stop
+            ready["body"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                  b"application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(body))
+            ready["GET"], ready["POST"] = made(_kept_alive(server)), made(_kept_alive(server))  # idle: keep-alive deadlines
+            stop(server)
+            time.sleep(STOP_S)
+            ready["GET"].request("GET", "/login")
+            ready["POST"].request("POST", "/login", body=b"username=nobody&password=wrong",
+                                  headers={"content-type": "application/x-www-form-urlencoded"})
+            for conn in ready["read-only"]:
+                conn.request("GET", "/health")
+            ready["stall"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            ready["body"].sendall(body)
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
         yield ready
     finally:
-        for conn in [ready["GET"], ready["POST"], *read_only_conns]:
+        for conn in opened:
             conn.close()
-        ready["stall"].close()
-        ready["body"].close()
 
 
 def test_a_request_sent_while_the_server_was_stopped_is_served(one_stop: dict) -> None:
@@ -134,7 +132,7 @@ def test_a_request_sent_while_the_read_only_server_was_stopped_is_served(one_sto
     the request unread (on a kept-alive connection, 2 of 3 dropped, seen). In the stop, each
     deadline its connection's own: a new connection (the read deadline, from its opening) and two
     kept-alive ones (the keep-alive deadline)."""
-    for conn in [one_stop["read-only fresh"], *one_stop["read-only kept"]]:
+    for conn in one_stop["read-only"]:
         answer = conn.getresponse()  # before the fix: ConnectionResetError
         answer.read()
         assert answer.status == 200
