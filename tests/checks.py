@@ -1,6 +1,6 @@
 """Checks shared by the referee, tournament and resume tests: a logged game re-simulated
-with the engine, the processes this test process has started, and an ``arena`` command run in
-this process."""
+with the engine, the processes this test process has started, an ``arena`` command run in
+this process, and the server's background tasks driven by a test under trio."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
 
 from arena.bots.launch import _others_can_use, world_readable_copy
@@ -168,3 +169,24 @@ def bwrap_or_skip(why: str = "bubblewrap cannot run here") -> None:
     bwrap = shutil.which("bwrap")
     if bwrap is None or subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"]).returncode:
         pytest.skip(why)
+
+
+@contextlib.asynccontextmanager
+async def running(*tasks: Callable[[], Awaitable[object]], bound_s: float = 60.0) -> AsyncIterator[Any]:
+    """The server's background tasks (a webhook deliverer, a queue runner, a store follower) started
+    in a nursery while the test drives them, and cancelled when it is done; yields the nursery.
+    ``bound_s`` ends a test that would otherwise hang (behind an hour's look): a bound, not a timing."""
+    import trio
+    with trio.fail_after(bound_s):
+        async with trio.open_nursery() as nursery:
+            for task in tasks:
+                nursery.start_soon(task)
+            yield nursery
+            nursery.cancel_scope.cancel()
+
+
+async def until(condition: Callable[[], object]) -> None:
+    """Wait, under trio, for ``condition()`` to hold (a state reached, never a length of time)."""
+    import trio
+    while not condition():
+        await trio.sleep(0.01)

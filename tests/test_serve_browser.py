@@ -1,8 +1,8 @@
 """``arena serve`` in a real headless Chromium (Selenium + Debian's chromium-driver).
 
 The tests start ``arena serve`` on a free port over a store they build (a ladder of synthetic
-games with known numbers and rating snapshots, and a real tournament played by ``arena
-tournament``), then drive the pages as a person would. With ``$ARENA_SCREENSHOTS`` set, each page
+games with known numbers and rating snapshots, and a real tournament of the bundled bots' policies,
+played in this process), then drive the pages as a person would. With ``$ARENA_SCREENSHOTS`` set, each page
 is photographed at 1366x768 (and a few at phone width) into that folder: ``docs/take-screenshots``
 sets it to ``docs/screenshots/``, which the README links to. Without it no picture is taken (no
 test reads them; 18 captures, each a PNG encoded by Chromium, and three 0.3 s waits for a phone
@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -23,9 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.checks import arena_here, fixed_secret
+import trio
 
-from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc, arena_cmd,
+from arena.tournament.config import TournamentConfig
+from arena.tournament.run import run_tournament
+from arena.tournament.store import Store
+from tests.checks import arena_here, fixed_secret
+from tests.fakes import policy_launcher
+
+from .test_serve import (HOSTILE, LADDER, LADDER_BOTS, MS_PER_DECISION, ROOT, SNAPSHOTS, ServerProc,
                          build_store, expected_ladder)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the test extra)")
@@ -44,7 +49,6 @@ def _exe(*names: str) -> str | None:
 
 CHROMIUM = _exe("chromium", "chromium-browser", "google-chrome")
 CHROMEDRIVER = _exe("chromedriver", "chromium-driver")
-ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def start_chromium() -> Any:
@@ -110,6 +114,28 @@ def wait(driver: Any, cond, timeout: float = 60, what: str = "") -> Any:
     return WebDriverWait(driver, timeout, poll_frequency=0.1).until(safe, what)
 
 
+def wait_in_page(driver: Any, check: str, *args: Any, timeout: float = 60, what: str = "") -> Any:
+    """What ``check`` (a script's body, reading ``arguments`` as ``args``) returns once it returns
+    something other than null, looked at every 10 ms by the page itself: one WebDriver round trip a
+    wait, where :func:`wait` asks from here every tenth of a second (up to a tenth of a second late,
+    and three or four round trips a turn of a game played by clicking)."""
+    from selenium.common.exceptions import TimeoutException
+    script = ("var done = arguments[arguments.length - 1], args = Array.prototype.slice.call(arguments, 0, -1);\n"
+              "function check() {\n" + check + "\n}\n"
+              "(function look() { var got = null; try { got = check.apply(null, args); } catch (e) {}"
+              " if (got === null || got === undefined) setTimeout(look, 10); else done(got); })();")
+    deadline = time.monotonic() + timeout
+    while True:
+        driver.set_script_timeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            return driver.execute_async_script(script, *args)
+        except TimeoutException:
+            raise AssertionError(f"waited {timeout} s for {what or 'the page'}") from None
+        except WebDriverException as e:  # the page it looked at was replaced by the next: look at that one
+            if "unloaded" not in str(e) or time.monotonic() > deadline:
+                raise
+
+
 def css(driver: Any, selector: str) -> list[Any]:
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
@@ -137,9 +163,11 @@ def site(tmp_path_factory):
     # from 5 to 34 s (this secret: 3.3 s at 390 px)
     fixed_secret(store.parent)
     build_store(store)
-    code, _, err = arena_here("tournament", "--name", "demo", "--bot", "random", "--bot", "lowest", "--bot", "heuristic",
-                              "--rules", "classic", "--deals", "2", "-j", "1", "--store", str(store), "--plain")
-    assert code == 0, err
+    # the pages are what is tested, not the bots' processes: the bundled bots' policies play in this
+    # process (a CLI tournament with real bot processes, its exit and its output, is test_cli_firsthour's)
+    cfg = TournamentConfig(name="demo", bots=["random", "lowest", "heuristic"], rules="classic", deals=2,
+                           concurrency=1, store=str(store))
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
     ladders = base / "ladders"
     ladders.mkdir()
     (ladders / "mini.toml").write_text(MINI_LADDER)
@@ -201,7 +229,6 @@ def test_pages_have_their_stylesheet_and_script_applied(chrome: Any, site: Serve
 def test_ladder_standings_show_the_right_numbers(chrome: Any, site: ServerProc) -> None:
     from arena.ratings import fit_elo
     from arena.tournament.standings import outcomes
-    from arena.tournament.store import Store
     chrome.get(f"{site.url}/ladders/{LADDER}")
     rows = table_rows(chrome, "#standings")
     expect = expected_ladder()
@@ -312,7 +339,6 @@ def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, sit
     chrome.get(f"{site.url}/")
     wait(chrome, lambda d: d.find_element(By.ID, "live-status").text == "live", what="the event stream")
     chrome.execute_script("window.__samePage = 42")
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:  # the count the page shows once any event of earlier tests' writes has landed
         before = db.db.execute("SELECT COUNT(*) FROM games").fetchone()[0]
@@ -320,21 +346,15 @@ def test_game_of_a_background_tournament_appears_without_reload(chrome: Any, sit
         db.close()
     wait(chrome, lambda d: d.execute_script("return document.getElementById('game-count').dataset.count") == str(before),
          what="the store's count")
-    proc = subprocess.Popen(arena_cmd("tournament", "--name", "live", "--bot", "random", "--bot", "lowest",
-                                      "--rules", "powers", "--deals", "1", "-j", "1",
-                                      "--store", str(site.store), "--plain"),  # type: ignore[attr-defined]
-                            env=ENV, cwd=site.base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # type: ignore[attr-defined]
-    try:
-        wait(chrome, lambda d: css(d, "#recent-games tr[data-game^='live-']"), 120, "a game of 'live' on the page")
-        assert chrome.execute_script("return window.__samePage") == 42  # no reload
-        assert css(chrome, "#tournaments tr[data-tournament='live']")
-        assert proc.wait(timeout=120) == 0
-        wait(chrome, lambda d: int(d.find_element(By.ID, "game-count").get_attribute("data-count")) == before + 2,
-             60, "both games counted")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # another process than the server's writes the store (this one: the bundled policies, in-process)
+    cfg = TournamentConfig(name="live", bots=["random", "lowest"], rules="powers", deals=1, concurrency=1,
+                           store=str(site.store))  # type: ignore[attr-defined]
+    trio.run(lambda: run_tournament(cfg, Store(cfg.store), launcher=policy_launcher()))
+    wait(chrome, lambda d: css(d, "#recent-games tr[data-game^='live-']"), 120, "a game of 'live' on the page")
+    assert chrome.execute_script("return window.__samePage") == 42  # no reload
+    assert css(chrome, "#tournaments tr[data-tournament='live']")
+    wait(chrome, lambda d: int(d.find_element(By.ID, "game-count").get_attribute("data-count")) == before + 2,
+         60, "both games counted")
     assert chrome.execute_script("return window.__samePage") == 42
     shot(chrome, "overview")
     shot(chrome, "overview", phone=True)
@@ -364,11 +384,14 @@ def _own_move(events: list[dict[str, Any]], seat: int) -> tuple | None:
     return None
 
 
-# one round trip a poll: what the clicking-cards game reads of the page each turn (the request, the
-# clickable cards with their zone and accessibility attributes, the page's width), so its time goes
-# to the game and not to one WebDriver call per attribute
+# what the clicking-cards game reads of the page each turn, looked at in the page until a request
+# other than the last one answered (arguments[0]) shows its controls, or the game ended ("end"): the
+# request, the clickable cards with their zone and accessibility attributes, the page's width, in one
+# round trip a turn, so its time goes to the game and not to one WebDriver call per attribute
 TURN_JS = """
 var root = document.getElementById('play');
+var status = root.getAttribute('data-status');
+if (status === 'over' || status === 'failed') return 'end';
 var down = Array.from(document.querySelectorAll('#play-face-down .card'));
 var picks = Array.from(document.querySelectorAll('.card.pick')).map(function (p) {
   var zone = p.parentElement.closest('div[id]');
@@ -376,9 +399,10 @@ var picks = Array.from(document.querySelectorAll('.card.pick')).map(function (p)
           tabindex: p.getAttribute('tabindex'), label: p.getAttribute('aria-label'),
           zone: zone ? zone.id : null, down_index: down.indexOf(p)};
 });
-return {status: root.getAttribute('data-status'), request: root.getAttribute('data-request') || '',
-        setup_need: root.getAttribute('data-setup-need'), picks: picks,
-        controls: picks.length > 0 || document.querySelector('#play-actions button.action') !== null,
+var request = root.getAttribute('data-request') || '';
+var controls = picks.length > 0 || document.querySelector('#play-actions button.action') !== null;
+if (request === arguments[0] || !controls) return null;
+return {request: request, setup_need: root.getAttribute('data-setup-need'), picks: picks,
         scroll_width: document.documentElement.scrollWidth};
 """
 
@@ -406,12 +430,7 @@ def test_a_person_plays_a_whole_game_by_clicking_cards_only(chrome: Any, site: S
         clicked: dict[int, tuple] = {}
         last, keyboard = "", False
         while True:
-            def ready(d: Any) -> Any:
-                turn = d.execute_script(TURN_JS)
-                if turn["status"] in ("over", "failed"):
-                    return "end"
-                return turn if turn["request"] != last and turn["controls"] else None
-            turn = wait(chrome, ready, 60, "a request or the end")
+            turn = wait_in_page(chrome, TURN_JS, last, what="a request or the end")
             if turn == "end":
                 break
             req = last = turn["request"]
@@ -525,7 +544,6 @@ def test_a_broken_bot_gets_its_check_report_and_stays_off_the_ladder(chrome: Any
     assert "the bot wrote" not in chrome.find_element(By.ID, "check-faults").text  # it wrote nothing on stdout
     assert css(chrome, "#check-scenarios tbody tr")
     shot(chrome, "submit-report")
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         has = db.db.execute("SELECT 1 FROM sqlite_master WHERE name='ladder_members'").fetchone()
@@ -551,6 +569,14 @@ def test_path_traversal_and_oversized_uploads_are_refused(chrome: Any, site: Ser
     shot(chrome, "submit-refused")
     uploads = site.store.parent / "uploads"  # type: ignore[attr-defined]
     assert not any(uploads.rglob("outside.txt")) and not (site.base / "outside.txt").exists()  # type: ignore[attr-defined]
+
+
+# the last action button of the request shown (often a play, so piles burn), or "end"
+NEXT_BUTTON_JS = """
+if (['over', 'failed'].indexOf(document.getElementById('play').getAttribute('data-status')) >= 0) return 'end';
+var buttons = document.querySelectorAll('#play-actions button.action:not([disabled])');
+return buttons.length ? buttons[buttons.length - 1] : null;
+"""
 
 
 def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome: Any, site: ServerProc,
@@ -586,12 +612,7 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     wait(chrome, lambda d: d.find_element(By.ID, "play").get_attribute("data-status") != "starting", what="the deal")
     clicks = 0
     while True:
-        def ready(d: Any) -> Any:
-            if d.find_element(By.ID, "play").get_attribute("data-status") in ("over", "failed"):
-                return "end"
-            buttons = css(d, "#play-actions button.action:not([disabled])")
-            return buttons[-1] if buttons else None  # the last action: often a play, so piles burn
-        nxt = wait(chrome, ready, 60, "a request or the end")
+        nxt = wait_in_page(chrome, NEXT_BUTTON_JS, what="a request or the end")
         if nxt == "end":
             break
         if clicks == 6:
@@ -613,7 +634,6 @@ def test_a_ladder_member_as_opponent_and_a_final_board_that_is_not_stale(chrome:
     assert all(m["raw"]["view"]["seat"] == 0 for m in sent["messages"] if m["raw"]["type"] == "request")
     from arena.engine.views import seat_view
     from arena.replay.simulate import simulate
-    from arena.tournament.store import Store
     db = Store(site.store)  # type: ignore[attr-defined]
     try:
         record = db.game_record(sent["game"])

@@ -19,18 +19,21 @@ from selenium.webdriver.common.by import By
 
 from tests.checks import arena_here
 from tests.test_serve import ServerProc
-from tests.test_serve_accounts import _private_store
-from tests.test_serve_browser import chrome, wait  # noqa: F401 - chrome is the shared browser fixture
+from tests.test_serve_accounts import _private_store, club_ladders
+from tests.test_serve_browser import chrome, log_in_as_first_admin, wait  # noqa: F401 - chrome: the shared browser
 
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(scope="module")
 def club(tmp_path_factory):
+    """The module's one club server: a store with a game of alice-bot's, the club's ladder file, and a
+    queue looked at every 0.2 s (a held submission ends outside the server in the second test). Each
+    test's people are its own; the first admin is whoever's test signs up first (the other logs in)."""
     base = tmp_path_factory.mktemp("club-browser")
     store = base / "data" / "arena.sqlite"
     gid = _private_store(store)
-    server = ServerProc(store, "--allow-submit")
+    server = ServerProc(store, "--allow-submit", *club_ladders(base / "ladders"), "--queue-look", "0.2")
     server.store, server.base, server.gid = store, base, gid  # type: ignore[attr-defined]
     yield server
     server.stop()
@@ -65,13 +68,8 @@ def _fill(chrome: Any, **fields: str) -> None:
 
 def test_sign_up_log_in_upload_and_read_only_ones_own_lines(chrome: Any, club: ServerProc) -> None:
     store: Path = club.store  # type: ignore[attr-defined]
-    link = _cli("accounts", "first-admin", "--store", str(store), "--url", club.url).split(": ", 1)[1].strip()
-    chrome.get(link)
-    _fill(chrome, name="root", password=PASSWORD)
-    chrome.find_element(By.ID, "signup").click()
-    wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text, what="the first admin")
-    chrome.find_element(By.ID, "logout").click()
-    wait(chrome, lambda d: d.current_url.rstrip("/") == club.url, what="logged out")
+    log_in_as_first_admin(chrome, club)
+    _log_out(chrome, club.url)
 
     invite = _cli("accounts", "invite", "--store", str(store), "--url", club.url, "--uses", "2")
     chrome.get(invite.split(": ", 1)[1].strip())
@@ -136,6 +134,9 @@ def test_sign_up_log_in_upload_and_read_only_ones_own_lines(chrome: Any, club: S
     _fill(chrome, name="alice", password=PASSWORD)
     chrome.find_element(By.ID, "login").click()
     assert "suspended" in wait(chrome, lambda d: d.find_element(By.ID, "error")).text
+    # the held submission and alice's behind it end together (one write: the queue never runs hers),
+    # leaving the queue empty for the next test
+    _mark(store, "UPDATE jobs SET state='done', outcome='refunded' WHERE state != 'done'")
 
 
 def _mark(store: Path, sql: str, *args: object) -> None:
@@ -172,68 +173,58 @@ def _log_out(chrome: Any, url: str) -> None:
     wait(chrome, lambda d: d.current_url.rstrip("/") == url)
 
 
-def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, tmp_path: Path) -> None:
+def test_the_queue_place_and_an_admins_suspension_reach_the_owner(chrome: Any, club: ServerProc, tmp_path: Path) -> None:
     """A member's upload waits behind a running submission and its page says so; once it has run,
     an admin suspends the member's bot on /admin and the member reads why on /notifications."""
     import time
 
-    from tests.test_serve import build_store
-    from tests.test_serve_accounts import club_ladders
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    # the running submission ends outside the server: its queue's next look (--queue-look) sees it
-    server = ServerProc(store, "--allow-submit", *club_ladders(tmp_path / "ladders"), "--queue-look", "0.2")
-    try:
-        link = _cli("accounts", "first-admin", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip()
-        chrome.get(link)
-        _fill(chrome, name="root", password=PASSWORD)
-        chrome.find_element(By.ID, "signup").click()
-        wait(chrome, lambda d: "(admin)" in d.find_element(By.ID, "who").text)
-        _log_out(chrome, server.url)
-        chrome.get(_cli("accounts", "invite", "--store", str(store), "--url", server.url).split(": ", 1)[1].strip())
-        _fill(chrome, name="alice", password=PASSWORD)
-        chrome.find_element(By.ID, "signup").click()
-        wait(chrome, lambda d: "alice" in d.find_element(By.ID, "who").text)
+    store: Path = club.store  # type: ignore[attr-defined]
+    url = club.url
+    log_in_as_first_admin(chrome, club)
+    _log_out(chrome, url)
+    chrome.get(_cli("accounts", "invite", "--store", str(store), "--url", url).split(": ", 1)[1].strip())
+    _fill(chrome, name="carol", password=PASSWORD)
+    chrome.find_element(By.ID, "signup").click()
+    wait(chrome, lambda d: "carol" in d.find_element(By.ID, "who").text)
 
-        _hold_the_queue(store)  # another person's submission is running: alice's waits behind it
-        archive = tmp_path / "alice-bot.zip"
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w") as z:
-            z.writestr("bot.toml", 'name = "alice-bot"\nversion = "1.0"\ncommand = ["false"]\n')
-        archive.write_bytes(buf.getvalue())
-        chrome.get(f"{server.url}/submit")
-        chrome.find_element(By.NAME, "bot").send_keys(str(archive))
-        chrome.find_element(By.ID, "submit-upload").click()
-        wait(chrome, lambda d: "/submit/" in d.current_url, what="the submission's page")
-        # read in one script: the page redraws its live parts, so an element found then read in two
-        # round trips can be replaced between them (a stale element, seen under the parallel suite)
-        shown = chrome.execute_script("return ['job-status', 'job-ahead'].map("
-                                      "i => document.getElementById(i).innerText.trim())")
-        assert shown == ["waiting", "1"]
-        _mark(store, "UPDATE jobs SET state='done', outcome='placed' WHERE id='other'")  # it ended
+    _hold_the_queue(store, "held-for-carol")  # another person's submission is running: carol's waits behind it
+    archive = tmp_path / "carol-bot.zip"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("bot.toml", 'name = "carol-bot"\nversion = "1.0"\ncommand = ["false"]\n')
+    archive.write_bytes(buf.getvalue())
+    chrome.get(f"{url}/submit")
+    chrome.find_element(By.NAME, "bot").send_keys(str(archive))
+    chrome.find_element(By.ID, "submit-upload").click()
+    wait(chrome, lambda d: "/submit/" in d.current_url, what="the submission's page")
+    # read in one script: the page redraws its live parts, so an element found then read in two
+    # round trips can be replaced between them (a stale element, seen under the parallel suite)
+    shown = chrome.execute_script("return ['job-status', 'job-ahead'].map("
+                                  "i => document.getElementById(i).innerText.trim())")
+    assert shown == ["waiting", "1"]
+    _mark(store, "UPDATE jobs SET state='done', outcome='placed' WHERE id='held-for-carol'")  # it ended
 
-        # the page polls its own live part (data-poll): read it, never reload it (a reload every
-        # tenth of a second while the queue's idle loop came round cost the server and the browser
-        # a page each)
-        wait(chrome, lambda d: d.find_element(By.ID, "job-status").text == "check failed", timeout=300,
-             what="alice's submission ran")
+    # the page polls its own live part (data-poll): read it, never reload it (a reload every
+    # tenth of a second while the queue's idle loop came round cost the server and the browser
+    # a page each)
+    wait(chrome, lambda d: d.find_element(By.ID, "job-status").text == "check failed", timeout=300,
+         what="carol's submission ran")
 
-        # alice-bot on the ladder (as a placement leaves it), suspended by the admin with a reason
-        _mark(store, "INSERT INTO ladder_members VALUES ('classic-2p', 'alice-bot@1.0', 'alice-bot', '1.0', 'h', "
-                     "'/none', 'submitted', 'p', ?)", time.time())
-        _log_out(chrome, server.url)
-        _log_in(chrome, server.url, "root")
-        chrome.get(f"{server.url}/admin")
-        row = chrome.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='alice-bot@1.0']")
-        assert "alice" in row.text
-        row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("plays far too slowly")
-        row.find_element(By.CSS_SELECTOR, "button.suspend").click()
-        wait(chrome, lambda d: "suspended" in d.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='alice-bot@1.0'] .status").text)
-        _log_out(chrome, server.url)
-        _log_in(chrome, server.url, "alice")
-        chrome.find_element(By.ID, "notifications-link").click()
-        notes = wait(chrome, lambda d: d.find_element(By.ID, "notes")).text
-        assert "alice-bot@1.0 was suspended on ladder classic-2p: plays far too slowly" in notes
-        assert "alice-bot@1.0 failed arena check" in notes  # her submission's end, told too
-    finally:
-        server.stop()
+    # carol-bot on the ladder (as a placement leaves it), suspended by the admin with a reason
+    _mark(store, "INSERT INTO ladder_members VALUES ('classic-2p', 'carol-bot@1.0', 'carol-bot', '1.0', 'h', "
+                 "'/none', 'submitted', 'p', ?)", time.time())
+    _log_out(chrome, url)
+    _log_in(chrome, url, "root")
+    chrome.get(f"{url}/admin")
+    row = chrome.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='carol-bot@1.0']")
+    assert "carol" in row.text
+    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("plays far too slowly")
+    row.find_element(By.CSS_SELECTOR, "button.suspend").click()
+    wait(chrome, lambda d: "suspended" in d.find_element(By.CSS_SELECTOR, "#bots tr[data-bot='carol-bot@1.0'] .status").text)
+    _log_out(chrome, url)
+    _log_in(chrome, url, "carol")
+    chrome.find_element(By.ID, "notifications-link").click()
+    notes = wait(chrome, lambda d: d.find_element(By.ID, "notes")).text
+    assert "carol-bot@1.0 was suspended on ladder classic-2p: plays far too slowly" in notes
+    assert "carol-bot@1.0 failed arena check" in notes  # her submission's end, told too
+    _log_out(chrome, url)

@@ -60,16 +60,6 @@ def _address(server: ServerProc) -> tuple[str, int]:
     return host, int(port)
 
 
-def _stopped(server: ServerProc, send) -> None:
-    """``send()`` runs while the server is stopped for STOP_S seconds."""
-    os.kill(server.proc.pid, signal.SIGSTOP)
-    try:
-        time.sleep(STOP_S)
-        send()
-    finally:
-        os.kill(server.proc.pid, signal.SIGCONT)
-
-
 def _kept_alive(server: ServerProc) -> http.client.HTTPConnection:
     """A connection that has had one answer and is idle: its keep-alive deadline runs."""
     conn = http.client.HTTPConnection(*_address(server), timeout=60)
@@ -80,46 +70,72 @@ def _kept_alive(server: ServerProc) -> http.client.HTTPConnection:
     return conn
 
 
-def test_a_request_sent_while_the_server_was_stopped_is_served(server: ServerProc) -> None:
-    """A GET and a POST, each on its own idle connection, sent in one stop (each connection's
-    deadline is its own: one stop tries both)."""
-    conns = {method: _kept_alive(server) for method in ("GET", "POST")}
-    try:
-        time.sleep(0.2)  # the server has armed the deadlines again after its answers (if not, this test can only pass)
-        body = b"username=nobody&password=wrong"
+@pytest.fixture(scope="module")
+def one_stop(server: ServerProc, read_only: ServerProc):
+    """The connections of the four tests of a stop, each server's made ready just before that server is
+    stopped (every deadline here is a second, so each server's are made as close to its stop as one
+    test's were); then, both stopped for STOP_S, each connection sends what its test sends, and each
+    test reads its own answers. Each connection's deadline is its own, so one stop tries them all (a
+    stop a test was four waits of STOP_S)."""
+    body = b"name=nobody&password=wrong"
+    opened: list = []
+    stopped: list[int] = []
 
-        def send() -> None:
-            conns["GET"].request("GET", "/login")
-            conns["POST"].request("POST", "/login", body=body,
+    def made(conn):  # type: ignore[no-untyped-def]
+        opened.append(conn)
+        return conn
+
+    def stop(target: ServerProc) -> None:
+        time.sleep(0.2)  # the server has armed its deadlines (if not yet, these tests can only pass)
+        os.kill(target.proc.pid, signal.SIGSTOP)
+        stopped.append(target.proc.pid)
+
+    try:
+        try:
+            fresh = made(http.client.HTTPConnection(*_address(read_only), timeout=60))  # its read deadline
+            fresh.connect()
+            ready = {"read-only": [fresh] + [made(_kept_alive(read_only)) for _ in range(2)]}
+            stop(read_only)
+            ready["stall"] = made(socket.create_connection(_address(server)))  # headers begun in the stop
+            ready["body"] = made(socket.create_connection(_address(server)))  # its headers now, its body in the stop
+            ready["body"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                  b"application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(body))
+            ready["GET"], ready["POST"] = made(_kept_alive(server)), made(_kept_alive(server))  # idle: keep-alive deadlines
+            stop(server)
+            time.sleep(STOP_S)
+            ready["GET"].request("GET", "/login")
+            ready["POST"].request("POST", "/login", body=b"username=nobody&password=wrong",
                                   headers={"content-type": "application/x-www-form-urlencoded"})
-        _stopped(server, send)
-        for method, conn in conns.items():
-            answer = conn.getresponse()  # before the fix: ConnectionResetError / RemoteDisconnected
-            answer.read()
-            assert 200 <= answer.status < 500 and answer.status != 408, (method, answer.status)
+            for conn in ready["read-only"]:
+                conn.request("GET", "/health")
+            ready["stall"].sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            ready["body"].sendall(body)
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        yield ready
     finally:
-        for conn in conns.values():
+        for conn in opened:
             conn.close()
 
 
-def test_a_request_sent_while_the_read_only_server_was_stopped_is_served(read_only: ServerProc) -> None:
+def test_a_request_sent_while_the_server_was_stopped_is_served(one_stop: dict) -> None:
+    """A GET and a POST, each on its own idle connection, sent in the stop."""
+    for method in ("GET", "POST"):
+        answer = one_stop[method].getresponse()  # before the fix: ConnectionResetError / RemoteDisconnected
+        answer.read()
+        assert 200 <= answer.status < 500 and answer.status != 408, (method, answer.status)
+
+
+def test_a_request_sent_while_the_read_only_server_was_stopped_is_served(one_stop: dict) -> None:
     """uvicorn on uvloop, whose timers run before it reads: its deadlines closed the connection with
-    the request unread (on a kept-alive connection, 2 of 3 dropped, seen). In one stop, each
+    the request unread (on a kept-alive connection, 2 of 3 dropped, seen). In the stop, each
     deadline its connection's own: a new connection (the read deadline, from its opening) and two
     kept-alive ones (the keep-alive deadline)."""
-    fresh = http.client.HTTPConnection(*_address(read_only), timeout=60)
-    conns = [fresh] + [_kept_alive(read_only) for _ in range(2)]
-    try:
-        fresh.connect()
-        time.sleep(0.2)  # accepted, or answered: each one's deadline runs (if not yet, this test can only pass)
-        _stopped(read_only, lambda: [conn.request("GET", "/health") for conn in conns])
-        for conn in conns:
-            answer = conn.getresponse()  # before the fix: ConnectionResetError
-            answer.read()
-            assert answer.status == 200
-    finally:
-        for conn in conns:
-            conn.close()
+    for conn in one_stop["read-only"]:
+        answer = conn.getresponse()  # before the fix: ConnectionResetError
+        answer.read()
+        assert answer.status == 200
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bytes:
@@ -143,13 +159,43 @@ def test_a_client_slow_to_send_its_headers_is_still_cut_off(server: ServerProc) 
         assert _closed_within(sock, 30) == b""
 
 
-def test_a_stall_does_not_give_a_slow_client_more_time(server: ServerProc) -> None:
+def test_a_stall_does_not_give_a_slow_client_more_time(one_stop: dict) -> None:
     """Headers begun while the server was stopped, never finished: the bytes that waited are read,
     and the connection is then closed like any other slow client's."""
-    with socket.create_connection(_address(server)) as sock:
-        time.sleep(0.2)
-        _stopped(server, lambda: sock.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"))
-        assert _closed_within(sock, 30) == b""
+    assert _closed_within(one_stop["stall"], 30) == b""
+
+
+def test_a_client_trickling_its_headers_is_disconnected_and_others_are_served(read_only: ServerProc) -> None:
+    """Slowloris on the read-only server: a request must arrive whole within --read-timeout, however
+    often its bytes come (four a second here, each well within the deadline of the one before: an idle
+    deadline would never close these); a connection that sends nothing is closed too, and a normal
+    client is answered meanwhile."""
+    host, port = _address(read_only)
+    slow = [socket.create_connection((host, port), timeout=60) for _ in range(3)]  # one silent, two trickle
+    try:
+        request = f"GET /health HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: " + "a" * 400
+        started = time.monotonic()
+        closed = set()
+        for i, byte in enumerate(request.encode()):
+            for k, s in enumerate(slow[1:], 1):
+                if k in closed:
+                    continue
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:
+                    closed.add(k)
+            if i == 1:
+                status, _, _ = read_only.get("/health")  # a normal client, while they trickle
+                assert status == 200
+            if len(closed) == 2 or time.monotonic() - started > 60:
+                break
+            time.sleep(0.25)
+        for s in slow:  # each is closed by the server: the read ends, with nothing answered
+            assert _closed_within(s, 30) == b""
+        assert len(closed) == 2, "a trickling client was never cut off"
+    finally:
+        for s in slow:
+            s.close()
 
 
 # The forms a visitor's POST reaches the body of, and those only a member's (an admin's) does. A
@@ -191,16 +237,12 @@ def test_slow_bodies_on_every_form_are_answered_408_and_closed(server: ServerPro
             sock.close()
 
 
-def test_a_body_sent_while_the_server_was_stopped_is_served(server: ServerProc) -> None:
-    body = b"name=nobody&password=wrong"
-    with socket.create_connection(_address(server)) as sock:
-        sock.sendall(b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body))
-        time.sleep(0.2)  # the server waits for the body: its deadline runs (if not yet, this test can only pass)
-        _stopped(server, lambda: sock.sendall(body))
-        sock.settimeout(30)
-        head = sock.recv(65536).split(b"\r\n", 1)[0]
-        assert head.startswith(b"HTTP/1.1 4") and head != b"HTTP/1.1 408 ", head
+def test_a_body_sent_while_the_server_was_stopped_is_served(one_stop: dict) -> None:
+    """A form's body that waited in the kernel while the server was stopped past its deadline is read."""
+    sock = one_stop["body"]
+    sock.settimeout(30)
+    head = sock.recv(65536).split(b"\r\n", 1)[0]
+    assert head.startswith(b"HTTP/1.1 4") and head != b"HTTP/1.1 408 ", head
 
 
 def _through_deadline(app, receive) -> list[int]:

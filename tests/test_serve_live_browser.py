@@ -5,7 +5,6 @@ turn and seat live in its address. Chrome's own network log counts the requests.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -206,18 +205,17 @@ def test_a_page_open_through_many_versions_fetches_each_part_at_most_once_per_ve
 
 
 @pytest.mark.parametrize("path", ["/ladders/test-ladder", "/bots/alpha@1.0", "/games", "/"])
-def test_a_reload_with_nothing_changed_gets_304s(chrome, site, path: str) -> None:
+def test_a_reload_with_nothing_changed_gets_304s(counted, site, path: str) -> None:
+    chrome = counted
     url = site.url + path
     chrome.get(url)
     wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what="loaded")
-    network(chrome)
+    settled(chrome)
     chrome.refresh()
-    events: list[dict[str, Any]] = []
-    # the page's own answer is waited for (on a loaded machine its event may come after the load
-    # ends); then a moment for anything else it would fetch to land
-    wait(chrome, lambda d: events.extend(network(d)) or url in dict(on_the_wire(events)), what="the reload's answer")
-    time.sleep(0.5)
-    wire = on_the_wire(events + network(chrome))
+    # loaded: every file the page holds was asked for; then each request it began (its own, its files,
+    # any fetch of its scripts) answered and logged, however late its event comes on a loaded machine
+    wait(chrome, lambda d: d.execute_script("return document.readyState") == "complete", what="reloaded")
+    wire = on_the_wire(settled(chrome))
     assert wire == [(url, 304)], wire  # the page revalidated; its hashed files came from the cache
 
 

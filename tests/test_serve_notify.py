@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import threading
 import time
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from arena.store import migrate
 from arena.store.notes import FIRST_RETRY_S, MAX_ATTEMPTS, Delivery, failed, notify, take_due
 from arena.store.people import account, claim_bot
 from arena.tournament.store import Store
+from tests.checks import running, until
 from tests.test_serve import ServerProc, build_store
 from tests.test_serve_accounts import MANY_WRITES, PASSWORD, Browser, first_admin_code, invite, sign_up
 
@@ -191,17 +193,11 @@ def test_a_notice_another_process_stores_is_posted_when_the_store_moves(tmp_path
             other.close()
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it hang (an hour's look), not a timing
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(notify.store_moved, app)  # first: it reads the serial before any look
-                nursery.start_soon(follower.run)
-                nursery.start_soon(notify.deliverer, app, 3600.0)
-                while not (follower.serial and app.state.outbox_wake.sleeping):
-                    await trio.sleep(0.01)  # the store followed, the outbox looked at and empty
-                await trio.to_thread.run_sync(suspend)
-                while not receiver.got:
-                    await trio.sleep(0.01)
-                nursery.cancel_scope.cancel()
+        # store_moved first: it reads the serial before any look; bounded should it wait for the hour's look
+        async with running(partial(notify.store_moved, app), follower.run, partial(notify.deliverer, app, 3600.0)):
+            await until(lambda: follower.serial and app.state.outbox_wake.sleeping)  # followed, looked, empty
+            await trio.to_thread.run_sync(suspend)
+            await until(lambda: receiver.got)
 
     try:
         trio.run(main)

@@ -9,6 +9,7 @@ import json
 import re
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip 
 pytest.importorskip("argon2", reason="accounts need the serve extra: pip install 'palace-arena[serve]'")
 
 from arena.serve.wake import Wake
+from tests.checks import running, until
 from tests.test_serve import ROOT, ServerProc, multipart, zip_bytes
 from tests.test_serve_accounts import MANY_WRITES, Browser, invite, sign_up
 
@@ -281,16 +283,10 @@ def test_an_idle_server_starts_a_queued_job_and_posts_its_notice_at_once(tmp_pat
     app = SimpleNamespace(state=SimpleNamespace(options=options, running={}, queue_wake=Wake(), outbox_wake=Wake()))
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it hang (an hour's look), not a timing
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(submit.run_queue, app)
-                nursery.start_soon(notify.deliverer, app, 3600.0)
-                while not (app.state.queue_wake.sleeping and app.state.outbox_wake.sleeping):
-                    await trio.sleep(0.01)  # both idle, having looked at the store
-                await submit.queue_job(app, Job("j", "account:1", "club", "b@1", "b.zip", "/none/j"), Limits())
-                while not receiver.got:
-                    await trio.sleep(0.01)
-                nursery.cancel_scope.cancel()
+        async with running(partial(submit.run_queue, app), partial(notify.deliverer, app, 3600.0)):  # an hour's looks
+            await until(lambda: app.state.queue_wake.sleeping and app.state.outbox_wake.sleeping)  # both idle
+            await submit.queue_job(app, Job("j", "account:1", "club", "b@1", "b.zip", "/none/j"), Limits())
+            await until(lambda: receiver.got)
 
     try:
         trio.run(main)

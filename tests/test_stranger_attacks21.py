@@ -12,6 +12,7 @@ from __future__ import annotations
 import resource
 import socket
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
 from arena.serve.limits import PER_ADDRESS  # noqa: E402
-from tests.checks import reachable  # noqa: E402
+from tests.checks import reachable, running, until  # noqa: E402
 from tests.test_serve import ServerProc, build_store  # noqa: E402
 
 
@@ -411,12 +412,8 @@ def test_a_receiver_that_never_answers_holds_up_only_its_own_persons_deliveries(
     app = SimpleNamespace(state=SimpleNamespace(options=options, outbox_wake=Wake()))
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it wait behind Mallory's hour, not a timing
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(notify.deliver_due, app)
-                while not alices.got:
-                    await trio.sleep(0.01)
-                nursery.cancel_scope.cancel()
+        async with running(partial(notify.deliver_due, app)):  # bounded should it wait behind Mallory's hour
+            await until(lambda: alices.got)
 
     try:
         trio.run(main)
@@ -459,19 +456,16 @@ def test_visitors_without_an_account_cannot_take_the_members_upload_slots(tmp_pa
     app: list = []
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
-            async with trio.open_nursery() as nursery:
-                app.append(build_app(options, nursery))
-                for i in range(1, 5):  # four visitors at four addresses, a byte a second
-                    nursery.start_soon(trickle, app[0], answers, f"visitor-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
-                    await trio.testing.wait_all_tasks_blocked()  # its slot taken, or refused, before the next
-                assert app[0].state.sending == set()  # a club's server: visitors hold none (test_stranger_attacks22)
-                nursery.start_soon(trickle, app[0], answers, "member", "10.0.0.9", [_honest_body()], 0.0,
-                                   [(b"authorization", f"Bearer {token}".encode())])
-                while "member" not in answers:
-                    await trio.sleep(0.01)
-                assert answers["member"] == [400], answers  # read and judged (no ladder offered), not 503
-                assert "visitor-1" not in answers  # still trickling, its slot held
-                nursery.cancel_scope.cancel()
+        async with running() as nursery:  # every wait below is for a state
+            app.append(build_app(options, nursery))
+            for i in range(1, 5):  # four visitors at four addresses, a byte a second
+                nursery.start_soon(trickle, app[0], answers, f"visitor-{i}", f"10.0.0.{i}", [HEAD] + [b"A"] * 100_000, 1.0)
+                await trio.testing.wait_all_tasks_blocked()  # its slot taken, or refused, before the next
+            assert app[0].state.sending == set()  # a club's server: visitors hold none (test_stranger_attacks22)
+            nursery.start_soon(trickle, app[0], answers, "member", "10.0.0.9", [_honest_body()], 0.0,
+                               [(b"authorization", f"Bearer {token}".encode())])
+            await until(lambda: "member" in answers)
+            assert answers["member"] == [400], answers  # read and judged (no ladder offered), not 503
+            assert "visitor-1" not in answers  # still trickling, its slot held
 
     trio.run(main)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette", reason="arena serve needs the serve extra: pip install 'palace-arena[serve]'")
 
+from tests.checks import running, until  # noqa: E402
 from tests.test_serve import ServerProc, build_store  # noqa: E402
 from tests.test_serve_accounts import MANY_WRITES, PASSWORD, Browser, invite, sign_up  # noqa: E402
 
@@ -39,49 +41,55 @@ def _identified(store: Path, b: Browser) -> str | None:
     return anyio.run(identify, {"type": "http", "headers": [(b"cookie", cookie)]})
 
 
-def test_a_copied_session_cookie_ends_with_its_logout_and_with_a_suspension(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the cookie and the browser-game tests (each's people and games its own)."""
+    store = tmp_path_factory.mktemp("attacks22") / "data" / "arena.sqlite"
+    build_store(store)
+    server = ServerProc(store, "--allow-submit", "--allow-play", *MANY_WRITES)
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def test_a_copied_session_cookie_ends_with_its_logout_and_with_a_suspension(server: ServerProc) -> None:
     """Attack: Alice logged in on a shared machine and logged out; a copy of her session cookie
     taken before still opened her account page and made API tokens in her name for 14 days (a
     signed cookie is valid wherever it is). A suspension stopped it only until the reinstatement.
     Now the cookie carries the person's session generation, which logging out and a suspension
     move on: every copy of an older cookie is nobody's at its next request, GET or POST."""
     from arena.store.people import Status, set_status
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-submit", *MANY_WRITES)
+    store: Path = server.store  # type: ignore[attr-defined]
+    alice, status, _ = sign_up(server, invite(store), "alice")
+    assert status == 303
+    thief = _copy(alice)
+    assert thief.request("GET", "/account")[0] == 200  # a live session: the copy is hers too
+    csrf = thief.csrf("/account")
+    stale = dict(thief.cookies)
+    assert alice.post("/logout", {"csrf": alice.csrf("/account")})[0] == 303
+    assert _identified(store, thief) is None  # the write limit and uploads count it by address
+    status, _, _ = thief.post("/account/tokens", {"csrf": csrf, "name": "mine", "scope_submit": "submit"})
+    assert status == 403
+    db = sqlite3.connect(store)
+    assert db.execute("SELECT COUNT(*) FROM api_tokens").fetchone()[0] == 0
+    db.close()
+    assert thief.request("GET", "/account")[0] == 403
+    assert "arena_session" not in thief.cookies  # the ended session's cookie is dropped
+    again = Browser(server)  # her next login is a session of its own, and works
+    status, _, _ = again.post("/login", {"csrf": again.csrf("/login"), "name": "alice", "password": PASSWORD})
+    assert status == 303 and again.request("GET", "/account")[0] == 200
+    assert _identified(store, again) is not None
+    thief.cookies = dict(stale)
+    assert thief.request("GET", "/account")[0] == 403  # the old copy stays ended
+    thief = _copy(again)
+    db = sqlite3.connect(store, isolation_level=None)
     try:
-        alice, status, _ = sign_up(server, invite(store), "alice")
-        assert status == 303
-        thief = _copy(alice)
-        assert thief.request("GET", "/account")[0] == 200  # a live session: the copy is hers too
-        csrf = thief.csrf("/account")
-        stale = dict(thief.cookies)
-        assert alice.post("/logout", {"csrf": alice.csrf("/account")})[0] == 303
-        assert _identified(store, thief) is None  # the write limit and uploads count it by address
-        status, _, _ = thief.post("/account/tokens", {"csrf": csrf, "name": "mine", "scope_submit": "submit"})
-        assert status == 403
-        db = sqlite3.connect(store)
-        assert db.execute("SELECT COUNT(*) FROM api_tokens").fetchone()[0] == 0
-        db.close()
-        assert thief.request("GET", "/account")[0] == 403
-        assert "arena_session" not in thief.cookies  # the ended session's cookie is dropped
-        again = Browser(server)  # her next login is a session of its own, and works
-        status, _, _ = again.post("/login", {"csrf": again.csrf("/login"), "name": "alice", "password": PASSWORD})
-        assert status == 303 and again.request("GET", "/account")[0] == 200
-        assert _identified(store, again) is not None
-        thief.cookies = dict(stale)
-        assert thief.request("GET", "/account")[0] == 403  # the old copy stays ended
-        thief = _copy(again)
-        db = sqlite3.connect(store, isolation_level=None)
-        try:
-            for status_ in (Status.SUSPENDED, Status.ACTIVE):
-                set_status(db, "alice", status_, by=None, origin="test", now=time.time(), reason="test")
-        finally:
-            db.close()
-        assert thief.request("GET", "/account")[0] == 403  # reinstated: a cookie copied before stays ended
-        assert again.request("GET", "/account")[0] == 403
+        for status_ in (Status.SUSPENDED, Status.ACTIVE):
+            set_status(db, "alice", status_, by=None, origin="test", now=time.time(), reason="test")
     finally:
-        server.stop()
+        db.close()
+    assert thief.request("GET", "/account")[0] == 403  # reinstated: a cookie copied before stays ended
+    assert again.request("GET", "/account")[0] == 403
 
 
 def _start_game(server: ServerProc, source: str) -> tuple[int, str]:
@@ -99,21 +107,15 @@ def _start_game(server: ServerProc, source: str) -> tuple[int, str]:
         conn.close()
 
 
-def test_one_holder_of_the_token_cannot_take_every_browser_game(tmp_path: Path) -> None:
+def test_one_holder_of_the_token_cannot_take_every_browser_game(server: ServerProc) -> None:
     """Attack: one holder of the server's token started four browser games and moved once every 14
     minutes: every place was theirs (10,000 turns each, 15 minutes a move: days), and everyone else
     was told "4 games are being played already". Now one person (an account, else an address)
     plays one game at a time, told why; another visitor still gets a place."""
-    store = tmp_path / "data" / "arena.sqlite"
-    build_store(store)
-    server = ServerProc(store, "--allow-play", *MANY_WRITES)
-    try:
-        assert _start_game(server, "127.0.0.1")[0] == 303
-        status, page = _start_game(server, "127.0.0.1")
-        assert status == 429 and "you have a game in play already" in page, (status, page[-1500:])
-        assert _start_game(server, "127.0.0.2")[0] == 303  # another visitor plays
-    finally:
-        server.stop()
+    assert _start_game(server, "127.0.0.1")[0] == 303
+    status, page = _start_game(server, "127.0.0.1")
+    assert status == 429 and "you have a game in play already" in page, (status, page[-1500:])
+    assert _start_game(server, "127.0.0.2")[0] == 303  # another visitor plays
 
 
 def test_a_browser_game_ends_at_its_time_however_often_the_person_moves(monkeypatch: pytest.MonkeyPatch,
@@ -172,20 +174,17 @@ def test_a_visitor_with_no_account_holds_no_upload_place_on_a_clubs_server(tmp_p
     answers: dict[str, list[int]] = {}
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should it hang, not a timing: every wait below is for a state
-            async with trio.open_nursery() as nursery:
-                app = build_app(options, nursery)
-                nursery.start_soon(trickle, app, answers, "visitor", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
-                await trio.testing.wait_all_tasks_blocked()
-                assert app.state.sending == set()  # nothing held while its body trickles
-                nursery.start_soon(trickle, app, answers, "another", "10.0.0.2", [_honest_body()], 0.0)
-                nursery.start_soon(trickle, app, answers, "member", "10.0.0.9", [_honest_body()], 0.0,
-                                   [(b"authorization", f"Bearer {token}".encode())])
-                while "member" not in answers or "another" not in answers:
-                    await trio.sleep(0.01)
-                assert answers["another"] == [403], answers  # told to log in, not 503 behind the visitor
-                assert answers["member"] == [400], answers  # read and judged (no ladder offered)
-                nursery.cancel_scope.cancel()
+        async with running() as nursery:  # every wait below is for a state
+            app = build_app(options, nursery)
+            nursery.start_soon(trickle, app, answers, "visitor", "10.0.0.1", [HEAD] + [b"A"] * 100_000, 1.0)
+            await trio.testing.wait_all_tasks_blocked()
+            assert app.state.sending == set()  # nothing held while its body trickles
+            nursery.start_soon(trickle, app, answers, "another", "10.0.0.2", [_honest_body()], 0.0)
+            nursery.start_soon(trickle, app, answers, "member", "10.0.0.9", [_honest_body()], 0.0,
+                               [(b"authorization", f"Bearer {token}".encode())])
+            await until(lambda: "member" in answers and "another" in answers)
+            assert answers["another"] == [403], answers  # told to log in, not 503 behind the visitor
+            assert answers["member"] == [400], answers  # read and judged (no ladder offered)
 
     trio.run(main)
 
@@ -231,17 +230,12 @@ def test_a_webhook_name_that_never_resolves_holds_up_nobody(tmp_path: Path, monk
     app = SimpleNamespace(state=SimpleNamespace(options=options, outbox_wake=Wake()))
 
     async def main() -> None:
-        with trio.fail_after(60):  # a bound should a batch wait on the lookup for good, not a timing
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(notify.deliverer, app, 0.05)
-                while not alices.got:
-                    await trio.sleep(0.01)
-                s = Store(store)
-                tell(s.db, 2, "check failed", "alice's second", "/", 102.0)
-                s.close()
-                while len(alices.got) < 2:
-                    await trio.sleep(0.01)
-                nursery.cancel_scope.cancel()
+        async with running(partial(notify.deliverer, app, 0.05)):  # bounded should a batch wait on the lookup for good
+            await until(lambda: alices.got)
+            s = Store(store)
+            tell(s.db, 2, "check failed", "alice's second", "/", 102.0)
+            s.close()
+            await until(lambda: len(alices.got) >= 2)
 
     try:
         trio.run(main)
