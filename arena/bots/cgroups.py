@@ -29,11 +29,14 @@ _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN
 _FROZEN = {"v2": ("cgroup.events", b"frozen 1"), "v1": ("freezer.state", b"FROZEN")}  # where it says so
 
 OFF_TURN_CPU_S = 0.02
-"""The CPU a frozen seat may still use between its answer and its next request. A freezer stops a
-process only on its way back to user space: one inside a long system call (a populated mapping of
-tens of GiB, the exit of a big process) runs on, frozen or not, through the other seats' turns
-(measured: 0.35-1.7 s of CPU per decision of the other seat, within its game allowance). An honest
-bot stops within a millisecond of CPU."""
+"""The CPU a frozen seat may still use in the referee's wait for it to stop (after its answer,
+before the next seat is thawed), and, where that wait ended without the kernel saying it is
+frozen, until its next request. A freezer stops a process only on its way back to user space: one
+inside a long system call (a populated mapping of tens of GiB, the exit of a big process) runs on,
+frozen or not, through the other seats' turns (measured: 0.35-1.7 s of CPU per decision of the
+other seat, within its game allowance). A CPU quota holds it no better from Linux 6.18, which
+throttles a task on its way back to user space too (``bench/bench_throttle.py``). An honest bot
+stops within a millisecond of CPU."""
 
 STILL_S = 0.2
 """How long a group not yet reported frozen must use no CPU to count as stopped: a process asleep
@@ -282,7 +285,7 @@ class BotCgroup:
             if v2 or "cpuacct" in self.dirs else None
         self._peak_file = str(v2 / "memory.peak" if v2 else self.dirs["memory"] / "memory.max_usage_in_bytes") \
             if v2 or "memory" in self.dirs else None
-        try:  # kept open, as the freezer's: the referee reads it twice a decision (``run_on``, ``play_game``)
+        try:  # kept open, as the freezer's: read in every wait for a seat to stop (``run_on``)
             self._cpu_fd = None if self._cpu_file is None else os.open(self._cpu_file, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._cpu_fd = None
@@ -335,29 +338,39 @@ class BotCgroup:
         except OSError:
             return True
 
-    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> float | None:
-        """Called just after :meth:`hold` froze the group: wait until it is stopped, and return the
-        CPU seconds it used meanwhile where that passed ``budget`` (its fault: see
-        :data:`OFF_TURN_CPU_S`), else None. Stopped is frozen, or still for :data:`STILL_S`; the
-        wait also ends at ``until`` (a ``time.perf_counter`` time): the referee then goes on, and
-        the CPU the group uses until its next turn is counted there (``play_game``)."""
+    def run_on(self, until: float, since: bytes | None = None,
+               budget: float = OFF_TURN_CPU_S) -> tuple[float | None, float | None]:
+        """Called once the group was frozen, before another seat's clock starts: wait until it is
+        stopped. Returns (the CPU seconds it used since ``since`` (a :meth:`cpu_mark` taken at the
+        freeze; else since this call) where that passed ``budget``, its fault (see
+        :data:`OFF_TURN_CPU_S`), else None; its CPU counter when the wait ended without the kernel
+        saying it is frozen, else None). Frozen is final until the next thaw, so an honest seat
+        costs one read here, and nothing at its next request; a seat only still for
+        :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time), has the
+        CPU it uses until its next turn counted there (``play_game``)."""
         if self.is_frozen():
-            return None
-        cpu0 = last = self.cpu_seconds() or 0.0
+            return None, None
+        cpu0 = self._cpu_of(since) if since is not None else None
+        if cpu0 is None:
+            cpu0 = self.cpu_seconds() or 0.0
+        last = cpu0
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
             frozen = self.is_frozen()
-            cpu = self.cpu_seconds() or 0.0
+            cpu = self.cpu_seconds() or 0.0  # (every look: a gVisor seat that runs on commits memory, and
+            # its budget must be seen spent before its memory limit ends it by another name)
             if cpu - cpu0 > budget:
-                return cpu - cpu0
+                return cpu - cpu0, cpu
+            if frozen:
+                return None, None
             now = time.perf_counter()
             if cpu != last:
                 last, still_since = cpu, now
-            if frozen or now - still_since >= STILL_S or now >= until:
-                return None
+            if now - still_since >= STILL_S or now >= until:
+                return None, cpu
 
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
@@ -379,15 +392,26 @@ class BotCgroup:
     def peak_memory(self) -> int | None:
         return None if self._peak_file is None else _read_int(self._peak_file)
 
+    def cpu_mark(self) -> bytes | None:
+        """The CPU counter as the kernel writes it, unparsed: one read, for a referee that marks it
+        at every freeze and parses it only where the seat does not stop (:meth:`run_on`)."""
+        try:
+            return os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else None
+        except OSError:
+            return None
+
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
             return None
         try:
-            text = os.pread(self._cpu_fd, 4096, 0).decode() if self._cpu_fd is not None else read_small(self._cpu_file)
+            text = os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else read_small(self._cpu_file).encode()
         except OSError:
             return None
+        return self._cpu_of(text)
+
+    def _cpu_of(self, text: bytes) -> float | None:
         if "unified" in self.dirs:
-            usec = _keyed(text, "usage_usec")
+            usec = _keyed(text.decode(), "usage_usec")
             return None if usec is None else usec / 1e6
         try:
             return int(text.split()[0]) / 1e9

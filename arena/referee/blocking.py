@@ -400,7 +400,7 @@ def frozen_group(player: Any) -> Any:
 
 
 def ran_frozen(group: Any, stopped_at: float | None) -> float | None:
-    """The CPU seconds a frozen seat used since it was seen stopped, where over its allowance."""
+    """The CPU seconds a frozen seat used since its wait ended unseen frozen, where over its allowance."""
     if stopped_at is None:
         return None
     ran = (group.cpu_seconds() or 0.0) - stopped_at
@@ -447,6 +447,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
                        max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step,
                        given=given, on_event=on_event)
     start_faults: list[tuple[int, BotFault]] = []
+    stopped_at: list[float | None] = [None] * len(players)  # a frozen seat's CPU where its wait ended unseen frozen
     for seat, player in enumerate(players):
         if not ponder:  # a pooled seat waits frozen (below): thawed to read its start, one seat at a time
             hold(player, False)
@@ -460,42 +461,63 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             raise
         if not ponder:
             hold(player, True)
-            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat) \
-                    and (ran := group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)) is not None:
-                start_faults.append((seat, CpuLimit(ran_on_message(ran, ", after reading its start"))))
+            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat):
+                ran, stopped_at[seat] = group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)
+                if ran is not None:
+                    start_faults.append((seat, CpuLimit(ran_on_message(ran, ", after reading its start"))))
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
     groups = [None if ponder else frozen_group(p) for p in players]
-    stopped_at = [None if g is None else g.cpu_seconds() for g in groups]  # each frozen seat's CPU once stopped
-    start = 0.0
+    ran_on: list[float | None] = [None] * len(players)  # a seat killed for running on: its forfeit, at its next request
+    stopping = None  # (seat, its group, until when, its CPU then): the seat that answered last, frozen, not yet seen stopped
+    start: float | None = None  # on a fixed schedule, when the last decision's slot began
     while (req := core.next_request()) is not None:
-        player = players[req.seat]
-        freeze, group = holds[req.seat], groups[req.seat]
-        if group is not None and (ran := ran_frozen(group, stopped_at[req.seat])) is not None:
-            core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
-            continue
+        seat = req.seat
+        player = players[seat]
+        if stopping is not None:
+            # The seat that answered must have stopped before the next seat's clock starts (a process
+            # inside a long system call runs on frozen). Looked at only now, after the referee's own
+            # work, so an honest seat is frozen by then: one read. One that will not stop is killed
+            # and reaped now (nothing of it runs on) and forfeits at its next request. On a fixed
+            # schedule the wait ends with the slot, so it never moves the schedule (a sender could
+            # choose it); what runs on past it is counted at the seat's next request.
+            s, group, until, mark = stopping
+            stopping = None
+            if s != seat:  # (the same seat asked again is thawed anyway)
+                ran, stopped_at[s] = group.run_on(until, mark)
+                if ran is not None:
+                    ran_on[s] = ran
+                    players[s].fault(FaultReason.CPU_LIMIT, ran_on_message(ran), None)
+        group = groups[seat]
+        if group is not None and (ran_on[seat] is not None or stopped_at[seat] is not None):
+            ran = ran_on[seat] if ran_on[seat] is not None else ran_frozen(group, stopped_at[seat])
+            if ran is not None:
+                core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
+                continue
+            stopped_at[seat] = None  # thawed now: counted again only after a wait that ends unseen frozen
+        if fixed_schedule:
+            if start is not None:  # until the end of the last decision's slot
+                timer.sleep_until(slot_end(start, timer.now(), slot))
+            start = timer.now()
+        freeze = holds[seat]
         if freeze is not None:
             freeze(False)  # before its clock starts (in decide)
-        if fixed_schedule:
-            start = timer.now()
         outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
-        if group is not None and isinstance(outcome, Answered):
-            # Before the next seat's clock starts, this one must have stopped: a process inside a
-            # long system call runs on frozen. One that will not forfeits now, in place of its
-            # answer, and is killed and reaped (so nothing of it runs on). On a fixed schedule the
-            # wait ends with the slot, so it never moves the schedule (a sender could choose it);
-            # what runs on past it is counted at the seat's next request.
-            left = slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S
-            if (ran := group.run_on(time.perf_counter() + left)) is not None:
-                outcome = off_turn_fault(player, req, ran, outcome.seconds)
-            stopped_at[req.seat] = group.cpu_seconds()
+            if group is not None and isinstance(outcome, Answered):
+                stopping = (seat, group, time.perf_counter()  # and its CPU as it was frozen, unparsed (one read)
+                            + (slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S),
+                            group.cpu_mark())
         core.settle(outcome)
-        if fixed_schedule:  # until the end of the decision's slot
-            timer.sleep_until(slot_end(start, timer.now(), slot))
+    if stopping is not None:  # the last answer ended the game: seen stopped before a seat is thawed for its end
+        s, group, until, mark = stopping
+        if group.run_on(until, mark)[0] is not None:
+            players[s].close()  # (after the game: its process only, no forfeit)
+    if start is not None:  # the last slot too: when the game's end is sent tells no seat how long one thought
+        timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
         make_room(players[seat], message)  # while it is frozen: it cannot shrink its pipe back before the send
@@ -505,7 +527,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
             hold(players[seat], True)  # forked at its end all through the other games of the run
             group = frozen_group(players[seat])  # (and what will not stop, through the other games: a fresh process)
-            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S) is not None:
+            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)[0] is not None:
                 players[seat].close()
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec
