@@ -35,7 +35,9 @@ class ScriptedGroup(BotCgroup):
     seat has answered ``after`` requests, in ``mode`` "burn" it is never reported frozen and each
     read of its counter finds OVER more (the wait's budget's case), in "sit" never reported frozen
     and its counter still (the case of a wait that ends without seeing it frozen), in "spent" OVER
-    used between its freeze and the first look, frozen after (the case of a count from the freeze)."""
+    used between its freeze and the first look, frozen after (the case of a count from the freeze),
+    in "late" the same but frozen already at the first look (a look the referee's work delayed),
+    in "freezing" frozen only at the second look (the case of a wait that pauses)."""
 
     def __init__(self, log: list[tuple[str, int]], owner: Seat, mode: str | None, after: int) -> None:  # (no kernel group)
         self.log, self.owner, self.mode, self.after = log, owner, mode, after
@@ -56,10 +58,11 @@ class ScriptedGroup(BotCgroup):
 
     def is_frozen(self) -> bool:
         self.log.append(("look", self.owner.seat))
-        if self.mode == "spent" and self.running():  # it ran OVER between its freeze and the first look, then stopped
-            if self.log[-2] == ("freeze", self.owner.seat):
-                self.cpu += OVER
-                return False
+        if self.mode in ("spent", "late", "freezing") and self.running():
+            if self.log[-2] == ("freeze", self.owner.seat):  # the first look since its freeze
+                if self.mode != "freezing":  # it ran OVER between its freeze and this look
+                    self.cpu += OVER
+                return self.mode == "late"
             return self.frozen
         return self.frozen and not self.running()
 
@@ -80,8 +83,9 @@ class ScriptedGroup(BotCgroup):
 class Seat(MockBot):
     """A scripted bot in a scripted cgroup; its close is logged (the referee's kill)."""
 
-    def __init__(self, log: list[tuple[str, int]], seat: int, mode: str | None = None, after: int = 1) -> None:
-        super().__init__()
+    def __init__(self, log: list[tuple[str, int]], seat: int, mode: str | None = None, after: int = 1,
+                 respond: Any = None) -> None:
+        super().__init__(respond)
         self.log, self.seat = log, seat
         self.asked = 0
         self.cgroup = ScriptedGroup(log, self, mode, after)
@@ -115,12 +119,14 @@ def test_an_honest_seat_costs_one_look_and_is_seen_stopped_before_the_other_is_t
     seats = [Seat(log, 0), Seat(log, 1)]
     rec = _play(seats)
     assert not rec.faults and rec.result is not None
-    # the cost: one read of the CPU counter a freeze (never parsed), one look at the freezer per change of seat
+    # the cost: one read of the CPU counter a freeze, one look at the freezer and one more read of the
+    # counter per change of seat (the counter never parsed: it did not move); the same for each start
     assert [s.cgroup.reads for s in seats] == [0, 0]
-    assert sum(s.cgroup.marks for s in seats) == sum(rec.decisions)
+    looks = sum(1 for kind, _ in log if kind == "look")
+    assert sum(s.cgroup.marks for s in seats) == sum(rec.decisions) + len(seats) + looks
     asked = [step["seat"] for step in rec.steps if "request" in step]
     changes = sum(a != b for a, b in zip(asked, asked[1:]))
-    assert sum(1 for kind, _ in log if kind == "look") >= changes > 20
+    assert looks >= changes > 20
     # the order: a seat's answer, then its freeze and the look at it, then the other seat's thaw
     last_frozen = None
     for kind, seat in log:
@@ -152,14 +158,36 @@ def test_a_seat_that_runs_on_in_the_wait_is_killed_before_the_other_is_thawed_an
     assert ("thaw", 0) in log[killed:], "the game went on"
 
 
-def test_the_wait_counts_the_cpu_from_the_freeze_not_from_the_first_look() -> None:
+@pytest.mark.parametrize("mode", ["spent", "late"])
+def test_the_wait_counts_the_cpu_from_the_freeze_not_from_the_first_look(mode: str) -> None:
     """The first look comes after the referee's own work, which a loaded machine can stretch: what
     the seat ran meanwhile is counted too (a gVisor seat in the kernel commits memory as it runs,
-    and its memory limit ended it first while only the CPU from the look was counted)."""
+    and its memory limit ended it first while only the CPU from the look was counted), also where
+    it is frozen by the look ("late": frozen says nothing of what it ran before)."""
     log: list[tuple[str, int]] = []
-    seats = [Seat(log, 0), Seat(log, 1, "spent")]
+    seats = [Seat(log, 0), Seat(log, 1, mode)]
     rec = _play(seats)
     _unasked_fault(rec, seats[1])
+
+
+@pytest.mark.parametrize("kind", ["v1", "v2"])
+def test_the_wait_for_a_seat_still_freezing_sleeps_on_v1_and_polls_its_events_on_v2(kind: str, monkeypatch) -> None:
+    """On v2 the kernel wakes a ``poll`` on ``cgroup.events`` as the group becomes frozen, so the
+    wait pauses there; v1 has no such event, and sleeps."""
+    pauses: list[tuple[str, float]] = []
+    monkeypatch.setattr(cgroups.time, "sleep", lambda s: pauses.append(("sleep", s)))
+
+    class Events:
+        def poll(self, ms: float) -> list:
+            pauses.append(("poll", ms / 1000))
+            return []
+    log: list[tuple[str, int]] = []
+    seats = [Seat(log, 0), Seat(log, 1, "freezing")]
+    if kind == "v2":
+        seats[1].cgroup._events = Events()  # type: ignore[assignment]
+    rec = _play(seats)
+    assert not rec.faults and rec.result is not None
+    assert pauses and {how for how, _ in pauses} == {"poll" if kind == "v2" else "sleep"}
 
 
 def test_a_seat_the_wait_leaves_unseen_frozen_forfeits_for_what_it_ran_until_its_next_request(monkeypatch) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import stat
 import time
 from dataclasses import dataclass
@@ -229,6 +230,15 @@ def _make_group(parent: Path, name: str, v2_controllers: str | None) -> Path:
             # the parent was removed meanwhile, empty: made again
 
 
+def _events_poll(fd: int | None) -> select.poll | None:
+    """A poll on a v2 group's ``cgroup.events``: the kernel signals a change of it as POLLPRI."""
+    if fd is None:
+        return None
+    events = select.poll()
+    events.register(fd, select.POLLPRI)
+    return events
+
+
 def _gone_or_folder(path: Path) -> bool:
     """Whether ``path`` is missing or a folder, in one look (two would race its removal)."""
     try:
@@ -239,6 +249,8 @@ def _gone_or_folder(path: Path) -> bool:
 
 class BotCgroup:
     """One bot's cgroup (one directory per v1 hierarchy, one for v2)."""
+
+    _events: select.poll | None = None  # v2: woken as the group becomes frozen (``run_on``)
 
     def __init__(self, root: CgroupRoot, name: str, *, memory_bytes: int, max_pids: int):
         self.root = root
@@ -276,6 +288,7 @@ class BotCgroup:
             state, self._frozen_says = _FROZEN[root.kind]
             self._state_fd = None if freeze_dir is None else \
                 os.open(freeze_dir / state, os.O_RDONLY | os.O_CLOEXEC)
+            self._events = _events_poll(self._state_fd) if root.kind == "v2" else None
         except BaseException:
             self.remove()
             raise
@@ -339,17 +352,18 @@ class BotCgroup:
             return True
 
     def run_on(self, until: float, since: bytes | None = None,
-               budget: float = OFF_TURN_CPU_S) -> tuple[float | None, float | None]:
+               budget: float = OFF_TURN_CPU_S) -> tuple[float | None, bool]:
         """Called once the group was frozen, before another seat's clock starts: wait until it is
         stopped. Returns (the CPU seconds it used since ``since`` (a :meth:`cpu_mark` taken at the
         freeze; else since this call) where that passed ``budget``, its fault (see
-        :data:`OFF_TURN_CPU_S`), else None; its CPU counter when the wait ended without the kernel
-        saying it is frozen, else None). Frozen is final until the next thaw, so an honest seat
-        costs one read here, and nothing at its next request; a seat only still for
-        :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time), has the
-        CPU it uses until its next turn counted there (``play_game``)."""
-        if self.is_frozen():
-            return None, None
+        :data:`OFF_TURN_CPU_S`), else None; whether the kernel said it is frozen). Frozen is final
+        until the next thaw, so a seat seen frozen within its budget uses nothing more; one only
+        still for :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time),
+        has its CPU from ``since`` counted again later (``play_game``). An honest seat, frozen by
+        the look, costs two reads: its state, and its counter, compared with ``since`` unparsed."""
+        if self.is_frozen():  # frozen, but how much did it run first? (a late look: a loaded referee)
+            ran = self.cpu_since(since)
+            return (ran if ran > budget else None), True
         cpu0 = self._cpu_of(since) if since is not None else None
         if cpu0 is None:
             cpu0 = self.cpu_seconds() or 0.0
@@ -357,20 +371,28 @@ class BotCgroup:
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
-            time.sleep(pause)
+            self._pause(pause)
             pause = min(pause * 2, 0.002)
             frozen = self.is_frozen()
             cpu = self.cpu_seconds() or 0.0  # (every look: a gVisor seat that runs on commits memory, and
             # its budget must be seen spent before its memory limit ends it by another name)
             if cpu - cpu0 > budget:
-                return cpu - cpu0, cpu
+                return cpu - cpu0, frozen
             if frozen:
-                return None, None
+                return None, True
             now = time.perf_counter()
             if cpu != last:
                 last, still_since = cpu, now
             if now - still_since >= STILL_S or now >= until:
-                return None, cpu
+                return None, False
+
+    def _pause(self, seconds: float) -> None:
+        """Between two looks at a group not yet frozen: on v2 a ``poll`` on ``cgroup.events``, which
+        the kernel wakes as the group becomes frozen (the last read armed it); on v1 a sleep."""
+        if self._events is None:
+            time.sleep(seconds)
+        else:
+            self._events.poll(seconds * 1000)
 
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
@@ -399,6 +421,13 @@ class BotCgroup:
             return os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else None
         except OSError:
             return None
+
+    def cpu_since(self, mark: bytes | None) -> float:
+        """The CPU seconds used since ``mark`` (a :meth:`cpu_mark`): parsed only where it moved."""
+        now = self.cpu_mark()
+        if mark is None or now is None or now == mark:
+            return 0.0
+        return (self._cpu_of(now) or 0.0) - (self._cpu_of(mark) or 0.0)
 
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
