@@ -13,17 +13,21 @@ tests/test_stranger_attacks19.py.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from arena.bots import cgroups
 from arena.bots.cgroups import OFF_TURN_CPU_S, BotCgroup
+from arena.bots.manifest import BotSpec
 from arena.engine import preset
 from arena.referee import TimeControl
-from arena.referee.testing import MockBot
+from arena.referee.blocking import BlockingPlayer, play_game
+from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, policy
+from arena.replay import requests_for, simulate
 
-from tests.fakes import play_mocks
+from tests.fakes import mock_players, play_mocks
 
 CLOCK = TimeControl(move_ms=1000, bank_ms=0, handshake_ms=1000)
 OVER = OFF_TURN_CPU_S * 1.5  # CPU past the allowance
@@ -248,3 +252,84 @@ def test_the_start_and_the_end_are_waited_for_too(where: str) -> None:
     seats[1].send_line = sent  # type: ignore[method-assign]
     rec = _play(seats, shutdown=False)
     assert not rec.faults and ("closed", 1) in log and ("closed", 0) not in log
+
+
+def _times_out_at(k: int) -> Any:
+    """A bot that takes action 0 but lets its ``k``-th request run out (it answers a minute late)."""
+    base = policy(lambda msg: 0)
+    asked: list[int] = []
+
+    def respond(msg: dict[str, Any]) -> Any:
+        if msg["type"] == "request":
+            asked.append(msg["id"])
+            if len(asked) == k:
+                return [Sleep(60.0), action_line(msg, 0)]
+        return base(msg)
+    return respond
+
+
+def _runs_on_while_asked(victim: Seat, sitter: Seat, k: int) -> None:
+    """``sitter`` (its waits end unseen frozen) runs OVER in the kernel while ``victim`` is asked its ``k``-th time."""
+    def hold(frozen: bool) -> bool:
+        if not frozen and victim.asked == k - 1:
+            sitter.cgroup.cpu += OVER
+        return victim.cgroup.hold(frozen)
+    victim.freezer = lambda: hold  # type: ignore[method-assign]
+
+
+def test_a_seat_on_turn_that_times_out_while_a_frozen_seat_runs_on_is_excused_and_the_sitter_forfeits(monkeypatch) -> None:
+    """The fixed schedule's gap: a seat that answers at the end of its slot is waited for only until the
+    slot ends, and can run on in the kernel into the other seat's turn, which then times out. The
+    frozen seats are looked at first: the one past its allowance forfeits (off its turn: its
+    request never came), the seat on turn is excused; the record says so, and replays."""
+    monkeypatch.setattr(cgroups, "STILL_S", 0.0)  # every wait for the sitter ends unseen frozen
+    log: list[tuple[str, int]] = []
+    seats = [Seat(log, 0, respond=_times_out_at(5)), Seat(log, 1, "sit")]
+    _runs_on_while_asked(seats[0], seats[1], 5)
+    rec = _play(seats, fixed_schedule=True)
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "cpu_limit")], rec.faults
+    step = next(s for s in rec.steps if "fault" in s)
+    assert step["off_turn"] and step["request"] == _requests(seats[0])[4]  # the request it voids was seat 0's
+    assert "while frozen off its turn" in rec.faults[0]["message"] and ("closed", 1) in log
+    _replays(rec, {0: 5})
+
+
+def _replays(rec: Any, asked: dict[int, int]) -> None:
+    """The record re-simulates without a mismatch, and rebuilds each seat's requests (``asked``: how
+    many a seat was sent), the void one with neither a choice nor a fault."""
+    replay = simulate(rec.as_json())
+    assert replay.ok, replay.mismatches
+    for seat, n in asked.items():
+        decisions = requests_for(replay, seat)
+        assert len(decisions) >= n
+        assert [d.fault for d in decisions] == [None] * len(decisions)
+
+
+def test_with_three_seats_the_excused_seat_plays_on_in_a_fresh_process_sent_the_start_again(monkeypatch) -> None:
+    """Its timeout stopped its process (a bot's timeout always does): the seat comes back in a fresh
+    one, which gets the game's ``start`` again and the decision it was excused from, and plays on to
+    the end; the sitter is out, and the game replays."""
+    monkeypatch.setattr(cgroups, "STILL_S", 0.0)
+    log: list[tuple[str, int]] = []
+    first = Seat(log, 0, respond=_times_out_at(3))
+    sitter = Seat(log, 1, "sit")
+    _runs_on_while_asked(first, sitter, 3)
+    again = Seat(log, 0)
+    timer = FakeClock()
+    procs = iter([first, again])
+
+    def launch(_spec: BotSpec) -> Seat:
+        bot = next(procs)
+        bot.clock = timer
+        return bot
+    players = [BlockingPlayer(BotSpec("seat0", "1", ("fake",), Path("."), Path(".")), launch, CLOCK, timer=timer),
+               *mock_players([sitter, Seat(log, 2)], CLOCK, timer=timer, names=["seat1", "seat2"])]
+    rec = play_game(players, preset("classic"), SEED, game_id="g3", clock=CLOCK, timer=timer, fixed_schedule=True)
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(1, "cpu_limit")], rec.faults
+    assert rec.result is not None and first.closed
+    assert len(again.of_type("start")) == 1 and again.of_type("request") and again.of_type("end")
+    voided = _requests(first)[2]
+    assert next(s for s in rec.steps if "fault" in s)["request"] == voided
+    assert _requests(again)[0] == voided + 1  # the decision it was excused from, asked again
+    assert len(again.cgroup.log) and ("freeze", 0) in log[log.index(("closed", 0)):]  # frozen through its new group
+    _replays(rec, {0: 3, 2: 1})

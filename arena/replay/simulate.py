@@ -113,6 +113,9 @@ class Frame:
 
     @property
     def seat(self) -> int | None:
+        """The seat the step is of: the one to move, or the one an ``off_turn`` fault names."""
+        if self.step is not None and self.step.get("off_turn") and "fault" in self.step:
+            return self.step.get("seat")
         return None if self.before is None else self.before.to_move
 
     @property
