@@ -39,7 +39,7 @@ def bots(tmp_path_factory) -> dict[str, BotSpec]:
     root.chmod(0o755)
     return {"quiet": bot(root, "quiet", "starver.py", 0, author="quiet"),
             "sitter": bot(root, "sitter", "sitter.py", 2, 16, author="sitter"),
-            "gvisor-sitter": bot(root, "gvisor-sitter", "sitter.py", 2, 1, author="gvisor-sitter")}
+            "gvisor-sitter": bot(root, "gvisor-sitter", "sitter.py", 2, 0.125, author="gvisor-sitter")}
 
 
 def _containment(mode: str) -> Containment:
