@@ -554,13 +554,14 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         if isinstance(outcome, Faulted) and outcome.reason in EXCUSABLE \
                 and (culprits := ran_past_all(players, groups, marks, seat)):
             # The seat on turn ran out of time or CPU while a frozen seat ran on past its allowance (a
-            # wait that ended with a fixed schedule's slot): that seat forfeits, this one is excused
-            # and asked again, a fresh process where its fault stopped it.
-            for s, ran in culprits:
-                message = ran_on_message(ran)
-                players[s].fault(FaultReason.CPU_LIMIT, message, None)
-                core.fault_off_turn(s, FaultReason.CPU_LIMIT, message, players[s].take_stderr())
-                marks[s] = None
+            # wait that ended with a fixed schedule's slot): that seat forfeits (the one that ran most;
+            # any other at its next request), this one is excused and asked again, a fresh process
+            # where its fault stopped it.
+            s, ran = max(culprits, key=lambda c: c[1])
+            message = ran_on_message(ran)
+            players[s].fault(FaultReason.CPU_LIMIT, message, None)
+            core.fault_off_turn(s, FaultReason.CPU_LIMIT, message, players[s].take_stderr())
+            marks[s] = None
             rejoin[seat] = getattr(player, "conn", True) is None
             continue
         core.settle(outcome)
