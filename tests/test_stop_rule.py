@@ -22,6 +22,7 @@ from arena.bots import cgroups
 from arena.bots.cgroups import OFF_TURN_CPU_S, BotCgroup
 from arena.bots.manifest import BotSpec
 from arena.engine import preset
+from arena.ladder.seasons import public_log
 from arena.referee import TimeControl
 from arena.referee.blocking import BlockingPlayer, play_game
 from arena.referee.testing import FakeClock, MockBot, Sleep, action_line, policy
@@ -298,9 +299,11 @@ def test_a_seat_on_turn_that_times_out_while_a_frozen_seat_runs_on_is_excused_an
 
 def _replays(rec: Any, asked: dict[int, int]) -> None:
     """The record re-simulates without a mismatch, and rebuilds each seat's requests (``asked``: how
-    many a seat was sent), the void one with neither a choice nor a fault."""
+    many a seat was sent), the void one with neither a choice nor a fault; a ladder's public export too."""
     replay = simulate(rec.as_json())
     assert replay.ok, replay.mismatches
+    public = simulate(public_log(rec.as_json()))  # a ladder's export (its verifier replays that)
+    assert public.ok, public.mismatches
     for seat, n in asked.items():
         decisions = requests_for(replay, seat)
         assert len(decisions) >= n
