@@ -497,7 +497,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
     groups = [None if ponder else frozen_group(p) for p in players]
     ran_on: list[float | None] = [None] * len(players)  # a seat killed for running on: its forfeit, at its next request
     rejoin = [False] * len(players)  # a seat excused for another's fault, its process stopped by that fault
-    stopping = None  # (seat, until when): the seat that answered last, frozen, not yet looked at
+    stopping = None  # (seat, its group, until when): the seat that answered last, frozen, not yet looked at
     start: float | None = None  # on a fixed schedule, when the last decision's slot began
     while (req := core.next_request()) is not None:
         seat = req.seat
@@ -510,12 +510,12 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             # request. On a fixed schedule the wait ends with the slot, so it never moves the schedule
             # (a sender could choose it); one still running then is counted again at its next request,
             # and at any fault of the seats on turn until then.
-            s, until = stopping
+            s, group, until = stopping
             stopping = None
             if s == seat:  # asked again at once: what it ran meanwhile ran on nobody's time
                 marks[s] = None
             else:
-                ran, stopped = groups[s].run_on(until, marks[s])
+                ran, stopped = group.run_on(until, marks[s])
                 if ran is not None:
                     ran_on[s], marks[s] = ran, None
                     players[s].fault(FaultReason.CPU_LIMIT, ran_on_message(ran), None)
@@ -531,7 +531,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             if start is not None:  # until the end of the last decision's slot
                 timer.sleep_until(slot_end(start, timer.now(), slot))
             start = timer.now()
-        if rejoin[seat]:
+        if rejoin[seat] and isinstance(player, BlockingPlayer):
             rejoin[seat] = False
             try:
                 player.rejoin(core.start_message(seat))
@@ -547,10 +547,10 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
-            if groups[seat] is not None and isinstance(outcome, Answered):
-                marks[seat] = groups[seat].cpu_mark()  # its CPU as it was frozen, unparsed (one read)
-                stopping = (seat, time.perf_counter()
-                            + (slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S))
+            if (group := groups[seat]) is not None and isinstance(outcome, Answered):
+                marks[seat] = group.cpu_mark()  # its CPU as it was frozen, unparsed (one read)
+                stopping = (seat, group, time.perf_counter()
+                            + (slot_end(start, timer.now(), slot) - timer.now() if start is not None else MAX_STOP_WAIT_S))
         if isinstance(outcome, Faulted) and outcome.reason in EXCUSABLE \
                 and (culprits := ran_past_all(players, groups, marks, seat)):
             # The seat on turn ran out of time or CPU while a frozen seat ran on past its allowance (a
@@ -558,16 +558,16 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             # any other at its next request), this one is excused and asked again, a fresh process
             # where its fault stopped it.
             s, ran = max(culprits, key=lambda c: c[1])
-            message = ran_on_message(ran)
-            players[s].fault(FaultReason.CPU_LIMIT, message, None)
-            core.fault_off_turn(s, FaultReason.CPU_LIMIT, message, players[s].take_stderr())
+            why = ran_on_message(ran)
+            players[s].fault(FaultReason.CPU_LIMIT, why, None)
+            core.fault_off_turn(s, FaultReason.CPU_LIMIT, why, players[s].take_stderr())
             marks[s] = None
-            rejoin[seat] = getattr(player, "conn", True) is None
+            rejoin[seat] = isinstance(player, BlockingPlayer) and player.conn is None
             continue
         core.settle(outcome)
     if stopping is not None:  # the last answer ended the game: seen stopped before a seat is thawed for its end
-        s, until = stopping
-        if groups[s].run_on(until, marks[s])[0] is not None:
+        s, group, until = stopping
+        if group.run_on(until, marks[s])[0] is not None:
             players[s].close()  # (after the game: its process only, no forfeit)
     if start is not None:  # the last slot too: when the game's end is sent tells no seat how long one thought
         timer.sleep_until(slot_end(start, timer.now(), slot))
