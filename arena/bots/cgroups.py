@@ -30,9 +30,9 @@ _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN
 _FROZEN = {"v2": ("cgroup.events", b"frozen 1"), "v1": ("freezer.state", b"FROZEN")}  # where it says so
 
 OFF_TURN_CPU_S = 0.02
-"""The CPU a frozen seat may still use in the referee's wait for it to stop (after its answer,
-before the next seat is thawed), and, where that wait ended without the kernel saying it is
-frozen, until its next request. A freezer stops a process only on its way back to user space: one
+"""The CPU a frozen seat may still use from its freeze (after its answer) until the referee sees it
+stopped, or, where the referee's wait ended without the kernel saying it is frozen, until its next
+request (or another seat's timeout, which it is then blamed for: ``play_game``). A freezer stops a process only on its way back to user space: one
 inside a long system call (a populated mapping of tens of GiB, the exit of a big process) runs on,
 frozen or not, through the other seats' turns (measured: 0.35-1.7 s of CPU per decision of the
 other seat, within its game allowance). A CPU quota holds it no better from Linux 6.18, which
