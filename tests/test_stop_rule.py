@@ -338,3 +338,33 @@ def test_with_three_seats_the_excused_seat_plays_on_in_a_fresh_process_sent_the_
     assert _requests(again)[0] == voided + 1  # the decision it was excused from, asked again
     assert again.cgroup.held >= 2 * len(_requests(again))  # frozen and thawed through its new process's group
     _replays(rec, {0: 3, 2: 1})
+
+
+def test_of_two_seats_that_ran_on_the_one_that_ran_most_forfeits_then_and_the_other_at_its_next_request(monkeypatch) -> None:
+    """One request is voided once: the seat that ran most forfeits off turn in its place; the other
+    is still counted from its freeze, at its own next request."""
+    monkeypatch.setattr(cgroups, "STILL_S", 0.0)
+    log: list[tuple[str, int]] = []
+    first = Seat(log, 0, respond=_times_out_at(3))
+    sitters = [Seat(log, 1, "sit"), Seat(log, 2, "sit")]
+
+    def hold(frozen: bool) -> bool:  # both run on while seat 0 is asked its third time, seat 2 twice as much
+        if not frozen and first.asked == 2:
+            sitters[0].cgroup.cpu += OVER
+            sitters[1].cgroup.cpu += 2 * OVER
+        return first.cgroup.hold(frozen)
+    first.freezer = lambda: hold  # type: ignore[method-assign]
+    timer = FakeClock()
+    procs = iter([first, Seat(log, 0)])
+
+    def launch(_spec: BotSpec) -> Seat:
+        bot = next(procs)
+        bot.clock = timer
+        return bot
+    players = [BlockingPlayer(BotSpec("seat0", "1", ("fake",), Path("."), Path(".")), launch, CLOCK, timer=timer),
+               *mock_players(sitters, CLOCK, timer=timer, names=["seat1", "seat2"])]
+    rec = play_game(players, preset("classic"), SEED, game_id="g2", clock=CLOCK, timer=timer, fixed_schedule=True)
+    assert [(f["seat"], f["reason"]) for f in rec.faults] == [(2, "cpu_limit"), (1, "cpu_limit")], rec.faults
+    off, later = [s for s in rec.steps if "fault" in s]
+    assert off.get("off_turn") and not later.get("off_turn") and later["request"] not in _requests(sitters[0])
+    _replays(rec, {0: 3})
