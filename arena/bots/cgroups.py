@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import stat
 import time
 from dataclasses import dataclass
@@ -65,11 +66,14 @@ _FREEZE = {"v2": ("cgroup.freeze", b"1", b"0"), "v1": ("freezer.state", b"FROZEN
 _FROZEN = {"v2": ("cgroup.events", b"frozen 1"), "v1": ("freezer.state", b"FROZEN")}  # where it says so
 
 OFF_TURN_CPU_S = 0.02
-"""The CPU a frozen seat may still use between its answer and its next request. A freezer stops a
-process only on its way back to user space: one inside a long system call (a populated mapping of
-tens of GiB, the exit of a big process) runs on, frozen or not, through the other seats' turns
-(measured: 0.35-1.7 s of CPU per decision of the other seat, within its game allowance). An honest
-bot stops within a millisecond of CPU."""
+"""The CPU a frozen seat may still use from its freeze (after its answer) until the referee sees it
+stopped, or, where the referee's wait ended without the kernel saying it is frozen, until its next
+request (or another seat's timeout, which it is then blamed for: ``play_game``). A freezer stops a process only on its way back to user space: one
+inside a long system call (a populated mapping of tens of GiB, the exit of a big process) runs on,
+frozen or not, through the other seats' turns (measured: 0.35-1.7 s of CPU per decision of the
+other seat, within its game allowance). A CPU quota holds it no better from Linux 6.18, which
+throttles a task on its way back to user space too (``bench/bench_throttle.py``). An honest bot
+stops within a millisecond of CPU."""
 
 STILL_S = 0.2
 """How long a group not yet reported frozen must use no CPU to count as stopped: a process asleep
@@ -262,6 +266,15 @@ def _make_group(parent: Path, name: str, v2_controllers: str | None) -> Path:
             # the parent was removed meanwhile, empty: made again
 
 
+def _events_poll(fd: int | None) -> select.poll | None:
+    """A poll on a v2 group's ``cgroup.events``: the kernel signals a change of it as POLLPRI."""
+    if fd is None:
+        return None
+    events = select.poll()
+    events.register(fd, select.POLLPRI)
+    return events
+
+
 def _gone_or_folder(path: Path) -> bool:
     """Whether ``path`` is missing or a folder, in one look (two would race its removal)."""
     try:
@@ -272,6 +285,8 @@ def _gone_or_folder(path: Path) -> bool:
 
 class BotCgroup:
     """One bot's cgroup (one directory per v1 hierarchy, one for v2)."""
+
+    _events: select.poll | None = None  # v2: woken as the group becomes frozen (``run_on``)
 
     def __init__(self, root: CgroupRoot, name: str, *, memory_bytes: int, max_pids: int):
         self.root = root
@@ -312,6 +327,7 @@ class BotCgroup:
             state, self._frozen_says = _FROZEN[root.kind]
             self._state_fd = None if freeze_dir is None else \
                 os.open(freeze_dir / state, os.O_RDONLY | os.O_CLOEXEC)
+            self._events = _events_poll(self._state_fd) if root.kind == "v2" else None
         except BaseException:
             self.remove()
             raise
@@ -321,7 +337,7 @@ class BotCgroup:
             if v2 or "cpuacct" in self.dirs else None
         self._peak_file = str(v2 / "memory.peak" if v2 else self.dirs["memory"] / "memory.max_usage_in_bytes") \
             if v2 or "memory" in self.dirs else None
-        try:  # kept open, as the freezer's: the referee reads it twice a decision (``run_on``, ``play_game``)
+        try:  # kept open, as the freezer's: read in every wait for a seat to stop (``run_on``)
             self._cpu_fd = None if self._cpu_file is None else os.open(self._cpu_file, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._cpu_fd = None
@@ -368,29 +384,48 @@ class BotCgroup:
         except OSError:
             return True
 
-    def run_on(self, until: float, budget: float = OFF_TURN_CPU_S) -> float | None:
-        """Called just after :meth:`hold` froze the group: wait until it is stopped, and return the
-        CPU seconds it used meanwhile where that passed ``budget`` (its fault: see
-        :data:`OFF_TURN_CPU_S`), else None. Stopped is frozen, or still for :data:`STILL_S`; the
-        wait also ends at ``until`` (a ``time.perf_counter`` time): the referee then goes on, and
-        the CPU the group uses until its next turn is counted there (``play_game``)."""
-        if self.is_frozen():
-            return None
-        cpu0 = last = self.cpu_seconds() or 0.0
+    def run_on(self, until: float, since: bytes | None = None,
+               budget: float = OFF_TURN_CPU_S) -> tuple[float | None, bool]:
+        """Called once the group was frozen, before another seat's clock starts: wait until it is
+        stopped. Returns (the CPU seconds it used since ``since`` (a :meth:`cpu_mark` taken at the
+        freeze; else since this call) where that passed ``budget``, its fault (see
+        :data:`OFF_TURN_CPU_S`), else None; whether the kernel said it is frozen). Frozen is final
+        until the next thaw, so a seat seen frozen within its budget uses nothing more; one only
+        still for :data:`STILL_S`, or one the wait left at ``until`` (a ``time.perf_counter`` time),
+        has its CPU from ``since`` counted again later (``play_game``). An honest seat, frozen by
+        the look, costs two reads: its state, and its counter, compared with ``since`` unparsed."""
+        if self.is_frozen():  # frozen, but how much did it run first? (a late look: a loaded referee)
+            ran = self.cpu_since(since)
+            return (ran if ran > budget else None), True
+        cpu0 = self._cpu_of(since) if since is not None else None
+        if cpu0 is None:
+            cpu0 = self.cpu_seconds() or 0.0
+        last = cpu0
         still_since = time.perf_counter()
         pause = 0.00002  # a seat that only sleeps is frozen within tens of us; each look costs ~15 us of CPU: growing
         while True:
-            time.sleep(pause)
+            self._pause(pause)
             pause = min(pause * 2, 0.002)
             frozen = self.is_frozen()
-            cpu = self.cpu_seconds() or 0.0
+            cpu = self.cpu_seconds() or 0.0  # (every look: a gVisor seat that runs on commits memory, and
+            # its budget must be seen spent before its memory limit ends it by another name)
             if cpu - cpu0 > budget:
-                return cpu - cpu0
+                return cpu - cpu0, frozen
+            if frozen:
+                return None, True
             now = time.perf_counter()
             if cpu != last:
                 last, still_since = cpu, now
-            if frozen or now - still_since >= STILL_S or now >= until:
-                return None
+            if now - still_since >= STILL_S or now >= until:
+                return None, False
+
+    def _pause(self, seconds: float) -> None:
+        """Between two looks at a group not yet frozen: on v2 a ``poll`` on ``cgroup.events``, which
+        the kernel wakes as the group becomes frozen (the last read armed it); on v1 a sleep."""
+        if self._events is None:
+            time.sleep(seconds)
+        else:
+            self._events.poll(seconds * 1000)
 
     def kill(self) -> None:
         """SIGKILL everything in the group, then thaw it: a frozen v1 process dies only once
@@ -412,15 +447,33 @@ class BotCgroup:
     def peak_memory(self) -> int | None:
         return None if self._peak_file is None else _read_int(self._peak_file)
 
+    def cpu_mark(self) -> bytes | None:
+        """The CPU counter as the kernel writes it, unparsed: one read, for a referee that marks it
+        at every freeze and parses it only where the seat does not stop (:meth:`run_on`)."""
+        try:
+            return os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else None
+        except OSError:
+            return None
+
+    def cpu_since(self, mark: bytes | None) -> float:
+        """The CPU seconds used since ``mark`` (a :meth:`cpu_mark`): parsed only where it moved."""
+        now = self.cpu_mark()
+        if mark is None or now is None or now == mark:
+            return 0.0
+        return (self._cpu_of(now) or 0.0) - (self._cpu_of(mark) or 0.0)
+
     def cpu_seconds(self) -> float | None:
         if self._cpu_file is None:
             return None
         try:
-            text = os.pread(self._cpu_fd, 4096, 0).decode() if self._cpu_fd is not None else read_small(self._cpu_file)
+            text = os.pread(self._cpu_fd, 4096, 0) if self._cpu_fd is not None else read_small(self._cpu_file).encode()
         except OSError:
             return None
+        return self._cpu_of(text)
+
+    def _cpu_of(self, text: bytes) -> float | None:
         if "unified" in self.dirs:
-            usec = _keyed(text, "usage_usec")
+            usec = _keyed(text.decode(), "usage_usec")
             return None if usec is None else usec / 1e6
         try:
             return int(text.split()[0]) / 1e9

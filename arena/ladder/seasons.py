@@ -278,7 +278,7 @@ def published_games(store: Store, ladder: Ladder, s: Season) -> Iterator[dict[st
 PUBLIC_LOG = frozenset({"game_id", "rules", "seed", "players", "max_turns", "steps", "clock", "setup_events",
                         "result", "faults", "think_ms", "decisions", "wall_ms", "given"})
 PUBLIC_STEP = frozenset({"turn", "seat", "phase", "request", "action", "ms", "act", "events", "forced", "given",
-                         "fault"})
+                         "fault", "off_turn"})
 PUBLIC_FAULT = frozenset({"game", "seat", "reason", "finished", "turn"})
 
 

@@ -171,6 +171,16 @@ class BlockingPlayer:
         # instructions (bench_instructions, blocking: 111.0k -> 112.2k), on the hottest path there is.
         return Answered(choice, seconds, self.take_stderr() if self._stderr or conn.stderr_lines else [], note)
 
+    def rejoin(self, message: dict[str, Any]) -> None:
+        """Back at the table mid-game, excused for a fault another seat caused (see ``play_game``),
+        where that fault stopped its process: a fresh one, sent the game's ``start`` again."""
+        conn = self._ensure()
+        self._clock_game(conn)
+        try:
+            conn.send_line(protocol.encode(message))
+        except Exception as e:
+            raise as_fault(e) from None
+
     def finish(self, message: dict[str, Any]) -> None:
         if self.conn is None:
             return
@@ -399,12 +409,22 @@ def frozen_group(player: Any) -> Any:
     return group if group is not None and group.freezes else None
 
 
-def ran_frozen(group: Any, stopped_at: float | None) -> float | None:
-    """The CPU seconds a frozen seat used since it was seen stopped, where over its allowance."""
-    if stopped_at is None:
-        return None
-    ran = (group.cpu_seconds() or 0.0) - stopped_at
+EXCUSABLE = (FaultReason.TIMEOUT, FaultReason.CPU_LIMIT)
+"""The faults of a seat on turn that a frozen seat running on can cause: checked for a culprit first."""
+
+
+def ran_past(group: Any, mark: bytes | None) -> float | None:
+    """The CPU seconds a frozen seat used since its freeze (``mark``), where over its allowance."""
+    ran = group.cpu_since(mark)
     return ran if ran > OFF_TURN_CPU_S else None
+
+
+def ran_past_all(players: Sequence[Any], groups: Sequence[Any], marks: Sequence[bytes | None],
+                 on_turn: int) -> list[tuple[int, float]]:
+    """(seat, CPU seconds) of every frozen seat but ``on_turn`` that ran past its allowance since its
+    freeze; only seats not yet seen frozen (``marks``) can have."""
+    return [(s, ran) for s, mark in enumerate(marks)
+            if s != on_turn and mark is not None and (ran := ran_past(groups[s], mark)) is not None]
 
 
 def ran_on_message(ran: float, when: str = "") -> str:
@@ -447,6 +467,9 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
                        max_turns=max_turns, ask_forced=ask_forced, stderr_lines_per_step=stderr_lines_per_step,
                        given=given, on_event=on_event)
     start_faults: list[tuple[int, BotFault]] = []
+    # Each frozen seat's CPU counter at its freeze (unparsed), for as long as it may still be running:
+    # None once it is seen frozen within its allowance (frozen is final until its thaw), or never frozen.
+    marks: list[bytes | None] = [None] * len(players)
     for seat, player in enumerate(players):
         if not ponder:  # a pooled seat waits frozen (below): thawed to read its start, one seat at a time
             hold(player, False)
@@ -460,42 +483,94 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
             raise
         if not ponder:
             hold(player, True)
-            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat) \
-                    and (ran := group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)) is not None:
-                start_faults.append((seat, CpuLimit(ran_on_message(ran, ", after reading its start"))))
+            if (group := frozen_group(player)) is not None and not (start_faults and start_faults[-1][0] == seat):
+                mark = group.cpu_mark()
+                ran, stopped = group.run_on(time.perf_counter() + MAX_STOP_WAIT_S, mark)
+                if ran is not None:
+                    start_faults.append((seat, CpuLimit(ran_on_message(ran, ", after reading its start"))))
+                elif not stopped:
+                    marks[seat] = mark
     for seat, failed in start_faults:
         players[seat].fault(failed.reason, failed.message, None)
         core.start_fault(seat, failed.reason, failed.message, players[seat].take_stderr())
     holds = [None if ponder else freezer(p) for p in players]  # each seat's connection is set by now
     groups = [None if ponder else frozen_group(p) for p in players]
-    stopped_at = [None if g is None else g.cpu_seconds() for g in groups]  # each frozen seat's CPU once stopped
-    start = 0.0
+    ran_on: list[float | None] = [None] * len(players)  # a seat killed for running on: its forfeit, at its next request
+    rejoin = [False] * len(players)  # a seat excused for another's fault, its process stopped by that fault
+    stopping = None  # (seat, its group, until when): the seat that answered last, frozen, not yet looked at
+    start: float | None = None  # on a fixed schedule, when the last decision's slot began
     while (req := core.next_request()) is not None:
-        player = players[req.seat]
-        freeze, group = holds[req.seat], groups[req.seat]
-        if group is not None and (ran := ran_frozen(group, stopped_at[req.seat])) is not None:
-            core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
-            continue
+        seat = req.seat
+        player = players[seat]
+        if stopping is not None:
+            # The seat that answered must have stopped before the next seat's clock starts (a process
+            # inside a long system call runs on frozen). Looked at only now, after the referee's own
+            # work, so an honest seat is frozen by then: two reads. One that ran past its allowance
+            # since its freeze is killed and reaped now (nothing of it runs on) and forfeits at its next
+            # request. On a fixed schedule the wait ends with the slot, so it never moves the schedule
+            # (a sender could choose it); one still running then is counted again at its next request,
+            # and at any fault of the seats on turn until then.
+            s, group, until = stopping
+            stopping = None
+            if s == seat:  # asked again at once: what it ran meanwhile ran on nobody's time
+                marks[s] = None
+            else:
+                ran, stopped = group.run_on(until, marks[s])
+                if ran is not None:
+                    ran_on[s], marks[s] = ran, None
+                    players[s].fault(FaultReason.CPU_LIMIT, ran_on_message(ran), None)
+                elif stopped:
+                    marks[s] = None
+        if ran_on[seat] is not None or marks[seat] is not None:
+            ran = ran_on[seat] if ran_on[seat] is not None else ran_past(groups[seat], marks[seat])
+            ran_on[seat] = marks[seat] = None
+            if ran is not None:
+                core.settle(off_turn_fault(player, req, ran, 0.0))  # never asked: its own fault, not another seat's
+                continue
+        if fixed_schedule:
+            if start is not None:  # until the end of the last decision's slot
+                timer.sleep_until(slot_end(start, timer.now(), slot))
+            start = timer.now()
+        if rejoin[seat] and isinstance(player, BlockingPlayer):
+            rejoin[seat] = False
+            try:
+                player.rejoin(core.start_message(seat))
+            except BotFault as fault:
+                player.fault(fault.reason, fault.message, req.id)
+                core.settle(faulted(player, fault, 0.0))
+                continue
+            if not ponder:  # its new process's own cgroup
+                holds[seat], groups[seat] = freezer(player), frozen_group(player)
+        freeze = holds[seat]
         if freeze is not None:
             freeze(False)  # before its clock starts (in decide)
-        if fixed_schedule:
-            start = timer.now()
         outcome = player.decide(req)
         if freeze is not None:
             freeze(True)
-        if group is not None and isinstance(outcome, Answered):
-            # Before the next seat's clock starts, this one must have stopped: a process inside a
-            # long system call runs on frozen. One that will not forfeits now, in place of its
-            # answer, and is killed and reaped (so nothing of it runs on). On a fixed schedule the
-            # wait ends with the slot, so it never moves the schedule (a sender could choose it);
-            # what runs on past it is counted at the seat's next request.
-            left = slot_end(start, timer.now(), slot) - timer.now() if fixed_schedule else MAX_STOP_WAIT_S
-            if (ran := group.run_on(time.perf_counter() + left)) is not None:
-                outcome = off_turn_fault(player, req, ran, outcome.seconds)
-            stopped_at[req.seat] = group.cpu_seconds()
+            if (group := groups[seat]) is not None and isinstance(outcome, Answered):
+                marks[seat] = group.cpu_mark()  # its CPU as it was frozen, unparsed (one read)
+                stopping = (seat, group, time.perf_counter()
+                            + (slot_end(start, timer.now(), slot) - timer.now() if start is not None else MAX_STOP_WAIT_S))
+        if isinstance(outcome, Faulted) and outcome.reason in EXCUSABLE \
+                and (culprits := ran_past_all(players, groups, marks, seat)):
+            # The seat on turn ran out of time or CPU while a frozen seat ran on past its allowance (a
+            # wait that ended with a fixed schedule's slot): that seat forfeits (the one that ran most;
+            # any other at its next request), this one is excused and asked again, a fresh process
+            # where its fault stopped it.
+            s, ran = max(culprits, key=lambda c: c[1])
+            why = ran_on_message(ran)
+            players[s].fault(FaultReason.CPU_LIMIT, why, None)
+            core.fault_off_turn(s, FaultReason.CPU_LIMIT, why, players[s].take_stderr())
+            marks[s] = None
+            rejoin[seat] = isinstance(player, BlockingPlayer) and player.conn is None
+            continue
         core.settle(outcome)
-        if fixed_schedule:  # until the end of the decision's slot
-            timer.sleep_until(slot_end(start, timer.now(), slot))
+    if stopping is not None:  # the last answer ended the game: seen stopped before a seat is thawed for its end
+        s, group, until = stopping
+        if group.run_on(until, marks[s])[0] is not None:
+            players[s].close()  # (after the game: its process only, no forfeit)
+    if start is not None:  # the last slot too: when the game's end is sent tells no seat how long one thought
+        timer.sleep_until(slot_end(start, timer.now(), slot))
     rec = core.record
     for seat, message in core.end_messages():
         make_room(players[seat], message)  # while it is frozen: it cannot shrink its pipe back before the send
@@ -505,7 +580,7 @@ def play_game(players: Sequence[Seat], rules: Rules, seed: int, *, game_id: str,
         if not ponder:  # and it waits for its next game frozen: thawed, a pooled bot could run what it
             hold(players[seat], True)  # forked at its end all through the other games of the run
             group = frozen_group(players[seat])  # (and what will not stop, through the other games: a fresh process)
-            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S) is not None:
+            if group is not None and group.run_on(time.perf_counter() + MAX_STOP_WAIT_S)[0] is not None:
                 players[seat].close()
     rec.wall_ms = round((time.perf_counter() - t0) * 1000, 3)
     return rec

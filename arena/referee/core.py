@@ -344,6 +344,17 @@ class RefereeCore:
                                   "ms": round(seconds * 1000, 3), "fault": str(reason),
                                   "stderr": list(stderr)[-self.stderr_lines:], "events": self._deliver(evs)})
 
+    def fault_off_turn(self, seat: int, reason: FaultReason, message: str, stderr: Sequence[str] = ()) -> None:
+        """While the request waiting for its answer was another seat's, ``seat`` (frozen off its turn)
+        faulted, and the seat asked was held up by it: the request is void (its id spent) and
+        ``seat`` forfeits; the step says so with ``off_turn``. The seat asked is asked again."""
+        turn, _, phase, rid, _ = self._take()
+        self._note_fault(seat, reason, message)
+        self.state, evs = forfeit(self.state, seat, str(reason))
+        self.record.steps.append({"turn": turn, "seat": seat, "phase": phase, "request": rid, "off_turn": True,
+                                  "ms": 0.0, "fault": str(reason), "stderr": list(stderr)[-self.stderr_lines:],
+                                  "events": self._deliver(evs)})
+
     def settle(self, outcome: Outcome) -> None:
         """The one step that ends every decision, whoever moved the bytes (the referee's loop, the
         environments, the in-process matches): an answer or a fault."""

@@ -29,7 +29,7 @@ from ..faults import BotFault, FaultReason
 from ..referee import protocol
 from ..referee.core import Answered, GameRecord, RefereeCore, Request
 from ..referee.blocking import BlockingLaunch, BlockingPlayer, settle
-from .simulate import Decision, Replay, ReplayError, _seconds, fault_reason, requests_for, start_for
+from .simulate import Decision, Replay, ReplayError, _seconds, fault_reason, log_fault, requests_for, start_for
 
 
 @dataclass
@@ -140,7 +140,7 @@ def _play_on(replay: Replay, seat: int, d: Divergence, player: BlockingPlayer, o
         step = frames[len(core.record.steps)].step or {}
         fr = frames[len(core.record.steps)]
         if "fault" in step:
-            core.fault(fault_reason(step["fault"]), "", _seconds(step))
+            log_fault(core, step)
         else:
             core.answer(fr.actions.index(fr.action), _seconds(step))
     if req is None:

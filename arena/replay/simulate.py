@@ -29,6 +29,27 @@ from ..referee import protocol
 from ..referee.core import RefereeCore, Request, TimeControl
 
 
+def log_fault(core: RefereeCore, step: dict[str, Any]) -> None:
+    """A fault step of a log told to a core driven by it, as the referee told it: the seat asked's,
+    or (``off_turn``) another seat's, which voids the request asked."""
+    reason = fault_reason(step["fault"])
+    if step.get("off_turn"):
+        core.fault_off_turn(int(step["seat"]), reason, "")
+    else:
+        core.fault(reason, "", _seconds(step))
+
+
+def _off_turn_seat(mism: list[Mismatch], k: int, step: dict[str, Any], state: State) -> int:
+    """The seat an ``off_turn`` fault step names: one still playing, not the seat to move (whose
+    request the step voids); else the seat to move, and a mismatch."""
+    seat = step.get("seat")
+    if type(seat) is not int or not 0 <= seat < len(state.seats) or seat == state.to_move \
+            or state.seats[seat].place is not None:
+        mism.append(Mismatch(k, "seat", "a seat still playing, not the one to move", seat, "an off-turn fault"))
+        return state.to_move
+    return seat
+
+
 def fault_reason(value: Any) -> FaultReason:
     """A log's fault reason, or ReplayError for one the protocol does not know (a tampered log)."""
     if value not in FAULT_REASONS:
@@ -92,6 +113,9 @@ class Frame:
 
     @property
     def seat(self) -> int | None:
+        """The seat the step is of: the one to move, or the one an ``off_turn`` fault names."""
+        if self.step is not None and self.step.get("off_turn") and "fault" in self.step:
+            return self.step.get("seat")
         return None if self.before is None else self.before.to_move
 
     @property
@@ -209,6 +233,9 @@ def simulate(record: dict[str, Any]) -> Replay:
             break
         before = state
         seat = state.to_move
+        off_turn = bool(step.get("off_turn")) and "fault" in step  # another seat forfeited; the request asked is void
+        if off_turn:
+            seat = _off_turn_seat(mism, k, step, state)
         for key, want in (("seat", seat), ("turn", state.turn), ("phase", state.phase)):
             if step.get(key) != want:
                 mism.append(Mismatch(k, key, want, step.get(key)))
@@ -354,7 +381,7 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
         if "fault" in step:
             if step["fault"] not in FAULT_REASONS:
                 break  # no reason the protocol knows: a tampered log
-            core.fault(FaultReason(step["fault"]), "", _seconds(step))
+            log_fault(core, step)
             asked.append((req, fr, None))
             continue
         if fr.action is None or fr.action not in fr.actions:
@@ -382,7 +409,8 @@ def thought_of(step: dict[str, Any]) -> dict[str, Any]:
 def _decision(req: Request, fr: Frame, choice: int | None) -> Decision:
     step = fr.step or {}
     thought = thought_of(step)
-    return Decision(fr.index, req.message, choice, step.get("ms"), step.get("fault"), list(step.get("stderr", [])),
+    fault = None if step.get("off_turn") else step.get("fault")  # (a void request: another seat's fault)
+    return Decision(fr.index, req.message, choice, step.get("ms"), fault, list(step.get("stderr", [])),
                     thought.get("thought"), thought.get("thought_warning"))
 
 

@@ -173,15 +173,16 @@ def step_info(replay: Replay, frame: Frame, who: Names) -> dict[str, Any]:
             "; " + ", ".join(f"{who(f.get('seat'))} failed to start ({f.get('reason')})" for f in replay.start_forfeits)
             if replay.start_forfeits else ""))
         return info
-    seat = frame.before.to_move
+    seat = frame.seat  # (an off-turn fault's seat is not the one to move)
     info.update(seat=seat, name=who(seat), phase=frame.before.phase, turn=frame.before.turn,
                 ms=step.get("ms"), stderr=[str(x) for x in step.get("stderr", [])][:50], of=len(frame.actions),
                 request=step.get("request"))
     if "fault" in step:
         fault = next((f for f in replay.record.get("faults", []) if f.get("seat") == seat
                       and f.get("reason") == step["fault"]), {})
+        off = " (off its turn: the seat to move is asked again)" if step.get("off_turn") else ""
         info.update(kind="fault", fault=step["fault"], message=str(fault.get("message", ""))[:500],
-                    text=f"forfeit: {step['fault']}" + (f": {fault['message']}" if fault.get("message") else ""))
+                    text=f"forfeit: {step['fault']}{off}" + (f": {fault['message']}" if fault.get("message") else ""))
     else:
         act = step.get("act")
         note = (" (forced: the only legal action)" if step.get("forced") else
