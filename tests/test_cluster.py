@@ -614,7 +614,7 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
     import shutil
     import tempfile
 
-    from tests.test_executors import assert_no_process_saw_a_deal_twice
+    from tests.test_executors import MEMORY_TURNS, assert_no_process_saw_a_deal_twice
     lc, _ = dask_cluster
     bot = Path(tempfile.mkdtemp(prefix="arena-memory-bot-"))
     try:
@@ -622,7 +622,7 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
         shutil.copy(REPO / "tests" / "memory_bot.py", bot / "bot.py")
         (bot / "bot.toml").write_text('name = "memory"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
         cfg = config("memory", tmp_path / "m.sqlite", bots=[str(bot), "lowest", "heuristic"], deals=3,
-                     cluster=lc.scheduler_address)
+                     max_turns=MEMORY_TURNS, cluster=lc.scheduler_address)
         run(cfg)
         db = Store(cfg.store, readonly=True)
         assert len(db.games(tournament="memory", limit=100)) == 18
