@@ -89,9 +89,9 @@ def test_arena_play_seed_deals_from_the_store_secret(tmp_path: Path) -> None:
 
     from arena.cli.main import app
     runs = []
-    for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):
-        res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "-q", "--store",
-                                       str(tmp_path / store)])
+    for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):  # one turn a game: only its deal is read
+        res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "--max-turns", "1", "-q",
+                                       "--store", str(tmp_path / store)])
         assert res.exit_code == 0, res.output
         db = Store(tmp_path / store, readonly=True)
         runs.append(db.games(tournament="play")[-1]["seed"])
