@@ -248,10 +248,12 @@ def test_check_quotes_a_line_that_is_not_json(tmp_path: Path) -> None:
 
 
 def test_check_explains_the_clock(tmp_path: Path) -> None:
+    # 50 ms over each move: a 100 ms bank is used up at the second move and the third times out,
+    # about 0.4 s a game (a 300 ms bank slept through seven moves a game for the same lines)
     d = bot(tmp_path, "slowpoke", "time.sleep(0.15)\nprint(0, flush=True)\n")
-    done = arena_here("check", str(d), "--rules", "classic", "--move-ms", "100", "--bank-ms", "300", cwd=tmp_path)
+    done = arena_here("check", str(d), "--rules", "classic", "--move-ms", "100", "--bank-ms", "100", cwd=tmp_path)
     assert done.returncode == 1
-    assert "100 ms per move + 300 ms bank; bank used up after " in done.stdout
+    assert "100 ms per move + 100 ms bank; bank used up after " in done.stdout
     # the bot sleeps 150 ms a move: its slowest is at least that, and under load it may be far more
     # (once, at load 35, it was 200 ms or more, and a check for a number starting with 1 failed)
     slowest = re.search(r"slow move\(s\), slowest ([\d,]+) ms", done.stdout)
@@ -511,7 +513,7 @@ def test_check_limit_flags_are_checked_like_bot_toml(flag: str, needle: str) -> 
 
 
 def test_unknown_rule_option_from_a_flag_is_named() -> None:
-    done = arena("tournament", "-r", "colour=red", "--store", "/nonexistent/x.sqlite")
+    done = arena_here("tournament", "-r", "colour=red", "--store", "/nonexistent/x.sqlite")
     assert done.returncode == 2 and "unknown rule option 'colour'" in done.stderr
 
 

@@ -56,10 +56,14 @@ needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="dask/distributed not inst
                                 "pip install 'palace-arena[dask]' to run the cluster tests")
 
 BOTS = ["random", "lowest", "heuristic"]  # deterministic: random reseeds from each start message
+# The reference tournament: 3 pairs x 1 deal x 2 seat rotations. One deal is enough for what the
+# cluster tests read (every game stored once and as locally, resumed, killed mid-game); each game
+# more on the module's cluster costs its workers CPU (their bots start per deal and rotation).
+GAMES = 6
 
 
 def config(name: str, store: Path, **kw) -> TournamentConfig:
-    base = dict(name=name, bots=list(BOTS), deals=2, seed=7, concurrency=2, store=str(store))
+    base = dict(name=name, bots=list(BOTS), deals=1, seed=7, concurrency=2, store=str(store))
     base.update(kw)
     return TournamentConfig(**base)
 
@@ -369,7 +373,7 @@ def local_games(tmp_path_factory):
     path = tmp_path_factory.mktemp("local") / "local.sqlite"
     run(config("ref", path))
     games = stored(path, "ref")
-    assert len(games) == 12  # 3 pairs x 2 deals x 2 seat rotations
+    assert len(games) == GAMES
     return path, games
 
 
@@ -420,11 +424,11 @@ def test_cluster_stores_the_same_games_as_a_local_run(dask_cluster, local_games,
     class Rec(Reporter):
         def game_done(self, game, record):
             seen.append(game.index)
-            if len(seen) == 6:  # both workers have played, and keep their bots warm
+            if len(seen) == GAMES - 2:  # both workers have played, and keep their bots warm
                 looping.update(client.run(trio_threads))
 
     played = run(cfg, Rec())
-    assert len(played) == 12 and sorted(seen) == list(range(12))
+    assert len(played) == GAMES and sorted(seen) == list(range(GAMES))
     # the workers play on the blocking shell: no trio loop waits on a thread of theirs
     assert len(looping) == 2 and all(v == [] for v in looping.values()), looping
     # as locally: the returned records leave their step logs to the store (memory stays flat)
@@ -443,22 +447,23 @@ def test_resume_submits_only_missing_games_and_duplicates_are_ignored(dask_clust
     cfg = config("ref", path, cluster=lc.scheduler_address)
     src = Store(ref_path, readonly=True)
     db = Store(path)
-    db.begin_tournament("ref", cfg.fingerprint(), 12)
-    for i in range(5):  # a run killed after five games
+    db.begin_tournament("ref", cfg.fingerprint(), GAMES)
+    for i in range(2):  # a run killed after two games
         db.save_game("ref", i, ref[i]["seats"], src.game_record(ref[i]["id"]))
-    last = src.game_record(ref[11]["id"])
+    final = GAMES - 1
+    last = src.game_record(ref[final]["id"])
 
     class Racer(Reporter):
-        """Another runner stores game 11 while ours is still playing it."""
+        """Another runner stores the last game while ours is still playing it."""
         def game_done(self, game, record):
-            if game.index != 11 and 11 not in db.done_indexes("ref"):
-                assert db.save_game("ref", 11, ref[11]["seats"], last)
+            if game.index != final and final not in db.done_indexes("ref"):
+                assert db.save_game("ref", final, ref[final]["seats"], last)
 
     stats = RunStats()
     played = trio.run(lambda: run_tournament(cfg, db, Racer(), stats=stats))
-    assert stats.submitted == 7 and stats.failed == []
-    assert stats.stored + stats.duplicates == 7
-    assert stats.duplicates == (0 if any(r.game_id.endswith("000011") for r in played) else 1)
+    assert stats.submitted == GAMES - 2 and stats.failed == []
+    assert stats.stored + stats.duplicates == GAMES - 2
+    assert stats.duplicates == (0 if any(r.game_id.endswith(f"{final:06d}") for r in played) else 1)
     assert len(played) == stats.stored
     db.close()
     same(stored(path, "ref"), ref)
@@ -471,11 +476,11 @@ def test_cli_runs_on_the_cluster(dask_cluster, local_games, tmp_path):
     lc, _ = dask_cluster
     path = beside(local_games, tmp_path / "cli.sqlite")
     toml = tmp_path / "t.toml"
-    toml.write_text(f'name = "ref"\nbots = {json.dumps(BOTS)}\ndeals = 2\nseed = 7\n')
+    toml.write_text(f'name = "ref"\nbots = {json.dumps(BOTS)}\ndeals = 1\nseed = 7\n')
     res = CliRunner().invoke(app, ["tournament", str(toml), "--store", str(path), "--plain",
                                    "--cluster", lc.scheduler_address])
     assert res.exit_code == 0, res.output
-    assert "12/12 games stored" in res.output
+    assert f"{GAMES}/{GAMES} games stored" in res.output
     # the header counts the workers connected (not the local `concurrency`)
     assert f"on the Dask cluster at {lc.scheduler_address} (2 worker(s) now, a game at a time each)" in res.output
     same(stored(path, "ref"), local_games[1])
@@ -588,7 +593,7 @@ def test_a_worker_killed_mid_game_loses_and_doubles_nothing(dask_cluster, local_
     assert lost, "the killed worker had no game in flight"
     games = stored(path, "ref")
     assert all(i in games for i in lost)
-    assert stats.failed == [] and stats.duplicates == 0 and stats.stored == 12
+    assert stats.failed == [] and stats.duplicates == 0 and stats.stored == GAMES
     same(games, local_games[1])
     # said on the client's reporter as it happened, as a local referee worker's death is
     # (a loaded machine may lose another worker too: each death is said, the killed one once)
@@ -609,7 +614,7 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
     import shutil
     import tempfile
 
-    from tests.test_executors import assert_no_process_saw_a_deal_twice
+    from tests.test_executors import MEMORY_TURNS, assert_no_process_saw_a_deal_twice
     lc, _ = dask_cluster
     bot = Path(tempfile.mkdtemp(prefix="arena-memory-bot-"))
     try:
@@ -617,7 +622,7 @@ def test_no_dask_bot_process_plays_a_deal_twice(dask_cluster, tmp_path):
         shutil.copy(REPO / "tests" / "memory_bot.py", bot / "bot.py")
         (bot / "bot.toml").write_text('name = "memory"\nversion = "1"\ncommand = ["python3", "bot.py"]\n')
         cfg = config("memory", tmp_path / "m.sqlite", bots=[str(bot), "lowest", "heuristic"], deals=3,
-                     cluster=lc.scheduler_address)
+                     max_turns=MEMORY_TURNS, cluster=lc.scheduler_address)
         run(cfg)
         db = Store(cfg.store, readonly=True)
         assert len(db.games(tournament="memory", limit=100)) == 18

@@ -89,9 +89,9 @@ def test_arena_play_seed_deals_from_the_store_secret(tmp_path: Path) -> None:
 
     from arena.cli.main import app
     runs = []
-    for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):
-        res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "-q", "--store",
-                                       str(tmp_path / store)])
+    for store in ("a/s.sqlite", "a/s.sqlite", "b/s.sqlite"):  # one turn a game: only its deal is read
+        res = CliRunner().invoke(app, ["play", "lowest", "highest", "--seed", "1", "--max-turns", "1", "-q",
+                                       "--store", str(tmp_path / store)])
         assert res.exit_code == 0, res.output
         db = Store(tmp_path / store, readonly=True)
         runs.append(db.games(tournament="play")[-1]["seed"])
@@ -196,6 +196,13 @@ def test_the_memory_bot_recognises_a_deal_played_again_by_the_same_process(memor
     assert any(line.startswith("RECOGNISED again: the deal of first") for line in lines), lines
 
 
+# The memory bot knows a deal by the setup hands and the face-up cards chosen, all shown in a game's
+# first turns: a game cut at 40 turns lets it recognise a deal as a whole one does (the control
+# above plays whole games), and the tournaments that check the pool end each game there (a whole
+# game of the first-action bot ran 50 to 2,000 turns).
+MEMORY_TURNS = 40
+
+
 def assert_no_process_saw_a_deal_twice(store: Store, name: str) -> Counter:
     """From the store alone: every (process, deal) at most once, and no RECOGNISED line."""
     plays: Counter = Counter()
@@ -217,9 +224,10 @@ def assert_no_process_saw_a_deal_twice(store: Store, name: str) -> Counter:
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["in-process", "worker-processes"])
 def test_no_bot_process_plays_a_deal_twice(memory_bot: Path, tmp_path: Path, processes: int) -> None:
+    """``MEMORY_TURNS`` turns a game: who is lent which deal is decided at each game's start."""
     cfg = load_config(None, {"name": "memory", "bots": [str(memory_bot), "lowest", "heuristic"], "deals": 3,
                              "rules": "classic", "concurrency": 2, "processes": processes, "move_ms": 5000,
-                             "store": str(tmp_path / "m.sqlite")})
+                             "max_turns": MEMORY_TURNS, "store": str(tmp_path / "m.sqlite")})
     store = Store(cfg.store)
     trio.run(run_tournament, cfg, store)
     assert len(store.games(tournament="memory", limit=100)) == 18

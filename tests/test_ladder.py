@@ -456,8 +456,7 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(arena.tournament.check, "run_check", lambda spec, games, move_ms: _ok_check(spec))
     path = write_ladder(tmp_path, "cli", concurrency=1)  # one game at a time: in this process, on the fakes
     store = str(tmp_path / "s.sqlite")
-    # a fixed secret: `lowest` and `highest` draw most games, and on a fresh random secret's deals the
-    # match now and then accepted H0
+    # a fixed secret: the same deals, so the same games and verdict, every run
     from arena.tournament.seeds import SECRET_BYTES, SECRET_FILE
     (tmp_path / SECRET_FILE).write_bytes(bytes([7]) * SECRET_BYTES)
     (tmp_path / SECRET_FILE).chmod(0o600)
@@ -469,10 +468,12 @@ def test_cli_submit_json_and_match_in_process(tmp_path: Path, monkeypatch):
     assert data["place"] == next(r["rank"] for r in data["standings"] if r["bot"] == "heuristic@5")
     assert "seeding ladder cli" in result.stderr and "provisional" in result.stderr
 
-    result = runner.invoke(app, ["match", "lowest", "highest", "--rules", "shithead", "--sprt", "0,100", "-j", "1",
+    # what the command prints of an SPRT; the pair counts over drawn games are
+    # test_match_counts_pairs_and_win_rate_over_deals' (lowest and highest, whose games run long)
+    result = runner.invoke(app, ["match", "heuristic", "random", "--rules", "shithead", "--sprt", "0,100", "-j", "1",
                                  "--max-turns", "600", "--store", store, "--every", "1000", "--move-ms", "60000"])
     assert result.exit_code == 0, result.output
-    assert "accept_h1" in result.stdout and "H1 accepted: lowest@1.0 - highest@1.0" in result.stdout
+    assert "accept_h1" in result.stdout and "H1 accepted: heuristic@1.0 - random@1.0" in result.stdout
     assert "LLR" in result.stdout and "LOS" in result.stdout and "arena games --tournament 'match:" in result.stdout
     result = runner.invoke(app, ["match", "lowest", "highest", "--sprt", "10,0", "--store", store])
     assert result.exit_code == 2 and "elo1 must be above elo0" in result.output

@@ -371,8 +371,9 @@ def _arena(*args: str, cwd: Path, **kw) -> subprocess.Popen:
 def test_kill_9_during_ladder_run_loses_no_stored_game_and_resumes(open_tmp: Path):
     """The real thing: `arena ladder run` with the bundled bots as processes, killed with SIGKILL
     once it has stored its first batch game (mid-batch, as a rule); every stored game is whole, and a second run finishes the
-    interrupted batch before choosing new tables."""
-    path = write_ladder(open_tmp, "kill", bots=["random", "lowest"], max_turns=400, concurrency=2)
+    interrupted batch before choosing new tables. One game at a time, in the run's own process: a
+    tournament killed with its referee worker processes is tests/test_resume.py's."""
+    path = write_ladder(open_tmp, "kill", bots=["random", "lowest"], max_turns=400, concurrency=1)
     store = open_tmp / "s.sqlite"
     proc = _arena("ladder", "run", str(path), "--store", str(store), "--plain", cwd=open_tmp)
     runs = "SELECT COUNT(*) FROM games WHERE tournament LIKE 'ladder:kill:run:%'"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.bots import blocking
+from arena.bots import blocking, channel
 from arena.bots.blocking import hub
 from arena.bots.errors import BotError
 from arena.bots.procs import scan_procs
@@ -97,6 +97,8 @@ def test_a_bots_bytes_get_the_same_verdict_with_or_without_the_c_round_trip(monk
     thing a hostile bot can write, the outcome of every ask (line or fault, with its text) is the
     one the general loop alone gives, and an honest bot on the same hub still answers after."""
     start, asks = ATTACKS[attack]
+    if attack.endswith("-alive"):  # its bot sleeps 2 s after closing stdout: the exit grace that follows
+        monkeypatch.setattr(channel, "EXIT_GRACE", 0.2)  # EOF is waited out in full, on both paths alike
     with_helper = play(start, asks, 5)
     monkeypatch.setattr(blocking, "_round_trip", None)
     general = play(start, asks, 5)
