@@ -142,12 +142,7 @@ class BlockingPlayer:
         if self._stale():
             self.close()
         self._between_games()  # before a fresh process starts: its own first lines are this game's
-        conn = self._ensure()
-        self._clock_game(conn)
-        try:
-            conn.send_line(protocol.encode(message))
-        except Exception as e:
-            raise as_fault(e) from None
+        self._send_start(message)
 
     def decide(self, req: Request) -> Outcome:
         """Ask ``req`` and time the answer in seconds; a fault is told to the bot, which is stopped.
@@ -174,6 +169,10 @@ class BlockingPlayer:
     def rejoin(self, message: dict[str, Any]) -> None:
         """Back at the table mid-game, excused for a fault another seat caused (see ``play_game``),
         where that fault stopped its process: a fresh one, sent the game's ``start`` again."""
+        self._send_start(message)
+
+    def _send_start(self, message: dict[str, Any]) -> None:
+        """The game's ``start`` to this seat's process (started now where there is none), its clock set."""
         conn = self._ensure()
         self._clock_game(conn)
         try:
