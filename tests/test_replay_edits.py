@@ -125,3 +125,31 @@ def test_a_wrong_type_is_refused_naming_the_file_and_the_field(export_line, tmp_
     res = CliRunner().invoke(app, ["replay", str(f)])
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith(f"error: {f}: not a game record") and named in res.stderr, res.stderr
+
+
+def test_a_file_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    """Python's JSON reader raised RecursionError (exit 70) on a file nested past its limit."""
+    for name, text in (("deep.json", "[" * 100_000 + "]" * 100_000), ("deep.jsonl", '{"a": 1}\n' + "[" * 100_000)):
+        f = tmp_path / name
+        f.write_text(text)
+        res = CliRunner().invoke(app, ["replay", str(f)])
+        assert res.exit_code == 2 and res.stderr.startswith(f"error: {f}") and "nested too deep" in res.stderr, \
+            res.output
+
+
+def test_edits_past_a_type_that_the_seats_view_met_are_refused(export_line, tmp_path: Path) -> None:
+    """Two edits of the right type that ``--as SEAT`` (rebuilding the requests through the referee's
+    core) met as an arena bug: a clock past what a request can carry (an integer over 64 bits), and
+    a ``given`` opening naming an action the deal does not have."""
+    f = tmp_path / "edited.json"
+    for field, value, named in ((("clock", "bank_ms"), 10**30, "log.clock.bank_ms"),
+                                (("given",), [3, 99], "given opening cannot be played again")):
+        edited = copy.deepcopy(export_line)
+        parent = edited["log"]
+        for k in field[:-1]:
+            parent = parent[k]
+        parent[field[-1]] = value
+        f.write_text(json.dumps(edited))
+        res = CliRunner().invoke(app, ["replay", str(f), "--as", "1", "--json"])
+        assert res.exit_code == 2 and named in res.stderr and "arena bug" not in res.stderr, res.output
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -59,6 +59,8 @@ def load_file(path: Path, pick: str | None = None) -> dict[str, Any]:
         return _from_json(json.loads(text), str(path))
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise ReplayError(f"{path}: not a game record: arrays or objects nested too deep") from None
     rows = []
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -67,6 +69,8 @@ def load_file(path: Path, pick: str | None = None) -> dict[str, Any]:
             rows.append((no, json.loads(line)))
         except json.JSONDecodeError as e:
             raise ReplayError(f"{path}:{no}: not JSON: {e}") from None
+        except RecursionError:
+            raise ReplayError(f"{path}:{no}: not a game record: arrays or objects nested too deep") from None
     if pick is not None:
         for no, row in rows:
             rec = row.get("log") if isinstance(row, dict) and "log" in row else row
