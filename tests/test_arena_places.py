@@ -199,3 +199,25 @@ def test_root_arenas_share_one_run_directory_whatever_their_tmpdir_where_run_is_
         monkeypatch.setattr(tempfile, "tempdir", None)
         seen.add(places.arena_place(places.RUN))
     assert seen == {places.MACHINE_CACHE / "run"}, seen
+
+
+@needs_root
+def test_a_closed_machine_cache_is_refused_naming_it_and_the_mode_to_give_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root's package copies lie in ``/var/cache/palace-arena``, which a bot's own uid must enter.
+    Made 0700 (by hand, or a hardening script), the refusal told the operator to set TMPDIR, which
+    changes nothing for root: it names the folder, its mode, and the mode it needs."""
+    from arena.bots import launch, places
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # not below pytest's 0700 folders: only the cache is closed
+    try:
+        top.chmod(0o755)
+        cache = top / "palace-arena"
+        cache.mkdir(mode=0o700)
+        cache.chmod(0o700)
+        monkeypatch.setattr(places, "MACHINE_CACHE", cache)
+        with pytest.raises(launch.ContainmentError) as e:
+            launch.package_copies()
+        text = str(e.value)
+        assert f"{cache} is mode 0700" in text and f"chmod 0755 {cache}" in text, text
+        assert "TMPDIR" not in text, text
+    finally:
+        shutil.rmtree(top)

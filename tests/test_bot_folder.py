@@ -417,3 +417,22 @@ def test_a_command_no_exec_can_take_is_the_bots_error_not_the_arenas(tmp_path, c
         res = CliRunner().invoke(app, ["tournament", "--bot", str(d), "--bot", "random", "--deals", "1",
                                        "--store", str(tmp_path / "s" / "a.sqlite"), "--plain"])
         assert "NUL" in one_error_line(res)
+
+
+@pytest.mark.parametrize("workdir", [".git", "src/__pycache__", "node_modules/x", "linked"])
+def test_a_workdir_in_what_the_reader_leaves_out_is_refused_saying_so(tmp_path, workdir):
+    """A workdir in ``.git`` (or another folder the reader leaves out) is absent from every copy a
+    seat runs from: it was refused before any game, but as a folder other users could not read,
+    naming a temporary copy. It is refused when the manifest is read, saying why, in one line."""
+    d = bot(tmp_path)
+    (d / ".git").mkdir()
+    (d / "src" / "__pycache__").mkdir(parents=True)
+    (d / "node_modules" / "x").mkdir(parents=True)
+    (d / "linked").symlink_to(".git")  # a link is judged by where it leads
+    (d / "bot.toml").write_text((d / "bot.toml").read_text() + f"workdir = {workdir!r}\n")
+    with pytest.raises(ManifestError, match="which the arena leaves out of the bot") as e:
+        load_bot(d)
+    assert f"workdir {workdir!r}" in str(e.value)
+    res = CliRunner().invoke(app, ["check", str(d)])
+    out = one_error_line(res)
+    assert "leaves out of the bot" in out and "readable by other users" not in out and "/tmp/palace-arena" not in out

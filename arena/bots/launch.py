@@ -193,9 +193,21 @@ def package_copies() -> Path:
     if stat.S_IMODE(st.st_mode) != 0o755:  # (ours: only our uid changed it)
         root.chmod(0o755)
     if not _bots_can_use(root):
-        raise ContainmentError(f"other users cannot reach {root}, where contained Python bots import the arena "
-                               "package from: set TMPDIR to a folder every user can enter")
+        raise ContainmentError(_unreachable(root))
     return root
+
+
+def _unreachable(root: Path) -> str:
+    """Why bots cannot reach the package copies in ``root``, naming the folder that shuts them out
+    (root's ``/var/cache/palace-arena`` made 0700, say) and how to open it."""
+    closed = next((d for d in (*reversed(root.parents), root)
+                   if d.is_dir() and not d.stat().st_mode & stat.S_IXOTH), None)
+    why = f"other users cannot reach {root}, where contained Python bots import the arena package from"
+    if closed is None or os.geteuid() != 0:
+        return f"{why}: set TMPDIR to a folder every user can enter"
+    mode = stat.S_IMODE(closed.stat().st_mode)
+    return (f"{why}: {closed} is mode {mode:04o}, which shuts out the bots' own uids; "
+            f"chmod 0755 {closed} (it must stay root's, writable by root alone)")
 
 
 def _bots_can_use(path: Path, need: int = stat.S_IXOTH) -> bool:

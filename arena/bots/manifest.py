@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .folder import V2, V3, FolderError, ManifestError, read_folder, read_manifest
+from .folder import SKIP_DIRS, V2, V3, FolderError, ManifestError, read_folder, read_manifest
 
 __all__ = ["BUNDLED_DIR", "HUMAN", "MANIFEST", "NAME_RE", "BotSpec", "FolderError", "ManifestError",
            "bundled_bots", "load_bot", "parse_manifest", "refused_bot"]
@@ -136,6 +136,11 @@ def parse_manifest(data: dict[str, Any], root: Path, where: str = "bot.toml") ->
     workdir = (root / m.workdir).resolve()
     if not workdir.is_relative_to(root):
         raise ManifestError(f"{where}: workdir must stay inside the bot's directory")
+    left_out = sorted(set(workdir.relative_to(root).parts) & SKIP_DIRS)
+    if left_out:  # absent from the copy every seat and build runs in: it would fail as an unreadable folder
+        raise ManifestError(f"{where}: workdir {m.workdir!r} lies in {left_out[0]}/, which the arena leaves out of "
+                            f"the bot ({', '.join(sorted(SKIP_DIRS))} are not part of it, nor of any copy it runs "
+                            "from); make workdir a folder of the bot's own files")
     if m.interpreter and m.venv:
         raise ManifestError(f"{where}: give interpreter or venv, not both")
     python = None

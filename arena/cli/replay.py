@@ -31,9 +31,13 @@ def _load_and_simulate(game: str, store: Path):
     from ..replay.simulate import ReplayError, simulate
     try:
         record = load_game(game, store)
-        return record, simulate(record)
     except ReplayError as e:
         fail(str(e))
+        raise
+    try:
+        return record, simulate(record)
+    except ReplayError as e:
+        fail(f"{game}: {e}")  # the file or game id the user named
         raise
 
 

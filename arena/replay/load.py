@@ -15,13 +15,35 @@ def _is_record(obj: Any) -> bool:
     return isinstance(obj, dict) and "steps" in obj and "seed" in obj and "rules" in obj
 
 
+def _field(path: Any) -> str:
+    """A field's place in a JSON document, as ``log.steps[3].act.cards``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the record itself"
+
+
+def checked_record(record: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    """``record`` if it has a game record's shape (protocol/schemas/records/game.schema.json), else
+    a ReplayError naming the file and the first field that is wrong. A file is the user's input,
+    perhaps edited by hand: a wrong type must be refused here, not fail deep in the replay."""
+    import jsonschema
+    from ..referee.protocol import validator
+    error = jsonschema.exceptions.best_match(validator("records/game").iter_errors(record))
+    if error is None:
+        return record
+    field = _field([*([prefix] if prefix else []), *error.absolute_path])
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    raise ReplayError(f"{where}: not a game record as the arena writes it: {field}: {message}")
+
+
 def _from_json(obj: Any, where: str) -> dict[str, Any]:
     if _is_record(obj):
-        return obj
+        return checked_record(obj, where)
     if isinstance(obj, dict) and "log" in obj:
         if not _is_record(obj["log"]):
             raise ReplayError(f"{where}: the export line has no game log; export with `arena export FILE --logs`")
-        return obj["log"]
+        return checked_record(obj["log"], where, "log")
     if isinstance(obj, dict) and "id" in obj and "seats" in obj:
         raise ReplayError(f"{where}: the export line has no game log; export with `arena export FILE --logs`")
     raise ReplayError(f"{where}: not a game log (a record with rules, seed and steps) nor an export line with 'log'")
@@ -37,6 +59,8 @@ def load_file(path: Path, pick: str | None = None) -> dict[str, Any]:
         return _from_json(json.loads(text), str(path))
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise ReplayError(f"{path}: not a game record: arrays or objects nested too deep") from None
     rows = []
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -45,6 +69,8 @@ def load_file(path: Path, pick: str | None = None) -> dict[str, Any]:
             rows.append((no, json.loads(line)))
         except json.JSONDecodeError as e:
             raise ReplayError(f"{path}:{no}: not JSON: {e}") from None
+        except RecursionError:
+            raise ReplayError(f"{path}:{no}: not a game record: arrays or objects nested too deep") from None
     if pick is not None:
         for no, row in rows:
             rec = row.get("log") if isinstance(row, dict) and "log" in row else row

@@ -372,7 +372,7 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
         except (KeyError, TypeError, ValueError, IndexError):
             continue  # simulate() reported it
     asked: list[tuple[Request, Frame, int | None]] = []
-    while (req := core.next_request()) is not None:
+    while (req := _next_request(core)) is not None:
         k = len(core.record.steps)  # steps the core has taken: this request is the log's next one
         fr = frames[k] if k < len(frames) else None
         if fr is None or fr.before is None or fr.before.to_move != req.seat:
@@ -390,6 +390,15 @@ def _converse(replay: Replay) -> tuple[RefereeCore, list[tuple[Request, Frame, i
         core.answer(choice, _seconds(step))
         asked.append((req, fr, choice))
     return core, asked
+
+
+def _next_request(core: RefereeCore) -> Request | None:
+    """The core's next request; a ReplayError where the log's ``given`` opening names an action
+    its deal does not have (a tampered log: the core cannot play it, :func:`simulate` reports it)."""
+    try:
+        return core.next_request()
+    except ValueError as e:
+        raise ReplayError(f"the log's given opening cannot be played again: {e}") from None
 
 
 def thought_of(step: dict[str, Any]) -> dict[str, Any]:
