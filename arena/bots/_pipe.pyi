@@ -1,3 +1,5 @@
+API: int
+
 def ask(fd_in: int, line: bytes, fd_out: int, others: tuple[int, ...], timeout: float, max_line: int,
         room: int) -> str | bytes | int | None: ...
 

@@ -36,11 +36,10 @@ from collections.abc import Callable
 from .errors import BotClosedInput, BotClosedOutput, BotError, BotExited, BotTimeout, NotUtf8
 from .process import KILL_DEADLINE, SHUTDOWN_GRACE, STDERR_GRACE, BotBase
 from .channel import WATCH, Ended, Expired, encode_line
+from . import native
 
-try:  # a decision's usual round trip in one call (_pipe.c); without it, the general loop does all
-    from ._pipe import ask as _round_trip
-except ImportError:
-    _round_trip = None
+# a decision's usual round trip in one call (_pipe.c); without it, the general loop does all
+_round_trip = native.pipe.ask if native.pipe is not None else None
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import native
 from .procs import ARENA_CGROUP, cgroup_mounts, died, kill_and_reap, kill_pids
 
 
@@ -54,10 +55,8 @@ class FileKnob:
         return self._fd is None
 
 
-try:
-    from ._pipe import Knob
-except ImportError:  # no C helper built: the same knob in Python
-    Knob = FileKnob  # type: ignore[assignment,misc]
+# the C helper's knob where it is built from these sources; else the same knob in Python
+Knob = native.pipe.Knob if native.pipe is not None else FileKnob
 
 
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu", "freezer")
