@@ -17,12 +17,14 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ENGINE = ("cards", "model", "rules", "game", "views")  # the hot path; describe.py stays Python
 ENGINE_DIR = Path("arena") / "engine"
 HELPERS = ("_records", "_view")  # small C helpers (records.py, views.py fall back without them)
 SHELL_HELPER = Path("arena") / "bots" / "_pipe.c"  # a decision's round trip (bots/blocking.py falls back)
 STAMP = "_compiled.json"
+SCHEMAS = Path("protocol") / "schemas"  # installed as arena/schemas (referee/protocol.py:schema_dir)
 
 
 def source_digest(path: Path) -> str:
@@ -45,6 +47,22 @@ class OptionalBuildExt(build_ext):
         (out / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
 
 
+class BuildPyWithSchemas(build_py):
+    """The protocol's JSON Schemas go with an installed package: the protocol checks and ``arena
+    replay FILE`` read them, and outside a checkout there is no ``protocol/`` folder beside it. An
+    editable install reads the checkout's own."""
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        out = Path(self.build_lib) / "arena" / "schemas"
+        for path in sorted(SCHEMAS.rglob("*.json")):
+            target = out / path.relative_to(SCHEMAS)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
 def extensions() -> list:
     if os.environ.get("ARENA_PURE_ENGINE"):
         return []
@@ -59,4 +77,4 @@ def extensions() -> list:
         return []
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSchemas})
