@@ -68,6 +68,17 @@ def zombie_children(started_since: int | None = None) -> list[int]:
             and (started_since is None or p.start >= started_since)]
 
 
+def end_reaped_elsewhere(bot: Any) -> None:
+    """Kill and reap a ``subprocess.Popen`` whose reaping a test left to the arena's cleanup (or, if
+    the test failed, to here): its ``returncode`` is set, so Popen never waits on a pid reaped already."""
+    bot.kill()
+    bot.returncode = -9
+    try:
+        os.waitpid(bot.pid, 0)
+    except ChildProcessError:
+        pass
+
+
 def reachable(directory: Path) -> Path:
     """``directory``, or a world-readable copy of it when the checkout sits where other users
     cannot reach (a 0700 ``mktemp -d``): as root, bots run under private uids that must read it."""

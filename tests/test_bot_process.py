@@ -43,7 +43,7 @@ from arena.bots.spawn import DEFAULT_PATH
 from arena.bots.uids import BOT_UID_BASE, inaccessible_reason, uid_in_pool
 from arena.faults import BadJson
 from arena.referee.protocol import parse_line
-from tests.checks import boot_ticks, reachable, zombie_children
+from tests.checks import boot_ticks, end_reaped_elsewhere, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
@@ -1003,12 +1003,7 @@ def test_a_cleanup_report_names_the_dead_referee_and_what_it_removed(tmp_path: P
         assert read_proc(bot.pid) is None and not dead.exists() and not group.exists() and not copy.exists()
         assert (report.referees, report.killed, report.cgroups, report.temps) == ([999996], 1, [str(group)], [str(copy)])
     finally:
-        bot.kill()
-        bot.returncode = -9  # reaped by the cleanup (or, if the test failed, here)
-        try:
-            os.waitpid(bot.pid, 0)
-        except ChildProcessError:
-            pass
+        end_reaped_elsewhere(bot)
 
 
 def test_the_kill_loop_reaps_a_process_that_leaves_its_group_as_it_dies():

@@ -23,7 +23,7 @@ from arena.bots.procs import read_proc
 from arena.bots.spawn import DEFAULT_PATH
 from arena.bots import uids
 from arena.bots.uids import Registry, pids_of_uid
-from tests.checks import boot_ticks, reachable, zombie_children
+from tests.checks import boot_ticks, end_reaped_elsewhere, reachable, zombie_children
 
 HOSTILE = reachable(Path(__file__).parent / "hostile")  # private uids run these
 PY = shutil.which("python3", path=DEFAULT_PATH)
@@ -410,12 +410,7 @@ def test_a_record_written_before_procs_existed_is_still_cleaned(tmp_path: Path) 
         registry._clean_referee_dir(dead, None, report)
         assert report.killed == 1 and read_proc(bot.pid) is None and not dead.exists()
     finally:
-        bot.kill()
-        bot.returncode = -9  # reaped by the cleanup (or, if the test failed, here)
-        try:
-            os.waitpid(bot.pid, 0)
-        except ChildProcessError:
-            pass
+        end_reaped_elsewhere(bot)
 
 
 def test_a_referee_directory_removed_while_another_arena_cleans_is_passed_over(tmp_path: Path, monkeypatch) -> None:
